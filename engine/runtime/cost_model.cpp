@@ -1,0 +1,53 @@
+#include "engine/runtime/cost_model.hpp"
+
+#include <algorithm>
+
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab {
+
+SimTime CostModel::compute(const OpCost& cost) const {
+  check(cost.flops >= 0 && cost.bytes >= 0, "cost model: an op states negative work (flops ", cost.flops,
+        ", bytes ", cost.bytes, ")");
+  const double peak = cost.matmul ? device_.matmul_flops(cost.dtype) : device_.vector_flops;
+  const double seconds = std::max({cost.flops / peak, cost.bytes / device_.memory_bandwidth,
+                                   device_.min_kernel_us * 1e-6});
+  return seconds_to_ns(seconds);
+}
+
+double ring_traffic_factor(OpCategory category, int world) {
+  check(world >= 1, "ring collective over ", world, " ranks; expected at least 1");
+  const double w = world;
+  switch (category) {
+    case OpCategory::all_gather:
+    case OpCategory::reduce_scatter:
+      return (w - 1) / w;
+    case OpCategory::all_reduce:
+      return 2 * (w - 1) / w;
+    case OpCategory::broadcast:
+      return world > 1 ? 1.0 : 0.0;  // pipelined ring broadcast: every rank receives the whole buffer once
+    default:
+      fail("ring_traffic_factor: '", category_name(category), "' is not a collective");
+  }
+}
+
+SimTime CostModel::collective(OpCategory category, std::int64_t full_bytes, int world) const {
+  check(full_bytes >= 0, "collective of ", full_bytes, " bytes; expected >= 0");
+  if (world == 1) return seconds_to_ns(device_.min_kernel_us * 1e-6);  // a local copy at most
+  const double seconds = (world - 1) * link_.latency_us * 1e-6 +
+                         ring_traffic_factor(category, world) * static_cast<double>(full_bytes) / link_.bandwidth;
+  return seconds_to_ns(seconds);
+}
+
+SimTime CostModel::host_copy(std::int64_t bytes) const {
+  return seconds_to_ns(std::max(static_cast<double>(bytes) / device_.host_bandwidth, device_.min_kernel_us * 1e-6));
+}
+
+SimTime CostModel::launch_overhead() const { return seconds_to_ns(device_.launch_overhead_us * 1e-6); }
+
+double bus_bandwidth(OpCategory category, std::int64_t full_bytes, int world, double seconds) {
+  check(seconds > 0, "bus_bandwidth: time must be > 0, got ", seconds);
+  return static_cast<double>(full_bytes) / seconds * ring_traffic_factor(category, world);
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,40 @@
+#include "engine/runtime/device.hpp"
+
+#include <algorithm>
+
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab {
+
+Allocation::~Allocation() {
+  if (block_) device_->free(block_);
+}
+
+void Device::remove_sink(TraceSink* sink) { std::erase(sinks_, sink); }
+
+const OpRecord& Device::op(OpId id) const {
+  // Ids increase in launch order, so the log is sorted by id even when parts of it were not kept.
+  auto it = std::lower_bound(ops_.begin(), ops_.end(), id, [](const OpRecord& r, OpId x) { return r.id < x; });
+  check(it != ops_.end() && it->id == id, "rank ", rank_, ": op #", id, " is not in the op log (",
+        ops_.size(), " ops kept", keep_op_log_ ? "" : ", logging is off", ")");
+  return *it;
+}
+
+void Device::emit(const TraceEvent& event) const {
+  for (TraceSink* sink : sinks_) sink->on_event(event);
+}
+
+void Device::emit(const CounterSample& sample) const {
+  for (TraceSink* sink : sinks_) sink->on_counter(sample);
+}
+
+double Event::elapsed_ms(const Event& start, const Event& stop) {
+  return ns_to_ms(stop.time() - start.time());
+}
+
+SimTime Event::time() const {
+  check(recorded_, "event '", name_, "' was never recorded; record it on a stream before using its time");
+  return time_;
+}
+
+}  // namespace fsdplab

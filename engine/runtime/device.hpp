@@ -1,0 +1,156 @@
+// device.hpp — the per-rank device interface every layer above the runtime talks to.
+//
+// A Device has one stream per Lane (compute, all_gather, reduce_scatter, memcpy), events, a host
+// cursor, an allocator that tags every block, and a memory ledger. FSDP code issues ops onto
+// streams and orders them with events, exactly as it would with CUDA; the backends differ only in
+// what an op's body does and where times come from:
+//   sim   runs the body on the host at launch and stamps it on a virtual clock (sim_device.hpp);
+//   cuda  enqueues the body's kernels on a real stream and times them (a later backend).
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/cost_model.hpp"
+#include "engine/runtime/event.hpp"
+#include "engine/runtime/mem_tag.hpp"
+#include "engine/runtime/memory_ledger.hpp"
+#include "engine/runtime/op.hpp"
+#include "engine/trace/trace_event.hpp"
+
+namespace fsdplab {
+
+enum class DeviceKind { sim, cuda };
+
+// One allocation's memory. Blocks are owned by their device and cached: a freed block is handed out
+// again for a later allocation of the same size class, as a caching allocator does, which is what
+// makes "reused while another stream still reads it" a real hazard.
+struct Block {
+  BlockId id = 0;
+  std::int64_t capacity = 0;    // size class, what the allocator holds
+  std::int64_t bytes = 0;       // what the current allocation asked for
+  MemTag tag = MemTag::workspace;
+  std::byte* data = nullptr;    // null on a dry run: time and memory only
+  std::uint64_t generation = 0; // how many allocations have used this block
+  bool live = false;
+};
+
+class Device;
+
+// A device's stream, the handle ops are launched on, as `kernel<<<grid, block, 0, stream>>>`.
+struct Stream {
+  Device* device = nullptr;
+  Lane lane = Lane::compute;
+};
+
+// Move-only owner of one allocation; frees it (stream-ordered, at the host's time) when destroyed.
+class Allocation {
+ public:
+  Allocation() = default;
+  Allocation(Device* device, Block* block) : device_(device), block_(block) {}
+  Allocation(Allocation&& other) noexcept { swap(other); }
+  Allocation& operator=(Allocation&& other) noexcept {
+    Allocation(std::move(other)).swap(*this);
+    return *this;
+  }
+  Allocation(const Allocation&) = delete;
+  Allocation& operator=(const Allocation&) = delete;
+  ~Allocation();
+
+  explicit operator bool() const { return block_ != nullptr; }
+  Device* device() const { return device_; }
+  const Block* block() const { return block_; }
+  std::byte* data() const { return block_ ? block_->data : nullptr; }
+  std::int64_t bytes() const { return block_ ? block_->bytes : 0; }
+  void reset() { Allocation().swap(*this); }
+
+ private:
+  void swap(Allocation& other) noexcept {
+    std::swap(device_, other.device_);
+    std::swap(block_, other.block_);
+  }
+  Device* device_ = nullptr;
+  Block* block_ = nullptr;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  virtual DeviceKind kind() const = 0;
+  int rank() const { return rank_; }
+  // On a dry run ops keep their times and memory but skip their numerics; blocks hold no data.
+  virtual bool dry_run() const = 0;
+  virtual const CostModel& cost_model() const = 0;
+  Stream stream(Lane lane) { return Stream{this, lane}; }
+
+  // ---- streams and events -------------------------------------------------------------------
+  // Issues an op on `lane`'s stream. `body` computes its numerics (skipped on a dry run).
+  virtual OpId launch(Lane lane, OpSpec spec, const std::function<void()>& body) = 0;
+  // When an op launched now on `lane` could start: collectives agree on the max over their ranks.
+  virtual SimTime earliest_start(Lane lane) const = 0;
+  virtual void record(Event& event, Lane lane) = 0;
+  // Later work on `lane` waits for `event` (which may come from another rank's device).
+  virtual void wait(Lane lane, const Event& event) = 0;
+  // The host waits: for an event, for one stream, or for the whole device.
+  virtual void synchronize(const Event& event) = 0;
+  virtual void synchronize(Lane lane) = 0;
+  virtual void synchronize() = 0;
+  // Host-side work that takes time (a Python-style loop, a CPU optimizer step): advances the host.
+  virtual void host_work(const std::string& name, SimTime duration) = 0;
+  virtual SimTime host_time() const = 0;
+  // The host touches device memory directly (reading a loss, filling an input). Checked for races.
+  virtual void host_access(const Access& access, bool write, const std::string& what) = 0;
+
+  // ---- memory ---------------------------------------------------------------------------------
+  virtual Allocation allocate(std::int64_t bytes, MemTag tag) = 0;
+  const MemoryLedger& ledger() const { return ledger_; }
+  MemoryLedger& ledger() { return ledger_; }
+
+  // ---- labels, trace, op log --------------------------------------------------------------------
+  const OpLabels& labels() const { return labels_; }
+  void set_labels(OpLabels labels) { labels_ = std::move(labels); }
+  void add_sink(TraceSink* sink) { sinks_.push_back(sink); }
+  void remove_sink(TraceSink* sink);
+  // Every op launched, in launch order: the recorded op graph schedule tests read.
+  const std::vector<OpRecord>& ops() const { return ops_; }
+  const OpRecord& op(OpId id) const;
+  void set_keep_op_log(bool keep) { keep_op_log_ = keep; }
+
+ protected:
+  explicit Device(int rank) : rank_(rank) {}
+  friend class Allocation;
+  virtual void free(Block* block) = 0;
+
+  void emit(const TraceEvent& event) const;
+  void emit(const CounterSample& sample) const;
+
+  int rank_;
+  MemoryLedger ledger_;
+  OpLabels labels_;
+  std::vector<TraceSink*> sinks_;
+  std::vector<OpRecord> ops_;
+  bool keep_op_log_ = true;
+};
+
+// Sets some labels for the ops launched in its scope and restores the previous ones after:
+//   LabelScope scope(device, {.step = s, .unit = u, .phase = "forward"});
+class LabelScope {
+ public:
+  LabelScope(Device& device, OpLabels labels) : device_(device), saved_(device.labels()) {
+    device.set_labels(std::move(labels));
+  }
+  ~LabelScope() { device_.set_labels(std::move(saved_)); }
+  LabelScope(const LabelScope&) = delete;
+  LabelScope& operator=(const LabelScope&) = delete;
+
+ private:
+  Device& device_;
+  OpLabels saved_;
+};
+
+}  // namespace fsdplab

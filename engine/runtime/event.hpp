@@ -1,0 +1,42 @@
+// event.hpp — a point in a stream's work that other streams, other ranks and the host can wait for,
+// as a CUDA event is. Created by the program, recorded by a Device.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "engine/runtime/sim_time.hpp"
+#include "engine/trace/trace_event.hpp"
+
+namespace fsdplab {
+
+// One entry per lane (the streams and the host): how many ops of that lane happen-before a point.
+// The sim device's race detector compares these; see race_detector.hpp.
+using VectorClock = std::array<std::uint64_t, kLaneCount>;
+
+class Event {
+ public:
+  explicit Event(std::string name = "event") : name_(std::move(name)) {}
+
+  bool recorded() const { return recorded_; }
+  const std::string& name() const { return name_; }
+  // Device time at which all work before the record is done. An Error if never recorded.
+  SimTime time() const;
+  int rank() const { return rank_; }
+  Lane lane() const { return lane_; }
+
+  // Milliseconds from `start` to `stop`, as cudaEventElapsedTime; both must be recorded.
+  static double elapsed_ms(const Event& start, const Event& stop);
+
+ private:
+  friend class SimDevice;
+  std::string name_;
+  bool recorded_ = false;
+  SimTime time_ = 0;
+  int rank_ = -1;
+  Lane lane_ = Lane::compute;
+  OpRef last_op;       // the last op before the record, {rank, 0} if the stream was empty
+  VectorClock clock{};
+};
+
+}  // namespace fsdplab

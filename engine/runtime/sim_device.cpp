@@ -1,0 +1,230 @@
+#include "engine/runtime/sim_device.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+
+namespace fsdplab {
+namespace {
+
+// Blocks come in multiples of this, as in a caching allocator: small size differences share blocks.
+constexpr std::int64_t kBlockGranularity = 512;
+// A cached block is reused for a request at most this much smaller, so reuse does not waste memory.
+constexpr std::int64_t kMaxReuseSlack = 2;
+
+void join(VectorClock& into, const VectorClock& other) {
+  for (std::size_t i = 0; i < kLaneCount; ++i) into[i] = std::max(into[i], other[i]);
+}
+
+}  // namespace
+
+SimDevice::SimDevice(int rank, DevicePreset device, LinkPreset link, SimDeviceOptions options)
+    : Device(rank), options_(options), cost_(std::move(device), std::move(link)) {
+  races_.set_policy(options.races);
+}
+
+SimDevice::~SimDevice() {
+  if (live_blocks_ != 0) {
+    // A destructor cannot throw; an Allocation outliving its device is a bug in the caller.
+    std::cerr << "fsdplab: rank " << rank_ << " sim device destroyed with " << live_blocks_
+              << " live allocations; free tensors before their device\n";
+  }
+}
+
+SimDevice::Stream& SimDevice::stream(Lane lane) {
+  check(lane != Lane::host, "rank ", rank_, ": the host lane is not a stream; ops go to compute, all_gather, "
+        "reduce_scatter or memcpy");
+  return streams_[lane_index(lane)];
+}
+const SimDevice::Stream& SimDevice::stream(Lane lane) const {
+  return const_cast<SimDevice*>(this)->stream(lane);
+}
+
+SimTime SimDevice::stream_time(Lane lane) const { return stream(lane).ready; }
+
+std::array<VectorClock, kLaneCount> SimDevice::lane_clocks() const {
+  std::array<VectorClock, kLaneCount> clocks{};
+  for (std::size_t i = 0; i < kStreamCount; ++i) clocks[i] = streams_[i].clock;
+  clocks[lane_index(Lane::host)] = host_clock_;
+  return clocks;
+}
+
+Block& SimDevice::live_block(BlockId id, const std::string& op_name) {
+  auto it = by_id_.find(id);
+  check(it != by_id_.end(), "rank ", rank_, ": '", op_name, "' names buffer #", id, ", which this device never allocated");
+  check(it->second->live, "rank ", rank_, ": '", op_name, "' uses buffer #", id, " (last tagged ",
+        mem_tag_name(it->second->tag), ") after it was freed");
+  return *it->second;
+}
+
+void SimDevice::check_and_commit(const std::vector<Access>& accesses, bool write, const Accessor& who,
+                                 const VectorClock& clock, bool commit) {
+  for (const Access& a : accesses) {
+    Block& block = live_block(a.block, who.name);
+    check(a.offset >= 0 && a.bytes >= 0 && a.offset + a.bytes <= block.bytes, "rank ", rank_, ": '", who.name,
+          "' accesses bytes [", a.offset, ", ", a.offset + a.bytes, ") of buffer #", a.block, ", which has ",
+          block.bytes, " bytes");
+    if (commit) {
+      races_.commit(block, a, write, who);
+    } else {
+      races_.check_access(rank_, block, a, write, who, clock);
+    }
+  }
+}
+
+OpId SimDevice::launch(Lane lane, OpSpec spec, const std::function<void()>& body) {
+  Stream& s = stream(lane);
+  const SimTime issued = host_ + cost_.launch_overhead();
+  const SimTime begin = std::max({s.ready, issued, spec.not_before});
+  const SimTime duration = spec.duration >= 0 ? spec.duration : cost_.compute(spec.cost);
+  const SimTime end = begin + duration;
+
+  // The op happens after everything its stream did and everything the host had seen.
+  VectorClock clock = s.clock;
+  join(clock, host_clock_);
+  clock[lane_index(lane)] += 1;
+  const Accessor who{next_op_, spec.name, lane, clock[lane_index(lane)], begin, end};
+  check_and_commit(spec.reads, false, who, clock, false);
+  check_and_commit(spec.writes, true, who, clock, false);
+
+  if (!options_.dry_run && body) body();
+
+  const OpId id = next_op_++;
+  host_ = issued;
+  s.ready = end;
+  s.clock = clock;
+  s.last_op = id;
+  check_and_commit(spec.reads, false, who, clock, true);
+  check_and_commit(spec.writes, true, who, clock, true);
+  const auto clocks = lane_clocks();
+  for (const Access& a : spec.reads) races_.prune(a.block, clocks);
+  for (const Access& a : spec.writes) races_.prune(a.block, clocks);
+
+  OpRecord record{id,  std::move(spec.name), spec.category, lane,         labels_,
+                  issued, begin,             end,           spec.cost,    spec.bytes_moved,
+                  std::move(s.pending_deps), std::move(spec.reads), std::move(spec.writes)};
+  s.pending_deps.clear();
+  if (!sinks_.empty()) {
+    const std::int64_t bytes =
+        record.bytes_moved > 0 ? record.bytes_moved : static_cast<std::int64_t>(record.cost.bytes);
+    emit(TraceEvent{rank_, lane, record.name, record.category, record.labels.step, record.labels.unit,
+                    record.labels.phase, begin, end, bytes, record.cost.flops, id, record.deps});
+  }
+  if (keep_op_log_) ops_.push_back(std::move(record));
+  return id;
+}
+
+SimTime SimDevice::earliest_start(Lane lane) const {
+  return std::max(stream(lane).ready, host_ + cost_.launch_overhead());
+}
+
+void SimDevice::record(Event& event, Lane lane) {
+  const Stream& s = stream(lane);
+  event.recorded_ = true;
+  // An idle stream reaches the record as soon as the host issues it.
+  event.time_ = std::max(s.ready, host_);
+  event.rank_ = rank_;
+  event.lane_ = lane;
+  event.last_op = {rank_, s.last_op};
+  event.clock = s.clock;
+}
+
+void SimDevice::wait(Lane lane, const Event& event) {
+  check(event.recorded(), "rank ", rank_, ": stream ", lane_name(lane), " waits on event '", event.name(),
+        "', which was never recorded; record it on the producing stream first");
+  Stream& s = stream(lane);
+  s.ready = std::max(s.ready, event.time());
+  // Memory is per rank, so only a same-rank event orders this rank's accesses; another rank's
+  // event still moves time (a collective-shaped dependency).
+  if (event.rank() == rank_) join(s.clock, event.clock);
+  if (event.last_op.op != 0) s.pending_deps.push_back(event.last_op);
+}
+
+void SimDevice::synchronize(const Event& event) {
+  check(event.recorded(), "rank ", rank_, ": the host waits on event '", event.name(),
+        "', which was never recorded; it would wait forever");
+  host_ = std::max(host_, event.time());
+  if (event.rank() == rank_) join(host_clock_, event.clock);
+}
+
+void SimDevice::synchronize(Lane lane) {
+  const Stream& s = stream(lane);
+  host_ = std::max(host_, s.ready);
+  join(host_clock_, s.clock);
+}
+
+void SimDevice::synchronize() {
+  for (Lane lane : kAllLanes)
+    if (lane != Lane::host) synchronize(lane);
+}
+
+void SimDevice::host_work(const std::string& name, SimTime duration) {
+  check(duration >= 0, "rank ", rank_, ": host work '", name, "' of negative duration ", duration, " ns");
+  const SimTime begin = host_;
+  host_ += duration;
+  if (!sinks_.empty()) {
+    emit(TraceEvent{rank_, Lane::host, name, OpCategory::host, labels_.step, labels_.unit, labels_.phase,
+                    begin, host_, 0, 0, 0, {}});
+  }
+}
+
+void SimDevice::host_access(const Access& access, bool write, const std::string& what) {
+  VectorClock clock = host_clock_;
+  clock[lane_index(Lane::host)] += 1;
+  const Accessor who{0, what, Lane::host, clock[lane_index(Lane::host)], host_, host_};
+  check_and_commit({access}, write, who, clock, false);
+  host_clock_ = clock;
+  check_and_commit({access}, write, who, clock, true);
+  races_.prune(access.block, lane_clocks());
+}
+
+Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag) {
+  check(bytes >= 0, "rank ", rank_, ": allocation of ", bytes, " bytes tagged ", mem_tag_name(tag),
+        "; expected a size >= 0");
+  const double capacity = cost_.device().memory_bytes;
+  if (static_cast<double>(ledger_.live_total() + bytes) > capacity) {
+    fail("rank ", rank_, ": out of memory allocating ", bytes, " bytes tagged ", mem_tag_name(tag), ": ",
+         ledger_.live_total(), " bytes live of ", static_cast<std::int64_t>(capacity), " on ",
+         cost_.device().name);
+  }
+  const std::int64_t size_class =
+      std::max<std::int64_t>(kBlockGranularity, (bytes + kBlockGranularity - 1) / kBlockGranularity * kBlockGranularity);
+
+  Block* block = nullptr;
+  auto it = free_blocks_.lower_bound(size_class);
+  if (it != free_blocks_.end() && it->first <= size_class * kMaxReuseSlack) {
+    block = it->second;
+    free_blocks_.erase(it);
+  } else {
+    auto owned = std::make_unique<OwnedBlock>();
+    owned->block.id = blocks_.size() + 1;
+    owned->block.capacity = size_class;
+    if (!options_.dry_run) {
+      owned->memory.reset(new std::byte[static_cast<std::size_t>(size_class)]);
+      // Fresh memory reads as NaN in f32 and bf16, so reading before writing shows up loudly.
+      std::memset(owned->memory.get(), 0xFF, static_cast<std::size_t>(size_class));
+      owned->block.data = owned->memory.get();
+    }
+    block = &owned->block;
+    by_id_.emplace(block->id, block);
+    blocks_.push_back(std::move(owned));
+  }
+  block->bytes = bytes;
+  block->tag = tag;
+  block->generation += 1;
+  block->live = true;
+  ++live_blocks_;
+  ledger_.on_alloc(tag, bytes, host_);
+  if (!sinks_.empty()) emit(CounterSample{rank_, host_, tag, ledger_.live(tag), ledger_.live_total()});
+  return Allocation(this, block);
+}
+
+void SimDevice::free(Block* block) {
+  block->live = false;
+  --live_blocks_;
+  free_blocks_.emplace(block->capacity, block);
+  ledger_.on_free(block->tag, block->bytes, host_);
+  if (!sinks_.empty()) emit(CounterSample{rank_, host_, block->tag, ledger_.live(block->tag), ledger_.live_total()});
+}
+
+}  // namespace fsdplab

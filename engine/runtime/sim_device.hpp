@@ -1,0 +1,84 @@
+// sim_device.hpp — the device that runs everywhere: real numerics on the host, time on a virtual clock.
+//
+// Each stream has a cursor (`ready`: when its last op ends). Launching an op costs the host the
+// preset's launch overhead; the op starts at the latest of its stream's cursor, the events the stream
+// waits for, and the host's time after the launch, and lasts what the cost model says. A host
+// synchronisation moves the host cursor to the event's time. So the CPU running ahead of the GPU,
+// SYNC against ASYNC, and a sync that stalls the pipeline all show up in the timeline, identically
+// on every run and every machine. The numerics run at launch, in program order, so results never
+// depend on the schedule; the race detector reports the schedules that would corrupt them on a GPU.
+#pragma once
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "engine/runtime/device.hpp"
+#include "engine/runtime/race_detector.hpp"
+
+namespace fsdplab {
+
+struct SimDeviceOptions {
+  bool dry_run = false;
+  RaceDetector::Policy races = RaceDetector::Policy::throw_error;
+};
+
+class SimDevice final : public Device {
+ public:
+  SimDevice(int rank, DevicePreset device, LinkPreset link, SimDeviceOptions options = {});
+  ~SimDevice() override;
+
+  DeviceKind kind() const override { return DeviceKind::sim; }
+  bool dry_run() const override { return options_.dry_run; }
+  const CostModel& cost_model() const override { return cost_; }
+
+  OpId launch(Lane lane, OpSpec spec, const std::function<void()>& body) override;
+  SimTime earliest_start(Lane lane) const override;
+  void record(Event& event, Lane lane) override;
+  void wait(Lane lane, const Event& event) override;
+  void synchronize(const Event& event) override;
+  void synchronize(Lane lane) override;
+  void synchronize() override;
+  void host_work(const std::string& name, SimTime duration) override;
+  SimTime host_time() const override { return host_; }
+  void host_access(const Access& access, bool write, const std::string& what) override;
+
+  Allocation allocate(std::int64_t bytes, MemTag tag) override;
+
+  // When the stream's last op ends.
+  SimTime stream_time(Lane lane) const;
+  const RaceDetector& race_detector() const { return races_; }
+
+ private:
+  void free(Block* block) override;
+  struct Stream {
+    SimTime ready = 0;
+    VectorClock clock{};
+    OpId last_op = 0;
+    std::vector<OpRef> pending_deps;  // event waits not yet consumed by an op
+  };
+  Stream& stream(Lane lane);
+  const Stream& stream(Lane lane) const;
+  Block& live_block(BlockId id, const std::string& op_name);
+  std::array<VectorClock, kLaneCount> lane_clocks() const;
+  void check_and_commit(const std::vector<Access>& accesses, bool write, const Accessor& who,
+                        const VectorClock& clock, bool commit);
+
+  SimDeviceOptions options_;
+  CostModel cost_;
+  std::array<Stream, kStreamCount> streams_;
+  SimTime host_ = 0;
+  VectorClock host_clock_{};
+  OpId next_op_ = 1;
+  RaceDetector races_;
+
+  struct OwnedBlock {
+    Block block;
+    std::unique_ptr<std::byte[]> memory;
+  };
+  std::vector<std::unique_ptr<OwnedBlock>> blocks_;
+  std::unordered_map<BlockId, Block*> by_id_;
+  std::multimap<std::int64_t, Block*> free_blocks_;  // by capacity
+  std::int64_t live_blocks_ = 0;
+};
+
+}  // namespace fsdplab

@@ -1,0 +1,25 @@
+// launch.hpp — how a tensor op reaches its device: the one place that turns tensors into the byte
+// ranges an op reads and writes, and checks they all live on the stream's device.
+//
+// An op front-end checks shapes and dtypes, states its cost, and calls launch_op with a body that
+// computes the numerics. On the sim device the body runs at once (and not at all on a dry run); the
+// race detector sees exactly the ranges declared here, so an op must list every tensor it touches.
+#pragma once
+#include <functional>
+#include <initializer_list>
+#include <string>
+
+#include "engine/runtime/device.hpp"
+#include "engine/tensor/tensor.hpp"
+
+namespace fsdplab {
+
+struct OpTensors {
+  std::initializer_list<const Tensor*> reads;
+  std::initializer_list<const Tensor*> writes;
+};
+
+OpId launch_op(Stream stream, std::string name, const OpCost& cost, OpTensors tensors,
+               const std::function<void()>& body);
+
+}  // namespace fsdplab

@@ -1,0 +1,185 @@
+#include "engine/tensor/tensor.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "engine/runtime/error.hpp"
+#include "engine/tensor/bf16.hpp"
+
+namespace fsdplab {
+
+std::int64_t shape_numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) {
+    check(d >= 0, "shape ", shape_str(shape), " has a negative dimension");
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream s;
+  s << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << ']';
+  return s.str();
+}
+
+// ---- Storage -------------------------------------------------------------------------------------
+
+Storage::Storage(Device& device, std::int64_t bytes, MemTag tag, std::string name)
+    : device_(&device), bytes_(bytes), tag_(tag), name_(std::move(name)) {
+  allocate();
+}
+
+void Storage::free() { allocation_.reset(); }
+
+void Storage::allocate() {
+  if (!allocation_) allocation_ = device_->allocate(bytes_, tag_);
+}
+
+BlockId Storage::block() const {
+  check(allocated(), "storage '", name_, "' (", mem_tag_name(tag_), ", ", bytes_,
+        " bytes) is freed; allocate it before use (was it resharded too early?)");
+  return allocation_.block()->id;
+}
+
+std::byte* Storage::data() const {
+  block();  // the freed check
+  check(!device_->dry_run(), "storage '", name_, "' is on a dry-run device: it has a size but no data");
+  return allocation_.data();
+}
+
+// ---- Tensor --------------------------------------------------------------------------------------
+
+Tensor Tensor::empty(Device& device, Shape shape, DType dtype, MemTag tag, std::string name) {
+  const std::int64_t bytes = shape_numel(shape) * static_cast<std::int64_t>(dtype_size(dtype));
+  auto storage = std::make_shared<Storage>(device, bytes, tag, name);
+  return view_of(std::move(storage), 0, std::move(shape), dtype, std::move(name));
+}
+
+Tensor Tensor::meta(Shape shape, DType dtype, std::string name) {
+  Tensor t;
+  t.defined_ = true;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.name_ = std::move(name);
+  return t;
+}
+
+Tensor Tensor::view_of(std::shared_ptr<Storage> storage, std::int64_t offset, Shape shape, DType dtype,
+                       std::string name) {
+  check(storage != nullptr, "Tensor::view_of: no storage for '", name, "'");
+  Tensor t = meta(std::move(shape), dtype, std::move(name));
+  const std::int64_t elem = static_cast<std::int64_t>(dtype_size(dtype));
+  check(offset >= 0 && (offset + t.numel_) * elem <= storage->bytes(), "view '", t.name_, "' ",
+        shape_str(t.shape_), " ", dtype_name(dtype), " at element ", offset, " needs ", (offset + t.numel_) * elem,
+        " bytes but storage '", storage->name(), "' has ", storage->bytes());
+  t.storage_ = std::move(storage);
+  t.offset_ = offset;
+  return t;
+}
+
+bool Tensor::has_data() const {
+  return storage_ && storage_->allocated() && !storage_->device().dry_run();
+}
+
+std::int64_t Tensor::dim(int i) const {
+  const int n = ndim();
+  const int k = i < 0 ? i + n : i;
+  check(k >= 0 && k < n, "dimension ", i, " of ", describe(), ", which has ", n, " dimensions");
+  return shape_[static_cast<std::size_t>(k)];
+}
+
+std::string Tensor::describe() const {
+  std::ostringstream s;
+  s << (name_.empty() ? "tensor" : "'" + name_ + "'") << ' ' << shape_str(shape_) << ' ' << dtype_name(dtype_);
+  if (is_meta()) s << " (meta)";
+  return s.str();
+}
+
+Device& Tensor::device() const { return storage().device(); }
+
+Storage& Tensor::storage() const {
+  check(defined_, "use of an undefined tensor");
+  check(storage_ != nullptr, describe(), " is a meta tensor: it has a shape but no storage (materialise it first)");
+  return *storage_;
+}
+
+Tensor Tensor::view(std::int64_t offset, Shape shape) const {
+  const std::int64_t n = shape_numel(shape);
+  check(offset >= 0 && offset + n <= numel_, "view of ", n, " elements at offset ", offset, " of ", describe(),
+        ", which has ", numel_);
+  if (is_meta()) return meta(std::move(shape), dtype_, name_);
+  return view_of(storage_, offset_ + offset, std::move(shape), dtype_, name_);
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  check(shape_numel(shape) == numel_, "reshape of ", describe(), " to ", shape_str(shape), ": element counts differ (",
+        numel_, " vs ", shape_numel(shape), ")");
+  return view(0, std::move(shape));
+}
+
+Tensor Tensor::rows(std::int64_t start, std::int64_t count) const {
+  check(ndim() >= 1, "rows() of a scalar ", describe());
+  check(start >= 0 && count >= 0 && start + count <= shape_[0], "rows [", start, ", ", start + count, ") of ",
+        describe());
+  Shape shape = shape_;
+  shape[0] = count;
+  const std::int64_t row = shape_[0] == 0 ? 0 : numel_ / shape_[0];
+  return view(start * row, std::move(shape));
+}
+
+std::byte* Tensor::byte_data(DType expected) const {
+  check(dtype_ == expected, describe(), " accessed as ", dtype_name(expected));
+  return storage().data() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
+}
+
+float* Tensor::f32() const { return reinterpret_cast<float*>(byte_data(DType::f32)); }
+std::uint16_t* Tensor::bf16() const { return reinterpret_cast<std::uint16_t*>(byte_data(DType::bf16)); }
+std::int32_t* Tensor::i32() const { return reinterpret_cast<std::int32_t*>(byte_data(DType::i32)); }
+
+Access Tensor::access() const {
+  const Storage& s = storage();
+  return Access{s.block(), offset_ * static_cast<std::int64_t>(dtype_size(dtype_)), nbytes()};
+}
+
+std::vector<float> Tensor::to_vector() const {
+  check(dtype_ != DType::i32, describe(), ": to_vector() reads floats; use to_indices() for i32");
+  device().host_access(access(), /*write=*/false, "host read of " + describe());
+  std::vector<float> out(static_cast<std::size_t>(numel_));
+  if (dtype_ == DType::f32) {
+    std::memcpy(out.data(), f32(), static_cast<std::size_t>(nbytes()));
+  } else {
+    const std::uint16_t* p = bf16();
+    std::transform(p, p + numel_, out.begin(), bf16_to_float);
+  }
+  return out;
+}
+
+void Tensor::copy_from(std::span<const float> values) {
+  check(static_cast<std::int64_t>(values.size()) == numel_, "copy of ", values.size(), " values into ", describe());
+  check(dtype_ != DType::i32, describe(), ": copy_from(floats) into an i32 tensor");
+  device().host_access(access(), /*write=*/true, "host write of " + describe());
+  if (dtype_ == DType::f32) {
+    std::memcpy(f32(), values.data(), static_cast<std::size_t>(nbytes()));
+  } else {
+    std::transform(values.begin(), values.end(), bf16(), float_to_bf16);
+  }
+}
+
+std::vector<std::int32_t> Tensor::to_indices() const {
+  device().host_access(access(), /*write=*/false, "host read of " + describe());
+  const std::int32_t* p = i32();
+  return std::vector<std::int32_t>(p, p + numel_);
+}
+
+void Tensor::copy_from(std::span<const std::int32_t> values) {
+  check(static_cast<std::int64_t>(values.size()) == numel_, "copy of ", values.size(), " indices into ", describe());
+  device().host_access(access(), /*write=*/true, "host write of " + describe());
+  std::memcpy(i32(), values.data(), static_cast<std::size_t>(nbytes()));
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,85 @@
+// trace_event.hpp — what every source of timing (the sim clock, CUDA events, CUPTI, host markers)
+// produces and every sink (the dashboard's queue, the Chrome trace, the metrics) consumes.
+//
+// Plain data with no dependency beyond the runtime's small enums, so the runtime can emit events
+// without knowing who listens.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/runtime/mem_tag.hpp"
+#include "engine/runtime/sim_time.hpp"
+
+namespace fsdplab {
+
+// Where an event is drawn: one lane per stream of a rank, plus the host thread that issues work.
+enum class Lane { compute, all_gather, reduce_scatter, memcpy, host };
+constexpr std::size_t kLaneCount = 5;
+constexpr std::size_t kStreamCount = 4;  // the lanes before `host` are device streams
+constexpr std::array<Lane, kLaneCount> kAllLanes = {Lane::compute, Lane::all_gather, Lane::reduce_scatter,
+                                                    Lane::memcpy, Lane::host};
+constexpr std::string_view lane_name(Lane l) {
+  constexpr std::array<std::string_view, kLaneCount> names = {"compute", "all_gather", "reduce_scatter",
+                                                              "memcpy", "host"};
+  return names[static_cast<std::size_t>(l)];
+}
+constexpr std::size_t lane_index(Lane l) { return static_cast<std::size_t>(l); }
+
+// What an event does. Distinct from the lane: in SYNC mode an all-gather runs on the compute stream.
+enum class OpCategory { compute, all_gather, reduce_scatter, all_reduce, broadcast, memcpy, host };
+constexpr std::size_t kOpCategoryCount = 7;
+constexpr std::string_view category_name(OpCategory c) {
+  constexpr std::array<std::string_view, kOpCategoryCount> names = {
+      "compute", "all_gather", "reduce_scatter", "all_reduce", "broadcast", "memcpy", "host"};
+  return names[static_cast<std::size_t>(c)];
+}
+constexpr bool is_communication(OpCategory c) {
+  return c == OpCategory::all_gather || c == OpCategory::reduce_scatter || c == OpCategory::all_reduce ||
+         c == OpCategory::broadcast;
+}
+
+using OpId = std::uint64_t;
+
+// An op on another (or the same) rank that an op waited for through an event.
+struct OpRef {
+  int rank = -1;
+  OpId op = 0;
+  friend bool operator==(const OpRef&, const OpRef&) = default;
+};
+
+struct TraceEvent {
+  int rank = 0;
+  Lane lane = Lane::compute;
+  std::string name;
+  OpCategory category = OpCategory::compute;
+  int step = -1;       // training step, -1 outside one
+  int unit = -1;       // FSDP unit, -1 when the op belongs to none
+  std::string phase;   // e.g. "forward", "backward", "optimizer"; empty when unlabelled
+  SimTime begin = 0;
+  SimTime end = 0;
+  std::int64_t bytes = 0;  // bytes moved (collectives, copies) or touched (compute)
+  double flops = 0;
+  OpId op = 0;              // the op's id on its rank, 0 for host markers
+  std::vector<OpRef> deps;  // what it waited for
+};
+
+// A memory-ledger change, as a counter track.
+struct CounterSample {
+  int rank = 0;
+  SimTime time = 0;
+  MemTag tag = MemTag::workspace;
+  std::int64_t tag_live = 0;
+  std::int64_t total_live = 0;
+};
+
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  virtual void on_event(const TraceEvent& event) = 0;
+  virtual void on_counter(const CounterSample& sample) = 0;
+};
+
+}  // namespace fsdplab
