@@ -1,0 +1,96 @@
+// test_support.hpp — what the unit tests share: a sim device to run on, seeded random data,
+// closeness checks, and central finite differences for checking backward passes.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "engine/runtime/presets.hpp"
+#include "engine/runtime/sim_device.hpp"
+#include "engine/tensor/tensor.hpp"
+
+namespace fsdplab::testing {
+
+// A sim device on the H100 SXM preset with the race detector throwing.
+inline std::unique_ptr<SimDevice> make_sim_device(int rank = 0, SimDeviceOptions options = {}) {
+  const auto& presets = PresetCatalog::builtin();
+  return std::make_unique<SimDevice>(rank, presets.device("h100-sxm"), presets.link("nvlink4"), options);
+}
+
+inline std::vector<float> random_values(std::size_t n, std::uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> out(n);
+  for (float& v : out) v = dist(rng);
+  return out;
+}
+
+// A tensor on `device` holding `values` (rounded to bf16 when dtype is bf16).
+inline Tensor tensor_from(Device& device, const Shape& shape, std::span<const float> values,
+                          DType dtype = DType::f32, MemTag tag = MemTag::activation) {
+  Tensor t = Tensor::empty(device, shape, dtype, tag);
+  t.copy_from(values);
+  return t;
+}
+
+inline Tensor zeros(Device& device, const Shape& shape, DType dtype = DType::f32, MemTag tag = MemTag::activation) {
+  std::vector<float> values(static_cast<std::size_t>(shape_numel(shape)), 0.f);
+  return tensor_from(device, shape, values, dtype, tag);
+}
+
+// Every element within atol + rtol * |expected|; reports the first few offenders.
+inline ::testing::AssertionResult all_close(std::span<const float> actual, std::span<const double> expected,
+                                            double atol, double rtol = 0) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure() << "sizes differ: " << actual.size() << " vs " << expected.size();
+  int bad = 0;
+  auto failure = ::testing::AssertionFailure();
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(actual[i]) - expected[i]);
+    if (!(diff <= atol + rtol * std::abs(expected[i]))) {
+      if (bad < 5) failure << "[" << i << "] got " << actual[i] << ", expected " << expected[i] << "; ";
+      ++bad;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return failure << bad << " of " << actual.size() << " elements off (atol " << atol << ", rtol " << rtol << ")";
+}
+
+inline ::testing::AssertionResult all_close(std::span<const float> actual, std::span<const float> expected,
+                                            double atol, double rtol = 0) {
+  std::vector<double> e(expected.begin(), expected.end());
+  return all_close(actual, std::span<const double>(e), atol, rtol);
+}
+
+// Central differences of a scalar function of `x`: d f / d x_i ~ (f(x + eps e_i) - f(x - eps e_i)) / 2 eps.
+// To check a backward pass, make f(x) = sum(forward(x) * g) for a fixed random g and feed g as the
+// upstream gradient: the backward's input gradient must match this.
+inline std::vector<double> finite_difference(const std::function<double(std::span<const float>)>& f,
+                                             std::vector<float> x, double eps = 1e-2) {
+  std::vector<double> grad(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float saved = x[i];
+    x[i] = static_cast<float>(saved + eps);
+    const double plus = f(x);
+    x[i] = static_cast<float>(saved - eps);
+    const double minus = f(x);
+    x[i] = saved;
+    grad[i] = (plus - minus) / (2 * eps);
+  }
+  return grad;
+}
+
+// sum(a * b) in double.
+inline double dot(std::span<const float> a, std::span<const float> b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+}  // namespace fsdplab::testing
