@@ -1,0 +1,140 @@
+// The stream-race detector: missing waits, early reuse, use after free, and a host that reads
+// without synchronising are reported with both ops named; correctly ordered programs are clean.
+#include <gtest/gtest.h>
+
+#include "engine/runtime/error.hpp"
+#include "test_support.hpp"
+
+namespace fsdplab {
+namespace {
+
+using testing::make_sim_device;
+
+OpSpec touching(const std::string& name, SimTime duration, std::vector<Access> reads, std::vector<Access> writes) {
+  OpSpec spec;
+  spec.name = name;
+  spec.duration = duration;
+  spec.reads = std::move(reads);
+  spec.writes = std::move(writes);
+  return spec;
+}
+
+TEST(RuntimeRaces, OrderedProducerConsumerIsClean) {
+  auto dev = make_sim_device();
+  Tensor full = Tensor::empty(*dev, {1024}, DType::f32, MemTag::param_full, "full");
+  dev->launch(Lane::all_gather, touching("all_gather unit 0", 50'000, {}, {full.access()}), {});
+  Event gathered;
+  dev->record(gathered, Lane::all_gather);
+  dev->wait(Lane::compute, gathered);
+  EXPECT_NO_THROW(dev->launch(Lane::compute, touching("matmul fc1", 10'000, {full.access()}, {}), {}));
+}
+
+TEST(RuntimeRaces, MissingWaitIsCaughtWithBothOpsNamed) {
+  auto dev = make_sim_device();
+  Tensor full = Tensor::empty(*dev, {1024}, DType::f32, MemTag::param_full, "full");
+  dev->launch(Lane::all_gather, touching("all_gather unit 0", 50'000, {}, {full.access()}), {});
+  // Planted bug: no event between the gather and its consumer.
+  try {
+    dev->launch(Lane::compute, touching("matmul fc1", 10'000, {full.access()}, {}), {});
+    FAIL() << "expected a RaceError";
+  } catch (const RaceError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("matmul fc1"), std::string::npos) << m;
+    EXPECT_NE(m.find("all_gather unit 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("stream compute"), std::string::npos) << m;
+    EXPECT_NE(m.find("stream all_gather"), std::string::npos) << m;
+    EXPECT_NE(m.find("param_full"), std::string::npos) << m;
+    EXPECT_EQ(e.report().earlier.lane, Lane::all_gather);
+    EXPECT_EQ(e.report().later.lane, Lane::compute);
+  }
+  // The racing op was not launched.
+  EXPECT_EQ(dev->ops().size(), 1u);
+}
+
+TEST(RuntimeRaces, MissingWaitIsCaughtEvenWhenTimingHidesIt) {
+  auto dev = make_sim_device();
+  Tensor full = Tensor::empty(*dev, {1024}, DType::f32, MemTag::param_full, "full");
+  dev->launch(Lane::all_gather, touching("all_gather", 1'000, {}, {full.access()}), {});
+  dev->host_work("a long host stall", 1'000'000);  // by now the gather has finished in virtual time
+  EXPECT_THROW(dev->launch(Lane::compute, touching("matmul", 1'000, {full.access()}, {}), {}), RaceError);
+}
+
+TEST(RuntimeRaces, DisjointRangesOfOneBufferDoNotRace) {
+  auto dev = make_sim_device();
+  Tensor flat = Tensor::empty(*dev, {1024}, DType::f32, MemTag::param_full, "flat");
+  const Tensor lo = flat.view(0, {512});
+  const Tensor hi = flat.view(512, {512});
+  dev->launch(Lane::all_gather, touching("gather hi", 50'000, {}, {hi.access()}), {});
+  EXPECT_NO_THROW(dev->launch(Lane::compute, touching("use lo", 10'000, {lo.access()}, {}), {}));
+}
+
+TEST(RuntimeRaces, EarlyReuseAfterFreeIsCaught) {
+  auto dev = make_sim_device();
+  auto storage = std::make_shared<Storage>(*dev, 4096, MemTag::param_full, "unit 0 full");
+  const Tensor full = Tensor::view_of(storage, 0, {1024}, DType::f32, "unit 0 full");
+  const BlockId block = full.access().block;
+  // A long read on the compute stream, then the host frees the buffer without waiting for it.
+  dev->launch(Lane::compute, touching("forward unit 0", 1'000'000, {full.access()}, {}), {});
+  storage->free();
+  // The caching allocator hands the same block to the next gather, on another stream.
+  Tensor next = Tensor::empty(*dev, {1024}, DType::f32, MemTag::param_full, "unit 1 full");
+  ASSERT_EQ(next.access().block, block);
+  try {
+    dev->launch(Lane::all_gather, touching("all_gather unit 1", 10'000, {}, {next.access()}), {});
+    FAIL() << "expected a RaceError";
+  } catch (const RaceError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("forward unit 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("all_gather unit 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("freed and reused"), std::string::npos) << m;
+  }
+}
+
+TEST(RuntimeRaces, ReuseAfterAnEventWaitIsClean) {
+  auto dev = make_sim_device();
+  auto storage = std::make_shared<Storage>(*dev, 4096, MemTag::param_full, "unit 0 full");
+  const Tensor full = Tensor::view_of(storage, 0, {1024}, DType::f32);
+  dev->launch(Lane::compute, touching("forward unit 0", 1'000'000, {full.access()}, {}), {});
+  Event used("unit 0 used");
+  dev->record(used, Lane::compute);
+  storage->free();
+  Tensor next = Tensor::empty(*dev, {1024}, DType::f32, MemTag::param_full, "unit 1 full");
+  dev->wait(Lane::all_gather, used);  // the free event of YaFSDP's buffer pool
+  EXPECT_NO_THROW(dev->launch(Lane::all_gather, touching("all_gather unit 1", 10'000, {}, {next.access()}), {}));
+}
+
+TEST(RuntimeRaces, UseAfterFreeIsAnError) {
+  auto dev = make_sim_device();
+  auto storage = std::make_shared<Storage>(*dev, 4096, MemTag::param_full, "unit 0 full");
+  const Tensor full = Tensor::view_of(storage, 0, {1024}, DType::f32);
+  const Access stale = full.access();
+  storage->free();
+  EXPECT_THROW(full.access(), Error);
+  try {
+    dev->launch(Lane::compute, touching("matmul", 1'000, {stale}, {}), {});
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("after it was freed"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RuntimeRaces, HostReadWithoutSyncIsARace) {
+  auto dev = make_sim_device();
+  Tensor loss = Tensor::empty(*dev, {1}, DType::f32, MemTag::activation, "loss");
+  dev->launch(Lane::compute, touching("cross_entropy", 10'000, {}, {loss.access()}), {});
+  EXPECT_THROW(loss.to_vector(), RaceError);
+  dev->synchronize(Lane::compute);
+  EXPECT_NO_THROW(loss.to_vector());
+}
+
+TEST(RuntimeRaces, RecordPolicyCollectsInsteadOfThrowing) {
+  auto dev = make_sim_device(0, {.dry_run = false, .races = RaceDetector::Policy::record});
+  Tensor full = Tensor::empty(*dev, {1024}, DType::f32, MemTag::param_full, "full");
+  dev->launch(Lane::all_gather, touching("gather", 50'000, {}, {full.access()}), {});
+  EXPECT_NO_THROW(dev->launch(Lane::compute, touching("use", 10'000, {full.access()}, {}), {}));
+  ASSERT_EQ(dev->race_detector().races().size(), 1u);
+  EXPECT_EQ(dev->race_detector().races()[0].earlier.name, "gather");
+}
+
+}  // namespace
+}  // namespace fsdplab
