@@ -31,16 +31,16 @@ SimDevice::~SimDevice() {
   }
 }
 
-SimDevice::Stream& SimDevice::stream(Lane lane) {
+SimDevice::StreamState& SimDevice::state(Lane lane) {
   check(lane != Lane::host, "rank ", rank_, ": the host lane is not a stream; ops go to compute, all_gather, "
         "reduce_scatter or memcpy");
   return streams_[lane_index(lane)];
 }
-const SimDevice::Stream& SimDevice::stream(Lane lane) const {
-  return const_cast<SimDevice*>(this)->stream(lane);
+const SimDevice::StreamState& SimDevice::state(Lane lane) const {
+  return const_cast<SimDevice*>(this)->state(lane);
 }
 
-SimTime SimDevice::stream_time(Lane lane) const { return stream(lane).ready; }
+SimTime SimDevice::stream_time(Lane lane) const { return state(lane).ready; }
 
 std::array<VectorClock, kLaneCount> SimDevice::lane_clocks() const {
   std::array<VectorClock, kLaneCount> clocks{};
@@ -73,7 +73,7 @@ void SimDevice::check_and_commit(const std::vector<Access>& accesses, bool write
 }
 
 OpId SimDevice::launch(Lane lane, OpSpec spec, const std::function<void()>& body) {
-  Stream& s = stream(lane);
+  StreamState& s = state(lane);
   const SimTime issued = host_ + cost_.launch_overhead();
   const SimTime begin = std::max({s.ready, issued, spec.not_before});
   const SimTime duration = spec.duration >= 0 ? spec.duration : cost_.compute(spec.cost);
@@ -115,11 +115,11 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const std::function<void()>& body
 }
 
 SimTime SimDevice::earliest_start(Lane lane) const {
-  return std::max(stream(lane).ready, host_ + cost_.launch_overhead());
+  return std::max(state(lane).ready, host_ + cost_.launch_overhead());
 }
 
 void SimDevice::record(Event& event, Lane lane) {
-  const Stream& s = stream(lane);
+  const StreamState& s = state(lane);
   event.recorded_ = true;
   // An idle stream reaches the record as soon as the host issues it.
   event.time_ = std::max(s.ready, host_);
@@ -132,7 +132,7 @@ void SimDevice::record(Event& event, Lane lane) {
 void SimDevice::wait(Lane lane, const Event& event) {
   check(event.recorded(), "rank ", rank_, ": stream ", lane_name(lane), " waits on event '", event.name(),
         "', which was never recorded; record it on the producing stream first");
-  Stream& s = stream(lane);
+  StreamState& s = state(lane);
   s.ready = std::max(s.ready, event.time());
   // Memory is per rank, so only a same-rank event orders this rank's accesses; another rank's
   // event still moves time (a collective-shaped dependency).
@@ -148,7 +148,7 @@ void SimDevice::synchronize(const Event& event) {
 }
 
 void SimDevice::synchronize(Lane lane) {
-  const Stream& s = stream(lane);
+  const StreamState& s = state(lane);
   host_ = std::max(host_, s.ready);
   join(host_clock_, s.clock);
 }

@@ -50,14 +50,14 @@ class SimDevice final : public Device {
 
  private:
   void free(Block* block) override;
-  struct Stream {
+  struct StreamState {
     SimTime ready = 0;
     VectorClock clock{};
     OpId last_op = 0;
     std::vector<OpRef> pending_deps;  // event waits not yet consumed by an op
   };
-  Stream& stream(Lane lane);
-  const Stream& stream(Lane lane) const;
+  StreamState& state(Lane lane);
+  const StreamState& state(Lane lane) const;
   Block& live_block(BlockId id, const std::string& op_name);
   std::array<VectorClock, kLaneCount> lane_clocks() const;
   void check_and_commit(const std::vector<Access>& accesses, bool write, const Accessor& who,
@@ -65,7 +65,7 @@ class SimDevice final : public Device {
 
   SimDeviceOptions options_;
   CostModel cost_;
-  std::array<Stream, kStreamCount> streams_;
+  std::array<StreamState, kStreamCount> streams_;
   SimTime host_ = 0;
   VectorClock host_clock_{};
   OpId next_op_ = 1;

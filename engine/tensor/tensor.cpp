@@ -137,6 +137,8 @@ std::byte* Tensor::byte_data(DType expected) const {
   return storage().data() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
 }
 
+std::byte* Tensor::raw() const { return byte_data(dtype_); }
+
 float* Tensor::f32() const { return reinterpret_cast<float*>(byte_data(DType::f32)); }
 std::uint16_t* Tensor::bf16() const { return reinterpret_cast<std::uint16_t*>(byte_data(DType::bf16)); }
 std::int32_t* Tensor::i32() const { return reinterpret_cast<std::int32_t*>(byte_data(DType::i32)); }
@@ -144,6 +146,13 @@ std::int32_t* Tensor::i32() const { return reinterpret_cast<std::int32_t*>(byte_
 Access Tensor::access() const {
   const Storage& s = storage();
   return Access{s.block(), offset_ * static_cast<std::int64_t>(dtype_size(dtype_)), nbytes()};
+}
+
+bool Tensor::overlaps(const Tensor& other) const {
+  if (!storage_ || storage_ != other.storage_ || numel_ == 0 || other.numel_ == 0) return false;
+  const std::int64_t begin = offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
+  const std::int64_t other_begin = other.offset_ * static_cast<std::int64_t>(dtype_size(other.dtype_));
+  return begin < other_begin + other.nbytes() && other_begin < begin + nbytes();
 }
 
 std::vector<float> Tensor::to_vector() const {

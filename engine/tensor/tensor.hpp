@@ -96,9 +96,14 @@ class Tensor {
   std::int32_t* i32() const;
   template <class T>
   T* data() const;
+  // The first byte of this tensor, whatever its dtype: for collectives and copies that move bytes.
+  std::byte* raw() const;
 
   // The byte range this tensor covers in its block: what an op declares it reads or writes.
   Access access() const;
+  // True when both tensors view some of the same bytes of one storage: an op writing one while
+  // reading the other may read what it has already overwritten.
+  bool overlaps(const Tensor& other) const;
 
   // Host copies, checked by the race detector as host accesses (the host must have synchronised).
   std::vector<float> to_vector() const;   // bf16 is widened; an Error for i32

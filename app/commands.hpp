@@ -1,0 +1,15 @@
+// commands.hpp — the fsdplab subcommands, one file each. Each add_* registers its options on the
+// CLI and the callback that runs it; main.cpp only assembles them.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace fsdplab::app {
+
+void add_run_command(CLI::App& app);
+void add_presets_command(CLI::App& app);
+void add_devices_command(CLI::App& app);
+
+// The job `fsdplab` runs when given no subcommand.
+int run_default_job();
+
+}  // namespace fsdplab::app
