@@ -42,7 +42,7 @@ class Demo {
 
   StreamDemoStep step(int index, ExecMode mode) {
     const Lane gather_lane = mode == ExecMode::async ? Lane::all_gather : Lane::compute;
-    StreamDemoStep result{mode, 0, 0};
+    StreamDemoStep result{mode, 0, 0, {}};
     for (Rank& rank : ranks_) {
       rank.device->synchronize();
       result.begin = std::max(result.begin, rank.device->host_time());
@@ -64,6 +64,9 @@ class Demo {
     for (Rank& rank : ranks_) {
       rank.device->synchronize();
       result.end = std::max(result.end, rank.device->host_time());
+      double sum = 0;
+      for (float v : rank.activations.to_vector()) sum += v;
+      result.output_sum.push_back(sum);
       rank.activations = Tensor();
     }
     return result;

@@ -35,6 +35,7 @@ struct StreamDemoStep {
   ExecMode mode;
   SimTime begin = 0;  // when the step started (all ranks synchronised)
   SimTime end = 0;    // when the last rank's last op ended
+  std::vector<double> output_sum;  // per rank: the sum of the last layer's output (a numerics check)
 };
 
 // Runs the demo on sim devices made from `device` and `link`, sending every trace event and memory
