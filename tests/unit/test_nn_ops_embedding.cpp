@@ -1,0 +1,114 @@
+// embedding and embedding_backward: rows gathered, gradients scattered and summed per id.
+#include "engine/tensor/embedding.hpp"
+
+#include "nn_ops_testing.hpp"
+
+namespace fsdplab {
+namespace {
+
+using namespace testing;
+
+constexpr int V = 7, C = 6;
+// Repeats (3 three times, 0 twice) exercise the summing; 6 is the last row.
+const std::vector<std::int32_t> kIds = {3, 0, 3, 6, 1, 3, 0};
+const int N = static_cast<int>(kIds.size());
+
+Tensor ids_tensor(Device& dev, const std::vector<std::int32_t>& ids) {
+  Tensor t = Tensor::empty(dev, {static_cast<std::int64_t>(ids.size())}, DType::i32, MemTag::activation, "ids");
+  t.copy_from(std::span<const std::int32_t>(ids));
+  return t;
+}
+
+struct Outputs {
+  std::vector<float> out, dtable;
+};
+
+Outputs run(const std::vector<float>& table, const std::vector<float>& dout, const std::vector<float>& dtable0,
+            DType dt) {
+  auto dev = make_sim_device();
+  Tensor ttable = tensor_from(*dev, {V, C}, table, dt), ids = ids_tensor(*dev, kIds), out = leftovers(*dev, {N, C}, dt);
+  embedding(compute(*dev), ttable, ids, out);
+  Tensor tdout = tensor_from(*dev, {N, C}, dout, dt), tdtable = tensor_from(*dev, {V, C}, dtable0, dt);
+  embedding_backward(compute(*dev), tdout, ids, tdtable);
+  return {read(out), read(tdtable)};
+}
+
+std::vector<double> gather_ref(const std::vector<float>& table) {
+  std::vector<double> out;
+  for (std::int32_t id : kIds) out.insert(out.end(), table.begin() + id * C, table.begin() + (id + 1) * C);
+  return out;
+}
+
+// The gradient of sum(embedding(table) * dout) with respect to the table, numerically.
+std::vector<double> expected_dtable(const std::vector<float>& dout, const std::vector<float>& dtable0) {
+  const auto table = random_values(V * C, 30);  // the function is linear: any point will do
+  return plus(dtable0, numeric_grad(
+                           [&](std::span<const float> t) {
+                             const auto out = gather_ref(std::vector<float>(t.begin(), t.end()));
+                             double s = 0;
+                             for (std::size_t i = 0; i < out.size(); ++i) s += out[i] * dout[i];
+                             return s;
+                           },
+                           table));
+}
+
+TEST(NnOpsEmbedding, ForwardGathersRowsAndBackwardSumsThemPerId) {
+  const auto table = random_values(V * C, 31), dout = random_values(N * C, 32), dtable0 = random_values(V * C, 33);
+  const Outputs got = run(table, dout, dtable0, DType::f32);
+  EXPECT_TRUE(all_close(got.out, gather_ref(table), 0));
+  EXPECT_TRUE(all_close(got.dtable, expected_dtable(dout, dtable0), kGradAtol, kGradRtol));
+}
+
+TEST(NnOpsEmbedding, Bf16GathersExactlyAndRoundsEachGradientOnce) {
+  // A gather copies bf16 values unchanged; the gradient of a row is summed in f32 and rounded once.
+  const auto table = rounded_to_bf16(random_values(V * C, 34));
+  const auto dout = rounded_to_bf16(random_values(N * C, 35)), dtable0 = rounded_to_bf16(random_values(V * C, 36));
+  const Outputs got = run(table, dout, dtable0, DType::bf16);
+  EXPECT_TRUE(all_close(got.out, gather_ref(table), 0));
+  EXPECT_TRUE(all_close(got.dtable, expected_dtable(dout, dtable0), kGradAtol, kBf16Rtol + kGradRtol));
+}
+
+TEST(NnOpsEmbedding, ManySmallBf16GradientsAreNotLost) {
+  // 64 positions of id 2, each adding 2^-8 to a bf16 1.0: added one by one, each would be a tie at
+  // half an ulp of 1.0 and round back to 1.0; summed first, they add 0.25 exactly.
+  auto dev = make_sim_device();
+  const std::vector<std::int32_t> ids(64, 2);
+  Tensor tids = ids_tensor(*dev, ids);
+  Tensor dout = tensor_from(*dev, {64, C}, std::vector<float>(64 * C, 1.f / 256), DType::bf16);
+  Tensor dtable = tensor_from(*dev, {V, C}, std::vector<float>(V * C, 1.f), DType::bf16);
+  embedding_backward(compute(*dev), dout, tids, dtable);
+  const auto got = read(dtable);
+  for (int v = 0; v < V; ++v)
+    for (int c = 0; c < C; ++c) EXPECT_EQ(got[v * C + c], v == 2 ? 1.25f : 1.f) << "row " << v << ", column " << c;
+}
+
+TEST(NnOpsEmbedding, AnIdOutsideTheTableIsAnErrorAndWritesNothing) {
+  auto dev = make_sim_device();
+  Tensor table = tensor_from(*dev, {V, C}, random_values(V * C, 37)), out = zeros(*dev, {3, C});
+  Tensor too_big = ids_tensor(*dev, {1, 7, 2}), negative = ids_tensor(*dev, {-1, 0, 0});
+  const Stream s = compute(*dev);
+  EXPECT_TRUE(throws_error([&] { embedding(s, table, too_big, out); },
+                           {"embedding", "token id 7 at position 1", "outside [0, 7)", "[7, 6] f32"}));
+  EXPECT_TRUE(throws_error([&] { embedding(s, table, negative, out); }, {"token id -1 at position 0", "[0, 7)"}));
+  EXPECT_TRUE(throws_error([&] { embedding_backward(s, out, too_big, table); },
+                           {"embedding_backward", "token id 7", "[0, 7)"}));
+  EXPECT_TRUE(all_close(read(out), std::vector<double>(3 * C, 0.0), 0)) << "row 0 would be copied before the bad id";
+}
+
+TEST(NnOpsEmbedding, MismatchedOperandsAreErrors) {
+  auto dev = make_sim_device();
+  Tensor table = zeros(*dev, {V, C}), out = zeros(*dev, {3, C}), ids = ids_tensor(*dev, {0, 1, 2});
+  Tensor float_ids = zeros(*dev, {3}), ids_2d = Tensor::empty(*dev, {1, 3}, DType::i32, MemTag::activation);
+  Tensor out_wide = zeros(*dev, {3, C + 1}), out_bf16 = zeros(*dev, {3, C}, DType::bf16);
+  const Stream s = compute(*dev);
+  EXPECT_TRUE(throws_error([&] { embedding(s, table, float_ids, out); }, {"ids must be [N] i32", "[3] f32"}));
+  EXPECT_TRUE(throws_error([&] { embedding(s, table, ids_2d, out); }, {"ids must be [N] i32", "[1, 3] i32"}));
+  EXPECT_TRUE(throws_error([&] { embedding(s, table, ids, out_wide); }, {"out must be [3, 6] f32", "[3, 7] f32"}));
+  EXPECT_TRUE(throws_error([&] { embedding(s, table, ids, out_bf16); }, {"out must be [3, 6] f32", "[3, 6] bf16"}));
+  EXPECT_TRUE(throws_error([&] { embedding_backward(s, out_wide, ids, table); },
+                           {"embedding_backward", "dout must be [3, 6] f32", "[3, 7] f32"}));
+  EXPECT_TRUE(dev->ops().empty());
+}
+
+}  // namespace
+}  // namespace fsdplab

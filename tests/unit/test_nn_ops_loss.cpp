@@ -1,0 +1,183 @@
+// cross_entropy and mse_loss, forward and backward, against double-precision references and finite
+// differences.
+#include "engine/tensor/loss.hpp"
+
+#include "nn_ops_testing.hpp"
+
+namespace fsdplab {
+namespace {
+
+using namespace testing;
+
+constexpr int N = 6, V = 9;
+const std::vector<std::int32_t> kTargets = {0, 8, 3, 3, 5, 1};
+constexpr float kDloss = 0.7f;  // not 1, so the backward must scale by it
+
+Tensor targets_tensor(Device& dev, const std::vector<std::int32_t>& targets) {
+  Tensor t =
+      Tensor::empty(dev, {static_cast<std::int64_t>(targets.size())}, DType::i32, MemTag::activation, "targets");
+  t.copy_from(std::span<const std::int32_t>(targets));
+  return t;
+}
+
+struct CrossEntropyRef {
+  double loss;
+  std::vector<double> lse;
+};
+
+// F.cross_entropy(logits, targets), mean reduction: mean over rows of logsumexp(row) - row[target].
+CrossEntropyRef cross_entropy_ref(std::span<const float> logits) {
+  CrossEntropyRef r{0, std::vector<double>(N)};
+  for (int n = 0; n < N; ++n) {
+    double max = logits[n * V];
+    for (int v = 0; v < V; ++v) max = std::max(max, static_cast<double>(logits[n * V + v]));
+    double sum = 0;
+    for (int v = 0; v < V; ++v) sum += std::exp(logits[n * V + v] - max);
+    r.lse[n] = max + std::log(sum);
+    r.loss += (r.lse[n] - logits[n * V + kTargets[n]]) / N;
+  }
+  return r;
+}
+
+struct CrossEntropyOutputs {
+  float loss;
+  std::vector<float> lse, dlogits;
+};
+
+CrossEntropyOutputs run_cross_entropy(const std::vector<float>& logits, const std::vector<float>& dlogits0,
+                                      DType dt) {
+  auto dev = make_sim_device();
+  Tensor tlogits = tensor_from(*dev, {N, V}, logits, dt), targets = targets_tensor(*dev, kTargets);
+  Tensor loss = leftovers(*dev, {1}), lse = leftovers(*dev, {N}), dlogits = tensor_from(*dev, {N, V}, dlogits0, dt);
+  cross_entropy(compute(*dev), tlogits, targets, loss, lse);
+  cross_entropy_backward(compute(*dev), tlogits, targets, lse, kDloss, dlogits);
+  return {read(loss)[0], read(lse), read(dlogits)};
+}
+
+std::vector<double> expected_dlogits(const std::vector<float>& logits, const std::vector<float>& dlogits0) {
+  return plus(dlogits0, numeric_grad([](std::span<const float> x) { return kDloss * cross_entropy_ref(x).loss; },
+                                     logits));
+}
+
+TEST(NnOpsCrossEntropy, MatchesReferenceAndBackwardAddsFiniteDifferences) {
+  const auto logits = random_values(N * V, 41, -3.f, 3.f), dlogits0 = random_values(N * V, 42);
+  const auto got = run_cross_entropy(logits, dlogits0, DType::f32);
+  const auto ref = cross_entropy_ref(logits);
+  EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss);
+  EXPECT_TRUE(all_close(got.lse, ref.lse, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(got.dlogits, expected_dlogits(logits, dlogits0), kGradAtol, kGradRtol));
+}
+
+TEST(NnOpsCrossEntropy, LargeLogitsDoNotOverflow) {
+  // exp(500) overflows f32: the row's max must come out before exp. 500 +- 3 in f32 is good to 3e-5,
+  // which bounds the loss's and the gradient's accuracy.
+  auto logits = random_values(N * V, 43, -3.f, 3.f);
+  for (float& v : logits) v += 500.f;
+  const auto got = run_cross_entropy(logits, std::vector<float>(N * V, 0.f), DType::f32);
+  EXPECT_NEAR(got.loss, cross_entropy_ref(logits).loss, 1e-4);
+  std::vector<double> want(N * V);  // the analytic gradient: (softmax - onehot) / N * dloss
+  const auto ref = cross_entropy_ref(logits);
+  for (int n = 0; n < N; ++n)
+    for (int v = 0; v < V; ++v)
+      want[n * V + v] = (std::exp(logits[n * V + v] - ref.lse[n]) - (v == kTargets[n])) / N * kDloss;
+  EXPECT_TRUE(all_close(got.dlogits, want, 1e-5, 1e-4));
+}
+
+TEST(NnOpsCrossEntropy, Bf16LogitsGiveTheF32LossAndGradientsRoundedOnce) {
+  // The reference sees the same bf16-rounded logits; the loss and lse stay f32, dlogits may differ
+  // by one rounding (plus the finite differences' error).
+  const auto logits = rounded_to_bf16(random_values(N * V, 44, -3.f, 3.f));
+  const auto dlogits0 = rounded_to_bf16(random_values(N * V, 45));
+  const auto got = run_cross_entropy(logits, dlogits0, DType::bf16);
+  const auto ref = cross_entropy_ref(logits);
+  EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss);
+  EXPECT_TRUE(all_close(got.lse, ref.lse, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(got.dlogits, expected_dlogits(logits, dlogits0), kGradAtol, kBf16Rtol + kGradRtol));
+}
+
+TEST(NnOpsCrossEntropy, BadOperandsAreErrors) {
+  auto dev = make_sim_device();
+  Tensor logits = zeros(*dev, {N, V}), targets = targets_tensor(*dev, kTargets), loss = zeros(*dev, {1});
+  Tensor lse = zeros(*dev, {N}), dlogits = zeros(*dev, {N, V});
+  Tensor bad_target = targets_tensor(*dev, {0, 1, 9, 0, 0, 0}), float_targets = zeros(*dev, {N});
+  Tensor loss_2 = zeros(*dev, {2}), lse_bf16 = zeros(*dev, {N}, DType::bf16);
+  Tensor dlogits_bf16 = zeros(*dev, {N, V}, DType::bf16);
+  const Stream s = compute(*dev);
+  EXPECT_TRUE(throws_error([&] { cross_entropy(s, logits, bad_target, loss, lse); },
+                           {"cross_entropy", "target 9 of row 2", "outside [0, 9)", "[6, 9] f32"}));
+  EXPECT_TRUE(throws_error([&] { cross_entropy_backward(s, logits, bad_target, lse, 1.f, dlogits); },
+                           {"cross_entropy_backward", "target 9 of row 2"}));
+  EXPECT_TRUE(throws_error([&] { cross_entropy(s, logits, float_targets, loss, lse); },
+                           {"targets must be [6] i32", "[6] f32"}));
+  EXPECT_TRUE(
+      throws_error([&] { cross_entropy(s, logits, targets, loss_2, lse); }, {"loss must be [1] f32", "[2] f32"}));
+  EXPECT_TRUE(
+      throws_error([&] { cross_entropy(s, logits, targets, loss, lse_bf16); }, {"lse must be [6] f32", "bf16"}));
+  EXPECT_TRUE(throws_error([&] { cross_entropy_backward(s, logits, targets, lse, 1.f, dlogits_bf16); },
+                           {"dlogits must be [6, 9] f32", "[6, 9] bf16"}));
+  EXPECT_TRUE(dev->ops().empty());
+}
+
+// ---- mse_loss -----------------------------------------------------------------------------------
+
+const Shape kMseShape = {3, 5};
+constexpr int M = 15;
+
+double mse_ref(std::span<const float> pred, std::span<const float> target) {
+  double s = 0;
+  for (int i = 0; i < M; ++i) s += (static_cast<double>(pred[i]) - target[i]) * (pred[i] - target[i]);
+  return s / M;
+}
+
+struct MseOutputs {
+  float loss;
+  std::vector<float> dpred;
+};
+
+MseOutputs run_mse(const std::vector<float>& pred, const std::vector<float>& target, const std::vector<float>& dpred0,
+                   DType dt) {
+  auto dev = make_sim_device();
+  Tensor tpred = tensor_from(*dev, kMseShape, pred, dt), ttarget = tensor_from(*dev, kMseShape, target, dt);
+  Tensor loss = leftovers(*dev, {1}), dpred = tensor_from(*dev, kMseShape, dpred0, dt);
+  mse_loss(compute(*dev), tpred, ttarget, loss);
+  mse_loss_backward(compute(*dev), tpred, ttarget, kDloss, dpred);
+  return {read(loss)[0], read(dpred)};
+}
+
+std::vector<double> expected_dpred(const std::vector<float>& pred, const std::vector<float>& target,
+                                   const std::vector<float>& dpred0) {
+  return plus(dpred0, numeric_grad([&](std::span<const float> p) { return kDloss * mse_ref(p, target); }, pred));
+}
+
+TEST(NnOpsMseLoss, MatchesReferenceAndBackwardAddsFiniteDifferences) {
+  const auto pred = random_values(M, 51), target = random_values(M, 52), dpred0 = random_values(M, 53);
+  const auto got = run_mse(pred, target, dpred0, DType::f32);
+  EXPECT_NEAR(got.loss, mse_ref(pred, target), 1e-6);
+  EXPECT_TRUE(all_close(got.dpred, expected_dpred(pred, target, dpred0), kGradAtol, kGradRtol));
+}
+
+TEST(NnOpsMseLoss, Bf16GivesTheF32LossAndGradientsRoundedOnce) {
+  const auto pred = rounded_to_bf16(random_values(M, 54)), target = rounded_to_bf16(random_values(M, 55));
+  const auto dpred0 = rounded_to_bf16(random_values(M, 56));
+  const auto got = run_mse(pred, target, dpred0, DType::bf16);
+  EXPECT_NEAR(got.loss, mse_ref(pred, target), 1e-6);  // the loss is f32
+  EXPECT_TRUE(all_close(got.dpred, expected_dpred(pred, target, dpred0), kGradAtol, kBf16Rtol + kGradRtol));
+}
+
+TEST(NnOpsMseLoss, MismatchedOperandsAreErrors) {
+  auto dev = make_sim_device();
+  Tensor pred = zeros(*dev, kMseShape), loss = zeros(*dev, {1});
+  Tensor target_flat = zeros(*dev, {M}), target_bf16 = zeros(*dev, kMseShape, DType::bf16);
+  Tensor ids = Tensor::empty(*dev, kMseShape, DType::i32, MemTag::activation);
+  const Stream s = compute(*dev);
+  EXPECT_TRUE(throws_error([&] { mse_loss(s, pred, target_flat, loss); },
+                           {"mse_loss", "target must be [3, 5] f32", "[15] f32"}));
+  EXPECT_TRUE(throws_error([&] { mse_loss(s, pred, target_bf16, loss); }, {"target must be [3, 5] f32", "bf16"}));
+  EXPECT_TRUE(throws_error([&] { mse_loss(s, ids, ids, loss); }, {"pred must be any shape f32 or bf16", "[3, 5] i32"}));
+  EXPECT_TRUE(throws_error([&] { mse_loss_backward(s, pred, pred, 1.f, target_flat); },
+                           {"mse_loss_backward", "dpred must be [3, 5] f32", "[15] f32"}));
+  EXPECT_TRUE(dev->ops().empty());
+}
+
+}  // namespace
+}  // namespace fsdplab
