@@ -1,0 +1,304 @@
+#include "engine/tensor/elementwise.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/tensor/expect.hpp"
+#include "engine/tensor/float_io.hpp"
+#include "engine/tensor/launch.hpp"
+
+namespace fsdplab {
+namespace {
+namespace cpu {
+
+template <class F>
+void bias_add(F* out, const F* x, const F* bias, std::int64_t N, std::int64_t C) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t c = 0; c < C; ++c) store_f32(out[n * C + c], load_f32(x[n * C + c]) + load_f32(bias[c]));
+  }
+}
+
+template <class F>
+void bias_backward(F* dbias, const F* dout, std::int64_t N, std::int64_t C) {
+  // Row by row into f32 column sums (a fixed order, so deterministic, streaming through memory);
+  // dbias is then rounded once per element, not once per row.
+  std::vector<float> sums(static_cast<std::size_t>(C), 0.f);
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t c = 0; c < C; ++c) sums[static_cast<std::size_t>(c)] += load_f32(dout[n * C + c]);
+  }
+  for (std::int64_t c = 0; c < C; ++c) store_f32(dbias[c], load_f32(dbias[c]) + sums[static_cast<std::size_t>(c)]);
+}
+
+// PyTorch's constants and order of operations (aten/src/ATen/native/cpu/Activation.cpp), so the
+// results agree with gelu(approximate='tanh') to rounding.
+constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2 / pi) = M_SQRT2 * M_2_SQRTPI * 0.5
+constexpr float kGeluKappa = 0.044715f;
+
+template <class F>
+void gelu(F* out, const F* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = load_f32(x[i]);
+    const float inner = kGeluBeta * (v + kGeluKappa * (v * v * v));
+    store_f32(out[i], 0.5f * v * (1.f + std::tanh(inner)));
+  }
+}
+
+template <class F>
+void gelu_backward(F* dx, const F* x, const F* dout, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = load_f32(x[i]);
+    const float v_sq = v * v;
+    const float tanh_inner = std::tanh(kGeluBeta * (v + kGeluKappa * (v_sq * v)));
+    // d/dx [0.5 x (1 + tanh(u))] = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) u'
+    const float left_derivative = 0.5f * (1.f + tanh_inner);
+    const float tanh_derivative = 1.f - tanh_inner * tanh_inner;
+    const float inner_derivative = kGeluBeta * (1.f + 3.f * kGeluKappa * v_sq);
+    const float right_derivative = 0.5f * v * tanh_derivative * inner_derivative;
+    store_f32(dx[i], load_f32(dx[i]) + load_f32(dout[i]) * (left_derivative + right_derivative));
+  }
+}
+
+template <class F>
+void relu(F* out, const F* x, std::int64_t n) {
+  // Written so that NaN passes through, as in PyTorch's relu (clamp_min).
+  for (std::int64_t i = 0; i < n; ++i) store_f32(out[i], load_f32(x[i]) <= 0.f ? 0.f : load_f32(x[i]));
+}
+
+template <class F>
+void relu_backward(F* dx, const F* x, const F* dout, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (load_f32(x[i]) > 0.f) store_f32(dx[i], load_f32(dx[i]) + load_f32(dout[i]));
+  }
+}
+
+template <class F>
+void add(F* out, const F* a, const F* b, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) store_f32(out[i], load_f32(a[i]) + load_f32(b[i]));
+}
+
+template <class F>
+void scale(F* out, const F* x, float alpha, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) store_f32(out[i], alpha * load_f32(x[i]));
+}
+
+template <class Out, class In>
+void cast(Out* out, const In* in, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) store_f32(out[i], load_f32(in[i]));
+}
+
+template <class F>
+void fill(F* t, float value, std::int64_t n) {
+  F v;
+  store_f32(v, value);
+  for (std::int64_t i = 0; i < n; ++i) t[i] = v;
+}
+
+void copy(std::byte* dst, const std::byte* src, std::int64_t bytes) {
+  std::memmove(dst, src, static_cast<std::size_t>(bytes));  // src and dst may be the same range
+}
+
+}  // namespace cpu
+
+// `t` must be f32 or bf16, of any shape.
+void expect_floating(std::string_view op, std::string_view role, const Tensor& t) {
+  check(t.defined() && (t.dtype() == DType::f32 || t.dtype() == DType::bf16), op, ": ", role,
+        " must be f32 or bf16, got ", t.defined() ? t.describe() : "an undefined tensor");
+}
+
+// `t` must have the shape and dtype of `ref`.
+void expect_like(std::string_view op, std::string_view role, const Tensor& t, std::string_view ref_role,
+                 const Tensor& ref) {
+  check(t.defined() && t.shape() == ref.shape() && t.dtype() == ref.dtype(), op, ": ", role,
+        " must have the shape and dtype of ", ref_role, " ", ref.describe(), ", got ",
+        t.defined() ? t.describe() : "an undefined tensor");
+}
+
+// Element i of an output may overwrite element i of an input (in place); any other overlap would
+// make the op read elements it has already overwritten.
+void expect_in_place_or_disjoint(std::string_view op, std::string_view out_role, const Tensor& out,
+                                 std::string_view in_role, const Tensor& in) {
+  const bool same = out.storage_ptr() == in.storage_ptr() && out.offset() == in.offset() && out.dtype() == in.dtype() &&
+                    out.numel() == in.numel();
+  check(same || !out.overlaps(in), op, ": ", out_role, " ", out.describe(), " partly overlaps ", in_role, " ",
+        in.describe(), "; it must be the very same elements (in place) or disjoint");
+}
+
+double elem_size(const Tensor& t) { return static_cast<double>(dtype_size(t.dtype())); }
+
+// The checks of a unary op: x float, out of x's shape and dtype (or x itself).
+void expect_unary(std::string_view op, const Tensor& x, const Tensor& out) {
+  expect_floating(op, "x", x);
+  expect_like(op, "out", out, "x", x);
+  expect_in_place_or_disjoint(op, "out", out, "x", x);
+}
+
+// The checks of an activation's backward: dout and dx like x; dx may be dout or x itself.
+void expect_backward(std::string_view op, const Tensor& x, const Tensor& dout, const Tensor& dx) {
+  expect_floating(op, "x", x);
+  expect_like(op, "dout", dout, "x", x);
+  expect_like(op, "dx", dx, "x", x);
+  expect_in_place_or_disjoint(op, "dx", dx, "x", x);
+  expect_in_place_or_disjoint(op, "dx", dx, "dout", dout);
+}
+
+}  // namespace
+
+void bias_add(Stream s, const Tensor& x, const Tensor& bias, const Tensor& out) {
+  constexpr std::string_view op = "bias_add";
+  expect_float(op, "x", x, 2, "[N, C]");
+  expect_tensor(op, "bias", bias, {x.dim(1)}, x.dtype());
+  expect_like(op, "out", out, "x", x);
+  expect_in_place_or_disjoint(op, "out", out, "x", x);
+  check(!out.overlaps(bias), op, ": out ", out.describe(), " overlaps bias ", bias.describe());
+  const double n = static_cast<double>(x.numel());
+  const OpCost cost{
+      .flops = n, .bytes = (2 * n + static_cast<double>(bias.numel())) * elem_size(x), .dtype = x.dtype()};
+  launch_op(s, std::string(op), cost, {{&x, &bias}, {&out}}, [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::bias_add(out.data<F>(), x.data<F>(), bias.data<F>(), x.dim(0), x.dim(1));
+    });
+  });
+}
+
+void bias_backward(Stream s, const Tensor& dout, const Tensor& dbias) {
+  constexpr std::string_view op = "bias_backward";
+  expect_float(op, "dout", dout, 2, "[N, C]");
+  expect_tensor(op, "dbias", dbias, {dout.dim(1)}, dout.dtype());
+  check(!dbias.overlaps(dout), op, ": dbias ", dbias.describe(), " overlaps dout ", dout.describe());
+  const double n = static_cast<double>(dout.numel());
+  const OpCost cost{
+      .flops = n, .bytes = (n + 2 * static_cast<double>(dbias.numel())) * elem_size(dout), .dtype = dout.dtype()};
+  launch_op(s, std::string(op), cost, {{&dout, &dbias}, {&dbias}}, [&] {
+    dispatch_float(dout.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::bias_backward(dbias.data<F>(), dout.data<F>(), dout.dim(0), dout.dim(1));
+    });
+  });
+}
+
+void gelu(Stream s, const Tensor& x, const Tensor& out) {
+  constexpr std::string_view op = "gelu";
+  expect_unary(op, x, out);
+  const double n = static_cast<double>(x.numel());
+  const OpCost cost{.flops = 8 * n, .bytes = 2 * n * elem_size(x), .dtype = x.dtype()};
+  launch_op(s, std::string(op), cost, {{&x}, {&out}}, [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::gelu(out.data<F>(), x.data<F>(), x.numel());
+    });
+  });
+}
+
+void gelu_backward(Stream s, const Tensor& x, const Tensor& dout, const Tensor& dx) {
+  constexpr std::string_view op = "gelu_backward";
+  expect_backward(op, x, dout, dx);
+  const double n = static_cast<double>(x.numel());
+  const OpCost cost{.flops = 16 * n, .bytes = 4 * n * elem_size(x), .dtype = x.dtype()};
+  launch_op(s, std::string(op), cost, {{&x, &dout, &dx}, {&dx}}, [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::gelu_backward(dx.data<F>(), x.data<F>(), dout.data<F>(), x.numel());
+    });
+  });
+}
+
+void relu(Stream s, const Tensor& x, const Tensor& out) {
+  constexpr std::string_view op = "relu";
+  expect_unary(op, x, out);
+  const double n = static_cast<double>(x.numel());
+  const OpCost cost{.flops = n, .bytes = 2 * n * elem_size(x), .dtype = x.dtype()};
+  launch_op(s, std::string(op), cost, {{&x}, {&out}}, [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::relu(out.data<F>(), x.data<F>(), x.numel());
+    });
+  });
+}
+
+void relu_backward(Stream s, const Tensor& x, const Tensor& dout, const Tensor& dx) {
+  constexpr std::string_view op = "relu_backward";
+  expect_backward(op, x, dout, dx);
+  const double n = static_cast<double>(x.numel());
+  const OpCost cost{.flops = 2 * n, .bytes = 4 * n * elem_size(x), .dtype = x.dtype()};
+  launch_op(s, std::string(op), cost, {{&x, &dout, &dx}, {&dx}}, [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::relu_backward(dx.data<F>(), x.data<F>(), dout.data<F>(), x.numel());
+    });
+  });
+}
+
+void add(Stream s, const Tensor& a, const Tensor& b, const Tensor& out) {
+  constexpr std::string_view op = "add";
+  expect_floating(op, "a", a);
+  expect_like(op, "b", b, "a", a);
+  expect_like(op, "out", out, "a", a);
+  expect_in_place_or_disjoint(op, "out", out, "a", a);
+  expect_in_place_or_disjoint(op, "out", out, "b", b);
+  const double n = static_cast<double>(a.numel());
+  const OpCost cost{.flops = n, .bytes = 3 * n * elem_size(a), .dtype = a.dtype()};
+  launch_op(s, std::string(op), cost, {{&a, &b}, {&out}}, [&] {
+    dispatch_float(a.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::add(out.data<F>(), a.data<F>(), b.data<F>(), a.numel());
+    });
+  });
+}
+
+void scale(Stream s, const Tensor& x, float alpha, const Tensor& out) {
+  constexpr std::string_view op = "scale";
+  expect_unary(op, x, out);
+  const double n = static_cast<double>(x.numel());
+  const OpCost cost{.flops = n, .bytes = 2 * n * elem_size(x), .dtype = x.dtype()};
+  launch_op(s, std::string(op), cost, {{&x}, {&out}}, [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::scale(out.data<F>(), x.data<F>(), alpha, x.numel());
+    });
+  });
+}
+
+void cast(Stream s, const Tensor& in, const Tensor& out) {
+  constexpr std::string_view op = "cast";
+  expect_floating(op, "in", in);
+  expect_floating(op, "out", out);
+  check(out.shape() == in.shape(), op, ": out must have the shape of in ", in.describe(), ", got ", out.describe());
+  expect_in_place_or_disjoint(op, "out", out, "in", in);
+  const double n = static_cast<double>(in.numel());
+  const OpCost cost{.flops = n, .bytes = n * (elem_size(in) + elem_size(out)), .dtype = in.dtype()};
+  launch_op(s, std::string(op), cost, {{&in}, {&out}}, [&] {
+    dispatch_float(in.dtype(), [&](auto in_zero) {
+      dispatch_float(out.dtype(), [&](auto out_zero) {
+        cpu::cast(out.data<decltype(out_zero)>(), in.data<decltype(in_zero)>(), in.numel());
+      });
+    });
+  });
+}
+
+void fill(Stream s, const Tensor& t, float value) {
+  constexpr std::string_view op = "fill";
+  expect_floating(op, "t", t);
+  const OpCost cost{.flops = 0, .bytes = static_cast<double>(t.nbytes()), .dtype = t.dtype()};
+  launch_op(s, std::string(op), cost, {{}, {&t}}, [&] {
+    dispatch_float(t.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::fill(t.data<F>(), value, t.numel());
+    });
+  });
+}
+
+void copy(Stream s, const Tensor& src, const Tensor& dst) {
+  constexpr std::string_view op = "copy";
+  check(src.defined() && dst.defined() && src.dtype() == dst.dtype() && src.numel() == dst.numel(), op,
+        ": dst must have the dtype and element count of src ", src.describe(), ", got ", dst.describe());
+  expect_in_place_or_disjoint(op, "dst", dst, "src", src);
+  const OpCost cost{.flops = 0, .bytes = 2 * static_cast<double>(src.nbytes()), .dtype = src.dtype()};
+  launch_op(s, std::string(op), cost, {{&src}, {&dst}}, [&] { cpu::copy(dst.raw(), src.raw(), src.nbytes()); });
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,125 @@
+#include "engine/tensor/matmul.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "engine/runtime/error.hpp"
+#include "engine/tensor/bf16.hpp"
+#include "engine/tensor/float_io.hpp"
+#include "engine/tensor/launch.hpp"
+
+namespace fsdplab {
+namespace {
+namespace cpu {
+
+struct Gemm {
+  int m, n, k;
+  bool trans_a, trans_b;
+  float alpha, beta;
+};
+
+// Ranks are threads of one process: OpenBLAS's own thread pool would oversubscribe the cores, and
+// its split of the work (hence the summation order) would depend on the machine. One thread per
+// call keeps every run bitwise identical everywhere.
+void use_one_blas_thread() {
+  static const bool done = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)done;
+}
+
+// Row-major sgemm with the leading dimensions of the operands as stored. BLAS wants them >= 1
+// even when a dimension is 0.
+void sgemm(const float* a, const float* b, float* out, const Gemm& g) {
+  use_one_blas_thread();
+  const int lda = std::max(1, g.trans_a ? g.m : g.k);
+  const int ldb = std::max(1, g.trans_b ? g.k : g.n);
+  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, g.m, g.n,
+              g.k, g.alpha, a, lda, b, ldb, g.beta, out, std::max(1, g.n));
+}
+
+// An f32 pointer to n elements: the data itself, or a widened copy of bf16 data held in `scratch`.
+const float* as_f32(const float* x, std::int64_t, std::vector<float>&) { return x; }
+const float* as_f32(const std::uint16_t* x, std::int64_t n, std::vector<float>& scratch) {
+  scratch.resize(static_cast<std::size_t>(n));
+  std::transform(x, x + n, scratch.begin(), bf16_to_float);
+  return scratch.data();
+}
+
+// bf16 GEMMs run as sgemm on widened copies, so products accumulate in f32 as on a tensor core,
+// and a bf16 out is rounded once at the end rather than after every partial sum.
+template <class In, class Out>
+void gemm(const In* a, const In* b, Out* out, const Gemm& g) {
+  std::vector<float> a32, b32;
+  const float* pa = as_f32(a, std::int64_t{g.m} * g.k, a32);
+  const float* pb = as_f32(b, std::int64_t{g.k} * g.n, b32);
+  if constexpr (std::is_same_v<Out, float>) {
+    sgemm(pa, pb, out, g);
+  } else {
+    const std::int64_t mn = std::int64_t{g.m} * g.n;
+    std::vector<float> c32(static_cast<std::size_t>(mn), 0.f);
+    if (g.beta != 0) std::transform(out, out + mn, c32.begin(), bf16_to_float);  // beta == 0 never reads out
+    sgemm(pa, pb, c32.data(), g);
+    std::transform(c32.begin(), c32.end(), out, float_to_bf16);
+  }
+}
+
+}  // namespace cpu
+
+bool is_float(const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == DType::bf16; }
+
+}  // namespace
+
+void matmul(Stream s, const Tensor& a, const Tensor& b, const Tensor& out, MatmulOptions opt) {
+  check(a.ndim() == 2 && b.ndim() == 2 && out.ndim() == 2,
+        "matmul: expected 2-D operands (fold batch dimensions into rows), got a = ", a.describe(),
+        ", b = ", b.describe(), ", out = ", out.describe());
+  check(is_float(a) && a.dtype() == b.dtype(),
+        "matmul: expected a and b of one float dtype (f32 or bf16), got a = ", a.describe(), ", b = ", b.describe());
+  check(is_float(out), "matmul: expected out of dtype f32 or bf16, got ", out.describe());
+
+  const std::int64_t m = opt.trans_a ? a.dim(1) : a.dim(0);
+  const std::int64_t k = opt.trans_a ? a.dim(0) : a.dim(1);
+  const std::int64_t kb = opt.trans_b ? b.dim(1) : b.dim(0);
+  const std::int64_t n = opt.trans_b ? b.dim(0) : b.dim(1);
+  const char* ta = opt.trans_a ? " transposed" : "";
+  const char* tb = opt.trans_b ? " transposed" : "";
+  check(k == kb, "matmul: inner dimensions differ: op(a) is ", shape_str({m, k}), " (a = ", a.describe(), ta,
+        ") but op(b) is ", shape_str({kb, n}), " (b = ", b.describe(), tb, ")");
+  check(out.shape() == Shape{m, n}, "matmul: expected out ", shape_str({m, n}), " for op(a) ", shape_str({m, k}),
+        " @ op(b) ", shape_str({k, n}), ", got ", out.describe());
+  check(std::max({m, n, k}) <= INT_MAX, "matmul: ", shape_str({m, k}), " @ ", shape_str({k, n}),
+        " has a dimension beyond BLAS's 32-bit int");
+  check(!out.overlaps(a) && !out.overlaps(b), "matmul: out ", out.describe(), " overlaps an input (a = ", a.describe(),
+        ", b = ", b.describe(), "); a GEMM cannot write over its own operands");
+
+  const bool reads_out = opt.beta != 0;
+  const OpCost cost{.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k),
+                    .bytes = static_cast<double>(a.nbytes() + b.nbytes() + out.nbytes() * (reads_out ? 2 : 1)),
+                    .dtype = a.dtype(),
+                    .matmul = true};
+  const cpu::Gemm g{
+      static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), opt.trans_a, opt.trans_b, opt.alpha, opt.beta};
+  const auto body = [&] {
+    dispatch_float(a.dtype(), [&](auto in_zero) {
+      dispatch_float(out.dtype(), [&](auto out_zero) {
+        using In = decltype(in_zero);
+        using Out = decltype(out_zero);
+        cpu::gemm(a.data<In>(), b.data<In>(), out.data<Out>(), g);
+      });
+    });
+  };
+  if (reads_out) {
+    launch_op(s, "matmul", cost, {{&a, &b, &out}, {&out}}, body);
+  } else {
+    launch_op(s, "matmul", cost, {{&a, &b}, {&out}}, body);
+  }
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,52 @@
+// optimizer_ops.hpp — one optimizer step over a flat f32 parameter (an FSDP rank's shard of a
+// FlatParameter) with its gradient and state, exactly as PyTorch's single-tensor implementations.
+//
+// Only f32: updates are applied to the fp32 master copy, since a bf16 parameter would swallow
+// updates smaller than 2^-8 of its value. param, grad and state tensors have one shape and must
+// not overlap. `step` counts from 1 (the first update is step 1), as PyTorch's state['step'].
+// Hyper-parameters are doubles, as PyTorch's Python floats: the scalar factors (bias corrections,
+// step size) are computed in double, then each element in f32.
+#pragma once
+#include <cstdint>
+
+#include "engine/tensor/tensor.hpp"
+
+namespace fsdplab {
+
+// torch.optim.SGD's defaults (lr as in PyTorch >= 2.2, where it got one).
+struct SgdOptions {
+  double lr = 1e-3;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;  // needs momentum > 0 and dampening == 0, as in PyTorch
+};
+
+// g = grad + weight_decay * param
+// with momentum: buf = g on step 1, else buf = momentum * buf + (1 - dampening) * g;
+//                g = nesterov ? g + momentum * buf : buf
+// param -= lr * g
+// momentum_buf is read and written only when momentum != 0 (it may be undefined otherwise); step 1
+// initialises it, so its earlier contents do not matter.
+void sgd_update(Stream s, const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdOptions& opt,
+                std::int64_t step);
+
+// torch.optim.AdamW's defaults.
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+// param *= 1 - lr * weight_decay            (decoupled weight decay)
+// m = beta1 * m + (1 - beta1) * grad
+// v = beta2 * v + (1 - beta2) * grad^2
+// param -= (lr / (1 - beta1^step)) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+// m and v start at zero (the caller zeroes them before step 1). m's update is PyTorch 1.13's
+// mul-add; PyTorch 2 writes it as m.lerp_(grad, 1 - beta1), equal up to rounding.
+void adamw_update(Stream s, const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                  const AdamWOptions& opt, std::int64_t step);
+
+}  // namespace fsdplab

@@ -1,0 +1,13 @@
+// reduce.hpp — reductions to a scalar: the loss over a batch, the squared norm for gradient clipping.
+#pragma once
+#include "engine/tensor/tensor.hpp"
+
+namespace fsdplab {
+
+// out[0] = sum of all elements of x (f32 or bf16, any shape); out is a 1-element f32 tensor and is
+// overwritten. Sums in double, in element order, so the result is deterministic and exact to f32
+// precision however many elements there are (an f32 running sum stops growing once it is 2^24 times
+// its terms).
+void sum(Stream s, const Tensor& x, const Tensor& out);
+
+}  // namespace fsdplab

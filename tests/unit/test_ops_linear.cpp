@@ -1,0 +1,279 @@
+// matmul: every transpose combination and alpha/beta against a plain loop in double, bf16 operands
+// accumulating in f32, the backward as two accumulating matmuls against finite differences, the
+// cost it states, and the errors it gives for operands that do not fit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/error.hpp"
+#include "engine/tensor/bf16.hpp"
+#include "engine/tensor/matmul.hpp"
+#include "test_support.hpp"
+
+namespace fsdplab {
+namespace {
+
+using testing::all_close;
+using testing::make_sim_device;
+using testing::random_values;
+using testing::tensor_from;
+
+// alpha * op(a) @ op(b) + beta * c in double, with a stored [K, M] when transposed and b [N, K].
+std::vector<double> reference_matmul(const std::vector<float>& a, const std::vector<float>& b,
+                                     const std::vector<float>& c, int M, int N, int K, MatmulOptions opt) {
+  std::vector<double> out(static_cast<std::size_t>(M * N));
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int k = 0; k < K; ++k) {
+        const double av = opt.trans_a ? a[k * M + i] : a[i * K + k];
+        const double bv = opt.trans_b ? b[j * K + k] : b[k * N + j];
+        acc += av * bv;
+      }
+      out[i * N + j] = opt.alpha * acc + (opt.beta != 0 ? opt.beta * static_cast<double>(c[i * N + j]) : 0.0);
+    }
+  }
+  return out;
+}
+
+std::vector<float> rounded_to_bf16(std::vector<float> v) {
+  for (float& x : v) x = round_to_bf16(x);
+  return v;
+}
+
+Stream compute(Device& device) { return device.stream(Lane::compute); }
+
+// The host waits for the device, then copies the tensor out (the race detector checks the wait).
+std::vector<float> read(const Tensor& t) {
+  t.device().synchronize();
+  return t.to_vector();
+}
+
+// The message of the Error `f` throws; a test failure if it throws none.
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an fsdplab::Error";
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(Matmul, AllFourTransposeCombinations) {
+  auto dev = make_sim_device();
+  const int M = 5, N = 3, K = 7;
+  const auto av = random_values(M * K, 1);
+  const auto bv = random_values(K * N, 2);
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(std::string("trans_a ") + (ta ? "on" : "off") + ", trans_b " + (tb ? "on" : "off"));
+      const MatmulOptions opt{.trans_a = ta, .trans_b = tb};
+      Tensor a = tensor_from(*dev, ta ? Shape{K, M} : Shape{M, K}, av);
+      Tensor b = tensor_from(*dev, tb ? Shape{N, K} : Shape{K, N}, bv);
+      Tensor out = Tensor::empty(*dev, {M, N}, DType::f32, MemTag::activation);
+      matmul(compute(*dev), a, b, out, opt);
+      EXPECT_TRUE(all_close(read(out), reference_matmul(av, bv, {}, M, N, K, opt), 1e-5));
+    }
+  }
+}
+
+TEST(Matmul, AlphaScalesTheProductAndBetaTheOldOut) {
+  auto dev = make_sim_device();
+  const int M = 4, N = 6, K = 3;
+  const auto av = random_values(M * K, 3);
+  const auto bv = random_values(N * K, 4);
+  const auto cv = random_values(M * N, 5);
+  Tensor a = tensor_from(*dev, {M, K}, av);
+  Tensor b = tensor_from(*dev, {N, K}, bv);
+  Tensor out = tensor_from(*dev, {M, N}, cv);
+  const MatmulOptions opt{.trans_b = true, .alpha = 0.5f, .beta = -2.f};
+  matmul(compute(*dev), a, b, out, opt);
+  EXPECT_TRUE(all_close(read(out), reference_matmul(av, bv, cv, M, N, K, opt), 1e-5));
+  EXPECT_EQ(dev->ops().back().reads.size(), 3u);  // beta != 0 reads out: the race detector must know
+}
+
+TEST(Matmul, BetaZeroNeverReadsOut) {
+  auto dev = make_sim_device();
+  const auto av = random_values(6, 6);
+  const auto bv = random_values(6, 7);
+  Tensor a = tensor_from(*dev, {2, 3}, av);
+  Tensor b = tensor_from(*dev, {3, 2}, bv);
+  const std::vector<float> stale(4, std::numeric_limits<float>::quiet_NaN());
+  for (DType out_dtype : {DType::f32, DType::bf16}) {
+    Tensor out = tensor_from(*dev, {2, 2}, stale, out_dtype);
+    matmul(compute(*dev), a, b, out);
+    std::vector<double> expected = reference_matmul(av, bv, {}, 2, 2, 3, {});
+    if (out_dtype == DType::bf16) {
+      for (double& e : expected) e = round_to_bf16(static_cast<float>(e));
+    }
+    EXPECT_TRUE(all_close(read(out), expected, 1e-6)) << dtype_name(out_dtype);
+    EXPECT_EQ(dev->ops().back().reads.size(), 2u);
+  }
+}
+
+TEST(Matmul, ZeroInnerDimensionLeavesBetaTimesOut) {
+  auto dev = make_sim_device();
+  Tensor a = Tensor::empty(*dev, {2, 0}, DType::f32, MemTag::activation);
+  Tensor b = Tensor::empty(*dev, {0, 3}, DType::f32, MemTag::activation);
+  Tensor out = tensor_from(*dev, {2, 3}, std::vector<float>(6, 1.5f));
+  matmul(compute(*dev), a, b, out, {.beta = 2.f});
+  EXPECT_EQ(read(out), std::vector<float>(6, 3.f));
+  matmul(compute(*dev), a, b, out);
+  EXPECT_EQ(read(out), std::vector<float>(6, 0.f));
+}
+
+TEST(Matmul, StatesItsCost) {
+  auto dev = make_sim_device();
+  Tensor a = Tensor::empty(*dev, {8, 16}, DType::bf16, MemTag::activation);
+  Tensor b = Tensor::empty(*dev, {16, 4}, DType::bf16, MemTag::activation);
+  Tensor out = Tensor::empty(*dev, {8, 4}, DType::f32, MemTag::activation);
+  matmul(compute(*dev), a, b, out);
+  const OpRecord& op = dev->ops().back();
+  EXPECT_EQ(op.name, "matmul");
+  EXPECT_EQ(op.cost.flops, 2.0 * 8 * 4 * 16);
+  EXPECT_EQ(op.cost.bytes, 8 * 16 * 2 + 16 * 4 * 2 + 8 * 4 * 4);
+  EXPECT_EQ(op.cost.dtype, DType::bf16);
+  EXPECT_TRUE(op.cost.matmul);
+  EXPECT_EQ(op.writes.size(), 1u);
+}
+
+// a = [1 ... 1], b = [1 + 2^-7 ...]: 300 products sum to 302.34375, exact in f32. A bf16
+// accumulator would stall once the sum passes 256 (its spacing there is 2), far from the true sum.
+TEST(Matmul, Bf16OperandsAccumulateInF32AndRoundOnce) {
+  auto dev = make_sim_device();
+  const int K = 300;
+  Tensor a = tensor_from(*dev, {1, K}, std::vector<float>(K, 1.f), DType::bf16);
+  Tensor b = tensor_from(*dev, {K, 1}, std::vector<float>(K, 1.0078125f), DType::bf16);
+  Tensor out32 = Tensor::empty(*dev, {1, 1}, DType::f32, MemTag::activation);
+  Tensor out16 = Tensor::empty(*dev, {1, 1}, DType::bf16, MemTag::activation);
+  matmul(compute(*dev), a, b, out32);
+  matmul(compute(*dev), a, b, out16);
+  EXPECT_EQ(read(out32)[0], 302.34375f);
+  EXPECT_EQ(read(out16)[0], 302.f);  // the one rounding, to bf16's nearest
+}
+
+TEST(Matmul, Bf16MatchesTheReferenceOnRoundedInputs) {
+  auto dev = make_sim_device();
+  const int M = 6, N = 5, K = 33;
+  const auto av = rounded_to_bf16(random_values(M * K, 8));
+  const auto bv = rounded_to_bf16(random_values(K * N, 9));
+  const auto cv = rounded_to_bf16(random_values(M * N, 10));
+  const MatmulOptions opt{.trans_a = true, .alpha = 1.5f, .beta = 1.f};
+  Tensor a = tensor_from(*dev, {K, M}, av, DType::bf16);
+  Tensor b = tensor_from(*dev, {K, N}, bv, DType::bf16);
+
+  Tensor out32 = tensor_from(*dev, {M, N}, cv, DType::f32);
+  matmul(compute(*dev), a, b, out32, opt);
+  const std::vector<double> expected = reference_matmul(av, bv, cv, M, N, K, opt);
+  EXPECT_TRUE(all_close(read(out32), expected, 1e-5));
+
+  Tensor out16 = tensor_from(*dev, {M, N}, cv, DType::bf16);
+  matmul(compute(*dev), a, b, out16, opt);
+  EXPECT_TRUE(all_close(read(out16), expected, 1e-6, 1.0 / 256));  // half a bf16 ulp, plus slack
+}
+
+// y = a @ b with upstream gradient g: da = g @ b^T and db = a^T @ g, each one matmul with beta = 1
+// so it adds to what the buffer held. Checked against central differences of sum(y * g).
+TEST(Matmul, BackwardIsTwoAccumulatingMatmulsMatchingFiniteDifferences) {
+  auto dev = make_sim_device();
+  const int M = 4, N = 5, K = 6;
+  const auto av = random_values(M * K, 11);
+  const auto bv = random_values(K * N, 12);
+  const auto gv = random_values(M * N, 13);
+  Tensor a = tensor_from(*dev, {M, K}, av);
+  Tensor b = tensor_from(*dev, {K, N}, bv);
+  Tensor g = tensor_from(*dev, {M, N}, gv);
+  Tensor da = tensor_from(*dev, {M, K}, std::vector<float>(M * K, 1.f));  // an earlier contribution
+  Tensor db = tensor_from(*dev, {K, N}, std::vector<float>(K * N, -1.f));
+  matmul(compute(*dev), g, b, da, {.trans_b = true, .beta = 1.f});
+  matmul(compute(*dev), a, g, db, {.trans_a = true, .beta = 1.f});
+
+  const auto loss = [&](std::span<const float> x, std::span<const float> y) {
+    Tensor ta = tensor_from(*dev, {M, K}, x);
+    Tensor tb = tensor_from(*dev, {K, N}, y);
+    Tensor out = Tensor::empty(*dev, {M, N}, DType::f32, MemTag::activation);
+    matmul(compute(*dev), ta, tb, out);
+    return testing::dot(read(out), gv);
+  };
+  std::vector<double> expected_da = testing::finite_difference([&](auto x) { return loss(x, bv); }, av);
+  std::vector<double> expected_db = testing::finite_difference([&](auto y) { return loss(av, y); }, bv);
+  for (double& e : expected_da) e += 1;
+  for (double& e : expected_db) e -= 1;
+  EXPECT_TRUE(all_close(read(da), expected_da, 1e-4));
+  EXPECT_TRUE(all_close(read(db), expected_db, 1e-4));
+}
+
+TEST(Matmul, IsBitwiseDeterministic) {
+  auto dev = make_sim_device();
+  const int M = 64, N = 48, K = 96;
+  Tensor a = tensor_from(*dev, {M, K}, random_values(M * K, 14));
+  Tensor b = tensor_from(*dev, {K, N}, random_values(K * N, 15));
+  Tensor out1 = Tensor::empty(*dev, {M, N}, DType::f32, MemTag::activation);
+  Tensor out2 = Tensor::empty(*dev, {M, N}, DType::f32, MemTag::activation);
+  matmul(compute(*dev), a, b, out1);
+  matmul(compute(*dev), a, b, out2);
+  EXPECT_EQ(read(out1), read(out2));
+}
+
+TEST(Matmul, DryRunKeepsTheCostAndSkipsTheNumerics) {
+  auto dev = make_sim_device(0, {.dry_run = true});
+  Tensor a = Tensor::empty(*dev, {1024, 4096}, DType::bf16, MemTag::activation);
+  Tensor b = Tensor::empty(*dev, {4096, 1024}, DType::bf16, MemTag::activation);
+  Tensor out = Tensor::empty(*dev, {1024, 1024}, DType::bf16, MemTag::activation);
+  matmul(compute(*dev), a, b, out);
+  EXPECT_EQ(dev->ops().back().cost.flops, 2.0 * 1024 * 1024 * 4096);
+  EXPECT_GT(dev->ops().back().end, dev->ops().back().begin);
+}
+
+TEST(Matmul, RejectsOperandsThatDoNotFit) {
+  auto dev = make_sim_device();
+  const auto s = compute(*dev);
+  Tensor a = Tensor::empty(*dev, {2, 3}, DType::f32, MemTag::activation, "a");
+  Tensor b = Tensor::empty(*dev, {4, 5}, DType::f32, MemTag::activation, "b");
+  Tensor out = Tensor::empty(*dev, {2, 5}, DType::f32, MemTag::activation, "out");
+
+  std::string msg = error_of([&] { matmul(s, a, b, out); });
+  EXPECT_TRUE(contains(msg, "matmul") && contains(msg, "inner dimensions") && contains(msg, "[2, 3]") &&
+              contains(msg, "[4, 5]"))
+      << msg;
+
+  Tensor b2 = Tensor::empty(*dev, {3, 4}, DType::f32, MemTag::activation, "b2");
+  msg = error_of([&] { matmul(s, a, b2, out); });
+  EXPECT_TRUE(contains(msg, "out") && contains(msg, "[2, 4]") && contains(msg, "[2, 5]")) << msg;
+
+  Tensor batched = Tensor::empty(*dev, {2, 2, 3}, DType::f32, MemTag::activation, "batched");
+  msg = error_of([&] { matmul(s, batched, b2, out); });
+  EXPECT_TRUE(contains(msg, "2-D") && contains(msg, "[2, 2, 3]")) << msg;
+
+  Tensor b16 = Tensor::empty(*dev, {3, 5}, DType::bf16, MemTag::activation, "b16");
+  msg = error_of([&] { matmul(s, a, b16, out); });
+  EXPECT_TRUE(contains(msg, "dtype") && contains(msg, "[3, 5] bf16") && contains(msg, "[2, 3] f32")) << msg;
+
+  Tensor ids = Tensor::empty(*dev, {2, 3}, DType::i32, MemTag::activation, "ids");
+  Tensor ids2 = Tensor::empty(*dev, {3, 5}, DType::i32, MemTag::activation, "ids2");
+  msg = error_of([&] { matmul(s, ids, ids2, out); });
+  EXPECT_TRUE(contains(msg, "i32")) << msg;
+
+  Tensor out_i32 = Tensor::empty(*dev, {2, 5}, DType::i32, MemTag::activation, "out_i32");
+  Tensor b3 = Tensor::empty(*dev, {3, 5}, DType::f32, MemTag::activation, "b3");
+  msg = error_of([&] { matmul(s, a, b3, out_i32); });
+  EXPECT_TRUE(contains(msg, "out") && contains(msg, "i32")) << msg;
+
+  // Writing the product over an operand: out is a view of the same storage as a.
+  Tensor square = Tensor::empty(*dev, {3, 3}, DType::f32, MemTag::activation, "square");
+  msg = error_of([&] { matmul(s, square, square.view(0, {3, 3}), square); });
+  EXPECT_TRUE(contains(msg, "overlaps")) << msg;
+
+  EXPECT_THROW(matmul(s, Tensor::meta({2, 3}, DType::f32), b3, out), Error);
+  EXPECT_TRUE(dev->ops().empty());  // nothing was launched
+}
+
+}  // namespace
+}  // namespace fsdplab

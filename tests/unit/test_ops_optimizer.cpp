@@ -1,0 +1,218 @@
+// sgd_update and adamw_update over several steps: against plain loops of PyTorch's formulas in
+// double, and against the numbers torch.optim.SGD / torch.optim.AdamW themselves produce.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/error.hpp"
+#include "engine/tensor/optimizer_ops.hpp"
+#include "test_support.hpp"
+
+namespace fsdplab {
+namespace {
+
+using testing::all_close;
+using testing::make_sim_device;
+using testing::random_values;
+using testing::tensor_from;
+using testing::zeros;
+
+Stream compute(Device& device) { return device.stream(Lane::compute); }
+
+// The host waits for the device, then copies the tensor out (the race detector checks the wait).
+std::vector<float> read(const Tensor& t) {
+  t.device().synchronize();
+  return t.to_vector();
+}
+
+// A fresh tensor holding `values`. The host waits for the device first: the new buffer may reuse
+// one that a launched op still reads (the race detector checks that too).
+Tensor upload(Device& device, const Shape& shape, const std::vector<float>& values) {
+  device.synchronize();
+  return tensor_from(device, shape, values);
+}
+
+// The message of the Error `f` throws; a test failure if it throws none.
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an fsdplab::Error";
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// torch.optim.SGD's step for one tensor, in double.
+void sgd_reference(std::vector<double>& p, std::vector<double>& buf, const std::vector<float>& grad,
+                   const SgdOptions& o, int step) {
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    double g = grad[i] + o.weight_decay * p[i];
+    if (o.momentum != 0) {
+      buf[i] = step == 1 ? g : o.momentum * buf[i] + (1 - o.dampening) * g;
+      g = o.nesterov ? g + o.momentum * buf[i] : buf[i];
+    }
+    p[i] -= o.lr * g;
+  }
+}
+
+// torch.optim.AdamW's step for one tensor, in double.
+void adamw_reference(std::vector<double>& p, std::vector<double>& m, std::vector<double>& v,
+                     const std::vector<float>& grad, const AdamWOptions& o, int step) {
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    p[i] *= 1 - o.lr * o.weight_decay;
+    m[i] = o.beta1 * m[i] + (1 - o.beta1) * grad[i];
+    v[i] = o.beta2 * v[i] + (1 - o.beta2) * grad[i] * grad[i];
+    const double bc1 = 1 - std::pow(o.beta1, step);
+    const double bc2 = 1 - std::pow(o.beta2, step);
+    p[i] -= (o.lr / bc1) * m[i] / (std::sqrt(v[i]) / std::sqrt(bc2) + o.eps);
+  }
+}
+
+// The scenario the PyTorch numbers below come from: four parameters, three steps.
+const std::vector<float> kParam0 = {0.5f, -1.25f, 2.0f, 0.0f};
+const std::vector<std::vector<float>> kGrads = {
+    {0.1f, -0.2f, 0.3f, -0.4f}, {-0.3f, 0.25f, 0.05f, 0.5f}, {0.2f, 0.1f, -0.6f, 0.35f}};
+
+std::vector<float> run_sgd(const SgdOptions& opt) {
+  auto dev = make_sim_device();
+  Tensor param = tensor_from(*dev, {4}, kParam0, DType::f32, MemTag::param_shard);
+  Tensor buf = zeros(*dev, {4}, DType::f32, MemTag::optim_state);
+  for (std::size_t t = 0; t < kGrads.size(); ++t) {
+    sgd_update(compute(*dev), param, upload(*dev, {4}, kGrads[t]), buf, opt, static_cast<std::int64_t>(t + 1));
+  }
+  return read(param);
+}
+
+std::vector<float> run_adamw(const AdamWOptions& opt) {
+  auto dev = make_sim_device();
+  Tensor param = tensor_from(*dev, {4}, kParam0, DType::f32, MemTag::param_shard);
+  Tensor m = zeros(*dev, {4}, DType::f32, MemTag::optim_state);
+  Tensor v = zeros(*dev, {4}, DType::f32, MemTag::optim_state);
+  for (std::size_t t = 0; t < kGrads.size(); ++t) {
+    adamw_update(compute(*dev), param, upload(*dev, {4}, kGrads[t]), m, v, opt, static_cast<std::int64_t>(t + 1));
+  }
+  return read(param);
+}
+
+TEST(Optimizer, SgdMatchesPyTorch) {
+  // torch.optim.SGD([p], lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01), three steps.
+  EXPECT_TRUE(all_close(run_sgd({.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}),
+                        std::vector<float>{0.50355202f, -1.24095345f, 1.95362508f, -0.00869626459f}, 1e-7, 1e-6));
+  // ... nesterov=True, dampening 0.
+  EXPECT_TRUE(all_close(run_sgd({.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}),
+                        std::vector<float>{0.504887044f, -1.25804174f, 1.98153663f, -0.0646711588f}, 1e-7, 1e-6));
+  // ... plain SGD, lr=0.1.
+  EXPECT_TRUE(all_close(run_sgd({.lr = 0.1}), std::vector<float>{0.50000006f, -1.26499999f, 2.0250001f, -0.0449999981f},
+                        1e-7, 1e-6));
+}
+
+TEST(Optimizer, AdamWMatchesPyTorch) {
+  // torch.optim.AdamW([p], lr=0.01, weight_decay=0.1), three steps.
+  EXPECT_TRUE(all_close(run_adamw({.lr = 0.01, .weight_decay = 0.1}),
+                        std::vector<float>{0.493270606f, -1.2410059f, 1.97916424f, 0.00418510567f}, 1e-7, 1e-6));
+  // torch.optim.AdamW([p]) with its defaults.
+  EXPECT_TRUE(all_close(run_adamw({}), std::vector<float>{0.499460399f, -1.24943578f, 1.9984529f, 0.000420328259f},
+                        1e-7, 1e-6));
+}
+
+TEST(Optimizer, SgdMatchesTheReferenceLoopOverSeveralSteps) {
+  const int n = 100;
+  for (const SgdOptions& opt :
+       {SgdOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.2, .weight_decay = 0.1},
+        SgdOptions{.lr = 0.05, .momentum = 0.5, .nesterov = true}, SgdOptions{.lr = 0.3, .weight_decay = 0.01}}) {
+    SCOPED_TRACE("momentum " + std::to_string(opt.momentum) + (opt.nesterov ? ", nesterov" : ""));
+    auto dev = make_sim_device();
+    const auto p0 = random_values(n, 1);
+    Tensor param = tensor_from(*dev, {n}, p0, DType::f32, MemTag::param_shard);
+    // Garbage in the buffer before step 1: the first step must overwrite it, not decay it.
+    Tensor buf = tensor_from(*dev, {n}, std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()));
+    std::vector<double> p(p0.begin(), p0.end()), b(n);
+    for (int t = 1; t <= 4; ++t) {
+      const auto g = random_values(n, 10 + t);
+      sgd_update(compute(*dev), param, upload(*dev, {n}, g), opt.momentum != 0 ? buf : Tensor{}, opt, t);
+      sgd_reference(p, b, g, opt, t);
+    }
+    EXPECT_TRUE(all_close(read(param), p, 1e-6, 1e-6));
+    if (opt.momentum != 0) {
+      EXPECT_TRUE(all_close(read(buf), b, 1e-6, 1e-6));
+    }
+  }
+}
+
+TEST(Optimizer, AdamWMatchesTheReferenceLoopOverSeveralSteps) {
+  const int n = 100;
+  const AdamWOptions opt{.lr = 3e-3, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.05};
+  auto dev = make_sim_device();
+  const auto p0 = random_values(n, 2);
+  Tensor param = tensor_from(*dev, {n}, p0, DType::f32, MemTag::param_shard);
+  Tensor m = zeros(*dev, {n}, DType::f32, MemTag::optim_state);
+  Tensor v = zeros(*dev, {n}, DType::f32, MemTag::optim_state);
+  std::vector<double> p(p0.begin(), p0.end()), mr(n), vr(n);
+  for (int t = 1; t <= 3; ++t) {
+    const auto g = random_values(n, 20 + t, -2.f, 2.f);
+    adamw_update(compute(*dev), param, upload(*dev, {n}, g), m, v, opt, t);
+    adamw_reference(p, mr, vr, g, opt, t);
+  }
+  EXPECT_TRUE(all_close(read(param), p, 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(read(m), mr, 1e-7, 1e-6));
+  EXPECT_TRUE(all_close(read(v), vr, 1e-8, 1e-6));
+}
+
+TEST(Optimizer, UpdatesDeclareWhatTheyTouch) {
+  auto dev = make_sim_device();
+  const auto s = compute(*dev);
+  Tensor param = zeros(*dev, {10});
+  Tensor grad = zeros(*dev, {10});
+  Tensor m = zeros(*dev, {10});
+  Tensor v = zeros(*dev, {10});
+  adamw_update(s, param, grad, m, v, {}, 1);
+  EXPECT_EQ(dev->ops().back().name, "adamw_update");
+  EXPECT_EQ(dev->ops().back().reads.size(), 4u);
+  EXPECT_EQ(dev->ops().back().writes.size(), 3u);
+  EXPECT_EQ(dev->ops().back().cost.bytes, 10 * 4 * 7);
+  sgd_update(s, param, grad, m, {.momentum = 0.9}, 1);
+  EXPECT_EQ(dev->ops().back().reads.size(), 3u);
+  EXPECT_EQ(dev->ops().back().writes.size(), 2u);
+  sgd_update(s, param, grad, Tensor{}, {}, 1);  // no momentum: no buffer needed or touched
+  EXPECT_EQ(dev->ops().back().reads.size(), 2u);
+  EXPECT_EQ(dev->ops().back().writes.size(), 1u);
+}
+
+TEST(Optimizer, RejectsBadOperandsAndHyperParameters) {
+  auto dev = make_sim_device();
+  const auto s = compute(*dev);
+  Tensor param = zeros(*dev, {10});
+  Tensor grad = zeros(*dev, {10});
+  Tensor m = zeros(*dev, {10});
+  Tensor v = zeros(*dev, {10});
+
+  std::string msg = error_of([&] { adamw_update(s, zeros(*dev, {10}, DType::bf16), grad, m, v, {}, 1); });
+  EXPECT_TRUE(contains(msg, "adamw_update") && contains(msg, "f32") && contains(msg, "[10] bf16")) << msg;
+  msg = error_of([&] { adamw_update(s, param, zeros(*dev, {9}), m, v, {}, 1); });
+  EXPECT_TRUE(contains(msg, "grad") && contains(msg, "[10]") && contains(msg, "[9]")) << msg;
+  msg = error_of([&] { adamw_update(s, param, grad, m, param, {}, 1); });
+  EXPECT_TRUE(contains(msg, "overlaps")) << msg;
+  msg = error_of([&] { adamw_update(s, param, grad, m, v, {}, 0); });
+  EXPECT_TRUE(contains(msg, "step") && contains(msg, "0")) << msg;
+  msg = error_of([&] { adamw_update(s, param, grad, m, v, {.beta1 = 1.0}, 1); });
+  EXPECT_TRUE(contains(msg, "beta1")) << msg;
+  msg = error_of([&] { sgd_update(s, param, grad, m, {.lr = -1}, 1); });
+  EXPECT_TRUE(contains(msg, "lr")) << msg;
+  msg = error_of([&] { sgd_update(s, param, grad, m, {.momentum = 0.9, .dampening = 0.1, .nesterov = true}, 1); });
+  EXPECT_TRUE(contains(msg, "nesterov")) << msg;
+  msg = error_of([&] { sgd_update(s, param, grad, Tensor{}, {.momentum = 0.9}, 1); });
+  EXPECT_TRUE(contains(msg, "momentum_buf") && contains(msg, "undefined")) << msg;
+  msg = error_of([&] { sgd_update(s, param, grad, zeros(*dev, {5}), {.momentum = 0.9}, 1); });
+  EXPECT_TRUE(contains(msg, "momentum_buf") && contains(msg, "[5]")) << msg;
+  EXPECT_TRUE(dev->ops().empty());  // nothing was launched
+}
+
+}  // namespace
+}  // namespace fsdplab
