@@ -1,0 +1,107 @@
+// trace_metrics.cpp — interval unions and the HTA overlap metrics built on them.
+#include "engine/trace/trace_metrics.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab {
+
+std::vector<TimeInterval> merge_intervals(std::vector<TimeInterval> intervals) {
+  std::erase_if(intervals, [](const TimeInterval& i) { return i.end <= i.begin; });
+  std::sort(intervals.begin(), intervals.end(),
+            [](const TimeInterval& a, const TimeInterval& b) { return a.begin < b.begin; });
+  std::vector<TimeInterval> merged;
+  for (const TimeInterval& i : intervals) {
+    // Touching intervals merge too: [0, 5) and [5, 9) cover [0, 9) either way, and fewer is faster.
+    if (!merged.empty() && i.begin <= merged.back().end) merged.back().end = std::max(merged.back().end, i.end);
+    else merged.push_back(i);
+  }
+  return merged;
+}
+
+SimTime covered(std::span<const TimeInterval> merged) {
+  SimTime total = 0;
+  for (const TimeInterval& i : merged) total += i.end - i.begin;
+  return total;
+}
+
+SimTime intersection(std::span<const TimeInterval> a, std::span<const TimeInterval> b) {
+  SimTime total = 0;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const SimTime lo = std::max(a[i].begin, b[j].begin);
+    const SimTime hi = std::min(a[i].end, b[j].end);
+    if (lo < hi) total += hi - lo;
+    // Whichever ends first cannot meet anything further in the other list.
+    if (a[i].end < b[j].end) ++i;
+    else ++j;
+  }
+  return total;
+}
+
+namespace {
+
+// The events of one rank (and step) sorted into the three interval sets the metrics need.
+struct Intervals {
+  std::vector<TimeInterval> device, compute, comm;
+};
+
+OverlapMetrics measure(int rank, int step, const Intervals& in) {
+  OverlapMetrics m;
+  m.rank = rank;
+  m.step = step;
+  if (in.device.empty()) return m;
+  SimTime first = in.device.front().begin, last = in.device.front().end;
+  for (const TimeInterval& i : in.device) {
+    first = std::min(first, i.begin);
+    last = std::max(last, i.end);
+  }
+  m.span = last - first;
+  const std::vector<TimeInterval> compute = merge_intervals(in.compute);
+  const std::vector<TimeInterval> comm = merge_intervals(in.comm);
+  m.busy = covered(merge_intervals(in.device));
+  m.compute = covered(compute);
+  m.comm = covered(comm);
+  m.overlap = intersection(comm, compute);
+  return m;
+}
+
+// Groups device events by `key` (rank, or rank and step) and measures each group, in key order.
+template <class KeyOf>
+std::vector<OverlapMetrics> measure_groups(std::span<const TraceEvent> events, KeyOf key_of) {
+  std::map<std::pair<int, int>, Intervals> groups;
+  for (const TraceEvent& e : events) {
+    check(e.end >= e.begin, "trace metrics: event '", e.name, "' on rank ", e.rank, " ends at ", e.end,
+          " ns, before it begins at ", e.begin, " ns");
+    const std::optional<std::pair<int, int>> key = key_of(e);
+    if (!key) continue;
+    Intervals& g = groups[*key];
+    if (e.lane == Lane::host) continue;  // the rank still gets an entry, with no device time
+    const TimeInterval i{e.begin, e.end};
+    g.device.push_back(i);
+    if (e.category == OpCategory::compute) g.compute.push_back(i);
+    if (is_communication(e.category)) g.comm.push_back(i);
+  }
+  std::vector<OverlapMetrics> out;
+  out.reserve(groups.size());
+  for (const auto& [key, intervals] : groups) out.push_back(measure(key.first, key.second, intervals));
+  return out;
+}
+
+}  // namespace
+
+std::vector<OverlapMetrics> metrics_per_rank(std::span<const TraceEvent> events) {
+  return measure_groups(events, [](const TraceEvent& e) { return std::optional(std::pair(e.rank, -1)); });
+}
+
+std::vector<OverlapMetrics> metrics_per_step(std::span<const TraceEvent> events) {
+  return measure_groups(events, [](const TraceEvent& e) {
+    return e.step >= 0 ? std::optional(std::pair(e.rank, e.step)) : std::nullopt;
+  });
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,55 @@
+// trace_metrics.hpp — how well a rank hid its communication, with Holistic Trace Analysis's definitions.
+//
+// HTA (hta/analyzers/communication_analysis.py, breakdown_analysis.py) merges the device intervals of
+// each kind into a union and measures on the unions, so two overlapping kernels count once:
+//   comm      |union of communication events|        (all_gather, reduce_scatter, all_reduce, broadcast)
+//   compute   |union of compute events|, any stream   (copies are neither, as HTA's memory kernels)
+//   overlap % = |comm ∩ compute| / |comm| * 100
+//   exposed communication = |comm| - |comm ∩ compute|: the communication nothing hid
+//   idle = span - |union of all device work|, span = first begin to last end of device work.
+// Device work is every event on a stream lane; host events take no device time and are left out.
+// All times are integer nanoseconds, so the results are exact. HTA itself first rounds a trace's
+// float microseconds to whole ones (start up, end down), so on sub-microsecond detail its numbers for
+// our exported files come out slightly different; with whole-microsecond times they are the same.
+#pragma once
+#include <span>
+#include <vector>
+
+#include "engine/trace/trace_event.hpp"
+
+namespace fsdplab {
+
+struct TimeInterval {
+  SimTime begin = 0;
+  SimTime end = 0;
+  friend bool operator==(const TimeInterval&, const TimeInterval&) = default;
+};
+
+// Sorted, disjoint intervals covering the same time as `intervals`; empty ones are dropped. O(n log n).
+std::vector<TimeInterval> merge_intervals(std::vector<TimeInterval> intervals);
+// Total length of merged intervals.
+SimTime covered(std::span<const TimeInterval> merged);
+// Length of the intersection of two merged lists. O(n + m).
+SimTime intersection(std::span<const TimeInterval> a, std::span<const TimeInterval> b);
+
+struct OverlapMetrics {
+  int rank = 0;
+  int step = -1;       // -1: the whole trace
+  SimTime span = 0;    // first begin to last end of device work
+  SimTime busy = 0;    // |union of device work|
+  SimTime compute = 0;
+  SimTime comm = 0;
+  SimTime overlap = 0; // |comm ∩ compute|
+
+  SimTime exposed_comm() const { return comm - overlap; }
+  SimTime idle() const { return span - busy; }
+  // With no communication there is nothing to hide: reported as 0 (HTA divides by zero there).
+  double overlap_percent() const { return comm > 0 ? 100.0 * static_cast<double>(overlap) / static_cast<double>(comm) : 0.0; }
+};
+
+// One entry per rank that has events, in rank order. An Error for an event that ends before it begins.
+std::vector<OverlapMetrics> metrics_per_rank(std::span<const TraceEvent> events);
+// One entry per (rank, step) with step >= 0, in rank then step order: each step's events alone.
+std::vector<OverlapMetrics> metrics_per_step(std::span<const TraceEvent> events);
+
+}  // namespace fsdplab
