@@ -1,5 +1,5 @@
-// nn_ops_testing.hpp — what the NnOps* tests share beyond test_support.hpp: launching on the
-// compute stream, reading results back, bf16 tolerances, and checking error messages.
+// nn_ops_testing.hpp — what the NnOps* tests share beyond test_support.hpp: leftover-filled
+// outputs, bf16 and finite-difference tolerances, and checking error messages.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -15,25 +15,10 @@
 
 namespace fsdplab::testing {
 
-inline Stream compute(Device& device) { return device.stream(Lane::compute); }
-
-// The host waits for the device, then copies the tensor out (the race detector requires the wait).
-inline std::vector<float> read(const Tensor& t) {
-  t.device().synchronize();
-  return t.to_vector();
-}
-
 // An output buffer holding leftovers, as a reused allocation does: a forward must overwrite all of it.
 inline Tensor leftovers(Device& device, const Shape& shape, DType dtype = DType::f32) {
   return tensor_from(device, shape, random_values(static_cast<std::size_t>(shape_numel(shape)), 99, 5.f, 9.f),
                      dtype);
-}
-
-// What a bf16 tensor holds for `values`: the tests' references start from the same rounded inputs,
-// so the op's only extra error is the final rounding of its bf16 outputs.
-inline std::vector<float> rounded_to_bf16(std::vector<float> values) {
-  for (float& v : values) v = round_to_bf16(v);
-  return values;
 }
 
 // Rounding to bf16 (8 significant bits) to nearest moves a value by at most half an ulp, which is

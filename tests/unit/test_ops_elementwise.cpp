@@ -20,36 +20,15 @@ namespace fsdplab {
 namespace {
 
 using testing::all_close;
+using testing::compute;
+using testing::read;
+using testing::error_of;
+using testing::contains;
+using testing::rounded_to_bf16;
 using testing::make_sim_device;
 using testing::random_values;
 using testing::tensor_from;
 using testing::zeros;
-
-Stream compute(Device& device) { return device.stream(Lane::compute); }
-
-// The host waits for the device, then copies the tensor out (the race detector checks the wait).
-std::vector<float> read(const Tensor& t) {
-  t.device().synchronize();
-  return t.to_vector();
-}
-
-// The message of the Error `f` throws; a test failure if it throws none.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an fsdplab::Error";
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-std::vector<float> rounded_to_bf16(std::vector<float> v) {
-  for (float& x : v) x = round_to_bf16(x);
-  return v;
-}
 
 // The tanh GELU and its derivative in double, from the formula.
 double gelu_ref(double x) {

@@ -16,18 +16,14 @@ namespace fsdplab {
 namespace {
 
 using testing::all_close;
+using testing::compute;
+using testing::read;
+using testing::error_of;
+using testing::contains;
 using testing::make_sim_device;
 using testing::random_values;
 using testing::tensor_from;
 using testing::zeros;
-
-Stream compute(Device& device) { return device.stream(Lane::compute); }
-
-// The host waits for the device, then copies the tensor out (the race detector checks the wait).
-std::vector<float> read(const Tensor& t) {
-  t.device().synchronize();
-  return t.to_vector();
-}
 
 // A fresh tensor holding `values`. The host waits for the device first: the new buffer may reuse
 // one that a launched op still reads (the race detector checks that too).
@@ -35,19 +31,6 @@ Tensor upload(Device& device, const Shape& shape, const std::vector<float>& valu
   device.synchronize();
   return tensor_from(device, shape, values);
 }
-
-// The message of the Error `f` throws; a test failure if it throws none.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an fsdplab::Error";
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // torch.optim.SGD's step for one tensor, in double.
 void sgd_reference(std::vector<double>& p, std::vector<double>& buf, const std::vector<float>& grad,

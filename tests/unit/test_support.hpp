@@ -9,10 +9,13 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "engine/runtime/error.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/runtime/sim_device.hpp"
+#include "engine/tensor/bf16.hpp"
 #include "engine/tensor/tensor.hpp"
 
 namespace fsdplab::testing {
@@ -22,6 +25,33 @@ inline std::unique_ptr<SimDevice> make_sim_device(int rank = 0, SimDeviceOptions
   const auto& presets = PresetCatalog::builtin();
   return std::make_unique<SimDevice>(rank, presets.device("h100-sxm"), presets.link("nvlink4"), options);
 }
+
+inline Stream compute(Device& device) { return device.stream(Lane::compute); }
+
+// The host waits for the device, then copies the tensor out (the race detector checks the wait).
+inline std::vector<float> read(const Tensor& t) {
+  t.device().synchronize();
+  return t.to_vector();
+}
+
+// What a bf16 tensor holds for `values`: references start from the same rounded inputs.
+inline std::vector<float> rounded_to_bf16(std::vector<float> values) {
+  for (float& v : values) v = round_to_bf16(v);
+  return values;
+}
+
+// The message of the Error `f` throws; a test failure if it throws none.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an fsdplab::Error";
+  return "";
+}
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 inline std::vector<float> random_values(std::size_t n, std::uint32_t seed, float lo = -1.f, float hi = 1.f) {
   std::mt19937 rng(seed);
