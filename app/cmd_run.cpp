@@ -4,6 +4,7 @@
 // model and FSDP layers. The default job (`fsdplab` alone) is `run --demo streams` on 2 ranks.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,7 @@ struct RunOptions {
   std::string link_preset;  // empty: the device preset's default link
   std::string presets_file;
   std::string trace_path;
+  std::string trace_dir;
   int layers = 4;
   std::int64_t width = 1024;
   std::int64_t tokens = 1024;
@@ -77,14 +79,22 @@ int run_streams_demo(const RunOptions& options) {
                 m.rank, ns_to_us(step.end - step.begin), ns_to_us(m.compute), ns_to_us(m.comm), m.overlap_percent(),
                 ns_to_us(m.exposed_comm()), ns_to_us(m.idle()));
   }
+  TraceMeta meta;
+  meta.backend = "sim";
+  meta.world_size = config.world;
+  meta.device_name = device.name;
+  meta.device_memory_bytes = static_cast<std::int64_t>(device.memory_bytes);
   if (!options.trace_path.empty()) {
-    TraceMeta meta;
-    meta.backend = "sim";
-    meta.world_size = config.world;
-    meta.device_name = device.name;
-    meta.device_memory_bytes = static_cast<std::int64_t>(device.memory_bytes);
     write_chrome_trace(options.trace_path, trace, meta);
     std::printf("trace: %s (open it in ui.perfetto.dev)\n", options.trace_path.c_str());
+  }
+  if (!options.trace_dir.empty()) {
+    // Holistic Trace Analysis reads a folder with one file per rank, each naming its rank.
+    std::filesystem::create_directories(options.trace_dir);
+    for (int r = 0; r < config.world; ++r)
+      write_chrome_trace(std::filesystem::path(options.trace_dir) / ("rank" + std::to_string(r) + ".json"), trace, meta, r);
+    std::printf("per-rank traces: %s/rank0..%d.json (for Holistic Trace Analysis)\n", options.trace_dir.c_str(),
+                config.world - 1);
   }
   return 0;
 }
@@ -101,7 +111,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--device-preset", options->device_preset, "Device preset (see `fsdplab presets`)");
   cmd->add_option("--link-preset", options->link_preset, "Link preset; default: the device preset's link");
   cmd->add_option("--presets", options->presets_file, "Preset file to use instead of the built-in one");
-  cmd->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto trace JSON here");
+  cmd->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto trace JSON of all ranks here");
+  cmd->add_option("--trace-dir", options->trace_dir, "Write one trace per rank here (rank0.json ...), for HTA");
   cmd->add_option("--layers", options->layers, "Demo: number of layers")->check(CLI::Range(1, 1000));
   cmd->add_option("--width", options->width, "Demo: layer width")->check(CLI::Range(1, 65536));
   cmd->add_option("--tokens", options->tokens, "Demo: rows of the activations")->check(CLI::Range(1, 1 << 20));
