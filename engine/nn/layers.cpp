@@ -1,0 +1,118 @@
+#include "engine/nn/layers.hpp"
+
+#include "engine/runtime/error.hpp"
+#include "engine/tensor/elementwise.hpp"
+#include "engine/tensor/embedding.hpp"
+#include "engine/tensor/layernorm.hpp"
+#include "engine/tensor/matmul.hpp"
+
+namespace fsdplab {
+namespace {
+
+// The parameter's value, which must have been materialised (by the trainer or by FSDP) by now.
+const Tensor& value_of(const Parameter& p) {
+  check(p.value.defined(), "parameter '", p.name, "' has no value: materialise the model before running it");
+  return p.value;
+}
+const Tensor& grad_of(const Parameter& p) {
+  check(p.grad.defined(), "parameter '", p.name, "' has no gradient buffer: the trainer provides one before backward");
+  return p.grad;
+}
+
+}  // namespace
+
+// ---- Linear --------------------------------------------------------------------------------------
+
+Linear::Linear(std::string name, std::int64_t in, std::int64_t out, bool bias, WeightLayout layout,
+               ParamInit weight_init, ParamInit bias_init)
+    : Module(std::move(name)), in_(in), out_(out), layout_(layout) {
+  weight_ = &register_parameter("weight", layout == WeightLayout::out_in ? Shape{out, in} : Shape{in, out}, weight_init);
+  if (bias) bias_ = &register_parameter("bias", {out}, bias_init);
+}
+
+Tensor Linear::forward(RunContext& ctx, const Tensor& x) {
+  enter_forward(ctx);
+  check(x.ndim() == 2 && x.dim(1) == in_, name(), ": input must be [N, ", in_, "], got ", x.describe());
+  Tensor y = ctx.activation({x.dim(0), out_}, name() + ".out");
+  matmul(ctx.stream(), x, value_of(*weight_), y, {.trans_b = layout_ == WeightLayout::out_in});
+  if (bias_) bias_add(ctx.stream(), y, value_of(*bias_), y);
+  x_ = x;
+  exit_forward(ctx);
+  return y;
+}
+
+Tensor Linear::backward(RunContext& ctx, const Tensor& dy) {
+  enter_backward(ctx);
+  check(x_.defined(), name(), ": backward without a forward");
+  const bool out_in = layout_ == WeightLayout::out_in;
+  Tensor dx = ctx.activation({dy.dim(0), in_}, name() + ".dx");
+  // out_in: y = x W^T, so dx = dy W and dW += dy^T x.  in_out: y = x W, so dx = dy W^T and dW += x^T dy.
+  matmul(ctx.stream(), dy, value_of(*weight_), dx, {.trans_b = !out_in});
+  if (out_in) {
+    matmul(ctx.stream(), dy, x_, grad_of(*weight_), {.trans_a = true, .beta = 1});
+  } else {
+    matmul(ctx.stream(), x_, dy, grad_of(*weight_), {.trans_a = true, .beta = 1});
+  }
+  if (bias_) bias_backward(ctx.stream(), dy, grad_of(*bias_));
+  x_ = Tensor();
+  exit_backward(ctx);
+  return dx;
+}
+
+// ---- LayerNorm -----------------------------------------------------------------------------------
+
+LayerNorm::LayerNorm(std::string name, std::int64_t features, float eps)
+    : Module(std::move(name)), features_(features), eps_(eps) {
+  weight_ = &register_parameter("weight", {features}, ParamInit::constant(1));
+  bias_ = &register_parameter("bias", {features}, ParamInit::constant(0));
+}
+
+Tensor LayerNorm::forward(RunContext& ctx, const Tensor& x) {
+  enter_forward(ctx);
+  check(x.ndim() == 2 && x.dim(1) == features_, name(), ": input must be [N, ", features_, "], got ", x.describe());
+  const std::int64_t n = x.dim(0);
+  Tensor y = ctx.activation({n, features_}, name() + ".out");
+  mean_ = Tensor::empty(ctx.device, {n}, DType::f32, MemTag::activation, name() + ".mean");
+  rstd_ = Tensor::empty(ctx.device, {n}, DType::f32, MemTag::activation, name() + ".rstd");
+  layernorm(ctx.stream(), x, value_of(*weight_), value_of(*bias_), y, mean_, rstd_, eps_);
+  x_ = x;
+  exit_forward(ctx);
+  return y;
+}
+
+Tensor LayerNorm::backward(RunContext& ctx, const Tensor& dy) {
+  enter_backward(ctx);
+  check(x_.defined(), name(), ": backward without a forward");
+  Tensor dx = ctx.activation(x_.shape(), name() + ".dx");
+  fill(ctx.stream(), dx, 0);  // layernorm_backward adds into dx
+  layernorm_backward(ctx.stream(), dy, x_, value_of(*weight_), mean_, rstd_, dx, grad_of(*weight_), grad_of(*bias_));
+  x_ = mean_ = rstd_ = Tensor();
+  exit_backward(ctx);
+  return dx;
+}
+
+// ---- Embedding -----------------------------------------------------------------------------------
+
+Embedding::Embedding(std::string name, std::int64_t count, std::int64_t dim, ParamInit init)
+    : Module(std::move(name)), count_(count), dim_(dim) {
+  weight_ = &register_parameter("weight", {count, dim}, init);
+}
+
+Tensor Embedding::forward(RunContext& ctx, const Tensor& ids) {
+  enter_forward(ctx);
+  Tensor y = ctx.activation({ids.numel(), dim_}, name() + ".out");
+  embedding(ctx.stream(), value_of(*weight_), ids, y);
+  ids_ = ids;
+  exit_forward(ctx);
+  return y;
+}
+
+void Embedding::backward(RunContext& ctx, const Tensor& dy) {
+  enter_backward(ctx);
+  check(ids_.defined(), name(), ": backward without a forward");
+  embedding_backward(ctx.stream(), dy, ids_, grad_of(*weight_));
+  ids_ = Tensor();
+  exit_backward(ctx);
+}
+
+}  // namespace fsdplab
