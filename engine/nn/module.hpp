@@ -110,4 +110,15 @@ class Module {
   std::vector<Module*> backward_order_;  // kept by the root only
 };
 
+// Children named by their index, as nn.ModuleList names them: "blocks.0", "blocks.1", ...
+class ModuleList final : public Module {
+ public:
+  explicit ModuleList(std::string name) : Module(std::move(name)) {}
+  std::string_view kind() const override { return "ModuleList"; }
+  template <class M, class... Args>
+  M& append(Args&&... args) {
+    return register_module<M>(std::to_string(children().size()), std::forward<Args>(args)...);
+  }
+};
+
 }  // namespace fsdplab

@@ -1,0 +1,81 @@
+#include "engine/nn/mlp_model.hpp"
+
+#include "engine/nn/counter_rng.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/tensor/elementwise.hpp"
+#include "engine/tensor/loss.hpp"
+
+namespace fsdplab {
+namespace {
+
+ParamInit linear_default(std::int64_t fan_in) {
+  const float bound = linear_default_bound(fan_in);
+  return ParamInit::uniform(-bound, bound);
+}
+
+}  // namespace
+
+MlpBlock::MlpBlock(std::string name, std::int64_t width)
+    : Module(std::move(name)),
+      ln_(register_module<LayerNorm>("ln", width)),
+      fc1_(register_module<Linear>("fc1", width, 4 * width, true, WeightLayout::out_in, linear_default(width),
+                                   linear_default(width))),
+      fc2_(register_module<Linear>("fc2", 4 * width, width, true, WeightLayout::out_in, linear_default(4 * width),
+                                   linear_default(4 * width))) {}
+
+Tensor MlpBlock::forward(RunContext& ctx, const Tensor& x) {
+  enter_forward(ctx);
+  hidden_ = fc1_.forward(ctx, ln_.forward(ctx, x));
+  Tensor activated = ctx.activation(hidden_.shape(), name() + ".gelu");
+  gelu(ctx.stream(), hidden_, activated);
+  Tensor y = fc2_.forward(ctx, activated);
+  add(ctx.stream(), y, x, y);  // the residual
+  exit_forward(ctx);
+  return y;
+}
+
+Tensor MlpBlock::backward(RunContext& ctx, const Tensor& dy) {
+  enter_backward(ctx);
+  Tensor dactivated = fc2_.backward(ctx, dy);
+  Tensor dhidden = ctx.activation(hidden_.shape(), name() + ".gelu.dx");
+  fill(ctx.stream(), dhidden, 0);  // gelu_backward adds into it
+  gelu_backward(ctx.stream(), hidden_, dactivated, dhidden);
+  hidden_ = Tensor();
+  Tensor dx = ln_.backward(ctx, fc1_.backward(ctx, dhidden));
+  add(ctx.stream(), dx, dy, dx);  // the residual passes dy through unchanged
+  exit_backward(ctx);
+  return dx;
+}
+
+MlpModel::MlpModel(std::int64_t width, int depth)
+    : width_(width), block_list_(register_module<ModuleList>("blocks")) {
+  check(width > 0 && depth > 0, "mlp: width and depth must be positive, got width ", width, ", depth ", depth);
+  for (int i = 0; i < depth; ++i) blocks_.push_back(&block_list_.append<MlpBlock>(width));
+}
+
+Tensor MlpModel::forward(RunContext& ctx, const Batch& batch) {
+  enter_forward(ctx);
+  check(batch.inputs.ndim() == 2 && batch.inputs.dim(1) == width_, "mlp: inputs must be [B, ", width_, "], got ",
+        batch.inputs.describe());
+  Tensor x = batch.inputs;
+  for (MlpBlock* block : blocks_) x = block->forward(ctx, x);
+  prediction_ = x;
+  targets_ = batch.targets;
+  Tensor loss = Tensor::empty(ctx.device, {1}, DType::f32, MemTag::activation, "loss");
+  mse_loss(ctx.stream(), prediction_, targets_, loss);
+  exit_forward(ctx);
+  return loss;
+}
+
+void MlpModel::backward(RunContext& ctx) {
+  enter_backward(ctx);
+  check(prediction_.defined(), "mlp: backward without a forward");
+  Tensor dy = ctx.activation(prediction_.shape(), "dprediction");
+  fill(ctx.stream(), dy, 0);
+  mse_loss_backward(ctx.stream(), prediction_, targets_, 1.0f, dy);
+  prediction_ = targets_ = Tensor();
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dy = (*it)->backward(ctx, dy);
+  exit_backward(ctx);
+}
+
+}  // namespace fsdplab
