@@ -4,6 +4,7 @@
 // model and FSDP layers. The default job (`fsdplab` alone) is `run --demo streams` on 2 ranks.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -15,11 +16,13 @@
 #include "engine/trace/trace_metrics.hpp"
 #include "engine/trace/trace_recorder.hpp"
 #include "engine/train/stream_demo.hpp"
+#include "engine/train/trainer.hpp"
 
 namespace fsdplab::app {
 namespace {
 
 struct RunOptions {
+  RunConfig train;  // used when --model is given
   std::string demo = "streams";
   int world = 2;
   std::string mode = "both";
@@ -99,13 +102,62 @@ int run_streams_demo(const RunOptions& options) {
   return 0;
 }
 
+// Writes the losses CSV to a temporary name and renames it, so an interrupted run never leaves half a file.
+void write_losses(const std::string& path, const std::vector<StepReport>& steps) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << "step,loss\n";
+    out.precision(9);
+    for (const StepReport& s : steps) out << s.step << ',' << s.loss << '\n';
+    check(out.good(), "cannot write losses file '", tmp, "'");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+int run_training(const RunOptions& options) {
+  RunConfig run = options.train;
+  run.device_preset = options.device_preset;
+  run.link_preset = options.link_preset;
+  run.world = options.world;
+  run.trace_file = options.trace_path;
+  const PresetCatalog loaded = options.presets_file.empty() ? PresetCatalog() : PresetCatalog::load_file(options.presets_file);
+  const PresetCatalog& presets = options.presets_file.empty() ? PresetCatalog::builtin() : loaded;
+
+  TraceRecorder recorder;
+  std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g, seed %llu; device %s (sim)\n",
+              run.model.c_str(), run.preset.empty() ? "" : " ", run.preset.c_str(), run.world, run.steps,
+              static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr,
+              static_cast<unsigned long long>(run.seed), run.device_preset.c_str());
+  const auto on_step = [&](const StepReport& s) {
+    constexpr int kBar = 20;
+    const int filled = run.steps > 0 ? (s.step + 1) * kBar / run.steps : kBar;
+    std::printf("[%.*s%.*s] step %*d/%d  loss %.6f  (%.3f ms sim)\n", filled, "####################", kBar - filled,
+                "                    ", static_cast<int>(std::to_string(run.steps).size()), s.step + 1, run.steps,
+                s.loss, ns_to_ms(s.end - s.begin));
+    std::fflush(stdout);
+  };
+  const std::vector<StepReport> steps =
+      train_baseline(run, presets, on_step, options.trace_path.empty() ? nullptr : &recorder);
+  if (!run.losses_file.empty()) write_losses(run.losses_file, steps);
+  if (!options.trace_path.empty()) {
+    TraceMeta meta;
+    meta.world_size = run.world;
+    meta.device_name = run.device_preset;
+    write_chrome_trace(options.trace_path, recorder.data(), meta);
+    std::printf("trace: %s (open it in ui.perfetto.dev)\n", options.trace_path.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
-  auto* cmd = app.add_subcommand("run", "Run a job on the sim device and report its timeline");
+  auto* cmd = app.add_subcommand("run", "Train a model (--model), or run the streams demo, on the sim device");
   cmd->add_option("--demo", options->demo, "The demo to run")->check(CLI::IsMember({"streams"}));
-  cmd->add_option("--world", options->world, "Number of ranks")->check(CLI::Range(1, 1024));
+  auto* world = cmd->add_option("--world", options->world, "Number of ranks (default: 2 for the demo, 1 for training)")
+                    ->check(CLI::Range(1, 1024));
   cmd->add_option("--mode", options->mode, "sync, async, or both (one step each)")
       ->check(CLI::IsMember({"sync", "async", "both"}));
   cmd->add_option("--device-preset", options->device_preset, "Device preset (see `fsdplab presets`)");
@@ -117,7 +169,32 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--width", options->width, "Demo: layer width")->check(CLI::Range(1, 65536));
   cmd->add_option("--tokens", options->tokens, "Demo: rows of the activations")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--dtype", options->dtype, "Demo: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
-  cmd->callback([options] { run_streams_demo(*options); });
+  RunConfig& t = options->train;
+  auto* model = cmd->add_option("--model", t.model, "Train a model: toy, mlp or gpt2 (instead of the demo)")
+                    ->check(CLI::IsMember({"toy", "mlp", "gpt2"}));
+  cmd->add_option("--preset", t.preset, "gpt2 size: test-tiny, test-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl");
+  cmd->add_option("--mlp-width", t.mlp_width, "mlp: block width")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--mlp-depth", t.mlp_depth, "mlp: number of blocks")->check(CLI::Range(1, 1024));
+  cmd->add_option("--steps", t.steps, "Training steps")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--seed", t.seed, "Seed of the initialisation and the synthetic data");
+  cmd->add_option("--batch", t.batch, "Global rows (gpt2: sequences) per step")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--seq", t.seq, "gpt2: tokens per sequence (default: the model's context)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--optimizer", t.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
+  cmd->add_option("--lr", t.lr, "Learning rate (other hyper-parameters: PyTorch's defaults)");
+  cmd->add_option("--data", t.data_file, "gpt2: train on a uint16 token file (nanoGPT / llm.c format)");
+  cmd->add_option("--losses", t.losses_file, "Write step,loss CSV here");
+  cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder");
+  cmd->add_option("--load-init", t.load_init, "Load initial parameters from this folder");
+  cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder");
+  cmd->callback([options, model, world] {
+    if (model->count() > 0) {
+      if (world->count() == 0) options->world = 1;
+      run_training(*options);
+    } else {
+      run_streams_demo(*options);
+    }
+  });
 }
 
 int run_default_job() { return run_streams_demo(RunOptions{}); }

@@ -1,0 +1,76 @@
+#include "engine/nn/checkpoint.hpp"
+
+#include <fstream>
+#include <cstring>
+#include <set>
+
+#include "engine/nn/safetensors.hpp"
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab {
+namespace {
+
+constexpr const char* kWeightsFile = "model.safetensors";
+constexpr const char* kConfigFile = "config.json";
+
+void write_json_atomically(const std::filesystem::path& path, const nlohmann::json& json) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << json.dump(2) << "\n";
+    check(out.good(), "cannot write '", tmp.string(), "'");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+void save_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& config) {
+  std::filesystem::create_directories(dir);
+  std::vector<std::vector<float>> values;  // keeps the bytes alive until written
+  std::vector<SafetensorsEntry> entries;
+  const std::vector<Parameter*> params = model.parameters();
+  values.reserve(params.size());
+  for (Parameter* p : params) {
+    check(p->value.defined() && !p->value.is_meta(), "save: parameter '", p->name, "' is not materialised");
+    p->value.device().synchronize();
+    values.push_back(p->value.to_vector());
+    const std::vector<float>& v = values.back();
+    entries.push_back({p->name, DType::f32, p->shape,
+                       std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(float))});
+  }
+  write_safetensors(dir / kWeightsFile, entries, {{"format", "pt"}});
+  write_json_atomically(dir / kConfigFile, config);
+}
+
+void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& config) {
+  const std::filesystem::path config_path = dir / kConfigFile;
+  std::ifstream in(config_path);
+  check(in.good(), "cannot open '", config_path.string(), "'; expected a folder written by --save-init or --save-final");
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("'", config_path.string(), "' is not valid JSON: ", e.what());
+  }
+  for (const auto& [key, value] : config.items()) {
+    check(saved.contains(key) && saved[key] == value, "'", dir.string(), "' holds another model: config '", key,
+          "' is ", saved.contains(key) ? saved[key].dump() : std::string("missing"), ", this run's model has ",
+          value.dump());
+  }
+  const SafetensorsFile file = SafetensorsFile::read(dir / kWeightsFile);
+  std::set<std::string> expected;
+  for (Parameter* p : model.parameters()) {
+    expected.insert(p->name);
+    const std::span<const std::byte> bytes = file.expect(p->name, DType::f32, p->shape);
+    std::vector<float> values(static_cast<std::size_t>(p->numel()));
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    p->value.device().synchronize();
+    p->value.copy_from(values);
+  }
+  for (const std::string& name : file.names())
+    check(expected.contains(name), "'", (dir / kWeightsFile).string(), "' has tensor '", name,
+          "', which this model does not have");
+}
+
+}  // namespace fsdplab

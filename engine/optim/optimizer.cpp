@@ -1,0 +1,65 @@
+#include "engine/optim/optimizer.hpp"
+
+#include "engine/runtime/error.hpp"
+#include "engine/tensor/elementwise.hpp"
+
+namespace fsdplab {
+namespace {
+
+// A zeroed state tensor beside `t`, on the stream the updates will run on.
+Tensor zeroed_state(const Tensor& t, const std::string& name, Stream stream) {
+  Tensor state = Tensor::empty(t.device(), t.shape(), DType::f32, MemTag::optim_state, name);
+  fill(stream, state, 0);
+  return state;
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<OptimTarget> targets) : targets_(std::move(targets)) {
+  for (const OptimTarget& t : targets_) {
+    check(t.param.dtype() == DType::f32 && t.grad.dtype() == DType::f32 && t.param.shape() == t.grad.shape(),
+          "optimizer target '", t.name, "': expected f32 parameter and gradient of one shape, got ",
+          t.param.describe(), " and ", t.grad.describe());
+  }
+}
+
+void Optimizer::step(Stream stream) {
+  ++steps_;
+  for (std::size_t i = 0; i < targets_.size(); ++i) update(stream, i, steps_);
+}
+
+Sgd::Sgd(std::vector<OptimTarget> targets, SgdOptions options) : Optimizer(std::move(targets)), options_(options) {
+  if (options_.momentum != 0) {
+    for (const OptimTarget& t : targets_) {
+      // sgd_update initialises the buffer on step 1, so it needs no zeroing.
+      momentum_.push_back(Tensor::empty(t.param.device(), t.param.shape(), DType::f32, MemTag::optim_state,
+                                        t.name + ".momentum_buffer"));
+    }
+  }
+}
+
+void Sgd::update(Stream stream, std::size_t target, std::int64_t step) {
+  const OptimTarget& t = targets_[target];
+  sgd_update(stream, t.param, t.grad, momentum_.empty() ? Tensor() : momentum_[target], options_, step);
+}
+
+AdamW::AdamW(std::vector<OptimTarget> targets, AdamWOptions options) : Optimizer(std::move(targets)), options_(options) {
+  for (const OptimTarget& t : targets_) {
+    const Stream stream = t.param.device().stream(Lane::compute);
+    m_.push_back(zeroed_state(t.param, t.name + ".exp_avg", stream));
+    v_.push_back(zeroed_state(t.param, t.name + ".exp_avg_sq", stream));
+  }
+}
+
+void AdamW::update(Stream stream, std::size_t target, std::int64_t step) {
+  const OptimTarget& t = targets_[target];
+  adamw_update(stream, t.param, t.grad, m_[target], v_[target], options_, step);
+}
+
+std::unique_ptr<Optimizer> make_optimizer(std::string_view name, std::vector<OptimTarget> targets, double lr) {
+  if (name == "sgd") return std::make_unique<Sgd>(std::move(targets), SgdOptions{.lr = lr});
+  if (name == "adamw") return std::make_unique<AdamW>(std::move(targets), AdamWOptions{.lr = lr});
+  fail("unknown optimizer '", name, "'; expected sgd or adamw");
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,67 @@
+// optimizer.hpp — SGD and AdamW over flat f32 buffers, holding their state.
+//
+// An optimizer is given (parameter, gradient) pairs of flat f32 tensors: the whole parameters for
+// the single-rank baseline, this rank's FlatParameter shards under FSDP. Its state (momentum, Adam's
+// m and v) is allocated beside each pair, tagged optim_state, so under FSDP it is sharded for free:
+// a rank only ever sees its own shard. The update formulas are PyTorch's (tensor/optimizer_ops.hpp).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/tensor/optimizer_ops.hpp"
+
+namespace fsdplab {
+
+struct OptimTarget {
+  std::string name;  // for messages and checkpoints
+  Tensor param;      // f32
+  Tensor grad;       // f32, same shape
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // One update of every target on `stream`; the first call is step 1.
+  void step(Stream stream);
+  std::int64_t steps() const { return steps_; }
+  virtual std::string_view name() const = 0;
+  const std::vector<OptimTarget>& targets() const { return targets_; }
+
+ protected:
+  explicit Optimizer(std::vector<OptimTarget> targets);
+  virtual void update(Stream stream, std::size_t target, std::int64_t step) = 0;
+  std::vector<OptimTarget> targets_;
+
+ private:
+  std::int64_t steps_ = 0;
+};
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(std::vector<OptimTarget> targets, SgdOptions options);
+  std::string_view name() const override { return "sgd"; }
+
+ private:
+  void update(Stream stream, std::size_t target, std::int64_t step) override;
+  SgdOptions options_;
+  std::vector<Tensor> momentum_;  // empty when momentum is 0
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(std::vector<OptimTarget> targets, AdamWOptions options);
+  std::string_view name() const override { return "adamw"; }
+  const Tensor& exp_avg(std::size_t target) const { return m_.at(target); }
+  const Tensor& exp_avg_sq(std::size_t target) const { return v_.at(target); }
+
+ private:
+  void update(Stream stream, std::size_t target, std::int64_t step) override;
+  AdamWOptions options_;
+  std::vector<Tensor> m_, v_;
+};
+
+// "sgd" or "adamw" with learning rate `lr` and every other hyper-parameter at PyTorch's default.
+std::unique_ptr<Optimizer> make_optimizer(std::string_view name, std::vector<OptimTarget> targets, double lr);
+
+}  // namespace fsdplab

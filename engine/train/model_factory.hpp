@@ -1,0 +1,23 @@
+// model_factory.hpp — from a run's configuration to its model, the model's config.json, and the
+// shape of its batches.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "engine/nn/model.hpp"
+#include "engine/train/batch_source.hpp"
+#include "engine/train/run_config.hpp"
+
+namespace fsdplab {
+
+struct BuiltModel {
+  std::unique_ptr<Model> model;  // shapes only: nothing materialised yet
+  nlohmann::json config;         // what config.json holds; for gpt2 Hugging Face's GPT2Config keys
+  BatchShape batch;
+};
+
+// An Error before anything is allocated for a configuration that cannot work (unknown model or
+// preset, a sequence longer than the position table, a batch smaller than the world).
+BuiltModel build_model(const RunConfig& run);
+
+}  // namespace fsdplab

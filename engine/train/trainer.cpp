@@ -1,0 +1,59 @@
+#include "engine/train/trainer.hpp"
+
+#include "engine/nn/checkpoint.hpp"
+#include "engine/nn/materialize.hpp"
+#include "engine/optim/optimizer.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/runtime/sim_device.hpp"
+#include "engine/train/model_factory.hpp"
+
+namespace fsdplab {
+
+std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog& presets,
+                                       const std::function<void(const StepReport&)>& on_step, TraceSink* sink) {
+  check(run.world == 1, "--world ", run.world, ": sharded training over several ranks arrives with FSDP; the "
+        "baseline trains one rank (--world 1)");
+  check(run.steps >= 0, "--steps ", run.steps, "; expected >= 0");
+  const DevicePreset& device_preset = presets.device(run.device_preset);
+  // Declared before the model: tensors must go before the device that holds their memory.
+  SimDevice device(0, device_preset,
+                   presets.link(run.link_preset.empty() ? device_preset.default_link : run.link_preset));
+  if (sink) device.add_sink(sink);
+  BuiltModel built = build_model(run);
+  BatchSource data(built.batch, run.seed, run.data_file);
+  Model& model = *built.model;
+  materialize_full(model, device, run.seed);
+  if (!run.load_init.empty()) load_checkpoint(run.load_init, model, built.config);
+  if (!run.save_init.empty()) save_checkpoint(run.save_init, model, built.config);
+
+  std::vector<OptimTarget> targets;
+  for (Parameter* p : model.parameters()) targets.push_back({p->name, p->value, p->grad});
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(run.optimizer, std::move(targets), run.lr);
+
+  RunContext ctx{device, DType::f32};
+  const Stream compute = device.stream(Lane::compute);
+  std::vector<StepReport> reports;
+  for (int step = 0; step < run.steps; ++step) {
+    device.synchronize();  // the host writes the batch into memory the last step's ops may have read
+    StepReport report{step, 0, device.host_time(), 0};
+    {
+      LabelScope scope(device, {step, -1, "forward"});
+      const Batch batch = data.batch(device, step, 0, 1);
+      zero_grads(model, compute);
+      const Tensor loss = model.forward(ctx, batch);
+      device.set_labels({step, -1, "backward"});
+      model.backward(ctx);
+      device.set_labels({step, -1, "optimizer"});
+      optimizer->step(compute);
+      device.synchronize();
+      report.loss = loss.to_vector()[0];
+    }
+    report.end = device.host_time();
+    reports.push_back(report);
+    if (on_step) on_step(report);
+  }
+  if (!run.save_final.empty()) save_checkpoint(run.save_final, model, built.config);
+  return reports;
+}
+
+}  // namespace fsdplab
