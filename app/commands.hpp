@@ -8,6 +8,7 @@ namespace fsdplab::app {
 void add_run_command(CLI::App& app);
 void add_presets_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 // The job `fsdplab` runs when given no subcommand.
 int run_default_job();

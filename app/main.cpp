@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   fsdplab::app::add_run_command(app);
   fsdplab::app::add_presets_command(app);
   fsdplab::app::add_devices_command(app);
+  fsdplab::app::add_bench_command(app);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) return fsdplab::app::run_default_job();
