@@ -19,6 +19,7 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   SimDevice device(0, device_preset,
                    presets.link(run.link_preset.empty() ? device_preset.default_link : run.link_preset));
   if (sink) device.add_sink(sink);
+  device.set_keep_op_log(false);  // a long run would keep every op; the trace sink sees them anyway
   BuiltModel built = build_model(run);
   BatchSource data(built.batch, run.seed, run.data_file);
   Model& model = *built.model;
