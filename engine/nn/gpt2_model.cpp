@@ -1,0 +1,390 @@
+#include "engine/nn/gpt2_model.hpp"
+
+#include <array>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "engine/nn/counter_rng.hpp"
+#include "engine/nn/layers.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/tensor/attention.hpp"
+#include "engine/tensor/elementwise.hpp"
+#include "engine/tensor/loss.hpp"
+#include "engine/tensor/matmul.hpp"
+
+namespace fsdplab {
+
+// ---- config --------------------------------------------------------------------------------------
+
+void Gpt2Config::validate() const {
+  // Token and position ids are i32 on the device, so both tables must be indexable by one.
+  constexpr std::int64_t max_id = std::numeric_limits<std::int32_t>::max();
+  const std::pair<const char*, std::int64_t> counts[] = {{"vocab_size", vocab_size}, {"n_positions", n_positions},
+                                                         {"n_embd", n_embd},         {"n_head", n_head},
+                                                         {"n_layer", n_layer}};
+  for (const auto& [field, value] : counts)
+    check(value > 0, "Gpt2Config.", field, ": expected a positive count, got ", value);
+  check(vocab_size <= max_id, "Gpt2Config.vocab_size: expected at most ", max_id, " (token ids are i32), got ",
+        vocab_size);
+  check(n_positions <= max_id, "Gpt2Config.n_positions: expected at most ", max_id, " (position ids are i32), got ",
+        n_positions);
+  check(n_embd % n_head == 0, "Gpt2Config.n_embd: expected a multiple of n_head = ", n_head,
+        " (each head takes n_embd / n_head columns), got ", n_embd);
+  check(layer_norm_epsilon > 0 && layer_norm_epsilon < std::numeric_limits<float>::infinity(),
+        "Gpt2Config.layer_norm_epsilon: expected a finite value > 0, got ", layer_norm_epsilon);
+}
+
+namespace {
+
+struct Preset {
+  std::string_view name;
+  Gpt2Config config;
+};
+
+// Hugging Face's configs of the four released sizes, and two test sizes: tiny runs a step in
+// milliseconds on a CPU, small trains visibly in seconds.
+constexpr std::array<Preset, 6> kPresets = {{
+    {"test-tiny", {64, 16, 32, 2, 2}},
+    {"test-small", {256, 64, 128, 4, 4}},
+    {"gpt2", {50257, 1024, 768, 12, 12}},
+    {"gpt2-medium", {50257, 1024, 1024, 16, 24}},
+    {"gpt2-large", {50257, 1024, 1280, 20, 36}},
+    {"gpt2-xl", {50257, 1024, 1600, 25, 48}},
+}};
+
+}  // namespace
+
+const std::vector<std::string_view>& gpt2_preset_names() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> out;
+    for (const Preset& p : kPresets) out.push_back(p.name);
+    return out;
+  }();
+  return names;
+}
+
+Gpt2Config gpt2_preset(std::string_view name) {
+  for (const Preset& p : kPresets)
+    if (p.name == name) return p.config;
+  std::string known;
+  for (std::string_view n : gpt2_preset_names()) known += (known.empty() ? "" : ", ") + std::string(n);
+  fail("unknown gpt2 preset '", name, "'; expected one of: ", known);
+}
+
+// ---- the modules ---------------------------------------------------------------------------------
+
+namespace {
+
+// Linear and LayerNorm work on rows: [B, T, C] -> [B*T, C], a view.
+Tensor as_rows(const Tensor& x) { return x.reshape({x.numel() / x.dim(-1), x.dim(-1)}); }
+
+constexpr ParamInit kWeightInit{ParamInit::Kind::normal, 0, kGpt2InitStd};
+constexpr ParamInit kZero{ParamInit::Kind::constant, 0, 0};
+// attn.c_proj and mlp.c_proj write into the residual stream: scaled down with depth.
+ParamInit residual_init(const Gpt2Config& cfg) {
+  return ParamInit::normal(0, gpt2_residual_std(static_cast<int>(cfg.n_layer)));
+}
+
+// attn: c_attn projects to q, k, v side by side, the fused op attends causally per head, c_proj
+// projects back. Keeps qkv and the attention probabilities for its backward.
+class Gpt2Attention final : public Module {
+ public:
+  Gpt2Attention(std::string name, const Gpt2Config& cfg)
+      : Module(std::move(name)),
+        n_head_(static_cast<int>(cfg.n_head)),
+        c_attn_(register_module<Linear>("c_attn", cfg.n_embd, 3 * cfg.n_embd, true, WeightLayout::in_out,
+                                        kWeightInit, kZero)),
+        c_proj_(register_module<Linear>("c_proj", cfg.n_embd, cfg.n_embd, true, WeightLayout::in_out,
+                                        residual_init(cfg), kZero)) {}
+  std::string_view kind() const override { return "CausalSelfAttention"; }
+
+  Tensor forward(RunContext& ctx, const Tensor& x) {  // [B, T, C] -> [B, T, C]
+    enter_forward(ctx);
+    const std::int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
+    qkv_ = c_attn_.forward(ctx, as_rows(x)).reshape({B, T, 3 * C});
+    Tensor y = ctx.activation({B, T, C}, name() + ".y");
+    att_ = Tensor::empty(ctx.device, {B, n_head_, T, T}, DType::f32, MemTag::activation, name() + ".att");
+    attention(ctx.stream(), qkv_, y, att_, n_head_);
+    Tensor out = c_proj_.forward(ctx, as_rows(y)).reshape(x.shape());
+    exit_forward(ctx);
+    return out;
+  }
+
+  Tensor backward(RunContext& ctx, const Tensor& dout) {
+    enter_backward(ctx);
+    check(qkv_.defined(), name(), ": backward without a forward");
+    Tensor dy = c_proj_.backward(ctx, as_rows(dout)).reshape(dout.shape());
+    Tensor dqkv = ctx.activation(qkv_.shape(), name() + ".dqkv");
+    fill(ctx.stream(), dqkv, 0);  // attention_backward adds into it
+    attention_backward(ctx.stream(), dy, qkv_, att_, dqkv, n_head_);
+    qkv_ = att_ = Tensor();
+    Tensor dx = c_attn_.backward(ctx, as_rows(dqkv)).reshape(dout.shape());
+    exit_backward(ctx);
+    return dx;
+  }
+
+ private:
+  int n_head_;
+  Linear& c_attn_;
+  Linear& c_proj_;
+  Tensor qkv_, att_;
+};
+
+// mlp: c_proj(gelu_tanh(c_fc(x))), position by position. Keeps c_fc's output for gelu's backward.
+class Gpt2Mlp final : public Module {
+ public:
+  Gpt2Mlp(std::string name, const Gpt2Config& cfg)
+      : Module(std::move(name)),
+        c_fc_(register_module<Linear>("c_fc", cfg.n_embd, 4 * cfg.n_embd, true, WeightLayout::in_out, kWeightInit,
+                                      kZero)),
+        c_proj_(register_module<Linear>("c_proj", 4 * cfg.n_embd, cfg.n_embd, true, WeightLayout::in_out,
+                                        residual_init(cfg), kZero)) {}
+  std::string_view kind() const override { return "MLP"; }
+
+  Tensor forward(RunContext& ctx, const Tensor& x) {  // [N, C] -> [N, C]
+    enter_forward(ctx);
+    pre_ = c_fc_.forward(ctx, x);
+    Tensor h = ctx.activation(pre_.shape(), name() + ".gelu");
+    gelu(ctx.stream(), pre_, h);
+    Tensor y = c_proj_.forward(ctx, h);
+    exit_forward(ctx);
+    return y;
+  }
+
+  Tensor backward(RunContext& ctx, const Tensor& dy) {
+    enter_backward(ctx);
+    check(pre_.defined(), name(), ": backward without a forward");
+    Tensor dh = c_proj_.backward(ctx, dy);
+    Tensor dpre = ctx.activation(pre_.shape(), name() + ".dgelu");
+    fill(ctx.stream(), dpre, 0);  // gelu_backward adds into it
+    gelu_backward(ctx.stream(), pre_, dh, dpre);
+    pre_ = Tensor();
+    Tensor dx = c_fc_.backward(ctx, dpre);
+    exit_backward(ctx);
+    return dx;
+  }
+
+ private:
+  Linear& c_fc_;
+  Linear& c_proj_;
+  Tensor pre_;
+};
+
+// One transformer layer, pre-LN as GPT-2: the residual stream goes through untouched and each
+// branch reads a normalised copy of it.
+class Gpt2Block final : public Module {
+ public:
+  Gpt2Block(std::string name, const Gpt2Config& cfg)
+      : Module(std::move(name)),
+        ln_1_(register_module<LayerNorm>("ln_1", cfg.n_embd, cfg.layer_norm_epsilon)),
+        attn_(register_module<Gpt2Attention>("attn", cfg)),
+        ln_2_(register_module<LayerNorm>("ln_2", cfg.n_embd, cfg.layer_norm_epsilon)),
+        mlp_(register_module<Gpt2Mlp>("mlp", cfg)) {}
+  std::string_view kind() const override { return "Block"; }
+
+  Tensor forward(RunContext& ctx, const Tensor& x) {  // [B, T, C] -> [B, T, C]
+    enter_forward(ctx);
+    Tensor h = ctx.activation(x.shape(), name() + ".residual");
+    add(ctx.stream(), x, attn_.forward(ctx, ln_1_.forward(ctx, as_rows(x)).reshape(x.shape())), h);
+    Tensor y = ctx.activation(x.shape(), name() + ".out");
+    add(ctx.stream(), h, mlp_.forward(ctx, ln_2_.forward(ctx, as_rows(h))).reshape(x.shape()), y);
+    exit_forward(ctx);
+    return y;
+  }
+
+  // Each residual sum passes its gradient to both terms: the branch's gradient comes back in a fresh
+  // buffer from the LayerNorm's backward, and the skip connection's is added into it in place.
+  Tensor backward(RunContext& ctx, const Tensor& dy) {
+    enter_backward(ctx);
+    Tensor dh = ln_2_.backward(ctx, mlp_.backward(ctx, as_rows(dy))).reshape(dy.shape());
+    add(ctx.stream(), dh, dy, dh);
+    Tensor dx = ln_1_.backward(ctx, as_rows(attn_.backward(ctx, dh))).reshape(dy.shape());
+    add(ctx.stream(), dx, dh, dx);
+    exit_backward(ctx);
+    return dx;
+  }
+
+ private:
+  LayerNorm& ln_1_;
+  Gpt2Attention& attn_;
+  LayerNorm& ln_2_;
+  Gpt2Mlp& mlp_;
+};
+
+// `h`: holds the blocks under the names "0", "1", ... as nn.ModuleList does; never called itself.
+class Gpt2BlockList final : public Module {
+ public:
+  Gpt2BlockList(std::string name, const Gpt2Config& cfg) : Module(std::move(name)) {
+    for (std::int64_t i = 0; i < cfg.n_layer; ++i)
+      blocks_.push_back(&register_module<Gpt2Block>(std::to_string(i), cfg));
+  }
+  std::string_view kind() const override { return "ModuleList"; }
+  const std::vector<Gpt2Block*>& blocks() const { return blocks_; }
+
+ private:
+  std::vector<Gpt2Block*> blocks_;
+};
+
+}  // namespace
+
+// Hugging Face's GPT2Model: embeddings, the blocks, the final LayerNorm.
+class Gpt2Transformer final : public Module {
+ public:
+  Gpt2Transformer(std::string name, const Gpt2Config& cfg)
+      : Module(std::move(name)),
+        n_embd_(cfg.n_embd),
+        n_positions_(cfg.n_positions),
+        wte_(register_module<Embedding>("wte", cfg.vocab_size, cfg.n_embd, kWeightInit)),
+        wpe_(register_module<Embedding>("wpe", cfg.n_positions, cfg.n_embd, kWeightInit)),
+        h_(register_module<Gpt2BlockList>("h", cfg)),
+        ln_f_(register_module<LayerNorm>("ln_f", cfg.n_embd, cfg.layer_norm_epsilon)) {}
+  std::string_view kind() const override { return "GPT2Model"; }
+  Parameter& token_embedding() { return wte_.weight(); }
+
+  Tensor forward(RunContext& ctx, const Tensor& ids) {  // [B, T] i32 -> [B*T, C]
+    enter_forward(ctx);
+    batch_ = ids.dim(0);
+    seq_ = ids.dim(1);
+    const std::int64_t C = n_embd_;
+    Tensor x = wte_.forward(ctx, ids.reshape({batch_ * seq_}));
+    Tensor pos = wpe_.forward(ctx, position_ids(ctx).rows(0, seq_));  // [T, C]
+    // Every row of the batch adds the same position embeddings: seen as [B, T*C], pos is a bias.
+    Tensor x_bt = x.reshape({batch_, seq_ * C});
+    bias_add(ctx.stream(), x_bt, pos.reshape({seq_ * C}), x_bt);
+    x = x.reshape({batch_, seq_, C});
+    for (Gpt2Block* block : h_.blocks()) x = block->forward(ctx, x);
+    Tensor out = ln_f_.forward(ctx, as_rows(x));
+    exit_forward(ctx);
+    return out;
+  }
+
+  void backward(RunContext& ctx, const Tensor& dout) {  // dout [B*T, C]
+    enter_backward(ctx);
+    const std::int64_t C = n_embd_;
+    Tensor dx = ln_f_.backward(ctx, dout).reshape({batch_, seq_, C});
+    const auto& blocks = h_.blocks();
+    for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) dx = (*it)->backward(ctx, dx);
+    // The position embeddings' gradient sums over the batch: the bias's backward, column sums.
+    Tensor dpos = ctx.activation({seq_, C}, name() + ".dpos");
+    fill(ctx.stream(), dpos, 0);  // bias_backward adds into it
+    bias_backward(ctx.stream(), dx.reshape({batch_, seq_ * C}), dpos.reshape({seq_ * C}));
+    wpe_.backward(ctx, dpos);
+    wte_.backward(ctx, as_rows(dx));
+    exit_backward(ctx);
+  }
+
+ private:
+  // 0 .. n_positions-1 as i32 on the device. Hugging Face runs arange on the device every forward;
+  // there is no such op here, so the host writes them once per device and each forward views the
+  // first T.
+  const Tensor& position_ids(RunContext& ctx) {
+    if (positions_.defined() && &positions_.device() == &ctx.device) return positions_;
+    positions_ = Tensor::empty(ctx.device, {n_positions_}, DType::i32, MemTag::workspace, name() + ".position_ids");
+    if (positions_.has_data()) {  // a dry run has no data to write, and its ops read none
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(n_positions_));
+      std::iota(ids.begin(), ids.end(), 0);
+      // The block may be a reused one that an op still reads in the device's time: the host waits
+      // for the device before writing it (the race detector checks this).
+      ctx.device.synchronize();
+      positions_.copy_from(ids);
+    }
+    return positions_;
+  }
+
+  std::int64_t n_embd_, n_positions_;
+  Embedding& wte_;
+  Embedding& wpe_;
+  Gpt2BlockList& h_;
+  LayerNorm& ln_f_;
+  Tensor positions_;
+  std::int64_t batch_ = 0, seq_ = 0;  // of the last forward
+};
+
+// lm_head: logits = x wte^T, as nn.Linear(C, V, bias=False) whose weight IS wte's. It registers no
+// parameter; its weight gradient adds into wte's gradient, beside the embedding's own.
+class Gpt2LmHead final : public Module {
+ public:
+  Gpt2LmHead(std::string name, Parameter& tied) : Module(std::move(name)), weight_(tied) { use_parameter(tied); }
+  std::string_view kind() const override { return "LMHead"; }
+
+  Tensor forward(RunContext& ctx, const Tensor& x) {  // [N, C] -> [N, V]
+    enter_forward(ctx);
+    check(weight_.value.defined(), "parameter '", weight_.name,
+          "' has no value: materialise the model before running it");
+    Tensor logits = ctx.activation({x.dim(0), weight_.shape[0]}, name() + ".logits");
+    matmul(ctx.stream(), x, weight_.value, logits, {.trans_b = true});
+    x_ = x;
+    exit_forward(ctx);
+    return logits;
+  }
+
+  Tensor backward(RunContext& ctx, const Tensor& dlogits) {
+    enter_backward(ctx);
+    check(x_.defined(), name(), ": backward without a forward");
+    check(weight_.grad.defined(), "parameter '", weight_.name,
+          "' has no gradient buffer: the trainer provides one before backward");
+    // logits = x W^T: dx = dlogits W, dW += dlogits^T x.
+    Tensor dx = ctx.activation(x_.shape(), name() + ".dx");
+    matmul(ctx.stream(), dlogits, weight_.value, dx);
+    matmul(ctx.stream(), dlogits, x_, weight_.grad, {.trans_a = true, .beta = 1});
+    x_ = Tensor();
+    exit_backward(ctx);
+    return dx;
+  }
+
+ private:
+  Parameter& weight_;
+  Tensor x_;
+};
+
+// ---- the model -----------------------------------------------------------------------------------
+
+namespace {
+const Gpt2Config& validated(const Gpt2Config& cfg) {
+  cfg.validate();
+  return cfg;
+}
+}  // namespace
+
+Gpt2Model::Gpt2Model(const Gpt2Config& config)
+    : config_(validated(config)),
+      transformer_(register_module<Gpt2Transformer>("transformer", config_)),
+      lm_head_(register_module<Gpt2LmHead>("lm_head", transformer_.token_embedding())) {}
+
+Tensor Gpt2Model::forward(RunContext& ctx, const Batch& batch) {
+  // Checked before the hooks run, so a bad batch errors before FSDP gathers anything.
+  const Tensor& in = batch.inputs;
+  check(in.defined() && in.ndim() == 2 && in.dtype() == DType::i32 && in.numel() > 0,
+        "gpt2: batch.inputs must be [B, T] i32 token ids, got ", in.defined() ? in.describe() : "an undefined tensor");
+  check(in.dim(1) <= config_.n_positions, "gpt2: a sequence of at most n_positions = ", config_.n_positions,
+        " tokens, got T = ", in.dim(1), " in ", in.describe());
+  check(batch.targets.defined() && batch.targets.shape() == in.shape() && batch.targets.dtype() == DType::i32,
+        "gpt2: batch.targets must be ", shape_str(in.shape()), " i32 like the inputs, got ",
+        batch.targets.defined() ? batch.targets.describe() : "an undefined tensor");
+  const std::int64_t N = in.numel();
+  enter_forward(ctx);
+  logits_ = lm_head_.forward(ctx, transformer_.forward(ctx, in));
+  targets_ = batch.targets.reshape({N});
+  lse_ = Tensor::empty(ctx.device, {N}, DType::f32, MemTag::activation, "lse");
+  Tensor loss = Tensor::empty(ctx.device, {1}, DType::f32, MemTag::activation, "loss");
+  cross_entropy(ctx.stream(), logits_, targets_, loss, lse_);
+  exit_forward(ctx);
+  return loss;
+}
+
+void Gpt2Model::backward(RunContext& ctx) {
+  check(logits_.defined(), "gpt2: backward without a forward");
+  enter_backward(ctx);
+  Tensor dlogits = ctx.activation(logits_.shape(), "dlogits");
+  fill(ctx.stream(), dlogits, 0);  // the loss backward adds into it
+  cross_entropy_backward(ctx.stream(), logits_, targets_, lse_, 1.0f, dlogits);
+  logits_ = targets_ = lse_ = Tensor();
+  Tensor dx = lm_head_.backward(ctx, dlogits);
+  dlogits = Tensor();  // [N, V], the largest activation: gone before the blocks' backward
+  transformer_.backward(ctx, dx);
+  exit_backward(ctx);
+}
+
+}  // namespace fsdplab

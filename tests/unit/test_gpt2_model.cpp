@@ -1,0 +1,501 @@
+// Gpt2Model: Hugging Face's names, shapes and counts; config errors; and on the tiny preset the
+// loss at init, equality with GPT2LMHeadModel, a full-model gradient check against finite
+// differences, training, the tied weight's two gradients, hook order, activation memory and bf16;
+// and a dry-run step of GPT-2 small on shapes alone.
+#include "engine/nn/gpt2_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+
+#include "engine/tensor/elementwise.hpp"
+#include "engine/tensor/optimizer_ops.hpp"
+#include "test_support.hpp"
+
+namespace fsdplab {
+namespace {
+
+using namespace testing;
+
+constexpr std::int64_t kB = 2, kT = 8;  // the tiny preset's batch: 16 tokens, context 16
+
+// Every parameter gets a value in `dtype` from its own ParamInit under `seed`, and a zero gradient.
+void materialise(Model& model, Device& dev, std::uint64_t seed, DType dtype = DType::f32) {
+  for (Parameter* p : model.parameters()) {
+    std::vector<float> v(static_cast<std::size_t>(p->numel()));
+    p->init.fill(v, seed, p->name, 0);
+    p->value = tensor_from(dev, p->shape, v, dtype, MemTag::param_full);
+    p->grad = zeros(dev, p->shape, dtype, MemTag::grad_full);
+  }
+}
+
+void set_values(Parameter& p, const std::vector<float>& v) {
+  p.value.device().synchronize();  // an op may still read the old values
+  p.value.copy_from(v);
+}
+
+Tensor ids_tensor(Device& dev, const Shape& shape, const std::vector<std::int32_t>& ids) {
+  Tensor t = Tensor::empty(dev, shape, DType::i32, MemTag::activation, "ids");
+  t.copy_from(std::span<const std::int32_t>(ids));
+  return t;
+}
+
+// Random tokens: inputs [kB, kT] and targets [kB, kT], a fixed batch.
+Batch random_batch(Device& dev, std::int64_t vocab, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(vocab - 1));
+  std::vector<std::int32_t> in(kB * kT), out(kB * kT);
+  for (auto& t : in) t = token(rng);
+  for (auto& t : out) t = token(rng);
+  return {ids_tensor(dev, {kB, kT}, in), ids_tensor(dev, {kB, kT}, out)};
+}
+
+double loss_of(Gpt2Model& model, RunContext& ctx, const Batch& batch) {
+  return read(model.forward(ctx, batch))[0];
+}
+
+void zero_grads(Model& model, Device& dev) {
+  for (Parameter* p : model.parameters()) fill(compute(dev), p->grad, 0);
+}
+
+std::int64_t count(Model& model) {
+  std::int64_t n = 0;
+  for (const Parameter* p : model.parameters()) n += p->numel();
+  return n;
+}
+
+// ---- structure -----------------------------------------------------------------------------------
+
+TEST(Gpt2ModelStructure, Gpt2SmallHasHuggingFacesNamesShapesAndCount) {
+  Gpt2Model model(gpt2_preset("gpt2"));
+  const std::vector<Parameter*> params = model.parameters();
+  // GPT2LMHeadModel.named_parameters(): the tied lm_head.weight is listed once, as wte.
+  ASSERT_EQ(params.size(), 2u + 12u * 12u + 2u);
+  std::vector<std::pair<std::string, Shape>> expected = {{"transformer.wte.weight", {50257, 768}},
+                                                         {"transformer.wpe.weight", {1024, 768}}};
+  for (int i = 0; i < 12; ++i) {
+    const std::string h = "transformer.h." + std::to_string(i) + ".";
+    for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{
+             {"ln_1.weight", {768}},
+             {"ln_1.bias", {768}},
+             {"attn.c_attn.weight", {768, 2304}},
+             {"attn.c_attn.bias", {2304}},
+             {"attn.c_proj.weight", {768, 768}},
+             {"attn.c_proj.bias", {768}},
+             {"ln_2.weight", {768}},
+             {"ln_2.bias", {768}},
+             {"mlp.c_fc.weight", {768, 3072}},
+             {"mlp.c_fc.bias", {3072}},
+             {"mlp.c_proj.weight", {3072, 768}},
+             {"mlp.c_proj.bias", {768}},
+         })
+      expected.push_back({h + name, shape});
+  }
+  expected.push_back({"transformer.ln_f.weight", {768}});
+  expected.push_back({"transformer.ln_f.bias", {768}});
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(params[i]->name, expected[i].first) << "parameter " << i;
+    EXPECT_EQ(params[i]->shape, expected[i].second) << params[i]->name;
+    EXPECT_FALSE(params[i]->value.defined()) << params[i]->name << ": built as shapes only";
+  }
+  EXPECT_EQ(count(model), 124'439'808);  // sum(p.numel() for p in GPT2LMHeadModel.parameters())
+}
+
+TEST(Gpt2ModelStructure, LargerPresetsCountAsHuggingFace) {
+  EXPECT_EQ(count(*std::make_unique<Gpt2Model>(gpt2_preset("gpt2-medium"))), 354'823'168);
+  EXPECT_EQ(count(*std::make_unique<Gpt2Model>(gpt2_preset("gpt2-large"))), 774'030'080);
+  EXPECT_EQ(count(*std::make_unique<Gpt2Model>(gpt2_preset("gpt2-xl"))), 1'557'611'200);
+}
+
+TEST(Gpt2ModelStructure, ModulesMirrorHuggingFaceAndTheHeadSharesWte) {
+  Gpt2Model model(gpt2_preset("test-tiny"));
+  std::vector<std::string> names;
+  for (Module* m : model.modules()) names.push_back(m->name());
+  const std::vector<std::string> expected = {
+      "", "transformer", "transformer.wte", "transformer.wpe", "transformer.h",
+      "transformer.h.0", "transformer.h.0.ln_1", "transformer.h.0.attn", "transformer.h.0.attn.c_attn",
+      "transformer.h.0.attn.c_proj", "transformer.h.0.ln_2", "transformer.h.0.mlp", "transformer.h.0.mlp.c_fc",
+      "transformer.h.0.mlp.c_proj", "transformer.h.1", "transformer.h.1.ln_1", "transformer.h.1.attn",
+      "transformer.h.1.attn.c_attn", "transformer.h.1.attn.c_proj", "transformer.h.1.ln_2", "transformer.h.1.mlp",
+      "transformer.h.1.mlp.c_fc", "transformer.h.1.mlp.c_proj", "transformer.ln_f", "lm_head"};
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(model.module("transformer.h.1").kind(), "Block");
+  Module& head = model.module("lm_head");
+  EXPECT_TRUE(head.own_parameters().empty());
+  ASSERT_EQ(head.shared_parameters().size(), 1u);
+  EXPECT_EQ(head.shared_parameters()[0], &model.parameter("transformer.wte.weight"));
+}
+
+TEST(Gpt2ModelStructure, InitialisesAsGpt2) {
+  Gpt2Model model(gpt2_preset("test-tiny"));  // 2 layers: residual projections get 0.02 / sqrt(4)
+  auto is = [&](std::string_view name, ParamInit::Kind kind, float a, float b) {
+    const ParamInit& init = model.parameter(name).init;
+    EXPECT_TRUE(init.kind == kind && init.a == a && init.b == b) << name;
+  };
+  using K = ParamInit::Kind;
+  is("transformer.wte.weight", K::normal, 0, 0.02f);
+  is("transformer.wpe.weight", K::normal, 0, 0.02f);
+  is("transformer.h.1.attn.c_attn.weight", K::normal, 0, 0.02f);
+  is("transformer.h.1.mlp.c_fc.weight", K::normal, 0, 0.02f);
+  is("transformer.h.1.attn.c_proj.weight", K::normal, 0, 0.01f);
+  is("transformer.h.1.mlp.c_proj.weight", K::normal, 0, 0.01f);
+  is("transformer.h.0.attn.c_attn.bias", K::constant, 0, 0);
+  is("transformer.h.0.mlp.c_proj.bias", K::constant, 0, 0);
+  is("transformer.h.0.ln_2.weight", K::constant, 1, 0);
+  is("transformer.ln_f.bias", K::constant, 0, 0);
+}
+
+// ---- errors --------------------------------------------------------------------------------------
+
+TEST(Gpt2ModelConfig, BadConfigsNameTheFieldWhatWasExpectedAndWhatCame) {
+  auto error = [](auto edit) {
+    Gpt2Config c = gpt2_preset("test-tiny");
+    edit(c);
+    return error_of([&] { Gpt2Model model(c); });
+  };
+  std::string e = error([](Gpt2Config& c) { c.n_embd = 31; });
+  EXPECT_TRUE(contains(e, "n_embd") && contains(e, "multiple of n_head = 2") && contains(e, "got 31")) << e;
+  e = error([](Gpt2Config& c) { c.n_head = 0; });
+  EXPECT_TRUE(contains(e, "n_head") && contains(e, "positive") && contains(e, "got 0")) << e;
+  e = error([](Gpt2Config& c) { c.vocab_size = -5; });
+  EXPECT_TRUE(contains(e, "vocab_size") && contains(e, "got -5")) << e;
+  e = error([](Gpt2Config& c) { c.n_layer = 0; });
+  EXPECT_TRUE(contains(e, "n_layer") && contains(e, "got 0")) << e;
+  e = error([](Gpt2Config& c) { c.n_positions = 1LL << 40; });
+  EXPECT_TRUE(contains(e, "n_positions") && contains(e, "i32")) << e;
+  e = error([](Gpt2Config& c) { c.layer_norm_epsilon = 0; });
+  EXPECT_TRUE(contains(e, "layer_norm_epsilon") && contains(e, "> 0")) << e;
+
+  e = error_of([] { gpt2_preset("gpt3"); });
+  EXPECT_TRUE(contains(e, "'gpt3'") && contains(e, "test-tiny, test-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl"))
+      << e;
+  for (std::string_view name : gpt2_preset_names()) EXPECT_NO_THROW(gpt2_preset(name).validate()) << name;
+}
+
+TEST(Gpt2ModelConfig, BadBatchesError) {
+  auto dev = make_sim_device();
+  Gpt2Model model(gpt2_preset("test-tiny"));
+  materialise(model, *dev, 1);
+  RunContext ctx{*dev};
+  const std::vector<std::int32_t> ids17(17, 3);
+  Tensor long_seq = ids_tensor(*dev, {1, 17}, ids17);
+  std::string e = error_of([&] { model.forward(ctx, {long_seq, long_seq}); });
+  EXPECT_TRUE(contains(e, "n_positions = 16") && contains(e, "T = 17")) << e;
+
+  Batch batch = random_batch(*dev, 64, 2);
+  e = error_of([&] { model.forward(ctx, {batch.inputs, batch.targets.reshape({kB * kT})}); });
+  EXPECT_TRUE(contains(e, "targets") && contains(e, "[2, 8] i32")) << e;
+  e = error_of([&] { model.forward(ctx, {zeros(*dev, {kB, kT}), batch.targets}); });
+  EXPECT_TRUE(contains(e, "inputs") && contains(e, "i32")) << e;
+  e = error_of([&] { model.backward(ctx); });
+  EXPECT_TRUE(contains(e, "backward without a forward")) << e;
+}
+
+// ---- numerics on the tiny preset -----------------------------------------------------------------
+
+TEST(Gpt2ModelTiny, LossAtInitIsAboutLnVocab) {
+  auto dev = make_sim_device();
+  Gpt2Model model(gpt2_preset("test-tiny"));
+  materialise(model, *dev, 7);
+  RunContext ctx{*dev};
+  // With weights of std 0.02 the logits are nearly equal, so the softmax is nearly uniform:
+  // loss = ln V + O(var(logits)) = ln 64 + ~0.01.
+  EXPECT_NEAR(loss_of(model, ctx, random_batch(*dev, 64, 3)), std::log(64.0), 0.05);
+}
+
+// Equal to Hugging Face's GPT2LMHeadModel (transformers 4.36, float64) on the same parameters and
+// tokens: the loss and a sample of gradients. The finite differences below prove the backward is the
+// forward's derivative; this proves the forward is GPT-2's. Each parameter is normal(m, 0.3) from the
+// counter RNG under seed 2024 and its name (m = 1 for LayerNorm weights), so Python draws the same:
+//   import counter_rng as rng  # tests/reference/counter_rng.py
+//   from transformers import GPT2Config, GPT2LMHeadModel
+//   m = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2)).double().eval()
+//   for name, p in m.named_parameters():
+//       mean = 1.0 if '.ln_' in name and name.endswith('.weight') else 0.0
+//       p.data.copy_(torch.tensor([rng.normal_at(2024, rng.stream_key(name), i, mean, 0.3)
+//                                  for i in range(p.numel())]).view_as(p))
+//   loss = F.cross_entropy(m(x).logits.view(-1, 64), y.view(-1)); loss.backward()
+// with x, y the kInputs and kTargets below as [2, 8]; the gradients are p.grad.flatten()[index].
+// Our forward runs in f32 (relative rounding ~1e-7 per op, a few dozen ops deep), so the loss
+// agrees to 1e-5 and the gradients to 1e-6 + 1e-4 relative; a semantic difference (gelu's exact
+// form, the attention scale, a missed causal mask, LayerNorm's epsilon) moves them by far more.
+TEST(Gpt2ModelTiny, MatchesHuggingFaceGpt2LMHeadModel) {
+  auto dev = make_sim_device();
+  Gpt2Model model(gpt2_preset("test-tiny"));
+  materialise(model, *dev, 1);
+  for (Parameter* p : model.parameters()) {
+    const bool ln_weight = p->name.find(".ln_") != std::string::npos && p->name.ends_with(".weight");
+    std::vector<float> v(static_cast<std::size_t>(p->numel()));
+    ParamInit::normal(ln_weight ? 1.f : 0.f, 0.3f).fill(v, 2024, p->name, 0);
+    set_values(*p, v);
+  }
+  const std::vector<std::int32_t> kInputs = {3, 14, 15, 9, 26, 5, 35, 8, 9, 7, 9, 32, 38, 46, 26, 43};
+  const std::vector<std::int32_t> kTargets = {14, 15, 9, 26, 5, 35, 8, 9, 7, 9, 32, 38, 46, 26, 43, 3};
+  const Batch batch{ids_tensor(*dev, {kB, kT}, kInputs), ids_tensor(*dev, {kB, kT}, kTargets)};
+  RunContext ctx{*dev};
+  EXPECT_NEAR(loss_of(model, ctx, batch), 4.499230527, 1e-5);
+  model.backward(ctx);
+  struct Golden {
+    const char* name;
+    std::size_t index;
+    double grad;
+  };
+  const Golden golden[] = {
+      {"transformer.wte.weight", 97, 0.0491593218},  // row 3: an input and a target
+      {"transformer.wte.weight", 1927, -0.000762415523},  // row 60: neither, the head's gradient alone
+      {"transformer.wpe.weight", 162, 0.00372383905},
+      {"transformer.h.0.ln_1.weight", 4, -0.0272713265},
+      {"transformer.h.0.attn.c_attn.weight", 100, 0.0250887702},
+      {"transformer.h.0.attn.c_attn.weight", 1000, -0.0622649369},
+      {"transformer.h.0.attn.c_proj.bias", 6, -0.0276509688},
+      {"transformer.h.1.ln_2.bias", 30, -0.0157204538},
+      {"transformer.h.1.mlp.c_fc.weight", 2000, 0.00358844726},
+      {"transformer.h.1.mlp.c_proj.weight", 3000, -0.00155378563},
+      {"transformer.ln_f.weight", 11, 0.0125767189},
+  };
+  for (const Golden& g : golden)
+    EXPECT_NEAR(read(model.parameter(g.name).grad)[g.index], g.grad, 1e-6 + 1e-4 * std::abs(g.grad))
+        << g.name << "[" << g.index << "]";
+}
+
+// Every parameter at random values of unit-ish scale rather than GPT-2's init: there every bias is 0
+// and every LayerNorm weight 1, so a gradient that mixed up weight and bias, or dropped a term
+// multiplied by a bias, could not show; and with std 0.02 many gradients are too small for an f32
+// finite difference to resolve.
+void randomise(Model& model, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (Parameter* p : model.parameters()) {
+    std::vector<float> v(static_cast<std::size_t>(p->numel()));
+    const bool ln_weight = p->shape.size() == 1 && p->name.find("ln_") != std::string::npos &&
+                           p->name.ends_with(".weight");
+    // 2-D: std 1/sqrt(smaller dimension), about what keeps activations and logits of order 1.
+    const float bound = p->shape.size() == 2
+                            ? std::sqrt(3.f / static_cast<float>(std::min(p->shape[0], p->shape[1])))
+                            : 0.3f;
+    std::uniform_real_distribution<float> u(-bound, bound);
+    for (float& x : v) x = (ln_weight ? 1.f : 0.f) + u(rng);
+    set_values(*p, v);
+  }
+}
+
+TEST(Gpt2ModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
+  auto dev = make_sim_device();
+  dev->set_keep_op_log(false);
+  Gpt2Model model(gpt2_preset("test-tiny"));
+  materialise(model, *dev, 11);
+  randomise(model, 12);
+  RunContext ctx{*dev};
+  const Batch batch = random_batch(*dev, 64, 13);
+  model.forward(ctx, batch);
+  model.backward(ctx);
+
+  // Elements to check: 4 random ones of every parameter; for wte also a row only the inputs use, a
+  // row only the targets use and a row neither uses (the head's gradient alone).
+  std::mt19937 rng(14);
+  std::map<std::string, std::set<std::int64_t>> picks;
+  for (Parameter* p : model.parameters()) {
+    std::uniform_int_distribution<std::int64_t> any(0, p->numel() - 1);
+    for (int k = 0; k < 4; ++k) picks[p->name].insert(any(rng));
+  }
+  {
+    const auto in = batch.inputs.to_indices(), out = batch.targets.to_indices();
+    const std::set<std::int32_t> ins(in.begin(), in.end()), outs(out.begin(), out.end());
+    bool done[3] = {false, false, false};
+    for (std::int32_t v = 0; v < 64; ++v) {
+      const bool i = ins.contains(v), o = outs.contains(v);
+      const int kind = i && !o ? 0 : !i && o ? 1 : !i && !o ? 2 : -1;
+      if (kind < 0 || done[kind]) continue;
+      picks["transformer.wte.weight"].insert(v * 32 + 5 * kind);
+      done[kind] = true;
+    }
+    ASSERT_TRUE(done[0] && done[1] && done[2]) << "the batch lacks a kind of row";
+  }
+
+  // Central differences of the f32 loss with step h = 1e-2. The loss (about 4-5) is computed in
+  // f32, so each evaluation is off by a few ulps of 4.8e-7; divided by 2h, one ulp is 2.4e-5 of
+  // gradient (the numeric gradients come out in multiples of it). The truncation error h^2 f'''/6
+  // is ~2e-5 for third derivatives of order 1 at these parameter scales. So atol 1.5e-4 (about six
+  // ulps; the observed worst is under three) + rtol 1%. A wrong formula (a missing term, a
+  // transposed weight, a dropped residual) is off by about the gradient itself, and every parameter
+  // must have a sampled gradient of at least 10 * atol, so the check has teeth everywhere.
+  constexpr double h = 1e-2, atol = 1.5e-4, rtol = 1e-2;
+  for (Parameter* p : model.parameters()) {
+    const std::vector<float> grad = read(p->grad);
+    std::vector<float> v = read(p->value);
+    double largest = 0;
+    for (std::int64_t i : picks[p->name]) {
+      const float saved = v[static_cast<std::size_t>(i)];
+      v[static_cast<std::size_t>(i)] = static_cast<float>(saved + h);
+      set_values(*p, v);
+      const double plus = loss_of(model, ctx, batch);
+      v[static_cast<std::size_t>(i)] = static_cast<float>(saved - h);
+      set_values(*p, v);
+      const double minus = loss_of(model, ctx, batch);
+      v[static_cast<std::size_t>(i)] = saved;
+      set_values(*p, v);
+      const double numeric = (plus - minus) / (2 * h);
+      largest = std::max(largest, std::abs(numeric));
+      EXPECT_NEAR(grad[static_cast<std::size_t>(i)], numeric, atol + rtol * std::abs(numeric))
+          << p->name << "[" << i << "]";
+    }
+    EXPECT_GT(largest, 10 * atol) << p->name << ": no sampled gradient large enough to test";
+  }
+}
+
+TEST(Gpt2ModelTiny, SgdStepsLowerTheLossOnAFixedBatch) {
+  auto dev = make_sim_device();
+  Gpt2Model model(gpt2_preset("test-tiny"));
+  materialise(model, *dev, 21);
+  RunContext ctx{*dev};
+  const Batch batch = random_batch(*dev, 64, 22);
+  // A small rate: at GPT-2's init the embeddings have std 0.02 and ln_1 divides by that, so the loss
+  // is very sharp along them, and plain SGD above ~0.05 overshoots within a few steps (Hugging
+  // Face's GPT2LMHeadModel does just the same; GPT-2 trains with AdamW).
+  std::vector<double> losses;
+  for (int step = 1; step <= 6; ++step) {
+    zero_grads(model, *dev);
+    losses.push_back(loss_of(model, ctx, batch));
+    model.backward(ctx);
+    for (Parameter* p : model.parameters()) sgd_update(compute(*dev), p->value, p->grad, Tensor(), {.lr = 0.02}, step);
+  }
+  for (std::size_t i = 1; i < losses.size(); ++i) EXPECT_LT(losses[i], losses[i - 1]) << "step " << i;
+  EXPECT_LT(losses.back(), losses.front() - 0.3) << "the loss barely moved";
+}
+
+// A probe that snapshots wte's gradient when lm_head's backward is done: what the head added.
+struct HeadGradProbe : ModuleHooks {
+  Parameter* wte = nullptr;
+  std::vector<float> after_head;
+  void post_backward(Module&, RunContext&) override { after_head = read(wte->grad); }
+};
+
+TEST(Gpt2ModelTiny, TiedWeightGradientSumsHeadAndEmbedding) {
+  auto dev = make_sim_device();
+  Gpt2Model model(gpt2_preset("test-tiny"));
+  materialise(model, *dev, 31);
+  RunContext ctx{*dev};
+  const Batch batch = random_batch(*dev, 64, 32);
+  Parameter& wte = model.parameter("transformer.wte.weight");
+  HeadGradProbe probe;
+  probe.wte = &wte;
+  model.module("lm_head").add_hooks(&probe);
+  model.forward(ctx, batch);
+  model.backward(ctx);
+  const std::vector<float> total = read(wte.grad);
+  ASSERT_EQ(probe.after_head.size(), total.size());
+
+  const auto in = batch.inputs.to_indices();
+  const std::set<std::int32_t> inputs(in.begin(), in.end());
+  constexpr int C = 32;
+  for (std::int32_t v = 0; v < 64; ++v) {
+    double head = 0, embedding = 0;
+    for (int c = 0; c < C; ++c) {
+      head += std::abs(probe.after_head[v * C + c]);
+      embedding += std::abs(total[v * C + c] - probe.after_head[v * C + c]);
+    }
+    // Every token's logit has a gradient (softmax), so the head touches every row; the embedding
+    // only the rows of the input tokens.
+    EXPECT_GT(head, 0) << "row " << v << ": no gradient from the head";
+    if (inputs.contains(v)) {
+      EXPECT_GT(embedding, 1e-6) << "row " << v << " is an input token: no gradient from the embedding";
+    } else {
+      EXPECT_EQ(embedding, 0) << "row " << v << " is no input token but got an embedding gradient";
+    }
+  }
+}
+
+// Records each hook call with the live activation bytes at that moment.
+struct Recorder : ModuleHooks {
+  std::vector<std::string> calls;
+  std::vector<std::int64_t> live;
+  void note(const char* what, Module& m, RunContext& ctx) {
+    calls.push_back(std::string(what) + " " + m.name());
+    live.push_back(ctx.device.ledger().live(MemTag::activation));
+  }
+  void pre_forward(Module& m, RunContext& ctx) override { note("pre_forward", m, ctx); }
+  void post_forward(Module& m, RunContext& ctx) override { note("post_forward", m, ctx); }
+  void pre_backward(Module& m, RunContext& ctx) override { note("pre_backward", m, ctx); }
+  void post_backward(Module& m, RunContext& ctx) override { note("post_backward", m, ctx); }
+};
+
+TEST(Gpt2ModelTiny, HooksFirePerBlockAndBackwardRunsTheBlocksInReverse) {
+  auto dev = make_sim_device();
+  Gpt2Model model(gpt2_preset("test-tiny"));
+  materialise(model, *dev, 41);
+  RunContext ctx{*dev};
+  const Batch batch = random_batch(*dev, 64, 42);
+  Recorder rec;
+  for (Module* m : model.modules())
+    if (m->kind() == "Block") m->add_hooks(&rec);
+  const std::int64_t before = dev->ledger().live(MemTag::activation);
+  {
+    Tensor loss = model.forward(ctx, batch);
+    EXPECT_GT(dev->ledger().live(MemTag::activation), before);
+  }
+  model.backward(ctx);
+  EXPECT_EQ(dev->ledger().live(MemTag::activation), before) << "backward must free every saved activation";
+
+  const std::vector<std::string> calls = {
+      "pre_forward transformer.h.0",   "post_forward transformer.h.0",  "pre_forward transformer.h.1",
+      "post_forward transformer.h.1",  "pre_backward transformer.h.1",  "post_backward transformer.h.1",
+      "pre_backward transformer.h.0",  "post_backward transformer.h.0"};
+  EXPECT_EQ(rec.calls, calls);
+  // Activations saved by each block pile up through the forward and go in reverse in the backward.
+  ASSERT_EQ(rec.live.size(), 8u);
+  EXPECT_LT(rec.live[0], rec.live[1]);
+  EXPECT_LT(rec.live[1], rec.live[3]);
+  EXPECT_GT(rec.live[4], rec.live[5]);
+  EXPECT_GT(rec.live[5], rec.live[7]);
+
+  std::vector<std::string> order;
+  for (const Module* m : model.backward_order()) order.push_back(m->name());
+  std::vector<std::string> expected = {"", "lm_head", "transformer", "transformer.ln_f"};
+  for (const char* h : {"transformer.h.1", "transformer.h.0"}) {
+    for (const char* m : {"", ".mlp", ".mlp.c_proj", ".mlp.c_fc", ".ln_2", ".attn", ".attn.c_proj", ".attn.c_attn",
+                          ".ln_1"})
+      expected.push_back(std::string(h) + m);
+  }
+  expected.push_back("transformer.wpe");
+  expected.push_back("transformer.wte");
+  EXPECT_EQ(order, expected);
+}
+
+TEST(Gpt2ModelTiny, Bf16RunTracksF32) {
+  double loss[2];
+  const DType dtypes[2] = {DType::f32, DType::bf16};
+  for (int k = 0; k < 2; ++k) {
+    auto dev = make_sim_device();
+    Gpt2Model model(gpt2_preset("test-tiny"));
+    materialise(model, *dev, 51, dtypes[k]);
+    RunContext ctx{*dev, dtypes[k]};
+    const Batch batch = random_batch(*dev, 64, 52);
+    loss[k] = loss_of(model, ctx, batch);
+    model.backward(ctx);
+    EXPECT_EQ(model.parameter("transformer.wte.weight").grad.dtype(), dtypes[k]);
+  }
+  // bf16 keeps 8 significant bits: activations off by ~0.4%, the loss (ln 64 + small) by far less.
+  EXPECT_NEAR(loss[1], loss[0], 2e-2);
+}
+
+TEST(Gpt2ModelDryRun, Gpt2SmallStepRunsOnShapesAlone) {
+  auto dev = make_sim_device(0, {.dry_run = true});
+  Gpt2Model model(gpt2_preset("gpt2"));
+  for (Parameter* p : model.parameters()) {  // no data: a dry run keeps sizes and times only
+    p->value = Tensor::empty(*dev, p->shape, DType::bf16, MemTag::param_full, p->name);
+    p->grad = Tensor::empty(*dev, p->shape, DType::bf16, MemTag::grad_full, p->name + ".grad");
+  }
+  RunContext ctx{*dev, DType::bf16};
+  const Batch batch{Tensor::empty(*dev, {1, 64}, DType::i32, MemTag::activation),
+                    Tensor::empty(*dev, {1, 64}, DType::i32, MemTag::activation)};
+  const std::int64_t before = dev->ledger().live(MemTag::activation);
+  model.forward(ctx, batch);
+  model.backward(ctx);
+  EXPECT_EQ(dev->ledger().live(MemTag::param_full), 124'439'808LL * 2);
+  EXPECT_GT(dev->ledger().peak(MemTag::activation), before + 64LL * 50257 * 2) << "the logits alone are this big";
+  EXPECT_EQ(dev->ledger().live(MemTag::activation), before);
+}
+
+}  // namespace
+}  // namespace fsdplab
