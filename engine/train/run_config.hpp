@@ -7,7 +7,7 @@ namespace fsdplab {
 
 struct RunConfig {
   std::string model = "toy";  // toy | mlp | gpt2
-  std::string preset;         // gpt2: a named size (gpt2_preset); empty: "tiny"
+  std::string preset;         // gpt2: a named size (gpt2_preset); empty: "test-tiny"
   std::int64_t mlp_width = 64;
   int mlp_depth = 4;
   int world = 1;
