@@ -182,6 +182,7 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--optimizer", t.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
   cmd->add_option("--lr", t.lr, "Learning rate (other hyper-parameters: PyTorch's defaults)");
+  cmd->add_option("--momentum", t.momentum, "sgd: momentum (default 0, as PyTorch)");
   cmd->add_option("--data", t.data_file, "gpt2: train on a uint16 token file (nanoGPT / llm.c format)");
   cmd->add_option("--losses", t.losses_file, "Write step,loss CSV here");
   cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder");

@@ -1,5 +1,6 @@
 #include "engine/nn/layers.hpp"
 
+#include "engine/nn/counter_rng.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/embedding.hpp"
@@ -20,6 +21,11 @@ const Tensor& grad_of(const Parameter& p) {
 }
 
 }  // namespace
+
+ParamInit linear_default_init(std::int64_t fan_in) {
+  const float bound = linear_default_bound(fan_in);
+  return ParamInit::uniform(-bound, bound);
+}
 
 // ---- Linear --------------------------------------------------------------------------------------
 

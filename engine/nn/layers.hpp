@@ -14,6 +14,9 @@ namespace fsdplab {
 // its state dict load into the original model unchanged.
 enum class WeightLayout { out_in, in_out };
 
+// PyTorch's default nn.Linear initialisation of weight and bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+ParamInit linear_default_init(std::int64_t fan_in);
+
 class Linear final : public Module {
  public:
   Linear(std::string name, std::int64_t in, std::int64_t out, bool bias, WeightLayout layout, ParamInit weight_init,

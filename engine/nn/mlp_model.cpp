@@ -1,27 +1,17 @@
 #include "engine/nn/mlp_model.hpp"
 
-#include "engine/nn/counter_rng.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/loss.hpp"
 
 namespace fsdplab {
-namespace {
-
-ParamInit linear_default(std::int64_t fan_in) {
-  const float bound = linear_default_bound(fan_in);
-  return ParamInit::uniform(-bound, bound);
-}
-
-}  // namespace
-
 MlpBlock::MlpBlock(std::string name, std::int64_t width)
     : Module(std::move(name)),
       ln_(register_module<LayerNorm>("ln", width)),
-      fc1_(register_module<Linear>("fc1", width, 4 * width, true, WeightLayout::out_in, linear_default(width),
-                                   linear_default(width))),
-      fc2_(register_module<Linear>("fc2", 4 * width, width, true, WeightLayout::out_in, linear_default(4 * width),
-                                   linear_default(4 * width))) {}
+      fc1_(register_module<Linear>("fc1", width, 4 * width, true, WeightLayout::out_in, linear_default_init(width),
+                                   linear_default_init(width))),
+      fc2_(register_module<Linear>("fc2", 4 * width, width, true, WeightLayout::out_in, linear_default_init(4 * width),
+                                   linear_default_init(4 * width))) {}
 
 Tensor MlpBlock::forward(RunContext& ctx, const Tensor& x) {
   enter_forward(ctx);

@@ -1,25 +1,15 @@
 #include "engine/nn/toy_model.hpp"
 
-#include "engine/nn/counter_rng.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/loss.hpp"
 
 namespace fsdplab {
-namespace {
-
-ParamInit linear_default(std::int64_t fan_in) {
-  const float bound = linear_default_bound(fan_in);
-  return ParamInit::uniform(-bound, bound);
-}
-
-}  // namespace
-
 ToyModel::ToyModel(std::int64_t in_features, std::int64_t out_features)
-    : fc1_(register_module<Linear>("fc1", in_features, 10, false, WeightLayout::out_in, linear_default(in_features),
+    : fc1_(register_module<Linear>("fc1", in_features, 10, false, WeightLayout::out_in, linear_default_init(in_features),
                                    ParamInit{})),
       ln_(register_module<LayerNorm>("ln", 10)),
-      fc2_(register_module<Linear>("fc2", 10, out_features, false, WeightLayout::out_in, linear_default(10),
+      fc2_(register_module<Linear>("fc2", 10, out_features, false, WeightLayout::out_in, linear_default_init(10),
                                    ParamInit{})) {}
 
 Tensor ToyModel::forward(RunContext& ctx, const Batch& batch) {

@@ -56,8 +56,10 @@ void AdamW::update(Stream stream, std::size_t target, std::int64_t step) {
   adamw_update(stream, t.param, t.grad, m_[target], v_[target], options_, step);
 }
 
-std::unique_ptr<Optimizer> make_optimizer(std::string_view name, std::vector<OptimTarget> targets, double lr) {
-  if (name == "sgd") return std::make_unique<Sgd>(std::move(targets), SgdOptions{.lr = lr});
+std::unique_ptr<Optimizer> make_optimizer(std::string_view name, std::vector<OptimTarget> targets, double lr,
+                                          double momentum) {
+  if (name == "sgd") return std::make_unique<Sgd>(std::move(targets), SgdOptions{.lr = lr, .momentum = momentum});
+  check(momentum == 0, "--momentum ", momentum, " is SGD's; adamw has betas");
   if (name == "adamw") return std::make_unique<AdamW>(std::move(targets), AdamWOptions{.lr = lr});
   fail("unknown optimizer '", name, "'; expected sgd or adamw");
 }

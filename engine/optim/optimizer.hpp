@@ -61,7 +61,9 @@ class AdamW final : public Optimizer {
   std::vector<Tensor> m_, v_;
 };
 
-// "sgd" or "adamw" with learning rate `lr` and every other hyper-parameter at PyTorch's default.
-std::unique_ptr<Optimizer> make_optimizer(std::string_view name, std::vector<OptimTarget> targets, double lr);
+// "sgd" (with `momentum`) or "adamw", with learning rate `lr` and every other hyper-parameter at
+// PyTorch's default. Momentum other than 0 for adamw is an Error.
+std::unique_ptr<Optimizer> make_optimizer(std::string_view name, std::vector<OptimTarget> targets, double lr,
+                                          double momentum = 0);
 
 }  // namespace fsdplab

@@ -17,6 +17,7 @@ struct RunConfig {
   std::int64_t seq = 0;    // gpt2 tokens per sequence; 0: the model's context length
   std::string optimizer = "adamw";
   double lr = 1e-3;
+  double momentum = 0;     // sgd only; every other hyper-parameter is PyTorch's default
   std::string data_file;   // gpt2: a uint16 token file instead of synthetic tokens
   std::string device_preset = "h100-sxm";
   std::string link_preset;  // empty: the device preset's default link

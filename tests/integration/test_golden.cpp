@@ -19,9 +19,7 @@
 // end up at different values of order 1e-5 that mean nothing. The exact answer is 0 for both, so there
 // each side is checked against 0 within kNoiseOnlyBound instead of against the other. gpt2_sgd (where
 // the noise stays ~1e-11) compares the key bias at 1e-5 like every other element.
-//
-// mlp_sgd_momentum: RunConfig has no momentum (make_optimizer gives SGD PyTorch's default, 0), so
-// that case runs with a copy of train_baseline's loop and an Sgd with momentum (train_with_momentum).
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -39,13 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/nn/checkpoint.hpp"
-#include "engine/nn/materialize.hpp"
 #include "engine/nn/safetensors.hpp"
-#include "engine/optim/optimizer.hpp"
-#include "engine/runtime/sim_device.hpp"
-#include "engine/train/batch_source.hpp"
-#include "engine/train/model_factory.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace fsdplab {
@@ -71,13 +63,11 @@ nlohmann::json read_json(const fs::path& path) {
   return nlohmann::json::parse(in);
 }
 
-// run.json -> RunConfig (and SGD's momentum, which is no RunConfig field). Every key must be one we
-// know, so a typo cannot silently run defaults.
-RunConfig run_config(const nlohmann::json& j, double& momentum) {
+// run.json -> RunConfig. Every key must be one we know, so a typo cannot silently run defaults.
+RunConfig run_config(const nlohmann::json& j) {
   RunConfig run;
-  momentum = 0;
   for (const auto& [key, value] : j.items()) {
-    if (key == "momentum") momentum = value.get<double>();
+    if (key == "momentum") run.momentum = value.get<double>();
     else if (key == "model") run.model = value.get<std::string>();
     else if (key == "preset") run.preset = value.get<std::string>();
     else if (key == "mlp_width") run.mlp_width = value.get<std::int64_t>();
@@ -251,45 +241,12 @@ struct FinalReport {
   return result;
 }
 
-// train_baseline's loop (trainer.cpp) with an Sgd given `momentum`, saving --save-init and
-// --save-final folders as it does. Returns the losses.
-std::vector<double> train_with_momentum(const RunConfig& run, double momentum) {
-  const PresetCatalog& presets = PresetCatalog::builtin();
-  const DevicePreset& device_preset = presets.device(run.device_preset);
-  SimDevice device(0, device_preset, presets.link(device_preset.default_link));
-  BuiltModel built = build_model(run);
-  BatchSource data(built.batch, run.seed, run.data_file);
-  Model& model = *built.model;
-  materialize_full(model, device, run.seed);
-  save_checkpoint(run.save_init, model, built.config);
-  std::vector<OptimTarget> targets;
-  for (Parameter* p : model.parameters()) targets.push_back({p->name, p->value, p->grad});
-  Sgd optimizer(std::move(targets), SgdOptions{.lr = run.lr, .momentum = momentum});
-  RunContext ctx{device, DType::f32};
-  const Stream compute = device.stream(Lane::compute);
-  std::vector<double> losses;
-  for (int step = 0; step < run.steps; ++step) {
-    device.synchronize();
-    const Batch batch = data.batch(device, step, 0, 1);
-    zero_grads(model, compute);
-    const Tensor loss = model.forward(ctx, batch);
-    model.backward(ctx);
-    optimizer.step(compute);
-    device.synchronize();
-    losses.push_back(loss.to_vector()[0]);
-  }
-  save_checkpoint(run.save_final, model, built.config);
-  return losses;
-}
-
 class GoldenRun : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenRun, MatchesPyTorch) {
   const fs::path dir = kGoldenDir / GetParam();
   ASSERT_TRUE(fs::is_directory(dir)) << dir << " is missing: run tests/reference/make_golden.py";
-  double momentum = 0;
-  RunConfig run = run_config(read_json(dir / "run.json"), momentum);
-  ASSERT_TRUE(momentum == 0 || run.optimizer == "sgd") << "momentum is SGD's";
+  RunConfig run = run_config(read_json(dir / "run.json"));
   const std::vector<double> golden_losses = read_losses(dir / "losses.csv");
   ASSERT_EQ(golden_losses.size(), static_cast<std::size_t>(run.steps)) << dir / "losses.csv";
 
@@ -298,12 +255,7 @@ TEST_P(GoldenRun, MatchesPyTorch) {
   run.save_init = (tmp / "init").string();
   run.save_final = (tmp / "final").string();
   std::vector<double> losses;
-  if (momentum != 0) {
-    losses = train_with_momentum(run, momentum);
-  } else {
-    for (const StepReport& s : train_baseline(run, PresetCatalog::builtin(), nullptr, nullptr))
-      losses.push_back(s.loss);
-  }
+  for (const StepReport& s : train_baseline(run, PresetCatalog::builtin(), nullptr, nullptr)) losses.push_back(s.loss);
 
   const SafetensorsFile our_init = SafetensorsFile::read(tmp / "init" / "model.safetensors");
   const SafetensorsFile our_final = SafetensorsFile::read(tmp / "final" / "model.safetensors");

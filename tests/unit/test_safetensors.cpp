@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/nn/safetensors.hpp"
+#include "test_support.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/bf16.hpp"
 
@@ -80,30 +81,8 @@ struct Sample {
   }
 };
 
-class SafetensorsTest : public ::testing::Test {
+class SafetensorsTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fsdplab_safetensors_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
-            "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path path(const std::string& name) const { return dir_ / name; }
-
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  static void spit(const fs::path& p, const std::string& bytes) {
-    fs::remove(p);  // a new file: ext4 flushes a file truncated in place to disk, which is slow
-    std::ofstream out(p, std::ios::binary);
-    out << bytes;
-  }
   // A file of `header` with its length in front, then `data`.
   static std::string file_bytes(const std::string& header, const std::string& data = "") {
     std::string bytes(8, '\0');
@@ -127,7 +106,6 @@ class SafetensorsTest : public ::testing::Test {
     return "";
   }
 
-  fs::path dir_;
 };
 
 class SafetensorsInterop : public SafetensorsTest {};

@@ -3,8 +3,13 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <functional>
 #include <memory>
 #include <random>
@@ -122,5 +127,36 @@ inline double dot(std::span<const float> a, std::span<const float> b) {
   for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
   return s;
 }
+
+// A fixture with a fresh folder of its own per test (named for the test and the process, so parallel
+// CTest runs never share one), removed afterwards; and whole-file reads and writes.
+class TempDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("fsdplab_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+            std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path path(const std::string& name) const { return dir_ / name; }
+
+  static std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  static void spit(const std::filesystem::path& p, const std::string& bytes) {
+    std::filesystem::remove(p);  // a new file: ext4 flushes a file truncated in place to disk, which is slow
+    std::ofstream out(p, std::ios::binary);
+    out << bytes;
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
 
 }  // namespace fsdplab::testing

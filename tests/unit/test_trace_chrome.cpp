@@ -118,30 +118,8 @@ TraceMeta sample_meta() {
   return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
 }
 
-class TraceChrome : public ::testing::Test {
+class TraceChrome : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fsdplab_trace_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-            std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path path(const std::string& name) const { return dir_ / name; }
-
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  static void spit(const fs::path& p, const std::string& text) {
-    fs::remove(p);  // a new file: ext4 flushes a file truncated in place to disk, which is slow
-    std::ofstream out(p, std::ios::binary);
-    out << text;
-  }
 
   // The Error message reading `p` gives; fails the test if it reads fine.
   static std::string read_error(const fs::path& p) {
@@ -172,7 +150,6 @@ class TraceChrome : public ::testing::Test {
     return read_error(path("broken.json"));
   }
 
-  fs::path dir_;
 };
 
 // ---- what Perfetto and HTA read ------------------------------------------------------------------
