@@ -43,7 +43,7 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, const nloh
   write_json_atomically(dir / kConfigFile, config);
 }
 
-void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& config) {
+void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity) {
   const std::filesystem::path config_path = dir / kConfigFile;
   std::ifstream in(config_path);
   check(in.good(), "cannot open '", config_path.string(), "'; expected a folder written by --save-init or --save-final");
@@ -53,7 +53,7 @@ void load_checkpoint(const std::filesystem::path& dir, Module& model, const nloh
   } catch (const nlohmann::json::exception& e) {
     fail("'", config_path.string(), "' is not valid JSON: ", e.what());
   }
-  for (const auto& [key, value] : config.items()) {
+  for (const auto& [key, value] : identity.items()) {
     check(saved.contains(key) && saved[key] == value, "'", dir.string(), "' holds another model: config '", key,
           "' is ", saved.contains(key) ? saved[key].dump() : std::string("missing"), ", this run's model has ",
           value.dump());

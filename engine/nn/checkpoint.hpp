@@ -14,9 +14,9 @@ namespace fsdplab {
 // The parameters must be materialised; the host synchronises with their devices first.
 void save_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& config);
 
-// Loads DIR into the model's materialised parameters. `config` is the model's own configuration:
-// every key it has must be in DIR/config.json with the same value, so a folder from another model
-// is an Error naming the key. A missing, extra or misshapen tensor is an Error naming it.
-void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& config);
+// Loads DIR into the model's materialised parameters. `identity` holds the configuration keys that
+// say which model this is: each must be in DIR/config.json with the same value, so a folder from
+// another model is an Error naming the key. A missing, extra or misshapen tensor is an Error naming it.
+void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity);
 
 }  // namespace fsdplab

@@ -1,11 +1,28 @@
 #include "engine/train/model_factory.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "engine/nn/gpt2_model.hpp"
 #include "engine/nn/mlp_model.hpp"
 #include "engine/nn/toy_model.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
+namespace {
+
+// The shortest decimal that reads back as `value`, so 1e-5f is written 1e-05 as Python writes it,
+// not 9.999999747378752e-06.
+double shortest_decimal(float value) {
+  for (int digits = 6; digits < 9; ++digits) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.*g", digits, static_cast<double>(value));
+    if (std::strtof(text, nullptr) == value) return std::strtod(text, nullptr);
+  }
+  return value;
+}
+
+}  // namespace
 
 BuiltModel build_model(const RunConfig& run) {
   check(run.batch >= run.world, "--batch ", run.batch, " is smaller than --world ", run.world,
@@ -13,11 +30,13 @@ BuiltModel build_model(const RunConfig& run) {
   BuiltModel built;
   if (run.model == "toy") {
     built.model = std::make_unique<ToyModel>();
-    built.config = {{"fsdplab_model", "toy"}, {"in_features", 10}, {"out_features", 5}};
+    built.identity = {{"fsdplab_model", "toy"}, {"in_features", 10}, {"out_features", 5}};
+    built.config = built.identity;
     built.batch = {BatchShape::Kind::regression, run.batch, 10, 5, 0, 0};
   } else if (run.model == "mlp") {
     built.model = std::make_unique<MlpModel>(run.mlp_width, run.mlp_depth);
-    built.config = {{"fsdplab_model", "mlp"}, {"width", run.mlp_width}, {"depth", run.mlp_depth}};
+    built.identity = {{"fsdplab_model", "mlp"}, {"width", run.mlp_width}, {"depth", run.mlp_depth}};
+    built.config = built.identity;
     built.batch = {BatchShape::Kind::regression, run.batch, run.mlp_width, run.mlp_width, 0, 0};
   } else if (run.model == "gpt2") {
     const Gpt2Config c = gpt2_preset(run.preset.empty() ? "test-tiny" : run.preset);
@@ -26,15 +45,18 @@ BuiltModel build_model(const RunConfig& run) {
           "': expected 1 to the position table's ", c.n_positions, " tokens");
     built.model = std::make_unique<Gpt2Model>(c);
     // Hugging Face's GPT2Config keys, so GPT2LMHeadModel.from_pretrained(DIR) builds this model.
-    built.config = {{"fsdplab_model", "gpt2"},   {"model_type", "gpt2"},
-                    {"architectures", {"GPT2LMHeadModel"}},
-                    {"vocab_size", c.vocab_size}, {"n_positions", c.n_positions},
-                    {"n_ctx", c.n_positions},     {"n_embd", c.n_embd},
-                    {"n_head", c.n_head},         {"n_layer", c.n_layer},
-                    {"layer_norm_epsilon", c.layer_norm_epsilon},
-                    {"activation_function", "gelu_new"},
-                    {"resid_pdrop", 0.0},         {"embd_pdrop", 0.0},
-                    {"attn_pdrop", 0.0},          {"tie_word_embeddings", true}};
+    built.identity = {{"model_type", "gpt2"},    {"vocab_size", c.vocab_size}, {"n_positions", c.n_positions},
+                      {"n_embd", c.n_embd},      {"n_head", c.n_head},         {"n_layer", c.n_layer}};
+    built.config = built.identity;
+    built.config.update({{"fsdplab_model", "gpt2"},
+                         {"architectures", {"GPT2LMHeadModel"}},
+                         {"n_ctx", c.n_positions},
+                         {"layer_norm_epsilon", shortest_decimal(c.layer_norm_epsilon)},
+                         {"activation_function", "gelu_new"},
+                         {"resid_pdrop", 0.0},
+                         {"embd_pdrop", 0.0},
+                         {"attn_pdrop", 0.0},
+                         {"tie_word_embeddings", true}});
     built.batch = {BatchShape::Kind::tokens, run.batch, 0, 0, seq, c.vocab_size};
   } else {
     fail("--model '", run.model, "'; expected toy, mlp or gpt2");

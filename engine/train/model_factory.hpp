@@ -13,6 +13,9 @@ namespace fsdplab {
 struct BuiltModel {
   std::unique_ptr<Model> model;  // shapes only: nothing materialised yet
   nlohmann::json config;         // what config.json holds; for gpt2 Hugging Face's GPT2Config keys
+  // The keys of `config` that say which model a folder holds: --load-init checks exactly these, since
+  // a folder saved by Hugging Face omits keys at their default values and may add others.
+  nlohmann::json identity;
   BatchShape batch;
 };
 

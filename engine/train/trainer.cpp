@@ -24,7 +24,7 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   BatchSource data(built.batch, run.seed, run.data_file);
   Model& model = *built.model;
   materialize_full(model, device, run.seed);
-  if (!run.load_init.empty()) load_checkpoint(run.load_init, model, built.config);
+  if (!run.load_init.empty()) load_checkpoint(run.load_init, model, built.identity);
   if (!run.save_init.empty()) save_checkpoint(run.save_init, model, built.config);
 
   std::vector<OptimTarget> targets;

@@ -93,6 +93,29 @@ TEST(Baseline, SavedFolderReadsBackBitExactlyAndResumesTheSameRun) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Baseline, AFolderSavedByHuggingFaceLoadsExactly) {
+  // Written by GPT2LMHeadModel.save_pretrained (tests/reference/make_hf_fixture.py): its config.json
+  // omits keys at their defaults and adds its own, its tied head is not stored.
+  const std::filesystem::path fixture = std::filesystem::path(__FILE__).parent_path() / "../data/hf_gpt2_tiny";
+  const auto dir = std::filesystem::temp_directory_path() / "fsdplab_baseline_hf";
+  std::filesystem::remove_all(dir);
+  RunConfig run;
+  run.model = "gpt2";
+  run.preset = "test-tiny";
+  run.steps = 0;
+  run.load_init = fixture.string();
+  run.save_init = dir.string();  // written after the load: what fsdplab holds
+  losses(run);
+  const SafetensorsFile theirs = SafetensorsFile::read(fixture / "model.safetensors");
+  const SafetensorsFile ours = SafetensorsFile::read(dir / "model.safetensors");
+  EXPECT_EQ(ours.names().size(), theirs.names().size());
+  for (const std::string& name : theirs.names()) {
+    const auto x = theirs.at(name).bytes, y = ours.at(name).bytes;
+    EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << name;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Baseline, AFolderFromAnotherModelIsAClearError) {
   const auto dir = std::filesystem::temp_directory_path() / "fsdplab_baseline_other";
   std::filesystem::remove_all(dir);
