@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
@@ -135,6 +136,29 @@ TEST(Baseline, AFolderFromAnotherModelIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(Baseline, TrainsOnATokenFile) {
+  // A uint16 token file in the nanoGPT / llm.c convention: a repeating sequence gpt2 can learn.
+  const auto path = std::filesystem::temp_directory_path() / "fsdplab_baseline_tokens.bin";
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (int i = 0; i < 4096; ++i) {
+      const std::uint16_t token = static_cast<std::uint16_t>((i * 5) % 61);
+      out.write(reinterpret_cast<const char*>(&token), sizeof token);
+    }
+  }
+  RunConfig run;
+  run.model = "gpt2";
+  run.steps = 40;
+  run.lr = 1e-2;
+  run.data_file = path.string();
+  const std::vector<double> l = losses(run);
+  EXPECT_LT(mean(l, 32, 40), 0.5 * mean(l, 0, 8));
+  run.preset = "test-tiny";
+  run.batch = 1024;  // needs more tokens than the file holds
+  EXPECT_THROW(losses(run), Error);
+  std::filesystem::remove(path);
 }
 
 TEST(Baseline, ImpossibleConfigurationsFailBeforeTraining) {
