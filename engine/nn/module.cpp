@@ -49,8 +49,6 @@ Parameter& Module::parameter(std::string_view dotted_name) {
   fail("the model has no parameter '", dotted_name, "'");
 }
 
-void Module::remove_hooks(ModuleHooks* hooks) { std::erase(hooks_, hooks); }
-
 const Module& Module::root() const { return parent_ ? parent_->root() : *this; }
 Module& Module::root() { return parent_ ? parent_->root() : *this; }
 

@@ -52,8 +52,6 @@ class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<OptimTarget> targets, AdamWOptions options);
   std::string_view name() const override { return "adamw"; }
-  const Tensor& exp_avg(std::size_t target) const { return m_.at(target); }
-  const Tensor& exp_avg_sq(std::size_t target) const { return v_.at(target); }
 
  private:
   void update(Stream stream, std::size_t target, std::int64_t step) override;

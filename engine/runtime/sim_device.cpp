@@ -40,8 +40,6 @@ const SimDevice::StreamState& SimDevice::state(Lane lane) const {
   return const_cast<SimDevice*>(this)->state(lane);
 }
 
-SimTime SimDevice::stream_time(Lane lane) const { return state(lane).ready; }
-
 std::array<VectorClock, kLaneCount> SimDevice::lane_clocks() const {
   std::array<VectorClock, kLaneCount> clocks{};
   for (std::size_t i = 0; i < kStreamCount; ++i) clocks[i] = streams_[i].clock;

@@ -44,8 +44,6 @@ class SimDevice final : public Device {
 
   Allocation allocate(std::int64_t bytes, MemTag tag) override;
 
-  // When the stream's last op ends.
-  SimTime stream_time(Lane lane) const;
   const RaceDetector& race_detector() const { return races_; }
 
  private:

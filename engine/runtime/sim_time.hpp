@@ -12,7 +12,6 @@ namespace fsdplab {
 using SimTime = std::int64_t;  // nanoseconds
 
 constexpr SimTime kNsPerUs = 1'000;
-constexpr SimTime kNsPerMs = 1'000'000;
 
 // Rounds a duration in seconds up to whole nanoseconds; anything that takes time takes at least 1 ns,
 // so an op always has a visible extent and ordering ties cannot hide a dependency.
