@@ -1,0 +1,48 @@
+// communicator.hpp — the collectives FSDP calls, whatever carries them (LocalComm between threads
+// of one process; NcclComm between GPUs, later).
+//
+// The surface is nccl-tests' small set. Every collective is an op launched on the stream it is given:
+// SYNC mode passes the compute stream, ASYNC the all_gather / reduce_scatter stream, and the op is
+// stamped with its OpCategory (all_gather, reduce_scatter, all_reduce, broadcast) either way.
+//
+// Shapes, as torch's all_gather_into_tensor / reduce_scatter_tensor: full.numel() == world() *
+// shard.numel(), and rank r's shard is chunk r of full (elements [r * n, (r + 1) * n)). A shard may
+// be that very chunk of the same buffer (in place); collectives move data as if every rank read all
+// inputs before any rank wrote an output.
+// Dtypes: f32 and bf16 (i32 too for all_gather and broadcast, which only move bytes). Reductions
+// accumulate in f32, in group-rank order, and round to the tensor's dtype once at the end, so every
+// rank gets bit-identical results and bf16 loses no more than one rounding.
+#pragma once
+#include <memory>
+
+#include "engine/runtime/device.hpp"
+#include "engine/tensor/tensor.hpp"
+
+namespace fsdplab {
+
+enum class ReduceOp { sum, avg };  // avg: the sum divided by the group size, in f32
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  // This rank's index in the group, 0 .. world() - 1, and the group's size.
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+
+  virtual void all_gather(Stream stream, const Tensor& shard, const Tensor& full) = 0;
+  virtual void reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) = 0;
+  virtual void all_reduce(Stream stream, const Tensor& t, ReduceOp op) = 0;
+  // Every rank's `t` receives group rank `root`'s.
+  virtual void broadcast(Stream stream, const Tensor& t, int root) = 0;
+  // The hosts wait for each other. Launches no op and moves no clock: it orders host code (one rank
+  // writes a file, the others read it), not device work.
+  virtual void barrier() = 0;
+
+  // Collective over this group, as MPI_Comm_split: ranks passing the same `color` (>= 0) form a new
+  // group, ordered by their rank here. HYBRID_SHARD splits the world twice: shard groups
+  // (color = rank / shard_size) and replica groups (color = rank % shard_size).
+  virtual std::unique_ptr<Communicator> split(int color) = 0;
+};
+
+}  // namespace fsdplab

@@ -1,0 +1,386 @@
+#include "engine/comm/local_comm.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <functional>
+#include <iomanip>
+#include <sstream>
+
+#include "engine/runtime/error.hpp"
+#include "engine/tensor/bf16.hpp"
+
+namespace fsdplab {
+
+// A collective meets three times, so that one rank's data can be read by its peers in place:
+//   0 arrived        fingerprints compared, start time agreed (before the op is launched);
+//   1 launched       inside the op's body: every rank passed its launch checks, so none will unwind
+//                    and free the buffers its peers are about to read;
+//   2 read           every rank has read what it needs from its peers into scratch of its own, so a
+//                    rank may now write its output even where it is a peer's input (in-place
+//                    collectives, all_reduce) without a peer reading half-written data.
+// On a dry run the body never runs, so only the first meeting happens (dry_run is in the
+// fingerprint, so every rank of the group agrees on that).
+constexpr int kPhases = 3;
+constexpr std::array<const char*, kPhases> kNeverDid = {"arrived", "launched its op", "finished reading its peers' data"};
+
+struct LocalWorld::Call {
+  enum class Kind { all_gather, reduce_scatter, all_reduce, broadcast, barrier, split };
+  // The fingerprint: every rank of the group must call with the same one.
+  Kind kind = Kind::barrier;
+  ReduceOp op = ReduceOp::sum;
+  DType dtype = DType::f32;
+  std::int64_t count = 0;  // elements of the full buffer
+  int root = -1;           // group rank, broadcast only
+  bool dry = false;
+  // What the rank brings.
+  SimTime earliest = 0;             // when its stream could start the op
+  SimTime duration = 0;             // the op's time by its device's cost model
+  const std::byte* input = nullptr; // what its peers read (null on a dry run)
+  int color = 0;                    // split only
+
+  bool same_call(const Call& o) const {
+    return kind == o.kind && op == o.op && dtype == o.dtype && count == o.count && root == o.root && dry == o.dry;
+  }
+};
+
+struct LocalWorld::Round {
+  explicit Round(std::size_t n) : calls(n) { reached.fill(std::vector<bool>(n, false)); }
+  std::vector<Call> calls;  // by group rank
+  std::array<std::vector<bool>, kPhases> reached;
+  std::array<std::size_t, kPhases> count{};
+  std::string mismatch;           // set when the calls disagree
+  std::vector<int> split_groups;  // split: each member's new group
+};
+
+namespace {
+
+using Kind = LocalWorld::Call::Kind;
+
+std::string group_str(const std::vector<int>& members) {
+  std::ostringstream s;
+  s << "[";
+  for (std::size_t i = 0; i < members.size(); ++i) s << (i ? ", " : "") << members[i];
+  s << "]";
+  return s.str();
+}
+
+// "all_gather #3 of 4096 bf16 elements", "reduce_scatter(avg) #2 of 64 f32 elements", "barrier #5".
+std::string describe(const LocalWorld::Call& c, std::uint64_t seq, const std::vector<int>& members) {
+  constexpr std::array<const char*, 6> names = {"all_gather", "reduce_scatter", "all_reduce",
+                                                "broadcast",  "barrier",        "split"};
+  std::ostringstream s;
+  s << names[static_cast<std::size_t>(c.kind)];
+  if (c.kind == Kind::reduce_scatter || c.kind == Kind::all_reduce) s << (c.op == ReduceOp::sum ? "(sum)" : "(avg)");
+  s << " #" << seq;
+  if (c.kind != Kind::barrier && c.kind != Kind::split) s << " of " << c.count << " " << dtype_name(c.dtype) << " elements";
+  if (c.kind == Kind::broadcast) s << " from rank " << members[static_cast<std::size_t>(c.root)];
+  if (c.dry) s << " (dry run)";
+  return s.str();
+}
+
+// Reductions accumulate in f32 whatever the dtype, in group-rank order: bit-identical on every rank.
+void accumulate(std::vector<float>& acc, const std::byte* src, DType dtype) {
+  for (std::size_t k = 0; k < acc.size(); ++k) {
+    if (dtype == DType::f32) {
+      float v;
+      std::memcpy(&v, src + k * sizeof v, sizeof v);
+      acc[k] += v;
+    } else {
+      std::uint16_t v;
+      std::memcpy(&v, src + k * sizeof v, sizeof v);
+      acc[k] += bf16_to_float(v);
+    }
+  }
+}
+
+void store(std::byte* dst, const std::vector<float>& values, DType dtype) {
+  if (dtype == DType::f32) {
+    std::memcpy(dst, values.data(), values.size() * sizeof(float));
+    return;
+  }
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    const std::uint16_t v = float_to_bf16(values[k]);  // the one rounding
+    std::memcpy(dst + k * sizeof v, &v, sizeof v);
+  }
+}
+
+void check_operand(const Tensor& t, const char* role, const Device& device, const char* op) {
+  check(t.defined(), op, ": ", role, " is an undefined tensor");
+  check(!t.is_meta(), op, ": ", role, " ", t.describe(),
+        " is a meta tensor (shape only); materialise it on a device first");
+  check(&t.device() == &device, op, ": ", role, " ", t.describe(), " lives on rank ", t.device().rank(),
+        " but this communicator belongs to rank ", device.rank());
+  check(t.numel() > 0, op, ": ", role, " ", t.describe(), " is empty");
+}
+
+void check_reducible(const Tensor& t, const char* op) {
+  check(t.dtype() == DType::f32 || t.dtype() == DType::bf16, op, ": ", t.describe(),
+        " cannot be reduced; expected f32 or bf16");
+}
+
+}  // namespace
+
+// ---- LocalWorld -------------------------------------------------------------------------------
+
+LocalWorld::LocalWorld(int size, LocalWorldOptions options) : size_(size), options_(options) {
+  check(size >= 1 && size <= kMaxLocalRanks, "local world of ", size, " ranks; expected 1 to ", kMaxLocalRanks,
+        " (each rank is a thread with its own device)");
+  check(options.timeout.count() > 0, "local world: timeout of ", options.timeout.count(), " ms; expected > 0");
+}
+
+LocalWorld::~LocalWorld() = default;
+
+void LocalWorld::abort(int rank, const std::string& reason) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!failure_) failure_ = RankFailure{rank, reason};
+  }
+  changed_.notify_all();
+}
+
+std::optional<RankFailure> LocalWorld::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+std::shared_ptr<LocalWorld::Round> LocalWorld::arrive(const Seat& seat, const Call& call) {
+  const std::vector<int>& members = *seat.members;
+  std::unique_lock lock(mutex_);
+  auto key = std::make_pair(seat.group, seat.seq);
+  std::shared_ptr<Round>& slot = rounds_[key];
+  if (!slot) slot = std::make_shared<Round>(members.size());
+  const std::shared_ptr<Round> round = slot;
+  round->calls[static_cast<std::size_t>(seat.index)] = call;
+  round->reached[0][static_cast<std::size_t>(seat.index)] = true;
+  if (++round->count[0] == members.size()) {
+    // The last to arrive settles the round for everyone, under the lock; nobody looks it up again.
+    rounds_.erase(key);
+    const std::vector<Call>& calls = round->calls;
+    for (std::size_t i = 1; i < calls.size() && round->mismatch.empty(); ++i) {
+      if (!calls[i].same_call(calls[0]))
+        round->mismatch = "collective mismatch in group " + group_str(members) + ": rank " +
+                          std::to_string(members[i]) + " called " + describe(calls[i], seat.seq, members) + ", rank " +
+                          std::to_string(members[0]) + " called " + describe(calls[0], seat.seq, members);
+    }
+    if (round->mismatch.empty() && calls[0].kind == Kind::split) {
+      std::map<int, int> group_of_color;
+      for (const Call& c : calls) {
+        auto [it, added] = group_of_color.try_emplace(c.color, next_group_);
+        if (added) ++next_group_;
+        round->split_groups.push_back(it->second);
+      }
+    }
+  }
+  changed_.notify_all();
+  wait_locked(lock, *round, seat, 0);
+  if (!round->mismatch.empty()) fail(round->mismatch);
+  return round;
+}
+
+void LocalWorld::wait_phase(Round& round, const Seat& seat, int phase) {
+  std::unique_lock lock(mutex_);
+  const auto p = static_cast<std::size_t>(phase);
+  round.reached[p][static_cast<std::size_t>(seat.index)] = true;
+  ++round.count[p];
+  changed_.notify_all();
+  wait_locked(lock, round, seat, phase);
+}
+
+void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, const Seat& seat, int phase) {
+  const auto p = static_cast<std::size_t>(phase);
+  const std::vector<int>& members = *seat.members;
+  changed_.wait_for(lock, options_.timeout, [&] { return round.count[p] == members.size() || failure_; });
+  // A round everyone reached completes even if a failure came meanwhile: the next call reports it.
+  if (round.count[p] == members.size()) return;
+
+  const int me = members[static_cast<std::size_t>(seat.index)];
+  const std::string where = describe(round.calls[static_cast<std::size_t>(seat.index)], seat.seq, members) +
+                            " of group " + group_str(members);
+  if (failure_) fail("rank ", me, " stopped waiting in ", where, ": rank ", failure_->rank, " failed: ", failure_->reason);
+  std::vector<int> missing;
+  for (std::size_t i = 0; i < members.size(); ++i)
+    if (!round.reached[p][i]) missing.push_back(members[i]);
+  std::ostringstream who;
+  who << (missing.size() == 1 ? "rank " : "ranks ");
+  for (std::size_t i = 0; i < missing.size(); ++i) who << (i ? ", " : "") << missing[i];
+  std::ostringstream waited;
+  waited << std::fixed << std::setprecision(1) << static_cast<double>(options_.timeout.count()) / 1000.0;
+  fail("rank ", me, " waited ", waited.str(), " s in ", where, "; ", who.str(), " never ", kNeverDid[p]);
+}
+
+// ---- LocalComm --------------------------------------------------------------------------------
+
+// What a collective does with the data: read the peers' inputs (by group rank) into the rank's own
+// scratch, then write the rank's output from it.
+struct LocalComm::Exchange {
+  OpCategory category;
+  std::int64_t full_bytes;
+  std::vector<Access> reads;   // declared to the device, for the race detector
+  std::vector<Access> writes;
+  std::function<void(const std::vector<const std::byte*>& inputs)> read;
+  std::function<void()> write;
+};
+
+LocalComm::LocalComm(LocalWorld& world, int rank, Device& device)
+    : LocalComm(world, device, 0, {}, rank) {
+  check(rank >= 0 && rank < world.size(), "LocalComm: rank ", rank, " of a world of ", world.size());
+  check(device.rank() == rank, "LocalComm: rank ", rank, " bound to rank ", device.rank(), "'s device");
+  for (int r = 0; r < world.size(); ++r) members_.push_back(r);
+}
+
+LocalComm::LocalComm(LocalWorld& world, Device& device, int group, std::vector<int> members, int index)
+    : world_(world), device_(device), group_(group), members_(std::move(members)), index_(index) {}
+
+LocalWorld::Seat LocalComm::next_seat() { return LocalWorld::Seat{group_, &members_, index_, ++seq_}; }
+
+void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& input, const Tensor& output,
+                           const Exchange& exchange) {
+  check(stream.device == &device_, "collective on rank ", stream.device ? stream.device->rank() : -1,
+        "'s stream through rank ", device_.rank(), "'s communicator");
+  const LocalWorld::Seat seat = next_seat();
+  call.dry = device_.dry_run();
+  call.earliest = device_.earliest_start(stream.lane);
+  call.duration = device_.cost_model().collective(exchange.category, exchange.full_bytes, world());
+  call.input = call.dry ? nullptr : input.raw();
+  const std::shared_ptr<LocalWorld::Round> round = world_.arrive(seat, call);
+
+  // Settled: every rank computes the same start and duration from the same calls. Duration is the
+  // slowest rank's, should presets differ.
+  OpSpec spec;
+  std::vector<const std::byte*> inputs;
+  for (const LocalWorld::Call& c : round->calls) {
+    spec.not_before = std::max(spec.not_before, c.earliest);
+    spec.duration = std::max(spec.duration, c.duration);
+    inputs.push_back(c.input);
+  }
+  const std::string_view op = category_name(exchange.category);
+  spec.name = output.name().empty() ? std::string(op) : std::string(op) + " " + output.name();
+  spec.category = exchange.category;
+  spec.bytes_moved = exchange.full_bytes;
+  spec.reads = exchange.reads;
+  spec.writes = exchange.writes;
+  device_.launch(stream.lane, std::move(spec), [&] {
+    world_.wait_phase(*round, seat, 1);
+    exchange.read(inputs);
+    world_.wait_phase(*round, seat, 2);
+    exchange.write();
+  });
+}
+
+void LocalComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {
+  check_operand(shard, "shard", device_, "all_gather");
+  check_operand(full, "full", device_, "all_gather");
+  check(shard.dtype() == full.dtype(), "all_gather: shard ", shard.describe(), " and full ", full.describe(),
+        " differ in dtype");
+  check(full.numel() == shard.numel() * world(), "all_gather: full ", full.describe(), " must hold ", world(),
+        " shards of ", shard.describe());
+  LocalWorld::Call call;
+  call.kind = Kind::all_gather;
+  call.dtype = full.dtype();
+  call.count = full.numel();
+  std::vector<std::byte> gathered;
+  const auto chunk = static_cast<std::size_t>(shard.nbytes());
+  const Exchange exchange{OpCategory::all_gather, full.nbytes(), {shard.access()}, {full.access()},
+                          [&](const std::vector<const std::byte*>& inputs) {
+                            gathered.resize(chunk * inputs.size());
+                            for (std::size_t i = 0; i < inputs.size(); ++i)
+                              std::memcpy(gathered.data() + i * chunk, inputs[i], chunk);
+                          },
+                          [&] { std::memcpy(full.raw(), gathered.data(), gathered.size()); }};
+  collective(stream, call, shard, full, exchange);
+}
+
+void LocalComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) {
+  check_operand(full, "full", device_, "reduce_scatter");
+  check_operand(shard, "shard", device_, "reduce_scatter");
+  check(shard.dtype() == full.dtype(), "reduce_scatter: full ", full.describe(), " and shard ", shard.describe(),
+        " differ in dtype");
+  check_reducible(full, "reduce_scatter");
+  check(full.numel() == shard.numel() * world(), "reduce_scatter: full ", full.describe(), " must hold ", world(),
+        " shards of ", shard.describe());
+  LocalWorld::Call call;
+  call.kind = Kind::reduce_scatter;
+  call.op = op;
+  call.dtype = full.dtype();
+  call.count = full.numel();
+  std::vector<float> sum(static_cast<std::size_t>(shard.numel()), 0.f);
+  const auto my_chunk = static_cast<std::size_t>(shard.nbytes()) * static_cast<std::size_t>(index_);
+  const Exchange exchange{OpCategory::reduce_scatter, full.nbytes(), {full.access()}, {shard.access()},
+                          [&](const std::vector<const std::byte*>& inputs) {
+                            for (const std::byte* in : inputs) accumulate(sum, in + my_chunk, full.dtype());
+                            if (op == ReduceOp::avg)
+                              for (float& v : sum) v /= static_cast<float>(inputs.size());
+                          },
+                          [&] { store(shard.raw(), sum, shard.dtype()); }};
+  collective(stream, call, full, shard, exchange);
+}
+
+void LocalComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
+  check_operand(t, "tensor", device_, "all_reduce");
+  check_reducible(t, "all_reduce");
+  LocalWorld::Call call;
+  call.kind = Kind::all_reduce;
+  call.op = op;
+  call.dtype = t.dtype();
+  call.count = t.numel();
+  std::vector<float> sum(static_cast<std::size_t>(t.numel()), 0.f);
+  const Exchange exchange{OpCategory::all_reduce, t.nbytes(), {t.access()}, {t.access()},
+                          [&](const std::vector<const std::byte*>& inputs) {
+                            for (const std::byte* in : inputs) accumulate(sum, in, t.dtype());
+                            if (op == ReduceOp::avg)
+                              for (float& v : sum) v /= static_cast<float>(inputs.size());
+                          },
+                          [&] { store(t.raw(), sum, t.dtype()); }};
+  collective(stream, call, t, t, exchange);
+}
+
+void LocalComm::broadcast(Stream stream, const Tensor& t, int root) {
+  check_operand(t, "tensor", device_, "broadcast");
+  check(root >= 0 && root < world(), "broadcast: root ", root, " in a group of ", world(), " ranks");
+  LocalWorld::Call call;
+  call.kind = Kind::broadcast;
+  call.dtype = t.dtype();
+  call.count = t.numel();
+  call.root = root;
+  std::vector<std::byte> received;
+  const bool receives = root != index_;
+  // The root only reads its buffer; everyone else's is only written.
+  std::vector<Access> reads, writes;
+  (receives ? writes : reads).push_back(t.access());
+  const Exchange exchange{OpCategory::broadcast, t.nbytes(), reads, writes,
+                          [&](const std::vector<const std::byte*>& inputs) {
+                            if (!receives) return;
+                            const std::byte* from = inputs[static_cast<std::size_t>(root)];
+                            received.assign(from, from + t.nbytes());
+                          },
+                          [&] {
+                            if (receives) std::memcpy(t.raw(), received.data(), received.size());
+                          }};
+  collective(stream, call, t, t, exchange);
+}
+
+void LocalComm::barrier() {
+  LocalWorld::Call call;
+  call.kind = Kind::barrier;
+  world_.arrive(next_seat(), call);
+}
+
+std::unique_ptr<Communicator> LocalComm::split(int color) {
+  check(color >= 0, "split: color ", color, "; expected >= 0");
+  LocalWorld::Call call;
+  call.kind = Kind::split;
+  call.color = color;
+  const std::shared_ptr<LocalWorld::Round> round = world_.arrive(next_seat(), call);
+  std::vector<int> members;
+  int index = 0;
+  for (std::size_t i = 0; i < round->calls.size(); ++i) {
+    if (round->calls[i].color != color) continue;
+    if (static_cast<int>(i) == index_) index = static_cast<int>(members.size());
+    members.push_back(members_[i]);
+  }
+  return std::unique_ptr<Communicator>(
+      new LocalComm(world_, device_, round->split_groups[static_cast<std::size_t>(index_)], std::move(members), index));
+}
+
+}  // namespace fsdplab

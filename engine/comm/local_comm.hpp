@@ -1,0 +1,119 @@
+// local_comm.hpp — collectives between ranks that are threads of one process.
+//
+// LocalWorld is the shared meeting point of W ranks; LocalComm is one rank's handle, bound to that
+// rank's Device. A collective is a rendezvous keyed by (group, sequence number): every rank states
+// what it is calling (a fingerprint: op, dtype, element count, root) and when its stream could start
+// it. When the whole group is there the fingerprints must agree, or every rank throws an Error naming
+// both differing calls; the op starts at the latest of the ranks' earliest starts and lasts the cost
+// model's time, so its begin and end are identical on every rank. The data moves inside the op's
+// body, on the sim device's host memory, while the ranks are still meeting (see local_comm.cpp).
+//
+// Nothing hangs: a rank that fails (abort) or stalls makes the others throw within the timeout,
+// each saying what it was waiting for.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/comm/communicator.hpp"
+
+namespace fsdplab {
+
+// Each rank is a thread with its own device (streams, allocator, tensors): 1024 covers the design's
+// 128-rank dry runs with room, and beyond it one process is the wrong tool.
+constexpr int kMaxLocalRanks = 1024;
+
+struct LocalWorldOptions {
+  // How long a rank waits for its peers at any point of a collective before it gives up.
+  std::chrono::milliseconds timeout{5000};
+};
+
+struct RankFailure {
+  int rank = -1;
+  std::string reason;
+};
+
+class LocalWorld {
+ public:
+  explicit LocalWorld(int size, LocalWorldOptions options = {});
+  ~LocalWorld();
+  LocalWorld(const LocalWorld&) = delete;
+  LocalWorld& operator=(const LocalWorld&) = delete;
+
+  int size() const { return size_; }
+  const LocalWorldOptions& options() const { return options_; }
+
+  // Rank `rank` has failed: every rank waiting in (or later entering) a collective throws, naming it.
+  // The first failure is kept; the errors it causes in the peers do not replace it.
+  void abort(int rank, const std::string& reason);
+  std::optional<RankFailure> failure() const;
+
+  // The rendezvous' own types, complete only in local_comm.cpp.
+  struct Call;   // what one rank brings to a collective
+  struct Round;  // one collective's meeting: who has come, and what they brought
+
+ private:
+  friend class LocalComm;
+  struct Seat {  // where one rank sits in a group
+    int group = 0;
+    const std::vector<int>* members = nullptr;  // world ranks, in group-rank order
+    int index = 0;                               // this rank's group rank
+    std::uint64_t seq = 0;                       // this collective's number in the group, from 1
+  };
+
+  // Joins the round and waits until the whole group has come; returns the round (every call it
+  // holds agrees) or throws on a mismatch, an abort or a timeout.
+  std::shared_ptr<Round> arrive(const Seat& seat, const Call& call);
+  // A later step of the same collective: waits until the whole group has reached step `phase`.
+  void wait_phase(Round& round, const Seat& seat, int phase);
+  void wait_locked(std::unique_lock<std::mutex>& lock, Round& round, const Seat& seat, int phase);
+
+  const int size_;
+  const LocalWorldOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::pair<int, std::uint64_t>, std::shared_ptr<Round>> rounds_;  // by (group, seq)
+  std::optional<RankFailure> failure_;
+  int next_group_ = 1;  // group 0 is the whole world
+};
+
+class LocalComm final : public Communicator {
+ public:
+  // Rank `rank`'s handle on the group of all ranks; `device` must be that rank's.
+  LocalComm(LocalWorld& world, int rank, Device& device);
+
+  int rank() const override { return index_; }
+  int world() const override { return static_cast<int>(members_.size()); }
+  // The group's members as world ranks, in group-rank order.
+  const std::vector<int>& members() const { return members_; }
+
+  void all_gather(Stream stream, const Tensor& shard, const Tensor& full) override;
+  void reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) override;
+  void all_reduce(Stream stream, const Tensor& t, ReduceOp op) override;
+  void broadcast(Stream stream, const Tensor& t, int root) override;
+  void barrier() override;
+  std::unique_ptr<Communicator> split(int color) override;
+
+ private:
+  struct Exchange;
+  LocalComm(LocalWorld& world, Device& device, int group, std::vector<int> members, int index);
+  LocalWorld::Seat next_seat();
+  void collective(Stream stream, LocalWorld::Call call, const Tensor& input, const Tensor& output,
+                  const Exchange& exchange);
+
+  LocalWorld& world_;
+  Device& device_;
+  int group_;
+  std::vector<int> members_;
+  int index_;
+  std::uint64_t seq_ = 0;
+};
+
+}  // namespace fsdplab

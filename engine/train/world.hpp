@@ -1,0 +1,16 @@
+// world.hpp — runs W ranks as threads of this process, one body per rank, as mpirun runs processes.
+#pragma once
+#include <functional>
+
+#include "engine/comm/local_comm.hpp"
+
+namespace fsdplab {
+
+// Spawns one thread per rank running body(rank, world) and joins them all. A rank that throws aborts
+// the world, so peers waiting for it in a collective fail within the timeout instead of hanging;
+// then the first failure (the root cause, not the peers' "rank X failed" that follow from it) is
+// rethrown as an Error naming its rank. W is checked (1 .. kMaxLocalRanks) before any thread starts.
+void run_world(int world, const std::function<void(int rank, LocalWorld& world)>& body,
+               LocalWorldOptions options = {});
+
+}  // namespace fsdplab
