@@ -1,0 +1,173 @@
+// What happens when ranks disagree, fail or stall: every rank gets a clear Error, nobody hangs, and
+// run_world reports the root cause.
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/comm/local_comm.hpp"
+#include "engine/train/world.hpp"
+#include "test_support.hpp"
+
+namespace fsdplab {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::contains;
+using testing::error_of;
+using testing::make_sim_device;
+
+// Short enough to keep the suite fast, long enough for a loaded TSan run never to trip it by accident.
+constexpr LocalWorldOptions kShort{std::chrono::milliseconds(300)};
+
+TEST(LocalCommFailures, MismatchThrowsOnEveryRankNamingBothCalls) {
+  std::vector<std::string> errors(2);
+  run_world(2, [&](int rank, LocalWorld& world) {
+    auto device = make_sim_device(rank);
+    LocalComm comm(world, rank, *device);
+    const Stream stream = device->stream(Lane::compute);
+    const Tensor a = Tensor::empty(*device, {8}, DType::f32, MemTag::workspace);
+    comm.all_reduce(stream, a, ReduceOp::sum);  // #1 agrees
+    const DType dtype = rank == 0 ? DType::f32 : DType::bf16;
+    const Tensor full = Tensor::empty(*device, {4096}, dtype, MemTag::param_full);
+    const Tensor shard = Tensor::empty(*device, {2048}, dtype, MemTag::param_shard);
+    errors[static_cast<std::size_t>(rank)] = error_of([&] {
+      if (rank == 0) comm.all_gather(stream, shard, full);
+      else comm.reduce_scatter(stream, full, shard, ReduceOp::sum);
+    });
+  });
+  for (const std::string& e : errors)
+    EXPECT_EQ(e, "collective mismatch in group [0, 1]: rank 1 called reduce_scatter(sum) #2 of 4096 bf16 elements, "
+                 "rank 0 called all_gather #2 of 4096 f32 elements");
+}
+
+TEST(LocalCommFailures, SizeMismatchIsAnErrorToo) {
+  std::vector<std::string> errors(3);
+  run_world(3, [&](int rank, LocalWorld& world) {
+    auto device = make_sim_device(rank);
+    LocalComm comm(world, rank, *device);
+    const Tensor t = Tensor::empty(*device, {rank == 2 ? 5 : 4}, DType::f32, MemTag::workspace);
+    errors[static_cast<std::size_t>(rank)] = error_of([&] { comm.broadcast(device->stream(Lane::compute), t, 0); });
+  });
+  for (const std::string& e : errors)
+    EXPECT_TRUE(contains(e, "rank 2 called broadcast #1 of 5 f32 elements from rank 0, rank 0 called broadcast #1 of "
+                            "4 f32 elements from rank 0")) << e;
+}
+
+// The peers learn of the failure at once, not at the timeout, and run_world reports the thrower.
+TEST(LocalCommFailures, ARankThatThrowsFailsItsPeersNamingIt) {
+  std::vector<std::string> errors(3);
+  const auto began = std::chrono::steady_clock::now();
+  const std::string root = error_of([&] {
+    run_world(
+        3,
+        [&](int rank, LocalWorld& world) {
+          auto device = make_sim_device(rank);
+          LocalComm comm(world, rank, *device);
+          if (rank == 2) throw std::runtime_error("out of memory loading shard");
+          const Tensor shard = Tensor::empty(*device, {2}, DType::f32, MemTag::param_shard);
+          const Tensor full = Tensor::empty(*device, {6}, DType::f32, MemTag::param_full);
+          errors[static_cast<std::size_t>(rank)] =
+              error_of([&] { comm.all_gather(device->stream(Lane::all_gather), shard, full); });
+          throw Error(errors[static_cast<std::size_t>(rank)]);  // the consequence, rethrown
+        },
+        LocalWorldOptions{std::chrono::milliseconds(5000)});
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 2s);
+  EXPECT_EQ(root, "rank 2 failed: out of memory loading shard");
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(errors[static_cast<std::size_t>(r)],
+              "rank " + std::to_string(r) +
+                  " stopped waiting in all_gather #1 of 6 f32 elements of group [0, 1, 2]: rank 2 failed: out of "
+                  "memory loading shard");
+}
+
+TEST(LocalCommFailures, ARankThatNeverArrivesTimesOutNamingTheCollectiveAndTheRank) {
+  std::vector<std::string> errors(3);
+  const std::string root = error_of([&] {
+    run_world(
+        3,
+        [&](int rank, LocalWorld& world) {
+          auto device = make_sim_device(rank);
+          LocalComm comm(world, rank, *device);
+          if (rank == 2) return;  // forgets the collective
+          const Tensor t = Tensor::empty(*device, {4}, DType::bf16, MemTag::grad_full);
+          errors[static_cast<std::size_t>(rank)] =
+              error_of([&] { comm.all_reduce(device->stream(Lane::compute), t, ReduceOp::avg); });
+          throw Error(errors[static_cast<std::size_t>(rank)]);
+        },
+        kShort);
+  });
+  // Ranks 0 and 1 time out together; whichever is first aborts the world, and the other may see that
+  // abort before its own timeout. Either way both name the collective and the missing rank.
+  int timed_out = 0;
+  for (int r = 0; r < 2; ++r) {
+    const std::string& e = errors[static_cast<std::size_t>(r)];
+    timed_out += e == "rank " + std::to_string(r) +
+                          " waited 0.3 s in all_reduce(avg) #1 of 4 bf16 elements of group [0, 1, 2]; rank 2 never arrived";
+    EXPECT_TRUE(contains(e, "all_reduce(avg) #1 of 4 bf16 elements of group [0, 1, 2]") &&
+                contains(e, "rank 2 never arrived")) << e;
+  }
+  EXPECT_GE(timed_out, 1);
+  EXPECT_TRUE(contains(root, "failed: rank ") && contains(root, "rank 2 never arrived")) << root;
+}
+
+TEST(LocalCommFailures, ATimeoutInASubGroupNamesItsMembers) {
+  std::string error;
+  run_world(
+      4,
+      [&](int rank, LocalWorld& world) {
+        auto device = make_sim_device(rank);
+        LocalComm comm(world, rank, *device);
+        const auto pair = comm.split(rank / 2);
+        if (rank == 2) error = error_of([&] { pair->barrier(); });  // rank 3 never comes
+      },
+      kShort);
+  EXPECT_EQ(error, "rank 2 waited 0.3 s in barrier #1 of group [2, 3]; rank 3 never arrived");
+}
+
+TEST(LocalCommFailures, AStreamOfAnotherRankIsAnError) {
+  LocalWorld world(1);
+  auto mine = make_sim_device(0);
+  auto other = make_sim_device(0);
+  LocalComm comm(world, 0, *mine);
+  const Tensor t = Tensor::empty(*mine, {4}, DType::f32, MemTag::workspace);
+  EXPECT_TRUE(contains(error_of([&] { comm.all_reduce(other->stream(Lane::compute), t, ReduceOp::sum); }),
+                       "rank 0's communicator"));
+}
+
+TEST(World, RunsEveryRankOnItsOwnThread) {
+  std::vector<int> ran(8, 0);
+  run_world(8, [&](int rank, LocalWorld& world) {
+    EXPECT_EQ(world.size(), 8);
+    ran[static_cast<std::size_t>(rank)] += 1;
+  });
+  EXPECT_EQ(ran, std::vector<int>(8, 1));
+}
+
+TEST(World, RethrowsTheRootCauseNotItsConsequences) {
+  const std::string e = error_of([] {
+    run_world(
+        4,
+        [](int rank, LocalWorld& world) {
+          auto device = make_sim_device(rank);
+          LocalComm comm(world, rank, *device);
+          if (rank == 1) throw std::runtime_error("disk full");
+          comm.barrier();  // throws "rank 1 failed: disk full" on the others
+        },
+        kShort);
+  });
+  EXPECT_EQ(e, "rank 1 failed: disk full");
+}
+
+TEST(World, RejectsSizesOutsideItsRangeBeforeStartingAnyThread) {
+  bool ran = false;
+  const auto body = [&](int, LocalWorld&) { ran = true; };
+  EXPECT_EQ(error_of([&] { run_world(0, body); }),
+            "run_world: 0 ranks; expected 1 to 1024 (each rank is a thread with its own device)");
+  EXPECT_TRUE(contains(error_of([&] { run_world(kMaxLocalRanks + 1, body); }), "1025 ranks; expected 1 to 1024"));
+  EXPECT_FALSE(ran);
+}
+
+}  // namespace
+}  // namespace fsdplab
