@@ -88,6 +88,9 @@ class LocalComm final : public Communicator {
  public:
   // Rank `rank`'s handle on the group of all ranks; `device` must be that rank's.
   LocalComm(LocalWorld& world, int rank, Device& device);
+  // A copy would share the group but count its collectives separately, out of step with its peers.
+  LocalComm(const LocalComm&) = delete;
+  LocalComm& operator=(const LocalComm&) = delete;
 
   int rank() const override { return index_; }
   int world() const override { return static_cast<int>(members_.size()); }

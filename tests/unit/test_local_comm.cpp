@@ -1,5 +1,6 @@
 // LocalComm's collectives: exact values for every world size and dtype, sub-groups, in-place
 // buffers, and one virtual begin and end on every rank.
+#include <algorithm>
 #include <functional>
 #include <vector>
 
