@@ -145,6 +145,36 @@ void expect_backward(std::string_view op, const Tensor& x, const Tensor& dout, c
   expect_in_place_or_disjoint(op, "dx", dx, "dout", dout);
 }
 
+// out = f(x) element by element, `flops` per element: the front-end every activation shares.
+// `kernel(out, x, n)` is called with the storage type of x's dtype.
+template <class Kernel>
+void launch_activation(Stream s, std::string_view op, const Tensor& x, const Tensor& out, double flops, Kernel kernel) {
+  expect_unary(op, x, out);
+  const double n = static_cast<double>(x.numel());
+  const OpCost cost{.flops = flops * n, .bytes = 2 * n * elem_size(x), .dtype = x.dtype()};
+  launch_op(s, std::string(op), cost, {{&x}, {&out}}, [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      kernel(out.data<F>(), x.data<F>(), x.numel());
+    });
+  });
+}
+
+// dx += f'(x) * dout: the backward of an activation. `kernel(dx, x, dout, n)`.
+template <class Kernel>
+void launch_activation_backward(Stream s, std::string_view op, const Tensor& x, const Tensor& dout, const Tensor& dx,
+                                double flops, Kernel kernel) {
+  expect_backward(op, x, dout, dx);
+  const double n = static_cast<double>(x.numel());
+  const OpCost cost{.flops = flops * n, .bytes = 4 * n * elem_size(x), .dtype = x.dtype()};
+  launch_op(s, std::string(op), cost, {{&x, &dout, &dx}, {&dx}}, [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      kernel(dx.data<F>(), x.data<F>(), dout.data<F>(), x.numel());
+    });
+  });
+}
+
 }  // namespace
 
 void bias_add(Stream s, const Tensor& x, const Tensor& bias, const Tensor& out) {
@@ -182,54 +212,22 @@ void bias_backward(Stream s, const Tensor& dout, const Tensor& dbias) {
 }
 
 void gelu(Stream s, const Tensor& x, const Tensor& out) {
-  constexpr std::string_view op = "gelu";
-  expect_unary(op, x, out);
-  const double n = static_cast<double>(x.numel());
-  const OpCost cost{.flops = 8 * n, .bytes = 2 * n * elem_size(x), .dtype = x.dtype()};
-  launch_op(s, std::string(op), cost, {{&x}, {&out}}, [&] {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using F = decltype(zero);
-      cpu::gelu(out.data<F>(), x.data<F>(), x.numel());
-    });
-  });
+  launch_activation(s, "gelu", x, out, 8, [](auto* o, const auto* i, std::int64_t n) { cpu::gelu(o, i, n); });
 }
 
 void gelu_backward(Stream s, const Tensor& x, const Tensor& dout, const Tensor& dx) {
-  constexpr std::string_view op = "gelu_backward";
-  expect_backward(op, x, dout, dx);
-  const double n = static_cast<double>(x.numel());
-  const OpCost cost{.flops = 16 * n, .bytes = 4 * n * elem_size(x), .dtype = x.dtype()};
-  launch_op(s, std::string(op), cost, {{&x, &dout, &dx}, {&dx}}, [&] {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using F = decltype(zero);
-      cpu::gelu_backward(dx.data<F>(), x.data<F>(), dout.data<F>(), x.numel());
-    });
+  launch_activation_backward(s, "gelu_backward", x, dout, dx, 16, [](auto* d, const auto* i, const auto* g, std::int64_t n) {
+    cpu::gelu_backward(d, i, g, n);
   });
 }
 
 void relu(Stream s, const Tensor& x, const Tensor& out) {
-  constexpr std::string_view op = "relu";
-  expect_unary(op, x, out);
-  const double n = static_cast<double>(x.numel());
-  const OpCost cost{.flops = n, .bytes = 2 * n * elem_size(x), .dtype = x.dtype()};
-  launch_op(s, std::string(op), cost, {{&x}, {&out}}, [&] {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using F = decltype(zero);
-      cpu::relu(out.data<F>(), x.data<F>(), x.numel());
-    });
-  });
+  launch_activation(s, "relu", x, out, 1, [](auto* o, const auto* i, std::int64_t n) { cpu::relu(o, i, n); });
 }
 
 void relu_backward(Stream s, const Tensor& x, const Tensor& dout, const Tensor& dx) {
-  constexpr std::string_view op = "relu_backward";
-  expect_backward(op, x, dout, dx);
-  const double n = static_cast<double>(x.numel());
-  const OpCost cost{.flops = 2 * n, .bytes = 4 * n * elem_size(x), .dtype = x.dtype()};
-  launch_op(s, std::string(op), cost, {{&x, &dout, &dx}, {&dx}}, [&] {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using F = decltype(zero);
-      cpu::relu_backward(dx.data<F>(), x.data<F>(), dout.data<F>(), x.numel());
-    });
+  launch_activation_backward(s, "relu_backward", x, dout, dx, 2, [](auto* d, const auto* i, const auto* g, std::int64_t n) {
+    cpu::relu_backward(d, i, g, n);
   });
 }
 
