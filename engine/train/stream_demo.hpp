@@ -1,10 +1,10 @@
 // stream_demo.hpp — the first runnable job: two streams on each of W ranks, a collective-shaped wait
 // between the ranks, SYNC against ASYNC.
 //
-// A stack of square linear layers whose weights are sharded over the ranks. Each layer's weight is
-// all-gathered (every rank copies every rank's shard into a full buffer) and then multiplied into
-// the activations. The all-gather is a collective: on every rank it starts when the slowest rank is
-// ready, which is the wait this demo is about. In SYNC mode the gather runs on the compute stream,
+// A stack of square linear layers whose weights are sharded over the ranks, each rank a thread with
+// its own sim device (run_world). Each layer's weight is all-gathered through LocalComm and then
+// multiplied into the activations. The all-gather is a collective: on every rank it starts when the
+// slowest rank is ready, which is the wait this demo is about. In SYNC mode the gather runs on the compute stream,
 // so communication blocks compute; in ASYNC mode it runs on the all-gather stream one layer ahead
 // (prefetch), ordered with events only, so it hides behind the previous layer's matmul. Step 0 runs
 // SYNC and step 1 ASYNC on the same devices, so one trace shows both side by side.
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "engine/runtime/presets.hpp"
-#include "engine/runtime/sim_device.hpp"
+#include "engine/runtime/dtype.hpp"
 #include "engine/trace/trace_event.hpp"
 
 namespace fsdplab {
