@@ -4,6 +4,7 @@
 
 #include "engine/comm/local_comm.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/sim_device.hpp"
 #include "engine/tensor/matmul.hpp"
 #include "engine/tensor/tensor.hpp"
 #include "engine/train/world.hpp"
@@ -24,7 +25,7 @@ struct RankStep {
 // One rank of the demo, run on its own thread.
 class DemoRank {
  public:
-  DemoRank(const StreamDemoConfig& config, SimDevice& device, Communicator& comm)
+  DemoRank(const StreamDemoConfig& config, Device& device, Communicator& comm)
       : config_(config), device_(device), comm_(comm) {
     const std::int64_t chunk = config.width * config.width / config.world;
     shard_ = Tensor::empty(device, {config.layers, chunk}, config.dtype, MemTag::param_shard, "weight shard");
@@ -89,7 +90,7 @@ class DemoRank {
   }
 
   const StreamDemoConfig& config_;
-  SimDevice& device_;
+  Device& device_;
   Communicator& comm_;
   Tensor shard_;             // this rank's 1/W of every layer, [layers, width*width/W]
   Tensor activations_;       // the current layer input
