@@ -11,8 +11,7 @@ void add_presets_command(CLI::App& app) {
   auto file = std::make_shared<std::string>();
   cmd->add_option("--presets", *file, "Read presets from this file instead of the built-in catalogue");
   cmd->callback([file] {
-    const PresetCatalog loaded = file->empty() ? PresetCatalog() : PresetCatalog::load_file(*file);
-    const PresetCatalog& c = file->empty() ? PresetCatalog::builtin() : loaded;
+    const PresetCatalog c = PresetCatalog::builtin_or_file(*file);
     std::printf("devices:\n  %-12s %10s %10s %10s %9s  %s\n", "name", "bf16 TF/s", "f32 TF/s", "mem TB/s", "link",
                 "description");
     for (const auto& name : c.device_names()) {

@@ -46,10 +46,9 @@ std::vector<ExecMode> parse_modes(const std::string& mode) {
 
 int run_streams_demo(const RunOptions& options) {
   check(options.demo == "streams", "--demo '", options.demo, "'; the only demo is 'streams'");
-  const PresetCatalog loaded = options.presets_file.empty() ? PresetCatalog() : PresetCatalog::load_file(options.presets_file);
-  const PresetCatalog& presets = options.presets_file.empty() ? PresetCatalog::builtin() : loaded;
+  const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
   const DevicePreset& device = presets.device(options.device_preset);
-  const LinkPreset& link = presets.link(options.link_preset.empty() ? device.default_link : options.link_preset);
+  const LinkPreset& link = presets.link_for(device, options.link_preset);
 
   StreamDemoConfig config;
   config.world = options.world;
@@ -121,8 +120,7 @@ int run_training(const RunOptions& options) {
   run.link_preset = options.link_preset;
   run.world = options.world;
   run.trace_file = options.trace_path;
-  const PresetCatalog loaded = options.presets_file.empty() ? PresetCatalog() : PresetCatalog::load_file(options.presets_file);
-  const PresetCatalog& presets = options.presets_file.empty() ? PresetCatalog::builtin() : loaded;
+  const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
 
   TraceRecorder recorder;
   std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g, seed %llu; device %s (sim)\n",

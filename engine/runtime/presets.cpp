@@ -115,6 +115,14 @@ PresetCatalog PresetCatalog::load_file(const std::string& path) {
   return parse(text.str(), path);
 }
 
+PresetCatalog PresetCatalog::builtin_or_file(const std::string& path) {
+  return path.empty() ? builtin() : load_file(path);
+}
+
+const LinkPreset& PresetCatalog::link_for(const DevicePreset& device, std::string_view name) const {
+  return link(name.empty() ? std::string_view(device.default_link) : name);
+}
+
 const DevicePreset& PresetCatalog::device(std::string_view name) const {
   return lookup(devices_, name, "device");
 }

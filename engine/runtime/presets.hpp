@@ -43,9 +43,13 @@ class PresetCatalog {
   // Parses a catalogue (JSON with // comments); `origin` names it in error messages.
   static PresetCatalog parse(std::string_view text, std::string_view origin);
   static PresetCatalog load_file(const std::string& path);
+  // A file's catalogue, or the built-in one when `path` is empty (the --presets flag's meaning).
+  static PresetCatalog builtin_or_file(const std::string& path);
 
   const DevicePreset& device(std::string_view name) const;
   const LinkPreset& link(std::string_view name) const;
+  // The link called `name`, or `device`'s default link when `name` is empty.
+  const LinkPreset& link_for(const DevicePreset& device, std::string_view name) const;
   std::vector<std::string> device_names() const;
   std::vector<std::string> link_names() const;
 

@@ -16,8 +16,7 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   check(run.steps >= 0, "--steps ", run.steps, "; expected >= 0");
   const DevicePreset& device_preset = presets.device(run.device_preset);
   // Declared before the model: tensors must go before the device that holds their memory.
-  SimDevice device(0, device_preset,
-                   presets.link(run.link_preset.empty() ? device_preset.default_link : run.link_preset));
+  SimDevice device(0, device_preset, presets.link_for(device_preset, run.link_preset));
   if (sink) device.add_sink(sink);
   device.set_keep_op_log(false);  // a long run would keep every op; the trace sink sees them anyway
   BuiltModel built = build_model(run);
