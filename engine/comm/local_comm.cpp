@@ -94,6 +94,15 @@ void accumulate(std::vector<float>& acc, const std::byte* src, DType dtype) {
   }
 }
 
+// Sums every rank's input, each read from `offset` bytes in, into `sum`; avg then divides by the
+// group size. What reduce_scatter and all_reduce both compute.
+void reduce(std::vector<float>& sum, const std::vector<const std::byte*>& inputs, std::size_t offset, DType dtype,
+            ReduceOp op) {
+  for (const std::byte* in : inputs) accumulate(sum, in + offset, dtype);
+  if (op == ReduceOp::avg)
+    for (float& v : sum) v /= static_cast<float>(inputs.size());
+}
+
 void store(std::byte* dst, const std::vector<float>& values, DType dtype) {
   if (dtype == DType::f32) {
     std::memcpy(dst, values.data(), values.size() * sizeof(float));
@@ -308,9 +317,7 @@ void LocalComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& 
   const auto my_chunk = static_cast<std::size_t>(shard.nbytes()) * static_cast<std::size_t>(index_);
   const Exchange exchange{OpCategory::reduce_scatter, full.nbytes(), {full.access()}, {shard.access()},
                           [&](const std::vector<const std::byte*>& inputs) {
-                            for (const std::byte* in : inputs) accumulate(sum, in + my_chunk, full.dtype());
-                            if (op == ReduceOp::avg)
-                              for (float& v : sum) v /= static_cast<float>(inputs.size());
+                            reduce(sum, inputs, my_chunk, full.dtype(), op);
                           },
                           [&] { store(shard.raw(), sum, shard.dtype()); }};
   collective(stream, call, full, shard, exchange);
@@ -326,11 +333,7 @@ void LocalComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
   call.count = t.numel();
   std::vector<float> sum(static_cast<std::size_t>(t.numel()), 0.f);
   const Exchange exchange{OpCategory::all_reduce, t.nbytes(), {t.access()}, {t.access()},
-                          [&](const std::vector<const std::byte*>& inputs) {
-                            for (const std::byte* in : inputs) accumulate(sum, in, t.dtype());
-                            if (op == ReduceOp::avg)
-                              for (float& v : sum) v /= static_cast<float>(inputs.size());
-                          },
+                          [&](const std::vector<const std::byte*>& inputs) { reduce(sum, inputs, 0, t.dtype(), op); },
                           [&] { store(t.raw(), sum, t.dtype()); }};
   collective(stream, call, t, t, exchange);
 }
