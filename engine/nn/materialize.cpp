@@ -6,16 +6,22 @@
 
 namespace fsdplab {
 
-void materialize_full(Module& model, Device& device, std::uint64_t seed) {
+void allocate_full(Module& model, Device& device) {
   for (Parameter* p : model.parameters()) {
     p->value = Tensor::empty(device, p->shape, DType::f32, MemTag::param_shard, p->name);
     p->grad = Tensor::empty(device, p->shape, DType::f32, MemTag::grad_shard, p->name + ".grad");
-    if (device.dry_run()) continue;
+  }
+  zero_grads(model, device.stream(Lane::compute));
+}
+
+void materialize_full(Module& model, Device& device, std::uint64_t seed) {
+  allocate_full(model, device);
+  if (device.dry_run()) return;
+  for (Parameter* p : model.parameters()) {
     std::vector<float> values(static_cast<std::size_t>(p->numel()));
     p->init.fill(values, seed, p->name, 0);
     p->value.copy_from(values);
   }
-  zero_grads(model, device.stream(Lane::compute));
 }
 
 void zero_grads(Module& model, Stream stream) {

@@ -9,8 +9,11 @@
 
 namespace fsdplab {
 
-// Allocates every parameter's value (f32, tag param_shard: with one rank the shard is the whole) and
-// fills it from its ParamInit under `seed`; allocates every gradient (f32, grad_shard) zeroed.
+// Allocates every parameter's value (f32, tag param_shard: with one rank the shard is the whole),
+// contents undefined, and every gradient (f32, grad_shard) zeroed: for values about to be loaded.
+void allocate_full(Module& model, Device& device);
+
+// allocate_full, then fills every value from its ParamInit under `seed`.
 void materialize_full(Module& model, Device& device, std::uint64_t seed);
 
 // Zeroes every parameter's gradient on `stream` (at the start of each step).
