@@ -15,6 +15,7 @@
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/trace/trace_metrics.hpp"
 #include "engine/trace/trace_recorder.hpp"
+#include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/stream_demo.hpp"
 #include "engine/train/trainer.hpp"
 
@@ -23,6 +24,12 @@ namespace {
 
 struct RunOptions {
   RunConfig train;  // used when --model is given
+  // FSDP, used when --world > 1 or any of these is given; otherwise the single-rank baseline trains.
+  bool fsdp = false;
+  std::string strategy = "full";
+  int hybrid_group = 0;
+  std::string precision = "f32";
+  std::string reduce_dtype = "f32";
   std::string demo = "streams";
   int world = 2;
   std::string mode = "both";
@@ -42,6 +49,22 @@ std::vector<ExecMode> parse_modes(const std::string& mode) {
   if (mode == "async") return {ExecMode::async};
   if (mode == "both") return {ExecMode::sync, ExecMode::async};
   fail("--mode '", mode, "'; expected sync, async or both");
+}
+
+// --trace (one file, every rank, for Perfetto) and --trace-dir (a file per rank, for HTA).
+void write_traces(const RunOptions& options, const TraceData& trace, const TraceMeta& meta) {
+  if (!options.trace_path.empty()) {
+    write_chrome_trace(options.trace_path, trace, meta);
+    std::printf("trace: %s (open it in ui.perfetto.dev)\n", options.trace_path.c_str());
+  }
+  if (!options.trace_dir.empty()) {
+    // Holistic Trace Analysis reads a folder with one file per rank, each naming its rank.
+    std::filesystem::create_directories(options.trace_dir);
+    for (int r = 0; r < meta.world_size; ++r)
+      write_chrome_trace(std::filesystem::path(options.trace_dir) / ("rank" + std::to_string(r) + ".json"), trace, meta, r);
+    std::printf("per-rank traces: %s/rank0..%d.json (for Holistic Trace Analysis)\n", options.trace_dir.c_str(),
+                meta.world_size - 1);
+  }
 }
 
 int run_streams_demo(const RunOptions& options) {
@@ -86,18 +109,7 @@ int run_streams_demo(const RunOptions& options) {
   meta.world_size = config.world;
   meta.device_name = device.name;
   meta.device_memory_bytes = static_cast<std::int64_t>(device.memory_bytes);
-  if (!options.trace_path.empty()) {
-    write_chrome_trace(options.trace_path, trace, meta);
-    std::printf("trace: %s (open it in ui.perfetto.dev)\n", options.trace_path.c_str());
-  }
-  if (!options.trace_dir.empty()) {
-    // Holistic Trace Analysis reads a folder with one file per rank, each naming its rank.
-    std::filesystem::create_directories(options.trace_dir);
-    for (int r = 0; r < config.world; ++r)
-      write_chrome_trace(std::filesystem::path(options.trace_dir) / ("rank" + std::to_string(r) + ".json"), trace, meta, r);
-    std::printf("per-rank traces: %s/rank0..%d.json (for Holistic Trace Analysis)\n", options.trace_dir.c_str(),
-                config.world - 1);
-  }
+  write_traces(options, trace, meta);
   return 0;
 }
 
@@ -121,12 +133,22 @@ int run_training(const RunOptions& options) {
   run.world = options.world;
   run.trace_file = options.trace_path;
   const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
+  const bool fsdp = options.fsdp || run.world > 1;
+  FsdpRun sharded{run, {}, reference_tasks(), {}, {}, false};
+  if (fsdp) {
+    sharded.options.strategy = parse_strategy(options.strategy);
+    sharded.options.hybrid_group = options.hybrid_group;
+    sharded.options.param_dtype = parse_dtype(options.precision);
+    sharded.options.reduce_dtype = parse_dtype(options.reduce_dtype);
+    validate_fsdp_options(sharded.options, run.world);
+  }
 
-  TraceRecorder recorder;
   std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g, seed %llu; device %s (sim)\n",
               run.model.c_str(), run.preset.empty() ? "" : " ", run.preset.c_str(), run.world, run.steps,
               static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr,
               static_cast<unsigned long long>(run.seed), run.device_preset.c_str());
+  std::printf("%s\n", fsdp ? ("FSDP: " + describe(sharded.options, run.world)).c_str()
+                           : "single-rank baseline (no FSDP)");
   const auto on_step = [&](const StepReport& s) {
     constexpr int kBar = 20;
     const int filled = run.steps > 0 ? (s.step + 1) * kBar / run.steps : kBar;
@@ -135,15 +157,24 @@ int run_training(const RunOptions& options) {
                 s.loss, ns_to_ms(s.end - s.begin));
     std::fflush(stdout);
   };
-  const std::vector<StepReport> steps =
-      train_baseline(run, presets, on_step, options.trace_path.empty() ? nullptr : &recorder);
+  const bool tracing = !options.trace_path.empty() || !options.trace_dir.empty();
+  std::vector<TraceRecorder> recorders(tracing ? static_cast<std::size_t>(run.world) : 0);
+  std::vector<StepReport> steps;
+  if (fsdp) {
+    for (TraceRecorder& r : recorders) sharded.sinks.push_back(&r);
+    steps = train_fsdp(sharded, presets, on_step);
+  } else {
+    steps = train_baseline(run, presets, on_step, tracing ? &recorders.front() : nullptr);
+  }
   if (!run.losses_file.empty()) write_losses(run.losses_file, steps);
-  if (!options.trace_path.empty()) {
+  if (tracing) {
+    TraceData trace;
+    for (const TraceRecorder& r : recorders) trace.append(r.data());
     TraceMeta meta;
+    meta.backend = "sim";
     meta.world_size = run.world;
     meta.device_name = run.device_preset;
-    write_chrome_trace(options.trace_path, recorder.data(), meta);
-    std::printf("trace: %s (open it in ui.perfetto.dev)\n", options.trace_path.c_str());
+    write_traces(options, trace, meta);
   }
   return 0;
 }
@@ -185,8 +216,18 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--losses", t.losses_file, "Write step,loss CSV here");
   cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder");
   cmd->add_option("--load-init", t.load_init, "Load initial parameters from this folder");
-  cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder");
-  cmd->callback([options, model, world] {
+  cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder (gathered whole under FSDP)");
+  auto* strategy = cmd->add_option("--strategy", options->strategy,
+                                   "FSDP sharding: full, grad_op, hybrid, no_shard, zero1, zero2 (default full)")
+                       ->check(CLI::IsMember({"full", "grad_op", "hybrid", "no_shard", "zero1", "zero2"}));
+  auto* hybrid = cmd->add_option("--hybrid-group", options->hybrid_group,
+                                 "hybrid: ranks a unit is sharded over (divides --world)");
+  auto* precision = cmd->add_option("--precision", options->precision, "FSDP parameter and compute dtype: f32 or bf16")
+                        ->check(CLI::IsMember({"f32", "bf16"}));
+  auto* reduce = cmd->add_option("--reduce-dtype", options->reduce_dtype, "FSDP gradient reduction dtype: f32 or bf16")
+                     ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->callback([options, model, world, strategy, hybrid, precision, reduce] {
+    options->fsdp = strategy->count() + hybrid->count() + precision->count() + reduce->count() > 0;
     if (model->count() > 0) {
       if (world->count() == 0) options->world = 1;
       run_training(*options);

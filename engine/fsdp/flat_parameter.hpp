@@ -10,8 +10,8 @@
 //   flat:  | fc1.weight ....... |pad| ln.weight | ln.bias | fc2.weight ...... |pad to W|
 //   rank:  |<---- shard 0 ---->|<---- shard 1 ---->|<---- shard 2 ---->|<-- shard 3 -->|
 //
-// Parameters are views into the unsharded buffer, never copies (point_parameters_at): a write
-// through a parameter changes the flat buffer, and gathering the buffer updates every parameter.
+// Parameters are views into the unsharded buffer, never copies (point_views): a write through a
+// parameter changes the flat buffer, and gathering the buffer updates every parameter.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -45,18 +45,21 @@ struct FlatParamLayout {
   std::int64_t used_numel = 0;    // up to the end of the last parameter, alignment gaps included
   std::int64_t padded_numel = 0;  // used_numel rounded up to a multiple of world
   std::int64_t shard_numel() const { return padded_numel / world; }
-
-  // Rank `rank`'s slices, in flat order; empty for a rank whose shard is all padding.
-  std::vector<ShardSlice> shard_slices(int rank) const;
 };
 
-// Lays out `params` (a unit's, each once) for `world` ranks. An Error for an empty unit, world < 1,
-// align < 1, or a parameter given twice.
-FlatParamLayout plan_flat_parameter(std::span<Parameter* const> params, int world, std::int64_t align);
-
-// Points every parameter's `value` at its view of `flat` (a tensor of layout.padded_numel elements):
-// the parameter shapes, the flat buffer's storage and dtype. With `grad_flat` defined, points every
-// `grad` at its view of that buffer too.
-void point_parameters_at(const FlatParamLayout& layout, const Tensor& flat, const Tensor& grad_flat = Tensor());
+// The task's interface: a reference implementation (flat_parameter_reference.cpp) and, in the lab,
+// a student's, selectable per run.
+class FlatParameterTask {
+ public:
+  virtual ~FlatParameterTask() = default;
+  // Lays out `params` (a unit's, each once) for `world` ranks. An Error for an empty unit, world < 1,
+  // align < 1, or a parameter given twice.
+  virtual FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const = 0;
+  // Rank `rank`'s slices, in flat order; empty for a rank whose shard is all padding.
+  virtual std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const = 0;
+  // Points every parameter's `field` (&Parameter::value or &Parameter::grad) at its view of `flat`, a
+  // tensor of layout.padded_numel elements: the parameter's shape, the flat buffer's storage and dtype.
+  virtual void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const = 0;
+};
 
 }  // namespace fsdplab

@@ -43,7 +43,7 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, const nloh
   write_json_atomically(dir / kConfigFile, config);
 }
 
-void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity) {
+CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity) {
   const std::filesystem::path config_path = dir / kConfigFile;
   std::ifstream in(config_path);
   check(in.good(), "cannot open '", config_path.string(), "'; expected a folder written by --save-init or --save-final");
@@ -58,19 +58,34 @@ void load_checkpoint(const std::filesystem::path& dir, Module& model, const nloh
           "' is ", saved.contains(key) ? saved[key].dump() : std::string("missing"), ", this run's model has ",
           value.dump());
   }
-  const SafetensorsFile file = SafetensorsFile::read(dir / kWeightsFile);
+  SafetensorsFile file = SafetensorsFile::read(dir / kWeightsFile);
   std::set<std::string> expected;
   for (Parameter* p : model.parameters()) {
     expected.insert(p->name);
-    const std::span<const std::byte> bytes = file.expect(p->name, DType::f32, p->shape);
-    std::vector<float> values(static_cast<std::size_t>(p->numel()));
-    std::memcpy(values.data(), bytes.data(), bytes.size());
-    p->value.device().synchronize();
-    p->value.copy_from(values);
+    file.expect(p->name, DType::f32, p->shape);
   }
   for (const std::string& name : file.names())
     check(expected.contains(name), "'", (dir / kWeightsFile).string(), "' has tensor '", name,
           "', which this model does not have");
+  return CheckpointFile(std::move(file));
+}
+
+void CheckpointFile::read(std::string_view name, std::int64_t begin, std::span<float> out) const {
+  const std::span<const std::byte> bytes = file_.at(name).bytes;
+  const std::size_t first = static_cast<std::size_t>(begin) * sizeof(float);
+  check(begin >= 0 && first + out.size_bytes() <= bytes.size(), "checkpoint tensor '", name, "': elements [", begin,
+        ", ", begin + static_cast<std::int64_t>(out.size()), ") of ", bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data() + first, out.size_bytes());  // the file may not align floats
+}
+
+void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity) {
+  const CheckpointFile file = CheckpointFile::open(dir, model, identity);
+  for (Parameter* p : model.parameters()) {
+    std::vector<float> values(static_cast<std::size_t>(p->numel()));
+    file.read(p->name, 0, values);
+    p->value.device().synchronize();
+    p->value.copy_from(values);
+  }
 }
 
 }  // namespace fsdplab

@@ -4,17 +4,37 @@
 // Both files are written to temporary names and renamed, so an interrupted save leaves the old
 // folder contents or the new ones, never half a file.
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <span>
+#include <string_view>
 
 #include "engine/nn/module.hpp"
+#include "engine/nn/safetensors.hpp"
 
 namespace fsdplab {
 
 // The parameters must be materialised; the host synchronises with their devices first.
 void save_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& config);
 
-// Loads DIR into the model's materialised parameters. `identity` holds the configuration keys that
+// A checkpoint folder opened and checked against a model: `identity` holds the configuration keys that
+// say which model this is, each of which must be in DIR/config.json with the same value (so a folder
+// from another model is an Error naming the key), and every parameter must be there in f32 with its
+// shape and nothing else (an Error naming the tensor). Read-only afterwards: FSDP opens it once,
+// before any rank starts, and every rank reads its own slices.
+class CheckpointFile {
+ public:
+  static CheckpointFile open(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity);
+  // Elements [begin, begin + out.size()) of parameter `name`, flattened.
+  void read(std::string_view name, std::int64_t begin, std::span<float> out) const;
+
+ private:
+  explicit CheckpointFile(SafetensorsFile file) : file_(std::move(file)) {}
+  SafetensorsFile file_;
+};
+
+// Loads DIR (opened as CheckpointFile::open does) into the model's materialised parameters. `identity` holds the configuration keys that
 // say which model this is: each must be in DIR/config.json with the same value, so a folder from
 // another model is an Error naming the key. A missing, extra or misshapen tensor is an Error naming it.
 void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity);

@@ -70,6 +70,7 @@ class Module {
   Parameter& parameter(std::string_view dotted_name);
 
   void add_hooks(ModuleHooks* hooks) { hooks_.push_back(hooks); }
+  void remove_hooks(ModuleHooks* hooks) { std::erase(hooks_, hooks); }
 
   // Modules in the order their backward ran in the last backward pass (recorded at the root).
   const std::vector<Module*>& backward_order() const { return root().backward_order_; }

@@ -56,12 +56,12 @@ void AdamW::update(Stream stream, std::size_t target, std::int64_t step) {
   adamw_update(stream, t.param, t.grad, m_[target], v_[target], options_, step);
 }
 
-std::unique_ptr<Optimizer> make_optimizer(std::string_view name, std::vector<OptimTarget> targets, double lr,
-                                          double momentum) {
-  if (name == "sgd") return std::make_unique<Sgd>(std::move(targets), SgdOptions{.lr = lr, .momentum = momentum});
-  check(momentum == 0, "--momentum ", momentum, " is SGD's; adamw has betas");
-  if (name == "adamw") return std::make_unique<AdamW>(std::move(targets), AdamWOptions{.lr = lr});
-  fail("unknown optimizer '", name, "'; expected sgd or adamw");
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<OptimTarget> targets) {
+  if (spec.name == "sgd")
+    return std::make_unique<Sgd>(std::move(targets), SgdOptions{.lr = spec.lr, .momentum = spec.momentum});
+  check(spec.momentum == 0, "--momentum ", spec.momentum, " is SGD's; adamw has betas");
+  if (spec.name == "adamw") return std::make_unique<AdamW>(std::move(targets), AdamWOptions{.lr = spec.lr});
+  fail("unknown optimizer '", spec.name, "'; expected sgd or adamw");
 }
 
 }  // namespace fsdplab

@@ -59,9 +59,16 @@ class AdamW final : public Optimizer {
   std::vector<Tensor> m_, v_;
 };
 
-// "sgd" (with `momentum`) or "adamw", with learning rate `lr` and every other hyper-parameter at
-// PyTorch's default. Momentum other than 0 for adamw is an Error.
-std::unique_ptr<Optimizer> make_optimizer(std::string_view name, std::vector<OptimTarget> targets, double lr,
-                                          double momentum = 0);
+// What a run asks for: "sgd" (with `momentum`) or "adamw", with learning rate `lr` and every other
+// hyper-parameter at PyTorch's default.
+struct OptimizerSpec {
+  std::string name = "adamw";
+  double lr = 1e-3;
+  double momentum = 0;  // sgd only
+};
+
+// The optimizer `spec` names over `targets`. An unknown name, or momentum other than 0 for adamw, is
+// an Error.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<OptimTarget> targets);
 
 }  // namespace fsdplab

@@ -28,9 +28,9 @@ std::string shape_str(const Shape& shape) {
 
 // ---- Storage -------------------------------------------------------------------------------------
 
-Storage::Storage(Device& device, std::int64_t bytes, MemTag tag, std::string name)
+Storage::Storage(Device& device, std::int64_t bytes, MemTag tag, std::string name, Start start)
     : device_(&device), bytes_(bytes), tag_(tag), name_(std::move(name)) {
-  allocate();
+  if (start == Start::allocated) allocate();
 }
 
 void Storage::free() { allocation_.reset(); }
@@ -54,8 +54,14 @@ std::byte* Storage::data() const {
 // ---- Tensor --------------------------------------------------------------------------------------
 
 Tensor Tensor::empty(Device& device, Shape shape, DType dtype, MemTag tag, std::string name) {
+  Tensor t = unallocated(device, std::move(shape), dtype, tag, std::move(name));
+  t.storage().allocate();
+  return t;
+}
+
+Tensor Tensor::unallocated(Device& device, Shape shape, DType dtype, MemTag tag, std::string name) {
   const std::int64_t bytes = shape_numel(shape) * static_cast<std::int64_t>(dtype_size(dtype));
-  auto storage = std::make_shared<Storage>(device, bytes, tag, name);
+  auto storage = std::make_shared<Storage>(device, bytes, tag, name, Storage::Start::freed);
   return view_of(std::move(storage), 0, std::move(shape), dtype, std::move(name));
 }
 
@@ -168,7 +174,7 @@ std::vector<float> Tensor::to_vector() const {
   return out;
 }
 
-void Tensor::copy_from(std::span<const float> values) {
+void Tensor::copy_from(std::span<const float> values) const {
   check(static_cast<std::int64_t>(values.size()) == numel_, "copy of ", values.size(), " values into ", describe());
   check(dtype_ != DType::i32, describe(), ": copy_from(floats) into an i32 tensor");
   device().host_access(access(), /*write=*/true, "host write of " + describe());
@@ -185,7 +191,7 @@ std::vector<std::int32_t> Tensor::to_indices() const {
   return std::vector<std::int32_t>(p, p + numel_);
 }
 
-void Tensor::copy_from(std::span<const std::int32_t> values) {
+void Tensor::copy_from(std::span<const std::int32_t> values) const {
   check(static_cast<std::int64_t>(values.size()) == numel_, "copy of ", values.size(), " indices into ", describe());
   device().host_access(access(), /*write=*/true, "host write of " + describe());
   std::memcpy(i32(), values.data(), static_cast<std::size_t>(nbytes()));

@@ -25,7 +25,10 @@ std::string shape_str(const Shape& shape);
 
 class Storage {
  public:
-  Storage(Device& device, std::int64_t bytes, MemTag tag, std::string name);
+  enum class Start { allocated, freed };
+  // `Start::freed` gives a storage with a size and no memory yet: FSDP's full buffers begin that way,
+  // so building a unit never holds it whole.
+  Storage(Device& device, std::int64_t bytes, MemTag tag, std::string name, Start start = Start::allocated);
 
   Device& device() const { return *device_; }
   std::int64_t bytes() const { return bytes_; }
@@ -55,6 +58,8 @@ class Tensor {
   Tensor() = default;  // undefined: no shape, no storage
 
   static Tensor empty(Device& device, Shape shape, DType dtype, MemTag tag, std::string name = "");
+  // As empty, but the storage starts freed: nothing is allocated until storage().allocate().
+  static Tensor unallocated(Device& device, Shape shape, DType dtype, MemTag tag, std::string name = "");
   static Tensor meta(Shape shape, DType dtype, std::string name = "");
   // A view of `storage` starting `offset` elements in.
   static Tensor view_of(std::shared_ptr<Storage> storage, std::int64_t offset, Shape shape, DType dtype,
@@ -107,9 +112,9 @@ class Tensor {
 
   // Host copies, checked by the race detector as host accesses (the host must have synchronised).
   std::vector<float> to_vector() const;   // bf16 is widened; an Error for i32
-  void copy_from(std::span<const float> values);  // rounded to bf16 when the tensor is bf16
+  void copy_from(std::span<const float> values) const;  // rounded to bf16 when the tensor is bf16
   std::vector<std::int32_t> to_indices() const;   // i32 only
-  void copy_from(std::span<const std::int32_t> values);
+  void copy_from(std::span<const std::int32_t> values) const;
 
  private:
   std::byte* byte_data(DType expected) const;

@@ -27,17 +27,21 @@ double shortest_decimal(float value) {
 BuiltModel build_model(const RunConfig& run) {
   check(run.batch >= run.world, "--batch ", run.batch, " is smaller than --world ", run.world,
         ": every rank needs at least one row");
+  check(run.batch % run.world == 0, "--batch ", run.batch, " is not a multiple of --world ", run.world,
+        ": every rank takes the same number of rows, so that the mean of the ranks' losses is the batch's mean");
   BuiltModel built;
   if (run.model == "toy") {
     built.model = std::make_unique<ToyModel>();
     built.identity = {{"fsdplab_model", "toy"}, {"in_features", 10}, {"out_features", 5}};
     built.config = built.identity;
     built.batch = {BatchShape::Kind::regression, run.batch, 10, 5, 0, 0};
+    built.unit_kinds = {"Linear", "LayerNorm"};  // each layer a unit, as the CS336 FSDP tests wrap it
   } else if (run.model == "mlp") {
     built.model = std::make_unique<MlpModel>(run.mlp_width, run.mlp_depth);
     built.identity = {{"fsdplab_model", "mlp"}, {"width", run.mlp_width}, {"depth", run.mlp_depth}};
     built.config = built.identity;
     built.batch = {BatchShape::Kind::regression, run.batch, run.mlp_width, run.mlp_width, 0, 0};
+    built.unit_kinds = {"MlpBlock"};
   } else if (run.model == "gpt2") {
     const Gpt2Config c = gpt2_preset(run.preset.empty() ? "test-tiny" : run.preset);
     const std::int64_t seq = run.seq == 0 ? c.n_positions : run.seq;
@@ -58,6 +62,7 @@ BuiltModel build_model(const RunConfig& run) {
                          {"attn_pdrop", 0.0},
                          {"tie_word_embeddings", true}});
     built.batch = {BatchShape::Kind::tokens, run.batch, 0, 0, seq, c.vocab_size};
+    built.unit_kinds = {"Block"};  // the root unit keeps wte (tied to the LM head), wpe and ln_f
   } else {
     fail("--model '", run.model, "'; expected toy, mlp or gpt2");
   }

@@ -2,6 +2,8 @@
 // shape of its batches.
 #pragma once
 #include <memory>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "engine/nn/model.hpp"
@@ -17,6 +19,8 @@ struct BuiltModel {
   // a folder saved by Hugging Face omits keys at their default values and may add others.
   nlohmann::json identity;
   BatchShape batch;
+  // FSDP's wrap policy for this model: the module kinds that become units of their own.
+  std::vector<std::string> unit_kinds;
 };
 
 // An Error before anything is allocated for a configuration that cannot work (unknown model or

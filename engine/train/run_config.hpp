@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/optim/optimizer.hpp"
+
 namespace fsdplab {
 
 struct RunConfig {
@@ -26,6 +28,8 @@ struct RunConfig {
   std::string save_init;    // folders: model.safetensors + config.json
   std::string load_init;
   std::string save_final;
+
+  OptimizerSpec optimizer_spec() const { return {optimizer, lr, momentum}; }
 };
 
 }  // namespace fsdplab

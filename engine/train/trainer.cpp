@@ -33,7 +33,7 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
 
   std::vector<OptimTarget> targets;
   for (Parameter* p : model.parameters()) targets.push_back({p->name, p->value, p->grad});
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(run.optimizer, std::move(targets), run.lr, run.momentum);
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(run.optimizer_spec(), std::move(targets));
 
   RunContext ctx{device, DType::f32};
   const Stream compute = device.stream(Lane::compute);

@@ -5,7 +5,7 @@
 #include <map>
 #include <random>
 
-#include "engine/fsdp/flat_parameter.hpp"
+#include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/nn/materialize.hpp"
 #include "engine/nn/toy_model.hpp"
 #include "test_support.hpp"
@@ -15,6 +15,12 @@ namespace {
 
 using testing::make_sim_device;
 using testing::read;
+
+// The tests check the reference implementation of the task.
+const FlatParameterTask& task = reference_flat_parameter();
+FlatParamLayout plan_flat_parameter(std::span<Parameter* const> params, int world, std::int64_t align) {
+  return task.plan(params, world, align);
+}
 
 std::vector<Parameter> make_params(const std::vector<std::int64_t>& sizes) {
   std::vector<Parameter> params;
@@ -37,7 +43,7 @@ TEST(FlatParameter, ToyModelOverFourRanksCutsParametersBetweenShards) {
   EXPECT_EQ(layout.padded_numel, 172);  // padded to a multiple of W
   EXPECT_EQ(layout.shard_numel(), 43);
 
-  const auto r2 = layout.shard_slices(2);  // flat [86, 129)
+  const auto r2 = task.shard_slices(layout, 2);  // flat [86, 129)
   ASSERT_EQ(r2.size(), 4u);
   EXPECT_EQ(r2[0].param->name, "fc1.weight");
   EXPECT_EQ(r2[0].param_begin, 86);  // fc1.weight is cut between ranks 1 and 2
@@ -48,8 +54,8 @@ TEST(FlatParameter, ToyModelOverFourRanksCutsParametersBetweenShards) {
   EXPECT_EQ(r2[3].count, 9);
   // The small LayerNorm parameters live on rank 2 alone: ranks 0, 1 and 3 own none of them.
   for (int r : {0, 1, 3})
-    for (const ShardSlice& s : layout.shard_slices(r)) EXPECT_EQ(s.param->name.rfind("ln.", 0), std::string::npos);
-  const auto r3 = layout.shard_slices(3);  // fc2.weight's tail, then 2 elements of padding
+    for (const ShardSlice& s : task.shard_slices(layout, r)) EXPECT_EQ(s.param->name.rfind("ln.", 0), std::string::npos);
+  const auto r3 = task.shard_slices(layout, 3);  // fc2.weight's tail, then 2 elements of padding
   ASSERT_EQ(r3.size(), 1u);
   EXPECT_EQ(r3[0].param_begin, 9);
   EXPECT_EQ(r3[0].count, 41);
@@ -79,7 +85,7 @@ TEST(FlatParameter, EveryElementIsInExactlyOneShard) {
     for (const Parameter& p : params) hits[&p].assign(static_cast<std::size_t>(p.numel()), 0);
     for (int r = 0; r < world; ++r) {
       std::int64_t last_end = 0;
-      for (const ShardSlice& s : layout.shard_slices(r)) {
+      for (const ShardSlice& s : task.shard_slices(layout, r)) {
         EXPECT_GE(s.shard_offset, last_end);  // in flat order, within the shard
         last_end = s.shard_offset + s.count;
         EXPECT_LE(last_end, layout.shard_numel());
@@ -98,7 +104,8 @@ TEST(FlatParameter, ParametersAreViewsOfTheFlatBuffer) {
   const FlatParamLayout layout = plan_flat_parameter(params, 3, 4);
   Tensor flat = Tensor::empty(*dev, {layout.padded_numel}, DType::f32, MemTag::param_full, "flat");
   Tensor grad = Tensor::empty(*dev, {layout.padded_numel}, DType::f32, MemTag::grad_full, "flat.grad");
-  point_parameters_at(layout, flat, grad);
+  task.point_views(layout, flat, &Parameter::value);
+  task.point_views(layout, grad, &Parameter::grad);
   EXPECT_EQ(dev->ledger().live(MemTag::param_full), layout.padded_numel * 4);  // nothing copied
   std::vector<float> zeros(static_cast<std::size_t>(layout.padded_numel), 0.f);
   flat.copy_from(zeros);
@@ -127,7 +134,7 @@ TEST(FlatParameter, ShardsFromTheCounterRngConcatenateToTheFullInitialisation) {
   std::vector<float> flat(static_cast<std::size_t>(layout.padded_numel), 0.f);
   for (int r = 0; r < 3; ++r) {
     std::vector<float> shard(static_cast<std::size_t>(layout.shard_numel()), 0.f);
-    for (const ShardSlice& s : layout.shard_slices(r)) {
+    for (const ShardSlice& s : task.shard_slices(layout, r)) {
       s.param->init.fill(std::span<float>(shard).subspan(static_cast<std::size_t>(s.shard_offset),
                                                           static_cast<std::size_t>(s.count)),
                          99, s.param->name, static_cast<std::uint64_t>(s.param_begin));
@@ -149,7 +156,7 @@ TEST(FlatParameter, BadUnitsAreClearErrors) {
   EXPECT_THROW(plan_flat_parameter(pointers(params), 0, 1), Error);
   EXPECT_THROW(plan_flat_parameter(pointers(params), 2, 0), Error);
   const FlatParamLayout layout = plan_flat_parameter(pointers(params), 2, 1);
-  EXPECT_THROW(layout.shard_slices(2), Error);
+  EXPECT_THROW(task.shard_slices(layout, 2), Error);
 }
 
 }  // namespace

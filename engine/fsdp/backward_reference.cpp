@@ -1,0 +1,64 @@
+// The reference backward (task 4): gather again for backward, reduce the gradients into the shard.
+#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/tensor/elementwise.hpp"
+
+namespace fsdplab {
+namespace {
+
+class ReferenceBackward final : public BackwardTask {
+ public:
+  void pre_backward(FsdpUnit& unit, FsdpRank& rank) const override {
+    rank.tasks.forward->unshard(unit, rank);  // a no-op when the forward kept the unit gathered
+    if (!unit.grad_full.overlaps(unit.grad_replica)) unit.grad_full.storage().allocate();
+    fill(rank.compute(), unit.grad_full, 0);  // backward ops add into gradients
+    rank.tasks.flat_parameter->point_views(unit.layout, unit.grad_full, &Parameter::grad);
+  }
+
+  void post_backward(FsdpUnit& unit, FsdpRank& rank) const override {
+    Device& device = rank.device;
+    const Stream stream = rank.reduce_scatter_stream();
+    // The reduction reads the gradients the compute stream has just finished writing.
+    rank.order(Lane::reduce_scatter, Lane::compute);
+    Tensor grads = unit.grad_full;
+    const DType reduce_dtype = rank.options.reduce_dtype;
+    if (grads.dtype() != reduce_dtype) {
+      // MixedPrecision's reduce_dtype: widen the bf16 gradients to f32 before summing W of them.
+      Tensor wide = unit.grad_replica.defined()
+                        ? unit.grad_replica
+                        : Tensor::empty(device, grads.shape(), reduce_dtype, MemTag::comm_buffer, unit.name + ".grad_f32");
+      cast(stream, grads, wide);
+      grads = wide;
+    }
+    if (unit.grad_replica.defined()) {
+      // no_shard and zero1: every rank keeps the whole gradient, averaged over all W ranks.
+      if (rank.world.world() > 1) rank.world.all_reduce(stream, grads, ReduceOp::avg);
+      if (!grads.overlaps(unit.grad_replica)) cast(stream, grads, unit.grad_replica);
+    } else {
+      // Average over the S ranks of the shard group, then over the W / S replicas of this shard:
+      // the mean over all W ranks either way.
+      const Tensor out = reduce_dtype == unit.grad_shard.dtype()
+                             ? unit.grad_shard
+                             : Tensor::empty(device, unit.grad_shard.shape(), reduce_dtype, MemTag::comm_buffer,
+                                             unit.name + ".grad_shard_" + std::string(dtype_name(reduce_dtype)));
+      rank.shard_group.reduce_scatter(stream, grads, out, ReduceOp::avg);
+      if (rank.replica_group.world() > 1) rank.replica_group.all_reduce(stream, out, ReduceOp::avg);
+      if (!out.overlaps(unit.grad_shard)) cast(stream, out, unit.grad_shard);
+    }
+    device.record(unit.reduced, Lane::reduce_scatter);
+    // The compute stream waits for the reduction before going on, so the buffers freed below (and the
+    // staging buffers above) cannot be handed to compute work while the reduction still reads them.
+    // Task 6 (overlap) lets compute run ahead instead and defers the frees.
+    device.wait(Lane::compute, unit.reduced);
+    if (!unit.grad_full.overlaps(unit.grad_replica)) unit.grad_full.storage().free();
+    rank.tasks.forward->reshard(unit, rank);
+  }
+};
+
+}  // namespace
+
+const BackwardTask& reference_backward() {
+  static const ReferenceBackward task;
+  return task;
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,72 @@
+// fsdp_unit.hpp — what the task implementations work on: one FSDP unit's buffers and state, and
+// the rank they run on.
+//
+// A unit is a module subtree (a GPT-2 Block, or the root with whatever no inner unit took) whose
+// parameters form one FlatParameter. Its buffers, per rank:
+//   master      f32 [shard_numel]   this rank's shard, what the optimizer updates     param_shard
+//   replica     f32 [padded_numel]  the whole parameters, kept between steps by the
+//                                   replicated strategies (no_shard, zero1, zero2);
+//                                   `master` is then chunk r of it, a view             param_shard / param_full
+//   full        param_dtype [padded] gathered for forward and backward; the parameter
+//                                   views point here. May be `replica` itself (f32)   param_full
+//   grad_full   param_dtype [padded] the unit's gradient, accumulated by backward    grad_full
+//   grad_shard  f32 [shard_numel]   this rank's chunk of the averaged gradient        grad_shard
+//   grad_replica f32 [padded]       the whole averaged gradient (no_shard, zero1);
+//                                   `grad_shard` is then chunk r of it, a view         grad_shard / grad_full
+// `full` and `grad_full` keep one Storage each, freed and allocated again as the unit is resharded
+// and gathered, so the parameter views survive (tensor.hpp).
+#pragma once
+#include <string>
+
+#include "engine/comm/communicator.hpp"
+#include "engine/fsdp/flat_parameter.hpp"
+#include "engine/fsdp/sharding.hpp"
+#include "engine/nn/module.hpp"
+#include "engine/runtime/event.hpp"
+
+namespace fsdplab {
+
+struct FsdpTasks;
+
+enum class UnitState {
+  sharded,    // only the shard is held; the parameter views point at freed memory
+  unsharded,  // `full` holds the whole unit and the views point into it
+};
+
+struct FsdpUnit {
+  int index = 0;       // in pre-order of the module tree: the root unit is 0
+  std::string name;    // the module's dotted name; "(root)" for the root
+  Module* module = nullptr;
+  FlatParamLayout layout;
+  bool reshard_after_forward = true;
+  UnitState state = UnitState::sharded;
+
+  Tensor master, replica, full;
+  Tensor grad_full, grad_shard, grad_replica;
+
+  Event gathered{"gathered"};  // recorded on the all-gather stream when `full` is ready
+  Event reduced{"reduced"};    // recorded on the reduce-scatter stream when `grad_shard` is ready
+};
+
+// One rank's FSDP runtime: its device, its groups, the options, and the task implementations.
+struct FsdpRank {
+  Device& device;
+  Communicator& world;          // all W ranks
+  Communicator& shard_group;    // the S ranks a unit is sharded over
+  Communicator& replica_group;  // the W / S ranks holding the same shard
+  FsdpOptions options;
+  const FsdpTasks& tasks;
+
+  Stream compute() const { return device.stream(Lane::compute); }
+  Stream all_gather_stream() const { return device.stream(Lane::all_gather); }
+  Stream reduce_scatter_stream() const { return device.stream(Lane::reduce_scatter); }
+  // Work issued to `waiter` from now on starts after all work issued to `producer` so far: an event
+  // recorded on one stream and waited on by the other, as torch's Stream.wait_stream, never a host sync.
+  void order(Lane waiter, Lane producer) const {
+    Event event("fsdp.order");
+    device.record(event, producer);
+    device.wait(waiter, event);
+  }
+};
+
+}  // namespace fsdplab

@@ -1,0 +1,208 @@
+#include "engine/fsdp/fully_sharded_model.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab {
+
+// ---- planning ------------------------------------------------------------------------------------
+
+std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) {
+  std::vector<UnitPlan> plans;
+  std::map<const Module*, int> unit_of_module;
+  std::map<const Parameter*, int> unit_of_param;
+  const auto wrapped = [&](const Module& m) {
+    return std::find(unit_kinds.begin(), unit_kinds.end(), m.kind()) != unit_kinds.end();
+  };
+  // Pre-order, so a unit's parent is planned before it and the root unit comes first.
+  for (Module* m : model.modules()) {
+    int unit = m->parent() ? unit_of_module.at(m->parent()) : -1;
+    if (!m->parent() || wrapped(*m)) {
+      plans.push_back({m, m->parent() ? m->name() : "(root)", {}, unit});
+      unit = static_cast<int>(plans.size()) - 1;
+    }
+    unit_of_module[m] = unit;
+    for (Parameter* p : m->own_parameters()) {
+      plans[static_cast<std::size_t>(unit)].params.push_back(p);
+      unit_of_param[p] = unit;
+    }
+  }
+  for (std::size_t u = 1; u < plans.size(); ++u)
+    check(!plans[u].params.empty(), "FSDP unit '", plans[u].name, "' (", plans[u].module->kind(),
+          ") has no parameters; a unit must own at least one (wrap a module that has some)");
+  // A tied parameter's gradient goes to its owner unit's full gradient buffer, which exists while the
+  // owner or a unit inside it runs its backward: the user must be the owner or nested in it.
+  for (Module* m : model.modules()) {
+    for (Parameter* p : m->shared_parameters()) {
+      const int owner = unit_of_param.at(p);
+      int u = unit_of_module.at(m);
+      while (u != -1 && u != owner) u = plans[static_cast<std::size_t>(u)].parent;
+      check(u == owner, "tied parameter '", p->name, "' belongs to FSDP unit '",
+            plans[static_cast<std::size_t>(owner)].name, "' but module '", m->name(), "' uses it from unit '",
+            plans[static_cast<std::size_t>(unit_of_module.at(m))].name,
+            "', which does not run inside it; put the parameter's users in one unit");
+    }
+  }
+  if (plans.front().params.empty()) {
+    check(plans.size() > 1, "FSDP: the model has no parameters to shard");
+    plans.erase(plans.begin());  // the root owns nothing: no root unit; its children have no parent unit
+    for (UnitPlan& p : plans) p.parent = p.parent <= 0 ? -1 : p.parent - 1;
+  }
+  return plans;
+}
+
+// ---- hooks -----------------------------------------------------------------------------------------
+
+// Calls the forward and backward tasks around one unit's module, with the unit as the ops' label.
+class FullyShardedModel::UnitHooks final : public ModuleHooks {
+ public:
+  UnitHooks(FsdpUnit& unit, FsdpRank& rank) : unit_(unit), rank_(rank) {}
+
+  void pre_forward(Module&, RunContext&) override {
+    enter();
+    rank_.tasks.forward->pre_forward(unit_, rank_);
+  }
+  void post_forward(Module&, RunContext&) override {
+    rank_.tasks.forward->post_forward(unit_, rank_);
+    leave();
+  }
+  void pre_backward(Module&, RunContext&) override {
+    enter();
+    rank_.tasks.backward->pre_backward(unit_, rank_);
+  }
+  void post_backward(Module&, RunContext&) override {
+    rank_.tasks.backward->post_backward(unit_, rank_);
+    leave();
+  }
+
+ private:
+  void enter() {
+    OpLabels labels = rank_.device.labels();
+    saved_unit_ = labels.unit;
+    labels.unit = unit_.index;
+    rank_.device.set_labels(std::move(labels));
+  }
+  void leave() {
+    OpLabels labels = rank_.device.labels();
+    labels.unit = saved_unit_;
+    rank_.device.set_labels(std::move(labels));
+  }
+
+  FsdpUnit& unit_;
+  FsdpRank& rank_;
+  int saved_unit_ = -1;
+};
+
+// ---- the wrapped model -----------------------------------------------------------------------------
+
+FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, std::span<const std::string> unit_kinds)
+    : model_(model), rank_(rank) {
+  check(rank.tasks.meta_init && rank.tasks.flat_parameter && rank.tasks.forward && rank.tasks.backward &&
+            rank.tasks.optimizer, "FSDP: a task implementation is missing");
+  const FsdpOptions& options = rank.options;
+  const int shards = rank.shard_group.world();
+  const int me = rank.shard_group.rank();
+  Device& device = rank.device;
+  const std::vector<UnitPlan> plans = plan_units(model, unit_kinds);
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const UnitPlan& plan = plans[i];
+    auto unit = std::make_unique<FsdpUnit>();
+    unit->index = static_cast<int>(i);
+    unit->name = plan.name;
+    unit->module = plan.module;
+    unit->layout = rank.tasks.flat_parameter->plan(plan.params, shards, options.align);
+    // The root's parameters are the first the backward needs: freeing them after forward would only
+    // gather them again at once (PyTorch keeps the root gathered too).
+    unit->reshard_after_forward = plan.module->parent() && reshards_after_forward(options.strategy);
+    const std::int64_t shard = unit->layout.shard_numel();
+    const std::int64_t padded = unit->layout.padded_numel;
+    const Shape chunk_shape{shard};
+    // With one rank per shard group the shard is the whole: the buffers are shards, by their tags.
+    const MemTag whole_param_tag = shards == 1 ? MemTag::param_shard : MemTag::param_full;
+    const MemTag whole_grad_tag = shards == 1 ? MemTag::grad_shard : MemTag::grad_full;
+    if (parameters_replicated(options.strategy)) {
+      unit->replica = Tensor::empty(device, {padded}, DType::f32, whole_param_tag, unit->name + ".flat_param");
+      unit->master = unit->replica.view(me * shard, chunk_shape).set_name(unit->name + ".flat_param_shard");
+    } else {
+      unit->master = Tensor::empty(device, chunk_shape, DType::f32, MemTag::param_shard, unit->name + ".flat_param_shard");
+    }
+    unit->full = unit->replica.defined() && options.param_dtype == DType::f32
+                     ? unit->replica
+                     : Tensor::unallocated(device, {padded}, options.param_dtype, MemTag::param_full,
+                                           unit->name + ".flat_param_full");
+    if (gradients_replicated(options.strategy)) {
+      unit->grad_replica = Tensor::empty(device, {padded}, DType::f32, whole_grad_tag, unit->name + ".flat_grad");
+      unit->grad_shard = unit->grad_replica.view(me * shard, chunk_shape).set_name(unit->name + ".flat_grad_shard");
+    } else {
+      unit->grad_shard = Tensor::empty(device, chunk_shape, DType::f32, MemTag::grad_shard, unit->name + ".flat_grad_shard");
+    }
+    unit->grad_full = unit->grad_replica.defined() && options.param_dtype == DType::f32
+                          ? unit->grad_replica
+                          : Tensor::unallocated(device, {padded}, options.param_dtype, MemTag::grad_full,
+                                                unit->name + ".flat_grad_full");
+    rank.tasks.flat_parameter->point_views(unit->layout, unit->full, &Parameter::value);
+    rank.tasks.flat_parameter->point_views(unit->layout, unit->grad_full, &Parameter::grad);
+    hooks_.push_back(std::make_unique<UnitHooks>(*unit, rank));
+    plan.module->add_hooks(hooks_.back().get());
+    unit_ptrs_.push_back(unit.get());
+    units_.push_back(std::move(unit));
+  }
+}
+
+FullyShardedModel::~FullyShardedModel() {
+  for (std::size_t i = 0; i < units_.size(); ++i) units_[i]->module->remove_hooks(hooks_[i].get());
+}
+
+std::vector<FullyShardedModel::LocalChunk> FullyShardedModel::local_chunks(const FsdpUnit& unit) const {
+  if (!unit.replica.defined()) return {{rank_.shard_group.rank(), unit.master}};
+  std::vector<LocalChunk> chunks;
+  const std::int64_t shard = unit.layout.shard_numel();
+  for (int c = 0; c < unit.layout.world; ++c) chunks.push_back({c, unit.replica.view(c * shard, {shard})});
+  return chunks;
+}
+
+void FullyShardedModel::init_parameters(std::uint64_t seed) {
+  for (const FsdpUnit* unit : unit_ptrs_)
+    for (const LocalChunk& c : local_chunks(*unit))
+      rank_.tasks.meta_init->init_shard(*rank_.tasks.flat_parameter, unit->layout, c.chunk, c.values, seed);
+}
+
+void FullyShardedModel::load_parameters(const CheckpointFile& file) {
+  if (rank_.device.dry_run()) return;
+  for (const FsdpUnit* unit : unit_ptrs_) {
+    for (const LocalChunk& c : local_chunks(*unit)) {
+      std::vector<float> values(static_cast<std::size_t>(c.values.numel()), 0.0f);  // padding stays zero
+      for (const ShardSlice& s : rank_.tasks.flat_parameter->shard_slices(unit->layout, c.chunk))
+        file.read(s.param->name, s.param_begin,
+                  std::span<float>(values).subspan(static_cast<std::size_t>(s.shard_offset),
+                                                   static_cast<std::size_t>(s.count)));
+      rank_.device.synchronize();
+      c.values.copy_from(values);
+    }
+  }
+}
+
+void FullyShardedModel::with_full_parameters(const std::function<void()>& body) {
+  Device& device = rank_.device;
+  std::vector<Tensor> whole;  // freed when this returns
+  rank_.order(Lane::all_gather, Lane::compute);
+  for (FsdpUnit* unit : unit_ptrs_) {
+    check(unit->state == UnitState::sharded, "FSDP unit '", unit->name, "' is gathered; gather the full "
+          "parameters between steps only");
+    Tensor flat = unit->replica;
+    if (!flat.defined()) {
+      flat = Tensor::empty(device, {unit->layout.padded_numel}, DType::f32, MemTag::param_full,
+                           unit->name + ".flat_param_f32");
+      rank_.shard_group.all_gather(rank_.all_gather_stream(), unit->master, flat);
+    }
+    rank_.tasks.flat_parameter->point_views(unit->layout, flat, &Parameter::value);
+    whole.push_back(flat);
+  }
+  device.synchronize();
+  body();
+  for (FsdpUnit* unit : unit_ptrs_) rank_.tasks.flat_parameter->point_views(unit->layout, unit->full, &Parameter::value);
+}
+
+}  // namespace fsdplab

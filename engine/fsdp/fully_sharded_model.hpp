@@ -1,0 +1,79 @@
+// fully_sharded_model.hpp — a model wrapped in FSDP units on one rank: the glue that runs tasks 1–5.
+//
+// The wrap policy names module kinds (GPT-2's "Block"): each such module starts a unit, and the root
+// unit takes every parameter no inner unit took (GPT-2's wte, wpe and ln_f). Each unit's module gets
+// hooks that call the forward and backward tasks, so the model's own forward and backward run
+// sharded without knowing it:
+//   root pre_forward      gather the root (it stays gathered until the end of backward)
+//   Block pre_forward     gather the Block          post_forward   reshard it (full_shard)
+//   Block pre_backward    gather it again           post_backward  reduce-scatter, free
+//   root post_backward    reduce-scatter the root's gradients (the tied wte's from both its uses)
+// Ops launched inside a unit carry its index as their trace label.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/nn/checkpoint.hpp"
+#include "engine/nn/model.hpp"
+
+namespace fsdplab {
+
+struct UnitPlan {
+  Module* module = nullptr;
+  std::string name;                // the module's dotted name, "(root)" for the root
+  std::vector<Parameter*> params;  // in registration order, each once
+  int parent = -1;                 // the enclosing unit, -1 for none
+};
+
+// Splits `model` into units, outermost first. An Error for a wrapped module with no parameters, for a
+// tied parameter used in a unit that neither owns it nor runs inside its owner (its gradient would
+// have no full buffer to go to), and for a model with no parameters at all. A root holding no
+// parameter of its own gets no unit.
+std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds);
+
+class FullyShardedModel {
+ public:
+  // Plans the units and allocates, per unit, the f32 master shard and the gradient shard (and the
+  // whole replicas for replicated strategies) — never a whole unit for sharded ones; the parameter
+  // views point at freed full buffers until a unit is gathered.
+  FullyShardedModel(Model& model, FsdpRank& rank, std::span<const std::string> unit_kinds);
+  ~FullyShardedModel();
+  FullyShardedModel(const FullyShardedModel&) = delete;
+  FullyShardedModel& operator=(const FullyShardedModel&) = delete;
+
+  Model& model() { return model_; }
+  FsdpRank& rank() { return rank_; }
+  std::span<FsdpUnit* const> units() const { return unit_ptrs_; }
+
+  // Task 1: this rank's shards from the counter-based initialisation under `seed`.
+  void init_parameters(std::uint64_t seed);
+  // This rank's shards read from a checkpoint of the whole model.
+  void load_parameters(const CheckpointFile& file);
+
+  // Collective: gathers every unit's f32 master into whole f32 buffers, points the parameter values at
+  // them, runs `body` (a save on one rank), and frees them again. Every unit must be sharded.
+  void with_full_parameters(const std::function<void()>& body);
+
+ private:
+  class UnitHooks;
+  struct LocalChunk {
+    int chunk;      // which rank's shard of the unit, in the shard group
+    Tensor values;  // where this rank keeps it, f32
+  };
+  // The chunks of `unit` this rank holds: its own shard, or for replicated strategies every chunk of
+  // the whole replica.
+  std::vector<LocalChunk> local_chunks(const FsdpUnit& unit) const;
+
+  Model& model_;
+  FsdpRank& rank_;
+  std::vector<std::unique_ptr<FsdpUnit>> units_;
+  std::vector<FsdpUnit*> unit_ptrs_;
+  std::vector<std::unique_ptr<UnitHooks>> hooks_;
+};
+
+}  // namespace fsdplab

@@ -1,0 +1,81 @@
+#include "engine/fsdp/sharding.hpp"
+
+#include <array>
+#include <utility>
+
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab {
+namespace {
+
+constexpr std::array<std::pair<ShardingStrategy, std::string_view>, 6> kNames = {{
+    {ShardingStrategy::full_shard, "full"},
+    {ShardingStrategy::shard_grad_op, "grad_op"},
+    {ShardingStrategy::hybrid_shard, "hybrid"},
+    {ShardingStrategy::no_shard, "no_shard"},
+    {ShardingStrategy::zero1, "zero1"},
+    {ShardingStrategy::zero2, "zero2"},
+}};
+
+}  // namespace
+
+std::string_view strategy_name(ShardingStrategy s) {
+  for (const auto& [strategy, name] : kNames)
+    if (strategy == s) return name;
+  fail("unknown sharding strategy #", static_cast<int>(s));
+}
+
+ShardingStrategy parse_strategy(std::string_view name) {
+  for (const auto& [strategy, n] : kNames)
+    if (n == name) return strategy;
+  fail("unknown strategy '", name, "'; expected full, grad_op, hybrid, no_shard, zero1 or zero2");
+}
+
+void validate_fsdp_options(const FsdpOptions& options, int world) {
+  check(world >= 1, "--world ", world, "; expected at least 1 rank");
+  if (options.strategy == ShardingStrategy::hybrid_shard) {
+    check(options.hybrid_group >= 1, "--strategy hybrid needs --hybrid-group S (the ranks a unit is sharded "
+          "over, dividing --world ", world, "); got ", options.hybrid_group);
+    check(world % options.hybrid_group == 0, "--hybrid-group ", options.hybrid_group, " does not divide --world ",
+          world, "; expected a divisor such as ", world % 2 == 0 ? world / 2 : 1);
+  } else {
+    check(options.hybrid_group == 0, "--hybrid-group ", options.hybrid_group,
+          " is for --strategy hybrid; this run's strategy is ", strategy_name(options.strategy));
+  }
+  for (const auto& [what, dtype] : {std::pair{"--precision", options.param_dtype},
+                                    std::pair{"--reduce-dtype", options.reduce_dtype}}) {
+    check(dtype == DType::f32 || dtype == DType::bf16, what, " ", dtype_name(dtype), "; expected f32 or bf16");
+  }
+  check(!(options.param_dtype == DType::f32 && options.reduce_dtype == DType::bf16),
+        "--reduce-dtype bf16 with --precision f32: gradients computed in f32 would lose bits in a bf16 "
+        "reduction for no gain; use --precision bf16 (bf16 compute) or reduce in f32");
+  check(options.align >= 1, "FlatParameter alignment ", options.align, " elements; expected at least 1");
+}
+
+int shard_group_size(const FsdpOptions& options, int world) {
+  switch (options.strategy) {
+    case ShardingStrategy::hybrid_shard: return options.hybrid_group;
+    case ShardingStrategy::no_shard: return 1;
+    default: return world;
+  }
+}
+
+bool parameters_replicated(ShardingStrategy s) {
+  return s == ShardingStrategy::no_shard || s == ShardingStrategy::zero1 || s == ShardingStrategy::zero2;
+}
+
+bool gradients_replicated(ShardingStrategy s) { return s == ShardingStrategy::no_shard || s == ShardingStrategy::zero1; }
+
+bool reshards_after_forward(ShardingStrategy s) {
+  return s == ShardingStrategy::full_shard || s == ShardingStrategy::hybrid_shard;
+}
+
+std::string describe(const FsdpOptions& options, int world) {
+  std::string out = std::string(strategy_name(options.strategy)) + " W=" + std::to_string(world) +
+                    " (S=" + std::to_string(shard_group_size(options, world)) + "), " +
+                    std::string(dtype_name(options.param_dtype)) + " params, " +
+                    std::string(dtype_name(options.reduce_dtype)) + " reduce";
+  return out;
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,121 @@
+#include "engine/train/fsdp_trainer.hpp"
+
+#include <memory>
+#include <optional>
+
+#include "engine/comm/local_comm.hpp"
+#include "engine/fsdp/fully_sharded_model.hpp"
+#include "engine/nn/checkpoint.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/runtime/sim_device.hpp"
+#include "engine/tensor/elementwise.hpp"
+#include "engine/train/batch_source.hpp"
+#include "engine/train/model_factory.hpp"
+#include "engine/train/world.hpp"
+
+namespace fsdplab {
+namespace {
+
+// The groups one rank belongs to: the shard group (S ranks, color rank / S) and the replica group
+// (W / S ranks holding the same shard, color rank % S); either may be the world itself.
+struct RankGroups {
+  std::unique_ptr<Communicator> shard_owned, replica_owned;
+  Communicator* shard = nullptr;
+  Communicator* replica = nullptr;
+
+  RankGroups(LocalComm& world, int shard_size) {
+    const int rank = world.rank();
+    if (shard_size == world.world()) {
+      shard = &world;
+    } else {
+      shard_owned = world.split(rank / shard_size);
+      shard = shard_owned.get();
+    }
+    if (shard_size == 1) {
+      replica = &world;
+    } else {
+      replica_owned = world.split(rank % shard_size);
+      replica = replica_owned.get();
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& presets,
+                                   const std::function<void(const StepReport&)>& on_step) {
+  const RunConfig& run = fsdp.run;
+  const int world = run.world;
+  // ---- before any rank starts: everything that can be wrong with the request --------------------
+  check(world >= 1 && world <= kMaxLocalRanks, "--world ", world, "; this host runs 1 to ", kMaxLocalRanks,
+        " ranks (each a thread with its own device)");
+  validate_fsdp_options(fsdp.options, world);
+  check(run.steps >= 0, "--steps ", run.steps, "; expected >= 0");
+  check(fsdp.sinks.empty() || fsdp.sinks.size() == static_cast<std::size_t>(world), "train_fsdp: ",
+        fsdp.sinks.size(), " trace sinks for ", world, " ranks; expected one per rank or none");
+  const DevicePreset& device_preset = presets.device(run.device_preset);
+  const LinkPreset& link = presets.link_for(device_preset, run.link_preset);
+  BuiltModel probe = build_model(run);  // checks the model and the batch split
+  plan_units(*probe.model, probe.unit_kinds);
+  std::optional<CheckpointFile> init_file;
+  if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
+
+  std::vector<StepReport> reports;
+  run_world(world, [&](int r, LocalWorld& local) {
+    // Declared first: tensors must go before the device that holds their memory.
+    SimDevice device(r, device_preset, link);
+    if (!fsdp.sinks.empty()) device.add_sink(fsdp.sinks[static_cast<std::size_t>(r)]);
+    device.set_keep_op_log(fsdp.keep_op_log);
+    LocalComm comm(local, r, device);
+    RankGroups groups(comm, shard_group_size(fsdp.options, world));
+    FsdpRank rank{device, comm, *groups.shard, *groups.replica, fsdp.options, fsdp.tasks};
+
+    BuiltModel built = build_model(run);
+    FullyShardedModel sharded(*built.model, rank, built.unit_kinds);
+    if (init_file) {
+      sharded.load_parameters(*init_file);
+    } else {
+      sharded.init_parameters(run.seed);
+    }
+    const auto save = [&](const std::string& dir) {
+      sharded.with_full_parameters([&] {
+        if (r == 0) save_checkpoint(dir, *built.model, built.config);
+      });
+      comm.barrier();  // nobody reads the folder before rank 0 has renamed its files into place
+    };
+    if (!run.save_init.empty()) save(run.save_init);
+
+    std::unique_ptr<Optimizer> optimizer = fsdp.tasks.optimizer->make(sharded.units(), run.optimizer_spec(), rank);
+    BatchSource data(built.batch, run.seed, run.data_file);
+    RunContext ctx{device, fsdp.options.param_dtype};
+    const Stream compute = device.stream(Lane::compute);
+    const Tensor mean_loss = Tensor::empty(device, {1}, DType::f32, MemTag::workspace, "loss (mean over ranks)");
+    for (int step = 0; step < run.steps; ++step) {
+      device.synchronize();  // the host writes the batch into memory the last step's ops may have read
+      StepReport report{step, 0, device.host_time(), 0};
+      {
+        LabelScope scope(device, {step, -1, "forward"});
+        const Batch batch = data.batch(device, step, r, world);
+        const Tensor loss = built.model->forward(ctx, batch);
+        device.set_labels({step, -1, "backward"});
+        built.model->backward(ctx);
+        device.set_labels({step, -1, "optimizer"});
+        fsdp.tasks.optimizer->step(*optimizer, sharded.units(), rank);
+        copy(compute, loss, mean_loss);
+        comm.all_reduce(compute, mean_loss, ReduceOp::avg);
+        device.synchronize();
+        report.loss = mean_loss.to_vector()[0];
+      }
+      report.end = device.host_time();
+      if (r == 0) {
+        reports.push_back(report);
+        if (on_step) on_step(report);
+      }
+    }
+    if (!run.save_final.empty()) save(run.save_final);
+    if (fsdp.on_rank_done) fsdp.on_rank_done(r, device);
+  });
+  return reports;
+}
+
+}  // namespace fsdplab

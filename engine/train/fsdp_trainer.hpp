@@ -1,0 +1,41 @@
+// fsdp_trainer.hpp — the FSDP training loop: W ranks as threads, each with its own sim device,
+// training one model sharded by the reference tasks (or others), step for step like the baseline.
+//
+// Each rank takes rows [r*B/W, (r+1)*B/W) of every step's global batch, so the mean of the ranks'
+// losses is the baseline's loss, and gradients averaged over the ranks are the baseline's gradients.
+// The step reported is rank 0's: its host times, and the loss averaged over the ranks (an all-reduce,
+// as a logging `dist.all_reduce(loss)` would).
+#pragma once
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/sharding.hpp"
+#include "engine/runtime/presets.hpp"
+#include "engine/trace/trace_event.hpp"
+#include "engine/train/run_config.hpp"
+#include "engine/train/trainer.hpp"
+
+namespace fsdplab {
+
+struct FsdpRun {
+  RunConfig run;         // run.world ranks
+  FsdpOptions options;
+  FsdpTasks tasks = reference_tasks();
+  // One sink per rank (rank r's trace events and memory counters), or none.
+  std::vector<TraceSink*> sinks;
+  // Called on each rank's thread after its last step, with its device (for the ledger and the op
+  // log) while the run's tensors are still alive.
+  std::function<void(int rank, Device& device)> on_rank_done;
+  bool keep_op_log = false;  // record every op (the op graph schedule tests read); long runs keep none
+};
+
+// Everything that can be checked before a rank starts is (options against W, the batch split, the
+// units of the model, a --load-init folder against the model); then trains, calling on_step on rank
+// 0's thread after each step. Writes --save-init and --save-final folders of the whole (gathered)
+// parameters, as the baseline writes them. Returns rank 0's step reports.
+std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& presets,
+                                   const std::function<void(const StepReport&)>& on_step);
+
+}  // namespace fsdplab
