@@ -17,6 +17,13 @@ BatchSource::BatchSource(BatchShape shape, std::uint64_t seed, const std::string
 Batch BatchSource::batch(Device& device, std::int64_t step, int rank, int world) {
   const RowRange rows = rank_rows(shape_.batch, rank, world);
   const std::int64_t n = rows.end - rows.begin;
+  if (device.dry_run()) {  // shapes and memory only: there is nothing to write into
+    return shape_.kind == BatchShape::Kind::regression
+               ? Batch{Tensor::empty(device, {n, shape_.in}, DType::f32, MemTag::activation, "inputs"),
+                       Tensor::empty(device, {n, shape_.out}, DType::f32, MemTag::activation, "targets")}
+               : Batch{Tensor::empty(device, {n, shape_.seq}, DType::i32, MemTag::activation, "input ids"),
+                       Tensor::empty(device, {n, shape_.seq}, DType::i32, MemTag::activation, "target ids")};
+  }
   if (shape_.kind == BatchShape::Kind::regression) {
     std::vector<float> x(static_cast<std::size_t>(n * shape_.in)), y(static_cast<std::size_t>(n * shape_.out));
     synthetic_regression(seed_, step, shape_.batch, shape_.in, shape_.out, rows.begin, rows.end, x, y);

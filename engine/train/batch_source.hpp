@@ -25,6 +25,7 @@ class BatchSource {
   BatchSource(BatchShape shape, std::uint64_t seed, const std::string& token_file);
   // Rank `rank` of `world`'s rows of step `step`. The host writes the tensors, so the device must
   // not be running anything that could still read their (reused) memory: the caller synchronises.
+  // On a dry-run device the tensors are allocated and left unwritten.
   Batch batch(Device& device, std::int64_t step, int rank, int world);
 
  private:

@@ -1,5 +1,6 @@
 #include "engine/train/fsdp_trainer.hpp"
 
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -51,6 +52,8 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         " ranks (each a thread with its own device)");
   validate_fsdp_options(fsdp.options, world);
   check(run.steps >= 0, "--steps ", run.steps, "; expected >= 0");
+  check(!fsdp.dry_run || (run.save_init.empty() && run.save_final.empty() && run.load_init.empty()),
+        "a dry run has no parameter values to save or load; drop --save-init, --save-final and --load-init");
   check(fsdp.sinks.empty() || fsdp.sinks.size() == static_cast<std::size_t>(world), "train_fsdp: ",
         fsdp.sinks.size(), " trace sinks for ", world, " ranks; expected one per rank or none");
   const DevicePreset& device_preset = presets.device(run.device_preset);
@@ -63,7 +66,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
   std::vector<StepReport> reports;
   run_world(world, [&](int r, LocalWorld& local) {
     // Declared first: tensors must go before the device that holds their memory.
-    SimDevice device(r, device_preset, link);
+    SimDevice device(r, device_preset, link, SimDeviceOptions{.dry_run = fsdp.dry_run});
     if (!fsdp.sinks.empty()) device.add_sink(fsdp.sinks[static_cast<std::size_t>(r)]);
     device.set_keep_op_log(fsdp.keep_op_log);
     LocalComm comm(local, r, device);
@@ -104,7 +107,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         copy(compute, loss, mean_loss);
         comm.all_reduce(compute, mean_loss, ReduceOp::avg);
         device.synchronize();
-        report.loss = mean_loss.to_vector()[0];
+        report.loss = device.dry_run() ? std::numeric_limits<double>::quiet_NaN() : mean_loss.to_vector()[0];
       }
       report.end = device.host_time();
       if (r == 0) {

@@ -29,6 +29,9 @@ struct FsdpRun {
   // log) while the run's tensors are still alive.
   std::function<void(int rank, Device& device)> on_rank_done;
   bool keep_op_log = false;  // record every op (the op graph schedule tests read); long runs keep none
+  // Shapes, time and memory only, no numerics (sim_device.hpp): plans models far larger than this host
+  // could compute. Losses are reported as NaN; --save-init and --save-final are refused.
+  bool dry_run = false;
 };
 
 // Everything that can be checked before a rank starts is (options against W, the batch split, the
