@@ -134,7 +134,8 @@ int run_training(const RunOptions& options) {
   run.trace_file = options.trace_path;
   const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
   const bool fsdp = options.fsdp || run.world > 1;
-  FsdpRun sharded{run, {}, reference_tasks(), {}, {}, false};
+  FsdpRun sharded;
+  sharded.run = run;
   if (fsdp) {
     sharded.options.strategy = parse_strategy(options.strategy);
     sharded.options.hybrid_group = options.hybrid_group;
