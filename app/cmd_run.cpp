@@ -233,6 +233,8 @@ void add_run_command(CLI::App& app) {
       if (world->count() == 0) options->world = 1;
       run_training(*options);
     } else {
+      check(!options->fsdp, "--strategy, --hybrid-group, --precision and --reduce-dtype configure FSDP training; "
+            "add --model toy|mlp|gpt2 (the streams demo has its own --dtype)");
       run_streams_demo(*options);
     }
   });
