@@ -36,7 +36,10 @@ std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> uni
   // owner or a unit inside it runs its backward: the user must be the owner or nested in it.
   for (Module* m : model.modules()) {
     for (Parameter* p : m->shared_parameters()) {
-      const int owner = unit_of_param.at(p);
+      const auto owned = unit_of_param.find(p);
+      check(owned != unit_of_param.end(), "module '", m->name(), "' uses parameter '", p->name,
+            "', which no module of this model registers");
+      const int owner = owned->second;
       int u = unit_of_module.at(m);
       while (u != -1 && u != owner) u = plans[static_cast<std::size_t>(u)].parent;
       check(u == owner, "tied parameter '", p->name, "' belongs to FSDP unit '",
