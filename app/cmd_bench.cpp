@@ -1,20 +1,31 @@
 // `fsdplab bench` — benchmarks that print numbers. Wall-clock times here are the host's (this
 // machine's CPU), not the sim device's virtual clock; ratios are measured side by side in one run.
 //
-//   --what ops   the sim device's matmul (the op path: checks, race detector, OpenBLAS inside)
-//                against OpenBLAS's cblas_sgemm called directly, and gpt2 training steps/s.
+//   --what ops     the sim device's matmul (the op path: checks, race detector, OpenBLAS inside)
+//                  against OpenBLAS's cblas_sgemm called directly, and gpt2 training steps/s.
+//   --what memory  the writeup's memory table (section 4.1): per-rank peak memory of the baseline and of
+//                  FSDP at W = 2, 4, 8 with the per-rank micro-batch fixed, and each tag's peak as the
+//                  memory ledger measured it beside the analytic model (engine/fsdp/memory_model.hpp).
+//                  Dry runs on the sim device: bytes, not wall-clock times, and the same on every machine.
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "app/commands.hpp"
+#include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/sim_device.hpp"
 #include "engine/tensor/matmul.hpp"
+#include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/model_factory.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace fsdplab::app {
@@ -79,13 +90,160 @@ void bench_training(const char* preset, std::int64_t batch, std::int64_t seq, in
               static_cast<long long>(batch), static_cast<long long>(seq), steps / timed, 1e3 * timed / steps, steps);
 }
 
+struct MemoryBenchOptions {
+  std::string preset = "gpt2";
+  std::int64_t micro_batch = 4;  // rows per rank; the global batch is W times this
+  std::int64_t seq = 1024;
+  std::string strategy = "full";
+  std::string precision = "f32";
+};
+
+// One configuration's memory: per tag, the largest peak over its ranks and the formula's.
+struct MemoryRow {
+  std::string label;
+  std::int64_t parameters = 0;
+  TagBytes measured{};
+  std::int64_t peak_total = 0;  // the total's peak: one moment, unlike the sum of the tags' peaks
+  TagBytes formula{};
+};
+
+std::int64_t at(const TagBytes& bytes, MemTag tag) { return bytes[static_cast<std::size_t>(tag)]; }
+std::int64_t sharded_state(const TagBytes& bytes) {
+  return at(bytes, MemTag::param_shard) + at(bytes, MemTag::grad_shard) + at(bytes, MemTag::optim_state);
+}
+
+MemoryRow measure_memory(std::string label, const MemoryBenchOptions& bench, int world, const FsdpOptions& options) {
+  FsdpRun fsdp;
+  fsdp.run.model = "gpt2";
+  fsdp.run.preset = bench.preset;
+  fsdp.run.world = world;
+  fsdp.run.batch = bench.micro_batch * world;
+  fsdp.run.seq = bench.seq;
+  fsdp.run.steps = 1;  // nothing accumulates across steps (tests/integration/test_fsdp_memory.cpp runs two)
+  fsdp.options = options;
+  fsdp.dry_run = true;
+  MemoryRow row{std::move(label)};
+  std::mutex mutex;
+  fsdp.on_rank_done = [&](int, Device& device) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    for (MemTag tag : kAllMemTags) {
+      std::int64_t& peak = row.measured[static_cast<std::size_t>(tag)];
+      peak = std::max(peak, device.ledger().peak(tag));
+    }
+    row.peak_total = std::max(row.peak_total, device.ledger().peak_total());
+  };
+  train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
+
+  const BuiltModel built = build_model(fsdp.run);
+  for (const Parameter* p : built.model->parameters()) row.parameters += p->numel();
+  row.formula = fsdp_memory({plan_unit_sizes(*built.model, built.unit_kinds, options, world), options, world,
+                             optimizer_state_count(fsdp.run.optimizer_spec()),
+                             model_memory(*built.model, bench.micro_batch, built.batch.seq, options.param_dtype)});
+  return row;
+}
+
+void bench_memory(const MemoryBenchOptions& bench) {
+  const auto start = Clock::now();
+  FsdpOptions fsdp;
+  fsdp.strategy = parse_strategy(bench.strategy);
+  fsdp.param_dtype = parse_dtype(bench.precision);
+  FsdpOptions baseline = fsdp;
+  baseline.strategy = ShardingStrategy::no_shard;
+  std::vector<MemoryRow> rows;
+  rows.push_back(measure_memory("Baseline (1 GPU)", bench, 1, baseline));
+  for (int w : {2, 4, 8}) rows.push_back(measure_memory("FSDP (" + std::to_string(w) + " GPUs)", bench, w, fsdp));
+
+  // GB as the writeup's table has it; MB for the test presets, whose gigabytes would all read 0.000.
+  const bool giga = rows.front().peak_total >= 1'000'000'000;
+  const char* unit = giga ? "GB" : "MB";
+  const auto size = [giga](std::int64_t bytes) { return static_cast<double>(bytes) / (giga ? 1e9 : 1e6); };
+
+  std::printf("fsdplab bench --what memory: gpt2 '%s', strategy %s, %s parameters and compute, f32 gradient "
+              "reduction, AdamW\n", bench.preset.c_str(), bench.strategy.c_str(), bench.precision.c_str());
+  std::printf("Per rank: micro-batch %lld x seq %lld (global batch = W x %lld). Dry runs of one step on the sim device\n"
+              "(shapes and memory, no numerics). Baseline = FSDP at W = 1 with no_shard in the same precision: whole\n"
+              "parameters, gradients and optimizer state on one rank, as the single-rank trainer holds them (the\n"
+              "trainer itself runs real numerics only). %s = 10^%d bytes.\n\n",
+              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq),
+              static_cast<long long>(bench.micro_batch), unit, giga ? 9 : 6);
+  std::printf("| Configuration    | Parameters | Memory (%s) | Reduction | Params + grads + optimizer (%s) "
+              "| Reduction |\n", unit, unit);
+  std::printf("|------------------|------------|-------------|-----------|---------------------------------"
+              "|-----------|\n");
+  const MemoryRow& base = rows.front();
+  for (const MemoryRow& row : rows) {
+    char total_reduction[16] = "-", state_reduction[16] = "-";
+    if (&row != &base) {
+      std::snprintf(total_reduction, sizeof total_reduction, "%.2fx",
+                    static_cast<double>(base.peak_total) / static_cast<double>(row.peak_total));
+      std::snprintf(state_reduction, sizeof state_reduction, "%.2fx",
+                    static_cast<double>(sharded_state(base.measured)) /
+                        static_cast<double>(sharded_state(row.measured)));
+    }
+    std::printf("| %-16s | %9.2fM | %11.3f | %-9s | %31.3f | %-9s |\n", row.label.c_str(),
+                static_cast<double>(row.parameters) / 1e6, size(row.peak_total), total_reduction,
+                size(sharded_state(row.measured)), state_reduction);
+  }
+  std::printf("Memory: the peak of the total on the fullest rank. Params + grads + optimizer: param_shard + grad_shard +\n"
+              "optim_state, what FSDP shards.\n");
+
+  // The writeup's breakdown: per configuration, each tag's peak as measured and by the formula.
+  constexpr std::array<const char*, kMemTagCount> meaning = {
+      "Parameters (shard)", "Parameters (gathered)", "Gradients (shard)", "Gradients (unsharded)",
+      "Optimizer states", "Activations", "Comm staging", "Workspace"};
+  std::printf("\nPer-rank peak by tag, %s: measured by the ledger / formula (engine/fsdp/memory_model.hpp)\n", unit);
+  std::printf("%-34s", "");
+  for (const MemoryRow& row : rows) std::printf(" %18s", row.label.c_str());
+  std::printf("\n");
+  double worst = 0;
+  for (MemTag tag : kAllMemTags) {
+    std::printf("%-12s %-21s", std::string(mem_tag_name(tag)).c_str(), meaning[static_cast<std::size_t>(tag)]);
+    for (const MemoryRow& row : rows) {
+      const std::int64_t got = at(row.measured, tag), want = at(row.formula, tag);
+      std::printf("  %7.3f / %7.3f", size(got), size(want));
+      const double error = want == 0 ? (got == 0 ? 0.0 : 1.0)
+                                     : std::abs(static_cast<double>(got - want)) / static_cast<double>(want);
+      worst = std::max(worst, error);
+    }
+    std::printf("\n");
+  }
+  std::printf("%-34s", "sum of the tags' peaks");
+  for (const MemoryRow& row : rows) {
+    std::int64_t measured = 0, formula = 0;
+    for (MemTag tag : kAllMemTags) measured += at(row.measured, tag), formula += at(row.formula, tag);
+    std::printf("  %7.3f / %7.3f", size(measured), size(formula));
+  }
+  std::printf("\n%-34s", "peak of the total (one moment)");
+  for (const MemoryRow& row : rows)
+    std::printf("  %7.3f%s", size(row.peak_total), &row == &rows.back() ? "" : "          ");
+  std::printf("\n\nLargest |measured - formula| / formula over the tags of every configuration: %.2f%%.\n"
+              "Tags peak at different moments (activations at the start of backward, a Block's gathered parameters and\n"
+              "gradients inside its backward), so the total peaks below the sum of the tags' peaks. Wall time %.1f s.\n",
+              100 * worst, seconds_since(start));
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Benchmarks that print numbers (host wall-clock times)");
+  auto* cmd = app.add_subcommand("bench", "Benchmarks that print numbers (ops: host wall-clock times; memory: bytes)");
   auto what = std::make_shared<std::string>("ops");
-  cmd->add_option("--what", *what, "What to measure")->check(CLI::IsMember({"ops"}));
-  cmd->callback([what] {
+  auto memory = std::make_shared<MemoryBenchOptions>();
+  cmd->add_option("--what", *what, "What to measure: ops or memory")->check(CLI::IsMember({"ops", "memory"}));
+  const std::vector<CLI::Option*> memory_options = {
+      cmd->add_option("--preset", memory->preset, "memory: gpt2 size (test-tiny, test-small, gpt2, gpt2-medium, ...)"),
+      cmd->add_option("--micro-batch", memory->micro_batch, "memory: sequences per rank")->check(CLI::Range(1, 1 << 16)),
+      cmd->add_option("--seq", memory->seq, "memory: tokens per sequence")->check(CLI::Range(1, 1 << 20)),
+      cmd->add_option("--strategy", memory->strategy, "memory: FSDP sharding of the W = 2, 4, 8 runs (default full)")
+          ->check(CLI::IsMember({"full", "grad_op", "no_shard", "zero1", "zero2"})),
+      cmd->add_option("--precision", memory->precision, "memory: parameter and compute dtype, f32 or bf16")
+          ->check(CLI::IsMember({"f32", "bf16"}))};
+  cmd->callback([what, memory, memory_options] {
+    if (*what == "memory") {
+      bench_memory(*memory);
+      return;
+    }
+    for (const CLI::Option* o : memory_options)
+      check(o->count() == 0, o->get_name(), " configures --what memory; this run is --what ", *what);
     std::printf("fsdplab bench --what %s (wall clock of this host; OpenBLAS single-threaded)\n", what->c_str());
     for (std::int64_t n : {256, 512, 1024}) bench_matmul(n);
     bench_training("test-tiny", 8, 16, 20);

@@ -1,0 +1,143 @@
+#include "engine/fsdp/memory_model.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "engine/fsdp/fully_sharded_model.hpp"
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab {
+
+int optimizer_state_count(const OptimizerSpec& spec) {
+  if (spec.name == "adamw") return 2;
+  if (spec.name == "sgd") return spec.momentum != 0 ? 1 : 0;
+  fail("memory model: unknown optimizer '", spec.name, "'; expected sgd or adamw");
+}
+
+std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string> unit_kinds,
+                                      const FsdpOptions& options, int world) {
+  validate_fsdp_options(options, world);
+  const int shards = shard_group_size(options, world);
+  std::vector<UnitSize> sizes;
+  for (const UnitPlan& plan : plan_units(model, unit_kinds)) {
+    const bool root = plan.module->parent() == nullptr;
+    check(plan.parent == -1 || (plan.parent == 0 && !sizes.empty() && sizes.front().root), "memory model: unit '",
+          plan.name, "' is nested inside unit #", plan.parent, "; it covers the root unit and units directly "
+          "below it only (two units gathered at once inside one another)");
+    const FlatParamLayout layout = reference_flat_parameter().plan(plan.params, shards, options.align);
+    sizes.push_back({layout.padded_numel, layout.shard_numel(), root});
+  }
+  return sizes;
+}
+
+// GPT-2 on N = B·T tokens, activations of a bytes (the run's dtype), C = n_embd, H = n_head, L = n_layer,
+// V = vocab_size. No tensor outlives the step's backward except the position ids (workspace), so the
+// activation peak is the largest live sum over the step. Who holds what (gpt2_model.cpp, layers.cpp):
+//
+//   batch          input and target ids, i32, held by the trainer for the whole step         8N
+//   embeddings     wte's output, with the positions added in place; Block 0's ln_1 input     N·C·a
+//                  wpe's output [T, C], held by the transformer's forward through ln_f       T·C·a (forward only)
+//   each Block     ln_1 out (c_attn's input), qkv [N,3C], the attention output (c_proj's
+//   (saved for     input), the residual h (ln_2's input), ln_2 out (c_fc's input), c_fc's out
+//    backward)     [N,4C], gelu's out [N,4C] (c_proj's input), the block's output (the next
+//                  block's or ln_f's input): 16·N·C·a; the attention probabilities [B,H,T,T]
+//                  in f32: 4·B·H·T²; ln_1's and ln_2's mean and rstd in f32: 16N             S_blk
+//   ln_f           its output (lm_head's input) and its mean and rstd                        N·C·a + 8N
+//   lm_head, loss  logits [N,V], cross-entropy's lse [N] f32, the loss [1] f32               N·V·a + 4N + 4
+//
+// Transients (an op's output, freed once its consumer has added it in) sit on top of what is saved.
+// With base = 8N + N·C·a + L·S_blk, every moment of the step holds at most one of these (checked
+// allocation by allocation; the loss's 4 bytes live from the forward's end to the step's end):
+//   ln_f forward       base + N·C·a + 8N + T·C·a               its output and stats; the positions still held
+//   backward start     base + N·C·a + 8N + 2·N·V·a + 4N + 4    dlogits [N,V] beside the logits
+//   lm_head backward   base + 2·N·C·a + 8N + N·V·a + 4         its dx beside dlogits (logits and lse freed)
+//   last Block's       base + 5·N·C·a + 4                      the Block's output freed, lm_head's dx (held
+//     backward                                                 by GPT2Model.backward to its end) and ln_f's dx
+//                                                              live, then mlp.c_proj's dx [N,4C] beside
+//                                                              gelu's output, freed just after
+// Each later Block's backward starts S_blk lower (the finished one freed its saved tensors).
+ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64_t seq, DType dtype) {
+  config.validate();
+  check(batch >= 1 && seq >= 1 && seq <= config.n_positions, "gpt2 memory: ", batch, " rows of ", seq,
+        " tokens; expected at least one row of 1 to n_positions = ", config.n_positions, " tokens");
+  const std::int64_t a = static_cast<std::int64_t>(dtype_size(dtype));
+  const std::int64_t B = batch, T = seq, N = B * T, C = config.n_embd, H = config.n_head, L = config.n_layer,
+                     V = config.vocab_size;
+  const std::int64_t block = 16 * N * C * a + 4 * B * H * T * T + 16 * N;
+  const std::int64_t base = 8 * N + N * C * a + L * block;
+  const std::int64_t peak = base + std::max({N * C * a + 8 * N + T * C * a,
+                                             N * C * a + 8 * N + 2 * N * V * a + 4 * N + 4,
+                                             2 * N * C * a + 8 * N + N * V * a + 4,
+                                             5 * N * C * a + 4});
+  // The position ids 0 .. n_positions-1, i32, written once per device and kept.
+  return {peak, 4 * config.n_positions};
+}
+
+ModelMemory model_memory(const Module& model, std::int64_t batch, std::int64_t seq, DType dtype) {
+  if (const auto* gpt2 = dynamic_cast<const Gpt2Model*>(&model)) return gpt2_memory(gpt2->config(), batch, seq, dtype);
+  fail("memory model: the activations of model '", model.kind(), "' are not counted; it covers gpt2");
+}
+
+TagBytes fsdp_memory(const FsdpMemoryInput& in) {
+  validate_fsdp_options(in.options, in.world);
+  check(!in.units.empty(), "memory model: no FSDP units");
+  check(in.optimizer_states >= 0, "memory model: ", in.optimizer_states, " optimizer states; expected 0, 1 or 2");
+  const ShardingStrategy strategy = in.options.strategy;
+  const std::int64_t p = static_cast<std::int64_t>(dtype_size(in.options.param_dtype));
+  const std::int64_t r = static_cast<std::int64_t>(dtype_size(in.options.reduce_dtype));
+  const bool sharded_group = shard_group_size(in.options, in.world) > 1;
+  const bool f32 = in.options.param_dtype == DType::f32;
+
+  std::int64_t all = 0, shards = 0, root = 0, largest_other = 0;
+  for (const UnitSize& u : in.units) {
+    all += u.padded_numel;
+    shards += u.shard_numel;
+    if (u.root) {
+      root = u.padded_numel;
+    } else {
+      largest_other = std::max(largest_other, u.padded_numel);
+    }
+  }
+  const std::int64_t in_flight = reshards_after_forward(strategy) ? root + largest_other : all;
+  // The replicas exist on every rank; tagged as the shards they are when the group is one rank.
+  const bool param_replica_full =
+      parameters_replicated(strategy) && strategy != ShardingStrategy::no_shard && sharded_group;
+  const bool grad_replica_full = strategy == ShardingStrategy::zero1 && sharded_group;
+
+  TagBytes bytes{};
+  const auto at = [&](MemTag tag) -> std::int64_t& { return bytes[static_cast<std::size_t>(tag)]; };
+  at(MemTag::param_shard) = param_replica_full ? 0 : 4 * shards;
+  at(MemTag::param_full) = (parameters_replicated(strategy) && f32 ? 0 : p * in_flight) +
+                           (param_replica_full ? 4 * all : 0);
+  at(MemTag::grad_shard) = grad_replica_full ? 0 : 4 * shards;
+  at(MemTag::grad_full) = (gradients_replicated(strategy) && f32 ? 0 : p * (root + largest_other)) +
+                          (grad_replica_full ? 4 * all : 0);
+  at(MemTag::optim_state) = 4 * in.optimizer_states * shards;
+  std::int64_t staging = 0;
+  for (const UnitSize& u : in.units) {
+    if (!parameters_replicated(strategy) && !f32) staging = std::max(staging, p * u.shard_numel);
+    if (!gradients_replicated(strategy) && in.options.param_dtype != in.options.reduce_dtype)
+      staging = std::max(staging, r * u.padded_numel);
+    if (!gradients_replicated(strategy) && in.options.reduce_dtype != DType::f32)
+      staging = std::max(staging, r * u.shard_numel);
+  }
+  at(MemTag::comm_buffer) = staging;
+  at(MemTag::activation) = in.model.activation;
+  at(MemTag::workspace) = in.model.workspace + 4;
+  return bytes;
+}
+
+TagBytes baseline_memory(Module& model, int optimizer_states, const ModelMemory& model_memory) {
+  const std::vector<Parameter*> params = model.parameters();
+  const std::int64_t numel = std::accumulate(params.begin(), params.end(), std::int64_t{0},
+                                             [](std::int64_t n, const Parameter* q) { return n + q->numel(); });
+  TagBytes bytes{};
+  bytes[static_cast<std::size_t>(MemTag::param_shard)] = 4 * numel;
+  bytes[static_cast<std::size_t>(MemTag::grad_shard)] = 4 * numel;
+  bytes[static_cast<std::size_t>(MemTag::optim_state)] = 4 * optimizer_states * numel;
+  bytes[static_cast<std::size_t>(MemTag::activation)] = model_memory.activation;
+  bytes[static_cast<std::size_t>(MemTag::workspace)] = model_memory.workspace;
+  return bytes;
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,91 @@
+// memory_model.hpp — the analytic per-rank memory of an FSDP step, tag by tag: what the memory ledger
+// must read, written down, so a run can be checked against it (tests/integration/test_fsdp_memory.cpp)
+// and a student can see where every byte goes (`fsdplab bench --what memory`).
+//
+// It describes the code as it behaves: the reference tasks, without prefetch. Units u have a
+// FlatParameter of P_u elements (padded to a multiple of S) and shards of Z_u = P_u / S elements,
+// where S is the shard group (W; hybrid: the group; no_shard: 1). R = P of the root unit (GPT-2: wte,
+// wpe, ln_f), 0 without one; Bmax = the largest other unit (a Block). p = param_dtype bytes, r =
+// reduce_dtype bytes, k = optimizer states per element (adamw 2, sgd with momentum 1, sgd 0).
+// The root stays gathered from its pre_forward to the end of backward; full and hybrid reshard each
+// Block after its forward, so I = R + Bmax units are in flight; grad_op and the replicated strategies
+// (no_shard, zero1, zero2) keep every unit gathered from its forward to its backward: I = ΣP.
+// Per rank, in bytes:
+//
+//   param_shard  4·ΣZ                 the f32 masters (no_shard: S = 1, the replica is the shard);
+//                                     0 for zero1/zero2 at W > 1 (the replica is param_full, the
+//                                     master a view of it)
+//   param_full   p·I                  gathered copies; none for replicated strategies in f32, which
+//                                     compute in the replica itself
+//              + 4·ΣP                 zero1/zero2 at W > 1: the whole f32 replica
+//   grad_shard   4·ΣZ                 0 for zero1 at W > 1 (the whole gradient is grad_full)
+//   grad_full    p·(R + Bmax)         the root's gradient through the whole backward, one Block's at a
+//                                     time; none for no_shard/zero1 in f32 (backward writes the replica)
+//              + 4·ΣP                 zero1 at W > 1: the whole reduced gradient
+//   optim_state  k·4·ΣZ
+//   comm_buffer  max over u of        p·Z_u  bf16 staging of a sharded gather
+//                                     4·P_u  bf16 gradients widened to f32 before a reduce-scatter
+//                                     r·Z_u  a bf16 reduce-scatter's output before the f32 grad shard
+//                                     (one at a time: each is freed before the next collective)
+//   activation   the model's activation peak on one rank's micro-batch (gpt2_memory)
+//   workspace    the model's workspace (gpt2_memory) + 4 (the trainer's loss mean over ranks)
+//
+// The single-rank baseline (train/trainer.hpp) holds whole f32 parameters and gradients tagged
+// param_shard and grad_shard, k·4·Σnumel of optimizer state, and the same activations and workspace.
+// Tags peak at different moments (activations at the start of backward, gathered units in the middle
+// of it), so the sum of these peaks bounds the peak of the total from above.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/fsdp/sharding.hpp"
+#include "engine/nn/gpt2_model.hpp"
+#include "engine/optim/optimizer.hpp"
+#include "engine/runtime/memory_ledger.hpp"
+
+namespace fsdplab {
+
+// One FSDP unit as the memory model sees it.
+struct UnitSize {
+  std::int64_t padded_numel = 0;  // P_u
+  std::int64_t shard_numel = 0;   // Z_u
+  bool root = false;              // the root unit: gathered from its pre_forward to the end of backward
+};
+
+// What a model adds on one rank beyond its parameters: its activation peak and its workspace.
+struct ModelMemory {
+  std::int64_t activation = 0;
+  std::int64_t workspace = 0;
+};
+
+struct FsdpMemoryInput {
+  std::vector<UnitSize> units;
+  FsdpOptions options;
+  int world = 1;
+  int optimizer_states = 2;  // k
+  ModelMemory model;
+};
+
+// k for an optimizer: adamw 2 (exp_avg, exp_avg_sq), sgd with momentum 1, sgd 0.
+int optimizer_state_count(const OptimizerSpec& spec);
+
+// The units FSDP makes of `model` under `options` on `world` ranks: plan_units, then the reference
+// FlatParameter layout over the shard group. An Error for nested units below the root (the in-flight
+// count above assumes a Block never runs inside another unit).
+std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string> unit_kinds,
+                                      const FsdpOptions& options, int world);
+
+// GPT-2's activations and workspace on `batch` rows of `seq` tokens computed in `dtype`, counted from
+// the tensors gpt2_model.cpp and layers.cpp allocate (the ops allocate none); see memory_model.cpp.
+ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64_t seq, DType dtype);
+// The same for a model built by build_model; an Error for models the memory model does not cover.
+ModelMemory model_memory(const Module& model, std::int64_t batch, std::int64_t seq, DType dtype);
+
+// Expected per-rank peak bytes of each tag over an FSDP run's steps.
+TagBytes fsdp_memory(const FsdpMemoryInput& input);
+// Expected peak bytes of each tag of the single-rank baseline training `model`.
+TagBytes baseline_memory(Module& model, int optimizer_states, const ModelMemory& model_memory);
+
+}  // namespace fsdplab
