@@ -4,7 +4,10 @@
 #include <memory>
 #include <optional>
 
+#include <unistd.h>
+
 #include "engine/comm/local_comm.hpp"
+#include "engine/fsdp/memory_model.hpp"
 #include "engine/fsdp/fully_sharded_model.hpp"
 #include "engine/nn/checkpoint.hpp"
 #include "engine/runtime/error.hpp"
@@ -41,6 +44,27 @@ struct RankGroups {
   }
 };
 
+// The sim device keeps its memory in this host's RAM, so W ranks must fit in it together: refused
+// before any rank starts, from the analytic per-rank peak (memory_model.hpp; activations counted for
+// gpt2, the model whose activations dwarf the rest), instead of W threads running out of memory midway.
+void check_host_memory(const FsdpRun& fsdp, BuiltModel& probe) {
+  const RunConfig& run = fsdp.run;
+  FsdpMemoryInput input;
+  input.units = plan_unit_sizes(*probe.model, probe.unit_kinds, fsdp.options, run.world);
+  input.options = fsdp.options;
+  input.world = run.world;
+  input.optimizer_states = optimizer_state_count(run.optimizer_spec());
+  if (run.model == "gpt2")
+    input.model = model_memory(*probe.model, run.batch / run.world, probe.batch.seq, fsdp.options.param_dtype);
+  double per_rank = 0;
+  for (std::int64_t bytes : fsdp_memory(input)) per_rank += static_cast<double>(bytes);
+  const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  check(host <= 0 || per_rank * run.world <= host, "--world ", run.world, ": the ranks need about ",
+        per_rank * run.world / 1e9, " GB of this host's memory (", per_rank / 1e9,
+        " GB each; the sim device keeps its memory in host RAM) and this host has ", host / 1e9,
+        " GB; use fewer ranks, a smaller model or batch, or a dry run");
+}
+
 }  // namespace
 
 std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& presets,
@@ -60,6 +84,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
   const LinkPreset& link = presets.link_for(device_preset, run.link_preset);
   BuiltModel probe = build_model(run);  // checks the model and the batch split
   plan_units(*probe.model, probe.unit_kinds);
+  if (!fsdp.dry_run) check_host_memory(fsdp, probe);
   std::optional<CheckpointFile> init_file;
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
 
