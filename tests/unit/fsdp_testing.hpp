@@ -27,6 +27,17 @@ struct FsdpTestRank {
   int shard_rank() const { return rank.shard_group.rank(); }
 };
 
+// FSDP options with the fields these tests vary; everything else at its default.
+inline FsdpOptions make_options(ShardingStrategy strategy, int hybrid_group = 0, DType param_dtype = DType::f32,
+                                DType reduce_dtype = DType::f32) {
+  FsdpOptions options;
+  options.strategy = strategy;
+  options.hybrid_group = hybrid_group;
+  options.param_dtype = param_dtype;
+  options.reduce_dtype = reduce_dtype;
+  return options;
+}
+
 using ModelFactory = std::function<std::unique_ptr<Model>()>;
 
 // Runs body on `world` ranks (threads), each with its own sim device (op log kept, races throwing)

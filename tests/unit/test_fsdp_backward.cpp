@@ -23,16 +23,6 @@ const std::vector<std::string> kToyUnits = {"Linear", "LayerNorm"};  // fc1, ln,
 
 std::unique_ptr<Model> toy() { return std::make_unique<ToyModel>(); }
 
-FsdpOptions make_options(ShardingStrategy strategy, int hybrid_group = 0, DType param_dtype = DType::f32,
-                         DType reduce_dtype = DType::f32) {
-  FsdpOptions options;
-  options.strategy = strategy;
-  options.hybrid_group = hybrid_group;
-  options.param_dtype = param_dtype;
-  options.reduce_dtype = reduce_dtype;
-  return options;
-}
-
 // The gradient's base values over a unit's flat buffer: small integers, so (r + 1) x summed over the
 // ranks and divided by W = 3 or by 2 twice (hybrid) is exact; or, `fractional`, values bf16 cannot
 // hold exactly. Rank r's gradient is (r + 1) x.

@@ -22,13 +22,6 @@ const std::vector<std::string> kToyUnits = {"Linear", "LayerNorm"};  // fc1, ln,
 std::unique_ptr<Model> toy() { return std::make_unique<ToyModel>(); }
 std::unique_ptr<Model> gpt2_tiny() { return std::make_unique<Gpt2Model>(gpt2_preset("test-tiny")); }
 
-FsdpOptions make_options(ShardingStrategy strategy, int hybrid_group = 0) {
-  FsdpOptions options;
-  options.strategy = strategy;
-  options.hybrid_group = hybrid_group;
-  return options;
-}
-
 // The test gradient of element k of parameter `name`: multiples of 1/2 in [-2, 2], so lr 0.25 times
 // it is exact and p - lr g rounds once whatever the order of operations.
 float grad_value(const std::string& name, std::int64_t k) {

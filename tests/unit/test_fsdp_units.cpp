@@ -13,6 +13,7 @@
 #include "engine/nn/gpt2_model.hpp"
 #include "engine/nn/toy_model.hpp"
 #include "engine/train/fsdp_trainer.hpp"
+#include "fsdp_testing.hpp"
 #include "test_support.hpp"
 
 namespace fsdplab {
@@ -20,6 +21,7 @@ namespace {
 
 using testing::contains;
 using testing::error_of;
+using testing::make_options;
 
 std::vector<std::string> names_of(const std::vector<Parameter*>& params) {
   std::vector<std::string> names;
@@ -178,43 +180,33 @@ TEST(FsdpUnits, ModelWithNoParametersIsAnError) {
 
 // ---- options ---------------------------------------------------------------------------------------
 
-FsdpOptions options_for(ShardingStrategy strategy, int hybrid_group = 0, DType param = DType::f32,
-                        DType reduce = DType::f32) {
-  FsdpOptions o;
-  o.strategy = strategy;
-  o.hybrid_group = hybrid_group;
-  o.param_dtype = param;
-  o.reduce_dtype = reduce;
-  return o;
-}
-
 std::string validation_error(const FsdpOptions& options, int world) {
   return error_of([&] { validate_fsdp_options(options, world); });
 }
 
 TEST(FsdpUnits, ValidateOptionsErrors) {
-  EXPECT_TRUE(contains(validation_error(options_for(ShardingStrategy::full_shard), 0),
+  EXPECT_TRUE(contains(validation_error(make_options(ShardingStrategy::full_shard), 0),
                        "--world 0; expected at least 1 rank"));
-  const std::string not_dividing = validation_error(options_for(ShardingStrategy::hybrid_shard, 3), 4);
+  const std::string not_dividing = validation_error(make_options(ShardingStrategy::hybrid_shard, 3), 4);
   EXPECT_TRUE(contains(not_dividing, "--hybrid-group 3 does not divide --world 4")) << not_dividing;
-  const std::string no_group = validation_error(options_for(ShardingStrategy::hybrid_shard), 4);
+  const std::string no_group = validation_error(make_options(ShardingStrategy::hybrid_shard), 4);
   EXPECT_TRUE(contains(no_group, "--strategy hybrid needs --hybrid-group S")) << no_group;
-  const std::string group_without_hybrid = validation_error(options_for(ShardingStrategy::full_shard, 2), 4);
+  const std::string group_without_hybrid = validation_error(make_options(ShardingStrategy::full_shard, 2), 4);
   EXPECT_TRUE(contains(group_without_hybrid, "--hybrid-group 2 is for --strategy hybrid")) << group_without_hybrid;
   EXPECT_TRUE(contains(group_without_hybrid, "strategy is full")) << group_without_hybrid;
   const std::string bf16_reduce =
-      validation_error(options_for(ShardingStrategy::full_shard, 0, DType::f32, DType::bf16), 2);
+      validation_error(make_options(ShardingStrategy::full_shard, 0, DType::f32, DType::bf16), 2);
   EXPECT_TRUE(contains(bf16_reduce, "--reduce-dtype bf16 with --precision f32")) << bf16_reduce;
-  EXPECT_TRUE(contains(validation_error(options_for(ShardingStrategy::full_shard, 0, DType::i32), 2),
+  EXPECT_TRUE(contains(validation_error(make_options(ShardingStrategy::full_shard, 0, DType::i32), 2),
                        "--precision i32; expected f32 or bf16"));
-  FsdpOptions unaligned = options_for(ShardingStrategy::full_shard);
+  FsdpOptions unaligned = make_options(ShardingStrategy::full_shard);
   unaligned.align = 0;
   EXPECT_TRUE(contains(validation_error(unaligned, 2), "alignment 0"));
   // What runs.
-  EXPECT_NO_THROW(validate_fsdp_options(options_for(ShardingStrategy::hybrid_shard, 2), 4));
-  EXPECT_NO_THROW(validate_fsdp_options(options_for(ShardingStrategy::hybrid_shard, 4), 4));
-  EXPECT_NO_THROW(validate_fsdp_options(options_for(ShardingStrategy::full_shard, 0, DType::bf16, DType::bf16), 3));
-  EXPECT_NO_THROW(validate_fsdp_options(options_for(ShardingStrategy::full_shard, 0, DType::bf16, DType::f32), 3));
+  EXPECT_NO_THROW(validate_fsdp_options(make_options(ShardingStrategy::hybrid_shard, 2), 4));
+  EXPECT_NO_THROW(validate_fsdp_options(make_options(ShardingStrategy::hybrid_shard, 4), 4));
+  EXPECT_NO_THROW(validate_fsdp_options(make_options(ShardingStrategy::full_shard, 0, DType::bf16, DType::bf16), 3));
+  EXPECT_NO_THROW(validate_fsdp_options(make_options(ShardingStrategy::full_shard, 0, DType::bf16, DType::f32), 3));
 }
 
 TEST(FsdpUnits, StrategiesAndTheirGroups) {
@@ -223,13 +215,13 @@ TEST(FsdpUnits, StrategiesAndTheirGroups) {
                              ShardingStrategy::zero2})
     EXPECT_EQ(parse_strategy(strategy_name(s)), s) << strategy_name(s);
   EXPECT_TRUE(contains(error_of([] { parse_strategy("ddp"); }), "unknown strategy 'ddp'"));
-  EXPECT_EQ(shard_group_size(options_for(ShardingStrategy::full_shard), 8), 8);
-  EXPECT_EQ(shard_group_size(options_for(ShardingStrategy::shard_grad_op), 8), 8);
-  EXPECT_EQ(shard_group_size(options_for(ShardingStrategy::hybrid_shard, 2), 8), 2);
-  EXPECT_EQ(shard_group_size(options_for(ShardingStrategy::no_shard), 8), 1);
-  EXPECT_EQ(shard_group_size(options_for(ShardingStrategy::zero1), 8), 8);
-  EXPECT_EQ(shard_group_size(options_for(ShardingStrategy::zero2), 8), 8);
-  EXPECT_EQ(describe(options_for(ShardingStrategy::hybrid_shard, 2, DType::bf16), 4),
+  EXPECT_EQ(shard_group_size(make_options(ShardingStrategy::full_shard), 8), 8);
+  EXPECT_EQ(shard_group_size(make_options(ShardingStrategy::shard_grad_op), 8), 8);
+  EXPECT_EQ(shard_group_size(make_options(ShardingStrategy::hybrid_shard, 2), 8), 2);
+  EXPECT_EQ(shard_group_size(make_options(ShardingStrategy::no_shard), 8), 1);
+  EXPECT_EQ(shard_group_size(make_options(ShardingStrategy::zero1), 8), 8);
+  EXPECT_EQ(shard_group_size(make_options(ShardingStrategy::zero2), 8), 8);
+  EXPECT_EQ(describe(make_options(ShardingStrategy::hybrid_shard, 2, DType::bf16), 4),
             "hybrid W=4 (S=2), bf16 params, f32 reduce");
 }
 
