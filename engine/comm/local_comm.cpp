@@ -249,7 +249,7 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
         "'s stream through rank ", device_.rank(), "'s communicator");
   const LocalWorld::Seat seat = next_seat();
   call.dry = device_.dry_run();
-  call.earliest = device_.earliest_start(stream.lane);
+  call.earliest = device_.earliest_start(stream.lane, exchange.category);
   call.duration = device_.cost_model().collective(exchange.category, exchange.full_bytes, world());
   call.input = call.dry ? nullptr : input.raw();
   const std::shared_ptr<LocalWorld::Round> round = world_.arrive(seat, call);

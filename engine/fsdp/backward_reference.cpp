@@ -9,9 +9,10 @@ class ReferenceBackward final : public BackwardTask {
  public:
   void pre_backward(FsdpUnit& unit, FsdpRank& rank) const override {
     rank.tasks.forward->unshard(unit, rank);  // a no-op when the forward kept the unit gathered
-    if (!unit.grad_full.overlaps(unit.grad_replica)) unit.grad_full.storage().allocate();
+    rank.tasks.overlap->acquire_grad(unit, rank);
     fill(rank.compute(), unit.grad_full, 0);  // backward ops add into gradients
     rank.tasks.flat_parameter->point_views(unit.layout, unit.grad_full, &Parameter::grad);
+    rank.tasks.overlap->after(PassPoint::pre_backward, unit, rank);
   }
 
   void post_backward(FsdpUnit& unit, FsdpRank& rank) const override {
@@ -19,13 +20,22 @@ class ReferenceBackward final : public BackwardTask {
     const Stream stream = rank.reduce_scatter_stream();
     // The reduction reads the gradients the compute stream has just finished writing.
     rank.order(Lane::reduce_scatter, Lane::compute);
+    // The parameters' last use was this unit's backward: free them now, so a backward prefetch (issued
+    // next, ahead of the reduction on the link) can take their place.
+    rank.tasks.forward->reshard(unit, rank);
+    rank.tasks.overlap->after(PassPoint::post_backward, unit, rank);
+
     Tensor grads = unit.grad_full;
+    std::vector<Tensor> staging;
     const DType reduce_dtype = rank.options.reduce_dtype;
     if (grads.dtype() != reduce_dtype) {
       // MixedPrecision's reduce_dtype: widen the bf16 gradients to f32 before summing W of them.
-      Tensor wide = unit.grad_replica.defined()
-                        ? unit.grad_replica
-                        : Tensor::empty(device, grads.shape(), reduce_dtype, MemTag::comm_buffer, unit.name + ".grad_f32");
+      Tensor wide = unit.grad_replica;
+      if (!wide.defined()) {
+        wide = Tensor::empty(device, grads.shape(), reduce_dtype, MemTag::comm_buffer, unit.name + ".grad_f32",
+                             Lane::reduce_scatter);
+        staging.push_back(wide);
+      }
       cast(stream, grads, wide);
       grads = wide;
     }
@@ -36,21 +46,19 @@ class ReferenceBackward final : public BackwardTask {
     } else {
       // Average over the S ranks of the shard group, then over the W / S replicas of this shard:
       // the mean over all W ranks either way.
-      const Tensor out = reduce_dtype == unit.grad_shard.dtype()
-                             ? unit.grad_shard
-                             : Tensor::empty(device, unit.grad_shard.shape(), reduce_dtype, MemTag::comm_buffer,
-                                             unit.name + ".grad_shard_" + std::string(dtype_name(reduce_dtype)));
+      Tensor out = unit.grad_shard;
+      if (reduce_dtype != unit.grad_shard.dtype()) {
+        out = Tensor::empty(device, unit.grad_shard.shape(), reduce_dtype, MemTag::comm_buffer,
+                            unit.name + ".grad_shard_" + std::string(dtype_name(reduce_dtype)), Lane::reduce_scatter);
+        staging.push_back(out);
+      }
       rank.shard_group.reduce_scatter(stream, grads, out, ReduceOp::avg);
       if (rank.replica_group.world() > 1) rank.replica_group.all_reduce(stream, out, ReduceOp::avg);
       if (!out.overlaps(unit.grad_shard)) cast(stream, out, unit.grad_shard);
     }
     device.record(unit.reduced, Lane::reduce_scatter);
-    // The compute stream waits for the reduction before going on, so the buffers freed below (and the
-    // staging buffers above) cannot be handed to compute work while the reduction still reads them.
-    // Task 6 (overlap) lets compute run ahead instead and defers the frees.
-    device.wait(Lane::compute, unit.reduced);
-    if (!unit.grad_full.overlaps(unit.grad_replica)) unit.grad_full.storage().free();
-    rank.tasks.forward->reshard(unit, rank);
+    for (Tensor& t : staging) rank.tasks.overlap->release_staging(std::move(t), unit.reduced, rank);
+    rank.tasks.overlap->release_grad(unit, rank);
   }
 };
 

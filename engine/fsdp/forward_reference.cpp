@@ -5,39 +5,56 @@
 namespace fsdplab {
 namespace {
 
+// False for replicated strategies in f32, whose `full` is the replica itself: nothing to gather or free.
+bool owns_full(const FsdpUnit& unit) { return !unit.full.overlaps(unit.replica); }
+
 class ReferenceForward final : public ForwardTask {
  public:
+  bool prefetch(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (unit.state != UnitState::sharded) return true;
+    if (owns_full(unit)) {
+      if (!rank.tasks.overlap->acquire_full(unit, rank, /*prefetch=*/true)) return false;
+      gather(unit, rank);
+    }
+    unit.state = UnitState::gathering;
+    return true;
+  }
+
   void unshard(FsdpUnit& unit, FsdpRank& rank) const override {
     if (unit.state == UnitState::unsharded) return;
-    if (!unit.full.overlaps(unit.replica)) gather(unit, rank);
+    if (unit.state == UnitState::sharded && owns_full(unit)) {
+      rank.tasks.overlap->acquire_full(unit, rank, /*prefetch=*/false);
+      gather(unit, rank);
+    }
+    // The compute stream waits for this unit's gather and nothing else: an event wait, not a host
+    // sync, so the host goes on issuing work (and later gathers) while the gather runs.
+    if (owns_full(unit)) rank.device.wait(Lane::compute, unit.gathered);
     rank.tasks.flat_parameter->point_views(unit.layout, unit.full, &Parameter::value);
     unit.state = UnitState::unsharded;
   }
 
-  void reshard(FsdpUnit& unit, FsdpRank&) const override {
+  void reshard(FsdpUnit& unit, FsdpRank& rank) const override {
     if (unit.state == UnitState::sharded) return;
-    // Freed at the host's time. The compute stream waited for the gather, so later compute work that
-    // gets this block is ordered after every use of it; the collective streams order themselves
-    // after compute before they write (unshard, post_backward).
-    if (!unit.full.overlaps(unit.replica)) unit.full.storage().free();
+    if (owns_full(unit)) rank.tasks.overlap->release_full(unit, rank);
     unit.state = UnitState::sharded;
   }
 
-  void pre_forward(FsdpUnit& unit, FsdpRank& rank) const override { unshard(unit, rank); }
+  void pre_forward(FsdpUnit& unit, FsdpRank& rank) const override {
+    unshard(unit, rank);
+    rank.tasks.overlap->after(PassPoint::pre_forward, unit, rank);
+  }
 
   void post_forward(FsdpUnit& unit, FsdpRank& rank) const override {
     if (unit.reshard_after_forward) reshard(unit, rank);
+    rank.tasks.overlap->after(PassPoint::post_forward, unit, rank);
   }
 
  private:
-  // Fills unit.full on the all-gather stream; the compute stream waits for it by an event.
+  // Fills unit.full on the all-gather stream and records unit.gathered there.
   static void gather(FsdpUnit& unit, FsdpRank& rank) {
     Device& device = rank.device;
     const Stream stream = rank.all_gather_stream();
-    // The gather writes memory the compute stream may have used until now (a block the caching
-    // allocator hands out again) and reads the shard the optimizer last wrote on compute.
-    rank.order(Lane::all_gather, Lane::compute);
-    unit.full.storage().allocate();
+    Tensor staging;
     if (unit.replica.defined()) {
       // Replicated strategies hold the whole f32 parameters already: only the cast to param_dtype.
       cast(stream, unit.replica, unit.full);
@@ -45,13 +62,13 @@ class ReferenceForward final : public ForwardTask {
       rank.shard_group.all_gather(stream, unit.master, unit.full);
     } else {
       // Mixed precision: gather in param_dtype, half the bytes of the f32 master.
-      const Tensor low = Tensor::empty(device, unit.master.shape(), unit.full.dtype(), MemTag::comm_buffer,
-                                       unit.name + ".shard_" + std::string(dtype_name(unit.full.dtype())));
-      cast(stream, unit.master, low);
-      rank.shard_group.all_gather(stream, low, unit.full);
+      staging = Tensor::empty(device, unit.master.shape(), unit.full.dtype(), MemTag::comm_buffer,
+                              unit.name + ".shard_" + std::string(dtype_name(unit.full.dtype())), Lane::all_gather);
+      cast(stream, unit.master, staging);
+      rank.shard_group.all_gather(stream, staging, unit.full);
     }
     device.record(unit.gathered, Lane::all_gather);
-    device.wait(Lane::compute, unit.gathered);
+    if (staging.defined()) rank.tasks.overlap->release_staging(staging, unit.gathered, rank);
   }
 };
 

@@ -14,12 +14,14 @@
 //   grad_replica f32 [padded]       the whole averaged gradient (no_shard, zero1);
 //                                   `grad_shard` is then chunk r of it, a view         grad_shard / grad_full
 // `full` and `grad_full` keep one Storage each, freed and allocated again as the unit is resharded
-// and gathered, so the parameter views survive (tensor.hpp).
+// and gathered, so the parameter views survive (tensor.hpp). With the two-buffer pool they are views
+// of the pool's buffer for the unit's slot instead.
 #pragma once
 #include <string>
 
 #include "engine/comm/communicator.hpp"
 #include "engine/fsdp/flat_parameter.hpp"
+#include "engine/fsdp/overlap_state.hpp"
 #include "engine/fsdp/sharding.hpp"
 #include "engine/nn/module.hpp"
 #include "engine/runtime/event.hpp"
@@ -30,6 +32,7 @@ struct FsdpTasks;
 
 enum class UnitState {
   sharded,    // only the shard is held; the parameter views point at freed memory
+  gathering,  // a prefetch issued the gather; the compute stream has not waited for it yet
   unsharded,  // `full` holds the whole unit and the views point into it
 };
 
@@ -40,6 +43,7 @@ struct FsdpUnit {
   FlatParamLayout layout;
   bool reshard_after_forward = true;
   UnitState state = UnitState::sharded;
+  int pool_slot = -1;  // the two-buffer pool's buffer this unit takes turns in; -1 outside the pool
 
   Tensor master, replica, full;
   Tensor grad_full, grad_shard, grad_replica;
@@ -56,10 +60,12 @@ struct FsdpRank {
   Communicator& replica_group;  // the W / S ranks holding the same shard
   FsdpOptions options;
   const FsdpTasks& tasks;
+  OverlapState schedule{};  // task 6's memory between calls
 
   Stream compute() const { return device.stream(Lane::compute); }
   Stream all_gather_stream() const { return device.stream(Lane::all_gather); }
   Stream reduce_scatter_stream() const { return device.stream(Lane::reduce_scatter); }
+  bool async() const { return options.mode == OverlapMode::async; }
   // Work issued to `waiter` from now on starts after all work issued to `producer` so far: an event
   // recorded on one stream and waited on by the other, as torch's Stream.wait_stream, never a host sync.
   void order(Lane waiter, Lane producer) const {

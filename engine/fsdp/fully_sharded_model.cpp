@@ -65,6 +65,11 @@ class FullyShardedModel::UnitHooks final : public ModuleHooks {
 
   void pre_forward(Module&, RunContext&) override {
     enter();
+    OverlapState& s = rank_.schedule;
+    if (s.pass != Pass::forward) {
+      s.pass = Pass::forward;
+      rank_.tasks.overlap->begin_forward(rank_);
+    }
     rank_.tasks.forward->pre_forward(unit_, rank_);
   }
   void post_forward(Module&, RunContext&) override {
@@ -73,10 +78,17 @@ class FullyShardedModel::UnitHooks final : public ModuleHooks {
   }
   void pre_backward(Module&, RunContext&) override {
     enter();
+    rank_.schedule.pass = Pass::backward;
     rank_.tasks.backward->pre_backward(unit_, rank_);
   }
   void post_backward(Module&, RunContext&) override {
     rank_.tasks.backward->post_backward(unit_, rank_);
+    OverlapState& s = rank_.schedule;
+    if (++s.post_backwards_seen == s.units.size()) {  // the last unit of this backward
+      rank_.tasks.overlap->end_backward(rank_);
+      s.pass = Pass::idle;
+      s.post_backwards_seen = 0;
+    }
     leave();
   }
 
@@ -103,7 +115,7 @@ class FullyShardedModel::UnitHooks final : public ModuleHooks {
 FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, std::span<const std::string> unit_kinds)
     : model_(model), rank_(rank) {
   check(rank.tasks.meta_init && rank.tasks.flat_parameter && rank.tasks.forward && rank.tasks.backward &&
-            rank.tasks.optimizer, "FSDP: a task implementation is missing");
+            rank.tasks.optimizer && rank.tasks.overlap, "FSDP: a task implementation is missing");
   const FsdpOptions& options = rank.options;
   const int shards = rank.shard_group.world();
   const int me = rank.shard_group.rank();
@@ -134,7 +146,7 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, std::span<con
     unit->full = unit->replica.defined() && options.param_dtype == DType::f32
                      ? unit->replica
                      : Tensor::unallocated(device, {padded}, options.param_dtype, MemTag::param_full,
-                                           unit->name + ".flat_param_full");
+                                           unit->name + ".flat_param_full", Lane::all_gather);
     if (gradients_replicated(options.strategy)) {
       unit->grad_replica = Tensor::empty(device, {padded}, DType::f32, whole_grad_tag, unit->name + ".flat_grad");
       unit->grad_shard = unit->grad_replica.view(me * shard, chunk_shape).set_name(unit->name + ".flat_grad_shard");
@@ -145,12 +157,47 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, std::span<con
                           ? unit->grad_replica
                           : Tensor::unallocated(device, {padded}, options.param_dtype, MemTag::grad_full,
                                                 unit->name + ".flat_grad_full");
-    rank.tasks.flat_parameter->point_views(unit->layout, unit->full, &Parameter::value);
-    rank.tasks.flat_parameter->point_views(unit->layout, unit->grad_full, &Parameter::grad);
     hooks_.push_back(std::make_unique<UnitHooks>(*unit, rank));
     plan.module->add_hooks(hooks_.back().get());
     unit_ptrs_.push_back(unit.get());
     units_.push_back(std::move(unit));
+  }
+  if (options.buffers == UnshardBuffers::pool) use_buffer_pool(plans);
+  for (FsdpUnit* unit : unit_ptrs_) {
+    rank.tasks.flat_parameter->point_views(unit->layout, unit->full, &Parameter::value);
+    rank.tasks.flat_parameter->point_views(unit->layout, unit->grad_full, &Parameter::grad);
+  }
+  rank.schedule.units = unit_ptrs_;
+}
+
+void FullyShardedModel::use_buffer_pool(const std::vector<UnitPlan>& plans) {
+  OverlapState& s = rank_.schedule;
+  const DType dtype = rank_.options.param_dtype;
+  std::array<std::int64_t, 2> numel{0, 0};
+  int pooled = 0;
+  for (FsdpUnit* unit : unit_ptrs_) {
+    if (!unit->reshard_after_forward) continue;  // the root stays gathered: it keeps its own buffer
+    const int parent = plans[static_cast<std::size_t>(unit->index)].parent;
+    check(parent < 0 || unit_ptrs_[static_cast<std::size_t>(parent)]->pool_slot < 0, "--buffers pool: FSDP unit '",
+          unit->name, "' is nested in unit '", unit_ptrs_[static_cast<std::size_t>(parent)]->name,
+          "', so both are gathered at once and could need the same buffer; the two-buffer pool takes units that "
+          "run one after another (wrap only the innermost, or use --buffers alloc)");
+    unit->pool_slot = pooled++ % 2;
+    numel[static_cast<std::size_t>(unit->pool_slot)] =
+        std::max(numel[static_cast<std::size_t>(unit->pool_slot)], unit->layout.padded_numel);
+  }
+  for (std::size_t slot = 0; slot < 2; ++slot) {
+    if (numel[slot] == 0) continue;
+    const std::string name = std::string("pool.") + (slot == 0 ? "even" : "odd");
+    s.param_pool[slot] = Tensor::empty(rank_.device, {numel[slot]}, dtype, MemTag::param_full, name + ".flat_param",
+                                       Lane::all_gather);
+    s.grad_pool[slot] = Tensor::empty(rank_.device, {numel[slot]}, dtype, MemTag::grad_full, name + ".flat_grad");
+  }
+  for (FsdpUnit* unit : unit_ptrs_) {
+    if (unit->pool_slot < 0) continue;
+    const auto slot = static_cast<std::size_t>(unit->pool_slot);
+    unit->full = s.param_pool[slot].view(0, {unit->layout.padded_numel}).set_name(unit->name + ".flat_param_full");
+    unit->grad_full = s.grad_pool[slot].view(0, {unit->layout.padded_numel}).set_name(unit->name + ".flat_grad_full");
   }
 }
 
@@ -197,7 +244,7 @@ void FullyShardedModel::with_full_parameters(const std::function<void()>& body) 
     Tensor flat = unit->replica;
     if (!flat.defined()) {
       flat = Tensor::empty(device, {unit->layout.padded_numel}, DType::f32, MemTag::param_full,
-                           unit->name + ".flat_param_f32");
+                           unit->name + ".flat_param_f32", Lane::all_gather);
       rank_.shard_group.all_gather(rank_.all_gather_stream(), unit->master, flat);
     }
     rank_.tasks.flat_parameter->point_views(unit->layout, flat, &Parameter::value);

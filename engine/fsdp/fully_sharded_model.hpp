@@ -68,6 +68,8 @@ class FullyShardedModel {
   // The chunks of `unit` this rank holds: its own shard, or for replicated strategies every chunk of
   // the whole replica.
   std::vector<LocalChunk> local_chunks(const FsdpUnit& unit) const;
+  // --buffers pool: the units freed after forward take turns, even and odd, in two buffers.
+  void use_buffer_pool(const std::vector<UnitPlan>& plans);
 
   Model& model_;
   FsdpRank& rank_;

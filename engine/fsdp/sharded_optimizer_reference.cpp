@@ -34,7 +34,7 @@ const ShardedOptimizerTask& reference_sharded_optimizer() {
 
 FsdpTasks reference_tasks() {
   return {&reference_meta_init(), &reference_flat_parameter(), &reference_forward(), &reference_backward(),
-          &reference_sharded_optimizer()};
+          &reference_sharded_optimizer(), &reference_overlap()};
 }
 
 }  // namespace fsdplab

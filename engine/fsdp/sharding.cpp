@@ -31,6 +31,54 @@ ShardingStrategy parse_strategy(std::string_view name) {
   fail("unknown strategy '", name, "'; expected full, grad_op, hybrid, no_shard, zero1 or zero2");
 }
 
+std::string_view overlap_mode_name(OverlapMode m) { return m == OverlapMode::sync ? "sync" : "async"; }
+
+OverlapMode parse_overlap_mode(std::string_view name) {
+  if (name == "sync") return OverlapMode::sync;
+  if (name == "async") return OverlapMode::async;
+  fail("unknown mode '", name, "'; expected sync or async");
+}
+
+PrefetchPolicy parse_prefetch(std::string_view text) {
+  PrefetchPolicy p{false, BackwardPrefetch::none};
+  std::string_view rest = text;
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const bool backward_given = p.backward != BackwardPrefetch::none;
+    if (item == "none") {
+      check(text == "none", "--prefetch '", text, "': 'none' cannot be combined with other policies");
+    } else if (item == "forward") {
+      p.forward = true;
+    } else if (item == "backward-pre" || item == "backward-post" || item == "all") {
+      check(!backward_given, "--prefetch '", text, "' names two backward prefetches; pick backward-pre or backward-post");
+      p.backward = item == "backward-post" ? BackwardPrefetch::post : BackwardPrefetch::pre;
+      if (item == "all") p.forward = true;
+    } else {
+      fail("unknown prefetch '", item, "' in --prefetch '", text,
+           "'; expected none, forward, backward-pre, backward-post, all, or a comma list such as forward,backward-post");
+    }
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return p;
+}
+
+std::string prefetch_name(const PrefetchPolicy& p) {
+  std::string out = p.forward ? "forward" : "";
+  if (p.backward != BackwardPrefetch::none)
+    out += std::string(out.empty() ? "" : ",") + (p.backward == BackwardPrefetch::pre ? "backward-pre" : "backward-post");
+  return out.empty() ? "none" : out;
+}
+
+std::string_view unshard_buffers_name(UnshardBuffers b) { return b == UnshardBuffers::pool ? "pool" : "alloc"; }
+
+UnshardBuffers parse_unshard_buffers(std::string_view name) {
+  if (name == "alloc") return UnshardBuffers::alloc;
+  if (name == "pool") return UnshardBuffers::pool;
+  fail("unknown --buffers '", name, "'; expected alloc (the caching allocator, per gather) or pool (two buffers, YaFSDP)");
+}
+
 void validate_fsdp_options(const FsdpOptions& options, int world) {
   check(world >= 1, "--world ", world, "; expected at least 1 rank");
   if (options.strategy == ShardingStrategy::hybrid_shard) {
@@ -50,6 +98,16 @@ void validate_fsdp_options(const FsdpOptions& options, int world) {
         "--reduce-dtype bf16 with --precision f32: gradients computed in f32 would lose bits in a bf16 "
         "reduction for no gain; use --precision bf16 (bf16 compute) or reduce in f32");
   check(options.align >= 1, "FlatParameter alignment ", options.align, " elements; expected at least 1");
+  const bool prefetching = options.prefetch.forward || options.prefetch.backward != BackwardPrefetch::none;
+  check(options.mode == OverlapMode::async || !prefetching, "--prefetch ", prefetch_name(options.prefetch),
+        " with --mode sync: in SYNC mode every collective blocks compute, so nothing can be fetched ahead; "
+        "use --mode async or --prefetch none");
+  check(options.max_inflight >= 0, "--max-inflight ", options.max_inflight,
+        "; expected the number of gathered units allowed at once (>= 1), or 0 for no limit");
+  check(options.buffers == UnshardBuffers::alloc || reshards_after_forward(options.strategy),
+        "--buffers pool with --strategy ", strategy_name(options.strategy),
+        ": the two-buffer pool lets even and odd units take turns, which needs units freed after their "
+        "forward; use --strategy full or hybrid, or --buffers alloc");
 }
 
 int shard_group_size(const FsdpOptions& options, int world) {
@@ -74,7 +132,14 @@ std::string describe(const FsdpOptions& options, int world) {
   std::string out = std::string(strategy_name(options.strategy)) + " W=" + std::to_string(world) +
                     " (S=" + std::to_string(shard_group_size(options, world)) + "), " +
                     std::string(dtype_name(options.param_dtype)) + " params, " +
-                    std::string(dtype_name(options.reduce_dtype)) + " reduce";
+                    std::string(dtype_name(options.reduce_dtype)) + " reduce, " +
+                    std::string(overlap_mode_name(options.mode));
+  if (options.mode == OverlapMode::async) {
+    out += " prefetch " + prefetch_name(options.prefetch) + ", ";
+    out += options.buffers == UnshardBuffers::pool ? std::string("two-buffer pool")
+           : options.max_inflight == 0             ? std::string("no in-flight limit")
+                                                   : std::to_string(options.max_inflight) + " in flight";
+  }
   return out;
 }
 

@@ -14,6 +14,11 @@
 //
 // Mixed precision (PyTorch's MixedPrecision): the master shard is always f32; `param_dtype` is what
 // is all-gathered and computed in (activations too), `reduce_dtype` what gradients are reduced in.
+//
+// Overlap (task 6, overlap_task.hpp): SYNC makes the compute stream wait for every collective and the
+// collectives wait for compute, so nothing overlaps (the seed's baseline). ASYNC orders the streams
+// by events only: a gather waits for nothing but the memory it writes, the compute stream waits for a
+// unit's gather only when it needs the unit, and for the reductions only before the optimizer step.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,10 +29,31 @@
 namespace fsdplab {
 
 enum class ShardingStrategy { full_shard, shard_grad_op, hybrid_shard, no_shard, zero1, zero2 };
+enum class OverlapMode { sync, async };
+// Where the gather of the next unit is issued ahead of its need (PyTorch's BackwardPrefetch):
+//   pre    in the pre-backward of the current unit: overlaps its backward compute, holds two units
+//   post   in its post-backward, once its gradient is computed: less memory, less overlap
+enum class BackwardPrefetch { none, pre, post };
+// Where gathered parameters live: allocated per gather from the caching allocator (PyTorch), or two
+// buffers allocated once that even and odd units take turns in (YaFSDP).
+enum class UnshardBuffers { alloc, pool };
+
+struct PrefetchPolicy {
+  bool forward = false;  // in a unit's pre-forward, gather the next unit of the recorded forward order
+  BackwardPrefetch backward = BackwardPrefetch::pre;
+};
 
 // The CLI's names: full, grad_op, hybrid, no_shard, zero1, zero2.
 std::string_view strategy_name(ShardingStrategy s);
 ShardingStrategy parse_strategy(std::string_view name);
+std::string_view overlap_mode_name(OverlapMode m);  // sync, async
+OverlapMode parse_overlap_mode(std::string_view name);
+// The CLI's --prefetch: none, forward, backward-pre, backward-post, all (forward + backward-pre), or a
+// comma list such as "forward,backward-post".
+PrefetchPolicy parse_prefetch(std::string_view text);
+std::string prefetch_name(const PrefetchPolicy& p);
+std::string_view unshard_buffers_name(UnshardBuffers b);  // alloc, pool
+UnshardBuffers parse_unshard_buffers(std::string_view name);
 
 struct FsdpOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
@@ -37,11 +63,22 @@ struct FsdpOptions {
   // Every parameter starts at a multiple of this many elements of the flat buffer (16 bytes of f32,
   // as PyTorch aligns), so its view suits vector loads.
   std::int64_t align = 4;
+  // Task 6. The defaults are PyTorch FSDP's: asynchronous, backward prefetch in pre-backward, at most
+  // two gathers in flight, buffers from the caching allocator.
+  OverlapMode mode = OverlapMode::async;
+  PrefetchPolicy prefetch;
+  // ASYNC with alloc buffers: at most this many gathered units (other than those kept gathered from
+  // forward to backward, such as the root) hold memory at once; the host waits before the next
+  // gather. 0: no limit (PyTorch's limit_all_gathers=False).
+  int max_inflight = 2;
+  UnshardBuffers buffers = UnshardBuffers::alloc;
 };
 
 // An Error, before any rank starts, for a combination that cannot run on `world` ranks: world < 1,
 // a hybrid group that is not given or does not divide W, dtypes other than f32 and bf16, or a bf16
-// reduction of f32 gradients (reducing below the precision they were computed in loses bits for nothing).
+// reduction of f32 gradients (reducing below the precision they were computed in loses bits for nothing),
+// prefetch in SYNC mode, a negative --max-inflight, or the two-buffer pool with a strategy that keeps
+// units gathered from forward to backward.
 void validate_fsdp_options(const FsdpOptions& options, int world);
 
 // S: how many ranks share one unit's shards.
@@ -54,7 +91,7 @@ bool gradients_replicated(ShardingStrategy s);
 // True when the strategy frees the gathered parameters after a unit's forward (full, hybrid).
 bool reshards_after_forward(ShardingStrategy s);
 
-// "full_shard W=4 (S=4), bf16 params, f32 reduce" — for run headers.
+// "full W=4 (S=4), bf16 params, f32 reduce, async prefetch backward-pre, 2 in flight" — for run headers.
 std::string describe(const FsdpOptions& options, int world);
 
 }  // namespace fsdplab

@@ -26,12 +26,16 @@ enum class DeviceKind { sim, cuda };
 
 // One allocation's memory. Blocks are owned by their device and cached: a freed block is handed out
 // again for a later allocation of the same size class, as a caching allocator does, which is what
-// makes "reused while another stream still reads it" a real hazard.
+// makes "reused while another stream still reads it" a real hazard. As in PyTorch's caching
+// allocator, each block belongs to the stream it was allocated for and is reused only for that
+// stream, whose order makes the reuse safe; a block another stream also used must be kept until that
+// stream is done with it (record_stream; DeferredFrees) before it is freed.
 struct Block {
   BlockId id = 0;
   std::int64_t capacity = 0;    // size class, what the allocator holds
   std::int64_t bytes = 0;       // what the current allocation asked for
   MemTag tag = MemTag::workspace;
+  Lane stream = Lane::compute;  // the stream whose pool it returns to
   std::byte* data = nullptr;    // null on a dry run: time and memory only
   std::uint64_t generation = 0; // how many allocations have used this block
   bool live = false;
@@ -91,8 +95,9 @@ class Device {
   // ---- streams and events -------------------------------------------------------------------
   // Issues an op on `lane`'s stream. `body` computes its numerics (skipped on a dry run).
   virtual OpId launch(Lane lane, OpSpec spec, const std::function<void()>& body) = 0;
-  // When an op launched now on `lane` could start: collectives agree on the max over their ranks.
-  virtual SimTime earliest_start(Lane lane) const = 0;
+  // When an op of `category` launched now on `lane` could start: collectives agree on the max over
+  // their ranks. A collective also waits for the rank's link (sim_device.hpp).
+  virtual SimTime earliest_start(Lane lane, OpCategory category) const = 0;
   virtual void record(Event& event, Lane lane) = 0;
   // Later work on `lane` waits for `event` (which may come from another rank's device).
   virtual void wait(Lane lane, const Event& event) = 0;
@@ -107,7 +112,8 @@ class Device {
   virtual void host_access(const Access& access, bool write, const std::string& what) = 0;
 
   // ---- memory ---------------------------------------------------------------------------------
-  virtual Allocation allocate(std::int64_t bytes, MemTag tag) = 0;
+  // Memory for work on `stream` (its pool of cached blocks; see Block).
+  virtual Allocation allocate(std::int64_t bytes, MemTag tag, Lane stream = Lane::compute) = 0;
   const MemoryLedger& ledger() const { return ledger_; }
   MemoryLedger& ledger() { return ledger_; }
 

@@ -73,7 +73,8 @@ void SimDevice::check_and_commit(const std::vector<Access>& accesses, bool write
 OpId SimDevice::launch(Lane lane, OpSpec spec, const std::function<void()>& body) {
   StreamState& s = state(lane);
   const SimTime issued = host_ + cost_.launch_overhead();
-  const SimTime begin = std::max({s.ready, issued, spec.not_before});
+  const bool on_link = is_communication(spec.category);
+  const SimTime begin = std::max({s.ready, issued, spec.not_before, on_link ? link_ready_ : SimTime{0}});
   const SimTime duration = spec.duration >= 0 ? spec.duration : cost_.compute(spec.cost);
   const SimTime end = begin + duration;
 
@@ -90,6 +91,7 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const std::function<void()>& body
   const OpId id = next_op_++;
   host_ = issued;
   s.ready = end;
+  if (on_link) link_ready_ = end;
   s.clock = clock;
   s.last_op = id;
   check_and_commit(spec.reads, false, who, clock, true);
@@ -112,8 +114,9 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const std::function<void()>& body
   return id;
 }
 
-SimTime SimDevice::earliest_start(Lane lane) const {
-  return std::max(state(lane).ready, host_ + cost_.launch_overhead());
+SimTime SimDevice::earliest_start(Lane lane, OpCategory category) const {
+  const SimTime start = std::max(state(lane).ready, host_ + cost_.launch_overhead());
+  return is_communication(category) ? std::max(start, link_ready_) : start;
 }
 
 void SimDevice::record(Event& event, Lane lane) {
@@ -176,7 +179,9 @@ void SimDevice::host_access(const Access& access, bool write, const std::string&
   races_.prune(access.block, lane_clocks());
 }
 
-Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag) {
+Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
+  check(stream != Lane::host, "rank ", rank_, ": allocation for the host lane; memory belongs to a stream");
+  auto& pool = free_blocks_[lane_index(stream)];
   check(bytes >= 0, "rank ", rank_, ": allocation of ", bytes, " bytes tagged ", mem_tag_name(tag),
         "; expected a size >= 0");
   const double capacity = cost_.device().memory_bytes;
@@ -189,10 +194,10 @@ Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag) {
       std::max<std::int64_t>(kBlockGranularity, (bytes + kBlockGranularity - 1) / kBlockGranularity * kBlockGranularity);
 
   Block* block = nullptr;
-  auto it = free_blocks_.lower_bound(size_class);
-  if (it != free_blocks_.end() && it->first <= size_class * kMaxReuseSlack) {
+  auto it = pool.lower_bound(size_class);
+  if (it != pool.end() && it->first <= size_class * kMaxReuseSlack) {
     block = it->second;
-    free_blocks_.erase(it);
+    pool.erase(it);
   } else {
     auto owned = std::make_unique<OwnedBlock>();
     owned->block.id = blocks_.size() + 1;
@@ -209,6 +214,7 @@ Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag) {
   }
   block->bytes = bytes;
   block->tag = tag;
+  block->stream = stream;
   block->generation += 1;
   block->live = true;
   ++live_blocks_;
@@ -220,7 +226,7 @@ Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag) {
 void SimDevice::free(Block* block) {
   block->live = false;
   --live_blocks_;
-  free_blocks_.emplace(block->capacity, block);
+  free_blocks_[lane_index(block->stream)].emplace(block->capacity, block);
   ledger_.on_free(block->tag, block->bytes, host_);
   if (!sinks_.empty()) emit(CounterSample{rank_, host_, block->tag, ledger_.live(block->tag), ledger_.live_total()});
 }

@@ -7,6 +7,11 @@
 // SYNC against ASYNC, and a sync that stalls the pipeline all show up in the timeline, identically
 // on every run and every machine. The numerics run at launch, in program order, so results never
 // depend on the schedule; the race detector reports the schedules that would corrupt them on a GPU.
+//
+// Each rank has one link, which its collectives take one at a time in the order they are issued,
+// whichever stream issued them: NCCL runs a communicator's collectives in order on one internal
+// stream, and two at once would share the link's bandwidth anyway. So a reduce-scatter issued before
+// the next all-gather delays it, which is why backward needs explicit prefetch to overlap at all.
 #pragma once
 #include <map>
 #include <memory>
@@ -32,7 +37,7 @@ class SimDevice final : public Device {
   const CostModel& cost_model() const override { return cost_; }
 
   OpId launch(Lane lane, OpSpec spec, const std::function<void()>& body) override;
-  SimTime earliest_start(Lane lane) const override;
+  SimTime earliest_start(Lane lane, OpCategory category) const override;
   void record(Event& event, Lane lane) override;
   void wait(Lane lane, const Event& event) override;
   void synchronize(const Event& event) override;
@@ -42,7 +47,7 @@ class SimDevice final : public Device {
   SimTime host_time() const override { return host_; }
   void host_access(const Access& access, bool write, const std::string& what) override;
 
-  Allocation allocate(std::int64_t bytes, MemTag tag) override;
+  Allocation allocate(std::int64_t bytes, MemTag tag, Lane stream = Lane::compute) override;
 
   const RaceDetector& race_detector() const { return races_; }
 
@@ -65,6 +70,7 @@ class SimDevice final : public Device {
   CostModel cost_;
   std::array<StreamState, kStreamCount> streams_;
   SimTime host_ = 0;
+  SimTime link_ready_ = 0;  // when this rank's last collective ends
   VectorClock host_clock_{};
   OpId next_op_ = 1;
   RaceDetector races_;
@@ -75,7 +81,7 @@ class SimDevice final : public Device {
   };
   std::vector<std::unique_ptr<OwnedBlock>> blocks_;
   std::unordered_map<BlockId, Block*> by_id_;
-  std::multimap<std::int64_t, Block*> free_blocks_;  // by capacity
+  std::array<std::multimap<std::int64_t, Block*>, kStreamCount> free_blocks_;  // per stream, by capacity
   std::int64_t live_blocks_ = 0;
 };
 

@@ -28,15 +28,17 @@ std::string shape_str(const Shape& shape) {
 
 // ---- Storage -------------------------------------------------------------------------------------
 
-Storage::Storage(Device& device, std::int64_t bytes, MemTag tag, std::string name, Start start)
-    : device_(&device), bytes_(bytes), tag_(tag), name_(std::move(name)) {
+Storage::Storage(Device& device, std::int64_t bytes, MemTag tag, std::string name, Start start, Lane stream)
+    : device_(&device), bytes_(bytes), tag_(tag), name_(std::move(name)), stream_(stream) {
   if (start == Start::allocated) allocate();
 }
 
 void Storage::free() { allocation_.reset(); }
 
+Allocation Storage::release() { return std::move(allocation_); }
+
 void Storage::allocate() {
-  if (!allocation_) allocation_ = device_->allocate(bytes_, tag_);
+  if (!allocation_) allocation_ = device_->allocate(bytes_, tag_, stream_);
 }
 
 BlockId Storage::block() const {
@@ -53,15 +55,15 @@ std::byte* Storage::data() const {
 
 // ---- Tensor --------------------------------------------------------------------------------------
 
-Tensor Tensor::empty(Device& device, Shape shape, DType dtype, MemTag tag, std::string name) {
-  Tensor t = unallocated(device, std::move(shape), dtype, tag, std::move(name));
+Tensor Tensor::empty(Device& device, Shape shape, DType dtype, MemTag tag, std::string name, Lane stream) {
+  Tensor t = unallocated(device, std::move(shape), dtype, tag, std::move(name), stream);
   t.storage().allocate();
   return t;
 }
 
-Tensor Tensor::unallocated(Device& device, Shape shape, DType dtype, MemTag tag, std::string name) {
+Tensor Tensor::unallocated(Device& device, Shape shape, DType dtype, MemTag tag, std::string name, Lane stream) {
   const std::int64_t bytes = shape_numel(shape) * static_cast<std::int64_t>(dtype_size(dtype));
-  auto storage = std::make_shared<Storage>(device, bytes, tag, name, Storage::Start::freed);
+  auto storage = std::make_shared<Storage>(device, bytes, tag, name, Storage::Start::freed, stream);
   return view_of(std::move(storage), 0, std::move(shape), dtype, std::move(name));
 }
 

@@ -28,7 +28,9 @@ class Storage {
   enum class Start { allocated, freed };
   // `Start::freed` gives a storage with a size and no memory yet: FSDP's full buffers begin that way,
   // so building a unit never holds it whole.
-  Storage(Device& device, std::int64_t bytes, MemTag tag, std::string name, Start start = Start::allocated);
+  // `stream`: the stream whose work the memory is for (the caching allocator's pool; device.hpp).
+  Storage(Device& device, std::int64_t bytes, MemTag tag, std::string name, Start start = Start::allocated,
+          Lane stream = Lane::compute);
 
   Device& device() const { return *device_; }
   std::int64_t bytes() const { return bytes_; }
@@ -40,6 +42,9 @@ class Storage {
   void free();
   // Takes memory of the same size and tag again. Its contents are undefined until written.
   void allocate();
+  // Hands the memory to the caller and leaves this storage freed, as free() does: the caller keeps the
+  // block until the streams still using it are done (a deferred free, CUDA's record_stream made explicit).
+  Allocation release();
   // The block's id, for race checking; an Error when freed.
   BlockId block() const;
   // Host pointer to the bytes; an Error when freed or on a dry run.
@@ -50,6 +55,7 @@ class Storage {
   std::int64_t bytes_;
   MemTag tag_;
   std::string name_;
+  Lane stream_;
   Allocation allocation_;
 };
 
@@ -57,9 +63,13 @@ class Tensor {
  public:
   Tensor() = default;  // undefined: no shape, no storage
 
-  static Tensor empty(Device& device, Shape shape, DType dtype, MemTag tag, std::string name = "");
+  // `stream`: the stream the memory is for (device.hpp's per-stream pools); compute unless a
+  // collective stream writes it first.
+  static Tensor empty(Device& device, Shape shape, DType dtype, MemTag tag, std::string name = "",
+                      Lane stream = Lane::compute);
   // As empty, but the storage starts freed: nothing is allocated until storage().allocate().
-  static Tensor unallocated(Device& device, Shape shape, DType dtype, MemTag tag, std::string name = "");
+  static Tensor unallocated(Device& device, Shape shape, DType dtype, MemTag tag, std::string name = "",
+                            Lane stream = Lane::compute);
   static Tensor meta(Shape shape, DType dtype, std::string name = "");
   // A view of `storage` starting `offset` elements in.
   static Tensor view_of(std::shared_ptr<Storage> storage, std::int64_t offset, Shape shape, DType dtype,

@@ -27,10 +27,14 @@ struct FsdpTestRank {
   int shard_rank() const { return rank.shard_group.rank(); }
 };
 
-// FSDP options with the fields these tests vary; everything else at its default.
+// FSDP options with the fields these tests vary; everything else at its default, except the overlap
+// mode: SYNC, where tasks 3 and 4 free their buffers before they return (ASYNC parks them until their
+// last user is done; test_fsdp_overlap.cpp tests that).
 inline FsdpOptions make_options(ShardingStrategy strategy, int hybrid_group = 0, DType param_dtype = DType::f32,
                                 DType reduce_dtype = DType::f32) {
   FsdpOptions options;
+  options.mode = OverlapMode::sync;
+  options.prefetch = PrefetchPolicy{false, BackwardPrefetch::none};
   options.strategy = strategy;
   options.hybrid_group = hybrid_group;
   options.param_dtype = param_dtype;

@@ -24,10 +24,7 @@ std::unique_ptr<Model> toy() { return std::make_unique<ToyModel>(); }
 std::unique_ptr<Model> gpt2_tiny() { return std::make_unique<Gpt2Model>(gpt2_preset("test-tiny")); }
 
 FsdpOptions with_strategy(ShardingStrategy strategy, DType param_dtype = DType::f32) {
-  FsdpOptions options;
-  options.strategy = strategy;
-  options.param_dtype = param_dtype;
-  return options;
+  return make_options(strategy, 0, param_dtype);
 }
 
 // Every parameter of the gathered `unit` is a view into unit.full at its layout offset, with its own

@@ -222,7 +222,7 @@ TEST(FsdpUnits, StrategiesAndTheirGroups) {
   EXPECT_EQ(shard_group_size(make_options(ShardingStrategy::zero1), 8), 8);
   EXPECT_EQ(shard_group_size(make_options(ShardingStrategy::zero2), 8), 8);
   EXPECT_EQ(describe(make_options(ShardingStrategy::hybrid_shard, 2, DType::bf16), 4),
-            "hybrid W=4 (S=2), bf16 params, f32 reduce");
+            "hybrid W=4 (S=2), bf16 params, f32 reduce, sync");
 }
 
 // ---- train_fsdp's errors ------------------------------------------------------------------------------

@@ -195,7 +195,7 @@ TEST(LocalComm, OneVirtualBeginAndEndOnEveryRankOnTheStreamGiven) {
       }
       const Tensor shard = tensor_from(device, {n}, values(r, n), DType::bf16);
       const Tensor full = Tensor::empty(device, {world * n}, DType::bf16, MemTag::param_full, "w");
-      earliest[static_cast<std::size_t>(r)] = device.earliest_start(lane);
+      earliest[static_cast<std::size_t>(r)] = device.earliest_start(lane, OpCategory::all_gather);
       comm.all_gather(device.stream(lane), shard, full);
       ops[static_cast<std::size_t>(r)] = device.ops().back();
       if (r == 0) duration = device.cost_model().collective(OpCategory::all_gather, full.nbytes(), world);

@@ -1,0 +1,196 @@
+// The reference overlap (task 6): SYNC, ASYNC with prefetch and the rate limiter, the two-buffer pool.
+#include <algorithm>
+
+#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab {
+namespace {
+
+// Units the rate limiter counts: those freed after their forward. The root (and every unit under
+// shard_grad_op) stays gathered from forward to backward by design; counting it would only stall.
+bool limited(const FsdpUnit& unit) { return unit.reshard_after_forward; }
+
+// Gathered units holding memory now: in use or prefetched, and freed but parked for their last user.
+int live_gathered(const OverlapState& s) {
+  const auto in_use = std::count_if(s.units.begin(), s.units.end(), [](const FsdpUnit* u) {
+    return limited(*u) && u->state != UnitState::sharded && u->pool_slot < 0;
+  });
+  return static_cast<int>(in_use) + s.parked.limited();
+}
+
+// The unit after `unit` in the recorded forward order.
+FsdpUnit* next_in_forward(const OverlapState& s, const FsdpUnit& unit) {
+  const auto it = std::find(s.forward_order.begin(), s.forward_order.end(), &unit);
+  return it != s.forward_order.end() && it + 1 != s.forward_order.end() ? *(it + 1) : nullptr;
+}
+
+// The unit whose backward comes next: backward runs units in the reverse of their post-forward order,
+// so the nearest unit before `unit` in that order that has not started its backward in this pass.
+// (A unit that encloses others, the root, starts first and finishes last: at its post-backward every
+// unit is done and there is nothing to fetch.)
+FsdpUnit* next_in_backward(const OverlapState& s, const FsdpUnit& unit) {
+  const auto& order = s.post_forward_order;
+  auto it = std::find(order.begin(), order.end(), &unit);
+  while (it != order.begin()) {
+    --it;
+    if (std::find(s.backward_started.begin(), s.backward_started.end(), *it) == s.backward_started.end()) return *it;
+  }
+  return nullptr;
+}
+
+// Records the first forward's order of `unit` at this point, or checks a later forward against it.
+void record_order(std::vector<FsdpUnit*>& order, std::size_t& seen, bool recorded, FsdpUnit& unit,
+                  std::string_view point) {
+  if (!recorded) {
+    order.push_back(&unit);
+  } else {
+    check(seen < order.size() && order[seen] == &unit, "FSDP unit '", unit.name, "' ran its ", point, " at position ",
+          seen, " of this forward, but the first forward had ",
+          seen < order.size() ? "'" + order[seen]->name + "'" : std::string("no unit"),
+          " there; prefetch replays the recorded order, so the model must run its units in the same order every step");
+  }
+  ++seen;
+}
+
+class ReferenceOverlap final : public OverlapTask {
+ public:
+  // ---- memory -----------------------------------------------------------------------------------
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    Device& device = rank.device;
+    OverlapState& s = rank.schedule;
+    if (!rank.async()) {
+      // SYNC: the gather starts after everything the compute stream was given, including the
+      // optimizer step that wrote the shard and every user of the memory it may be handed.
+      rank.order(Lane::all_gather, Lane::compute);
+    }
+    if (unit.pool_slot >= 0) {
+      // The slot's previous unit records its free event where its last user ran; the all-gather
+      // stream waits for it there. The host does not wait: it goes on issuing work.
+      const Event& free = s.param_pool_free[static_cast<std::size_t>(unit.pool_slot)];
+      if (free.recorded()) device.wait(Lane::all_gather, free);
+      return true;
+    }
+    if (rank.async()) {
+      s.parked.release_completed(device);
+      const int limit = rank.options.max_inflight;
+      if (limit > 0 && limited(unit)) {
+        // The rate limiter: the host waits for the oldest parked unit's last user, as PyTorch's
+        // limit_all_gathers synchronises on a free event, until fewer than `limit` units hold memory.
+        while (live_gathered(s) >= limit && s.parked.release_oldest_limited(device)) {
+        }
+        // Every counted unit is in use (nested units): a prefetch waits for its unit's own turn.
+        if (prefetch && live_gathered(s) >= limit) return false;
+      }
+    }
+    unit.full.storage().allocate();
+    return true;
+  }
+
+  void release_full(FsdpUnit& unit, FsdpRank& rank) const override {
+    Device& device = rank.device;
+    // The last user: the compute stream, unless a prefetch gathered the unit and nothing used it.
+    Event last_use("fsdp.full_last_use");
+    if (unit.state == UnitState::gathering) {
+      last_use = unit.gathered;
+    } else {
+      device.record(last_use, Lane::compute);
+    }
+    if (unit.pool_slot >= 0) {
+      rank.schedule.param_pool_free[static_cast<std::size_t>(unit.pool_slot)] = last_use;
+    } else if (rank.async()) {
+      rank.schedule.parked.push(unit.full.storage().release(), last_use, limited(unit));
+    } else {
+      // SYNC: compute waited for the gather, and every later gather waits for compute.
+      unit.full.storage().free();
+    }
+  }
+
+  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (unit.grad_full.overlaps(unit.grad_replica)) return;  // the whole gradient is the replica
+    if (unit.pool_slot >= 0) {
+      const Event& free = rank.schedule.grad_pool_free[static_cast<std::size_t>(unit.pool_slot)];
+      if (free.recorded()) rank.device.wait(Lane::compute, free);
+      return;
+    }
+    if (rank.async()) rank.schedule.parked.release_completed(rank.device);
+    unit.grad_full.storage().allocate();
+  }
+
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (!rank.async()) {
+      // SYNC: the compute stream waits for the reduction before going on.
+      rank.device.wait(Lane::compute, unit.reduced);
+    }
+    if (unit.grad_full.overlaps(unit.grad_replica)) return;
+    if (unit.pool_slot >= 0) {
+      rank.schedule.grad_pool_free[static_cast<std::size_t>(unit.pool_slot)] = unit.reduced;
+    } else if (rank.async()) {
+      rank.schedule.parked.push(unit.grad_full.storage().release(), unit.reduced);
+    } else {
+      unit.grad_full.storage().free();
+    }
+  }
+
+  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
+    // SYNC: the compute stream waits for `done` before anything else is issued, so freeing now is safe.
+    if (rank.async()) rank.schedule.parked.push(staging.storage().release(), done);
+  }
+
+  // ---- schedule ---------------------------------------------------------------------------------
+  void after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    OverlapState& s = rank.schedule;
+    const PrefetchPolicy& prefetch = rank.options.prefetch;
+    FsdpUnit* next = nullptr;
+    switch (point) {
+      case PassPoint::pre_forward:
+        record_order(s.forward_order, s.pre_forwards_seen, s.order_recorded, unit, "pre-forward");
+        // Forward prefetch needs the order, known from the second forward on.
+        if (prefetch.forward && s.order_recorded) next = next_in_forward(s, unit);
+        break;
+      case PassPoint::post_forward:
+        record_order(s.post_forward_order, s.post_forwards_seen, s.order_recorded, unit, "post-forward");
+        break;
+      case PassPoint::pre_backward:
+        s.backward_started.push_back(&unit);
+        if (prefetch.backward == BackwardPrefetch::pre) next = next_in_backward(s, unit);
+        break;
+      case PassPoint::post_backward:
+        if (prefetch.backward == BackwardPrefetch::post) next = next_in_backward(s, unit);
+        break;
+    }
+    if (next && rank.async()) rank.tasks.forward->prefetch(*next, rank);
+  }
+
+  void begin_forward(FsdpRank& rank) const override {
+    OverlapState& s = rank.schedule;
+    if (!s.forward_order.empty()) s.order_recorded = true;
+    s.pre_forwards_seen = s.post_forwards_seen = 0;
+    s.backward_started.clear();
+    // ASYNC gathers wait for no compute work of their own; this once per pass orders them after the
+    // optimizer step that wrote the shards they read (PyTorch's root pre-forward does the same).
+    if (rank.async()) rank.order(Lane::all_gather, Lane::compute);
+  }
+
+  void end_backward(FsdpRank& rank) const override {
+    OverlapState& s = rank.schedule;
+    for (const FsdpUnit* unit : s.units)
+      check(unit->state != UnitState::gathering, "FSDP unit '", unit->name, "' was prefetched in this pass but never ",
+            "used: a prefetch must name a unit that runs later in the same pass");
+    if (!rank.async()) return;
+    // The optimizer reads every gradient shard next: the compute stream waits for the reductions now,
+    // once, instead of after each unit.
+    for (FsdpUnit* unit : s.units)
+      if (unit->reduced.recorded()) rank.device.wait(Lane::compute, unit->reduced);
+    s.parked.release_completed(rank.device);
+  }
+};
+
+}  // namespace
+
+const OverlapTask& reference_overlap() {
+  static const ReferenceOverlap task;
+  return task;
+}
+
+}  // namespace fsdplab
