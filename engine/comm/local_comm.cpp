@@ -313,10 +313,12 @@ void LocalComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& 
   call.op = op;
   call.dtype = full.dtype();
   call.count = full.numel();
-  std::vector<float> sum(static_cast<std::size_t>(shard.numel()), 0.f);
+  // Sized inside the exchange, which a dry run never enters: a 70B layer's shard is gigabytes.
+  std::vector<float> sum;
   const auto my_chunk = static_cast<std::size_t>(shard.nbytes()) * static_cast<std::size_t>(index_);
   const Exchange exchange{OpCategory::reduce_scatter, full.nbytes(), {full.access()}, {shard.access()},
                           [&](const std::vector<const std::byte*>& inputs) {
+                            sum.assign(static_cast<std::size_t>(shard.numel()), 0.f);
                             reduce(sum, inputs, my_chunk, full.dtype(), op);
                           },
                           [&] { store(shard.raw(), sum, shard.dtype()); }};
@@ -331,9 +333,12 @@ void LocalComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
   call.op = op;
   call.dtype = t.dtype();
   call.count = t.numel();
-  std::vector<float> sum(static_cast<std::size_t>(t.numel()), 0.f);
+  std::vector<float> sum;  // sized inside the exchange, which a dry run never enters
   const Exchange exchange{OpCategory::all_reduce, t.nbytes(), {t.access()}, {t.access()},
-                          [&](const std::vector<const std::byte*>& inputs) { reduce(sum, inputs, 0, t.dtype(), op); },
+                          [&](const std::vector<const std::byte*>& inputs) {
+                            sum.assign(static_cast<std::size_t>(t.numel()), 0.f);
+                            reduce(sum, inputs, 0, t.dtype(), op);
+                          },
                           [&] { store(t.raw(), sum, t.dtype()); }};
   collective(stream, call, t, t, exchange);
 }
