@@ -73,9 +73,56 @@ ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64
   return {peak, 4 * config.n_positions};
 }
 
+// Llama on N = B·T tokens, activations of a bytes, C = hidden_size, F = intermediate_size, H query heads,
+// K = KV·hd the width of k and v, L layers, V = vocab_size. As for GPT-2, nothing outlives the step's
+// backward, so the activation peak is the largest live sum over the step. Who holds what
+// (llama_model.cpp, layers.cpp):
+//
+//   batch          input and target ids, i32, held by the trainer for the whole step          8N
+//   embeddings     embed_tokens' output, layer 0's input                                      N·C·a
+//   each layer     input_layernorm's output (q, k, v_proj's input), q and k after their
+//   (saved for     in-place rotation, v [N,K] each, the attention output (o_proj's input),
+//    backward)     the residual h (post_attention_layernorm's input), its norm's output
+//                  (gate and up_proj's input), gate [N,F], up [N,F], silu(gate)·up [N,F]
+//                  (down_proj's input), the layer's output (the next layer's or norm's input):
+//                  N·a·(6C + 2K + 3F); the attention probabilities [B,H,T,T] in f32: 4·B·H·T²;
+//                  the two norms' rstd in f32: 8N                                              S_layer
+//   norm           its output (lm_head's input) and rstd                                      N·C·a + 4N
+//   lm_head, loss  logits [N,V], cross-entropy's lse [N] f32, the loss [1] f32                N·V·a + 4N + 4
+//
+// With base = 8N + N·C·a + L·S_layer, the step peaks at the largest of these moments (the forward's
+// transients all sit below the first; the last layer's backward starts S_layer above every other's):
+//   backward start     base + N·C·a + 8N + 2·N·V·a + 4        dlogits [N,V] beside the logits
+//   lm_head backward   base + 2·N·C·a + 4N + N·V·a + 4        its dx beside dlogits (logits and lse freed)
+//   last layer's MLP   base + N·C·a + 3·N·F·a + 4             its output freed; lm_head's dx, norm's dx
+//     backward                                                and dgate, dup, down_proj's dx [N,F] beside
+//                                                             gate, up and their product
+//   last layer's       base + N·C·a + N·a·(5C - 3F) - 4N + 4  the MLP's tensors and h gone; dqkv [N,3C]
+//     attention                                               and q, k, v packed again [N,3C] (only wins
+//                                                             where 5C > 6F)
+ModelMemory llama_memory(const LlamaConfig& config, std::int64_t batch, std::int64_t seq, DType dtype) {
+  config.validate();
+  check(batch >= 1 && seq >= 1 && seq <= config.max_position_embeddings, "llama memory: ", batch, " rows of ", seq,
+        " tokens; expected at least one row of 1 to max_position_embeddings = ", config.max_position_embeddings,
+        " tokens");
+  const std::int64_t a = static_cast<std::int64_t>(dtype_size(dtype));
+  const std::int64_t B = batch, T = seq, N = B * T, C = config.hidden_size, F = config.intermediate_size,
+                     H = config.num_attention_heads, K = config.num_key_value_heads * config.head_dim(),
+                     L = config.num_hidden_layers, V = config.vocab_size;
+  const std::int64_t layer = N * a * (6 * C + 2 * K + 3 * F) + 4 * B * H * T * T + 8 * N;
+  const std::int64_t base = 8 * N + N * C * a + L * layer;
+  const std::int64_t peak = base + std::max({N * C * a + 8 * N + 2 * N * V * a + 4,
+                                             2 * N * C * a + 4 * N + N * V * a + 4,
+                                             N * C * a + 3 * N * F * a + 4,
+                                             N * C * a + N * a * (5 * C - 3 * F) - 4 * N + 4});
+  return {peak, 0};
+}
+
 ModelMemory model_memory(const Module& model, std::int64_t batch, std::int64_t seq, DType dtype) {
   if (const auto* gpt2 = dynamic_cast<const Gpt2Model*>(&model)) return gpt2_memory(gpt2->config(), batch, seq, dtype);
-  fail("memory model: the activations of model '", model.kind(), "' are not counted; it covers gpt2");
+  if (const auto* llama = dynamic_cast<const LlamaModel*>(&model))
+    return llama_memory(llama->config(), batch, seq, dtype);
+  fail("memory model: the activations of model '", model.kind(), "' are not counted; it covers gpt2 and llama");
 }
 
 TagBytes fsdp_memory(const FsdpMemoryInput& in) {

@@ -27,8 +27,8 @@
 //                                     4·P_u  bf16 gradients widened to f32 before a reduce-scatter
 //                                     r·Z_u  a bf16 reduce-scatter's output before the f32 grad shard
 //                                     (one at a time: each is freed before the next collective)
-//   activation   the model's activation peak on one rank's micro-batch (gpt2_memory)
-//   workspace    the model's workspace (gpt2_memory) + 4 (the trainer's loss mean over ranks)
+//   activation   the model's activation peak on one rank's micro-batch (gpt2_memory, llama_memory)
+//   workspace    the model's workspace (gpt2_memory; llama none) + 4 (the trainer's loss mean over ranks)
 //
 // The single-rank baseline (train/trainer.hpp) holds whole f32 parameters and gradients tagged
 // param_shard and grad_shard, k·4·Σnumel of optimizer state, and the same activations and workspace.
@@ -42,6 +42,7 @@
 
 #include "engine/fsdp/sharding.hpp"
 #include "engine/nn/gpt2_model.hpp"
+#include "engine/nn/llama_model.hpp"
 #include "engine/optim/optimizer.hpp"
 #include "engine/runtime/memory_ledger.hpp"
 
@@ -80,7 +81,11 @@ std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string
 // GPT-2's activations and workspace on `batch` rows of `seq` tokens computed in `dtype`, counted from
 // the tensors gpt2_model.cpp and layers.cpp allocate (the ops allocate none); see memory_model.cpp.
 ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64_t seq, DType dtype);
-// The same for a model built by build_model; an Error for models the memory model does not cover.
+// Llama's activations (it has no workspace) on `batch` rows of `seq` tokens computed in `dtype`, counted
+// from the tensors llama_model.cpp and layers.cpp allocate; see memory_model.cpp.
+ModelMemory llama_memory(const LlamaConfig& config, std::int64_t batch, std::int64_t seq, DType dtype);
+// The same for a model built by build_model (gpt2, llama); an Error for models the memory model does
+// not cover.
 ModelMemory model_memory(const Module& model, std::int64_t batch, std::int64_t seq, DType dtype);
 
 // Expected per-rank peak bytes of each tag over an FSDP run's steps.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "engine/nn/gpt2_model.hpp"
+#include "engine/nn/llama_model.hpp"
 #include "engine/nn/mlp_model.hpp"
 #include "engine/nn/toy_model.hpp"
 #include "engine/runtime/error.hpp"
@@ -63,8 +64,35 @@ BuiltModel build_model(const RunConfig& run) {
                          {"tie_word_embeddings", true}});
     built.batch = {BatchShape::Kind::tokens, run.batch, 0, 0, seq, c.vocab_size};
     built.unit_kinds = {"Block"};  // the root unit keeps wte (tied to the LM head), wpe and ln_f
+  } else if (run.model == "llama") {
+    const std::string preset = run.preset.empty() ? "test-tiny" : run.preset;
+    const LlamaConfig c = llama_preset(preset);
+    const std::int64_t seq = run.seq == 0 ? c.max_position_embeddings : run.seq;
+    check(seq >= 1 && seq <= c.max_position_embeddings, "--seq ", seq, " for llama '", preset,
+          "': expected 1 to the context's ", c.max_position_embeddings, " tokens");
+    built.model = std::make_unique<LlamaModel>(c);
+    // Hugging Face's LlamaConfig keys, so LlamaForCausalLM.from_pretrained(DIR) builds this model.
+    built.identity = {{"model_type", "llama"},
+                      {"vocab_size", c.vocab_size},
+                      {"hidden_size", c.hidden_size},
+                      {"intermediate_size", c.intermediate_size},
+                      {"num_hidden_layers", c.num_hidden_layers},
+                      {"num_attention_heads", c.num_attention_heads},
+                      {"num_key_value_heads", c.num_key_value_heads}};
+    built.config = built.identity;
+    built.config.update({{"fsdplab_model", "llama"},
+                         {"architectures", {"LlamaForCausalLM"}},
+                         {"max_position_embeddings", c.max_position_embeddings},
+                         {"rms_norm_eps", shortest_decimal(c.rms_norm_eps)},
+                         {"rope_theta", shortest_decimal(c.rope_theta)},
+                         {"hidden_act", "silu"},
+                         {"attention_bias", false},
+                         {"tie_word_embeddings", false}});
+    built.batch = {BatchShape::Kind::tokens, run.batch, 0, 0, seq, c.vocab_size};
+    // One unit per decoder layer; the root unit keeps embed_tokens, norm and lm_head.
+    built.unit_kinds = {"LlamaDecoderLayer"};
   } else {
-    fail("--model '", run.model, "'; expected toy, mlp or gpt2");
+    fail("--model '", run.model, "'; expected toy, mlp, gpt2 or llama");
   }
   return built;
 }

@@ -1,0 +1,429 @@
+#include "engine/nn/llama_model.hpp"
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "engine/nn/layers.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/tensor/attention.hpp"
+#include "engine/tensor/elementwise.hpp"
+#include "engine/tensor/loss.hpp"
+#include "engine/tensor/pack_qkv.hpp"
+#include "engine/tensor/rmsnorm.hpp"
+#include "engine/tensor/rope.hpp"
+#include "engine/tensor/silu_mul.hpp"
+
+namespace fsdplab {
+
+// ---- config --------------------------------------------------------------------------------------
+
+void LlamaConfig::validate() const {
+  // Token ids are i32 on the device, so the vocabulary must be indexable by one; positions are
+  // computed as floats for the rotary angles, exact up to 2^24.
+  constexpr std::int64_t max_id = std::numeric_limits<std::int32_t>::max();
+  const std::pair<const char*, std::int64_t> counts[] = {{"vocab_size", vocab_size},
+                                                         {"hidden_size", hidden_size},
+                                                         {"intermediate_size", intermediate_size},
+                                                         {"num_hidden_layers", num_hidden_layers},
+                                                         {"num_attention_heads", num_attention_heads},
+                                                         {"num_key_value_heads", num_key_value_heads},
+                                                         {"max_position_embeddings", max_position_embeddings}};
+  for (const auto& [field, value] : counts)
+    check(value > 0, "LlamaConfig.", field, ": expected a positive count, got ", value);
+  check(vocab_size <= max_id, "LlamaConfig.vocab_size: expected at most ", max_id, " (token ids are i32), got ",
+        vocab_size);
+  check(max_position_embeddings <= (1 << 24), "LlamaConfig.max_position_embeddings: expected at most 2^24 = ",
+        1 << 24, " (positions are exact f32 in the rotary angles), got ", max_position_embeddings);
+  check(hidden_size % num_attention_heads == 0, "LlamaConfig.hidden_size: expected a multiple of num_attention_heads = ",
+        num_attention_heads, " (each head takes hidden_size / num_attention_heads columns), got ", hidden_size);
+  check(head_dim() % 2 == 0, "LlamaConfig: the head dimension hidden_size / num_attention_heads = ", hidden_size, " / ",
+        num_attention_heads, " = ", head_dim(), " must be even (rotary embeddings rotate pairs of its columns)");
+  check(num_attention_heads % num_key_value_heads == 0,
+        "LlamaConfig.num_key_value_heads: expected a divisor of num_attention_heads = ", num_attention_heads,
+        " (each key/value head serves the same number of query heads), got ", num_key_value_heads);
+  check(rms_norm_eps > 0 && std::isfinite(rms_norm_eps), "LlamaConfig.rms_norm_eps: expected a finite value > 0, got ",
+        rms_norm_eps);
+  check(rope_theta > 0 && std::isfinite(rope_theta), "LlamaConfig.rope_theta: expected a finite value > 0, got ",
+        rope_theta);
+}
+
+namespace {
+
+struct Preset {
+  std::string_view name;
+  LlamaConfig config;
+};
+
+// Meta's released Llama 2 configurations (Hugging Face's meta-llama/Llama-2-7b-hf and -70b-hf
+// config.json), and a test size: 4 query heads on 2 key/value heads, so grouped-query attention is
+// exercised, with a step in milliseconds on a CPU.
+const std::array<Preset, 3> kPresets = {{
+    {"test-tiny", {64, 32, 64, 2, 4, 2, 16, 1e-5f, 10000.f}},
+    {"7b", {32000, 4096, 11008, 32, 32, 32, 4096, 1e-5f, 10000.f}},
+    {"70b", {32000, 8192, 28672, 80, 64, 8, 4096, 1e-5f, 10000.f}},
+}};
+
+}  // namespace
+
+const std::vector<std::string_view>& llama_preset_names() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> out;
+    for (const Preset& p : kPresets) out.push_back(p.name);
+    return out;
+  }();
+  return names;
+}
+
+LlamaConfig llama_preset(std::string_view name) {
+  for (const Preset& p : kPresets)
+    if (p.name == name) return p.config;
+  std::string known;
+  for (std::string_view n : llama_preset_names()) known += (known.empty() ? "" : ", ") + std::string(n);
+  fail("unknown llama preset '", name, "'; expected one of: ", known);
+}
+
+std::int64_t llama_parameter_count(const LlamaConfig& c) {
+  const std::int64_t C = c.hidden_size, hd = c.head_dim(), H = c.num_attention_heads, KV = c.num_key_value_heads,
+                     F = c.intermediate_size;
+  const std::int64_t layer = C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * F + 2 * C;
+  return 2 * c.vocab_size * C + c.num_hidden_layers * layer + C;
+}
+
+// ---- the modules ---------------------------------------------------------------------------------
+
+namespace {
+
+// Linear and RMSNorm work on rows: [B, T, C] -> [B*T, C], a view.
+Tensor as_rows(const Tensor& x) { return x.reshape({x.numel() / x.dim(-1), x.dim(-1)}); }
+
+constexpr float kInitStd = 0.02f;  // LlamaConfig.initializer_range
+const ParamInit kWeightInit = ParamInit::normal(0, kInitStd);
+
+// A zeroed activation-gradient buffer: backward ops add into their gradients.
+Tensor zeroed(RunContext& ctx, Shape shape, std::string name) {
+  Tensor t = ctx.activation(std::move(shape), std::move(name));
+  fill(ctx.stream(), t, 0);
+  return t;
+}
+
+const Tensor& value_of(const Parameter& p) {
+  check(p.value.defined(), "parameter '", p.name, "' has no value: materialise the model before running it");
+  return p.value;
+}
+const Tensor& grad_of(const Parameter& p) {
+  check(p.grad.defined(), "parameter '", p.name, "' has no gradient buffer: the trainer provides one before backward");
+  return p.grad;
+}
+
+// LlamaRMSNorm: weight [C], initialised to 1. Keeps its input and each row's rstd for the backward.
+class LlamaRmsNorm final : public Module {
+ public:
+  LlamaRmsNorm(std::string name, std::int64_t features, float eps)
+      : Module(std::move(name)), features_(features), eps_(eps) {
+    weight_ = &register_parameter("weight", {features}, ParamInit::constant(1));
+  }
+  std::string_view kind() const override { return "LlamaRMSNorm"; }
+
+  Tensor forward(RunContext& ctx, const Tensor& x) {  // [N, C] -> [N, C]
+    enter_forward(ctx);
+    check(x.ndim() == 2 && x.dim(1) == features_, name(), ": input must be [N, ", features_, "], got ", x.describe());
+    Tensor y = ctx.activation(x.shape(), name() + ".out");
+    rstd_ = Tensor::empty(ctx.device, {x.dim(0)}, DType::f32, MemTag::activation, name() + ".rstd");
+    rmsnorm(ctx.stream(), x, value_of(*weight_), y, rstd_, eps_);
+    x_ = x;
+    exit_forward(ctx);
+    return y;
+  }
+
+  Tensor backward(RunContext& ctx, const Tensor& dy) {
+    enter_backward(ctx);
+    check(x_.defined(), name(), ": backward without a forward");
+    Tensor dx = zeroed(ctx, x_.shape(), name() + ".dx");
+    rmsnorm_backward(ctx.stream(), dy, x_, value_of(*weight_), rstd_, dx, grad_of(*weight_));
+    x_ = rstd_ = Tensor();
+    exit_backward(ctx);
+    return dx;
+  }
+
+ private:
+  std::int64_t features_;
+  float eps_;
+  Parameter* weight_;
+  Tensor x_, rstd_;
+};
+
+// self_attn: q, k, v projections, rotary embeddings on q and k, grouped-query causal attention through
+// the fused attention op (k and v heads repeated into its packed layout), o_proj. Keeps the rotated q,
+// k and v (not the packed, repeated copy: re-packed in backward, KV/H of the memory for k and v) and
+// the attention probabilities.
+class LlamaAttention final : public Module {
+ public:
+  LlamaAttention(std::string name, const LlamaConfig& cfg)
+      : Module(std::move(name)),
+        n_head_(static_cast<int>(cfg.num_attention_heads)),
+        n_kv_head_(static_cast<int>(cfg.num_key_value_heads)),
+        theta_(cfg.rope_theta),
+        q_proj_(register_module<Linear>("q_proj", cfg.hidden_size, cfg.num_attention_heads * cfg.head_dim(), false,
+                                        WeightLayout::out_in, kWeightInit, ParamInit{})),
+        k_proj_(register_module<Linear>("k_proj", cfg.hidden_size, cfg.num_key_value_heads * cfg.head_dim(), false,
+                                        WeightLayout::out_in, kWeightInit, ParamInit{})),
+        v_proj_(register_module<Linear>("v_proj", cfg.hidden_size, cfg.num_key_value_heads * cfg.head_dim(), false,
+                                        WeightLayout::out_in, kWeightInit, ParamInit{})),
+        o_proj_(register_module<Linear>("o_proj", cfg.num_attention_heads * cfg.head_dim(), cfg.hidden_size, false,
+                                        WeightLayout::out_in, kWeightInit, ParamInit{})) {}
+  std::string_view kind() const override { return "LlamaAttention"; }
+
+  Tensor forward(RunContext& ctx, const Tensor& x, std::int64_t B, std::int64_t T) {  // [N, C] -> [N, C]
+    enter_forward(ctx);
+    const std::int64_t C = x.dim(1);
+    // Rotated in place: the projections keep their input, not their output.
+    q_ = q_proj_.forward(ctx, x).reshape({B, T, C});
+    rope(ctx.stream(), q_, q_, n_head_, theta_);
+    k_ = k_proj_.forward(ctx, x);
+    k_ = k_.reshape({B, T, k_.dim(1)});
+    rope(ctx.stream(), k_, k_, n_kv_head_, theta_);
+    v_ = v_proj_.forward(ctx, x);
+    v_ = v_.reshape({B, T, v_.dim(1)});
+    Tensor y = ctx.activation({B, T, C}, name() + ".y");
+    att_ = Tensor::empty(ctx.device, {B, n_head_, T, T}, DType::f32, MemTag::activation, name() + ".att");
+    attention(ctx.stream(), packed(ctx), y, att_, n_head_);
+    Tensor out = o_proj_.forward(ctx, as_rows(y));
+    exit_forward(ctx);
+    return out;
+  }
+
+  Tensor backward(RunContext& ctx, const Tensor& dout) {  // [N, C] -> [N, C]
+    enter_backward(ctx);
+    check(q_.defined(), name(), ": backward without a forward");
+    Tensor dqkv;
+    {
+      const Tensor dy = o_proj_.backward(ctx, dout).reshape(q_.shape());
+      dqkv = zeroed(ctx, {q_.dim(0), q_.dim(1), 3 * q_.dim(2)}, name() + ".dqkv");
+      attention_backward(ctx.stream(), dy, packed(ctx), att_, dqkv, n_head_);
+    }
+    att_ = Tensor();
+    // Through the packing: dk and dv sum over the query heads that shared each key/value head.
+    Tensor dq = zeroed(ctx, q_.shape(), name() + ".dq");
+    Tensor dk = zeroed(ctx, k_.shape(), name() + ".dk");
+    Tensor dv = zeroed(ctx, v_.shape(), name() + ".dv");
+    pack_qkv_backward(ctx.stream(), dqkv, dq, dk, dv, n_head_, n_kv_head_);
+    dqkv = q_ = k_ = v_ = Tensor();
+    // Through the rotations, then the projections, whose input gradients sum (x fed all three).
+    Tensor dx = q_proj_.backward(ctx, as_rows(unrotate(ctx, std::move(dq), n_head_)));
+    add(ctx.stream(), dx, k_proj_.backward(ctx, as_rows(unrotate(ctx, std::move(dk), n_kv_head_))), dx);
+    add(ctx.stream(), dx, v_proj_.backward(ctx, as_rows(dv)), dx);
+    exit_backward(ctx);
+    return dx;
+  }
+
+ private:
+  // q, k and v in the fused attention op's layout [B, T, 3C], key/value heads repeated: a transient.
+  Tensor packed(RunContext& ctx) const {
+    Tensor qkv = ctx.activation({q_.dim(0), q_.dim(1), 3 * q_.dim(2)}, name() + ".qkv");
+    pack_qkv(ctx.stream(), q_, k_, v_, qkv, n_head_, n_kv_head_);
+    return qkv;
+  }
+
+  // The gradient before the rotation, from the one after it (which is freed).
+  Tensor unrotate(RunContext& ctx, Tensor d, int heads) const {
+    Tensor before = zeroed(ctx, d.shape(), d.name() + "_unrotated");
+    rope_backward(ctx.stream(), d, before, heads, theta_);
+    return before;
+  }
+
+  int n_head_, n_kv_head_;
+  float theta_;
+  Linear& q_proj_;
+  Linear& k_proj_;
+  Linear& v_proj_;
+  Linear& o_proj_;
+  Tensor q_, k_, v_, att_;
+};
+
+// mlp: down_proj(silu(gate_proj(x)) * up_proj(x)), position by position. Keeps gate and up for the
+// activation's backward (down_proj keeps their product).
+class LlamaMlp final : public Module {
+ public:
+  LlamaMlp(std::string name, const LlamaConfig& cfg)
+      : Module(std::move(name)),
+        gate_proj_(register_module<Linear>("gate_proj", cfg.hidden_size, cfg.intermediate_size, false,
+                                           WeightLayout::out_in, kWeightInit, ParamInit{})),
+        up_proj_(register_module<Linear>("up_proj", cfg.hidden_size, cfg.intermediate_size, false,
+                                         WeightLayout::out_in, kWeightInit, ParamInit{})),
+        down_proj_(register_module<Linear>("down_proj", cfg.intermediate_size, cfg.hidden_size, false,
+                                           WeightLayout::out_in, kWeightInit, ParamInit{})) {}
+  std::string_view kind() const override { return "LlamaMLP"; }
+
+  Tensor forward(RunContext& ctx, const Tensor& x) {  // [N, C] -> [N, C]
+    enter_forward(ctx);
+    gate_ = gate_proj_.forward(ctx, x);
+    up_ = up_proj_.forward(ctx, x);
+    Tensor h = ctx.activation(gate_.shape(), name() + ".act");
+    silu_mul(ctx.stream(), gate_, up_, h);
+    Tensor y = down_proj_.forward(ctx, h);
+    exit_forward(ctx);
+    return y;
+  }
+
+  Tensor backward(RunContext& ctx, const Tensor& dy) {
+    enter_backward(ctx);
+    check(gate_.defined(), name(), ": backward without a forward");
+    Tensor dgate = zeroed(ctx, gate_.shape(), name() + ".dgate");
+    Tensor dup = zeroed(ctx, up_.shape(), name() + ".dup");
+    silu_mul_backward(ctx.stream(), gate_, up_, down_proj_.backward(ctx, dy), dgate, dup);
+    gate_ = up_ = Tensor();
+    Tensor dx = gate_proj_.backward(ctx, dgate);
+    dgate = Tensor();
+    add(ctx.stream(), dx, up_proj_.backward(ctx, dup), dx);
+    exit_backward(ctx);
+    return dx;
+  }
+
+ private:
+  Linear& gate_proj_;
+  Linear& up_proj_;
+  Linear& down_proj_;
+  Tensor gate_, up_;
+};
+
+// One decoder layer, pre-norm: the residual stream goes through untouched and each branch reads a
+// normalised copy of it. Hugging Face registers self_attn and mlp before the two norms; so does this,
+// so the state dict's order is the same.
+class LlamaDecoderLayer final : public Module {
+ public:
+  LlamaDecoderLayer(std::string name, const LlamaConfig& cfg)
+      : Module(std::move(name)),
+        self_attn_(register_module<LlamaAttention>("self_attn", cfg)),
+        mlp_(register_module<LlamaMlp>("mlp", cfg)),
+        input_layernorm_(register_module<LlamaRmsNorm>("input_layernorm", cfg.hidden_size, cfg.rms_norm_eps)),
+        post_attention_layernorm_(
+            register_module<LlamaRmsNorm>("post_attention_layernorm", cfg.hidden_size, cfg.rms_norm_eps)) {}
+  std::string_view kind() const override { return "LlamaDecoderLayer"; }
+
+  Tensor forward(RunContext& ctx, const Tensor& x) {  // [B, T, C] -> [B, T, C]
+    enter_forward(ctx);
+    const std::int64_t B = x.dim(0), T = x.dim(1);
+    Tensor h = ctx.activation(x.shape(), name() + ".residual");
+    add(ctx.stream(), x, self_attn_.forward(ctx, input_layernorm_.forward(ctx, as_rows(x)), B, T).reshape(x.shape()),
+        h);
+    Tensor y = ctx.activation(x.shape(), name() + ".out");
+    add(ctx.stream(), h, mlp_.forward(ctx, post_attention_layernorm_.forward(ctx, as_rows(h))).reshape(x.shape()), y);
+    exit_forward(ctx);
+    return y;
+  }
+
+  // Each residual sum passes its gradient to both terms: the branch's gradient comes back in a fresh
+  // buffer from the norm's backward, and the skip connection's is added into it in place.
+  Tensor backward(RunContext& ctx, const Tensor& dy) {
+    enter_backward(ctx);
+    Tensor dh = post_attention_layernorm_.backward(ctx, mlp_.backward(ctx, as_rows(dy))).reshape(dy.shape());
+    add(ctx.stream(), dh, dy, dh);
+    Tensor dx = input_layernorm_.backward(ctx, self_attn_.backward(ctx, as_rows(dh))).reshape(dy.shape());
+    add(ctx.stream(), dx, dh, dx);
+    exit_backward(ctx);
+    return dx;
+  }
+
+ private:
+  LlamaAttention& self_attn_;
+  LlamaMlp& mlp_;
+  LlamaRmsNorm& input_layernorm_;
+  LlamaRmsNorm& post_attention_layernorm_;
+};
+
+}  // namespace
+
+// Hugging Face's LlamaModel: the embeddings, the decoder layers, the final norm. `layers` is a
+// container, like nn.ModuleList, and is never called itself.
+class LlamaDecoderStack final : public Module {
+ public:
+  LlamaDecoderStack(std::string name, const LlamaConfig& cfg)
+      : Module(std::move(name)),
+        hidden_(cfg.hidden_size),
+        embed_tokens_(register_module<Embedding>("embed_tokens", cfg.vocab_size, cfg.hidden_size, kWeightInit)),
+        layer_list_(register_module<ModuleList>("layers")),
+        norm_(register_module<LlamaRmsNorm>("norm", cfg.hidden_size, cfg.rms_norm_eps)) {
+    for (std::int64_t i = 0; i < cfg.num_hidden_layers; ++i) layers_.push_back(&layer_list_.append<LlamaDecoderLayer>(cfg));
+  }
+  std::string_view kind() const override { return "LlamaModel"; }
+
+  Tensor forward(RunContext& ctx, const Tensor& ids) {  // [B, T] i32 -> [B*T, C]
+    enter_forward(ctx);
+    batch_ = ids.dim(0);
+    seq_ = ids.dim(1);
+    Tensor x = embed_tokens_.forward(ctx, ids.reshape({batch_ * seq_})).reshape({batch_, seq_, hidden_});
+    for (LlamaDecoderLayer* layer : layers_) x = layer->forward(ctx, x);
+    Tensor out = norm_.forward(ctx, as_rows(x));
+    exit_forward(ctx);
+    return out;
+  }
+
+  void backward(RunContext& ctx, const Tensor& dout) {  // dout [B*T, C]
+    enter_backward(ctx);
+    Tensor dx = norm_.backward(ctx, dout).reshape({batch_, seq_, hidden_});
+    for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dx = (*it)->backward(ctx, dx);
+    embed_tokens_.backward(ctx, as_rows(dx));
+    exit_backward(ctx);
+  }
+
+ private:
+  std::int64_t hidden_;
+  Embedding& embed_tokens_;
+  ModuleList& layer_list_;
+  LlamaRmsNorm& norm_;
+  std::vector<LlamaDecoderLayer*> layers_;
+  std::int64_t batch_ = 0, seq_ = 0;  // of the last forward
+};
+
+// ---- the model -----------------------------------------------------------------------------------
+
+namespace {
+const LlamaConfig& validated(const LlamaConfig& cfg) {
+  cfg.validate();
+  return cfg;
+}
+}  // namespace
+
+LlamaModel::LlamaModel(const LlamaConfig& config)
+    : config_(validated(config)),
+      model_(register_module<LlamaDecoderStack>("model", config_)),
+      lm_head_(register_module<Linear>("lm_head", config_.hidden_size, config_.vocab_size, false, WeightLayout::out_in,
+                                       kWeightInit, ParamInit{})) {}
+
+Tensor LlamaModel::forward(RunContext& ctx, const Batch& batch) {
+  // Checked before the hooks run, so a bad batch errors before FSDP gathers anything.
+  const Tensor& in = batch.inputs;
+  check(in.defined() && in.ndim() == 2 && in.dtype() == DType::i32 && in.numel() > 0,
+        "llama: batch.inputs must be [B, T] i32 token ids, got ", in.defined() ? in.describe() : "an undefined tensor");
+  check(in.dim(1) <= config_.max_position_embeddings, "llama: a sequence of at most max_position_embeddings = ",
+        config_.max_position_embeddings, " tokens, got T = ", in.dim(1), " in ", in.describe());
+  check(batch.targets.defined() && batch.targets.shape() == in.shape() && batch.targets.dtype() == DType::i32,
+        "llama: batch.targets must be ", shape_str(in.shape()), " i32 like the inputs, got ",
+        batch.targets.defined() ? batch.targets.describe() : "an undefined tensor");
+  const std::int64_t N = in.numel();
+  enter_forward(ctx);
+  logits_ = lm_head_.forward(ctx, model_.forward(ctx, in));
+  targets_ = batch.targets.reshape({N});
+  lse_ = Tensor::empty(ctx.device, {N}, DType::f32, MemTag::activation, "lse");
+  Tensor loss = Tensor::empty(ctx.device, {1}, DType::f32, MemTag::activation, "loss");
+  cross_entropy(ctx.stream(), logits_, targets_, loss, lse_);
+  exit_forward(ctx);
+  return loss;
+}
+
+void LlamaModel::backward(RunContext& ctx) {
+  check(logits_.defined(), "llama: backward without a forward");
+  enter_backward(ctx);
+  Tensor dlogits = zeroed(ctx, logits_.shape(), "dlogits");  // the loss backward adds into it
+  cross_entropy_backward(ctx.stream(), logits_, targets_, lse_, 1.0f, dlogits);
+  logits_ = targets_ = lse_ = Tensor();
+  Tensor dx = lm_head_.backward(ctx, dlogits);
+  dlogits = Tensor();  // [N, V], the largest activation: gone before the layers' backward
+  model_.backward(ctx, dx);
+  exit_backward(ctx);
+}
+
+}  // namespace fsdplab
