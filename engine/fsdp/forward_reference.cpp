@@ -54,6 +54,10 @@ class ReferenceForward final : public ForwardTask {
   static void gather(FsdpUnit& unit, FsdpRank& rank) {
     Device& device = rank.device;
     const Stream stream = rank.all_gather_stream();
+    // A prefetch runs inside another unit's hook: the gather's ops carry the unit they gather.
+    OpLabels labels = device.labels();
+    labels.unit = unit.index;
+    const LabelScope scope(device, std::move(labels));
     Tensor staging;
     if (unit.replica.defined()) {
       // Replicated strategies hold the whole f32 parameters already: only the cast to param_dtype.
