@@ -14,7 +14,8 @@ std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> uni
   std::map<const Module*, int> unit_of_module;
   std::map<const Parameter*, int> unit_of_param;
   const auto wrapped = [&](const Module& m) {
-    return std::find(unit_kinds.begin(), unit_kinds.end(), m.kind()) != unit_kinds.end();
+    return std::any_of(unit_kinds.begin(), unit_kinds.end(),
+                       [&](const std::string& k) { return k == m.kind() || k == m.name(); });
   };
   // Pre-order, so a unit's parent is planned before it and the root unit comes first.
   for (Module* m : model.modules()) {

@@ -1,7 +1,8 @@
 // fully_sharded_model.hpp — a model wrapped in FSDP units on one rank: the glue that runs tasks 1–5.
 //
-// The wrap policy names module kinds (GPT-2's "Block"): each such module starts a unit, and the root
-// unit takes every parameter no inner unit took (GPT-2's wte, wpe and ln_f). Each unit's module gets
+// The wrap policy names module kinds (GPT-2's "Block") or dotted module names ("transformer.wpe"):
+// each such module starts a unit, inside the unit of its nearest wrapped ancestor if any (nested
+// units), and the root unit takes every parameter no inner unit took (GPT-2's wte, wpe and ln_f). Each unit's module gets
 // hooks that call the forward and backward tasks, so the model's own forward and backward run
 // sharded without knowing it:
 //   root pre_forward      gather the root (it stays gathered until the end of backward)

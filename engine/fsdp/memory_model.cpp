@@ -18,14 +18,21 @@ std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string
                                       const FsdpOptions& options, int world) {
   validate_fsdp_options(options, world);
   const int shards = shard_group_size(options, world);
+  const std::vector<UnitPlan> plans = plan_units(model, unit_kinds);
   std::vector<UnitSize> sizes;
-  for (const UnitPlan& plan : plan_units(model, unit_kinds)) {
+  for (const UnitPlan& plan : plans) {
     const bool root = plan.module->parent() == nullptr;
-    check(plan.parent == -1 || (plan.parent == 0 && !sizes.empty() && sizes.front().root), "memory model: unit '",
-          plan.name, "' is nested inside unit #", plan.parent, "; it covers the root unit and units directly "
-          "below it only (two units gathered at once inside one another)");
     const FlatParamLayout layout = reference_flat_parameter().plan(plan.params, shards, options.align);
-    sizes.push_back({layout.padded_numel, layout.shard_numel(), root});
+    const bool nested = plan.parent >= 0 && !sizes[static_cast<std::size_t>(plan.parent)].root;
+    sizes.push_back({layout.padded_numel, layout.shard_numel(), root, layout.padded_numel, nested});
+  }
+  // Plans are in pre-order, so walking them backwards finishes every unit's chain before its parent's.
+  for (std::size_t u = plans.size(); u-- > 0;) {
+    const int parent = plans[u].parent;
+    if (sizes[u].nested) {
+      UnitSize& outer = sizes[static_cast<std::size_t>(parent)];
+      outer.chain_numel = std::max(outer.chain_numel, outer.padded_numel + sizes[u].chain_numel);
+    }
   }
   return sizes;
 }
@@ -141,8 +148,8 @@ TagBytes fsdp_memory(const FsdpMemoryInput& in) {
     shards += u.shard_numel;
     if (u.root) {
       root = u.padded_numel;
-    } else {
-      largest_other = std::max(largest_other, u.padded_numel);
+    } else if (!u.nested) {
+      largest_other = std::max(largest_other, u.chain_numel);
     }
   }
   const std::int64_t in_flight = reshards_after_forward(strategy) ? root + largest_other : all;

@@ -5,7 +5,8 @@
 // It describes the code as it behaves: the reference tasks, without prefetch. Units u have a
 // FlatParameter of P_u elements (padded to a multiple of S) and shards of Z_u = P_u / S elements,
 // where S is the shard group (W; hybrid: the group; no_shard: 1). R = P of the root unit (GPT-2: wte,
-// wpe, ln_f), 0 without one; Bmax = the largest other unit (a Block). p = param_dtype bytes, r =
+// wpe, ln_f), 0 without one; Bmax = the largest other unit (a Block) — with nested units (--wrap
+// nested), the largest chain of a unit and the units gathered inside it. p = param_dtype bytes, r =
 // reduce_dtype bytes, k = optimizer states per element (adamw 2, sgd with momentum 1, sgd 0).
 // The root stays gathered from its pre_forward to the end of backward; full and hybrid reshard each
 // Block after its forward, so I = R + Bmax units are in flight; grad_op and the replicated strategies
@@ -53,6 +54,10 @@ struct UnitSize {
   std::int64_t padded_numel = 0;  // P_u
   std::int64_t shard_numel = 0;   // Z_u
   bool root = false;              // the root unit: gathered from its pre_forward to the end of backward
+  // Units nested in others (not counting the root) are gathered while their enclosing unit is: chain =
+  // P_u plus the largest chain among the units directly inside u; `nested` marks those inside one.
+  std::int64_t chain_numel = 0;
+  bool nested = false;
 };
 
 // What a model adds on one rank beyond its parameters: its activation peak and its workspace.

@@ -23,6 +23,25 @@ double shortest_decimal(float value) {
   return value;
 }
 
+// The modules --wrap makes units of, given the model's blocks.
+std::vector<std::string> wrap_policy(const RunConfig& run, const std::vector<std::string>& blocks) {
+  // Every Linear and Embedding; gpt2's wte is tied to its LM head, so only its wpe.
+  const std::vector<std::string> linear = run.model == "gpt2" ? std::vector<std::string>{"Linear", "transformer.wpe"}
+                                                              : std::vector<std::string>{"Linear", "Embedding"};
+  if (run.wrap == "block") return blocks;
+  if (run.wrap == "linear") return linear;
+  if (run.wrap == "model") return {};
+  if (run.wrap == "nested") {
+    check(run.model == "gpt2" || run.model == "llama" || run.model == "mlp", "--wrap nested for --model ", run.model,
+          ": its blocks are single layers already, so there is nothing to nest; use block or linear");
+    std::vector<std::string> both = blocks;
+    both.insert(both.end(), linear.begin(), linear.end());
+    return both;
+  }
+  fail("--wrap '", run.wrap, "'; expected block (a unit per transformer block), linear (per Linear and Embedding), ",
+       "nested (both) or model (one unit)");
+}
+
 }  // namespace
 
 BuiltModel build_model(const RunConfig& run) {
@@ -94,6 +113,7 @@ BuiltModel build_model(const RunConfig& run) {
   } else {
     fail("--model '", run.model, "'; expected toy, mlp, gpt2 or llama");
   }
+  built.unit_kinds = wrap_policy(run, built.unit_kinds);
   return built;
 }
 

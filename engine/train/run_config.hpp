@@ -12,6 +12,8 @@ struct RunConfig {
   std::string preset;         // gpt2: a named size (gpt2_preset); empty: "test-tiny"
   std::int64_t mlp_width = 64;
   int mlp_depth = 4;
+  // FSDP's wrap policy (model_factory.hpp): block, linear, nested (both) or model (one unit).
+  std::string wrap = "block";
   int world = 1;
   int steps = 20;
   std::uint64_t seed = 0;
@@ -28,6 +30,12 @@ struct RunConfig {
   std::string save_init;    // folders: model.safetensors + config.json
   std::string load_init;
   std::string save_final;
+  // Training checkpoints (FSDP runs; training_checkpoint.hpp): written to `checkpoint_dir` every
+  // `checkpoint_every` steps (0: only after the last step) and after the last; `resume_dir` continues
+  // from one, up to `steps` in all.
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;
+  std::string resume_dir;
 
   OptimizerSpec optimizer_spec() const { return {optimizer, lr, momentum}; }
 };

@@ -150,9 +150,12 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return "W" + std::to_string(info.param.world) + "_" + std::string(strategy_name(info.param.strategy));
 }
 
+// ASYNC with forward and backward prefetch (task 7: the integrated schedule); every other mode computes
+// bit for bit the same (test_fsdp_overlap.cpp).
 FsdpOptions options_for(const Case& c) {
   FsdpOptions o;
   o.strategy = c.strategy;
+  o.prefetch = parse_prefetch("all");
   // hybrid: shard over half the ranks and replicate twice when W is even; odd W shards over all.
   if (c.strategy == ShardingStrategy::hybrid_shard) o.hybrid_group = c.world % 2 == 0 ? c.world / 2 : c.world;
   return o;

@@ -1,0 +1,156 @@
+// Task 7, integration: the wrap policies (fully_sharded_model.hpp, model_factory.hpp) — a unit per
+// transformer block, per Linear and Embedding as CS336 wraps, both nested (a Block unit holding its
+// Linear units), and the whole model as one unit — all train GPT-2 like the single-rank baseline, in
+// SYNC and in ASYNC with every prefetch, and the memory model's chains of nested units match the ledger.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/fsdp/fully_sharded_model.hpp"
+#include "engine/fsdp/memory_model.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/model_factory.hpp"
+
+namespace fsdplab {
+namespace {
+
+RunConfig gpt2_tiny(int world, const std::string& wrap) {
+  RunConfig run;
+  run.model = "gpt2";
+  run.preset = "test-tiny";
+  run.world = world;
+  run.batch = 6;
+  run.seq = 16;
+  run.steps = 20;
+  run.wrap = wrap;
+  return run;
+}
+
+std::vector<double> losses_of(const std::vector<StepReport>& reports) {
+  std::vector<double> out;
+  for (const StepReport& s : reports) out.push_back(s.loss);
+  return out;
+}
+
+const std::vector<double>& baseline_losses() {
+  static const std::vector<double> losses =
+      losses_of(train_baseline(gpt2_tiny(1, "block"), PresetCatalog::builtin(), nullptr, nullptr));
+  return losses;
+}
+
+TEST(FsdpWrap, PoliciesMakeTheUnitsTheyName) {
+  struct Expected {
+    std::string wrap;
+    std::size_t units;
+    int nested;  // units whose parent is not the root
+  };
+  // gpt2 test-tiny: 2 Blocks of 4 Linears (c_attn, attn.c_proj, c_fc, mlp.c_proj); wpe an Embedding.
+  for (const Expected& e : {Expected{"block", 3, 0}, Expected{"linear", 10, 0}, Expected{"nested", 12, 8},
+                            Expected{"model", 1, 0}}) {
+    const BuiltModel built = build_model(gpt2_tiny(1, e.wrap));
+    const std::vector<UnitPlan> plans = plan_units(*built.model, built.unit_kinds);
+    EXPECT_EQ(plans.size(), e.units) << e.wrap;
+    EXPECT_EQ(plans.front().name, "(root)") << e.wrap;
+    int nested = 0;
+    for (const UnitPlan& p : plans) nested += p.parent > 0 ? 1 : 0;
+    EXPECT_EQ(nested, e.nested) << e.wrap;
+    for (const UnitPlan& p : plans) {
+      // gpt2's wte is tied to the LM head: it stays in the root under every policy.
+      for (const Parameter* param : p.params) {
+        if (param->name == "transformer.wte.weight") {
+          EXPECT_EQ(p.name, "(root)") << e.wrap;
+        }
+      }
+    }
+  }
+  RunConfig bad = gpt2_tiny(1, "layers");
+  try {
+    build_model(bad);
+    FAIL() << "an unknown wrap policy was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--wrap 'layers'; expected block"), std::string::npos) << e.what();
+  }
+}
+
+struct Case {
+  std::string wrap;
+  int world;
+  OverlapMode mode;
+  std::string prefetch;
+};
+
+class FsdpWrapEquivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FsdpWrapEquivalence, TrainsLikeTheBaseline) {
+  const Case c = GetParam();
+  FsdpRun fsdp;
+  fsdp.run = gpt2_tiny(c.world, c.wrap);
+  fsdp.options.mode = c.mode;
+  fsdp.options.prefetch = parse_prefetch(c.prefetch);
+  const std::vector<double> losses = losses_of(train_fsdp(fsdp, PresetCatalog::builtin(), nullptr));
+  const std::vector<double>& base = baseline_losses();
+  ASSERT_EQ(losses.size(), base.size());
+  for (std::size_t i = 0; i < base.size(); ++i)
+    EXPECT_LE(std::abs(losses[i] - base[i]) / std::abs(base[i]), 1e-5) << "step " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, FsdpWrapEquivalence,
+    ::testing::Values(Case{"linear", 2, OverlapMode::async, "all"}, Case{"linear", 3, OverlapMode::async, "forward,backward-post"},
+                      Case{"nested", 2, OverlapMode::async, "all"}, Case{"nested", 3, OverlapMode::async, "forward,backward-post"},
+                      Case{"nested", 2, OverlapMode::sync, "none"}, Case{"model", 2, OverlapMode::async, "all"},
+                      Case{"model", 3, OverlapMode::sync, "none"}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string prefetch = info.param.prefetch;
+      for (char& ch : prefetch)
+        if (ch == ',' || ch == '-') ch = '_';
+      return info.param.wrap + "_W" + std::to_string(info.param.world) + "_" +
+             std::string(overlap_mode_name(info.param.mode)) + "_" + prefetch;
+    });
+
+// SYNC frees every buffer when its task returns, so the ledger's peaks are the formula's: with nested
+// units, a Block's buffer and its largest Linear's are gathered at once.
+TEST(FsdpWrap, NestedUnitsMemoryMatchesTheFormula) {
+  for (const std::string wrap : {"nested", "linear", "model"}) {
+    FsdpRun fsdp;
+    fsdp.run = gpt2_tiny(2, wrap);
+    fsdp.run.preset = "test-small";
+    fsdp.run.steps = 1;
+    fsdp.dry_run = true;
+    fsdp.options.mode = OverlapMode::sync;
+    fsdp.options.prefetch = parse_prefetch("none");
+    std::mutex mutex;
+    std::vector<std::int64_t> param_full, grad_full;
+    fsdp.on_rank_done = [&](int, Device& device) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      param_full.push_back(device.ledger().peak(MemTag::param_full));
+      grad_full.push_back(device.ledger().peak(MemTag::grad_full));
+    };
+    train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
+    const BuiltModel built = build_model(fsdp.run);
+    const TagBytes formula = fsdp_memory({plan_unit_sizes(*built.model, built.unit_kinds, fsdp.options, 2), fsdp.options,
+                                          2, 2, ModelMemory{}});
+    for (std::int64_t peak : param_full) EXPECT_EQ(peak, formula[static_cast<std::size_t>(MemTag::param_full)]) << wrap;
+    for (std::int64_t peak : grad_full) EXPECT_EQ(peak, formula[static_cast<std::size_t>(MemTag::grad_full)]) << wrap;
+  }
+}
+
+TEST(FsdpWrap, TheBufferPoolRefusesNestedUnits) {
+  FsdpRun fsdp;
+  fsdp.run = gpt2_tiny(2, "nested");
+  fsdp.run.steps = 1;
+  fsdp.options.buffers = UnshardBuffers::pool;
+  try {
+    train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
+    FAIL() << "the pool took nested units";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is nested in unit 'transformer.h.0'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fsdplab
