@@ -9,8 +9,10 @@ class ReferenceBackward final : public BackwardTask {
  public:
   void pre_backward(FsdpUnit& unit, FsdpRank& rank) const override {
     rank.tasks.forward->unshard(unit, rank);  // a no-op when the forward kept the unit gathered
-    rank.tasks.overlap->acquire_grad(unit, rank);
-    fill(rank.compute(), unit.grad_full, 0);  // backward ops add into gradients
+    if (!unit.grad_accumulated) {
+      rank.tasks.overlap->acquire_grad(unit, rank);
+      fill(rank.compute(), unit.grad_full, 0);  // backward ops add into gradients
+    }
     rank.tasks.flat_parameter->point_views(unit.layout, unit.grad_full, &Parameter::grad);
     rank.tasks.overlap->after(PassPoint::pre_backward, unit, rank);
   }
@@ -24,6 +26,9 @@ class ReferenceBackward final : public BackwardTask {
     // next, ahead of the reduction on the link) can take their place.
     rank.tasks.forward->reshard(unit, rank);
     rank.tasks.overlap->after(PassPoint::post_backward, unit, rank);
+    // Accumulating: the next micro-batch's backward adds into this full gradient; nothing is reduced.
+    unit.grad_accumulated = !rank.reduce_gradients;
+    if (unit.grad_accumulated) return;
 
     Tensor grads = unit.grad_full;
     std::vector<Tensor> staging;

@@ -44,6 +44,8 @@ struct FsdpUnit {
   bool reshard_after_forward = true;
   UnitState state = UnitState::sharded;
   int pool_slot = -1;  // the two-buffer pool's buffer this unit takes turns in; -1 outside the pool
+  // Gradient accumulation: grad_full holds gradients of earlier micro-batches, not yet reduced.
+  bool grad_accumulated = false;
 
   Tensor master, replica, full;
   Tensor grad_full, grad_shard, grad_replica;
@@ -61,6 +63,9 @@ struct FsdpRank {
   FsdpOptions options;
   const FsdpTasks& tasks;
   OverlapState schedule{};  // task 6's memory between calls
+  // False in the micro-batches of gradient accumulation before the last: backward keeps each unit's
+  // full gradient and adds the next micro-batch's into it, with no reduction (PyTorch's no_sync).
+  bool reduce_gradients = true;
 
   Stream compute() const { return device.stream(Lane::compute); }
   Stream all_gather_stream() const { return device.stream(Lane::all_gather); }

@@ -379,7 +379,7 @@ void Gpt2Model::backward(RunContext& ctx) {
   enter_backward(ctx);
   Tensor dlogits = ctx.activation(logits_.shape(), "dlogits");
   fill(ctx.stream(), dlogits, 0);  // the loss backward adds into it
-  cross_entropy_backward(ctx.stream(), logits_, targets_, lse_, 1.0f, dlogits);
+  cross_entropy_backward(ctx.stream(), logits_, targets_, lse_, ctx.loss_scale, dlogits);
   logits_ = targets_ = lse_ = Tensor();
   Tensor dx = lm_head_.backward(ctx, dlogits);
   dlogits = Tensor();  // [N, V], the largest activation: gone before the blocks' backward

@@ -129,7 +129,8 @@ class LlamaRmsNorm final : public Module {
 
   Tensor forward(RunContext& ctx, const Tensor& x) {  // [N, C] -> [N, C]
     enter_forward(ctx);
-    check(x.ndim() == 2 && x.dim(1) == features_, name(), ": input must be [N, ", features_, "], got ", x.describe());
+    if (!(x.ndim() == 2 && x.dim(1) == features_))
+      fail(name(), ": input must be [N, ", features_, "], got ", x.describe());
     Tensor y = ctx.activation(x.shape(), name() + ".out");
     rstd_ = Tensor::empty(ctx.device, {x.dim(0)}, DType::f32, MemTag::activation, name() + ".rstd");
     rmsnorm(ctx.stream(), x, value_of(*weight_), y, rstd_, eps_);
@@ -396,13 +397,15 @@ LlamaModel::LlamaModel(const LlamaConfig& config)
 Tensor LlamaModel::forward(RunContext& ctx, const Batch& batch) {
   // Checked before the hooks run, so a bad batch errors before FSDP gathers anything.
   const Tensor& in = batch.inputs;
-  check(in.defined() && in.ndim() == 2 && in.dtype() == DType::i32 && in.numel() > 0,
-        "llama: batch.inputs must be [B, T] i32 token ids, got ", in.defined() ? in.describe() : "an undefined tensor");
-  check(in.dim(1) <= config_.max_position_embeddings, "llama: a sequence of at most max_position_embeddings = ",
-        config_.max_position_embeddings, " tokens, got T = ", in.dim(1), " in ", in.describe());
-  check(batch.targets.defined() && batch.targets.shape() == in.shape() && batch.targets.dtype() == DType::i32,
-        "llama: batch.targets must be ", shape_str(in.shape()), " i32 like the inputs, got ",
-        batch.targets.defined() ? batch.targets.describe() : "an undefined tensor");
+  if (!(in.defined() && in.ndim() == 2 && in.dtype() == DType::i32 && in.numel() > 0))
+    fail("llama: batch.inputs must be [B, T] i32 token ids, got ",
+         in.defined() ? in.describe() : "an undefined tensor");
+  if (!(in.dim(1) <= config_.max_position_embeddings))
+    fail("llama: a sequence of at most max_position_embeddings = ", config_.max_position_embeddings,
+         " tokens, got T = ", in.dim(1), " in ", in.describe());
+  if (!(batch.targets.defined() && batch.targets.shape() == in.shape() && batch.targets.dtype() == DType::i32))
+    fail("llama: batch.targets must be ", shape_str(in.shape()), " i32 like the inputs, got ",
+         batch.targets.defined() ? batch.targets.describe() : "an undefined tensor");
   const std::int64_t N = in.numel();
   enter_forward(ctx);
   logits_ = lm_head_.forward(ctx, model_.forward(ctx, in));
@@ -418,7 +421,7 @@ void LlamaModel::backward(RunContext& ctx) {
   check(logits_.defined(), "llama: backward without a forward");
   enter_backward(ctx);
   Tensor dlogits = zeroed(ctx, logits_.shape(), "dlogits");  // the loss backward adds into it
-  cross_entropy_backward(ctx.stream(), logits_, targets_, lse_, 1.0f, dlogits);
+  cross_entropy_backward(ctx.stream(), logits_, targets_, lse_, ctx.loss_scale, dlogits);
   logits_ = targets_ = lse_ = Tensor();
   Tensor dx = lm_head_.backward(ctx, dlogits);
   dlogits = Tensor();  // [N, V], the largest activation: gone before the layers' backward

@@ -62,7 +62,7 @@ void MlpModel::backward(RunContext& ctx) {
   check(prediction_.defined(), "mlp: backward without a forward");
   Tensor dy = ctx.activation(prediction_.shape(), "dprediction");
   fill(ctx.stream(), dy, 0);
-  mse_loss_backward(ctx.stream(), prediction_, targets_, 1.0f, dy);
+  mse_loss_backward(ctx.stream(), prediction_, targets_, ctx.loss_scale, dy);
   prediction_ = targets_ = Tensor();
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dy = (*it)->backward(ctx, dy);
   exit_backward(ctx);

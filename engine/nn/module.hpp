@@ -29,6 +29,9 @@ class Module;
 struct RunContext {
   Device& device;
   DType dtype = DType::f32;  // activations and compute; parameters arrive in this dtype too
+  // Backward computes the gradient of loss_scale × loss: gradient accumulation over N micro-batches
+  // sets 1/N, so the gradients summed over them are those of the whole batch's mean loss.
+  float loss_scale = 1.0f;
   Stream stream() const { return device.stream(Lane::compute); }
   // A tensor for an activation or an activation's gradient, in the run's dtype.
   Tensor activation(Shape shape, std::string name) const {

@@ -30,7 +30,7 @@ void ToyModel::backward(RunContext& ctx) {
   check(prediction_.defined(), "ToyModel: backward without a forward");
   Tensor dprediction = ctx.activation(prediction_.shape(), "dprediction");
   fill(ctx.stream(), dprediction, 0);  // the loss backward adds into it
-  mse_loss_backward(ctx.stream(), prediction_, targets_, 1.0f, dprediction);
+  mse_loss_backward(ctx.stream(), prediction_, targets_, ctx.loss_scale, dprediction);
   Tensor dactivated = ln_.backward(ctx, fc2_.backward(ctx, dprediction));
   Tensor dhidden = ctx.activation(hidden_.shape(), "relu.dx");
   fill(ctx.stream(), dhidden, 0);

@@ -14,9 +14,14 @@ BatchSource::BatchSource(BatchShape shape, std::uint64_t seed, const std::string
   }
 }
 
-Batch BatchSource::batch(Device& device, std::int64_t step, int rank, int world) {
-  const RowRange rows = rank_rows(shape_.batch, rank, world);
-  const std::int64_t n = rows.end - rows.begin;
+Batch BatchSource::batch(Device& device, std::int64_t step, int rank, int world, int micro, int micro_batches) {
+  const RowRange all = rank_rows(shape_.batch, rank, world);
+  const std::int64_t per_rank = all.end - all.begin;
+  check(micro_batches >= 1 && per_rank % micro_batches == 0 && micro >= 0 && micro < micro_batches, "micro-batch ",
+        micro, " of ", micro_batches, ": a rank's ", per_rank, " rows must split evenly into --accumulate ",
+        micro_batches, " micro-batches");
+  const std::int64_t n = per_rank / micro_batches;
+  const RowRange rows{all.begin + micro * n, all.begin + (micro + 1) * n};
   if (device.dry_run()) {  // shapes and memory only: there is nothing to write into
     return shape_.kind == BatchShape::Kind::regression
                ? Batch{Tensor::empty(device, {n, shape_.in}, DType::f32, MemTag::activation, "inputs"),

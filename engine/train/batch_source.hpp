@@ -26,7 +26,8 @@ class BatchSource {
   // Rank `rank` of `world`'s rows of step `step`. The host writes the tensors, so the device must
   // not be running anything that could still read their (reused) memory: the caller synchronises.
   // On a dry-run device the tensors are allocated and left unwritten.
-  Batch batch(Device& device, std::int64_t step, int rank, int world);
+  // With `micro_batches` > 1, micro-batch `micro` of them: the rank's rows split evenly, in order.
+  Batch batch(Device& device, std::int64_t step, int rank, int world, int micro = 0, int micro_batches = 1);
 
  private:
   BatchShape shape_;

@@ -18,6 +18,9 @@ struct RunConfig {
   int steps = 20;
   std::uint64_t seed = 0;
   std::int64_t batch = 8;  // global rows (sequences) per step, split over the ranks
+  // Gradient accumulation (FSDP runs): each rank's rows go through forward and backward in this many
+  // micro-batches, gradients summed unsharded and reduced once, after the last (PyTorch's no_sync).
+  int accumulate = 1;
   std::int64_t seq = 0;    // gpt2 tokens per sequence; 0: the model's context length
   std::string optimizer = "adamw";
   double lr = 1e-3;
