@@ -16,7 +16,10 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <fstream>
+#include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -24,6 +27,7 @@
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/trace/chrome_trace.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 
@@ -173,6 +177,58 @@ TEST(FsdpOverlap, RateLimiterBoundsTheGatheredUnits) {
   // The pool holds exactly two Blocks' buffers, whatever runs ahead.
   for (const RankSchedule& rank : schedule_of(run, overlap(OverlapMode::async, "all", 2, UnshardBuffers::pool)))
     EXPECT_EQ(rank.peak_param_full, root + 2 * block);
+}
+
+// What a student opens in Perfetto: the Chrome trace JSON of an ASYNC run, read back as plain JSON (no
+// fsdplab reader), shows on each rank the all-gather of unit i+1 running beside the compute of unit i.
+TEST(FsdpOverlap, TraceJsonShowsTheNextGatherBesideTheCurrentCompute) {
+  FsdpRun fsdp;
+  fsdp.run = gpt2_124m();
+  fsdp.options = overlap(OverlapMode::async, "all");
+  fsdp.dry_run = true;
+  std::vector<std::unique_ptr<TraceRecorder>> recorders;
+  for (int r = 0; r < kWorld; ++r) {
+    recorders.push_back(std::make_unique<TraceRecorder>());
+    fsdp.sinks.push_back(recorders.back().get());
+  }
+  train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
+  TraceData all;
+  for (const auto& recorder : recorders) all.append(recorder->data());
+  const fs::path path = fs::temp_directory_path() / ("fsdplab_overlap_trace_" + std::to_string(::getpid()) + ".json");
+  TraceMeta meta;
+  meta.world_size = kWorld;
+  write_chrome_trace(path, all, meta);
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  fs::remove(path);
+
+  struct Span {
+    double begin, end;
+  };
+  // rank -> unit -> the forward spans of step 2, by category
+  std::map<int, std::map<int, std::vector<Span>>> compute, gathers;
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.value("ph", "") != "X" || !e.contains("args") || !e["args"].contains("step")) continue;
+    const nlohmann::json& args = e["args"];
+    if (args["step"] != kMeasuredStep || args.value("phase", "") != "forward") continue;
+    const Span span{e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()};
+    const std::string category = args["category"];
+    if (category == "compute") compute[e["pid"]][args["unit"]].push_back(span);
+    if (category == "all_gather") gathers[e["pid"]][args["unit"]].push_back(span);
+  }
+  ASSERT_EQ(gathers.size(), static_cast<std::size_t>(kWorld));
+  for (const auto& [rank, by_unit] : gathers) {
+    ASSERT_EQ(by_unit.size(), 13u) << "rank " << rank;
+    for (const auto& [unit, spans] : by_unit) {
+      if (unit == 0) continue;  // the root's gather opens the step
+      const std::vector<Span>& previous = compute[rank][unit - 1];
+      const bool beside = std::any_of(spans.begin(), spans.end(), [&](const Span& g) {
+        return std::any_of(previous.begin(), previous.end(), [&](const Span& c) { return g.begin < c.end && c.begin < g.end; });
+      });
+      EXPECT_TRUE(beside) << "rank " << rank << ": unit " << unit << "'s all-gather does not overlap unit " << unit - 1
+                          << "'s compute";
+    }
+  }
 }
 
 // ---- real numerics: every mode computes the same thing, race-free ------------------------------------
