@@ -38,7 +38,7 @@ Linear::Linear(std::string name, std::int64_t in, std::int64_t out, bool bias, W
 
 Tensor Linear::forward(RunContext& ctx, const Tensor& x) {
   enter_forward(ctx);
-  check(x.ndim() == 2 && x.dim(1) == in_, name(), ": input must be [N, ", in_, "], got ", x.describe());
+  if (!(x.ndim() == 2 && x.dim(1) == in_)) fail(name(), ": input must be [N, ", in_, "], got ", x.describe());
   Tensor y = ctx.activation({x.dim(0), out_}, name() + ".out");
   matmul(ctx.stream(), x, value_of(*weight_), y, {.trans_b = layout_ == WeightLayout::out_in});
   if (bias_) bias_add(ctx.stream(), y, value_of(*bias_), y);
@@ -75,7 +75,8 @@ LayerNorm::LayerNorm(std::string name, std::int64_t features, float eps)
 
 Tensor LayerNorm::forward(RunContext& ctx, const Tensor& x) {
   enter_forward(ctx);
-  check(x.ndim() == 2 && x.dim(1) == features_, name(), ": input must be [N, ", features_, "], got ", x.describe());
+  if (!(x.ndim() == 2 && x.dim(1) == features_))
+    fail(name(), ": input must be [N, ", features_, "], got ", x.describe());
   const std::int64_t n = x.dim(0);
   Tensor y = ctx.activation({n, features_}, name() + ".out");
   mean_ = Tensor::empty(ctx.device, {n}, DType::f32, MemTag::activation, name() + ".mean");

@@ -157,11 +157,12 @@ void attention_backward(F* dqkv, const F* dout, const F* qkv, const float* att, 
 cpu::QkvLayout attention_sizes(std::string_view op, const Tensor& qkv, const Tensor& att, int n_head) {
   expect_float(op, "qkv", qkv, 3, "[B, T, 3C]");
   const std::int64_t B = qkv.dim(0), T = qkv.dim(1), C3 = qkv.dim(2);
-  check(C3 % 3 == 0, op, ": qkv must be [B, T, 3C] (q, k and v side by side), but its last dimension ", C3,
-        " is not a multiple of 3: ", qkv.describe());
+  if (!(C3 % 3 == 0))
+    fail(op, ": qkv must be [B, T, 3C] (q, k and v side by side), but its last dimension ", C3,
+         " is not a multiple of 3: ", qkv.describe());
   const std::int64_t C = C3 / 3;
-  check(n_head > 0 && C % n_head == 0, op, ": n_head must divide C = ", C, " (from ", qkv.describe(), "), got n_head ",
-        n_head);
+  if (!(n_head > 0 && C % n_head == 0))
+    fail(op, ": n_head must divide C = ", C, " (from ", qkv.describe(), "), got n_head ", n_head);
   expect_tensor(op, "att", att, {B, n_head, T, T}, DType::f32);
   return {B, T, C, n_head, C / n_head};
 }

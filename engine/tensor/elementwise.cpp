@@ -105,16 +105,16 @@ void copy(std::byte* dst, const std::byte* src, std::int64_t bytes) {
 
 // `t` must be f32 or bf16, of any shape.
 void expect_floating(std::string_view op, std::string_view role, const Tensor& t) {
-  check(t.defined() && (t.dtype() == DType::f32 || t.dtype() == DType::bf16), op, ": ", role,
-        " must be f32 or bf16, got ", t.defined() ? t.describe() : "an undefined tensor");
+  if (!(t.defined() && (t.dtype() == DType::f32 || t.dtype() == DType::bf16)))
+    fail(op, ": ", role, " must be f32 or bf16, got ", t.defined() ? t.describe() : "an undefined tensor");
 }
 
 // `t` must have the shape and dtype of `ref`.
 void expect_like(std::string_view op, std::string_view role, const Tensor& t, std::string_view ref_role,
                  const Tensor& ref) {
-  check(t.defined() && t.shape() == ref.shape() && t.dtype() == ref.dtype(), op, ": ", role,
-        " must have the shape and dtype of ", ref_role, " ", ref.describe(), ", got ",
-        t.defined() ? t.describe() : "an undefined tensor");
+  if (!(t.defined() && t.shape() == ref.shape() && t.dtype() == ref.dtype()))
+    fail(op, ": ", role, " must have the shape and dtype of ", ref_role, " ", ref.describe(), ", got ",
+         t.defined() ? t.describe() : "an undefined tensor");
 }
 
 // Element i of an output may overwrite element i of an input (in place); any other overlap would
@@ -123,8 +123,9 @@ void expect_in_place_or_disjoint(std::string_view op, std::string_view out_role,
                                  std::string_view in_role, const Tensor& in) {
   const bool same = out.storage_ptr() == in.storage_ptr() && out.offset() == in.offset() && out.dtype() == in.dtype() &&
                     out.numel() == in.numel();
-  check(same || !out.overlaps(in), op, ": ", out_role, " ", out.describe(), " partly overlaps ", in_role, " ",
-        in.describe(), "; it must be the very same elements (in place) or disjoint");
+  if (!(same || !out.overlaps(in)))
+    fail(op, ": ", out_role, " ", out.describe(), " partly overlaps ", in_role, " ", in.describe(),
+         "; it must be the very same elements (in place) or disjoint");
 }
 
 double elem_size(const Tensor& t) { return static_cast<double>(dtype_size(t.dtype())); }
@@ -183,7 +184,7 @@ void bias_add(Stream s, const Tensor& x, const Tensor& bias, const Tensor& out) 
   expect_tensor(op, "bias", bias, {x.dim(1)}, x.dtype());
   expect_like(op, "out", out, "x", x);
   expect_in_place_or_disjoint(op, "out", out, "x", x);
-  check(!out.overlaps(bias), op, ": out ", out.describe(), " overlaps bias ", bias.describe());
+  if (out.overlaps(bias)) fail(op, ": out ", out.describe(), " overlaps bias ", bias.describe());
   const double n = static_cast<double>(x.numel());
   const OpCost cost{
       .flops = n, .bytes = (2 * n + static_cast<double>(bias.numel())) * elem_size(x), .dtype = x.dtype()};
@@ -199,7 +200,7 @@ void bias_backward(Stream s, const Tensor& dout, const Tensor& dbias) {
   constexpr std::string_view op = "bias_backward";
   expect_float(op, "dout", dout, 2, "[N, C]");
   expect_tensor(op, "dbias", dbias, {dout.dim(1)}, dout.dtype());
-  check(!dbias.overlaps(dout), op, ": dbias ", dbias.describe(), " overlaps dout ", dout.describe());
+  if (dbias.overlaps(dout)) fail(op, ": dbias ", dbias.describe(), " overlaps dout ", dout.describe());
   const double n = static_cast<double>(dout.numel());
   const OpCost cost{
       .flops = n, .bytes = (n + 2 * static_cast<double>(dbias.numel())) * elem_size(dout), .dtype = dout.dtype()};
@@ -265,7 +266,8 @@ void cast(Stream s, const Tensor& in, const Tensor& out) {
   constexpr std::string_view op = "cast";
   expect_floating(op, "in", in);
   expect_floating(op, "out", out);
-  check(out.shape() == in.shape(), op, ": out must have the shape of in ", in.describe(), ", got ", out.describe());
+  if (!(out.shape() == in.shape()))
+    fail(op, ": out must have the shape of in ", in.describe(), ", got ", out.describe());
   expect_in_place_or_disjoint(op, "out", out, "in", in);
   const double n = static_cast<double>(in.numel());
   const OpCost cost{.flops = n, .bytes = n * (elem_size(in) + elem_size(out)), .dtype = in.dtype()};
@@ -292,8 +294,8 @@ void fill(Stream s, const Tensor& t, float value) {
 
 void copy(Stream s, const Tensor& src, const Tensor& dst) {
   constexpr std::string_view op = "copy";
-  check(src.defined() && dst.defined() && src.dtype() == dst.dtype() && src.numel() == dst.numel(), op,
-        ": dst must have the dtype and element count of src ", src.describe(), ", got ", dst.describe());
+  if (!(src.defined() && dst.defined() && src.dtype() == dst.dtype() && src.numel() == dst.numel()))
+    fail(op, ": dst must have the dtype and element count of src ", src.describe(), ", got ", dst.describe());
   expect_in_place_or_disjoint(op, "dst", dst, "src", src);
   const OpCost cost{.flops = 0, .bytes = 2 * static_cast<double>(src.nbytes()), .dtype = src.dtype()};
   launch_op(s, std::string(op), cost, {{&src}, {&dst}}, [&] { cpu::copy(dst.raw(), src.raw(), src.nbytes()); });

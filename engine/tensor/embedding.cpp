@@ -46,8 +46,8 @@ void embedding_backward(F* dtable, const F* dout, const std::int32_t* ids, std::
 void check_ids(std::string_view op, const std::int32_t* ids, std::int64_t N, const Tensor& table) {
   const std::int64_t V = table.dim(0);
   for (std::int64_t n = 0; n < N; ++n) {
-    check(ids[n] >= 0 && ids[n] < V, op, ": token id ", ids[n], " at position ", n, " is outside [0, ", V,
-          ") of the table ", table.describe());
+    if (!(ids[n] >= 0 && ids[n] < V))
+      fail(op, ": token id ", ids[n], " at position ", n, " is outside [0, ", V, ") of the table ", table.describe());
   }
 }
 

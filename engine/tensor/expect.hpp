@@ -14,22 +14,23 @@ namespace fsdplab {
 // `t` must have exactly `shape` and `dtype`.
 inline void expect_tensor(std::string_view op, std::string_view role, const Tensor& t, const Shape& shape,
                           DType dtype) {
-  check(t.defined() && t.shape() == shape && t.dtype() == dtype, op, ": ", role, " must be ", shape_str(shape), " ",
-        dtype_name(dtype), ", got ", t.defined() ? t.describe() : "an undefined tensor");
+  if (!(t.defined() && t.shape() == shape && t.dtype() == dtype))
+    fail(op, ": ", role, " must be ", shape_str(shape), " ", dtype_name(dtype), ", got ",
+         t.defined() ? t.describe() : "an undefined tensor");
 }
 
 // `t` must be f32 or bf16 with `ndim` dimensions, described by `dims` (e.g. "[N, C]"); the sizes
 // are the op's to check against its other operands.
 inline void expect_float(std::string_view op, std::string_view role, const Tensor& t, int ndim,
                          std::string_view dims) {
-  check(t.defined() && t.ndim() == ndim && (t.dtype() == DType::f32 || t.dtype() == DType::bf16), op, ": ", role,
-        " must be ", dims, " f32 or bf16, got ", t.defined() ? t.describe() : "an undefined tensor");
+  if (!(t.defined() && t.ndim() == ndim && (t.dtype() == DType::f32 || t.dtype() == DType::bf16)))
+    fail(op, ": ", role, " must be ", dims, " f32 or bf16, got ", t.defined() ? t.describe() : "an undefined tensor");
 }
 
 // `t` must be [N] i32, indices such as token ids or class targets; returns N.
 inline std::int64_t expect_indices(std::string_view op, std::string_view role, const Tensor& t) {
-  check(t.defined() && t.ndim() == 1 && t.dtype() == DType::i32, op, ": ", role, " must be [N] i32, got ",
-        t.defined() ? t.describe() : "an undefined tensor");
+  if (!(t.defined() && t.ndim() == 1 && t.dtype() == DType::i32))
+    fail(op, ": ", role, " must be [N] i32, got ", t.defined() ? t.describe() : "an undefined tensor");
   return t.dim(0);
 }
 
@@ -46,8 +47,9 @@ inline void expect_disjoint(std::string_view op, std::initializer_list<Operand> 
                             std::initializer_list<Operand> writes) {
   for (auto w = writes.begin(); w != writes.end(); ++w) {
     auto clash = [&](const Operand& other) {
-      check(!w->tensor->overlaps(*other.tensor), op, ": ", w->role, " ", w->tensor->describe(), " shares memory with ",
-            other.role, " ", other.tensor->describe(), "; what an op writes must not alias its other operands");
+      if (w->tensor->overlaps(*other.tensor))
+        fail(op, ": ", w->role, " ", w->tensor->describe(), " shares memory with ", other.role, " ",
+             other.tensor->describe(), "; what an op writes must not alias its other operands");
     };
     for (const Operand& r : reads) clash(r);
     for (auto other = std::next(w); other != writes.end(); ++other) clash(*other);

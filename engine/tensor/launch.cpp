@@ -9,10 +9,12 @@ void collect(Stream stream, const std::string& op, std::initializer_list<const T
              std::vector<Access>& out) {
   for (const Tensor* t : tensors) {
     check(t != nullptr && t->defined(), op, ": an operand is an undefined tensor");
-    check(!t->is_meta(), op, ": operand ", t->describe(),
-          " is a meta tensor (shape only); materialise it on a device before computing with it");
-    check(&t->device() == stream.device, op, ": operand ", t->describe(), " lives on rank ", t->device().rank(),
-          " but the op is launched on rank ", stream.device->rank());
+    if (t->is_meta())
+      fail(op, ": operand ", t->describe(),
+           " is a meta tensor (shape only); materialise it on a device before computing with it");
+    if (!(&t->device() == stream.device))
+      fail(op, ": operand ", t->describe(), " lives on rank ", t->device().rank(), " but the op is launched on rank ",
+           stream.device->rank());
     if (t->numel() > 0) out.push_back(t->access());
   }
 }

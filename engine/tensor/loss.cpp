@@ -70,8 +70,8 @@ void mse_backward(F* dpred, const F* pred, const F* target, std::int64_t n, floa
 void check_targets(std::string_view op, const std::int32_t* targets, std::int64_t N, const Tensor& logits) {
   const std::int64_t V = logits.dim(1);
   for (std::int64_t n = 0; n < N; ++n) {
-    check(targets[n] >= 0 && targets[n] < V, op, ": target ", targets[n], " of row ", n, " is outside [0, ", V,
-          ") of the logits ", logits.describe());
+    if (!(targets[n] >= 0 && targets[n] < V))
+      fail(op, ": target ", targets[n], " of row ", n, " is outside [0, ", V, ") of the logits ", logits.describe());
   }
 }
 

@@ -77,12 +77,12 @@ bool is_float(const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == 
 }  // namespace
 
 void matmul(Stream s, const Tensor& a, const Tensor& b, const Tensor& out, MatmulOptions opt) {
-  check(a.ndim() == 2 && b.ndim() == 2 && out.ndim() == 2,
-        "matmul: expected 2-D operands (fold batch dimensions into rows), got a = ", a.describe(),
-        ", b = ", b.describe(), ", out = ", out.describe());
-  check(is_float(a) && a.dtype() == b.dtype(),
-        "matmul: expected a and b of one float dtype (f32 or bf16), got a = ", a.describe(), ", b = ", b.describe());
-  check(is_float(out), "matmul: expected out of dtype f32 or bf16, got ", out.describe());
+  if (!(a.ndim() == 2 && b.ndim() == 2 && out.ndim() == 2))
+    fail("matmul: expected 2-D operands (fold batch dimensions into rows), got a = ", a.describe(),
+         ", b = ", b.describe(), ", out = ", out.describe());
+  if (!(is_float(a) && a.dtype() == b.dtype()))
+    fail("matmul: expected a and b of one float dtype (f32 or bf16), got a = ", a.describe(), ", b = ", b.describe());
+  if (!(is_float(out))) fail("matmul: expected out of dtype f32 or bf16, got ", out.describe());
 
   const std::int64_t m = opt.trans_a ? a.dim(1) : a.dim(0);
   const std::int64_t k = opt.trans_a ? a.dim(0) : a.dim(1);
@@ -90,14 +90,17 @@ void matmul(Stream s, const Tensor& a, const Tensor& b, const Tensor& out, Matmu
   const std::int64_t n = opt.trans_b ? b.dim(0) : b.dim(1);
   const char* ta = opt.trans_a ? " transposed" : "";
   const char* tb = opt.trans_b ? " transposed" : "";
-  check(k == kb, "matmul: inner dimensions differ: op(a) is ", shape_str({m, k}), " (a = ", a.describe(), ta,
-        ") but op(b) is ", shape_str({kb, n}), " (b = ", b.describe(), tb, ")");
-  check(out.shape() == Shape{m, n}, "matmul: expected out ", shape_str({m, n}), " for op(a) ", shape_str({m, k}),
-        " @ op(b) ", shape_str({k, n}), ", got ", out.describe());
-  check(std::max({m, n, k}) <= INT_MAX, "matmul: ", shape_str({m, k}), " @ ", shape_str({k, n}),
-        " has a dimension beyond BLAS's 32-bit int");
-  check(!out.overlaps(a) && !out.overlaps(b), "matmul: out ", out.describe(), " overlaps an input (a = ", a.describe(),
-        ", b = ", b.describe(), "); a GEMM cannot write over its own operands");
+  if (!(k == kb))
+    fail("matmul: inner dimensions differ: op(a) is ", shape_str({m, k}), " (a = ", a.describe(), ta, ") but op(b) is ",
+         shape_str({kb, n}), " (b = ", b.describe(), tb, ")");
+  if (!(out.shape() == Shape{m, n}))
+    fail("matmul: expected out ", shape_str({m, n}), " for op(a) ", shape_str({m, k}), " @ op(b) ", shape_str({k, n}),
+         ", got ", out.describe());
+  if (!(std::max({m, n, k}) <= INT_MAX))
+    fail("matmul: ", shape_str({m, k}), " @ ", shape_str({k, n}), " has a dimension beyond BLAS's 32-bit int");
+  if (!(!out.overlaps(a) && !out.overlaps(b)))
+    fail("matmul: out ", out.describe(), " overlaps an input (a = ", a.describe(), ", b = ", b.describe(),
+         "); a GEMM cannot write over its own operands");
 
   const bool reads_out = opt.beta != 0;
   const OpCost cost{.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k),

@@ -55,15 +55,15 @@ using Operand = std::pair<std::string_view, const Tensor*>;
 // them element by element, so aliasing would feed one's new values into another's update.
 void expect_operands(std::string_view op, const std::vector<Operand>& operands) {
   const Tensor& param = *operands.front().second;
-  check(param.defined() && param.dtype() == DType::f32, op,
-        ": param must be f32 (updates go to the fp32 master copy), got ",
-        param.defined() ? param.describe() : "an undefined tensor");
+  if (!(param.defined() && param.dtype() == DType::f32))
+    fail(op, ": param must be f32 (updates go to the fp32 master copy), got ",
+         param.defined() ? param.describe() : "an undefined tensor");
   for (const auto& [role, t] : operands) expect_tensor(op, role, *t, param.shape(), DType::f32);
   for (std::size_t i = 0; i < operands.size(); ++i) {
     for (std::size_t j = i + 1; j < operands.size(); ++j) {
       const auto& [role_i, ti] = operands[i];
       const auto& [role_j, tj] = operands[j];
-      check(!ti->overlaps(*tj), op, ": ", role_i, " ", ti->describe(), " overlaps ", role_j, " ", tj->describe());
+      if (ti->overlaps(*tj)) fail(op, ": ", role_i, " ", ti->describe(), " overlaps ", role_j, " ", tj->describe());
     }
   }
 }

@@ -73,8 +73,8 @@ PackSizes pack_sizes(std::string_view op, const Tensor& q, const Tensor& k, cons
                      std::string_view qkv_role, int n_heads, int n_kv_heads) {
   expect_float(op, q_role, q, 3, "[B, T, H * head_dim]");
   const std::int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2);
-  check(n_heads > 0 && C % n_heads == 0, op, ": n_heads must divide ", q_role, "'s last dimension ", C, " (",
-        q.describe(), "), got n_heads ", n_heads);
+  if (!(n_heads > 0 && C % n_heads == 0))
+    fail(op, ": n_heads must divide ", q_role, "'s last dimension ", C, " (", q.describe(), "), got n_heads ", n_heads);
   check(n_kv_heads > 0 && n_heads % n_kv_heads == 0, op, ": n_kv_heads must divide n_heads = ", n_heads,
         " (each key/value head serves n_heads / n_kv_heads query heads), got ", n_kv_heads);
   const std::int64_t hd = C / n_heads;

@@ -66,11 +66,12 @@ void rotate(F* out, const F* x, const RopeSizes& z, float theta, bool backward) 
 RopeSizes rope_sizes(std::string_view op, std::string_view role, const Tensor& x, int n_heads, float theta) {
   expect_float(op, role, x, 3, "[B, T, H * head_dim]");
   const std::int64_t width = x.dim(2);
-  check(n_heads > 0 && width % n_heads == 0, op, ": n_heads must divide the last dimension ", width, " of ",
-        x.describe(), ", got n_heads ", n_heads);
+  if (!(n_heads > 0 && width % n_heads == 0))
+    fail(op, ": n_heads must divide the last dimension ", width, " of ", x.describe(), ", got n_heads ", n_heads);
   const std::int64_t hd = width / n_heads;
-  check(hd % 2 == 0, op, ": the head dimension must be even (its halves are rotated as pairs), got ", hd, " from ",
-        x.describe(), " and n_heads ", n_heads);
+  if (!(hd % 2 == 0))
+    fail(op, ": the head dimension must be even (its halves are rotated as pairs), got ", hd, " from ", x.describe(),
+         " and n_heads ", n_heads);
   check(theta > 0.f && std::isfinite(theta), op, ": theta must be finite and > 0, got ", theta);
   return {x.dim(0), x.dim(1), n_heads, hd};
 }
@@ -93,8 +94,9 @@ void rope(Stream s, const Tensor& x, const Tensor& out, int n_heads, float theta
   expect_tensor(op, "out", out, x.shape(), x.dtype());
   // Each pair is read whole before it is written, so in place is safe; a partial overlap is not.
   const bool in_place = out.storage_ptr() == x.storage_ptr() && out.offset() == x.offset();
-  check(in_place || !out.overlaps(x), op, ": out ", out.describe(), " partly overlaps x ", x.describe(),
-        "; it must be the very same elements (in place) or disjoint");
+  if (!(in_place || !out.overlaps(x)))
+    fail(op, ": out ", out.describe(), " partly overlaps x ", x.describe(),
+         "; it must be the very same elements (in place) or disjoint");
   launch_op(s, std::string(op), rope_cost(x, z, false), {{&x}, {&out}}, [&] {
     dispatch_float(x.dtype(), [&](auto zero) {
       using F = decltype(zero);

@@ -12,7 +12,7 @@ namespace fsdplab {
 std::int64_t shape_numel(const Shape& shape) {
   std::int64_t n = 1;
   for (std::int64_t d : shape) {
-    check(d >= 0, "shape ", shape_str(shape), " has a negative dimension");
+    if (!(d >= 0)) fail("shape ", shape_str(shape), " has a negative dimension");
     n *= d;
   }
   return n;
@@ -82,9 +82,9 @@ Tensor Tensor::view_of(std::shared_ptr<Storage> storage, std::int64_t offset, Sh
   check(storage != nullptr, "Tensor::view_of: no storage for '", name, "'");
   Tensor t = meta(std::move(shape), dtype, std::move(name));
   const std::int64_t elem = static_cast<std::int64_t>(dtype_size(dtype));
-  check(offset >= 0 && (offset + t.numel_) * elem <= storage->bytes(), "view '", t.name_, "' ",
-        shape_str(t.shape_), " ", dtype_name(dtype), " at element ", offset, " needs ", (offset + t.numel_) * elem,
-        " bytes but storage '", storage->name(), "' has ", storage->bytes());
+  if (!(offset >= 0 && (offset + t.numel_) * elem <= storage->bytes()))
+    fail("view '", t.name_, "' ", shape_str(t.shape_), " ", dtype_name(dtype), " at element ", offset, " needs ",
+         (offset + t.numel_) * elem, " bytes but storage '", storage->name(), "' has ", storage->bytes());
   t.storage_ = std::move(storage);
   t.offset_ = offset;
   return t;
@@ -97,7 +97,7 @@ bool Tensor::has_data() const {
 std::int64_t Tensor::dim(int i) const {
   const int n = ndim();
   const int k = i < 0 ? i + n : i;
-  check(k >= 0 && k < n, "dimension ", i, " of ", describe(), ", which has ", n, " dimensions");
+  if (!(k >= 0 && k < n)) fail("dimension ", i, " of ", describe(), ", which has ", n, " dimensions");
   return shape_[static_cast<std::size_t>(k)];
 }
 
@@ -112,28 +112,30 @@ Device& Tensor::device() const { return storage().device(); }
 
 Storage& Tensor::storage() const {
   check(defined_, "use of an undefined tensor");
-  check(storage_ != nullptr, describe(), " is a meta tensor: it has a shape but no storage (materialise it first)");
+  if (!(storage_ != nullptr))
+    fail(describe(), " is a meta tensor: it has a shape but no storage (materialise it first)");
   return *storage_;
 }
 
 Tensor Tensor::view(std::int64_t offset, Shape shape) const {
   const std::int64_t n = shape_numel(shape);
-  check(offset >= 0 && offset + n <= numel_, "view of ", n, " elements at offset ", offset, " of ", describe(),
-        ", which has ", numel_);
+  if (!(offset >= 0 && offset + n <= numel_))
+    fail("view of ", n, " elements at offset ", offset, " of ", describe(), ", which has ", numel_);
   if (is_meta()) return meta(std::move(shape), dtype_, name_);
   return view_of(storage_, offset_ + offset, std::move(shape), dtype_, name_);
 }
 
 Tensor Tensor::reshape(Shape shape) const {
-  check(shape_numel(shape) == numel_, "reshape of ", describe(), " to ", shape_str(shape), ": element counts differ (",
-        numel_, " vs ", shape_numel(shape), ")");
+  if (!(shape_numel(shape) == numel_))
+    fail("reshape of ", describe(), " to ", shape_str(shape), ": element counts differ (", numel_, " vs ",
+         shape_numel(shape), ")");
   return view(0, std::move(shape));
 }
 
 Tensor Tensor::rows(std::int64_t start, std::int64_t count) const {
-  check(ndim() >= 1, "rows() of a scalar ", describe());
-  check(start >= 0 && count >= 0 && start + count <= shape_[0], "rows [", start, ", ", start + count, ") of ",
-        describe());
+  if (!(ndim() >= 1)) fail("rows() of a scalar ", describe());
+  if (!(start >= 0 && count >= 0 && start + count <= shape_[0]))
+    fail("rows [", start, ", ", start + count, ") of ", describe());
   Shape shape = shape_;
   shape[0] = count;
   const std::int64_t row = shape_[0] == 0 ? 0 : numel_ / shape_[0];
@@ -141,7 +143,7 @@ Tensor Tensor::rows(std::int64_t start, std::int64_t count) const {
 }
 
 std::byte* Tensor::byte_data(DType expected) const {
-  check(dtype_ == expected, describe(), " accessed as ", dtype_name(expected));
+  if (!(dtype_ == expected)) fail(describe(), " accessed as ", dtype_name(expected));
   return storage().data() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
 }
 
@@ -164,7 +166,7 @@ bool Tensor::overlaps(const Tensor& other) const {
 }
 
 std::vector<float> Tensor::to_vector() const {
-  check(dtype_ != DType::i32, describe(), ": to_vector() reads floats; use to_indices() for i32");
+  if (!(dtype_ != DType::i32)) fail(describe(), ": to_vector() reads floats; use to_indices() for i32");
   device().host_access(access(), /*write=*/false, "host read of " + describe());
   std::vector<float> out(static_cast<std::size_t>(numel_));
   if (dtype_ == DType::f32) {
@@ -177,8 +179,9 @@ std::vector<float> Tensor::to_vector() const {
 }
 
 void Tensor::copy_from(std::span<const float> values) const {
-  check(static_cast<std::int64_t>(values.size()) == numel_, "copy of ", values.size(), " values into ", describe());
-  check(dtype_ != DType::i32, describe(), ": copy_from(floats) into an i32 tensor");
+  if (!(static_cast<std::int64_t>(values.size()) == numel_))
+    fail("copy of ", values.size(), " values into ", describe());
+  if (!(dtype_ != DType::i32)) fail(describe(), ": copy_from(floats) into an i32 tensor");
   device().host_access(access(), /*write=*/true, "host write of " + describe());
   if (dtype_ == DType::f32) {
     std::memcpy(f32(), values.data(), static_cast<std::size_t>(nbytes()));
@@ -194,7 +197,8 @@ std::vector<std::int32_t> Tensor::to_indices() const {
 }
 
 void Tensor::copy_from(std::span<const std::int32_t> values) const {
-  check(static_cast<std::int64_t>(values.size()) == numel_, "copy of ", values.size(), " indices into ", describe());
+  if (!(static_cast<std::int64_t>(values.size()) == numel_))
+    fail("copy of ", values.size(), " indices into ", describe());
   device().host_access(access(), /*write=*/true, "host write of " + describe());
   std::memcpy(i32(), values.data(), static_cast<std::size_t>(nbytes()));
 }
