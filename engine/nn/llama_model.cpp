@@ -421,7 +421,7 @@ void LlamaModel::backward(RunContext& ctx) {
   check(logits_.defined(), "llama: backward without a forward");
   enter_backward(ctx);
   Tensor dlogits = zeroed(ctx, logits_.shape(), "dlogits");  // the loss backward adds into it
-  cross_entropy_backward(ctx.stream(), logits_, targets_, lse_, 1.0f, dlogits);
+  cross_entropy_backward(ctx.stream(), logits_, targets_, lse_, ctx.loss_scale, dlogits);
   logits_ = targets_ = lse_ = Tensor();
   Tensor dx = lm_head_.backward(ctx, dlogits);
   dlogits = Tensor();  // [N, V], the largest activation: gone before the layers' backward
