@@ -116,16 +116,17 @@ void store(std::byte* dst, const std::vector<float>& values, DType dtype) {
 
 void check_operand(const Tensor& t, const char* role, const Device& device, const char* op) {
   check(t.defined(), op, ": ", role, " is an undefined tensor");
-  check(!t.is_meta(), op, ": ", role, " ", t.describe(),
-        " is a meta tensor (shape only); materialise it on a device first");
-  check(&t.device() == &device, op, ": ", role, " ", t.describe(), " lives on rank ", t.device().rank(),
-        " but this communicator belongs to rank ", device.rank());
-  check(t.numel() > 0, op, ": ", role, " ", t.describe(), " is empty");
+  if (t.is_meta())
+    fail(op, ": ", role, " ", t.describe(), " is a meta tensor (shape only); materialise it on a device first");
+  if (!(&t.device() == &device))
+    fail(op, ": ", role, " ", t.describe(), " lives on rank ", t.device().rank(),
+         " but this communicator belongs to rank ", device.rank());
+  if (!(t.numel() > 0)) fail(op, ": ", role, " ", t.describe(), " is empty");
 }
 
 void check_reducible(const Tensor& t, const char* op) {
-  check(t.dtype() == DType::f32 || t.dtype() == DType::bf16, op, ": ", t.describe(),
-        " cannot be reduced; expected f32 or bf16");
+  if (!(t.dtype() == DType::f32 || t.dtype() == DType::bf16))
+    fail(op, ": ", t.describe(), " cannot be reduced; expected f32 or bf16");
 }
 
 }  // namespace
@@ -180,8 +181,11 @@ std::shared_ptr<LocalWorld::Round> LocalWorld::arrive(const Seat& seat, const Ca
         round->split_groups.push_back(it->second);
       }
     }
+    // Only a completed round (or an abort) lets anyone go on: waking every waiter at every arrival
+    // would cost W^2 wake-ups a collective, which dominates at hundreds of ranks on a few cores.
+    changed_.notify_all();
   }
-  changed_.notify_all();
+  ++progress_;
   wait_locked(lock, *round, seat, 0);
   if (!round->mismatch.empty()) fail(round->mismatch);
   return round;
@@ -191,15 +195,20 @@ void LocalWorld::wait_phase(Round& round, const Seat& seat, int phase) {
   std::unique_lock lock(mutex_);
   const auto p = static_cast<std::size_t>(phase);
   round.reached[p][static_cast<std::size_t>(seat.index)] = true;
-  ++round.count[p];
-  changed_.notify_all();
+  if (++round.count[p] == seat.members->size()) changed_.notify_all();
+  ++progress_;
   wait_locked(lock, round, seat, phase);
 }
 
 void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, const Seat& seat, int phase) {
   const auto p = static_cast<std::size_t>(phase);
   const std::vector<int>& members = *seat.members;
-  changed_.wait_for(lock, options_.timeout, [&] { return round.count[p] == members.size() || failure_; });
+  // The timeout counts from the world's last progress (any rank reaching any collective), not from when
+  // this rank began waiting: with hundreds of ranks on a few cores, a healthy peer can take longer than
+  // the timeout to get CPU time and arrive, but some rank arrives somewhere all the while.
+  const auto done = [&] { return round.count[p] == members.size() || failure_; };
+  for (std::uint64_t seen = progress_; !changed_.wait_for(lock, options_.timeout, done) && progress_ != seen;)
+    seen = progress_;
   // A round everyone reached completes even if a failure came meanwhile: the next call reports it.
   if (round.count[p] == members.size()) return;
 
@@ -280,10 +289,10 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
 void LocalComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {
   check_operand(shard, "shard", device_, "all_gather");
   check_operand(full, "full", device_, "all_gather");
-  check(shard.dtype() == full.dtype(), "all_gather: shard ", shard.describe(), " and full ", full.describe(),
-        " differ in dtype");
-  check(full.numel() == shard.numel() * world(), "all_gather: full ", full.describe(), " must hold ", world(),
-        " shards of ", shard.describe());
+  if (!(shard.dtype() == full.dtype()))
+    fail("all_gather: shard ", shard.describe(), " and full ", full.describe(), " differ in dtype");
+  if (!(full.numel() == shard.numel() * world()))
+    fail("all_gather: full ", full.describe(), " must hold ", world(), " shards of ", shard.describe());
   LocalWorld::Call call;
   call.kind = Kind::all_gather;
   call.dtype = full.dtype();
@@ -303,11 +312,11 @@ void LocalComm::all_gather(Stream stream, const Tensor& shard, const Tensor& ful
 void LocalComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) {
   check_operand(full, "full", device_, "reduce_scatter");
   check_operand(shard, "shard", device_, "reduce_scatter");
-  check(shard.dtype() == full.dtype(), "reduce_scatter: full ", full.describe(), " and shard ", shard.describe(),
-        " differ in dtype");
+  if (!(shard.dtype() == full.dtype()))
+    fail("reduce_scatter: full ", full.describe(), " and shard ", shard.describe(), " differ in dtype");
   check_reducible(full, "reduce_scatter");
-  check(full.numel() == shard.numel() * world(), "reduce_scatter: full ", full.describe(), " must hold ", world(),
-        " shards of ", shard.describe());
+  if (!(full.numel() == shard.numel() * world()))
+    fail("reduce_scatter: full ", full.describe(), " must hold ", world(), " shards of ", shard.describe());
   LocalWorld::Call call;
   call.kind = Kind::reduce_scatter;
   call.op = op;
