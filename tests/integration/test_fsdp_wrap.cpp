@@ -14,26 +14,17 @@
 #include "engine/runtime/error.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
+#include "fsdp_runs.hpp"
 
 namespace fsdplab {
 namespace {
 
+using testing::losses_of;
+
 RunConfig gpt2_tiny(int world, const std::string& wrap) {
-  RunConfig run;
-  run.model = "gpt2";
-  run.preset = "test-tiny";
-  run.world = world;
-  run.batch = 6;
-  run.seq = 16;
-  run.steps = 20;
+  RunConfig run = testing::gpt2_run(world, 6, 16, 20);
   run.wrap = wrap;
   return run;
-}
-
-std::vector<double> losses_of(const std::vector<StepReport>& reports) {
-  std::vector<double> out;
-  for (const StepReport& s : reports) out.push_back(s.loss);
-  return out;
 }
 
 const std::vector<double>& baseline_losses() {
@@ -116,26 +107,17 @@ INSTANTIATE_TEST_SUITE_P(
 // units, a Block's buffer and its largest Linear's are gathered at once.
 TEST(FsdpWrap, NestedUnitsMemoryMatchesTheFormula) {
   for (const std::string wrap : {"nested", "linear", "model"}) {
-    FsdpRun fsdp;
-    fsdp.run = gpt2_tiny(2, wrap);
-    fsdp.run.preset = "test-small";
-    fsdp.run.steps = 1;
-    fsdp.dry_run = true;
-    fsdp.options.mode = OverlapMode::sync;
-    fsdp.options.prefetch = parse_prefetch("none");
-    std::mutex mutex;
-    std::vector<std::int64_t> param_full, grad_full;
-    fsdp.on_rank_done = [&](int, Device& device) {
-      const std::lock_guard<std::mutex> lock(mutex);
-      param_full.push_back(device.ledger().peak(MemTag::param_full));
-      grad_full.push_back(device.ledger().peak(MemTag::grad_full));
-    };
-    train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
+    RunConfig run = gpt2_tiny(2, wrap);
+    run.preset = "test-small";
+    const FsdpRun fsdp = testing::sync_dry_run(run);
+    const std::vector<TagBytes> peaks = testing::ledger_peaks(fsdp);
     const BuiltModel built = build_model(fsdp.run);
     const TagBytes formula = fsdp_memory({plan_unit_sizes(*built.model, built.unit_kinds, fsdp.options, 2), fsdp.options,
                                           2, 2, ModelMemory{}});
-    for (std::int64_t peak : param_full) EXPECT_EQ(peak, formula[static_cast<std::size_t>(MemTag::param_full)]) << wrap;
-    for (std::int64_t peak : grad_full) EXPECT_EQ(peak, formula[static_cast<std::size_t>(MemTag::grad_full)]) << wrap;
+    for (const TagBytes& rank : peaks) {
+      EXPECT_EQ(testing::at(rank, MemTag::param_full), testing::at(formula, MemTag::param_full)) << wrap;
+      EXPECT_EQ(testing::at(rank, MemTag::grad_full), testing::at(formula, MemTag::grad_full)) << wrap;
+    }
   }
 }
 
@@ -144,12 +126,8 @@ TEST(FsdpWrap, TheBufferPoolRefusesNestedUnits) {
   fsdp.run = gpt2_tiny(2, "nested");
   fsdp.run.steps = 1;
   fsdp.options.buffers = UnshardBuffers::pool;
-  try {
-    train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
-    FAIL() << "the pool took nested units";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("is nested in unit 'transformer.h.0'"), std::string::npos) << e.what();
-  }
+  const std::string refusal = testing::refusal_of(fsdp);
+  EXPECT_NE(refusal.find("is nested in unit 'transformer.h.0'"), std::string::npos) << refusal;
 }
 
 }  // namespace
