@@ -13,7 +13,8 @@ int DeferredFrees::limited() const {
 }
 
 void DeferredFrees::release(Device& device, Parked& parked) {
-  device.synchronize(parked.last_use);  // completed already: moves no time, orders the host after it
+  // Orders the host after the last use (the race detector's view); moves no time when it had completed.
+  device.synchronize(parked.last_use);
   parked.memory.reset();
 }
 
