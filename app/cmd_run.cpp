@@ -10,6 +10,7 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/dry_run_report.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/trace/chrome_trace.hpp"
@@ -30,6 +31,7 @@ struct RunOptions {
   int hybrid_group = 0;
   std::string precision = "f32";
   std::string reduce_dtype = "f32";
+  bool dry_run = false;  // --dry-run: shapes, time and memory only; always an FSDP run
   std::string demo = "streams";
   int world = 2;
   std::string mode = "both";
@@ -163,7 +165,12 @@ int run_training(const RunOptions& options) {
   std::vector<StepReport> steps;
   if (fsdp) {
     for (TraceRecorder& r : recorders) sharded.sinks.push_back(&r);
+    // --dry-run: meta tensors, no numerics; rank 0's ledger and step time reported (app/dry_run_report.hpp).
+    DryRunReport dry;
+    sharded.dry_run = options.dry_run;
+    if (options.dry_run) sharded.on_rank_done = dry.capture();
     steps = train_fsdp(sharded, presets, on_step);
+    if (options.dry_run) dry.print(sharded, presets, steps);
   } else {
     steps = train_baseline(run, presets, on_step, tracing ? &recorders.front() : nullptr);
   }
@@ -200,9 +207,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--tokens", options->tokens, "Demo: rows of the activations")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--dtype", options->dtype, "Demo: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
   RunConfig& t = options->train;
-  auto* model = cmd->add_option("--model", t.model, "Train a model: toy, mlp or gpt2 (instead of the demo)")
-                    ->check(CLI::IsMember({"toy", "mlp", "gpt2"}));
-  cmd->add_option("--preset", t.preset, "gpt2 size: test-tiny, test-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl");
+  auto* model = cmd->add_option("--model", t.model, "Train a model: toy, mlp, gpt2 or llama (instead of the demo)")
+                    ->check(CLI::IsMember({"toy", "mlp", "gpt2", "llama"}));
+  cmd->add_option("--preset", t.preset, "gpt2 size: test-tiny, test-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl; "
+                  "llama: test-tiny, 7b, 70b");
   cmd->add_option("--mlp-width", t.mlp_width, "mlp: block width")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--mlp-depth", t.mlp_depth, "mlp: number of blocks")->check(CLI::Range(1, 1024));
   cmd->add_option("--steps", t.steps, "Training steps")->check(CLI::Range(0, 1 << 24));
@@ -218,6 +226,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder");
   cmd->add_option("--load-init", t.load_init, "Load initial parameters from this folder");
   cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder (gathered whole under FSDP)");
+  cmd->add_flag("--dry-run", options->dry_run,
+                "FSDP on meta tensors: time and memory only, no numerics (plan 70B on 128 ranks here); prints rank 0's "
+                "memory by ledger tag and the step's simulated time");
   auto* strategy = cmd->add_option("--strategy", options->strategy,
                                    "FSDP sharding: full, grad_op, hybrid, no_shard, zero1, zero2 (default full)")
                        ->check(CLI::IsMember({"full", "grad_op", "hybrid", "no_shard", "zero1", "zero2"}));
@@ -229,6 +240,7 @@ void add_run_command(CLI::App& app) {
                      ->check(CLI::IsMember({"f32", "bf16"}));
   cmd->callback([options, model, world, strategy, hybrid, precision, reduce] {
     options->fsdp = strategy->count() + hybrid->count() + precision->count() + reduce->count() > 0;
+    options->fsdp = options->fsdp || options->dry_run;  // a dry run is an FSDP run, at any --world
     if (model->count() > 0) {
       if (world->count() == 0) options->world = 1;
       run_training(*options);

@@ -46,7 +46,8 @@ struct RankGroups {
 
 // The sim device keeps its memory in this host's RAM, so W ranks must fit in it together: refused
 // before any rank starts, from the analytic per-rank peak (memory_model.hpp; activations counted for
-// gpt2, the model whose activations dwarf the rest), instead of W threads running out of memory midway.
+// gpt2 and llama, the models whose activations dwarf the rest), instead of W threads running out of memory
+// midway.
 void check_host_memory(const FsdpRun& fsdp, BuiltModel& probe) {
   const RunConfig& run = fsdp.run;
   FsdpMemoryInput input;
@@ -54,7 +55,7 @@ void check_host_memory(const FsdpRun& fsdp, BuiltModel& probe) {
   input.options = fsdp.options;
   input.world = run.world;
   input.optimizer_states = optimizer_state_count(run.optimizer_spec());
-  if (run.model == "gpt2")
+  if (probe.batch.kind == BatchShape::Kind::tokens)
     input.model = model_memory(*probe.model, run.batch / run.world, probe.batch.seq, fsdp.options.param_dtype);
   double per_rank = 0;
   for (std::int64_t bytes : fsdp_memory(input)) per_rank += static_cast<double>(bytes);
@@ -62,7 +63,7 @@ void check_host_memory(const FsdpRun& fsdp, BuiltModel& probe) {
   check(host <= 0 || per_rank * run.world <= host, "--world ", run.world, ": the ranks need about ",
         per_rank * run.world / 1e9, " GB of this host's memory (", per_rank / 1e9,
         " GB each; the sim device keeps its memory in host RAM) and this host has ", host / 1e9,
-        " GB; use fewer ranks, a smaller model or batch, or a dry run");
+        " GB; use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "engine/train/trainer.hpp"
 
+#include <unistd.h>
+
+#include "engine/fsdp/memory_model.hpp"
 #include "engine/nn/checkpoint.hpp"
 #include "engine/nn/materialize.hpp"
 #include "engine/optim/optimizer.hpp"
@@ -20,6 +23,21 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   if (sink) device.add_sink(sink);
   device.set_keep_op_log(false);  // a long run would keep every op; the trace sink sees them anyway
   BuiltModel built = build_model(run);
+  {
+    // The sim device keeps its memory in this host's RAM: a model that cannot fit is refused before anything
+    // is allocated (as train_fsdp refuses a world), from the analytic peak of memory_model.hpp.
+    const ModelMemory activations = built.batch.kind == BatchShape::Kind::tokens
+                                        ? model_memory(*built.model, run.batch, built.batch.seq, DType::f32)
+                                        : ModelMemory{};
+    double need = 0;
+    for (std::int64_t bytes : baseline_memory(*built.model, optimizer_state_count(run.optimizer_spec()), activations))
+      need += static_cast<double>(bytes);
+    const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+    check(host <= 0 || need <= host, "--model ", run.model, run.preset.empty() ? "" : " --preset ", run.preset,
+          ": the single-rank baseline needs about ", need / 1e9, " GB of this host's memory (the sim device keeps its "
+          "memory in host RAM) and this host has ", host / 1e9, " GB; use a smaller model or batch, or plan it with "
+          "--dry-run (an FSDP dry run: shapes, time and memory only)");
+  }
   BatchSource data(built.batch, run.seed, run.data_file);
   Model& model = *built.model;
   // Loaded values replace initial ones: drawing them first would be wasted (seconds for gpt2 small).

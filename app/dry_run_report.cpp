@@ -1,0 +1,233 @@
+#include "app/dry_run_report.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <optional>
+#include <string>
+
+#include "engine/fsdp/memory_model.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/train/model_factory.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+double gb(std::int64_t bytes) { return static_cast<double>(bytes) / 1e9; }
+std::int64_t at(const TagBytes& bytes, MemTag tag) { return bytes[static_cast<std::size_t>(tag)]; }
+
+std::int64_t parameter_count(Module& module) {
+  const std::vector<Parameter*> params = module.parameters();
+  return std::accumulate(params.begin(), params.end(), std::int64_t{0},
+                         [](std::int64_t n, const Parameter* p) { return n + p->numel(); });
+}
+
+// What the analytic model expects of this run, as far as it applies: the units as FSDP plans them,
+// and the model's activations where memory_model.hpp counts them (gpt2, llama).
+struct Expected {
+  std::vector<UnitSize> units;
+  std::optional<TagBytes> bytes;       // absent where the units cannot be modelled (nested units)
+  bool activations_counted = false;
+  std::int64_t root = 0;               // P of the root unit, 0 without one
+  std::int64_t largest_layer = 0;      // P of the largest other unit
+};
+
+Expected expected_memory(const FsdpRun& fsdp, BuiltModel& built) {
+  const RunConfig& run = fsdp.run;
+  Expected e;
+  try {
+    e.units = plan_unit_sizes(*built.model, built.unit_kinds, fsdp.options, run.world);
+  } catch (const Error&) {
+    return e;  // nested units: the formula does not describe them
+  }
+  for (const UnitSize& u : e.units) {
+    if (u.root) {
+      e.root = u.padded_numel;
+    } else {
+      e.largest_layer = std::max(e.largest_layer, u.padded_numel);
+    }
+  }
+  ModelMemory model;
+  if (built.batch.kind == BatchShape::Kind::tokens) {
+    model = model_memory(*built.model, run.batch / run.world, built.batch.seq, fsdp.options.param_dtype);
+    e.activations_counted = true;
+  }
+  e.bytes = fsdp_memory({e.units, fsdp.options, run.world, optimizer_state_count(run.optimizer_spec()), model});
+  return e;
+}
+
+// Prints `text` as a bullet, wrapped at 112 columns with its continuation lines indented.
+void bullet(const std::string& text) {
+  constexpr std::size_t kWidth = 108;
+  std::string line = "  -";
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t next = text.find(' ', pos);
+    if (next == std::string::npos) next = text.size();
+    const std::string word = text.substr(pos, next - pos);
+    if (line.size() + 1 + word.size() > kWidth && line.size() > 4) {
+      std::printf("%s\n", line.c_str());
+      line = "   ";
+    }
+    line += " " + word;
+    pos = next + 1;
+  }
+  std::printf("%s\n", line.c_str());
+}
+
+std::string fixed(double value, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+// The lecture's slide "FSDP for Llama 70B on 128 GPUs" (seeds/004) beside this run, and where and why
+// they differ, every figure of ours read from the ledger or the model.
+void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expected& e, const TagBytes& peaks) {
+  const FsdpOptions& o = fsdp.options;
+  const int world = fsdp.run.world;
+  const std::int64_t p = static_cast<std::int64_t>(dtype_size(o.param_dtype));
+  const std::string pd(dtype_name(o.param_dtype));
+  const std::string rd(dtype_name(o.reduce_dtype));
+  const double params = static_cast<double>(parameter_count(*built.model));
+  const double layer = static_cast<double>(parameter_count(built.model->module("model.layers.0")));
+  const double shard = gb(at(peaks, MemTag::param_shard));
+  const double optim = gb(at(peaks, MemTag::optim_state));
+  const double layer_buffer = gb(p * e.largest_layer);
+  const double root_buffer = gb(p * e.root);
+  const double param_full = gb(at(peaks, MemTag::param_full));
+  const double grad_full = gb(at(peaks, MemTag::grad_full));
+  // How many layers' buffers the peaks hold beside the root's (which stays gathered through backward).
+  const double layers_gathered = (param_full - root_buffer) / layer_buffer;
+  const double layers_grads = (grad_full - root_buffer) / layer_buffer;
+
+  std::printf("\nThe lecture's \"FSDP for Llama 70B on 128 GPUs\" (FSDP unit = 1 transformer layer, 0.9B parameters)\n"
+              "beside this run (rank 0's ledger):\n");
+  std::printf("  %-56s %s\n", "lecture", "this run");
+  std::printf("  %-56s param_shard %.3f GB (%.2fB parameters x 4 bytes / %d, %d FlatParameters)\n",
+              "80 FlatParams: 70B * 4 bytes / 128 = 2.1 GB", shard, params / 1e9, world,
+              static_cast<int>(e.units.size()));
+  std::printf("  %-56s exp_avg %.3f GB (half of optim_state %.3f GB)\n",
+              "80 Adam's avg of grads: 70B * 4 bytes / 128 = 2.1 GB", optim / 2, optim);
+  std::printf("  %-56s exp_avg_sq %.3f GB (the other half)\n", "80 Adam's avg of grads^2: 70B * 4 bytes / 128 = 2.1 GB",
+              optim / 2);
+  std::printf("  %-56s one layer %.3f GB (%.3fB x %lld bytes, %s); param_full peak %.3f GB\n",
+              "1 buffer for bf16 weights: 0.9B * 2 bytes = 1.8 GB", layer_buffer, layer / 1e9,
+              static_cast<long long>(p), pd.c_str(), param_full);
+  std::printf("  %-56s one layer %.3f GB; grad_full peak %.3f GB\n", "1 buffer for bf16 gradients: 0.9B * 2 bytes = 1.8 GB",
+              layer_buffer, grad_full);
+
+  std::printf("Where this run differs, and why:\n");
+  bullet(fixed(params / 1e9, 2) + "B parameters (Llama-2-70B's exact count; a layer has " + fixed(layer / 1e9, 3) +
+         "B, the slide's 0.9B), not 70B: " + fixed(shard, 3) + " GB per sharded f32 copy where 70B would give " +
+         fixed(70e9 * 4 / world / 1e9, 3) + " (the slide writes 2.1).");
+  bullet("One sharded f32 copy more than the slide lists: the gradient shard (grad_shard " +
+         fixed(gb(at(peaks, MemTag::grad_shard)), 3) +
+         " GB), which the reduce-scatter writes and AdamW reads; PyTorch keeps it too, as the FlatParameter's .grad.");
+  bullet("An 81st FlatParameter: the root unit (embed_tokens, norm, lm_head; " + fixed(static_cast<double>(e.root) / 1e9, 3) +
+         "B parameters) stays gathered from its forward to the end of backward, " + fixed(root_buffer, 3) + " GB of " +
+         pd + " parameters and as much gradient beside the layers' buffers.");
+  std::string why_params;
+  if (o.mode == OverlapMode::sync) {
+    why_params = "SYNC frees each layer before the next is gathered, the slide's single buffer.";
+  } else if (o.buffers == UnshardBuffers::pool) {
+    why_params = "--buffers pool keeps two layer buffers that even and odd layers take turns in.";
+  } else {
+    why_params = "ASYNC prefetch gathers the next layer while one computes, and the rate limiter allows " +
+                 (o.max_inflight == 0 ? std::string("any number of") : std::to_string(o.max_inflight)) +
+                 " gathered at once (--max-inflight); --max-inflight 1 or --mode sync keeps one.";
+  }
+  bullet("param_full peaks at the root + " + fixed(layers_gathered, 1) + " layers: " + why_params);
+  bullet("grad_full peaks at the root's + " + fixed(layers_grads, 1) + " layers' gradients" +
+         (o.mode == OverlapMode::async
+              ? ": ASYNC lets compute run ahead of the reduce-scatters queued on the link, and a layer's gradient "
+                "buffer stays parked until its reduce-scatter has read it; --mode sync frees each at once."
+              : "."));
+  const double comm = gb(at(peaks, MemTag::comm_buffer));
+  if (o.reduce_dtype != o.param_dtype) {
+    bullet("comm_buffer " + fixed(comm, 3) + " GB: --reduce-dtype " + rd + " widens each layer's " + pd +
+           " gradient to " + rd + " before its reduce-scatter (" + fixed(static_cast<double>(e.largest_layer) / 1e9, 3) +
+           "B x " + std::to_string(dtype_size(o.reduce_dtype)) + " bytes a layer); --reduce-dtype " + pd +
+           " reduces in " + pd + ", as the slide's gradient buffer does.");
+  } else {
+    bullet("comm_buffer " + fixed(comm, 3) + " GB: collective staging, the " + pd +
+           " copy of a shard before its gather and a reduce-scatter's " + pd + " output before the f32 shard.");
+  }
+  if (p != 2) bullet("--precision " + pd + ": the slide gathers and computes in bf16 (--precision bf16).");
+  bullet("activation " + fixed(gb(at(peaks, MemTag::activation)), 3) + " GB, which the slide leaves out: one rank's " +
+         std::to_string(fsdp.run.batch / world) + " x " + std::to_string(built.batch.seq) +
+         " tokens keep 80 layers' saved tensors, each layer's attention probabilities in f32 among them (no flash "
+         "attention, no activation checkpointing).");
+}
+
+}  // namespace
+
+std::function<void(int, Device&)> DryRunReport::capture() {
+  return [this](int rank, Device& device) {
+    if (rank != 0) return;
+    peaks_ = device.ledger().peak_by_tag();
+    peak_total_ = device.ledger().peak_total();
+    captured_ = true;
+  };
+}
+
+void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, const std::vector<StepReport>& steps) const {
+  check(captured_, "dry-run report: rank 0's ledger was not captured; install capture() as on_rank_done");
+  const RunConfig& run = fsdp.run;
+  BuiltModel built = build_model(run);
+  const Expected e = expected_memory(fsdp, built);
+
+  constexpr std::array<const char*, kMemTagCount> meaning = {
+      "f32 master shards", "gathered parameters", "f32 gradient shards", "unsharded gradients",
+      "optimizer state", "activations", "collective staging", "op scratch"};
+  std::printf("\nDry run: rank 0 of %d, peak of each memory-ledger tag over the run (GB = 10^9 bytes)\n", run.world);
+  std::printf("%-12s %10s %10s   %s\n", "tag", "measured", "formula", "what");
+  std::int64_t sum = 0, formula_sum = 0;
+  for (MemTag tag : kAllMemTags) {
+    const std::int64_t got = at(peaks_, tag);
+    sum += got;
+    char want[32] = "-";
+    const bool counted = e.bytes && (e.activations_counted || (tag != MemTag::activation && tag != MemTag::workspace));
+    if (counted) {
+      std::snprintf(want, sizeof want, "%.3f", gb(at(*e.bytes, tag)));
+      formula_sum += at(*e.bytes, tag);
+    }
+    std::string what = meaning[static_cast<std::size_t>(tag)];
+    if (tag == MemTag::param_full || tag == MemTag::grad_full)
+      what = std::string(dtype_name(fsdp.options.param_dtype)) + " " + what;
+    if (tag == MemTag::param_shard) what += " (" + std::to_string(e.units.size()) + " FlatParameters)";
+    if (tag == MemTag::optim_state) what += " (" + run.optimizer + ")";
+    if (tag == MemTag::activation && built.batch.kind == BatchShape::Kind::tokens)
+      what += " (" + std::to_string(run.batch / run.world) + " x " + std::to_string(built.batch.seq) + " tokens a rank)";
+    std::printf("%-12s %10.3f %10s   %s\n", std::string(mem_tag_name(tag)).c_str(), gb(got), want, what.c_str());
+  }
+  char formula_total[32] = "-";
+  if (e.bytes && e.activations_counted) std::snprintf(formula_total, sizeof formula_total, "%.3f", gb(formula_sum));
+  std::printf("%-12s %10.3f %10s\n", "sum of tags", gb(sum), formula_total);
+  std::printf("%-12s %10.3f %10s   the total at its peak (tags peak at different moments)\n", "peak total",
+              gb(peak_total_), "");
+  std::printf("formula: engine/fsdp/memory_model.hpp, the SYNC schedule (each buffer freed when its task returns); ASYNC\n"
+              "also holds the units its prefetch and --max-inflight allow, and parks freed buffers until their last\n"
+              "user is done%s.\n",
+              e.activations_counted ? "" : "; '-': activations of this model are not counted there");
+
+  std::printf("simulated step time (rank 0):");
+  for (std::size_t i = 0; i < steps.size() && i < 5; ++i)
+    std::printf(" step %d %.3f ms%s", steps[i].step + 1, ns_to_ms(steps[i].end - steps[i].begin),
+                i + 1 < std::min<std::size_t>(steps.size(), 5) ? "," : "");
+  if (steps.size() > 5) std::printf(" ...");
+  const DevicePreset& device = presets.device(run.device_preset);
+  std::printf("  (%s, link %s)\n", device.name.c_str(), presets.link_for(device, run.link_preset).name.c_str());
+  std::printf("wall time: %.2f s on this host\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+
+  if (run.model == "llama" && run.preset == "70b" && run.world == 128) {
+    print_lecture_comparison(fsdp, built, e, peaks_);
+  } else if (run.model == "llama") {
+    std::printf("(the lecture's figures are printed beside a dry run of --model llama --preset 70b --world 128)\n");
+  }
+}
+
+}  // namespace fsdplab::app
