@@ -2,6 +2,7 @@
 #include "engine/trace/trace_metrics.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <utility>
@@ -102,6 +103,41 @@ std::vector<OverlapMetrics> metrics_per_step(std::span<const TraceEvent> events)
   return measure_groups(events, [](const TraceEvent& e) {
     return e.step >= 0 ? std::optional(std::pair(e.rank, e.step)) : std::nullopt;
   });
+}
+
+SimTime communication_time(std::span<const TraceEvent> events, int rank, int step) {
+  SimTime total = 0;
+  for (const TraceEvent& e : events) {
+    if (e.rank != rank || e.lane == Lane::host || !is_communication(e.category)) continue;
+    if (step >= 0 && e.step != step) continue;
+    check(e.end >= e.begin, "trace metrics: event '", e.name, "' on rank ", e.rank, " ends at ", e.end,
+          " ns, before it begins at ", e.begin, " ns");
+    total += e.end - e.begin;
+  }
+  return total;
+}
+
+std::int64_t peak_live_bytes(std::span<const CounterSample> counters, int rank, std::span<const MemTag> tags,
+                             SimTime begin, SimTime end) {
+  std::array<std::int64_t, kMemTagCount> live{};
+  const auto total = [&] {
+    std::int64_t sum = 0;
+    for (MemTag tag : tags) sum += live[static_cast<std::size_t>(tag)];
+    return sum;
+  };
+  std::int64_t peak = 0;
+  bool opened = false;
+  for (const CounterSample& c : counters) {
+    if (c.rank != rank) continue;
+    if (c.time > end) break;
+    if (!opened && c.time >= begin) {
+      peak = total();  // what was live when the window opened
+      opened = true;
+    }
+    live[static_cast<std::size_t>(c.tag)] = c.tag_live;
+    if (opened) peak = std::max(peak, total());
+  }
+  return opened ? peak : total();
 }
 
 }  // namespace fsdplab

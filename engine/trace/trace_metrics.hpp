@@ -52,4 +52,16 @@ std::vector<OverlapMetrics> metrics_per_rank(std::span<const TraceEvent> events)
 // One entry per (rank, step) with step >= 0, in rank then step order: each step's events alone.
 std::vector<OverlapMetrics> metrics_per_step(std::span<const TraceEvent> events);
 
+// The summed durations of `rank`'s communication events in `step` (-1: every step), host lane left out.
+// Unlike |comm| this counts two overlapping collectives twice: it is the link's busy time where
+// collectives take the link one at a time (the sim device's model), and then equals |comm|.
+SimTime communication_time(std::span<const TraceEvent> events, int rank, int step = -1);
+
+// The largest total of `tags`' live bytes on `rank` at any moment in [begin, end], counting what was
+// live when the window opened: e.g. the gathered parameters and gradients (param_full + grad_full) of
+// one step, where the ledger's own peaks are per tag and over the whole run. Reads the counter samples
+// in the order they were emitted (a rank's samples are in time order).
+std::int64_t peak_live_bytes(std::span<const CounterSample> counters, int rank, std::span<const MemTag> tags,
+                             SimTime begin, SimTime end);
+
 }  // namespace fsdplab

@@ -1,4 +1,5 @@
 // Overlap metrics with HTA's definitions, on hand-built timelines whose answers are known.
+#include <array>
 #include <random>
 
 #include "engine/runtime/error.hpp"
@@ -191,6 +192,54 @@ TEST(TraceMetrics, AgreesWithCountingEveryNanosecond) {
     EXPECT_EQ(m.busy, busy) << "trial " << trial;
     EXPECT_EQ(m.span, last - first) << "trial " << trial;
   }
+}
+
+TEST(TraceMetrics, CommunicationTimeSumsOneRanksCollectivesOfOneStep) {
+  const std::vector<TraceEvent> events = {
+      ev(Lane::all_gather, OpCategory::all_gather, 0, 10, 0, 1),
+      ev(Lane::reduce_scatter, OpCategory::reduce_scatter, 5, 12, 0, 1),  // overlapping: counted in full
+      ev(Lane::compute, OpCategory::all_reduce, 20, 21, 0, 1),             // SYNC: a collective on compute
+      ev(Lane::compute, OpCategory::compute, 0, 50, 0, 1),
+      ev(Lane::memcpy, OpCategory::memcpy, 0, 50, 0, 1),
+      ev(Lane::host, OpCategory::host, 0, 50, 0, 1),
+      ev(Lane::all_gather, OpCategory::all_gather, 30, 40, 0, 2),  // another step
+      ev(Lane::all_gather, OpCategory::all_gather, 0, 100, 1, 1),  // another rank
+  };
+  EXPECT_EQ(communication_time(events, 0, 1), 10 + 7 + 1);
+  EXPECT_EQ(communication_time(events, 0, 2), 10);
+  EXPECT_EQ(communication_time(events, 0), 28);
+  EXPECT_EQ(communication_time(events, 1, 1), 100);
+  EXPECT_EQ(communication_time(events, 2), 0);
+  // Serialised collectives: the sum is |comm|.
+  const std::vector<TraceEvent> serial = {gather(0, 4), ev(Lane::reduce_scatter, OpCategory::reduce_scatter, 4, 9),
+                                          gather(12, 13)};
+  EXPECT_EQ(communication_time(serial, 0), only_rank(serial).comm);
+}
+
+CounterSample sample(int rank, SimTime time, MemTag tag, std::int64_t tag_live) {
+  return CounterSample{rank, time, tag, tag_live, 0};
+}
+
+TEST(TraceMetrics, PeakLiveBytesOfSomeTagsInAWindow) {
+  const std::vector<CounterSample> counters = {
+      sample(0, 0, MemTag::param_full, 100),   // before the window: live when it opens
+      sample(0, 5, MemTag::activation, 1000),  // a tag not asked for
+      sample(1, 12, MemTag::param_full, 9999), // another rank
+      sample(0, 10, MemTag::grad_full, 50),    // 150 at 10
+      sample(0, 12, MemTag::param_full, 0),    //  50
+      sample(0, 15, MemTag::param_full, 300),  // 350: the peak in [10, 20]
+      sample(0, 15, MemTag::grad_full, 0),     // 300
+      sample(0, 20, MemTag::param_full, 0),    //   0
+      sample(0, 25, MemTag::param_full, 900),  // after the window
+  };
+  const std::array<MemTag, 2> gathered = {MemTag::param_full, MemTag::grad_full};
+  EXPECT_EQ(peak_live_bytes(counters, 0, gathered, 10, 20), 350);
+  EXPECT_EQ(peak_live_bytes(counters, 0, gathered, 0, 100), 900);
+  EXPECT_EQ(peak_live_bytes(counters, 0, gathered, 1, 9), 100);    // nothing changes inside: what was live
+  EXPECT_EQ(peak_live_bytes(counters, 0, gathered, 21, 24), 0);
+  EXPECT_EQ(peak_live_bytes(counters, 0, std::array<MemTag, 1>{MemTag::param_full}, 10, 14), 100);
+  EXPECT_EQ(peak_live_bytes(counters, 1, gathered, 0, 100), 9999);
+  EXPECT_EQ(peak_live_bytes(counters, 2, gathered, 0, 100), 0);
 }
 
 }  // namespace
