@@ -7,6 +7,9 @@
 //                  FSDP at W = 2, 4, 8 with the per-rank micro-batch fixed, and each tag's peak as the
 //                  memory ledger measured it beside the analytic model (engine/fsdp/memory_model.hpp).
 //                  Dry runs on the sim device: bytes, not wall-clock times, and the same on every machine.
+//   --what overlap SYNC against ASYNC steps on the sim device's virtual clock: compute-only, comm-only and
+//                  ideal times, overlap efficiency, and sweeps of link bandwidth and prefetch
+//                  (app/bench_overlap.cpp). Virtual times: the same on every machine.
 #include <cblas.h>
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "app/bench_overlap.hpp"
 #include "app/commands.hpp"
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/error.hpp"
@@ -229,25 +233,62 @@ void bench_memory(const MemoryBenchOptions& bench) {
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Benchmarks that print numbers (ops: host wall-clock times; memory: bytes)");
+  auto* cmd = app.add_subcommand("bench", "Benchmarks that print numbers (ops: host wall-clock times; memory: bytes; "
+                                          "overlap: virtual times)");
   auto what = std::make_shared<std::string>("ops");
   auto memory = std::make_shared<MemoryBenchOptions>();
-  cmd->add_option("--what", *what, "What to measure: ops or memory")->check(CLI::IsMember({"ops", "memory"}));
+  auto overlap = std::make_shared<OverlapBenchOptions>();
+  cmd->add_option("--what", *what, "What to measure: ops, memory or overlap")
+      ->check(CLI::IsMember({"ops", "memory", "overlap"}));
+  // Shared by memory and overlap (same defaults: gpt2 small, 4 x 1024 tokens per rank).
   const std::vector<CLI::Option*> memory_options = {
-      cmd->add_option("--preset", memory->preset, "memory: gpt2 size (test-tiny, test-small, gpt2, gpt2-medium, ...)"),
-      cmd->add_option("--micro-batch", memory->micro_batch, "memory: sequences per rank")->check(CLI::Range(1, 1 << 16)),
-      cmd->add_option("--seq", memory->seq, "memory: tokens per sequence")->check(CLI::Range(1, 1 << 20)),
-      cmd->add_option("--strategy", memory->strategy, "memory: FSDP sharding of the W = 2, 4, 8 runs (default full)")
+      cmd->add_option("--preset", memory->preset, "memory, overlap: model size (test-tiny, test-small, gpt2, ...)"),
+      cmd->add_option("--micro-batch", memory->micro_batch, "memory, overlap: sequences per rank")
+          ->check(CLI::Range(1, 1 << 16)),
+      cmd->add_option("--seq", memory->seq, "memory, overlap: tokens per sequence")->check(CLI::Range(1, 1 << 20)),
+      cmd->add_option("--strategy", memory->strategy, "memory, overlap: FSDP sharding (default full)")
           ->check(CLI::IsMember({"full", "grad_op", "no_shard", "zero1", "zero2"})),
-      cmd->add_option("--precision", memory->precision, "memory: parameter and compute dtype, f32 or bf16")
+      cmd->add_option("--precision", memory->precision, "memory, overlap: parameter and compute dtype, f32 or bf16")
           ->check(CLI::IsMember({"f32", "bf16"}))};
-  cmd->callback([what, memory, memory_options] {
+  const std::vector<CLI::Option*> overlap_options = {
+      cmd->add_option("--model", overlap->model, "overlap: the model (gpt2, llama)")
+          ->check(CLI::IsMember({"gpt2", "llama"})),
+      cmd->add_option("--world", overlap->world, "overlap: ranks (default 2)")->check(CLI::Range(2, 1024)),
+      cmd->add_option("--device-preset", overlap->device_preset, "overlap: device preset (see `fsdplab presets`)"),
+      cmd->add_option("--link-preset", overlap->link_preset, "overlap: link preset; default: the device preset's link"),
+      cmd->add_option("--presets", overlap->presets_file, "overlap: preset file to use instead of the built-in one"),
+      cmd->add_option("--prefetch", overlap->prefetch,
+                      "overlap: ASYNC prefetch of the headline and the bandwidth sweep (default backward-pre)"),
+      cmd->add_option("--max-inflight", overlap->max_inflight, "overlap: ASYNC rate limit, 0 for none (default 2)")
+          ->check(CLI::NonNegativeNumber),
+      cmd->add_option("--buffers", overlap->buffers, "overlap: alloc or pool (default alloc)")
+          ->check(CLI::IsMember({"alloc", "pool"})),
+      cmd->add_option("--bandwidths", overlap->bandwidth_scales,
+                      "overlap: link bandwidths of the sweep, as multiples of the link preset's (default 0.25 0.5 1 2 4)")
+          ->delimiter(','),
+      cmd->add_option("--trace", overlap->trace_path,
+                      "overlap: write the headline ASYNC dry run's Chrome trace (both steps, every rank) here")};
+  cmd->callback([what, memory, overlap, memory_options, overlap_options] {
+    if (*what != "overlap") {
+      for (const CLI::Option* o : overlap_options)
+        check(o->count() == 0, o->get_name(), " configures --what overlap; this run is --what ", *what);
+    }
     if (*what == "memory") {
       bench_memory(*memory);
       return;
     }
+    if (*what == "overlap") {
+      OverlapBenchOptions options = *overlap;
+      options.preset = memory->preset;
+      options.micro_batch = memory->micro_batch;
+      options.seq = memory->seq;
+      options.strategy = memory->strategy;
+      options.precision = memory->precision;
+      bench_overlap(options);
+      return;
+    }
     for (const CLI::Option* o : memory_options)
-      check(o->count() == 0, o->get_name(), " configures --what memory; this run is --what ", *what);
+      check(o->count() == 0, o->get_name(), " configures --what memory or overlap; this run is --what ", *what);
     std::printf("fsdplab bench --what %s (wall clock of this host; OpenBLAS single-threaded)\n", what->c_str());
     for (std::int64_t n : {256, 512, 1024}) bench_matmul(n);
     bench_training("test-tiny", 8, 16, 20);

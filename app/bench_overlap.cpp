@@ -1,0 +1,349 @@
+// `fsdplab bench --what overlap` — how much of its communication an FSDP step hides, SYNC against ASYNC.
+//
+// Every number is the sim device's virtual time (deterministic: the same table on every machine) from
+// dry runs (time and memory, no numerics) of two steps, measured on rank 0 in the second step: the first
+// records the forward order that forward prefetch replays from the second on. Per configuration:
+//   compute   the step with communication free: the same ASYNC schedule on a link of unbounded bandwidth
+//             and no latency (each collective takes the clock's 1 ns). Chosen over the compute ops'
+//             busy time because it keeps what no overlap can remove (the host's launch overheads, the
+//             compute stream waiting for the host), so ideal below is a time a schedule can reach.
+//   comm      the link's busy time: the sum of rank 0's collectives in the step, which take the rank's
+//             one link one at a time (sim_device.hpp).
+//   T_sync    the step with --mode sync (every collective blocks compute); T_async with --mode async.
+//   ideal     max(compute, comm): perfect overlap.
+//   eta       (T_sync - T_async) / (T_sync - ideal): the share of the saving perfect overlap would bring
+//             that ASYNC achieved.
+//   overlap % and exposed communication of the ASYNC step with HTA's definitions (trace_metrics.hpp).
+//   gathered  the peak of param_full + grad_full live at one moment of the step (the memory ledger's
+//             counters): what prefetch and the rate limiter cost in memory.
+#include "app/bench_overlap.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/fsdp/sharding.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/runtime/presets.hpp"
+#include "engine/trace/chrome_trace.hpp"
+#include "engine/trace/trace_metrics.hpp"
+#include "engine/trace/trace_recorder.hpp"
+#include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/model_factory.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMeasuredStep = 1;  // the second step (0-based)
+constexpr const char* kFreeLink = "free";
+constexpr std::array<MemTag, 2> kGatheredTags = {MemTag::param_full, MemTag::grad_full};
+
+// What one run's measured step shows on rank 0.
+struct StepTimes {
+  SimTime step = 0;     // first begin to last end of the step's device work
+  SimTime compute = 0;  // |union of compute|
+  SimTime comm = 0;     // sum of the collectives: the link's busy time
+  SimTime overlap = 0;  // |comm ∩ compute|
+  std::int64_t gathered = 0;
+  std::vector<TraceEvent> events;  // the step's events on rank 0, for the exposed-communication breakdown
+};
+
+// The bench's catalogue: the device preset, the link at each swept bandwidth, and the free link.
+nlohmann::json device_json(const DevicePreset& d, const std::string& default_link) {
+  return {{"description", d.description},       {"matmul_flops_bf16", d.matmul_flops_bf16},
+          {"matmul_flops_f32", d.matmul_flops_f32}, {"vector_flops", d.vector_flops},
+          {"memory_bandwidth", d.memory_bandwidth}, {"memory_bytes", d.memory_bytes},
+          {"host_bandwidth", d.host_bandwidth},     {"launch_overhead_us", d.launch_overhead_us},
+          {"min_kernel_us", d.min_kernel_us},       {"default_link", default_link}};
+}
+
+PresetCatalog bench_catalog(const DevicePreset& device, const LinkPreset& base, const std::vector<LinkPreset>& links) {
+  nlohmann::json root;
+  root["devices"][device.name] = device_json(device, base.name);
+  for (const LinkPreset& l : links)
+    root["links"][l.name] = {{"description", l.description}, {"bandwidth", l.bandwidth}, {"latency_us", l.latency_us}};
+  return PresetCatalog::parse(root.dump(), "fsdplab bench --what overlap");
+}
+
+std::string scaled_link_name(const LinkPreset& base, double scale) {
+  char name[96];
+  std::snprintf(name, sizeof name, "%s x%g", base.name.c_str(), scale);
+  return name;
+}
+
+// One dry run of `options` on `link`; `keep`, when given, receives every rank's trace.
+StepTimes measure(const OverlapBenchOptions& bench, const FsdpOptions& options, const PresetCatalog& catalog,
+                  const std::string& link, TraceData* keep = nullptr) {
+  FsdpRun fsdp;
+  fsdp.run.model = bench.model;
+  fsdp.run.preset = bench.preset;
+  fsdp.run.world = bench.world;
+  fsdp.run.batch = bench.micro_batch * bench.world;
+  fsdp.run.seq = bench.seq;
+  fsdp.run.steps = kMeasuredStep + 1;
+  fsdp.run.device_preset = bench.device_preset;
+  fsdp.run.link_preset = link;
+  fsdp.options = options;
+  fsdp.dry_run = true;
+  std::vector<TraceRecorder> recorders(static_cast<std::size_t>(bench.world));
+  for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
+  const std::vector<StepReport> reports = train_fsdp(fsdp, catalog, nullptr);
+  check(reports.size() == static_cast<std::size_t>(kMeasuredStep + 1), "bench --what overlap: expected ",
+        kMeasuredStep + 1, " step reports, got ", reports.size());
+
+  const TraceData& trace = recorders.front().data();
+  StepTimes t;
+  for (const OverlapMetrics& m : metrics_per_step(trace.events)) {
+    if (m.rank != 0 || m.step != kMeasuredStep) continue;
+    t.step = m.span;
+    t.compute = m.compute;
+    t.overlap = m.overlap;
+  }
+  t.comm = communication_time(trace.events, 0, kMeasuredStep);
+  const StepReport& r = reports[kMeasuredStep];
+  t.gathered = peak_live_bytes(trace.counters, 0, kGatheredTags, r.begin, r.end);
+  for (const TraceEvent& e : trace.events)
+    if (e.rank == 0 && e.step == kMeasuredStep && e.lane != Lane::host) t.events.push_back(e);
+  if (keep)
+    for (const TraceRecorder& r : recorders) keep->append(r.data());
+  return t;
+}
+
+double ms(SimTime ns) { return ns_to_ms(ns); }
+
+// One row of a table: an ASYNC configuration against the SYNC step on the same link.
+struct Row {
+  StepTimes sync, async;
+  SimTime compute = 0;  // the free-link step of the same ASYNC configuration
+
+  SimTime ideal() const { return std::max(compute, async.comm); }
+  bool eta_defined() const { return sync.step > ideal(); }
+  double eta() const {
+    return static_cast<double>(sync.step - async.step) / static_cast<double>(sync.step - ideal());
+  }
+  double overlap_percent() const {
+    return async.comm > 0 ? 100.0 * static_cast<double>(async.overlap) / static_cast<double>(async.comm) : 0.0;
+  }
+  // |comm| - |comm ∩ compute|: with collectives serialised on the link, |comm| is their sum.
+  SimTime exposed() const { return async.comm - async.overlap; }
+};
+
+const char* kColumns =
+    "| compute (ms) | comm (ms) | comm/compute | T_sync (ms) | T_async (ms) | ideal (ms) |    eta | overlap % "
+    "| exposed (ms) | gathered (MB) |";
+const char* kRule =
+    "|--------------|-----------|--------------|-------------|--------------|------------|--------|-----------"
+    "|--------------|---------------|";
+
+void print_row_numbers(const Row& row) {
+  char eta[16] = "     -";
+  if (row.eta_defined()) std::snprintf(eta, sizeof eta, "%6.3f", row.eta());
+  std::printf(" %12.3f | %9.3f | %12.2f | %11.3f | %12.3f | %10.3f | %s | %9.1f | %12.3f | %13.1f |\n",
+              ms(row.compute), ms(row.async.comm),
+              static_cast<double>(row.async.comm) / static_cast<double>(std::max<SimTime>(row.compute, 1)),
+              ms(row.sync.step), ms(row.async.step), ms(row.ideal()), eta, row.overlap_percent(), ms(row.exposed()),
+              static_cast<double>(row.async.gathered) / 1e6);
+}
+
+// The exposed communication of one ASYNC step, collective by collective: where the overlap falls short.
+void print_exposed_breakdown(const StepTimes& async) {
+  std::vector<TimeInterval> compute;
+  SimTime first = async.events.empty() ? 0 : async.events.front().begin;
+  for (const TraceEvent& e : async.events) {
+    if (e.category == OpCategory::compute) compute.push_back({e.begin, e.end});
+    first = std::min(first, e.begin);
+  }
+  compute = merge_intervals(std::move(compute));
+  struct Exposed {
+    const TraceEvent* event;
+    SimTime exposed;
+  };
+  std::vector<Exposed> exposed;
+  SimTime total = 0;
+  for (const TraceEvent& e : async.events) {
+    if (!is_communication(e.category)) continue;
+    const std::array<TimeInterval, 1> self = {TimeInterval{e.begin, e.end}};
+    const SimTime hidden = intersection(self, compute);
+    if (e.end - e.begin - hidden > 0) exposed.push_back({&e, e.end - e.begin - hidden});
+    total += e.end - e.begin - hidden;
+  }
+  std::stable_sort(exposed.begin(), exposed.end(), [](const Exposed& a, const Exposed& b) { return a.exposed > b.exposed; });
+  if (exposed.size() > 6) exposed.resize(6);
+  std::sort(exposed.begin(), exposed.end(), [](const Exposed& a, const Exposed& b) { return a.event->begin < b.event->begin; });
+  std::printf("Exposed communication of that ASYNC step, %.3f ms in all; the largest parts (time from the step's start):\n",
+              ms(total));
+  for (const Exposed& x : exposed) {
+    const TraceEvent& e = *x.event;
+    std::printf("  %-48s  %-9s  at %9.3f ms, %8.3f ms long, %8.3f ms exposed\n", e.name.c_str(), e.phase.c_str(),
+                ms(e.begin - first), ms(e.end - e.begin), ms(x.exposed));
+  }
+}
+
+}  // namespace
+
+void bench_overlap(const OverlapBenchOptions& bench) {
+  const auto start = Clock::now();
+  check(bench.world >= 2, "bench --what overlap: --world ", bench.world, "; overlap needs communication, at least 2 ranks");
+  check(!bench.bandwidth_scales.empty(), "bench --what overlap: --bandwidths needs at least one scale");
+  for (double s : bench.bandwidth_scales)
+    check(s > 0, "bench --what overlap: bandwidth scale ", s, "; expected > 0 (times the link preset's bandwidth)");
+
+  const PresetCatalog presets = PresetCatalog::builtin_or_file(bench.presets_file);
+  const DevicePreset& device = presets.device(bench.device_preset);
+  const LinkPreset& base = presets.link_for(device, bench.link_preset);
+  std::vector<LinkPreset> links = {base};
+  for (double s : bench.bandwidth_scales) {
+    if (s == 1) continue;
+    LinkPreset l = base;
+    l.name = scaled_link_name(base, s);
+    l.bandwidth = base.bandwidth * s;
+    links.push_back(l);
+  }
+  // Unbounded bandwidth and no latency, as near as the preset format (both > 0) and the clock allow.
+  links.push_back(LinkPreset{kFreeLink, "communication for free: the compute-only step", 1e30, 1e-12});
+  const PresetCatalog catalog = bench_catalog(device, base, links);
+  const auto link_name = [&](double scale) { return scale == 1 ? base.name : scaled_link_name(base, scale); };
+
+  FsdpOptions async;
+  async.strategy = parse_strategy(bench.strategy);
+  async.param_dtype = parse_dtype(bench.precision);
+  async.mode = OverlapMode::async;
+  async.prefetch = parse_prefetch(bench.prefetch);
+  async.max_inflight = bench.max_inflight;
+  async.buffers = parse_unshard_buffers(bench.buffers);
+  validate_fsdp_options(async, bench.world);
+  FsdpOptions sync = async;
+  sync.mode = OverlapMode::sync;
+  sync.prefetch = parse_prefetch("none");
+  sync.buffers = UnshardBuffers::alloc;
+
+  RunConfig probe_run;
+  probe_run.model = bench.model;
+  probe_run.preset = bench.preset;
+  probe_run.world = bench.world;
+  probe_run.batch = bench.micro_batch * bench.world;
+  probe_run.seq = bench.seq;
+  const BuiltModel probe = build_model(probe_run);
+  std::int64_t parameters = 0;
+  for (const Parameter* p : probe.model->parameters()) parameters += p->numel();
+
+  // Runs are cached by (options, link): the sweeps share their SYNC steps and free-link steps.
+  using Key = std::tuple<int, std::string, int, int, std::string>;
+  std::map<Key, StepTimes> cache;
+  const auto run = [&](const FsdpOptions& o, const std::string& link) -> const StepTimes& {
+    const Key key{static_cast<int>(o.mode), prefetch_name(o.prefetch), o.max_inflight, static_cast<int>(o.buffers), link};
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(key, measure(bench, o, catalog, link)).first;
+    return it->second;
+  };
+  const auto make_row = [&](const FsdpOptions& o, const std::string& link) {
+    Row row{run(sync, link), run(o, link), run(o, kFreeLink).step};
+    check(row.sync.comm == row.async.comm, "bench --what overlap: the SYNC step's collectives took ", row.sync.comm,
+          " ns and the ASYNC step's ", row.async.comm, " ns on link ", link, "; expected the same collectives");
+    return row;
+  };
+
+  std::printf("fsdplab bench --what overlap: %s '%s' (%.2fM parameters), W = %d, strategy %s, %s parameters and "
+              "compute, f32 gradient reduction, AdamW\n",
+              bench.model.c_str(), bench.preset.c_str(), static_cast<double>(parameters) / 1e6, bench.world,
+              bench.strategy.c_str(), bench.precision.c_str());
+  std::printf("Device %s, link %s (%g GB/s per direction, %g us per ring step). Per rank: micro-batch %lld x seq %lld "
+              "= %lld tokens.\n",
+              device.name.c_str(), base.name.c_str(), base.bandwidth / 1e9, base.latency_us,
+              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq),
+              static_cast<long long>(bench.micro_batch * bench.seq));
+  std::printf("Dry runs of 2 steps on the sim device (time and memory, no numerics); step 2 measured on rank 0 (step 1\n"
+              "records the forward order that forward prefetch replays). Times are the sim device's virtual clock:\n"
+              "deterministic, the same table on every machine.\n\n");
+  std::printf("  compute    the step with communication free: the same ASYNC schedule on a link of unbounded bandwidth\n"
+              "             and no latency (each collective 1 ns), so it keeps the host's launch overheads and waits\n"
+              "  comm       the link's busy time: the sum of rank 0's collectives in the step (they take the link in turn)\n"
+              "  T_sync     --mode sync (every collective blocks compute); T_async: --mode async with the row's prefetch\n"
+              "  ideal      max(compute, comm);  eta = (T_sync - T_async) / (T_sync - ideal)\n"
+              "  overlap %%  |comm ∩ compute| / |comm|, exposed = |comm| - |comm ∩ compute| (HTA), of the ASYNC step\n"
+              "  gathered   peak of param_full + grad_full live at one moment of the ASYNC step (memory ledger), MB\n\n");
+
+  const Row headline = make_row(async, base.name);
+  std::printf("%s, prefetch %s, max-inflight %d, buffers %s:\n", base.name.c_str(), prefetch_name(async.prefetch).c_str(),
+              async.max_inflight, bench.buffers.c_str());
+  std::printf("  compute %.3f ms (|union of compute ops| %.3f ms), comm %.3f ms, comm/compute %.2f\n",
+              ms(headline.compute), ms(run(async, kFreeLink).compute), ms(headline.async.comm),
+              static_cast<double>(headline.async.comm) / static_cast<double>(std::max<SimTime>(headline.compute, 1)));
+  char eta[16] = "-";
+  if (headline.eta_defined()) std::snprintf(eta, sizeof eta, "%.3f", headline.eta());
+  std::printf("  T_sync %.3f ms, T_async %.3f ms, ideal %.3f ms: eta = %s, overlap %.1f %%, exposed comm %.3f ms\n",
+              ms(headline.sync.step), ms(headline.async.step), ms(headline.ideal()), eta, headline.overlap_percent(),
+              ms(headline.exposed()));
+  print_exposed_breakdown(headline.async);
+  if (!bench.trace_path.empty()) {
+    TraceData trace;
+    measure(bench, async, catalog, base.name, &trace);
+    TraceMeta meta;
+    meta.backend = "sim";
+    meta.world_size = bench.world;
+    meta.device_name = device.name;
+    meta.device_memory_bytes = static_cast<std::int64_t>(device.memory_bytes);
+    write_chrome_trace(bench.trace_path, trace, meta);
+    std::printf("trace of this ASYNC run (both steps, every rank): %s (open it in ui.perfetto.dev)\n",
+                bench.trace_path.c_str());
+  }
+
+  std::printf("\nLink bandwidth sweep (latency %g us per ring step; prefetch %s, max-inflight %d, buffers %s):\n\n",
+              base.latency_us, prefetch_name(async.prefetch).c_str(), async.max_inflight, bench.buffers.c_str());
+  std::printf("| link bandwidth       %s\n|----------------------%s\n", kColumns, kRule);
+  for (double s : bench.bandwidth_scales) {
+    const Row row = make_row(async, link_name(s));
+    char label[48];
+    std::snprintf(label, sizeof label, "x%g = %g GB/s", s, base.bandwidth * s / 1e9);
+    std::printf("| %-20s |", label);
+    print_row_numbers(row);
+  }
+
+  std::printf("\nPrefetch sweep (link %s):\n\n", base.name.c_str());
+  std::printf("| prefetch             | buffers | in flight %s\n|----------------------|---------|-----------%s\n", kColumns,
+              kRule);
+  std::vector<FsdpOptions> sweep;
+  for (const char* p : {"none", "forward", "backward-pre", "backward-post", "all"}) {
+    FsdpOptions o = async;
+    o.prefetch = parse_prefetch(p);
+    sweep.push_back(o);
+  }
+  if (reshards_after_forward(async.strategy)) {
+    for (const char* p : {bench.prefetch.c_str(), "all"}) {
+      FsdpOptions o = async;
+      o.prefetch = parse_prefetch(p);
+      o.buffers = UnshardBuffers::pool;
+      sweep.push_back(o);
+    }
+  }
+  for (int inflight : {1, 2, 0}) {
+    FsdpOptions o = async;
+    o.buffers = UnshardBuffers::alloc;
+    o.max_inflight = inflight;
+    sweep.push_back(o);
+  }
+  std::set<std::tuple<std::string, int, int>> printed;
+  for (const FsdpOptions& o : sweep) {
+    if (!printed.emplace(prefetch_name(o.prefetch), o.max_inflight, static_cast<int>(o.buffers)).second) continue;
+    const Row row = make_row(o, base.name);
+    const bool pool = o.buffers == UnshardBuffers::pool;
+    std::printf("| %-20s | %-7s | %-9s |", prefetch_name(o.prefetch).c_str(),
+                std::string(unshard_buffers_name(o.buffers)).c_str(),
+                pool ? "-" : o.max_inflight == 0 ? "no limit" : std::to_string(o.max_inflight).c_str());
+    print_row_numbers(row);
+  }
+  std::printf("\nin flight: --max-inflight, the gathered units the rate limiter allows at once (alloc buffers only).\n"
+              "%zu dry runs, wall time %.1f s.\n",
+              cache.size(), std::chrono::duration<double>(Clock::now() - start).count());
+}
+
+}  // namespace fsdplab::app
