@@ -182,7 +182,11 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, cons
   constexpr std::array<const char*, kMemTagCount> meaning = {
       "f32 master shards", "gathered parameters", "f32 gradient shards", "unsharded gradients",
       "optimizer state", "activations", "collective staging", "op scratch"};
-  std::printf("\nDry run: rank 0 of %d, peak of each memory-ledger tag over the run (GB = 10^9 bytes)\n", run.world);
+  // GB as the lecture has it; MB for small models, whose gigabytes would all read 0.000.
+  const bool giga = peak_total_ >= 1'000'000'000;
+  const auto size = [giga](std::int64_t bytes) { return static_cast<double>(bytes) / (giga ? 1e9 : 1e6); };
+  std::printf("\nDry run: rank 0 of %d, peak of each memory-ledger tag over the run (%s = 10^%d bytes)\n", run.world,
+              giga ? "GB" : "MB", giga ? 9 : 6);
   std::printf("%-12s %10s %10s   %s\n", "tag", "measured", "formula", "what");
   std::int64_t sum = 0, formula_sum = 0;
   for (MemTag tag : kAllMemTags) {
@@ -191,7 +195,7 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, cons
     char want[32] = "-";
     const bool counted = e.bytes && (e.activations_counted || (tag != MemTag::activation && tag != MemTag::workspace));
     if (counted) {
-      std::snprintf(want, sizeof want, "%.3f", gb(at(*e.bytes, tag)));
+      std::snprintf(want, sizeof want, "%.3f", size(at(*e.bytes, tag)));
       formula_sum += at(*e.bytes, tag);
     }
     std::string what = meaning[static_cast<std::size_t>(tag)];
@@ -201,13 +205,13 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, cons
     if (tag == MemTag::optim_state) what += " (" + run.optimizer + ")";
     if (tag == MemTag::activation && built.batch.kind == BatchShape::Kind::tokens)
       what += " (" + std::to_string(run.batch / run.world) + " x " + std::to_string(built.batch.seq) + " tokens a rank)";
-    std::printf("%-12s %10.3f %10s   %s\n", std::string(mem_tag_name(tag)).c_str(), gb(got), want, what.c_str());
+    std::printf("%-12s %10.3f %10s   %s\n", std::string(mem_tag_name(tag)).c_str(), size(got), want, what.c_str());
   }
   char formula_total[32] = "-";
-  if (e.bytes && e.activations_counted) std::snprintf(formula_total, sizeof formula_total, "%.3f", gb(formula_sum));
-  std::printf("%-12s %10.3f %10s\n", "sum of tags", gb(sum), formula_total);
+  if (e.bytes && e.activations_counted) std::snprintf(formula_total, sizeof formula_total, "%.3f", size(formula_sum));
+  std::printf("%-12s %10.3f %10s\n", "sum of tags", size(sum), formula_total);
   std::printf("%-12s %10.3f %10s   the total at its peak (tags peak at different moments)\n", "peak total",
-              gb(peak_total_), "");
+              size(peak_total_), "");
   std::printf("formula: engine/fsdp/memory_model.hpp, the SYNC schedule (each buffer freed when its task returns); ASYNC\n"
               "also holds the units its prefetch and --max-inflight allow, and parks freed buffers until their last\n"
               "user is done%s.\n",
