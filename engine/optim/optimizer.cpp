@@ -28,6 +28,11 @@ void Optimizer::step(Stream stream) {
   for (std::size_t i = 0; i < targets_.size(); ++i) update(stream, i, steps_);
 }
 
+void Optimizer::restore_steps(std::int64_t steps) {
+  check(steps >= 0, name(), ": ", steps, " completed steps; expected >= 0");
+  steps_ = steps;
+}
+
 Sgd::Sgd(std::vector<OptimTarget> targets, SgdOptions options) : Optimizer(std::move(targets)), options_(options) {
   if (options_.momentum != 0) {
     for (const OptimTarget& t : targets_) {
@@ -43,6 +48,19 @@ void Sgd::update(Stream stream, std::size_t target, std::int64_t step) {
   sgd_update(stream, t.param, t.grad, momentum_.empty() ? Tensor() : momentum_[target], options_, step);
 }
 
+std::vector<Optimizer::StateTensor> Sgd::state(std::size_t target) const {
+  if (momentum_.empty()) return {};
+  return {{"momentum_buffer", momentum_.at(target)}};
+}
+
+std::map<std::string, double> Sgd::hyper_parameters() const {
+  return {{"lr", options_.lr},
+          {"momentum", options_.momentum},
+          {"dampening", options_.dampening},
+          {"weight_decay", options_.weight_decay},
+          {"nesterov", options_.nesterov ? 1.0 : 0.0}};
+}
+
 AdamW::AdamW(std::vector<OptimTarget> targets, AdamWOptions options) : Optimizer(std::move(targets)), options_(options) {
   for (const OptimTarget& t : targets_) {
     const Stream stream = t.param.device().stream(Lane::compute);
@@ -54,6 +72,18 @@ AdamW::AdamW(std::vector<OptimTarget> targets, AdamWOptions options) : Optimizer
 void AdamW::update(Stream stream, std::size_t target, std::int64_t step) {
   const OptimTarget& t = targets_[target];
   adamw_update(stream, t.param, t.grad, m_[target], v_[target], options_, step);
+}
+
+std::vector<Optimizer::StateTensor> AdamW::state(std::size_t target) const {
+  return {{"exp_avg", m_.at(target)}, {"exp_avg_sq", v_.at(target)}};
+}
+
+std::map<std::string, double> AdamW::hyper_parameters() const {
+  return {{"lr", options_.lr},
+          {"beta1", options_.beta1},
+          {"beta2", options_.beta2},
+          {"eps", options_.eps},
+          {"weight_decay", options_.weight_decay}};
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<OptimTarget> targets) {

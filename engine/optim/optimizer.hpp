@@ -5,6 +5,7 @@
 // m and v) is allocated beside each pair, tagged optim_state, so under FSDP it is sharded for free:
 // a rank only ever sees its own shard. The update formulas are PyTorch's (tensor/optimizer_ops.hpp).
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,20 @@ class Optimizer {
   virtual std::string_view name() const = 0;
   const std::vector<OptimTarget>& targets() const { return targets_; }
 
+  // For checkpoints (engine/train/training_checkpoint.hpp). The state tensors of target `target`, by
+  // PyTorch's names (Sgd: "momentum_buffer" when momentum is not 0, else none; AdamW: "exp_avg",
+  // "exp_avg_sq"); they share storage with the optimizer, so writing into them restores its state.
+  // Before step 1 their contents are undefined (SGD initialises its buffer on step 1).
+  struct StateTensor {
+    std::string name;
+    Tensor tensor;
+  };
+  virtual std::vector<StateTensor> state(std::size_t target) const = 0;
+  // Every hyper-parameter, by PyTorch's name (a bool as 0 or 1): what a resumed run must match.
+  virtual std::map<std::string, double> hyper_parameters() const = 0;
+  // Continues from `steps` completed steps: the next step() is step steps + 1 (PyTorch's state['step']).
+  void restore_steps(std::int64_t steps);
+
  protected:
   explicit Optimizer(std::vector<OptimTarget> targets);
   virtual void update(Stream stream, std::size_t target, std::int64_t step) = 0;
@@ -41,6 +56,8 @@ class Sgd final : public Optimizer {
  public:
   Sgd(std::vector<OptimTarget> targets, SgdOptions options);
   std::string_view name() const override { return "sgd"; }
+  std::vector<StateTensor> state(std::size_t target) const override;
+  std::map<std::string, double> hyper_parameters() const override;
 
  private:
   void update(Stream stream, std::size_t target, std::int64_t step) override;
@@ -52,6 +69,8 @@ class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<OptimTarget> targets, AdamWOptions options);
   std::string_view name() const override { return "adamw"; }
+  std::vector<StateTensor> state(std::size_t target) const override;
+  std::map<std::string, double> hyper_parameters() const override;
 
  private:
   void update(Stream stream, std::size_t target, std::int64_t step) override;
