@@ -26,16 +26,26 @@ void write_json_atomically(const std::filesystem::path& path, const nlohmann::js
 }  // namespace
 
 void save_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& config) {
-  std::filesystem::create_directories(dir);
-  std::vector<std::vector<float>> values;  // keeps the bytes alive until written
-  std::vector<SafetensorsEntry> entries;
-  const std::vector<Parameter*> params = model.parameters();
-  values.reserve(params.size());
-  for (Parameter* p : params) {
+  std::vector<std::vector<float>> values;
+  for (Parameter* p : model.parameters()) {
     check(p->value.defined() && !p->value.is_meta(), "save: parameter '", p->name, "' is not materialised");
     p->value.device().synchronize();
     values.push_back(p->value.to_vector());
-    const std::vector<float>& v = values.back();
+  }
+  save_checkpoint(dir, model, values, config);
+}
+
+void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<const std::vector<float>> values,
+                     const nlohmann::json& config) {
+  const std::vector<Parameter*> params = model.parameters();
+  check(values.size() == params.size(), "save: ", values.size(), " parameter values for a model of ", params.size());
+  std::filesystem::create_directories(dir);
+  std::vector<SafetensorsEntry> entries;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Parameter* p = params[i];
+    const std::vector<float>& v = values[i];
+    check(static_cast<std::int64_t>(v.size()) == p->numel(), "save: parameter '", p->name, "' has ", p->numel(),
+          " elements, given ", v.size(), " values");
     entries.push_back({p->name, DType::f32, p->shape,
                        std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(float))});
   }

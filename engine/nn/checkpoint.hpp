@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "engine/nn/module.hpp"
 #include "engine/nn/safetensors.hpp"
@@ -17,6 +18,10 @@ namespace fsdplab {
 
 // The parameters must be materialised; the host synchronises with their devices first.
 void save_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& config);
+// The same folder, byte for byte, from values held on the host: values[i] is parameter i of
+// model.parameters(), whole and flattened (FSDP checkpoints assemble them from the ranks' shards).
+void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<const std::vector<float>> values,
+                     const nlohmann::json& config);
 
 // A checkpoint folder opened and checked against a model: `identity` holds the configuration keys that
 // say which model this is, each of which must be in DIR/config.json with the same value (so a folder
