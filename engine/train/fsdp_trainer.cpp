@@ -15,6 +15,7 @@
 #include "engine/tensor/elementwise.hpp"
 #include "engine/train/batch_source.hpp"
 #include "engine/train/model_factory.hpp"
+#include "engine/train/training_checkpoint.hpp"
 #include "engine/train/world.hpp"
 
 namespace fsdplab {
@@ -88,6 +89,34 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
   if (!fsdp.dry_run) check_host_memory(fsdp, probe);
   std::optional<CheckpointFile> init_file;
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
+  // Training checkpoints: the folder to write checked now, the one to resume from checked whole.
+  const bool checkpointing = !run.checkpoint_dir.empty();
+  const bool resuming = !run.resume_dir.empty();
+  check(run.checkpoint_every >= 0, "--checkpoint-every ", run.checkpoint_every, "; expected >= 1 (0: after the last step only)");
+  check(run.checkpoint_every == 0 || checkpointing, "--checkpoint-every needs --checkpoint DIR");
+  check(!fsdp.dry_run || (!checkpointing && !resuming), "a dry run has no training state to checkpoint or resume");
+  check(!resuming || (run.load_init.empty() && run.save_init.empty()), "--resume continues a run from its checkpoint; "
+        "--load-init and --save-init start one: drop them");
+  nlohmann::json checkpoint_identity;
+  std::optional<TrainingCheckpoint> resume_from;
+  if (checkpointing || resuming) checkpoint_identity = checkpoint_run(run, fsdp.options, fsdp.tasks, probe);
+  if (resuming) {
+    resume_from.emplace(TrainingCheckpoint::open(run.resume_dir, checkpoint_identity));
+    check(resume_from->step() < run.steps, "--resume '", run.resume_dir, "' holds ", resume_from->step(),
+          " completed steps and --steps is ", run.steps, ": nothing left to run; pass --steps above ",
+          resume_from->step());
+  }
+  if (checkpointing) check_checkpoint_target(run.checkpoint_dir);
+  const int first_step = resuming ? resume_from->step() : 0;
+  // A save that failed leaves its staging folder: removed when this returns, after every rank has stopped.
+  struct StagingCleanup {
+    std::string dir;
+    ~StagingCleanup() {
+      if (!dir.empty()) discard_checkpoint_staging(dir);
+    }
+  } const staging_cleanup{run.checkpoint_dir};
+  LocalWorldOptions world_options;  // ranks wait for rank 0 while it writes the whole model of a checkpoint
+  if (checkpointing) world_options.timeout = checkpoint_wait_timeout(*probe.model, run.optimizer_spec(), world_options.timeout);
 
   std::vector<StepReport> reports;
   run_world(world, [&](int r, LocalWorld& local) {
@@ -103,7 +132,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     FullyShardedModel sharded(*built.model, rank, built.unit_kinds);
     if (init_file) {
       sharded.load_parameters(*init_file);
-    } else {
+    } else if (!resume_from) {  // a resume reads the parameters with the optimizer state, below
       sharded.init_parameters(run.seed);
     }
     const auto save = [&](const std::string& dir) {
@@ -115,11 +144,18 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     if (!run.save_init.empty()) save(run.save_init);
 
     std::unique_ptr<Optimizer> optimizer = fsdp.tasks.optimizer->make(sharded.units(), run.optimizer_spec(), rank);
+    if (resume_from) restore_rank_state(*resume_from, sharded, *optimizer);
+    const auto checkpoint = [&](int completed) {
+      save_training_checkpoint(run.checkpoint_dir, checkpoint_identity, built.config, completed, sharded, *optimizer,
+                               [&] {
+                                 if (fsdp.on_checkpoint_written) fsdp.on_checkpoint_written(r, completed);
+                               });
+    };
     BatchSource data(built.batch, run.seed, run.data_file);
     RunContext ctx{device, fsdp.options.param_dtype};
     const Stream compute = device.stream(Lane::compute);
     const Tensor mean_loss = Tensor::empty(device, {1}, DType::f32, MemTag::workspace, "loss (mean over ranks)");
-    for (int step = 0; step < run.steps; ++step) {
+    for (int step = first_step; step < run.steps; ++step) {
       device.synchronize();  // the host writes the batch into memory the last step's ops may have read
       StepReport report{step, 0, device.host_time(), 0};
       {
@@ -140,10 +176,14 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         reports.push_back(report);
         if (on_step) on_step(report);
       }
+      const int completed = step + 1;
+      if (checkpointing && (completed == run.steps || (run.checkpoint_every > 0 && completed % run.checkpoint_every == 0)))
+        checkpoint(completed);
     }
+    if (checkpointing && first_step == run.steps) checkpoint(run.steps);  // no step ran (--steps 0)
     if (!run.save_final.empty()) save(run.save_final);
     if (fsdp.on_rank_done) fsdp.on_rank_done(r, device);
-  });
+  }, world_options);
   return reports;
 }
 

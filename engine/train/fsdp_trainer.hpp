@@ -32,12 +32,19 @@ struct FsdpRun {
   // Shapes, time and memory only, no numerics (sim_device.hpp): plans models far larger than this host
   // could compute. Losses are reported as NaN; --save-init and --save-final are refused.
   bool dry_run = false;
+  // Checkpoints (run.checkpoint_dir): called on each rank's thread after it wrote its own file of the
+  // checkpoint after `step` completed steps, before the checkpoint is committed. Tests throw here to
+  // check that a failing rank leaves the previous checkpoint intact.
+  std::function<void(int rank, int step)> on_checkpoint_written;
 };
 
 // Everything that can be checked before a rank starts is (options against W, the batch split, the
 // units of the model, a --load-init folder against the model); then trains, calling on_step on rank
 // 0's thread after each step. Writes --save-init and --save-final folders of the whole (gathered)
-// parameters, as the baseline writes them. Returns rank 0's step reports.
+// parameters, as the baseline writes them. With run.checkpoint_dir, writes a training checkpoint
+// (training_checkpoint.hpp) every run.checkpoint_every steps and after the last; with run.resume_dir,
+// checks that checkpoint against this run before any rank starts and continues from it up to
+// run.steps in all (the reports are the steps run here). Returns rank 0's step reports.
 std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& presets,
                                    const std::function<void(const StepReport&)>& on_step);
 

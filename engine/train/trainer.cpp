@@ -17,6 +17,8 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   check(run.world == 1, "--world ", run.world, ": sharded training over several ranks arrives with FSDP; the "
         "baseline trains one rank (--world 1)");
   check(run.steps >= 0, "--steps ", run.steps, "; expected >= 0");
+  check(run.checkpoint_dir.empty() && run.resume_dir.empty(), "training checkpoints (--checkpoint, --resume) are "
+        "written and read by FSDP runs (train_fsdp; --world 1 is one); the baseline saves --save-final");
   const DevicePreset& device_preset = presets.device(run.device_preset);
   // Declared before the model: tensors must go before the device that holds their memory.
   SimDevice device(0, device_preset, presets.link_for(device_preset, run.link_preset));

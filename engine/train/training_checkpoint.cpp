@@ -1,0 +1,531 @@
+#include "engine/train/training_checkpoint.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "engine/fsdp/memory_model.hpp"
+#include "engine/nn/checkpoint.hpp"
+#include "engine/nn/safetensors.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/train/crc32.hpp"
+
+namespace fsdplab {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+constexpr std::string_view kFormat = "fsdplab training checkpoint";
+constexpr std::string_view kRankFormat = "fsdplab rank state";
+constexpr const char* kManifest = "manifest.json";
+constexpr const char* kModelFile = "model.safetensors";  // with config.json: checkpoint.hpp's folder
+constexpr const char* kConfigFile = "config.json";
+constexpr const char* kManifestCrcKey = "manifest_crc32";
+constexpr const char* kStaging = ".fsdplab-tmp";
+constexpr const char* kOld = ".fsdplab-old";
+
+std::string rank_file(int rank) { return "rank" + std::to_string(rank) + ".safetensors"; }
+std::string param_tensor(const FsdpUnit& unit) { return "flat_param." + unit.name; }
+std::string state_tensor(const OptimTarget& target, const std::string& state) {
+  return "optim." + target.name + "." + state;
+}
+
+// The files a checkpoint of `world` ranks holds besides the manifest.
+std::vector<std::string> data_files(int world) {
+  std::vector<std::string> files;
+  for (int r = 0; r < world; ++r) files.push_back(rank_file(r));
+  files.push_back(kModelFile);
+  files.push_back(kConfigFile);
+  return files;
+}
+
+// `dir` as an absolute path without a trailing separator, so that its name and its parent are defined.
+fs::path clean(const fs::path& dir) {
+  check(!dir.empty(), "checkpoint folder: an empty path");
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec).lexically_normal();
+  check(!ec, "checkpoint folder '", dir.string(), "': ", ec.message());
+  if (p.filename().empty()) p = p.parent_path();
+  check(p.has_parent_path() && p != p.root_path() && p.filename() != "." && p.filename() != "..",
+        "checkpoint folder '", dir.string(), "': name a folder of its own");
+  return p;
+}
+
+// DIR.fsdplab-tmp (the staging folder) and DIR.fsdplab-old (the fallback swap's). Fixed names, not a
+// process id's: whatever a crash leaves there is removed by the next save into DIR.
+fs::path sibling(const fs::path& dir, const std::string& suffix) {
+  return dir.parent_path() / (dir.filename().string() + suffix);
+}
+
+std::string errno_text(int error) { return std::generic_category().message(error); }
+
+// Flushes a file's or a folder's contents (a folder: its entries) to disk.
+void flush_to_disk(const fs::path& path, bool directory) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
+  check(fd >= 0, "cannot open '", path.string(), "' to flush it to disk: ", errno_text(errno));
+  const int rc = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  check(rc == 0, "cannot flush '", path.string(), "' to disk: ", errno_text(error));
+}
+
+// The manifest's own checksum: the CRC-32 of its compact dump without the checksum (keys sorted, so the
+// same content always dumps the same).
+std::string manifest_crc(const Json& manifest_without_crc) {
+  const std::string text = manifest_without_crc.dump();
+  return crc32_hex(crc32(std::as_bytes(std::span<const char>(text.data(), text.size()))));
+}
+
+void write_manifest(const fs::path& dir, Json manifest) {
+  manifest[kManifestCrcKey] = manifest_crc(manifest);
+  const fs::path path = dir / kManifest;
+  const std::string text = manifest.dump(2) + "\n";
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  check(out != nullptr, "cannot create '", path.string(), "': ", errno_text(errno));
+  bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size() && std::fflush(out) == 0 &&
+            ::fsync(::fileno(out)) == 0;
+  const int error = errno;
+  ok = std::fclose(out) == 0 && ok;
+  check(ok, "cannot write '", path.string(), "': ", errno_text(error));
+}
+
+// ---- what a checkpoint must match ------------------------------------------------------------------
+
+// The option that sets a field of checkpoint_run, for messages.
+std::string option_of(const std::string& field) {
+  static const std::map<std::string, std::string> options = {
+      {"model.name", "--model"},       {"data.seed", "--seed"},           {"data.batch", "--batch"},
+      {"data.seq", "--seq"},           {"data.file", "--data"},           {"optimizer.name", "--optimizer"},
+      {"optimizer.lr", "--lr"},        {"optimizer.momentum", "--momentum"}, {"fsdp.world", "--world"},
+      {"fsdp.strategy", "--strategy"}, {"fsdp.shard_group", "--strategy/--hybrid-group"},
+      {"fsdp.param_dtype", "--precision"}, {"fsdp.reduce_dtype", "--reduce-dtype"}, {"fsdp.wrap", "--wrap"},
+      {"data.accumulate", "--accumulate"}};
+  if (const auto it = options.find(field); it != options.end()) return " (" + it->second + ")";
+  if (field.starts_with("model.identity.")) return " (--model/--preset)";
+  return "";
+}
+
+std::string shown(const Json* value) { return value ? value->dump() : std::string("nothing"); }
+
+// Every leaf where `saved` and `mine` differ, as "field (option): the checkpoint has X, this run has Y".
+void differences(const Json* saved, const Json* mine, const std::string& field, std::vector<std::string>& out) {
+  if (saved && mine && saved->is_object() && mine->is_object()) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : saved->items()) keys.insert(k);
+    for (const auto& [k, v] : mine->items()) keys.insert(k);
+    for (const std::string& k : keys) {
+      const Json* s = saved->contains(k) ? &(*saved)[k] : nullptr;
+      const Json* m = mine->contains(k) ? &(*mine)[k] : nullptr;
+      differences(s, m, field.empty() ? k : field + "." + k, out);
+    }
+    return;
+  }
+  if (saved && mine && saved->is_array() && mine->is_array() && saved->size() == mine->size()) {
+    for (std::size_t i = 0; i < saved->size(); ++i)
+      differences(&(*saved)[i], &(*mine)[i], field + "[" + std::to_string(i) + "]", out);
+    return;
+  }
+  if (saved && mine && *saved == *mine) return;
+  if (saved && mine && saved->is_array() && mine->is_array()) {
+    out.push_back(field + option_of(field) + ": the checkpoint has " + std::to_string(saved->size()) +
+                  " entries, this run has " + std::to_string(mine->size()));
+    return;
+  }
+  out.push_back(field + option_of(field) + ": the checkpoint has " + shown(saved) + ", this run has " + shown(mine));
+}
+
+// The differences between the run a checkpoint was saved by and this one. The unit layout follows from
+// the model and the FSDP options, so it is compared only when those agree (one cause, one message).
+std::vector<std::string> run_differences(const Json& saved, const Json& mine) {
+  std::vector<std::string> out;
+  const auto section = [](const Json& run, const char* key) -> const Json* {
+    return run.is_object() && run.contains(key) ? &run[key] : nullptr;
+  };
+  for (const char* key : {"model", "data", "optimizer"}) {
+    const Json* s = section(saved, key);
+    const Json* m = section(mine, key);
+    // Another model or optimizer altogether: its name says it, the rest of the section follows from it.
+    const auto name = [](const Json* j) { return j && j->is_object() && j->contains("name") ? (*j)["name"] : Json(); };
+    if (std::string(key) != "data" && name(s) != name(m)) {
+      const Json saved_name = name(s), mine_name = name(m);
+      differences(&saved_name, &mine_name, std::string(key) + ".name", out);
+    } else {
+      differences(s, m, key, out);
+    }
+  }
+  Json saved_fsdp = section(saved, "fsdp") ? *section(saved, "fsdp") : Json();
+  Json mine_fsdp = section(mine, "fsdp") ? *section(mine, "fsdp") : Json();
+  Json saved_units, mine_units;
+  if (saved_fsdp.is_object() && saved_fsdp.contains("units")) {
+    saved_units = saved_fsdp["units"];
+    saved_fsdp.erase("units");
+  }
+  if (mine_fsdp.is_object() && mine_fsdp.contains("units")) {
+    mine_units = mine_fsdp["units"];
+    mine_fsdp.erase("units");
+  }
+  differences(&saved_fsdp, &mine_fsdp, "fsdp", out);
+  if (out.empty()) differences(&saved_units, &mine_units, "fsdp.units", out);
+  return out;
+}
+
+// ---- one rank's file --------------------------------------------------------------------------------
+
+void write_rank_state(const fs::path& path, int step, FullyShardedModel& sharded, Optimizer& optimizer) {
+  FsdpRank& rank = sharded.rank();
+  rank.device.synchronize();  // the host reads what the last step's ops wrote
+  std::vector<std::vector<float>> values;  // keeps the bytes alive until written
+  std::vector<SafetensorsEntry> entries;
+  values.reserve(sharded.units().size() + 2 * optimizer.targets().size());
+  const auto add = [&](std::string name, std::vector<float> v) {
+    values.push_back(std::move(v));
+    const std::vector<float>& kept = values.back();
+    entries.push_back({std::move(name), DType::f32, {static_cast<std::int64_t>(kept.size())},
+                       std::as_bytes(std::span<const float>(kept))});
+  };
+  for (const FsdpUnit* unit : sharded.units()) add(param_tensor(*unit), unit->master.to_vector());
+  for (std::size_t i = 0; i < optimizer.targets().size(); ++i) {
+    for (const Optimizer::StateTensor& s : optimizer.state(i)) {
+      // Before step 1 the state is undefined (SGD initialises its buffer on step 1): zeros are written,
+      // so the file does not depend on what the memory held.
+      add(state_tensor(optimizer.targets()[i], s.name),
+          optimizer.steps() == 0 ? std::vector<float>(static_cast<std::size_t>(s.tensor.numel()), 0.0f)
+                                 : s.tensor.to_vector());
+    }
+  }
+  write_safetensors(path, entries,
+                    {{"format", std::string(kRankFormat)},
+                     {"rank", std::to_string(rank.world.rank())},
+                     {"shard_rank", std::to_string(rank.shard_group.rank())},
+                     {"world", std::to_string(rank.world.world())},
+                     {"step", std::to_string(step)},
+                     {"optimizer_steps", std::to_string(optimizer.steps())}});
+}
+
+std::string metadata(const SafetensorsFile& file, const std::string& key) {
+  const auto it = file.metadata().find(key);
+  check(it != file.metadata().end(), file.path(), ": no metadata '", key, "'; expected a rank file of a checkpoint");
+  return it->second;
+}
+
+std::int64_t metadata_int(const SafetensorsFile& file, const std::string& key) {
+  const std::string text = metadata(file, key);
+  std::int64_t value = 0;
+  std::istringstream in(text);
+  check(static_cast<bool>(in >> value) && in.eof(), file.path(), ": metadata '", key, "' is '", text,
+        "'; expected an integer");
+  return value;
+}
+
+// The whole model from the shard files of shard group 0 (world ranks 0 .. S-1, whose shard ranks are
+// 0 .. S-1: RankGroups splits by rank / S), on the host, into DIR/model.safetensors and config.json.
+void write_full_model(const fs::path& staging, FullyShardedModel& sharded, const Json& model_config) {
+  FsdpRank& rank = sharded.rank();
+  const FlatParameterTask& flat = *rank.tasks.flat_parameter;
+  Model& model = sharded.model();
+  const std::vector<Parameter*> params = model.parameters();
+  std::map<const Parameter*, std::size_t> index;
+  std::vector<std::vector<float>> values(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    index[params[i]] = i;
+    values[i].assign(static_cast<std::size_t>(params[i]->numel()), 0.0f);
+  }
+  for (int chunk = 0; chunk < rank.shard_group.world(); ++chunk) {
+    const SafetensorsFile file = SafetensorsFile::read(staging / rank_file(chunk));
+    check(metadata_int(file, "shard_rank") == chunk, file.path(), ": holds shard ", metadata(file, "shard_rank"),
+          "; expected shard ", chunk);
+    for (const FsdpUnit* unit : sharded.units()) {
+      const std::span<const std::byte> bytes =
+          file.expect(param_tensor(*unit), DType::f32, {unit->layout.shard_numel()});
+      for (const ShardSlice& s : flat.shard_slices(unit->layout, chunk))
+        std::memcpy(values[index.at(s.param)].data() + s.param_begin,
+                    bytes.data() + static_cast<std::size_t>(s.shard_offset) * sizeof(float),
+                    static_cast<std::size_t>(s.count) * sizeof(float));
+    }
+  }
+  save_checkpoint(staging, model, values, model_config);
+}
+
+// Puts `staging` (complete, on disk) in the place of `dir`. See the header for the two ways.
+void swap_in(const fs::path& staging, const fs::path& dir) {
+  std::error_code ec;
+  const bool existed = fs::exists(fs::symlink_status(dir, ec));
+  fs::path old;
+  if (!existed) {
+    fs::rename(staging, dir, ec);
+    check(!ec, "cannot move the checkpoint '", staging.string(), "' to '", dir.string(), "': ", ec.message());
+  } else if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
+    old = staging;  // now holds the previous checkpoint
+  } else {
+    const int error = errno;
+    check(error == EINVAL || error == ENOSYS || error == EOPNOTSUPP, "cannot swap the checkpoint '",
+          staging.string(), "' with '", dir.string(), "': ", errno_text(error));
+    old = sibling(dir, kOld);
+    fs::remove_all(old, ec);
+    fs::rename(dir, old, ec);
+    check(!ec, "cannot move the previous checkpoint '", dir.string(), "' aside: ", ec.message());
+    fs::rename(staging, dir, ec);
+    if (ec) {
+      std::error_code ignored;
+      fs::rename(old, dir, ignored);
+      fail("cannot move the checkpoint '", staging.string(), "' to '", dir.string(), "': ", ec.message());
+    }
+  }
+  flush_to_disk(dir.parent_path(), true);
+  if (!old.empty()) fs::remove_all(old, ec);  // the new checkpoint is in place: a failure here costs only space
+}
+
+}  // namespace
+
+// ---- the run a checkpoint belongs to ------------------------------------------------------------------
+
+Json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const FsdpTasks& tasks, BuiltModel& model) {
+  const int shards = shard_group_size(options, run.world);
+  Json units = Json::array();
+  for (const UnitPlan& plan : plan_units(*model.model, model.unit_kinds)) {
+    const FlatParamLayout layout = tasks.flat_parameter->plan(plan.params, shards, options.align);
+    std::uint32_t crc = 0;
+    for (const FlatParamEntry& e : layout.entries) {
+      const std::string line = e.param->name + " " + std::to_string(e.offset) + " " + std::to_string(e.numel) + "\n";
+      crc = crc32(crc, std::as_bytes(std::span<const char>(line.data(), line.size())));
+    }
+    units.push_back({{"name", plan.name},
+                     {"params", layout.entries.size()},
+                     {"padded_numel", layout.padded_numel},
+                     {"shard_numel", layout.shard_numel()},
+                     {"layout_crc32", crc32_hex(crc)}});
+  }
+  Json optimizer = {{"name", run.optimizer_spec().name}};
+  for (const auto& [name, value] : make_optimizer(run.optimizer_spec(), {})->hyper_parameters()) optimizer[name] = value;
+  return {
+      {"model", {{"name", run.model}, {"identity", model.identity}}},
+      {"data",
+       {{"seed", run.seed},
+        {"batch", run.batch},
+        {"seq", model.batch.seq},
+        {"file", run.data_file},
+        {"accumulate", run.accumulate}}},
+      {"optimizer", optimizer},
+      {"fsdp",
+       {{"world", run.world},
+        {"strategy", std::string(strategy_name(options.strategy))},
+        {"shard_group", shards},
+        {"param_dtype", std::string(dtype_name(options.param_dtype))},
+        {"reduce_dtype", std::string(dtype_name(options.reduce_dtype))},
+        {"align", options.align},
+        {"wrap", run.wrap},
+        {"units", units}}},
+  };
+}
+
+void check_checkpoint_target(const fs::path& requested) {
+  const fs::path dir = clean(requested);
+  std::error_code ec;
+  const fs::file_status status = fs::symlink_status(dir, ec);
+  if (fs::exists(status)) {
+    check(fs::is_directory(status), "--checkpoint '", requested.string(),
+          "' is not a folder (a file or a symbolic link); refusing to replace it");
+    const bool empty = fs::is_empty(dir, ec);
+    check(!ec, "--checkpoint '", requested.string(), "': ", ec.message());
+    check(empty || fs::exists(dir / kManifest, ec), "--checkpoint '", requested.string(),
+          "' is a folder that holds no checkpoint (no ", kManifest, ") and is not empty; refusing to replace it");
+  }
+  fs::create_directories(dir.parent_path(), ec);
+  check(!ec, "--checkpoint '", requested.string(), "': cannot create the folder '", dir.parent_path().string(),
+        "': ", ec.message());
+  const fs::path staging = sibling(dir, kStaging);
+  fs::remove_all(staging, ec);
+  fs::create_directory(staging, ec);
+  check(!ec, "--checkpoint '", requested.string(), "': cannot create '", staging.string(), "' beside it: ", ec.message());
+  fs::remove(staging, ec);
+}
+
+// ---- opening one ------------------------------------------------------------------------------------
+
+namespace {
+
+// The manifest of `dir`, parsed and checked whole (its own CRC-32) and of this format version.
+Json read_manifest(const fs::path& dir, const std::string& where) {
+  const fs::path path = dir / kManifest;
+  std::FILE* in = std::fopen(path.c_str(), "rb");
+  check(in != nullptr, where, ": cannot open '", path.string(), "' (", errno_text(errno),
+        "); expected a folder written by --checkpoint");
+  std::string text;
+  char buffer[65536];
+  for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, in)) > 0;) text.append(buffer, got);
+  std::fclose(in);
+  Json manifest;
+  try {
+    manifest = Json::parse(text);
+  } catch (const Json::exception& e) {
+    fail(where, ": '", path.string(), "' is corrupt: not valid JSON (", e.what(), ")");
+  }
+  check(manifest.is_object() && manifest.contains(kManifestCrcKey) && manifest[kManifestCrcKey].is_string(), where,
+        ": '", path.string(), "' is not a checkpoint manifest (no ", kManifestCrcKey, ")");
+  const std::string saved_crc = manifest[kManifestCrcKey].get<std::string>();
+  manifest.erase(kManifestCrcKey);
+  const std::string actual_crc = manifest_crc(manifest);
+  check(saved_crc == actual_crc, where, ": '", path.string(), "' is corrupt: its content has CRC-32 ", actual_crc,
+        ", the manifest says ", saved_crc);
+  const Json format = manifest.value("format", Json());
+  check(format == std::string(kFormat), where, ": '", path.string(), "' has format ", format.dump(), "; expected \"", kFormat, "\"");
+  const Json version = manifest.value("format_version", Json());
+  check(version == kTrainingCheckpointVersion, where, ": '", path.string(), "' is format version ", version.dump(),
+        "; this fsdplab reads version ", kTrainingCheckpointVersion);
+  const Json step = manifest.value("step", Json());
+  check(step.is_number_integer() && step.get<std::int64_t>() >= 0 && step.get<std::int64_t>() <= (1 << 30), where,
+        ": '", path.string(), "' has step ", step.dump(), "; expected a count of steps");
+  return manifest;
+}
+
+// Every file a checkpoint of `world` ranks needs is listed in `files`, there, of its size and CRC-32.
+void check_files(const fs::path& dir, const Json& files, int world, const std::string& where) {
+  for (const std::string& name : data_files(world)) {
+    const fs::path path = dir / name;
+    check(files.is_object() && files.contains(name), where, ": '", (dir / kManifest).string(), "' lists no ", name);
+    const std::uint64_t bytes = files[name].at("bytes").get<std::uint64_t>();
+    const std::string crc = files[name].at("crc32").get<std::string>();
+    std::error_code ec;
+    check(fs::is_regular_file(fs::status(path, ec)), where, ": ", name, " is missing (the manifest lists it: ", bytes,
+          " bytes, CRC-32 ", crc, ")");
+    const std::uint64_t size = fs::file_size(path, ec);
+    check(!ec && size == bytes, where, ": '", path.string(), "' has ", size, " bytes, the manifest says ", bytes,
+          " (cut short or replaced)");
+    const FileDigest digest = digest_file(path);
+    check(crc32_hex(digest.crc32) == crc, where, ": '", path.string(), "' is corrupt: its CRC-32 is ",
+          crc32_hex(digest.crc32), ", the manifest says ", crc);
+  }
+}
+
+}  // namespace
+
+TrainingCheckpoint TrainingCheckpoint::open(const fs::path& requested, const Json& run) {
+  const fs::path dir = clean(requested);
+  const std::string where = "--resume '" + requested.string() + "'";
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    const fs::path previous = sibling(dir, kOld);  // where the fallback swap (see the header) moves the previous one
+    if (fs::exists(previous / kManifest, ec))
+      fail(where, ": no such folder; a save was interrupted while swapping checkpoints, and '", previous.string(),
+           "' holds the previous one, whole: rename it to '", dir.filename().string(), "' to resume from it");
+    fail(where, ": no such folder");
+  }
+  try {
+    const Json manifest = read_manifest(dir, where);
+    const std::vector<std::string> diffs = run_differences(manifest.value("run", Json()), run);
+    if (!diffs.empty()) {
+      std::string list;
+      for (const std::string& d : diffs) list += (list.empty() ? "" : "; ") + d;
+      fail(where, ": the checkpoint was saved by a different run, so this one cannot continue it exactly: ", list);
+    }
+    check_files(dir, manifest.value("files", Json()), run.at("fsdp").at("world").get<int>(), where);
+    return TrainingCheckpoint(dir, manifest.at("step").get<int>());
+  } catch (const Json::exception& e) {
+    // Only a manifest edited by hand (its checksum recomputed) can have fields of the wrong type.
+    fail(where, ": '", (dir / kManifest).string(), "' is malformed: ", e.what());
+  }
+}
+
+// ---- resuming ----------------------------------------------------------------------------------------
+
+void restore_rank_state(const TrainingCheckpoint& checkpoint, FullyShardedModel& sharded, Optimizer& optimizer) {
+  FsdpRank& rank = sharded.rank();
+  const SafetensorsFile file = SafetensorsFile::read(checkpoint.dir() / rank_file(rank.world.rank()));
+  check(metadata(file, "format") == kRankFormat, file.path(), ": format '", metadata(file, "format"), "'; expected '",
+        kRankFormat, "'");
+  check(metadata_int(file, "rank") == rank.world.rank() && metadata_int(file, "step") == checkpoint.step(),
+        file.path(), ": holds rank ", metadata(file, "rank"), " after step ", metadata(file, "step"),
+        "; the manifest says rank ", rank.world.rank(), " after step ", checkpoint.step());
+  rank.device.synchronize();  // the host writes memory that ops issued so far may use
+  std::set<std::string> expected;
+  const auto load = [&](const std::string& name, const Tensor& into) {
+    expected.insert(name);
+    const std::span<const std::byte> bytes = file.expect(name, DType::f32, {into.numel()});
+    std::vector<float> values(static_cast<std::size_t>(into.numel()));
+    std::memcpy(values.data(), bytes.data(), bytes.size());  // the file may not align floats
+    into.copy_from(values);
+  };
+  for (FsdpUnit* unit : sharded.units()) load(param_tensor(*unit), unit->master);
+  for (std::size_t i = 0; i < optimizer.targets().size(); ++i)
+    for (const Optimizer::StateTensor& s : optimizer.state(i)) load(state_tensor(optimizer.targets()[i], s.name), s.tensor);
+  for (const std::string& name : file.names())
+    check(expected.contains(name), file.path(), " has tensor '", name, "', which this run's state does not have");
+  optimizer.restore_steps(metadata_int(file, "optimizer_steps"));
+  // Replicated parameters (zero1, zero2): this rank holds only its chunk, the others come from its peers.
+  bool replicated = false;
+  for (const FsdpUnit* unit : sharded.units()) replicated = replicated || unit->replica.defined();
+  if (replicated && rank.shard_group.world() > 1) {
+    rank.order(Lane::all_gather, Lane::compute);
+    for (FsdpUnit* unit : sharded.units())
+      rank.shard_group.all_gather(rank.all_gather_stream(), unit->master, unit->replica);
+    rank.order(Lane::compute, Lane::all_gather);
+  }
+}
+
+// ---- saving ------------------------------------------------------------------------------------------
+
+void save_training_checkpoint(const fs::path& requested, const Json& run, const Json& model_config, int step,
+                              FullyShardedModel& sharded, Optimizer& optimizer, const std::function<void()>& written) {
+  Communicator& world = sharded.rank().world;
+  const int me = world.rank();
+  const fs::path dir = clean(requested);
+  const fs::path staging = sibling(dir, kStaging);
+  std::error_code ec;
+  if (me == 0) {
+    fs::remove_all(staging, ec);
+    fs::create_directories(dir.parent_path(), ec);
+    fs::create_directory(staging, ec);
+    check(!ec, "checkpoint: cannot create '", staging.string(), "': ", ec.message());
+  }
+  world.barrier();  // the staging folder exists
+  write_rank_state(staging / rank_file(me), step, sharded, optimizer);
+  if (written) written();
+  world.barrier();  // every rank's file is on disk
+  if (me == 0) {
+    write_full_model(staging, sharded, model_config);
+    Json files = Json::object();
+    for (const std::string& name : data_files(world.world())) {
+      flush_to_disk(staging / name, false);  // config.json is renamed into place unflushed
+      const FileDigest digest = digest_file(staging / name);
+      files[name] = {{"bytes", digest.bytes}, {"crc32", crc32_hex(digest.crc32)}};
+    }
+    write_manifest(staging, {{"format", std::string(kFormat)},
+                             {"format_version", kTrainingCheckpointVersion},
+                             {"step", step},
+                             {"run", run},
+                             {"files", files}});
+    flush_to_disk(staging, true);
+    swap_in(staging, dir);
+  }
+  world.barrier();  // the checkpoint is in place
+}
+
+std::chrono::milliseconds checkpoint_wait_timeout(Model& model, const OptimizerSpec& spec,
+                                                  std::chrono::milliseconds usual) {
+  double elements = 0;
+  for (const Parameter* p : model.parameters()) elements += static_cast<double>(p->numel());
+  const double bytes = elements * sizeof(float) * (2 + optimizer_state_count(spec));  // rank files + the model
+  const auto needed = std::chrono::milliseconds(static_cast<std::int64_t>(2 * bytes / 20e6 * 1000));
+  return std::max(usual, needed);
+}
+
+void discard_checkpoint_staging(const fs::path& dir) noexcept {
+  try {
+    std::error_code ignored;
+    fs::remove_all(sibling(clean(dir), kStaging), ignored);
+  } catch (...) {  // a path clean() refuses has no staging folder
+  }
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,421 @@
+// Training checkpoints (engine/train/training_checkpoint.hpp): a run stopped after 3 steps and resumed
+// to 6 gives bit for bit the losses and final parameters of 6 uninterrupted steps, for AdamW and SGD
+// with momentum, sharded, hybrid and ZeRO, f32 and bf16; writing checkpoints does not change a run;
+// the full model in a checkpoint is --save-final's folder byte for byte; and every way a checkpoint
+// can be wrong (a flipped byte, a missing file, another world size, model, strategy or optimizer) is an
+// Error naming what was expected and what was found, while a failed save leaves the previous
+// checkpoint as it was.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "engine/nn/safetensors.hpp"
+#include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/model_factory.hpp"
+#include "engine/train/trainer.hpp"
+#include "engine/train/training_checkpoint.hpp"
+#include "test_support.hpp"
+
+namespace fsdplab {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::contains;
+using testing::error_of;
+
+constexpr int kSteps = 6;
+constexpr int kStop = 3;
+
+struct Case {
+  std::string name;
+  int world = 2;
+  ShardingStrategy strategy = ShardingStrategy::full_shard;
+  int hybrid_group = 0;
+  std::string optimizer = "adamw";
+  double lr = 1e-2;
+  double momentum = 0;
+  DType param_dtype = DType::f32;
+  int accumulate = 1;
+  std::string wrap = "block";
+};
+
+std::ostream& operator<<(std::ostream& out, const Case& c) { return out << c.name; }
+
+FsdpRun make_run(const Case& c, int steps) {
+  FsdpRun fsdp;
+  RunConfig& run = fsdp.run;
+  run.model = "gpt2";
+  run.preset = "test-tiny";
+  run.world = c.world;
+  run.steps = steps;
+  run.batch = 12;  // divisible by 1, 2, 3 and 4
+  run.seq = 16;
+  run.optimizer = c.optimizer;
+  run.lr = c.lr;
+  run.momentum = c.momentum;
+  run.accumulate = c.accumulate;
+  run.wrap = c.wrap;
+  fsdp.options.strategy = c.strategy;
+  fsdp.options.hybrid_group = c.hybrid_group;
+  fsdp.options.param_dtype = c.param_dtype;
+  return fsdp;
+}
+
+std::vector<double> train(const FsdpRun& fsdp) {
+  std::vector<double> losses;
+  for (const StepReport& s : train_fsdp(fsdp, PresetCatalog::builtin(), nullptr)) losses.push_back(s.loss);
+  return losses;
+}
+
+std::vector<std::uint64_t> bits(const std::vector<double>& values) {
+  std::vector<std::uint64_t> out;
+  for (double v : values) out.push_back(std::bit_cast<std::uint64_t>(v));
+  return out;
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every file of a folder, by name, with its bytes.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) files[e.path().filename().string()] = read_bytes(e.path());
+  return files;
+}
+
+// Names beside `dir` that a save stages in (DIR.tmp-<pid>) or moves the previous checkpoint to.
+std::vector<std::string> leftovers(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir.parent_path())) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with(dir.filename().string() + ".")) names.push_back(name);
+  }
+  return names;
+}
+
+class FsdpCheckpoint : public testing::TempDirTest {};
+
+class FsdpCheckpointResume : public FsdpCheckpoint, public ::testing::WithParamInterface<Case> {
+ protected:
+  void TearDown() override {
+    // A parameterised test's name has a '/': its folder sits in a folder of its own, removed when empty.
+    const fs::path folder = path("x").parent_path().parent_path();
+    FsdpCheckpoint::TearDown();
+    std::error_code ignored;
+    fs::remove(folder, ignored);
+  }
+};
+
+// The uninterrupted run against: 3 steps writing a checkpoint, then a second run resuming from it up to
+// 6 steps, checkpointing into the same folder. Losses are compared as bits, parameters as file bytes.
+TEST_P(FsdpCheckpointResume, StopAndResumeIsBitIdenticalToOneRun) {
+  const Case& c = GetParam();
+  FsdpRun whole = make_run(c, kSteps);
+  whole.run.save_final = path("whole_final").string();
+  const std::vector<double> expected = train(whole);
+  ASSERT_EQ(expected.size(), static_cast<std::size_t>(kSteps));
+
+  FsdpRun first = make_run(c, kStop);
+  first.run.checkpoint_dir = path("ckpt").string();
+  first.run.save_final = path("first_final").string();
+  const std::vector<double> before = train(first);
+  FsdpRun second = make_run(c, kSteps);
+  second.run.resume_dir = path("ckpt").string();
+  second.run.checkpoint_dir = path("ckpt").string();  // resume from a folder and keep checkpointing into it
+  second.run.save_final = path("second_final").string();
+  std::vector<double> after = train(second);
+  ASSERT_EQ(after.size(), static_cast<std::size_t>(kSteps - kStop));
+
+  std::vector<double> resumed = before;
+  resumed.insert(resumed.end(), after.begin(), after.end());
+  EXPECT_EQ(bits(resumed), bits(expected));
+  EXPECT_TRUE(slurp(path("second_final") / "model.safetensors") == slurp(path("whole_final") / "model.safetensors"))
+      << "the resumed run's final parameters differ from the uninterrupted run's";
+  // The full model in a checkpoint is what --save-final writes at that step, byte for byte; the folder
+  // now holds step 6 (the resumed run's own checkpoint replaced the one it resumed from).
+  EXPECT_TRUE(slurp(path("ckpt") / "model.safetensors") == slurp(path("whole_final") / "model.safetensors"));
+  EXPECT_TRUE(slurp(path("ckpt") / "config.json") == slurp(path("whole_final") / "config.json"));
+  EXPECT_TRUE(contains(slurp(path("ckpt") / "manifest.json"), "\"step\": 6"));
+  EXPECT_TRUE(leftovers(path("ckpt")).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Runs, FsdpCheckpointResume,
+    ::testing::Values(Case{.name = "full_w2_adamw"},
+                      Case{.name = "full_w2_sgd_momentum", .optimizer = "sgd", .lr = 0.05, .momentum = 0.9},
+                      Case{.name = "zero2_w3_adamw", .world = 3, .strategy = ShardingStrategy::zero2},
+                      Case{.name = "hybrid_w4_s2_sgd_momentum", .world = 4, .strategy = ShardingStrategy::hybrid_shard,
+                           .hybrid_group = 2, .optimizer = "sgd", .lr = 0.05, .momentum = 0.9},
+                      Case{.name = "full_w1_adamw", .world = 1},
+                      Case{.name = "full_w2_bf16_adamw", .param_dtype = DType::bf16},
+                      Case{.name = "grad_op_w2_accumulate2_nested_adamw", .strategy = ShardingStrategy::shard_grad_op,
+                           .accumulate = 2, .wrap = "nested"}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Checkpointing every 2 steps leaves the run's losses as they are, and the last checkpoint is step 6.
+TEST_F(FsdpCheckpoint, WritingCheckpointsDoesNotChangeTheRun) {
+  const std::vector<double> plain = train(make_run(Case{}, kSteps));
+  FsdpRun with = make_run(Case{}, kSteps);
+  with.run.checkpoint_dir = path("ckpt").string();
+  with.run.checkpoint_every = 2;
+  std::vector<int> saved_after;
+  with.on_checkpoint_written = [&](int rank, int step) {
+    if (rank == 0) saved_after.push_back(step);
+  };
+  EXPECT_EQ(bits(train(with)), bits(plain));
+  EXPECT_EQ(saved_after, (std::vector<int>{2, 4, 6}));
+  EXPECT_TRUE(contains(slurp(path("ckpt") / "manifest.json"), "\"step\": 6"));
+}
+
+// Each rank's file holds its master shard of every unit and its optimizer state beside it.
+TEST_F(FsdpCheckpoint, RankFilesHoldShardsAndOptimizerState) {
+  FsdpRun run = make_run(Case{}, 2);
+  run.run.checkpoint_dir = path("ckpt").string();
+  train(run);
+  for (int r = 0; r < 2; ++r) {
+    const SafetensorsFile file = SafetensorsFile::read(path("ckpt") / ("rank" + std::to_string(r) + ".safetensors"));
+    EXPECT_TRUE(file.contains("flat_param.(root)"));
+    EXPECT_TRUE(file.contains("flat_param.transformer.h.1"));
+    EXPECT_TRUE(file.contains("optim.transformer.h.0.exp_avg"));
+    EXPECT_TRUE(file.contains("optim.transformer.h.0.exp_avg_sq"));
+    EXPECT_EQ(file.entries().size(), 9u);  // 3 units x (shard, m, v)
+    EXPECT_EQ(file.metadata().at("rank"), std::to_string(r));
+    EXPECT_EQ(file.metadata().at("step"), "2");
+    EXPECT_EQ(file.metadata().at("optimizer_steps"), "2");
+  }
+  // The full model is a --load-init folder: the baseline starts from it.
+  RunConfig baseline = make_run(Case{}, 1).run;
+  baseline.world = 1;
+  baseline.load_init = path("ckpt").string();
+  EXPECT_EQ(train_baseline(baseline, PresetCatalog::builtin(), nullptr, nullptr).size(), 1u);
+}
+
+// A checkpoint of 3 steps of Case{} in path("ckpt"), and the run that resumes it to 6 steps.
+class FsdpCheckpointErrors : public FsdpCheckpoint {
+ protected:
+  void SetUp() override {
+    FsdpCheckpoint::SetUp();
+    FsdpRun first = make_run(Case{}, kStop);
+    first.run.checkpoint_dir = path("ckpt").string();
+    train(first);
+  }
+  FsdpRun resume(const Case& c = Case{}) {
+    FsdpRun run = make_run(c, kSteps);
+    run.run.resume_dir = path("ckpt").string();
+    return run;
+  }
+  std::string resume_error(const FsdpRun& run) {
+    return error_of([&] { train(run); });
+  }
+  void flip_a_byte(const std::string& name, std::size_t at) {
+    std::string bytes = slurp(path("ckpt") / name);
+    ASSERT_LT(at, bytes.size());
+    bytes[at] = static_cast<char>(bytes[at] ^ 0x10);
+    spit(path("ckpt") / name, bytes);
+  }
+};
+
+TEST_F(FsdpCheckpointErrors, AFlippedByteIsNamedWithBothChecksums) {
+  const std::string bytes = slurp(path("ckpt") / "rank1.safetensors");
+  flip_a_byte("rank1.safetensors", bytes.size() - 100);  // in a tensor's data: still a valid safetensors file
+  const std::string e = resume_error(resume());
+  EXPECT_TRUE(contains(e, "rank1.safetensors' is corrupt: its CRC-32 is ")) << e;
+  EXPECT_TRUE(contains(e, ", the manifest says ")) << e;
+}
+
+TEST_F(FsdpCheckpointErrors, AFlippedByteInTheManifestIsNamed) {
+  const std::string text = slurp(path("ckpt") / "manifest.json");
+  flip_a_byte("manifest.json", text.find("\"step\": 3") + 8);  // 3 -> #: JSON no longer
+  EXPECT_TRUE(contains(resume_error(resume()), "manifest.json' is corrupt"));
+  std::string edited = text;
+  edited.replace(text.find("\"step\": 3"), 9, "\"step\": 2");  // still JSON, a different step
+  spit(path("ckpt") / "manifest.json", edited);
+  const std::string e = resume_error(resume());
+  EXPECT_TRUE(contains(e, "manifest.json' is corrupt: its content has CRC-32 ")) << e;
+}
+
+TEST_F(FsdpCheckpointErrors, AMissingRankFileIsNamed) {
+  fs::remove(path("ckpt") / "rank1.safetensors");
+  const std::string e = resume_error(resume());
+  EXPECT_TRUE(contains(e, "--resume '" + path("ckpt").string() + "': rank1.safetensors is missing (the manifest lists it: "))
+      << e;
+}
+
+TEST_F(FsdpCheckpointErrors, ACutShortFileIsNamed) {
+  const std::string bytes = slurp(path("ckpt") / "model.safetensors");
+  spit(path("ckpt") / "model.safetensors", bytes.substr(0, bytes.size() / 2));
+  const std::string e = resume_error(resume());
+  EXPECT_TRUE(contains(e, "model.safetensors' has " + std::to_string(bytes.size() / 2) + " bytes, the manifest says " +
+                              std::to_string(bytes.size())))
+      << e;
+}
+
+TEST_F(FsdpCheckpointErrors, AnotherWorldSizeIsNamed) {
+  Case c;
+  c.world = 4;
+  const std::string e = resume_error(resume(c));
+  EXPECT_TRUE(contains(e, "was saved by a different run")) << e;
+  EXPECT_TRUE(contains(e, "fsdp.world (--world): the checkpoint has 2, this run has 4")) << e;
+  EXPECT_TRUE(contains(e, "fsdp.shard_group (--strategy/--hybrid-group): the checkpoint has 2, this run has 4")) << e;
+  EXPECT_FALSE(contains(e, "fsdp.units")) << e;  // the layout follows from the world: not a second cause
+}
+
+TEST_F(FsdpCheckpointErrors, AnotherModelIsNamed) {
+  FsdpRun other = resume();
+  other.run.preset = "test-small";
+  const std::string e = resume_error(other);
+  EXPECT_TRUE(contains(e, "model.identity.n_embd (--model/--preset): the checkpoint has 32, this run has ")) << e;
+  other.run.model = "mlp";
+  other.run.preset = "";
+  EXPECT_TRUE(contains(resume_error(other), "model.name (--model): the checkpoint has \"gpt2\", this run has \"mlp\""));
+}
+
+TEST_F(FsdpCheckpointErrors, AnotherStrategyOrOptimizerIsNamed) {
+  Case zero2;
+  zero2.strategy = ShardingStrategy::zero2;
+  EXPECT_TRUE(contains(resume_error(resume(zero2)),
+                       "fsdp.strategy (--strategy): the checkpoint has \"full\", this run has \"zero2\""));
+  Case sgd;
+  sgd.optimizer = "sgd";
+  sgd.momentum = 0.9;
+  const std::string e = resume_error(resume(sgd));
+  EXPECT_TRUE(contains(e, "optimizer.name (--optimizer): the checkpoint has \"adamw\", this run has \"sgd\"")) << e;
+  EXPECT_FALSE(contains(e, "momentum")) << e;  // another optimizer: its name says it, not each hyper-parameter
+  Case momentum;
+  momentum.optimizer = "sgd";
+  momentum.momentum = 0.9;
+  FsdpRun sgd_run = make_run(momentum, kStop);
+  sgd_run.run.checkpoint_dir = path("sgd").string();
+  train(sgd_run);
+  momentum.momentum = 0.8;
+  FsdpRun other_momentum = make_run(momentum, kSteps);
+  other_momentum.run.resume_dir = path("sgd").string();
+  EXPECT_TRUE(contains(resume_error(other_momentum),
+                       "optimizer.momentum (--momentum): the checkpoint has 0.9, this run has 0.8"));
+  Case lr;
+  lr.lr = 1e-3;
+  EXPECT_TRUE(contains(resume_error(resume(lr)), "optimizer.lr (--lr): the checkpoint has 0.01, this run has 0.001"));
+  Case bf16;
+  bf16.param_dtype = DType::bf16;
+  EXPECT_TRUE(contains(resume_error(resume(bf16)), "fsdp.param_dtype (--precision): the checkpoint has \"f32\""));
+  FsdpRun seed = resume();
+  seed.run.seed = 7;
+  EXPECT_TRUE(contains(resume_error(seed), "data.seed (--seed): the checkpoint has 0, this run has 7"));
+  Case accumulate;
+  accumulate.accumulate = 2;
+  EXPECT_TRUE(contains(resume_error(resume(accumulate)), "data.accumulate (--accumulate): the checkpoint has 1, this run has 2"));
+}
+
+// The schedule is not part of the state: a checkpoint of an ASYNC run (prefetching, the default)
+// resumes under SYNC without prefetch and the two-buffer pool, bit for bit as the ASYNC run goes on.
+TEST_F(FsdpCheckpointErrors, ScheduleOptionsMayChangeOnResume) {
+  const std::vector<double> expected = train(make_run(Case{}, kSteps));
+  FsdpRun sync = resume();
+  sync.options.mode = OverlapMode::sync;
+  sync.options.prefetch = parse_prefetch("none");
+  sync.options.buffers = UnshardBuffers::pool;
+  EXPECT_EQ(bits(train(sync)), bits(std::vector<double>(expected.begin() + kStop, expected.end())));
+}
+
+TEST_F(FsdpCheckpointErrors, NothingLeftToRunAndConflictingOptionsAreErrors) {
+  FsdpRun done = resume();
+  done.run.steps = kStop;
+  EXPECT_TRUE(contains(resume_error(done), "holds 3 completed steps and --steps is 3: nothing left to run"));
+  FsdpRun init = resume();
+  init.run.load_init = path("ckpt").string();
+  EXPECT_TRUE(contains(resume_error(init), "--resume continues a run from its checkpoint; --load-init and --save-init"));
+  FsdpRun missing = resume();
+  missing.run.resume_dir = path("nowhere").string();
+  EXPECT_TRUE(contains(resume_error(missing), "nowhere': no such folder"));
+  FsdpRun every = make_run(Case{}, 2);
+  every.run.checkpoint_every = 1;
+  EXPECT_TRUE(contains(resume_error(every), "--checkpoint-every needs --checkpoint DIR"));
+}
+
+// A rank that fails while the next checkpoint is written fails the run; the previous checkpoint stays
+// byte for byte what it was, nothing is left beside it, and a run still resumes from it exactly.
+TEST_F(FsdpCheckpointErrors, AFailingRankLeavesThePreviousCheckpointIntact) {
+  const std::map<std::string, std::string> previous = snapshot(path("ckpt"));
+  for (int failing : {1, 0}) {
+    SCOPED_TRACE("rank " + std::to_string(failing) + " fails");
+    FsdpRun run = resume();
+    run.run.checkpoint_dir = path("ckpt").string();
+    run.on_checkpoint_written = [&](int rank, int step) {
+      if (rank == failing && step == kSteps) fail("disk full (injected)");
+    };
+    const std::string e = resume_error(run);
+    EXPECT_EQ(e, "rank " + std::to_string(failing) + " failed: disk full (injected)");
+    EXPECT_TRUE(snapshot(path("ckpt")) == previous);
+    EXPECT_TRUE(leftovers(path("ckpt")).empty());
+  }
+  const std::vector<double> expected = train(make_run(Case{}, kSteps));
+  const std::vector<double> after = train(resume());
+  EXPECT_EQ(bits(after), bits(std::vector<double>(expected.begin() + kStop, expected.end())));
+}
+
+// A place that cannot hold a checkpoint is refused before any rank starts, and a folder that holds
+// something other than a checkpoint is never replaced.
+TEST_F(FsdpCheckpoint, UnusableTargetsAreRefusedBeforeTraining) {
+  fs::create_directories(path("notes"));
+  spit(path("notes") / "todo.txt", "keep me");
+  FsdpRun run = make_run(Case{}, 1);
+  run.run.checkpoint_dir = path("notes").string();
+  EXPECT_TRUE(contains(error_of([&] { train(run); }), "is a folder that holds no checkpoint (no manifest.json) and is "
+                                                      "not empty; refusing to replace it"));
+  EXPECT_EQ(slurp(path("notes") / "todo.txt"), "keep me");
+  run.run.checkpoint_dir = (path("notes") / "todo.txt" / "ckpt").string();  // a parent that is a file
+  EXPECT_TRUE(contains(error_of([&] { train(run); }), "cannot create the folder"));
+  run.run.checkpoint_dir = (path("notes") / "todo.txt").string();
+  EXPECT_TRUE(contains(error_of([&] { train(run); }), "is not a folder (a file or a symbolic link)"));
+  fs::create_directories(path("empty"));  // an empty folder is fine
+  run.run.checkpoint_dir = path("empty").string();
+  train(run);
+  EXPECT_TRUE(fs::exists(path("empty") / "manifest.json"));
+}
+
+// Where the parent folder is not writable (not testable as root, whom permissions do not stop), the
+// save fails before training and the previous checkpoint is untouched.
+TEST_F(FsdpCheckpointErrors, AnUnwritableParentLeavesThePreviousCheckpointIntact) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root writes to read-only folders";
+  const std::map<std::string, std::string> previous = snapshot(path("ckpt"));
+  fs::permissions(path("ckpt").parent_path(), fs::perms::owner_write, fs::perm_options::remove);
+  FsdpRun run = resume();
+  run.run.checkpoint_dir = path("ckpt").string();
+  const std::string e = resume_error(run);
+  fs::permissions(path("ckpt").parent_path(), fs::perms::owner_write, fs::perm_options::add);
+  EXPECT_TRUE(contains(e, "cannot create '")) << e;
+  EXPECT_TRUE(snapshot(path("ckpt")) == previous);
+}
+
+// Ranks wait at a barrier while rank 0 writes the whole model: a run that checkpoints gpt2 124M lets
+// them wait minutes (without it, gpt2-medium at W = 2 failed: "rank 1 waited 5.0 s in barrier"); a tiny
+// model keeps the usual stall timeout.
+TEST(FsdpCheckpointTimeout, GrowsWithWhatRankZeroWrites) {
+  using namespace std::chrono_literals;
+  RunConfig run;
+  run.model = "gpt2";
+  run.preset = "gpt2";
+  BuiltModel small = build_model(run);
+  const auto adamw = checkpoint_wait_timeout(*small.model, {"adamw", 1e-3, 0}, 5000ms);
+  EXPECT_GE(adamw, 190s);  // 124.4M parameters x 4 bytes x (2 + 2 states) x 2 at 20 MB/s: 199 s
+  EXPECT_LT(checkpoint_wait_timeout(*small.model, {"sgd", 1e-3, 0}, 5000ms), adamw);
+  run.preset = "test-tiny";
+  EXPECT_EQ(checkpoint_wait_timeout(*build_model(run).model, {"adamw", 1e-3, 0}, 5000ms), 5000ms);
+}
+
+}  // namespace
+}  // namespace fsdplab
