@@ -152,6 +152,7 @@ int run_training(const RunOptions& options) {
               static_cast<unsigned long long>(run.seed), run.device_preset.c_str());
   std::printf("%s\n", fsdp ? ("FSDP: " + describe(sharded.options, run.world)).c_str()
                            : "single-rank baseline (no FSDP)");
+  if (!run.resume_dir.empty()) std::printf("resume: %s\n", run.resume_dir.c_str());
   const auto on_step = [&](const StepReport& s) {
     constexpr int kBar = 20;
     const int filled = run.steps > 0 ? (s.step + 1) * kBar / run.steps : kBar;
@@ -175,6 +176,7 @@ int run_training(const RunOptions& options) {
     steps = train_baseline(run, presets, on_step, tracing ? &recorders.front() : nullptr);
   }
   if (!run.losses_file.empty()) write_losses(run.losses_file, steps);
+  if (!run.checkpoint_dir.empty()) std::printf("checkpoint: %s (step %d)\n", run.checkpoint_dir.c_str(), run.steps);
   if (tracing) {
     TraceData trace;
     for (const TraceRecorder& r : recorders) trace.append(r.data());
@@ -226,6 +228,13 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder");
   cmd->add_option("--load-init", t.load_init, "Load initial parameters from this folder");
   cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder (gathered whole under FSDP)");
+  auto* checkpoint = cmd->add_option("--checkpoint", t.checkpoint_dir,
+                                     "FSDP: write a training checkpoint (sharded + full) to this folder after the last step");
+  auto* checkpoint_every = cmd->add_option("--checkpoint-every", t.checkpoint_every,
+                                           "FSDP: also write the checkpoint every K steps (needs --checkpoint)")
+                               ->check(CLI::Range(1, 1 << 24));
+  auto* resume = cmd->add_option("--resume", t.resume_dir,
+                                 "FSDP: continue from this checkpoint folder up to --steps in all (may be --checkpoint's)");
   cmd->add_flag("--dry-run", options->dry_run,
                 "FSDP on meta tensors: time and memory only, no numerics (plan 70B on 128 ranks here); prints rank 0's "
                 "memory by ledger tag and the step's simulated time");
@@ -238,8 +247,10 @@ void add_run_command(CLI::App& app) {
                         ->check(CLI::IsMember({"f32", "bf16"}));
   auto* reduce = cmd->add_option("--reduce-dtype", options->reduce_dtype, "FSDP gradient reduction dtype: f32 or bf16")
                      ->check(CLI::IsMember({"f32", "bf16"}));
-  cmd->callback([options, model, world, strategy, hybrid, precision, reduce] {
+  cmd->callback([options, model, world, strategy, hybrid, precision, reduce, checkpoint, checkpoint_every, resume] {
     options->fsdp = strategy->count() + hybrid->count() + precision->count() + reduce->count() > 0;
+    // Training checkpoints are FSDP state (shards and their optimizer state): they make a run an FSDP run.
+    options->fsdp = options->fsdp || checkpoint->count() + checkpoint_every->count() + resume->count() > 0;
     options->fsdp = options->fsdp || options->dry_run;  // a dry run is an FSDP run, at any --world
     if (model->count() > 0) {
       if (world->count() == 0) options->world = 1;
