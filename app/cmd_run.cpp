@@ -3,6 +3,7 @@
 // Today the job is the streams demo (engine/train/stream_demo.hpp); training runs come with the
 // model and FSDP layers. The default job (`fsdplab` alone) is `run --demo streams` on 2 ranks.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <filesystem>
@@ -32,6 +33,11 @@ struct RunOptions {
   std::string precision = "f32";
   std::string reduce_dtype = "f32";
   bool dry_run = false;  // --dry-run: shapes, time and memory only; always an FSDP run
+  std::string prefetch = "backward-pre";
+  int max_inflight = 2;
+  std::string buffers = "alloc";
+  bool mode_given = false;  // training: --mode sync|async (default async); the demo runs both by default
+  bool prefetch_given = false;
   std::string demo = "streams";
   int world = 2;
   std::string mode = "both";
@@ -143,6 +149,15 @@ int run_training(const RunOptions& options) {
     sharded.options.hybrid_group = options.hybrid_group;
     sharded.options.param_dtype = parse_dtype(options.precision);
     sharded.options.reduce_dtype = parse_dtype(options.reduce_dtype);
+    if (options.mode_given) {
+      check(options.mode != "both", "--mode both is for the streams demo; a training run uses one mode: sync or async");
+      sharded.options.mode = parse_overlap_mode(options.mode);
+    }
+    sharded.options.prefetch = parse_prefetch(options.prefetch);
+    if (sharded.options.mode == OverlapMode::sync && !options.prefetch_given)
+      sharded.options.prefetch = parse_prefetch("none");  // the default prefetch is ASYNC's
+    sharded.options.max_inflight = options.max_inflight;
+    sharded.options.buffers = parse_unshard_buffers(options.buffers);
     validate_fsdp_options(sharded.options, run.world);
   }
 
@@ -156,9 +171,11 @@ int run_training(const RunOptions& options) {
   const auto on_step = [&](const StepReport& s) {
     constexpr int kBar = 20;
     const int filled = run.steps > 0 ? (s.step + 1) * kBar / run.steps : kBar;
-    std::printf("[%.*s%.*s] step %*d/%d  loss %.6f  (%.3f ms sim)\n", filled, "####################", kBar - filled,
+    // A dry run computes no values: its loss is NaN, shown as "-".
+    const std::string loss = std::isnan(s.loss) ? std::string("-") : std::to_string(s.loss);
+    std::printf("[%.*s%.*s] step %*d/%d  loss %s  (%.3f ms sim)\n", filled, "####################", kBar - filled,
                 "                    ", static_cast<int>(std::to_string(run.steps).size()), s.step + 1, run.steps,
-                s.loss, ns_to_ms(s.end - s.begin));
+                loss.c_str(), ns_to_ms(s.end - s.begin));
     std::fflush(stdout);
   };
   const bool tracing = !options.trace_path.empty() || !options.trace_dir.empty();
@@ -197,8 +214,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--demo", options->demo, "The demo to run")->check(CLI::IsMember({"streams"}));
   auto* world = cmd->add_option("--world", options->world, "Number of ranks (default: 2 for the demo, 1 for training)")
                     ->check(CLI::Range(1, 1024));
-  cmd->add_option("--mode", options->mode, "sync, async, or both (one step each)")
-      ->check(CLI::IsMember({"sync", "async", "both"}));
+  auto* mode = cmd->add_option("--mode", options->mode,
+                               "sync or async (training; default async), or both (the demo: one step each, its default)")
+                   ->check(CLI::IsMember({"sync", "async", "both"}));
   cmd->add_option("--device-preset", options->device_preset, "Device preset (see `fsdplab presets`)");
   cmd->add_option("--link-preset", options->link_preset, "Link preset; default: the device preset's link");
   cmd->add_option("--presets", options->presets_file, "Preset file to use instead of the built-in one");
@@ -228,6 +246,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder");
   cmd->add_option("--load-init", t.load_init, "Load initial parameters from this folder");
   cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder (gathered whole under FSDP)");
+  cmd->add_flag("--dry-run", options->dry_run,
+                "FSDP on meta tensors: time and memory only, no numerics (plan 70B on 128 ranks here); prints rank 0's "
+                "memory by ledger tag and the step's simulated time");
   auto* checkpoint = cmd->add_option("--checkpoint", t.checkpoint_dir,
                                      "FSDP: write a training checkpoint (sharded + full) to this folder after the last step");
   auto* checkpoint_every = cmd->add_option("--checkpoint-every", t.checkpoint_every,
@@ -235,9 +256,6 @@ void add_run_command(CLI::App& app) {
                                ->check(CLI::Range(1, 1 << 24));
   auto* resume = cmd->add_option("--resume", t.resume_dir,
                                  "FSDP: continue from this checkpoint folder up to --steps in all (may be --checkpoint's)");
-  cmd->add_flag("--dry-run", options->dry_run,
-                "FSDP on meta tensors: time and memory only, no numerics (plan 70B on 128 ranks here); prints rank 0's "
-                "memory by ledger tag and the step's simulated time");
   auto* strategy = cmd->add_option("--strategy", options->strategy,
                                    "FSDP sharding: full, grad_op, hybrid, no_shard, zero1, zero2 (default full)")
                        ->check(CLI::IsMember({"full", "grad_op", "hybrid", "no_shard", "zero1", "zero2"}));
@@ -247,8 +265,27 @@ void add_run_command(CLI::App& app) {
                         ->check(CLI::IsMember({"f32", "bf16"}));
   auto* reduce = cmd->add_option("--reduce-dtype", options->reduce_dtype, "FSDP gradient reduction dtype: f32 or bf16")
                      ->check(CLI::IsMember({"f32", "bf16"}));
-  cmd->callback([options, model, world, strategy, hybrid, precision, reduce, checkpoint, checkpoint_every, resume] {
-    options->fsdp = strategy->count() + hybrid->count() + precision->count() + reduce->count() > 0;
+  auto* prefetch = cmd->add_option("--prefetch", options->prefetch,
+                                   "FSDP ASYNC prefetch: none, forward, backward-pre, backward-post, all, or a comma "
+                                   "list (default backward-pre; none under --mode sync)");
+  auto* inflight = cmd->add_option("--max-inflight", options->max_inflight,
+                                   "FSDP ASYNC rate limit: gathered units allowed at once (default 2; 0: no limit)");
+  auto* accumulate = cmd->add_option("--accumulate", t.accumulate,
+                                     "FSDP gradient accumulation: micro-batches per step, reduced once after the last")
+                         ->check(CLI::Range(1, 1 << 20));
+  auto* wrap = cmd->add_option("--wrap", t.wrap,
+                               "FSDP units: block (per transformer block, default), linear (per Linear and Embedding, "
+                               "as CS336), nested (both), model (one unit)")
+                   ->check(CLI::IsMember({"block", "linear", "nested", "model"}));
+  auto* buffers = cmd->add_option("--buffers", options->buffers,
+                                  "FSDP gathered-parameter memory: alloc (per gather, default) or pool (two buffers, YaFSDP)")
+                      ->check(CLI::IsMember({"alloc", "pool"}));
+  cmd->callback([options, model, world, mode, strategy, hybrid, precision, reduce, prefetch, inflight, accumulate, wrap, buffers,
+                 checkpoint, checkpoint_every, resume] {
+    options->mode_given = mode->count() > 0;
+    options->prefetch_given = prefetch->count() > 0;
+    options->fsdp = strategy->count() + hybrid->count() + precision->count() + reduce->count() + prefetch->count() +
+                        inflight->count() + accumulate->count() + wrap->count() + buffers->count() + (model->count() > 0 ? mode->count() : 0) > 0;
     // Training checkpoints are FSDP state (shards and their optimizer state): they make a run an FSDP run.
     options->fsdp = options->fsdp || checkpoint->count() + checkpoint_every->count() + resume->count() > 0;
     options->fsdp = options->fsdp || options->dry_run;  // a dry run is an FSDP run, at any --world
@@ -256,7 +293,8 @@ void add_run_command(CLI::App& app) {
       if (world->count() == 0) options->world = 1;
       run_training(*options);
     } else {
-      check(!options->fsdp, "--strategy, --hybrid-group, --precision and --reduce-dtype configure FSDP training; "
+      check(!options->fsdp, "--strategy, --hybrid-group, --precision, --reduce-dtype, --prefetch, --max-inflight, "
+            "--accumulate, --wrap and --buffers configure FSDP training; "
             "add --model toy|mlp|gpt2 (the streams demo has its own --dtype)");
       run_streams_demo(*options);
     }

@@ -78,6 +78,15 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         " ranks (each a thread with its own device)");
   validate_fsdp_options(fsdp.options, world);
   check(run.steps >= 0, "--steps ", run.steps, "; expected >= 0");
+  check(run.accumulate >= 1, "--accumulate ", run.accumulate, "; expected the micro-batches per step, >= 1");
+  if (run.accumulate > 1 && run.batch % world == 0) {
+    check(run.batch % (static_cast<std::int64_t>(world) * run.accumulate) == 0, "--accumulate ", run.accumulate,
+          " with --batch ", run.batch, " on ", world, " ranks: each rank's ", run.batch / world,
+          " rows must split evenly into that many micro-batches (expected a divisor of ", run.batch / world, ")");
+  }
+  check(run.accumulate == 1 || fsdp.options.buffers == UnshardBuffers::alloc, "--accumulate ", run.accumulate,
+        " with --buffers pool: accumulation keeps every unit's full gradient between micro-batches, and the pool has "
+        "two gradient buffers; use --buffers alloc");
   check(!fsdp.dry_run || (run.save_init.empty() && run.save_final.empty() && run.load_init.empty()),
         "a dry run has no parameter values to save or load; drop --save-init, --save-final and --load-init");
   check(fsdp.sinks.empty() || fsdp.sinks.size() == static_cast<std::size_t>(world), "train_fsdp: ",
@@ -160,13 +169,23 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
       StepReport report{step, 0, device.host_time(), 0};
       {
         LabelScope scope(device, {step, -1, "forward"});
-        const Batch batch = data.batch(device, step, r, world);
-        const Tensor loss = built.model->forward(ctx, batch);
-        device.set_labels({step, -1, "backward"});
-        built.model->backward(ctx);
+        // Every micro-batch written now, while the device is idle (see the synchronize above).
+        const int micro_batches = run.accumulate;
+        std::vector<Batch> batches;
+        for (int m = 0; m < micro_batches; ++m) batches.push_back(data.batch(device, step, r, world, m, micro_batches));
+        ctx.loss_scale = 1.0f / static_cast<float>(micro_batches);
+        fill(compute, mean_loss, 0);
+        for (int m = 0; m < micro_batches; ++m) {
+          rank.reduce_gradients = m + 1 == micro_batches;  // accumulate unsharded until the last
+          device.set_labels({step, -1, "forward"});
+          const Tensor loss = built.model->forward(ctx, batches[static_cast<std::size_t>(m)]);
+          add(compute, mean_loss, loss, mean_loss);
+          device.set_labels({step, -1, "backward"});
+          built.model->backward(ctx);
+        }
         device.set_labels({step, -1, "optimizer"});
         fsdp.tasks.optimizer->step(*optimizer, sharded.units(), rank);
-        copy(compute, loss, mean_loss);
+        if (micro_batches > 1) scale(compute, mean_loss, ctx.loss_scale, mean_loss);
         comm.all_reduce(compute, mean_loss, ReduceOp::avg);
         device.synchronize();
         report.loss = device.dry_run() ? std::numeric_limits<double>::quiet_NaN() : mean_loss.to_vector()[0];
