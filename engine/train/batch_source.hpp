@@ -1,7 +1,7 @@
 // batch_source.hpp — a step's batch for one rank, as tensors on its device.
 //
 // Wraps the sources of synthetic_data.hpp: regression pairs for toy and mlp, token sequences for
-// gpt2 (synthetic, or read from a token file). Whatever the world size, the global batch of a step
+// gpt2 and llama (synthetic, or read from a token file). Whatever the world size, the global batch of a step
 // is the same and rank r receives rows [r*B/W, (r+1)*B/W), so losses compare across world sizes.
 #pragma once
 #include <memory>

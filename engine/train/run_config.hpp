@@ -8,8 +8,8 @@
 namespace fsdplab {
 
 struct RunConfig {
-  std::string model = "toy";  // toy | mlp | gpt2
-  std::string preset;         // gpt2: a named size (gpt2_preset); empty: "test-tiny"
+  std::string model = "toy";  // toy | mlp | gpt2 | llama
+  std::string preset;         // gpt2, llama: a named size (gpt2_preset, llama_preset); empty: "test-tiny"
   std::int64_t mlp_width = 64;
   int mlp_depth = 4;
   // FSDP's wrap policy (model_factory.hpp): block, linear, nested (both) or model (one unit).
@@ -21,11 +21,11 @@ struct RunConfig {
   // Gradient accumulation (FSDP runs): each rank's rows go through forward and backward in this many
   // micro-batches, gradients summed unsharded and reduced once, after the last (PyTorch's no_sync).
   int accumulate = 1;
-  std::int64_t seq = 0;    // gpt2 tokens per sequence; 0: the model's context length
+  std::int64_t seq = 0;    // gpt2, llama: tokens per sequence; 0: the model's context length
   std::string optimizer = "adamw";
   double lr = 1e-3;
   double momentum = 0;     // sgd only; every other hyper-parameter is PyTorch's default
-  std::string data_file;   // gpt2: a uint16 token file instead of synthetic tokens
+  std::string data_file;   // gpt2, llama: a uint16 token file instead of synthetic tokens
   std::string device_preset = "h100-sxm";
   std::string link_preset;  // empty: the device preset's default link
   std::string losses_file;  // CSV step,loss
