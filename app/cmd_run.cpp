@@ -246,7 +246,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder");
   cmd->add_option("--load-init", t.load_init, "Load initial parameters from this folder");
   cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder (gathered whole under FSDP)");
-  cmd->add_flag("--dry-run", options->dry_run,
+  auto* dry_run_flag = cmd->add_flag("--dry-run", options->dry_run,
                 "FSDP on meta tensors: time and memory only, no numerics (plan 70B on 128 ranks here); prints rank 0's "
                 "memory by ledger tag and the step's simulated time");
   auto* checkpoint = cmd->add_option("--checkpoint", t.checkpoint_dir,
@@ -280,22 +280,24 @@ void add_run_command(CLI::App& app) {
   auto* buffers = cmd->add_option("--buffers", options->buffers,
                                   "FSDP gathered-parameter memory: alloc (per gather, default) or pool (two buffers, YaFSDP)")
                       ->check(CLI::IsMember({"alloc", "pool"}));
-  cmd->callback([options, model, world, mode, strategy, hybrid, precision, reduce, prefetch, inflight, accumulate, wrap, buffers,
-                 checkpoint, checkpoint_every, resume] {
+  // Options that only FSDP training reads: any of them makes a --model run an FSDP run, at any --world.
+  const std::vector<CLI::Option*> fsdp_only = {strategy, hybrid,  precision,  reduce,           prefetch,
+                                               inflight, accumulate, wrap,    buffers,          checkpoint,
+                                               checkpoint_every, resume, dry_run_flag};
+  cmd->callback([options, model, world, mode, prefetch, fsdp_only] {
     options->mode_given = mode->count() > 0;
     options->prefetch_given = prefetch->count() > 0;
-    options->fsdp = strategy->count() + hybrid->count() + precision->count() + reduce->count() + prefetch->count() +
-                        inflight->count() + accumulate->count() + wrap->count() + buffers->count() + (model->count() > 0 ? mode->count() : 0) > 0;
-    // Training checkpoints are FSDP state (shards and their optimizer state): they make a run an FSDP run.
-    options->fsdp = options->fsdp || checkpoint->count() + checkpoint_every->count() + resume->count() > 0;
-    options->fsdp = options->fsdp || options->dry_run;  // a dry run is an FSDP run, at any --world
+    std::string given;
+    for (const CLI::Option* o : fsdp_only)
+      if (o->count() > 0) given += (given.empty() ? "" : ", ") + o->get_name();
     if (model->count() > 0) {
+      // --mode is the demo's too; with --model it configures FSDP.
+      options->fsdp = !given.empty() || mode->count() > 0;
       if (world->count() == 0) options->world = 1;
       run_training(*options);
     } else {
-      check(!options->fsdp, "--strategy, --hybrid-group, --precision, --reduce-dtype, --prefetch, --max-inflight, "
-            "--accumulate, --wrap and --buffers configure FSDP training; "
-            "add --model toy|mlp|gpt2 (the streams demo has its own --dtype)");
+      check(given.empty(), given, " configure", given.find(',') == std::string::npos ? "s" : "",
+            " FSDP training; add --model toy|mlp|gpt2|llama (the streams demo has its own --dtype)");
       run_streams_demo(*options);
     }
   });
