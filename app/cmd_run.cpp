@@ -36,6 +36,7 @@ struct RunOptions {
   std::string prefetch = "backward-pre";
   int max_inflight = 2;
   std::string buffers = "alloc";
+  bool offload = false;
   bool mode_given = false;  // training: --mode sync|async (default async); the demo runs both by default
   bool prefetch_given = false;
   std::string demo = "streams";
@@ -158,6 +159,7 @@ int run_training(const RunOptions& options) {
       sharded.options.prefetch = parse_prefetch("none");  // the default prefetch is ASYNC's
     sharded.options.max_inflight = options.max_inflight;
     sharded.options.buffers = parse_unshard_buffers(options.buffers);
+    sharded.options.offload = options.offload;
     validate_fsdp_options(sharded.options, run.world);
   }
 
@@ -277,13 +279,15 @@ void add_run_command(CLI::App& app) {
                                "FSDP units: block (per transformer block, default), linear (per Linear and Embedding, "
                                "as CS336), nested (both), model (one unit)")
                    ->check(CLI::IsMember({"block", "linear", "nested", "model"}));
+  auto* offload = cmd->add_flag("--offload", options->offload,
+                                "FSDP CPU offload: shards and optimizer state in host memory, the optimizer step on the CPU");
   auto* buffers = cmd->add_option("--buffers", options->buffers,
                                   "FSDP gathered-parameter memory: alloc (per gather, default) or pool (two buffers, YaFSDP)")
                       ->check(CLI::IsMember({"alloc", "pool"}));
   // Options that only FSDP training reads: any of them makes a --model run an FSDP run, at any --world.
   const std::vector<CLI::Option*> fsdp_only = {strategy, hybrid,  precision,  reduce,           prefetch,
                                                inflight, accumulate, wrap,    buffers,          checkpoint,
-                                               checkpoint_every, resume, dry_run_flag};
+                                               checkpoint_every, resume, dry_run_flag, offload};
   cmd->callback([options, model, world, mode, prefetch, fsdp_only] {
     options->mode_given = mode->count() > 0;
     options->prefetch_given = prefetch->count() > 0;

@@ -1,4 +1,5 @@
 // The reference backward (task 4): gather again for backward, reduce the gradients into the shard.
+#include "engine/fsdp/cpu_offload.hpp"
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/tensor/elementwise.hpp"
 
@@ -32,6 +33,7 @@ class ReferenceBackward final : public BackwardTask {
 
     Tensor grads = unit.grad_full;
     std::vector<Tensor> staging;
+    Lane done = Lane::reduce_scatter;  // the stream whose work completes the reduced shard
     const DType reduce_dtype = rank.options.reduce_dtype;
     if (grads.dtype() != reduce_dtype) {
       // MixedPrecision's reduce_dtype: widen the bf16 gradients to f32 before summing W of them.
@@ -51,17 +53,20 @@ class ReferenceBackward final : public BackwardTask {
     } else {
       // Average over the S ranks of the shard group, then over the W / S replicas of this shard:
       // the mean over all W ranks either way.
-      Tensor out = unit.grad_shard;
-      if (reduce_dtype != unit.grad_shard.dtype()) {
-        out = Tensor::empty(device, unit.grad_shard.shape(), reduce_dtype, MemTag::comm_buffer,
+      const Tensor shard = grad_shard_on_device(unit, rank);  // CPU offload: copied to the host below
+      if (!shard.overlaps(unit.grad_shard)) staging.push_back(shard);
+      Tensor out = shard;
+      if (reduce_dtype != shard.dtype()) {
+        out = Tensor::empty(device, shard.shape(), reduce_dtype, MemTag::comm_buffer,
                             unit.name + ".grad_shard_" + std::string(dtype_name(reduce_dtype)), Lane::reduce_scatter);
         staging.push_back(out);
       }
       rank.shard_group.reduce_scatter(stream, grads, out, ReduceOp::avg);
       if (rank.replica_group.world() > 1) rank.replica_group.all_reduce(stream, out, ReduceOp::avg);
-      if (!out.overlaps(unit.grad_shard)) cast(stream, out, unit.grad_shard);
+      if (!out.overlaps(shard)) cast(stream, out, shard);
+      done = finish_grad_shard(unit, rank, shard);
     }
-    device.record(unit.reduced, Lane::reduce_scatter);
+    device.record(unit.reduced, done);
     for (Tensor& t : staging) rank.tasks.overlap->release_staging(std::move(t), unit.reduced, rank);
     rank.tasks.overlap->release_grad(unit, rank);
   }

@@ -1,4 +1,5 @@
 // The reference forward (task 3): unshard before a unit's forward, reshard after.
+#include "engine/fsdp/cpu_offload.hpp"
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/tensor/elementwise.hpp"
 
@@ -58,21 +59,27 @@ class ReferenceForward final : public ForwardTask {
     OpLabels labels = device.labels();
     labels.unit = unit.index;
     const LabelScope scope(device, std::move(labels));
-    Tensor staging;
+    std::vector<Tensor> staging;
     if (unit.replica.defined()) {
       // Replicated strategies hold the whole f32 parameters already: only the cast to param_dtype.
       cast(stream, unit.replica, unit.full);
-    } else if (unit.master.dtype() == unit.full.dtype()) {
-      rank.shard_group.all_gather(stream, unit.master, unit.full);
     } else {
-      // Mixed precision: gather in param_dtype, half the bytes of the f32 master.
-      staging = Tensor::empty(device, unit.master.shape(), unit.full.dtype(), MemTag::comm_buffer,
-                              unit.name + ".shard_" + std::string(dtype_name(unit.full.dtype())), Lane::all_gather);
-      cast(stream, unit.master, staging);
-      rank.shard_group.all_gather(stream, staging, unit.full);
+      const Tensor shard = shard_on_device(unit, rank, "flat_param_shard_device");  // CPU offload: a copy
+      if (!shard.overlaps(unit.master)) staging.push_back(shard);
+      if (shard.dtype() == unit.full.dtype()) {
+        rank.shard_group.all_gather(stream, shard, unit.full);
+      } else {
+        // Mixed precision: gather in param_dtype, half the bytes of the f32 master.
+        const Tensor low = Tensor::empty(device, shard.shape(), unit.full.dtype(), MemTag::comm_buffer,
+                                         unit.name + ".shard_" + std::string(dtype_name(unit.full.dtype())),
+                                         Lane::all_gather);
+        cast(stream, shard, low);
+        rank.shard_group.all_gather(stream, low, unit.full);
+        staging.push_back(low);
+      }
     }
     device.record(unit.gathered, Lane::all_gather);
-    if (staging.defined()) rank.tasks.overlap->release_staging(staging, unit.gathered, rank);
+    for (Tensor& t : staging) rank.tasks.overlap->release_staging(std::move(t), unit.gathered, rank);
   }
 };
 

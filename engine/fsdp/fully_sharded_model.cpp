@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/fsdp/cpu_offload.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
@@ -122,6 +123,8 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, std::span<con
   const int me = rank.shard_group.rank();
   Device& device = rank.device;
   const std::vector<UnitPlan> plans = plan_units(model, unit_kinds);
+  // CPU offload: the f32 shards live in pinned host memory (the optimizer state follows them).
+  const Lane shard_lane = options.offload ? Lane::host : Lane::compute;
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const UnitPlan& plan = plans[i];
     auto unit = std::make_unique<FsdpUnit>();
@@ -142,7 +145,8 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, std::span<con
       unit->replica = Tensor::empty(device, {padded}, DType::f32, whole_param_tag, unit->name + ".flat_param");
       unit->master = unit->replica.view(me * shard, chunk_shape).set_name(unit->name + ".flat_param_shard");
     } else {
-      unit->master = Tensor::empty(device, chunk_shape, DType::f32, MemTag::param_shard, unit->name + ".flat_param_shard");
+      unit->master = Tensor::empty(device, chunk_shape, DType::f32, MemTag::param_shard, unit->name + ".flat_param_shard",
+                                   shard_lane);
     }
     unit->full = unit->replica.defined() && options.param_dtype == DType::f32
                      ? unit->replica
@@ -152,7 +156,8 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, std::span<con
       unit->grad_replica = Tensor::empty(device, {padded}, DType::f32, whole_grad_tag, unit->name + ".flat_grad");
       unit->grad_shard = unit->grad_replica.view(me * shard, chunk_shape).set_name(unit->name + ".flat_grad_shard");
     } else {
-      unit->grad_shard = Tensor::empty(device, chunk_shape, DType::f32, MemTag::grad_shard, unit->name + ".flat_grad_shard");
+      unit->grad_shard = Tensor::empty(device, chunk_shape, DType::f32, MemTag::grad_shard, unit->name + ".flat_grad_shard",
+                                       shard_lane);
     }
     unit->grad_full = unit->grad_replica.defined() && options.param_dtype == DType::f32
                           ? unit->grad_replica
@@ -246,7 +251,9 @@ void FullyShardedModel::with_full_parameters(const std::function<void()>& body) 
     if (!flat.defined()) {
       flat = Tensor::empty(device, {unit->layout.padded_numel}, DType::f32, MemTag::param_full,
                            unit->name + ".flat_param_f32", Lane::all_gather);
-      rank_.shard_group.all_gather(rank_.all_gather_stream(), unit->master, flat);
+      const Tensor shard = shard_on_device(*unit, rank_, "flat_param_shard_device");
+      rank_.shard_group.all_gather(rank_.all_gather_stream(), shard, flat);
+      if (!shard.overlaps(unit->master)) whole.push_back(shard);  // kept until the synchronize below
     }
     rank_.tasks.flat_parameter->point_views(unit->layout, flat, &Parameter::value);
     whole.push_back(flat);

@@ -160,20 +160,27 @@ TagBytes fsdp_memory(const FsdpMemoryInput& in) {
 
   TagBytes bytes{};
   const auto at = [&](MemTag tag) -> std::int64_t& { return bytes[static_cast<std::size_t>(tag)]; };
-  at(MemTag::param_shard) = param_replica_full ? 0 : 4 * shards;
+  // CPU offload keeps the f32 shards and the optimizer state in host memory (Device::host_ledger).
+  const std::int64_t on_device = in.options.offload ? 0 : 1;
+  at(MemTag::param_shard) = param_replica_full ? 0 : 4 * shards * on_device;
   at(MemTag::param_full) = (parameters_replicated(strategy) && f32 ? 0 : p * in_flight) +
                            (param_replica_full ? 4 * all : 0);
-  at(MemTag::grad_shard) = grad_replica_full ? 0 : 4 * shards;
+  at(MemTag::grad_shard) = grad_replica_full ? 0 : 4 * shards * on_device;
   at(MemTag::grad_full) = (gradients_replicated(strategy) && f32 ? 0 : p * (root + largest_other)) +
                           (grad_replica_full ? 4 * all : 0);
-  at(MemTag::optim_state) = 4 * in.optimizer_states * shards;
+  at(MemTag::optim_state) = 4 * in.optimizer_states * shards * on_device;
   std::int64_t staging = 0;
+  const std::int64_t offload_copy = in.options.offload ? 4 : 0;  // a shard's f32 device copy, per element
   for (const UnitSize& u : in.units) {
-    if (!parameters_replicated(strategy) && !f32) staging = std::max(staging, p * u.shard_numel);
+    // A gather: the offloaded shard's device copy, and its bf16 cast.
+    const std::int64_t bf16_shard = !parameters_replicated(strategy) && !f32 ? p * u.shard_numel : 0;
+    staging = std::max(staging, offload_copy * u.shard_numel + bf16_shard);
+    // A reduction: the widened gradients or the bf16 output, beside the offloaded shard's device copy.
+    std::int64_t reduce = offload_copy * u.shard_numel;
     if (!gradients_replicated(strategy) && in.options.param_dtype != in.options.reduce_dtype)
-      staging = std::max(staging, r * u.padded_numel);
-    if (!gradients_replicated(strategy) && in.options.reduce_dtype != DType::f32)
-      staging = std::max(staging, r * u.shard_numel);
+      reduce += r * u.padded_numel;
+    if (!gradients_replicated(strategy) && in.options.reduce_dtype != DType::f32) reduce += r * u.shard_numel;
+    staging = std::max(staging, reduce);
   }
   at(MemTag::comm_buffer) = staging;
   at(MemTag::activation) = in.model.activation;

@@ -24,10 +24,14 @@
 //                                     time; none for no_shard/zero1 in f32 (backward writes the replica)
 //              + 4·ΣP                 zero1 at W > 1: the whole reduced gradient
 //   optim_state  k·4·ΣZ
+//                (param_shard, grad_shard and optim_state are 0 on the device under CPU offload: they
+//                live in host memory, Device::host_ledger)
 //   comm_buffer  max over u of        p·Z_u  bf16 staging of a sharded gather
 //                                     4·P_u  bf16 gradients widened to f32 before a reduce-scatter
 //                                     r·Z_u  a bf16 reduce-scatter's output before the f32 grad shard
 //                                     (one at a time: each is freed before the next collective)
+//                 + 4·Z_u under CPU offload: the shard's f32 device copy beside the gather's or
+//                                     the reduction's staging
 //   activation   the model's activation peak on one rank's micro-batch (gpt2_memory, llama_memory)
 //   workspace    the model's workspace (gpt2_memory; llama none) + 4 (the trainer's loss mean over ranks)
 //

@@ -14,7 +14,14 @@ class ReferenceShardedOptimizer final : public ShardedOptimizerTask {
   }
 
   void step(Optimizer& optimizer, std::span<FsdpUnit* const> units, FsdpRank& rank) const override {
-    optimizer.step(rank.compute());
+    if (rank.options.offload) {
+      // CPU offload: the CPU steps on the host shards, once the copies of the gradients have landed.
+      for (const FsdpUnit* unit : units)
+        if (unit->reduced.recorded()) rank.device.synchronize(unit->reduced);
+      optimizer.step(rank.device.stream(Lane::host));
+    } else {
+      optimizer.step(rank.compute());
+    }
     const bool zero = rank.options.strategy == ShardingStrategy::zero1 || rank.options.strategy == ShardingStrategy::zero2;
     if (!zero || rank.shard_group.world() == 1) return;
     // ZeRO: each rank updated only its chunk of the whole parameters; gathering the chunks in place

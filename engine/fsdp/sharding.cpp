@@ -108,6 +108,9 @@ void validate_fsdp_options(const FsdpOptions& options, int world) {
         "--buffers pool with --strategy ", strategy_name(options.strategy),
         ": the two-buffer pool lets even and odd units take turns, which needs units freed after their "
         "forward; use --strategy full or hybrid, or --buffers alloc");
+  check(!options.offload || !parameters_replicated(options.strategy), "--offload with --strategy ",
+        strategy_name(options.strategy), ": CPU offload moves the shards to the host, and this strategy keeps the whole "
+        "parameters on the device; use --strategy full, grad_op or hybrid");
 }
 
 int shard_group_size(const FsdpOptions& options, int world) {
@@ -140,6 +143,7 @@ std::string describe(const FsdpOptions& options, int world) {
            : options.max_inflight == 0             ? std::string("no in-flight limit")
                                                    : std::to_string(options.max_inflight) + " in flight";
   }
+  if (options.offload) out += ", CPU offload";
   return out;
 }
 

@@ -72,13 +72,18 @@ struct FsdpOptions {
   // gather. 0: no limit (PyTorch's limit_all_gathers=False).
   int max_inflight = 2;
   UnshardBuffers buffers = UnshardBuffers::alloc;
+  // CPU offload (PyTorch's CPUOffload(offload_params=True)): the f32 master and gradient shards and
+  // the optimizer state live in pinned host memory; each gather starts with a host-to-device copy of
+  // the shard, each reduction ends with a device-to-host copy, both on the memcpy stream, and the
+  // optimizer steps on the CPU. Sharded strategies only (full, grad_op, hybrid).
+  bool offload = false;
 };
 
 // An Error, before any rank starts, for a combination that cannot run on `world` ranks: world < 1,
 // a hybrid group that is not given or does not divide W, dtypes other than f32 and bf16, or a bf16
 // reduction of f32 gradients (reducing below the precision they were computed in loses bits for nothing),
-// prefetch in SYNC mode, a negative --max-inflight, or the two-buffer pool with a strategy that keeps
-// units gathered from forward to backward.
+// prefetch in SYNC mode, a negative --max-inflight, the two-buffer pool with a strategy that keeps
+// units gathered from forward to backward, or CPU offload with a replicated strategy.
 void validate_fsdp_options(const FsdpOptions& options, int world);
 
 // S: how many ranks share one unit's shards.

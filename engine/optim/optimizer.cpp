@@ -6,9 +6,10 @@
 namespace fsdplab {
 namespace {
 
-// A zeroed state tensor beside `t`, on the stream the updates will run on.
+// A zeroed state tensor beside `t` (in host memory when `t` is: CPU offload), on the stream the updates
+// will run on.
 Tensor zeroed_state(const Tensor& t, const std::string& name, Stream stream) {
-  Tensor state = Tensor::empty(t.device(), t.shape(), DType::f32, MemTag::optim_state, name);
+  Tensor state = Tensor::empty(t.device(), t.shape(), DType::f32, MemTag::optim_state, name, t.storage().stream());
   fill(stream, state, 0);
   return state;
 }
@@ -38,7 +39,7 @@ Sgd::Sgd(std::vector<OptimTarget> targets, SgdOptions options) : Optimizer(std::
     for (const OptimTarget& t : targets_) {
       // sgd_update initialises the buffer on step 1, so it needs no zeroing.
       momentum_.push_back(Tensor::empty(t.param.device(), t.param.shape(), DType::f32, MemTag::optim_state,
-                                        t.name + ".momentum_buffer"));
+                                        t.name + ".momentum_buffer", t.param.storage().stream()));
     }
   }
 }
@@ -63,7 +64,8 @@ std::map<std::string, double> Sgd::hyper_parameters() const {
 
 AdamW::AdamW(std::vector<OptimTarget> targets, AdamWOptions options) : Optimizer(std::move(targets)), options_(options) {
   for (const OptimTarget& t : targets_) {
-    const Stream stream = t.param.device().stream(Lane::compute);
+    // Zeroed where the updates run: the compute stream, or the host for offloaded parameters.
+    const Stream stream = t.param.device().stream(t.param.storage().stream() == Lane::host ? Lane::host : Lane::compute);
     m_.push_back(zeroed_state(t.param, t.name + ".exp_avg", stream));
     v_.push_back(zeroed_state(t.param, t.name + ".exp_avg_sq", stream));
   }

@@ -34,6 +34,8 @@ class CostModel {
   SimTime collective(OpCategory category, std::int64_t full_bytes, int world) const;
   // A copy between host and device memory.
   SimTime host_copy(std::int64_t bytes) const;
+  // CPU work (an offloaded optimizer step): bound by the host's arithmetic or its memory bandwidth.
+  SimTime host_compute(const OpCost& cost) const;
   SimTime launch_overhead() const;
 
   const DevicePreset& device() const { return device_; }

@@ -93,7 +93,9 @@ class Device {
   Stream stream(Lane lane) { return Stream{this, lane}; }
 
   // ---- streams and events -------------------------------------------------------------------
-  // Issues an op on `lane`'s stream. `body` computes its numerics (skipped on a dry run).
+  // Issues an op on `lane`'s stream. `body` computes its numerics (skipped on a dry run). On
+  // `Lane::host` the op is CPU work (an offloaded optimizer step): it runs on the host's cursor, which it
+  // advances by its duration on the host's cost model.
   virtual OpId launch(Lane lane, OpSpec spec, const std::function<void()>& body) = 0;
   // When an op of `category` launched now on `lane` could start: collectives agree on the max over
   // their ranks. A collective also waits for the rank's link (sim_device.hpp).
@@ -112,10 +114,13 @@ class Device {
   virtual void host_access(const Access& access, bool write, const std::string& what) = 0;
 
   // ---- memory ---------------------------------------------------------------------------------
-  // Memory for work on `stream` (its pool of cached blocks; see Block).
+  // Memory for work on `stream` (its pool of cached blocks; see Block). `Lane::host` gives pinned host
+  // memory (CPU offload): counted in host_ledger(), not against the device's capacity; only host ops
+  // and the host<->device copies (tensor/host_copy.hpp) may touch it.
   virtual Allocation allocate(std::int64_t bytes, MemTag tag, Lane stream = Lane::compute) = 0;
   const MemoryLedger& ledger() const { return ledger_; }
   MemoryLedger& ledger() { return ledger_; }
+  const MemoryLedger& host_ledger() const { return host_ledger_; }
 
   // ---- labels, trace, op log --------------------------------------------------------------------
   const OpLabels& labels() const { return labels_; }
@@ -137,6 +142,7 @@ class Device {
 
   int rank_;
   MemoryLedger ledger_;
+  MemoryLedger host_ledger_;
   OpLabels labels_;
   std::vector<TraceSink*> sinks_;
   std::vector<OpRecord> ops_;

@@ -71,6 +71,7 @@ void SimDevice::check_and_commit(const std::vector<Access>& accesses, bool write
 }
 
 OpId SimDevice::launch(Lane lane, OpSpec spec, const std::function<void()>& body) {
+  if (lane == Lane::host) return launch_on_host(std::move(spec), body);
   StreamState& s = state(lane);
   const SimTime issued = host_ + cost_.launch_overhead();
   const bool on_link = is_communication(spec.category);
@@ -109,6 +110,34 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const std::function<void()>& body
         record.bytes_moved > 0 ? record.bytes_moved : static_cast<std::int64_t>(record.cost.bytes);
     emit(TraceEvent{rank_, lane, record.name, record.category, record.labels.step, record.labels.unit,
                     record.labels.phase, begin, end, bytes, record.cost.flops, id, record.deps});
+  }
+  if (keep_op_log_) ops_.push_back(std::move(record));
+  return id;
+}
+
+// CPU work: starts now on the host's cursor and holds the host for its duration, as a CPU optimizer
+// step holds the Python thread; ordered after everything the host has seen.
+OpId SimDevice::launch_on_host(OpSpec spec, const std::function<void()>& body) {
+  const SimTime begin = host_;
+  const SimTime duration = spec.duration >= 0 ? spec.duration : cost_.host_compute(spec.cost);
+  VectorClock clock = host_clock_;
+  clock[lane_index(Lane::host)] += 1;
+  const Accessor who{next_op_, spec.name, Lane::host, clock[lane_index(Lane::host)], begin, begin + duration};
+  check_and_commit(spec.reads, false, who, clock, false);
+  check_and_commit(spec.writes, true, who, clock, false);
+  if (!options_.dry_run && body) body();
+  const OpId id = next_op_++;
+  host_ = begin + duration;
+  host_clock_ = clock;
+  check_and_commit(spec.reads, false, who, clock, true);
+  check_and_commit(spec.writes, true, who, clock, true);
+  OpRecord record{id,    std::move(spec.name), spec.category,    Lane::host, labels_,
+                  begin, begin,                host_,            spec.cost,  spec.bytes_moved,
+                  {},    std::move(spec.reads), std::move(spec.writes)};
+  if (!sinks_.empty()) {
+    emit(TraceEvent{rank_, Lane::host, record.name, OpCategory::host, record.labels.step, record.labels.unit,
+                    record.labels.phase, begin, host_, static_cast<std::int64_t>(record.cost.bytes), record.cost.flops,
+                    id, {}});
   }
   if (keep_op_log_) ops_.push_back(std::move(record));
   return id;
@@ -180,12 +209,13 @@ void SimDevice::host_access(const Access& access, bool write, const std::string&
 }
 
 Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
-  check(stream != Lane::host, "rank ", rank_, ": allocation for the host lane; memory belongs to a stream");
   auto& pool = free_blocks_[lane_index(stream)];
   check(bytes >= 0, "rank ", rank_, ": allocation of ", bytes, " bytes tagged ", mem_tag_name(tag),
         "; expected a size >= 0");
+  const bool host = stream == Lane::host;
+  MemoryLedger& ledger = host ? host_ledger_ : ledger_;
   const double capacity = cost_.device().memory_bytes;
-  if (static_cast<double>(ledger_.live_total() + bytes) > capacity) {
+  if (!host && static_cast<double>(ledger_.live_total() + bytes) > capacity) {
     fail("rank ", rank_, ": out of memory allocating ", bytes, " bytes tagged ", mem_tag_name(tag), ": ",
          ledger_.live_total(), " bytes live of ", static_cast<std::int64_t>(capacity), " on ",
          cost_.device().name);
@@ -218,8 +248,8 @@ Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
   block->generation += 1;
   block->live = true;
   ++live_blocks_;
-  ledger_.on_alloc(tag, bytes, host_);
-  if (!sinks_.empty()) emit(CounterSample{rank_, host_, tag, ledger_.live(tag), ledger_.live_total()});
+  ledger.on_alloc(tag, bytes, host_);
+  if (!host && !sinks_.empty()) emit(CounterSample{rank_, host_, tag, ledger_.live(tag), ledger_.live_total()});
   return Allocation(this, block);
 }
 
@@ -227,8 +257,11 @@ void SimDevice::free(Block* block) {
   block->live = false;
   --live_blocks_;
   free_blocks_[lane_index(block->stream)].emplace(block->capacity, block);
-  ledger_.on_free(block->tag, block->bytes, host_);
-  if (!sinks_.empty()) emit(CounterSample{rank_, host_, block->tag, ledger_.live(block->tag), ledger_.live_total()});
+  const bool host = block->stream == Lane::host;
+  (host ? host_ledger_ : ledger_).on_free(block->tag, block->bytes, host_);
+  if (!host && !sinks_.empty()) {
+    emit(CounterSample{rank_, host_, block->tag, ledger_.live(block->tag), ledger_.live_total()});
+  }
 }
 
 }  // namespace fsdplab

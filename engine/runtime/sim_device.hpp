@@ -63,6 +63,7 @@ class SimDevice final : public Device {
   const StreamState& state(Lane lane) const;
   Block& live_block(BlockId id, const std::string& op_name);
   std::array<VectorClock, kLaneCount> lane_clocks() const;
+  OpId launch_on_host(OpSpec spec, const std::function<void()>& body);
   void check_and_commit(const std::vector<Access>& accesses, bool write, const Accessor& who,
                         const VectorClock& clock, bool commit);
 
@@ -81,7 +82,7 @@ class SimDevice final : public Device {
   };
   std::vector<std::unique_ptr<OwnedBlock>> blocks_;
   std::unordered_map<BlockId, Block*> by_id_;
-  std::array<std::multimap<std::int64_t, Block*>, kStreamCount> free_blocks_;  // per stream, by capacity
+  std::array<std::multimap<std::int64_t, Block*>, kLaneCount> free_blocks_;  // per stream (and host), by capacity
   std::int64_t live_blocks_ = 0;
 };
 

@@ -15,6 +15,14 @@ void collect(Stream stream, const std::string& op, std::initializer_list<const T
     if (!(&t->device() == stream.device))
       fail(op, ": operand ", t->describe(), " lives on rank ", t->device().rank(), " but the op is launched on rank ",
            stream.device->rank());
+    // Device kernels cannot touch pageable host memory nor the CPU device memory: only the copies of
+    // host_copy.hpp cross, so an offloaded buffer used on the wrong side is an error here, not a wrong number.
+    const bool on_host = t->storage().stream() == Lane::host;
+    if (on_host != (stream.lane == Lane::host))
+      fail(op, ": operand ", t->describe(), on_host ? " is in host memory but the op runs on stream "
+                                                    : " is in device memory but the op runs on the host (",
+           on_host ? std::string(lane_name(stream.lane)) : std::string("CPU work)"),
+           "; copy it across first (copy_to_device / copy_to_host)");
     if (t->numel() > 0) out.push_back(t->access());
   }
 }

@@ -36,6 +36,8 @@ class Storage {
   std::int64_t bytes() const { return bytes_; }
   MemTag tag() const { return tag_; }
   const std::string& name() const { return name_; }
+  // The stream the memory is for; Lane::host for pinned host memory (CPU offload).
+  Lane stream() const { return stream_; }
 
   bool allocated() const { return static_cast<bool>(allocation_); }
   // Gives the memory back to the device (stream-ordered); views keep their shape.
