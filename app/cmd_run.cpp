@@ -39,6 +39,7 @@ struct RunOptions {
   bool offload = false;
   bool mode_given = false;  // training: --mode sync|async (default async); the demo runs both by default
   bool prefetch_given = false;
+  bool batch_given = false;
   std::string demo = "streams";
   int world = 2;
   std::string mode = "both";
@@ -141,6 +142,8 @@ int run_training(const RunOptions& options) {
   run.link_preset = options.link_preset;
   run.world = options.world;
   run.trace_file = options.trace_path;
+  // A dry run plans a world: without --batch, one row (sequence) per rank rather than the default 8.
+  if (options.dry_run && !options.batch_given) run.batch = run.world;
   const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
   const bool fsdp = options.fsdp || run.world > 1;
   FsdpRun sharded;
@@ -237,7 +240,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--mlp-depth", t.mlp_depth, "mlp: number of blocks")->check(CLI::Range(1, 1024));
   cmd->add_option("--steps", t.steps, "Training steps")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--seed", t.seed, "Seed of the initialisation and the synthetic data");
-  cmd->add_option("--batch", t.batch, "Global rows (gpt2: sequences) per step")->check(CLI::Range(1, 1 << 20));
+  auto* batch = cmd->add_option("--batch", t.batch, "Global rows (sequences) per step (default 8; a dry run: one per rank)")
+                    ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seq", t.seq, "gpt2: tokens per sequence (default: the model's context)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--optimizer", t.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
@@ -288,8 +292,9 @@ void add_run_command(CLI::App& app) {
   const std::vector<CLI::Option*> fsdp_only = {strategy, hybrid,  precision,  reduce,           prefetch,
                                                inflight, accumulate, wrap,    buffers,          checkpoint,
                                                checkpoint_every, resume, dry_run_flag, offload};
-  cmd->callback([options, model, world, mode, prefetch, fsdp_only] {
+  cmd->callback([options, model, world, mode, prefetch, batch, fsdp_only] {
     options->mode_given = mode->count() > 0;
+    options->batch_given = batch->count() > 0;
     options->prefetch_given = prefetch->count() > 0;
     std::string given;
     for (const CLI::Option* o : fsdp_only)

@@ -212,6 +212,17 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, cons
   std::printf("%-12s %10.3f %10s\n", "sum of tags", size(sum), formula_total);
   std::printf("%-12s %10.3f %10s   the total at its peak (tags peak at different moments)\n", "peak total",
               size(peak_total_), "");
+  const DevicePreset& device = presets.device(run.device_preset);
+  const double capacity = device.memory_bytes;
+  if (static_cast<double>(peak_total_) > capacity) {
+    std::printf("DOES NOT FIT: the peak total is %.3f GB, %.3f GB more than the %s's %.0f GB (a real run stops with\n"
+                "out of memory); fewer tokens per rank (--batch, --seq), more ranks, or bf16 (--precision) would shrink it.\n",
+                static_cast<double>(peak_total_) / 1e9, (static_cast<double>(peak_total_) - capacity) / 1e9,
+                device.name.c_str(), capacity / 1e9);
+  } else {
+    std::printf("fits: the peak total is %.1f%% of the %s's %.0f GB\n", 100.0 * static_cast<double>(peak_total_) / capacity,
+                device.name.c_str(), capacity / 1e9);
+  }
   std::printf("formula: engine/fsdp/memory_model.hpp, the SYNC schedule (each buffer freed when its task returns); ASYNC\n"
               "also holds the units its prefetch and --max-inflight allow, and parks freed buffers until their last\n"
               "user is done%s.\n",
@@ -222,7 +233,6 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, cons
     std::printf(" step %d %.3f ms%s", steps[i].step + 1, ns_to_ms(steps[i].end - steps[i].begin),
                 i + 1 < std::min<std::size_t>(steps.size(), 5) ? "," : "");
   if (steps.size() > 5) std::printf(" ...");
-  const DevicePreset& device = presets.device(run.device_preset);
   std::printf("  (%s, link %s)\n", device.name.c_str(), presets.link_for(device, run.link_preset).name.c_str());
   std::printf("wall time: %.2f s on this host\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());

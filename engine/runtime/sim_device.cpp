@@ -215,7 +215,9 @@ Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
   const bool host = stream == Lane::host;
   MemoryLedger& ledger = host ? host_ledger_ : ledger_;
   const double capacity = cost_.device().memory_bytes;
-  if (!host && static_cast<double>(ledger_.live_total() + bytes) > capacity) {
+  // A dry run plans: it goes on past the device's capacity so its report can say by how much a
+  // configuration does not fit, instead of stopping at the first allocation that does not.
+  if (!host && !options_.dry_run && static_cast<double>(ledger_.live_total() + bytes) > capacity) {
     fail("rank ", rank_, ": out of memory allocating ", bytes, " bytes tagged ", mem_tag_name(tag), ": ",
          ledger_.live_total(), " bytes live of ", static_cast<std::int64_t>(capacity), " on ",
          cost_.device().name);
