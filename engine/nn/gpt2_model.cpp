@@ -77,9 +77,6 @@ Gpt2Config gpt2_preset(std::string_view name) {
 
 namespace {
 
-// Linear and LayerNorm work on rows: [B, T, C] -> [B*T, C], a view.
-Tensor as_rows(const Tensor& x) { return x.reshape({x.numel() / x.dim(-1), x.dim(-1)}); }
-
 constexpr ParamInit kWeightInit{ParamInit::Kind::normal, 0, kGpt2InitStd};
 constexpr ParamInit kZero{ParamInit::Kind::constant, 0, 0};
 // attn.c_proj and mlp.c_proj write into the residual stream: scaled down with depth.

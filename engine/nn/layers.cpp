@@ -8,19 +8,8 @@
 #include "engine/tensor/matmul.hpp"
 
 namespace fsdplab {
-namespace {
 
-// The parameter's value, which must have been materialised (by the trainer or by FSDP) by now.
-const Tensor& value_of(const Parameter& p) {
-  check(p.value.defined(), "parameter '", p.name, "' has no value: materialise the model before running it");
-  return p.value;
-}
-const Tensor& grad_of(const Parameter& p) {
-  check(p.grad.defined(), "parameter '", p.name, "' has no gradient buffer: the trainer provides one before backward");
-  return p.grad;
-}
-
-}  // namespace
+Tensor as_rows(const Tensor& x) { return x.reshape({x.numel() / x.dim(-1), x.dim(-1)}); }
 
 ParamInit linear_default_init(std::int64_t fan_in) {
   const float bound = linear_default_bound(fan_in);

@@ -14,6 +14,9 @@ namespace fsdplab {
 // its state dict load into the original model unchanged.
 enum class WeightLayout { out_in, in_out };
 
+// Linear and the norms work on rows: [B, T, C] -> [B*T, C], a view.
+Tensor as_rows(const Tensor& x);
+
 // PyTorch's default nn.Linear initialisation of weight and bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
 ParamInit linear_default_init(std::int64_t fan_in);
 

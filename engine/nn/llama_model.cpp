@@ -96,9 +96,6 @@ std::int64_t llama_parameter_count(const LlamaConfig& c) {
 
 namespace {
 
-// Linear and RMSNorm work on rows: [B, T, C] -> [B*T, C], a view.
-Tensor as_rows(const Tensor& x) { return x.reshape({x.numel() / x.dim(-1), x.dim(-1)}); }
-
 constexpr float kInitStd = 0.02f;  // LlamaConfig.initializer_range
 const ParamInit kWeightInit = ParamInit::normal(0, kInitStd);
 
@@ -109,14 +106,6 @@ Tensor zeroed(RunContext& ctx, Shape shape, std::string name) {
   return t;
 }
 
-const Tensor& value_of(const Parameter& p) {
-  check(p.value.defined(), "parameter '", p.name, "' has no value: materialise the model before running it");
-  return p.value;
-}
-const Tensor& grad_of(const Parameter& p) {
-  check(p.grad.defined(), "parameter '", p.name, "' has no gradient buffer: the trainer provides one before backward");
-  return p.grad;
-}
 
 // LlamaRMSNorm: weight [C], initialised to 1. Keeps its input and each row's rstd for the backward.
 class LlamaRmsNorm final : public Module {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/nn/counter_rng.hpp"
+#include "engine/runtime/error.hpp"
 
 namespace fsdplab {
 
@@ -18,6 +19,16 @@ void ParamInit::fill(std::span<float> out, std::uint64_t seed, std::string_view 
       std::fill(out.begin(), out.end(), a);
       return;
   }
+}
+
+const Tensor& value_of(const Parameter& p) {
+  check(p.value.defined(), "parameter '", p.name, "' has no value: materialise the model before running it");
+  return p.value;
+}
+
+const Tensor& grad_of(const Parameter& p) {
+  check(p.grad.defined(), "parameter '", p.name, "' has no gradient buffer: the trainer provides one before backward");
+  return p.grad;
 }
 
 }  // namespace fsdplab

@@ -42,4 +42,9 @@ struct Parameter {
   std::int64_t numel() const { return shape_numel(shape); }
 };
 
+// The parameter's value and gradient buffer as an op may use them: an Error naming the parameter when
+// it has not been materialised (by the trainer or FSDP) or given a gradient buffer yet.
+const Tensor& value_of(const Parameter& p);
+const Tensor& grad_of(const Parameter& p);
+
 }  // namespace fsdplab
