@@ -221,9 +221,7 @@ void bench_overlap(const OverlapBenchOptions& bench) {
   async.max_inflight = bench.max_inflight;
   async.buffers = parse_unshard_buffers(bench.buffers);
   validate_fsdp_options(async, bench.world);
-  FsdpOptions sync = async;
-  sync.mode = OverlapMode::sync;
-  sync.prefetch = parse_prefetch("none");
+  FsdpOptions sync = sync_schedule(async);
   sync.buffers = UnshardBuffers::alloc;
 
   RunConfig probe_run;

@@ -124,11 +124,9 @@ MemoryRow measure_memory(std::string label, const MemoryBenchOptions& bench, int
   fsdp.run.batch = bench.micro_batch * world;
   fsdp.run.seq = bench.seq;
   fsdp.run.steps = 1;  // nothing accumulates across steps (tests/integration/test_fsdp_memory.cpp runs two)
-  fsdp.options = options;
   // SYNC: every buffer is freed when its task returns, the schedule the formula describes (ASYNC adds up
   // to --max-inflight gathered units and buffers parked until their last user is done).
-  fsdp.options.mode = OverlapMode::sync;
-  fsdp.options.prefetch = PrefetchPolicy{false, BackwardPrefetch::none};
+  fsdp.options = sync_schedule(options);
   fsdp.dry_run = true;
   MemoryRow row{std::move(label)};
   std::mutex mutex;

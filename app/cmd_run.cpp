@@ -159,7 +159,7 @@ int run_training(const RunOptions& options) {
     }
     sharded.options.prefetch = parse_prefetch(options.prefetch);
     if (sharded.options.mode == OverlapMode::sync && !options.prefetch_given)
-      sharded.options.prefetch = parse_prefetch("none");  // the default prefetch is ASYNC's
+      sharded.options = sync_schedule(sharded.options);  // the default prefetch is ASYNC's
     sharded.options.max_inflight = options.max_inflight;
     sharded.options.buffers = parse_unshard_buffers(options.buffers);
     sharded.options.offload = options.offload;

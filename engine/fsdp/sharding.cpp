@@ -79,6 +79,12 @@ UnshardBuffers parse_unshard_buffers(std::string_view name) {
   fail("unknown --buffers '", name, "'; expected alloc (the caching allocator, per gather) or pool (two buffers, YaFSDP)");
 }
 
+FsdpOptions sync_schedule(FsdpOptions options) {
+  options.mode = OverlapMode::sync;
+  options.prefetch = PrefetchPolicy{false, BackwardPrefetch::none};
+  return options;
+}
+
 void validate_fsdp_options(const FsdpOptions& options, int world) {
   check(world >= 1, "--world ", world, "; expected at least 1 rank");
   if (options.strategy == ShardingStrategy::hybrid_shard) {

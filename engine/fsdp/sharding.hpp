@@ -79,6 +79,9 @@ struct FsdpOptions {
   bool offload = false;
 };
 
+// `options` under SYNC: every collective blocks compute, so nothing is fetched ahead (no prefetch).
+FsdpOptions sync_schedule(FsdpOptions options);
+
 // An Error, before any rank starts, for a combination that cannot run on `world` ranks: world < 1,
 // a hybrid group that is not given or does not divide W, dtypes other than f32 and bf16, or a bf16
 // reduction of f32 gradients (reducing below the precision they were computed in loses bits for nothing),

@@ -1,9 +1,14 @@
-// fsdp_runs.hpp — what the FSDP integration tests share: a small GPT-2 run, its losses, its refusal.
+// fsdp_runs.hpp — what the FSDP integration tests share: a small GPT-2 run, its losses, its saved
+// parameters, its refusal.
 #pragma once
+#include <cstring>
+#include <filesystem>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/run_config.hpp"
@@ -31,8 +36,7 @@ inline FsdpRun sync_dry_run(RunConfig run) {
   fsdp.run = std::move(run);
   fsdp.run.steps = 1;
   fsdp.dry_run = true;
-  fsdp.options.mode = OverlapMode::sync;
-  fsdp.options.prefetch = parse_prefetch("none");
+  fsdp.options = sync_schedule(fsdp.options);
   return fsdp;
 }
 
@@ -58,6 +62,18 @@ inline std::string refusal_of(const FsdpRun& fsdp) {
     return e.what();
   }
   return "";
+}
+
+// The f32 parameters of a folder's model.safetensors (--save-final), by name.
+inline std::map<std::string, std::vector<float>> read_params(const std::filesystem::path& dir) {
+  const SafetensorsFile file = SafetensorsFile::read(dir / "model.safetensors");
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& e : file.entries()) {
+    std::vector<float> v(e.bytes.size() / sizeof(float));
+    std::memcpy(v.data(), e.bytes.data(), e.bytes.size());
+    out[e.name] = std::move(v);
+  }
+  return out;
 }
 
 inline std::vector<double> losses_of(const std::vector<StepReport>& reports) {

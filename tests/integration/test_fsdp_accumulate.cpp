@@ -44,8 +44,7 @@ TEST_P(FsdpAccumulate, TrainsLikeTheBaselineOnTheWholeBatch) {
   FsdpRun fsdp;
   fsdp.run = gpt2_tiny(c.world, c.accumulate);
   fsdp.options.strategy = c.strategy;
-  fsdp.options.mode = c.mode;
-  if (c.mode == OverlapMode::sync) fsdp.options.prefetch = parse_prefetch("none");
+  if (c.mode == OverlapMode::sync) fsdp.options = sync_schedule(fsdp.options);
   fsdp.keep_op_log = true;
   std::mutex mutex;
   std::vector<int> reductions;

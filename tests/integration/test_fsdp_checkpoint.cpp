@@ -345,8 +345,7 @@ TEST_F(FsdpCheckpointErrors, AnotherStrategyOrOptimizerIsNamed) {
 TEST_F(FsdpCheckpointErrors, ScheduleOptionsMayChangeOnResume) {
   const std::vector<double> expected = train(make_run(Case{}, kSteps));
   FsdpRun sync = resume();
-  sync.options.mode = OverlapMode::sync;
-  sync.options.prefetch = parse_prefetch("none");
+  sync.options = sync_schedule(sync.options);
   sync.options.buffers = UnshardBuffers::pool;
   EXPECT_EQ(bits(train(sync)), bits(std::vector<double>(expected.begin() + kStop, expected.end())));
 }

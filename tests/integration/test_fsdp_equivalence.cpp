@@ -26,20 +26,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <unistd.h>
 #include <vector>
 
-#include "engine/nn/safetensors.hpp"
 #include "engine/train/fsdp_trainer.hpp"
+#include "fsdp_runs.hpp"
 
 namespace fsdplab {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::read_params;
 
 constexpr int kSteps = 100;
 
@@ -58,17 +58,6 @@ struct Result {
   std::vector<double> losses;
   std::map<std::string, std::vector<float>> params;
 };
-
-std::map<std::string, std::vector<float>> read_params(const fs::path& dir) {
-  const SafetensorsFile file = SafetensorsFile::read(dir / "model.safetensors");
-  std::map<std::string, std::vector<float>> out;
-  for (const auto& e : file.entries()) {
-    std::vector<float> v(e.bytes.size() / sizeof(float));
-    std::memcpy(v.data(), e.bytes.data(), e.bytes.size());
-    out[e.name] = std::move(v);
-  }
-  return out;
-}
 
 fs::path scratch_dir(const std::string& name) {
   return fs::temp_directory_path() / ("fsdplab_equiv_" + name + "_" + std::to_string(::getpid()));

@@ -81,9 +81,7 @@ FsdpOptions options_of(ShardingStrategy strategy, DType param = DType::f32, DTyp
   o.hybrid_group = group;
   // The formula is SYNC's, where a buffer is freed when its task returns; ASYNC's extra units in flight
   // are bounded in test_fsdp_overlap.cpp.
-  o.mode = OverlapMode::sync;
-  o.prefetch = PrefetchPolicy{false, BackwardPrefetch::none};
-  return o;
+  return sync_schedule(o);
 }
 
 struct Case {

@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <fstream>
@@ -25,11 +24,11 @@
 #include <vector>
 
 #include "engine/fsdp/memory_model.hpp"
-#include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
+#include "fsdp_runs.hpp"
 
 namespace fsdplab {
 namespace {
@@ -242,22 +241,10 @@ Trained train_tiny(int world, const FsdpOptions& options, const std::string& nam
   const fs::path dir = fs::temp_directory_path() / ("fsdplab_overlap_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   FsdpRun fsdp;
-  fsdp.run.model = "gpt2";
-  fsdp.run.preset = "test-tiny";
-  fsdp.run.world = world;
-  fsdp.run.batch = 6;
-  fsdp.run.seq = 16;
-  fsdp.run.steps = 4;
+  fsdp.run = testing::gpt2_run(world, 6, 16, 4);
   fsdp.run.save_final = dir.string();
   fsdp.options = options;
-  Trained out;
-  for (const StepReport& s : train_fsdp(fsdp, PresetCatalog::builtin(), nullptr)) out.losses.push_back(s.loss);
-  const SafetensorsFile file = SafetensorsFile::read(dir / "model.safetensors");
-  for (const auto& e : file.entries()) {
-    std::vector<float> v(e.bytes.size() / sizeof(float));
-    std::memcpy(v.data(), e.bytes.data(), e.bytes.size());
-    out.params[e.name] = std::move(v);
-  }
+  Trained out{testing::losses_of(train_fsdp(fsdp, PresetCatalog::builtin(), nullptr)), testing::read_params(dir)};
   fs::remove_all(dir);
   return out;
 }

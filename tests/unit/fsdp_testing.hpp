@@ -32,9 +32,7 @@ struct FsdpTestRank {
 // last user is done; test_fsdp_overlap.cpp tests that).
 inline FsdpOptions make_options(ShardingStrategy strategy, int hybrid_group = 0, DType param_dtype = DType::f32,
                                 DType reduce_dtype = DType::f32) {
-  FsdpOptions options;
-  options.mode = OverlapMode::sync;
-  options.prefetch = PrefetchPolicy{false, BackwardPrefetch::none};
+  FsdpOptions options = sync_schedule(FsdpOptions{});
   options.strategy = strategy;
   options.hybrid_group = hybrid_group;
   options.param_dtype = param_dtype;
