@@ -1,0 +1,189 @@
+#include "app/dashboard/trace_store.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+#include "engine/runtime/error.hpp"
+#include "engine/trace/trace_metrics.hpp"
+
+namespace fsdplab::app {
+
+// ---- lanes -----------------------------------------------------------------------------------------
+
+std::size_t TimelineLane::first_visible(SimTime t) const {
+  return static_cast<std::size_t>(std::upper_bound(end_prefix.begin(), end_prefix.end(), t) - end_prefix.begin());
+}
+
+std::size_t TimelineLane::first_beginning_at(SimTime t) const {
+  return static_cast<std::size_t>(
+      std::lower_bound(items.begin(), items.end(), t, [](const TimelineItem& i, SimTime v) { return i.begin < v; }) -
+      items.begin());
+}
+
+// ---- time series -----------------------------------------------------------------------------------
+
+void TimeSeries::add(SimTime t, std::int64_t v) {
+  if (!times.empty() && times.back() == t) {
+    values.back() = v;
+  } else {
+    times.push_back(t);
+    values.push_back(v);
+  }
+  if (v > peak_) {
+    peak_ = v;
+    peak_time_ = t;
+  }
+}
+
+std::int64_t TimeSeries::at(SimTime t) const {
+  const auto after = std::upper_bound(times.begin(), times.end(), t);
+  if (after == times.begin()) return 0;
+  return values[static_cast<std::size_t>(after - times.begin() - 1)];
+}
+
+// ---- the store -------------------------------------------------------------------------------------
+
+int TraceStore::add_source(std::string label, int world, bool sync) {
+  TraceSource s;
+  s.label = std::move(label);
+  s.world = world;
+  s.sync = sync;
+  s.memory.resize(static_cast<std::size_t>(std::max(world, 0)));
+  sources_.push_back(std::move(s));
+  return static_cast<int>(sources_.size()) - 1;
+}
+
+void TraceStore::clear() { *this = TraceStore(); }
+
+std::uint32_t TraceStore::intern(std::string_view s) {
+  const auto found = string_ids_.find(std::string(s));
+  if (found != string_ids_.end()) return found->second;
+  const auto id = static_cast<std::uint32_t>(strings_.size());
+  strings_.emplace_back(s);
+  string_ids_.emplace(strings_.back(), id);
+  return id;
+}
+
+TimelineLane& TraceStore::lane(int source, int rank, Lane lane) {
+  const auto key = [](const TimelineLane& l) { return std::tuple(l.source, l.rank, lane_index(l.lane)); };
+  const auto wanted = std::tuple(source, rank, lane_index(lane));
+  const auto at = std::lower_bound(lanes_.begin(), lanes_.end(), wanted,
+                                   [&](const TimelineLane& l, const auto& w) { return key(l) < w; });
+  if (at != lanes_.end() && key(*at) == wanted) return *at;
+  TimelineLane fresh;
+  fresh.source = source;
+  fresh.rank = rank;
+  fresh.lane = lane;
+  return *lanes_.insert(at, std::move(fresh));
+}
+
+void TraceStore::add_event(int source, const TraceEvent& event) {
+  check(source >= 0 && static_cast<std::size_t>(source) < sources_.size(), "trace store: source ", source,
+        " of ", sources_.size());
+  check(event.rank >= 0, "trace store: event '", event.name, "' has rank ", event.rank, "; expected >= 0");
+  check(event.end >= event.begin, "trace store: event '", event.name, "' ends at ", event.end,
+        " ns before it begins at ", event.begin, " ns");
+  TraceSource& src = sources_[static_cast<std::size_t>(source)];
+  if (event.rank >= src.world) {
+    src.world = event.rank + 1;
+    src.memory.resize(static_cast<std::size_t>(src.world));
+  }
+  TimelineItem item;
+  item.begin = event.begin;
+  item.end = event.end;
+  item.bytes = event.bytes;
+  item.op = event.op;
+  item.name = intern(event.name);
+  item.phase = intern(event.phase);
+  item.deps_begin = static_cast<std::uint32_t>(deps_.size());
+  deps_.insert(deps_.end(), event.deps.begin(), event.deps.end());
+  item.deps_end = static_cast<std::uint32_t>(deps_.size());
+  item.step = event.step;
+  item.unit = event.unit;
+  item.category = event.category;
+
+  TimelineLane& l = lane(source, event.rank, event.lane);
+  if (l.items.empty() || l.items.back().begin <= item.begin) {
+    l.end_prefix.push_back(l.items.empty() ? item.end : std::max(l.end_prefix.back(), item.end));
+    l.items.push_back(item);
+  } else {  // out of order (a file not sorted by time): insert, and redo the running maximum after it
+    const auto at = std::upper_bound(l.items.begin(), l.items.end(), item.begin,
+                                     [](SimTime v, const TimelineItem& i) { return v < i.begin; });
+    const auto from = static_cast<std::size_t>(at - l.items.begin());
+    l.items.insert(at, item);
+    l.end_prefix.resize(l.items.size());
+    for (std::size_t i = from; i < l.items.size(); ++i)
+      l.end_prefix[i] = i == 0 ? l.items[i].end : std::max(l.end_prefix[i - 1], l.items[i].end);
+  }
+  first_time_ = event_count_ == 0 ? event.begin : std::min(first_time_, event.begin);
+  ++event_count_;
+  last_time_ = std::max(last_time_, event.end);
+  src.last_time = std::max(src.last_time, event.end);
+}
+
+void TraceStore::add_counter(int source, const CounterSample& sample) {
+  check(source >= 0 && static_cast<std::size_t>(source) < sources_.size(), "trace store: source ", source,
+        " of ", sources_.size());
+  check(sample.rank >= 0, "trace store: memory sample of rank ", sample.rank, "; expected >= 0");
+  TraceSource& src = sources_[static_cast<std::size_t>(source)];
+  if (sample.rank >= src.world) {
+    src.world = sample.rank + 1;
+    src.memory.resize(static_cast<std::size_t>(src.world));
+  }
+  RankMemory& m = src.memory[static_cast<std::size_t>(sample.rank)];
+  m.tags[static_cast<std::size_t>(sample.tag)].add(sample.time, sample.tag_live);
+  m.total.add(sample.time, sample.total_live);
+  src.last_time = std::max(src.last_time, sample.time);
+  last_time_ = std::max(last_time_, sample.time);
+}
+
+void TraceStore::add_step(int source, int step, SimTime begin, SimTime end, double loss, bool sync) {
+  TraceSource& src = sources_.at(static_cast<std::size_t>(source));
+  StepTime t;
+  t.step = step;
+  t.begin = begin;
+  t.end = end;
+  t.loss = loss;
+  t.sync = sync;
+  // Rank 0's events of this step, back in the engine's own shape for the metrics' definitions.
+  std::vector<TraceEvent> events;
+  for (const TimelineLane& l : lanes_) {
+    if (l.source != source || l.rank != 0) continue;
+    for (std::size_t i = l.first_visible(begin); i < l.items.size() && l.items[i].begin < end; ++i) {
+      const TimelineItem& item = l.items[i];
+      if (item.step != step) continue;
+      TraceEvent e;
+      e.rank = 0;
+      e.lane = l.lane;
+      e.category = item.category;
+      e.step = step;
+      e.begin = item.begin;
+      e.end = item.end;
+      events.push_back(std::move(e));
+    }
+  }
+  for (const OverlapMetrics& m : metrics_per_step(events))
+    if (m.step == step) t.compute = m.compute;
+  t.comm = communication_time(events, 0, step);
+  src.steps.push_back(t);
+}
+
+void TraceStore::derive_steps(int source) {
+  std::vector<std::pair<SimTime, SimTime>> spans;  // by step
+  for (const TimelineLane& l : lanes_) {
+    if (l.source != source || l.rank != 0) continue;
+    for (const TimelineItem& item : l.items) {
+      if (item.step < 0) continue;
+      const auto s = static_cast<std::size_t>(item.step);
+      if (spans.size() <= s) spans.resize(s + 1, {-1, -1});
+      auto& [b, e] = spans[s];
+      b = b < 0 ? item.begin : std::min(b, item.begin);
+      e = std::max(e, item.end);
+    }
+  }
+  const bool sync = sources_.at(static_cast<std::size_t>(source)).sync;
+  for (std::size_t s = 0; s < spans.size(); ++s)
+    if (spans[s].first >= 0) add_step(source, static_cast<int>(s), spans[s].first, spans[s].second, 0, sync);
+}
+
+}  // namespace fsdplab::app

@@ -1,0 +1,135 @@
+// trace_store.hpp — what the dashboard has seen of one or more runs, in the shapes its panels draw.
+//
+// Events arrive from live runs (drained from the ranks' EventQueues each frame) or from a file
+// (`fsdplab view`). Each arrives once and is stored compactly, so a million of them fit in ~60 MB and
+// a frame can walk them fast:
+//   lanes   one per (source, rank, lane): items sorted by begin, with a running maximum of their ends
+//           so the first item still visible at time t is one binary search away (first_visible)
+//   memory  per (source, rank): each tag's live bytes and the total, as step functions of time
+//   steps   per source: each completed step's time, and its compute and communication time on rank 0
+// A source is one run (SYNC, ASYNC, an A/B run) or one replayed file; its lanes are drawn together.
+// Only the UI thread touches a TraceStore.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/trace/trace_event.hpp"
+
+namespace fsdplab::app {
+
+// One event as the timeline keeps it. Strings are interned (TraceStore::text).
+struct TimelineItem {
+  SimTime begin = 0;
+  SimTime end = 0;
+  std::int64_t bytes = 0;
+  OpId op = 0;
+  std::uint32_t name = 0;        // interned
+  std::uint32_t phase = 0;       // interned; 0 is ""
+  std::uint32_t deps_begin = 0;  // [deps_begin, deps_end) in TraceStore::deps()
+  std::uint32_t deps_end = 0;
+  std::int32_t step = -1;
+  std::int32_t unit = -1;
+  OpCategory category = OpCategory::compute;
+
+  SimTime duration() const { return end - begin; }
+};
+
+struct TimelineLane {
+  int source = 0;
+  int rank = 0;
+  Lane lane = Lane::compute;
+  std::vector<TimelineItem> items;  // by begin
+  std::vector<SimTime> end_prefix;  // end_prefix[i] = max end of items[0..i]
+
+  // Index of the first item whose end is after `t` (items before it are over by then).
+  std::size_t first_visible(SimTime t) const;
+  // Index of the first item that begins at or after `t`.
+  std::size_t first_beginning_at(SimTime t) const;
+};
+
+// A step function of time: value from `times[i]` until `times[i+1]`.
+struct TimeSeries {
+  std::vector<SimTime> times;
+  std::vector<std::int64_t> values;
+
+  void add(SimTime t, std::int64_t v);  // a sample at the same time as the last replaces it
+  std::int64_t at(SimTime t) const;     // 0 before the first sample
+  std::int64_t peak() const { return peak_; }
+  SimTime peak_time() const { return peak_time_; }
+
+ private:
+  std::int64_t peak_ = 0;
+  SimTime peak_time_ = 0;
+};
+
+struct RankMemory {
+  std::array<TimeSeries, kMemTagCount> tags;
+  TimeSeries total;
+};
+
+// One completed step of a source, as the step-time panel plots it (rank 0's view, virtual time).
+struct StepTime {
+  int step = 0;
+  SimTime begin = 0;
+  SimTime end = 0;
+  double loss = 0;
+  SimTime compute = 0;  // |union of compute| on rank 0 within the step
+  SimTime comm = 0;     // rank 0's link busy time in the step (communication_time)
+  bool sync = false;    // the step ran SYNC (an A/B run alternates)
+
+  SimTime duration() const { return end - begin; }
+};
+
+struct TraceSource {
+  std::string label;  // "SYNC", "ASYNC", "A/B", or a file name
+  int world = 0;      // ranks seen (or declared by the run)
+  bool sync = false;  // every step of this source runs SYNC (A/B sources say so per step)
+  std::vector<RankMemory> memory;  // by rank
+  std::vector<StepTime> steps;
+  SimTime last_time = 0;           // the latest end of anything seen
+};
+
+class TraceStore {
+ public:
+  // A new source; returns its id (0, 1, ...).
+  int add_source(std::string label, int world, bool sync);
+  void add_event(int source, const TraceEvent& event);
+  void add_counter(int source, const CounterSample& sample);
+  // A step reported done by the run: its compute and comm are read from the events stored so far
+  // (a rank's events of a step are all emitted before its step ends).
+  void add_step(int source, int step, SimTime begin, SimTime end, double loss, bool sync);
+  // Replayed traces have no step reports: steps are found from the events' step labels on rank 0.
+  void derive_steps(int source);
+  // Forgets everything (a restart with new settings).
+  void clear();
+
+  const std::vector<TraceSource>& sources() const { return sources_; }
+  const TraceSource& source(int id) const { return sources_.at(static_cast<std::size_t>(id)); }
+  // Lanes in display order: by source, then rank, then lane (compute, all_gather, reduce_scatter,
+  // memcpy, host). Lanes appear as their first event arrives.
+  const std::vector<TimelineLane>& lanes() const { return lanes_; }
+  std::string_view text(std::uint32_t id) const { return strings_[id]; }
+  const std::vector<OpRef>& deps() const { return deps_; }
+  std::size_t event_count() const { return event_count_; }
+  SimTime first_time() const { return event_count_ ? first_time_ : 0; }
+  SimTime last_time() const { return last_time_; }
+
+ private:
+  std::uint32_t intern(std::string_view s);
+  TimelineLane& lane(int source, int rank, Lane lane);
+
+  std::vector<TraceSource> sources_;
+  std::vector<TimelineLane> lanes_;
+  std::vector<std::string> strings_{""};
+  std::unordered_map<std::string, std::uint32_t> string_ids_{{"", 0}};
+  std::vector<OpRef> deps_;
+  std::size_t event_count_ = 0;
+  SimTime first_time_ = 0;
+  SimTime last_time_ = 0;
+};
+
+}  // namespace fsdplab::app

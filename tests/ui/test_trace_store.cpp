@@ -1,0 +1,113 @@
+// The dashboard's trace store: lanes in display order, the binary searches the timeline's level of
+// detail relies on, memory as step functions, and step times read back from the stored events.
+#include <gtest/gtest.h>
+
+#include "app/dashboard/trace_store.hpp"
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+TraceEvent event(int rank, Lane lane, OpCategory category, int step, SimTime begin, SimTime end) {
+  TraceEvent e;
+  e.rank = rank;
+  e.lane = lane;
+  e.name = std::string(category_name(category));
+  e.category = category;
+  e.step = step;
+  e.begin = begin;
+  e.end = end;
+  return e;
+}
+
+TEST(TraceStore, LanesSortBySourceRankAndLane) {
+  TraceStore store;
+  const int a = store.add_source("SYNC", 2, true);
+  const int b = store.add_source("ASYNC", 2, false);
+  store.add_event(b, event(0, Lane::compute, OpCategory::compute, 0, 0, 10));
+  store.add_event(a, event(1, Lane::all_gather, OpCategory::all_gather, 0, 0, 10));
+  store.add_event(a, event(1, Lane::compute, OpCategory::compute, 0, 0, 10));
+  store.add_event(a, event(0, Lane::reduce_scatter, OpCategory::reduce_scatter, 0, 0, 10));
+  ASSERT_EQ(store.lanes().size(), 4u);
+  EXPECT_EQ(store.lanes()[0].source, a);
+  EXPECT_EQ(store.lanes()[0].rank, 0);
+  EXPECT_EQ(store.lanes()[1].lane, Lane::compute);
+  EXPECT_EQ(store.lanes()[1].rank, 1);
+  EXPECT_EQ(store.lanes()[2].lane, Lane::all_gather);
+  EXPECT_EQ(store.lanes()[3].source, b);
+  EXPECT_EQ(store.event_count(), 4u);
+}
+
+TEST(TraceStore, FirstVisibleUsesTheRunningMaximumOfEnds) {
+  TraceStore store;
+  const int s = store.add_source("file", 1, false);
+  // A long host event that covers later short ones, then an out-of-order arrival.
+  store.add_event(s, event(0, Lane::host, OpCategory::host, 0, 0, 100));
+  store.add_event(s, event(0, Lane::host, OpCategory::host, 0, 10, 20));
+  store.add_event(s, event(0, Lane::host, OpCategory::host, 0, 40, 50));
+  store.add_event(s, event(0, Lane::host, OpCategory::host, 0, 30, 35));
+  const TimelineLane& lane = store.lanes().at(0);
+  ASSERT_EQ(lane.items.size(), 4u);
+  EXPECT_EQ(lane.items[2].begin, 30);  // inserted in begin order
+  EXPECT_EQ(lane.first_visible(60), 0u);  // the first event still runs at 60
+  EXPECT_EQ(lane.first_visible(100), 4u);
+  EXPECT_EQ(lane.first_beginning_at(31), 3u);
+}
+
+TEST(TraceStore, MemoryIsAStepFunctionWithItsPeak) {
+  TraceStore store;
+  const int s = store.add_source("SYNC", 1, true);
+  for (auto [t, v] : {std::pair<SimTime, std::int64_t>{0, 10}, {5, 30}, {5, 40}, {9, 20}}) {
+    CounterSample c;
+    c.rank = 0;
+    c.time = t;
+    c.tag = MemTag::param_full;
+    c.tag_live = v;
+    c.total_live = v + 1;
+    store.add_counter(s, c);
+  }
+  const TimeSeries& full = store.source(s).memory.at(0).tags[static_cast<std::size_t>(MemTag::param_full)];
+  EXPECT_EQ(full.times.size(), 3u);  // the second sample at 5 replaced the first
+  EXPECT_EQ(full.at(-1), 0);
+  EXPECT_EQ(full.at(7), 40);
+  EXPECT_EQ(full.at(100), 20);
+  EXPECT_EQ(full.peak(), 40);
+  EXPECT_EQ(full.peak_time(), 5);
+  EXPECT_EQ(store.source(s).memory.at(0).total.peak(), 41);
+}
+
+TEST(TraceStore, StepTimesReadComputeAndCommFromRankZero) {
+  TraceStore store;
+  const int s = store.add_source("ASYNC", 2, false);
+  store.add_event(s, event(0, Lane::compute, OpCategory::compute, 0, 0, 50));
+  store.add_event(s, event(0, Lane::compute, OpCategory::compute, 0, 60, 100));
+  store.add_event(s, event(0, Lane::all_gather, OpCategory::all_gather, 0, 20, 70));
+  store.add_event(s, event(1, Lane::all_gather, OpCategory::all_gather, 0, 0, 400));  // rank 1: not counted
+  store.add_event(s, event(0, Lane::compute, OpCategory::compute, 1, 100, 130));      // the next step
+  store.add_step(s, 0, 0, 100, 2.5, false);
+  ASSERT_EQ(store.source(s).steps.size(), 1u);
+  const StepTime& t = store.source(s).steps[0];
+  EXPECT_EQ(t.duration(), 100);
+  EXPECT_EQ(t.compute, 90);
+  EXPECT_EQ(t.comm, 50);
+  EXPECT_DOUBLE_EQ(t.loss, 2.5);
+
+  TraceStore replay;  // a replayed file: steps from the events' labels
+  const int r = replay.add_source("trace.json", 2, false);
+  replay.add_event(r, event(0, Lane::compute, OpCategory::compute, 0, 0, 50));
+  replay.add_event(r, event(0, Lane::compute, OpCategory::compute, 1, 60, 90));
+  replay.derive_steps(r);
+  ASSERT_EQ(replay.source(r).steps.size(), 2u);
+  EXPECT_EQ(replay.source(r).steps[1].begin, 60);
+  EXPECT_EQ(replay.source(r).steps[1].compute, 30);
+}
+
+TEST(TraceStore, RefusesEventsThatEndBeforeTheyBegin) {
+  TraceStore store;
+  const int s = store.add_source("x", 1, false);
+  EXPECT_THROW(store.add_event(s, event(0, Lane::compute, OpCategory::compute, 0, 10, 5)), Error);
+  EXPECT_THROW(store.add_event(7, event(0, Lane::compute, OpCategory::compute, 0, 0, 5)), Error);
+}
+
+}  // namespace
+}  // namespace fsdplab::app
