@@ -10,6 +10,7 @@
 
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/train/expected_memory.hpp"
 #include "engine/train/model_factory.hpp"
 
 namespace fsdplab::app {
@@ -35,13 +36,14 @@ struct Expected {
 };
 
 Expected expected_memory(const FsdpRun& fsdp, BuiltModel& built) {
-  const RunConfig& run = fsdp.run;
   Expected e;
+  FsdpMemoryInput input;
   try {
-    e.units = plan_unit_sizes(*built.model, built.unit_kinds, fsdp.options, run.world);
+    input = fsdp_memory_input(fsdp.run, fsdp.options, built);
   } catch (const Error&) {
     return e;  // nested units: the formula does not describe them
   }
+  e.units = input.units;
   for (const UnitSize& u : e.units) {
     if (u.root) {
       e.root = u.padded_numel;
@@ -49,12 +51,8 @@ Expected expected_memory(const FsdpRun& fsdp, BuiltModel& built) {
       e.largest_layer = std::max(e.largest_layer, u.padded_numel);
     }
   }
-  ModelMemory model;
-  if (built.batch.kind == BatchShape::Kind::tokens) {
-    model = model_memory(*built.model, run.batch / run.world, built.batch.seq, fsdp.options.param_dtype);
-    e.activations_counted = true;
-  }
-  e.bytes = fsdp_memory({e.units, fsdp.options, run.world, optimizer_state_count(run.optimizer_spec()), model});
+  e.activations_counted = built.batch.kind == BatchShape::Kind::tokens;
+  e.bytes = fsdp_memory(input);
   return e;
 }
 

@@ -178,6 +178,7 @@ void write_body(std::ostream& out, const TraceData& data, const TraceMeta& meta,
   if (only_rank) out << ", \"rank\": " << *only_rank;
   else if (meta.world_size == 1) out << ", \"rank\": 0";
   out << ", \"world_size\": " << meta.world_size << "},\n";
+  if (!meta.mode.empty()) out << "\"fsdplabMode\": " << dump(meta.mode) << ",\n";
 
   std::set<int> ranks;
   std::set<std::pair<int, Lane>> tracks;
@@ -335,6 +336,11 @@ class Reader {
     meta_.world_size = info.small_int("world_size", 1);
     if (info.has("rank")) file_rank_ = static_cast<int>(info.integer("rank", 0, meta_.world_size - 1));
     if (top.has("deviceProperties")) read_device(top.field("deviceProperties"));
+    if (top.has("fsdplabMode")) {
+      meta_.mode = top.string("fsdplabMode");
+      check(meta_.mode == "sync" || meta_.mode == "async", "trace '", file_, "': fsdplabMode is '", meta_.mode,
+            "'; expected \"sync\" or \"async\"");
+    }
 
     const Json& events = top.field("traceEvents");
     if (!events.is_array())

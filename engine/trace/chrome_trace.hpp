@@ -7,7 +7,8 @@
 //   complete events ("X", ts and dur in microseconds) in Kineto's categories (kernel, gpu_memcpy,
 //   cpu_op) with args.stream, args.device and our own args (category, step, unit, phase, bytes,
 //   flops, op, deps); memory counters ("C") per rank: "mem <tag>" per tag and "mem total", in bytes;
-//   top-level distributedInfo {backend, rank, world_size}, deviceProperties, displayTimeUnit.
+//   top-level distributedInfo {backend, rank, world_size}, deviceProperties, displayTimeUnit, and
+//   fsdplabMode ("sync" or "async") where the whole run used one, so a replay can compare them.
 // A file written for one rank (`only_rank`) is what HTA reads: one file per rank, each with its own
 // distributedInfo.rank. The file with all ranks is for Perfetto and the dashboard.
 #pragma once
@@ -27,6 +28,7 @@ struct TraceMeta {
   std::string device_name;              // deviceProperties[].name; none are written when empty
   std::int64_t device_memory_bytes = 0; // deviceProperties[].totalGlobalMem
   std::vector<int> devices;             // device index of each rank; empty: rank r is device r
+  std::string mode;                     // fsdplabMode: "sync" or "async" for a run in one mode; empty otherwise
 
   int device_of(int rank) const { return devices.empty() ? rank : devices.at(static_cast<std::size_t>(rank)); }
 };
