@@ -206,9 +206,20 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
   // The timeout counts from the world's last progress (any rank reaching any collective), not from when
   // this rank began waiting: with hundreds of ranks on a few cores, a healthy peer can take longer than
   // the timeout to get CPU time and arrive, but some rank arrives somewhere all the while.
+  // A hold (options_.hold) is asked at every quarter of the timeout, so a hold longer than that restarts
+  // the count; without one, the wait wakes once a timeout to look at the progress.
   const auto done = [&] { return round.count[p] == members.size() || failure_; };
-  for (std::uint64_t seen = progress_; !changed_.wait_for(lock, options_.timeout, done) && progress_ != seen;)
-    seen = progress_;
+  using Clock = std::chrono::steady_clock;
+  const auto poll = options_.hold ? std::max(options_.timeout / 4, std::chrono::milliseconds(1)) : options_.timeout;
+  auto quiet_since = Clock::now();
+  for (std::uint64_t seen = progress_; !changed_.wait_for(lock, poll, done);) {
+    if (progress_ != seen || (options_.hold && options_.hold())) {
+      seen = progress_;
+      quiet_since = Clock::now();
+    } else if (Clock::now() - quiet_since >= options_.timeout) {
+      break;
+    }
+  }
   // A round everyone reached completes even if a failure came meanwhile: the next call reports it.
   if (round.count[p] == members.size()) return;
 

@@ -9,12 +9,13 @@
 // body, on the sim device's host memory, while the ranks are still meeting (see local_comm.cpp).
 //
 // Nothing hangs: a rank that fails (abort) makes the others throw at once, and one that stalls makes
-// them throw once no rank has reached any collective for the timeout, each saying what it was waiting
-// for. (Progress, not each rank's own wait, is timed: 1024 ranks on two cores wait long for their turn.)
+// them throw once no rank has reached any collective for the timeout (unless the world is held), each
+// saying what it was waiting for. (Progress, not each rank's own wait, is timed: 1024 ranks on two cores wait long for their turn.)
 #pragma once
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,10 @@ struct LocalWorldOptions {
   // How long a rank waiting for its peers at any point of a collective lets the world go without progress
   // (no rank reaching any collective) before it gives up.
   std::chrono::milliseconds timeout{5000};
+  // While it returns true the world's no-progress timeout does not count: a rank deliberately held
+  // (paused in step-through) must not make its peers give up on it. Asked, under the world's lock, by
+  // waiting ranks every quarter of the timeout; it must not call into this world. None: never held.
+  std::function<bool()> hold{};
 };
 
 struct RankFailure {

@@ -18,6 +18,7 @@
 // of the pool's buffer for the unit's slot instead.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "engine/comm/communicator.hpp"
 #include "engine/fsdp/flat_parameter.hpp"
@@ -29,6 +30,7 @@
 namespace fsdplab {
 
 struct FsdpTasks;
+class FsdpObserver;
 
 enum class UnitState {
   sharded,    // only the shard is held; the parameter views point at freed memory
@@ -54,6 +56,24 @@ struct FsdpUnit {
   Event reduced{"reduced"};    // recorded on the reduce-scatter stream when `grad_shard` is ready
 };
 
+// A collective FSDP code issued while an FsdpActivity was current, as the hook's event describes it.
+struct IssuedCollective {
+  std::string collective;  // "all_gather", "reduce_scatter", "all_reduce", "broadcast"
+  int unit = -1;           // the unit it moves (the ops' label), -1 for none
+  bool prefetch = false;   // a gather of another unit than the hook's own: task 6 fetching ahead
+  std::string size;        // "1.8 MB bf16"
+};
+
+// Which task's code runs on this rank now, for the FSDP events (fsdp_observer.hpp). Set around each task
+// call by the hooks and the trainer (ActivityScope, fsdp_events.hpp) while an observer listens, and read
+// by ObservedCommunicator when a collective is issued, so the collective is reported as that code's.
+struct FsdpActivity {
+  int task = 7;      // the lab task: 3 forward, 4 backward, 5 sharded optimizer, 6 prefetch/overlap, 7 glue
+  std::string code;  // "ForwardTask::pre_forward (engine/fsdp/forward_reference.cpp)"
+  int unit = -1;     // the unit whose hook runs; -1 outside the hooks
+  std::vector<IssuedCollective> issued;  // by this code so far
+};
+
 // One rank's FSDP runtime: its device, its groups, the options, and the task implementations.
 struct FsdpRank {
   Device& device;
@@ -66,6 +86,10 @@ struct FsdpRank {
   // False in the micro-batches of gradient accumulation before the last: backward keeps each unit's
   // full gradient and adds the next micro-batch's into it, with no reduction (PyTorch's no_sync).
   bool reduce_gradients = true;
+  FsdpActivity activity{};  // kept only while `observer` is set
+  // Told every FSDP event of this rank (fsdp_observer.hpp) on the rank's thread; none when null, and
+  // then nothing is built to tell.
+  FsdpObserver* observer = nullptr;
 
   Stream compute() const { return device.stream(Lane::compute); }
   Stream all_gather_stream() const { return device.stream(Lane::all_gather); }

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "engine/fsdp/cpu_offload.hpp"
+#include "engine/fsdp/fsdp_events.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
@@ -60,7 +61,8 @@ std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> uni
 
 // ---- hooks -----------------------------------------------------------------------------------------
 
-// Calls the forward and backward tasks around one unit's module, with the unit as the ops' label.
+// Calls the forward and backward tasks around one unit's module, with the unit as the ops' label. While an
+// observer listens, each task call runs in an ActivityScope naming its code, and its event follows the call.
 class FullyShardedModel::UnitHooks final : public ModuleHooks {
  public:
   UnitHooks(FsdpUnit& unit, FsdpRank& rank) : unit_(unit), rank_(rank) {}
@@ -70,23 +72,41 @@ class FullyShardedModel::UnitHooks final : public ModuleHooks {
     OverlapState& s = rank_.schedule;
     if (s.pass != Pass::forward) {
       s.pass = Pass::forward;
+      const ActivityScope activity(rank_, FsdpCode::begin_forward);
       rank_.tasks.overlap->begin_forward(rank_);
     }
+    const UnitState before = unit_.state;
+    const ActivityScope activity(rank_, FsdpCode::pre_forward, unit_.index);
     rank_.tasks.forward->pre_forward(unit_, rank_);
+    report_unit_event(rank_, unit_, FsdpEventKind::pre_forward, before);
   }
   void post_forward(Module&, RunContext&) override {
-    rank_.tasks.forward->post_forward(unit_, rank_);
+    {
+      const UnitState before = unit_.state;
+      const ActivityScope activity(rank_, FsdpCode::post_forward, unit_.index);
+      rank_.tasks.forward->post_forward(unit_, rank_);
+      report_unit_event(rank_, unit_, FsdpEventKind::post_forward, before);
+    }
     leave();
   }
   void pre_backward(Module&, RunContext&) override {
     enter();
     rank_.schedule.pass = Pass::backward;
+    const UnitState before = unit_.state;
+    const ActivityScope activity(rank_, FsdpCode::pre_backward, unit_.index);
     rank_.tasks.backward->pre_backward(unit_, rank_);
+    report_unit_event(rank_, unit_, FsdpEventKind::pre_backward, before);
   }
   void post_backward(Module&, RunContext&) override {
-    rank_.tasks.backward->post_backward(unit_, rank_);
+    {
+      const UnitState before = unit_.state;
+      const ActivityScope activity(rank_, FsdpCode::post_backward, unit_.index);
+      rank_.tasks.backward->post_backward(unit_, rank_);
+      report_unit_event(rank_, unit_, FsdpEventKind::post_backward, before);
+    }
     OverlapState& s = rank_.schedule;
     if (++s.post_backwards_seen == s.units.size()) {  // the last unit of this backward
+      const ActivityScope activity(rank_, FsdpCode::end_backward);
       rank_.tasks.overlap->end_backward(rank_);
       s.pass = Pass::idle;
       s.post_backwards_seen = 0;
@@ -238,6 +258,27 @@ void FullyShardedModel::load_parameters(const CheckpointFile& file) {
       c.values.copy_from(values);
     }
   }
+}
+
+void FullyShardedModel::set_overlap_schedule(const FsdpOptions& schedule) {
+  FsdpOptions& options = rank_.options;
+  FsdpOptions expected = options;
+  expected.mode = schedule.mode;
+  expected.prefetch = schedule.prefetch;
+  expected.max_inflight = schedule.max_inflight;
+  check(schedule == expected, "FSDP: a schedule change between steps may change the overlap mode, prefetch and ",
+        "rate limit only; expected this run's other options (", describe(options, rank_.world.world()), "), got ",
+        describe(schedule, rank_.world.world()));
+  OverlapState& s = rank_.schedule;
+  check(s.pass == Pass::idle, "FSDP: the overlap schedule changes between steps only; a ",
+        s.pass == Pass::forward ? "forward" : "backward", " pass is under way");
+  for (const FsdpUnit* unit : unit_ptrs_)
+    check(unit->state == UnitState::sharded, "FSDP: the overlap schedule changes between steps only; unit '",
+          unit->name, "' is gathered");
+  if (schedule.mode == OverlapMode::sync) s.parked.release_all(rank_.device);
+  options.mode = schedule.mode;
+  options.prefetch = schedule.prefetch;
+  options.max_inflight = schedule.max_inflight;
 }
 
 void FullyShardedModel::with_full_parameters(const std::function<void()>& body) {

@@ -56,6 +56,14 @@ class FullyShardedModel {
   // This rank's shards read from a checkpoint of the whole model.
   void load_parameters(const CheckpointFile& file);
 
+  // Between steps (no pass under way, every unit sharded): the next steps run under `schedule`'s overlap
+  // mode, prefetch and rate limit, as an A/B run alternates SYNC and ASYNC; every other option must be
+  // the rank's already. The recorded pass orders are kept (ASYNC's prefetch replays them, whichever mode
+  // recorded them); the buffers an ASYNC step left parked are given back when SYNC comes, since SYNC
+  // frees at the host's time and never looks at them again. Called after the host synchronized with the
+  // device, that moves no time.
+  void set_overlap_schedule(const FsdpOptions& schedule);
+
   // Collective: gathers every unit's f32 master into whole f32 buffers, points the parameter values at
   // them, runs `body` (a save on one rank), and frees them again. Every unit must be sharded.
   void with_full_parameters(const std::function<void()>& body);

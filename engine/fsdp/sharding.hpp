@@ -41,6 +41,7 @@ enum class UnshardBuffers { alloc, pool };
 struct PrefetchPolicy {
   bool forward = false;  // in a unit's pre-forward, gather the next unit of the recorded forward order
   BackwardPrefetch backward = BackwardPrefetch::pre;
+  friend bool operator==(const PrefetchPolicy&, const PrefetchPolicy&) = default;
 };
 
 // The CLI's names: full, grad_op, hybrid, no_shard, zero1, zero2.
@@ -77,6 +78,7 @@ struct FsdpOptions {
   // the shard, each reduction ends with a device-to-host copy, both on the memcpy stream, and the
   // optimizer steps on the CPU. Sharded strategies only (full, grad_op, hybrid).
   bool offload = false;
+  friend bool operator==(const FsdpOptions&, const FsdpOptions&) = default;
 };
 
 // `options` under SYNC: every collective blocks compute, so nothing is fetched ahead (no prefetch).

@@ -8,7 +8,9 @@
 
 #include "engine/comm/local_comm.hpp"
 #include "engine/fsdp/memory_model.hpp"
+#include "engine/fsdp/fsdp_events.hpp"
 #include "engine/fsdp/fully_sharded_model.hpp"
+#include "engine/fsdp/observed_communicator.hpp"
 #include "engine/nn/checkpoint.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/sim_device.hpp"
@@ -67,7 +69,29 @@ void check_host_memory(const FsdpRun& fsdp, BuiltModel& probe) {
         " GB; use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
 }
 
+// Where a rank's FSDP events go: the run's observer for that rank, then the control's gate (which may
+// block the rank, or throw RunStopped).
+class RankEventRelay final : public FsdpObserver {
+ public:
+  RankEventRelay(FsdpObserver* observer, RunControl* control, int source)
+      : observer_(observer), control_(control), source_(source) {}
+  void on_fsdp_event(const FsdpEvent& event) override {
+    if (observer_) observer_->on_fsdp_event(event);
+    if (control_) control_->gate(source_, event);
+  }
+
+ private:
+  FsdpObserver* observer_;
+  RunControl* control_;
+  int source_;
+};
+
 }  // namespace
+
+OverlapMode ab_mode(OverlapMode first, int ab_block, int step) {
+  if (ab_block <= 0 || (step / ab_block) % 2 == 0) return first;
+  return first == OverlapMode::sync ? OverlapMode::async : OverlapMode::sync;
+}
 
 std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& presets,
                                    const std::function<void(const StepReport&)>& on_step) {
@@ -91,6 +115,15 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         "a dry run has no parameter values to save or load; drop --save-init, --save-final and --load-init");
   check(fsdp.sinks.empty() || fsdp.sinks.size() == static_cast<std::size_t>(world), "train_fsdp: ",
         fsdp.sinks.size(), " trace sinks for ", world, " ranks; expected one per rank or none");
+  check(fsdp.observers.empty() || fsdp.observers.size() == static_cast<std::size_t>(world), "train_fsdp: ",
+        fsdp.observers.size(), " FSDP observers for ", world, " ranks; expected one per rank or none");
+  // A/B runs: the two schedules the steps take turns in.
+  check(fsdp.ab_block >= 0, "train_fsdp: A/B block of ", fsdp.ab_block,
+        " steps; expected 0 (off) or the steps of each SYNC and ASYNC block (>= 1)");
+  const FsdpOptions sync_options = sync_schedule(fsdp.options);
+  FsdpOptions async_options = fsdp.options;
+  async_options.mode = OverlapMode::async;
+  if (fsdp.ab_block > 0) validate_fsdp_options(async_options, world);
   const DevicePreset& device_preset = presets.device(run.device_preset);
   const LinkPreset& link = presets.link_for(device_preset, run.link_preset);
   BuiltModel probe = build_model(run);  // checks the model and the batch split
@@ -124,8 +157,12 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
       if (!dir.empty()) discard_checkpoint_staging(dir);
     }
   } const staging_cleanup{run.checkpoint_dir};
-  LocalWorldOptions world_options;  // ranks wait for rank 0 while it writes the whole model of a checkpoint
+  LocalWorldOptions world_options;
+  world_options.timeout = fsdp.comm_timeout;
+  // Ranks wait for rank 0 while it writes the whole model of a checkpoint.
   if (checkpointing) world_options.timeout = checkpoint_wait_timeout(*probe.model, run.optimizer_spec(), world_options.timeout);
+  if (fsdp.control) world_options.hold = [control = fsdp.control] { return control->holding(); };
+  const bool observed = !fsdp.observers.empty() || fsdp.control;
 
   std::vector<StepReport> reports;
   run_world(world, [&](int r, LocalWorld& local) {
@@ -135,7 +172,16 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     device.set_keep_op_log(fsdp.keep_op_log);
     LocalComm comm(local, r, device);
     RankGroups groups(comm, shard_group_size(fsdp.options, world));
-    FsdpRank rank{device, comm, *groups.shard, *groups.replica, fsdp.options, fsdp.tasks};
+    // FSDP code's collectives go through these, which report them to the rank's observer when one is set.
+    ObservedCommunicator world_comm(comm), shard_comm(*groups.shard), replica_comm(*groups.replica);
+    FsdpRank rank{device, world_comm, shard_comm, replica_comm, fsdp.options, fsdp.tasks};
+    RankEventRelay relay(fsdp.observers.empty() ? nullptr : fsdp.observers[static_cast<std::size_t>(r)], fsdp.control,
+                         fsdp.control_source);
+    if (observed) {
+      rank.observer = &relay;
+      for (ObservedCommunicator* c : {&world_comm, &shard_comm, &replica_comm}) c->report_to(rank);
+    }
+    const ActivityScope glue(rank, CodeSite{7, "train_fsdp (engine/train/fsdp_trainer.cpp)"});
 
     BuiltModel built = build_model(run);
     FullyShardedModel sharded(*built.model, rank, built.unit_kinds);
@@ -166,6 +212,10 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     const Tensor mean_loss = Tensor::empty(device, {1}, DType::f32, MemTag::workspace, "loss (mean over ranks)");
     for (int step = first_step; step < run.steps; ++step) {
       device.synchronize();  // the host writes the batch into memory the last step's ops may have read
+      if (fsdp.ab_block > 0) {
+        const bool sync = ab_mode(fsdp.options.mode, fsdp.ab_block, step) == OverlapMode::sync;
+        sharded.set_overlap_schedule(sync ? sync_options : async_options);
+      }
       StepReport report{step, 0, device.host_time(), 0};
       {
         LabelScope scope(device, {step, -1, "forward"});
@@ -184,9 +234,16 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
           built.model->backward(ctx);
         }
         device.set_labels({step, -1, "optimizer"});
-        fsdp.tasks.optimizer->step(*optimizer, sharded.units(), rank);
+        {
+          const ActivityScope activity(rank, FsdpCode::optimizer_step);
+          fsdp.tasks.optimizer->step(*optimizer, sharded.units(), rank);
+          report_optimizer_step(rank, sharded.units(), optimizer->name());
+        }
         if (micro_batches > 1) scale(compute, mean_loss, ctx.loss_scale, mean_loss);
-        comm.all_reduce(compute, mean_loss, ReduceOp::avg);
+        {
+          const ActivityScope activity(rank, CodeSite{7, "train_fsdp: the loss all-reduce (engine/train/fsdp_trainer.cpp)"});
+          rank.world.all_reduce(compute, mean_loss, ReduceOp::avg);
+        }
         device.synchronize();
         report.loss = device.dry_run() ? std::numeric_limits<double>::quiet_NaN() : mean_loss.to_vector()[0];
       }

@@ -6,15 +6,19 @@
 // The step reported is rank 0's: its host times, and the loss averaged over the ranks (an all-reduce,
 // as a logging `dist.all_reduce(loss)` would).
 #pragma once
+#include <chrono>
 #include <functional>
 #include <span>
 #include <vector>
 
+#include "engine/comm/local_comm.hpp"
+#include "engine/fsdp/fsdp_observer.hpp"
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/trace/trace_event.hpp"
 #include "engine/train/run_config.hpp"
+#include "engine/train/run_control.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace fsdplab {
@@ -36,7 +40,23 @@ struct FsdpRun {
   // checkpoint after `step` completed steps, before the checkpoint is committed. Tests throw here to
   // check that a failing rank leaves the previous checkpoint intact.
   std::function<void(int rank, int step)> on_checkpoint_written;
+  // One FSDP observer per rank (rank r's events, on its thread: fsdp_observer.hpp), or none.
+  std::vector<FsdpObserver*> observers;
+  // Step-through, pause, stop and pacing (run_control.hpp): each rank calls control->gate(control_source,
+  // event) at every FSDP event, after its observer got the event, and while the control holds a rank its
+  // peers' collectives do not time out. A stopped run makes train_fsdp throw RunStopped.
+  RunControl* control = nullptr;
+  int control_source = 0;
+  // A/B: 0 off; k > 0: the run alternates every k steps between SYNC (sync_schedule(options)) and ASYNC
+  // (options with mode async), starting with options.mode: step s runs ab_mode(options.mode, k, s).
+  int ab_block = 0;
+  // How long a rank waiting in a collective lets the world go without progress before it fails.
+  std::chrono::milliseconds comm_timeout = LocalWorldOptions{}.timeout;
 };
+
+// The overlap mode of `step` in a run that alternates every `ab_block` steps, starting with `first`;
+// `first` at every step when ab_block is 0. Steps count from the run's start, resumed runs included.
+OverlapMode ab_mode(OverlapMode first, int ab_block, int step);
 
 // Everything that can be checked before a rank starts is (options against W, the batch split, the
 // units of the model, a --load-init folder against the model); then trains, calling on_step on rank

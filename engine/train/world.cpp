@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/runtime/error.hpp"
+#include "engine/train/run_control.hpp"
 
 namespace fsdplab {
 
@@ -13,9 +14,15 @@ void run_world(int world, const std::function<void(int rank, LocalWorld& world)>
   check(world >= 1 && world <= kMaxLocalRanks, "run_world: ", world, " ranks; expected 1 to ", kMaxLocalRanks,
         " (each rank is a thread with its own device)");
   LocalWorld local(world, options);
+  // A stopped run (RunControl::stop) is no failure: its RunStopped is rethrown as it is. Each thread
+  // writes only its own slot, read after the join.
+  std::vector<std::exception_ptr> stops(static_cast<std::size_t>(world));
   const auto run_rank = [&](int rank) {
     try {
       body(rank, local);
+    } catch (const RunStopped& e) {
+      stops[static_cast<std::size_t>(rank)] = std::current_exception();
+      local.abort(rank, e.what());
     } catch (const std::exception& e) {
       local.abort(rank, e.what());
     } catch (...) {
@@ -30,7 +37,12 @@ void run_world(int world, const std::function<void(int rank, LocalWorld& world)>
     local.abort(static_cast<int>(threads.size()), std::string("could not start its thread: ") + e.what());
   }
   for (std::thread& t : threads) t.join();
-  if (const auto failure = local.failure()) fail("rank ", failure->rank, " failed: ", failure->reason);
+  if (const auto failure = local.failure()) {
+    // The first failure is the cause; the peers' errors follow from it.
+    if (failure->rank >= 0 && failure->rank < world && stops[static_cast<std::size_t>(failure->rank)])
+      std::rethrow_exception(stops[static_cast<std::size_t>(failure->rank)]);
+    fail("rank ", failure->rank, " failed: ", failure->reason);
+  }
 }
 
 }  // namespace fsdplab

@@ -18,7 +18,7 @@ using testing::error_of;
 using testing::make_sim_device;
 
 // Short enough to keep the suite fast, long enough for a loaded TSan run never to trip it by accident.
-constexpr LocalWorldOptions kShort{std::chrono::milliseconds(300)};
+const LocalWorldOptions kShort{std::chrono::milliseconds(300)};
 
 TEST(LocalCommFailures, MismatchThrowsOnEveryRankNamingBothCalls) {
   std::vector<std::string> errors(2);

@@ -1,0 +1,216 @@
+#include "engine/fsdp/fsdp_events.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "engine/fsdp/fsdp_tasks.hpp"
+
+namespace fsdplab {
+namespace {
+
+CodeSite site_of(int task, std::string_view method, bool reference, std::string_view reference_file) {
+  std::string code(method);
+  code += " (";
+  code += reference ? reference_file : std::string_view("a non-reference implementation");
+  code += ")";
+  return {task, std::move(code)};
+}
+
+const IssuedCollective* own_collective(const FsdpActivity& activity, const FsdpUnit& unit, std::string_view collective) {
+  const auto it = std::find_if(activity.issued.begin(), activity.issued.end(), [&](const IssuedCollective& c) {
+    return c.unit == unit.index && !c.prefetch && c.collective == collective;
+  });
+  return it == activity.issued.end() ? nullptr : &*it;
+}
+
+// The gathered size of `unit` on this rank, in the dtype it computes in.
+std::string full_size(const FsdpRank& rank, const FsdpUnit& unit) {
+  const DType dtype = rank.options.param_dtype;
+  return size_text(unit.layout.padded_numel * static_cast<std::int64_t>(dtype_size(dtype)), dtype);
+}
+
+// pre-forward and pre-backward: whether the task gathered the unit, found it prefetched or still gathered.
+std::string describe_unshard(const FsdpRank& rank, const FsdpUnit& unit, UnitState before, bool backward) {
+  const std::string title = unit_title(rank, unit.index);
+  std::string what;
+  if (const IssuedCollective* gather = own_collective(rank.activity, unit, "all_gather")) {
+    what = "gathered " + title + (backward ? " again for its backward" : "") + " (" + gather->size +
+           ") on the all_gather stream; " +
+           (rank.async() ? "compute waits on its event" : "SYNC: it waited for all earlier compute, and compute waits for it");
+  } else if (before == UnitState::gathering) {
+    what = title + " was prefetched earlier; compute waits on its gather's event";
+  } else if (before == UnitState::unsharded) {
+    what = title + " is still gathered" + (backward ? " from its forward" : "") + "; nothing to gather";
+  } else {
+    what = title + " is whole on this rank (" + std::string(strategy_name(rank.options.strategy)) +
+           "): nothing to gather";
+  }
+  if (backward) {
+    what += unit.grad_accumulated ? "; its backward adds to the gradient held from earlier micro-batches"
+                                  : "; zeroed its full gradient buffer";
+  }
+  return what;
+}
+
+std::string describe_reshard(const FsdpRank& rank, const FsdpUnit& unit, UnitState before) {
+  const std::string title = unit_title(rank, unit.index);
+  if (unit.state != UnitState::sharded || before == UnitState::sharded)
+    return title + " stays gathered until its backward";
+  if (unit.full.overlaps(unit.replica)) return "resharded " + title + "; its parameters are the replica: nothing to free";
+  if (unit.pool_slot >= 0)
+    return "resharded " + title + ": its pool buffer (" + (unit.pool_slot == 0 ? "even" : "odd") +
+           ") goes to the next unit once compute is done with it";
+  return "resharded " + title + ": released its gathered parameters (" + full_size(rank, unit) + ")" +
+         (rank.async() ? ", parked until compute is done with them" : "");
+}
+
+std::string describe_reduction(const FsdpRank& rank, const FsdpUnit& unit) {
+  const std::string title = unit_title(rank, unit.index);
+  const std::string world = std::to_string(rank.world.world());
+  std::string what;
+  if (const IssuedCollective* rs = own_collective(rank.activity, unit, "reduce_scatter")) {
+    what = "reduce-scattered " + title + "'s gradient (" + rs->size + ") into this rank's f32 shard, averaged over " +
+           world + " ranks";
+    if (own_collective(rank.activity, unit, "all_reduce")) what += " (then all-reduced across the replica group)";
+  } else if (const IssuedCollective* ar = own_collective(rank.activity, unit, "all_reduce")) {
+    what = "all-reduced " + title + "'s whole gradient (" + ar->size + "), averaged over " + world + " ranks";
+  } else if (unit.grad_accumulated) {
+    return "kept " + title + "'s full gradient for the next micro-batch (accumulating: no reduction)";
+  } else {
+    what = title + "'s gradient is final on this rank (one rank: nothing to reduce)";
+  }
+  return what + "; freed its gathered parameters";
+}
+
+std::string describe_prefetches(const FsdpRank& rank, FsdpEventKind kind) {
+  const std::string_view which = kind == FsdpEventKind::pre_forward    ? "forward prefetch"
+                                 : kind == FsdpEventKind::pre_backward ? "backward prefetch, in pre-backward"
+                                                                       : "backward prefetch, in post-backward";
+  std::string what;
+  for (const IssuedCollective& c : rank.activity.issued)
+    if (c.prefetch)
+      what += "; prefetched " + unit_title(rank, c.unit) + " (" + c.size + ", " + std::string(which) + ")";
+  return what;
+}
+
+}  // namespace
+
+CodeSite code_site(const FsdpRank& rank, FsdpCode site) {
+  const FsdpTasks& t = rank.tasks;
+  constexpr std::string_view overlap_file = "engine/fsdp/overlap_reference.cpp";
+  constexpr std::string_view forward_file = "engine/fsdp/forward_reference.cpp";
+  constexpr std::string_view backward_file = "engine/fsdp/backward_reference.cpp";
+  const bool overlap_ref = t.overlap == &reference_overlap();
+  const bool forward_ref = t.forward == &reference_forward();
+  const bool backward_ref = t.backward == &reference_backward();
+  switch (site) {
+    case FsdpCode::begin_forward: return site_of(6, "OverlapTask::begin_forward", overlap_ref, overlap_file);
+    case FsdpCode::pre_forward: return site_of(3, "ForwardTask::pre_forward", forward_ref, forward_file);
+    case FsdpCode::post_forward: return site_of(3, "ForwardTask::post_forward", forward_ref, forward_file);
+    case FsdpCode::pre_backward: return site_of(4, "BackwardTask::pre_backward", backward_ref, backward_file);
+    case FsdpCode::post_backward: return site_of(4, "BackwardTask::post_backward", backward_ref, backward_file);
+    case FsdpCode::end_backward: return site_of(6, "OverlapTask::end_backward", overlap_ref, overlap_file);
+    case FsdpCode::prefetch:
+      return site_of(6, "OverlapTask::after -> ForwardTask::prefetch", overlap_ref, overlap_file);
+    case FsdpCode::optimizer_step:
+      return site_of(5, "ShardedOptimizerTask::step", t.optimizer == &reference_sharded_optimizer(),
+                     "engine/fsdp/sharded_optimizer_reference.cpp");
+  }
+  return {};
+}
+
+ActivityScope::ActivityScope(FsdpRank& rank, FsdpCode site, int unit)
+    : ActivityScope(rank, rank.observer ? code_site(rank, site) : CodeSite{}, unit) {}
+
+ActivityScope::ActivityScope(FsdpRank& rank, CodeSite site, int unit) {
+  if (!rank.observer) return;
+  rank_ = &rank;
+  saved_ = std::exchange(rank.activity, FsdpActivity{site.task, std::move(site.code), unit, {}});
+}
+
+ActivityScope::~ActivityScope() {
+  if (rank_) rank_->activity = std::move(saved_);
+}
+
+void report(FsdpRank& rank, FsdpEvent event) {
+  event.rank = rank.device.rank();
+  event.step = rank.device.labels().step;
+  event.host_time = rank.device.host_time();
+  rank.observer->on_fsdp_event(event);
+}
+
+void report_unit_event(FsdpRank& rank, const FsdpUnit& unit, FsdpEventKind kind, UnitState before) {
+  if (!rank.observer) return;
+  std::string what;
+  switch (kind) {
+    case FsdpEventKind::pre_forward: what = describe_unshard(rank, unit, before, false); break;
+    case FsdpEventKind::post_forward: what = describe_reshard(rank, unit, before); break;
+    case FsdpEventKind::pre_backward: what = describe_unshard(rank, unit, before, true); break;
+    case FsdpEventKind::post_backward: what = describe_reduction(rank, unit); break;
+    default: break;  // not a hook: collectives and the optimizer step are reported where they happen
+  }
+  what += describe_prefetches(rank, kind);
+  report(rank, FsdpEvent{.rank = 0,
+                         .step = -1,
+                         .kind = kind,
+                         .unit = unit.index,
+                         .unit_name = unit.name,
+                         .task = rank.activity.task,
+                         .code = rank.activity.code,
+                         .what = std::move(what),
+                         .collective = {},
+                         .bytes = 0,
+                         .host_time = 0,
+                         .device_begin = 0,
+                         .device_end = 0,
+                         .unit_state = unit.state});
+}
+
+void report_optimizer_step(FsdpRank& rank, std::span<FsdpUnit* const> units, std::string_view optimizer) {
+  if (!rank.observer) return;
+  std::int64_t shard_bytes = 0;
+  for (const FsdpUnit* unit : units) shard_bytes += unit->master.nbytes();
+  std::string what = std::string(optimizer) + " updated this rank's f32 shards of " + std::to_string(units.size()) +
+                     " units (" + size_text(shard_bytes, DType::f32) + ")";
+  const auto gathers = std::count_if(rank.activity.issued.begin(), rank.activity.issued.end(),
+                                     [](const IssuedCollective& c) { return c.collective == "all_gather"; });
+  if (gathers > 0) what += "; all-gathered the updated chunks of " + std::to_string(gathers) + " units";
+  report(rank, FsdpEvent{.rank = 0,
+                         .step = -1,
+                         .kind = FsdpEventKind::optimizer_step,
+                         .unit = -1,
+                         .unit_name = {},
+                         .task = rank.activity.task,
+                         .code = rank.activity.code,
+                         .what = std::move(what),
+                         .collective = {},
+                         .bytes = 0,
+                         .host_time = 0,
+                         .device_begin = 0,
+                         .device_end = 0,
+                         .unit_state = UnitState::sharded});
+}
+
+std::string unit_title(const FsdpRank& rank, int unit) {
+  const auto& units = rank.schedule.units;
+  if (unit < 0 || unit >= static_cast<int>(units.size())) return "";
+  return "unit " + std::to_string(unit) + " '" + units[static_cast<std::size_t>(unit)]->name + "'";
+}
+
+std::string size_text(std::int64_t bytes, DType dtype) {
+  char text[48];
+  const auto b = static_cast<double>(bytes);
+  if (bytes >= 1'000'000'000) {
+    std::snprintf(text, sizeof text, "%.1f GB", b / 1e9);
+  } else if (bytes >= 1'000'000) {
+    std::snprintf(text, sizeof text, "%.1f MB", b / 1e6);
+  } else if (bytes >= 1'000) {
+    std::snprintf(text, sizeof text, "%.1f KB", b / 1e3);
+  } else {
+    std::snprintf(text, sizeof text, "%lld B", static_cast<long long>(bytes));
+  }
+  return std::string(text) + " " + std::string(dtype_name(dtype));
+}
+
+}  // namespace fsdplab

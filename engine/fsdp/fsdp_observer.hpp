@@ -1,0 +1,63 @@
+// fsdp_observer.hpp — what FSDP code tells a watcher as it runs: one event per hook of a unit, per
+// collective issued and completed, and per optimizer step, each saying which lab task's code did it.
+//
+// This is what step-through is built on: the dashboard shows the latest events ("what just happened,
+// which task's code did it") and RunControl (engine/train/run_control.hpp) can stop the world at any of
+// them. Events are made only when FsdpRank::observer is set; a run without one builds nothing.
+// The observer is called on the rank's own thread, in the order the rank did things:
+//   [collective issued, collective done]* pre-forward   (the gather, then the unit is ready)
+//   post-forward ... pre-backward ... [reduce-scatter issued, done] post-backward ... optimizer step
+// A hook event comes after its task call returned, so `unit_state` is the state the task left.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "engine/fsdp/fsdp_unit.hpp"
+#include "engine/runtime/sim_time.hpp"
+
+namespace fsdplab {
+
+enum class FsdpEventKind {
+  pre_forward,
+  post_forward,
+  pre_backward,
+  post_backward,
+  collective_issued,
+  collective_done,
+  optimizer_step
+};
+constexpr std::size_t kFsdpEventKindCount = 7;
+
+// "pre-forward", "post-forward", "pre-backward", "post-backward", "collective issued", "collective done",
+// "optimizer step".
+std::string_view fsdp_event_name(FsdpEventKind kind);
+
+struct FsdpEvent {
+  int rank = 0;
+  int step = -1;
+  FsdpEventKind kind = FsdpEventKind::pre_forward;
+  int unit = -1;          // FSDP unit index, -1 for none (optimizer step)
+  std::string unit_name;  // "(root)", "transformer.h.0", ...
+  // Which lab task's code did it: 3 forward, 4 backward, 5 sharded optimizer, 6 prefetch/overlap,
+  // 7 integration glue (the training loop's own collectives, such as the loss all-reduce).
+  int task = 0;
+  std::string code;        // the function and file, e.g. "ForwardTask::pre_forward (engine/fsdp/forward_reference.cpp)"
+  std::string what;        // one plain sentence of what just happened
+  std::string collective;  // collective events: "all_gather", "reduce_scatter", "all_reduce", "broadcast"; else empty
+  std::int64_t bytes = 0;  // collective events: bytes of the full buffer
+  SimTime host_time = 0;   // the rank's device.host_time() when it happened
+  // collective_done: the collective's op on the device clock, [begin, end]; 0 otherwise.
+  SimTime device_begin = 0, device_end = 0;
+  UnitState unit_state = UnitState::sharded;  // the unit's state right after the event
+};
+
+class FsdpObserver {
+ public:
+  virtual ~FsdpObserver() = default;
+  // On the rank's thread. May block (a paused step-through) or throw (a stopped run: the rank unwinds).
+  virtual void on_fsdp_event(const FsdpEvent& event) = 0;
+};
+
+}  // namespace fsdplab

@@ -1,0 +1,159 @@
+#include "engine/train/run_control.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace fsdplab {
+
+void RunControl::pause() {
+  const std::lock_guard lock(mutex_);
+  paused_ = true;
+  stepping_ = false;
+  last_break_.reset();
+  changed();
+}
+
+void RunControl::resume() {
+  const std::lock_guard lock(mutex_);
+  paused_ = false;
+  stepping_ = false;
+  last_break_.reset();
+  changed();
+}
+
+void RunControl::step_once() {
+  const std::lock_guard lock(mutex_);
+  paused_ = false;
+  stepping_ = true;
+  last_break_.reset();
+  changed();
+}
+
+void RunControl::stop() {
+  const std::lock_guard lock(mutex_);
+  stopped_ = true;
+  changed();
+}
+
+bool RunControl::paused() const {
+  const std::lock_guard lock(mutex_);
+  return paused_;
+}
+
+bool RunControl::stopped() const {
+  const std::lock_guard lock(mutex_);
+  return stopped_;
+}
+
+void RunControl::set_break_on(FsdpEventKind kind, bool on) {
+  const std::lock_guard lock(mutex_);
+  break_on_[static_cast<std::size_t>(kind)] = on;
+}
+
+bool RunControl::breaks_on(FsdpEventKind kind) const {
+  const std::lock_guard lock(mutex_);
+  return break_on_[static_cast<std::size_t>(kind)];
+}
+
+void RunControl::set_breaking(bool on) {
+  const std::lock_guard lock(mutex_);
+  breaking_ = on;
+}
+
+bool RunControl::breaking() const {
+  const std::lock_guard lock(mutex_);
+  return breaking_;
+}
+
+void RunControl::set_focus(int source, int rank) {
+  const std::lock_guard lock(mutex_);
+  focus_source_ = source;
+  focus_rank_ = rank;
+}
+
+std::pair<int, int> RunControl::focus() const {
+  const std::lock_guard lock(mutex_);
+  return {focus_source_, focus_rank_};
+}
+
+void RunControl::set_steps_per_second(double limit) {
+  check(limit >= 0, "steps per second ", limit, "; expected 0 (no limit) or more");
+  const std::lock_guard lock(mutex_);
+  steps_per_second_ = limit;
+  wake_.notify_all();  // a pacing rank recomputes its wake-up time
+}
+
+std::optional<FsdpEvent> RunControl::last_break() const {
+  const std::lock_guard lock(mutex_);
+  return paused_ ? last_break_ : std::nullopt;
+}
+
+std::uint64_t RunControl::generation() const {
+  const std::lock_guard lock(mutex_);
+  return generation_;
+}
+
+bool RunControl::holding() const {
+  const std::lock_guard lock(mutex_);
+  return paused_ || waiting_ > 0;
+}
+
+void RunControl::gate(int source, const FsdpEvent& event) {
+  std::unique_lock lock(mutex_);
+  if (!stopped_ && breaks_at(source, event)) {
+    paused_ = true;
+    stepping_ = false;
+    last_break_ = event;
+    changed();
+  }
+  wait_turn(lock, source, event);
+}
+
+bool RunControl::breaks_at(int source, const FsdpEvent& event) const {
+  if (source != focus_source_ || event.rank != focus_rank_) return false;
+  const bool breaks_here = break_on_[static_cast<std::size_t>(event.kind)];
+  if (stepping_) {
+    // A step with nothing to break at goes one event.
+    const bool any_kind = std::any_of(break_on_.begin(), break_on_.end(), [](bool on) { return on; });
+    return !breaking_ || !any_kind || breaks_here;
+  }
+  return breaking_ && breaks_here;
+}
+
+void RunControl::wait_turn(std::unique_lock<std::mutex>& lock, int source, const FsdpEvent& event) {
+  const bool step_done = event.kind == FsdpEventKind::optimizer_step;
+  const std::pair key{source, event.rank};
+  const auto wait = [&](const auto& how) {
+    ++waiting_;
+    how();
+    --waiting_;
+  };
+  for (;;) {
+    if (stopped_)
+      throw RunStopped("run " + std::to_string(source) + " stopped (RunControl::stop) at rank " +
+                       std::to_string(event.rank) + "'s " + std::string(fsdp_event_name(event.kind)) + " of step " +
+                       std::to_string(event.step));
+    if (paused_) {
+      wait([&] { wake_.wait(lock); });
+      continue;
+    }
+    const auto last = last_step_.find(key);
+    if (step_done && steps_per_second_ > 0 && last != last_step_.end()) {
+      const auto due = last->second + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(1.0 / steps_per_second_));
+      if (Clock::now() < due) {
+        wait([&] { wake_.wait_until(lock, due); });
+        continue;  // due, or something changed: look again
+      }
+    }
+    break;
+  }
+  if (step_done) last_step_[key] = Clock::now();
+}
+
+void RunControl::changed() {
+  ++generation_;
+  wake_.notify_all();
+}
+
+}  // namespace fsdplab

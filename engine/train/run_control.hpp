@@ -1,0 +1,97 @@
+// run_control.hpp — step-through, pause, stop and pacing for FSDP runs, shared by the dashboard's
+// thread and every rank thread of one or more concurrent runs (an A/B comparison runs two).
+//
+// The ranks call gate() at every FSDP event (fsdp_observer.hpp), after the run's observer got it; the
+// UI calls the rest from any thread. All of it is under one mutex, with a condition variable the gates
+// wait on, so it is data-race free and every change wakes whoever it concerns:
+//   pause()       every rank stops at its next gate
+//   resume()      they all go on
+//   step_once()   they go on until the focus rank (set_focus: a run's source id and a rank) reaches a
+//                 break event (set_break_on, with set_breaking on), then all stop again; with breaking
+//                 off or no kind chosen, until the focus rank's next event of any kind
+//   breaking      while running, the focus rank's break events pause the world too; other ranks and
+//                 other runs never break, they only pause
+//   stop()        every gate throws RunStopped from then on, paused ones at once: the ranks unwind and
+//                 train_fsdp rethrows the RunStopped
+//   pacing        set_steps_per_second(n): at each optimizer step a rank sleeps (woken by any change)
+//                 so that its run does at most n steps a wall second
+// A rank waiting in a collective for a paused rank must not time out: holding() is the run's
+// LocalWorldOptions::hold (train_fsdp sets it).
+#pragma once
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "engine/fsdp/fsdp_observer.hpp"
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab {
+
+// Thrown by RunControl::gate once stop() was called, and rethrown by train_fsdp.
+struct RunStopped : Error {
+  using Error::Error;
+};
+
+class RunControl {
+ public:
+  // ---- UI side (any thread) ---------------------------------------------------------------------
+  void pause();
+  void resume();
+  // Lets the ranks run until the focus rank's next break event (see above), then pauses again.
+  void step_once();
+  // Every gate throws RunStopped from now on; wakes the paused ranks. There is no undoing it.
+  void stop();
+  bool paused() const;
+  bool stopped() const;
+  // Which events the focus rank breaks at (none by default), and the master switch (off by default).
+  void set_break_on(FsdpEventKind kind, bool on);
+  bool breaks_on(FsdpEventKind kind) const;
+  void set_breaking(bool on);
+  bool breaking() const;
+  // The run (the source id its ranks pass to gate) and rank that breaks; the others only pause. (0, 0) by default.
+  void set_focus(int source, int rank);
+  std::pair<int, int> focus() const;  // (source, rank)
+  // At most `limit` steps a wall second per run; 0 (the default) for no limit.
+  void set_steps_per_second(double limit);
+  // The event the world stopped at, while paused at a break (or at the end of a step_once).
+  std::optional<FsdpEvent> last_break() const;
+  // Increments on every pause, resume, step_once, break and stop, so a UI can notice changes cheaply.
+  std::uint64_t generation() const;
+
+  // ---- engine side (rank threads) ---------------------------------------------------------------
+  // At every FSDP event of rank `event.rank` of run `source`: breaks there if it is the focus rank's
+  // break event, paces at optimizer steps, then blocks while paused. Throws RunStopped once stopped.
+  void gate(int source, const FsdpEvent& event);
+  // True while the world is paused or a rank waits in a gate (paused or pacing): its peers' collectives
+  // must wait for it without timing out.
+  bool holding() const;
+
+ private:
+  // Whether the focus rank stops at `event` now (a break, or the end of a step_once).
+  bool breaks_at(int source, const FsdpEvent& event) const;
+  // Waits while paused and, for an optimizer step, until the pacing allows it. Throws once stopped.
+  void wait_turn(std::unique_lock<std::mutex>& lock, int source, const FsdpEvent& event);
+  void changed();  // under the lock: a new generation, and every waiting gate looks again
+
+  using Clock = std::chrono::steady_clock;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool paused_ = false;
+  bool stepping_ = false;  // between step_once and the stop it asked for
+  bool stopped_ = false;
+  bool breaking_ = false;
+  std::array<bool, kFsdpEventKindCount> break_on_{};
+  int focus_source_ = 0, focus_rank_ = 0;
+  double steps_per_second_ = 0;
+  std::optional<FsdpEvent> last_break_;
+  std::uint64_t generation_ = 0;
+  int waiting_ = 0;  // ranks inside a gate's wait
+  std::map<std::pair<int, int>, Clock::time_point> last_step_;  // by (source, rank): its last optimizer step
+};
+
+}  // namespace fsdplab
