@@ -121,6 +121,35 @@ void TraceStore::add_event(int source, const TraceEvent& event) {
   src.last_time = std::max(src.last_time, event.end);
 }
 
+std::optional<std::pair<std::size_t, std::size_t>> TraceStore::find_op(int source, int rank, OpId op) const {
+  if (op == 0) return std::nullopt;
+  // The rank's lanes are next to each other in display order.
+  const auto key = [](const TimelineLane& l) { return std::pair(l.source, l.rank); };
+  const auto wanted = std::pair(source, rank);
+  const auto first = std::lower_bound(lanes_.begin(), lanes_.end(), wanted,
+                                      [&](const TimelineLane& l, const auto& w) { return key(l) < w; });
+  const auto last = std::upper_bound(first, lanes_.end(), wanted,
+                                     [&](const auto& w, const TimelineLane& l) { return w < key(l); });
+  // A binary search by hand, not std::lower_bound: its precondition (items ordered by op) may not hold.
+  for (auto l = first; l != last; ++l) {
+    std::size_t lo = 0, hi = l->items.size();
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (l->items[mid].op < op) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo < l->items.size() && l->items[lo].op == op)
+      return std::pair(static_cast<std::size_t>(l - lanes_.begin()), lo);
+  }
+  for (auto l = first; l != last; ++l)
+    for (std::size_t i = 0; i < l->items.size(); ++i)
+      if (l->items[i].op == op) return std::pair(static_cast<std::size_t>(l - lanes_.begin()), i);
+  return std::nullopt;
+}
+
 void TraceStore::add_counter(int source, const CounterSample& sample) {
   check(source >= 0 && static_cast<std::size_t>(source) < sources_.size(), "trace store: source ", source,
         " of ", sources_.size());

@@ -12,9 +12,11 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/trace/trace_event.hpp"
@@ -114,6 +116,11 @@ class TraceStore {
   const std::vector<TimelineLane>& lanes() const { return lanes_; }
   std::string_view text(std::uint32_t id) const { return strings_[id]; }
   const std::vector<OpRef>& deps() const { return deps_; }
+  // Where op `op` of `rank` in `source` is stored: (index in lanes(), index in its items), or none (op 0,
+  // which host markers carry, or an op not seen). A stream runs its ops in issue order, so a device
+  // lane's op ids rise with begin and one binary search per lane of the rank finds it; lanes whose ids
+  // do not (a replayed file) are then searched item by item.
+  std::optional<std::pair<std::size_t, std::size_t>> find_op(int source, int rank, OpId op) const;
   std::size_t event_count() const { return event_count_; }
   SimTime first_time() const { return event_count_ ? first_time_ : 0; }
   SimTime last_time() const { return last_time_; }

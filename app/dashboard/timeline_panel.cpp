@@ -1,0 +1,528 @@
+#include "app/dashboard/timeline_panel.hpp"
+
+#include <imgui_internal.h>  // SetItemUsingMouseWheel: the wheel zooms here, it must not scroll a parent
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+
+#include "app/dashboard/palette.hpp"
+#include "app/dashboard/timeline_format.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+constexpr float kLabelWidth = 150;        // the fixed column of lane labels
+constexpr float kAxisHeight = 22;
+constexpr float kSourceHeaderHeight = 20;
+constexpr float kRankHeaderHeight = 17;
+constexpr float kLaneHeight = 20;
+constexpr float kGroupGap = 4;            // between two sources
+constexpr double kMinItemPixels = 1.0;    // narrower than this: folded
+constexpr float kLabelMinPixels = 24;     // an item at least this wide gets its name inside
+constexpr double kWheelZoom = 1.25;       // the span's factor per wheel notch
+constexpr float kClickSlop = 3;           // a press that moves less than this is a click
+constexpr double kMaxSpanMargin = 1.2;    // the farthest zoom: the whole trace and 20 %
+
+constexpr ImU32 kBackground = IM_COL32(24, 24, 28, 255);
+constexpr ImU32 kLaneShade = IM_COL32(34, 34, 40, 255);
+constexpr ImU32 kLabelColumn = IM_COL32(30, 30, 36, 255);
+constexpr ImU32 kSourceHeader = IM_COL32(52, 56, 70, 255);
+constexpr ImU32 kRankHeader = IM_COL32(40, 42, 50, 255);
+constexpr ImU32 kAxisBackground = IM_COL32(44, 44, 52, 255);
+constexpr ImU32 kGrid = IM_COL32(255, 255, 255, 18);
+constexpr ImU32 kTick = IM_COL32(200, 200, 210, 255);
+constexpr ImU32 kText = IM_COL32(225, 225, 230, 255);
+constexpr ImU32 kDimText = IM_COL32(160, 160, 170, 255);
+constexpr ImU32 kCursor = IM_COL32(255, 255, 255, 90);
+constexpr ImU32 kSelectionEdge = IM_COL32(255, 255, 255, 150);
+
+// Dark text on light colours (all-gather orange), light text on dark ones (compute blue).
+ImU32 text_on(ImU32 background) {
+  const unsigned r = (background >> IM_COL32_R_SHIFT) & 0xFF, g = (background >> IM_COL32_G_SHIFT) & 0xFF,
+                 b = (background >> IM_COL32_B_SHIFT) & 0xFF;
+  return 299 * r + 587 * g + 114 * b > 150'000 ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
+}
+
+float clamp_pixels(double x, double width) { return static_cast<float>(std::clamp(x, -2.0, width + 2.0)); }
+
+// "matmul u3 forward" into `buffer`; returns its length.
+int item_label(const TraceStore& store, const TimelineItem& item, char* buffer, int size) {
+  const std::string_view name = store.text(item.name), phase = store.text(item.phase);
+  int n = std::snprintf(buffer, static_cast<std::size_t>(size), "%.*s", static_cast<int>(name.size()), name.data());
+  n = std::min(n, size - 1);
+  if (item.unit >= 0 && n < size - 1)
+    n = std::min(size - 1, n + std::snprintf(buffer + n, static_cast<std::size_t>(size - n), " u%d", item.unit));
+  if (!phase.empty() && n < size - 1)
+    n = std::min(size - 1, n + std::snprintf(buffer + n, static_cast<std::size_t>(size - n), " %.*s",
+                                             static_cast<int>(phase.size()), phase.data()));
+  return n;
+}
+
+}  // namespace
+
+SimTime TimelinePanel::view_begin() const { return static_cast<SimTime>(std::llround(begin_)); }
+SimTime TimelinePanel::view_end() const { return static_cast<SimTime>(std::llround(end_)); }
+
+void TimelinePanel::set_view(SimTime begin, SimTime end) {
+  double b = static_cast<double>(begin), e = static_cast<double>(end);
+  if (e - b < kMinSpan) {
+    const double mid = (b + e) / 2;
+    b = mid - kMinSpan / 2;
+    e = b + kMinSpan;
+  }
+  begin_ = b;
+  end_ = e;
+  following_ = false;
+  fit_ = false;
+}
+
+void TimelinePanel::fit() {
+  fit_ = true;
+  following_ = true;
+}
+
+double TimelinePanel::time_at(float x, const Area& area) const {
+  return begin_ + static_cast<double>(x - area.x0) / area.width() * (end_ - begin_);
+}
+
+double TimelinePanel::max_span(const TraceStore& store) const {
+  if (store.event_count() == 0) return 1e12;
+  const double trace = static_cast<double>(store.last_time() - store.first_time());
+  return std::max(trace * kMaxSpanMargin, 10 * kMinSpan);
+}
+
+void TimelinePanel::update_follow(const TraceStore& store) {
+  if (!following_ || store.event_count() == 0) return;
+  const double first = static_cast<double>(store.first_time()), last = static_cast<double>(store.last_time());
+  if (fit_) {
+    begin_ = first;
+    end_ = std::max(last, first + kMinSpan);
+  } else {
+    const double span = end_ - begin_;
+    end_ = last;
+    begin_ = last - span;
+  }
+}
+
+void TimelinePanel::layout(const TraceStore& store) {
+  rows_.clear();
+  float y = 0;
+  int source = INT_MIN, rank = INT_MIN;
+  const auto& lanes = store.lanes();
+  for (std::size_t i = 0; i < lanes.size(); ++i) {
+    const TimelineLane& l = lanes[i];
+    if (l.items.empty()) continue;
+    if (l.source != source) {
+      if (source != INT_MIN) y += kGroupGap;
+      rows_.push_back(Row{.kind = Row::source_header, .lane_index = i, .y = y, .height = kSourceHeaderHeight});
+      y += kSourceHeaderHeight;
+      source = l.source;
+      rank = INT_MIN;
+    }
+    if (folded_sources_.count(source)) continue;
+    if (l.rank != rank) {
+      rows_.push_back(Row{.kind = Row::rank_header, .lane_index = i, .y = y, .height = kRankHeaderHeight});
+      y += kRankHeaderHeight;
+      rank = l.rank;
+    }
+    if (folded_ranks_.count({source, rank})) continue;
+    rows_.push_back(Row{.kind = Row::lane, .lane_index = i, .y = y, .height = kLaneHeight});
+    y += kLaneHeight;
+  }
+  content_height_ = y;
+}
+
+void TimelinePanel::zoom_at(double factor, double x, const Area& area, const TraceStore& store) {
+  x = std::clamp(x, static_cast<double>(area.x0), static_cast<double>(area.x1));
+  const double frac = (x - area.x0) / area.width();
+  const double t = begin_ + frac * (end_ - begin_);
+  const double span = std::clamp((end_ - begin_) * factor, kMinSpan, std::max(kMinSpan, max_span(store)));
+  begin_ = t - frac * span;
+  end_ = begin_ + span;
+  following_ = false;
+  fit_ = false;
+  if (drag_.active) {  // a pan goes on from here
+    drag_.x = static_cast<float>(x);
+    drag_.begin = begin_;
+  }
+}
+
+void TimelinePanel::handle_input(const TraceStore& store, const Area& area, bool hovered) {
+  ImGuiIO& io = ImGui::GetIO();
+  const ImVec2 mouse = io.MousePos;
+
+  if (hovered) {
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_End), false)) following_ = true;
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home), false)) fit();
+    if (io.MouseWheel != 0) {
+      if (io.KeyCtrl) {  // ctrl + wheel scrolls the lanes
+        ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * 3 * kLaneHeight);
+      } else {
+        zoom_at(std::pow(kWheelZoom, -static_cast<double>(io.MouseWheel)), mouse.x, area, store);
+      }
+    }
+    if (io.MouseWheelH != 0) {  // a horizontal wheel pans a tenth of the view a notch
+      const double shift = -static_cast<double>(io.MouseWheelH) * 0.1 * (end_ - begin_);
+      begin_ += shift;
+      end_ += shift;
+      following_ = fit_ = false;
+    }
+  }
+
+  if (ImGui::IsItemActivated()) {
+    drag_ = Drag{.active = true,
+                 .select = ImGui::IsMouseClicked(ImGuiMouseButton_Right) || io.KeyShift,
+                 .moved = false,
+                 .x = mouse.x,
+                 .y = mouse.y,
+                 .begin = begin_,
+                 .scroll = ImGui::GetScrollY(),
+                 .time = time_at(std::clamp(mouse.x, area.x0, area.x1), area)};
+  }
+  if (drag_.active && ImGui::IsItemActive()) {
+    const float dx = mouse.x - drag_.x, dy = mouse.y - drag_.y;
+    if (std::abs(dx) > kClickSlop || std::abs(dy) > kClickSlop) drag_.moved = true;
+    if (drag_.select) {
+      if (drag_.moved) {
+        const double t = time_at(std::clamp(mouse.x, area.x0, area.x1), area);
+        selection_ = std::pair(static_cast<SimTime>(std::llround(std::min(t, drag_.time))),
+                               static_cast<SimTime>(std::llround(std::max(t, drag_.time))));
+      }
+    } else {
+      if (dx != 0) {
+        const double span = end_ - begin_;
+        begin_ = drag_.begin - static_cast<double>(dx) / area.width() * span;
+        end_ = begin_ + span;
+        following_ = fit_ = false;
+      }
+      if (dy != 0) ImGui::SetScrollY(drag_.scroll - dy);
+    }
+  }
+  if (drag_.active && ImGui::IsItemDeactivated()) {
+    if (drag_.select && !drag_.moved) selection_.reset();  // a right click clears the measurement
+    drag_.active = false;  // a left click's header folding is draw()'s: it knows the rows
+  }
+}
+
+void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
+  stats_ = TimelineStats{};
+  lanes_drawn_.clear();
+  const auto previous_fold = hovered_fold_;
+  hovered_.reset();
+  hovered_fold_.reset();
+  tooltip_.clear();
+  mouse_x_ = -1;
+
+  if (!ImGui::BeginChild("##timeline", size, false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse)) {
+    ImGui::EndChild();
+    return;
+  }
+  // The toolbar.
+  bool follow = following_;
+  if (ImGui::Checkbox("Follow", &follow)) following_ = follow;
+  ImGui::SameLine();
+  if (ImGui::Button("Fit")) fit();
+  update_follow(store);
+  layout(store);
+  ImGui::SameLine();
+  ImGui::TextDisabled("view %s of %s, %s ops", format_duration(static_cast<SimTime>(end_ - begin_)).c_str(),
+                      format_duration(store.last_time() - store.first_time()).c_str(),
+                      format_count(store.event_count()).c_str());
+  if (selection_) {
+    ImGui::SameLine();
+    ImGui::Text("selection %s", format_duration(selection_->second - selection_->first).c_str());
+  }
+
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, kBackground);
+  const bool open = ImGui::BeginChild("##lanes", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollWithMouse);
+  ImGui::PopStyleColor();
+  if (open) {
+    ImDrawList& dl = *ImGui::GetWindowDrawList();
+    const ImVec2 window = ImGui::GetWindowPos(), window_size = ImGui::GetWindowSize();
+    const float left = window.x + ImGui::GetWindowContentRegionMin().x;
+    const float right = window.x + ImGui::GetWindowContentRegionMax().x;
+    const ImVec2 origin = ImGui::GetCursorScreenPos();  // the content's top left, scrolled
+    Area area;
+    area.x0 = left + kLabelWidth;
+    area.x1 = std::max(area.x0 + 1, right);
+    area.top = window.y + kAxisHeight;
+    area.bottom = std::max(area.top + 1, window.y + window_size.y);
+
+    ImGui::InvisibleButton("##canvas",
+                           ImVec2(std::max(1.0f, right - left), std::max(kAxisHeight + content_height_, window_size.y)),
+                           ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight);
+    const bool hovered = ImGui::IsItemHovered();
+    ImGui::SetItemUsingMouseWheel();
+    const ImGuiIO& io = ImGui::GetIO();
+    const ImVec2 mouse = io.MousePos;
+    const float rows_top = origin.y + kAxisHeight;
+
+    // Clicks on headers fold their group (decided before the drag state forgets the press).
+    const bool released_click = drag_.active && !drag_.select && !drag_.moved && ImGui::IsItemDeactivated();
+    handle_input(store, area, hovered);
+    if (released_click && mouse.y >= area.top) {
+      for (const Row& row : rows_) {
+        const float y0 = rows_top + row.y;
+        if (mouse.y < y0 || mouse.y >= y0 + row.height) continue;
+        const TimelineLane& l = store.lanes()[row.lane_index];
+        if (row.kind == Row::source_header) {
+          if (!folded_sources_.erase(l.source)) folded_sources_.insert(l.source);
+        } else if (row.kind == Row::rank_header) {
+          if (!folded_ranks_.erase({l.source, l.rank})) folded_ranks_.insert({l.source, l.rank});
+        }
+      }
+    }
+    if (hovered && previous_fold && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) {
+      const double margin = 0.05 * static_cast<double>(previous_fold->end - previous_fold->begin) + kMinSpan / 2;
+      set_view(static_cast<SimTime>(static_cast<double>(previous_fold->begin) - margin),
+               static_cast<SimTime>(static_cast<double>(previous_fold->end) + margin));
+    }
+
+    const bool pointing = hovered && !(drag_.active && drag_.moved) && mouse.x >= area.x0 && mouse.x < area.x1 &&
+                          mouse.y >= area.top && mouse.y < area.bottom;
+    if (hovered && mouse.x >= area.x0 && mouse.x < area.x1 && mouse.y >= area.top) mouse_x_ = mouse.x;
+
+    const double span = end_ - begin_;
+    const double step = tick_step(span / area.width());
+    const double first_tick = std::ceil(begin_ / step) * step;
+
+    // Backgrounds, headers and labels, clipped to the lanes' region below the axis.
+    dl.PushClipRect(ImVec2(left, area.top), ImVec2(area.x1, area.bottom), true);
+    dl.AddRectFilled(ImVec2(left, area.top), ImVec2(area.x0, area.bottom), kLabelColumn);
+    for (double t = first_tick; t < end_; t += step) {
+      const float x = area.x0 + static_cast<float>((t - begin_) / span * area.width());
+      dl.AddLine(ImVec2(x, area.top), ImVec2(x, area.bottom), kGrid);
+    }
+    const float font_size = ImGui::GetFontSize();
+    bool shade = false;
+    for (const Row& row : rows_) {
+      const float y0 = rows_top + row.y, y1 = y0 + row.height;
+      if (y1 <= area.top || y0 >= area.bottom) continue;
+      const TimelineLane& l = store.lanes()[row.lane_index];
+      const float text_y = y0 + (row.height - font_size) / 2;
+      char text[160];
+      if (row.kind == Row::source_header) {
+        shade = false;
+        const TraceSource& src = store.source(l.source);
+        std::snprintf(text, sizeof text, "%s %s   %d rank%s", folded_sources_.count(l.source) ? "+" : "-",
+                      src.label.c_str(), src.world, src.world == 1 ? "" : "s");
+        dl.AddRectFilled(ImVec2(left, y0), ImVec2(area.x1, y1), kSourceHeader);
+        dl.AddText(ImVec2(left + 4, text_y), kText, text);
+      } else if (row.kind == Row::rank_header) {
+        std::snprintf(text, sizeof text, "%s rank %d", folded_ranks_.count({l.source, l.rank}) ? "+" : "-", l.rank);
+        dl.AddRectFilled(ImVec2(left, y0), ImVec2(area.x1, y1), kRankHeader);
+        dl.AddText(ImVec2(left + 14, text_y), kText, text);
+      } else {
+        if (shade) dl.AddRectFilled(ImVec2(area.x0, y0), ImVec2(area.x1, y1), kLaneShade);
+        shade = !shade;
+        const std::string_view name = lane_name(l.lane);
+        const ImVec4 clip(left, y0, area.x0 - 4, y1);
+        dl.AddText(nullptr, 0.0f, ImVec2(left + 28, text_y), kDimText, name.data(), name.data() + name.size(), 0.0f,
+                   &clip);
+        lanes_drawn_.push_back(LaneRect{.source = l.source, .rank = l.rank, .lane = l.lane,
+                                        .min = ImVec2(area.x0, y0), .max = ImVec2(area.x1, y1)});
+      }
+    }
+    dl.PopClipRect();
+
+    // The ops, clipped to the time area.
+    dl.PushClipRect(ImVec2(area.x0, area.top), ImVec2(area.x1, area.bottom), true);
+    for (const Row& row : rows_) {
+      if (row.kind != Row::lane) continue;
+      const float y0 = rows_top + row.y, y1 = y0 + row.height;
+      if (y1 <= area.top || y0 >= area.bottom) continue;
+      draw_lane(store, row.lane_index, area, y0, y1, dl, pointing && mouse.y >= y0 && mouse.y < y1);
+    }
+    stats_.lanes = static_cast<int>(lanes_drawn_.size());
+    draw_selection(area, dl);
+    if (mouse_x_ >= 0) dl.AddLine(ImVec2(mouse_x_, area.top), ImVec2(mouse_x_, area.bottom), kCursor);
+    dl.PopClipRect();
+
+    draw_axis(area, left, window.y, dl);
+    if (pointing) show_tooltip(store);
+  }
+  ImGui::EndChild();
+  ImGui::EndChild();
+}
+
+void TimelinePanel::draw_lane(const TraceStore& store, std::size_t lane_index, const Area& area, float y0, float y1,
+                              ImDrawList& dl, bool mouse_in_row) {
+  const TimelineLane& lane = store.lanes()[lane_index];
+  const std::vector<TimelineItem>& items = lane.items;
+  const std::size_t n = items.size();
+  const double width = area.width();
+  const double scale = width / (end_ - begin_);  // pixels per ns
+  const auto px = [&](SimTime t) { return (static_cast<double>(t) - begin_) * scale; };
+  const auto narrow = [&](const TimelineItem& it) { return px(it.end) - px(it.begin) < kMinItemPixels; };
+  const double mouse = mouse_in_row ? static_cast<double>(ImGui::GetIO().MousePos.x - area.x0) : -1e30;
+  const float top = y0 + 2, bottom = y1 - 2;
+  const ImVec2 text_offset(3, (y1 - y0 - ImGui::GetFontSize()) / 2 - 2);
+  ImFont* font = ImGui::GetFont();
+  const float font_size = ImGui::GetFontSize();
+
+  std::size_t i = lane.first_visible(static_cast<SimTime>(std::floor(begin_)));
+  while (i < n) {
+    const TimelineItem& item = items[i];
+    const double x0 = px(item.begin);
+    if (x0 >= width) break;
+    const double x1 = px(item.end);
+    if (x1 < 0) {  // over before the view (only where items overlap: first_visible skips the rest)
+      ++i;
+      continue;
+    }
+    if (x1 - x0 >= kMinItemPixels) {  // wide enough to be itself
+      const float l = area.x0 + clamp_pixels(x0, width), r = area.x0 + clamp_pixels(x1, width);
+      const float shown = r - l >= 3 ? r - 1 : r;  // a pixel's gap to the next op
+      const ImU32 color = category_color(item.category);
+      dl.AddRectFilled(ImVec2(l, top), ImVec2(shown, bottom), color);
+      if (shown - std::max(l, area.x0) >= kLabelMinPixels) {
+        char text[256];
+        const int len = item_label(store, item, text, sizeof text);
+        const float tl = std::max(l, area.x0);
+        const ImVec4 clip(tl + 1, top, std::min(shown, area.x1) - 1, bottom);
+        dl.AddText(font, font_size, ImVec2(tl + text_offset.x, y0 + text_offset.y + 2), text_on(color), text,
+                   text + len, 0.0f, &clip);
+      }
+      if (mouse >= x0 && mouse < x1) hovered_ = std::pair(lane_index, i);
+      ++stats_.items_drawn;
+      ++i;
+      continue;
+    }
+    // Narrower than a pixel: a block of every op that begins in its pixel, grown a pixel at a time while
+    // the next op is narrow too and begins in the very next pixel. Its ops are skipped, not visited.
+    double cell_end = std::floor(x0) + 1;
+    std::size_t j = i + 1;
+    for (;;) {
+      const auto boundary = static_cast<SimTime>(std::ceil(begin_ + cell_end / scale));
+      j = std::max(j, lane.first_beginning_at(boundary));
+      if (j - 1 > i && !narrow(items[j - 1])) {  // the block's last op is wide: it is drawn as itself
+        --j;
+        break;
+      }
+      if (j >= n) break;
+      const TimelineItem& next = items[j];
+      const double nx0 = px(next.begin);
+      if (nx0 >= cell_end + 1 || nx0 >= width || !narrow(next)) break;
+      cell_end = std::max(cell_end + 1, std::floor(nx0) + 1);
+    }
+    const std::size_t count = j - i;
+    const double bx1 = std::max(px(items[j - 1].end), x0 + 1);
+    const float l = area.x0 + clamp_pixels(x0, width), r = area.x0 + clamp_pixels(bx1, width);
+    if (count == 1) {
+      dl.AddRectFilled(ImVec2(l, top), ImVec2(r, bottom), category_color(item.category));
+      ++stats_.items_drawn;
+      if (mouse >= x0 && mouse < bx1) hovered_ = std::pair(lane_index, i);
+    } else {
+      dl.AddRectFilled(ImVec2(l, top), ImVec2(r, bottom), kFoldedColor);
+      ++stats_.folded_blocks;
+      stats_.items_folded += count;
+      if (mouse >= x0 && mouse < bx1)
+        hovered_fold_ = FoldedBlock{.lane = lane_index, .first = i, .count = count, .begin = item.begin,
+                                    .end = items[j - 1].end};
+    }
+    i = j;
+  }
+}
+
+void TimelinePanel::draw_axis(const Area& area, float left, float top, ImDrawList& dl) const {
+  const float bottom = top + kAxisHeight;
+  dl.PushClipRect(ImVec2(left, top), ImVec2(area.x1, bottom), true);
+  dl.AddRectFilled(ImVec2(left, top), ImVec2(area.x1, bottom), kAxisBackground);
+  const double span = end_ - begin_;
+  const std::string label = "view " + format_duration(static_cast<SimTime>(std::llround(span)));
+  dl.AddText(ImVec2(left + 4, top + 4), kDimText, label.c_str());
+  dl.PopClipRect();
+
+  dl.PushClipRect(ImVec2(area.x0, top), ImVec2(area.x1, bottom), true);
+  const double step = tick_step(span / area.width());
+  const double magnitude = std::max(std::abs(begin_), std::abs(end_));
+  const double minor = step / 5;
+  for (double t = std::ceil(begin_ / minor) * minor; t < end_; t += minor) {
+    const float x = area.x0 + static_cast<float>((t - begin_) / span * area.width());
+    const bool major = std::abs(std::remainder(t, step)) < minor / 2;
+    dl.AddLine(ImVec2(x, bottom - (major ? 8.0f : 3.0f)), ImVec2(x, bottom), kTick);
+    if (major) dl.AddText(ImVec2(x + 3, top + 2), kText, format_tick(t, step, magnitude).c_str());
+  }
+  if (mouse_x_ >= 0) {  // the time under the cursor, to the nanosecond
+    const double t = begin_ + static_cast<double>(mouse_x_ - area.x0) / area.width() * span;
+    const std::string text = format_instant(static_cast<SimTime>(std::llround(t)));
+    const ImVec2 size = ImGui::CalcTextSize(text.c_str());
+    const float x = std::min(mouse_x_ + 2, area.x1 - size.x - 4);
+    dl.AddRectFilled(ImVec2(x - 2, top + 1), ImVec2(x + size.x + 2, bottom - 1), IM_COL32(20, 20, 24, 255));
+    dl.AddText(ImVec2(x, top + 3), kText, text.c_str());
+  }
+  dl.AddLine(ImVec2(area.x0, bottom - 1), ImVec2(area.x1, bottom - 1), kTick);
+  dl.PopClipRect();
+}
+
+void TimelinePanel::draw_selection(const Area& area, ImDrawList& dl) const {
+  if (!selection_) return;
+  const double span = end_ - begin_;
+  const auto x_of = [&](SimTime t) {
+    return area.x0 + clamp_pixels((static_cast<double>(t) - begin_) / span * area.width(), area.width());
+  };
+  const float x0 = x_of(selection_->first), x1 = std::max(x_of(selection_->second), x0 + 1);
+  dl.AddRectFilled(ImVec2(x0, area.top), ImVec2(x1, area.bottom), kSelectionColor);
+  dl.AddLine(ImVec2(x0, area.top), ImVec2(x0, area.bottom), kSelectionEdge);
+  dl.AddLine(ImVec2(x1, area.top), ImVec2(x1, area.bottom), kSelectionEdge);
+  const std::string text = format_duration(selection_->second - selection_->first);
+  const ImVec2 size = ImGui::CalcTextSize(text.c_str());
+  const float cx = std::clamp((x0 + x1) / 2, area.x0 + size.x / 2 + 4, area.x1 - size.x / 2 - 4);
+  dl.AddRectFilled(ImVec2(cx - size.x / 2 - 3, area.top + 2), ImVec2(cx + size.x / 2 + 3, area.top + size.y + 6),
+                   IM_COL32(20, 20, 24, 230));
+  dl.AddText(ImVec2(cx - size.x / 2, area.top + 4), kText, text.c_str());
+}
+
+void TimelinePanel::show_tooltip(const TraceStore& store) {
+  ImU32 color = kFoldedColor;
+  if (hovered_) {
+    const auto [lane_index, item_index] = *hovered_;
+    const auto key = std::tuple(lane_index, item_index, store.event_count());
+    const TimelineLane& lane = store.lanes()[lane_index];
+    const TimelineItem& item = lane.items[item_index];
+    color = category_color(item.category);
+    if (key != tooltip_key_) {
+      tooltip_key_ = key;
+      tooltip_cache_.clear();
+      const std::string phase(store.text(item.phase));
+      tooltip_cache_.push_back(std::string(store.text(item.name)));
+      tooltip_cache_.push_back("category: " + std::string(category_name(item.category)) + " (rank " +
+                               std::to_string(lane.rank) + ", " + std::string(lane_name(lane.lane)) + " lane)");
+      tooltip_cache_.push_back("unit: " + (item.unit >= 0 ? std::to_string(item.unit) : std::string("-")));
+      tooltip_cache_.push_back("phase: " + (phase.empty() ? std::string("-") : phase));
+      tooltip_cache_.push_back("step: " + (item.step >= 0 ? std::to_string(item.step) : std::string("-")));
+      tooltip_cache_.push_back("bytes: " + format_bytes(item.bytes));
+      tooltip_cache_.push_back("duration: " + format_duration(item.duration()));
+      tooltip_cache_.push_back("begin: " + format_instant(item.begin));
+      if (item.op != 0) tooltip_cache_.push_back("op: " + std::to_string(item.op));
+      for (std::uint32_t d = item.deps_begin; d < item.deps_end; ++d) {
+        const OpRef& dep = store.deps()[d];
+        std::string line = "waited for rank " + std::to_string(dep.rank) + " op " + std::to_string(dep.op);
+        if (const auto found = store.find_op(lane.source, dep.rank, dep.op)) {
+          line += " '" + std::string(store.text(store.lanes()[found->first].items[found->second].name)) + "'";
+        } else {
+          line += " (not in the trace)";
+        }
+        tooltip_cache_.push_back(std::move(line));
+      }
+    }
+    tooltip_ = tooltip_cache_;
+  } else if (hovered_fold_) {
+    tooltip_.push_back(format_count(hovered_fold_->count) + " ops folded, zoom in");
+    tooltip_.push_back("from " + format_instant(hovered_fold_->begin) + " for " +
+                       format_duration(hovered_fold_->end - hovered_fold_->begin));
+    tooltip_.push_back("double-click to zoom to them");
+  } else {
+    return;
+  }
+  ImGui::BeginTooltip();
+  ImGui::PushStyleColor(ImGuiCol_Text, color);
+  ImGui::TextUnformatted(tooltip_.front().c_str());
+  ImGui::PopStyleColor();
+  for (std::size_t k = 1; k < tooltip_.size(); ++k) ImGui::TextUnformatted(tooltip_[k].c_str());
+  ImGui::EndTooltip();
+}
+
+}  // namespace fsdplab::app
