@@ -365,13 +365,12 @@ void TimelinePanel::draw_lane(const TraceStore& store, std::size_t lane_index, c
   std::size_t i = lane.first_visible(static_cast<SimTime>(std::floor(begin_)));
   while (i < n) {
     const TimelineItem& item = items[i];
-    const double x0 = px(item.begin);
-    if (x0 >= width) break;
-    const double x1 = px(item.end);
-    if (x1 < 0) {  // over before the view (only where items overlap: first_visible skips the rest)
+    if (static_cast<double>(item.begin) >= end_) break;
+    if (static_cast<double>(item.end) <= begin_) {  // over before the view (only where items overlap)
       ++i;
       continue;
     }
+    const double x0 = px(item.begin), x1 = px(item.end);
     if (x1 - x0 >= kMinItemPixels) {  // wide enough to be itself
       const float l = area.x0 + clamp_pixels(x0, width), r = area.x0 + clamp_pixels(x1, width);
       const float shown = r - l >= 3 ? r - 1 : r;  // a pixel's gap to the next op
@@ -395,16 +394,16 @@ void TimelinePanel::draw_lane(const TraceStore& store, std::size_t lane_index, c
     double cell_end = std::floor(x0) + 1;
     std::size_t j = i + 1;
     for (;;) {
-      const auto boundary = static_cast<SimTime>(std::ceil(begin_ + cell_end / scale));
-      j = std::max(j, lane.first_beginning_at(boundary));
+      const double edge = std::min(begin_ + cell_end / scale, end_);  // no further than the view
+      j = std::max(j, lane.first_beginning_at(static_cast<SimTime>(std::ceil(edge))));
       if (j - 1 > i && !narrow(items[j - 1])) {  // the block's last op is wide: it is drawn as itself
         --j;
         break;
       }
-      if (j >= n) break;
+      if (j >= n || static_cast<double>(items[j].begin) >= end_) break;
       const TimelineItem& next = items[j];
       const double nx0 = px(next.begin);
-      if (nx0 >= cell_end + 1 || nx0 >= width || !narrow(next)) break;
+      if (nx0 >= cell_end + 1 || !narrow(next)) break;
       cell_end = std::max(cell_end + 1, std::floor(nx0) + 1);
     }
     const std::size_t count = j - i;

@@ -102,6 +102,49 @@ TEST(TraceStore, StepTimesReadComputeAndCommFromRankZero) {
   EXPECT_EQ(replay.source(r).steps[1].compute, 30);
 }
 
+TEST(TraceStore, FindsAnOpByRankAndId) {
+  TraceStore store;
+  const int a = store.add_source("SYNC", 2, true);
+  const int b = store.add_source("ASYNC", 2, false);
+  const auto add = [&](int source, int rank, Lane lane, SimTime begin, OpId op, const char* name) {
+    TraceEvent e = event(rank, lane, OpCategory::compute, 0, begin, begin + 5);
+    e.op = op;
+    e.name = name;
+    store.add_event(source, e);
+  };
+  // Rank 0 of SYNC: ops 1..40 over two streams, ids rising with begin on each (as a stream runs them).
+  for (OpId op = 1; op <= 40; ++op)
+    add(a, 0, op % 3 == 0 ? Lane::all_gather : Lane::compute, static_cast<SimTime>(op) * 10, op,
+        op % 3 == 0 ? "gather" : "matmul");
+  add(a, 1, Lane::compute, 0, 7, "rank1");    // the same id on another rank
+  add(b, 0, Lane::compute, 0, 7, "async");    // and in another source
+  // A host lane whose ids do not follow begin (a replayed file): found item by item.
+  add(a, 0, Lane::host, 0, 500, "late");
+  add(a, 0, Lane::host, 10, 100, "early");
+  add(a, 0, Lane::host, 20, 300, "middle");
+
+  const auto name_of = [&](int source, int rank, OpId op) -> std::string {
+    const auto found = store.find_op(source, rank, op);
+    if (!found) return "-";
+    const TimelineLane& lane = store.lanes().at(found->first);
+    EXPECT_EQ(lane.source, source);
+    EXPECT_EQ(lane.rank, rank);
+    EXPECT_EQ(lane.items.at(found->second).op, op);
+    return std::string(store.text(lane.items[found->second].name));
+  };
+  EXPECT_EQ(name_of(a, 0, 7), "matmul");
+  EXPECT_EQ(name_of(a, 0, 9), "gather");
+  EXPECT_EQ(name_of(a, 0, 40), "matmul");
+  EXPECT_EQ(name_of(a, 1, 7), "rank1");
+  EXPECT_EQ(name_of(b, 0, 7), "async");
+  EXPECT_EQ(name_of(a, 0, 300), "middle");
+  EXPECT_EQ(name_of(a, 0, 500), "late");
+  EXPECT_EQ(name_of(a, 0, 41), "-");
+  EXPECT_EQ(name_of(a, 0, 0), "-");  // host markers carry op 0: never a dependency
+  EXPECT_EQ(name_of(b, 1, 7), "-");  // no such rank's lanes
+  EXPECT_EQ(name_of(a, 0, 6), "gather");
+}
+
 TEST(TraceStore, RefusesEventsThatEndBeforeTheyBegin) {
   TraceStore store;
   const int s = store.add_source("x", 1, false);

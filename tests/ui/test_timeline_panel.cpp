@@ -1,0 +1,457 @@
+// The timeline panel, headless: which lanes it draws and where, level of detail on a million ops, zoom
+// around the cursor, drag to pan, follow mode, hover with its tooltip, and the measured selection.
+// Expected values are computed here from the events and the lanes' rectangles, not read back from the
+// panel's own arithmetic.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "app/dashboard/headless_imgui.hpp"
+#include "app/dashboard/palette.hpp"
+#include "app/dashboard/timeline_format.hpp"
+#include "app/dashboard/timeline_panel.hpp"
+#include "app/dashboard/trace_store.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+struct Input {
+  float x = -1, y = -1;
+  bool left = false, right = false, shift = false;
+  float wheel = 0;
+};
+
+// One frame: a window filling the display with the panel in it.
+void frame(HeadlessImGui& ui, TimelinePanel& panel, const TraceStore& store, const Input& in = {}) {
+  ImGui::SetCurrentContext(ui.context());
+  ImGuiIO& io = ImGui::GetIO();
+  io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;  // as the OpenGL 3 backend says
+  io.MouseDown[1] = in.right;
+  io.KeyShift = in.shift;
+  io.MouseWheel = in.wheel;
+  ui.new_frame(in.x, in.y, in.left);
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(io.DisplaySize);
+  ImGui::Begin("timeline test", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                                             ImGuiWindowFlags_NoSavedSettings);
+  panel.draw(store);
+  ImGui::End();
+  ui.render();
+}
+
+TraceEvent op(int rank, Lane lane, OpCategory category, SimTime begin, SimTime end, OpId id = 0) {
+  TraceEvent e;
+  e.rank = rank;
+  e.lane = lane;
+  e.name = std::string(category_name(category));
+  e.category = category;
+  e.begin = begin;
+  e.end = end;
+  e.op = id;
+  return e;
+}
+
+// The time at screen x of a lane rectangle under the panel's current view: computed from the rectangle.
+double time_at(const TimelinePanel& p, const LaneRect& r, float x) {
+  return static_cast<double>(p.view_begin()) + static_cast<double>(x - r.min.x) / static_cast<double>(r.max.x - r.min.x) *
+                                                    static_cast<double>(p.view_end() - p.view_begin());
+}
+float x_at(const TimelinePanel& p, const LaneRect& r, double t) {  // whole pixels, as ImGui floors the mouse
+  return std::floor(r.min.x + static_cast<float>((t - static_cast<double>(p.view_begin())) /
+                                      static_cast<double>(p.view_end() - p.view_begin()) * (r.max.x - r.min.x)));
+}
+double pixel_time(const TimelinePanel& p, const LaneRect& r) {
+  return static_cast<double>(p.view_end() - p.view_begin()) / static_cast<double>(r.max.x - r.min.x);
+}
+float mid_y(const LaneRect& r) { return (r.min.y + r.max.y) / 2; }
+
+// A store with one lane of `bursts` bursts of `per_burst` 3 ns ops 5 ns apart, a burst every 100 µs.
+constexpr int kBursts = 200, kPerBurst = 5000;
+constexpr SimTime kBurstPeriod = 100'000;
+SimTime burst_begin(int b, int k) { return b * kBurstPeriod + k * 5; }
+const TraceStore& million_store() {
+  static const TraceStore store = [] {
+    TraceStore s;
+    const int src = s.add_source("ASYNC", 1, false);
+    TraceEvent e = op(0, Lane::compute, OpCategory::compute, 0, 0);
+    e.name = "gelu";
+    for (int b = 0; b < kBursts; ++b)
+      for (int k = 0; k < kPerBurst; ++k) {
+        e.begin = burst_begin(b, k);
+        e.end = e.begin + 3;
+        s.add_event(src, e);
+      }
+    return s;
+  }();
+  return store;
+}
+
+TEST(TimelinePanel, DrawsEveryLaneInStoreOrderWithItsOps) {
+  TraceStore store;
+  const int sync = store.add_source("SYNC", 2, true);
+  const int async = store.add_source("ASYNC", 2, false);
+  const std::array<std::pair<Lane, OpCategory>, 3> streams = {std::pair{Lane::reduce_scatter, OpCategory::reduce_scatter},
+                                                              {Lane::compute, OpCategory::compute},
+                                                              {Lane::all_gather, OpCategory::all_gather}};
+  // Added out of display order: rank 1 before rank 0, ASYNC before SYNC.
+  for (int source : {async, sync})
+    for (int rank : {1, 0})
+      for (const auto& [lane, category] : streams)
+        for (SimTime t = 0; t < 1'000'000; t += 100'000) store.add_event(source, op(rank, lane, category, t, t + 60'000));
+  ASSERT_EQ(store.lanes().size(), 12u);
+
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  panel.set_view(0, 1'000'000);
+  frame(ui, panel, store);
+  frame(ui, panel, store);
+  const auto& drawn = panel.lanes_drawn();
+  ASSERT_EQ(drawn.size(), 12u);
+  EXPECT_EQ(panel.stats().lanes, 12);
+  EXPECT_EQ(panel.stats().items_drawn, 120u);  // 10 ops a lane, each ~85 px wide
+  EXPECT_EQ(panel.stats().folded_blocks, 0u);
+  const std::array<Lane, 3> order = {Lane::compute, Lane::all_gather, Lane::reduce_scatter};
+  for (std::size_t k = 0; k < drawn.size(); ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(drawn[k].source, static_cast<int>(k / 6));
+    EXPECT_EQ(drawn[k].rank, static_cast<int>(k / 3 % 2));
+    EXPECT_EQ(drawn[k].lane, order[k % 3]);
+    EXPECT_LT(drawn[k].min.y, drawn[k].max.y);
+    EXPECT_GT(drawn[k].max.x - drawn[k].min.x, 1000.0f);
+    if (k > 0) {
+      EXPECT_LE(drawn[k - 1].max.y, drawn[k].min.y);
+    }
+  }
+  // The labels' column is left of the time area, and the time area stays inside the display.
+  EXPECT_GE(drawn[0].min.x, 100.0f);
+  EXPECT_LE(drawn[0].max.x, 1600.0f);
+
+  // Each lane's rectangle holds vertices in its category's colour: its ops were drawn there.
+  std::vector<int> vertices(drawn.size(), 0);
+  const ImDrawData* data = ImGui::GetDrawData();
+  ASSERT_NE(data, nullptr);
+  for (int l = 0; l < data->CmdListsCount; ++l)
+    for (const ImDrawVert& v : data->CmdLists[l]->VtxBuffer)
+      for (std::size_t k = 0; k < drawn.size(); ++k) {
+        const LaneRect& r = drawn[k];
+        const auto& lane = store.lanes()[k];
+        if (v.pos.x > r.min.x && v.pos.x < r.max.x && v.pos.y > r.min.y && v.pos.y < r.max.y &&
+            v.col == category_color(lane.items.front().category))
+          ++vertices[k];
+      }
+  for (std::size_t k = 0; k < drawn.size(); ++k) {
+    EXPECT_GE(vertices[k], 4 * 9) << "lane " << k;  // 10 rectangles of 4 vertices (the first on the edge)
+  }
+}
+
+TEST(TimelinePanel, FoldsSubPixelOpsIntoOneBlockPerBurst) {
+  const TraceStore& store = million_store();
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  panel.set_view(0, kBursts * kBurstPeriod);
+  frame(ui, panel, store);
+  frame(ui, panel, store);
+  ASSERT_EQ(panel.lanes_drawn().size(), 1u);
+  const LaneRect& r = panel.lanes_drawn()[0];
+  const double width = r.max.x - r.min.x;
+  const double ns_per_pixel = pixel_time(panel, r);
+  // What the expectation below needs: a burst (25 µs) spans under 3 pixels, the gap after it over 2.
+  ASSERT_LT(kPerBurst * 5 / ns_per_pixel, 3.0);
+  ASSERT_GT((kBurstPeriod - kPerBurst * 5) / ns_per_pixel, 2.0);
+  const TimelineStats& s = panel.stats();
+  EXPECT_EQ(s.folded_blocks, static_cast<std::size_t>(kBursts));
+  EXPECT_EQ(s.items_folded, static_cast<std::size_t>(kBursts) * kPerBurst);
+  EXPECT_EQ(s.items_drawn, 0u);
+  EXPECT_LE(static_cast<double>(s.items_drawn + s.folded_blocks), 2 * width);
+
+  // The folded block under the mouse, with its count in the tooltip; a double click zooms to it.
+  const double t = static_cast<double>(burst_begin(37, kPerBurst / 2));
+  const float x = x_at(panel, r, t);
+  frame(ui, panel, store, {.x = x, .y = mid_y(r)});
+  ASSERT_TRUE(panel.hovered_fold().has_value());
+  EXPECT_FALSE(panel.hovered().has_value());
+  EXPECT_EQ(panel.hovered_fold()->first, static_cast<std::size_t>(37 * kPerBurst));
+  EXPECT_EQ(panel.hovered_fold()->count, static_cast<std::size_t>(kPerBurst));
+  ASSERT_FALSE(panel.tooltip().empty());
+  EXPECT_EQ(panel.tooltip()[0], "5,000 ops folded, zoom in");
+  for (bool down : {true, false, true, false}) frame(ui, panel, store, {.x = x, .y = mid_y(r), .left = down});
+  EXPECT_LE(panel.view_begin(), burst_begin(37, 0));
+  EXPECT_GE(panel.view_end(), burst_begin(37, kPerBurst - 1) + 3);
+  EXPECT_LT(panel.view_end() - panel.view_begin(), kBurstPeriod);
+}
+
+TEST(TimelinePanel, DrawsEveryVisibleOpWhenZoomedIn) {
+  const TraceStore& store = million_store();
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  const SimTime begin = burst_begin(123, 1000) + 2, end = begin + 2'000;
+  panel.set_view(begin, end);
+  frame(ui, panel, store);
+  frame(ui, panel, store);
+  ASSERT_EQ(panel.lanes_drawn().size(), 1u);
+  ASSERT_GT(1.0 / pixel_time(panel, panel.lanes_drawn()[0]) * 3, 1.0);  // a 3 ns op is over a pixel wide
+  std::size_t visible = 0;
+  for (int k = 0; k < kPerBurst; ++k) {
+    const SimTime b = burst_begin(123, k);
+    if (b + 3 > begin && b < end) ++visible;
+  }
+  EXPECT_EQ(visible, 401u);  // ops 1000 (begun 2 ns before the view) to 1400
+  EXPECT_EQ(panel.stats().items_drawn, visible);
+  EXPECT_EQ(panel.stats().folded_blocks, 0u);
+  EXPECT_EQ(panel.stats().items_folded, 0u);
+}
+
+TEST(TimelinePanel, EveryVisibleOpIsDrawnOrFoldedAndTheCostIsBoundedByPixels) {
+  // Ops of mixed widths (1 ns to 2 ms) and gaps on one stream: whatever the zoom, each op in view is
+  // counted once, drawn or folded, and the shapes drawn are bounded by the pixels.
+  TraceStore store;
+  const int src = store.add_source("file.json", 1, false);
+  std::vector<std::pair<SimTime, SimTime>> ops;
+  std::uint64_t rng = 12345;
+  const auto next = [&](std::uint64_t mod) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<SimTime>((rng >> 33) % mod);
+  };
+  SimTime t = 0;
+  for (int i = 0; i < 200'000; ++i) {
+    const SimTime d = next(100) == 0 ? 1 + next(2'000'000) : 1 + next(400);
+    t += next(10) == 0 ? next(50'000) : next(20);
+    ops.emplace_back(t, t + d);
+    store.add_event(src, op(0, Lane::compute, OpCategory::compute, t, t + d));
+    t += d;
+  }
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  for (const auto& [b, e] : {std::pair<SimTime, SimTime>{0, t}, {t / 3, t / 3 + t / 50}, {t / 2, t / 2 + t / 2000},
+                             {t / 5, t / 5 + 3'000}}) {
+    SCOPED_TRACE(testing::Message() << "view " << b << " .. " << e);
+    panel.set_view(b, e);
+    frame(ui, panel, store);
+    std::size_t visible = 0;
+    for (const auto& [ob, oe] : ops) {
+      if (oe > b && ob < e) ++visible;
+    }
+    const TimelineStats& s = panel.stats();
+    EXPECT_EQ(s.items_drawn + s.items_folded, visible);
+    const double width = panel.lanes_drawn().at(0).max.x - panel.lanes_drawn()[0].min.x;
+    EXPECT_LE(static_cast<double>(s.items_drawn + s.folded_blocks), 2 * width);
+  }
+}
+
+TEST(TimelinePanel, WheelZoomsAroundTheTimeUnderTheCursor) {
+  TraceStore store;
+  const int src = store.add_source("SYNC", 1, true);
+  for (SimTime t = 0; t < 10'000'000; t += 10'000) store.add_event(src, op(0, Lane::compute, OpCategory::compute, t, t + 5'000));
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  panel.set_view(2'000'000, 3'000'000);
+  frame(ui, panel, store);
+  const LaneRect r = panel.lanes_drawn().at(0);
+  // Whole pixels: ImGui floors the mouse position.
+  const float x = std::floor(r.min.x + 0.37f * (r.max.x - r.min.x)), y = mid_y(r);
+  frame(ui, panel, store, {.x = x, .y = y});
+  const double before = time_at(panel, r, x);
+  const SimTime span = panel.view_end() - panel.view_begin();
+
+  frame(ui, panel, store, {.x = x, .y = y, .wheel = 1});  // in
+  EXPECT_LT(panel.view_end() - panel.view_begin(), span);
+  EXPECT_NEAR(time_at(panel, r, x), before, pixel_time(panel, r));
+  EXPECT_FALSE(panel.following());
+
+  for (int i = 0; i < 3; ++i) frame(ui, panel, store, {.x = x, .y = y, .wheel = -1});  // out
+  EXPECT_GT(panel.view_end() - panel.view_begin(), span);
+  EXPECT_NEAR(time_at(panel, r, x), before, pixel_time(panel, r));
+
+  // Bounds: 100 ns at the closest, the whole trace and a margin at the farthest.
+  for (int i = 0; i < 100; ++i) frame(ui, panel, store, {.x = x, .y = y, .wheel = 1});
+  EXPECT_NEAR(static_cast<double>(panel.view_end() - panel.view_begin()), TimelinePanel::kMinSpan, 1.0);
+  EXPECT_NEAR(time_at(panel, r, x), before, 1.5);  // the view's ends are rounded to ns
+  for (int i = 0; i < 200; ++i) frame(ui, panel, store, {.x = x, .y = y, .wheel = -1});
+  const double trace = static_cast<double>(store.last_time() - store.first_time());
+  EXPECT_GE(static_cast<double>(panel.view_end() - panel.view_begin()), trace);
+  EXPECT_LE(static_cast<double>(panel.view_end() - panel.view_begin()), 1.25 * trace);
+}
+
+TEST(TimelinePanel, LeftDragPansByTheDraggedPixelsTime) {
+  TraceStore store;
+  const int src = store.add_source("SYNC", 1, true);
+  for (SimTime t = 0; t < 10'000'000; t += 10'000) store.add_event(src, op(0, Lane::compute, OpCategory::compute, t, t + 5'000));
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  panel.set_view(4'000'000, 5'000'000);
+  frame(ui, panel, store);
+  const LaneRect r = panel.lanes_drawn().at(0);
+  const double ns_per_pixel = pixel_time(panel, r);
+  const float x = r.min.x + 700, y = mid_y(r);
+  frame(ui, panel, store, {.x = x, .y = y});
+  frame(ui, panel, store, {.x = x, .y = y, .left = true});
+  frame(ui, panel, store, {.x = x - 90, .y = y, .left = true});
+  frame(ui, panel, store, {.x = x - 250, .y = y, .left = true});
+  frame(ui, panel, store, {.x = x - 250, .y = y});
+  // Dragged 250 pixels left: the view moved 250 pixels' time later, its span unchanged.
+  EXPECT_NEAR(static_cast<double>(panel.view_begin()), 4'000'000 + 250 * ns_per_pixel, 1.0);
+  EXPECT_EQ(panel.view_end() - panel.view_begin(), 1'000'000);
+  EXPECT_FALSE(panel.selection().has_value());
+}
+
+TEST(TimelinePanel, FollowTracksAGrowingStoreUntilAPan) {
+  TraceStore store;
+  const int src = store.add_source("ASYNC", 1, false);
+  store.add_event(src, op(0, Lane::compute, OpCategory::compute, 1'000, 5'000));
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  EXPECT_TRUE(panel.following());
+  frame(ui, panel, store);  // at first: the whole trace
+  EXPECT_EQ(panel.view_begin(), 1'000);
+  EXPECT_EQ(panel.view_end(), 5'000);
+
+  panel.set_view(0, 1'000);
+  EXPECT_FALSE(panel.following());
+  panel.set_following(true);
+  frame(ui, panel, store);
+  EXPECT_EQ(panel.view_begin(), 4'000);  // the width kept, the end at the latest time
+  EXPECT_EQ(panel.view_end(), 5'000);
+  store.add_event(src, op(0, Lane::compute, OpCategory::compute, 6'000, 8'000));
+  frame(ui, panel, store);
+  EXPECT_EQ(panel.view_begin(), 7'000);
+  EXPECT_EQ(panel.view_end(), 8'000);
+
+  // A pan stops following: the view stays where it was put while the store grows.
+  const LaneRect r = panel.lanes_drawn().at(0);
+  const float x = r.min.x + 400, y = mid_y(r);
+  frame(ui, panel, store, {.x = x, .y = y});
+  frame(ui, panel, store, {.x = x, .y = y, .left = true});
+  frame(ui, panel, store, {.x = x + 100, .y = y, .left = true});
+  frame(ui, panel, store, {.x = x + 100, .y = y});
+  EXPECT_FALSE(panel.following());
+  const SimTime begin = panel.view_begin(), end = panel.view_end();
+  EXPECT_LT(begin, 7'000);
+  store.add_event(src, op(0, Lane::compute, OpCategory::compute, 8'000, 9'000));
+  frame(ui, panel, store);
+  EXPECT_EQ(panel.view_begin(), begin);
+  EXPECT_EQ(panel.view_end(), end);
+  panel.set_following(true);  // what the Follow box and the End key do
+  frame(ui, panel, store);
+  EXPECT_EQ(panel.view_end(), 9'000);
+  EXPECT_EQ(panel.view_end() - panel.view_begin(), end - begin);
+}
+
+TEST(TimelinePanel, HoverNamesTheOpAndItsDependencies) {
+  TraceStore store;
+  const int src = store.add_source("ASYNC", 2, false);
+  TraceEvent gather = op(1, Lane::all_gather, OpCategory::all_gather, 0, 700, 77);
+  store.add_event(src, gather);
+  for (int k = 0; k < 8; ++k) {
+    TraceEvent e = op(0, Lane::compute, OpCategory::compute, k * 1'000 + 100, k * 1'000 + 900, 10 + k);
+    e.name = "matmul";
+    e.unit = k == 3 ? 2 : -1;
+    e.phase = "forward";
+    e.step = 4;
+    e.bytes = 12'500'000;
+    if (k == 3) e.deps = {OpRef{.rank = 1, .op = 77}, OpRef{.rank = 0, .op = 12}, OpRef{.rank = 1, .op = 999}};
+    store.add_event(src, e);
+  }
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  panel.set_view(0, 8'000);
+  frame(ui, panel, store);
+  ASSERT_EQ(panel.lanes_drawn().size(), 2u);
+  const LaneRect r = panel.lanes_drawn()[0];  // rank 0's compute lane
+  ASSERT_EQ(r.rank, 0);
+  const float x = x_at(panel, r, 3'500);
+  frame(ui, panel, store, {.x = x, .y = mid_y(r)});
+  frame(ui, panel, store, {.x = x, .y = mid_y(r)});
+  ASSERT_TRUE(panel.hovered().has_value());
+  EXPECT_EQ(panel.hovered()->first, 0u);   // store.lanes()[0] is rank 0's compute
+  EXPECT_EQ(panel.hovered()->second, 3u);
+  const std::vector<std::string> expected = {"matmul",
+                                             "category: compute (rank 0, compute lane)",
+                                             "unit: 2",
+                                             "phase: forward",
+                                             "step: 4",
+                                             "bytes: 12.50 MB",
+                                             "duration: 800 ns",
+                                             "begin: 3.100 \xC2\xB5s",
+                                             "op: 13",
+                                             "waited for rank 1 op 77 'all_gather'",
+                                             "waited for rank 0 op 12 'matmul'",
+                                             "waited for rank 1 op 999 (not in the trace)"};
+  EXPECT_EQ(panel.tooltip(), expected);
+
+  // Between two ops: nothing.
+  frame(ui, panel, store, {.x = x_at(panel, r, 3'950), .y = mid_y(r)});
+  EXPECT_FALSE(panel.hovered().has_value());
+  EXPECT_TRUE(panel.tooltip().empty());
+  // Over the other rank's lane: its gather.
+  const LaneRect r1 = panel.lanes_drawn()[1];
+  frame(ui, panel, store, {.x = x_at(panel, r1, 300), .y = mid_y(r1)});
+  ASSERT_TRUE(panel.hovered().has_value());
+  EXPECT_EQ(panel.hovered()->first, 1u);
+  EXPECT_EQ(panel.hovered()->second, 0u);
+}
+
+TEST(TimelinePanel, RightDragMeasuresASpan) {
+  TraceStore store;
+  const int src = store.add_source("SYNC", 1, true);
+  for (SimTime t = 0; t < 1'000'000; t += 10'000) store.add_event(src, op(0, Lane::compute, OpCategory::compute, t, t + 5'000));
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  panel.set_view(0, 1'000'000);
+  frame(ui, panel, store);
+  const LaneRect r = panel.lanes_drawn().at(0);
+  const float x1 = r.min.x + 200, x2 = r.min.x + 650, y = mid_y(r);
+  const double t1 = time_at(panel, r, x1), t2 = time_at(panel, r, x2), pixel = pixel_time(panel, r);
+  frame(ui, panel, store, {.x = x2, .y = y});
+  frame(ui, panel, store, {.x = x2, .y = y, .right = true});
+  frame(ui, panel, store, {.x = x1, .y = y, .right = true});  // dragged leftwards: still ordered
+  frame(ui, panel, store, {.x = x1, .y = y});
+  ASSERT_TRUE(panel.selection().has_value());
+  EXPECT_NEAR(static_cast<double>(panel.selection()->first), t1, pixel);
+  EXPECT_NEAR(static_cast<double>(panel.selection()->second), t2, pixel);
+  EXPECT_EQ(panel.view_begin(), 0);  // measuring does not pan
+  EXPECT_EQ(panel.view_end(), 1'000'000);
+
+  // Shift + left drag measures too.
+  frame(ui, panel, store, {.x = x1, .y = y, .shift = true});
+  frame(ui, panel, store, {.x = x1, .y = y, .left = true, .shift = true});
+  frame(ui, panel, store, {.x = x1 + 100, .y = y, .left = true, .shift = true});
+  frame(ui, panel, store, {.x = x1 + 100, .y = y});
+  ASSERT_TRUE(panel.selection().has_value());
+  EXPECT_NEAR(static_cast<double>(panel.selection()->second - panel.selection()->first), 100 * pixel, pixel);
+  EXPECT_EQ(panel.view_begin(), 0);
+
+  // A right click clears it.
+  frame(ui, panel, store, {.x = x1, .y = y, .right = true});
+  frame(ui, panel, store, {.x = x1, .y = y});
+  EXPECT_FALSE(panel.selection().has_value());
+}
+
+TEST(TimelineFormat, UnitsAndTicks) {
+  EXPECT_EQ(format_duration(850), "850 ns");
+  EXPECT_EQ(format_duration(12'345), "12.35 \xC2\xB5s");
+  EXPECT_EQ(format_duration(1'234'567), "1.235 ms");
+  EXPECT_EQ(format_duration(2'500'000'000), "2.500 s");
+  EXPECT_EQ(format_instant(1'234'567), "1.234567 ms");
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(12'500), "12.5 kB");
+  EXPECT_EQ(format_bytes(4'000'000'000), "4.00 GB");
+  EXPECT_EQ(format_count(0), "0");
+  EXPECT_EQ(format_count(999), "999");
+  EXPECT_EQ(format_count(1'234), "1,234");
+  EXPECT_EQ(format_count(1'234'567), "1,234,567");
+  EXPECT_DOUBLE_EQ(tick_step(1'000, 100), 100'000);  // 100 px of 1 µs
+  EXPECT_DOUBLE_EQ(tick_step(1'300, 100), 200'000);
+  EXPECT_DOUBLE_EQ(tick_step(3'000, 100), 500'000);
+  EXPECT_DOUBLE_EQ(tick_step(6'000, 100), 1'000'000);
+  EXPECT_EQ(format_tick(1'200'000, 200'000, 3'000'000), "1.2 ms");
+  EXPECT_EQ(format_tick(0, 200'000, 3'000'000), "0.0 ms");
+  EXPECT_EQ(format_tick(5'000'020'000, 20'000, 5'000'100'000), "5.00002 s");
+  EXPECT_EQ(format_tick(250'000, 50'000, 900'000), "250 \xC2\xB5s");
+}
+
+}  // namespace
+}  // namespace fsdplab::app
