@@ -51,15 +51,14 @@ struct RankGroups {
 // before any rank starts, from the analytic per-rank peak (memory_model.hpp; activations counted for
 // gpt2 and llama, the models whose activations dwarf the rest), instead of W threads running out of memory
 // midway.
-void check_host_memory(const FsdpRun& fsdp, BuiltModel& probe) {
-  const RunConfig& run = fsdp.run;
+void check_host_memory(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe) {
   FsdpMemoryInput input;
-  input.units = plan_unit_sizes(*probe.model, probe.unit_kinds, fsdp.options, run.world);
-  input.options = fsdp.options;
+  input.units = plan_unit_sizes(*probe.model, probe.unit_kinds, options, run.world);
+  input.options = options;
   input.world = run.world;
   input.optimizer_states = optimizer_state_count(run.optimizer_spec());
   if (probe.batch.kind == BatchShape::Kind::tokens)
-    input.model = model_memory(*probe.model, run.batch / run.world, probe.batch.seq, fsdp.options.param_dtype);
+    input.model = model_memory(*probe.model, run.batch / run.world, probe.batch.seq, options.param_dtype);
   double per_rank = 0;
   for (std::int64_t bytes : fsdp_memory(input)) per_rank += static_cast<double>(bytes);
   const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
@@ -100,7 +99,21 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
   // ---- before any rank starts: everything that can be wrong with the request --------------------
   check(world >= 1 && world <= kMaxLocalRanks, "--world ", world, "; this host runs 1 to ", kMaxLocalRanks,
         " ranks (each a thread with its own device)");
-  validate_fsdp_options(fsdp.options, world);
+  // A/B runs: the two schedules the steps take turns in; SYNC never prefetches, so the options may name
+  // the ASYNC blocks' prefetch whichever mode comes first.
+  check(fsdp.ab_block >= 0, "train_fsdp: A/B block of ", fsdp.ab_block,
+        " steps; expected 0 (off) or the steps of each SYNC and ASYNC block (>= 1)");
+  const FsdpOptions sync_options = sync_schedule(fsdp.options);
+  FsdpOptions async_options = fsdp.options;
+  async_options.mode = OverlapMode::async;
+  if (fsdp.ab_block > 0) {
+    validate_fsdp_options(sync_options, world);
+    validate_fsdp_options(async_options, world);
+  } else {
+    validate_fsdp_options(fsdp.options, world);
+  }
+  const FsdpOptions& first_schedule =
+      fsdp.ab_block == 0 ? fsdp.options : fsdp.options.mode == OverlapMode::sync ? sync_options : async_options;
   check(run.steps >= 0, "--steps ", run.steps, "; expected >= 0");
   check(run.accumulate >= 1, "--accumulate ", run.accumulate, "; expected the micro-batches per step, >= 1");
   if (run.accumulate > 1 && run.batch % world == 0) {
@@ -117,18 +130,11 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         fsdp.sinks.size(), " trace sinks for ", world, " ranks; expected one per rank or none");
   check(fsdp.observers.empty() || fsdp.observers.size() == static_cast<std::size_t>(world), "train_fsdp: ",
         fsdp.observers.size(), " FSDP observers for ", world, " ranks; expected one per rank or none");
-  // A/B runs: the two schedules the steps take turns in.
-  check(fsdp.ab_block >= 0, "train_fsdp: A/B block of ", fsdp.ab_block,
-        " steps; expected 0 (off) or the steps of each SYNC and ASYNC block (>= 1)");
-  const FsdpOptions sync_options = sync_schedule(fsdp.options);
-  FsdpOptions async_options = fsdp.options;
-  async_options.mode = OverlapMode::async;
-  if (fsdp.ab_block > 0) validate_fsdp_options(async_options, world);
   const DevicePreset& device_preset = presets.device(run.device_preset);
   const LinkPreset& link = presets.link_for(device_preset, run.link_preset);
   BuiltModel probe = build_model(run);  // checks the model and the batch split
   plan_units(*probe.model, probe.unit_kinds);
-  if (!fsdp.dry_run) check_host_memory(fsdp, probe);
+  if (!fsdp.dry_run) check_host_memory(run, first_schedule, probe);
   std::optional<CheckpointFile> init_file;
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
   // Training checkpoints: the folder to write checked now, the one to resume from checked whole.
@@ -174,7 +180,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     RankGroups groups(comm, shard_group_size(fsdp.options, world));
     // FSDP code's collectives go through these, which report them to the rank's observer when one is set.
     ObservedCommunicator world_comm(comm), shard_comm(*groups.shard), replica_comm(*groups.replica);
-    FsdpRank rank{device, world_comm, shard_comm, replica_comm, fsdp.options, fsdp.tasks};
+    FsdpRank rank{device, world_comm, shard_comm, replica_comm, first_schedule, fsdp.tasks};
     RankEventRelay relay(fsdp.observers.empty() ? nullptr : fsdp.observers[static_cast<std::size_t>(r)], fsdp.control,
                          fsdp.control_source);
     if (observed) {

@@ -49,6 +49,7 @@ struct FsdpRun {
   int control_source = 0;
   // A/B: 0 off; k > 0: the run alternates every k steps between SYNC (sync_schedule(options)) and ASYNC
   // (options with mode async), starting with options.mode: step s runs ab_mode(options.mode, k, s).
+  // SYNC never prefetches, so options.prefetch is the ASYNC blocks' whichever mode comes first.
   int ab_block = 0;
   // How long a rank waiting in a collective lets the world go without progress before it fails.
   std::chrono::milliseconds comm_timeout = LocalWorldOptions{}.timeout;

@@ -1,0 +1,145 @@
+// A/B runs (FsdpRun::ab_block = k): the steps take turns, k at a time, between SYNC (sync_schedule of
+// the options) and ASYNC (the options, prefetch included), starting with options.mode. gpt2 test-tiny,
+// W = 2, 6 steps, k = 2, SYNC first:
+//   numerics  the modes are bit-identical in this engine, so the A/B losses equal plain SYNC's and ASYNC's
+//   schedule  read from the op log's virtual times: steps 0-1 and 4-5 overlap no collective with compute
+//             (SYNC), steps 2-3 do (ASYNC's backward prefetch); each step takes the virtual time the same
+//             step takes in a plain run of its mode
+//   memory    the buffers an ASYNC step parks are given back when SYNC comes: a SYNC step after ASYNC
+//             holds the gathered memory of a plain SYNC run's step, no ASYNC leftovers
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "engine/train/fsdp_trainer.hpp"
+#include "fsdp_runs.hpp"
+
+namespace fsdplab {
+namespace {
+
+constexpr int kSteps = 6;
+constexpr int kBlock = 2;
+
+struct Schedule {
+  std::vector<StepReport> steps;
+  std::vector<std::vector<OpRecord>> ops;  // by rank
+};
+
+// A plain run of `options`, or an A/B run of them when ab_block > 0.
+Schedule run_schedule(const FsdpOptions& options, int ab_block) {
+  FsdpRun fsdp;
+  fsdp.run = testing::gpt2_run(2, 4, 16, kSteps);
+  fsdp.options = options;
+  fsdp.ab_block = ab_block;
+  fsdp.keep_op_log = true;
+  Schedule out;
+  out.ops.resize(2);
+  std::mutex mutex;
+  fsdp.on_rank_done = [&](int r, Device& device) {
+    const std::lock_guard lock(mutex);
+    out.ops[static_cast<std::size_t>(r)] = device.ops();
+  };
+  out.steps = train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
+  return out;
+}
+
+// Collectives of `step` that run while some compute op runs, on the device clock.
+int overlapping_collectives(const std::vector<OpRecord>& ops, int step) {
+  int n = 0;
+  for (const OpRecord& op : ops) {
+    if (!is_communication(op.category) || op.labels.step != step) continue;
+    n += std::any_of(ops.begin(), ops.end(), [&](const OpRecord& c) {
+      return c.category == OpCategory::compute && op.begin < c.end && c.begin < op.end;
+    });
+  }
+  return n;
+}
+
+TEST(FsdpAB, AbModeAlternatesBlocksStartingWithTheFirst) {
+  EXPECT_EQ(ab_mode(OverlapMode::sync, 0, 5), OverlapMode::sync);
+  const std::vector<OverlapMode> expected = {OverlapMode::sync,  OverlapMode::sync,  OverlapMode::async,
+                                             OverlapMode::async, OverlapMode::sync,  OverlapMode::sync};
+  for (int step = 0; step < kSteps; ++step) EXPECT_EQ(ab_mode(OverlapMode::sync, kBlock, step), expected[static_cast<std::size_t>(step)]);
+  EXPECT_EQ(ab_mode(OverlapMode::async, 3, 0), OverlapMode::async);
+  EXPECT_EQ(ab_mode(OverlapMode::async, 3, 3), OverlapMode::sync);
+  EXPECT_EQ(ab_mode(OverlapMode::async, 3, 6), OverlapMode::async);
+}
+
+TEST(FsdpAB, AlternatesSyncAndAsyncWithTheSameLosses) {
+  const FsdpOptions async_options;  // PyTorch's defaults: backward prefetch in pre-backward
+  FsdpOptions sync_first = async_options;
+  sync_first.mode = OverlapMode::sync;  // the ASYNC blocks keep the prefetch
+  const Schedule sync = run_schedule(sync_schedule(async_options), 0);
+  const Schedule async = run_schedule(async_options, 0);
+  const Schedule ab = run_schedule(sync_first, kBlock);
+  const std::vector<double> losses = testing::losses_of(ab.steps);
+  ASSERT_EQ(losses.size(), static_cast<std::size_t>(kSteps));
+  EXPECT_EQ(losses, testing::losses_of(sync.steps));
+  EXPECT_EQ(losses, testing::losses_of(async.steps));
+
+  for (int step = 0; step < kSteps; ++step) {
+    const bool is_sync = ab_mode(OverlapMode::sync, kBlock, step) == OverlapMode::sync;
+    const Schedule& plain = is_sync ? sync : async;
+    for (std::size_t r = 0; r < 2; ++r) {
+      const int overlapping = overlapping_collectives(ab.ops[r], step);
+      if (is_sync) {
+        EXPECT_EQ(overlapping, 0) << "SYNC step " << step << " rank " << r;
+      } else {
+        EXPECT_GT(overlapping, 0) << "ASYNC step " << step << " rank " << r;
+      }
+      EXPECT_EQ(overlapping, overlapping_collectives(plain.ops[r], step)) << "step " << step << " rank " << r;
+    }
+    const auto duration = [](const StepReport& s) { return s.end - s.begin; };
+    EXPECT_EQ(duration(ab.steps[static_cast<std::size_t>(step)]), duration(plain.steps[static_cast<std::size_t>(step)]))
+        << "step " << step << (is_sync ? " (SYNC)" : " (ASYNC)");
+  }
+}
+
+// A rank's gathered parameters and gradients live together over time, from the ledger's counter samples.
+class GatheredBytes final : public TraceSink {
+ public:
+  void on_event(const TraceEvent&) override {}
+  void on_counter(const CounterSample& sample) override {
+    if (sample.tag == MemTag::param_full) params_ = sample.tag_live;
+    if (sample.tag == MemTag::grad_full) grads_ = sample.tag_live;
+    samples_.push_back({sample.time, params_ + grads_});
+  }
+  // The peak over [begin, end] of the host clock.
+  std::int64_t peak(SimTime begin, SimTime end) const {
+    std::int64_t peak = 0;
+    for (const auto& [time, live] : samples_)
+      if (time >= begin && time <= end) peak = std::max(peak, live);
+    return peak;
+  }
+
+ private:
+  std::int64_t params_ = 0, grads_ = 0;
+  std::vector<std::pair<SimTime, std::int64_t>> samples_;
+};
+
+// Rank 0's peak of gathered memory in each step of `fsdp`.
+std::vector<std::int64_t> gathered_peaks(FsdpRun fsdp) {
+  GatheredBytes rank0, rank1;
+  fsdp.sinks = {&rank0, &rank1};
+  std::vector<std::int64_t> peaks;
+  for (const StepReport& s : train_fsdp(fsdp, PresetCatalog::builtin(), nullptr)) peaks.push_back(rank0.peak(s.begin, s.end));
+  return peaks;
+}
+
+TEST(FsdpAB, SyncStepsAfterAsyncHoldNoParkedBuffers) {
+  FsdpRun fsdp;
+  fsdp.run = testing::gpt2_run(2, 4, 16, kSteps);
+  fsdp.ab_block = kBlock;  // ASYNC, ASYNC, SYNC, SYNC, ASYNC, ASYNC
+  const std::vector<std::int64_t> ab = gathered_peaks(fsdp);
+  fsdp.ab_block = 0;
+  fsdp.options = sync_schedule(fsdp.options);
+  const std::vector<std::int64_t> sync = gathered_peaks(fsdp);
+  EXPECT_EQ(ab[2], sync[2]);
+  EXPECT_EQ(ab[3], sync[3]);
+}
+
+}  // namespace
+}  // namespace fsdplab

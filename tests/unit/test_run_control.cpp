@@ -1,0 +1,150 @@
+// RunControl (engine/train/run_control.hpp) on its own, with threads standing in for ranks: gates pass
+// while nothing is asked; a break pauses only at the focus rank's chosen events, and then every gate
+// waits; resume lets them all go; stop makes every gate throw, waking the waiting ones; holding() is
+// true while a rank is held, which keeps its peers' collectives from timing out.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "engine/train/run_control.hpp"
+
+namespace fsdplab {
+namespace {
+
+using namespace std::chrono_literals;
+
+FsdpEvent event_of(int rank, FsdpEventKind kind, int step = 0) {
+  FsdpEvent e;
+  e.rank = rank;
+  e.kind = kind;
+  e.step = step;
+  return e;
+}
+
+// Polls for up to 3 s; whether `condition` came true.
+template <class Condition>
+bool eventually(const Condition& condition) {
+  const auto until = std::chrono::steady_clock::now() + 3s;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+TEST(RunControl, GatesPassWhileNothingIsAsked) {
+  RunControl control;
+  for (std::size_t k = 0; k < kFsdpEventKindCount; ++k) control.gate(0, event_of(0, static_cast<FsdpEventKind>(k)));
+  EXPECT_FALSE(control.paused());
+  EXPECT_FALSE(control.holding());
+  EXPECT_EQ(control.generation(), 0u);
+  // Breaks chosen but breaking off: still nothing.
+  control.set_break_on(FsdpEventKind::pre_forward, true);
+  EXPECT_TRUE(control.breaks_on(FsdpEventKind::pre_forward));
+  EXPECT_FALSE(control.breaks_on(FsdpEventKind::post_forward));
+  control.gate(0, event_of(0, FsdpEventKind::pre_forward));
+  EXPECT_FALSE(control.paused());
+}
+
+TEST(RunControl, OnlyTheFocusRankBreaksAndThenEveryGateWaits) {
+  RunControl control;
+  control.set_breaking(true);
+  control.set_break_on(FsdpEventKind::post_forward, true);
+  control.set_focus(1, 1);
+  control.gate(0, event_of(1, FsdpEventKind::post_forward));  // another run
+  control.gate(1, event_of(0, FsdpEventKind::post_forward));  // another rank
+  control.gate(1, event_of(1, FsdpEventKind::pre_forward));   // another kind
+  EXPECT_FALSE(control.paused());
+
+  std::atomic<int> passed{0};
+  std::thread focus([&] {
+    control.gate(1, event_of(1, FsdpEventKind::post_forward, 3));
+    ++passed;
+  });
+  ASSERT_TRUE(eventually([&] { return control.paused(); }));
+  const std::optional<FsdpEvent> at = control.last_break();
+  ASSERT_TRUE(at.has_value());
+  EXPECT_EQ(at->rank, 1);
+  EXPECT_EQ(at->step, 3);
+  EXPECT_EQ(at->kind, FsdpEventKind::post_forward);
+  std::thread other([&] {
+    control.gate(0, event_of(0, FsdpEventKind::collective_done));
+    ++passed;
+  });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(passed, 0);
+  EXPECT_TRUE(control.holding());
+
+  control.resume();
+  focus.join();
+  other.join();
+  EXPECT_EQ(passed, 2);
+  EXPECT_FALSE(control.paused());
+  EXPECT_FALSE(control.last_break().has_value());
+}
+
+TEST(RunControl, StepOnceWithoutBreaksGoesOneEventOfTheFocusRank) {
+  RunControl control;
+  control.pause();
+  EXPECT_TRUE(control.paused());
+  EXPECT_FALSE(control.last_break().has_value());  // a pause, not a break
+  control.step_once();
+  EXPECT_FALSE(control.paused());
+  control.gate(0, event_of(1, FsdpEventKind::pre_forward));  // not the focus: goes on
+  EXPECT_FALSE(control.paused());
+  std::thread focus([&] { control.gate(0, event_of(0, FsdpEventKind::collective_issued)); });
+  ASSERT_TRUE(eventually([&] { return control.paused(); }));
+  EXPECT_EQ(control.last_break()->kind, FsdpEventKind::collective_issued);
+  control.resume();
+  focus.join();
+}
+
+TEST(RunControl, StopWakesWaitingGatesAndEveryLaterOneThrows) {
+  RunControl control;
+  control.pause();
+  std::atomic<bool> threw{false};
+  std::thread rank([&] {
+    try {
+      control.gate(0, event_of(0, FsdpEventKind::pre_backward, 2));
+    } catch (const RunStopped& e) {
+      threw = std::string(e.what()) == "run 0 stopped (RunControl::stop) at rank 0's pre-backward of step 2";
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return control.holding(); }));
+  const std::uint64_t generation = control.generation();
+  control.stop();
+  rank.join();
+  EXPECT_TRUE(threw);
+  EXPECT_TRUE(control.stopped());
+  EXPECT_GT(control.generation(), generation);
+  EXPECT_THROW(control.gate(0, event_of(1, FsdpEventKind::optimizer_step)), RunStopped);
+}
+
+TEST(RunControl, PacingSpacesOptimizerStepsAndStopCutsItShort) {
+  RunControl control;
+  control.set_steps_per_second(10);
+  const auto begin = std::chrono::steady_clock::now();
+  control.gate(0, event_of(0, FsdpEventKind::optimizer_step, 0));  // the first step waits for nothing
+  control.gate(0, event_of(0, FsdpEventKind::pre_forward, 1));     // only optimizer steps are paced
+  control.gate(0, event_of(0, FsdpEventKind::optimizer_step, 1));
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, 95ms);
+  control.gate(1, event_of(0, FsdpEventKind::optimizer_step, 0));  // another run has its own pace
+
+  control.set_steps_per_second(0.1);  // 10 s a step: cut short by stop
+  std::thread rank([&] { EXPECT_THROW(control.gate(0, event_of(0, FsdpEventKind::optimizer_step, 2)), RunStopped); });
+  ASSERT_TRUE(eventually([&] { return control.holding(); }));
+  const auto asked = std::chrono::steady_clock::now();
+  control.stop();
+  rank.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 1s);
+}
+
+TEST(RunControl, RefusesANegativePace) {
+  RunControl control;
+  EXPECT_THROW(control.set_steps_per_second(-1), Error);
+}
+
+}  // namespace
+}  // namespace fsdplab
