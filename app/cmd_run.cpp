@@ -1,7 +1,5 @@
-// `fsdplab run` — runs a job on the sim device and reports its timeline.
-//
-// Today the job is the streams demo (engine/train/stream_demo.hpp); training runs come with the
-// model and FSDP layers. The default job (`fsdplab` alone) is `run --demo streams` on 2 ranks.
+// `fsdplab run` — trains a model (--model: the baseline, or FSDP on W ranks) or runs the streams demo
+// (engine/train/stream_demo.hpp) on the sim device, and reports its timeline.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -311,7 +309,5 @@ void add_run_command(CLI::App& app) {
     }
   });
 }
-
-int run_default_job() { return run_streams_demo(RunOptions{}); }
 
 }  // namespace fsdplab::app

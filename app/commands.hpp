@@ -9,8 +9,11 @@ void add_run_command(CLI::App& app);
 void add_presets_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_gui_command(CLI::App& app);
+void add_view_command(CLI::App& app);
 
-// The job `fsdplab` runs when given no subcommand.
+// The job `fsdplab` runs when given no subcommand: the dashboard on the default run, or without a
+// display the same SYNC and ASYNC runs headless (cmd_gui.cpp).
 int run_default_job();
 
 }  // namespace fsdplab::app

@@ -7,13 +7,15 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "fsdplab: a teaching lab for Fully Sharded Data Parallel training.\n"
-      "With no subcommand it runs the default job: the streams demo on the sim device with 2 ranks, "
-      "SYNC against ASYNC."};
+      "With no subcommand it opens the dashboard on the default run (GPT-2 test-small, 2 ranks of the sim "
+      "device, SYNC and ASYNC side by side); without a display it runs the same comparison headless."};
   app.require_subcommand(0, 1);
   fsdplab::app::add_run_command(app);
   fsdplab::app::add_presets_command(app);
   fsdplab::app::add_devices_command(app);
   fsdplab::app::add_bench_command(app);
+  fsdplab::app::add_gui_command(app);
+  fsdplab::app::add_view_command(app);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) return fsdplab::app::run_default_job();

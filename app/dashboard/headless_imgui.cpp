@@ -3,6 +3,8 @@
 #include <cfloat>
 #include <cstdint>
 
+#include <GLFW/glfw3.h>
+
 namespace fsdplab::app {
 
 HeadlessImGui::HeadlessImGui(float width, float height) : previous_(ImGui::GetCurrentContext()) {
@@ -12,6 +14,13 @@ HeadlessImGui::HeadlessImGui(float width, float height) : previous_(ImGui::GetCu
   io.IniFilename = nullptr;  // a test must not read or write imgui.ini
   io.DisplaySize = ImVec2(width, height);
   io.DeltaTime = 1.0f / 60.0f;
+  // The keys the dashboard reads, at the indices 1.86's GLFW backend uses (GLFW's key codes), so a
+  // test presses io.KeysDown[io.KeyMap[ImGuiKey_Space]] as the window would.
+  io.KeyMap[ImGuiKey_Space] = GLFW_KEY_SPACE;
+  io.KeyMap[ImGuiKey_RightArrow] = GLFW_KEY_RIGHT;
+  io.KeyMap[ImGuiKey_LeftArrow] = GLFW_KEY_LEFT;
+  io.KeyMap[ImGuiKey_End] = GLFW_KEY_END;
+  io.KeyMap[ImGuiKey_Home] = GLFW_KEY_HOME;
   unsigned char* pixels = nullptr;
   int w = 0, h = 0;
   io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);

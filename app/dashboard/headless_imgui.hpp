@@ -27,8 +27,11 @@ class HeadlessImGui {
   template <class Draw>
   void click(ImVec2 min, ImVec2 max, Draw&& draw) {
     const float x = (min.x + max.x) / 2, y = (min.y + max.y) / 2;
+    // A second past the last frame first: two clicks on one spot within 0.3 s are a double click.
+    ImGui::GetIO().DeltaTime = 1.0f;
     for (bool down : {false, true, false}) {
       new_frame(x, y, down);
+      ImGui::GetIO().DeltaTime = 1.0f / 60.0f;
       draw();
       render();
     }

@@ -1,0 +1,188 @@
+// `fsdplab gui`, `fsdplab view` and the default job — the dashboard and its headless stand-in.
+//
+//   fsdplab                       the default run (sim, 2 ranks, SYNC and ASYNC side by side): in the
+//                                 dashboard where a display exists; otherwise the same comparison
+//                                 headless, printing step times and writing the traces, with a word on
+//                                 how to get the window
+//   fsdplab gui [settings]        the dashboard on a live run; --screenshot out.png --steps N renders
+//                                 after N steps and exits (works under xvfb-run with Mesa)
+//   fsdplab view a.json [b.json]  exported traces replayed in the same panels
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/commands.hpp"
+#include "app/dashboard/dashboard.hpp"
+#include "app/dashboard/gui_window.hpp"
+#include "app/dashboard/step_comparison.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/trace/chrome_trace.hpp"
+#include "engine/trace/trace_recorder.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+struct GuiOptions {
+  SessionSettings settings;
+  std::string compare = "side-by-side";
+  std::string screenshot;
+  int screenshot_steps = 3;
+  std::string break_kind;
+  int width = 1600;
+  int height = 1000;
+};
+
+// The flags that choose what a live dashboard runs, shared by `gui` (and named as `fsdplab run` names them).
+void add_session_flags(CLI::App& cmd, GuiOptions& o) {
+  SessionSettings& s = o.settings;
+  cmd.add_option("--model", s.model, "Model: gpt2, llama, mlp, toy")->capture_default_str();
+  cmd.add_option("--preset", s.preset, "Model size (gpt2, llama)")->capture_default_str();
+  cmd.add_option("--world", s.world, "Ranks")->capture_default_str()->check(CLI::Range(1, 64));
+  cmd.add_option("--device-preset", s.device_preset, "Device preset (see `fsdplab presets`)")->capture_default_str();
+  cmd.add_option("--link-preset", s.link_preset, "Link preset; default: the device preset's link");
+  cmd.add_option("--compare", o.compare, "side-by-side (SYNC and ASYNC runs), sync, async, or ab (one run alternating)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"side-by-side", "sync", "async", "ab"}));
+  cmd.add_option("--ab-block", s.ab_block, "A/B: steps per block")->capture_default_str();
+  cmd.add_option("--prefetch", s.prefetch, "ASYNC prefetch: none, forward, backward-pre, backward-post, all")
+      ->capture_default_str();
+  cmd.add_option("--strategy", s.strategy, "full, grad_op (no reshard after forward), hybrid, no_shard, zero1, zero2")
+      ->capture_default_str();
+  cmd.add_option("--precision", s.precision, "Parameter dtype: f32 or bf16")->capture_default_str();
+  cmd.add_option("--pace", s.steps_per_second, "Steps per wall second (0: unpaced)")->capture_default_str();
+  cmd.add_flag("--dry-run", s.dry_run, "Shapes, time and memory only (large presets at the speed of small ones)");
+}
+
+Comparison parse_comparison(const std::string& name) {
+  if (name == "side-by-side") return Comparison::side_by_side;
+  if (name == "sync") return Comparison::sync_only;
+  if (name == "async") return Comparison::async_only;
+  if (name == "ab") return Comparison::ab;
+  fail("--compare '", name, "'; expected side-by-side, sync, async or ab");
+}
+
+FsdpEventKind parse_break_kind(const std::string& name) {
+  for (std::size_t k = 0; k < kFsdpEventKindCount; ++k) {
+    const auto kind = static_cast<FsdpEventKind>(k);
+    if (fsdp_event_name(kind) == name) return kind;
+  }
+  std::string known;
+  for (std::size_t k = 0; k < kFsdpEventKindCount; ++k)
+    known += (k ? ", '" : "'") + std::string(fsdp_event_name(static_cast<FsdpEventKind>(k))) + "'";
+  fail("--break '", name, "'; expected one of ", known);
+}
+
+std::string no_window_hint(const std::string& problem) {
+  return problem + ": the dashboard needs one. On a desktop, run `fsdplab` or `fsdplab gui`; here, "
+                   "`xvfb-run -a fsdplab gui --screenshot dashboard.png --steps 10` renders it to a PNG";
+}
+
+void run_gui(GuiOptions o) {
+  o.settings.comparison = parse_comparison(o.compare);
+  WindowOptions window;
+  window.width = o.width;
+  window.height = o.height;
+  if (!o.screenshot.empty()) {
+    check(o.screenshot_steps >= 1, "--steps ", o.screenshot_steps, "; expected >= 1");
+    window.screenshot = o.screenshot;
+    window.screenshot_after_steps = o.screenshot_steps;
+    if (!o.break_kind.empty()) window.screenshot_break = parse_break_kind(o.break_kind);
+    // The shot shows the runs N steps in: they stop there (one step more to break in), unpaced.
+    o.settings.steps = o.screenshot_steps + (window.screenshot_break ? 1 : 0);
+    o.settings.steps_per_second = 0;
+  } else {
+    check(o.break_kind.empty(), "--break is for --screenshot; in the window, use the step-through panel");
+  }
+  if (const auto problem = display_problem()) fail(no_window_hint(*problem));
+  Dashboard dashboard(std::make_unique<LiveSession>(o.settings));
+  run_window(dashboard, window);
+  if (!window.screenshot.empty()) std::printf("screenshot: %s\n", window.screenshot.c_str());
+}
+
+// ---- the default job without a display ---------------------------------------------------------------
+
+int run_headless_comparison(const std::string& problem) {
+  SessionSettings settings;
+  settings.steps = 10;
+  const PresetCatalog& presets = PresetCatalog::builtin();
+  TraceStore store;
+  std::vector<std::string> files;
+  const auto& link = presets.link_for(presets.device(settings.device_preset), settings.link_preset);
+  std::printf("fsdplab default run: %s %s on %d ranks of %s + %s (sim device, virtual time), %d steps, %s\n",
+              settings.model.c_str(), settings.preset.c_str(), settings.world, settings.device_preset.c_str(),
+              link.name.c_str(), settings.steps, std::string(comparison_name(settings.comparison)).c_str());
+  for (SessionSettings::PlannedRun& p : settings.plan()) {
+    std::vector<TraceRecorder> recorders(static_cast<std::size_t>(p.run.run.world));
+    for (TraceRecorder& r : recorders) p.run.sinks.push_back(&r);
+    const std::vector<StepReport> reports = train_fsdp(p.run, presets, nullptr);
+    const int source = store.add_source(p.label, p.run.run.world, p.sync);
+    TraceData all;
+    for (const TraceRecorder& r : recorders) all.append(r.data());
+    for (const TraceEvent& e : all.events) store.add_event(source, e);
+    for (const CounterSample& c : all.counters) store.add_counter(source, c);
+    for (const StepReport& s : reports) store.add_step(source, s.step, s.begin, s.end, s.loss, p.sync);
+    TraceMeta meta;
+    meta.world_size = p.run.run.world;
+    meta.device_name = presets.device(settings.device_preset).description;
+    meta.mode = p.sync ? "sync" : "async";
+    files.push_back(p.sync ? "fsdplab-sync.json" : "fsdplab-async.json");
+    write_chrome_trace(files.back(), all, meta);
+  }
+  print_step_comparison(store);
+  std::printf("traces: %s %s (replay: fsdplab view %s %s; or open them in ui.perfetto.dev)\n", files[0].c_str(),
+              files[1].c_str(), files[0].c_str(), files[1].c_str());
+  std::printf("%s\n", no_window_hint(problem).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_gui_command(CLI::App& app) {
+  auto options = std::make_shared<GuiOptions>();
+  auto* cmd = app.add_subcommand("gui", "The dashboard on a live run (default: SYNC and ASYNC side by side)");
+  add_session_flags(*cmd, *options);
+  cmd->add_option("--screenshot", options->screenshot, "Render to this PNG after --steps steps and exit");
+  cmd->add_option("--steps", options->screenshot_steps, "With --screenshot: steps before the shot")->capture_default_str();
+  cmd->add_option("--break", options->break_kind,
+                  "With --screenshot: then stop at this FSDP event (e.g. 'post-forward') and show it");
+  cmd->add_option("--width", options->width, "Window width in pixels")->capture_default_str();
+  cmd->add_option("--height", options->height, "Window height in pixels")->capture_default_str();
+  cmd->callback([options] { run_gui(*options); });
+}
+
+void add_view_command(CLI::App& app) {
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto screenshot = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("view", "Replay exported traces (fsdplab run --trace) in the dashboard");
+  cmd->add_option("traces", *files, "Trace files (Chrome trace JSON written by fsdplab)")->required();
+  cmd->add_option("--screenshot", *screenshot, "Render to this PNG and exit");
+  cmd->callback([files, screenshot] {
+    Replay replay = load_replay(*files);
+    const std::size_t failed = replay.errors.size();
+    for (const std::string& error : replay.errors) std::cerr << "fsdplab view: " << error << "\n";
+    std::printf("fsdplab view: %zu of %zu trace file(s) loaded, %zu events\n", replay.files.size(), files->size(),
+                replay.store.event_count());
+    std::fflush(stdout);  // before the errors below, which go to stderr
+    if (const auto problem = display_problem())
+      fail(*problem, ": the replay window needs one (try `xvfb-run -a fsdplab view ", files->front(),
+           " --screenshot view.png`)");
+    WindowOptions window;
+    window.screenshot = *screenshot;
+    Dashboard dashboard(std::move(replay));  // files that failed are named in the window too
+    run_window(dashboard, window);
+    if (!screenshot->empty()) std::printf("screenshot: %s\n", screenshot->c_str());
+    check(failed == 0, failed, " of ", files->size(), " trace file(s) could not be read (see above)");
+  });
+}
+
+int run_default_job() {
+  if (const auto problem = display_problem()) return run_headless_comparison(*problem);
+  Dashboard dashboard(std::make_unique<LiveSession>(SessionSettings{}));
+  run_window(dashboard, WindowOptions{});
+  return 0;
+}
+
+}  // namespace fsdplab::app

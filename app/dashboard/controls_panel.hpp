@@ -1,0 +1,37 @@
+// controls_panel.hpp — the run controls: what to train and how (model and preset, world size, device
+// and link preset, SYNC/ASYNC comparison, prefetch, reshard after forward, strategy, precision), and
+// run / pause / single step / restart with the edited settings.
+//
+// Edits go to a copy of the settings; nothing changes until "Restart with these settings", which
+// starts new runs only if the settings can run (otherwise the error is shown and the runs go on).
+#pragma once
+#include <string>
+
+#include <imgui.h>
+
+#include "app/dashboard/live_session.hpp"
+
+namespace fsdplab::app {
+
+class ControlsPanel {
+ public:
+  void draw(LiveSession& session);
+
+  // For tests: where the buttons were drawn in the last frame.
+  struct Rect {
+    ImVec2 min, max;
+  };
+  Rect pause_button() const { return pause_; }
+  Rect step_button() const { return step_; }
+  Rect restart_button() const { return restart_; }
+  SessionSettings& edited() { return edited_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  bool initialised_ = false;
+  SessionSettings edited_;
+  std::string message_;  // the last restart's error, shown until the next try
+  Rect pause_, step_, restart_;
+};
+
+}  // namespace fsdplab::app

@@ -1,0 +1,121 @@
+#include "app/dashboard/dashboard.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace fsdplab::app {
+
+Dashboard::Dashboard(std::unique_ptr<LiveSession> session) : session_(std::move(session)) {}
+
+Dashboard::Dashboard(Replay replay) : replay_(std::move(replay)) {
+  timeline_.set_following(false);
+  timeline_.set_view(replay_.store.first_time(), std::max(replay_.store.last_time(), replay_.store.first_time() + 1));
+}
+
+const TraceStore& Dashboard::store() const { return session_ ? session_->store() : replay_.store; }
+
+void Dashboard::frame() {
+  if (session_) session_->drain();
+  handle_keys();
+  const ImGuiIO& io = ImGui::GetIO();
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(io.DisplaySize);
+  constexpr ImGuiWindowFlags kFlags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                                      ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBringToFrontOnFocus;
+  ImGui::Begin("fsdplab", nullptr, kFlags);
+  draw_title();
+  draw_left();
+  ImGui::SameLine();
+  draw_right();
+  ImGui::End();
+}
+
+// ---- keyboard: space pauses and runs, s or the right arrow steps -----------------------------------
+
+void Dashboard::handle_keys() {
+  if (!session_ || ImGui::GetIO().WantTextInput) return;
+  RunControl& control = session_->control();
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) {
+    if (control.paused()) {
+      control.resume();
+    } else {
+      control.pause();
+    }
+  }
+  // GLFW's key codes for letters are their upper-case ASCII codes, and 1.86's GLFW backend indexes
+  // io.KeysDown by them.
+  if (ImGui::IsKeyPressed('S', false) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow), false))
+    control.step_once();
+}
+
+// ---- layout ----------------------------------------------------------------------------------------
+
+void Dashboard::draw_title() {
+  if (session_) {
+    const SessionSettings& s = session_->settings();
+    ImGui::Text("fsdplab · %s %s · W=%d · %s%s%s · %s · sim device, virtual time", s.model.c_str(), s.preset.c_str(),
+                s.world, s.device_preset.c_str(), s.link_preset.empty() ? "" : " + ", s.link_preset.c_str(),
+                std::string(comparison_name(s.comparison)).c_str());
+  } else {
+    ImGui::Text("fsdplab view · %zu trace file(s) · %zu events", replay_.files.size(), replay_.store.event_count());
+  }
+}
+
+void Dashboard::draw_left() {
+  ImGui::BeginChild("left", ImVec2(390, 0), true);
+  if (session_) {
+    if (ImGui::CollapsingHeader("Run", ImGuiTreeNodeFlags_DefaultOpen)) controls_.draw(*session_);
+    if (ImGui::CollapsingHeader("Step-through", ImGuiTreeNodeFlags_DefaultOpen)) step_through_.draw(*session_);
+  } else {
+    ImGui::TextUnformatted("Replaying:");
+    for (const std::string& file : replay_.files) ImGui::BulletText("%s", file.c_str());
+    if (!replay_.errors.empty()) {
+      ImGui::Separator();
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
+      for (const std::string& error : replay_.errors) ImGui::TextWrapped("%s", error.c_str());
+      ImGui::PopStyleColor();
+    }
+    ImGui::Separator();
+    ImGui::TextWrapped("A trace holds what the devices did, not the FSDP events: step-through and the "
+                       "FlatParameter map need a live run (fsdplab gui).");
+  }
+  ImGui::EndChild();
+}
+
+void Dashboard::draw_right() {
+  ImGui::BeginChild("right", ImVec2(0, 0), false);
+  const TraceStore& trace = store();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  ImGui::BeginChild("timeline_area", ImVec2(0, avail.y * 0.52f), true);
+  timeline_.draw(trace);
+  ImGui::EndChild();
+
+  const float below = ImGui::GetContentRegionAvail().y;
+  const float width = ImGui::GetContentRegionAvail().x;
+  ImGui::BeginChild("memory_area", ImVec2(width * 0.36f, below), true);
+  ImGui::TextUnformatted("Memory per rank (ledger by tag; yellow: the analytic expectation)");
+  const std::vector<std::optional<TagBytes>> none(trace.sources().size());
+  const auto& expected = session_ ? session_->expected_memory() : none;
+  const SimTime now = std::min(timeline_.view_end(), trace.last_time());
+  memory_.draw(trace, expected, timeline_.view_begin(), timeline_.view_end(), now);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("steps_area", ImVec2(width * 0.32f, below), true);
+  ImGui::TextUnformatted("Step times (virtual ms)");
+  step_times_.draw(trace);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("map_area", ImVec2(0, below), true);
+  ImGui::TextUnformatted("FlatParameter map: units x ranks");
+  if (session_) {
+    const auto [focus_source, focus_rank] = session_->control().focus();
+    (void)focus_rank;
+    flat_parameters_.draw(session_->map(), session_->log(), focus_source);
+  } else {
+    ImGui::TextDisabled("needs a live run");
+  }
+  ImGui::EndChild();
+  ImGui::EndChild();
+}
+
+}  // namespace fsdplab::app

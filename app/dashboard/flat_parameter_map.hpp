@@ -1,0 +1,73 @@
+// flat_parameter_map.hpp — the FlatParameter map panel: units × ranks, which slice of which parameter
+// each rank's shard holds (task 2), and each unit's live state on each rank (sharded, being gathered,
+// unsharded) as the FSDP events report it.
+//
+// The layout is planned here from the run's configuration with the reference FlatParameter task, the
+// same plan every rank makes (shapes only, nothing allocated), so the map is right before the first
+// event arrives and costs nothing per frame but drawing.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <imgui.h>
+
+#include "app/dashboard/fsdp_event_log.hpp"
+#include "engine/fsdp/sharding.hpp"
+#include "engine/train/run_config.hpp"
+
+namespace fsdplab::app {
+
+struct MappedParameter {
+  std::string name;
+  std::int64_t offset = 0;  // in the unit's flat buffer
+  std::int64_t numel = 0;
+};
+
+struct MappedUnit {
+  std::string name;
+  std::int64_t padded_numel = 0;
+  std::int64_t shard_numel = 0;
+  std::vector<MappedParameter> params;  // in flat order
+};
+
+struct FlatParameterMap {
+  int world = 1;
+  int shard_group = 1;  // S: rank r holds chunk r % S of every unit
+  std::vector<MappedUnit> units;
+
+  int chunk_of(int rank) const { return rank % shard_group; }
+};
+
+// The units FSDP makes of `run`'s model under `options`, laid out for its shard group.
+FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions& options);
+
+// The slices of `unit`'s parameters inside [begin, end) of its flat buffer, in flat order: what a
+// chunk holds. Elements of the range no parameter covers (alignment gaps, padding) are not listed.
+struct MappedSlice {
+  const MappedParameter* param = nullptr;
+  std::int64_t param_begin = 0;  // first element of the parameter in the range
+  std::int64_t count = 0;
+  std::int64_t flat_offset = 0;  // where it sits in the flat buffer
+};
+std::vector<MappedSlice> slices_in(const MappedUnit& unit, std::int64_t begin, std::int64_t end);
+
+class FlatParameterPanel {
+ public:
+  // Draws `map` for `source` of `log` (its units' states on each rank).
+  void draw(const FlatParameterMap& map, const FsdpEventLog& log, int source);
+
+  // For tests: the cell of (unit, rank) drawn in the last frame and the state it showed.
+  struct Cell {
+    int unit = 0;
+    int rank = 0;
+    UnitState state = UnitState::sharded;
+    ImVec2 min, max;
+  };
+  const std::vector<Cell>& cells() const { return cells_; }
+
+ private:
+  std::vector<Cell> cells_;
+};
+
+}  // namespace fsdplab::app

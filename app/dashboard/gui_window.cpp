@@ -1,0 +1,135 @@
+#include "app/dashboard/gui_window.hpp"
+
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <GLFW/glfw3.h>
+#include <stb_image_write.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+// Writes the back buffer's pixels to `path` as a PNG, through a temporary name.
+void write_screenshot(const std::string& path, int width, int height) {
+  std::vector<unsigned char> pixels(static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3);
+  glReadBuffer(GL_BACK);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, width, height, GL_RGB, GL_UNSIGNED_BYTE, pixels.data());
+  check(glGetError() == GL_NO_ERROR, "screenshot: reading the frame's pixels failed");
+  // OpenGL's first row is the bottom one; a PNG's is the top.
+  stbi_flip_vertically_on_write(1);
+  const std::string temporary = path + ".tmp";
+  check(stbi_write_png(temporary.c_str(), width, height, 3, pixels.data(), width * 3) != 0, "screenshot: cannot write '",
+        temporary, "'");
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  check(!error, "screenshot: cannot rename '", temporary, "' to '", path, "': ", error.message());
+}
+
+// Live screenshots wait for their moment: every run `steps` steps in (or ended), then, if asked,
+// stopped at a break on `kind`.
+class ScreenshotMoment {
+ public:
+  ScreenshotMoment(const WindowOptions& options) : options_(options) {}
+
+  bool reached(Dashboard& dashboard) {
+    LiveSession* session = dashboard.session();
+    if (!session) return ++frames_ > 3;  // a replay: a few frames for the layout to settle
+    bool steps_done = true;
+    for (const auto& run : session->runs())
+      steps_done = steps_done && (run->finished() || static_cast<int>(session->store().source(run->source()).steps.size()) >=
+                                                         options_.screenshot_after_steps);
+    if (!steps_done) return false;
+    RunControl& control = session->control();
+    if (options_.screenshot_break && !armed_) {
+      control.set_break_on(*options_.screenshot_break, true);
+      control.set_breaking(true);
+      armed_ = true;
+    }
+    if (options_.screenshot_break && !(control.paused() && control.last_break())) return false;
+    return ++frames_ > 3;  // drawn a few times after the moment, so the panels show what was drained last
+  }
+
+ private:
+  const WindowOptions& options_;
+  bool armed_ = false;
+  int frames_ = 0;
+};
+
+}  // namespace
+
+std::optional<std::string> display_problem() {
+  const char* x11 = std::getenv("DISPLAY");
+  const char* wayland = std::getenv("WAYLAND_DISPLAY");
+  if ((!x11 || !*x11) && (!wayland || !*wayland)) return "no display (DISPLAY and WAYLAND_DISPLAY are not set)";
+  if (!glfwInit()) return "GLFW cannot open the display '" + std::string(x11 ? x11 : wayland) + "'";
+  glfwTerminate();
+  return std::nullopt;
+}
+
+void run_window(Dashboard& dashboard, const WindowOptions& options) {
+  if (const auto problem = display_problem()) fail("the dashboard needs a display: ", *problem);
+  check(glfwInit(), "GLFW failed to initialise");
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  GLFWwindow* window = glfwCreateWindow(options.width, options.height, "fsdplab", nullptr, nullptr);
+  if (!window) {
+    glfwTerminate();
+    fail("cannot create a ", options.width, "x", options.height, " window with an OpenGL 3.3 core context");
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(options.screenshot.empty() ? 1 : 0);
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed; no imgui.ini beside the user's files
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+  const auto close = [&] {
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+    ImGui::DestroyContext();
+    glfwDestroyWindow(window);
+    glfwTerminate();
+  };
+  try {
+    ScreenshotMoment moment(options);
+    const auto start = std::chrono::steady_clock::now();
+    while (!glfwWindowShouldClose(window)) {
+      glfwPollEvents();
+      ImGui_ImplOpenGL3_NewFrame();
+      ImGui_ImplGlfw_NewFrame();
+      ImGui::NewFrame();
+      dashboard.frame();
+      ImGui::Render();
+      int width = 0, height = 0;
+      glfwGetFramebufferSize(window, &width, &height);
+      glViewport(0, 0, width, height);
+      glClearColor(0.08f, 0.08f, 0.09f, 1);
+      glClear(GL_COLOR_BUFFER_BIT);
+      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      if (!options.screenshot.empty()) {
+        if (moment.reached(dashboard)) {
+          write_screenshot(options.screenshot, width, height);
+          break;
+        }
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        check(waited < options.timeout_seconds, "screenshot: its moment did not come within ", options.timeout_seconds,
+              " s (", options.screenshot_after_steps, " steps", options.screenshot_break ? ", then a break" : "", ")");
+      }
+      glfwSwapBuffers(window);
+    }
+  } catch (...) {
+    close();
+    throw;
+  }
+  close();
+}
+
+}  // namespace fsdplab::app

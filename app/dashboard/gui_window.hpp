@@ -1,0 +1,35 @@
+// gui_window.hpp — the dashboard in a GLFW window with OpenGL 3.3, and screenshots of it.
+//
+// Without a display (no DISPLAY or WAYLAND_DISPLAY, or glfwInit failing) nothing opens: the caller is
+// told so (display_problem) and points the user at the headless commands or `xvfb-run`. Screenshots
+// read the back buffer after a frame is rendered and before it is swapped, and write a PNG (through a
+// temporary name, renamed into place); under `xvfb-run` Mesa's llvmpipe renders them.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "app/dashboard/dashboard.hpp"
+
+namespace fsdplab::app {
+
+// Why no window can open here, or nullopt if one can.
+std::optional<std::string> display_problem();
+
+struct WindowOptions {
+  int width = 1600;
+  int height = 1000;
+  // Empty: interactive, until the window is closed. Otherwise the PNG to write, after which it returns.
+  std::string screenshot;
+  // Live sessions: the shot is taken once every run has done this many steps (or ended).
+  int screenshot_after_steps = 0;
+  // Live sessions: once the steps are done, break on this kind of FSDP event and take the shot of
+  // the world stopped there (the step-through panel showing it).
+  std::optional<FsdpEventKind> screenshot_break;
+  double timeout_seconds = 300;  // a screenshot that cannot be taken by then is an Error
+};
+
+// Runs `dashboard` in a window. An Error without a display, or when a screenshot cannot be written or
+// its moment never comes.
+void run_window(Dashboard& dashboard, const WindowOptions& options);
+
+}  // namespace fsdplab::app

@@ -1,0 +1,130 @@
+#include "app/dashboard/live_session.hpp"
+
+#include <algorithm>
+
+#include "engine/runtime/error.hpp"
+#include "engine/train/expected_memory.hpp"
+#include "engine/train/model_factory.hpp"
+
+namespace fsdplab::app {
+
+std::string_view comparison_name(Comparison c) {
+  switch (c) {
+    case Comparison::side_by_side: return "SYNC and ASYNC side by side";
+    case Comparison::sync_only: return "SYNC only";
+    case Comparison::async_only: return "ASYNC only";
+    case Comparison::ab: return "A/B: one run alternating SYNC and ASYNC blocks";
+  }
+  return "";
+}
+
+// ---- settings → runs -------------------------------------------------------------------------------
+
+std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
+  check(world >= 1, "world size ", world, "; expected at least 1 rank");
+  check(steps >= 1, "steps ", steps, "; expected at least 1");
+  check(steps_per_second >= 0, "steps per second ", steps_per_second, "; expected >= 0 (0: unpaced)");
+  RunConfig run;
+  run.model = model;
+  run.preset = preset;
+  run.world = world;
+  run.steps = steps;
+  run.device_preset = device_preset;
+  run.link_preset = link_preset;
+  run.batch = (std::max(8, world) + world - 1) / world * world;  // 8 sequences, or one per rank
+  build_model(run);  // an unknown model or preset is refused here, before any run starts
+
+  FsdpOptions options;
+  options.strategy = parse_strategy(strategy);
+  if (options.strategy == ShardingStrategy::hybrid_shard) options.hybrid_group = std::max(1, world / 2);
+  options.param_dtype = parse_dtype(precision);
+  options.prefetch = parse_prefetch(prefetch);
+  options.mode = OverlapMode::async;
+  const FsdpOptions sync = sync_schedule(options);
+  validate_fsdp_options(options, world);
+  validate_fsdp_options(sync, world);
+  check(comparison != Comparison::ab || ab_block >= 1, "A/B block of ", ab_block, " steps; expected >= 1");
+
+  const auto planned = [&](std::string label, const FsdpOptions& o, bool is_sync) {
+    PlannedRun p;
+    p.label = std::move(label);
+    p.run.run = run;
+    p.run.options = o;
+    p.run.dry_run = dry_run;
+    p.sync = is_sync;
+    return p;
+  };
+  std::vector<PlannedRun> runs;
+  switch (comparison) {
+    case Comparison::side_by_side:
+      runs.push_back(planned("SYNC", sync, true));
+      runs.push_back(planned("ASYNC", options, false));
+      break;
+    case Comparison::sync_only: runs.push_back(planned("SYNC", sync, true)); break;
+    case Comparison::async_only: runs.push_back(planned("ASYNC", options, false)); break;
+    case Comparison::ab:
+      runs.push_back(planned("A/B", options, false));
+      runs.back().run.ab_block = ab_block;
+      break;
+  }
+  return runs;
+}
+
+// ---- the session -----------------------------------------------------------------------------------
+
+LiveSession::LiveSession(SessionSettings settings) : settings_(std::move(settings)) { start(settings_.plan()); }
+
+LiveSession::~LiveSession() { stop(); }
+
+void LiveSession::restart(SessionSettings settings) {
+  const std::vector<SessionSettings::PlannedRun> planned = settings.plan();  // refused before anything stops
+  stop();
+  settings_ = std::move(settings);
+  start(planned);
+}
+
+void LiveSession::stop() {
+  if (control_) control_->stop();
+  runs_.clear();  // joins every rank
+  store_.clear();
+  log_.clear();
+  expected_.clear();
+}
+
+void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned) {
+  control_ = std::make_unique<RunControl>();
+  control_->set_steps_per_second(settings_.steps_per_second);
+  // Step-through follows rank 0 of the last run: ASYNC, where prefetch makes the order interesting.
+  control_->set_focus(static_cast<int>(planned.size()) - 1, 0);
+  map_ = plan_flat_parameter_map(planned.front().run.run, planned.front().run.options);
+  for (const SessionSettings::PlannedRun& p : planned) {
+    const int source = store_.add_source(p.label, p.run.run.world, p.sync);
+    log_.add_source();
+    BuiltModel built = build_model(p.run.run);
+    try {
+      expected_.push_back(fsdp_memory(fsdp_memory_input(p.run.run, p.run.options, built)));
+    } catch (const Error&) {
+      expected_.push_back(std::nullopt);  // units the memory model does not describe
+    }
+    runs_.push_back(std::make_unique<LiveRun>(p.run, presets_, source, *control_));
+  }
+}
+
+std::size_t LiveSession::drain() {
+  std::size_t moved = 0;
+  for (const auto& run : runs_) moved += run->drain_into(store_, log_);
+  return moved;
+}
+
+bool LiveSession::finished() const {
+  return std::all_of(runs_.begin(), runs_.end(), [](const auto& r) { return r->finished(); });
+}
+
+std::vector<std::string> LiveSession::errors() const {
+  std::vector<std::string> errors;
+  for (const auto& run : runs_)
+    if (const auto e = run->error()) errors.push_back(store_.source(run->source()).label + ": " + *e);
+  return errors;
+}
+
+}  // namespace fsdplab::app

@@ -1,0 +1,92 @@
+// live_session.hpp — what the dashboard is running: the settings the controls edit, the runs they
+// start (SYNC and ASYNC side by side, one mode, or one A/B run alternating blocks of steps), the
+// RunControl they share, and what the panels read (the trace store, the FSDP event log, the
+// FlatParameter map, the analytic memory expectation).
+//
+// The default is the 2-GPU workstation the lab targets: GPT-2 test-small on 2 ranks of the sim
+// device's RTX-class preset and its PCIe link without peer-to-peer, where communication is a large
+// share of a step and SYNC and ASYNC visibly part. Runs are paced (steps per wall second) so a person
+// can watch them; pacing changes nothing in virtual time.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/dashboard/flat_parameter_map.hpp"
+#include "app/dashboard/fsdp_event_log.hpp"
+#include "app/dashboard/live_run.hpp"
+#include "app/dashboard/trace_store.hpp"
+#include "engine/runtime/memory_ledger.hpp"
+#include "engine/runtime/presets.hpp"
+#include "engine/train/run_control.hpp"
+
+namespace fsdplab::app {
+
+enum class Comparison { side_by_side, sync_only, async_only, ab };
+std::string_view comparison_name(Comparison c);  // "SYNC and ASYNC side by side", ...
+
+struct SessionSettings {
+  std::string model = "gpt2";
+  std::string preset = "test-small";
+  int world = 2;
+  std::string device_preset = "rtx-4090";
+  std::string link_preset;  // empty: the device preset's own link
+  Comparison comparison = Comparison::side_by_side;
+  int ab_block = 4;         // A/B: steps per block
+  std::string prefetch = "backward-pre";  // ASYNC runs; SYNC never prefetches (sync_schedule)
+  std::string strategy = "full";          // reshard after forward off = grad_op
+  std::string precision = "f32";          // param dtype; gradients reduce in f32
+  int steps = 500;
+  bool dry_run = false;     // shapes, time and memory only: the large presets at the speed of the small
+  double steps_per_second = 4;  // 0: as fast as the host computes
+
+  // The runs these settings make: (label, FsdpRun, SYNC?) per source. An Error for settings that cannot
+  // run (validated as `fsdplab run` validates them), before anything starts.
+  struct PlannedRun {
+    std::string label;
+    FsdpRun run;
+    bool sync = false;
+  };
+  std::vector<PlannedRun> plan() const;
+};
+
+class LiveSession {
+ public:
+  // Starts the runs of `settings` (or throws an Error and starts nothing).
+  explicit LiveSession(SessionSettings settings);
+  ~LiveSession();
+
+  // Stops the current runs and starts new ones with `settings`. Settings that cannot run are refused
+  // with an Error before anything is stopped: the current runs go on.
+  void restart(SessionSettings settings);
+  // UI thread, once a frame: moves what the ranks published into the store and the log.
+  std::size_t drain();
+
+  RunControl& control() { return *control_; }
+  const SessionSettings& settings() const { return settings_; }
+  const TraceStore& store() const { return store_; }
+  const FsdpEventLog& log() const { return log_; }
+  const FlatParameterMap& map() const { return map_; }
+  // Per source: the analytic peak of each tag on one rank.
+  const std::vector<std::optional<TagBytes>>& expected_memory() const { return expected_; }
+  const std::vector<std::unique_ptr<LiveRun>>& runs() const { return runs_; }
+  bool finished() const;
+  // "ASYNC: <what went wrong>" for each run that failed.
+  std::vector<std::string> errors() const;
+
+ private:
+  void start(const std::vector<SessionSettings::PlannedRun>& planned);
+  void stop();
+
+  SessionSettings settings_;
+  const PresetCatalog& presets_ = PresetCatalog::builtin();
+  std::unique_ptr<RunControl> control_;
+  TraceStore store_;
+  FsdpEventLog log_;
+  FlatParameterMap map_;
+  std::vector<std::optional<TagBytes>> expected_;
+  std::vector<std::unique_ptr<LiveRun>> runs_;
+};
+
+}  // namespace fsdplab::app

@@ -1,0 +1,24 @@
+// replay.hpp — exported traces back in the dashboard (`fsdplab view a.json [b.json ...]`): each file is
+// a source of the trace store, its steps derived from the events' step labels.
+//
+// A file that cannot be read (not JSON, truncated, a field missing or of the wrong type) costs only
+// itself: its error, naming the file and what was expected (chrome_trace.hpp), is kept for the window
+// and the caller to show, and the other files are still replayed.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "app/dashboard/trace_store.hpp"
+#include "engine/trace/chrome_trace.hpp"
+
+namespace fsdplab::app {
+
+struct Replay {
+  TraceStore store;
+  std::vector<std::string> files;   // the files that loaded, by source id
+  std::vector<std::string> errors;  // one per file that did not
+};
+
+Replay load_replay(const std::vector<std::string>& paths);
+
+}  // namespace fsdplab::app

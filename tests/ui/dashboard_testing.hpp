@@ -1,0 +1,39 @@
+// dashboard_testing.hpp — what the dashboard tests share: small live settings, and driving a Dashboard
+// frame by frame in a headless ImGui context until something happens.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "app/dashboard/dashboard.hpp"
+#include "app/dashboard/headless_imgui.hpp"
+
+namespace fsdplab::app {
+
+// GPT-2 test-tiny on 2 ranks, unpaced: a few steps take well under a second.
+inline SessionSettings tiny_settings(int steps) {
+  SessionSettings s;
+  s.preset = "test-tiny";
+  s.steps = steps;
+  s.steps_per_second = 0;
+  return s;
+}
+
+// Builds frames until `done` holds (checked after each), or fails the test after `seconds` of wall time.
+inline void frames_until(HeadlessImGui& imgui, Dashboard& dashboard, const std::function<bool()>& done,
+                         double seconds = 20) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    imgui.new_frame();
+    dashboard.frame();
+    imgui.render();
+    if (done()) return;
+    ASSERT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), seconds)
+        << "the dashboard did not get there in time";
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+}  // namespace fsdplab::app

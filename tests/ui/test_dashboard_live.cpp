@@ -1,0 +1,158 @@
+// The dashboard on live runs, headless: both runs' lanes fill in, clicks and keys drive the RunControl,
+// step-through stops at FSDP events and steps to the next one, a restart with settings that cannot run
+// changes nothing.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "dashboard_testing.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+TEST(DashboardLive, BothRunsFillTheirLanesAndSteps) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(3)));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });  // one more frame: the last drain drawn
+  EXPECT_TRUE(session.errors().empty());
+  const TraceStore& store = session.store();
+  ASSERT_EQ(store.sources().size(), 2u);
+  EXPECT_EQ(store.source(0).label, "SYNC");
+  EXPECT_EQ(store.source(1).label, "ASYNC");
+  std::set<std::tuple<int, int, Lane>> drawn;
+  for (const LaneRect& l : dashboard.timeline().lanes_drawn()) drawn.emplace(l.source, l.rank, l.lane);
+  for (int source : {0, 1}) {
+    EXPECT_EQ(store.source(source).steps.size(), 3u);
+    for (int rank : {0, 1})
+      for (Lane lane : {Lane::compute, Lane::all_gather, Lane::reduce_scatter})
+        EXPECT_TRUE(drawn.count({source, rank, lane})) << source << " " << rank << " " << lane_name(lane);
+  }
+  // SYNC and ASYNC compute the same thing: the losses agree to the bit.
+  for (std::size_t s = 0; s < 3; ++s) EXPECT_EQ(store.source(0).steps[s].loss, store.source(1).steps[s].loss);
+  // The FSDP events reached the log: every unit was gathered and freed again by the end.
+  EXPECT_GT(session.log().total(1), 0u);
+  for (std::size_t u = 0; u < session.map().units.size(); ++u)
+    EXPECT_EQ(session.log().unit_state(1, 0, static_cast<int>(u)), UnitState::sharded);
+}
+
+TEST(DashboardLive, ClickOnPausePausesAndSpaceResumes) {
+  HeadlessImGui imgui;
+  SessionSettings settings = tiny_settings(100000);
+  settings.steps_per_second = 50;
+  Dashboard dashboard(std::make_unique<LiveSession>(settings));
+  RunControl& control = dashboard.session()->control();
+  frames_until(imgui, dashboard, [&] { return !dashboard.session()->store().source(1).steps.empty(); });
+  ASSERT_FALSE(control.paused());
+  const ControlsPanel::Rect pause = dashboard.controls().pause_button();
+  imgui.click(pause.min, pause.max, [&] { dashboard.frame(); });
+  EXPECT_TRUE(control.paused());
+  // Space toggles: a frame with the key down runs again.
+  ImGuiIO& io = ImGui::GetIO();
+  io.KeysDown[io.KeyMap[ImGuiKey_Space]] = true;
+  imgui.new_frame();
+  dashboard.frame();
+  imgui.render();
+  io.KeysDown[io.KeyMap[ImGuiKey_Space]] = false;
+  EXPECT_FALSE(control.paused());
+}
+
+TEST(DashboardLive, StepThroughStopsAtEachPostForwardInOrder) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(1000)));
+  LiveSession& session = *dashboard.session();
+  RunControl& control = session.control();
+  control.set_focus(1, 0);
+  control.set_break_on(FsdpEventKind::post_forward, true);
+  control.set_breaking(true);
+  frames_until(imgui, dashboard, [&] { return control.paused() && control.last_break(); });
+  const FsdpEvent first = *control.last_break();
+  EXPECT_EQ(first.kind, FsdpEventKind::post_forward);
+  EXPECT_EQ(first.rank, 0);
+  EXPECT_EQ(first.task, 3);
+  const StepThroughPanel::Rect step = dashboard.step_through().step_button();
+  imgui.click(step.min, step.max, [&] { dashboard.frame(); });
+  frames_until(imgui, dashboard, [&] {
+    return control.paused() && control.last_break() && control.last_break()->host_time != first.host_time;
+  });
+  const FsdpEvent second = *control.last_break();
+  EXPECT_EQ(second.kind, FsdpEventKind::post_forward);
+  // The next unit of the same forward, or the first of the next step's.
+  EXPECT_TRUE((second.step == first.step && second.unit > first.unit) || second.step == first.step + 1)
+      << first.step << "/" << first.unit << " then " << second.step << "/" << second.unit;
+  // The map shows the world as it stopped: a Block just resharded on rank 0 (full shard frees it after
+  // forward; the root stays gathered).
+  frames_until(imgui, dashboard, [] { return true; });
+  const auto& cells = dashboard.flat_parameters().cells();
+  const auto cell = std::find_if(cells.begin(), cells.end(),
+                                 [&](const FlatParameterPanel::Cell& c) { return c.unit == second.unit && c.rank == 0; });
+  ASSERT_NE(cell, cells.end());
+  EXPECT_EQ(cell->state, second.unit_state);
+  EXPECT_EQ(cell->state, second.unit == 0 ? UnitState::unsharded : UnitState::sharded);
+  control.stop();
+}
+
+TEST(DashboardLive, RestartRefusesSettingsThatCannotRunAndKeepsTheRuns) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(2)));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  SessionSettings bad = tiny_settings(2);
+  bad.preset = "gpt5";
+  dashboard.controls().edited() = bad;
+  const ControlsPanel::Rect restart = dashboard.controls().restart_button();
+  imgui.click(restart.min, restart.max, [&] { dashboard.frame(); });
+  EXPECT_NE(dashboard.controls().message().find("gpt5"), std::string::npos) << dashboard.controls().message();
+  EXPECT_EQ(session.store().source(0).steps.size(), 2u);  // the old runs' results are still shown
+
+  SessionSettings good = tiny_settings(1);
+  good.comparison = Comparison::ab;
+  good.ab_block = 1;
+  good.steps = 2;
+  dashboard.controls().edited() = good;
+  frames_until(imgui, dashboard, [] { return true; });  // the layout with the message shown
+  const ControlsPanel::Rect again = dashboard.controls().restart_button();
+  imgui.click(again.min, again.max, [&] { dashboard.frame(); });
+  EXPECT_TRUE(dashboard.controls().message().empty()) << dashboard.controls().message();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });
+  ASSERT_EQ(session.store().sources().size(), 1u);
+  const auto& steps = session.store().source(0).steps;
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_FALSE(steps[0].sync);  // A/B starts with ASYNC, then alternates every step
+  EXPECT_TRUE(steps[1].sync);
+}
+
+TEST(FlatParameterMap, EveryParameterElementBelongsToExactlyOneRank) {
+  RunConfig run;
+  run.model = "gpt2";
+  run.preset = "test-tiny";
+  run.world = 3;
+  run.batch = 6;
+  FsdpOptions options;
+  const FlatParameterMap map = plan_flat_parameter_map(run, options);
+  ASSERT_GE(map.units.size(), 2u);  // the root and the blocks
+  EXPECT_EQ(map.units.front().name, "(root)");
+  for (const MappedUnit& unit : map.units) {
+    EXPECT_EQ(unit.padded_numel % 3, 0);
+    std::map<std::string, std::int64_t> covered;
+    for (int r = 0; r < 3; ++r)
+      for (const MappedSlice& s : slices_in(unit, r * unit.shard_numel, (r + 1) * unit.shard_numel))
+        covered[s.param->name] += s.count;
+    for (const MappedParameter& p : unit.params) EXPECT_EQ(covered[p.name], p.numel) << p.name;
+  }
+  // Hybrid on 4 ranks in groups of 2: ranks 0 and 2 hold the same chunk.
+  run.world = 4;
+  run.batch = 8;
+  options.strategy = ShardingStrategy::hybrid_shard;
+  options.hybrid_group = 2;
+  const FlatParameterMap hybrid = plan_flat_parameter_map(run, options);
+  EXPECT_EQ(hybrid.shard_group, 2);
+  EXPECT_EQ(hybrid.chunk_of(2), 0);
+  EXPECT_EQ(hybrid.chunk_of(3), 1);
+}
+
+}  // namespace
+}  // namespace fsdplab::app
