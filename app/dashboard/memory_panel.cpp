@@ -1,0 +1,352 @@
+#include "app/dashboard/memory_panel.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "app/dashboard/palette.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+constexpr ImU32 kTrackColor = IM_COL32(45, 45, 48, 255);   // behind bars and charts
+constexpr ImU32 kBorderColor = IM_COL32(90, 90, 95, 255);
+constexpr ImU32 kNowColor = IM_COL32(255, 255, 255, 110);  // the "now" line in a chart
+constexpr ImU32 kTextColor = IM_COL32(230, 230, 230, 255);
+constexpr ImU32 kDimTextColor = IM_COL32(160, 160, 160, 255);
+
+std::size_t index(MemTag t) { return static_cast<std::size_t>(t); }
+
+// A step function read at non-decreasing times: it searches only when a sample lies between the last time
+// asked and this one, so a column costs O(1) where samples are sparse and a binary search where they are
+// dense, never a walk over the samples.
+class SeriesReader {
+ public:
+  explicit SeriesReader(const TimeSeries& series) : series_(&series) {}
+  std::int64_t at(SimTime t) {
+    const std::vector<SimTime>& times = series_->times;
+    if (next_ < times.size() && times[next_] <= t)
+      next_ = static_cast<std::size_t>(
+          std::upper_bound(times.begin() + static_cast<std::ptrdiff_t>(next_), times.end(), t) - times.begin());
+    return next_ == 0 ? 0 : series_->values[next_ - 1];
+  }
+
+ private:
+  const TimeSeries* series_;
+  std::size_t next_ = 0;  // the first sample after the last time asked
+};
+
+std::int64_t sum(const TagBytes& bytes) {
+  std::int64_t s = 0;
+  for (std::int64_t b : bytes) s += b;
+  return s;
+}
+
+void dashed_hline(ImDrawList* dl, float x0, float x1, float y, ImU32 color, float thickness = 1.5f) {
+  constexpr float kDash = 6, kGap = 4;
+  for (float x = x0; x < x1; x += kDash + kGap) dl->AddLine({x, y}, {std::min(x + kDash, x1), y}, color, thickness);
+}
+
+// A text with a dark shadow, readable over the stacks.
+void label(ImDrawList* dl, ImVec2 at, ImU32 color, const std::string& text) {
+  dl->AddText({at.x + 1, at.y + 1}, IM_COL32(0, 0, 0, 200), text.c_str());
+  dl->AddText(at, color, text.c_str());
+}
+
+void legend() {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float box = ImGui::GetTextLineHeight() * 0.8f;
+  const auto item = [&](const char* name, auto&& swatch) {
+    const float need = box + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(name).x;
+    ImGui::SameLine();
+    if (ImGui::GetContentRegionAvail().x < need) ImGui::NewLine();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float pad = (ImGui::GetTextLineHeight() - box) / 2;
+    swatch(ImVec2(p.x, p.y + pad), ImVec2(p.x + box, p.y + pad + box));
+    ImGui::Dummy(ImVec2(box, ImGui::GetTextLineHeight()));
+    ImGui::SameLine(0, ImGui::GetStyle().ItemInnerSpacing.x);
+    ImGui::TextUnformatted(name);
+  };
+  ImGui::TextUnformatted("tags:");
+  for (MemTag t : kAllMemTags)
+    item(std::string(mem_tag_name(t)).c_str(),
+         [&](ImVec2 a, ImVec2 b) { dl->AddRectFilled(a, b, mem_tag_color(t)); });
+  item("peak", [&](ImVec2 a, ImVec2 b) { dl->AddLine({a.x, (a.y + b.y) / 2}, {b.x, (a.y + b.y) / 2}, kPeakColor, 2); });
+  item("expected", [&](ImVec2 a, ImVec2 b) { dashed_hline(dl, a.x, b.x + 4, (a.y + b.y) / 2, kExpectedColor); });
+}
+
+// The tooltip of a "now" bar: each tag's live, peak and expected bytes.
+void bar_tooltip(const MemoryPanel::RankRow& row, const RankMemory& memory, const TagBytes* expected,
+                 const std::string& source_label, SimTime now) {
+  ImGui::BeginTooltip();
+  ImGui::Text("%s, rank %d at %.3f ms", source_label.c_str(), row.rank, ns_to_ms(now));
+  if (ImGui::BeginTable("##mem", 4, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
+    ImGui::TableSetupColumn("tag");
+    ImGui::TableSetupColumn("live");
+    ImGui::TableSetupColumn("peak");
+    ImGui::TableSetupColumn("expected");
+    ImGui::TableHeadersRow();
+    const auto line = [&](const char* name, ImU32 color, std::int64_t live, std::int64_t peak,
+                          std::optional<std::int64_t> exp) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", name);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(format_mem_bytes(live).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(format_mem_bytes(peak).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(exp ? format_mem_bytes(*exp).c_str() : "-");
+    };
+    for (MemTag t : kAllMemTags) {
+      const std::size_t i = index(t);
+      line(std::string(mem_tag_name(t)).c_str(), mem_tag_color(t), row.now[i], memory.tags[i].peak(),
+           expected ? std::optional<std::int64_t>((*expected)[i]) : std::nullopt);
+    }
+    line("total", kTextColor, sum(row.now), row.peak,
+         expected ? std::optional<std::int64_t>(row.expected_total) : std::nullopt);
+    ImGui::EndTable();
+  }
+  if (expected)
+    ImGui::TextDisabled("expected: the analytic per-tag peaks; tags peak at different moments,\n"
+                        "so their sum bounds the peak of the total from above");
+  ImGui::EndTooltip();
+}
+
+void chart_tooltip(const RankMemory& memory, int rank, SimTime t) {
+  ImGui::BeginTooltip();
+  ImGui::Text("rank %d at %.3f ms", rank, ns_to_ms(t));
+  for (MemTag tag : kAllMemTags) {
+    const std::int64_t v = memory.tags[index(tag)].at(t);
+    if (v == 0) continue;
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(mem_tag_color(tag)), "%-12s %s",
+                       std::string(mem_tag_name(tag)).c_str(), format_mem_bytes(v).c_str());
+  }
+  ImGui::Text("%-12s %s", "total", format_mem_bytes(memory.total.at(t)).c_str());
+  ImGui::EndTooltip();
+}
+
+// The stacked area of the tags over [begin, end], one sample per pixel column. Runs of columns where a
+// tag's band covers the same pixels become one rectangle, so a flat stretch costs one rectangle per tag.
+void stacked_area(ImDrawList* dl, const RankMemory& memory, ImVec2 min, ImVec2 max, SimTime begin, SimTime end,
+                  double scale) {
+  const int columns = std::max(1, static_cast<int>(std::floor(max.x - min.x)));
+  const double span = static_cast<double>(end - begin);
+  const float height = max.y - min.y;
+  const auto y_of = [&](std::int64_t v) {
+    return std::round(std::max(min.y, max.y - static_cast<float>(static_cast<double>(v) / scale) * height));
+  };
+  std::vector<SeriesReader> readers;
+  readers.reserve(kMemTagCount);
+  for (const TimeSeries& s : memory.tags) readers.emplace_back(s);
+  struct Run {
+    float x0 = 0, top = 0, bottom = 0;
+    bool open = false;
+  };
+  std::array<Run, kMemTagCount> runs{};
+  const auto flush = [&](std::size_t k, float x1) {
+    if (runs[k].open && runs[k].top < runs[k].bottom)
+      dl->AddRectFilled({runs[k].x0, runs[k].top}, {x1, runs[k].bottom}, mem_tag_color(kAllMemTags[k]));
+    runs[k].open = false;
+  };
+  for (int c = 0; c < columns; ++c) {
+    const auto t = begin + static_cast<SimTime>(span * (c + 0.5) / columns);
+    const float x = min.x + static_cast<float>(c);
+    std::int64_t below = 0;
+    for (std::size_t k = 0; k < kMemTagCount; ++k) {
+      const float bottom = y_of(below);
+      below += readers[k].at(t);
+      const float top = y_of(below);
+      if (runs[k].open && runs[k].top == top && runs[k].bottom == bottom) continue;
+      flush(k, x);
+      runs[k] = Run{.x0 = x, .top = top, .bottom = bottom, .open = true};
+    }
+  }
+  for (std::size_t k = 0; k < kMemTagCount; ++k) flush(k, min.x + static_cast<float>(columns));
+}
+
+}  // namespace
+
+std::string format_mem_bytes(std::int64_t bytes) {
+  char text[32];
+  const double b = static_cast<double>(bytes);
+  const double magnitude = std::abs(b);
+  if (magnitude < 1e3) {
+    std::snprintf(text, sizeof text, "%lld B", static_cast<long long>(bytes));
+    return text;
+  }
+  static constexpr std::array<const char*, 4> kUnits = {"KB", "MB", "GB", "TB"};
+  std::size_t u = 0;
+  double scaled = b / 1e3;
+  while (u + 1 < kUnits.size() && std::abs(scaled) >= 999.5) {
+    scaled /= 1e3;
+    ++u;
+  }
+  const double a = std::abs(scaled);
+  std::snprintf(text, sizeof text, a >= 99.95 ? "%.0f %s" : a >= 9.995 ? "%.1f %s" : "%.2f %s", scaled, kUnits[u]);
+  return text;
+}
+
+void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<TagBytes>> expected,
+                       SimTime view_begin, SimTime view_end, SimTime now) {
+  rows_.clear();
+  if (view_end <= view_begin) view_end = view_begin + 1;
+  const auto expected_of = [&](std::size_t source) -> const TagBytes* {
+    return source < expected.size() && expected[source] ? &*expected[source] : nullptr;
+  };
+
+  // What each row shows, and one byte scale for every bar and chart.
+  std::int64_t top = 1;
+  for (std::size_t s = 0; s < store.sources().size(); ++s) {
+    const TraceSource& src = store.sources()[s];
+    const TagBytes* exp = expected_of(s);
+    for (std::size_t r = 0; r < src.memory.size(); ++r) {
+      const RankMemory& m = src.memory[r];
+      RankRow row;
+      row.source = static_cast<int>(s);
+      row.rank = static_cast<int>(r);
+      for (std::size_t k = 0; k < kMemTagCount; ++k) row.now[k] = m.tags[k].at(now);
+      row.peak = m.total.peak();
+      row.expected_total = exp ? sum(*exp) : 0;
+      top = std::max({top, row.peak, row.expected_total, sum(row.now)});
+      rows_.push_back(row);
+    }
+  }
+
+  legend();
+  ImGui::TextDisabled("now: %.3f ms   over time: %.3f - %.3f ms   scale: %s", ns_to_ms(now), ns_to_ms(view_begin),
+                      ns_to_ms(view_end), format_mem_bytes(top).c_str());
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float width = std::max(ImGui::GetContentRegionAvail().x, kGutter + 64);
+  // The bar leaves room for its numbers where the panel is wide enough; they are cut short where not.
+  const float bar_width = std::floor(std::clamp(width - kGutter - 300, (width - kGutter) * 0.4f, (width - kGutter) * 0.6f));
+  const float line_height = std::max(ImGui::GetTextLineHeight(), kBarHeight + 2 + kExpectedBarHeight) + 4;
+  const double chart_scale = static_cast<double>(top) * 1.15;  // headroom for the peak's label
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  const auto inside = [&](ImVec2 a, ImVec2 b) {
+    return mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y;
+  };
+
+  std::size_t next_row = 0;
+  for (std::size_t s = 0; s < store.sources().size(); ++s) {
+    const TraceSource& src = store.sources()[s];
+    const TagBytes* exp = expected_of(s);
+    ImGui::Separator();
+    ImGui::TextUnformatted(src.label.c_str());
+    ImGui::SameLine();
+    if (src.memory.empty())
+      ImGui::TextDisabled("no memory samples yet");
+    else if (!exp)
+      ImGui::TextDisabled("(no analytic expectation)");
+    else
+      ImGui::TextDisabled("expected per rank: %s", format_mem_bytes(sum(*exp)).c_str());
+
+    for (std::size_t r = 0; r < src.memory.size(); ++r) {
+      RankRow& row = rows_[next_row++];
+      const RankMemory& m = src.memory[r];
+      const ImVec2 origin = ImGui::GetCursorScreenPos();
+      row.min = origin;
+      row.max = ImVec2(origin.x + width, origin.y + line_height + kChartHeight);
+      row.bar_min = ImVec2(origin.x + kGutter, origin.y + 2);
+      row.bar_max = ImVec2(row.bar_min.x + bar_width, row.bar_min.y + kBarHeight + 2 + kExpectedBarHeight);
+      row.chart_min = ImVec2(origin.x + kGutter, origin.y + line_height);
+      row.chart_max = ImVec2(origin.x + width, row.max.y);
+      ImGui::Dummy(ImVec2(width, row.max.y - row.min.y));
+      const bool hovered = ImGui::IsItemHovered();
+
+      // The rank's label, in the gutter.
+      char name[32];
+      std::snprintf(name, sizeof name, "rank %d", row.rank);
+      dl->AddText({origin.x, origin.y + (line_height - ImGui::GetTextLineHeight()) / 2}, kTextColor, name);
+
+      // "now": the live stack, the expected stack under it, the peak and the expected total marked.
+      if (ImGui::IsRectVisible(row.bar_min, row.bar_max)) {
+        const auto x_of = [&](std::int64_t v) {
+          return row.bar_min.x + static_cast<float>(static_cast<double>(v) / static_cast<double>(top)) * bar_width;
+        };
+        const float live_bottom = row.bar_min.y + kBarHeight;
+        const float exp_top = live_bottom + 2, exp_bottom = exp_top + kExpectedBarHeight;
+        dl->AddRectFilled(row.bar_min, {row.bar_max.x, live_bottom}, kTrackColor);
+        std::int64_t left = 0;
+        for (std::size_t k = 0; k < kMemTagCount; ++k) {
+          if (row.now[k] <= 0) continue;
+          dl->AddRectFilled({x_of(left), row.bar_min.y}, {x_of(left + row.now[k]), live_bottom},
+                            mem_tag_color(kAllMemTags[k]));
+          left += row.now[k];
+        }
+        if (exp) {
+          std::int64_t e = 0;
+          for (std::size_t k = 0; k < kMemTagCount; ++k) {
+            if ((*exp)[k] <= 0) continue;
+            dl->AddRectFilled({x_of(e), exp_top}, {x_of(e + (*exp)[k]), exp_bottom}, mem_tag_color(kAllMemTags[k]));
+            e += (*exp)[k];
+          }
+          const float xe = x_of(row.expected_total);
+          dl->AddLine({xe, row.bar_min.y - 2}, {xe, exp_bottom + 1}, kExpectedColor, 2);
+        }
+        const float xp = x_of(row.peak);
+        dl->AddLine({xp, row.bar_min.y - 2}, {xp, live_bottom + 1}, kPeakColor, 2);
+
+        // Its numbers, right of the bar.
+        float x = row.bar_max.x + style.ItemSpacing.x;
+        const float y = origin.y + (line_height - ImGui::GetTextLineHeight()) / 2;
+        const auto say = [&](ImU32 color, const std::string& text) {
+          if (x + ImGui::CalcTextSize(text.c_str()).x > row.max.x) return;
+          dl->AddText({x, y}, color, text.c_str());
+          x += ImGui::CalcTextSize(text.c_str()).x + style.ItemSpacing.x * 2;
+        };
+        say(kTextColor, "now " + format_mem_bytes(sum(row.now)));
+        say(kPeakColor, "peak " + format_mem_bytes(row.peak));
+        if (exp) say(kExpectedColor, "expected " + format_mem_bytes(row.expected_total));
+      }
+
+      // "over time": the stacked area, the peak line, the expected line, now.
+      if (ImGui::IsRectVisible(row.chart_min, row.chart_max)) {
+        const ImVec2 a = row.chart_min, b = ImVec2(row.chart_max.x, row.chart_max.y - 2);
+        dl->AddRectFilled(a, b, kTrackColor);
+        stacked_area(dl, m, a, b, view_begin, view_end, chart_scale);
+        const auto y_of = [&](std::int64_t v) {
+          return b.y - static_cast<float>(static_cast<double>(v) / chart_scale) * (b.y - a.y);
+        };
+        const float text_h = ImGui::GetTextLineHeight();
+        const auto label_y = [&](float line_y) { return line_y - text_h >= a.y ? line_y - text_h : line_y + 1; };
+        if (row.peak > 0) {
+          const float yp = y_of(row.peak);
+          dl->AddLine({a.x, yp}, {b.x, yp}, kPeakColor, 1.5f);
+          const std::string text = "peak " + format_mem_bytes(row.peak);
+          label(dl, {b.x - ImGui::CalcTextSize(text.c_str()).x - 4, label_y(yp)}, kPeakColor, text);
+          const SimTime pt = m.total.peak_time();
+          if (pt >= view_begin && pt <= view_end) {
+            const float xt = a.x + static_cast<float>(static_cast<double>(pt - view_begin) /
+                                                      static_cast<double>(view_end - view_begin)) * (b.x - a.x);
+            dl->AddTriangleFilled({xt - 4, yp - 6}, {xt + 4, yp - 6}, {xt, yp}, kPeakColor);
+          }
+        }
+        if (exp && row.expected_total > 0) {
+          const float ye = y_of(row.expected_total);
+          dashed_hline(dl, a.x, b.x, ye, kExpectedColor);
+          label(dl, {a.x + 4, label_y(ye)}, kExpectedColor, "expected " + format_mem_bytes(row.expected_total));
+        }
+        if (now >= view_begin && now <= view_end) {
+          const float xn = a.x + static_cast<float>(static_cast<double>(now - view_begin) /
+                                                    static_cast<double>(view_end - view_begin)) * (b.x - a.x);
+          dl->AddLine({xn, a.y}, {xn, b.y}, kNowColor);
+        }
+        dl->AddRect(a, b, kBorderColor);
+        dl->AddText({origin.x, a.y}, kDimTextColor, format_mem_bytes(static_cast<std::int64_t>(chart_scale)).c_str());
+        dl->AddText({origin.x, b.y - text_h}, kDimTextColor, "0");
+      }
+
+      if (hovered && inside(row.bar_min, {row.bar_max.x, row.bar_max.y + 2})) {
+        bar_tooltip(row, m, exp, src.label, now);
+      } else if (hovered && inside(row.chart_min, row.chart_max)) {
+        const double f = (mouse.x - row.chart_min.x) / std::max(1.0f, row.chart_max.x - row.chart_min.x);
+        chart_tooltip(m, row.rank, view_begin + static_cast<SimTime>(f * static_cast<double>(view_end - view_begin)));
+      }
+    }
+  }
+}
+
+}  // namespace fsdplab::app

@@ -1,0 +1,67 @@
+// memory_panel.hpp — the dashboard's MEMORY panel: each rank's memory by tag, now and over time, against
+// the analytic expectation (engine/fsdp/memory_model.hpp).
+//
+// Per rank of each source, two lines:
+//   now        a horizontal stacked bar of the live bytes of each tag at `now`, the peak of the total
+//              marked by a kPeakColor tick (and "peak" label), the expected per-tag peaks as a thin
+//              second stacked bar under it with a kExpectedColor tick at their sum; its tooltip lists
+//              tag, live, peak and expected
+//   over time  a stacked area chart of the tags over [view_begin, view_end], sampled once per pixel
+//              column (a binary search per tag and column at most, never a walk over the samples), the
+//              peak of the total as a kPeakColor line with its value, the expected total as a dashed
+//              kExpectedColor line, `now` as a thin vertical line; its tooltip reads the tags at the mouse
+// A legend of the tag colours above. Every bar and chart shares one byte scale, so ranks and sources
+// compare at a glance. Bytes print in decimal units (1 KB = 1000 B), as the benches and dry runs do.
+// draw() submits into the current ImGui window (the dashboard's "Memory" window) with its draw list:
+// a handful of rectangles per pixel column at most, no widget per sample.
+#pragma once
+#include <imgui.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "app/dashboard/trace_store.hpp"
+#include "engine/runtime/memory_ledger.hpp"
+
+namespace fsdplab::app {
+
+// "512 B", "1.50 KB", "12.3 MB", "1.23 GB": three significant digits, decimal units.
+std::string format_mem_bytes(std::int64_t bytes);
+
+class MemoryPanel {
+ public:
+  // expected: per source id, the analytic per-rank peak of each tag (memory_model.hpp), or nullopt where
+  // there is none (a replayed file); sources past the span's end have none.
+  // [view_begin, view_end]: the time range of the "over time" chart (the dashboard passes the timeline's
+  // view so both line up); `now` is the time the "now" bars show (latest time for live runs).
+  void draw(const TraceStore& store, std::span<const std::optional<TagBytes>> expected, SimTime view_begin,
+            SimTime view_end, SimTime now);
+
+  // For tests: what the last frame showed, one row per rank of each source, in source then rank order.
+  struct RankRow {
+    int source = 0;
+    int rank = 0;
+    std::array<std::int64_t, kMemTagCount> now{};  // live bytes of each tag at `now`
+    std::int64_t peak = 0;                          // peak of the total over the whole run
+    std::int64_t expected_total = 0;                // sum of the expected tag peaks; 0 where there is none
+    ImVec2 min, max;                                // the row: its "now" line and its chart, screen space
+    ImVec2 bar_min, bar_max;                        // the "now" bar (the expected bar under it included)
+    ImVec2 chart_min, chart_max;                    // the "over time" chart
+  };
+  const std::vector<RankRow>& rows() const { return rows_; }
+
+  // Layout, in pixels.
+  static constexpr float kGutter = 72;     // rank labels left of the bars and charts
+  static constexpr float kBarHeight = 10;  // the live stack
+  static constexpr float kExpectedBarHeight = 4;
+  static constexpr float kChartHeight = 56;
+
+ private:
+  std::vector<RankRow> rows_;
+};
+
+}  // namespace fsdplab::app

@@ -1,0 +1,433 @@
+#include "app/dashboard/step_time_panel.hpp"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <iterator>
+#include <utility>
+#include <cmath>
+#include <cstdio>
+
+#include "app/dashboard/palette.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+// SYNC warm, ASYNC cool; a second or third source of a kind gets the next shade.
+constexpr std::array<ImU32, 3> kSyncColors = {rgb(239, 83, 80), rgb(240, 98, 146), rgb(188, 140, 120)};
+constexpr std::array<ImU32, 3> kAsyncColors = {rgb(102, 187, 106), rgb(38, 198, 218), rgb(212, 225, 87)};
+constexpr ImU32 kComputeColor = category_color(OpCategory::compute);
+constexpr ImU32 kCommColor = category_color(OpCategory::all_gather);
+constexpr ImU32 kIdealColor = rgb(240, 240, 240);
+constexpr ImU32 kGridColor = IM_COL32(255, 255, 255, 28);
+constexpr ImU32 kFrameColor = IM_COL32(90, 90, 95, 255);
+constexpr ImU32 kBackColor = IM_COL32(30, 30, 33, 255);
+constexpr ImU32 kTextColor = IM_COL32(230, 230, 230, 255);
+constexpr ImU32 kDimTextColor = IM_COL32(160, 160, 160, 255);
+
+// One series: the SYNC or the ASYNC steps of a source.
+struct Series {
+  int source = 0;
+  bool sync = false;
+  std::vector<int> steps;     // indices into the source's steps, in step order
+  std::vector<int> compared;  // the same without the source's first step (warm-up)
+  ImU32 color = 0;
+};
+
+std::vector<Series> series_of(const TraceStore& store) {
+  std::vector<Series> out;
+  int shades[2] = {0, 0};  // series of each kind so far: async, sync
+  for (std::size_t s = 0; s < store.sources().size(); ++s) {
+    const TraceSource& src = store.sources()[s];
+    int first = INT_MAX;
+    for (const StepTime& t : src.steps) first = std::min(first, t.step);
+    Series kinds[2];
+    for (int k = 0; k < 2; ++k) {
+      kinds[k].source = static_cast<int>(s);
+      kinds[k].sync = k == 1;
+    }
+    for (std::size_t i = 0; i < src.steps.size(); ++i)
+      kinds[src.sync || src.steps[i].sync ? 1 : 0].steps.push_back(static_cast<int>(i));
+    for (Series& k : kinds) {
+      std::stable_sort(k.steps.begin(), k.steps.end(),
+                       [&](int a, int b) { return src.steps[static_cast<std::size_t>(a)].step <
+                                                  src.steps[static_cast<std::size_t>(b)].step; });
+      for (int i : k.steps)
+        if (src.steps[static_cast<std::size_t>(i)].step != first) k.compared.push_back(i);
+    }
+    // A source with no steps yet is the kind it declares; an A/B source is ASYNC until its first SYNC step.
+    const bool has_sync = src.sync || !kinds[1].steps.empty();
+    const bool has_async = !kinds[0].steps.empty() || (!src.sync && src.steps.empty());
+    for (int k : {1, 0}) {
+      if (!(k == 1 ? has_sync : has_async)) continue;
+      const auto& colors = k == 1 ? kSyncColors : kAsyncColors;
+      kinds[k].color = colors[static_cast<std::size_t>(shades[k]++) % colors.size()];
+      out.push_back(std::move(kinds[k]));
+    }
+  }
+  return out;
+}
+
+const StepTime& step_of(const TraceStore& store, int source, int index) {
+  return store.source(source).steps[static_cast<std::size_t>(index)];
+}
+
+StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Series>& series, int recent) {
+  StepTimePanel::Summary sum;
+  const Series* sync = nullptr;
+  const Series* async = nullptr;
+  for (const Series& s : series) {
+    if (s.sync && !sync) sync = &s;
+    if (!s.sync && !async) async = &s;
+  }
+  if (sync) sum.sync_source = sync->source;
+  if (async) sum.async_source = async->source;
+  if (!sync || !async) {
+    sum.why = !sync && !async ? "no runs yet" : !sync ? "no SYNC run to compare with" : "no ASYNC run to compare with";
+    return sum;
+  }
+  const std::size_t pairs = std::min(sync->compared.size(), async->compared.size());
+  const std::size_t n = std::min(pairs, static_cast<std::size_t>(std::max(recent, 1)));
+  sum.steps_compared = static_cast<int>(n);
+  if (n == 0) {
+    sum.why = "waiting for a SYNC and an ASYNC step after the first (warm-up) step";
+    return sum;
+  }
+  SimTime t_sync = 0, t_async = 0, compute = 0, comm = 0;  // sums over the n pairs
+  for (std::size_t k = pairs - n; k < pairs; ++k) {
+    const StepTime& s = step_of(store, sync->source, sync->compared[k]);
+    const StepTime& a = step_of(store, async->source, async->compared[k]);
+    t_sync += s.duration();
+    t_async += a.duration();
+    compute += a.compute;
+    comm += a.comm;
+  }
+  const SimTime ideal = std::max(compute, comm);
+  const double count = static_cast<double>(n);
+  sum.t_sync_ms = ns_to_ms(t_sync) / count;
+  sum.t_async_ms = ns_to_ms(t_async) / count;
+  sum.compute_ms = ns_to_ms(compute) / count;
+  sum.comm_ms = ns_to_ms(comm) / count;
+  sum.ideal_ms = ns_to_ms(ideal) / count;
+  if (t_sync > ideal)  // the sums compare exactly, and their ratio is the means'
+    sum.eta = static_cast<double>(t_sync - t_async) / static_cast<double>(t_sync - ideal);
+  else
+    sum.why = "T_sync \u2264 ideal: nothing to hide";
+  return sum;
+}
+
+// The default font has Latin-1 only: where the current one lacks a glyph, its ASCII stand-in.
+std::string printable(std::string text) {
+  struct Swap {
+    ImWchar glyph;
+    const char* utf8;
+    const char* ascii;
+  };
+  static constexpr Swap kSwaps[] = {{0x03B7, "\u03B7", "eta"}, {0x2264, "\u2264", "<="},
+                                    {0x2013, "\u2013", "-"},   {0x2212, "\u2212", "-"}};
+  ImFont* font = ImGui::GetFont();
+  for (const Swap& s : kSwaps) {
+    if (font && font->FindGlyphNoFallback(s.glyph)) continue;
+    const std::string from = s.utf8;
+    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at))
+      text.replace(at, from.size(), s.ascii);
+  }
+  return text;
+}
+
+void text(const std::string& s) { ImGui::TextWrapped("%s", printable(s).c_str()); }
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string series_name(const TraceStore& store, const Series& s) {
+  const std::string kind = s.sync ? "SYNC" : "ASYNC";
+  const std::string& label = store.source(s.source).label;
+  return label == kind ? kind : kind + " (" + label + ")";
+}
+
+void marker(ImDrawList* dl, ImVec2 p, bool sync, ImU32 color, float r = 3) {
+  if (sync)
+    dl->AddRectFilled({p.x - r, p.y - r}, {p.x + r, p.y + r}, color);
+  else
+    dl->AddCircleFilled(p, r + 0.5f, color, 8);
+}
+
+void dashed_hline(ImDrawList* dl, float x0, float x1, float y, ImU32 color, float thickness) {
+  constexpr float kDash = 7, kGap = 5;
+  for (float x = x0; x < x1; x += kDash + kGap) dl->AddLine({x, y}, {std::min(x + kDash, x1), y}, color, thickness);
+}
+
+// 1, 2 or 5 times a power of ten, at least `x`.
+double nice_ceil(double x) {
+  if (x <= 0) return 1;
+  const double p = std::pow(10.0, std::floor(std::log10(x)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= x * (1 - 1e-9)) return m * p;
+  return 10 * p;
+}
+
+// Mean duration, compute and comm (ms) of the last `recent` of `indices`.
+struct Means {
+  double duration = 0, compute = 0, comm = 0;
+  int count = 0;
+};
+Means means_of(const TraceSource& src, const std::vector<int>& indices, int recent) {
+  Means m;
+  const std::size_t n = std::min(indices.size(), static_cast<std::size_t>(recent));
+  if (n == 0) return m;
+  SimTime d = 0, c = 0, k = 0;
+  for (std::size_t i = indices.size() - n; i < indices.size(); ++i) {
+    const StepTime& t = src.steps[static_cast<std::size_t>(indices[i])];
+    d += t.duration();
+    c += t.compute;
+    k += t.comm;
+  }
+  const double count = static_cast<double>(n);
+  m.duration = ns_to_ms(d) / count;
+  m.compute = ns_to_ms(c) / count;
+  m.comm = ns_to_ms(k) / count;
+  m.count = static_cast<int>(n);
+  return m;
+}
+
+}  // namespace
+
+StepTimePanel::Summary summarize_steps(const TraceStore& store, int recent) {
+  return summarize(store, series_of(store), recent);
+}
+
+std::optional<StepTimePanel::Point> StepTimePanel::hovered() const {
+  if (hovered_ < 0) return std::nullopt;
+  return points_[static_cast<std::size_t>(hovered_)];
+}
+
+void StepTimePanel::draw(const TraceStore& store) {
+  std::vector<Series> series = series_of(store);
+  summary_ = summarize(store, series, kRecentSteps);
+  points_.clear();
+  hovered_ = -1;
+  const Summary& sum = summary_;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float text_h = ImGui::GetTextLineHeight();
+
+  // Legend: each series' marker and name, then the reference lines.
+  const auto legend_item = [&](const std::string& name, auto&& swatch) {
+    const std::string shown = printable(name);
+    const float need = 14 + style.ItemInnerSpacing.x + ImGui::CalcTextSize(shown.c_str()).x + style.ItemSpacing.x;
+    if (ImGui::GetContentRegionAvail().x < need) ImGui::NewLine();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    swatch(ImVec2(p.x + 7, p.y + text_h / 2));
+    ImGui::Dummy(ImVec2(14, text_h));
+    ImGui::SameLine(0, style.ItemInnerSpacing.x);
+    ImGui::TextUnformatted(shown.c_str());
+    ImGui::SameLine();
+  };
+  for (const Series& s : series)
+    legend_item(series_name(store, s), [&](ImVec2 c) {
+      dl->AddLine({c.x - 7, c.y}, {c.x + 7, c.y}, s.color, 1.5f);
+      marker(dl, c, s.sync, s.color);
+    });
+  legend_item("compute", [&](ImVec2 c) { dl->AddLine({c.x - 7, c.y}, {c.x + 7, c.y}, kComputeColor, 2); });
+  legend_item("comm", [&](ImVec2 c) { dl->AddLine({c.x - 7, c.y}, {c.x + 7, c.y}, kCommColor, 2); });
+  legend_item("ideal = max(compute, comm)", [&](ImVec2 c) { dashed_hline(dl, c.x - 7, c.x + 7, c.y, kIdealColor, 2); });
+  ImGui::NewLine();
+
+  // The plot's frame and scales: steps across, milliseconds up.
+  const float width = std::max(ImGui::GetContentRegionAvail().x, 200.0f);
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  plot_min_ = ImVec2(origin.x + 64, origin.y + 4);
+  plot_max_ = ImVec2(origin.x + width - 8, origin.y + kPlotHeight - text_h - 6);
+  ImGui::Dummy(ImVec2(width, kPlotHeight));
+  const bool plot_hovered = ImGui::IsItemHovered();
+  const ImVec2 a = plot_min_, b = plot_max_;
+  dl->AddRectFilled(a, b, kBackColor);
+
+  int first_step = INT_MAX, last_step = INT_MIN;
+  SimTime longest = 0;
+  for (const Series& s : series)
+    for (int i : s.steps) {
+      const StepTime& t = step_of(store, s.source, i);
+      first_step = std::min(first_step, t.step);
+      last_step = std::max(last_step, t.step);
+      longest = std::max(longest, t.duration());
+    }
+  if (first_step > last_step) {
+    first_step = 0;
+    last_step = 0;
+  }
+  const double top_ms = std::max({ns_to_ms(longest), sum.compute_ms, sum.comm_ms}) * 1.08;
+  const double tick_ms = nice_ceil(top_ms / 4);
+  const double y_top = std::max(tick_ms, std::ceil(top_ms / tick_ms) * tick_ms);
+  const double columns = static_cast<double>(last_step - first_step + 1);
+  const auto x_of = [&](int step) {
+    return a.x + static_cast<float>((step - first_step + 0.5) / columns) * (b.x - a.x);
+  };
+  const auto y_of = [&](double ms) { return b.y - static_cast<float>(ms / y_top) * (b.y - a.y); };
+
+  dl->PushClipRect(ImVec2(origin.x, origin.y), ImVec2(origin.x + width, origin.y + kPlotHeight), true);
+  for (double v = 0; v <= y_top * (1 + 1e-9); v += tick_ms) {
+    const float y = y_of(v);
+    dl->AddLine({a.x, y}, {b.x, y}, kGridColor);
+    const std::string l = fmt(tick_ms < 0.01 ? "%.4f ms" : tick_ms < 1 ? "%.2f ms" : "%.0f ms", v);
+    dl->AddText({a.x - 6 - ImGui::CalcTextSize(l.c_str()).x, y - text_h / 2}, kDimTextColor, l.c_str());
+  }
+  const float px_per_step = (b.x - a.x) / static_cast<float>(columns);
+  const int every = static_cast<int>(nice_ceil(std::ceil(48.0 / std::max(px_per_step, 1e-3f))));
+  for (int s = (first_step + every - 1) / every * every; s <= last_step; s += every) {
+    const std::string l = std::to_string(s);
+    const float x = x_of(s);
+    dl->AddLine({x, b.y}, {x, b.y + 3}, kFrameColor);
+    dl->AddText({x - ImGui::CalcTextSize(l.c_str()).x / 2, b.y + 3}, kDimTextColor, l.c_str());
+  }
+  if (series.empty() || longest == 0)
+    dl->AddText({a.x + 8, a.y + 6}, kDimTextColor, "no steps yet");
+
+  // The reference lines, from the compared pairs' averages.
+  if (sum.steps_compared > 0) {
+    const auto reference = [&](double ms, ImU32 color, const std::string& name, float label_x, bool dashed) {
+      const float y = y_of(ms);
+      if (dashed)
+        dashed_hline(dl, a.x, b.x, y, color, 2);
+      else
+        dl->AddLine({a.x, y}, {b.x, y}, color, 1.5f);
+      const std::string l = name + " " + fmt("%.3f ms", ms);
+      const float w = ImGui::CalcTextSize(l.c_str()).x;
+      dl->AddText({std::clamp(label_x - w, a.x + 2, b.x - w - 2), y - text_h - 1}, color, l.c_str());
+    };
+    reference(sum.compute_ms, kComputeColor, "compute", b.x - 4, false);
+    reference(sum.comm_ms, kCommColor, "comm", b.x - (b.x - a.x) * 0.35f, false);
+    reference(sum.ideal_ms, kIdealColor, "ideal", a.x + (b.x - a.x) * 0.35f, true);
+  }
+
+  // The series: a line through their points, a marker per step while they are at least 4 px apart;
+  // denser series draw each pixel column's lowest and highest point only.
+  std::vector<ImVec2> path;
+  for (const Series& s : series) {
+    path.clear();
+    const bool dense = static_cast<float>(s.steps.size()) * 4 > (b.x - a.x);
+    for (int i : s.steps) {
+      const StepTime& t = step_of(store, s.source, i);
+      Point p;
+      p.source = s.source;
+      p.index = i;
+      p.step = t.step;
+      p.sync = s.sync;
+      p.pos = ImVec2(x_of(t.step), y_of(ns_to_ms(t.duration())));
+      points_.push_back(p);
+      if (!dense) {
+        path.push_back(p.pos);
+      } else if (path.size() >= 2 && std::floor(path[path.size() - 2].x) == std::floor(p.pos.x)) {
+        ImVec2& low = path[path.size() - 2];  // (x, lowest y) then (x, highest y) of the column
+        ImVec2& high = path.back();
+        low.y = std::max(low.y, p.pos.y);
+        high.y = std::min(high.y, p.pos.y);
+      } else {
+        path.push_back(p.pos);
+        path.push_back(p.pos);
+      }
+    }
+    if (path.size() >= 2) dl->AddPolyline(path.data(), static_cast<int>(path.size()), s.color, ImDrawFlags_None, 1.5f);
+    if (!dense)
+      for (const ImVec2& p : path) marker(dl, p, s.sync, s.color);
+  }
+  dl->AddRect(a, b, kFrameColor);
+
+  // The point under the mouse: ringed, with its numbers.
+  if (plot_hovered) {
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    float best = 8 * 8;
+    for (std::size_t i = 0; i < points_.size(); ++i) {
+      const float dx = points_[i].pos.x - mouse.x, dy = points_[i].pos.y - mouse.y;
+      if (dx * dx + dy * dy <= best) {
+        best = dx * dx + dy * dy;
+        hovered_ = static_cast<int>(i);
+      }
+    }
+  }
+  dl->PopClipRect();
+  if (hovered_ >= 0) {
+    const Point& p = points_[static_cast<std::size_t>(hovered_)];
+    const StepTime& t = step_of(store, p.source, p.index);
+    dl->AddCircle(p.pos, 6, kTextColor, 12, 1.5f);
+    ImGui::BeginTooltip();
+    ImGui::Text("%s, %s step %d", store.source(p.source).label.c_str(), p.sync ? "SYNC" : "ASYNC", t.step);
+    ImGui::Text("duration  %10.3f ms", ns_to_ms(t.duration()));
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kComputeColor), "compute   %10.3f ms", ns_to_ms(t.compute));
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kCommColor), "comm      %10.3f ms", ns_to_ms(t.comm));
+    ImGui::Text("loss      %10.4f", t.loss);
+    ImGui::EndTooltip();
+  }
+
+  // The comparison in words.
+  if (sum.steps_compared > 0) {
+    const std::string compared = sum.sync_source == sum.async_source
+                                     ? "the SYNC and ASYNC steps of " + store.source(sum.sync_source).label
+                                     : store.source(sum.sync_source).label + " against " +
+                                           store.source(sum.async_source).label;
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    text("averages of the last " + std::to_string(sum.steps_compared) +
+                                        " pairs of steps of " + compared + " (each run's first step left out: warm-up)");
+    ImGui::PopStyleColor();
+    const std::pair<ImU32, std::string> times[] = {{kSyncColors[0], fmt("T_sync %.3f ms", sum.t_sync_ms)},
+                                                   {kAsyncColors[0], fmt("T_async %.3f ms", sum.t_async_ms)},
+                                                   {kComputeColor, fmt("compute %.3f ms", sum.compute_ms)},
+                                                   {kCommColor, fmt("comm %.3f ms", sum.comm_ms)},
+                                                   {kIdealColor, fmt("ideal %.3f ms", sum.ideal_ms)}};
+    for (std::size_t i = 0; i < std::size(times); ++i) {
+      const float w = ImGui::CalcTextSize(times[i].second.c_str()).x;
+      if (i > 0) {
+        ImGui::SameLine(0, style.ItemSpacing.x * 3);
+        if (ImGui::GetContentRegionAvail().x < w) ImGui::NewLine();
+      }
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(times[i].first), "%s", times[i].second.c_str());
+    }
+  } else {
+    text(sum.why);
+  }
+  if (sum.eta) {
+    text("\u03B7 = (T_sync \u2212 T_async) / (T_sync \u2212 ideal) = " + fmt("%.3f", *sum.eta) +
+         ": overlap hides " + fmt("%.0f", *sum.eta * 100) + " % of what perfect overlap would (" +
+         fmt("%.3f", sum.t_sync_ms - sum.t_async_ms) + " of " + fmt("%.3f", sum.t_sync_ms - sum.ideal_ms) + " ms)");
+  } else if (sum.steps_compared > 0) {
+    text("\u03B7 = \u2013  (" + sum.why + ")");
+  }
+
+  // Each series: its last step, and the means of its recent steps.
+  if (!series.empty() &&
+      ImGui::BeginTable("##step_times", 7, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV)) {
+    for (const char* h : {"series", "steps", "last step", "last (ms)", "mean (ms)", "compute (ms)", "comm (ms)"})
+      ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (const Series& s : series) {
+      const TraceSource& src = store.source(s.source);
+      const Means m = means_of(src, s.compared, kRecentSteps);
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(s.color), "%s", series_name(store, s).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%zu", s.steps.size());
+      if (s.steps.empty()) continue;
+      const StepTime& last = src.steps[static_cast<std::size_t>(s.steps.back())];
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", last.step);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.3f", ns_to_ms(last.duration()));
+      if (m.count == 0) continue;
+      ImGui::TableNextColumn();
+      ImGui::Text("%.3f", m.duration);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.3f", m.compute);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.3f", m.comm);
+    }
+    ImGui::EndTable();
+    ImGui::TextDisabled("mean: the last %d steps of each series after its run's first", kRecentSteps);
+  }
+}
+
+}  // namespace fsdplab::app

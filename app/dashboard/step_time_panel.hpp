@@ -1,0 +1,73 @@
+// step_time_panel.hpp — the dashboard's STEP TIMES panel: each step's duration (virtual time) for every
+// source as it happens, SYNC against ASYNC, with the compute-only, comm-only and ideal lines and the
+// overlap efficiency η.
+//
+// Series: each source gives a SYNC series (its steps when the source runs SYNC, or the steps flagged
+// StepTime::sync of an A/B source) and an ASYNC series (the others). The panel compares the first SYNC
+// series with the first ASYNC one — two sources, or the two halves of one A/B source — with the
+// definitions of `fsdplab bench --what overlap` (app/bench_overlap.cpp), read from the stored steps:
+//   pairs      the k-th SYNC step with the k-th ASYNC step, each series without its source's first step
+//              (warm-up: forward prefetch records the forward order in it); two runs of one
+//              configuration pair step i with step i, whichever of them is ahead
+//   averages   over the last kRecentSteps pairs:
+//              T_sync, T_async   mean step durations of the SYNC and of the ASYNC steps
+//              compute           mean |union of compute| on rank 0 of the ASYNC steps (StepTime::compute)
+//              comm              mean link busy time on rank 0 of the ASYNC steps (StepTime::comm)
+//              ideal             max(compute, comm): perfect overlap
+//   η          (T_sync − T_async) / (T_sync − ideal): the share of what perfect overlap would save that
+//              ASYNC saves; undefined when T_sync ≤ ideal (nothing to hide)
+// Plot: duration per step index, SYNC as squares, ASYNC as circles, the three times as horizontal lines,
+// a tooltip (step, duration, compute, comm, loss) over a point; a table of each series under it.
+// draw() submits into the current ImGui window (the dashboard's "Step times" window).
+#pragma once
+#include <imgui.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/dashboard/trace_store.hpp"
+
+namespace fsdplab::app {
+
+class StepTimePanel {
+ public:
+  static constexpr int kRecentSteps = 10;  // pairs the averages are over
+  static constexpr float kPlotHeight = 200;
+
+  void draw(const TraceStore& store);
+
+  struct Summary {
+    int sync_source = -1, async_source = -1;  // the sources compared (equal for an A/B source); -1: none
+    int steps_compared = 0;                   // (SYNC, ASYNC) pairs the averages are over
+    double t_sync_ms = 0, t_async_ms = 0, compute_ms = 0, comm_ms = 0, ideal_ms = 0;
+    std::optional<double> eta;
+    std::string why;  // why η is undefined, or why nothing is compared yet; empty when η is defined
+  };
+  const Summary& summary() const { return summary_; }  // of the last frame
+
+  // For tests: the points the last frame plotted (one per step when they fit, the plot's rect) and the
+  // one under the mouse.
+  struct Point {
+    int source = 0;
+    int index = 0;  // in the source's steps
+    int step = 0;
+    bool sync = false;
+    ImVec2 pos;
+  };
+  const std::vector<Point>& points() const { return points_; }
+  std::optional<Point> hovered() const;
+  ImVec2 plot_min() const { return plot_min_; }
+  ImVec2 plot_max() const { return plot_max_; }
+
+ private:
+  Summary summary_;
+  std::vector<Point> points_;
+  int hovered_ = -1;
+  ImVec2 plot_min_, plot_max_;
+};
+
+// The panel's numbers without drawing: which series are compared and their averages (see above).
+StepTimePanel::Summary summarize_steps(const TraceStore& store, int recent = StepTimePanel::kRecentSteps);
+
+}  // namespace fsdplab::app

@@ -1,0 +1,299 @@
+// The MEMORY panel, headless: what each rank's row shows at `now`, the colours and widths of its stacked
+// bar in the frame's vertices, the analytic expectation beside it, the chart's time axis, and a chart over
+// a million samples costing vertices per pixel column, not per sample.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <vector>
+
+#include "app/dashboard/headless_imgui.hpp"
+#include "app/dashboard/memory_panel.hpp"
+#include "app/dashboard/palette.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+constexpr float kWidth = 1200, kHeight = 800;
+
+std::size_t at(MemTag t) { return static_cast<std::size_t>(t); }
+
+// Feeds one rank's ledger changes to the store as the engine's counters do: each sample carries the
+// tag's new live bytes and the rank's new total.
+class Ledger {
+ public:
+  Ledger(TraceStore& store, int source, int rank) : store_(store), source_(source), rank_(rank) {}
+  void set(SimTime t, MemTag tag, std::int64_t live) {
+    total_ += live - live_[at(tag)];
+    live_[at(tag)] = live;
+    CounterSample c;
+    c.rank = rank_;
+    c.time = t;
+    c.tag = tag;
+    c.tag_live = live;
+    c.total_live = total_;
+    store_.add_counter(source_, c);
+  }
+
+ private:
+  TraceStore& store_;
+  int source_, rank_;
+  TagBytes live_{};
+  std::int64_t total_ = 0;
+};
+
+// Where vertices of exactly `color` lie inside [min, max].
+struct Extent {
+  float x0 = 1e9f, x1 = -1e9f, y0 = 1e9f, y1 = -1e9f;
+  int count = 0;
+  float width() const { return count ? x1 - x0 : 0; }
+};
+
+Extent extent(const ImDrawData& data, ImU32 color, ImVec2 min, ImVec2 max) {
+  Extent e;
+  for (int l = 0; l < data.CmdListsCount; ++l)
+    for (const ImDrawVert& v : data.CmdLists[l]->VtxBuffer) {
+      if (v.col != color || v.pos.x < min.x - 0.5f || v.pos.x > max.x + 0.5f || v.pos.y < min.y - 0.5f ||
+          v.pos.y > max.y + 0.5f)
+        continue;
+      e.x0 = std::min(e.x0, v.pos.x);
+      e.x1 = std::max(e.x1, v.pos.x);
+      e.y0 = std::min(e.y0, v.pos.y);
+      e.y1 = std::max(e.y1, v.pos.y);
+      ++e.count;
+    }
+  return e;
+}
+
+// One frame of the panel in a window filling the display.
+ImDrawData& frame(HeadlessImGui& ui, MemoryPanel& panel, const TraceStore& store,
+                  std::span<const std::optional<TagBytes>> expected, SimTime begin, SimTime end, SimTime now) {
+  ui.new_frame();
+  ImGui::GetIO().BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;  // as the GL3 backend: > 64k vertices
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(ImVec2(kWidth, kHeight));
+  ImGui::Begin("Memory", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoSavedSettings);
+  panel.draw(store, expected, begin, end, now);
+  ImGui::End();
+  return ui.render();
+}
+
+// Two ranks of one source with known ledger changes; `now` = 15.
+//   rank 0: param_shard 400 at 0, activation 600 at 10, activation 100 at 20      -> now {400, act 600}, peak 1000
+//   rank 1: param_shard 400 at 0, grad_full 300 at 5, grad_full 0 at 12,
+//           optim_state 800 at 14                                                  -> now {400, optim 800}, peak 1200
+TraceStore two_ranks() {
+  TraceStore store;
+  const int s = store.add_source("SYNC", 2, true);
+  Ledger r0(store, s, 0), r1(store, s, 1);
+  r0.set(0, MemTag::param_shard, 400);
+  r1.set(0, MemTag::param_shard, 400);
+  r1.set(5, MemTag::grad_full, 300);
+  r0.set(10, MemTag::activation, 600);
+  r1.set(12, MemTag::grad_full, 0);
+  r1.set(14, MemTag::optim_state, 800);
+  r0.set(20, MemTag::activation, 100);
+  return store;
+}
+
+TagBytes expectation() {
+  TagBytes e{};
+  e[at(MemTag::param_shard)] = 400;
+  e[at(MemTag::grad_full)] = 300;
+  e[at(MemTag::optim_state)] = 800;
+  e[at(MemTag::activation)] = 600;
+  return e;  // 2100 in all
+}
+
+TEST(MemoryPanel, FormatsBytesInDecimalUnits) {
+  EXPECT_EQ(format_mem_bytes(0), "0 B");
+  EXPECT_EQ(format_mem_bytes(512), "512 B");
+  EXPECT_EQ(format_mem_bytes(1500), "1.50 KB");
+  EXPECT_EQ(format_mem_bytes(12'345'678), "12.3 MB");
+  EXPECT_EQ(format_mem_bytes(123'456'789), "123 MB");
+  EXPECT_EQ(format_mem_bytes(999'999), "1.00 MB");
+  EXPECT_EQ(format_mem_bytes(1'234'567'890), "1.23 GB");
+  EXPECT_EQ(format_mem_bytes(80'000'000'000), "80.0 GB");
+}
+
+TEST(MemoryPanel, RowsShowEachRankNowAndItsPeak) {
+  const TraceStore store = two_ranks();
+  const std::vector<std::optional<TagBytes>> expected = {expectation()};
+  HeadlessImGui ui(kWidth, kHeight);
+  MemoryPanel panel;
+  frame(ui, panel, store, expected, 0, 30, 15);
+
+  ASSERT_EQ(panel.rows().size(), 2u);
+  const MemoryPanel::RankRow& r0 = panel.rows()[0];
+  const MemoryPanel::RankRow& r1 = panel.rows()[1];
+  EXPECT_EQ(r0.source, 0);
+  EXPECT_EQ(r0.rank, 0);
+  EXPECT_EQ(r1.rank, 1);
+  std::array<std::int64_t, kMemTagCount> now0{}, now1{};
+  now0[at(MemTag::param_shard)] = 400;
+  now0[at(MemTag::activation)] = 600;
+  now1[at(MemTag::param_shard)] = 400;
+  now1[at(MemTag::optim_state)] = 800;
+  EXPECT_EQ(r0.now, now0);
+  EXPECT_EQ(r1.now, now1);
+  EXPECT_EQ(r0.peak, 1000);
+  EXPECT_EQ(r1.peak, 1200);
+  EXPECT_EQ(r0.expected_total, 2100);
+  EXPECT_EQ(r1.expected_total, 2100);
+  EXPECT_LE(r0.max.y, r1.min.y);  // rank 1 below rank 0
+  EXPECT_LT(r0.bar_max.y, r0.chart_min.y + 1);
+
+  // Another `now`: grad_full was live on rank 1 at 7, activation at 100 on rank 0 after 20.
+  frame(ui, panel, store, expected, 0, 30, 7);
+  EXPECT_EQ(panel.rows()[1].now[at(MemTag::grad_full)], 300);
+  EXPECT_EQ(panel.rows()[1].now[at(MemTag::optim_state)], 0);
+  frame(ui, panel, store, expected, 0, 30, 25);
+  EXPECT_EQ(panel.rows()[0].now[at(MemTag::activation)], 100);
+}
+
+TEST(MemoryPanel, BarsAreStackedInTheTagsColoursToScale) {
+  const TraceStore store = two_ranks();
+  const std::vector<std::optional<TagBytes>> expected = {expectation()};
+  HeadlessImGui ui(kWidth, kHeight);
+  MemoryPanel panel;
+  const ImDrawData& data = frame(ui, panel, store, expected, 0, 30, 15);
+  ASSERT_EQ(panel.rows().size(), 2u);
+
+  // The live stack is the bar's top kBarHeight pixels; the expected stack lies under it.
+  const auto live = [&](const MemoryPanel::RankRow& r, MemTag tag) {
+    return extent(data, mem_tag_color(tag), r.bar_min, ImVec2(r.bar_max.x, r.bar_min.y + MemoryPanel::kBarHeight));
+  };
+  const MemoryPanel::RankRow& r0 = panel.rows()[0];
+  const MemoryPanel::RankRow& r1 = panel.rows()[1];
+  const Extent ps0 = live(r0, MemTag::param_shard), act0 = live(r0, MemTag::activation);
+  const Extent ps1 = live(r1, MemTag::param_shard), os1 = live(r1, MemTag::optim_state);
+  ASSERT_GT(ps0.count, 0);
+  ASSERT_GT(act0.count, 0);
+  ASSERT_GT(ps1.count, 0);
+  ASSERT_GT(os1.count, 0);
+  EXPECT_EQ(live(r0, MemTag::grad_full).count, 0);  // nothing of it live at 15
+  EXPECT_EQ(live(r1, MemTag::grad_full).count, 0);
+  EXPECT_EQ(live(r0, MemTag::optim_state).count, 0);
+  // Stacked: activation starts where param_shard ends; widths in proportion to bytes, one scale for all rows.
+  EXPECT_NEAR(act0.x0, ps0.x1, 0.5);
+  EXPECT_NEAR(act0.width() / ps0.width(), 600.0 / 400.0, 0.01);
+  EXPECT_NEAR(os1.width() / ps0.width(), 800.0 / 400.0, 0.01);
+  EXPECT_NEAR(ps1.width(), ps0.width(), 0.5);
+
+  // The peak tick and the expected tick: at 1000 and 2100 bytes on that scale.
+  const float per_byte = ps0.width() / 400;
+  const Extent peak0 = extent(data, kPeakColor, r0.bar_min, r0.bar_max);
+  const Extent exp0 = extent(data, kExpectedColor, ImVec2(r0.bar_min.x, r0.bar_min.y - 3), r0.bar_max);
+  ASSERT_GT(peak0.count, 0);
+  ASSERT_GT(exp0.count, 0);
+  EXPECT_NEAR((peak0.x0 + peak0.x1) / 2, ps0.x0 + 1000 * per_byte, 1.5);
+  EXPECT_NEAR((exp0.x0 + exp0.x1) / 2, ps0.x0 + 2100 * per_byte, 1.5);
+  const Extent peak1 = extent(data, kPeakColor, r1.bar_min, r1.bar_max);
+  EXPECT_NEAR((peak1.x0 + peak1.x1) / 2, ps1.x0 + 1200 * per_byte, 1.5);
+  // The expected per-tag stack under the live one has grad_full (expected 300, not live now).
+  const Extent exp_gf = extent(data, mem_tag_color(MemTag::grad_full),
+                               ImVec2(r0.bar_min.x, r0.bar_min.y + MemoryPanel::kBarHeight + 1), r0.bar_max);
+  ASSERT_GT(exp_gf.count, 0);
+  EXPECT_NEAR(exp_gf.width(), 300 * per_byte, 0.5);
+}
+
+TEST(MemoryPanel, ChartStacksTheTagsOverTheView) {
+  const TraceStore store = two_ranks();
+  const std::vector<std::optional<TagBytes>> expected = {expectation()};
+  HeadlessImGui ui(kWidth, kHeight);
+  MemoryPanel panel;
+  const ImDrawData& data = frame(ui, panel, store, expected, 0, 30, 15);
+  const MemoryPanel::RankRow& r1 = panel.rows().at(1);
+  const float w = r1.chart_max.x - r1.chart_min.x;
+  // optim_state on rank 1 from 14 on: the right 16/30 of the chart; grad_full in [5, 12).
+  const Extent os = extent(data, mem_tag_color(MemTag::optim_state), r1.chart_min, r1.chart_max);
+  ASSERT_GT(os.count, 0);
+  EXPECT_NEAR(os.x0, r1.chart_min.x + w * 14 / 30, 1.5);
+  EXPECT_NEAR(os.x1, r1.chart_min.x + w, 1.5);
+  const Extent gf = extent(data, mem_tag_color(MemTag::grad_full), r1.chart_min, r1.chart_max);
+  ASSERT_GT(gf.count, 0);
+  EXPECT_NEAR(gf.x0, r1.chart_min.x + w * 5 / 30, 1.5);
+  EXPECT_NEAR(gf.x1, r1.chart_min.x + w * 12 / 30, 1.5);
+  // Heights: optim_state (800) stacked over param_shard (400) is twice as tall.
+  const Extent ps = extent(data, mem_tag_color(MemTag::param_shard), r1.chart_min, r1.chart_max);
+  EXPECT_NEAR((os.y1 - os.y0) / (ps.y1 - ps.y0), 2.0, 0.1);
+  EXPECT_NEAR(os.y1, ps.y0, 0.5);
+  // The peak line and the dashed expected line cross the chart, the expected one higher (2100 > 1200).
+  // (Their labels are drawn in their colours too. A solid line has vertices at its ends only: the peak
+  // line's left end has no label there; the dashes of the expected one lie all along it.)
+  const Extent peak = extent(data, kPeakColor, r1.chart_min, r1.chart_max);
+  const Extent exp = extent(data, kExpectedColor, r1.chart_min, r1.chart_max);
+  ASSERT_GT(peak.count, 0);
+  ASSERT_GT(exp.count, 0);
+  EXPECT_GT(peak.width(), w * 0.9f);
+  EXPECT_GT(exp.width(), w * 0.9f);
+  const ImVec2 middle_min(r1.chart_min.x + w * 0.72f, r1.chart_min.y + 2),
+      middle_max(r1.chart_min.x + w * 0.88f, r1.chart_max.y);  // right of the bar, left of the peak's label
+  const Extent peak_line =
+      extent(data, kPeakColor, ImVec2(r1.chart_min.x - 1, r1.chart_min.y), ImVec2(r1.chart_min.x + 2, r1.chart_max.y));
+  const Extent exp_line = extent(data, kExpectedColor, middle_min, middle_max);
+  ASSERT_GT(peak_line.count, 0);
+  ASSERT_GT(exp_line.count, 0);
+  EXPECT_LT(peak_line.y1 - peak_line.y0, 3);  // a line
+  EXPECT_LT(exp_line.y0, peak_line.y0);
+  // The peak (1200, the total after 14) is the top of the stack there; the expected total (2100) is 1.75
+  // times as high above the chart's floor.
+  const float peak_y = (peak_line.y0 + peak_line.y1) / 2, exp_y = (exp_line.y0 + exp_line.y1) / 2;
+  EXPECT_NEAR(peak_y, os.y0, 1.0);
+  EXPECT_NEAR((ps.y1 - exp_y) / (ps.y1 - peak_y), 2100.0 / 1200, 0.03);
+}
+
+TEST(MemoryPanel, NoExpectationDrawsNone) {
+  const TraceStore store = two_ranks();
+  HeadlessImGui ui(kWidth, kHeight);
+  MemoryPanel panel;
+  const std::vector<std::optional<TagBytes>> none = {std::nullopt};
+  for (std::span<const std::optional<TagBytes>> expected :
+       {std::span<const std::optional<TagBytes>>(none), std::span<const std::optional<TagBytes>>()}) {
+    const ImDrawData& data = frame(ui, panel, store, expected, 0, 30, 15);
+    ASSERT_EQ(panel.rows().size(), 2u);
+    for (const MemoryPanel::RankRow& r : panel.rows()) {
+      EXPECT_EQ(r.expected_total, 0);
+      EXPECT_EQ(extent(data, kExpectedColor, r.min, r.max).count, 0);
+      EXPECT_GT(extent(data, kPeakColor, r.min, r.max).count, 0);
+    }
+  }
+}
+
+TEST(MemoryPanel, AMillionSamplesCostVerticesPerPixelNotPerSample) {
+  TraceStore store;
+  const int s = store.add_source("ASYNC", 1, false);
+  Ledger ledger(store, s, 0);
+  constexpr int kSamples = 1'000'000;
+  constexpr std::array<MemTag, 3> kTags = {MemTag::param_full, MemTag::activation, MemTag::comm_buffer};
+  for (std::int64_t i = 0; i < kSamples; ++i)
+    ledger.set(i * 10, kTags[static_cast<std::size_t>(i % 3)], 1000 + (i * 7919) % 100'000);
+  const SimTime end = SimTime{kSamples} * 10;
+  const std::vector<std::optional<TagBytes>> expected = {std::nullopt};
+  HeadlessImGui ui(kWidth, kHeight);
+  MemoryPanel panel;
+  double best_ms = 1e9;
+  int vertices = 0;
+  const ImDrawData* last = nullptr;
+  for (int f = 0; f < 3; ++f) {
+    const auto start = std::chrono::steady_clock::now();
+    const ImDrawData& data = frame(ui, panel, store, expected, 0, end, end);
+    best_ms = std::min(best_ms,
+                       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    vertices = data.TotalVtxCount;
+    last = &data;
+  }
+  const MemoryPanel::RankRow& row = panel.rows().at(0);
+  const float chart_width = row.chart_max.x - row.chart_min.x;
+  ASSERT_GT(chart_width, 500);
+  const Extent act = extent(*last, mem_tag_color(MemTag::activation), row.chart_min, row.chart_max);
+  EXPECT_GT(act.width(), chart_width * 0.95f);  // drawn across the view
+  // Three tags change within every column: at most a rectangle (4 vertices) per tag and column, plus the
+  // legend, labels and lines; one per sample would be 4M.
+  EXPECT_LT(vertices, static_cast<int>(16 * chart_width) + 6000) << vertices << " vertices for " << chart_width << " px";
+  EXPECT_LT(best_ms, 16.0) << "a frame over a million samples took " << best_ms << " ms";
+}
+
+}  // namespace
+}  // namespace fsdplab::app

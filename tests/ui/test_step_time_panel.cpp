@@ -1,0 +1,259 @@
+// The STEP TIMES panel, headless: which series it compares, the averages and η against values worked out
+// here by hand, the same from one A/B source, η undefined where T_sync ≤ ideal, steps arriving between
+// frames, and the plotted points (positions to scale, the hovered one).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "app/dashboard/headless_imgui.hpp"
+#include "app/dashboard/step_time_panel.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+constexpr SimTime kUs = 1000;  // steps below are written in µs
+
+// A step of known duration, compute and comm: rank 0 computes for `compute` and all-gathers for `comm`
+// from the step's start (comm ≤ duration), so the store reads exactly these back.
+struct Step {
+  int step;
+  SimTime duration, compute, comm;
+  double loss = 1.0;
+};
+
+void add(TraceStore& store, int source, SimTime begin, const Step& s, bool sync) {
+  TraceEvent c;
+  c.rank = 0;
+  c.lane = Lane::compute;
+  c.name = "gemm";
+  c.category = OpCategory::compute;
+  c.step = s.step;
+  c.begin = begin;
+  c.end = begin + s.compute * kUs;
+  store.add_event(source, c);
+  TraceEvent g = c;
+  g.lane = Lane::all_gather;
+  g.name = "all_gather";
+  g.category = OpCategory::all_gather;
+  g.end = begin + s.comm * kUs;
+  store.add_event(source, g);
+  store.add_step(source, s.step, begin, begin + s.duration * kUs, s.loss, sync);
+}
+
+// Adds `steps` one after another to `source`, from time `begin`; returns the end.
+SimTime add_all(TraceStore& store, int source, const std::vector<Step>& steps, bool sync, SimTime begin = 0) {
+  for (const Step& s : steps) {
+    add(store, source, begin, s, sync);
+    begin += s.duration * kUs;
+  }
+  return begin;
+}
+
+// Step 0 is warm-up (slow) and must be left out. Three steps each after it.
+const std::vector<Step> kSync = {{0, 900, 100, 80}, {1, 300, 150, 120}, {2, 320, 160, 110}, {3, 310, 155, 125}};
+const std::vector<Step> kAsync = {{0, 700, 100, 80}, {1, 200, 150, 120}, {2, 210, 150, 130}, {3, 190, 140, 115}};
+// By hand, in ms: T_sync = (300 + 320 + 310) / 3 µs, T_async = (200 + 210 + 190) / 3 µs; compute and comm are
+// the ASYNC steps' means (150 + 150 + 140) / 3 and (120 + 130 + 115) / 3; ideal = max of the two.
+constexpr double kTSync = 930.0 / 3 / 1000, kTAsync = 600.0 / 3 / 1000;
+constexpr double kCompute = 440.0 / 3 / 1000, kComm = 365.0 / 3 / 1000, kIdeal = kCompute;
+constexpr double kEta = (kTSync - kTAsync) / (kTSync - kIdeal);  // 0.110 / 0.16333 = 0.673
+
+void expect_hand_values(const StepTimePanel::Summary& s) {
+  EXPECT_EQ(s.steps_compared, 3);
+  EXPECT_NEAR(s.t_sync_ms, kTSync, 1e-12);
+  EXPECT_NEAR(s.t_async_ms, kTAsync, 1e-12);
+  EXPECT_NEAR(s.compute_ms, kCompute, 1e-12);
+  EXPECT_NEAR(s.comm_ms, kComm, 1e-12);
+  EXPECT_NEAR(s.ideal_ms, kIdeal, 1e-12);
+  ASSERT_TRUE(s.eta.has_value());
+  EXPECT_NEAR(*s.eta, kEta, 1e-12);
+  EXPECT_NEAR(*s.eta, 0.673469387755102, 1e-9);
+  EXPECT_TRUE(s.why.empty());
+}
+
+// One frame of the panel in a window filling the display, the mouse at (x, y) or nowhere.
+ImDrawData& frame(HeadlessImGui& ui, StepTimePanel& panel, const TraceStore& store, float x = -1, float y = -1) {
+  ui.new_frame(x, y);
+  ImGui::GetIO().BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(ImVec2(1000, 700));
+  ImGui::Begin("Step times", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoSavedSettings);
+  panel.draw(store);
+  ImGui::End();
+  return ui.render();
+}
+
+TEST(StepTimePanel, ComparesTheSyncSourceWithTheAsyncOne) {
+  TraceStore store;
+  const int file = store.add_source("other.json", 1, false);  // an ASYNC file before the runs
+  const int sync = store.add_source("SYNC", 2, true);
+  const int async = store.add_source("ASYNC", 2, false);
+  add_all(store, sync, kSync, true);
+  add_all(store, async, kAsync, false);
+  add_all(store, file, {{0, 50, 10, 10}, {1, 50, 10, 10}}, false);
+  // The file's ASYNC steps come first in source order: compare SYNC with it, then without it.
+  EXPECT_EQ(summarize_steps(store).async_source, file);
+
+  TraceStore two;
+  const int s = two.add_source("SYNC", 2, true);
+  const int a = two.add_source("ASYNC", 2, false);
+  add_all(two, s, kSync, true);
+  add_all(two, a, kAsync, false);
+  HeadlessImGui ui;
+  StepTimePanel panel;
+  frame(ui, panel, two);
+  EXPECT_EQ(panel.summary().sync_source, s);
+  EXPECT_EQ(panel.summary().async_source, a);
+  expect_hand_values(panel.summary());
+}
+
+TEST(StepTimePanel, AnABSourceAloneGivesTheSame) {
+  TraceStore store;
+  const int ab = store.add_source("A/B", 2, false);
+  // Warm-up step 0 (SYNC), then SYNC and ASYNC alternating with the steps above.
+  std::vector<std::pair<Step, bool>> steps = {{{0, 900, 100, 80}, true}};
+  for (std::size_t i = 1; i < kSync.size(); ++i) {
+    Step s = kSync[i], a = kAsync[i];
+    s.step = static_cast<int>(2 * i - 1);
+    a.step = static_cast<int>(2 * i);
+    steps.push_back({s, true});
+    steps.push_back({a, false});
+  }
+  SimTime t = 0;
+  for (const auto& [step, sync] : steps) {
+    add(store, ab, t, step, sync);
+    t += step.duration * kUs;
+  }
+  HeadlessImGui ui;
+  StepTimePanel panel;
+  frame(ui, panel, store);
+  EXPECT_EQ(panel.summary().sync_source, ab);
+  EXPECT_EQ(panel.summary().async_source, ab);
+  expect_hand_values(panel.summary());
+  EXPECT_EQ(panel.points().size(), steps.size());  // every step plotted, in its series
+  int sync_points = 0;
+  for (const StepTimePanel::Point& p : panel.points()) sync_points += p.sync ? 1 : 0;
+  EXPECT_EQ(sync_points, 4);
+}
+
+TEST(StepTimePanel, EtaIsUndefinedWhenSyncIsNoSlowerThanIdeal) {
+  TraceStore store;
+  const int s = store.add_source("SYNC", 1, true);
+  const int a = store.add_source("ASYNC", 1, false);
+  // ideal = max(compute 150, comm 60) = 150 µs ≥ T_sync = 150 µs.
+  add_all(store, s, {{0, 500, 100, 50}, {1, 150, 140, 60}}, true);
+  add_all(store, a, {{0, 500, 100, 50}, {1, 140, 150, 60}}, false);
+  HeadlessImGui ui;
+  StepTimePanel panel;
+  frame(ui, panel, store);
+  const StepTimePanel::Summary& sum = panel.summary();
+  EXPECT_EQ(sum.steps_compared, 1);
+  EXPECT_NEAR(sum.t_sync_ms, 0.150, 1e-12);
+  EXPECT_NEAR(sum.ideal_ms, 0.150, 1e-12);
+  EXPECT_FALSE(sum.eta.has_value());
+  EXPECT_NE(sum.why.find("nothing to hide"), std::string::npos) << sum.why;
+}
+
+TEST(StepTimePanel, StepsArrivingBetweenFramesUpdateTheSummary) {
+  TraceStore store;
+  const int s = store.add_source("SYNC", 2, true);
+  const int a = store.add_source("ASYNC", 2, false);
+  HeadlessImGui ui;
+  StepTimePanel panel;
+  frame(ui, panel, store);
+  EXPECT_EQ(panel.summary().steps_compared, 0);
+  EXPECT_FALSE(panel.summary().eta.has_value());
+  EXPECT_FALSE(panel.summary().why.empty());
+
+  SimTime ts = add_all(store, s, {kSync[0], kSync[1]}, true);
+  SimTime ta = add_all(store, a, {kAsync[0]}, false);
+  frame(ui, panel, store);
+  EXPECT_EQ(panel.summary().steps_compared, 0);  // ASYNC has only its warm-up step
+  EXPECT_EQ(panel.points().size(), 3u);
+
+  ta = add_all(store, a, {kAsync[1]}, false, ta);
+  frame(ui, panel, store);
+  EXPECT_EQ(panel.summary().steps_compared, 1);
+  EXPECT_NEAR(panel.summary().t_sync_ms, 0.300, 1e-12);
+  EXPECT_NEAR(panel.summary().t_async_ms, 0.200, 1e-12);
+  ASSERT_TRUE(panel.summary().eta.has_value());
+  EXPECT_NEAR(*panel.summary().eta, (0.300 - 0.200) / (0.300 - 0.150), 1e-12);
+
+  // ASYNC runs ahead: its step 2 has no SYNC partner yet and does not count; then SYNC catches up.
+  ta = add_all(store, a, {kAsync[2], kAsync[3]}, false, ta);
+  frame(ui, panel, store);
+  EXPECT_EQ(panel.summary().steps_compared, 1);
+  EXPECT_NEAR(panel.summary().t_async_ms, 0.200, 1e-12);
+  add_all(store, s, {kSync[2], kSync[3]}, true, ts);
+  frame(ui, panel, store);
+  expect_hand_values(panel.summary());
+}
+
+TEST(StepTimePanel, AveragesTheLastTenPairs) {
+  TraceStore store;
+  const int s = store.add_source("SYNC", 1, true);
+  const int a = store.add_source("ASYNC", 1, false);
+  std::vector<Step> sync, async;
+  for (int i = 0; i <= 15; ++i) {
+    sync.push_back({i, 1000 + 10 * i, 300 + i, 200});
+    async.push_back({i, 600 + 5 * i, 300 + i, 250 + 2 * i});
+  }
+  add_all(store, s, sync, true);
+  add_all(store, a, async, false);
+  // Steps 6..15: the last ten after step 0.
+  double ts = 0, ta = 0, c = 0, m = 0;
+  for (int i = 6; i <= 15; ++i) {
+    ts += 1000 + 10 * i;
+    ta += 600 + 5 * i;
+    c += 300 + i;
+    m += 250 + 2 * i;
+  }
+  const StepTimePanel::Summary sum = summarize_steps(store);
+  EXPECT_EQ(sum.steps_compared, 10);
+  EXPECT_NEAR(sum.t_sync_ms, ts / 10 / 1000, 1e-12);
+  EXPECT_NEAR(sum.t_async_ms, ta / 10 / 1000, 1e-12);
+  EXPECT_NEAR(sum.compute_ms, c / 10 / 1000, 1e-12);
+  EXPECT_NEAR(sum.comm_ms, m / 10 / 1000, 1e-12);
+  EXPECT_NEAR(sum.ideal_ms, std::max(c, m) / 10 / 1000, 1e-12);
+  ASSERT_TRUE(sum.eta.has_value());
+  EXPECT_NEAR(*sum.eta, (ts - ta) / (ts - std::max(c, m)), 1e-12);
+}
+
+TEST(StepTimePanel, PlotsEachStepToScaleAndHoversIt) {
+  TraceStore store;
+  const int s = store.add_source("SYNC", 2, true);
+  const int a = store.add_source("ASYNC", 2, false);
+  add_all(store, s, kSync, true);
+  add_all(store, a, kAsync, false);
+  HeadlessImGui ui;
+  StepTimePanel panel;
+  frame(ui, panel, store);
+  ASSERT_EQ(panel.points().size(), kSync.size() + kAsync.size());
+  const float floor = panel.plot_max().y;
+  // Heights above the plot's floor in proportion to durations; x by step index, the same for both series.
+  const StepTimePanel::Point& first = panel.points()[0];
+  ASSERT_TRUE(first.sync);
+  const double per_us = (floor - first.pos.y) / 900.0;
+  for (const StepTimePanel::Point& p : panel.points()) {
+    const Step& want = (p.sync ? kSync : kAsync)[static_cast<std::size_t>(p.index)];
+    EXPECT_EQ(p.step, want.step);
+    EXPECT_NEAR(floor - p.pos.y, per_us * static_cast<double>(want.duration), 1.0) << "step " << p.step;
+    EXPECT_GE(p.pos.x, panel.plot_min().x);
+    EXPECT_LE(p.pos.x, panel.plot_max().x);
+  }
+  EXPECT_FLOAT_EQ(panel.points()[1].pos.x, panel.points()[5].pos.x);  // SYNC and ASYNC step 1
+  EXPECT_LT(panel.points()[1].pos.x, panel.points()[2].pos.x);
+  EXPECT_FALSE(panel.hovered().has_value());
+
+  // The mouse over ASYNC step 2: that point is the hovered one (ImGui hovers after a frame under the mouse).
+  const ImVec2 target = panel.points()[6].pos;
+  frame(ui, panel, store, target.x + 2, target.y - 1);
+  frame(ui, panel, store, target.x + 2, target.y - 1);
+  ASSERT_TRUE(panel.hovered().has_value());
+  EXPECT_EQ(panel.hovered()->source, a);
+  EXPECT_EQ(panel.hovered()->step, 2);
+  EXPECT_FALSE(panel.hovered()->sync);
+}
+
+}  // namespace
+}  // namespace fsdplab::app
