@@ -10,6 +10,8 @@
 //   --what overlap SYNC against ASYNC steps on the sim device's virtual clock: compute-only, comm-only and
 //                  ideal times, overlap efficiency, and sweeps of link bandwidth and prefetch
 //                  (app/bench_overlap.cpp). Virtual times: the same on every machine.
+//   --what ui      the dashboard timeline's frame build time (CPU, headless ImGui) over synthetic traces of
+//                  10k, 100k and 1M events, all in view and zoomed to 1 % (app/bench_ui.cpp).
 #include <cblas.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "app/bench_overlap.hpp"
+#include "app/bench_ui.hpp"
 #include "app/commands.hpp"
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/error.hpp"
@@ -236,8 +239,8 @@ void add_bench_command(CLI::App& app) {
   auto what = std::make_shared<std::string>("ops");
   auto memory = std::make_shared<MemoryBenchOptions>();
   auto overlap = std::make_shared<OverlapBenchOptions>();
-  cmd->add_option("--what", *what, "What to measure: ops, memory or overlap")
-      ->check(CLI::IsMember({"ops", "memory", "overlap"}));
+  cmd->add_option("--what", *what, "What to measure: ops, memory, overlap or ui")
+      ->check(CLI::IsMember({"ops", "memory", "overlap", "ui"}));
   // Shared by memory and overlap (same defaults: gpt2 small, 4 x 1024 tokens per rank).
   const std::vector<CLI::Option*> memory_options = {
       cmd->add_option("--preset", memory->preset, "memory, overlap: model size (test-tiny, test-small, gpt2, ...)"),
@@ -287,6 +290,10 @@ void add_bench_command(CLI::App& app) {
     }
     for (const CLI::Option* o : memory_options)
       check(o->count() == 0, o->get_name(), " configures --what memory or overlap; this run is --what ", *what);
+    if (*what == "ui") {
+      bench_ui();
+      return;
+    }
     std::printf("fsdplab bench --what %s (wall clock of this host; OpenBLAS single-threaded)\n", what->c_str());
     for (std::int64_t n : {256, 512, 1024}) bench_matmul(n);
     bench_training("test-tiny", 8, 16, 20);

@@ -363,6 +363,7 @@ void TimelinePanel::draw_lane(const TraceStore& store, std::size_t lane_index, c
   const float font_size = ImGui::GetFontSize();
 
   std::size_t i = lane.first_visible(static_cast<SimTime>(std::floor(begin_)));
+  std::size_t per_pixel = 1;  // ops a folded pixel held last: the guess for the next jump
   while (i < n) {
     const TimelineItem& item = items[i];
     if (static_cast<double>(item.begin) >= end_) break;
@@ -395,7 +396,10 @@ void TimelinePanel::draw_lane(const TraceStore& store, std::size_t lane_index, c
     std::size_t j = i + 1;
     for (;;) {
       const double edge = std::min(begin_ + cell_end / scale, end_);  // no further than the view
-      j = std::max(j, lane.first_beginning_at(static_cast<SimTime>(std::ceil(edge))));
+      // The next pixel likely holds as many ops as the last one: search from there (an exact search).
+      const std::size_t found = lane.first_beginning_at(static_cast<SimTime>(std::ceil(edge)), j + per_pixel);
+      if (found > j) per_pixel = found - j;
+      j = std::max(j, found);
       if (j - 1 > i && !narrow(items[j - 1])) {  // the block's last op is wide: it is drawn as itself
         --j;
         break;

@@ -20,6 +20,33 @@ std::size_t TimelineLane::first_beginning_at(SimTime t) const {
       items.begin());
 }
 
+std::size_t TimelineLane::first_beginning_at(SimTime t, std::size_t hint) const {
+  const std::size_t n = items.size();
+  hint = std::min(hint, n);
+  // Find a bracket [lo, hi] with items[lo - 1] beginning before t (or lo == 0) and items[hi] at or after
+  // t (or hi == n), doubling the step away from the hint, then binary search inside it.
+  std::size_t lo = hint, hi = hint;
+  if (hint < n && items[hint].begin < t) {  // the answer is after the hint
+    std::size_t step = 1;
+    lo = hint + 1;
+    hi = hint + 1;
+    while (hi < n && items[hi].begin < t) {
+      lo = hi + 1;
+      hi = std::min(n, hint + (step *= 2));
+    }
+  } else {  // at or before the hint
+    std::size_t step = 1;
+    while (lo > 0 && items[lo - 1].begin >= t) {
+      hi = lo - 1;
+      lo = hint >= (step *= 2) ? hint - step : 0;
+    }
+  }
+  return static_cast<std::size_t>(
+      std::lower_bound(items.begin() + static_cast<std::ptrdiff_t>(lo), items.begin() + static_cast<std::ptrdiff_t>(hi), t,
+                       [](const TimelineItem& i, SimTime v) { return i.begin < v; }) -
+      items.begin());
+}
+
 // ---- time series -----------------------------------------------------------------------------------
 
 void TimeSeries::add(SimTime t, std::int64_t v) {

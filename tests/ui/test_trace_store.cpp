@@ -2,6 +2,9 @@
 // detail relies on, memory as step functions, and step times read back from the stored events.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "app/dashboard/trace_store.hpp"
 #include "engine/runtime/error.hpp"
 
@@ -100,6 +103,26 @@ TEST(TraceStore, StepTimesReadComputeAndCommFromRankZero) {
   ASSERT_EQ(replay.source(r).steps.size(), 2u);
   EXPECT_EQ(replay.source(r).steps[1].begin, 60);
   EXPECT_EQ(replay.source(r).steps[1].compute, 30);
+}
+
+TEST(TraceStore, FirstBeginningAtFromAHintAgreesWithTheBinarySearch) {
+  TraceStore store;
+  const int s = store.add_source("x", 1, false);
+  // Begins with repeats and gaps: 0, 0, 3, 3, 3, 7, 8, 8, ...
+  std::vector<SimTime> begins;
+  for (int k = 0; k < 300; ++k) begins.push_back(k / 3 * 5 + (k % 7 == 0 ? 2 : 0) * (k % 3 == 0 ? 1 : 0));
+  std::sort(begins.begin(), begins.end());
+  for (SimTime b : begins) store.add_event(s, event(0, Lane::compute, OpCategory::compute, 0, b, b + 1));
+  const TimelineLane& lane = store.lanes().at(0);
+  for (SimTime t = -3; t < 520; ++t) {
+    const auto expected = static_cast<std::size_t>(
+        std::lower_bound(begins.begin(), begins.end(), t) - begins.begin());  // computed here, not by the store
+    ASSERT_EQ(lane.first_beginning_at(t), expected) << "t " << t;
+    for (std::size_t hint : {std::size_t{0}, std::size_t{1}, expected, expected + 1, expected / 2, expected * 2 + 5,
+                             std::size_t{299}, std::size_t{300}, std::size_t{100'000}}) {
+      ASSERT_EQ(lane.first_beginning_at(t, hint), expected) << "t " << t << " hint " << hint;
+    }
+  }
 }
 
 TEST(TraceStore, FindsAnOpByRankAndId) {
