@@ -47,9 +47,10 @@ void dashed_hline(ImDrawList* dl, float x0, float x1, float y, ImU32 color, floa
   for (float x = x0; x < x1; x += kDash + kGap) dl->AddLine({x, y}, {std::min(x + kDash, x1), y}, color, thickness);
 }
 
-// A text with a dark shadow, readable over the stacks.
+// A text on a dark box, readable over the stacks.
 void label(ImDrawList* dl, ImVec2 at, ImU32 color, const std::string& text) {
-  dl->AddText({at.x + 1, at.y + 1}, IM_COL32(0, 0, 0, 200), text.c_str());
+  const ImVec2 size = ImGui::CalcTextSize(text.c_str());
+  dl->AddRectFilled({at.x - 2, at.y}, {at.x + size.x + 2, at.y + size.y}, IM_COL32(20, 20, 22, 210));
   dl->AddText(at, color, text.c_str());
 }
 

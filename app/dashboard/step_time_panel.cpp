@@ -355,7 +355,9 @@ void StepTimePanel::draw(const TraceStore& store) {
     const StepTime& t = step_of(store, p.source, p.index);
     dl->AddCircle(p.pos, 6, kTextColor, 12, 1.5f);
     ImGui::BeginTooltip();
-    ImGui::Text("%s, %s step %d", store.source(p.source).label.c_str(), p.sync ? "SYNC" : "ASYNC", t.step);
+    const std::string kind = p.sync ? "SYNC" : "ASYNC";
+    const std::string& label = store.source(p.source).label;
+    ImGui::Text("%s%s step %d", kind.c_str(), label == kind ? "" : (" (" + label + ")").c_str(), t.step);
     ImGui::Text("duration  %10.3f ms", ns_to_ms(t.duration()));
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kComputeColor), "compute   %10.3f ms", ns_to_ms(t.compute));
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kCommColor), "comm      %10.3f ms", ns_to_ms(t.comm));
@@ -399,8 +401,8 @@ void StepTimePanel::draw(const TraceStore& store) {
 
   // Each series: its last step, and the means of its recent steps.
   if (!series.empty() &&
-      ImGui::BeginTable("##step_times", 7, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV)) {
-    for (const char* h : {"series", "steps", "last step", "last (ms)", "mean (ms)", "compute (ms)", "comm (ms)"})
+      ImGui::BeginTable("##step_times", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV)) {
+    for (const char* h : {"series", "last step", "ms", "mean ms", "compute", "comm"})
       ImGui::TableSetupColumn(h);
     ImGui::TableHeadersRow();
     for (const Series& s : series) {
@@ -409,8 +411,6 @@ void StepTimePanel::draw(const TraceStore& store) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(s.color), "%s", series_name(store, s).c_str());
-      ImGui::TableNextColumn();
-      ImGui::Text("%zu", s.steps.size());
       if (s.steps.empty()) continue;
       const StepTime& last = src.steps[static_cast<std::size_t>(s.steps.back())];
       ImGui::TableNextColumn();
@@ -426,7 +426,10 @@ void StepTimePanel::draw(const TraceStore& store) {
       ImGui::Text("%.3f", m.comm);
     }
     ImGui::EndTable();
-    ImGui::TextDisabled("mean: the last %d steps of each series after its run's first", kRecentSteps);
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    text("mean, compute, comm: of the last " + std::to_string(kRecentSteps) +
+         " steps of each series after its run's first (ms)");
+    ImGui::PopStyleColor();
   }
 }
 
