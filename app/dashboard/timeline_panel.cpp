@@ -479,15 +479,18 @@ void TimelinePanel::draw_selection(const Area& area, ImDrawList& dl) const {
 }
 
 void TimelinePanel::show_tooltip(const TraceStore& store) {
-  ImU32 color = kFoldedColor;
+  ImU32 color = ImGui::GetColorU32(ImGuiCol_Text);
   if (hovered_) {
     const auto [lane_index, item_index] = *hovered_;
-    const auto key = std::tuple(lane_index, item_index, store.event_count());
     const TimelineLane& lane = store.lanes()[lane_index];
     const TimelineItem& item = lane.items[item_index];
     color = category_color(item.category);
-    if (key != tooltip_key_) {
-      tooltip_key_ = key;
+    // Built once per op (finding a dependency may search a lane item by item), again while one of its
+    // dependencies has not arrived yet and the store has grown.
+    const TooltipKey key{.lane = lane_index, .item = item_index, .lanes = store.lanes().size(), .op = item.op,
+                         .begin = item.begin, .events = tooltip_unresolved_ ? store.event_count() : 0};
+    if (!(key == tooltip_key_)) {
+      tooltip_unresolved_ = false;
       tooltip_cache_.clear();
       const std::string phase(store.text(item.phase));
       tooltip_cache_.push_back(std::string(store.text(item.name)));
@@ -507,9 +510,12 @@ void TimelinePanel::show_tooltip(const TraceStore& store) {
           line += " '" + std::string(store.text(store.lanes()[found->first].items[found->second].name)) + "'";
         } else {
           line += " (not in the trace)";
+          tooltip_unresolved_ = true;
         }
         tooltip_cache_.push_back(std::move(line));
       }
+      tooltip_key_ = key;
+      tooltip_key_.events = tooltip_unresolved_ ? store.event_count() : 0;
     }
     tooltip_ = tooltip_cache_;
   } else if (hovered_fold_) {

@@ -32,7 +32,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -148,7 +147,15 @@ class TimelinePanel {
   std::optional<FoldedBlock> hovered_fold_;
   std::vector<std::string> tooltip_;
   // The tooltip's lines are built once per hovered op (finding a dependency may search a lane).
-  std::tuple<std::size_t, std::size_t, std::size_t> tooltip_key_{~std::size_t{0}, 0, 0};
+  struct TooltipKey {
+    std::size_t lane = ~std::size_t{0}, item = 0, lanes = 0;
+    OpId op = 0;
+    SimTime begin = 0;
+    std::size_t events = 0;  // the store's size when a dependency was missing, else 0
+    bool operator==(const TooltipKey&) const = default;
+  };
+  TooltipKey tooltip_key_;
+  bool tooltip_unresolved_ = false;
   std::vector<std::string> tooltip_cache_;
   float mouse_x_ = -1;  // for the cursor line and its time on the axis; < 0 when not over the lanes
 };

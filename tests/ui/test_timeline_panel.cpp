@@ -148,6 +148,42 @@ TEST(TimelinePanel, DrawsEveryLaneInStoreOrderWithItsOps) {
   }
 }
 
+TEST(TimelinePanel, ClickingAHeaderFoldsItsLanes) {
+  TraceStore store;
+  for (const char* label : {"SYNC", "ASYNC"}) {
+    const int source = store.add_source(label, 2, false);
+    for (int rank : {0, 1})
+      for (Lane lane : {Lane::compute, Lane::all_gather}) store.add_event(source, op(rank, lane, OpCategory::compute, 0, 500));
+  }
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  panel.set_view(0, 1'000);
+  frame(ui, panel, store);
+  ASSERT_EQ(panel.lanes_drawn().size(), 8u);
+  const auto click = [&](float x, float y) {
+    frame(ui, panel, store, {.x = x, .y = y});
+    frame(ui, panel, store, {.x = x, .y = y, .left = true});
+    frame(ui, panel, store, {.x = x, .y = y});
+    frame(ui, panel, store);
+  };
+  // Above a source's first lane: its rank header, and above that its source header.
+  const LaneRect first = panel.lanes_drawn()[0];
+  const float x = first.min.x + 50;
+  click(x, first.min.y - 5);  // rank 0 of SYNC
+  ASSERT_EQ(panel.lanes_drawn().size(), 6u);
+  EXPECT_EQ(panel.lanes_drawn()[0].rank, 1);
+  click(x, panel.lanes_drawn()[0].min.y - 5);  // rank 1 of SYNC, now first
+  ASSERT_EQ(panel.lanes_drawn().size(), 4u);
+  EXPECT_EQ(panel.lanes_drawn()[0].source, 1);
+  // The SYNC source header sits above its first rank header, at the top of the lanes.
+  click(x, first.min.y - 30);
+  for (const LaneRect& r : panel.lanes_drawn()) EXPECT_EQ(r.source, 1);
+  ASSERT_EQ(panel.lanes_drawn().size(), 4u);
+  click(x, first.min.y - 30);  // unfolds SYNC: its ranks are still folded
+  EXPECT_EQ(panel.lanes_drawn().size(), 4u);
+  EXPECT_EQ(panel.view_begin(), 0);  // clicks do not pan
+}
+
 TEST(TimelinePanel, FoldsSubPixelOpsIntoOneBlockPerBurst) {
   const TraceStore& store = million_store();
   HeadlessImGui ui(1600, 1000);
@@ -381,17 +417,27 @@ TEST(TimelinePanel, HoverNamesTheOpAndItsDependencies) {
                                              "waited for rank 0 op 12 'matmul'",
                                              "waited for rank 1 op 999 (not in the trace)"};
   EXPECT_EQ(panel.tooltip(), expected);
+  // The missing dependency arrives (a live run): the tooltip names it from the next frame on.
+  TraceEvent late = op(1, Lane::all_gather, OpCategory::compute, 9'000, 9'100, 999);  // on a lane already drawn
+  late.name = "late_matmul";
+  store.add_event(src, late);
+  frame(ui, panel, store, {.x = x, .y = mid_y(r)});
+  ASSERT_EQ(panel.tooltip().size(), expected.size());
+  EXPECT_EQ(panel.tooltip().back(), "waited for rank 1 op 999 'late_matmul'");
 
   // Between two ops: nothing.
   frame(ui, panel, store, {.x = x_at(panel, r, 3'950), .y = mid_y(r)});
   EXPECT_FALSE(panel.hovered().has_value());
   EXPECT_TRUE(panel.tooltip().empty());
   // Over the other rank's lane: its gather.
+  ASSERT_EQ(panel.lanes_drawn().size(), 2u);
   const LaneRect r1 = panel.lanes_drawn()[1];
+  ASSERT_EQ(r1.lane, Lane::all_gather);
   frame(ui, panel, store, {.x = x_at(panel, r1, 300), .y = mid_y(r1)});
   ASSERT_TRUE(panel.hovered().has_value());
   EXPECT_EQ(panel.hovered()->first, 1u);
   EXPECT_EQ(panel.hovered()->second, 0u);
+  EXPECT_EQ(panel.tooltip().front(), "all_gather");
 }
 
 TEST(TimelinePanel, RightDragMeasuresASpan) {
