@@ -299,12 +299,13 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
     bool shade = false;
     for (const Row& row : rows_) {
       const float y0 = rows_top + row.y, y1 = y0 + row.height;
+      const bool shaded = shade;  // every other lane of a source, counted whether in sight or not
+      shade = row.kind == Row::lane ? !shade : row.kind == Row::source_header ? false : shade;
       if (y1 <= area.top || y0 >= area.bottom) continue;
       const TimelineLane& l = store.lanes()[row.lane_index];
       const float text_y = y0 + (row.height - font_size) / 2;
       char text[160];
       if (row.kind == Row::source_header) {
-        shade = false;
         const TraceSource& src = store.source(l.source);
         std::snprintf(text, sizeof text, "%s %s   %d rank%s", folded_sources_.count(l.source) ? "+" : "-",
                       src.label.c_str(), src.world, src.world == 1 ? "" : "s");
@@ -315,8 +316,7 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
         dl.AddRectFilled(ImVec2(left, y0), ImVec2(area.x1, y1), kRankHeader);
         dl.AddText(ImVec2(left + 14, text_y), kText, text);
       } else {
-        if (shade) dl.AddRectFilled(ImVec2(area.x0, y0), ImVec2(area.x1, y1), kLaneShade);
-        shade = !shade;
+        if (shaded) dl.AddRectFilled(ImVec2(area.x0, y0), ImVec2(area.x1, y1), kLaneShade);
         const std::string_view name = lane_name(l.lane);
         const ImVec4 clip(left, y0, area.x0 - 4, y1);
         dl.AddText(nullptr, 0.0f, ImVec2(left + 28, text_y), kDimText, name.data(), name.data() + name.size(), 0.0f,
@@ -358,9 +358,9 @@ void TimelinePanel::draw_lane(const TraceStore& store, std::size_t lane_index, c
   const auto narrow = [&](const TimelineItem& it) { return px(it.end) - px(it.begin) < kMinItemPixels; };
   const double mouse = mouse_in_row ? static_cast<double>(ImGui::GetIO().MousePos.x - area.x0) : -1e30;
   const float top = y0 + 2, bottom = y1 - 2;
-  const ImVec2 text_offset(3, (y1 - y0 - ImGui::GetFontSize()) / 2 - 2);
   ImFont* font = ImGui::GetFont();
   const float font_size = ImGui::GetFontSize();
+  const float text_y = y0 + (y1 - y0 - font_size) / 2;
 
   std::size_t i = lane.first_visible(static_cast<SimTime>(std::floor(begin_)));
   std::size_t per_pixel = 1;  // ops a folded pixel held last: the guess for the next jump
@@ -382,8 +382,7 @@ void TimelinePanel::draw_lane(const TraceStore& store, std::size_t lane_index, c
         const int len = item_label(store, item, text, sizeof text);
         const float tl = std::max(l, area.x0);
         const ImVec4 clip(tl + 1, top, std::min(shown, area.x1) - 1, bottom);
-        dl.AddText(font, font_size, ImVec2(tl + text_offset.x, y0 + text_offset.y + 2), text_on(color), text,
-                   text + len, 0.0f, &clip);
+        dl.AddText(font, font_size, ImVec2(tl + 3, text_y), text_on(color), text, text + len, 0.0f, &clip);
       }
       if (mouse >= x0 && mouse < x1) hovered_ = std::pair(lane_index, i);
       ++stats_.items_drawn;
