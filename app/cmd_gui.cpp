@@ -17,7 +17,7 @@
 #include "app/commands.hpp"
 #include "app/dashboard/dashboard.hpp"
 #include "app/dashboard/gui_window.hpp"
-#include "app/dashboard/step_comparison.hpp"
+#include "app/dashboard/step_time_panel.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/trace/trace_recorder.hpp"
@@ -131,7 +131,23 @@ int run_headless_comparison(const std::string& problem) {
     files.push_back(p.sync ? "fsdplab-sync.json" : "fsdplab-async.json");
     write_chrome_trace(files.back(), all, meta);
   }
-  print_step_comparison(store);
+  // Each step side by side, then the step-time panel's own averages and eta.
+  const std::vector<StepTime>& sync = store.source(0).steps;
+  const std::vector<StepTime>& async = store.source(1).steps;
+  std::printf("step   SYNC (ms)  ASYNC (ms)  compute (ms)  comm (ms)\n");
+  for (std::size_t i = 0; i < sync.size() && i < async.size(); ++i)
+    std::printf("%4d  %10.3f  %10.3f  %12.3f  %9.3f\n", async[i].step, ns_to_ms(sync[i].duration()),
+                ns_to_ms(async[i].duration()), ns_to_ms(async[i].compute), ns_to_ms(async[i].comm));
+  const StepTimePanel::Summary summary = summarize_steps(store);
+  std::printf("mean of %d steps (the first left out): T_sync %.3f ms, T_async %.3f ms, compute %.3f ms, comm %.3f ms, "
+              "ideal max(compute, comm) %.3f ms: ",
+              summary.steps_compared, summary.t_sync_ms, summary.t_async_ms, summary.compute_ms, summary.comm_ms,
+              summary.ideal_ms);
+  if (summary.eta) {
+    std::printf("eta = (T_sync - T_async) / (T_sync - ideal) = %.3f\n", *summary.eta);
+  } else {
+    std::printf("eta undefined: %s\n", summary.why.c_str());
+  }
   std::printf("traces: %s %s (replay: fsdplab view %s %s; or open them in ui.perfetto.dev)\n", files[0].c_str(),
               files[1].c_str(), files[0].c_str(), files[1].c_str());
   std::printf("%s\n", no_window_hint(problem).c_str());

@@ -32,33 +32,35 @@ void write_screenshot(const std::string& path, int width, int height) {
   check(!error, "screenshot: cannot rename '", temporary, "' to '", path, "': ", error.message());
 }
 
-// Live screenshots wait for their moment: every run `steps` steps in (or ended), then, if asked,
-// stopped at a break on `kind`.
+// Live screenshots wait for their moment: every run `steps` steps in (or ended), or stopped at the
+// break asked for, armed before the first frame so the world stops at the same event every time.
 class ScreenshotMoment {
  public:
-  ScreenshotMoment(const WindowOptions& options) : options_(options) {}
+  ScreenshotMoment(const WindowOptions& options, Dashboard& dashboard) : options_(options) {
+    LiveSession* session = dashboard.session();
+    if (!session || !options.screenshot_break) return;
+    RunControl& control = session->control();
+    control.set_break_from_step(options.screenshot_after_steps);
+    control.set_break_on(*options.screenshot_break, true);
+    control.set_breaking(true);
+  }
 
   bool reached(Dashboard& dashboard) {
-    LiveSession* session = dashboard.session();
-    if (!session) return ++frames_ > 3;  // a replay: a few frames for the layout to settle
-    bool steps_done = true;
-    for (const auto& run : session->runs())
-      steps_done = steps_done && (run->finished() || static_cast<int>(session->store().source(run->source()).steps.size()) >=
-                                                         options_.screenshot_after_steps);
-    if (!steps_done) return false;
-    RunControl& control = session->control();
-    if (options_.screenshot_break && !armed_) {
-      control.set_break_on(*options_.screenshot_break, true);
-      control.set_breaking(true);
-      armed_ = true;
-    }
-    if (options_.screenshot_break && !(control.paused() && control.last_break())) return false;
-    return ++frames_ > 3;  // drawn a few times after the moment, so the panels show what was drained last
+    if (LiveSession* session = dashboard.session(); session && !at_moment(*session)) return false;
+    return ++frames_ > 3;  // drawn a few times after the moment: the panels show what was drained last
   }
 
  private:
+  bool at_moment(LiveSession& session) const {
+    if (options_.screenshot_break) return session.control().paused() && session.control().last_break();
+    for (const auto& run : session.runs())
+      if (!run->finished() &&
+          static_cast<int>(session.store().source(run->source()).steps.size()) < options_.screenshot_after_steps)
+        return false;
+    return true;
+  }
+
   const WindowOptions& options_;
-  bool armed_ = false;
   int frames_ = 0;
 };
 
@@ -99,7 +101,7 @@ void run_window(Dashboard& dashboard, const WindowOptions& options) {
     glfwTerminate();
   };
   try {
-    ScreenshotMoment moment(options);
+    ScreenshotMoment moment(options, dashboard);
     const auto start = std::chrono::steady_clock::now();
     while (!glfwWindowShouldClose(window)) {
       glfwPollEvents();

@@ -20,10 +20,10 @@ struct WindowOptions {
   int height = 1000;
   // Empty: interactive, until the window is closed. Otherwise the PNG to write, after which it returns.
   std::string screenshot;
-  // Live sessions: the shot is taken once every run has done this many steps (or ended).
+  // Live sessions: the shot is taken once every run has done this many steps (or ended), or with
+  // screenshot_break, once the world stopped at the focus rank's first event of that kind in step
+  // `screenshot_after_steps` (counted from 0: after that many steps), the step-through panel showing it.
   int screenshot_after_steps = 0;
-  // Live sessions: once the steps are done, break on this kind of FSDP event and take the shot of
-  // the world stopped there (the step-through panel showing it).
   std::optional<FsdpEventKind> screenshot_break;
   double timeout_seconds = 300;  // a screenshot that cannot be taken by then is an Error
 };

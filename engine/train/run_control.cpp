@@ -71,6 +71,11 @@ void RunControl::set_focus(int source, int rank) {
   focus_rank_ = rank;
 }
 
+void RunControl::set_break_from_step(int step) {
+  const std::lock_guard lock(mutex_);
+  break_from_step_ = step;
+}
+
 std::pair<int, int> RunControl::focus() const {
   const std::lock_guard lock(mutex_);
   return {focus_source_, focus_rank_};
@@ -110,7 +115,7 @@ void RunControl::gate(int source, const FsdpEvent& event) {
 }
 
 bool RunControl::breaks_at(int source, const FsdpEvent& event) const {
-  if (source != focus_source_ || event.rank != focus_rank_) return false;
+  if (source != focus_source_ || event.rank != focus_rank_ || event.step < break_from_step_) return false;
   const bool breaks_here = break_on_[static_cast<std::size_t>(event.kind)];
   if (stepping_) {
     // A step with nothing to break at goes one event.

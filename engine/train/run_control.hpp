@@ -53,6 +53,9 @@ class RunControl {
   bool breaks_on(FsdpEventKind kind) const;
   void set_breaking(bool on);
   bool breaking() const;
+  // Break events of earlier steps pass by (0, the default: every step's). A screenshot of a world
+  // stopped in step N sets N before the run starts, so where it stops does not depend on timing.
+  void set_break_from_step(int step);
   // The run (the source id its ranks pass to gate) and rank that breaks; the others only pause. (0, 0) by default.
   void set_focus(int source, int rank);
   std::pair<int, int> focus() const;  // (source, rank)
@@ -87,6 +90,7 @@ class RunControl {
   bool breaking_ = false;
   std::array<bool, kFsdpEventKindCount> break_on_{};
   int focus_source_ = 0, focus_rank_ = 0;
+  int break_from_step_ = 0;
   double steps_per_second_ = 0;
   std::optional<FsdpEvent> last_break_;
   std::uint64_t generation_ = 0;

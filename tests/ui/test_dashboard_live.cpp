@@ -38,6 +38,22 @@ TEST(DashboardLive, BothRunsFillTheirLanesAndSteps) {
     EXPECT_EQ(session.log().unit_state(1, 0, static_cast<int>(u)), UnitState::sharded);
 }
 
+// Nobody draws, nobody drains: the runs still finish (the queues grow instead), and what they published
+// is all there when the UI comes back.
+TEST(DashboardLive, RunsNeverWaitForTheUi) {
+  LiveSession session(tiny_settings(4));
+  const auto start = std::chrono::steady_clock::now();
+  while (!session.finished()) {
+    ASSERT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20)
+        << "a run waited for a UI that never drained it";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(session.drain(), 0u);
+  EXPECT_EQ(session.store().source(0).steps.size(), 4u);
+  EXPECT_EQ(session.store().source(1).steps.size(), 4u);
+  EXPECT_EQ(session.drain(), 0u);
+}
+
 TEST(DashboardLive, ClickOnPausePausesAndSpaceResumes) {
   HeadlessImGui imgui;
   SessionSettings settings = tiny_settings(100000);

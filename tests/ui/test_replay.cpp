@@ -6,7 +6,6 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
-#include "app/dashboard/step_comparison.hpp"
 #include "dashboard_testing.hpp"
 #include "engine/trace/trace_recorder.hpp"
 
@@ -58,8 +57,8 @@ TEST_F(Replayed, ExportedRunsComeBackAsSourcesWithTheirModeAndSteps) {
   EXPECT_FALSE(store.source(1).sync);
   EXPECT_EQ(store.source(0).steps.size(), 3u);
   EXPECT_EQ(store.source(0).world, 2);
-  const StepComparison c = compare_steps(store);
-  EXPECT_EQ(c.compared, 2);  // steps 1 and 2
+  const StepTimePanel::Summary c = summarize_steps(store);
+  EXPECT_EQ(c.steps_compared, 2);  // steps 1 and 2
   EXPECT_GT(c.t_sync_ms, c.t_async_ms);
 
   HeadlessImGui imgui;
