@@ -50,7 +50,9 @@ struct FsdpEvent {
   SimTime host_time = 0;   // the rank's device.host_time() when it happened
   // collective_done: the collective's op on the device clock, [begin, end]; 0 otherwise.
   SimTime device_begin = 0, device_end = 0;
-  UnitState unit_state = UnitState::sharded;  // the unit's state right after the event
+  // The unit's state right after the event, as its task keeps it: a collective's unit is marked
+  // gathering or unsharded only once the gather has returned to the task that issued it.
+  UnitState unit_state = UnitState::sharded;
 };
 
 class FsdpObserver {
