@@ -70,8 +70,9 @@ std::optional<std::string> display_problem() {
   const char* x11 = std::getenv("DISPLAY");
   const char* wayland = std::getenv("WAYLAND_DISPLAY");
   if ((!x11 || !*x11) && (!wayland || !*wayland)) return "no display (DISPLAY and WAYLAND_DISPLAY are not set)";
+  // GLFW stays initialised for run_window: closing the only connection makes an X server reset, and
+  // connecting again at once can fail while it does (seen with Xvfb).
   if (!glfwInit()) return "GLFW cannot open the display '" + std::string(x11 ? x11 : wayland) + "'";
-  glfwTerminate();
   return std::nullopt;
 }
 

@@ -12,7 +12,7 @@
 
 namespace fsdplab::app {
 
-// Why no window can open here, or nullopt if one can.
+// Why no window can open here, or nullopt if one can (GLFW is then initialised, for run_window).
 std::optional<std::string> display_problem();
 
 struct WindowOptions {
