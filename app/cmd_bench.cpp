@@ -10,8 +10,8 @@
 //   --what overlap SYNC against ASYNC steps on the sim device's virtual clock: compute-only, comm-only and
 //                  ideal times, overlap efficiency, and sweeps of link bandwidth and prefetch
 //                  (app/bench_overlap.cpp). Virtual times: the same on every machine.
-//   --what ui      the dashboard timeline's frame build time (CPU, headless ImGui) over synthetic traces of
-//                  10k, 100k and 1M events, all in view and zoomed to 1 % (app/bench_ui.cpp).
+//   --what ui      the dashboard's frame build time (CPU, headless ImGui) over synthetic traces of 10k, 100k
+//                  and 1M events: the timeline all in view and zoomed to 1 %, then every panel (app/bench_ui.cpp).
 #include <cblas.h>
 
 #include <algorithm>
