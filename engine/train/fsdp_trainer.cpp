@@ -16,6 +16,7 @@
 #include "engine/runtime/sim_device.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/train/batch_source.hpp"
+#include "engine/train/expected_memory.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/training_checkpoint.hpp"
 #include "engine/train/world.hpp"
@@ -52,15 +53,8 @@ struct RankGroups {
 // gpt2 and llama, the models whose activations dwarf the rest), instead of W threads running out of memory
 // midway.
 void check_host_memory(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe) {
-  FsdpMemoryInput input;
-  input.units = plan_unit_sizes(*probe.model, probe.unit_kinds, options, run.world);
-  input.options = options;
-  input.world = run.world;
-  input.optimizer_states = optimizer_state_count(run.optimizer_spec());
-  if (probe.batch.kind == BatchShape::Kind::tokens)
-    input.model = model_memory(*probe.model, run.batch / run.world, probe.batch.seq, options.param_dtype);
   double per_rank = 0;
-  for (std::int64_t bytes : fsdp_memory(input)) per_rank += static_cast<double>(bytes);
+  for (std::int64_t bytes : fsdp_memory(fsdp_memory_input(run, options, probe))) per_rank += static_cast<double>(bytes);
   const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
   check(host <= 0 || per_rank * run.world <= host, "--world ", run.world, ": the ranks need about ",
         per_rank * run.world / 1e9, " GB of this host's memory (", per_rank / 1e9,
