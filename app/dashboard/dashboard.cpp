@@ -108,9 +108,7 @@ void Dashboard::draw_right() {
   ImGui::BeginChild("map_area", ImVec2(0, below), true);
   ImGui::TextUnformatted("FlatParameter map: units x ranks");
   if (session_) {
-    const auto [focus_source, focus_rank] = session_->control().focus();
-    (void)focus_rank;
-    flat_parameters_.draw(session_->map(), session_->log(), focus_source);
+    flat_parameters_.draw(session_->map(), session_->log(), session_->control().focus().first);  // the focus run's
   } else {
     ImGui::TextDisabled("needs a live run");
   }
