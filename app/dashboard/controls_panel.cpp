@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "app/dashboard/device_list.hpp"
 #include "engine/nn/gpt2_model.hpp"
 #include "engine/nn/llama_model.hpp"
 #include "engine/runtime/error.hpp"
@@ -44,6 +45,7 @@ void error_text(const std::string& text) {
 void ControlsPanel::draw(LiveSession& session) {
   if (!initialised_) {
     edited_ = session.settings();
+    devices_ = available_devices();
     initialised_ = true;
   }
   RunControl& control = session.control();
@@ -124,6 +126,11 @@ void ControlsPanel::draw(LiveSession& session) {
   }
   restart_ = last_item();
   if (!message_.empty()) error_text("not restarted: " + message_);
+  if (ImGui::TreeNode("Devices")) {
+    for (const std::string& line : devices_) ImGui::TextUnformatted(line.c_str());
+    ImGui::TextDisabled("(the dashboard's runs use the sim device)");
+    ImGui::TreePop();
+  }
 }
 
 }  // namespace fsdplab::app

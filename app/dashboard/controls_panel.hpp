@@ -1,11 +1,12 @@
 // controls_panel.hpp — the run controls: what to train and how (model and preset, world size, device
 // and link preset, SYNC/ASYNC comparison, prefetch, reshard after forward, strategy, precision), and
-// run / pause / single step / restart with the edited settings.
+// run / pause / single step / restart with the edited settings; and the devices this machine offers.
 //
 // Edits go to a copy of the settings; nothing changes until "Restart with these settings", which
 // starts new runs only if the settings can run (otherwise the error is shown and the runs go on).
 #pragma once
 #include <string>
+#include <vector>
 
 #include <imgui.h>
 
@@ -25,12 +26,14 @@ class ControlsPanel {
   Rect step_button() const { return step_; }
   Rect restart_button() const { return restart_; }
   SessionSettings& edited() { return edited_; }
+  const std::vector<std::string>& devices() const { return devices_; }
   const std::string& message() const { return message_; }
 
  private:
   bool initialised_ = false;
   SessionSettings edited_;
   std::string message_;  // the last restart's error, shown until the next try
+  std::vector<std::string> devices_;  // probed once, on the first frame
   Rect pause_, step_, restart_;
 };
 

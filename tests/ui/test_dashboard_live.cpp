@@ -18,6 +18,10 @@ TEST(DashboardLive, BothRunsFillTheirLanesAndSteps) {
   frames_until(imgui, dashboard, [&] { return session.finished(); });
   frames_until(imgui, dashboard, [] { return true; });  // one more frame: the last drain drawn
   EXPECT_TRUE(session.errors().empty());
+  // The Run panel lists the devices: the sim device first, then CUDA's state on this machine.
+  ASSERT_GE(dashboard.controls().devices().size(), 2u);
+  EXPECT_EQ(dashboard.controls().devices()[0].rfind("sim ", 0), 0u);
+  EXPECT_EQ(dashboard.controls().devices()[1].rfind("cuda ", 0), 0u);
   const TraceStore& store = session.store();
   ASSERT_EQ(store.sources().size(), 2u);
   EXPECT_EQ(store.source(0).label, "SYNC");
