@@ -8,6 +8,7 @@
 
 #include "engine/nn/counter_rng.hpp"
 #include "engine/nn/layers.hpp"
+#include "engine/nn/model_presets.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/attention.hpp"
 #include "engine/tensor/elementwise.hpp"
@@ -38,14 +39,9 @@ void Gpt2Config::validate() const {
 
 namespace {
 
-struct Preset {
-  std::string_view name;
-  Gpt2Config config;
-};
-
 // Hugging Face's configs of the four released sizes, and two test sizes: tiny runs a step in
 // milliseconds on a CPU, small trains visibly in seconds.
-constexpr std::array<Preset, 6> kPresets = {{
+constexpr std::array<ModelPreset<Gpt2Config>, 6> kPresets = {{
     {"test-tiny", {64, 16, 32, 2, 2}},
     {"test-small", {256, 64, 128, 4, 4}},
     {"gpt2", {50257, 1024, 768, 12, 12}},
@@ -57,21 +53,11 @@ constexpr std::array<Preset, 6> kPresets = {{
 }  // namespace
 
 const std::vector<std::string_view>& gpt2_preset_names() {
-  static const std::vector<std::string_view> names = [] {
-    std::vector<std::string_view> out;
-    for (const Preset& p : kPresets) out.push_back(p.name);
-    return out;
-  }();
+  static const std::vector<std::string_view> names = model_preset_names(kPresets);
   return names;
 }
 
-Gpt2Config gpt2_preset(std::string_view name) {
-  for (const Preset& p : kPresets)
-    if (p.name == name) return p.config;
-  std::string known;
-  for (std::string_view n : gpt2_preset_names()) known += (known.empty() ? "" : ", ") + std::string(n);
-  fail("unknown gpt2 preset '", name, "'; expected one of: ", known);
-}
+Gpt2Config gpt2_preset(std::string_view name) { return find_model_preset(kPresets, "gpt2", name); }
 
 // ---- the modules ---------------------------------------------------------------------------------
 

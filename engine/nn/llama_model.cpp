@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/nn/layers.hpp"
+#include "engine/nn/model_presets.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/attention.hpp"
 #include "engine/tensor/elementwise.hpp"
@@ -52,15 +53,10 @@ void LlamaConfig::validate() const {
 
 namespace {
 
-struct Preset {
-  std::string_view name;
-  LlamaConfig config;
-};
-
 // Meta's released Llama 2 configurations (Hugging Face's meta-llama/Llama-2-7b-hf and -70b-hf
 // config.json), and a test size: 4 query heads on 2 key/value heads, so grouped-query attention is
 // exercised, with a step in milliseconds on a CPU.
-const std::array<Preset, 3> kPresets = {{
+const std::array<ModelPreset<LlamaConfig>, 3> kPresets = {{
     {"test-tiny", {64, 32, 64, 2, 4, 2, 16, 1e-5f, 10000.f}},
     {"7b", {32000, 4096, 11008, 32, 32, 32, 4096, 1e-5f, 10000.f}},
     {"70b", {32000, 8192, 28672, 80, 64, 8, 4096, 1e-5f, 10000.f}},
@@ -69,21 +65,11 @@ const std::array<Preset, 3> kPresets = {{
 }  // namespace
 
 const std::vector<std::string_view>& llama_preset_names() {
-  static const std::vector<std::string_view> names = [] {
-    std::vector<std::string_view> out;
-    for (const Preset& p : kPresets) out.push_back(p.name);
-    return out;
-  }();
+  static const std::vector<std::string_view> names = model_preset_names(kPresets);
   return names;
 }
 
-LlamaConfig llama_preset(std::string_view name) {
-  for (const Preset& p : kPresets)
-    if (p.name == name) return p.config;
-  std::string known;
-  for (std::string_view n : llama_preset_names()) known += (known.empty() ? "" : ", ") + std::string(n);
-  fail("unknown llama preset '", name, "'; expected one of: ", known);
-}
+LlamaConfig llama_preset(std::string_view name) { return find_model_preset(kPresets, "llama", name); }
 
 std::int64_t llama_parameter_count(const LlamaConfig& c) {
   const std::int64_t C = c.hidden_size, hd = c.head_dim(), H = c.num_attention_heads, KV = c.num_key_value_heads,
