@@ -133,6 +133,15 @@ ActivityScope::~ActivityScope() {
   if (rank_) rank_->activity = std::move(saved_);
 }
 
+FsdpEvent make_event(FsdpEventKind kind, int task, std::string code, std::string what) {
+  FsdpEvent event;
+  event.kind = kind;
+  event.task = task;
+  event.code = std::move(code);
+  event.what = std::move(what);
+  return event;
+}
+
 void report(FsdpRank& rank, FsdpEvent event) {
   event.rank = rank.device.rank();
   event.step = rank.device.labels().step;
@@ -151,20 +160,11 @@ void report_unit_event(FsdpRank& rank, const FsdpUnit& unit, FsdpEventKind kind,
     default: break;  // not a hook: collectives and the optimizer step are reported where they happen
   }
   what += describe_prefetches(rank, kind);
-  report(rank, FsdpEvent{.rank = 0,
-                         .step = -1,
-                         .kind = kind,
-                         .unit = unit.index,
-                         .unit_name = unit.name,
-                         .task = rank.activity.task,
-                         .code = rank.activity.code,
-                         .what = std::move(what),
-                         .collective = {},
-                         .bytes = 0,
-                         .host_time = 0,
-                         .device_begin = 0,
-                         .device_end = 0,
-                         .unit_state = unit.state});
+  FsdpEvent event = make_event(kind, rank.activity.task, rank.activity.code, std::move(what));
+  event.unit = unit.index;
+  event.unit_name = unit.name;
+  event.unit_state = unit.state;
+  report(rank, std::move(event));
 }
 
 void report_optimizer_step(FsdpRank& rank, std::span<FsdpUnit* const> units, std::string_view optimizer) {
@@ -176,20 +176,7 @@ void report_optimizer_step(FsdpRank& rank, std::span<FsdpUnit* const> units, std
   const auto gathers = std::count_if(rank.activity.issued.begin(), rank.activity.issued.end(),
                                      [](const IssuedCollective& c) { return c.collective == "all_gather"; });
   if (gathers > 0) what += "; all-gathered the updated chunks of " + std::to_string(gathers) + " units";
-  report(rank, FsdpEvent{.rank = 0,
-                         .step = -1,
-                         .kind = FsdpEventKind::optimizer_step,
-                         .unit = -1,
-                         .unit_name = {},
-                         .task = rank.activity.task,
-                         .code = rank.activity.code,
-                         .what = std::move(what),
-                         .collective = {},
-                         .bytes = 0,
-                         .host_time = 0,
-                         .device_begin = 0,
-                         .device_end = 0,
-                         .unit_state = UnitState::sharded});
+  report(rank, make_event(FsdpEventKind::optimizer_step, rank.activity.task, rank.activity.code, std::move(what)));
 }
 
 std::string unit_title(const FsdpRank& rank, int unit) {

@@ -55,6 +55,9 @@ class ActivityScope {
   FsdpActivity saved_;
 };
 
+// An event of `kind` by the code of `task` saying `what`; the caller adds what else it knows (the unit,
+// the collective) and report() the rest.
+FsdpEvent make_event(FsdpEventKind kind, int task, std::string code, std::string what);
 // Stamps `event` with the rank, the step (the ops' label) and the host time, and tells the observer.
 void report(FsdpRank& rank, FsdpEvent event);
 

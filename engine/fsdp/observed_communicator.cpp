@@ -61,21 +61,15 @@ void ObservedCommunicator::observed(std::string_view collective, Stream stream, 
   const auto unit_state = [&] { return moved ? moved->state : UnitState::sharded; };
   activity.issued.push_back({std::string(collective), unit, prefetch, size});
 
-  FsdpEvent event{.rank = 0,
-                  .step = -1,
-                  .kind = FsdpEventKind::collective_issued,
-                  .unit = unit,
-                  .unit_name = moved ? moved->name : std::string(),
-                  .task = site.task,
-                  .code = site.code,
-                  .what = std::string(collective) + " of " + subject + " (" + size + ") issued on the " +
-                          std::string(lane_name(stream.lane)) + " stream" + (prefetch ? ", fetching it ahead of its use" : ""),
-                  .collective = std::string(collective),
-                  .bytes = full.nbytes(),
-                  .host_time = 0,
-                  .device_begin = 0,
-                  .device_end = 0,
-                  .unit_state = unit_state()};
+  FsdpEvent event = make_event(FsdpEventKind::collective_issued, site.task, site.code,
+                               std::string(collective) + " of " + subject + " (" + size + ") issued on the " +
+                                   std::string(lane_name(stream.lane)) + " stream" +
+                                   (prefetch ? ", fetching it ahead of its use" : ""));
+  event.unit = unit;
+  event.unit_name = moved ? moved->name : std::string();
+  event.collective = std::string(collective);
+  event.bytes = full.nbytes();
+  event.unit_state = unit_state();
   report(rank, event);
 
   SimTime begin = 0, end = 0;
