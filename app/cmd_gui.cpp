@@ -121,8 +121,7 @@ int run_headless_comparison(const std::string& problem) {
     const int source = store.add_source(p.label, p.run.run.world, p.sync);
     TraceData all;
     for (const TraceRecorder& r : recorders) all.append(r.data());
-    for (const TraceEvent& e : all.events) store.add_event(source, e);
-    for (const CounterSample& c : all.counters) store.add_counter(source, c);
+    store.add_trace(source, all);
     for (const StepReport& s : reports) store.add_step(source, s.step, s.begin, s.end, s.loss, p.sync);
     TraceMeta meta;
     meta.world_size = p.run.run.world;

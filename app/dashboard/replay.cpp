@@ -20,8 +20,7 @@ Replay load_replay(const std::vector<std::string>& paths) {
     const std::string label = std::filesystem::path(path).filename().string();
     const int source = replay.store.add_source(label, meta.world_size, meta.mode == "sync");
     try {
-      for (const TraceEvent& e : data.events) replay.store.add_event(source, e);
-      for (const CounterSample& c : data.counters) replay.store.add_counter(source, c);
+      replay.store.add_trace(source, data);
     } catch (const Error& e) {  // consistent JSON that still makes no trace (an event ending before it begins)
       replay.errors.push_back(path + ": " + e.what());
     }

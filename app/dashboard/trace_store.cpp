@@ -193,6 +193,11 @@ void TraceStore::add_counter(int source, const CounterSample& sample) {
   last_time_ = std::max(last_time_, sample.time);
 }
 
+void TraceStore::add_trace(int source, const TraceData& data) {
+  for (const TraceEvent& e : data.events) add_event(source, e);
+  for (const CounterSample& c : data.counters) add_counter(source, c);
+}
+
 void TraceStore::add_step(int source, int step, SimTime begin, SimTime end, double loss, bool sync) {
   TraceSource& src = sources_.at(static_cast<std::size_t>(source));
   StepTime t;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/trace/trace_event.hpp"
+#include "engine/trace/trace_recorder.hpp"
 
 namespace fsdplab::app {
 
@@ -105,6 +106,8 @@ class TraceStore {
   int add_source(std::string label, int world, bool sync);
   void add_event(int source, const TraceEvent& event);
   void add_counter(int source, const CounterSample& sample);
+  // A whole recorded or replayed trace: every event, then every counter sample.
+  void add_trace(int source, const TraceData& data);
   // A step reported done by the run: its compute and comm are read from the events stored so far
   // (a rank's events of a step are all emitted before its step ends).
   void add_step(int source, int step, SimTime begin, SimTime end, double loss, bool sync);
