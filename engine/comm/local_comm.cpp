@@ -289,12 +289,12 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
   spec.bytes_moved = exchange.full_bytes;
   spec.reads = exchange.reads;
   spec.writes = exchange.writes;
-  device_.launch(stream.lane, std::move(spec), [&] {
+  device_.launch(stream.lane, std::move(spec), {.host = [&] {
     world_.wait_phase(*round, seat, 1);
     exchange.read(inputs);
     world_.wait_phase(*round, seat, 2);
     exchange.write();
-  });
+  }});
 }
 
 void LocalComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {

@@ -19,9 +19,8 @@ void DeferredFrees::release(Device& device, Parked& parked) {
 }
 
 void DeferredFrees::release_completed(Device& device) {
-  const SimTime now = device.host_time();
   for (auto it = parked_.begin(); it != parked_.end();) {
-    if (it->last_use.time() <= now) {
+    if (device.completed(it->last_use)) {
       release(device, *it);
       it = parked_.erase(it);
     } else {

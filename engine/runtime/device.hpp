@@ -5,7 +5,8 @@
 // streams and orders them with events, exactly as it would with CUDA; the backends differ only in
 // what an op's body does and where times come from:
 //   sim   runs the body on the host at launch and stamps it on a virtual clock (sim_device.hpp);
-//   cuda  enqueues the body's kernels on a real stream and times them (a later backend).
+//   cuda  enqueues the body's kernels on a real CUDA stream and times them with CUDA events
+//         (engine/cuda/cuda_device.hpp).
 #pragma once
 #include <cstddef>
 #include <functional>
@@ -93,10 +94,10 @@ class Device {
   Stream stream(Lane lane) { return Stream{this, lane}; }
 
   // ---- streams and events -------------------------------------------------------------------
-  // Issues an op on `lane`'s stream. `body` computes its numerics (skipped on a dry run). On
-  // `Lane::host` the op is CPU work (an offloaded optimizer step): it runs on the host's cursor, which it
-  // advances by its duration on the host's cost model.
-  virtual OpId launch(Lane lane, OpSpec spec, const std::function<void()>& body) = 0;
+  // Issues an op on `lane`'s stream. `body` computes its numerics, with the part for this device (op.hpp;
+  // skipped on a dry run). On `Lane::host` the op is CPU work (an offloaded optimizer step): its host body
+  // runs now, on the host's cursor, which it advances by its duration on the host's cost model.
+  virtual OpId launch(Lane lane, OpSpec spec, const OpBody& body) = 0;
   // When an op of `category` launched now on `lane` could start: collectives agree on the max over
   // their ranks. A collective also waits for the rank's link (sim_device.hpp).
   virtual SimTime earliest_start(Lane lane, OpCategory category) const = 0;
@@ -107,11 +108,17 @@ class Device {
   virtual void synchronize(const Event& event) = 0;
   virtual void synchronize(Lane lane) = 0;
   virtual void synchronize() = 0;
+  // Whether the work before `event`'s record is done, without waiting (cudaEventQuery). True moves
+  // nothing; a caller that then relies on that work still synchronizes on the event (free, as it is done).
+  virtual bool completed(const Event& event) const = 0;
   // Host-side work that takes time (a Python-style loop, a CPU optimizer step): advances the host.
   virtual void host_work(const std::string& name, SimTime duration) = 0;
   virtual SimTime host_time() const = 0;
-  // The host touches device memory directly (reading a loss, filling an input). Checked for races.
-  virtual void host_access(const Access& access, bool write, const std::string& what) = 0;
+  // The host reads or writes device memory directly (reading a loss, filling an input): `access.bytes`
+  // bytes between the block and host memory, at once (the host must have synchronized with the streams
+  // that use the range; the sim device checks it). `what` names it in errors.
+  virtual void host_read(const Access& access, std::byte* to, const std::string& what) = 0;
+  virtual void host_write(const Access& access, const std::byte* from, const std::string& what) = 0;
 
   // ---- memory ---------------------------------------------------------------------------------
   // Memory for work on `stream` (its pool of cached blocks; see Block). `Lane::host` gives pinned host

@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "engine/runtime/sim_time.hpp"
@@ -20,7 +21,9 @@ class Event {
 
   bool recorded() const { return recorded_; }
   const std::string& name() const { return name_; }
-  // Device time at which all work before the record is done. An Error if never recorded.
+  // Sim device: the virtual time at which all work before the record is done. Cuda device: the host's
+  // time when it was recorded (when the work is done is asked with Device::completed). An Error if never
+  // recorded.
   SimTime time() const;
   int rank() const { return rank_; }
   Lane lane() const { return lane_; }
@@ -30,6 +33,7 @@ class Event {
 
  private:
   friend class SimDevice;
+  friend class CudaDevice;
   std::string name_;
   bool recorded_ = false;
   SimTime time_ = 0;
@@ -37,6 +41,9 @@ class Event {
   Lane lane_ = Lane::compute;
   OpRef last_op;       // the last op before the record, {rank, 0} if the stream was empty
   VectorClock clock{};
+  // The cuda device's cudaEvent_t, made afresh at each record so a copy keeps the record it was copied
+  // from, as the sim device's values do; destroyed with the last copy.
+  std::shared_ptr<void> native;
 };
 
 }  // namespace fsdplab

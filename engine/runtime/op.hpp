@@ -1,11 +1,17 @@
 // op.hpp — what an op tells the device when it is launched, and what the device records of it.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "engine/runtime/cost_model.hpp"
 #include "engine/trace/trace_event.hpp"
+
+// CUDA's stream type (cudaStream_t is `CUstream_st*`, in the global namespace), declared here so op
+// bodies can name a stream without the CUDA headers: a build without nvcc compiles every op, and only
+// the cuda device calls a CUDA body.
+struct CUstream_st;
 
 namespace fsdplab {
 
@@ -27,6 +33,16 @@ struct OpSpec {
   std::int64_t bytes_moved = 0;    // for the trace: bytes a collective or copy moves
   std::vector<Access> reads;
   std::vector<Access> writes;
+};
+
+// What an op computes, once per backend. `host` works on host memory: the sim device runs it at launch
+// (never on a dry run), and every device runs it for ops on the host lane (CPU work on pinned memory).
+// `cuda` enqueues the op's kernels on the stream it is given and returns at once (the cuda device).
+// A device refuses an op with no body for it, naming the op. Front-ends write the cuda body inside
+// FSDPLAB_CUDA_BODY(...) (engine/tensor/launch.hpp) so a build without nvcc never references a kernel.
+struct OpBody {
+  std::function<void()> host;
+  std::function<void(CUstream_st* stream)> cuda;
 };
 
 // Labels stamped on every op launched while they are set (see LabelScope in device.hpp).

@@ -18,6 +18,13 @@ void join(VectorClock& into, const VectorClock& other) {
 
 }  // namespace
 
+void SimDevice::run_host_body(const std::string& op, const OpBody& body) const {
+  if (options_.dry_run) return;
+  check(static_cast<bool>(body.host) || !body.cuda, "rank ", rank_, ": op '", op,
+        "' has only a CUDA kernel; the sim device runs ops on the host");
+  if (body.host) body.host();
+}
+
 SimDevice::SimDevice(int rank, DevicePreset device, LinkPreset link, SimDeviceOptions options)
     : Device(rank), options_(options), cost_(std::move(device), std::move(link)) {
   races_.set_policy(options.races);
@@ -70,7 +77,7 @@ void SimDevice::check_and_commit(const std::vector<Access>& accesses, bool write
   }
 }
 
-OpId SimDevice::launch(Lane lane, OpSpec spec, const std::function<void()>& body) {
+OpId SimDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   if (lane == Lane::host) return launch_on_host(std::move(spec), body);
   StreamState& s = state(lane);
   const SimTime issued = host_ + cost_.launch_overhead();
@@ -87,7 +94,7 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const std::function<void()>& body
   check_and_commit(spec.reads, false, who, clock, false);
   check_and_commit(spec.writes, true, who, clock, false);
 
-  if (!options_.dry_run && body) body();
+  run_host_body(spec.name, body);
 
   const OpId id = next_op_++;
   host_ = issued;
@@ -117,7 +124,7 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const std::function<void()>& body
 
 // CPU work: starts now on the host's cursor and holds the host for its duration, as a CPU optimizer
 // step holds the Python thread; ordered after everything the host has seen.
-OpId SimDevice::launch_on_host(OpSpec spec, const std::function<void()>& body) {
+OpId SimDevice::launch_on_host(OpSpec spec, const OpBody& body) {
   const SimTime begin = host_;
   const SimTime duration = spec.duration >= 0 ? spec.duration : cost_.host_compute(spec.cost);
   VectorClock clock = host_clock_;
@@ -125,7 +132,7 @@ OpId SimDevice::launch_on_host(OpSpec spec, const std::function<void()>& body) {
   const Accessor who{next_op_, spec.name, Lane::host, clock[lane_index(Lane::host)], begin, begin + duration};
   check_and_commit(spec.reads, false, who, clock, false);
   check_and_commit(spec.writes, true, who, clock, false);
-  if (!options_.dry_run && body) body();
+  run_host_body(spec.name, body);
   const OpId id = next_op_++;
   host_ = begin + duration;
   host_clock_ = clock;
@@ -198,7 +205,7 @@ void SimDevice::host_work(const std::string& name, SimTime duration) {
   }
 }
 
-void SimDevice::host_access(const Access& access, bool write, const std::string& what) {
+Block& SimDevice::host_access(const Access& access, bool write, const std::string& what) {
   VectorClock clock = host_clock_;
   clock[lane_index(Lane::host)] += 1;
   const Accessor who{0, what, Lane::host, clock[lane_index(Lane::host)], host_, host_};
@@ -206,6 +213,24 @@ void SimDevice::host_access(const Access& access, bool write, const std::string&
   host_clock_ = clock;
   check_and_commit({access}, write, who, clock, true);
   races_.prune(access.block, lane_clocks());
+  return live_block(access.block, what);
+}
+
+void SimDevice::host_read(const Access& access, std::byte* to, const std::string& what) {
+  const Block& block = host_access(access, /*write=*/false, what);
+  check(!options_.dry_run, "rank ", rank_, ": ", what, " on a dry run, which holds no data");
+  std::memcpy(to, block.data + access.offset, static_cast<std::size_t>(access.bytes));
+}
+
+void SimDevice::host_write(const Access& access, const std::byte* from, const std::string& what) {
+  Block& block = host_access(access, /*write=*/true, what);
+  check(!options_.dry_run, "rank ", rank_, ": ", what, " on a dry run, which holds no data");
+  std::memcpy(block.data + access.offset, from, static_cast<std::size_t>(access.bytes));
+}
+
+bool SimDevice::completed(const Event& event) const {
+  check(event.recorded(), "rank ", rank_, ": asked whether event '", event.name(), "' completed; it was never recorded");
+  return event.time() <= host_;
 }
 
 Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {

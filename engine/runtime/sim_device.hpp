@@ -36,16 +36,18 @@ class SimDevice final : public Device {
   bool dry_run() const override { return options_.dry_run; }
   const CostModel& cost_model() const override { return cost_; }
 
-  OpId launch(Lane lane, OpSpec spec, const std::function<void()>& body) override;
+  OpId launch(Lane lane, OpSpec spec, const OpBody& body) override;
   SimTime earliest_start(Lane lane, OpCategory category) const override;
   void record(Event& event, Lane lane) override;
   void wait(Lane lane, const Event& event) override;
   void synchronize(const Event& event) override;
   void synchronize(Lane lane) override;
   void synchronize() override;
+  bool completed(const Event& event) const override;
   void host_work(const std::string& name, SimTime duration) override;
   SimTime host_time() const override { return host_; }
-  void host_access(const Access& access, bool write, const std::string& what) override;
+  void host_read(const Access& access, std::byte* to, const std::string& what) override;
+  void host_write(const Access& access, const std::byte* from, const std::string& what) override;
 
   Allocation allocate(std::int64_t bytes, MemTag tag, Lane stream = Lane::compute) override;
 
@@ -63,7 +65,10 @@ class SimDevice final : public Device {
   const StreamState& state(Lane lane) const;
   Block& live_block(BlockId id, const std::string& op_name);
   std::array<VectorClock, kLaneCount> lane_clocks() const;
-  OpId launch_on_host(OpSpec spec, const std::function<void()>& body);
+  OpId launch_on_host(OpSpec spec, const OpBody& body);
+  void run_host_body(const std::string& op, const OpBody& body) const;
+  // The host touches `access` now: checked for races against the streams, then recorded.
+  Block& host_access(const Access& access, bool write, const std::string& what);
   void check_and_commit(const std::vector<Access>& accesses, bool write, const Accessor& who,
                         const VectorClock& clock, bool commit);
 

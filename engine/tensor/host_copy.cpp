@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "engine/cuda/copies.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/tensor/launch.hpp"
 
 namespace fsdplab {
 namespace {
@@ -32,9 +34,11 @@ void copy_across(Stream stream, const Tensor& src, const Tensor& dst, bool to_de
     spec.reads.push_back(src.access());
     spec.writes.push_back(dst.access());
   }
-  stream.device->launch(stream.lane, std::move(spec), [&] {
-    std::memcpy(dst.raw(), src.raw(), static_cast<std::size_t>(src.nbytes()));
-  });
+  stream.device->launch(stream.lane, std::move(spec),
+                        {.host = [&] { std::memcpy(dst.raw(), src.raw(), static_cast<std::size_t>(src.nbytes())); },
+                         .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* cuda_stream) {
+                           cuda::copy_bytes(cuda_stream, dst.raw(), src.raw(), src.nbytes());
+                         })});
 }
 
 }  // namespace

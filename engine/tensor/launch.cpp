@@ -29,8 +29,7 @@ void collect(Stream stream, const std::string& op, std::initializer_list<const T
 
 }  // namespace
 
-OpId launch_op(Stream stream, std::string name, const OpCost& cost, OpTensors tensors,
-               const std::function<void()>& body) {
+OpId launch_op(Stream stream, std::string name, const OpCost& cost, OpTensors tensors, const OpBody& body) {
   check(stream.device != nullptr, name, ": launched on a null stream");
   OpSpec spec;
   collect(stream, name, tensors.reads, spec.reads);

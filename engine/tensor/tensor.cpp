@@ -165,15 +165,17 @@ bool Tensor::overlaps(const Tensor& other) const {
   return begin < other_begin + other.nbytes() && other_begin < begin + nbytes();
 }
 
+// The host's copies go through the device, which checks the host has synchronized (sim) or copies
+// across the bus (cuda); bf16 is widened or rounded on the host side.
 std::vector<float> Tensor::to_vector() const {
   if (!(dtype_ != DType::i32)) fail(describe(), ": to_vector() reads floats; use to_indices() for i32");
-  device().host_access(access(), /*write=*/false, "host read of " + describe());
   std::vector<float> out(static_cast<std::size_t>(numel_));
   if (dtype_ == DType::f32) {
-    std::memcpy(out.data(), f32(), static_cast<std::size_t>(nbytes()));
+    device().host_read(access(), reinterpret_cast<std::byte*>(out.data()), "host read of " + describe());
   } else {
-    const std::uint16_t* p = bf16();
-    std::transform(p, p + numel_, out.begin(), bf16_to_float);
+    std::vector<std::uint16_t> bits(static_cast<std::size_t>(numel_));
+    device().host_read(access(), reinterpret_cast<std::byte*>(bits.data()), "host read of " + describe());
+    std::transform(bits.begin(), bits.end(), out.begin(), bf16_to_float);
   }
   return out;
 }
@@ -182,25 +184,27 @@ void Tensor::copy_from(std::span<const float> values) const {
   if (!(static_cast<std::int64_t>(values.size()) == numel_))
     fail("copy of ", values.size(), " values into ", describe());
   if (!(dtype_ != DType::i32)) fail(describe(), ": copy_from(floats) into an i32 tensor");
-  device().host_access(access(), /*write=*/true, "host write of " + describe());
   if (dtype_ == DType::f32) {
-    std::memcpy(f32(), values.data(), static_cast<std::size_t>(nbytes()));
+    device().host_write(access(), reinterpret_cast<const std::byte*>(values.data()), "host write of " + describe());
   } else {
-    std::transform(values.begin(), values.end(), bf16(), float_to_bf16);
+    std::vector<std::uint16_t> bits(values.size());
+    std::transform(values.begin(), values.end(), bits.begin(), float_to_bf16);
+    device().host_write(access(), reinterpret_cast<const std::byte*>(bits.data()), "host write of " + describe());
   }
 }
 
 std::vector<std::int32_t> Tensor::to_indices() const {
-  device().host_access(access(), /*write=*/false, "host read of " + describe());
-  const std::int32_t* p = i32();
-  return std::vector<std::int32_t>(p, p + numel_);
+  if (!(dtype_ == DType::i32)) fail(describe(), ": to_indices() reads i32; use to_vector() for floats");
+  std::vector<std::int32_t> out(static_cast<std::size_t>(numel_));
+  device().host_read(access(), reinterpret_cast<std::byte*>(out.data()), "host read of " + describe());
+  return out;
 }
 
 void Tensor::copy_from(std::span<const std::int32_t> values) const {
   if (!(static_cast<std::int64_t>(values.size()) == numel_))
     fail("copy of ", values.size(), " indices into ", describe());
-  device().host_access(access(), /*write=*/true, "host write of " + describe());
-  std::memcpy(i32(), values.data(), static_cast<std::size_t>(nbytes()));
+  if (!(dtype_ == DType::i32)) fail(describe(), ": copy_from(indices) into a ", dtype_name(dtype_), " tensor");
+  device().host_write(access(), reinterpret_cast<const std::byte*>(values.data()), "host write of " + describe());
 }
 
 }  // namespace fsdplab

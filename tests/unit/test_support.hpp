@@ -1,5 +1,6 @@
-// test_support.hpp — what the unit tests share: a sim device to run on, seeded random data,
-// closeness checks, and central finite differences for checking backward passes.
+// test_support.hpp — what the unit tests share: a sim device to run on, the devices an op test runs
+// on (OnEachDevice), seeded random data, closeness checks, and central finite differences for
+// checking backward passes.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/runtime/device_factory.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/runtime/sim_device.hpp"
@@ -30,6 +32,42 @@ inline std::unique_ptr<SimDevice> make_sim_device(int rank = 0, SimDeviceOptions
   const auto& presets = PresetCatalog::builtin();
   return std::make_unique<SimDevice>(rank, presets.device("h100-sxm"), presets.link("nvlink4"), options);
 }
+
+// A device of `kind` for rank `rank`: the sim device above, or the cuda device on GPU 0 (with the same
+// presets for its cost model). Call it from a test of OnEachDevice, which skips where there is no GPU.
+inline std::unique_ptr<Device> make_test_device(DeviceKind kind, int rank = 0) {
+  if (kind == DeviceKind::sim) return make_sim_device(rank);
+  const auto& presets = PresetCatalog::builtin();
+  DeviceSpec spec;
+  spec.kind = DeviceKind::cuda;
+  spec.preset = presets.device("h100-sxm");
+  spec.link = presets.link("nvlink4");
+  return make_device(rank, spec);
+}
+
+// A test suite run once per device: the sim device everywhere, the cuda device where this build has the
+// CUDA backend and the machine a GPU (elsewhere those instances are skipped, saying why). The same
+// references and tolerances hold on both: the devices compute the same numerics.
+//   class LayerNormTest : public OnEachDevice {};
+//   TEST_P(LayerNormTest, MatchesReference) { auto dev = device(); ... }
+//   FSDPLAB_ON_EACH_DEVICE(LayerNormTest);
+class OnEachDevice : public ::testing::TestWithParam<DeviceKind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == DeviceKind::cuda) {
+      if (auto why = cuda_unavailable()) GTEST_SKIP() << "cuda device: " << *why;
+    }
+  }
+  std::unique_ptr<Device> device(int rank = 0) const { return make_test_device(GetParam(), rank); }
+};
+
+inline std::string device_param_name(const ::testing::TestParamInfo<DeviceKind>& info) {
+  return std::string(device_kind_name(info.param));
+}
+
+#define FSDPLAB_ON_EACH_DEVICE(Suite)                                                                  \
+  INSTANTIATE_TEST_SUITE_P(Devices, Suite, ::testing::Values(::fsdplab::DeviceKind::sim, ::fsdplab::DeviceKind::cuda), \
+                           ::fsdplab::testing::device_param_name)
 
 inline Stream compute(Device& device) { return device.stream(Lane::compute); }
 

@@ -1,0 +1,74 @@
+#include <cuda_bf16.h>
+
+#include "engine/cuda/comm_kernels.hpp"
+#include "engine/cuda/cuda_check.hpp"
+
+namespace fsdplab::cuda {
+namespace {
+
+struct PeerInputs {
+  const void* ptr[kMaxReducePeers];
+};
+
+__device__ float load(const float* p, std::int64_t k) { return p[k]; }
+__device__ float load(const __nv_bfloat16* p, std::int64_t k) { return __bfloat162float(p[k]); }
+__device__ void store(float* p, std::int64_t k, float v) { p[k] = v; }
+__device__ void store(__nv_bfloat16* p, std::int64_t k, float v) { p[k] = __float2bfloat16_rn(v); }
+
+template <class T>
+__global__ void reduce_peers_kernel(T* out, PeerInputs inputs, int count, std::int64_t n, bool average) {
+  for (std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float sum = 0.f;
+    for (int i = 0; i < count; ++i) sum += load(static_cast<const T*>(inputs.ptr[i]), k);
+    if (average) sum /= static_cast<float>(count);
+    store(out, k, sum);
+  }
+}
+
+__device__ unsigned long long global_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void spin_kernel(unsigned long long nanoseconds) {
+  const unsigned long long start = global_timer_ns();
+  // A short sleep between reads leaves the SM's issue slots to the kernels the spin overlaps.
+  while (global_timer_ns() - start < nanoseconds) __nanosleep(200);
+}
+
+int grid_for(std::int64_t n, int threads) {
+  // Enough blocks to fill an H100 several times over; the grid-stride loop covers the rest.
+  const std::int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<int>(blocks < 4096 ? blocks : 4096);
+}
+
+}  // namespace
+
+void reduce_peers(CUstream_st* stream, DType dtype, void* out, const void* const* inputs, int count, std::int64_t n,
+                  bool average) {
+  check(count >= 1 && count <= kMaxReducePeers, "reduce over ", count, " ranks on one GPU; expected 1 to ",
+        kMaxReducePeers);
+  if (n == 0) return;
+  PeerInputs peers{};
+  for (int i = 0; i < count; ++i) peers.ptr[i] = inputs[i];
+  constexpr int threads = 256;
+  if (dtype == DType::f32) {
+    reduce_peers_kernel<<<grid_for(n, threads), threads, 0, stream>>>(static_cast<float*>(out), peers, count, n, average);
+  } else if (dtype == DType::bf16) {
+    reduce_peers_kernel<<<grid_for(n, threads), threads, 0, stream>>>(static_cast<__nv_bfloat16*>(out), peers, count,
+                                                                      n, average);
+  } else {
+    fail("reduce over ranks: ", dtype_name(dtype), " cannot be reduced; expected f32 or bf16");
+  }
+  check_launch("reduce_peers");
+}
+
+void spin(CUstream_st* stream, std::int64_t nanoseconds) {
+  if (nanoseconds <= 0) return;
+  spin_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(nanoseconds));
+  check_launch("spin (emulated link)");
+}
+
+}  // namespace fsdplab::cuda

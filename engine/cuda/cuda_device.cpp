@@ -1,0 +1,475 @@
+#include "engine/cuda/cuda_device.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include "engine/cuda/comm_kernels.hpp"
+#include "engine/cuda/cuda_check.hpp"
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab {
+namespace {
+
+using cuda::check_cuda;
+using HostClock = std::chrono::steady_clock;
+
+// Time zero of one GPU, shared by every rank on it so their lanes line up: an event the host waited for,
+// and the host's clock at that moment. Made once per GPU and kept for the life of the process (destroying
+// CUDA objects at exit races the runtime's own teardown).
+struct GpuEpoch {
+  cudaEvent_t event = nullptr;
+  HostClock::time_point host;
+};
+
+const GpuEpoch& epoch_of(int gpu) {
+  static std::mutex mutex;
+  static std::map<int, GpuEpoch*> epochs;
+  std::lock_guard lock(mutex);
+  GpuEpoch*& epoch = epochs[gpu];
+  if (!epoch) {
+    auto* made = new GpuEpoch;
+    check_cuda(cudaEventCreate(&made->event), "GPU ", gpu, ": creating the timing epoch");
+    check_cuda(cudaEventRecord(made->event, nullptr), "GPU ", gpu, ": recording the timing epoch");
+    check_cuda(cudaEventSynchronize(made->event), "GPU ", gpu, ": waiting for the timing epoch");
+    made->host = HostClock::now();
+    epoch = made;
+  }
+  return *epoch;
+}
+
+// A fresh event for synchronization only (no timestamp, which makes record and wait cheaper), owned by a
+// shared_ptr so the copies of an fsdplab::Event share it and the last one destroys it.
+std::shared_ptr<void> new_sync_event(const char* what) {
+  cudaEvent_t event = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "creating an event for ", what);
+  return std::shared_ptr<void>(event, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+}
+
+cudaEvent_t native(const std::shared_ptr<void>& event) { return static_cast<cudaEvent_t>(event.get()); }
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  return text;
+}
+
+}  // namespace
+
+// ---- Impl: the CUDA handles ---------------------------------------------------------------------
+
+struct CudaDevice::Impl final : BlockSource {
+  struct StreamState {
+    cudaStream_t stream = nullptr;
+    OpId last_op = 0;
+    std::vector<OpRef> pending_deps;  // event waits not yet consumed by an op
+  };
+  // An op whose times are not known yet: its two timing events and what the trace will say of it.
+  struct Timed {
+    cudaEvent_t start = nullptr;
+    cudaEvent_t end = nullptr;
+    TraceEvent trace;
+  };
+
+  int rank;
+  int gpu;
+  const GpuEpoch& epoch;
+  std::array<StreamState, kStreamCount> streams;
+  std::array<std::deque<Timed>, kStreamCount> timed;  // per stream, in launch (= completion) order
+  std::vector<cudaEvent_t> spare_timing_events;
+  // Times are offsets from an anchor event whose time is known. cudaEventElapsedTime gives float
+  // milliseconds, which lose microseconds after a few seconds; so the anchor moves to a recent op's end
+  // every second of GPU time, and the epoch is only the first anchor.
+  cudaEvent_t anchor = nullptr;
+  SimTime anchor_time = 0;
+  bool anchor_is_epoch = true;
+  std::shared_ptr<void> link_free;  // where this rank's last collective ends: the next one starts after it
+
+  Impl(int rank, int gpu) : rank(rank), gpu(gpu), epoch(epoch_of(gpu)), anchor(epoch.event) {}
+
+  ~Impl() override {
+    for (StreamState& s : streams)
+      if (s.stream) cudaStreamDestroy(s.stream);
+    for (auto& queue : timed)
+      for (Timed& t : queue) {
+        cudaEventDestroy(t.start);
+        cudaEventDestroy(t.end);
+      }
+    for (cudaEvent_t e : spare_timing_events) cudaEventDestroy(e);
+    if (!anchor_is_epoch) cudaEventDestroy(anchor);
+  }
+
+  void create_streams() {
+    // Collectives get the higher priority: a waiting all-gather is what stalls the next unit's compute, so
+    // its copies should not queue behind a long GEMM's blocks.
+    int lowest = 0, highest = 0;
+    check_cuda(cudaDeviceGetStreamPriorityRange(&lowest, &highest), "rank ", rank, ": stream priorities");
+    for (Lane lane : kAllLanes) {
+      if (lane == Lane::host) continue;
+      const int priority = lane == Lane::all_gather || lane == Lane::reduce_scatter ? highest : lowest;
+      // Non-blocking: the legacy default stream (a plain cudaMemcpy) must not order these streams.
+      check_cuda(cudaStreamCreateWithPriority(&streams[lane_index(lane)].stream, cudaStreamNonBlocking, priority),
+                 "rank ", rank, ": creating the ", lane_name(lane), " stream");
+    }
+  }
+
+  cudaStream_t stream(Lane lane) const { return streams[lane_index(lane)].stream; }
+
+  cudaEvent_t timing_event() {
+    if (!spare_timing_events.empty()) {
+      cudaEvent_t e = spare_timing_events.back();
+      spare_timing_events.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreate(&e), "rank ", rank, ": creating a timing event");
+    return e;
+  }
+
+  SimTime since_anchor(cudaEvent_t event) const {
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, anchor, event), "rank ", rank, ": reading an op's time");
+    return anchor_time + static_cast<SimTime>(std::llround(static_cast<double>(ms) * 1e6));
+  }
+
+  // ---- BlockSource ----
+  std::byte* obtain(std::int64_t bytes, bool host) override {
+    void* p = nullptr;
+    const cudaError_t status = host ? cudaMallocHost(&p, static_cast<std::size_t>(bytes))
+                                    : cudaMalloc(&p, static_cast<std::size_t>(bytes));
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it so the next call does not report it
+      return nullptr;
+    }
+    check_cuda(status, "rank ", rank, ": allocating ", bytes, host ? " bytes of pinned host memory" : " bytes");
+    return static_cast<std::byte*>(p);
+  }
+  void give_back(std::byte* data, bool host) override {
+    check_cuda(host ? cudaFreeHost(data) : cudaFree(data), "rank ", rank, ": freeing cached memory");
+  }
+  Mark mark(Lane lane) override {
+    if (lane == Lane::host) return nullptr;  // host memory is the host's: freed when the host frees it
+    std::shared_ptr<void> event = new_sync_event("a freed block");
+    check_cuda(cudaEventRecord(native(event), stream(lane)), "rank ", rank, ": marking a free on ", lane_name(lane));
+    return event;
+  }
+  bool passed(const Mark& mark) override {
+    if (!mark) return true;
+    const cudaError_t status = cudaEventQuery(native(mark));
+    if (status == cudaErrorNotReady) return false;
+    check_cuda(status, "rank ", rank, ": asking whether a freed block's stream is done with it");
+    return true;
+  }
+  void order_after(Lane lane, const Mark& mark) override {
+    if (mark)
+      check_cuda(cudaStreamWaitEvent(stream(lane), native(mark), 0), "rank ", rank, ": ordering ", lane_name(lane),
+                 " after a block's free");
+  }
+  void wait(const Mark& mark) override {
+    if (mark) check_cuda(cudaEventSynchronize(native(mark)), "rank ", rank, ": waiting for a freed block's stream");
+  }
+};
+
+// ---- construction ---------------------------------------------------------------------------------
+
+namespace {
+
+// Every CUDA call of a rank's thread goes to its GPU. Set once per thread and device.
+void use_gpu(int gpu, int rank) {
+  thread_local int current = -1;
+  if (current == gpu) return;
+  check_cuda(cudaSetDevice(gpu), "rank ", rank, ": selecting GPU ", gpu);
+  current = gpu;
+}
+
+}  // namespace
+
+CudaDevice::CudaDevice(int rank, DevicePreset preset, LinkPreset link, CudaDeviceOptions options)
+    : Device(rank),
+      options_(options),
+      cost_(std::move(preset), std::move(link)),
+      impl_([&] {
+        int count = 0;
+        if (cudaGetDeviceCount(&count) != cudaSuccess) {
+          cudaGetLastError();
+          count = 0;
+        }
+        check(options.gpu >= 0 && options.gpu < count, "rank ", rank, ": GPU ", options.gpu, " asked for; this machine has ",
+              count, count == 1 ? " GPU" : " GPUs");
+        use_gpu(options.gpu, rank);
+        auto impl = std::make_unique<Impl>(rank, options.gpu);
+        impl->create_streams();
+        return impl;
+      }()),
+      allocator_(*impl_) {}
+
+CudaDevice::~CudaDevice() {
+  // A destructor cannot throw: a CUDA error here has been or will be reported by the rank's own calls.
+  try {
+    synchronize();
+  } catch (const Error& e) {
+    std::cerr << "fsdplab: rank " << rank_ << " cuda device: " << e.what() << "\n";
+  }
+  if (allocator_.live_blocks() != 0) {
+    std::cerr << "fsdplab: rank " << rank_ << " cuda device destroyed with " << allocator_.live_blocks()
+              << " live allocations; free tensors before their device\n";
+  }
+}
+
+// ---- time -------------------------------------------------------------------------------------------
+
+SimTime CudaDevice::host_time() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(HostClock::now() - impl_->epoch.host).count();
+}
+
+SimTime CudaDevice::earliest_start(Lane, OpCategory) const { return host_time(); }
+
+void CudaDevice::resolve_timings(bool wait) {
+  Impl& m = *impl_;
+  for (auto& queue : m.timed) {
+    while (!queue.empty()) {
+      Impl::Timed& t = queue.front();
+      if (wait) {
+        check_cuda(cudaEventSynchronize(t.end), "rank ", rank_, ": waiting for op '", t.trace.name, "' on stream ",
+                   lane_name(t.trace.lane), " (a kernel fault shows here, at the first wait after it; run under "
+                   "compute-sanitizer, or with CUDA_LAUNCH_BLOCKING=1, to name the kernel)");
+      } else {
+        const cudaError_t status = cudaEventQuery(t.end);
+        if (status == cudaErrorNotReady) break;
+        check_cuda(status, "rank ", rank_, ": op '", t.trace.name, "' on stream ", lane_name(t.trace.lane),
+                   " (a kernel fault shows at the first query after it; run under compute-sanitizer, or with "
+                   "CUDA_LAUNCH_BLOCKING=1, to name the kernel)");
+      }
+      float ms = 0;
+      check_cuda(cudaEventElapsedTime(&ms, t.start, t.end), "rank ", rank_, ": timing op '", t.trace.name, "'");
+      t.trace.begin = m.since_anchor(t.start);
+      t.trace.end = t.trace.begin + static_cast<SimTime>(std::llround(static_cast<double>(ms) * 1e6));
+      if (keep_op_log_) {
+        auto it = std::lower_bound(ops_.begin(), ops_.end(), t.trace.op,
+                                   [](const OpRecord& r, OpId id) { return r.id < id; });
+        if (it != ops_.end() && it->id == t.trace.op) {
+          it->begin = t.trace.begin;
+          it->end = t.trace.end;
+        }
+      }
+      emit(t.trace);
+      m.spare_timing_events.push_back(t.start);
+      if (t.trace.end - m.anchor_time > 1'000'000'000) {
+        // This op's end becomes the anchor: later offsets stay small enough for float milliseconds.
+        if (!m.anchor_is_epoch) m.spare_timing_events.push_back(m.anchor);
+        m.anchor = t.end;
+        m.anchor_time = t.trace.end;
+        m.anchor_is_epoch = false;
+      } else {
+        m.spare_timing_events.push_back(t.end);
+      }
+      queue.pop_front();
+    }
+  }
+}
+
+// ---- ops --------------------------------------------------------------------------------------------
+
+OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
+  use_gpu(options_.gpu, rank_);
+  const OpId id = next_op_++;
+  const SimTime issued = host_time();
+  if (lane == Lane::host) {
+    // CPU work on pinned memory (an offloaded optimizer step): it runs now, on this thread.
+    check(static_cast<bool>(body.host), "rank ", rank_, ": op '", spec.name, "' has no host body to run on the host lane");
+    body.host();
+    const SimTime end = host_time();
+    TraceEvent trace{rank_, Lane::host, spec.name, OpCategory::host, labels_.step, labels_.unit, labels_.phase,
+                     issued, end, static_cast<std::int64_t>(spec.cost.bytes), spec.cost.flops, id, {}};
+    if (keep_op_log_) {
+      ops_.push_back(OpRecord{id, spec.name, spec.category, Lane::host, labels_, issued, issued, end, spec.cost,
+                              spec.bytes_moved, {}, std::move(spec.reads), std::move(spec.writes)});
+    }
+    emit(trace);
+    return id;
+  }
+  check(static_cast<bool>(body.cuda), "rank ", rank_, ": op '", spec.name,
+        "' has no CUDA kernel; the cuda device cannot run it (it runs on the sim device)");
+  Impl& m = *impl_;
+  Impl::StreamState& s = m.streams[lane_index(lane)];
+  const bool on_link = is_communication(spec.category);
+  // One collective at a time per rank, whichever stream issues it, as on the sim device (sim_device.hpp).
+  if (on_link && m.link_free)
+    check_cuda(cudaStreamWaitEvent(s.stream, native(m.link_free), 0), "rank ", rank_, ": ordering '", spec.name,
+               "' after the previous collective");
+  Impl::Timed timed;
+  timed.start = m.timing_event();
+  timed.end = m.timing_event();
+  check_cuda(cudaEventRecord(timed.start, s.stream), "rank ", rank_, ": op '", spec.name, "'");
+  if (on_link && options_.emulate_link && spec.duration > 0) cuda::spin(s.stream, spec.duration);
+  try {
+    body.cuda(s.stream);
+  } catch (const Error& e) {
+    fail("rank ", rank_, ", op '", spec.name, "' on stream ", lane_name(lane), ": ", e.what());
+  }
+  check_cuda(cudaEventRecord(timed.end, s.stream), "rank ", rank_, ": op '", spec.name, "' on stream ", lane_name(lane));
+  if (on_link) {
+    m.link_free = new_sync_event("the link");
+    check_cuda(cudaEventRecord(native(m.link_free), s.stream), "rank ", rank_, ": op '", spec.name, "'");
+  }
+  const std::int64_t bytes = spec.bytes_moved > 0 ? spec.bytes_moved : static_cast<std::int64_t>(spec.cost.bytes);
+  // Begin and end are the host's issue time until the op's events have completed (resolve_timings).
+  timed.trace = TraceEvent{rank_, lane, spec.name, spec.category, labels_.step, labels_.unit, labels_.phase, issued,
+                           issued, bytes, spec.cost.flops, id, s.pending_deps};
+  if (keep_op_log_) {
+    ops_.push_back(OpRecord{id, std::move(spec.name), spec.category, lane, labels_, issued, issued, issued, spec.cost,
+                            spec.bytes_moved, std::move(s.pending_deps), std::move(spec.reads), std::move(spec.writes)});
+  }
+  s.pending_deps.clear();
+  s.last_op = id;
+  m.timed[lane_index(lane)].push_back(std::move(timed));
+  resolve_timings(false);
+  return id;
+}
+
+void CudaDevice::host_work(const std::string& name, SimTime duration) {
+  check(duration >= 0, "rank ", rank_, ": host work '", name, "' of negative duration ", duration, " ns");
+  const SimTime begin = host_time();
+  while (host_time() - begin < duration) {
+  }
+  emit(TraceEvent{rank_, Lane::host, name, OpCategory::host, labels_.step, labels_.unit, labels_.phase, begin,
+                  host_time(), 0, 0, 0, {}});
+}
+
+// ---- events -----------------------------------------------------------------------------------------
+
+void CudaDevice::record(Event& event, Lane lane) {
+  check(lane != Lane::host, "rank ", rank_, ": event '", event.name(), "' recorded on the host lane; record it on a stream");
+  use_gpu(options_.gpu, rank_);
+  const Impl::StreamState& s = impl_->streams[lane_index(lane)];
+  std::shared_ptr<void> native_event = new_sync_event(event.name().c_str());
+  check_cuda(cudaEventRecord(native(native_event), s.stream), "rank ", rank_, ": recording event '", event.name(),
+             "' on ", lane_name(lane));
+  event.native = std::move(native_event);
+  event.recorded_ = true;
+  event.time_ = host_time();
+  event.rank_ = rank_;
+  event.lane_ = lane;
+  event.last_op = {rank_, s.last_op};
+  event.clock = {};
+}
+
+void* CudaDevice::native_event(const Event& event, const char* use) const {
+  check(event.recorded(), "rank ", rank_, ": ", use, " event '", event.name(),
+        "', which was never recorded; record it on the producing stream first");
+  check(event.native != nullptr, "rank ", rank_, ": ", use, " event '", event.name(), "' recorded by rank ",
+        event.rank(), "'s sim device; a cuda device waits only for events of cuda devices");
+  return event.native.get();
+}
+
+void CudaDevice::wait(Lane lane, const Event& event) {
+  check(lane != Lane::host, "rank ", rank_, ": the host lane waits with synchronize(), not wait()");
+  Impl::StreamState& s = impl_->streams[lane_index(lane)];
+  check_cuda(cudaStreamWaitEvent(s.stream, static_cast<cudaEvent_t>(native_event(event, "stream waits on")), 0), "rank ", rank_, ": stream ",
+             lane_name(lane), " waiting on event '", event.name(), "'");
+  if (event.last_op.op != 0) s.pending_deps.push_back(event.last_op);
+}
+
+void CudaDevice::synchronize(const Event& event) {
+  check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(native_event(event, "the host waits on"))), "rank ", rank_,
+             ": the host waiting on event '", event.name(), "'");
+  resolve_timings(false);
+}
+
+void CudaDevice::synchronize(Lane lane) {
+  check(lane != Lane::host, "rank ", rank_, ": the host lane is not a stream");
+  check_cuda(cudaStreamSynchronize(impl_->stream(lane)), "rank ", rank_, ": the host waiting for stream ", lane_name(lane));
+  resolve_timings(false);
+}
+
+void CudaDevice::synchronize() {
+  use_gpu(options_.gpu, rank_);
+  for (Lane lane : kAllLanes)
+    if (lane != Lane::host)
+      check_cuda(cudaStreamSynchronize(impl_->stream(lane)), "rank ", rank_, ": the host waiting for stream ",
+                 lane_name(lane));
+  resolve_timings(true);
+}
+
+bool CudaDevice::completed(const Event& event) const {
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(native_event(event, "asked whether it completed:")));
+  if (status == cudaErrorNotReady) return false;
+  check_cuda(status, "rank ", rank_, ": asking whether event '", event.name(), "' completed");
+  return true;
+}
+
+// ---- memory -----------------------------------------------------------------------------------------
+
+Allocation CudaDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
+  check(bytes >= 0, "rank ", rank_, ": allocation of ", bytes, " bytes tagged ", mem_tag_name(tag), "; expected a size >= 0");
+  use_gpu(options_.gpu, rank_);
+  Block* block = allocator_.take(bytes, tag, stream);
+  const bool host = stream == Lane::host;
+  if (!block) {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    std::string during;
+    if (!labels_.phase.empty()) during += " during " + labels_.phase;
+    if (labels_.unit >= 0) during += " of unit " + std::to_string(labels_.unit);
+    if (labels_.step >= 0) during += " in step " + std::to_string(labels_.step);
+    fail("rank ", rank_, ": out of ", host ? "pinned host memory" : "GPU memory", " allocating ", gib(double(bytes)),
+         " tagged ", mem_tag_name(tag), during, ": GPU ", options_.gpu, " has ", gib(double(free_bytes)), " free of ",
+         gib(double(total_bytes)), "; this rank holds ", gib(double(ledger_.live_total())), " live and ",
+         gib(double(allocator_.reserved_bytes())), " reserved (its cache was given back and the allocation retried)");
+  }
+  MemoryLedger& ledger = host ? host_ledger_ : ledger_;
+  ledger.on_alloc(tag, bytes, host_time());
+  if (!host) emit_memory(tag);
+  return Allocation(this, block);
+}
+
+void CudaDevice::free(Block* block) {
+  const bool host = block->stream == Lane::host;
+  (host ? host_ledger_ : ledger_).on_free(block->tag, block->bytes, host_time());
+  const MemTag tag = block->tag;
+  allocator_.put(block);
+  if (!host) emit_memory(tag);
+}
+
+void CudaDevice::emit_memory(MemTag tag) {
+  if (!sinks_.empty()) emit(CounterSample{rank_, host_time(), tag, ledger_.live(tag), ledger_.live_total()});
+}
+
+void CudaDevice::host_read(const Access& access, std::byte* to, const std::string& what) {
+  const Block* block = allocator_.find(access.block);
+  check(block != nullptr && block->live, "rank ", rank_, ": ", what, " of buffer #", access.block, ", which is not live");
+  check(access.offset >= 0 && access.offset + access.bytes <= block->bytes, "rank ", rank_, ": ", what, " reads bytes [",
+        access.offset, ", ", access.offset + access.bytes, ") of a ", block->bytes, "-byte buffer");
+  if (access.bytes == 0) return;
+  if (block->stream == Lane::host) {
+    std::memcpy(to, block->data + access.offset, static_cast<std::size_t>(access.bytes));
+    return;
+  }
+  use_gpu(options_.gpu, rank_);
+  // Synchronous, and ordered after nothing on this device's non-blocking streams: the caller has waited for
+  // the work that wrote the range, as on the sim device, whose race detector checks it.
+  check_cuda(cudaMemcpy(to, block->data + access.offset, static_cast<std::size_t>(access.bytes), cudaMemcpyDeviceToHost),
+             "rank ", rank_, ": ", what);
+}
+
+void CudaDevice::host_write(const Access& access, const std::byte* from, const std::string& what) {
+  Block* block = allocator_.find(access.block);
+  check(block != nullptr && block->live, "rank ", rank_, ": ", what, " of buffer #", access.block, ", which is not live");
+  check(access.offset >= 0 && access.offset + access.bytes <= block->bytes, "rank ", rank_, ": ", what, " writes bytes [",
+        access.offset, ", ", access.offset + access.bytes, ") of a ", block->bytes, "-byte buffer");
+  if (access.bytes == 0) return;
+  if (block->stream == Lane::host) {
+    std::memcpy(block->data + access.offset, from, static_cast<std::size_t>(access.bytes));
+    return;
+  }
+  use_gpu(options_.gpu, rank_);
+  check_cuda(cudaMemcpy(block->data + access.offset, from, static_cast<std::size_t>(access.bytes), cudaMemcpyHostToDevice),
+             "rank ", rank_, ": ", what);
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,41 @@
+// device_factory.hpp — the one place a rank's Device is made, sim or cuda, from what a run asked for.
+//
+// `--device auto|sim|cuda`: auto is cuda where this build has the CUDA backend and the machine a usable
+// GPU, sim otherwise; a dry run (shapes only) is always sim. Asking for cuda where there is none is an
+// Error that says why (built without nvcc, no driver, no GPU).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "engine/runtime/device.hpp"
+#include "engine/runtime/presets.hpp"
+#include "engine/runtime/race_detector.hpp"
+
+namespace fsdplab {
+
+struct DeviceSpec {
+  DeviceKind kind = DeviceKind::sim;
+  // sim: the device and link it simulates. cuda: the figures its cost model gives (the emulated link's
+  // time, the dashboard's expectations); the GPU's own capacity and speed are what they are.
+  DevicePreset preset;
+  LinkPreset link;
+  bool dry_run = false;                                         // sim only
+  RaceDetector::Policy races = RaceDetector::Policy::throw_error;  // sim only
+  // cuda: ranks sharing one GPU (LocalComm) hold their collective stream for the link's time, so a
+  // PCIe workstation's overlap shows on one GPU.
+  bool emulate_link = false;
+  int gpu = 0;  // cuda: the GPU's index
+};
+
+// Why the cuda device cannot run in this process, or nullopt when it can.
+std::optional<std::string> cuda_unavailable();
+
+// "auto", "sim" or "cuda" (anything else is an Error listing them) resolved on this machine.
+DeviceKind resolve_device(std::string_view choice, bool dry_run);
+std::string_view device_kind_name(DeviceKind kind);
+
+std::unique_ptr<Device> make_device(int rank, const DeviceSpec& spec);
+
+}  // namespace fsdplab
