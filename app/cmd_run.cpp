@@ -16,6 +16,7 @@
 #include "engine/trace/trace_metrics.hpp"
 #include "engine/trace/trace_recorder.hpp"
 #include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/run_device.hpp"
 #include "engine/train/stream_demo.hpp"
 #include "engine/train/trainer.hpp"
 
@@ -164,10 +165,19 @@ int run_training(const RunOptions& options) {
     validate_fsdp_options(sharded.options, run.world);
   }
 
-  std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g, seed %llu; device %s (sim)\n",
+  // Resolved now (auto: cuda where a GPU is usable) so the header says where the run goes, and a request this
+  // machine cannot serve is refused before anything starts.
+  const DeviceSpec device = run_device_spec(run, presets, options.dry_run);
+  const bool on_gpu = device.kind == DeviceKind::cuda;
+  std::string where = device.preset.name + " (sim)";
+  if (on_gpu) {
+    where = "cuda (GPU " + std::to_string(device.gpu) + ", ranks as threads sharing it";
+    where += device.emulate_link ? "; emulated link " + device.link.name + ")" : ")";
+  }
+  std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g, seed %llu; device %s\n",
               run.model.c_str(), run.preset.empty() ? "" : " ", run.preset.c_str(), run.world, run.steps,
               static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr,
-              static_cast<unsigned long long>(run.seed), run.device_preset.c_str());
+              static_cast<unsigned long long>(run.seed), where.c_str());
   std::printf("%s\n", fsdp ? ("FSDP: " + describe(sharded.options, run.world)).c_str()
                            : "single-rank baseline (no FSDP)");
   if (!run.resume_dir.empty()) std::printf("resume: %s\n", run.resume_dir.c_str());
@@ -176,9 +186,9 @@ int run_training(const RunOptions& options) {
     const int filled = run.steps > 0 ? (s.step + 1) * kBar / run.steps : kBar;
     // A dry run computes no values: its loss is NaN, shown as "-".
     const std::string loss = std::isnan(s.loss) ? std::string("-") : std::to_string(s.loss);
-    std::printf("[%.*s%.*s] step %*d/%d  loss %s  (%.3f ms sim)\n", filled, "####################", kBar - filled,
+    std::printf("[%.*s%.*s] step %*d/%d  loss %s  (%.3f ms %s)\n", filled, "####################", kBar - filled,
                 "                    ", static_cast<int>(std::to_string(run.steps).size()), s.step + 1, run.steps,
-                loss.c_str(), ns_to_ms(s.end - s.begin));
+                loss.c_str(), ns_to_ms(s.end - s.begin), on_gpu ? "wall" : "sim");
     std::fflush(stdout);
   };
   const bool tracing = !options.trace_path.empty() || !options.trace_dir.empty();
@@ -201,9 +211,9 @@ int run_training(const RunOptions& options) {
     TraceData trace;
     for (const TraceRecorder& r : recorders) trace.append(r.data());
     TraceMeta meta;
-    meta.backend = "sim";
+    meta.backend = std::string(device_kind_name(device.kind));
     meta.world_size = run.world;
-    meta.device_name = run.device_preset;
+    meta.device_name = on_gpu ? "GPU " + std::to_string(device.gpu) : run.device_preset;
     write_traces(options, trace, meta);
   }
   return 0;
@@ -213,14 +223,23 @@ int run_training(const RunOptions& options) {
 
 void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
-  auto* cmd = app.add_subcommand("run", "Train a model (--model), or run the streams demo, on the sim device");
+  auto* cmd = app.add_subcommand("run", "Train a model (--model) on the sim or cuda device, or run the streams demo (sim)");
   cmd->add_option("--demo", options->demo, "The demo to run")->check(CLI::IsMember({"streams"}));
   auto* world = cmd->add_option("--world", options->world, "Number of ranks (default: 2 for the demo, 1 for training)")
                     ->check(CLI::Range(1, 1024));
   auto* mode = cmd->add_option("--mode", options->mode,
                                "sync or async (training; default async), or both (the demo: one step each, its default)")
                    ->check(CLI::IsMember({"sync", "async", "both"}));
-  cmd->add_option("--device-preset", options->device_preset, "Device preset (see `fsdplab presets`)");
+  options->train.device = "auto";
+  cmd->add_option("--device", options->train.device, "Training: auto (cuda where a GPU is usable), sim or cuda")
+      ->check(CLI::IsMember({"auto", "sim", "cuda"}));
+  cmd->add_option("--comm", options->train.comm, "How ranks exchange data: local (threads; on cuda, sharing one GPU)")
+      ->check(CLI::IsMember({"local"}));
+  cmd->add_option("--gpu", options->train.gpu, "cuda: the GPU every rank runs on")->check(CLI::Range(0, 1023));
+  cmd->add_flag("--emulate-link", options->train.emulate_link,
+                "cuda: hold each collective's stream for the link preset's time (a workstation's link on one GPU)");
+  cmd->add_option("--device-preset", options->device_preset,
+                  "Device preset (see `fsdplab presets`); on cuda, the figures of its cost model");
   cmd->add_option("--link-preset", options->link_preset, "Link preset; default: the device preset's link");
   cmd->add_option("--presets", options->presets_file, "Preset file to use instead of the built-in one");
   cmd->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto trace JSON of all ranks here");

@@ -7,8 +7,12 @@
 #include <iomanip>
 #include <sstream>
 
+#include "engine/cuda/comm_kernels.hpp"
+#include "engine/cuda/copies.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/bf16.hpp"
+#include "engine/tensor/elementwise.hpp"
+#include "engine/tensor/launch.hpp"
 
 namespace fsdplab {
 
@@ -21,6 +25,13 @@ namespace fsdplab {
 //                    collectives, all_reduce) without a peer reading half-written data.
 // On a dry run the body never runs, so only the first meeting happens (dry_run is in the
 // fingerprint, so every rank of the group agrees on that).
+//
+// On the cuda device (ranks sharing a GPU) the data moves on the GPU, ordered by events instead of by the
+// host: each rank records `ready` where its stream reaches the collective and brings it to the first
+// meeting; each rank's stream waits for its peers' `ready`, then copies from (or reduces over) their
+// buffers; then each records `done`, the ranks meet once more to hand those over, and each stream waits
+// for every peer's `done` before it goes on, so no rank overwrites or frees its input while a peer still
+// reads it. The host never waits for the GPU.
 constexpr int kPhases = 3;
 constexpr std::array<const char*, kPhases> kNeverDid = {"arrived", "launched its op", "finished reading its peers' data"};
 
@@ -38,6 +49,8 @@ struct LocalWorld::Call {
   SimTime duration = 0;             // the op's time by its device's cost model
   const std::byte* input = nullptr; // what its peers read (null on a dry run)
   int color = 0;                    // split only
+  Event ready{"collective.ready"};  // cuda device: its input is ready where its stream reached the call
+  Event done{"collective.done"};    // cuda device: it has read its peers' inputs (set in phase 1)
 
   bool same_call(const Call& o) const {
     return kind == o.kind && op == o.op && dtype == o.dtype && count == o.count && root == o.root && dry == o.dry;
@@ -242,6 +255,9 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
 
 // What a collective does with the data: read the peers' inputs (by group rank) into the rank's own
 // scratch, then write the rank's output from it.
+// On the cuda device `enqueue` does both on the rank's stream, straight from the peers' buffers into
+// the output: every collective here only writes what no peer reads (all_reduce reads everything, so its
+// output is a scratch buffer, copied into place after the last meeting).
 struct LocalComm::Exchange {
   OpCategory category;
   std::int64_t full_bytes;
@@ -249,6 +265,7 @@ struct LocalComm::Exchange {
   std::vector<Access> writes;
   std::function<void(const std::vector<const std::byte*>& inputs)> read;
   std::function<void()> write;
+  std::function<void(CUstream_st* stream, const std::vector<const std::byte*>& inputs)> enqueue;
 };
 
 LocalComm::LocalComm(LocalWorld& world, int rank, Device& device)
@@ -272,6 +289,8 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
   call.earliest = device_.earliest_start(stream.lane, exchange.category);
   call.duration = device_.cost_model().collective(exchange.category, exchange.full_bytes, world());
   call.input = call.dry ? nullptr : input.raw();
+  const bool on_gpu = device_.kind() == DeviceKind::cuda;
+  if (on_gpu) device_.record(call.ready, stream.lane);
   const std::shared_ptr<LocalWorld::Round> round = world_.arrive(seat, call);
 
   // Settled: every rank computes the same start and duration from the same calls. Duration is the
@@ -289,12 +308,27 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
   spec.bytes_moved = exchange.full_bytes;
   spec.reads = exchange.reads;
   spec.writes = exchange.writes;
-  device_.launch(stream.lane, std::move(spec), {.host = [&] {
-    world_.wait_phase(*round, seat, 1);
-    exchange.read(inputs);
-    world_.wait_phase(*round, seat, 2);
-    exchange.write();
-  }});
+  if (!on_gpu) {
+    device_.launch(stream.lane, std::move(spec), {.host = [&] {
+      world_.wait_phase(*round, seat, 1);
+      exchange.read(inputs);
+      world_.wait_phase(*round, seat, 2);
+      exchange.write();
+    }});
+    return;
+  }
+  for (std::size_t i = 0; i < round->calls.size(); ++i)
+    if (static_cast<int>(i) != index_) device_.wait(stream.lane, round->calls[i].ready);
+  device_.launch(stream.lane, std::move(spec), {.cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* s) {
+                                                  exchange.enqueue(s, inputs);
+                                                })});
+  // Each rank writes only its own slot before the meeting and reads the others' after it: the world's lock
+  // orders the two.
+  LocalWorld::Call& mine = round->calls[static_cast<std::size_t>(index_)];
+  device_.record(mine.done, stream.lane);
+  world_.wait_phase(*round, seat, 1);
+  for (std::size_t i = 0; i < round->calls.size(); ++i)
+    if (static_cast<int>(i) != index_) device_.wait(stream.lane, round->calls[i].done);
 }
 
 void LocalComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {
@@ -316,7 +350,12 @@ void LocalComm::all_gather(Stream stream, const Tensor& shard, const Tensor& ful
                             for (std::size_t i = 0; i < inputs.size(); ++i)
                               std::memcpy(gathered.data() + i * chunk, inputs[i], chunk);
                           },
-                          [&] { std::memcpy(full.raw(), gathered.data(), gathered.size()); }};
+                          [&] { std::memcpy(full.raw(), gathered.data(), gathered.size()); },
+                          FSDPLAB_CUDA_BODY([&](CUstream_st* s, const std::vector<const std::byte*>& inputs) {
+                            // In place, chunk r of full is rank r's shard already: copy_bytes skips it.
+                            for (std::size_t i = 0; i < inputs.size(); ++i)
+                              cuda::copy_bytes(s, full.raw() + i * chunk, inputs[i], static_cast<std::int64_t>(chunk));
+                          })};
   collective(stream, call, shard, full, exchange);
 }
 
@@ -341,7 +380,13 @@ void LocalComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& 
                             sum.assign(static_cast<std::size_t>(shard.numel()), 0.f);
                             reduce(sum, inputs, my_chunk, full.dtype(), op);
                           },
-                          [&] { store(shard.raw(), sum, shard.dtype()); }};
+                          [&] { store(shard.raw(), sum, shard.dtype()); },
+                          FSDPLAB_CUDA_BODY([&](CUstream_st* s, const std::vector<const std::byte*>& inputs) {
+                            std::vector<const void*> chunks;
+                            for (const std::byte* in : inputs) chunks.push_back(in + my_chunk);
+                            cuda::reduce_peers(s, shard.dtype(), shard.raw(), chunks.data(),
+                                               static_cast<int>(chunks.size()), shard.numel(), op == ReduceOp::avg);
+                          })};
   collective(stream, call, full, shard, exchange);
 }
 
@@ -354,13 +399,25 @@ void LocalComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
   call.dtype = t.dtype();
   call.count = t.numel();
   std::vector<float> sum;  // sized inside the exchange, which a dry run never enters
+  // On the GPU every rank reads all of every peer's tensor, so the sum goes to scratch and is copied into
+  // place once every peer is done reading (after the collective's last meeting).
+  const bool on_gpu = device_.kind() == DeviceKind::cuda;
+  const Tensor scratch = on_gpu ? Tensor::empty(device_, t.shape(), t.dtype(), MemTag::comm_buffer,
+                                                "all_reduce scratch", stream.lane)
+                                : Tensor();
   const Exchange exchange{OpCategory::all_reduce, t.nbytes(), {t.access()}, {t.access()},
                           [&](const std::vector<const std::byte*>& inputs) {
                             sum.assign(static_cast<std::size_t>(t.numel()), 0.f);
                             reduce(sum, inputs, 0, t.dtype(), op);
                           },
-                          [&] { store(t.raw(), sum, t.dtype()); }};
+                          [&] { store(t.raw(), sum, t.dtype()); },
+                          FSDPLAB_CUDA_BODY([&](CUstream_st* s, const std::vector<const std::byte*>& inputs) {
+                            std::vector<const void*> all(inputs.begin(), inputs.end());
+                            cuda::reduce_peers(s, t.dtype(), scratch.raw(), all.data(), static_cast<int>(all.size()),
+                                               t.numel(), op == ReduceOp::avg);
+                          })};
   collective(stream, call, t, t, exchange);
+  if (on_gpu) copy(stream, scratch, t);
 }
 
 void LocalComm::broadcast(Stream stream, const Tensor& t, int root) {
@@ -384,7 +441,10 @@ void LocalComm::broadcast(Stream stream, const Tensor& t, int root) {
                           },
                           [&] {
                             if (receives) std::memcpy(t.raw(), received.data(), received.size());
-                          }};
+                          },
+                          FSDPLAB_CUDA_BODY([&](CUstream_st* s, const std::vector<const std::byte*>& inputs) {
+                            if (receives) cuda::copy_bytes(s, t.raw(), inputs[static_cast<std::size_t>(root)], t.nbytes());
+                          })};
   collective(stream, call, t, t, exchange);
 }
 

@@ -23,7 +23,7 @@
 namespace fsdplab {
 
 struct TraceMeta {
-  std::string backend = "sim";          // distributedInfo.backend: "sim", or "nccl" on GPUs
+  std::string backend = "sim";          // distributedInfo.backend: the device ("sim", "cuda"), or "nccl" on GPUs
   int world_size = 1;
   std::string device_name;              // deviceProperties[].name; none are written when empty
   std::int64_t device_memory_bytes = 0; // deviceProperties[].totalGlobalMem

@@ -13,11 +13,11 @@
 #include "engine/fsdp/observed_communicator.hpp"
 #include "engine/nn/checkpoint.hpp"
 #include "engine/runtime/error.hpp"
-#include "engine/runtime/sim_device.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/train/batch_source.hpp"
 #include "engine/train/expected_memory.hpp"
 #include "engine/train/model_factory.hpp"
+#include "engine/train/run_device.hpp"
 #include "engine/train/training_checkpoint.hpp"
 #include "engine/train/world.hpp"
 
@@ -124,11 +124,10 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         fsdp.sinks.size(), " trace sinks for ", world, " ranks; expected one per rank or none");
   check(fsdp.observers.empty() || fsdp.observers.size() == static_cast<std::size_t>(world), "train_fsdp: ",
         fsdp.observers.size(), " FSDP observers for ", world, " ranks; expected one per rank or none");
-  const DevicePreset& device_preset = presets.device(run.device_preset);
-  const LinkPreset& link = presets.link_for(device_preset, run.link_preset);
+  const DeviceSpec device_spec = run_device_spec(run, presets, fsdp.dry_run);
   BuiltModel probe = build_model(run);  // checks the model and the batch split
   plan_units(*probe.model, probe.unit_kinds);
-  if (!fsdp.dry_run) check_host_memory(run, first_schedule, probe);
+  if (device_spec.kind == DeviceKind::sim && !fsdp.dry_run) check_host_memory(run, first_schedule, probe);
   std::optional<CheckpointFile> init_file;
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
   // Training checkpoints: the folder to write checked now, the one to resume from checked whole.
@@ -167,7 +166,8 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
   std::vector<StepReport> reports;
   run_world(world, [&](int r, LocalWorld& local) {
     // Declared first: tensors must go before the device that holds their memory.
-    SimDevice device(r, device_preset, link, SimDeviceOptions{.dry_run = fsdp.dry_run});
+    const std::unique_ptr<Device> owned_device = make_device(r, device_spec);
+    Device& device = *owned_device;
     if (!fsdp.sinks.empty()) device.add_sink(fsdp.sinks[static_cast<std::size_t>(r)]);
     device.set_keep_op_log(fsdp.keep_op_log);
     LocalComm comm(local, r, device);

@@ -26,7 +26,18 @@ struct RunConfig {
   double lr = 1e-3;
   double momentum = 0;     // sgd only; every other hyper-parameter is PyTorch's default
   std::string data_file;   // gpt2, llama: a uint16 token file instead of synthetic tokens
-  std::string device_preset = "h100-sxm";
+  // The device each rank computes on (runtime/device_factory.hpp): sim, cuda, or auto (cuda where a GPU
+  // is usable). Library callers and tests get the deterministic sim device unless they ask; the command
+  // line's --device defaults to auto.
+  std::string device = "sim";
+  // How the ranks exchange data: local (threads of this process; on the cuda device every rank shares GPU
+  // `gpu`, the collectives are device-to-device copies and a reduction kernel).
+  std::string comm = "local";
+  int gpu = 0;
+  // cuda with local comm: each collective first holds its stream for the link preset's time, so the
+  // overlap of a workstation with that link shows with every rank on one GPU (cuda_device.hpp).
+  bool emulate_link = false;
+  std::string device_preset = "h100-sxm";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's default link
   std::string losses_file;  // CSV step,loss
   std::string trace_file;

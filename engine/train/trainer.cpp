@@ -7,8 +7,8 @@
 #include "engine/nn/materialize.hpp"
 #include "engine/optim/optimizer.hpp"
 #include "engine/runtime/error.hpp"
-#include "engine/runtime/sim_device.hpp"
 #include "engine/train/model_factory.hpp"
+#include "engine/train/run_device.hpp"
 
 namespace fsdplab {
 
@@ -19,13 +19,14 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   check(run.steps >= 0, "--steps ", run.steps, "; expected >= 0");
   check(run.checkpoint_dir.empty() && run.resume_dir.empty(), "training checkpoints (--checkpoint, --resume) are "
         "written and read by FSDP runs (train_fsdp; --world 1 is one); the baseline saves --save-final");
-  const DevicePreset& device_preset = presets.device(run.device_preset);
+  const DeviceSpec device_spec = run_device_spec(run, presets, /*dry_run=*/false);
   // Declared before the model: tensors must go before the device that holds their memory.
-  SimDevice device(0, device_preset, presets.link_for(device_preset, run.link_preset));
+  const std::unique_ptr<Device> owned_device = make_device(0, device_spec);
+  Device& device = *owned_device;
   if (sink) device.add_sink(sink);
   device.set_keep_op_log(false);  // a long run would keep every op; the trace sink sees them anyway
   BuiltModel built = build_model(run);
-  {
+  if (device_spec.kind == DeviceKind::sim) {
     // The sim device keeps its memory in this host's RAM: a model that cannot fit is refused before anything
     // is allocated (as train_fsdp refuses a world), from the analytic peak of memory_model.hpp.
     const ModelMemory activations = built.batch.kind == BatchShape::Kind::tokens

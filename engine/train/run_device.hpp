@@ -1,0 +1,14 @@
+// run_device.hpp — what device each rank of a run gets: --device, --comm, --gpu and --emulate-link
+// checked against each other and against this machine, before any rank starts.
+#pragma once
+#include "engine/runtime/device_factory.hpp"
+#include "engine/runtime/presets.hpp"
+#include "engine/train/run_config.hpp"
+
+namespace fsdplab {
+
+// The device spec every rank of `run` is made from (make_device(rank, spec)); an Error naming the flag
+// for a request this machine or this build cannot serve.
+DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, bool dry_run);
+
+}  // namespace fsdplab
