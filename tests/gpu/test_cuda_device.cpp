@@ -1,0 +1,304 @@
+// The cuda device on a real GPU: its allocator's tags, its streams and events, op times from CUDA
+// events, errors that name the rank and the op, LocalComm with every rank on one GPU (bit-identical to
+// the sim device's collectives), the emulated link, and FSDP training equal to the baseline with
+// per-rank compute and collective lanes from real kernels. Every test skips, saying why, where this
+// build or this machine has no GPU; the op-level numerics are the op tests' cuda instances (OnEachDevice).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <set>
+
+#include "../integration/fsdp_runs.hpp"
+#include "engine/comm/local_comm.hpp"
+#include "engine/runtime/device_factory.hpp"
+#include "engine/tensor/elementwise.hpp"
+#include "engine/tensor/launch.hpp"
+#include "engine/trace/trace_recorder.hpp"
+#include "engine/train/world.hpp"
+#include "test_support.hpp"
+
+#if FSDPLAB_HAVE_CUDA
+#include "engine/cuda/copies.hpp"
+#endif
+
+namespace fsdplab {
+namespace {
+
+using namespace testing;
+
+class CudaDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = cuda_unavailable()) GTEST_SKIP() << "cuda device: " << *why;
+  }
+  static DeviceSpec spec(const std::string& link = "nvlink4", bool emulate = false) {
+    const auto& presets = PresetCatalog::builtin();
+    DeviceSpec s;
+    s.kind = DeviceKind::cuda;
+    s.preset = presets.device("h100-sxm");
+    s.link = presets.link(link);
+    s.emulate_link = emulate;
+    return s;
+  }
+};
+
+TEST_F(CudaDeviceTest, TagsEveryAllocationInTheLedger) {
+  auto dev = make_device(0, spec());
+  {
+    Tensor a = Tensor::empty(*dev, {1024}, DType::f32, MemTag::param_full, "a");
+    Tensor b = Tensor::empty(*dev, {256}, DType::bf16, MemTag::grad_shard, "b", Lane::reduce_scatter);
+    EXPECT_EQ(dev->ledger().live(MemTag::param_full), 4096);
+    EXPECT_EQ(dev->ledger().live(MemTag::grad_shard), 512);
+    EXPECT_EQ(dev->ledger().live_total(), 4608);
+  }
+  EXPECT_EQ(dev->ledger().live_total(), 0);
+  EXPECT_EQ(dev->ledger().peak_total(), 4608);
+}
+
+TEST_F(CudaDeviceTest, HostWritesAndReadsThroughTheDevice) {
+  auto dev = make_device(0, spec());
+  const std::vector<float> values = random_values(1000, 1);
+  Tensor t = tensor_from(*dev, {1000}, values);
+  EXPECT_EQ(read(t), values);
+  Tensor h = tensor_from(*dev, {1000}, values, DType::bf16);
+  EXPECT_EQ(read(h), rounded_to_bf16(values));
+}
+
+TEST_F(CudaDeviceTest, AnEventOrdersOneStreamAfterAnother) {
+  auto dev = make_device(0, spec());
+  const std::int64_t n = 1 << 24;  // long enough that an unordered copy would read the old values
+  Tensor src = zeros(*dev, {n});
+  Tensor dst = zeros(*dev, {n});
+  dev->synchronize();
+  fill(dev->stream(Lane::compute), src, 3.f);
+  Event filled("filled");
+  dev->record(filled, Lane::compute);
+  dev->wait(Lane::all_gather, filled);
+  copy(dev->stream(Lane::all_gather), src, dst);
+  dev->synchronize();
+  const std::vector<float> out = dst.to_vector();
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == 3.f; }));
+  // The copy lists the fill as what it waited for.
+  const OpRecord& last = dev->ops().back();
+  ASSERT_EQ(last.deps.size(), 1u);
+  EXPECT_EQ(last.deps[0].op, dev->ops()[dev->ops().size() - 2].id);
+}
+
+TEST_F(CudaDeviceTest, OpTimesComeFromCudaEventsIntoTheOpLogAndTheTrace) {
+  auto dev = make_device(0, spec());
+  TraceRecorder recorder;
+  dev->add_sink(&recorder);
+  Tensor big = zeros(*dev, {1 << 22});
+  dev->synchronize();
+  for (int i = 0; i < 5; ++i) fill(dev->stream(Lane::compute), big, static_cast<float>(i));
+  dev->synchronize();
+  const auto& events = recorder.data().events;
+  ASSERT_GE(events.size(), 5u);
+  SimTime last_end = 0;
+  for (const OpRecord& op : dev->ops()) {
+    if (op.name != "fill") continue;
+    EXPECT_GT(op.end, op.begin) << "a 16 MiB fill takes measurable time";
+    EXPECT_GE(op.begin, last_end) << "one stream runs its ops in order";
+    last_end = op.end;
+  }
+  const auto fills = std::count_if(events.begin(), events.end(), [](const TraceEvent& e) {
+    return e.name == "fill" && e.lane == Lane::compute && e.end > e.begin;
+  });
+  EXPECT_GE(fills, 5);
+  dev->remove_sink(&recorder);
+}
+
+TEST_F(CudaDeviceTest, OutOfMemoryNamesTheRankTheTagAndTheGpusMemory) {
+  auto dev = make_device(3, spec());
+  const std::string message = error_of([&] {
+    Tensor t = Tensor::empty(*dev, {std::int64_t{1} << 48}, DType::f32, MemTag::param_full, "too big");
+  });
+  EXPECT_TRUE(contains(message, "rank 3: out of GPU memory")) << message;
+  EXPECT_TRUE(contains(message, "param_full")) << message;
+  EXPECT_TRUE(contains(message, "free of")) << message;
+  // The device is still usable afterwards.
+  Tensor ok = zeros(*dev, {16});
+  EXPECT_EQ(read(ok), std::vector<float>(16, 0.f));
+}
+
+TEST_F(CudaDeviceTest, ACudaErrorNamesTheRankAndTheOp) {
+#if FSDPLAB_HAVE_CUDA
+  auto dev = make_device(1, spec());
+  OpSpec bad;
+  bad.name = "copy from nowhere";
+  const std::string message = error_of([&] {
+    dev->launch(Lane::memcpy, bad, {.cuda = [](CUstream_st* s) {
+                  // An address no allocation holds: the copy engine refuses it at enqueue time.
+                  cuda::copy_bytes(s, reinterpret_cast<void*>(0x10), reinterpret_cast<const void*>(0x20), 64);
+                }});
+  });
+  EXPECT_TRUE(contains(message, "rank 1, op 'copy from nowhere' on stream memcpy")) << message;
+  EXPECT_TRUE(contains(message, "CUDA error")) << message;
+#endif
+}
+
+// ---- LocalComm with every rank on one GPU ----------------------------------------------------------
+
+// Each rank's values: rank r's element k is a distinct number, so every misplaced chunk shows.
+std::vector<float> values_of(int rank, std::int64_t n) {
+  std::vector<float> v = random_values(static_cast<std::size_t>(n), 100 + static_cast<std::uint32_t>(rank));
+  return v;
+}
+
+struct CollectiveResults {
+  std::vector<std::vector<float>> gathered, reduced, all_reduced, broadcast;
+};
+
+// Runs the four collectives on W ranks of `kind` devices and returns what each rank ended with.
+CollectiveResults run_collectives(DeviceKind kind, int world, DType dtype, const DeviceSpec& cuda_spec) {
+  const std::int64_t shard = 1000;  // not a multiple of anything convenient
+  CollectiveResults results;
+  for (auto* r : {&results.gathered, &results.reduced, &results.all_reduced, &results.broadcast})
+    r->resize(static_cast<std::size_t>(world));
+  run_world(world, [&](int r, LocalWorld& local) {
+    std::unique_ptr<Device> dev = kind == DeviceKind::sim ? make_sim_device(r) : make_device(r, cuda_spec);
+    LocalComm comm(local, r, *dev);
+    const Stream ag = dev->stream(Lane::all_gather), rs = dev->stream(Lane::reduce_scatter);
+    Tensor mine = tensor_from(*dev, {shard}, values_of(r, shard), dtype);
+    Tensor full = Tensor::empty(*dev, {shard * world}, dtype, MemTag::param_full, "full", Lane::all_gather);
+    comm.all_gather(ag, mine, full);
+    Tensor grads = tensor_from(*dev, {shard * world}, values_of(10 + r, shard * world), dtype);
+    Tensor reduced = Tensor::empty(*dev, {shard}, dtype, MemTag::grad_shard, "reduced", Lane::reduce_scatter);
+    comm.reduce_scatter(rs, grads, reduced, ReduceOp::avg);
+    Tensor everything = tensor_from(*dev, {shard}, values_of(20 + r, shard), dtype);
+    comm.all_reduce(rs, everything, ReduceOp::sum);
+    Tensor from_root = tensor_from(*dev, {shard}, values_of(30 + r, shard), dtype);
+    comm.broadcast(ag, from_root, world - 1);
+    dev->synchronize();
+    const auto i = static_cast<std::size_t>(r);
+    results.gathered[i] = full.to_vector();
+    results.reduced[i] = reduced.to_vector();
+    results.all_reduced[i] = everything.to_vector();
+    results.broadcast[i] = from_root.to_vector();
+  });
+  return results;
+}
+
+TEST_F(CudaDeviceTest, LocalCommOnOneGpuGivesExactlyTheSimDevicesResults) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int world : {1, 2, 3}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " W=" + std::to_string(world));
+      const CollectiveResults sim = run_collectives(DeviceKind::sim, world, dtype, spec());
+      const CollectiveResults gpu = run_collectives(DeviceKind::cuda, world, dtype, spec());
+      // Same values, same order of additions, one rounding: bit for bit.
+      EXPECT_EQ(gpu.gathered, sim.gathered);
+      EXPECT_EQ(gpu.reduced, sim.reduced);
+      EXPECT_EQ(gpu.all_reduced, sim.all_reduced);
+      EXPECT_EQ(gpu.broadcast, sim.broadcast);
+    }
+  }
+}
+
+TEST_F(CudaDeviceTest, InPlaceCollectivesOnOneGpu) {
+  const int world = 2;
+  const std::int64_t shard = 4096;
+  std::vector<std::vector<float>> gathered(world), reduced(world);
+  run_world(world, [&](int r, LocalWorld& local) {
+    auto dev = make_device(r, spec());
+    LocalComm comm(local, r, *dev);
+    Tensor full = tensor_from(*dev, {shard * world}, values_of(r, shard * world));
+    // All-gather in place: each rank's shard is its own chunk of `full`.
+    comm.all_gather(dev->stream(Lane::all_gather), full.view(r * shard, {shard}), full);
+    Tensor grads = tensor_from(*dev, {shard * world}, values_of(5 + r, shard * world));
+    comm.reduce_scatter(dev->stream(Lane::reduce_scatter), grads, grads.view(r * shard, {shard}), ReduceOp::sum);
+    dev->synchronize();
+    gathered[static_cast<std::size_t>(r)] = full.to_vector();
+    reduced[static_cast<std::size_t>(r)] = grads.view(r * shard, {shard}).to_vector();
+  });
+  for (int r = 0; r < world; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    for (int p = 0; p < world; ++p) {
+      const std::vector<float> expected = values_of(p, shard * world);
+      for (std::int64_t k = 0; k < shard; ++k)
+        ASSERT_EQ(gathered[i][static_cast<std::size_t>(p * shard + k)], expected[static_cast<std::size_t>(p * shard + k)]);
+    }
+    const std::vector<float> a = values_of(5, shard * world), b = values_of(6, shard * world);
+    for (std::int64_t k = 0; k < shard; ++k) {
+      const auto at = static_cast<std::size_t>(r * shard + k);
+      ASSERT_EQ(reduced[i][static_cast<std::size_t>(k)], a[at] + b[at]);
+    }
+  }
+}
+
+TEST_F(CudaDeviceTest, TheEmulatedLinkHoldsACollectiveForTheLinksTime) {
+  const int world = 2;
+  const std::int64_t n = 1 << 20;  // 4 MiB gathered over a slow link: milliseconds
+  const DeviceSpec slow = spec("slow-demo", /*emulate=*/true);
+  const SimTime expected = CostModel(slow.preset, slow.link).collective(OpCategory::all_gather, n * 4, world);
+  std::vector<SimTime> durations(world);
+  run_world(world, [&](int r, LocalWorld& local) {
+    auto dev = make_device(r, slow);
+    LocalComm comm(local, r, *dev);
+    Tensor shard = zeros(*dev, {n / world});
+    Tensor full = Tensor::empty(*dev, {n}, DType::f32, MemTag::param_full, "full", Lane::all_gather);
+    comm.all_gather(dev->stream(Lane::all_gather), shard, full);
+    dev->synchronize();
+    for (const OpRecord& op : dev->ops())
+      if (op.category == OpCategory::all_gather) durations[static_cast<std::size_t>(r)] = op.end - op.begin;
+  });
+  for (SimTime d : durations) EXPECT_GE(d, expected) << "the spin holds the stream for latency + bytes / bandwidth";
+}
+
+TEST_F(CudaDeviceTest, AFailingRankStopsItsPeersWithinTheTimeout) {
+  LocalWorldOptions options;
+  options.timeout = std::chrono::milliseconds(2000);
+  const std::string message = error_of([&] {
+    run_world(
+        2,
+        [&](int r, LocalWorld& local) {
+          auto dev = make_device(r, spec());
+          LocalComm comm(local, r, *dev);
+          Tensor shard = zeros(*dev, {256});
+          Tensor full = Tensor::empty(*dev, {512}, DType::f32, MemTag::param_full, "full", Lane::all_gather);
+          if (r == 1) fail("rank 1 gave up before its all-gather");
+          comm.all_gather(dev->stream(Lane::all_gather), shard, full);
+          dev->synchronize();
+        },
+        options);
+  });
+  EXPECT_TRUE(contains(message, "rank 1 gave up")) << message;
+}
+
+// ---- FSDP training on one GPU ------------------------------------------------------------------------
+
+TEST_F(CudaDeviceTest, FsdpOnOneGpuTrainsWithTheBaselinesLossesAndPerRankLanes) {
+  RunConfig run = gpt2_run(2, 8, 32, 10);
+  const std::vector<double> baseline = losses_of(train_baseline([&] {
+    RunConfig one = run;
+    one.world = 1;
+    return one;
+  }(), PresetCatalog::builtin(), {}, nullptr));
+
+  FsdpRun fsdp;
+  fsdp.run = run;
+  fsdp.run.device = "cuda";
+  fsdp.run.emulate_link = true;
+  fsdp.run.link_preset = "pcie4-no-p2p";
+  std::vector<TraceRecorder> recorders(2);
+  for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
+  const std::vector<double> losses = losses_of(train_fsdp(fsdp, PresetCatalog::builtin(), {}));
+  ASSERT_EQ(losses.size(), baseline.size());
+  for (std::size_t i = 0; i < losses.size(); ++i)
+    EXPECT_NEAR(losses[i], baseline[i], 1e-4 * std::abs(baseline[i])) << "step " << i;
+
+  for (int r = 0; r < 2; ++r) {
+    std::set<std::pair<Lane, OpCategory>> seen;
+    for (const TraceEvent& e : recorders[static_cast<std::size_t>(r)].data().events) {
+      EXPECT_EQ(e.rank, r);
+      if (e.end > e.begin) seen.insert({e.lane, e.category});
+    }
+    EXPECT_TRUE(seen.count({Lane::compute, OpCategory::compute})) << "rank " << r;
+    EXPECT_TRUE(seen.count({Lane::all_gather, OpCategory::all_gather})) << "rank " << r;
+    EXPECT_TRUE(seen.count({Lane::reduce_scatter, OpCategory::reduce_scatter})) << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace fsdplab

@@ -1,0 +1,199 @@
+// The cuda device's caching allocator, on the host: a BlockSource whose memory is host memory and whose
+// marks pass when the test says their stream has caught up. What it checks is the allocator's policy:
+// same-stream reuse without waiting, cross-stream reuse only after the free's mark (or ordered after it),
+// the cache given back when the source refuses, and pinned host memory kept apart.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "engine/runtime/caching_allocator.hpp"
+
+namespace fsdplab {
+namespace {
+
+// Host memory with a budget; a mark is the count of work items its stream had when it was made, and it
+// has passed once the test advanced that stream's "done" count past it.
+class HostSource final : public BlockSource {
+ public:
+  explicit HostSource(std::int64_t budget) : budget_(budget) {}
+
+  std::byte* obtain(std::int64_t bytes, bool host) override {
+    if (held_ + bytes > budget_) return nullptr;
+    held_ += bytes;
+    obtained.push_back({bytes, host});
+    auto memory = std::make_unique<std::byte[]>(static_cast<std::size_t>(bytes));
+    std::byte* p = memory.get();
+    memory_.emplace(p, std::make_pair(std::move(memory), bytes));
+    return p;
+  }
+  void give_back(std::byte* data, bool) override {
+    auto it = memory_.find(data);
+    ASSERT_NE(it, memory_.end()) << "gave back memory it never obtained";
+    held_ -= it->second.second;
+    memory_.erase(it);
+    ++given_back;
+  }
+  Mark mark(Lane stream) override {
+    ++issued_[stream];
+    return std::make_shared<std::pair<Lane, int>>(stream, issued_[stream]);
+  }
+  bool passed(const Mark& mark) override {
+    if (!mark) return true;
+    const auto& [lane, n] = *static_cast<const std::pair<Lane, int>*>(mark.get());
+    return done_[lane] >= n;
+  }
+  void order_after(Lane stream, const Mark& mark) override { orders.push_back({stream, mark}); }
+  void wait(const Mark& mark) override {
+    if (!mark) return;
+    const auto& [lane, n] = *static_cast<const std::pair<Lane, int>*>(mark.get());
+    done_[lane] = std::max(done_[lane], n);
+    ++host_waits;
+  }
+
+  void catch_up(Lane stream) { done_[stream] = issued_[stream]; }
+  std::int64_t held() const { return held_; }
+
+  struct Obtained {
+    std::int64_t bytes;
+    bool host;
+  };
+  std::vector<Obtained> obtained;
+  std::vector<std::pair<Lane, Mark>> orders;
+  int given_back = 0;
+  int host_waits = 0;
+
+ private:
+  std::int64_t budget_;
+  std::int64_t held_ = 0;
+  std::map<std::byte*, std::pair<std::unique_ptr<std::byte[]>, std::int64_t>> memory_;
+  std::map<Lane, int> issued_, done_;
+};
+
+TEST(CachingAllocator, TagsEveryBlockAndRoundsToTheSizeClass) {
+  HostSource source(1 << 20);
+  CachingAllocator allocator(source);
+  Block* b = allocator.take(1000, MemTag::param_full, Lane::all_gather);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->tag, MemTag::param_full);
+  EXPECT_EQ(b->stream, Lane::all_gather);
+  EXPECT_EQ(b->bytes, 1000);
+  EXPECT_EQ(b->capacity, 1024);
+  EXPECT_TRUE(b->live);
+  EXPECT_EQ(allocator.find(b->id), b);
+  EXPECT_EQ(allocator.reserved_bytes(), 1024);
+  allocator.put(b);
+  EXPECT_FALSE(b->live);
+  EXPECT_EQ(allocator.cached_bytes(), 1024);
+}
+
+TEST(CachingAllocator, ReusesOnItsOwnStreamAtOnce) {
+  HostSource source(1 << 20);
+  CachingAllocator allocator(source);
+  Block* first = allocator.take(4096, MemTag::activation, Lane::compute);
+  allocator.put(first);  // its stream has not caught up: the mark has not passed
+  Block* again = allocator.take(4000, MemTag::workspace, Lane::compute);
+  EXPECT_EQ(again, first) << "the same stream's order makes the reuse safe";
+  EXPECT_EQ(again->tag, MemTag::workspace);
+  EXPECT_EQ(again->generation, 2u);
+  EXPECT_TRUE(source.orders.empty());
+  EXPECT_EQ(source.obtained.size(), 1u);
+}
+
+TEST(CachingAllocator, AnotherStreamWaitsForTheFreeUnlessItPassed) {
+  HostSource source(1 << 20);
+  CachingAllocator allocator(source);
+  Block* gathered = allocator.take(8192, MemTag::param_full, Lane::all_gather);
+  allocator.put(gathered);
+  // Not passed: the compute stream may take it only ordered after the free.
+  Block* reused = allocator.take(8192, MemTag::activation, Lane::compute);
+  ASSERT_EQ(reused, gathered);
+  ASSERT_EQ(source.orders.size(), 1u);
+  EXPECT_EQ(source.orders[0].first, Lane::compute);
+  EXPECT_FALSE(source.passed(source.orders[0].second));
+  allocator.put(reused);
+
+  // Passed: no ordering needed.
+  source.catch_up(Lane::compute);
+  Block* again = allocator.take(8192, MemTag::grad_full, Lane::reduce_scatter);
+  EXPECT_EQ(again, gathered);
+  EXPECT_EQ(source.orders.size(), 1u);
+}
+
+TEST(CachingAllocator, PrefersABlockWhoseFreeHasPassed) {
+  HostSource source(1 << 20);
+  CachingAllocator allocator(source);
+  Block* busy = allocator.take(2048, MemTag::activation, Lane::compute);
+  Block* idle = allocator.take(2048, MemTag::param_full, Lane::all_gather);
+  allocator.put(busy);
+  allocator.put(idle);
+  source.catch_up(Lane::all_gather);
+  Block* taken = allocator.take(2048, MemTag::grad_full, Lane::reduce_scatter);
+  EXPECT_EQ(taken, idle);
+  EXPECT_TRUE(source.orders.empty());
+}
+
+TEST(CachingAllocator, NeverHandsOutABlockFarLargerThanAsked) {
+  HostSource source(1 << 20);
+  CachingAllocator allocator(source);
+  Block* big = allocator.take(64 * 1024, MemTag::activation, Lane::compute);
+  allocator.put(big);
+  Block* small = allocator.take(1024, MemTag::activation, Lane::compute);
+  EXPECT_NE(small, big);
+  EXPECT_EQ(small->capacity, 1024);
+}
+
+TEST(CachingAllocator, GivesItsCacheBackWhenTheSourceRefusesAndRetries) {
+  HostSource source(16 * 1024);
+  CachingAllocator allocator(source);
+  Block* a = allocator.take(8 * 1024, MemTag::activation, Lane::compute);
+  Block* b = allocator.take(4 * 1024, MemTag::activation, Lane::all_gather);
+  const BlockId a_id = a->id;
+  allocator.put(a);
+  allocator.put(b);
+  // 12 KiB is cached in sizes that do not fit 12 KiB; the budget has only 4 KiB left.
+  Block* c = allocator.take(12 * 1024, MemTag::param_full, Lane::compute);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(allocator.flushes(), 1);
+  EXPECT_EQ(source.given_back, 2);
+  EXPECT_EQ(source.host_waits, 2) << "each cached block's stream is waited for before its memory goes";
+  EXPECT_EQ(allocator.reserved_bytes(), 12 * 1024);
+  EXPECT_EQ(allocator.find(a_id), nullptr) << "a block given back is gone";
+  EXPECT_NE(c->id, a_id);
+}
+
+TEST(CachingAllocator, SaysSoWhenEvenAnEmptyCacheDoesNotHelp) {
+  HostSource source(4096);
+  CachingAllocator allocator(source);
+  Block* held = allocator.take(4096, MemTag::param_shard, Lane::compute);
+  EXPECT_EQ(allocator.take(512, MemTag::activation, Lane::compute), nullptr);
+  EXPECT_TRUE(held->live) << "live blocks are never given back";
+  EXPECT_EQ(allocator.live_blocks(), 1);
+}
+
+TEST(CachingAllocator, KeepsPinnedHostMemoryApart) {
+  HostSource source(1 << 20);
+  CachingAllocator allocator(source);
+  Block* host = allocator.take(4096, MemTag::optim_state, Lane::host);
+  EXPECT_TRUE(source.obtained.back().host);
+  allocator.put(host);
+  Block* device = allocator.take(4096, MemTag::optim_state, Lane::compute);
+  EXPECT_NE(device, host);
+  EXPECT_FALSE(source.obtained.back().host);
+  allocator.put(device);
+  EXPECT_EQ(allocator.take(4096, MemTag::optim_state, Lane::host), host);
+}
+
+TEST(CachingAllocator, GivesEveryCachedBlockBackWhenDestroyed) {
+  HostSource source(1 << 20);
+  {
+    CachingAllocator allocator(source);
+    allocator.put(allocator.take(4096, MemTag::activation, Lane::compute));
+    allocator.put(allocator.take(512, MemTag::activation, Lane::memcpy));
+  }
+  EXPECT_EQ(source.held(), 0);
+}
+
+}  // namespace
+}  // namespace fsdplab

@@ -1,0 +1,69 @@
+// Choosing a rank's device: auto, sim and cuda resolved on this machine, and the refusals that say why.
+#include <gtest/gtest.h>
+
+#include "engine/runtime/device_factory.hpp"
+#include "engine/train/run_device.hpp"
+#include "test_support.hpp"
+
+namespace fsdplab {
+namespace {
+
+using namespace testing;
+
+TEST(DeviceFactory, AutoIsCudaExactlyWhereAGpuIsUsable) {
+  EXPECT_EQ(resolve_device("auto", false), cuda_unavailable() ? DeviceKind::sim : DeviceKind::cuda);
+  EXPECT_EQ(resolve_device("sim", false), DeviceKind::sim);
+}
+
+TEST(DeviceFactory, ADryRunIsAlwaysOnTheSimDevice) {
+  EXPECT_EQ(resolve_device("auto", true), DeviceKind::sim);
+  EXPECT_TRUE(contains(error_of([] { resolve_device("cuda", true); }), "a dry run plans shapes, time and memory on the sim device"));
+}
+
+TEST(DeviceFactory, AnUnknownDeviceListsTheChoices) {
+  EXPECT_TRUE(contains(error_of([] { resolve_device("tpu", false); }), "--device 'tpu'; expected auto, sim or cuda"));
+}
+
+TEST(DeviceFactory, CudaWithoutAGpuSaysWhyAndPointsToSim) {
+  const auto why = cuda_unavailable();
+  if (!why) GTEST_SKIP() << "this machine has a usable GPU";
+  const std::string message = error_of([] { resolve_device("cuda", false); });
+  EXPECT_TRUE(contains(message, "--device cuda: " + *why)) << message;
+  EXPECT_TRUE(contains(message, "use --device sim")) << message;
+  DeviceSpec spec;
+  spec.kind = DeviceKind::cuda;
+  EXPECT_TRUE(contains(error_of([&] { make_device(2, spec); }), "rank 2: cannot use the cuda device")) << message;
+}
+
+TEST(DeviceFactory, TheSimDeviceIsMadeFromTheSpec) {
+  const auto& presets = PresetCatalog::builtin();
+  DeviceSpec spec;
+  spec.preset = presets.device("rtx-4090");
+  spec.link = presets.link("pcie4-no-p2p");
+  spec.dry_run = true;
+  const auto dev = make_device(5, spec);
+  EXPECT_EQ(dev->kind(), DeviceKind::sim);
+  EXPECT_EQ(dev->rank(), 5);
+  EXPECT_TRUE(dev->dry_run());
+  EXPECT_EQ(dev->cost_model().device().name, "rtx-4090");
+  EXPECT_EQ(dev->cost_model().link().name, "pcie4-no-p2p");
+}
+
+TEST(RunDevice, FlagsThatOnlyTheCudaDeviceTakesAreRefusedOnSim) {
+  RunConfig run;
+  run.device = "sim";
+  run.emulate_link = true;
+  EXPECT_TRUE(contains(error_of([&] { run_device_spec(run, PresetCatalog::builtin(), false); }),
+                       "--emulate-link holds a real GPU's collective streams"));
+  run.emulate_link = false;
+  run.gpu = 1;
+  EXPECT_TRUE(contains(error_of([&] { run_device_spec(run, PresetCatalog::builtin(), false); }),
+                       "--gpu 1 picks a GPU for the cuda device"));
+  run.gpu = 0;
+  run.comm = "carrier-pigeon";
+  EXPECT_TRUE(contains(error_of([&] { run_device_spec(run, PresetCatalog::builtin(), false); }),
+                       "--comm carrier-pigeon; expected local"));
+}
+
+}  // namespace
+}  // namespace fsdplab
