@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "app/bench_overlap.hpp"
+#include "app/bench_train.hpp"
 #include "app/bench_ui.hpp"
 #include "app/commands.hpp"
 #include "engine/fsdp/memory_model.hpp"
@@ -235,12 +236,13 @@ void bench_memory(const MemoryBenchOptions& bench) {
 
 void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Benchmarks that print numbers (ops: host wall-clock times; memory: bytes; "
-                                          "overlap: virtual times)");
+                                          "overlap: virtual times; train: the run's device, wall clock on cuda)");
   auto what = std::make_shared<std::string>("ops");
   auto memory = std::make_shared<MemoryBenchOptions>();
   auto overlap = std::make_shared<OverlapBenchOptions>();
-  cmd->add_option("--what", *what, "What to measure: ops, memory, overlap or ui")
-      ->check(CLI::IsMember({"ops", "memory", "overlap", "ui"}));
+  auto train = std::make_shared<TrainBenchOptions>();
+  cmd->add_option("--what", *what, "What to measure: ops, memory, overlap, train or ui")
+      ->check(CLI::IsMember({"ops", "memory", "overlap", "train", "ui"}));
   // Shared by memory and overlap (same defaults: gpt2 small, 4 x 1024 tokens per rank).
   const std::vector<CLI::Option*> memory_options = {
       cmd->add_option("--preset", memory->preset, "memory, overlap: model size (test-tiny, test-small, gpt2, ...)"),
@@ -251,12 +253,25 @@ void add_bench_command(CLI::App& app) {
           ->check(CLI::IsMember({"full", "grad_op", "no_shard", "zero1", "zero2"})),
       cmd->add_option("--precision", memory->precision, "memory, overlap: parameter and compute dtype, f32 or bf16")
           ->check(CLI::IsMember({"f32", "bf16"}))};
-  const std::vector<CLI::Option*> overlap_options = {
-      cmd->add_option("--model", overlap->model, "overlap: the model (gpt2, llama)")
+  // Shared by overlap and train.
+  const std::vector<CLI::Option*> model_options = {
+      cmd->add_option("--model", overlap->model, "overlap, train: the model (gpt2, llama)")
           ->check(CLI::IsMember({"gpt2", "llama"})),
-      cmd->add_option("--world", overlap->world, "overlap: ranks (default 2)")->check(CLI::Range(2, 1024)),
-      cmd->add_option("--device-preset", overlap->device_preset, "overlap: device preset (see `fsdplab presets`)"),
-      cmd->add_option("--link-preset", overlap->link_preset, "overlap: link preset; default: the device preset's link"),
+      cmd->add_option("--world", overlap->world, "overlap: ranks (default 2); train: ranks (default 1)")
+          ->check(CLI::Range(1, 1024)),
+      cmd->add_option("--device-preset", overlap->device_preset,
+                      "overlap: device preset (see `fsdplab presets`); train: the GEMM peak compared with"),
+      cmd->add_option("--link-preset", overlap->link_preset,
+                      "overlap: link preset, default the device preset's; train: the emulated link (default pcie4-no-p2p)")};
+  const std::vector<CLI::Option*> train_options = {
+      cmd->add_option("--device", train->device, "train: auto (cuda where a GPU is usable), sim or cuda")
+          ->check(CLI::IsMember({"auto", "sim", "cuda"})),
+      cmd->add_option("--steps", train->steps, "train: measured steps (default 10)")->check(CLI::Range(1, 1 << 20)),
+      cmd->add_option("--warmup", train->warmup, "train: steps before the measured ones (default 3)")
+          ->check(CLI::Range(0, 1 << 20)),
+      cmd->add_flag("--emulate-link", train->emulate_link,
+                    "train, cuda, W >= 2: hold each collective for the link preset's time; adds the compute row and eta")};
+  const std::vector<CLI::Option*> overlap_options = {
       cmd->add_option("--presets", overlap->presets_file, "overlap: preset file to use instead of the built-in one"),
       cmd->add_option("--prefetch", overlap->prefetch,
                       "overlap: ASYNC prefetch of the headline and the bandwidth sweep (default backward-pre)"),
@@ -269,16 +284,39 @@ void add_bench_command(CLI::App& app) {
           ->delimiter(','),
       cmd->add_option("--trace", overlap->trace_path,
                       "overlap: write the headline ASYNC dry run's Chrome trace (both steps, every rank) here")};
-  cmd->callback([what, memory, overlap, memory_options, overlap_options] {
+  cmd->callback([what, memory, overlap, train, memory_options, model_options, overlap_options, train_options] {
     if (*what != "overlap") {
       for (const CLI::Option* o : overlap_options)
         check(o->count() == 0, o->get_name(), " configures --what overlap; this run is --what ", *what);
+    }
+    if (*what != "train") {
+      for (const CLI::Option* o : train_options)
+        check(o->count() == 0, o->get_name(), " configures --what train; this run is --what ", *what);
+    }
+    if (*what != "overlap" && *what != "train") {
+      for (const CLI::Option* o : model_options)
+        check(o->count() == 0, o->get_name(), " configures --what overlap or train; this run is --what ", *what);
+    }
+    if (*what == "train") {
+      TrainBenchOptions options = *train;
+      options.model = overlap->model;
+      options.world = model_options[1]->count() ? overlap->world : 1;
+      options.device_preset = overlap->device_preset;
+      if (model_options[3]->count()) options.link_preset = overlap->link_preset;
+      options.preset = memory->preset;
+      options.micro_batch = memory->micro_batch;
+      options.seq = memory->seq;
+      options.precision = memory->precision;
+      check(memory_options[3]->count() == 0, "--strategy configures --what memory or overlap; --what train shards fully");
+      bench_train(options);
+      return;
     }
     if (*what == "memory") {
       bench_memory(*memory);
       return;
     }
     if (*what == "overlap") {
+      check(overlap->world >= 2, "--world ", overlap->world, ": --what overlap compares SYNC and ASYNC over 2 or more ranks");
       OverlapBenchOptions options = *overlap;
       options.preset = memory->preset;
       options.micro_batch = memory->micro_batch;

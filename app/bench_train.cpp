@@ -1,0 +1,141 @@
+// `fsdplab bench --what train` — steps per second of real training, on whichever device the run gets.
+//
+// Each configuration trains warmup + steps steps and reports the mean of the measured steps:
+//   step       the host's time from the start of a step to its loss being read (the step loop waits for
+//              the device there), so on cuda it is wall-clock time including every launch;
+//   tokens/s   the tokens of all ranks over the mean step;
+//   GEMM %     the share of the step rank 0's matmuls take (their op times: CUDA events on cuda);
+//   GEMM TFLOP/s and % of peak: the matmuls' FLOPs over their time, against the device preset's matmul
+//              peak for the dtype (--device-preset: pick the one that matches the GPU).
+// With W >= 2 (FSDP, ranks as threads; on cuda they share one GPU) it runs SYNC and ASYNC and, with an
+// emulated link on cuda, the ASYNC schedule without it (compute: what the step takes when communication
+// is nearly free) to give ideal = max(compute, comm) and eta = (T_sync - T_async) / (T_sync - ideal), with
+// comm the link's busy time (the sum of rank 0's collectives, which take the link one at a time).
+#include "app/bench_train.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "engine/runtime/error.hpp"
+#include "engine/runtime/presets.hpp"
+#include "engine/trace/trace_metrics.hpp"
+#include "engine/trace/trace_recorder.hpp"
+#include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/run_device.hpp"
+#include "engine/train/trainer.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+struct Measured {
+  double step_ms = 0;
+  double gemm_ms = 0;   // per step, rank 0
+  double gemm_flops = 0;
+  double comm_ms = 0;   // per step, rank 0: the link's busy time
+};
+
+Measured train_and_measure(const TrainBenchOptions& bench, const RunConfig& run, const FsdpOptions* fsdp_options) {
+  std::vector<TraceRecorder> recorders(static_cast<std::size_t>(run.world));
+  std::vector<StepReport> reports;
+  if (fsdp_options) {
+    FsdpRun fsdp;
+    fsdp.run = run;
+    fsdp.options = *fsdp_options;
+    for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
+    reports = train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
+  } else {
+    reports = train_baseline(run, PresetCatalog::builtin(), nullptr, &recorders.front());
+  }
+  Measured m;
+  for (const StepReport& r : reports)
+    if (r.step >= bench.warmup) m.step_ms += ns_to_ms(r.end - r.begin);
+  for (const TraceEvent& e : recorders.front().data().events) {
+    if (e.step < bench.warmup) continue;
+    if (e.name == "matmul") {
+      m.gemm_ms += ns_to_ms(e.end - e.begin);
+      m.gemm_flops += e.flops;
+    }
+  }
+  for (int s = bench.warmup; s < run.steps; ++s) m.comm_ms += ns_to_ms(communication_time(recorders.front().data().events, 0, s));
+  const double n = static_cast<double>(bench.steps);
+  m.step_ms /= n;
+  m.gemm_ms /= n;
+  m.gemm_flops /= n;
+  m.comm_ms /= n;
+  return m;
+}
+
+void print_row(const char* name, const Measured& m, double tokens, double peak) {
+  const double gemm_tflops = m.gemm_ms > 0 ? m.gemm_flops / (m.gemm_ms * 1e-3) / 1e12 : 0;
+  std::printf("| %-7s | %9.3f | %11.0f | %6.1f | %12.1f | %9.1f | %9.3f |\n", name, m.step_ms,
+              tokens / (m.step_ms * 1e-3), 100 * m.gemm_ms / m.step_ms, gemm_tflops, 100 * gemm_tflops * 1e12 / peak,
+              m.comm_ms);
+}
+
+}  // namespace
+
+void bench_train(const TrainBenchOptions& bench) {
+  check(bench.steps >= 1 && bench.warmup >= 0, "bench --what train: --steps ", bench.steps, " --warmup ", bench.warmup,
+        "; expected >= 1 measured steps and >= 0 warmup steps");
+  RunConfig run;
+  run.device = bench.device;
+  run.model = bench.model;
+  run.preset = bench.preset;
+  run.world = bench.world;
+  run.batch = bench.micro_batch * bench.world;
+  run.seq = bench.seq;
+  run.steps = bench.warmup + bench.steps;
+  run.device_preset = bench.device_preset;
+  run.link_preset = bench.link_preset;
+  run.emulate_link = bench.emulate_link;
+  const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
+  const bool on_gpu = device.kind == DeviceKind::cuda;
+  const DType dtype = parse_dtype(bench.precision);
+  check(dtype != DType::i32, "--precision i32: training computes in f32 or bf16");
+  check(bench.world > 1 || dtype == DType::f32, "--precision ", bench.precision, " is FSDP's mixed precision; the "
+        "single-rank baseline trains in f32 (use --world 2 or more)");
+  const double tokens = static_cast<double>(run.batch * bench.seq);
+  const double peak = device.preset.matmul_flops(dtype);
+
+  std::printf("fsdplab bench --what train: %s %s, %d rank%s x %lld x %lld tokens, %s; %d steps after %d warmup; "
+              "device %s%s\n",
+              bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
+              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
+              bench.steps, bench.warmup, on_gpu ? "cuda (GPU " : "sim (", on_gpu ? (std::to_string(device.gpu) + ", wall clock)").c_str()
+                                                                                 : (device.preset.name + ", virtual time)").c_str());
+  std::printf("GEMM peak: %.0f TFLOP/s (%s, %s)%s\n\n", peak / 1e12, device.preset.name.c_str(),
+              bench.precision.c_str(), bench.world > 1 ? ("; link " + device.link.name +
+                                                          (on_gpu ? (bench.emulate_link ? ", emulated" : ", not emulated (--emulate-link)") : "")).c_str()
+                                                       : "");
+  std::printf("| run     | step (ms) |    tokens/s | GEMM %% | GEMM TFLOP/s | %% of peak | comm (ms) |\n");
+  std::printf("|---------|-----------|-------------|--------|--------------|-----------|-----------|\n");
+  if (bench.world == 1) {
+    print_row("single", train_and_measure(bench, run, nullptr), tokens, peak);
+    return;
+  }
+  FsdpOptions async_options;
+  async_options.param_dtype = dtype;
+  async_options.mode = OverlapMode::async;
+  const FsdpOptions sync_options = sync_schedule(async_options);
+  const Measured sync = train_and_measure(bench, run, &sync_options);
+  const Measured async = train_and_measure(bench, run, &async_options);
+  print_row("SYNC", sync, tokens, peak);
+  print_row("ASYNC", async, tokens, peak);
+  if (!(on_gpu && bench.emulate_link)) {
+    std::printf("\neta needs the step without communication: on cuda run with --emulate-link (the compute row is then "
+                "the ASYNC step without it); on sim, `fsdplab bench --what overlap` measures it on a free link.\n");
+    return;
+  }
+  RunConfig free_link = run;
+  free_link.emulate_link = false;
+  const Measured compute = train_and_measure(bench, free_link, &async_options);
+  print_row("compute", compute, tokens, peak);
+  const double ideal = std::max(compute.step_ms, async.comm_ms);
+  std::printf("\nT_sync %.3f ms, T_async %.3f ms, compute %.3f ms, comm %.3f ms, ideal %.3f ms: eta = %s\n", sync.step_ms,
+              async.step_ms, compute.step_ms, async.comm_ms, ideal,
+              sync.step_ms > ideal ? std::to_string((sync.step_ms - async.step_ms) / (sync.step_ms - ideal)).c_str()
+                                   : "undefined (SYNC is not slower than ideal)");
+}
+
+}  // namespace fsdplab::app

@@ -1,0 +1,27 @@
+// bench_train.hpp — `fsdplab bench --what train`: training throughput on the device a run gets (cuda on a
+// GPU: wall-clock steps timed by the host, ops by CUDA events; sim: virtual time), with the GEMMs' share
+// of the step and of the device preset's peak, and for W >= 2 the SYNC and ASYNC steps and eta.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace fsdplab::app {
+
+struct TrainBenchOptions {
+  std::string device = "auto";
+  std::string model = "gpt2";
+  std::string preset = "gpt2";
+  std::int64_t micro_batch = 4;  // sequences per rank
+  std::int64_t seq = 1024;
+  int world = 1;
+  int steps = 10;   // measured steps
+  int warmup = 3;   // steps run first and not measured (allocator cache, cuBLAS heuristics)
+  std::string precision = "f32";
+  std::string device_preset = "h100-sxm";  // the peak the GEMMs are compared with, and the link's preset
+  std::string link_preset = "pcie4-no-p2p";
+  bool emulate_link = false;
+};
+
+void bench_train(const TrainBenchOptions& options);
+
+}  // namespace fsdplab::app
