@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/cuda/optimizer_kernels.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/launch.hpp"
 
@@ -14,13 +15,9 @@ namespace fsdplab {
 namespace {
 namespace cpu {
 
-// The per-element factors, already in f32, as PyTorch applies Python-float scalars to f32 tensors.
-struct Sgd {
-  float lr, weight_decay, momentum, one_minus_dampening;
-  bool use_momentum, nesterov, first_step;
-};
-
-void sgd_update(float* param, float* buf, const float* grad, std::int64_t n, const Sgd& k) {
+// The factors (SgdStepFactors, AdamWStepFactors) are the kernels' too: both bodies compute each
+// element with the same f32 numbers in the same order.
+void sgd_update(float* param, float* buf, const float* grad, std::int64_t n, const SgdStepFactors& k) {
   for (std::int64_t i = 0; i < n; ++i) {
     float g = grad[i];
     if (k.weight_decay != 0.f) g += k.weight_decay * param[i];
@@ -32,11 +29,7 @@ void sgd_update(float* param, float* buf, const float* grad, std::int64_t n, con
   }
 }
 
-struct AdamW {
-  float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bias_correction2_sqrt, eps;
-};
-
-void adamw_update(float* param, float* m, float* v, const float* grad, std::int64_t n, const AdamW& k) {
+void adamw_update(float* param, float* m, float* v, const float* grad, std::int64_t n, const AdamWStepFactors& k) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float g = grad[i];
     param[i] *= k.decay;
@@ -87,22 +80,28 @@ void sgd_update(Stream s, const Tensor& param, const Tensor& grad, const Tensor&
     expect_operands(op, {{"param", &param}, {"grad", &grad}});
   }
 
-  const cpu::Sgd k{static_cast<float>(opt.lr),
-                   static_cast<float>(opt.weight_decay),
-                   static_cast<float>(opt.momentum),
-                   static_cast<float>(1 - opt.dampening),
-                   use_momentum,
-                   opt.nesterov,
-                   step == 1};
+  const SgdStepFactors k{static_cast<float>(opt.lr),
+                         static_cast<float>(opt.weight_decay),
+                         static_cast<float>(opt.momentum),
+                         static_cast<float>(1 - opt.dampening),
+                         use_momentum,
+                         opt.nesterov,
+                         step == 1};
   const double n = static_cast<double>(param.numel());
   // param read and written, grad read, the buffer read and written.
   const OpCost cost{.flops = 6 * n, .bytes = 4 * n * (use_momentum ? 5 : 3), .dtype = DType::f32};
   if (use_momentum) {
     launch_op(s, std::string(op), cost, {{&param, &grad, &momentum_buf}, {&param, &momentum_buf}},
-              [&] { cpu::sgd_update(param.f32(), momentum_buf.f32(), grad.f32(), param.numel(), k); });
+              {.host = [&] { cpu::sgd_update(param.f32(), momentum_buf.f32(), grad.f32(), param.numel(), k); },
+               .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+                 cuda::sgd_update(stream, param.f32(), momentum_buf.f32(), grad.f32(), param.numel(), k);
+               })});
   } else {
     launch_op(s, std::string(op), cost, {{&param, &grad}, {&param}},
-              [&] { cpu::sgd_update(param.f32(), nullptr, grad.f32(), param.numel(), k); });
+              {.host = [&] { cpu::sgd_update(param.f32(), nullptr, grad.f32(), param.numel(), k); },
+               .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+                 cuda::sgd_update(stream, param.f32(), nullptr, grad.f32(), param.numel(), k);
+               })});
   }
 }
 
@@ -121,19 +120,22 @@ void adamw_update(Stream s, const Tensor& param, const Tensor& grad, const Tenso
   const double t = static_cast<double>(step);
   const double bias_correction1 = 1 - std::pow(opt.beta1, t);
   const double bias_correction2 = 1 - std::pow(opt.beta2, t);
-  const cpu::AdamW k{static_cast<float>(1 - opt.lr * opt.weight_decay),
-                     static_cast<float>(opt.beta1),
-                     static_cast<float>(1 - opt.beta1),
-                     static_cast<float>(opt.beta2),
-                     static_cast<float>(1 - opt.beta2),
-                     static_cast<float>(opt.lr / bias_correction1),
-                     static_cast<float>(std::sqrt(bias_correction2)),
-                     static_cast<float>(opt.eps)};
+  const AdamWStepFactors k{static_cast<float>(1 - opt.lr * opt.weight_decay),
+                           static_cast<float>(opt.beta1),
+                           static_cast<float>(1 - opt.beta1),
+                           static_cast<float>(opt.beta2),
+                           static_cast<float>(1 - opt.beta2),
+                           static_cast<float>(opt.lr / bias_correction1),
+                           static_cast<float>(std::sqrt(bias_correction2)),
+                           static_cast<float>(opt.eps)};
   const double n = static_cast<double>(param.numel());
   // param, m and v read and written, grad read.
   const OpCost cost{.flops = 14 * n, .bytes = 4 * n * 7, .dtype = DType::f32};
   launch_op(s, std::string(op), cost, {{&param, &grad, &m, &v}, {&param, &m, &v}},
-            [&] { cpu::adamw_update(param.f32(), m.f32(), v.f32(), grad.f32(), param.numel(), k); });
+            {.host = [&] { cpu::adamw_update(param.f32(), m.f32(), v.f32(), grad.f32(), param.numel(), k); },
+             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+               cuda::adamw_update(stream, param.f32(), m.f32(), v.f32(), grad.f32(), param.numel(), k);
+             })});
 }
 
 }  // namespace fsdplab

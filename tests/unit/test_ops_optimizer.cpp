@@ -1,7 +1,9 @@
-// sgd_update and adamw_update over several steps: against plain loops of PyTorch's formulas in
-// double, and against the numbers torch.optim.SGD / torch.optim.AdamW themselves produce.
+// sgd_update and adamw_update over several steps, on each device: against plain loops of PyTorch's
+// formulas in double, against the numbers torch.optim.SGD / torch.optim.AdamW themselves produce, and
+// (the cuda device's kernels) against the sim device's host loops bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -63,55 +65,57 @@ const std::vector<float> kParam0 = {0.5f, -1.25f, 2.0f, 0.0f};
 const std::vector<std::vector<float>> kGrads = {
     {0.1f, -0.2f, 0.3f, -0.4f}, {-0.3f, 0.25f, 0.05f, 0.5f}, {0.2f, 0.1f, -0.6f, 0.35f}};
 
-std::vector<float> run_sgd(const SgdOptions& opt) {
-  auto dev = make_sim_device();
-  Tensor param = tensor_from(*dev, {4}, kParam0, DType::f32, MemTag::param_shard);
-  Tensor buf = zeros(*dev, {4}, DType::f32, MemTag::optim_state);
+std::vector<float> run_sgd(Device& dev, const SgdOptions& opt) {
+  Tensor param = tensor_from(dev, {4}, kParam0, DType::f32, MemTag::param_shard);
+  Tensor buf = zeros(dev, {4}, DType::f32, MemTag::optim_state);
   for (std::size_t t = 0; t < kGrads.size(); ++t) {
-    sgd_update(compute(*dev), param, upload(*dev, {4}, kGrads[t]), buf, opt, static_cast<std::int64_t>(t + 1));
+    sgd_update(compute(dev), param, upload(dev, {4}, kGrads[t]), buf, opt, static_cast<std::int64_t>(t + 1));
   }
   return read(param);
 }
 
-std::vector<float> run_adamw(const AdamWOptions& opt) {
-  auto dev = make_sim_device();
-  Tensor param = tensor_from(*dev, {4}, kParam0, DType::f32, MemTag::param_shard);
-  Tensor m = zeros(*dev, {4}, DType::f32, MemTag::optim_state);
-  Tensor v = zeros(*dev, {4}, DType::f32, MemTag::optim_state);
+std::vector<float> run_adamw(Device& dev, const AdamWOptions& opt) {
+  Tensor param = tensor_from(dev, {4}, kParam0, DType::f32, MemTag::param_shard);
+  Tensor m = zeros(dev, {4}, DType::f32, MemTag::optim_state);
+  Tensor v = zeros(dev, {4}, DType::f32, MemTag::optim_state);
   for (std::size_t t = 0; t < kGrads.size(); ++t) {
-    adamw_update(compute(*dev), param, upload(*dev, {4}, kGrads[t]), m, v, opt, static_cast<std::int64_t>(t + 1));
+    adamw_update(compute(dev), param, upload(dev, {4}, kGrads[t]), m, v, opt, static_cast<std::int64_t>(t + 1));
   }
   return read(param);
 }
 
-TEST(Optimizer, SgdMatchesPyTorch) {
+// The numerics run on every device (the cuda device's are the fused kernels); the declared accesses, cost
+// and argument checks at the end are the sim device's alone.
+class OptimizerTest : public testing::OnEachDevice {};
+
+TEST_P(OptimizerTest, SgdMatchesPyTorch) {
   // torch.optim.SGD([p], lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01), three steps.
-  EXPECT_TRUE(all_close(run_sgd({.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}),
+  EXPECT_TRUE(all_close(run_sgd(*device(), {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}),
                         std::vector<float>{0.50355202f, -1.24095345f, 1.95362508f, -0.00869626459f}, 1e-7, 1e-6));
   // ... nesterov=True, dampening 0.
-  EXPECT_TRUE(all_close(run_sgd({.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}),
+  EXPECT_TRUE(all_close(run_sgd(*device(), {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}),
                         std::vector<float>{0.504887044f, -1.25804174f, 1.98153663f, -0.0646711588f}, 1e-7, 1e-6));
   // ... plain SGD, lr=0.1.
-  EXPECT_TRUE(all_close(run_sgd({.lr = 0.1}), std::vector<float>{0.50000006f, -1.26499999f, 2.0250001f, -0.0449999981f},
-                        1e-7, 1e-6));
+  EXPECT_TRUE(all_close(run_sgd(*device(), {.lr = 0.1}),
+                        std::vector<float>{0.50000006f, -1.26499999f, 2.0250001f, -0.0449999981f}, 1e-7, 1e-6));
 }
 
-TEST(Optimizer, AdamWMatchesPyTorch) {
+TEST_P(OptimizerTest, AdamWMatchesPyTorch) {
   // torch.optim.AdamW([p], lr=0.01, weight_decay=0.1), three steps.
-  EXPECT_TRUE(all_close(run_adamw({.lr = 0.01, .weight_decay = 0.1}),
+  EXPECT_TRUE(all_close(run_adamw(*device(), {.lr = 0.01, .weight_decay = 0.1}),
                         std::vector<float>{0.493270606f, -1.2410059f, 1.97916424f, 0.00418510567f}, 1e-7, 1e-6));
   // torch.optim.AdamW([p]) with its defaults.
-  EXPECT_TRUE(all_close(run_adamw({}), std::vector<float>{0.499460399f, -1.24943578f, 1.9984529f, 0.000420328259f},
-                        1e-7, 1e-6));
+  EXPECT_TRUE(all_close(run_adamw(*device(), {}),
+                        std::vector<float>{0.499460399f, -1.24943578f, 1.9984529f, 0.000420328259f}, 1e-7, 1e-6));
 }
 
-TEST(Optimizer, SgdMatchesTheReferenceLoopOverSeveralSteps) {
+TEST_P(OptimizerTest, SgdMatchesTheReferenceLoopOverSeveralSteps) {
   const int n = 100;
   for (const SgdOptions& opt :
        {SgdOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.2, .weight_decay = 0.1},
         SgdOptions{.lr = 0.05, .momentum = 0.5, .nesterov = true}, SgdOptions{.lr = 0.3, .weight_decay = 0.01}}) {
     SCOPED_TRACE("momentum " + std::to_string(opt.momentum) + (opt.nesterov ? ", nesterov" : ""));
-    auto dev = make_sim_device();
+    auto dev = device();
     const auto p0 = random_values(n, 1);
     Tensor param = tensor_from(*dev, {n}, p0, DType::f32, MemTag::param_shard);
     // Garbage in the buffer before step 1: the first step must overwrite it, not decay it.
@@ -129,10 +133,10 @@ TEST(Optimizer, SgdMatchesTheReferenceLoopOverSeveralSteps) {
   }
 }
 
-TEST(Optimizer, AdamWMatchesTheReferenceLoopOverSeveralSteps) {
+TEST_P(OptimizerTest, AdamWMatchesTheReferenceLoopOverSeveralSteps) {
   const int n = 100;
   const AdamWOptions opt{.lr = 3e-3, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.05};
-  auto dev = make_sim_device();
+  auto dev = device();
   const auto p0 = random_values(n, 2);
   Tensor param = tensor_from(*dev, {n}, p0, DType::f32, MemTag::param_shard);
   Tensor m = zeros(*dev, {n}, DType::f32, MemTag::optim_state);
@@ -147,6 +151,44 @@ TEST(Optimizer, AdamWMatchesTheReferenceLoopOverSeveralSteps) {
   EXPECT_TRUE(all_close(read(m), mr, 1e-7, 1e-6));
   EXPECT_TRUE(all_close(read(v), vr, 1e-8, 1e-6));
 }
+
+// The kernels repeat the host loops' f32 operations in their order: a device's steps equal the sim
+// device's bit for bit, over more elements than one pass of the kernels' grid covers.
+TEST_P(OptimizerTest, StepsEqualTheSimDeviceBitForBit) {
+  const std::int64_t n = (std::int64_t{1} << 21) + 777;
+  const AdamWOptions adamw{.lr = 3e-3, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.05};
+  const SgdOptions sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.2, .weight_decay = 0.1};
+  const auto p0 = random_values(static_cast<std::size_t>(n), 30);
+  std::vector<std::vector<float>> grads;
+  for (std::uint32_t t = 1; t <= 3; ++t) grads.push_back(random_values(static_cast<std::size_t>(n), 40 + t, -2.f, 2.f));
+  std::vector<std::vector<std::vector<float>>> results;  // per device: AdamW's param, m, v; SGD's param, buffer
+  auto sim = make_sim_device();
+  auto dev = device();
+  for (Device* d : {static_cast<Device*>(sim.get()), dev.get()}) {
+    Tensor pa = tensor_from(*d, {n}, p0, DType::f32, MemTag::param_shard);
+    Tensor m = zeros(*d, {n}, DType::f32, MemTag::optim_state);
+    Tensor v = zeros(*d, {n}, DType::f32, MemTag::optim_state);
+    Tensor ps = tensor_from(*d, {n}, p0, DType::f32, MemTag::param_shard);
+    Tensor buf = zeros(*d, {n}, DType::f32, MemTag::optim_state);
+    for (int t = 1; t <= 3; ++t) {
+      const Tensor g = upload(*d, {n}, grads[static_cast<std::size_t>(t - 1)]);
+      adamw_update(compute(*d), pa, g, m, v, adamw, t);
+      sgd_update(compute(*d), ps, g, buf, sgd, t);
+    }
+    results.push_back({read(pa), read(m), read(v), read(ps), read(buf)});
+  }
+  const char* names[] = {"AdamW param", "m", "v", "SGD param", "momentum buffer"};
+  for (std::size_t r = 0; r < 5; ++r) {
+    const auto& want = results[0][r];
+    const auto& got = results[1][r];
+    const auto first = std::mismatch(want.begin(), want.end(), got.begin()).first;
+    EXPECT_TRUE(first == want.end()) << names[r] << " differs first at [" << (first - want.begin()) << "]: "
+                                     << got[static_cast<std::size_t>(first - want.begin())] << " on this device, "
+                                     << *first << " on the sim device";
+  }
+}
+
+FSDPLAB_ON_EACH_DEVICE(OptimizerTest);
 
 TEST(Optimizer, UpdatesDeclareWhatTheyTouch) {
   auto dev = make_sim_device();

@@ -41,10 +41,9 @@ TEST(OptimizerState, NamesAndHyperParameters) {
 }
 
 // Optimizer A runs 5 steps. Optimizer B, fresh, is given A's parameters, state and step count after 3
-// steps and runs steps 4 and 5 with the same gradients: it ends where A ends, bit for bit.
-void check_restore_continues(const OptimizerSpec& spec) {
+// steps and runs steps 4 and 5 with the same gradients: it ends where A ends, bit for bit (on each device).
+void check_restore_continues(std::unique_ptr<Device> device, const OptimizerSpec& spec) {
   SCOPED_TRACE(spec.name);
-  auto device = make_sim_device();
   const Stream stream = device->stream(Lane::compute);
   constexpr std::size_t n = 37;
   std::vector<std::vector<float>> grads;
@@ -81,8 +80,14 @@ void check_restore_continues(const OptimizerSpec& spec) {
   for (std::size_t i = 0; i < state_at_3.size(); ++i) EXPECT_EQ(read(b->state(0)[i].tensor), read(a->state(0)[i].tensor));
 }
 
-TEST(OptimizerState, RestoredAdamWContinuesBitForBit) { check_restore_continues({"adamw", 1e-2, 0}); }
-TEST(OptimizerState, RestoredSgdMomentumContinuesBitForBit) { check_restore_continues({"sgd", 0.1, 0.9}); }
+class OptimizerStateTest : public testing::OnEachDevice {};
+
+TEST_P(OptimizerStateTest, RestoredAdamWContinuesBitForBit) { check_restore_continues(device(), {"adamw", 1e-2, 0}); }
+TEST_P(OptimizerStateTest, RestoredSgdMomentumContinuesBitForBit) {
+  check_restore_continues(device(), {"sgd", 0.1, 0.9});
+}
+
+FSDPLAB_ON_EACH_DEVICE(OptimizerStateTest);
 
 TEST(OptimizerState, NegativeStepsAreAnError) {
   const auto sgd = make_optimizer({"sgd", 0.1, 0}, {});
