@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/cuda/cublas_matmul.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/bf16.hpp"
 #include "engine/tensor/float_io.hpp"
@@ -109,15 +110,22 @@ void matmul(Stream s, const Tensor& a, const Tensor& b, const Tensor& out, Matmu
                     .matmul = true};
   const cpu::Gemm g{
       static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), opt.trans_a, opt.trans_b, opt.alpha, opt.beta};
-  const auto body = [&] {
-    dispatch_float(a.dtype(), [&](auto in_zero) {
-      dispatch_float(out.dtype(), [&](auto out_zero) {
-        using In = decltype(in_zero);
-        using Out = decltype(out_zero);
-        cpu::gemm(a.data<In>(), b.data<In>(), out.data<Out>(), g);
-      });
-    });
-  };
+  const OpBody body{
+      .host =
+          [&] {
+            dispatch_float(a.dtype(), [&](auto in_zero) {
+              dispatch_float(out.dtype(), [&](auto out_zero) {
+                using In = decltype(in_zero);
+                using Out = decltype(out_zero);
+                cpu::gemm(a.data<In>(), b.data<In>(), out.data<Out>(), g);
+              });
+            });
+          },
+      .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+        cuda::gemm(stream, a.dtype(), out.dtype(), a.raw(), b.raw(), out.raw(),
+                   {.m = m, .n = n, .k = k, .trans_a = opt.trans_a, .trans_b = opt.trans_b, .alpha = opt.alpha,
+                    .beta = opt.beta});
+      })};
   if (reads_out) {
     launch_op(s, "matmul", cost, {{&a, &b, &out}, {&out}}, body);
   } else {

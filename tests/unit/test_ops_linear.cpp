@@ -1,6 +1,6 @@
 // matmul: every transpose combination and alpha/beta against a plain loop in double, bf16 operands
-// accumulating in f32, the backward as two accumulating matmuls against finite differences, the
-// cost it states, and the errors it gives for operands that do not fit.
+// accumulating in f32, the backward as two accumulating matmuls against finite differences (all on
+// each device), the cost it states, and the errors it gives for operands that do not fit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,8 +45,12 @@ std::vector<double> reference_matmul(const std::vector<float>& a, const std::vec
   return out;
 }
 
-TEST(Matmul, AllFourTransposeCombinations) {
-  auto dev = make_sim_device();
+// The numerics run on every device (the cuda device's GEMM is cuBLAS); the cost, dry-run and argument
+// checks below are the sim device's alone.
+class MatmulTest : public testing::OnEachDevice {};
+
+TEST_P(MatmulTest, AllFourTransposeCombinations) {
+  auto dev = device();
   const int M = 5, N = 3, K = 7;
   const auto av = random_values(M * K, 1);
   const auto bv = random_values(K * N, 2);
@@ -63,8 +67,8 @@ TEST(Matmul, AllFourTransposeCombinations) {
   }
 }
 
-TEST(Matmul, AlphaScalesTheProductAndBetaTheOldOut) {
-  auto dev = make_sim_device();
+TEST_P(MatmulTest, AlphaScalesTheProductAndBetaTheOldOut) {
+  auto dev = device();
   const int M = 4, N = 6, K = 3;
   const auto av = random_values(M * K, 3);
   const auto bv = random_values(N * K, 4);
@@ -78,8 +82,8 @@ TEST(Matmul, AlphaScalesTheProductAndBetaTheOldOut) {
   EXPECT_EQ(dev->ops().back().reads.size(), 3u);  // beta != 0 reads out: the race detector must know
 }
 
-TEST(Matmul, BetaZeroNeverReadsOut) {
-  auto dev = make_sim_device();
+TEST_P(MatmulTest, BetaZeroNeverReadsOut) {
+  auto dev = device();
   const auto av = random_values(6, 6);
   const auto bv = random_values(6, 7);
   Tensor a = tensor_from(*dev, {2, 3}, av);
@@ -97,8 +101,8 @@ TEST(Matmul, BetaZeroNeverReadsOut) {
   }
 }
 
-TEST(Matmul, ZeroInnerDimensionLeavesBetaTimesOut) {
-  auto dev = make_sim_device();
+TEST_P(MatmulTest, ZeroInnerDimensionLeavesBetaTimesOut) {
+  auto dev = device();
   Tensor a = Tensor::empty(*dev, {2, 0}, DType::f32, MemTag::activation);
   Tensor b = Tensor::empty(*dev, {0, 3}, DType::f32, MemTag::activation);
   Tensor out = tensor_from(*dev, {2, 3}, std::vector<float>(6, 1.5f));
@@ -108,25 +112,10 @@ TEST(Matmul, ZeroInnerDimensionLeavesBetaTimesOut) {
   EXPECT_EQ(read(out), std::vector<float>(6, 0.f));
 }
 
-TEST(Matmul, StatesItsCost) {
-  auto dev = make_sim_device();
-  Tensor a = Tensor::empty(*dev, {8, 16}, DType::bf16, MemTag::activation);
-  Tensor b = Tensor::empty(*dev, {16, 4}, DType::bf16, MemTag::activation);
-  Tensor out = Tensor::empty(*dev, {8, 4}, DType::f32, MemTag::activation);
-  matmul(compute(*dev), a, b, out);
-  const OpRecord& op = dev->ops().back();
-  EXPECT_EQ(op.name, "matmul");
-  EXPECT_EQ(op.cost.flops, 2.0 * 8 * 4 * 16);
-  EXPECT_EQ(op.cost.bytes, 8 * 16 * 2 + 16 * 4 * 2 + 8 * 4 * 4);
-  EXPECT_EQ(op.cost.dtype, DType::bf16);
-  EXPECT_TRUE(op.cost.matmul);
-  EXPECT_EQ(op.writes.size(), 1u);
-}
-
 // a = [1 ... 1], b = [1 + 2^-7 ...]: 300 products sum to 302.34375, exact in f32. A bf16
 // accumulator would stall once the sum passes 256 (its spacing there is 2), far from the true sum.
-TEST(Matmul, Bf16OperandsAccumulateInF32AndRoundOnce) {
-  auto dev = make_sim_device();
+TEST_P(MatmulTest, Bf16OperandsAccumulateInF32AndRoundOnce) {
+  auto dev = device();
   const int K = 300;
   Tensor a = tensor_from(*dev, {1, K}, std::vector<float>(K, 1.f), DType::bf16);
   Tensor b = tensor_from(*dev, {K, 1}, std::vector<float>(K, 1.0078125f), DType::bf16);
@@ -138,8 +127,8 @@ TEST(Matmul, Bf16OperandsAccumulateInF32AndRoundOnce) {
   EXPECT_EQ(read(out16)[0], 302.f);  // the one rounding, to bf16's nearest
 }
 
-TEST(Matmul, Bf16MatchesTheReferenceOnRoundedInputs) {
-  auto dev = make_sim_device();
+TEST_P(MatmulTest, Bf16MatchesTheReferenceOnRoundedInputs) {
+  auto dev = device();
   const int M = 6, N = 5, K = 33;
   const auto av = rounded_to_bf16(random_values(M * K, 8));
   const auto bv = rounded_to_bf16(random_values(K * N, 9));
@@ -160,8 +149,8 @@ TEST(Matmul, Bf16MatchesTheReferenceOnRoundedInputs) {
 
 // y = a @ b with upstream gradient g: da = g @ b^T and db = a^T @ g, each one matmul with beta = 1
 // so it adds to what the buffer held. Checked against central differences of sum(y * g).
-TEST(Matmul, BackwardIsTwoAccumulatingMatmulsMatchingFiniteDifferences) {
-  auto dev = make_sim_device();
+TEST_P(MatmulTest, BackwardIsTwoAccumulatingMatmulsMatchingFiniteDifferences) {
+  auto dev = device();
   const int M = 4, N = 5, K = 6;
   const auto av = random_values(M * K, 11);
   const auto bv = random_values(K * N, 12);
@@ -189,8 +178,8 @@ TEST(Matmul, BackwardIsTwoAccumulatingMatmulsMatchingFiniteDifferences) {
   EXPECT_TRUE(all_close(read(db), expected_db, 1e-4));
 }
 
-TEST(Matmul, IsBitwiseDeterministic) {
-  auto dev = make_sim_device();
+TEST_P(MatmulTest, IsBitwiseDeterministic) {
+  auto dev = device();
   const int M = 64, N = 48, K = 96;
   Tensor a = tensor_from(*dev, {M, K}, random_values(M * K, 14));
   Tensor b = tensor_from(*dev, {K, N}, random_values(K * N, 15));
@@ -199,6 +188,58 @@ TEST(Matmul, IsBitwiseDeterministic) {
   matmul(compute(*dev), a, b, out1);
   matmul(compute(*dev), a, b, out2);
   EXPECT_EQ(read(out1), read(out2));
+}
+
+// Every dtype pairing at a size where cuBLAS picks tensor-core and split-K kernels, on views that start one
+// element into their storage (FlatParameter shards start anywhere, so pointers are not 16-byte aligned).
+// An f32 GEMM into a bf16 out is the pairing cuBLAS lacks: the product is rounded once, after beta * out.
+TEST_P(MatmulTest, EveryDtypePairingOnUnalignedViews) {
+  auto dev = device();
+  const int M = 37, N = 29, K = 300;
+  const MatmulOptions opt{.trans_b = true, .alpha = 2.f, .beta = 0.5f};
+  const auto view_of = [&](const Shape& shape, const std::vector<float>& values, DType dtype) {
+    Tensor storage = Tensor::empty(*dev, {shape_numel(shape) + 1}, dtype, MemTag::activation);
+    Tensor v = storage.view(1, shape);
+    v.copy_from(values);
+    return v;
+  };
+  for (DType in : {DType::f32, DType::bf16}) {
+    for (DType out_dtype : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string(dtype_name(in)) + " -> " + std::string(dtype_name(out_dtype)));
+      auto av = random_values(M * K, 16);
+      auto bv = random_values(N * K, 17);
+      auto cv = rounded_to_bf16(random_values(M * N, 18));
+      if (in == DType::bf16) {
+        av = rounded_to_bf16(av);
+        bv = rounded_to_bf16(bv);
+      }
+      Tensor a = view_of({M, K}, av, in);
+      Tensor b = view_of({N, K}, bv, in);
+      Tensor out = view_of({M, N}, cv, out_dtype);
+      matmul(compute(*dev), a, b, out, opt);
+      const std::vector<double> expected = reference_matmul(av, bv, cv, M, N, K, opt);
+      // Sums of 300 products of magnitude <= 1 stay within ~30: f32 accumulation is good to 1e-4 there; a
+      // bf16 out adds half a bf16 ulp (plus slack).
+      EXPECT_TRUE(all_close(read(out), expected, 1e-4, out_dtype == DType::bf16 ? 1.0 / 256 : 0));
+    }
+  }
+}
+
+FSDPLAB_ON_EACH_DEVICE(MatmulTest);
+
+TEST(Matmul, StatesItsCost) {
+  auto dev = make_sim_device();
+  Tensor a = Tensor::empty(*dev, {8, 16}, DType::bf16, MemTag::activation);
+  Tensor b = Tensor::empty(*dev, {16, 4}, DType::bf16, MemTag::activation);
+  Tensor out = Tensor::empty(*dev, {8, 4}, DType::f32, MemTag::activation);
+  matmul(compute(*dev), a, b, out);
+  const OpRecord& op = dev->ops().back();
+  EXPECT_EQ(op.name, "matmul");
+  EXPECT_EQ(op.cost.flops, 2.0 * 8 * 4 * 16);
+  EXPECT_EQ(op.cost.bytes, 8 * 16 * 2 + 16 * 4 * 2 + 8 * 4 * 4);
+  EXPECT_EQ(op.cost.dtype, DType::bf16);
+  EXPECT_TRUE(op.cost.matmul);
+  EXPECT_EQ(op.writes.size(), 1u);
 }
 
 TEST(Matmul, DryRunKeepsTheCostAndSkipsTheNumerics) {

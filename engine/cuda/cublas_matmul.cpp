@@ -1,0 +1,180 @@
+#include "engine/cuda/cublas_matmul.hpp"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <ostream>
+#include <utility>
+#include <vector>
+
+#include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/matmul_kernels.hpp"
+
+namespace fsdplab::cuda {
+namespace {
+
+// What a failure message says of the GEMM; formatted only when one fails.
+struct Described {
+  const Gemm& g;
+  DType in, out;
+};
+
+std::ostream& operator<<(std::ostream& s, const Described& d) {
+  const Gemm& g = d.g;
+  s << "matmul on cuBLAS, out [" << g.m << ", " << g.n << "] " << dtype_name(d.out) << " = op(a) [" << g.m << ", "
+    << g.k << "] @ op(b) [" << g.k << ", " << g.n << "] " << dtype_name(d.in) << (g.trans_a ? ", a transposed" : "")
+    << (g.trans_b ? ", b transposed" : "") << ", alpha " << g.alpha << ", beta " << g.beta;
+  return s;
+}
+
+void check_cublas(cublasStatus_t status, const char* call, const Described& what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  fail(what, ": ", call, " failed: ", cublasGetStatusName(status), " (", cublasGetStatusString(status), ")");
+}
+
+// A rank's four streams, and a few more for a thread that outlives its devices (a test process).
+constexpr std::size_t kWorkspacesPerGpu = 8;
+
+// One host thread's cuBLAS state on one GPU: a handle (cuBLAS handles are not to be shared between
+// threads that change their stream) and a workspace per stream, keyed by the stream's id, which unlike
+// its address is never reused for a later stream.
+struct GpuBlas {
+  struct Workspace {
+    unsigned long long stream_id = 0;
+    void* memory = nullptr;
+  };
+  int gpu = -1;
+  cublasHandle_t handle = nullptr;
+  std::size_t workspace_bytes = 0;
+  std::vector<Workspace> workspaces;  // least recently used first
+};
+
+class ThreadBlas {
+ public:
+  ThreadBlas() = default;
+  ThreadBlas(const ThreadBlas&) = delete;
+  ThreadBlas& operator=(const ThreadBlas&) = delete;
+  // At thread exit (or process exit, for the main thread): nothing to report to, so errors are dropped.
+  ~ThreadBlas() {
+    for (GpuBlas& g : gpus_) {
+      for (const GpuBlas::Workspace& w : g.workspaces) cudaFree(w.memory);
+      cublasDestroy(g.handle);
+    }
+  }
+
+  // The current GPU's handle, set to run on `stream` with that stream's workspace.
+  cublasHandle_t bind(cudaStream_t stream, const Described& what) {
+    int gpu = 0;
+    check_cuda(cudaGetDevice(&gpu), what, ": cudaGetDevice");
+    GpuBlas& g = on_gpu(gpu, what);
+    unsigned long long id = 0;
+    check_cuda(cudaStreamGetId(stream, &id), what, ": cudaStreamGetId");
+    auto it = std::find_if(g.workspaces.begin(), g.workspaces.end(),
+                           [&](const GpuBlas::Workspace& w) { return w.stream_id == id; });
+    GpuBlas::Workspace workspace;
+    if (it != g.workspaces.end()) {
+      workspace = *it;
+      g.workspaces.erase(it);
+    } else {
+      if (g.workspaces.size() == kWorkspacesPerGpu) {
+        // cudaFree waits for the device's queued work, so no GEMM still uses the evicted workspace.
+        check_cuda(cudaFree(g.workspaces.front().memory), what, ": freeing the workspace of an older stream");
+        g.workspaces.erase(g.workspaces.begin());
+      }
+      workspace.stream_id = id;
+      check_cuda(cudaMalloc(&workspace.memory, g.workspace_bytes), what, ": allocating a ", g.workspace_bytes >> 20,
+                 " MiB cuBLAS workspace");
+    }
+    g.workspaces.push_back(workspace);
+    // cublasSetStream resets the handle to cuBLAS's shared workspace pool: the stream's own goes after it.
+    check_cublas(cublasSetStream(g.handle, stream), "cublasSetStream", what);
+    check_cublas(cublasSetWorkspace(g.handle, workspace.memory, g.workspace_bytes), "cublasSetWorkspace", what);
+    return g.handle;
+  }
+
+ private:
+  GpuBlas& on_gpu(int gpu, const Described& what) {
+    for (GpuBlas& g : gpus_) {
+      if (g.gpu == gpu) return g;
+    }
+    GpuBlas g;
+    g.gpu = gpu;
+    int major = 0;
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, gpu), what,
+               ": the compute capability of GPU ", gpu);
+    // cuBLAS's own default workspace sizes: 32 MiB from Hopper on, 4 MiB before.
+    g.workspace_bytes = std::size_t{major >= 9 ? 32u : 4u} << 20;
+    // Fails cleanly (CUBLAS_STATUS_NOT_INITIALIZED) where there is no GPU or driver.
+    check_cublas(cublasCreate(&g.handle), "cublasCreate", what);
+    // Split-K partial sums stay in f32 even when out is bf16: the result is rounded once, as on the host.
+    const cublasStatus_t mode = cublasSetMathMode(
+        g.handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+    if (mode != CUBLAS_STATUS_SUCCESS) cublasDestroy(g.handle);
+    check_cublas(mode, "cublasSetMathMode", what);
+    gpus_.push_back(std::move(g));
+    return gpus_.back();
+  }
+
+  std::vector<GpuBlas> gpus_;
+};
+
+cudaDataType_t cuda_type(DType dtype) { return dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// Row-major out = op(a) @ op(b) is column-major out^T = op(b)^T @ op(a)^T: b stored row-major [k, n]
+// reads column-major as n x k with leading dimension n (its row length as stored), so it goes first,
+// untransposed, and likewise for a. Leading dimensions are at least 1, as BLAS wants.
+void gemm_ex(cudaStream_t stream, DType in, const void* a, const void* b, cudaDataType_t out_type, void* out,
+             float alpha, float beta, const Gemm& g, const Described& what) {
+  static thread_local ThreadBlas blas;
+  const cublasHandle_t handle = blas.bind(stream, what);
+  const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+  const int ld_a = std::max(1, g.trans_a ? m : k);
+  const int ld_b = std::max(1, g.trans_b ? k : n);
+  check_cublas(cublasGemmEx(handle, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n,
+                            m, k, &alpha, b, cuda_type(in), ld_b, a, cuda_type(in), ld_a, &beta, out, out_type,
+                            std::max(1, n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx", what);
+}
+
+// Stream-ordered scratch memory, given back on the stream when it goes out of scope.
+class StreamScratch {
+ public:
+  StreamScratch(cudaStream_t stream, std::int64_t bytes, const Described& what) : stream_(stream) {
+    check_cuda(cudaMallocAsync(&memory_, static_cast<std::size_t>(bytes), stream), what, ": ", bytes,
+               " bytes of f32 scratch");
+  }
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  ~StreamScratch() { cudaFreeAsync(memory_, stream_); }
+  float* data() const { return static_cast<float*>(memory_); }
+
+ private:
+  cudaStream_t stream_;
+  void* memory_ = nullptr;
+};
+
+}  // namespace
+
+void gemm(CUstream_st* stream, DType in_dtype, DType out_dtype, const void* a, const void* b, void* out,
+          const Gemm& g) {
+  if (g.m == 0 || g.n == 0) return;
+  const std::int64_t mn = g.m * g.n;
+  const Described what{g, in_dtype, out_dtype};
+  if (g.k == 0) {
+    // An empty sum: out = beta * out, and zeros for beta == 0, as BLAS defines it (cuBLAS is not asked).
+    if (g.beta != 1) gemm_epilogue(stream, out_dtype, out, nullptr, g.beta, mn);
+    return;
+  }
+  if (in_dtype == DType::f32 && out_dtype == DType::bf16) {
+    // cuBLAS has no f32 x f32 -> bf16 GEMM: the f32 product goes to scratch, then is rounded once.
+    const StreamScratch product(stream, mn * static_cast<std::int64_t>(sizeof(float)), what);
+    gemm_ex(stream, in_dtype, a, b, CUDA_R_32F, product.data(), g.alpha, 0.f, g, what);
+    gemm_epilogue(stream, out_dtype, out, product.data(), g.beta, mn);
+    return;
+  }
+  gemm_ex(stream, in_dtype, a, b, cuda_type(out_dtype), out, g.alpha, g.beta, g, what);
+}
+
+}  // namespace fsdplab::cuda
