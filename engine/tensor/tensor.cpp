@@ -38,7 +38,14 @@ void Storage::free() { allocation_.reset(); }
 Allocation Storage::release() { return std::move(allocation_); }
 
 void Storage::allocate() {
-  if (!allocation_) allocation_ = device_->allocate(bytes_, tag_, stream_);
+  if (allocation_) return;
+  try {
+    allocation_ = device_->allocate(bytes_, tag_, stream_);
+  } catch (const Error& e) {
+    // The device knows the rank, the size and the tag; the storage adds what the memory was for.
+    if (name_.empty()) throw;
+    fail(e.what(), " (for '", name_, "')");
+  }
 }
 
 BlockId Storage::block() const {
