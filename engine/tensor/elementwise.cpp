@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/cuda/copies.hpp"
+#include "engine/cuda/pointwise_kernels.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/float_io.hpp"
 #include "engine/tensor/launch.hpp"
@@ -146,34 +148,46 @@ void expect_backward(std::string_view op, const Tensor& x, const Tensor& dout, c
   expect_in_place_or_disjoint(op, "dx", dx, "dout", dout);
 }
 
+// The CUDA launchers an activation and its backward share the signature of.
+using ActivationKernel = void (*)(CUstream_st*, DType, void*, const void*, std::int64_t);
+using ActivationBackwardKernel = void (*)(CUstream_st*, DType, void*, const void*, const void*, std::int64_t);
+
 // out = f(x) element by element, `flops` per element: the front-end every activation shares.
-// `kernel(out, x, n)` is called with the storage type of x's dtype.
+// `kernel(out, x, n)` is called with the storage type of x's dtype; `cuda_kernel` is the CUDA launcher,
+// passed as FSDPLAB_CUDA_BODY(cuda::f) (nullptr in a build without the CUDA backend).
 template <class Kernel>
-void launch_activation(Stream s, std::string_view op, const Tensor& x, const Tensor& out, double flops, Kernel kernel) {
+void launch_activation(Stream s, std::string_view op, const Tensor& x, const Tensor& out, double flops, Kernel kernel,
+                       ActivationKernel cuda_kernel) {
   expect_unary(op, x, out);
   const double n = static_cast<double>(x.numel());
   const OpCost cost{.flops = flops * n, .bytes = 2 * n * elem_size(x), .dtype = x.dtype()};
-  launch_op(s, std::string(op), cost, {{&x}, {&out}}, [&] {
+  OpBody body{.host = [&] {
     dispatch_float(x.dtype(), [&](auto zero) {
       using F = decltype(zero);
       kernel(out.data<F>(), x.data<F>(), x.numel());
     });
-  });
+  }};
+  if (cuda_kernel)
+    body.cuda = [&](CUstream_st* stream) { cuda_kernel(stream, x.dtype(), out.raw(), x.raw(), x.numel()); };
+  launch_op(s, std::string(op), cost, {{&x}, {&out}}, body);
 }
 
-// dx += f'(x) * dout: the backward of an activation. `kernel(dx, x, dout, n)`.
+// dx += f'(x) * dout: the backward of an activation. `kernel(dx, x, dout, n)`; `cuda_kernel` as above.
 template <class Kernel>
 void launch_activation_backward(Stream s, std::string_view op, const Tensor& x, const Tensor& dout, const Tensor& dx,
-                                double flops, Kernel kernel) {
+                                double flops, Kernel kernel, ActivationBackwardKernel cuda_kernel) {
   expect_backward(op, x, dout, dx);
   const double n = static_cast<double>(x.numel());
   const OpCost cost{.flops = flops * n, .bytes = 4 * n * elem_size(x), .dtype = x.dtype()};
-  launch_op(s, std::string(op), cost, {{&x, &dout, &dx}, {&dx}}, [&] {
+  OpBody body{.host = [&] {
     dispatch_float(x.dtype(), [&](auto zero) {
       using F = decltype(zero);
       kernel(dx.data<F>(), x.data<F>(), dout.data<F>(), x.numel());
     });
-  });
+  }};
+  if (cuda_kernel)
+    body.cuda = [&](CUstream_st* stream) { cuda_kernel(stream, x.dtype(), dx.raw(), x.raw(), dout.raw(), x.numel()); };
+  launch_op(s, std::string(op), cost, {{&x, &dout, &dx}, {&dx}}, body);
 }
 
 }  // namespace
@@ -188,12 +202,14 @@ void bias_add(Stream s, const Tensor& x, const Tensor& bias, const Tensor& out) 
   const double n = static_cast<double>(x.numel());
   const OpCost cost{
       .flops = n, .bytes = (2 * n + static_cast<double>(bias.numel())) * elem_size(x), .dtype = x.dtype()};
-  launch_op(s, std::string(op), cost, {{&x, &bias}, {&out}}, [&] {
+  launch_op(s, std::string(op), cost, {{&x, &bias}, {&out}}, {.host = [&] {
     dispatch_float(x.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::bias_add(out.data<F>(), x.data<F>(), bias.data<F>(), x.dim(0), x.dim(1));
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::bias_add(stream, x.dtype(), out.raw(), x.raw(), bias.raw(), x.dim(0), x.dim(1));
+  })});
 }
 
 void bias_backward(Stream s, const Tensor& dout, const Tensor& dbias) {
@@ -204,32 +220,36 @@ void bias_backward(Stream s, const Tensor& dout, const Tensor& dbias) {
   const double n = static_cast<double>(dout.numel());
   const OpCost cost{
       .flops = n, .bytes = (n + 2 * static_cast<double>(dbias.numel())) * elem_size(dout), .dtype = dout.dtype()};
-  launch_op(s, std::string(op), cost, {{&dout, &dbias}, {&dbias}}, [&] {
+  launch_op(s, std::string(op), cost, {{&dout, &dbias}, {&dbias}}, {.host = [&] {
     dispatch_float(dout.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::bias_backward(dbias.data<F>(), dout.data<F>(), dout.dim(0), dout.dim(1));
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::bias_backward(stream, dout.dtype(), dbias.raw(), dout.raw(), dout.dim(0), dout.dim(1));
+  })});
 }
 
 void gelu(Stream s, const Tensor& x, const Tensor& out) {
-  launch_activation(s, "gelu", x, out, 8, [](auto* o, const auto* i, std::int64_t n) { cpu::gelu(o, i, n); });
+  launch_activation(s, "gelu", x, out, 8, [](auto* o, const auto* i, std::int64_t n) { cpu::gelu(o, i, n); },
+                    FSDPLAB_CUDA_BODY(cuda::gelu));
 }
 
 void gelu_backward(Stream s, const Tensor& x, const Tensor& dout, const Tensor& dx) {
   launch_activation_backward(s, "gelu_backward", x, dout, dx, 16, [](auto* d, const auto* i, const auto* g, std::int64_t n) {
     cpu::gelu_backward(d, i, g, n);
-  });
+  }, FSDPLAB_CUDA_BODY(cuda::gelu_backward));
 }
 
 void relu(Stream s, const Tensor& x, const Tensor& out) {
-  launch_activation(s, "relu", x, out, 1, [](auto* o, const auto* i, std::int64_t n) { cpu::relu(o, i, n); });
+  launch_activation(s, "relu", x, out, 1, [](auto* o, const auto* i, std::int64_t n) { cpu::relu(o, i, n); },
+                    FSDPLAB_CUDA_BODY(cuda::relu));
 }
 
 void relu_backward(Stream s, const Tensor& x, const Tensor& dout, const Tensor& dx) {
   launch_activation_backward(s, "relu_backward", x, dout, dx, 2, [](auto* d, const auto* i, const auto* g, std::int64_t n) {
     cpu::relu_backward(d, i, g, n);
-  });
+  }, FSDPLAB_CUDA_BODY(cuda::relu_backward));
 }
 
 void add(Stream s, const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -241,12 +261,14 @@ void add(Stream s, const Tensor& a, const Tensor& b, const Tensor& out) {
   expect_in_place_or_disjoint(op, "out", out, "b", b);
   const double n = static_cast<double>(a.numel());
   const OpCost cost{.flops = n, .bytes = 3 * n * elem_size(a), .dtype = a.dtype()};
-  launch_op(s, std::string(op), cost, {{&a, &b}, {&out}}, [&] {
+  launch_op(s, std::string(op), cost, {{&a, &b}, {&out}}, {.host = [&] {
     dispatch_float(a.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::add(out.data<F>(), a.data<F>(), b.data<F>(), a.numel());
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::add(stream, a.dtype(), out.raw(), a.raw(), b.raw(), a.numel());
+  })});
 }
 
 void scale(Stream s, const Tensor& x, float alpha, const Tensor& out) {
@@ -254,12 +276,14 @@ void scale(Stream s, const Tensor& x, float alpha, const Tensor& out) {
   expect_unary(op, x, out);
   const double n = static_cast<double>(x.numel());
   const OpCost cost{.flops = n, .bytes = 2 * n * elem_size(x), .dtype = x.dtype()};
-  launch_op(s, std::string(op), cost, {{&x}, {&out}}, [&] {
+  launch_op(s, std::string(op), cost, {{&x}, {&out}}, {.host = [&] {
     dispatch_float(x.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::scale(out.data<F>(), x.data<F>(), alpha, x.numel());
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::scale(stream, x.dtype(), out.raw(), x.raw(), alpha, x.numel());
+  })});
 }
 
 void cast(Stream s, const Tensor& in, const Tensor& out) {
@@ -271,25 +295,29 @@ void cast(Stream s, const Tensor& in, const Tensor& out) {
   expect_in_place_or_disjoint(op, "out", out, "in", in);
   const double n = static_cast<double>(in.numel());
   const OpCost cost{.flops = n, .bytes = n * (elem_size(in) + elem_size(out)), .dtype = in.dtype()};
-  launch_op(s, std::string(op), cost, {{&in}, {&out}}, [&] {
+  launch_op(s, std::string(op), cost, {{&in}, {&out}}, {.host = [&] {
     dispatch_float(in.dtype(), [&](auto in_zero) {
       dispatch_float(out.dtype(), [&](auto out_zero) {
         cpu::cast(out.data<decltype(out_zero)>(), in.data<decltype(in_zero)>(), in.numel());
       });
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::cast(stream, out.dtype(), out.raw(), in.dtype(), in.raw(), in.numel());
+  })});
 }
 
 void fill(Stream s, const Tensor& t, float value) {
   constexpr std::string_view op = "fill";
   expect_floating(op, "t", t);
   const OpCost cost{.flops = 0, .bytes = static_cast<double>(t.nbytes()), .dtype = t.dtype()};
-  launch_op(s, std::string(op), cost, {{}, {&t}}, [&] {
+  launch_op(s, std::string(op), cost, {{}, {&t}}, {.host = [&] {
     dispatch_float(t.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::fill(t.data<F>(), value, t.numel());
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::fill(stream, t.dtype(), t.raw(), value, t.numel());
+  })});
 }
 
 void copy(Stream s, const Tensor& src, const Tensor& dst) {
@@ -298,7 +326,11 @@ void copy(Stream s, const Tensor& src, const Tensor& dst) {
     fail(op, ": dst must have the dtype and element count of src ", src.describe(), ", got ", dst.describe());
   expect_in_place_or_disjoint(op, "dst", dst, "src", src);
   const OpCost cost{.flops = 0, .bytes = 2 * static_cast<double>(src.nbytes()), .dtype = src.dtype()};
-  launch_op(s, std::string(op), cost, {{&src}, {&dst}}, [&] { cpu::copy(dst.raw(), src.raw(), src.nbytes()); });
+  launch_op(s, std::string(op), cost, {{&src}, {&dst}},
+            {.host = [&] { cpu::copy(dst.raw(), src.raw(), src.nbytes()); },
+             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+               cuda::copy_bytes(stream, dst.raw(), src.raw(), src.nbytes());
+             })});
 }
 
 }  // namespace fsdplab

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cuda/pointwise_kernels.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/float_io.hpp"
 #include "engine/tensor/launch.hpp"
@@ -98,12 +99,14 @@ void pack_qkv(Stream s, const Tensor& q, const Tensor& k, const Tensor& v, const
   const OpCost cost{.flops = 0,
                     .bytes = es * n * static_cast<double>(z.C() + 2 * z.kv_width() + 3 * z.C()),
                     .dtype = q.dtype()};
-  launch_op(s, std::string(op), cost, {{&q, &k, &v}, {&qkv}}, [&] {
+  launch_op(s, std::string(op), cost, {{&q, &k, &v}, {&qkv}}, {.host = [&] {
     dispatch_float(q.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::pack(qkv.data<F>(), q.data<F>(), k.data<F>(), v.data<F>(), z);
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::pack_qkv(stream, q.dtype(), qkv.raw(), q.raw(), k.raw(), v.raw(), z.N, z.H, z.KV, z.hd);
+  })});
 }
 
 void pack_qkv_backward(Stream s, const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -118,12 +121,14 @@ void pack_qkv_backward(Stream s, const Tensor& dqkv, const Tensor& dq, const Ten
                     .bytes = es * n * static_cast<double>(3 * z.C() + 2 * (z.C() + 2 * z.kv_width())),
                     .dtype = dq.dtype()};
   // The gradients are read-modify-write: listing them as writes covers the read for the race detector.
-  launch_op(s, std::string(op), cost, {{&dqkv}, {&dq, &dk, &dv}}, [&] {
+  launch_op(s, std::string(op), cost, {{&dqkv}, {&dq, &dk, &dv}}, {.host = [&] {
     dispatch_float(dq.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::unpack_add(dq.data<F>(), dk.data<F>(), dv.data<F>(), dqkv.data<F>(), z);
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::pack_qkv_backward(stream, dq.dtype(), dq.raw(), dk.raw(), dv.raw(), dqkv.raw(), z.N, z.H, z.KV, z.hd);
+  })});
 }
 
 }  // namespace fsdplab

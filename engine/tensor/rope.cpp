@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cuda/pointwise_kernels.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/float_io.hpp"
 #include "engine/tensor/launch.hpp"
@@ -97,12 +98,14 @@ void rope(Stream s, const Tensor& x, const Tensor& out, int n_heads, float theta
   if (!(in_place || !out.overlaps(x)))
     fail(op, ": out ", out.describe(), " partly overlaps x ", x.describe(),
          "; it must be the very same elements (in place) or disjoint");
-  launch_op(s, std::string(op), rope_cost(x, z, false), {{&x}, {&out}}, [&] {
+  launch_op(s, std::string(op), rope_cost(x, z, false), {{&x}, {&out}}, {.host = [&] {
     dispatch_float(x.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::rotate(out.data<F>(), x.data<F>(), z, theta, false);
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::rope(stream, x.dtype(), out.raw(), x.raw(), z.B, z.T, z.H, z.hd, theta, false);
+  })});
 }
 
 void rope_backward(Stream s, const Tensor& dout, const Tensor& dx, int n_heads, float theta) {
@@ -111,12 +114,14 @@ void rope_backward(Stream s, const Tensor& dout, const Tensor& dx, int n_heads, 
   expect_tensor(op, "dx", dx, dout.shape(), dout.dtype());
   expect_disjoint(op, {{"dout", &dout}}, {{"dx", &dx}});
   // dx is read-modify-write: listing it as a write covers the read for the race detector.
-  launch_op(s, std::string(op), rope_cost(dout, z, true), {{&dout}, {&dx}}, [&] {
+  launch_op(s, std::string(op), rope_cost(dout, z, true), {{&dout}, {&dx}}, {.host = [&] {
     dispatch_float(dout.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::rotate(dx.data<F>(), dout.data<F>(), z, theta, true);
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::rope(stream, dout.dtype(), dx.raw(), dout.raw(), z.B, z.T, z.H, z.hd, theta, true);
+  })});
 }
 
 }  // namespace fsdplab

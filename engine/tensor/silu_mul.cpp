@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "engine/cuda/pointwise_kernels.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/float_io.hpp"
 #include "engine/tensor/launch.hpp"
@@ -56,12 +57,14 @@ void silu_mul(Stream s, const Tensor& gate, const Tensor& up, const Tensor& out)
   // Per element: the exponential, a sum, a division and two products (~6). Bytes: gate and up read,
   // out written.
   const OpCost cost{.flops = 6 * n, .bytes = 3 * n * es, .dtype = gate.dtype()};
-  launch_op(s, std::string(op), cost, {{&gate, &up}, {&out}}, [&] {
+  launch_op(s, std::string(op), cost, {{&gate, &up}, {&out}}, {.host = [&] {
     dispatch_float(gate.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::silu_mul(out.data<F>(), gate.data<F>(), up.data<F>(), gate.numel());
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::silu_mul(stream, gate.dtype(), out.raw(), gate.raw(), up.raw(), gate.numel());
+  })});
 }
 
 void silu_mul_backward(Stream s, const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
@@ -79,13 +82,16 @@ void silu_mul_backward(Stream s, const Tensor& gate, const Tensor& up, const Ten
   // Bytes: gate, up and dout read; dgate and dup read and written.
   const OpCost cost{.flops = 14 * n, .bytes = 7 * n * es, .dtype = gate.dtype()};
   // The gradients are read-modify-write: listing them as writes covers the read for the race detector.
-  launch_op(s, std::string(op), cost, {{&gate, &up, &dout}, {&dgate, &dup}}, [&] {
+  launch_op(s, std::string(op), cost, {{&gate, &up, &dout}, {&dgate, &dup}}, {.host = [&] {
     dispatch_float(gate.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::silu_mul_backward(dgate.data<F>(), dup.data<F>(), gate.data<F>(), up.data<F>(), dout.data<F>(),
                              gate.numel());
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::silu_mul_backward(stream, gate.dtype(), dgate.raw(), dup.raw(), gate.raw(), up.raw(), dout.raw(),
+                            gate.numel());
+  })});
 }
 
 }  // namespace fsdplab

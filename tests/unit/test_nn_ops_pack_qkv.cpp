@@ -15,8 +15,11 @@ using namespace testing;
 
 constexpr int B = 2, T = 4, H = 4, KV = 2, R = H / KV, HD = 4, C = H * HD, K = KV * HD;
 
-TEST(NnOpsPackQkv, QueryHeadsReadTheirGroupsKeyAndValueHead) {
-  auto dev = make_sim_device();
+// The numerical tests run on every device; the errors on the sim device.
+class NnOpsPackQkvTest : public OnEachDevice {};
+
+TEST_P(NnOpsPackQkvTest, QueryHeadsReadTheirGroupsKeyAndValueHead) {
+  auto dev = device();
   std::vector<float> q(B * T * C), k(B * T * K), v(B * T * K);
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i);
   for (std::size_t i = 0; i < k.size(); ++i) k[i] = 1000.f + static_cast<float>(i);
@@ -75,8 +78,8 @@ struct Grads {
 };
 
 // pack, attention, and back through both, as LlamaAttention does; dq, dk, dv start at given values.
-Grads run(const std::vector<float>& dq0, const std::vector<float>& dk0, const std::vector<float>& dv0) {
-  auto dev = make_sim_device();
+Grads run(DeviceKind kind, const std::vector<float>& dq0, const std::vector<float>& dk0, const std::vector<float>& dv0) {
+  auto dev = make_test_device(kind);
   const Stream s = compute(*dev);
   Tensor q = tensor_from(*dev, {B, T, C}, kQ), k = tensor_from(*dev, {B, T, K}, kK), v = tensor_from(*dev, {B, T, K}, kV);
   Tensor qkv = leftovers(*dev, {B, T, 3 * C}), out = leftovers(*dev, {B, T, C}), att = leftovers(*dev, {B, H, T, T});
@@ -90,15 +93,15 @@ Grads run(const std::vector<float>& dq0, const std::vector<float>& dk0, const st
   return {read(out), read(dq), read(dk), read(dv)};
 }
 
-TEST(NnOpsPackQkv, GroupedAttentionMatchesTheReference) {
+TEST_P(NnOpsPackQkvTest, GroupedAttentionMatchesTheReference) {
   const std::vector<float> zq(B * T * C, 0.f), zk(B * T * K, 0.f);
-  EXPECT_TRUE(all_close(run(zq, zk, zk).out, gqa_ref(kQ, kK, kV), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(run(GetParam(), zq, zk, zk).out, gqa_ref(kQ, kK, kV), 1e-5, 1e-5));
 }
 
-TEST(NnOpsPackQkv, BackwardSumsOverTheRepeatsAndAdds) {
+TEST_P(NnOpsPackQkvTest, BackwardSumsOverTheRepeatsAndAdds) {
   const std::vector<float> dq0 = random_values(B * T * C, 55), dk0 = random_values(B * T * K, 56),
                            dv0 = random_values(B * T * K, 57);
-  const Grads got = run(dq0, dk0, dv0);
+  const Grads got = run(GetParam(), dq0, dk0, dv0);
   auto loss = [&](std::span<const float> q, std::span<const float> k, std::span<const float> v) {
     const auto out = gqa_ref(q, k, v);
     double s = 0;
@@ -113,10 +116,10 @@ TEST(NnOpsPackQkv, BackwardSumsOverTheRepeatsAndAdds) {
                         kGradAtol, kGradRtol));
 }
 
-TEST(NnOpsPackQkv, Bf16BackwardRoundsTheSumOnce) {
+TEST_P(NnOpsPackQkvTest, Bf16BackwardRoundsTheSumOnce) {
   // Two query heads share each key head: their gradients sum (in f32), and a bf16 dk holds that sum
   // rounded once.
-  auto dev = make_sim_device();
+  auto dev = device();
   std::vector<float> dqkv(B * T * 3 * C, 0.f);
   for (int n = 0; n < B * T; ++n)
     for (int h = 0; h < H; ++h) dqkv[n * 3 * C + C + h * HD] = h % R == 0 ? 1.f / 3 : 1.f / 3 + 1.f / 512;
@@ -130,6 +133,46 @@ TEST(NnOpsPackQkv, Bf16BackwardRoundsTheSumOnce) {
   pack_qkv_backward(compute(*dev), b_dqkv, b_dq, b_dk, b_dv, H, KV);
   const std::vector<float> in = rounded_to_bf16(dqkv);
   EXPECT_EQ(read(b_dk)[0], round_to_bf16(in[C] + in[C + HD]));
+}
+
+TEST_P(NnOpsPackQkvTest, ManyRowsOfWideHeadsPackAndSumInHeadOrder) {
+  // Rows wider than a block (3C = 1536), four query heads a key/value head: the pack moves bits, the
+  // backward sums each group's heads in f32 in head order from zero and adds once, bit for bit.
+  auto dev = device();
+  const int n = 300, h = 8, kv = 2, hd = 64, c = h * hd, k = kv * hd, r = h / kv;
+  const auto q = random_values(n * c, 58), kk = random_values(n * k, 59), v = random_values(n * k, 60);
+  const auto dqkv = random_values(n * 3 * c, 61), dq0 = random_values(n * c, 62), dk0 = random_values(n * k, 63),
+             dv0 = random_values(n * k, 64);
+  std::vector<float> packed(n * 3 * c), dq_want(dq0), dk_want(dk0), dv_want(dv0);
+  for (int row = 0; row < n; ++row) {
+    for (int j = 0; j < c; ++j) {
+      const int src = row * k + (j / hd / r) * hd + j % hd;
+      packed[row * 3 * c + j] = q[row * c + j];
+      packed[row * 3 * c + c + j] = kk[src];
+      packed[row * 3 * c + 2 * c + j] = v[src];
+      dq_want[row * c + j] += dqkv[row * 3 * c + j];
+    }
+    for (int j = 0; j < k; ++j) {
+      float sk = 0.f, sv = 0.f;
+      for (int head = (j / hd) * r; head < (j / hd + 1) * r; ++head) {
+        sk += dqkv[row * 3 * c + c + head * hd + j % hd];
+        sv += dqkv[row * 3 * c + 2 * c + head * hd + j % hd];
+      }
+      dk_want[row * k + j] += sk;
+      dv_want[row * k + j] += sv;
+    }
+  }
+  const Stream s = compute(*dev);
+  Tensor tqkv = leftovers(*dev, {1, n, 3 * c});
+  pack_qkv(s, tensor_from(*dev, {1, n, c}, q), tensor_from(*dev, {1, n, k}, kk), tensor_from(*dev, {1, n, k}, v), tqkv,
+           h, kv);
+  EXPECT_EQ(read(tqkv), packed);
+  Tensor dq = tensor_from(*dev, {1, n, c}, dq0), dk = tensor_from(*dev, {1, n, k}, dk0),
+         dv = tensor_from(*dev, {1, n, k}, dv0);
+  pack_qkv_backward(s, tensor_from(*dev, {1, n, 3 * c}, dqkv), dq, dk, dv, h, kv);
+  EXPECT_EQ(read(dq), dq_want);
+  EXPECT_EQ(read(dk), dk_want);
+  EXPECT_EQ(read(dv), dv_want);
 }
 
 TEST(NnOpsPackQkv, MismatchedOperandsAreErrors) {
@@ -148,6 +191,8 @@ TEST(NnOpsPackQkv, MismatchedOperandsAreErrors) {
                            {"pack_qkv_backward", "dk", "shares memory with", "dv"}));
   EXPECT_TRUE(dev->ops().empty());
 }
+
+FSDPLAB_ON_EACH_DEVICE(NnOpsPackQkvTest);
 
 }  // namespace
 }  // namespace fsdplab

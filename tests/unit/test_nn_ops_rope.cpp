@@ -31,8 +31,8 @@ std::vector<double> rope_ref(std::span<const float> x, double theta = kTheta) {
   return out;
 }
 
-std::vector<float> run_forward(const std::vector<float>& x, DType dt = DType::f32) {
-  auto dev = make_sim_device();
+std::vector<float> run_forward(DeviceKind kind, const std::vector<float>& x, DType dt = DType::f32) {
+  auto dev = make_test_device(kind);
   Tensor tx = tensor_from(*dev, {B, T, W}, x, dt), out = leftovers(*dev, {B, T, W}, dt);
   rope(compute(*dev), tx, out, H, kTheta);
   return read(out);
@@ -40,12 +40,15 @@ std::vector<float> run_forward(const std::vector<float>& x, DType dt = DType::f3
 
 const std::vector<float> kX = random_values(B * T * W, 31, -2.f, 2.f);
 
-TEST(NnOpsRope, ForwardMatchesHuggingFacesRotateHalf) {
-  EXPECT_TRUE(all_close(run_forward(kX), rope_ref(kX), 2e-6, 1e-5));
+// The numerical tests run on every device; the errors on the sim device.
+class NnOpsRopeTest : public OnEachDevice {};
+
+TEST_P(NnOpsRopeTest, ForwardMatchesHuggingFacesRotateHalf) {
+  EXPECT_TRUE(all_close(run_forward(GetParam(), kX), rope_ref(kX), 2e-6, 1e-5));
 }
 
-TEST(NnOpsRope, PositionZeroIsTheIdentityAndNormsAreKept) {
-  const std::vector<float> out = run_forward(kX);
+TEST_P(NnOpsRopeTest, PositionZeroIsTheIdentityAndNormsAreKept) {
+  const std::vector<float> out = run_forward(GetParam(), kX);
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h) {
@@ -62,7 +65,7 @@ TEST(NnOpsRope, PositionZeroIsTheIdentityAndNormsAreKept) {
       }
 }
 
-TEST(NnOpsRope, QueryKeyProductsDependOnlyOnTheDistance) {
+TEST_P(NnOpsRopeTest, QueryKeyProductsDependOnlyOnTheDistance) {
   // The same q at every position and the same k at every position: after the rotation, q_t . k_s
   // is a function of t - s alone, which is what makes RoPE a relative position encoding.
   const std::vector<float> q = random_values(W, 41), k = random_values(W, 42);
@@ -72,7 +75,7 @@ TEST(NnOpsRope, QueryKeyProductsDependOnlyOnTheDistance) {
       qs.insert(qs.end(), q.begin(), q.end());
       ks.insert(ks.end(), k.begin(), k.end());
     }
-  const std::vector<float> rq = run_forward(qs), rk = run_forward(ks);
+  const std::vector<float> rq = run_forward(GetParam(), qs), rk = run_forward(GetParam(), ks);
   auto dot_at = [&](int t, int s, int h) {
     double d = 0;
     for (int i = 0; i < HD; ++i) d += static_cast<double>(rq[(t * H + h) * HD + i]) * rk[(s * H + h) * HD + i];
@@ -83,16 +86,16 @@ TEST(NnOpsRope, QueryKeyProductsDependOnlyOnTheDistance) {
       for (int s = 1; s <= t; ++s) EXPECT_NEAR(dot_at(t, s, h), dot_at(t - s, 0, h), 1e-5) << t << ", " << s;
 }
 
-TEST(NnOpsRope, InPlaceEqualsOutOfPlace) {
-  auto dev = make_sim_device();
+TEST_P(NnOpsRopeTest, InPlaceEqualsOutOfPlace) {
+  auto dev = device();
   Tensor x = tensor_from(*dev, {B, T, W}, kX);
   rope(compute(*dev), x, x, H, kTheta);
-  EXPECT_EQ(read(x), run_forward(kX));
+  EXPECT_EQ(read(x), run_forward(GetParam(), kX));
 }
 
-TEST(NnOpsRope, BackwardAddsTheFiniteDifferenceGradient) {
+TEST_P(NnOpsRopeTest, BackwardAddsTheFiniteDifferenceGradient) {
   const std::vector<float> dout = random_values(B * T * W, 32), dx0 = random_values(B * T * W, 33);
-  auto dev = make_sim_device();
+  auto dev = device();
   Tensor tdout = tensor_from(*dev, {B, T, W}, dout), tdx = tensor_from(*dev, {B, T, W}, dx0);
   rope_backward(compute(*dev), tdout, tdx, H, kTheta);
   const auto want = plus(dx0, numeric_grad(
@@ -106,17 +109,42 @@ TEST(NnOpsRope, BackwardAddsTheFiniteDifferenceGradient) {
   EXPECT_TRUE(all_close(read(tdx), want, kGradAtol, kGradRtol));
 }
 
-TEST(NnOpsRope, Bf16IsTheF32ResultRoundedOnce) {
+TEST_P(NnOpsRopeTest, Bf16IsTheF32ResultRoundedOnce) {
   const std::vector<float> x = rounded_to_bf16(kX);
-  EXPECT_TRUE(all_close(run_forward(x, DType::bf16), rope_ref(x), 1e-6, kBf16Rtol));
+  EXPECT_TRUE(all_close(run_forward(GetParam(), x, DType::bf16), rope_ref(x), 1e-6, kBf16Rtol));
 }
 
-TEST(NnOpsRope, ThetaSetsTheFrequencies) {
+TEST_P(NnOpsRopeTest, ThetaSetsTheFrequencies) {
   // With theta = 1 every pair turns by the angle t alone.
-  auto dev = make_sim_device();
+  auto dev = device();
   Tensor x = tensor_from(*dev, {B, T, W}, kX), out = leftovers(*dev, {B, T, W});
   rope(compute(*dev), x, out, H, 1.f);
   EXPECT_TRUE(all_close(read(out), rope_ref(kX, 1.0), 2e-6, 1e-5));
+}
+
+TEST_P(NnOpsRopeTest, LlamaSizedHeadsOverLongSequences) {
+  // Head dim 128 (64 pairs), 300 positions: angles up to 300 radians, where the f32 angle itself is only
+  // good to ~2e-5; the backward rotates back exactly what the forward turned.
+  auto dev = device();
+  const int b = 2, t = 300, h = 4, hd = 128, w = h * hd;
+  const auto x = random_values(b * t * w, 34);
+  std::vector<double> want(x.size());
+  for (int row = 0; row < b * t; ++row) {
+    const int pos = row % t;
+    for (int head = 0; head < h; ++head)
+      for (int i = 0; i < hd / 2; ++i) {
+        const double angle = pos * std::pow(10000.0, -2.0 * i / hd);
+        const std::size_t e = static_cast<std::size_t>((row * h + head) * hd + i);
+        want[e] = x[e] * std::cos(angle) - x[e + hd / 2] * std::sin(angle);
+        want[e + hd / 2] = x[e + hd / 2] * std::cos(angle) + x[e] * std::sin(angle);
+      }
+  }
+  Tensor tx = tensor_from(*dev, {b, t, w}, x), out = leftovers(*dev, {b, t, w});
+  rope(compute(*dev), tx, out, h, kTheta);
+  EXPECT_TRUE(all_close(read(out), want, 1e-4));
+  Tensor back = zeros(*dev, {b, t, w});
+  rope_backward(compute(*dev), out, back, h, kTheta);
+  EXPECT_TRUE(all_close(read(back), x, 1e-5));
 }
 
 TEST(NnOpsRope, MismatchedOperandsAreErrors) {
@@ -135,6 +163,8 @@ TEST(NnOpsRope, MismatchedOperandsAreErrors) {
   EXPECT_TRUE(throws_error([&] { rope_backward(s, x, x, H, kTheta); }, {"rope_backward", "dx", "shares memory"}));
   EXPECT_TRUE(dev->ops().empty());
 }
+
+FSDPLAB_ON_EACH_DEVICE(NnOpsRopeTest);
 
 }  // namespace
 }  // namespace fsdplab

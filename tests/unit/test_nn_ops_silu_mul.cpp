@@ -37,8 +37,8 @@ struct Outputs {
   std::vector<float> out, dgate, dup;
 };
 
-Outputs run(const Inputs& in, DType dt) {
-  auto dev = make_sim_device();
+Outputs run(const Inputs& in, DType dt, DeviceKind kind) {
+  auto dev = make_test_device(kind);
   Tensor gate = tensor_from(*dev, {4, N / 4}, in.gate, dt), up = tensor_from(*dev, {4, N / 4}, in.up, dt);
   Tensor out = leftovers(*dev, {4, N / 4}, dt);
   silu_mul(compute(*dev), gate, up, out);
@@ -62,27 +62,58 @@ ExpectedGrads expected_grads(const Inputs& in) {
           plus(in.dup0, numeric_grad([&](std::span<const float> u) { return loss(in.gate, u); }, in.up))};
 }
 
-TEST(NnOpsSiluMul, ForwardMatchesReference) {
+// The numerical tests run on every device; costs, accesses and errors on the sim device.
+class NnOpsSiluMulTest : public OnEachDevice {};
+
+TEST_P(NnOpsSiluMulTest, ForwardMatchesReference) {
   const Inputs in;
-  const Outputs got = run(in, DType::f32);
+  const Outputs got = run(in, DType::f32, GetParam());
   EXPECT_TRUE(all_close(got.out, silu_mul_ref(in.gate, in.up), 1e-6, 1e-6));
 }
 
-TEST(NnOpsSiluMul, BackwardAddsTheFiniteDifferenceGradients) {
+TEST_P(NnOpsSiluMulTest, BackwardAddsTheFiniteDifferenceGradients) {
   const Inputs in;
-  const Outputs got = run(in, DType::f32);
+  const Outputs got = run(in, DType::f32, GetParam());
   const ExpectedGrads want = expected_grads(in);
   EXPECT_TRUE(all_close(got.dgate, want.dgate, kGradAtol, kGradRtol));
   EXPECT_TRUE(all_close(got.dup, want.dup, kGradAtol, kGradRtol));
 }
 
-TEST(NnOpsSiluMul, Bf16IsTheF32ResultRoundedOnce) {
+TEST_P(NnOpsSiluMulTest, Bf16IsTheF32ResultRoundedOnce) {
   const Inputs in = Inputs{}.rounded_to_bf16();
-  const Outputs got = run(in, DType::bf16);
+  const Outputs got = run(in, DType::bf16, GetParam());
   EXPECT_TRUE(all_close(got.out, silu_mul_ref(in.gate, in.up), 1e-6, kBf16Rtol));
   const ExpectedGrads want = expected_grads(in);
   EXPECT_TRUE(all_close(got.dgate, want.dgate, kGradAtol, kBf16Rtol + kGradRtol));
   EXPECT_TRUE(all_close(got.dup, want.dup, kGradAtol, kBf16Rtol + kGradRtol));
+}
+
+TEST_P(NnOpsSiluMulTest, LongTensorsMatchTheFormula) {
+  // Many blocks of 16-byte packs and a tail, both gradients written from one pass.
+  auto dev = device();
+  const std::int64_t n = 100003;
+  const auto gate = rounded_to_bf16(random_values(n, 6, -6.f, 6.f)), up = rounded_to_bf16(random_values(n, 7));
+  const auto dout = rounded_to_bf16(random_values(n, 8));
+  std::vector<double> out_want(n), dgate_want(n), dup_want(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double g = gate[i], sg = 1 / (1 + std::exp(-g));
+    out_want[i] = g * sg * up[i];
+    dgate_want[i] = 1 + dout[i] * up[i] * sg * (1 + g * (1 - sg));
+    dup_want[i] = 1 + dout[i] * g * sg;
+  }
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const double rtol = dt == DType::bf16 ? kBf16Rtol : 1e-5;
+    Tensor tgate = tensor_from(*dev, {n}, gate, dt), tup = tensor_from(*dev, {n}, up, dt);
+    Tensor out = leftovers(*dev, {n}, dt);
+    silu_mul(compute(*dev), tgate, tup, out);
+    EXPECT_TRUE(all_close(read(out), out_want, 1e-6, rtol));
+    Tensor dgate = tensor_from(*dev, {n}, std::vector<float>(n, 1.f), dt);
+    Tensor dup = tensor_from(*dev, {n}, std::vector<float>(n, 1.f), dt);
+    silu_mul_backward(compute(*dev), tgate, tup, tensor_from(*dev, {n}, dout, dt), dgate, dup);
+    EXPECT_TRUE(all_close(read(dgate), dgate_want, 1e-6, rtol));
+    EXPECT_TRUE(all_close(read(dup), dup_want, 1e-6, rtol));
+  }
 }
 
 TEST(NnOpsSiluMul, StatesItsCostAndItsAccesses) {
@@ -113,6 +144,8 @@ TEST(NnOpsSiluMul, MismatchedOperandsAreErrors) {
                            {"silu_mul_backward", "dgate", "shares memory with dout"}));
   EXPECT_TRUE(dev->ops().empty());
 }
+
+FSDPLAB_ON_EACH_DEVICE(NnOpsSiluMulTest);
 
 }  // namespace
 }  // namespace fsdplab
