@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "engine/cuda/loss_kernels.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/float_io.hpp"
 #include "engine/tensor/launch.hpp"
@@ -64,13 +65,15 @@ void embedding(Stream s, const Tensor& table, const Tensor& ids, const Tensor& o
 
   // A gather: no arithmetic; the ids, N rows of the table read and N rows written.
   const OpCost cost{.flops = 0, .bytes = 4.0 * N + 2.0 * N * C * static_cast<double>(dtype_size(dt)), .dtype = dt};
-  launch_op(s, std::string(op), cost, {{&table, &ids}, {&out}}, [&] {
+  launch_op(s, std::string(op), cost, {{&table, &ids}, {&out}}, {.host = [&] {
     check_ids(op, ids.i32(), N, table);
     dispatch_float(dt, [&](auto zero) {
       using F = decltype(zero);
       cpu::embedding_forward(out.data<F>(), table.data<F>(), ids.i32(), N, C);
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::embedding(stream, dt, out.raw(), table.raw(), ids.i32(), N, C, table.dim(0));
+  })});
 }
 
 void embedding_backward(Stream s, const Tensor& dout, const Tensor& ids, const Tensor& dtable) {
@@ -86,13 +89,15 @@ void embedding_backward(Stream s, const Tensor& dout, const Tensor& ids, const T
   const double nc = static_cast<double>(N * C);
   const OpCost cost{.flops = nc, .bytes = 4.0 * N + 3 * nc * static_cast<double>(dtype_size(dt)), .dtype = dt};
   // Any row of dtable may be touched, so the whole table is declared written (read-modify-write).
-  launch_op(s, std::string(op), cost, {{&dout, &ids}, {&dtable}}, [&] {
+  launch_op(s, std::string(op), cost, {{&dout, &ids}, {&dtable}}, {.host = [&] {
     check_ids(op, ids.i32(), N, dtable);
     dispatch_float(dt, [&](auto zero) {
       using F = decltype(zero);
       cpu::embedding_backward(dtable.data<F>(), dout.data<F>(), ids.i32(), N, C);
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::embedding_backward(stream, dt, dtable.raw(), dout.raw(), ids.i32(), N, C, dtable.dim(0));
+  })});
 }
 
 }  // namespace fsdplab

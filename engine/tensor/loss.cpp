@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "engine/cuda/loss_kernels.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/float_io.hpp"
 #include "engine/tensor/launch.hpp"
@@ -91,13 +92,15 @@ void cross_entropy(Stream s, const Tensor& logits, const Tensor& targets, const 
   const double nv = static_cast<double>(N * V);
   // Per logit: max, subtract, exp, sum. Bytes: logits and targets read, lse and the loss written.
   const OpCost cost{.flops = 4 * nv, .bytes = nv * static_cast<double>(dtype_size(dt)) + 8.0 * N + 4, .dtype = dt};
-  launch_op(s, std::string(op), cost, {{&logits, &targets}, {&loss, &lse}}, [&] {
+  launch_op(s, std::string(op), cost, {{&logits, &targets}, {&loss, &lse}}, {.host = [&] {
     check_targets(op, targets.i32(), N, logits);
     dispatch_float(dt, [&](auto zero) {
       using F = decltype(zero);
       loss.f32()[0] = cpu::cross_entropy_forward(lse.f32(), logits.data<F>(), targets.i32(), N, V);
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::cross_entropy(stream, dt, loss.f32(), lse.f32(), logits.raw(), targets.i32(), N, V);
+  })});
 }
 
 void cross_entropy_backward(Stream s, const Tensor& logits, const Tensor& targets, const Tensor& lse, float dloss,
@@ -117,13 +120,15 @@ void cross_entropy_backward(Stream s, const Tensor& logits, const Tensor& target
   // written, targets and lse read.
   const OpCost cost{.flops = 5 * nv, .bytes = 3 * nv * static_cast<double>(dtype_size(dt)) + 8.0 * N, .dtype = dt};
   // dlogits is read-modify-write: listing it as a write covers the read for the race detector.
-  launch_op(s, std::string(op), cost, {{&logits, &targets, &lse}, {&dlogits}}, [&] {
+  launch_op(s, std::string(op), cost, {{&logits, &targets, &lse}, {&dlogits}}, {.host = [&] {
     check_targets(op, targets.i32(), N, logits);
     dispatch_float(dt, [&](auto zero) {
       using F = decltype(zero);
       cpu::cross_entropy_backward(dlogits.data<F>(), logits.data<F>(), targets.i32(), lse.f32(), N, V, dloss);
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::cross_entropy_backward(stream, dt, dlogits.raw(), logits.raw(), targets.i32(), lse.f32(), N, V, dloss);
+  })});
 }
 
 void mse_loss(Stream s, const Tensor& pred, const Tensor& target, const Tensor& loss) {
@@ -137,12 +142,14 @@ void mse_loss(Stream s, const Tensor& pred, const Tensor& target, const Tensor& 
   const double n = static_cast<double>(pred.numel());
   // Per element: subtract, square, sum. Bytes: pred and target read, the loss written.
   const OpCost cost{.flops = 3 * n, .bytes = 2 * n * static_cast<double>(dtype_size(dt)) + 4, .dtype = dt};
-  launch_op(s, std::string(op), cost, {{&pred, &target}, {&loss}}, [&] {
+  launch_op(s, std::string(op), cost, {{&pred, &target}, {&loss}}, {.host = [&] {
     dispatch_float(dt, [&](auto zero) {
       using F = decltype(zero);
       loss.f32()[0] = cpu::mse_forward(pred.data<F>(), target.data<F>(), pred.numel());
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::mse_loss(stream, dt, loss.f32(), pred.raw(), target.raw(), pred.numel());
+  })});
 }
 
 void mse_loss_backward(Stream s, const Tensor& pred, const Tensor& target, float dloss, const Tensor& dpred) {
@@ -157,12 +164,14 @@ void mse_loss_backward(Stream s, const Tensor& pred, const Tensor& target, float
   // Per element: subtract, scale, accumulate. Bytes: pred and target read, dpred read and written.
   const OpCost cost{.flops = 3 * n, .bytes = 4 * n * static_cast<double>(dtype_size(dt)), .dtype = dt};
   // dpred is read-modify-write: listing it as a write covers the read for the race detector.
-  launch_op(s, std::string(op), cost, {{&pred, &target}, {&dpred}}, [&] {
+  launch_op(s, std::string(op), cost, {{&pred, &target}, {&dpred}}, {.host = [&] {
     dispatch_float(dt, [&](auto zero) {
       using F = decltype(zero);
       cpu::mse_backward(dpred.data<F>(), pred.data<F>(), target.data<F>(), pred.numel(), dloss);
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::mse_loss_backward(stream, dt, dpred.raw(), pred.raw(), target.raw(), pred.numel(), dloss);
+  })});
 }
 
 }  // namespace fsdplab

@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/cuda/loss_kernels.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/float_io.hpp"
 #include "engine/tensor/launch.hpp"
@@ -31,12 +32,14 @@ void sum(Stream s, const Tensor& x, const Tensor& out) {
   const double n = static_cast<double>(x.numel());
   const OpCost cost{.flops = n, .bytes = static_cast<double>(x.nbytes() + out.nbytes()), .dtype = x.dtype()};
   // out may lie inside x: every element is read before the one write.
-  launch_op(s, std::string(op), cost, {{&x}, {&out}}, [&] {
+  launch_op(s, std::string(op), cost, {{&x}, {&out}}, {.host = [&] {
     dispatch_float(x.dtype(), [&](auto zero) {
       using F = decltype(zero);
       cpu::sum(out.f32(), x.data<F>(), x.numel());
     });
-  });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::sum(stream, x.dtype(), out.f32(), x.raw(), x.numel());
+  })});
 }
 
 }  // namespace fsdplab

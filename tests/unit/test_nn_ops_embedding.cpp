@@ -24,8 +24,8 @@ struct Outputs {
 };
 
 Outputs run(const std::vector<float>& table, const std::vector<float>& dout, const std::vector<float>& dtable0,
-            DType dt) {
-  auto dev = make_sim_device();
+            DType dt, DeviceKind kind) {
+  auto dev = make_test_device(kind);
   Tensor ttable = tensor_from(*dev, {V, C}, table, dt), ids = ids_tensor(*dev, kIds), out = leftovers(*dev, {N, C}, dt);
   embedding(compute(*dev), ttable, ids, out);
   Tensor tdout = tensor_from(*dev, {N, C}, dout, dt), tdtable = tensor_from(*dev, {V, C}, dtable0, dt);
@@ -52,26 +52,29 @@ std::vector<double> expected_dtable(const std::vector<float>& dout, const std::v
                            table));
 }
 
-TEST(NnOpsEmbedding, ForwardGathersRowsAndBackwardSumsThemPerId) {
+// The numerical tests run on every device; the errors, found by the host body's checks, on the sim device.
+class NnOpsEmbeddingTest : public OnEachDevice {};
+
+TEST_P(NnOpsEmbeddingTest, ForwardGathersRowsAndBackwardSumsThemPerId) {
   const auto table = random_values(V * C, 31), dout = random_values(N * C, 32), dtable0 = random_values(V * C, 33);
-  const Outputs got = run(table, dout, dtable0, DType::f32);
+  const Outputs got = run(table, dout, dtable0, DType::f32, GetParam());
   EXPECT_TRUE(all_close(got.out, gather_ref(table), 0));
   EXPECT_TRUE(all_close(got.dtable, expected_dtable(dout, dtable0), kGradAtol, kGradRtol));
 }
 
-TEST(NnOpsEmbedding, Bf16GathersExactlyAndRoundsEachGradientOnce) {
+TEST_P(NnOpsEmbeddingTest, Bf16GathersExactlyAndRoundsEachGradientOnce) {
   // A gather copies bf16 values unchanged; the gradient of a row is summed in f32 and rounded once.
   const auto table = rounded_to_bf16(random_values(V * C, 34));
   const auto dout = rounded_to_bf16(random_values(N * C, 35)), dtable0 = rounded_to_bf16(random_values(V * C, 36));
-  const Outputs got = run(table, dout, dtable0, DType::bf16);
+  const Outputs got = run(table, dout, dtable0, DType::bf16, GetParam());
   EXPECT_TRUE(all_close(got.out, gather_ref(table), 0));
   EXPECT_TRUE(all_close(got.dtable, expected_dtable(dout, dtable0), kGradAtol, kBf16Rtol + kGradRtol));
 }
 
-TEST(NnOpsEmbedding, ManySmallBf16GradientsAreNotLost) {
+TEST_P(NnOpsEmbeddingTest, ManySmallBf16GradientsAreNotLost) {
   // 64 positions of id 2, each adding 2^-8 to a bf16 1.0: added one by one, each would be a tie at
   // half an ulp of 1.0 and round back to 1.0; summed first, they add 0.25 exactly.
-  auto dev = make_sim_device();
+  auto dev = device();
   const std::vector<std::int32_t> ids(64, 2);
   Tensor tids = ids_tensor(*dev, ids);
   Tensor dout = tensor_from(*dev, {64, C}, std::vector<float>(64 * C, 1.f / 256), DType::bf16);
@@ -80,6 +83,32 @@ TEST(NnOpsEmbedding, ManySmallBf16GradientsAreNotLost) {
   const auto got = read(dtable);
   for (int v = 0; v < V; ++v)
     for (int c = 0; c < C; ++c) EXPECT_EQ(got[v * C + c], v == 2 ? 1.25f : 1.f) << "row " << v << ", column " << c;
+}
+
+TEST_P(NnOpsEmbeddingTest, ManyPositionsSumInPositionOrderOverWideRows) {
+  // More positions than a block scans at once, rows wider than a block's columns, ids repeated at random
+  // distances: each id's rows summed in f32 in position order and added once, bit for bit, on every device.
+  auto dev = device();
+  const int n = 700, v = 40, c = 1100;
+  std::mt19937 rng(38);
+  std::vector<std::int32_t> ids(n);
+  for (std::int32_t& id : ids) id = static_cast<std::int32_t>(rng() % (v - 1));  // row v - 1 is never used
+  const auto table = random_values(v * c, 39), dout = random_values(n * c, 40), dtable0 = random_values(v * c, 41);
+  std::vector<float> gathered, want(dtable0);
+  for (int id = 0; id < v; ++id) {
+    std::vector<float> sum(c, 0.f);
+    for (int p = 0; p < n; ++p)
+      if (ids[p] == id)
+        for (int j = 0; j < c; ++j) sum[j] += dout[p * c + j];
+    for (int j = 0; j < c; ++j) want[id * c + j] += sum[j];
+  }
+  for (std::int32_t id : ids) gathered.insert(gathered.end(), table.begin() + id * c, table.begin() + (id + 1) * c);
+  Tensor tids = ids_tensor(*dev, ids), ttable = tensor_from(*dev, {v, c}, table), out = leftovers(*dev, {n, c});
+  embedding(compute(*dev), ttable, tids, out);
+  EXPECT_EQ(read(out), gathered);
+  Tensor tdtable = tensor_from(*dev, {v, c}, dtable0);
+  embedding_backward(compute(*dev), tensor_from(*dev, {n, c}, dout), tids, tdtable);
+  EXPECT_EQ(read(tdtable), want);
 }
 
 TEST(NnOpsEmbedding, AnIdOutsideTheTableIsAnErrorAndWritesNothing) {
@@ -109,6 +138,8 @@ TEST(NnOpsEmbedding, MismatchedOperandsAreErrors) {
                            {"embedding_backward", "dout must be [3, 6] f32", "[3, 7] f32"}));
   EXPECT_TRUE(dev->ops().empty());
 }
+
+FSDPLAB_ON_EACH_DEVICE(NnOpsEmbeddingTest);
 
 }  // namespace
 }  // namespace fsdplab

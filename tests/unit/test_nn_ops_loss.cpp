@@ -45,8 +45,8 @@ struct CrossEntropyOutputs {
 };
 
 CrossEntropyOutputs run_cross_entropy(const std::vector<float>& logits, const std::vector<float>& dlogits0,
-                                      DType dt) {
-  auto dev = make_sim_device();
+                                      DType dt, DeviceKind kind) {
+  auto dev = make_test_device(kind);
   Tensor tlogits = tensor_from(*dev, {N, V}, logits, dt), targets = targets_tensor(*dev, kTargets);
   Tensor loss = leftovers(*dev, {1}), lse = leftovers(*dev, {N}), dlogits = tensor_from(*dev, {N, V}, dlogits0, dt);
   cross_entropy(compute(*dev), tlogits, targets, loss, lse);
@@ -59,21 +59,25 @@ std::vector<double> expected_dlogits(const std::vector<float>& logits, const std
                                      logits));
 }
 
-TEST(NnOpsCrossEntropy, MatchesReferenceAndBackwardAddsFiniteDifferences) {
+// The numerical tests run on every device; the errors, found by the host body's checks, on the sim device.
+class NnOpsCrossEntropyTest : public OnEachDevice {};
+class NnOpsMseLossTest : public OnEachDevice {};
+
+TEST_P(NnOpsCrossEntropyTest, MatchesReferenceAndBackwardAddsFiniteDifferences) {
   const auto logits = random_values(N * V, 41, -3.f, 3.f), dlogits0 = random_values(N * V, 42);
-  const auto got = run_cross_entropy(logits, dlogits0, DType::f32);
+  const auto got = run_cross_entropy(logits, dlogits0, DType::f32, GetParam());
   const auto ref = cross_entropy_ref(logits);
   EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss);
   EXPECT_TRUE(all_close(got.lse, ref.lse, 1e-5, 1e-6));
   EXPECT_TRUE(all_close(got.dlogits, expected_dlogits(logits, dlogits0), kGradAtol, kGradRtol));
 }
 
-TEST(NnOpsCrossEntropy, LargeLogitsDoNotOverflow) {
+TEST_P(NnOpsCrossEntropyTest, LargeLogitsDoNotOverflow) {
   // exp(500) overflows f32: the row's max must come out before exp. 500 +- 3 in f32 is good to 3e-5,
   // which bounds the loss's and the gradient's accuracy.
   auto logits = random_values(N * V, 43, -3.f, 3.f);
   for (float& v : logits) v += 500.f;
-  const auto got = run_cross_entropy(logits, std::vector<float>(N * V, 0.f), DType::f32);
+  const auto got = run_cross_entropy(logits, std::vector<float>(N * V, 0.f), DType::f32, GetParam());
   EXPECT_NEAR(got.loss, cross_entropy_ref(logits).loss, 1e-4);
   std::vector<double> want(N * V);  // the analytic gradient: (softmax - onehot) / N * dloss
   const auto ref = cross_entropy_ref(logits);
@@ -83,16 +87,42 @@ TEST(NnOpsCrossEntropy, LargeLogitsDoNotOverflow) {
   EXPECT_TRUE(all_close(got.dlogits, want, 1e-5, 1e-4));
 }
 
-TEST(NnOpsCrossEntropy, Bf16LogitsGiveTheF32LossAndGradientsRoundedOnce) {
+TEST_P(NnOpsCrossEntropyTest, Bf16LogitsGiveTheF32LossAndGradientsRoundedOnce) {
   // The reference sees the same bf16-rounded logits; the loss and lse stay f32, dlogits may differ
   // by one rounding (plus the finite differences' error).
   const auto logits = rounded_to_bf16(random_values(N * V, 44, -3.f, 3.f));
   const auto dlogits0 = rounded_to_bf16(random_values(N * V, 45));
-  const auto got = run_cross_entropy(logits, dlogits0, DType::bf16);
+  const auto got = run_cross_entropy(logits, dlogits0, DType::bf16, GetParam());
   const auto ref = cross_entropy_ref(logits);
   EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss);
   EXPECT_TRUE(all_close(got.lse, ref.lse, 1e-5, 1e-6));
   EXPECT_TRUE(all_close(got.dlogits, expected_dlogits(logits, dlogits0), kGradAtol, kBf16Rtol + kGradRtol));
+}
+
+TEST_P(NnOpsCrossEntropyTest, AVocabularyOfThousandsMatchesTheReference) {
+  // Rows far longer than a block: every thread folds many logits before the block's reduction.
+  auto dev = device();
+  const int rows = 5, vocab = 3001;
+  const std::vector<std::int32_t> targets = {0, 3000, 1234, 7, 1234};
+  const auto logits = random_values(rows * vocab, 46, -4.f, 4.f);
+  double loss_want = 0;
+  std::vector<double> lse_want(rows), dlogits_want(rows * vocab);
+  for (int n = 0; n < rows; ++n) {
+    double max = -1e300, sum = 0;
+    for (int v = 0; v < vocab; ++v) max = std::max(max, static_cast<double>(logits[n * vocab + v]));
+    for (int v = 0; v < vocab; ++v) sum += std::exp(logits[n * vocab + v] - max);
+    lse_want[n] = max + std::log(sum);
+    loss_want += (lse_want[n] - logits[n * vocab + targets[n]]) / rows;
+    for (int v = 0; v < vocab; ++v)
+      dlogits_want[n * vocab + v] = (std::exp(logits[n * vocab + v] - lse_want[n]) - (v == targets[n])) / rows * kDloss;
+  }
+  Tensor tlogits = tensor_from(*dev, {rows, vocab}, logits), ttargets = targets_tensor(*dev, targets);
+  Tensor loss = leftovers(*dev, {1}), lse = leftovers(*dev, {rows}), dlogits = zeros(*dev, {rows, vocab});
+  cross_entropy(compute(*dev), tlogits, ttargets, loss, lse);
+  cross_entropy_backward(compute(*dev), tlogits, ttargets, lse, kDloss, dlogits);
+  EXPECT_NEAR(read(loss)[0], loss_want, 1e-5 * loss_want);
+  EXPECT_TRUE(all_close(read(lse), lse_want, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(read(dlogits), dlogits_want, 1e-8, 1e-4));
 }
 
 TEST(NnOpsCrossEntropy, BadOperandsAreErrors) {
@@ -135,8 +165,8 @@ struct MseOutputs {
 };
 
 MseOutputs run_mse(const std::vector<float>& pred, const std::vector<float>& target, const std::vector<float>& dpred0,
-                   DType dt) {
-  auto dev = make_sim_device();
+                   DType dt, DeviceKind kind) {
+  auto dev = make_test_device(kind);
   Tensor tpred = tensor_from(*dev, kMseShape, pred, dt), ttarget = tensor_from(*dev, kMseShape, target, dt);
   Tensor loss = leftovers(*dev, {1}), dpred = tensor_from(*dev, kMseShape, dpred0, dt);
   mse_loss(compute(*dev), tpred, ttarget, loss);
@@ -149,19 +179,33 @@ std::vector<double> expected_dpred(const std::vector<float>& pred, const std::ve
   return plus(dpred0, numeric_grad([&](std::span<const float> p) { return kDloss * mse_ref(p, target); }, pred));
 }
 
-TEST(NnOpsMseLoss, MatchesReferenceAndBackwardAddsFiniteDifferences) {
+TEST_P(NnOpsMseLossTest, MatchesReferenceAndBackwardAddsFiniteDifferences) {
   const auto pred = random_values(M, 51), target = random_values(M, 52), dpred0 = random_values(M, 53);
-  const auto got = run_mse(pred, target, dpred0, DType::f32);
+  const auto got = run_mse(pred, target, dpred0, DType::f32, GetParam());
   EXPECT_NEAR(got.loss, mse_ref(pred, target), 1e-6);
   EXPECT_TRUE(all_close(got.dpred, expected_dpred(pred, target, dpred0), kGradAtol, kGradRtol));
 }
 
-TEST(NnOpsMseLoss, Bf16GivesTheF32LossAndGradientsRoundedOnce) {
+TEST_P(NnOpsMseLossTest, Bf16GivesTheF32LossAndGradientsRoundedOnce) {
   const auto pred = rounded_to_bf16(random_values(M, 54)), target = rounded_to_bf16(random_values(M, 55));
   const auto dpred0 = rounded_to_bf16(random_values(M, 56));
-  const auto got = run_mse(pred, target, dpred0, DType::bf16);
+  const auto got = run_mse(pred, target, dpred0, DType::bf16, GetParam());
   EXPECT_NEAR(got.loss, mse_ref(pred, target), 1e-6);  // the loss is f32
   EXPECT_TRUE(all_close(got.dpred, expected_dpred(pred, target, dpred0), kGradAtol, kBf16Rtol + kGradRtol));
+}
+
+TEST_P(NnOpsMseLossTest, HalfAMillionElementsMatchTheReference) {
+  // More elements than one block folds: partial sums per block, then one block over them.
+  auto dev = device();
+  const std::int64_t n = 500001;
+  const auto pred = random_values(n, 57), target = random_values(n, 58);
+  double want = 0;
+  for (std::int64_t i = 0; i < n; ++i) want += (static_cast<double>(pred[i]) - target[i]) * (pred[i] - target[i]);
+  want /= static_cast<double>(n);
+  Tensor loss = leftovers(*dev, {1});
+  mse_loss(compute(*dev), tensor_from(*dev, {n}, pred), tensor_from(*dev, {n}, target), loss);
+  // A running f32 sum (the host's) rounds each add at the total's ulp and drifts; partial sums far less.
+  EXPECT_NEAR(read(loss)[0], want, 1e-3 * want);
 }
 
 TEST(NnOpsMseLoss, MismatchedOperandsAreErrors) {
@@ -178,6 +222,9 @@ TEST(NnOpsMseLoss, MismatchedOperandsAreErrors) {
                            {"mse_loss_backward", "dpred must be [3, 5] f32", "[15] f32"}));
   EXPECT_TRUE(dev->ops().empty());
 }
+
+FSDPLAB_ON_EACH_DEVICE(NnOpsCrossEntropyTest);
+FSDPLAB_ON_EACH_DEVICE(NnOpsMseLossTest);
 
 }  // namespace
 }  // namespace fsdplab

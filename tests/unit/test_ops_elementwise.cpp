@@ -41,10 +41,14 @@ double gelu_grad_ref(double x) {
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
 }
 
+// The numerical tests run on every device (the sim device, and the cuda device where there is a GPU).
+class ElementwiseTest : public testing::OnEachDevice {};
+class ElementwiseReduceTest : public testing::OnEachDevice {};
+
 // ---- bias -------------------------------------------------------------------------------------------
 
-TEST(Elementwise, BiasAddBroadcastsOverRowsInPlaceAndInBf16) {
-  auto dev = make_sim_device();
+TEST_P(ElementwiseTest, BiasAddBroadcastsOverRowsInPlaceAndInBf16) {
+  auto dev = device();
   const int N = 3, C = 5;
   for (DType dt : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(std::string(dtype_name(dt)));
@@ -67,8 +71,8 @@ TEST(Elementwise, BiasAddBroadcastsOverRowsInPlaceAndInBf16) {
   }
 }
 
-TEST(Elementwise, BiasBackwardAddsColumnSumsMatchingFiniteDifferences) {
-  auto dev = make_sim_device();
+TEST_P(ElementwiseTest, BiasBackwardAddsColumnSumsMatchingFiniteDifferences) {
+  auto dev = device();
   const int N = 4, C = 3;
   const auto xv = random_values(N * C, 3);
   const auto bv = random_values(C, 4);
@@ -100,8 +104,8 @@ const std::vector<float> kTorchGeluGrad = {-0.000334972079f, -0.037951652f, -0.0
                                            0.420478195f,     0.5f,          0.579521775f,   0.86736989f,
                                            1.08296406f,      1.03795171f,   1.00033498f};
 
-TEST(Elementwise, GeluMatchesPyTorchsTanhApproximation) {
-  auto dev = make_sim_device();
+TEST_P(ElementwiseTest, GeluMatchesPyTorchsTanhApproximation) {
+  auto dev = device();
   const Shape shape{static_cast<std::int64_t>(kGeluX.size())};
   Tensor x = tensor_from(*dev, shape, kGeluX);
   Tensor out = Tensor::empty(*dev, shape, DType::f32, MemTag::activation);
@@ -113,8 +117,8 @@ TEST(Elementwise, GeluMatchesPyTorchsTanhApproximation) {
   EXPECT_TRUE(all_close(read(dx), kTorchGeluGrad, 1e-7, 1e-6));
 }
 
-TEST(Elementwise, GeluMatchesTheFormulaInF32AndBf16) {
-  auto dev = make_sim_device();
+TEST_P(ElementwiseTest, GeluMatchesTheFormulaInF32AndBf16) {
+  auto dev = device();
   const auto xv = rounded_to_bf16(random_values(257, 6, -6.f, 6.f));
   std::vector<double> expected(xv.size());
   for (std::size_t i = 0; i < xv.size(); ++i) expected[i] = gelu_ref(xv[i]);
@@ -129,8 +133,8 @@ TEST(Elementwise, GeluMatchesTheFormulaInF32AndBf16) {
   EXPECT_TRUE(all_close(read(x16), expected, 1e-6, 1.0 / 256));
 }
 
-TEST(Elementwise, GeluBackwardAddsAndMatchesFiniteDifferences) {
-  auto dev = make_sim_device();
+TEST_P(ElementwiseTest, GeluBackwardAddsAndMatchesFiniteDifferences) {
+  auto dev = device();
   const int n = 40;
   const auto xv = random_values(n, 7, -4.f, 4.f);
   const auto gv = random_values(n, 8);
@@ -155,8 +159,8 @@ TEST(Elementwise, GeluBackwardAddsAndMatchesFiniteDifferences) {
 
 // ---- ReLU ------------------------------------------------------------------------------------------
 
-TEST(Elementwise, ReluForwardBackwardAndNaN) {
-  auto dev = make_sim_device();
+TEST_P(ElementwiseTest, ReluForwardBackwardAndNaN) {
+  auto dev = device();
   const std::vector<float> xv = {-2.f, -0.25f, 0.f, 0.25f, 3.f, std::numeric_limits<float>::quiet_NaN()};
   const std::vector<float> gv = {1.f, 2.f, 3.f, 4.f, 5.f, 6.f};
   Tensor x = tensor_from(*dev, {6}, xv);
@@ -171,8 +175,8 @@ TEST(Elementwise, ReluForwardBackwardAndNaN) {
   EXPECT_EQ(read(dx), (std::vector<float>{100.f, 100.f, 100.f, 104.f, 105.f, 100.f}));
 }
 
-TEST(Elementwise, ReluBackwardMatchesFiniteDifferencesInBf16) {
-  auto dev = make_sim_device();
+TEST_P(ElementwiseTest, ReluBackwardMatchesFiniteDifferencesInBf16) {
+  auto dev = device();
   std::vector<float> xv = random_values(32, 9);
   for (float& v : xv) v = round_to_bf16(v + (v < 0 ? -0.1f : 0.1f));  // away from the kink
   const auto gv = rounded_to_bf16(random_values(32, 10));
@@ -189,8 +193,8 @@ TEST(Elementwise, ReluBackwardMatchesFiniteDifferencesInBf16) {
 
 // ---- add, scale, cast, fill, copy ----------------------------------------------------------------
 
-TEST(Elementwise, AddAndScaleInPlaceAndInBf16) {
-  auto dev = make_sim_device();
+TEST_P(ElementwiseTest, AddAndScaleInPlaceAndInBf16) {
+  auto dev = device();
   const auto av = random_values(20, 11);
   const auto bv = random_values(20, 12);
   for (DType dt : {DType::f32, DType::bf16}) {
@@ -214,8 +218,8 @@ TEST(Elementwise, AddAndScaleInPlaceAndInBf16) {
   }
 }
 
-TEST(Elementwise, CastRoundsToNearestEvenAndWidensExactly) {
-  auto dev = make_sim_device();
+TEST_P(ElementwiseTest, CastRoundsToNearestEvenAndWidensExactly) {
+  auto dev = device();
   // 1 + 2^-8 is halfway between bf16 1 and 1 + 2^-7: to the even one, 1. 1 + 3 * 2^-8 is halfway
   // between 1 + 2^-7 and 1 + 2^-6: to the even one, 1 + 2^-6. Just above a tie rounds up. PyTorch's
   // .to(torch.bfloat16) gives the same bits.
@@ -223,11 +227,10 @@ TEST(Elementwise, CastRoundsToNearestEvenAndWidensExactly) {
   Tensor f = tensor_from(*dev, {6}, v);
   Tensor h = Tensor::empty(*dev, {6}, DType::bf16, MemTag::activation);
   cast(compute(*dev), f, h);
-  dev->synchronize();
-  dev->host_access(h.access(), /*write=*/false, "test read of the bits");
-  const std::uint16_t* bits = h.bf16();
-  EXPECT_EQ(std::vector<std::uint16_t>(bits, bits + 6),
-            (std::vector<std::uint16_t>{0x3F80, 0x3F82, 0x3F81, 0xBF80, 0x7F62, 0x3DCD}));
+  // bf16 widens to f32 exactly, one value per bit pattern: comparing the widened values compares the bits.
+  std::vector<float> want;
+  for (std::uint16_t bits : {0x3F80, 0x3F82, 0x3F81, 0xBF80, 0x7F62, 0x3DCD}) want.push_back(bf16_to_float(bits));
+  EXPECT_EQ(read(h), want);
 
   Tensor back = Tensor::empty(*dev, {6}, DType::f32, MemTag::activation);
   cast(compute(*dev), h, back);
@@ -237,8 +240,8 @@ TEST(Elementwise, CastRoundsToNearestEvenAndWidensExactly) {
   EXPECT_EQ(read(same), v);
 }
 
-TEST(Elementwise, FillAndCopy) {
-  auto dev = make_sim_device();
+TEST_P(ElementwiseTest, FillAndCopy) {
+  auto dev = device();
   Tensor f = Tensor::empty(*dev, {2, 3}, DType::f32, MemTag::activation);
   Tensor h = Tensor::empty(*dev, {6}, DType::bf16, MemTag::activation);
   fill(compute(*dev), f, 0.1f);
@@ -261,8 +264,8 @@ TEST(Elementwise, FillAndCopy) {
 
 // ---- sum -------------------------------------------------------------------------------------------
 
-TEST(ElementwiseReduce, SumAccumulatesInDouble) {
-  auto dev = make_sim_device();
+TEST_P(ElementwiseReduceTest, SumAccumulatesInDouble) {
+  auto dev = device();
   // An f32 running sum stays at 1e8 (its spacing there is 8) and ends at 0; the exact sum is 1000.
   std::vector<float> v(1002, 1.f);
   v.front() = 1e8f;
@@ -279,6 +282,83 @@ TEST(ElementwiseReduce, SumAccumulatesInDouble) {
   const OpRecord& op = dev->ops().back();
   EXPECT_EQ(op.cost.bytes, 300 * 2 + 4);
   EXPECT_FALSE(op.cost.matmul);
+}
+
+// ---- long and unaligned tensors ----------------------------------------------------------------
+// Sizes and offsets that take every path of a kernel: 16-byte packs and the tail after them, views that
+// start off a 16-byte boundary (element by element), more elements than one wave of blocks, bias rows and
+// columns that do not fill a block, and a sum spread over many blocks.
+
+TEST_P(ElementwiseTest, LongAndUnalignedTensorsMatchTheFormula) {
+  auto dev = device();
+  const std::int64_t n = 300001;  // odd: a tail after the packs
+  const auto xv = rounded_to_bf16(random_values(n + 1, 15, -6.f, 6.f));
+  const auto yv = rounded_to_bf16(random_values(n + 1, 16));
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    Tensor xbuf = tensor_from(*dev, {n + 1}, xv, dt), ybuf = tensor_from(*dev, {n + 1}, yv, dt);
+    for (std::int64_t offset : {0, 1}) {
+      SCOPED_TRACE("offset " + std::to_string(offset));
+      const Tensor x = xbuf.view(offset, {n}), y = ybuf.view(offset, {n});
+      const Tensor out = Tensor::empty(*dev, {n + 1}, dt, MemTag::activation).view(offset, {n});
+      std::vector<double> want(n), sum(n), narrowed(n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        want[i] = gelu_ref(xv[offset + i]);
+        const float s = xv[offset + i] + yv[offset + i];
+        sum[i] = dt == DType::bf16 ? round_to_bf16(s) : s;
+        narrowed[i] = round_to_bf16(xv[offset + i]);
+      }
+      gelu(compute(*dev), x, out);
+      EXPECT_TRUE(all_close(read(out), want, 1e-6, dt == DType::bf16 ? 1.0 / 256 : 1e-6));
+      add(compute(*dev), x, y, out);
+      EXPECT_TRUE(all_close(read(out), sum, 0));
+      const Tensor h = Tensor::empty(*dev, {n + 1}, DType::bf16, MemTag::activation).view(offset, {n});
+      cast(compute(*dev), x, h);
+      EXPECT_TRUE(all_close(read(h), narrowed, 0));
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, BiasOverManyRowsAndAnOddNumberOfColumnsIsDeterministic) {
+  auto dev = device();
+  const int N = 1000, C = 77;
+  const auto xv = rounded_to_bf16(random_values(N * C, 17)), bv = rounded_to_bf16(random_values(C, 18));
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    std::vector<double> out_want(N * C), sums(C, 0.0);
+    for (int n = 0; n < N; ++n) {
+      for (int c = 0; c < C; ++c) {
+        const float v = xv[n * C + c] + bv[c];
+        out_want[n * C + c] = dt == DType::bf16 ? round_to_bf16(v) : v;
+        sums[c] += xv[n * C + c];
+      }
+    }
+    const Tensor x = tensor_from(*dev, {N, C}, xv, dt), bias = tensor_from(*dev, {C}, bv, dt);
+    const Tensor out = Tensor::empty(*dev, {N, C}, dt, MemTag::activation);
+    bias_add(compute(*dev), x, bias, out);
+    EXPECT_TRUE(all_close(read(out), out_want, 0));
+    // Summed in f32, 1000 rows: within 1e-4 of the exact sums, and the same bits every run.
+    const Tensor first = zeros(*dev, {C}, dt), second = zeros(*dev, {C}, dt);
+    bias_backward(compute(*dev), x, first);
+    bias_backward(compute(*dev), x, second);
+    EXPECT_TRUE(all_close(read(first), sums, 1e-4, dt == DType::bf16 ? 1.0 / 256 : 0));
+    EXPECT_EQ(read(first), read(second));
+  }
+}
+
+TEST_P(ElementwiseReduceTest, ALongSumIsExactAndMayWriteIntoItsInput) {
+  auto dev = device();
+  // bf16 values in [-1, 1]: the exact sum of half a million fits a double's mantissa, in any order.
+  const std::int64_t n = (1 << 19) + 3;
+  const auto v = rounded_to_bf16(random_values(n, 19));
+  double expected = 0;
+  for (float x : v) expected += x;
+  Tensor out = Tensor::empty(*dev, {1}, DType::f32, MemTag::activation);
+  sum(compute(*dev), tensor_from(*dev, {n}, v, DType::bf16), out);
+  EXPECT_EQ(read(out)[0], static_cast<float>(expected));
+  const Tensor x = tensor_from(*dev, {n}, v);
+  sum(compute(*dev), x, x.view(0, {1}));  // every element is read before the one write
+  EXPECT_EQ(read(x)[0], static_cast<float>(expected));
 }
 
 // ---- what ops declare --------------------------------------------------------------------------
@@ -372,6 +452,9 @@ TEST(Elementwise, RejectsMismatchedOperands) {
   EXPECT_TRUE(contains(msg, "overlaps")) << msg;
   EXPECT_EQ(dev->ops().size(), 0u);  // nothing was launched
 }
+
+FSDPLAB_ON_EACH_DEVICE(ElementwiseTest);
+FSDPLAB_ON_EACH_DEVICE(ElementwiseReduceTest);
 
 }  // namespace
 }  // namespace fsdplab
