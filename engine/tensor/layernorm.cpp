@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cuda/row_kernels.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/float_io.hpp"
 #include "engine/tensor/launch.hpp"
@@ -100,13 +101,19 @@ void layernorm(Stream s, const Tensor& x, const Tensor& weight, const Tensor& bi
   const double nc = static_cast<double>(N * C);
   // Per element: a sum, a squared deviation (3), normalise and scale-shift (4).
   const OpCost cost{.flops = 8 * nc, .bytes = es * (2 * nc + 2.0 * C) + 4.0 * 2 * N, .dtype = dt};
-  launch_op(s, std::string(op), cost, {{&x, &weight, &bias}, {&out, &mean, &rstd}}, [&] {
-    dispatch_float(dt, [&](auto zero) {
-      using F = decltype(zero);
-      cpu::layernorm_forward(out.data<F>(), mean.f32(), rstd.f32(), x.data<F>(), weight.data<F>(), bias.data<F>(),
-                             N, C, eps);
-    });
-  });
+  launch_op(s, std::string(op), cost, {{&x, &weight, &bias}, {&out, &mean, &rstd}},
+            {.host =
+                 [&] {
+                   dispatch_float(dt, [&](auto zero) {
+                     using F = decltype(zero);
+                     cpu::layernorm_forward(out.data<F>(), mean.f32(), rstd.f32(), x.data<F>(), weight.data<F>(),
+                                            bias.data<F>(), N, C, eps);
+                   });
+                 },
+             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+               cuda::layernorm_forward(stream, dt, out.raw(), mean.f32(), rstd.f32(), x.raw(), weight.raw(), bias.raw(),
+                                       N, C, eps);
+             })});
 }
 
 void layernorm_backward(Stream s, const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
@@ -132,13 +139,19 @@ void layernorm_backward(Stream s, const Tensor& dout, const Tensor& x, const Ten
   // Bytes: dout and x read, dx read and written; weight read, dweight and dbias read and written.
   const OpCost cost{.flops = 14 * nc, .bytes = es * (4 * nc + 5.0 * C) + 4.0 * 2 * N, .dtype = dt};
   // The gradients are read-modify-write: listing them as writes covers the read for the race detector.
-  launch_op(s, std::string(op), cost, {{&dout, &x, &weight, &mean, &rstd}, {&dx, &dweight, &dbias}}, [&] {
-    dispatch_float(dt, [&](auto zero) {
-      using F = decltype(zero);
-      cpu::layernorm_backward(dx.data<F>(), dweight.data<F>(), dbias.data<F>(), dout.data<F>(), x.data<F>(),
-                              weight.data<F>(), mean.f32(), rstd.f32(), N, C);
-    });
-  });
+  launch_op(s, std::string(op), cost, {{&dout, &x, &weight, &mean, &rstd}, {&dx, &dweight, &dbias}},
+            {.host =
+                 [&] {
+                   dispatch_float(dt, [&](auto zero) {
+                     using F = decltype(zero);
+                     cpu::layernorm_backward(dx.data<F>(), dweight.data<F>(), dbias.data<F>(), dout.data<F>(),
+                                             x.data<F>(), weight.data<F>(), mean.f32(), rstd.f32(), N, C);
+                   });
+                 },
+             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+               cuda::layernorm_backward(stream, dt, dx.raw(), dweight.raw(), dbias.raw(), dout.raw(), x.raw(),
+                                        weight.raw(), mean.f32(), rstd.f32(), N, C);
+             })});
 }
 
 }  // namespace fsdplab

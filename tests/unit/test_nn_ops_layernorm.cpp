@@ -52,8 +52,8 @@ struct Outputs {
   std::vector<float> out, mean, rstd, dx, dw, db;
 };
 
-Outputs run(const Inputs& in, DType dt) {
-  auto dev = make_sim_device();
+Outputs run(DeviceKind kind, const Inputs& in, DType dt) {
+  auto dev = make_test_device(kind);
   const std::int64_t N = in.N, C = in.C;
   Tensor x = tensor_from(*dev, {N, C}, in.x, dt), w = tensor_from(*dev, {C}, in.w, dt),
          b = tensor_from(*dev, {C}, in.b, dt);
@@ -81,40 +81,43 @@ ExpectedGrads expected_grads(const Inputs& in) {
           plus(in.db0, numeric_grad([&](std::span<const float> b) { return loss(in.x, in.w, b); }, in.b))};
 }
 
-TEST(NnOpsLayerNorm, ForwardMatchesReference) {
+// The numerical tests run on every device; the errors on the sim device.
+class NnOpsLayerNormTest : public OnEachDevice {};
+
+TEST_P(NnOpsLayerNormTest, ForwardMatchesReference) {
   const Inputs in;
-  const Outputs got = run(in, DType::f32);
+  const Outputs got = run(GetParam(), in, DType::f32);
   const auto ref = layernorm_ref(in.x, in.w, in.b, in.N, in.C);
   EXPECT_TRUE(all_close(got.out, ref.out, 1e-5, 1e-5));
   EXPECT_TRUE(all_close(got.mean, ref.mean, 1e-6, 1e-6));
   EXPECT_TRUE(all_close(got.rstd, ref.rstd, 1e-6, 1e-5));
 }
 
-TEST(NnOpsLayerNorm, LargeMeanKeepsItsPrecision) {
+TEST_P(NnOpsLayerNormTest, LargeMeanKeepsItsPrecision) {
   // Rows at 1000 +- 1: E[x^2] - E[x]^2 in f32 would cancel to noise (x^2 ~ 1e6, float eps 1e-7 *
   // 1e6 = 0.1 against a variance of 0.3); the two-pass variance keeps rstd to f32 precision.
   Inputs in;
   for (float& v : in.x) v += 1000.f;
-  const Outputs got = run(in, DType::f32);
+  const Outputs got = run(GetParam(), in, DType::f32);
   const auto ref = layernorm_ref(in.x, in.w, in.b, in.N, in.C);
   EXPECT_TRUE(all_close(got.rstd, ref.rstd, 0, 1e-4));
   EXPECT_TRUE(all_close(got.out, ref.out, 2e-4, 1e-4));
 }
 
-TEST(NnOpsLayerNorm, BackwardAddsTheFiniteDifferenceGradients) {
+TEST_P(NnOpsLayerNormTest, BackwardAddsTheFiniteDifferenceGradients) {
   const Inputs in;
-  const Outputs got = run(in, DType::f32);
+  const Outputs got = run(GetParam(), in, DType::f32);
   const ExpectedGrads want = expected_grads(in);
   EXPECT_TRUE(all_close(got.dx, want.dx, kGradAtol, kGradRtol));
   EXPECT_TRUE(all_close(got.dw, want.dw, kGradAtol, kGradRtol));
   EXPECT_TRUE(all_close(got.db, want.db, kGradAtol, kGradRtol));
 }
 
-TEST(NnOpsLayerNorm, Bf16IsTheF32ResultRoundedOnce) {
+TEST_P(NnOpsLayerNormTest, Bf16IsTheF32ResultRoundedOnce) {
   // The reference sees the same bf16-rounded inputs; outputs and gradients may differ from it by one
   // rounding (kBf16Rtol), plus the finite differences' own error for the gradients.
   const Inputs in = Inputs{}.rounded_to_bf16();
-  const Outputs got = run(in, DType::bf16);
+  const Outputs got = run(GetParam(), in, DType::bf16);
   const auto ref = layernorm_ref(in.x, in.w, in.b, in.N, in.C);
   EXPECT_TRUE(all_close(got.out, ref.out, 1e-5, kBf16Rtol));
   EXPECT_TRUE(all_close(got.mean, ref.mean, 1e-6, 1e-5));  // statistics stay f32
@@ -124,6 +127,54 @@ TEST(NnOpsLayerNorm, Bf16IsTheF32ResultRoundedOnce) {
   EXPECT_TRUE(all_close(got.dw, want.dw, kGradAtol, kBf16Rtol + kGradRtol));
   EXPECT_TRUE(all_close(got.db, want.db, kGradAtol, kBf16Rtol + kGradRtol));
 }
+
+TEST_P(NnOpsLayerNormTest, WideRowsMatchTheAnalyticGradients) {
+  // Rows wider than a warp and more rows than the column sums' row lanes, C not a multiple of their
+  // strips: the analytic gradients in double (the finite differences above check the formula itself).
+  Inputs in;
+  in.N = 150;
+  in.C = 1000;
+  const std::size_t nc = static_cast<std::size_t>(in.N * in.C), c = static_cast<std::size_t>(in.C);
+  in.x = random_values(nc, 1, -2.f, 2.f);
+  in.w = random_values(c, 2, 0.5f, 1.5f);
+  in.b = random_values(c, 3);
+  in.dout = random_values(nc, 4);
+  in.dx0 = random_values(nc, 5);
+  in.dw0 = random_values(c, 6);
+  in.db0 = random_values(c, 7);
+  const Outputs got = run(GetParam(), in, DType::f32);
+  const auto ref = layernorm_ref(in.x, in.w, in.b, in.N, in.C);
+  EXPECT_TRUE(all_close(got.out, ref.out, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(got.mean, ref.mean, 1e-6, 1e-5));
+  EXPECT_TRUE(all_close(got.rstd, ref.rstd, 1e-6, 1e-5));
+  std::vector<double> dx(nc), dw(in.dw0.begin(), in.dw0.end()), db(in.db0.begin(), in.db0.end());
+  for (int n = 0; n < in.N; ++n) {
+    double dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (int i = 0; i < in.C; ++i) {
+      const double norm = (in.x[n * in.C + i] - ref.mean[n]) * ref.rstd[n], g = in.dout[n * in.C + i];
+      dnorm_mean += in.w[i] * g / in.C;
+      dnorm_norm_mean += in.w[i] * g * norm / in.C;
+      dw[i] += norm * g;
+      db[i] += g;
+    }
+    for (int i = 0; i < in.C; ++i) {
+      const double norm = (in.x[n * in.C + i] - ref.mean[n]) * ref.rstd[n];
+      dx[n * in.C + i] = in.dx0[n * in.C + i] +
+                         ref.rstd[n] * (in.w[i] * in.dout[n * in.C + i] - dnorm_mean - norm * dnorm_norm_mean);
+    }
+  }
+  EXPECT_TRUE(all_close(got.dx, dx, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close(got.dw, dw, 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(got.db, db, 1e-4, 1e-4));
+  // Every sum has one order: a second run gives the same bits.
+  const Outputs again = run(GetParam(), in, DType::f32);
+  EXPECT_EQ(again.out, got.out);
+  EXPECT_EQ(again.dx, got.dx);
+  EXPECT_EQ(again.dw, got.dw);
+  EXPECT_EQ(again.db, got.db);
+}
+
+FSDPLAB_ON_EACH_DEVICE(NnOpsLayerNormTest);
 
 TEST(NnOpsLayerNorm, MismatchedOperandsAreErrors) {
   auto dev = make_sim_device();

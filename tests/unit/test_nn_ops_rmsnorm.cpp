@@ -48,8 +48,8 @@ struct Outputs {
   std::vector<float> out, rstd, dx, dw;
 };
 
-Outputs run(const Inputs& in, DType dt) {
-  auto dev = make_sim_device();
+Outputs run(DeviceKind kind, const Inputs& in, DType dt) {
+  auto dev = make_test_device(kind);
   const std::int64_t N = in.N, C = in.C;
   Tensor x = tensor_from(*dev, {N, C}, in.x, dt), w = tensor_from(*dev, {C}, in.w, dt);
   Tensor out = leftovers(*dev, {N, C}, dt), rstd = leftovers(*dev, {N});
@@ -75,35 +75,38 @@ ExpectedGrads expected_grads(const Inputs& in) {
           plus(in.dw0, numeric_grad([&](std::span<const float> w) { return loss(in.x, w); }, in.w))};
 }
 
-TEST(NnOpsRmsNorm, ForwardMatchesReference) {
+// The numerical tests run on every device; the cost and the errors on the sim device.
+class NnOpsRmsNormTest : public OnEachDevice {};
+
+TEST_P(NnOpsRmsNormTest, ForwardMatchesReference) {
   const Inputs in;
-  const Outputs got = run(in, DType::f32);
+  const Outputs got = run(GetParam(), in, DType::f32);
   const auto ref = rmsnorm_ref(in.x, in.w, in.N, in.C);
   EXPECT_TRUE(all_close(got.out, ref.out, 1e-5, 1e-5));
   EXPECT_TRUE(all_close(got.rstd, ref.rstd, 1e-6, 1e-5));
 }
 
-TEST(NnOpsRmsNorm, NoMeanIsSubtracted) {
+TEST_P(NnOpsRmsNormTest, NoMeanIsSubtracted) {
   // A row of constants c normalises to sign(c) * weight (LayerNorm would give 0): RMSNorm only rescales.
   Inputs in;
   for (int n = 0; n < in.N; ++n)
     for (int i = 0; i < in.C; ++i) in.x[n * in.C + i] = static_cast<float>(n + 1);
-  const Outputs got = run(in, DType::f32);
+  const Outputs got = run(GetParam(), in, DType::f32);
   for (int n = 0; n < in.N; ++n)
     for (int i = 0; i < in.C; ++i) EXPECT_NEAR(got.out[n * in.C + i], in.w[i], 1e-5) << n << ", " << i;
 }
 
-TEST(NnOpsRmsNorm, BackwardAddsTheFiniteDifferenceGradients) {
+TEST_P(NnOpsRmsNormTest, BackwardAddsTheFiniteDifferenceGradients) {
   const Inputs in;
-  const Outputs got = run(in, DType::f32);
+  const Outputs got = run(GetParam(), in, DType::f32);
   const ExpectedGrads want = expected_grads(in);
   EXPECT_TRUE(all_close(got.dx, want.dx, kGradAtol, kGradRtol));
   EXPECT_TRUE(all_close(got.dw, want.dw, kGradAtol, kGradRtol));
 }
 
-TEST(NnOpsRmsNorm, Bf16IsTheF32ResultRoundedOnce) {
+TEST_P(NnOpsRmsNormTest, Bf16IsTheF32ResultRoundedOnce) {
   const Inputs in = Inputs{}.rounded_to_bf16();
-  const Outputs got = run(in, DType::bf16);
+  const Outputs got = run(GetParam(), in, DType::bf16);
   const auto ref = rmsnorm_ref(in.x, in.w, in.N, in.C);
   EXPECT_TRUE(all_close(got.out, ref.out, 1e-5, kBf16Rtol));
   EXPECT_TRUE(all_close(got.rstd, ref.rstd, 1e-6, 1e-5));  // statistics stay f32
@@ -111,6 +114,47 @@ TEST(NnOpsRmsNorm, Bf16IsTheF32ResultRoundedOnce) {
   EXPECT_TRUE(all_close(got.dx, want.dx, kGradAtol, kBf16Rtol + kGradRtol));
   EXPECT_TRUE(all_close(got.dw, want.dw, kGradAtol, kBf16Rtol + kGradRtol));
 }
+
+TEST_P(NnOpsRmsNormTest, WideRowsMatchTheAnalyticGradients) {
+  // Rows wider than a warp and more rows than the column sum's row lanes, C not a multiple of their
+  // strips: the analytic gradients in double (the finite differences above check the formula itself).
+  Inputs in;
+  in.N = 150;
+  in.C = 1000;
+  const std::size_t nc = static_cast<std::size_t>(in.N * in.C), c = static_cast<std::size_t>(in.C);
+  in.x = random_values(nc, 1, -2.f, 2.f);
+  in.w = random_values(c, 2, 0.5f, 1.5f);
+  in.dout = random_values(nc, 4);
+  in.dx0 = random_values(nc, 5);
+  in.dw0 = random_values(c, 6);
+  const Outputs got = run(GetParam(), in, DType::f32);
+  const auto ref = rmsnorm_ref(in.x, in.w, in.N, in.C);
+  EXPECT_TRUE(all_close(got.out, ref.out, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(got.rstd, ref.rstd, 1e-6, 1e-5));
+  std::vector<double> dx(nc), dw(in.dw0.begin(), in.dw0.end());
+  for (int n = 0; n < in.N; ++n) {
+    double dnorm_norm_mean = 0;
+    for (int i = 0; i < in.C; ++i) {
+      const double norm = in.x[n * in.C + i] * ref.rstd[n], g = in.dout[n * in.C + i];
+      dnorm_norm_mean += in.w[i] * g * norm / in.C;
+      dw[i] += norm * g;
+    }
+    for (int i = 0; i < in.C; ++i) {
+      const double norm = in.x[n * in.C + i] * ref.rstd[n];
+      dx[n * in.C + i] =
+          in.dx0[n * in.C + i] + ref.rstd[n] * (in.w[i] * in.dout[n * in.C + i] - norm * dnorm_norm_mean);
+    }
+  }
+  EXPECT_TRUE(all_close(got.dx, dx, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close(got.dw, dw, 1e-4, 1e-4));
+  // Every sum has one order: a second run gives the same bits.
+  const Outputs again = run(GetParam(), in, DType::f32);
+  EXPECT_EQ(again.out, got.out);
+  EXPECT_EQ(again.dx, got.dx);
+  EXPECT_EQ(again.dw, got.dw);
+}
+
+FSDPLAB_ON_EACH_DEVICE(NnOpsRmsNormTest);
 
 TEST(NnOpsRmsNorm, StatesItsCostAndItsAccesses) {
   auto dev = make_sim_device();
