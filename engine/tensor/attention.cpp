@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/cuda/attention_kernels.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/float_io.hpp"
 #include "engine/tensor/launch.hpp"
@@ -170,7 +171,7 @@ cpu::QkvLayout attention_sizes(std::string_view op, const Tensor& qkv, const Ten
 }  // namespace
 
 // Costs count the full T x T products even though the causal mask makes half of them unused: a
-// batched GEMM (cuBLAS, as the CUDA backend will use) computes them all.
+// batched GEMM (llm.c's attention) computes them all.
 void attention(Stream s, const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head) {
   constexpr std::string_view op = "attention";
   const cpu::QkvLayout layout = attention_sizes(op, qkv, att, n_head);
@@ -187,12 +188,18 @@ void attention(Stream s, const Tensor& qkv, const Tensor& out, const Tensor& att
                     .bytes = es * (3 * btc + btc) + 4 * scores,
                     .dtype = dt,
                     .matmul = true};
-  launch_op(s, std::string(op), cost, {{&qkv}, {&out, &att}}, [&] {
-    dispatch_float(dt, [&](auto zero) {
-      using F = decltype(zero);
-      cpu::attention_forward(out.data<F>(), att.f32(), qkv.data<F>(), layout);
-    });
-  });
+  launch_op(s, std::string(op), cost, {{&qkv}, {&out, &att}},
+            {.host =
+                 [&] {
+                   dispatch_float(dt, [&](auto zero) {
+                     using F = decltype(zero);
+                     cpu::attention_forward(out.data<F>(), att.f32(), qkv.data<F>(), layout);
+                   });
+                 },
+             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+               cuda::attention_forward(stream, dt, out.raw(), att.f32(), qkv.raw(), layout.B, layout.T, layout.C,
+                                       layout.NH);
+             })});
 }
 
 void attention_backward(Stream s, const Tensor& dout, const Tensor& qkv, const Tensor& att, const Tensor& dqkv,
@@ -215,12 +222,18 @@ void attention_backward(Stream s, const Tensor& dout, const Tensor& qkv, const T
                     .dtype = dt,
                     .matmul = true};
   // dqkv is read-modify-write: listing it as a write covers the read for the race detector.
-  launch_op(s, std::string(op), cost, {{&dout, &qkv, &att}, {&dqkv}}, [&] {
-    dispatch_float(dt, [&](auto zero) {
-      using F = decltype(zero);
-      cpu::attention_backward(dqkv.data<F>(), dout.data<F>(), qkv.data<F>(), att.f32(), layout);
-    });
-  });
+  launch_op(s, std::string(op), cost, {{&dout, &qkv, &att}, {&dqkv}},
+            {.host =
+                 [&] {
+                   dispatch_float(dt, [&](auto zero) {
+                     using F = decltype(zero);
+                     cpu::attention_backward(dqkv.data<F>(), dout.data<F>(), qkv.data<F>(), att.f32(), layout);
+                   });
+                 },
+             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+               cuda::attention_backward(stream, dt, dqkv.raw(), dout.raw(), qkv.raw(), att.f32(), layout.B, layout.T,
+                                        layout.C, layout.NH);
+             })});
 }
 
 }  // namespace fsdplab
