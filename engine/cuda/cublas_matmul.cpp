@@ -11,6 +11,7 @@
 
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/matmul_kernels.hpp"
+#include "engine/cuda/op_scratch.hpp"
 
 namespace fsdplab::cuda {
 namespace {
@@ -34,90 +35,63 @@ void check_cublas(cublasStatus_t status, const char* call, const Described& what
   fail(what, ": ", call, " failed: ", cublasGetStatusName(status), " (", cublasGetStatusString(status), ")");
 }
 
-// A rank's four streams, and a few more for a thread that outlives its devices (a test process).
-constexpr std::size_t kWorkspacesPerGpu = 8;
-
-// One host thread's cuBLAS state on one GPU: a handle (cuBLAS handles are not to be shared between
-// threads that change their stream) and a workspace per stream, keyed by the stream's id, which unlike
-// its address is never reused for a later stream.
-struct GpuBlas {
-  struct Workspace {
-    unsigned long long stream_id = 0;
-    void* memory = nullptr;
-  };
-  int gpu = -1;
-  cublasHandle_t handle = nullptr;
-  std::size_t workspace_bytes = 0;
-  std::vector<Workspace> workspaces;  // least recently used first
-};
-
+// One host thread's cuBLAS handles, one per GPU (cuBLAS handles are not to be shared between threads
+// that change their stream); destroyed at thread exit (process exit for the main thread), when there is
+// nothing to report an error to.
 class ThreadBlas {
  public:
   ThreadBlas() = default;
   ThreadBlas(const ThreadBlas&) = delete;
   ThreadBlas& operator=(const ThreadBlas&) = delete;
-  // At thread exit (or process exit, for the main thread): nothing to report to, so errors are dropped.
   ~ThreadBlas() {
-    for (GpuBlas& g : gpus_) {
-      for (const GpuBlas::Workspace& w : g.workspaces) cudaFree(w.memory);
-      cublasDestroy(g.handle);
-    }
+    for (const Handle& h : handles_) cublasDestroy(h.handle);
   }
 
-  // The current GPU's handle, set to run on `stream` with that stream's workspace.
+  // The current GPU's handle, set to run on `stream` with a workspace of the op's own (op_scratch.hpp):
+  // cuBLAS's default workspace pool is shared by the streams of a handle, which makes results depend on
+  // which streams ran concurrently; the op's scratch comes from its stream's pool, so a GEMM is bitwise
+  // reproducible, and the workspace shows in the ledger.
   cublasHandle_t bind(cudaStream_t stream, const Described& what) {
     int gpu = 0;
     check_cuda(cudaGetDevice(&gpu), what, ": cudaGetDevice");
-    GpuBlas& g = on_gpu(gpu, what);
-    unsigned long long id = 0;
-    check_cuda(cudaStreamGetId(stream, &id), what, ": cudaStreamGetId");
-    auto it = std::find_if(g.workspaces.begin(), g.workspaces.end(),
-                           [&](const GpuBlas::Workspace& w) { return w.stream_id == id; });
-    GpuBlas::Workspace workspace;
-    if (it != g.workspaces.end()) {
-      workspace = *it;
-      g.workspaces.erase(it);
-    } else {
-      if (g.workspaces.size() == kWorkspacesPerGpu) {
-        // cudaFree waits for the device's queued work, so no GEMM still uses the evicted workspace.
-        check_cuda(cudaFree(g.workspaces.front().memory), what, ": freeing the workspace of an older stream");
-        g.workspaces.erase(g.workspaces.begin());
-      }
-      workspace.stream_id = id;
-      check_cuda(cudaMalloc(&workspace.memory, g.workspace_bytes), what, ": allocating a ", g.workspace_bytes >> 20,
-                 " MiB cuBLAS workspace");
-    }
-    g.workspaces.push_back(workspace);
-    // cublasSetStream resets the handle to cuBLAS's shared workspace pool: the stream's own goes after it.
-    check_cublas(cublasSetStream(g.handle, stream), "cublasSetStream", what);
-    check_cublas(cublasSetWorkspace(g.handle, workspace.memory, g.workspace_bytes), "cublasSetWorkspace", what);
-    return g.handle;
+    const Handle& h = on_gpu(gpu, what);
+    void* workspace = op_scratch(static_cast<std::int64_t>(h.workspace_bytes), "the cuBLAS workspace");
+    // cublasSetStream resets the handle to cuBLAS's shared workspace pool: the op's own goes after it.
+    check_cublas(cublasSetStream(h.handle, stream), "cublasSetStream", what);
+    check_cublas(cublasSetWorkspace(h.handle, workspace, h.workspace_bytes), "cublasSetWorkspace", what);
+    return h.handle;
   }
 
  private:
-  GpuBlas& on_gpu(int gpu, const Described& what) {
-    for (GpuBlas& g : gpus_) {
-      if (g.gpu == gpu) return g;
+  struct Handle {
+    int gpu = -1;
+    cublasHandle_t handle = nullptr;
+    std::size_t workspace_bytes = 0;
+  };
+
+  const Handle& on_gpu(int gpu, const Described& what) {
+    for (const Handle& h : handles_) {
+      if (h.gpu == gpu) return h;
     }
-    GpuBlas g;
-    g.gpu = gpu;
+    Handle h;
+    h.gpu = gpu;
     int major = 0;
     check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, gpu), what,
                ": the compute capability of GPU ", gpu);
     // cuBLAS's own default workspace sizes: 32 MiB from Hopper on, 4 MiB before.
-    g.workspace_bytes = std::size_t{major >= 9 ? 32u : 4u} << 20;
+    h.workspace_bytes = std::size_t{major >= 9 ? 32u : 4u} << 20;
     // Fails cleanly (CUBLAS_STATUS_NOT_INITIALIZED) where there is no GPU or driver.
-    check_cublas(cublasCreate(&g.handle), "cublasCreate", what);
+    check_cublas(cublasCreate(&h.handle), "cublasCreate", what);
     // Split-K partial sums stay in f32 even when out is bf16: the result is rounded once, as on the host.
     const cublasStatus_t mode = cublasSetMathMode(
-        g.handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
-    if (mode != CUBLAS_STATUS_SUCCESS) cublasDestroy(g.handle);
+        h.handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+    if (mode != CUBLAS_STATUS_SUCCESS) cublasDestroy(h.handle);
     check_cublas(mode, "cublasSetMathMode", what);
-    gpus_.push_back(std::move(g));
-    return gpus_.back();
+    handles_.push_back(h);
+    return handles_.back();
   }
 
-  std::vector<GpuBlas> gpus_;
+  std::vector<Handle> handles_;
 };
 
 cudaDataType_t cuda_type(DType dtype) { return dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
@@ -138,23 +112,6 @@ void gemm_ex(cudaStream_t stream, DType in, const void* a, const void* b, cudaDa
                "cublasGemmEx", what);
 }
 
-// Stream-ordered scratch memory, given back on the stream when it goes out of scope.
-class StreamScratch {
- public:
-  StreamScratch(cudaStream_t stream, std::int64_t bytes, const Described& what) : stream_(stream) {
-    check_cuda(cudaMallocAsync(&memory_, static_cast<std::size_t>(bytes), stream), what, ": ", bytes,
-               " bytes of f32 scratch");
-  }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  ~StreamScratch() { cudaFreeAsync(memory_, stream_); }
-  float* data() const { return static_cast<float*>(memory_); }
-
- private:
-  cudaStream_t stream_;
-  void* memory_ = nullptr;
-};
-
 }  // namespace
 
 void gemm(CUstream_st* stream, DType in_dtype, DType out_dtype, const void* a, const void* b, void* out,
@@ -169,9 +126,9 @@ void gemm(CUstream_st* stream, DType in_dtype, DType out_dtype, const void* a, c
   }
   if (in_dtype == DType::f32 && out_dtype == DType::bf16) {
     // cuBLAS has no f32 x f32 -> bf16 GEMM: the f32 product goes to scratch, then is rounded once.
-    const StreamScratch product(stream, mn * static_cast<std::int64_t>(sizeof(float)), what);
-    gemm_ex(stream, in_dtype, a, b, CUDA_R_32F, product.data(), g.alpha, 0.f, g, what);
-    gemm_epilogue(stream, out_dtype, out, product.data(), g.beta, mn);
+    auto* product = static_cast<float*>(op_scratch(mn * static_cast<std::int64_t>(sizeof(float)), "the f32 product"));
+    gemm_ex(stream, in_dtype, a, b, CUDA_R_32F, product, g.alpha, 0.f, g, what);
+    gemm_epilogue(stream, out_dtype, out, product, g.beta, mn);
     return;
   }
   gemm_ex(stream, in_dtype, a, b, cuda_type(out_dtype), out, g.alpha, g.beta, g, what);

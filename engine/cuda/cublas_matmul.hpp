@@ -11,10 +11,10 @@
 // for matmul by default either (torch.backends.cuda.matmul.allow_tf32 is False), which is what the lab's
 // numbers are compared with. bf16 operands already run on tensor cores.
 //
-// Each host thread (a rank) has its own cuBLAS handle per GPU, and its own workspace per stream:
-// cuBLAS's default workspace pool is shared by the streams of a handle, which makes results depend on
-// which streams ran concurrently; with one workspace per stream a GEMM is bitwise reproducible.
-// The workspaces are cudaMalloc'ed outside the device's allocator (32 MiB on sm_90, a few per thread).
+// Each host thread (a rank) has its own cuBLAS handle per GPU, and each GEMM its own workspace from
+// the device's caching allocator (op_scratch.hpp; 32 MiB on sm_90, tagged workspace): cuBLAS's default
+// workspace pool is shared by the streams of a handle, which makes results depend on which streams ran
+// concurrently; a workspace from the op's stream pool keeps a GEMM bitwise reproducible.
 #pragma once
 #include <cstdint>
 

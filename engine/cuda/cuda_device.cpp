@@ -11,6 +11,7 @@
 
 #include "engine/cuda/comm_kernels.hpp"
 #include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/op_scratch.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
@@ -59,7 +60,34 @@ std::string gib(double bytes) {
   return text;
 }
 
+// The op a thread is launching, for op_scratch: its device, its stream, and the scratch it took, freed
+// (stream-ordered) once the op's kernels are enqueued.
+struct LaunchingOp {
+  Device* device = nullptr;
+  Lane lane = Lane::compute;
+  std::vector<Allocation> scratch;
+};
+thread_local LaunchingOp* launching = nullptr;
+
+// Sets `launching` for the duration of a CUDA body, whatever it throws.
+class LaunchScope {
+ public:
+  explicit LaunchScope(LaunchingOp& op) : previous_(launching) { launching = &op; }
+  ~LaunchScope() { launching = previous_; }
+  LaunchScope(const LaunchScope&) = delete;
+  LaunchScope& operator=(const LaunchScope&) = delete;
+
+ private:
+  LaunchingOp* previous_;
+};
+
 }  // namespace
+
+void* cuda::op_scratch(std::int64_t bytes, const char* what) {
+  check(launching != nullptr, what, ": op scratch asked for outside an op's CUDA body");
+  launching->scratch.push_back(launching->device->allocate(bytes, MemTag::workspace, launching->lane));
+  return launching->scratch.back().data();
+}
 
 // ---- Impl: the CUDA handles ---------------------------------------------------------------------
 
@@ -307,12 +335,15 @@ OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   timed.end = m.timing_event();
   check_cuda(cudaEventRecord(timed.start, s.stream), "rank ", rank_, ": op '", spec.name, "'");
   if (on_link && options_.emulate_link && spec.duration > 0) cuda::spin(s.stream, spec.duration);
+  LaunchingOp op{this, lane, {}};
   try {
+    const LaunchScope scope(op);
     body.cuda(s.stream);
   } catch (const Error& e) {
     fail("rank ", rank_, ", op '", spec.name, "' on stream ", lane_name(lane), ": ", e.what());
   }
   check_cuda(cudaEventRecord(timed.end, s.stream), "rank ", rank_, ": op '", spec.name, "' on stream ", lane_name(lane));
+  op.scratch.clear();  // freed at the end of the op's work on its stream, as every block is
   if (on_link) {
     m.link_free = new_sync_event("the link");
     check_cuda(cudaEventRecord(native(m.link_free), s.stream), "rank ", rank_, ": op '", spec.name, "'");

@@ -12,6 +12,7 @@
 
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/loss_kernels.hpp"
+#include "engine/cuda/op_scratch.hpp"
 
 namespace fsdplab::cuda {
 namespace {
@@ -145,15 +146,12 @@ void reduce_to_scalar(CUstream_st* stream, const char* name, float* out, std::in
     check_launch(name);
     return;
   }
-  // The partials live only between the two kernels: stream-ordered memory, given back behind them.
-  void* partials = nullptr;
-  check_cuda(cudaMallocAsync(&partials, sizeof(A) * static_cast<std::size_t>(blocks), stream), name,
-             ": allocating the partial sums of ", blocks, " blocks");
+  // The partials live only between the two kernels: the op's scratch, freed behind it on its stream.
+  void* partials = op_scratch(static_cast<std::int64_t>(sizeof(A)) * blocks, "the partial sums");
   reduce_kernel<A><<<blocks, kReduceThreads, 0, stream>>>(out, static_cast<A*>(partials), n, term, divisor);
   check_launch(name);
   finish_kernel<A><<<1, kReduceThreads, 0, stream>>>(out, static_cast<const A*>(partials), blocks, divisor);
   check_launch(name, " (the partial sums)");
-  check_cuda(cudaFreeAsync(partials, stream), name, ": freeing the partial sums");
 }
 
 template <class T>

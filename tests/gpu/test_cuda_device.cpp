@@ -15,6 +15,7 @@
 #include "engine/runtime/device_factory.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/launch.hpp"
+#include "engine/tensor/matmul.hpp"
 #include "engine/trace/trace_recorder.hpp"
 #include "engine/train/world.hpp"
 #include "test_support.hpp"
@@ -55,6 +56,15 @@ TEST_F(CudaDeviceTest, TagsEveryAllocationInTheLedger) {
   }
   EXPECT_EQ(dev->ledger().live_total(), 0);
   EXPECT_EQ(dev->ledger().peak_total(), 4608);
+}
+
+TEST_F(CudaDeviceTest, AnOpsScratchIsTaggedWorkspaceAndFreedBehindIt) {
+  auto dev = make_device(0, spec());
+  Tensor a = zeros(*dev, {64, 64}), b = zeros(*dev, {64, 64}), out = zeros(*dev, {64, 64});
+  matmul(dev->stream(Lane::compute), a, b, out);  // cuBLAS's workspace comes from the device's allocator
+  dev->synchronize();
+  EXPECT_GE(dev->ledger().peak(MemTag::workspace), std::int64_t{4} << 20);
+  EXPECT_EQ(dev->ledger().live(MemTag::workspace), 0);
 }
 
 TEST_F(CudaDeviceTest, HostWritesAndReadsThroughTheDevice) {
