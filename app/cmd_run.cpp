@@ -78,6 +78,8 @@ void write_traces(const RunOptions& options, const TraceData& trace, const Trace
 
 int run_streams_demo(const RunOptions& options) {
   check(options.demo == "streams", "--demo '", options.demo, "'; the only demo is 'streams'");
+  check(options.train.device != "cuda" && !options.train.emulate_link, "--demo streams runs on the sim device (its "
+        "point is the virtual clock); drop --device cuda and --emulate-link, or train a model on the GPU (--model)");
   const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
   const DevicePreset& device = presets.device(options.device_preset);
   const LinkPreset& link = presets.link_for(device, options.link_preset);
