@@ -1,7 +1,7 @@
-// Gpt2Model: Hugging Face's names, shapes and counts; config errors; and on the tiny preset the
-// loss at init, equality with GPT2LMHeadModel, a full-model gradient check against finite
-// differences, training, the tied weight's two gradients, hook order, activation memory and bf16;
-// and a dry-run step of GPT-2 small on shapes alone.
+// Gpt2Model: Hugging Face's names, shapes and counts; config errors; and on the tiny preset, on each
+// device (sim, and cuda where there is a GPU), the loss at init, equality with GPT2LMHeadModel, a
+// full-model gradient check against finite differences, training, the tied weight's two gradients,
+// hook order, activation memory and bf16; and a dry-run step of GPT-2 small on shapes alone.
 #include "engine/nn/gpt2_model.hpp"
 
 #include <algorithm>
@@ -193,10 +193,12 @@ TEST(Gpt2ModelConfig, BadBatchesError) {
   EXPECT_TRUE(contains(e, "backward without a forward")) << e;
 }
 
-// ---- numerics on the tiny preset -----------------------------------------------------------------
+// ---- numerics on the tiny preset, on each device ---------------------------------------------------
 
-TEST(Gpt2ModelTiny, LossAtInitIsAboutLnVocab) {
-  auto dev = make_sim_device();
+class Gpt2ModelTiny : public OnEachDevice {};
+
+TEST_P(Gpt2ModelTiny, LossAtInitIsAboutLnVocab) {
+  auto dev = device();
   Gpt2Model model(gpt2_preset("test-tiny"));
   materialise(model, *dev, 7);
   RunContext ctx{*dev};
@@ -221,8 +223,8 @@ TEST(Gpt2ModelTiny, LossAtInitIsAboutLnVocab) {
 // Our forward runs in f32 (relative rounding ~1e-7 per op, a few dozen ops deep), so the loss
 // agrees to 1e-5 and the gradients to 1e-6 + 1e-4 relative; a semantic difference (gelu's exact
 // form, the attention scale, a missed causal mask, LayerNorm's epsilon) moves them by far more.
-TEST(Gpt2ModelTiny, MatchesHuggingFaceGpt2LMHeadModel) {
-  auto dev = make_sim_device();
+TEST_P(Gpt2ModelTiny, MatchesHuggingFaceGpt2LMHeadModel) {
+  auto dev = device();
   Gpt2Model model(gpt2_preset("test-tiny"));
   materialise(model, *dev, 1);
   for (Parameter* p : model.parameters()) {
@@ -280,8 +282,8 @@ void randomise(Model& model, std::uint32_t seed) {
   }
 }
 
-TEST(Gpt2ModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
-  auto dev = make_sim_device();
+TEST_P(Gpt2ModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
+  auto dev = device();
   dev->set_keep_op_log(false);
   Gpt2Model model(gpt2_preset("test-tiny"));
   materialise(model, *dev, 11);
@@ -344,8 +346,8 @@ TEST(Gpt2ModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
   }
 }
 
-TEST(Gpt2ModelTiny, SgdStepsLowerTheLossOnAFixedBatch) {
-  auto dev = make_sim_device();
+TEST_P(Gpt2ModelTiny, SgdStepsLowerTheLossOnAFixedBatch) {
+  auto dev = device();
   Gpt2Model model(gpt2_preset("test-tiny"));
   materialise(model, *dev, 21);
   RunContext ctx{*dev};
@@ -371,8 +373,8 @@ struct HeadGradProbe : ModuleHooks {
   void post_backward(Module&, RunContext&) override { after_head = read(wte->grad); }
 };
 
-TEST(Gpt2ModelTiny, TiedWeightGradientSumsHeadAndEmbedding) {
-  auto dev = make_sim_device();
+TEST_P(Gpt2ModelTiny, TiedWeightGradientSumsHeadAndEmbedding) {
+  auto dev = device();
   Gpt2Model model(gpt2_preset("test-tiny"));
   materialise(model, *dev, 31);
   RunContext ctx{*dev};
@@ -420,8 +422,8 @@ struct Recorder : ModuleHooks {
   void post_backward(Module& m, RunContext& ctx) override { note("post_backward", m, ctx); }
 };
 
-TEST(Gpt2ModelTiny, HooksFirePerBlockAndBackwardRunsTheBlocksInReverse) {
-  auto dev = make_sim_device();
+TEST_P(Gpt2ModelTiny, HooksFirePerBlockAndBackwardRunsTheBlocksInReverse) {
+  auto dev = device();
   Gpt2Model model(gpt2_preset("test-tiny"));
   materialise(model, *dev, 41);
   RunContext ctx{*dev};
@@ -462,11 +464,11 @@ TEST(Gpt2ModelTiny, HooksFirePerBlockAndBackwardRunsTheBlocksInReverse) {
   EXPECT_EQ(order, expected);
 }
 
-TEST(Gpt2ModelTiny, Bf16RunTracksF32) {
+TEST_P(Gpt2ModelTiny, Bf16RunTracksF32) {
   double loss[2];
   const DType dtypes[2] = {DType::f32, DType::bf16};
   for (int k = 0; k < 2; ++k) {
-    auto dev = make_sim_device();
+    auto dev = device();
     Gpt2Model model(gpt2_preset("test-tiny"));
     materialise(model, *dev, 51, dtypes[k]);
     RunContext ctx{*dev, dtypes[k]};
@@ -478,6 +480,8 @@ TEST(Gpt2ModelTiny, Bf16RunTracksF32) {
   // bf16 keeps 8 significant bits: activations off by ~0.4%, the loss (ln 64 + small) by far less.
   EXPECT_NEAR(loss[1], loss[0], 2e-2);
 }
+
+FSDPLAB_ON_EACH_DEVICE(Gpt2ModelTiny);
 
 TEST(Gpt2ModelDryRun, Gpt2SmallStepRunsOnShapesAlone) {
   auto dev = make_sim_device(0, {.dry_run = true});

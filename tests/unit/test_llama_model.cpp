@@ -1,9 +1,12 @@
 // LlamaModel: Hugging Face's names, shapes and order; the 7b and 70b parameter counts on meta tensors;
-// config and preset errors; on test-tiny (4 query heads on 2 key/value heads) equality with a PyTorch
-// Llama, a full-model gradient check against finite differences, training, hook order, bf16, and the
-// activation memory against the analytic model (memory_model.hpp), measured and on a dry run of 7b;
-// and FSDP at W = 2 and 3 training exactly like the single-rank baseline.
+// config and preset errors; on test-tiny (4 query heads on 2 key/value heads), on each device (sim, and
+// cuda where there is a GPU), equality with a PyTorch Llama, a full-model gradient check against finite
+// differences, training, hook order, bf16, the activation memory against the analytic model
+// (memory_model.hpp), and FSDP at W = 2 and 3 training exactly like the single-rank baseline; and the
+// activation memory of dry runs, 7b's among them.
 #include "engine/nn/llama_model.hpp"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -218,10 +221,12 @@ TEST(LlamaModelConfig, BadBatchesError) {
   EXPECT_TRUE(contains(e, "backward without a forward")) << e;
 }
 
-// ---- numerics on the tiny preset -----------------------------------------------------------------
+// ---- numerics on the tiny preset, on each device ---------------------------------------------------
 
-TEST(LlamaModelTiny, LossAtInitIsAboutLnVocab) {
-  auto dev = make_sim_device();
+class LlamaModelTiny : public OnEachDevice {};
+
+TEST_P(LlamaModelTiny, LossAtInitIsAboutLnVocab) {
+  auto dev = device();
   LlamaModel model(llama_preset("test-tiny"));
   materialise(model, *dev, 7);
   RunContext ctx{*dev};
@@ -236,8 +241,8 @@ TEST(LlamaModelTiny, LossAtInitIsAboutLnVocab) {
 // is Llama's (the rotation's pairing and frequencies, which query heads share which key head, the
 // attention scale, RMSNorm's epsilon). Our forward runs in f32, a few dozen ops deep, so the loss
 // agrees to 1e-5 and the gradients to 1e-6 + 1e-4 relative.
-TEST(LlamaModelTiny, MatchesAPyTorchLlama) {
-  auto dev = make_sim_device();
+TEST_P(LlamaModelTiny, MatchesAPyTorchLlama) {
+  auto dev = device();
   LlamaModel model(llama_preset("test-tiny"));
   materialise(model, *dev, 1);
   for (Parameter* p : model.parameters()) {
@@ -326,8 +331,8 @@ void randomise(Model& model, std::uint32_t seed) {
 // Gpt2ModelTiny.EveryParametersGradientMatchesFiniteDifferences argues, atol 1.5e-4 (a few ulps of the
 // loss over 2h) + 1% catches any wrong formula, and every parameter needs a sampled gradient of at
 // least 10 atol so the check has teeth.
-TEST(LlamaModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
-  auto dev = make_sim_device();
+TEST_P(LlamaModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
+  auto dev = device();
   dev->set_keep_op_log(false);
   LlamaModel model(llama_preset("test-tiny"));
   materialise(model, *dev, 11);
@@ -372,8 +377,8 @@ TEST(LlamaModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
   }
 }
 
-TEST(LlamaModelTiny, SgdStepsLowerTheLossOnAFixedBatch) {
-  auto dev = make_sim_device();
+TEST_P(LlamaModelTiny, SgdStepsLowerTheLossOnAFixedBatch) {
+  auto dev = device();
   LlamaModel model(llama_preset("test-tiny"));
   materialise(model, *dev, 21);
   RunContext ctx{*dev};
@@ -403,8 +408,8 @@ struct Recorder : ModuleHooks {
   void post_backward(Module& m, RunContext& ctx) override { note("post_backward", m, ctx); }
 };
 
-TEST(LlamaModelTiny, HooksFirePerLayerAndBackwardRunsTheLayersInReverse) {
-  auto dev = make_sim_device();
+TEST_P(LlamaModelTiny, HooksFirePerLayerAndBackwardRunsTheLayersInReverse) {
+  auto dev = device();
   LlamaModel model(llama_preset("test-tiny"));
   materialise(model, *dev, 41);
   RunContext ctx{*dev};
@@ -428,11 +433,11 @@ TEST(LlamaModelTiny, HooksFirePerLayerAndBackwardRunsTheLayersInReverse) {
   EXPECT_GT(rec.live[5], rec.live[7]);
 }
 
-TEST(LlamaModelTiny, Bf16RunTracksF32) {
+TEST_P(LlamaModelTiny, Bf16RunTracksF32) {
   double loss[2];
   const DType dtypes[2] = {DType::f32, DType::bf16};
   for (int k = 0; k < 2; ++k) {
-    auto dev = make_sim_device();
+    auto dev = device();
     LlamaModel model(llama_preset("test-tiny"));
     materialise(model, *dev, 51, dtypes[k]);
     RunContext ctx{*dev, dtypes[k]};
@@ -443,42 +448,56 @@ TEST(LlamaModelTiny, Bf16RunTracksF32) {
   EXPECT_NEAR(loss[1], loss[0], 2e-2);
 }
 
+FSDPLAB_ON_EACH_DEVICE(LlamaModelTiny);
+
 // ---- activation memory against the analytic model ------------------------------------------------
 
-// The activation peak of one forward and backward over the batch, and the ledger's peak beside the
-// formula. Parameters are tagged param_full, so the activation tag holds the batch and what the model
-// keeps, as in a training step.
-std::int64_t measured_activation_peak(const LlamaConfig& config, std::int64_t B, std::int64_t T, DType dtype,
-                                      bool dry) {
-  auto dev = make_sim_device(0, {.dry_run = dry});
-  dev->set_keep_op_log(false);
+// The activation peak of one forward and backward over the batch on `dev` (a fresh device: its ledger's
+// peak is the run's), and the ledger's peak beside the formula. Parameters are tagged param_full, so the
+// activation tag holds the batch and what the model keeps, as in a training step. A dry run allocates
+// the same and computes nothing.
+std::int64_t measured_activation_peak(Device& dev, const LlamaConfig& config, std::int64_t B, std::int64_t T,
+                                      DType dtype) {
+  const bool dry = dev.dry_run();
+  dev.set_keep_op_log(false);
   LlamaModel model(config);
   for (Parameter* p : model.parameters()) {
-    p->value = Tensor::empty(*dev, p->shape, dtype, MemTag::param_full, p->name);
-    p->grad = Tensor::empty(*dev, p->shape, dtype, MemTag::grad_full, p->name + ".grad");
+    p->value = Tensor::empty(dev, p->shape, dtype, MemTag::param_full, p->name);
+    p->grad = Tensor::empty(dev, p->shape, dtype, MemTag::grad_full, p->name + ".grad");
     if (!dry) {
-      fill(compute(*dev), p->value, 0.01f);
-      fill(compute(*dev), p->grad, 0);
+      fill(compute(dev), p->value, 0.01f);
+      fill(compute(dev), p->grad, 0);
     }
   }
-  RunContext ctx{*dev, dtype};
-  const Batch batch{Tensor::empty(*dev, {B, T}, DType::i32, MemTag::activation, "input ids"),
-                    Tensor::empty(*dev, {B, T}, DType::i32, MemTag::activation, "target ids")};
+  RunContext ctx{dev, dtype};
+  const Batch batch{Tensor::empty(dev, {B, T}, DType::i32, MemTag::activation, "input ids"),
+                    Tensor::empty(dev, {B, T}, DType::i32, MemTag::activation, "target ids")};
   if (!dry) {
     const std::vector<std::int32_t> ids(static_cast<std::size_t>(B * T), 1);
     batch.inputs.copy_from(std::span<const std::int32_t>(ids));
     batch.targets.copy_from(std::span<const std::int32_t>(ids));
   }
   { const Tensor loss = model.forward(ctx, batch); model.backward(ctx); }
-  dev->synchronize();
-  return dev->ledger().peak(MemTag::activation);
+  dev.synchronize();
+  return dev.ledger().peak(MemTag::activation);
 }
 
-TEST(LlamaModelMemory, ActivationPeakIsTheFormulaToTheByte) {
+std::int64_t dry_run_activation_peak(const LlamaConfig& config, std::int64_t B, std::int64_t T, DType dtype) {
+  return measured_activation_peak(*make_sim_device(0, {.dry_run = true}), config, B, T, dtype);
+}
+
+class LlamaModelMemory : public OnEachDevice {
+ protected:
+  std::int64_t measured(const LlamaConfig& config, std::int64_t B, std::int64_t T, DType dtype) const {
+    return measured_activation_peak(*device(), config, B, T, dtype);
+  }
+};
+
+TEST_P(LlamaModelMemory, ActivationPeakIsTheFormulaToTheByte) {
   const LlamaConfig tiny = llama_preset("test-tiny");
   for (DType dtype : {DType::f32, DType::bf16})
     for (auto [B, T] : {std::pair<std::int64_t, std::int64_t>{2, 8}, {1, 16}, {3, 5}})
-      EXPECT_EQ(measured_activation_peak(tiny, B, T, dtype, false), llama_memory(tiny, B, T, dtype).activation)
+      EXPECT_EQ(measured(tiny, B, T, dtype), llama_memory(tiny, B, T, dtype).activation)
           << dtype_name(dtype) << " B " << B << " T " << T;
   // Other shapes move the peak to other moments: multi-head (KV = H), a wide MLP, a narrow one (where
   // re-packing q, k, v in the attention's backward is the peak), a large vocabulary.
@@ -491,30 +510,53 @@ TEST(LlamaModelMemory, ActivationPeakIsTheFormulaToTheByte) {
   LlamaConfig vocab = tiny;
   vocab.vocab_size = 1000;
   for (const LlamaConfig& c : {mha, wide, narrow, vocab})
-    EXPECT_EQ(measured_activation_peak(c, 2, 8, DType::f32, false), llama_memory(c, 2, 8, DType::f32).activation)
+    EXPECT_EQ(measured(c, 2, 8, DType::f32), llama_memory(c, 2, 8, DType::f32).activation)
         << "F " << c.intermediate_size << " V " << c.vocab_size << " KV " << c.num_key_value_heads;
-  // A dry run allocates what a real run does.
-  EXPECT_EQ(measured_activation_peak(narrow, 2, 8, DType::bf16, true), llama_memory(narrow, 2, 8, DType::bf16).activation);
 }
 
-TEST(LlamaModelMemory, SevenBillionDryRunStepOnShapesAlone) {
+FSDPLAB_ON_EACH_DEVICE(LlamaModelMemory);
+
+// A dry run (the sim device on shapes alone) allocates what a real run does.
+TEST(LlamaModelDryRunMemory, ActivationPeakIsTheFormulaToTheByte) {
+  LlamaConfig narrow = llama_preset("test-tiny");
+  narrow.intermediate_size = 8;
+  EXPECT_EQ(dry_run_activation_peak(narrow, 2, 8, DType::bf16), llama_memory(narrow, 2, 8, DType::bf16).activation);
+}
+
+TEST(LlamaModelDryRunMemory, SevenBillionStepOnShapesAlone) {
   const LlamaConfig seven = llama_preset("7b");
-  const std::int64_t peak = measured_activation_peak(seven, 1, 128, DType::bf16, true);
+  const std::int64_t peak = dry_run_activation_peak(seven, 1, 128, DType::bf16);
   EXPECT_EQ(peak, llama_memory(seven, 1, 128, DType::bf16).activation);
   EXPECT_GT(peak, 32LL * 128 * 32 * 128 * 4) << "at least the attention probabilities of 32 layers";
 }
 
 // ---- FSDP against the baseline ---------------------------------------------------------------------
 
-class LlamaFsdpEquivalence : public TempDirTest {
+// On each device, in a fresh folder of its own (named for the test, the device and the process).
+class LlamaFsdpEquivalence : public OnEachDevice {
  protected:
+  void SetUp() override {
+    OnEachDevice::SetUp();
+    if (IsSkipped()) return;
+    dir_ = std::filesystem::temp_directory_path() /
+           ("fsdplab_LlamaFsdpEquivalence_" + std::string(device_kind_name(GetParam())) + "_" +
+            std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  std::filesystem::path path(const std::string& name) const { return dir_ / name; }
+
   struct Result {
     std::vector<double> losses;
     std::map<std::string, std::vector<float>> params;
   };
 
-  static RunConfig tiny_run(int world) {
+  RunConfig tiny_run(int world) const {
     RunConfig run;
+    run.device = device_kind_name(GetParam());
     run.model = "llama";
     run.preset = "test-tiny";
     run.world = world;
@@ -545,12 +587,15 @@ class LlamaFsdpEquivalence : public TempDirTest {
     }
     return result;
   }
+
+ private:
+  std::filesystem::path dir_;
 };
 
 // Each rank sums its own rows' gradients and the ranks' sums are averaged, where the baseline sums all
 // rows at once: equal up to float rounding, 1e-5 relative on the losses and 1e-5 absolute on the final
 // parameters after 5 AdamW steps (W = 3 cuts parameters between ranks and pads the flat buffers).
-TEST_F(LlamaFsdpEquivalence, TrainsLikeTheBaselineAtTwoAndThreeRanks) {
+TEST_P(LlamaFsdpEquivalence, TrainsLikeTheBaselineAtTwoAndThreeRanks) {
   const Result base = train(1, false);
   ASSERT_EQ(base.losses.size(), 5u);
   // The comparison needs parameters that moved: AdamW at lr 1e-3 moves each by about 1e-3 a step,
@@ -582,6 +627,8 @@ TEST_F(LlamaFsdpEquivalence, TrainsLikeTheBaselineAtTwoAndThreeRanks) {
     }
   }
 }
+
+FSDPLAB_ON_EACH_DEVICE(LlamaFsdpEquivalence);
 
 // A dry run of 7B on 8 ranks: each rank's sharded state is the formula's to the byte, and its
 // activations are one rank's micro-batch's.

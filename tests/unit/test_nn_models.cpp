@@ -1,5 +1,6 @@
-// The module tree and the toy and mlp models: names as PyTorch's, hooks in FSDP's order, and every
-// gradient equal to central finite differences of the loss.
+// The module tree and the toy and mlp models: names as PyTorch's, and on each device (sim, and cuda
+// where there is a GPU) hooks in FSDP's order, the counter RNG's initialisation and every gradient equal
+// to central finite differences of the loss.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@ namespace fsdplab {
 namespace {
 
 using testing::make_sim_device;
+using testing::OnEachDevice;
 using testing::random_values;
 using testing::read;
 using testing::tensor_from;
@@ -41,6 +43,8 @@ TEST(NnModels, MlpHasIndexedBlocks) {
   EXPECT_THROW(MlpModel(0, 2), Error);
 }
 
+class NnModelsOnDevice : public OnEachDevice {};
+
 // Records every hook call as "point module".
 class HookLog final : public ModuleHooks {
  public:
@@ -56,8 +60,8 @@ Batch regression_batch(Device& device, std::int64_t rows, std::int64_t in, std::
           tensor_from(device, {rows, out}, random_values(static_cast<std::size_t>(rows * out), seed + 1))};
 }
 
-TEST(NnModels, HooksFireAroundEachModuleAndBackwardOrderIsRecorded) {
-  auto dev = make_sim_device();
+TEST_P(NnModelsOnDevice, HooksFireAroundEachModuleAndBackwardOrderIsRecorded) {
+  auto dev = device();
   MlpModel mlp(4, 2);
   materialize_full(mlp, *dev, 1);
   HookLog log;
@@ -112,22 +116,22 @@ void expect_gradients_match_finite_differences(Model& model, Device& dev, const 
   }
 }
 
-TEST(NnModels, ToyGradientsMatchFiniteDifferences) {
-  auto dev = make_sim_device();
+TEST_P(NnModelsOnDevice, ToyGradientsMatchFiniteDifferences) {
+  auto dev = device();
   ToyModel toy;
   materialize_full(toy, *dev, 42);
   expect_gradients_match_finite_differences(toy, *dev, regression_batch(*dev, 6, 10, 5, 3));
 }
 
-TEST(NnModels, MlpGradientsMatchFiniteDifferences) {
-  auto dev = make_sim_device();
+TEST_P(NnModelsOnDevice, MlpGradientsMatchFiniteDifferences) {
+  auto dev = device();
   MlpModel mlp(6, 2);
   materialize_full(mlp, *dev, 42);
   expect_gradients_match_finite_differences(mlp, *dev, regression_batch(*dev, 5, 6, 6, 9));
 }
 
-TEST(NnModels, InitialisationIsTheCounterRngsAndPyTorchsDefaultBounds) {
-  auto dev = make_sim_device();
+TEST_P(NnModelsOnDevice, InitialisationIsTheCounterRngsAndPyTorchsDefaultBounds) {
+  auto dev = device();
   ToyModel toy;
   materialize_full(toy, *dev, 5);
   const std::vector<float> w = read(toy.parameter("fc2.weight").value);
@@ -139,6 +143,8 @@ TEST(NnModels, InitialisationIsTheCounterRngsAndPyTorchsDefaultBounds) {
   toy.parameter("fc2.weight").init.fill(slice, 5, "fc2.weight", 13);
   EXPECT_EQ(slice, std::vector<float>(w.begin() + 13, w.begin() + 20));
 }
+
+FSDPLAB_ON_EACH_DEVICE(NnModelsOnDevice);
 
 TEST(NnModels, RunningWithoutMaterialisingIsAClearError) {
   auto dev = make_sim_device();
