@@ -499,8 +499,12 @@ void CudaDevice::host_write(const Access& access, const std::byte* from, const s
     return;
   }
   use_gpu(options_.gpu, rank_);
+  // From pageable memory cudaMemcpy may return once the bytes are staged, before they reach the device,
+  // and on the legacy default stream, which this device's non-blocking streams do not wait for: waiting
+  // for that stream makes the write complete before any kernel launched after it can read the range.
   check_cuda(cudaMemcpy(block->data + access.offset, from, static_cast<std::size_t>(access.bytes), cudaMemcpyHostToDevice),
              "rank ", rank_, ": ", what);
+  check_cuda(cudaStreamSynchronize(nullptr), "rank ", rank_, ": ", what, " (waiting for the copy to land)");
 }
 
 }  // namespace fsdplab
