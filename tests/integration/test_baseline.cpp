@@ -1,5 +1,8 @@
 // The single-rank baseline end to end: the loss falls on every model, the same run gives the same
 // losses twice, a saved folder reads back bit for bit, and a folder from another model is refused.
+// The training runs run on each device (names end in _sim, _cuda; cuda skips where there is no GPU):
+// a rerun on the same device is bit for bit the same there too, every kernel's sums being in a fixed
+// order.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,9 +11,15 @@
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/train/trainer.hpp"
+#include "run_on_each_device.hpp"
 
 namespace fsdplab {
 namespace {
+
+using testing::device_param_name;
+using testing::on_each_device;
+using testing::RunOnEachDevice;
+using testing::with_device_name;
 
 std::vector<double> losses(const RunConfig& run) {
   std::vector<double> out;
@@ -31,13 +40,13 @@ struct Case {
   double fall;  // the last fifth's mean loss must be below this fraction of the first fifth's
 };
 
-class BaselineLossFalls : public ::testing::TestWithParam<Case> {};
+class BaselineLossFalls : public RunOnEachDevice<Case> {};
 
 TEST_P(BaselineLossFalls, OnEveryModel) {
-  RunConfig run;
-  run.model = GetParam().model;
-  run.steps = GetParam().steps;
-  run.lr = GetParam().lr;
+  RunConfig run = on_device({});
+  run.model = param().model;
+  run.steps = param().steps;
+  run.lr = param().lr;
   run.batch = 16;
   run.mlp_width = 16;
   run.mlp_depth = 2;
@@ -45,28 +54,30 @@ TEST_P(BaselineLossFalls, OnEveryModel) {
   ASSERT_EQ(l.size(), static_cast<std::size_t>(run.steps));
   // Averages over the first and last fifth: single steps are noisy, the trend is not.
   const std::size_t fifth = l.size() / 5;
-  EXPECT_LT(mean(l, l.size() - fifth, l.size()), GetParam().fall * mean(l, 0, fifth)) << run.model;
+  EXPECT_LT(mean(l, l.size() - fifth, l.size()), param().fall * mean(l, 0, fifth)) << run.model;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BaselineLossFalls,
                          // gpt2 test-tiny starts at ln 64 = 4.16 and must first learn to copy the token one period back
                          // (synthetic_data.hpp); in 100 steps it gets about 17% of the way down.
-                         ::testing::Values(Case{"toy", 100, 1e-2, 0.8}, Case{"mlp", 60, 3e-3, 0.8},
-                                           Case{"gpt2", 100, 1e-2, 0.9}),
-                         [](const auto& info) { return std::string(info.param.model); });
+                         on_each_device(std::vector<Case>{
+                             {"toy", 100, 1e-2, 0.8}, {"mlp", 60, 3e-3, 0.8}, {"gpt2", 100, 1e-2, 0.9}}),
+                         with_device_name<Case>([](const Case& c) { return std::string(c.model); }));
 
-TEST(Baseline, SameRunSameLosses) {
-  RunConfig run;
+class BaselineRun : public RunOnEachDevice<> {};
+
+TEST_P(BaselineRun, SameRunSameLosses) {
+  RunConfig run = on_device({});
   run.model = "mlp";
   run.mlp_width = 8;
   run.steps = 5;
   EXPECT_EQ(losses(run), losses(run));
 }
 
-TEST(Baseline, SavedFolderReadsBackBitExactlyAndResumesTheSameRun) {
-  const auto dir = std::filesystem::temp_directory_path() / "fsdplab_baseline_test";
+TEST_P(BaselineRun, SavedFolderReadsBackBitExactlyAndResumesTheSameRun) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fsdplab_baseline_test_" + device_name());
   std::filesystem::remove_all(dir);
-  RunConfig run;
+  RunConfig run = on_device({});
   run.model = "gpt2";
   run.steps = 3;
   run.seed = 11;
@@ -94,13 +105,13 @@ TEST(Baseline, SavedFolderReadsBackBitExactlyAndResumesTheSameRun) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Baseline, AFolderSavedByHuggingFaceLoadsExactly) {
+TEST_P(BaselineRun, AFolderSavedByHuggingFaceLoadsExactly) {
   // Written by GPT2LMHeadModel.save_pretrained (tests/reference/make_hf_fixture.py): its config.json
   // omits keys at their defaults and adds its own, its tied head is not stored.
   const std::filesystem::path fixture = std::filesystem::path(__FILE__).parent_path() / "../data/hf_gpt2_tiny";
-  const auto dir = std::filesystem::temp_directory_path() / "fsdplab_baseline_hf";
+  const auto dir = std::filesystem::temp_directory_path() / ("fsdplab_baseline_hf_" + device_name());
   std::filesystem::remove_all(dir);
-  RunConfig run;
+  RunConfig run = on_device({});
   run.model = "gpt2";
   run.preset = "test-tiny";
   run.steps = 0;
@@ -116,6 +127,8 @@ TEST(Baseline, AFolderSavedByHuggingFaceLoadsExactly) {
   }
   std::filesystem::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, BaselineRun, on_each_device(), device_param_name);
 
 TEST(Baseline, AFolderFromAnotherModelIsAClearError) {
   const auto dir = std::filesystem::temp_directory_path() / "fsdplab_baseline_other";

@@ -23,6 +23,12 @@
 // about 3% of the training distance off the f32 path (AdamW turns the rounding of small gradient
 // components into full-size steps); FSDP in bf16 must stay within twice that, i.e. sharding adds no
 // more error than bf16 itself.
+//
+// Every FSDP run here runs on each device (test names end in _sim or _cuda; the cuda ones skip, saying
+// why, where there is no GPU), against the same baseline on the sim device, the reference. A cuda run
+// differs from it by rounding just as sharding does (cuBLAS sums a product in another order than
+// OpenBLAS, kernels fuse multiply-adds; no TF32), so the same tolerances hold, the key bias included:
+// its gradient is rounding noise of the same size on either device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,12 +40,16 @@
 
 #include "engine/train/fsdp_trainer.hpp"
 #include "fsdp_runs.hpp"
+#include "run_on_each_device.hpp"
 
 namespace fsdplab {
 namespace {
 
 namespace fs = std::filesystem;
 using testing::read_params;
+using testing::RunOnEachDevice;
+using testing::on_each_device;
+using testing::with_device_name;
 
 constexpr int kSteps = 100;
 
@@ -135,8 +145,8 @@ struct Case {
   ShardingStrategy strategy;
 };
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return "W" + std::to_string(info.param.world) + "_" + std::string(strategy_name(info.param.strategy));
+std::string case_name(const Case& c) {
+  return "W" + std::to_string(c.world) + "_" + std::string(strategy_name(c.strategy));
 }
 
 // ASYNC with forward and backward prefetch (task 7: the integrated schedule); every other mode computes
@@ -155,12 +165,12 @@ const Result& adamw_baseline() {
   return result;
 }
 
-class FsdpEquivalence : public ::testing::TestWithParam<Case> {};
+class FsdpEquivalence : public RunOnEachDevice<Case> {};
 
 TEST_P(FsdpEquivalence, SameLossesAndFinalParametersAsTheBaseline) {
-  const Case c = GetParam();
+  const Case c = param();
   const FsdpOptions options = options_for(c);
-  const Result fsdp = train(gpt2_run(c.world), &options, case_name({c, 0}));
+  const Result fsdp = train(on_device(gpt2_run(c.world)), &options, case_name(c) + "_" + device_name());
   const Result& base = adamw_baseline();
   EXPECT_LE(max_relative_loss_difference(base, fsdp), 1e-5);
   const ParamDifference d = compare_params(base, fsdp, true);
@@ -180,13 +190,15 @@ std::vector<Case> all_cases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, FsdpEquivalence, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Matrix, FsdpEquivalence, on_each_device(all_cases()), with_device_name<Case>(case_name));
 
 // ---- short runs, for the sanitizer builds ------------------------------------------------------
 // The matrix above takes minutes under ASan and TSan, which exclude it (CMakePresets.json); these
-// few short runs cover the same code paths there: odd W, hybrid groups, ZeRO and bf16.
+// few short runs cover the same code paths there: odd W, hybrid groups, ZeRO and bf16. On cuda the
+// ranks' collectives also hold their streams for the link's time (emulate_link), which must change
+// nothing but the timing.
 
-class FsdpShortTraining : public ::testing::TestWithParam<Case> {};
+class FsdpShortTraining : public RunOnEachDevice<Case> {};
 
 TEST_P(FsdpShortTraining, MatchesTheBaseline) {
   const auto short_run = [](int world) {
@@ -195,17 +207,20 @@ TEST_P(FsdpShortTraining, MatchesTheBaseline) {
     return run;
   };
   static const Result base = train(short_run(1), nullptr, "short_baseline");
-  const FsdpOptions options = options_for(GetParam());
-  const Result fsdp = train(short_run(GetParam().world), &options, "short_" + case_name({GetParam(), 0}));
+  const FsdpOptions options = options_for(param());
+  RunConfig run = on_device(short_run(param().world));
+  run.emulate_link = kind() == DeviceKind::cuda;
+  const Result fsdp = train(run, &options, "short_" + case_name(param()) + "_" + device_name());
   EXPECT_LE(max_relative_loss_difference(base, fsdp), 1e-5);
   const ParamDifference d = compare_params(base, fsdp, true);
   EXPECT_LE(d.worst, 1e-5) << "at " << d.where;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sanitized, FsdpShortTraining,
-                         ::testing::Values(Case{3, ShardingStrategy::full_shard}, Case{4, ShardingStrategy::hybrid_shard},
-                                           Case{2, ShardingStrategy::zero1}, Case{3, ShardingStrategy::zero2}),
-                         case_name);
+                         on_each_device(std::vector<Case>{
+                             {3, ShardingStrategy::full_shard}, {4, ShardingStrategy::hybrid_shard},
+                             {2, ShardingStrategy::zero1}, {3, ShardingStrategy::zero2}}),
+                         with_device_name<Case>(case_name));
 
 // ---- SGD with momentum: every parameter, the key bias included ------------------------------------
 
@@ -217,18 +232,20 @@ RunConfig sgd_run(int world) {
   return run;
 }
 
-class FsdpEquivalenceSgd : public ::testing::TestWithParam<int> {};
+class FsdpEquivalenceSgd : public RunOnEachDevice<int> {};
 
 TEST_P(FsdpEquivalenceSgd, EveryParameterWithinTolerance) {
   static const Result base = train(sgd_run(1), nullptr, "baseline_sgd");
   const FsdpOptions options;
-  const Result fsdp = train(sgd_run(GetParam()), &options, "sgd_W" + std::to_string(GetParam()));
+  const Result fsdp =
+      train(on_device(sgd_run(param())), &options, "sgd_W" + std::to_string(param()) + "_" + device_name());
   EXPECT_LE(max_relative_loss_difference(base, fsdp), 1e-5);
   const ParamDifference d = compare_params(base, fsdp, false);
   EXPECT_LE(d.worst, 1e-5) << "at " << d.where;
 }
 
-INSTANTIATE_TEST_SUITE_P(FullShard, FsdpEquivalenceSgd, ::testing::Values(2, 3, 8));
+INSTANTIATE_TEST_SUITE_P(FullShard, FsdpEquivalenceSgd, on_each_device(std::vector<int>{2, 3, 8}),
+                         with_device_name<int>([](int world) { return "W" + std::to_string(world); }));
 
 // ---- bf16 ---------------------------------------------------------------------------------------
 
@@ -252,7 +269,7 @@ struct Bf16Case {
   DType reduce;
 };
 
-class FsdpEquivalenceBf16 : public ::testing::TestWithParam<Bf16Case> {};
+class FsdpEquivalenceBf16 : public RunOnEachDevice<Bf16Case> {};
 
 TEST_P(FsdpEquivalenceBf16, WithinTheErrorOfBf16Itself) {
   static const Result init = [] {
@@ -260,16 +277,19 @@ TEST_P(FsdpEquivalenceBf16, WithinTheErrorOfBf16Itself) {
     run.steps = 0;
     return train(run, nullptr, "init");
   }();
+  // How far bf16 itself takes one rank off the f32 path: a property of bf16 and the model, measured on
+  // the reference device.
   static const Result bf16_single_rank = [] {
     FsdpOptions o;
     o.param_dtype = DType::bf16;
     return train(gpt2_run(1), &o, "bf16_W1");
   }();
+  const Bf16Case c = param();
   FsdpOptions options;
   options.param_dtype = DType::bf16;
-  options.reduce_dtype = GetParam().reduce;
-  const Result fsdp = train(gpt2_run(GetParam().world), &options,
-                            "bf16_W" + std::to_string(GetParam().world) + std::string(dtype_name(GetParam().reduce)));
+  options.reduce_dtype = c.reduce;
+  const std::string name = "bf16_W" + std::to_string(c.world) + std::string(dtype_name(c.reduce)) + "_" + device_name();
+  const Result fsdp = train(on_device(gpt2_run(c.world)), &options, name);
   const Result& f32 = adamw_baseline();
   const double loss_rel = max_relative_loss_difference(f32, fsdp);
   EXPECT_LE(loss_rel, std::ldexp(1.0, -9));
@@ -281,17 +301,17 @@ TEST_P(FsdpEquivalenceBf16, WithinTheErrorOfBf16Itself) {
   const double sharded = path_deviation(f32, fsdp, init);
   EXPECT_LE(single_rank, 0.05);
   EXPECT_LE(sharded, 2 * single_rank);
-  std::printf("bf16 W=%d reduce %s: loss within %.3g of f32; parameters %.3g of the training distance off the f32 "
-              "path (bf16 on one rank: %.3g)\n",
-              GetParam().world, std::string(dtype_name(GetParam().reduce)).c_str(), loss_rel, sharded, single_rank);
+  std::printf("bf16 W=%d reduce %s on %s: loss within %.3g of f32; parameters %.3g of the training distance off the "
+              "f32 path (bf16 on one rank: %.3g)\n",
+              c.world, std::string(dtype_name(c.reduce)).c_str(), device_name().c_str(), loss_rel, sharded,
+              single_rank);
 }
 
 INSTANTIATE_TEST_SUITE_P(Precision, FsdpEquivalenceBf16,
-                         ::testing::Values(Bf16Case{2, DType::f32}, Bf16Case{4, DType::bf16}),
-                         [](const auto& info) {
-                           return "W" + std::to_string(info.param.world) + "_reduce_" +
-                                  std::string(dtype_name(info.param.reduce));
-                         });
+                         on_each_device(std::vector<Bf16Case>{{2, DType::f32}, {4, DType::bf16}}),
+                         with_device_name<Bf16Case>([](const Bf16Case& c) {
+                           return "W" + std::to_string(c.world) + "_reduce_" + std::string(dtype_name(c.reduce));
+                         }));
 
 }  // namespace
 }  // namespace fsdplab
