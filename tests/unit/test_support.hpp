@@ -25,6 +25,11 @@
 #include "engine/tensor/bf16.hpp"
 #include "engine/tensor/tensor.hpp"
 
+namespace fsdplab {
+// How gtest prints a device parameter ("GetParam() = cuda"), found by argument-dependent lookup.
+inline void PrintTo(DeviceKind kind, std::ostream* os) { *os << device_kind_name(kind); }
+}  // namespace fsdplab
+
 namespace fsdplab::testing {
 
 // A sim device on the H100 SXM preset with the race detector throwing.
