@@ -340,6 +340,9 @@ OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
     const LaunchScope scope(op);
     body.cuda(s.stream);
   } catch (const Error& e) {
+    // The op never reaches the timing queue: its events go back to the pool (a rank may catch and go on).
+    m.spare_timing_events.push_back(timed.start);
+    m.spare_timing_events.push_back(timed.end);
     fail("rank ", rank_, ", op '", spec.name, "' on stream ", lane_name(lane), ": ", e.what());
   }
   check_cuda(cudaEventRecord(timed.end, s.stream), "rank ", rank_, ": op '", spec.name, "' on stream ", lane_name(lane));
