@@ -96,6 +96,12 @@ struct CudaDevice::Impl final : BlockSource {
     cudaStream_t stream = nullptr;
     OpId last_op = 0;
     std::vector<OpRef> pending_deps;  // event waits not yet consumed by an op
+    // The end event of the stream's last timed op and its time: the next op's start is measured from it.
+    // cudaEventElapsedTime gives float milliseconds, exact to nanoseconds only over short spans, and a
+    // stream's previous end is always before its next start, so each offset is a short, non-negative
+    // one; the first op of a stream is measured from the GPU's epoch.
+    cudaEvent_t last_end = nullptr;
+    SimTime last_end_time = 0;
   };
   // An op whose times are not known yet: its two timing events and what the trace will say of it.
   struct Timed {
@@ -110,26 +116,21 @@ struct CudaDevice::Impl final : BlockSource {
   std::array<StreamState, kStreamCount> streams;
   std::array<std::deque<Timed>, kStreamCount> timed;  // per stream, in launch (= completion) order
   std::vector<cudaEvent_t> spare_timing_events;
-  // Times are offsets from an anchor event whose time is known. cudaEventElapsedTime gives float
-  // milliseconds, which lose microseconds after a few seconds; so the anchor moves to a recent op's end
-  // every second of GPU time, and the epoch is only the first anchor.
-  cudaEvent_t anchor = nullptr;
-  SimTime anchor_time = 0;
-  bool anchor_is_epoch = true;
   std::shared_ptr<void> link_free;  // where this rank's last collective ends: the next one starts after it
 
-  Impl(int rank, int gpu) : rank(rank), gpu(gpu), epoch(epoch_of(gpu)), anchor(epoch.event) {}
+  Impl(int rank, int gpu) : rank(rank), gpu(gpu), epoch(epoch_of(gpu)) {}
 
   ~Impl() override {
-    for (StreamState& s : streams)
+    for (StreamState& s : streams) {
       if (s.stream) cudaStreamDestroy(s.stream);
+      if (s.last_end) cudaEventDestroy(s.last_end);
+    }
     for (auto& queue : timed)
       for (Timed& t : queue) {
         cudaEventDestroy(t.start);
         cudaEventDestroy(t.end);
       }
     for (cudaEvent_t e : spare_timing_events) cudaEventDestroy(e);
-    if (!anchor_is_epoch) cudaEventDestroy(anchor);
   }
 
   void create_streams() {
@@ -159,10 +160,11 @@ struct CudaDevice::Impl final : BlockSource {
     return e;
   }
 
-  SimTime since_anchor(cudaEvent_t event) const {
+  // Nanoseconds from `from` to `to`, both completed timing events.
+  SimTime elapsed(cudaEvent_t from, cudaEvent_t to, const std::string& op) const {
     float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, anchor, event), "rank ", rank, ": reading an op's time");
-    return anchor_time + static_cast<SimTime>(std::llround(static_cast<double>(ms) * 1e6));
+    check_cuda(cudaEventElapsedTime(&ms, from, to), "rank ", rank, ": timing op '", op, "'");
+    return static_cast<SimTime>(std::llround(static_cast<double>(ms) * 1e6));
   }
 
   // ---- BlockSource ----
@@ -259,7 +261,9 @@ SimTime CudaDevice::earliest_start(Lane, OpCategory) const { return host_time();
 
 void CudaDevice::resolve_timings(bool wait) {
   Impl& m = *impl_;
-  for (auto& queue : m.timed) {
+  for (std::size_t lane = 0; lane < kStreamCount; ++lane) {
+    std::deque<Impl::Timed>& queue = m.timed[lane];
+    Impl::StreamState& stream = m.streams[lane];
     while (!queue.empty()) {
       Impl::Timed& t = queue.front();
       if (wait) {
@@ -273,10 +277,9 @@ void CudaDevice::resolve_timings(bool wait) {
                    " (a kernel fault shows at the first query after it; run under compute-sanitizer, or with "
                    "CUDA_LAUNCH_BLOCKING=1, to name the kernel)");
       }
-      float ms = 0;
-      check_cuda(cudaEventElapsedTime(&ms, t.start, t.end), "rank ", rank_, ": timing op '", t.trace.name, "'");
-      t.trace.begin = m.since_anchor(t.start);
-      t.trace.end = t.trace.begin + static_cast<SimTime>(std::llround(static_cast<double>(ms) * 1e6));
+      t.trace.begin = stream.last_end ? stream.last_end_time + m.elapsed(stream.last_end, t.start, t.trace.name)
+                                      : m.elapsed(m.epoch.event, t.start, t.trace.name);
+      t.trace.end = t.trace.begin + m.elapsed(t.start, t.end, t.trace.name);
       if (keep_op_log_) {
         auto it = std::lower_bound(ops_.begin(), ops_.end(), t.trace.op,
                                    [](const OpRecord& r, OpId id) { return r.id < id; });
@@ -287,15 +290,9 @@ void CudaDevice::resolve_timings(bool wait) {
       }
       emit(t.trace);
       m.spare_timing_events.push_back(t.start);
-      if (t.trace.end - m.anchor_time > 1'000'000'000) {
-        // This op's end becomes the anchor: later offsets stay small enough for float milliseconds.
-        if (!m.anchor_is_epoch) m.spare_timing_events.push_back(m.anchor);
-        m.anchor = t.end;
-        m.anchor_time = t.trace.end;
-        m.anchor_is_epoch = false;
-      } else {
-        m.spare_timing_events.push_back(t.end);
-      }
+      if (stream.last_end) m.spare_timing_events.push_back(stream.last_end);
+      stream.last_end = t.end;
+      stream.last_end_time = t.trace.end;
       queue.pop_front();
     }
   }
