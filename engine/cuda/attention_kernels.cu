@@ -30,21 +30,19 @@
 // recomputing adot for every row below them cost several times the datt work. On a GPU before sm_90 the
 // same kernel runs with one block per (b, h) (a cluster of one).
 #include <cooperative_groups.h>
-#include <cuda_bf16.h>
 
 #include <cmath>
 #include <cstdint>
 
 #include "engine/cuda/attention_kernels.hpp"
 #include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/device_floats.cuh"
 
 namespace fsdplab::cuda {
 namespace {
 
 namespace cg = cooperative_groups;
-using bf16 = __nv_bfloat16;
 
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kTile = 32;     // query and key rows of a tile
 constexpr int kThreads = 256;  // 8 warps: nt_2x2 is 16 x 16 threads, nn_accumulate 8 warps x 4 rows
 constexpr int kTileLd = 36;    // row stride of the [32][32] att and dscore tiles: float4-aligned rows
@@ -54,20 +52,7 @@ constexpr int kCluster = 8;    // blocks per (b, h) in the backward (the portabl
 enum Mask { kNoMask, kKeyNotAfterQuery /* rows are queries, s keys: s <= r */,
             kQueryNotBeforeKey /* rows are keys, s queries: s >= r */ };
 
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(bf16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
-// fmaxf skips a NaN, as the host's std::max(max, v) does.
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
 
 // Shared memory row stride of a [32][hd] tile: odd, so the 16 rows nt_2x2's lanes read fall in 16 banks.
 __host__ __device__ inline int tile_ld(int hd) { return hd | 1; }
@@ -420,20 +405,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- launchers ------------------------------------------------------------------------------------
 
-template <class Fn>
-void dispatch_float(DType dtype, const char* op, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32:
-      fn(float{});
-      return;
-    case DType::bf16:
-      fn(bf16{});
-      return;
-    case DType::i32:
-      break;
-  }
-  fail(op, ": ", dtype_name(dtype), " is not a floating dtype");
-}
 
 // Lets `kernel` take `bytes` of dynamic shared memory (over 48 KiB needs an opt-in).
 template <class Kernel>

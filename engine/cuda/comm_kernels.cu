@@ -1,7 +1,6 @@
-#include <cuda_bf16.h>
-
 #include "engine/cuda/comm_kernels.hpp"
 #include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/device_floats.cuh"
 
 namespace fsdplab::cuda {
 namespace {
@@ -10,19 +9,14 @@ struct PeerInputs {
   const void* ptr[kMaxReducePeers];
 };
 
-__device__ float load(const float* p, std::int64_t k) { return p[k]; }
-__device__ float load(const __nv_bfloat16* p, std::int64_t k) { return __bfloat162float(p[k]); }
-__device__ void store(float* p, std::int64_t k, float v) { p[k] = v; }
-__device__ void store(__nv_bfloat16* p, std::int64_t k, float v) { p[k] = __float2bfloat16_rn(v); }
-
 template <class T>
 __global__ void reduce_peers_kernel(T* out, PeerInputs inputs, int count, std::int64_t n, bool average) {
   for (std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; k < n;
        k += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     float sum = 0.f;
-    for (int i = 0; i < count; ++i) sum += load(static_cast<const T*>(inputs.ptr[i]), k);
+    for (int i = 0; i < count; ++i) sum += to_f32(static_cast<const T*>(inputs.ptr[i])[k]);
     if (average) sum /= static_cast<float>(count);
-    store(out, k, sum);
+    out[k] = from_f32<T>(sum);
   }
 }
 
@@ -57,7 +51,7 @@ void reduce_peers(CUstream_st* stream, DType dtype, void* out, const void* const
   if (dtype == DType::f32) {
     reduce_peers_kernel<<<grid_for(n, threads), threads, 0, stream>>>(static_cast<float*>(out), peers, count, n, average);
   } else if (dtype == DType::bf16) {
-    reduce_peers_kernel<<<grid_for(n, threads), threads, 0, stream>>>(static_cast<__nv_bfloat16*>(out), peers, count,
+    reduce_peers_kernel<<<grid_for(n, threads), threads, 0, stream>>>(static_cast<bf16*>(out), peers, count,
                                                                       n, average);
   } else {
     fail("reduce over ranks: ", dtype_name(dtype), " cannot be reduced; expected f32 or bf16");

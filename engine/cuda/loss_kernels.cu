@@ -5,53 +5,26 @@
 // that depends on n alone, and a second one-block pass over the partials, so a result never depends on the
 // GPU or on scheduling. The embedding's backward never lets two blocks write one element: the block of an
 // id's first position sums all of that id's rows, in position order, and adds them to the table once.
-#include <cuda_bf16.h>
 
 #include <cmath>
 #include <cstdint>
 
 #include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/device_floats.cuh"
 #include "engine/cuda/loss_kernels.hpp"
 #include "engine/cuda/op_scratch.hpp"
 
 namespace fsdplab::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
 
 constexpr int kThreads = 256;
 constexpr int kRowThreads = 512;  // a log-sum-exp row: GPT-2's 50257 logits are ~100 a thread
 
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(bf16 v) { return __bfloat162float(v); }
 
-template <class T>
-__device__ __forceinline__ T from_f32(float v);
-template <>
-__device__ __forceinline__ float from_f32<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ bf16 from_f32<bf16>(float v) {
-  return __float2bfloat16_rn(v);
-}
 
 __device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
 
-template <class Fn>
-void dispatch_float(DType dtype, const char* op, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32:
-      fn(float{});
-      return;
-    case DType::bf16:
-      fn(bf16{});
-      return;
-    case DType::i32:
-      break;
-  }
-  fail(op, ": ", dtype_name(dtype), " is not a floating dtype");
-}
 
 // Blocks for a kernel that strides a block per row.
 int row_grid(std::int64_t rows) { return static_cast<int>(rows < 65535 ? rows : 65535); }

@@ -1,12 +1,12 @@
 // matmul_kernels.cu — the GEMM epilogue cuBLAS cannot do for matmul (see matmul_kernels.hpp):
 // elementwise, grid-stride, f32 math, one rounding at the store.
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/device_floats.cuh"
 #include "engine/cuda/matmul_kernels.hpp"
 
 namespace fsdplab::cuda {
@@ -15,17 +15,12 @@ namespace {
 constexpr int kThreads = 256;
 constexpr std::int64_t kMaxBlocks = 8192;
 
-__device__ float load(float x) { return x; }
-__device__ float load(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ void store(float& dst, float x) { dst = x; }
-__device__ void store(__nv_bfloat16& dst, float x) { dst = __float2bfloat16_rn(x); }
-
 template <class Out>
 __global__ void epilogue_kernel(Out* out, const float* __restrict__ acc, float beta, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float old = beta != 0.f ? beta * load(out[i]) : 0.f;
-    store(out[i], acc != nullptr ? acc[i] + old : old);
+    const float old = beta != 0.f ? beta * to_f32(out[i]) : 0.f;
+    out[i] = from_f32<Out>(acc != nullptr ? acc[i] + old : old);
   }
 }
 
@@ -35,7 +30,7 @@ void gemm_epilogue(CUstream_st* stream, DType out_dtype, void* out, const float*
   if (n == 0) return;
   const int blocks = static_cast<int>(std::min((n + kThreads - 1) / kThreads, kMaxBlocks));
   if (out_dtype == DType::bf16) {
-    epilogue_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(out), acc, beta, n);
+    epilogue_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<bf16*>(out), acc, beta, n);
   } else {
     epilogue_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(out), acc, beta, n);
   }

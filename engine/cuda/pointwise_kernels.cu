@@ -6,52 +6,24 @@
 // views may start at any element, so otherwise it goes element by element. Row ops (bias, rope, the qkv
 // packing) give a block a row, or a column strip, so no sum is ever split across blocks: every result is
 // computed in one fixed order, run after run.
-#include <cuda_bf16.h>
 
 #include <cmath>
 #include <cstdint>
 
 #include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/device_floats.cuh"
 #include "engine/cuda/pointwise_kernels.hpp"
 
 namespace fsdplab::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
 
 constexpr int kThreads = 256;
 // Enough blocks to fill an H100 several times over; grid-stride loops cover the rest.
 constexpr std::int64_t kMaxBlocks = 4096;
 
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(bf16 v) { return __bfloat162float(v); }
 
-template <class T>
-__device__ __forceinline__ T from_f32(float v);
-template <>
-__device__ __forceinline__ float from_f32<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ bf16 from_f32<bf16>(float v) {
-  return __float2bfloat16_rn(v);
-}
 
-// Calls fn(float{}) for f32 and fn(bf16{}) for bf16, as the host's dispatch_float does.
-template <class Fn>
-void dispatch_float(DType dtype, const char* op, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32:
-      fn(float{});
-      return;
-    case DType::bf16:
-      fn(bf16{});
-      return;
-    case DType::i32:
-      break;
-  }
-  fail(op, ": ", dtype_name(dtype), " is not a floating dtype");
-}
 
 int grid_for(std::int64_t work, int threads = kThreads) {
   const std::int64_t blocks = (work + threads - 1) / threads;

@@ -11,20 +11,18 @@
 // kStripCols columns by kStripRows row lanes, row lane r summing rows r, r + kStripRows, ... in order, and
 // the row lanes' partials are then summed in order by one thread per column. Deterministic, and the
 // strips keep warps reading whole 32-byte sectors; the parallelism is C / kStripCols blocks.
-#include <cuda_bf16.h>
 
 #include <cmath>
 #include <cstdint>
 
 #include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/device_floats.cuh"
 #include "engine/cuda/row_kernels.hpp"
 
 namespace fsdplab::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
 
-constexpr unsigned kFullMask = 0xffffffffu;
 // Rows handed out per launch at most; a grid-stride loop covers more.
 constexpr std::int64_t kMaxRowBlocks = 1 << 20;
 // The column-sum kernels' strip: kStripCols columns by kStripRows row lanes, one thread each.
@@ -32,20 +30,7 @@ constexpr int kStripCols = 16;
 constexpr int kStripRows = 64;
 constexpr int kStripThreads = kStripCols * kStripRows;
 
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(bf16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
-// fmaxf skips a NaN, as the host's std::max(max, v) does.
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
 
 // The block's total of every thread's `v`, returned to every thread. `red` is 32 floats of shared memory;
 // blockDim.x is a multiple of 32. The leading barrier lets consecutive calls reuse `red`.
@@ -75,20 +60,6 @@ int row_threads(std::int64_t C) {
 int row_blocks(std::int64_t N) { return static_cast<int>(N < kMaxRowBlocks ? N : kMaxRowBlocks); }
 int strip_blocks(std::int64_t C) { return static_cast<int>((C + kStripCols - 1) / kStripCols); }
 
-template <class Fn>
-void dispatch_float(DType dtype, const char* op, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32:
-      fn(float{});
-      return;
-    case DType::bf16:
-      fn(bf16{});
-      return;
-    case DType::i32:
-      break;
-  }
-  fail(op, ": ", dtype_name(dtype), " is not a floating dtype");
-}
 
 // ---- layernorm ------------------------------------------------------------------------------------
 
