@@ -284,7 +284,7 @@ void add_bench_command(CLI::App& app) {
           ->delimiter(','),
       cmd->add_option("--trace", overlap->trace_path,
                       "overlap: write the headline ASYNC dry run's Chrome trace (both steps, every rank) here")};
-  cmd->callback([what, memory, overlap, train, memory_options, model_options, overlap_options, train_options] {
+  cmd->callback([cmd, what, memory, overlap, train, memory_options, model_options, overlap_options, train_options] {
     if (*what != "overlap") {
       for (const CLI::Option* o : overlap_options)
         check(o->count() == 0, o->get_name(), " configures --what overlap; this run is --what ", *what);
@@ -300,14 +300,14 @@ void add_bench_command(CLI::App& app) {
     if (*what == "train") {
       TrainBenchOptions options = *train;
       options.model = overlap->model;
-      options.world = model_options[1]->count() ? overlap->world : 1;
+      options.world = cmd->get_option("--world")->count() ? overlap->world : 1;
       options.device_preset = overlap->device_preset;
-      if (model_options[3]->count()) options.link_preset = overlap->link_preset;
+      if (cmd->get_option("--link-preset")->count()) options.link_preset = overlap->link_preset;
       options.preset = memory->preset;
       options.micro_batch = memory->micro_batch;
       options.seq = memory->seq;
       options.precision = memory->precision;
-      check(memory_options[3]->count() == 0, "--strategy configures --what memory or overlap; --what train shards fully");
+      check(cmd->get_option("--strategy")->count() == 0, "--strategy configures --what memory or overlap; --what train shards fully");
       bench_train(options);
       return;
     }
