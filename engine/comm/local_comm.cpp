@@ -7,10 +7,11 @@
 #include <iomanip>
 #include <sstream>
 
+#include "engine/comm/collective_fingerprint.hpp"
+#include "engine/comm/rank_order_reduction.hpp"
 #include "engine/cuda/comm_kernels.hpp"
 #include "engine/cuda/copies.hpp"
 #include "engine/runtime/error.hpp"
-#include "engine/tensor/bf16.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/launch.hpp"
 
@@ -35,15 +36,7 @@ namespace fsdplab {
 constexpr int kPhases = 3;
 constexpr std::array<const char*, kPhases> kNeverDid = {"arrived", "launched its op", "finished reading its peers' data"};
 
-struct LocalWorld::Call {
-  enum class Kind { all_gather, reduce_scatter, all_reduce, broadcast, barrier, split };
-  // The fingerprint: every rank of the group must call with the same one.
-  Kind kind = Kind::barrier;
-  ReduceOp op = ReduceOp::sum;
-  DType dtype = DType::f32;
-  std::int64_t count = 0;  // elements of the full buffer
-  int root = -1;           // group rank, broadcast only
-  bool dry = false;
+struct LocalWorld::Call : CollectiveFingerprint {
   // What the rank brings.
   SimTime earliest = 0;             // when its stream could start the op
   SimTime duration = 0;             // the op's time by its device's cost model
@@ -51,10 +44,6 @@ struct LocalWorld::Call {
   int color = 0;                    // split only
   Event ready{"collective.ready"};  // cuda device: its input is ready where its stream reached the call
   Event done{"collective.done"};    // cuda device: it has read its peers' inputs (set in phase 1)
-
-  bool same_call(const Call& o) const {
-    return kind == o.kind && op == o.op && dtype == o.dtype && count == o.count && root == o.root && dry == o.dry;
-  }
 };
 
 struct LocalWorld::Round {
@@ -68,64 +57,7 @@ struct LocalWorld::Round {
 
 namespace {
 
-using Kind = LocalWorld::Call::Kind;
-
-std::string group_str(const std::vector<int>& members) {
-  std::ostringstream s;
-  s << "[";
-  for (std::size_t i = 0; i < members.size(); ++i) s << (i ? ", " : "") << members[i];
-  s << "]";
-  return s.str();
-}
-
-// "all_gather #3 of 4096 bf16 elements", "reduce_scatter(avg) #2 of 64 f32 elements", "barrier #5".
-std::string describe(const LocalWorld::Call& c, std::uint64_t seq, const std::vector<int>& members) {
-  constexpr std::array<const char*, 6> names = {"all_gather", "reduce_scatter", "all_reduce",
-                                                "broadcast",  "barrier",        "split"};
-  std::ostringstream s;
-  s << names[static_cast<std::size_t>(c.kind)];
-  if (c.kind == Kind::reduce_scatter || c.kind == Kind::all_reduce) s << (c.op == ReduceOp::sum ? "(sum)" : "(avg)");
-  s << " #" << seq;
-  if (c.kind != Kind::barrier && c.kind != Kind::split) s << " of " << c.count << " " << dtype_name(c.dtype) << " elements";
-  if (c.kind == Kind::broadcast) s << " from rank " << members[static_cast<std::size_t>(c.root)];
-  if (c.dry) s << " (dry run)";
-  return s.str();
-}
-
-// Reductions accumulate in f32 whatever the dtype, in group-rank order: bit-identical on every rank.
-void accumulate(std::vector<float>& acc, const std::byte* src, DType dtype) {
-  for (std::size_t k = 0; k < acc.size(); ++k) {
-    if (dtype == DType::f32) {
-      float v;
-      std::memcpy(&v, src + k * sizeof v, sizeof v);
-      acc[k] += v;
-    } else {
-      std::uint16_t v;
-      std::memcpy(&v, src + k * sizeof v, sizeof v);
-      acc[k] += bf16_to_float(v);
-    }
-  }
-}
-
-// Sums every rank's input, each read from `offset` bytes in, into `sum`; avg then divides by the
-// group size. What reduce_scatter and all_reduce both compute.
-void reduce(std::vector<float>& sum, const std::vector<const std::byte*>& inputs, std::size_t offset, DType dtype,
-            ReduceOp op) {
-  for (const std::byte* in : inputs) accumulate(sum, in + offset, dtype);
-  if (op == ReduceOp::avg)
-    for (float& v : sum) v /= static_cast<float>(inputs.size());
-}
-
-void store(std::byte* dst, const std::vector<float>& values, DType dtype) {
-  if (dtype == DType::f32) {
-    std::memcpy(dst, values.data(), values.size() * sizeof(float));
-    return;
-  }
-  for (std::size_t k = 0; k < values.size(); ++k) {
-    const std::uint16_t v = float_to_bf16(values[k]);  // the one rounding
-    std::memcpy(dst + k * sizeof v, &v, sizeof v);
-  }
-}
+using Kind = CollectiveKind;
 
 void check_operand(const Tensor& t, const char* role, const Device& device, const char* op) {
   check(t.defined(), op, ": ", role, " is an undefined tensor");
@@ -182,9 +114,7 @@ std::shared_ptr<LocalWorld::Round> LocalWorld::arrive(const Seat& seat, const Ca
     const std::vector<Call>& calls = round->calls;
     for (std::size_t i = 1; i < calls.size() && round->mismatch.empty(); ++i) {
       if (!calls[i].same_call(calls[0]))
-        round->mismatch = "collective mismatch in group " + group_str(members) + ": rank " +
-                          std::to_string(members[i]) + " called " + describe(calls[i], seat.seq, members) + ", rank " +
-                          std::to_string(members[0]) + " called " + describe(calls[0], seat.seq, members);
+        round->mismatch = mismatch_message(members, i, calls[i], calls[0], seat.seq);
     }
     if (round->mismatch.empty() && calls[0].kind == Kind::split) {
       std::map<int, int> group_of_color;
@@ -377,10 +307,9 @@ void LocalComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& 
   const auto my_chunk = static_cast<std::size_t>(shard.nbytes()) * static_cast<std::size_t>(index_);
   const Exchange exchange{OpCategory::reduce_scatter, full.nbytes(), {full.access()}, {shard.access()},
                           [&](const std::vector<const std::byte*>& inputs) {
-                            sum.assign(static_cast<std::size_t>(shard.numel()), 0.f);
-                            reduce(sum, inputs, my_chunk, full.dtype(), op);
+                            sum = reduce_in_rank_order(inputs, my_chunk, shard.numel(), full.dtype(), op);
                           },
-                          [&] { store(shard.raw(), sum, shard.dtype()); },
+                          [&] { store_reduced(shard.raw(), sum, shard.dtype()); },
                           FSDPLAB_CUDA_BODY([&](CUstream_st* s, const std::vector<const std::byte*>& inputs) {
                             std::vector<const void*> chunks;
                             for (const std::byte* in : inputs) chunks.push_back(in + my_chunk);
@@ -407,10 +336,9 @@ void LocalComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
                                 : Tensor();
   const Exchange exchange{OpCategory::all_reduce, t.nbytes(), {t.access()}, {t.access()},
                           [&](const std::vector<const std::byte*>& inputs) {
-                            sum.assign(static_cast<std::size_t>(t.numel()), 0.f);
-                            reduce(sum, inputs, 0, t.dtype(), op);
+                            sum = reduce_in_rank_order(inputs, 0, t.numel(), t.dtype(), op);
                           },
-                          [&] { store(t.raw(), sum, t.dtype()); },
+                          [&] { store_reduced(t.raw(), sum, t.dtype()); },
                           FSDPLAB_CUDA_BODY([&](CUstream_st* s, const std::vector<const std::byte*>& inputs) {
                             std::vector<const void*> all(inputs.begin(), inputs.end());
                             cuda::reduce_peers(s, t.dtype(), scratch.raw(), all.data(), static_cast<int>(all.size()),
