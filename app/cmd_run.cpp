@@ -16,6 +16,7 @@
 #include "engine/trace/trace_metrics.hpp"
 #include "engine/trace/trace_recorder.hpp"
 #include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/rank_launch.hpp"
 #include "engine/train/run_device.hpp"
 #include "engine/train/stream_demo.hpp"
 #include "engine/train/trainer.hpp"
@@ -39,6 +40,7 @@ struct RunOptions {
   bool mode_given = false;  // training: --mode sync|async (default async); the demo runs both by default
   bool prefetch_given = false;
   bool batch_given = false;
+  bool world_given = false;
   std::string demo = "streams";
   int world = 2;
   std::string mode = "both";
@@ -91,19 +93,24 @@ int run_streams_demo(const RunOptions& options) {
   config.tokens = options.tokens;
   config.dtype = parse_dtype(options.dtype);
   config.modes = parse_modes(options.mode);
+  config.comm = options.train.comm;
   check(config.dtype != DType::i32, "--dtype i32: the demo's layers compute in f32 or bf16");
+  // Under mpirun (--comm mpi) each process is one rank; without --world, as many as were launched.
+  const RankLayout layout =
+      rank_layout(config.comm, options.world_given || config.comm == "local" ? options.world : 0, DeviceKind::sim, 0);
+  config.world = layout.world;
 
   std::vector<TraceRecorder> recorders(static_cast<std::size_t>(config.world));
   std::vector<TraceSink*> sinks;
   for (auto& r : recorders) sinks.push_back(&r);
   const std::vector<StreamDemoStep> steps = run_stream_demo(config, device, link, sinks);
+  const TraceData trace = gather_trace_for_report(layout, recorders);
+  if (!layout.reports()) return 0;  // rank 0's process prints and writes for the run
 
   std::printf("fsdplab streams demo: %d ranks, %d layers of %lldx%lld %s, %lld tokens; device %s, link %s\n",
               config.world, config.layers, static_cast<long long>(config.width), static_cast<long long>(config.width),
               std::string(dtype_name(config.dtype)).c_str(), static_cast<long long>(config.tokens), device.name.c_str(),
               link.name.c_str());
-  TraceData trace;
-  for (const auto& r : recorders) trace.append(r.data());
   std::printf("%-6s %5s %10s %13s %10s %10s %18s %10s\n", "mode", "rank", "step (us)", "compute (us)", "comm (us)",
               "overlap %", "exposed comm (us)", "idle (us)");
   std::vector<OverlapMetrics> per_step = metrics_per_step(trace.events);
@@ -141,11 +148,17 @@ int run_training(const RunOptions& options) {
   RunConfig run = options.train;
   run.device_preset = options.device_preset;
   run.link_preset = options.link_preset;
-  run.world = options.world;
   run.trace_file = options.trace_path;
+  const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
+  // Resolved now (auto: cuda where a GPU is usable; under mpirun, as many ranks as processes unless --world
+  // says) so the header says where the run goes, and a request this machine cannot serve is refused before
+  // anything starts.
+  const DeviceSpec device = run_device_spec(run, presets, options.dry_run);
+  const RankLayout layout =
+      rank_layout(run.comm, options.world_given || run.comm == "local" ? options.world : 0, device.kind, run.gpu);
+  run.world = layout.world;
   // A dry run plans a world: without --batch, one row (sequence) per rank rather than the default 8.
   if (options.dry_run && !options.batch_given) run.batch = run.world;
-  const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
   const bool fsdp = options.fsdp || run.world > 1;
   FsdpRun sharded;
   sharded.run = run;
@@ -167,22 +180,26 @@ int run_training(const RunOptions& options) {
     validate_fsdp_options(sharded.options, run.world);
   }
 
-  // Resolved now (auto: cuda where a GPU is usable) so the header says where the run goes, and a request this
-  // machine cannot serve is refused before anything starts.
-  const DeviceSpec device = run_device_spec(run, presets, options.dry_run);
   const bool on_gpu = device.kind == DeviceKind::cuda;
-  std::string where = device.preset.name + " (sim)";
-  if (on_gpu) {
+  const std::string ranks_as = layout.processes ? "ranks as processes over MPI" : "ranks as threads";
+  std::string where = device.preset.name + " (sim; " + ranks_as + ")";
+  if (on_gpu && layout.comm == CommKind::nccl) {
+    where = "cuda (a GPU per rank from GPU " + std::to_string(run.gpu) + ", NCCL; " + ranks_as + ")";
+  } else if (on_gpu) {
     where = "cuda (GPU " + std::to_string(device.gpu) + ", ranks as threads sharing it";
     where += device.emulate_link ? "; emulated link " + device.link.name + ")" : ")";
   }
-  std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g, seed %llu; device %s\n",
+  // Rank 0's process speaks for the run; the other processes of an MPI launch stay quiet.
+  const bool reports = layout.reports();
+  if (reports) std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g, seed %llu; device %s\n",
               run.model.c_str(), run.preset.empty() ? "" : " ", run.preset.c_str(), run.world, run.steps,
               static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr,
               static_cast<unsigned long long>(run.seed), where.c_str());
-  std::printf("%s\n", fsdp ? ("FSDP: " + describe(sharded.options, run.world)).c_str()
-                           : "single-rank baseline (no FSDP)");
-  if (!run.resume_dir.empty()) std::printf("resume: %s\n", run.resume_dir.c_str());
+  if (reports) {
+    std::printf("%s\n", fsdp ? ("FSDP: " + describe(sharded.options, run.world)).c_str()
+                             : "single-rank baseline (no FSDP)");
+    if (!run.resume_dir.empty()) std::printf("resume: %s\n", run.resume_dir.c_str());
+  }
   const auto on_step = [&](const StepReport& s) {
     constexpr int kBar = 20;
     const int filled = run.steps > 0 ? (s.step + 1) * kBar / run.steps : kBar;
@@ -203,15 +220,16 @@ int run_training(const RunOptions& options) {
     sharded.dry_run = options.dry_run;
     if (options.dry_run) sharded.on_rank_done = dry.capture();
     steps = train_fsdp(sharded, presets, on_step);
-    if (options.dry_run) dry.print(sharded, presets, steps);
+    if (options.dry_run && reports) dry.print(sharded, presets, steps);
   } else {
     steps = train_baseline(run, presets, on_step, tracing ? &recorders.front() : nullptr);
   }
+  // Every process takes part in gathering the trace; then only rank 0's writes.
+  const TraceData trace = tracing ? gather_trace_for_report(layout, recorders) : TraceData{};
+  if (!reports) return 0;
   if (!run.losses_file.empty()) write_losses(run.losses_file, steps);
   if (!run.checkpoint_dir.empty()) std::printf("checkpoint: %s (step %d)\n", run.checkpoint_dir.c_str(), run.steps);
   if (tracing) {
-    TraceData trace;
-    for (const TraceRecorder& r : recorders) trace.append(r.data());
     TraceMeta meta;
     meta.backend = std::string(device_kind_name(device.kind));
     meta.world_size = run.world;
@@ -235,9 +253,11 @@ void add_run_command(CLI::App& app) {
   options->train.device = "auto";
   cmd->add_option("--device", options->train.device, "Training: auto (cuda where a GPU is usable), sim or cuda")
       ->check(CLI::IsMember({"auto", "sim", "cuda"}));
-  cmd->add_option("--comm", options->train.comm, "How ranks exchange data: local (threads; on cuda, sharing one GPU)")
-      ->check(CLI::IsMember({"local"}));
-  cmd->add_option("--gpu", options->train.gpu, "cuda: the GPU every rank runs on")->check(CLI::Range(0, 1023));
+  cmd->add_option("--comm", options->train.comm,
+                  "How ranks exchange data: local (threads; on cuda, sharing one GPU), mpi (a process per rank under "
+                  "mpirun, sim device) or nccl (a GPU per rank; threads, or processes under mpirun)")
+      ->check(CLI::IsMember({"local", "mpi", "nccl"}));
+  cmd->add_option("--gpu", options->train.gpu, "cuda: the GPU every rank runs on (nccl: the first rank's)")->check(CLI::Range(0, 1023));
   cmd->add_flag("--emulate-link", options->train.emulate_link,
                 "cuda: hold each collective's stream for the link preset's time (a workstation's link on one GPU)");
   cmd->add_option("--device-preset", options->device_preset,
@@ -314,6 +334,7 @@ void add_run_command(CLI::App& app) {
   cmd->callback([options, model, world, mode, prefetch, batch, fsdp_only] {
     options->mode_given = mode->count() > 0;
     options->batch_given = batch->count() > 0;
+    options->world_given = world->count() > 0;
     options->prefetch_given = prefetch->count() > 0;
     std::string given;
     for (const CLI::Option* o : fsdp_only)

@@ -6,7 +6,8 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config git
-          libopenblas-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3)
+          libopenblas-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3
+          libopenmpi-dev openmpi-bin)
 if [[ "${1:-}" == "--gui" ]]; then
   packages+=(libimgui-dev libglfw3-dev libgl1-mesa-dri libglx-mesa0 libstb-dev xvfb xauth)
 fi

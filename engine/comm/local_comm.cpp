@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "engine/comm/collective_checks.hpp"
 #include "engine/comm/collective_fingerprint.hpp"
 #include "engine/comm/rank_order_reduction.hpp"
 #include "engine/cuda/comm_kernels.hpp"
@@ -59,21 +60,6 @@ namespace {
 
 using Kind = CollectiveKind;
 
-void check_operand(const Tensor& t, const char* role, const Device& device, const char* op) {
-  check(t.defined(), op, ": ", role, " is an undefined tensor");
-  if (t.is_meta())
-    fail(op, ": ", role, " ", t.describe(), " is a meta tensor (shape only); materialise it on a device first");
-  if (!(&t.device() == &device))
-    fail(op, ": ", role, " ", t.describe(), " lives on rank ", t.device().rank(),
-         " but this communicator belongs to rank ", device.rank());
-  if (!(t.numel() > 0)) fail(op, ": ", role, " ", t.describe(), " is empty");
-}
-
-void check_reducible(const Tensor& t, const char* op) {
-  if (!(t.dtype() == DType::f32 || t.dtype() == DType::bf16))
-    fail(op, ": ", t.describe(), " cannot be reduced; expected f32 or bf16");
-}
-
 }  // namespace
 
 // ---- LocalWorld -------------------------------------------------------------------------------
@@ -87,11 +73,16 @@ LocalWorld::LocalWorld(int size, LocalWorldOptions options) : size_(size), optio
 LocalWorld::~LocalWorld() = default;
 
 void LocalWorld::abort(int rank, const std::string& reason) {
+  bool first = false;
   {
     std::lock_guard lock(mutex_);
-    if (!failure_) failure_ = RankFailure{rank, reason};
+    if (!failure_) {
+      failure_ = RankFailure{rank, reason};
+      first = true;
+    }
   }
   changed_.notify_all();
+  if (first && options_.on_abort) options_.on_abort(rank, reason);
 }
 
 std::optional<RankFailure> LocalWorld::failure() const {
@@ -262,12 +253,7 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
 }
 
 void LocalComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {
-  check_operand(shard, "shard", device_, "all_gather");
-  check_operand(full, "full", device_, "all_gather");
-  if (!(shard.dtype() == full.dtype()))
-    fail("all_gather: shard ", shard.describe(), " and full ", full.describe(), " differ in dtype");
-  if (!(full.numel() == shard.numel() * world()))
-    fail("all_gather: full ", full.describe(), " must hold ", world(), " shards of ", shard.describe());
+  check_all_gather(shard, full, world(), device_);
   LocalWorld::Call call;
   call.kind = Kind::all_gather;
   call.dtype = full.dtype();
@@ -290,13 +276,7 @@ void LocalComm::all_gather(Stream stream, const Tensor& shard, const Tensor& ful
 }
 
 void LocalComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) {
-  check_operand(full, "full", device_, "reduce_scatter");
-  check_operand(shard, "shard", device_, "reduce_scatter");
-  if (!(shard.dtype() == full.dtype()))
-    fail("reduce_scatter: full ", full.describe(), " and shard ", shard.describe(), " differ in dtype");
-  check_reducible(full, "reduce_scatter");
-  if (!(full.numel() == shard.numel() * world()))
-    fail("reduce_scatter: full ", full.describe(), " must hold ", world(), " shards of ", shard.describe());
+  check_reduce_scatter(full, shard, world(), device_);
   LocalWorld::Call call;
   call.kind = Kind::reduce_scatter;
   call.op = op;
@@ -320,8 +300,7 @@ void LocalComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& 
 }
 
 void LocalComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
-  check_operand(t, "tensor", device_, "all_reduce");
-  check_reducible(t, "all_reduce");
+  check_all_reduce(t, device_);
   LocalWorld::Call call;
   call.kind = Kind::all_reduce;
   call.op = op;
@@ -349,8 +328,7 @@ void LocalComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
 }
 
 void LocalComm::broadcast(Stream stream, const Tensor& t, int root) {
-  check_operand(t, "tensor", device_, "broadcast");
-  check(root >= 0 && root < world(), "broadcast: root ", root, " in a group of ", world(), " ranks");
+  check_broadcast(t, root, world(), device_);
   LocalWorld::Call call;
   call.kind = Kind::broadcast;
   call.dtype = t.dtype();

@@ -40,6 +40,9 @@ struct LocalWorldOptions {
   // (paused in step-through) must not make its peers give up on it. Asked, under the world's lock, by
   // waiting ranks every quarter of the timeout; it must not call into this world. None: never held.
   std::function<bool()> hold{};
+  // Called once, with the first failure, outside the world's lock: what else must stop when a rank fails
+  // (rank_launch.cpp aborts the NCCL communicators of the ranks, freeing peers stuck in a collective kernel).
+  std::function<void(int rank, const std::string& reason)> on_abort{};
 };
 
 struct RankFailure {

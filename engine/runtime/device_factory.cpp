@@ -24,6 +24,15 @@ std::optional<std::string> cuda_unavailable() {
 #endif
 }
 
+int usable_gpu_count() {
+#if FSDPLAB_HAVE_CUDA
+  static const int count = static_cast<int>(probe_gpus().gpus.size());
+  return count;
+#else
+  return 0;
+#endif
+}
+
 std::string_view device_kind_name(DeviceKind kind) { return kind == DeviceKind::cuda ? "cuda" : "sim"; }
 
 DeviceKind resolve_device(std::string_view choice, bool dry_run) {

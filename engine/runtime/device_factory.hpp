@@ -32,6 +32,9 @@ struct DeviceSpec {
 // Why the cuda device cannot run in this process, or nullopt when it can.
 std::optional<std::string> cuda_unavailable();
 
+// How many GPUs this process can use (0 without the CUDA backend or a driver).
+int usable_gpu_count();
+
 // "auto", "sim" or "cuda" (anything else is an Error listing them) resolved on this machine.
 DeviceKind resolve_device(std::string_view choice, bool dry_run);
 std::string_view device_kind_name(DeviceKind kind);

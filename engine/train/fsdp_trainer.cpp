@@ -19,7 +19,7 @@
 #include "engine/train/model_factory.hpp"
 #include "engine/train/run_device.hpp"
 #include "engine/train/training_checkpoint.hpp"
-#include "engine/train/world.hpp"
+#include "engine/train/rank_launch.hpp"
 
 namespace fsdplab {
 namespace {
@@ -31,7 +31,7 @@ struct RankGroups {
   Communicator* shard = nullptr;
   Communicator* replica = nullptr;
 
-  RankGroups(LocalComm& world, int shard_size) {
+  RankGroups(Communicator& world, int shard_size) {
     const int rank = world.rank();
     if (shard_size == world.world()) {
       shard = &world;
@@ -52,12 +52,12 @@ struct RankGroups {
 // before any rank starts, from the analytic per-rank peak (memory_model.hpp; activations counted for
 // gpt2 and llama, the models whose activations dwarf the rest), instead of W threads running out of memory
 // midway.
-void check_host_memory(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe) {
+void check_host_memory(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe, int ranks_here) {
   double per_rank = 0;
   for (std::int64_t bytes : fsdp_memory(fsdp_memory_input(run, options, probe))) per_rank += static_cast<double>(bytes);
   const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  check(host <= 0 || per_rank * run.world <= host, "--world ", run.world, ": the ranks need about ",
-        per_rank * run.world / 1e9, " GB of this host's memory (", per_rank / 1e9,
+  check(host <= 0 || per_rank * ranks_here <= host, "--world ", run.world, ": the ", ranks_here,
+        " ranks of this process need about ", per_rank * ranks_here / 1e9, " GB of this host's memory (", per_rank / 1e9,
         " GB each; the sim device keeps its memory in host RAM) and this host has ", host / 1e9,
         " GB; use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
 }
@@ -91,8 +91,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
   const RunConfig& run = fsdp.run;
   const int world = run.world;
   // ---- before any rank starts: everything that can be wrong with the request --------------------
-  check(world >= 1 && world <= kMaxLocalRanks, "--world ", world, "; this host runs 1 to ", kMaxLocalRanks,
-        " ranks (each a thread with its own device)");
+  check(world >= 1, "--world ", world, "; expected >= 1");
   // A/B runs: the two schedules the steps take turns in; SYNC never prefetches, so the options may name
   // the ASYNC blocks' prefetch whichever mode comes first.
   check(fsdp.ab_block >= 0, "train_fsdp: A/B block of ", fsdp.ab_block,
@@ -125,9 +124,10 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
   check(fsdp.observers.empty() || fsdp.observers.size() == static_cast<std::size_t>(world), "train_fsdp: ",
         fsdp.observers.size(), " FSDP observers for ", world, " ranks; expected one per rank or none");
   const DeviceSpec device_spec = run_device_spec(run, presets, fsdp.dry_run);
+  const RankLayout layout = rank_layout(run.comm, world, device_spec.kind, run.gpu);
   BuiltModel probe = build_model(run);  // checks the model and the batch split
   plan_units(*probe.model, probe.unit_kinds);
-  if (device_spec.kind == DeviceKind::sim && !fsdp.dry_run) check_host_memory(run, first_schedule, probe);
+  if (device_spec.kind == DeviceKind::sim && !fsdp.dry_run) check_host_memory(run, first_schedule, probe, static_cast<int>(layout.ranks_here.size()));
   std::optional<CheckpointFile> init_file;
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
   // Training checkpoints: the folder to write checked now, the one to resume from checked whole.
@@ -164,13 +164,17 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
   const bool observed = !fsdp.observers.empty() || fsdp.control;
 
   std::vector<StepReport> reports;
-  run_world(world, [&](int r, LocalWorld& local) {
+  run_ranks(layout, [&](RankSeat& seat) {
+    const int r = seat.rank();
+    DeviceSpec rank_spec = device_spec;
+    rank_spec.gpu = seat.gpu();
     // Declared first: tensors must go before the device that holds their memory.
-    const std::unique_ptr<Device> owned_device = make_device(r, device_spec);
+    const std::unique_ptr<Device> owned_device = make_device(r, rank_spec);
     Device& device = *owned_device;
     if (!fsdp.sinks.empty()) device.add_sink(fsdp.sinks[static_cast<std::size_t>(r)]);
     device.set_keep_op_log(fsdp.keep_op_log);
-    LocalComm comm(local, r, device);
+    const std::unique_ptr<Communicator> joined = seat.connect(device);
+    Communicator& comm = *joined;
     RankGroups groups(comm, shard_group_size(fsdp.options, world));
     // FSDP code's collectives go through these, which report them to the rank's observer when one is set.
     ObservedCommunicator world_comm(comm), shard_comm(*groups.shard), replica_comm(*groups.replica);

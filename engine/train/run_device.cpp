@@ -5,8 +5,6 @@
 namespace fsdplab {
 
 DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, bool dry_run) {
-  check(run.comm == "local", "--comm ", run.comm, "; expected local (ranks as threads of this process; on the cuda "
-        "device they share one GPU)");
   DeviceSpec spec;
   spec.kind = resolve_device(run.device, dry_run);
   spec.preset = presets.device(run.device_preset);

@@ -1,13 +1,14 @@
 #include "engine/train/stream_demo.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "engine/comm/local_comm.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/sim_device.hpp"
 #include "engine/tensor/matmul.hpp"
 #include "engine/tensor/tensor.hpp"
-#include "engine/train/world.hpp"
+#include "engine/train/rank_launch.hpp"
 
 namespace fsdplab {
 
@@ -112,24 +113,35 @@ std::vector<StreamDemoStep> run_stream_demo(const StreamDemoConfig& config, cons
         " trace sinks for ", config.world, " ranks");
 
   const auto world = static_cast<std::size_t>(config.world);
-  std::vector<std::vector<RankStep>> measured(world);
-  run_world(config.world, [&](int r, LocalWorld& local) {
+  const RankLayout layout = rank_layout(config.comm, config.world, DeviceKind::sim, 0);
+  check(layout.world == config.world, "streams demo: ", config.world, " ranks asked, ", layout.world, " launched");
+  // Each rank's measurements as bytes, so processes can send theirs to the one that reports.
+  std::vector<std::string> measured(world);
+  run_ranks(layout, [&](RankSeat& seat) {
+    const int r = seat.rank();
     const auto rank = static_cast<std::size_t>(r);
     SimDevice dev(r, device, link);
     if (!sinks.empty()) dev.add_sink(sinks[rank]);
-    LocalComm comm(local, r, dev);
-    DemoRank demo(config, dev, comm);
-    for (std::size_t s = 0; s < config.modes.size(); ++s)
-      measured[rank].push_back(demo.step(static_cast<int>(s), config.modes[s]));
+    const std::unique_ptr<Communicator> comm = seat.connect(dev);
+    DemoRank demo(config, dev, *comm);
+    std::vector<RankStep> steps;
+    for (std::size_t s = 0; s < config.modes.size(); ++s) steps.push_back(demo.step(static_cast<int>(s), config.modes[s]));
+    measured[rank].assign(reinterpret_cast<const char*>(steps.data()), steps.size() * sizeof(RankStep));
   });
+  const std::vector<std::string> all = gather_for_report(layout, std::move(measured));
+  if (all.empty()) return {};  // a process that does not report
 
   std::vector<StreamDemoStep> steps;
   for (std::size_t s = 0; s < config.modes.size(); ++s) {
     StreamDemoStep step{config.modes[s], 0, 0, {}};
     for (std::size_t r = 0; r < world; ++r) {
-      step.begin = std::max(step.begin, measured[r][s].begin);
-      step.end = std::max(step.end, measured[r][s].end);
-      step.output_sum.push_back(measured[r][s].output_sum);
+      RankStep m;
+      check(all[r].size() == config.modes.size() * sizeof m, "streams demo: rank ", r, " sent ", all[r].size(),
+            " bytes of measurements; expected ", config.modes.size() * sizeof m);
+      std::memcpy(&m, all[r].data() + s * sizeof m, sizeof m);
+      step.begin = std::max(step.begin, m.begin);
+      step.end = std::max(step.end, m.end);
+      step.output_sum.push_back(m.output_sum);
     }
     steps.push_back(std::move(step));
   }

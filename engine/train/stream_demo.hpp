@@ -2,7 +2,7 @@
 // between the ranks, SYNC against ASYNC.
 //
 // A stack of square linear layers whose weights are sharded over the ranks, each rank a thread with
-// its own sim device (run_world). Each layer's weight is all-gathered through LocalComm and then
+// its own sim device (or a process: --comm mpi, rank_launch.hpp). Each layer's weight is all-gathered and then
 // multiplied into the activations. The all-gather is a collective: on every rank it starts when the
 // slowest rank is ready, which is the wait this demo is about. In SYNC mode the gather runs on the compute stream,
 // so communication blocks compute; in ASYNC mode it runs on the all-gather stream one layer ahead
@@ -29,6 +29,7 @@ struct StreamDemoConfig {
   std::int64_t tokens = 1024;  // rows of the activations
   DType dtype = DType::f32;
   std::vector<ExecMode> modes = {ExecMode::sync, ExecMode::async};  // one step each, in this order
+  std::string comm = "local";  // local: ranks as threads; mpi: one per process of an MPI launcher
 };
 
 struct StreamDemoStep {
@@ -40,7 +41,8 @@ struct StreamDemoStep {
 
 // Runs the demo on sim devices made from `device` and `link`, sending every trace event and memory
 // counter of rank r to sinks[r] (sinks may be empty). Returns the steps' times. The devices are
-// synchronised between steps, so the steps' intervals do not overlap.
+// synchronised between steps, so the steps' intervals do not overlap. With ranks as processes, only the
+// process of rank 0 gets the steps (the others get none) and only the hosted rank's sink is written.
 std::vector<StreamDemoStep> run_stream_demo(const StreamDemoConfig& config, const DevicePreset& device,
                                             const LinkPreset& link, const std::vector<TraceSink*>& sinks);
 

@@ -1,0 +1,359 @@
+#include "engine/comm/mpi_comm.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+#include <thread>
+
+#include "engine/comm/collective_checks.hpp"
+#include "engine/comm/collective_fingerprint.hpp"
+#include "engine/comm/rank_order_reduction.hpp"
+#include "engine/runtime/error.hpp"
+
+#if FSDPLAB_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace fsdplab {
+
+bool launched_by_mpi() {
+  // Open MPI, MPICH / Hydra and Slurm each tell their processes so in the environment.
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+
+#if FSDPLAB_HAVE_MPI
+
+std::optional<std::string> mpi_unavailable() { return std::nullopt; }
+
+namespace {
+
+void check_mpi(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  fail(call, " failed: ", std::string(text, static_cast<std::size_t>(length)));
+}
+
+// MPI counts bytes in int: a larger message is refused by name instead of wrapping around.
+int byte_count(std::int64_t bytes, const char* what) {
+  check(bytes >= 0 && bytes <= INT_MAX, what, ": ", bytes, " bytes in one MPI message; at most ", INT_MAX,
+        " (2 GiB) per rank");
+  return static_cast<int>(bytes);
+}
+
+OpCategory category_of(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::all_gather: return OpCategory::all_gather;
+    case CollectiveKind::reduce_scatter: return OpCategory::reduce_scatter;
+    case CollectiveKind::all_reduce: return OpCategory::all_reduce;
+    case CollectiveKind::broadcast: return OpCategory::broadcast;
+    case CollectiveKind::barrier:
+    case CollectiveKind::split: break;
+  }
+  fail("MpiComm: a ", static_cast<int>(kind), " launches no op");
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace
+
+MpiPlace mpi_join() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    // One thread at a time calls MPI (the rank's), not necessarily the one that initialised it.
+    int provided = 0;
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    check(provided >= MPI_THREAD_SERIALIZED, "MPI gives thread level ", provided, "; fsdplab needs MPI_THREAD_SERIALIZED");
+    // A failing rank never finalises (it aborts the world), so finalising at exit cannot wait for a dead peer.
+    std::atexit(finalize_at_exit);
+  }
+  MpiPlace place;
+  MPI_Comm_rank(MPI_COMM_WORLD, &place.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &place.size);
+  MPI_Comm local;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, place.rank, MPI_INFO_NULL, &local),
+            "MPI_Comm_split_type");
+  MPI_Comm_rank(local, &place.local_rank);
+  MPI_Comm_free(&local);
+  return place;
+}
+
+void mpi_abort_world(int code) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+void mpi_broadcast_bytes(void* data, std::size_t bytes, int root) {
+  check_mpi(MPI_Bcast(data, byte_count(static_cast<std::int64_t>(bytes), "broadcast"), MPI_BYTE, root, MPI_COMM_WORLD),
+            "MPI_Bcast");
+}
+
+std::vector<std::string> mpi_gather_to_rank0(const std::string& mine) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int length = byte_count(static_cast<std::int64_t>(mine.size()), "gather");
+  std::vector<int> lengths(static_cast<std::size_t>(size));
+  check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
+  std::vector<int> offsets(static_cast<std::size_t>(size), 0);
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    offsets[i] = static_cast<int>(total);
+    total += lengths[i];
+  }
+  std::string all(rank == 0 ? static_cast<std::size_t>(byte_count(total, "gather")) : 0, '\0');
+  check_mpi(MPI_Gatherv(mine.data(), length, MPI_BYTE, all.data(), lengths.data(), offsets.data(), MPI_BYTE, 0,
+                        MPI_COMM_WORLD),
+            "MPI_Gatherv");
+  std::vector<std::string> parts;
+  if (rank != 0) return parts;
+  for (std::size_t i = 0; i < lengths.size(); ++i)
+    parts.push_back(all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i])));
+  return parts;
+}
+
+// ---- MpiComm ------------------------------------------------------------------------------------
+
+struct MpiComm::Group {
+  MPI_Comm comm = MPI_COMM_NULL;
+  ~Group() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
+  }
+};
+
+// Plain bytes: every process of a run is the same binary, so the layout agrees.
+struct MpiComm::Announcement {
+  CollectiveFingerprint call;
+  SimTime earliest = 0;  // when the rank's stream could start the op
+  SimTime duration = 0;  // the op's time by the rank's cost model
+  int color = 0;         // split only
+};
+
+MpiComm::MpiComm(Device& device, std::chrono::milliseconds timeout)
+    : device_(device), timeout_(timeout), group_(std::make_unique<Group>()) {
+  const MpiPlace place = mpi_join();
+  check(device.kind() == DeviceKind::sim, "--comm mpi carries the sim device's collectives between processes; "
+        "on GPUs use --comm nccl (under mpirun for one process per GPU)");
+  check(device.rank() == place.rank, "MpiComm: MPI rank ", place.rank, " bound to rank ", device.rank(), "'s device");
+  check(timeout.count() > 0, "MpiComm: timeout of ", timeout.count(), " ms; expected > 0");
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &group_->comm), "MPI_Comm_dup");
+  for (int r = 0; r < place.size; ++r) members_.push_back(r);
+  index_ = place.rank;
+}
+
+MpiComm::MpiComm(Device& device, std::chrono::milliseconds timeout, std::unique_ptr<Group> group,
+                 std::vector<int> members, int index)
+    : device_(device), timeout_(timeout), group_(std::move(group)), members_(std::move(members)), index_(index) {}
+
+MpiComm::~MpiComm() = default;
+
+void MpiComm::wait(void* request, const char* what) {
+  auto* req = static_cast<MPI_Request*>(request);
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  // MPI progresses only inside its calls: test in a loop, but let other processes (ranks on the same
+  // cores) run between tests once the peer is clearly not there yet.
+  for (int tests = 0;; ++tests) {
+    int done = 0;
+    check_mpi(MPI_Test(req, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    if (tests > 200) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (Clock::now() - start > timeout_) {
+      std::ostringstream waited;
+      waited << std::fixed << std::setprecision(1) << static_cast<double>(timeout_.count()) / 1000.0;
+      fail("rank ", members_[static_cast<std::size_t>(index_)], " waited ", waited.str(), " s in ", current_,
+           " of group ", group_str(members_), " (", what, "); a peer process never got there");
+    }
+  }
+}
+
+std::vector<MpiComm::Announcement> MpiComm::announce(const Announcement& mine) {
+  ++seq_;
+  current_ = describe(mine.call, seq_, members_);
+  std::vector<Announcement> all(members_.size());
+  MPI_Request request;
+  check_mpi(MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, group_->comm, &request),
+            "MPI_Iallgather");
+  wait(&request, "exchanging the collective's fingerprint");
+  // Every process holds the same announcements, so all of them throw the same mismatch, or none does.
+  for (std::size_t i = 1; i < all.size(); ++i)
+    if (!all[i].call.same_call(all[0].call)) fail(mismatch_message(members_, i, all[i].call, all[0].call, seq_));
+  return all;
+}
+
+void MpiComm::collective(Stream stream, Announcement mine, const Tensor& output, std::int64_t full_bytes,
+                         std::vector<Access> reads, std::vector<Access> writes, const std::function<void()>& exchange) {
+  check(stream.device == &device_, "collective on rank ", stream.device ? stream.device->rank() : -1,
+        "'s stream through rank ", device_.rank(), "'s communicator");
+  const OpCategory category = category_of(mine.call.kind);
+  mine.call.dry = device_.dry_run();
+  mine.earliest = device_.earliest_start(stream.lane, category);
+  mine.duration = device_.cost_model().collective(category, full_bytes, world());
+  const std::vector<Announcement> all = announce(mine);
+  // Settled as LocalComm settles it: the latest earliest start, the slowest rank's duration.
+  OpSpec spec;
+  for (const Announcement& a : all) {
+    spec.not_before = std::max(spec.not_before, a.earliest);
+    spec.duration = std::max(spec.duration, a.duration);
+  }
+  const std::string_view op = category_name(category);
+  spec.name = output.name().empty() ? std::string(op) : std::string(op) + " " + output.name();
+  spec.category = category;
+  spec.bytes_moved = full_bytes;
+  spec.reads = std::move(reads);
+  spec.writes = std::move(writes);
+  const bool dry = mine.call.dry;
+  device_.launch(stream.lane, std::move(spec), {.host = [&] {
+    if (!dry) exchange();
+  }});
+}
+
+
+void MpiComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {
+  check_all_gather(shard, full, world(), device_);
+  Announcement mine;
+  mine.call.kind = CollectiveKind::all_gather;
+  mine.call.dtype = full.dtype();
+  mine.call.count = full.numel();
+  collective(stream, mine, full, full.nbytes(), {shard.access()}, {full.access()}, [&] {
+    // The shard may be chunk r of `full` itself: sent from a copy, so MPI never reads what it writes.
+    const int chunk = byte_count(shard.nbytes(), "all_gather");
+    const std::vector<std::byte> sent(shard.raw(), shard.raw() + chunk);
+    MPI_Request request;
+    check_mpi(MPI_Iallgather(sent.data(), chunk, MPI_BYTE, full.raw(), chunk, MPI_BYTE, group_->comm, &request),
+              "MPI_Iallgather");
+    wait(&request, "moving the data");
+  });
+}
+
+void MpiComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) {
+  check_reduce_scatter(full, shard, world(), device_);
+  Announcement mine;
+  mine.call.kind = CollectiveKind::reduce_scatter;
+  mine.call.op = op;
+  mine.call.dtype = full.dtype();
+  mine.call.count = full.numel();
+  collective(stream, mine, shard, full.nbytes(), {full.access()}, {shard.access()}, [&] {
+    // Every rank's chunk r comes to rank r (an all-to-all), which then sums them in rank order.
+    const int chunk = byte_count(shard.nbytes(), "reduce_scatter");
+    std::vector<std::byte> received(static_cast<std::size_t>(chunk) * members_.size());
+    MPI_Request request;
+    check_mpi(MPI_Ialltoall(full.raw(), chunk, MPI_BYTE, received.data(), chunk, MPI_BYTE, group_->comm, &request),
+              "MPI_Ialltoall");
+    wait(&request, "moving the data");
+    std::vector<const std::byte*> inputs;
+    for (std::size_t i = 0; i < members_.size(); ++i) inputs.push_back(received.data() + i * static_cast<std::size_t>(chunk));
+    store_reduced(shard.raw(), reduce_in_rank_order(inputs, 0, shard.numel(), shard.dtype(), op), shard.dtype());
+  });
+}
+
+void MpiComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
+  check_all_reduce(t, device_);
+  Announcement mine;
+  mine.call.kind = CollectiveKind::all_reduce;
+  mine.call.op = op;
+  mine.call.dtype = t.dtype();
+  mine.call.count = t.numel();
+  collective(stream, mine, t, t.nbytes(), {t.access()}, {t.access()}, [&] {
+    // Every rank gathers every input and sums them in rank order: the same bits everywhere, and the
+    // same as LocalComm's.
+    const int bytes = byte_count(t.nbytes(), "all_reduce");
+    std::vector<std::byte> gathered(static_cast<std::size_t>(bytes) * members_.size());
+    MPI_Request request;
+    check_mpi(MPI_Iallgather(t.raw(), bytes, MPI_BYTE, gathered.data(), bytes, MPI_BYTE, group_->comm, &request),
+              "MPI_Iallgather");
+    wait(&request, "moving the data");
+    std::vector<const std::byte*> inputs;
+    for (std::size_t i = 0; i < members_.size(); ++i) inputs.push_back(gathered.data() + i * static_cast<std::size_t>(bytes));
+    store_reduced(t.raw(), reduce_in_rank_order(inputs, 0, t.numel(), t.dtype(), op), t.dtype());
+  });
+}
+
+void MpiComm::broadcast(Stream stream, const Tensor& t, int root) {
+  check_broadcast(t, root, world(), device_);
+  Announcement mine;
+  mine.call.kind = CollectiveKind::broadcast;
+  mine.call.dtype = t.dtype();
+  mine.call.count = t.numel();
+  mine.call.root = root;
+  const bool receives = root != index_;
+  std::vector<Access> reads, writes;
+  (receives ? writes : reads).push_back(t.access());
+  collective(stream, mine, t, t.nbytes(), reads, writes, [&] {
+    MPI_Request request;
+    check_mpi(MPI_Ibcast(t.raw(), byte_count(t.nbytes(), "broadcast"), MPI_BYTE, root, group_->comm, &request),
+              "MPI_Ibcast");
+    wait(&request, "moving the data");
+  });
+}
+
+void MpiComm::barrier() {
+  // The announcement is itself a barrier: no process gets past it before every one has made it.
+  Announcement mine;
+  mine.call.kind = CollectiveKind::barrier;
+  announce(mine);
+}
+
+std::unique_ptr<Communicator> MpiComm::split(int color) {
+  check(color >= 0, "split: color ", color, "; expected >= 0");
+  Announcement mine;
+  mine.call.kind = CollectiveKind::split;
+  mine.color = color;
+  const std::vector<Announcement> all = announce(mine);
+  // Everyone has arrived, so MPI's blocking split cannot wait for a missing peer.
+  auto group = std::make_unique<Group>();
+  check_mpi(MPI_Comm_split(group_->comm, color, index_, &group->comm), "MPI_Comm_split");
+  std::vector<int> members;
+  int index = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].color != color) continue;
+    if (static_cast<int>(i) == index_) index = static_cast<int>(members.size());
+    members.push_back(members_[i]);
+  }
+  return std::unique_ptr<Communicator>(new MpiComm(device_, timeout_, std::move(group), std::move(members), index));
+}
+
+#else  // built without MPI
+
+namespace {
+[[noreturn]] void no_mpi() { fail(*mpi_unavailable()); }
+}  // namespace
+
+std::optional<std::string> mpi_unavailable() {
+  return "this fsdplab was built without MPI (install libopenmpi-dev and openmpi-bin, then rebuild: "
+         "scripts/install-deps.sh does)";
+}
+MpiPlace mpi_join() { no_mpi(); }
+void mpi_abort_world(int code) { std::_Exit(code); }
+void mpi_broadcast_bytes(void*, std::size_t, int) { no_mpi(); }
+std::vector<std::string> mpi_gather_to_rank0(const std::string&) { no_mpi(); }
+
+struct MpiComm::Group {};
+struct MpiComm::Announcement {};
+MpiComm::MpiComm(Device& device, std::chrono::milliseconds timeout) : device_(device), timeout_(timeout) { no_mpi(); }
+MpiComm::~MpiComm() = default;
+void MpiComm::all_gather(Stream, const Tensor&, const Tensor&) { no_mpi(); }
+void MpiComm::reduce_scatter(Stream, const Tensor&, const Tensor&, ReduceOp) { no_mpi(); }
+void MpiComm::all_reduce(Stream, const Tensor&, ReduceOp) { no_mpi(); }
+void MpiComm::broadcast(Stream, const Tensor&, int) { no_mpi(); }
+void MpiComm::barrier() { no_mpi(); }
+std::unique_ptr<Communicator> MpiComm::split(int) { no_mpi(); }
+
+#endif
+
+}  // namespace fsdplab

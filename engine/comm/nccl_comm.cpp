@@ -1,0 +1,393 @@
+#include "engine/comm/nccl_comm.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+
+#include "engine/comm/collective_checks.hpp"
+#include "engine/runtime/error.hpp"
+
+#if FSDPLAB_HAVE_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/cuda_device.hpp"
+#endif
+
+namespace fsdplab {
+
+#if FSDPLAB_HAVE_NCCL
+
+std::optional<std::string> nccl_unavailable() { return std::nullopt; }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using cuda::check_cuda;
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return ncclFloat32;
+    case DType::bf16: return ncclBfloat16;
+    case DType::i32: return ncclInt32;
+  }
+  fail("NCCL: no type for dtype ", static_cast<int>(dtype));
+}
+
+std::string nccl_reason(ncclResult_t result, ncclComm_t comm) {
+  std::string reason = ncclGetErrorString(result);
+  const char* last = comm ? ncclGetLastError(comm) : nullptr;
+  if (last && *last) reason += std::string(": ") + last;
+  return reason;
+}
+
+// A non-blocking communicator answers ncclInProgress until its call has been taken; this waits for the
+// answer without holding any lock, so the watchdog can abort meanwhile, and gives up after `timeout` (a
+// peer that never joins the world is not the watchdog's: nothing is registered before the join).
+void settle(ncclComm_t comm, ncclResult_t result, NcclAbortGroup& aborts, std::chrono::milliseconds timeout,
+            const std::string& what) {
+  const auto start = Clock::now();
+  while (result == ncclInProgress) {
+    if (auto failure = aborts.failure()) fail(what, ": stopped, ", *failure);
+    if (Clock::now() - start > timeout) {
+      ncclCommAbort(comm);
+      fail(what, ": no answer after ", timeout.count(), " ms (a peer never joined)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (ncclCommGetAsyncError(comm, &result) != ncclSuccess) break;
+  }
+  if (result != ncclSuccess) fail(what, " failed: ", nccl_reason(result, comm));
+}
+
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  // Non-blocking: joining and splitting return at once, so a rank whose peer died never sits inside NCCL
+  // where nobody could abort it.
+  config.blocking = 0;
+  return config;
+}
+
+}  // namespace
+
+NcclId make_nccl_id() {
+  ncclUniqueId id;
+  const ncclResult_t result = ncclGetUniqueId(&id);
+  if (result != ncclSuccess) fail("ncclGetUniqueId failed: ", ncclGetErrorString(result));
+  NcclId out;
+  static_assert(sizeof id == sizeof out.bytes);
+  std::memcpy(out.bytes.data(), &id, sizeof id);
+  return out;
+}
+
+struct NcclComm::Handle {
+  ncclComm_t comm = nullptr;
+  int gpu = 0;
+  cudaStream_t barrier_stream = nullptr;
+  void* barrier_value = nullptr;  // one float on the GPU (cudaMalloc: the ledger is the device's, this is NCCL's)
+  bool aborted = false;
+  struct InFlight {
+    std::string what;
+    cudaEvent_t done = nullptr;
+    Clock::time_point issued;
+  };
+  std::deque<InFlight> in_flight;
+  std::mutex mutex;  // the NCCL handle's users: the rank's thread, the watchdog, an abort
+
+  ~Handle() {
+    for (InFlight& f : in_flight) cudaEventDestroy(f.done);
+    if (barrier_value) cudaFree(barrier_value);
+    if (barrier_stream) cudaStreamDestroy(barrier_stream);
+    if (comm && !aborted) {
+      // Ends cleanly once every collective issued has finished; a failed run was aborted instead.
+      if (ncclCommFinalize(comm) == ncclSuccess) {
+        ncclResult_t state = ncclInProgress;
+        while (state == ncclInProgress && ncclCommGetAsyncError(comm, &state) == ncclSuccess)
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      ncclCommDestroy(comm);
+    }
+  }
+};
+
+// ---- NcclAbortGroup -------------------------------------------------------------------------------
+
+NcclAbortGroup::NcclAbortGroup(std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure)
+    : timeout_(timeout), on_failure_(std::move(on_failure)), watchdog_([this] { watch(); }) {}
+
+NcclAbortGroup::~NcclAbortGroup() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  watchdog_.join();
+}
+
+void NcclAbortGroup::add(NcclComm* comm) {
+  std::lock_guard lock(mutex_);
+  comms_.push_back(comm);
+}
+
+void NcclAbortGroup::remove(NcclComm* comm) {
+  std::lock_guard lock(mutex_);
+  comms_.erase(std::remove(comms_.begin(), comms_.end(), comm), comms_.end());
+}
+
+std::optional<std::string> NcclAbortGroup::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+void NcclAbortGroup::abort(int rank, const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  abort_locked("rank " + std::to_string(rank) + " failed: " + reason);
+}
+
+void NcclAbortGroup::abort_locked(const std::string& reason) {
+  if (failure_) return;
+  failure_ = reason;
+  for (NcclComm* comm : comms_) comm->abort_nccl();
+}
+
+void NcclAbortGroup::watch() {
+  // Every 100 ms: NCCL's asynchronous errors, and collectives that never complete (a peer that stalls
+  // or died before joining them), as PyTorch's NCCL watchdog does.
+  for (;;) {
+    std::optional<std::string> failed;
+    {
+      std::unique_lock lock(mutex_);
+      if (stopping_) return;
+      if (!failure_) {
+        for (NcclComm* comm : comms_) {
+          if (!failed) failed = comm->async_error();
+          if (!failed) failed = comm->overdue(timeout_);
+        }
+        if (failed) abort_locked(*failed);
+      }
+    }
+    if (failed && on_failure_) on_failure_(*failed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// ---- NcclComm -------------------------------------------------------------------------------------
+
+NcclComm::NcclComm(const NcclId& id, int world, int rank, Device& device, NcclAbortGroup& aborts)
+    : handle_(std::make_unique<Handle>()), world_(world), rank_(rank), device_(device), aborts_(aborts) {
+  auto* gpu_device = dynamic_cast<CudaDevice*>(&device);
+  check(gpu_device, "--comm nccl moves data between GPUs: rank ", rank, " is on the ", device.kind() == DeviceKind::sim ?
+        "sim" : "cuda", " device; use --device cuda (or --comm local / mpi on the sim device)");
+  check(world >= 1 && rank >= 0 && rank < world, "NcclComm: rank ", rank, " of a world of ", world);
+  handle_->gpu = gpu_device->gpu();
+  check_cuda(cudaSetDevice(handle_->gpu), "rank ", rank, ": selecting GPU ", handle_->gpu, " for NCCL");
+  ncclUniqueId unique;
+  std::memcpy(&unique, id.bytes.data(), sizeof unique);
+  ncclConfig_t config = nonblocking_config();
+  const std::string what = "rank " + std::to_string(rank) + ": joining NCCL (" + std::to_string(world) +
+                           " ranks) on GPU " + std::to_string(handle_->gpu);
+  const ncclResult_t joined = ncclCommInitRankConfig(&handle_->comm, world, unique, rank, &config);
+  settle(handle_->comm, joined, aborts, aborts.timeout_, what);
+  check_cuda(cudaStreamCreateWithFlags(&handle_->barrier_stream, cudaStreamNonBlocking), "rank ", rank,
+             ": creating NCCL's barrier stream");
+  check_cuda(cudaMalloc(&handle_->barrier_value, sizeof(float)), "rank ", rank, ": NCCL's barrier buffer");
+  aborts_.add(this);
+}
+
+NcclComm::NcclComm(std::unique_ptr<Handle> handle, int world, int rank, Device& device, NcclAbortGroup& aborts)
+    : handle_(std::move(handle)), world_(world), rank_(rank), device_(device), aborts_(aborts) {
+  aborts_.add(this);
+}
+
+NcclComm::~NcclComm() { aborts_.remove(this); }
+
+void NcclComm::abort_nccl() {
+  std::lock_guard lock(handle_->mutex);
+  if (handle_->aborted || !handle_->comm) return;
+  ncclCommAbort(handle_->comm);
+  handle_->aborted = true;
+}
+
+std::optional<std::string> NcclComm::async_error() {
+  std::lock_guard lock(handle_->mutex);
+  if (handle_->aborted || !handle_->comm) return std::nullopt;
+  ncclResult_t state = ncclSuccess;
+  if (ncclCommGetAsyncError(handle_->comm, &state) != ncclSuccess || state == ncclSuccess || state == ncclInProgress)
+    return std::nullopt;
+  return "rank " + std::to_string(rank_) + ": NCCL reported an asynchronous error: " + nccl_reason(state, handle_->comm);
+}
+
+std::optional<std::string> NcclComm::overdue(std::chrono::milliseconds timeout) {
+  std::lock_guard lock(handle_->mutex);
+  auto& in_flight = handle_->in_flight;
+  while (!in_flight.empty()) {
+    Handle::InFlight& oldest = in_flight.front();
+    const cudaError_t state = cudaEventQuery(oldest.done);
+    if (state == cudaErrorNotReady) {
+      if (Clock::now() - oldest.issued < timeout) return std::nullopt;
+      return "rank " + std::to_string(rank_) + ": " + oldest.what + " has not completed after " +
+             std::to_string(timeout.count()) + " ms (a peer never joined it, or stalls)";
+    }
+    cudaEventDestroy(oldest.done);
+    in_flight.pop_front();
+    if (state != cudaSuccess)
+      return "rank " + std::to_string(rank_) + ": " + "the GPU failed while running NCCL collectives: " +
+             cudaGetErrorString(state);
+  }
+  return std::nullopt;
+}
+
+void NcclComm::collective(Stream stream, OpCategory category, const Tensor& output, std::int64_t bytes,
+                          std::vector<Access> reads, std::vector<Access> writes,
+                          const std::function<int(void* nccl_comm, CUstream_st* s)>& enqueue) {
+  check(stream.device == &device_, "collective on rank ", stream.device ? stream.device->rank() : -1,
+        "'s stream through rank ", device_.rank(), "'s communicator");
+  if (auto failure = aborts_.failure()) fail("rank ", rank_, ": NCCL was aborted: ", *failure);
+  const std::string_view op = category_name(category);
+  const std::string what = std::string(op) + " #" + std::to_string(++seq_) + " of " + std::to_string(bytes) + " bytes";
+  OpSpec spec;
+  spec.name = output.name().empty() ? std::string(op) : std::string(op) + " " + output.name();
+  spec.category = category;
+  spec.bytes_moved = bytes;
+  spec.duration = device_.cost_model().collective(category, bytes, world_);
+  spec.reads = std::move(reads);
+  spec.writes = std::move(writes);
+  device_.launch(stream.lane, std::move(spec), {.cuda = [&](CUstream_st* s) {
+    ncclComm_t comm = nullptr;
+    ncclResult_t result = ncclSuccess;
+    {
+      std::lock_guard lock(handle_->mutex);
+      if (handle_->aborted) fail("rank ", rank_, ": NCCL was aborted before ", what);
+      comm = handle_->comm;
+      result = static_cast<ncclResult_t>(enqueue(comm, s));
+    }
+    settle(comm, result, aborts_, aborts_.timeout_, "rank " + std::to_string(rank_) + ": NCCL " + what);
+    // Watched until it completes: a collective a peer never joins is found by the watchdog.
+    Handle::InFlight flight{what, nullptr, Clock::now()};
+    check_cuda(cudaEventCreateWithFlags(&flight.done, cudaEventDisableTiming), "rank ", rank_, ": ", what);
+    check_cuda(cudaEventRecord(flight.done, s), "rank ", rank_, ": ", what);
+    std::lock_guard lock(handle_->mutex);
+    handle_->in_flight.push_back(flight);
+  }});
+}
+
+void NcclComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {
+  check_all_gather(shard, full, world_, device_);
+  collective(stream, OpCategory::all_gather, full, full.nbytes(), {shard.access()}, {full.access()},
+             [&](void* comm, CUstream_st* s) {
+               return ncclAllGather(shard.raw(), full.raw(), static_cast<std::size_t>(shard.numel()),
+                                    nccl_type(shard.dtype()), static_cast<ncclComm_t>(comm), s);
+             });
+}
+
+void NcclComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) {
+  check_reduce_scatter(full, shard, world_, device_);
+  collective(stream, OpCategory::reduce_scatter, shard, full.nbytes(), {full.access()}, {shard.access()},
+             [&](void* comm, CUstream_st* s) {
+               return ncclReduceScatter(full.raw(), shard.raw(), static_cast<std::size_t>(shard.numel()),
+                                        nccl_type(shard.dtype()), op == ReduceOp::avg ? ncclAvg : ncclSum,
+                                        static_cast<ncclComm_t>(comm), s);
+             });
+}
+
+void NcclComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
+  check_all_reduce(t, device_);
+  collective(stream, OpCategory::all_reduce, t, t.nbytes(), {t.access()}, {t.access()},
+             [&](void* comm, CUstream_st* s) {
+               return ncclAllReduce(t.raw(), t.raw(), static_cast<std::size_t>(t.numel()), nccl_type(t.dtype()),
+                                    op == ReduceOp::avg ? ncclAvg : ncclSum, static_cast<ncclComm_t>(comm), s);
+             });
+}
+
+void NcclComm::broadcast(Stream stream, const Tensor& t, int root) {
+  check_broadcast(t, root, world_, device_);
+  std::vector<Access> reads, writes;
+  (root == rank_ ? reads : writes).push_back(t.access());
+  collective(stream, OpCategory::broadcast, t, t.nbytes(), reads, writes, [&](void* comm, CUstream_st* s) {
+    return ncclBroadcast(t.raw(), t.raw(), static_cast<std::size_t>(t.numel()), nccl_type(t.dtype()), root,
+                         static_cast<ncclComm_t>(comm), s);
+  });
+}
+
+void NcclComm::barrier() {
+  if (auto failure = aborts_.failure()) fail("rank ", rank_, ": NCCL was aborted: ", *failure);
+  const std::string what = "rank " + std::to_string(rank_) + ": NCCL barrier #" + std::to_string(++seq_);
+  ncclComm_t comm = nullptr;
+  ncclResult_t result = ncclSuccess;
+  {
+    std::lock_guard lock(handle_->mutex);
+    if (handle_->aborted) fail(what, ": NCCL was aborted");
+    comm = handle_->comm;
+    result = ncclAllReduce(handle_->barrier_value, handle_->barrier_value, 1, ncclFloat32, ncclSum, comm,
+                           handle_->barrier_stream);
+  }
+  settle(comm, result, aborts_, aborts_.timeout_, what);
+  // Polled, not synchronized: a peer that never comes is the watchdog's to report, and this wait must
+  // then end with its failure instead of blocking in the driver.
+  for (;;) {
+    const cudaError_t state = cudaStreamQuery(handle_->barrier_stream);
+    if (state == cudaSuccess) return;
+    if (state != cudaErrorNotReady) check_cuda(state, what);
+    if (auto failure = aborts_.failure()) fail(what, ": stopped, ", *failure);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+std::unique_ptr<Communicator> NcclComm::split(int color) {
+  check(color >= 0, "split: color ", color, "; expected >= 0");
+  if (auto failure = aborts_.failure()) fail("rank ", rank_, ": NCCL was aborted: ", *failure);
+  auto child = std::make_unique<Handle>();
+  child->gpu = handle_->gpu;
+  ncclConfig_t config = nonblocking_config();
+  ncclResult_t result = ncclSuccess;
+  {
+    std::lock_guard lock(handle_->mutex);
+    check(!handle_->aborted, "rank ", rank_, ": NCCL was aborted before split(", color, ")");
+    result = ncclCommSplit(handle_->comm, color, rank_, &child->comm, &config);
+  }
+  const std::string what = "rank " + std::to_string(rank_) + ": NCCL split(" + std::to_string(color) + ")";
+  settle(child->comm ? child->comm : handle_->comm, result, aborts_, aborts_.timeout_, what);
+  int child_world = 0, child_rank = 0;
+  check(ncclCommCount(child->comm, &child_world) == ncclSuccess && ncclCommUserRank(child->comm, &child_rank) == ncclSuccess,
+        what, ": cannot read the new group's size and rank");
+  check_cuda(cudaStreamCreateWithFlags(&child->barrier_stream, cudaStreamNonBlocking), what);
+  check_cuda(cudaMalloc(&child->barrier_value, sizeof(float)), what);
+  return std::unique_ptr<Communicator>(new NcclComm(std::move(child), child_world, child_rank, device_, aborts_));
+}
+
+#else  // built without NCCL
+
+namespace {
+[[noreturn]] void no_nccl() { fail(*nccl_unavailable()); }
+}  // namespace
+
+std::optional<std::string> nccl_unavailable() {
+#if FSDPLAB_HAVE_CUDA
+  return "this fsdplab was built without NCCL (nccl.h and libnccl were not found when it was configured)";
+#else
+  return "this fsdplab was built without the CUDA backend, so without NCCL (nvcc was not found when it was "
+         "configured)";
+#endif
+}
+
+NcclId make_nccl_id() { no_nccl(); }
+struct NcclComm::Handle {};
+NcclAbortGroup::NcclAbortGroup(std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure)
+    : timeout_(timeout), on_failure_(std::move(on_failure)) {}
+NcclAbortGroup::~NcclAbortGroup() = default;
+void NcclAbortGroup::abort(int, const std::string&) {}
+std::optional<std::string> NcclAbortGroup::failure() const { return std::nullopt; }
+NcclComm::NcclComm(const NcclId&, int world, int rank, Device& device, NcclAbortGroup& aborts)
+    : world_(world), rank_(rank), device_(device), aborts_(aborts) {
+  no_nccl();
+}
+NcclComm::~NcclComm() = default;
+void NcclComm::all_gather(Stream, const Tensor&, const Tensor&) { no_nccl(); }
+void NcclComm::reduce_scatter(Stream, const Tensor&, const Tensor&, ReduceOp) { no_nccl(); }
+void NcclComm::all_reduce(Stream, const Tensor&, ReduceOp) { no_nccl(); }
+void NcclComm::broadcast(Stream, const Tensor&, int) { no_nccl(); }
+void NcclComm::barrier() { no_nccl(); }
+std::unique_ptr<Communicator> NcclComm::split(int) { no_nccl(); }
+
+#endif
+
+}  // namespace fsdplab
