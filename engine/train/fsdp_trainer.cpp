@@ -1,5 +1,6 @@
 #include "engine/train/fsdp_trainer.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -160,6 +161,9 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
   world_options.timeout = fsdp.comm_timeout;
   // Ranks wait for rank 0 while it writes the whole model of a checkpoint.
   if (checkpointing) world_options.timeout = checkpoint_wait_timeout(*probe.model, run.optimizer_spec(), world_options.timeout);
+  // Processes cannot see each other's progress, only their own wait: a peer that is merely slower (another
+  // machine, a busier core) must not be taken for a dead one.
+  if (layout.processes) world_options.timeout = std::max(world_options.timeout, std::chrono::milliseconds(30'000));
   if (fsdp.control) world_options.hold = [control = fsdp.control] { return control->holding(); };
   const bool observed = !fsdp.observers.empty() || fsdp.control;
 

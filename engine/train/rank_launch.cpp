@@ -61,10 +61,12 @@ RankLayout rank_layout(std::string_view comm, int world, DeviceKind device, int 
   layout.processes = layout.comm == CommKind::mpi || launched_by_mpi();
   if (layout.processes) {
     if (auto why = mpi_unavailable()) fail("--comm ", comm, " across processes: ", *why);
+    check(launched_by_mpi() || world <= 1, "--comm mpi --world ", world, ": each rank is a process started by an MPI "
+          "launcher; run `mpirun -np ", world, " fsdplab run ... --comm mpi` (or --comm local for threads)");
     const MpiPlace place = mpi_join();
     check(world == 0 || world == place.size, "--world ", world, " but the MPI launcher started ", place.size,
           " process", place.size == 1 ? "" : "es", ": one rank per process, so drop --world or pass `mpirun -np ",
-          world, "`", launched_by_mpi() ? "" : " (this process was not started by mpirun)");
+          world, "`");
     layout.world = place.size;
     layout.local_rank = place.local_rank;
     layout.ranks_here = {place.rank};
@@ -138,9 +140,7 @@ class ProcessSeat final : public RankSeat {
 
 void run_process(const RankLayout& layout, const std::function<void(RankSeat&)>& body, LocalWorldOptions options) {
   const int rank = layout.ranks_here.front();
-  // Processes wait for each other across the scheduler of a whole machine (or several): a peer that is
-  // merely slow must not be taken for a dead one.
-  const std::chrono::milliseconds timeout = std::max(options.timeout, std::chrono::milliseconds(60'000));
+  const std::chrono::milliseconds timeout = options.timeout;
   try {
     std::optional<NcclId> id;
     std::unique_ptr<NcclAbortGroup> aborts;
