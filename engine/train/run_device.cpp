@@ -6,12 +6,23 @@ namespace fsdplab {
 
 DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, bool dry_run) {
   DeviceSpec spec;
-  spec.kind = resolve_device(run.device, dry_run);
+  // auto follows the communicator where it allows one device only: MPI carries the sim device's data, NCCL
+  // the GPUs'.
+  std::string_view device = run.device;
+  if (device == "auto" && run.comm == "mpi") device = "sim";
+  if (run.comm == "nccl" && !dry_run) {
+    if (auto why = cuda_unavailable())
+      fail("--comm nccl runs a rank on each GPU: ", *why, "; here, use --comm local (threads) or --comm mpi "
+           "(processes) on the sim device");
+    if (device == "auto") device = "cuda";
+  }
+  spec.kind = resolve_device(device, dry_run);
   spec.preset = presets.device(run.device_preset);
   spec.link = presets.link_for(spec.preset, run.link_preset);
   spec.dry_run = dry_run;
   spec.gpu = run.gpu;
   spec.emulate_link = run.emulate_link;
+  spec.cupti = run.cupti;
   if (spec.kind == DeviceKind::sim) {
     check(!run.emulate_link, "--emulate-link holds a real GPU's collective streams for the link's time; the sim "
           "device always runs its link on the virtual clock (--link-preset picks it); use --device cuda");
