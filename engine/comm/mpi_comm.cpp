@@ -59,6 +59,15 @@ OpCategory category_of(CollectiveKind kind) {
   fail("MpiComm: a ", static_cast<int>(kind), " launches no op");
 }
 
+// What reduce_scatter and all_reduce both end with: `received` holds one `out`-sized buffer per rank,
+// in rank order; their sum (or average) goes to `out`.
+void reduce_received(const std::vector<std::byte>& received, std::size_t ranks, const Tensor& out, ReduceOp op) {
+  const auto bytes = static_cast<std::size_t>(out.nbytes());
+  std::vector<const std::byte*> inputs;
+  for (std::size_t i = 0; i < ranks; ++i) inputs.push_back(received.data() + i * bytes);
+  store_reduced(out.raw(), reduce_in_rank_order(inputs, 0, out.numel(), out.dtype(), op), out.dtype());
+}
+
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -144,6 +153,18 @@ struct MpiComm::Announcement {
   int color = 0;         // split only
 };
 
+// A collective's announcement before the rank's clock is filled in: the fingerprint of a call on `full`
+// (the whole buffer: its dtype and element count).
+MpiComm::Announcement MpiComm::announcement(CollectiveKind kind, const Tensor& full, ReduceOp op, int root) {
+  Announcement a;
+  a.call.kind = kind;
+  a.call.op = op;
+  a.call.dtype = full.dtype();
+  a.call.count = full.numel();
+  a.call.root = root;
+  return a;
+}
+
 MpiComm::MpiComm(Device& device, std::chrono::milliseconds timeout)
     : device_(device), timeout_(timeout), group_(std::make_unique<Group>()) {
   const MpiPlace place = mpi_join();
@@ -226,11 +247,7 @@ void MpiComm::collective(Stream stream, Announcement mine, const Tensor& output,
 
 void MpiComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {
   check_all_gather(shard, full, world(), device_);
-  Announcement mine;
-  mine.call.kind = CollectiveKind::all_gather;
-  mine.call.dtype = full.dtype();
-  mine.call.count = full.numel();
-  collective(stream, mine, full, full.nbytes(), {shard.access()}, {full.access()}, [&] {
+  collective(stream, announcement(CollectiveKind::all_gather, full), full, full.nbytes(), {shard.access()}, {full.access()}, [&] {
     // The shard may be chunk r of `full` itself: sent from a copy, so MPI never reads what it writes.
     const int chunk = byte_count(shard.nbytes(), "all_gather");
     const std::vector<std::byte> sent(shard.raw(), shard.raw() + chunk);
@@ -243,12 +260,7 @@ void MpiComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full)
 
 void MpiComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) {
   check_reduce_scatter(full, shard, world(), device_);
-  Announcement mine;
-  mine.call.kind = CollectiveKind::reduce_scatter;
-  mine.call.op = op;
-  mine.call.dtype = full.dtype();
-  mine.call.count = full.numel();
-  collective(stream, mine, shard, full.nbytes(), {full.access()}, {shard.access()}, [&] {
+  collective(stream, announcement(CollectiveKind::reduce_scatter, full, op), shard, full.nbytes(), {full.access()}, {shard.access()}, [&] {
     // Every rank's chunk r comes to rank r (an all-to-all), which then sums them in rank order.
     const int chunk = byte_count(shard.nbytes(), "reduce_scatter");
     std::vector<std::byte> received(static_cast<std::size_t>(chunk) * members_.size());
@@ -256,20 +268,13 @@ void MpiComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& sh
     check_mpi(MPI_Ialltoall(full.raw(), chunk, MPI_BYTE, received.data(), chunk, MPI_BYTE, group_->comm, &request),
               "MPI_Ialltoall");
     wait(&request, "moving the data");
-    std::vector<const std::byte*> inputs;
-    for (std::size_t i = 0; i < members_.size(); ++i) inputs.push_back(received.data() + i * static_cast<std::size_t>(chunk));
-    store_reduced(shard.raw(), reduce_in_rank_order(inputs, 0, shard.numel(), shard.dtype(), op), shard.dtype());
+    reduce_received(received, members_.size(), shard, op);
   });
 }
 
 void MpiComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
   check_all_reduce(t, device_);
-  Announcement mine;
-  mine.call.kind = CollectiveKind::all_reduce;
-  mine.call.op = op;
-  mine.call.dtype = t.dtype();
-  mine.call.count = t.numel();
-  collective(stream, mine, t, t.nbytes(), {t.access()}, {t.access()}, [&] {
+  collective(stream, announcement(CollectiveKind::all_reduce, t, op), t, t.nbytes(), {t.access()}, {t.access()}, [&] {
     // Every rank gathers every input and sums them in rank order: the same bits everywhere, and the
     // same as LocalComm's.
     const int bytes = byte_count(t.nbytes(), "all_reduce");
@@ -278,19 +283,13 @@ void MpiComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
     check_mpi(MPI_Iallgather(t.raw(), bytes, MPI_BYTE, gathered.data(), bytes, MPI_BYTE, group_->comm, &request),
               "MPI_Iallgather");
     wait(&request, "moving the data");
-    std::vector<const std::byte*> inputs;
-    for (std::size_t i = 0; i < members_.size(); ++i) inputs.push_back(gathered.data() + i * static_cast<std::size_t>(bytes));
-    store_reduced(t.raw(), reduce_in_rank_order(inputs, 0, t.numel(), t.dtype(), op), t.dtype());
+    reduce_received(gathered, members_.size(), t, op);
   });
 }
 
 void MpiComm::broadcast(Stream stream, const Tensor& t, int root) {
   check_broadcast(t, root, world(), device_);
-  Announcement mine;
-  mine.call.kind = CollectiveKind::broadcast;
-  mine.call.dtype = t.dtype();
-  mine.call.count = t.numel();
-  mine.call.root = root;
+  const Announcement mine = announcement(CollectiveKind::broadcast, t, ReduceOp::sum, root);
   const bool receives = root != index_;
   std::vector<Access> reads, writes;
   (receives ? writes : reads).push_back(t.access());

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/comm/communicator.hpp"
+#include "engine/comm/collective_fingerprint.hpp"
 
 namespace fsdplab {
 
@@ -68,6 +68,7 @@ class MpiComm final : public Communicator {
   struct Announcement; // what a rank says at a collective: fingerprint, clock, color
   MpiComm(Device& device, std::chrono::milliseconds timeout, std::unique_ptr<Group> group, std::vector<int> members,
           int index);
+  static Announcement announcement(CollectiveKind kind, const Tensor& full, ReduceOp op = ReduceOp::sum, int root = -1);
   std::vector<Announcement> announce(const Announcement& mine);
   // Launches the op every rank agreed on; `exchange` moves the data inside it (skipped on a dry run).
   void collective(Stream stream, Announcement mine, const Tensor& output, std::int64_t full_bytes,
