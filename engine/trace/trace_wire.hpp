@@ -49,7 +49,8 @@ constexpr std::uint16_t kWireVersion = 1;
 constexpr std::size_t kWireMaxFrame = std::size_t{1} << 20;  // body bytes of one frame
 constexpr std::size_t kWireMaxString = 4096;                 // bytes of one name, phase, run id or backend
 constexpr std::size_t kWireMaxDeps = 4096;                   // dependencies of one event
-constexpr int kWireMaxWorld = 1 << 20;                       // ranks a hello may announce
+// Ranks a hello may announce: `fsdplab run --world` takes no more, and a receiver keeps memory per rank.
+constexpr int kWireMaxWorld = 1024;
 
 // Appends `message` to `out` as one frame. An Error if a field is out of the bounds the decoder
 // enforces (a name over kWireMaxString bytes, an event ending before it begins, ...), so a frame this
