@@ -26,8 +26,10 @@ constexpr int kSendIntervalMs = 5;
 constexpr std::size_t kEncodeAhead = std::size_t{1} << 20;
 constexpr std::size_t kReadChunk = std::size_t{64} << 10;
 
-std::string rank_range(int first, int count) {
-  return count == 1 ? std::to_string(first) : std::to_string(first) + ".." + std::to_string(first + count - 1);
+// "rank 3", "ranks 0..7"
+std::string ranks_text(int first, int count) {
+  return count == 1 ? "rank " + std::to_string(first)
+                    : "ranks " + std::to_string(first) + ".." + std::to_string(first + count - 1);
 }
 
 std::string_view kind_name(const WireMessage& m) {
@@ -65,20 +67,26 @@ DashboardStream::DashboardStream(std::string_view address, WireHello hello, std:
   sender_ = std::thread([this] { send_loop(); });
 }
 
+void DashboardStream::finish() {
+  completed_.store(true, std::memory_order_release);
+  stopping_.store(true, std::memory_order_release);
+  if (sender_.joinable()) sender_.join();
+}
+
 DashboardStream::~DashboardStream() {
   stopping_.store(true, std::memory_order_release);
-  sender_.join();
+  if (sender_.joinable()) sender_.join();
 }
 
 TraceSink* DashboardStream::sink(int rank) {
   check(rank >= hello_.rank && rank < hello_.rank + hello_.ranks, "dashboard stream: rank ", rank,
-        " is not one of this process's ranks (", rank_range(hello_.rank, hello_.ranks), ")");
+        " is not streamed by this process (it streams ", ranks_text(hello_.rank, hello_.ranks), ")");
   return queues_[static_cast<std::size_t>(rank - hello_.rank)].get();
 }
 
 void DashboardStream::step(const WireStep& step) {
   check(step.rank >= hello_.rank && step.rank < hello_.rank + hello_.ranks, "dashboard stream: a step of rank ",
-        step.rank, ", not one of this process's ranks (", rank_range(hello_.rank, hello_.ranks), ")");
+        step.rank, ", which this process does not stream (it streams ", ranks_text(hello_.rank, hello_.ranks), ")");
   steps_.push(step);
 }
 
@@ -92,7 +100,7 @@ void DashboardStream::send_loop() {
     const bool room = lost() || out_.size() - written_ < kEncodeAhead;
     const std::size_t moved = room ? encode_published() : 0;
     const bool all_encoded = stopping && room && moved == 0;
-    if (all_encoded && !bye_queued && !lost()) {
+    if (all_encoded && !bye_queued && !lost() && completed_.load(std::memory_order_acquire)) {
       append_frame(out_, WireBye{});
       bye_queued = true;
     }
@@ -277,8 +285,8 @@ void DashboardListener::read_from(Connection& c) {
   if (n <= 0) {
     const std::string how = n == 0 ? "closed the stream" : "lost the connection (" + errno_words(errno) + ")";
     close_connection(c,
-                     c.hello ? c.peer + " " + how + " without a bye (run '" + c.hello->run + "', rank " +
-                                   rank_range(c.hello->rank, c.hello->ranks) + "): the run may have failed"
+                     c.hello ? c.peer + " " + how + " without a bye (run '" + c.hello->run + "', " +
+                                   ranks_text(c.hello->rank, c.hello->ranks) + "): the run may have failed"
                              : c.peer + " " + how + " before its hello",
                      false);
     return;
@@ -322,8 +330,8 @@ void DashboardListener::check_message(Connection& c, const WireMessage& m) {
   check(c.hello.has_value(), kind_name(m), " before the stream's hello");
   const WireHello& h = *c.hello;
   const auto check_rank = [&](int rank) {
-    check(rank >= h.rank && rank < h.rank + h.ranks, kind_name(m), " of rank ", rank, "; this stream carries rank ",
-          rank_range(h.rank, h.ranks), " of a world of ", h.world);
+    check(rank >= h.rank && rank < h.rank + h.ranks, kind_name(m), " of rank ", rank, "; this stream carries ",
+          ranks_text(h.rank, h.ranks), " of a world of ", h.world);
   };
   if (const auto* e = std::get_if<TraceEvent>(&m)) {
     check_rank(e->rank);

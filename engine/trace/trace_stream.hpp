@@ -40,8 +40,11 @@ class DashboardStream {
   // saying how to start the dashboard if nobody listens there.
   DashboardStream(std::string_view address, WireHello hello,
                   std::chrono::milliseconds connect_timeout = std::chrono::seconds(5));
-  // Sends everything the ranks pushed and a bye, waiting at most flush_timeout for a slow dashboard to
-  // take it (then warns and closes). Call it after the ranks finished.
+  // Sends everything the ranks pushed and a bye (the run completed), waiting at most flush_timeout for a
+  // slow dashboard to take it (then warns and closes). Call it after the ranks finished.
+  void finish();
+  // Without finish() (a run that failed): sends what the ranks pushed and closes without a bye, so the
+  // dashboard says the run may have failed.
   ~DashboardStream();
   DashboardStream(const DashboardStream&) = delete;
   DashboardStream& operator=(const DashboardStream&) = delete;
@@ -79,6 +82,7 @@ class DashboardStream {
   bool encode_warned_ = false;
 
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> completed_{false};  // say bye when stopping
   std::atomic<bool> lost_{false};
   std::thread sender_;  // last: started once everything above exists
 };

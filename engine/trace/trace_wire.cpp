@@ -104,6 +104,8 @@ void check_text(std::string_view s, std::string_view what) {
 void validate(const WireHello& h) {
   check_text(h.run, "run id");
   check_text(h.backend, "backend");
+  check(h.mode.empty() || h.mode == "sync" || h.mode == "async", "hello of mode '", h.mode,
+        "'; expected sync, async or none");
   check(h.world >= 1 && h.world <= kWireMaxWorld, "hello of world ", h.world, "; expected 1..", kWireMaxWorld);
   // In 64 bits: hostile values near INT_MAX must not overflow the sum.
   const std::int64_t last = std::int64_t{h.rank} + h.ranks - 1;
@@ -139,6 +141,7 @@ void write_body(FrameWriter& w, const WireHello& h) {
   w.integer(static_cast<std::int32_t>(h.ranks));
   w.integer(static_cast<std::int32_t>(h.world));
   w.text(h.backend);
+  w.text(h.mode);
 }
 
 void write_body(FrameWriter& w, const TraceEvent& e) {
@@ -191,6 +194,7 @@ WireHello read_hello(FrameReader& r) {
   h.ranks = r.integer<std::int32_t>("hello rank count");
   h.world = r.integer<std::int32_t>("hello world");
   h.backend = r.text("backend");
+  h.mode = r.text("mode");
   return h;
 }
 

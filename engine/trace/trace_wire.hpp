@@ -28,6 +28,7 @@ struct WireHello {
   int world = 1;
   std::string backend;  // the device ("sim", "cuda")
   int ranks = 1;        // how many ranks this stream carries: rank .. rank + ranks - 1 (a process's ranks)
+  std::string mode;     // "sync" or "async" when every step of the run overlaps that way, else empty
 };
 
 // A finished training step (StepReport), as rank `rank` saw it.

@@ -102,7 +102,8 @@ TEST(TraceStream, TwoRanksArriveInOrder) {
       });
     }
     for (auto& t : ranks) t.join();
-  }  // flushes and says bye
+    stream.finish();  // flushes and says bye
+  }
   std::vector<RemoteUpdate> got;
   drain_until(listener, got, [](const auto& g) { return closing(g, 1) != nullptr; });
 
@@ -159,6 +160,7 @@ TEST(TraceStream, GarbageIsDroppedWhileAGoodStreamGoesOn) {
     second.deps.clear();  // a world of one rank: nothing to depend on elsewhere
     good.sink(0)->on_event(second);
     good.step(WireStep{0, 0, 0, 100, 2.5});
+    good.finish();
   }
   drain_until(listener, got, [](const auto& g) { return closing(g, 1) != nullptr; });
   std::vector<OpId> ops;
@@ -223,6 +225,25 @@ TEST(TraceStream, TooManyConnectionsAreDropped) {
       << closing(got, 3)->why;
   EXPECT_EQ(closing(got, 1), nullptr);
   EXPECT_EQ(closing(got, 2), nullptr);
+}
+
+// A run that fails never calls finish(): what it sent arrives, and the dashboard is told there was no bye.
+TEST(TraceStream, AStreamClosedWithoutFinishHasNoBye) {
+  DashboardListener listener("0");
+  {
+    DashboardStream stream(local(listener), WireHello{"run-e", 1, 2, "cuda", 1});
+    TraceEvent e = event(1, 1, 0);
+    stream.sink(1)->on_event(e);
+    EXPECT_EQ(testing::error_of([&] { stream.sink(0); }),
+              "dashboard stream: rank 0 is not streamed by this process (it streams rank 1)");
+  }
+  std::vector<RemoteUpdate> got;
+  drain_until(listener, got, [](const auto& g) { return closing(g, 1) != nullptr; });
+  ASSERT_EQ(got.size(), 4u);  // connected, hello, the event, closed
+  EXPECT_EQ(std::get<TraceEvent>(got[2].message).name, "op 1");
+  EXPECT_FALSE(got[3].dropped);
+  EXPECT_TRUE(testing::contains(got[3].why, " closed the stream without a bye (run 'run-e', rank 1): the run may have failed"))
+      << got[3].why;
 }
 
 TEST(TraceStream, ConnectingWhereNobodyListensIsAClearError) {

@@ -11,7 +11,7 @@
 namespace fsdplab {
 namespace {
 
-WireHello sample_hello() { return WireHello{"run-42", 2, 4, "sim", 2}; }
+WireHello sample_hello() { return WireHello{"run-42", 2, 4, "sim", 2, "async"}; }
 
 TraceEvent sample_event() {
   TraceEvent e;
@@ -48,6 +48,7 @@ void expect_same(const WireMessage& got, const WireMessage& want) {
     EXPECT_EQ(g.ranks, h->ranks);
     EXPECT_EQ(g.world, h->world);
     EXPECT_EQ(g.backend, h->backend);
+    EXPECT_EQ(g.mode, h->mode);
   } else if (const auto* e = std::get_if<TraceEvent>(&want)) {
     const auto& g = std::get<TraceEvent>(got);
     EXPECT_EQ(g.rank, e->rank);
@@ -241,6 +242,8 @@ TEST(TraceWire, SemanticBoundsAreCheckedOnBothSides) {
             "trace wire: cannot send event name of 4097 bytes; at most 4096");
   EXPECT_EQ(testing::error_of([&] { append_frame(out, WireHello{"r", 4, 4, "sim", 1}); }),
             "trace wire: cannot send hello of ranks 4..4; expected within 0..3");
+  EXPECT_EQ(testing::error_of([&] { append_frame(out, WireHello{"r", 0, 4, "sim", 1, "both"}); }),
+            "trace wire: cannot send hello of mode 'both'; expected sync, async or none");
 
   // The same bounds on bytes that did not come from append_frame: patch a valid frame.
   std::string step = encode({sample_step()});
