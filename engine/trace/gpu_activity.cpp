@@ -1,0 +1,249 @@
+// gpu_activity.cpp — routing activity records to their device and mapping them onto its trace.
+#include "engine/trace/gpu_activity.hpp"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <utility>
+
+namespace fsdplab {
+
+std::string kernel_display_name(std::string_view cupti_name) {
+  if (cupti_name.empty()) return "kernel";
+  std::string name(cupti_name);
+  if (name.starts_with("_Z")) {
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+    if (status == 0 && demangled != nullptr) name = demangled;
+    std::free(demangled);
+  }
+  // The parameter list is the last parenthesised group; "(anonymous namespace)" may come before it.
+  if (name.back() == ')') {
+    int depth = 0;
+    for (std::size_t i = name.size(); i-- > 0;) {
+      if (name[i] == ')') {
+        ++depth;
+      } else if (name[i] == '(' && --depth == 0) {
+        name.resize(i);
+        break;
+      }
+    }
+  }
+  // A template's return type ("void ") and the namespaces end at the last space or "::" outside the template
+  // arguments, which keep theirs: fill_kernel<float>, Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>.
+  std::size_t cut = 0;
+  int angle = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<') {
+      ++angle;
+    } else if (c == '>') {
+      --angle;
+    } else if (angle == 0 && c == ' ') {
+      cut = i + 1;
+    } else if (angle == 0 && c == ':' && i + 1 < name.size() && name[i + 1] == ':') {
+      cut = i + 2;
+      ++i;
+    }
+  }
+  return cut < name.size() ? name.substr(cut) : name;
+}
+
+bool is_nccl_kernel(std::string_view kernel_name) {
+  return kernel_name.starts_with("ncclDevKernel_") || kernel_name.starts_with("ncclKernel_");
+}
+
+std::optional<OpCategory> nccl_collective(std::string_view kernel_name) {
+  if (!is_nccl_kernel(kernel_name)) return std::nullopt;
+  const std::string_view collective = kernel_name.substr(kernel_name.find('_') + 1);
+  // NCCL's Reduce, SendRecv and Generic kernels are not FSDP's collectives, or do not say which: nullopt.
+  constexpr std::array<std::pair<std::string_view, OpCategory>, 4> names = {{
+      {"AllGather", OpCategory::all_gather},
+      {"ReduceScatter", OpCategory::reduce_scatter},
+      {"AllReduce", OpCategory::all_reduce},
+      {"Broadcast", OpCategory::broadcast},
+  }};
+  for (const auto& [name, category] : names)
+    if (collective.starts_with(name)) return category;
+  return std::nullopt;
+}
+
+Lane lane_of(OpCategory category) {
+  switch (category) {
+    case OpCategory::all_gather:
+    case OpCategory::broadcast: return Lane::all_gather;
+    case OpCategory::reduce_scatter:
+    case OpCategory::all_reduce: return Lane::reduce_scatter;
+    case OpCategory::memcpy: return Lane::memcpy;
+    case OpCategory::host: return Lane::host;
+    case OpCategory::compute: break;
+  }
+  return Lane::compute;
+}
+
+// ---- GpuRecordRouter ---------------------------------------------------------------------------------
+
+void GpuRecordRouter::add_source(std::uint32_t source) {
+  if (std::find(sources_.begin(), sources_.end(), source) == sources_.end()) sources_.push_back(source);
+}
+
+void GpuRecordRouter::add_stream(std::uint32_t device, std::uint32_t stream, std::uint32_t source, Lane lane) {
+  add_source(source);
+  streams_[stream_key(device, stream)] = StreamOwner{source, lane};
+}
+
+void GpuRecordRouter::remove_source(std::uint32_t source) {
+  std::erase(sources_, source);
+  std::erase_if(streams_, [&](const auto& entry) { return entry.second.source == source; });
+  if (const auto it = routed_.find(source); it != routed_.end()) {
+    for (const RoutedRecord& r : it->second)
+      if (r.record.kind != GpuRecordKind::host_wait) ++orphaned_;
+    routed_.erase(it);
+  }
+}
+
+void GpuRecordRouter::add_correlation(std::uint32_t correlation, std::uint64_t id) { recent_[correlation] = id; }
+
+std::optional<std::uint64_t> GpuRecordRouter::correlated(std::uint32_t correlation) const {
+  if (const auto it = recent_.find(correlation); it != recent_.end()) return it->second;
+  if (const auto it = older_.find(correlation); it != older_.end()) return it->second;
+  return std::nullopt;
+}
+
+std::optional<Lane> GpuRecordRouter::lane_in(std::uint32_t source, const GpuRecord& record) const {
+  if (record.kind == GpuRecordKind::host_wait) return std::nullopt;
+  const auto it = streams_.find(stream_key(record.device, record.stream));
+  if (it == streams_.end() || it->second.source != source) return std::nullopt;
+  return it->second.lane;
+}
+
+bool GpuRecordRouter::route(const GpuRecord& record, bool by_stream) {
+  if (const std::optional<std::uint64_t> id = correlated(record.correlation)) {
+    const std::uint32_t source = external_source(*id);
+    if (std::find(sources_.begin(), sources_.end(), source) != sources_.end()) {
+      routed_[source].push_back(RoutedRecord{record, external_tag(*id), lane_in(source, record)});
+    } else if (record.kind != GpuRecordKind::host_wait) {
+      ++orphaned_;  // its device has gone
+    }
+    return true;
+  }
+  if (!by_stream || record.kind == GpuRecordKind::host_wait) return false;
+  const auto it = streams_.find(stream_key(record.device, record.stream));
+  if (it == streams_.end()) return false;
+  routed_[it->second.source].push_back(RoutedRecord{record, 0, it->second.lane});
+  return true;
+}
+
+void GpuRecordRouter::add(const GpuRecord& record) {
+  if (!route(record, false)) waiting_.push_back(Waiting{record, flushes_});
+}
+
+void GpuRecordRouter::end_flush() {
+  ++flushes_;
+  std::erase_if(waiting_, [&](const Waiting& w) {
+    const bool patience_over = flushes_ - w.since >= kRecordPatienceFlushes;
+    if (route(w.record, patience_over)) return true;
+    if (!patience_over) return false;
+    // No device owns it: device work is counted; a host wait outside the devices' own calls (an event query
+    // of other code) is simply not traced.
+    if (w.record.kind != GpuRecordKind::host_wait) ++orphaned_;
+    return true;
+  });
+  if (flushes_ % (kRecordPatienceFlushes / 2) == 0) {
+    older_ = std::move(recent_);
+    recent_.clear();
+  }
+}
+
+void GpuRecordRouter::settle(std::uint32_t source) {
+  std::erase_if(waiting_, [&](const Waiting& w) {
+    if (route(w.record, false)) return true;
+    const bool owned = lane_in(source, w.record).has_value();
+    return owned && route(w.record, true);
+  });
+}
+
+std::map<std::uint32_t, std::vector<RoutedRecord>> GpuRecordRouter::take_routed() { return std::exchange(routed_, {}); }
+
+// ---- GpuActivityMapper -------------------------------------------------------------------------------
+
+std::uint64_t GpuActivityMapper::issue(TraceEvent work) {
+  const std::uint64_t tag = next_tag_++;
+  work_.emplace(tag, Work{std::move(work)});
+  return tag;
+}
+
+void GpuActivityMapper::retire(std::uint64_t tag, std::int64_t flush) {
+  if (const auto it = work_.find(tag); it != work_.end()) it->second.retired = flush;
+}
+
+TraceEvent GpuActivityMapper::to_event(const RoutedRecord& routed, Work* work) const {
+  const GpuRecord& r = routed.record;
+  TraceEvent e;
+  e.rank = rank_;
+  e.begin = static_cast<SimTime>(r.start) - zero_;
+  e.end = static_cast<SimTime>(std::max(r.end, r.start)) - zero_;
+  if (work) {
+    e.step = work->event.step;
+    e.unit = work->event.unit;
+    e.phase = work->event.phase;
+  }
+  if (r.kind == GpuRecordKind::host_wait) {  // a host marker: no op of its own, so no op id to find it by
+    e.lane = Lane::host;
+    e.category = OpCategory::host;
+    e.name = work ? work->event.name : std::string(r.name);
+    return e;
+  }
+  const bool first = work != nullptr && !work->seen;
+  if (work) {
+    e.op = work->event.op;
+    if (first) e.deps = work->event.deps;  // one arrow per dependency, drawn to the op's first record
+  }
+  e.name = std::string(r.name);
+  if (r.kind == GpuRecordKind::kernel && is_nccl_kernel(r.name)) {
+    // NCCL's kernels are collectives whatever launched them; the name says which, else the op does. Without
+    // either (NCCL's generic kernel outside any op) it counts as an all-reduce, the general collective.
+    const std::optional<OpCategory> named = nccl_collective(r.name);
+    e.category = named ? *named
+                 : work && is_communication(work->event.category) ? work->event.category
+                                                                   : OpCategory::all_reduce;
+  } else if (work) {
+    e.category = work->event.category;  // a collective's copies and reductions are the collective's time
+  } else {
+    e.category = r.kind == GpuRecordKind::kernel ? OpCategory::compute : OpCategory::memcpy;
+  }
+  e.lane = routed.stream_lane ? *routed.stream_lane : work ? work->event.lane : lane_of(e.category);
+  if (r.kind == GpuRecordKind::kernel) {
+    // The op's figures go with its first record, so sums over the trace count each op once.
+    e.bytes = first ? work->event.bytes : 0;
+    e.flops = first ? work->event.flops : 0;
+  } else {
+    e.bytes = r.bytes;
+  }
+  return e;
+}
+
+void GpuActivityMapper::map(std::span<const RoutedRecord> records, std::int64_t flush, std::vector<TraceEvent>& out) {
+  const std::size_t from = out.size();
+  for (const RoutedRecord& routed : records) {
+    Work* work = nullptr;
+    if (routed.tag != 0) {
+      if (const auto it = work_.find(routed.tag); it != work_.end()) work = &it->second;
+    }
+    if (!work) ++unlabelled_;
+    out.push_back(to_event(routed, work));
+    if (work) work->seen = true;
+  }
+  events_ += static_cast<std::int64_t>(out.size() - from);
+  std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(from), out.end(),
+                   [](const TraceEvent& a, const TraceEvent& b) { return a.begin < b.begin; });
+  if (flush == pruned_at_) return;  // once per flush: a drain may come at every launch
+  pruned_at_ = flush;
+  std::erase_if(work_, [&](const auto& entry) {
+    return entry.second.retired >= 0 && flush - entry.second.retired > kRecordPatienceFlushes;
+  });
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,166 @@
+// gpu_activity.hpp — a GPU profiler's activity records turned into TraceEvents, with no CUDA in sight:
+// the part of live CUPTI tracing (engine/cuda/cupti_tracer.hpp) that any machine can run and test.
+//
+// The tracer reads CUPTI's buffers into GpuRecords (a kernel, a copy, a memset, a host wait) and
+// external correlations (which CUDA call ran under which of our ids). Two stages follow:
+//   GpuRecordRouter    (the tracer's, behind its lock) finds the source, i.e. the device, a record belongs
+//                      to: by the external id its device pushed around the CUDA calls that made it, else by
+//                      the stream it ran on. A record whose correlation has not come yet waits for it a while.
+//   GpuActivityMapper  (each device's, on the device's own thread, since trace sinks are single-producer)
+//                      makes the TraceEvent: the rank, the lane of its stream, the op it came from (name of
+//                      the kernel, category, step, unit, phase, op id and deps of the op), times on the
+//                      device's clock.
+// An external id packs the source and a tag the source numbers its work with, so a record names its device
+// even when it ran on a stream the device does not own (NCCL may launch on its own).
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/trace/trace_event.hpp"
+
+namespace fsdplab {
+
+enum class GpuRecordKind { kernel, memcpy, memset, host_wait };
+
+// One activity record, as CUPTI gives it, without CUPTI's types.
+struct GpuRecord {
+  GpuRecordKind kind = GpuRecordKind::kernel;
+  // What the trace calls it: a kernel's display name (kernel_display_name), "Memcpy HtoD", "Memset", or the
+  // CUDA call a host wait was ("cudaStreamSynchronize"). The text must outlive the record: the tracer keeps
+  // kernel names for the life of the process, the others are literals.
+  std::string_view name;
+  std::uint32_t device = 0;       // CUPTI's device id
+  std::uint32_t stream = 0;       // CUPTI's stream id (host waits: not used)
+  std::uint32_t correlation = 0;  // the CUDA API call that issued it
+  std::uint64_t start = 0;        // CUPTI's clock, ns
+  std::uint64_t end = 0;
+  std::int64_t bytes = 0;         // copies and memsets
+};
+
+// A kernel name as a timeline shows it: demangled, without return type, parameters and namespaces
+// ("fsdplab::cuda::fill_kernel<float>(float*, long, float)" reads "fill_kernel<float>"); a name that is not
+// mangled (cuBLAS's sm90_xmma_gemm_...) stays as it is.
+std::string kernel_display_name(std::string_view cupti_name);
+
+// The collective an NCCL kernel runs, from its name (ncclDevKernel_AllGather_RING_LL: all_gather); nullopt for
+// a kernel that is not NCCL's or whose name does not say (ncclDevKernel_Generic).
+std::optional<OpCategory> nccl_collective(std::string_view kernel_name);
+bool is_nccl_kernel(std::string_view kernel_name);
+
+// The lane a record goes to when neither its stream nor its op says: collectives to their lanes, copies to
+// the memcpy lane.
+Lane lane_of(OpCategory category);
+
+// External correlation ids: the source in the high bits, the tag (counted from 1 by the source) below.
+constexpr int kExternalTagBits = 40;
+constexpr std::uint64_t external_id(std::uint32_t source, std::uint64_t tag) {
+  return (static_cast<std::uint64_t>(source) << kExternalTagBits) | tag;
+}
+constexpr std::uint32_t external_source(std::uint64_t id) { return static_cast<std::uint32_t>(id >> kExternalTagBits); }
+constexpr std::uint64_t external_tag(std::uint64_t id) { return id & ((std::uint64_t{1} << kExternalTagBits) - 1); }
+
+// How many flushes (the tracer flushes every ~100 ms) a record waits for its correlation, and a device keeps
+// the labels of finished work for records still to come: about five seconds.
+constexpr std::int64_t kRecordPatienceFlushes = 50;
+
+// A record and what the router found for it.
+struct RoutedRecord {
+  GpuRecord record;
+  std::uint64_t tag = 0;            // the source's work it came from; 0: none known (routed by its stream)
+  std::optional<Lane> stream_lane;  // the source's lane whose stream it ran on; none: a stream it does not own
+};
+
+class GpuRecordRouter {
+ public:
+  // `source` owns `stream` of CUPTI device `device` as `lane`.
+  void add_stream(std::uint32_t device, std::uint32_t stream, std::uint32_t source, Lane lane);
+  void add_source(std::uint32_t source);
+  // The source is gone: its streams are forgotten and later records of it are orphaned.
+  void remove_source(std::uint32_t source);
+  // CUDA call `correlation` ran under external id `id`.
+  void add_correlation(std::uint32_t correlation, std::uint64_t id);
+  void add(const GpuRecord& record);
+  // A flush is done: waiting records whose correlation came go to their source; those that waited past the
+  // patience go by their stream, or are orphaned (a host wait, which has none, is let go); correlations
+  // older than the patience are forgotten.
+  void end_flush();
+  // Everything `source` issued has been delivered (its streams synchronized, then a forced flush): its
+  // waiting records go now, by their stream.
+  void settle(std::uint32_t source);
+  // The records routed since the last call, per source.
+  std::map<std::uint32_t, std::vector<RoutedRecord>> take_routed();
+
+  std::int64_t orphaned() const { return orphaned_; }  // device work no source could be found for
+  std::size_t waiting() const { return waiting_.size(); }
+
+ private:
+  struct StreamOwner {
+    std::uint32_t source = 0;
+    Lane lane = Lane::compute;
+  };
+  struct Waiting {
+    GpuRecord record;
+    std::int64_t since = 0;  // the flush count when it came
+  };
+  static std::uint64_t stream_key(std::uint32_t device, std::uint32_t stream) {
+    return (static_cast<std::uint64_t>(device) << 32) | stream;
+  }
+  std::optional<std::uint64_t> correlated(std::uint32_t correlation) const;
+  std::optional<Lane> lane_in(std::uint32_t source, const GpuRecord& record) const;
+  // Routes by correlation, or by stream when `by_stream`; false when neither finds a source.
+  bool route(const GpuRecord& record, bool by_stream);
+
+  std::unordered_map<std::uint64_t, StreamOwner> streams_;
+  std::vector<std::uint32_t> sources_;
+  // Two generations, swapped every half patience: a correlation is kept for half to all of the patience.
+  std::unordered_map<std::uint32_t, std::uint64_t> recent_, older_;
+  std::deque<Waiting> waiting_;
+  std::map<std::uint32_t, std::vector<RoutedRecord>> routed_;
+  std::int64_t flushes_ = 0;
+  std::int64_t orphaned_ = 0;
+};
+
+class GpuActivityMapper {
+ public:
+  // `zero`: the profiler's timestamp of the device's time zero (its records' times minus it are the device's).
+  GpuActivityMapper(int rank, std::int64_t zero) : rank_(rank), zero_(zero) {}
+
+  // Work the device is about to issue: the TraceEvent it stands for (an op's span with its labels, op id and
+  // deps; or host work, on the host lane). Returns its tag, to push as the external id with external_id().
+  std::uint64_t issue(TraceEvent work);
+  // The work's CUDA calls are done (an op's end event passed, a host call returned) at flush count `flush`:
+  // its records may still come for kRecordPatienceFlushes flushes, after which it is forgotten.
+  void retire(std::uint64_t tag, std::int64_t flush);
+  // Appends the trace events of `records` to `out`, in time order; forgets work retired more than the
+  // patience before `flush`.
+  void map(std::span<const RoutedRecord> records, std::int64_t flush, std::vector<TraceEvent>& out);
+
+  std::int64_t events() const { return events_; }          // trace events made
+  std::int64_t unlabelled() const { return unlabelled_; }  // of which no work was known (or no longer)
+  std::size_t known_work() const { return work_.size(); }
+
+ private:
+  struct Work {
+    TraceEvent event;
+    bool seen = false;          // a record of it was mapped: the op's deps, bytes and FLOPs went with that one
+    std::int64_t retired = -1;  // the flush count when retired; -1 while its calls may still be running
+  };
+  TraceEvent to_event(const RoutedRecord& routed, Work* work) const;
+
+  int rank_;
+  std::int64_t zero_;
+  std::uint64_t next_tag_ = 1;
+  std::unordered_map<std::uint64_t, Work> work_;
+  std::int64_t pruned_at_ = -1;  // the flush count of the last forgetting
+  std::int64_t events_ = 0;
+  std::int64_t unlabelled_ = 0;
+};
+
+}  // namespace fsdplab

@@ -1,0 +1,288 @@
+// CUPTI's records made into trace events, on synthetic records: kernel names, NCCL kernels by name, routing
+// by external correlation id and by stream (with the wait for a late correlation), and the mapping onto a
+// rank's lanes with its ops' labels, op ids and clock. The CUPTI side itself needs a GPU (tests/gpu).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "engine/trace/gpu_activity.hpp"
+
+namespace fsdplab {
+namespace {
+
+GpuRecord kernel(std::string_view name, std::uint32_t stream, std::uint32_t correlation, std::uint64_t start,
+                 std::uint64_t end) {
+  return GpuRecord{GpuRecordKind::kernel, name, 0, stream, correlation, start, end, 0};
+}
+
+TEST(GpuActivity, KernelNamesReadAsATimelineShowsThem) {
+  EXPECT_EQ(kernel_display_name("_ZN7fsdplab4cuda12_GLOBAL__N_111fill_kernelIfEEvPT_lS3_"), "fill_kernel<float>");
+  EXPECT_EQ(kernel_display_name("_Z11fill_kernelPflf"), "fill_kernel");
+  EXPECT_EQ(kernel_display_name("_Z31ncclDevKernel_AllGather_RING_LL24ncclDevKernelArgsStorageILm4096EE"),
+            "ncclDevKernel_AllGather_RING_LL");
+  // Not mangled (cuBLAS's kernels are extern "C"): kept whole.
+  const std::string cublas = "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32_cublas";
+  EXPECT_EQ(kernel_display_name(cublas), cublas);
+  EXPECT_EQ(kernel_display_name("void (anonymous namespace)::spin_kernel<long>(long)"), "spin_kernel<long>");
+  EXPECT_EQ(kernel_display_name("_Zbroken"), "_Zbroken") << "a name the demangler refuses stays as it came";
+  EXPECT_EQ(kernel_display_name(""), "kernel");
+  EXPECT_EQ(kernel_display_name("f)"), "f)") << "an unmatched parenthesis is left alone";
+}
+
+TEST(GpuActivity, NcclKernelsAreCollectivesByName) {
+  EXPECT_EQ(nccl_collective("ncclDevKernel_AllGather_RING_LL"), OpCategory::all_gather);
+  EXPECT_EQ(nccl_collective("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL"), OpCategory::reduce_scatter);
+  EXPECT_EQ(nccl_collective("ncclDevKernel_AllReduce_Sum_bf16_RING_LL128"), OpCategory::all_reduce);
+  EXPECT_EQ(nccl_collective("ncclKernel_Broadcast_RING_LL"), OpCategory::broadcast);
+  EXPECT_EQ(nccl_collective("ncclDevKernel_Generic_4"), std::nullopt);
+  EXPECT_TRUE(is_nccl_kernel("ncclDevKernel_Generic_4"));
+  EXPECT_FALSE(is_nccl_kernel("fill_kernel<float>"));
+  EXPECT_EQ(nccl_collective("fill_kernel<float>"), std::nullopt);
+  EXPECT_EQ(lane_of(OpCategory::broadcast), Lane::all_gather);
+  EXPECT_EQ(lane_of(OpCategory::all_reduce), Lane::reduce_scatter);
+  EXPECT_EQ(lane_of(OpCategory::memcpy), Lane::memcpy);
+}
+
+TEST(GpuActivity, ExternalIdsCarryTheSourceAndTheTag) {
+  const std::uint64_t id = external_id(3, 123456789);
+  EXPECT_EQ(external_source(id), 3u);
+  EXPECT_EQ(external_tag(id), 123456789u);
+  EXPECT_NE(external_id(1, 5), external_id(2, 5));
+}
+
+// ---- routing -------------------------------------------------------------------------------------------
+
+TEST(GpuRecordRouter, SendsARecordToTheDeviceThatPushedItsId) {
+  GpuRecordRouter router;
+  router.add_stream(0, 11, 1, Lane::compute);
+  router.add_stream(0, 21, 2, Lane::compute);
+  router.add_stream(0, 22, 2, Lane::all_gather);
+  router.add_correlation(100, external_id(2, 7));
+  router.add_correlation(101, external_id(1, 8));
+  router.add(kernel("k", 22, 100, 10, 20));
+  router.add(kernel("nccl", 99, 101, 30, 40));  // a stream source 1 does not own (NCCL's own): its op still says
+  auto routed = router.take_routed();
+  ASSERT_EQ(routed.size(), 2u);
+  ASSERT_EQ(routed[2].size(), 1u);
+  EXPECT_EQ(routed[2][0].tag, 7u);
+  EXPECT_EQ(routed[2][0].stream_lane, Lane::all_gather);
+  ASSERT_EQ(routed[1].size(), 1u);
+  EXPECT_EQ(routed[1][0].tag, 8u);
+  EXPECT_EQ(routed[1][0].stream_lane, std::nullopt);
+  EXPECT_TRUE(router.take_routed().empty()) << "taken once";
+}
+
+TEST(GpuRecordRouter, ARecordWaitsForALateCorrelationThenGoesByItsStream) {
+  GpuRecordRouter router;
+  router.add_stream(0, 11, 1, Lane::compute);
+  router.add(kernel("late", 11, 200, 10, 20));     // its correlation comes in a later buffer
+  router.add(kernel("uncorrelated", 11, 201, 30, 40));  // never gets one
+  router.add(kernel("stranger", 77, 202, 50, 60));  // nobody's stream, no correlation
+  router.add(GpuRecord{GpuRecordKind::host_wait, "cudaEventQuery", 0, 0, 203, 70, 80, 0});
+  EXPECT_TRUE(router.take_routed().empty());
+  EXPECT_EQ(router.waiting(), 4u);
+
+  router.add_correlation(200, external_id(1, 5));
+  router.end_flush();
+  auto routed = router.take_routed();
+  ASSERT_EQ(routed[1].size(), 1u);
+  EXPECT_EQ(routed[1][0].record.name, "late");
+  EXPECT_EQ(routed[1][0].tag, 5u);
+
+  for (std::int64_t f = 1; f < kRecordPatienceFlushes - 1; ++f) router.end_flush();
+  EXPECT_TRUE(router.take_routed().empty()) << "still waiting within the patience";
+  router.end_flush();
+  routed = router.take_routed();
+  ASSERT_EQ(routed[1].size(), 1u);
+  EXPECT_EQ(routed[1][0].record.name, "uncorrelated");
+  EXPECT_EQ(routed[1][0].tag, 0u) << "by its stream: no op to label it";
+  EXPECT_EQ(routed[1][0].stream_lane, Lane::compute);
+  EXPECT_EQ(router.orphaned(), 1) << "the stranger; the host wait of nobody's call is not device work";
+  EXPECT_EQ(router.waiting(), 0u);
+}
+
+TEST(GpuRecordRouter, CorrelationsAreForgottenAfterThePatience) {
+  GpuRecordRouter router;
+  router.add_stream(0, 11, 1, Lane::compute);
+  router.add_correlation(300, external_id(1, 9));
+  for (std::int64_t f = 0; f < kRecordPatienceFlushes; ++f) router.end_flush();
+  router.add(kernel("too late", 11, 300, 10, 20));
+  EXPECT_EQ(router.waiting(), 1u);
+}
+
+TEST(GpuRecordRouter, SettlingADeviceSendsItsWaitingRecordsAndRemovingItOrphansTheRest) {
+  GpuRecordRouter router;
+  router.add_stream(0, 11, 1, Lane::memcpy);
+  router.add_stream(0, 21, 2, Lane::compute);
+  router.add(kernel("mine", 11, 400, 10, 20));
+  router.add(kernel("theirs", 21, 401, 30, 40));
+  router.settle(1);
+  auto routed = router.take_routed();
+  ASSERT_EQ(routed.size(), 1u);
+  ASSERT_EQ(routed[1].size(), 1u);
+  EXPECT_EQ(routed[1][0].stream_lane, Lane::memcpy);
+  EXPECT_EQ(router.waiting(), 1u) << "device 2's record waits on";
+
+  router.add_correlation(402, external_id(1, 3));
+  router.add(kernel("before removal", 11, 402, 50, 60));
+  router.remove_source(1);  // routed but not taken: orphaned with its device
+  router.add_correlation(403, external_id(1, 4));
+  router.add(kernel("after removal", 11, 403, 70, 80));
+  EXPECT_EQ(router.orphaned(), 2);
+  EXPECT_TRUE(router.take_routed().empty());
+}
+
+// ---- mapping ---------------------------------------------------------------------------------------------
+
+TraceEvent op_span(Lane lane, std::string name, OpCategory category, OpId op) {
+  TraceEvent e;
+  e.rank = 1;
+  e.lane = lane;
+  e.name = std::move(name);
+  e.category = category;
+  e.step = 3;
+  e.unit = 2;
+  e.phase = "forward";
+  e.bytes = 4096;
+  e.flops = 1e6;
+  e.op = op;
+  e.deps = {{0, 5}};
+  return e;
+}
+
+TEST(GpuActivityMapper, AnOpsKernelsCarryItsLabelsOnTheirStreamsLaneInTheDevicesClock) {
+  GpuActivityMapper mapper(1, 1000);
+  const std::uint64_t tag = mapper.issue(op_span(Lane::compute, "matmul", OpCategory::compute, 17));
+  const std::vector<RoutedRecord> records = {
+      {kernel("epilogue", 11, 2, 2600, 2900), tag, Lane::compute},
+      {kernel("gemm", 11, 1, 2000, 2500), tag, Lane::compute},
+  };
+  std::vector<TraceEvent> events;
+  mapper.map(records, 0, events);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].name, "gemm") << "in time order";
+  EXPECT_EQ(events[1].name, "epilogue");
+  for (const TraceEvent& e : events) {
+    EXPECT_EQ(e.rank, 1);
+    EXPECT_EQ(e.lane, Lane::compute);
+    EXPECT_EQ(e.category, OpCategory::compute);
+    EXPECT_EQ(e.step, 3);
+    EXPECT_EQ(e.unit, 2);
+    EXPECT_EQ(e.phase, "forward");
+    EXPECT_EQ(e.op, 17u) << "the op id, so its dependencies' arrows still find it";
+  }
+  EXPECT_EQ(events[0].begin, 1000);
+  EXPECT_EQ(events[0].end, 1500);
+  // The op's deps, bytes and FLOPs go with the first record mapped (here the epilogue, which came first).
+  EXPECT_EQ(events[1].deps, (std::vector<OpRef>{{0, 5}}));
+  EXPECT_EQ(events[1].flops, 1e6);
+  EXPECT_EQ(events[1].bytes, 4096);
+  EXPECT_TRUE(events[0].deps.empty());
+  EXPECT_EQ(events[0].flops, 0);
+  EXPECT_EQ(mapper.events(), 2);
+  EXPECT_EQ(mapper.unlabelled(), 0);
+}
+
+TEST(GpuActivityMapper, ACollectivesCopiesAndNcclKernelsAreCommunication) {
+  GpuActivityMapper mapper(0, 0);
+  const std::uint64_t gather = mapper.issue(op_span(Lane::all_gather, "all_gather", OpCategory::all_gather, 4));
+  const std::uint64_t sync_gather = mapper.issue(op_span(Lane::compute, "all_gather", OpCategory::all_gather, 5));
+  std::vector<RoutedRecord> records = {
+      {GpuRecord{GpuRecordKind::memcpy, "Memcpy DtoD", 0, 12, 1, 10, 20, 512}, gather, Lane::all_gather},
+      // SYNC mode: the collective on the compute stream stays where it ran.
+      {kernel("ncclDevKernel_Generic_4", 11, 2, 30, 40), sync_gather, Lane::compute},
+      // NCCL's own stream, no op known: its name picks the category and the lane.
+      {kernel("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", 90, 3, 50, 60), 0, std::nullopt},
+      {kernel("ncclDevKernel_Generic_1", 90, 4, 70, 80), 0, std::nullopt},
+      {GpuRecord{GpuRecordKind::memset, "Memset", 0, 13, 5, 90, 95, 64}, 0, Lane::memcpy},
+  };
+  std::vector<TraceEvent> events;
+  mapper.map(records, 0, events);
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[0].category, OpCategory::all_gather);
+  EXPECT_EQ(events[0].lane, Lane::all_gather);
+  EXPECT_EQ(events[0].bytes, 512) << "a copy's own bytes";
+  EXPECT_EQ(events[1].category, OpCategory::all_gather);
+  EXPECT_EQ(events[1].lane, Lane::compute);
+  EXPECT_EQ(events[2].category, OpCategory::reduce_scatter);
+  EXPECT_EQ(events[2].lane, Lane::reduce_scatter);
+  EXPECT_EQ(events[2].step, -1);
+  EXPECT_EQ(events[3].category, OpCategory::all_reduce);
+  EXPECT_EQ(events[4].category, OpCategory::memcpy);
+  EXPECT_EQ(events[4].name, "Memset");
+  EXPECT_EQ(mapper.unlabelled(), 3);
+}
+
+TEST(GpuActivityMapper, HostWaitsAreOnTheHostLaneNamedByTheDevicesCall) {
+  GpuActivityMapper mapper(0, 100);
+  TraceEvent wait;
+  wait.lane = Lane::host;
+  wait.category = OpCategory::host;
+  wait.name = "synchronize compute";
+  wait.step = 1;
+  const std::uint64_t tag = mapper.issue(wait);
+  std::vector<TraceEvent> events;
+  const std::vector<RoutedRecord> records = {
+      {GpuRecord{GpuRecordKind::host_wait, "cudaStreamSynchronize", 0, 11, 7, 300, 900, 0}, tag, std::nullopt}};
+  mapper.map(records, 0, events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].lane, Lane::host);
+  EXPECT_EQ(events[0].category, OpCategory::host);
+  EXPECT_EQ(events[0].name, "synchronize compute");
+  EXPECT_EQ(events[0].step, 1);
+  EXPECT_EQ(events[0].op, 0u);
+  EXPECT_EQ(events[0].begin, 200);
+  EXPECT_EQ(events[0].end, 800);
+}
+
+TEST(GpuActivityMapper, RetiredWorkIsForgottenAfterThePatienceAndLaterRecordsAreUnlabelled) {
+  GpuActivityMapper mapper(0, 0);
+  const std::uint64_t done = mapper.issue(op_span(Lane::compute, "fill", OpCategory::compute, 1));
+  const std::uint64_t running = mapper.issue(op_span(Lane::compute, "copy", OpCategory::compute, 2));
+  EXPECT_NE(done, running);
+  mapper.retire(done, 5);
+  std::vector<TraceEvent> events;
+  mapper.map({}, 5 + kRecordPatienceFlushes, events);
+  EXPECT_EQ(mapper.known_work(), 2u);
+  mapper.map({}, 6 + kRecordPatienceFlushes, events);
+  EXPECT_EQ(mapper.known_work(), 1u) << "the running op is kept however long it runs";
+  const std::vector<RoutedRecord> late = {{kernel("fill_kernel", 11, 1, 10, 20), done, Lane::compute}};
+  mapper.map(late, 7 + kRecordPatienceFlushes, events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].name, "fill_kernel");
+  EXPECT_EQ(events[0].lane, Lane::compute);
+  EXPECT_EQ(events[0].op, 0u);
+  EXPECT_EQ(events[0].step, -1);
+  EXPECT_EQ(mapper.unlabelled(), 1);
+}
+
+TEST(GpuActivity, TwoRanksRecordsReachTheirOwnTraces) {
+  // Both ranks on one GPU: the router sends each record to its device, each device maps its own.
+  GpuRecordRouter router;
+  GpuActivityMapper rank0(0, 0), rank1(1, 0);
+  router.add_stream(0, 11, 1, Lane::compute);
+  router.add_stream(0, 12, 1, Lane::all_gather);
+  router.add_stream(0, 21, 2, Lane::compute);
+  router.add_stream(0, 22, 2, Lane::all_gather);
+  const std::uint64_t a = rank0.issue(op_span(Lane::all_gather, "all_gather", OpCategory::all_gather, 1));
+  const std::uint64_t b = rank1.issue(op_span(Lane::compute, "gelu", OpCategory::compute, 1));
+  router.add_correlation(1, external_id(1, a));
+  router.add(GpuRecord{GpuRecordKind::memcpy, "Memcpy DtoD", 0, 12, 1, 10, 20, 256});
+  router.add_correlation(2, external_id(2, b));
+  router.add(kernel("gelu_kernel", 21, 2, 15, 25));
+  auto routed = router.take_routed();
+  std::vector<TraceEvent> events0, events1;
+  rank0.map(routed[1], 0, events0);
+  rank1.map(routed[2], 0, events1);
+  ASSERT_EQ(events0.size(), 1u);
+  ASSERT_EQ(events1.size(), 1u);
+  EXPECT_EQ(events0[0].rank, 0);
+  EXPECT_EQ(events0[0].lane, Lane::all_gather);
+  EXPECT_EQ(events0[0].category, OpCategory::all_gather);
+  EXPECT_EQ(events1[0].rank, 1);
+  EXPECT_EQ(events1[0].lane, Lane::compute);
+  EXPECT_EQ(events1[0].name, "gelu_kernel");
+}
+
+}  // namespace
+}  // namespace fsdplab
