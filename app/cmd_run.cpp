@@ -37,6 +37,7 @@ struct RunOptions {
   int max_inflight = 2;
   std::string buffers = "alloc";
   bool offload = false;
+  std::string cupti = "on";  // --cupti on|off: the cuda device's trace from CUPTI, or each op's CUDA-event span
   bool mode_given = false;  // training: --mode sync|async (default async); the demo runs both by default
   bool prefetch_given = false;
   bool batch_given = false;
@@ -149,6 +150,7 @@ int run_training(const RunOptions& options) {
   run.device_preset = options.device_preset;
   run.link_preset = options.link_preset;
   run.trace_file = options.trace_path;
+  run.cupti = options.cupti == "on";
   const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
   // Resolved now (auto: cuda where a GPU is usable; under mpirun, as many ranks as processes unless --world
   // says) so the header says where the run goes, and a request this machine cannot serve is refused before
@@ -187,7 +189,8 @@ int run_training(const RunOptions& options) {
     where = "cuda (a GPU per rank from GPU " + std::to_string(run.gpu) + ", NCCL; " + ranks_as + ")";
   } else if (on_gpu) {
     where = "cuda (GPU " + std::to_string(device.gpu) + ", ranks as threads sharing it";
-    where += device.emulate_link ? "; emulated link " + device.link.name + ")" : ")";
+    if (device.emulate_link) where += "; emulated link " + device.link.name;
+    where += device.cupti ? "; trace from CUPTI)" : "; trace from CUDA events, --cupti off)";
   }
   // Rank 0's process speaks for the run; the other processes of an MPI launch stay quiet.
   const bool reports = layout.reports();
@@ -260,6 +263,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--gpu", options->train.gpu, "cuda: the GPU every rank runs on (nccl: the first rank's)")->check(CLI::Range(0, 1023));
   cmd->add_flag("--emulate-link", options->train.emulate_link,
                 "cuda: hold each collective's stream for the link preset's time (a workstation's link on one GPU)");
+  cmd->add_option("--cupti", options->cupti,
+                  "cuda: trace every kernel, copy and host wait with CUPTI, labelled by op (on, default), or each op's "
+                  "CUDA-event span (off)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--device-preset", options->device_preset,
                   "Device preset (see `fsdplab presets`); on cuda, the figures of its cost model");
   cmd->add_option("--link-preset", options->link_preset, "Link preset; default: the device preset's link");

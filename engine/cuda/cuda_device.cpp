@@ -11,6 +11,8 @@
 
 #include "engine/cuda/comm_kernels.hpp"
 #include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/cupti_tracer.hpp"
+#include "engine/cuda/nvtx_ranges.hpp"
 #include "engine/cuda/op_scratch.hpp"
 #include "engine/runtime/error.hpp"
 
@@ -108,6 +110,7 @@ struct CudaDevice::Impl final : BlockSource {
     cudaEvent_t start = nullptr;
     cudaEvent_t end = nullptr;
     TraceEvent trace;
+    std::uint64_t tag = 0;  // its work's tag on the CUPTI link
   };
 
   int rank;
@@ -117,8 +120,10 @@ struct CudaDevice::Impl final : BlockSource {
   std::array<std::deque<Timed>, kStreamCount> timed;  // per stream, in launch (= completion) order
   std::vector<cudaEvent_t> spare_timing_events;
   std::shared_ptr<void> link_free;  // where this rank's last collective ends: the next one starts after it
+  std::unique_ptr<cuda::CuptiLink> cupti;  // null: the sinks get CUDA-event op spans
+  cuda::NvtxRanges nvtx;
 
-  Impl(int rank, int gpu) : rank(rank), gpu(gpu), epoch(epoch_of(gpu)) {}
+  Impl(int rank, int gpu) : rank(rank), gpu(gpu), epoch(epoch_of(gpu)), nvtx(rank) {}
 
   ~Impl() override {
     for (StreamState& s : streams) {
@@ -236,7 +241,17 @@ CudaDevice::CudaDevice(int rank, DevicePreset preset, LinkPreset link, CudaDevic
         impl->create_streams();
         return impl;
       }()),
-      allocator_(*impl_) {}
+      allocator_(*impl_) {
+  if (options_.cupti) {
+    std::array<CUstream_st*, kStreamCount> streams{};
+    for (std::size_t lane = 0; lane < kStreamCount; ++lane) streams[lane] = impl_->streams[lane].stream;
+    const SimTime epoch_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(impl_->epoch.host.time_since_epoch()).count();
+    impl_->cupti = cuda::CuptiLink::attach(rank, streams, epoch_ns, why_no_cupti_);
+  } else {
+    why_no_cupti_ = "turned off for this run";
+  }
+  if (!impl_->cupti) cuda::warn_cupti_off(why_no_cupti_);
+}
 
 CudaDevice::~CudaDevice() {
   // A destructor cannot throw: a CUDA error here has been or will be reported by the rank's own calls.
@@ -244,6 +259,13 @@ CudaDevice::~CudaDevice() {
     synchronize();
   } catch (const Error& e) {
     std::cerr << "fsdplab: rank " << rank_ << " cuda device: " << e.what() << "\n";
+  }
+  if (impl_->cupti) {
+    // The last of CUPTI's records, after a forced flush, reach the sinks before the link detaches.
+    std::vector<TraceEvent> events;
+    impl_->cupti->finish(events);
+    for (const TraceEvent& e : events) emit(e);
+    impl_->cupti.reset();
   }
   if (allocator_.live_blocks() != 0) {
     std::cerr << "fsdplab: rank " << rank_ << " cuda device destroyed with " << allocator_.live_blocks()
@@ -258,6 +280,41 @@ SimTime CudaDevice::host_time() const {
 }
 
 SimTime CudaDevice::earliest_start(Lane, OpCategory) const { return host_time(); }
+
+bool CudaDevice::cupti_tracing() const { return impl_->cupti != nullptr; }
+
+// A host wait as CUPTI will report it: on the host lane, named for what the host waited for.
+TraceEvent CudaDevice::host_wait(std::string name) const {
+  return TraceEvent{rank_, Lane::host, std::move(name), OpCategory::host, labels_.step, labels_.unit, labels_.phase,
+                    0, 0, 0, 0, 0, {}};
+}
+
+// A copy between host and device memory that the host makes itself (on the legacy default stream, which is
+// no lane's): the memcpy lane shows it.
+TraceEvent CudaDevice::host_copy(std::string name, std::int64_t bytes) const {
+  return TraceEvent{rank_, Lane::memcpy, std::move(name), OpCategory::memcpy, labels_.step, labels_.unit, labels_.phase,
+                    0, 0, bytes, 0, 0, {}};
+}
+
+void CudaDevice::labels_changed() { impl_->nvtx.label(labels_); }
+
+template <class Call>
+void CudaDevice::traced(TraceEvent work, Call&& call) {
+  cuda::CuptiLink* link = impl_->cupti.get();
+  if (!link) {
+    call();
+    return;
+  }
+  const std::uint64_t tag = link->issue(std::move(work));
+  try {
+    const cuda::CuptiLink::Scope scope(link, tag);
+    call();
+  } catch (...) {
+    link->retire(tag);
+    throw;
+  }
+  link->retire(tag);
+}
 
 void CudaDevice::resolve_timings(bool wait) {
   Impl& m = *impl_;
@@ -288,13 +345,22 @@ void CudaDevice::resolve_timings(bool wait) {
           it->end = t.trace.end;
         }
       }
-      emit(t.trace);
+      if (m.cupti) {
+        m.cupti->retire(t.tag);  // the sinks get its kernels from CUPTI
+      } else {
+        emit(t.trace);
+      }
       m.spare_timing_events.push_back(t.start);
       if (stream.last_end) m.spare_timing_events.push_back(stream.last_end);
       stream.last_end = t.end;
       stream.last_end_time = t.trace.end;
       queue.pop_front();
     }
+  }
+  if (m.cupti) {
+    std::vector<TraceEvent> events;
+    m.cupti->drain(events);
+    for (const TraceEvent& e : events) emit(e);
   }
 }
 
@@ -327,19 +393,27 @@ OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   if (on_link && m.link_free)
     check_cuda(cudaStreamWaitEvent(s.stream, native(m.link_free), 0), "rank ", rank_, ": ordering '", spec.name,
                "' after the previous collective");
+  const std::int64_t bytes = spec.bytes_moved > 0 ? spec.bytes_moved : static_cast<std::int64_t>(spec.cost.bytes);
   Impl::Timed timed;
+  // Begin and end are the host's issue time until the op's events have completed (resolve_timings).
+  timed.trace = TraceEvent{rank_, lane, spec.name, spec.category, labels_.step, labels_.unit, labels_.phase, issued,
+                           issued, bytes, spec.cost.flops, id, s.pending_deps};
+  if (m.cupti) timed.tag = m.cupti->issue(timed.trace);
   timed.start = m.timing_event();
   timed.end = m.timing_event();
   check_cuda(cudaEventRecord(timed.start, s.stream), "rank ", rank_, ": op '", spec.name, "'");
-  if (on_link && options_.emulate_link && spec.duration > 0) cuda::spin(s.stream, spec.duration);
   LaunchingOp op{this, lane, {}};
   try {
+    // Everything the op enqueues (the emulated link's hold included) is its work in CUPTI's records.
+    const cuda::CuptiLink::Scope correlated(m.cupti.get(), timed.tag);
+    if (on_link && options_.emulate_link && spec.duration > 0) cuda::spin(s.stream, spec.duration);
     const LaunchScope scope(op);
     body.cuda(s.stream);
   } catch (const Error& e) {
     // The op never reaches the timing queue: its events go back to the pool (a rank may catch and go on).
     m.spare_timing_events.push_back(timed.start);
     m.spare_timing_events.push_back(timed.end);
+    if (m.cupti) m.cupti->retire(timed.tag);
     fail("rank ", rank_, ", op '", spec.name, "' on stream ", lane_name(lane), ": ", e.what());
   }
   check_cuda(cudaEventRecord(timed.end, s.stream), "rank ", rank_, ": op '", spec.name, "' on stream ", lane_name(lane));
@@ -348,10 +422,6 @@ OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
     m.link_free = new_sync_event("the link");
     check_cuda(cudaEventRecord(native(m.link_free), s.stream), "rank ", rank_, ": op '", spec.name, "'");
   }
-  const std::int64_t bytes = spec.bytes_moved > 0 ? spec.bytes_moved : static_cast<std::int64_t>(spec.cost.bytes);
-  // Begin and end are the host's issue time until the op's events have completed (resolve_timings).
-  timed.trace = TraceEvent{rank_, lane, spec.name, spec.category, labels_.step, labels_.unit, labels_.phase, issued,
-                           issued, bytes, spec.cost.flops, id, s.pending_deps};
   if (keep_op_log_) {
     ops_.push_back(OpRecord{id, std::move(spec.name), spec.category, lane, labels_, issued, issued, issued, spec.cost,
                             spec.bytes_moved, std::move(s.pending_deps), std::move(spec.reads), std::move(spec.writes)});
@@ -407,23 +477,30 @@ void CudaDevice::wait(Lane lane, const Event& event) {
 }
 
 void CudaDevice::synchronize(const Event& event) {
-  check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(native_event(event, "the host waits on"))), "rank ", rank_,
-             ": the host waiting on event '", event.name(), "'");
+  const auto native = static_cast<cudaEvent_t>(native_event(event, "the host waits on"));
+  traced(host_wait("wait for event '" + event.name() + "'"), [&] {
+    check_cuda(cudaEventSynchronize(native), "rank ", rank_, ": the host waiting on event '", event.name(), "'");
+  });
   resolve_timings(false);
 }
 
 void CudaDevice::synchronize(Lane lane) {
   check(lane != Lane::host, "rank ", rank_, ": the host lane is not a stream");
-  check_cuda(cudaStreamSynchronize(impl_->stream(lane)), "rank ", rank_, ": the host waiting for stream ", lane_name(lane));
+  traced(host_wait("synchronize " + std::string(lane_name(lane))), [&] {
+    check_cuda(cudaStreamSynchronize(impl_->stream(lane)), "rank ", rank_, ": the host waiting for stream ",
+               lane_name(lane));
+  });
   resolve_timings(false);
 }
 
 void CudaDevice::synchronize() {
   use_gpu(options_.gpu, rank_);
-  for (Lane lane : kAllLanes)
-    if (lane != Lane::host)
-      check_cuda(cudaStreamSynchronize(impl_->stream(lane)), "rank ", rank_, ": the host waiting for stream ",
-                 lane_name(lane));
+  traced(host_wait("synchronize"), [&] {
+    for (Lane lane : kAllLanes)
+      if (lane != Lane::host)
+        check_cuda(cudaStreamSynchronize(impl_->stream(lane)), "rank ", rank_, ": the host waiting for stream ",
+                   lane_name(lane));
+  });
   resolve_timings(true);
 }
 
@@ -484,8 +561,11 @@ void CudaDevice::host_read(const Access& access, std::byte* to, const std::strin
   use_gpu(options_.gpu, rank_);
   // Synchronous, and ordered after nothing on this device's non-blocking streams: the caller has waited for
   // the work that wrote the range, as on the sim device, whose race detector checks it.
-  check_cuda(cudaMemcpy(to, block->data + access.offset, static_cast<std::size_t>(access.bytes), cudaMemcpyDeviceToHost),
-             "rank ", rank_, ": ", what);
+  traced(host_copy("host read: " + what, access.bytes), [&] {
+    check_cuda(cudaMemcpy(to, block->data + access.offset, static_cast<std::size_t>(access.bytes),
+                          cudaMemcpyDeviceToHost),
+               "rank ", rank_, ": ", what);
+  });
 }
 
 void CudaDevice::host_write(const Access& access, const std::byte* from, const std::string& what) {
@@ -502,9 +582,12 @@ void CudaDevice::host_write(const Access& access, const std::byte* from, const s
   // From pageable memory cudaMemcpy may return once the bytes are staged, before they reach the device,
   // and on the legacy default stream, which this device's non-blocking streams do not wait for: waiting
   // for that stream makes the write complete before any kernel launched after it can read the range.
-  check_cuda(cudaMemcpy(block->data + access.offset, from, static_cast<std::size_t>(access.bytes), cudaMemcpyHostToDevice),
-             "rank ", rank_, ": ", what);
-  check_cuda(cudaStreamSynchronize(nullptr), "rank ", rank_, ": ", what, " (waiting for the copy to land)");
+  traced(host_copy("host write: " + what, access.bytes), [&] {
+    check_cuda(cudaMemcpy(block->data + access.offset, from, static_cast<std::size_t>(access.bytes),
+                          cudaMemcpyHostToDevice),
+               "rank ", rank_, ": ", what);
+    check_cuda(cudaStreamSynchronize(nullptr), "rank ", rank_, ": ", what, " (waiting for the copy to land)");
+  });
 }
 
 }  // namespace fsdplab

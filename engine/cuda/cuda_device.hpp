@@ -1,12 +1,17 @@
 // cuda_device.hpp — the Device on a real GPU: CUDA streams and events, a caching allocator that tags
-// every block, and op times from CUDA events.
+// every block, op times from CUDA events, and a live trace from CUPTI.
 //
 // Each rank's CudaDevice has its own four non-blocking streams (compute, all_gather, reduce_scatter,
 // memcpy); several ranks may share one GPU (LocalComm between threads). An op's CUDA body enqueues its
 // kernels on the lane's stream between two timing events; once the end event has completed, the op's
 // begin and end (ns since the GPU's epoch, a time zero shared by every rank on that GPU) go into the op
-// log and to the trace sinks, as the sim device's virtual times do. So the dashboard, `bench` and the
-// Chrome trace read a cuda run as they read a sim run, before any profiler is attached.
+// log, as the sim device's virtual times do: step times, schedules and `bench` read a cuda run as a sim run.
+//
+// The trace sinks get what CUPTI saw (cupti_tracer.hpp): every kernel, copy and memset on its rank's stream
+// lane, and the host's waits, each labelled with the op it came from (category, step, unit, phase, op id and
+// deps), NCCL's kernels as collectives. Where CUPTI cannot trace (another profiler holds it) or is turned
+// off (`cupti = false`), the sinks get each op's CUDA-event span instead, and a warning says why once.
+// Label changes also mark NVTX ranges (nvtx_ranges.hpp), for Nsight Systems.
 //
 // The host's time is the wall clock since the same epoch. Collectives of one rank take its link one at a
 // time, as on the sim device and as NCCL runs a communicator's collectives; with `emulate_link` each
@@ -27,6 +32,7 @@ namespace fsdplab {
 struct CudaDeviceOptions {
   int gpu = 0;
   bool emulate_link = false;
+  bool cupti = true;  // the sinks get CUPTI's kernel-level trace; false: each op's CUDA-event span
 };
 
 class CudaDevice final : public Device {
@@ -61,12 +67,23 @@ class CudaDevice final : public Device {
   std::int64_t reserved_bytes() const { return allocator_.reserved_bytes(); }
   int cache_flushes() const { return allocator_.flushes(); }
 
+  // Whether CUPTI traces this device; when not, why (another profiler holds CUPTI, or it was turned off).
+  bool cupti_tracing() const;
+  const std::string& why_no_cupti() const { return why_no_cupti_; }
+
  private:
-  struct Impl;  // CUDA handles: streams, the timing-event pool, the epoch
+  struct Impl;  // CUDA handles: streams, the timing-event pool, the epoch; the CUPTI link and NVTX ranges
   void free(Block* block) override;
-  // Gives the op log and the sinks the times of every op whose end event has completed; with `wait`,
-  // of every op launched so far.
+  void labels_changed() override;
+  // Gives the op log (and, without CUPTI, the sinks) the times of every op whose end event has completed;
+  // with `wait`, of every op launched so far. With CUPTI, the sinks then get the records delivered so far.
   void resolve_timings(bool wait);
+  // Runs `call`, the host's own CUDA calls for a copy or a wait, so that CUPTI's records of it come back as
+  // `work` (named, on its lane, with the labels of now).
+  template <class Call>
+  void traced(TraceEvent work, Call&& call);
+  TraceEvent host_wait(std::string name) const;
+  TraceEvent host_copy(std::string name, std::int64_t bytes) const;
   void emit_memory(MemTag tag);
   // `event`'s cudaEvent_t; an Error naming `use` when it was never recorded or recorded by a sim device.
   void* native_event(const Event& event, const char* use) const;
@@ -76,6 +93,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<Impl> impl_;
   CachingAllocator allocator_;
   OpId next_op_ = 1;
+  std::string why_no_cupti_;
 };
 
 }  // namespace fsdplab

@@ -131,7 +131,10 @@ class Device {
 
   // ---- labels, trace, op log --------------------------------------------------------------------
   const OpLabels& labels() const { return labels_; }
-  void set_labels(OpLabels labels) { labels_ = std::move(labels); }
+  void set_labels(OpLabels labels) {
+    labels_ = std::move(labels);
+    labels_changed();
+  }
   void add_sink(TraceSink* sink) { sinks_.push_back(sink); }
   void remove_sink(TraceSink* sink);
   // Every op launched, in launch order: the recorded op graph schedule tests read.
@@ -143,6 +146,8 @@ class Device {
   explicit Device(int rank) : rank_(rank) {}
   friend class Allocation;
   virtual void free(Block* block) = 0;
+  // After every change of the labels (the cuda device marks them as NVTX ranges for Nsight Systems).
+  virtual void labels_changed() {}
 
   void emit(const TraceEvent& event) const;
   void emit(const CounterSample& sample) const;

@@ -58,6 +58,7 @@ std::unique_ptr<Device> make_device(int rank, const DeviceSpec& spec) {
   CudaDeviceOptions options;
   options.gpu = spec.gpu;
   options.emulate_link = spec.emulate_link;
+  options.cupti = spec.cupti;
   return std::make_unique<CudaDevice>(rank, spec.preset, spec.link, options);
 #else
   fail("rank ", rank, ": cannot use the cuda device: ", *cuda_unavailable());

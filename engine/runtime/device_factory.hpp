@@ -27,6 +27,9 @@ struct DeviceSpec {
   // PCIe workstation's overlap shows on one GPU.
   bool emulate_link = false;
   int gpu = 0;  // cuda: the GPU's index
+  // cuda: the trace sinks get CUPTI's kernels, copies and host waits (engine/cuda/cupti_tracer.hpp); false,
+  // or where CUPTI cannot trace: each op's CUDA-event span.
+  bool cupti = true;
 };
 
 // Why the cuda device cannot run in this process, or nullopt when it can.

@@ -37,6 +37,8 @@ struct RunConfig {
   // cuda with local comm: each collective first holds its stream for the link preset's time, so the
   // overlap of a workstation with that link shows with every rank on one GPU (cuda_device.hpp).
   bool emulate_link = false;
+  // cuda: trace with CUPTI (kernel-level, labelled by op); false: the trace shows each op's CUDA-event span.
+  bool cupti = true;
   std::string device_preset = "h100-sxm";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's default link
   std::string losses_file;  // CSV step,loss

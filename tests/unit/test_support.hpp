@@ -39,7 +39,8 @@ inline std::unique_ptr<SimDevice> make_sim_device(int rank = 0, SimDeviceOptions
 }
 
 // A device of `kind` for rank `rank`: the sim device above, or the cuda device on GPU 0 (with the same
-// presets for its cost model). Call it from a test of OnEachDevice, which skips where there is no GPU.
+// presets for its cost model, untraced: op tests check numerics, tests/gpu checks CUPTI). Call it from a test
+// of OnEachDevice, which skips where there is no GPU.
 inline std::unique_ptr<Device> make_test_device(DeviceKind kind, int rank = 0) {
   if (kind == DeviceKind::sim) return make_sim_device(rank);
   const auto& presets = PresetCatalog::builtin();
@@ -47,6 +48,7 @@ inline std::unique_ptr<Device> make_test_device(DeviceKind kind, int rank = 0) {
   spec.kind = DeviceKind::cuda;
   spec.preset = presets.device("h100-sxm");
   spec.link = presets.link("nvlink4");
+  spec.cupti = false;
   return make_device(rank, spec);
 }
 
