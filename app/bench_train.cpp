@@ -89,6 +89,9 @@ void bench_train(const TrainBenchOptions& bench) {
   run.device_preset = bench.device_preset;
   run.link_preset = bench.link_preset;
   run.emulate_link = bench.emulate_link;
+  // Throughput is measured untraced, and the GEMMs' times are read from the trace's op spans ("matmul"), which
+  // CUPTI would replace by kernels; `bench --what cupti` measures what tracing costs.
+  run.cupti = false;
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
   const bool on_gpu = device.kind == DeviceKind::cuda;
   const DType dtype = parse_dtype(bench.precision);

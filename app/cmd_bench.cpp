@@ -12,6 +12,9 @@
 //                  (app/bench_overlap.cpp). Virtual times: the same on every machine.
 //   --what ui      the dashboard's frame build time (CPU, headless ImGui) over synthetic traces of 10k, 100k
 //                  and 1M events: the timeline all in view and zoomed to 1 %, then every panel (app/bench_ui.cpp).
+//   --what cupti   on a GPU, the same FSDP training step with CUPTI's live trace off and on: the step time
+//                  each and their ratio, overlap % from CUPTI's records and from the CUDA-event op spans,
+//                  records and dropped records (app/bench_cupti.cpp). Takes --what train's options.
 #include <cblas.h>
 
 #include <algorithm>
@@ -24,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "app/bench_cupti.hpp"
 #include "app/bench_overlap.hpp"
 #include "app/bench_train.hpp"
 #include "app/bench_ui.hpp"
@@ -236,13 +240,14 @@ void bench_memory(const MemoryBenchOptions& bench) {
 
 void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Benchmarks that print numbers (ops: host wall-clock times; memory: bytes; "
-                                          "overlap: virtual times; train: the run's device, wall clock on cuda)");
+                                          "overlap: virtual times; train: the run's device, wall clock on cuda; cupti: "
+                                          "tracing's cost on cuda)");
   auto what = std::make_shared<std::string>("ops");
   auto memory = std::make_shared<MemoryBenchOptions>();
   auto overlap = std::make_shared<OverlapBenchOptions>();
   auto train = std::make_shared<TrainBenchOptions>();
-  cmd->add_option("--what", *what, "What to measure: ops, memory, overlap, train or ui")
-      ->check(CLI::IsMember({"ops", "memory", "overlap", "train", "ui"}));
+  cmd->add_option("--what", *what, "What to measure: ops, memory, overlap, train, cupti or ui")
+      ->check(CLI::IsMember({"ops", "memory", "overlap", "train", "cupti", "ui"}));
   // Shared by memory and overlap (same defaults: gpt2 small, 4 x 1024 tokens per rank).
   const std::vector<CLI::Option*> memory_options = {
       cmd->add_option("--preset", memory->preset, "memory, overlap: model size (test-tiny, test-small, gpt2, ...)"),
@@ -253,11 +258,11 @@ void add_bench_command(CLI::App& app) {
           ->check(CLI::IsMember({"full", "grad_op", "no_shard", "zero1", "zero2"})),
       cmd->add_option("--precision", memory->precision, "memory, overlap: parameter and compute dtype, f32 or bf16")
           ->check(CLI::IsMember({"f32", "bf16"}))};
-  // Shared by overlap and train.
+  // Shared by overlap, train and cupti.
   const std::vector<CLI::Option*> model_options = {
-      cmd->add_option("--model", overlap->model, "overlap, train: the model (gpt2, llama)")
+      cmd->add_option("--model", overlap->model, "overlap, train, cupti: the model (gpt2, llama)")
           ->check(CLI::IsMember({"gpt2", "llama"})),
-      cmd->add_option("--world", overlap->world, "overlap: ranks (default 2); train: ranks (default 1)")
+      cmd->add_option("--world", overlap->world, "overlap, cupti: ranks (default 2); train: ranks (default 1)")
           ->check(CLI::Range(1, 1024)),
       cmd->add_option("--device-preset", overlap->device_preset,
                       "overlap: device preset (see `fsdplab presets`); train: the GEMM peak compared with"),
@@ -266,11 +271,12 @@ void add_bench_command(CLI::App& app) {
   const std::vector<CLI::Option*> train_options = {
       cmd->add_option("--device", train->device, "train: auto (cuda where a GPU is usable), sim or cuda")
           ->check(CLI::IsMember({"auto", "sim", "cuda"})),
-      cmd->add_option("--steps", train->steps, "train: measured steps (default 10)")->check(CLI::Range(1, 1 << 20)),
-      cmd->add_option("--warmup", train->warmup, "train: steps before the measured ones (default 3)")
+      cmd->add_option("--steps", train->steps, "train, cupti: measured steps (default 10)")->check(CLI::Range(1, 1 << 20)),
+      cmd->add_option("--warmup", train->warmup, "train, cupti: steps before the measured ones (default 3)")
           ->check(CLI::Range(0, 1 << 20)),
       cmd->add_flag("--emulate-link", train->emulate_link,
-                    "train, cuda, W >= 2: hold each collective for the link preset's time; adds the compute row and eta")};
+                    "train, cupti (cuda, W >= 2): hold each collective for the link preset's time; train: adds the compute "
+                    "row and eta")};
   const std::vector<CLI::Option*> overlap_options = {
       cmd->add_option("--presets", overlap->presets_file, "overlap: preset file to use instead of the built-in one"),
       cmd->add_option("--prefetch", overlap->prefetch,
@@ -289,26 +295,35 @@ void add_bench_command(CLI::App& app) {
       for (const CLI::Option* o : overlap_options)
         check(o->count() == 0, o->get_name(), " configures --what overlap; this run is --what ", *what);
     }
-    if (*what != "train") {
+    const bool training = *what == "train" || *what == "cupti";
+    if (!training) {
       for (const CLI::Option* o : train_options)
-        check(o->count() == 0, o->get_name(), " configures --what train; this run is --what ", *what);
+        check(o->count() == 0, o->get_name(), " configures --what train or cupti; this run is --what ", *what);
     }
-    if (*what != "overlap" && *what != "train") {
+    if (*what != "overlap" && !training) {
       for (const CLI::Option* o : model_options)
-        check(o->count() == 0, o->get_name(), " configures --what overlap or train; this run is --what ", *what);
+        check(o->count() == 0, o->get_name(), " configures --what overlap, train or cupti; this run is --what ", *what);
     }
-    if (*what == "train") {
+    if (training) {
       TrainBenchOptions options = *train;
       options.model = overlap->model;
-      options.world = cmd->get_option("--world")->count() ? overlap->world : 1;
+      // train: one rank unless asked; cupti: two, so there is communication to overlap.
+      options.world = cmd->get_option("--world")->count() ? overlap->world : *what == "cupti" ? 2 : 1;
       options.device_preset = overlap->device_preset;
       if (cmd->get_option("--link-preset")->count()) options.link_preset = overlap->link_preset;
       options.preset = memory->preset;
       options.micro_batch = memory->micro_batch;
       options.seq = memory->seq;
       options.precision = memory->precision;
-      check(cmd->get_option("--strategy")->count() == 0, "--strategy configures --what memory or overlap; --what train shards fully");
-      bench_train(options);
+      check(cmd->get_option("--strategy")->count() == 0, "--strategy configures --what memory or overlap; --what ", *what,
+            " shards fully");
+      if (*what == "cupti") {
+        check(cmd->get_option("--device")->count() == 0 || options.device == "cuda", "--device ", options.device,
+              " with --what cupti: CUPTI traces the cuda device");
+        bench_cupti(options);
+      } else {
+        bench_train(options);
+      }
       return;
     }
     if (*what == "memory") {

@@ -1,0 +1,165 @@
+// `fsdplab bench --what cupti` — the same FSDP training step with CUPTI off and on, side by side in one run.
+//
+// The settings alternate (off, on, off, on), so both meet the same GPU clocks and heat; each run trains
+// warmup + steps steps, and a setting's step is the median of its measured steps over its runs.
+//   step (ms)                the host's wall clock of a step (the step loop waits for the GPU at its end)
+//   overlap % (CUPTI)        HTA's share of communication hidden under computation (engine/trace/trace_metrics.hpp)
+//                            over the measured steps, the mean of the ranks', from what the trace sinks got:
+//                            CUPTI's kernels and copies, each labelled by its op
+//   overlap % (CUDA events)  the same from each op's CUDA-event span, of the same runs (the op log)
+//   records, dropped         what CUPTI delivered and dropped over the runs (engine/cuda/cupti_tracer.hpp)
+// CUPTI on / off is the step's overhead; the goal is <= 1.03x.
+#include "app/bench_cupti.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include "engine/runtime/error.hpp"
+#include "engine/runtime/presets.hpp"
+#include "engine/trace/trace_metrics.hpp"
+#include "engine/trace/trace_recorder.hpp"
+#include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/run_device.hpp"
+
+#if FSDPLAB_HAVE_CUDA
+#include "engine/cuda/cupti_tracer.hpp"
+#endif
+
+namespace fsdplab::app {
+namespace {
+
+constexpr int kRounds = 2;
+
+struct CuptiTotals {
+  std::int64_t records = 0;
+  std::int64_t dropped = 0;
+};
+
+// CUPTI's counts so far in this process (only reached on a GPU, which needs the CUDA backend).
+CuptiTotals cupti_totals() {
+#if FSDPLAB_HAVE_CUDA
+  const cuda::CuptiCounts counts = cuda::cupti_counts();
+  return {counts.records, counts.dropped};
+#else
+  fail("bench --what cupti: this fsdplab was built without the CUDA backend");
+#endif
+}
+
+// One setting's runs: its measured steps, and each run's overlap from the sinks and from the op log.
+struct Setting {
+  std::vector<double> step_ms;
+  std::vector<double> overlap_sinks;
+  std::vector<double> overlap_op_log;
+  CuptiTotals cupti;
+};
+
+// The mean over ranks of the overlap %, over the events of the measured steps.
+double overlap_percent(std::vector<TraceEvent> events, int warmup) {
+  std::erase_if(events, [&](const TraceEvent& e) { return e.step < warmup; });
+  const std::vector<OverlapMetrics> ranks = metrics_per_rank(events);
+  if (ranks.empty()) return 0;
+  double sum = 0;
+  for (const OverlapMetrics& m : ranks) sum += m.overlap_percent();
+  return sum / static_cast<double>(ranks.size());
+}
+
+TraceEvent span_of(int rank, const OpRecord& op) {
+  return TraceEvent{rank,       op.lane,   op.name,        op.category, op.labels.step, op.labels.unit,
+                    op.labels.phase, op.begin, op.end, op.bytes_moved, op.cost.flops, op.id, op.deps};
+}
+
+void train_once(const TrainBenchOptions& bench, RunConfig run, bool cupti, Setting& setting) {
+  run.cupti = cupti;
+  FsdpRun fsdp;
+  fsdp.run = run;
+  fsdp.options.param_dtype = parse_dtype(bench.precision);
+  fsdp.options.mode = OverlapMode::async;
+  fsdp.keep_op_log = true;  // the CUDA-event spans, whichever the sinks get
+  std::vector<TraceRecorder> recorders(static_cast<std::size_t>(run.world));
+  for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
+  std::mutex spans_mutex;
+  std::vector<TraceEvent> spans;
+  fsdp.on_rank_done = [&](int rank, Device& device) {
+    std::vector<TraceEvent> mine;
+    for (const OpRecord& op : device.ops()) mine.push_back(span_of(rank, op));
+    std::lock_guard lock(spans_mutex);
+    spans.insert(spans.end(), mine.begin(), mine.end());
+  };
+  const CuptiTotals before = cupti_totals();
+  const std::vector<StepReport> reports = train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
+  const CuptiTotals after = cupti_totals();
+  for (const StepReport& r : reports)
+    if (r.step >= bench.warmup) setting.step_ms.push_back(ns_to_ms(r.end - r.begin));
+  TraceData sinks;
+  for (const TraceRecorder& r : recorders) sinks.append(r.data());
+  setting.overlap_sinks.push_back(overlap_percent(std::move(sinks.events), bench.warmup));
+  setting.overlap_op_log.push_back(overlap_percent(std::move(spans), bench.warmup));
+  setting.cupti.records += after.records - before.records;
+  setting.cupti.dropped += after.dropped - before.dropped;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+double mean(const std::vector<double>& values) {
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
+}
+
+}  // namespace
+
+void bench_cupti(const TrainBenchOptions& bench) {
+  check(bench.steps >= 1 && bench.warmup >= 0, "bench --what cupti: --steps ", bench.steps, " --warmup ", bench.warmup,
+        "; expected >= 1 measured steps and >= 0 warmup steps");
+  if (auto why = cuda_unavailable()) fail("bench --what cupti traces a GPU: ", *why);
+  RunConfig run;
+  run.device = "cuda";
+  run.model = bench.model;
+  run.preset = bench.preset;
+  run.world = bench.world;
+  run.batch = bench.micro_batch * bench.world;
+  run.seq = bench.seq;
+  run.steps = bench.warmup + bench.steps;
+  run.device_preset = bench.device_preset;
+  run.link_preset = bench.link_preset;
+  run.emulate_link = bench.emulate_link;
+  const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
+  check(parse_dtype(bench.precision) != DType::i32, "--precision i32: training computes in f32 or bf16");
+
+  std::printf("fsdplab bench --what cupti: %s %s, %d rank%s x %lld x %lld tokens, %s, ASYNC; %d steps after %d warmup; "
+              "CUPTI off and on alternating, %d runs each; GPU %d%s\n\n",
+              bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
+              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
+              bench.steps, bench.warmup, kRounds, device.gpu,
+              bench.world > 1 ? (bench.emulate_link ? (", ranks sharing it, emulated link " + device.link.name).c_str()
+                                                    : ", ranks sharing it")
+                              : "");
+  Setting off, on;
+  for (int round = 0; round < kRounds; ++round) {
+    train_once(bench, run, false, off);
+    train_once(bench, run, true, on);
+  }
+  std::printf("| CUPTI | step (ms) | overlap %% (CUPTI) | overlap %% (CUDA events) |   records | dropped |\n");
+  std::printf("|-------|-----------|-------------------|-------------------------|-----------|---------|\n");
+  std::printf("| off   | %9.3f | %17s | %23.1f | %9s | %7s |\n", median(off.step_ms), "-", mean(off.overlap_sinks), "-", "-");
+  const bool traced = on.cupti.records > 0;
+  if (traced) {
+    std::printf("| on    | %9.3f | %17.1f | %23.1f | %9lld | %7lld |\n", median(on.step_ms), mean(on.overlap_sinks),
+                mean(on.overlap_op_log), static_cast<long long>(on.cupti.records),
+                static_cast<long long>(on.cupti.dropped));
+  } else {
+    std::printf("| on    | %9.3f | %17s | %23.1f | %9s | %7s |\n", median(on.step_ms), "-", mean(on.overlap_op_log), "0",
+                "-");
+  }
+  const double ratio = median(on.step_ms) / median(off.step_ms);
+  std::printf("\nCUPTI on / off: %.3fx (goal <= 1.03x: %s)\n", ratio, ratio <= 1.03 ? "met" : "NOT met");
+  if (!traced) std::printf("CUPTI traced nothing: it could not attach (the warning above says why)\n");
+}
+
+}  // namespace fsdplab::app
