@@ -1,20 +1,27 @@
 // `fsdplab run` — trains a model (--model: the baseline, or FSDP on W ranks) or runs the streams demo
 // (engine/train/stream_demo.hpp) on the sim device, and reports its timeline.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+
+#include <unistd.h>
 
 #include "app/commands.hpp"
 #include "app/dry_run_report.hpp"
+#include "engine/comm/mpi_comm.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/trace/chrome_trace.hpp"
+#include "engine/trace/fan_out_sink.hpp"
 #include "engine/trace/trace_metrics.hpp"
 #include "engine/trace/trace_recorder.hpp"
+#include "engine/trace/trace_stream.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/rank_launch.hpp"
 #include "engine/train/run_device.hpp"
@@ -50,6 +57,7 @@ struct RunOptions {
   std::string presets_file;
   std::string trace_path;
   std::string trace_dir;
+  std::string dashboard;  // --dashboard HOST:PORT: stream the trace to `fsdplab gui --listen`
   int layers = 4;
   std::int64_t width = 1024;
   std::int64_t tokens = 1024;
@@ -145,6 +153,23 @@ void write_losses(const std::string& path, const std::vector<StepReport>& steps)
   std::filesystem::rename(tmp, path);
 }
 
+// What this process announces to a dashboard (--dashboard): the ranks it hosts, and an id every process
+// of the run shares (this host and process; under MPI, rank 0's, sent to the others).
+WireHello dashboard_hello(const RunConfig& run, const RankLayout& layout, DeviceKind device, std::string mode) {
+  const std::vector<int>& ranks = layout.ranks_here;
+  check(!ranks.empty() && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size()),
+        "--dashboard: a process streams consecutive ranks; this one hosts ", ranks.size(), " ranks from ",
+        ranks.empty() ? -1 : ranks.front());
+  std::array<char, 256> host{};
+  gethostname(host.data(), host.size() - 1);
+  std::array<char, 512> id{};
+  std::snprintf(id.data(), id.size(), "%s%s%s @%s:%d", run.model.c_str(), run.preset.empty() ? "" : " ",
+                run.preset.c_str(), host.data(), static_cast<int>(getpid()));
+  if (layout.processes) mpi_broadcast_bytes(id.data(), id.size(), 0);
+  return WireHello{id.data(), ranks.front(), layout.world, std::string(device_kind_name(device)),
+                   static_cast<int>(ranks.size()), std::move(mode)};
+}
+
 int run_training(const RunOptions& options) {
   RunConfig run = options.train;
   run.device_preset = options.device_preset;
@@ -181,6 +206,11 @@ int run_training(const RunOptions& options) {
     sharded.options.offload = options.offload;
     validate_fsdp_options(sharded.options, run.world);
   }
+  // --dashboard: connected before anything is printed, so a dashboard nobody started is the first thing said.
+  std::optional<DashboardStream> dashboard;
+  if (!options.dashboard.empty())
+    dashboard.emplace(options.dashboard, dashboard_hello(run, layout, device.kind,
+                                                         fsdp ? std::string(overlap_mode_name(sharded.options.mode)) : ""));
 
   const bool on_gpu = device.kind == DeviceKind::cuda;
   const std::string ranks_as = layout.processes ? "ranks as processes over MPI" : "ranks as threads";
@@ -212,12 +242,23 @@ int run_training(const RunOptions& options) {
                 "                    ", static_cast<int>(std::to_string(run.steps).size()), s.step + 1, run.steps,
                 loss.c_str(), ns_to_ms(s.end - s.begin), on_gpu ? "wall" : "sim");
     std::fflush(stdout);
+    if (dashboard) dashboard->step(WireStep{0, s.step, s.begin, s.end, s.loss});
   };
   const bool tracing = !options.trace_path.empty() || !options.trace_dir.empty();
   std::vector<TraceRecorder> recorders(tracing ? static_cast<std::size_t>(run.world) : 0);
+  // Each rank's sinks: its recorder (--trace), its dashboard stream (--dashboard, hosted ranks), both, or none.
+  std::vector<std::unique_ptr<FanOutSink>> rank_sinks;
+  if (tracing || dashboard) {
+    for (int r = 0; r < run.world; ++r) {
+      std::vector<TraceSink*> sinks;
+      if (tracing) sinks.push_back(&recorders[static_cast<std::size_t>(r)]);
+      if (dashboard && layout.hosts(r)) sinks.push_back(dashboard->sink(r));
+      rank_sinks.push_back(std::make_unique<FanOutSink>(std::move(sinks)));
+    }
+  }
   std::vector<StepReport> steps;
   if (fsdp) {
-    for (TraceRecorder& r : recorders) sharded.sinks.push_back(&r);
+    for (const auto& sink : rank_sinks) sharded.sinks.push_back(sink.get());
     // --dry-run: meta tensors, no numerics; rank 0's ledger and step time reported (app/dry_run_report.hpp).
     DryRunReport dry;
     sharded.dry_run = options.dry_run;
@@ -225,8 +266,9 @@ int run_training(const RunOptions& options) {
     steps = train_fsdp(sharded, presets, on_step);
     if (options.dry_run && reports) dry.print(sharded, presets, steps);
   } else {
-    steps = train_baseline(run, presets, on_step, tracing ? &recorders.front() : nullptr);
+    steps = train_baseline(run, presets, on_step, rank_sinks.empty() ? nullptr : rank_sinks.front().get());
   }
+  if (dashboard) dashboard->finish();
   // Every process takes part in gathering the trace; then only rank 0's writes.
   const TraceData trace = tracing ? gather_trace_for_report(layout, recorders) : TraceData{};
   if (!reports) return 0;
@@ -273,6 +315,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--presets", options->presets_file, "Preset file to use instead of the built-in one");
   cmd->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto trace JSON of all ranks here");
   cmd->add_option("--trace-dir", options->trace_dir, "Write one trace per rank here (rank0.json ...), for HTA");
+  cmd->add_option("--dashboard", options->dashboard,
+                  "Training: stream the trace to the dashboard `fsdplab gui --listen PORT` at HOST:PORT");
   cmd->add_option("--layers", options->layers, "Demo: number of layers")->check(CLI::Range(1, 1000));
   cmd->add_option("--width", options->width, "Demo: layer width")->check(CLI::Range(1, 65536));
   cmd->add_option("--tokens", options->tokens, "Demo: rows of the activations")->check(CLI::Range(1, 1 << 20));
@@ -354,6 +398,7 @@ void add_run_command(CLI::App& app) {
     } else {
       check(given.empty(), given, " configure", given.find(',') == std::string::npos ? "s" : "",
             " FSDP training; add --model toy|mlp|gpt2|llama (the streams demo has its own --dtype)");
+      check(options->dashboard.empty(), "--dashboard streams a training run; add --model toy|mlp|gpt2|llama");
       run_streams_demo(*options);
     }
   });
