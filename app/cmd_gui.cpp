@@ -6,11 +6,15 @@
 //                                 how to get the window
 //   fsdplab gui [settings]        the dashboard on a live run; --screenshot out.png --steps N renders
 //                                 after N steps and exits (works under xvfb-run with Mesa)
+//   fsdplab gui --listen PORT     the dashboard on runs of other processes, streamed with
+//                                 `fsdplab run ... --dashboard HOST:PORT`; loopback unless a host is named
+//                                 ([HOST:]PORT); --screenshot after a run streamed --steps steps
 //   fsdplab view a.json [b.json]  exported traces replayed in the same panels
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,29 +35,35 @@ struct GuiOptions {
   std::string screenshot;
   int screenshot_steps = 3;
   std::string break_kind;
+  std::string listen;  // [HOST:]PORT: show runs streamed from other processes instead of running one
+  double timeout = 300;
   int width = 1600;
   int height = 1000;
 };
 
-// The flags that choose what a live dashboard runs, shared by `gui` (and named as `fsdplab run` names them).
-void add_session_flags(CLI::App& cmd, GuiOptions& o) {
+// The flags that choose what a live dashboard runs, shared by `gui` (and named as `fsdplab run` names them);
+// returns them, so that --listen can refuse them.
+std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
   SessionSettings& s = o.settings;
-  cmd.add_option("--model", s.model, "Model: gpt2, llama, mlp, toy")->capture_default_str();
-  cmd.add_option("--preset", s.preset, "Model size (gpt2, llama)")->capture_default_str();
-  cmd.add_option("--world", s.world, "Ranks")->capture_default_str()->check(CLI::Range(1, 64));
-  cmd.add_option("--device-preset", s.device_preset, "Device preset (see `fsdplab presets`)")->capture_default_str();
-  cmd.add_option("--link-preset", s.link_preset, "Link preset; default: the device preset's link");
-  cmd.add_option("--compare", o.compare, "side-by-side (SYNC and ASYNC runs), sync, async, or ab (one run alternating)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"side-by-side", "sync", "async", "ab"}));
-  cmd.add_option("--ab-block", s.ab_block, "A/B: steps per block")->capture_default_str();
-  cmd.add_option("--prefetch", s.prefetch, "ASYNC prefetch: none, forward, backward-pre, backward-post, all")
-      ->capture_default_str();
-  cmd.add_option("--strategy", s.strategy, "full, grad_op (no reshard after forward), hybrid, no_shard, zero1, zero2")
-      ->capture_default_str();
-  cmd.add_option("--precision", s.precision, "Parameter dtype: f32 or bf16")->capture_default_str();
-  cmd.add_option("--pace", s.steps_per_second, "Steps per wall second (0: unpaced)")->capture_default_str();
-  cmd.add_flag("--dry-run", s.dry_run, "Shapes, time and memory only (large presets at the speed of small ones)");
+  return {
+      cmd.add_option("--model", s.model, "Model: gpt2, llama, mlp, toy")->capture_default_str(),
+      cmd.add_option("--preset", s.preset, "Model size (gpt2, llama)")->capture_default_str(),
+      cmd.add_option("--world", s.world, "Ranks")->capture_default_str()->check(CLI::Range(1, 64)),
+      cmd.add_option("--device-preset", s.device_preset, "Device preset (see `fsdplab presets`)")->capture_default_str(),
+      cmd.add_option("--link-preset", s.link_preset, "Link preset; default: the device preset's link"),
+      cmd.add_option("--compare", o.compare,
+                     "side-by-side (SYNC and ASYNC runs), sync, async, or ab (one run alternating)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"side-by-side", "sync", "async", "ab"})),
+      cmd.add_option("--ab-block", s.ab_block, "A/B: steps per block")->capture_default_str(),
+      cmd.add_option("--prefetch", s.prefetch, "ASYNC prefetch: none, forward, backward-pre, backward-post, all")
+          ->capture_default_str(),
+      cmd.add_option("--strategy", s.strategy, "full, grad_op (no reshard after forward), hybrid, no_shard, zero1, zero2")
+          ->capture_default_str(),
+      cmd.add_option("--precision", s.precision, "Parameter dtype: f32 or bf16")->capture_default_str(),
+      cmd.add_option("--pace", s.steps_per_second, "Steps per wall second (0: unpaced)")->capture_default_str(),
+      cmd.add_flag("--dry-run", s.dry_run, "Shapes, time and memory only (large presets at the speed of small ones)"),
+  };
 }
 
 Comparison parse_comparison(const std::string& name) {
@@ -96,10 +106,47 @@ void run_gui(GuiOptions o) {
   } else {
     check(o.break_kind.empty(), "--break is for --screenshot; in the window, use the step-through panel");
   }
+  window.timeout_seconds = o.timeout;
   if (const auto problem = display_problem()) fail(no_window_hint(*problem));
   Dashboard dashboard(std::make_unique<LiveSession>(o.settings));
   run_window(dashboard, window);
   if (!window.screenshot.empty()) std::printf("screenshot: %s\n", window.screenshot.c_str());
+}
+
+// ---- runs of other processes: gui --listen --------------------------------------------------------------
+
+void run_listening(const GuiOptions& o) {
+  check(o.break_kind.empty(), "--break stops a run of the dashboard's own; with --listen the runs are elsewhere");
+  WindowOptions window;
+  window.width = o.width;
+  window.height = o.height;
+  window.screenshot = o.screenshot;
+  window.screenshot_after_steps = o.screenshot_steps;
+  window.timeout_seconds = o.timeout;
+  if (!o.screenshot.empty()) check(o.screenshot_steps >= 1, "--steps ", o.screenshot_steps, "; expected >= 1");
+  if (const auto problem = display_problem())
+    fail(*problem, ": the dashboard needs one. Here, `xvfb-run -a fsdplab gui --listen ", o.listen,
+         " --screenshot remote.png --steps 3` renders it to a PNG once a run streamed 3 steps");
+  auto remote = std::make_unique<RemoteSession>(o.listen);
+  const std::string address = remote->listener().address();
+  std::printf("fsdplab gui: listening on %s; stream a run here with `fsdplab run --model gpt2 --world 2 --dashboard "
+              "%s`\n", address.c_str(), address.c_str());
+  std::fflush(stdout);  // a script starting runs reads the port from here
+  Dashboard dashboard(std::move(remote));
+  run_window(dashboard, window);
+  if (window.screenshot.empty()) return;
+  // What the shot shows of each run: the ranks whose lanes were drawn in its frame, and the steps.
+  std::printf("screenshot: %s\n", window.screenshot.c_str());
+  const TraceStore& store = dashboard.store();
+  for (std::size_t id = 0; id < store.sources().size(); ++id) {
+    std::set<int> ranks;
+    for (const LaneRect& l : dashboard.timeline().lanes_drawn())
+      if (l.source == static_cast<int>(id)) ranks.insert(l.rank);
+    std::string drawn;
+    for (int r : ranks) drawn += (drawn.empty() ? "" : ", ") + std::to_string(r);
+    std::printf("  %s: lanes of rank %s drawn, %zu steps\n", store.sources()[id].label.c_str(),
+                drawn.empty() ? "(none)" : drawn.c_str(), store.sources()[id].steps.size());
+  }
 }
 
 // ---- the default job without a display ---------------------------------------------------------------
@@ -158,14 +205,28 @@ int run_headless_comparison(const std::string& problem) {
 void add_gui_command(CLI::App& app) {
   auto options = std::make_shared<GuiOptions>();
   auto* cmd = app.add_subcommand("gui", "The dashboard on a live run (default: SYNC and ASYNC side by side)");
-  add_session_flags(*cmd, *options);
+  const std::vector<CLI::Option*> session_flags = add_session_flags(*cmd, *options);
+  cmd->add_option("--listen", options->listen,
+                  "[HOST:]PORT: show runs streamed by `fsdplab run --dashboard` instead (PORT alone: 127.0.0.1; 0: "
+                  "any free port, printed)");
   cmd->add_option("--screenshot", options->screenshot, "Render to this PNG after --steps steps and exit");
   cmd->add_option("--steps", options->screenshot_steps, "With --screenshot: steps before the shot")->capture_default_str();
   cmd->add_option("--break", options->break_kind,
                   "With --screenshot: then stop at this FSDP event (e.g. 'post-forward') and show it");
   cmd->add_option("--width", options->width, "Window width in pixels")->capture_default_str();
   cmd->add_option("--height", options->height, "Window height in pixels")->capture_default_str();
-  cmd->callback([options] { run_gui(*options); });
+  cmd->add_option("--timeout", options->timeout, "With --screenshot: give up after this many seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->callback([options, session_flags] {
+    if (options->listen.empty()) return run_gui(*options);
+    std::string given;
+    for (const CLI::Option* o : session_flags)
+      if (o->count() > 0) given += (given.empty() ? "" : ", ") + o->get_name();
+    check(given.empty(), given, " choose", given.find(',') == std::string::npos ? "s" : "",
+          " a run of the dashboard's own; with --listen the runs are elsewhere (give them to `fsdplab run`)");
+    run_listening(*options);
+  });
 }
 
 void add_view_command(CLI::App& app) {

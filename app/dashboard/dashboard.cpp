@@ -3,19 +3,26 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "app/dashboard/remote_panel.hpp"
+
 namespace fsdplab::app {
 
 Dashboard::Dashboard(std::unique_ptr<LiveSession> session) : session_(std::move(session)) {}
+
+Dashboard::Dashboard(std::unique_ptr<RemoteSession> remote) : remote_(std::move(remote)) {}
 
 Dashboard::Dashboard(Replay replay) : replay_(std::move(replay)) {
   timeline_.set_following(false);
   timeline_.set_view(replay_.store.first_time(), std::max(replay_.store.last_time(), replay_.store.first_time() + 1));
 }
 
-const TraceStore& Dashboard::store() const { return session_ ? session_->store() : replay_.store; }
+const TraceStore& Dashboard::store() const {
+  return session_ ? session_->store() : remote_ ? remote_->store() : replay_.store;
+}
 
 void Dashboard::frame() {
   if (session_) session_->drain();
+  if (remote_) remote_->drain();
   handle_keys();
   const ImGuiIO& io = ImGui::GetIO();
   ImGui::SetNextWindowPos(ImVec2(0, 0));
@@ -56,6 +63,9 @@ void Dashboard::draw_title() {
     ImGui::Text("fsdplab · %s %s · W=%d · %s%s%s · %s · sim device, virtual time", s.model.c_str(), s.preset.c_str(),
                 s.world, s.device_preset.c_str(), s.link_preset.empty() ? "" : " + ", s.link_preset.c_str(),
                 std::string(comparison_name(s.comparison)).c_str());
+  } else if (remote_) {
+    ImGui::Text("fsdplab gui --listen %s · %zu run(s) · %zu events", remote_->listener().address().c_str(),
+                remote_->store().sources().size(), remote_->store().event_count());
   } else {
     ImGui::Text("fsdplab view · %zu trace file(s) · %zu events", replay_.files.size(), replay_.store.event_count());
   }
@@ -66,6 +76,8 @@ void Dashboard::draw_left() {
   if (session_) {
     if (ImGui::CollapsingHeader("Run", ImGuiTreeNodeFlags_DefaultOpen)) controls_.draw(*session_);
     if (ImGui::CollapsingHeader("Step-through", ImGuiTreeNodeFlags_DefaultOpen)) step_through_.draw(*session_);
+  } else if (remote_) {
+    draw_remote_panel(*remote_);
   } else {
     ImGui::TextUnformatted("Replaying:");
     for (const std::string& file : replay_.files) ImGui::BulletText("%s", file.c_str());

@@ -1,9 +1,11 @@
 // dashboard.hpp — the whole dashboard in one ImGui window: run controls and step-through on the left,
 // the timeline across the top right, memory, step times and the FlatParameter map below it.
 //
-// It shows either a live session (runs on their own threads, drained once a frame) or replayed trace
-// files (`fsdplab view`), through the same panels; the live-only panels (controls, step-through)
-// are replaced by the files' names and load errors in a replay. frame() builds one frame between
+// It shows a live session (runs on their own threads, drained once a frame), runs streamed from other
+// processes (`fsdplab gui --listen`, a RemoteSession drained once a frame), or replayed trace files
+// (`fsdplab view`), through the same panels; the live-only panels (controls, step-through) are
+// replaced by the streams and their problems for remote runs, by the files' names and load errors in a
+// replay. frame() builds one frame between
 // ImGui::NewFrame and ImGui::Render and never blocks: the GLFW window, the headless tests and
 // `fsdplab bench --what ui` all drive it the same way.
 #pragma once
@@ -15,6 +17,7 @@
 #include "app/dashboard/flat_parameter_map.hpp"
 #include "app/dashboard/live_session.hpp"
 #include "app/dashboard/memory_panel.hpp"
+#include "app/dashboard/remote_session.hpp"
 #include "app/dashboard/replay.hpp"
 #include "app/dashboard/step_through_panel.hpp"
 #include "app/dashboard/step_time_panel.hpp"
@@ -25,12 +28,14 @@ namespace fsdplab::app {
 class Dashboard {
  public:
   explicit Dashboard(std::unique_ptr<LiveSession> session);
+  explicit Dashboard(std::unique_ptr<RemoteSession> remote);
   explicit Dashboard(Replay replay);
 
-  // Drains the live runs (if any) and builds every panel for this frame.
+  // Drains the live runs or the remote streams (if any) and builds every panel for this frame.
   void frame();
 
   LiveSession* session() { return session_.get(); }
+  RemoteSession* remote() { return remote_.get(); }
   const TraceStore& store() const;
   TimelinePanel& timeline() { return timeline_; }
   MemoryPanel& memory() { return memory_; }
@@ -46,6 +51,7 @@ class Dashboard {
   void draw_right();
 
   std::unique_ptr<LiveSession> session_;
+  std::unique_ptr<RemoteSession> remote_;
   Replay replay_;
   TimelinePanel timeline_;
   MemoryPanel memory_;

@@ -34,6 +34,7 @@ void write_screenshot(const std::string& path, int width, int height) {
 
 // Live screenshots wait for their moment: every run `steps` steps in (or ended), or stopped at the
 // break asked for, armed before the first frame so the world stops at the same event every time.
+// Remote ones wait until a run streamed `steps` steps.
 class ScreenshotMoment {
  public:
   ScreenshotMoment(const WindowOptions& options, Dashboard& dashboard) : options_(options) {
@@ -47,6 +48,9 @@ class ScreenshotMoment {
 
   bool reached(Dashboard& dashboard) {
     if (LiveSession* session = dashboard.session(); session && !at_moment(*session)) return false;
+    if (RemoteSession* remote = dashboard.remote();
+        remote && remote->most_steps() < static_cast<std::size_t>(options_.screenshot_after_steps))
+      return false;
     return ++frames_ > 3;  // drawn a few times after the moment: the panels show what was drained last
   }
 
@@ -123,6 +127,10 @@ void run_window(Dashboard& dashboard, const WindowOptions& options) {
           break;
         }
         const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (RemoteSession* remote = dashboard.remote())
+          check(waited < options.timeout_seconds, "screenshot: no run streamed ", options.screenshot_after_steps,
+                " steps to ", remote->listener().address(), " within ", options.timeout_seconds, " s (the most: ",
+                remote->most_steps(), ")");
         check(waited < options.timeout_seconds, "screenshot: its moment did not come within ", options.timeout_seconds,
               " s (", options.screenshot_after_steps, " steps", options.screenshot_break ? ", then a break" : "", ")");
       }

@@ -23,6 +23,7 @@ struct WindowOptions {
   // Live sessions: the shot is taken once every run has done this many steps (or ended), or with
   // screenshot_break, once the world stopped at the focus rank's first event of that kind in step
   // `screenshot_after_steps` (counted from 0: after that many steps), the step-through panel showing it.
+  // Remote sessions: once a run streamed this many steps.
   int screenshot_after_steps = 0;
   std::optional<FsdpEventKind> screenshot_break;
   double timeout_seconds = 300;  // a screenshot that cannot be taken by then is an Error

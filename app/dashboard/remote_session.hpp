@@ -1,0 +1,68 @@
+// remote_session.hpp — the dashboard fed by ranks in other processes: `fsdplab gui --listen [HOST:]PORT`
+// while runs elsewhere train with `fsdplab run ... --dashboard HOST:PORT` (engine/trace/trace_stream.hpp).
+//
+// The listener checks every stream on its own thread; once a frame the UI thread drains what it handed
+// over into the trace store: one source per run id ("remote: <run> (W ranks, mode)"), its lanes as the
+// ranks' events arrive, its steps in the step-time panel, its memory from the counters. Beside the store
+// it keeps what the panel on the left lists instead of run settings: each stream (who, which run and
+// ranks, whether it is open, finished, lost or dropped) and why streams ended early. Both lists are
+// bounded: a peer that connects over and over cannot grow them without end.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "app/dashboard/trace_store.hpp"
+#include "engine/trace/trace_stream.hpp"
+
+namespace fsdplab::app {
+
+struct RemoteStream {
+  enum class State { connected, streaming, finished, lost, dropped };
+  std::string peer;   // "127.0.0.1:53122"
+  State state = State::connected;
+  int source = -1;    // its run's source in the store, once its hello came
+  int first_rank = 0;
+  int ranks = 0;
+  std::size_t messages = 0;
+};
+std::string_view remote_state_name(RemoteStream::State s);  // "connected", "streaming", ...
+
+class RemoteSession {
+ public:
+  // Listens on `address` (DashboardListener's rules); an Error if it cannot.
+  explicit RemoteSession(std::string_view address, ListenerLimits limits = {});
+
+  // UI thread, once a frame: moves what the listener received into the store and the lists. Never blocks.
+  std::size_t drain();
+
+  const DashboardListener& listener() const { return listener_; }
+  const TraceStore& store() const { return store_; }
+  // By connection, in the order they connected: every open stream, and the most recent closed ones (at
+  // most kKeptClosed).
+  const std::map<int, RemoteStream>& streams() const { return streams_; }
+  // Why streams ended early, oldest first: the last kKeptProblems, and how many there were in all.
+  const std::vector<std::string>& problems() const { return problems_; }
+  std::size_t problem_count() const { return problem_count_; }
+  // The steps of the run that has sent the most.
+  std::size_t most_steps() const;
+
+  static constexpr std::size_t kKeptClosed = 32;
+  static constexpr std::size_t kKeptProblems = 32;
+
+ private:
+  void apply(RemoteUpdate& update);
+  void forget_old_streams();
+
+  DashboardListener listener_;
+  TraceStore store_;
+  std::map<std::string, int> source_of_run_;
+  std::map<int, RemoteStream> streams_;
+  std::vector<std::string> problems_;
+  std::size_t problem_count_ = 0;
+  std::vector<RemoteUpdate> scratch_;
+};
+
+}  // namespace fsdplab::app

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The dashboard on a run of another process, under Xvfb with Mesa: `fsdplab gui --listen 127.0.0.1:0` says
+# which port it got, `fsdplab run ... --dashboard` streams 2 ranks there, and the screenshot, taken once 3
+# steps arrived, must be drawn (png_check) with lanes of both ranks in it (the dashboard lists the ranks
+# whose lanes its last frame drew). Skipped (exit 77) where xvfb-run is missing.
+#   remote_dashboard.sh FSDPLAB PNG_CHECK OUT_DIR
+set -euo pipefail
+fsdplab=$1 png_check=$2 out=$3
+if ! command -v xvfb-run >/dev/null; then
+  echo "xvfb-run not found (scripts/install-deps.sh --gui installs it): skipped"
+  exit 77
+fi
+mkdir -p "$out"
+log="$out/gui.log"
+rm -f "$log" "$out/remote.png"
+xvfb-run -a -s "-screen 0 1600x1000x24" "$fsdplab" gui --listen 127.0.0.1:0 --screenshot "$out/remote.png" \
+  --steps 3 --timeout 120 >"$log" 2>&1 &
+gui=$!
+trap 'kill "$gui" 2>/dev/null || true' EXIT
+# The address, once the dashboard listens: at most 30 s.
+address=
+for _ in $(seq 300); do
+  address=$(sed -n 's/^fsdplab gui: listening on \([^;]*\);.*/\1/p' "$log")
+  [ -n "$address" ] && break
+  kill -0 "$gui" 2>/dev/null || break
+  sleep 0.1
+done
+if [ -z "$address" ]; then
+  echo "the dashboard did not say where it listens:"
+  cat "$log"
+  exit 1
+fi
+"$fsdplab" run --model gpt2 --preset test-tiny --world 2 --device sim --steps 3 --dashboard "$address"
+status=0
+wait "$gui" || status=$?
+trap - EXIT
+cat "$log"
+[ "$status" -eq 0 ] || exit "$status"
+grep -q "remote: gpt2 test-tiny .*(2 ranks, async): lanes of rank 0, 1 drawn, 3 steps" "$log"
+"$png_check" "$out/remote.png" 1600 1000

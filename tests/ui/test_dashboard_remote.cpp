@@ -1,0 +1,156 @@
+// The dashboard fed by runs in other processes (`fsdplab gui --listen`), headless: a run streamed over a
+// loopback socket fills the store exactly as the same run recorded in-process does; dropped streams and
+// lost ones are listed with their reasons; the lists stay bounded.
+#include <sys/socket.h>
+
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include "dashboard_testing.hpp"
+#include "engine/trace/fan_out_sink.hpp"
+#include "engine/trace/trace_recorder.hpp"
+#include "test_support.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+bool all_closed(const RemoteSession& remote, std::size_t streams) {
+  if (remote.streams().size() != streams) return false;
+  for (const auto& [id, s] : remote.streams())
+    if (s.state == RemoteStream::State::connected || s.state == RemoteStream::State::streaming) return false;
+  return true;
+}
+
+// GPT-2 test-tiny, ASYNC, on 2 rank threads, streamed as `fsdplab run --dashboard` streams it and recorded
+// beside it; its step reports.
+std::vector<StepReport> stream_and_record(const std::string& address, std::vector<TraceRecorder>& recorders) {
+  SessionSettings settings = tiny_settings(3);
+  settings.comparison = Comparison::async_only;
+  FsdpRun run = settings.plan().at(0).run;
+  DashboardStream stream(address, WireHello{"tiny", 0, 2, "sim", 2, "async"});
+  std::vector<std::unique_ptr<FanOutSink>> sinks;
+  for (int r = 0; r < 2; ++r) {
+    sinks.push_back(std::make_unique<FanOutSink>(
+        std::vector<TraceSink*>{&recorders[static_cast<std::size_t>(r)], stream.sink(r)}));
+    run.sinks.push_back(sinks.back().get());
+  }
+  std::vector<StepReport> steps = train_fsdp(run, PresetCatalog::builtin(), [&](const StepReport& s) {
+    stream.step(WireStep{0, s.step, s.begin, s.end, s.loss});
+  });
+  stream.finish();
+  return steps;
+}
+
+TEST(DashboardRemote, AStreamedRunFillsTheStoreAsARecordedOneDoes) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<RemoteSession>("0"));
+  RemoteSession& remote = *dashboard.remote();
+  std::vector<TraceRecorder> recorders(2);
+  std::vector<StepReport> steps;
+  // The run is another thread here, another process in use: the dashboard only sees the socket.
+  std::thread run([&] { steps = stream_and_record(remote.listener().address(), recorders); });
+  frames_until(imgui, dashboard, [&] { return all_closed(remote, 1); });
+  run.join();
+  frames_until(imgui, dashboard, [] { return true; });  // one more frame: the last drain drawn
+
+  const auto& [connection, stream] = *remote.streams().begin();
+  EXPECT_EQ(stream.state, RemoteStream::State::finished);
+  EXPECT_EQ(stream.first_rank, 0);
+  EXPECT_EQ(stream.ranks, 2);
+  EXPECT_TRUE(remote.problems().empty());
+
+  TraceStore recorded;
+  const int source = recorded.add_source("recorded", 2, false);
+  TraceData all;
+  for (const TraceRecorder& r : recorders) all.append(r.data());
+  recorded.add_trace(source, all);
+  for (const StepReport& s : steps) recorded.add_step(source, s.step, s.begin, s.end, s.loss, false);
+
+  const TraceStore& got = remote.store();
+  ASSERT_EQ(got.sources().size(), 1u);
+  EXPECT_EQ(got.source(0).label, "remote: tiny (2 ranks, async)");
+  EXPECT_FALSE(got.source(0).sync);
+  EXPECT_EQ(got.event_count(), recorded.event_count());
+  ASSERT_EQ(got.lanes().size(), recorded.lanes().size());
+  for (std::size_t l = 0; l < got.lanes().size(); ++l) {
+    const TimelineLane& a = got.lanes()[l];
+    const TimelineLane& b = recorded.lanes()[l];
+    EXPECT_EQ(std::tuple(a.rank, a.lane, a.items.size()), std::tuple(b.rank, b.lane, b.items.size()));
+    for (std::size_t i = 0; i < std::min(a.items.size(), b.items.size()); ++i)
+      ASSERT_EQ(std::tuple(a.items[i].op, a.items[i].begin, a.items[i].end, got.text(a.items[i].name)),
+                std::tuple(b.items[i].op, b.items[i].begin, b.items[i].end, recorded.text(b.items[i].name)));
+  }
+  // Steps as the step-time panel reads them: times, loss, and the compute and comm read from the events.
+  ASSERT_EQ(got.source(0).steps.size(), 3u);
+  for (std::size_t s = 0; s < 3; ++s) {
+    const StepTime& a = got.source(0).steps[s];
+    const StepTime& b = recorded.source(0).steps[s];
+    EXPECT_EQ(std::tuple(a.step, a.begin, a.end, a.loss, a.compute, a.comm),
+              std::tuple(b.step, b.begin, b.end, b.loss, b.compute, b.comm));
+    EXPECT_GT(a.compute, 0);
+    EXPECT_GT(a.comm, 0);
+  }
+  // Memory from the counters, per rank.
+  ASSERT_EQ(got.source(0).memory.size(), 2u);
+  for (std::size_t r = 0; r < 2; ++r)
+    EXPECT_EQ(got.source(0).memory[r].total.peak(), recorded.source(0).memory[r].total.peak());
+  EXPECT_GT(got.source(0).memory[0].total.peak(), 0);
+  // And the timeline drew both ranks' stream lanes.
+  std::set<std::tuple<int, Lane>> drawn;
+  for (const LaneRect& l : dashboard.timeline().lanes_drawn()) drawn.emplace(l.rank, l.lane);
+  for (int rank : {0, 1})
+    for (Lane lane : {Lane::compute, Lane::all_gather, Lane::reduce_scatter})
+      EXPECT_TRUE(drawn.count({rank, lane})) << rank << " " << lane_name(lane);
+}
+
+// A peer sending garbage and one hanging up mid-stream: both listed with why, drawn without trouble.
+TEST(DashboardRemote, DroppedAndLostStreamsAreListedWithTheirReasons) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<RemoteSession>("0"));
+  RemoteSession& remote = *dashboard.remote();
+  const SocketAddress address = parse_socket_address(remote.listener().address(), "test");
+  {
+    OwnedFd garbage = connect_tcp(address, std::chrono::seconds(2));
+    ASSERT_EQ(::send(garbage.fd(), "GET / HTTP/1.1\r\n\r\n", 18, MSG_NOSIGNAL), 18);
+    frames_until(imgui, dashboard, [&] { return remote.problem_count() == 1; });
+  }
+  {
+    DashboardStream failing(remote.listener().address(), WireHello{"failing", 0, 1, "sim", 1});
+    TraceEvent e;
+    e.name = "matmul";
+    failing.sink(0)->on_event(e);
+  }  // no finish(): the run failed
+  frames_until(imgui, dashboard, [&] { return all_closed(remote, 2); });
+  ASSERT_EQ(remote.problems().size(), 2u);
+  // "GET " read as a frame length: 0x20544547 bytes.
+  EXPECT_TRUE(testing::contains(remote.problems()[0], ": frame of 542393671 bytes; at most 1048576"))
+      << remote.problems()[0];
+  EXPECT_EQ(remote.problems()[0].rfind("dropped 127.0.0.1:", 0), 0u);
+  EXPECT_TRUE(testing::contains(remote.problems()[1], "closed the stream without a bye (run 'failing', rank 0)"))
+      << remote.problems()[1];
+  EXPECT_EQ(remote.streams().at(1).state, RemoteStream::State::dropped);
+  EXPECT_EQ(remote.streams().at(2).state, RemoteStream::State::lost);
+  EXPECT_EQ(remote.store().event_count(), 1u);  // what the failed run sent before it went is kept
+}
+
+// A peer that connects and leaves again and again: the lists keep the most recent only.
+TEST(DashboardRemote, ListsStayBounded) {
+  RemoteSession remote("0");
+  const SocketAddress address = parse_socket_address(remote.listener().address(), "test");
+  constexpr std::size_t kPeers = RemoteSession::kKeptClosed + 8;
+  for (std::size_t i = 0; i < kPeers; ++i) OwnedFd leaving = connect_tcp(address, std::chrono::seconds(2));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (remote.problem_count() < kPeers) {
+    remote.drain();
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(remote.streams().size(), RemoteSession::kKeptClosed);
+  EXPECT_EQ(remote.streams().begin()->first, 9);  // the first 8 forgotten
+  EXPECT_EQ(remote.problems().size(), RemoteSession::kKeptProblems);
+  EXPECT_TRUE(testing::contains(remote.problems().back(), "closed the stream before its hello"));
+}
+
+}  // namespace
+}  // namespace fsdplab::app
