@@ -307,6 +307,7 @@ TEST(TraceStream, ALostDashboardNeverStopsTheRun) {
 // limit (it stops reading; TCP holds the sender back), and the stream gives up flushing after its timeout.
 TEST(TraceStream, ASlowDashboardNeverBlocksAndStaysBounded) {
   constexpr std::size_t kLimit = std::size_t{1} << 20;
+  constexpr std::size_t kEvents = 12'000;
   DashboardListener listener("0", ListenerLimits{.pending_bytes = kLimit});
   std::vector<RemoteUpdate> got;
   const auto start = std::chrono::steady_clock::now();
@@ -314,8 +315,8 @@ TEST(TraceStream, ASlowDashboardNeverBlocksAndStaysBounded) {
     DashboardStream stream(local(listener), WireHello{"run-d", 0, 1, "sim", 1});
     stream.flush_timeout = 300ms;
     TraceEvent e = event(0, 1, 0);
-    e.name.assign(200, 'n');
-    for (OpId op = 1; op <= 200'000; ++op) {  // ~50 MB of frames: more than the kernel's socket buffers hold
+    e.name.assign(kWireMaxString, 'n');
+    for (OpId op = 1; op <= kEvents; ++op) {  // ~50 MB of frames: more than the kernel's socket buffers hold
       e.op = op;
       stream.sink(0)->on_event(e);
     }
@@ -325,9 +326,9 @@ TEST(TraceStream, ASlowDashboardNeverBlocksAndStaysBounded) {
   std::size_t events = 0;
   for (const RemoteUpdate& u : got) events += std::holds_alternative<TraceEvent>(u.message);
   EXPECT_GT(events, 0u);
-  EXPECT_LT(events, 200'000u);
-  // Held for the UI: the limit, plus what one read of 64 KiB (frames of over 200 bytes) brought past it.
-  EXPECT_LE(events, kLimit / (sizeof(RemoteUpdate) + 200) + 1 + (std::size_t{64} << 10) / 200);
+  EXPECT_LT(events, kEvents);
+  // Held for the UI: the limit, plus what one read of 64 KiB (frames of over 4 KiB) brought past it.
+  EXPECT_LE(events, kLimit / (sizeof(RemoteUpdate) + kWireMaxString) + 1 + (std::size_t{64} << 10) / kWireMaxString);
 }
 
 }  // namespace
