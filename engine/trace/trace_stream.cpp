@@ -307,8 +307,13 @@ void DashboardListener::read_from(Connection& c) {
 }
 
 void DashboardListener::check_message(Connection& c, const WireMessage& m) {
+  check(messages_taken_ < limits_.messages, "this dashboard has taken ", limits_.messages,
+        " messages, all it holds (start another for more)");
+  ++messages_taken_;
   if (const auto* h = std::get_if<WireHello>(&m)) {
     check(!c.hello, "a second hello (run '", h->run, "'; the first was run '", c.hello ? c.hello->run : "", "')");
+    check(runs_taken_.count(h->run) || runs_taken_.size() < limits_.runs, "run '", h->run, "' would be run ",
+          runs_taken_.size() + 1, "; this dashboard shows at most ", limits_.runs, " (start another for more)");
     // Another stream of the same run must agree on the world and carry other ranks.
     if (const auto other = runs_.find(h->run); other != runs_.end()) {
       const RunClaim& run = other->second;
@@ -324,6 +329,7 @@ void DashboardListener::check_message(Connection& c, const WireMessage& m) {
       run.stream_of_rank.assign(static_cast<std::size_t>(h->world), 0);
     }
     for (int r = h->rank; r < h->rank + h->ranks; ++r) run.stream_of_rank[static_cast<std::size_t>(r)] = c.id;
+    runs_taken_.insert(h->run);
     c.hello = *h;
     return;
   }

@@ -14,14 +14,16 @@
 // announced, one stream per rank of a run) and handed to the UI thread through a lock-free queue that
 // the UI drains each frame. A stream that breaks any rule is dropped: its connection closed, a message
 // saying why printed to stderr and handed to the UI. Memory is bounded: a partial frame per connection
-// (the decoder refuses frames over 1 MiB from their length), a number of connections, and the bytes
-// waiting for the UI (above that the listener stops reading, so TCP slows the senders down).
+// (the decoder refuses frames over 1 MiB from their length), a number of connections, the bytes
+// waiting for the UI (above that the listener stops reading, so TCP slows the senders down), and the
+// runs and messages a dashboard takes in all (ListenerLimits).
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -101,8 +103,12 @@ struct RemoteUpdate {
 };
 
 struct ListenerLimits {
-  int connections = 256;                                   // open at once (MPI: one per process)
-  std::size_t pending_bytes = std::size_t{64} << 20;       // waiting for the UI before reading pauses
+  int connections = 256;                              // open at once (MPI: one per process)
+  std::size_t pending_bytes = std::size_t{64} << 20;  // waiting for the UI before reading pauses
+  // What a dashboard keeps for good, so no peer can grow it without end: runs (each a source with memory
+  // series per rank), and messages (events, counters and steps, ~1 GB in the trace store at the default).
+  std::size_t runs = 64;
+  std::size_t messages = 20'000'000;
 };
 
 class DashboardListener {
@@ -146,6 +152,8 @@ class DashboardListener {
   // Receiver thread only:
   std::vector<std::unique_ptr<Connection>> connections_;
   std::map<std::string, RunClaim> runs_;
+  std::set<std::string> runs_taken_;  // every run id ever accepted
+  std::size_t messages_taken_ = 0;
   int next_connection_ = 1;
   SpscQueue<RemoteUpdate> updates_;
   std::atomic<std::size_t> pending_bytes_{0};

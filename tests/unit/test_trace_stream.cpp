@@ -246,6 +246,26 @@ TEST(TraceStream, AStreamClosedWithoutFinishHasNoBye) {
       << got[3].why;
 }
 
+// What a dashboard keeps for good is bounded: past its runs or its messages, streams are dropped.
+TEST(TraceStream, RunsAndMessagesTakenAreBounded) {
+  DashboardListener listener("0", ListenerLimits{.runs = 1, .messages = 4});
+  std::vector<RemoteUpdate> got;
+  RawClient first(listener);
+  first.send_frames({WireHello{"one", 0, 1, "sim", 1}, event(0, 1, 0)});
+  drain_until(listener, got, [](const auto& g) { return g.size() == 3; });  // connected, hello, event
+  RawClient second(listener);
+  second.send_frames({WireHello{"two", 0, 1, "sim", 1}});
+  drain_until(listener, got, [](const auto& g) { return closing(g, 2) != nullptr; });
+  EXPECT_TRUE(testing::contains(closing(got, 2)->why, ": run 'two' would be run 2; this dashboard shows at most 1"))
+      << closing(got, 2)->why;
+  TraceEvent more = event(0, 1, 0);
+  more.deps.clear();
+  first.send_frames({more, more});  // messages 4 and 5 (the dropped hello counted as 3)
+  drain_until(listener, got, [](const auto& g) { return closing(g, 1) != nullptr; });
+  EXPECT_TRUE(testing::contains(closing(got, 1)->why, ": this dashboard has taken 4 messages, all it holds"))
+      << closing(got, 1)->why;
+}
+
 TEST(TraceStream, ConnectingWhereNobodyListensIsAClearError) {
   int port = 0;
   {
