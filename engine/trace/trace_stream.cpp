@@ -22,6 +22,8 @@ using Clock = std::chrono::steady_clock;
 // How often the sender looks for new events when it has nothing to write: ranks never signal it (a
 // signal would cost them a lock or a system call per event), so it comes to look.
 constexpr int kSendIntervalMs = 5;
+// How often a listener paused for a UI that fell behind looks whether it caught up.
+constexpr int kPausedIntervalMs = 5;
 // Frames encoded ahead of what the socket took: the rest waits in the ranks' queues.
 constexpr std::size_t kEncodeAhead = std::size_t{1} << 20;
 constexpr std::size_t kReadChunk = std::size_t{64} << 10;
@@ -246,7 +248,7 @@ void DashboardListener::receive_loop() {
     polled.assign({pollfd{wake_read_.fd(), POLLIN, 0}, pollfd{listening_.fd(), POLLIN, 0}});
     const std::size_t watched = paused ? 0 : connections_.size();
     for (std::size_t i = 0; i < watched; ++i) polled.push_back(pollfd{connections_[i]->socket.fd(), POLLIN, 0});
-    if (poll(polled.data(), polled.size(), paused ? kSendIntervalMs : -1) <= 0) continue;
+    if (poll(polled.data(), polled.size(), paused ? kPausedIntervalMs : -1) <= 0) continue;
     if (polled[0].revents) continue;  // woken to stop: the loop's condition says so
     // Reads before accepts: accepting appends to connections_, which the indices below refer to.
     for (std::size_t i = 0; i < watched; ++i)

@@ -1,7 +1,8 @@
 // The trace wire format: every message survives the round trip field for field, in pieces of any size;
 // a partial frame waits for more; a malformed one is an Error naming what was expected; random and
 // mutated bytes never crash the decoder (the sanitizer presets run this file too).
-#include <cstring>
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <random>
 
