@@ -59,10 +59,6 @@ TEST(RunDevice, FlagsThatOnlyTheCudaDeviceTakesAreRefusedOnSim) {
   run.gpu = 1;
   EXPECT_TRUE(contains(error_of([&] { run_device_spec(run, PresetCatalog::builtin(), false); }),
                        "--gpu 1 picks a GPU for the cuda device"));
-  run.gpu = 0;
-  run.comm = "carrier-pigeon";
-  EXPECT_TRUE(contains(error_of([&] { run_device_spec(run, PresetCatalog::builtin(), false); }),
-                       "--comm carrier-pigeon; expected local"));
 }
 
 }  // namespace
