@@ -14,7 +14,6 @@
 
 #include "app/commands.hpp"
 #include "app/dry_run_report.hpp"
-#include "engine/comm/mpi_comm.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/trace/chrome_trace.hpp"
@@ -162,11 +161,9 @@ WireHello dashboard_hello(const RunConfig& run, const RankLayout& layout, Device
         ranks.empty() ? -1 : ranks.front());
   std::array<char, 256> host{};
   gethostname(host.data(), host.size() - 1);
-  std::array<char, 512> id{};
-  std::snprintf(id.data(), id.size(), "%s%s%s @%s:%d", run.model.c_str(), run.preset.empty() ? "" : " ",
-                run.preset.c_str(), host.data(), static_cast<int>(getpid()));
-  if (layout.processes) mpi_broadcast_bytes(id.data(), id.size(), 0);
-  return WireHello{id.data(), ranks.front(), layout.world, std::string(device_kind_name(device)),
+  const std::string id = agree_with_rank0(layout, run.model + (run.preset.empty() ? "" : " " + run.preset) + " @" +
+                                                      host.data() + ":" + std::to_string(getpid()));
+  return WireHello{id, ranks.front(), layout.world, std::string(device_kind_name(device)),
                    static_cast<int>(ranks.size()), std::move(mode)};
 }
 

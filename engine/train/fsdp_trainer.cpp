@@ -57,8 +57,8 @@ void check_host_memory(const RunConfig& run, const FsdpOptions& options, BuiltMo
   double per_rank = 0;
   for (std::int64_t bytes : fsdp_memory(fsdp_memory_input(run, options, probe))) per_rank += static_cast<double>(bytes);
   const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  check(host <= 0 || per_rank * ranks_here <= host, "--world ", run.world, ": the ", ranks_here,
-        " ranks of this process need about ", per_rank * ranks_here / 1e9, " GB of this host's memory (", per_rank / 1e9,
+  check(host <= 0 || per_rank * ranks_here <= host, "--world ", run.world, ": the ranks need about ",
+        per_rank * ranks_here / 1e9, " GB of this host's memory (", ranks_here, " in this process, ", per_rank / 1e9,
         " GB each; the sim device keeps its memory in host RAM) and this host has ", host / 1e9,
         " GB; use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
 }

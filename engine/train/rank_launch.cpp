@@ -182,6 +182,15 @@ std::vector<std::string> gather_for_report(const RankLayout& layout, std::vector
   return mpi_gather_to_rank0(by_rank[static_cast<std::size_t>(layout.ranks_here.front())]);
 }
 
+std::string agree_with_rank0(const RankLayout& layout, std::string value) {
+  if (!layout.processes) return value;
+  std::uint64_t length = value.size();
+  mpi_broadcast_bytes(&length, sizeof length, 0);
+  value.resize(static_cast<std::size_t>(length));
+  mpi_broadcast_bytes(value.data(), value.size(), 0);
+  return value;
+}
+
 TraceData gather_trace_for_report(const RankLayout& layout, const std::vector<TraceRecorder>& recorders) {
   check(recorders.size() == static_cast<std::size_t>(layout.world), "gather_trace_for_report: ", recorders.size(),
         " recorders for ", layout.world, " ranks");

@@ -66,6 +66,10 @@ void run_ranks(const RankLayout& layout, const std::function<void(RankSeat& seat
 // process must call it; the reporting one gets all `world` entries in rank order, the others none.
 std::vector<std::string> gather_for_report(const RankLayout& layout, std::vector<std::string> by_rank);
 
+// Rank 0's `value` on every process (threads share it already): what the processes of one run must agree
+// on, such as the run's id on a remote dashboard. Every process must call it.
+std::string agree_with_rank0(const RankLayout& layout, std::string value);
+
 // Every rank's trace, in rank order, on the reporting process (what threads get by appending their
 // recorders): recorders[r] is read for each rank r hosted here. The others get an empty trace.
 TraceData gather_trace_for_report(const RankLayout& layout, const std::vector<TraceRecorder>& recorders);
