@@ -118,17 +118,7 @@ void bench_cupti(const TrainBenchOptions& bench) {
   check(bench.steps >= 1 && bench.warmup >= 0, "bench --what cupti: --steps ", bench.steps, " --warmup ", bench.warmup,
         "; expected >= 1 measured steps and >= 0 warmup steps");
   if (auto why = cuda_unavailable()) fail("bench --what cupti traces a GPU: ", *why);
-  RunConfig run;
-  run.device = "cuda";
-  run.model = bench.model;
-  run.preset = bench.preset;
-  run.world = bench.world;
-  run.batch = bench.micro_batch * bench.world;
-  run.seq = bench.seq;
-  run.steps = bench.warmup + bench.steps;
-  run.device_preset = bench.device_preset;
-  run.link_preset = bench.link_preset;
-  run.emulate_link = bench.emulate_link;
+  const RunConfig run = bench.run_config("cuda");
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
   check(parse_dtype(bench.precision) != DType::i32, "--precision i32: training computes in f32 or bf16");
 

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "engine/runtime/error.hpp"
@@ -75,20 +76,25 @@ void print_row(const char* name, const Measured& m, double tokens, double peak) 
 
 }  // namespace
 
+RunConfig TrainBenchOptions::run_config(std::string device_choice) const {
+  RunConfig run;
+  run.device = std::move(device_choice);
+  run.model = model;
+  run.preset = preset;
+  run.world = world;
+  run.batch = micro_batch * world;
+  run.seq = seq;
+  run.steps = warmup + steps;
+  run.device_preset = device_preset;
+  run.link_preset = link_preset;
+  run.emulate_link = emulate_link;
+  return run;
+}
+
 void bench_train(const TrainBenchOptions& bench) {
   check(bench.steps >= 1 && bench.warmup >= 0, "bench --what train: --steps ", bench.steps, " --warmup ", bench.warmup,
         "; expected >= 1 measured steps and >= 0 warmup steps");
-  RunConfig run;
-  run.device = bench.device;
-  run.model = bench.model;
-  run.preset = bench.preset;
-  run.world = bench.world;
-  run.batch = bench.micro_batch * bench.world;
-  run.seq = bench.seq;
-  run.steps = bench.warmup + bench.steps;
-  run.device_preset = bench.device_preset;
-  run.link_preset = bench.link_preset;
-  run.emulate_link = bench.emulate_link;
+  RunConfig run = bench.run_config(bench.device);
   // Throughput is measured untraced, and the GEMMs' times are read from the trace's op spans ("matmul"), which
   // CUPTI would replace by kernels; `bench --what cupti` measures what tracing costs.
   run.cupti = false;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/train/run_config.hpp"
+
 namespace fsdplab::app {
 
 struct TrainBenchOptions {
@@ -20,6 +22,10 @@ struct TrainBenchOptions {
   std::string device_preset = "h100-sxm";  // the peak the GEMMs are compared with, and the link's preset
   std::string link_preset = "pcie4-no-p2p";
   bool emulate_link = false;
+
+  // The run these options measure: model, batch (micro_batch rows per rank), steps (warmup + measured),
+  // presets and link, on `device`.
+  RunConfig run_config(std::string device_choice) const;
 };
 
 void bench_train(const TrainBenchOptions& options);
