@@ -94,6 +94,12 @@ struct NcclComm::Handle {
   std::deque<InFlight> in_flight;
   std::mutex mutex;  // the NCCL handle's users: the rank's thread, the watchdog, an abort
 
+  // The barrier's stream and one float on the GPU, for a communicator just joined or split off.
+  void make_barrier(const std::string& what) {
+    check_cuda(cudaStreamCreateWithFlags(&barrier_stream, cudaStreamNonBlocking), what, ": NCCL's barrier stream");
+    check_cuda(cudaMalloc(&barrier_value, sizeof(float)), what, ": NCCL's barrier buffer");
+  }
+
   ~Handle() {
     for (InFlight& f : in_flight) cudaEventDestroy(f.done);
     if (barrier_value) cudaFree(barrier_value);
@@ -187,9 +193,7 @@ NcclComm::NcclComm(const NcclId& id, int world, int rank, Device& device, NcclAb
                            " ranks) on GPU " + std::to_string(handle_->gpu);
   const ncclResult_t joined = ncclCommInitRankConfig(&handle_->comm, world, unique, rank, &config);
   settle(handle_->comm, joined, aborts, aborts.timeout_, what);
-  check_cuda(cudaStreamCreateWithFlags(&handle_->barrier_stream, cudaStreamNonBlocking), "rank ", rank,
-             ": creating NCCL's barrier stream");
-  check_cuda(cudaMalloc(&handle_->barrier_value, sizeof(float)), "rank ", rank, ": NCCL's barrier buffer");
+  handle_->make_barrier(what);
   aborts_.add(this);
 }
 
@@ -236,12 +240,25 @@ std::optional<std::string> NcclComm::overdue(std::chrono::milliseconds timeout) 
   return std::nullopt;
 }
 
+void NcclComm::issue(const std::string& what, const std::function<int(void* nccl_comm)>& call, void** settle_on) {
+  if (auto failure = aborts_.failure()) fail(what, ": NCCL was aborted: ", *failure);
+  ncclComm_t comm = nullptr;
+  ncclResult_t result = ncclSuccess;
+  {
+    std::lock_guard lock(handle_->mutex);
+    if (handle_->aborted) fail(what, ": NCCL was aborted");
+    comm = handle_->comm;
+    result = static_cast<ncclResult_t>(call(comm));
+  }
+  if (settle_on && *settle_on) comm = static_cast<ncclComm_t>(*settle_on);
+  settle(comm, result, aborts_, aborts_.timeout_, what);
+}
+
 void NcclComm::collective(Stream stream, OpCategory category, const Tensor& output, std::int64_t bytes,
                           std::vector<Access> reads, std::vector<Access> writes,
                           const std::function<int(void* nccl_comm, CUstream_st* s)>& enqueue) {
   check(stream.device == &device_, "collective on rank ", stream.device ? stream.device->rank() : -1,
         "'s stream through rank ", device_.rank(), "'s communicator");
-  if (auto failure = aborts_.failure()) fail("rank ", rank_, ": NCCL was aborted: ", *failure);
   const std::string_view op = category_name(category);
   const std::string what = std::string(op) + " #" + std::to_string(++seq_) + " of " + std::to_string(bytes) + " bytes";
   OpSpec spec;
@@ -252,15 +269,7 @@ void NcclComm::collective(Stream stream, OpCategory category, const Tensor& outp
   spec.reads = std::move(reads);
   spec.writes = std::move(writes);
   device_.launch(stream.lane, std::move(spec), {.cuda = [&](CUstream_st* s) {
-    ncclComm_t comm = nullptr;
-    ncclResult_t result = ncclSuccess;
-    {
-      std::lock_guard lock(handle_->mutex);
-      if (handle_->aborted) fail("rank ", rank_, ": NCCL was aborted before ", what);
-      comm = handle_->comm;
-      result = static_cast<ncclResult_t>(enqueue(comm, s));
-    }
-    settle(comm, result, aborts_, aborts_.timeout_, "rank " + std::to_string(rank_) + ": NCCL " + what);
+    issue("rank " + std::to_string(rank_) + ": NCCL " + what, [&](void* comm) { return enqueue(comm, s); });
     // Watched until it completes: a collective a peer never joins is found by the watchdog.
     Handle::InFlight flight{what, nullptr, Clock::now()};
     check_cuda(cudaEventCreateWithFlags(&flight.done, cudaEventDisableTiming), "rank ", rank_, ": ", what);
@@ -309,18 +318,11 @@ void NcclComm::broadcast(Stream stream, const Tensor& t, int root) {
 }
 
 void NcclComm::barrier() {
-  if (auto failure = aborts_.failure()) fail("rank ", rank_, ": NCCL was aborted: ", *failure);
   const std::string what = "rank " + std::to_string(rank_) + ": NCCL barrier #" + std::to_string(++seq_);
-  ncclComm_t comm = nullptr;
-  ncclResult_t result = ncclSuccess;
-  {
-    std::lock_guard lock(handle_->mutex);
-    if (handle_->aborted) fail(what, ": NCCL was aborted");
-    comm = handle_->comm;
-    result = ncclAllReduce(handle_->barrier_value, handle_->barrier_value, 1, ncclFloat32, ncclSum, comm,
-                           handle_->barrier_stream);
-  }
-  settle(comm, result, aborts_, aborts_.timeout_, what);
+  issue(what, [&](void* comm) {
+    return ncclAllReduce(handle_->barrier_value, handle_->barrier_value, 1, ncclFloat32, ncclSum,
+                         static_cast<ncclComm_t>(comm), handle_->barrier_stream);
+  });
   // Polled, not synchronized: a peer that never comes is the watchdog's to report, and this wait must
   // then end with its failure instead of blocking in the driver.
   for (;;) {
@@ -334,23 +336,22 @@ void NcclComm::barrier() {
 
 std::unique_ptr<Communicator> NcclComm::split(int color) {
   check(color >= 0, "split: color ", color, "; expected >= 0");
-  if (auto failure = aborts_.failure()) fail("rank ", rank_, ": NCCL was aborted: ", *failure);
   auto child = std::make_unique<Handle>();
   child->gpu = handle_->gpu;
   ncclConfig_t config = nonblocking_config();
-  ncclResult_t result = ncclSuccess;
-  {
-    std::lock_guard lock(handle_->mutex);
-    check(!handle_->aborted, "rank ", rank_, ": NCCL was aborted before split(", color, ")");
-    result = ncclCommSplit(handle_->comm, color, rank_, &child->comm, &config);
-  }
   const std::string what = "rank " + std::to_string(rank_) + ": NCCL split(" + std::to_string(color) + ")";
-  settle(child->comm ? child->comm : handle_->comm, result, aborts_, aborts_.timeout_, what);
+  void* made = nullptr;
+  issue(what, [&](void* comm) {
+    ncclComm_t split_off = nullptr;
+    const ncclResult_t result = ncclCommSplit(static_cast<ncclComm_t>(comm), color, rank_, &split_off, &config);
+    made = split_off;
+    return result;
+  }, &made);
+  child->comm = static_cast<ncclComm_t>(made);
   int child_world = 0, child_rank = 0;
   check(ncclCommCount(child->comm, &child_world) == ncclSuccess && ncclCommUserRank(child->comm, &child_rank) == ncclSuccess,
         what, ": cannot read the new group's size and rank");
-  check_cuda(cudaStreamCreateWithFlags(&child->barrier_stream, cudaStreamNonBlocking), what);
-  check_cuda(cudaMalloc(&child->barrier_value, sizeof(float)), what);
+  child->make_barrier(what);
   return std::unique_ptr<Communicator>(new NcclComm(std::move(child), child_world, child_rank, device_, aborts_));
 }
 

@@ -93,6 +93,10 @@ class NcclComm final : public Communicator {
   void collective(Stream stream, OpCategory category, const Tensor& output, std::int64_t bytes,
                   std::vector<Access> reads, std::vector<Access> writes,
                   const std::function<int(void* nccl_comm, CUstream_st* s)>& enqueue);
+  // Calls NCCL on this rank's communicator under its lock (refused, naming `what`, once anything was
+  // aborted), then waits for the non-blocking call to be taken: on the communicator `*settle_on` where the
+  // call made one (a split), else on this one.
+  void issue(const std::string& what, const std::function<int(void* nccl_comm)>& call, void** settle_on = nullptr);
   // Aborts the NCCL communicator (the group's lock held), once.
   void abort_nccl();
   // A completed collective leaves the watch list; an Error naming the oldest one not completed within
