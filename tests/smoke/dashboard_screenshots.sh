@@ -4,12 +4,8 @@
 #   dashboard_screenshots.sh FSDPLAB PNG_CHECK OUT_DIR
 set -euo pipefail
 fsdplab=$1 png_check=$2 out=$3
-if ! command -v xvfb-run >/dev/null; then
-  echo "xvfb-run not found (scripts/install-deps.sh --gui installs it): skipped"
-  exit 77
-fi
+source "$(dirname "$0")/xvfb.sh"
 mkdir -p "$out"
-xvfb() { xvfb-run -a -s "-screen 0 1600x1000x24" "$@"; }
 xvfb "$fsdplab" gui --preset test-tiny --screenshot "$out/live.png" --steps 3
 "$png_check" "$out/live.png" 1600 1000
 "$fsdplab" run --model gpt2 --preset test-tiny --world 2 --steps 2 --trace "$out/replay.json" >/dev/null

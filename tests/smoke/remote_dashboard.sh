@@ -6,14 +6,11 @@
 #   remote_dashboard.sh FSDPLAB PNG_CHECK OUT_DIR
 set -euo pipefail
 fsdplab=$1 png_check=$2 out=$3
-if ! command -v xvfb-run >/dev/null; then
-  echo "xvfb-run not found (scripts/install-deps.sh --gui installs it): skipped"
-  exit 77
-fi
+source "$(dirname "$0")/xvfb.sh"
 mkdir -p "$out"
 log="$out/gui.log"
 rm -f "$log" "$out/remote.png"
-xvfb-run -a -s "-screen 0 1600x1000x24" "$fsdplab" gui --listen 127.0.0.1:0 --screenshot "$out/remote.png" \
+xvfb-run "${xvfb_args[@]}" "$fsdplab" gui --listen 127.0.0.1:0 --screenshot "$out/remote.png" \
   --steps 3 --timeout 120 >"$log" 2>&1 &
 gui=$!
 trap 'kill "$gui" 2>/dev/null || true' EXIT
