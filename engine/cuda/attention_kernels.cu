@@ -97,6 +97,23 @@ __device__ void nt_2x2(const float* A, const float* B, int ld, int hd, float (&s
   s[1][1] = s11;
 }
 
+// dscore_tk = att_tk (datt_tk - adot_t) * scale for this thread's 2x2 of query tile q0 x key tile k0, where
+// datt = dout v^T comes from the dout rows G and value rows V, att is P [32][kTileLd]; zero past the sequence
+// and above the diagonal. D [32][kTileLd] gets it by query rows, or by key rows when `transposed`.
+__device__ void store_dscore(float* D, const float* P, const float* G, const float* V, int ld, int hd,
+                             const float* adot, float scale, int q0, int k0, int T, bool transposed) {
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  float s[2][2];
+  nt_2x2(G, V, ld, hd, s);
+  for (int a = 0; a < 2; ++a) {
+    for (int c = 0; c < 2; ++c) {
+      const int q = ty + 16 * a, k = tx + 16 * c, tq = q0 + q, tk = k0 + k;
+      const float dscore = tq < T && tk <= tq ? P[q * kTileLd + k] * (s[a][c] - adot[tq]) * scale : 0.f;
+      D[transposed ? k * kTileLd + q : q * kTileLd + k] = dscore;
+    }
+  }
+}
+
 // Acc[r][i] += sum_{s < ns} M[s][r] * X[s][i], s ascending; M is [32][kTileLd], X [32][ld], Acc [32][hd].
 // Warp w owns rows 4w .. 4w+3, its lanes the columns i = lane, lane + 32, ...
 __device__ void nn_accumulate(float* Acc, int hd, const float* M, const float* X, int ld, int ns, Mask mask) {
@@ -347,15 +364,8 @@ __global__ void __launch_bounds__(kThreads)
       load_rows(Vs, ld, q_base + 2 * C, C3, k0, T, hd);
       load_att(P, att_bh, q0, k0, T, /*transposed=*/false);
       __syncthreads();
-      float s[2][2];
-      nt_2x2(Gs, Vs, ld, hd, s);
-      for (int a = 0; a < 2; ++a) {
-        for (int c = 0; c < 2; ++c) {
-          const int q = ty + 16 * a, k = tx + 16 * c, tq = q0 + q, tk = k0 + k;
-          // dscore^T: nn_accumulate takes the keys as its s.
-          D[k * kTileLd + q] = tq < T && tk <= tq ? P[q * kTileLd + k] * (s[a][c] - adot[tq]) * scale : 0.f;
-        }
-      }
+      // dscore^T: nn_accumulate takes the keys as its s.
+      store_dscore(D, P, Gs, Vs, ld, hd, adot, scale, q0, k0, T, /*transposed=*/true);
       __syncthreads();
       const int ns = T - k0 < kTile ? T - k0 : kTile;
       nn_accumulate(Acc0, hd, D, Ks, ld, ns, kt == qt ? kKeyNotAfterQuery : kNoMask);
@@ -381,14 +391,7 @@ __global__ void __launch_bounds__(kThreads)
       load_rows(Gs, ld, g_base, C, q0, T, hd);
       load_att(P, att_bh, q0, k0, T, /*transposed=*/false);
       __syncthreads();
-      float s[2][2];
-      nt_2x2(Gs, Vs, ld, hd, s);
-      for (int a = 0; a < 2; ++a) {
-        for (int c = 0; c < 2; ++c) {
-          const int q = ty + 16 * a, k = tx + 16 * c, tq = q0 + q, tk = k0 + k;
-          D[q * kTileLd + k] = tq < T && tk <= tq ? P[q * kTileLd + k] * (s[a][c] - adot[tq]) * scale : 0.f;
-        }
-      }
+      store_dscore(D, P, Gs, Vs, ld, hd, adot, scale, q0, k0, T, /*transposed=*/false);
       __syncthreads();
       const int ns = T - q0 < kTile ? T - q0 : kTile;
       const Mask mask = qt == kt ? kQueryNotBeforeKey : kNoMask;
