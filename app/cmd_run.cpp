@@ -63,6 +63,12 @@ struct RunOptions {
   std::string dtype = "f32";
 };
 
+// The world rank_layout is asked for: --world (or its default) for threads; under an MPI launcher, without
+// --world, 0: as many ranks as it started processes.
+int world_asked(const RunOptions& options) {
+  return options.world_given || options.train.comm == "local" ? options.world : 0;
+}
+
 std::vector<ExecMode> parse_modes(const std::string& mode) {
   if (mode == "sync") return {ExecMode::sync};
   if (mode == "async") return {ExecMode::async};
@@ -104,8 +110,7 @@ int run_streams_demo(const RunOptions& options) {
   config.comm = options.train.comm;
   check(config.dtype != DType::i32, "--dtype i32: the demo's layers compute in f32 or bf16");
   // Under mpirun (--comm mpi) each process is one rank; without --world, as many as were launched.
-  const RankLayout layout =
-      rank_layout(config.comm, options.world_given || config.comm == "local" ? options.world : 0, DeviceKind::sim, 0);
+  const RankLayout layout = rank_layout(config.comm, world_asked(options), DeviceKind::sim, 0);
   config.world = layout.world;
 
   std::vector<TraceRecorder> recorders(static_cast<std::size_t>(config.world));
@@ -178,8 +183,7 @@ int run_training(const RunOptions& options) {
   // says) so the header says where the run goes, and a request this machine cannot serve is refused before
   // anything starts.
   const DeviceSpec device = run_device_spec(run, presets, options.dry_run);
-  const RankLayout layout =
-      rank_layout(run.comm, options.world_given || run.comm == "local" ? options.world : 0, device.kind, run.gpu);
+  const RankLayout layout = rank_layout(run.comm, world_asked(options), device.kind, run.gpu);
   run.world = layout.world;
   // A dry run plans a world: without --batch, one row (sequence) per rank rather than the default 8.
   if (options.dry_run && !options.batch_given) run.batch = run.world;
