@@ -18,7 +18,7 @@ FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions
   map.shard_group = shard_group_size(options, run.world);
   BuiltModel built = build_model(run);
   const FlatParameterTask& flat = reference_flat_parameter();
-  for (const UnitPlan& plan : plan_units(*built.model, built.unit_kinds)) {
+  for (const UnitPlan& plan : reference_integration().plan_units(*built.model, built.unit_kinds)) {
     const FlatParamLayout layout = flat.plan(plan.params, map.shard_group, options.align);
     MappedUnit unit;
     unit.name = plan.name;

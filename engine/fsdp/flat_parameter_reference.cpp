@@ -1,8 +1,8 @@
-// The reference FlatParameter (task 2).
+// The reference FlatParameter (task 2): lay out, pad, slice, and point views.
 #include <algorithm>
 #include <set>
 
-#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/flat_parameter.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {

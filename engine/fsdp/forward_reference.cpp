@@ -1,87 +1,39 @@
-// The reference forward (task 3): unshard before a unit's forward, reshard after.
-#include "engine/fsdp/cpu_offload.hpp"
-#include "engine/fsdp/fsdp_tasks.hpp"
-#include "engine/tensor/elementwise.hpp"
+// The reference forward (task 3): all-gather on the all-gather stream, an event for compute to wait on,
+// free after forward unless the unit is the root or the strategy keeps it.
+#include "engine/fsdp/forward_task.hpp"
 
 namespace fsdplab {
 namespace {
 
-// False for replicated strategies in f32, whose `full` is the replica itself: nothing to gather or free.
-bool owns_full(const FsdpUnit& unit) { return !unit.full.overlaps(unit.replica); }
-
 class ReferenceForward final : public ForwardTask {
  public:
-  bool prefetch(FsdpUnit& unit, FsdpRank& rank) const override {
-    if (unit.state != UnitState::sharded) return true;
-    if (owns_full(unit)) {
-      if (!rank.tasks.overlap->acquire_full(unit, rank, /*prefetch=*/true)) return false;
-      gather(unit, rank);
-    }
-    unit.state = UnitState::gathering;
-    return true;
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    group.all_gather(device.stream(Lane::all_gather), shard, full);
+    device.record(gathered, Lane::all_gather);
   }
 
-  void unshard(FsdpUnit& unit, FsdpRank& rank) const override {
-    if (unit.state == UnitState::unsharded) return;
-    if (unit.state == UnitState::sharded && owns_full(unit)) {
-      rank.tasks.overlap->acquire_full(unit, rank, /*prefetch=*/false);
-      gather(unit, rank);
-    }
-    // The compute stream waits for this unit's gather and nothing else: an event wait, not a host
-    // sync, so the host goes on issuing work (and later gathers) while the gather runs.
-    if (owns_full(unit)) rank.device.wait(Lane::compute, unit.gathered);
-    rank.tasks.flat_parameter->point_views(unit.layout, unit.full, &Parameter::value);
-    unit.state = UnitState::unsharded;
+  void wait_for_unshard(Device& device, const Event& gathered) const override {
+    // See [Note: an event wait, not a host sync].
+    device.wait(Lane::compute, gathered);
   }
 
-  void reshard(FsdpUnit& unit, FsdpRank& rank) const override {
-    if (unit.state == UnitState::sharded) return;
-    if (owns_full(unit)) rank.tasks.overlap->release_full(unit, rank);
-    unit.state = UnitState::sharded;
-  }
-
-  void pre_forward(FsdpUnit& unit, FsdpRank& rank) const override {
-    unshard(unit, rank);
-    rank.tasks.overlap->after(PassPoint::pre_forward, unit, rank);
-  }
-
-  void post_forward(FsdpUnit& unit, FsdpRank& rank) const override {
-    if (unit.reshard_after_forward) reshard(unit, rank);
-    rank.tasks.overlap->after(PassPoint::post_forward, unit, rank);
-  }
-
- private:
-  // Fills unit.full on the all-gather stream and records unit.gathered there.
-  static void gather(FsdpUnit& unit, FsdpRank& rank) {
-    Device& device = rank.device;
-    const Stream stream = rank.all_gather_stream();
-    // A prefetch runs inside another unit's hook: the gather's ops carry the unit they gather.
-    OpLabels labels = device.labels();
-    labels.unit = unit.index;
-    const LabelScope scope(device, std::move(labels));
-    std::vector<Tensor> staging;
-    if (unit.replica.defined()) {
-      // Replicated strategies hold the whole f32 parameters already: only the cast to param_dtype.
-      cast(stream, unit.replica, unit.full);
-    } else {
-      const Tensor shard = shard_on_device(unit, rank, "flat_param_shard_device");  // CPU offload: a copy
-      if (!shard.overlaps(unit.master)) staging.push_back(shard);
-      if (shard.dtype() == unit.full.dtype()) {
-        rank.shard_group.all_gather(stream, shard, unit.full);
-      } else {
-        // Mixed precision: gather in param_dtype, half the bytes of the f32 master.
-        const Tensor low = Tensor::empty(device, shard.shape(), unit.full.dtype(), MemTag::comm_buffer,
-                                         unit.name + ".shard_" + std::string(dtype_name(unit.full.dtype())),
-                                         Lane::all_gather);
-        cast(stream, shard, low);
-        rank.shard_group.all_gather(stream, low, unit.full);
-        staging.push_back(low);
-      }
-    }
-    device.record(unit.gathered, Lane::all_gather);
-    for (Tensor& t : staging) rank.tasks.overlap->release_staging(std::move(t), unit.gathered, rank);
+  bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
+    // The root's parameters are the first the backward needs: freeing them after forward would only
+    // gather them again at once (PyTorch keeps the root gathered too). shard_grad_op keeps every unit
+    // gathered until its backward: more memory, one gather less per unit.
+    return !is_root && reshards_after_forward(strategy);
   }
 };
+
+// [Note: an event wait, not a host sync]
+// The compute stream must not read the parameters before the gather has written them. Two ways to
+// ensure it: the host waits for the gather (a synchronize), or the compute stream waits for an event the
+// all-gather stream recorded. The host wait stops the CPU from issuing anything else — later gathers,
+// this unit's kernels — until the link is done, so nothing overlaps. The event wait is an instruction to
+// the device: the host goes on issuing work at once, the gathers of the next units run while this one
+// computes, and only this unit's compute waits, only for its own gather. The sim device's race detector
+// reports the missing wait (a read of memory whose writer has not finished), naming both ops.
 
 }  // namespace
 

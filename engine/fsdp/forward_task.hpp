@@ -1,32 +1,38 @@
-// forward_task.hpp — task 3 of the lab: gather a unit before its forward, reshard it after.
+// forward_task.hpp — task 3 of the lab: gather a unit before its forward, free it after.
 //
-//   pre_forward   all-gather the unit's shards into its full buffer (on the all-gather stream; the
-//                 compute stream waits for it by an event) and point the parameter views at it
-//   post_forward  free the full buffer when the unit reshards after forward (full_shard, hybrid);
-//                 keep it for the backward otherwise (shard_grad_op, and the root unit always,
-//                 whose parameters the backward needs first)
-// unshard and reshard are the two halves; backward (task 4) calls them again. prefetch is unshard's
-// first half alone: the gather is issued, the compute stream waits for it only when the unit runs.
-// Which memory the gather writes, and when buffers are freed, is task 6's (overlap_task.hpp).
+// The engine's unit lifecycle (unit_lifecycle.hpp) runs a unit through sharded -> gathering ->
+// unsharded -> sharded and calls this task for the three decisions of the forward:
+//   unshard            all_gather: every rank's shard into the unit's full buffer, on the all-gather
+//                      stream, with an event recorded behind it
+//   wait_for_unshard   the compute stream waits for that event before it computes with the unit
+//   post-forward       reshard_after_forward: whether the gathered parameters are freed now
+// Which memory the gather writes into and when a freed buffer can be reused are task 6's; casting to a
+// lower precision and CPU offload are layers the lifecycle adds around the gather. Exercise: labs/03-forward.
 #pragma once
-#include "engine/fsdp/fsdp_unit.hpp"
+#include "engine/comm/communicator.hpp"
+#include "engine/fsdp/fsdp_task.hpp"
+#include "engine/fsdp/sharding.hpp"
+#include "engine/runtime/event.hpp"
 
 namespace fsdplab {
 
-class ForwardTask {
+class ForwardTask : public FsdpTask {
  public:
-  virtual ~ForwardTask() = default;
-  // Makes `unit.full` hold the whole unit in options.param_dtype and points the views at it; nothing
-  // when the unit is already unsharded. The compute stream may use the parameters afterwards.
-  virtual void unshard(FsdpUnit& unit, FsdpRank& rank) const = 0;
-  // Issues the gather of a sharded unit without making the compute stream wait (state `gathering`);
-  // false when task 6's rate limiter declined it. Nothing for a unit already gathering or gathered.
-  virtual bool prefetch(FsdpUnit& unit, FsdpRank& rank) const = 0;
-  // Releases `unit.full` (unless it is the replica itself) through task 6; the views stay, pointing at
-  // memory the unit no longer owns.
-  virtual void reshard(FsdpUnit& unit, FsdpRank& rank) const = 0;
-  virtual void pre_forward(FsdpUnit& unit, FsdpRank& rank) const = 0;
-  virtual void post_forward(FsdpUnit& unit, FsdpRank& rank) const = 0;
+  // Issues the all-gather of `shard` (this rank's chunk, in the dtype the unit computes in) from every
+  // rank of `group` into `full` (group.world() chunks, in rank order), on the device's all-gather stream,
+  // and records `gathered` on that stream behind it. The host does not wait for the gather.
+  virtual void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                          Event& gathered) const = 0;
+  // Before the unit computes: work issued to the compute stream from now on starts after the gather
+  // that recorded `gathered` — and nothing else is waited for, on the device or the host.
+  // See [Note: an event wait, not a host sync] in forward_reference.cpp.
+  virtual void wait_for_unshard(Device& device, const Event& gathered) const = 0;
+  // Whether a unit's gathered parameters are freed right after its forward under `strategy`. The root
+  // unit (`is_root`) holds the parameters its backward needs first.
+  virtual bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const = 0;
 };
+
+// The reference implementation (forward_reference.cpp).
+const ForwardTask& reference_forward();
 
 }  // namespace fsdplab

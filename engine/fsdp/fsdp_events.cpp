@@ -4,18 +4,9 @@
 #include <cstdio>
 #include <utility>
 
-#include "engine/fsdp/fsdp_tasks.hpp"
 
 namespace fsdplab {
 namespace {
-
-CodeSite site_of(int task, std::string_view method, bool reference, std::string_view reference_file) {
-  std::string code(method);
-  code += " (";
-  code += reference ? reference_file : std::string_view("a non-reference implementation");
-  code += ")";
-  return {task, std::move(code)};
-}
 
 const IssuedCollective* own_collective(const FsdpActivity& activity, const FsdpUnit& unit, std::string_view collective) {
   const auto it = std::find_if(activity.issued.begin(), activity.issued.end(), [&](const IssuedCollective& c) {
@@ -96,41 +87,34 @@ std::string describe_prefetches(const FsdpRank& rank, FsdpEventKind kind) {
 
 }  // namespace
 
-CodeSite code_site(const FsdpRank& rank, FsdpCode site) {
-  const FsdpTasks& t = rank.tasks;
-  constexpr std::string_view overlap_file = "engine/fsdp/overlap_reference.cpp";
-  constexpr std::string_view forward_file = "engine/fsdp/forward_reference.cpp";
-  constexpr std::string_view backward_file = "engine/fsdp/backward_reference.cpp";
-  const bool overlap_ref = t.overlap == &reference_overlap();
-  const bool forward_ref = t.forward == &reference_forward();
-  const bool backward_ref = t.backward == &reference_backward();
-  switch (site) {
-    case FsdpCode::begin_forward: return site_of(6, "OverlapTask::begin_forward", overlap_ref, overlap_file);
-    case FsdpCode::pre_forward: return site_of(3, "ForwardTask::pre_forward", forward_ref, forward_file);
-    case FsdpCode::post_forward: return site_of(3, "ForwardTask::post_forward", forward_ref, forward_file);
-    case FsdpCode::pre_backward: return site_of(4, "BackwardTask::pre_backward", backward_ref, backward_file);
-    case FsdpCode::post_backward: return site_of(4, "BackwardTask::post_backward", backward_ref, backward_file);
-    case FsdpCode::end_backward: return site_of(6, "OverlapTask::end_backward", overlap_ref, overlap_file);
-    case FsdpCode::prefetch:
-      return site_of(6, "OverlapTask::after -> ForwardTask::prefetch", overlap_ref, overlap_file);
-    case FsdpCode::optimizer_step:
-      return site_of(5, "ShardedOptimizerTask::step", t.optimizer == &reference_sharded_optimizer(),
-                     "engine/fsdp/sharded_optimizer_reference.cpp");
-  }
-  return {};
+CodeSite task_site(int task, std::string_view methods, const FsdpTask& impl) {
+  return {task, std::string(methods) + " (" + impl.where() + ")"};
 }
 
-ActivityScope::ActivityScope(FsdpRank& rank, FsdpCode site, int unit)
-    : ActivityScope(rank, rank.observer ? code_site(rank, site) : CodeSite{}, unit) {}
+ActivityScope::ActivityScope(FsdpRank& rank, int task, std::string_view methods, const FsdpTask& impl, int unit,
+                             IssuedTo issued)
+    : issued_(issued) {
+  if (!rank.observer) return;
+  rank_ = &rank;
+  enter(task_site(task, methods, impl), unit);
+}
 
 ActivityScope::ActivityScope(FsdpRank& rank, CodeSite site, int unit) {
   if (!rank.observer) return;
   rank_ = &rank;
-  saved_ = std::exchange(rank.activity, FsdpActivity{site.task, std::move(site.code), unit, {}});
+  enter(std::move(site), unit);
+}
+
+void ActivityScope::enter(CodeSite site, int unit) {
+  saved_ = std::exchange(rank_->activity, FsdpActivity{site.task, std::move(site.code), unit, {}});
 }
 
 ActivityScope::~ActivityScope() {
-  if (rank_) rank_->activity = std::move(saved_);
+  if (!rank_) return;
+  std::vector<IssuedCollective> issued = std::move(rank_->activity.issued);
+  rank_->activity = std::move(saved_);
+  if (issued_ == IssuedTo::enclosing)
+    rank_->activity.issued.insert(rank_->activity.issued.end(), issued.begin(), issued.end());
 }
 
 FsdpEvent make_event(FsdpEventKind kind, int task, std::string code, std::string what) {

@@ -2,12 +2,12 @@
 // is running (ActivityScope), and the events of a unit's hooks and of the optimizer step, each with a
 // plain sentence of what happened.
 //
-// Attribution. The hooks (fully_sharded_model.cpp) and the trainer put an ActivityScope around each task
-// call naming the task and its code; a collective issued inside is reported as that code's
-// (ObservedCommunicator) — with one exception: an all-gather of another unit than the hook's own is a
-// prefetch, which task 6 decides (OverlapTask::after calls ForwardTask::prefetch from inside a task 3 or 4
-// call), so it is reported as task 6's. The unit's own gather in pre-forward is task 3's, the gather again
-// in pre-backward and the reduction in post-backward task 4's, the optimizer's collectives task 5's.
+// Attribution. The unit lifecycle (unit_lifecycle.cpp) and the trainer put an ActivityScope around each
+// hook and step, naming the task whose decisions it runs and the implementation's class (file and line);
+// a collective issued inside is reported as that code's (ObservedCommunicator). The unit's own gather in
+// pre-forward is task 3's, the gather again in pre-backward and the reduction in post-backward task 4's,
+// a gather of another unit ahead of its use task 6's (OverlapTask::after chose it), the optimizer's
+// collectives task 5's.
 // Nothing here runs while no observer is set.
 #pragma once
 #include <cstdint>
@@ -16,43 +16,39 @@
 #include <string_view>
 
 #include "engine/fsdp/fsdp_observer.hpp"
+#include "engine/fsdp/fsdp_task.hpp"
 
 namespace fsdplab {
 
-// The places FSDP code runs from, each one interface method of one task.
-enum class FsdpCode {
-  begin_forward,   // OverlapTask::begin_forward, task 6
-  pre_forward,     // ForwardTask::pre_forward, task 3
-  post_forward,    // ForwardTask::post_forward, task 3
-  pre_backward,    // BackwardTask::pre_backward, task 4
-  post_backward,   // BackwardTask::post_backward, task 4
-  end_backward,    // OverlapTask::end_backward, task 6
-  prefetch,        // OverlapTask::after -> ForwardTask::prefetch, task 6
-  optimizer_step,  // ShardedOptimizerTask::step, task 5
-};
-
 struct CodeSite {
   int task = 0;
-  std::string code;  // "ForwardTask::pre_forward (engine/fsdp/forward_reference.cpp)"
+  std::string code;  // "ForwardTask::all_gather, wait_for_unshard (engine/fsdp/forward_reference.cpp:12)"
 };
 
-// The task of `site`, and its method with the file of the implementation `rank` runs ("a non-reference
-// implementation" for one that is not the reference, such as a lab skeleton).
-CodeSite code_site(const FsdpRank& rank, FsdpCode site);
+// `methods` of task `task`, as implemented by `impl`, with the file and line of its class.
+CodeSite task_site(int task, std::string_view methods, const FsdpTask& impl);
 
-// Makes `site` the rank's current activity, for the hook of `unit` (-1: outside the hooks), with nothing
-// issued yet, until the scope ends; then the previous activity is back. Does nothing without an observer.
+// Whether the collectives issued inside a scope are its own (a hook's: its event lists them), or also
+// the enclosing activity's (a prefetch inside a hook: the hook's event says what it fetched ahead).
+enum class IssuedTo { this_scope, enclosing };
+
+// Makes `site` the rank's current activity, for the hook of `unit` (-1: outside the hooks), until the
+// scope ends; then the previous activity is back. Does nothing without an observer, and builds nothing.
 class ActivityScope {
  public:
-  ActivityScope(FsdpRank& rank, FsdpCode site, int unit = -1);
+  ActivityScope(FsdpRank& rank, int task, std::string_view methods, const FsdpTask& impl, int unit = -1,
+                IssuedTo issued = IssuedTo::this_scope);
   ActivityScope(FsdpRank& rank, CodeSite site, int unit = -1);
   ~ActivityScope();
   ActivityScope(const ActivityScope&) = delete;
   ActivityScope& operator=(const ActivityScope&) = delete;
 
  private:
+  void enter(CodeSite site, int unit);
+
   FsdpRank* rank_ = nullptr;  // null when no observer listens
   FsdpActivity saved_;
+  IssuedTo issued_ = IssuedTo::this_scope;
 };
 
 // An event of `kind` by the code of `task` saying `what`; the caller adds what else it knows (the unit,

@@ -1,12 +1,21 @@
-// fsdp_tasks.hpp — the six task implementations one FSDP run uses, and the reference set.
+// fsdp_tasks.hpp — the nine task implementations one FSDP run uses, the reference set, and choosing
+// the student's implementation of some of them (--impl).
 //
-// Each task is an interface (meta_init.hpp, flat_parameter.hpp, forward_task.hpp, backward_task.hpp,
-// sharded_optimizer.hpp, overlap_task.hpp) with its reference implementation in its own file (*_reference.cpp), so a
-// lab skeleton can implement one task and run it beside the reference for all the others.
+// Each task is an interface of its own (meta_init.hpp ... cpu_offload_task.hpp) that includes no other
+// task's header, with its reference implementation in its own file (*_reference.cpp) and a lab skeleton
+// in labs/NN-name/student.cpp. Only the unit lifecycle (unit_lifecycle.hpp) and the code that sets a
+// rank up call them; the tasks never call each other.
 #pragma once
+#include <array>
+#include <string>
+#include <string_view>
+
 #include "engine/fsdp/backward_task.hpp"
+#include "engine/fsdp/cpu_offload_task.hpp"
 #include "engine/fsdp/flat_parameter.hpp"
 #include "engine/fsdp/forward_task.hpp"
+#include "engine/fsdp/hybrid_shard_task.hpp"
+#include "engine/fsdp/integration_task.hpp"
 #include "engine/fsdp/meta_init.hpp"
 #include "engine/fsdp/overlap_task.hpp"
 #include "engine/fsdp/sharded_optimizer.hpp"
@@ -14,22 +23,54 @@
 namespace fsdplab {
 
 struct FsdpTasks {
-  const MetaInitTask* meta_init = nullptr;
-  const FlatParameterTask* flat_parameter = nullptr;
-  const ForwardTask* forward = nullptr;
-  const BackwardTask* backward = nullptr;
-  const ShardedOptimizerTask* optimizer = nullptr;
-  const OverlapTask* overlap = nullptr;
-};
+  const MetaInitTask* meta_init = nullptr;                // task 1
+  const FlatParameterTask* flat_parameter = nullptr;      // task 2
+  const ForwardTask* forward = nullptr;                   // task 3
+  const BackwardTask* backward = nullptr;                 // task 4
+  const ShardedOptimizerTask* optimizer = nullptr;        // task 5
+  const OverlapTask* overlap = nullptr;                   // task 6
+  const IntegrationTask* integration = nullptr;           // task 7
+  const HybridShardTask* hybrid_shard = nullptr;          // task 8 (bonus)
+  const CpuOffloadTask* cpu_offload = nullptr;            // task 9 (bonus)
 
-const MetaInitTask& reference_meta_init();
-const FlatParameterTask& reference_flat_parameter();
-const ForwardTask& reference_forward();
-const BackwardTask& reference_backward();
-const ShardedOptimizerTask& reference_sharded_optimizer();
-const OverlapTask& reference_overlap();
+  // Task `number`'s implementation (1..9); an Error for another number.
+  const FsdpTask& task(int number) const;
+  // An Error naming the first task that has no implementation.
+  void check_complete() const;
+};
 
 // Every task's reference implementation.
 FsdpTasks reference_tasks();
+
+// ---- the lab's tasks, by number -------------------------------------------------------------------
+
+constexpr int kTaskCount = 9;
+
+struct TaskInfo {
+  int number;
+  std::string_view interface;  // "ForwardTask"
+  std::string_view lab;        // "labs/03-forward"
+  std::string_view title;      // "forward: all-gather before, free after"
+};
+
+// Task `number` (1..9); an Error for another number.
+const TaskInfo& task_info(int number);
+
+// ---- --impl ---------------------------------------------------------------------------------------
+
+// Which tasks run the student's implementation: `student[n - 1]` for task n.
+struct ImplChoice {
+  std::array<bool, kTaskCount> student{};
+  bool any_student() const;
+  friend bool operator==(const ImplChoice&, const ImplChoice&) = default;
+};
+
+// --impl: "reference" (every task), "student" (every task), or a comma list of NUMBER=reference|student
+// ("3=student,6=student"; tasks not named run the reference). An Error naming what was expected.
+ImplChoice parse_impl(std::string_view text);
+// "reference", "student", or the tasks that run the student's: "3=student,6=student".
+std::string impl_name(const ImplChoice& choice);
+// The reference set with the student's implementation of each task `choice` names.
+FsdpTasks select_tasks(const ImplChoice& choice, const FsdpTasks& student);
 
 }  // namespace fsdplab

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "engine/comm/communicator.hpp"
-#include "engine/fsdp/flat_parameter.hpp"
+#include "engine/fsdp/flat_param_layout.hpp"
 #include "engine/fsdp/overlap_state.hpp"
 #include "engine/fsdp/sharding.hpp"
 #include "engine/nn/module.hpp"
@@ -29,7 +29,6 @@
 
 namespace fsdplab {
 
-struct FsdpTasks;
 class FsdpObserver;
 
 enum class UnitState {
@@ -69,19 +68,19 @@ struct IssuedCollective {
 // by ObservedCommunicator when a collective is issued, so the collective is reported as that code's.
 struct FsdpActivity {
   int task = 7;      // the lab task: 3 forward, 4 backward, 5 sharded optimizer, 6 prefetch/overlap, 7 glue
-  std::string code;  // "ForwardTask::pre_forward (engine/fsdp/forward_reference.cpp)"
+  std::string code;  // "ForwardTask::all_gather, wait_for_unshard (engine/fsdp/forward_reference.cpp:12)"
   int unit = -1;     // the unit whose hook runs; -1 outside the hooks
   std::vector<IssuedCollective> issued;  // by this code so far
 };
 
-// One rank's FSDP runtime: its device, its groups, the options, and the task implementations.
+// One rank's FSDP runtime: its device, its groups and the options. The task implementations are not here:
+// the unit lifecycle (unit_lifecycle.hpp) holds them and is the only code that calls them.
 struct FsdpRank {
   Device& device;
   Communicator& world;          // all W ranks
   Communicator& shard_group;    // the S ranks a unit is sharded over
   Communicator& replica_group;  // the W / S ranks holding the same shard
   FsdpOptions options;
-  const FsdpTasks& tasks;
   OverlapState schedule{};  // task 6's memory between calls
   // False in the micro-batches of gradient accumulation before the last: backward keeps each unit's
   // full gradient and adds the next micro-batch's into it, with no reduction (PyTorch's no_sync).

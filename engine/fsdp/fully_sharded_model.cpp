@@ -3,114 +3,35 @@
 #include <algorithm>
 #include <map>
 
-#include "engine/fsdp/cpu_offload.hpp"
-#include "engine/fsdp/fsdp_events.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
 
-// ---- planning ------------------------------------------------------------------------------------
-
-std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) {
-  std::vector<UnitPlan> plans;
-  std::map<const Module*, int> unit_of_module;
-  std::map<const Parameter*, int> unit_of_param;
-  const auto wrapped = [&](const Module& m) {
-    return std::any_of(unit_kinds.begin(), unit_kinds.end(),
-                       [&](const std::string& k) { return k == m.kind() || k == m.name(); });
-  };
-  // Pre-order, so a unit's parent is planned before it and the root unit comes first.
-  for (Module* m : model.modules()) {
-    int unit = m->parent() ? unit_of_module.at(m->parent()) : -1;
-    if (!m->parent() || wrapped(*m)) {
-      plans.push_back({m, m->parent() ? m->name() : "(root)", {}, unit});
-      unit = static_cast<int>(plans.size()) - 1;
-    }
-    unit_of_module[m] = unit;
-    for (Parameter* p : m->own_parameters()) {
-      plans[static_cast<std::size_t>(unit)].params.push_back(p);
-      unit_of_param[p] = unit;
-    }
-  }
-  for (std::size_t u = 1; u < plans.size(); ++u)
-    check(!plans[u].params.empty(), "FSDP unit '", plans[u].name, "' (", plans[u].module->kind(),
-          ") has no parameters; a unit must own at least one (wrap a module that has some)");
-  // A tied parameter's gradient goes to its owner unit's full gradient buffer, which exists while the
-  // owner or a unit inside it runs its backward: the user must be the owner or nested in it.
-  for (Module* m : model.modules()) {
-    for (Parameter* p : m->shared_parameters()) {
-      const auto owned = unit_of_param.find(p);
-      check(owned != unit_of_param.end(), "module '", m->name(), "' uses parameter '", p->name,
-            "', which no module of this model registers");
-      const int owner = owned->second;
-      int u = unit_of_module.at(m);
-      while (u != -1 && u != owner) u = plans[static_cast<std::size_t>(u)].parent;
-      check(u == owner, "tied parameter '", p->name, "' belongs to FSDP unit '",
-            plans[static_cast<std::size_t>(owner)].name, "' but module '", m->name(), "' uses it from unit '",
-            plans[static_cast<std::size_t>(unit_of_module.at(m))].name,
-            "', which does not run inside it; put the parameter's users in one unit");
-    }
-  }
-  if (plans.front().params.empty()) {
-    check(plans.size() > 1, "FSDP: the model has no parameters to shard");
-    plans.erase(plans.begin());  // the root owns nothing: no root unit; its children have no parent unit
-    for (UnitPlan& p : plans) p.parent = p.parent <= 0 ? -1 : p.parent - 1;
-  }
-  return plans;
-}
-
 // ---- hooks -----------------------------------------------------------------------------------------
 
-// Calls the forward and backward tasks around one unit's module, with the unit as the ops' label. While an
-// observer listens, each task call runs in an ActivityScope naming its code, and its event follows the call.
+// Runs the unit lifecycle around one unit's module, with the unit as the label of the ops it launches.
 class FullyShardedModel::UnitHooks final : public ModuleHooks {
  public:
-  UnitHooks(FsdpUnit& unit, FsdpRank& rank) : unit_(unit), rank_(rank) {}
+  UnitHooks(FsdpUnit& unit, FsdpRank& rank, UnitLifecycle& lifecycle)
+      : unit_(unit), rank_(rank), lifecycle_(lifecycle) {}
 
   void pre_forward(Module&, RunContext&) override {
     enter();
-    OverlapState& s = rank_.schedule;
-    if (s.pass != Pass::forward) {
-      s.pass = Pass::forward;
-      const ActivityScope activity(rank_, FsdpCode::begin_forward);
-      rank_.tasks.overlap->begin_forward(rank_);
-    }
-    const UnitState before = unit_.state;
-    const ActivityScope activity(rank_, FsdpCode::pre_forward, unit_.index);
-    rank_.tasks.forward->pre_forward(unit_, rank_);
-    report_unit_event(rank_, unit_, FsdpEventKind::pre_forward, before);
+    lifecycle_.enter_forward();
+    lifecycle_.pre_forward(unit_);
   }
   void post_forward(Module&, RunContext&) override {
-    {
-      const UnitState before = unit_.state;
-      const ActivityScope activity(rank_, FsdpCode::post_forward, unit_.index);
-      rank_.tasks.forward->post_forward(unit_, rank_);
-      report_unit_event(rank_, unit_, FsdpEventKind::post_forward, before);
-    }
+    lifecycle_.post_forward(unit_);
     leave();
   }
   void pre_backward(Module&, RunContext&) override {
     enter();
-    rank_.schedule.pass = Pass::backward;
-    const UnitState before = unit_.state;
-    const ActivityScope activity(rank_, FsdpCode::pre_backward, unit_.index);
-    rank_.tasks.backward->pre_backward(unit_, rank_);
-    report_unit_event(rank_, unit_, FsdpEventKind::pre_backward, before);
+    lifecycle_.enter_backward();
+    lifecycle_.pre_backward(unit_);
   }
   void post_backward(Module&, RunContext&) override {
-    {
-      const UnitState before = unit_.state;
-      const ActivityScope activity(rank_, FsdpCode::post_backward, unit_.index);
-      rank_.tasks.backward->post_backward(unit_, rank_);
-      report_unit_event(rank_, unit_, FsdpEventKind::post_backward, before);
-    }
-    OverlapState& s = rank_.schedule;
-    if (++s.post_backwards_seen == s.units.size()) {  // the last unit of this backward
-      const ActivityScope activity(rank_, FsdpCode::end_backward);
-      rank_.tasks.overlap->end_backward(rank_);
-      s.pass = Pass::idle;
-      s.post_backwards_seen = 0;
-    }
+    lifecycle_.post_backward(unit_);
+    lifecycle_.leave_backward_after(unit_);
     leave();
   }
 
@@ -129,20 +50,21 @@ class FullyShardedModel::UnitHooks final : public ModuleHooks {
 
   FsdpUnit& unit_;
   FsdpRank& rank_;
+  UnitLifecycle& lifecycle_;
   int saved_unit_ = -1;
 };
 
 // ---- the wrapped model -----------------------------------------------------------------------------
 
-FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, std::span<const std::string> unit_kinds)
-    : model_(model), rank_(rank) {
-  check(rank.tasks.meta_init && rank.tasks.flat_parameter && rank.tasks.forward && rank.tasks.backward &&
-            rank.tasks.optimizer && rank.tasks.overlap, "FSDP: a task implementation is missing");
+FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTasks& tasks,
+                                     std::span<const std::string> unit_kinds)
+    : model_(model), rank_(rank), lifecycle_(rank, tasks) {
+  tasks.check_complete();
   const FsdpOptions& options = rank.options;
   const int shards = rank.shard_group.world();
   const int me = rank.shard_group.rank();
   Device& device = rank.device;
-  const std::vector<UnitPlan> plans = plan_units(model, unit_kinds);
+  const std::vector<UnitPlan> plans = tasks.integration->plan_units(model, unit_kinds);
   // CPU offload: the f32 shards live in pinned host memory (the optimizer state follows them).
   const Lane shard_lane = options.offload ? Lane::host : Lane::compute;
   for (std::size_t i = 0; i < plans.size(); ++i) {
@@ -151,10 +73,9 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, std::span<con
     unit->index = static_cast<int>(i);
     unit->name = plan.name;
     unit->module = plan.module;
-    unit->layout = rank.tasks.flat_parameter->plan(plan.params, shards, options.align);
-    // The root's parameters are the first the backward needs: freeing them after forward would only
-    // gather them again at once (PyTorch keeps the root gathered too).
-    unit->reshard_after_forward = plan.module->parent() && reshards_after_forward(options.strategy);
+    unit->layout = tasks.flat_parameter->plan(plan.params, shards, options.align);
+    const bool is_root = plan.module->parent() == nullptr;  // the model itself: a unit only if it kept parameters
+    unit->reshard_after_forward = tasks.forward->reshard_after_forward(options.strategy, is_root);
     const std::int64_t shard = unit->layout.shard_numel();
     const std::int64_t padded = unit->layout.padded_numel;
     const Shape chunk_shape{shard};
@@ -183,15 +104,15 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, std::span<con
                           ? unit->grad_replica
                           : Tensor::unallocated(device, {padded}, options.param_dtype, MemTag::grad_full,
                                                 unit->name + ".flat_grad_full");
-    hooks_.push_back(std::make_unique<UnitHooks>(*unit, rank));
+    hooks_.push_back(std::make_unique<UnitHooks>(*unit, rank, lifecycle_));
     plan.module->add_hooks(hooks_.back().get());
     unit_ptrs_.push_back(unit.get());
     units_.push_back(std::move(unit));
   }
   if (options.buffers == UnshardBuffers::pool) use_buffer_pool(plans);
   for (FsdpUnit* unit : unit_ptrs_) {
-    rank.tasks.flat_parameter->point_views(unit->layout, unit->full, &Parameter::value);
-    rank.tasks.flat_parameter->point_views(unit->layout, unit->grad_full, &Parameter::grad);
+    tasks.flat_parameter->point_views(unit->layout, unit->full, &Parameter::value);
+    tasks.flat_parameter->point_views(unit->layout, unit->grad_full, &Parameter::grad);
   }
   rank.schedule.units = unit_ptrs_;
 }
@@ -240,17 +161,24 @@ std::vector<FullyShardedModel::LocalChunk> FullyShardedModel::local_chunks(const
 }
 
 void FullyShardedModel::init_parameters(std::uint64_t seed) {
+  const FsdpTasks& t = tasks();
   for (const FsdpUnit* unit : unit_ptrs_)
     for (const LocalChunk& c : local_chunks(*unit))
-      rank_.tasks.meta_init->init_shard(*rank_.tasks.flat_parameter, unit->layout, c.chunk, c.values, seed);
+      t.meta_init->init_shard(t.flat_parameter->shard_slices(unit->layout, c.chunk), c.values, seed);
 }
+
+std::unique_ptr<Optimizer> FullyShardedModel::make_optimizer(const OptimizerSpec& spec) const {
+  return lifecycle_.make_optimizer(unit_ptrs_, spec);
+}
+
+void FullyShardedModel::optimizer_step(Optimizer& optimizer) { lifecycle_.optimizer_step(optimizer, unit_ptrs_); }
 
 void FullyShardedModel::load_parameters(const CheckpointFile& file) {
   if (rank_.device.dry_run()) return;
   for (const FsdpUnit* unit : unit_ptrs_) {
     for (const LocalChunk& c : local_chunks(*unit)) {
       std::vector<float> values(static_cast<std::size_t>(c.values.numel()), 0.0f);  // padding stays zero
-      for (const ShardSlice& s : rank_.tasks.flat_parameter->shard_slices(unit->layout, c.chunk))
+      for (const ShardSlice& s : tasks().flat_parameter->shard_slices(unit->layout, c.chunk))
         file.read(s.param->name, s.param_begin,
                   std::span<float>(values).subspan(static_cast<std::size_t>(s.shard_offset),
                                                    static_cast<std::size_t>(s.count)));
@@ -292,16 +220,16 @@ void FullyShardedModel::with_full_parameters(const std::function<void()>& body) 
     if (!flat.defined()) {
       flat = Tensor::empty(device, {unit->layout.padded_numel}, DType::f32, MemTag::param_full,
                            unit->name + ".flat_param_f32", Lane::all_gather);
-      const Tensor shard = shard_on_device(*unit, rank_, "flat_param_shard_device");
+      const Tensor shard = lifecycle_.shard_on_device(*unit, "flat_param_shard_device");
       rank_.shard_group.all_gather(rank_.all_gather_stream(), shard, flat);
       if (!shard.overlaps(unit->master)) whole.push_back(shard);  // kept until the synchronize below
     }
-    rank_.tasks.flat_parameter->point_views(unit->layout, flat, &Parameter::value);
+    tasks().flat_parameter->point_views(unit->layout, flat, &Parameter::value);
     whole.push_back(flat);
   }
   device.synchronize();
   body();
-  for (FsdpUnit* unit : unit_ptrs_) rank_.tasks.flat_parameter->point_views(unit->layout, unit->full, &Parameter::value);
+  for (FsdpUnit* unit : unit_ptrs_) tasks().flat_parameter->point_views(unit->layout, unit->full, &Parameter::value);
 }
 
 }  // namespace fsdplab

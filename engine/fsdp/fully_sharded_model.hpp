@@ -18,31 +18,18 @@
 #include <string>
 #include <vector>
 
-#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/unit_lifecycle.hpp"
 #include "engine/nn/checkpoint.hpp"
 #include "engine/nn/model.hpp"
 
 namespace fsdplab {
 
-struct UnitPlan {
-  Module* module = nullptr;
-  std::string name;                // the module's dotted name, "(root)" for the root
-  std::vector<Parameter*> params;  // in registration order, each once
-  int parent = -1;                 // the enclosing unit, -1 for none
-};
-
-// Splits `model` into units, outermost first. An Error for a wrapped module with no parameters, for a
-// tied parameter used in a unit that neither owns it nor runs inside its owner (its gradient would
-// have no full buffer to go to), and for a model with no parameters at all. A root holding no
-// parameter of its own gets no unit.
-std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds);
-
 class FullyShardedModel {
  public:
-  // Plans the units and allocates, per unit, the f32 master shard and the gradient shard (and the
-  // whole replicas for replicated strategies) — never a whole unit for sharded ones; the parameter
-  // views point at freed full buffers until a unit is gathered.
-  FullyShardedModel(Model& model, FsdpRank& rank, std::span<const std::string> unit_kinds);
+  // Plans the units (task 7) and allocates, per unit, the f32 master shard and the gradient shard (and
+  // the whole replicas for replicated strategies) — never a whole unit for sharded ones; the parameter
+  // views point at freed full buffers until a unit is gathered. `tasks` must outlive this.
+  FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTasks& tasks, std::span<const std::string> unit_kinds);
   ~FullyShardedModel();
   FullyShardedModel(const FullyShardedModel&) = delete;
   FullyShardedModel& operator=(const FullyShardedModel&) = delete;
@@ -50,6 +37,12 @@ class FullyShardedModel {
   Model& model() { return model_; }
   FsdpRank& rank() { return rank_; }
   std::span<FsdpUnit* const> units() const { return unit_ptrs_; }
+  UnitLifecycle& lifecycle() { return lifecycle_; }
+  const FsdpTasks& tasks() const { return lifecycle_.tasks(); }
+
+  // Task 5: an optimizer over this rank's shards, and one step of it (after the backward).
+  std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec) const;
+  void optimizer_step(Optimizer& optimizer);
 
   // Task 1: this rank's shards from the counter-based initialisation under `seed`.
   void init_parameters(std::uint64_t seed);
@@ -82,6 +75,7 @@ class FullyShardedModel {
 
   Model& model_;
   FsdpRank& rank_;
+  UnitLifecycle lifecycle_;
   std::vector<std::unique_ptr<FsdpUnit>> units_;
   std::vector<FsdpUnit*> unit_ptrs_;
   std::vector<std::unique_ptr<UnitHooks>> hooks_;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "engine/fsdp/fully_sharded_model.hpp"
+#include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
@@ -18,7 +18,7 @@ std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string
                                       const FsdpOptions& options, int world) {
   validate_fsdp_options(options, world);
   const int shards = shard_group_size(options, world);
-  const std::vector<UnitPlan> plans = plan_units(model, unit_kinds);
+  const std::vector<UnitPlan> plans = reference_integration().plan_units(model, unit_kinds);
   std::vector<UnitSize> sizes;
   for (const UnitPlan& plan : plans) {
     const bool root = plan.module->parent() == nullptr;

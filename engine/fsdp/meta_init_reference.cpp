@@ -1,7 +1,7 @@
-// The reference meta init (task 1).
+// The reference meta init (task 1): draw this rank's shard, and nothing else, on the host.
 #include <vector>
 
-#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/meta_init.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
@@ -9,16 +9,20 @@ namespace {
 
 class ReferenceMetaInit final : public MetaInitTask {
  public:
-  void init_shard(const FlatParameterTask& flat, const FlatParamLayout& layout, int rank, const Tensor& shard,
-                  std::uint64_t seed) const override {
-    check(shard.dtype() == DType::f32 && shard.numel() == layout.shard_numel(), "init_shard: expected an f32 shard of ",
-          layout.shard_numel(), " elements, got ", shard.describe());
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
     if (shard.device().dry_run()) return;  // a dry run keeps shapes and memory, not values
-    std::vector<float> values(static_cast<std::size_t>(layout.shard_numel()), 0.0f);  // padding stays zero
+    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);  // gaps and padding stay zero
     const std::span<float> all(values);
-    for (const ShardSlice& s : flat.shard_slices(layout, rank))
-      s.param->init.fill(all.subspan(static_cast<std::size_t>(s.shard_offset), static_cast<std::size_t>(s.count)),
-                         seed, s.param->name, static_cast<std::uint64_t>(s.param_begin));
+    for (const ShardSlice& s : slices) {
+      check(s.shard_offset >= 0 && s.count >= 0 && s.shard_offset + s.count <= shard.numel(), "init_shard: slice of '",
+            s.param->name, "' at [", s.shard_offset, ", ", s.shard_offset + s.count, ") of a shard of ", shard.numel(),
+            " elements");
+      // The parameter's elements [param_begin, param_begin + count), drawn at their own indices: the same
+      // values the unsharded initialisation gives those elements.
+      s.param->init.fill(all.subspan(static_cast<std::size_t>(s.shard_offset), static_cast<std::size_t>(s.count)), seed,
+                         s.param->name, static_cast<std::uint64_t>(s.param_begin));
+    }
     shard.device().synchronize();  // the host writes memory the device may have used before
     shard.copy_from(values);
   }

@@ -46,11 +46,11 @@ void ObservedCommunicator::observed(std::string_view collective, Stream stream, 
   }
   FsdpRank& rank = *rank_;
   FsdpActivity& activity = rank.activity;
-  // The ops of a gather carry the unit they gather (forward_reference.cpp), which is how a prefetch
-  // issued from another unit's hook shows itself.
+  // The ops of a gather carry the unit they gather (unit_lifecycle.cpp), which is how a prefetch issued
+  // from another unit's hook shows itself.
   const int unit = rank.device.labels().unit;
   const bool prefetch = collective == "all_gather" && activity.unit >= 0 && unit >= 0 && unit != activity.unit;
-  const CodeSite site = prefetch ? code_site(rank, FsdpCode::prefetch) : CodeSite{activity.task, activity.code};
+  const CodeSite site{activity.task, activity.code};
   const std::string size = size_text(full.nbytes(), full.dtype());
   std::string subject = unit_title(rank, unit);
   if (subject.empty()) subject = "'" + full.name() + "'";

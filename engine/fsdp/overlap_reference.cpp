@@ -1,7 +1,7 @@
 // The reference overlap (task 6): SYNC, ASYNC with prefetch and the rate limiter, the two-buffer pool.
 #include <algorithm>
 
-#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/overlap_task.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
@@ -138,7 +138,7 @@ class ReferenceOverlap final : public OverlapTask {
   }
 
   // ---- schedule ---------------------------------------------------------------------------------
-  void after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
     OverlapState& s = rank.schedule;
     const PrefetchPolicy& prefetch = rank.options.prefetch;
     FsdpUnit* next = nullptr;
@@ -159,7 +159,8 @@ class ReferenceOverlap final : public OverlapTask {
         if (prefetch.backward == BackwardPrefetch::post) next = next_in_backward(s, unit);
         break;
     }
-    if (next && rank.async()) rank.tasks.forward->prefetch(*next, rank);
+    // SYNC fetches nothing ahead: every collective blocks compute anyway.
+    return rank.async() ? next : nullptr;
   }
 
   void begin_forward(FsdpRank& rank) const override {

@@ -1,6 +1,7 @@
 // overlap_task.hpp — task 6 of the lab: when each collective runs against the compute stream, and
-// what memory that holds. Tasks 3 and 4 (forward_task.hpp, backward_task.hpp) ask it for their
-// buffers and call it at each point of a unit's pass; it decides:
+// what memory that holds. The unit lifecycle (unit_lifecycle.hpp) asks it for the buffers a gather or a
+// gradient needs, hands them back to it, and asks it at each point of a unit's pass which unit to gather
+// ahead; it decides:
 //
 //   SYNC   every gather waits for all compute issued before it and the compute stream waits for every
 //          collective at once, so nothing overlaps; buffers are freed at the host's time (safe: every
@@ -15,16 +16,17 @@
 //   pool   YaFSDP's two buffers: even and odd units (among those freed after forward) take turns in two
 //          buffers allocated once; each has a free event (its last user is done) the next gather into
 //          it waits for on the all-gather stream — never the host — and the unit's gathered event.
+// Exercise: labs/06-prefetch-overlap.
 #pragma once
+#include "engine/fsdp/fsdp_task.hpp"
 #include "engine/fsdp/fsdp_unit.hpp"
 
 namespace fsdplab {
 
 enum class PassPoint { pre_forward, post_forward, pre_backward, post_backward };
 
-class OverlapTask {
+class OverlapTask : public FsdpTask {
  public:
-  virtual ~OverlapTask() = default;
 
   // ---- memory ---------------------------------------------------------------------------------
   // Before a gather writes `unit.full`: makes it allocated and safe to write from the all-gather
@@ -42,12 +44,17 @@ class OverlapTask {
   virtual void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const = 0;
 
   // ---- schedule -------------------------------------------------------------------------------
-  // Called at each point of a unit's pass after the task's own work there (post_backward: after the
-  // unit's parameters were resharded, before its reduction is issued, so a prefetch goes first on the link).
-  virtual void after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const = 0;
+  // Called at each point of a unit's pass after the lifecycle's own work there (post_backward: after the
+  // unit's parameters were resharded, before its reduction is issued, so a prefetch goes first on the
+  // link). Returns the unit whose gather to issue now, ahead of its use, or nullptr; the lifecycle issues
+  // it (acquire_full with prefetch = true first) unless the unit is gathering or gathered already.
+  virtual FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const = 0;
   // Before the first unit's forward of a pass, and after the last unit's post-backward.
   virtual void begin_forward(FsdpRank& rank) const = 0;
   virtual void end_backward(FsdpRank& rank) const = 0;
 };
+
+// The reference implementation (overlap_reference.cpp).
+const OverlapTask& reference_overlap();
 
 }  // namespace fsdplab

@@ -1,28 +1,45 @@
 // sharded_optimizer.hpp — task 5 of the lab: the optimizer on this rank's shards only.
 //
-// SGD and AdamW update each unit's f32 master shard from its gradient shard; their state (momentum,
-// Adam's m and v) is allocated beside each shard, so it is sharded too: W ranks hold 1/W of it each.
-// In the ZeRO forms (zero1, zero2) the parameters stay whole on every rank and `master` is this
-// rank's chunk of them; after the update each unit's chunks are all-gathered so every rank holds
-// the whole updated parameters again.
+// SGD and AdamW update each unit's f32 master shard from its f32 gradient shard. Their state (momentum,
+// Adam's m and v) is allocated beside whatever they are given, so an optimizer given only shards holds
+// only 1/W of the state: sharding the optimizer is choosing what to give it. In the ZeRO forms (zero1,
+// zero2) the parameters stay whole on every rank (`replica`) and `master` is this rank's chunk of them:
+// after the update each unit's chunks are all-gathered so every rank holds the whole updated parameters
+// again. CPU offload (task 9) moves the step to the host; the lifecycle picks the stream.
+// Exercise: labs/05-sharded-optimizer.
 #pragma once
 #include <memory>
 #include <span>
+#include <string>
 
-#include "engine/fsdp/fsdp_unit.hpp"
+#include "engine/comm/communicator.hpp"
+#include "engine/fsdp/fsdp_task.hpp"
 #include "engine/optim/optimizer.hpp"
 
 namespace fsdplab {
 
-class ShardedOptimizerTask {
- public:
-  virtual ~ShardedOptimizerTask() = default;
-  // An optimizer over every unit's (master, grad_shard) pair, state on `rank`'s device.
-  virtual std::unique_ptr<Optimizer> make(std::span<FsdpUnit* const> units, const OptimizerSpec& spec,
-                                          FsdpRank& rank) const = 0;
-  // One update on the compute stream, after every unit's post_backward; afterwards the next forward
-  // can gather (or, replicated, use) the updated parameters.
-  virtual void step(Optimizer& optimizer, std::span<FsdpUnit* const> units, FsdpRank& rank) const = 0;
+// One unit's tensors as the optimizer sees them.
+struct UnitShards {
+  std::string name;  // the unit's, for messages and checkpoints
+  Tensor master;     // f32 [shard]: this rank's chunk of the unit's parameters
+  Tensor grad_shard; // f32 [shard]: this rank's chunk of the averaged gradient
+  Tensor replica;    // ZeRO forms: f32 [padded], the whole parameters, `master` a view of chunk r; else undefined
 };
+
+class ShardedOptimizerTask : public FsdpTask {
+ public:
+  // An optimizer (make_optimizer, optim/optimizer.hpp) that updates every unit's master from its
+  // gradient shard, one target per unit in the order given, named as the unit.
+  virtual std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const = 0;
+  // One update of every target on `stream`.
+  virtual void step(Optimizer& optimizer, Stream stream) const = 0;
+  // ZeRO, after step(): each rank updated only its chunk of each unit's whole parameters. Gathers every
+  // unit's master into its replica over `group` on the all-gather stream, starting after the compute
+  // stream's update, and makes the compute stream wait for the gathers before the next forward reads them.
+  virtual void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const = 0;
+};
+
+// The reference implementation (sharded_optimizer_reference.cpp).
+const ShardedOptimizerTask& reference_sharded_optimizer();
 
 }  // namespace fsdplab

@@ -1,34 +1,35 @@
-// The reference sharded optimizer (task 5).
-#include "engine/fsdp/fsdp_tasks.hpp"
+// The reference sharded optimizer (task 5): an optimizer given only this rank's shards, so its state is
+// sharded too; the ZeRO forms gather the updated chunks back into the whole parameters.
+#include <vector>
+
+#include "engine/fsdp/sharded_optimizer.hpp"
 
 namespace fsdplab {
 namespace {
 
 class ReferenceShardedOptimizer final : public ShardedOptimizerTask {
  public:
-  std::unique_ptr<Optimizer> make(std::span<FsdpUnit* const> units, const OptimizerSpec& spec,
-                                  FsdpRank&) const override {
+  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
+    // One (parameter, gradient) pair per unit: the f32 master shard and the gradient shard. The optimizer
+    // allocates its state beside each pair, so a rank holds 1/W of AdamW's m and v.
     std::vector<OptimTarget> targets;
-    for (FsdpUnit* unit : units) targets.push_back({unit->name, unit->master, unit->grad_shard});
+    for (const UnitShards& unit : units) targets.push_back({unit.name, unit.master, unit.grad_shard});
     return make_optimizer(spec, std::move(targets));
   }
 
-  void step(Optimizer& optimizer, std::span<FsdpUnit* const> units, FsdpRank& rank) const override {
-    if (rank.options.offload) {
-      // CPU offload: the CPU steps on the host shards, once the copies of the gradients have landed.
-      for (const FsdpUnit* unit : units)
-        if (unit->reduced.recorded()) rank.device.synchronize(unit->reduced);
-      optimizer.step(rank.device.stream(Lane::host));
-    } else {
-      optimizer.step(rank.compute());
-    }
-    const bool zero = rank.options.strategy == ShardingStrategy::zero1 || rank.options.strategy == ShardingStrategy::zero2;
-    if (!zero || rank.shard_group.world() == 1) return;
-    // ZeRO: each rank updated only its chunk of the whole parameters; gathering the chunks in place
-    // (master is chunk r of replica) makes every rank's parameters whole and equal again.
-    rank.order(Lane::all_gather, Lane::compute);
-    for (FsdpUnit* unit : units) rank.shard_group.all_gather(rank.all_gather_stream(), unit->master, unit->replica);
-    rank.order(Lane::compute, Lane::all_gather);
+  void step(Optimizer& optimizer, Stream stream) const override { optimizer.step(stream); }
+
+  void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
+    // The gathers read the chunks the compute stream has just updated, and the next forward reads what
+    // they write: an event each way, the host never waits. Gathering in place works because `master` is
+    // chunk r of `replica`.
+    Event updated("fsdp.optimizer_updated");
+    device.record(updated, Lane::compute);
+    device.wait(Lane::all_gather, updated);
+    for (const UnitShards& unit : units) group.all_gather(device.stream(Lane::all_gather), unit.master, unit.replica);
+    Event gathered("fsdp.updates_gathered");
+    device.record(gathered, Lane::all_gather);
+    device.wait(Lane::compute, gathered);
   }
 };
 
@@ -37,11 +38,6 @@ class ReferenceShardedOptimizer final : public ShardedOptimizerTask {
 const ShardedOptimizerTask& reference_sharded_optimizer() {
   static const ReferenceShardedOptimizer task;
   return task;
-}
-
-FsdpTasks reference_tasks() {
-  return {&reference_meta_init(), &reference_flat_parameter(), &reference_forward(), &reference_backward(),
-          &reference_sharded_optimizer(), &reference_overlap()};
 }
 
 }  // namespace fsdplab

@@ -25,25 +25,25 @@
 namespace fsdplab {
 namespace {
 
-// The groups one rank belongs to: the shard group (S ranks, color rank / S) and the replica group
-// (W / S ranks holding the same shard, color rank % S); either may be the world itself.
+// The groups one rank belongs to: the shard group (S ranks) and the replica group (W / S ranks holding
+// the same shard), as task 8 colours them; either may be the world itself.
 struct RankGroups {
   std::unique_ptr<Communicator> shard_owned, replica_owned;
   Communicator* shard = nullptr;
   Communicator* replica = nullptr;
 
-  RankGroups(Communicator& world, int shard_size) {
+  RankGroups(Communicator& world, int shard_size, const HybridShardTask& hybrid) {
     const int rank = world.rank();
     if (shard_size == world.world()) {
       shard = &world;
     } else {
-      shard_owned = world.split(rank / shard_size);
+      shard_owned = world.split(hybrid.shard_group_color(rank, shard_size));
       shard = shard_owned.get();
     }
     if (shard_size == 1) {
       replica = &world;
     } else {
-      replica_owned = world.split(rank % shard_size);
+      replica_owned = world.split(hybrid.replica_group_color(rank, shard_size));
       replica = replica_owned.get();
     }
   }
@@ -127,7 +127,8 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
   const DeviceSpec device_spec = run_device_spec(run, presets, fsdp.dry_run);
   const RankLayout layout = rank_layout(run.comm, world, device_spec.kind, run.gpu);
   BuiltModel probe = build_model(run);  // checks the model and the batch split
-  plan_units(*probe.model, probe.unit_kinds);
+  fsdp.tasks.check_complete();
+  fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
   if (device_spec.kind == DeviceKind::sim && !fsdp.dry_run) check_host_memory(run, first_schedule, probe, static_cast<int>(layout.ranks_here.size()));
   std::optional<CheckpointFile> init_file;
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
@@ -179,10 +180,10 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     device.set_keep_op_log(fsdp.keep_op_log);
     const std::unique_ptr<Communicator> joined = seat.connect(device);
     Communicator& comm = *joined;
-    RankGroups groups(comm, shard_group_size(fsdp.options, world));
+    RankGroups groups(comm, shard_group_size(fsdp.options, world), *fsdp.tasks.hybrid_shard);
     // FSDP code's collectives go through these, which report them to the rank's observer when one is set.
     ObservedCommunicator world_comm(comm), shard_comm(*groups.shard), replica_comm(*groups.replica);
-    FsdpRank rank{device, world_comm, shard_comm, replica_comm, first_schedule, fsdp.tasks};
+    FsdpRank rank{device, world_comm, shard_comm, replica_comm, first_schedule};
     RankEventRelay relay(fsdp.observers.empty() ? nullptr : fsdp.observers[static_cast<std::size_t>(r)], fsdp.control,
                          fsdp.control_source);
     if (observed) {
@@ -192,7 +193,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     const ActivityScope glue(rank, CodeSite{7, "train_fsdp (engine/train/fsdp_trainer.cpp)"});
 
     BuiltModel built = build_model(run);
-    FullyShardedModel sharded(*built.model, rank, built.unit_kinds);
+    FullyShardedModel sharded(*built.model, rank, fsdp.tasks, built.unit_kinds);
     if (init_file) {
       sharded.load_parameters(*init_file);
     } else if (!resume_from) {  // a resume reads the parameters with the optimizer state, below
@@ -206,7 +207,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     };
     if (!run.save_init.empty()) save(run.save_init);
 
-    std::unique_ptr<Optimizer> optimizer = fsdp.tasks.optimizer->make(sharded.units(), run.optimizer_spec(), rank);
+    std::unique_ptr<Optimizer> optimizer = sharded.make_optimizer(run.optimizer_spec());
     if (resume_from) restore_rank_state(*resume_from, sharded, *optimizer);
     const auto checkpoint = [&](int completed) {
       save_training_checkpoint(run.checkpoint_dir, checkpoint_identity, built.config, completed, sharded, *optimizer,
@@ -242,11 +243,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
           built.model->backward(ctx);
         }
         device.set_labels({step, -1, "optimizer"});
-        {
-          const ActivityScope activity(rank, FsdpCode::optimizer_step);
-          fsdp.tasks.optimizer->step(*optimizer, sharded.units(), rank);
-          report_optimizer_step(rank, sharded.units(), optimizer->name());
-        }
+        sharded.optimizer_step(*optimizer);
         if (micro_batches > 1) scale(compute, mean_loss, ctx.loss_scale, mean_loss);
         {
           const ActivityScope activity(rank, CodeSite{7, "train_fsdp: the loss all-reduce (engine/train/fsdp_trainer.cpp)"});

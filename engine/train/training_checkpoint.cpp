@@ -232,7 +232,7 @@ std::int64_t metadata_int(const SafetensorsFile& file, const std::string& key) {
 // 0 .. S-1: RankGroups splits by rank / S), on the host, into DIR/model.safetensors and config.json.
 void write_full_model(const fs::path& staging, FullyShardedModel& sharded, const Json& model_config) {
   FsdpRank& rank = sharded.rank();
-  const FlatParameterTask& flat = *rank.tasks.flat_parameter;
+  const FlatParameterTask& flat = *sharded.tasks().flat_parameter;
   Model& model = sharded.model();
   const std::vector<Parameter*> params = model.parameters();
   std::map<const Parameter*, std::size_t> index;
@@ -293,7 +293,7 @@ void swap_in(const fs::path& staging, const fs::path& dir) {
 Json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const FsdpTasks& tasks, BuiltModel& model) {
   const int shards = shard_group_size(options, run.world);
   Json units = Json::array();
-  for (const UnitPlan& plan : plan_units(*model.model, model.unit_kinds)) {
+  for (const UnitPlan& plan : tasks.integration->plan_units(*model.model, model.unit_kinds)) {
     const FlatParamLayout layout = tasks.flat_parameter->plan(plan.params, shards, options.align);
     std::uint32_t crc = 0;
     for (const FlatParamEntry& e : layout.entries) {

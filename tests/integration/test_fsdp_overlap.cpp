@@ -270,22 +270,17 @@ TEST(FsdpOverlap, EveryModeGivesBitIdenticalResults) {
 
 // ---- a planted missing wait ---------------------------------------------------------------------------
 
-// Task 3 with the classic bug: unshard issues the gather but the compute stream never waits for it.
+// Task 3 with the classic bug: the gather is issued but the compute stream never waits for it.
 class UnshardWithoutWait final : public ForwardTask {
  public:
-  bool prefetch(FsdpUnit& unit, FsdpRank& rank) const override { return reference_forward().prefetch(unit, rank); }
-  void unshard(FsdpUnit& unit, FsdpRank& rank) const override {
-    if (unit.state == UnitState::unsharded) return;
-    reference_forward().prefetch(unit, rank);
-    rank.tasks.flat_parameter->point_views(unit.layout, unit.full, &Parameter::value);
-    unit.state = UnitState::unsharded;  // missing: rank.device.wait(Lane::compute, unit.gathered)
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    reference_forward().all_gather(device, group, shard, full, gathered);
   }
-  void reshard(FsdpUnit& unit, FsdpRank& rank) const override { reference_forward().reshard(unit, rank); }
-  void pre_forward(FsdpUnit& unit, FsdpRank& rank) const override {
-    unshard(unit, rank);
-    rank.tasks.overlap->after(PassPoint::pre_forward, unit, rank);
+  void wait_for_unshard(Device&, const Event&) const override {}  // missing: device.wait(Lane::compute, gathered)
+  bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
+    return reference_forward().reshard_after_forward(strategy, is_root);
   }
-  void post_forward(FsdpUnit& unit, FsdpRank& rank) const override { reference_forward().post_forward(unit, rank); }
 };
 
 TEST(FsdpOverlap, RaceDetectorNamesAPlantedMissingWait) {

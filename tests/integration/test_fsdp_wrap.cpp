@@ -43,7 +43,7 @@ TEST(FsdpWrap, PoliciesMakeTheUnitsTheyName) {
   for (const Expected& e : {Expected{"block", 3, 0}, Expected{"linear", 10, 0}, Expected{"nested", 12, 8},
                             Expected{"model", 1, 0}}) {
     const BuiltModel built = build_model(gpt2_tiny(1, e.wrap));
-    const std::vector<UnitPlan> plans = plan_units(*built.model, built.unit_kinds);
+    const std::vector<UnitPlan> plans = reference_integration().plan_units(*built.model, built.unit_kinds);
     EXPECT_EQ(plans.size(), e.units) << e.wrap;
     EXPECT_EQ(plans.front().name, "(root)") << e.wrap;
     int nested = 0;

@@ -67,9 +67,9 @@ inline void with_fsdp_ranks(int world, const FsdpOptions& options, const ModelFa
       replica_owned = comm.split(r % shard_size);
       replica = replica_owned.get();
     }
-    FsdpRank rank{*device, comm, *shard, *replica, options, tasks};
+    FsdpRank rank{*device, comm, *shard, *replica, options};
     std::unique_ptr<Model> model = make_model();
-    FullyShardedModel sharded(*model, rank, unit_kinds);
+    FullyShardedModel sharded(*model, rank, tasks, unit_kinds);
     if (seed >= 0) sharded.init_parameters(static_cast<std::uint64_t>(seed));
     FsdpTestRank env{r, *device, comm, rank, *model, sharded};
     body(env);

@@ -55,13 +55,13 @@ void check_exact_reduction(int world, const FsdpOptions& options) {
   SCOPED_TRACE(describe(options, world));
   const ShardingStrategy strategy = options.strategy;
   with_fsdp_ranks(world, options, toy, kToyUnits, [&](FsdpTestRank& t) {
-    const BackwardTask& backward = *t.rank.tasks.backward;
+    UnitLifecycle& backward = t.sharded.lifecycle();
     const MemoryLedger& ledger = t.device.ledger();
     for (FsdpUnit* unit : t.sharded.units()) {
       SCOPED_TRACE(unit->name);
       const FlatParamLayout& layout = unit->layout;
       if (!unit->grad_replica.defined()) leave_junk_blocks(t, *unit);
-      backward.pre_backward(*unit, t.rank);
+      backward.pre_backward(*unit);
       EXPECT_EQ(unit->state, UnitState::unsharded);
       for (const FlatParamEntry& e : layout.entries) {
         EXPECT_EQ(&e.param->grad.storage(), &unit->grad_full.storage()) << e.param->name;
@@ -74,7 +74,7 @@ void check_exact_reduction(int world, const FsdpOptions& options) {
       t.device.synchronize();  // the host writes what the compute stream zeroed
       unit->grad_full.copy_from(rank_gradient(x, t.r));
       const std::size_t ops_before = t.device.ops().size();
-      backward.post_backward(*unit, t.rank);
+      backward.post_backward(*unit);
 
       std::vector<float> average = x;
       for (float& v : average) v *= static_cast<float>(world + 1) / 2;
@@ -136,18 +136,18 @@ void check_bf16_reduction(DType reduce_dtype) {
   const FsdpOptions options = make_options(ShardingStrategy::full_shard, 0, DType::bf16, reduce_dtype);
   SCOPED_TRACE(describe(options, world));
   with_fsdp_ranks(world, options, toy, kToyUnits, [&](FsdpTestRank& t) {
-    const BackwardTask& backward = *t.rank.tasks.backward;
+    UnitLifecycle& backward = t.sharded.lifecycle();
     int not_bf16 = 0;  // averaged values bf16 cannot hold
     for (FsdpUnit* unit : t.sharded.units()) {
       SCOPED_TRACE(unit->name);
       const FlatParamLayout& layout = unit->layout;
-      backward.pre_backward(*unit, t.rank);
+      backward.pre_backward(*unit);
       EXPECT_EQ(unit->grad_full.dtype(), DType::bf16);
       EXPECT_EQ(unit->grad_full.nbytes(), layout.padded_numel * 2);
       const std::vector<float> x = base_gradient(layout.padded_numel, true);
       t.device.synchronize();
       unit->grad_full.copy_from(rank_gradient(x, t.r));  // rounded to bf16 on the way in
-      backward.post_backward(*unit, t.rank);
+      backward.post_backward(*unit);
 
       // The exact mean of what the ranks held: their bf16 gradients.
       std::vector<double> mean(x.size(), 0.0);
@@ -184,19 +184,19 @@ TEST(FsdpBackward, Bf16ParamsWithBf16Reduce) { check_bf16_reduction(DType::bf16)
 TEST(FsdpBackward, PreBackwardGathersAgainOnlyWhenTheForwardResharded) {
   for (ShardingStrategy strategy : {ShardingStrategy::full_shard, ShardingStrategy::shard_grad_op}) {
     with_fsdp_ranks(2, make_options(strategy), toy, kToyUnits, [&](FsdpTestRank& t) {
-      const ForwardTask& forward = *t.rank.tasks.forward;
-      const BackwardTask& backward = *t.rank.tasks.backward;
+      UnitLifecycle& forward = t.sharded.lifecycle();
+      UnitLifecycle& backward = t.sharded.lifecycle();
       for (FsdpUnit* unit : t.sharded.units()) {
-        forward.pre_forward(*unit, t.rank);
-        forward.post_forward(*unit, t.rank);
+        forward.pre_forward(*unit);
+        forward.post_forward(*unit);
         const std::size_t ops_before = t.device.ops().size();
-        backward.pre_backward(*unit, t.rank);
+        backward.pre_backward(*unit);
         EXPECT_EQ(count_ops(t.device, OpCategory::all_gather, Lane::all_gather, ops_before),
                   strategy == ShardingStrategy::full_shard ? 1 : 0)
             << strategy_name(strategy) << " " << unit->name;
         EXPECT_EQ(unit->state, UnitState::unsharded);
         EXPECT_TRUE(unit->layout.entries.front().param->value.has_data());
-        backward.post_backward(*unit, t.rank);
+        backward.post_backward(*unit);
       }
       EXPECT_EQ(t.device.ledger().live(MemTag::param_full), 0);
       EXPECT_EQ(t.device.ledger().live(MemTag::grad_full), 0);

@@ -47,7 +47,7 @@ void check_gather_and_reshard(int world) {
   with_fsdp_ranks(
       world, with_strategy(ShardingStrategy::full_shard), toy, kToyUnits,
       [&](FsdpTestRank& t) {
-        const ForwardTask& forward = *t.rank.tasks.forward;
+        UnitLifecycle& forward = t.sharded.lifecycle();
         const MemoryLedger& ledger = t.device.ledger();
         ASSERT_EQ(t.sharded.units().size(), 3u);
         for (FsdpUnit* unit : t.sharded.units()) {
@@ -55,7 +55,7 @@ void check_gather_and_reshard(int world) {
           EXPECT_TRUE(unit->reshard_after_forward);
           EXPECT_EQ(unit->state, UnitState::sharded);
           const std::size_t ops_before = t.device.ops().size();
-          forward.pre_forward(*unit, t.rank);
+          forward.pre_forward(*unit);
           EXPECT_EQ(unit->state, UnitState::unsharded);
           EXPECT_EQ(ledger.live(MemTag::param_full), unit->layout.padded_numel * 4);
           expect_views_hold(*unit, baseline, DType::f32);
@@ -79,11 +79,11 @@ void check_gather_and_reshard(int world) {
           EXPECT_GE(next.begin, gather.end);
           // Gathering a gathered unit does nothing.
           const std::size_t ops_gathered = t.device.ops().size();
-          forward.pre_forward(*unit, t.rank);
+          forward.pre_forward(*unit);
           EXPECT_EQ(t.device.ops().size(), ops_gathered);
           EXPECT_EQ(ledger.live(MemTag::param_full), unit->layout.padded_numel * 4);
 
-          forward.post_forward(*unit, t.rank);
+          forward.post_forward(*unit);
           EXPECT_EQ(unit->state, UnitState::sharded);
           EXPECT_EQ(ledger.live(MemTag::param_full), 0);
           EXPECT_FALSE(unit->full.has_data());
@@ -108,19 +108,19 @@ TEST(FsdpForward, ShardGradOpKeepsTheUnitGatheredAfterForward) {
     with_fsdp_ranks(
         world, with_strategy(ShardingStrategy::shard_grad_op), toy, kToyUnits,
         [&](FsdpTestRank& t) {
-          const ForwardTask& forward = *t.rank.tasks.forward;
+          UnitLifecycle& forward = t.sharded.lifecycle();
           std::int64_t gathered = 0;
           for (FsdpUnit* unit : t.sharded.units()) {
             EXPECT_FALSE(unit->reshard_after_forward) << unit->name;
-            forward.pre_forward(*unit, t.rank);
-            forward.post_forward(*unit, t.rank);
+            forward.pre_forward(*unit);
+            forward.post_forward(*unit);
             gathered += unit->layout.padded_numel;
             EXPECT_EQ(unit->state, UnitState::unsharded) << unit->name;
             EXPECT_EQ(t.device.ledger().live(MemTag::param_full), gathered * 4) << unit->name;
             expect_views_hold(*unit, baseline, DType::f32);
           }
           // The backward's reshard frees them all.
-          for (FsdpUnit* unit : t.sharded.units()) forward.reshard(*unit, t.rank);
+          for (FsdpUnit* unit : t.sharded.units()) forward.reshard(*unit);
           EXPECT_EQ(t.device.ledger().live(MemTag::param_full), 0);
           EXPECT_EQ(count_ops(t.device, OpCategory::all_gather, Lane::all_gather), 3);
         },
@@ -136,12 +136,12 @@ TEST(FsdpForward, Bf16ParamsGatherTheInitialValuesRoundedToBf16) {
     with_fsdp_ranks(
         world, with_strategy(ShardingStrategy::full_shard, DType::bf16), toy, kToyUnits,
         [&](FsdpTestRank& t) {
-          const ForwardTask& forward = *t.rank.tasks.forward;
+          UnitLifecycle& forward = t.sharded.lifecycle();
           const MemoryLedger& ledger = t.device.ledger();
           for (FsdpUnit* unit : t.sharded.units()) {
             SCOPED_TRACE(unit->name);
             const std::size_t ops_before = t.device.ops().size();
-            forward.pre_forward(*unit, t.rank);
+            forward.pre_forward(*unit);
             EXPECT_EQ(unit->full.dtype(), DType::bf16);
             EXPECT_EQ(unit->master.dtype(), DType::f32);  // the master stays f32
             EXPECT_EQ(ledger.live(MemTag::param_full), unit->layout.padded_numel * 2);
@@ -157,7 +157,7 @@ TEST(FsdpForward, Bf16ParamsGatherTheInitialValuesRoundedToBf16) {
               EXPECT_EQ(op.bytes_moved, unit->layout.padded_numel * 2);
             }
             EXPECT_EQ(gathers, 1);
-            forward.post_forward(*unit, t.rank);
+            forward.post_forward(*unit);
             EXPECT_EQ(ledger.live(MemTag::param_full), 0);
           }
         },
@@ -172,14 +172,14 @@ TEST(FsdpForward, ReplicatedStrategiesUseTheReplicaWithoutGathering) {
     with_fsdp_ranks(
         2, with_strategy(strategy), toy, kToyUnits,
         [&](FsdpTestRank& t) {
-          const ForwardTask& forward = *t.rank.tasks.forward;
+          UnitLifecycle& forward = t.sharded.lifecycle();
           for (FsdpUnit* unit : t.sharded.units()) {
             EXPECT_FALSE(unit->reshard_after_forward);
             EXPECT_TRUE(unit->full.overlaps(unit->replica));  // f32 params: the replica is the full buffer
-            forward.pre_forward(*unit, t.rank);
+            forward.pre_forward(*unit);
             expect_views_hold(*unit, baseline, DType::f32);
             // Even a reshard keeps the replica.
-            forward.reshard(*unit, t.rank);
+            forward.reshard(*unit);
             EXPECT_TRUE(unit->full.has_data());
           }
           EXPECT_EQ(count_ops(t.device, OpCategory::all_gather), 0);

@@ -45,7 +45,7 @@ void check_toy_shards(int world, std::int64_t align, std::uint64_t seed) {
     shard.copy_from(std::vector<float>(static_cast<std::size_t>(layout.shard_numel()),
                                        std::numeric_limits<float>::quiet_NaN()));
     const std::int64_t live_before = device->ledger().live_total();
-    meta_init.init_shard(flat, layout, r, shard, seed);
+    meta_init.init_shard(flat.shard_slices(layout, r), shard, seed);
     EXPECT_EQ(device->ledger().live_total(), live_before) << "init_shard allocated device memory";
     EXPECT_EQ(read(shard), chunk_of(expected_flat, layout, r)) << "rank " << r;
   }
@@ -100,10 +100,10 @@ TEST(FsdpMetaInit, TheSeedAndTheElementIndexReachEveryValue) {
   const FlatParamLayout layout = flat.plan(params, 2, 1);
   const Tensor a = Tensor::empty(*device, {layout.shard_numel()}, DType::f32, MemTag::param_shard);
   const Tensor b = Tensor::empty(*device, {layout.shard_numel()}, DType::f32, MemTag::param_shard);
-  meta_init.init_shard(flat, layout, 0, a, 1);
-  meta_init.init_shard(flat, layout, 0, b, 2);
+  meta_init.init_shard(flat.shard_slices(layout, 0), a, 1);
+  meta_init.init_shard(flat.shard_slices(layout, 0), b, 2);
   EXPECT_NE(read(a), read(b));
-  meta_init.init_shard(flat, layout, 1, b, 1);
+  meta_init.init_shard(flat.shard_slices(layout, 1), b, 1);
   const std::vector<float> r0 = read(a), r1 = read(b);
   EXPECT_NE(std::vector<float>(r0.begin(), r0.begin() + 10), std::vector<float>(r1.begin(), r1.begin() + 10));
 }
@@ -114,9 +114,9 @@ TEST(FsdpMetaInit, WrongShardBufferIsAnError) {
   const std::vector<Parameter*> params = model.parameters();
   const FlatParamLayout layout = flat.plan(params, 4, 1);
   const Tensor small = Tensor::empty(*device, {layout.shard_numel() - 1}, DType::f32, MemTag::param_shard);
-  EXPECT_TRUE(contains(error_of([&] { meta_init.init_shard(flat, layout, 0, small, 0); }), "f32 shard of 43"));
+  EXPECT_TRUE(contains(error_of([&] { meta_init.init_shard(flat.shard_slices(layout, 0), small, 0); }), "of a shard of 42 elements"));
   const Tensor half = Tensor::empty(*device, {layout.shard_numel()}, DType::bf16, MemTag::param_shard);
-  EXPECT_THROW(meta_init.init_shard(flat, layout, 0, half, 0), Error);
+  EXPECT_THROW(meta_init.init_shard(flat.shard_slices(layout, 0), half, 0), Error);
 }
 
 // GPT-2 test-tiny over W ranks: init_parameters holds only shards (no param_full ever, param_shard's

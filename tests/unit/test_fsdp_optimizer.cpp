@@ -37,7 +37,7 @@ std::vector<float> param_grad(const Parameter& p) {
 // Writes this rank's chunk of the test gradient (zero on padding) into every unit's grad_shard, as
 // post_backward would leave it.
 void set_grad_shards(FsdpTestRank& t) {
-  const FlatParameterTask& flat = *t.rank.tasks.flat_parameter;
+  const FlatParameterTask& flat = *t.sharded.tasks().flat_parameter;
   t.device.synchronize();
   for (FsdpUnit* unit : t.sharded.units()) {
     std::vector<float> shard(static_cast<std::size_t>(unit->layout.shard_numel()), 0.f);
@@ -59,7 +59,7 @@ std::int64_t optim_state_bytes(int world, const FsdpOptions& options, const Opti
         std::int64_t shard_elements = 0;
         for (const FsdpUnit* unit : t.sharded.units()) shard_elements += unit->layout.shard_numel();
         EXPECT_EQ(t.device.ledger().live(MemTag::optim_state), 0);
-        const auto optimizer = t.rank.tasks.optimizer->make(t.sharded.units(), spec, t.rank);
+        const auto optimizer = t.sharded.make_optimizer(spec);
         EXPECT_EQ(t.device.ledger().live(MemTag::optim_state), bytes_per_element * shard_elements)
             << describe(options, world) << " rank " << t.r;
         if (t.r == 0) rank0 = t.device.ledger().live(MemTag::optim_state);
@@ -75,7 +75,7 @@ TEST(FsdpOptimizer, AdamWStateIsShardedOverTheRanks) {
   {
     Gpt2Model model(gpt2_preset("test-tiny"));
     const std::vector<std::string> kinds = {"Block"};
-    for (const UnitPlan& plan : plan_units(model, kinds))
+    for (const UnitPlan& plan : reference_integration().plan_units(model, kinds))
       used.push_back(reference_flat_parameter().plan(plan.params, 1, FsdpOptions{}.align).used_numel);
   }
   ASSERT_EQ(used.size(), 3u);
@@ -122,10 +122,9 @@ void check_sgd_on_shards(int world, const FsdpOptions& options) {
   with_fsdp_ranks(
       world, options, gpt2_tiny, {"Block"},
       [&](FsdpTestRank& t) {
-        const ShardedOptimizerTask& task = *t.rank.tasks.optimizer;
-        const auto optimizer = task.make(t.sharded.units(), {"sgd", 0.25, 0}, t.rank);
+        const auto optimizer = t.sharded.make_optimizer({"sgd", 0.25, 0});
         set_grad_shards(t);
-        task.step(*optimizer, t.sharded.units(), t.rank);
+        t.sharded.optimizer_step(*optimizer);
         EXPECT_EQ(optimizer->steps(), 1);
         // Read back whole, as a --save-final gathers them.
         t.sharded.with_full_parameters([&] {
@@ -133,10 +132,10 @@ void check_sgd_on_shards(int world, const FsdpOptions& options) {
         });
         // The next forward gathers the updated parameters.
         for (FsdpUnit* unit : t.sharded.units()) {
-          t.rank.tasks.forward->pre_forward(*unit, t.rank);
+          t.sharded.lifecycle().pre_forward(*unit);
           for (const FlatParamEntry& e : unit->layout.entries)
             EXPECT_EQ(read(e.param->value), expected.at(e.param->name)) << e.param->name;
-          t.rank.tasks.forward->reshard(*unit, t.rank);
+          t.sharded.lifecycle().reshard(*unit);
         }
       },
       21);
@@ -174,11 +173,10 @@ TEST(FsdpOptimizer, AdamWOnShardsIsAdamWOnTheWhole) {
   with_fsdp_ranks(
       3, make_options(ShardingStrategy::full_shard), toy, kToyUnits,
       [&](FsdpTestRank& t) {
-        const ShardedOptimizerTask& task = *t.rank.tasks.optimizer;
-        const auto optimizer = task.make(t.sharded.units(), spec, t.rank);
+        const auto optimizer = t.sharded.make_optimizer(spec);
         set_grad_shards(t);
-        task.step(*optimizer, t.sharded.units(), t.rank);
-        task.step(*optimizer, t.sharded.units(), t.rank);
+        t.sharded.optimizer_step(*optimizer);
+        t.sharded.optimizer_step(*optimizer);
         t.sharded.with_full_parameters([&] {
           for (Parameter* p : t.model.parameters()) {
             const std::vector<float> got = read(p->value);
@@ -207,11 +205,10 @@ void check_replicas_after_step(int world, ShardingStrategy strategy) {
   with_fsdp_ranks(
       world, make_options(strategy), toy, kToyUnits,
       [&](FsdpTestRank& t) {
-        const ShardedOptimizerTask& task = *t.rank.tasks.optimizer;
-        const auto optimizer = task.make(t.sharded.units(), {"sgd", 0.25, 0}, t.rank);
+        const auto optimizer = t.sharded.make_optimizer({"sgd", 0.25, 0});
         set_grad_shards(t);
         const std::size_t ops_before = t.device.ops().size();
-        task.step(*optimizer, t.sharded.units(), t.rank);
+        t.sharded.optimizer_step(*optimizer);
         // The ZeRO forms gather the updated chunks, one all-gather per unit; no_shard has nothing to gather.
         const int gathers = strategy == ShardingStrategy::no_shard ? 0 : 3;
         EXPECT_EQ(count_ops(t.device, OpCategory::all_gather, Lane::all_gather, ops_before), gathers);

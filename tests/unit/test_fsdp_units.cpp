@@ -29,7 +29,7 @@ std::vector<std::string> names_of(const std::vector<Parameter*>& params) {
   return names;
 }
 
-std::vector<UnitPlan> plan(Module& model, std::vector<std::string> kinds) { return plan_units(model, kinds); }
+std::vector<UnitPlan> plan(Module& model, std::vector<std::string> kinds) { return reference_integration().plan_units(model, kinds); }
 
 // ---- a tiny tree with a tied parameter ------------------------------------------------------------
 

@@ -1,0 +1,240 @@
+#include "engine/fsdp/unit_lifecycle.hpp"
+
+#include <vector>
+
+#include "engine/fsdp/fsdp_events.hpp"
+#include "engine/tensor/elementwise.hpp"
+
+namespace fsdplab {
+namespace {
+
+// False for replicated strategies in f32, whose `full` is the replica itself: nothing to gather or free.
+bool owns_full(const FsdpUnit& unit) { return !unit.full.overlaps(unit.replica); }
+
+// The methods each hook runs, as its events and the collectives inside name them.
+constexpr std::string_view kUnshardMethods = "ForwardTask::all_gather, wait_for_unshard";
+
+}  // namespace
+
+bool offloaded(const FsdpUnit& unit) { return unit.master.storage().stream() == Lane::host; }
+
+// ==== the hooks ======================================================================================
+
+void UnitLifecycle::enter_forward() {
+  OverlapState& s = rank_.schedule;
+  if (s.pass == Pass::forward) return;
+  s.pass = Pass::forward;
+  const ActivityScope activity(rank_, 6, "OverlapTask::begin_forward", *tasks_.overlap);
+  tasks_.overlap->begin_forward(rank_);
+}
+
+void UnitLifecycle::enter_backward() { rank_.schedule.pass = Pass::backward; }
+
+void UnitLifecycle::leave_backward_after(FsdpUnit&) {
+  OverlapState& s = rank_.schedule;
+  if (++s.post_backwards_seen < s.units.size()) return;
+  const ActivityScope activity(rank_, 6, "OverlapTask::end_backward", *tasks_.overlap);
+  tasks_.overlap->end_backward(rank_);
+  s.pass = Pass::idle;
+  s.post_backwards_seen = 0;
+}
+
+void UnitLifecycle::pre_forward(FsdpUnit& unit) {
+  const UnitState before = unit.state;
+  const ActivityScope activity(rank_, 3, kUnshardMethods, *tasks_.forward, unit.index);
+  unshard(unit);
+  prefetch_after(PassPoint::pre_forward, unit);
+  report_unit_event(rank_, unit, FsdpEventKind::pre_forward, before);
+}
+
+void UnitLifecycle::post_forward(FsdpUnit& unit) {
+  const UnitState before = unit.state;
+  const ActivityScope activity(rank_, 3, "ForwardTask::reshard_after_forward", *tasks_.forward, unit.index);
+  if (unit.reshard_after_forward) reshard(unit);
+  prefetch_after(PassPoint::post_forward, unit);
+  report_unit_event(rank_, unit, FsdpEventKind::post_forward, before);
+}
+
+void UnitLifecycle::pre_backward(FsdpUnit& unit) {
+  const UnitState before = unit.state;
+  const ActivityScope activity(rank_, 4, "BackwardTask::zero_gradient", *tasks_.backward, unit.index);
+  unshard(unit);  // again, when the forward resharded it
+  if (!unit.grad_accumulated) {  // accumulating: the backward adds to the earlier micro-batches' gradient
+    tasks_.overlap->acquire_grad(unit, rank_);
+    tasks_.backward->zero_gradient(rank_.device, unit.grad_full);
+  }
+  tasks_.flat_parameter->point_views(unit.layout, unit.grad_full, &Parameter::grad);
+  prefetch_after(PassPoint::pre_backward, unit);
+  report_unit_event(rank_, unit, FsdpEventKind::pre_backward, before);
+}
+
+void UnitLifecycle::post_backward(FsdpUnit& unit) {
+  const UnitState before = unit.state;
+  const ActivityScope activity(rank_, 4, "BackwardTask::reduce_scatter", *tasks_.backward, unit.index);
+  // The parameters' last use was this unit's backward: free them now, so a backward prefetch (issued
+  // next, ahead of the reduction on the link) can take their place.
+  reshard(unit);
+  prefetch_after(PassPoint::post_backward, unit);
+  // Gradient accumulation (PyTorch's no_sync): the next micro-batch's backward adds into this full
+  // gradient; nothing is reduced until the last.
+  unit.grad_accumulated = !rank_.reduce_gradients;
+  if (!unit.grad_accumulated) reduce_gradient(unit);
+  report_unit_event(rank_, unit, FsdpEventKind::post_backward, before);
+}
+
+// ==== unshard and reshard ============================================================================
+
+void UnitLifecycle::unshard(FsdpUnit& unit) {
+  if (unit.state == UnitState::unsharded) return;
+  if (unit.state == UnitState::sharded && owns_full(unit)) {
+    tasks_.overlap->acquire_full(unit, rank_, /*prefetch=*/false);
+    gather(unit);
+  }
+  if (owns_full(unit)) tasks_.forward->wait_for_unshard(rank_.device, unit.gathered);
+  tasks_.flat_parameter->point_views(unit.layout, unit.full, &Parameter::value);
+  unit.state = UnitState::unsharded;
+}
+
+bool UnitLifecycle::prefetch(FsdpUnit& unit) {
+  if (unit.state != UnitState::sharded) return true;
+  if (owns_full(unit)) {
+    if (!tasks_.overlap->acquire_full(unit, rank_, /*prefetch=*/true)) return false;
+    gather(unit);
+  }
+  unit.state = UnitState::gathering;
+  return true;
+}
+
+void UnitLifecycle::reshard(FsdpUnit& unit) {
+  if (unit.state == UnitState::sharded) return;
+  if (owns_full(unit)) tasks_.overlap->release_full(unit, rank_);
+  unit.state = UnitState::sharded;
+}
+
+void UnitLifecycle::prefetch_after(PassPoint point, FsdpUnit& unit) {
+  FsdpUnit* next = tasks_.overlap->after(point, unit, rank_);
+  if (!next) return;
+  const ActivityScope activity(rank_, 6, "OverlapTask::after", *tasks_.overlap, unit.index, IssuedTo::enclosing);
+  prefetch(*next);
+}
+
+void UnitLifecycle::gather(FsdpUnit& unit) {
+  Device& device = rank_.device;
+  const Stream stream = device.stream(Lane::all_gather);
+  // A prefetch runs inside another unit's hook: the gather's ops carry the unit they gather.
+  OpLabels labels = device.labels();
+  labels.unit = unit.index;
+  const LabelScope scope(device, std::move(labels));
+  std::vector<Tensor> staging;  // the layers' temporaries, released once the gather is done
+  if (unit.replica.defined()) {
+    // Replicated strategies hold the whole f32 parameters already: only the cast to param_dtype.
+    cast(stream, unit.replica, unit.full);
+    device.record(unit.gathered, Lane::all_gather);
+  } else {
+    Tensor shard = shard_on_device(unit, "flat_param_shard_device");  // CPU offload: a copy
+    if (!shard.overlaps(unit.master)) staging.push_back(shard);
+    if (shard.dtype() != unit.full.dtype()) {
+      // Mixed precision: gather in param_dtype, half the bytes of the f32 master.
+      const Tensor low = Tensor::empty(device, shard.shape(), unit.full.dtype(), MemTag::comm_buffer,
+                                       unit.name + ".shard_" + std::string(dtype_name(unit.full.dtype())),
+                                       Lane::all_gather);
+      cast(stream, shard, low);
+      staging.push_back(low);
+      shard = low;
+    }
+    tasks_.forward->all_gather(device, rank_.shard_group, shard, unit.full, unit.gathered);
+  }
+  for (Tensor& t : staging) tasks_.overlap->release_staging(std::move(t), unit.gathered, rank_);
+}
+
+Tensor UnitLifecycle::shard_on_device(const FsdpUnit& unit, const std::string& purpose) {
+  if (!offloaded(unit)) return unit.master;
+  const Tensor copy = Tensor::empty(rank_.device, unit.master.shape(), DType::f32, MemTag::comm_buffer,
+                                    unit.name + "." + purpose, Lane::memcpy);
+  tasks_.cpu_offload->copy_shard_to_device(rank_.device, unit.master, copy);
+  return copy;
+}
+
+// ==== the gradient ===================================================================================
+
+void UnitLifecycle::reduce_gradient(FsdpUnit& unit) {
+  Device& device = rank_.device;
+  const Stream stream = device.stream(Lane::reduce_scatter);
+  Tensor grads = unit.grad_full;
+  std::vector<Tensor> staging;       // the layers' temporaries, released once the reduction is done
+  Lane done = Lane::reduce_scatter;  // the stream whose work completes the reduced gradient
+  const DType reduce_dtype = rank_.options.reduce_dtype;
+  // The layers below read the gradient on the reduce-scatter stream before any task does.
+  const bool layer_reads_first = grads.dtype() != reduce_dtype || unit.grad_replica.defined();
+  if (layer_reads_first) rank_.order(Lane::reduce_scatter, Lane::compute);
+  if (grads.dtype() != reduce_dtype) {
+    // Mixed precision's reduce_dtype: widen the bf16 gradients to f32 before summing W of them.
+    Tensor wide = unit.grad_replica;
+    if (!wide.defined()) {
+      wide = Tensor::empty(device, grads.shape(), reduce_dtype, MemTag::comm_buffer, unit.name + ".grad_f32",
+                           Lane::reduce_scatter);
+      staging.push_back(wide);
+    }
+    cast(stream, grads, wide);
+    grads = wide;
+  }
+  if (unit.grad_replica.defined()) {
+    // no_shard and zero1: every rank keeps the whole gradient, averaged over all W ranks (DDP).
+    if (rank_.world.world() > 1) rank_.world.all_reduce(stream, grads, ReduceOp::avg);
+    if (!grads.overlaps(unit.grad_replica)) cast(stream, grads, unit.grad_replica);
+  } else {
+    // Averaged over the S ranks of the shard group (task 4), then over the W / S replicas of this shard
+    // (task 8, hybrid): the mean over all W ranks either way.
+    const Tensor shard = offloaded(unit) ? Tensor::empty(device, unit.grad_shard.shape(), DType::f32, MemTag::comm_buffer,
+                                                         unit.name + ".flat_grad_shard_device", Lane::reduce_scatter)
+                                         : unit.grad_shard;
+    if (!shard.overlaps(unit.grad_shard)) staging.push_back(shard);
+    Tensor out = shard;
+    if (reduce_dtype != shard.dtype()) {
+      out = Tensor::empty(device, shard.shape(), reduce_dtype, MemTag::comm_buffer,
+                          unit.name + ".grad_shard_" + std::string(dtype_name(reduce_dtype)), Lane::reduce_scatter);
+      staging.push_back(out);
+    }
+    tasks_.backward->reduce_scatter(device, rank_.shard_group, grads, out);
+    if (rank_.replica_group.world() > 1) tasks_.hybrid_shard->all_reduce_replicas(device, rank_.replica_group, out);
+    if (!out.overlaps(shard)) cast(stream, out, shard);
+    if (offloaded(unit)) {
+      tasks_.cpu_offload->copy_grad_to_host(device, shard, unit.grad_shard);
+      done = Lane::memcpy;
+    }
+  }
+  device.record(unit.reduced, done);
+  for (Tensor& t : staging) tasks_.overlap->release_staging(std::move(t), unit.reduced, rank_);
+  tasks_.overlap->release_grad(unit, rank_);
+}
+
+// ==== the optimizer ==================================================================================
+
+std::unique_ptr<Optimizer> UnitLifecycle::make_optimizer(std::span<FsdpUnit* const> units,
+                                                         const OptimizerSpec& spec) const {
+  std::vector<UnitShards> shards;
+  for (const FsdpUnit* unit : units) shards.push_back({unit->name, unit->master, unit->grad_shard, unit->replica});
+  return tasks_.optimizer->make(shards, spec);
+}
+
+void UnitLifecycle::optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* const> units) {
+  const ActivityScope activity(rank_, 5, "ShardedOptimizerTask::step", *tasks_.optimizer);
+  Device& device = rank_.device;
+  if (rank_.options.offload) {
+    // CPU offload: the CPU steps on the host shards, once the copies of the gradients have landed.
+    for (const FsdpUnit* unit : units)
+      if (unit->reduced.recorded()) tasks_.cpu_offload->wait_for_grad_on_host(device, unit->reduced);
+    tasks_.optimizer->step(optimizer, device.stream(Lane::host));
+  } else {
+    tasks_.optimizer->step(optimizer, device.stream(Lane::compute));
+  }
+  const ShardingStrategy strategy = rank_.options.strategy;
+  if ((strategy == ShardingStrategy::zero1 || strategy == ShardingStrategy::zero2) && rank_.shard_group.world() > 1) {
+    std::vector<UnitShards> shards;
+    for (const FsdpUnit* unit : units) shards.push_back({unit->name, unit->master, unit->grad_shard, unit->replica});
+    tasks_.optimizer->all_gather_updates(device, rank_.shard_group, shards);
+  }
+  report_optimizer_step(rank_, units, optimizer.name());
+}
+
+}  // namespace fsdplab

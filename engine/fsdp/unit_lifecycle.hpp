@@ -1,0 +1,84 @@
+// unit_lifecycle.hpp — the engine's side of FSDP on one rank: a unit's way through
+//
+//     sharded --unshard--> gathering --wait_for_unshard--> unsharded --reshard--> sharded
+//
+// the hooks that move it there, the order of units, the streams, and the layers around the tasks.
+// It is the only code that calls the tasks (fsdp_tasks.hpp), each for its own decisions, as PyTorch
+// FSDP2's FSDPParamGroup.pre_forward calls unshard and wait_for_unshard and leaves the mechanics one
+// level down. A hook here is a few lines of named steps:
+//
+//   pre_forward    unshard; wait_for_unshard; prefetch (task 6)
+//   post_forward   reshard when task 3 says the unit frees after forward; prefetch
+//   pre_backward   unshard again if the forward resharded; zero the gradient (task 4); prefetch
+//   post_backward  reshard; prefetch; reduce the gradient (task 4, 8)
+// around which the model's hooks mark the passes: the first pre-forward begins a forward (task 6), the
+// post-backward of the last unit ends the backward (task 6).
+//
+// The layers a real FSDP adds are here, each a named step, not inside a task: mixed precision (cast the
+// shard to bf16 before the gather, widen bf16 gradients before the sum), the replicated strategies
+// (no gather, an all-reduce of the whole gradient), gradient accumulation (no reduction until the last
+// micro-batch), CPU offload (task 9's copies around the collectives), and the staging buffers those need.
+// While an observer listens, each hook runs in an ActivityScope naming the task and its implementation
+// (fsdp_events.hpp), and reports its event when done.
+#pragma once
+#include <memory>
+#include <span>
+
+#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/fsdp_unit.hpp"
+
+namespace fsdplab {
+
+class UnitLifecycle {
+ public:
+  UnitLifecycle(FsdpRank& rank, const FsdpTasks& tasks) : rank_(rank), tasks_(tasks) {}
+
+  // ---- the hooks (fully_sharded_model.cpp installs them on each unit's module) ------------------
+  // The passes: a forward begins at the first pre-forward after anything else; a backward ends after
+  // the post-backward of as many units as there are.
+  void enter_forward();
+  void enter_backward();
+  void leave_backward_after(FsdpUnit& unit);
+
+  void pre_forward(FsdpUnit& unit);
+  void post_forward(FsdpUnit& unit);
+  void pre_backward(FsdpUnit& unit);
+  void post_backward(FsdpUnit& unit);
+
+  // ---- named steps -------------------------------------------------------------------------------
+  // Gathers a sharded unit (task 6's memory, task 3's all_gather), then makes compute wait for it (task
+  // 3) and points the parameter views at it (task 2). Nothing to gather when it is unsharded already.
+  void unshard(FsdpUnit& unit);
+  // Issues a sharded unit's gather without making compute wait (state `gathering`). False when task 6's
+  // rate limiter declined; nothing for a unit gathering or gathered.
+  bool prefetch(FsdpUnit& unit);
+  // Hands the unit's gathered parameters back to task 6; the views keep pointing at memory the unit no
+  // longer owns.
+  void reshard(FsdpUnit& unit);
+
+  // ---- the optimizer (task 5, with CPU offload's host step) --------------------------------------
+  std::unique_ptr<Optimizer> make_optimizer(std::span<FsdpUnit* const> units, const OptimizerSpec& spec) const;
+  void optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* const> units);
+
+  // The unit's f32 master where the all-gather stream can read it: the master, or for an offloaded unit
+  // a device copy made by task 9, to be released once the gather that reads it is done.
+  Tensor shard_on_device(const FsdpUnit& unit, const std::string& purpose);
+
+  const FsdpTasks& tasks() const { return tasks_; }
+
+ private:
+  // The gather itself, on the all-gather stream, ending with unit.gathered recorded there.
+  void gather(FsdpUnit& unit);
+  // Task 6's pick at `point` of `unit`'s pass, gathered ahead.
+  void prefetch_after(PassPoint point, FsdpUnit& unit);
+  // The averaged gradient into unit.grad_shard (or the whole replica), unit.reduced recorded behind it.
+  void reduce_gradient(FsdpUnit& unit);
+
+  FsdpRank& rank_;
+  const FsdpTasks& tasks_;
+};
+
+// True for a unit whose f32 master lives in host memory (CPU offload).
+bool offloaded(const FsdpUnit& unit);
+
+}  // namespace fsdplab
