@@ -22,6 +22,7 @@
 #include "engine/trace/trace_recorder.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/run_device.hpp"
+#include "labs/student_tasks.hpp"
 
 #if FSDPLAB_HAVE_CUDA
 #include "engine/cuda/cupti_tracer.hpp"
@@ -76,6 +77,7 @@ void train_once(const TrainBenchOptions& bench, RunConfig run, bool cupti, Setti
   fsdp.run = run;
   fsdp.options.param_dtype = parse_dtype(bench.precision);
   fsdp.options.mode = OverlapMode::async;
+  fsdp.tasks = tasks_for(bench.impl);
   fsdp.keep_op_log = true;  // the CUDA-event spans, whichever the sinks get
   std::vector<TraceRecorder> recorders(static_cast<std::size_t>(run.world));
   for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
@@ -123,10 +125,10 @@ void bench_cupti(const TrainBenchOptions& bench) {
   check(parse_dtype(bench.precision) != DType::i32, "--precision i32: training computes in f32 or bf16");
 
   std::printf("fsdplab bench --what cupti: %s %s, %d rank%s x %lld x %lld tokens, %s, ASYNC; %d steps after %d warmup; "
-              "CUPTI off and on alternating, %d runs each; GPU %d%s\n\n",
+              "CUPTI off and on alternating, %d runs each; impl: %s; GPU %d%s\n\n",
               bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
-              bench.steps, bench.warmup, kRounds, device.gpu,
+              bench.steps, bench.warmup, kRounds, impl_name(bench.impl).c_str(), device.gpu,
               bench.world > 1 ? (bench.emulate_link ? (", ranks sharing it, emulated link " + device.link.name).c_str()
                                                     : ", ranks sharing it")
                               : "");

@@ -37,6 +37,7 @@
 #include "engine/trace/trace_recorder.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
+#include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -93,6 +94,7 @@ StepTimes measure(const OverlapBenchOptions& bench, const FsdpOptions& options, 
   fsdp.run.device_preset = bench.device_preset;
   fsdp.run.link_preset = link;
   fsdp.options = options;
+  fsdp.tasks = tasks_for(bench.impl);
   fsdp.dry_run = true;
   std::vector<TraceRecorder> recorders(static_cast<std::size_t>(bench.world));
   for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
@@ -213,14 +215,10 @@ void bench_overlap(const OverlapBenchOptions& bench) {
   const PresetCatalog catalog = bench_catalog(device, base, links);
   const auto link_name = [&](double scale) { return scale == 1 ? base.name : scaled_link_name(base, scale); };
 
-  FsdpOptions async;
-  async.strategy = parse_strategy(bench.strategy);
-  async.param_dtype = parse_dtype(bench.precision);
+  FsdpOptions async = bench.async;
   async.mode = OverlapMode::async;
-  async.prefetch = parse_prefetch(bench.prefetch);
-  async.max_inflight = bench.max_inflight;
-  async.buffers = parse_unshard_buffers(bench.buffers);
   validate_fsdp_options(async, bench.world);
+  const std::string buffers(unshard_buffers_name(async.buffers));
   FsdpOptions sync = sync_schedule(async);
   sync.buffers = UnshardBuffers::alloc;
 
@@ -251,9 +249,10 @@ void bench_overlap(const OverlapBenchOptions& bench) {
   };
 
   std::printf("fsdplab bench --what overlap: %s '%s' (%.2fM parameters), W = %d, strategy %s, %s parameters and "
-              "compute, f32 gradient reduction, AdamW\n",
+              "compute, f32 gradient reduction, AdamW; impl: %s\n",
               bench.model.c_str(), bench.preset.c_str(), static_cast<double>(parameters) / 1e6, bench.world,
-              bench.strategy.c_str(), bench.precision.c_str());
+              std::string(strategy_name(async.strategy)).c_str(), std::string(dtype_name(async.param_dtype)).c_str(),
+              impl_name(bench.impl).c_str());
   std::printf("Device %s, link %s (%g GB/s per direction, %g us per ring step). Per rank: micro-batch %lld x seq %lld "
               "= %lld tokens.\n",
               device.name.c_str(), base.name.c_str(), base.bandwidth / 1e9, base.latency_us,
@@ -272,7 +271,7 @@ void bench_overlap(const OverlapBenchOptions& bench) {
 
   const Row headline = make_row(async, base.name);
   std::printf("%s, prefetch %s, max-inflight %d, buffers %s:\n", base.name.c_str(), prefetch_name(async.prefetch).c_str(),
-              async.max_inflight, bench.buffers.c_str());
+              async.max_inflight, buffers.c_str());
   std::printf("  compute %.3f ms (|union of compute ops| %.3f ms), comm %.3f ms, comm/compute %.2f\n",
               ms(headline.compute), ms(run(async, kFreeLink).compute), ms(headline.async.comm),
               static_cast<double>(headline.async.comm) / static_cast<double>(std::max<SimTime>(headline.compute, 1)));
@@ -296,7 +295,7 @@ void bench_overlap(const OverlapBenchOptions& bench) {
   }
 
   std::printf("\nLink bandwidth sweep (latency %g us per ring step; prefetch %s, max-inflight %d, buffers %s):\n\n",
-              base.latency_us, prefetch_name(async.prefetch).c_str(), async.max_inflight, bench.buffers.c_str());
+              base.latency_us, prefetch_name(async.prefetch).c_str(), async.max_inflight, buffers.c_str());
   std::printf("| link bandwidth       %s\n|----------------------%s\n", kColumns, kRule);
   for (double s : bench.bandwidth_scales) {
     const Row row = make_row(async, link_name(s));
@@ -310,15 +309,15 @@ void bench_overlap(const OverlapBenchOptions& bench) {
   std::printf("| prefetch             | buffers | in flight %s\n|----------------------|---------|-----------%s\n", kColumns,
               kRule);
   std::vector<FsdpOptions> sweep;
-  for (const char* p : {"none", "forward", "backward-pre", "backward-post", "all"}) {
+  for (std::string_view p : prefetch_names()) {
     FsdpOptions o = async;
     o.prefetch = parse_prefetch(p);
     sweep.push_back(o);
   }
   if (reshards_after_forward(async.strategy)) {
-    for (const char* p : {bench.prefetch.c_str(), "all"}) {
+    for (const PrefetchPolicy& p : {async.prefetch, parse_prefetch("all")}) {
       FsdpOptions o = async;
-      o.prefetch = parse_prefetch(p);
+      o.prefetch = p;
       o.buffers = UnshardBuffers::pool;
       sweep.push_back(o);
     }

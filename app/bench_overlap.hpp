@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/sharding.hpp"
+
 namespace fsdplab::app {
 
 struct OverlapBenchOptions {
@@ -17,12 +20,10 @@ struct OverlapBenchOptions {
   std::string device_preset = "h100-sxm";
   std::string link_preset;  // empty: the device preset's default link
   std::string presets_file;  // empty: the built-in presets
-  std::string precision = "f32";
-  std::string strategy = "full";
-  // The ASYNC configuration of the bandwidth sweep and the headline numbers; the prefetch sweep varies it.
-  std::string prefetch = "backward-pre";
-  int max_inflight = 2;
-  std::string buffers = "alloc";
+  // The ASYNC configuration of the bandwidth sweep and the headline numbers (its mode is set to async);
+  // the prefetch sweep varies it. SYNC is sync_schedule of it.
+  FsdpOptions async;
+  ImplChoice impl;  // --impl: the tasks every run uses
   std::vector<double> bandwidth_scales = {0.25, 0.5, 1, 2, 4};  // times the link preset's bandwidth
   std::string trace_path;  // when set: the headline ASYNC run's Chrome trace (both steps, every rank)
 };

@@ -25,6 +25,7 @@
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/run_device.hpp"
 #include "engine/train/trainer.hpp"
+#include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -43,6 +44,7 @@ Measured train_and_measure(const TrainBenchOptions& bench, const RunConfig& run,
     FsdpRun fsdp;
     fsdp.run = run;
     fsdp.options = *fsdp_options;
+    fsdp.tasks = tasks_for(bench.impl);
     for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
     reports = train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
   } else {
@@ -104,15 +106,18 @@ void bench_train(const TrainBenchOptions& bench) {
   check(dtype != DType::i32, "--precision i32: training computes in f32 or bf16");
   check(bench.world > 1 || dtype == DType::f32, "--precision ", bench.precision, " is FSDP's mixed precision; the "
         "single-rank baseline trains in f32 (use --world 2 or more)");
+  check(bench.world > 1 || !bench.impl.any_student(), "--impl ", impl_name(bench.impl), " selects FSDP tasks; the "
+        "single-rank baseline runs none (use --world 2 or more)");
   const double tokens = static_cast<double>(run.batch * bench.seq);
   const double peak = device.preset.matmul_flops(dtype);
 
   std::printf("fsdplab bench --what train: %s %s, %d rank%s x %lld x %lld tokens, %s; %d steps after %d warmup; "
-              "device %s%s\n",
+              "device %s%s; impl: %s\n",
               bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
               bench.steps, bench.warmup, on_gpu ? "cuda (GPU " : "sim (", on_gpu ? (std::to_string(device.gpu) + ", wall clock)").c_str()
-                                                                                 : (device.preset.name + ", virtual time)").c_str());
+                                                                                 : (device.preset.name + ", virtual time)").c_str(),
+              bench.world > 1 ? impl_name(bench.impl).c_str() : "none (the single-rank baseline)");
   std::printf("GEMM peak: %.0f TFLOP/s (%s, %s)%s\n\n", peak / 1e12, device.preset.name.c_str(),
               bench.precision.c_str(), bench.world > 1 ? ("; link " + device.link.name +
                                                           (on_gpu ? (bench.emulate_link ? ", emulated" : ", not emulated (--emulate-link)") : "")).c_str()

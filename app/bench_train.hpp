@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/train/run_config.hpp"
 
 namespace fsdplab::app {
@@ -22,6 +23,7 @@ struct TrainBenchOptions {
   std::string device_preset = "h100-sxm";  // the peak the GEMMs are compared with, and the link's preset
   std::string link_preset = "pcie4-no-p2p";
   bool emulate_link = false;
+  ImplChoice impl;  // --impl: the FSDP tasks (W >= 2; the single-rank baseline runs none)
 
   // The run these options measure: model, batch (micro_batch rows per rank), steps (warmup + measured),
   // presets and link, on `device`.

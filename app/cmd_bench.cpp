@@ -32,6 +32,7 @@
 #include "app/bench_train.hpp"
 #include "app/bench_ui.hpp"
 #include "app/commands.hpp"
+#include "app/fsdp_cli_options.hpp"
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/sim_device.hpp"
@@ -39,6 +40,7 @@
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/trainer.hpp"
+#include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -106,8 +108,6 @@ struct MemoryBenchOptions {
   std::string preset = "gpt2";
   std::int64_t micro_batch = 4;  // rows per rank; the global batch is W times this
   std::int64_t seq = 1024;
-  std::string strategy = "full";
-  std::string precision = "f32";
 };
 
 // One configuration's memory: per tag, the largest peak over its ranks and the formula's.
@@ -124,8 +124,10 @@ std::int64_t sharded_state(const TagBytes& bytes) {
   return at(bytes, MemTag::param_shard) + at(bytes, MemTag::grad_shard) + at(bytes, MemTag::optim_state);
 }
 
-MemoryRow measure_memory(std::string label, const MemoryBenchOptions& bench, int world, const FsdpOptions& options) {
+MemoryRow measure_memory(std::string label, const MemoryBenchOptions& bench, int world, const FsdpOptions& options,
+                         const ImplChoice& impl) {
   FsdpRun fsdp;
+  fsdp.tasks = tasks_for(impl);
   fsdp.run.model = "gpt2";
   fsdp.run.preset = bench.preset;
   fsdp.run.world = world;
@@ -156,16 +158,20 @@ MemoryRow measure_memory(std::string label, const MemoryBenchOptions& bench, int
   return row;
 }
 
-void bench_memory(const MemoryBenchOptions& bench) {
+// `choice.options`: the strategy and precision of the FSDP rows (the baseline keeps the precision).
+void bench_memory(const MemoryBenchOptions& bench, const FsdpChoice& choice) {
   const auto start = Clock::now();
   FsdpOptions fsdp;
-  fsdp.strategy = parse_strategy(bench.strategy);
-  fsdp.param_dtype = parse_dtype(bench.precision);
+  fsdp.strategy = choice.options.strategy;
+  fsdp.hybrid_group = choice.options.hybrid_group;
+  fsdp.param_dtype = choice.options.param_dtype;
   FsdpOptions baseline = fsdp;
   baseline.strategy = ShardingStrategy::no_shard;
+  baseline.hybrid_group = 0;
   std::vector<MemoryRow> rows;
-  rows.push_back(measure_memory("Baseline (1 GPU)", bench, 1, baseline));
-  for (int w : {2, 4, 8}) rows.push_back(measure_memory("FSDP (" + std::to_string(w) + " GPUs)", bench, w, fsdp));
+  rows.push_back(measure_memory("Baseline (1 GPU)", bench, 1, baseline, choice.impl));
+  for (int w : {2, 4, 8})
+    rows.push_back(measure_memory("FSDP (" + std::to_string(w) + " GPUs)", bench, w, fsdp, choice.impl));
 
   // GB as the writeup's table has it; MB for the test presets, whose gigabytes would all read 0.000.
   const bool giga = rows.front().peak_total >= 1'000'000'000;
@@ -173,7 +179,8 @@ void bench_memory(const MemoryBenchOptions& bench) {
   const auto size = [giga](std::int64_t bytes) { return static_cast<double>(bytes) / (giga ? 1e9 : 1e6); };
 
   std::printf("fsdplab bench --what memory: gpt2 '%s', strategy %s, %s parameters and compute, f32 gradient "
-              "reduction, AdamW\n", bench.preset.c_str(), bench.strategy.c_str(), bench.precision.c_str());
+              "reduction, AdamW; impl: %s\n", bench.preset.c_str(), std::string(strategy_name(fsdp.strategy)).c_str(),
+              std::string(dtype_name(fsdp.param_dtype)).c_str(), impl_name(choice.impl).c_str());
   std::printf("Per rank: micro-batch %lld x seq %lld (global batch = W x %lld). Dry runs of one step on the sim device\n"
               "(shapes and memory, no numerics). Baseline = FSDP at W = 1 with no_shard in the same precision: whole\n"
               "parameters, gradients and optimizer state on one rank, as the single-rank trainer holds them (the\n"
@@ -244,20 +251,22 @@ void add_bench_command(CLI::App& app) {
                                           "tracing's cost on cuda)");
   auto what = std::make_shared<std::string>("ops");
   auto memory = std::make_shared<MemoryBenchOptions>();
+  auto fsdp = std::make_shared<FsdpFlags>();
   auto overlap = std::make_shared<OverlapBenchOptions>();
   auto train = std::make_shared<TrainBenchOptions>();
   cmd->add_option("--what", *what, "What to measure: ops, memory, overlap, train, cupti or ui")
       ->check(CLI::IsMember({"ops", "memory", "overlap", "train", "cupti", "ui"}));
   // Shared by memory and overlap (same defaults: gpt2 small, 4 x 1024 tokens per rank).
-  const std::vector<CLI::Option*> memory_options = {
+  std::vector<CLI::Option*> memory_options = {
       cmd->add_option("--preset", memory->preset, "memory, overlap: model size (test-tiny, test-small, gpt2, ...)"),
       cmd->add_option("--micro-batch", memory->micro_batch, "memory, overlap: sequences per rank")
           ->check(CLI::Range(1, 1 << 16)),
-      cmd->add_option("--seq", memory->seq, "memory, overlap: tokens per sequence")->check(CLI::Range(1, 1 << 20)),
-      cmd->add_option("--strategy", memory->strategy, "memory, overlap: FSDP sharding (default full)")
-          ->check(CLI::IsMember({"full", "grad_op", "no_shard", "zero1", "zero2"})),
-      cmd->add_option("--precision", memory->precision, "memory, overlap: parameter and compute dtype, f32 or bf16")
-          ->check(CLI::IsMember({"f32", "bf16"}))};
+      cmd->add_option("--seq", memory->seq, "memory, overlap: tokens per sequence")->check(CLI::Range(1, 1 << 20))};
+  for (CLI::Option* o : add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::strategy, FsdpFlag::hybrid_group}, "memory, overlap"))
+    memory_options.push_back(o);
+  // Shared by every FSDP measurement: memory, overlap, train and cupti (train and cupti: precision only).
+  const std::vector<CLI::Option*> fsdp_options =
+      add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::precision, FsdpFlag::impl}, "memory, overlap, train, cupti");
   // Shared by overlap, train and cupti.
   const std::vector<CLI::Option*> model_options = {
       cmd->add_option("--model", overlap->model, "overlap, train, cupti: the model (gpt2, llama)")
@@ -277,20 +286,19 @@ void add_bench_command(CLI::App& app) {
       cmd->add_flag("--emulate-link", train->emulate_link,
                     "train, cupti (cuda, W >= 2): hold each collective for the link preset's time; train: adds the compute "
                     "row and eta")};
-  const std::vector<CLI::Option*> overlap_options = {
+  std::vector<CLI::Option*> overlap_options = {
       cmd->add_option("--presets", overlap->presets_file, "overlap: preset file to use instead of the built-in one"),
-      cmd->add_option("--prefetch", overlap->prefetch,
-                      "overlap: ASYNC prefetch of the headline and the bandwidth sweep (default backward-pre)"),
-      cmd->add_option("--max-inflight", overlap->max_inflight, "overlap: ASYNC rate limit, 0 for none (default 2)")
-          ->check(CLI::NonNegativeNumber),
-      cmd->add_option("--buffers", overlap->buffers, "overlap: alloc or pool (default alloc)")
-          ->check(CLI::IsMember({"alloc", "pool"})),
       cmd->add_option("--bandwidths", overlap->bandwidth_scales,
                       "overlap: link bandwidths of the sweep, as multiples of the link preset's (default 0.25 0.5 1 2 4)")
           ->delimiter(','),
       cmd->add_option("--trace", overlap->trace_path,
                       "overlap: write the headline ASYNC dry run's Chrome trace (both steps, every rank) here")};
-  cmd->callback([cmd, what, memory, overlap, train, memory_options, model_options, overlap_options, train_options] {
+  // The ASYNC configuration of overlap's headline and bandwidth sweep.
+  for (CLI::Option* o : add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::prefetch, FsdpFlag::max_inflight, FsdpFlag::buffers},
+                                       "overlap"))
+    overlap_options.push_back(o);
+  cmd->callback([cmd, what, memory, fsdp, overlap, train, memory_options, fsdp_options, model_options, overlap_options,
+                 train_options] {
     if (*what != "overlap") {
       for (const CLI::Option* o : overlap_options)
         check(o->count() == 0, o->get_name(), " configures --what overlap; this run is --what ", *what);
@@ -304,8 +312,10 @@ void add_bench_command(CLI::App& app) {
       for (const CLI::Option* o : model_options)
         check(o->count() == 0, o->get_name(), " configures --what overlap, train or cupti; this run is --what ", *what);
     }
+    const FsdpChoice choice = parse_fsdp_flags(*fsdp);
     if (training) {
       TrainBenchOptions options = *train;
+      options.impl = choice.impl;
       options.model = overlap->model;
       // train: one rank unless asked; cupti: two, so there is communication to overlap.
       options.world = cmd->get_option("--world")->count() ? overlap->world : *what == "cupti" ? 2 : 1;
@@ -314,9 +324,10 @@ void add_bench_command(CLI::App& app) {
       options.preset = memory->preset;
       options.micro_batch = memory->micro_batch;
       options.seq = memory->seq;
-      options.precision = memory->precision;
-      check(cmd->get_option("--strategy")->count() == 0, "--strategy configures --what memory or overlap; --what ", *what,
-            " shards fully");
+      options.precision = fsdp->precision;
+      for (const char* flag : {"--strategy", "--hybrid-group"})
+        check(cmd->get_option(flag)->count() == 0, flag, " configures --what memory or overlap; --what ", *what,
+              " shards fully");
       if (*what == "cupti") {
         check(cmd->get_option("--device")->count() == 0 || options.device == "cuda", "--device ", options.device,
               " with --what cupti: CUPTI traces the cuda device");
@@ -327,7 +338,7 @@ void add_bench_command(CLI::App& app) {
       return;
     }
     if (*what == "memory") {
-      bench_memory(*memory);
+      bench_memory(*memory, choice);
       return;
     }
     if (*what == "overlap") {
@@ -336,13 +347,16 @@ void add_bench_command(CLI::App& app) {
       options.preset = memory->preset;
       options.micro_batch = memory->micro_batch;
       options.seq = memory->seq;
-      options.strategy = memory->strategy;
-      options.precision = memory->precision;
+      options.async = choice.options;
+      options.impl = choice.impl;
       bench_overlap(options);
       return;
     }
     for (const CLI::Option* o : memory_options)
       check(o->count() == 0, o->get_name(), " configures --what memory or overlap; this run is --what ", *what);
+    for (const CLI::Option* o : fsdp_options)
+      check(o->count() == 0, o->get_name(), " configures FSDP: --what memory, overlap, train or cupti; this run is "
+            "--what ", *what);
     if (*what == "ui") {
       bench_ui();
       return;

@@ -10,6 +10,8 @@
 //                                 `fsdplab run ... --dashboard HOST:PORT`; loopback unless a host is named
 //                                 ([HOST:]PORT); --screenshot after a run streamed --steps steps
 //   fsdplab view a.json [b.json]  exported traces replayed in the same panels
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -22,6 +24,7 @@
 #include "app/dashboard/dashboard.hpp"
 #include "app/dashboard/gui_window.hpp"
 #include "app/dashboard/step_time_panel.hpp"
+#include "app/fsdp_cli_options.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/trace/trace_recorder.hpp"
@@ -41,53 +44,82 @@ struct GuiOptions {
   int height = 1000;
 };
 
+std::vector<std::string> comparison_flags() {
+  std::vector<std::string> flags;
+  for (Comparison c : kComparisons) flags.emplace_back(comparison_flag(c));
+  return flags;
+}
+
 // The flags that choose what a live dashboard runs, shared by `gui` (and named as `fsdplab run` names them);
 // returns them, so that --listen can refuse them.
 std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
   SessionSettings& s = o.settings;
-  return {
+  std::vector<CLI::Option*> flags = {
       cmd.add_option("--model", s.model, "Model: gpt2, llama, mlp, toy")->capture_default_str(),
       cmd.add_option("--preset", s.preset, "Model size (gpt2, llama)")->capture_default_str(),
       cmd.add_option("--world", s.world, "Ranks")->capture_default_str()->check(CLI::Range(1, 64)),
       cmd.add_option("--device-preset", s.device_preset, "Device preset (see `fsdplab presets`)")->capture_default_str(),
       cmd.add_option("--link-preset", s.link_preset, "Link preset; default: the device preset's link"),
       cmd.add_option("--compare", o.compare,
-                     "side-by-side (SYNC and ASYNC runs), sync, async, or ab (one run alternating)")
+                     "side-by-side (SYNC and ASYNC runs), sync, async, ab (one run alternating), or impl (the "
+                     "reference beside --impl, ASYNC)")
           ->capture_default_str()
-          ->check(CLI::IsMember({"side-by-side", "sync", "async", "ab"})),
+          ->check(CLI::IsMember(comparison_flags())),
       cmd.add_option("--ab-block", s.ab_block, "A/B: steps per block")->capture_default_str(),
-      cmd.add_option("--prefetch", s.prefetch, "ASYNC prefetch: none, forward, backward-pre, backward-post, all")
-          ->capture_default_str(),
-      cmd.add_option("--strategy", s.strategy, "full, grad_op (no reshard after forward), hybrid, no_shard, zero1, zero2")
-          ->capture_default_str(),
-      cmd.add_option("--precision", s.precision, "Parameter dtype: f32 or bf16")->capture_default_str(),
       cmd.add_option("--pace", s.steps_per_second, "Steps per wall second (0: unpaced)")->capture_default_str(),
       cmd.add_flag("--dry-run", s.dry_run, "Shapes, time and memory only (large presets at the speed of small ones)"),
   };
+  const std::vector<CLI::Option*> fsdp = add_fsdp_flags(
+      cmd, s.fsdp, {FsdpFlag::prefetch, FsdpFlag::strategy, FsdpFlag::precision, FsdpFlag::impl});
+  flags.insert(flags.end(), fsdp.begin(), fsdp.end());
+  return flags;
 }
 
-Comparison parse_comparison(const std::string& name) {
-  if (name == "side-by-side") return Comparison::side_by_side;
-  if (name == "sync") return Comparison::sync_only;
-  if (name == "async") return Comparison::async_only;
-  if (name == "ab") return Comparison::ab;
-  fail("--compare '", name, "'; expected side-by-side, sync, async or ab");
-}
-
-FsdpEventKind parse_break_kind(const std::string& name) {
+// --break: an FSDP event kind ("post-forward"), or "task:N" for every event of task N's code.
+ScreenshotBreak parse_break(const std::string& text) {
+  constexpr std::string_view kTaskPrefix = "task:";
+  if (text.starts_with(kTaskPrefix)) {
+    const std::string number = text.substr(kTaskPrefix.size());
+    int task = 0;
+    const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), task);
+    check(error == std::errc() && end == number.data() + number.size() && task >= 1 && task <= kTaskCount, "--break '",
+          text, "'; expected task:N with N a task from 1 to ", kTaskCount);
+    return ScreenshotBreak{std::nullopt, task};
+  }
   for (std::size_t k = 0; k < kFsdpEventKindCount; ++k) {
     const auto kind = static_cast<FsdpEventKind>(k);
-    if (fsdp_event_name(kind) == name) return kind;
+    if (fsdp_event_name(kind) == text) return ScreenshotBreak{kind, 0};
   }
   std::string known;
   for (std::size_t k = 0; k < kFsdpEventKindCount; ++k)
     known += (k ? ", '" : "'") + std::string(fsdp_event_name(static_cast<FsdpEventKind>(k))) + "'";
-  fail("--break '", name, "'; expected one of ", known);
+  fail("--break '", text, "'; expected one of ", known, ", or task:N (every event of task N)");
 }
 
 std::string no_window_hint(const std::string& problem) {
   return problem + ": the dashboard needs one. On a desktop, run `fsdplab` or `fsdplab gui`; here, "
                    "`xvfb-run -a fsdplab gui --screenshot dashboard.png --steps 10` renders it to a PNG";
+}
+
+// What ended the session's runs early, each message once with the runs it ended ("SYNC, ASYNC: rank 0 failed:
+// task 3, ..."): two runs of the same unimplemented task fail the same way.
+std::optional<std::string> run_errors(const LiveSession& session) {
+  std::vector<std::pair<std::string, std::string>> by_message;  // (message, labels), in the runs' order
+  for (const auto& run : session.runs()) {
+    const std::optional<std::string> error = run->error();
+    if (!error) continue;
+    const std::string& label = session.store().source(run->source()).label;
+    const auto same = std::find_if(by_message.begin(), by_message.end(), [&](const auto& m) { return m.first == *error; });
+    if (same == by_message.end()) {
+      by_message.emplace_back(*error, label);
+    } else {
+      same->second += ", " + label;
+    }
+  }
+  if (by_message.empty()) return std::nullopt;
+  std::string text;
+  for (const auto& [message, labels] : by_message) text += (text.empty() ? "" : "\n") + labels + ": " + message;
+  return text;
 }
 
 void run_gui(GuiOptions o) {
@@ -99,7 +131,7 @@ void run_gui(GuiOptions o) {
     check(o.screenshot_steps >= 1, "--steps ", o.screenshot_steps, "; expected >= 1");
     window.screenshot = o.screenshot;
     window.screenshot_after_steps = o.screenshot_steps;
-    if (!o.break_kind.empty()) window.screenshot_break = parse_break_kind(o.break_kind);
+    if (!o.break_kind.empty()) window.screenshot_break = parse_break(o.break_kind);
     // The shot shows the runs N steps in: they stop there (one step more to break in), unpaced.
     o.settings.steps = o.screenshot_steps + (window.screenshot_break ? 1 : 0);
     o.settings.steps_per_second = 0;
@@ -111,6 +143,8 @@ void run_gui(GuiOptions o) {
   Dashboard dashboard(std::make_unique<LiveSession>(o.settings));
   run_window(dashboard, window);
   if (!window.screenshot.empty()) std::printf("screenshot: %s\n", window.screenshot.c_str());
+  // The dashboard showed it in the run's panel; the command ends with it too.
+  if (const std::optional<std::string> errors = run_errors(*dashboard.session())) fail(*errors);
 }
 
 // ---- runs of other processes: gui --listen --------------------------------------------------------------
@@ -212,7 +246,8 @@ void add_gui_command(CLI::App& app) {
   cmd->add_option("--screenshot", options->screenshot, "Render to this PNG after --steps steps and exit");
   cmd->add_option("--steps", options->screenshot_steps, "With --screenshot: steps before the shot")->capture_default_str();
   cmd->add_option("--break", options->break_kind,
-                  "With --screenshot: then stop at this FSDP event (e.g. 'post-forward') and show it");
+                  "With --screenshot: then stop at this FSDP event (e.g. 'post-forward'), or at the first event of a "
+                  "task's code (task:3), and show it");
   cmd->add_option("--width", options->width, "Window width in pixels")->capture_default_str();
   cmd->add_option("--height", options->height, "Window height in pixels")->capture_default_str();
   cmd->add_option("--timeout", options->timeout, "With --screenshot: give up after this many seconds")

@@ -14,6 +14,7 @@
 
 #include "app/commands.hpp"
 #include "app/dry_run_report.hpp"
+#include "app/fsdp_cli_options.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/trace/chrome_trace.hpp"
@@ -26,6 +27,7 @@
 #include "engine/train/run_device.hpp"
 #include "engine/train/stream_demo.hpp"
 #include "engine/train/trainer.hpp"
+#include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -34,15 +36,8 @@ struct RunOptions {
   RunConfig train;  // used when --model is given
   // FSDP, used when --world > 1 or any of these is given; otherwise the single-rank baseline trains.
   bool fsdp = false;
-  std::string strategy = "full";
-  int hybrid_group = 0;
-  std::string precision = "f32";
-  std::string reduce_dtype = "f32";
+  FsdpFlags fsdp_flags;
   bool dry_run = false;  // --dry-run: shapes, time and memory only; always an FSDP run
-  std::string prefetch = "backward-pre";
-  int max_inflight = 2;
-  std::string buffers = "alloc";
-  bool offload = false;
   std::string cupti = "on";  // --cupti on|off: the cuda device's trace from CUPTI, or each op's CUDA-event span
   bool mode_given = false;  // training: --mode sync|async (default async); the demo runs both by default
   bool prefetch_given = false;
@@ -190,21 +185,18 @@ int run_training(const RunOptions& options) {
   const bool fsdp = options.fsdp || run.world > 1;
   FsdpRun sharded;
   sharded.run = run;
+  ImplChoice impl;
   if (fsdp) {
-    sharded.options.strategy = parse_strategy(options.strategy);
-    sharded.options.hybrid_group = options.hybrid_group;
-    sharded.options.param_dtype = parse_dtype(options.precision);
-    sharded.options.reduce_dtype = parse_dtype(options.reduce_dtype);
+    const FsdpChoice choice = parse_fsdp_flags(options.fsdp_flags);
+    sharded.options = choice.options;
+    impl = choice.impl;
+    sharded.tasks = tasks_for(impl);
     if (options.mode_given) {
       check(options.mode != "both", "--mode both is for the streams demo; a training run uses one mode: sync or async");
       sharded.options.mode = parse_overlap_mode(options.mode);
     }
-    sharded.options.prefetch = parse_prefetch(options.prefetch);
     if (sharded.options.mode == OverlapMode::sync && !options.prefetch_given)
       sharded.options = sync_schedule(sharded.options);  // the default prefetch is ASYNC's
-    sharded.options.max_inflight = options.max_inflight;
-    sharded.options.buffers = parse_unshard_buffers(options.buffers);
-    sharded.options.offload = options.offload;
     validate_fsdp_options(sharded.options, run.world);
   }
   // --dashboard: connected before anything is printed, so a dashboard nobody started is the first thing said.
@@ -232,6 +224,7 @@ int run_training(const RunOptions& options) {
   if (reports) {
     std::printf("%s\n", fsdp ? ("FSDP: " + describe(sharded.options, run.world)).c_str()
                              : "single-rank baseline (no FSDP)");
+    if (fsdp) std::printf("impl: %s\n", impl_name(impl).c_str());
     if (!run.resume_dir.empty()) std::printf("resume: %s\n", run.resume_dir.c_str());
   }
   const auto on_step = [&](const StepReport& s) {
@@ -353,20 +346,10 @@ void add_run_command(CLI::App& app) {
                                ->check(CLI::Range(1, 1 << 24));
   auto* resume = cmd->add_option("--resume", t.resume_dir,
                                  "FSDP: continue from this checkpoint folder up to --steps in all (may be --checkpoint's)");
-  auto* strategy = cmd->add_option("--strategy", options->strategy,
-                                   "FSDP sharding: full, grad_op, hybrid, no_shard, zero1, zero2 (default full)")
-                       ->check(CLI::IsMember({"full", "grad_op", "hybrid", "no_shard", "zero1", "zero2"}));
-  auto* hybrid = cmd->add_option("--hybrid-group", options->hybrid_group,
-                                 "hybrid: ranks a unit is sharded over (divides --world)");
-  auto* precision = cmd->add_option("--precision", options->precision, "FSDP parameter and compute dtype: f32 or bf16")
-                        ->check(CLI::IsMember({"f32", "bf16"}));
-  auto* reduce = cmd->add_option("--reduce-dtype", options->reduce_dtype, "FSDP gradient reduction dtype: f32 or bf16")
-                     ->check(CLI::IsMember({"f32", "bf16"}));
-  auto* prefetch = cmd->add_option("--prefetch", options->prefetch,
-                                   "FSDP ASYNC prefetch: none, forward, backward-pre, backward-post, all, or a comma "
-                                   "list (default backward-pre; none under --mode sync)");
-  auto* inflight = cmd->add_option("--max-inflight", options->max_inflight,
-                                   "FSDP ASYNC rate limit: gathered units allowed at once (default 2; 0: no limit)");
+  const std::vector<CLI::Option*> fsdp_flags = add_fsdp_flags(
+      *cmd, options->fsdp_flags,
+      {FsdpFlag::strategy, FsdpFlag::hybrid_group, FsdpFlag::precision, FsdpFlag::reduce_dtype, FsdpFlag::prefetch,
+       FsdpFlag::max_inflight, FsdpFlag::offload, FsdpFlag::buffers, FsdpFlag::impl});
   auto* accumulate = cmd->add_option("--accumulate", t.accumulate,
                                      "FSDP gradient accumulation: micro-batches per step, reduced once after the last")
                          ->check(CLI::Range(1, 1 << 20));
@@ -374,15 +357,10 @@ void add_run_command(CLI::App& app) {
                                "FSDP units: block (per transformer block, default), linear (per Linear and Embedding, "
                                "as CS336), nested (both), model (one unit)")
                    ->check(CLI::IsMember({"block", "linear", "nested", "model"}));
-  auto* offload = cmd->add_flag("--offload", options->offload,
-                                "FSDP CPU offload: shards and optimizer state in host memory, the optimizer step on the CPU");
-  auto* buffers = cmd->add_option("--buffers", options->buffers,
-                                  "FSDP gathered-parameter memory: alloc (per gather, default) or pool (two buffers, YaFSDP)")
-                      ->check(CLI::IsMember({"alloc", "pool"}));
   // Options that only FSDP training reads: any of them makes a --model run an FSDP run, at any --world.
-  const std::vector<CLI::Option*> fsdp_only = {strategy, hybrid,  precision,  reduce,           prefetch,
-                                               inflight, accumulate, wrap,    buffers,          checkpoint,
-                                               checkpoint_every, resume, dry_run_flag, offload};
+  std::vector<CLI::Option*> fsdp_only = {accumulate, wrap, checkpoint, checkpoint_every, resume, dry_run_flag};
+  fsdp_only.insert(fsdp_only.begin(), fsdp_flags.begin(), fsdp_flags.end());
+  CLI::Option* prefetch = cmd->get_option("--prefetch");
   cmd->callback([options, model, world, mode, prefetch, batch, fsdp_only] {
     options->mode_given = mode->count() > 0;
     options->batch_given = batch->count() > 0;

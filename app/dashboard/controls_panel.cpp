@@ -1,6 +1,8 @@
 #include "app/dashboard/controls_panel.hpp"
 
 #include <array>
+#include <cstdio>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -28,9 +30,7 @@ bool combo(const char* label, std::string& value, const std::vector<std::string>
   return changed;
 }
 
-std::vector<std::string> strings(const std::vector<std::string_view>& views) {
-  return {views.begin(), views.end()};
-}
+std::vector<std::string> strings(std::span<const std::string_view> views) { return {views.begin(), views.end()}; }
 
 ControlsPanel::Rect last_item() { return {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()}; }
 
@@ -65,7 +65,7 @@ void ControlsPanel::draw(LiveSession& session) {
   ImGui::TextDisabled("space: pause/run, s or right arrow: step");
   for (const auto& run : session.runs()) {
     const TraceSource& source = store.source(run->source());
-    const char* state = run->finished() ? "finished" : control.paused() ? "paused" : "running";
+    const char* state = run->error() ? "failed" : run->finished() ? "finished" : control.paused() ? "paused" : "running";
     if (source.steps.empty()) {
       ImGui::Text("%-6s %s, no step done yet", source.label.c_str(), state);
     } else {
@@ -90,23 +90,31 @@ void ControlsPanel::draw(LiveSession& session) {
   std::vector<std::string> links = PresetCatalog::builtin().link_names();
   links.insert(links.begin(), "");
   combo("link", s.link_preset, links);
-  constexpr std::array comparisons = {Comparison::side_by_side, Comparison::sync_only, Comparison::async_only,
-                                      Comparison::ab};
   if (ImGui::BeginCombo("compare", std::string(comparison_name(s.comparison)).c_str())) {
-    for (Comparison c : comparisons)
+    for (Comparison c : kComparisons)
       if (ImGui::Selectable(std::string(comparison_name(c)).c_str(), c == s.comparison)) s.comparison = c;
     ImGui::EndCombo();
   }
+  compare_ = last_item();
   if (s.comparison == Comparison::ab) ImGui::SliderInt("steps per block", &s.ab_block, 1, 20);
-  combo("prefetch", s.prefetch, {"none", "forward", "backward-pre", "backward-post", "all"});
-  combo("strategy", s.strategy, {"full", "grad_op", "hybrid", "no_shard", "zero1", "zero2"});
+  // --impl: which tasks run the student's code (labs/NN-*/student.cpp); checked on restart.
+  std::snprintf(impl_text_.data(), impl_text_.size(), "%s", s.fsdp.impl.c_str());
+  if (ImGui::InputText("impl", impl_text_.data(), impl_text_.size())) s.fsdp.impl = impl_text_.data();
+  impl_ = last_item();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("reference, student, or per task: 3=student,6=student%s",
+                      s.comparison == Comparison::impl ? "\n(compare: the reference runs beside it)" : "");
+  FsdpFlags& f = s.fsdp;
+  combo("prefetch", f.prefetch, strings(prefetch_names()));
+  combo("strategy", f.strategy, strings(strategy_names()));
   // PyTorch's reshard_after_forward=False is SHARD_GRAD_OP: one setting, shown both ways.
-  bool reshard = s.strategy != "grad_op";
-  const bool reshard_applies = s.strategy == "full" || s.strategy == "grad_op";
+  const std::string full(strategy_name(ShardingStrategy::full_shard)), grad_op(strategy_name(ShardingStrategy::shard_grad_op));
+  bool reshard = f.strategy != grad_op;
+  const bool reshard_applies = f.strategy == full || f.strategy == grad_op;
   if (!reshard_applies) ImGui::BeginDisabled();
-  if (ImGui::Checkbox("reshard after forward", &reshard)) s.strategy = reshard ? "full" : "grad_op";
+  if (ImGui::Checkbox("reshard after forward", &reshard)) f.strategy = reshard ? full : grad_op;
   if (!reshard_applies) ImGui::EndDisabled();
-  combo("precision", s.precision, {"f32", "bf16"});
+  combo("precision", f.precision, strings(fsdp_dtype_names()));
   ImGui::InputInt("steps", &s.steps);
   ImGui::Checkbox("dry run (time and memory only)", &s.dry_run);
   // Pacing applies at once: it only changes how fast the host runs, never what the runs compute.

@@ -1,10 +1,12 @@
 // controls_panel.hpp — the run controls: what to train and how (model and preset, world size, device
-// and link preset, SYNC/ASYNC comparison, prefetch, reshard after forward, strategy, precision), and
+// and link preset, the comparison: SYNC/ASYNC or the reference beside --impl, which tasks run the
+// student's code, prefetch, reshard after forward, strategy, precision), and
 // run / pause / single step / restart with the edited settings; and the devices this machine offers.
 //
 // Edits go to a copy of the settings; nothing changes until "Restart with these settings", which
 // starts new runs only if the settings can run (otherwise the error is shown and the runs go on).
 #pragma once
+#include <array>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,8 @@ class ControlsPanel {
   Rect pause_button() const { return pause_; }
   Rect step_button() const { return step_; }
   Rect restart_button() const { return restart_; }
+  Rect compare_combo() const { return compare_; }
+  Rect impl_field() const { return impl_; }
   SessionSettings& edited() { return edited_; }
   const std::vector<std::string>& devices() const { return devices_; }
   const std::string& message() const { return message_; }
@@ -34,7 +38,8 @@ class ControlsPanel {
   SessionSettings edited_;
   std::string message_;  // the last restart's error, shown until the next try
   std::vector<std::string> devices_;  // probed once, on the first frame
-  Rect pause_, step_, restart_;
+  std::array<char, 128> impl_text_{};  // the impl field's text, from edited_.fsdp.impl each frame
+  Rect pause_, step_, restart_, compare_, impl_;
 };
 
 }  // namespace fsdplab::app

@@ -42,7 +42,8 @@ class ScreenshotMoment {
     if (!session || !options.screenshot_break) return;
     RunControl& control = session->control();
     control.set_break_from_step(options.screenshot_after_steps);
-    control.set_break_on(*options.screenshot_break, true);
+    if (options.screenshot_break->kind) control.set_break_on(*options.screenshot_break->kind, true);
+    if (options.screenshot_break->task != 0) control.set_break_on_task(options.screenshot_break->task, true);
     control.set_breaking(true);
   }
 
@@ -56,7 +57,9 @@ class ScreenshotMoment {
 
  private:
   bool at_moment(LiveSession& session) const {
-    if (options_.screenshot_break) return session.control().paused() && session.control().last_break();
+    // A run that failed never breaks: once every run ended, the shot shows why.
+    if (options_.screenshot_break)
+      return (session.control().paused() && session.control().last_break()) || session.finished();
     for (const auto& run : session.runs())
       if (!run->finished() &&
           static_cast<int>(session.store().source(run->source()).steps.size()) < options_.screenshot_after_steps)

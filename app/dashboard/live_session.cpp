@@ -5,6 +5,7 @@
 #include "engine/runtime/error.hpp"
 #include "engine/train/expected_memory.hpp"
 #include "engine/train/model_factory.hpp"
+#include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
 
@@ -14,8 +15,29 @@ std::string_view comparison_name(Comparison c) {
     case Comparison::sync_only: return "SYNC only";
     case Comparison::async_only: return "ASYNC only";
     case Comparison::ab: return "A/B: one run alternating SYNC and ASYNC blocks";
+    case Comparison::impl: return "reference beside --impl, ASYNC";
   }
   return "";
+}
+
+std::string_view comparison_flag(Comparison c) {
+  switch (c) {
+    case Comparison::side_by_side: return "side-by-side";
+    case Comparison::sync_only: return "sync";
+    case Comparison::async_only: return "async";
+    case Comparison::ab: return "ab";
+    case Comparison::impl: return "impl";
+  }
+  return "";
+}
+
+Comparison parse_comparison(std::string_view flag) {
+  std::string expected;
+  for (Comparison c : kComparisons) {
+    if (comparison_flag(c) == flag) return c;
+    expected += (expected.empty() ? "" : ", ") + std::string(comparison_flag(c));
+  }
+  fail("--compare '", flag, "'; expected one of ", expected);
 }
 
 // ---- settings → runs -------------------------------------------------------------------------------
@@ -34,37 +56,46 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   run.batch = (std::max(8, world) + world - 1) / world * world;  // 8 sequences, or one per rank
   build_model(run);  // an unknown model or preset is refused here, before any run starts
 
-  FsdpOptions options;
-  options.strategy = parse_strategy(strategy);
-  if (options.strategy == ShardingStrategy::hybrid_shard) options.hybrid_group = std::max(1, world / 2);
-  options.param_dtype = parse_dtype(precision);
-  options.prefetch = parse_prefetch(prefetch);
+  const FsdpChoice choice = parse_fsdp_flags(fsdp);
+  FsdpOptions options = choice.options;
+  if (options.strategy == ShardingStrategy::hybrid_shard && options.hybrid_group == 0)
+    options.hybrid_group = std::max(1, world / 2);
   options.mode = OverlapMode::async;
   const FsdpOptions sync = sync_schedule(options);
   validate_fsdp_options(options, world);
   validate_fsdp_options(sync, world);
   check(comparison != Comparison::ab || ab_block >= 1, "A/B block of ", ab_block, " steps; expected >= 1");
+  check(comparison != Comparison::impl || choice.impl.any_student(), "--compare impl runs the reference beside the "
+        "tasks --impl selects, and --impl is '", fsdp.impl, "'; give the student's tasks, e.g. --impl 3=student");
 
-  const auto planned = [&](std::string label, const FsdpOptions& o, bool is_sync) {
+  const auto planned = [&](std::string label, const FsdpOptions& o, bool is_sync, const ImplChoice& impl) {
     PlannedRun p;
     p.label = std::move(label);
     p.run.run = run;
     p.run.options = o;
+    p.run.tasks = tasks_for(impl);
     p.run.dry_run = dry_run;
     p.sync = is_sync;
+    p.impl = impl;
     return p;
   };
+  // Every comparison but impl runs the --impl tasks in each of its runs.
+  const ImplChoice& impl = choice.impl;
   std::vector<PlannedRun> runs;
   switch (comparison) {
     case Comparison::side_by_side:
-      runs.push_back(planned("SYNC", sync, true));
-      runs.push_back(planned("ASYNC", options, false));
+      runs.push_back(planned("SYNC", sync, true, impl));
+      runs.push_back(planned("ASYNC", options, false, impl));
       break;
-    case Comparison::sync_only: runs.push_back(planned("SYNC", sync, true)); break;
-    case Comparison::async_only: runs.push_back(planned("ASYNC", options, false)); break;
+    case Comparison::sync_only: runs.push_back(planned("SYNC", sync, true, impl)); break;
+    case Comparison::async_only: runs.push_back(planned("ASYNC", options, false, impl)); break;
     case Comparison::ab:
-      runs.push_back(planned("A/B", options, false));
+      runs.push_back(planned("A/B", options, false, impl));
       runs.back().run.ab_block = ab_block;
+      break;
+    case Comparison::impl:
+      runs.push_back(planned("reference", options, false, ImplChoice{}));
+      runs.push_back(planned(impl_label(impl), options, false, impl));
       break;
   }
   return runs;
@@ -89,6 +120,7 @@ void LiveSession::stop() {
   store_.clear();
   log_.clear();
   expected_.clear();
+  impls_.clear();
 }
 
 void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned) {
@@ -106,8 +138,14 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
     } catch (const Error&) {
       expected_.push_back(std::nullopt);  // units the memory model does not describe
     }
+    impls_.push_back(p.impl);
     runs_.push_back(std::make_unique<LiveRun>(p.run, presets_, source, *control_));
   }
+}
+
+ImplChoice LiveSession::impl_of(int source) const {
+  return source >= 0 && source < static_cast<int>(impls_.size()) ? impls_[static_cast<std::size_t>(source)]
+                                                                   : ImplChoice{};
 }
 
 std::size_t LiveSession::drain() {

@@ -1,5 +1,6 @@
 // live_session.hpp — what the dashboard is running: the settings the controls edit, the runs they
-// start (SYNC and ASYNC side by side, one mode, or one A/B run alternating blocks of steps), the
+// start (SYNC and ASYNC side by side, one mode, one A/B run alternating blocks of steps, or the
+// reference beside the --impl tasks, both ASYNC, with the same configuration), the
 // RunControl they share, and what the panels read (the trace store, the FSDP event log, the
 // FlatParameter map, the analytic memory expectation).
 //
@@ -8,6 +9,7 @@
 // share of a step and SYNC and ASYNC visibly part. Runs are paced (steps per wall second) so a person
 // can watch them; pacing changes nothing in virtual time.
 #pragma once
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,14 +19,21 @@
 #include "app/dashboard/fsdp_event_log.hpp"
 #include "app/dashboard/live_run.hpp"
 #include "app/dashboard/trace_store.hpp"
+#include "app/fsdp_cli_options.hpp"
 #include "engine/runtime/memory_ledger.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/train/run_control.hpp"
 
 namespace fsdplab::app {
 
-enum class Comparison { side_by_side, sync_only, async_only, ab };
+// impl: the same configuration twice, ASYNC, the reference's tasks beside those --impl selects.
+enum class Comparison { side_by_side, sync_only, async_only, ab, impl };
+inline constexpr std::array kComparisons = {Comparison::side_by_side, Comparison::sync_only, Comparison::async_only,
+                                            Comparison::ab, Comparison::impl};
 std::string_view comparison_name(Comparison c);  // "SYNC and ASYNC side by side", ...
+// --compare's words: side-by-side, sync, async, ab, impl.
+std::string_view comparison_flag(Comparison c);
+Comparison parse_comparison(std::string_view flag);  // an Error naming the words expected
 
 struct SessionSettings {
   std::string model = "gpt2";
@@ -34,9 +43,9 @@ struct SessionSettings {
   std::string link_preset;  // empty: the device preset's own link
   Comparison comparison = Comparison::side_by_side;
   int ab_block = 4;         // A/B: steps per block
-  std::string prefetch = "backward-pre";  // ASYNC runs; SYNC never prefetches (sync_schedule)
-  std::string strategy = "full";          // reshard after forward off = grad_op
-  std::string precision = "f32";          // param dtype; gradients reduce in f32
+  // Strategy (reshard after forward off = grad_op; hybrid without a group: groups of W/2), precision,
+  // ASYNC prefetch (SYNC never prefetches: sync_schedule), and --impl: which tasks are the student's.
+  FsdpFlags fsdp;
   int steps = 500;
   bool dry_run = false;     // shapes, time and memory only: the large presets at the speed of the small
   double steps_per_second = 4;  // 0: as fast as the host computes
@@ -47,6 +56,7 @@ struct SessionSettings {
     std::string label;
     FsdpRun run;
     bool sync = false;
+    ImplChoice impl;  // the tasks it runs as the student's
   };
   std::vector<PlannedRun> plan() const;
 };
@@ -71,6 +81,8 @@ class LiveSession {
   // Per source: the analytic peak of each tag on one rank.
   const std::vector<std::optional<TagBytes>>& expected_memory() const { return expected_; }
   const std::vector<std::unique_ptr<LiveRun>>& runs() const { return runs_; }
+  // The tasks source `source` runs as the student's (none for an unknown source).
+  ImplChoice impl_of(int source) const;
   bool finished() const;
   // "ASYNC: <what went wrong>" for each run that failed.
   std::vector<std::string> errors() const;
@@ -86,6 +98,7 @@ class LiveSession {
   FsdpEventLog log_;
   FlatParameterMap map_;
   std::vector<std::optional<TagBytes>> expected_;
+  std::vector<ImplChoice> impls_;  // by source
   std::vector<std::unique_ptr<LiveRun>> runs_;
 };
 

@@ -4,21 +4,10 @@
 #include <cstdio>
 #include <string>
 
-namespace fsdplab::app {
+#include "app/dashboard/exercise_notes.hpp"
+#include "engine/runtime/error.hpp"
 
-const char* task_title(int task) {
-  static constexpr std::array<const char*, 8> titles = {
-      "outside the tasks",
-      "Task 1 · meta-device init",
-      "Task 2 · FlatParameter",
-      "Task 3 · forward: all-gather and reshard",
-      "Task 4 · backward: all-gather and reduce-scatter",
-      "Task 5 · sharded optimizer",
-      "Task 6 · prefetch and overlap",
-      "Task 7 · integration",
-  };
-  return task >= 1 && task <= 7 ? titles[static_cast<std::size_t>(task)] : titles[0];
-}
+namespace fsdplab::app {
 
 namespace {
 
@@ -34,18 +23,45 @@ std::string headline(const FsdpEvent& e) {
   return text;
 }
 
+// The student's code lives in labs/ (FsdpTask::where() names the implementing class's file and line).
+bool students_code(const FsdpEvent& e) { return e.code.find("(labs/") != std::string::npos; }
+
 void describe(const FsdpEvent& e) {
   ImGui::TextUnformatted(headline(e).c_str());
-  ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.3f, 1), "%s", task_title(e.task));
-  ImGui::TextWrapped("code: %s", e.code.c_str());
+  ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.3f, 1), "%s", task_heading(e.task).c_str());
+  ImGui::TextWrapped("code: %s%s", e.code.c_str(), students_code(e) ? "  \u2190 your code" : "");
   ImGui::TextWrapped("%s", e.what.c_str());
+  if (const std::string note = exercise_note(e.task, e.kind); !note.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.6f, 0.8f, 1.0f, 1));
+    ImGui::TextWrapped("%s", note.c_str());
+    ImGui::PopStyleColor();
+  }
   if (e.kind == FsdpEventKind::collective_done)
     ImGui::Text("on the device: %.3f .. %.3f ms (%.1f us)", ns_to_ms(e.device_begin), ns_to_ms(e.device_end),
                 ns_to_us(e.device_end - e.device_begin));
   ImGui::Text("host time %.3f ms", ns_to_ms(e.host_time));
 }
 
+// Breaks on every event of the tasks `tasks` (and of no kind in particular), from now on.
+void break_on_tasks(RunControl& control, const std::array<bool, kTaskCount>& tasks) {
+  for (FsdpEventKind kind : kKinds) control.set_break_on(kind, false);
+  for (int n = 1; n <= kTaskCount; ++n) control.set_break_on_task(n, tasks[static_cast<std::size_t>(n - 1)]);
+  control.set_breaking(true);
+}
+
+std::string task_list(const std::array<bool, kTaskCount>& tasks) {
+  std::string list;
+  for (int n = 1; n <= kTaskCount; ++n)
+    if (tasks[static_cast<std::size_t>(n - 1)]) list += (list.empty() ? "" : ", ") + std::to_string(n);
+  return list;
+}
+
 }  // namespace
+
+void StepThroughPanel::set_chosen_task(int task) {
+  check(task >= 1 && task <= kTaskCount, "step-through: task ", task, "; the lab's tasks are numbered 1 to ", kTaskCount);
+  chosen_task_ = task;
+}
 
 void StepThroughPanel::draw(LiveSession& session) {
   RunControl& control = session.control();
@@ -60,6 +76,38 @@ void StepThroughPanel::draw(LiveSession& session) {
   }
   // Which run and rank breaks; the others stop with it (they wait in collectives or at their next event).
   const auto [focus_source, focus_rank] = control.focus();
+
+  // ---- tasks: the student's in one click, or one chosen here ---------------------------------------
+  std::array<bool, kTaskCount> breaking_tasks{};
+  for (int n = 1; n <= kTaskCount; ++n) breaking_tasks[static_cast<std::size_t>(n - 1)] = control.breaks_on_task(n);
+  const ImplChoice mine = session.impl_of(focus_source);
+  if (!mine.any_student()) ImGui::BeginDisabled();
+  if (ImGui::Button(("Break on my tasks' events" + (mine.any_student() ? " (" + task_list(mine.student) + ")" : "")).c_str()))
+    break_on_tasks(control, mine.student);
+  my_tasks_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
+  if (!mine.any_student()) ImGui::EndDisabled();
+  if (!mine.any_student() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("this run uses the reference for every task; run with --impl 3=student (or choose a task below)");
+  if (ImGui::Button(("Break on task " + std::to_string(chosen_task_) + "'s events").c_str())) {
+    std::array<bool, kTaskCount> one{};
+    one[static_cast<std::size_t>(chosen_task_ - 1)] = true;
+    break_on_tasks(control, one);
+  }
+  task_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
+  ImGui::SameLine();
+  ImGui::PushItemWidth(130);
+  if (ImGui::BeginCombo("##task", task_heading(chosen_task_).c_str())) {
+    for (int n = 1; n <= kTaskCount; ++n)
+      if (ImGui::Selectable(task_heading(n).c_str(), n == chosen_task_)) chosen_task_ = n;
+    ImGui::EndCombo();
+  }
+  ImGui::PopItemWidth();
+  if (const std::string tasks = task_list(breaking_tasks); !tasks.empty()) {
+    ImGui::TextDisabled("breaking on task %s's events%s", tasks.c_str(), control.breaking() ? "" : " (breaking is off)");
+    ImGui::SameLine();
+    if (ImGui::SmallButton("any task")) break_on_tasks(control, {});
+  }
+
   int source = focus_source, rank = focus_rank;
   ImGui::PushItemWidth(110);
   if (ImGui::BeginCombo("run", store.sources().empty() ? "" : store.source(source).label.c_str())) {

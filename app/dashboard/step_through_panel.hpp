@@ -2,18 +2,18 @@
 // then continue or step to the next event.
 //
 // The break kinds are the lab's seams: pre/post forward and backward of a unit, a collective issued,
-// a collective done, the optimizer step. The panel edits the session's RunControl (which rank of
-// which run breaks, on which kinds) and shows the event the world stopped at with the task it belongs
-// to, and the latest events of that run in order.
+// a collective done, the optimizer step; breaks can also be narrowed to tasks: "break on my tasks" in
+// one click stops at every event of the tasks the focus run takes from the student (--impl), or of the
+// task chosen in the panel. The panel edits the session's RunControl (which rank of which run breaks,
+// on which kinds and tasks) and shows the event the world stopped at: the task it belongs to, the exact
+// code site (file:line of the implementing class, the student's in labs/ or the reference's), and the
+// exercise's paragraph for that moment (exercise_notes.hpp); then the latest events of that run in order.
 #pragma once
 #include <imgui.h>
 
 #include "app/dashboard/live_session.hpp"
 
 namespace fsdplab::app {
-
-// "Task 3 · forward: all-gather and reshard" — the writeup's seven tasks.
-const char* task_title(int task);
 
 class StepThroughPanel {
  public:
@@ -24,9 +24,15 @@ class StepThroughPanel {
   };
   Rect continue_button() const { return continue_; }
   Rect step_button() const { return step_; }
+  Rect my_tasks_button() const { return my_tasks_; }
+  Rect task_button() const { return task_; }
+  // The task the "break on task N" button chooses (1..kTaskCount).
+  int chosen_task() const { return chosen_task_; }
+  void set_chosen_task(int task);
 
  private:
-  Rect continue_, step_;
+  int chosen_task_ = 3;
+  Rect continue_, step_, my_tasks_, task_;
 };
 
 }  // namespace fsdplab::app

@@ -1,9 +1,10 @@
 // communicator.hpp — the collectives FSDP calls, whatever carries them (LocalComm between threads
 // of one process; NcclComm between GPUs, later).
 //
-// The surface is nccl-tests' small set. Every collective is an op launched on the stream it is given:
-// SYNC mode passes the compute stream, ASYNC the all_gather / reduce_scatter stream, and the op is
-// stamped with its OpCategory (all_gather, reduce_scatter, all_reduce, broadcast) either way.
+// The surface is nccl-tests' small set. Every collective is an op launched on the stream it is given
+// (FSDP gives the all_gather / reduce_scatter streams, and orders them against compute with events;
+// SYNC is that ordering made total), stamped with its OpCategory (all_gather, reduce_scatter,
+// all_reduce, broadcast).
 //
 // Shapes, as torch's all_gather_into_tensor / reduce_scatter_tensor: full.numel() == world() *
 // shard.numel(), and rank r's shard is chunk r of full (elements [r * n, (r + 1) * n)). A shard may

@@ -16,6 +16,9 @@ namespace fsdplab {
 
 class BackwardTask : public FsdpTask {
  public:
+  // The implementing class's file and line, for step-through (fsdp_task.hpp).
+  explicit BackwardTask(std::source_location origin = std::source_location::current()) : FsdpTask(origin) {}
+
   // Before the unit's backward: `grad_full` (the unit's whole flat gradient) holds zeros once the compute
   // stream reaches work issued after this call.
   virtual void zero_gradient(Device& device, const Tensor& grad_full) const = 0;

@@ -14,6 +14,9 @@ namespace fsdplab {
 
 class CpuOffloadTask : public FsdpTask {
  public:
+  // The implementing class's file and line, for step-through (fsdp_task.hpp).
+  explicit CpuOffloadTask(std::source_location origin = std::source_location::current()) : FsdpTask(origin) {}
+
   // Before a gather reads the shard: copies `host_shard` into `device_copy` on the memcpy stream, after
   // the all-gather stream's earlier work (it may have read that memory), and makes the all-gather stream
   // wait for the copy.

@@ -21,6 +21,9 @@ namespace fsdplab {
 
 class FlatParameterTask : public FsdpTask {
  public:
+  // The implementing class's file and line, for step-through (fsdp_task.hpp).
+  explicit FlatParameterTask(std::source_location origin = std::source_location::current()) : FsdpTask(origin) {}
+
   // Lays out `params` (a unit's, each once) for `world` ranks. An Error for an empty unit, world < 1,
   // align < 1, or a parameter given twice.
   virtual FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const = 0;

@@ -5,7 +5,9 @@
 //   unshard            all_gather: every rank's shard into the unit's full buffer, on the all-gather
 //                      stream, with an event recorded behind it
 //   wait_for_unshard   the compute stream waits for that event before it computes with the unit
-//   post-forward       reshard_after_forward: whether the gathered parameters are freed now
+//   reshard            reshard_after_forward: whether the unit's gathered parameters are freed right
+//                      after its forward (asked once per unit, when the model is wrapped; the
+//                      lifecycle then frees them in each post-forward)
 // Which memory the gather writes into and when a freed buffer can be reused are task 6's; casting to a
 // lower precision and CPU offload are layers the lifecycle adds around the gather. Exercise: labs/03-forward.
 #pragma once
@@ -18,6 +20,9 @@ namespace fsdplab {
 
 class ForwardTask : public FsdpTask {
  public:
+  // The implementing class's file and line, for step-through (fsdp_task.hpp).
+  explicit ForwardTask(std::source_location origin = std::source_location::current()) : FsdpTask(origin) {}
+
   // Issues the all-gather of `shard` (this rank's chunk, in the dtype the unit computes in) from every
   // rank of `group` into `full` (group.world() chunks, in rank order), on the device's all-gather stream,
   // and records `gathered` on that stream behind it. The host does not wait for the gather.

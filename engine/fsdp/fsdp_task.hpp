@@ -1,10 +1,11 @@
 // fsdp_task.hpp — what every task interface of the lab shares: where its implementation is defined.
 //
 // Each task (meta_init.hpp ... cpu_offload_task.hpp) derives from FsdpTask. The base records the file and
-// line of the class that implements it, with no code in that class: a defaulted std::source_location
-// argument of the base's constructor is evaluated where the derived class's implicit constructor is,
-// which the compiler places at the class. So step-through can say "labs/03-forward/student.cpp:24"
-// or "engine/fsdp/forward_reference.cpp:12" for whichever implementation a run selected.
+// line of the class that implements it, with no code in that class: each task interface's constructor
+// takes a defaulted std::source_location, and a default argument is evaluated where the implementing
+// class's implicit constructor is, which the compiler places at that class. So step-through can say
+// "labs/03-forward/student.cpp:13" or "engine/fsdp/forward_reference.cpp:8" for whichever implementation
+// a run selected.
 #pragma once
 #include <source_location>
 #include <string>

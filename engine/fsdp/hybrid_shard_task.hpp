@@ -15,6 +15,9 @@ namespace fsdplab {
 
 class HybridShardTask : public FsdpTask {
  public:
+  // The implementing class's file and line, for step-through (fsdp_task.hpp).
+  explicit HybridShardTask(std::source_location origin = std::source_location::current()) : FsdpTask(origin) {}
+
   // Communicator::split's colour for rank `rank`'s shard group when units are sharded over `shard_size`
   // consecutive ranks: ranks that shard a unit together get the same colour.
   virtual int shard_group_color(int rank, int shard_size) const = 0;

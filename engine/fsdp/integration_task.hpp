@@ -18,6 +18,9 @@ namespace fsdplab {
 
 class IntegrationTask : public FsdpTask {
  public:
+  // The implementing class's file and line, for step-through (fsdp_task.hpp).
+  explicit IntegrationTask(std::source_location origin = std::source_location::current()) : FsdpTask(origin) {}
+
   // Splits `model` into units, outermost first (pre-order: a unit's parent comes before it, the root
   // unit first). An Error for a wrapped module with no parameters, for a tied parameter used in a unit
   // that neither owns it nor runs inside its owner (its gradient would have no full buffer to go to),

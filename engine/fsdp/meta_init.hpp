@@ -16,6 +16,9 @@ namespace fsdplab {
 
 class MetaInitTask : public FsdpTask {
  public:
+  // The implementing class's file and line, for step-through (fsdp_task.hpp).
+  explicit MetaInitTask(std::source_location origin = std::source_location::current()) : FsdpTask(origin) {}
+
   // Fills `shard` (f32, one rank's chunk of a unit's flat buffer) with the unit's initial values under
   // `seed`: each of `slices` (the chunk's pieces of parameters, ShardSlice) from its parameter's ParamInit
   // at the slice's own element indices; everything else (alignment gaps, padding) is zero. Holds at most

@@ -6,8 +6,8 @@
 //   SYNC   every gather waits for all compute issued before it and the compute stream waits for every
 //          collective at once, so nothing overlaps; buffers are freed at the host's time (safe: every
 //          later user is ordered after compute)
-//   ASYNC  streams are ordered by events only: a gather waits for nothing but the memory it writes,
-//          compute waits for a unit's gather when it needs the unit and for the reductions only before
+//   ASYNC  streams are ordered by events only: a gather waits for nothing but the memory it writes
+//          (and, once per forward pass, for the optimizer step that wrote the shards), compute waits for a unit's gather when it needs the unit and for the reductions only before
 //          the optimizer step. Freed buffers are parked until their last user is done (DeferredFrees).
 //          The rate limiter holds the host before a gather while `max_inflight` gathered units hold
 //          memory (PyTorch's limit_all_gathers). Prefetch issues the next unit's gather early:
@@ -27,10 +27,15 @@ enum class PassPoint { pre_forward, post_forward, pre_backward, post_backward };
 
 class OverlapTask : public FsdpTask {
  public:
+  // The implementing class's file and line, for step-through (fsdp_task.hpp).
+  explicit OverlapTask(std::source_location origin = std::source_location::current()) : FsdpTask(origin) {}
+
 
   // ---- memory ---------------------------------------------------------------------------------
   // Before a gather writes `unit.full`: makes it allocated and safe to write from the all-gather
-  // stream. For a prefetch it may decline (the rate limiter is full): false, and nothing was done.
+  // stream (under SYNC that means ordered after all compute issued so far: the memory it is handed may
+  // have been read by compute a moment ago). For a prefetch it may decline (the rate limiter is full):
+  // false, and nothing was done.
   virtual bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const = 0;
   // After the last use of `unit.full` (compute's, or the gather's for a prefetch never used).
   virtual void release_full(FsdpUnit& unit, FsdpRank& rank) const = 0;

@@ -28,6 +28,9 @@ struct UnitShards {
 
 class ShardedOptimizerTask : public FsdpTask {
  public:
+  // The implementing class's file and line, for step-through (fsdp_task.hpp).
+  explicit ShardedOptimizerTask(std::source_location origin = std::source_location::current()) : FsdpTask(origin) {}
+
   // An optimizer (make_optimizer, optim/optimizer.hpp) that updates every unit's master from its
   // gradient shard, one target per unit in the order given, named as the unit.
   virtual std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const = 0;

@@ -1,5 +1,6 @@
 #include "engine/fsdp/sharding.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -8,7 +9,11 @@
 namespace fsdplab {
 namespace {
 
-constexpr std::array<std::pair<ShardingStrategy, std::string_view>, 6> kNames = {{
+// Each enum's names, once: the parse and name functions read these, and so do the *_names() lists.
+template <class Enum, std::size_t N>
+using NameTable = std::array<std::pair<Enum, std::string_view>, N>;
+
+constexpr NameTable<ShardingStrategy, 6> kStrategies = {{
     {ShardingStrategy::full_shard, "full"},
     {ShardingStrategy::shard_grad_op, "grad_op"},
     {ShardingStrategy::hybrid_shard, "hybrid"},
@@ -16,27 +21,71 @@ constexpr std::array<std::pair<ShardingStrategy, std::string_view>, 6> kNames = 
     {ShardingStrategy::zero1, "zero1"},
     {ShardingStrategy::zero2, "zero2"},
 }};
+constexpr NameTable<OverlapMode, 2> kModes = {{{OverlapMode::sync, "sync"}, {OverlapMode::async, "async"}}};
+constexpr NameTable<UnshardBuffers, 2> kBuffers = {{{UnshardBuffers::alloc, "alloc"}, {UnshardBuffers::pool, "pool"}}};
+constexpr NameTable<DType, 2> kFsdpDTypes = {{{DType::f32, "f32"}, {DType::bf16, "bf16"}}};
+// --prefetch's words; "all" is forward + backward-pre.
+constexpr NameTable<PrefetchPolicy, 5> kPrefetches = {{
+    {PrefetchPolicy{false, BackwardPrefetch::none}, "none"},
+    {PrefetchPolicy{true, BackwardPrefetch::none}, "forward"},
+    {PrefetchPolicy{false, BackwardPrefetch::pre}, "backward-pre"},
+    {PrefetchPolicy{false, BackwardPrefetch::post}, "backward-post"},
+    {PrefetchPolicy{true, BackwardPrefetch::pre}, "all"},
+}};
+
+// The second column of `table`, as a constant array the *_names() spans view.
+template <class Enum, std::size_t N>
+constexpr std::array<std::string_view, N> names_of(const NameTable<Enum, N>& table) {
+  std::array<std::string_view, N> names{};
+  for (std::size_t i = 0; i < N; ++i) names[i] = table[i].second;
+  return names;
+}
+constexpr auto kStrategyNames = names_of(kStrategies);
+constexpr auto kModeNames = names_of(kModes);
+constexpr auto kBufferNames = names_of(kBuffers);
+constexpr auto kFsdpDTypeNames = names_of(kFsdpDTypes);
+constexpr auto kPrefetchNames = names_of(kPrefetches);
+
+template <class Enum, std::size_t N>
+const Enum* find_value(const NameTable<Enum, N>& table, std::string_view name) {
+  for (const auto& [value, n] : table)
+    if (n == name) return &value;
+  return nullptr;
+}
 
 }  // namespace
 
+std::span<const std::string_view> strategy_names() { return kStrategyNames; }
+std::span<const std::string_view> overlap_mode_names() { return kModeNames; }
+std::span<const std::string_view> prefetch_names() { return kPrefetchNames; }
+std::span<const std::string_view> unshard_buffers_names() { return kBufferNames; }
+std::span<const std::string_view> fsdp_dtype_names() { return kFsdpDTypeNames; }
+
+std::string names_list(std::span<const std::string_view> names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
 std::string_view strategy_name(ShardingStrategy s) {
-  for (const auto& [strategy, name] : kNames)
+  for (const auto& [strategy, name] : kStrategies)
     if (strategy == s) return name;
   fail("unknown sharding strategy #", static_cast<int>(s));
 }
 
 ShardingStrategy parse_strategy(std::string_view name) {
-  for (const auto& [strategy, n] : kNames)
-    if (n == name) return strategy;
-  fail("unknown strategy '", name, "'; expected full, grad_op, hybrid, no_shard, zero1 or zero2");
+  if (const ShardingStrategy* s = find_value(kStrategies, name)) return *s;
+  fail("unknown strategy '", name, "'; expected ", names_list(kStrategyNames));
 }
 
-std::string_view overlap_mode_name(OverlapMode m) { return m == OverlapMode::sync ? "sync" : "async"; }
+std::string_view overlap_mode_name(OverlapMode m) { return kModes[m == OverlapMode::sync ? 0 : 1].second; }
 
 OverlapMode parse_overlap_mode(std::string_view name) {
-  if (name == "sync") return OverlapMode::sync;
-  if (name == "async") return OverlapMode::async;
-  fail("unknown mode '", name, "'; expected sync or async");
+  if (const OverlapMode* m = find_value(kModes, name)) return *m;
+  fail("unknown mode '", name, "'; expected ", names_list(kModeNames));
 }
 
 PrefetchPolicy parse_prefetch(std::string_view text) {
@@ -45,19 +94,14 @@ PrefetchPolicy parse_prefetch(std::string_view text) {
   while (true) {
     const std::size_t comma = rest.find(',');
     const std::string_view item = rest.substr(0, comma);
-    const bool backward_given = p.backward != BackwardPrefetch::none;
-    if (item == "none") {
-      check(text == "none", "--prefetch '", text, "': 'none' cannot be combined with other policies");
-    } else if (item == "forward") {
-      p.forward = true;
-    } else if (item == "backward-pre" || item == "backward-post" || item == "all") {
-      check(!backward_given, "--prefetch '", text, "' names two backward prefetches; pick backward-pre or backward-post");
-      p.backward = item == "backward-post" ? BackwardPrefetch::post : BackwardPrefetch::pre;
-      if (item == "all") p.forward = true;
-    } else {
-      fail("unknown prefetch '", item, "' in --prefetch '", text,
-           "'; expected none, forward, backward-pre, backward-post, all, or a comma list such as forward,backward-post");
-    }
+    const PrefetchPolicy* word = find_value(kPrefetches, item);
+    check(word != nullptr, "unknown prefetch '", item, "' in --prefetch '", text, "'; expected ",
+          names_list(kPrefetchNames), ", or a comma list such as forward,backward-post");
+    check(item != "none" || text == "none", "--prefetch '", text, "': 'none' cannot be combined with other policies");
+    check(p.backward == BackwardPrefetch::none || word->backward == BackwardPrefetch::none, "--prefetch '", text,
+          "' names two backward prefetches; pick backward-pre or backward-post");
+    p.forward = p.forward || word->forward;
+    if (word->backward != BackwardPrefetch::none) p.backward = word->backward;
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
   }
@@ -71,11 +115,12 @@ std::string prefetch_name(const PrefetchPolicy& p) {
   return out.empty() ? "none" : out;
 }
 
-std::string_view unshard_buffers_name(UnshardBuffers b) { return b == UnshardBuffers::pool ? "pool" : "alloc"; }
+std::string_view unshard_buffers_name(UnshardBuffers b) {
+  return kBuffers[b == UnshardBuffers::alloc ? 0 : 1].second;
+}
 
 UnshardBuffers parse_unshard_buffers(std::string_view name) {
-  if (name == "alloc") return UnshardBuffers::alloc;
-  if (name == "pool") return UnshardBuffers::pool;
+  if (const UnshardBuffers* b = find_value(kBuffers, name)) return *b;
   fail("unknown --buffers '", name, "'; expected alloc (the caching allocator, per gather) or pool (two buffers, YaFSDP)");
 }
 
@@ -98,7 +143,8 @@ void validate_fsdp_options(const FsdpOptions& options, int world) {
   }
   for (const auto& [what, dtype] : {std::pair{"--precision", options.param_dtype},
                                     std::pair{"--reduce-dtype", options.reduce_dtype}}) {
-    check(dtype == DType::f32 || dtype == DType::bf16, what, " ", dtype_name(dtype), "; expected f32 or bf16");
+    check(std::any_of(kFsdpDTypes.begin(), kFsdpDTypes.end(), [&](const auto& d) { return d.first == dtype; }), what,
+          " ", dtype_name(dtype), "; expected ", names_list(kFsdpDTypeNames));
   }
   check(!(options.param_dtype == DType::f32 && options.reduce_dtype == DType::bf16),
         "--reduce-dtype bf16 with --precision f32: gradients computed in f32 would lose bits in a bf16 "

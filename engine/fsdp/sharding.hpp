@@ -21,6 +21,7 @@
 // unit's gather only when it needs the unit, and for the reductions only before the optimizer step.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -55,6 +56,17 @@ PrefetchPolicy parse_prefetch(std::string_view text);
 std::string prefetch_name(const PrefetchPolicy& p);
 std::string_view unshard_buffers_name(UnshardBuffers b);  // alloc, pool
 UnshardBuffers parse_unshard_buffers(std::string_view name);
+
+// Every valid name, in the order of the tables the functions above parse with, for CLI checks, help
+// texts and the dashboard's choices.
+std::span<const std::string_view> strategy_names();        // full, grad_op, hybrid, no_shard, zero1, zero2
+std::span<const std::string_view> overlap_mode_names();    // sync, async
+std::span<const std::string_view> prefetch_names();        // none, forward, backward-pre, backward-post, all
+std::span<const std::string_view> unshard_buffers_names(); // alloc, pool
+// The dtypes FSDP gathers, computes and reduces in (validate_fsdp_options): f32, bf16.
+std::span<const std::string_view> fsdp_dtype_names();
+// "a, b or c": `names` as an error message lists what was expected.
+std::string names_list(std::span<const std::string_view> names);
 
 struct FsdpOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;

@@ -26,7 +26,7 @@ namespace fsdplab {
 namespace {
 
 // The groups one rank belongs to: the shard group (S ranks) and the replica group (W / S ranks holding
-// the same shard), as task 8 colours them; either may be the world itself.
+// the same shard), as task 8 colours them for hybrid sharding; either may be the world itself.
 struct RankGroups {
   std::unique_ptr<Communicator> shard_owned, replica_owned;
   Communicator* shard = nullptr;
@@ -34,16 +34,19 @@ struct RankGroups {
 
   RankGroups(Communicator& world, int shard_size, const HybridShardTask& hybrid) {
     const int rank = world.rank();
+    // Only hybrid sharding (1 < S < W) has groups to colour; otherwise one group is the world and the
+    // other each rank alone.
+    const bool hybrid_groups = shard_size > 1 && shard_size < world.world();
     if (shard_size == world.world()) {
       shard = &world;
     } else {
-      shard_owned = world.split(hybrid.shard_group_color(rank, shard_size));
+      shard_owned = world.split(hybrid_groups ? hybrid.shard_group_color(rank, shard_size) : rank);
       shard = shard_owned.get();
     }
     if (shard_size == 1) {
       replica = &world;
     } else {
-      replica_owned = world.split(hybrid.replica_group_color(rank, shard_size));
+      replica_owned = world.split(hybrid_groups ? hybrid.replica_group_color(rank, shard_size) : rank);
       replica = replica_owned.get();
     }
   }

@@ -55,6 +55,17 @@ bool RunControl::breaks_on(FsdpEventKind kind) const {
   return break_on_[static_cast<std::size_t>(kind)];
 }
 
+void RunControl::set_break_on_task(int task, bool on) {
+  check(task >= 1 && task <= kTaskCount, "break on task ", task, ": the lab's tasks are numbered 1 to ", kTaskCount);
+  const std::lock_guard lock(mutex_);
+  break_on_task_[static_cast<std::size_t>(task - 1)] = on;
+}
+
+bool RunControl::breaks_on_task(int task) const {
+  const std::lock_guard lock(mutex_);
+  return task >= 1 && task <= kTaskCount && break_on_task_[static_cast<std::size_t>(task - 1)];
+}
+
 void RunControl::set_breaking(bool on) {
   const std::lock_guard lock(mutex_);
   breaking_ = on;
@@ -116,13 +127,15 @@ void RunControl::gate(int source, const FsdpEvent& event) {
 
 bool RunControl::breaks_at(int source, const FsdpEvent& event) const {
   if (source != focus_source_ || event.rank != focus_rank_ || event.step < break_from_step_) return false;
-  const bool breaks_here = break_on_[static_cast<std::size_t>(event.kind)];
-  if (stepping_) {
-    // A step with nothing to break at goes one event.
-    const bool any_kind = std::any_of(break_on_.begin(), break_on_.end(), [](bool on) { return on; });
-    return !breaking_ || !any_kind || breaks_here;
-  }
-  return breaking_ && breaks_here;
+  const auto any = [](const auto& chosen) { return std::any_of(chosen.begin(), chosen.end(), [](bool on) { return on; }); };
+  const bool any_kind = any(break_on_), any_task = any(break_on_task_);
+  const bool task_chosen = event.task >= 1 && event.task <= kTaskCount &&
+                           break_on_task_[static_cast<std::size_t>(event.task - 1)];
+  const bool breaks_here = (!any_kind || break_on_[static_cast<std::size_t>(event.kind)]) && (!any_task || task_chosen);
+  const bool anything_chosen = any_kind || any_task;
+  // A step with nothing to break at goes one event.
+  if (stepping_) return !breaking_ || !anything_chosen || breaks_here;
+  return breaking_ && anything_chosen && breaks_here;
 }
 
 void RunControl::wait_turn(std::unique_lock<std::mutex>& lock, int source, const FsdpEvent& event) {

@@ -7,8 +7,11 @@
 //   pause()       every rank stops at its next gate
 //   resume()      they all go on
 //   step_once()   they go on until the focus rank (set_focus: a run's source id and a rank) reaches a
-//                 break event (set_break_on, with set_breaking on), then all stop again; with breaking
-//                 off or no kind chosen, until the focus rank's next event of any kind
+//                 break event (set_break_on, set_break_on_task, with set_breaking on), then all stop
+//                 again; with breaking off or nothing chosen, until the focus rank's next event of any kind
+//   break events  an event is one when its kind is chosen (any kind, if only tasks are chosen) and its
+//                 task is chosen (any task, if only kinds are): "every event of task 3's code" is
+//                 set_break_on_task(3) alone, "task 3's post-forwards" adds set_break_on(post_forward)
 //   breaking      while running, the focus rank's break events pause the world too; other ranks and
 //                 other runs never break, they only pause
 //   stop()        every gate throws RunStopped from then on, paused ones at once: the ranks unwind and
@@ -28,6 +31,7 @@
 #include <utility>
 
 #include "engine/fsdp/fsdp_observer.hpp"
+#include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
@@ -51,6 +55,10 @@ class RunControl {
   // Which events the focus rank breaks at (none by default), and the master switch (off by default).
   void set_break_on(FsdpEventKind kind, bool on);
   bool breaks_on(FsdpEventKind kind) const;
+  // Which tasks' events the focus rank breaks at (FsdpEvent::task, 1..kTaskCount; none by default); an
+  // Error for another number.
+  void set_break_on_task(int task, bool on);
+  bool breaks_on_task(int task) const;
   void set_breaking(bool on);
   bool breaking() const;
   // Break events of earlier steps pass by (0, the default: every step's). A screenshot of a world
@@ -89,6 +97,7 @@ class RunControl {
   bool stopped_ = false;
   bool breaking_ = false;
   std::array<bool, kFsdpEventKindCount> break_on_{};
+  std::array<bool, kTaskCount> break_on_task_{};  // [task - 1]
   int focus_source_ = 0, focus_rank_ = 0;
   int break_from_step_ = 0;
   double steps_per_second_ = 0;

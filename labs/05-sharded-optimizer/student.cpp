@@ -7,21 +7,41 @@
 #include "engine/fsdp/sharded_optimizer.hpp"
 #include "engine/fsdp/lab_todo.hpp"
 
+// You will need std::vector (uncomment when you use it):
+// #include <vector>
+
 namespace fsdplab {
 namespace {
 
 class StudentShardedOptimizer final : public ShardedOptimizerTask {
  public:
+  // Called once, before step 0, with every unit's tensors (UnitShards: name, master, grad_shard, replica).
+  // Contract: return an optimizer (make_optimizer, engine/optim/optimizer.hpp) that updates every unit's
+  //   `master` (f32, this rank's chunk) from its `grad_shard` (f32, same shape): one target per unit, in
+  //   the order given, named as the unit. The optimizer allocates its state beside what you give it, so
+  //   giving it only the shards is what shards the state.
+  // Engine calls: OptimTarget{name, param, grad}; make_optimizer(spec, std::vector<OptimTarget>).
   std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
     // TODO(task 5)
     todo(5, "ShardedOptimizerTask::make");
   }
 
+  // Called once per step, after the compute stream was made to wait for every gradient reduction.
+  // Contract: one update of every target on `stream` (the engine picks it: compute, or the host lane
+  //   under --offload). Exactly one: Optimizer::step also counts the step for AdamW's bias correction.
+  // Engine calls: Optimizer::step(Stream).
   void step(Optimizer& optimizer, Stream stream) const override {
     // TODO(task 5)
     todo(5, "ShardedOptimizerTask::step");
   }
 
+  // Called after step() under --strategy zero1 and zero2 only (parameters whole on every rank).
+  // Contract: gather every unit's `master` (chunk group.rank() of `replica`) into its `replica` over
+  //   `group`, on the all-gather stream, starting after the compute stream's update; then make the
+  //   compute stream wait for the gathers before the next forward reads them. Events only: the host
+  //   does not wait.
+  // Engine calls: Event e("name"); device.record(e, Lane::...); device.wait(Lane::..., e);
+  //   group.all_gather(device.stream(Lane::all_gather), shard, full).
   void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
     // TODO(task 5)
     todo(5, "ShardedOptimizerTask::all_gather_updates");

@@ -29,6 +29,21 @@ using testing::losses_of;
 constexpr int kWorld = 2;
 constexpr int kSteps = 2;
 constexpr std::size_t kUnits = 5;  // test-small: the root and 4 Blocks
+// Where the reference tasks' classes are, as the events name them: the file from the repository's top and
+// the line of the class.
+const std::string forward_file = reference_forward().where();
+const std::string backward_file = reference_backward().where();
+
+TEST(FsdpEvents, CodeSitesNameTheImplementingClassByFileAndLine) {
+  for (const FsdpTask* task : {static_cast<const FsdpTask*>(&reference_forward()),
+                               static_cast<const FsdpTask*>(&reference_overlap())}) {
+    const std::string where = task->where();
+    const std::string file = task == &reference_forward() ? "engine/fsdp/forward_reference.cpp:"
+                                                           : "engine/fsdp/overlap_reference.cpp:";
+    ASSERT_EQ(where.rfind(file, 0), 0u) << where;
+    EXPECT_GT(std::stoi(where.substr(file.size())), 1) << where;
+  }
+}
 
 FsdpRun prefetching_run() {
   FsdpRun fsdp;
@@ -96,12 +111,12 @@ TEST(FsdpEvents, EveryUnitsHooksComeOnceAStepInOrder) {
           first_backward = std::min(first_backward, i);
         }
         EXPECT_EQ(e.task, forward ? 3 : 4) << fsdp_event_name(e.kind);
-        const std::string method = std::string(forward ? "ForwardTask::" : "BackwardTask::") +
-                                   (e.kind == FsdpEventKind::pre_forward    ? "pre_forward"
-                                    : e.kind == FsdpEventKind::post_forward ? "post_forward"
-                                    : e.kind == FsdpEventKind::pre_backward ? "pre_backward"
-                                                                            : "post_backward");
-        EXPECT_EQ(e.code, method + (forward ? " (engine/fsdp/forward_reference.cpp)" : " (engine/fsdp/backward_reference.cpp)"));
+        // The task methods the hook ran, and the class that implements them (the reference's here).
+        const std::string methods = e.kind == FsdpEventKind::pre_forward    ? "ForwardTask::all_gather, wait_for_unshard"
+                                    : e.kind == FsdpEventKind::post_forward ? "ForwardTask::reshard_after_forward"
+                                    : e.kind == FsdpEventKind::pre_backward ? "BackwardTask::zero_gradient"
+                                                                            : "BackwardTask::reduce_scatter";
+        EXPECT_EQ(e.code, methods + " (" + (forward ? forward_file : backward_file) + ")");
         EXPECT_EQ(e.unit_name, e.unit == 0 ? "(root)" : "transformer.h." + std::to_string(e.unit - 1));
         // The state the task left: the root stays gathered from its forward to the end of its backward.
         const bool gathered = e.kind == FsdpEventKind::pre_forward || e.kind == FsdpEventKind::pre_backward ||
@@ -175,7 +190,7 @@ TEST(FsdpEvents, CollectivesAreAttributedToTheTaskWhoseCodeIssuedThem) {
         } else {
           (hook->kind == FsdpEventKind::pre_forward ? forward_prefetches : backward_prefetches)++;
           EXPECT_EQ(e.task, 6) << e.what;
-          EXPECT_EQ(e.code, "OverlapTask::after -> ForwardTask::prefetch (engine/fsdp/overlap_reference.cpp)");
+          EXPECT_EQ(e.code, "OverlapTask::after (" + reference_overlap().where() + ")");
           EXPECT_TRUE(contains(e.what, "ahead of its use")) << e.what;
         }
       } else if (e.collective == "reduce_scatter") {
@@ -184,7 +199,7 @@ TEST(FsdpEvents, CollectivesAreAttributedToTheTaskWhoseCodeIssuedThem) {
         EXPECT_EQ(hook->kind, FsdpEventKind::post_backward);
         EXPECT_EQ(hook->unit, e.unit);
         EXPECT_EQ(e.task, 4);
-        EXPECT_EQ(e.code, "BackwardTask::post_backward (engine/fsdp/backward_reference.cpp)");
+        EXPECT_EQ(e.code, "BackwardTask::reduce_scatter (" + backward_file + ")");
       } else {
         ++loss_reductions;
         EXPECT_EQ(e.collective, "all_reduce");
@@ -219,7 +234,7 @@ TEST(FsdpEvents, OneOptimizerStepAStepAfterTheLastPostBackward) {
         optimizer_at = i;
         EXPECT_EQ(e.task, 5);
         EXPECT_EQ(e.unit, -1);
-        EXPECT_EQ(e.code, "ShardedOptimizerTask::step (engine/fsdp/sharded_optimizer_reference.cpp)");
+        EXPECT_EQ(e.code, "ShardedOptimizerTask::step (" + reference_sharded_optimizer().where() + ")");
         EXPECT_TRUE(contains(e.what, "adamw updated this rank's f32 shards of 5 units")) << e.what;
       }
       EXPECT_EQ(steps_seen, 1) << "rank " << r << " step " << step;
@@ -272,7 +287,7 @@ TEST(FsdpEvents, TheZeroOptimizersGathersAreTask5s) {
     if (e.kind != FsdpEventKind::collective_issued || e.collective != "all_gather") continue;
     ++gathers;
     EXPECT_EQ(e.task, 5) << e.what;
-    EXPECT_EQ(e.code, "ShardedOptimizerTask::step (engine/fsdp/sharded_optimizer_reference.cpp)");
+    EXPECT_EQ(e.code, "ShardedOptimizerTask::step (" + reference_sharded_optimizer().where() + ")");
   }
   EXPECT_EQ(gathers, static_cast<int>(kUnits));  // zero2 keeps the parameters whole: only the updated chunks move
 }

@@ -15,11 +15,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-FsdpEvent event_of(int rank, FsdpEventKind kind, int step = 0) {
+FsdpEvent event_of(int rank, FsdpEventKind kind, int step = 0, int task = 0) {
   FsdpEvent e;
   e.rank = rank;
   e.kind = kind;
   e.step = step;
+  e.task = task;
   return e;
 }
 
@@ -83,6 +84,61 @@ TEST(RunControl, OnlyTheFocusRankBreaksAndThenEveryGateWaits) {
   EXPECT_EQ(passed, 2);
   EXPECT_FALSE(control.paused());
   EXPECT_FALSE(control.last_break().has_value());
+}
+
+// Runs a gate on its own thread; whether it stopped there (a break), after which it is let go again.
+bool breaks_at(RunControl& control, const FsdpEvent& event) {
+  std::atomic<bool> passed{false};
+  std::thread rank([&] {
+    control.gate(0, event);
+    passed = true;
+  });
+  const bool broke = eventually([&] { return control.paused() || passed; }) && control.paused();
+  if (broke) {
+    EXPECT_EQ(control.last_break()->task, event.task);
+    control.resume();
+  }
+  rank.join();
+  return broke;
+}
+
+TEST(RunControl, ATaskFilterBreaksOnEveryEventOfThoseTasksAndNarrowsTheKinds) {
+  RunControl control;
+  control.set_breaking(true);
+  control.set_break_on_task(3, true);
+  control.set_break_on_task(6, true);
+  EXPECT_TRUE(control.breaks_on_task(3));
+  EXPECT_FALSE(control.breaks_on_task(4));
+  EXPECT_FALSE(control.breaks_on_task(0));  // "outside the tasks" is never one
+  // Tasks alone: every kind of their events, and nothing of the other tasks.
+  EXPECT_TRUE(breaks_at(control, event_of(0, FsdpEventKind::pre_forward, 0, 3)));
+  EXPECT_TRUE(breaks_at(control, event_of(0, FsdpEventKind::collective_issued, 0, 6)));
+  EXPECT_FALSE(breaks_at(control, event_of(0, FsdpEventKind::post_backward, 0, 4)));
+  EXPECT_FALSE(breaks_at(control, event_of(0, FsdpEventKind::optimizer_step, 0, 0)));
+  EXPECT_FALSE(breaks_at(control, event_of(1, FsdpEventKind::pre_forward, 0, 3)));  // not the focus rank
+  // A kind as well: only that kind of those tasks' events.
+  control.set_break_on(FsdpEventKind::post_forward, true);
+  EXPECT_FALSE(breaks_at(control, event_of(0, FsdpEventKind::pre_forward, 0, 3)));
+  EXPECT_TRUE(breaks_at(control, event_of(0, FsdpEventKind::post_forward, 0, 3)));
+  EXPECT_FALSE(breaks_at(control, event_of(0, FsdpEventKind::post_forward, 0, 4)));
+  // Tasks off again: the kind alone, of any task.
+  control.set_break_on_task(3, false);
+  control.set_break_on_task(6, false);
+  EXPECT_TRUE(breaks_at(control, event_of(0, FsdpEventKind::post_forward, 0, 4)));
+  // Stepping with a task chosen goes to that task's next event, passing the others.
+  control.set_break_on(FsdpEventKind::post_forward, false);
+  control.set_break_on_task(5, true);
+  control.pause();
+  control.step_once();
+  control.gate(0, event_of(0, FsdpEventKind::pre_backward, 0, 4));
+  EXPECT_FALSE(control.paused());
+  EXPECT_TRUE(breaks_at(control, event_of(0, FsdpEventKind::optimizer_step, 0, 5)));
+}
+
+TEST(RunControl, RefusesATaskThatIsNotOneOfTheLabs) {
+  RunControl control;
+  EXPECT_THROW(control.set_break_on_task(0, true), Error);
+  EXPECT_THROW(control.set_break_on_task(kTaskCount + 1, true), Error);
 }
 
 TEST(RunControl, StepOnceWithoutBreaksGoesOneEventOfTheFocusRank) {

@@ -1,0 +1,125 @@
+#include "app/fsdp_cli_options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+std::vector<std::string> strings(std::span<const std::string_view> names) { return {names.begin(), names.end()}; }
+
+std::string comma_list(std::span<const std::string_view> names) {
+  std::string out;
+  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+}  // namespace
+
+FsdpFlags::FsdpFlags() {
+  const FsdpOptions defaults;
+  strategy = strategy_name(defaults.strategy);
+  hybrid_group = defaults.hybrid_group;
+  precision = dtype_name(defaults.param_dtype);
+  reduce_dtype = dtype_name(defaults.reduce_dtype);
+  prefetch = prefetch_name(defaults.prefetch);
+  max_inflight = defaults.max_inflight;
+  buffers = unshard_buffers_name(defaults.buffers);
+  offload = defaults.offload;
+}
+
+std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::initializer_list<FsdpFlag> which,
+                                         std::string_view scope) {
+  const FsdpFlags defaults;
+  const auto help = [&](const std::string& text) { return scope.empty() ? text : std::string(scope) + ": " + text; };
+  const std::string dtypes = names_list(fsdp_dtype_names());
+  std::vector<CLI::Option*> added;
+  for (FsdpFlag flag : which) {
+    switch (flag) {
+      case FsdpFlag::strategy:
+        added.push_back(cmd.add_option("--strategy", flags.strategy,
+                                       help("FSDP sharding: " + comma_list(strategy_names()) + " (default " +
+                                            defaults.strategy + "; grad_op: no reshard after forward)"))
+                            ->check(CLI::IsMember(strings(strategy_names()))));
+        break;
+      case FsdpFlag::hybrid_group:
+        added.push_back(cmd.add_option("--hybrid-group", flags.hybrid_group,
+                                       help("hybrid: ranks a unit is sharded over (divides --world)")));
+        break;
+      case FsdpFlag::precision:
+        added.push_back(cmd.add_option("--precision", flags.precision,
+                                       help("FSDP parameter and compute dtype: " + dtypes + " (default " +
+                                            defaults.precision + ")"))
+                            ->check(CLI::IsMember(strings(fsdp_dtype_names()))));
+        break;
+      case FsdpFlag::reduce_dtype:
+        added.push_back(cmd.add_option("--reduce-dtype", flags.reduce_dtype,
+                                       help("FSDP gradient reduction dtype: " + dtypes + " (default " +
+                                            defaults.reduce_dtype + ")"))
+                            ->check(CLI::IsMember(strings(fsdp_dtype_names()))));
+        break;
+      case FsdpFlag::prefetch:
+        // A comma list: parse_prefetch checks it (parse_fsdp_flags).
+        added.push_back(cmd.add_option("--prefetch", flags.prefetch,
+                                       help("FSDP ASYNC prefetch: " + comma_list(prefetch_names()) +
+                                            ", or a comma list (default " + defaults.prefetch +
+                                            "; SYNC never prefetches)")));
+        break;
+      case FsdpFlag::max_inflight:
+        added.push_back(cmd.add_option("--max-inflight", flags.max_inflight,
+                                       help("FSDP ASYNC rate limit: gathered units allowed at once (default " +
+                                            std::to_string(defaults.max_inflight) + "; 0: no limit)"))
+                            ->check(CLI::NonNegativeNumber));
+        break;
+      case FsdpFlag::buffers:
+        added.push_back(cmd.add_option("--buffers", flags.buffers,
+                                       help("FSDP gathered-parameter memory: alloc (per gather, default " +
+                                            defaults.buffers + ") or pool (two buffers, YaFSDP)"))
+                            ->check(CLI::IsMember(strings(unshard_buffers_names()))));
+        break;
+      case FsdpFlag::offload:
+        added.push_back(cmd.add_flag("--offload", flags.offload,
+                                     help("FSDP CPU offload: shards and optimizer state in host memory, the optimizer "
+                                          "step on the CPU")));
+        break;
+      case FsdpFlag::impl:
+        added.push_back(cmd.add_option("--impl", flags.impl,
+                                       help("FSDP tasks: reference (default), student (every task from "
+                                            "labs/NN-*/student.cpp), or per task, e.g. 3=student,6=student")));
+        break;
+    }
+  }
+  return added;
+}
+
+FsdpChoice parse_fsdp_flags(const FsdpFlags& flags) {
+  FsdpChoice choice;
+  FsdpOptions& o = choice.options;
+  o.strategy = parse_strategy(flags.strategy);
+  o.hybrid_group = flags.hybrid_group;
+  o.param_dtype = parse_dtype(flags.precision);
+  o.reduce_dtype = parse_dtype(flags.reduce_dtype);
+  o.prefetch = parse_prefetch(flags.prefetch);
+  o.max_inflight = flags.max_inflight;
+  o.buffers = parse_unshard_buffers(flags.buffers);
+  o.offload = flags.offload;
+  choice.impl = parse_impl(flags.impl);
+  return choice;
+}
+
+std::string impl_label(const ImplChoice& choice) {
+  if (!choice.any_student()) return "reference";
+  std::string tasks;
+  bool all = true;
+  for (int n = 1; n <= kTaskCount; ++n) {
+    if (!choice.student[static_cast<std::size_t>(n - 1)]) {
+      all = false;
+      continue;
+    }
+    tasks += (tasks.empty() ? "" : ", ") + std::to_string(n);
+  }
+  return "student (" + (all ? std::string("all") : tasks) + ")";
+}
+
+}  // namespace fsdplab::app

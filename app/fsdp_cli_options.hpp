@@ -1,0 +1,58 @@
+// fsdp_cli_options.hpp — the FSDP flags of `fsdplab run`, `gui` and `bench`, bound once: the flags as
+// the command line spells them (FsdpFlags, defaults from FsdpOptions{}), the function that adds some of
+// them to a CLI11 command, and the one that turns them into FsdpOptions and the --impl choice.
+//
+// Names come from the engine's tables (sharding.hpp: strategy_names() ...; fsdp_tasks.hpp: parse_impl),
+// so a strategy added there is accepted, listed in the help and offered by the dashboard everywhere at once.
+// The dashboard's settings hold an FsdpFlags too (live_session.hpp): its controls edit the same strings.
+#pragma once
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/sharding.hpp"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace fsdplab::app {
+
+struct FsdpFlags {
+  std::string strategy;      // --strategy
+  int hybrid_group = 0;      // --hybrid-group (0: not given)
+  std::string precision;     // --precision: the parameter and compute dtype
+  std::string reduce_dtype;  // --reduce-dtype
+  std::string prefetch;      // --prefetch (ASYNC)
+  int max_inflight = 0;      // --max-inflight
+  std::string buffers;       // --buffers
+  bool offload = false;      // --offload
+  std::string impl = "reference";  // --impl
+
+  // FsdpOptions{}'s defaults, spelled as the flags spell them.
+  FsdpFlags();
+};
+
+enum class FsdpFlag { strategy, hybrid_group, precision, reduce_dtype, prefetch, max_inflight, buffers, offload, impl };
+
+// Adds the flags `which` to `cmd`, bound to `flags`, with their checks and help. `scope` starts each help
+// text where a command's flags configure only some of its modes ("memory, overlap"); empty for none.
+// Returns the options added, in the order of `which`.
+std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::initializer_list<FsdpFlag> which,
+                                         std::string_view scope = "");
+
+// What the flags choose. Names are checked here (an Error naming what was expected); combinations that
+// depend on the world size are validate_fsdp_options's, once the caller has set the mode.
+struct FsdpChoice {
+  FsdpOptions options;
+  ImplChoice impl;
+};
+FsdpChoice parse_fsdp_flags(const FsdpFlags& flags);
+
+// "reference", or the student's tasks for a run's label: "student (3)", "student (3, 6)", "student (all)".
+std::string impl_label(const ImplChoice& choice);
+
+}  // namespace fsdplab::app
