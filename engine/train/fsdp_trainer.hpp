@@ -59,13 +59,13 @@ struct FsdpRun {
 // `first` at every step when ab_block is 0. Steps count from the run's start, resumed runs included.
 OverlapMode ab_mode(OverlapMode first, int ab_block, int step);
 
-// Everything that can be checked before a rank starts is (options against W, the batch split, the
-// units of the model, a --load-init folder against the model); then trains, calling on_step on rank
-// 0's thread after each step. Writes --save-init and --save-final folders of the whole (gathered)
-// parameters, as the baseline writes them. With run.checkpoint_dir, writes a training checkpoint
-// (training_checkpoint.hpp) every run.checkpoint_every steps and after the last; with run.resume_dir,
-// checks that checkpoint against this run before any rank starts and continues from it up to
-// run.steps in all (the reports are the steps run here). Returns rank 0's step reports.
+// Checks the whole request before any rank starts (FsdpRunPlan, fsdp_run_plan.hpp: the options against W,
+// the batch split, the units of the model, a --load-init folder, the checkpoints), then trains, calling
+// on_step on rank 0's thread after each step. Writes --save-init and --save-final folders of the whole
+// (gathered) parameters, as the baseline writes them. With run.checkpoint_dir, writes a training
+// checkpoint (training_checkpoint.hpp) every run.checkpoint_every steps and after the last; with
+// run.resume_dir, continues from that checkpoint up to run.steps in all (the reports are the steps run
+// here). Returns rank 0's step reports.
 std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& presets,
                                    const std::function<void(const StepReport&)>& on_step);
 

@@ -1,0 +1,99 @@
+#include "engine/train/fsdp_run_plan.hpp"
+
+#include <algorithm>
+
+#include <unistd.h>
+
+#include "engine/fsdp/memory_model.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/train/expected_memory.hpp"
+#include "engine/train/run_device.hpp"
+
+namespace fsdplab {
+namespace {
+
+// The sim device keeps its memory in this host's RAM, so W ranks must fit in it together: refused
+// before any rank starts, from the analytic per-rank peak (memory_model.hpp; activations counted for
+// gpt2 and llama, the models whose activations dwarf the rest), instead of W threads running out of memory
+// midway.
+void check_host_memory(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe, int ranks_here) {
+  double per_rank = 0;
+  for (std::int64_t bytes : fsdp_memory(fsdp_memory_input(run, options, probe))) per_rank += static_cast<double>(bytes);
+  const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  check(host <= 0 || per_rank * ranks_here <= host, "--world ", run.world, ": the ranks need about ",
+        per_rank * ranks_here / 1e9, " GB of this host's memory (", ranks_here, " in this process, ", per_rank / 1e9,
+        " GB each; the sim device keeps its memory in host RAM) and this host has ", host / 1e9,
+        " GB; use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
+}
+
+}  // namespace
+
+FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
+  const RunConfig& run = fsdp.run;
+  const int world = run.world;
+  check(world >= 1, "--world ", world, "; expected >= 1");
+  // A/B runs: the two schedules the steps take turns in; SYNC never prefetches, so the options may name
+  // the ASYNC blocks' prefetch whichever mode comes first.
+  check(fsdp.ab_block >= 0, "train_fsdp: A/B block of ", fsdp.ab_block,
+        " steps; expected 0 (off) or the steps of each SYNC and ASYNC block (>= 1)");
+  sync = sync_schedule(fsdp.options);
+  async = fsdp.options;
+  async.mode = OverlapMode::async;
+  if (fsdp.ab_block > 0) {
+    validate_fsdp_options(sync, world);
+    validate_fsdp_options(async, world);
+  } else {
+    validate_fsdp_options(fsdp.options, world);
+  }
+  first = fsdp.ab_block == 0 ? fsdp.options : fsdp.options.mode == OverlapMode::sync ? sync : async;
+  check(run.steps >= 0, "--steps ", run.steps, "; expected >= 0");
+  check(run.accumulate >= 1, "--accumulate ", run.accumulate, "; expected the micro-batches per step, >= 1");
+  if (run.accumulate > 1 && run.batch % world == 0) {
+    check(run.batch % (static_cast<std::int64_t>(world) * run.accumulate) == 0, "--accumulate ", run.accumulate,
+          " with --batch ", run.batch, " on ", world, " ranks: each rank's ", run.batch / world,
+          " rows must split evenly into that many micro-batches (expected a divisor of ", run.batch / world, ")");
+  }
+  check(run.accumulate == 1 || fsdp.options.buffers == UnshardBuffers::alloc, "--accumulate ", run.accumulate,
+        " with --buffers pool: accumulation keeps every unit's full gradient between micro-batches, and the pool has "
+        "two gradient buffers; use --buffers alloc");
+  check(!fsdp.dry_run || (run.save_init.empty() && run.save_final.empty() && run.load_init.empty()),
+        "a dry run has no parameter values to save or load; drop --save-init, --save-final and --load-init");
+  check(fsdp.sinks.empty() || fsdp.sinks.size() == static_cast<std::size_t>(world), "train_fsdp: ",
+        fsdp.sinks.size(), " trace sinks for ", world, " ranks; expected one per rank or none");
+  check(fsdp.observers.empty() || fsdp.observers.size() == static_cast<std::size_t>(world), "train_fsdp: ",
+        fsdp.observers.size(), " FSDP observers for ", world, " ranks; expected one per rank or none");
+  device = run_device_spec(run, presets, fsdp.dry_run);
+  layout = rank_layout(run.comm, world, device.kind, run.gpu);
+  probe = build_model(run);  // checks the model and the batch split
+  fsdp.tasks.check_complete();
+  fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
+  if (device.kind == DeviceKind::sim && !fsdp.dry_run)
+    check_host_memory(run, first, probe, static_cast<int>(layout.ranks_here.size()));
+  if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
+  // Training checkpoints: the folder to write checked now, the one to resume from checked whole.
+  checkpointing = !run.checkpoint_dir.empty();
+  const bool resuming = !run.resume_dir.empty();
+  check(run.checkpoint_every >= 0, "--checkpoint-every ", run.checkpoint_every, "; expected >= 1 (0: after the last step only)");
+  check(run.checkpoint_every == 0 || checkpointing, "--checkpoint-every needs --checkpoint DIR");
+  check(!fsdp.dry_run || (!checkpointing && !resuming), "a dry run has no training state to checkpoint or resume");
+  check(!resuming || (run.load_init.empty() && run.save_init.empty()), "--resume continues a run from its checkpoint; "
+        "--load-init and --save-init start one: drop them");
+  if (checkpointing || resuming) checkpoint_identity = checkpoint_run(run, fsdp.options, fsdp.tasks, probe);
+  if (resuming) {
+    resume_from.emplace(TrainingCheckpoint::open(run.resume_dir, checkpoint_identity));
+    check(resume_from->step() < run.steps, "--resume '", run.resume_dir, "' holds ", resume_from->step(),
+          " completed steps and --steps is ", run.steps, ": nothing left to run; pass --steps above ",
+          resume_from->step());
+  }
+  if (checkpointing) check_checkpoint_target(run.checkpoint_dir);
+  first_step = resuming ? resume_from->step() : 0;
+  world_options.timeout = fsdp.comm_timeout;
+  // Ranks wait for rank 0 while it writes the whole model of a checkpoint.
+  if (checkpointing) world_options.timeout = checkpoint_wait_timeout(*probe.model, run.optimizer_spec(), world_options.timeout);
+  // Processes cannot see each other's progress, only their own wait: a peer that is merely slower (another
+  // machine, a busier core) must not be taken for a dead one.
+  if (layout.processes) world_options.timeout = std::max(world_options.timeout, std::chrono::milliseconds(30'000));
+  if (fsdp.control) world_options.hold = [control = fsdp.control] { return control->holding(); };
+}
+
+}  // namespace fsdplab

@@ -1,0 +1,41 @@
+// fsdp_run_plan.hpp — an FSDP training run checked whole before any rank starts, and what follows from
+// the request: the schedules, the device and where the ranks run, the model's shapes, the files to read.
+//
+// Every check that needs no rank is made here, once, in the order a user would fix them: the FSDP
+// options against W (sharding.hpp), the steps, micro-batches and dry-run limits, the device and the
+// ranks' placement (run_device.hpp, rank_launch.hpp), the model and its batch split (model_factory.hpp),
+// the units the run's task 7 makes of it, the host memory the sim device needs (memory_model.hpp), a
+// --load-init folder, the checkpoint to write and the one to resume (training_checkpoint.hpp). The
+// first thing wrong is an Error naming what was expected and what came; a plan that is built can train.
+// train_fsdp (fsdp_trainer.hpp) builds one, then starts the ranks.
+#pragma once
+#include <optional>
+
+#include "engine/comm/local_comm.hpp"
+#include "engine/runtime/device_factory.hpp"
+#include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/model_factory.hpp"
+#include "engine/train/rank_launch.hpp"
+#include "engine/train/training_checkpoint.hpp"
+
+namespace fsdplab {
+
+struct FsdpRunPlan {
+  // Checks `fsdp` against `presets`; an Error for the first thing wrong.
+  explicit FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets);
+
+  // The schedules the steps run under: `sync` and `async` take turns in an A/B run (FsdpRun::ab_block);
+  // `first` is the first step's (fsdp.options itself when the run does not alternate).
+  FsdpOptions sync, async, first;
+  DeviceSpec device;
+  RankLayout layout;
+  BuiltModel probe;  // a build of the run's model, shapes only: what the checks and checkpoints read
+  std::optional<CheckpointFile> init_file;         // --load-init
+  bool checkpointing = false;                      // --checkpoint DIR
+  nlohmann::json checkpoint_identity;              // what a checkpoint of this run records, when checkpointing or resuming
+  std::optional<TrainingCheckpoint> resume_from;   // --resume
+  int first_step = 0;                              // the resumed checkpoint's completed steps, else 0
+  LocalWorldOptions world_options;                 // the collectives' timeout and hold
+};
+
+}  // namespace fsdplab
