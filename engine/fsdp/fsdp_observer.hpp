@@ -41,9 +41,11 @@ struct FsdpEvent {
   int unit = -1;          // FSDP unit index, -1 for none (optimizer step)
   std::string unit_name;  // "(root)", "transformer.h.0", ...
   // Which lab task's code did it: 3 forward, 4 backward, 5 sharded optimizer, 6 prefetch/overlap,
-  // 7 integration glue (the training loop's own collectives, such as the loss all-reduce).
+  // 7 integration glue (the training loop's own collectives, such as the loss all-reduce), 8 hybrid shard.
   int task = 0;
-  std::string code;        // the function and file, e.g. "ForwardTask::pre_forward (engine/fsdp/forward_reference.cpp)"
+  // The methods and their implementing class, e.g.
+  // "ForwardTask::all_gather, wait_for_unshard (engine/fsdp/forward_reference.cpp:8)".
+  std::string code;
   std::string what;        // one plain sentence of what just happened
   std::string collective;  // collective events: "all_gather", "reduce_scatter", "all_reduce", "broadcast"; else empty
   std::int64_t bytes = 0;  // collective events: bytes of the full buffer

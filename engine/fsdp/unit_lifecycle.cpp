@@ -196,7 +196,11 @@ void UnitLifecycle::reduce_gradient(FsdpUnit& unit) {
       staging.push_back(out);
     }
     tasks_.backward->reduce_scatter(device, rank_.shard_group, grads, out);
-    if (rank_.replica_group.world() > 1) tasks_.hybrid_shard->all_reduce_replicas(device, rank_.replica_group, out);
+    if (rank_.replica_group.world() > 1) {
+      const ActivityScope activity(rank_, 8, "HybridShardTask::all_reduce_replicas", *tasks_.hybrid_shard, unit.index,
+                                   IssuedTo::enclosing);
+      tasks_.hybrid_shard->all_reduce_replicas(device, rank_.replica_group, out);
+    }
     if (!out.overlaps(shard)) cast(stream, out, shard);
     if (offloaded(unit)) {
       tasks_.cpu_offload->copy_grad_to_host(device, shard, unit.grad_shard);

@@ -292,6 +292,29 @@ TEST(FsdpEvents, TheZeroOptimizersGathersAreTask5s) {
   EXPECT_EQ(gathers, static_cast<int>(kUnits));  // zero2 keeps the parameters whole: only the updated chunks move
 }
 
+TEST(FsdpEvents, TheHybridAllReducesAcrossReplicasAreTask8s) {
+  FsdpRun fsdp = prefetching_run();
+  fsdp.run.steps = 1;
+  fsdp.run.world = 4;
+  fsdp.options.strategy = ShardingStrategy::hybrid_shard;
+  fsdp.options.hybrid_group = 2;
+  const Observed observed = observe(fsdp);
+  int across = 0;
+  for (const FsdpEvent& e : observed.events[0]) {
+    if (e.kind != FsdpEventKind::collective_issued || e.collective != "all_reduce" || e.unit < 0) continue;
+    ++across;
+    EXPECT_EQ(e.task, 8) << e.what;
+    EXPECT_EQ(e.code, "HybridShardTask::all_reduce_replicas (" + reference_hybrid_shard().where() + ")");
+  }
+  EXPECT_EQ(across, static_cast<int>(kUnits));  // one per unit's gradient shard; the loss's has no unit
+  // The unit's post-backward event still tells the whole reduction.
+  const auto post_backward = std::find_if(observed.events[0].begin(), observed.events[0].end(), [](const FsdpEvent& e) {
+    return e.kind == FsdpEventKind::post_backward;
+  });
+  ASSERT_NE(post_backward, observed.events[0].end());
+  EXPECT_TRUE(contains(post_backward->what, "then all-reduced across the replica group")) << post_backward->what;
+}
+
 TEST(FsdpEvents, OneObserverPerRankOrNone) {
   FsdpRun fsdp = prefetching_run();
   testing::FsdpEventRecorder only_one;
