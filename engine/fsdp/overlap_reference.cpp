@@ -1,57 +1,9 @@
 // The reference overlap (task 6): SYNC, ASYNC with prefetch and the rate limiter, the two-buffer pool.
-#include <algorithm>
-
 #include "engine/fsdp/overlap_task.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
 namespace {
-
-// Units the rate limiter counts: those freed after their forward. The root (and every unit under
-// shard_grad_op) stays gathered from forward to backward by design; counting it would only stall.
-bool limited(const FsdpUnit& unit) { return unit.reshard_after_forward; }
-
-// Gathered units holding memory now: in use or prefetched, and freed but parked for their last user.
-int live_gathered(const OverlapState& s) {
-  const auto in_use = std::count_if(s.units.begin(), s.units.end(), [](const FsdpUnit* u) {
-    return limited(*u) && u->state != UnitState::sharded && u->pool_slot < 0;
-  });
-  return static_cast<int>(in_use) + s.parked.limited();
-}
-
-// The unit after `unit` in the recorded forward order.
-FsdpUnit* next_in_forward(const OverlapState& s, const FsdpUnit& unit) {
-  const auto it = std::find(s.forward_order.begin(), s.forward_order.end(), &unit);
-  return it != s.forward_order.end() && it + 1 != s.forward_order.end() ? *(it + 1) : nullptr;
-}
-
-// The unit whose backward comes next: backward runs units in the reverse of their post-forward order,
-// so the nearest unit before `unit` in that order that has not started its backward in this pass.
-// (A unit that encloses others, the root, starts first and finishes last: at its post-backward every
-// unit is done and there is nothing to fetch.)
-FsdpUnit* next_in_backward(const OverlapState& s, const FsdpUnit& unit) {
-  const auto& order = s.post_forward_order;
-  auto it = std::find(order.begin(), order.end(), &unit);
-  while (it != order.begin()) {
-    --it;
-    if (std::find(s.backward_started.begin(), s.backward_started.end(), *it) == s.backward_started.end()) return *it;
-  }
-  return nullptr;
-}
-
-// Records the first forward's order of `unit` at this point, or checks a later forward against it.
-void record_order(std::vector<FsdpUnit*>& order, std::size_t& seen, bool recorded, FsdpUnit& unit,
-                  std::string_view point) {
-  if (!recorded) {
-    order.push_back(&unit);
-  } else {
-    check(seen < order.size() && order[seen] == &unit, "FSDP unit '", unit.name, "' ran its ", point, " at position ",
-          seen, " of this forward, but the first forward had ",
-          seen < order.size() ? "'" + order[seen]->name + "'" : std::string("no unit"),
-          " there; prefetch replays the recorded order, so the model must run its units in the same order every step");
-  }
-  ++seen;
-}
 
 class ReferenceOverlap final : public OverlapTask {
  public:
@@ -74,7 +26,7 @@ class ReferenceOverlap final : public OverlapTask {
     if (rank.async()) {
       s.parked.release_completed(device);
       const int limit = rank.options.max_inflight;
-      if (limit > 0 && limited(unit)) {
+      if (limit > 0 && rate_limited(unit)) {
         // The rate limiter: the host waits for the oldest parked unit's last user, as PyTorch's
         // limit_all_gathers synchronises on a free event, until fewer than `limit` units hold memory.
         while (live_gathered(s) >= limit && s.parked.release_oldest_limited(device)) {
@@ -99,7 +51,7 @@ class ReferenceOverlap final : public OverlapTask {
     if (unit.pool_slot >= 0) {
       rank.schedule.param_pool_free[static_cast<std::size_t>(unit.pool_slot)] = last_use;
     } else if (rank.async()) {
-      rank.schedule.parked.push(unit.full.storage().release(), last_use, limited(unit));
+      rank.schedule.parked.push(unit.full.storage().release(), last_use, rate_limited(unit));
     } else {
       // SYNC: compute waited for the gather, and every later gather waits for compute.
       unit.full.storage().free();

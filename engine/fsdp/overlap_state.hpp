@@ -1,7 +1,10 @@
 // overlap_state.hpp — what task 6 remembers on one rank between calls: the recorded pass order,
-// the parked buffers, and the two-buffer pool.
+// the parked buffers, and the two-buffer pool; and the queries over them that any implementation of
+// task 6 needs (the order units run in, how many gathered units hold memory), given to the lab.
 #pragma once
 #include <array>
+#include <cstddef>
+#include <string_view>
 #include <vector>
 
 #include "engine/runtime/deferred_frees.hpp"
@@ -35,5 +38,28 @@ struct OverlapState {
   std::array<Event, 2> param_pool_free{Event("param_pool.free"), Event("param_pool.free")};
   std::array<Event, 2> grad_pool_free{Event("grad_pool.free"), Event("grad_pool.free")};
 };
+
+// Whether the rate limiter counts `unit`: the units freed after their forward. The root (and every unit
+// under shard_grad_op) stays gathered from forward to backward by design; counting it would only stall.
+bool rate_limited(const FsdpUnit& unit);
+
+// Gathered units holding memory now: in use or prefetched (alloc buffers only), plus the rate-limited
+// buffers parked until their last user is done.
+int live_gathered(const OverlapState& s);
+
+// The unit after `unit` in the recorded forward order, or nullptr.
+FsdpUnit* next_in_forward(const OverlapState& s, const FsdpUnit& unit);
+
+// The unit whose backward comes next: backward runs units in the reverse of their post-forward order, so
+// the nearest unit before `unit` in that order that has not started its backward in this pass; nullptr
+// when there is none. (A unit that encloses others, the root, starts first and finishes last: at its
+// post-backward every unit is done and there is nothing to fetch.)
+FsdpUnit* next_in_backward(const OverlapState& s, const FsdpUnit& unit);
+
+// Appends `unit` to `order` while the order is not recorded yet; once it is, checks that this pass runs
+// `unit` at the same position (an Error naming both otherwise). Counts the position in `seen`.
+//   record_order(s.forward_order, s.pre_forwards_seen, s.order_recorded, unit, "pre-forward");
+void record_order(std::vector<FsdpUnit*>& order, std::size_t& seen, bool recorded, FsdpUnit& unit,
+                  std::string_view point);
 
 }  // namespace fsdplab

@@ -4,8 +4,6 @@
 // engine stays as it is. Rebuild and run with your implementation of this task only:
 //   bash scripts/build.sh
 //   build/app/fsdplab run --model gpt2 --world 2 --impl 6=student
-#include <algorithm>
-
 #include "engine/fsdp/overlap_task.hpp"
 #include "engine/fsdp/lab_todo.hpp"
 #include "engine/runtime/error.hpp"
@@ -13,55 +11,9 @@
 namespace fsdplab {
 namespace {
 
-// ==== GIVEN: bookkeeping helpers, already implemented. Deciding when to call them is the lab. ========
-
-// GIVEN. Units the rate limiter counts: those freed after their forward. The root (and every unit under
-// shard_grad_op) stays gathered from forward to backward by design; counting it would only stall.
-[[maybe_unused]] bool limited(const FsdpUnit& unit) { return unit.reshard_after_forward; }
-
-// GIVEN. Gathered units holding memory now: in use or prefetched (alloc buffers only), plus the limited
-// buffers parked in `s.parked` until their last user is done.
-[[maybe_unused]] int live_gathered(const OverlapState& s) {
-  const auto in_use = std::count_if(s.units.begin(), s.units.end(), [](const FsdpUnit* u) {
-    return limited(*u) && u->state != UnitState::sharded && u->pool_slot < 0;
-  });
-  return static_cast<int>(in_use) + s.parked.limited();
-}
-
-// GIVEN. The unit after `unit` in the recorded forward order, or nullptr.
-[[maybe_unused]] FsdpUnit* next_in_forward(const OverlapState& s, const FsdpUnit& unit) {
-  const auto it = std::find(s.forward_order.begin(), s.forward_order.end(), &unit);
-  return it != s.forward_order.end() && it + 1 != s.forward_order.end() ? *(it + 1) : nullptr;
-}
-
-// GIVEN. The unit whose backward comes next: backward runs units in the reverse of their post-forward
-// order, so the nearest unit before `unit` in s.post_forward_order that is not in s.backward_started.
-// nullptr when there is none (the root's post-backward: every unit is done).
-[[maybe_unused]] FsdpUnit* next_in_backward(const OverlapState& s, const FsdpUnit& unit) {
-  const auto& order = s.post_forward_order;
-  auto it = std::find(order.begin(), order.end(), &unit);
-  while (it != order.begin()) {
-    --it;
-    if (std::find(s.backward_started.begin(), s.backward_started.end(), *it) == s.backward_started.end()) return *it;
-  }
-  return nullptr;
-}
-
-// GIVEN. Appends `unit` to `order` while the order is not recorded yet; once it is, checks that this
-// forward runs `unit` at the same position (an Error otherwise). Counts the position in `seen`.
-//   record_order(s.forward_order, s.pre_forwards_seen, s.order_recorded, unit, "pre-forward");
-[[maybe_unused]] void record_order(std::vector<FsdpUnit*>& order, std::size_t& seen, bool recorded, FsdpUnit& unit,
-                                   std::string_view point) {
-  if (!recorded) {
-    order.push_back(&unit);
-  } else {
-    check(seen < order.size() && order[seen] == &unit, "FSDP unit '", unit.name, "' ran its ", point, " at position ",
-          seen, " of this forward, but the first forward had ",
-          seen < order.size() ? "'" + order[seen]->name + "'" : std::string("no unit"),
-          " there; prefetch replays the recorded order, so the model must run its units in the same order every step");
-  }
-  ++seen;
-}
+// The bookkeeping every implementation needs is given, in engine/fsdp/overlap_state.hpp: rate_limited(unit),
+// live_gathered(s), next_in_forward(s, unit), next_in_backward(s, unit), record_order(...). Deciding when to
+// call them is the lab.
 
 // ==== YOUR TASK ======================================================================================
 
@@ -77,7 +29,7 @@ class StudentOverlap final : public OverlapTask {
   //   Pool (unit.pool_slot >= 0): the buffer exists; the all-gather stream waits for the slot's free
   //     event rank.schedule.param_pool_free[slot] if it was recorded. The host never waits here.
   //   ASYNC: give back parked buffers that completed (rank.schedule.parked.release_completed); with
-  //     rank.options.max_inflight > 0 and a limited() unit, let the host wait for the oldest parked unit
+  //     rank.options.max_inflight > 0 and a rate_limited() unit, let the host wait for the oldest parked unit
   //     (parked.release_oldest_limited) while live_gathered() >= max_inflight; a prefetch still over the
   //     limit declines.
   //   Finally allocate: unit.full.storage().allocate().
@@ -89,7 +41,7 @@ class StudentOverlap final : public OverlapTask {
   // After the last use of `unit.full`. The last user is the compute stream (record an Event there), or,
   // for a prefetched unit never used (unit.state == UnitState::gathering), its gather: unit.gathered.
   //   Pool: that event becomes param_pool_free[slot]. ASYNC: park the memory with it
-  //   (parked.push(unit.full.storage().release(), last_use, limited(unit))). SYNC: free it now.
+  //   (parked.push(unit.full.storage().release(), last_use, rate_limited(unit))). SYNC: free it now.
   void release_full(FsdpUnit& unit, FsdpRank& rank) const override {
     // TODO(task 6)
     todo(6, "OverlapTask::release_full");
