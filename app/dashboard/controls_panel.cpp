@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "app/dashboard/device_list.hpp"
+#include "app/dashboard/printable_text.hpp"
 #include "engine/nn/gpt2_model.hpp"
 #include "engine/nn/llama_model.hpp"
 #include "engine/runtime/error.hpp"
@@ -36,7 +37,7 @@ ControlsPanel::Rect last_item() { return {ImGui::GetItemRectMin(), ImGui::GetIte
 
 void error_text(const std::string& text) {
   ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
-  ImGui::TextWrapped("%s", text.c_str());
+  ImGui::TextWrapped("%s", printable(text).c_str());
   ImGui::PopStyleColor();
 }
 

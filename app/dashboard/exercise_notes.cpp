@@ -48,7 +48,7 @@ constexpr std::array kNotes = {
          "grad shard, divided by W (the mean), and the full buffers were freed."},
     Note{4, K::collective_issued,
          "reduce_scatter issued the unit's gradient reduction on the reduce-scatter stream: the full gradient "
-         "in, this rank's chunk of the sum out."},
+         "in, this rank's chunk of the mean out."},
     Note{4, std::nullopt, "Task 4 gathers again for the backward and reduce-scatters the gradient into the shard."},
     Note{5, K::optimizer_step,
          "The optimizer stepped on this rank's f32 shard only, with optimizer state of the shard's size: no "

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "app/dashboard/exercise_notes.hpp"
+#include "app/dashboard/printable_text.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab::app {
@@ -29,11 +30,11 @@ bool students_code(const FsdpEvent& e) { return e.code.find("(labs/") != std::st
 void describe(const FsdpEvent& e) {
   ImGui::TextUnformatted(headline(e).c_str());
   ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.3f, 1), "%s", task_heading(e.task).c_str());
-  ImGui::TextWrapped("code: %s%s", e.code.c_str(), students_code(e) ? "  \u2190 your code" : "");
-  ImGui::TextWrapped("%s", e.what.c_str());
+  ImGui::TextWrapped("%s", printable("code: " + e.code + (students_code(e) ? "  \u2190 your code" : "")).c_str());
+  ImGui::TextWrapped("%s", printable(e.what).c_str());
   if (const std::string note = exercise_note(e.task, e.kind); !note.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.6f, 0.8f, 1.0f, 1));
-    ImGui::TextWrapped("%s", note.c_str());
+    ImGui::TextWrapped("%s", printable(note).c_str());
     ImGui::PopStyleColor();
   }
   if (e.kind == FsdpEventKind::collective_done)

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "app/dashboard/palette.hpp"
+#include "app/dashboard/printable_text.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -114,25 +115,6 @@ StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Seri
   else
     sum.why = "T_sync \u2264 ideal: nothing to hide";
   return sum;
-}
-
-// The default font has Latin-1 only: where the current one lacks a glyph, its ASCII stand-in.
-std::string printable(std::string text) {
-  struct Swap {
-    ImWchar glyph;
-    const char* utf8;
-    const char* ascii;
-  };
-  static constexpr Swap kSwaps[] = {{0x03B7, "\u03B7", "eta"}, {0x2264, "\u2264", "<="},
-                                    {0x2013, "\u2013", "-"},   {0x2212, "\u2212", "-"}};
-  ImFont* font = ImGui::GetFont();
-  for (const Swap& s : kSwaps) {
-    if (font && font->FindGlyphNoFallback(s.glyph)) continue;
-    const std::string from = s.utf8;
-    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at))
-      text.replace(at, from.size(), s.ascii);
-  }
-  return text;
 }
 
 void text(const std::string& s) { ImGui::TextWrapped("%s", printable(s).c_str()); }
