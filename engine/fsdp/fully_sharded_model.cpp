@@ -31,7 +31,7 @@ class FullyShardedModel::UnitHooks final : public ModuleHooks {
   }
   void post_backward(Module&, RunContext&) override {
     lifecycle_.post_backward(unit_);
-    lifecycle_.leave_backward_after(unit_);
+    lifecycle_.leave_backward_if_last();
     leave();
   }
 

@@ -11,12 +11,10 @@ namespace {
 // False for replicated strategies in f32, whose `full` is the replica itself: nothing to gather or free.
 bool owns_full(const FsdpUnit& unit) { return !unit.full.overlaps(unit.replica); }
 
-// The methods each hook runs, as its events and the collectives inside name them.
-constexpr std::string_view kUnshardMethods = "ForwardTask::all_gather, wait_for_unshard";
+// True for a unit whose f32 master lives in host memory (CPU offload).
+bool offloaded(const FsdpUnit& unit) { return unit.master.storage().stream() == Lane::host; }
 
 }  // namespace
-
-bool offloaded(const FsdpUnit& unit) { return unit.master.storage().stream() == Lane::host; }
 
 // ==== the hooks ======================================================================================
 
@@ -30,7 +28,7 @@ void UnitLifecycle::enter_forward() {
 
 void UnitLifecycle::enter_backward() { rank_.schedule.pass = Pass::backward; }
 
-void UnitLifecycle::leave_backward_after(FsdpUnit&) {
+void UnitLifecycle::leave_backward_if_last() {
   OverlapState& s = rank_.schedule;
   if (++s.post_backwards_seen < s.units.size()) return;
   const ActivityScope activity(rank_, 6, "OverlapTask::end_backward", *tasks_.overlap);
@@ -41,7 +39,7 @@ void UnitLifecycle::leave_backward_after(FsdpUnit&) {
 
 void UnitLifecycle::pre_forward(FsdpUnit& unit) {
   const UnitState before = unit.state;
-  const ActivityScope activity(rank_, 3, kUnshardMethods, *tasks_.forward, unit.index);
+  const ActivityScope activity(rank_, 3, "ForwardTask::all_gather, wait_for_unshard", *tasks_.forward, unit.index);
   unshard(unit);
   prefetch_after(PassPoint::pre_forward, unit);
   report_unit_event(rank_, unit, FsdpEventKind::pre_forward, before);

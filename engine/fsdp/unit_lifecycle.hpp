@@ -35,10 +35,10 @@ class UnitLifecycle {
 
   // ---- the hooks (fully_sharded_model.cpp installs them on each unit's module) ------------------
   // The passes: a forward begins at the first pre-forward after anything else; a backward ends after
-  // the post-backward of as many units as there are.
+  // the post-backward of as many units as there are (call after each unit's post-backward).
   void enter_forward();
   void enter_backward();
-  void leave_backward_after(FsdpUnit& unit);
+  void leave_backward_if_last();
 
   void pre_forward(FsdpUnit& unit);
   void post_forward(FsdpUnit& unit);
@@ -77,8 +77,5 @@ class UnitLifecycle {
   FsdpRank& rank_;
   const FsdpTasks& tasks_;
 };
-
-// True for a unit whose f32 master lives in host memory (CPU offload).
-bool offloaded(const FsdpUnit& unit);
 
 }  // namespace fsdplab
