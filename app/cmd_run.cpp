@@ -4,7 +4,6 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -16,6 +15,7 @@
 #include "app/dry_run_report.hpp"
 #include "app/fsdp_cli_options.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/output_file.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/trace/fan_out_sink.hpp"
@@ -23,6 +23,7 @@
 #include "engine/trace/trace_recorder.hpp"
 #include "engine/trace/trace_stream.hpp"
 #include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/model_factory.hpp"
 #include "engine/train/rank_launch.hpp"
 #include "engine/train/run_device.hpp"
 #include "engine/train/stream_demo.hpp"
@@ -71,20 +72,49 @@ std::vector<ExecMode> parse_modes(const std::string& mode) {
   fail("--mode '", mode, "'; expected sync, async or both");
 }
 
-// --trace (one file, every rank, for Perfetto) and --trace-dir (a file per rank, for HTA).
-void write_traces(const RunOptions& options, const TraceData& trace, const TraceMeta& meta) {
+// --trace (one file, every rank, for Perfetto) and --trace-dir (a file per rank, for HTA). Each file that
+// cannot be written costs only itself: its Error's message is added to `failed`, and the others are written.
+void write_traces(const RunOptions& options, const TraceData& trace, const TraceMeta& meta,
+                  std::vector<std::string>& failed) {
   if (!options.trace_path.empty()) {
-    write_chrome_trace(options.trace_path, trace, meta);
-    std::printf("trace: %s (open it in ui.perfetto.dev)\n", options.trace_path.c_str());
+    try {
+      write_chrome_trace(options.trace_path, trace, meta);
+      std::printf("trace: %s (open it in ui.perfetto.dev)\n", options.trace_path.c_str());
+    } catch (const Error& e) {
+      failed.push_back(e.what());
+    }
   }
   if (!options.trace_dir.empty()) {
     // Holistic Trace Analysis reads a folder with one file per rank, each naming its rank.
-    std::filesystem::create_directories(options.trace_dir);
-    for (int r = 0; r < meta.world_size; ++r)
-      write_chrome_trace(std::filesystem::path(options.trace_dir) / ("rank" + std::to_string(r) + ".json"), trace, meta, r);
-    std::printf("per-rank traces: %s/rank0..%d.json (for Holistic Trace Analysis)\n", options.trace_dir.c_str(),
-                meta.world_size - 1);
+    std::error_code ec;
+    std::filesystem::create_directories(options.trace_dir, ec);
+    if (ec) {
+      failed.push_back("cannot write --trace-dir '" + options.trace_dir + "': " + ec.message());
+      return;
+    }
+    int written = 0;
+    for (int r = 0; r < meta.world_size; ++r) {
+      try {
+        write_chrome_trace(std::filesystem::path(options.trace_dir) / ("rank" + std::to_string(r) + ".json"), trace,
+                           meta, r);
+        ++written;
+      } catch (const Error& e) {
+        failed.push_back(e.what());
+      }
+    }
+    if (written == meta.world_size)
+      std::printf("per-rank traces: %s/rank0..%d.json (for Holistic Trace Analysis)\n", options.trace_dir.c_str(),
+                  meta.world_size - 1);
   }
+}
+
+// The run is over and every output that could be written was: an Error listing those that could not.
+void report_failed_outputs(const std::vector<std::string>& failed) {
+  if (failed.empty()) return;
+  std::string list;
+  for (const std::string& f : failed) list += "\n  " + f;
+  fail(failed.size(), failed.size() == 1 ? " output" : " outputs",
+       " could not be written (the run itself completed; every other output was written):", list);
 }
 
 int run_streams_demo(const RunOptions& options) {
@@ -107,6 +137,8 @@ int run_streams_demo(const RunOptions& options) {
   // Under mpirun (--comm mpi) each process is one rank; without --world, as many as were launched.
   const RankLayout layout = rank_layout(config.comm, world_asked(options), DeviceKind::sim, 0);
   config.world = layout.world;
+  if (!options.trace_path.empty()) check_output_file(options.trace_path, "--trace");
+  if (!options.trace_dir.empty()) check_output_folder(options.trace_dir, "--trace-dir");
 
   std::vector<TraceRecorder> recorders(static_cast<std::size_t>(config.world));
   std::vector<TraceSink*> sinks;
@@ -135,21 +167,19 @@ int run_streams_demo(const RunOptions& options) {
   meta.world_size = config.world;
   meta.device_name = device.name;
   meta.device_memory_bytes = static_cast<std::int64_t>(device.memory_bytes);
-  write_traces(options, trace, meta);
+  std::vector<std::string> failed;
+  write_traces(options, trace, meta, failed);
+  report_failed_outputs(failed);
   return 0;
 }
 
-// Writes the losses CSV to a temporary name and renames it, so an interrupted run never leaves half a file.
+// Writes the losses CSV (to a temporary name, renamed: output_file.hpp).
 void write_losses(const std::string& path, const std::vector<StepReport>& steps) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
+  write_output_file(path, "--losses", [&](std::ostream& out) {
     out << "step,loss\n";
     out.precision(9);
     for (const StepReport& s : steps) out << s.step << ',' << s.loss << '\n';
-    check(out.good(), "cannot write losses file '", tmp, "'");
-  }
-  std::filesystem::rename(tmp, path);
+  });
 }
 
 // What this process announces to a dashboard (--dashboard): the ranks it hosts, and an id every process
@@ -172,6 +202,7 @@ int run_training(const RunOptions& options) {
   run.device_preset = options.device_preset;
   run.link_preset = options.link_preset;
   run.trace_file = options.trace_path;
+  run.trace_dir = options.trace_dir;
   run.cupti = options.cupti == "on";
   const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
   // Resolved now (auto: cuda where a GPU is usable; under mpirun, as many ranks as processes unless --world
@@ -251,7 +282,11 @@ int run_training(const RunOptions& options) {
     }
   }
   std::vector<StepReport> steps;
+  // Outputs that fail after the checks before the run passed: each costs only itself (report_failed_outputs).
+  std::vector<std::string> failed;
+  const OutputFailed on_output_failed = [&failed](const std::string& message) { failed.push_back(message); };
   if (fsdp) {
+    sharded.on_output_failed = on_output_failed;
     for (const auto& sink : rank_sinks) sharded.sinks.push_back(sink.get());
     // --dry-run: meta tensors, no numerics; rank 0's ledger and step time reported (app/dry_run_report.hpp).
     DryRunReport dry;
@@ -260,21 +295,29 @@ int run_training(const RunOptions& options) {
     steps = train_fsdp(sharded, presets, on_step);
     if (options.dry_run && reports) dry.print(sharded, presets, steps);
   } else {
-    steps = train_baseline(run, presets, on_step, rank_sinks.empty() ? nullptr : rank_sinks.front().get());
+    steps = train_baseline(run, presets, on_step, rank_sinks.empty() ? nullptr : rank_sinks.front().get(),
+                           on_output_failed);
   }
   if (dashboard) dashboard->finish();
   // Every process takes part in gathering the trace; then only rank 0's writes.
   const TraceData trace = tracing ? gather_trace_for_report(layout, recorders) : TraceData{};
   if (!reports) return 0;
-  if (!run.losses_file.empty()) write_losses(run.losses_file, steps);
+  if (!run.losses_file.empty()) {
+    try {
+      write_losses(run.losses_file, steps);
+    } catch (const Error& e) {
+      failed.push_back(e.what());
+    }
+  }
   if (!run.checkpoint_dir.empty()) std::printf("checkpoint: %s (step %d)\n", run.checkpoint_dir.c_str(), run.steps);
   if (tracing) {
     TraceMeta meta;
     meta.backend = std::string(device_kind_name(device.kind));
     meta.world_size = run.world;
     meta.device_name = on_gpu ? "GPU " + std::to_string(device.gpu) : run.device_preset;
-    write_traces(options, trace, meta);
+    write_traces(options, trace, meta, failed);
   }
+  report_failed_outputs(failed);
   return 0;
 }
 
@@ -323,7 +366,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--mlp-width", t.mlp_width, "mlp: block width")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--mlp-depth", t.mlp_depth, "mlp: number of blocks")->check(CLI::Range(1, 1024));
   cmd->add_option("--steps", t.steps, "Training steps")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--seed", t.seed, "Seed of the initialisation and the synthetic data");
+  cmd->add_option("--seed", t.seed, "Seed of the initialisation and the synthetic data")
+      ->check([](const std::string& text) { return seed_text_problem(text); });
   auto* batch = cmd->add_option("--batch", t.batch, "Global rows (sequences) per step (default 8; a dry run: one per rank)")
                     ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seq", t.seq, "gpt2: tokens per sequence (default: the model's context)")
@@ -333,6 +377,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--momentum", t.momentum, "sgd: momentum (default 0, as PyTorch)");
   cmd->add_option("--data", t.data_file, "gpt2: train on a uint16 token file (nanoGPT / llm.c format)");
   cmd->add_option("--losses", t.losses_file, "Write step,loss CSV here");
+  cmd->add_flag("--allow-nonfinite", t.allow_nonfinite,
+                "Train on when a step's loss is NaN or infinite (by default the run stops there with an error)");
   cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder");
   cmd->add_option("--load-init", t.load_init, "Load initial parameters from this folder");
   cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder (gathered whole under FSDP)");

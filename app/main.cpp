@@ -1,8 +1,10 @@
 // fsdplab — an interactive teaching lab for Fully Sharded Data Parallel training.
 #include <iostream>
+#include <new>
 
 #include "app/commands.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/host_memory_limit.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -22,6 +24,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const fsdplab::Error& e) {
+    std::cerr << "fsdplab: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "fsdplab: error: " << fsdplab::out_of_memory_message("in the main thread") << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    // Anything else a library throws (std::filesystem, the JSON reader): said, never an abort.
     std::cerr << "fsdplab: error: " << e.what() << "\n";
     return 1;
   }

@@ -1,11 +1,14 @@
 #include "engine/nn/checkpoint.hpp"
 
-#include <fstream>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/output_file.hpp"
 
 namespace fsdplab {
 namespace {
@@ -14,13 +17,7 @@ constexpr const char* kWeightsFile = "model.safetensors";
 constexpr const char* kConfigFile = "config.json";
 
 void write_json_atomically(const std::filesystem::path& path, const nlohmann::json& json) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << json.dump(2) << "\n";
-    check(out.good(), "cannot write '", tmp.string(), "'");
-  }
-  std::filesystem::rename(tmp, path);
+  write_output_file(path, "", [&](std::ostream& out) { out << json.dump(2) << "\n"; });
 }
 
 }  // namespace
@@ -39,16 +36,22 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<
                      const nlohmann::json& config) {
   const std::vector<Parameter*> params = model.parameters();
   check(values.size() == params.size(), "save: ", values.size(), " parameter values for a model of ", params.size());
-  std::filesystem::create_directories(dir);
   std::vector<SafetensorsEntry> entries;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const Parameter* p = params[i];
     const std::vector<float>& v = values[i];
     check(static_cast<std::int64_t>(v.size()) == p->numel(), "save: parameter '", p->name, "' has ", p->numel(),
           " elements, given ", v.size(), " values");
+    // A diverged model is never saved: it would replace a good folder with one nobody can train from.
+    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+    check(bad == v.end(), "not saving '", dir.string(), "': parameter '", p->name, "' holds ", bad == v.end() ? 0.f : *bad,
+          " at element ", bad - v.begin(), "; expected finite values (the training diverged)");
     entries.push_back({p->name, DType::f32, p->shape,
                        std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(float))});
   }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  check(!ec, "cannot save to '", dir.string(), "': cannot create the folder: ", ec.message());
   write_safetensors(dir / kWeightsFile, entries, {{"format", "pt"}});
   write_json_atomically(dir / kConfigFile, config);
 }

@@ -16,7 +16,8 @@
 
 namespace fsdplab {
 
-// The parameters must be materialised; the host synchronises with their devices first.
+// The parameters must be materialised; the host synchronises with their devices first. A parameter
+// that holds NaN or an infinity (a diverged run) is an Error naming it, and nothing is written.
 void save_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& config);
 // The same folder, byte for byte, from values held on the host: values[i] is parameter i of
 // model.parameters(), whole and flattened (FSDP checkpoints assemble them from the ranks' shards).

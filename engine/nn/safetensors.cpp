@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -28,11 +27,10 @@
 #include <system_error>
 #include <tuple>
 
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/output_file.hpp"
 
 namespace fsdplab {
 
@@ -261,30 +259,14 @@ void write_safetensors(const std::filesystem::path& path, std::span<const Safete
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(header.size() >> (8 * i));
 
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  std::FILE* out = std::fopen(tmp.c_str(), "wb");
-  check(out != nullptr, "cannot write '", file, "': cannot create '", tmp.string(),
-        "': ", std::generic_category().message(errno));
-  const auto put = [out](const void* bytes, std::size_t n) { return n == 0 || std::fwrite(bytes, 1, n, out) == n; };
-  bool ok = put(length, sizeof length) && put(header.data(), header.size());
-  for (const SafetensorsEntry* e : order) ok = ok && put(e->bytes.data(), e->bytes.size());
   // On disk before the rename: otherwise a crash soon after could leave the new name on an empty
   // file. (The directory is not synced: after a crash the old file may be back, which is whole.)
-  ok = ok && std::fflush(out) == 0 && ::fsync(::fileno(out)) == 0;
-  int error = ok ? 0 : errno;
-  if (std::fclose(out) != 0 && ok) {
-    ok = false;
-    error = errno;
-  }
-  std::error_code ec;
-  if (ok) std::filesystem::rename(tmp, path, ec);
-  if (!ok || ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail("cannot write '", file, "': ", ok ? "renaming '" : "writing '", tmp.string(),
-         "' failed: ", ok ? ec.message() : std::generic_category().message(error));
-  }
+  write_output_file(path, "", [&](std::ostream& out) {
+    out.write(reinterpret_cast<const char*>(length), sizeof length);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    for (const SafetensorsEntry* e : order)
+      out.write(reinterpret_cast<const char*>(e->bytes.data()), static_cast<std::streamsize>(e->bytes.size()));
+  }, /*flush_to_disk=*/true);
 }
 
 // ---- reading ------------------------------------------------------------------------------------

@@ -54,7 +54,8 @@ struct SafetensorsEntry {
 //     order, each {"dtype", "shape", "data_offsets"}; padded with spaces to a multiple of 8 bytes.
 // Deterministic: the same entries in any order and the same metadata give the same bytes.
 // Atomic: written to `path` + ".tmp", flushed to disk, then renamed over `path`, so an interrupted
-// save leaves the old file or the new one, never half a file.
+// save leaves the old file or the new one, never half a file (a symbolic link is followed, a device
+// or a FIFO written in place, a folder refused: output_file.hpp).
 // Errors (before anything is written): a duplicate name, the name "__metadata__", a negative
 // dimension, a byte size that is not numel x element size, a name or metadata string that is not
 // valid UTF-8; and any failure to write, each naming the path.

@@ -12,9 +12,18 @@
 #include <string_view>
 #include <utility>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/output_file.hpp"
+#include "engine/trace/trace_wire.hpp"
 
 namespace fsdplab {
 namespace {
@@ -333,7 +342,9 @@ class Reader {
 
     const Fields info = top.object("distributedInfo");
     meta_.backend = info.string("backend");
-    meta_.world_size = info.small_int("world_size", 1);
+    // Bounded as `fsdplab run --world` is: the reader and the dashboard keep memory per rank, so a
+    // claimed world must not be able to ask for more than any run of ours could have had.
+    meta_.world_size = static_cast<int>(info.integer("world_size", 1, kWireMaxWorld));
     if (info.has("rank")) file_rank_ = static_cast<int>(info.integer("rank", 0, meta_.world_size - 1));
     if (top.has("deviceProperties")) read_device(top.field("deviceProperties"));
     if (top.has("fsdplabMode")) {
@@ -479,35 +490,58 @@ class Reader {
   bool pending_total_ = false;  // the last sample read still waits for its 'mem total'
 };
 
+// The whole file, if it is a regular file of at most kMaxTraceFileBytes. Opened without blocking (a
+// FIFO would wait for a writer forever) and judged by fstat of what was opened before anything is read,
+// so a directory, a device such as /dev/zero or a pipe is refused by its kind, never read.
+std::string read_trace_text(const std::string& file) {
+  const auto error_words = [](int error) { return std::error_code(error, std::generic_category()).message(); };
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail("cannot read trace '", file, "': cannot open it: ", error_words(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail("cannot read trace '", file, "': ", error_words(errno));
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    fail("cannot read trace '", file, "': it is ", kind, "; expected a regular file (written by fsdplab run --trace)");
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > kMaxTraceFileBytes)
+    fail("cannot read trace '", file, "': it has ", size, " bytes; expected at most ", kMaxTraceFileBytes);
+  // Read what fstat reported and one byte more: a file still growing is cut off at the limit, not followed.
+  std::string text(static_cast<std::size_t>(size) + 1, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("cannot read trace '", file, "': reading failed: ", error_words(errno));
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  if (got > kMaxTraceFileBytes)
+    fail("cannot read trace '", file, "': it grew past ", kMaxTraceFileBytes, " bytes while being read");
+  text.resize(got);
+  return text;
+}
+
 }  // namespace
 
 void write_chrome_trace(const std::filesystem::path& path, const TraceData& data, const TraceMeta& meta,
                         std::optional<int> only_rank) {
   check_writable(path, data, meta, only_rank);
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  try {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), "cannot write trace '", path.string(), "': cannot open '", tmp.string(), "'");
-    write_body(out, data, meta, only_rank);
-    out.close();
-    check(!out.fail(), "cannot write trace '", path.string(), "': writing '", tmp.string(), "' failed");
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    check(!ec, "cannot write trace '", path.string(), "': renaming '", tmp.string(), "' failed: ", ec.message());
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
-  }
+  write_output_file(path, "trace", [&](std::ostream& out) { write_body(out, data, meta, only_rank); });
 }
 
 TraceData read_chrome_trace(const std::filesystem::path& path, TraceMeta* meta) {
   const std::string file = path.string();
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), "cannot read trace '", file, "': cannot open it");
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  check(!in.bad(), "cannot read trace '", file, "': reading failed");
+  const std::string text = read_trace_text(file);
 
   Json doc;
   try {

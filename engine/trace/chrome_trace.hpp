@@ -34,15 +34,22 @@ struct TraceMeta {
 };
 
 // Writes `data` (all ranks, or only `only_rank`'s events and samples) to `path`, atomically: to
-// `path + ".tmp"`, then renamed, so an interrupted write never leaves half a file. Events and samples
+// `path + ".tmp"`, then renamed, so an interrupted write never leaves half a file (a symbolic link is
+// followed, a device or a FIFO written in place: output_file.hpp). Events and samples
 // keep their order. An Error naming the path if it cannot be written or the data is inconsistent
 // (a rank outside the world, an event that ends before it begins).
 void write_chrome_trace(const std::filesystem::path& path, const TraceData& data, const TraceMeta& meta,
                         std::optional<int> only_rank = std::nullopt);
 
+// What read_chrome_trace reads at most: a million events (the dashboard's goal, `fsdplab bench --what
+// ui`) take ~300 MB; the JSON document parsed from a file needs several times its size again.
+constexpr std::uint64_t kMaxTraceFileBytes = std::uint64_t{1} << 30;
+
 // Reads a file written by write_chrome_trace: events and samples in file order, and, when `meta` is
 // given, the run's description. Anything else (not JSON, truncated, a field missing or of the wrong
-// type) is an Error naming the file, the event and what was expected.
+// type, a world larger than `fsdplab run --world` takes) is an Error naming the file, the event and
+// what was expected; so is a path that is not a regular file (a directory, a FIFO, a device such as
+// /dev/zero: refused by its kind without reading from it) or a file over kMaxTraceFileBytes.
 TraceData read_chrome_trace(const std::filesystem::path& path, TraceMeta* meta = nullptr);
 
 }  // namespace fsdplab

@@ -6,6 +6,7 @@
 
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/host_memory_limit.hpp"
 #include "engine/train/expected_memory.hpp"
 #include "engine/train/run_device.hpp"
 
@@ -19,11 +20,11 @@ namespace {
 void check_host_memory(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe, int ranks_here) {
   double per_rank = 0;
   for (std::int64_t bytes : fsdp_memory(fsdp_memory_input(run, options, probe))) per_rank += static_cast<double>(bytes);
-  const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  check(host <= 0 || per_rank * ranks_here <= host, "--world ", run.world, ": the ranks need about ",
+  const HostMemoryLimit host = host_memory_limit();  // RAM, or less under an rlimit or a cgroup limit
+  check(host.bytes <= 0 || per_rank * ranks_here <= host.bytes, "--world ", run.world, ": the ranks need about ",
         per_rank * ranks_here / 1e9, " GB of this host's memory (", ranks_here, " in this process, ", per_rank / 1e9,
-        " GB each; the sim device keeps its memory in host RAM) and this host has ", host / 1e9,
-        " GB; use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
+        " GB each; the sim device keeps its memory in host RAM) and this process may use ", host.bytes / 1e9, " GB (",
+        host.source, "); use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
 }
 
 }  // namespace
@@ -32,6 +33,7 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   const RunConfig& run = fsdp.run;
   const int world = run.world;
   check(world >= 1, "--world ", world, "; expected >= 1");
+  check_run_request(run);  // the numbers, and every output path
   // A/B runs: the two schedules the steps take turns in; SYNC never prefetches, so the options may name
   // the ASYNC blocks' prefetch whichever mode comes first.
   check(fsdp.ab_block >= 0, "train_fsdp: A/B block of ", fsdp.ab_block,

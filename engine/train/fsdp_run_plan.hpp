@@ -1,7 +1,8 @@
 // fsdp_run_plan.hpp — an FSDP training run checked whole before any rank starts, and what follows from
 // the request: the schedules, the device and where the ranks run, the model's shapes, the files to read.
 //
-// Every check that needs no rank is made here, once, in the order a user would fix them: the FSDP
+// Every check that needs no rank is made here, once, in the order a user would fix them: the numbers
+// and the output paths (check_run_request, trainer.hpp), the FSDP
 // options against W (sharding.hpp), the steps, micro-batches and dry-run limits, the device and the
 // ranks' placement (run_device.hpp, rank_launch.hpp), the model and its batch split (model_factory.hpp),
 // the units the run's task 7 makes of it, the host memory the sim device needs (memory_model.hpp), a

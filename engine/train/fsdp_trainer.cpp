@@ -1,6 +1,7 @@
 #include "engine/train/fsdp_trainer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -119,7 +120,13 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     }
     const auto save = [&](const std::string& dir) {
       sharded.with_full_parameters([&] {
-        if (r == 0) save_checkpoint(dir, *built.model, built.config);
+        if (r != 0) return;
+        try {
+          save_checkpoint(dir, *built.model, built.config);
+        } catch (const Error& e) {
+          if (!fsdp.on_output_failed) throw;
+          fsdp.on_output_failed(e.what());  // the run and its other outputs go on
+        }
       });
       comm.barrier();  // nobody reads the folder before rank 0 has renamed its files into place
     };
@@ -175,6 +182,9 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         reports.push_back(report);
         if (on_step) on_step(report);
       }
+      // Every rank holds the same mean loss, so every rank stops at the same step.
+      if (!device.dry_run() && !std::isfinite(report.loss) && !run.allow_nonfinite)
+        fail_nonfinite_loss(run, step, report.loss);
       const int completed = step + 1;
       if (plan.checkpointing && (completed == run.steps || (run.checkpoint_every > 0 && completed % run.checkpoint_every == 0)))
         checkpoint(completed);

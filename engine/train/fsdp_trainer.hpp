@@ -51,6 +51,9 @@ struct FsdpRun {
   // (options with mode async), starting with options.mode: step s runs ab_mode(options.mode, k, s).
   // SYNC never prefetches, so options.prefetch is the ASYNC blocks' whichever mode comes first.
   int ab_block = 0;
+  // Where a --save-init or --save-final that fails despite the checks before the run goes (trainer.hpp),
+  // on rank 0's thread; without one, the failure ends the run.
+  OutputFailed on_output_failed;
   // How long a rank waiting in a collective lets the world go without progress before it fails.
   std::chrono::milliseconds comm_timeout = LocalWorldOptions{}.timeout;
 };
@@ -62,7 +65,8 @@ OverlapMode ab_mode(OverlapMode first, int ab_block, int step);
 // Checks the whole request before any rank starts (FsdpRunPlan, fsdp_run_plan.hpp: the options against W,
 // the batch split, the units of the model, a --load-init folder, the checkpoints), then trains, calling
 // on_step on rank 0's thread after each step. Writes --save-init and --save-final folders of the whole
-// (gathered) parameters, as the baseline writes them. With run.checkpoint_dir, writes a training
+// (gathered) parameters, as the baseline writes them. A step whose loss (the ranks' mean) is not finite
+// ends the run on every rank (fail_nonfinite_loss) unless run.allow_nonfinite. With run.checkpoint_dir, writes a training
 // checkpoint (training_checkpoint.hpp) every run.checkpoint_every steps and after the last; with
 // run.resume_dir, continues from that checkpoint up to run.steps in all (the reports are the steps run
 // here). Returns rank 0's step reports.

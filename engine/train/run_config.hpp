@@ -43,6 +43,7 @@ struct RunConfig {
   std::string link_preset;  // empty: the device preset's default link
   std::string losses_file;  // CSV step,loss
   std::string trace_file;
+  std::string trace_dir;    // a trace file per rank (rank0.json, ...)
   std::string save_init;    // folders: model.safetensors + config.json
   std::string load_init;
   std::string save_final;
@@ -52,6 +53,8 @@ struct RunConfig {
   std::string checkpoint_dir;
   int checkpoint_every = 0;
   std::string resume_dir;
+  // A step whose loss is NaN or infinite stops the run with an Error naming it, unless this is set.
+  bool allow_nonfinite = false;
 
   OptimizerSpec optimizer_spec() const { return {optimizer, lr, momentum}; }
 };

@@ -1,5 +1,7 @@
 #include "engine/train/trainer.hpp"
 
+#include <cmath>
+
 #include <unistd.h>
 
 #include "engine/fsdp/memory_model.hpp"
@@ -7,18 +9,78 @@
 #include "engine/nn/materialize.hpp"
 #include "engine/optim/optimizer.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/output_file.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/run_device.hpp"
 
 namespace fsdplab {
 
+void check_run_request(const RunConfig& run) {
+  check(std::isfinite(run.lr) && run.lr >= 0, "--lr ", run.lr, "; expected a finite learning rate >= 0");
+  check(std::isfinite(run.momentum) && run.momentum >= 0, "--momentum ", run.momentum,
+        "; expected a finite momentum >= 0");
+  check(run.batch >= 1, "--batch ", run.batch, "; expected >= 1 rows per step");
+  check(run.seq >= 0, "--seq ", run.seq, "; expected >= 1 tokens (0: the model's context length)");
+  check(run.mlp_width >= 1 && run.mlp_depth >= 1, "--mlp-width ", run.mlp_width, " --mlp-depth ", run.mlp_depth,
+        "; expected >= 1 each");
+  struct Output {
+    const std::string& path;
+    const char* option;
+    bool folder;
+  };
+  const Output outputs[] = {{run.losses_file, "--losses", false},
+                            {run.trace_file, "--trace", false},
+                            {run.trace_dir, "--trace-dir", true},
+                            {run.save_init, "--save-init", true},
+                            {run.save_final, "--save-final", true}};
+  struct Checkpoint {
+    const std::string& dir;
+    const char* option;
+  };
+  const Checkpoint checkpoints[] = {{run.checkpoint_dir, "--checkpoint"}, {run.resume_dir, "--resume"}};
+  for (const Output& output : outputs) {
+    if (output.path.empty()) continue;
+    for (const Checkpoint& checkpoint : checkpoints)
+      check(checkpoint.dir.empty() || !path_is_within(output.path, checkpoint.dir), output.option, " '", output.path,
+            "' lies in the run's own checkpoint folder (", checkpoint.option, " '", checkpoint.dir,
+            "'), which a save replaces whole and a resume reads; expected a path outside it");
+    if (output.folder) {
+      check_output_folder(output.path, output.option);
+    } else {
+      check_output_file(output.path, output.option);
+    }
+  }
+}
+
+void fail_nonfinite_loss(const RunConfig& run, int step, double loss) {
+  fail("step ", step + 1, " of ", run.steps, ": the loss is ", loss, "; the training diverged (a learning rate of ",
+       run.lr, " too high for this model, or non-finite initial values), so the run stops here and saves nothing "
+       "more; expected a finite loss (--allow-nonfinite trains on regardless)");
+}
+
+namespace {
+
+// Saves a folder of the run's own (--save-init, --save-final): a failure goes to `on_failed` when given.
+void save_output(const OutputFailed& on_failed, const std::function<void()>& save) {
+  try {
+    save();
+  } catch (const Error& e) {
+    if (!on_failed) throw;
+    on_failed(e.what());
+  }
+}
+
+}  // namespace
+
 std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog& presets,
-                                       const std::function<void(const StepReport&)>& on_step, TraceSink* sink) {
+                                       const std::function<void(const StepReport&)>& on_step, TraceSink* sink,
+                                       const OutputFailed& on_output_failed) {
   check(run.world == 1, "--world ", run.world, ": sharded training over several ranks arrives with FSDP; the "
         "baseline trains one rank (--world 1)");
   check(run.steps >= 0, "--steps ", run.steps, "; expected >= 0");
   check(run.checkpoint_dir.empty() && run.resume_dir.empty(), "training checkpoints (--checkpoint, --resume) are "
         "written and read by FSDP runs (train_fsdp; --world 1 is one); the baseline saves --save-final");
+  check_run_request(run);
   const DeviceSpec device_spec = run_device_spec(run, presets, /*dry_run=*/false);
   // Declared before the model: tensors must go before the device that holds their memory.
   const std::unique_ptr<Device> owned_device = make_device(0, device_spec);
@@ -50,7 +112,8 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
     allocate_full(model, device);
     load_checkpoint(run.load_init, model, built.identity);
   }
-  if (!run.save_init.empty()) save_checkpoint(run.save_init, model, built.config);
+  if (!run.save_init.empty())
+    save_output(on_output_failed, [&] { save_checkpoint(run.save_init, model, built.config); });
 
   std::vector<OptimTarget> targets;
   for (Parameter* p : model.parameters()) targets.push_back({p->name, p->value, p->grad});
@@ -77,8 +140,10 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
     report.end = device.host_time();
     reports.push_back(report);
     if (on_step) on_step(report);
+    if (!std::isfinite(report.loss) && !run.allow_nonfinite) fail_nonfinite_loss(run, step, report.loss);
   }
-  if (!run.save_final.empty()) save_checkpoint(run.save_final, model, built.config);
+  if (!run.save_final.empty())
+    save_output(on_output_failed, [&] { save_checkpoint(run.save_final, model, built.config); });
   return reports;
 }
 

@@ -5,6 +5,7 @@
 // `loss.item()` does). Ops are labelled with the step and phase for the trace.
 #pragma once
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "engine/runtime/presets.hpp"
@@ -20,10 +21,29 @@ struct StepReport {
   SimTime end = 0;
 };
 
+// Called when a folder the run saves itself (--save-init, --save-final) cannot be written although the
+// checks before the run passed (a full disk, a folder removed meanwhile), with the Error's message: the
+// run goes on, and what it returns is still written by the caller. Without one, the failure ends the run.
+using OutputFailed = std::function<void(const std::string& message)>;
+
+// Before the run (train_baseline, and FsdpRunPlan before any rank starts), in this order:
+// the numbers no other check reads (--lr, --momentum: finite and >= 0; --batch, --seq, the mlp's shape);
+// every output (--losses, --trace, --trace-dir, --save-init, --save-final) can be written where it is
+// named (output_file.hpp; nothing is created); and none lies in the run's own checkpoint folders
+// (--checkpoint, --resume), which a save swaps whole. An Error naming the option, what came and what
+// was expected.
+void check_run_request(const RunConfig& run);
+
+// The Error for a step whose loss is NaN or infinite (run.allow_nonfinite not set): it names the step
+// (counted from 1, as the progress line shows it) and the loss.
+[[noreturn]] void fail_nonfinite_loss(const RunConfig& run, int step, double loss);
+
 // Trains `run` (world 1) on a sim device made from the presets. Calls on_step after each step, and
 // sends every trace event and memory counter to `sink` (may be null). Writes --save-init and
-// --save-final folders when asked. Returns the steps' reports.
+// --save-final folders when asked (a failure goes to on_output_failed, when given). A step with a
+// non-finite loss ends the run (fail_nonfinite_loss) after its on_step. Returns the steps' reports.
 std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog& presets,
-                                       const std::function<void(const StepReport&)>& on_step, TraceSink* sink);
+                                       const std::function<void(const StepReport&)>& on_step, TraceSink* sink,
+                                       const OutputFailed& on_output_failed = {});
 
 }  // namespace fsdplab

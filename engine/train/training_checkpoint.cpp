@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -189,6 +190,11 @@ void write_rank_state(const fs::path& path, int step, FullyShardedModel& sharded
   std::vector<SafetensorsEntry> entries;
   values.reserve(sharded.units().size() + 2 * optimizer.targets().size());
   const auto add = [&](std::string name, std::vector<float> v) {
+    // A diverged state never replaces the previous checkpoint: the save fails before anything is swapped in.
+    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+    check(bad == v.end(), "checkpoint after step ", step, ": rank ", rank.world.rank(), "'s ", name, " holds ",
+          bad == v.end() ? 0.f : *bad, " at element ", bad - v.begin(),
+          "; expected finite values (the training diverged); the previous checkpoint is left as it was");
     values.push_back(std::move(v));
     const std::vector<float>& kept = values.back();
     entries.push_back({std::move(name), DType::f32, {static_cast<std::int64_t>(kept.size())},

@@ -48,8 +48,10 @@ TEST_P(BaselineLossFalls, OnEveryModel) {
   run.steps = param().steps;
   run.lr = param().lr;
   run.batch = 16;
-  run.mlp_width = 16;
-  run.mlp_depth = 2;
+  if (run.model == "mlp") {  // its shape options are the mlp's alone
+    run.mlp_width = 16;
+    run.mlp_depth = 2;
+  }
   const std::vector<double> l = losses(run);
   ASSERT_EQ(l.size(), static_cast<std::size_t>(run.steps));
   // Averages over the first and last fifth: single steps are noisy, the trend is not.

@@ -277,14 +277,15 @@ TEST_F(SafetensorsWrite, FailedWriteNamesThePathAndLeavesNoTemporary) {
     EXPECT_TRUE(contains(e.what(), "cannot write '" + missing.string() + "'"));
     EXPECT_TRUE(contains(e.what(), "No such file or directory"));
   }
-  // The temporary is written, then the rename over a directory fails: it must not stay behind.
+  // A directory at the path is refused before anything is written: no temporary stays behind.
   fs::create_directory(path("taken.safetensors"));
   try {
     write_safetensors(path("taken.safetensors"), {});
     ADD_FAILURE() << "renamed over a directory";
   } catch (const Error& e) {
-    EXPECT_TRUE(contains(e.what(), "renaming"));
+    EXPECT_TRUE(contains(e.what(), "is a folder; expected a file"));
   }
+  EXPECT_TRUE(fs::is_directory(path("taken.safetensors")));
   EXPECT_FALSE(fs::exists(path("taken.safetensors.tmp")));
 }
 

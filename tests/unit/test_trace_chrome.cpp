@@ -1,5 +1,6 @@
 // The Chrome trace export: what Perfetto and HTA need in it, the round trip through our reader, and
 // the reader's errors on anything else (bad files, truncated files, fuzzed files).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -379,6 +380,40 @@ TEST_F(TraceChrome, NotJsonOrMissingIsAnErrorNamingTheFile) {
                               std::string(kDepth, '[') + std::string(kDepth, ']') + "}]}");
   EXPECT_TRUE(contains(read_error(path("deep.json")), "event 0 has 'dur' = [...] (an array); expected a number"));
   EXPECT_TRUE(contains(read_error(path("kineto.json")), "is not an fsdplab trace"));
+}
+
+// `fsdplab view` is handed whatever a shell expands: only regular files are read, judged by what was
+// opened before a byte is read (a FIFO would block forever, /dev/zero never ends), and within a size.
+TEST_F(TraceChrome, WhatIsNotARegularFileIsRefusedByItsKindWithoutReading) {
+  fs::create_directories(path("folder.json"));
+  EXPECT_TRUE(contains(read_error(path("folder.json")), "it is a directory; expected a regular file"));
+  ASSERT_EQ(::mkfifo(path("fifo.json").c_str(), 0600), 0);  // no writer ever opens it
+  EXPECT_TRUE(contains(read_error(path("fifo.json")), "it is a FIFO (named pipe); expected a regular file"));
+  EXPECT_TRUE(contains(read_error("/dev/zero"), "cannot read trace '/dev/zero': it is a character device"));
+  // A symlink to a good file is the file.
+  write_chrome_trace(path("t.json"), sample_data(), sample_meta());
+  fs::create_symlink(path("t.json"), path("link.json"));
+  EXPECT_EQ(read_chrome_trace(path("link.json")).events.size(), sample_data().events.size());
+  // Over the limit, refused by its size (a sparse file: nothing is written to the disk).
+  {
+    std::ofstream big(path("big.json"));
+  }
+  fs::resize_file(path("big.json"), kMaxTraceFileBytes + 1);
+  EXPECT_TRUE(contains(read_error(path("big.json")), std::to_string(kMaxTraceFileBytes + 1) + " bytes; expected at most " +
+                                                         std::to_string(kMaxTraceFileBytes)));
+}
+
+// A file's claims are bounded by what a run can have: a world of 10^9 ranks in a small file would have
+// the dashboard allocate memory series for all of them.
+TEST_F(TraceChrome, AWorldLargerThanARunCanHaveIsRefused) {
+  json doc = valid_json();
+  doc["distributedInfo"]["world_size"] = 1'000'000'000;
+  EXPECT_TRUE(contains(error_after(doc), "'world_size' = 1000000000; expected 1 to 1024"));
+  doc["distributedInfo"]["world_size"] = 1024;
+  spit(path("wide.json"), doc.dump());
+  TraceMeta meta;
+  read_chrome_trace(path("wide.json"), &meta);
+  EXPECT_EQ(meta.world_size, 1024);
 }
 
 TEST_F(TraceChrome, TruncatedFileIsAnErrorWhereverItIsCut) {

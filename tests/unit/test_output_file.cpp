@@ -1,0 +1,163 @@
+// Writing a file a user named (output_file.hpp): through a symbolic link, into a node that is not a
+// regular file, and the checks made before a run. The nodes and links are the test's own, in a scratch
+// folder: a regression must never be able to replace a node of the machine.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/runtime/error.hpp"
+#include "engine/runtime/output_file.hpp"
+
+namespace fsdplab {
+namespace {
+
+namespace fs = std::filesystem;
+
+class OutputFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("fsdplab_output_file_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    fs::permissions(dir_ / "locked", fs::perms::owner_all, ignored);
+    fs::remove_all(dir_, ignored);
+  }
+  fs::path path(const std::string& name) const { return dir_ / name; }
+  static std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  static void write(const fs::path& p, const std::string& text) {
+    write_output_file(p, "--losses", [&](std::ostream& out) { out << text; });
+  }
+  static std::string error_of(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+
+  fs::path dir_;
+};
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST_F(OutputFile, RegularFileIsReplacedWholeAndNoTemporaryStays) {
+  write(path("a.csv"), "old\n");
+  write(path("a.csv"), "new\n");
+  EXPECT_EQ(slurp(path("a.csv")), "new\n");
+  EXPECT_FALSE(fs::exists(path("a.csv.tmp")));
+  // A writer that fails leaves the old contents and no temporary.
+  EXPECT_THROW(write_output_file(path("a.csv"), "--losses", [](std::ostream& out) {
+                 out << "half";
+                 fail("stopped midway");
+               }),
+               Error);
+  EXPECT_EQ(slurp(path("a.csv")), "new\n");
+  EXPECT_FALSE(fs::exists(path("a.csv.tmp")));
+}
+
+TEST_F(OutputFile, SymbolicLinkStaysALinkAndItsTargetGetsTheContents) {
+  fs::create_directories(path("elsewhere"));
+  write(path("elsewhere/target.csv"), "old\n");
+  fs::create_symlink("elsewhere/target.csv", path("link.csv"));  // relative, as `ln -s` makes them
+  fs::create_symlink(path("link.csv"), path("link2.csv"));       // a chain of two
+  write(path("link2.csv"), "new\n");
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(path("link.csv"))));
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(path("link2.csv"))));
+  EXPECT_EQ(slurp(path("elsewhere/target.csv")), "new\n");
+  EXPECT_FALSE(fs::exists(path("link2.csv.tmp")));
+  EXPECT_FALSE(fs::exists(path("elsewhere/target.csv.tmp")));
+
+  // A link to nothing yet: the file is made where it points.
+  fs::create_symlink("elsewhere/new.csv", path("dangling.csv"));
+  write(path("dangling.csv"), "made\n");
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(path("dangling.csv"))));
+  EXPECT_EQ(slurp(path("elsewhere/new.csv")), "made\n");
+
+  fs::create_symlink("loop_b", path("loop_a"));
+  fs::create_symlink("loop_a", path("loop_b"));
+  EXPECT_TRUE(contains(error_of([&] { write(path("loop_a"), "x"); }), "symbolic links in a row"));
+}
+
+TEST_F(OutputFile, NodeThatIsNotAFileIsWrittenInPlace) {
+  // A FIFO stands for /dev/null, /dev/stdout or a terminal: renaming over it would replace the node.
+  const fs::path fifo = path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_symlink(fifo, path("pipe_link"));
+  for (const fs::path& target : {fifo, path("pipe_link")}) {
+    SCOPED_TRACE(target.string());
+    std::string received;
+    std::thread reader([&] { received = slurp(fifo); });
+    write(target, "step,loss\n0,1.5\n");
+    reader.join();
+    EXPECT_EQ(received, "step,loss\n0,1.5\n");
+    EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo)));
+    EXPECT_FALSE(fs::exists(path("pipe.tmp")));
+  }
+  const OutputTarget target = resolve_output(path("pipe_link"), "--trace");
+  EXPECT_TRUE(target.in_place);
+  EXPECT_EQ(target.path, fifo);
+  EXPECT_FALSE(resolve_output(path("new.json"), "--trace").in_place);
+  // /dev/stdout leads through /proc/self/fd: written in place, whatever stdout is.
+  if (fs::exists("/dev/stdout")) {
+    EXPECT_TRUE(resolve_output("/dev/stdout", "--losses").in_place);
+  }
+}
+
+TEST_F(OutputFile, FolderIsRefused) {
+  fs::create_directories(path("folder"));
+  EXPECT_TRUE(contains(error_of([&] { write(path("folder"), "x"); }), "--losses '" + path("folder").string() +
+                                                                        "' is a folder; expected a file"));
+  EXPECT_TRUE(fs::is_directory(path("folder")));
+}
+
+TEST_F(OutputFile, ChecksBeforeARunNameTheOptionAndCreateNothing) {
+  write(path("plain"), "a file\n");
+  // The parent is a file.
+  EXPECT_TRUE(contains(error_of([&] { check_output_file(path("plain/losses.csv"), "--losses"); }), "is not a folder"));
+  EXPECT_TRUE(contains(error_of([&] { check_output_folder(path("plain/final"), "--save-final"); }),
+                       "--save-final '" + path("plain/final").string() + "'"));
+  EXPECT_TRUE(contains(error_of([&] { check_output_folder(path("plain"), "--trace-dir"); }), "is not a folder"));
+  // A file's folder must exist (the writers create none); a folder output's may be created.
+  EXPECT_TRUE(contains(error_of([&] { check_output_file(path("missing/t.json"), "--trace"); }), "does not exist"));
+  EXPECT_NO_THROW(check_output_folder(path("missing/deeper/final"), "--save-final"));
+  EXPECT_FALSE(fs::exists(path("missing")));
+  EXPECT_NO_THROW(check_output_file(path("new.csv"), "--losses"));
+  EXPECT_FALSE(fs::exists(path("new.csv")));
+  // No permission (root has it anyway).
+  if (::geteuid() != 0) {
+    fs::create_directories(path("locked"));
+    fs::permissions(path("locked"), fs::perms::owner_read | fs::perms::owner_exec);
+    EXPECT_TRUE(contains(error_of([&] { check_output_file(path("locked/l.csv"), "--losses"); }), "cannot write into"));
+    EXPECT_TRUE(contains(error_of([&] { check_output_folder(path("locked/final"), "--save-final"); }),
+                         "cannot write into"));
+  }
+}
+
+TEST_F(OutputFile, PathIsWithinFollowsLinks) {
+  fs::create_directories(path("ck"));
+  fs::create_symlink(path("ck"), path("ck_link"));
+  EXPECT_TRUE(path_is_within(path("ck/manifest.json"), path("ck")));
+  EXPECT_TRUE(path_is_within(path("ck_link/manifest.json"), path("ck")));
+  EXPECT_TRUE(path_is_within(path("ck"), path("ck_link/")));
+  EXPECT_FALSE(path_is_within(path("ck2/manifest.json"), path("ck")));
+  EXPECT_FALSE(path_is_within(path("losses.csv"), path("ck")));
+}
+
+}  // namespace
+}  // namespace fsdplab
