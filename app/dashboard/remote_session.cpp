@@ -32,6 +32,7 @@ void RemoteSession::apply(RemoteUpdate& u) {
     streams_[u.connection].peer = std::move(u.peer);
     return;
   }
+  if (u.kind == RemoteUpdate::Kind::forgotten) return forget_run(u.run);
   const auto found = streams_.find(u.connection);
   RemoteStream* s = found == streams_.end() ? nullptr : &found->second;
   if (u.kind == RemoteUpdate::Kind::closed) {
@@ -65,6 +66,20 @@ void RemoteSession::apply(RemoteUpdate& u) {
   } else if (const auto* step = std::get_if<WireStep>(&u.message)) {
     store_.add_step(s->source, step->step, step->begin, step->end, step->loss, store_.source(s->source).sync);
   }
+}
+
+void RemoteSession::forget_run(const std::string& run) {
+  const auto found = source_of_run_.find(run);
+  if (found == source_of_run_.end()) return;
+  const int source = found->second;
+  source_of_run_.erase(found);
+  store_.remove_source(source);
+  for (auto& [id, other] : source_of_run_)
+    if (other > source) --other;
+  // Its streams were all closed (the listener forgets only such runs); the sources after it moved down.
+  std::erase_if(streams_, [&](const auto& entry) { return entry.second.source == source; });
+  for (auto& [connection, s] : streams_)
+    if (s.source > source) --s.source;
 }
 
 void RemoteSession::forget_old_streams() {

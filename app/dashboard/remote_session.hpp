@@ -6,7 +6,9 @@
 // ranks' events arrive, its steps in the step-time panel, its memory from the counters. Beside the store
 // it keeps what the panel on the left lists instead of run settings: each stream (who, which run and
 // ranks, whether it is open, finished, lost or dropped) and why streams ended early. Both lists are
-// bounded: a peer that connects over and over cannot grow them without end.
+// bounded: a peer that connects over and over cannot grow them without end; nor can it hold the runs'
+// places for good: a run with no open stream is forgotten, oldest first, when newer ones need its room
+// (ListenerLimits).
 #pragma once
 #include <cstddef>
 #include <map>
@@ -55,6 +57,8 @@ class RemoteSession {
  private:
   void apply(RemoteUpdate& update);
   void forget_old_streams();
+  // The listener forgot `run` to make room for newer ones: its source and its closed streams go.
+  void forget_run(const std::string& run);
 
   DashboardListener listener_;
   TraceStore store_;

@@ -1,6 +1,7 @@
 #include "app/dashboard/replay.hpp"
 
 #include <filesystem>
+#include <new>
 
 #include "engine/runtime/error.hpp"
 
@@ -16,6 +17,9 @@ Replay load_replay(const std::vector<std::string>& paths) {
     } catch (const Error& e) {
       replay.errors.push_back(e.what());
       continue;
+    } catch (const std::bad_alloc&) {  // a file within the size limit whose JSON still does not fit
+      replay.errors.push_back("cannot read trace '" + path + "': out of memory");
+      continue;
     }
     const std::string label = std::filesystem::path(path).filename().string();
     const int source = replay.store.add_source(label, meta.world_size, meta.mode == "sync");
@@ -23,6 +27,8 @@ Replay load_replay(const std::vector<std::string>& paths) {
       replay.store.add_trace(source, data);
     } catch (const Error& e) {  // consistent JSON that still makes no trace (an event ending before it begins)
       replay.errors.push_back(path + ": " + e.what());
+    } catch (const std::bad_alloc&) {
+      replay.errors.push_back(path + ": out of memory storing its events");
     }
     replay.store.derive_steps(source);
     replay.files.push_back(path);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdint>
 #include <iterator>
 #include <utility>
 #include <cmath>
@@ -245,9 +246,11 @@ void StepTimePanel::draw(const TraceStore& store) {
   const double top_ms = std::max({ns_to_ms(longest), sum.compute_ms, sum.comm_ms}) * 1.08;
   const double tick_ms = nice_ceil(top_ms / 4);
   const double y_top = std::max(tick_ms, std::ceil(top_ms / tick_ms) * tick_ms);
-  const double columns = static_cast<double>(last_step - first_step + 1);
-  const auto x_of = [&](int step) {
-    return a.x + static_cast<float>((step - first_step + 0.5) / columns) * (b.x - a.x);
+  // Step numbers are whatever a run or a peer sent (up to INT_MAX): spans and tick positions are
+  // computed in 64 bits and doubles, never in int, so nothing here can overflow.
+  const double columns = static_cast<double>(std::int64_t{last_step} - first_step + 1);
+  const auto x_of = [&](std::int64_t step) {
+    return a.x + static_cast<float>((static_cast<double>(step - first_step) + 0.5) / columns) * (b.x - a.x);
   };
   const auto y_of = [&](double ms) { return b.y - static_cast<float>(ms / y_top) * (b.y - a.y); };
 
@@ -259,8 +262,11 @@ void StepTimePanel::draw(const TraceStore& store) {
     dl->AddText({a.x - 6 - ImGui::CalcTextSize(l.c_str()).x, y - text_h / 2}, kDimTextColor, l.c_str());
   }
   const float px_per_step = (b.x - a.x) / static_cast<float>(columns);
-  const int every = static_cast<int>(nice_ceil(std::ceil(48.0 / std::max(px_per_step, 1e-3f))));
-  for (int s = (first_step + every - 1) / every * every; s <= last_step; s += every) {
+  // A label every 48 px or more: at most a plot's width / 48 of them, however far apart the steps are.
+  const double every_steps = nice_ceil(std::ceil(48.0 / std::max(static_cast<double>(px_per_step), 1e-12)));
+  const auto every = static_cast<std::int64_t>(std::min(every_steps, 1e18));
+  const std::int64_t first_tick = (std::int64_t{first_step} + every - 1) / every * every;
+  for (std::int64_t s = first_tick; s <= last_step; s += every) {
     const std::string l = std::to_string(s);
     const float x = x_of(s);
     dl->AddLine({x, b.y}, {x, b.y + 3}, kFrameColor);

@@ -441,7 +441,13 @@ void TimelinePanel::draw_axis(const Area& area, float left, float top, ImDrawLis
   const double step = tick_step(span / area.width());
   const double magnitude = std::max(std::abs(begin_), std::abs(end_));
   const double minor = step / 5;
-  for (double t = std::ceil(begin_ / minor) * minor; t < end_; t += minor) {
+  // Counted, not stepped: far from time 0 (a peer may send times up to 2^61 ns) a minor tick can be
+  // below a double's resolution, and `t += minor` would stand still. A tick per 2 px at most.
+  const double first_tick = std::ceil(begin_ / minor) * minor;
+  const auto max_ticks = static_cast<int>(area.width() / 2) + 2;
+  for (int i = 0; i < max_ticks; ++i) {
+    const double t = first_tick + i * minor;
+    if (t >= end_) break;
     const float x = area.x0 + static_cast<float>((t - begin_) / span * area.width());
     const bool major = std::abs(std::remainder(t, step)) < minor / 2;
     dl.AddLine(ImVec2(x, bottom - (major ? 8.0f : 3.0f)), ImVec2(x, bottom), kTick);

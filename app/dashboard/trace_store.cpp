@@ -1,6 +1,7 @@
 #include "app/dashboard/trace_store.hpp"
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 #include "engine/runtime/error.hpp"
@@ -81,6 +82,39 @@ int TraceStore::add_source(std::string label, int world, bool sync) {
 }
 
 void TraceStore::clear() { *this = TraceStore(); }
+
+void TraceStore::remove_source(int id) {
+  check(id >= 0 && static_cast<std::size_t>(id) < sources_.size(), "trace store: source ", id, " of ", sources_.size());
+  sources_.erase(sources_.begin() + id);
+  std::erase_if(lanes_, [&](const TimelineLane& l) { return l.source == id; });
+  // What is left is rebuilt: its strings and dependencies into fresh tables (else a dashboard that
+  // forgets runs one after another would keep every name it ever saw), the counts and extents.
+  std::vector<std::string> old_strings = std::move(strings_);
+  std::vector<OpRef> old_deps = std::move(deps_);
+  strings_ = {""};
+  string_ids_ = {{"", 0}};
+  deps_.clear();
+  event_count_ = 0;
+  first_time_ = 0;
+  last_time_ = 0;
+  for (TimelineLane& l : lanes_) {
+    if (l.source > id) --l.source;
+    for (TimelineItem& item : l.items) {
+      item.name = intern(old_strings[item.name]);
+      item.phase = intern(old_strings[item.phase]);
+      const auto deps_begin = static_cast<std::uint32_t>(deps_.size());
+      deps_.insert(deps_.end(), old_deps.begin() + item.deps_begin, old_deps.begin() + item.deps_end);
+      item.deps_begin = deps_begin;
+      item.deps_end = static_cast<std::uint32_t>(deps_.size());
+    }
+    if (!l.items.empty()) {
+      first_time_ = event_count_ == 0 ? l.items.front().begin : std::min(first_time_, l.items.front().begin);
+      last_time_ = std::max(last_time_, l.end_prefix.back());
+    }
+    event_count_ += l.items.size();
+  }
+  for (const TraceSource& s : sources_) last_time_ = std::max(last_time_, s.last_time);
+}
 
 std::uint32_t TraceStore::intern(std::string_view s) {
   const auto found = string_ids_.find(std::string(s));
@@ -230,21 +264,20 @@ void TraceStore::add_step(int source, int step, SimTime begin, SimTime end, doub
 }
 
 void TraceStore::derive_steps(int source) {
-  std::vector<std::pair<SimTime, SimTime>> spans;  // by step
+  // By the steps that occur, not indexed by step number: a file's labels may be anything up to INT_MAX
+  // (a resumed run starts late), and memory must follow what the file holds, not what it claims.
+  std::map<int, std::pair<SimTime, SimTime>> spans;
   for (const TimelineLane& l : lanes_) {
     if (l.source != source || l.rank != 0) continue;
     for (const TimelineItem& item : l.items) {
       if (item.step < 0) continue;
-      const auto s = static_cast<std::size_t>(item.step);
-      if (spans.size() <= s) spans.resize(s + 1, {-1, -1});
-      auto& [b, e] = spans[s];
-      b = b < 0 ? item.begin : std::min(b, item.begin);
+      auto& [b, e] = spans.try_emplace(item.step, item.begin, item.end).first->second;
+      b = std::min(b, item.begin);
       e = std::max(e, item.end);
     }
   }
   const bool sync = sources_.at(static_cast<std::size_t>(source)).sync;
-  for (std::size_t s = 0; s < spans.size(); ++s)
-    if (spans[s].first >= 0) add_step(source, static_cast<int>(s), spans[s].first, spans[s].second, 0, sync);
+  for (const auto& [step, span] : spans) add_step(source, step, span.first, span.second, 0, sync);
 }
 
 }  // namespace fsdplab::app

@@ -113,6 +113,9 @@ class TraceStore {
   void add_step(int source, int step, SimTime begin, SimTime end, double loss, bool sync);
   // Replayed traces have no step reports: steps are found from the events' step labels on rank 0.
   void derive_steps(int source);
+  // Forgets source `id` and everything of it (a remote run that made room for newer ones); the sources
+  // after it move down by one. Strings and dependencies only it used are freed too.
+  void remove_source(int id);
   // Forgets everything (a restart with new settings).
   void clear();
 

@@ -41,7 +41,7 @@ std::string_view kind_name(const WireMessage& m) {
 
 // What an update holds in memory, roughly: what the listener counts against ListenerLimits::pending_bytes.
 std::size_t footprint(const RemoteUpdate& u) {
-  std::size_t bytes = sizeof(RemoteUpdate) + u.peer.size() + u.why.size();
+  std::size_t bytes = sizeof(RemoteUpdate) + u.peer.size() + u.why.size() + u.run.size();
   if (const auto* e = std::get_if<TraceEvent>(&u.message)) {
     bytes += e->name.size() + e->phase.size() + e->deps.size() * sizeof(OpRef);
   } else if (const auto* h = std::get_if<WireHello>(&u.message)) {
@@ -308,14 +308,29 @@ void DashboardListener::read_from(Connection& c) {
   }
 }
 
+void DashboardListener::make_room(bool new_run) {
+  while ((new_run && kept_runs_.size() >= limits_.runs) || messages_taken_ >= limits_.messages) {
+    auto oldest = kept_runs_.end();
+    for (auto it = kept_runs_.begin(); it != kept_runs_.end(); ++it)
+      if (!runs_.count(it->first) && (oldest == kept_runs_.end() || it->second.order < oldest->second.order))
+        oldest = it;
+    if (oldest == kept_runs_.end()) return;  // every kept run still streams: the caller refuses
+    messages_taken_ -= oldest->second.messages;
+    hand_on(RemoteUpdate{RemoteUpdate::Kind::forgotten, 0, {}, {}, {}, false, oldest->first});
+    kept_runs_.erase(oldest);
+  }
+}
+
 void DashboardListener::check_message(Connection& c, const WireMessage& m) {
-  check(messages_taken_ < limits_.messages, "this dashboard has taken ", limits_.messages,
-        " messages, all it holds (start another for more)");
-  ++messages_taken_;
-  if (const auto* h = std::get_if<WireHello>(&m)) {
+  const auto* hello = std::get_if<WireHello>(&m);
+  make_room(hello && !c.hello && !kept_runs_.count(hello->run));
+  check(messages_taken_ < limits_.messages, "this dashboard holds ", limits_.messages,
+        " messages of runs still streaming, all it holds (start another for more)");
+  if (const WireHello* h = hello) {
     check(!c.hello, "a second hello (run '", h->run, "'; the first was run '", c.hello ? c.hello->run : "", "')");
-    check(runs_taken_.count(h->run) || runs_taken_.size() < limits_.runs, "run '", h->run, "' would be run ",
-          runs_taken_.size() + 1, "; this dashboard shows at most ", limits_.runs, " (start another for more)");
+    check(kept_runs_.count(h->run) || kept_runs_.size() < limits_.runs, "run '", h->run, "' would be run ",
+          kept_runs_.size() + 1, "; this dashboard shows at most ", limits_.runs,
+          " and all of them are still streaming (start another for more)");
     // Another stream of the same run must agree on the world and carry other ranks.
     if (const auto other = runs_.find(h->run); other != runs_.end()) {
       const RunClaim& run = other->second;
@@ -331,7 +346,10 @@ void DashboardListener::check_message(Connection& c, const WireMessage& m) {
       run.stream_of_rank.assign(static_cast<std::size_t>(h->world), 0);
     }
     for (int r = h->rank; r < h->rank + h->ranks; ++r) run.stream_of_rank[static_cast<std::size_t>(r)] = c.id;
-    runs_taken_.insert(h->run);
+    const auto [kept, fresh] = kept_runs_.try_emplace(h->run);
+    if (fresh) kept->second.order = next_run_order_++;
+    ++kept->second.messages;
+    ++messages_taken_;
     c.hello = *h;
     return;
   }
@@ -351,6 +369,9 @@ void DashboardListener::check_message(Connection& c, const WireMessage& m) {
   } else if (const auto* s = std::get_if<WireStep>(&m)) {
     check_rank(s->rank);
   }
+  // The stream is open, so its run is kept: make_room forgets only runs with no open stream.
+  ++kept_runs_[h.run].messages;
+  ++messages_taken_;
 }
 
 void DashboardListener::close_connection(Connection& c, std::string why, bool dropped) {

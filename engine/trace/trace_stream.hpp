@@ -16,14 +16,14 @@
 // saying why printed to stderr and handed to the UI. Memory is bounded: a partial frame per connection
 // (the decoder refuses frames over 1 MiB from their length), a number of connections, the bytes
 // waiting for the UI (above that the listener stops reading, so TCP slows the senders down), and the
-// runs and messages a dashboard takes in all (ListenerLimits).
+// runs and messages a dashboard keeps at once (ListenerLimits; finished runs make room for new ones).
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -91,7 +91,9 @@ class DashboardStream {
 
 // What the listener hands to the UI thread, in the order it happened on each connection.
 struct RemoteUpdate {
-  enum class Kind { connected, message, closed };
+  // forgotten: run `run` has no open stream and gave its place back to make room for newer ones (its
+  // data is to be dropped); its connections were all closed before.
+  enum class Kind { connected, message, closed, forgotten };
   Kind kind = Kind::message;
   int connection = 0;  // 1, 2, ... in the order connections were accepted
   std::string peer;    // connected: "127.0.0.1:53122"
@@ -100,13 +102,16 @@ struct RemoteUpdate {
   // 4294967295 bytes; at most 1048576", "127.0.0.1:53122 closed without a bye ...").
   std::string why;
   bool dropped = false;  // closed: the listener dropped the stream for breaking the rules
+  std::string run;       // forgotten: its run id
 };
 
 struct ListenerLimits {
   int connections = 256;                              // open at once (MPI: one per process)
   std::size_t pending_bytes = std::size_t{64} << 20;  // waiting for the UI before reading pauses
-  // What a dashboard keeps for good, so no peer can grow it without end: runs (each a source with memory
+  // What a dashboard keeps at once, so no peer can grow it without end: runs (each a source with memory
   // series per rank), and messages (events, counters and steps, ~1 GB in the trace store at the default).
+  // Past either, runs with no open stream (finished, lost or dropped) are forgotten, oldest first, to
+  // make room; only when every kept run is still streaming is a new stream or message refused.
   std::size_t runs = 64;
   std::size_t messages = 20'000'000;
 };
@@ -141,6 +146,8 @@ class DashboardListener {
   void read_from(Connection& c);
   void check_message(Connection& c, const WireMessage& m);
   void close_connection(Connection& c, std::string why, bool dropped);
+  // Forgets the oldest runs with no open stream until a new run (`new_run`) and a message fit the limits.
+  void make_room(bool new_run);
   void hand_on(RemoteUpdate update);
 
   ListenerLimits limits_;
@@ -152,8 +159,15 @@ class DashboardListener {
   // Receiver thread only:
   std::vector<std::unique_ptr<Connection>> connections_;
   std::map<std::string, RunClaim> runs_;
-  std::set<std::string> runs_taken_;  // every run id ever accepted
-  std::size_t messages_taken_ = 0;
+  // Every run kept (accepted and not forgotten): when it came (to forget the oldest first), and the
+  // messages it holds (given back with it).
+  struct KeptRun {
+    std::uint64_t order = 0;
+    std::size_t messages = 0;
+  };
+  std::map<std::string, KeptRun> kept_runs_;
+  std::uint64_t next_run_order_ = 0;
+  std::size_t messages_taken_ = 0;  // by the kept runs
   int next_connection_ = 1;
   SpscQueue<RemoteUpdate> updates_;
   std::atomic<std::size_t> pending_bytes_{0};

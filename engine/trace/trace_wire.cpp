@@ -94,7 +94,12 @@ class FrameReader {
 
 // What a message must satisfy beyond its bytes, checked on both sides: before writing (so a frame
 // written is a frame read) and after reading.
+void check_time(SimTime t, std::string_view what) {
+  check(t >= -kWireMaxTime && t <= kWireMaxTime, what, " at ", t, " ns; expected within +-", kWireMaxTime, " ns");
+}
 void check_span(SimTime begin, SimTime end, std::string_view what) {
+  check_time(begin, what);
+  check_time(end, what);
   check(begin <= end, what, " ends at ", end, " ns, before it begins at ", begin, " ns");
 }
 void check_text(std::string_view s, std::string_view what) {
@@ -117,17 +122,20 @@ void validate(const TraceEvent& e) {
   check_text(e.name, "event name");
   check_text(e.phase, "event phase");
   check_span(e.begin, e.end, "event '" + e.name + "'");
+  check(e.step >= -1 && e.step <= kWireMaxStep, "event '", e.name, "' of step ", e.step, "; expected -1 (none) to ",
+        kWireMaxStep);
   check(e.deps.size() <= kWireMaxDeps, "event '", e.name, "' with ", e.deps.size(), " dependencies; at most ",
         kWireMaxDeps);
 }
 
 void validate(const CounterSample& c) {
+  check_time(c.time, "counter");
   check(c.tag_live >= 0 && c.total_live >= 0, "counter of ", c.tag_live, " bytes ", mem_tag_name(c.tag), " and ",
         c.total_live, " in all; expected >= 0");
 }
 
 void validate(const WireStep& s) {
-  check(s.step >= 0, "step ", s.step, "; expected >= 0");
+  check(s.step >= 0 && s.step <= kWireMaxStep, "step ", s.step, "; expected 0 to ", kWireMaxStep);
   check_span(s.begin, s.end, "step " + std::to_string(s.step));
 }
 

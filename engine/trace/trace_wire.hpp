@@ -52,6 +52,12 @@ constexpr std::size_t kWireMaxString = 4096;                 // bytes of one nam
 constexpr std::size_t kWireMaxDeps = 4096;                   // dependencies of one event
 // Ranks a hello may announce: `fsdplab run --world` takes no more, and a receiver keeps memory per rank.
 constexpr int kWireMaxWorld = 1024;
+// Step numbers (of events and steps): `fsdplab run --steps` takes at most 2^24 a run, and this leaves
+// room for many resumed runs; a receiver's arithmetic on steps (the step-time panel's axis) stays far
+// from overflow.
+constexpr int kWireMaxStep = 1 << 30;
+// Times, in ns, lie within +-kWireMaxTime (73 years): an end minus a begin never overflows.
+constexpr SimTime kWireMaxTime = SimTime{1} << 61;
 
 // Appends `message` to `out` as one frame. An Error if a field is out of the bounds the decoder
 // enforces (a name over kWireMaxString bytes, an event ending before it begins, ...), so a frame this

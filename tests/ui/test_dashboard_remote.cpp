@@ -104,6 +104,42 @@ TEST(DashboardRemote, AStreamedRunFillsTheStoreAsARecordedOneDoes) {
       EXPECT_TRUE(drawn.count({rank, lane})) << rank << " " << lane_name(lane);
 }
 
+// Finished runs give their place back, oldest first: after more tiny hello+bye runs than the table
+// holds, a real run still gets in, and the store keeps only the runs the listener kept.
+TEST(DashboardRemote, EndedRunsMakeRoomForNewOnes) {
+  RemoteSession remote("0", ListenerLimits{.runs = 2});
+  for (int k = 0; k < 4; ++k) {
+    DashboardStream tiny(remote.listener().address(), WireHello{"tiny " + std::to_string(k), 0, 1, "sim", 1});
+    tiny.finish();
+  }
+  DashboardStream real(remote.listener().address(), WireHello{"real", 0, 1, "sim", 1, "async"});
+  TraceEvent e;
+  e.name = "forward";
+  e.step = 0;
+  e.begin = 10;
+  e.end = 20;
+  real.sink(0)->on_event(e);
+  real.step(WireStep{0, 0, 0, 30, 1.5});
+  real.finish();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!(all_closed(remote, 2) && remote.store().event_count() == 1 && remote.most_steps() == 1)) {
+    remote.drain();
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the streams did not all arrive in time";
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const TraceStore& store = remote.store();
+  ASSERT_EQ(store.sources().size(), 2u);
+  EXPECT_EQ(store.source(0).label, "remote: tiny 3 (1 ranks)");
+  EXPECT_EQ(store.source(1).label, "remote: real (1 ranks, async)");
+  ASSERT_EQ(store.lanes().size(), 1u);
+  EXPECT_EQ(store.lanes()[0].source, 1);
+  EXPECT_EQ(store.text(store.lanes()[0].items[0].name), "forward");
+  std::vector<int> sources;
+  for (const auto& [connection, s] : remote.streams()) sources.push_back(s.source);
+  EXPECT_EQ(sources, (std::vector<int>{0, 1}));  // the forgotten runs' streams went with them
+  EXPECT_TRUE(remote.problems().empty());
+}
+
 // A peer sending garbage and one hanging up mid-stream: both listed with why, drawn without trouble.
 TEST(DashboardRemote, DroppedAndLostStreamsAreListedWithTheirReasons) {
   HeadlessImGui imgui;

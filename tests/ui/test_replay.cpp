@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -89,6 +90,47 @@ TEST_F(Replayed, FilesThatAreNotTracesAreNamedAndTheOthersStillLoad) {
   Dashboard dashboard(std::move(replay));
   frames_until(imgui, dashboard, [] { return true; });
   EXPECT_GT(dashboard.store().event_count(), 0u);
+}
+
+// What a shell hands `fsdplab view` beside a good trace: a directory, a FIFO nobody writes (reading it
+// would block forever), a device that never ends, a small file claiming 10^9 ranks (memory per rank)
+// and one whose last step is numbered 2^31-2 (steps indexed by number, a step axis in int). Each costs
+// only itself, in bounded time and memory; the good files load and every panel draws.
+TEST_F(Replayed, OddFilesCostOnlyThemselvesAndTheGoodOnesStillLoad) {
+  const std::string good = export_run(false, "good.json");
+  fs::create_directories(path("folder.json"));
+  ASSERT_EQ(::mkfifo(path("fifo.json").c_str(), 0600), 0);
+  std::ifstream in(good);
+  const nlohmann::json valid = nlohmann::json::parse(in);
+  nlohmann::json wide = valid;
+  wide["distributedInfo"]["world_size"] = 1'000'000'000;
+  spit(path("wide.json"), wide.dump());
+  nlohmann::json late = valid;
+  constexpr int kLateStep = 2'147'483'646;
+  for (nlohmann::json& e : late["traceEvents"])
+    if (e["ph"] == "X" && e["args"]["step"] == 2) e["args"]["step"] = kLateStep;
+  spit(path("late.json"), late.dump());
+
+  Replay replay = load_replay({path("folder.json"), path("fifo.json"), "/dev/zero", path("wide.json"), good,
+                               path("late.json")});
+  ASSERT_EQ(replay.errors.size(), 4u);
+  EXPECT_NE(replay.errors[0].find("folder.json': it is a directory; expected a regular file"), std::string::npos)
+      << replay.errors[0];
+  EXPECT_NE(replay.errors[1].find("fifo.json': it is a FIFO"), std::string::npos) << replay.errors[1];
+  EXPECT_NE(replay.errors[2].find("'/dev/zero': it is a character device"), std::string::npos) << replay.errors[2];
+  EXPECT_NE(replay.errors[3].find("wide.json"), std::string::npos) << replay.errors[3];
+  EXPECT_NE(replay.errors[3].find("'world_size' = 1000000000; expected 1 to 1024"), std::string::npos)
+      << replay.errors[3];
+  ASSERT_EQ(replay.files, (std::vector<std::string>{good, path("late.json")}));
+  const TraceSource& late_source = replay.store.source(1);
+  ASSERT_EQ(late_source.steps.size(), 3u);
+  EXPECT_EQ(late_source.steps.back().step, kLateStep);
+  EXPECT_EQ(late_source.memory.size(), 2u);
+
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::move(replay));
+  frames_until(imgui, dashboard, [] { return true; });
+  EXPECT_EQ(dashboard.step_times().points().size(), 6u);
 }
 
 // Random values put into a valid trace reach every field check; whatever loads must also draw.

@@ -3,6 +3,7 @@
 // stops a run; addresses are checked. Port 0 everywhere: the listener says which port it got.
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <thread>
@@ -246,7 +247,8 @@ TEST(TraceStream, AStreamClosedWithoutFinishHasNoBye) {
       << got[3].why;
 }
 
-// What a dashboard keeps for good is bounded: past its runs or its messages, streams are dropped.
+// What a dashboard keeps is bounded: past its runs or its messages while every kept run still streams,
+// streams are dropped.
 TEST(TraceStream, RunsAndMessagesTakenAreBounded) {
   DashboardListener listener("0", ListenerLimits{.runs = 1, .messages = 4});
   std::vector<RemoteUpdate> got;
@@ -256,14 +258,44 @@ TEST(TraceStream, RunsAndMessagesTakenAreBounded) {
   RawClient second(listener);
   second.send_frames({WireHello{"two", 0, 1, "sim", 1}});
   drain_until(listener, got, [](const auto& g) { return closing(g, 2) != nullptr; });
-  EXPECT_TRUE(testing::contains(closing(got, 2)->why, ": run 'two' would be run 2; this dashboard shows at most 1"))
+  EXPECT_TRUE(testing::contains(closing(got, 2)->why, ": run 'two' would be run 2; this dashboard shows at most 1 "
+                                                       "and all of them are still streaming"))
       << closing(got, 2)->why;
   TraceEvent more = event(0, 1, 0);
   more.deps.clear();
-  first.send_frames({more, more});  // messages 4 and 5 (the dropped hello counted as 3)
+  first.send_frames({more, more, more});  // messages 3, 4 and 5 (the dropped hello is not kept)
   drain_until(listener, got, [](const auto& g) { return closing(g, 1) != nullptr; });
-  EXPECT_TRUE(testing::contains(closing(got, 1)->why, ": this dashboard has taken 4 messages, all it holds"))
+  EXPECT_TRUE(testing::contains(closing(got, 1)->why, ": this dashboard holds 4 messages of runs still streaming"))
       << closing(got, 1)->why;
+}
+
+// Runs that ended (with a bye, hung up or dropped) give their place and their messages back, oldest
+// first: tiny hello+bye streams cannot fill the table for good and shut out every later real run.
+TEST(TraceStream, RunsThatEndedGiveTheirPlaceBackOldestFirst) {
+  DashboardListener listener("0", ListenerLimits{.runs = 2, .messages = 6});
+  std::vector<RemoteUpdate> got;
+  const auto forgotten = [&] {
+    std::vector<std::string> runs;
+    for (const RemoteUpdate& u : got)
+      if (u.kind == RemoteUpdate::Kind::forgotten) runs.push_back(u.run);
+    return runs;
+  };
+  for (int k = 0; k < 5; ++k) {
+    RawClient tiny(listener);
+    tiny.send_frames({WireHello{"tiny " + std::to_string(k), 0, 1, "sim", 1}, WireBye{}});
+    drain_until(listener, got, [&](const auto& g) { return closing(g, k + 1) != nullptr; });
+    EXPECT_TRUE(closing(got, k + 1)->why.empty()) << closing(got, k + 1)->why;  // finished, not dropped
+  }
+  EXPECT_EQ(forgotten(), (std::vector<std::string>{"tiny 0", "tiny 1", "tiny 2"}));
+  // A real run after them is taken, and its messages past what the ended runs held make room too.
+  RawClient real(listener);
+  TraceEvent e = event(0, 1, 0);
+  real.send_frames({WireHello{"real", 0, 1, "sim", 1}, e, e, e, e});
+  drain_until(listener, got, [&](const auto& g) {
+    return std::count_if(g.begin(), g.end(), [](const RemoteUpdate& u) { return u.connection == 6; }) == 6;
+  });
+  EXPECT_EQ(closing(got, 6), nullptr);
+  EXPECT_EQ(forgotten(), (std::vector<std::string>{"tiny 0", "tiny 1", "tiny 2", "tiny 3", "tiny 4"}));
 }
 
 TEST(TraceStream, ConnectingWhereNobodyListensIsAClearError) {

@@ -121,8 +121,9 @@ TEST(TraceWire, EveryKindRoundTrips) {
 TEST(TraceWire, ExtremeValuesRoundTrip) {
   TraceEvent e = sample_event();
   e.rank = std::numeric_limits<int>::min();  // a decoder does not judge ranks; its receiver does
-  e.begin = std::numeric_limits<SimTime>::min();
-  e.end = std::numeric_limits<SimTime>::max();
+  e.begin = -kWireMaxTime;
+  e.end = kWireMaxTime;
+  e.step = kWireMaxStep;
   e.bytes = -1;
   e.flops = -0.0;
   e.name = std::string(kWireMaxString, 'x');
@@ -130,6 +131,7 @@ TEST(TraceWire, ExtremeValuesRoundTrip) {
   e.deps.assign(kWireMaxDeps, OpRef{-1, 0});
   WireStep s = sample_step();
   s.loss = std::numeric_limits<double>::quiet_NaN();
+  s.step = kWireMaxStep;
   WireDecoder decoder;
   decoder.feed(encode({e, s}));
   const auto got = drain(decoder);
@@ -258,6 +260,30 @@ TEST(TraceWire, SemanticBoundsAreCheckedOnBothSides) {
   std::string event = encode({sample_event()});
   put_u32(event, event.size() - 4 - 2 * 12, 0xFFFFFFFFu);  // the dependency count
   EXPECT_EQ(decode_error(event), "event 'reduce_scatter unit 7' with 4294967295 dependencies; at most 4096");
+}
+
+// Numbers a receiver does arithmetic on are bounded at the decoder: one well-formed step frame
+// numbered 2^31-2 once sent the step-time panel's axis loop around forever; times near the int64 ends
+// overflow a duration.
+TEST(TraceWire, ExtremeStepsAndTimesAreRefused) {
+  std::string step = encode({sample_step()});
+  ASSERT_EQ(step.size(), 4u + 1 + 4 + 4 + 8 + 8 + 8);
+  put_u32(step, 9, 0x7FFFFFFEu);  // [9..13) the step number
+  EXPECT_EQ(decode_error(step), "step 2147483646; expected 0 to 1073741824");
+  std::string out;
+  TraceEvent late = sample_event();
+  late.step = std::numeric_limits<int>::max();
+  EXPECT_EQ(testing::error_of([&] { append_frame(out, late); }),
+            "trace wire: cannot send event 'reduce_scatter unit 7' of step 2147483647; expected -1 (none) to 1073741824");
+  TraceEvent endless = sample_event();
+  endless.end = std::numeric_limits<SimTime>::max();
+  EXPECT_TRUE(testing::contains(testing::error_of([&] { append_frame(out, endless); }),
+                                "at 9223372036854775807 ns; expected within +-2305843009213693952 ns"));
+  CounterSample early = sample_counter();
+  early.time = std::numeric_limits<SimTime>::min();
+  EXPECT_TRUE(testing::contains(testing::error_of([&] { append_frame(out, early); }),
+                                "counter at -9223372036854775808 ns; expected within"));
+  EXPECT_TRUE(out.empty());
 }
 
 // Random bytes, and valid streams with bytes flipped, inserted or cut: the decoder returns messages,
