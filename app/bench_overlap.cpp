@@ -86,7 +86,7 @@ StepTimes measure(const OverlapBenchOptions& bench, const FsdpOptions& options, 
                   const std::string& link, TraceData* keep = nullptr) {
   FsdpRun fsdp;
   fsdp.run.model = bench.model;
-  fsdp.run.preset = bench.preset;
+  fsdp.run.preset = model_has_named_sizes(bench.model) ? bench.preset : "";
   fsdp.run.world = bench.world;
   fsdp.run.batch = bench.micro_batch * bench.world;
   fsdp.run.seq = bench.seq;
@@ -224,7 +224,7 @@ void bench_overlap(const OverlapBenchOptions& bench) {
 
   RunConfig probe_run;
   probe_run.model = bench.model;
-  probe_run.preset = bench.preset;
+  probe_run.preset = model_has_named_sizes(bench.model) ? bench.preset : "";
   probe_run.world = bench.world;
   probe_run.batch = bench.micro_batch * bench.world;
   probe_run.seq = bench.seq;

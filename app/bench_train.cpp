@@ -23,6 +23,7 @@
 #include "engine/trace/trace_metrics.hpp"
 #include "engine/trace/trace_recorder.hpp"
 #include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/model_factory.hpp"
 #include "engine/train/run_device.hpp"
 #include "engine/train/trainer.hpp"
 #include "labs/student_tasks.hpp"
@@ -82,7 +83,7 @@ RunConfig TrainBenchOptions::run_config(std::string device_choice) const {
   RunConfig run;
   run.device = std::move(device_choice);
   run.model = model;
-  run.preset = preset;
+  run.preset = model_has_named_sizes(model) ? preset : "";
   run.world = world;
   run.batch = micro_batch * world;
   run.seq = seq;

@@ -48,7 +48,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   check(steps_per_second >= 0, "steps per second ", steps_per_second, "; expected >= 0 (0: unpaced)");
   RunConfig run;
   run.model = model;
-  run.preset = preset;
+  run.preset = model_has_named_sizes(model) ? preset : "";
   run.world = world;
   run.steps = steps;
   run.device_preset = device_preset;

@@ -136,12 +136,57 @@ std::vector<std::string> mpi_gather_to_rank0(const std::string& mine) {
 
 // ---- MpiComm ------------------------------------------------------------------------------------
 
+// An MPI collective that times out cannot say who is missing: its result comes whole or not at all. So at
+// every collective each rank also sends every peer, point to point, the collective's number ("I got here"),
+// and posts a receive for each peer's. After a timeout, the receives still pending name the ranks that never
+// arrived. Messages between two ranks never overtake each other, so receive k matches the peer's send k.
 struct MpiComm::Group {
   MPI_Comm comm = MPI_COMM_NULL;
+  std::uint64_t sent_seq = 0;                  // what this rank's arrival sends carry
+  std::vector<std::uint64_t> received_seq;     // one per group rank, written by the receives
+  std::vector<MPI_Request> arrival_receives;   // MPI_REQUEST_NULL for this rank and once received
+  std::vector<MPI_Request> arrival_sends;
+
+  static constexpr int kArrivalTag = 7;
+
+  void post_arrivals(std::uint64_t seq, int self, std::size_t ranks) {
+    sent_seq = seq;
+    received_seq.assign(ranks, 0);
+    arrival_receives.assign(ranks, MPI_REQUEST_NULL);
+    arrival_sends.assign(ranks, MPI_REQUEST_NULL);
+    for (std::size_t i = 0; i < ranks; ++i) {
+      if (static_cast<int>(i) == self) continue;
+      check_mpi(MPI_Irecv(&received_seq[i], sizeof(std::uint64_t), MPI_BYTE, static_cast<int>(i), kArrivalTag, comm,
+                          &arrival_receives[i]),
+                "MPI_Irecv");
+      check_mpi(MPI_Isend(&sent_seq, sizeof(std::uint64_t), MPI_BYTE, static_cast<int>(i), kArrivalTag, comm,
+                          &arrival_sends[i]),
+                "MPI_Isend");
+    }
+  }
+  // The group ranks whose arrival has not come (testing completes the ones that have).
+  std::vector<std::size_t> not_arrived() {
+    std::vector<std::size_t> missing;
+    for (std::size_t i = 0; i < arrival_receives.size(); ++i) {
+      int done = 0;
+      check_mpi(MPI_Test(&arrival_receives[i], &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!done) missing.push_back(i);
+    }
+    return missing;
+  }
   ~Group() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
+    if (finalized) return;
+    // After a timeout, receives may still be pending: cancelled, so MPI never writes into freed memory.
+    for (MPI_Request& request : arrival_receives)
+      if (request != MPI_REQUEST_NULL) {
+        MPI_Cancel(&request);
+        MPI_Request_free(&request);
+      }
+    for (MPI_Request& request : arrival_sends)
+      if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
 };
 
@@ -183,22 +228,28 @@ MpiComm::MpiComm(Device& device, std::chrono::milliseconds timeout, std::unique_
 
 MpiComm::~MpiComm() = default;
 
-void MpiComm::wait(void* request, const char* what) {
-  auto* req = static_cast<MPI_Request*>(request);
+void MpiComm::wait(void* requests, int count, const char* what) {
+  auto* req = static_cast<MPI_Request*>(requests);
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   // MPI progresses only inside its calls: test in a loop, but let other processes (ranks on the same
   // cores) run between tests once the peer is clearly not there yet.
   for (int tests = 0;; ++tests) {
     int done = 0;
-    check_mpi(MPI_Test(req, &done, MPI_STATUS_IGNORE), what);
+    check_mpi(MPI_Testall(count, req, &done, MPI_STATUSES_IGNORE), what);
     if (done) return;
     if (tests > 200) std::this_thread::sleep_for(std::chrono::microseconds(50));
     if (Clock::now() - start > timeout_) {
       std::ostringstream waited;
       waited << std::fixed << std::setprecision(1) << static_cast<double>(timeout_.count()) / 1000.0;
+      const std::vector<std::size_t> missing = group_->not_arrived();
+      std::ostringstream blame;
+      if (missing.empty()) blame << "every rank of the group got there; a peer stopped inside it";
+      for (std::size_t k = 0; k < missing.size(); ++k)
+        blame << (k == 0 ? (missing.size() == 1 ? "rank " : "ranks ") : ", ") << members_[missing[k]];
+      if (!missing.empty()) blame << " never got there (stopped, hung, or still in an earlier step)";
       fail("rank ", members_[static_cast<std::size_t>(index_)], " waited ", waited.str(), " s in ", current_,
-           " of group ", group_str(members_), " (", what, "); a peer process never got there");
+           " of group ", group_str(members_), " (", what, "); ", blame.str());
     }
   }
 }
@@ -207,10 +258,14 @@ std::vector<MpiComm::Announcement> MpiComm::announce(const Announcement& mine) {
   ++seq_;
   current_ = describe(mine.call, seq_, members_);
   std::vector<Announcement> all(members_.size());
+  group_->post_arrivals(seq_, index_, members_.size());
   MPI_Request request;
   check_mpi(MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, group_->comm, &request),
             "MPI_Iallgather");
-  wait(&request, "exchanging the collective's fingerprint");
+  wait(&request, 1, "exchanging the collective's fingerprint");
+  // Everyone has posted its arrivals, so these complete at once.
+  wait(group_->arrival_receives.data(), static_cast<int>(members_.size()), "exchanging arrivals");
+  wait(group_->arrival_sends.data(), static_cast<int>(members_.size()), "exchanging arrivals");
   // Every process holds the same announcements, so all of them throw the same mismatch, or none does.
   for (std::size_t i = 1; i < all.size(); ++i)
     if (!all[i].call.same_call(all[0].call)) fail(mismatch_message(members_, i, all[i].call, all[0].call, seq_));
@@ -254,7 +309,7 @@ void MpiComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full)
     MPI_Request request;
     check_mpi(MPI_Iallgather(sent.data(), chunk, MPI_BYTE, full.raw(), chunk, MPI_BYTE, group_->comm, &request),
               "MPI_Iallgather");
-    wait(&request, "moving the data");
+    wait(&request, 1, "moving the data");
   });
 }
 
@@ -267,7 +322,7 @@ void MpiComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& sh
     MPI_Request request;
     check_mpi(MPI_Ialltoall(full.raw(), chunk, MPI_BYTE, received.data(), chunk, MPI_BYTE, group_->comm, &request),
               "MPI_Ialltoall");
-    wait(&request, "moving the data");
+    wait(&request, 1, "moving the data");
     reduce_received(received, members_.size(), shard, op);
   });
 }
@@ -282,7 +337,7 @@ void MpiComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
     MPI_Request request;
     check_mpi(MPI_Iallgather(t.raw(), bytes, MPI_BYTE, gathered.data(), bytes, MPI_BYTE, group_->comm, &request),
               "MPI_Iallgather");
-    wait(&request, "moving the data");
+    wait(&request, 1, "moving the data");
     reduce_received(gathered, members_.size(), t, op);
   });
 }
@@ -297,7 +352,7 @@ void MpiComm::broadcast(Stream stream, const Tensor& t, int root) {
     MPI_Request request;
     check_mpi(MPI_Ibcast(t.raw(), byte_count(t.nbytes(), "broadcast"), MPI_BYTE, root, group_->comm, &request),
               "MPI_Ibcast");
-    wait(&request, "moving the data");
+    wait(&request, 1, "moving the data");
   });
 }
 

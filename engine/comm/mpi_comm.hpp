@@ -73,7 +73,8 @@ class MpiComm final : public Communicator {
   // Launches the op every rank agreed on; `exchange` moves the data inside it (skipped on a dry run).
   void collective(Stream stream, Announcement mine, const Tensor& output, std::int64_t full_bytes,
                   std::vector<Access> reads, std::vector<Access> writes, const std::function<void()>& exchange);
-  void wait(void* request, const char* what);
+  // Waits for `count` MPI requests; after the timeout, an Error naming the ranks that never reached the collective.
+  void wait(void* requests, int count, const char* what);
 
   Device& device_;
   std::chrono::milliseconds timeout_;

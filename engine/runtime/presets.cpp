@@ -1,6 +1,7 @@
 #include "engine/runtime/presets.hpp"
 
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -14,14 +15,29 @@ namespace {
 
 using nlohmann::json;
 
+// The ranges a field may take: an op's time is bytes or FLOPs over a rate plus latencies, so a rate too
+// small or a latency too large would overflow the int64 nanosecond clock (sim_time.hpp) and wrap to a
+// negative, shorter step. Huge rates and tiny latencies only make ops short (the overlap bench's free link).
+struct FieldRange {
+  double min, max;
+  const char* unit;
+};
+constexpr FieldRange kRate{1e6, std::numeric_limits<double>::max(), "per second"};     // FLOP/s and bytes/s
+constexpr FieldRange kMicroseconds{std::numeric_limits<double>::min(), 1e6, "us"};      // at most 1 s a launch or hop
+constexpr FieldRange kMemoryBytes{1, 1e18, "bytes"};
+
 double positive_number(const json& object, std::string_view origin, const std::string& preset,
-                       const char* field) {
+                       const char* field, const FieldRange& range) {
   auto it = object.find(field);
   check(it != object.end(), origin, ": preset '", preset, "' has no field '", field, "'");
   check(it->is_number(), origin, ": preset '", preset, "' field '", field,
         "' should be a number, got ", it->dump());
   const double value = it->get<double>();
   check(value > 0, origin, ": preset '", preset, "' field '", field, "' should be > 0, got ", value);
+  check(value >= range.min, origin, ": preset '", preset, "' field '", field, "' is ", value, "; expected at least ",
+        range.min, " ", range.unit, " (less would make ops overflow the virtual clock's int64 nanoseconds)");
+  check(value <= range.max, origin, ": preset '", preset, "' field '", field, "' is ", value, "; expected at most ",
+        range.max, " ", range.unit, " (more would make ops overflow the virtual clock's int64 nanoseconds)");
   return value;
 }
 
@@ -80,14 +96,14 @@ PresetCatalog PresetCatalog::parse(std::string_view text, std::string_view origi
     DevicePreset p;
     p.name = name;
     p.description = text_field(d, origin, name, "description");
-    p.matmul_flops_bf16 = positive_number(d, origin, name, "matmul_flops_bf16");
-    p.matmul_flops_f32 = positive_number(d, origin, name, "matmul_flops_f32");
-    p.vector_flops = positive_number(d, origin, name, "vector_flops");
-    p.memory_bandwidth = positive_number(d, origin, name, "memory_bandwidth");
-    p.memory_bytes = positive_number(d, origin, name, "memory_bytes");
-    p.host_bandwidth = positive_number(d, origin, name, "host_bandwidth");
-    p.launch_overhead_us = positive_number(d, origin, name, "launch_overhead_us");
-    p.min_kernel_us = positive_number(d, origin, name, "min_kernel_us");
+    p.matmul_flops_bf16 = positive_number(d, origin, name, "matmul_flops_bf16", kRate);
+    p.matmul_flops_f32 = positive_number(d, origin, name, "matmul_flops_f32", kRate);
+    p.vector_flops = positive_number(d, origin, name, "vector_flops", kRate);
+    p.memory_bandwidth = positive_number(d, origin, name, "memory_bandwidth", kRate);
+    p.memory_bytes = positive_number(d, origin, name, "memory_bytes", kMemoryBytes);
+    p.host_bandwidth = positive_number(d, origin, name, "host_bandwidth", kRate);
+    p.launch_overhead_us = positive_number(d, origin, name, "launch_overhead_us", kMicroseconds);
+    p.min_kernel_us = positive_number(d, origin, name, "min_kernel_us", kMicroseconds);
     p.default_link = text_field(d, origin, name, "default_link");
     catalog.devices_.emplace(name, std::move(p));
   }
@@ -96,8 +112,8 @@ PresetCatalog PresetCatalog::parse(std::string_view text, std::string_view origi
     LinkPreset p;
     p.name = name;
     p.description = text_field(l, origin, name, "description");
-    p.bandwidth = positive_number(l, origin, name, "bandwidth");
-    p.latency_us = positive_number(l, origin, name, "latency_us");
+    p.bandwidth = positive_number(l, origin, name, "bandwidth", kRate);
+    p.latency_us = positive_number(l, origin, name, "latency_us", kMicroseconds);
     catalog.links_.emplace(name, std::move(p));
   }
   for (const auto& [name, d] : catalog.devices_) {

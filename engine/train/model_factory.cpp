@@ -1,5 +1,7 @@
 #include "engine/train/model_factory.hpp"
 
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -44,7 +46,27 @@ std::vector<std::string> wrap_policy(const RunConfig& run, const std::vector<std
 
 }  // namespace
 
+std::string seed_text_problem(std::string_view text) {
+  std::uint64_t seed = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (!text.empty() && error == std::errc() && end == text.data() + text.size()) return "";
+  return "'" + std::string(text) + "' is not a seed; expected a whole number from 0 to 18446744073709551615";
+}
+
+bool model_has_named_sizes(std::string_view model) { return model == "gpt2" || model == "llama"; }
+
 BuiltModel build_model(const RunConfig& run) {
+  // Options only some models read are refused elsewhere, not ignored without a word (an unknown model is
+  // named as such further down).
+  const bool named_sizes = model_has_named_sizes(run.model);
+  const bool known = named_sizes || run.model == "toy" || run.model == "mlp";
+  check(!known || run.preset.empty() || named_sizes, "--preset '", run.preset, "' for --model ", run.model,
+        ": only gpt2 and llama have named sizes; ",
+        run.model == "mlp" ? "mlp's size is --mlp-width and --mlp-depth" : "the model has one size");
+  const RunConfig defaults;
+  check(!known || run.model == "mlp" || (run.mlp_width == defaults.mlp_width && run.mlp_depth == defaults.mlp_depth),
+        "--mlp-width ", run.mlp_width, " / --mlp-depth ", run.mlp_depth, " for --model ", run.model,
+        ": only --model mlp reads them; ", named_sizes ? "pick a size with --preset" : "the model has one size");
   check(run.batch >= run.world, "--batch ", run.batch, " is smaller than --world ", run.world,
         ": every rank needs at least one row");
   check(run.batch % run.world == 0, "--batch ", run.batch, " is not a multiple of --world ", run.world,

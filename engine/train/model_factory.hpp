@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <nlohmann/json.hpp>
 
@@ -31,6 +32,16 @@ struct BuiltModel {
 
 // An Error before anything is allocated for a configuration that cannot work (unknown model or
 // preset, a sequence longer than the position table, a batch smaller than the world).
+// An Error too for an option the model would ignore: --preset for toy or mlp, --mlp-width or --mlp-depth for
+// any model but mlp.
 BuiltModel build_model(const RunConfig& run);
+
+// Whether --preset names a size of `model` (gpt2, llama). Callers whose preset has a default (the dashboard,
+// the benches) pass it only to these models.
+bool model_has_named_sizes(std::string_view model);
+
+// Why `text` is not a seed (a whole number from 0 to 2^64-1), or empty when it is one. Checked on the text:
+// a command-line parser reads "-5" into the unsigned seed as 2^64-5 without a word.
+std::string seed_text_problem(std::string_view text);
 
 }  // namespace fsdplab

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <new>
 
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/comm/nccl_comm.hpp"
 #include "engine/runtime/device_factory.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/host_memory_limit.hpp"
 #include "engine/trace/trace_wire.hpp"
 #include "engine/train/world.hpp"
 
@@ -152,6 +154,8 @@ void run_process(const RankLayout& layout, const std::function<void(RankSeat&)>&
     }
     ProcessSeat seat(layout, timeout, id ? &*id : nullptr, aborts.get());
     body(seat);
+  } catch (const std::bad_alloc&) {
+    abort_processes(rank, out_of_memory_message("in this rank's process"));
   } catch (const std::exception& e) {
     abort_processes(rank, e.what());
   }

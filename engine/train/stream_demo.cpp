@@ -5,6 +5,7 @@
 
 #include "engine/comm/local_comm.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/host_memory_limit.hpp"
 #include "engine/runtime/sim_device.hpp"
 #include "engine/tensor/matmul.hpp"
 #include "engine/tensor/tensor.hpp"
@@ -100,6 +101,22 @@ class DemoRank {
   std::vector<Event> consumed_;  // recorded after layer i's matmul: its full buffer may be reused
 };
 
+// The sim device keeps its tensors in host RAM, as fsdp_run_plan.cpp's check says for training: the ranks of
+// this process must fit in what it may use (RAM, rlimit or cgroup limit) before any of them starts, rather
+// than one thread dying of std::bad_alloc midway. Per rank: its shards, up to three full layers in flight (one
+// prefetched, one in use, one waiting for reuse) and two activation buffers. Counted in double: a width
+// whose square overflows an int64 is refused here too.
+void check_demo_fits_host_memory(const StreamDemoConfig& config, int ranks_here) {
+  const auto width = static_cast<double>(config.width), element = static_cast<double>(dtype_size(config.dtype));
+  const double per_rank = element * (static_cast<double>(config.layers) * width * width / config.world +
+                                     3 * width * width + 2 * static_cast<double>(config.tokens) * width);
+  const HostMemoryLimit host = host_memory_limit();
+  check(host.bytes <= 0 || per_rank * ranks_here <= host.bytes, "streams demo: ", ranks_here, " ranks of ",
+        config.layers, " layers of ", config.width, "x", config.width, " and ", config.tokens, " tokens need about ",
+        per_rank * ranks_here / 1e9, " GB of host memory (the sim device keeps its memory in host RAM) and this "
+        "process may use ", host.bytes / 1e9, " GB (", host.source, "); use fewer ranks, layers, tokens or a smaller width");
+}
+
 }  // namespace
 
 std::vector<StreamDemoStep> run_stream_demo(const StreamDemoConfig& config, const DevicePreset& device,
@@ -115,6 +132,7 @@ std::vector<StreamDemoStep> run_stream_demo(const StreamDemoConfig& config, cons
   const auto world = static_cast<std::size_t>(config.world);
   const RankLayout layout = rank_layout(config.comm, config.world, DeviceKind::sim, 0);
   check(layout.world == config.world, "streams demo: ", config.world, " ranks asked, ", layout.world, " launched");
+  check_demo_fits_host_memory(config, static_cast<int>(layout.ranks_here.size()));
   // Each rank's measurements as bytes, so processes can send theirs to the one that reports.
   std::vector<std::string> measured(world);
   run_ranks(layout, [&](RankSeat& seat) {

@@ -1,11 +1,13 @@
 #include "engine/train/world.hpp"
 
 #include <exception>
+#include <new>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/host_memory_limit.hpp"
 #include "engine/train/run_control.hpp"
 
 namespace fsdplab {
@@ -23,6 +25,8 @@ void run_world(int world, const std::function<void(int rank, LocalWorld& world)>
     } catch (const RunStopped& e) {
       stops[static_cast<std::size_t>(rank)] = std::current_exception();
       local.abort(rank, e.what());
+    } catch (const std::bad_alloc&) {
+      local.abort(rank, out_of_memory_message("in this rank's thread"));
     } catch (const std::exception& e) {
       local.abort(rank, e.what());
     } catch (...) {

@@ -3,7 +3,7 @@
 //                                                split, bit for bit against LocalComm's threads
 //   mpirun -np 2 fsdplab_mpi_check mismatch      rank 1 calls another collective: every rank names both calls
 //   mpirun -np 3 fsdplab_mpi_check rank-fails    rank 1 throws before a collective the others wait in
-//   mpirun -np 2 fsdplab_mpi_check stall         rank 1 stalls: rank 0 gives up after the timeout
+//   mpirun -np 3 fsdplab_mpi_check stall         rank 1 stalls: ranks 0 and 2 give up after the timeout, naming it
 // The failing scenarios end the MPI world (rank_launch.cpp); CTest reads what they printed. No GoogleTest:
 // a world that aborts takes every process with it, so each scenario is its own launch.
 #include <chrono>

@@ -2,6 +2,9 @@
 // synchronises, and the same program gives the same timeline every time.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "engine/runtime/error.hpp"
 #include "test_support.hpp"
 
@@ -159,6 +162,15 @@ TEST(RuntimeClock, SameProgramSameTimeline) {
     EXPECT_EQ(a[i].end, b[i].end) << i;
     EXPECT_EQ(a[i].lane, b[i].lane) << i;
     EXPECT_EQ(a[i].deps, b[i].deps) << i;
+  }
+}
+
+// A duration the int64 nanosecond clock cannot hold is refused; cast, it would wrap to a negative time.
+TEST(RuntimeClock, DurationsPastTheClockAreRefused) {
+  EXPECT_EQ(seconds_to_ns(1e6), SimTime{1'000'000'000'000'000});
+  for (double seconds : {1e7, 1e300, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    const std::string error = testing::error_of([&] { seconds_to_ns(seconds); });
+    EXPECT_TRUE(testing::contains(error, "on the virtual clock (at most 1e6 s)")) << seconds << ": " << error;
   }
 }
 

@@ -68,6 +68,17 @@ TEST(RuntimePresets, MalformedFilesSayWhatIsWrong) {
   text.replace(text.find("\"bandwidth\": 1e10"), 17, "\"bandwidth\": \"fast\"");
   EXPECT_NE(error_of(text).find("should be a number"), std::string::npos) << error_of(text);
 
+  // Figures that would overflow the virtual clock's nanoseconds are refused, not wrapped to short steps.
+  std::string slow_launch(kValid);
+  slow_launch.replace(slow_launch.find("\"launch_overhead_us\": 3"), 23, "\"launch_overhead_us\": 1e16");
+  EXPECT_NE(error_of(slow_launch).find("field 'launch_overhead_us' is 1e+16; expected at most 1e+06 us"), std::string::npos)
+      << error_of(slow_launch);
+  std::string no_bandwidth(kValid);
+  no_bandwidth.replace(no_bandwidth.find("\"bandwidth\": 1e10"), 17, "\"bandwidth\": 1e-300");
+  EXPECT_NE(error_of(no_bandwidth).find("field 'bandwidth' is 1e-300; expected at least 1e+06 per second"),
+            std::string::npos)
+      << error_of(no_bandwidth);
+
   std::string dangling(kValid);
   dangling.replace(dangling.find("\"default_link\": \"l\""), 19, "\"default_link\": \"nope\"");
   EXPECT_NE(error_of(dangling).find("not a link preset"), std::string::npos) << error_of(dangling);

@@ -1,0 +1,39 @@
+// host_memory_limit.hpp — how much memory this process may really use, for the checks that refuse a run
+// the sim device could not hold (its tensors live in host RAM).
+//
+// The machine's RAM is only the outer bound: a process under `ulimit -v` (RLIMIT_AS, RLIMIT_DATA) or in a
+// container or batch job whose cgroup caps its memory (cgroup v2 memory.max, v1 memory.limit_in_bytes,
+// on its own group or any ancestor) gets std::bad_alloc or the OOM killer long before the RAM is full.
+// The limit is the smallest of all of them, with the name of the one that binds, so a refusal can say why.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fsdplab {
+
+struct HostMemoryLimit {
+  double bytes = 0;    // 0 when nothing could be read (then no check refuses anything)
+  std::string source;  // what sets it: "this host's RAM", "the process's RLIMIT_AS (ulimit -v)", "cgroup ..."
+};
+
+// Where the limits are read from; tests point them at a fake tree.
+struct HostMemorySources {
+  std::filesystem::path proc_self_cgroup = "/proc/self/cgroup";
+  std::filesystem::path cgroup_root = "/sys/fs/cgroup";
+  bool read_rlimits = true;
+  bool read_physical_ram = true;
+};
+
+// The smallest of the host's RAM, the process's address-space and data rlimits and its cgroup's memory limit.
+HostMemoryLimit host_memory_limit(const HostMemorySources& sources = {});
+
+// A cgroup limit file's value: "max" (v2) or a byte count; nullopt for "max" or text that is not a number.
+std::optional<std::uint64_t> parse_cgroup_memory_limit(std::string_view text);
+
+// The message of a std::bad_alloc: out of host memory, with what this process may use.
+std::string out_of_memory_message(std::string_view where);
+
+}  // namespace fsdplab

@@ -1,0 +1,46 @@
+// Options a model would ignore are refused by build_model (model_factory.hpp), and a seed is checked as
+// text, before a parser can wrap "-5" to 2^64-5.
+#include <gtest/gtest.h>
+
+#include "engine/train/model_factory.hpp"
+#include "test_support.hpp"
+
+namespace fsdplab {
+namespace {
+
+using testing::contains;
+using testing::error_of;
+
+TEST(ModelOptions, PresetForAModelWithoutNamedSizesIsRefused) {
+  RunConfig run;
+  run.model = "toy";
+  run.preset = "gpt2-xl";
+  const std::string toy = error_of([&] { build_model(run); });
+  EXPECT_TRUE(contains(toy, "--preset 'gpt2-xl' for --model toy: only gpt2 and llama have named sizes")) << toy;
+  run.model = "mlp";
+  const std::string mlp = error_of([&] { build_model(run); });
+  EXPECT_TRUE(contains(mlp, "mlp's size is --mlp-width and --mlp-depth")) << mlp;
+  run.model = "gpt2";
+  run.preset = "test-tiny";
+  EXPECT_NO_THROW(build_model(run));
+}
+
+TEST(ModelOptions, MlpWidthForAnotherModelIsRefused) {
+  RunConfig run;
+  run.model = "gpt2";
+  run.mlp_width = 512;
+  const std::string error = error_of([&] { build_model(run); });
+  EXPECT_TRUE(contains(error, "--mlp-width 512 / --mlp-depth 4 for --model gpt2: only --model mlp reads them")) << error;
+  run.model = "mlp";
+  EXPECT_NO_THROW(build_model(run));
+}
+
+TEST(ModelOptions, SeedTextMustBeAnUnsigned64BitNumber) {
+  EXPECT_EQ(seed_text_problem("0"), "");
+  EXPECT_EQ(seed_text_problem("18446744073709551615"), "");
+  for (const char* bad : {"-5", "18446744073709551616", "", "12x", "1e3"})
+    EXPECT_TRUE(contains(seed_text_problem(bad), "expected a whole number from 0 to 18446744073709551615")) << bad;
+}
+
+}  // namespace
+}  // namespace fsdplab
