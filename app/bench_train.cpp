@@ -107,7 +107,7 @@ void bench_train(const TrainBenchOptions& bench) {
   check(dtype != DType::i32, "--precision i32: training computes in f32 or bf16");
   check(bench.world > 1 || dtype == DType::f32, "--precision ", bench.precision, " is FSDP's mixed precision; the "
         "single-rank baseline trains in f32 (use --world 2 or more)");
-  check(bench.world > 1 || !bench.impl.any_student(), "--impl ", impl_name(bench.impl), " selects FSDP tasks; the "
+  check(bench.world > 1 || !bench.impl.any_replaced(), "--impl ", impl_name(bench.impl), " selects FSDP tasks; the "
         "single-rank baseline runs none (use --world 2 or more)");
   const double tokens = static_cast<double>(run.batch * bench.seq);
   const double peak = device.preset.matmul_flops(dtype);

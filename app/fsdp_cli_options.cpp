@@ -86,7 +86,8 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
       case FsdpFlag::impl:
         added.push_back(cmd.add_option("--impl", flags.impl,
                                        help("FSDP tasks: reference (default), student (every task from "
-                                            "labs/NN-*/student.cpp), or per task, e.g. 3=student,6=student")));
+                                            "labs/NN-*/student.cpp), or per task, e.g. 3=student,6=student; "
+                                            "N=mutant:NAME runs a known-wrong one (fsdplab grade --mutants lists them)")));
         break;
     }
   }
@@ -109,15 +110,14 @@ FsdpChoice parse_fsdp_flags(const FsdpFlags& flags) {
 }
 
 std::string impl_label(const ImplChoice& choice) {
-  if (!choice.any_student()) return "reference";
+  if (!choice.any_replaced()) return "reference";
   std::string tasks;
   bool all = true;
   for (int n = 1; n <= kTaskCount; ++n) {
-    if (!choice.student[static_cast<std::size_t>(n - 1)]) {
-      all = false;
-      continue;
-    }
-    tasks += (tasks.empty() ? "" : ", ") + std::to_string(n);
+    const std::string& impl = choice.of[static_cast<std::size_t>(n - 1)];
+    if (impl == "student") tasks += (tasks.empty() ? "" : ", ") + std::to_string(n);
+    else all = false;
+    if (impl.starts_with("mutant:")) return impl_name(choice);  // the grader's mutants: say which
   }
   return "student (" + (all ? std::string("all") : tasks) + ")";
 }

@@ -1,5 +1,5 @@
 // student_tasks.hpp — the student's implementations, one per lab folder (labs/NN-name/student.cpp),
-// which `--impl` puts in place of the reference's (fsdp_tasks.hpp: parse_impl, select_tasks).
+// which `--impl` puts in place of the reference's (fsdp_tasks.hpp: parse_impl).
 #pragma once
 #include "engine/fsdp/fsdp_tasks.hpp"
 
@@ -18,7 +18,8 @@ const CpuOffloadTask& student_cpu_offload();              // labs/09-cpu-offload
 // All nine.
 FsdpTasks student_tasks();
 
-// The tasks a run uses under --impl `choice`: the reference's, with the student's where it says so.
+// The tasks a run uses under --impl `choice`: the reference's, with the student's or a mutant (labs/mutants/)
+// where it says so; an Error for a mutant this build does not have.
 FsdpTasks tasks_for(const ImplChoice& choice);
 
 }  // namespace fsdplab

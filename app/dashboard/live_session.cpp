@@ -65,7 +65,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   validate_fsdp_options(options, world);
   validate_fsdp_options(sync, world);
   check(comparison != Comparison::ab || ab_block >= 1, "A/B block of ", ab_block, " steps; expected >= 1");
-  check(comparison != Comparison::impl || choice.impl.any_student(), "--compare impl runs the reference beside the "
+  check(comparison != Comparison::impl || choice.impl.any_replaced(), "--compare impl runs the reference beside the "
         "tasks --impl selects, and --impl is '", fsdp.impl, "'; give the student's tasks, e.g. --impl 3=student");
 
   const auto planned = [&](std::string label, const FsdpOptions& o, bool is_sync, const ImplChoice& impl) {

@@ -82,12 +82,12 @@ void StepThroughPanel::draw(LiveSession& session) {
   std::array<bool, kTaskCount> breaking_tasks{};
   for (int n = 1; n <= kTaskCount; ++n) breaking_tasks[static_cast<std::size_t>(n - 1)] = control.breaks_on_task(n);
   const ImplChoice mine = session.impl_of(focus_source);
-  if (!mine.any_student()) ImGui::BeginDisabled();
-  if (ImGui::Button(("Break on my tasks' events" + (mine.any_student() ? " (" + task_list(mine.student) + ")" : "")).c_str()))
-    break_on_tasks(control, mine.student);
+  if (!mine.any_replaced()) ImGui::BeginDisabled();
+  if (ImGui::Button(("Break on my tasks' events" + (mine.any_replaced() ? " (" + task_list(mine.replaced_tasks()) + ")" : "")).c_str()))
+    break_on_tasks(control, mine.replaced_tasks());
   my_tasks_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
-  if (!mine.any_student()) ImGui::EndDisabled();
-  if (!mine.any_student() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+  if (!mine.any_replaced()) ImGui::EndDisabled();
+  if (!mine.any_replaced() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip("this run uses the reference for every task; run with --impl 3=student (or choose a task below)");
   if (ImGui::Button(("Break on task " + std::to_string(chosen_task_) + "'s events").c_str())) {
     std::array<bool, kTaskCount> one{};

@@ -1,6 +1,7 @@
 #include "engine/fsdp/fsdp_tasks.hpp"
 
 #include <charconv>
+#include <type_traits>
 
 #include "engine/fsdp/lab_todo.hpp"
 
@@ -69,22 +70,33 @@ FsdpTasks reference_tasks() {
           &reference_integration(), &reference_hybrid_shard(), &reference_cpu_offload()};
 }
 
-bool ImplChoice::any_student() const {
-  for (bool s : student)
-    if (s) return true;
+bool ImplChoice::replaced(int number) const {
+  check_number(number);
+  return of[static_cast<std::size_t>(number - 1)] != "reference";
+}
+
+bool ImplChoice::any_replaced() const {
+  for (int n = 1; n <= kTaskCount; ++n)
+    if (replaced(n)) return true;
   return false;
+}
+
+std::array<bool, kTaskCount> ImplChoice::replaced_tasks() const {
+  std::array<bool, kTaskCount> out{};
+  for (int n = 1; n <= kTaskCount; ++n) out[static_cast<std::size_t>(n - 1)] = replaced(n);
+  return out;
 }
 
 ImplChoice parse_impl(std::string_view text) {
   ImplChoice choice;
   if (text == "reference") return choice;
   if (text == "student") {
-    choice.student.fill(true);
+    choice.of.fill("student");
     return choice;
   }
   const auto bad = [&](std::string_view why) {
-    fail("--impl '", text, "': ", why, "; expected reference, student, or a comma list of TASK=reference|student ",
-         "with TASK from 1 to ", kTaskCount, " (e.g. 3=student,6=student)");
+    fail("--impl '", text, "': ", why, "; expected reference, student, or a comma list of TASK=IMPL with TASK from 1 to ",
+         kTaskCount, " and IMPL reference, student or mutant:NAME (e.g. 3=student,6=student)");
   };
   if (text.empty()) bad("empty");
   std::array<bool, kTaskCount> named{};
@@ -99,47 +111,51 @@ ImplChoice parse_impl(std::string_view text) {
     const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), n);
     if (ec != std::errc() || ptr != number.data() + number.size() || n < 1 || n > kTaskCount)
       bad("'" + std::string(number) + "' is not a task number");
-    if (impl != "student" && impl != "reference") bad("task " + std::to_string(n) + " is given '" + std::string(impl) + "'");
+    const bool mutant = impl.starts_with("mutant:") && impl.size() > 7;
+    if (impl != "student" && impl != "reference" && !mutant)
+      bad("task " + std::to_string(n) + " is given '" + std::string(impl) + "'");
     if (named[static_cast<std::size_t>(n - 1)]) bad("task " + std::to_string(n) + " is named twice");
     named[static_cast<std::size_t>(n - 1)] = true;
-    choice.student[static_cast<std::size_t>(n - 1)] = impl == "student";
+    choice.of[static_cast<std::size_t>(n - 1)] = std::string(impl);
     begin = end + 1;
   }
   return choice;
 }
 
 std::string impl_name(const ImplChoice& choice) {
-  if (!choice.any_student()) return "reference";
-  bool all = true;
-  for (bool s : choice.student) all = all && s;
-  if (all) return "student";
+  if (!choice.any_replaced()) return "reference";
+  bool all_student = true;
+  for (const std::string& impl : choice.of) all_student = all_student && impl == "student";
+  if (all_student) return "student";
   std::string name;
   for (int n = 1; n <= kTaskCount; ++n) {
-    if (!choice.student[static_cast<std::size_t>(n - 1)]) continue;
+    if (!choice.replaced(n)) continue;
     if (!name.empty()) name += ",";
-    name += std::to_string(n) + "=student";
+    name += std::to_string(n) + "=" + choice.of[static_cast<std::size_t>(n - 1)];
   }
   return name;
 }
 
-FsdpTasks select_tasks(const ImplChoice& choice, const FsdpTasks& student) {
-  FsdpTasks tasks = reference_tasks();
-  const auto pick = [&](int n, auto& slot, auto* theirs) {
-    if (!choice.student[static_cast<std::size_t>(n - 1)]) return;
-    check(theirs != nullptr, "--impl ", n, "=student: this build has no student implementation of task ", n, " (",
-          task_info(n).interface, ")");
-    slot = theirs;
+void FsdpTasks::set(int number, const FsdpTask& impl) {
+  check_number(number);
+  const auto put = [&](auto& slot) {
+    using Interface = std::remove_cvref_t<decltype(*slot)>;
+    const auto* typed = dynamic_cast<const Interface*>(&impl);
+    check(typed != nullptr, "FSDP: task ", number, " takes a ", task_info(number).interface, "; the implementation at ",
+          impl.where(), " is not one");
+    slot = typed;
   };
-  pick(1, tasks.meta_init, student.meta_init);
-  pick(2, tasks.flat_parameter, student.flat_parameter);
-  pick(3, tasks.forward, student.forward);
-  pick(4, tasks.backward, student.backward);
-  pick(5, tasks.optimizer, student.optimizer);
-  pick(6, tasks.overlap, student.overlap);
-  pick(7, tasks.integration, student.integration);
-  pick(8, tasks.hybrid_shard, student.hybrid_shard);
-  pick(9, tasks.cpu_offload, student.cpu_offload);
-  return tasks;
+  switch (number) {
+    case 1: return put(meta_init);
+    case 2: return put(flat_parameter);
+    case 3: return put(forward);
+    case 4: return put(backward);
+    case 5: return put(optimizer);
+    case 6: return put(overlap);
+    case 7: return put(integration);
+    case 8: return put(hybrid_shard);
+    default: return put(cpu_offload);
+  }
 }
 
 }  // namespace fsdplab

@@ -37,6 +37,8 @@ struct FsdpTasks {
   const FsdpTask& task(int number) const;
   // An Error naming the first task that has no implementation.
   void check_complete() const;
+  // Puts `impl` in task `number`'s slot; an Error when it does not implement that task's interface.
+  void set(int number, const FsdpTask& impl);
 };
 
 // Every task's reference implementation.
@@ -58,19 +60,25 @@ const TaskInfo& task_info(int number);
 
 // ---- --impl ---------------------------------------------------------------------------------------
 
-// Which tasks run the student's implementation: `student[n - 1]` for task n.
+// Which implementation each task runs: `of[n - 1]` for task n is "reference", "student" (the lab's
+// labs/NN-name/student.cpp) or "mutant:NAME" (a known-wrong implementation the grader is tested with,
+// labs/mutants/). labs/student_tasks.hpp's tasks_for turns a choice into the tasks a run uses.
 struct ImplChoice {
-  std::array<bool, kTaskCount> student{};
-  bool any_student() const;
+  ImplChoice() { of.fill("reference"); }
+  std::array<std::string, kTaskCount> of;
+  // Whether task `number` runs something other than the reference.
+  bool replaced(int number) const;
+  bool any_replaced() const;
+  // The tasks replaced, for the step-through controls: `[n - 1]` for task n.
+  std::array<bool, kTaskCount> replaced_tasks() const;
   friend bool operator==(const ImplChoice&, const ImplChoice&) = default;
 };
 
-// --impl: "reference" (every task), "student" (every task), or a comma list of NUMBER=reference|student
-// ("3=student,6=student"; tasks not named run the reference). An Error naming what was expected.
+// --impl: "reference" (every task), "student" (every task), or a comma list of TASK=IMPL with IMPL
+// reference, student or mutant:NAME ("3=student,6=mutant:no-prefetch"; tasks not named run the reference).
+// Whether a mutant NAME exists is checked where the mutants are (tasks_for). An Error naming what was expected.
 ImplChoice parse_impl(std::string_view text);
-// "reference", "student", or the tasks that run the student's: "3=student,6=student".
+// "reference", "student", or the tasks that run something else: "3=student,6=mutant:no-prefetch".
 std::string impl_name(const ImplChoice& choice);
-// The reference set with the student's implementation of each task `choice` names.
-FsdpTasks select_tasks(const ImplChoice& choice, const FsdpTasks& student);
 
 }  // namespace fsdplab

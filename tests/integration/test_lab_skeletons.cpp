@@ -24,7 +24,7 @@ FsdpRun run_reaching(int task) {
   }
   fsdp.options.offload = task == 9;
   ImplChoice choice;
-  choice.student[static_cast<std::size_t>(task - 1)] = true;
+  choice.of[static_cast<std::size_t>(task - 1)] = "student";
   fsdp.tasks = tasks_for(choice);
   return fsdp;
 }
@@ -57,7 +57,7 @@ TEST(LabSkeletons, AllStudentTasksFailAtTheFirstTaskTheEngineCalls) {
 }
 
 TEST(LabSkeletons, ImplChoicesParseAndNameThemselves) {
-  EXPECT_FALSE(parse_impl("reference").any_student());
+  EXPECT_FALSE(parse_impl("reference").any_replaced());
   EXPECT_EQ(impl_name(parse_impl("student")), "student");
   EXPECT_EQ(impl_name(parse_impl("6=student,3=student")), "3=student,6=student");
   EXPECT_EQ(impl_name(parse_impl("3=reference")), "reference");

@@ -89,7 +89,7 @@ class SolvedLab : public TempDirTest, public ::testing::WithParamInterface<LabCa
 TEST_P(SolvedLab, TrainsAsTheReferenceAndEqualToTheBaseline) {
   const LabCase& c = GetParam();
   ImplChoice choice;
-  choice.student[static_cast<std::size_t>(c.task - 1)] = true;
+  choice.of[static_cast<std::size_t>(c.task - 1)] = "student";
   EXPECT_EQ(parse_impl(std::to_string(c.task) + "=student"), choice);
   const FsdpTasks student = tasks_for(choice);
   // The slot holds the copy, every other slot the reference.

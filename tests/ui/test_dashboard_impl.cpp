@@ -23,7 +23,7 @@ TEST(DashboardImpl, CompareImplPlansTheReferenceBesideTheSelectedTasksWithOneCon
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0].label, "reference");
   EXPECT_EQ(runs[1].label, "student (3, 6)");
-  EXPECT_FALSE(runs[0].impl.any_student());
+  EXPECT_FALSE(runs[0].impl.any_replaced());
   EXPECT_EQ(runs[1].impl, parse_impl("3=student,6=student"));
   for (const auto& p : runs) {
     EXPECT_FALSE(p.sync);
@@ -71,8 +71,8 @@ TEST(DashboardImpl, AnUnimplementedTaskEndsOnlyItsRunWithTheSkeletonsMessage) {
                            "labs/03-forward/student.cpp:"),
             std::string::npos)
       << errors[0];
-  EXPECT_TRUE(session.impl_of(1).student[2]) << errors[0];
-  EXPECT_FALSE(session.impl_of(0).any_student());
+  EXPECT_TRUE(session.impl_of(1).replaced(3)) << errors[0];
+  EXPECT_FALSE(session.impl_of(0).any_replaced());
 }
 
 TEST(DashboardImpl, TheControlsOfferCompareImplAndAnImplField) {

@@ -1,0 +1,96 @@
+// `fsdplab grade` — the automated grader: each task's checks against the student's implementation (or any
+// --impl), on the sim device, every check in its own process with a time limit (grader/).
+//
+//   fsdplab grade                          every task of labs/*/student.cpp
+//   fsdplab grade --task 3 --task 4        two tasks
+//   fsdplab grade --impl 3=mutant:missing-wait
+//   fsdplab grade --cases held-out/ --json report.json
+//   fsdplab grade --mutants                the grader's own test: every known-wrong implementation caught?
+#include <iostream>
+#include <thread>
+
+#include "app/commands.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/runtime/output_file.hpp"
+#include "engine/train/model_factory.hpp"
+#include "grader/grade_report.hpp"
+#include "grader/grading.hpp"
+#include "grader/grading_cases.hpp"
+
+namespace fsdplab::app {
+namespace {
+
+struct GradeFlags {
+  std::vector<int> tasks;
+  std::string impl = "student";
+  std::string cases;
+  std::string json;
+  std::uint64_t seed = 0;
+  bool mutants = false;
+  double time_limit = 20;
+  int jobs = 0;
+};
+
+// The tasks to grade: --task's, else those --impl names one by one ("3=student"), else all nine.
+std::vector<int> tasks_to_grade(const GradeFlags& flags, const ImplChoice& choice) {
+  if (!flags.tasks.empty()) return flags.tasks;
+  if (flags.impl.find('=') == std::string::npos) return {};
+  std::vector<int> named;
+  for (int n = 1; n <= kTaskCount; ++n)
+    if (choice.replaced(n)) named.push_back(n);
+  return named;
+}
+
+int run_grade(const GradeFlags& flags) {
+  grading::IsolationLimits limits;
+  limits.seconds = flags.time_limit;
+  limits.parallel = flags.jobs > 0 ? flags.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (flags.mutants) {
+    grading::print_mutants(std::cout, grading::grade_mutants(flags.tasks, flags.seed, limits));
+    return 0;
+  }
+  grading::GradeRequest request;
+  request.impl = parse_impl(flags.impl);
+  request.tasks = tasks_to_grade(flags, request.impl);
+  request.seed = flags.seed;
+  request.limits = limits;
+  if (!flags.cases.empty()) request.extra = grading::load_cases(flags.cases);
+  if (!flags.json.empty()) check_output_file(flags.json, "--json");
+  const grading::GradeReport report = grading::grade(request);
+  grading::print_grade(std::cout, report);
+  if (!flags.json.empty()) {
+    grading::write_grade_json(flags.json, report);
+    std::cout << "json: " << flags.json << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_grade_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "grade",
+      "Grade the lab's tasks: each task's checks (equality with the single-rank baseline, the schedule read from "
+      "the op graph, memory, races, host syncs, errors) against your labs/*/student.cpp, points per check and a "
+      "diagnostic for every point lost. Deterministic (the sim device); every check runs in its own process");
+  auto flags = std::make_shared<GradeFlags>();
+  cmd->add_option("--task", flags->tasks, "Grade only this task (1-9); repeat for more")->check(CLI::Range(1, kTaskCount));
+  cmd->add_option("--impl", flags->impl,
+                  "What to grade: student (default: labs/NN-*/student.cpp), reference, or per task, e.g. "
+                  "3=student or 3=mutant:missing-wait (then only the tasks named are graded)");
+  cmd->add_option("--cases", flags->cases, "A folder of held-out cases (*.json, grader/grading_cases.hpp) graded too");
+  cmd->add_option("--json", flags->json, "Write the grade as JSON for a gradebook");
+  cmd->add_option("--seed", flags->seed, "Seed of the models and data the checks train (default 0)")
+      ->check([](const std::string& text) { return seed_text_problem(text); });
+  cmd->add_flag("--mutants", flags->mutants,
+                "Grade every known-wrong implementation (labs/mutants/) in its task and print whether it was caught");
+  cmd->add_option("--time-limit", flags->time_limit, "Seconds a check may run before it is killed and scores 0")
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--jobs", flags->jobs, "Checks at once (default: the CPUs)")->check(CLI::Range(1, 256));
+  cmd->callback([flags] {
+    const int status = run_grade(*flags);
+    if (status != 0) throw CLI::RuntimeError(status);
+  });
+}
+
+}  // namespace fsdplab::app

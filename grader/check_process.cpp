@@ -1,0 +1,336 @@
+#include "grader/check_process.hpp"
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <link.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/lab_todo.hpp"
+#include "engine/runtime/error.hpp"
+
+namespace fsdplab::grading {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// ---- the outcome on the wire: 'R' and JSON, or 'C' and a crash record ---------------------------------
+
+nlohmann::json to_json(const CheckOutcome& o) {
+  nlohmann::json budget = nlohmann::json::array();
+  for (const BudgetLine& b : o.budget)
+    budget.push_back({{"what", b.what}, {"graded", b.graded}, {"reference", b.reference}, {"unit", b.unit}});
+  return {{"fraction", o.fraction}, {"expected", o.expected}, {"got", o.got}, {"cause", o.cause}, {"budget", budget}};
+}
+
+CheckOutcome from_json(const nlohmann::json& j) {
+  CheckOutcome o;
+  o.fraction = j.at("fraction").get<double>();
+  o.expected = j.at("expected").get<std::string>();
+  o.got = j.at("got").get<std::string>();
+  o.cause = j.at("cause").get<std::string>();
+  for (const auto& b : j.at("budget"))
+    o.budget.push_back({b.at("what").get<std::string>(), b.at("graded").get<double>(), b.at("reference").get<double>(),
+                        b.at("unit").get<std::string>()});
+  return o;
+}
+
+constexpr int kMaxFrames = 48;
+struct CrashRecord {
+  char tag = 'C';
+  int signal = 0;
+  int frames = 0;
+  void* frame[kMaxFrames] = {};
+};
+
+int g_result_fd = -1;  // the child's end of the pipe, for the crash handler
+
+// [Note: where a crash happened]
+// A crashing student's code must be named in the report. The child's handler of SIGSEGV, SIGBUS, SIGFPE,
+// SIGILL and SIGABRT takes the faulting thread's stack (backtrace(), warmed up once beforehand so that it
+// does not allocate in the handler), writes the raw return addresses to the pipe, and re-raises the
+// signal so the parent sees how the child died. The child is a fork of the parent, so the addresses mean
+// the same in the parent, which resolves them with addr2line against its own executable's debug
+// information — anonymous-namespace classes included, which no dynamic symbol table holds — and names
+// the first frame in a task implementation (labs/, a *_reference.cpp, labs/mutants/).
+void on_crash(int sig) {
+  CrashRecord record;
+  record.signal = sig;
+  record.frames = backtrace(record.frame, kMaxFrames);
+  [[maybe_unused]] const ssize_t n = write(g_result_fd, &record, sizeof record);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void install_crash_handlers(int fd) {
+  g_result_fd = fd;
+  void* warm[1];
+  backtrace(warm, 1);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, on_crash);
+}
+
+void write_all(int fd, const std::string& bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// ---- naming a crash site ----------------------------------------------------------------------------
+
+struct MainObject {
+  std::uintptr_t base = 0;
+  std::string path;
+};
+
+MainObject main_object() {
+  MainObject m;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        static_cast<MainObject*>(data)->base = info->dlpi_addr;  // the first object is the executable
+        return 1;
+      },
+      &m);
+  m.path = fs::read_symlink("/proc/self/exe").string();
+  return m;
+}
+
+bool in_main_object(void* address) {
+  Dl_info info{};
+  if (dladdr(address, &info) == 0 || info.dli_fname == nullptr) return true;  // no shared object claims it
+  std::error_code ec;
+  return fs::equivalent(info.dli_fname, "/proc/self/exe", ec) || std::string(info.dli_fname).empty();
+}
+
+std::string short_function(std::string f) {
+  const std::size_t paren = f.find('(');
+  if (paren != std::string::npos && paren > 0) f.resize(paren);
+  for (std::string_view noise : {"fsdplab::", "(anonymous namespace)::"}) {
+    for (std::size_t at; (at = f.find(noise)) != std::string::npos;) f.erase(at, noise.size());
+  }
+  return f;
+}
+
+std::string crash_site(const CrashRecord& record) {
+  const MainObject exe = main_object();
+  std::ostringstream command;
+  command << "addr2line -C -f -e '" << exe.path << "'";
+  int resolved = 0;
+  // Frame 0 is the handler itself, frame 1 the signal trampoline; a return address points after its call.
+  for (int i = 2; i < record.frames && i < kMaxFrames; ++i) {
+    if (!in_main_object(record.frame[i])) continue;
+    command << " 0x" << std::hex << (reinterpret_cast<std::uintptr_t>(record.frame[i]) - exe.base - (i > 2 ? 1 : 0));
+    ++resolved;
+  }
+  if (resolved == 0 || exe.path.find('\'') != std::string::npos) return "";
+  FILE* pipe = popen(command.str().c_str(), "r");
+  if (!pipe) return "";
+  std::vector<std::pair<std::string, std::string>> frames;  // function, file:line
+  std::array<char, 4096> line{};
+  std::string function;
+  bool want_function = true;
+  while (fgets(line.data(), static_cast<int>(line.size()), pipe)) {
+    std::string text(line.data());
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    if (want_function) function = text;
+    else frames.emplace_back(function, std::string(repository_path(text)));
+    want_function = !want_function;
+  }
+  pclose(pipe);
+  const auto is_task_code = [](const std::string& file) {
+    return file.starts_with("labs/") || file.find("_reference.cpp") != std::string::npos ||
+           file.find("_as_student.cpp") != std::string::npos;
+  };
+  for (const auto& [f, file] : frames)
+    if (is_task_code(file)) return short_function(f) + " (" + file + ")";
+  for (const auto& [f, file] : frames)
+    if (f != "??") return short_function(f) + (file.starts_with("??") ? "" : " (" + file + ")");
+  return "";
+}
+
+// ---- the child ---------------------------------------------------------------------------------------
+
+[[noreturn]] void child_main(const CheckJob& job, const fs::path& scratch, int fd) {
+  install_crash_handlers(fd);
+  // What the graded code prints goes to a file of the check's, shown when it crashes.
+  const int out = open((scratch / "output.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (out >= 0) {
+    dup2(out, STDOUT_FILENO);
+    dup2(out, STDERR_FILENO);
+    close(out);
+  }
+  const CheckRun run = run_here(job, scratch);
+  nlohmann::json j = to_json(run.outcome);
+  j["end"] = static_cast<int>(run.end);
+  write_all(fd, "R" + j.dump());
+  close(fd);
+  _exit(0);
+}
+
+std::string tail_of(const fs::path& file, std::size_t lines) {
+  std::ifstream in(file);
+  std::vector<std::string> all;
+  for (std::string line; std::getline(in, line);) all.push_back(line);
+  std::string out;
+  for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += "\n    | " + all[i];
+  return out;
+}
+
+// ---- the parent --------------------------------------------------------------------------------------
+
+struct Running {
+  std::size_t job = 0;
+  pid_t pid = -1;
+  int fd = -1;
+  std::string bytes;
+  Clock::time_point deadline;
+  fs::path scratch;
+};
+
+fs::path make_scratch() {
+  std::string pattern = (fs::temp_directory_path() / "fsdplab-grade-XXXXXX").string();
+  check(mkdtemp(pattern.data()) != nullptr, "grade: cannot make a scratch folder in ", fs::temp_directory_path().string(),
+        ": ", std::strerror(errno));
+  return pattern;
+}
+
+CheckRun ended(CheckEnd end, std::string got, std::string cause) {
+  return {end, CheckOutcome::fail("the check to run to its end", std::move(got), std::move(cause))};
+}
+
+std::string seconds_text(double s) {
+  std::ostringstream o;
+  o << s;
+  return o.str();
+}
+
+CheckRun collect(const Running& child, int status, bool timed_out, double limit) {
+  if (timed_out)
+    return ended(CheckEnd::timed_out, "check timed out after " + seconds_text(limit) + " s",
+                 "an infinite loop, or a rank waiting for something that never happens (a collective another "
+                 "rank never calls, an event never recorded)");
+  if (!child.bytes.empty() && child.bytes[0] == 'R') {
+    try {
+      const nlohmann::json j = nlohmann::json::parse(child.bytes.substr(1));
+      return {static_cast<CheckEnd>(j.at("end").get<int>()), from_json(j)};
+    } catch (const std::exception&) {
+      // fall through: a torn record is reported as how the process ended
+    }
+  }
+  const std::string output = tail_of(child.scratch / "output.txt", 6);
+  if (child.bytes.size() >= sizeof(CrashRecord) && child.bytes[0] == 'C') {
+    CrashRecord record;
+    std::memcpy(&record, child.bytes.data(), sizeof record);
+    const std::string site = crash_site(record);
+    return ended(CheckEnd::crashed, "crashed with " + std::string(sigabbrev_np(record.signal) ? "SIG" : "") +
+                                        (sigabbrev_np(record.signal) ? sigabbrev_np(record.signal) : "a signal") +
+                                        (site.empty() ? "" : " in " + site) + output,
+                 "a bad pointer or an index out of range in the graded code (or an abort it caused)");
+  }
+  if (WIFSIGNALED(status))
+    return ended(CheckEnd::crashed, "crashed with SIG" + std::string(sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?") + output,
+                 "the process died before it could say where (a stack overflow?)");
+  return ended(CheckEnd::crashed, "the check's process exited with status " + std::to_string(WEXITSTATUS(status)) + output,
+               "the graded code ended the process (exit() or an uncaught error on a thread of its own)");
+}
+
+}  // namespace
+
+std::string_view check_end_name(CheckEnd end) {
+  switch (end) {
+    case CheckEnd::finished: return "finished";
+    case CheckEnd::threw: return "threw";
+    case CheckEnd::crashed: return "crashed";
+    case CheckEnd::timed_out: return "timed out";
+  }
+  return "?";
+}
+
+CheckRun run_here(const CheckJob& job, const fs::path& scratch) {
+  const FsdpTasks reference = reference_tasks();
+  const CheckContext context{job.check->task, job.tasks, reference, job.impl, job.seed, scratch};
+  try {
+    return {CheckEnd::finished, job.check->run(context)};
+  } catch (const TaskNotImplemented& e) {
+    return {CheckEnd::threw, CheckOutcome::fail("the check to run to its end", std::string("not implemented yet: ") + e.what(),
+                                                "a TODO is left in the task")};
+  } catch (const std::exception& e) {
+    return {CheckEnd::threw, CheckOutcome::fail("the check to run to its end", std::string("threw: ") + e.what(),
+                                                "the graded code threw where the task's contract says nothing is thrown")};
+  }
+}
+
+std::vector<CheckRun> run_isolated(std::span<const CheckJob> jobs, const IsolationLimits& limits) {
+  std::vector<CheckRun> runs(jobs.size());
+  std::vector<Running> running;
+  std::size_t next = 0;
+  const auto limit = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.seconds));
+  std::fflush(nullptr);  // nothing buffered may be written twice, by parent and child
+  while (next < jobs.size() || !running.empty()) {
+    while (next < jobs.size() && static_cast<int>(running.size()) < std::max(1, limits.parallel)) {
+      int fds[2];
+      check(pipe2(fds, O_CLOEXEC) == 0, "grade: cannot make a pipe: ", std::strerror(errno));
+      Running child;
+      child.job = next++;
+      child.scratch = make_scratch();
+      const pid_t pid = fork();
+      check(pid >= 0, "grade: cannot fork a check's process: ", std::strerror(errno));
+      if (pid == 0) {
+        close(fds[0]);
+        child_main(jobs[child.job], child.scratch, fds[1]);
+      }
+      close(fds[1]);
+      child.pid = pid;
+      child.fd = fds[0];
+      child.deadline = Clock::now() + limit;
+      running.push_back(std::move(child));
+    }
+    std::vector<pollfd> polls;
+    Clock::time_point soonest = Clock::time_point::max();
+    for (const Running& c : running) {
+      polls.push_back({c.fd, POLLIN, 0});
+      soonest = std::min(soonest, c.deadline);
+    }
+    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - Clock::now()).count();
+    poll(polls.data(), polls.size(), static_cast<int>(std::clamp<long long>(wait_ms + 1, 0, 1000)));
+    for (std::size_t i = running.size(); i-- > 0;) {
+      Running& c = running[i];
+      bool done = false, timed_out = false;
+      if (polls[i].revents != 0) {
+        char buffer[65536];
+        const ssize_t n = read(c.fd, buffer, sizeof buffer);
+        if (n > 0) c.bytes.append(buffer, static_cast<std::size_t>(n));
+        else done = true;  // EOF: the child closed its end or died
+      } else if (Clock::now() >= c.deadline) {
+        kill(c.pid, SIGKILL);
+        done = timed_out = true;
+      }
+      if (!done) continue;
+      int status = 0;
+      waitpid(c.pid, &status, 0);
+      close(c.fd);
+      runs[c.job] = collect(c, status, timed_out, limits.seconds);
+      std::error_code ignored;
+      fs::remove_all(c.scratch, ignored);
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+  return runs;
+}
+
+}  // namespace fsdplab::grading

@@ -1,0 +1,5 @@
+// PLACEHOLDER while the checks are written.
+#include "grader/check_catalog.hpp"
+namespace fsdplab::grading {
+std::vector<Check> overlap_checks() { return {}; }
+}  // namespace fsdplab::grading

@@ -1,0 +1,79 @@
+// grade_check.hpp — what one graded check is, and what it finds.
+//
+// A task is graded by several checks of different weight (task 2: padding, slices, views, odd W ...).
+// A check runs the graded implementation — direct calls of the task's methods on W ranks
+// (rank_harness.hpp), or whole trainings read back through the op graph, the virtual clock and the
+// memory ledger (graded_run.hpp) — and returns what fraction of its points it earned. Whatever it lost
+// comes with one diagnostic: what was expected, what came, and the likely cause in the student's terms.
+// The grader runs every check in a process of its own (check_process.hpp), so a crash, a hang or an
+// exception in the student's code costs only that check.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/fsdp/fsdp_tasks.hpp"
+
+namespace fsdplab::grading {
+
+// One line of a check's budget (MIT 6.5840's style): what the graded code spent beside what the reference
+// spends on the same case, so "correct but wasteful" shows as a number.
+struct BudgetLine {
+  std::string what;  // "collectives", "bytes moved", "peak param_full", "overlap"
+  double graded = 0;
+  double reference = 0;
+  std::string unit;  // "", "MB", "%"
+};
+
+// What a check found.
+struct CheckOutcome {
+  double fraction = 1;  // of the check's points earned, from 0 to 1
+  // The diagnostic, when fraction < 1.
+  std::string expected;
+  std::string got;
+  std::string cause;  // the likely mistake, in the student's terms
+  std::vector<BudgetLine> budget;
+
+  static CheckOutcome pass() { return {}; }
+  static CheckOutcome fail(std::string expected, std::string got, std::string cause, double fraction = 0) {
+    return {fraction, std::move(expected), std::move(got), std::move(cause), {}};
+  }
+  bool passed() const { return fraction >= 1; }
+};
+
+// What a check is given.
+struct CheckContext {
+  int task = 0;           // the task graded
+  const FsdpTasks& tasks;      // the reference, with the graded implementation in `task`'s slot
+  const FsdpTasks& reference;  // the reference everywhere
+  std::string impl;       // the graded implementation as --impl names it for task `task`: "student", "mutant:NAME"
+  std::uint64_t seed = 0; // --seed: the model's initialisation and the data
+  std::filesystem::path scratch;  // a folder of this check's own, removed after it
+
+  // The graded task itself.
+  const FsdpTask& graded() const { return tasks.task(task); }
+  // "--impl 3=student": what puts the graded implementation in its slot on the command line.
+  std::string impl_flag() const { return "--impl " + std::to_string(task) + "=" + impl; }
+};
+
+struct Check {
+  int task = 0;
+  std::string id;     // stable within the task ("padding"): the report's and the JSON's key
+  std::string title;  // what is checked, one line
+  int points = 1;
+  // The command that shows what this check looks at in the dashboard, with "{impl}" standing for the
+  // graded implementation's --impl flag: "fsdplab gui --model gpt2 --world 3 {impl} --break task:2".
+  std::string show;
+  std::function<CheckOutcome(const CheckContext&)> run;
+};
+
+// The message of the Error `call` throws, "" when it returns: for the errors a task must raise on bad input.
+// A TaskNotImplemented (a TODO left) is no answer: it is rethrown, and the check scores it as a TODO.
+std::string error_raised(const std::function<void()>& call);
+
+// `check.show` with the implementation's --impl flag in place of "{impl}".
+std::string show_command(const Check& check, const CheckContext& context);
+
+}  // namespace fsdplab::grading

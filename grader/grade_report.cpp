@@ -1,0 +1,131 @@
+#include "grader/grade_report.hpp"
+
+#include <cstdio>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/runtime/output_file.hpp"
+
+namespace fsdplab::grading {
+namespace {
+
+std::string points_text(double earned, int possible) {
+  std::ostringstream s;
+  s << std::setprecision(4) << earned << "/" << possible;
+  return s.str();
+}
+
+std::string percent_text(double earned, int possible) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f%%", possible > 0 ? 100.0 * earned / possible : 0.0);
+  return text;
+}
+
+std::string budget_text(const std::vector<BudgetLine>& budget) {
+  std::string text;
+  for (const BudgetLine& b : budget) {
+    char line[160];
+    const char* format = b.unit.empty() ? "%s %.0f (reference %.0f)" : "%s %.2f %s (reference %.2f)";
+    if (b.unit.empty()) std::snprintf(line, sizeof line, format, b.what.c_str(), b.graded, b.reference);
+    else std::snprintf(line, sizeof line, format, b.what.c_str(), b.graded, b.unit.c_str(), b.reference);
+    text += (text.empty() ? "" : ", ") + std::string(line);
+  }
+  return text;
+}
+
+// Continuation lines of a diagnostic indented under its label.
+std::string indented(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += "                ";
+  }
+  return out;
+}
+
+void print_check(std::ostream& out, const GradedCheck& g) {
+  const bool lost = g.earned < g.check.points;
+  out << "    " << (lost ? "LOST" : "pass") << "  " << std::left << std::setw(22) << g.check.id << " "
+      << std::setw(72) << g.check.title << " " << points_text(g.earned, g.check.points) << "\n";
+  if (lost) {
+    out << "          expected  " << indented(g.run.outcome.expected) << "\n";
+    out << "          got       " << indented(g.run.outcome.got) << "\n";
+    if (!g.run.outcome.cause.empty()) out << "          cause     " << indented(g.run.outcome.cause) << "\n";
+    if (!g.show.empty()) out << "          see it    " << g.show << "\n";
+  }
+  if (!g.run.outcome.budget.empty()) out << "          budget    " << budget_text(g.run.outcome.budget) << "\n";
+}
+
+nlohmann::json check_json(const GradedCheck& g) {
+  nlohmann::json budget = nlohmann::json::array();
+  for (const BudgetLine& b : g.run.outcome.budget)
+    budget.push_back({{"what", b.what}, {"graded", b.graded}, {"reference", b.reference}, {"unit", b.unit}});
+  return {{"check", g.check.id},
+          {"title", g.check.title},
+          {"points", g.earned},
+          {"max", g.check.points},
+          {"end", check_end_name(g.run.end)},
+          {"expected", g.run.outcome.expected},
+          {"got", g.run.outcome.got},
+          {"cause", g.run.outcome.cause},
+          {"show", g.show},
+          {"budget", budget}};
+}
+
+}  // namespace
+
+void print_grade(std::ostream& out, const GradeReport& report) {
+  out << "fsdplab grade: --impl " << report.impl << ", seed " << report.seed
+      << ", on the sim device (deterministic: the same code gets the same points everywhere)\n";
+  for (const TaskGrade& t : report.tasks) {
+    const TaskInfo& info = task_info(t.task);
+    out << "\ntask " << t.task << "  " << info.title << "   " << t.impl << ": " << t.where << "   "
+        << points_text(t.earned(), t.possible()) << " points\n";
+    for (const GradedCheck& g : t.checks) print_check(out, g);
+  }
+  out << "\n";
+  for (const TaskGrade& t : report.tasks)
+    out << "  task " << t.task << "  " << std::left << std::setw(10) << points_text(t.earned(), t.possible()) << " "
+        << percent_text(t.earned(), t.possible()) << "\n";
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f", report.seconds);
+  out << "total: " << points_text(report.earned(), report.possible()) << " points ("
+      << percent_text(report.earned(), report.possible()) << ") in " << seconds << " s\n";
+}
+
+void write_grade_json(const std::filesystem::path& path, const GradeReport& report) {
+  nlohmann::json tasks = nlohmann::json::array();
+  for (const TaskGrade& t : report.tasks) {
+    nlohmann::json checks = nlohmann::json::array();
+    for (const GradedCheck& g : t.checks) checks.push_back(check_json(g));
+    tasks.push_back({{"task", t.task},
+                     {"title", task_info(t.task).title},
+                     {"impl", t.impl},
+                     {"where", t.where},
+                     {"points", t.earned()},
+                     {"max", t.possible()},
+                     {"checks", checks}});
+  }
+  const nlohmann::json j = {{"impl", report.impl},   {"seed", report.seed},          {"points", report.earned()},
+                            {"max", report.possible()}, {"seconds", report.seconds}, {"tasks", tasks}};
+  write_output_file(path, "--json", [&](std::ostream& o) { o << j.dump(2) << "\n"; });
+}
+
+void print_mutants(std::ostream& out, const MutantsReport& report) {
+  out << "fsdplab grade --mutants: every known-wrong implementation graded in its own task; each must lose points\n\n";
+  out << "| task | mutant | points | caught by | diagnostic |\n|---|---|---|---|---|\n";
+  for (const MutantGrade& m : report.mutants) {
+    const GradedCheck* by = m.caught_by();
+    std::string got = by ? by->run.outcome.got : "";
+    if (const std::size_t nl = got.find('\n'); nl != std::string::npos) got.resize(nl);
+    if (got.size() > 150) got = got.substr(0, 147) + "...";
+    out << "| " << m.mutant.task << " | " << m.mutant.name << " | " << points_text(m.grade.earned(), m.grade.possible())
+        << " | " << (by ? by->check.id : "NOT CAUGHT") << " | " << got << " |\n";
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f", report.seconds);
+  out << "\ncaught: " << report.caught() << " of " << report.mutants.size() << " mutants in " << seconds << " s\n";
+}
+
+}  // namespace fsdplab::grading

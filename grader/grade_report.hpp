@@ -1,0 +1,27 @@
+// grade_report.hpp — a grade as a person reads it, and as a course's gradebook reads it (--json).
+//
+//   task 2  FlatParameter: flatten, pad, shard, view   labs/02-flat-parameter/student.cpp:14   7/10
+//     pass  padding     the flat buffer is padded to a multiple of W, no more           2/2
+//     LOST  views       parameters are views of the flat buffer, not copies               0/2
+//           expected  a write to the flat buffer changes the parameter
+//           got       ...
+//           cause     point_views copies ...
+//           see it    fsdplab gui --model gpt2 --world 3 --impl 2=student --break task:2
+//           budget    collectives 24 (reference 24), bytes moved 1.2 MB (1.2), ...
+#pragma once
+#include <filesystem>
+#include <ostream>
+
+#include "grader/grading.hpp"
+
+namespace fsdplab::grading {
+
+void print_grade(std::ostream& out, const GradeReport& report);
+// The JSON a gradebook reads: per task and check, points, max, how it ended, the diagnostic, the budget.
+// Written to a temporary name and renamed (output_file.hpp).
+void write_grade_json(const std::filesystem::path& path, const GradeReport& report);
+
+// `fsdplab grade --mutants`: task, mutant, points, and the check that caught it with its diagnostic.
+void print_mutants(std::ostream& out, const MutantsReport& report);
+
+}  // namespace fsdplab::grading

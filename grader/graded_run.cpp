@@ -1,0 +1,262 @@
+#include "grader/graded_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+#include "engine/fsdp/lab_todo.hpp"
+#include "engine/nn/safetensors.hpp"
+#include "engine/runtime/race_detector.hpp"
+#include "engine/train/trainer.hpp"
+
+namespace fsdplab::grading {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::map<std::string, std::vector<float>> read_params(const fs::path& dir) {
+  const SafetensorsFile file = SafetensorsFile::read(dir / "model.safetensors");
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& e : file.entries()) {
+    std::vector<float> v(e.bytes.size() / sizeof(float));
+    std::memcpy(v.data(), e.bytes.data(), e.bytes.size());
+    out[e.name] = std::move(v);
+  }
+  return out;
+}
+
+// A fresh folder under `scratch` for one training's --save-final.
+fs::path fresh_folder(const fs::path& scratch, const std::string& what) {
+  for (int n = 0;; ++n) {
+    fs::path dir = scratch / (what + "-" + std::to_string(n));
+    if (!fs::exists(dir)) return dir;
+  }
+}
+
+std::string number(double v) {
+  std::ostringstream s;
+  s.precision(6);
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+std::string GradeCase::command(const std::string& verb, const std::string& impl_flag) const {
+  std::ostringstream s;
+  s << "fsdplab " << verb << " --model " << run.model;
+  if (!run.preset.empty()) s << " --preset " << run.preset;
+  s << " --world " << run.world << " --batch " << run.batch;
+  if (run.seq > 0) s << " --seq " << run.seq;
+  s << " --steps " << run.steps << " --seed " << run.seed;
+  if (run.optimizer != "adamw") s << " --optimizer " << run.optimizer << " --lr " << run.lr;
+  if (options.strategy != ShardingStrategy::full_shard) s << " --strategy " << strategy_name(options.strategy);
+  if (options.strategy == ShardingStrategy::hybrid_shard) s << " --hybrid-group " << options.hybrid_group;
+  if (options.mode != OverlapMode::async) s << " --mode " << overlap_mode_name(options.mode);
+  if (options.mode == OverlapMode::async && !(options.prefetch == FsdpOptions{}.prefetch))
+    s << " --prefetch " << prefetch_name(options.prefetch);
+  if (options.buffers != UnshardBuffers::alloc) s << " --buffers " << unshard_buffers_name(options.buffers);
+  if (options.max_inflight != FsdpOptions{}.max_inflight) s << " --max-inflight " << options.max_inflight;
+  if (options.offload) s << " --offload";
+  s << " " << impl_flag;
+  return s.str();
+}
+
+GradeCase small_gpt2(int world) {
+  GradeCase c;
+  c.name = "gpt2 test-tiny W" + std::to_string(world);
+  c.run.model = "gpt2";
+  c.run.preset = "test-tiny";
+  c.run.world = world;
+  c.run.batch = 12;
+  c.run.seq = 16;
+  c.run.steps = 3;
+  return c;
+}
+
+GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const fs::path& scratch, RunWanted wanted) {
+  GradedRun out;
+  FsdpRun fsdp;
+  fsdp.run = c.run;
+  fsdp.options = c.options;
+  fsdp.tasks = tasks;
+  fsdp.keep_op_log = wanted.ops;
+  const fs::path final_dir = fresh_folder(scratch, "fsdp");
+  if (wanted.params) fsdp.run.save_final = final_dir.string();
+  out.ops.resize(static_cast<std::size_t>(c.run.world));
+  out.peaks.resize(static_cast<std::size_t>(c.run.world));
+  std::mutex mutex;
+  fsdp.on_rank_done = [&](int rank, Device& device) {
+    const std::lock_guard lock(mutex);
+    if (wanted.ops) out.ops[static_cast<std::size_t>(rank)] = device.ops();
+    out.peaks[static_cast<std::size_t>(rank)] = device.ledger().peak_by_tag();
+  };
+  try {
+    for (const StepReport& s : train_fsdp(fsdp, PresetCatalog::builtin(), nullptr)) out.losses.push_back(s.loss);
+    if (wanted.params) out.params = read_params(final_dir);
+  } catch (const RaceError& e) {
+    out.error = e.what();
+    out.race = true;
+  } catch (const std::exception& e) {
+    out.error = e.what();
+    // A RaceError on a rank's thread reaches here as the world's Error, with the detector's words.
+    out.race = std::string_view(e.what()).find("stream race on rank") != std::string_view::npos;
+  }
+  return out;
+}
+
+GradedRun train_baseline(const GradeCase& c, const fs::path& scratch) {
+  GradedRun out;
+  RunConfig run = c.run;
+  run.world = 1;
+  const fs::path final_dir = fresh_folder(scratch, "baseline");
+  run.save_final = final_dir.string();
+  for (const StepReport& s : train_baseline(run, PresetCatalog::builtin(), nullptr, nullptr)) out.losses.push_back(s.loss);
+  out.params = read_params(final_dir);
+  return out;
+}
+
+std::string failure_text(const GradedRun& run) {
+  if (run.race) return "the race detector stopped the run: " + run.error;
+  if (run.error.find("not implemented yet") != std::string::npos) return "a TODO is left: " + run.error;
+  return "the run failed: " + run.error;
+}
+
+CheckOutcome compare_with_baseline(const GradedRun& graded, const GradedRun& baseline, double tolerance) {
+  const std::string expected = "losses and final parameters within " + number(tolerance) + " of the single-rank baseline";
+  if (!graded.trained()) return CheckOutcome::fail(expected, failure_text(graded), "");
+  if (graded.losses.size() != baseline.losses.size())
+    return CheckOutcome::fail(expected, std::to_string(graded.losses.size()) + " steps reported of " +
+                                            std::to_string(baseline.losses.size()), "");
+  for (std::size_t s = 0; s < graded.losses.size(); ++s) {
+    const double want = baseline.losses[s], got = graded.losses[s];
+    if (!(std::abs(got - want) <= tolerance * std::max(1.0, std::abs(want))))
+      return CheckOutcome::fail(expected, "the loss of step " + std::to_string(s + 1) + " is " + number(got) +
+                                              " against the baseline's " + number(want), "");
+  }
+  std::string worst_name;
+  double worst = 0;
+  int off = 0;
+  for (const auto& [name, values] : baseline.params) {
+    const auto it = graded.params.find(name);
+    if (it == graded.params.end() || it->second.size() != values.size())
+      return CheckOutcome::fail(expected, "the final model has no parameter '" + name + "' of " +
+                                              std::to_string(values.size()) + " elements", "");
+    double diff = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const double d = std::abs(static_cast<double>(it->second[i]) - values[i]);
+      diff = std::isnan(d) ? INFINITY : std::max(diff, d);
+    }
+    if (diff > tolerance) ++off;
+    if (diff > worst) worst = diff, worst_name = name;
+  }
+  if (off > 0)
+    return CheckOutcome::fail(expected, "the losses agree but " + std::to_string(off) + " final parameter(s) do not: '" +
+                                            worst_name + "' is off by " + number(worst),
+                              "");
+  return CheckOutcome::pass();
+}
+
+// ---- budgets ---------------------------------------------------------------------------------------
+
+double overlap_percent(const std::vector<OpRecord>& ops) {
+  std::vector<std::pair<SimTime, SimTime>> compute;
+  for (const OpRecord& op : ops)
+    if (op.category == OpCategory::compute && op.end > op.begin) compute.emplace_back(op.begin, op.end);
+  std::sort(compute.begin(), compute.end());
+  std::vector<std::pair<SimTime, SimTime>> merged;
+  for (const auto& span : compute) {
+    if (!merged.empty() && span.first <= merged.back().second) merged.back().second = std::max(merged.back().second, span.second);
+    else merged.push_back(span);
+  }
+  double total = 0, covered = 0;
+  for (const OpRecord& op : ops) {
+    if (!is_communication(op.category) || op.end <= op.begin) continue;
+    total += static_cast<double>(op.end - op.begin);
+    for (const auto& [b, e] : merged) {
+      if (e <= op.begin) continue;
+      if (b >= op.end) break;
+      covered += static_cast<double>(std::min(e, op.end) - std::max(b, op.begin));
+    }
+  }
+  return total > 0 ? 100.0 * covered / total : 0.0;
+}
+
+RunBudget budget_of(const GradedRun& run) {
+  RunBudget b;
+  for (std::size_t r = 0; r < run.ops.size(); ++r) {
+    int collectives = 0;
+    double bytes = 0;
+    for (const OpRecord& op : run.ops[r]) {
+      if (!is_communication(op.category)) continue;
+      ++collectives;
+      bytes += static_cast<double>(op.bytes_moved);
+    }
+    b.collectives = std::max(b.collectives, collectives);
+    if (r == 0) {
+      b.bytes_moved = bytes / 1e6;
+      b.overlap_percent = overlap_percent(run.ops[r]);
+    }
+  }
+  for (const TagBytes& peaks : run.peaks)
+    for (std::size_t t = 0; t < kMemTagCount; ++t) b.peak[t] = std::max(b.peak[t], peaks[t]);
+  return b;
+}
+
+std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& reference) {
+  const auto peak = [&](MemTag tag) {
+    return BudgetLine{"peak " + std::string(mem_tag_name(tag)), static_cast<double>(graded.peak[static_cast<std::size_t>(tag)]) / 1e6,
+                      static_cast<double>(reference.peak[static_cast<std::size_t>(tag)]) / 1e6, "MB"};
+  };
+  return {{"collectives", static_cast<double>(graded.collectives), static_cast<double>(reference.collectives), ""},
+          {"bytes moved", graded.bytes_moved, reference.bytes_moved, "MB"},
+          peak(MemTag::param_full),
+          peak(MemTag::grad_full),
+          peak(MemTag::optim_state),
+          {"overlap", graded.overlap_percent, reference.overlap_percent, "%"}};
+}
+
+Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause) {
+  Check check;
+  check.task = task;
+  check.id = std::move(id);
+  check.title = std::move(title);
+  check.points = points;
+  check.show = c.command("gui", "{impl}") + " --break task:" + std::to_string(task);
+  check.run = [c, cause](const CheckContext& ctx) {
+    GradeCase run = c;
+    if (!run.fixed_seed) run.run.seed = ctx.seed;
+    const GradedRun baseline = train_baseline(run, ctx.scratch);
+    const GradedRun graded = train_graded(run, ctx.tasks, ctx.scratch, {.ops = true});
+    CheckOutcome outcome = compare_with_baseline(graded, baseline, run.tolerance);
+    if (!outcome.passed() && outcome.cause.empty()) outcome.cause = cause;
+    if (graded.trained()) {
+      const GradedRun reference = train_graded(run, ctx.reference, ctx.scratch, {.ops = true});
+      outcome.budget = budget_lines(budget_of(graded), budget_of(reference));
+    }
+    return outcome;
+  };
+  return check;
+}
+
+std::string error_raised(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const TaskNotImplemented&) {
+    throw;
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string show_command(const Check& check, const CheckContext& context) {
+  std::string command = check.show;
+  const std::size_t at = command.find("{impl}");
+  if (at != std::string::npos) command.replace(at, 6, context.impl_flag());
+  return command;
+}
+
+}  // namespace fsdplab::grading

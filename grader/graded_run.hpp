@@ -1,0 +1,87 @@
+// graded_run.hpp — the trainings a check runs, and what it reads back: losses, final parameters, each
+// rank's op graph (the virtual clock's begin and end of every op, its stream, its labels) and its memory
+// ledger; the single-rank baseline they must equal; the budgets beside the reference's.
+//
+// Everything here is deterministic: the sim device's virtual clock, never wall time, so the same code
+// gets the same points on every machine and every run.
+#pragma once
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/memory_ledger.hpp"
+#include "engine/runtime/op.hpp"
+#include "engine/train/fsdp_trainer.hpp"
+#include "grader/grade_check.hpp"
+
+namespace fsdplab::grading {
+
+// A training case: the run, the FSDP options and how close to the single-rank baseline it must come.
+// The built-in checks make them in code; a course's held-out cases come as files (grading_cases.hpp).
+struct GradeCase {
+  std::string name;  // "W3", "hybrid W4 S2": for the report
+  RunConfig run;     // run.world ranks; see small_gpt2()
+  FsdpOptions options;
+  double tolerance = 1e-5;  // relative for the losses, absolute for the final parameters
+  bool fixed_seed = false;  // run.seed as given (a held-out case); else the grader's --seed
+
+  // The fsdplab command that runs this case with `impl_flag` ("--impl 3=student"), for the diagnostics.
+  std::string command(const std::string& verb, const std::string& impl_flag) const;
+};
+
+// gpt2 test-tiny on `world` ranks: 12 sequences of 16 tokens a step (12 split evenly over 1, 2, 3, 4 and
+// 6 ranks), 3 steps of AdamW at lr 1e-3 — big enough that every unit is cut between ranks, small enough
+// that a check trains in well under a second.
+GradeCase small_gpt2(int world);
+
+// What a graded training gives back.
+struct GradedRun {
+  std::string error;  // empty when it trained to the end; else the Error it ended with
+  bool race = false;  // the error is the race detector's (two unordered accesses, both ops named)
+  std::vector<double> losses;
+  std::map<std::string, std::vector<float>> params;  // the final parameters, by name
+  std::vector<std::vector<OpRecord>> ops;            // each rank's op graph (keep_ops)
+  std::vector<TagBytes> peaks;                       // each rank's peak bytes by tag
+  bool trained() const { return error.empty(); }
+};
+
+struct RunWanted {
+  bool ops = false;     // keep each rank's op graph
+  bool params = true;   // read the final parameters back
+};
+
+// Trains `c` with `tasks` (FSDP on c.run.world ranks). An error is kept in the result, never thrown.
+GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const std::filesystem::path& scratch,
+                       RunWanted wanted = {});
+// The single-rank baseline of `c` (no FSDP): what every world size must equal.
+GradedRun train_baseline(const GradeCase& c, const std::filesystem::path& scratch);
+
+// Within c.tolerance of the baseline, losses and final parameters; else the diagnostic's "got": the
+// first step off and the worst parameter.
+CheckOutcome compare_with_baseline(const GradedRun& graded, const GradedRun& baseline, double tolerance);
+
+// ---- budgets ---------------------------------------------------------------------------------------
+
+struct RunBudget {
+  int collectives = 0;          // per rank, the most of any rank
+  double bytes_moved = 0;       // by rank 0's collectives, in MB
+  TagBytes peak{};              // the most of any rank, per tag
+  double overlap_percent = 0;   // of rank 0's communication time that overlaps compute
+};
+RunBudget budget_of(const GradedRun& run);
+// Collectives, MB moved, peak param_full, grad_full and optim_state, overlap — the graded beside the reference.
+std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& reference);
+
+// The percentage of `ops`' communication time during which compute ran too (the union of compute spans).
+double overlap_percent(const std::vector<OpRecord>& ops);
+
+// A check that `c`, trained with the graded tasks, equals the single-rank baseline within c.tolerance,
+// with the budget beside the reference's training of the same case. `cause` names the likely mistake
+// when it does not.
+Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause);
+
+// "the run failed: <error>" as a diagnostic's "got", with the race detector's or a TODO's wording.
+std::string failure_text(const GradedRun& run);
+
+}  // namespace fsdplab::grading

@@ -1,0 +1,132 @@
+#include "grader/grading.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "grader/check_catalog.hpp"
+#include "labs/student_tasks.hpp"
+
+namespace fsdplab::grading {
+namespace {
+
+std::vector<int> selected(const std::vector<int>& tasks) {
+  if (!tasks.empty()) return tasks;
+  std::vector<int> all;
+  for (int n = 1; n <= kTaskCount; ++n) all.push_back(n);
+  return all;
+}
+
+double round_points(double points) { return std::round(points * 100) / 100; }
+
+// `task`'s checks (built-in, then the held-out cases of that task) for implementation `impl`, not run yet.
+TaskGrade plan_task(int task, const std::string& impl, const std::vector<Check>& extra) {
+  ImplChoice choice;
+  choice.of[static_cast<std::size_t>(task - 1)] = impl;
+  TaskGrade grade{task, impl, tasks_for(choice).task(task).where(), {}};
+  std::vector<Check> checks = task_checks(task);
+  for (const Check& c : extra)
+    if (c.task == task) checks.push_back(c);
+  for (Check& c : checks) grade.checks.push_back({std::move(c), {}, 0, ""});
+  return grade;
+}
+
+// The jobs of `grade`'s checks, appended to `jobs`; they point at the grade's checks, which must stay put.
+void add_jobs(const TaskGrade& grade, std::uint64_t seed, std::vector<CheckJob>& jobs) {
+  ImplChoice choice;
+  choice.of[static_cast<std::size_t>(grade.task - 1)] = grade.impl;
+  const FsdpTasks tasks = tasks_for(choice);
+  for (const GradedCheck& g : grade.checks) jobs.push_back({&g.check, tasks, grade.impl, seed});
+}
+
+// Fills the grades' checks from `runs`, in the order add_jobs made the jobs.
+void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, std::uint64_t seed) {
+  std::size_t next = 0;
+  for (TaskGrade* grade : grades) {
+    ImplChoice choice;
+    choice.of[static_cast<std::size_t>(grade->task - 1)] = grade->impl;
+    const FsdpTasks tasks = tasks_for(choice), reference = reference_tasks();
+    for (GradedCheck& g : grade->checks) {
+      g.run = runs[next++];
+      g.earned = round_points(g.check.points * std::clamp(g.run.outcome.fraction, 0.0, 1.0));
+      g.show = show_command(g.check, CheckContext{grade->task, tasks, reference, grade->impl, seed, {}});
+    }
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+double TaskGrade::earned() const {
+  double sum = 0;
+  for (const GradedCheck& c : checks) sum += c.earned;
+  return round_points(sum);
+}
+
+int TaskGrade::possible() const {
+  int sum = 0;
+  for (const GradedCheck& c : checks) sum += c.check.points;
+  return sum;
+}
+
+double GradeReport::earned() const {
+  double sum = 0;
+  for (const TaskGrade& t : tasks) sum += t.earned();
+  return round_points(sum);
+}
+
+int GradeReport::possible() const {
+  int sum = 0;
+  for (const TaskGrade& t : tasks) sum += t.possible();
+  return sum;
+}
+
+GradeReport grade(const GradeRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  GradeReport report;
+  report.impl = impl_name(request.impl);
+  report.seed = request.seed;
+  for (int task : selected(request.tasks))
+    report.tasks.push_back(plan_task(task, request.impl.of[static_cast<std::size_t>(task - 1)], request.extra));
+  std::vector<CheckJob> jobs;
+  for (const TaskGrade& t : report.tasks) add_jobs(t, request.seed, jobs);
+  const std::vector<CheckRun> runs = run_isolated(jobs, request.limits);
+  std::vector<TaskGrade*> grades;
+  for (TaskGrade& t : report.tasks) grades.push_back(&t);
+  fill(grades, runs, request.seed);
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+const GradedCheck* MutantGrade::caught_by() const {
+  for (const GradedCheck& c : grade.checks)
+    if (c.earned < c.check.points) return &c;
+  return nullptr;
+}
+
+int MutantsReport::caught() const {
+  return static_cast<int>(std::count_if(mutants.begin(), mutants.end(), [](const MutantGrade& m) { return m.caught(); }));
+}
+
+MutantsReport grade_mutants(const std::vector<int>& tasks, std::uint64_t seed, const IsolationLimits& limits) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int> wanted = selected(tasks);
+  MutantsReport report;
+  for (const Mutant& m : mutant_catalog())
+    if (std::find(wanted.begin(), wanted.end(), m.task) != wanted.end())
+      report.mutants.push_back({m, plan_task(m.task, "mutant:" + std::string(m.name), {})});
+  std::vector<CheckJob> jobs;
+  std::vector<TaskGrade*> grades;
+  for (MutantGrade& m : report.mutants) {
+    add_jobs(m.grade, seed, jobs);
+    grades.push_back(&m.grade);
+  }
+  fill(grades, run_isolated(jobs, limits), seed);
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+}  // namespace fsdplab::grading

@@ -1,0 +1,71 @@
+// grading.hpp — grading an implementation task by task, and grading the grader with the mutants.
+//
+//   grade()          each selected task's checks (built-in, and a course's held-out cases) against the
+//                    implementation --impl puts in that task's slot, the reference everywhere else;
+//                    points per check, a diagnostic for every point lost
+//   grade_mutants()  every known-wrong implementation (labs/mutants/) graded in its own task: each must
+//                    lose points, and the check that caught it says why
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/fsdp/fsdp_tasks.hpp"
+#include "grader/check_process.hpp"
+#include "labs/mutants/mutants.hpp"
+
+namespace fsdplab::grading {
+
+struct GradeRequest {
+  std::vector<int> tasks;     // the tasks to grade; empty: all nine
+  ImplChoice impl;            // what each task runs: task N is graded on impl.of[N - 1]
+  std::vector<Check> extra;   // a course's held-out cases (grading_cases.hpp), graded with their task
+  std::uint64_t seed = 0;
+  IsolationLimits limits;
+};
+
+struct GradedCheck {
+  Check check;
+  CheckRun run;
+  double earned = 0;   // points
+  std::string show;    // the dashboard command, with the graded --impl
+};
+
+struct TaskGrade {
+  int task = 0;
+  std::string impl;   // "student", "reference", "mutant:NAME"
+  std::string where;  // the implementing class's file and line
+  std::vector<GradedCheck> checks;
+  double earned() const;
+  int possible() const;
+};
+
+struct GradeReport {
+  std::string impl;      // impl_name of the request's choice
+  std::uint64_t seed = 0;
+  std::vector<TaskGrade> tasks;
+  double seconds = 0;    // wall time of the whole grading (the benchmark the issue asks to print)
+  double earned() const;
+  int possible() const;
+};
+
+GradeReport grade(const GradeRequest& request);
+
+struct MutantGrade {
+  Mutant mutant;
+  TaskGrade grade;
+  bool caught() const { return grade.earned() < grade.possible(); }
+  // The first check that lost points, "" when none did.
+  const GradedCheck* caught_by() const;
+};
+
+struct MutantsReport {
+  std::vector<MutantGrade> mutants;
+  double seconds = 0;
+  int caught() const;
+};
+
+// Every mutant of the selected tasks (empty: all), each graded in its task.
+MutantsReport grade_mutants(const std::vector<int>& tasks, std::uint64_t seed, const IsolationLimits& limits);
+
+}  // namespace fsdplab::grading

@@ -1,0 +1,28 @@
+// rank_harness.hpp — W ranks for a check that calls a task's methods directly: each a thread with its own
+// sim device (op graph kept, the race detector throwing) and its handle on the world's collectives, as
+// train_fsdp sets a rank up, without a model. A check then asks precise questions a whole training
+// cannot: which stream the gather went to, whether the host waited, what a slice holds at odd W.
+#pragma once
+#include <functional>
+#include <memory>
+
+#include "engine/comm/local_comm.hpp"
+#include "engine/runtime/sim_device.hpp"
+
+namespace fsdplab::grading {
+
+struct GradedRank {
+  int rank = 0;
+  int world = 1;
+  SimDevice& device;
+  LocalComm& comm;
+};
+
+// A sim device on the h100-sxm preset with the nvlink4 link, as the checks' trainings use.
+std::unique_ptr<SimDevice> make_graded_device(int rank, bool dry_run = false);
+
+// Runs `body` on `world` ranks and joins them; the first rank's Error is rethrown (run_world). Nothing
+// may be in flight when body returns: the harness synchronizes each device before its tensors go.
+void on_ranks(int world, const std::function<void(GradedRank&)>& body);
+
+}  // namespace fsdplab::grading
