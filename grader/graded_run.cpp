@@ -51,6 +51,7 @@ std::string GradeCase::command(const std::string& verb, const std::string& impl_
   s << " --world " << run.world << " --batch " << run.batch;
   if (run.seq > 0) s << " --seq " << run.seq;
   s << " --steps " << run.steps << " --seed " << run.seed;
+  if (run.wrap != RunConfig{}.wrap) s << " --wrap " << run.wrap;
   if (run.optimizer != "adamw") s << " --optimizer " << run.optimizer << " --lr " << run.lr;
   if (options.strategy != ShardingStrategy::full_shard) s << " --strategy " << strategy_name(options.strategy);
   if (options.strategy == ShardingStrategy::hybrid_shard) s << " --hybrid-group " << options.hybrid_group;

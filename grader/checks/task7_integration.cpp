@@ -1,5 +1,152 @@
-// PLACEHOLDER while the checks are written.
+// Task 7's checks: IntegrationTask::plan_units (engine/fsdp/integration_task.hpp, labs/07-integration).
+// The units of real models under the CLI's wrap policies, compared unit by unit with the reference's plan
+// (names, modules, each unit's own parameters in order, the enclosing unit): one unit per Block; nested
+// units holding only their own parameters; a module wrapped by its dotted name; no empty root; the
+// errors the contract names; then whole trainings under the nested policy.
+#include <sstream>
+
+#include "engine/nn/gpt2_model.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/runtime/error.hpp"
+#include "engine/train/model_factory.hpp"
 #include "grader/check_catalog.hpp"
+#include "grader/graded_run.hpp"
+
 namespace fsdplab::grading {
-std::vector<Check> integration_checks() { return {}; }
+namespace {
+
+constexpr const char* kShow = "fsdplab gui --model gpt2 --world 2 --wrap nested {impl} --break task:7";
+
+const IntegrationTask& graded(const CheckContext& c) { return *c.tasks.integration; }
+const IntegrationTask& reference(const CheckContext& c) { return *c.reference.integration; }
+
+std::string names(const std::vector<Parameter*>& params) {
+  std::string s;
+  for (const Parameter* p : params) s += (s.empty() ? "" : ", ") + p->name;
+  return "[" + s + "]";
+}
+
+std::string unit_names(const std::vector<UnitPlan>& plans) {
+  std::string s;
+  for (const UnitPlan& p : plans) s += (s.empty() ? "" : ", ") + p.name;
+  return "[" + s + "]";
+}
+
+// The first difference between two plans, "" when they agree.
+std::string plan_difference(const std::vector<UnitPlan>& got, const std::vector<UnitPlan>& want) {
+  if (got.size() != want.size())
+    return std::to_string(got.size()) + " units " + unit_names(got) + ", expected " + std::to_string(want.size()) + " " +
+           unit_names(want);
+  for (std::size_t u = 0; u < want.size(); ++u) {
+    const UnitPlan &g = got[u], &w = want[u];
+    const std::string which = "unit " + std::to_string(u) + " ('" + w.name + "')";
+    if (g.module != w.module || g.name != w.name)
+      return "unit " + std::to_string(u) + " is '" + g.name + "', expected '" + w.name + "' (outermost first, pre-order)";
+    if (g.params != w.params) return which + " holds " + names(g.params) + ", expected " + names(w.params);
+    if (g.parent != w.parent)
+      return which + " has parent " + std::to_string(g.parent) + ", expected " + std::to_string(w.parent) +
+             (w.parent >= 0 ? " ('" + want[static_cast<std::size_t>(w.parent)].name + "')" : " (none)");
+  }
+  return "";
+}
+
+// The model and unit kinds the CLI builds for `model` under `wrap`.
+BuiltModel built(const std::string& model, const std::string& wrap) {
+  RunConfig run;
+  run.model = model;
+  if (model == "gpt2") run.preset = "test-tiny";
+  run.wrap = wrap;
+  return build_model(run);
+}
+
+CheckOutcome compare_plans(const CheckContext& c, const std::string& model, const std::string& wrap,
+                           std::string expected, std::string cause) {
+  BuiltModel m = built(model, wrap);
+  const std::vector<UnitPlan> want = reference(c).plan_units(*m.model, m.unit_kinds);
+  const std::vector<UnitPlan> got = graded(c).plan_units(*m.model, m.unit_kinds);
+  const std::string difference = plan_difference(got, want);
+  if (difference.empty()) return CheckOutcome::pass();
+  return CheckOutcome::fail(std::move(expected), model + " --wrap " + wrap + ": " + difference, std::move(cause));
+}
+
+// A model with no parameter at all.
+class EmptyModel final : public Model {
+ public:
+  std::string_view kind() const override { return "EmptyModel"; }
+  Tensor forward(RunContext&, const Batch&) override { fail("EmptyModel is never run"); }
+  void backward(RunContext&) override {}
+};
+
+Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run) {
+  return {7, std::move(id), std::move(title), points, kShow, std::move(run)};
+}
+
+GradeCase nested_case(int world) {
+  GradeCase c = small_gpt2(world);
+  c.run.wrap = "nested";
+  c.name += " nested";
+  return c;
+}
+
+}  // namespace
+
+std::vector<Check> integration_checks() {
+  std::vector<Check> checks;
+  checks.push_back(make("block-units", "gpt2 --wrap block: a root unit (wte once, wpe, ln_f), then one unit per Block", 2,
+                        [](const CheckContext& c) {
+                          return compare_plans(c, "gpt2", "block", "the reference's units, each parameter in exactly one unit",
+                                               "a tied parameter counted in its user's unit too, or the root taking what "
+                                               "the Blocks own");
+                        }));
+  checks.push_back(make("nested-units", "gpt2 --wrap nested: Linears as units inside their Block, each unit only its own parameters", 2,
+                        [](const CheckContext& c) {
+                          return compare_plans(c, "gpt2", "nested", "each unit with the parameters no inner unit took, and its enclosing unit as parent",
+                                               "module->parameters() (the whole subtree) taken for a unit instead of the "
+                                               "parameters of the modules it alone covers, or a parent that is not the "
+                                               "nearest wrapped ancestor");
+                        }));
+  checks.push_back(make("wrap-by-name", "gpt2 --wrap linear: transformer.wpe wrapped by its dotted name", 1,
+                        [](const CheckContext& c) {
+                          return compare_plans(c, "gpt2", "linear", "transformer.wpe a unit of its own (named in the policy)",
+                                               "the policy matched against kind() only: an entry may also be a module's name()");
+                        }));
+  checks.push_back(make("no-empty-root", "toy (every layer a unit): no root unit, and no unit has a parent", 1,
+                        [](const CheckContext& c) {
+                          return compare_plans(c, "toy", "block", "fc1, ln, fc2 as units, parent -1 each; no '(root)'",
+                                               "an empty root unit kept (task 2 refuses it), or parents not renumbered after "
+                                               "removing it");
+                        }));
+  checks.push_back(make("errors", "errors: a wrapped module with no parameters, a tied weight used outside its unit, no parameters", 2,
+                        [](const CheckContext& c) {
+                          Gpt2Model model(gpt2_preset("test-tiny"));
+                          EmptyModel empty;
+                          const std::vector<std::pair<std::string, std::function<void()>>> cases = {
+                              {"gpt2 with {ModuleList, Block} (transformer.h is left with nothing)",
+                               [&] { graded(c).plan_units(model, std::vector<std::string>{"ModuleList", "Block"}); }},
+                              {"gpt2 with {LMHead} (the head only uses the tied wte)",
+                               [&] { graded(c).plan_units(model, std::vector<std::string>{"LMHead"}); }},
+                              {"gpt2 with {Embedding} (lm_head in the root uses wte from outside wte's unit)",
+                               [&] { graded(c).plan_units(model, std::vector<std::string>{"Embedding"}); }},
+                              {"a model with no parameters", [&] { graded(c).plan_units(empty, {}); }},
+                          };
+                          int missed = 0;
+                          std::string first;
+                          for (const auto& [what, call] : cases)
+                            if (error_raised(call).empty()) {
+                              if (missed++ == 0) first = what;
+                            }
+                          if (missed == 0) return CheckOutcome::pass();
+                          return CheckOutcome::fail("an Error for each", std::to_string(missed) + " of " + std::to_string(cases.size()) +
+                                                                            " planned without a word, first: " + first,
+                                                    "the contract's checks left out: an empty unit fails later in task 2, and a "
+                                                    "tied weight's gradient would land in a freed buffer",
+                                                    1.0 - static_cast<double>(missed) / static_cast<double>(cases.size()));
+                        }));
+  checks.push_back(equivalence_check(7, "training-nested-W2", "gpt2 --wrap nested on 2 ranks equals the single-rank baseline", 2,
+                                     nested_case(2), "units whose parameters overlap or miss some, or a wrong parent"));
+  checks.push_back(equivalence_check(7, "training-block-W4", "gpt2 --wrap block on 4 ranks equals the single-rank baseline", 1,
+                                     small_gpt2(4), "the units of the default policy differ from the reference's"));
+  return checks;
+}
+
 }  // namespace fsdplab::grading

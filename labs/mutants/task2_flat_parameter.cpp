@@ -1,5 +1,89 @@
-// PLACEHOLDER while the mutants are written.
+// Task 2's mutants: FlatParameters with one mistake each (the pitfalls of labs/02-flat-parameter).
+#include <array>
+
+#include "engine/fsdp/flat_parameter.hpp"
 #include "labs/mutants/mutants.hpp"
+
 namespace fsdplab {
-std::span<const Mutant> flat_parameter_mutants() { return {}; }
+namespace {
+
+const FlatParameterTask& reference() { return reference_flat_parameter(); }
+
+// Pads by a whole extra chunk when the size is already a multiple of W: (used / W + 1) * W.
+class PaddingOffByOne final : public FlatParameterTask {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    FlatParamLayout layout = reference().plan(params, world, align);
+    layout.padded_numel = (layout.used_numel / world + 1) * world;
+    return layout;
+  }
+  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
+    return reference().shard_slices(layout, rank);
+  }
+  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
+    reference().point_views(layout, flat, field);
+  }
+};
+
+// Packs the parameters back to back, ignoring `align`.
+class NoAlignment final : public FlatParameterTask {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    FlatParamLayout layout = reference().plan(params, world, 1);
+    layout.align = align;
+    return layout;
+  }
+  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
+    return reference().shard_slices(layout, rank);
+  }
+  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
+    reference().point_views(layout, flat, field);
+  }
+};
+
+// Gives rank r the slices of chunk r + 1 (mod W): every rank initialises and updates its neighbour's chunk.
+class WrongRankSlices final : public FlatParameterTask {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    return reference().plan(params, world, align);
+  }
+  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
+    if (rank < 0 || rank >= layout.world) return reference().shard_slices(layout, rank);  // the reference's error
+    return reference().shard_slices(layout, (rank + 1) % layout.world);
+  }
+  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
+    reference().point_views(layout, flat, field);
+  }
+};
+
+// Gives each parameter a copy of its part of the flat buffer instead of a view of it.
+class ViewsThatCopy final : public FlatParameterTask {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    return reference().plan(params, world, align);
+  }
+  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
+    return reference().shard_slices(layout, rank);
+  }
+  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
+    for (const FlatParamEntry& e : layout.entries)
+      (e.param->*field) = Tensor::empty(flat.device(), e.param->shape, flat.dtype(), MemTag::workspace, e.param->name);
+  }
+};
+
+const std::array<Mutant, 4> kMutants = {{
+    {2, "padding-off-by-one", "pads a size that is already a multiple of W by a whole extra chunk",
+     []() -> const FsdpTask& { static const PaddingOffByOne m; return m; }},
+    {2, "no-alignment", "packs the parameters back to back, ignoring align",
+     []() -> const FsdpTask& { static const NoAlignment m; return m; }},
+    {2, "wrong-rank-slices", "gives rank r the slices of the next rank's chunk",
+     []() -> const FsdpTask& { static const WrongRankSlices m; return m; }},
+    {2, "views-that-copy", "points each parameter at a tensor of its own instead of a view of the flat buffer",
+     []() -> const FsdpTask& { static const ViewsThatCopy m; return m; }},
+}};
+
+}  // namespace
+
+std::span<const Mutant> flat_parameter_mutants() { return kMutants; }
+
 }  // namespace fsdplab

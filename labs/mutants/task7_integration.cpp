@@ -1,5 +1,106 @@
-// PLACEHOLDER while the mutants are written.
+// Task 7's mutants: unit plans with one mistake each (the pitfalls of labs/07-integration).
+#include <algorithm>
+#include <array>
+#include <map>
+
+#include "engine/fsdp/integration_task.hpp"
 #include "labs/mutants/mutants.hpp"
+
 namespace fsdplab {
-std::span<const Mutant> integration_mutants() { return {}; }
+namespace {
+
+const IntegrationTask& reference() { return reference_integration(); }
+
+// Takes module->parameters() (the whole subtree) for every unit below the root: a Block unit also holds its
+// Linear units' parameters.
+class SubtreeParameters final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
+    for (UnitPlan& p : plans)
+      if (p.module != &model) p.params = p.module->parameters();
+    return plans;
+  }
+};
+
+// Matches the policy against kind() only: an entry that names a module ("transformer.wpe") is never met.
+class KindOnly final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<std::string> kinds;
+    for (const std::string& k : unit_kinds) {
+      const std::vector<Module*> modules = model.modules();
+      if (std::any_of(modules.begin(), modules.end(), [&](const Module* m) { return m->kind() == k; })) kinds.push_back(k);
+    }
+    return reference().plan_units(model, kinds);
+  }
+};
+
+// Keeps a root unit that owns nothing (and counts the parents from it).
+class EmptyRootKept final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
+    if (!plans.empty() && plans.front().module == &model) return plans;
+    for (UnitPlan& p : plans) p.parent += 1;
+    plans.insert(plans.begin(), UnitPlan{&model, "(root)", {}, -1});
+    return plans;
+  }
+};
+
+// Sets every unit's parent to the root, whatever encloses it.
+class FlatParents final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
+    const bool has_root = !plans.empty() && plans.front().module == &model;
+    for (std::size_t u = 0; u < plans.size(); ++u)
+      if (!(has_root && u == 0)) plans[u].parent = has_root ? 0 : -1;
+    return plans;
+  }
+};
+
+// The reference's plan without its checks: empty units and tied weights used outside their unit pass.
+class NoChecks final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<UnitPlan> plans;
+    std::map<const Module*, int> unit_of_module;
+    const auto wrapped = [&](const Module& m) {
+      return std::any_of(unit_kinds.begin(), unit_kinds.end(), [&](const std::string& k) { return k == m.kind() || k == m.name(); });
+    };
+    for (Module* m : model.modules()) {
+      int unit = m->parent() ? unit_of_module.at(m->parent()) : -1;
+      if (!m->parent() || wrapped(*m)) {
+        plans.push_back({m, m->parent() ? m->name() : "(root)", {}, unit});
+        unit = static_cast<int>(plans.size()) - 1;
+      }
+      unit_of_module[m] = unit;
+      for (Parameter* p : m->own_parameters()) plans[static_cast<std::size_t>(unit)].params.push_back(p);
+    }
+    if (plans.front().params.empty() && plans.size() > 1) {
+      plans.erase(plans.begin());
+      for (UnitPlan& p : plans) p.parent = p.parent <= 0 ? -1 : p.parent - 1;
+    }
+    return plans;
+  }
+};
+
+const std::array<Mutant, 5> kMutants = {{
+    {7, "subtree-parameters", "takes module->parameters(), the whole subtree, for each unit: nested units' parameters are held twice",
+     []() -> const FsdpTask& { static const SubtreeParameters m; return m; }},
+    {7, "kind-only", "matches the wrap policy against kind() only, so a module named by its dotted name is never wrapped",
+     []() -> const FsdpTask& { static const KindOnly m; return m; }},
+    {7, "empty-root-kept", "keeps a root unit that owns no parameter",
+     []() -> const FsdpTask& { static const EmptyRootKept m; return m; }},
+    {7, "flat-parents", "gives every unit the root as parent instead of its nearest wrapped ancestor",
+     []() -> const FsdpTask& { static const FlatParents m; return m; }},
+    {7, "no-checks", "raises none of the contract's errors (an empty unit, a tied weight used outside its unit, no parameters)",
+     []() -> const FsdpTask& { static const NoChecks m; return m; }},
+}};
+
+}  // namespace
+
+std::span<const Mutant> integration_mutants() { return kMutants; }
+
 }  // namespace fsdplab
