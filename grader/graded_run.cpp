@@ -46,7 +46,7 @@ std::string number(double v) {
 
 std::string GradeCase::command(const std::string& verb, const std::string& impl_flag) const {
   std::ostringstream s;
-  s << "fsdplab " << verb << " --model " << run.model;
+  s << "fsdplab " << verb << (dry_run ? " --dry-run" : "") << " --model " << run.model;
   if (!run.preset.empty()) s << " --preset " << run.preset;
   s << " --world " << run.world << " --batch " << run.batch;
   if (run.seq > 0) s << " --seq " << run.seq;
@@ -84,8 +84,10 @@ GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const fs::pat
   fsdp.options = c.options;
   fsdp.tasks = tasks;
   fsdp.keep_op_log = wanted.ops;
+  fsdp.dry_run = c.dry_run;
+  const bool params = wanted.params && !c.dry_run;
   const fs::path final_dir = fresh_folder(scratch, "fsdp");
-  if (wanted.params) fsdp.run.save_final = final_dir.string();
+  if (params) fsdp.run.save_final = final_dir.string();
   out.ops.resize(static_cast<std::size_t>(c.run.world));
   out.peaks.resize(static_cast<std::size_t>(c.run.world));
   std::mutex mutex;
@@ -96,7 +98,7 @@ GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const fs::pat
   };
   try {
     for (const StepReport& s : train_fsdp(fsdp, PresetCatalog::builtin(), nullptr)) out.losses.push_back(s.loss);
-    if (wanted.params) out.params = read_params(final_dir);
+    if (params) out.params = read_params(final_dir);
   } catch (const RaceError& e) {
     out.error = e.what();
     out.race = true;

@@ -25,6 +25,7 @@ struct GradeCase {
   FsdpOptions options;
   double tolerance = 1e-5;  // relative for the losses, absolute for the final parameters
   bool fixed_seed = false;  // run.seed as given (a held-out case); else the grader's --seed
+  bool dry_run = false;     // time and memory only (sim_device.hpp): schedules of models too big to compute here
 
   // The fsdplab command that runs this case with `impl_flag` ("--impl 3=student"), for the diagnostics.
   std::string command(const std::string& verb, const std::string& impl_flag) const;

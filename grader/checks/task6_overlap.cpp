@@ -1,5 +1,273 @@
-// PLACEHOLDER while the checks are written.
+// Task 6's checks: OverlapTask (engine/fsdp/overlap_task.hpp, labs/06-prefetch-overlap).
+//
+// The schedule is read from the recorded op graph and the virtual clock of GPT-2 124M dry runs on 2 ranks
+// (time and memory only, the second step, when forward prefetch knows the order), always beside the
+// reference's schedule of the same run: SYNC overlaps nothing; ASYNC's prefetch makes the forward's and
+// the backward's collectives overlap compute; the host never waits where it need not (the step time);
+// the rate limiter bounds the gathered memory; the next forward's gathers wait for the optimizer step;
+// the two-buffer pool runs clean. Then real trainings under each mode equal the single-rank baseline —
+// and every run is watched by the race detector, which names both ops of a missing wait.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
 #include "grader/check_catalog.hpp"
+#include "grader/graded_run.hpp"
+
 namespace fsdplab::grading {
-std::vector<Check> overlap_checks() { return {}; }
+namespace {
+
+constexpr int kMeasuredStep = 1;  // the second step: forward prefetch replays the order the first recorded
+
+// GPT-2 124M on 2 ranks, 2 steps of 4 x 512 tokens, as a dry run: 13 units (the root, 12 Blocks).
+GradeCase gpt2_124m(OverlapMode mode, const std::string& prefetch, int max_inflight = 2,
+                    UnshardBuffers buffers = UnshardBuffers::alloc) {
+  GradeCase c;
+  c.name = "gpt2 124M W2 dry run";
+  c.run.model = "gpt2";
+  c.run.preset = "gpt2";
+  c.run.world = 2;
+  c.run.batch = 4;
+  c.run.seq = 512;
+  c.run.steps = 2;
+  c.dry_run = true;
+  c.options.mode = mode;
+  if (mode == OverlapMode::sync) c.options = sync_schedule(c.options);
+  else c.options.prefetch = parse_prefetch(prefetch);
+  c.options.max_inflight = max_inflight;
+  c.options.buffers = buffers;
+  return c;
+}
+
+bool intersects(const OpRecord& a, const OpRecord& b) { return a.begin < b.end && b.begin < a.end; }
+
+// The compute op `op` overlaps, or nullptr.
+const OpRecord* overlapped_compute(const OpRecord& op, const std::vector<OpRecord>& ops) {
+  for (const OpRecord& c : ops)
+    if (c.category == OpCategory::compute && intersects(op, c)) return &c;
+  return nullptr;
+}
+
+// The measured step's collectives of `category` (any when nullopt) in `phase` ("" for any), by start.
+std::vector<OpRecord> collectives(const std::vector<OpRecord>& ops, std::optional<OpCategory> category, const std::string& phase) {
+  std::vector<OpRecord> out;
+  for (const OpRecord& op : ops)
+    if (is_communication(op.category) && (!category || op.category == *category) && op.labels.step == kMeasuredStep &&
+        (phase.empty() || op.labels.phase == phase))
+      out.push_back(op);
+  std::sort(out.begin(), out.end(), [](const OpRecord& a, const OpRecord& b) { return a.begin < b.begin; });
+  return out;
+}
+
+int count_overlapping(const std::vector<OpRecord>& collective_ops, const std::vector<OpRecord>& ops) {
+  return static_cast<int>(std::count_if(collective_ops.begin(), collective_ops.end(),
+                                        [&](const OpRecord& op) { return overlapped_compute(op, ops) != nullptr; }));
+}
+
+std::string us(SimTime ns) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f us", static_cast<double>(ns) / 1e3);
+  return text;
+}
+
+std::string ms(SimTime ns) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f ms", static_cast<double>(ns) / 1e6);
+  return text;
+}
+
+// The measured step's duration on rank 0's compute stream: from its first op to its last.
+SimTime step_time(const std::vector<OpRecord>& ops) {
+  SimTime begin = -1, end = 0;
+  for (const OpRecord& op : ops)
+    if (op.labels.step == kMeasuredStep) {
+      begin = begin < 0 ? op.begin : std::min(begin, op.begin);
+      end = std::max(end, op.end);
+    }
+  return begin < 0 ? 0 : end - begin;
+}
+
+// Both runs of one case, the graded and the reference's; a failed graded run is the outcome.
+struct Schedules {
+  GradedRun graded, reference;
+  std::optional<CheckOutcome> failed;
+};
+
+Schedules schedules(const CheckContext& ctx, const GradeCase& c, const std::string& expected, const std::string& cause) {
+  Schedules s;
+  s.graded = train_graded(c, ctx.tasks, ctx.scratch, {.ops = true});
+  s.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true});
+  if (!s.graded.trained())
+    s.failed = CheckOutcome::fail(expected, failure_text(s.graded),
+                                  s.graded.race ? "a buffer freed or reused, or a stream started, before the event of its "
+                                                  "last user: see the two ops the race detector names"
+                                                : cause);
+  else if (!s.reference.trained())
+    throw Error("the reference's run of " + c.name + " failed: " + s.reference.error);
+  return s;
+}
+
+CheckOutcome with_budget(CheckOutcome outcome, const Schedules& s) {
+  outcome.budget = budget_lines(budget_of(s.graded), budget_of(s.reference));
+  return outcome;
+}
+
+Check make(std::string id, std::string title, int points, const GradeCase& c,
+           std::function<CheckOutcome(const CheckContext&)> run) {
+  return {6, std::move(id), std::move(title), points, c.command("gui", "{impl}") + " --break task:6", std::move(run)};
+}
+
+}  // namespace
+
+std::vector<Check> overlap_checks() {
+  std::vector<Check> checks;
+
+  const GradeCase sync = gpt2_124m(OverlapMode::sync, "none");
+  checks.push_back(make("sync-overlaps-nothing", "SYNC: no collective overlaps any compute op", 2, sync, [sync](const CheckContext& ctx) {
+    const std::string expected = "every collective after the compute before it and before the compute after it";
+    const Schedules s = schedules(ctx, sync, expected, "SYNC must order each gather after all compute issued before it");
+    if (s.failed) return *s.failed;
+    for (const std::vector<OpRecord>& ops : s.graded.ops)
+      for (const OpRecord& op : ops)
+        if (is_communication(op.category))
+          if (const OpRecord* c = overlapped_compute(op, ops))
+            return with_budget(CheckOutcome::fail(expected, "'" + op.name + "' [" + us(op.begin) + ", " + us(op.end) + "] overlaps compute '" +
+                                                      c->name + "' [" + us(c->begin) + ", " + us(c->end) + "]",
+                                                  "SYNC without rank.order(Lane::all_gather, Lane::compute) in acquire_full, "
+                                                  "or without the compute stream's wait for unit.reduced in release_grad"),
+                               s);
+    return with_budget(CheckOutcome::pass(), s);
+  }));
+
+  const GradeCase forward = gpt2_124m(OverlapMode::async, "forward");
+  checks.push_back(make("forward-prefetch", "ASYNC, forward prefetch: each gather but the first overlaps the compute before it", 2, forward,
+                        [forward](const CheckContext& ctx) {
+    const std::string expected = "as many forward gathers overlapping compute as the reference's";
+    const Schedules s = schedules(ctx, forward, expected, "");
+    if (s.failed) return *s.failed;
+    const auto count = [](const GradedRun& r) {
+      return count_overlapping(collectives(r.ops[0], OpCategory::all_gather, "forward"), r.ops[0]);
+    };
+    const int got = count(s.graded), want = count(s.reference);
+    const int gathers = static_cast<int>(collectives(s.graded.ops[0], OpCategory::all_gather, "forward").size());
+    if (got >= want) return with_budget(CheckOutcome::pass(), s);
+    return with_budget(CheckOutcome::fail(expected + " (" + std::to_string(want) + ")",
+                                          std::to_string(got) + " of " + std::to_string(gathers) + " forward gathers overlap compute",
+                                          "after(pre_forward) must return the next unit of the recorded forward order "
+                                          "(next_in_forward) once the order is recorded, and nothing may make the host wait "
+                                          "for a gather before the compute it should overlap is issued",
+                                          static_cast<double>(got) / std::max(1, want)),
+                       s);
+  }));
+
+  const GradeCase backward = gpt2_124m(OverlapMode::async, "backward-pre");
+  checks.push_back(make("backward-prefetch", "ASYNC, backward prefetch: backward gathers and reductions overlap compute", 2, backward,
+                        [backward](const CheckContext& ctx) {
+    const std::string expected = "as many backward collectives overlapping compute as the reference's";
+    const Schedules s = schedules(ctx, backward, expected, "");
+    if (s.failed) return *s.failed;
+    const auto count = [](const GradedRun& r) {
+      return count_overlapping(collectives(r.ops[0], std::nullopt, "backward"), r.ops[0]);
+    };
+    const int got = count(s.graded), want = count(s.reference);
+    const int total = static_cast<int>(collectives(s.graded.ops[0], std::nullopt, "backward").size());
+    if (got >= want) return with_budget(CheckOutcome::pass(), s);
+    return with_budget(CheckOutcome::fail(expected + " (" + std::to_string(want) + ")",
+                                          std::to_string(got) + " of " + std::to_string(total) + " backward collectives overlap compute",
+                                          "after(pre_backward) must return the unit whose backward comes next (next_in_backward: "
+                                          "the reverse of the post-forward order), or a host wait serialises the backward",
+                                          static_cast<double>(got) / std::max(1, want)),
+                       s);
+  }));
+
+  const GradeCase all = gpt2_124m(OverlapMode::async, "all");
+  checks.push_back(make("step-time", "ASYNC step time within 1% of the reference's (the host never waits where it need not)", 2, all,
+                        [all](const CheckContext& ctx) {
+    const std::string expected = "a step no longer than the reference's + 1%";
+    const Schedules s = schedules(ctx, all, expected, "");
+    if (s.failed) return *s.failed;
+    const SimTime got = step_time(s.graded.ops[0]), want = step_time(s.reference.ops[0]);
+    if (static_cast<double>(got) <= 1.01 * static_cast<double>(want)) return with_budget(CheckOutcome::pass(), s);
+    return with_budget(CheckOutcome::fail(expected + " (" + ms(want) + ")", "step 2 takes " + ms(got),
+                                          "a host sync (device.synchronize) where a stream wait would do: the host stops "
+                                          "issuing, so the next gathers start late. The rate limiter is the one place the "
+                                          "host may wait, only while the limit is full"),
+                       s);
+  }));
+
+  checks.push_back(make("rate-limiter", "the rate limiter holds at most max_inflight gathered units (K = 1, 2)", 2, all, [](const CheckContext& ctx) {
+    double earned = 0;
+    std::string got;
+    for (int limit : {1, 2}) {
+      const GradeCase c = gpt2_124m(OverlapMode::async, "all", limit);
+      const Schedules s = schedules(ctx, c, "", "");
+      if (s.failed) return CheckOutcome::fail("at most " + std::to_string(limit) + " gathered Blocks' memory", s.failed->got, s.failed->cause);
+      const auto peak = [](const GradedRun& r) { return budget_of(r).peak[static_cast<std::size_t>(MemTag::param_full)]; };
+      const std::int64_t mine = peak(s.graded), theirs = peak(s.reference);
+      if (mine <= theirs) {
+        earned += 0.5;
+        continue;
+      }
+      got += (got.empty() ? "" : "; ") + std::string("--max-inflight ") + std::to_string(limit) + ": peak param_full " +
+             std::to_string(mine) + " bytes, the reference's " + std::to_string(theirs);
+    }
+    if (earned >= 1) return CheckOutcome::pass();
+    return CheckOutcome::fail("param_full no higher than the reference's at each limit", got,
+                              "the limiter lets one unit too many hold memory (> instead of >=), or counts units that are "
+                              "not rate_limited", earned);
+  }));
+
+  checks.push_back(make("gathers-after-optimizer", "each forward's first gather waits (by event) for the optimizer step before it", 1, all,
+                        [all](const CheckContext& ctx) {
+    const std::string expected = "the measured step's first gather ordered after the compute stream's last op of the step before";
+    const Schedules s = schedules(ctx, all, expected, "");
+    if (s.failed) return *s.failed;
+    for (const std::vector<OpRecord>& ops : s.graded.ops) {
+      const std::vector<OpRecord> gathers = collectives(ops, OpCategory::all_gather, "forward");
+      if (gathers.empty()) continue;
+      const OpRecord& first = gathers.front();
+      // The optimizer's update is the compute stream's last op of the step before.
+      OpId last_update = 0;
+      for (const OpRecord& op : ops)
+        if (op.lane == Lane::compute && op.labels.step == kMeasuredStep - 1) last_update = std::max(last_update, op.id);
+      const bool ordered = std::any_of(first.deps.begin(), first.deps.end(), [&](const OpRef& d) { return d.op >= last_update; });
+      if (!ordered)
+        return CheckOutcome::fail(expected, "'" + first.name + "' waits for no event of the optimizer step (op #" +
+                                                std::to_string(last_update) + ")",
+                                  "begin_forward must order the all-gather stream after the compute stream "
+                                  "(rank.order(Lane::all_gather, Lane::compute)) under ASYNC: the trainer's host sync between "
+                                  "steps hides it in fsdplab run, not on a GPU");
+    }
+    return CheckOutcome::pass();
+  }));
+
+  const GradeCase pool = gpt2_124m(OverlapMode::async, "backward-pre", 2, UnshardBuffers::pool);
+  checks.push_back(make("pool", "the two-buffer pool: clean under the race detector, no more memory than the reference's", 1, pool,
+                        [pool](const CheckContext& ctx) {
+    const std::string expected = "the pool's slots reused only after their free events";
+    const Schedules s = schedules(ctx, pool, expected, "the gather into a slot must wait (on the all-gather stream) for the slot's free event");
+    if (s.failed) return *s.failed;
+    const std::int64_t mine = budget_of(s.graded).peak[static_cast<std::size_t>(MemTag::param_full)];
+    const std::int64_t theirs = budget_of(s.reference).peak[static_cast<std::size_t>(MemTag::param_full)];
+    if (mine > theirs)
+      return with_budget(CheckOutcome::fail("peak param_full of two buffers (" + std::to_string(theirs) + " bytes)",
+                                            std::to_string(mine) + " bytes", "a pool unit allocated memory of its own"), s);
+    return with_budget(CheckOutcome::pass(), s);
+  }));
+
+  GradeCase numerics_sync = small_gpt2(3);
+  numerics_sync.options = sync_schedule(numerics_sync.options);
+  GradeCase numerics_all = small_gpt2(2);
+  numerics_all.options.prefetch = parse_prefetch("all");
+  GradeCase numerics_pool = small_gpt2(2);
+  numerics_pool.options.buffers = UnshardBuffers::pool;
+  checks.push_back(equivalence_check(6, "training-async", "ASYNC, prefetch all, W=2: equals the single-rank baseline", 1, numerics_all,
+                                     "a buffer freed before its last user, or a prefetch of the wrong unit"));
+  checks.push_back(equivalence_check(6, "training-sync", "SYNC, W=3: equals the single-rank baseline", 1, numerics_sync,
+                                     "SYNC's orderings left out"));
+  checks.push_back(equivalence_check(6, "training-pool", "the two-buffer pool, W=2: equals the single-rank baseline", 1, numerics_pool,
+                                     "a pool slot overwritten while its previous unit is still read"));
+  return checks;
+}
+
 }  // namespace fsdplab::grading

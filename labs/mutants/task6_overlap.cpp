@@ -1,5 +1,120 @@
-// PLACEHOLDER while the mutants are written.
+// Task 6's mutants: schedules with one mistake each (the pitfalls of labs/06-prefetch-overlap). Each is
+// the reference (reference_overlap()) but for the one method the mistake is in.
+#include <array>
+
+#include "engine/fsdp/fsdp_unit.hpp"
+#include "engine/fsdp/overlap_state.hpp"
+#include "engine/fsdp/overlap_task.hpp"
 #include "labs/mutants/mutants.hpp"
+
 namespace fsdplab {
-std::span<const Mutant> overlap_mutants() { return {}; }
+namespace {
+
+const OverlapTask& reference() { return reference_overlap(); }
+
+// Forwards every call to the reference; a mutant overrides the one it gets wrong.
+class LikeTheReference : public OverlapTask {
+ public:
+  explicit LikeTheReference(std::source_location origin = std::source_location::current()) : OverlapTask(origin) {}
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    return reference().acquire_full(unit, rank, prefetch);
+  }
+  void release_full(FsdpUnit& unit, FsdpRank& rank) const override { reference().release_full(unit, rank); }
+  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override { reference().acquire_grad(unit, rank); }
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override { reference().release_grad(unit, rank); }
+  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
+    reference().release_staging(std::move(staging), done, rank);
+  }
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override { return reference().after(point, unit, rank); }
+  void begin_forward(FsdpRank& rank) const override { reference().begin_forward(rank); }
+  void end_backward(FsdpRank& rank) const override { reference().end_backward(rank); }
+};
+
+// ASYNC frees the gathered buffer when the host is done with it, not when the compute stream is.
+class FreeAtHostTime final : public LikeTheReference {
+ public:
+  void release_full(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (rank.async() && unit.pool_slot < 0 && unit.state != UnitState::gathering) {
+      unit.full.storage().free();
+      return;
+    }
+    reference().release_full(unit, rank);
+  }
+};
+
+// SYNC starts each gather without ordering it after the compute issued before it.
+class SyncUnordered final : public LikeTheReference {
+ public:
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    if (rank.async() || unit.pool_slot >= 0) return reference().acquire_full(unit, rank, prefetch);
+    unit.full.storage().allocate();
+    return true;
+  }
+};
+
+// Never fetches ahead: every gather waits for its own unit's hook.
+class NoPrefetch final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    reference().after(point, unit, rank);  // keeps the recorded orders
+    return nullptr;
+  }
+};
+
+// The host waits for every stream before each gather: numbers right, overlap gone.
+class HostSyncBeforeGather final : public LikeTheReference {
+ public:
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    rank.device.synchronize();
+    return reference().acquire_full(unit, rank, prefetch);
+  }
+};
+
+// The rate limiter lets one unit too many hold memory (> where >= belongs).
+class LimiterOffByOne final : public LikeTheReference {
+ public:
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    if (!rank.async() || unit.pool_slot >= 0 || rank.options.max_inflight <= 0 || !rate_limited(unit))
+      return reference().acquire_full(unit, rank, prefetch);
+    OverlapState& s = rank.schedule;
+    s.parked.release_completed(rank.device);
+    const int limit = rank.options.max_inflight;
+    while (live_gathered(s) > limit && s.parked.release_oldest_limited(rank.device)) {
+    }
+    if (prefetch && live_gathered(s) > limit) return false;
+    unit.full.storage().allocate();
+    return true;
+  }
+};
+
+// begin_forward forgets to order the all-gather stream after the optimizer step.
+class GathersBeforeOptimizer final : public LikeTheReference {
+ public:
+  void begin_forward(FsdpRank& rank) const override {
+    OverlapState& s = rank.schedule;
+    if (!s.forward_order.empty()) s.order_recorded = true;
+    s.pre_forwards_seen = s.post_forwards_seen = 0;
+    s.backward_started.clear();
+  }
+};
+
+const std::array<Mutant, 6> kMutants = {{
+    {6, "free-at-host-time", "under ASYNC frees a gathered buffer at the host's time, while the compute stream may still read it",
+     []() -> const FsdpTask& { static const FreeAtHostTime m; return m; }},
+    {6, "sync-unordered", "under SYNC starts a gather without ordering it after the compute issued before it",
+     []() -> const FsdpTask& { static const SyncUnordered m; return m; }},
+    {6, "no-prefetch", "never returns a unit to fetch ahead, so no gather overlaps the compute before it",
+     []() -> const FsdpTask& { static const NoPrefetch m; return m; }},
+    {6, "host-sync", "synchronizes the host with the device before every gather, which kills the overlap prefetch buys",
+     []() -> const FsdpTask& { static const HostSyncBeforeGather m; return m; }},
+    {6, "limiter-off-by-one", "lets max_inflight + 1 gathered units hold memory",
+     []() -> const FsdpTask& { static const LimiterOffByOne m; return m; }},
+    {6, "gathers-before-optimizer", "does not order the next forward's gathers after the optimizer step that writes the shards",
+     []() -> const FsdpTask& { static const GathersBeforeOptimizer m; return m; }},
+}};
+
+}  // namespace
+
+std::span<const Mutant> overlap_mutants() { return kMutants; }
+
 }  // namespace fsdplab
