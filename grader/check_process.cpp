@@ -117,12 +117,12 @@ bool in_main_object(void* address) {
   return fs::equivalent(info.dli_fname, "/proc/self/exe", ec) || std::string(info.dli_fname).empty();
 }
 
+// "(anonymous namespace)::StudentForward::all_gather(fsdplab::Device&, ...) const" -> "StudentForward::all_gather".
 std::string short_function(std::string f) {
-  const std::size_t paren = f.find('(');
-  if (paren != std::string::npos && paren > 0) f.resize(paren);
   for (std::string_view noise : {"fsdplab::", "(anonymous namespace)::"}) {
     for (std::size_t at; (at = f.find(noise)) != std::string::npos;) f.erase(at, noise.size());
   }
+  if (const std::size_t paren = f.find('('); paren != std::string::npos && paren > 0) f.resize(paren);
   return f;
 }
 

@@ -113,6 +113,10 @@ void write_grade_json(const std::filesystem::path& path, const GradeReport& repo
 }
 
 void print_mutants(std::ostream& out, const MutantsReport& report) {
+  if (mutant_catalog().empty()) {
+    out << "fsdplab grade --mutants: this build has no mutants (a handout leaves them to the course's grader)\n";
+    return;
+  }
   out << "fsdplab grade --mutants: every known-wrong implementation graded in its own task; each must lose points\n\n";
   out << "| task | mutant | points | caught by | diagnostic |\n|---|---|---|---|---|\n";
   for (const MutantGrade& m : report.mutants) {
@@ -125,7 +129,15 @@ void print_mutants(std::ostream& out, const MutantsReport& report) {
   }
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.1f", report.seconds);
-  out << "\ncaught: " << report.caught() << " of " << report.mutants.size() << " mutants in " << seconds << " s\n";
+  out << "\ncaught: " << report.caught() << " of " << report.mutants.size() << " mutants in " << seconds << " s: ";
+  if (report.caught() == static_cast<int>(report.mutants.size())) {
+    out << "all " << report.mutants.size() << " mutants caught\n";
+    return;
+  }
+  out << "NOT CAUGHT:";
+  for (const MutantGrade& m : report.mutants)
+    if (!m.caught()) out << " " << m.mutant.task << "=mutant:" << m.mutant.name;
+  out << "\n";
 }
 
 }  // namespace fsdplab::grading

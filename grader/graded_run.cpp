@@ -162,6 +162,19 @@ CheckOutcome compare_with_baseline(const GradedRun& graded, const GradedRun& bas
   return CheckOutcome::pass();
 }
 
+double deviation_from(const GradedRun& run, const GradedRun& baseline) {
+  double worst = 0;
+  for (std::size_t s = 0; s < std::min(run.losses.size(), baseline.losses.size()); ++s)
+    worst = std::max(worst, std::abs(run.losses[s] - baseline.losses[s]) / std::max(1.0, std::abs(baseline.losses[s])));
+  for (const auto& [name, values] : baseline.params) {
+    const auto it = run.params.find(name);
+    if (it == run.params.end() || it->second.size() != values.size()) continue;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      worst = std::max(worst, static_cast<double>(std::abs(it->second[i] - values[i])));
+  }
+  return worst;
+}
+
 // ---- budgets ---------------------------------------------------------------------------------------
 
 double overlap_percent(const std::vector<OpRecord>& ops) {
@@ -232,13 +245,13 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
     GradeCase run = c;
     if (!run.fixed_seed) run.run.seed = ctx.seed;
     const GradedRun baseline = train_baseline(run, ctx.scratch);
+    const GradedRun reference = train_graded(run, ctx.reference, ctx.scratch, {.ops = true});
+    fsdplab::check(reference.trained(), "the reference's run of ", run.name, " failed: ", reference.error);
+    const double allowed = std::max(run.tolerance, 2 * deviation_from(reference, baseline));
     const GradedRun graded = train_graded(run, ctx.tasks, ctx.scratch, {.ops = true});
-    CheckOutcome outcome = compare_with_baseline(graded, baseline, run.tolerance);
+    CheckOutcome outcome = compare_with_baseline(graded, baseline, allowed);
     if (!outcome.passed() && outcome.cause.empty()) outcome.cause = cause;
-    if (graded.trained()) {
-      const GradedRun reference = train_graded(run, ctx.reference, ctx.scratch, {.ops = true});
-      outcome.budget = budget_lines(budget_of(graded), budget_of(reference));
-    }
+    if (graded.trained()) outcome.budget = budget_lines(budget_of(graded), budget_of(reference));
     return outcome;
   };
   return check;

@@ -1,0 +1,176 @@
+// The grader's machinery, graded against implementations made to fail: a crashing and a hanging task each
+// lose only the points of the checks that call the broken method (every check runs in its own process
+// with a time limit, and the report names the crash's frame); grades are the same on every run; held-out
+// cases load from files, and a malformed one is refused by name; every task has checks and mutants.
+// (`fsdplab grade` itself — the reference's 100 %, the skeleton's 0, every mutant caught — is run by the
+// cli tests in tests/CMakeLists.txt.)
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+#include <set>
+
+#include "grader/check_catalog.hpp"
+#include "grader/grading.hpp"
+#include "grader/grading_cases.hpp"
+#include "labs/mutants/mutants.hpp"
+#include "test_support.hpp"
+
+namespace fsdplab {
+namespace {
+
+using namespace grading;
+using testing::contains;
+using testing::error_of;
+
+// Task 2 with a plan that dereferences a null pointer; the rest is the reference's.
+class CrashingPlan final : public FlatParameterTask {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const>, int, std::int64_t) const override {
+    volatile int* nowhere = nullptr;
+    *nowhere = 1;
+    return {};
+  }
+  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
+    return reference_flat_parameter().shard_slices(layout, rank);
+  }
+  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
+    reference_flat_parameter().point_views(layout, flat, field);
+  }
+};
+
+// Task 2 whose shard_slices never returns; the rest is the reference's.
+class HangingSlices final : public FlatParameterTask {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    return reference_flat_parameter().plan(params, world, align);
+  }
+  std::vector<ShardSlice> shard_slices(const FlatParamLayout&, int) const override {
+    for (volatile bool forever = true; forever;) {
+    }
+    return {};
+  }
+  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
+    reference_flat_parameter().point_views(layout, flat, field);
+  }
+};
+
+const Check& check_named(const std::vector<Check>& checks, const std::string& id) {
+  for (const Check& c : checks)
+    if (c.id == id) return c;
+  throw Error("no check '" + id + "'");
+}
+
+std::vector<CheckRun> run_task2(const FlatParameterTask& impl, const std::vector<std::string>& ids, double seconds) {
+  static const std::vector<Check> checks = task_checks(2);
+  FsdpTasks tasks = reference_tasks();
+  tasks.set(2, impl);
+  std::vector<CheckJob> jobs;
+  for (const std::string& id : ids) jobs.push_back({&check_named(checks, id), tasks, "student", 0});
+  return run_isolated(jobs, {seconds, 2});
+}
+
+TEST(GraderIsolation, ACrashCostsOnlyTheChecksThatCallTheCrashingMethod) {
+  static const CrashingPlan crashing;
+  // "views" plans with the reference and calls only point_views; the others call plan.
+  const std::vector<CheckRun> runs = run_task2(crashing, {"padding", "views", "training-W3"}, 60);
+  for (std::size_t i : {0u, 2u}) {
+    EXPECT_EQ(runs[i].end, CheckEnd::crashed) << runs[i].outcome.got;
+    EXPECT_EQ(runs[i].outcome.fraction, 0);
+    // The frame named is the crashing method, in this file.
+    EXPECT_TRUE(contains(runs[i].outcome.got, "crashed with SIGSEGV in CrashingPlan::plan (tests/grader/test_grader.cpp:"))
+        << runs[i].outcome.got;
+  }
+  EXPECT_EQ(runs[1].end, CheckEnd::finished) << runs[1].outcome.got;
+  EXPECT_EQ(runs[1].outcome.fraction, 1);
+}
+
+TEST(GraderIsolation, AHangCostsOnlyItsChecksAndTheGraderGoesOn) {
+  static const HangingSlices hanging;
+  const std::vector<CheckRun> runs = run_task2(hanging, {"padding", "slices", "training-W3"}, 2);
+  EXPECT_EQ(runs[0].end, CheckEnd::finished) << runs[0].outcome.got;  // plan only
+  EXPECT_EQ(runs[0].outcome.fraction, 1);
+  for (std::size_t i : {1u, 2u}) {
+    EXPECT_EQ(runs[i].end, CheckEnd::timed_out) << runs[i].outcome.got;
+    EXPECT_EQ(runs[i].outcome.fraction, 0);
+    EXPECT_EQ(runs[i].outcome.got, "check timed out after 2 s");
+  }
+}
+
+TEST(Grader, TheSameCodeGetsTheSamePointsOnEveryRun) {
+  GradeRequest request;
+  request.impl = parse_impl("2=mutant:wrong-rank-slices,6=mutant:no-prefetch");
+  request.tasks = {2, 6};
+  request.limits.parallel = 2;
+  const GradeReport first = grade(request), second = grade(request);
+  ASSERT_EQ(first.tasks.size(), second.tasks.size());
+  for (std::size_t t = 0; t < first.tasks.size(); ++t) {
+    EXPECT_LT(first.tasks[t].earned(), first.tasks[t].possible());  // a mutant loses points
+    ASSERT_EQ(first.tasks[t].checks.size(), second.tasks[t].checks.size());
+    for (std::size_t c = 0; c < first.tasks[t].checks.size(); ++c) {
+      const GradedCheck &a = first.tasks[t].checks[c], &b = second.tasks[t].checks[c];
+      EXPECT_EQ(a.earned, b.earned) << a.check.id;
+      EXPECT_EQ(a.run.outcome.got, b.run.outcome.got) << a.check.id;
+    }
+  }
+}
+
+TEST(Grader, EveryTaskHasChecksOfItsOwnAndAtLeastThreeMutants) {
+  for (int task = 1; task <= kTaskCount; ++task) {
+    const std::vector<Check> checks = task_checks(task);
+    EXPECT_GE(checks.size(), 4u) << "task " << task;
+    std::set<std::string> ids;
+    for (const Check& c : checks) {
+      EXPECT_EQ(c.task, task) << c.id;
+      EXPECT_TRUE(ids.insert(c.id).second) << "task " << task << " has two checks '" << c.id << "'";
+      EXPECT_GT(c.points, 0) << c.id;
+      EXPECT_TRUE(contains(c.show, "{impl}")) << c.id << ": " << c.show;
+    }
+    int mutants = 0;
+    for (const Mutant& m : mutant_catalog()) mutants += m.task == task;
+    EXPECT_GE(mutants, 3) << "task " << task;
+  }
+  EXPECT_TRUE(contains(error_of([] { find_mutant(3, "nope"); }), "task 3 (ForwardTask) has no mutant 'nope'; expected one of:"));
+}
+
+class GraderCases : public testing::TempDirTest {};
+
+TEST_F(GraderCases, AHeldOutCaseIsGradedWithItsTask) {
+  const std::vector<Check> cases = load_cases(FSDPLAB_SOURCE_DIR "/tests/data/grader_cases");
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].task, 3);
+  EXPECT_EQ(cases[0].id, "case:W5 grad_op");
+  EXPECT_EQ(cases[0].points, 2);
+  EXPECT_TRUE(contains(cases[0].show, "--world 5")) << cases[0].show;
+  EXPECT_TRUE(contains(cases[0].show, "--strategy grad_op")) << cases[0].show;
+  GradeRequest request;
+  request.impl = parse_impl("reference");
+  request.tasks = {3};
+  request.extra = cases;
+  const GradeReport report = grade(request);
+  const GradedCheck& held_out = report.tasks.at(0).checks.back();
+  EXPECT_EQ(held_out.check.id, "case:W5 grad_op");
+  EXPECT_EQ(held_out.earned, 2) << held_out.run.outcome.got;
+}
+
+TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
+  const auto refusal = [&](const std::string& json) {
+    std::filesystem::remove_all(path("cases"));
+    std::filesystem::create_directories(path("cases"));
+    std::ofstream(path("cases/one.json")) << json;
+    return error_of([&] { load_cases(path("cases")); });
+  };
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "wrold": 4})"), "one.json: unknown key 'wrold'"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x"})"), "a case needs a \"name\" and a \"task\""));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 12})"), "\"task\" is 12; expected 1 to 9"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "world": "two"})"), "'world' is \"two\""));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 8, "strategy": "hybrid", "world": 4, "hybrid_group": 3})"),
+                       "--hybrid-group 3 does not divide --world 4"));
+  EXPECT_TRUE(contains(refusal("{nope"), "not valid JSON"));
+  std::filesystem::remove(path("cases/one.json"));
+  EXPECT_TRUE(contains(error_of([&] { load_cases(path("cases")); }), "holds no *.json case"));
+  EXPECT_TRUE(contains(error_of([&] { load_cases(path("missing")); }), "is not a folder"));
+}
+
+}  // namespace
+}  // namespace fsdplab
