@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -234,6 +235,29 @@ std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& r
           {"overlap", graded.overlap_percent, reference.overlap_percent, "%"}};
 }
 
+CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference) {
+  std::string got;
+  const auto more = [&](const std::string& what, double mine, double theirs, const std::string& unit) {
+    if (mine <= theirs * 1.001 + 1e-9) return;
+    char line[160];
+    std::snprintf(line, sizeof line, "%s %.3f%s against the reference's %.3f%s", what.c_str(), mine, unit.c_str(), theirs, unit.c_str());
+    got += (got.empty() ? "" : ", ") + std::string(line);
+  };
+  more("collectives", graded.collectives, reference.collectives, "");
+  more("bytes moved", graded.bytes_moved, reference.bytes_moved, " MB");
+  for (MemTag tag : {MemTag::param_full, MemTag::grad_full, MemTag::grad_shard, MemTag::optim_state, MemTag::param_shard})
+    more("peak " + std::string(mem_tag_name(tag)), static_cast<double>(graded.peak[static_cast<std::size_t>(tag)]) / 1e6,
+         static_cast<double>(reference.peak[static_cast<std::size_t>(tag)]) / 1e6, " MB");
+  if (graded.overlap_percent < reference.overlap_percent - 1)
+    got += (got.empty() ? "" : ", ") + std::string("overlap ") + std::to_string(static_cast<int>(graded.overlap_percent)) +
+           " % against the reference's " + std::to_string(static_cast<int>(reference.overlap_percent)) + " %";
+  if (got.empty()) return CheckOutcome::pass();
+  return CheckOutcome::fail("the baseline's numbers within the reference's budget of communication, memory and overlap",
+                            "correct, but " + got,
+                            "correct but wasteful: more collectives, bytes, memory or exposed communication than the task needs",
+                            0.5);
+}
+
 Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause) {
   Check check;
   check.task = task;
@@ -251,7 +275,10 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
     const GradedRun graded = train_graded(run, ctx.tasks, ctx.scratch, {.ops = true});
     CheckOutcome outcome = compare_with_baseline(graded, baseline, allowed);
     if (!outcome.passed() && outcome.cause.empty()) outcome.cause = cause;
-    if (graded.trained()) outcome.budget = budget_lines(budget_of(graded), budget_of(reference));
+    if (!graded.trained()) return outcome;
+    const RunBudget spent = budget_of(graded), allowance = budget_of(reference);
+    if (outcome.passed()) outcome = over_budget(spent, allowance);
+    outcome.budget = budget_lines(spent, allowance);
     return outcome;
   };
   return check;

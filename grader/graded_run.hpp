@@ -74,6 +74,9 @@ struct RunBudget {
   double overlap_percent = 0;   // of rank 0's communication time that overlaps compute
 };
 RunBudget budget_of(const GradedRun& run);
+// Half the points for a run that equals the baseline but spends more than the reference on the same case:
+// more collectives or bytes, a higher memory peak of a tag FSDP owns, or less overlap (by more than 1 point).
+CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference);
 // Collectives, MB moved, peak param_full, grad_full and optim_state, overlap — the graded beside the reference.
 std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& reference);
 
