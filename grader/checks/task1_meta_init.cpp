@@ -1,5 +1,324 @@
-// PLACEHOLDER while the checks are written.
+// Task 1's checks: MetaInitTask (engine/fsdp/meta_init.hpp, labs/01-meta-init).
+// Direct calls on small units whose layouts (the reference's task 2) isolate one pitfall each, every
+// shard compared with the same chunk of the unsharded initialisation: the seed reaching the values, the
+// values not depending on the rank that draws them, a parameter cut between ranks drawn at its own
+// element indices, several slices at their shard offsets, gaps and padding zero even in memory that held
+// something before, a dry run left alone, no device memory. Then the initial model of gpt2 test-tiny at
+// W = 1, 2, 3, 4 and 8 against the single-rank baseline's, bit for bit, and a training.
+#include <cmath>
+#include <limits>
+#include <sstream>
+
 #include "grader/check_catalog.hpp"
+#include "grader/graded_run.hpp"
+#include "grader/rank_harness.hpp"
+
 namespace fsdplab::grading {
-std::vector<Check> meta_init_checks() { return {}; }
+namespace {
+
+// The dashboard's own flags only (gui takes no --batch; --break needs --screenshot).
+constexpr const char* kShow = "fsdplab gui --model gpt2 --preset test-tiny --world 3 {impl} --compare impl";
+
+const MetaInitTask& graded(const CheckContext& c) { return *c.tasks.meta_init; }
+
+// A unit of named parameters of the given sizes, each drawn from a normal distribution (so that every
+// element differs from its neighbours and from zero).
+struct Unit {
+  explicit Unit(const std::vector<std::pair<std::string, std::int64_t>>& sizes) {
+    for (const auto& [name, numel] : sizes) owned.push_back({name, {numel}, ParamInit::normal(0, 1), {}, {}});
+    for (Parameter& p : owned) pointers.push_back(&p);
+  }
+  std::vector<Parameter> owned;
+  std::vector<Parameter*> pointers;
+};
+
+// The layout and the slices come from the reference's task 2, whatever is graded.
+FlatParamLayout layout_of(const Unit& unit, int world, std::int64_t align) {
+  return reference_flat_parameter().plan(unit.pointers, world, align);
+}
+
+std::vector<ShardSlice> slices_of(const FlatParamLayout& layout, int rank) {
+  return reference_flat_parameter().shard_slices(layout, rank);
+}
+
+float drawn_at(const Parameter& p, std::uint64_t seed, std::int64_t index) {
+  float value = 0;
+  p.init.fill(std::span<float>(&value, 1), seed, p.name, static_cast<std::uint64_t>(index));
+  return value;
+}
+
+// Chunk `rank` of the unsharded initialisation laid out flat: what rank `rank`'s shard must hold.
+std::vector<float> expected_shard(const FlatParamLayout& layout, int rank, std::uint64_t seed) {
+  std::vector<float> flat(static_cast<std::size_t>(layout.padded_numel), 0.0f);
+  for (const FlatParamEntry& e : layout.entries)
+    e.param->init.fill(std::span<float>(flat).subspan(static_cast<std::size_t>(e.offset), static_cast<std::size_t>(e.numel)),
+                       seed, e.param->name, 0);
+  const auto first = flat.begin() + rank * layout.shard_numel();
+  return std::vector<float>(first, first + layout.shard_numel());
+}
+
+// The graded init_shard of rank `rank`'s chunk, on `device`, into shard memory that held NaN before:
+// an element it leaves unwritten shows.
+std::vector<float> drawn_shard(const CheckContext& c, Device& device, const FlatParamLayout& layout, int rank,
+                               std::uint64_t seed) {
+  const Tensor shard = Tensor::empty(device, {layout.shard_numel()}, DType::f32, MemTag::param_shard, "shard");
+  shard.copy_from(std::vector<float>(static_cast<std::size_t>(layout.shard_numel()), std::numeric_limits<float>::quiet_NaN()));
+  graded(c).init_shard(slices_of(layout, rank), shard, seed);
+  device.synchronize();
+  return shard.to_vector();
+}
+
+std::string number(float v) {
+  std::ostringstream s;
+  s.precision(6);
+  s << v;
+  return s.str();
+}
+
+// The parameter element `i` of rank `rank`'s shard belongs to; null for an alignment gap or padding.
+const FlatParamEntry* entry_at(const FlatParamLayout& layout, int rank, std::int64_t i) {
+  const std::int64_t flat = rank * layout.shard_numel() + i;
+  for (const FlatParamEntry& e : layout.entries)
+    if (flat >= e.offset && flat < e.offset + e.numel) return &e;
+  return nullptr;
+}
+
+// What element `i` of rank `rank`'s shard is in the unit: "element 8 of fc1.weight", an alignment gap, padding.
+std::string element_name(const FlatParamLayout& layout, int rank, std::int64_t i) {
+  const std::int64_t flat = rank * layout.shard_numel() + i;
+  if (const FlatParamEntry* e = entry_at(layout, rank, i)) return "element " + std::to_string(flat - e->offset) + " of " + e->param->name;
+  return flat >= layout.used_numel ? "padding" : "an alignment gap";
+}
+
+// The likely mistake behind element `i` holding `got`, tried against the pitfalls of the README; "" when
+// none explains it.
+std::string likely_cause(const FlatParamLayout& layout, int rank, std::int64_t i, float got, std::uint64_t seed) {
+  if (std::isnan(got))
+    return "element never written: the shard's memory holds whatever was there before; write the whole shard, the "
+           "slices' values and zero everywhere else";
+  const std::vector<ShardSlice> slices = slices_of(layout, rank);
+  for (const ShardSlice& s : slices) {
+    if (i >= s.shard_offset && i < s.shard_offset + s.count && got == drawn_at(*s.param, seed, i - s.shard_offset))
+      return "the slice of " + s.param->name + " drawn from element 0 of the parameter: pass s.param_begin (" +
+             std::to_string(s.param_begin) + ") as ParamInit::fill's first_index";
+  }
+  for (const ShardSlice& s : slices) {
+    if (s.shard_offset != 0 && i < s.count && got == drawn_at(*s.param, seed, s.param_begin + i))
+      return "the slice of " + s.param->name + " written at element 0 of the shard: write each slice at its shard_offset (" +
+             std::to_string(s.shard_offset) + ")";
+  }
+  if (!entry_at(layout, rank, i))
+    return "a gap or the padding is not zero: both are gathered with the parameters; start each call from a zeroed host "
+           "buffer, std::vector<float>(n, 0.0f), never one kept from an earlier call";
+  return "";
+}
+
+// The first element of `got` that is not `want`, as a diagnostic's "got" and cause; empty when equal.
+struct ShardDifference {
+  std::string got;
+  std::string cause;
+  bool empty() const { return got.empty(); }
+};
+
+ShardDifference shard_difference(const FlatParamLayout& layout, int rank, std::uint64_t seed, const std::vector<float>& got,
+                                 const std::vector<float>& want, const std::string& where) {
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    // Bit for bit: == also refuses a NaN.
+    if (got[i] == want[i]) continue;
+    const auto at = static_cast<std::int64_t>(i);
+    return {where + "rank " + std::to_string(rank) + "'s shard element " + std::to_string(i) + " is " + number(got[i]) +
+                ", expected " + number(want[i]) + " (" + element_name(layout, rank, at) + ")",
+            likely_cause(layout, rank, at, got[i], seed)};
+  }
+  return {};
+}
+
+CheckOutcome from_difference(const ShardDifference& d, std::string expected, std::string cause, double fraction = 0) {
+  if (d.empty()) return CheckOutcome::pass();
+  return CheckOutcome::fail(std::move(expected), d.got, d.cause.empty() ? std::move(cause) : d.cause, fraction);
+}
+
+std::string layout_text(const FlatParamLayout& layout) {
+  std::string s;
+  for (const FlatParamEntry& e : layout.entries) s += (s.empty() ? "" : ", ") + e.param->name + " (" + std::to_string(e.numel) + ")";
+  return "[" + s + "] at W = " + std::to_string(layout.world) + ", align " + std::to_string(layout.align) + ": ";
+}
+
+Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run,
+           std::string show = kShow) {
+  return {1, std::move(id), std::move(title), points, std::move(show), std::move(run)};
+}
+
+// The first element of `run`'s initial model that is not the baseline's, bit for bit; "" when none.
+std::string initial_difference(const GradedRun& run, const GradedRun& baseline) {
+  if (!run.trained()) return failure_text(run);
+  for (const auto& [name, values] : baseline.params) {
+    const auto it = run.params.find(name);
+    if (it == run.params.end() || it->second.size() != values.size())
+      return "the model has no parameter '" + name + "' of " + std::to_string(values.size()) + " elements";
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!(it->second[i] == values[i]))
+        return "element " + std::to_string(i) + " of " + name + " is " + number(it->second[i]) + ", the baseline's " + number(values[i]);
+  }
+  return "";
+}
+
+// The initial model of gpt2 test-tiny at each of `worlds` (--steps 0), bit for bit the baseline's.
+CheckOutcome initial_model_at(const CheckContext& c, const std::vector<int>& worlds) {
+  GradeCase run = small_gpt2(1);
+  run.run.batch = 24;  // split evenly over every world size tried
+  run.run.steps = 0;
+  run.run.seed = c.seed;
+  const GradedRun baseline = train_baseline(run, c.scratch);
+  int equal = 0;
+  std::string first;
+  bool first_ran = true;  // else `first` says why the run failed, and no cause is guessed
+  for (int world : worlds) {
+    run.run.world = world;
+    const GradedRun graded = train_graded(run, c.tasks, c.scratch);
+    const std::string difference = initial_difference(graded, baseline);
+    if (difference.empty()) {
+      ++equal;
+    } else if (first.empty()) {
+      first = "W = " + std::to_string(world) + ": " + difference + " (" + run.command("run", c.impl_flag()) + " --save-init DIR)";
+      first_ran = graded.trained();
+    }
+  }
+  if (first.empty()) return CheckOutcome::pass();
+  return CheckOutcome::fail("the initial parameters at W = 1, 2, 3, 4 and 8 bit for bit the single-rank baseline's", first,
+                            first_ran ? "a shard that is not the same chunk of the unsharded initialisation: a slice drawn at the "
+                                        "wrong indices or written at the wrong offset, nonzero gaps, or a draw that depends on the rank"
+                                      : "",
+                            static_cast<double>(equal) / static_cast<double>(worlds.size()));
+}
+
+}  // namespace
+
+std::vector<Check> meta_init_checks() {
+  std::vector<Check> checks;
+  checks.push_back(make("seed", "the seed reaches every value: two seeds, two initialisations, each the baseline's", 1, [](const CheckContext& c) {
+    const Unit unit({{"transformer.wte.weight", 64}});
+    const FlatParamLayout layout = layout_of(unit, 2, 1);
+    auto device = make_graded_device(0);
+    const std::vector<float> seven = drawn_shard(c, *device, layout, 0, 7), eight = drawn_shard(c, *device, layout, 0, 8);
+    const std::string expected = "seed 7's and seed 8's initial values, which differ";
+    if (seven == eight)
+      return CheckOutcome::fail(expected, "rank 0's shard is the same under seed 7 and seed 8 (element 0: " + number(seven[0]) + ")",
+                                "the seed given is ignored: pass `seed` to ParamInit::fill, or every --seed trains the same model");
+    ShardDifference d = shard_difference(layout, 0, 7, seven, expected_shard(layout, 0, 7), "seed 7: ");
+    if (d.empty()) d = shard_difference(layout, 0, 8, eight, expected_shard(layout, 0, 8), "seed 8: ");
+    return from_difference(d, expected, "the values drawn under another seed than the one given");
+  }));
+  checks.push_back(make("same-on-every-rank", "a chunk has the same values whichever rank draws it (no_shard draws every chunk on every rank)", 1, [](const CheckContext& c) {
+    const Unit unit({{"transformer.h.0.attn.c_attn.weight", 64}});
+    const FlatParamLayout layout = layout_of(unit, 4, 1);
+    const std::vector<float> want = expected_shard(layout, 0, 5);
+    for (int rank : {0, 3}) {
+      auto device = make_graded_device(rank);
+      const std::vector<float> got = drawn_shard(c, *device, layout, 0, 5);
+      if (got == want) continue;
+      return CheckOutcome::fail("chunk 0 of " + unit.owned[0].name + " drawn on rank " + std::to_string(rank) + " equal to the baseline's, as on every rank",
+                                shard_difference(layout, 0, 5, got, want, "drawn on rank " + std::to_string(rank) + ": ").got,
+                                "the rank enters the draw (a seed per rank?): an element's value must depend only on the seed, "
+                                "the parameter's name and the element's index, so that the shards of any W form the baseline's model");
+    }
+    return CheckOutcome::pass();
+  }));
+  checks.push_back(make("cut-parameter", "a parameter cut between ranks: each part drawn at the parameter's own element indices", 3, [](const CheckContext& c) {
+    const Unit unit({{"transformer.h.0.mlp.c_fc.weight", 96}});
+    const std::vector<int> worlds = {2, 3, 4, 8};
+    int right = 0;
+    ShardDifference first;
+    for (int world : worlds) {
+      const FlatParamLayout layout = layout_of(unit, world, 1);
+      ShardDifference d;
+      for (int r = 0; r < world && d.empty(); ++r) {
+        auto device = make_graded_device(r);
+        d = shard_difference(layout, r, 11, drawn_shard(c, *device, layout, r, 11), expected_shard(layout, r, 11), layout_text(layout));
+      }
+      if (d.empty()) ++right;
+      else if (first.empty()) first = d;
+    }
+    return from_difference(first, "rank r's shard: the parameter's elements [r * n, (r + 1) * n), drawn at those indices",
+                           "the slice's values are not the parameter's elements [param_begin, param_begin + count) under the seed given",
+                           static_cast<double>(right) / static_cast<double>(worlds.size()));
+  }));
+  checks.push_back(make("shard-offsets", "several parameters in one shard: each slice at its shard_offset, the gaps between them zero", 2, [](const CheckContext& c) {
+    // The README's picture (a, b, c over W = 4, align 4) and an MLP-like unit over W = 3; each rank draws
+    // its own shard on its own thread and device, as in a run.
+    const Unit readme({{"a", 6}, {"b", 3}, {"c", 5}});
+    const Unit mlp({{"fc.weight", 30}, {"fc.bias", 5}, {"ln.weight", 7}, {"ln.bias", 7}});
+    for (const auto& [unit, world] : {std::pair<const Unit*, int>{&readme, 4}, {&mlp, 3}}) {
+      const FlatParamLayout layout = layout_of(*unit, world, 4);
+      std::vector<ShardDifference> found(static_cast<std::size_t>(world));
+      on_ranks(world, [&](GradedRank& r) {
+        found[static_cast<std::size_t>(r.rank)] = shard_difference(layout, r.rank, 3, drawn_shard(c, r.device, layout, r.rank, 3),
+                                                                   expected_shard(layout, r.rank, 3), layout_text(layout));
+      });
+      for (const ShardDifference& d : found)
+        if (!d.empty())
+          return from_difference(d, "each slice's values at elements [shard_offset, shard_offset + count) of the shard, zero in the gaps",
+                                 "a slice written at the wrong place in the shard");
+    }
+    return CheckOutcome::pass();
+  }));
+  checks.push_back(make("gaps-and-padding", "gaps and padding zero in reused memory and on a second call from the same thread", 2, [](const CheckContext& c) {
+    // As the engine does, each rank draws one unit after the other on its thread: first a unit its shard is
+    // full of, then one with alignment gaps and padding. The shard memory held NaN before each call.
+    const Unit full({{"transformer.h.1.ln_1.weight", 20}});
+    const Unit gaps({{"a", 6}, {"b", 3}, {"c", 5}});
+    const FlatParamLayout first = layout_of(full, 4, 1), second = layout_of(gaps, 4, 4);
+    std::vector<ShardDifference> found(4);
+    on_ranks(4, [&](GradedRank& r) {
+      drawn_shard(c, r.device, first, r.rank, 2);
+      found[static_cast<std::size_t>(r.rank)] = shard_difference(second, r.rank, 2, drawn_shard(c, r.device, second, r.rank, 2),
+                                                                 expected_shard(second, r.rank, 2), "the second unit, " + layout_text(second));
+    });
+    for (const ShardDifference& d : found)
+      if (!d.empty())
+        return from_difference(d, "zero in every alignment gap and in the padding, whatever the memory or an earlier call held",
+                               "gaps or padding not zeroed");
+    return CheckOutcome::pass();
+  }));
+  checks.push_back(make("dry-run", "on a dry-run device (no values) init_shard writes nothing and succeeds", 1, [](const CheckContext& c) {
+    const Unit unit({{"transformer.wte.weight", 64}});
+    const FlatParamLayout layout = layout_of(unit, 2, 1);
+    auto device = make_graded_device(0, /*dry_run=*/true);
+    const Tensor shard = Tensor::empty(*device, {layout.shard_numel()}, DType::f32, MemTag::param_shard, "shard");
+    const std::vector<ShardSlice> slices = slices_of(layout, 0);
+    const std::string error = error_raised([&] { graded(c).init_shard(slices, shard, 1); });
+    if (error.empty()) return CheckOutcome::pass();
+    return CheckOutcome::fail("init_shard to return at once on a dry run", "it threw: " + error,
+                              "values drawn or written on a dry run, where tensors have no data: return first thing when "
+                              "shard.device().dry_run()");
+  }, "fsdplab run --model gpt2 --preset gpt2 --world 4 --steps 2 --dry-run {impl}"));
+  checks.push_back(make("no-device-memory", "init_shard allocates nothing on the device", 1, [](const CheckContext& c) {
+    const Unit unit({{"transformer.h.0.attn.c_proj.weight", 48}, {"transformer.h.0.attn.c_proj.bias", 8}});
+    const FlatParamLayout layout = layout_of(unit, 2, 4);
+    auto device = make_graded_device(1);
+    const Tensor shard = Tensor::empty(*device, {layout.shard_numel()}, DType::f32, MemTag::param_shard, "shard");
+    const std::vector<ShardSlice> slices = slices_of(layout, 1);
+    // Only the shard is allocated: anything init_shard allocates, kept or freed, raises a peak.
+    const TagBytes peak_before = device->ledger().peak_by_tag();
+    graded(c).init_shard(slices, shard, 4);
+    device->synchronize();
+    const TagBytes& peak_after = device->ledger().peak_by_tag();
+    for (MemTag tag : kAllMemTags) {
+      const auto t = static_cast<std::size_t>(tag);
+      if (peak_after[t] != peak_before[t])
+        return CheckOutcome::fail("no device memory allocated by init_shard", "it allocated " + std::to_string(peak_after[t] - peak_before[t]) +
+                                  " bytes of " + std::string(mem_tag_name(tag)) + " at its peak",
+                                  "a device tensor made inside init_shard (a staging copy, a whole unit): the shard is already "
+                                  "allocated; draw on the host and copy_from into it");
+    }
+    return CheckOutcome::pass();
+  }));
+  checks.push_back(make("initial-model", "gpt2 test-tiny's initial model at W = 1, 2, 3, 4, 8 is the baseline's, bit for bit", 2,
+                        [](const CheckContext& c) { return initial_model_at(c, {1, 2, 3, 4, 8}); },
+                        "fsdplab run --model gpt2 --world 3 --batch 6 --steps 0 {impl} --save-init init3"));
+  checks.push_back(equivalence_check(1, "training-W3", "gpt2 test-tiny on 3 ranks trains equal to the single-rank baseline", 1,
+                                     small_gpt2(3), "the shards do not start from the baseline's initial values"));
+  return checks;
+}
+
 }  // namespace fsdplab::grading

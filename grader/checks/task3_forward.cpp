@@ -1,5 +1,375 @@
-// PLACEHOLDER while the checks are written.
+// Task 3's checks: ForwardTask (engine/fsdp/forward_task.hpp, labs/03-forward).
+// Direct calls on W ranks ask what a whole training cannot: which values the gather leaves in the full
+// buffer, which stream it ran on and where its event was recorded (the op graph), whether the compute
+// stream is ordered after it (the race detector names both ops of a missing wait), whether the host waited
+// (its virtual clock jumps to the gather's end), and what reshard_after_forward answers for the root and
+// each strategy. Then trainings of gpt2, beside the reference's: the peak param_full and the number of
+// gathers (what reshard_after_forward costs or saves), the ASYNC schedule (no gather on the compute stream,
+// the virtual time of the steps), and the losses and final parameters of the single-rank baseline at
+// W = 1, 2, 3, 4 and 8.
+#include <algorithm>
+#include <sstream>
+
+#include "engine/runtime/race_detector.hpp"
+#include "engine/tensor/elementwise.hpp"
 #include "grader/check_catalog.hpp"
+#include "grader/graded_run.hpp"
+#include "grader/rank_harness.hpp"
+
 namespace fsdplab::grading {
-std::vector<Check> forward_checks() { return {}; }
+namespace {
+
+// The dashboard's own flags only (gui takes no --batch; --break needs --screenshot).
+constexpr const char* kShow = "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl";
+
+const ForwardTask& graded(const CheckContext& c) { return *c.tasks.forward; }
+
+constexpr const char* kNoWaitCause =
+    "the compute stream not ordered after the gather by its event: device.wait(Lane::compute, gathered) in wait_for_unshard";
+// A race in a training: the wait, or the event it waits for, is missing or misplaced.
+constexpr const char* kRaceCause =
+    "the compute stream not ordered after a gather: all_gather records `gathered` on the all-gather stream after issuing "
+    "the gather, and wait_for_unshard makes the compute stream wait for it (device.wait(Lane::compute, gathered))";
+
+std::string us(SimTime t) {
+  std::ostringstream s;
+  s.precision(6);
+  s << ns_to_us(t) << " us";
+  return s.str();
+}
+
+// Rank r's shard of n elements, element i holding 1000 r + i, and the full buffer the gather writes.
+struct GatherBuffers {
+  Tensor shard;
+  Tensor full;
+};
+
+GatherBuffers gather_buffers(GradedRank& r, std::int64_t n) {
+  GatherBuffers b;
+  b.shard = Tensor::empty(r.device, {n}, DType::f32, MemTag::param_shard, "flat_param_shard");
+  std::vector<float> values(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) values[static_cast<std::size_t>(i)] = static_cast<float>(1000 * r.rank + i);
+  b.shard.copy_from(values);
+  b.full = Tensor::empty(r.device, {n * r.world}, DType::f32, MemTag::param_full, "flat_param_full", Lane::all_gather);
+  return b;
+}
+
+// The ops `device` launched from the `first`-th on (copies: launching more may move the log).
+std::vector<OpRecord> ops_since(const Device& device, std::size_t first) {
+  return {device.ops().begin() + static_cast<std::ptrdiff_t>(first), device.ops().end()};
+}
+
+const OpRecord* first_of(const std::vector<OpRecord>& ops, OpCategory category) {
+  const auto it = std::find_if(ops.begin(), ops.end(), [&](const OpRecord& op) { return op.category == category; });
+  return it == ops.end() ? nullptr : &*it;
+}
+
+// What each rank found (a pass when all is well); each rank writes only its own slot.
+using RankFindings = std::vector<CheckOutcome>;
+
+CheckOutcome first_failure(const RankFindings& found) {
+  for (const CheckOutcome& o : found)
+    if (!o.passed()) return o;
+  return CheckOutcome::pass();
+}
+
+Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run,
+           std::string show = kShow) {
+  return {3, std::move(id), std::move(title), points, std::move(show), std::move(run)};
+}
+
+// ---- trainings ---------------------------------------------------------------------------------------
+
+std::string megabytes(std::int64_t bytes) {
+  std::ostringstream s;
+  s.precision(4);
+  s << static_cast<double>(bytes) / 1e6 << " MB";
+  return s.str();
+}
+
+// Rank 0's ops of `category`.
+int count_ops(const GradedRun& run, OpCategory category) {
+  const auto& ops = run.ops[0];
+  return static_cast<int>(std::count_if(ops.begin(), ops.end(), [&](const OpRecord& op) { return op.category == category; }));
+}
+
+// When rank 0's last op ends: the virtual time of the whole training.
+SimTime end_of(const GradedRun& run) {
+  SimTime end = 0;
+  for (const OpRecord& op : run.ops[0]) end = std::max(end, op.end);
+  return end;
+}
+
+// `c` trained with the graded tasks and with the reference, op graphs kept; the graded run's failure
+// as an outcome when it did not train.
+struct BesideReference {
+  GradedRun graded;
+  GradedRun reference;
+  CheckOutcome failure;  // passed when the graded run trained
+};
+
+BesideReference train_beside_reference(const CheckContext& ctx, GradeCase c) {
+  c.run.seed = ctx.seed;
+  BesideReference out;
+  out.graded = train_graded(c, ctx.tasks, ctx.scratch, {.ops = true, .params = false});
+  if (!out.graded.trained()) {
+    out.failure = CheckOutcome::fail("the training to run to its end", failure_text(out.graded) + " (" + c.command("run", ctx.impl_flag()) + ")",
+                                     out.graded.race ? kRaceCause : "");
+    return out;
+  }
+  out.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true, .params = false});
+  return out;
+}
+
+// Losses and final parameters equal to the single-rank baseline's at each of `worlds` — within c.tolerance,
+// or twice the reference's own distance where rounding takes it further (as equivalence_check allows); the
+// fraction of worlds that are.
+CheckOutcome trains_equal_at(const CheckContext& ctx, GradeCase c, const std::vector<int>& worlds, const std::string& cause) {
+  c.run.seed = ctx.seed;
+  const GradedRun baseline = train_baseline(c, ctx.scratch);
+  int equal = 0;
+  CheckOutcome first;
+  for (int world : worlds) {
+    c.run.world = world;
+    const GradedRun reference = train_graded(c, ctx.reference, ctx.scratch);
+    const double allowed = std::max(c.tolerance, 2 * deviation_from(reference, baseline));
+    const GradedRun graded = train_graded(c, ctx.tasks, ctx.scratch);
+    CheckOutcome outcome = compare_with_baseline(graded, baseline, allowed);
+    if (outcome.passed()) {
+      ++equal;
+    } else if (first.passed()) {
+      first = std::move(outcome);
+      first.got = "W = " + std::to_string(world) + ": " + first.got + " (" + c.command("run", ctx.impl_flag()) + ")";
+      if (graded.race) first.cause = kRaceCause;
+      else if (graded.trained()) first.cause = cause;
+    }
+  }
+  if (first.passed()) return first;
+  first.fraction = static_cast<double>(equal) / static_cast<double>(worlds.size());
+  return first;
+}
+
+}  // namespace
+
+std::vector<Check> forward_checks() {
+  std::vector<Check> checks;
+  checks.push_back(make("gather-values", "all_gather leaves every rank's shard in rank order in the full buffer (W = 2, 3, 4)", 1, [](const CheckContext& c) {
+    constexpr std::int64_t n = 5;
+    for (int world : {2, 3, 4}) {
+      RankFindings found(static_cast<std::size_t>(world));
+      on_ranks(world, [&](GradedRank& r) {
+        const GatherBuffers b = gather_buffers(r, n);
+        Event gathered("gathered");
+        graded(c).all_gather(r.device, r.comm, b.shard, b.full, gathered);
+        CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+        if (!gathered.recorded()) {
+          mine = CheckOutcome::fail("`gathered` recorded behind the gather", "rank " + std::to_string(r.rank) + ": `gathered` was never recorded",
+                                    "the event not recorded: device.record(gathered, Lane::all_gather) after issuing the gather");
+          return;
+        }
+        r.device.synchronize();
+        const std::vector<float> got = b.full.to_vector();
+        for (std::int64_t k = 0; k < n * world; ++k) {
+          const auto want = static_cast<float>(1000 * (k / n) + k % n);
+          if (got[static_cast<std::size_t>(k)] == want) continue;
+          std::ostringstream s;
+          s << "W = " << world << ": rank " << r.rank << "'s full element " << k << " is " << got[static_cast<std::size_t>(k)]
+            << ", expected " << want << " (rank " << k / n << "'s shard element " << k % n << ")";
+          mine = CheckOutcome::fail("chunk q of every rank's full buffer = rank q's shard", s.str(),
+                                    "the gather does not put the shards in rank order into `full`: group.all_gather(stream, shard, full)");
+          return;
+        }
+      });
+      if (CheckOutcome o = first_failure(found); !o.passed()) return o;
+    }
+    return CheckOutcome::pass();
+  }));
+  checks.push_back(make("gather-stream", "one all-gather of the whole buffer on the all-gather stream, its event recorded behind it", 2, [](const CheckContext& c) {
+    constexpr std::int64_t n = 1024;
+    RankFindings found(2);
+    on_ranks(2, [&](GradedRank& r) {
+      const GatherBuffers b = gather_buffers(r, n);
+      Event gathered("gathered");
+      const std::size_t before = r.device.ops().size();
+      graded(c).all_gather(r.device, r.comm, b.shard, b.full, gathered);
+      const std::vector<OpRecord> ops = ops_since(r.device, before);
+      const auto gathers = std::count_if(ops.begin(), ops.end(), [](const OpRecord& op) { return op.category == OpCategory::all_gather; });
+      const OpRecord* gather = first_of(ops, OpCategory::all_gather);
+      const std::string rank = "rank " + std::to_string(r.rank) + ": ";
+      CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+      if (gathers != 1) {
+        mine = CheckOutcome::fail("one all-gather op", rank + std::to_string(gathers) + " all-gather ops issued",
+                                  "all_gather must issue exactly one collective: group.all_gather(device.stream(Lane::all_gather), shard, full)");
+      } else if (gather->lane != Lane::all_gather) {
+        mine = CheckOutcome::fail("the all-gather on the all_gather stream", rank + "it ran on the " + std::string(lane_name(gather->lane)) + " stream",
+                                  "the gather issued on the compute stream: compute then waits for the link, and the next unit's "
+                                  "gather cannot run under this unit's compute; use device.stream(Lane::all_gather)");
+      } else if (gather->bytes_moved != b.full.nbytes()) {
+        mine = CheckOutcome::fail("the whole full buffer gathered (" + std::to_string(b.full.nbytes()) + " bytes)",
+                                  rank + "the gather moved " + std::to_string(gather->bytes_moved) + " bytes", "only part of the buffer gathered");
+      } else if (!gathered.recorded() || gathered.lane() != Lane::all_gather) {
+        mine = CheckOutcome::fail("`gathered` recorded on the all_gather stream",
+                                  rank + (gathered.recorded() ? "recorded on the " + std::string(lane_name(gathered.lane())) + " stream" : "never recorded"),
+                                  "the event must mark the gather's end on the stream that runs it: device.record(gathered, Lane::all_gather)");
+      } else if (gathered.time() < gather->end) {
+        mine = CheckOutcome::fail("`gathered` recorded behind the gather (at or after its end, " + us(gather->end) + ")",
+                                  rank + "`gathered` completes at " + us(gathered.time()) + ", before the gather ends",
+                                  "the event recorded before the gather was issued: it marks nothing, so a stream waiting on it is "
+                                  "not ordered after the gather; record after group.all_gather(...)");
+      }
+    });
+    return first_failure(found);
+  }));
+  checks.push_back(make("event-wait", "after wait_for_unshard, compute is ordered after the gather (the race detector clean)", 2, [](const CheckContext& c) {
+    constexpr std::int64_t n = 1024;
+    RankFindings found(2);
+    on_ranks(2, [&](GradedRank& r) {
+      const GatherBuffers b = gather_buffers(r, n);
+      Event gathered("gathered");
+      const std::size_t before = r.device.ops().size();
+      // The reference's gather, so that only wait_for_unshard is graded here.
+      reference_forward().all_gather(r.device, r.comm, b.shard, b.full, gathered);
+      graded(c).wait_for_unshard(r.device, gathered);
+      // The unit's first compute op: it reads the parameters the gather wrote.
+      const Tensor out = Tensor::empty(r.device, {n * r.world}, DType::f32, MemTag::activation, "reads_parameters");
+      CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+      try {
+        copy(r.device.stream(Lane::compute), b.full, out);
+      } catch (const RaceError& e) {
+        mine = CheckOutcome::fail("the compute op reading the gathered parameters ordered after the gather",
+                                  "the race detector: " + std::string(e.what()), kNoWaitCause);
+        return;
+      }
+      const std::vector<OpRecord> ops = ops_since(r.device, before);
+      const OpRecord* gather = first_of(ops, OpCategory::all_gather);
+      const OpRecord& read = ops.back();
+      if (read.begin < gather->end)
+        mine = CheckOutcome::fail("the compute op to start at or after the gather's end (" + us(gather->end) + ")",
+                                  "rank " + std::to_string(r.rank) + ": it starts at " + us(read.begin), kNoWaitCause);
+    });
+    return first_failure(found);
+  }));
+  checks.push_back(make("no-host-sync", "neither all_gather nor wait_for_unshard makes the host wait for the gather", 2, [](const CheckContext& c) {
+    constexpr std::int64_t n = 1 << 14;  // a gather that takes the link well beyond the host's launch
+    RankFindings found(2);
+    on_ranks(2, [&](GradedRank& r) {
+      const GatherBuffers b = gather_buffers(r, n);
+      Event gathered("gathered");
+      const std::size_t before = r.device.ops().size();
+      const SimTime host_before_gather = r.device.host_time();
+      graded(c).all_gather(r.device, r.comm, b.shard, b.full, gathered);
+      const SimTime host_after_gather = r.device.host_time();
+      const std::vector<OpRecord> ops = ops_since(r.device, before);
+      const OpRecord* gather = first_of(ops, OpCategory::all_gather);
+      const std::string rank = "rank " + std::to_string(r.rank) + ": ";
+      const std::string note = " ([Note: an event wait, not a host sync] in engine/fsdp/forward_reference.cpp)";
+      CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+      if (gather && host_after_gather >= gather->end) {
+        mine = CheckOutcome::fail("all_gather to return while the gather runs (it ends at " + us(gather->end) + ")",
+                                  rank + "the host clock went from " + us(host_before_gather) + " to " + us(host_after_gather) + " in all_gather",
+                                  "the host waits for the gather (a synchronize) in all_gather: the CPU stops issuing work until the "
+                                  "link is done, so nothing overlaps" + note);
+        return;
+      }
+      const SimTime host_before_wait = r.device.host_time();
+      graded(c).wait_for_unshard(r.device, gathered);
+      const SimTime host_after_wait = r.device.host_time();
+      // With no gather issued there is nothing to wait for (gather-stream reports that).
+      if (gather && host_after_wait >= gather->end)
+        mine = CheckOutcome::fail("wait_for_unshard to cost the host nothing (the gather ends at " + us(gather->end) + ")",
+                                  rank + "the host clock went from " + us(host_before_wait) + " to " + us(host_after_wait) + " in wait_for_unshard",
+                                  "a host sync (device.synchronize) instead of a stream wait: the CPU stops until the gather is done and "
+                                  "can no longer issue the next unit's gather under this unit's compute; device.wait(Lane::compute, "
+                                  "gathered) costs the host nothing" + note);
+    });
+    return first_failure(found);
+  }));
+  checks.push_back(make("reshard-policy", "reshard_after_forward: never the root; every other unit under full and hybrid; none under grad_op", 2, [](const CheckContext& c) {
+    int right = 0, cases = 0;
+    CheckOutcome first;
+    for (ShardingStrategy strategy : {ShardingStrategy::full_shard, ShardingStrategy::hybrid_shard, ShardingStrategy::shard_grad_op}) {
+      for (bool is_root : {false, true}) {
+        ++cases;
+        const bool want = reference_forward().reshard_after_forward(strategy, is_root);
+        const bool got = graded(c).reshard_after_forward(strategy, is_root);
+        if (got == want) {
+          ++right;
+          continue;
+        }
+        if (!first.passed()) continue;
+        const std::string call = "reshard_after_forward(" + std::string(strategy_name(strategy)) + ", is_root = " + (is_root ? "true" : "false") + ")";
+        std::string cause;
+        if (is_root)
+          cause = "the root resharded after forward: its parameters are the first the backward needs, so it is gathered again "
+                  "at once (one extra gather of the largest unit per step)";
+        else if (want)
+          cause = "a unit kept gathered after its forward under " + std::string(strategy_name(strategy)) +
+                  ": param_full then peaks at the whole model, SHARD_GRAD_OP's memory";
+        else
+          cause = "the strategy ignored: grad_op keeps every unit gathered from forward to backward (reshards_after_forward(strategy))";
+        first = CheckOutcome::fail(call + " = " + (want ? "true" : "false"), call + " = " + (got ? "true" : "false"), cause);
+      }
+    }
+    if (first.passed()) return first;
+    first.fraction = static_cast<double>(right) / static_cast<double>(cases);
+    return first;
+  }, "fsdplab run --model gpt2 --preset gpt2 --world 4 --steps 2 --dry-run {impl}"));
+  checks.push_back(make("memory", "gpt2 test-small W = 2: peak param_full and the number of gathers as the reference's", 1, [](const CheckContext& c) {
+    // Four Blocks, each larger than the root: a unit kept gathered after its forward shows in the peak.
+    GradeCase run = small_gpt2(2);
+    run.run.preset = "test-small";
+    run.run.steps = 2;
+    const BesideReference runs = train_beside_reference(c, run);
+    if (!runs.failure.passed()) return runs.failure;
+    const auto peak_full = [](const GradedRun& r) { return budget_of(r).peak[static_cast<std::size_t>(MemTag::param_full)]; };
+    const std::int64_t peak = peak_full(runs.graded), reference_peak = peak_full(runs.reference);
+    const int gathers = count_ops(runs.graded, OpCategory::all_gather), reference_gathers = count_ops(runs.reference, OpCategory::all_gather);
+    CheckOutcome outcome = CheckOutcome::pass();
+    if (peak != reference_peak || gathers != reference_gathers) {
+      std::string cause = "the units freed after forward are not the reference's (reshard_after_forward)";
+      if (peak > reference_peak)
+        cause = "units kept gathered from their forward to their backward: param_full grows towards the whole model (reshard_after_forward false)";
+      else if (gathers > reference_gathers)
+        cause = "the root resharded after forward, and gathered again as the first thing of the backward (reshard_after_forward true for the root)";
+      outcome = CheckOutcome::fail("peak param_full " + megabytes(reference_peak) + " and " + std::to_string(reference_gathers) + " gathers on rank 0",
+                                   "peak param_full " + megabytes(peak) + " and " + std::to_string(gathers) + " gathers", cause);
+    }
+    outcome.budget = budget_lines(budget_of(runs.graded), budget_of(runs.reference));
+    return outcome;
+  }, "fsdplab gui --model gpt2 --preset test-small --world 2 {impl} --compare impl"));
+  checks.push_back(make("overlap", "ASYNC gpt2 test-tiny W = 2: no gather on the compute stream, no slower than the reference", 1, [](const CheckContext& c) {
+    const BesideReference runs = train_beside_reference(c, small_gpt2(2));
+    if (!runs.failure.passed()) return runs.failure;
+    const RunBudget graded_budget = budget_of(runs.graded), reference_budget = budget_of(runs.reference);
+    const auto& ops = runs.graded.ops[0];
+    const auto on_compute = std::count_if(ops.begin(), ops.end(), [](const OpRecord& op) {
+      return op.category == OpCategory::all_gather && op.lane == Lane::compute;
+    });
+    const int gathers = count_ops(runs.graded, OpCategory::all_gather), reference_gathers = count_ops(runs.reference, OpCategory::all_gather);
+    const SimTime end = end_of(runs.graded), reference_end = end_of(runs.reference);
+    std::ostringstream got;
+    got << on_compute << " of " << gathers << " gathers on the compute stream, 3 steps in " << us(end) << ", overlap "
+        << graded_budget.overlap_percent << " %";
+    std::ostringstream want;
+    want << "none of " << reference_gathers << " gathers on the compute stream, 3 steps in " << us(reference_end) << ", overlap "
+         << reference_budget.overlap_percent << " %";
+    CheckOutcome outcome = CheckOutcome::pass();
+    if (on_compute > 0)
+      outcome = CheckOutcome::fail(want.str(), got.str(), "gathers issued on the compute stream: use device.stream(Lane::all_gather)");
+    else if (end > reference_end)
+      outcome = CheckOutcome::fail(want.str(), got.str(), gathers != reference_gathers
+          ? "more gathers than the reference's take the link (see the memory check: reshard_after_forward)"
+          : "the host waits for gathers (a synchronize), or the compute stream for more than its unit's gather: less of "
+            "the communication hides under compute");
+    outcome.budget = budget_lines(graded_budget, reference_budget);
+    return outcome;
+  }));
+  checks.push_back(make("training", "gpt2 test-tiny trains equal to the single-rank baseline at W = 1, 2, 3, 4, 8", 2, [](const CheckContext& c) {
+    GradeCase run = small_gpt2(1);
+    run.run.batch = 24;  // split evenly over every world size tried
+    return trains_equal_at(c, run, {1, 2, 3, 4, 8}, "the gathered parameters are not every rank's shard in rank order");
+  }));
+  return checks;
+}
+
 }  // namespace fsdplab::grading

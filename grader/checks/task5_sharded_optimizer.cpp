@@ -1,5 +1,429 @@
-// PLACEHOLDER while the checks are written.
+// Task 5's checks: ShardedOptimizerTask (engine/fsdp/sharded_optimizer.hpp, labs/05-sharded-optimizer).
+// Each method is called directly on the tensors the unit lifecycle would hand it, with the reference doing
+// the other two, so a defect is charged to the method that has it: make's targets (names, order, the
+// master and gradient shards themselves) and the optimizer state they imply (1/W of an unsharded AdamW's,
+// read from the memory ledger beside the reference's and the formula); step's single update on the stream
+// given; all_gather_updates' gathers (one per unit, on the all-gather stream, every rank's replica whole and
+// updated after them) and their schedule read from the virtual clock (after the update, before the next
+// forward, no host wait). Then two trainings against the single-rank baseline, zero2 and full.
+#include <iomanip>
+#include <sstream>
+
+#include "engine/runtime/error.hpp"
 #include "grader/check_catalog.hpp"
+#include "grader/graded_run.hpp"
+#include "grader/rank_harness.hpp"
+
 namespace fsdplab::grading {
-std::vector<Check> sharded_optimizer_checks() { return {}; }
+namespace {
+
+constexpr const char* kShowFull = "fsdplab gui --model gpt2 --world 2 {impl} --break task:5";
+constexpr const char* kShowZero = "fsdplab gui --model gpt2 --world 2 --strategy zero2 {impl} --break task:5";
+
+// Three units as a small model's: their names and this rank's shard elements (padded is W times that).
+struct UnitSize {
+  const char* name;
+  std::int64_t shard;
+};
+constexpr UnitSize kUnits[] = {{"transformer.h.0", 24}, {"transformer.h.1", 20}, {"(root)", 12}};
+
+// Element i of unit u's flat parameters before the step, and of its averaged gradient: multiples of 1/16 and
+// of 1/4, so an SGD step of lr 0.25 is exact whatever the order of operations.
+float initial_value(std::size_t u, std::int64_t i) { return static_cast<float>((i * 7 + static_cast<std::int64_t>(u) * 3) % 13 - 6) / 16; }
+float gradient_value(std::size_t u, std::int64_t i) { return static_cast<float>((i * 5 + static_cast<std::int64_t>(u)) % 9 - 4) / 4; }
+float after_sgd(std::size_t u, std::int64_t i) { return initial_value(u, i) - 0.25f * gradient_value(u, i); }
+
+std::vector<float> values(float (*f)(std::size_t, std::int64_t), std::size_t u, std::int64_t begin, std::int64_t count) {
+  std::vector<float> out;
+  for (std::int64_t i = begin; i < begin + count; ++i) out.push_back(f(u, i));
+  return out;
+}
+
+// How the lifecycle lays a unit out for task 5 (fully_sharded_model.cpp): the shard alone (full), in host
+// memory under --offload; or, under zero1/zero2, the whole f32 parameters with master a view of chunk r.
+enum class Form { full, offload, zero };
+
+// One rank's units, as the lifecycle hands them to task 5, holding initial_value and gradient_value.
+struct RankUnits {
+  RankUnits(Device& device, int rank, int world, Form form) {
+    const Lane lane = form == Form::offload ? Lane::host : Lane::compute;
+    for (std::size_t u = 0; u < std::size(kUnits); ++u) {
+      const std::string name = kUnits[u].name;
+      const std::int64_t n = kUnits[u].shard;
+      UnitShards unit{name, {}, {}, {}};
+      if (form == Form::zero) {
+        unit.replica = Tensor::empty(device, {n * world}, DType::f32, MemTag::param_full, name + ".flat_param");
+        unit.replica.copy_from(values(initial_value, u, 0, n * world));
+        unit.master = unit.replica.view(rank * n, {n});
+      } else {
+        unit.master = Tensor::empty(device, {n}, DType::f32, MemTag::param_shard, name + ".flat_param_shard", lane);
+        unit.master.copy_from(values(initial_value, u, rank * n, n));
+      }
+      unit.grad_shard = Tensor::empty(device, {n}, DType::f32, MemTag::grad_shard, name + ".flat_grad_shard", lane);
+      unit.grad_shard.copy_from(values(gradient_value, u, rank * n, n));
+      units.push_back(std::move(unit));
+    }
+  }
+  std::int64_t shard_elements() const {
+    std::int64_t n = 0;
+    for (const UnitShards& u : units) n += u.master.numel();
+    return n;
+  }
+  std::vector<UnitShards> units;
+};
+
+const ShardedOptimizerTask& graded(const CheckContext& c) { return *c.tasks.optimizer; }
+const ShardedOptimizerTask& reference(const CheckContext& c) { return *c.reference.optimizer; }
+
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.storage_ptr() == b.storage_ptr() && a.offset() == b.offset() && a.shape() == b.shape();
+}
+
+std::string ms(SimTime t) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(3) << ns_to_ms(t) << " ms";
+  return s.str();
+}
+
+// An op of `duration` on `lane` touching no memory: work already issued there when the graded method runs.
+OpId busy(Device& device, Lane lane, std::string name, SimTime duration) {
+  OpSpec spec;
+  spec.name = std::move(name);
+  spec.duration = duration;
+  return device.launch(lane, std::move(spec), {.host = [] {}});
+}
+
+std::string hyper_text(const Optimizer& o) {
+  std::string s(o.name());
+  for (const auto& [name, value] : o.hyper_parameters()) {
+    std::ostringstream v;
+    v << value;
+    s += " " + name + "=" + v.str();
+  }
+  return s;
+}
+
+Check make(std::string id, std::string title, int points, const char* show, std::function<CheckOutcome(const CheckContext&)> run) {
+  return {5, std::move(id), std::move(title), points, show, std::move(run)};
+}
+
+// ---- make ------------------------------------------------------------------------------------------
+
+CheckOutcome check_targets(const CheckContext& c) {
+  auto device = make_graded_device(1);
+  const RankUnits mine(*device, 1, 2, Form::full), theirs(*device, 1, 2, Form::full);
+  const OptimizerSpec spec{"sgd", 0.25, 0.9};
+  const std::unique_ptr<Optimizer> optimizer = graded(c).make(mine.units, spec);
+  const std::unique_ptr<Optimizer> wanted = reference(c).make(theirs.units, spec);
+  const std::string expected = "one target per unit in the units' order, each named as its unit, updating its master "
+                               "from its grad_shard, with the optimizer the spec names (" + hyper_text(*wanted) + ")";
+  if (!optimizer) return CheckOutcome::fail(expected, "make returned no optimizer", "make must return make_optimizer's result");
+  const std::vector<OptimTarget>& targets = optimizer->targets();
+  if (targets.size() != mine.units.size())
+    return CheckOutcome::fail(expected, std::to_string(targets.size()) + " targets for " + std::to_string(mine.units.size()) + " units",
+                              "one OptimTarget per unit: the unit's master and grad_shard, nothing split or added");
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const OptimTarget& t = targets[i];
+    const UnitShards& u = mine.units[i];
+    const std::string which = "target " + std::to_string(i) + " ('" + t.name + "')";
+    if (t.name != u.name)
+      return CheckOutcome::fail(expected, which + " where unit " + std::to_string(i) + " is '" + u.name + "'",
+                                "targets not named as the units, or not in their order: checkpoints call the state "
+                                "optim.<unit>.exp_avg, and a resumed run finds it by name and position");
+    if (!same_tensor(t.param, u.master))
+      return CheckOutcome::fail(expected, which + " updates " + (t.param.defined() ? t.param.describe() : "nothing") +
+                                              ", not the unit's master " + u.master.describe(),
+                                same_tensor(t.param, u.grad_shard) ? "parameter and gradient swapped in the OptimTarget"
+                                : t.param.defined() && t.param.numel() == u.master.numel()
+                                    ? "a copy of master: the update never reaches the parameters the next gather reads"
+                                    : "the optimizer given something else than the master shard");
+    if (!same_tensor(t.grad, u.grad_shard))
+      return CheckOutcome::fail(expected, which + " reads the gradient " + (t.grad.defined() ? t.grad.describe() : "nothing") +
+                                              ", not the unit's grad_shard " + u.grad_shard.describe(),
+                                "the optimizer not given the unit's grad_shard (task 4's averaged chunk) as the gradient");
+  }
+  if (hyper_text(*optimizer) != hyper_text(*wanted))
+    return CheckOutcome::fail(expected, "the optimizer made is " + hyper_text(*optimizer),
+                              "the spec not passed on to make_optimizer as given (--optimizer, --lr, --momentum)");
+  return CheckOutcome::pass();
+}
+
+// The optim_state bytes a rank holds once an optimizer `task` made over `form`'s units at W = `world` has
+// made one step (the reference's), or make's refusal.
+struct StateBytes {
+  std::int64_t bytes = 0;
+  std::int64_t shard_elements = 0;
+  std::string refused;
+};
+
+StateBytes state_bytes(const ShardedOptimizerTask& task, const ShardedOptimizerTask& stepper, Form form, int world) {
+  auto device = make_graded_device(1);
+  const RankUnits mine(*device, 1, world, form);
+  std::unique_ptr<Optimizer> optimizer;
+  StateBytes out;
+  out.shard_elements = mine.shard_elements();
+  out.refused = error_raised([&] { optimizer = task.make(mine.units, {"adamw", 1e-3, 0}); });
+  if (!out.refused.empty()) return out;
+  stepper.step(*optimizer, device->stream(Lane::compute));
+  device->synchronize();
+  out.bytes = device->ledger().live(MemTag::optim_state);
+  return out;
+}
+
+CheckOutcome check_state_sharded(const CheckContext& c) {
+  constexpr int kWorld = 4;
+  std::vector<BudgetLine> budget;
+  for (const Form form : {Form::zero, Form::full}) {
+    const std::string where = form == Form::zero ? "zero2" : "full";
+    const StateBytes got = state_bytes(graded(c), reference(c), form, kWorld);
+    const StateBytes want = state_bytes(reference(c), reference(c), form, kWorld);
+    const std::int64_t formula = 2 * 4 * want.shard_elements;  // AdamW's exp_avg and exp_avg_sq, f32
+    std::ostringstream expected;
+    expected << "AdamW's optim_state = 2 x 4 B x " << want.shard_elements << " shard elements = " << formula
+             << " B on each of W = " << kWorld << " ranks under " << where << ": 1/" << kWorld << " of the "
+             << formula * kWorld << " B an unsharded AdamW holds";
+    if (!got.refused.empty())
+      return CheckOutcome::fail(expected.str(), "make refused the " + where + " units: " + got.refused,
+                                "the optimizer given a target bigger than the shard (the whole `replica` under zero1/zero2) "
+                                "with the gradient shard: it must see master and grad_shard, nothing bigger");
+    budget.push_back({"optim_state (" + where + ", W = 4)", static_cast<double>(got.bytes) / 1e3,
+                      static_cast<double>(want.bytes) / 1e3, "KB"});
+    if (got.bytes != formula) {
+      CheckOutcome outcome = CheckOutcome::fail(
+          expected.str(), std::to_string(got.bytes) + " B of optim_state on a rank under " + where,
+          got.bytes >= formula * kWorld ? "the state sized to the whole parameters: the optimizer was given the replica, "
+                                          "not the master shard"
+                                        : "the optimizer given other tensors than each unit's master and grad_shard");
+      outcome.budget = std::move(budget);
+      return outcome;
+    }
+  }
+  CheckOutcome outcome = CheckOutcome::pass();
+  outcome.budget = std::move(budget);
+  return outcome;
+}
+
+// ---- step ------------------------------------------------------------------------------------------
+
+// Two calls of `task.step` on the stream of `lane` with the reference's optimizer over `form`'s units: the
+// masters after, the steps the optimizer counted and the update ops issued; or the error the calls raised.
+struct Stepped {
+  std::vector<std::vector<float>> masters;
+  std::int64_t steps = 0;
+  std::vector<OpRecord> updates;
+  std::string refused;
+};
+
+Stepped step_twice(const ShardedOptimizerTask& task, const ShardedOptimizerTask& maker, Form form, Lane lane) {
+  auto device = make_graded_device(0);
+  const RankUnits mine(*device, 0, 2, form);
+  const std::unique_ptr<Optimizer> optimizer = maker.make(mine.units, {"adamw", 1e-2, 0});
+  const std::size_t first = device->ops().size();
+  Stepped out;
+  out.refused = error_raised([&] {
+    task.step(*optimizer, device->stream(lane));
+    task.step(*optimizer, device->stream(lane));
+  });
+  device->synchronize();
+  out.steps = optimizer->steps();
+  out.updates.assign(device->ops().begin() + static_cast<std::ptrdiff_t>(first), device->ops().end());
+  for (const UnitShards& u : mine.units) out.masters.push_back(u.master.to_vector());
+  return out;
+}
+
+CheckOutcome check_one_update(const CheckContext& c) {
+  const std::string expected = "each call: one update of every target (3 update ops), on the stream given, the step "
+                               "counted once: after 2 calls, 2 steps and the reference's values";
+  for (const auto& [form, lane] : {std::pair{Form::full, Lane::compute}, std::pair{Form::offload, Lane::host}}) {
+    const std::string given = lane == Lane::host ? "the host lane (--offload's CPU step)" : "the compute stream";
+    const Stepped got = step_twice(graded(c), reference(c), form, lane);
+    const Stepped want = step_twice(reference(c), reference(c), form, lane);
+    if (!got.refused.empty())
+      return CheckOutcome::fail(expected, "step on " + given + " raised: " + got.refused,
+                                "the update not issued on the stream step is given");
+    if (got.steps != want.steps || got.updates.size() != want.updates.size())
+      return CheckOutcome::fail(expected, "after 2 calls of step on " + given + " the optimizer counts " + std::to_string(got.steps) +
+                                              " steps and " + std::to_string(got.updates.size()) + " update ops were issued",
+                                "optimizer.step called more or less than once per call: a second call doubles the update "
+                                "and advances AdamW's step count (its bias correction) twice");
+    for (const OpRecord& op : got.updates)
+      if (op.lane != lane)
+        return CheckOutcome::fail(expected, "'" + op.name + "' ran on the " + std::string(lane_name(op.lane)) + " stream; step was given " + given,
+                                  "the update issued on another stream than the one given: the engine passes the compute "
+                                  "stream, or the host lane under --offload");
+    for (std::size_t u = 0; u < got.masters.size(); ++u)
+      if (got.masters[u] != want.masters[u])
+        return CheckOutcome::fail(expected, "unit '" + std::string(kUnits[u].name) + "''s master after 2 calls on " + given +
+                                                " differs from the reference's",
+                                  "step does something else than optimizer.step(stream) once");
+  }
+  return CheckOutcome::pass();
+}
+
+// ---- all_gather_updates ----------------------------------------------------------------------------
+
+// After the reference's SGD step (lr 0.25) and `task`'s all_gather_updates on rank r of `world`, what is
+// wrong with r's gathers or replicas; "" when nothing.
+struct GatherProblem {
+  std::string got;
+  std::string cause;
+};
+
+GatherProblem gathered_problem(const std::vector<OpRecord>& ops, std::size_t first, const RankUnits& mine, int rank, int world) {
+  std::vector<const OpRecord*> gathers;
+  for (std::size_t i = first; i < ops.size(); ++i)
+    if (ops[i].category == OpCategory::all_gather) gathers.push_back(&ops[i]);
+  const std::string who = "rank " + std::to_string(rank);
+  if (gathers.empty())
+    return {who + " issued no all_gather, and its replicas hold the other ranks' chunks as they were before the step",
+            "the updated chunks are never gathered: each rank trains its own copy, whose chunks other than its own never "
+            "change (the loss drifts from step 1)"};
+  if (gathers.size() != mine.units.size())
+    return {who + " issued " + std::to_string(gathers.size()) + " all_gathers for " + std::to_string(mine.units.size()) + " units",
+            "one all-gather per unit, of its master into its replica"};
+  for (const OpRecord* op : gathers)
+    if (op->lane != Lane::all_gather)
+      return {who + "'s '" + op->name + "' ran on the " + std::string(lane_name(op->lane)) + " stream",
+              "the gathers on another stream than the all-gather stream: right values, but nothing overlaps them and the "
+              "all_gather lane stays empty after the step"};
+  for (std::size_t u = 0; u < mine.units.size(); ++u) {
+    const std::vector<float> replica = mine.units[u].replica.to_vector();
+    const std::int64_t n = kUnits[u].shard;
+    for (std::int64_t i = 0; i < n * world; ++i) {
+      if (replica[static_cast<std::size_t>(i)] == after_sgd(u, i)) continue;
+      const bool stale = replica[static_cast<std::size_t>(i)] == initial_value(u, i);
+      std::ostringstream got;
+      got << who << "'s replica of '" << kUnits[u].name << "' holds " << replica[static_cast<std::size_t>(i)] << " at element " << i
+          << " (chunk " << i / n << "), expected the updated " << after_sgd(u, i) << (stale ? ", the value before the step" : "");
+      return {got.str(), "each unit's master (chunk group.rank() of the replica) must be all-gathered into its replica, "
+                         "over the group given"};
+    }
+  }
+  return {};
+}
+
+CheckOutcome check_zero_gather(const CheckContext& c) {
+  constexpr int kWorld = 3;
+  std::vector<GatherProblem> problems(kWorld);  // each rank writes its own
+  on_ranks(kWorld, [&](GradedRank& r) {
+    const RankUnits mine(r.device, r.rank, r.world, Form::zero);
+    const std::unique_ptr<Optimizer> optimizer = reference(c).make(mine.units, {"sgd", 0.25, 0});
+    reference(c).step(*optimizer, r.device.stream(Lane::compute));
+    // The update done before the call: this check sees the gathers alone (their order is gather-schedule's).
+    r.device.synchronize();
+    const std::size_t first = r.device.ops().size();
+    graded(c).all_gather_updates(r.device, r.comm, mine.units);
+    r.device.synchronize();
+    problems[static_cast<std::size_t>(r.rank)] = gathered_problem(r.device.ops(), first, mine, r.rank, r.world);
+  });
+  for (const GatherProblem& p : problems)
+    if (!p.got.empty())
+      return CheckOutcome::fail("on each of 3 ranks (zero2, one SGD step): one all_gather per unit on the all-gather stream, "
+                                "and every replica whole and updated, equal on every rank",
+                                p.got, p.cause);
+  return CheckOutcome::pass();
+}
+
+// What rank 0 of 2 shows around all_gather_updates, issued behind 1 ms of update on the compute stream and
+// followed by the next forward's first op there.
+struct GatherSchedule {
+  SimTime update_end = 0;
+  std::vector<OpRecord> gathers;
+  OpRecord next_forward;
+  SimTime host_before = 0, host_after = 0;
+};
+
+GatherSchedule observe_gather_schedule(const CheckContext& c) {
+  GatherSchedule out;
+  on_ranks(2, [&](GradedRank& r) {
+    const RankUnits mine(r.device, r.rank, r.world, Form::zero);
+    const OpId update = busy(r.device, Lane::compute, "the optimizer's update", 1'000'000);
+    const SimTime host_before = r.device.host_time();
+    const std::size_t first = r.device.ops().size();
+    graded(c).all_gather_updates(r.device, r.comm, mine.units);
+    const SimTime host_after = r.device.host_time();
+    const std::size_t last = r.device.ops().size();
+    busy(r.device, Lane::compute, "the next forward", 10'000);
+    r.device.synchronize();  // before the units' tensors go
+    if (r.rank != 0) return;
+    const std::vector<OpRecord>& ops = r.device.ops();
+    out.update_end = r.device.op(update).end;
+    for (std::size_t i = first; i < last; ++i)
+      if (ops[i].category == OpCategory::all_gather) out.gathers.push_back(ops[i]);
+    out.next_forward = ops[last];
+    out.host_before = host_before;
+    out.host_after = host_after;
+  });
+  return out;
+}
+
+CheckOutcome check_gather_schedule(const CheckContext& c) {
+  const GatherSchedule s = observe_gather_schedule(c);
+  const std::string expected = "the gathers start after the compute stream's update, the next forward starts after the "
+                               "last gather, and the host never waits (events only)";
+  if (s.gathers.empty())
+    return CheckOutcome::fail(expected, "no all_gather issued", "all_gather_updates gathers nothing: there is no schedule to check");
+  SimTime gathers_end = 0;
+  for (const OpRecord& op : s.gathers) gathers_end = std::max(gathers_end, op.end);
+  const OpRecord& first = s.gathers.front();
+  std::vector<std::pair<std::string, std::string>> failed;  // got, cause
+  if (first.begin < s.update_end)
+    failed.emplace_back("the first gather '" + first.name + "' starts at " + ms(first.begin) + ", before the update ends at " + ms(s.update_end),
+                        "no event from the compute stream to the all-gather stream before the gathers: they may read "
+                        "chunks the update is still writing (record on compute, wait on all_gather)");
+  if (s.next_forward.begin < gathers_end)
+    failed.emplace_back("the next forward starts at " + ms(s.next_forward.begin) + ", before the gathers end at " + ms(gathers_end),
+                        "the compute stream is not made to wait for the gathers: the next forward may read a replica still "
+                        "being written (record on all_gather after them, wait on compute); the trainer's end-of-step host "
+                        "sync hides it in fsdplab run, but the contract requires the event");
+  if (s.host_after >= s.update_end)
+    failed.emplace_back("the host clock went from " + ms(s.host_before) + " to " + ms(s.host_after) +
+                            " inside all_gather_updates (the update ends at " + ms(s.update_end) + ", the gathers at " + ms(gathers_end) + ")",
+                        "a host wait (device.synchronize) where events suffice: the host stops running ahead of the device "
+                        "and nothing it issues next can overlap");
+  if (failed.empty()) return CheckOutcome::pass();
+  std::string got, cause;
+  for (const auto& [g, why] : failed) {
+    got += (got.empty() ? "" : "; ") + g;
+    cause += (cause.empty() ? "" : "; ") + why;
+  }
+  return CheckOutcome::fail(expected, got, cause, 1.0 - static_cast<double>(failed.size()) / 3);
+}
+
+GradeCase zero2_case() {
+  GradeCase c = small_gpt2(2);
+  c.options.strategy = ShardingStrategy::zero2;
+  return c;
+}
+
+GradeCase sgd_full_case() {
+  GradeCase c = small_gpt2(3);
+  c.run.optimizer = "sgd";
+  c.run.lr = 0.1;
+  return c;
+}
+
+}  // namespace
+
+std::vector<Check> sharded_optimizer_checks() {
+  std::vector<Check> checks;
+  checks.push_back(make("targets", "make: one target per unit, in order, named as the unit, updating its master from its grad_shard",
+                        2, kShowFull, check_targets));
+  checks.push_back(make("state-sharded", "the optimizer state is 1/W of an unsharded AdamW's (ledger, reference, formula)", 2,
+                        kShowZero, check_state_sharded));
+  checks.push_back(make("one-update", "step: exactly one update of every target per call, on the stream given (compute, host)",
+                        2, kShowFull, check_one_update));
+  checks.push_back(make("zero-gather", "zero2: one gather per unit on the all-gather stream; every replica whole and updated",
+                        2, kShowZero, check_zero_gather));
+  checks.push_back(make("gather-schedule", "zero2: gathers after the update, the next forward after the gathers, no host wait",
+                        3, kShowZero, check_gather_schedule));
+  checks.push_back(equivalence_check(5, "training-zero2", "gpt2 test-tiny, zero2 on 2 ranks, trains equal to the single-rank baseline",
+                                     2, zero2_case(),
+                                     "the updated chunks not gathered into every rank's replica, or gathered before the update is "
+                                     "done, or the optimizer given the replica"));
+  checks.push_back(equivalence_check(5, "training-W3-sgd", "gpt2 test-tiny on 3 ranks, SGD, trains equal to the single-rank baseline",
+                                     1, sgd_full_case(), "more or less than one update per step, or targets other than the shards"));
+  return checks;
+}
+
 }  // namespace fsdplab::grading

@@ -1,5 +1,108 @@
-// PLACEHOLDER while the mutants are written.
+// Task 1's mutants: MetaInitTask (engine/fsdp/meta_init.hpp), each the reference
+// (engine/fsdp/meta_init_reference.cpp) with one pitfall of labs/01-meta-init/README.md. The grader's
+// checks of task 1 (grader/checks/task1_meta_init.cpp) must catch every one and name its mistake.
+#include <vector>
+
+#include "engine/fsdp/meta_init.hpp"
+#include "engine/runtime/error.hpp"
 #include "labs/mutants/mutants.hpp"
+
 namespace fsdplab {
-std::span<const Mutant> meta_init_mutants() { return {}; }
+namespace {
+
+std::span<float> slice_of(std::vector<float>& values, const ShardSlice& s) {
+  return std::span<float>(values).subspan(static_cast<std::size_t>(s.shard_offset), static_cast<std::size_t>(s.count));
+}
+
+// Every slice drawn from element 0 of its parameter: invisible at W = 1, where every slice starts there.
+class IndexFromZero final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
+    if (shard.device().dry_run()) return;
+    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
+    for (const ShardSlice& s : slices) s.param->init.fill(slice_of(values, s), seed, s.param->name, 0);  // not param_begin
+    shard.device().synchronize();
+    shard.copy_from(values);
+  }
+};
+
+// Every slice written at element 0 of the shard: the later slices overwrite the earlier ones.
+class WrittenAtZero final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
+    if (shard.device().dry_run()) return;
+    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
+    for (const ShardSlice& s : slices)
+      s.param->init.fill(std::span<float>(values).first(static_cast<std::size_t>(s.count)), seed, s.param->name,
+                         static_cast<std::uint64_t>(s.param_begin));  // not at s.shard_offset
+    shard.device().synchronize();
+    shard.copy_from(values);
+  }
+};
+
+// One host buffer per thread, reused from call to call and never cleared: the gaps and the padding of a
+// shard keep what the previous unit's shard put there.
+class StaleBuffer final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
+    if (shard.device().dry_run()) return;
+    thread_local std::vector<float> values;
+    values.resize(static_cast<std::size_t>(shard.numel()));  // not zeroed
+    for (const ShardSlice& s : slices)
+      s.param->init.fill(slice_of(values, s), seed, s.param->name, static_cast<std::uint64_t>(s.param_begin));
+    shard.device().synchronize();
+    shard.copy_from(values);
+  }
+};
+
+// The seed given is ignored: every run starts from seed 0's model.
+class IgnoresSeed final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t) const override {
+    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
+    if (shard.device().dry_run()) return;
+    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
+    for (const ShardSlice& s : slices)
+      s.param->init.fill(slice_of(values, s), 0, s.param->name, static_cast<std::uint64_t>(s.param_begin));
+    shard.device().synchronize();
+    shard.copy_from(values);
+  }
+};
+
+// A seed per rank, as for data-parallel dropout: each rank draws its part of a different model.
+class RankSeed final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
+    if (shard.device().dry_run()) return;
+    const std::uint64_t rank_seed = seed + static_cast<std::uint64_t>(shard.device().rank());
+    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
+    for (const ShardSlice& s : slices)
+      s.param->init.fill(slice_of(values, s), rank_seed, s.param->name, static_cast<std::uint64_t>(s.param_begin));
+    shard.device().synchronize();
+    shard.copy_from(values);
+  }
+};
+
+}  // namespace
+
+std::span<const Mutant> meta_init_mutants() {
+  static const Mutant mutants[] = {
+      {1, "index-from-zero", "each slice is drawn from element 0 of its parameter instead of from param_begin",
+       []() -> const FsdpTask& { static const IndexFromZero m; return m; }},
+      {1, "written-at-zero", "each slice is written at element 0 of the shard instead of at shard_offset",
+       []() -> const FsdpTask& { static const WrittenAtZero m; return m; }},
+      {1, "stale-buffer", "a host buffer reused from call to call without zeroing: gaps and padding keep an earlier shard's values",
+       []() -> const FsdpTask& { static const StaleBuffer m; return m; }},
+      {1, "ignores-seed", "the seed given is ignored (drawn with seed 0)",
+       []() -> const FsdpTask& { static const IgnoresSeed m; return m; }},
+      {1, "rank-seed", "each rank draws with its own seed (seed + rank), so the ranks' shards come from different models",
+       []() -> const FsdpTask& { static const RankSeed m; return m; }},
+  };
+  return mutants;
+}
+
 }  // namespace fsdplab

@@ -1,5 +1,119 @@
-// PLACEHOLDER while the mutants are written.
+// Task 3's mutants: ForwardTask (engine/fsdp/forward_task.hpp), each the reference
+// (engine/fsdp/forward_reference.cpp) with one pitfall of labs/03-forward/README.md; the methods a
+// mutant does not break are the reference's. The grader's checks of task 3
+// (grader/checks/task3_forward.cpp) must catch every one and name its mistake.
+#include "engine/fsdp/forward_task.hpp"
 #include "labs/mutants/mutants.hpp"
+
 namespace fsdplab {
-std::span<const Mutant> forward_mutants() { return {}; }
+namespace {
+
+// The compute stream never waits for the gather: the race detector names the first reader and the gather.
+class MissingWait final : public ForwardTask {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    reference_forward().all_gather(device, group, shard, full, gathered);
+  }
+  void wait_for_unshard(Device&, const Event&) const override {}  // no device.wait(Lane::compute, gathered)
+  bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
+    return reference_forward().reshard_after_forward(strategy, is_root);
+  }
+};
+
+// The host waits for the gather instead of the compute stream: right numbers, no overlap.
+class HostSync final : public ForwardTask {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    reference_forward().all_gather(device, group, shard, full, gathered);
+  }
+  void wait_for_unshard(Device& device, const Event& gathered) const override {
+    device.synchronize(gathered);  // not device.wait(Lane::compute, gathered)
+  }
+  bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
+    return reference_forward().reshard_after_forward(strategy, is_root);
+  }
+};
+
+// The gather issued on the compute stream (and its event recorded there): compute waits for the link.
+class GatherOnCompute final : public ForwardTask {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    group.all_gather(device.stream(Lane::compute), shard, full);
+    device.record(gathered, Lane::compute);
+  }
+  void wait_for_unshard(Device& device, const Event& gathered) const override {
+    reference_forward().wait_for_unshard(device, gathered);
+  }
+  bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
+    return reference_forward().reshard_after_forward(strategy, is_root);
+  }
+};
+
+// The event recorded before the gather is issued: it marks nothing, so waiting on it orders nothing.
+class RecordBeforeGather final : public ForwardTask {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    device.record(gathered, Lane::all_gather);
+    group.all_gather(device.stream(Lane::all_gather), shard, full);
+  }
+  void wait_for_unshard(Device& device, const Event& gathered) const override {
+    reference_forward().wait_for_unshard(device, gathered);
+  }
+  bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
+    return reference_forward().reshard_after_forward(strategy, is_root);
+  }
+};
+
+// The root is freed after forward too, and gathered again as the first thing of the backward.
+class ReshardsRoot final : public ForwardTask {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    reference_forward().all_gather(device, group, shard, full, gathered);
+  }
+  void wait_for_unshard(Device& device, const Event& gathered) const override {
+    reference_forward().wait_for_unshard(device, gathered);
+  }
+  bool reshard_after_forward(ShardingStrategy strategy, bool) const override {
+    return reshards_after_forward(strategy);  // is_root left out
+  }
+};
+
+// Nothing is freed after forward: every unit stays gathered until its backward (SHARD_GRAD_OP's memory).
+class NeverReshards final : public ForwardTask {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    reference_forward().all_gather(device, group, shard, full, gathered);
+  }
+  void wait_for_unshard(Device& device, const Event& gathered) const override {
+    reference_forward().wait_for_unshard(device, gathered);
+  }
+  bool reshard_after_forward(ShardingStrategy, bool) const override { return false; }
+};
+
+}  // namespace
+
+std::span<const Mutant> forward_mutants() {
+  static const Mutant mutants[] = {
+      {3, "missing-wait", "wait_for_unshard does not make the compute stream wait for the gather's event",
+       []() -> const FsdpTask& { static const MissingWait m; return m; }},
+      {3, "host-sync", "a host sync (device.synchronize(gathered)) instead of a compute-stream wait on the event",
+       []() -> const FsdpTask& { static const HostSync m; return m; }},
+      {3, "gather-on-compute", "the all-gather is issued on the compute stream instead of the all-gather stream",
+       []() -> const FsdpTask& { static const GatherOnCompute m; return m; }},
+      {3, "record-before-gather", "the event is recorded before the gather is issued, so it marks nothing",
+       []() -> const FsdpTask& { static const RecordBeforeGather m; return m; }},
+      {3, "reshards-root", "reshard_after_forward is true for the root unit too",
+       []() -> const FsdpTask& { static const ReshardsRoot m; return m; }},
+      {3, "never-reshards", "reshard_after_forward is always false: no unit is freed after its forward",
+       []() -> const FsdpTask& { static const NeverReshards m; return m; }},
+  };
+  return mutants;
+}
+
 }  // namespace fsdplab

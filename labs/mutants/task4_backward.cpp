@@ -1,5 +1,107 @@
-// PLACEHOLDER while the mutants are written.
+// Task 4's mutants: BackwardTask (engine/fsdp/backward_task.hpp), each the reference
+// (engine/fsdp/backward_reference.cpp) with one pitfall of labs/04-backward/README.md; the method a
+// mutant does not break is the reference's. The grader's checks of task 4
+// (grader/checks/task4_backward.cpp) must catch every one and name its mistake.
+#include "engine/fsdp/backward_task.hpp"
+#include "engine/tensor/elementwise.hpp"
 #include "labs/mutants/mutants.hpp"
+
 namespace fsdplab {
-std::span<const Mutant> backward_mutants() { return {}; }
+namespace {
+
+// The W gradients summed, not averaged: SGD steps W times too long (AdamW hides it).
+class SumNotMean final : public BackwardTask {
+ public:
+  void zero_gradient(Device& device, const Tensor& grad_full) const override {
+    reference_backward().zero_gradient(device, grad_full);
+  }
+  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
+                      const Tensor& grad_shard) const override {
+    Event computed("fsdp.grad_computed");
+    device.record(computed, Lane::compute);
+    device.wait(Lane::reduce_scatter, computed);
+    group.reduce_scatter(device.stream(Lane::reduce_scatter), grad_full, grad_shard, ReduceOp::sum);  // not avg
+  }
+};
+
+// No event between the backward and the reduction: the reduce-scatter stream reads an unfinished gradient.
+class MissingWait final : public BackwardTask {
+ public:
+  void zero_gradient(Device& device, const Tensor& grad_full) const override {
+    reference_backward().zero_gradient(device, grad_full);
+  }
+  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
+                      const Tensor& grad_shard) const override {
+    group.reduce_scatter(device.stream(Lane::reduce_scatter), grad_full, grad_shard, ReduceOp::avg);
+  }
+};
+
+// The reduction on the compute stream: right numbers, but the next unit's backward waits for it.
+class ReduceOnCompute final : public BackwardTask {
+ public:
+  void zero_gradient(Device& device, const Tensor& grad_full) const override {
+    reference_backward().zero_gradient(device, grad_full);
+  }
+  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
+                      const Tensor& grad_shard) const override {
+    group.reduce_scatter(device.stream(Lane::compute), grad_full, grad_shard, ReduceOp::avg);
+  }
+};
+
+// The host waits for the backward instead of the reduce-scatter stream: right numbers, the CPU stops
+// running ahead.
+class HostSync final : public BackwardTask {
+ public:
+  void zero_gradient(Device& device, const Tensor& grad_full) const override {
+    reference_backward().zero_gradient(device, grad_full);
+  }
+  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
+                      const Tensor& grad_shard) const override {
+    device.synchronize(Lane::compute);  // not an event the reduce-scatter stream waits for
+    group.reduce_scatter(device.stream(Lane::reduce_scatter), grad_full, grad_shard, ReduceOp::avg);
+  }
+};
+
+// The full gradient never zeroed: the backward adds to whatever the cached block held.
+class Unzeroed final : public BackwardTask {
+ public:
+  void zero_gradient(Device&, const Tensor&) const override {}  // no fill
+  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
+                      const Tensor& grad_shard) const override {
+    reference_backward().reduce_scatter(device, group, grad_full, grad_shard);
+  }
+};
+
+// Zeroed on the reduce-scatter stream, which nothing orders before the backward's writes on compute.
+class ZeroOnReduceStream final : public BackwardTask {
+ public:
+  void zero_gradient(Device& device, const Tensor& grad_full) const override {
+    fill(device.stream(Lane::reduce_scatter), grad_full, 0);  // not Lane::compute
+  }
+  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
+                      const Tensor& grad_shard) const override {
+    reference_backward().reduce_scatter(device, group, grad_full, grad_shard);
+  }
+};
+
+}  // namespace
+
+std::span<const Mutant> backward_mutants() {
+  static const Mutant mutants[] = {
+      {4, "sum-not-mean", "the gradients are summed over the ranks (ReduceOp::sum) instead of averaged",
+       []() -> const FsdpTask& { static const SumNotMean m; return m; }},
+      {4, "missing-wait", "the reduce-scatter stream does not wait for the compute stream's event before reducing",
+       []() -> const FsdpTask& { static const MissingWait m; return m; }},
+      {4, "reduce-on-compute", "the reduce-scatter is issued on the compute stream instead of the reduce-scatter stream",
+       []() -> const FsdpTask& { static const ReduceOnCompute m; return m; }},
+      {4, "host-sync", "a host sync (device.synchronize(Lane::compute)) instead of an event before the reduction",
+       []() -> const FsdpTask& { static const HostSync m; return m; }},
+      {4, "unzeroed", "zero_gradient does nothing: the backward adds into the cached block's old contents",
+       []() -> const FsdpTask& { static const Unzeroed m; return m; }},
+      {4, "zero-on-reduce-stream", "zero_gradient fills on the reduce-scatter stream, unordered with the compute stream",
+       []() -> const FsdpTask& { static const ZeroOnReduceStream m; return m; }},
+  };
+  return mutants;
+}
+
 }  // namespace fsdplab

@@ -1,5 +1,125 @@
-// PLACEHOLDER while the mutants are written.
+// Task 5's mutants: the pitfalls of labs/05-sharded-optimizer/README.md, each the reference
+// (engine/fsdp/sharded_optimizer_reference.cpp) with one defect. The methods a mutant gets right are the
+// reference's, called through reference_sharded_optimizer(), so the grader's diagnostic can only come from
+// the one method that is wrong.
+#include <vector>
+
+#include "engine/fsdp/sharded_optimizer.hpp"
 #include "labs/mutants/mutants.hpp"
+
 namespace fsdplab {
-std::span<const Mutant> sharded_optimizer_mutants() { return {}; }
+namespace {
+
+const ShardedOptimizerTask& reference() { return reference_sharded_optimizer(); }
+
+// The gathers of the reference's all_gather_updates, without the events around them.
+void gather_every_unit(Device& device, Communicator& group, std::span<const UnitShards> units) {
+  for (const UnitShards& unit : units) group.all_gather(device.stream(Lane::all_gather), unit.master, unit.replica);
+}
+
+// Two optimizer.step calls per step: every update doubled, AdamW's step count advanced twice.
+class StepTwice final : public ShardedOptimizerTask {
+ public:
+  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
+    return reference().make(units, spec);
+  }
+  void step(Optimizer& optimizer, Stream stream) const override {
+    optimizer.step(stream);
+    optimizer.step(stream);
+  }
+  void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
+    reference().all_gather_updates(device, group, units);
+  }
+};
+
+// The whole replica given to the optimizer where there is one (zero1, zero2): a target W times the shard,
+// whose gradient is one chunk, so make_optimizer refuses it; were it accepted, the state would be whole.
+class ReplicaTarget final : public ShardedOptimizerTask {
+ public:
+  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
+    std::vector<OptimTarget> targets;
+    for (const UnitShards& unit : units)
+      targets.push_back({unit.name, unit.replica.defined() ? unit.replica : unit.master, unit.grad_shard});
+    return make_optimizer(spec, std::move(targets));
+  }
+  void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
+  void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
+    reference().all_gather_updates(device, group, units);
+  }
+};
+
+// No gather after the update: each rank's replica keeps the other ranks' chunks as they were.
+class NoZeroGather final : public ShardedOptimizerTask {
+ public:
+  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
+    return reference().make(units, spec);
+  }
+  void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
+  void all_gather_updates(Device&, Communicator&, std::span<const UnitShards>) const override {}
+};
+
+// The gathers issued without waiting for the compute stream's update: they may read chunks half updated.
+class GatherBeforeUpdate final : public ShardedOptimizerTask {
+ public:
+  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
+    return reference().make(units, spec);
+  }
+  void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
+  void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
+    gather_every_unit(device, group, units);
+    Event gathered("fsdp.updates_gathered");
+    device.record(gathered, Lane::all_gather);
+    device.wait(Lane::compute, gathered);
+  }
+};
+
+// The compute stream never told to wait for the gathers: the next forward may read a replica being written.
+class ComputeNoWait final : public ShardedOptimizerTask {
+ public:
+  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
+    return reference().make(units, spec);
+  }
+  void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
+  void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
+    Event updated("fsdp.optimizer_updated");
+    device.record(updated, Lane::compute);
+    device.wait(Lane::all_gather, updated);
+    gather_every_unit(device, group, units);
+  }
+};
+
+// Host waits instead of events: correct, but the host stalls until the update, then until the gathers.
+class GatherHostSync final : public ShardedOptimizerTask {
+ public:
+  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
+    return reference().make(units, spec);
+  }
+  void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
+  void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
+    device.synchronize(Lane::compute);
+    gather_every_unit(device, group, units);
+    device.synchronize(Lane::all_gather);
+  }
+};
+
+}  // namespace
+
+std::span<const Mutant> sharded_optimizer_mutants() {
+  static const Mutant mutants[] = {
+      {5, "step-twice", "step calls optimizer.step twice: every update doubled and AdamW's step count advanced twice",
+       []() -> const FsdpTask& { static const StepTwice m; return m; }},
+      {5, "replica-target", "make gives the optimizer the whole replica instead of the master shard under zero1/zero2",
+       []() -> const FsdpTask& { static const ReplicaTarget m; return m; }},
+      {5, "no-zero-gather", "all_gather_updates gathers nothing: each rank's replica keeps the other chunks un-updated",
+       []() -> const FsdpTask& { static const NoZeroGather m; return m; }},
+      {5, "gather-before-update", "the update gathers do not wait for the compute stream's update (no event)",
+       []() -> const FsdpTask& { static const GatherBeforeUpdate m; return m; }},
+      {5, "compute-no-wait", "the compute stream is not made to wait for the update gathers before the next forward",
+       []() -> const FsdpTask& { static const ComputeNoWait m; return m; }},
+      {5, "gather-host-sync", "all_gather_updates orders the gathers with host waits (synchronize) instead of events",
+       []() -> const FsdpTask& { static const GatherHostSync m; return m; }},
+  };
+  return mutants;
+}
+
 }  // namespace fsdplab

@@ -1,5 +1,79 @@
-// PLACEHOLDER while the mutants are written.
+// Task 8's mutants: the pitfalls of labs/08-hybrid-shard/README.md, each the reference
+// (engine/fsdp/hybrid_shard_reference.cpp) with one defect. The methods a mutant gets right are the
+// reference's, called through reference_hybrid_shard().
+#include "engine/fsdp/hybrid_shard_task.hpp"
 #include "labs/mutants/mutants.hpp"
+
 namespace fsdplab {
-std::span<const Mutant> hybrid_shard_mutants() { return {}; }
+namespace {
+
+const HybridShardTask& reference() { return reference_hybrid_shard(); }
+
+// rank % S shards, rank / S replicates: trains exactly like the reference on the sim device (one link for
+// every collective), but shards each unit across nodes and keeps the replicas inside one.
+class SwappedColors final : public HybridShardTask {
+ public:
+  int shard_group_color(int rank, int shard_size) const override { return rank % shard_size; }
+  int replica_group_color(int rank, int shard_size) const override { return rank / shard_size; }
+  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
+    reference().all_reduce_replicas(device, replica_group, grad_shard);
+  }
+};
+
+// rank / S for the replica group too: the "replicas" are the shard group, whose ranks hold different chunks.
+class SameColor final : public HybridShardTask {
+ public:
+  int shard_group_color(int rank, int shard_size) const override { return reference().shard_group_color(rank, shard_size); }
+  int replica_group_color(int rank, int shard_size) const override { return rank / shard_size; }
+  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
+    reference().all_reduce_replicas(device, replica_group, grad_shard);
+  }
+};
+
+// ReduceOp::sum: the gradient comes out W / S times the mean.
+class SumNotMean final : public HybridShardTask {
+ public:
+  int shard_group_color(int rank, int shard_size) const override { return reference().shard_group_color(rank, shard_size); }
+  int replica_group_color(int rank, int shard_size) const override { return reference().replica_group_color(rank, shard_size); }
+  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
+    replica_group.all_reduce(device.stream(Lane::reduce_scatter), grad_shard, ReduceOp::sum);
+  }
+};
+
+// No all-reduce: each shard group trains on its own part of the batch, and the replicas drift apart.
+class NoAllReduce final : public HybridShardTask {
+ public:
+  int shard_group_color(int rank, int shard_size) const override { return reference().shard_group_color(rank, shard_size); }
+  int replica_group_color(int rank, int shard_size) const override { return reference().replica_group_color(rank, shard_size); }
+  void all_reduce_replicas(Device&, Communicator&, const Tensor&) const override {}
+};
+
+// The all-reduce on the compute stream, which nothing orders after the reduce-scatter that wrote grad_shard.
+class ComputeStream final : public HybridShardTask {
+ public:
+  int shard_group_color(int rank, int shard_size) const override { return reference().shard_group_color(rank, shard_size); }
+  int replica_group_color(int rank, int shard_size) const override { return reference().replica_group_color(rank, shard_size); }
+  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
+    replica_group.all_reduce(device.stream(Lane::compute), grad_shard, ReduceOp::avg);
+  }
+};
+
+}  // namespace
+
+std::span<const Mutant> hybrid_shard_mutants() {
+  static const Mutant mutants[] = {
+      {8, "swapped-colors", "shard and replica colours swapped: rank % S shards a unit across nodes, rank / S replicates within one",
+       []() -> const FsdpTask& { static const SwappedColors m; return m; }},
+      {8, "same-color", "the replica colour is rank / S, the shard group's: the all-reduce mixes different chunks",
+       []() -> const FsdpTask& { static const SameColor m; return m; }},
+      {8, "sum-not-mean", "the all-reduce across replicas sums (ReduceOp::sum) instead of averaging: W / S times the gradient",
+       []() -> const FsdpTask& { static const SumNotMean m; return m; }},
+      {8, "no-all-reduce", "no all-reduce across the replicas: the gradient is the mean over S ranks, not over W",
+       []() -> const FsdpTask& { static const NoAllReduce m; return m; }},
+      {8, "compute-stream", "the all-reduce is issued on the compute stream instead of the reduce-scatter stream",
+       []() -> const FsdpTask& { static const ComputeStream m; return m; }},
+  };
+  return mutants;
+}
+
 }  // namespace fsdplab

@@ -1,5 +1,141 @@
-// PLACEHOLDER while the mutants are written.
+// Task 9's mutants: the pitfalls of labs/09-cpu-offload/README.md, each the reference
+// (engine/fsdp/cpu_offload_reference.cpp) with one defect. The methods a mutant gets right are the
+// reference's, called through reference_cpu_offload().
+#include "engine/fsdp/cpu_offload_task.hpp"
+#include "engine/tensor/host_copy.hpp"
 #include "labs/mutants/mutants.hpp"
+
 namespace fsdplab {
-std::span<const Mutant> cpu_offload_mutants() { return {}; }
+namespace {
+
+const CpuOffloadTask& reference() { return reference_cpu_offload(); }
+
+// Work issued to `waiter` from now on starts after all work issued to `producer` so far (the reference's).
+void order(Device& device, Lane waiter, Lane producer) {
+  Event event("fsdp.offload_order");
+  device.record(event, producer);
+  device.wait(waiter, event);
+}
+
+// The host waits for each copy up: right numbers, but the host stops running ahead at every gather.
+class H2dHostSync final : public CpuOffloadTask {
+ public:
+  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
+    order(device, Lane::memcpy, Lane::all_gather);
+    copy_to_device(device.stream(Lane::memcpy), host_shard, device_copy);
+    device.synchronize(Lane::memcpy);
+  }
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    reference().copy_grad_to_host(device, device_grad, host_grad);
+  }
+  void wait_for_grad_on_host(Device& device, const Event& landed) const override {
+    reference().wait_for_grad_on_host(device, landed);
+  }
+};
+
+// The copy up on the all-gather stream: ordered by stream order, but the memcpy lane stays empty and each
+// copy queues behind the previous gather.
+class H2dOnAllGather final : public CpuOffloadTask {
+ public:
+  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
+    copy_to_device(device.stream(Lane::all_gather), host_shard, device_copy);
+  }
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    reference().copy_grad_to_host(device, device_grad, host_grad);
+  }
+  void wait_for_grad_on_host(Device& device, const Event& landed) const override {
+    reference().wait_for_grad_on_host(device, landed);
+  }
+};
+
+// The all-gather stream never told to wait for the copy up: the gather may read the shard half copied.
+class GatherNoWait final : public CpuOffloadTask {
+ public:
+  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
+    order(device, Lane::memcpy, Lane::all_gather);
+    copy_to_device(device.stream(Lane::memcpy), host_shard, device_copy);
+  }
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    reference().copy_grad_to_host(device, device_grad, host_grad);
+  }
+  void wait_for_grad_on_host(Device& device, const Event& landed) const override {
+    reference().wait_for_grad_on_host(device, landed);
+  }
+};
+
+// The copy up not ordered after the earlier gathers: it may overwrite a block a gather still reads.
+class CopyBeforeGathersDone final : public CpuOffloadTask {
+ public:
+  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
+    copy_to_device(device.stream(Lane::memcpy), host_shard, device_copy);
+    order(device, Lane::all_gather, Lane::memcpy);
+  }
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    reference().copy_grad_to_host(device, device_grad, host_grad);
+  }
+  void wait_for_grad_on_host(Device& device, const Event& landed) const override {
+    reference().wait_for_grad_on_host(device, landed);
+  }
+};
+
+// The copy back issued without waiting for the reduction: it reads the gradient shard half reduced.
+class CopyBackBeforeReduction final : public CpuOffloadTask {
+ public:
+  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
+    reference().copy_shard_to_device(device, host_shard, device_copy);
+  }
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    copy_to_host(device.stream(Lane::memcpy), device_grad, host_grad);
+  }
+  void wait_for_grad_on_host(Device& device, const Event& landed) const override {
+    reference().wait_for_grad_on_host(device, landed);
+  }
+};
+
+// No host wait before the CPU step: the optimizer reads a gradient shard still in flight.
+class NoHostWait final : public CpuOffloadTask {
+ public:
+  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
+    reference().copy_shard_to_device(device, host_shard, device_copy);
+  }
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    reference().copy_grad_to_host(device, device_grad, host_grad);
+  }
+  void wait_for_grad_on_host(Device&, const Event&) const override {}
+};
+
+// The whole device synchronized instead of the event: right, but the host waits for unrelated work too.
+class WholeDeviceSync final : public CpuOffloadTask {
+ public:
+  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
+    reference().copy_shard_to_device(device, host_shard, device_copy);
+  }
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    reference().copy_grad_to_host(device, device_grad, host_grad);
+  }
+  void wait_for_grad_on_host(Device& device, const Event&) const override { device.synchronize(); }
+};
+
+}  // namespace
+
+std::span<const Mutant> cpu_offload_mutants() {
+  static const Mutant mutants[] = {
+      {9, "h2d-host-sync", "copy_shard_to_device makes the host wait for the copy (a host sync in the copy path)",
+       []() -> const FsdpTask& { static const H2dHostSync m; return m; }},
+      {9, "h2d-on-all-gather", "the copy to the device is issued on the all-gather stream instead of the memcpy stream",
+       []() -> const FsdpTask& { static const H2dOnAllGather m; return m; }},
+      {9, "gather-no-wait", "the all-gather stream is not made to wait for the copy of the shard to the device",
+       []() -> const FsdpTask& { static const GatherNoWait m; return m; }},
+      {9, "copy-before-gathers-done", "the copy to the device is not ordered after the all-gather stream's earlier gathers",
+       []() -> const FsdpTask& { static const CopyBeforeGathersDone m; return m; }},
+      {9, "copy-back-before-reduction", "the copy of the gradient to the host does not wait for the reduction",
+       []() -> const FsdpTask& { static const CopyBackBeforeReduction m; return m; }},
+      {9, "no-host-wait", "wait_for_grad_on_host waits for nothing: the CPU step reads a gradient still in flight",
+       []() -> const FsdpTask& { static const NoHostWait m; return m; }},
+      {9, "whole-device-sync", "wait_for_grad_on_host synchronizes the whole device instead of the `landed` event",
+       []() -> const FsdpTask& { static const WholeDeviceSync m; return m; }},
+  };
+  return mutants;
+}
+
 }  // namespace fsdplab
