@@ -12,6 +12,8 @@
 //   fsdplab view a.json [b.json]  exported traces replayed in the same panels
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -31,6 +33,19 @@
 
 namespace fsdplab::app {
 namespace {
+
+// A CLI check that a number is finite and within [low, high] (CLI::Range lets NaN through).
+CLI::Validator finite_range(double low, double high, const std::string& what) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(value) || value < low || value > high)
+          return text + " is not " + what + " from " + CLI::detail::to_string(low) + " to " + CLI::detail::to_string(high);
+        return "";
+      },
+      "FINITE in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]");
+}
 
 struct GuiOptions {
   SessionSettings settings;
@@ -65,8 +80,10 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
                      "reference beside --impl, ASYNC)")
           ->capture_default_str()
           ->check(CLI::IsMember(comparison_flags())),
-      cmd.add_option("--ab-block", s.ab_block, "A/B: steps per block")->capture_default_str(),
-      cmd.add_option("--pace", s.steps_per_second, "Steps per wall second (0: unpaced)")->capture_default_str(),
+      cmd.add_option("--ab-block", s.ab_block, "A/B: steps per block")->capture_default_str()->check(CLI::Range(1, 1 << 20)),
+      cmd.add_option("--pace", s.steps_per_second, "Steps per wall second (0: unpaced)")
+          ->capture_default_str()
+          ->check(finite_range(0, 1000, "steps per second (0: unpaced)")),
       cmd.add_flag("--dry-run", s.dry_run, "Shapes, time and memory only (large presets at the speed of small ones)"),
   };
   const std::vector<CLI::Option*> fsdp = add_fsdp_flags(
@@ -248,8 +265,9 @@ void add_gui_command(CLI::App& app) {
   cmd->add_option("--break", options->break_kind,
                   "With --screenshot: then stop at this FSDP event (e.g. 'post-forward'), or at the first event of a "
                   "task's code (task:3), and show it");
-  cmd->add_option("--width", options->width, "Window width in pixels")->capture_default_str();
-  cmd->add_option("--height", options->height, "Window height in pixels")->capture_default_str();
+  // Bounded by what a GL framebuffer and a PNG of it can be here (16384 is the common maximum texture size).
+  cmd->add_option("--width", options->width, "Window width in pixels")->capture_default_str()->check(CLI::Range(64, 16384));
+  cmd->add_option("--height", options->height, "Window height in pixels")->capture_default_str()->check(CLI::Range(64, 16384));
   cmd->add_option("--timeout", options->timeout, "With --screenshot: give up after this many seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -1,11 +1,11 @@
 #include "grader/grading_cases.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/input_file.hpp"
 #include "grader/graded_run.hpp"
 
 namespace fsdplab::grading {
@@ -25,11 +25,10 @@ Check load_case(const fs::path& file) {
   const auto bad = [&](const std::string& why) -> Error {
     return Error("grade --cases: " + file.string() + ": " + why);
   };
-  std::ifstream in(file);
-  if (!in) throw bad("cannot be read");
   nlohmann::json j;
+  const std::string text = read_input_file(file, "grading case", 1u << 20, "a JSON object, grader/grading_cases.hpp");
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw bad(std::string("not valid JSON (") + e.what() + ")");
   }

@@ -13,6 +13,19 @@
 namespace fsdplab::app {
 namespace {
 
+// Calls draw(t) for t = first, first + step, ... below `end`, at most one tick per 2 px of `width`.
+// Counted, not stepped: far from time 0 (a peer may send times up to 2^61 ns) a step can be below a
+// double's resolution, and `t += step` would stand still — the frame would never end.
+template <class Draw>
+void for_each_tick(double first, double step, double end, float width, const Draw& draw) {
+  const auto max_ticks = static_cast<int>(width / 2) + 2;
+  for (int i = 0; i < max_ticks; ++i) {
+    const double t = first + i * step;
+    if (t >= end) break;
+    draw(t);
+  }
+}
+
 constexpr float kLabelWidth = 150;        // the fixed column of lane labels
 constexpr float kAxisHeight = 22;
 constexpr float kSourceHeaderHeight = 20;
@@ -291,10 +304,10 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
     // Backgrounds, headers and labels, clipped to the lanes' region below the axis.
     dl.PushClipRect(ImVec2(left, area.top), ImVec2(area.x1, area.bottom), true);
     dl.AddRectFilled(ImVec2(left, area.top), ImVec2(area.x0, area.bottom), kLabelColumn);
-    for (double t = first_tick; t < end_; t += step) {
+    for_each_tick(first_tick, step, end_, area.width(), [&](double t) {
       const float x = area.x0 + static_cast<float>((t - begin_) / span * area.width());
       dl.AddLine(ImVec2(x, area.top), ImVec2(x, area.bottom), kGrid);
-    }
+    });
     const float font_size = ImGui::GetFontSize();
     bool shade = false;
     for (const Row& row : rows_) {
@@ -441,18 +454,12 @@ void TimelinePanel::draw_axis(const Area& area, float left, float top, ImDrawLis
   const double step = tick_step(span / area.width());
   const double magnitude = std::max(std::abs(begin_), std::abs(end_));
   const double minor = step / 5;
-  // Counted, not stepped: far from time 0 (a peer may send times up to 2^61 ns) a minor tick can be
-  // below a double's resolution, and `t += minor` would stand still. A tick per 2 px at most.
-  const double first_tick = std::ceil(begin_ / minor) * minor;
-  const auto max_ticks = static_cast<int>(area.width() / 2) + 2;
-  for (int i = 0; i < max_ticks; ++i) {
-    const double t = first_tick + i * minor;
-    if (t >= end_) break;
+  for_each_tick(std::ceil(begin_ / minor) * minor, minor, end_, area.width(), [&](double t) {
     const float x = area.x0 + static_cast<float>((t - begin_) / span * area.width());
     const bool major = std::abs(std::remainder(t, step)) < minor / 2;
     dl.AddLine(ImVec2(x, bottom - (major ? 8.0f : 3.0f)), ImVec2(x, bottom), kTick);
     if (major) dl.AddText(ImVec2(x + 3, top + 2), kText, format_tick(t, step, magnitude).c_str());
-  }
+  });
   if (mouse_x_ >= 0) {  // the time under the cursor, to the nanosecond
     const double t = begin_ + static_cast<double>(mouse_x_ - area.x0) / area.width() * span;
     const std::string text = format_instant(static_cast<SimTime>(std::llround(t)));

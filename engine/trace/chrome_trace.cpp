@@ -12,16 +12,10 @@
 #include <string_view>
 #include <utility>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <system_error>
-
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/input_file.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/trace/trace_wire.hpp"
 
@@ -490,47 +484,6 @@ class Reader {
   bool pending_total_ = false;  // the last sample read still waits for its 'mem total'
 };
 
-// The whole file, if it is a regular file of at most kMaxTraceFileBytes. Opened without blocking (a
-// FIFO would wait for a writer forever) and judged by fstat of what was opened before anything is read,
-// so a directory, a device such as /dev/zero or a pipe is refused by its kind, never read.
-std::string read_trace_text(const std::string& file) {
-  const auto error_words = [](int error) { return std::error_code(error, std::generic_category()).message(); };
-  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) fail("cannot read trace '", file, "': cannot open it: ", error_words(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) fail("cannot read trace '", file, "': ", error_words(errno));
-  if (!S_ISREG(st.st_mode)) {
-    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
-                       : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
-                       : S_ISCHR(st.st_mode)  ? "a character device"
-                       : S_ISBLK(st.st_mode)  ? "a block device"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                                              : "not a regular file";
-    fail("cannot read trace '", file, "': it is ", kind, "; expected a regular file (written by fsdplab run --trace)");
-  }
-  const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size > kMaxTraceFileBytes)
-    fail("cannot read trace '", file, "': it has ", size, " bytes; expected at most ", kMaxTraceFileBytes);
-  // Read what fstat reported and one byte more: a file still growing is cut off at the limit, not followed.
-  std::string text(static_cast<std::size_t>(size) + 1, '\0');
-  std::size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail("cannot read trace '", file, "': reading failed: ", error_words(errno));
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  if (got > kMaxTraceFileBytes)
-    fail("cannot read trace '", file, "': it grew past ", kMaxTraceFileBytes, " bytes while being read");
-  text.resize(got);
-  return text;
-}
-
 }  // namespace
 
 void write_chrome_trace(const std::filesystem::path& path, const TraceData& data, const TraceMeta& meta,
@@ -541,7 +494,7 @@ void write_chrome_trace(const std::filesystem::path& path, const TraceData& data
 
 TraceData read_chrome_trace(const std::filesystem::path& path, TraceMeta* meta) {
   const std::string file = path.string();
-  const std::string text = read_trace_text(file);
+  const std::string text = read_input_file(file, "trace", kMaxTraceFileBytes, "written by fsdplab run --trace");
 
   Json doc;
   try {

@@ -87,7 +87,11 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
           " completed steps and --steps is ", run.steps, ": nothing left to run; pass --steps above ",
           resume_from->step());
   }
-  if (checkpointing) check_checkpoint_target(run.checkpoint_dir);
+  if (checkpointing) {
+    check_checkpoint_target(run.checkpoint_dir);
+    // Before anything is written: a second run on the folder is refused here, naming the first.
+    if (layout.reports()) checkpoint_lock.emplace(run.checkpoint_dir);
+  }
   first_step = resuming ? resume_from->step() : 0;
   world_options.timeout = fsdp.comm_timeout;
   // Ranks wait for rank 0 while it writes the whole model of a checkpoint.

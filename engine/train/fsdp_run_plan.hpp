@@ -14,6 +14,7 @@
 
 #include "engine/comm/local_comm.hpp"
 #include "engine/runtime/device_factory.hpp"
+#include "engine/train/checkpoint_lock.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/rank_launch.hpp"
@@ -33,6 +34,7 @@ struct FsdpRunPlan {
   BuiltModel probe;  // a build of the run's model, shapes only: what the checks and checkpoints read
   std::optional<CheckpointFile> init_file;         // --load-init
   bool checkpointing = false;                      // --checkpoint DIR
+  std::optional<CheckpointLock> checkpoint_lock;   // held by the process that commits checkpoints (rank 0's)
   nlohmann::json checkpoint_identity;              // what a checkpoint of this run records, when checkpointing or resuming
   std::optional<TrainingCheckpoint> resume_from;   // --resume
   int first_step = 0;                              // the resumed checkpoint's completed steps, else 0

@@ -108,6 +108,7 @@ std::string option_of(const std::string& field) {
   static const std::map<std::string, std::string> options = {
       {"model.name", "--model"},       {"data.seed", "--seed"},           {"data.batch", "--batch"},
       {"data.seq", "--seq"},           {"data.file", "--data"},           {"optimizer.name", "--optimizer"},
+      {"data.file.bytes", "--data: the file is another"}, {"data.file.crc32", "--data: the file's contents changed"},
       {"optimizer.lr", "--lr"},        {"optimizer.momentum", "--momentum"}, {"fsdp.world", "--world"},
       {"fsdp.strategy", "--strategy"}, {"fsdp.shard_group", "--strategy/--hybrid-group"},
       {"fsdp.param_dtype", "--precision"}, {"fsdp.reduce_dtype", "--reduce-dtype"}, {"fsdp.wrap", "--wrap"},
@@ -296,6 +297,19 @@ void swap_in(const fs::path& staging, const fs::path& dir) {
 
 // ---- the run a checkpoint belongs to ------------------------------------------------------------------
 
+namespace {
+
+// The token file a run reads, by what it holds and not where it is: its size and CRC-32, so a resume notices
+// a file whose contents changed under the same name and accepts the same file by another path. "synthetic"
+// for generated tokens.
+Json data_identity(const std::string& data_file) {
+  if (data_file.empty()) return "synthetic";
+  const FileDigest digest = digest_file(data_file);
+  return {{"bytes", digest.bytes}, {"crc32", crc32_hex(digest.crc32)}};
+}
+
+}  // namespace
+
 Json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const FsdpTasks& tasks, BuiltModel& model) {
   const int shards = shard_group_size(options, run.world);
   Json units = Json::array();
@@ -320,7 +334,7 @@ Json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const Fsdp
        {{"seed", run.seed},
         {"batch", run.batch},
         {"seq", model.batch.seq},
-        {"file", run.data_file},
+        {"file", data_identity(run.data_file)},
         {"accumulate", run.accumulate}}},
       {"optimizer", optimizer},
       {"fsdp",

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "engine/nn/safetensors.hpp"
+#include "engine/train/checkpoint_lock.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/trainer.hpp"
@@ -97,12 +98,13 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
   return files;
 }
 
-// Names beside `dir` that a save stages in (DIR.tmp-<pid>) or moves the previous checkpoint to.
+// Names beside `dir` that a save stages in (DIR.tmp-<pid>) or moves the previous checkpoint to. The lock file
+// (DIR.fsdplab-lock, checkpoint_lock.hpp) stays by design: the kernel, not the file, holds the lock.
 std::vector<std::string> leftovers(const fs::path& dir) {
   std::vector<std::string> names;
   for (const fs::directory_entry& e : fs::directory_iterator(dir.parent_path())) {
     const std::string name = e.path().filename().string();
-    if (name.starts_with(dir.filename().string() + ".")) names.push_back(name);
+    if (name.starts_with(dir.filename().string() + ".") && e.path() != CheckpointLock::lock_file(dir)) names.push_back(name);
   }
   return names;
 }
@@ -222,6 +224,48 @@ TEST_F(FsdpCheckpoint, RankFilesHoldShardsAndOptimizerState) {
   baseline.world = 1;
   baseline.load_init = path("ckpt").string();
   EXPECT_EQ(train_baseline(baseline, PresetCatalog::builtin(), nullptr, nullptr).size(), 1u);
+}
+
+// A resume identifies its token file by size and CRC-32, not by path: the same tokens under another name
+// resume; other tokens under the same name (one bit, the same size) are refused, saying what changed.
+TEST_F(FsdpCheckpoint, AResumeKnowsItsDataByContentsNotByPath) {
+  std::string tokens;
+  for (int i = 0; i < 4096; ++i) {
+    const auto token = static_cast<std::uint16_t>((i * 7) % 64);  // below test-tiny's vocabulary of 64
+    tokens.append(reinterpret_cast<const char*>(&token), sizeof token);
+  }
+  spit(path("tokens.bin"), tokens);
+  FsdpRun first = make_run(Case{}, kStop);
+  first.run.data_file = path("tokens.bin").string();
+  first.run.checkpoint_dir = path("ckpt").string();
+  train(first);
+
+  fs::copy_file(path("tokens.bin"), path("moved.bin"));
+  FsdpRun moved = make_run(Case{}, kStop + 1);
+  moved.run.data_file = path("moved.bin").string();
+  moved.run.resume_dir = path("ckpt").string();
+  EXPECT_EQ(train(moved).size(), 1u);
+
+  tokens[10] = static_cast<char>(tokens[10] ^ 1);
+  spit(path("tokens.bin"), tokens);
+  FsdpRun changed = make_run(Case{}, kStop + 1);
+  changed.run.data_file = path("tokens.bin").string();
+  changed.run.resume_dir = path("ckpt").string();
+  const std::string e = error_of([&] { train(changed); });
+  EXPECT_TRUE(contains(e, "data.file.crc32 (--data: the file's contents changed): the checkpoint has \"")) << e;
+}
+
+// One run at a time writes a checkpoint folder: a second is refused before it trains, naming the first's
+// process, and nothing is written.
+TEST_F(FsdpCheckpoint, ASecondRunOnTheSameFolderIsRefusedNamingTheFirst) {
+  const CheckpointLock first(path("ckpt"));
+  FsdpRun second = make_run(Case{}, 1);
+  second.run.checkpoint_dir = path("ckpt").string();
+  const std::string e = error_of([&] { train(second); });
+  EXPECT_TRUE(contains(e, "--checkpoint '" + path("ckpt").string() + "': another run (process " + std::to_string(::getpid()) +
+                              ") is writing checkpoints there"))
+      << e;
+  EXPECT_FALSE(fs::exists(path("ckpt")));
 }
 
 // A checkpoint of 3 steps of Case{} in path("ckpt"), and the run that resumes it to 6 steps.

@@ -26,7 +26,7 @@ struct Input {
 };
 
 // One frame: a window filling the display with the panel in it.
-void frame(HeadlessImGui& ui, TimelinePanel& panel, const TraceStore& store, const Input& in = {}) {
+const ImDrawData& frame(HeadlessImGui& ui, TimelinePanel& panel, const TraceStore& store, const Input& in = {}) {
   ImGui::SetCurrentContext(ui.context());
   ImGuiIO& io = ImGui::GetIO();
   io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;  // as the OpenGL 3 backend says
@@ -40,7 +40,7 @@ void frame(HeadlessImGui& ui, TimelinePanel& panel, const TraceStore& store, con
                                              ImGuiWindowFlags_NoSavedSettings);
   panel.draw(store);
   ImGui::End();
-  ui.render();
+  return ui.render();
 }
 
 TraceEvent op(int rank, Lane lane, OpCategory category, SimTime begin, SimTime end, OpId id = 0) {
@@ -218,6 +218,24 @@ TEST(TimelinePanel, FoldsSubPixelOpsIntoOneBlockPerBurst) {
   EXPECT_LE(panel.view_begin(), burst_begin(37, 0));
   EXPECT_GE(panel.view_end(), burst_begin(37, kPerBurst - 1) + 3);
   EXPECT_LT(panel.view_end() - panel.view_begin(), kBurstPeriod);
+}
+
+// A peer may send times up to 2^61 ns. There a 1 µs view's minor tick (20 ns) is below a double's resolution
+// (512 ns at 2^61), and an axis stepping `t += minor` stood still: the frame never ended. The ticks are
+// counted instead, one per 2 px at most, so the frame ends and what it draws is bounded by the pixels.
+TEST(TimelinePanel, FarFromTimeZeroTheAxisFrameEndsWithBoundedTicks) {
+  TraceStore store;
+  const int source = store.add_source("ASYNC", 1, false);
+  const SimTime far = SimTime{1} << 61;
+  store.add_event(source, op(0, Lane::compute, OpCategory::compute, far, far + 500));
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  panel.set_view(far, far + 1'000);
+  const ImDrawData& drawn = frame(ui, panel, store);
+  int vertices = 0;
+  for (int i = 0; i < drawn.CmdListsCount; ++i) vertices += drawn.CmdLists[i]->VtxBuffer.Size;
+  // Each tick is a line (4 vertices): 800 ticks at most on 1600 px, plus the lanes, labels and the op.
+  EXPECT_LT(vertices, 800 * 4 + 20'000);
 }
 
 TEST(TimelinePanel, DrawsEveryVisibleOpWhenZoomedIn) {
