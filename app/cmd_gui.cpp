@@ -85,9 +85,13 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
           ->capture_default_str()
           ->check(finite_range(0, 1000, "steps per second (0: unpaced)")),
       cmd.add_flag("--dry-run", s.dry_run, "Shapes, time and memory only (large presets at the speed of small ones)"),
+      cmd.add_option("--wrap", s.wrap, "FSDP units: block, linear, nested or model (as fsdplab run --wrap)")
+          ->capture_default_str(),
   };
-  const std::vector<CLI::Option*> fsdp = add_fsdp_flags(
-      cmd, s.fsdp, {FsdpFlag::prefetch, FsdpFlag::strategy, FsdpFlag::precision, FsdpFlag::impl});
+  const std::vector<CLI::Option*> fsdp =
+      add_fsdp_flags(cmd, s.fsdp,
+                     {FsdpFlag::prefetch, FsdpFlag::strategy, FsdpFlag::hybrid_group, FsdpFlag::precision,
+                      FsdpFlag::reduce_dtype, FsdpFlag::max_inflight, FsdpFlag::buffers, FsdpFlag::offload, FsdpFlag::impl});
   flags.insert(flags.end(), fsdp.begin(), fsdp.end());
   return flags;
 }
@@ -152,12 +156,20 @@ void run_gui(GuiOptions o) {
     // The shot shows the runs N steps in: they stop there (one step more to break in), unpaced.
     o.settings.steps = o.screenshot_steps + (window.screenshot_break ? 1 : 0);
     o.settings.steps_per_second = 0;
-  } else {
-    check(o.break_kind.empty(), "--break is for --screenshot; in the window, use the step-through panel");
   }
+  // In the window, --break arms the step-through panel before the runs start: they pause at the first such
+  // event (the command a grader's diagnostic gives, `--break task:3`, opens on the student's code).
+  const bool arm = o.screenshot.empty() && !o.break_kind.empty();
+  const ScreenshotBreak armed = arm ? parse_break(o.break_kind) : ScreenshotBreak{};
   window.timeout_seconds = o.timeout;
   if (const auto problem = display_problem()) fail(no_window_hint(*problem));
   Dashboard dashboard(std::make_unique<LiveSession>(o.settings));
+  if (arm) {
+    RunControl& control = dashboard.session()->control();
+    if (armed.kind) control.set_break_on(*armed.kind, true);
+    if (armed.task != 0) control.set_break_on_task(armed.task, true);
+    control.set_breaking(true);
+  }
   run_window(dashboard, window);
   if (!window.screenshot.empty()) std::printf("screenshot: %s\n", window.screenshot.c_str());
   // The dashboard showed it in the run's panel; the command ends with it too.
@@ -263,8 +275,8 @@ void add_gui_command(CLI::App& app) {
   cmd->add_option("--screenshot", options->screenshot, "Render to this PNG after --steps steps and exit");
   cmd->add_option("--steps", options->screenshot_steps, "With --screenshot: steps before the shot")->capture_default_str();
   cmd->add_option("--break", options->break_kind,
-                  "With --screenshot: then stop at this FSDP event (e.g. 'post-forward'), or at the first event of a "
-                  "task's code (task:3), and show it");
+                  "Stop the runs at this FSDP event (e.g. 'post-forward'), or at each event of a task's code (task:3), "
+                  "in the step-through panel; with --screenshot, after --steps steps, and show it");
   // Bounded by what a GL framebuffer and a PNG of it can be here (16384 is the common maximum texture size).
   cmd->add_option("--width", options->width, "Window width in pixels")->capture_default_str()->check(CLI::Range(64, 16384));
   cmd->add_option("--height", options->height, "Window height in pixels")->capture_default_str()->check(CLI::Range(64, 16384));

@@ -89,6 +89,12 @@ double overlap_percent(const std::vector<OpRecord>& ops);
 // — with the budget beside the reference's training of the same case. `cause` names the likely mistake.
 Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause);
 
+// Losses and final parameters of `c` equal to the single-rank baseline's at each of `worlds` (one baseline for
+// all), with the allowance equivalence_check gives; the fraction of worlds that are. The first miss is the
+// diagnostic, with the command that reproduces it; `race_cause` is its cause when the race detector stopped it.
+CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_cause, GradeCase c,
+                             const std::vector<int>& worlds, const std::string& cause);
+
 // "the run failed: <error>" as a diagnostic's "got", with the race detector's or a TODO's wording.
 std::string failure_text(const GradedRun& run);
 

@@ -1,5 +1,7 @@
 #include "grader/rank_harness.hpp"
 
+#include <algorithm>
+
 #include "engine/runtime/presets.hpp"
 #include "engine/train/world.hpp"
 
@@ -11,6 +13,23 @@ std::unique_ptr<SimDevice> make_graded_device(int rank, bool dry_run) {
   options.dry_run = dry_run;
   return std::make_unique<SimDevice>(rank, presets.device("h100-sxm"), presets.link("nvlink4"), options);
 }
+
+CheckOutcome first_failure(const RankFindings& found) {
+  for (const CheckOutcome& o : found)
+    if (!o.passed()) return o;
+  return CheckOutcome::pass();
+}
+
+std::vector<OpRecord> ops_since(const Device& device, std::size_t first) {
+  return {device.ops().begin() + static_cast<std::ptrdiff_t>(first), device.ops().end()};
+}
+
+const OpRecord* first_of(const std::vector<OpRecord>& ops, OpCategory category) {
+  const auto it = std::find_if(ops.begin(), ops.end(), [&](const OpRecord& op) { return op.category == category; });
+  return it == ops.end() ? nullptr : &*it;
+}
+
+bool intersects(const OpRecord& a, const OpRecord& b) { return a.begin < b.end && b.begin < a.end; }
 
 void on_ranks(int world, const std::function<void(GradedRank&)>& body) {
   run_world(world, [&](int r, LocalWorld& local) {

@@ -5,9 +5,11 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "engine/comm/local_comm.hpp"
 #include "engine/runtime/sim_device.hpp"
+#include "grader/grade_check.hpp"
 
 namespace fsdplab::grading {
 
@@ -20,6 +22,18 @@ struct GradedRank {
 
 // A sim device on the h100-sxm preset with the nvlink4 link, as the checks' trainings use.
 std::unique_ptr<SimDevice> make_graded_device(int rank, bool dry_run = false);
+
+// What each rank found (a pass when all is well): each rank writes only its own slot. The first failure
+// is the check's outcome.
+using RankFindings = std::vector<CheckOutcome>;
+CheckOutcome first_failure(const RankFindings& found);
+
+// The ops `device` launched from the `first`-th on (copies: launching more may move the log).
+std::vector<OpRecord> ops_since(const Device& device, std::size_t first);
+// The first of `ops` of `category`, or nullptr.
+const OpRecord* first_of(const std::vector<OpRecord>& ops, OpCategory category);
+// Whether two ops ran at the same time on the virtual clock.
+bool intersects(const OpRecord& a, const OpRecord& b);
 
 // Runs `body` on `world` ranks and joins them; the first rank's Error is rethrown (run_world). Nothing
 // may be in flight when body returns: the harness synchronizes each device before its tensors go.

@@ -53,6 +53,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   run.steps = steps;
   run.device_preset = device_preset;
   run.link_preset = link_preset;
+  run.wrap = wrap;
   run.batch = (std::max(8, world) + world - 1) / world * world;  // 8 sequences, or one per rank
   build_model(run);  // an unknown model or preset is refused here, before any run starts
 

@@ -47,6 +47,7 @@ struct SessionSettings {
   // ASYNC prefetch (SYNC never prefetches: sync_schedule), and --impl: which tasks are the student's.
   FsdpFlags fsdp;
   int steps = 500;
+  std::string wrap = "block";  // FSDP's wrap policy (model_factory.hpp): block, linear, nested or model
   bool dry_run = false;     // shapes, time and memory only: the large presets at the speed of the small
   double steps_per_second = 4;  // 0: as fast as the host computes
 

@@ -54,25 +54,6 @@ GatherBuffers gather_buffers(GradedRank& r, std::int64_t n) {
   return b;
 }
 
-// The ops `device` launched from the `first`-th on (copies: launching more may move the log).
-std::vector<OpRecord> ops_since(const Device& device, std::size_t first) {
-  return {device.ops().begin() + static_cast<std::ptrdiff_t>(first), device.ops().end()};
-}
-
-const OpRecord* first_of(const std::vector<OpRecord>& ops, OpCategory category) {
-  const auto it = std::find_if(ops.begin(), ops.end(), [&](const OpRecord& op) { return op.category == category; });
-  return it == ops.end() ? nullptr : &*it;
-}
-
-// What each rank found (a pass when all is well); each rank writes only its own slot.
-using RankFindings = std::vector<CheckOutcome>;
-
-CheckOutcome first_failure(const RankFindings& found) {
-  for (const CheckOutcome& o : found)
-    if (!o.passed()) return o;
-  return CheckOutcome::pass();
-}
-
 Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run,
            std::string show = kShow) {
   return {3, std::move(id), std::move(title), points, std::move(show), std::move(run)};
@@ -119,34 +100,6 @@ BesideReference train_beside_reference(const CheckContext& ctx, GradeCase c) {
   }
   out.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true, .params = false});
   return out;
-}
-
-// Losses and final parameters equal to the single-rank baseline's at each of `worlds` — within c.tolerance,
-// or twice the reference's own distance where rounding takes it further (as equivalence_check allows); the
-// fraction of worlds that are.
-CheckOutcome trains_equal_at(const CheckContext& ctx, GradeCase c, const std::vector<int>& worlds, const std::string& cause) {
-  c.run.seed = ctx.seed;
-  const GradedRun baseline = train_baseline(c, ctx.scratch);
-  int equal = 0;
-  CheckOutcome first;
-  for (int world : worlds) {
-    c.run.world = world;
-    const GradedRun reference = train_graded(c, ctx.reference, ctx.scratch);
-    const double allowed = std::max(c.tolerance, 2 * deviation_from(reference, baseline));
-    const GradedRun graded = train_graded(c, ctx.tasks, ctx.scratch);
-    CheckOutcome outcome = compare_with_baseline(graded, baseline, allowed);
-    if (outcome.passed()) {
-      ++equal;
-    } else if (first.passed()) {
-      first = std::move(outcome);
-      first.got = "W = " + std::to_string(world) + ": " + first.got + " (" + c.command("run", ctx.impl_flag()) + ")";
-      if (graded.race) first.cause = kRaceCause;
-      else if (graded.trained()) first.cause = cause;
-    }
-  }
-  if (first.passed()) return first;
-  first.fraction = static_cast<double>(equal) / static_cast<double>(worlds.size());
-  return first;
 }
 
 }  // namespace
@@ -367,7 +320,7 @@ std::vector<Check> forward_checks() {
   checks.push_back(make("training", "gpt2 test-tiny trains equal to the single-rank baseline at W = 1, 2, 3, 4, 8", 2, [](const CheckContext& c) {
     GradeCase run = small_gpt2(1);
     run.run.batch = 24;  // split evenly over every world size tried
-    return trains_equal_at(c, run, {1, 2, 3, 4, 8}, "the gathered parameters are not every rank's shard in rank order");
+    return trains_equal_at(c, kRaceCause, run, {1, 2, 3, 4, 8}, "the gathered parameters are not every rank's shard in rank order");
   }));
   return checks;
 }

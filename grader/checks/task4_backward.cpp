@@ -75,25 +75,6 @@ GradBuffers grad_buffers(GradedRank& r, std::int64_t n, bool host_writes = true)
   return b;
 }
 
-// The ops `device` launched from the `first`-th on (copies: launching more may move the log).
-std::vector<OpRecord> ops_since(const Device& device, std::size_t first) {
-  return {device.ops().begin() + static_cast<std::ptrdiff_t>(first), device.ops().end()};
-}
-
-const OpRecord* first_of(const std::vector<OpRecord>& ops, OpCategory category) {
-  const auto it = std::find_if(ops.begin(), ops.end(), [&](const OpRecord& op) { return op.category == category; });
-  return it == ops.end() ? nullptr : &*it;
-}
-
-// What each rank found (a pass when all is well); each rank writes only its own slot.
-using RankFindings = std::vector<CheckOutcome>;
-
-CheckOutcome first_failure(const RankFindings& found) {
-  for (const CheckOutcome& o : found)
-    if (!o.passed()) return o;
-  return CheckOutcome::pass();
-}
-
 // Why rank `rank`'s shard holds `got` instead of chunk `rank` of the mean, tried against the README's pitfalls.
 std::string reduction_cause(const std::vector<float>& got, const std::vector<float>& mean, int rank, int world, std::int64_t n) {
   const std::vector<float> want = chunk(mean, rank, n);
@@ -114,36 +95,6 @@ Check make(std::string id, std::string title, int points, std::function<CheckOut
            std::string show = kShow) {
   return {4, std::move(id), std::move(title), points, std::move(show), std::move(run)};
 }
-
-// Losses and final parameters equal to the single-rank baseline's at each of `worlds` — within c.tolerance,
-// or twice the reference's own distance where rounding takes it further (as equivalence_check allows); the
-// fraction of worlds that are.
-CheckOutcome trains_equal_at(const CheckContext& ctx, GradeCase c, const std::vector<int>& worlds, const std::string& cause) {
-  c.run.seed = ctx.seed;
-  const GradedRun baseline = train_baseline(c, ctx.scratch);
-  int equal = 0;
-  CheckOutcome first;
-  for (int world : worlds) {
-    c.run.world = world;
-    const GradedRun reference = train_graded(c, ctx.reference, ctx.scratch);
-    const double allowed = std::max(c.tolerance, 2 * deviation_from(reference, baseline));
-    const GradedRun graded = train_graded(c, ctx.tasks, ctx.scratch);
-    CheckOutcome outcome = compare_with_baseline(graded, baseline, allowed);
-    if (outcome.passed()) {
-      ++equal;
-    } else if (first.passed()) {
-      first = std::move(outcome);
-      first.got = "W = " + std::to_string(world) + ": " + first.got + " (" + c.command("run", ctx.impl_flag()) + ")";
-      if (graded.race) first.cause = kRaceCause;
-      else if (graded.trained()) first.cause = cause;
-    }
-  }
-  if (first.passed()) return first;
-  first.fraction = static_cast<double>(equal) / static_cast<double>(worlds.size());
-  return first;
-}
-
-bool intersects(const OpRecord& a, const OpRecord& b) { return a.begin < b.end && b.begin < a.end; }
 
 }  // namespace
 
@@ -354,7 +305,7 @@ std::vector<Check> backward_checks() {
     run.run.batch = 24;  // split evenly over every world size tried
     run.run.optimizer = "sgd";
     run.run.lr = 0.1;
-    return trains_equal_at(c, run, {1, 2, 3, 4, 8},
+    return trains_equal_at(c, kRaceCause, run, {1, 2, 3, 4, 8},
                            "the gradient summed over the ranks instead of averaged, or averaged twice: SGD's steps are then W "
                            "times too long or too short (AdamW hides it)");
   }, "fsdplab run --model gpt2 --world 2 --steps 5 --optimizer sgd --lr 0.1 {impl} --losses mine.csv"));

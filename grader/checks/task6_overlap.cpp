@@ -13,6 +13,7 @@
 
 #include "grader/check_catalog.hpp"
 #include "grader/graded_run.hpp"
+#include "grader/rank_harness.hpp"
 
 namespace fsdplab::grading {
 namespace {
@@ -38,8 +39,6 @@ GradeCase gpt2_124m(OverlapMode mode, const std::string& prefetch, int max_infli
   c.options.buffers = buffers;
   return c;
 }
-
-bool intersects(const OpRecord& a, const OpRecord& b) { return a.begin < b.end && b.begin < a.end; }
 
 // The compute op `op` overlaps, or nullptr.
 const OpRecord* overlapped_compute(const OpRecord& op, const std::vector<OpRecord>& ops) {

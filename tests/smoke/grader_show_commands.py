@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Every check's "see it" command is one the dashboard takes.
+
+Grades the untouched skeleton (every check loses its points, so every diagnostic carries its command) with
+--json, then runs each distinct command with the implementation of a task and no display: fsdplab must get
+past its argument checks to the point where it needs the window ("no display"), or, for `fsdplab run`, to the
+skeleton's TODO. A parse error (CLI11's "Run with --help") or a hang fails the test.
+
+    python3 tests/smoke/grader_show_commands.py build/app/fsdplab
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+fsdplab = os.path.realpath(sys.argv[1])
+env = dict(os.environ, DISPLAY="", WAYLAND_DISPLAY="", OPENBLAS_NUM_THREADS="1")
+with tempfile.TemporaryDirectory() as scratch:
+    report = os.path.join(scratch, "grade.json")
+    subprocess.run([fsdplab, "grade", "--json", report], check=True, env=env, stdout=subprocess.DEVNULL)
+    with open(report) as f:
+        grade = json.load(f)
+    commands = sorted({c["show"] for t in grade["tasks"] for c in t["checks"]})
+    failed = 0
+    for command in commands:
+        argv = shlex.split(command)
+        if argv[0] != "fsdplab":
+            print(f"FAIL: not an fsdplab command: {command}")
+            failed += 1
+            continue
+        try:
+            done = subprocess.run([fsdplab] + argv[1:], env=env, cwd=scratch, capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            print(f"FAIL (time-out): {command}")
+            failed += 1
+            continue
+        out = done.stdout + done.stderr
+        if "Run with --help" in out or not ("no display" in out or "not implemented yet" in out):
+            print(f"FAIL (exit {done.returncode}): {command}\n    " + "\n    ".join(out.strip().splitlines()[-3:]))
+            failed += 1
+    print(f"{len(commands)} distinct commands, {failed} refused")
+    if failed == 0:
+        print("EVERY_SHOW_COMMAND_PARSES")
+    sys.exit(1 if failed else 0)
