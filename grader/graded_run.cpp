@@ -54,6 +54,7 @@ std::string GradeCase::command(const std::string& verb, const std::string& impl_
   s << "fsdplab " << verb << (dry_run ? " --dry-run" : "") << " --model " << run.model;
   if (!run.preset.empty()) s << " --preset " << run.preset;
   s << " --world " << run.world;
+  if (gui) s << " --device-preset " << run.device_preset;  // the dashboard's own default is another GPU
   if (!gui) {
     s << " --batch " << run.batch;
     if (run.seq > 0) s << " --seq " << run.seq;
