@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <mutex>
 #include <sstream>
 
@@ -16,17 +15,6 @@ namespace fsdplab::grading {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::map<std::string, std::vector<float>> read_params(const fs::path& dir) {
-  const SafetensorsFile file = SafetensorsFile::read(dir / "model.safetensors");
-  std::map<std::string, std::vector<float>> out;
-  for (const auto& e : file.entries()) {
-    std::vector<float> v(e.bytes.size() / sizeof(float));
-    std::memcpy(v.data(), e.bytes.data(), e.bytes.size());
-    out[e.name] = std::move(v);
-  }
-  return out;
-}
 
 // A fresh folder under `scratch` for one training's --save-final.
 fs::path fresh_folder(const fs::path& scratch, const std::string& what) {
@@ -108,7 +96,7 @@ GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const fs::pat
   };
   try {
     for (const StepReport& s : train_fsdp(fsdp, PresetCatalog::builtin(), nullptr)) out.losses.push_back(s.loss);
-    if (params) out.params = read_params(final_dir);
+    if (params) out.params = read_f32_tensors(final_dir / "model.safetensors");
   } catch (const RaceError& e) {
     out.error = e.what();
     out.race = true;
@@ -127,7 +115,7 @@ GradedRun train_baseline(const GradeCase& c, const fs::path& scratch) {
   const fs::path final_dir = fresh_folder(scratch, "baseline");
   run.save_final = final_dir.string();
   for (const StepReport& s : train_baseline(run, PresetCatalog::builtin(), nullptr, nullptr)) out.losses.push_back(s.loss);
-  out.params = read_params(final_dir);
+  out.params = read_f32_tensors(final_dir / "model.safetensors");
   return out;
 }
 

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -345,6 +346,18 @@ std::span<const std::byte> SafetensorsFile::expect(std::string_view name, DType 
   if (e.dtype != want || e.shape != shape)
     fail(path_, ": ", name, ": expected ", shape_str(shape), " ", want, ", file has ", shape_str(e.shape), " ", e.dtype);
   return e.bytes;
+}
+
+std::map<std::string, std::vector<float>> read_f32_tensors(const std::filesystem::path& path) {
+  const SafetensorsFile file = SafetensorsFile::read(path);
+  std::map<std::string, std::vector<float>> out;
+  for (const SafetensorsFile::Entry& e : file.entries()) {
+    check(e.dtype == "F32", path.string(), ": ", e.name, " is ", e.dtype, "; expected F32 tensors only");
+    std::vector<float> values(e.bytes.size() / sizeof(float));
+    std::memcpy(values.data(), e.bytes.data(), e.bytes.size());
+    out[e.name] = std::move(values);
+  }
+  return out;
 }
 
 }  // namespace fsdplab

@@ -108,4 +108,8 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// Every tensor of the file at `path` as f32 values, by name: what a saved model holds (--save-final), for
+// comparing two runs element by element. An Error naming the tensor for one that is not F32.
+std::map<std::string, std::vector<float>> read_f32_tensors(const std::filesystem::path& path);
+
 }  // namespace fsdplab

@@ -1,7 +1,6 @@
 // fsdp_runs.hpp — what the FSDP integration tests share: a small GPT-2 run, its losses, its saved
 // parameters, its refusal.
 #pragma once
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -66,14 +65,7 @@ inline std::string refusal_of(const FsdpRun& fsdp) {
 
 // The f32 parameters of a folder's model.safetensors (--save-final), by name.
 inline std::map<std::string, std::vector<float>> read_params(const std::filesystem::path& dir) {
-  const SafetensorsFile file = SafetensorsFile::read(dir / "model.safetensors");
-  std::map<std::string, std::vector<float>> out;
-  for (const auto& e : file.entries()) {
-    std::vector<float> v(e.bytes.size() / sizeof(float));
-    std::memcpy(v.data(), e.bytes.data(), e.bytes.size());
-    out[e.name] = std::move(v);
-  }
-  return out;
+  return read_f32_tensors(dir / "model.safetensors");
 }
 
 inline std::vector<double> losses_of(const std::vector<StepReport>& reports) {
