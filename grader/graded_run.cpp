@@ -126,7 +126,16 @@ std::string failure_text(const GradedRun& run) {
     const std::size_t colon = error.find(" failed: ");
     if (colon != std::string::npos && error.find_first_not_of("0123456789", 5) == colon) error.erase(0, colon + 9);
   }
-  if (run.race) return "the race detector stopped the run: " + error;
+  if (run.race) {
+    // Every rank runs the same schedule, so which rank's detector fired first is the threads' timing too.
+    const std::size_t at = error.find("stream race on rank ");
+    if (at != std::string::npos) {
+      const std::size_t digits = at + std::string_view("stream race on rank ").size();
+      const std::size_t end = error.find_first_not_of("0123456789", digits);
+      if (end != std::string::npos && end > digits) error.replace(at, end - at, "stream race on a rank");
+    }
+    return "the race detector stopped the run: " + error;
+  }
   if (error.find("not implemented yet") != std::string::npos) return "a TODO is left: " + error;
   return "the run failed: " + error;
 }

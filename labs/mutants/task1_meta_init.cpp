@@ -14,16 +14,26 @@ std::span<float> slice_of(std::vector<float>& values, const ShardSlice& s) {
   return std::span<float>(values).subspan(static_cast<std::size_t>(s.shard_offset), static_cast<std::size_t>(s.count));
 }
 
+// The reference's init_shard but for how a slice is drawn, `draw(values, slice)` into the shard's zeroed host
+// buffer: refuses a shard that is not f32, writes nothing on a dry run, and copies the buffer into the shard
+// once the device is done with its memory.
+template <class Draw>
+void init_shard_drawing(std::span<const ShardSlice> slices, const Tensor& shard, Draw draw) {
+  check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
+  if (shard.device().dry_run()) return;
+  std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
+  for (const ShardSlice& s : slices) draw(values, s);
+  shard.device().synchronize();
+  shard.copy_from(values);
+}
+
 // Every slice drawn from element 0 of its parameter: invisible at W = 1, where every slice starts there.
 class IndexFromZero final : public MetaInitTask {
  public:
   void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
-    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
-    if (shard.device().dry_run()) return;
-    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
-    for (const ShardSlice& s : slices) s.param->init.fill(slice_of(values, s), seed, s.param->name, 0);  // not param_begin
-    shard.device().synchronize();
-    shard.copy_from(values);
+    init_shard_drawing(slices, shard, [&](std::vector<float>& values, const ShardSlice& s) {
+      s.param->init.fill(slice_of(values, s), seed, s.param->name, 0);  // not param_begin
+    });
   }
 };
 
@@ -31,19 +41,16 @@ class IndexFromZero final : public MetaInitTask {
 class WrittenAtZero final : public MetaInitTask {
  public:
   void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
-    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
-    if (shard.device().dry_run()) return;
-    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
-    for (const ShardSlice& s : slices)
+    init_shard_drawing(slices, shard, [&](std::vector<float>& values, const ShardSlice& s) {
       s.param->init.fill(std::span<float>(values).first(static_cast<std::size_t>(s.count)), seed, s.param->name,
                          static_cast<std::uint64_t>(s.param_begin));  // not at s.shard_offset
-    shard.device().synchronize();
-    shard.copy_from(values);
+    });
   }
 };
 
 // One host buffer per thread, reused from call to call and never cleared: the gaps and the padding of a
-// shard keep what the previous unit's shard put there.
+// shard keep what the previous unit's shard put there. (The buffer is the defect, so this one spells out
+// the reference's steps instead of init_shard_drawing's.)
 class StaleBuffer final : public MetaInitTask {
  public:
   void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
@@ -62,13 +69,9 @@ class StaleBuffer final : public MetaInitTask {
 class IgnoresSeed final : public MetaInitTask {
  public:
   void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t) const override {
-    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
-    if (shard.device().dry_run()) return;
-    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
-    for (const ShardSlice& s : slices)
+    init_shard_drawing(slices, shard, [](std::vector<float>& values, const ShardSlice& s) {
       s.param->init.fill(slice_of(values, s), 0, s.param->name, static_cast<std::uint64_t>(s.param_begin));
-    shard.device().synchronize();
-    shard.copy_from(values);
+    });
   }
 };
 
@@ -76,14 +79,10 @@ class IgnoresSeed final : public MetaInitTask {
 class RankSeed final : public MetaInitTask {
  public:
   void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
-    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
-    if (shard.device().dry_run()) return;
-    const std::uint64_t rank_seed = seed + static_cast<std::uint64_t>(shard.device().rank());
-    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
-    for (const ShardSlice& s : slices)
+    init_shard_drawing(slices, shard, [&](std::vector<float>& values, const ShardSlice& s) {
+      const std::uint64_t rank_seed = seed + static_cast<std::uint64_t>(shard.device().rank());
       s.param->init.fill(slice_of(values, s), rank_seed, s.param->name, static_cast<std::uint64_t>(s.param_begin));
-    shard.device().synchronize();
-    shard.copy_from(values);
+    });
   }
 };
 

@@ -1,4 +1,5 @@
-// Task 2's mutants: FlatParameters with one mistake each (the pitfalls of labs/02-flat-parameter).
+// Task 2's mutants: FlatParameters with one mistake each (the pitfalls of labs/02-flat-parameter). Each is
+// the reference (reference_flat_parameter()) but for the one method the mistake is in.
 #include <array>
 
 #include "engine/fsdp/flat_parameter.hpp"
@@ -9,62 +10,53 @@ namespace {
 
 const FlatParameterTask& reference() { return reference_flat_parameter(); }
 
+// Forwards every call to the reference; a mutant overrides the one it gets wrong.
+class LikeTheReference : public FlatParameterTask {
+ public:
+  explicit LikeTheReference(std::source_location origin = std::source_location::current()) : FlatParameterTask(origin) {}
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    return reference().plan(params, world, align);
+  }
+  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
+    return reference().shard_slices(layout, rank);
+  }
+  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
+    reference().point_views(layout, flat, field);
+  }
+};
+
 // Pads by a whole extra chunk when the size is already a multiple of W: (used / W + 1) * W.
-class PaddingOffByOne final : public FlatParameterTask {
+class PaddingOffByOne final : public LikeTheReference {
  public:
   FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
     FlatParamLayout layout = reference().plan(params, world, align);
     layout.padded_numel = (layout.used_numel / world + 1) * world;
     return layout;
   }
-  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
-    return reference().shard_slices(layout, rank);
-  }
-  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
-    reference().point_views(layout, flat, field);
-  }
 };
 
 // Packs the parameters back to back, ignoring `align`.
-class NoAlignment final : public FlatParameterTask {
+class NoAlignment final : public LikeTheReference {
  public:
   FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
     FlatParamLayout layout = reference().plan(params, world, 1);
     layout.align = align;
     return layout;
   }
-  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
-    return reference().shard_slices(layout, rank);
-  }
-  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
-    reference().point_views(layout, flat, field);
-  }
 };
 
 // Gives rank r the slices of chunk r + 1 (mod W): every rank initialises and updates its neighbour's chunk.
-class WrongRankSlices final : public FlatParameterTask {
+class WrongRankSlices final : public LikeTheReference {
  public:
-  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
-    return reference().plan(params, world, align);
-  }
   std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
     if (rank < 0 || rank >= layout.world) return reference().shard_slices(layout, rank);  // the reference's error
     return reference().shard_slices(layout, (rank + 1) % layout.world);
   }
-  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
-    reference().point_views(layout, flat, field);
-  }
 };
 
 // Gives each parameter a copy of its part of the flat buffer instead of a view of it.
-class ViewsThatCopy final : public FlatParameterTask {
+class ViewsThatCopy final : public LikeTheReference {
  public:
-  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
-    return reference().plan(params, world, align);
-  }
-  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
-    return reference().shard_slices(layout, rank);
-  }
   void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
     for (const FlatParamEntry& e : layout.entries)
       (e.param->*field) = Tensor::empty(flat.device(), e.param->shape, flat.dtype(), MemTag::workspace, e.param->name);

@@ -1,6 +1,6 @@
 // Task 3's mutants: ForwardTask (engine/fsdp/forward_task.hpp), each the reference
 // (engine/fsdp/forward_reference.cpp) with one pitfall of labs/03-forward/README.md; the methods a
-// mutant does not break are the reference's. The grader's checks of task 3
+// mutant does not break are the reference's (LikeTheReference). The grader's checks of task 3
 // (grader/checks/task3_forward.cpp) must catch every one and name its mistake.
 #include "engine/fsdp/forward_task.hpp"
 #include "labs/mutants/mutants.hpp"
@@ -8,91 +8,69 @@
 namespace fsdplab {
 namespace {
 
-// The compute stream never waits for the gather: the race detector names the first reader and the gather.
-class MissingWait final : public ForwardTask {
+const ForwardTask& reference() { return reference_forward(); }
+
+// Forwards every call to the reference; a mutant overrides the one it gets wrong.
+class LikeTheReference : public ForwardTask {
  public:
+  explicit LikeTheReference(std::source_location origin = std::source_location::current()) : ForwardTask(origin) {}
   void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
                   Event& gathered) const override {
-    reference_forward().all_gather(device, group, shard, full, gathered);
+    reference().all_gather(device, group, shard, full, gathered);
   }
-  void wait_for_unshard(Device&, const Event&) const override {}  // no device.wait(Lane::compute, gathered)
+  void wait_for_unshard(Device& device, const Event& gathered) const override {
+    reference().wait_for_unshard(device, gathered);
+  }
   bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
-    return reference_forward().reshard_after_forward(strategy, is_root);
+    return reference().reshard_after_forward(strategy, is_root);
   }
 };
 
-// The host waits for the gather instead of the compute stream: right numbers, no overlap.
-class HostSync final : public ForwardTask {
+// The compute stream never waits for the gather: the race detector names the first reader and the gather.
+class MissingWait final : public LikeTheReference {
  public:
-  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
-                  Event& gathered) const override {
-    reference_forward().all_gather(device, group, shard, full, gathered);
-  }
+  void wait_for_unshard(Device&, const Event&) const override {}  // no device.wait(Lane::compute, gathered)
+};
+
+// The host waits for the gather instead of the compute stream: right numbers, no overlap.
+class HostSync final : public LikeTheReference {
+ public:
   void wait_for_unshard(Device& device, const Event& gathered) const override {
     device.synchronize(gathered);  // not device.wait(Lane::compute, gathered)
-  }
-  bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
-    return reference_forward().reshard_after_forward(strategy, is_root);
   }
 };
 
 // The gather issued on the compute stream (and its event recorded there): compute waits for the link.
-class GatherOnCompute final : public ForwardTask {
+class GatherOnCompute final : public LikeTheReference {
  public:
   void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
                   Event& gathered) const override {
     group.all_gather(device.stream(Lane::compute), shard, full);
     device.record(gathered, Lane::compute);
   }
-  void wait_for_unshard(Device& device, const Event& gathered) const override {
-    reference_forward().wait_for_unshard(device, gathered);
-  }
-  bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
-    return reference_forward().reshard_after_forward(strategy, is_root);
-  }
 };
 
 // The event recorded before the gather is issued: it marks nothing, so waiting on it orders nothing.
-class RecordBeforeGather final : public ForwardTask {
+class RecordBeforeGather final : public LikeTheReference {
  public:
   void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
                   Event& gathered) const override {
     device.record(gathered, Lane::all_gather);
     group.all_gather(device.stream(Lane::all_gather), shard, full);
   }
-  void wait_for_unshard(Device& device, const Event& gathered) const override {
-    reference_forward().wait_for_unshard(device, gathered);
-  }
-  bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
-    return reference_forward().reshard_after_forward(strategy, is_root);
-  }
 };
 
 // The root is freed after forward too, and gathered again as the first thing of the backward.
-class ReshardsRoot final : public ForwardTask {
+class ReshardsRoot final : public LikeTheReference {
  public:
-  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
-                  Event& gathered) const override {
-    reference_forward().all_gather(device, group, shard, full, gathered);
-  }
-  void wait_for_unshard(Device& device, const Event& gathered) const override {
-    reference_forward().wait_for_unshard(device, gathered);
-  }
   bool reshard_after_forward(ShardingStrategy strategy, bool) const override {
     return reshards_after_forward(strategy);  // is_root left out
   }
 };
 
 // Nothing is freed after forward: every unit stays gathered until its backward (SHARD_GRAD_OP's memory).
-class NeverReshards final : public ForwardTask {
+class NeverReshards final : public LikeTheReference {
  public:
-  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
-                  Event& gathered) const override {
-    reference_forward().all_gather(device, group, shard, full, gathered);
-  }
-  void wait_for_unshard(Device& device, const Event& gathered) const override {
-    reference_forward().wait_for_unshard(device, gathered);
-  }
   bool reshard_after_forward(ShardingStrategy, bool) const override { return false; }
 };
 

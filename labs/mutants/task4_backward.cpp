@@ -1,6 +1,6 @@
 // Task 4's mutants: BackwardTask (engine/fsdp/backward_task.hpp), each the reference
 // (engine/fsdp/backward_reference.cpp) with one pitfall of labs/04-backward/README.md; the method a
-// mutant does not break is the reference's. The grader's checks of task 4
+// mutant does not break is the reference's (LikeTheReference). The grader's checks of task 4
 // (grader/checks/task4_backward.cpp) must catch every one and name its mistake.
 #include "engine/fsdp/backward_task.hpp"
 #include "engine/tensor/elementwise.hpp"
@@ -9,12 +9,24 @@
 namespace fsdplab {
 namespace {
 
-// The W gradients summed, not averaged: SGD steps W times too long (AdamW hides it).
-class SumNotMean final : public BackwardTask {
+const BackwardTask& reference() { return reference_backward(); }
+
+// Forwards every call to the reference; a mutant overrides the one it gets wrong.
+class LikeTheReference : public BackwardTask {
  public:
+  explicit LikeTheReference(std::source_location origin = std::source_location::current()) : BackwardTask(origin) {}
   void zero_gradient(Device& device, const Tensor& grad_full) const override {
-    reference_backward().zero_gradient(device, grad_full);
+    reference().zero_gradient(device, grad_full);
   }
+  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
+                      const Tensor& grad_shard) const override {
+    reference().reduce_scatter(device, group, grad_full, grad_shard);
+  }
+};
+
+// The W gradients summed, not averaged: SGD steps W times too long (AdamW hides it).
+class SumNotMean final : public LikeTheReference {
+ public:
   void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
                       const Tensor& grad_shard) const override {
     Event computed("fsdp.grad_computed");
@@ -25,11 +37,8 @@ class SumNotMean final : public BackwardTask {
 };
 
 // No event between the backward and the reduction: the reduce-scatter stream reads an unfinished gradient.
-class MissingWait final : public BackwardTask {
+class MissingWait final : public LikeTheReference {
  public:
-  void zero_gradient(Device& device, const Tensor& grad_full) const override {
-    reference_backward().zero_gradient(device, grad_full);
-  }
   void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
                       const Tensor& grad_shard) const override {
     group.reduce_scatter(device.stream(Lane::reduce_scatter), grad_full, grad_shard, ReduceOp::avg);
@@ -37,11 +46,8 @@ class MissingWait final : public BackwardTask {
 };
 
 // The reduction on the compute stream: right numbers, but the next unit's backward waits for it.
-class ReduceOnCompute final : public BackwardTask {
+class ReduceOnCompute final : public LikeTheReference {
  public:
-  void zero_gradient(Device& device, const Tensor& grad_full) const override {
-    reference_backward().zero_gradient(device, grad_full);
-  }
   void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
                       const Tensor& grad_shard) const override {
     group.reduce_scatter(device.stream(Lane::compute), grad_full, grad_shard, ReduceOp::avg);
@@ -50,11 +56,8 @@ class ReduceOnCompute final : public BackwardTask {
 
 // The host waits for the backward instead of the reduce-scatter stream: right numbers, the CPU stops
 // running ahead.
-class HostSync final : public BackwardTask {
+class HostSync final : public LikeTheReference {
  public:
-  void zero_gradient(Device& device, const Tensor& grad_full) const override {
-    reference_backward().zero_gradient(device, grad_full);
-  }
   void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
                       const Tensor& grad_shard) const override {
     device.synchronize(Lane::compute);  // not an event the reduce-scatter stream waits for
@@ -63,24 +66,16 @@ class HostSync final : public BackwardTask {
 };
 
 // The full gradient never zeroed: the backward adds to whatever the cached block held.
-class Unzeroed final : public BackwardTask {
+class Unzeroed final : public LikeTheReference {
  public:
   void zero_gradient(Device&, const Tensor&) const override {}  // no fill
-  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
-                      const Tensor& grad_shard) const override {
-    reference_backward().reduce_scatter(device, group, grad_full, grad_shard);
-  }
 };
 
 // Zeroed on the reduce-scatter stream, which nothing orders before the backward's writes on compute.
-class ZeroOnReduceStream final : public BackwardTask {
+class ZeroOnReduceStream final : public LikeTheReference {
  public:
   void zero_gradient(Device& device, const Tensor& grad_full) const override {
     fill(device.stream(Lane::reduce_scatter), grad_full, 0);  // not Lane::compute
-  }
-  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
-                      const Tensor& grad_shard) const override {
-    reference_backward().reduce_scatter(device, group, grad_full, grad_shard);
   }
 };
 

@@ -1,7 +1,7 @@
 // Task 5's mutants: the pitfalls of labs/05-sharded-optimizer/README.md, each the reference
 // (engine/fsdp/sharded_optimizer_reference.cpp) with one defect. The methods a mutant gets right are the
-// reference's, called through reference_sharded_optimizer(), so the grader's diagnostic can only come from
-// the one method that is wrong.
+// reference's, called through reference_sharded_optimizer() (LikeTheReference), so the grader's diagnostic
+// can only come from the one method that is wrong.
 #include <vector>
 
 #include "engine/fsdp/sharded_optimizer.hpp"
@@ -17,24 +17,32 @@ void gather_every_unit(Device& device, Communicator& group, std::span<const Unit
   for (const UnitShards& unit : units) group.all_gather(device.stream(Lane::all_gather), unit.master, unit.replica);
 }
 
-// Two optimizer.step calls per step: every update doubled, AdamW's step count advanced twice.
-class StepTwice final : public ShardedOptimizerTask {
+// Forwards every call to the reference; a mutant overrides the one it gets wrong.
+class LikeTheReference : public ShardedOptimizerTask {
  public:
+  explicit LikeTheReference(std::source_location origin = std::source_location::current())
+      : ShardedOptimizerTask(origin) {}
   std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
     return reference().make(units, spec);
   }
-  void step(Optimizer& optimizer, Stream stream) const override {
-    optimizer.step(stream);
-    optimizer.step(stream);
-  }
+  void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
   void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
     reference().all_gather_updates(device, group, units);
   }
 };
 
+// Two optimizer.step calls per step: every update doubled, AdamW's step count advanced twice.
+class StepTwice final : public LikeTheReference {
+ public:
+  void step(Optimizer& optimizer, Stream stream) const override {
+    optimizer.step(stream);
+    optimizer.step(stream);
+  }
+};
+
 // The whole replica given to the optimizer where there is one (zero1, zero2): a target W times the shard,
 // whose gradient is one chunk, so make_optimizer refuses it; were it accepted, the state would be whole.
-class ReplicaTarget final : public ShardedOptimizerTask {
+class ReplicaTarget final : public LikeTheReference {
  public:
   std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
     std::vector<OptimTarget> targets;
@@ -42,29 +50,17 @@ class ReplicaTarget final : public ShardedOptimizerTask {
       targets.push_back({unit.name, unit.replica.defined() ? unit.replica : unit.master, unit.grad_shard});
     return make_optimizer(spec, std::move(targets));
   }
-  void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
-  void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
-    reference().all_gather_updates(device, group, units);
-  }
 };
 
 // No gather after the update: each rank's replica keeps the other ranks' chunks as they were.
-class NoZeroGather final : public ShardedOptimizerTask {
+class NoZeroGather final : public LikeTheReference {
  public:
-  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
-    return reference().make(units, spec);
-  }
-  void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
   void all_gather_updates(Device&, Communicator&, std::span<const UnitShards>) const override {}
 };
 
 // The gathers issued without waiting for the compute stream's update: they may read chunks half updated.
-class GatherBeforeUpdate final : public ShardedOptimizerTask {
+class GatherBeforeUpdate final : public LikeTheReference {
  public:
-  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
-    return reference().make(units, spec);
-  }
-  void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
   void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
     gather_every_unit(device, group, units);
     Event gathered("fsdp.updates_gathered");
@@ -74,12 +70,8 @@ class GatherBeforeUpdate final : public ShardedOptimizerTask {
 };
 
 // The compute stream never told to wait for the gathers: the next forward may read a replica being written.
-class ComputeNoWait final : public ShardedOptimizerTask {
+class ComputeNoWait final : public LikeTheReference {
  public:
-  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
-    return reference().make(units, spec);
-  }
-  void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
   void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
     Event updated("fsdp.optimizer_updated");
     device.record(updated, Lane::compute);
@@ -89,12 +81,8 @@ class ComputeNoWait final : public ShardedOptimizerTask {
 };
 
 // Host waits instead of events: correct, but the host stalls until the update, then until the gathers.
-class GatherHostSync final : public ShardedOptimizerTask {
+class GatherHostSync final : public LikeTheReference {
  public:
-  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
-    return reference().make(units, spec);
-  }
-  void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
   void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
     device.synchronize(Lane::compute);
     gather_every_unit(device, group, units);

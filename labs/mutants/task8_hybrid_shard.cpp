@@ -1,6 +1,6 @@
 // Task 8's mutants: the pitfalls of labs/08-hybrid-shard/README.md, each the reference
 // (engine/fsdp/hybrid_shard_reference.cpp) with one defect. The methods a mutant gets right are the
-// reference's, called through reference_hybrid_shard().
+// reference's, called through reference_hybrid_shard() (LikeTheReference).
 #include "engine/fsdp/hybrid_shard_task.hpp"
 #include "labs/mutants/mutants.hpp"
 
@@ -9,50 +9,48 @@ namespace {
 
 const HybridShardTask& reference() { return reference_hybrid_shard(); }
 
+// Forwards every call to the reference; a mutant overrides the one it gets wrong.
+class LikeTheReference : public HybridShardTask {
+ public:
+  explicit LikeTheReference(std::source_location origin = std::source_location::current()) : HybridShardTask(origin) {}
+  int shard_group_color(int rank, int shard_size) const override { return reference().shard_group_color(rank, shard_size); }
+  int replica_group_color(int rank, int shard_size) const override { return reference().replica_group_color(rank, shard_size); }
+  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
+    reference().all_reduce_replicas(device, replica_group, grad_shard);
+  }
+};
+
 // rank % S shards, rank / S replicates: trains exactly like the reference on the sim device (one link for
 // every collective), but shards each unit across nodes and keeps the replicas inside one.
-class SwappedColors final : public HybridShardTask {
+class SwappedColors final : public LikeTheReference {
  public:
   int shard_group_color(int rank, int shard_size) const override { return rank % shard_size; }
   int replica_group_color(int rank, int shard_size) const override { return rank / shard_size; }
-  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
-    reference().all_reduce_replicas(device, replica_group, grad_shard);
-  }
 };
 
 // rank / S for the replica group too: the "replicas" are the shard group, whose ranks hold different chunks.
-class SameColor final : public HybridShardTask {
+class SameColor final : public LikeTheReference {
  public:
-  int shard_group_color(int rank, int shard_size) const override { return reference().shard_group_color(rank, shard_size); }
   int replica_group_color(int rank, int shard_size) const override { return rank / shard_size; }
-  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
-    reference().all_reduce_replicas(device, replica_group, grad_shard);
-  }
 };
 
 // ReduceOp::sum: the gradient comes out W / S times the mean.
-class SumNotMean final : public HybridShardTask {
+class SumNotMean final : public LikeTheReference {
  public:
-  int shard_group_color(int rank, int shard_size) const override { return reference().shard_group_color(rank, shard_size); }
-  int replica_group_color(int rank, int shard_size) const override { return reference().replica_group_color(rank, shard_size); }
   void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
     replica_group.all_reduce(device.stream(Lane::reduce_scatter), grad_shard, ReduceOp::sum);
   }
 };
 
 // No all-reduce: each shard group trains on its own part of the batch, and the replicas drift apart.
-class NoAllReduce final : public HybridShardTask {
+class NoAllReduce final : public LikeTheReference {
  public:
-  int shard_group_color(int rank, int shard_size) const override { return reference().shard_group_color(rank, shard_size); }
-  int replica_group_color(int rank, int shard_size) const override { return reference().replica_group_color(rank, shard_size); }
   void all_reduce_replicas(Device&, Communicator&, const Tensor&) const override {}
 };
 
 // The all-reduce on the compute stream, which nothing orders after the reduce-scatter that wrote grad_shard.
-class ComputeStream final : public HybridShardTask {
+class ComputeStream final : public LikeTheReference {
  public:
-  int shard_group_color(int rank, int shard_size) const override { return reference().shard_group_color(rank, shard_size); }
-  int replica_group_color(int rank, int shard_size) const override { return reference().replica_group_color(rank, shard_size); }
   void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
     replica_group.all_reduce(device.stream(Lane::compute), grad_shard, ReduceOp::avg);
   }

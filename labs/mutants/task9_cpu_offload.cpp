@@ -1,6 +1,6 @@
 // Task 9's mutants: the pitfalls of labs/09-cpu-offload/README.md, each the reference
 // (engine/fsdp/cpu_offload_reference.cpp) with one defect. The methods a mutant gets right are the
-// reference's, called through reference_cpu_offload().
+// reference's, called through reference_cpu_offload() (LikeTheReference).
 #include "engine/fsdp/cpu_offload_task.hpp"
 #include "engine/tensor/host_copy.hpp"
 #include "labs/mutants/mutants.hpp"
@@ -17,102 +17,75 @@ void order(Device& device, Lane waiter, Lane producer) {
   device.wait(waiter, event);
 }
 
+// Forwards every call to the reference; a mutant overrides the one it gets wrong.
+class LikeTheReference : public CpuOffloadTask {
+ public:
+  explicit LikeTheReference(std::source_location origin = std::source_location::current()) : CpuOffloadTask(origin) {}
+  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
+    reference().copy_shard_to_device(device, host_shard, device_copy);
+  }
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    reference().copy_grad_to_host(device, device_grad, host_grad);
+  }
+  void wait_for_grad_on_host(Device& device, const Event& landed) const override {
+    reference().wait_for_grad_on_host(device, landed);
+  }
+};
+
 // The host waits for each copy up: right numbers, but the host stops running ahead at every gather.
-class H2dHostSync final : public CpuOffloadTask {
+class H2dHostSync final : public LikeTheReference {
  public:
   void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
     order(device, Lane::memcpy, Lane::all_gather);
     copy_to_device(device.stream(Lane::memcpy), host_shard, device_copy);
     device.synchronize(Lane::memcpy);
   }
-  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
-    reference().copy_grad_to_host(device, device_grad, host_grad);
-  }
-  void wait_for_grad_on_host(Device& device, const Event& landed) const override {
-    reference().wait_for_grad_on_host(device, landed);
-  }
 };
 
 // The copy up on the all-gather stream: ordered by stream order, but the memcpy lane stays empty and each
 // copy queues behind the previous gather.
-class H2dOnAllGather final : public CpuOffloadTask {
+class H2dOnAllGather final : public LikeTheReference {
  public:
   void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
     copy_to_device(device.stream(Lane::all_gather), host_shard, device_copy);
   }
-  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
-    reference().copy_grad_to_host(device, device_grad, host_grad);
-  }
-  void wait_for_grad_on_host(Device& device, const Event& landed) const override {
-    reference().wait_for_grad_on_host(device, landed);
-  }
 };
 
 // The all-gather stream never told to wait for the copy up: the gather may read the shard half copied.
-class GatherNoWait final : public CpuOffloadTask {
+class GatherNoWait final : public LikeTheReference {
  public:
   void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
     order(device, Lane::memcpy, Lane::all_gather);
     copy_to_device(device.stream(Lane::memcpy), host_shard, device_copy);
   }
-  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
-    reference().copy_grad_to_host(device, device_grad, host_grad);
-  }
-  void wait_for_grad_on_host(Device& device, const Event& landed) const override {
-    reference().wait_for_grad_on_host(device, landed);
-  }
 };
 
 // The copy up not ordered after the earlier gathers: it may overwrite a block a gather still reads.
-class CopyBeforeGathersDone final : public CpuOffloadTask {
+class CopyBeforeGathersDone final : public LikeTheReference {
  public:
   void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
     copy_to_device(device.stream(Lane::memcpy), host_shard, device_copy);
     order(device, Lane::all_gather, Lane::memcpy);
   }
-  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
-    reference().copy_grad_to_host(device, device_grad, host_grad);
-  }
-  void wait_for_grad_on_host(Device& device, const Event& landed) const override {
-    reference().wait_for_grad_on_host(device, landed);
-  }
 };
 
 // The copy back issued without waiting for the reduction: it reads the gradient shard half reduced.
-class CopyBackBeforeReduction final : public CpuOffloadTask {
+class CopyBackBeforeReduction final : public LikeTheReference {
  public:
-  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
-    reference().copy_shard_to_device(device, host_shard, device_copy);
-  }
   void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
     copy_to_host(device.stream(Lane::memcpy), device_grad, host_grad);
-  }
-  void wait_for_grad_on_host(Device& device, const Event& landed) const override {
-    reference().wait_for_grad_on_host(device, landed);
   }
 };
 
 // No host wait before the CPU step: the optimizer reads a gradient shard still in flight.
-class NoHostWait final : public CpuOffloadTask {
+class NoHostWait final : public LikeTheReference {
  public:
-  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
-    reference().copy_shard_to_device(device, host_shard, device_copy);
-  }
-  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
-    reference().copy_grad_to_host(device, device_grad, host_grad);
-  }
   void wait_for_grad_on_host(Device&, const Event&) const override {}
 };
 
 // The whole device synchronized instead of the event: right, but the host waits for unrelated work too.
-class WholeDeviceSync final : public CpuOffloadTask {
+class WholeDeviceSync final : public LikeTheReference {
  public:
-  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
-    reference().copy_shard_to_device(device, host_shard, device_copy);
-  }
-  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
-    reference().copy_grad_to_host(device, device_grad, host_grad);
-  }
   void wait_for_grad_on_host(Device& device, const Event&) const override { device.synchronize(); }
 };
 
