@@ -6,10 +6,13 @@
 //   fsdplab grade --impl 3=mutant:missing-wait
 //   fsdplab grade --cases held-out/ --json report.json
 //   fsdplab grade --mutants                the grader's own test: every known-wrong implementation caught?
+//   fsdplab grade --submission DIR         DIR/labs/*/student.cpp, built against this tree (grade_submission.hpp)
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
 #include "app/commands.hpp"
+#include "app/grade_submission.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/train/model_factory.hpp"
@@ -29,7 +32,22 @@ struct GradeFlags {
   bool mutants = false;
   double time_limit = 20;
   int jobs = 0;
+  std::string submission;
+  std::string submission_build;
 };
+
+// The grade options of `flags` for the submission's own fsdplab, paths made absolute (it runs where this one does,
+// but the paths must not depend on that).
+std::vector<std::string> forwarded_args(const GradeFlags& flags) {
+  std::vector<std::string> args;
+  for (int task : flags.tasks) args.insert(args.end(), {"--task", std::to_string(task)});
+  args.insert(args.end(), {"--impl", flags.impl, "--seed", std::to_string(flags.seed), "--time-limit",
+                           std::to_string(flags.time_limit)});
+  if (flags.jobs > 0) args.insert(args.end(), {"--jobs", std::to_string(flags.jobs)});
+  if (!flags.cases.empty()) args.insert(args.end(), {"--cases", std::filesystem::absolute(flags.cases).string()});
+  if (!flags.json.empty()) args.insert(args.end(), {"--json", std::filesystem::absolute(flags.json).string()});
+  return args;
+}
 
 // The tasks to grade: --task's, else those --impl names one by one ("3=student"), else all nine.
 std::vector<int> tasks_to_grade(const GradeFlags& flags, const ImplChoice& choice) {
@@ -42,6 +60,11 @@ std::vector<int> tasks_to_grade(const GradeFlags& flags, const ImplChoice& choic
 }
 
 int run_grade(const GradeFlags& flags) {
+  if (!flags.submission.empty()) {
+    check(!flags.mutants, "--mutants grades this tree's mutants; it does not go with --submission");
+    return grade_submission(flags.submission, forwarded_args(flags),
+                            flags.submission_build.empty() ? default_submission_build_dir() : std::filesystem::path(flags.submission_build));
+  }
   grading::IsolationLimits limits;
   limits.seconds = flags.time_limit;
   limits.parallel = flags.jobs > 0 ? flags.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -87,6 +110,11 @@ void add_grade_command(CLI::App& app) {
   cmd->add_option("--time-limit", flags->time_limit, "Seconds a check may run before it is killed and scores 0")
       ->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--jobs", flags->jobs, "Checks at once (default: the CPUs)")->check(CLI::Range(1, 256));
+  cmd->add_option("--submission", flags->submission,
+                  "Grade a submitted folder's labs/*/student.cpp instead of this tree's: built into a fsdplab of its "
+                  "own against this source tree (the first time: minutes), whose grade then runs");
+  cmd->add_option("--submission-build", flags->submission_build,
+                  "The build folder for --submission (default: submission-build beside this fsdplab's build)");
   cmd->callback([flags] {
     const int status = run_grade(*flags);
     if (status != 0) throw CLI::RuntimeError(status);

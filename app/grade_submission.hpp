@@ -1,0 +1,31 @@
+// grade_submission.hpp — `fsdplab grade --submission DIR`: grades a student's folder rather than this tree's
+// labs. The running binary holds this tree's student.cpp, so the submission's nine files are built into a
+// fsdplab of their own: a separate build tree of this source tree (FSDPLAB_SOURCE_DIR) configured with
+// FSDPLAB_STUDENT_DIR=DIR/labs (labs/CMakeLists.txt), whose `fsdplab grade` then does the grading. The build
+// tree is configured once and kept: the first build compiles the whole engine (minutes), later ones only
+// the nine student.cpp.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace fsdplab::app {
+
+// The nine files a submission must hold, relative to its folder: labs/01-meta-init/student.cpp ...
+// labs/09-cpu-offload/student.cpp (the lab folders of engine/fsdp/fsdp_tasks.hpp's task_info).
+std::vector<std::filesystem::path> submission_files();
+
+// The build tree grade_submission uses unless told another: <folder of the running fsdplab>/../submission-build
+// (build/submission-build for build/app/fsdplab).
+std::filesystem::path default_submission_build_dir();
+
+// Builds target fsdplab of FSDPLAB_SOURCE_DIR in `build_dir` with `submission`/labs/NN-name/student.cpp as
+// the labs (configuring `build_dir` the first time, or when another submission comes), then runs
+// `<build_dir>/app/fsdplab grade <grade_args...>` and returns its exit status. `grade_args` are grade's own
+// options, without --submission. The build's output goes to stderr, the grade's to this process's
+// stdout and stderr. Never throws: a submission lacking a file, a missing tool, or code that does not
+// compile is said on stderr ("the submission does not compile: ...") and gives a non-zero status.
+int grade_submission(const std::filesystem::path& submission, const std::vector<std::string>& grade_args,
+                     const std::filesystem::path& build_dir);
+
+}  // namespace fsdplab::app
