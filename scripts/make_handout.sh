@@ -121,6 +121,21 @@ std::span<const Mutant> mutant_catalog() { return {}; }
 }  // namespace fsdplab
 EOF
 
+# The README is the course tree's: say once, at its top, what this copy lacks and where to read instead.
+{
+  head -n 1 "$stage/README.md"
+  cat <<'EOF'
+
+> **This is a handout.** The reference tasks (`engine/fsdp/*_reference.cpp`) are object code here
+> (`prebuilt/`), and the engine's own test suite and the grader's mutants stay with the course. Where this
+> README names a `*_reference.cpp`, read the task's interface (`engine/fsdp/*_task.hpp`, `meta_init.hpp`,
+> `flat_parameter.hpp`, `sharded_optimizer.hpp`) and its lab's README; `bash scripts/test.sh` builds and
+> grades your labs (`fsdplab grade`).
+EOF
+  tail -n +2 "$stage/README.md"
+} > "$stage/README.md.new"
+mv "$stage/README.md.new" "$stage/README.md"
+
 mkdir -p "$stage/prebuilt"
 cp "$library" "$stage/prebuilt/libfsdplab_reference_tasks.a"
 strip --strip-debug "$stage/prebuilt/libfsdplab_reference_tasks.a"

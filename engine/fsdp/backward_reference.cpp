@@ -20,16 +20,10 @@ class ReferenceBackward final : public BackwardTask {
     device.record(computed, Lane::compute);
     device.wait(Lane::reduce_scatter, computed);
     // avg: each rank computed the gradient of its own rows' mean loss, so the mean over the ranks is the
-    // gradient of the whole batch's mean loss — the single-rank baseline's. See [Note: sum or mean].
+    // gradient of the whole batch's mean loss — the single-rank baseline's. See [Note: sum or mean] (backward_task.hpp).
     group.reduce_scatter(device.stream(Lane::reduce_scatter), grad_full, grad_shard, ReduceOp::avg);
   }
 };
-
-// [Note: sum or mean]
-// The loss each rank differentiates is the mean over its B/W rows. Summing the W gradients gives W times
-// the gradient of the global mean, and the optimizer then takes steps W times too long (AdamW hides it
-// mostly, SGD does not). Dividing twice (once here, once in the loss) makes them W times too short.
-// ReduceOp::avg sums in rank order and divides by the group's size once.
 
 }  // namespace
 

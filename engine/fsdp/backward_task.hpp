@@ -29,6 +29,12 @@ class BackwardTask : public FsdpTask {
                               const Tensor& grad_shard) const = 0;
 };
 
+// [Note: sum or mean]
+// The loss each rank differentiates is the mean over its B/W rows. Summing the W gradients gives W times
+// the gradient of the global mean, and the optimizer then takes steps W times too long (AdamW hides it
+// mostly, SGD does not). Dividing twice (once here, once in the loss) makes them W times too short.
+// ReduceOp::avg sums in rank order and divides by the group's size once.
+
 // The reference implementation (backward_reference.cpp).
 const BackwardTask& reference_backward();
 

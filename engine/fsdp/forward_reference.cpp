@@ -14,7 +14,7 @@ class ReferenceForward final : public ForwardTask {
   }
 
   void wait_for_unshard(Device& device, const Event& gathered) const override {
-    // See [Note: an event wait, not a host sync].
+    // See [Note: an event wait, not a host sync] (forward_task.hpp).
     device.wait(Lane::compute, gathered);
   }
 
@@ -25,15 +25,6 @@ class ReferenceForward final : public ForwardTask {
     return !is_root && reshards_after_forward(strategy);
   }
 };
-
-// [Note: an event wait, not a host sync]
-// The compute stream must not read the parameters before the gather has written them. Two ways to
-// ensure it: the host waits for the gather (a synchronize), or the compute stream waits for an event the
-// all-gather stream recorded. The host wait stops the CPU from issuing anything else — later gathers,
-// this unit's kernels — until the link is done, so nothing overlaps. The event wait is an instruction to
-// the device: the host goes on issuing work at once, the gathers of the next units run while this one
-// computes, and only this unit's compute waits, only for its own gather. The sim device's race detector
-// reports the missing wait (a read of memory whose writer has not finished), naming both ops.
 
 }  // namespace
 

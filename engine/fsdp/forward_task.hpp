@@ -30,12 +30,21 @@ class ForwardTask : public FsdpTask {
                           Event& gathered) const = 0;
   // Before the unit computes: work issued to the compute stream from now on starts after the gather
   // that recorded `gathered` — and nothing else is waited for, on the device or the host.
-  // See [Note: an event wait, not a host sync] in forward_reference.cpp.
+  // See [Note: an event wait, not a host sync] below.
   virtual void wait_for_unshard(Device& device, const Event& gathered) const = 0;
   // Whether a unit's gathered parameters are freed right after its forward under `strategy`. The root
   // unit (`is_root`) holds the parameters its backward needs first.
   virtual bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const = 0;
 };
+
+// [Note: an event wait, not a host sync]
+// The compute stream must not read the parameters before the gather has written them. Two ways to
+// ensure it: the host waits for the gather (a synchronize), or the compute stream waits for an event the
+// all-gather stream recorded. The host wait stops the CPU from issuing anything else — later gathers,
+// this unit's kernels — until the link is done, so nothing overlaps. The event wait is an instruction to
+// the device: the host goes on issuing work at once, the gathers of the next units run while this one
+// computes, and only this unit's compute waits, only for its own gather. The sim device's race detector
+// reports the missing wait (a read of memory whose writer has not finished), naming both ops.
 
 // The reference implementation (forward_reference.cpp).
 const ForwardTask& reference_forward();

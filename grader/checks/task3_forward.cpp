@@ -215,7 +215,7 @@ std::vector<Check> forward_checks() {
       const std::vector<OpRecord> ops = ops_since(r.device, before);
       const OpRecord* gather = first_of(ops, OpCategory::all_gather);
       const std::string rank = "rank " + std::to_string(r.rank) + ": ";
-      const std::string note = " ([Note: an event wait, not a host sync] in engine/fsdp/forward_reference.cpp)";
+      const std::string note = " ([Note: an event wait, not a host sync] in engine/fsdp/forward_task.hpp)";
       CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
       if (gather && host_after_gather >= gather->end) {
         mine = CheckOutcome::fail("all_gather to return while the gather runs (it ends at " + us(gather->end) + ")",

@@ -81,7 +81,7 @@ std::string reduction_cause(const std::vector<float>& got, const std::vector<flo
   if (got == times(want, static_cast<float>(world)))
     return "summed, not averaged: each rank's gradient is already of its own rows' mean loss, so the mean over the W ranks "
            "(ReduceOp::avg) is the baseline's gradient; the sum is W times too large ([Note: sum or mean] in "
-           "engine/fsdp/backward_reference.cpp)";
+           "engine/fsdp/backward_task.hpp)";
   if (times(got, static_cast<float>(world)) == want)
     return "averaged twice: ReduceOp::avg already divides by the group's size once; do not scale again";
   for (int k = 0; k < world; ++k)
