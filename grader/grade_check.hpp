@@ -52,10 +52,8 @@ struct CheckContext {
   std::uint64_t seed = 0; // --seed: the model's initialisation and the data
   std::filesystem::path scratch;  // a folder of this check's own, removed after it
 
-  // The graded task itself.
-  const FsdpTask& graded() const { return tasks.task(task); }
   // "--impl 3=student": what puts the graded implementation in its slot on the command line.
-  std::string impl_flag() const { return "--impl " + std::to_string(task) + "=" + impl; }
+  std::string impl_flag() const;
 };
 
 struct Check {
@@ -73,7 +71,11 @@ struct Check {
 // A TaskNotImplemented (a TODO left) is no answer: it is rethrown, and the check scores it as a TODO.
 std::string error_raised(const std::function<void()>& call);
 
-// `check.show` with the implementation's --impl flag in place of "{impl}".
-std::string show_command(const Check& check, const CheckContext& context);
+// "--impl 3=student": the --impl flag that puts `impl` in task `task`'s slot.
+std::string impl_flag(int task, const std::string& impl);
+inline std::string CheckContext::impl_flag() const { return grading::impl_flag(task, impl); }
+
+// `check.show` with the --impl flag of implementation `impl` ("student", "mutant:NAME") in place of "{impl}".
+std::string show_command(const Check& check, const std::string& impl);
 
 }  // namespace fsdplab::grading

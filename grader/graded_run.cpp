@@ -10,6 +10,7 @@
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/race_detector.hpp"
 #include "engine/train/trainer.hpp"
+#include "grader/diagnostic_text.hpp"
 
 namespace fsdplab::grading {
 namespace {
@@ -22,13 +23,6 @@ fs::path fresh_folder(const fs::path& scratch, const std::string& what) {
     fs::path dir = scratch / (what + "-" + std::to_string(n));
     if (!fs::exists(dir)) return dir;
   }
-}
-
-std::string number(double v) {
-  std::ostringstream s;
-  s.precision(6);
-  s << v;
-  return s.str();
 }
 
 }  // namespace
@@ -333,10 +327,12 @@ std::string error_raised(const std::function<void()>& call) {
   return "";
 }
 
-std::string show_command(const Check& check, const CheckContext& context) {
+std::string impl_flag(int task, const std::string& impl) { return "--impl " + std::to_string(task) + "=" + impl; }
+
+std::string show_command(const Check& check, const std::string& impl) {
   std::string command = check.show;
   const std::size_t at = command.find("{impl}");
-  if (at != std::string::npos) command.replace(at, 6, context.impl_flag());
+  if (at != std::string::npos) command.replace(at, 6, impl_flag(check.task, impl));
   return command;
 }
 

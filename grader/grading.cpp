@@ -40,16 +40,13 @@ void add_jobs(const TaskGrade& grade, std::uint64_t seed, std::vector<CheckJob>&
 }
 
 // Fills the grades' checks from `runs`, in the order add_jobs made the jobs.
-void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, std::uint64_t seed) {
+void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs) {
   std::size_t next = 0;
   for (TaskGrade* grade : grades) {
-    ImplChoice choice;
-    choice.of[static_cast<std::size_t>(grade->task - 1)] = grade->impl;
-    const FsdpTasks tasks = tasks_for(choice), reference = reference_tasks();
     for (GradedCheck& g : grade->checks) {
       g.run = runs[next++];
       g.earned = round_points(g.check.points * std::clamp(g.run.outcome.fraction, 0.0, 1.0));
-      g.show = show_command(g.check, CheckContext{grade->task, tasks, reference, grade->impl, seed, {}});
+      g.show = show_command(g.check, grade->impl);
     }
   }
 }
@@ -96,7 +93,7 @@ GradeReport grade(const GradeRequest& request) {
   const std::vector<CheckRun> runs = run_isolated(jobs, request.limits);
   std::vector<TaskGrade*> grades;
   for (TaskGrade& t : report.tasks) grades.push_back(&t);
-  fill(grades, runs, request.seed);
+  fill(grades, runs);
   report.seconds = seconds_since(start);
   return report;
 }
@@ -124,7 +121,7 @@ MutantsReport grade_mutants(const std::vector<int>& tasks, std::uint64_t seed, c
     add_jobs(m.grade, seed, jobs);
     grades.push_back(&m.grade);
   }
-  fill(grades, run_isolated(jobs, limits), seed);
+  fill(grades, run_isolated(jobs, limits));
   report.seconds = seconds_since(start);
   return report;
 }

@@ -29,6 +29,14 @@ const OpRecord* first_of(const std::vector<OpRecord>& ops, OpCategory category) 
   return it == ops.end() ? nullptr : &*it;
 }
 
+OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string name, SimTime duration) {
+  OpSpec spec;
+  spec.name = std::move(name);
+  spec.category = category;
+  spec.duration = duration;
+  return device.op(device.launch(lane, std::move(spec), {.host = [] {}}));
+}
+
 bool intersects(const OpRecord& a, const OpRecord& b) { return a.begin < b.end && b.begin < a.end; }
 
 void on_ranks(int world, const std::function<void(GradedRank&)>& body) {

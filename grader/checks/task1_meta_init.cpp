@@ -10,13 +10,14 @@
 #include <sstream>
 
 #include "grader/check_catalog.hpp"
+#include "grader/diagnostic_text.hpp"
 #include "grader/graded_run.hpp"
 #include "grader/rank_harness.hpp"
 
 namespace fsdplab::grading {
 namespace {
 
-// The dashboard's own flags only (gui takes no --batch; --break needs --screenshot).
+// The dashboard's own flags only (gui takes no --batch).
 constexpr const char* kShow = "fsdplab gui --model gpt2 --preset test-tiny --world 3 {impl} --compare impl";
 
 const MetaInitTask& graded(const CheckContext& c) { return *c.tasks.meta_init; }
@@ -66,13 +67,6 @@ std::vector<float> drawn_shard(const CheckContext& c, Device& device, const Flat
   graded(c).init_shard(slices_of(layout, rank), shard, seed);
   device.synchronize();
   return shard.to_vector();
-}
-
-std::string number(float v) {
-  std::ostringstream s;
-  s.precision(6);
-  s << v;
-  return s.str();
 }
 
 // The parameter element `i` of rank `rank`'s shard belongs to; null for an alignment gap or padding.

@@ -13,13 +13,14 @@
 #include "engine/runtime/race_detector.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "grader/check_catalog.hpp"
+#include "grader/diagnostic_text.hpp"
 #include "grader/graded_run.hpp"
 #include "grader/rank_harness.hpp"
 
 namespace fsdplab::grading {
 namespace {
 
-// The dashboard's own flags only (gui takes no --batch; --break needs --screenshot).
+// The dashboard's own flags only (gui takes no --batch).
 constexpr const char* kShow = "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl";
 
 const ForwardTask& graded(const CheckContext& c) { return *c.tasks.forward; }
@@ -30,13 +31,6 @@ constexpr const char* kNoWaitCause =
 constexpr const char* kRaceCause =
     "the compute stream not ordered after a gather: all_gather records `gathered` on the all-gather stream after issuing "
     "the gather, and wait_for_unshard makes the compute stream wait for it (device.wait(Lane::compute, gathered))";
-
-std::string us(SimTime t) {
-  std::ostringstream s;
-  s.precision(6);
-  s << ns_to_us(t) << " us";
-  return s.str();
-}
 
 // Rank r's shard of n elements, element i holding 1000 r + i, and the full buffer the gather writes.
 struct GatherBuffers {
@@ -60,13 +54,6 @@ Check make(std::string id, std::string title, int points, std::function<CheckOut
 }
 
 // ---- trainings ---------------------------------------------------------------------------------------
-
-std::string megabytes(std::int64_t bytes) {
-  std::ostringstream s;
-  s.precision(4);
-  s << static_cast<double>(bytes) / 1e6 << " MB";
-  return s.str();
-}
 
 // Rank 0's ops of `category`.
 int count_ops(const GradedRun& run, OpCategory category) {

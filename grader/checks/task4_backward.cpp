@@ -12,13 +12,14 @@
 #include "engine/runtime/race_detector.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "grader/check_catalog.hpp"
+#include "grader/diagnostic_text.hpp"
 #include "grader/graded_run.hpp"
 #include "grader/rank_harness.hpp"
 
 namespace fsdplab::grading {
 namespace {
 
-// The dashboard's own flags only (gui takes no --batch or --optimizer; --break needs --screenshot).
+// The dashboard's own flags only (gui takes no --batch or --optimizer).
 constexpr const char* kShow = "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl";
 
 const BackwardTask& graded(const CheckContext& c) { return *c.tasks.backward; }
@@ -30,15 +31,6 @@ constexpr const char* kNoEventCause =
 constexpr const char* kRaceCause =
     "two streams use the gradient with no event between them: zero_gradient fills on the compute stream, where the "
     "backward adds into grad_full, and reduce_scatter's stream waits for an event recorded on compute";
-
-std::string number(double v) {
-  std::ostringstream s;
-  s.precision(6);
-  s << v;
-  return s.str();
-}
-
-std::string us(SimTime t) { return number(ns_to_us(t)) + " us"; }
 
 // x: small integers, so that (r + 1) x summed over W ranks and divided by W is exact in f32.
 std::vector<float> base_gradient(std::int64_t n) {

@@ -11,6 +11,7 @@
 
 #include "engine/runtime/error.hpp"
 #include "grader/check_catalog.hpp"
+#include "grader/diagnostic_text.hpp"
 #include "grader/graded_run.hpp"
 #include "grader/rank_harness.hpp"
 
@@ -77,20 +78,6 @@ const ShardedOptimizerTask& reference(const CheckContext& c) { return *c.referen
 
 bool same_tensor(const Tensor& a, const Tensor& b) {
   return a.defined() && b.defined() && a.storage_ptr() == b.storage_ptr() && a.offset() == b.offset() && a.shape() == b.shape();
-}
-
-std::string ms(SimTime t) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(3) << ns_to_ms(t) << " ms";
-  return s.str();
-}
-
-// An op of `duration` on `lane` touching no memory: work already issued there when the graded method runs.
-OpId busy(Device& device, Lane lane, std::string name, SimTime duration) {
-  OpSpec spec;
-  spec.name = std::move(name);
-  spec.duration = duration;
-  return device.launch(lane, std::move(spec), {.host = [] {}});
 }
 
 std::string hyper_text(const Optimizer& o) {
@@ -337,17 +324,17 @@ GatherSchedule observe_gather_schedule(const CheckContext& c) {
   GatherSchedule out;
   on_ranks(2, [&](GradedRank& r) {
     const RankUnits mine(r.device, r.rank, r.world, Form::zero);
-    const OpId update = busy(r.device, Lane::compute, "the optimizer's update", 1'000'000);
+    const OpRecord update = busy_op(r.device, Lane::compute, OpCategory::compute, "the optimizer's update", 1'000'000);
     const SimTime host_before = r.device.host_time();
     const std::size_t first = r.device.ops().size();
     graded(c).all_gather_updates(r.device, r.comm, mine.units);
     const SimTime host_after = r.device.host_time();
     const std::size_t last = r.device.ops().size();
-    busy(r.device, Lane::compute, "the next forward", 10'000);
+    busy_op(r.device, Lane::compute, OpCategory::compute, "the next forward", 10'000);
     r.device.synchronize();  // before the units' tensors go
     if (r.rank != 0) return;
     const std::vector<OpRecord>& ops = r.device.ops();
-    out.update_end = r.device.op(update).end;
+    out.update_end = update.end;
     for (std::size_t i = first; i < last; ++i)
       if (ops[i].category == OpCategory::all_gather) out.gathers.push_back(ops[i]);
     out.next_forward = ops[last];

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "grader/check_catalog.hpp"
+#include "grader/diagnostic_text.hpp"
 #include "grader/graded_run.hpp"
 #include "grader/rank_harness.hpp"
 
@@ -61,18 +62,6 @@ std::vector<OpRecord> collectives(const std::vector<OpRecord>& ops, std::optiona
 int count_overlapping(const std::vector<OpRecord>& collective_ops, const std::vector<OpRecord>& ops) {
   return static_cast<int>(std::count_if(collective_ops.begin(), collective_ops.end(),
                                         [&](const OpRecord& op) { return overlapped_compute(op, ops) != nullptr; }));
-}
-
-std::string us(SimTime ns) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3f us", static_cast<double>(ns) / 1e3);
-  return text;
-}
-
-std::string ms(SimTime ns) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3f ms", static_cast<double>(ns) / 1e6);
-  return text;
 }
 
 // The measured step's duration on rank 0's compute stream: from its first op to its last.

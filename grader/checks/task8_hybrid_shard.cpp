@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "grader/check_catalog.hpp"
+#include "grader/diagnostic_text.hpp"
 #include "grader/graded_run.hpp"
 #include "grader/rank_harness.hpp"
 
@@ -24,12 +25,6 @@ constexpr const char* kShow = "fsdplab gui --model gpt2 --world 4 --strategy hyb
 
 const HybridShardTask& graded(const CheckContext& c) { return *c.tasks.hybrid_shard; }
 const HybridShardTask& reference(const CheckContext& c) { return *c.reference.hybrid_shard; }
-
-std::string ms(SimTime t) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(3) << ns_to_ms(t) << " ms";
-  return s.str();
-}
 
 Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run) {
   return {8, std::move(id), std::move(title), points, kShow, std::move(run)};
@@ -152,11 +147,8 @@ std::vector<ReplicaCall> call_all_reduce(const CheckContext& c, int world, int s
     call.bytes = grad.nbytes();
     // The reduce-scatter that wrote the shard, still running when the call comes. It touches no memory, so an
     // all-reduce on the wrong stream shows in the op graph, named, instead of stopping the check as a race.
-    OpSpec spec;
-    spec.name = "reduce_scatter transformer.h.0.flat_grad_shard (1 ms)";
-    spec.category = OpCategory::reduce_scatter;
-    spec.duration = 1'000'000;
-    call.reduce_scatter_end = r.device.op(r.device.launch(Lane::reduce_scatter, std::move(spec), {.host = [] {}})).end;
+    call.reduce_scatter_end = busy_op(r.device, Lane::reduce_scatter, OpCategory::reduce_scatter,
+                                      "reduce_scatter transformer.h.0.flat_grad_shard (1 ms)", 1'000'000).end;
     const std::size_t first = r.device.ops().size();
     call.host_before = r.device.host_time();
     graded(c).all_reduce_replicas(r.device, *replicas, grad);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "grader/check_catalog.hpp"
+#include "grader/diagnostic_text.hpp"
 #include "grader/graded_run.hpp"
 #include "grader/rank_harness.hpp"
 
@@ -27,25 +28,10 @@ Check make(std::string id, std::string title, int points, std::function<CheckOut
   return {9, std::move(id), std::move(title), points, kShow, std::move(run)};
 }
 
-std::string ms(SimTime t) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(3) << ns_to_ms(t) << " ms";
-  return s.str();
-}
-
 std::vector<float> shard_values() {
   std::vector<float> v;
   for (std::int64_t i = 0; i < kShard; ++i) v.push_back(static_cast<float>(i % 11) / 4 - 1);
   return v;
-}
-
-// An op of `duration` on `lane` that touches no memory; its record.
-OpRecord busy(Device& device, Lane lane, OpCategory category, std::string name, SimTime duration) {
-  OpSpec spec;
-  spec.name = std::move(name);
-  spec.category = category;
-  spec.duration = duration;
-  return device.op(device.launch(lane, std::move(spec), {.host = [] {}}));
 }
 
 // The ops a graded call issued: those logged from `first` on.
@@ -95,13 +81,13 @@ CopyUp observe_copy_up(const CheckContext& c) {
   host_shard.copy_from(out.sent);
   const Tensor device_copy = Tensor::empty(*device, {kShard}, DType::f32, MemTag::comm_buffer,
                                            "transformer.h.1.flat_param_shard_device", Lane::memcpy);
-  out.earlier_gather = busy(*device, Lane::all_gather, OpCategory::all_gather, "all_gather transformer.h.0.flat_param_full (earlier)", kRunning);
+  out.earlier_gather = busy_op(*device, Lane::all_gather, OpCategory::all_gather, "all_gather transformer.h.0.flat_param_full (earlier)", kRunning);
   const std::size_t first = device->ops().size();
   out.host_before = device->host_time();
   graded(c).copy_shard_to_device(*device, host_shard, device_copy);
   out.host_after = device->host_time();
   out.issued = issued_since(*device, first);
-  out.gather = busy(*device, Lane::all_gather, OpCategory::all_gather, "all_gather transformer.h.1.flat_param_full (reads the copy)", 10'000);
+  out.gather = busy_op(*device, Lane::all_gather, OpCategory::all_gather, "all_gather transformer.h.1.flat_param_full (reads the copy)", 10'000);
   device->synchronize();
   out.arrived = device_copy.to_vector();
   return out;
@@ -172,7 +158,7 @@ CopyBack observe_copy_back(const CheckContext& c) {
                                            "transformer.h.1.flat_grad_shard_device", Lane::reduce_scatter);
   device_grad.copy_from(out.sent);
   const Tensor host_grad = Tensor::empty(*device, {kShard}, DType::f32, MemTag::grad_shard, "transformer.h.1.flat_grad_shard", Lane::host);
-  out.reduction = busy(*device, Lane::reduce_scatter, OpCategory::reduce_scatter, "reduce_scatter transformer.h.1.flat_grad_shard_device", kRunning);
+  out.reduction = busy_op(*device, Lane::reduce_scatter, OpCategory::reduce_scatter, "reduce_scatter transformer.h.1.flat_grad_shard_device", kRunning);
   const std::size_t first = device->ops().size();
   out.host_before = device->host_time();
   graded(c).copy_grad_to_host(*device, device_grad, host_grad);
@@ -215,10 +201,10 @@ CheckOutcome check_copy_back(const CheckContext& c) {
 
 CheckOutcome check_host_wait(const CheckContext& c) {
   auto device = make_graded_device(0);
-  const OpRecord copy = busy(*device, Lane::memcpy, OpCategory::memcpy, "copy_to_host transformer.h.1.flat_grad_shard", kRunning);
+  const OpRecord copy = busy_op(*device, Lane::memcpy, OpCategory::memcpy, "copy_to_host transformer.h.1.flat_grad_shard", kRunning);
   Event landed("transformer.h.1.reduced");
   device->record(landed, Lane::memcpy);
-  const OpRecord unrelated = busy(*device, Lane::all_gather, OpCategory::all_gather, "all_gather (root).flat_param_full (the next forward's prefetch)",
+  const OpRecord unrelated = busy_op(*device, Lane::all_gather, OpCategory::all_gather, "all_gather (root).flat_param_full (the next forward's prefetch)",
                                   5 * kRunning);
   const std::size_t first = device->ops().size();
   const SimTime host_before = device->host_time();
