@@ -121,12 +121,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     const auto save = [&](const std::string& dir) {
       sharded.with_full_parameters([&] {
         if (r != 0) return;
-        try {
-          save_checkpoint(dir, *built.model, built.config);
-        } catch (const Error& e) {
-          if (!fsdp.on_output_failed) throw;
-          fsdp.on_output_failed(e.what());  // the run and its other outputs go on
-        }
+        save_output(fsdp.on_output_failed, [&] { save_checkpoint(dir, *built.model, built.config); });
       });
       comm.barrier();  // nobody reads the folder before rank 0 has renamed its files into place
     };

@@ -58,19 +58,14 @@ void fail_nonfinite_loss(const RunConfig& run, int step, double loss) {
        "more; expected a finite loss (--allow-nonfinite trains on regardless)");
 }
 
-namespace {
-
-// Saves a folder of the run's own (--save-init, --save-final): a failure goes to `on_failed` when given.
 void save_output(const OutputFailed& on_failed, const std::function<void()>& save) {
   try {
     save();
   } catch (const Error& e) {
     if (!on_failed) throw;
-    on_failed(e.what());
+    on_failed(e.what());  // the run and its other outputs go on
   }
 }
-
-}  // namespace
 
 std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog& presets,
                                        const std::function<void(const StepReport&)>& on_step, TraceSink* sink,

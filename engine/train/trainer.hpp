@@ -26,6 +26,10 @@ struct StepReport {
 // run goes on, and what it returns is still written by the caller. Without one, the failure ends the run.
 using OutputFailed = std::function<void(const std::string& message)>;
 
+// Runs `save`, which writes a folder of the run's own (--save-init, --save-final): its Error goes to
+// `on_failed` when given, and ends the run when not.
+void save_output(const OutputFailed& on_failed, const std::function<void()>& save);
+
 // Before the run (train_baseline, and FsdpRunPlan before any rank starts), in this order:
 // the numbers no other check reads (--lr, --momentum: finite and >= 0; --batch, --seq, the mlp's shape);
 // every output (--losses, --trace, --trace-dir, --save-init, --save-final) can be written where it is

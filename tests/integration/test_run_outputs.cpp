@@ -10,8 +10,6 @@
 #include <limits>
 #include <string>
 
-#include <unistd.h>
-
 #include "engine/nn/safetensors.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/trainer.hpp"
@@ -24,19 +22,14 @@ namespace fs = std::filesystem;
 using testing::contains;
 using testing::error_of;
 
-class RunOutputs : public ::testing::Test {
+class RunOutputs : public testing::TempDirTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fsdplab_run_outputs_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TempDirTest::SetUp();
     std::ofstream(path("plain")) << "a file, not a folder\n";
   }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  // As RunConfig holds them: strings.
+  std::string path(const std::string& name) const { return TempDirTest::path(name).string(); }
 
   static RunConfig toy(int steps) {
     RunConfig run;
@@ -55,8 +48,6 @@ class RunOutputs : public ::testing::Test {
   std::function<void(const StepReport&)> count_steps() {
     return [this](const StepReport&) { ++steps_run; };
   }
-
-  fs::path dir_;
 };
 
 TEST_F(RunOutputs, UnusableOutputIsRefusedBeforeTheFirstStep) {
@@ -70,7 +61,7 @@ TEST_F(RunOutputs, UnusableOutputIsRefusedBeforeTheFirstStep) {
       {"--save-init", [&](RunConfig& r) { r.save_init = path("plain"); }, "is not a folder"},
       {"--trace-dir", [&](RunConfig& r) { r.trace_dir = path("plain/traces"); }, "is not a folder"},
       {"--losses", [&](RunConfig& r) { r.losses_file = path("no/such/losses.csv"); }, "does not exist"},
-      {"--trace", [&](RunConfig& r) { r.trace_file = dir_.string(); }, "is a folder; expected a file"},
+      {"--trace", [&](RunConfig& r) { r.trace_file = dir().string(); }, "is a folder; expected a file"},
   };
   for (const Bad& bad : cases) {
     SCOPED_TRACE(bad.option);

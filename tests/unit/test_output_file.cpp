@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -14,47 +13,27 @@
 
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
+#include "test_support.hpp"
 
 namespace fsdplab {
 namespace {
 
 namespace fs = std::filesystem;
 
-class OutputFile : public ::testing::Test {
+using testing::contains;
+using testing::error_of;
+
+class OutputFile : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fsdplab_output_file_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
   void TearDown() override {
     std::error_code ignored;
-    fs::permissions(dir_ / "locked", fs::perms::owner_all, ignored);
-    fs::remove_all(dir_, ignored);
-  }
-  fs::path path(const std::string& name) const { return dir_ / name; }
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+    fs::permissions(path("locked"), fs::perms::owner_all, ignored);  // so the folder can be removed
+    TempDirTest::TearDown();
   }
   static void write(const fs::path& p, const std::string& text) {
     write_output_file(p, "--losses", [&](std::ostream& out) { out << text; });
   }
-  static std::string error_of(const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  }
-
-  fs::path dir_;
 };
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST_F(OutputFile, RegularFileIsReplacedWholeAndNoTemporaryStays) {
   write(path("a.csv"), "old\n");

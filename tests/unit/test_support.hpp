@@ -187,6 +187,7 @@ class TempDirTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::filesystem::path path(const std::string& name) const { return dir_ / name; }
+  const std::filesystem::path& dir() const { return dir_; }
 
   static std::string slurp(const std::filesystem::path& p) {
     std::ifstream in(p, std::ios::binary);
