@@ -42,20 +42,33 @@ std::string nccl_reason(ncclResult_t result, ncclComm_t comm) {
   return reason;
 }
 
-// A non-blocking communicator answers ncclInProgress until its call has been taken; this waits for the
-// answer without holding any lock, so the watchdog can abort meanwhile, and gives up after `timeout` (a
-// peer that never joins the world is not the watchdog's: nothing is registered before the join).
+// [Note: a non-blocking communicator's state]
+// With config.blocking = 0 a call returns at once: ncclInProgress, or even ncclSuccess, says only that NCCL
+// took it. Whether it is done is the communicator's state, read by ncclCommGetAsyncError: ncclInProgress
+// while the join, split or enqueue goes on, then its result. A split writes the new communicator through its
+// output pointer when it completes, possibly after ncclCommSplit returned, and the new communicator must not be
+// read (its size, its rank) before its own state has settled: on an H100 reading it at once failed, and on an
+// H200 a pointer read right after the call was still null. So every call, whatever it
+// answered, is followed by polling the state of the communicator it concerns until it is not in progress.
+// The poll holds no lock, so the watchdog can abort meanwhile, and gives up after `timeout` (a peer that
+// never joins the world is not the watchdog's: nothing is registered before the join).
 void settle(ncclComm_t comm, ncclResult_t result, NcclAbortGroup& aborts, std::chrono::milliseconds timeout,
             const std::string& what) {
   const auto start = Clock::now();
-  while (result == ncclInProgress) {
+  while (comm && (result == ncclSuccess || result == ncclInProgress)) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t read = ncclCommGetAsyncError(comm, &state);
+    if (read != ncclSuccess) fail(what, ": cannot read the communicator's state: ", nccl_reason(read, comm));
+    if (state != ncclInProgress) {
+      result = state;
+      break;
+    }
     if (auto failure = aborts.failure()) fail(what, ": stopped, ", *failure);
     if (Clock::now() - start > timeout) {
       ncclCommAbort(comm);
       fail(what, ": no answer after ", timeout.count(), " ms (a peer never joined)");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
-    if (ncclCommGetAsyncError(comm, &result) != ncclSuccess) break;
   }
   if (result != ncclSuccess) fail(what, " failed: ", nccl_reason(result, comm));
 }
@@ -240,7 +253,7 @@ std::optional<std::string> NcclComm::overdue(std::chrono::milliseconds timeout) 
   return std::nullopt;
 }
 
-void NcclComm::issue(const std::string& what, const std::function<int(void* nccl_comm)>& call, void** settle_on) {
+void NcclComm::issue(const std::string& what, const std::function<int(void* nccl_comm)>& call) {
   if (auto failure = aborts_.failure()) fail(what, ": NCCL was aborted: ", *failure);
   ncclComm_t comm = nullptr;
   ncclResult_t result = ncclSuccess;
@@ -250,7 +263,6 @@ void NcclComm::issue(const std::string& what, const std::function<int(void* nccl
     comm = handle_->comm;
     result = static_cast<ncclResult_t>(call(comm));
   }
-  if (settle_on && *settle_on) comm = static_cast<ncclComm_t>(*settle_on);
   settle(comm, result, aborts_, aborts_.timeout_, what);
 }
 
@@ -340,17 +352,19 @@ std::unique_ptr<Communicator> NcclComm::split(int color) {
   child->gpu = handle_->gpu;
   ncclConfig_t config = nonblocking_config();
   const std::string what = "rank " + std::to_string(rank_) + ": NCCL split(" + std::to_string(color) + ")";
-  void* made = nullptr;
+  // NCCL writes the new communicator through this pointer when the split completes, which for a non-blocking
+  // communicator may be after ncclCommSplit has returned: it must point at storage that outlives the call
+  // (the child's handle), and be read only once the parent's state has settled.
   issue(what, [&](void* comm) {
-    ncclComm_t split_off = nullptr;
-    const ncclResult_t result = ncclCommSplit(static_cast<ncclComm_t>(comm), color, rank_, &split_off, &config);
-    made = split_off;
-    return result;
-  }, &made);
-  child->comm = static_cast<ncclComm_t>(made);
+    return ncclCommSplit(static_cast<ncclComm_t>(comm), color, rank_, &child->comm, &config);
+  });
+  check(child->comm != nullptr, what, ": NCCL made no communicator for color ", color);
+  settle(child->comm, ncclSuccess, aborts_, aborts_.timeout_, what);
+  // Read only now that the split has settled on both communicators.
   int child_world = 0, child_rank = 0;
-  check(ncclCommCount(child->comm, &child_world) == ncclSuccess && ncclCommUserRank(child->comm, &child_rank) == ncclSuccess,
-        what, ": cannot read the new group's size and rank");
+  const ncclResult_t counted = ncclCommCount(child->comm, &child_world);
+  const ncclResult_t ranked = counted == ncclSuccess ? ncclCommUserRank(child->comm, &child_rank) : counted;
+  check(ranked == ncclSuccess, what, ": cannot read the new group's size and rank: ", nccl_reason(ranked, child->comm));
   child->make_barrier(what);
   return std::unique_ptr<Communicator>(new NcclComm(std::move(child), child_world, child_rank, device_, aborts_));
 }

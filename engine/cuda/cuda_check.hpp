@@ -14,6 +14,11 @@ namespace fsdplab::cuda {
 template <class... Parts>
 void check_cuda(cudaError_t status, const Parts&... what) {
   if (status == cudaSuccess) return;
+  // The runtime also keeps a failed call's error as the thread's "last error" until it is read: left there,
+  // the next kernel launch's check_launch would report this call's error as its own (seen on an H200: a
+  // refused 2-D copy came back as "launching kernel fill: invalid pitch argument"). Read, it is reported here
+  // once. (A sticky error, a fault in a kernel, stays with the context whatever is read.)
+  (void)cudaGetLastError();
   fail(what..., ": CUDA error ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
 }
 

@@ -346,7 +346,7 @@ void CudaDevice::resolve_timings(bool wait) {
         }
       }
       if (m.cupti) {
-        m.cupti->retire(t.tag);  // the sinks get its kernels from CUPTI
+        m.cupti->retire(t.tag, std::pair{t.trace.begin, t.trace.end});  // the sinks get its kernels from CUPTI
       } else {
         emit(t.trace);
       }

@@ -83,6 +83,17 @@ std::optional<std::string_view> host_wait_name(CUpti_ActivitySynchronizationType
   }
 }
 
+// [Note: which API records carry the external id]
+// A device pushes an external id around each op's CUDA calls, and CUPTI writes an external correlation record
+// (external id -> correlation id) for every *API record* made meanwhile; a kernel or copy carries the
+// correlation id of the call that launched it. Only API calls whose kind is enabled make records. The first
+// GPU run enabled the driver API alone: cuBLAS's launches (driver calls) were labelled, but the engine's own
+// kernels and cudaMemcpyAsync copies, launched through the runtime (whose static library reaches the driver by
+// entry points CUPTI does not report as driver API calls), came without their op (2,516 of 5,801 records).
+// So both kinds are on, the runtime's and the driver's, each trimmed of the calls around every launch that
+// launch no work (event records, waits, queries, error reads). Work launched on another thread (NCCL may enqueue
+// from its own) has no external id at all: the device's mapper then finds its op by the stream it ran on and
+// the op's CUDA-event span (GpuActivityMapper::map).
 class Tracer {
  public:
   // Never destroyed: CUPTI may hand back a buffer while the process exits.
@@ -117,11 +128,12 @@ class Tracer {
     return source;
   }
 
-  void remove_source(std::uint32_t source, std::int64_t unlabelled) {
+  void remove_source(std::uint32_t source, std::int64_t unlabelled, std::int64_t by_span) {
     std::lock_guard lock(router_mutex_);
     router_.remove_source(source);
     mailboxes_.erase(source);
     totals_.unlabelled += unlabelled;
+    totals_.by_span += by_span;
   }
 
   // Asks CUPTI for its buffers (with `forced`, also those still holding running work), then routes.
@@ -184,8 +196,10 @@ class Tracer {
       return undo("CUPTI refused the host clock as its timestamp", status);
     if ((status = cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed)) != CUPTI_SUCCESS)
       return undo("CUPTI refused the buffer callbacks", status);
+    // See [Note: which API records carry the external id].
     for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_DRIVER,
-                                    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                    CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                    CUPTI_ACTIVITY_KIND_MEMCPY,
                                     CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION}) {
       if ((status = cuptiActivityEnable(kind)) != CUPTI_SUCCESS)
         return undo("CUPTI refused activity kind " + std::to_string(kind), status);
@@ -198,6 +212,15 @@ class Tracer {
                                   CUPTI_DRIVER_TRACE_CBID_cuEventCreate, CUPTI_DRIVER_TRACE_CBID_cuEventDestroy_v2,
                                   CUPTI_DRIVER_TRACE_CBID_cuEventElapsedTime, CUPTI_DRIVER_TRACE_CBID_cuEventElapsedTime_v2})
       cuptiActivityEnableDriverApi(call, 0);
+    for (CUpti_CallbackId call :
+         {CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_v11010,
+          CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020,
+          CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaEventCreateWithFlags_v3020,
+          CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaEventElapsedTime_v3020,
+          CUPTI_RUNTIME_TRACE_CBID_cudaEventElapsedTime_v12080, CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020,
+          CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
+          CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020})
+      cuptiActivityEnableRuntimeApi(call, 0);
     // Event queries that found the work unfinished (resolve_timings asks at every launch) make no record.
     if ((status = cuptiActivityEnableAllSyncRecords(0)) != CUPTI_SUCCESS)
       return undo("CUPTI refused to skip unfinished queries", status);
@@ -235,6 +258,7 @@ class Tracer {
     add(now.incomplete - session_start_.incomplete, " still running at a forced flush (not traced)");
     add(now.orphaned - session_start_.orphaned, " of no device (not traced)");
     add(now.unlabelled - session_start_.unlabelled, " without their op's labels");
+    add(now.by_span - session_start_.by_span, " labelled by their stream and op span (no external id)");
     std::fprintf(stderr, "%s\n", report.c_str());
   }
 
@@ -442,11 +466,13 @@ CuptiLink::CuptiLink(int rank, std::uint32_t source, std::int64_t zero, std::sha
 
 CuptiLink::~CuptiLink() {
   Tracer& tracer = Tracer::get();
-  tracer.remove_source(source_, mapper_.unlabelled());
+  tracer.remove_source(source_, mapper_.unlabelled(), mapper_.found_by_span());
   tracer.leave();
 }
 
-void CuptiLink::retire(std::uint64_t tag) { mapper_.retire(tag, Tracer::get().flushes()); }
+void CuptiLink::retire(std::uint64_t tag, std::optional<std::pair<SimTime, SimTime>> span) {
+  mapper_.retire(tag, Tracer::get().flushes(), span);
+}
 
 void CuptiLink::drain(std::vector<TraceEvent>& out) {
   if (!mailbox_->filled.load(std::memory_order_acquire)) return;

@@ -42,6 +42,7 @@ struct CuptiCounts {
   std::int64_t incomplete = 0;  // records handed back still running (at a forced flush): not traced
   std::int64_t orphaned = 0;    // device work no attached device could be found for
   std::int64_t unlabelled = 0;  // traced without their op's labels (no op, or its labels already forgotten)
+  std::int64_t by_span = 0;     // labelled by their stream and their op's CUDA-event span (no external id came)
 };
 CuptiCounts cupti_counts();
 
@@ -76,8 +77,9 @@ class CuptiLink {
 
   // Work about to be issued, as the TraceEvent the device would emit for it; returns its tag.
   std::uint64_t issue(TraceEvent work) { return mapper_.issue(std::move(work)); }
-  // The work's CUDA calls are done; records of it may still come for a while.
-  void retire(std::uint64_t tag);
+  // The work's CUDA calls are done; records of it may still come for a while. An op on a stream gives its
+  // span from its CUDA events (device time), by which records that came without its tag find it.
+  void retire(std::uint64_t tag, std::optional<std::pair<SimTime, SimTime>> span = std::nullopt);
   // Appends the trace events of the records delivered since the last call (nothing to do, and no lock
   // taken, when there are none).
   void drain(std::vector<TraceEvent>& out);

@@ -175,8 +175,29 @@ std::uint64_t GpuActivityMapper::issue(TraceEvent work) {
   return tag;
 }
 
-void GpuActivityMapper::retire(std::uint64_t tag, std::int64_t flush) {
-  if (const auto it = work_.find(tag); it != work_.end()) it->second.retired = flush;
+void GpuActivityMapper::retire(std::uint64_t tag, std::int64_t flush, std::optional<std::pair<SimTime, SimTime>> span) {
+  const auto it = work_.find(tag);
+  if (it == work_.end()) return;
+  Work& work = it->second;
+  work.retired = flush;
+  const auto lane = static_cast<std::size_t>(work.event.lane);
+  if (span && lane < kStreamCount && span->second >= span->first)
+    spans_[lane][span->first] = {span->second, tag};
+}
+
+GpuActivityMapper::Work* GpuActivityMapper::work_in_span(const RoutedRecord& routed) {
+  if (!routed.stream_lane || routed.record.kind == GpuRecordKind::host_wait) return nullptr;
+  const auto lane = static_cast<std::size_t>(*routed.stream_lane);
+  if (lane >= kStreamCount) return nullptr;
+  const GpuRecord& r = routed.record;
+  const SimTime middle = static_cast<SimTime>(r.start + (std::max(r.end, r.start) - r.start) / 2) - zero_;
+  const auto& spans = spans_[lane];
+  auto after = spans.upper_bound(middle);
+  if (after == spans.begin()) return nullptr;
+  const auto& [end, tag] = std::prev(after)->second;
+  if (middle > end) return nullptr;
+  const auto it = work_.find(tag);
+  return it == work_.end() ? nullptr : &it->second;
 }
 
 TraceEvent GpuActivityMapper::to_event(const RoutedRecord& routed, Work* work) const {
@@ -232,6 +253,7 @@ void GpuActivityMapper::map(std::span<const RoutedRecord> records, std::int64_t 
     if (routed.tag != 0) {
       if (const auto it = work_.find(routed.tag); it != work_.end()) work = &it->second;
     }
+    if (!work && routed.tag == 0 && (work = work_in_span(routed))) ++found_by_span_;
     if (!work) ++unlabelled_;
     out.push_back(to_event(routed, work));
     if (work) work->seen = true;
@@ -244,6 +266,8 @@ void GpuActivityMapper::map(std::span<const RoutedRecord> records, std::int64_t 
   std::erase_if(work_, [&](const auto& entry) {
     return entry.second.retired >= 0 && flush - entry.second.retired > kRecordPatienceFlushes;
   });
+  for (auto& spans : spans_)
+    std::erase_if(spans, [&](const auto& span) { return !work_.contains(span.second.second); });
 }
 
 }  // namespace fsdplab

@@ -13,6 +13,7 @@
 // An external id packs the source and a tag the source numbers its work with, so a record names its device
 // even when it ran on a stream the device does not own (NCCL may launch on its own).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -136,14 +137,18 @@ class GpuActivityMapper {
   // deps; or host work, on the host lane). Returns its tag, to push as the external id with external_id().
   std::uint64_t issue(TraceEvent work);
   // The work's CUDA calls are done (an op's end event passed, a host call returned) at flush count `flush`:
-  // its records may still come for kRecordPatienceFlushes flushes, after which it is forgotten.
-  void retire(std::uint64_t tag, std::int64_t flush);
+  // its records may still come for kRecordPatienceFlushes flushes, after which it is forgotten. An op that
+  // ran on a stream gives its span there, from its CUDA events (device time): see map().
+  void retire(std::uint64_t tag, std::int64_t flush, std::optional<std::pair<SimTime, SimTime>> span = std::nullopt);
   // Appends the trace events of `records` to `out`, in time order; forgets work retired more than the
-  // patience before `flush`.
+  // patience before `flush`. A record that came without its work's tag but on one of the device's streams
+  // (launched on a thread that pushed no external id, as NCCL's may be) belongs to the op whose CUDA-event
+  // span on that stream holds the record's midpoint: a stream runs its work in order, so at most one does.
   void map(std::span<const RoutedRecord> records, std::int64_t flush, std::vector<TraceEvent>& out);
 
   std::int64_t events() const { return events_; }          // trace events made
   std::int64_t unlabelled() const { return unlabelled_; }  // of which no work was known (or no longer)
+  std::int64_t found_by_span() const { return found_by_span_; }  // labelled by their stream and time alone
   std::size_t known_work() const { return work_.size(); }
 
  private:
@@ -153,14 +158,18 @@ class GpuActivityMapper {
     std::int64_t retired = -1;  // the flush count when retired; -1 while its calls may still be running
   };
   TraceEvent to_event(const RoutedRecord& routed, Work* work) const;
+  Work* work_in_span(const RoutedRecord& routed);
 
   int rank_;
   std::int64_t zero_;
   std::uint64_t next_tag_ = 1;
   std::unordered_map<std::uint64_t, Work> work_;
+  // Per stream lane, the retired ops' spans: begin -> (end, tag).
+  std::array<std::map<SimTime, std::pair<SimTime, std::uint64_t>>, kStreamCount> spans_;
   std::int64_t pruned_at_ = -1;  // the flush count of the last forgetting
   std::int64_t events_ = 0;
   std::int64_t unlabelled_ = 0;
+  std::int64_t found_by_span_ = 0;
 };
 
 }  // namespace fsdplab

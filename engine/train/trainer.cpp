@@ -70,8 +70,8 @@ void save_output(const OutputFailed& on_failed, const std::function<void()>& sav
 std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog& presets,
                                        const std::function<void(const StepReport&)>& on_step, TraceSink* sink,
                                        const OutputFailed& on_output_failed) {
-  check(run.world == 1, "--world ", run.world, ": sharded training over several ranks arrives with FSDP; the "
-        "baseline trains one rank (--world 1)");
+  check(run.world == 1, "--world ", run.world, ": the baseline trains one rank (--world 1); several ranks train "
+        "with FSDP (train_fsdp)");
   check(run.steps >= 0, "--steps ", run.steps, "; expected >= 0");
   check(run.checkpoint_dir.empty() && run.resume_dir.empty(), "training checkpoints (--checkpoint, --resume) are "
         "written and read by FSDP runs (train_fsdp; --world 1 is one); the baseline saves --save-final");

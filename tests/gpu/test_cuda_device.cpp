@@ -11,6 +11,7 @@
 #include <set>
 
 #include "../integration/fsdp_runs.hpp"
+#include "gpu_runs.hpp"
 #include "engine/comm/local_comm.hpp"
 #include "engine/runtime/device_factory.hpp"
 #include "engine/tensor/elementwise.hpp"
@@ -22,6 +23,7 @@
 
 #if FSDPLAB_HAVE_CUDA
 #include "engine/cuda/copies.hpp"
+#include "engine/cuda/cuda_check.hpp"
 #endif
 
 namespace fsdplab {
@@ -138,16 +140,48 @@ TEST_F(CudaDeviceTest, OutOfMemoryNamesTheRankTheTagAndTheGpusMemory) {
 TEST_F(CudaDeviceTest, ACudaErrorNamesTheRankAndTheOp) {
 #if FSDPLAB_HAVE_CUDA
   auto dev = make_device(1, spec());
+  Tensor from = Tensor::empty(*dev, {256}, DType::f32, MemTag::activation, "from", Lane::memcpy);
+  Tensor to = Tensor::empty(*dev, {256}, DType::f32, MemTag::activation, "to", Lane::memcpy);
   OpSpec bad;
-  bad.name = "copy from nowhere";
+  bad.name = "copy with a bad pitch";
   const std::string message = error_of([&] {
-    dev->launch(Lane::memcpy, bad, {.cuda = [](CUstream_st* s) {
-                  // An address no allocation holds: the copy engine refuses it at enqueue time.
-                  cuda::copy_bytes(s, reinterpret_cast<void*>(0x10), reinterpret_cast<const void*>(0x20), 64);
+    dev->launch(Lane::memcpy, bad, {.cuda = [&](CUstream_st* s) {
+                  // A destination pitch narrower than the row: the runtime refuses the call with an error code
+                  // before any copy engine moves a byte (the addresses are real allocations).
+                  cuda::check_cuda(cudaMemcpy2DAsync(to.raw(), 16, from.raw(), 64, 64, 4, cudaMemcpyDeviceToDevice, s),
+                                   "a 2-D copy");
                 }});
   });
-  EXPECT_TRUE(contains(message, "rank 1, op 'copy from nowhere' on stream memcpy")) << message;
+  EXPECT_TRUE(contains(message, "rank 1, op 'copy with a bad pitch' on stream memcpy")) << message;
   EXPECT_TRUE(contains(message, "CUDA error")) << message;
+  // The error was the call's, not the context's: the device goes on working.
+  fill(dev->stream(Lane::compute), to, 2.f);
+  EXPECT_EQ(read(to).front(), 2.f);
+#endif
+}
+
+TEST_F(CudaDeviceTest, AnAddressCudaDidNotAllocateNeverReachesTheDriver) {
+#if FSDPLAB_HAVE_CUDA
+  auto dev = make_device(0, spec());
+  Tensor on_gpu = Tensor::empty(*dev, {16}, DType::f32, MemTag::activation, "on_gpu", Lane::memcpy);
+  std::vector<float> pageable(16, 1.f);
+  OpSpec copy_op;
+  copy_op.name = "copy from nowhere";
+  const auto copy_from = [&](const void* source) {
+    return error_of([&] {
+      dev->launch(Lane::memcpy, copy_op, {.cuda = [&](CUstream_st* s) {
+                    cuda::copy_bytes(s, on_gpu.raw(), source, on_gpu.nbytes());
+                  }});
+    });
+  };
+  // Handed to cudaMemcpyAsync, the first crashed the process inside libcuda (a SIGSEGV, not an error).
+  const std::string nowhere = copy_from(reinterpret_cast<const void*>(0x20));
+  EXPECT_TRUE(contains(nowhere, "rank 0, op 'copy from nowhere' on stream memcpy")) << nowhere;
+  EXPECT_TRUE(contains(nowhere, "the source 0x20 is not memory CUDA allocated")) << nowhere;
+  const std::string host = copy_from(pageable.data());
+  EXPECT_TRUE(contains(host, "is not memory CUDA allocated")) << "pageable host memory would make the copy synchronous";
+  fill(dev->stream(Lane::compute), on_gpu, 3.f);
+  EXPECT_EQ(read(on_gpu).back(), 3.f) << "the device goes on working";
 #endif
 }
 
@@ -281,18 +315,15 @@ TEST_F(CudaDeviceTest, AFailingRankStopsItsPeersWithinTheTimeout) {
 // ---- FSDP training on one GPU ------------------------------------------------------------------------
 
 TEST_F(CudaDeviceTest, FsdpOnOneGpuTrainsWithTheBaselinesLossesAndPerRankLanes) {
-  RunConfig run = gpt2_run(2, 8, 32, 10);
+  const RunConfig run = one_gpu_fsdp_run();
   const std::vector<double> baseline = losses_of(train_baseline([&] {
-    RunConfig one = run;
+    RunConfig one = on_sim(run);
     one.world = 1;
     return one;
   }(), PresetCatalog::builtin(), {}, nullptr));
 
   FsdpRun fsdp;
   fsdp.run = run;
-  fsdp.run.device = "cuda";
-  fsdp.run.emulate_link = true;
-  fsdp.run.link_preset = "pcie4-no-p2p";
   std::vector<TraceRecorder> recorders(2);
   for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
   const std::vector<double> losses = losses_of(train_fsdp(fsdp, PresetCatalog::builtin(), {}));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../integration/fsdp_runs.hpp"
+#include "gpu_runs.hpp"
 #include "engine/comm/local_comm.hpp"
 #include "engine/runtime/device_factory.hpp"
 #include "engine/tensor/elementwise.hpp"
@@ -146,8 +147,7 @@ TEST_F(CuptiTracingTest, ACollectivesWorkIsInItsCollectiveLaneOrWhereSyncModeRan
 TEST_F(CuptiTracingTest, ASmallFsdpRunDropsNothingAndEveryRankGetsItsOwnRecords) {
   const cuda::CuptiCounts before = cuda::cupti_counts();
   FsdpRun fsdp;
-  fsdp.run = gpt2_run(2, 8, 32, 3);
-  fsdp.run.device = "cuda";
+  fsdp.run = cupti_fsdp_run();
   std::vector<TraceRecorder> recorders(2);
   for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
   train_fsdp(fsdp, PresetCatalog::builtin(), {});

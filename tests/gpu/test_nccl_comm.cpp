@@ -4,15 +4,23 @@
 // Each test skips, saying why, where the build or the machine lacks what it needs.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <mutex>
+#include <thread>
 #include <set>
 
 #include "../integration/fsdp_runs.hpp"
+#include "gpu_runs.hpp"
 #include "engine/comm/nccl_comm.hpp"
 #include "engine/runtime/device_factory.hpp"
 #include "engine/trace/trace_recorder.hpp"
 #include "engine/train/rank_launch.hpp"
 #include "test_support.hpp"
+
+#if FSDPLAB_HAVE_CUDA
+#include "engine/cuda/comm_kernels.hpp"
+#endif
 
 namespace fsdplab {
 namespace {
@@ -25,8 +33,11 @@ class NcclCommTest : public ::testing::Test {
     if (auto why = cuda_unavailable()) GTEST_SKIP() << "cuda device: " << *why;
     if (auto why = nccl_unavailable()) GTEST_SKIP() << "nccl: " << *why;
   }
-  static void need_gpus(int n) {
-    if (usable_gpu_count() < n) GTEST_SKIP() << "needs " << n << " GPUs; this machine has " << usable_gpu_count();
+  // The reason a test needing `n` GPUs cannot run here; the test skips with it (GTEST_SKIP in a helper would
+  // only leave the helper).
+  static std::optional<std::string> too_few_gpus(int n) {
+    if (usable_gpu_count() >= n) return std::nullopt;
+    return "needs " + std::to_string(n) + " GPUs; this machine has " + std::to_string(usable_gpu_count());
   }
   static DeviceSpec spec(int gpu) {
     DeviceSpec s;
@@ -35,12 +46,6 @@ class NcclCommTest : public ::testing::Test {
     s.link = PresetCatalog::builtin().link_for(s.preset, "");
     s.gpu = gpu;
     return s;
-  }
-  static RunConfig nccl_run(int world) {
-    RunConfig run = gpt2_run(world, 8, 32, 5);
-    run.device = "cuda";
-    run.comm = "nccl";
-    return run;
   }
 };
 
@@ -70,11 +75,60 @@ TEST_F(NcclCommTest, EveryCollectiveWithOneRank) {
   });
 }
 
+// The watchdog and the abort with one rank: a collective held behind four seconds of work on its stream is
+// overdue after the group's 1.5 s (joining NCCL takes most of a second, and the join has the same limit), the
+// watchdog reports it and aborts NCCL, and every later call fails naming the first failure instead of
+// entering NCCL.
+TEST_F(NcclCommTest, TheWatchdogAbortsACollectiveThatNeverCompletes) {
+#if FSDPLAB_HAVE_CUDA
+  auto device = make_device(0, spec(0));
+  std::mutex mutex;
+  std::vector<std::string> reported;
+  NcclAbortGroup aborts(std::chrono::milliseconds(1500), [&](const std::string& why) {
+    std::lock_guard lock(mutex);
+    reported.push_back(why);
+  });
+  {
+    NcclComm comm(make_nccl_id(), 1, 0, *device, aborts);
+    const Tensor t = tensor_from(*device, {4}, std::vector<float>{1.f, 2.f, 3.f, 4.f});
+    const Stream s = device->stream(Lane::all_gather);
+    OpSpec hold;
+    hold.name = "four seconds of work";
+    device->launch(s.lane, hold, {.cuda = [](CUstream_st* stream) { cuda::spin(stream, 4'000'000'000); }});
+    comm.all_reduce(s, t, ReduceOp::sum);
+    const auto start = std::chrono::steady_clock::now();
+    while (!aborts.failure() && std::chrono::steady_clock::now() - start < std::chrono::seconds(4))
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(aborts.failure()) << "the watchdog never fired";
+    EXPECT_TRUE(contains(*aborts.failure(), "has not completed after 1500 ms")) << *aborts.failure();
+    const std::string later = error_of([&] { comm.all_reduce(s, t, ReduceOp::sum); });
+    EXPECT_TRUE(contains(later, "NCCL was aborted")) << later;
+    device->synchronize();  // the spin ends; an aborted communicator's work is left to the driver
+  }
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_TRUE(contains(reported.front(), "all_reduce")) << reported.front();
+#endif
+}
+
+// An abort asked for by the program (a rank failed elsewhere) stops the next call before it enters NCCL.
+TEST_F(NcclCommTest, AnAbortStopsTheNextCollectiveWithItsReason) {
+#if FSDPLAB_HAVE_CUDA
+  auto device = make_device(0, spec(0));
+  NcclAbortGroup aborts(std::chrono::milliseconds(5000));
+  NcclComm comm(make_nccl_id(), 1, 0, *device, aborts);
+  const Tensor t = tensor_from(*device, {4}, std::vector<float>{1.f, 2.f, 3.f, 4.f});
+  comm.all_reduce(device->stream(Lane::all_gather), t, ReduceOp::sum);
+  device->synchronize();
+  aborts.abort(3, "its data loader died");
+  const std::string message = error_of([&] { comm.barrier(); });
+  EXPECT_TRUE(contains(message, "rank 3 failed: its data loader died")) << message;
+#endif
+}
+
 TEST_F(NcclCommTest, OneRankTrainsTheFullLoopLikeTheBaseline) {
   const RunConfig run = nccl_run(1);
-  RunConfig baseline_run = run;
-  baseline_run.device = "sim";
-  baseline_run.comm = "local";
+  const RunConfig baseline_run = on_sim(run);
   const std::vector<double> baseline = losses_of(train_baseline(baseline_run, PresetCatalog::builtin(), {}, nullptr));
   FsdpRun fsdp;
   fsdp.run = run;
@@ -91,22 +145,19 @@ TEST_F(NcclCommTest, OneRankTrainsTheFullLoopLikeTheBaseline) {
 }
 
 TEST_F(NcclCommTest, TwoGpusTrainLikeTheSimDevice) {
-  need_gpus(2);
-  RunConfig sim_run = nccl_run(2);
-  sim_run.device = "sim";
-  sim_run.comm = "local";
-  FsdpRun on_sim;
-  on_sim.run = sim_run;
+  if (auto why = too_few_gpus(2)) GTEST_SKIP() << *why;
+  FsdpRun sim;
+  sim.run = on_sim(nccl_run(2));
   FsdpRun on_nccl;
   on_nccl.run = nccl_run(2);
-  const std::vector<double> want = losses_of(train_fsdp(on_sim, PresetCatalog::builtin(), {}));
+  const std::vector<double> want = losses_of(train_fsdp(sim, PresetCatalog::builtin(), {}));
   const std::vector<double> got = losses_of(train_fsdp(on_nccl, PresetCatalog::builtin(), {}));
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * std::abs(want[i])) << "step " << i;
 }
 
 TEST_F(NcclCommTest, AFailingRankAbortsItsPeerInsteadOfHangingIt) {
-  need_gpus(2);
+  if (auto why = too_few_gpus(2)) GTEST_SKIP() << *why;
   const RankLayout layout = rank_layout("nccl", 2, DeviceKind::cuda, 0);
   try {
     run_ranks(layout, [&](RankSeat& seat) {

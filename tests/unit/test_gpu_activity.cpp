@@ -256,6 +256,33 @@ TEST(GpuActivityMapper, RetiredWorkIsForgottenAfterThePatienceAndLaterRecordsAre
   EXPECT_EQ(mapper.unlabelled(), 1);
 }
 
+TEST(GpuActivityMapper, ARecordWithoutItsTagFindsTheOpWhoseEventSpanOnItsStreamHoldsIt) {
+  // NCCL may launch from a thread of its own, which pushed no external id: such a kernel comes routed by its
+  // stream alone. The op whose CUDA-event span on that stream holds the kernel's midpoint is its op.
+  GpuActivityMapper mapper(0, 1000);  // records' times minus 1000 are the device's
+  const std::uint64_t first = mapper.issue(op_span(Lane::all_gather, "all_gather", OpCategory::all_gather, 7));
+  const std::uint64_t second = mapper.issue(op_span(Lane::all_gather, "all_gather", OpCategory::all_gather, 8));
+  const std::uint64_t on_compute = mapper.issue(op_span(Lane::compute, "matmul", OpCategory::compute, 9));
+  mapper.retire(first, 0, std::pair<SimTime, SimTime>{100, 200});
+  mapper.retire(second, 0, std::pair<SimTime, SimTime>{200, 400});
+  mapper.retire(on_compute, 0, std::pair<SimTime, SimTime>{0, 1000});
+  const std::vector<RoutedRecord> records = {
+      {kernel("ncclDevKernel_AllGather_RING_LL", 12, 50, 1000 + 120, 1000 + 190), 0, Lane::all_gather},
+      {kernel("ncclDevKernel_AllGather_RING_LL", 12, 51, 1000 + 250, 1000 + 390), 0, Lane::all_gather},
+      {kernel("ncclDevKernel_AllGather_RING_LL", 12, 52, 1000 + 500, 1000 + 600), 0, Lane::all_gather},
+  };
+  std::vector<TraceEvent> events;
+  mapper.map(records, 0, events);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].op, 7u);
+  EXPECT_EQ(events[0].step, 3);
+  EXPECT_EQ(events[0].deps, (std::vector<OpRef>{{0, 5}})) << "the op's first record carries its arrows";
+  EXPECT_EQ(events[1].op, 8u);
+  EXPECT_EQ(events[2].op, 0u) << "after every span on its stream: no op (the compute op's span is another stream's)";
+  EXPECT_EQ(mapper.found_by_span(), 2);
+  EXPECT_EQ(mapper.unlabelled(), 1);
+}
+
 TEST(GpuActivity, TwoRanksRecordsReachTheirOwnTraces) {
   // Both ranks on one GPU: the router sends each record to its device, each device maps its own.
   GpuRecordRouter router;
