@@ -35,7 +35,8 @@ namespace {
 
 struct RunOptions {
   RunConfig train;  // used when --model is given
-  // FSDP, used when --world > 1 or any of these is given; otherwise the single-rank baseline trains.
+  // FSDP, used when --world > 1, --comm is nccl or mpi, or any of these is given; otherwise the single-rank
+  // baseline trains.
   bool fsdp = false;
   FsdpFlags fsdp_flags;
   bool dry_run = false;  // --dry-run: shapes, time and memory only; always an FSDP run
@@ -213,7 +214,8 @@ int run_training(const RunOptions& options) {
   run.world = layout.world;
   // A dry run plans a world: without --batch, one row (sequence) per rank rather than the default 8.
   if (options.dry_run && !options.batch_given) run.batch = run.world;
-  const bool fsdp = options.fsdp || run.world > 1;
+  // A communicator asked for is used: --comm nccl or mpi trains FSDP even on one rank (the baseline has none).
+  const bool fsdp = options.fsdp || run.world > 1 || layout.comm != CommKind::local;
   FsdpRun sharded;
   sharded.run = run;
   ImplChoice impl;
