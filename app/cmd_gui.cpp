@@ -50,6 +50,7 @@ CLI::Validator finite_range(double low, double high, const std::string& what) {
 struct GuiOptions {
   SessionSettings settings;
   std::string compare = "side-by-side";
+  std::string cupti = "on";
   std::string screenshot;
   int screenshot_steps = 3;
   std::string break_kind;
@@ -73,8 +74,17 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
       cmd.add_option("--model", s.model, "Model: gpt2, llama, mlp, toy")->capture_default_str(),
       cmd.add_option("--preset", s.preset, "Model size (gpt2, llama)")->capture_default_str(),
       cmd.add_option("--world", s.world, "Ranks")->capture_default_str()->check(CLI::Range(1, 64)),
+      cmd.add_option("--device", s.device, "sim (virtual time) or cuda (every rank on GPU 0, CUPTI kernels, wall clock)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"sim", "cuda"})),
       cmd.add_option("--device-preset", s.device_preset, "Device preset (see `fsdplab presets`)")->capture_default_str(),
       cmd.add_option("--link-preset", s.link_preset, "Link preset; default: the device preset's link"),
+      cmd.add_flag("--emulate-link", s.emulate_link,
+                   "cuda: each collective holds its stream for the link preset's time (a workstation's link)"),
+      cmd.add_option("--cupti", o.cupti, "cuda: on (each kernel and copy from CUPTI, labelled by its op) or off (each "
+                     "op's CUDA-event span)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"on", "off"})),
       cmd.add_option("--compare", o.compare,
                      "side-by-side (SYNC and ASYNC runs), sync, async, ab (one run alternating), or impl (the "
                      "reference beside --impl, ASYNC)")
@@ -145,6 +155,7 @@ std::optional<std::string> run_errors(const LiveSession& session) {
 
 void run_gui(GuiOptions o) {
   o.settings.comparison = parse_comparison(o.compare);
+  o.settings.cupti = o.cupti == "on";
   WindowOptions window;
   window.width = o.width;
   window.height = o.height;

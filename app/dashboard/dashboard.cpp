@@ -60,9 +60,9 @@ void Dashboard::handle_keys() {
 void Dashboard::draw_title() {
   if (session_) {
     const SessionSettings& s = session_->settings();
-    ImGui::Text("fsdplab · %s %s · W=%d · %s%s%s · %s · impl: %s · sim device, virtual time", s.model.c_str(),
-                s.preset.c_str(), s.world, s.device_preset.c_str(), s.link_preset.empty() ? "" : " + ",
-                s.link_preset.c_str(), std::string(comparison_name(s.comparison)).c_str(), s.fsdp.impl.c_str());
+    ImGui::Text("fsdplab · %s %s · W=%d · %s%s%s · %s · impl: %s · %s", s.model.c_str(), s.preset.c_str(), s.world,
+                s.device_preset.c_str(), s.link_preset.empty() ? "" : " + ", s.link_preset.c_str(),
+                std::string(comparison_name(s.comparison)).c_str(), s.fsdp.impl.c_str(), session_->where().c_str());
   } else if (remote_) {
     ImGui::Text("fsdplab gui --listen %s · %zu run(s) · %zu events", remote_->listener().address().c_str(),
                 remote_->store().sources().size(), remote_->store().event_count());
@@ -113,7 +113,7 @@ void Dashboard::draw_right() {
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("steps_area", ImVec2(width * 0.32f, below), true);
-  ImGui::TextUnformatted("Step times (virtual ms)");
+  ImGui::Text("Step times (%s)", std::string(milliseconds_kind(trace)).c_str());
   step_times_.draw(trace);
   ImGui::EndChild();
   ImGui::SameLine();

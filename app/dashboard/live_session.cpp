@@ -5,6 +5,7 @@
 #include "engine/runtime/error.hpp"
 #include "engine/train/expected_memory.hpp"
 #include "engine/train/model_factory.hpp"
+#include "engine/train/run_device.hpp"
 #include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
@@ -51,11 +52,17 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   run.preset = model_has_named_sizes(model) ? preset : "";
   run.world = world;
   run.steps = steps;
+  check(device == "sim" || device == "cuda", "--device '", device, "'; expected sim or cuda");
+  run.device = device;
   run.device_preset = device_preset;
   run.link_preset = link_preset;
+  run.emulate_link = emulate_link;
+  run.cupti = cupti;
   run.wrap = wrap;
   run.batch = (std::max(8, world) + world - 1) / world * world;  // 8 sequences, or one per rank
   build_model(run);  // an unknown model or preset is refused here, before any run starts
+  // A cuda session on a machine without a usable GPU, or a dry run on cuda, is refused with the reason.
+  run_device_spec(run, PresetCatalog::builtin(), dry_run);
 
   const FsdpChoice choice = parse_fsdp_flags(fsdp);
   FsdpOptions options = choice.options;
@@ -130,8 +137,15 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
   // Step-through follows rank 0 of the last run: ASYNC, where prefetch makes the order interesting.
   control_->set_focus(static_cast<int>(planned.size()) - 1, 0);
   map_ = plan_flat_parameter_map(planned.front().run.run, planned.front().run.options);
+  const DeviceSpec device = run_device_spec(planned.front().run.run, presets_, planned.front().run.dry_run);
+  const bool on_gpu = device.kind == DeviceKind::cuda;
+  where_ = on_gpu ? "cuda: GPU " + std::to_string(device.gpu) + ", ranks sharing it" +
+                        (device.emulate_link ? ", emulated link " + device.link.name : std::string()) +
+                        (device.cupti ? ", CUPTI kernels" : ", CUDA-event op spans") + ", wall clock"
+                  : std::string("sim device, virtual time");
   for (const SessionSettings::PlannedRun& p : planned) {
     const int source = store_.add_source(p.label, p.run.run.world, p.sync);
+    store_.set_wall_clock(source, on_gpu);
     log_.add_source();
     BuiltModel built = build_model(p.run.run);
     try {

@@ -39,8 +39,11 @@ struct SessionSettings {
   std::string model = "gpt2";
   std::string preset = "test-small";
   int world = 2;
-  std::string device_preset = "rtx-4090";
+  std::string device = "sim";  // sim (virtual time) or cuda (every rank on one GPU, CUPTI kernels, wall clock)
+  std::string device_preset = "rtx-4090";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's own link
+  bool emulate_link = false;  // cuda: each collective holds its stream for the link preset's time
+  bool cupti = true;          // cuda: the trace's kernels from CUPTI (else each op's CUDA-event span)
   Comparison comparison = Comparison::side_by_side;
   int ab_block = 4;         // A/B: steps per block
   // Strategy (reshard after forward off = grad_op; hybrid without a group: groups of W/2), precision,
@@ -76,6 +79,8 @@ class LiveSession {
 
   RunControl& control() { return *control_; }
   const SessionSettings& settings() const { return settings_; }
+  // Where the runs run, for the title: "sim device, virtual time" or the GPU and its clock.
+  const std::string& where() const { return where_; }
   const TraceStore& store() const { return store_; }
   const FsdpEventLog& log() const { return log_; }
   const FlatParameterMap& map() const { return map_; }
@@ -93,6 +98,7 @@ class LiveSession {
   void stop();
 
   SessionSettings settings_;
+  std::string where_;
   const PresetCatalog& presets_ = PresetCatalog::builtin();
   std::unique_ptr<RunControl> control_;
   TraceStore store_;

@@ -78,7 +78,7 @@ struct RankMemory {
   TimeSeries total;
 };
 
-// One completed step of a source, as the step-time panel plots it (rank 0's view, virtual time).
+// One completed step of a source, as the step-time panel plots it (rank 0's view, on the source's clock).
 struct StepTime {
   int step = 0;
   SimTime begin = 0;
@@ -95,6 +95,7 @@ struct TraceSource {
   std::string label;  // "SYNC", "ASYNC", "A/B", or a file name
   int world = 0;      // ranks seen (or declared by the run)
   bool sync = false;  // every step of this source runs SYNC (A/B sources say so per step)
+  bool wall_clock = false;  // times are a GPU's wall clock (a cuda run), not the sim device's virtual time
   std::vector<RankMemory> memory;  // by rank
   std::vector<StepTime> steps;
   SimTime last_time = 0;           // the latest end of anything seen
@@ -104,6 +105,8 @@ class TraceStore {
  public:
   // A new source; returns its id (0, 1, ...).
   int add_source(std::string label, int world, bool sync);
+  // Source `id`'s times are wall-clock (a cuda run) rather than virtual (the sim device's, the default).
+  void set_wall_clock(int id, bool wall_clock) { sources_.at(static_cast<std::size_t>(id)).wall_clock = wall_clock; }
   void add_event(int source, const TraceEvent& event);
   void add_counter(int source, const CounterSample& sample);
   // A whole recorded or replayed trace: every event, then every counter sample.
@@ -148,5 +151,8 @@ class TraceStore {
   SimTime first_time_ = 0;
   SimTime last_time_ = 0;
 };
+
+// What the store's milliseconds are: "virtual ms" (sim sources), "wall ms" (cuda sources), or both named.
+std::string_view milliseconds_kind(const TraceStore& store);
 
 }  // namespace fsdplab::app

@@ -7,6 +7,8 @@
 #include <tuple>
 
 #include "dashboard_testing.hpp"
+#include "engine/runtime/device_factory.hpp"
+#include "test_support.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -40,6 +42,58 @@ TEST(DashboardLive, BothRunsFillTheirLanesAndSteps) {
   EXPECT_GT(session.log().total(1), 0u);
   for (std::size_t u = 0; u < session.map().units.size(); ++u)
     EXPECT_EQ(session.log().unit_state(1, 0, static_cast<int>(u)), UnitState::sharded);
+}
+
+// The live dashboard on a GPU (skipped, saying why, elsewhere): both runs on the cuda device, their kernels
+// from CUPTI in each rank's lanes with their ops' units and phases, the steps in wall-clock milliseconds, the
+// memory panel fed by the caching allocator's ledger.
+TEST(DashboardLive, OnTheGpuEachRanksKernelLanesCarryTheirUnitsAndStepsAreWallClock) {
+  if (auto why = cuda_unavailable()) GTEST_SKIP() << "cuda device: " << *why;
+  HeadlessImGui imgui;
+  SessionSettings settings = tiny_settings(3);
+  settings.device = "cuda";
+  Dashboard dashboard(std::make_unique<LiveSession>(settings));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); }, 120);
+  frames_until(imgui, dashboard, [] { return true; });
+  ASSERT_TRUE(session.errors().empty()) << session.errors().front();
+  EXPECT_EQ(session.where().rfind("cuda: GPU 0", 0), 0u) << session.where();
+  const TraceStore& store = session.store();
+  EXPECT_EQ(milliseconds_kind(store), "wall ms");
+  for (int source : {0, 1}) {
+    EXPECT_TRUE(store.source(source).wall_clock);
+    EXPECT_EQ(store.source(source).steps.size(), 3u);
+    for (int rank : {0, 1}) {
+      std::map<Lane, int> kernels_with_units;
+      for (const TimelineLane& lane : store.lanes()) {
+        if (lane.source != source || lane.rank != rank) continue;
+        for (const TimelineItem& item : lane.items)
+          if (item.op != 0 && item.unit >= 0 && !store.text(item.phase).empty()) ++kernels_with_units[lane.lane];
+      }
+      EXPECT_GT(kernels_with_units[Lane::compute], 0) << "source " << source << " rank " << rank;
+      EXPECT_GT(kernels_with_units[Lane::all_gather], 0) << "source " << source << " rank " << rank;
+      EXPECT_GT(store.source(source).memory[static_cast<std::size_t>(rank)].total.peak(), 0)
+          << "the ledger's bytes reach the memory panel";
+    }
+  }
+  // CUPTI's records are kernels, not op spans: some compute item is named as a kernel is.
+  bool kernel_named = false;
+  for (const TimelineLane& lane : store.lanes())
+    for (const TimelineItem& item : lane.items)
+      if (lane.lane == Lane::compute && store.text(item.name).find("kernel") != std::string_view::npos) kernel_named = true;
+  EXPECT_TRUE(kernel_named);
+}
+
+// Without a usable GPU a cuda session is refused before anything starts, saying why.
+TEST(DashboardLive, ACudaSessionWithoutAGpuIsRefusedWithTheReason) {
+  const std::optional<std::string> why = cuda_unavailable();
+  if (!why) GTEST_SKIP() << "this machine has a usable GPU";
+  SessionSettings settings = tiny_settings(3);
+  settings.device = "cuda";
+  const std::string message = testing::error_of([&] { LiveSession session(settings); });
+  EXPECT_NE(message.find(*why), std::string::npos) << message;
+  settings.device = "tpu";
+  EXPECT_NE(testing::error_of([&] { settings.plan(); }).find("--device 'tpu'; expected sim or cuda"), std::string::npos);
 }
 
 // Nobody draws, nobody drains: the runs still finish (the queues grow instead), and what they published

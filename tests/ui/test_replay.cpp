@@ -25,7 +25,7 @@ class Replayed : public ::testing::Test {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // A short SYNC or ASYNC run of the dashboard's default kind, exported as `fsdplab run --trace` does.
-  std::string export_run(bool sync, const std::string& name) {
+  std::string export_run(bool sync, const std::string& name, const std::string& backend = "sim") {
     SessionSettings settings = tiny_settings(3);
     settings.comparison = sync ? Comparison::sync_only : Comparison::async_only;
     SessionSettings::PlannedRun planned = settings.plan().front();
@@ -37,6 +37,7 @@ class Replayed : public ::testing::Test {
     TraceMeta meta;
     meta.world_size = 2;
     meta.mode = sync ? "sync" : "async";
+    meta.backend = backend;
     write_chrome_trace(path(name), all, meta);
     return path(name);
   }
@@ -67,6 +68,21 @@ TEST_F(Replayed, ExportedRunsComeBackAsSourcesWithTheirModeAndSteps) {
   frames_until(imgui, dashboard, [] { return true; });
   EXPECT_EQ(dashboard.timeline().lanes_drawn().size(), dashboard.store().lanes().size());
   EXPECT_EQ(dashboard.step_times().summary().steps_compared, 2);
+}
+
+// A trace a cuda run wrote (its backend "cuda", or "nccl") is in wall-clock time, a sim run's in virtual time:
+// the step-time panel says which.
+TEST_F(Replayed, ATraceKeepsItsClockVirtualForSimWallForCuda) {
+  const std::string sim = export_run(false, "sim.json");
+  const std::string gpu = export_run(false, "cuda.json", "cuda");
+  Replay sim_only = load_replay({sim});
+  EXPECT_FALSE(sim_only.store.source(0).wall_clock);
+  EXPECT_EQ(milliseconds_kind(sim_only.store), "virtual ms");
+  Replay gpu_only = load_replay({gpu});
+  EXPECT_TRUE(gpu_only.store.source(0).wall_clock);
+  EXPECT_EQ(milliseconds_kind(gpu_only.store), "wall ms");
+  Replay both = load_replay({sim, gpu});
+  EXPECT_EQ(milliseconds_kind(both.store), "ms: virtual for sim runs, wall for cuda runs");
 }
 
 TEST_F(Replayed, FilesThatAreNotTracesAreNamedAndTheOthersStillLoad) {
