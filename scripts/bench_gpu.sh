@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a GPU machine: the README's GPU figures from one run, side by side.
+# On a GPU machine: the GPU figures of docs/PERFORMANCE.md from one run, side by side.
 #   1. single-rank gpt2 training, fsdplab's cuda device against PyTorch eager on the same GPU;
 #   2. 2 ranks on one GPU with an emulated PCIe link: SYNC, ASYNC, compute, comm and eta.
 # Builds first if needed. Arguments are passed to both single-rank runs (e.g. --micro-batch 8).

@@ -1,5 +1,5 @@
 // communicator.hpp — the collectives FSDP calls, whatever carries them (LocalComm between threads
-// of one process; NcclComm between GPUs, later).
+// of one process; MpiComm between processes; NcclComm between GPUs).
 //
 // The surface is nccl-tests' small set. Every collective is an op launched on the stream it is given
 // (FSDP gives the all_gather / reduce_scatter streams, and orders them against compute with events;

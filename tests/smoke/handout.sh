@@ -3,7 +3,7 @@
 #   1. the handout holds no *_reference.cpp, no mutant, no held-out case and no tests/; the nine reference
 #      tasks are there only as prebuilt/libfsdplab_reference_tasks.a, without debug information; it is a git
 #      repository with one commit; without the library (and without the sources) it refuses to configure;
-#   2. it builds with the set-up the README gives a student (what its scripts run, and "Do the labs"):
+#   2. it builds with the set-up the README gives a student (what its scripts run, and "Path 1: a student doing the labs"):
 #      `bash scripts/install-deps.sh --gui` (idempotent, and offline once the packages are there) and
 #      `bash scripts/build.sh` — with FSDPLAB_CUDA=OFF in the environment (build.sh passes it as
 #      -DFSDPLAB_CUDA=OFF) to keep nvcc's minutes out of CI; its fsdplab trains on the prebuilt references,
