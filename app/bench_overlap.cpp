@@ -190,63 +190,116 @@ void print_exposed_breakdown(const StepTimes& async) {
   }
 }
 
-}  // namespace
+// What every table of the bench shares: the checked options, the catalogue of the link at each swept
+// bandwidth and the free link, and the dry runs already made, cached by (options, link): the sweeps share
+// their SYNC steps and free-link steps.
+class OverlapRuns {
+ public:
+  explicit OverlapRuns(const OverlapBenchOptions& bench) : bench_(bench) {
+    check(bench.world >= 2, "bench --what overlap: --world ", bench.world, "; overlap needs communication, at least 2 ranks");
+    check(!bench.bandwidth_scales.empty(), "bench --what overlap: --bandwidths needs at least one scale");
+    for (double s : bench.bandwidth_scales)
+      check(s > 0, "bench --what overlap: bandwidth scale ", s, "; expected > 0 (times the link preset's bandwidth)");
 
-void bench_overlap(const OverlapBenchOptions& bench) {
-  const auto start = Clock::now();
-  check(bench.world >= 2, "bench --what overlap: --world ", bench.world, "; overlap needs communication, at least 2 ranks");
-  check(!bench.bandwidth_scales.empty(), "bench --what overlap: --bandwidths needs at least one scale");
-  for (double s : bench.bandwidth_scales)
-    check(s > 0, "bench --what overlap: bandwidth scale ", s, "; expected > 0 (times the link preset's bandwidth)");
+    const PresetCatalog presets = PresetCatalog::builtin_or_file(bench.presets_file);
+    device = presets.device(bench.device_preset);
+    base = presets.link_for(device, bench.link_preset);
+    std::vector<LinkPreset> links = {base};
+    for (double s : bench.bandwidth_scales) {
+      if (s == 1) continue;
+      LinkPreset l = base;
+      l.name = scaled_link_name(base, s);
+      l.bandwidth = base.bandwidth * s;
+      links.push_back(l);
+    }
+    // Unbounded bandwidth and no latency, as near as the preset format (both > 0) and the clock allow.
+    links.push_back(LinkPreset{kFreeLink, "communication for free: the compute-only step", 1e30, 1e-12});
+    catalog = bench_catalog(device, base, links);
 
-  const PresetCatalog presets = PresetCatalog::builtin_or_file(bench.presets_file);
-  const DevicePreset& device = presets.device(bench.device_preset);
-  const LinkPreset& base = presets.link_for(device, bench.link_preset);
-  std::vector<LinkPreset> links = {base};
-  for (double s : bench.bandwidth_scales) {
-    if (s == 1) continue;
-    LinkPreset l = base;
-    l.name = scaled_link_name(base, s);
-    l.bandwidth = base.bandwidth * s;
-    links.push_back(l);
+    async = bench.async;
+    async.mode = OverlapMode::async;
+    validate_fsdp_options(async, bench.world);
+    sync = sync_schedule(async);
+    sync.buffers = UnshardBuffers::alloc;
+
+    RunConfig probe_run;
+    probe_run.model = bench.model;
+    probe_run.preset = model_has_named_sizes(bench.model) ? bench.preset : "";
+    probe_run.world = bench.world;
+    probe_run.batch = bench.micro_batch * bench.world;
+    probe_run.seq = bench.seq;
+    const BuiltModel probe = build_model(probe_run);
+    for (const Parameter* p : probe.model->parameters()) parameters += p->numel();
   }
-  // Unbounded bandwidth and no latency, as near as the preset format (both > 0) and the clock allow.
-  links.push_back(LinkPreset{kFreeLink, "communication for free: the compute-only step", 1e30, 1e-12});
-  const PresetCatalog catalog = bench_catalog(device, base, links);
-  const auto link_name = [&](double scale) { return scale == 1 ? base.name : scaled_link_name(base, scale); };
 
-  FsdpOptions async = bench.async;
-  async.mode = OverlapMode::async;
-  validate_fsdp_options(async, bench.world);
-  const std::string buffers(unshard_buffers_name(async.buffers));
-  FsdpOptions sync = sync_schedule(async);
-  sync.buffers = UnshardBuffers::alloc;
+  std::string link_name(double scale) const { return scale == 1 ? base.name : scaled_link_name(base, scale); }
 
-  RunConfig probe_run;
-  probe_run.model = bench.model;
-  probe_run.preset = model_has_named_sizes(bench.model) ? bench.preset : "";
-  probe_run.world = bench.world;
-  probe_run.batch = bench.micro_batch * bench.world;
-  probe_run.seq = bench.seq;
-  const BuiltModel probe = build_model(probe_run);
-  std::int64_t parameters = 0;
-  for (const Parameter* p : probe.model->parameters()) parameters += p->numel();
-
-  // Runs are cached by (options, link): the sweeps share their SYNC steps and free-link steps.
-  using Key = std::tuple<int, std::string, int, int, std::string>;
-  std::map<Key, StepTimes> cache;
-  const auto run = [&](const FsdpOptions& o, const std::string& link) -> const StepTimes& {
+  const StepTimes& run(const FsdpOptions& o, const std::string& link) {
     const Key key{static_cast<int>(o.mode), prefetch_name(o.prefetch), o.max_inflight, static_cast<int>(o.buffers), link};
-    auto it = cache.find(key);
-    if (it == cache.end()) it = cache.emplace(key, measure(bench, o, catalog, link)).first;
+    auto it = cache_.find(key);
+    if (it == cache_.end()) it = cache_.emplace(key, measure(bench_, o, catalog, link)).first;
     return it->second;
-  };
-  const auto make_row = [&](const FsdpOptions& o, const std::string& link) {
+  }
+
+  Row make_row(const FsdpOptions& o, const std::string& link) {
     Row row{run(sync, link), run(o, link), run(o, kFreeLink).step};
     check(row.sync.comm == row.async.comm, "bench --what overlap: the SYNC step's collectives took ", row.sync.comm,
           " ns and the ASYNC step's ", row.async.comm, " ns on link ", link, "; expected the same collectives");
     return row;
-  };
+  }
+
+  std::size_t runs() const { return cache_.size(); }
+
+  DevicePreset device;
+  LinkPreset base;
+  PresetCatalog catalog;
+  FsdpOptions async, sync;
+  std::int64_t parameters = 0;
+
+ private:
+  using Key = std::tuple<int, std::string, int, int, std::string>;
+  const OverlapBenchOptions& bench_;
+  std::map<Key, StepTimes> cache_;
+};
+
+}  // namespace
+
+OverlapHeadline overlap_headline(const OverlapBenchOptions& bench, TraceData* sync_trace, TraceData* async_trace) {
+  OverlapRuns runs(bench);
+  const Row row = runs.make_row(runs.async, runs.base.name);
+  OverlapHeadline h;
+  h.parameters = runs.parameters;
+  h.device = runs.device;
+  h.link = runs.base;
+  h.compute = row.compute;
+  h.compute_union = runs.run(runs.async, kFreeLink).compute;
+  h.comm = row.async.comm;
+  h.t_sync = row.sync.step;
+  h.t_async = row.async.step;
+  h.ideal = row.ideal();
+  if (row.eta_defined()) h.eta = row.eta();
+  h.sync_overlap = row.sync.overlap;
+  h.async_overlap = row.async.overlap;
+  h.overlap_percent = row.overlap_percent();
+  h.exposed = row.exposed();
+  h.gathered = row.async.gathered;
+  if (sync_trace) measure(bench, runs.sync, runs.catalog, runs.base.name, sync_trace);
+  if (async_trace) measure(bench, runs.async, runs.catalog, runs.base.name, async_trace);
+  return h;
+}
+
+void bench_overlap(const OverlapBenchOptions& bench) {
+  const auto start = Clock::now();
+  OverlapRuns runs(bench);
+  const DevicePreset& device = runs.device;
+  const LinkPreset& base = runs.base;
+  const PresetCatalog& catalog = runs.catalog;
+  const FsdpOptions& async = runs.async;
+  const std::string buffers(unshard_buffers_name(async.buffers));
+  const std::int64_t parameters = runs.parameters;
+  const auto link_name = [&](double scale) { return runs.link_name(scale); };
+  const auto run = [&](const FsdpOptions& o, const std::string& link) -> const StepTimes& { return runs.run(o, link); };
+  const auto make_row = [&](const FsdpOptions& o, const std::string& link) { return runs.make_row(o, link); };
 
   std::printf("fsdplab bench --what overlap: %s '%s' (%.2fM parameters), W = %d, strategy %s, %s parameters and "
               "compute, f32 gradient reduction, AdamW; impl: %s\n",
@@ -340,7 +393,7 @@ void bench_overlap(const OverlapBenchOptions& bench) {
   }
   std::printf("\nin flight: --max-inflight, the gathered units the rate limiter allows at once (alloc buffers only).\n"
               "%zu dry runs, wall time %.1f s.\n",
-              cache.size(), std::chrono::duration<double>(Clock::now() - start).count());
+              runs.runs(), std::chrono::duration<double>(Clock::now() - start).count());
 }
 
 }  // namespace fsdplab::app

@@ -3,11 +3,15 @@
 // sweeps of link bandwidth and prefetch policy (app/bench_overlap.cpp says what each number is).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/sharding.hpp"
+#include "engine/runtime/presets.hpp"
+#include "engine/runtime/sim_time.hpp"
+#include "engine/trace/trace_recorder.hpp"
 
 namespace fsdplab::app {
 
@@ -29,5 +33,25 @@ struct OverlapBenchOptions {
 };
 
 void bench_overlap(const OverlapBenchOptions& options);
+
+// The bench's headline (the lines after "<link>, prefetch ..."), as numbers: the SYNC and ASYNC steps of
+// options.async on the link preset, and the same ASYNC schedule on a free link. Virtual times, rank 0, step 2.
+struct OverlapHeadline {
+  std::int64_t parameters = 0;
+  DevicePreset device;
+  LinkPreset link;
+  SimTime compute = 0;        // the step on a free link
+  SimTime compute_union = 0;  // |union of compute ops| of that step
+  SimTime comm = 0;           // the link's busy time
+  SimTime t_sync = 0, t_async = 0, ideal = 0;
+  std::optional<double> eta;  // undefined when T_sync <= ideal
+  SimTime sync_overlap = 0, async_overlap = 0;  // |comm ∩ compute| of each step
+  double overlap_percent = 0;                   // of the ASYNC step
+  SimTime exposed = 0;                          // |comm| - |comm ∩ compute| of the ASYNC step
+  std::int64_t gathered = 0;                    // peak param_full + grad_full of the ASYNC step, bytes
+};
+// `sync_trace` and `async_trace`, when given, receive every rank's trace of the two runs (both steps).
+OverlapHeadline overlap_headline(const OverlapBenchOptions& options, TraceData* sync_trace = nullptr,
+                                 TraceData* async_trace = nullptr);
 
 }  // namespace fsdplab::app

@@ -29,16 +29,8 @@
 #include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
-namespace {
 
-struct Measured {
-  double step_ms = 0;
-  double gemm_ms = 0;   // per step, rank 0
-  double gemm_flops = 0;
-  double comm_ms = 0;   // per step, rank 0: the link's busy time
-};
-
-Measured train_and_measure(const TrainBenchOptions& bench, const RunConfig& run, const FsdpOptions* fsdp_options) {
+TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfig& run, const FsdpOptions* fsdp_options) {
   std::vector<TraceRecorder> recorders(static_cast<std::size_t>(run.world));
   std::vector<StepReport> reports;
   if (fsdp_options) {
@@ -51,7 +43,7 @@ Measured train_and_measure(const TrainBenchOptions& bench, const RunConfig& run,
   } else {
     reports = train_baseline(run, PresetCatalog::builtin(), nullptr, &recorders.front());
   }
-  Measured m;
+  TrainMeasurement m;
   for (const StepReport& r : reports)
     if (r.step >= bench.warmup) m.step_ms += ns_to_ms(r.end - r.begin);
   for (const TraceEvent& e : recorders.front().data().events) {
@@ -70,7 +62,9 @@ Measured train_and_measure(const TrainBenchOptions& bench, const RunConfig& run,
   return m;
 }
 
-void print_row(const char* name, const Measured& m, double tokens, double peak) {
+namespace {
+
+void print_row(const char* name, const TrainMeasurement& m, double tokens, double peak) {
   const double gemm_tflops = m.gemm_ms > 0 ? m.gemm_flops / (m.gemm_ms * 1e-3) / 1e12 : 0;
   std::printf("| %-7s | %9.3f | %11.0f | %6.1f | %12.1f | %9.1f | %9.3f |\n", name, m.step_ms,
               tokens / (m.step_ms * 1e-3), 100 * m.gemm_ms / m.step_ms, gemm_tflops, 100 * gemm_tflops * 1e12 / peak,
@@ -126,15 +120,15 @@ void bench_train(const TrainBenchOptions& bench) {
   std::printf("| run     | step (ms) |    tokens/s | GEMM %% | GEMM TFLOP/s | %% of peak | comm (ms) |\n");
   std::printf("|---------|-----------|-------------|--------|--------------|-----------|-----------|\n");
   if (bench.world == 1) {
-    print_row("single", train_and_measure(bench, run, nullptr), tokens, peak);
+    print_row("single", measure_training(bench, run, nullptr), tokens, peak);
     return;
   }
   FsdpOptions async_options;
   async_options.param_dtype = dtype;
   async_options.mode = OverlapMode::async;
   const FsdpOptions sync_options = sync_schedule(async_options);
-  const Measured sync = train_and_measure(bench, run, &sync_options);
-  const Measured async = train_and_measure(bench, run, &async_options);
+  const TrainMeasurement sync = measure_training(bench, run, &sync_options);
+  const TrainMeasurement async = measure_training(bench, run, &async_options);
   print_row("SYNC", sync, tokens, peak);
   print_row("ASYNC", async, tokens, peak);
   if (!(on_gpu && bench.emulate_link)) {
@@ -144,7 +138,7 @@ void bench_train(const TrainBenchOptions& bench) {
   }
   RunConfig free_link = run;
   free_link.emulate_link = false;
-  const Measured compute = train_and_measure(bench, free_link, &async_options);
+  const TrainMeasurement compute = measure_training(bench, free_link, &async_options);
   print_row("compute", compute, tokens, peak);
   const double ideal = std::max(compute.step_ms, async.comm_ms);
   std::printf("\nT_sync %.3f ms, T_async %.3f ms, compute %.3f ms, comm %.3f ms, ideal %.3f ms: eta = %s\n", sync.step_ms,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/sharding.hpp"
 #include "engine/train/run_config.hpp"
 
 namespace fsdplab::app {
@@ -31,5 +32,15 @@ struct TrainBenchOptions {
 };
 
 void bench_train(const TrainBenchOptions& options);
+
+// The mean of the measured steps (after bench.warmup) of one training: `run` is bench.run_config(...), FSDP
+// with `fsdp_options` when given, else the single-rank baseline. What each row of bench_train's table reads.
+struct TrainMeasurement {
+  double step_ms = 0;
+  double gemm_ms = 0;   // per step, rank 0
+  double gemm_flops = 0;
+  double comm_ms = 0;   // per step, rank 0: the link's busy time
+};
+TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfig& run, const FsdpOptions* fsdp_options);
 
 }  // namespace fsdplab::app

@@ -12,6 +12,7 @@ void add_bench_command(CLI::App& app);
 void add_gui_command(CLI::App& app);
 void add_view_command(CLI::App& app);
 void add_grade_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 
 // The job `fsdplab` runs when given no subcommand: the dashboard on the default run, or without a
 // display the same SYNC and ASYNC runs headless (cmd_gui.cpp).

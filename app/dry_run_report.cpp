@@ -81,6 +81,31 @@ std::string fixed(double value, int digits) {
   return text;
 }
 
+// This run's figures for the lecture's slide, every one read from the ledger or the model.
+LectureFigures lecture_figures(const FsdpRun& fsdp, BuiltModel& built, const Expected& e, const TagBytes& peaks) {
+  const FsdpOptions& o = fsdp.options;
+  const std::int64_t p = static_cast<std::int64_t>(dtype_size(o.param_dtype));
+  LectureFigures f;
+  f.params = static_cast<double>(parameter_count(*built.model));
+  f.layer = static_cast<double>(parameter_count(built.model->module("model.layers.0")));
+  f.root = static_cast<double>(e.root);
+  f.largest_layer = static_cast<double>(e.largest_layer);
+  f.flat_parameters = static_cast<int>(e.units.size());
+  f.shard = gb(at(peaks, MemTag::param_shard));
+  f.optim = gb(at(peaks, MemTag::optim_state));
+  f.layer_buffer = gb(p * e.largest_layer);
+  f.root_buffer = gb(p * e.root);
+  f.param_full = gb(at(peaks, MemTag::param_full));
+  f.grad_full = gb(at(peaks, MemTag::grad_full));
+  f.grad_shard = gb(at(peaks, MemTag::grad_shard));
+  f.comm_buffer = gb(at(peaks, MemTag::comm_buffer));
+  f.activation = gb(at(peaks, MemTag::activation));
+  // How many layers' buffers the peaks hold beside the root's (which stays gathered through backward).
+  f.layers_gathered = (f.param_full - f.root_buffer) / f.layer_buffer;
+  f.layers_grads = (f.grad_full - f.root_buffer) / f.layer_buffer;
+  return f;
+}
+
 // The lecture's slide "FSDP for Llama 70B on 128 GPUs" (seeds/004) beside this run, and where and why
 // they differ, every figure of ours read from the ledger or the model.
 void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expected& e, const TagBytes& peaks) {
@@ -89,17 +114,17 @@ void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expe
   const std::int64_t p = static_cast<std::int64_t>(dtype_size(o.param_dtype));
   const std::string pd(dtype_name(o.param_dtype));
   const std::string rd(dtype_name(o.reduce_dtype));
-  const double params = static_cast<double>(parameter_count(*built.model));
-  const double layer = static_cast<double>(parameter_count(built.model->module("model.layers.0")));
-  const double shard = gb(at(peaks, MemTag::param_shard));
-  const double optim = gb(at(peaks, MemTag::optim_state));
-  const double layer_buffer = gb(p * e.largest_layer);
-  const double root_buffer = gb(p * e.root);
-  const double param_full = gb(at(peaks, MemTag::param_full));
-  const double grad_full = gb(at(peaks, MemTag::grad_full));
-  // How many layers' buffers the peaks hold beside the root's (which stays gathered through backward).
-  const double layers_gathered = (param_full - root_buffer) / layer_buffer;
-  const double layers_grads = (grad_full - root_buffer) / layer_buffer;
+  const LectureFigures f = lecture_figures(fsdp, built, e, peaks);
+  const double params = f.params;
+  const double layer = f.layer;
+  const double shard = f.shard;
+  const double optim = f.optim;
+  const double layer_buffer = f.layer_buffer;
+  const double root_buffer = f.root_buffer;
+  const double param_full = f.param_full;
+  const double grad_full = f.grad_full;
+  const double layers_gathered = f.layers_gathered;
+  const double layers_grads = f.layers_grads;
 
   std::printf("\nThe lecture's \"FSDP for Llama 70B on 128 GPUs\" (FSDP unit = 1 transformer layer, 0.9B parameters)\n"
               "beside this run (rank 0's ledger):\n");
@@ -143,7 +168,7 @@ void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expe
               ? ": ASYNC lets compute run ahead of the reduce-scatters queued on the link, and a layer's gradient "
                 "buffer stays parked until its reduce-scatter has read it; --mode sync frees each at once."
               : "."));
-  const double comm = gb(at(peaks, MemTag::comm_buffer));
+  const double comm = f.comm_buffer;
   if (o.reduce_dtype != o.param_dtype) {
     bullet("comm_buffer " + fixed(comm, 3) + " GB: --reduce-dtype " + rd + " widens each layer's " + pd +
            " gradient to " + rd + " before its reduce-scatter (" + fixed(static_cast<double>(e.largest_layer) / 1e9, 3) +
@@ -161,6 +186,18 @@ void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expe
 }
 
 }  // namespace
+
+bool DryRunReport::lecture_applies(const RunConfig& run) {
+  return run.model == "llama" && run.preset == "70b" && run.world == 128;
+}
+
+LectureFigures DryRunReport::lecture_figures(const FsdpRun& fsdp) const {
+  check(captured_, "dry-run report: rank 0's ledger was not captured; install capture() as on_rank_done");
+  check(lecture_applies(fsdp.run), "dry-run report: the lecture's figures are for --model llama --preset 70b --world 128");
+  BuiltModel built = build_model(fsdp.run);
+  const Expected e = expected_memory(fsdp, built);
+  return app::lecture_figures(fsdp, built, e, peaks_);
+}
 
 std::function<void(int, Device&)> DryRunReport::capture() {
   return [this](int rank, Device& device) {
@@ -235,7 +272,7 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, cons
   std::printf("wall time: %.2f s on this host\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
 
-  if (run.model == "llama" && run.preset == "70b" && run.world == 128) {
+  if (lecture_applies(run)) {
     print_lecture_comparison(fsdp, built, e, peaks_);
   } else if (run.model == "llama") {
     std::printf("(the lecture's figures are printed beside a dry run of --model llama --preset 70b --world 128)\n");

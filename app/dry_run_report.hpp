@@ -13,6 +13,23 @@
 
 namespace fsdplab::app {
 
+// This run's figures beside the lecture's slide "FSDP for Llama 70B on 128 GPUs" (seeds/004): sizes in GB
+// (10^9 bytes) from rank 0's ledger peaks, counts of parameters (elements).
+struct LectureFigures {
+  double params = 0;         // the model's parameters
+  double layer = 0;          // one decoder layer's (model.layers.0)
+  double root = 0;           // the root unit's FlatParameter (embed_tokens, norm, lm_head), padded
+  double largest_layer = 0;  // the largest other unit's FlatParameter, padded
+  int flat_parameters = 0;
+  double shard = 0;          // param_shard peak
+  double optim = 0;          // optim_state peak (exp_avg + exp_avg_sq)
+  double layer_buffer = 0;   // one layer's gathered buffer in the param dtype
+  double root_buffer = 0;    // the root's
+  double param_full = 0, grad_full = 0, grad_shard = 0, comm_buffer = 0, activation = 0;  // peaks
+  double layers_gathered = 0;  // (param_full - root_buffer) / layer_buffer
+  double layers_grads = 0;     // (grad_full - root_buffer) / layer_buffer
+};
+
 class DryRunReport {
  public:
   DryRunReport() : start_(std::chrono::steady_clock::now()) {}
@@ -24,6 +41,11 @@ class DryRunReport {
   // Prints the report of the dry run `fsdp`, which train_fsdp ran with `presets`, returning rank 0's
   // `steps`. The wall time is counted from this object's construction.
   void print(const FsdpRun& fsdp, const PresetCatalog& presets, const std::vector<StepReport>& steps) const;
+
+  // Whether print() sets the lecture's slide beside the run: Llama 70B on 128 ranks.
+  static bool lecture_applies(const RunConfig& run);
+  // The figures print() sets beside the slide, for the dry run `fsdp` (lecture_applies) captured here.
+  LectureFigures lecture_figures(const FsdpRun& fsdp) const;
 
  private:
   std::chrono::steady_clock::time_point start_;

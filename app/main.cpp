@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   fsdplab::app::add_gui_command(app);
   fsdplab::app::add_view_command(app);
   fsdplab::app::add_grade_command(app);
+  fsdplab::app::add_report_command(app);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) return fsdplab::app::run_default_job();
