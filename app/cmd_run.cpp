@@ -402,8 +402,8 @@ void add_run_command(CLI::App& app) {
                                      "FSDP gradient accumulation: micro-batches per step, reduced once after the last")
                          ->check(CLI::Range(1, 1 << 20));
   auto* wrap = cmd->add_option("--wrap", t.wrap,
-                               "FSDP units: block (per transformer block, default), linear (per Linear and Embedding, "
-                               "as CS336), nested (both), model (one unit)")
+                               "FSDP units: block (per transformer block, default), linear (per Linear and Embedding), "
+                               "nested (both), model (one unit)")
                    ->check(CLI::IsMember({"block", "linear", "nested", "model"}));
   // Options that only FSDP training reads: any of them makes a --model run an FSDP run, at any --world.
   std::vector<CLI::Option*> fsdp_only = {accumulate, wrap, checkpoint, checkpoint_every, resume, dry_run_flag};

@@ -1,4 +1,4 @@
-// toy_model.hpp — the ToyModel of the CS336 FSDP tests: the smallest model on which every FSDP
+// toy_model.hpp — the ToyModel of the assignment's FSDP tests: the smallest model on which every FSDP
 // task can be checked by hand.
 //
 //   fc1 Linear(in -> 10, no bias) -> ReLU -> ln LayerNorm(10) -> fc2 Linear(10 -> out, no bias), MSE

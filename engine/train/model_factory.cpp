@@ -77,7 +77,7 @@ BuiltModel build_model(const RunConfig& run) {
     built.identity = {{"fsdplab_model", "toy"}, {"in_features", 10}, {"out_features", 5}};
     built.config = built.identity;
     built.batch = {BatchShape::Kind::regression, run.batch, 10, 5, 0, 0};
-    built.unit_kinds = {"Linear", "LayerNorm"};  // each layer a unit, as the CS336 FSDP tests wrap it
+    built.unit_kinds = {"Linear", "LayerNorm"};  // each layer a unit, as the assignment's FSDP tests wrap it
   } else if (run.model == "mlp") {
     built.model = std::make_unique<MlpModel>(run.mlp_width, run.mlp_depth);
     built.identity = {{"fsdplab_model", "mlp"}, {"width", run.mlp_width}, {"depth", run.mlp_depth}};

@@ -1,5 +1,5 @@
 // Task 7, integration: the wrap policies (fully_sharded_model.hpp, model_factory.hpp) — a unit per
-// transformer block, per Linear and Embedding as CS336 wraps, both nested (a Block unit holding its
+// transformer block, per Linear and Embedding as the assignment's tests wrap, both nested (a Block unit holding its
 // Linear units), and the whole model as one unit — all train GPT-2 like the single-rank baseline, in
 // SYNC and in ASYNC with every prefetch, and the memory model's chains of nested units match the ledger.
 #include <gtest/gtest.h>
