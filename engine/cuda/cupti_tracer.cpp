@@ -87,11 +87,11 @@ std::optional<std::string_view> host_wait_name(CUpti_ActivitySynchronizationType
 // A device pushes an external id around each op's CUDA calls, and CUPTI writes an external correlation record
 // (external id -> correlation id) for every *API record* made meanwhile; a kernel or copy carries the
 // correlation id of the call that launched it. Only API calls whose kind is enabled make records. The first
-// GPU run enabled the driver API alone: cuBLAS's launches (driver calls) were labelled, but the engine's own
-// kernels and cudaMemcpyAsync copies, launched through the runtime (whose static library reaches the driver by
-// entry points CUPTI does not report as driver API calls), came without their op (2,516 of 5,801 records).
-// So both kinds are on, the runtime's and the driver's, each trimmed of the calls around every launch that
-// launch no work (event records, waits, queries, error reads). Work launched on another thread (NCCL may enqueue
+// GPU run (an H100) enabled the driver API alone, and 2,516 of 5,801 records came without their op: the
+// engine's own kernels and cudaMemcpyAsync copies, launched through the runtime, made no driver API record
+// that the external id could attach to. With the runtime's records on as well (an H200), every record of the
+// same runs came labelled. Both kinds are on, each trimmed of the calls around every launch that launch no
+// work (event records, waits, queries, error reads). Work launched on another thread (NCCL may enqueue
 // from its own) has no external id at all: the device's mapper then finds its op by the stream it ran on and
 // the op's CUDA-event span (GpuActivityMapper::map).
 class Tracer {
