@@ -107,8 +107,8 @@ void add_figures(ReportContext& ctx, std::string& md, const Gpt2Scale& s, const 
         "curve follows the device's progress.\n\n";
 }
 
-std::string sim_end_to_end(ReportContext& ctx) {
-  const Gpt2Scale s = gpt2_scale(ctx);
+// `bench --what overlap` at the report's GPT-2 shapes on the sim device, with fsdplab run's FSDP defaults.
+OverlapBenchOptions sim_bench(const ReportContext& ctx, const Gpt2Scale& s) {
   OverlapBenchOptions bench;
   bench.preset = s.preset;
   bench.micro_batch = s.micro_batch;
@@ -117,6 +117,12 @@ std::string sim_end_to_end(ReportContext& ctx) {
   bench.device_preset = ctx.device_preset;
   bench.link_preset = ctx.link_preset;
   bench.async = parse_fsdp_flags(FsdpFlags{}).options;
+  return bench;
+}
+
+std::string sim_end_to_end(ReportContext& ctx) {
+  const Gpt2Scale s = gpt2_scale(ctx);
+  const OverlapBenchOptions bench = sim_bench(ctx, s);
   TraceData sync_trace, async_trace;
   const OverlapHeadline h = overlap_headline(bench, &sync_trace, &async_trace);
   const double base = baseline_step_ms(ctx, s);
@@ -220,14 +226,7 @@ std::string cuda_end_to_end(ReportContext& ctx) {
         "here (`--emulate-link` and the sim rows do that).\n\n";
   // The dashboard's panels show the sim device's schedule of the same configuration (its virtual clock keeps
   // SYNC and ASYNC apart, which ranks sharing one GPU blur).
-  OverlapBenchOptions sim;
-  sim.preset = s.preset;
-  sim.micro_batch = s.micro_batch;
-  sim.seq = s.seq;
-  sim.world = kWorld;
-  sim.device_preset = ctx.device_preset;
-  sim.link_preset = ctx.link_preset;
-  sim.async = parse_fsdp_flags(FsdpFlags{}).options;
+  const OverlapBenchOptions sim = sim_bench(ctx, s);
   TraceData sync_trace, async_trace;
   overlap_headline(sim, &sync_trace, &async_trace);
   add_figures(ctx, md, s, sync_trace, async_trace, sim.async);
