@@ -1,8 +1,10 @@
 // `fsdplab bench --what overlap` — how much of its communication an FSDP step hides, SYNC against ASYNC.
 //
 // Every number is the sim device's virtual time (deterministic: the same table on every machine) from
-// dry runs (time and memory, no numerics) of two steps, measured on rank 0 in the second step: the first
-// records the forward order that forward prefetch replays from the second on. Per configuration:
+// dry runs (time and memory, no numerics) of three steps, measured on rank 0 in the second step: the first
+// records the forward order that forward prefetch replays from the second on, and the third follows it,
+// so the second gathers the next step's first unit in its optimizer step (the next-step prefetch) as a
+// step in the middle of a training does. Per configuration:
 //   compute   the step with communication free: the same ASYNC schedule on a link of unbounded bandwidth
 //             and no latency (each collective takes the clock's 1 ns). Chosen over the compute ops'
 //             busy time because it keeps what no overlap can remove (the host's launch overheads, the
@@ -45,6 +47,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kMeasuredStep = 1;  // the second step (0-based)
+constexpr int kSteps = 3;         // one after it: the measured step prepares the next one's forward
 constexpr const char* kFreeLink = "free";
 constexpr std::array<MemTag, 2> kGatheredTags = {MemTag::param_full, MemTag::grad_full};
 
@@ -90,7 +93,7 @@ StepTimes measure(const OverlapBenchOptions& bench, const FsdpOptions& options, 
   fsdp.run.world = bench.world;
   fsdp.run.batch = bench.micro_batch * bench.world;
   fsdp.run.seq = bench.seq;
-  fsdp.run.steps = kMeasuredStep + 1;
+  fsdp.run.steps = kSteps;
   fsdp.run.device_preset = bench.device_preset;
   fsdp.run.link_preset = link;
   fsdp.options = options;
@@ -99,8 +102,8 @@ StepTimes measure(const OverlapBenchOptions& bench, const FsdpOptions& options, 
   std::vector<TraceRecorder> recorders(static_cast<std::size_t>(bench.world));
   for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
   const std::vector<StepReport> reports = train_fsdp(fsdp, catalog, nullptr);
-  check(reports.size() == static_cast<std::size_t>(kMeasuredStep + 1), "bench --what overlap: expected ",
-        kMeasuredStep + 1, " step reports, got ", reports.size());
+  check(reports.size() == static_cast<std::size_t>(kSteps), "bench --what overlap: expected ", kSteps,
+        " step reports, got ", reports.size());
 
   const TraceData& trace = recorders.front().data();
   StepTimes t;
@@ -311,9 +314,10 @@ void bench_overlap(const OverlapBenchOptions& bench) {
               device.name.c_str(), base.name.c_str(), base.bandwidth / 1e9, base.latency_us,
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq),
               static_cast<long long>(bench.micro_batch * bench.seq));
-  std::printf("Dry runs of 2 steps on the sim device (time and memory, no numerics); step 2 measured on rank 0 (step 1\n"
-              "records the forward order that forward prefetch replays). Times are the sim device's virtual clock:\n"
-              "deterministic, the same table on every machine.\n\n");
+  std::printf("Dry runs of 3 steps on the sim device (time and memory, no numerics); step 2 measured on rank 0 (step 1\n"
+              "records the forward order that forward prefetch replays; step 3 follows, so step 2 gathers its first unit\n"
+              "for it, as a step mid-training does). Times are the sim device's virtual clock: deterministic, the same\n"
+              "table on every machine.\n\n");
   std::printf("  compute    the step with communication free: the same ASYNC schedule on a link of unbounded bandwidth\n"
               "             and no latency (each collective 1 ns), so it keeps the host's launch overheads and waits\n"
               "  comm       the link's busy time: the sum of rank 0's collectives in the step (they take the link in turn)\n"
@@ -343,7 +347,7 @@ void bench_overlap(const OverlapBenchOptions& bench) {
     meta.device_name = device.name;
     meta.device_memory_bytes = static_cast<std::int64_t>(device.memory_bytes);
     write_chrome_trace(bench.trace_path, trace, meta);
-    std::printf("trace of this ASYNC run (both steps, every rank): %s (open it in ui.perfetto.dev)\n",
+    std::printf("trace of this ASYNC run (every step and rank): %s (open it in ui.perfetto.dev)\n",
                 bench.trace_path.c_str());
   }
 

@@ -171,7 +171,9 @@ std::unique_ptr<Optimizer> FullyShardedModel::make_optimizer(const OptimizerSpec
   return lifecycle_.make_optimizer(unit_ptrs_, spec);
 }
 
-void FullyShardedModel::optimizer_step(Optimizer& optimizer) { lifecycle_.optimizer_step(optimizer, unit_ptrs_); }
+void FullyShardedModel::optimizer_step(Optimizer& optimizer, NextForward next) {
+  lifecycle_.optimizer_step(optimizer, unit_ptrs_, next);
+}
 
 void FullyShardedModel::load_parameters(const CheckpointFile& file) {
   if (rank_.device.dry_run()) return;
@@ -201,7 +203,7 @@ void FullyShardedModel::set_overlap_schedule(const FsdpOptions& schedule) {
   check(s.pass == Pass::idle, "FSDP: the overlap schedule changes between steps only; a ",
         s.pass == Pass::forward ? "forward" : "backward", " pass is under way");
   for (const FsdpUnit* unit : unit_ptrs_)
-    check(unit->state == UnitState::sharded, "FSDP: the overlap schedule changes between steps only; unit '",
+    check(unit->state != UnitState::unsharded, "FSDP: the overlap schedule changes between steps only; unit '",
           unit->name, "' is gathered");
   if (schedule.mode == OverlapMode::sync) s.parked.release_all(rank_.device);
   options.mode = schedule.mode;

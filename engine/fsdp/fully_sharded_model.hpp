@@ -40,16 +40,17 @@ class FullyShardedModel {
   UnitLifecycle& lifecycle() { return lifecycle_; }
   const FsdpTasks& tasks() const { return lifecycle_.tasks(); }
 
-  // Task 5: an optimizer over this rank's shards, and one step of it (after the backward).
+  // Task 5: an optimizer over this rank's shards, and one step of it (after the backward). `next`: whether
+  // another step follows, whose first unit may then be gathered during this one (the next-step prefetch).
   std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec) const;
-  void optimizer_step(Optimizer& optimizer);
+  void optimizer_step(Optimizer& optimizer, NextForward next = NextForward::none);
 
   // Task 1: this rank's shards from the counter-based initialisation under `seed`.
   void init_parameters(std::uint64_t seed);
   // This rank's shards read from a checkpoint of the whole model.
   void load_parameters(const CheckpointFile& file);
 
-  // Between steps (no pass under way, every unit sharded): the next steps run under `schedule`'s overlap
+  // Between steps (no pass under way, every unit sharded or gathering for the next step): the next steps run under `schedule`'s overlap
   // mode, prefetch and rate limit, as an A/B run alternates SYNC and ASYNC; every other option must be
   // the rank's already. The recorded pass orders are kept (ASYNC's prefetch replays them, whichever mode
   // recorded them); the buffers an ASYNC step left parked are given back when SYNC comes, since SYNC

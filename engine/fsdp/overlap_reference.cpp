@@ -130,12 +130,9 @@ class ReferenceOverlap final : public OverlapTask {
     for (const FsdpUnit* unit : s.units)
       check(unit->state != UnitState::gathering, "FSDP unit '", unit->name, "' was prefetched in this pass but never ",
             "used: a prefetch must name a unit that runs later in the same pass");
-    if (!rank.async()) return;
-    // The optimizer reads every gradient shard next: the compute stream waits for the reductions now,
-    // once, instead of after each unit.
-    for (FsdpUnit* unit : s.units)
-      if (unit->reduced.recorded()) rank.device.wait(Lane::compute, unit->reduced);
-    s.parked.release_completed(rank.device);
+    // No wait for the reductions here: each unit's update waits for its own (the lifecycle's optimizer
+    // step, [Note: per-unit optimizer steps]), so the last reductions overlap the first updates.
+    if (rank.async()) s.parked.release_completed(rank.device);
   }
 };
 

@@ -29,6 +29,9 @@ struct OverlapState {
   // Kept by the glue (fully_sharded_model.cpp), which calls begin_forward and end_backward.
   Pass pass = Pass::idle;
   std::size_t post_backwards_seen = 0;
+  // Kept by the lifecycle: this step's gradient reductions in the order they were issued, the order
+  // the optimizer step updates the units in under ASYNC.
+  std::vector<FsdpUnit*> reduction_order;
 
   DeferredFrees parked;  // ASYNC: buffers waiting for their last user
 

@@ -7,8 +7,10 @@
 //          collective at once, so nothing overlaps; buffers are freed at the host's time (safe: every
 //          later user is ordered after compute)
 //   ASYNC  streams are ordered by events only: a gather waits for nothing but the memory it writes
-//          (and, once per forward pass, for the optimizer step that wrote the shards), compute waits for a unit's gather when it needs the unit and for the reductions only before
-//          the optimizer step. Freed buffers are parked until their last user is done (DeferredFrees).
+//          (and, once per forward pass, for the optimizer step that wrote the shards), compute waits
+//          for a unit's gather when it needs the unit (and the engine's optimizer step for a unit's
+//          reduction before that unit's update). Freed buffers are parked until their last user is done
+//          (DeferredFrees).
 //          The rate limiter holds the host before a gather while `max_inflight` gathered units hold
 //          memory (PyTorch's limit_all_gathers). Prefetch issues the next unit's gather early:
 //          forward (next in the order recorded in the first forward), backward in pre-backward or in

@@ -24,13 +24,14 @@ constexpr NameTable<ShardingStrategy, 6> kStrategies = {{
 constexpr NameTable<OverlapMode, 2> kModes = {{{OverlapMode::sync, "sync"}, {OverlapMode::async, "async"}}};
 constexpr NameTable<UnshardBuffers, 2> kBuffers = {{{UnshardBuffers::alloc, "alloc"}, {UnshardBuffers::pool, "pool"}}};
 constexpr NameTable<DType, 2> kFsdpDTypes = {{{DType::f32, "f32"}, {DType::bf16, "bf16"}}};
-// --prefetch's words; "all" is forward + backward-pre.
-constexpr NameTable<PrefetchPolicy, 5> kPrefetches = {{
-    {PrefetchPolicy{false, BackwardPrefetch::none}, "none"},
-    {PrefetchPolicy{true, BackwardPrefetch::none}, "forward"},
-    {PrefetchPolicy{false, BackwardPrefetch::pre}, "backward-pre"},
-    {PrefetchPolicy{false, BackwardPrefetch::post}, "backward-post"},
-    {PrefetchPolicy{true, BackwardPrefetch::pre}, "all"},
+// --prefetch's words; "all" is forward + backward-pre + next-step.
+constexpr NameTable<PrefetchPolicy, 6> kPrefetches = {{
+    {PrefetchPolicy{false, BackwardPrefetch::none, false}, "none"},
+    {PrefetchPolicy{true, BackwardPrefetch::none, false}, "forward"},
+    {PrefetchPolicy{false, BackwardPrefetch::pre, false}, "backward-pre"},
+    {PrefetchPolicy{false, BackwardPrefetch::post, false}, "backward-post"},
+    {PrefetchPolicy{false, BackwardPrefetch::none, true}, "next-step"},
+    {PrefetchPolicy{true, BackwardPrefetch::pre, true}, "all"},
 }};
 
 // The second column of `table`, as a constant array the *_names() spans view.
@@ -89,7 +90,7 @@ OverlapMode parse_overlap_mode(std::string_view name) {
 }
 
 PrefetchPolicy parse_prefetch(std::string_view text) {
-  PrefetchPolicy p{false, BackwardPrefetch::none};
+  PrefetchPolicy p{false, BackwardPrefetch::none, false};
   std::string_view rest = text;
   while (true) {
     const std::size_t comma = rest.find(',');
@@ -101,6 +102,7 @@ PrefetchPolicy parse_prefetch(std::string_view text) {
     check(p.backward == BackwardPrefetch::none || word->backward == BackwardPrefetch::none, "--prefetch '", text,
           "' names two backward prefetches; pick backward-pre or backward-post");
     p.forward = p.forward || word->forward;
+    p.next_step = p.next_step || word->next_step;
     if (word->backward != BackwardPrefetch::none) p.backward = word->backward;
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
@@ -112,6 +114,7 @@ std::string prefetch_name(const PrefetchPolicy& p) {
   std::string out = p.forward ? "forward" : "";
   if (p.backward != BackwardPrefetch::none)
     out += std::string(out.empty() ? "" : ",") + (p.backward == BackwardPrefetch::pre ? "backward-pre" : "backward-post");
+  if (p.next_step) out += std::string(out.empty() ? "" : ",") + "next-step";
   return out.empty() ? "none" : out;
 }
 
@@ -126,7 +129,7 @@ UnshardBuffers parse_unshard_buffers(std::string_view name) {
 
 FsdpOptions sync_schedule(FsdpOptions options) {
   options.mode = OverlapMode::sync;
-  options.prefetch = PrefetchPolicy{false, BackwardPrefetch::none};
+  options.prefetch = PrefetchPolicy{false, BackwardPrefetch::none, false};
   return options;
 }
 
@@ -150,7 +153,8 @@ void validate_fsdp_options(const FsdpOptions& options, int world) {
         "--reduce-dtype bf16 with --precision f32: gradients computed in f32 would lose bits in a bf16 "
         "reduction for no gain; use --precision bf16 (bf16 compute) or reduce in f32");
   check(options.align >= 1, "FlatParameter alignment ", options.align, " elements; expected at least 1");
-  const bool prefetching = options.prefetch.forward || options.prefetch.backward != BackwardPrefetch::none;
+  const bool prefetching =
+      options.prefetch.forward || options.prefetch.backward != BackwardPrefetch::none || options.prefetch.next_step;
   check(options.mode == OverlapMode::async || !prefetching, "--prefetch ", prefetch_name(options.prefetch),
         " with --mode sync: in SYNC mode every collective blocks compute, so nothing can be fetched ahead; "
         "use --mode async or --prefetch none");

@@ -18,7 +18,7 @@
 // Overlap (task 6, overlap_task.hpp): SYNC makes the compute stream wait for every collective and the
 // collectives wait for compute, so nothing overlaps (the seed's baseline). ASYNC orders the streams
 // by events only: a gather waits for nothing but the memory it writes, the compute stream waits for a
-// unit's gather only when it needs the unit, and for the reductions only before the optimizer step.
+// unit's gather only when it needs the unit, and for a unit's reduction only before that unit's update.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -42,6 +42,9 @@ enum class UnshardBuffers { alloc, pool };
 struct PrefetchPolicy {
   bool forward = false;  // in a unit's pre-forward, gather the next unit of the recorded forward order
   BackwardPrefetch backward = BackwardPrefetch::pre;
+  // In the optimizer step, gather the next step's first unit once its update is issued, while the other
+  // units' updates run ([Note: per-unit optimizer steps], engine/fsdp/unit_lifecycle.cpp).
+  bool next_step = true;
   friend bool operator==(const PrefetchPolicy&, const PrefetchPolicy&) = default;
 };
 

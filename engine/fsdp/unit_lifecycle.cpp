@@ -1,5 +1,7 @@
 #include "engine/fsdp/unit_lifecycle.hpp"
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "engine/fsdp/fsdp_events.hpp"
@@ -206,11 +208,68 @@ void UnitLifecycle::reduce_gradient(FsdpUnit& unit) {
     }
   }
   device.record(unit.reduced, done);
+  rank_.schedule.reduction_order.push_back(&unit);
   for (Tensor& t : staging) tasks_.overlap->release_staging(std::move(t), unit.reduced, rank_);
   tasks_.overlap->release_grad(unit, rank_);
 }
 
 // ==== the optimizer ==================================================================================
+
+void UnitLifecycle::schedule_updates(Optimizer& optimizer, std::span<FsdpUnit* const> units,
+                                     std::span<FsdpUnit* const> reduced, FsdpUnit* gather_next) {
+  // Task 5 makes one target per unit, in the units' order: target i updates units[i].
+  const auto target_of = [&](const FsdpUnit* unit) {
+    return static_cast<std::size_t>(std::find(units.begin(), units.end(), unit) - units.begin());
+  };
+  std::vector<std::size_t> order;
+  std::vector<bool> placed(units.size(), false);
+  const auto place = [&](const FsdpUnit* unit) {
+    const std::size_t i = target_of(unit);
+    if (i >= units.size() || placed[i] || unit == gather_next) return;
+    order.push_back(i);
+    placed[i] = true;
+  };
+  for (const FsdpUnit* unit : reduced) place(unit);
+  for (const FsdpUnit* unit : units) place(unit);  // none reduced this step: updated last, waiting for nothing new
+  Device& device = rank_.device;
+  if (order.size() + (gather_next ? 1 : 0) != optimizer.targets().size()) {
+    // Not one target per unit (task 5's checks say so): every reduction before the first update.
+    for (const FsdpUnit* unit : units)
+      if (unit->reduced.recorded()) device.wait(Lane::compute, unit->reduced);
+    return;
+  }
+  if (gather_next) {
+    // Its update goes where the others' updates before it are half of theirs by size: the first half
+    // runs beside its reduction, the second beside its gather, which moves as many bytes.
+    std::int64_t total = 0, before = 0;
+    for (const std::size_t i : order) total += units[i]->master.numel();
+    auto at = order.begin();
+    while (at != order.end() && 2 * before < total) before += units[*at++]->master.numel();
+    order.insert(at, target_of(gather_next));
+  }
+  Optimizer::UpdateHooks hooks;
+  hooks.before = [units, &device](std::size_t i) {
+    if (units[i]->reduced.recorded()) device.wait(Lane::compute, units[i]->reduced);
+  };
+  if (gather_next)
+    hooks.after = [this, units, gather_next](std::size_t i) {
+      if (units[i] != gather_next) return;
+      const ActivityScope activity(rank_, CodeSite{6, "UnitLifecycle::optimizer_step: the next step's first unit, "
+                                                      "gathered beside the other updates (engine/fsdp/unit_lifecycle.cpp)"});
+      rank_.order(Lane::all_gather, Lane::compute);  // the gather reads the shard this update wrote
+      prefetch(*gather_next);
+    };
+  optimizer.order_next_step(std::move(order), std::move(hooks));
+}
+
+FsdpUnit* UnitLifecycle::first_of_next_forward() const {
+  const OverlapState& s = rank_.schedule;
+  // Replicated parameters are not gathered but cast from the replica, which ZeRO's all_gather_updates
+  // writes after the step; the forward order is task 6's record (empty if it keeps none).
+  if (!rank_.options.prefetch.next_step || parameters_replicated(rank_.options.strategy) || s.forward_order.empty())
+    return nullptr;
+  return s.forward_order.front();
+}
 
 std::unique_ptr<Optimizer> UnitLifecycle::make_optimizer(std::span<FsdpUnit* const> units,
                                                          const OptimizerSpec& spec) const {
@@ -219,15 +278,36 @@ std::unique_ptr<Optimizer> UnitLifecycle::make_optimizer(std::span<FsdpUnit* con
   return tasks_.optimizer->make(shards, spec);
 }
 
-void UnitLifecycle::optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* const> units) {
+// [Note: per-unit optimizer steps]
+// The optimizer reads each unit's gradient shard, so each update must wait for that unit's reduction.
+// Waiting for all of them before the first update (as SYNC does, one wait per reduction) leaves the
+// last reductions with no compute beside them: the backward's last op is the root's (the embedding,
+// whose weight is tied to the LM head), so the root's reduce-scatter, the largest, starts when compute
+// is done and the whole step waits for it. Under ASYNC each update waits for its own unit's reduction
+// only, and the updates go in the order the reductions were issued: the blocks' gradients, reduced
+// during the backward, are updated while the link still reduces the root's.
+//
+// The next step begins the same way: its first op needs the root gathered, and nothing runs beside that
+// gather. With the `next-step` prefetch (in the default), another step following, the root's update
+// moves to the middle of the others, and its gather for the next step is issued right after it, beside
+// the second half of the updates. The next forward finds the root gathering (or gathered) and waits
+// for it like any prefetched unit.
+//   compute  ... emb bwd | upd h.11 .. h.6 | upd root | upd h.5 .. h.0 || next step: emb fwd ...
+//   link     ... rs h.0  | rs root ........|          | ag root .......||
+// Same updates, same numbers; only where the compute stream waits, and when the root is gathered, move.
+
+void UnitLifecycle::optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* const> units, NextForward next) {
   const ActivityScope activity(rank_, 5, "ShardedOptimizerTask::step", *tasks_.optimizer);
   Device& device = rank_.device;
+  const std::vector<FsdpUnit*> reduced = std::exchange(rank_.schedule.reduction_order, {});
   if (rank_.options.offload) {
     // CPU offload: the CPU steps on the host shards, once the copies of the gradients have landed.
     for (const FsdpUnit* unit : units)
       if (unit->reduced.recorded()) tasks_.cpu_offload->wait_for_grad_on_host(device, unit->reduced);
     tasks_.optimizer->step(optimizer, device.stream(Lane::host));
   } else {
+    if (rank_.async())
+      schedule_updates(optimizer, units, reduced, next == NextForward::follows ? first_of_next_forward() : nullptr);
     tasks_.optimizer->step(optimizer, device.stream(Lane::compute));
   }
   const ShardingStrategy strategy = rank_.options.strategy;

@@ -29,6 +29,9 @@
 
 namespace fsdplab {
 
+// Whether another training step follows an optimizer step (its forward can be prepared during it).
+enum class NextForward { none, follows };
+
 class UnitLifecycle {
  public:
   UnitLifecycle(FsdpRank& rank, const FsdpTasks& tasks) : rank_(rank), tasks_(tasks) {}
@@ -58,7 +61,9 @@ class UnitLifecycle {
 
   // ---- the optimizer (task 5, with CPU offload's host step) --------------------------------------
   std::unique_ptr<Optimizer> make_optimizer(std::span<FsdpUnit* const> units, const OptimizerSpec& spec) const;
-  void optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* const> units);
+  // One update of every unit's shard. Under ASYNC each waits for its own unit's reduction; with `follows`
+  // the next forward's first unit may be gathered during the step ([Note: per-unit optimizer steps]).
+  void optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* const> units, NextForward next);
 
   // The unit's f32 master where the all-gather stream can read it: the master, or for an offloaded unit
   // a device copy made by task 9, to be released once the gather that reads it is done.
@@ -73,6 +78,13 @@ class UnitLifecycle {
   void prefetch_after(PassPoint point, FsdpUnit& unit);
   // The averaged gradient into unit.grad_shard (or the whole replica), unit.reduced recorded behind it.
   void reduce_gradient(FsdpUnit& unit);
+  // ASYNC: the next step of `optimizer` updates the units in the order of `reduced`, each after its own
+  // reduction; `gather_next` (or nullptr) updated mid-way and gathered for the next step right after
+  // ([Note: per-unit optimizer steps]).
+  void schedule_updates(Optimizer& optimizer, std::span<FsdpUnit* const> units, std::span<FsdpUnit* const> reduced,
+                        FsdpUnit* gather_next);
+  // The unit the next step's forward needs first, when the next-step prefetch applies; else nullptr.
+  FsdpUnit* first_of_next_forward() const;
 
   FsdpRank& rank_;
   const FsdpTasks& tasks_;

@@ -1,5 +1,7 @@
 #include "engine/optim/optimizer.hpp"
 
+#include <utility>
+
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/elementwise.hpp"
 
@@ -26,7 +28,28 @@ Optimizer::Optimizer(std::vector<OptimTarget> targets) : targets_(std::move(targ
 
 void Optimizer::step(Stream stream) {
   ++steps_;
-  for (std::size_t i = 0; i < targets_.size(); ++i) update(stream, i, steps_);
+  std::vector<std::size_t> order = std::exchange(next_order_, {});
+  const UpdateHooks hooks = std::exchange(next_hooks_, {});
+  if (order.empty())
+    for (std::size_t i = 0; i < targets_.size(); ++i) order.push_back(i);
+  for (const std::size_t i : order) {
+    if (hooks.before) hooks.before(i);
+    update(stream, i, steps_);
+    if (hooks.after) hooks.after(i);
+  }
+}
+
+void Optimizer::order_next_step(std::vector<std::size_t> order, UpdateHooks hooks) {
+  std::vector<bool> seen(targets_.size(), false);
+  for (const std::size_t i : order) {
+    check(i < targets_.size() && !seen[i], name(), ": update order names target ", i, " twice or out of range; ",
+          "expected each of the ", targets_.size(), " targets once");
+    seen[i] = true;
+  }
+  check(order.size() == targets_.size(), name(), ": update order names ", order.size(), " of ", targets_.size(),
+        " targets; expected each once");
+  next_order_ = std::move(order);
+  next_hooks_ = std::move(hooks);
 }
 
 void Optimizer::restore_steps(std::int64_t steps) {

@@ -5,6 +5,7 @@
 // m and v) is allocated beside each pair, tagged optim_state, so under FSDP it is sharded for free:
 // a rank only ever sees its own shard. The update formulas are PyTorch's (tensor/optimizer_ops.hpp).
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,8 +24,17 @@ struct OptimTarget {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // One update of every target on `stream`; the first call is step 1.
+  // One update of every target on `stream`; the first call is step 1. The targets go in their order, or
+  // in the order the last order_next_step() gave.
   void step(Stream stream);
+  // Host calls around each target's update: `before(i)` just before target i's update is issued, `after(i)`
+  // just after. FSDP makes the stream wait for that unit's gradient reduction alone before, and may
+  // start a gather after (see [Note: per-unit optimizer steps] in engine/fsdp/unit_lifecycle.cpp).
+  struct UpdateHooks {
+    std::function<void(std::size_t)> before, after;
+  };
+  // The next step() only: update the targets in `order` (every index once), with `hooks` around each.
+  void order_next_step(std::vector<std::size_t> order, UpdateHooks hooks);
   std::int64_t steps() const { return steps_; }
   virtual std::string_view name() const = 0;
   const std::vector<OptimTarget>& targets() const { return targets_; }
@@ -50,6 +60,8 @@ class Optimizer {
 
  private:
   std::int64_t steps_ = 0;
+  std::vector<std::size_t> next_order_;  // empty: the targets' own order
+  UpdateHooks next_hooks_;
 };
 
 class Sgd final : public Optimizer {

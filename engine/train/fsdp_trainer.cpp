@@ -163,7 +163,11 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
           built.model->backward(ctx);
         }
         device.set_labels({step, -1, "optimizer"});
-        sharded.optimizer_step(*optimizer);
+        // The next step's first gather may start now, unless there is none or it runs SYNC (an A/B run's
+        // SYNC block must gather for itself, or its step would not be SYNC's).
+        const bool next_async = step + 1 < run.steps &&
+                                (fsdp.ab_block == 0 || ab_mode(fsdp.options.mode, fsdp.ab_block, step + 1) == OverlapMode::async);
+        sharded.optimizer_step(*optimizer, next_async ? NextForward::follows : NextForward::none);
         if (micro_batches > 1) scale(compute, mean_loss, ctx.loss_scale, mean_loss);
         {
           const ActivityScope activity(rank, CodeSite{7, "train_fsdp: the loss all-reduce (engine/train/fsdp_trainer.cpp)"});

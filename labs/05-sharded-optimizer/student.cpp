@@ -26,7 +26,8 @@ class StudentShardedOptimizer final : public ShardedOptimizerTask {
     todo(5, "ShardedOptimizerTask::make");
   }
 
-  // Called once per step, after the compute stream was made to wait for every gradient reduction.
+  // Called once per step, after the backward. The engine has told the optimizer the order to update the
+  // units in and to wait for each unit's gradient reduction just before its update (ASYNC).
   // Contract: one update of every target on `stream` (the engine picks it: compute, or the host lane
   //   under --offload). Exactly one: Optimizer::step also counts the step for AdamW's bias correction.
   // Engine calls: Optimizer::step(Stream).

@@ -100,8 +100,8 @@ class StudentOverlap final : public OverlapTask {
   }
 
   // After the last unit's post-backward: a unit still `gathering` was prefetched and never used (an
-  // Error: check(...)). ASYNC: the compute stream waits for every recorded unit->reduced (the optimizer
-  // reads the shards next), then give back completed parked buffers.
+  // Error: check(...)). ASYNC: give back completed parked buffers. (No wait for the reductions: the
+  // engine's optimizer step makes each unit's update wait for that unit's own `reduced`.)
   void end_backward(FsdpRank& rank) const override {
     // TODO(task 6)
     todo(6, "OverlapTask::end_backward");

@@ -173,13 +173,23 @@ TEST(FsdpEvents, EachCollectiveIssuedIsDoneAtOnceWithItsOpsVirtualTimes) {
 TEST(FsdpEvents, CollectivesAreAttributedToTheTaskWhoseCodeIssuedThem) {
   for (int r = 0; r < kWorld; ++r) {
     const std::vector<FsdpEvent>& events = prefetching().events[static_cast<std::size_t>(r)];
-    int own_gathers = 0, forward_prefetches = 0, backward_prefetches = 0, reductions = 0, loss_reductions = 0;
+    int own_gathers = 0, forward_prefetches = 0, backward_prefetches = 0, next_step_gathers = 0, reductions = 0,
+        loss_reductions = 0;
     for (std::size_t i = 0; i < events.size(); ++i) {
       const FsdpEvent& e = events[i];
       if (e.kind != FsdpEventKind::collective_issued) continue;
       const FsdpEvent* hook = next_hook(events, i);
       if (e.collective == "all_gather") {
         ASSERT_NE(hook, nullptr);
+        if (hook->step == e.step + 1) {
+          // Issued in step e.step's optimizer step for the next forward's first unit (the next-step prefetch).
+          ++next_step_gathers;
+          EXPECT_EQ(hook->kind, FsdpEventKind::pre_forward) << e.what;
+          EXPECT_EQ(hook->unit, e.unit) << e.what;
+          EXPECT_EQ(e.task, 6) << e.what;
+          EXPECT_TRUE(contains(e.code, "the next step's first unit")) << e.code;
+          continue;
+        }
         ASSERT_EQ(hook->step, e.step);
         if (hook->unit == e.unit) {
           ++own_gathers;
@@ -214,6 +224,7 @@ TEST(FsdpEvents, CollectivesAreAttributedToTheTaskWhoseCodeIssuedThem) {
     EXPECT_GT(own_gathers, 0);
     EXPECT_GT(forward_prefetches, 0);
     EXPECT_GT(backward_prefetches, 0);
+    EXPECT_EQ(next_step_gathers, kSteps - 1);  // every step but the last prepares the next one's forward
     EXPECT_EQ(reductions, static_cast<int>(kUnits) * kSteps);
     EXPECT_EQ(loss_reductions, kSteps);
   }

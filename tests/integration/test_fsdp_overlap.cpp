@@ -89,6 +89,13 @@ bool overlaps_compute(const OpRecord& op, const std::vector<OpRecord>& ops, int 
   });
 }
 
+// Whether a compute op of `phase` runs beside `op`.
+bool overlaps_phase(const OpRecord& op, const std::vector<OpRecord>& ops, const std::string& phase) {
+  return std::any_of(ops.begin(), ops.end(), [&](const OpRecord& c) {
+    return c.category == OpCategory::compute && c.labels.phase == phase && intersects(op, c);
+  });
+}
+
 std::vector<OpRecord> collectives(const std::vector<OpRecord>& ops, OpCategory category, const std::string& phase) {
   std::vector<OpRecord> out;
   for (const OpRecord& op : ops)
@@ -139,11 +146,44 @@ TEST(FsdpOverlap, BackwardPrefetchOverlapsGathersAndReductions) {
       ASSERT_EQ(gathers.size(), 12u) << policy;  // the Blocks again; the root stayed gathered
       ASSERT_EQ(reductions.size(), 13u) << policy;
       EXPECT_EQ(count_overlapping(gathers, rank.ops), 12) << policy;
-      // The last reduction (the root's) has no backward compute left to hide behind.
-      EXPECT_EQ(count_overlapping(reductions, rank.ops), 12) << policy;
-      EXPECT_FALSE(overlaps_compute(reductions.back(), rank.ops)) << policy;
+      // The last reduction (the root's) has no backward compute left to hide behind, but the other units'
+      // optimizer updates run beside it: each waits for its own reduction only.
+      EXPECT_EQ(count_overlapping(reductions, rank.ops), 13) << policy;
+      EXPECT_EQ(reductions.back().labels.unit, 0) << policy;
+      EXPECT_TRUE(overlaps_phase(reductions.back(), rank.ops, "optimizer")) << policy;
     }
   }
+}
+
+// [Note: per-unit optimizer steps]: the next step's first unit (the root) is gathered in the step before,
+// beside the other units' updates, after its own update; the next forward waits for it like a prefetch.
+TEST(FsdpOverlap, NextStepPrefetchGathersTheRootBesideTheUpdates) {
+  for (const RankSchedule& rank : schedule_of(gpt2_124m(), FsdpOptions{})) {  // the defaults: backward-pre,next-step
+    std::vector<OpRecord> early;  // the measured step's root gather, issued in the step before
+    for (const OpRecord& op : rank.ops)
+      if (op.category == OpCategory::all_gather && op.labels.unit == 0 && op.labels.step == kMeasuredStep - 1 &&
+          op.labels.phase == "optimizer")
+        early.push_back(op);
+    ASSERT_EQ(early.size(), 1u);
+    EXPECT_TRUE(overlaps_phase(early.front(), rank.ops, "optimizer")) << "no update runs beside the root's gather";
+    // Its own update came first: an update of the step before ends before the gather starts and some
+    // run after it.
+    int before = 0, after = 0;
+    for (const OpRecord& op : rank.ops)
+      if (op.category == OpCategory::compute && op.labels.step == kMeasuredStep - 1 && op.labels.phase == "optimizer")
+        (op.end <= early.front().begin ? before : after)++;
+    EXPECT_GT(before, 0);
+    EXPECT_GT(after, 0);
+    // The measured step's forward gathers every unit but the root.
+    const std::vector<OpRecord> gathers = collectives(rank.ops, OpCategory::all_gather, "forward");
+    ASSERT_EQ(gathers.size(), 12u);
+    for (const OpRecord& g : gathers) EXPECT_NE(g.labels.unit, 0) << g.name;
+  }
+  // The last step prepares nothing: a training's end leaves every unit sharded.
+  for (const RankSchedule& rank : schedule_of(gpt2_124m(), FsdpOptions{}))
+    for (const OpRecord& op : rank.ops)
+      EXPECT_FALSE(op.category == OpCategory::all_gather && op.labels.step == kMeasuredStep && op.labels.phase == "optimizer")
+          << op.name;
 }
 
 TEST(FsdpOverlap, WithoutBackwardPrefetchGathersWaitBehindReductions) {
@@ -163,7 +203,7 @@ TEST(FsdpOverlap, RateLimiterBoundsTheGatheredUnits) {
   const std::int64_t root = units.front().padded_numel * 4;
   const std::int64_t block = units.back().padded_numel * 4;
   for (int k : {1, 2, 3}) {
-    for (const RankSchedule& rank : schedule_of(run, overlap(OverlapMode::async, "all", k))) {
+    for (const RankSchedule& rank : schedule_of(run, overlap(OverlapMode::async, "forward,backward-pre", k))) {
       EXPECT_LE(rank.peak_param_full, root + k * block) << "K = " << k;
       if (k > 1) {
         EXPECT_GT(rank.peak_param_full, root + (k - 1) * block) << "K = " << k << " was never used";
@@ -171,11 +211,16 @@ TEST(FsdpOverlap, RateLimiterBoundsTheGatheredUnits) {
     }
   }
   // Without the limiter the host runs ahead and gathers more Blocks than any K above allowed.
-  for (const RankSchedule& rank : schedule_of(run, overlap(OverlapMode::async, "all", 0)))
+  for (const RankSchedule& rank : schedule_of(run, overlap(OverlapMode::async, "forward,backward-pre", 0)))
     EXPECT_GT(rank.peak_param_full, root + 3 * block);
   // The pool holds exactly two Blocks' buffers, whatever runs ahead.
-  for (const RankSchedule& rank : schedule_of(run, overlap(OverlapMode::async, "all", 2, UnshardBuffers::pool)))
+  for (const RankSchedule& rank :
+       schedule_of(run, overlap(OverlapMode::async, "forward,backward-pre", 2, UnshardBuffers::pool)))
     EXPECT_EQ(rank.peak_param_full, root + 2 * block);
+  // The next-step prefetch gathers the root while its old buffer is still parked (the host cannot know
+  // the embedding's backward is done): one root more, at the step's edge, outside the limiter.
+  for (const RankSchedule& rank : schedule_of(run, overlap(OverlapMode::async, "all", 2)))
+    EXPECT_LE(rank.peak_param_full, 2 * root + 2 * block);
 }
 
 // What a student opens in Perfetto: the Chrome trace JSON of an ASYNC run, read back as plain JSON (no
@@ -183,7 +228,7 @@ TEST(FsdpOverlap, RateLimiterBoundsTheGatheredUnits) {
 TEST(FsdpOverlap, TraceJsonShowsTheNextGatherBesideTheCurrentCompute) {
   FsdpRun fsdp;
   fsdp.run = gpt2_124m();
-  fsdp.options = overlap(OverlapMode::async, "all");
+  fsdp.options = overlap(OverlapMode::async, "forward,backward-pre");  // the root gathered in its own step
   fsdp.dry_run = true;
   std::vector<std::unique_ptr<TraceRecorder>> recorders;
   for (int r = 0; r < kWorld; ++r) {
