@@ -579,10 +579,17 @@ void CudaDevice::host_write(const Access& access, const std::byte* from, const s
     return;
   }
   use_gpu(options_.gpu, rank_);
-  // From pageable memory cudaMemcpy may return once the bytes are staged, before they reach the device,
-  // and on the legacy default stream, which this device's non-blocking streams do not wait for: waiting
-  // for that stream makes the write complete before any kernel launched after it can read the range.
+  // The block may come from the caching allocator with its previous user's work still queued: reuse is
+  // made safe for the block's stream (it runs in order, or was made to wait for the old stream's free),
+  // not for the host. A write from here must wait for that stream, or the old work's late writes land on
+  // top of it. (Under compute-sanitizer's racecheck, which slows kernels, an all-reduce's scratch handed to
+  // a test's next input turned the input into the all-reduce's sum.)
   traced(host_copy("host write: " + what, access.bytes), [&] {
+    check_cuda(cudaStreamSynchronize(impl_->stream(block->stream)), "rank ", rank_, ": ", what,
+               " (waiting for the block's earlier work on the ", lane_name(block->stream), " stream)");
+    // From pageable memory cudaMemcpy may return once the bytes are staged, before they reach the device,
+    // and on the legacy default stream, which this device's non-blocking streams do not wait for: waiting
+    // for that stream makes the write complete before any kernel launched after it can read the range.
     check_cuda(cudaMemcpy(block->data + access.offset, from, static_cast<std::size_t>(access.bytes),
                           cudaMemcpyHostToDevice),
                "rank ", rank_, ": ", what);
