@@ -35,8 +35,8 @@ namespace {
 
 struct RunOptions {
   RunConfig train;  // used when --model is given
-  // FSDP, used when --world > 1, --comm is nccl or mpi, or any of these is given; otherwise the single-rank
-  // baseline trains.
+  // FSDP, used when --world > 1, --comm is nccl or mpi, or any of these but --precision is given; otherwise
+  // the single-rank baseline trains, in --precision (bf16: mixed precision on f32 master weights).
   bool fsdp = false;
   FsdpFlags fsdp_flags;
   bool dry_run = false;  // --dry-run: shapes, time and memory only; always an FSDP run
@@ -231,6 +231,8 @@ int run_training(const RunOptions& options) {
     if (sharded.options.mode == OverlapMode::sync && !options.prefetch_given)
       sharded.options = sync_schedule(sharded.options);  // the default prefetch is ASYNC's
     validate_fsdp_options(sharded.options, run.world);
+  } else {
+    run.baseline_precision = parse_dtype(options.fsdp_flags.precision);
   }
   // --dashboard: connected before anything is printed, so a dashboard nobody started is the first thing said.
   std::optional<DashboardStream> dashboard;
@@ -255,8 +257,11 @@ int run_training(const RunOptions& options) {
               static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr,
               static_cast<unsigned long long>(run.seed), where.c_str());
   if (reports) {
-    std::printf("%s\n", fsdp ? ("FSDP: " + describe(sharded.options, run.world)).c_str()
-                             : "single-rank baseline (no FSDP)");
+    const std::string baseline = run.baseline_precision == DType::f32
+                                     ? "single-rank baseline (no FSDP), f32"
+                                     : "single-rank baseline (no FSDP), " + std::string(dtype_name(run.baseline_precision)) +
+                                           " mixed precision: bf16 compute, f32 master weights and optimizer step";
+    std::printf("%s\n", fsdp ? ("FSDP: " + describe(sharded.options, run.world)).c_str() : baseline.c_str());
     if (fsdp) std::printf("impl: %s\n", impl_name(impl).c_str());
     if (!run.resume_dir.empty()) std::printf("resume: %s\n", run.resume_dir.c_str());
   }
@@ -406,10 +411,14 @@ void add_run_command(CLI::App& app) {
                                "nested (both), model (one unit)")
                    ->check(CLI::IsMember({"block", "linear", "nested", "model"}));
   // Options that only FSDP training reads: any of them makes a --model run an FSDP run, at any --world.
+  // --precision is the baseline's too: with --world 1 and none of these, the baseline computes in it (FSDP at
+  // W = 1 in bf16 takes one more of them, e.g. --strategy full).
   std::vector<CLI::Option*> fsdp_only = {accumulate, wrap, checkpoint, checkpoint_every, resume, dry_run_flag};
   fsdp_only.insert(fsdp_only.begin(), fsdp_flags.begin(), fsdp_flags.end());
+  CLI::Option* precision = cmd->get_option("--precision");
+  std::erase(fsdp_only, precision);
   CLI::Option* prefetch = cmd->get_option("--prefetch");
-  cmd->callback([options, model, world, mode, prefetch, batch, fsdp_only] {
+  cmd->callback([options, model, world, mode, prefetch, precision, batch, fsdp_only] {
     options->mode_given = mode->count() > 0;
     options->batch_given = batch->count() > 0;
     options->world_given = world->count() > 0;
@@ -425,6 +434,8 @@ void add_run_command(CLI::App& app) {
     } else {
       check(given.empty(), given, " configure", given.find(',') == std::string::npos ? "s" : "",
             " FSDP training; add --model toy|mlp|gpt2|llama (the streams demo has its own --dtype)");
+      check(precision->count() == 0, "--precision is a training run's compute dtype; add --model toy|mlp|gpt2|llama "
+            "(the streams demo has its own --dtype)");
       check(options->dashboard.empty(), "--dashboard streams a training run; add --model toy|mlp|gpt2|llama");
       run_streams_demo(*options);
     }

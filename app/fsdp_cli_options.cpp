@@ -49,8 +49,9 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
         break;
       case FsdpFlag::precision:
         added.push_back(cmd.add_option("--precision", flags.precision,
-                                       help("FSDP parameter and compute dtype: " + dtypes + " (default " +
-                                            defaults.precision + ")"))
+                                       help("Parameter and compute dtype: " + dtypes + " (default " +
+                                            defaults.precision + "); bf16 is mixed precision, on f32 master "
+                                            "weights and optimizer state"))
                             ->check(CLI::IsMember(strings(fsdp_dtype_names()))));
         break;
       case FsdpFlag::reduce_dtype:

@@ -24,7 +24,7 @@ namespace fsdplab::app {
 struct FsdpFlags {
   std::string strategy;      // --strategy
   int hybrid_group = 0;      // --hybrid-group (0: not given)
-  std::string precision;     // --precision: the parameter and compute dtype
+  std::string precision;     // --precision: the parameter and compute dtype (run: the baseline's too)
   std::string reduce_dtype;  // --reduce-dtype
   std::string prefetch;      // --prefetch (ASYNC)
   int max_inflight = 0;      // --max-inflight

@@ -188,7 +188,7 @@ TagBytes fsdp_memory(const FsdpMemoryInput& in) {
   return bytes;
 }
 
-TagBytes baseline_memory(Module& model, int optimizer_states, const ModelMemory& model_memory) {
+TagBytes baseline_memory(Module& model, int optimizer_states, const ModelMemory& model_memory, DType compute) {
   const std::vector<Parameter*> params = model.parameters();
   const std::int64_t numel = std::accumulate(params.begin(), params.end(), std::int64_t{0},
                                              [](std::int64_t n, const Parameter* q) { return n + q->numel(); });
@@ -196,6 +196,11 @@ TagBytes baseline_memory(Module& model, int optimizer_states, const ModelMemory&
   bytes[static_cast<std::size_t>(MemTag::param_shard)] = 4 * numel;
   bytes[static_cast<std::size_t>(MemTag::grad_shard)] = 4 * numel;
   bytes[static_cast<std::size_t>(MemTag::optim_state)] = 4 * optimizer_states * numel;
+  if (compute != DType::f32) {  // mixed precision's copies (baseline_mixed_precision.hpp)
+    const auto copy_bytes = static_cast<std::int64_t>(dtype_size(compute)) * numel;
+    bytes[static_cast<std::size_t>(MemTag::param_full)] = copy_bytes;
+    bytes[static_cast<std::size_t>(MemTag::grad_full)] = copy_bytes;
+  }
   bytes[static_cast<std::size_t>(MemTag::activation)] = model_memory.activation;
   bytes[static_cast<std::size_t>(MemTag::workspace)] = model_memory.workspace;
   return bytes;

@@ -99,7 +99,10 @@ ModelMemory model_memory(const Module& model, std::int64_t batch, std::int64_t s
 
 // Expected per-rank peak bytes of each tag over an FSDP run's steps.
 TagBytes fsdp_memory(const FsdpMemoryInput& input);
-// Expected peak bytes of each tag of the single-rank baseline training `model`.
-TagBytes baseline_memory(Module& model, int optimizer_states, const ModelMemory& model_memory);
+// Expected peak bytes of each tag of the single-rank baseline training `model` in `compute` (its
+// model_memory counted in that dtype too). bf16 is mixed precision: the f32 masters, gradients and optimizer
+// state of f32, plus a bf16 copy of every parameter (param_full) and gradient (grad_full) through a step
+// (its flat buffers' alignment gaps, under 1% of a model, are not counted).
+TagBytes baseline_memory(Module& model, int optimizer_states, const ModelMemory& model_memory, DType compute);
 
 }  // namespace fsdplab

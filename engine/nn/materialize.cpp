@@ -17,6 +17,10 @@ void allocate_full(Module& model, Device& device) {
 void materialize_full(Module& model, Device& device, std::uint64_t seed) {
   allocate_full(model, device);
   if (device.dry_run()) return;
+  init_values(model, seed);
+}
+
+void init_values(Module& model, std::uint64_t seed) {
   for (Parameter* p : model.parameters()) {
     std::vector<float> values(static_cast<std::size_t>(p->numel()));
     p->init.fill(values, seed, p->name, 0);

@@ -13,8 +13,12 @@ namespace fsdplab {
 // contents undefined, and every gradient (f32, grad_shard) zeroed: for values about to be loaded.
 void allocate_full(Module& model, Device& device);
 
-// allocate_full, then fills every value from its ParamInit under `seed`.
+// allocate_full, then fills every value from its ParamInit under `seed` (init_values).
 void materialize_full(Module& model, Device& device, std::uint64_t seed);
+
+// Fills every parameter's value, allocated already wherever it points (its own tensor, or a view of a flat
+// buffer), from its ParamInit under `seed`.
+void init_values(Module& model, std::uint64_t seed);
 
 // Zeroes every parameter's gradient on `stream` (at the start of each step).
 void zero_grads(Module& model, Stream stream);

@@ -7,10 +7,12 @@
 namespace fsdplab {
 
 enum class MemTag {
-  param_shard,  // this rank's chunk of a FlatParameter (fp32 master)
-  param_full,   // an all-gathered (unsharded) FlatParameter, live between gather and reshard
-  grad_shard,   // this rank's chunk of the reduced gradient
-  grad_full,    // the unsharded gradient of a unit, before reduce-scatter
+  param_shard,  // this rank's chunk of a FlatParameter (fp32 master); the baseline's parameters (one rank: all)
+  param_full,   // an all-gathered (unsharded) FlatParameter, live between gather and reshard; the mixed-precision
+                // baseline's bf16 copies of its parameters, live through a step
+  grad_shard,   // this rank's chunk of the reduced gradient; the baseline's (f32) gradients
+  grad_full,    // the unsharded gradient of a unit, before reduce-scatter; the mixed-precision baseline's bf16
+                // gradients, before they are widened to f32
   optim_state,  // optimizer state (momentum, Adam m and v) for the local shard
   activation,   // forward activations saved for backward, and their gradients
   comm_buffer,  // staging buffers of collectives

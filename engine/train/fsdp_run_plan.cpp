@@ -34,6 +34,9 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   const int world = run.world;
   check(world >= 1, "--world ", world, "; expected >= 1");
   check_run_request(run);  // the numbers, and every output path
+  check(run.baseline_precision == DType::f32, "RunConfig::baseline_precision ", dtype_name(run.baseline_precision),
+        " is the single-rank baseline's compute dtype; FSDP computes in FsdpOptions::param_dtype (--precision): set "
+        "that instead and leave this f32");
   // A/B runs: the two schedules the steps take turns in; SYNC never prefetches, so the options may name
   // the ASYNC blocks' prefetch whichever mode comes first.
   check(fsdp.ab_block >= 0, "train_fsdp: A/B block of ", fsdp.ab_block,

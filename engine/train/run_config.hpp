@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/optim/optimizer.hpp"
+#include "engine/runtime/dtype.hpp"
 
 namespace fsdplab {
 
@@ -25,6 +26,11 @@ struct RunConfig {
   std::string optimizer = "adamw";
   double lr = 1e-3;
   double momentum = 0;     // sgd only; every other hyper-parameter is PyTorch's default
+  // The dtype the single-rank baseline computes in: f32, or bf16 mixed precision as torch.autocast trains
+  // (baseline_mixed_precision.hpp: bf16 copies of the f32 master weights compute, their bf16 gradients are
+  // widened for the f32 optimizer step). FSDP runs compute in FsdpOptions::param_dtype and refuse this
+  // set (fsdp_run_plan.cpp); the command line's --precision sets whichever the run is.
+  DType baseline_precision = DType::f32;
   std::string data_file;   // gpt2, llama: a uint16 token file instead of synthetic tokens
   // The device each rank computes on (runtime/device_factory.hpp): sim, cuda, or auto (cuda where a GPU
   // is usable). Library callers and tests get the deterministic sim device unless they ask; the command

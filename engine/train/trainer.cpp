@@ -1,6 +1,7 @@
 #include "engine/train/trainer.hpp"
 
 #include <cmath>
+#include <optional>
 
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include "engine/optim/optimizer.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
+#include "engine/train/baseline_mixed_precision.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/run_device.hpp"
 
@@ -76,6 +78,10 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   check(run.checkpoint_dir.empty() && run.resume_dir.empty(), "training checkpoints (--checkpoint, --resume) are "
         "written and read by FSDP runs (train_fsdp; --world 1 is one); the baseline saves --save-final");
   check_run_request(run);
+  // The model computes in this dtype; bf16 is mixed precision, its optimizer steps on f32 master weights.
+  const DType compute_dtype = run.baseline_precision;
+  check(compute_dtype == DType::f32 || compute_dtype == DType::bf16, "--precision ", dtype_name(compute_dtype),
+        ": the baseline computes in f32, or in bf16 on f32 master weights (mixed precision)");
   const DeviceSpec device_spec = run_device_spec(run, presets, /*dry_run=*/false);
   // Declared before the model: tensors must go before the device that holds their memory.
   const std::unique_ptr<Device> owned_device = make_device(0, device_spec);
@@ -83,14 +89,19 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   if (sink) device.add_sink(sink);
   device.set_keep_op_log(false);  // a long run would keep every op; the trace sink sees them anyway
   BuiltModel built = build_model(run);
+  check(compute_dtype == DType::f32 || built.batch.kind == BatchShape::Kind::tokens, "--precision ",
+        dtype_name(compute_dtype), " with --model ", run.model, ": mixed precision is for the token models (gpt2, "
+        "llama); toy and mlp take f32 regression inputs their bf16 layers cannot read, so they train in f32 (drop "
+        "--precision)");
   if (device_spec.kind == DeviceKind::sim) {
     // The sim device keeps its memory in this host's RAM: a model that cannot fit is refused before anything
     // is allocated (as train_fsdp refuses a world), from the analytic peak of memory_model.hpp.
     const ModelMemory activations = built.batch.kind == BatchShape::Kind::tokens
-                                        ? model_memory(*built.model, run.batch, built.batch.seq, DType::f32)
+                                        ? model_memory(*built.model, run.batch, built.batch.seq, compute_dtype)
                                         : ModelMemory{};
     double need = 0;
-    for (std::int64_t bytes : baseline_memory(*built.model, optimizer_state_count(run.optimizer_spec()), activations))
+    for (std::int64_t bytes :
+         baseline_memory(*built.model, optimizer_state_count(run.optimizer_spec()), activations, compute_dtype))
       need += static_cast<double>(bytes);
     const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
     check(host <= 0 || need <= host, "--model ", run.model, run.preset.empty() ? "" : " --preset ", run.preset,
@@ -100,21 +111,31 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   }
   BatchSource data(built.batch, run.seed, run.data_file);
   Model& model = *built.model;
+  // Mixed precision keeps the f32 masters and gradients flat, beside the bf16 copies each step computes with.
+  std::optional<MixedPrecisionParameters> mixed;
+  if (compute_dtype == DType::f32) {
+    allocate_full(model, device);
+  } else {
+    mixed.emplace(model, device, compute_dtype);
+  }
   // Loaded values replace initial ones: drawing them first would be wasted (seconds for gpt2 small).
   if (run.load_init.empty()) {
-    materialize_full(model, device, run.seed);
+    init_values(model, run.seed);
   } else {
-    allocate_full(model, device);
     load_checkpoint(run.load_init, model, built.identity);
   }
   if (!run.save_init.empty())
     save_output(on_output_failed, [&] { save_checkpoint(run.save_init, model, built.config); });
 
   std::vector<OptimTarget> targets;
-  for (Parameter* p : model.parameters()) targets.push_back({p->name, p->value, p->grad});
+  if (mixed) {
+    targets.push_back({"flat_param_f32", mixed->masters(), mixed->master_grads()});  // one op for the whole model
+  } else {
+    for (Parameter* p : model.parameters()) targets.push_back({p->name, p->value, p->grad});
+  }
   std::unique_ptr<Optimizer> optimizer = make_optimizer(run.optimizer_spec(), std::move(targets));
 
-  RunContext ctx{device, DType::f32};
+  RunContext ctx{device, compute_dtype};
   const Stream compute = device.stream(Lane::compute);
   std::vector<StepReport> reports;
   for (int step = 0; step < run.steps; ++step) {
@@ -123,10 +144,15 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
     {
       LabelScope scope(device, {step, -1, "forward"});
       const Batch batch = data.batch(device, step, 0, 1);
-      zero_grads(model, compute);
+      if (mixed) {
+        mixed->cast_for_step(compute);  // from here to the widening the parameters are bf16 copies, zeroed gradients
+      } else {
+        zero_grads(model, compute);
+      }
       const Tensor loss = model.forward(ctx, batch);
       device.set_labels({step, -1, "backward"});
       model.backward(ctx);
+      if (mixed) mixed->widen_gradients(compute);  // into the f32 gradients the optimizer reads
       device.set_labels({step, -1, "optimizer"});
       optimizer->step(compute);
       device.synchronize();

@@ -3,6 +3,9 @@
 // Each step: the host waits for the device, writes the batch, zeroes the gradients, runs forward,
 // backward and the optimizer on the compute stream, then waits again to read the loss (as
 // `loss.item()` does). Ops are labelled with the step and phase for the trace.
+// It computes in f32, or with RunConfig::baseline_precision bf16 in mixed precision: each step casts the
+// f32 master weights to bf16 copies, the model computes with those, and the bf16 gradients are widened
+// for the optimizer's f32 step (baseline_mixed_precision.hpp), as torch.autocast trains.
 #pragma once
 #include <functional>
 #include <string>

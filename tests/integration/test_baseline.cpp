@@ -107,6 +107,35 @@ TEST_P(BaselineRun, SavedFolderReadsBackBitExactlyAndResumesTheSameRun) {
   std::filesystem::remove_all(dir);
 }
 
+// bf16 mixed precision (RunConfig::baseline_precision): a rerun is bit for bit the same, it computes
+// otherwise than f32, and --save-final writes the f32 master weights, not their bf16 copies.
+TEST_P(BaselineRun, MixedPrecisionRerunsBitExactlyAndSavesTheF32Masters) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fsdplab_baseline_bf16_" + device_name());
+  std::filesystem::remove_all(dir);
+  RunConfig run = on_device({});
+  run.model = "gpt2";
+  run.steps = 3;
+  const std::vector<double> f32 = losses(run);
+  run.baseline_precision = DType::bf16;
+  run.save_final = (dir / "first").string();
+  const std::vector<double> first = losses(run);
+  run.save_final = (dir / "again").string();
+  EXPECT_EQ(losses(run), first);
+  EXPECT_NE(first, f32) << "bf16 compute left no trace: was it f32 after all?";
+  const SafetensorsFile a = SafetensorsFile::read(dir / "first" / "model.safetensors");
+  const SafetensorsFile b = SafetensorsFile::read(dir / "again" / "model.safetensors");
+  ASSERT_EQ(a.names(), b.names());
+  std::size_t below_bf16 = 0;  // elements whose low 16 bits are set: an f32 value no bf16 copy could hold
+  for (const std::string& name : a.names()) {
+    EXPECT_EQ(a.at(name).dtype, "F32") << name;
+    const auto x = a.at(name).bytes, y = b.at(name).bytes;
+    EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << name;
+    for (std::size_t i = 0; i + 4 <= x.size(); i += 4) below_bf16 += (x[i] != std::byte{0} || x[i + 1] != std::byte{0});
+  }
+  EXPECT_GT(below_bf16, 0u) << "the saved weights are bf16 values: the copies were saved, not the masters";
+  std::filesystem::remove_all(dir);
+}
+
 TEST_P(BaselineRun, AFolderSavedByHuggingFaceLoadsExactly) {
   // Written by GPT2LMHeadModel.save_pretrained (tests/reference/make_hf_fixture.py): its config.json
   // omits keys at their defaults and adds its own, its tied head is not stored.
@@ -188,6 +217,15 @@ TEST(Baseline, ImpossibleConfigurationsFailBeforeTraining) {
   run = RunConfig{};
   run.optimizer = "lion";
   EXPECT_THROW(losses(run), Error);
+  run = RunConfig{};
+  run.model = "mlp";
+  run.baseline_precision = DType::bf16;  // its regression inputs are f32
+  try {
+    losses(run);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--precision bf16 with --model mlp"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "engine/fsdp/memory_model.hpp"
+#include "engine/train/baseline_mixed_precision.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 
@@ -188,7 +189,8 @@ TEST(FsdpMemory, BaselineMatchesItsFormulaAndNoShardAtOneRank) {
   train_baseline(run, PresetCatalog::builtin(), nullptr, &sink);
   const BuiltModel built = build_model(run);
   const TagBytes formula = baseline_memory(*built.model, optimizer_state_count(run.optimizer_spec()),
-                                           model_memory(*built.model, run.batch, built.batch.seq, DType::f32));
+                                           model_memory(*built.model, run.batch, built.batch.seq, DType::f32),
+                                           DType::f32);
   expect_matches(formula, sink.peaks, "baseline");
   // What the bench shows as the baseline: FSDP at W = 1 without sharding holds the same, up to the
   // FlatParameter's alignment gaps and the 4 bytes of the loss's mean over ranks.
@@ -197,6 +199,30 @@ TEST(FsdpMemory, BaselineMatchesItsFormulaAndNoShardAtOneRank) {
     EXPECT_NEAR(static_cast<double>(at(no_shard, tag)), static_cast<double>(at(formula, tag)),
                 0.001 * static_cast<double>(at(formula, tag)) + 4)
         << mem_tag_name(tag);
+}
+
+// The baseline in bf16 mixed precision (baseline_mixed_precision.hpp) holds what the f32 baseline holds, f32
+// masters, gradients and optimizer state under the same tags, plus a bf16 copy of every parameter under
+// param_full and of every gradient under grad_full (FSDP's tags for the unsharded buffers), each exactly
+// 2 bytes an element (up to the flat buffers' alignment gaps); its activations are counted in bf16.
+TEST(FsdpMemory, MixedPrecisionBaselineHoldsBf16CopiesUnderTheFullTags) {
+  RunConfig run = make_run(1, {}, false).run;
+  run.baseline_precision = DType::bf16;
+  PeakSink sink;
+  train_baseline(run, PresetCatalog::builtin(), nullptr, &sink);
+  const BuiltModel built = build_model(run);
+  const TagBytes formula = baseline_memory(*built.model, optimizer_state_count(run.optimizer_spec()),
+                                           model_memory(*built.model, run.batch, built.batch.seq, DType::bf16),
+                                           DType::bf16);
+  expect_matches(formula, sink.peaks, "bf16 baseline");
+  // Exactly: one flat buffer each, every parameter starting at a multiple of the alignment.
+  constexpr std::int64_t align = MixedPrecisionParameters::kAlign;
+  std::int64_t flat = 0;
+  for (const Parameter* p : built.model->parameters()) flat += (p->numel() + align - 1) / align * align;
+  EXPECT_EQ(at(sink.peaks, MemTag::param_full), 2 * flat);
+  EXPECT_EQ(at(sink.peaks, MemTag::grad_full), 2 * flat);
+  EXPECT_EQ(at(sink.peaks, MemTag::param_shard), 4 * flat);
+  EXPECT_EQ(at(sink.peaks, MemTag::grad_shard), 4 * flat);
 }
 
 }  // namespace
