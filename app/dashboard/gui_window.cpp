@@ -3,34 +3,15 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <GLFW/glfw3.h>
-#include <stb_image_write.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
-#include <vector>
 
+#include "app/dashboard/frame_capture.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab::app {
 namespace {
-
-// Writes the back buffer's pixels to `path` as a PNG, through a temporary name.
-void write_screenshot(const std::string& path, int width, int height) {
-  std::vector<unsigned char> pixels(static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3);
-  glReadBuffer(GL_BACK);
-  glPixelStorei(GL_PACK_ALIGNMENT, 1);
-  glReadPixels(0, 0, width, height, GL_RGB, GL_UNSIGNED_BYTE, pixels.data());
-  check(glGetError() == GL_NO_ERROR, "screenshot: reading the frame's pixels failed");
-  // OpenGL's first row is the bottom one; a PNG's is the top.
-  stbi_flip_vertically_on_write(1);
-  const std::string temporary = path + ".tmp";
-  check(stbi_write_png(temporary.c_str(), width, height, 3, pixels.data(), width * 3) != 0, "screenshot: cannot write '",
-        temporary, "'");
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  check(!error, "screenshot: cannot rename '", temporary, "' to '", path, "': ", error.message());
-}
 
 // Live screenshots wait for their moment: every run `steps` steps in (or ended), or stopped at the
 // break asked for, armed before the first frame so the world stops at the same event every time.
@@ -118,15 +99,10 @@ void run_window(Dashboard& dashboard, const WindowOptions& options) {
       ImGui::NewFrame();
       dashboard.frame();
       ImGui::Render();
-      int width = 0, height = 0;
-      glfwGetFramebufferSize(window, &width, &height);
-      glViewport(0, 0, width, height);
-      glClearColor(0.08f, 0.08f, 0.09f, 1);
-      glClear(GL_COLOR_BUFFER_BIT);
-      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      render_to_back_buffer();
       if (!options.screenshot.empty()) {
         if (moment.reached(dashboard)) {
-          write_screenshot(options.screenshot, width, height);
+          write_back_buffer_png(options.screenshot, "--screenshot");
           break;
         }
         const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

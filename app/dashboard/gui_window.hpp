@@ -2,8 +2,8 @@
 //
 // Without a display (no DISPLAY or WAYLAND_DISPLAY, or glfwInit failing) nothing opens: the caller is
 // told so (display_problem) and points the user at the headless commands or `xvfb-run`. Screenshots
-// read the back buffer after a frame is rendered and before it is swapped, and write a PNG (through a
-// temporary name, renamed into place); under `xvfb-run` Mesa's llvmpipe renders them.
+// read the back buffer after a frame is rendered and before it is swapped, and write a PNG
+// (frame_capture.hpp); under `xvfb-run` Mesa's llvmpipe renders them.
 #pragma once
 #include <optional>
 #include <string>

@@ -3,7 +3,6 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <GLFW/glfw3.h>
-#include <stb_image_write.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -11,13 +10,13 @@
 #include <cstdio>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <string>
-#include <ostream>
 #include <vector>
 
+#include "app/dashboard/frame_capture.hpp"
 #include "app/dashboard/gui_window.hpp"
 #include "engine/runtime/error.hpp"
-#include "engine/runtime/output_file.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -25,24 +24,6 @@ namespace {
 // Frames drawn before the one read back: the panels settle (the timeline fits its view from its
 // second frame on, text sizes are known after the first).
 constexpr int kFrames = 4;
-
-void append_png_bytes(void* context, void* data, int size) {
-  static_cast<std::ostream*>(context)->write(static_cast<const char*>(data), size);
-}
-
-// The back buffer as a PNG at `path` (OpenGL's first row is the bottom one; a PNG's is the top).
-void write_frame_png(const std::filesystem::path& path, int width, int height) {
-  std::vector<unsigned char> pixels(static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3);
-  glReadBuffer(GL_BACK);
-  glPixelStorei(GL_PACK_ALIGNMENT, 1);
-  glReadPixels(0, 0, width, height, GL_RGB, GL_UNSIGNED_BYTE, pixels.data());
-  check(glGetError() == GL_NO_ERROR, "reading the frame's pixels failed");
-  stbi_flip_vertically_on_write(1);
-  write_output_file(path, "figure", [&](std::ostream& out) {
-    check(stbi_write_png_to_func(append_png_bytes, &out, width, height, 3, pixels.data(), width * 3) != 0,
-          "stb_image_write could not encode the PNG");
-  });
-}
 
 void draw_frame(const Figure& figure) {
   ImGui_ImplOpenGL3_NewFrame();
@@ -222,39 +203,21 @@ std::vector<FigureResult> render_figures(const std::vector<Figure>& figures, con
     not_drawn(*problem + ": the figures need an OpenGL context (run the report under `xvfb-run -a` to draw them)");
     return results;
   }
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
-  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
-  glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
-  GLFWwindow* window = glfwCreateWindow(kFigureWidth, kFigureHeight, "fsdplab report", nullptr, nullptr);
-  if (!window) {
-    glfwTerminate();
-    not_drawn("cannot create a " + std::to_string(kFigureWidth) + "x" + std::to_string(kFigureHeight) +
-              " window with an OpenGL 3.3 core context");
+  std::optional<CaptureWindow> window;
+  try {
+    window.emplace(kFigureWidth, kFigureHeight, "fsdplab report");
+  } catch (const Error& e) {
+    not_drawn(e.what());
     return results;
   }
-  glfwMakeContextCurrent(window);
-  glfwSwapInterval(0);
-  ImGuiContext* previous = ImGui::GetCurrentContext();
-  ImGuiContext* context = ImGui::CreateContext();
-  ImGui::SetCurrentContext(context);
-  ImGui::GetIO().IniFilename = nullptr;
-  ImGui::StyleColorsDark();
-  ImGui_ImplGlfw_InitForOpenGL(window, false);
-  ImGui_ImplOpenGL3_Init("#version 330 core");
   for (std::size_t i = 0; i < figures.size(); ++i) {
     try {
       for (int frame = 0; frame < kFrames; ++frame) {
         glfwPollEvents();
         draw_frame(figures[i]);
-        int width = 0, height = 0;
-        glfwGetFramebufferSize(window, &width, &height);
-        glViewport(0, 0, width, height);
-        glClearColor(0.08f, 0.08f, 0.09f, 1);
-        glClear(GL_COLOR_BUFFER_BIT);
-        ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-        if (frame + 1 == kFrames) write_frame_png(dir / figures[i].file, width, height);
-        glfwSwapBuffers(window);
+        render_to_back_buffer();
+        if (frame + 1 == kFrames) write_back_buffer_png(dir / figures[i].file, "figure");
+        glfwSwapBuffers(window->glfw());
       }
       results[i].drawn = true;
     } catch (const std::exception& e) {
@@ -264,12 +227,6 @@ std::vector<FigureResult> render_figures(const std::vector<Figure>& figures, con
       break;
     }
   }
-  ImGui_ImplOpenGL3_Shutdown();
-  ImGui_ImplGlfw_Shutdown();
-  ImGui::DestroyContext(context);
-  ImGui::SetCurrentContext(previous);
-  glfwDestroyWindow(window);
-  glfwTerminate();
   return results;
 }
 

@@ -1,8 +1,8 @@
 // report_figures.hpp — the report's figures, drawn by the dashboard's own rendering path: Dear ImGui
-// in a GLFW window with an OpenGL 3.3 context (app/dashboard/gui_window.hpp), the frame read back and
-// written as a PNG with stb_image_write. The dashboard's panels draw the timeline, the step times and
-// the memory by tag; the line charts (loss curves, bandwidth against size) are drawn with the same
-// ImGui draw lists the panels use, not a plotting library.
+// in a GLFW window with an OpenGL 3.3 context, the frame read back and written as a PNG, as the
+// dashboard's screenshots are (app/dashboard/frame_capture.hpp). The dashboard's panels draw the timeline,
+// the step times and the memory by tag; the line charts (loss curves, bandwidth against size) are drawn
+// with the same ImGui draw lists the panels use, not a plotting library.
 //
 // Without a display (no DISPLAY, or GLFW cannot open it) no figure is drawn and each says why, so the
 // report states it; `xvfb-run -a fsdplab report ...` draws them with Mesa's llvmpipe on a virtual screen.
