@@ -1,7 +1,8 @@
 // `fsdplab bench --what cupti` — the same FSDP training step with CUPTI off and on, side by side in one run.
 //
 // The settings alternate (off, on, off, on), so both meet the same GPU clocks and heat; each run trains
-// warmup + steps steps, and a setting's step is the median of its measured steps over its runs.
+// warmup + steps + 1 steps (the last not measured: bench_train.hpp), and a setting's step is the median of
+// its measured steps over its runs.
 //   step (ms)                the host's wall clock of a step (the step loop waits for the GPU at its end)
 //   overlap % (CUPTI)        HTA's share of communication hidden under computation (engine/trace/trace_metrics.hpp)
 //                            over the measured steps, the mean of the ranks', from what the trace sinks got:
@@ -36,24 +37,19 @@
 #endif
 
 namespace fsdplab::app {
-namespace {
 
-constexpr int kRounds = 2;
-
-struct CuptiTotals {
-  std::int64_t records = 0;
-  std::int64_t dropped = 0;
-};
-
-// CUPTI's counts so far in this process (only reached on a GPU, which needs the CUDA backend).
 CuptiTotals cupti_totals() {
 #if FSDPLAB_HAVE_CUDA
   const cuda::CuptiCounts counts = cuda::cupti_counts();
   return {counts.records, counts.dropped};
 #else
-  fail("bench --what cupti: this fsdplab was built without the CUDA backend");
+  fail("CUPTI's counts: this fsdplab was built without the CUDA backend");
 #endif
 }
+
+namespace {
+
+constexpr int kRounds = 2;
 
 // One setting's runs: its measured steps, and each run's overlap from the sinks and from the op log.
 struct Setting {
@@ -65,8 +61,8 @@ struct Setting {
 };
 
 // The mean over ranks of the overlap %, over the events of the measured steps.
-double overlap_percent(std::vector<TraceEvent> events, int warmup) {
-  std::erase_if(events, [&](const TraceEvent& e) { return e.step < warmup; });
+double overlap_percent(std::vector<TraceEvent> events, const TrainBenchOptions& bench) {
+  std::erase_if(events, [&](const TraceEvent& e) { return !bench.measured(e.step); });
   const std::vector<OverlapMetrics> ranks = metrics_per_rank(events);
   if (ranks.empty()) return 0;
   double sum = 0;
@@ -116,12 +112,12 @@ void train_once(const TrainBenchOptions& bench, RunConfig run, bool cupti, Setti
   const std::vector<StepReport> reports = train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
   const CuptiTotals after = cupti_totals();
   for (const StepReport& r : reports)
-    if (r.step >= bench.warmup) setting.step_ms.push_back(ns_to_ms(r.end - r.begin));
+    if (bench.measured(r.step)) setting.step_ms.push_back(ns_to_ms(r.end - r.begin));
   TraceData sinks;
   for (const TraceRecorder& r : recorders) sinks.append(r.data());
-  setting.overlap_cupti_ops.push_back(overlap_percent(op_spans_from_records(sinks.events), bench.warmup));
-  setting.overlap_sinks.push_back(overlap_percent(std::move(sinks.events), bench.warmup));
-  setting.overlap_op_log.push_back(overlap_percent(std::move(spans), bench.warmup));
+  setting.overlap_cupti_ops.push_back(overlap_percent(op_spans_from_records(sinks.events), bench));
+  setting.overlap_sinks.push_back(overlap_percent(std::move(sinks.events), bench));
+  setting.overlap_op_log.push_back(overlap_percent(std::move(spans), bench));
   setting.cupti.records += after.records - before.records;
   setting.cupti.dropped += after.dropped - before.dropped;
 }

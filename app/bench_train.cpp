@@ -1,6 +1,7 @@
 // `fsdplab bench --what train` — steps per second of real training, on whichever device the run gets.
 //
-// Each configuration trains warmup + steps steps and reports the mean of the measured steps:
+// Each configuration trains warmup + steps + 1 steps and reports the mean of the measured steps (the one
+// after them only lets the last prepare the next as any other does):
 //   step       the host's time from the start of a step to its loss being read (the step loop waits for
 //              the device there), so on cuda it is wall-clock time including every launch;
 //   tokens/s   the tokens of all ranks over the mean step;
@@ -41,19 +42,21 @@ TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfi
     for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
     reports = train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
   } else {
-    reports = train_baseline(run, PresetCatalog::builtin(), nullptr, &recorders.front());
+    RunConfig baseline = run;
+    baseline.baseline_precision = parse_dtype(bench.precision);  // bf16: mixed precision, as FSDP's rows
+    reports = train_baseline(baseline, PresetCatalog::builtin(), nullptr, &recorders.front());
   }
   TrainMeasurement m;
   for (const StepReport& r : reports)
-    if (r.step >= bench.warmup) m.step_ms += ns_to_ms(r.end - r.begin);
+    if (bench.measured(r.step)) m.step_ms += ns_to_ms(r.end - r.begin);
   for (const TraceEvent& e : recorders.front().data().events) {
-    if (e.step < bench.warmup) continue;
+    if (!bench.measured(e.step)) continue;
     if (e.name == "matmul") {
       m.gemm_ms += ns_to_ms(e.end - e.begin);
       m.gemm_flops += e.flops;
     }
   }
-  for (int s = bench.warmup; s < run.steps; ++s) m.comm_ms += ns_to_ms(communication_time(recorders.front().data().events, 0, s));
+  for (int s = bench.warmup; s < bench.warmup + bench.steps; ++s) m.comm_ms += ns_to_ms(communication_time(recorders.front().data().events, 0, s));
   const double n = static_cast<double>(bench.steps);
   m.step_ms /= n;
   m.gemm_ms /= n;
@@ -81,7 +84,7 @@ RunConfig TrainBenchOptions::run_config(std::string device_choice) const {
   run.world = world;
   run.batch = micro_batch * world;
   run.seq = seq;
-  run.steps = warmup + steps;
+  run.steps = warmup + steps + 1;
   run.device_preset = device_preset;
   run.link_preset = link_preset;
   run.emulate_link = emulate_link;
@@ -99,8 +102,6 @@ void bench_train(const TrainBenchOptions& bench) {
   const bool on_gpu = device.kind == DeviceKind::cuda;
   const DType dtype = parse_dtype(bench.precision);
   check(dtype != DType::i32, "--precision i32: training computes in f32 or bf16");
-  check(bench.world > 1 || dtype == DType::f32, "--precision ", bench.precision, " is FSDP's mixed precision; the "
-        "single-rank baseline trains in f32 (use --world 2 or more)");
   check(bench.world > 1 || !bench.impl.any_replaced(), "--impl ", impl_name(bench.impl), " selects FSDP tasks; the "
         "single-rank baseline runs none (use --world 2 or more)");
   const double tokens = static_cast<double>(run.batch * bench.seq);

@@ -20,21 +20,26 @@ struct TrainBenchOptions {
   int world = 1;
   int steps = 10;   // measured steps
   int warmup = 3;   // steps run first and not measured (allocator cache, cuBLAS heuristics)
-  std::string precision = "f32";
+  std::string precision = "f32";  // FSDP's param_dtype, or at W = 1 the baseline's compute dtype
   std::string device_preset = "h100-sxm";  // the peak the GEMMs are compared with, and the link's preset
   std::string link_preset = "pcie4-no-p2p";
   bool emulate_link = false;
   ImplChoice impl;  // --impl: the FSDP tasks (W >= 2; the single-rank baseline runs none)
 
-  // The run these options measure: model, batch (micro_batch rows per rank), steps (warmup + measured),
-  // presets and link, on `device`.
+  // The run these options measure: model, batch (micro_batch rows per rank), steps (warmup + measured +
+  // one more), presets and link, on `device`. The step after the measured ones is run and not measured, so
+  // the last measured step prepares the next one's forward as every step mid-training does (FSDP's
+  // next-step prefetch, [Note: per-unit optimizer steps] in engine/fsdp/unit_lifecycle.cpp).
   RunConfig run_config(std::string device_choice) const;
+  // Whether step `step` (0-based) is one of the measured steps.
+  bool measured(int step) const { return step >= warmup && step < warmup + steps; }
 };
 
 void bench_train(const TrainBenchOptions& options);
 
 // The mean of the measured steps (after bench.warmup) of one training: `run` is bench.run_config(...), FSDP
-// with `fsdp_options` when given, else the single-rank baseline. What each row of bench_train's table reads.
+// with `fsdp_options` when given, else the single-rank baseline in bench.precision (bf16: mixed precision on
+// f32 master weights, as torch.autocast). What each row of bench_train's table reads.
 struct TrainMeasurement {
   double step_ms = 0;
   double gemm_ms = 0;   // per step, rank 0

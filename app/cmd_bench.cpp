@@ -15,6 +15,9 @@
 //   --what cupti   on a GPU, the same FSDP training step with CUPTI's live trace off and on: the step time
 //                  each and their ratio, overlap % from CUPTI's records and from the CUDA-event op spans,
 //                  records and dropped records (app/bench_cupti.cpp). Takes --what train's options.
+//   --what kernels where a training step's GPU time goes: rank 0's kernels (CUPTI's records on cuda, the ops'
+//                  virtual durations on sim) grouped by name, then by phase and by kind, each with its calls and
+//                  ms per step and its share (app/bench_kernels.cpp). Takes --what train's options.
 #include <cblas.h>
 
 #include <algorithm>
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "app/bench_cupti.hpp"
+#include "app/bench_kernels.hpp"
 #include "app/bench_memory.hpp"
 #include "app/bench_overlap.hpp"
 #include "app/bench_train.hpp"
@@ -109,45 +113,52 @@ void bench_training(const char* preset, std::int64_t batch, std::int64_t seq, in
 
 void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Benchmarks that print numbers (ops: host wall-clock times; memory: bytes; "
-                                          "overlap: virtual times; train: the run's device, wall clock on cuda; cupti: "
-                                          "tracing's cost on cuda)");
+                                          "overlap: virtual times; train, kernels: the run's device, wall clock on "
+                                          "cuda; cupti: tracing's cost on cuda)");
   auto what = std::make_shared<std::string>("ops");
   auto memory = std::make_shared<MemoryBenchOptions>();
   auto fsdp = std::make_shared<FsdpFlags>();
   auto overlap = std::make_shared<OverlapBenchOptions>();
   auto train = std::make_shared<TrainBenchOptions>();
-  cmd->add_option("--what", *what, "What to measure: ops, memory, overlap, train, cupti or ui")
-      ->check(CLI::IsMember({"ops", "memory", "overlap", "train", "cupti", "ui"}));
-  // Shared by memory and overlap (same defaults: gpt2 small, 4 x 1024 tokens per rank).
+  cmd->add_option("--what", *what, "What to measure: ops, memory, overlap, train, cupti, kernels or ui")
+      ->check(CLI::IsMember({"ops", "memory", "overlap", "train", "cupti", "kernels", "ui"}));
+  // The model's size and tokens, shared by every FSDP measurement (same defaults: gpt2 small, 4 x 1024 tokens per
+  // rank); with --strategy and --hybrid-group below, what memory and overlap take and the others refuse.
   std::vector<CLI::Option*> memory_options = {
-      cmd->add_option("--preset", memory->preset, "memory, overlap: model size (test-tiny, test-small, gpt2, ...)"),
-      cmd->add_option("--micro-batch", memory->micro_batch, "memory, overlap: sequences per rank")
+      cmd->add_option("--preset", memory->preset,
+                      "memory, overlap, train, cupti, kernels: model size (test-tiny, test-small, gpt2, ...)"),
+      cmd->add_option("--micro-batch", memory->micro_batch,
+                      "memory, overlap, train, cupti, kernels: sequences per rank")
           ->check(CLI::Range(1, 1 << 16)),
-      cmd->add_option("--seq", memory->seq, "memory, overlap: tokens per sequence")->check(CLI::Range(1, 1 << 20))};
+      cmd->add_option("--seq", memory->seq, "memory, overlap, train, cupti, kernels: tokens per sequence")
+          ->check(CLI::Range(1, 1 << 20))};
   for (CLI::Option* o : add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::strategy, FsdpFlag::hybrid_group}, "memory, overlap"))
     memory_options.push_back(o);
-  // Shared by every FSDP measurement: memory, overlap, train and cupti (train and cupti: precision only).
+  // Shared by every FSDP measurement: memory, overlap, train, cupti and kernels (the last three: precision only).
   const std::vector<CLI::Option*> fsdp_options =
-      add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::precision, FsdpFlag::impl}, "memory, overlap, train, cupti");
-  // Shared by overlap, train and cupti.
+      add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::precision, FsdpFlag::impl}, "memory, overlap, train, cupti, kernels");
+  // Shared by overlap, train, cupti and kernels.
   const std::vector<CLI::Option*> model_options = {
-      cmd->add_option("--model", overlap->model, "overlap, train, cupti: the model (gpt2, llama)")
+      cmd->add_option("--model", overlap->model, "overlap, train, cupti, kernels: the model (gpt2, llama)")
           ->check(CLI::IsMember({"gpt2", "llama"})),
-      cmd->add_option("--world", overlap->world, "overlap, cupti: ranks (default 2); train: ranks (default 1)")
+      cmd->add_option("--world", overlap->world, "overlap, cupti: ranks (default 2); train, kernels: ranks (default 1)")
           ->check(CLI::Range(1, 1024)),
       cmd->add_option("--device-preset", overlap->device_preset,
-                      "overlap: device preset (see `fsdplab presets`); train: the GEMM peak compared with"),
+                      "overlap, kernels on sim: device preset (see `fsdplab presets`); train: the GEMM peak compared "
+                      "with"),
       cmd->add_option("--link-preset", overlap->link_preset,
-                      "overlap: link preset, default the device preset's; train: the emulated link (default pcie4-no-p2p)")};
+                      "overlap: link preset, default the device preset's; train, kernels: the emulated link (default "
+                      "pcie4-no-p2p)")};
   const std::vector<CLI::Option*> train_options = {
-      cmd->add_option("--device", train->device, "train: auto (cuda where a GPU is usable), sim or cuda")
+      cmd->add_option("--device", train->device, "train, kernels: auto (cuda where a GPU is usable), sim or cuda")
           ->check(CLI::IsMember({"auto", "sim", "cuda"})),
-      cmd->add_option("--steps", train->steps, "train, cupti: measured steps (default 10)")->check(CLI::Range(1, 1 << 20)),
-      cmd->add_option("--warmup", train->warmup, "train, cupti: steps before the measured ones (default 3)")
+      cmd->add_option("--steps", train->steps, "train, cupti, kernels: measured steps (default 10)")
+          ->check(CLI::Range(1, 1 << 20)),
+      cmd->add_option("--warmup", train->warmup, "train, cupti, kernels: steps before the measured ones (default 3)")
           ->check(CLI::Range(0, 1 << 20)),
       cmd->add_flag("--emulate-link", train->emulate_link,
-                    "train, cupti (cuda, W >= 2): hold each collective for the link preset's time; train: adds the compute "
-                    "row and eta")};
+                    "train, cupti, kernels (cuda, W >= 2): hold each collective for the link preset's time; train: "
+                    "adds the compute row and eta")};
   std::vector<CLI::Option*> overlap_options = {
       cmd->add_option("--presets", overlap->presets_file, "overlap: preset file to use instead of the built-in one"),
       cmd->add_option("--bandwidths", overlap->bandwidth_scales,
@@ -165,21 +176,22 @@ void add_bench_command(CLI::App& app) {
       for (const CLI::Option* o : overlap_options)
         check(o->count() == 0, o->get_name(), " configures --what overlap; this run is --what ", *what);
     }
-    const bool training = *what == "train" || *what == "cupti";
+    const bool training = *what == "train" || *what == "cupti" || *what == "kernels";
     if (!training) {
       for (const CLI::Option* o : train_options)
-        check(o->count() == 0, o->get_name(), " configures --what train or cupti; this run is --what ", *what);
+        check(o->count() == 0, o->get_name(), " configures --what train, cupti or kernels; this run is --what ", *what);
     }
     if (*what != "overlap" && !training) {
       for (const CLI::Option* o : model_options)
-        check(o->count() == 0, o->get_name(), " configures --what overlap, train or cupti; this run is --what ", *what);
+        check(o->count() == 0, o->get_name(), " configures --what overlap, train, cupti or kernels; this run is --what ",
+              *what);
     }
     const FsdpChoice choice = parse_fsdp_flags(*fsdp);
     if (training) {
       TrainBenchOptions options = *train;
       options.impl = choice.impl;
       options.model = overlap->model;
-      // train: one rank unless asked; cupti: two, so there is communication to overlap.
+      // train and kernels: one rank unless asked; cupti: two, so there is communication to overlap.
       options.world = cmd->get_option("--world")->count() ? overlap->world : *what == "cupti" ? 2 : 1;
       options.device_preset = overlap->device_preset;
       if (cmd->get_option("--link-preset")->count()) options.link_preset = overlap->link_preset;
@@ -194,6 +206,8 @@ void add_bench_command(CLI::App& app) {
         check(cmd->get_option("--device")->count() == 0 || options.device == "cuda", "--device ", options.device,
               " with --what cupti: CUPTI traces the cuda device");
         bench_cupti(options);
+      } else if (*what == "kernels") {
+        bench_kernels(options);
       } else {
         bench_train(options);
       }
@@ -215,10 +229,11 @@ void add_bench_command(CLI::App& app) {
       return;
     }
     for (const CLI::Option* o : memory_options)
-      check(o->count() == 0, o->get_name(), " configures --what memory or overlap; this run is --what ", *what);
+      check(o->count() == 0, o->get_name(), " configures an FSDP measurement (--what memory, overlap, train, cupti or "
+            "kernels); this run is --what ", *what);
     for (const CLI::Option* o : fsdp_options)
-      check(o->count() == 0, o->get_name(), " configures FSDP: --what memory, overlap, train or cupti; this run is "
-            "--what ", *what);
+      check(o->count() == 0, o->get_name(), " configures FSDP: --what memory, overlap, train, cupti or kernels; this "
+            "run is --what ", *what);
     if (*what == "ui") {
       bench_ui();
       return;

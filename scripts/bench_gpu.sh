@@ -1,16 +1,112 @@
 #!/usr/bin/env bash
-# On a GPU machine: the GPU figures of docs/PERFORMANCE.md from one run, side by side.
-#   1. single-rank gpt2 training, fsdplab's cuda device against PyTorch eager on the same GPU;
-#   2. 2 ranks on one GPU with an emulated PCIe link: SYNC, ASYNC, compute, comm and eta.
-# Builds first if needed. Arguments are passed to both single-rank runs (e.g. --micro-batch 8).
-set -euo pipefail
+# On a GPU machine: the GPU figures of docs/PERFORMANCE.md from one run, written to LOG as they come, then side by
+# side in one table:
+#   PyTorch eager f32 (TF32 off); PyTorch eager bf16 autocast + fused AdamW; PyTorch bf16 + torch.compile
+#   (scripts/pytorch_gpt2_eager.py: the same model and step as fsdplab's single-rank baseline);
+#   fsdplab f32 and bf16 on 1 rank (`bench --what train`);
+#   fsdplab bf16 on 2 ranks sharing the GPU, SYNC and ASYNC, without and with an emulated pcie4-no-p2p link (the
+#   latter adds the compute step and eta);
+#   then where fsdplab's step goes, kernel by kernel (`bench --what kernels`), in f32 and bf16.
+#
+#   bash scripts/bench_gpu.sh [LOG [ARGS...]]
+#     LOG   the log file (default bench_gpu.log, where the script is started); everything is also printed
+#     ARGS  given to every run, e.g. --micro-batch 8 --seq 512, or --preset gpt2-medium; the default is gpt2 (124M),
+#           4 x 1024 tokens a rank, 10 measured steps after 3 warmup
+#   FSDPLAB=path   the fsdplab to run (default build/app/fsdplab, built first if missing)
+#   RUN_LIMIT=s    each run's time limit in seconds (default 240): a run that fails or hangs is marked in its row
+#                  and the others still run
+# About 3 to 4 minutes on an H100; torch.compile's compilation is the longest part.
+set -uo pipefail
+# LOG and FSDPLAB are paths from where the script was started; the runs go from the repository root.
+log=$(realpath -m "${1:-bench_gpu.log}")
+(( $# > 0 )) && shift
+[[ -n ${FSDPLAB:-} ]] && FSDPLAB=$(realpath -m "$FSDPLAB")
 cd "$(dirname "$0")/.."
-[[ -x build/app/fsdplab ]] || bash scripts/build.sh
-fsdplab=build/app/fsdplab
+limit=${RUN_LIMIT:-240}
+fsdplab=${FSDPLAB:-build/app/fsdplab}
+if [[ -z ${FSDPLAB:-} && ! -x $fsdplab ]]; then
+  bash scripts/build.sh || exit 1
+fi
+[[ -x $fsdplab ]] || { echo "bench_gpu.sh: FSDPLAB=$fsdplab is not an executable" >&2; exit 1; }
+: >"$log" || { echo "bench_gpu.sh: cannot write the log $log" >&2; exit 1; }
+exec > >(tee -a "$log") 2>&1
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# run NAME COMMAND...: prints the command and its output; the output is kept as $out/NAME, the exit status as
+# $out/NAME.status (124: it ran past RUN_LIMIT).
+run() {
+  local name=$1
+  shift
+  echo
+  echo "\$ $*"
+  timeout "$limit" "$@" 2>&1 | tee "$out/$name"
+  echo "${PIPESTATUS[0]}" >"$out/$name.status"
+}
+
+if commit=$(git rev-parse --short HEAD 2>/dev/null); then
+  git diff --quiet HEAD || commit+=" with uncommitted changes"
+else
+  commit="unknown (no git checkout here)"
+fi
+echo "bench_gpu.sh at $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, arguments: ${*:-(none)}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not found"
 "$fsdplab" devices
+
+run torch_f32 python3 scripts/pytorch_gpt2_eager.py "$@"
+run torch_bf16 python3 scripts/pytorch_gpt2_eager.py --dtype bf16 "$@"
+run torch_compile python3 scripts/pytorch_gpt2_eager.py --dtype bf16 --compile "$@"
+run fsdplab_f32 "$fsdplab" bench --what train --device cuda --world 1 "$@"
+run fsdplab_bf16 "$fsdplab" bench --what train --device cuda --precision bf16 --world 1 "$@"
+run fsdplab_w2 "$fsdplab" bench --what train --device cuda --precision bf16 --world 2 "$@"
+run fsdplab_w2_link "$fsdplab" bench --what train --device cuda --precision bf16 --world 2 --emulate-link \
+  --link-preset pcie4-no-p2p "$@"
+run kernels_f32 "$fsdplab" bench --what kernels --device cuda "$@"
+run kernels_bf16 "$fsdplab" bench --what kernels --device cuda --precision bf16 "$@"
+
+# failed NAME: "failed (exit N)" when the run did not end well, else nothing.
+failed() {
+  local status
+  status=$(cat "$out/$1.status")
+  [[ $status == 0 ]] || echo "failed (exit $status$([[ $status == 124 ]] && echo ", past ${limit} s"))"
+}
+# row LABEL NAME [TABLE_ROW]: a line of the summary from run NAME's output: pytorch_gpt2_eager.py's "step X ms,
+# tokens/s Y", or the row TABLE_ROW of fsdplab's table (| run | step (ms) | tokens/s | ...), and its eta if it printed one.
+row() {
+  local label=$1 name=$2 table_row=${3:-} step tokens eta why
+  if [[ -z $table_row ]]; then
+    read -r step tokens < <(sed -n 's/^step \([0-9.]*\) ms, tokens\/s \([0-9]*\)$/\1 \2/p' "$out/$name")
+  else
+    read -r step tokens < <(awk -F'|' -v row="$table_row" '$2 ~ "^ " row " +$" { gsub(/ /, "", $3); gsub(/ /, "", $4); print $3, $4 }' "$out/$name")
+  fi
+  eta=-
+  [[ $table_row == ASYNC ]] && eta=$(sed -n 's/.*: eta = \([0-9]*\.[0-9]\{3\}\).*/\1/p; s/.*: eta = undefined.*/undefined/p' "$out/$name")
+  why=$(failed "$name")
+  if [[ -n $why || -z ${step:-} ]]; then
+    printf '| %-52s | %s |\n' "$label" "${why:-no figures in its output} (see \$ above)"
+  else
+    printf '| %-52s | %9s | %9s | %-5s |\n' "$label" "$step" "$tokens" "${eta:--}"
+  fi
+}
+
 echo
-"$fsdplab" bench --what train --device cuda --preset gpt2 "$@"
-python3 scripts/pytorch_gpt2_eager.py --preset gpt2 "$@"
+echo "Side by side (step: the host's mean of the measured steps; tokens/s: all ranks' tokens; each run's output above):"
 echo
-"$fsdplab" bench --what train --device cuda --preset gpt2 --world 2 --emulate-link --link-preset pcie4-no-p2p \
-  --device-preset h100-sxm
+printf '| %-52s | %9s | %9s | %-5s |\n' run "step (ms)" tokens/s eta
+echo "|------------------------------------------------------|-----------|-----------|-------|"
+row "PyTorch eager, f32 (TF32 off)" torch_f32
+row "PyTorch eager, bf16 autocast + fused AdamW" torch_bf16
+row "PyTorch, bf16 autocast + fused AdamW + torch.compile" torch_compile
+row "fsdplab, f32, 1 rank" fsdplab_f32 single
+row "fsdplab, bf16, 1 rank" fsdplab_bf16 single
+row "fsdplab, bf16, 2 ranks on one GPU, SYNC" fsdplab_w2 SYNC
+row "fsdplab, bf16, 2 ranks on one GPU, ASYNC" fsdplab_w2 ASYNC
+row "fsdplab, bf16, 2 ranks, emulated pcie4-no-p2p, SYNC" fsdplab_w2_link SYNC
+row "fsdplab, bf16, 2 ranks, emulated pcie4-no-p2p, ASYNC" fsdplab_w2_link ASYNC
+row "fsdplab, bf16, 2 ranks, compute (no link), ASYNC" fsdplab_w2_link compute
+for name in kernels_f32 kernels_bf16; do
+  why=$(failed "$name")
+  [[ -n $why ]] && echo "bench --what kernels (${name#kernels_}): $why"
+done
+echo
+echo "log: $log"

@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""GPT-2 training steps in PyTorch eager on a CUDA GPU: the reference `fsdplab bench --what train --device cuda`
+"""GPT-2 training steps in PyTorch on a CUDA GPU: the reference `fsdplab bench --what train --device cuda`
 is compared with (scripts/bench_gpu.sh runs both in one go).
 
 The same model and step as fsdplab's single-rank baseline: GPT-2 (tied embeddings, pre-LayerNorm blocks, tanh
-GELU, causal attention), AdamW at lr 1e-3 with PyTorch's defaults, f32 everywhere and TF32 off (PyTorch's
-default for matmul, and what fsdplab's cuBLAS GEMMs compute), random tokens. Attention is PyTorch's
-scaled_dot_product_attention, as an eager user writes it today. Prints the mean step time and tokens/s over
-the measured steps, each step timed by the host after torch.cuda.synchronize(), as fsdplab's are.
+GELU, causal attention), AdamW at lr 1e-3, random tokens. Attention is PyTorch's scaled_dot_product_attention,
+as an eager user writes it today. TF32 is off in every mode (PyTorch's default for matmul, and what fsdplab's
+cuBLAS GEMMs compute in f32).
+  --dtype f32   (the default) f32 everywhere, AdamW with PyTorch's defaults;
+  --dtype bf16  the forward and the loss under torch.autocast(bfloat16) (the weights and the optimizer stay f32,
+                as in fsdplab's bf16 mixed precision) and AdamW(fused=True), one kernel for the whole update;
+  --compile     the model (forward and loss) through torch.compile; its first steps compile it, so the warmup
+                steps must cover them (the default 3 do).
+Prints the mean step time and tokens/s over the measured steps, each step timed by the host after
+torch.cuda.synchronize(), as fsdplab's are.
 """
 import argparse
 import math
@@ -68,7 +74,17 @@ def main():
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                        help="f32: everything in f32; bf16: torch.autocast to bfloat16 and AdamW(fused=True)")
+    parser.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     args = parser.parse_args()
+    for name in ("micro_batch", "seq", "steps"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: expected at least 1")
+    if args.warmup < 0:
+        parser.error(f"--warmup {args.warmup}: expected 0 or more")
+    if args.seq > 1024:
+        parser.error(f"--seq {args.seq}: expected at most GPT-2's context of 1024 tokens")
     if not torch.cuda.is_available():
         raise SystemExit("pytorch_gpt2_eager.py: no CUDA GPU visible to PyTorch; run it on the GPU machine")
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -76,7 +92,11 @@ def main():
     torch.manual_seed(0)
     layers, heads, width = SIZES[args.preset]
     model = GPT2(layers, heads, width).cuda()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    bf16 = args.dtype == "bf16"
+    # Only bf16 names `fused`: passing fused=False would also turn off the foreach kernels PyTorch picks by default.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, **({"fused": True} if bf16 else {}))
+    if args.compile:
+        model = torch.compile(model)
     idx = torch.randint(0, 50257, (args.micro_batch, args.seq), device="cuda")
     targets = torch.randint(0, 50257, (args.micro_batch, args.seq), device="cuda")
     times = []
@@ -84,7 +104,8 @@ def main():
         torch.cuda.synchronize()
         begin = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss = model(idx, targets)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(idx, targets)
         loss.backward()
         optimizer.step()
         loss_value = loss.item()  # the host reads the loss, as fsdplab's step loop does
@@ -95,8 +116,10 @@ def main():
             raise SystemExit(f"loss is {loss_value} at step {step}")
     step_s = sum(times) / len(times)
     tokens = args.micro_batch * args.seq
-    print(f"pytorch eager {torch.__version__} on {torch.cuda.get_device_name()}: gpt2 {args.preset}, "
-          f"{args.micro_batch} x {args.seq} tokens, f32 (TF32 off)")
+    mode = "torch.compile" if args.compile else "eager"
+    precision = "bf16 autocast, fused AdamW" if bf16 else "f32"
+    print(f"pytorch {mode} {torch.__version__} on {torch.cuda.get_device_name()}: gpt2 {args.preset}, "
+          f"{args.micro_batch} x {args.seq} tokens, {precision} (TF32 off)")
     print(f"step {step_s * 1e3:.3f} ms, tokens/s {tokens / step_s:.0f}")
 
 
