@@ -257,6 +257,9 @@ void UnitLifecycle::schedule_updates(Optimizer& optimizer, std::span<FsdpUnit* c
       const ActivityScope activity(rank_, CodeSite{6, "UnitLifecycle::optimizer_step: the next step's first unit, "
                                                       "gathered beside the other updates (engine/fsdp/unit_lifecycle.cpp)"});
       rank_.order(Lane::all_gather, Lane::compute);  // the gather reads the shard this update wrote
+      // Ordered after all compute so far, the gather may take the memory the root's last step left parked
+      // (its last user was the embedding's backward), instead of a second root-sized block.
+      rank_.schedule.parked.release_behind(Lane::all_gather, Lane::compute);
       prefetch(*gather_next);
     };
   optimizer.order_next_step(std::move(order), std::move(hooks));

@@ -39,6 +39,15 @@ bool DeferredFrees::release_oldest_limited(Device& device) {
   return true;
 }
 
+void DeferredFrees::release_behind(Lane lane, Lane waited) {
+  std::erase_if(parked_, [&](Parked& p) {
+    const Lane used = p.last_use.lane();
+    if (p.memory.block()->stream != lane || (used != waited && used != lane)) return false;
+    p.memory.reset();
+    return true;
+  });
+}
+
 void DeferredFrees::release_all(Device& device) {
   for (Parked& p : parked_) release(device, p);
   parked_.clear();

@@ -31,6 +31,11 @@ class DeferredFrees {
   int limited() const;
   // The host waits for all of them.
   void release_all(Device& device);
+  // `lane` was just made to wait for `waited`'s work so far: every buffer allocated for `lane` and last used
+  // on `waited` or on `lane` is given back now, the host waiting for nothing. The allocator frees a block at
+  // the current end of its own stream's work, which now comes after that use, so the block's next user
+  // is ordered after it without the host knowing whether it is done.
+  void release_behind(Lane lane, Lane waited);
   bool empty() const { return parked_.empty(); }
 
  private:
