@@ -363,8 +363,9 @@ void bench_overlap(const OverlapBenchOptions& bench) {
   }
 
   std::printf("\nPrefetch sweep (link %s):\n\n", base.name.c_str());
-  std::printf("| prefetch             | buffers | in flight %s\n|----------------------|---------|-----------%s\n", kColumns,
-              kRule);
+  std::printf("| prefetch                       | buffers | in flight %s\n"
+              "|--------------------------------|---------|-----------%s\n",
+              kColumns, kRule);
   std::vector<FsdpOptions> sweep;
   for (std::string_view p : prefetch_names()) {
     FsdpOptions o = async;
@@ -390,7 +391,7 @@ void bench_overlap(const OverlapBenchOptions& bench) {
     if (!printed.emplace(prefetch_name(o.prefetch), o.max_inflight, static_cast<int>(o.buffers)).second) continue;
     const Row row = make_row(o, base.name);
     const bool pool = o.buffers == UnshardBuffers::pool;
-    std::printf("| %-20s | %-7s | %-9s |", prefetch_name(o.prefetch).c_str(),
+    std::printf("| %-30s | %-7s | %-9s |", prefetch_name(o.prefetch).c_str(),
                 std::string(unshard_buffers_name(o.buffers)).c_str(),
                 pool ? "-" : o.max_inflight == 0 ? "no limit" : std::to_string(o.max_inflight).c_str());
     print_row_numbers(row);
