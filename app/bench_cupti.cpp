@@ -14,7 +14,12 @@
 // within 2 points) when every kernel and copy is tied to its op and the two clocks agree. An op's span is fatter
 // than its kernels (the gaps between its launches count as its time), so the kernel figure may be lower.
 //   records, dropped         what CUPTI delivered and dropped over the runs (engine/cuda/cupti_tracer.hpp)
-// CUPTI on / off is the step's overhead; the goal is <= 1.03x.
+// CUPTI on / off is the step's overhead; the goal is <= 1.03x. Where the two op figures differ, the lines after
+// the table say which ops' spans differ: per kind of op (compute, communication), how much earlier an op's
+// CUDA-event span begins than its first CUPTI record and how much later it ends than its last, and the widest
+// ops. Whatever holds an op's kernels back once its stream has reached it is inside its event span and before
+// its first record: with ranks sharing every SM (--sm-split off), the other rank's kernels that fill the GPU
+// (engine/cuda/sm_partition.cpp).
 #include "app/bench_cupti.hpp"
 
 #include <algorithm>
@@ -22,6 +27,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "engine/runtime/error.hpp"
@@ -58,11 +64,19 @@ struct Setting {
   std::vector<double> overlap_cupti_ops;
   std::vector<double> overlap_op_log;
   CuptiTotals cupti;
+  // The last traced run's op spans over its measured steps, both ways: CUDA events and CUPTI records.
+  std::vector<TraceEvent> event_spans;
+  std::vector<TraceEvent> record_spans;
 };
 
 // The mean over ranks of the overlap %, over the events of the measured steps.
-double overlap_percent(std::vector<TraceEvent> events, const TrainBenchOptions& bench) {
+std::vector<TraceEvent> measured_only(std::vector<TraceEvent> events, const TrainBenchOptions& bench) {
   std::erase_if(events, [&](const TraceEvent& e) { return !bench.measured(e.step); });
+  return events;
+}
+
+double overlap_percent(std::vector<TraceEvent> events, const TrainBenchOptions& bench) {
+  events = measured_only(std::move(events), bench);
   const std::vector<OverlapMetrics> ranks = metrics_per_rank(events);
   if (ranks.empty()) return 0;
   double sum = 0;
@@ -115,7 +129,12 @@ void train_once(const TrainBenchOptions& bench, RunConfig run, bool cupti, Setti
     if (bench.measured(r.step)) setting.step_ms.push_back(ns_to_ms(r.end - r.begin));
   TraceData sinks;
   for (const TraceRecorder& r : recorders) sinks.append(r.data());
-  setting.overlap_cupti_ops.push_back(overlap_percent(op_spans_from_records(sinks.events), bench));
+  std::vector<TraceEvent> record_spans = op_spans_from_records(sinks.events);
+  setting.overlap_cupti_ops.push_back(overlap_percent(record_spans, bench));
+  if (cupti) {
+    setting.record_spans = measured_only(std::move(record_spans), bench);
+    setting.event_spans = measured_only(spans, bench);
+  }
   setting.overlap_sinks.push_back(overlap_percent(std::move(sinks.events), bench));
   setting.overlap_op_log.push_back(overlap_percent(std::move(spans), bench));
   setting.cupti.records += after.records - before.records;
@@ -134,6 +153,41 @@ double mean(const std::vector<double>& values) {
   return sum / static_cast<double>(values.size());
 }
 
+// Where an op's CUDA-event span and its CUPTI span differ: per kind, the mean lead of the event span's begin
+// over the first record and lag of its end behind the last, in ms per measured step and rank, and the widest
+// differences. See the header.
+void print_span_differences(const Setting& traced, const TrainBenchOptions& bench, int world) {
+  std::map<std::pair<int, OpId>, const TraceEvent*> by_op;
+  for (const TraceEvent& e : traced.record_spans) by_op[{e.rank, e.op}] = &e;
+  struct Kind {
+    const char* name;
+    SimTime lead = 0, lag = 0;
+    int ops = 0;
+  };
+  Kind kinds[2] = {{"compute"}, {"communication"}};
+  std::vector<std::pair<SimTime, const TraceEvent*>> widest;
+  for (const TraceEvent& e : traced.event_spans) {
+    auto it = by_op.find({e.rank, e.op});
+    if (it == by_op.end()) continue;
+    const TraceEvent& r = *it->second;
+    Kind& kind = kinds[is_communication(e.category) ? 1 : 0];
+    kind.lead += r.begin - e.begin;
+    kind.lag += e.end - r.end;
+    kind.ops += 1;
+    widest.emplace_back((r.begin - e.begin) + (e.end - r.end), &e);
+  }
+  const double per = static_cast<double>(bench.steps) * world;
+  std::printf("\nCUDA-event span against CUPTI span of the same ops (ms per measured step and rank):\n");
+  for (const Kind& k : kinds)
+    std::printf("  %-13s %5.0f ops: begins %8.3f earlier, ends %8.3f later\n", k.name, k.ops / per,
+                ns_to_ms(k.lead) / per, ns_to_ms(k.lag) / per);
+  std::sort(widest.begin(), widest.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  widest.resize(std::min<std::size_t>(widest.size(), 8));
+  for (const auto& [extra, e] : widest)
+    std::printf("  %+9.3f ms  rank %d step %d %s unit %d %s '%s'\n", ns_to_ms(extra), e->rank, e->step,
+                std::string(lane_name(e->lane)).c_str(), e->unit, e->phase.c_str(), e->name.c_str());
+}
+
 }  // namespace
 
 void bench_cupti(const TrainBenchOptions& bench) {
@@ -149,8 +203,8 @@ void bench_cupti(const TrainBenchOptions& bench) {
               bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
               bench.steps, bench.warmup, kRounds, impl_name(bench.impl).c_str(), device.gpu,
-              bench.world > 1 ? (bench.emulate_link ? (", ranks sharing it, emulated link " + device.link.name).c_str()
-                                                    : ", ranks sharing it")
+              bench.world > 1 ? (std::string(", ranks sharing it") + (bench.sm_split ? " (SMs split)" : " (every SM)") +
+                                 (bench.emulate_link ? ", emulated link " + device.link.name : "")).c_str()
                               : "");
   Setting off, on;
   for (int round = 0; round < kRounds; ++round) {
@@ -178,6 +232,7 @@ void bench_cupti(const TrainBenchOptions& bench) {
     const double apart = std::abs(mean(on.overlap_cupti_ops) - mean(on.overlap_op_log));
     std::printf("overlap from CUPTI's op spans vs CUDA events: %.1f points apart (goal <= 2: %s)\n", apart,
                 apart <= 2 ? "met" : "NOT met");
+    print_span_differences(on, bench, bench.world);
   } else {
     std::printf("CUPTI traced nothing: it could not attach (the warning above says why)\n");
   }
