@@ -1,7 +1,8 @@
 // `fsdplab bench --what kernels` — a training step's GPU time, kernel by kernel.
 //
-// One training of warmup + steps + 1 steps (the last not measured, bench_train.hpp) (one rank: the single-rank baseline; W >= 2: FSDP ASYNC, ranks as
-// threads, on cuda sharing one GPU), traced; rank 0's device work in the measured steps is grouped three ways
+// One training of warmup + steps + 1 steps (the last not measured; record_training, bench_train.hpp): one rank,
+// the single-rank baseline; W >= 2, FSDP ASYNC, ranks as threads, on cuda sharing one GPU. Rank 0's device
+// work in the measured steps is grouped three ways
 // (engine/trace/kernel_breakdown.hpp), each group with
 //   calls/step  how many kernels (copies, memsets) of the group ran a step
 //   ms/step     their summed durations a step
@@ -29,11 +30,7 @@
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/trace/kernel_breakdown.hpp"
-#include "engine/trace/trace_recorder.hpp"
-#include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/run_device.hpp"
-#include "engine/train/trainer.hpp"
-#include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -45,35 +42,6 @@ std::string op_group(const TraceEvent& e) {
 std::string kernel_group(const TraceEvent& e) { return e.name; }
 std::string phase_group(const TraceEvent& e) { return e.phase.empty() ? "(no phase)" : e.phase; }
 std::string kind_group(const TraceEvent& e) { return std::string(category_name(e.category)); }
-
-struct TracedTraining {
-  std::vector<TraceEvent> events;  // rank 0's
-  double step_ms = 0;              // the mean of the measured steps
-};
-
-TracedTraining train_traced(const TrainBenchOptions& bench, const RunConfig& run) {
-  std::vector<TraceRecorder> recorders(static_cast<std::size_t>(run.world));
-  std::vector<StepReport> reports;
-  if (run.world == 1) {
-    RunConfig baseline = run;
-    baseline.baseline_precision = parse_dtype(bench.precision);  // bf16: mixed precision, as torch.autocast trains
-    reports = train_baseline(baseline, PresetCatalog::builtin(), nullptr, &recorders.front());
-  } else {
-    FsdpRun fsdp;
-    fsdp.run = run;
-    fsdp.options.param_dtype = parse_dtype(bench.precision);
-    fsdp.options.mode = OverlapMode::async;
-    fsdp.tasks = tasks_for(bench.impl);
-    for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
-    reports = train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
-  }
-  TracedTraining out;
-  out.events = recorders.front().data().events;
-  for (const StepReport& r : reports)
-    if (bench.measured(r.step)) out.step_ms += ns_to_ms(r.end - r.begin);
-  out.step_ms /= bench.steps;
-  return out;
-}
 
 void print_table(const char* what, const KernelBreakdown& breakdown) {
   int width = static_cast<int>(std::string_view(what).size());
@@ -105,20 +73,23 @@ void bench_kernels(const TrainBenchOptions& bench) {
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
               bench.world > 1 ? ", FSDP ASYNC" : "", bench.steps, bench.warmup,
               on_gpu ? ("cuda (GPU " + std::to_string(device.gpu) + ", wall clock" +
-                        (bench.world > 1 ? ", ranks sharing it" : "") +
+                        (bench.world == 1  ? ""
+                         : bench.sm_split ? ", ranks sharing it (SMs split)"
+                                          : ", ranks sharing it (every SM)") +
                         (bench.emulate_link ? ", emulated link " + device.link.name : "") + ")")
                            .c_str()
                      : ("sim (" + device.preset.name + ", virtual time)").c_str(),
               bench.world > 1 ? impl_name(bench.impl).c_str() : "none (the single-rank baseline)");
   const CuptiTotals before = on_gpu ? cupti_totals() : CuptiTotals{};
-  const TracedTraining trained = train_traced(bench, run);
+  const FsdpOptions fsdp_options = bench.async_fsdp_options();
+  const RecordedTraining trained = record_training(bench, run, bench.world > 1 ? &fsdp_options : nullptr);
   const bool kernels = on_gpu && cupti_totals().records > before.records;
   const char* source = kernels ? "CUPTI's kernel, copy and memset records"
                        : on_gpu ? "each op's CUDA-event span (CUPTI traced nothing: the warning above says why), ops "
                                   "grouped by name, collectives by kind"
                                 : "each op's virtual duration, ops grouped by name, collectives by kind";
   const KernelBreakdown by_kernel =
-      kernel_breakdown(trained.events, 0, bench.warmup, bench.steps, kernels ? kernel_group : op_group);
+      kernel_breakdown(trained.rank0_events, 0, bench.warmup, bench.steps, kernels ? kernel_group : op_group);
   check(!by_kernel.groups.empty(), "bench --what kernels: rank 0 traced no device work in steps ", bench.warmup,
         " to ", bench.warmup + bench.steps - 1);
   std::printf("Rank 0's device work in the measured steps, from %s.\n", source);
@@ -127,9 +98,9 @@ void bench_kernels(const TrainBenchOptions& bench) {
               trained.step_ms, by_kernel.gpu_ms_per_step);
   print_table("kernel", by_kernel);
   std::printf("\n");
-  print_table("phase", kernel_breakdown(trained.events, 0, bench.warmup, bench.steps, phase_group));
+  print_table("phase", kernel_breakdown(trained.rank0_events, 0, bench.warmup, bench.steps, phase_group));
   std::printf("\n");
-  print_table("kind", kernel_breakdown(trained.events, 0, bench.warmup, bench.steps, kind_group));
+  print_table("kind", kernel_breakdown(trained.rank0_events, 0, bench.warmup, bench.steps, kind_group));
 }
 
 }  // namespace fsdplab::app

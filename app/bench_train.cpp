@@ -31,7 +31,15 @@
 
 namespace fsdplab::app {
 
-TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfig& run, const FsdpOptions* fsdp_options) {
+FsdpOptions TrainBenchOptions::async_fsdp_options() const {
+  FsdpOptions options;
+  options.param_dtype = parse_dtype(precision);
+  options.mode = OverlapMode::async;
+  return options;
+}
+
+RecordedTraining record_training(const TrainBenchOptions& bench, const RunConfig& run,
+                                 const FsdpOptions* fsdp_options) {
   std::vector<TraceRecorder> recorders(static_cast<std::size_t>(run.world));
   std::vector<StepReport> reports;
   if (fsdp_options) {
@@ -46,19 +54,28 @@ TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfi
     baseline.baseline_precision = parse_dtype(bench.precision);  // bf16: mixed precision, as FSDP's rows
     reports = train_baseline(baseline, PresetCatalog::builtin(), nullptr, &recorders.front());
   }
-  TrainMeasurement m;
+  RecordedTraining out;
+  out.rank0_events = recorders.front().data().events;
   for (const StepReport& r : reports)
-    if (bench.measured(r.step)) m.step_ms += ns_to_ms(r.end - r.begin);
-  for (const TraceEvent& e : recorders.front().data().events) {
+    if (bench.measured(r.step)) out.step_ms += ns_to_ms(r.end - r.begin);
+  out.step_ms /= static_cast<double>(bench.steps);
+  return out;
+}
+
+TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfig& run, const FsdpOptions* fsdp_options) {
+  const RecordedTraining trained = record_training(bench, run, fsdp_options);
+  TrainMeasurement m;
+  m.step_ms = trained.step_ms;
+  for (const TraceEvent& e : trained.rank0_events) {
     if (!bench.measured(e.step)) continue;
     if (e.name == "matmul") {
       m.gemm_ms += ns_to_ms(e.end - e.begin);
       m.gemm_flops += e.flops;
     }
   }
-  for (int s = bench.warmup; s < bench.warmup + bench.steps; ++s) m.comm_ms += ns_to_ms(communication_time(recorders.front().data().events, 0, s));
+  for (int s = bench.warmup; s < bench.warmup + bench.steps; ++s)
+    m.comm_ms += ns_to_ms(communication_time(trained.rank0_events, 0, s));
   const double n = static_cast<double>(bench.steps);
-  m.step_ms /= n;
   m.gemm_ms /= n;
   m.gemm_flops /= n;
   m.comm_ms /= n;
@@ -88,6 +105,7 @@ RunConfig TrainBenchOptions::run_config(std::string device_choice) const {
   run.device_preset = device_preset;
   run.link_preset = link_preset;
   run.emulate_link = emulate_link;
+  run.sm_split = sm_split;
   return run;
 }
 
@@ -111,8 +129,13 @@ void bench_train(const TrainBenchOptions& bench) {
               "device %s%s; impl: %s\n",
               bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
-              bench.steps, bench.warmup, on_gpu ? "cuda (GPU " : "sim (", on_gpu ? (std::to_string(device.gpu) + ", wall clock)").c_str()
-                                                                                 : (device.preset.name + ", virtual time)").c_str(),
+              bench.steps, bench.warmup, on_gpu ? "cuda (GPU " : "sim (",
+              on_gpu ? (std::to_string(device.gpu) +
+                        (bench.world == 1  ? ""
+                         : bench.sm_split ? ", each rank on its own share of the SMs"
+                                          : ", every SM shared") +
+                        ", wall clock)").c_str()
+                     : (device.preset.name + ", virtual time)").c_str(),
               bench.world > 1 ? impl_name(bench.impl).c_str() : "none (the single-rank baseline)");
   std::printf("GEMM peak: %.0f TFLOP/s (%s, %s)%s\n\n", peak / 1e12, device.preset.name.c_str(),
               bench.precision.c_str(), bench.world > 1 ? ("; link " + device.link.name +
@@ -124,9 +147,7 @@ void bench_train(const TrainBenchOptions& bench) {
     print_row("single", measure_training(bench, run, nullptr), tokens, peak);
     return;
   }
-  FsdpOptions async_options;
-  async_options.param_dtype = dtype;
-  async_options.mode = OverlapMode::async;
+  const FsdpOptions async_options = bench.async_fsdp_options();
   const FsdpOptions sync_options = sync_schedule(async_options);
   const TrainMeasurement sync = measure_training(bench, run, &sync_options);
   const TrainMeasurement async = measure_training(bench, run, &async_options);

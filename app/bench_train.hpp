@@ -4,9 +4,11 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/sharding.hpp"
+#include "engine/trace/trace_event.hpp"
 #include "engine/train/run_config.hpp"
 
 namespace fsdplab::app {
@@ -24,6 +26,7 @@ struct TrainBenchOptions {
   std::string device_preset = "h100-sxm";  // the peak the GEMMs are compared with, and the link's preset
   std::string link_preset = "pcie4-no-p2p";
   bool emulate_link = false;
+  bool sm_split = true;  // cuda, W >= 2: each rank on its own share of the GPU's SMs (RunConfig::sm_split)
   ImplChoice impl;  // --impl: the FSDP tasks (W >= 2; the single-rank baseline runs none)
 
   // The run these options measure: model, batch (micro_batch rows per rank), steps (warmup + measured +
@@ -33,13 +36,22 @@ struct TrainBenchOptions {
   RunConfig run_config(std::string device_choice) const;
   // Whether step `step` (0-based) is one of the measured steps.
   bool measured(int step) const { return step >= warmup && step < warmup + steps; }
+  // The FSDP options of an ASYNC row: `precision` as the parameters' dtype, the rest the defaults.
+  FsdpOptions async_fsdp_options() const;
 };
 
 void bench_train(const TrainBenchOptions& options);
 
-// The mean of the measured steps (after bench.warmup) of one training: `run` is bench.run_config(...), FSDP
-// with `fsdp_options` when given, else the single-rank baseline in bench.precision (bf16: mixed precision on
-// f32 master weights, as torch.autocast). What each row of bench_train's table reads.
+// One training of `run` (bench.run_config(...)), every rank traced: FSDP with `fsdp_options` when given, else
+// the single-rank baseline in bench.precision (bf16: mixed precision on f32 master weights, as torch.autocast).
+struct RecordedTraining {
+  std::vector<TraceEvent> rank0_events;  // what rank 0's trace sink got
+  double step_ms = 0;                    // the mean of the measured steps (after bench.warmup)
+};
+RecordedTraining record_training(const TrainBenchOptions& bench, const RunConfig& run,
+                                 const FsdpOptions* fsdp_options);
+
+// What each row of bench_train's table reads from one record_training.
 struct TrainMeasurement {
   double step_ms = 0;
   double gemm_ms = 0;   // per step, rank 0

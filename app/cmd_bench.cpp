@@ -120,6 +120,7 @@ void add_bench_command(CLI::App& app) {
   auto fsdp = std::make_shared<FsdpFlags>();
   auto overlap = std::make_shared<OverlapBenchOptions>();
   auto train = std::make_shared<TrainBenchOptions>();
+  auto sm_split = std::make_shared<std::string>("on");
   cmd->add_option("--what", *what, "What to measure: ops, memory, overlap, train, cupti, kernels or ui")
       ->check(CLI::IsMember({"ops", "memory", "overlap", "train", "cupti", "kernels", "ui"}));
   // The model's size and tokens, shared by every FSDP measurement (same defaults: gpt2 small, 4 x 1024 tokens per
@@ -158,7 +159,11 @@ void add_bench_command(CLI::App& app) {
           ->check(CLI::Range(0, 1 << 20)),
       cmd->add_flag("--emulate-link", train->emulate_link,
                     "train, cupti, kernels (cuda, W >= 2): hold each collective for the link preset's time; train: "
-                    "adds the compute row and eta")};
+                    "adds the compute row and eta"),
+      cmd->add_option("--sm-split", *sm_split,
+                      "train, cupti, kernels (cuda, W >= 2): each rank on its own equal share of the GPU's SMs, as on a "
+                      "GPU of its own (on, default), or the ranks' kernels share every SM (off)")
+          ->check(CLI::IsMember({"on", "off"}))};
   std::vector<CLI::Option*> overlap_options = {
       cmd->add_option("--presets", overlap->presets_file, "overlap: preset file to use instead of the built-in one"),
       cmd->add_option("--bandwidths", overlap->bandwidth_scales,
@@ -170,8 +175,8 @@ void add_bench_command(CLI::App& app) {
   for (CLI::Option* o : add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::prefetch, FsdpFlag::max_inflight, FsdpFlag::buffers},
                                        "overlap"))
     overlap_options.push_back(o);
-  cmd->callback([cmd, what, memory, fsdp, overlap, train, memory_options, fsdp_options, model_options, overlap_options,
-                 train_options] {
+  cmd->callback([cmd, what, memory, fsdp, overlap, train, sm_split, memory_options, fsdp_options, model_options,
+                 overlap_options, train_options] {
     if (*what != "overlap") {
       for (const CLI::Option* o : overlap_options)
         check(o->count() == 0, o->get_name(), " configures --what overlap; this run is --what ", *what);
@@ -199,6 +204,7 @@ void add_bench_command(CLI::App& app) {
       options.micro_batch = memory->micro_batch;
       options.seq = memory->seq;
       options.precision = fsdp->precision;
+      options.sm_split = *sm_split == "on";
       for (const char* flag : {"--strategy", "--hybrid-group"})
         check(cmd->get_option(flag)->count() == 0, flag, " configures --what memory or overlap; --what ", *what,
               " shards fully");

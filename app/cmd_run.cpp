@@ -41,6 +41,7 @@ struct RunOptions {
   FsdpFlags fsdp_flags;
   bool dry_run = false;  // --dry-run: shapes, time and memory only; always an FSDP run
   std::string cupti = "on";  // --cupti on|off: the cuda device's trace from CUPTI, or each op's CUDA-event span
+  std::string sm_split = "on";  // --sm-split on|off: ranks sharing a GPU each on a share of its SMs, or on every SM
   bool mode_given = false;  // training: --mode sync|async (default async); the demo runs both by default
   bool prefetch_given = false;
   bool batch_given = false;
@@ -205,6 +206,7 @@ int run_training(const RunOptions& options) {
   run.trace_file = options.trace_path;
   run.trace_dir = options.trace_dir;
   run.cupti = options.cupti == "on";
+  run.sm_split = options.sm_split == "on";
   const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
   // Resolved now (auto: cuda where a GPU is usable; under mpirun, as many ranks as processes unless --world
   // says) so the header says where the run goes, and a request this machine cannot serve is refused before
@@ -247,6 +249,7 @@ int run_training(const RunOptions& options) {
     where = "cuda (a GPU per rank from GPU " + std::to_string(run.gpu) + ", NCCL; " + ranks_as + ")";
   } else if (on_gpu) {
     where = "cuda (GPU " + std::to_string(device.gpu) + ", ranks as threads sharing it";
+    if (run.world > 1) where += device.sm_split ? ", each on its own share of the SMs" : ", every SM shared";
     if (device.emulate_link) where += "; emulated link " + device.link.name;
     where += device.cupti ? "; trace from CUPTI)" : "; trace from CUDA events, --cupti off)";
   }
@@ -352,6 +355,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--cupti", options->cupti,
                   "cuda: trace every kernel, copy and host wait with CUPTI, labelled by op (on, default), or each op's "
                   "CUDA-event span (off)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--sm-split", options->sm_split, "cuda, ranks sharing one GPU: each rank computes on its own equal share of the SMs, as on a GPU of its own (on, default), or the ranks' kernels share every SM (off)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--device-preset", options->device_preset,
                   "Device preset (see `fsdplab presets`); on cuda, the figures of its cost model");

@@ -58,6 +58,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   run.link_preset = link_preset;
   run.emulate_link = emulate_link;
   run.cupti = cupti;
+  run.sm_split = sm_split;
   run.wrap = wrap;
   run.batch = (std::max(8, world) + world - 1) / world * world;  // 8 sequences, or one per rank
   build_model(run);  // an unknown model or preset is refused here, before any run starts
@@ -140,6 +141,7 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
   const DeviceSpec device = run_device_spec(planned.front().run.run, presets_, planned.front().run.dry_run);
   const bool on_gpu = device.kind == DeviceKind::cuda;
   where_ = on_gpu ? "cuda: GPU " + std::to_string(device.gpu) + ", ranks sharing it" +
+                        (device.sm_split ? " (SMs split)" : " (every SM)") +
                         (device.emulate_link ? ", emulated link " + device.link.name : std::string()) +
                         (device.cupti ? ", CUPTI kernels" : ", CUDA-event op spans") + ", wall clock"
                   : std::string("sim device, virtual time");

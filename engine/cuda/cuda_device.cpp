@@ -14,6 +14,7 @@
 #include "engine/cuda/cupti_tracer.hpp"
 #include "engine/cuda/nvtx_ranges.hpp"
 #include "engine/cuda/op_scratch.hpp"
+#include "engine/cuda/sm_partition.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
@@ -116,6 +117,7 @@ struct CudaDevice::Impl final : BlockSource {
   int rank;
   int gpu;
   const GpuEpoch& epoch;
+  std::unique_ptr<cuda::SmPartition> sm_partition;  // null: the streams run on every SM
   std::array<StreamState, kStreamCount> streams;
   std::array<std::deque<Timed>, kStreamCount> timed;  // per stream, in launch (= completion) order
   std::vector<cudaEvent_t> spare_timing_events;
@@ -138,7 +140,9 @@ struct CudaDevice::Impl final : BlockSource {
     for (cudaEvent_t e : spare_timing_events) cudaEventDestroy(e);
   }
 
-  void create_streams() {
+  // `shares` > 1: on the `share`-th share of the GPU's SMs (sm_partition.hpp).
+  void create_streams(int share, int shares) {
+    if (shares > 1) sm_partition = std::make_unique<cuda::SmPartition>(gpu, share, shares, rank);
     // Collectives get the higher priority: a waiting all-gather is what stalls the next unit's compute, so
     // its copies should not queue behind a long GEMM's blocks.
     int lowest = 0, highest = 0;
@@ -146,9 +150,14 @@ struct CudaDevice::Impl final : BlockSource {
     for (Lane lane : kAllLanes) {
       if (lane == Lane::host) continue;
       const int priority = lane == Lane::all_gather || lane == Lane::reduce_scatter ? highest : lowest;
+      cudaStream_t& stream = streams[lane_index(lane)].stream;
+      if (sm_partition) {
+        stream = sm_partition->create_stream(priority);
+        continue;
+      }
       // Non-blocking: the legacy default stream (a plain cudaMemcpy) must not order these streams.
-      check_cuda(cudaStreamCreateWithPriority(&streams[lane_index(lane)].stream, cudaStreamNonBlocking, priority),
-                 "rank ", rank, ": creating the ", lane_name(lane), " stream");
+      check_cuda(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority), "rank ", rank,
+                 ": creating the ", lane_name(lane), " stream");
     }
   }
 
@@ -238,7 +247,7 @@ CudaDevice::CudaDevice(int rank, DevicePreset preset, LinkPreset link, CudaDevic
               count, count == 1 ? " GPU" : " GPUs");
         use_gpu(options.gpu, rank);
         auto impl = std::make_unique<Impl>(rank, options.gpu);
-        impl->create_streams();
+        impl->create_streams(options.sm_share, options.sm_shares);
         return impl;
       }()),
       allocator_(*impl_) {
@@ -282,6 +291,14 @@ SimTime CudaDevice::host_time() const {
 SimTime CudaDevice::earliest_start(Lane, OpCategory) const { return host_time(); }
 
 bool CudaDevice::cupti_tracing() const { return impl_->cupti != nullptr; }
+
+int CudaDevice::sm_count() const {
+  if (impl_->sm_partition) return impl_->sm_partition->sm_count();
+  int count = 0;
+  check_cuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, options_.gpu), "rank ", rank_,
+             ": reading GPU ", options_.gpu, "'s SM count");
+  return count;
+}
 
 // A host wait as CUPTI will report it: on the host lane, named for what the host waited for.
 TraceEvent CudaDevice::host_wait(std::string name) const {

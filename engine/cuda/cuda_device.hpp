@@ -16,7 +16,8 @@
 // The host's time is the wall clock since the same epoch. Collectives of one rank take its link one at a
 // time, as on the sim device and as NCCL runs a communicator's collectives; with `emulate_link` each
 // collective first holds its stream for the link preset's time (a spin kernel), so the overlap of a PCIe
-// workstation can be seen with every rank on one GPU.
+// workstation can be seen with every rank on one GPU. Ranks sharing a GPU may each get their own share of
+// its SMs (`sm_shares`), so that they run side by side as GPUs of their own would.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -33,6 +34,10 @@ struct CudaDeviceOptions {
   int gpu = 0;
   bool emulate_link = false;
   bool cupti = true;  // the sinks get CUPTI's kernel-level trace; false: each op's CUDA-event span
+  // Ranks sharing the GPU: this rank's streams run on the `sm_share`-th of `sm_shares` disjoint shares of its
+  // SMs (engine/cuda/sm_partition.hpp); 1 share: every SM.
+  int sm_share = 0;
+  int sm_shares = 1;
 };
 
 class CudaDevice final : public Device {
@@ -44,6 +49,8 @@ class CudaDevice final : public Device {
   bool dry_run() const override { return false; }
   const CostModel& cost_model() const override { return cost_; }
   int gpu() const { return options_.gpu; }
+  // The SMs this rank's streams run on: its share where the GPU's SMs are split, else all of them.
+  int sm_count() const;
 
   OpId launch(Lane lane, OpSpec spec, const OpBody& body) override;
   // The host's time now: a real device starts an op when it can, not when it was agreed.

@@ -59,6 +59,10 @@ std::unique_ptr<Device> make_device(int rank, const DeviceSpec& spec) {
   options.gpu = spec.gpu;
   options.emulate_link = spec.emulate_link;
   options.cupti = spec.cupti;
+  if (spec.sm_split) {
+    options.sm_share = spec.sm_share;
+    options.sm_shares = spec.sm_shares;
+  }
   return std::make_unique<CudaDevice>(rank, spec.preset, spec.link, options);
 #else
   fail("rank ", rank, ": cannot use the cuda device: ", *cuda_unavailable());

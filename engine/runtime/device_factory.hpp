@@ -27,6 +27,11 @@ struct DeviceSpec {
   // PCIe workstation's overlap shows on one GPU.
   bool emulate_link = false;
   int gpu = 0;  // cuda: the GPU's index
+  // cuda, ranks sharing the GPU: each rank's streams run on its own share of the SMs (`sm_split`), the
+  // `sm_share`-th of `sm_shares` (engine/cuda/sm_partition.hpp); the run's seats fill them in.
+  bool sm_split = true;
+  int sm_share = 0;
+  int sm_shares = 1;
   // cuda: the trace sinks get CUPTI's kernels, copies and host waits (engine/cuda/cupti_tracer.hpp); false,
   // or where CUPTI cannot trace: each op's CUDA-event span.
   bool cupti = true;

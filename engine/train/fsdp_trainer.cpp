@@ -92,6 +92,8 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     const int r = seat.rank();
     DeviceSpec rank_spec = plan.device;
     rank_spec.gpu = seat.gpu();
+    rank_spec.sm_share = seat.index_on_gpu();
+    rank_spec.sm_shares = seat.ranks_on_gpu();
     // Declared first: tensors must go before the device that holds their memory.
     const std::unique_ptr<Device> owned_device = make_device(r, rank_spec);
     Device& device = *owned_device;
@@ -139,10 +141,12 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     RunContext ctx{device, fsdp.options.param_dtype};
     const Stream compute = device.stream(Lane::compute);
     const Tensor mean_loss = Tensor::empty(device, {1}, DType::f32, MemTag::workspace, "loss (mean over ranks)");
+    // A step's schedule: the run's mode, or in an A/B run its block's.
+    const auto mode_of = [&](int step) { return ab_mode(fsdp.options.mode, fsdp.ab_block, step); };
     for (int step = plan.first_step; step < run.steps; ++step) {
       device.synchronize();  // the host writes the batch into memory the last step's ops may have read
       if (fsdp.ab_block > 0) {
-        const bool sync = ab_mode(fsdp.options.mode, fsdp.ab_block, step) == OverlapMode::sync;
+        const bool sync = mode_of(step) == OverlapMode::sync;
         sharded.set_overlap_schedule(sync ? plan.sync : plan.async);
       }
       StepReport report{step, 0, device.host_time(), 0};
@@ -165,8 +169,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         device.set_labels({step, -1, "optimizer"});
         // The next step's first gather may start now, unless there is none or it runs SYNC (an A/B run's
         // SYNC block must gather for itself, or its step would not be SYNC's).
-        const bool next_async = step + 1 < run.steps &&
-                                (fsdp.ab_block == 0 || ab_mode(fsdp.options.mode, fsdp.ab_block, step + 1) == OverlapMode::async);
+        const bool next_async = step + 1 < run.steps && mode_of(step + 1) == OverlapMode::async;
         sharded.optimizer_step(*optimizer, next_async ? NextForward::follows : NextForward::none);
         if (micro_batches > 1) scale(compute, mean_loss, ctx.loss_scale, mean_loss);
         {

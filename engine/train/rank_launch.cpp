@@ -101,6 +101,8 @@ class ThreadSeat final : public RankSeat {
   int rank() const override { return rank_; }
   int world() const override { return layout_.world; }
   int gpu() const override { return layout_.first_gpu + (layout_.comm == CommKind::nccl ? rank_ : 0); }
+  int ranks_on_gpu() const override { return layout_.comm == CommKind::nccl ? 1 : layout_.world; }
+  int index_on_gpu() const override { return layout_.comm == CommKind::nccl ? 0 : rank_; }
   std::unique_ptr<Communicator> connect(Device& device) override {
     if (layout_.comm == CommKind::nccl) return std::make_unique<NcclComm>(*id_, layout_.world, rank_, device, *aborts_);
     return std::make_unique<LocalComm>(local_, rank_, device);

@@ -51,6 +51,10 @@ class RankSeat {
   virtual int rank() const = 0;
   virtual int world() const = 0;
   virtual int gpu() const = 0;  // cuda: the GPU this rank's device must use
+  // cuda: how many of this process's ranks compute on gpu() (with --comm local, every rank), and this rank's
+  // index among them: its share of the GPU's SMs where they are split (engine/cuda/sm_partition.hpp).
+  virtual int ranks_on_gpu() const { return 1; }
+  virtual int index_on_gpu() const { return 0; }
   // Joins the group of all ranks with `device` (this rank's; it must outlive the communicator).
   virtual std::unique_ptr<Communicator> connect(Device& device) = 0;
 };

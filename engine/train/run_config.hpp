@@ -45,6 +45,9 @@ struct RunConfig {
   bool emulate_link = false;
   // cuda: trace with CUPTI (kernel-level, labelled by op); false: the trace shows each op's CUDA-event span.
   bool cupti = true;
+  // cuda with local comm: each rank computes on its own equal share of the GPU's SMs, as on a GPU of its own
+  // (engine/cuda/sm_partition.hpp); false: the ranks' kernels share every SM.
+  bool sm_split = true;
   std::string device_preset = "h100-sxm";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's default link
   std::string losses_file;  // CSV step,loss

@@ -23,6 +23,7 @@ DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, b
   spec.gpu = run.gpu;
   spec.emulate_link = run.emulate_link;
   spec.cupti = run.cupti;
+  spec.sm_split = run.sm_split;
   if (spec.kind == DeviceKind::sim) {
     check(!run.emulate_link, "--emulate-link holds a real GPU's collective streams for the link's time; the sim "
           "device always runs its link on the virtual clock (--link-preset picks it); use --device cuda");

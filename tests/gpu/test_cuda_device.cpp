@@ -24,6 +24,7 @@
 #if FSDPLAB_HAVE_CUDA
 #include "engine/cuda/copies.hpp"
 #include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/cuda_device.hpp"
 #endif
 
 namespace fsdplab {
@@ -46,6 +47,35 @@ class CudaDeviceTest : public ::testing::Test {
     return s;
   }
 };
+
+#if FSDPLAB_HAVE_CUDA
+// Ranks sharing the GPU each get a disjoint share of its SMs (engine/cuda/sm_partition.hpp), together no more
+// than the GPU has; one share is every SM; more shares than the GPU can make are refused, naming the counts.
+// (LocalCommOnOneGpuGivesExactlyTheSimDevicesResults runs the collectives on split ranks too.)
+TEST_F(CudaDeviceTest, RanksSharingTheGpuEachGetTheirOwnShareOfItsSms) {
+  int total = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&total, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  DeviceSpec whole = spec();
+  EXPECT_EQ(dynamic_cast<CudaDevice&>(*make_device(0, whole)).sm_count(), total);
+
+  DeviceSpec split = spec();
+  split.sm_shares = 2;
+  int together = 0;
+  for (int share : {0, 1}) {
+    split.sm_share = share;
+    const int sms = dynamic_cast<CudaDevice&>(*make_device(share, split)).sm_count();
+    EXPECT_GT(sms, 0);
+    EXPECT_LE(sms, total / 2);
+    together += sms;
+  }
+  EXPECT_LE(together, total);
+
+  split.sm_shares = total + 1;
+  split.sm_share = 0;
+  const std::string refused = error_of([&] { make_device(0, split); });
+  EXPECT_TRUE(contains(refused, "too few for " + std::to_string(total + 1) + " shares")) << refused;
+}
+#endif
 
 TEST_F(CudaDeviceTest, TagsEveryAllocationInTheLedger) {
   auto dev = make_device(0, spec());
@@ -204,7 +234,9 @@ CollectiveResults run_collectives(DeviceKind kind, int world, DType dtype, const
   for (auto* r : {&results.gathered, &results.reduced, &results.all_reduced, &results.broadcast})
     r->resize(static_cast<std::size_t>(world));
   run_world(world, [&](int r, LocalWorld& local) {
-    std::unique_ptr<Device> dev = kind == DeviceKind::sim ? make_sim_device(r) : make_device(r, cuda_spec);
+    DeviceSpec rank_spec = cuda_spec;
+    rank_spec.sm_share = cuda_spec.sm_shares > 1 ? r : 0;  // split: each rank on its own share of the SMs
+    std::unique_ptr<Device> dev = kind == DeviceKind::sim ? make_sim_device(r) : make_device(r, rank_spec);
     LocalComm comm(local, r, *dev);
     const Stream ag = dev->stream(Lane::all_gather), rs = dev->stream(Lane::reduce_scatter);
     Tensor mine = tensor_from(*dev, {shard}, values_of(r, shard), dtype);
@@ -232,12 +264,17 @@ TEST_F(CudaDeviceTest, LocalCommOnOneGpuGivesExactlyTheSimDevicesResults) {
     for (int world : {1, 2, 3}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " W=" + std::to_string(world));
       const CollectiveResults sim = run_collectives(DeviceKind::sim, world, dtype, spec());
-      const CollectiveResults gpu = run_collectives(DeviceKind::cuda, world, dtype, spec());
-      // Same values, same order of additions, one rounding: bit for bit.
-      EXPECT_EQ(gpu.gathered, sim.gathered);
-      EXPECT_EQ(gpu.reduced, sim.reduced);
-      EXPECT_EQ(gpu.all_reduced, sim.all_reduced);
-      EXPECT_EQ(gpu.broadcast, sim.broadcast);
+      DeviceSpec split = spec();
+      split.sm_shares = world;  // each rank on its own share of the SMs, as training runs them
+      for (const DeviceSpec& cuda : {spec(), split}) {
+        SCOPED_TRACE(cuda.sm_shares > 1 ? "SMs split" : "every SM");
+        const CollectiveResults gpu = run_collectives(DeviceKind::cuda, world, dtype, cuda);
+        // Same values, same order of additions, one rounding: bit for bit.
+        EXPECT_EQ(gpu.gathered, sim.gathered);
+        EXPECT_EQ(gpu.reduced, sim.reduced);
+        EXPECT_EQ(gpu.all_reduced, sim.all_reduced);
+        EXPECT_EQ(gpu.broadcast, sim.broadcast);
+      }
     }
   }
 }

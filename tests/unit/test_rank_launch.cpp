@@ -45,6 +45,9 @@ TEST(RankLaunch, LocalRunsEveryRankAsAThreadOfThisProcess) {
     EXPECT_EQ(comm->rank(), seat.rank());
     EXPECT_EQ(comm->world(), 3);
     EXPECT_EQ(seat.gpu(), 0);
+    // Every thread of --comm local computes on the same GPU: each is one of 3 there (its share of the SMs).
+    EXPECT_EQ(seat.ranks_on_gpu(), 3);
+    EXPECT_EQ(seat.index_on_gpu(), seat.rank());
     comm->barrier();
     seen += 1 << seat.rank();
   });
