@@ -1,6 +1,5 @@
 #include "engine/fsdp/unit_lifecycle.hpp"
 
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -217,15 +216,13 @@ void UnitLifecycle::reduce_gradient(FsdpUnit& unit) {
 
 void UnitLifecycle::schedule_updates(Optimizer& optimizer, std::span<FsdpUnit* const> units,
                                      std::span<FsdpUnit* const> reduced, FsdpUnit* gather_next) {
-  // Task 5 makes one target per unit, in the units' order: target i updates units[i].
-  const auto target_of = [&](const FsdpUnit* unit) {
-    return static_cast<std::size_t>(std::find(units.begin(), units.end(), unit) - units.begin());
-  };
+  // Task 5 makes one target per unit, in the units' order, and units[i] is the unit of index i (pre-order):
+  // target i updates the unit of index i.
   std::vector<std::size_t> order;
   std::vector<bool> placed(units.size(), false);
   const auto place = [&](const FsdpUnit* unit) {
-    const std::size_t i = target_of(unit);
-    if (i >= units.size() || placed[i] || unit == gather_next) return;
+    const auto i = static_cast<std::size_t>(unit->index);
+    if (placed[i] || unit == gather_next) return;
     order.push_back(i);
     placed[i] = true;
   };
@@ -245,7 +242,7 @@ void UnitLifecycle::schedule_updates(Optimizer& optimizer, std::span<FsdpUnit* c
     for (const std::size_t i : order) total += units[i]->master.numel();
     auto at = order.begin();
     while (at != order.end() && 2 * before < total) before += units[*at++]->master.numel();
-    order.insert(at, target_of(gather_next));
+    order.insert(at, static_cast<std::size_t>(gather_next->index));
   }
   Optimizer::UpdateHooks hooks;
   hooks.before = [units, &device](std::size_t i) {
