@@ -203,7 +203,8 @@ void bench_cupti(const TrainBenchOptions& bench) {
               bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
               bench.steps, bench.warmup, kRounds, impl_name(bench.impl).c_str(), device.gpu,
-              bench.world > 1 ? (std::string(", ranks sharing it") + (bench.sm_split ? " (SMs split)" : " (every SM)") +
+              bench.world > 1 ? (std::string(", ranks sharing it") +
+                                 (bench.sm_split != "off" ? " (SMs split)" : " (every SM)") +
                                  (bench.emulate_link ? ", emulated link " + device.link.name : "")).c_str()
                               : "");
   Setting off, on;

@@ -74,7 +74,7 @@ void bench_kernels(const TrainBenchOptions& bench) {
               bench.world > 1 ? ", FSDP ASYNC" : "", bench.steps, bench.warmup,
               on_gpu ? ("cuda (GPU " + std::to_string(device.gpu) + ", wall clock" +
                         (bench.world == 1  ? ""
-                         : bench.sm_split ? ", ranks sharing it (SMs split)"
+                         : bench.sm_split != "off" ? ", ranks sharing it (SMs split)"
                                           : ", ranks sharing it (every SM)") +
                         (bench.emulate_link ? ", emulated link " + device.link.name : "") + ")")
                            .c_str()

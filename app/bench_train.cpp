@@ -105,7 +105,7 @@ RunConfig TrainBenchOptions::run_config(std::string device_choice) const {
   run.device_preset = device_preset;
   run.link_preset = link_preset;
   run.emulate_link = emulate_link;
-  run.sm_split = sm_split;
+  set_sm_split(run, sm_split);
   return run;
 }
 
@@ -132,7 +132,7 @@ void bench_train(const TrainBenchOptions& bench) {
               bench.steps, bench.warmup, on_gpu ? "cuda (GPU " : "sim (",
               on_gpu ? (std::to_string(device.gpu) +
                         (bench.world == 1  ? ""
-                         : bench.sm_split ? ", each rank on its own share of the SMs"
+                         : bench.sm_split != "off" ? ", each rank on its own share of the SMs"
                                           : ", every SM shared") +
                         ", wall clock)").c_str()
                      : (device.preset.name + ", virtual time)").c_str(),

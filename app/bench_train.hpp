@@ -26,7 +26,7 @@ struct TrainBenchOptions {
   std::string device_preset = "h100-sxm";  // the peak the GEMMs are compared with, and the link's preset
   std::string link_preset = "pcie4-no-p2p";
   bool emulate_link = false;
-  bool sm_split = true;  // cuda, W >= 2: each rank on its own share of the GPU's SMs (RunConfig::sm_split)
+  std::string sm_split = "auto";  // cuda, W >= 2: --sm-split auto|on|off (set_sm_split, run_device.hpp)
   ImplChoice impl;  // --impl: the FSDP tasks (W >= 2; the single-rank baseline runs none)
 
   // The run these options measure: model, batch (micro_batch rows per rank), steps (warmup + measured +

@@ -120,7 +120,7 @@ void add_bench_command(CLI::App& app) {
   auto fsdp = std::make_shared<FsdpFlags>();
   auto overlap = std::make_shared<OverlapBenchOptions>();
   auto train = std::make_shared<TrainBenchOptions>();
-  auto sm_split = std::make_shared<std::string>("on");
+  auto sm_split = std::make_shared<std::string>("auto");
   cmd->add_option("--what", *what, "What to measure: ops, memory, overlap, train, cupti, kernels or ui")
       ->check(CLI::IsMember({"ops", "memory", "overlap", "train", "cupti", "kernels", "ui"}));
   // The model's size and tokens, shared by every FSDP measurement (same defaults: gpt2 small, 4 x 1024 tokens per
@@ -162,8 +162,9 @@ void add_bench_command(CLI::App& app) {
                     "adds the compute row and eta"),
       cmd->add_option("--sm-split", *sm_split,
                       "train, cupti, kernels (cuda, W >= 2): each rank on its own equal share of the GPU's SMs, as on a "
-                      "GPU of its own (on, default), or the ranks' kernels share every SM (off)")
-          ->check(CLI::IsMember({"on", "off"}))};
+                      "GPU of its own, where the driver can split them (auto, default; on: split or fail), or the "
+                      "ranks' kernels share every SM (off)")
+          ->check(CLI::IsMember({"auto", "on", "off"}))};
   std::vector<CLI::Option*> overlap_options = {
       cmd->add_option("--presets", overlap->presets_file, "overlap: preset file to use instead of the built-in one"),
       cmd->add_option("--bandwidths", overlap->bandwidth_scales,
@@ -204,7 +205,7 @@ void add_bench_command(CLI::App& app) {
       options.micro_batch = memory->micro_batch;
       options.seq = memory->seq;
       options.precision = fsdp->precision;
-      options.sm_split = *sm_split == "on";
+      options.sm_split = *sm_split;
       for (const char* flag : {"--strategy", "--hybrid-group"})
         check(cmd->get_option(flag)->count() == 0, flag, " configures --what memory or overlap; --what ", *what,
               " shards fully");

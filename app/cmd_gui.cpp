@@ -51,7 +51,7 @@ struct GuiOptions {
   SessionSettings settings;
   std::string compare = "side-by-side";
   std::string cupti = "on";
-  std::string sm_split = "on";
+  std::string sm_split = "auto";
   std::string screenshot;
   int screenshot_steps = 3;
   std::string break_kind;
@@ -82,9 +82,12 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
       cmd.add_option("--link-preset", s.link_preset, "Link preset; default: the device preset's link"),
       cmd.add_flag("--emulate-link", s.emulate_link,
                    "cuda: each collective holds its stream for the link preset's time (a workstation's link)"),
-      cmd.add_option("--sm-split", o.sm_split, "cuda, ranks sharing one GPU: each rank computes on its own equal share of the SMs, as on a GPU of its own (on, default), or the ranks' kernels share every SM (off)")
+      cmd.add_option("--sm-split", o.sm_split,
+                     "cuda, ranks sharing one GPU: each rank computes on its own equal share of the SMs, as on a GPU "
+                     "of its own, where the driver can split them (auto; on: split or fail), or the ranks' kernels "
+                     "share every SM (off)")
           ->capture_default_str()
-          ->check(CLI::IsMember({"on", "off"})),
+          ->check(CLI::IsMember({"auto", "on", "off"})),
       cmd.add_option("--cupti", o.cupti, "cuda: on (each kernel and copy from CUPTI, labelled by its op) or off (each "
                      "op's CUDA-event span)")
           ->capture_default_str()
@@ -160,7 +163,7 @@ std::optional<std::string> run_errors(const LiveSession& session) {
 void run_gui(GuiOptions o) {
   o.settings.comparison = parse_comparison(o.compare);
   o.settings.cupti = o.cupti == "on";
-  o.settings.sm_split = o.sm_split == "on";
+  o.settings.sm_split = o.sm_split;
   WindowOptions window;
   window.width = o.width;
   window.height = o.height;

@@ -41,7 +41,7 @@ struct RunOptions {
   FsdpFlags fsdp_flags;
   bool dry_run = false;  // --dry-run: shapes, time and memory only; always an FSDP run
   std::string cupti = "on";  // --cupti on|off: the cuda device's trace from CUPTI, or each op's CUDA-event span
-  std::string sm_split = "on";  // --sm-split on|off: ranks sharing a GPU each on a share of its SMs, or on every SM
+  std::string sm_split = "auto";  // --sm-split auto|on|off (set_sm_split, engine/train/run_device.hpp)
   bool mode_given = false;  // training: --mode sync|async (default async); the demo runs both by default
   bool prefetch_given = false;
   bool batch_given = false;
@@ -206,7 +206,7 @@ int run_training(const RunOptions& options) {
   run.trace_file = options.trace_path;
   run.trace_dir = options.trace_dir;
   run.cupti = options.cupti == "on";
-  run.sm_split = options.sm_split == "on";
+  set_sm_split(run, options.sm_split);
   const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
   // Resolved now (auto: cuda where a GPU is usable; under mpirun, as many ranks as processes unless --world
   // says) so the header says where the run goes, and a request this machine cannot serve is refused before
@@ -356,8 +356,11 @@ void add_run_command(CLI::App& app) {
                   "cuda: trace every kernel, copy and host wait with CUPTI, labelled by op (on, default), or each op's "
                   "CUDA-event span (off)")
       ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--sm-split", options->sm_split, "cuda, ranks sharing one GPU: each rank computes on its own equal share of the SMs, as on a GPU of its own (on, default), or the ranks' kernels share every SM (off)")
-      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--sm-split", options->sm_split,
+                  "cuda, ranks sharing one GPU: each rank computes on its own equal share of the SMs, as on a GPU of "
+                  "its own, where the driver can split them (auto, default; on: split or fail), or the ranks' kernels "
+                  "share every SM (off)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--device-preset", options->device_preset,
                   "Device preset (see `fsdplab presets`); on cuda, the figures of its cost model");
   cmd->add_option("--link-preset", options->link_preset, "Link preset; default: the device preset's link");

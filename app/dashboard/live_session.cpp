@@ -58,7 +58,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   run.link_preset = link_preset;
   run.emulate_link = emulate_link;
   run.cupti = cupti;
-  run.sm_split = sm_split;
+  set_sm_split(run, sm_split);
   run.wrap = wrap;
   run.batch = (std::max(8, world) + world - 1) / world * world;  // 8 sequences, or one per rank
   build_model(run);  // an unknown model or preset is refused here, before any run starts

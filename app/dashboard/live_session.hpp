@@ -44,7 +44,7 @@ struct SessionSettings {
   std::string link_preset;  // empty: the device preset's own link
   bool emulate_link = false;  // cuda: each collective holds its stream for the link preset's time
   bool cupti = true;          // cuda: the trace's kernels from CUPTI (else each op's CUDA-event span)
-  bool sm_split = true;       // cuda: each rank on its own share of the GPU's SMs (else every SM shared)
+  std::string sm_split = "auto";  // cuda: --sm-split auto|on|off (set_sm_split, engine/train/run_device.hpp)
   Comparison comparison = Comparison::side_by_side;
   int ab_block = 4;         // A/B: steps per block
   // Strategy (reshard after forward off = grad_op; hybrid without a group: groups of W/2), precision,

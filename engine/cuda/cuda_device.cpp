@@ -140,9 +140,21 @@ struct CudaDevice::Impl final : BlockSource {
     for (cudaEvent_t e : spare_timing_events) cudaEventDestroy(e);
   }
 
-  // `shares` > 1: on the `share`-th share of the GPU's SMs (sm_partition.hpp).
-  void create_streams(int share, int shares) {
-    if (shares > 1) sm_partition = std::make_unique<cuda::SmPartition>(gpu, share, shares, rank);
+  // `shares` > 1: on the `share`-th share of the GPU's SMs (sm_partition.hpp), or on every SM where the
+  // driver cannot make the share and it is not `required`.
+  void create_streams(int share, int shares, bool required) {
+    if (shares > 1) {
+      try {
+        sm_partition = std::make_unique<cuda::SmPartition>(gpu, share, shares, rank);
+      } catch (const Error& e) {
+        if (required) throw;
+        static std::once_flag warned;
+        std::call_once(warned, [&] {
+          std::fprintf(stderr, "fsdplab: the ranks share every SM of GPU %d (--sm-split on makes this an error): %s\n",
+                       gpu, e.what());
+        });
+      }
+    }
     // Collectives get the higher priority: a waiting all-gather is what stalls the next unit's compute, so
     // its copies should not queue behind a long GEMM's blocks.
     int lowest = 0, highest = 0;
@@ -247,7 +259,7 @@ CudaDevice::CudaDevice(int rank, DevicePreset preset, LinkPreset link, CudaDevic
               count, count == 1 ? " GPU" : " GPUs");
         use_gpu(options.gpu, rank);
         auto impl = std::make_unique<Impl>(rank, options.gpu);
-        impl->create_streams(options.sm_share, options.sm_shares);
+        impl->create_streams(options.sm_share, options.sm_shares, options.sm_split_required);
         return impl;
       }()),
       allocator_(*impl_) {

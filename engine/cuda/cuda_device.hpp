@@ -38,6 +38,8 @@ struct CudaDeviceOptions {
   // SMs (engine/cuda/sm_partition.hpp); 1 share: every SM.
   int sm_share = 0;
   int sm_shares = 1;
+  // A share the driver cannot make is an Error; otherwise the streams share every SM, and a warning says why.
+  bool sm_split_required = false;
 };
 
 class CudaDevice final : public Device {

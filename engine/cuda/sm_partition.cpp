@@ -23,7 +23,8 @@ namespace fsdplab::cuda {
 // splits the SMs: each rank's streams belong to a green context holding 1/N of them (rounded down to the
 // granularity the GPU partitions in; the rest idle). A rank then computes at its share's speed, never at
 // another rank's expense, and its op spans (CUDA events) hold its own kernels only, as CUPTI sees them.
-// `--sm-split off` goes back to sharing every SM.
+// `--sm-split off` goes back to sharing every SM; where the driver cannot split (older than CUDA 12.5, or
+// refusing), the default `auto` shares every SM with a warning and `--sm-split on` fails (cuda_device.cpp).
 //
 // The driver's green-context calls are looked up through the runtime (cudaGetDriverEntryPointByVersion):
 // linking libcuda would stop the binary from starting on a machine without a driver (engine/CMakeLists.txt).

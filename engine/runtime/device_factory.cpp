@@ -62,6 +62,7 @@ std::unique_ptr<Device> make_device(int rank, const DeviceSpec& spec) {
   if (spec.sm_split) {
     options.sm_share = spec.sm_share;
     options.sm_shares = spec.sm_shares;
+    options.sm_split_required = spec.sm_split_required;
   }
   return std::make_unique<CudaDevice>(rank, spec.preset, spec.link, options);
 #else

@@ -28,8 +28,10 @@ struct DeviceSpec {
   bool emulate_link = false;
   int gpu = 0;  // cuda: the GPU's index
   // cuda, ranks sharing the GPU: each rank's streams run on its own share of the SMs (`sm_split`), the
-  // `sm_share`-th of `sm_shares` (engine/cuda/sm_partition.hpp); the run's seats fill them in.
+  // `sm_share`-th of `sm_shares` (engine/cuda/sm_partition.hpp); the run's seats fill them in. Where the
+  // driver cannot split them the ranks share every SM with a warning, or, `sm_split_required`, fail.
   bool sm_split = true;
+  bool sm_split_required = false;
   int sm_share = 0;
   int sm_shares = 1;
   // cuda: the trace sinks get CUPTI's kernels, copies and host waits (engine/cuda/cupti_tracer.hpp); false,

@@ -46,8 +46,10 @@ struct RunConfig {
   // cuda: trace with CUPTI (kernel-level, labelled by op); false: the trace shows each op's CUDA-event span.
   bool cupti = true;
   // cuda with local comm: each rank computes on its own equal share of the GPU's SMs, as on a GPU of its own
-  // (engine/cuda/sm_partition.hpp); false: the ranks' kernels share every SM.
+  // (engine/cuda/sm_partition.hpp); false: the ranks' kernels share every SM. Where the driver cannot split
+  // them they share every SM with a warning, unless `sm_split_required` (then the run fails, saying why).
   bool sm_split = true;
+  bool sm_split_required = false;
   std::string device_preset = "h100-sxm";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's default link
   std::string losses_file;  // CSV step,loss

@@ -4,6 +4,12 @@
 
 namespace fsdplab {
 
+void set_sm_split(RunConfig& run, std::string_view choice) {
+  check(choice == "auto" || choice == "on" || choice == "off", "--sm-split '", choice, "'; expected auto, on or off");
+  run.sm_split = choice != "off";
+  run.sm_split_required = choice == "on";
+}
+
 DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, bool dry_run) {
   DeviceSpec spec;
   // auto follows the communicator where it allows one device only: MPI carries the sim device's data, NCCL
@@ -24,6 +30,7 @@ DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, b
   spec.emulate_link = run.emulate_link;
   spec.cupti = run.cupti;
   spec.sm_split = run.sm_split;
+  spec.sm_split_required = run.sm_split_required;
   if (spec.kind == DeviceKind::sim) {
     check(!run.emulate_link, "--emulate-link holds a real GPU's collective streams for the link's time; the sim "
           "device always runs its link on the virtual clock (--link-preset picks it); use --device cuda");

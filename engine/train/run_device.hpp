@@ -1,6 +1,8 @@
 // run_device.hpp — what device each rank of a run gets: --device, --comm, --gpu and --emulate-link
 // checked against each other and against this machine, before any rank starts.
 #pragma once
+#include <string_view>
+
 #include "engine/runtime/device_factory.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/train/run_config.hpp"
@@ -10,5 +12,9 @@ namespace fsdplab {
 // The device spec every rank of `run` is made from (make_device(rank, spec)); an Error naming the flag
 // for a request this machine or this build cannot serve.
 DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, bool dry_run);
+
+// `--sm-split auto|on|off` into run.sm_split and run.sm_split_required (anything else: an Error naming the
+// three). auto, the command line's default: split where the driver can; on: split or fail; off: share.
+void set_sm_split(RunConfig& run, std::string_view choice);
 
 }  // namespace fsdplab

@@ -1,6 +1,8 @@
 // Choosing a rank's device: auto, sim and cuda resolved on this machine, and the refusals that say why.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "engine/runtime/device_factory.hpp"
 #include "engine/train/run_device.hpp"
 #include "test_support.hpp"
@@ -22,6 +24,20 @@ TEST(DeviceFactory, ADryRunIsAlwaysOnTheSimDevice) {
 
 TEST(DeviceFactory, AnUnknownDeviceListsTheChoices) {
   EXPECT_TRUE(contains(error_of([] { resolve_device("tpu", false); }), "--device 'tpu'; expected auto, sim or cuda"));
+}
+
+// --sm-split: auto splits where the driver can, on splits or fails, off shares every SM; the run's device
+// spec carries the choice to each rank's cuda device (its seat adds which share).
+TEST(DeviceFactory, SmSplitChoicesReachTheDeviceSpec) {
+  RunConfig run;
+  for (const auto& [choice, split, required] : {std::tuple{"auto", true, false}, std::tuple{"on", true, true},
+                                                std::tuple{"off", false, false}}) {
+    set_sm_split(run, choice);
+    const DeviceSpec spec = run_device_spec(run, PresetCatalog::builtin(), false);
+    EXPECT_EQ(spec.sm_split, split) << choice;
+    EXPECT_EQ(spec.sm_split_required, required) << choice;
+  }
+  EXPECT_TRUE(contains(error_of([&] { set_sm_split(run, "half"); }), "--sm-split 'half'; expected auto, on or off"));
 }
 
 TEST(DeviceFactory, CudaWithoutAGpuSaysWhyAndPointsToSim) {
