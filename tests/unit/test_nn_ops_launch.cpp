@@ -2,6 +2,7 @@
 // and its cost; and that on a dry run, with no data anywhere, each launches without touching any.
 #include "engine/tensor/attention.hpp"
 #include "engine/tensor/embedding.hpp"
+#include "engine/tensor/flash_attention.hpp"
 #include "engine/tensor/layernorm.hpp"
 #include "engine/tensor/loss.hpp"
 #include "engine/tensor/softmax.hpp"
@@ -58,6 +59,11 @@ TEST(NnOpsLaunch, DryRunDeclaresEveryOperandAndTouchesNoData) {
   EXPECT_TRUE(declared(*dev, "attention", {&qkv}, {&y, &att}));
   attention_backward(s, dy, qkv, att, dqkv, NH);
   EXPECT_TRUE(declared(*dev, "attention_backward", {&dy, &qkv, &att}, {&dqkv}));
+  Tensor head_lse = make({B, NH, T}, DType::f32);
+  flash_attention(s, qkv, y, head_lse, NH);
+  EXPECT_TRUE(declared(*dev, "flash_attention", {&qkv}, {&y, &head_lse}));
+  flash_attention_backward(s, dy, qkv, y, head_lse, dqkv, NH);
+  EXPECT_TRUE(declared(*dev, "flash_attention_backward", {&dy, &qkv, &y, &head_lse}, {&dqkv}));
 
   Tensor table = make({V, C}), ids = make({N}, DType::i32), dtable = make({V, C});
   embedding(s, table, ids, out);

@@ -1,0 +1,47 @@
+// flash_attention.hpp — causal multi-head self-attention as FlashAttention-2 computes it (Dao 2023): the
+// scores of one 64-query tile against one 64-key tile at a time, an online softmax, and no T x T matrix in
+// memory. What the forward keeps for the backward is the log-sum-exp of each query's scores, [B, NH, T]
+// floats, where attention.hpp keeps the probabilities, [B, NH, T, T]: at GPT-2's T = 1024 that is 1024 times
+// less. The backward recomputes the probabilities from q, k and that log-sum-exp.
+//
+// The operands are bf16 (the products run on tensor cores); f32 runs use attention.hpp, whose exact softmax
+// the numerics tests compare against. Same layout as attention.hpp: qkv [B, T, 3C] is c_attn's output, head
+// h of q, k and v in columns h*hd .. (h+1)*hd of each third, out [B, T, C]; hd = C / n_head <= 128.
+//
+// [Note: the flash attention arithmetic]
+// Both bodies, the host's and the GPU's, compute exactly this, tile by tile (kFlashTile rows); they differ
+// only in the order of the sums inside a tile. With s_tk = (q_t . k_k) / sqrt(hd) in f32 from bf16 operands,
+// for keys k <= t only:
+//   forward, query t, key tiles in order:  m' = max(m, max_k s_tk);  c = exp(m - m')  (0 on the first tile);
+//                                          p_tk = exp(s_tk - m');  l = c l + sum_k p_tk;
+//                                          acc = c acc + sum_k bf16(p_tk) v_k
+//                                          out_t = bf16(acc / l);  lse_t = m + log(l)
+//   backward:  D_t = dout_t . out_t (the stored bf16 out);  p_tk = exp(s_tk - lse_t);  dp_tk = dout_t . v_k;
+//              ds_tk = p_tk (dp_tk - D_t)
+//              dv_k += sum_{t>=k} bf16(p_tk) dout_t;  dk_k += sum_{t>=k} bf16(ds_tk) q_t / sqrt(hd);
+//              dq_t += sum_{k<=t} bf16(ds_tk) k_k / sqrt(hd)
+// bf16(.) marks where a tensor-core product takes a rounded operand, as FlashAttention's kernels do: so
+// the host body is the GPU kernel's twin, and the sim device trains with the numerics a GPU run has. Each
+// element of dqkv is rounded once, after the sum. The GPU kernels split the backward in two passes (one over
+// key tiles for dk, dv; one over query tiles for dq) rather than add dq atomically, so a rerun is bit-exact.
+//
+// What an op writes must not share memory with its other operands (an Error).
+#pragma once
+#include "engine/runtime/device.hpp"
+#include "engine/tensor/tensor.hpp"
+
+namespace fsdplab {
+
+// Query and key rows of a tile (see [Note: the flash attention arithmetic]).
+inline constexpr std::int64_t kFlashTile = 64;
+// The largest head dimension the GPU kernels hold in shared memory.
+inline constexpr std::int64_t kFlashMaxHeadDim = 128;
+
+// qkv: [B, T, 3C] bf16; out: [B, T, C] bf16; lse: [B, n_head, T] f32. n_head must divide C.
+void flash_attention(Stream s, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head);
+
+// ADDS the gradient into dqkv [B, T, 3C] bf16 (callers zero it first); out and lse are the forward's.
+void flash_attention_backward(Stream s, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                              const Tensor& dqkv, int n_head);
+
+}  // namespace fsdplab
