@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/nn/causal_attention.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
@@ -37,6 +38,15 @@ std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string
   return sizes;
 }
 
+// A, what one attention module keeps for its backward (causal_attention.hpp): in f32 runs the probabilities
+// [B,H,T,T] in f32, 4·B·H·T²; in bf16 runs (flash attention) each query's log-sum-exp [B,H,T] in f32, 4·B·H·T,
+// beside the attention output that the output projection keeps anyway.
+namespace {
+std::int64_t attention_saved_bytes(std::int64_t B, std::int64_t H, std::int64_t T, DType dtype) {
+  return uses_flash_attention(dtype) ? 4 * B * H * T : 4 * B * H * T * T;
+}
+}  // namespace
+
 // GPT-2 on N = B·T tokens, activations of a bytes (the run's dtype), C = n_embd, H = n_head, L = n_layer,
 // V = vocab_size. No tensor outlives the step's backward except the position ids (workspace), so the
 // activation peak is the largest live sum over the step. Who holds what (gpt2_model.cpp, layers.cpp):
@@ -47,8 +57,8 @@ std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string
 //   each Block     ln_1 out (c_attn's input), qkv [N,3C], the attention output (c_proj's
 //   (saved for     input), the residual h (ln_2's input), ln_2 out (c_fc's input), c_fc's out
 //    backward)     [N,4C], gelu's out [N,4C] (c_proj's input), the block's output (the next
-//                  block's or ln_f's input): 16·N·C·a; the attention probabilities [B,H,T,T]
-//                  in f32: 4·B·H·T²; ln_1's and ln_2's mean and rstd in f32: 16N             S_blk
+//                  block's or ln_f's input): 16·N·C·a; what the attention keeps, A (below);
+//                  ln_1's and ln_2's mean and rstd in f32: 16N                                S_blk
 //   ln_f           its output (lm_head's input) and its mean and rstd                        N·C·a + 8N
 //   lm_head, loss  logits [N,V], cross-entropy's lse [N] f32, the loss [1] f32               N·V·a + 4N + 4
 //
@@ -70,7 +80,7 @@ ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64
   const std::int64_t a = static_cast<std::int64_t>(dtype_size(dtype));
   const std::int64_t B = batch, T = seq, N = B * T, C = config.n_embd, H = config.n_head, L = config.n_layer,
                      V = config.vocab_size;
-  const std::int64_t block = 16 * N * C * a + 4 * B * H * T * T + 16 * N;
+  const std::int64_t block = 16 * N * C * a + attention_saved_bytes(B, H, T, dtype) + 16 * N;
   const std::int64_t base = 8 * N + N * C * a + L * block;
   const std::int64_t peak = base + std::max({N * C * a + 8 * N + T * C * a,
                                              N * C * a + 8 * N + 2 * N * V * a + 4 * N + 4,
@@ -92,7 +102,7 @@ ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64
 //    backward)     the residual h (post_attention_layernorm's input), its norm's output
 //                  (gate and up_proj's input), gate [N,F], up [N,F], silu(gate)·up [N,F]
 //                  (down_proj's input), the layer's output (the next layer's or norm's input):
-//                  N·a·(6C + 2K + 3F); the attention probabilities [B,H,T,T] in f32: 4·B·H·T²;
+//                  N·a·(6C + 2K + 3F); what the attention keeps, A (above gpt2_memory);
 //                  the two norms' rstd in f32: 8N                                              S_layer
 //   norm           its output (lm_head's input) and rstd                                      N·C·a + 4N
 //   lm_head, loss  logits [N,V], cross-entropy's lse [N] f32, the loss [1] f32                N·V·a + 4N + 4
@@ -105,8 +115,8 @@ ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64
 //     backward                                                and dgate, dup, down_proj's dx [N,F] beside
 //                                                             gate, up and their product
 //   last layer's       base + N·C·a + N·a·(5C - 3F) - 4N + 4  the MLP's tensors and h gone; dqkv [N,3C]
-//     attention                                               and q, k, v packed again [N,3C] (only wins
-//                                                             where 5C > 6F)
+//     attention          (+ N·C·a with flash attention, whose  and q, k, v packed again [N,3C] (only wins
+//                        backward reads the attention output) where 5C > 6F)
 ModelMemory llama_memory(const LlamaConfig& config, std::int64_t batch, std::int64_t seq, DType dtype) {
   config.validate();
   check(batch >= 1 && seq >= 1 && seq <= config.max_position_embeddings, "llama memory: ", batch, " rows of ", seq,
@@ -116,12 +126,13 @@ ModelMemory llama_memory(const LlamaConfig& config, std::int64_t batch, std::int
   const std::int64_t B = batch, T = seq, N = B * T, C = config.hidden_size, F = config.intermediate_size,
                      H = config.num_attention_heads, K = config.num_key_value_heads * config.head_dim(),
                      L = config.num_hidden_layers, V = config.vocab_size;
-  const std::int64_t layer = N * a * (6 * C + 2 * K + 3 * F) + 4 * B * H * T * T + 8 * N;
+  const std::int64_t layer = N * a * (6 * C + 2 * K + 3 * F) + attention_saved_bytes(B, H, T, dtype) + 8 * N;
+  const std::int64_t kept_output = uses_flash_attention(dtype) ? N * C * a : 0;
   const std::int64_t base = 8 * N + N * C * a + L * layer;
   const std::int64_t peak = base + std::max({N * C * a + 8 * N + 2 * N * V * a + 4,
                                              2 * N * C * a + 4 * N + N * V * a + 4,
                                              N * C * a + 3 * N * F * a + 4,
-                                             N * C * a + N * a * (5 * C - 3 * F) - 4 * N + 4});
+                                             N * C * a + N * a * (5 * C - 3 * F) - 4 * N + 4 + kept_output});
   return {peak, 0};
 }
 

@@ -6,11 +6,11 @@
 #include <string>
 #include <utility>
 
+#include "engine/nn/causal_attention.hpp"
 #include "engine/nn/counter_rng.hpp"
 #include "engine/nn/layers.hpp"
 #include "engine/nn/model_presets.hpp"
 #include "engine/runtime/error.hpp"
-#include "engine/tensor/attention.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/loss.hpp"
 #include "engine/tensor/matmul.hpp"
@@ -71,12 +71,12 @@ ParamInit residual_init(const Gpt2Config& cfg) {
 }
 
 // attn: c_attn projects to q, k, v side by side, the fused op attends causally per head, c_proj
-// projects back. Keeps qkv and the attention probabilities for its backward.
+// projects back. Keeps qkv, and whatever the attention op keeps (causal_attention.hpp), for its backward.
 class Gpt2Attention final : public Module {
  public:
   Gpt2Attention(std::string name, const Gpt2Config& cfg)
       : Module(std::move(name)),
-        n_head_(static_cast<int>(cfg.n_head)),
+        attention_(this->name(), static_cast<int>(cfg.n_head)),
         c_attn_(register_module<Linear>("c_attn", cfg.n_embd, 3 * cfg.n_embd, true, WeightLayout::in_out,
                                         kWeightInit, kZero)),
         c_proj_(register_module<Linear>("c_proj", cfg.n_embd, cfg.n_embd, true, WeightLayout::in_out,
@@ -88,8 +88,7 @@ class Gpt2Attention final : public Module {
     const std::int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
     qkv_ = c_attn_.forward(ctx, as_rows(x)).reshape({B, T, 3 * C});
     Tensor y = ctx.activation({B, T, C}, name() + ".y");
-    att_ = Tensor::empty(ctx.device, {B, n_head_, T, T}, DType::f32, MemTag::activation, name() + ".att");
-    attention(ctx.stream(), qkv_, y, att_, n_head_);
+    attention_.forward(ctx, qkv_, y);
     Tensor out = c_proj_.forward(ctx, as_rows(y)).reshape(x.shape());
     exit_forward(ctx);
     return out;
@@ -100,19 +99,19 @@ class Gpt2Attention final : public Module {
     check(qkv_.defined(), name(), ": backward without a forward");
     Tensor dy = c_proj_.backward(ctx, as_rows(dout)).reshape(dout.shape());
     Tensor dqkv = ctx.activation(qkv_.shape(), name() + ".dqkv");
-    fill(ctx.stream(), dqkv, 0);  // attention_backward adds into it
-    attention_backward(ctx.stream(), dy, qkv_, att_, dqkv, n_head_);
-    qkv_ = att_ = Tensor();
+    fill(ctx.stream(), dqkv, 0);  // the attention's backward adds into it
+    attention_.backward(ctx, dy, qkv_, dqkv);
+    qkv_ = Tensor();
     Tensor dx = c_attn_.backward(ctx, as_rows(dqkv)).reshape(dout.shape());
     exit_backward(ctx);
     return dx;
   }
 
  private:
-  int n_head_;
+  CausalAttention attention_;
   Linear& c_attn_;
   Linear& c_proj_;
-  Tensor qkv_, att_;
+  Tensor qkv_;
 };
 
 // mlp: c_proj(gelu_tanh(c_fc(x))), position by position. Keeps c_fc's output for gelu's backward.

@@ -6,10 +6,10 @@
 #include <string>
 #include <utility>
 
+#include "engine/nn/causal_attention.hpp"
 #include "engine/nn/layers.hpp"
 #include "engine/nn/model_presets.hpp"
 #include "engine/runtime/error.hpp"
-#include "engine/tensor/attention.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/loss.hpp"
 #include "engine/tensor/pack_qkv.hpp"
@@ -134,7 +134,7 @@ class LlamaRmsNorm final : public Module {
 // self_attn: q, k, v projections, rotary embeddings on q and k, grouped-query causal attention through
 // the fused attention op (k and v heads repeated into its packed layout), o_proj. Keeps the rotated q,
 // k and v (not the packed, repeated copy: re-packed in backward, KV/H of the memory for k and v) and
-// the attention probabilities.
+// what the attention op keeps (causal_attention.hpp).
 class LlamaAttention final : public Module {
  public:
   LlamaAttention(std::string name, const LlamaConfig& cfg)
@@ -149,7 +149,8 @@ class LlamaAttention final : public Module {
         v_proj_(register_module<Linear>("v_proj", cfg.hidden_size, cfg.num_key_value_heads * cfg.head_dim(), false,
                                         WeightLayout::out_in, kWeightInit, ParamInit{})),
         o_proj_(register_module<Linear>("o_proj", cfg.num_attention_heads * cfg.head_dim(), cfg.hidden_size, false,
-                                        WeightLayout::out_in, kWeightInit, ParamInit{})) {}
+                                        WeightLayout::out_in, kWeightInit, ParamInit{})),
+        attention_(this->name(), static_cast<int>(cfg.num_attention_heads)) {}
   std::string_view kind() const override { return "LlamaAttention"; }
 
   Tensor forward(RunContext& ctx, const Tensor& x, std::int64_t B, std::int64_t T) {  // [N, C] -> [N, C]
@@ -164,8 +165,7 @@ class LlamaAttention final : public Module {
     v_ = v_proj_.forward(ctx, x);
     v_ = v_.reshape({B, T, v_.dim(1)});
     Tensor y = ctx.activation({B, T, C}, name() + ".y");
-    att_ = Tensor::empty(ctx.device, {B, n_head_, T, T}, DType::f32, MemTag::activation, name() + ".att");
-    attention(ctx.stream(), packed(ctx), y, att_, n_head_);
+    attention_.forward(ctx, packed(ctx), y);
     Tensor out = o_proj_.forward(ctx, as_rows(y));
     exit_forward(ctx);
     return out;
@@ -178,9 +178,8 @@ class LlamaAttention final : public Module {
     {
       const Tensor dy = o_proj_.backward(ctx, dout).reshape(q_.shape());
       dqkv = zeroed(ctx, {q_.dim(0), q_.dim(1), 3 * q_.dim(2)}, name() + ".dqkv");
-      attention_backward(ctx.stream(), dy, packed(ctx), att_, dqkv, n_head_);
+      attention_.backward(ctx, dy, packed(ctx), dqkv);
     }
-    att_ = Tensor();
     // Through the packing: dk and dv sum over the query heads that shared each key/value head.
     Tensor dq = zeroed(ctx, q_.shape(), name() + ".dq");
     Tensor dk = zeroed(ctx, k_.shape(), name() + ".dk");
@@ -216,7 +215,8 @@ class LlamaAttention final : public Module {
   Linear& k_proj_;
   Linear& v_proj_;
   Linear& o_proj_;
-  Tensor q_, k_, v_, att_;
+  CausalAttention attention_;
+  Tensor q_, k_, v_;
 };
 
 // mlp: down_proj(silu(gate_proj(x)) * up_proj(x)), position by position. Keeps gate and up for the

@@ -16,14 +16,15 @@
 // Linear weights are nn.Linear's [out, in]. Initialisation as Hugging Face's LlamaPreTrainedModel
 // (initializer_range 0.02): every Linear and Embedding weight normal(0, 0.02), every RMSNorm weight 1,
 // each drawn from the counter-based RNG by its dotted name, so FSDP's meta init draws any shard alone.
-// Activations and parameters are in the run's dtype; the attention probabilities and the norms'
-// statistics in f32. There is no KV cache, dropout or attention mask beyond causality: the lab trains on
+// Activations and parameters are in the run's dtype; the attention's saved state (causal_attention.hpp) and
+// the norms' statistics in f32. There is no KV cache, dropout or attention mask beyond causality: the lab trains on
 // full sequences.
 //
 // What each step keeps per decoder layer on N = B*T tokens (a = activation bytes): the layer's input,
 // input_layernorm's output, q, k, v after rotation, the attention output, the residual, the
-// post-attention norm's output, gate, up, silu(gate)*up and the layer's output, and the attention
-// probabilities [B, H, T, T] in f32 (no flash attention, no activation checkpointing); see
+// post-attention norm's output, gate, up, silu(gate)*up and the layer's output, and what the attention
+// keeps in f32: the probabilities [B, H, T, T] in f32 runs, each query's log-sum-exp [B, H, T] in bf16
+// runs (flash attention); no activation checkpointing. See
 // llama_memory in engine/fsdp/memory_model.hpp for the count.
 #pragma once
 #include <cstdint>
