@@ -255,7 +255,7 @@ CollectiveResults run_collectives(DeviceKind kind, int world, DType dtype, const
     results.reduced[i] = reduced.to_vector();
     results.all_reduced[i] = everything.to_vector();
     results.broadcast[i] = from_root.to_vector();
-  });
+  }, scaled_world_options());
   return results;
 }
 
@@ -294,7 +294,7 @@ TEST_F(CudaDeviceTest, InPlaceCollectivesOnOneGpu) {
     dev->synchronize();
     gathered[static_cast<std::size_t>(r)] = full.to_vector();
     reduced[static_cast<std::size_t>(r)] = grads.view(r * shard, {shard}).to_vector();
-  });
+  }, scaled_world_options());
   for (int r = 0; r < world; ++r) {
     const auto i = static_cast<std::size_t>(r);
     for (int p = 0; p < world; ++p) {
@@ -325,13 +325,13 @@ TEST_F(CudaDeviceTest, TheEmulatedLinkHoldsACollectiveForTheLinksTime) {
     dev->synchronize();
     for (const OpRecord& op : dev->ops())
       if (op.category == OpCategory::all_gather) durations[static_cast<std::size_t>(r)] = op.end - op.begin;
-  });
+  }, scaled_world_options());
   for (SimTime d : durations) EXPECT_GE(d, expected) << "the spin holds the stream for latency + bytes / bandwidth";
 }
 
 TEST_F(CudaDeviceTest, AFailingRankStopsItsPeersWithinTheTimeout) {
   LocalWorldOptions options;
-  options.timeout = std::chrono::milliseconds(2000);
+  options.timeout = scaled(std::chrono::milliseconds(2000));
   const std::string message = error_of([&] {
     run_world(
         2,
@@ -359,8 +359,7 @@ TEST_F(CudaDeviceTest, FsdpOnOneGpuTrainsWithTheBaselinesLossesAndPerRankLanes) 
     return one;
   }(), PresetCatalog::builtin(), {}, nullptr));
 
-  FsdpRun fsdp;
-  fsdp.run = run;
+  FsdpRun fsdp = gpu_fsdp(run);
   std::vector<TraceRecorder> recorders(2);
   for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
   const std::vector<double> losses = losses_of(train_fsdp(fsdp, PresetCatalog::builtin(), {}));

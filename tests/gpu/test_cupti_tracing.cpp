@@ -130,7 +130,7 @@ TEST_F(CuptiTracingTest, ACollectivesWorkIsInItsCollectiveLaneOrWhereSyncModeRan
       sync_gathers[i] = dev->ops().back().id;
       dev->synchronize();
     }
-  });  // each device's end: its last records reach its rank's sink
+  }, scaled_world_options());  // each device's end: its last records reach its rank's sink
   for (int r = 0; r < world; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     const TraceData& trace = recorders[static_cast<std::size_t>(r)].data();
@@ -151,8 +151,7 @@ TEST_F(CuptiTracingTest, ACollectivesWorkIsInItsCollectiveLaneOrWhereSyncModeRan
 
 TEST_F(CuptiTracingTest, ASmallFsdpRunDropsNothingAndEveryRankGetsItsOwnRecords) {
   const cuda::CuptiCounts before = cuda::cupti_counts();
-  FsdpRun fsdp;
-  fsdp.run = cupti_fsdp_run();
+  FsdpRun fsdp = gpu_fsdp(cupti_fsdp_run());
   std::vector<TraceRecorder> recorders(2);
   for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
   train_fsdp(fsdp, PresetCatalog::builtin(), {});

@@ -72,11 +72,11 @@ TEST_F(NcclCommTest, EveryCollectiveWithOneRank) {
     alone->all_reduce(s, reduced, ReduceOp::sum);
     device->synchronize();
     EXPECT_EQ(read(reduced), values);
-  });
+  }, scaled_world_options());
 }
 
 // The watchdog and the abort with one rank: a collective held behind four seconds of work on its stream is
-// overdue after the group's 1.5 s (joining NCCL takes most of a second, and the join has the same limit), the
+// overdue after the group's 1.5 s (both scaled, gpu_runs.hpp) (joining NCCL takes most of a second, and the join has the same limit), the
 // watchdog reports it and aborts NCCL, and every later call fails naming the first failure instead of
 // entering NCCL.
 TEST_F(NcclCommTest, TheWatchdogAbortsACollectiveThatNeverCompletes) {
@@ -84,7 +84,8 @@ TEST_F(NcclCommTest, TheWatchdogAbortsACollectiveThatNeverCompletes) {
   auto device = make_device(0, spec(0));
   std::mutex mutex;
   std::vector<std::string> reported;
-  NcclAbortGroup aborts(std::chrono::milliseconds(1500), [&](const std::string& why) {
+  const std::chrono::milliseconds watchdog = scaled(std::chrono::milliseconds(1500));
+  NcclAbortGroup aborts(watchdog, [&](const std::string& why) {
     std::lock_guard lock(mutex);
     reported.push_back(why);
   });
@@ -93,14 +94,16 @@ TEST_F(NcclCommTest, TheWatchdogAbortsACollectiveThatNeverCompletes) {
     const Tensor t = tensor_from(*device, {4}, std::vector<float>{1.f, 2.f, 3.f, 4.f});
     const Stream s = device->stream(Lane::all_gather);
     OpSpec hold;
-    hold.name = "four seconds of work";
-    device->launch(s.lane, hold, {.cuda = [](CUstream_st* stream) { cuda::spin(stream, 4'000'000'000); }});
+    hold.name = "work that outlasts the watchdog";
+    const std::chrono::nanoseconds held = scaled(std::chrono::milliseconds(4000));
+    device->launch(s.lane, hold, {.cuda = [&](CUstream_st* stream) { cuda::spin(stream, held.count()); }});
     comm.all_reduce(s, t, ReduceOp::sum);
     const auto start = std::chrono::steady_clock::now();
-    while (!aborts.failure() && std::chrono::steady_clock::now() - start < std::chrono::seconds(4))
+    while (!aborts.failure() && std::chrono::steady_clock::now() - start < held)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     ASSERT_TRUE(aborts.failure()) << "the watchdog never fired";
-    EXPECT_TRUE(contains(*aborts.failure(), "has not completed after 1500 ms")) << *aborts.failure();
+    EXPECT_TRUE(contains(*aborts.failure(), "has not completed after " + std::to_string(watchdog.count()) + " ms"))
+        << *aborts.failure();
     const std::string later = error_of([&] { comm.all_reduce(s, t, ReduceOp::sum); });
     EXPECT_TRUE(contains(later, "NCCL was aborted")) << later;
     device->synchronize();  // the spin ends; an aborted communicator's work is left to the driver
@@ -115,7 +118,7 @@ TEST_F(NcclCommTest, TheWatchdogAbortsACollectiveThatNeverCompletes) {
 TEST_F(NcclCommTest, AnAbortStopsTheNextCollectiveWithItsReason) {
 #if FSDPLAB_HAVE_CUDA
   auto device = make_device(0, spec(0));
-  NcclAbortGroup aborts(std::chrono::milliseconds(5000));
+  NcclAbortGroup aborts(scaled(std::chrono::milliseconds(5000)));
   NcclComm comm(make_nccl_id(), 1, 0, *device, aborts);
   const Tensor t = tensor_from(*device, {4}, std::vector<float>{1.f, 2.f, 3.f, 4.f});
   comm.all_reduce(device->stream(Lane::all_gather), t, ReduceOp::sum);
@@ -130,8 +133,7 @@ TEST_F(NcclCommTest, OneRankTrainsTheFullLoopLikeTheBaseline) {
   const RunConfig run = nccl_run(1);
   const RunConfig baseline_run = on_sim(run);
   const std::vector<double> baseline = losses_of(train_baseline(baseline_run, PresetCatalog::builtin(), {}, nullptr));
-  FsdpRun fsdp;
-  fsdp.run = run;
+  FsdpRun fsdp = gpu_fsdp(run);
   TraceRecorder recorder;
   fsdp.sinks = {&recorder};
   const std::vector<double> losses = losses_of(train_fsdp(fsdp, PresetCatalog::builtin(), {}));
@@ -146,10 +148,8 @@ TEST_F(NcclCommTest, OneRankTrainsTheFullLoopLikeTheBaseline) {
 
 TEST_F(NcclCommTest, TwoGpusTrainLikeTheSimDevice) {
   if (auto why = too_few_gpus(2)) GTEST_SKIP() << *why;
-  FsdpRun sim;
-  sim.run = on_sim(nccl_run(2));
-  FsdpRun on_nccl;
-  on_nccl.run = nccl_run(2);
+  const FsdpRun sim = gpu_fsdp(on_sim(nccl_run(2)));
+  const FsdpRun on_nccl = gpu_fsdp(nccl_run(2));
   const std::vector<double> want = losses_of(train_fsdp(sim, PresetCatalog::builtin(), {}));
   const std::vector<double> got = losses_of(train_fsdp(on_nccl, PresetCatalog::builtin(), {}));
   ASSERT_EQ(got.size(), want.size());
@@ -169,7 +169,7 @@ TEST_F(NcclCommTest, AFailingRankAbortsItsPeerInsteadOfHangingIt) {
       // Rank 0's all_gather waits for a peer that never comes, until rank 1's failure aborts NCCL.
       comm->all_gather(device->stream(Lane::all_gather), shard, full);
       device->synchronize();
-    });
+    }, scaled_world_options());
     FAIL() << "run_ranks returned";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rank 1 failed: rank 1 gives up before its all_gather"), std::string::npos)
