@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cuda/cuda_check.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab::cuda {
