@@ -2,6 +2,7 @@
 // (engine/train/stream_demo.hpp) on the sim device, and reports its timeline.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -350,6 +351,12 @@ void add_run_command(CLI::App& app) {
                   "mpirun, sim device) or nccl (a GPU per rank; threads, or processes under mpirun)")
       ->check(CLI::IsMember({"local", "mpi", "nccl"}));
   cmd->add_option("--gpu", options->train.gpu, "cuda: the GPU every rank runs on (nccl: the first rank's)")->check(CLI::Range(0, 1023));
+  cmd->add_option_function<double>(
+         "--comm-timeout",
+         [options](double seconds) { options->train.comm_timeout = std::chrono::milliseconds(std::llround(seconds * 1000)); },
+         "Seconds a rank waiting in a collective lets its peers go without progress before the run fails (default 5; "
+         "more under compute-sanitizer, which slows the GPU many times over)")
+      ->check(CLI::Range(0.1, 86400.0));
   cmd->add_flag("--emulate-link", options->train.emulate_link,
                 "cuda: hold each collective's stream for the link preset's time (a workstation's link on one GPU)");
   cmd->add_option("--cupti", options->cupti,

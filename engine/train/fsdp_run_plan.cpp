@@ -96,7 +96,7 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
     if (layout.reports()) checkpoint_lock.emplace(run.checkpoint_dir);
   }
   first_step = resuming ? resume_from->step() : 0;
-  world_options.timeout = fsdp.comm_timeout;
+  world_options.timeout = fsdp.run.comm_timeout;
   // Ranks wait for rank 0 while it writes the whole model of a checkpoint.
   if (checkpointing) world_options.timeout = checkpoint_wait_timeout(*probe.model, run.optimizer_spec(), world_options.timeout);
   // Processes cannot see each other's progress, only their own wait: a peer that is merely slower (another

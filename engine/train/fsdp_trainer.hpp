@@ -6,12 +6,10 @@
 // The step reported is rank 0's: its host times, and the loss averaged over the ranks (an all-reduce,
 // as a logging `dist.all_reduce(loss)` would).
 #pragma once
-#include <chrono>
 #include <functional>
 #include <span>
 #include <vector>
 
-#include "engine/comm/local_comm.hpp"
 #include "engine/fsdp/fsdp_observer.hpp"
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/sharding.hpp"
@@ -54,8 +52,6 @@ struct FsdpRun {
   // Where a --save-init or --save-final that fails despite the checks before the run goes (trainer.hpp),
   // on rank 0's thread; without one, the failure ends the run.
   OutputFailed on_output_failed;
-  // How long a rank waiting in a collective lets the world go without progress before it fails.
-  std::chrono::milliseconds comm_timeout = LocalWorldOptions{}.timeout;
 };
 
 // The overlap mode of `step` in a run that alternates every `ab_block` steps, starting with `first`;

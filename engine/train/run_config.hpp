@@ -1,5 +1,6 @@
 // run_config.hpp — everything a training run is told: model, data, optimizer, steps, files.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -40,6 +41,10 @@ struct RunConfig {
   // `gpu`, the collectives are device-to-device copies and a reduction kernel).
   std::string comm = "local";
   int gpu = 0;
+  // How long a rank waiting in a collective lets its peers go without progress before the run fails, each
+  // rank saying what it waited for (LocalWorldOptions::timeout; NcclAbortGroup's watchdog). A tool that
+  // slows the GPU many times over, such as compute-sanitizer, needs more.
+  std::chrono::milliseconds comm_timeout{5000};
   // cuda with local comm: each collective first holds its stream for the link preset's time, so the
   // overlap of a workstation with that link shows with every rank on one GPU (cuda_device.hpp).
   bool emulate_link = false;

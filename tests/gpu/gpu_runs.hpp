@@ -40,7 +40,7 @@ inline LocalWorldOptions scaled_world_options() { return {.timeout = scaled(Loca
 inline FsdpRun gpu_fsdp(RunConfig run) {
   FsdpRun fsdp;
   fsdp.run = std::move(run);
-  fsdp.comm_timeout = scaled(fsdp.comm_timeout);
+  fsdp.run.comm_timeout = scaled(fsdp.run.comm_timeout);
   return fsdp;
 }
 

@@ -73,7 +73,7 @@ std::vector<std::size_t> counts(const std::vector<std::unique_ptr<testing::FsdpE
 TEST(FsdpStepThrough, PauseHoldsEveryRankPastTheTimeoutAndResumeFinishesTheSame) {
   const std::vector<double> uncontrolled = losses_of(train_fsdp(tiny_run(3), PresetCatalog::builtin(), nullptr));
   FsdpRun fsdp = tiny_run(3);
-  fsdp.comm_timeout = 200ms;
+  fsdp.run.comm_timeout = 200ms;
   RunControl control;
   fsdp.control = &control;
   auto recorders = testing::record_events(fsdp);
