@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/fsdp/memory_model.hpp"
+#include "engine/nn/causal_attention.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/train/expected_memory.hpp"
 #include "engine/train/model_factory.hpp"
@@ -181,8 +182,11 @@ void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expe
   if (p != 2) bullet("--precision " + pd + ": the slide gathers and computes in bf16 (--precision bf16).");
   bullet("activation " + fixed(gb(at(peaks, MemTag::activation)), 3) + " GB, which the slide leaves out: one rank's " +
          std::to_string(fsdp.run.batch / world) + " x " + std::to_string(built.batch.seq) +
-         " tokens keep 80 layers' saved tensors, each layer's attention probabilities in f32 among them (no flash "
-         "attention, no activation checkpointing).");
+         " tokens keep 80 layers' saved tensors (no activation checkpointing), " +
+         (uses_flash_attention(o.param_dtype)
+              ? std::string("each layer's attention only its rows' log-sum-exp (flash attention in ") + pd + ")."
+              : std::string("each layer's attention probabilities [B, H, T, T] in f32 among them (exact attention in ") +
+                    pd + "; bf16 uses flash attention, which keeps O(T) a head)."));
 }
 
 }  // namespace
