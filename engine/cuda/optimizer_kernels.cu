@@ -1,8 +1,14 @@
-// optimizer_kernels.cu — fused SGD and AdamW steps over a flat f32 shard.
+// optimizer_kernels.cu — fused SGD and AdamW steps over flat f32 tensors.
 //
 // Both are memory bound (AdamW moves 28 bytes an element), so each is one pass: every element's
-// param, grad and state are read once and written once, by one thread, in a grid-stride loop of
-// coalesced f32 accesses. No vector loads: shards of a FlatParameter start at any element offset.
+// param, grad and state are read once and written once, by one thread, in coalesced f32 accesses. No
+// vector loads: shards of a FlatParameter start at any element offset.
+//
+// AdamW updates up to kAdamWTensorsPerLaunch parameters a launch (the single-rank baseline has one per
+// module weight and bias: 148 for GPT-2 small). Each parameter is cut into chunks of kChunk elements and
+// the launch has one block per chunk of any of them, so a 38M-element embedding and a 768-element bias
+// share a launch without idle blocks: block b finds its parameter by the chunks' running sums, which
+// travel with the pointers in the launch's arguments.
 //
 // The arithmetic is the host loop's, operation for operation, with the explicitly rounded
 // intrinsics (__fmul_rn, __fadd_rn, ...): nvcc would otherwise contract a*b + c into one FMA, which
@@ -11,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "engine/cuda/cuda_check.hpp"
@@ -42,18 +49,34 @@ __global__ void sgd_kernel(float* __restrict__ param, float* __restrict__ buf, c
   }
 }
 
-__global__ void adamw_kernel(float* __restrict__ param, float* __restrict__ m, float* __restrict__ v,
-                             const float* __restrict__ grad, std::int64_t n, AdamWStepFactors k) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float g = grad[i];
-    const float p = __fmul_rn(param[i], k.decay);  // decoupled weight decay first, as torch.optim.AdamW
-    const float mi = __fadd_rn(__fmul_rn(k.beta1, m[i]), __fmul_rn(k.one_minus_beta1, g));
-    const float vi = __fadd_rn(__fmul_rn(k.beta2, v[i]), __fmul_rn(__fmul_rn(k.one_minus_beta2, g), g));
+// Elements of a parameter one AdamW block updates: 16 per thread.
+constexpr std::int64_t kChunk = 16 * kThreads;
+
+// What one AdamW launch is given: the parameters, and where each one's chunks start in the launch's
+// blocks (chunk_start[i] = the chunks of parameters 0 .. i-1; chunk_start[count] = the blocks).
+struct AdamWLaunch {
+  AdamWPointers each[kAdamWTensorsPerLaunch];
+  std::int64_t chunk_start[kAdamWTensorsPerLaunch + 1];
+  int count;
+};
+static_assert(sizeof(AdamWLaunch) + sizeof(AdamWStepFactors) <= 4096, "a kernel's arguments hold 4 KB");
+
+__global__ void adamw_kernel(const AdamWLaunch launch, AdamWStepFactors k) {
+  const std::int64_t block = blockIdx.x;
+  int t = 0;
+  while (t + 1 < launch.count && launch.chunk_start[t + 1] <= block) ++t;
+  const AdamWPointers a = launch.each[t];
+  const std::int64_t begin = (block - launch.chunk_start[t]) * kChunk;
+  const std::int64_t end = begin + kChunk < a.n ? begin + kChunk : a.n;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const float g = a.grad[i];
+    const float p = __fmul_rn(a.param[i], k.decay);  // decoupled weight decay first, as torch.optim.AdamW
+    const float mi = __fadd_rn(__fmul_rn(k.beta1, a.m[i]), __fmul_rn(k.one_minus_beta1, g));
+    const float vi = __fadd_rn(__fmul_rn(k.beta2, a.v[i]), __fmul_rn(__fmul_rn(k.one_minus_beta2, g), g));
     const float denom = __fadd_rn(__fdiv_rn(sqrtf(vi), k.bias_correction2_sqrt), k.eps);
-    m[i] = mi;
-    v[i] = vi;
-    param[i] = __fsub_rn(p, __fmul_rn(k.step_size, __fdiv_rn(mi, denom)));
+    a.m[i] = mi;
+    a.v[i] = vi;
+    a.param[i] = __fsub_rn(p, __fmul_rn(k.step_size, __fdiv_rn(mi, denom)));
   }
 }
 
@@ -66,11 +89,20 @@ void sgd_update(CUstream_st* stream, float* param, float* momentum_buf, const fl
   check_launch("sgd_update");
 }
 
-void adamw_update(CUstream_st* stream, float* param, float* m, float* v, const float* grad, std::int64_t n,
-                  const AdamWStepFactors& k) {
-  if (n == 0) return;
-  adamw_kernel<<<blocks_for(n), kThreads, 0, stream>>>(param, m, v, grad, n, k);
-  check_launch("adamw_update");
+void adamw_update(CUstream_st* stream, const AdamWPointers* each, std::int64_t count, const AdamWStepFactors& k) {
+  for (std::int64_t first = 0; first < count; first += kAdamWTensorsPerLaunch) {
+    AdamWLaunch launch{};
+    launch.count = static_cast<int>(std::min<std::int64_t>(kAdamWTensorsPerLaunch, count - first));
+    for (int i = 0; i < launch.count; ++i) {
+      launch.each[i] = each[first + i];
+      launch.chunk_start[i + 1] = launch.chunk_start[i] + (launch.each[i].n + kChunk - 1) / kChunk;
+    }
+    const std::int64_t blocks = launch.chunk_start[launch.count];
+    if (blocks == 0) continue;
+    check(blocks <= INT_MAX, "adamw_update: ", blocks, " blocks of ", kChunk, " elements exceed a launch's grid");
+    adamw_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(launch, k);
+    check_launch("adamw_update");
+  }
 }
 
 }  // namespace fsdplab::cuda

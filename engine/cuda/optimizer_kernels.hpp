@@ -1,5 +1,5 @@
-// optimizer_kernels.hpp — the optimizer steps on the GPU: one fused kernel per update, each element read
-// once and written once. Plain C++17: optimizer_ops.cpp includes it on every build (the step factors
+// optimizer_kernels.hpp — the optimizer steps on the GPU: fused kernels, each element read once and written
+// once; AdamW updates many parameters in one launch. Plain C++17: optimizer_ops.cpp includes it on every build (the step factors
 // below are also what its host loops read); the launchers exist only where the CUDA backend is built.
 #pragma once
 #include <cstdint>
@@ -19,15 +19,27 @@ struct AdamWStepFactors {
   float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bias_correction2_sqrt, eps;
 };
 
+// One parameter's device pointers for an AdamW step: n contiguous f32 elements each.
+struct AdamWPointers {
+  float* param;
+  float* m;
+  float* v;
+  const float* grad;
+  std::int64_t n;
+};
+
 namespace cuda {
+
+// Parameters a kernel launch updates: their pointers travel in the launch's arguments, which hold 4 KB.
+constexpr int kAdamWTensorsPerLaunch = 64;
 
 // The host loops of optimizer_ops.cpp, element by element, in their order of f32 operations (no FMA
 // contraction), so a GPU step equals a host step bit for bit. momentum_buf is untouched (may be null)
 // without momentum. Operands are n contiguous f32 elements on the device and do not overlap.
 void sgd_update(CUstream_st* stream, float* param, float* momentum_buf, const float* grad, std::int64_t n,
                 const SgdStepFactors& k);
-void adamw_update(CUstream_st* stream, float* param, float* m, float* v, const float* grad, std::int64_t n,
-                  const AdamWStepFactors& k);
+// The AdamW step of `count` parameters, a launch per kAdamWTensorsPerLaunch of them.
+void adamw_update(CUstream_st* stream, const AdamWPointers* each, std::int64_t count, const AdamWStepFactors& k);
 
 }  // namespace cuda
 }  // namespace fsdplab

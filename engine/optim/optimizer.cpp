@@ -30,11 +30,14 @@ void Optimizer::step(Stream stream) {
   ++steps_;
   std::vector<std::size_t> order = std::exchange(next_order_, {});
   const UpdateHooks hooks = std::exchange(next_hooks_, {});
-  if (order.empty())
+  if (order.empty()) {
     for (std::size_t i = 0; i < targets_.size(); ++i) order.push_back(i);
+    update(stream, order, steps_);
+    return;
+  }
   for (const std::size_t i : order) {
     if (hooks.before) hooks.before(i);
-    update(stream, i, steps_);
+    update(stream, std::span(&i, 1), steps_);
     if (hooks.after) hooks.after(i);
   }
 }
@@ -67,9 +70,11 @@ Sgd::Sgd(std::vector<OptimTarget> targets, SgdOptions options) : Optimizer(std::
   }
 }
 
-void Sgd::update(Stream stream, std::size_t target, std::int64_t step) {
-  const OptimTarget& t = targets_[target];
-  sgd_update(stream, t.param, t.grad, momentum_.empty() ? Tensor() : momentum_[target], options_, step);
+void Sgd::update(Stream stream, std::span<const std::size_t> targets, std::int64_t step) {
+  for (const std::size_t i : targets) {
+    const OptimTarget& t = targets_[i];
+    sgd_update(stream, t.param, t.grad, momentum_.empty() ? Tensor() : momentum_[i], options_, step);
+  }
 }
 
 std::vector<Optimizer::StateTensor> Sgd::state(std::size_t target) const {
@@ -94,9 +99,10 @@ AdamW::AdamW(std::vector<OptimTarget> targets, AdamWOptions options) : Optimizer
   }
 }
 
-void AdamW::update(Stream stream, std::size_t target, std::int64_t step) {
-  const OptimTarget& t = targets_[target];
-  adamw_update(stream, t.param, t.grad, m_[target], v_[target], options_, step);
+void AdamW::update(Stream stream, std::span<const std::size_t> targets, std::int64_t step) {
+  std::vector<AdamWOperands> each;
+  for (const std::size_t i : targets) each.push_back({targets_[i].name, targets_[i].param, targets_[i].grad, m_[i], v_[i]});
+  adamw_update(stream, each, options_, step);
 }
 
 std::vector<Optimizer::StateTensor> AdamW::state(std::size_t target) const {

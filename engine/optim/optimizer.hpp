@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,8 @@ struct OptimTarget {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // One update of every target on `stream`; the first call is step 1. The targets go in their order, or
-  // in the order the last order_next_step() gave.
+  // One update of every target on `stream`; the first call is step 1. The targets go in their order, as
+  // few ops as the optimizer can (AdamW: one), or one by one in the order the last order_next_step() gave.
   void step(Stream stream);
   // Host calls around each target's update: `before(i)` just before target i's update is issued, `after(i)`
   // just after. FSDP makes the stream wait for that unit's gradient reduction alone before, and may
@@ -55,7 +56,8 @@ class Optimizer {
 
  protected:
   explicit Optimizer(std::vector<OptimTarget> targets);
-  virtual void update(Stream stream, std::size_t target, std::int64_t step) = 0;
+  // The update of `targets` (indices into targets_, in order), as one op where the optimizer can.
+  virtual void update(Stream stream, std::span<const std::size_t> targets, std::int64_t step) = 0;
   std::vector<OptimTarget> targets_;
 
  private:
@@ -72,7 +74,7 @@ class Sgd final : public Optimizer {
   std::map<std::string, double> hyper_parameters() const override;
 
  private:
-  void update(Stream stream, std::size_t target, std::int64_t step) override;
+  void update(Stream stream, std::span<const std::size_t> targets, std::int64_t step) override;
   SgdOptions options_;
   std::vector<Tensor> momentum_;  // empty when momentum is 0
 };
@@ -85,7 +87,7 @@ class AdamW final : public Optimizer {
   std::map<std::string, double> hyper_parameters() const override;
 
  private:
-  void update(Stream stream, std::size_t target, std::int64_t step) override;
+  void update(Stream stream, std::span<const std::size_t> targets, std::int64_t step) override;
   AdamWOptions options_;
   std::vector<Tensor> m_, v_;
 };

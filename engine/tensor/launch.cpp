@@ -5,7 +5,7 @@
 namespace fsdplab {
 namespace {
 
-void collect(Stream stream, const std::string& op, std::initializer_list<const Tensor*> tensors,
+void collect(Stream stream, const std::string& op, const std::vector<const Tensor*>& tensors,
              std::vector<Access>& out) {
   for (const Tensor* t : tensors) {
     check(t != nullptr && t->defined(), op, ": an operand is an undefined tensor");

@@ -11,8 +11,8 @@
 //              .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) { cuda::gelu(stream, ...); })});
 #pragma once
 #include <functional>
-#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "engine/runtime/device.hpp"
 #include "engine/tensor/tensor.hpp"
@@ -20,8 +20,8 @@
 namespace fsdplab {
 
 struct OpTensors {
-  std::initializer_list<const Tensor*> reads;
-  std::initializer_list<const Tensor*> writes;
+  std::vector<const Tensor*> reads;
+  std::vector<const Tensor*> writes;
 };
 
 OpId launch_op(Stream stream, std::string name, const OpCost& cost, OpTensors tensors, const OpBody& body);

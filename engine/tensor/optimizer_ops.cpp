@@ -1,5 +1,6 @@
 #include "engine/tensor/optimizer_ops.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -42,23 +43,36 @@ void adamw_update(float* param, float* m, float* v, const float* grad, std::int6
 
 }  // namespace cpu
 
-using Operand = std::pair<std::string_view, const Tensor*>;
+using UpdateOperand = std::pair<std::string, const Tensor*>;
 
-// Every operand an f32 tensor of param's shape, and no two overlapping: the update reads and writes
-// them element by element, so aliasing would feed one's new values into another's update.
-void expect_operands(std::string_view op, const std::vector<Operand>& operands) {
-  const Tensor& param = *operands.front().second;
-  if (!(param.defined() && param.dtype() == DType::f32))
-    fail(op, ": param must be f32 (updates go to the fp32 master copy), got ",
-         param.defined() ? param.describe() : "an undefined tensor");
-  for (const auto& [role, t] : operands) expect_tensor(op, role, *t, param.shape(), DType::f32);
-  for (std::size_t i = 0; i < operands.size(); ++i) {
-    for (std::size_t j = i + 1; j < operands.size(); ++j) {
-      const auto& [role_i, ti] = operands[i];
-      const auto& [role_j, tj] = operands[j];
-      if (ti->overlaps(*tj)) fail(op, ": ", role_i, " ", ti->describe(), " overlaps ", role_j, " ", tj->describe());
-    }
+// Every operand of a parameter's update an f32 tensor of its param's (the first operand's) shape.
+void expect_shapes(std::string_view op, const std::vector<UpdateOperand>& operands) {
+  const auto& [param_role, param] = operands.front();
+  if (!(param->defined() && param->dtype() == DType::f32))
+    fail(op, ": ", param_role, " must be f32 (updates go to the fp32 master copy), got ",
+         param->defined() ? param->describe() : "an undefined tensor");
+  for (const auto& [role, t] : operands) expect_tensor(op, role, *t, param->shape(), DType::f32);
+}
+
+// No two operands overlapping: the updates read and write them element by element, so aliasing would feed
+// one's new values into another's update. Sorted by where they start, an overlap shows between neighbours.
+void expect_no_overlap(std::string_view op, std::vector<UpdateOperand> operands) {
+  std::erase_if(operands, [](const UpdateOperand& o) { return o.second->numel() == 0; });
+  const auto start = [](const UpdateOperand& o) {
+    const Access a = o.second->access();
+    return std::pair(a.block, a.offset);
+  };
+  std::sort(operands.begin(), operands.end(), [&](const UpdateOperand& a, const UpdateOperand& b) { return start(a) < start(b); });
+  for (std::size_t i = 1; i < operands.size(); ++i) {
+    const auto& [role_a, a] = operands[i - 1];
+    const auto& [role_b, b] = operands[i];
+    if (a->overlaps(*b)) fail(op, ": ", role_a, " ", a->describe(), " overlaps ", role_b, " ", b->describe());
   }
+}
+
+void expect_operands(std::string_view op, const std::vector<UpdateOperand>& operands) {
+  expect_shapes(op, operands);
+  expect_no_overlap(op, operands);
 }
 
 }  // namespace
@@ -107,6 +121,11 @@ void sgd_update(Stream s, const Tensor& param, const Tensor& grad, const Tensor&
 
 void adamw_update(Stream s, const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWOptions& opt, std::int64_t step) {
+  const AdamWOperands one[] = {{"", param, grad, m, v}};
+  adamw_update(s, one, opt, step);
+}
+
+void adamw_update(Stream s, std::span<const AdamWOperands> each, const AdamWOptions& opt, std::int64_t step) {
   constexpr std::string_view op = "adamw_update";
   // PyTorch's own argument checks (torch.optim.AdamW.__init__); !(x >= 0) also catches NaN.
   check(opt.lr >= 0, op, ": lr must be >= 0, got ", opt.lr);
@@ -115,7 +134,20 @@ void adamw_update(Stream s, const Tensor& param, const Tensor& grad, const Tenso
   check(opt.beta2 >= 0 && opt.beta2 < 1, op, ": beta2 must be in [0, 1), got ", opt.beta2);
   check(opt.weight_decay >= 0, op, ": weight_decay must be >= 0, got ", opt.weight_decay);
   check(step >= 1, op, ": step counts from 1, got ", step);
-  expect_operands(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
+  std::vector<UpdateOperand> all;
+  std::vector<const Tensor*> reads, writes;
+  double n = 0;
+  for (const AdamWOperands& e : each) {
+    const std::string of = e.name.empty() ? "" : e.name + "'s ";
+    const std::vector<UpdateOperand> operands = {
+        {of + "param", &e.param}, {of + "grad", &e.grad}, {of + "m", &e.m}, {of + "v", &e.v}};
+    expect_shapes(op, operands);
+    all.insert(all.end(), operands.begin(), operands.end());
+    reads.insert(reads.end(), {&e.param, &e.grad, &e.m, &e.v});
+    writes.insert(writes.end(), {&e.param, &e.m, &e.v});
+    n += static_cast<double>(e.param.numel());
+  }
+  expect_no_overlap(op, std::move(all));
 
   const double t = static_cast<double>(step);
   const double bias_correction1 = 1 - std::pow(opt.beta1, t);
@@ -128,13 +160,19 @@ void adamw_update(Stream s, const Tensor& param, const Tensor& grad, const Tenso
                            static_cast<float>(opt.lr / bias_correction1),
                            static_cast<float>(std::sqrt(bias_correction2)),
                            static_cast<float>(opt.eps)};
-  const double n = static_cast<double>(param.numel());
   // param, m and v read and written, grad read.
   const OpCost cost{.flops = 14 * n, .bytes = 4 * n * 7, .dtype = DType::f32};
-  launch_op(s, std::string(op), cost, {{&param, &grad, &m, &v}, {&param, &m, &v}},
-            {.host = [&] { cpu::adamw_update(param.f32(), m.f32(), v.f32(), grad.f32(), param.numel(), k); },
+  launch_op(s, std::string(op), cost, {std::move(reads), std::move(writes)},
+            {.host =
+                 [&] {
+                   for (const AdamWOperands& e : each)
+                     cpu::adamw_update(e.param.f32(), e.m.f32(), e.v.f32(), e.grad.f32(), e.param.numel(), k);
+                 },
              .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
-               cuda::adamw_update(stream, param.f32(), m.f32(), v.f32(), grad.f32(), param.numel(), k);
+               std::vector<AdamWPointers> pointers;
+               for (const AdamWOperands& e : each)
+                 pointers.push_back({e.param.f32(), e.m.f32(), e.v.f32(), e.grad.f32(), e.param.numel()});
+               cuda::adamw_update(stream, pointers.data(), static_cast<std::int64_t>(pointers.size()), k);
              })});
 }
 

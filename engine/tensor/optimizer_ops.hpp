@@ -8,6 +8,8 @@
 // step size) are computed in double, then each element in f32.
 #pragma once
 #include <cstdint>
+#include <span>
+#include <string>
 
 #include "engine/tensor/tensor.hpp"
 
@@ -48,5 +50,17 @@ struct AdamWOptions {
 // mul-add; PyTorch 2 writes it as m.lerp_(grad, 1 - beta1), equal up to rounding.
 void adamw_update(Stream s, const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWOptions& opt, std::int64_t step);
+
+// One parameter's operands of an AdamW step; `name` says which in errors.
+struct AdamWOperands {
+  std::string name;
+  Tensor param, grad, m, v;
+};
+
+// The update above for every entry of `each`, as one op: each element computed exactly as alone (the same
+// bits), but launched once for them all, where an op per parameter costs GPT-2 small 148 launches a step
+// (the cuda device launches a kernel per cuda::kAdamWTensorsPerLaunch entries; torch.optim.AdamW's
+// fused=True batches the same way). No operand may overlap another, in any entry.
+void adamw_update(Stream s, std::span<const AdamWOperands> each, const AdamWOptions& opt, std::int64_t step);
 
 }  // namespace fsdplab

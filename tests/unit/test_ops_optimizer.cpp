@@ -188,7 +188,69 @@ TEST_P(OptimizerTest, StepsEqualTheSimDeviceBitForBit) {
   }
 }
 
+// Many parameters in one op give each the bits it gets alone: sizes around the kernels' 4096-element chunk,
+// an empty one, and more parameters than one launch takes (so the cuda device launches twice).
+TEST_P(OptimizerTest, AdamWOfManyParametersInOneOpIsEachAloneBitForBit) {
+  const AdamWOptions opt{.lr = 3e-3, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.05};
+  std::vector<std::int64_t> sizes = {4096, 4097, 1, 0, 10000, 3};
+  for (int i = 0; i < 70; ++i) sizes.push_back(17 * i + 5);
+  auto dev = device();
+  struct State {
+    Tensor param, m, v, grad;
+  };
+  auto make = [&](std::size_t i) {
+    const std::int64_t n = sizes[i];
+    const auto seed = static_cast<std::uint32_t>(i);
+    return State{tensor_from(*dev, {n}, random_values(static_cast<std::size_t>(n), 100 + seed), DType::f32,
+                             MemTag::param_shard),
+                 zeros(*dev, {n}, DType::f32, MemTag::optim_state), zeros(*dev, {n}, DType::f32, MemTag::optim_state),
+                 tensor_from(*dev, {n}, random_values(static_cast<std::size_t>(n), 200 + seed, -2.f, 2.f))};
+  };
+  std::vector<State> together, alone;
+  std::vector<AdamWOperands> each;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    together.push_back(make(i));
+    alone.push_back(make(i));
+    const State& t = together.back();
+    each.push_back({"p" + std::to_string(i), t.param, t.grad, t.m, t.v});
+  }
+  for (int step = 1; step <= 2; ++step) {
+    adamw_update(compute(*dev), each, opt, step);
+    for (const State& a : alone) adamw_update(compute(*dev), a.param, a.grad, a.m, a.v, opt, step);
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(read(together[i].param), read(alone[i].param)) << "parameter " << i;
+    EXPECT_EQ(read(together[i].m), read(alone[i].m)) << "parameter " << i;
+    EXPECT_EQ(read(together[i].v), read(alone[i].v)) << "parameter " << i;
+  }
+}
+
 FSDPLAB_ON_EACH_DEVICE(OptimizerTest);
+
+TEST(Optimizer, AdamWOfManyParametersIsOneOpThatDeclaresThemAll) {
+  auto dev = make_sim_device();
+  std::vector<AdamWOperands> each;
+  for (const std::int64_t n : {10, 11, 10})
+    each.push_back({"p" + std::to_string(each.size()), zeros(*dev, {n}), zeros(*dev, {n}), zeros(*dev, {n}),
+                    zeros(*dev, {n})});
+  adamw_update(compute(*dev), each, {}, 1);
+  ASSERT_EQ(dev->ops().size(), 1u);
+  EXPECT_EQ(dev->ops().back().name, "adamw_update");
+  EXPECT_EQ(dev->ops().back().reads.size(), 12u);
+  EXPECT_EQ(dev->ops().back().writes.size(), 9u);
+  EXPECT_EQ(dev->ops().back().cost.bytes, (10 + 11 + 10) * 4 * 7);
+  dev->synchronize();  // the op has read every buffer before any is freed and reused below
+  // An operand of one parameter overlapping another parameter's is refused, naming both.
+  each[2].m = each[0].v;
+  const std::string msg = error_of([&] { adamw_update(compute(*dev), each, {}, 1); });
+  EXPECT_TRUE(contains(msg, "adamw_update") && contains(msg, "p0's v") && contains(msg, "p2's m") &&
+              contains(msg, "overlaps"))
+      << msg;
+  each[2].m = zeros(*dev, {11});
+  const std::string shape = error_of([&] { adamw_update(compute(*dev), each, {}, 1); });
+  EXPECT_TRUE(contains(shape, "p2's m must be [10] f32") && contains(shape, "[11] f32")) << shape;
+  EXPECT_EQ(dev->ops().size(), 1u);
+}
 
 TEST(Optimizer, UpdatesDeclareWhatTheyTouch) {
   auto dev = make_sim_device();
