@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# On a GPU machine: every check of the cuda device that needs a GPU (docs/cuda-device.md#tests), each into its
+# own log, then one table of what passed. The figures are bench_gpu.sh's; this is correctness:
+#   gpu_tests          fsdplab_gpu_tests (a process per test; two-GPU cases skip, saying why)
+#   unit_cuda          the cuda instances of the unit tests (ops, models, optimizer; flash attention among them)
+#   integration_cuda   the cuda instances of the integration tests (FSDP against the baseline, bf16 bounds)
+#   ui_cuda            the live dashboard on the GPU, headless (DashboardLive.OnTheGpu*)
+#   memcheck_*, racecheck_*, synccheck_*
+#                      compute-sanitizer on fsdplab_gpu_tests (its time limits scaled by FSDPLAB_TEST_TIME_SCALE,
+#                      tests/gpu/gpu_runs.hpp) and on a 2-rank gpt2 run (--comm-timeout raised the same way)
+#
+#   bash scripts/gpu_checks.sh [DIR]
+#     DIR            where the logs go (default gpu_checks, where the script is started): NAME.log each, summary.txt
+#   BUILD=dir        the build folder whose binaries run (default build)
+#   CHECK_LIMIT=s    each check's time limit in seconds (default 300): one that fails or hangs is marked and the
+#                    others still run
+#   ONLY=regex       only the checks whose names match (e.g. ONLY='^(gpu_tests|unit_cuda)$')
+#   SCALE=n          the sanitizers' FSDPLAB_TEST_TIME_SCALE (default 20)
+set -uo pipefail
+dir=$(realpath -m "${1:-gpu_checks}")
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+limit=${CHECK_LIMIT:-300}
+only=${ONLY:-.}
+scale=${SCALE:-20}
+mkdir -p "$dir" || { echo "gpu_checks.sh: cannot make $dir" >&2; exit 1; }
+for exe in app/fsdplab tests/fsdplab_gpu_tests tests/fsdplab_unit_tests tests/fsdplab_integration_tests; do
+  [[ -x $build/$exe ]] || { echo "gpu_checks.sh: $build/$exe is missing; build first (scripts/build.sh)" >&2; exit 1; }
+done
+summary=$dir/summary.txt
+results=()
+
+# check NAME COMMAND...: runs COMMAND into NAME.log under the time limit, unless ONLY leaves it out.
+check() {
+  local name=$1 start status verdict
+  shift
+  [[ $name =~ $only ]] || return 0
+  echo "== $name: $*"
+  start=$SECONDS
+  timeout "$limit" "$@" >"$dir/$name.log" 2>&1
+  status=$?
+  case $status in
+    0) verdict=pass ;;
+    124) verdict="FAIL: past ${limit} s" ;;
+    *) verdict="FAIL: exit $status" ;;
+  esac
+  # What the tools counted (compute-sanitizer's summaries; fsdplab_gpu_tests' last line, or GoogleTest's totals).
+  local counted
+  counted=$(grep -hoE '(ERROR|RACECHECK|SYNCCHECK) SUMMARY: [0-9]+ [a-z]+' "$dir/$name.log" | sort | uniq -c |
+    sed 's/^ *\([0-9]*\) \(.*\)/\2 (x\1)/' | tr '\n' ';')
+  if grep -q '^fsdplab_gpu_tests: ' "$dir/$name.log"; then
+    counted+=" $(grep '^fsdplab_gpu_tests: ' "$dir/$name.log" | tail -1 | cut -d: -f2-)"
+  else
+    counted+=" $(grep -hoE '^\[  (PASSED|FAILED|SKIPPED)  ?\] [0-9]+ tests?' "$dir/$name.log" | tail -3 | tr '\n' ' ')"
+  fi
+  results+=("$(printf '| %-22s | %-24s | %6d | %s |' "$name" "$verdict" $((SECONDS - start)) "${counted# }")")
+  echo "   $verdict"
+}
+
+# compute-sanitizer follows the test binary's per-test processes, and exits 99 on any error it finds.
+sanitizer=(compute-sanitizer --target-processes all --error-exitcode 99 --tool)
+
+run_args=(run --device cuda --model gpt2 --world 2 --steps 3 --cupti off)
+tests=$build/tests
+{
+  echo "gpu_checks.sh at $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not found"
+} | tee "$summary"
+
+check gpu_tests "$tests/fsdplab_gpu_tests"
+check unit_cuda "$tests/fsdplab_unit_tests" --gtest_filter='*cuda*:*Cuda*'
+check integration_cuda "$tests/fsdplab_integration_tests" --gtest_filter='*cuda*:*Cuda*'
+[[ -x $tests/fsdplab_ui_tests ]] && check ui_cuda "$tests/fsdplab_ui_tests" --gtest_filter='DashboardLive.OnTheGpu*'
+for tool in memcheck racecheck synccheck; do
+  check "${tool}_gpu_tests" env FSDPLAB_TEST_TIME_SCALE="$scale" "${sanitizer[@]}" "$tool" "$tests/fsdplab_gpu_tests"
+  check "${tool}_run" "${sanitizer[@]}" "$tool" "$build/app/fsdplab" "${run_args[@]}" --comm-timeout $((5 * scale))
+done
+
+{
+  echo
+  printf '| %-22s | %-24s | %6s | %s |\n' check result "s" "counted in its log"
+  echo "|------------------------|--------------------------|--------|-------------------------------|"
+  printf '%s\n' "${results[@]}"
+  echo
+  echo "logs: $dir/NAME.log"
+} | tee -a "$summary"
+for r in "${results[@]}"; do [[ $r == *FAIL* ]] && exit 1; done
+exit 0
