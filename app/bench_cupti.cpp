@@ -204,7 +204,7 @@ void bench_cupti(const TrainBenchOptions& bench) {
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
               bench.steps, bench.warmup, kRounds, impl_name(bench.impl).c_str(), device.gpu,
               bench.world > 1 ? (std::string(", ranks sharing it") +
-                                 (bench.sm_split != "off" ? " (SMs split)" : " (every SM)") +
+                                 " (" + std::string(sm_split_description(bench.sm_split)) + ")" +
                                  (bench.emulate_link ? ", emulated link " + device.link.name : "")).c_str()
                               : "");
   Setting off, on;

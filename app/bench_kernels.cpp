@@ -73,9 +73,8 @@ void bench_kernels(const TrainBenchOptions& bench) {
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
               bench.world > 1 ? ", FSDP ASYNC" : "", bench.steps, bench.warmup,
               on_gpu ? ("cuda (GPU " + std::to_string(device.gpu) + ", wall clock" +
-                        (bench.world == 1  ? ""
-                         : bench.sm_split != "off" ? ", ranks sharing it (SMs split)"
-                                          : ", ranks sharing it (every SM)") +
+                        (bench.world == 1 ? ""
+                                          : ", ranks sharing it (" + std::string(sm_split_description(bench.sm_split)) + ")") +
                         (bench.emulate_link ? ", emulated link " + device.link.name : "") + ")")
                            .c_str()
                      : ("sim (" + device.preset.name + ", virtual time)").c_str(),

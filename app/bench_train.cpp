@@ -131,9 +131,7 @@ void bench_train(const TrainBenchOptions& bench) {
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
               bench.steps, bench.warmup, on_gpu ? "cuda (GPU " : "sim (",
               on_gpu ? (std::to_string(device.gpu) +
-                        (bench.world == 1  ? ""
-                         : bench.sm_split != "off" ? ", each rank on its own share of the SMs"
-                                          : ", every SM shared") +
+                        (bench.world == 1 ? "" : ", " + std::string(sm_split_description(bench.sm_split))) +
                         ", wall clock)").c_str()
                      : (device.preset.name + ", virtual time)").c_str(),
               bench.world > 1 ? impl_name(bench.impl).c_str() : "none (the single-rank baseline)");

@@ -250,7 +250,7 @@ int run_training(const RunOptions& options) {
     where = "cuda (a GPU per rank from GPU " + std::to_string(run.gpu) + ", NCCL; " + ranks_as + ")";
   } else if (on_gpu) {
     where = "cuda (GPU " + std::to_string(device.gpu) + ", ranks as threads sharing it";
-    if (run.world > 1) where += device.sm_split ? ", each on its own share of the SMs" : ", every SM shared";
+    if (run.world > 1) where += ", " + std::string(sm_split_description(options.sm_split));
     if (device.emulate_link) where += "; emulated link " + device.link.name;
     where += device.cupti ? "; trace from CUPTI)" : "; trace from CUDA events, --cupti off)";
   }

@@ -141,7 +141,7 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
   const DeviceSpec device = run_device_spec(planned.front().run.run, presets_, planned.front().run.dry_run);
   const bool on_gpu = device.kind == DeviceKind::cuda;
   where_ = on_gpu ? "cuda: GPU " + std::to_string(device.gpu) + ", ranks sharing it" +
-                        (device.sm_split ? " (SMs split)" : " (every SM)") +
+                        " (" + std::string(sm_split_description(settings_.sm_split)) + ")" +
                         (device.emulate_link ? ", emulated link " + device.link.name : std::string()) +
                         (device.cupti ? ", CUPTI kernels" : ", CUDA-event op spans") + ", wall clock"
                   : std::string("sim device, virtual time");

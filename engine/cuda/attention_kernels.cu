@@ -33,10 +33,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "engine/cuda/attention_kernels.hpp"
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/device_floats.cuh"
+#include "engine/cuda/shared_memory.cuh"
 
 namespace fsdplab::cuda {
 namespace {
@@ -408,21 +410,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- launchers ------------------------------------------------------------------------------------
 
-
-// Lets `kernel` take `bytes` of dynamic shared memory (over 48 KiB needs an opt-in).
-template <class Kernel>
-void allow_shared_memory(Kernel kernel, std::size_t bytes, const char* op, std::int64_t T, std::int64_t hd) {
-  if (bytes <= 48 * 1024) return;
-  int device = 0, most = 0;
-  check_cuda(cudaGetDevice(&device), op, ": cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), op,
-             ": reading the shared memory limit");
-  if (bytes > static_cast<std::size_t>(most))
-    fail(op, ": T = ", T, " with head size ", hd, " needs ", bytes, " bytes of shared memory a block; this GPU has ",
-         most);
-  // The limit itself, whatever this launch needs: the same value from every thread that launches.
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most), op,
-             ": raising the shared memory limit");
+// What asks for the shared memory, for allow_shared_memory's error.
+std::string tile_sizes(std::int64_t T, std::int64_t hd) {
+  return "T = " + std::to_string(T) + " with head size " + std::to_string(hd);
 }
 
 }  // namespace
@@ -437,7 +427,7 @@ void attention_forward(CUstream_st* stream, DType dtype, void* out, float* att, 
                   static_cast<unsigned>(B));
   dispatch_float(dtype, "attention", [&](auto zero) {
     using F = decltype(zero);
-    allow_shared_memory(attention_forward_kernel<F>, bytes, "attention", T, hd);
+    allow_shared_memory(attention_forward_kernel<F>, bytes, "attention", tile_sizes(T, hd));
     attention_forward_kernel<F><<<grid, kThreads, bytes, stream>>>(
         static_cast<F*>(out), att, static_cast<const F*>(qkv), static_cast<int>(T), static_cast<int>(C),
         static_cast<int>(n_head), hd, scale);
@@ -471,7 +461,7 @@ void attention_backward(CUstream_st* stream, DType dtype, void* dqkv, const void
   config.numAttrs = cluster > 1 ? 1 : 0;
   dispatch_float(dtype, "attention_backward", [&](auto zero) {
     using F = decltype(zero);
-    allow_shared_memory(attention_backward_kernel<F>, bytes, "attention_backward", T, hd);
+    allow_shared_memory(attention_backward_kernel<F>, bytes, "attention_backward", tile_sizes(T, hd));
     check_cuda(cudaLaunchKernelEx(&config, attention_backward_kernel<F>, static_cast<F*>(dqkv),
                                   static_cast<const F*>(dout), static_cast<const F*>(qkv), att, static_cast<int>(T),
                                   static_cast<int>(C), static_cast<int>(n_head), hd, scale),

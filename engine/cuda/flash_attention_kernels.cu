@@ -52,12 +52,14 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/device_floats.cuh"
 #include "engine/cuda/flash_attention_kernels.hpp"
 #include "engine/cuda/op_scratch.hpp"
+#include "engine/cuda/shared_memory.cuh"
 
 namespace fsdplab::cuda {
 namespace {
@@ -85,22 +87,26 @@ using FragAcc = wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float>;
 
 // ---- shared memory layout -------------------------------------------------------------------------
 
-// Hands out consecutive regions of the dynamic shared memory, each 128-byte aligned (wmma wants 32).
+// Hands out consecutive regions of a block's dynamic shared memory, each 128-byte aligned (wmma wants 32). A
+// launcher carves from address 0 only to learn the size (`used`).
 struct SharedCarver {
+  std::uintptr_t base;
   std::size_t used = 0;
   template <class E>
-  __host__ __device__ std::size_t take(int count) {
-    const std::size_t at = used;
+  __host__ __device__ E* take(int count) {
+    E* at = reinterpret_cast<E*>(base + used);
     used = (used + sizeof(E) * static_cast<std::size_t>(count) + 127) / 128 * 128;
     return at;
   }
 };
 
-// Byte offsets of each kernel's regions; the launcher sizes the launch with `bytes`.
+// Each kernel's tiles in shared memory; `bytes`, what its launch asks for.
 struct ForwardShared {
-  std::size_t q, k, v, scores, probs, acc, bytes;
-  __host__ __device__ explicit ForwardShared(int hdp) {
-    SharedCarver c;
+  bf16 *q, *k, *v, *probs;
+  float *scores, *acc;
+  std::size_t bytes;
+  __host__ __device__ ForwardShared(std::uintptr_t shared, int hdp) {
+    SharedCarver c{shared};
     q = c.take<bf16>(kTile * operand_ld(hdp));
     k = c.take<bf16>(kTile * operand_ld(hdp));
     v = c.take<bf16>(kTile * operand_ld(hdp));
@@ -112,9 +118,11 @@ struct ForwardShared {
 };
 
 struct KeyPassShared {
-  std::size_t k, v, q, dout, dk, dv, scores, dprobs, probs, dscores, lse_rows, d_rows, bytes;
-  __host__ __device__ explicit KeyPassShared(int hdp) {
-    SharedCarver c;
+  bf16 *k, *v, *q, *dout, *probs, *dscores;
+  float *dk, *dv, *scores, *dprobs, *lse_rows, *d_rows;
+  std::size_t bytes;
+  __host__ __device__ KeyPassShared(std::uintptr_t shared, int hdp) {
+    SharedCarver c{shared};
     k = c.take<bf16>(kTile * operand_ld(hdp));
     v = c.take<bf16>(kTile * operand_ld(hdp));
     q = c.take<bf16>(kTile * operand_ld(hdp));
@@ -132,9 +140,11 @@ struct KeyPassShared {
 };
 
 struct QueryPassShared {
-  std::size_t q, dout, k, v, dq, scores, dprobs, dscores, lse_rows, d_rows, bytes;
-  __host__ __device__ explicit QueryPassShared(int hdp) {
-    SharedCarver c;
+  bf16 *q, *dout, *k, *v, *dscores;
+  float *dq, *scores, *dprobs, *lse_rows, *d_rows;
+  std::size_t bytes;
+  __host__ __device__ QueryPassShared(std::uintptr_t shared, int hdp) {
+    SharedCarver c{shared};
     q = c.take<bf16>(kTile * operand_ld(hdp));
     dout = c.take<bf16>(kTile * operand_ld(hdp));
     k = c.take<bf16>(kTile * operand_ld(hdp));
@@ -148,11 +158,6 @@ struct QueryPassShared {
     bytes = c.used;
   }
 };
-
-template <class E>
-__device__ __forceinline__ E* region(unsigned char* shared, std::size_t offset) {
-  return reinterpret_cast<E*>(shared + offset);
-}
 
 // ---- block-wide tile moves ------------------------------------------------------------------------
 
@@ -270,19 +275,27 @@ __device__ void warp_add_rows(bf16* dst, std::int64_t stride, const float* acc, 
   }
 }
 
-// The (tile, b * NH + h) of this block: the tile index varies slowest, so tile order is launch order.
-struct BlockTile {
-  int tile, bh, h;
-  std::int64_t b;
+// The head a block works on. Blocks go (tile, b * NH + h), the tile varying slowest, so tile order is launch
+// order; each kernel counts its tiles from the end it wants first.
+struct HeadOfBlock {
+  int tile;                  // which of the head's tiles, 0 .. tiles-1
+  int tiles;                 // the head's tiles of kTile rows, the last one partial
+  int bh;                    // b * NH + h: the head's rows of lse and D start at bh * T
+  std::int64_t qkv_offset;   // its q columns at position 0 of qkv and dqkv (k at + C, v at + 2C)
+  std::int64_t out_offset;   // its columns at position 0 of out and dout
+  std::int64_t qkv_stride;   // 3C: one position to the next in qkv
 };
-__device__ __forceinline__ BlockTile block_tile(int heads, int NH) {
+__device__ __forceinline__ HeadOfBlock head_of_block(int T, int C, int NH, int hd, int heads) {
   const int x = static_cast<int>(blockIdx.x);
-  BlockTile at;
-  at.tile = x / heads;
-  at.bh = x - at.tile * heads;
-  at.h = at.bh % NH;
-  at.b = at.bh / NH;
-  return at;
+  HeadOfBlock head;
+  head.tile = x / heads;
+  head.tiles = (T + kTile - 1) / kTile;
+  head.bh = x - head.tile * heads;
+  const std::int64_t b = head.bh / NH, h = head.bh % NH;
+  head.qkv_stride = 3 * static_cast<std::int64_t>(C);
+  head.qkv_offset = b * T * head.qkv_stride + h * hd;
+  head.out_offset = b * T * C + h * hd;
+  return head;
 }
 
 // ---- forward --------------------------------------------------------------------------------------
@@ -292,41 +305,34 @@ __global__ void __launch_bounds__(kThreads)
     flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int C, int NH, int hd, int hdp, int heads,
                          float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
-  const ForwardShared at(hdp);
-  bf16* Qs = region<bf16>(shared, at.q);
-  bf16* Ks = region<bf16>(shared, at.k);
-  bf16* Vs = region<bf16>(shared, at.v);
-  float* S = region<float>(shared, at.scores);
-  bf16* P = region<bf16>(shared, at.probs);
-  float* acc = region<float>(shared, at.acc);
+  const ForwardShared sm(reinterpret_cast<std::uintptr_t>(shared), hdp);
   const int ld = operand_ld(hdp), acc_ld = accumulator_ld(hdp);
 
-  const int NT = (T + kTile - 1) / kTile;
-  const BlockTile blk = block_tile(heads, NH);
-  const int qt = NT - 1 - blk.tile;  // the longest rows first
+  const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
+  const int qt = head.tiles - 1 - head.tile;  // the longest rows first
   const int q0 = qt * kTile;
-  const std::int64_t C3 = 3 * static_cast<std::int64_t>(C);
-  const bf16* q_base = qkv + blk.b * T * C3 + blk.h * hd;  // k at + C, v at + 2C
+  const std::int64_t C3 = head.qkv_stride;
+  const bf16* q_base = qkv + head.qkv_offset;  // k at + C, v at + 2C
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = warp * kWarpRows;
 
-  load_tile(Qs, ld, q_base, C3, q0, T, hd, hdp, vector_loads);
-  zero(acc, kTile * acc_ld);
+  load_tile(sm.q, ld, q_base, C3, q0, T, hd, hdp, vector_loads);
+  zero(sm.acc, kTile * acc_ld);
 
   // Lanes 2r and 2r+1 share row r of the warp, one the even columns and one the odd, and both hold its m, l.
   const int row = row0 + lane / 2, parity = lane % 2, t = q0 + row;
-  float* s_row = S + row * kScoreLd;
-  bf16* p_row = P + row * kProbLd;
-  float* acc_row = acc + row * acc_ld;
+  float* s_row = sm.scores + row * kScoreLd;
+  bf16* p_row = sm.probs + row * kProbLd;
+  float* acc_row = sm.acc + row * acc_ld;
   float m = -INFINITY, l = 0.f;
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();  // the previous key and value tiles are no longer read
-    load_tile(Ks, ld, q_base + C, C3, k0, T, hd, hdp, vector_loads);
-    load_tile(Vs, ld, q_base + 2 * C, C3, k0, T, hd, hdp, vector_loads);
+    load_tile(sm.k, ld, q_base + C, C3, k0, T, hd, hdp, vector_loads);
+    load_tile(sm.v, ld, q_base + 2 * C, C3, k0, T, hd, hdp, vector_loads);
     __syncthreads();
 
-    warp_product_nt(S + row0 * kScoreLd, Qs + row0 * ld, Ks, ld, hdp);
+    warp_product_nt(sm.scores + row0 * kScoreLd, sm.q + row0 * ld, sm.k, ld, hdp);
     __syncwarp();
 
     // Online softmax of the row: scaled scores with the unseen keys at -inf, then the new max.
@@ -353,19 +359,19 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = parity; i < hdp; i += 2) acc_row[i] *= rescale;
     __syncwarp();
 
-    warp_accumulate<wmma::row_major>(acc + row0 * acc_ld, acc_ld, P + row0 * kProbLd, Vs, ld, hdp);
+    warp_accumulate<wmma::row_major>(sm.acc + row0 * acc_ld, acc_ld, sm.probs + row0 * kProbLd, sm.v, ld, hdp);
   }
   __syncwarp();
 
-  // out = bf16(acc / l), lse = m + log(l): the warp writes a row at a time, l and m from the row's lane pair.
-  bf16* out_base = out + blk.b * T * C + blk.h * hd;
-  float* lse_bh = lse + static_cast<std::int64_t>(blk.bh) * T;
+  // out = bf16(sm.acc / l), lse = m + log(l): the warp writes a row at a time, l and m from the row's lane pair.
+  bf16* out_base = out + head.out_offset;
+  float* lse_bh = lse + static_cast<std::int64_t>(head.bh) * T;
   for (int r = 0; r < kWarpRows; ++r) {
     const float l_r = __shfl_sync(kFullMask, l, 2 * r), m_r = __shfl_sync(kFullMask, m, 2 * r);
     const int tq = q0 + row0 + r;
     if (tq >= T) break;
     bf16* dst = out_base + static_cast<std::int64_t>(tq) * C;
-    const float* src = acc + (row0 + r) * acc_ld;
+    const float* src = sm.acc + (row0 + r) * acc_ld;
     for (int i = lane; i < hd; i += 32) dst[i] = __float2bfloat16_rn(src[i] / l_r);
     if (lane == 0) lse_bh[tq] = m_r + logf(l_r);
   }
@@ -396,61 +402,48 @@ __global__ void __launch_bounds__(kThreads)
     flash_backward_key_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* D, int T,
                               int C, int NH, int hd, int hdp, int heads, float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
-  const KeyPassShared at(hdp);
-  bf16* Ks = region<bf16>(shared, at.k);
-  bf16* Vs = region<bf16>(shared, at.v);
-  bf16* Qs = region<bf16>(shared, at.q);
-  bf16* Gs = region<bf16>(shared, at.dout);
-  float* dK = region<float>(shared, at.dk);
-  float* dV = region<float>(shared, at.dv);
-  float* S = region<float>(shared, at.scores);
-  float* dP = region<float>(shared, at.dprobs);
-  bf16* P = region<bf16>(shared, at.probs);
-  bf16* dS = region<bf16>(shared, at.dscores);
-  float* lse_rows = region<float>(shared, at.lse_rows);
-  float* d_rows = region<float>(shared, at.d_rows);
+  const KeyPassShared sm(reinterpret_cast<std::uintptr_t>(shared), hdp);
   const int ld = operand_ld(hdp), acc_ld = accumulator_ld(hdp);
 
-  const int NT = (T + kTile - 1) / kTile;
-  const BlockTile blk = block_tile(heads, NH);
-  const int kt = blk.tile;  // the lowest key tile, with the most query tiles, first
+  const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
+  const int kt = head.tile;  // the lowest key tile, with the most query tiles, first
   const int k0 = kt * kTile;
-  const std::int64_t C3 = 3 * static_cast<std::int64_t>(C);
-  const bf16* q_base = qkv + blk.b * T * C3 + blk.h * hd;  // k at + C, v at + 2C
-  const bf16* g_base = dout + blk.b * T * C + blk.h * hd;
-  const float* lse_bh = lse + static_cast<std::int64_t>(blk.bh) * T;
-  const float* d_bh = D + static_cast<std::int64_t>(blk.bh) * T;
+  const std::int64_t C3 = head.qkv_stride;
+  const bf16* q_base = qkv + head.qkv_offset;  // k at + C, v at + 2C
+  const bf16* g_base = dout + head.out_offset;
+  const float* lse_bh = lse + static_cast<std::int64_t>(head.bh) * T;
+  const float* d_bh = D + static_cast<std::int64_t>(head.bh) * T;
   const int row0 = threadIdx.x / 32 * kWarpRows;
 
-  load_tile(Ks, ld, q_base + C, C3, k0, T, hd, hdp, vector_loads);
-  load_tile(Vs, ld, q_base + 2 * C, C3, k0, T, hd, hdp, vector_loads);
-  zero(dK, kTile * acc_ld);
-  zero(dV, kTile * acc_ld);
-  for (int qt = kt; qt < NT; ++qt) {
+  load_tile(sm.k, ld, q_base + C, C3, k0, T, hd, hdp, vector_loads);
+  load_tile(sm.v, ld, q_base + 2 * C, C3, k0, T, hd, hdp, vector_loads);
+  zero(sm.dk, kTile * acc_ld);
+  zero(sm.dv, kTile * acc_ld);
+  for (int qt = kt; qt < head.tiles; ++qt) {
     const int q0 = qt * kTile;
     __syncthreads();  // the previous query tile's q, dout, p and ds are no longer read
-    load_tile(Qs, ld, q_base, C3, q0, T, hd, hdp, vector_loads);
-    load_tile(Gs, ld, g_base, C, q0, T, hd, hdp, vector_loads);
-    load_rows(lse_rows, lse_bh, q0, T);
-    load_rows(d_rows, d_bh, q0, T);
+    load_tile(sm.q, ld, q_base, C3, q0, T, hd, hdp, vector_loads);
+    load_tile(sm.dout, ld, g_base, C, q0, T, hd, hdp, vector_loads);
+    load_rows(sm.lse_rows, lse_bh, q0, T);
+    load_rows(sm.d_rows, d_bh, q0, T);
     __syncthreads();
 
     // Each warp: its 16 query rows of s, dp, then p and ds.
-    warp_product_nt(S + row0 * kScoreLd, Qs + row0 * ld, Ks, ld, hdp);
-    warp_product_nt(dP + row0 * kScoreLd, Gs + row0 * ld, Vs, ld, hdp);
+    warp_product_nt(sm.scores + row0 * kScoreLd, sm.q + row0 * ld, sm.k, ld, hdp);
+    warp_product_nt(sm.dprobs + row0 * kScoreLd, sm.dout + row0 * ld, sm.v, ld, hdp);
     __syncwarp();
-    warp_probabilities(P, dS, S, dP, lse_rows, d_rows, row0, q0, k0, T, scale);
+    warp_probabilities(sm.probs, sm.dscores, sm.scores, sm.dprobs, sm.lse_rows, sm.d_rows, row0, q0, k0, T, scale);
     __syncthreads();  // dv and dk sum over all 64 query rows
 
     // Each warp: its 16 key rows of dv += p^T dout and dk += ds^T q.
-    warp_accumulate<wmma::col_major>(dV + row0 * acc_ld, acc_ld, P + row0, Gs, ld, hdp);
-    warp_accumulate<wmma::col_major>(dK + row0 * acc_ld, acc_ld, dS + row0, Qs, ld, hdp);
+    warp_accumulate<wmma::col_major>(sm.dv + row0 * acc_ld, acc_ld, sm.probs + row0, sm.dout, ld, hdp);
+    warp_accumulate<wmma::col_major>(sm.dk + row0 * acc_ld, acc_ld, sm.dscores + row0, sm.q, ld, hdp);
   }
   __syncwarp();
 
-  bf16* d_base = dqkv + blk.b * T * C3 + blk.h * hd;
-  warp_add_rows(d_base + C, C3, dK, acc_ld, row0, k0, T, hd, scale);
-  warp_add_rows(d_base + 2 * C, C3, dV, acc_ld, row0, k0, T, hd, 1.f);
+  bf16* d_base = dqkv + head.qkv_offset;
+  warp_add_rows(d_base + C, C3, sm.dk, acc_ld, row0, k0, T, hd, scale);
+  warp_add_rows(d_base + 2 * C, C3, sm.dv, acc_ld, row0, k0, T, hd, 1.f);
 }
 
 // The query pass: dq of query tile i over the key tiles j = 0..i.
@@ -458,51 +451,40 @@ __global__ void __launch_bounds__(kThreads)
     flash_backward_query_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
                                 int T, int C, int NH, int hd, int hdp, int heads, float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
-  const QueryPassShared at(hdp);
-  bf16* Qs = region<bf16>(shared, at.q);
-  bf16* Gs = region<bf16>(shared, at.dout);
-  bf16* Ks = region<bf16>(shared, at.k);
-  bf16* Vs = region<bf16>(shared, at.v);
-  float* dQ = region<float>(shared, at.dq);
-  float* S = region<float>(shared, at.scores);
-  float* dP = region<float>(shared, at.dprobs);
-  bf16* dS = region<bf16>(shared, at.dscores);
-  float* lse_rows = region<float>(shared, at.lse_rows);
-  float* d_rows = region<float>(shared, at.d_rows);
+  const QueryPassShared sm(reinterpret_cast<std::uintptr_t>(shared), hdp);
   const int ld = operand_ld(hdp), acc_ld = accumulator_ld(hdp);
 
-  const int NT = (T + kTile - 1) / kTile;
-  const BlockTile blk = block_tile(heads, NH);
-  const int qt = NT - 1 - blk.tile;  // the longest rows first
+  const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
+  const int qt = head.tiles - 1 - head.tile;  // the longest rows first
   const int q0 = qt * kTile;
-  const std::int64_t C3 = 3 * static_cast<std::int64_t>(C);
-  const bf16* q_base = qkv + blk.b * T * C3 + blk.h * hd;  // k at + C, v at + 2C
-  const bf16* g_base = dout + blk.b * T * C + blk.h * hd;
+  const std::int64_t C3 = head.qkv_stride;
+  const bf16* q_base = qkv + head.qkv_offset;  // k at + C, v at + 2C
+  const bf16* g_base = dout + head.out_offset;
   const int row0 = threadIdx.x / 32 * kWarpRows;
 
-  load_tile(Qs, ld, q_base, C3, q0, T, hd, hdp, vector_loads);
-  load_tile(Gs, ld, g_base, C, q0, T, hd, hdp, vector_loads);
-  load_rows(lse_rows, lse + static_cast<std::int64_t>(blk.bh) * T, q0, T);
-  load_rows(d_rows, D + static_cast<std::int64_t>(blk.bh) * T, q0, T);
-  zero(dQ, kTile * acc_ld);
+  load_tile(sm.q, ld, q_base, C3, q0, T, hd, hdp, vector_loads);
+  load_tile(sm.dout, ld, g_base, C, q0, T, hd, hdp, vector_loads);
+  load_rows(sm.lse_rows, lse + static_cast<std::int64_t>(head.bh) * T, q0, T);
+  load_rows(sm.d_rows, D + static_cast<std::int64_t>(head.bh) * T, q0, T);
+  zero(sm.dq, kTile * acc_ld);
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();  // the previous key and value tiles are no longer read
-    load_tile(Ks, ld, q_base + C, C3, k0, T, hd, hdp, vector_loads);
-    load_tile(Vs, ld, q_base + 2 * C, C3, k0, T, hd, hdp, vector_loads);
+    load_tile(sm.k, ld, q_base + C, C3, k0, T, hd, hdp, vector_loads);
+    load_tile(sm.v, ld, q_base + 2 * C, C3, k0, T, hd, hdp, vector_loads);
     __syncthreads();
 
     // Each warp, its 16 query rows only: s, dp, ds, then dq += ds k.
-    warp_product_nt(S + row0 * kScoreLd, Qs + row0 * ld, Ks, ld, hdp);
-    warp_product_nt(dP + row0 * kScoreLd, Gs + row0 * ld, Vs, ld, hdp);
+    warp_product_nt(sm.scores + row0 * kScoreLd, sm.q + row0 * ld, sm.k, ld, hdp);
+    warp_product_nt(sm.dprobs + row0 * kScoreLd, sm.dout + row0 * ld, sm.v, ld, hdp);
     __syncwarp();
-    warp_probabilities(nullptr, dS, S, dP, lse_rows, d_rows, row0, q0, k0, T, scale);
+    warp_probabilities(nullptr, sm.dscores, sm.scores, sm.dprobs, sm.lse_rows, sm.d_rows, row0, q0, k0, T, scale);
     __syncwarp();
-    warp_accumulate<wmma::row_major>(dQ + row0 * acc_ld, acc_ld, dS + row0 * kProbLd, Ks, ld, hdp);
+    warp_accumulate<wmma::row_major>(sm.dq + row0 * acc_ld, acc_ld, sm.dscores + row0 * kProbLd, sm.k, ld, hdp);
   }
   __syncwarp();
 
-  warp_add_rows(dqkv + blk.b * T * C3 + blk.h * hd, C3, dQ, acc_ld, row0, q0, T, hd, scale);
+  warp_add_rows(dqkv + head.qkv_offset, C3, sm.dq, acc_ld, row0, q0, T, hd, scale);
 }
 
 // ---- launchers ------------------------------------------------------------------------------------
@@ -536,24 +518,12 @@ Geometry geometry(const char* op, std::int64_t B, std::int64_t T, std::int64_t C
   return g;
 }
 
+// What asks for the shared memory, for allow_shared_memory's error.
+std::string head_size(const Geometry& g) { return "head size " + std::to_string(g.hd); }
+
 // 8 bf16 at a time where every row of every head starts on 16 bytes.
 bool vector_loads(int hd, const void* a, const void* b) {
   return hd % 8 == 0 && reinterpret_cast<std::uintptr_t>(a) % 16 == 0 && reinterpret_cast<std::uintptr_t>(b) % 16 == 0;
-}
-
-// Lets `kernel` take `bytes` of dynamic shared memory (over 48 KiB needs an opt-in).
-template <class Kernel>
-void allow_shared_memory(Kernel kernel, std::size_t bytes, const char* op, int hd) {
-  if (bytes <= 48 * 1024) return;
-  int device = 0, most = 0;
-  check_cuda(cudaGetDevice(&device), op, ": cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), op,
-             ": reading the shared memory limit");
-  if (bytes > static_cast<std::size_t>(most))
-    fail(op, ": head size ", hd, " needs ", bytes, " bytes of shared memory a block; this GPU has ", most);
-  // The limit itself, whatever this launch needs: the same value from every thread that launches.
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most), op,
-             ": raising the shared memory limit");
 }
 
 }  // namespace
@@ -562,8 +532,8 @@ void flash_attention_forward(CUstream_st* stream, void* out, float* lse, const v
                              std::int64_t T, std::int64_t C, std::int64_t n_head) {
   if (B == 0 || T == 0) return;
   const Geometry g = geometry("flash_attention", B, T, C, n_head);
-  const std::size_t bytes = ForwardShared(g.hdp).bytes;
-  allow_shared_memory(flash_forward_kernel, bytes, "flash_attention", g.hd);
+  const std::size_t bytes = ForwardShared(0, g.hdp).bytes;
+  allow_shared_memory(flash_forward_kernel, bytes, "flash_attention", head_size(g));
   flash_forward_kernel<<<g.blocks, kThreads, bytes, stream>>>(static_cast<bf16*>(out), lse,
                                                               static_cast<const bf16*>(qkv), g.T, g.C, g.NH, g.hd,
                                                               g.hdp, g.heads, g.scale, vector_loads(g.hd, qkv, qkv));
@@ -589,15 +559,15 @@ void flash_attention_backward(CUstream_st* stream, void* dqkv, const void* dout,
   check_launch("flash_attention_backward (dout . out)");
 
   // 2. dk, dv by key tiles.
-  const std::size_t key_bytes = KeyPassShared(g.hdp).bytes;
-  allow_shared_memory(flash_backward_key_kernel, key_bytes, "flash_attention_backward", g.hd);
+  const std::size_t key_bytes = KeyPassShared(0, g.hdp).bytes;
+  allow_shared_memory(flash_backward_key_kernel, key_bytes, "flash_attention_backward", head_size(g));
   flash_backward_key_kernel<<<g.blocks, kThreads, key_bytes, stream>>>(
       dqkv_bf, dout_bf, qkv_bf, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
   check_launch("flash_attention_backward (dk, dv)");
 
   // 3. dq by query tiles.
-  const std::size_t query_bytes = QueryPassShared(g.hdp).bytes;
-  allow_shared_memory(flash_backward_query_kernel, query_bytes, "flash_attention_backward", g.hd);
+  const std::size_t query_bytes = QueryPassShared(0, g.hdp).bytes;
+  allow_shared_memory(flash_backward_query_kernel, query_bytes, "flash_attention_backward", head_size(g));
   flash_backward_query_kernel<<<g.blocks, kThreads, query_bytes, stream>>>(
       dqkv_bf, dout_bf, qkv_bf, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
   check_launch("flash_attention_backward (dq)");

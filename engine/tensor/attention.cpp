@@ -156,6 +156,14 @@ void attention_backward(F* dqkv, const F* dout, const F* qkv, const float* att, 
 
 // Checks what the forward and the backward share and returns the sizes.
 cpu::QkvLayout attention_sizes(std::string_view op, const Tensor& qkv, const Tensor& att, int n_head) {
+  const QkvShape q = qkv_shape(op, qkv, n_head);
+  expect_tensor(op, "att", att, {q.B, n_head, q.T, q.T}, DType::f32);
+  return {q.B, q.T, q.C, q.n_head, q.hd};
+}
+
+}  // namespace
+
+QkvShape qkv_shape(std::string_view op, const Tensor& qkv, int n_head) {
   expect_float(op, "qkv", qkv, 3, "[B, T, 3C]");
   const std::int64_t B = qkv.dim(0), T = qkv.dim(1), C3 = qkv.dim(2);
   if (!(C3 % 3 == 0))
@@ -164,11 +172,8 @@ cpu::QkvLayout attention_sizes(std::string_view op, const Tensor& qkv, const Ten
   const std::int64_t C = C3 / 3;
   if (!(n_head > 0 && C % n_head == 0))
     fail(op, ": n_head must divide C = ", C, " (from ", qkv.describe(), "), got n_head ", n_head);
-  expect_tensor(op, "att", att, {B, n_head, T, T}, DType::f32);
   return {B, T, C, n_head, C / n_head};
 }
-
-}  // namespace
 
 // Costs count the full T x T products even though the causal mask makes half of them unused: a
 // batched GEMM (llm.c's attention) computes them all.

@@ -12,10 +12,20 @@
 // What an op writes must not share memory with its other operands (an Error): no op here works in
 // place.
 #pragma once
+#include <cstdint>
+#include <string_view>
+
 #include "engine/runtime/device.hpp"
 #include "engine/tensor/tensor.hpp"
 
 namespace fsdplab {
+
+// The sizes in c_attn's layout qkv [B, T, 3C] with n_head heads of hd = C / n_head columns, checked (an Error
+// naming `op` otherwise): what this op and flash_attention.hpp's both read.
+struct QkvShape {
+  std::int64_t B, T, C, n_head, hd;
+};
+QkvShape qkv_shape(std::string_view op, const Tensor& qkv, int n_head);
 
 // qkv: [B, T, 3C]; out: [B, T, C]; att: [B, n_head, T, T] f32. n_head must divide C.
 void attention(Stream s, const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/cuda/flash_attention_kernels.hpp"
+#include "engine/tensor/attention.hpp"
 #include "engine/tensor/bf16.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/launch.hpp"
@@ -148,23 +149,16 @@ void backward(Bits* dqkv, const Bits* dout, const Bits* qkv, const Bits* out, co
 
 // Checks what the forward and the backward share and returns the sizes.
 FlashLayout flash_sizes(std::string_view op, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head) {
-  expect_float(op, "qkv", qkv, 3, "[B, T, 3C]");
+  const QkvShape q = qkv_shape(op, qkv, n_head);
   if (qkv.dtype() != DType::bf16)
     fail(op, ": qkv must be bf16 (flash attention multiplies on bf16 tensor cores; f32 runs use attention), got ",
          qkv.describe());
-  const std::int64_t B = qkv.dim(0), T = qkv.dim(1), C3 = qkv.dim(2);
-  if (!(C3 % 3 == 0))
-    fail(op, ": qkv must be [B, T, 3C] (q, k and v side by side), but its last dimension ", C3,
-         " is not a multiple of 3: ", qkv.describe());
-  const std::int64_t C = C3 / 3;
-  if (!(n_head > 0 && C % n_head == 0))
-    fail(op, ": n_head must divide C = ", C, " (from ", qkv.describe(), "), got n_head ", n_head);
-  if (C / n_head > kFlashMaxHeadDim)
+  if (q.hd > kFlashMaxHeadDim)
     fail(op, ": the head dimension C / n_head must be at most ", kFlashMaxHeadDim,
-         " (a tile of it lives in shared memory), got ", C / n_head);
-  expect_tensor(op, "out", out, {B, T, C}, DType::bf16);
-  expect_tensor(op, "lse", lse, {B, n_head, T}, DType::f32);
-  return {B, T, C, n_head, C / n_head};
+         " (a tile of it lives in shared memory), got ", q.hd);
+  expect_tensor(op, "out", out, {q.B, q.T, q.C}, DType::bf16);
+  expect_tensor(op, "lse", lse, {q.B, n_head, q.T}, DType::f32);
+  return {q.B, q.T, q.C, q.n_head, q.hd};
 }
 
 // The score pairs the kernels compute: every tile at or below the diagonal, whole (a partial tile is padded).

@@ -4,6 +4,12 @@
 
 namespace fsdplab {
 
+std::string_view sm_split_description(std::string_view choice) {
+  if (choice == "off") return "every SM shared";
+  if (choice == "on") return "each rank on its own share of the SMs";
+  return "each rank on its own share of the SMs where the driver can split them";
+}
+
 void set_sm_split(RunConfig& run, std::string_view choice) {
   check(choice == "auto" || choice == "on" || choice == "off", "--sm-split '", choice, "'; expected auto, on or off");
   run.sm_split = choice != "off";

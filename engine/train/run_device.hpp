@@ -17,4 +17,8 @@ DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, b
 // three). auto, the command line's default: split where the driver can; on: split or fail; off: share.
 void set_sm_split(RunConfig& run, std::string_view choice);
 
+// How ranks sharing a GPU compute under `--sm-split choice`, for a run's header: the request, since the header
+// comes before the devices are made; where auto falls back, the device's warning comes first.
+std::string_view sm_split_description(std::string_view choice);
+
 }  // namespace fsdplab
