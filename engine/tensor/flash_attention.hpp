@@ -21,21 +21,17 @@
 //              dv_k += sum_{t>=k} bf16(p_tk) dout_t;  dk_k += sum_{t>=k} bf16(ds_tk) q_t / sqrt(hd);
 //              dq_t += sum_{k<=t} bf16(ds_tk) k_k / sqrt(hd)
 // bf16(.) marks where a tensor-core product takes a rounded operand, as FlashAttention's kernels do: so
-// the host body is the GPU kernel's twin, and the sim device trains with the numerics a GPU run has. Each
+// the host body (flash_attention_host.hpp) is the GPU kernels' twin, and the sim device trains with the numerics a GPU run has. Each
 // element of dqkv is rounded once, after the sum. The GPU kernels split the backward in two passes (one over
 // key tiles for dk, dv; one over query tiles for dq) rather than add dq atomically, so a rerun is bit-exact.
 //
 // What an op writes must not share memory with its other operands (an Error).
 #pragma once
 #include "engine/runtime/device.hpp"
+#include "engine/tensor/flash_attention_host.hpp"
 #include "engine/tensor/tensor.hpp"
 
 namespace fsdplab {
-
-// Query and key rows of a tile (see [Note: the flash attention arithmetic]).
-inline constexpr std::int64_t kFlashTile = 64;
-// The largest head dimension the GPU kernels hold in shared memory.
-inline constexpr std::int64_t kFlashMaxHeadDim = 128;
 
 // qkv: [B, T, 3C] bf16; out: [B, T, C] bf16; lse: [B, n_head, T] f32. n_head must divide C.
 void flash_attention(Stream s, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head);

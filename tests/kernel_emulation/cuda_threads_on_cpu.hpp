@@ -1,0 +1,112 @@
+// cuda_threads_on_cpu.hpp — CUDA's execution model on CPU threads, so that a kernel's own source runs without a
+// GPU (kernels_on_cpu.cmake rewrites the .cu file; test_flash_attention_kernels_on_cpu.cpp runs it). A launch
+// runs its blocks one after another on blockDim.x std::threads, one per CUDA thread, with real barriers for
+// __syncthreads (the block) and __syncwarp (its warp), and warp shuffles through a slot per lane between two
+// warp barriers. Each block's dynamic shared memory starts as 0xff bytes, which read as NaN in f32 and bf16, so
+// a read before a write shows.
+//
+// What this checks: index arithmetic, masks, tile loops, shared-memory layout and the kernels' own
+// synchronisation (ThreadSanitizer sees exactly the barriers the kernel calls). What it cannot: timing, the
+// hardware's memory model beyond those barriers, and real wmma fragment layouts (cuda/mma.h keeps whole
+// matrices per lane). A GPU run is still the test that counts (tests/unit's cuda instances).
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+struct CUstream_st;
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+inline thread_local dim3 threadIdx, blockIdx;
+inline dim3 gridDim, blockDim;
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+
+struct uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+// Rounded multiply: the host does not contract a multiply into an add unless asked (-ffp-contract), as the
+// kernels ask the GPU not to.
+inline float __fmul_rn(float a, float b) { return a * b; }
+
+namespace cuda_on_cpu {
+
+constexpr int kMaxWarps = 32;
+
+// The block running on this process's threads now (blocks run one at a time).
+struct Block {
+  std::barrier<>* all = nullptr;
+  std::barrier<>* warp[kMaxWarps] = {};
+  float lane_slot[kMaxWarps][32] = {};
+  unsigned char* shared = nullptr;
+};
+inline Block* current = nullptr;
+
+inline unsigned char* block_shared_memory() { return current->shared; }
+
+// kernel<<<grid, block, shared_bytes, stream>>>(args...), one block after another on the same blockDim.x
+// threads: after each block they meet at a barrier whose completion refills the shared memory. The kernels here
+// use gridDim.x and blockDim.x only.
+template <class Kernel, class... Args>
+void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes, CUstream_st*, Args... args) {
+  gridDim = grid;
+  blockDim = block;
+  Block run;
+  std::barrier<> all(block.x);
+  std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
+  for (unsigned w = 0; w < block.x / 32; ++w) {
+    warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
+    run.warp[w] = warp_barriers.back().get();
+  }
+  run.all = &all;
+  std::vector<unsigned char> memory(shared_bytes + 128);
+  run.shared = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(memory.data()) + 127) / 128 * 128);
+  const auto fresh_shared_memory = [&run, shared_bytes]() noexcept { std::memset(run.shared, 0xff, shared_bytes); };
+  fresh_shared_memory();
+  std::barrier block_done(block.x, fresh_shared_memory);
+  current = &run;
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < block.x; ++t) {
+    threads.emplace_back([&, t] {
+      threadIdx = dim3(t);
+      for (unsigned b = 0; b < grid.x; ++b) {
+        blockIdx = dim3(b);
+        kernel(args...);
+        block_done.arrive_and_wait();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  current = nullptr;
+}
+
+}  // namespace cuda_on_cpu
+
+inline void __syncthreads() { cuda_on_cpu::current->all->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { cuda_on_cpu::current->warp[threadIdx.x / 32]->arrive_and_wait(); }
+
+inline float __shfl_sync(unsigned, float v, int source_lane) {
+  cuda_on_cpu::Block& b = *cuda_on_cpu::current;
+  const unsigned w = threadIdx.x / 32;
+  b.lane_slot[w][threadIdx.x % 32] = v;
+  __syncwarp();
+  const float got = b.lane_slot[w][source_lane];
+  __syncwarp();
+  return got;
+}
+inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
+  return __shfl_sync(mask, v, static_cast<int>(threadIdx.x % 32) ^ lane_mask);
+}

@@ -1,0 +1,20 @@
+# kernels_on_cpu.cmake — rewrites a .cu file into C++ that runs on CPU threads (cuda_threads_on_cpu.hpp):
+#   cmake -DIN=kernels.cu -DOUT=kernels_on_cpu.inc -P kernels_on_cpu.cmake
+# Two things are not C++: a kernel's `extern __shared__` array becomes the running block's shared memory, and
+# `kernel<<<grid, block, bytes, stream>>>(args)` becomes cuda_on_cpu::launch(kernel, grid, block, bytes, stream,
+# args). The rest compiles as it is, against the headers in cuda/.
+file(READ ${IN} source)
+string(REGEX MATCHALL "extern __shared__[^;]*;" shared_arrays "${source}")
+string(REGEX MATCHALL "<<<" launches "${source}")
+if(NOT shared_arrays OR NOT launches)
+  message(FATAL_ERROR "kernels_on_cpu: ${IN} has no `extern __shared__` array or no <<<...>>> launch to rewrite")
+endif()
+string(REGEX REPLACE "extern __shared__[^;]*unsigned char ([a-z_]+)\\[\\];"
+       "unsigned char* \\1 = cuda_on_cpu::block_shared_memory();" source "${source}")
+string(REGEX REPLACE "([A-Za-z_][A-Za-z_0-9]*)<<<" "cuda_on_cpu::launch(\\1, " source "${source}")
+string(REPLACE ">>>(" ", " source "${source}")
+if(source MATCHES "extern __shared__|<<<|>>>")
+  message(FATAL_ERROR "kernels_on_cpu: ${IN} has a shared array or a launch this script cannot rewrite")
+endif()
+file(WRITE ${OUT}.tmp "// Generated from ${IN} by kernels_on_cpu.cmake; do not edit.\n${source}")
+file(RENAME ${OUT}.tmp ${OUT})
