@@ -33,6 +33,7 @@ inline dim3 gridDim, blockDim;
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
+#define __restrict__ __restrict
 
 struct uint4 {
   unsigned x, y, z, w;
@@ -41,6 +42,9 @@ inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return
 // Rounded multiply: the host does not contract a multiply into an add unless asked (-ffp-contract), as the
 // kernels ask the GPU not to.
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
 
 namespace cuda_on_cpu {
 
