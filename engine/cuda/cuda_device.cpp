@@ -140,14 +140,14 @@ struct CudaDevice::Impl final : BlockSource {
     for (cudaEvent_t e : spare_timing_events) cudaEventDestroy(e);
   }
 
-  // `shares` > 1: on the `share`-th share of the GPU's SMs (sm_partition.hpp), or on every SM where the
-  // driver cannot make the share and it is not `required`.
-  void create_streams(int share, int shares, bool required) {
-    if (shares > 1) {
+  // More than one share: on this rank's share of the GPU's SMs (sm_partition.hpp), or on every SM where the
+  // driver cannot make the share and it is not required.
+  void create_streams(const SmShare& sm) {
+    if (sm.count > 1) {
       try {
-        sm_partition = std::make_unique<cuda::SmPartition>(gpu, share, shares, rank);
+        sm_partition = std::make_unique<cuda::SmPartition>(gpu, sm.index, sm.count, rank);
       } catch (const Error& e) {
-        if (required) throw;
+        if (sm.required) throw;
         static std::once_flag warned;
         std::call_once(warned, [&] {
           std::fprintf(stderr, "fsdplab: the ranks share every SM of GPU %d (--sm-split on makes this an error): %s\n",
@@ -259,7 +259,7 @@ CudaDevice::CudaDevice(int rank, DevicePreset preset, LinkPreset link, CudaDevic
               count, count == 1 ? " GPU" : " GPUs");
         use_gpu(options.gpu, rank);
         auto impl = std::make_unique<Impl>(rank, options.gpu);
-        impl->create_streams(options.sm_share, options.sm_shares, options.sm_split_required);
+        impl->create_streams(options.sm);
         return impl;
       }()),
       allocator_(*impl_) {

@@ -17,7 +17,7 @@
 // time, as on the sim device and as NCCL runs a communicator's collectives; with `emulate_link` each
 // collective first holds its stream for the link preset's time (a spin kernel), so the overlap of a PCIe
 // workstation can be seen with every rank on one GPU. Ranks sharing a GPU may each get their own share of
-// its SMs (`sm_shares`), so that they run side by side as GPUs of their own would.
+// its SMs (`CudaDeviceOptions::sm`), so that they run side by side as GPUs of their own would.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -27,6 +27,7 @@
 
 #include "engine/runtime/caching_allocator.hpp"
 #include "engine/runtime/device.hpp"
+#include "engine/runtime/sm_share.hpp"
 
 namespace fsdplab {
 
@@ -34,12 +35,8 @@ struct CudaDeviceOptions {
   int gpu = 0;
   bool emulate_link = false;
   bool cupti = true;  // the sinks get CUPTI's kernel-level trace; false: each op's CUDA-event span
-  // Ranks sharing the GPU: this rank's streams run on the `sm_share`-th of `sm_shares` disjoint shares of its
-  // SMs (engine/cuda/sm_partition.hpp); 1 share: every SM.
-  int sm_share = 0;
-  int sm_shares = 1;
-  // A share the driver cannot make is an Error; otherwise the streams share every SM, and a warning says why.
-  bool sm_split_required = false;
+  // Ranks sharing the GPU: this rank's streams run on its share of the SMs (engine/cuda/sm_partition.hpp).
+  SmShare sm;
 };
 
 class CudaDevice final : public Device {

@@ -60,9 +60,7 @@ std::unique_ptr<Device> make_device(int rank, const DeviceSpec& spec) {
   options.emulate_link = spec.emulate_link;
   options.cupti = spec.cupti;
   if (spec.sm_split) {
-    options.sm_share = spec.sm_share;
-    options.sm_shares = spec.sm_shares;
-    options.sm_split_required = spec.sm_split_required;
+    options.sm = spec.sm;
   }
   return std::make_unique<CudaDevice>(rank, spec.preset, spec.link, options);
 #else

@@ -12,6 +12,7 @@
 #include "engine/runtime/device.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/runtime/race_detector.hpp"
+#include "engine/runtime/sm_share.hpp"
 
 namespace fsdplab {
 
@@ -27,13 +28,10 @@ struct DeviceSpec {
   // PCIe workstation's overlap shows on one GPU.
   bool emulate_link = false;
   int gpu = 0;  // cuda: the GPU's index
-  // cuda, ranks sharing the GPU: each rank's streams run on its own share of the SMs (`sm_split`), the
-  // `sm_share`-th of `sm_shares` (engine/cuda/sm_partition.hpp); the run's seats fill them in. Where the
-  // driver cannot split them the ranks share every SM with a warning, or, `sm_split_required`, fail.
+  // cuda, ranks sharing the GPU: each rank's streams run on its own share of the SMs where `sm_split`
+  // (engine/cuda/sm_partition.hpp); the run sets `sm.required`, its seats `sm.index` and `sm.count`.
   bool sm_split = true;
-  bool sm_split_required = false;
-  int sm_share = 0;
-  int sm_shares = 1;
+  SmShare sm;
   // cuda: the trace sinks get CUPTI's kernels, copies and host waits (engine/cuda/cupti_tracer.hpp); false,
   // or where CUPTI cannot trace: each op's CUDA-event span.
   bool cupti = true;

@@ -36,7 +36,7 @@ DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, b
   spec.emulate_link = run.emulate_link;
   spec.cupti = run.cupti;
   spec.sm_split = run.sm_split;
-  spec.sm_split_required = run.sm_split_required;
+  spec.sm.required = run.sm_split_required;
   if (spec.kind == DeviceKind::sim) {
     check(!run.emulate_link, "--emulate-link holds a real GPU's collective streams for the link's time; the sim "
           "device always runs its link on the virtual clock (--link-preset picks it); use --device cuda");

@@ -59,10 +59,11 @@ TEST_F(CudaDeviceTest, RanksSharingTheGpuEachGetTheirOwnShareOfItsSms) {
   EXPECT_EQ(dynamic_cast<CudaDevice&>(*make_device(0, whole)).sm_count(), total);
 
   DeviceSpec split = spec();
-  split.sm_shares = 2;
+  split.sm.count = 2;
+  split.sm.required = true;  // a share the driver cannot make fails here, instead of falling back to every SM
   int together = 0;
   for (int share : {0, 1}) {
-    split.sm_share = share;
+    split.sm.index = share;
     const int sms = dynamic_cast<CudaDevice&>(*make_device(share, split)).sm_count();
     EXPECT_GT(sms, 0);
     EXPECT_LE(sms, total / 2);
@@ -70,8 +71,8 @@ TEST_F(CudaDeviceTest, RanksSharingTheGpuEachGetTheirOwnShareOfItsSms) {
   }
   EXPECT_LE(together, total);
 
-  split.sm_shares = total + 1;
-  split.sm_share = 0;
+  split.sm.count = total + 1;
+  split.sm.index = 0;
   const std::string refused = error_of([&] { make_device(0, split); });
   EXPECT_TRUE(contains(refused, "too few for " + std::to_string(total + 1) + " shares")) << refused;
 }
@@ -235,7 +236,7 @@ CollectiveResults run_collectives(DeviceKind kind, int world, DType dtype, const
     r->resize(static_cast<std::size_t>(world));
   run_world(world, [&](int r, LocalWorld& local) {
     DeviceSpec rank_spec = cuda_spec;
-    rank_spec.sm_share = cuda_spec.sm_shares > 1 ? r : 0;  // split: each rank on its own share of the SMs
+    rank_spec.sm.index = cuda_spec.sm.count > 1 ? r : 0;  // split: each rank on its own share of the SMs
     std::unique_ptr<Device> dev = kind == DeviceKind::sim ? make_sim_device(r) : make_device(r, rank_spec);
     LocalComm comm(local, r, *dev);
     const Stream ag = dev->stream(Lane::all_gather), rs = dev->stream(Lane::reduce_scatter);
@@ -265,9 +266,9 @@ TEST_F(CudaDeviceTest, LocalCommOnOneGpuGivesExactlyTheSimDevicesResults) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " W=" + std::to_string(world));
       const CollectiveResults sim = run_collectives(DeviceKind::sim, world, dtype, spec());
       DeviceSpec split = spec();
-      split.sm_shares = world;  // each rank on its own share of the SMs, as training runs them
+      split.sm.count = world;  // each rank on its own share of the SMs, as training runs them
       for (const DeviceSpec& cuda : {spec(), split}) {
-        SCOPED_TRACE(cuda.sm_shares > 1 ? "SMs split" : "every SM");
+        SCOPED_TRACE(cuda.sm.count > 1 ? "SMs split" : "every SM");
         const CollectiveResults gpu = run_collectives(DeviceKind::cuda, world, dtype, cuda);
         // Same values, same order of additions, one rounding: bit for bit.
         EXPECT_EQ(gpu.gathered, sim.gathered);

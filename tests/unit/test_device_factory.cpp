@@ -35,7 +35,7 @@ TEST(DeviceFactory, SmSplitChoicesReachTheDeviceSpec) {
     set_sm_split(run, choice);
     const DeviceSpec spec = run_device_spec(run, PresetCatalog::builtin(), false);
     EXPECT_EQ(spec.sm_split, split) << choice;
-    EXPECT_EQ(spec.sm_split_required, required) << choice;
+    EXPECT_EQ(spec.sm.required, required) << choice;
   }
   EXPECT_TRUE(contains(error_of([&] { set_sm_split(run, "half"); }), "--sm-split 'half'; expected auto, on or off"));
 }
