@@ -219,12 +219,14 @@ Block& SimDevice::host_access(const Access& access, bool write, const std::strin
 void SimDevice::host_read(const Access& access, std::byte* to, const std::string& what) {
   const Block& block = host_access(access, /*write=*/false, what);
   check(!options_.dry_run, "rank ", rank_, ": ", what, " on a dry run, which holds no data");
+  if (access.bytes == 0) return;  // an empty tensor's pointers may be null, which memcpy may not be given
   std::memcpy(to, block.data + access.offset, static_cast<std::size_t>(access.bytes));
 }
 
 void SimDevice::host_write(const Access& access, const std::byte* from, const std::string& what) {
   Block& block = host_access(access, /*write=*/true, what);
   check(!options_.dry_run, "rank ", rank_, ": ", what, " on a dry run, which holds no data");
+  if (access.bytes == 0) return;  // an empty tensor's pointers may be null, which memcpy may not be given
   std::memcpy(block.data + access.offset, from, static_cast<std::size_t>(access.bytes));
 }
 
