@@ -101,6 +101,7 @@ RunConfig TrainBenchOptions::run_config(std::string device_choice) const {
   run.world = world;
   run.batch = micro_batch * world;
   run.seq = seq;
+  run.vocab_multiple = vocab_multiple;
   run.steps = warmup + steps + 1;
   run.device_preset = device_preset;
   run.link_preset = link_preset;

@@ -19,6 +19,7 @@ struct TrainBenchOptions {
   std::string preset = "gpt2";
   std::int64_t micro_batch = 4;  // sequences per rank
   std::int64_t seq = 1024;
+  std::int64_t vocab_multiple = 0;  // gpt2: RunConfig::vocab_multiple (0: the preset's, 128 for gpt2)
   int world = 1;
   int steps = 10;   // measured steps
   int warmup = 3;   // steps run first and not measured (allocator cache, cuBLAS heuristics)

@@ -157,6 +157,10 @@ void add_bench_command(CLI::App& app) {
           ->check(CLI::Range(1, 1 << 20)),
       cmd->add_option("--warmup", train->warmup, "train, cupti, kernels: steps before the measured ones (default 3)")
           ->check(CLI::Range(0, 1 << 20)),
+      cmd->add_option("--vocab-multiple", train->vocab_multiple,
+                      "train, cupti, kernels (gpt2): store the vocabulary padded to a multiple of this (default 128; 1: "
+                      "unpadded, to measure what the padding gains)")
+          ->check(CLI::Range(1, 1 << 16)),
       cmd->add_flag("--emulate-link", train->emulate_link,
                     "train, cupti, kernels (cuda, W >= 2): hold each collective for the link preset's time; train: "
                     "adds the compute row and eta"),

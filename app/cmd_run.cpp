@@ -394,6 +394,10 @@ void add_run_command(CLI::App& app) {
                     ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seq", t.seq, "gpt2: tokens per sequence (default: the model's context)")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--vocab-multiple", t.vocab_multiple,
+                  "gpt2: store the vocabulary padded to a multiple of this, for the GPU's GEMM tiles (default: 128, "
+                  "the test presets 64; 1: unpadded); files keep the unpadded vocabulary")
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--optimizer", t.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
   cmd->add_option("--lr", t.lr, "Learning rate (other hyper-parameters: PyTorch's defaults)");
   cmd->add_option("--momentum", t.momentum, "sgd: momentum (default 0, as PyTorch)");

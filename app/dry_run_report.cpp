@@ -23,7 +23,7 @@ std::int64_t at(const TagBytes& bytes, MemTag tag) { return bytes[static_cast<st
 std::int64_t parameter_count(Module& module) {
   const std::vector<Parameter*> params = module.parameters();
   return std::accumulate(params.begin(), params.end(), std::int64_t{0},
-                         [](std::int64_t n, const Parameter* p) { return n + p->numel(); });
+                         [](std::int64_t n, const Parameter* p) { return n + p->logical_numel(); });
 }
 
 // What the analytic model expects of this run, as far as it applies: the units as FSDP plans them,

@@ -3,7 +3,8 @@
 # side in one table:
 #   PyTorch eager f32 (TF32 off); PyTorch eager bf16 autocast + fused AdamW; PyTorch bf16 + torch.compile
 #   (scripts/pytorch_gpt2_eager.py: the same model and step as fsdplab's single-rank baseline);
-#   fsdplab f32 and bf16 on 1 rank (`bench --what train`);
+#   fsdplab f32 and bf16 on 1 rank (`bench --what train`), and bf16 with the vocabulary unpadded (`--vocab-multiple 1`:
+#   what the padded vocabulary gains, [Note: the padded vocabulary] in engine/nn/gpt2_model.hpp);
 #   fsdplab bf16 on 2 ranks sharing the GPU, SYNC and ASYNC, without and with an emulated pcie4-no-p2p link (the
 #   latter adds the compute step and eta);
 #   then where fsdplab's step goes, kernel by kernel (`bench --what kernels`), in f32 and bf16.
@@ -58,6 +59,7 @@ run torch_bf16 python3 scripts/pytorch_gpt2_eager.py --dtype bf16 "$@"
 run torch_compile python3 scripts/pytorch_gpt2_eager.py --dtype bf16 --compile "$@"
 run fsdplab_f32 "$fsdplab" bench --what train --device cuda --world 1 "$@"
 run fsdplab_bf16 "$fsdplab" bench --what train --device cuda --precision bf16 --world 1 "$@"
+run fsdplab_bf16_unpadded "$fsdplab" bench --what train --device cuda --precision bf16 --world 1 --vocab-multiple 1 "$@"
 run fsdplab_w2 "$fsdplab" bench --what train --device cuda --precision bf16 --world 2 "$@"
 run fsdplab_w2_link "$fsdplab" bench --what train --device cuda --precision bf16 --world 2 --emulate-link \
   --link-preset pcie4-no-p2p "$@"
@@ -99,6 +101,7 @@ row "PyTorch eager, bf16 autocast + fused AdamW" torch_bf16
 row "PyTorch, bf16 autocast + fused AdamW + torch.compile" torch_compile
 row "fsdplab, f32, 1 rank" fsdplab_f32 single
 row "fsdplab, bf16, 1 rank" fsdplab_bf16 single
+row "fsdplab, bf16, 1 rank, vocabulary unpadded" fsdplab_bf16_unpadded single
 row "fsdplab, bf16, 2 ranks on one GPU, SYNC" fsdplab_w2 SYNC
 row "fsdplab, bf16, 2 ranks on one GPU, ASYNC" fsdplab_w2 ASYNC
 row "fsdplab, bf16, 2 ranks, emulated pcie4-no-p2p, SYNC" fsdplab_w2_link SYNC

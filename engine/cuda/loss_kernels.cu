@@ -153,11 +153,11 @@ __global__ void mse_backward_kernel(T* dpred, const T* pred, const T* target, st
 // ---- cross-entropy ---------------------------------------------------------------------------------
 
 // A block per row: the max, then the sum of exp(logit - max) (expf and logf, as the host's std::exp and
-// std::log), then lse = max + log(sum).
+// std::log), then lse = max + log(sum). Rows are `stride` apart; columns from V on are padding, unread.
 template <class T>
-__global__ void logsumexp_kernel(float* lse, const T* logits, std::int64_t N, std::int64_t V) {
+__global__ void logsumexp_kernel(float* lse, const T* logits, std::int64_t N, std::int64_t V, std::int64_t stride) {
   for (std::int64_t n = blockIdx.x; n < N; n += gridDim.x) {
-    const T* row = logits + n * V;
+    const T* row = logits + n * stride;
     float max = -INFINITY;
     for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) max = fmaxf(max, to_f32(row[v]));
     max = block_reduce(max, MaxOp{});
@@ -171,23 +171,25 @@ __global__ void logsumexp_kernel(float* lse, const T* logits, std::int64_t N, st
 // One block: loss = mean over rows of lse[n] - logits[n, targets[n]]. A target outside [0, V) makes it NaN.
 template <class T>
 __global__ void cross_entropy_mean_kernel(float* loss, const float* lse, const T* logits, const std::int32_t* targets,
-                                          std::int64_t N, std::int64_t V) {
+                                          std::int64_t N, std::int64_t V, std::int64_t stride) {
   float total = 0.f;
   for (std::int64_t n = threadIdx.x; n < N; n += blockDim.x) {
     const std::int32_t target = targets[n];
-    const float logit = target >= 0 && target < V ? to_f32(logits[n * V + target]) : quiet_nan();
+    const float logit = target >= 0 && target < V ? to_f32(logits[n * stride + target]) : quiet_nan();
     total += lse[n] - logit;
   }
   total = block_reduce(total, SumOp{});
   if (threadIdx.x == 0) *loss = total / static_cast<float>(N);
 }
 
+// The padding columns, from V to the stride, are neither read nor written.
 template <class T>
 __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const std::int32_t* targets,
-                                              const float* lse, std::int64_t N, std::int64_t V, float scale) {
+                                              const float* lse, std::int64_t N, std::int64_t V, std::int64_t stride,
+                                              float scale) {
   for (std::int64_t n = blockIdx.x; n < N; n += gridDim.x) {
-    const T* row = logits + n * V;
-    T* drow = dlogits + n * V;
+    const T* row = logits + n * stride;
+    T* drow = dlogits + n * stride;
     const float row_lse = lse[n];
     const std::int64_t target = targets[n];
     for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) {
@@ -297,29 +299,29 @@ void embedding_backward(CUstream_st* stream, DType dtype, void* dtable, const vo
 }
 
 void cross_entropy(CUstream_st* stream, DType dtype, float* loss, float* lse, const void* logits,
-                   const std::int32_t* targets, std::int64_t N, std::int64_t V) {
+                   const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t stride) {
   dispatch_float(dtype, "cross_entropy", [&](auto zero) {
     using T = decltype(zero);
     const auto* x = static_cast<const T*>(logits);
     if (N > 0) {
-      logsumexp_kernel<<<row_grid(N), kRowThreads, 0, stream>>>(lse, x, N, V);
+      logsumexp_kernel<<<row_grid(N), kRowThreads, 0, stream>>>(lse, x, N, V, stride);
       check_launch("cross_entropy (log-sum-exp)");
     }
     // Even with no rows: the loss is then 0 / 0, NaN, as on the host.
-    cross_entropy_mean_kernel<<<1, 1024, 0, stream>>>(loss, lse, x, targets, N, V);
+    cross_entropy_mean_kernel<<<1, 1024, 0, stream>>>(loss, lse, x, targets, N, V, stride);
     check_launch("cross_entropy (mean)");
   });
 }
 
 void cross_entropy_backward(CUstream_st* stream, DType dtype, void* dlogits, const void* logits,
                             const std::int32_t* targets, const float* lse, std::int64_t N, std::int64_t V,
-                            float dloss) {
+                            std::int64_t stride, float dloss) {
   if (N == 0 || V == 0) return;
   const float scale = dloss / static_cast<float>(N);  // as the host body
   dispatch_float(dtype, "cross_entropy_backward", [&](auto zero) {
     using T = decltype(zero);
     cross_entropy_backward_kernel<<<row_grid(N), kRowThreads, 0, stream>>>(
-        static_cast<T*>(dlogits), static_cast<const T*>(logits), targets, lse, N, V, scale);
+        static_cast<T*>(dlogits), static_cast<const T*>(logits), targets, lse, N, V, stride, scale);
   });
   check_launch("cross_entropy_backward");
 }

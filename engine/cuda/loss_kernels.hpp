@@ -23,13 +23,14 @@ void embedding(CUstream_st* stream, DType dtype, void* out, const void* table, c
 void embedding_backward(CUstream_st* stream, DType dtype, void* dtable, const void* dout, const std::int32_t* ids,
                         std::int64_t N, std::int64_t C, std::int64_t V);
 
-// lse[n] = logsumexp(logits[n]); loss[0] = mean over rows of lse[n] - logits[n, targets[n]]. logits [N, V].
+// lse[n] = logsumexp(logits[n, :V]); loss[0] = mean over rows of lse[n] - logits[n, targets[n]]. logits
+// [N, stride], of which the first V columns are the classes and the rest a padded vocabulary's padding.
 void cross_entropy(CUstream_st* stream, DType dtype, float* loss, float* lse, const void* logits,
-                   const std::int32_t* targets, std::int64_t N, std::int64_t V);
-// dlogits += (exp(logits - lse) - onehot(targets)) * dloss / N.
+                   const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t stride);
+// dlogits[:, :V] += (exp(logits[:, :V] - lse) - onehot(targets)) * dloss / N; both [N, stride].
 void cross_entropy_backward(CUstream_st* stream, DType dtype, void* dlogits, const void* logits,
                             const std::int32_t* targets, const float* lse, std::int64_t N, std::int64_t V,
-                            float dloss);
+                            std::int64_t stride, float dloss);
 
 // loss[0] = mean((pred - target)^2), summed in f32.
 void mse_loss(CUstream_st* stream, DType dtype, float* loss, const void* pred, const void* target, std::int64_t n);

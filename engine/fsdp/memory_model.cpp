@@ -48,7 +48,8 @@ std::int64_t attention_saved_bytes(std::int64_t B, std::int64_t H, std::int64_t 
 }  // namespace
 
 // GPT-2 on N = B·T tokens, activations of a bytes (the run's dtype), C = n_embd, H = n_head, L = n_layer,
-// V = vocab_size. No tensor outlives the step's backward except the position ids (workspace), so the
+// V = the padded vocabulary, the logits' width ([Note: the padded vocabulary], gpt2_model.hpp). No tensor
+// outlives the step's backward except the position ids (workspace), so the
 // activation peak is the largest live sum over the step. Who holds what (gpt2_model.cpp, layers.cpp):
 //
 //   batch          input and target ids, i32, held by the trainer for the whole step         8N
@@ -79,7 +80,7 @@ ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64
         " tokens; expected at least one row of 1 to n_positions = ", config.n_positions, " tokens");
   const std::int64_t a = static_cast<std::int64_t>(dtype_size(dtype));
   const std::int64_t B = batch, T = seq, N = B * T, C = config.n_embd, H = config.n_head, L = config.n_layer,
-                     V = config.vocab_size;
+                     V = config.padded_vocab_size();
   const std::int64_t block = 16 * N * C * a + attention_saved_bytes(B, H, T, dtype) + 16 * N;
   const std::int64_t base = 8 * N + N * C * a + L * block;
   const std::int64_t peak = base + std::max({N * C * a + 8 * N + T * C * a,

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <set>
+#include <map>
 
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
@@ -46,8 +46,14 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<
     const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
     check(bad == v.end(), "not saving '", dir.string(), "': parameter '", p->name, "' holds ", bad == v.end() ? 0.f : *bad,
           " at element ", bad - v.begin(), "; expected finite values (the training diverged)");
-    entries.push_back({p->name, DType::f32, p->shape,
-                       std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(float))});
+    // The file holds the parameter without its padding rows, which must still be 0: dropping them loses nothing.
+    const std::size_t logical = static_cast<std::size_t>(p->logical_numel());
+    const auto nonzero = std::find_if(v.begin() + static_cast<std::ptrdiff_t>(logical), v.end(), [](float x) { return x != 0.f; });
+    check(nonzero == v.end(), "not saving '", dir.string(), "': parameter '", p->name, "' holds ",
+          nonzero == v.end() ? 0.f : *nonzero, " at element ", nonzero - v.begin(), ", in its padding rows (from element ",
+          logical, "); expected 0 there, which no op writes");
+    entries.push_back({p->name, DType::f32, p->logical_shape(),
+                       std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()), logical * sizeof(float))});
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -72,23 +78,30 @@ CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& mo
           value.dump());
   }
   SafetensorsFile file = SafetensorsFile::read(dir / kWeightsFile);
-  std::set<std::string> expected;
+  std::map<std::string, std::int64_t, std::less<>> stored_numel;
   for (Parameter* p : model.parameters()) {
-    expected.insert(p->name);
-    file.expect(p->name, DType::f32, p->shape);
+    stored_numel.emplace(p->name, p->numel());
+    file.expect(p->name, DType::f32, p->logical_shape());
   }
   for (const std::string& name : file.names())
-    check(expected.contains(name), "'", (dir / kWeightsFile).string(), "' has tensor '", name,
+    check(stored_numel.contains(name), "'", (dir / kWeightsFile).string(), "' has tensor '", name,
           "', which this model does not have");
-  return CheckpointFile(std::move(file));
+  return CheckpointFile(std::move(file), std::move(stored_numel));
 }
 
 void CheckpointFile::read(std::string_view name, std::int64_t begin, std::span<float> out) const {
+  const auto stored = stored_numel_.find(name);
+  check(stored != stored_numel_.end(), "checkpoint tensor '", name, "': this model has no such parameter");
+  const std::int64_t end = begin + static_cast<std::int64_t>(out.size());
+  check(begin >= 0 && end <= stored->second, "checkpoint tensor '", name, "': elements [", begin, ", ", end, ") of ",
+        stored->second);
+  // The file ends where the parameter's padding rows begin; they read as the 0 they hold.
   const std::span<const std::byte> bytes = file_.at(name).bytes;
-  const std::size_t first = static_cast<std::size_t>(begin) * sizeof(float);
-  check(begin >= 0 && first + out.size_bytes() <= bytes.size(), "checkpoint tensor '", name, "': elements [", begin,
-        ", ", begin + static_cast<std::int64_t>(out.size()), ") of ", bytes.size() / sizeof(float));
-  std::memcpy(out.data(), bytes.data() + first, out.size_bytes());  // the file may not align floats
+  const std::int64_t in_file = static_cast<std::int64_t>(bytes.size() / sizeof(float));
+  const std::size_t copied = static_cast<std::size_t>(std::clamp<std::int64_t>(in_file - begin, 0, end - begin));
+  if (copied > 0)  // the file may not align floats
+    std::memcpy(out.data(), bytes.data() + static_cast<std::size_t>(begin) * sizeof(float), copied * sizeof(float));
+  std::fill(out.begin() + static_cast<std::ptrdiff_t>(copied), out.end(), 0.f);
 }
 
 void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity) {

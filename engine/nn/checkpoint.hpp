@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string_view>
@@ -17,7 +18,9 @@
 namespace fsdplab {
 
 // The parameters must be materialised; the host synchronises with their devices first. A parameter
-// that holds NaN or an infinity (a diverged run) is an Error naming it, and nothing is written.
+// that holds NaN or an infinity (a diverged run) is an Error naming it, and nothing is written. Each is
+// saved without its padding rows (Parameter::padding_rows), which must hold 0, so the folder is
+// Hugging Face's shape: GPT-2's wte is [50257, 768] in the file, [50304, 768] in memory.
 void save_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& config);
 // The same folder, byte for byte, from values held on the host: values[i] is parameter i of
 // model.parameters(), whole and flattened (FSDP checkpoints assemble them from the ranks' shards).
@@ -27,17 +30,20 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<
 // A checkpoint folder opened and checked against a model: `identity` holds the configuration keys that
 // say which model this is, each of which must be in DIR/config.json with the same value (so a folder
 // from another model is an Error naming the key), and every parameter must be there in f32 with its
-// shape and nothing else (an Error naming the tensor). Read-only afterwards: FSDP opens it once,
-// before any rank starts, and every rank reads its own slices.
+// shape and nothing else (an Error naming the tensor). A parameter's shape in the file is its logical
+// shape: without its padding rows (Parameter::padding_rows), which read as 0. Read-only afterwards: FSDP
+// opens it once, before any rank starts, and every rank reads its own slices.
 class CheckpointFile {
  public:
   static CheckpointFile open(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity);
-  // Elements [begin, begin + out.size()) of parameter `name`, flattened.
+  // Elements [begin, begin + out.size()) of parameter `name` as stored, flattened: its padding rows 0.
   void read(std::string_view name, std::int64_t begin, std::span<float> out) const;
 
  private:
-  explicit CheckpointFile(SafetensorsFile file) : file_(std::move(file)) {}
+  CheckpointFile(SafetensorsFile file, std::map<std::string, std::int64_t, std::less<>> stored_numel)
+      : file_(std::move(file)), stored_numel_(std::move(stored_numel)) {}
   SafetensorsFile file_;
+  std::map<std::string, std::int64_t, std::less<>> stored_numel_;  // each parameter's numel(), padding included
 };
 
 // Loads DIR (opened as CheckpointFile::open does) into the model's materialised parameters. `identity` holds the configuration keys that

@@ -24,11 +24,13 @@ void Gpt2Config::validate() const {
   constexpr std::int64_t max_id = std::numeric_limits<std::int32_t>::max();
   const std::pair<const char*, std::int64_t> counts[] = {{"vocab_size", vocab_size}, {"n_positions", n_positions},
                                                          {"n_embd", n_embd},         {"n_head", n_head},
-                                                         {"n_layer", n_layer}};
+                                                         {"n_layer", n_layer},       {"vocab_multiple", vocab_multiple}};
   for (const auto& [field, value] : counts)
     check(value > 0, "Gpt2Config.", field, ": expected a positive count, got ", value);
   check(vocab_size <= max_id, "Gpt2Config.vocab_size: expected at most ", max_id, " (token ids are i32), got ",
         vocab_size);
+  check(vocab_multiple <= max_id - vocab_size, "Gpt2Config.vocab_multiple: expected at most ", max_id - vocab_size,
+        " (the padded vocabulary must stay indexable by i32), got ", vocab_multiple);
   check(n_positions <= max_id, "Gpt2Config.n_positions: expected at most ", max_id, " (position ids are i32), got ",
         n_positions);
   check(n_embd % n_head == 0, "Gpt2Config.n_embd: expected a multiple of n_head = ", n_head,
@@ -42,8 +44,8 @@ namespace {
 // Hugging Face's configs of the four released sizes, and two test sizes: tiny runs a step in
 // milliseconds on a CPU, small trains visibly in seconds.
 constexpr std::array<ModelPreset<Gpt2Config>, 6> kPresets = {{
-    {"test-tiny", {64, 16, 32, 2, 2}},
-    {"test-small", {256, 64, 128, 4, 4}},
+    {"test-tiny", {64, 16, 32, 2, 2, 1e-5f, 64}},
+    {"test-small", {256, 64, 128, 4, 4, 1e-5f, 64}},
     {"gpt2", {50257, 1024, 768, 12, 12}},
     {"gpt2-medium", {50257, 1024, 1024, 16, 24}},
     {"gpt2-large", {50257, 1024, 1280, 20, 36}},
@@ -63,8 +65,8 @@ Gpt2Config gpt2_preset(std::string_view name) { return find_model_preset(kPreset
 
 namespace {
 
-constexpr ParamInit kWeightInit{ParamInit::Kind::normal, 0, kGpt2InitStd};
-constexpr ParamInit kZero{ParamInit::Kind::constant, 0, 0};
+constexpr ParamInit kWeightInit = ParamInit::normal(0, kGpt2InitStd);
+constexpr ParamInit kZero = ParamInit::constant(0);
 // attn.c_proj and mlp.c_proj write into the residual stream: scaled down with depth.
 ParamInit residual_init(const Gpt2Config& cfg) {
   return ParamInit::normal(0, gpt2_residual_std(static_cast<int>(cfg.n_layer)));
@@ -218,7 +220,8 @@ class Gpt2Transformer final : public Module {
       : Module(std::move(name)),
         n_embd_(cfg.n_embd),
         n_positions_(cfg.n_positions),
-        wte_(register_module<Embedding>("wte", cfg.vocab_size, cfg.n_embd, kWeightInit)),
+        wte_(register_module<Embedding>("wte", cfg.vocab_size, cfg.n_embd, kWeightInit,
+                                        cfg.padded_vocab_size() - cfg.vocab_size)),
         wpe_(register_module<Embedding>("wpe", cfg.n_positions, cfg.n_embd, kWeightInit)),
         h_(register_module<Gpt2BlockList>("h", cfg)),
         ln_f_(register_module<LayerNorm>("ln_f", cfg.n_embd, cfg.layer_norm_epsilon)) {}
@@ -285,13 +288,14 @@ class Gpt2Transformer final : public Module {
 };
 
 // lm_head: logits = x wte^T, as nn.Linear(C, V, bias=False) whose weight IS wte's. It registers no
-// parameter; its weight gradient adds into wte's gradient, beside the embedding's own.
+// parameter; its weight gradient adds into wte's gradient, beside the embedding's own. The logits are
+// [N, Vp], their padding columns 0 (see [Note: the padded vocabulary]).
 class Gpt2LmHead final : public Module {
  public:
   Gpt2LmHead(std::string name, Parameter& tied) : Module(std::move(name)), weight_(tied) { use_parameter(tied); }
   std::string_view kind() const override { return "LMHead"; }
 
-  Tensor forward(RunContext& ctx, const Tensor& x) {  // [N, C] -> [N, V]
+  Tensor forward(RunContext& ctx, const Tensor& x) {  // [N, C] -> [N, Vp]
     enter_forward(ctx);
     check(weight_.value.defined(), "parameter '", weight_.name,
           "' has no value: materialise the model before running it");
@@ -351,7 +355,7 @@ Tensor Gpt2Model::forward(RunContext& ctx, const Batch& batch) {
   targets_ = batch.targets.reshape({N});
   lse_ = Tensor::empty(ctx.device, {N}, DType::f32, MemTag::activation, "lse");
   Tensor loss = Tensor::empty(ctx.device, {1}, DType::f32, MemTag::activation, "loss");
-  cross_entropy(ctx.stream(), logits_, targets_, loss, lse_);
+  cross_entropy(ctx.stream(), logits_, config_.vocab_size, targets_, loss, lse_);
   exit_forward(ctx);
   return loss;
 }
@@ -361,10 +365,10 @@ void Gpt2Model::backward(RunContext& ctx) {
   enter_backward(ctx);
   Tensor dlogits = ctx.activation(logits_.shape(), "dlogits");
   fill(ctx.stream(), dlogits, 0);  // the loss backward adds into it
-  cross_entropy_backward(ctx.stream(), logits_, targets_, lse_, ctx.loss_scale, dlogits);
+  cross_entropy_backward(ctx.stream(), logits_, config_.vocab_size, targets_, lse_, ctx.loss_scale, dlogits);
   logits_ = targets_ = lse_ = Tensor();
   Tensor dx = lm_head_.backward(ctx, dlogits);
-  dlogits = Tensor();  // [N, V], the largest activation: gone before the blocks' backward
+  dlogits = Tensor();  // [N, Vp], the largest activation: gone before the blocks' backward
   transformer_.backward(ctx, dx);
   exit_backward(ctx);
 }

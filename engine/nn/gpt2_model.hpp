@@ -2,7 +2,7 @@
 // names, layouts and numerics, so a state dict moves between the two unchanged.
 //
 //   transformer (GPT2Model)
-//     wte  Embedding [V, C]        token embeddings, also the LM head's weight (tied)
+//     wte  Embedding [V, C]        token embeddings, also the LM head's weight (tied); stored [Vp, C]
 //     wpe  Embedding [P, C]        learned position embeddings
 //     h.0 .. h.{L-1}  Block, pre-LN:  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))
 //       ln_1, ln_2  LayerNorm
@@ -10,6 +10,20 @@
 //       mlp.c_fc     Conv1D C -> 4C, gelu (tanh), mlp.c_proj 4C -> C
 //     ln_f  LayerNorm
 //   lm_head  logits = x wte^T, with no parameter of its own; the loss is F.cross_entropy's mean
+//
+// [Note: the padded vocabulary]
+// GPT-2's V = 50257 is odd, so every GEMM of the LM head has a leading dimension of 50257 elements:
+// logits [N, V] forward, dlogits [N, V] in both backward GEMMs. No row then starts 16-byte aligned, and
+// cuBLAS falls back to its slow unaligned kernels (20 ms a step on an H100 in bf16). As llm.c does, wte
+// is stored with Vp = V rounded up to a multiple of 128 rows (50304), the last Vp - V rows zero:
+//   - the LM head computes logits [N, Vp]; the padding columns are x · 0 = 0;
+//   - the cross-entropy reads the first V columns of each row only, so the padding is masked out of
+//     the softmax, and its backward leaves the padding columns of dlogits at 0;
+//   - so wte's padding rows get a zero gradient from the LM head, and none from the embedding (token
+//     ids are < V): AdamW and SGD keep them 0 (0 moments, 0 decay) for the whole run.
+// The model's numbers are the unpadded model's: the same losses and gradients. What changes is storage:
+// the parameter is [Vp, C] in memory, in FlatParameters and in sharded checkpoints, while files that
+// name parameters (checkpoint folders, Hugging Face's) hold [V, C] (Parameter::logical_shape).
 //
 // Conv1D stores its weight [in, out] (WeightLayout::in_out). No dropout: the lab trains without it,
 // and GPT2LMHeadModel in eval mode computes the same. Every module brackets its forward and
@@ -32,7 +46,11 @@ struct Gpt2Config {
   std::int64_t n_head = 12;
   std::int64_t n_layer = 12;
   float layer_norm_epsilon = 1e-5f;
+  // Not Hugging Face's: wte's rows in storage are vocab_size rounded up to a multiple of this. See
+  // [Note: the padded vocabulary]. The test presets' vocabularies (64, 256) are one tile already: 64.
+  std::int64_t vocab_multiple = 128;
 
+  std::int64_t padded_vocab_size() const { return (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple; }
   // An Error naming the first field out of range, what it must be and what it is.
   void validate() const;
 };

@@ -89,9 +89,10 @@ Tensor LayerNorm::backward(RunContext& ctx, const Tensor& dy) {
 
 // ---- Embedding -----------------------------------------------------------------------------------
 
-Embedding::Embedding(std::string name, std::int64_t count, std::int64_t dim, ParamInit init)
+Embedding::Embedding(std::string name, std::int64_t count, std::int64_t dim, ParamInit init,
+                     std::int64_t padding_rows)
     : Module(std::move(name)), count_(count), dim_(dim) {
-  weight_ = &register_parameter("weight", {count, dim}, init);
+  weight_ = &register_parameter("weight", {count + padding_rows, dim}, init, padding_rows);
 }
 
 Tensor Embedding::forward(RunContext& ctx, const Tensor& ids) {

@@ -52,9 +52,11 @@ class LayerNorm final : public Module {
   Tensor x_, mean_, rstd_;
 };
 
+// A table of `count` rows of `dim`; `padding_rows` more rows of zeros may follow in storage
+// (Parameter::padding_rows), which no id in [0, count) reads.
 class Embedding final : public Module {
  public:
-  Embedding(std::string name, std::int64_t count, std::int64_t dim, ParamInit init);
+  Embedding(std::string name, std::int64_t count, std::int64_t dim, ParamInit init, std::int64_t padding_rows = 0);
   std::string_view kind() const override { return "Embedding"; }
   Tensor forward(RunContext& ctx, const Tensor& ids);  // [N] i32 -> [N, dim]
   void backward(RunContext& ctx, const Tensor& dy);    // ids have no gradient

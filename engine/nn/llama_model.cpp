@@ -387,7 +387,7 @@ Tensor LlamaModel::forward(RunContext& ctx, const Batch& batch) {
   targets_ = batch.targets.reshape({N});
   lse_ = Tensor::empty(ctx.device, {N}, DType::f32, MemTag::activation, "lse");
   Tensor loss = Tensor::empty(ctx.device, {1}, DType::f32, MemTag::activation, "loss");
-  cross_entropy(ctx.stream(), logits_, targets_, loss, lse_);
+  cross_entropy(ctx.stream(), logits_, config_.vocab_size, targets_, loss, lse_);
   exit_forward(ctx);
   return loss;
 }
@@ -396,7 +396,7 @@ void LlamaModel::backward(RunContext& ctx) {
   check(logits_.defined(), "llama: backward without a forward");
   enter_backward(ctx);
   Tensor dlogits = zeroed(ctx, logits_.shape(), "dlogits");  // the loss backward adds into it
-  cross_entropy_backward(ctx.stream(), logits_, targets_, lse_, ctx.loss_scale, dlogits);
+  cross_entropy_backward(ctx.stream(), logits_, config_.vocab_size, targets_, lse_, ctx.loss_scale, dlogits);
   logits_ = targets_ = lse_ = Tensor();
   Tensor dx = lm_head_.backward(ctx, dlogits);
   dlogits = Tensor();  // [N, V], the largest activation: gone before the layers' backward

@@ -12,11 +12,19 @@ std::string Module::child_name(std::string_view local) const {
   return name_.empty() ? std::string(local) : name_ + "." + std::string(local);
 }
 
-Parameter& Module::register_parameter(std::string_view local_name, Shape shape, ParamInit init) {
+Parameter& Module::register_parameter(std::string_view local_name, Shape shape, ParamInit init,
+                                      std::int64_t padding_rows) {
   std::string full = child_name(local_name);
   for (const Parameter* p : own_)
     check(p->name != full, "module '", name_, "' registers parameter '", full, "' twice");
-  storage_.push_back(std::make_unique<Parameter>(Parameter{std::move(full), std::move(shape), init, {}, {}}));
+  if (padding_rows != 0) {
+    check(!shape.empty() && padding_rows > 0 && padding_rows < shape[0], "parameter '", full,
+          "': expected padding rows in [0, ", shape.empty() ? 0 : shape[0], ") of ", shape_str(shape), ", got ",
+          padding_rows);
+    init.zero_from = static_cast<std::uint64_t>(shape_numel(shape) / shape[0] * (shape[0] - padding_rows));
+  }
+  storage_.push_back(std::make_unique<Parameter>(
+      Parameter{.name = std::move(full), .shape = std::move(shape), .init = init, .padding_rows = padding_rows}));
   own_.push_back(storage_.back().get());
   return *own_.back();
 }

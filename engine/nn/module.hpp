@@ -81,7 +81,9 @@ class Module {
  protected:
   explicit Module(std::string name, Module* parent = nullptr) : name_(std::move(name)), parent_(parent) {}
 
-  Parameter& register_parameter(std::string_view local_name, Shape shape, ParamInit init);
+  // The last `padding_rows` rows of shape[0] are storage only (Parameter::padding_rows): init draws 0 there.
+  Parameter& register_parameter(std::string_view local_name, Shape shape, ParamInit init,
+                                std::int64_t padding_rows = 0);
   // Uses a parameter another module registered (GPT-2's LM head is the token embedding).
   void use_parameter(Parameter& shared) { used_.push_back(&shared); }
   template <class M, class... Args>

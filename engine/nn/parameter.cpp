@@ -11,14 +11,24 @@ void ParamInit::fill(std::span<float> out, std::uint64_t seed, std::string_view 
   switch (kind) {
     case Kind::normal:
       fill_normal(out, seed, stream_key(name), first_index, a, b);
-      return;
+      break;
     case Kind::uniform:
       fill_uniform(out, seed, stream_key(name), first_index, a, b);
-      return;
+      break;
     case Kind::constant:
       std::fill(out.begin(), out.end(), a);
-      return;
+      break;
   }
+  if (first_index + out.size() > zero_from) {
+    const std::uint64_t zeros_begin = std::max(zero_from, first_index) - first_index;
+    std::fill(out.begin() + static_cast<std::ptrdiff_t>(zeros_begin), out.end(), 0.f);
+  }
+}
+
+Shape Parameter::logical_shape() const {
+  Shape s = shape;
+  if (padding_rows > 0) s[0] -= padding_rows;
+  return s;
 }
 
 const Tensor& value_of(const Parameter& p) {

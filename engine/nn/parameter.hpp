@@ -7,6 +7,7 @@
 // whether it runs sharded. Modules therefore read `value` at every forward, never cache it.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,10 +24,13 @@ struct ParamInit {
   Kind kind = Kind::constant;
   float a = 0;  // normal: mean; uniform: low; constant: the value
   float b = 0;  // normal: std; uniform: high
+  // Elements from this index on are 0 whatever the kind: a padded table's padding rows
+  // (Parameter::padding_rows). Module::register_parameter sets it.
+  std::uint64_t zero_from = std::numeric_limits<std::uint64_t>::max();
 
-  static ParamInit normal(float mean, float std) { return {Kind::normal, mean, std}; }
-  static ParamInit uniform(float lo, float hi) { return {Kind::uniform, lo, hi}; }
-  static ParamInit constant(float value) { return {Kind::constant, value, 0}; }
+  static constexpr ParamInit normal(float mean, float std) { return {.kind = Kind::normal, .a = mean, .b = std}; }
+  static constexpr ParamInit uniform(float lo, float hi) { return {.kind = Kind::uniform, .a = lo, .b = hi}; }
+  static constexpr ParamInit constant(float value) { return {.kind = Kind::constant, .a = value}; }
 
   // out[j] = element first_index + j of parameter `name` under `seed`.
   void fill(std::span<float> out, std::uint64_t seed, std::string_view name, std::uint64_t first_index) const;
@@ -38,8 +42,14 @@ struct Parameter {
   ParamInit init;
   Tensor value;  // f32 or bf16; undefined until materialised
   Tensor grad;   // same shape; undefined until the trainer (or FSDP) provides it
+  // Trailing rows of shape[0] that exist only in storage, to give a table a size the GPU's tiles divide
+  // (GPT-2's vocabulary: see [Note: the padded vocabulary] in gpt2_model.hpp). They start at 0, no op
+  // reads them, so they stay 0, and no file holds them.
+  std::int64_t padding_rows = 0;
 
-  std::int64_t numel() const { return shape_numel(shape); }
+  std::int64_t numel() const { return shape_numel(shape); }  // in storage: what memory and FSDP count
+  Shape logical_shape() const;  // without the padding rows: what files hold and the model counts
+  std::int64_t logical_numel() const { return shape_numel(logical_shape()); }
 };
 
 // The parameter's value and gradient buffer as an op may use them: an Error naming the parameter when

@@ -14,13 +14,14 @@ namespace fsdplab {
 namespace {
 namespace cpu {
 
-// Writes each row's log-sum-exp and returns the mean of lse - logit[target].
+// Writes each row's log-sum-exp and returns the mean of lse - logit[target]. Rows are `stride` apart;
+// the first V columns are the classes, the rest padding that is never read.
 template <class F>
 float cross_entropy_forward(float* lse, const F* logits, const std::int32_t* targets, std::int64_t N,
-                            std::int64_t V) {
+                            std::int64_t V, std::int64_t stride) {
   float total = 0.f;
   for (std::int64_t n = 0; n < N; ++n) {
-    const F* row = logits + n * V;
+    const F* row = logits + n * stride;
     float max = -std::numeric_limits<float>::infinity();
     for (std::int64_t v = 0; v < V; ++v) max = std::max(max, load_f32(row[v]));
     float sum = 0.f;
@@ -31,13 +32,14 @@ float cross_entropy_forward(float* lse, const F* logits, const std::int32_t* tar
   return total / static_cast<float>(N);
 }
 
+// The padding columns of dlogits are never written.
 template <class F>
 void cross_entropy_backward(F* dlogits, const F* logits, const std::int32_t* targets, const float* lse,
-                            std::int64_t N, std::int64_t V, float dloss) {
+                            std::int64_t N, std::int64_t V, std::int64_t stride, float dloss) {
   const float scale = dloss / static_cast<float>(N);
   for (std::int64_t n = 0; n < N; ++n) {
-    const F* row = logits + n * V;
-    F* drow = dlogits + n * V;
+    const F* row = logits + n * stride;
+    F* drow = dlogits + n * stride;
     for (std::int64_t v = 0; v < V; ++v) {
       const float p = std::exp(load_f32(row[v]) - lse[n]);
       const float onehot = v == targets[n] ? 1.f : 0.f;
@@ -66,23 +68,31 @@ void mse_backward(F* dpred, const F* pred, const F* target, std::int64_t n, floa
 
 }  // namespace cpu
 
-// Every target must be a class of the logits. Called in the op's body, since targets live in device
-// memory, before any output is written.
-void check_targets(std::string_view op, const std::int32_t* targets, std::int64_t N, const Tensor& logits) {
-  const std::int64_t V = logits.dim(1);
+// Every target must be a class: in [0, V). Called in the op's body, since targets live in device memory,
+// before any output is written.
+void check_targets(std::string_view op, const std::int32_t* targets, std::int64_t N, std::int64_t V,
+                   const Tensor& logits) {
   for (std::int64_t n = 0; n < N; ++n) {
     if (!(targets[n] >= 0 && targets[n] < V))
-      fail(op, ": target ", targets[n], " of row ", n, " is outside [0, ", V, ") of the logits ", logits.describe());
+      fail(op, ": target ", targets[n], " of row ", n, " is outside the vocabulary [0, ", V, ") of the logits ",
+           logits.describe());
   }
+}
+
+// The logits [N, Vp] and the vocabulary V <= Vp they hold.
+void expect_logits(std::string_view op, const Tensor& logits, std::int64_t vocab) {
+  expect_float(op, "logits", logits, 2, "[N, Vp]");
+  check(vocab >= 1 && vocab <= logits.dim(1), op, ": expected a vocabulary of 1 to ", logits.dim(1),
+        " classes (the logits' columns), got ", vocab);
 }
 
 }  // namespace
 
-void cross_entropy(Stream s, const Tensor& logits, const Tensor& targets, const Tensor& loss, const Tensor& lse) {
+void cross_entropy(Stream s, const Tensor& logits, std::int64_t vocab, const Tensor& targets, const Tensor& loss,
+                   const Tensor& lse) {
   constexpr std::string_view op = "cross_entropy";
-  expect_float(op, "logits", logits, 2, "[N, V]");
-  const std::int64_t N = logits.dim(0);
-  const std::int64_t V = logits.dim(1);
+  expect_logits(op, logits, vocab);
+  const std::int64_t N = logits.dim(0), V = vocab, stride = logits.dim(1);
   expect_tensor(op, "targets", targets, {N}, DType::i32);
   expect_tensor(op, "loss", loss, {1}, DType::f32);
   expect_tensor(op, "lse", lse, {N}, DType::f32);
@@ -93,26 +103,25 @@ void cross_entropy(Stream s, const Tensor& logits, const Tensor& targets, const 
   // Per logit: max, subtract, exp, sum. Bytes: logits and targets read, lse and the loss written.
   const OpCost cost{.flops = 4 * nv, .bytes = nv * static_cast<double>(dtype_size(dt)) + 8.0 * N + 4, .dtype = dt};
   launch_op(s, std::string(op), cost, {{&logits, &targets}, {&loss, &lse}}, {.host = [&] {
-    check_targets(op, targets.i32(), N, logits);
+    check_targets(op, targets.i32(), N, V, logits);
     dispatch_float(dt, [&](auto zero) {
       using F = decltype(zero);
-      loss.f32()[0] = cpu::cross_entropy_forward(lse.f32(), logits.data<F>(), targets.i32(), N, V);
+      loss.f32()[0] = cpu::cross_entropy_forward(lse.f32(), logits.data<F>(), targets.i32(), N, V, stride);
     });
   }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
-    cuda::cross_entropy(stream, dt, loss.f32(), lse.f32(), logits.raw(), targets.i32(), N, V);
+    cuda::cross_entropy(stream, dt, loss.f32(), lse.f32(), logits.raw(), targets.i32(), N, V, stride);
   })});
 }
 
-void cross_entropy_backward(Stream s, const Tensor& logits, const Tensor& targets, const Tensor& lse, float dloss,
-                            const Tensor& dlogits) {
+void cross_entropy_backward(Stream s, const Tensor& logits, std::int64_t vocab, const Tensor& targets,
+                            const Tensor& lse, float dloss, const Tensor& dlogits) {
   constexpr std::string_view op = "cross_entropy_backward";
-  expect_float(op, "logits", logits, 2, "[N, V]");
-  const std::int64_t N = logits.dim(0);
-  const std::int64_t V = logits.dim(1);
+  expect_logits(op, logits, vocab);
+  const std::int64_t N = logits.dim(0), V = vocab, stride = logits.dim(1);
   const DType dt = logits.dtype();
   expect_tensor(op, "targets", targets, {N}, DType::i32);
   expect_tensor(op, "lse", lse, {N}, DType::f32);
-  expect_tensor(op, "dlogits", dlogits, {N, V}, dt);
+  expect_tensor(op, "dlogits", dlogits, {N, stride}, dt);
   expect_disjoint(op, {{"logits", &logits}, {"targets", &targets}, {"lse", &lse}}, {{"dlogits", &dlogits}});
 
   const double nv = static_cast<double>(N * V);
@@ -121,13 +130,14 @@ void cross_entropy_backward(Stream s, const Tensor& logits, const Tensor& target
   const OpCost cost{.flops = 5 * nv, .bytes = 3 * nv * static_cast<double>(dtype_size(dt)) + 8.0 * N, .dtype = dt};
   // dlogits is read-modify-write: listing it as a write covers the read for the race detector.
   launch_op(s, std::string(op), cost, {{&logits, &targets, &lse}, {&dlogits}}, {.host = [&] {
-    check_targets(op, targets.i32(), N, logits);
+    check_targets(op, targets.i32(), N, V, logits);
     dispatch_float(dt, [&](auto zero) {
       using F = decltype(zero);
-      cpu::cross_entropy_backward(dlogits.data<F>(), logits.data<F>(), targets.i32(), lse.f32(), N, V, dloss);
+      cpu::cross_entropy_backward(dlogits.data<F>(), logits.data<F>(), targets.i32(), lse.f32(), N, V, stride, dloss);
     });
   }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
-    cuda::cross_entropy_backward(stream, dt, dlogits.raw(), logits.raw(), targets.i32(), lse.f32(), N, V, dloss);
+    cuda::cross_entropy_backward(stream, dt, dlogits.raw(), logits.raw(), targets.i32(), lse.f32(), N, V, stride,
+                                 dloss);
   })});
 }
 

@@ -6,23 +6,28 @@
 // What an op writes must not share memory with its other operands (an Error): no op here works in
 // place.
 #pragma once
+#include <cstdint>
+
 #include "engine/runtime/device.hpp"
 #include "engine/tensor/tensor.hpp"
 
 namespace fsdplab {
 
-// loss = mean over rows n of -log softmax(logits[n])[targets[n]], as F.cross_entropy. logits: [N, V];
+// loss = mean over rows n of -log softmax(logits[n, :V])[targets[n]], as F.cross_entropy. logits: [N, Vp],
+// whose first V = `vocab` columns are the classes; columns V..Vp-1 are a padded vocabulary's padding
+// (Vp = V without one): masked, never read (see [Note: the padded vocabulary] in engine/nn/gpt2_model.hpp).
 // targets: [N] i32, each in [0, V) (no ignore_index; one outside is an Error); loss: [1] f32.
 // lse: [N] f32 receives each row's log-sum-exp for the backward. Saving it rather than the
 // probabilities [N, V] keeps N * V floats (for GPT-2, V = 50257: as much again as the logits) out of
 // activation memory, and costs the backward no extra pass: it reads the logits either way and gets
 // softmax = exp(logit - lse) from them.
-void cross_entropy(Stream s, const Tensor& logits, const Tensor& targets, const Tensor& loss, const Tensor& lse);
+void cross_entropy(Stream s, const Tensor& logits, std::int64_t vocab, const Tensor& targets, const Tensor& loss,
+                   const Tensor& lse);
 
-// ADDS (softmax(logits) - onehot(targets)) / N * dloss into dlogits [N, V] (callers zero it first),
-// as autograd accumulates.
-void cross_entropy_backward(Stream s, const Tensor& logits, const Tensor& targets, const Tensor& lse, float dloss,
-                            const Tensor& dlogits);
+// ADDS (softmax(logits[:, :V]) - onehot(targets)) / N * dloss into dlogits[:, :V] (callers zero it first),
+// as autograd accumulates. dlogits: [N, Vp] like the logits; its padding columns are never written.
+void cross_entropy_backward(Stream s, const Tensor& logits, std::int64_t vocab, const Tensor& targets,
+                            const Tensor& lse, float dloss, const Tensor& dlogits);
 
 // loss = mean((pred - target)^2) over all elements, as F.mse_loss. pred and target: the same shape
 // and dtype; loss: [1] f32.

@@ -67,6 +67,9 @@ BuiltModel build_model(const RunConfig& run) {
   check(!known || run.model == "mlp" || (run.mlp_width == defaults.mlp_width && run.mlp_depth == defaults.mlp_depth),
         "--mlp-width ", run.mlp_width, " / --mlp-depth ", run.mlp_depth, " for --model ", run.model,
         ": only --model mlp reads them; ", named_sizes ? "pick a size with --preset" : "the model has one size");
+  check(!known || run.model == "gpt2" || run.vocab_multiple == 0, "--vocab-multiple ", run.vocab_multiple,
+        " for --model ", run.model, ": only --model gpt2 pads its vocabulary",
+        run.model == "llama" ? " (llama's 32000 tokens are a multiple of 128 already)" : "");
   check(run.batch >= run.world, "--batch ", run.batch, " is smaller than --world ", run.world,
         ": every rank needs at least one row");
   check(run.batch % run.world == 0, "--batch ", run.batch, " is not a multiple of --world ", run.world,
@@ -85,7 +88,8 @@ BuiltModel build_model(const RunConfig& run) {
     built.batch = {BatchShape::Kind::regression, run.batch, run.mlp_width, run.mlp_width, 0, 0};
     built.unit_kinds = {"MlpBlock"};
   } else if (run.model == "gpt2") {
-    const Gpt2Config c = gpt2_preset(run.preset.empty() ? "test-tiny" : run.preset);
+    Gpt2Config c = gpt2_preset(run.preset.empty() ? "test-tiny" : run.preset);
+    if (run.vocab_multiple != 0) c.vocab_multiple = run.vocab_multiple;
     const std::int64_t seq = run.seq == 0 ? c.n_positions : run.seq;
     check(seq >= 1 && seq <= c.n_positions, "--seq ", seq, " for gpt2 '", run.preset,
           "': expected 1 to the position table's ", c.n_positions, " tokens");

@@ -24,6 +24,9 @@ struct RunConfig {
   // micro-batches, gradients summed unsharded and reduced once, after the last (PyTorch's no_sync).
   int accumulate = 1;
   std::int64_t seq = 0;    // gpt2, llama: tokens per sequence; 0: the model's context length
+  // gpt2: wte's rows in storage are the vocabulary rounded up to a multiple of this ([Note: the padded
+  // vocabulary] in engine/nn/gpt2_model.hpp); 1 stores it unpadded; 0: the preset's (128, the test presets 64).
+  std::int64_t vocab_multiple = 0;
   std::string optimizer = "adamw";
   double lr = 1e-3;
   double momentum = 0;     // sgd only; every other hyper-parameter is PyTorch's default

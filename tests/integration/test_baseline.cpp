@@ -139,24 +139,31 @@ TEST_P(BaselineRun, MixedPrecisionRerunsBitExactlyAndSavesTheF32Masters) {
 TEST_P(BaselineRun, AFolderSavedByHuggingFaceLoadsExactly) {
   // Written by GPT2LMHeadModel.save_pretrained (tests/reference/make_hf_fixture.py): its config.json
   // omits keys at their defaults and adds its own, its tied head is not stored.
+  // Also into a model that stores the vocabulary padded ([Note: the padded vocabulary]): 64 rows in the
+  // file, 128 in memory, 64 written back.
   const std::filesystem::path fixture = std::filesystem::path(__FILE__).parent_path() / "../data/hf_gpt2_tiny";
-  const auto dir = std::filesystem::temp_directory_path() / ("fsdplab_baseline_hf_" + device_name());
-  std::filesystem::remove_all(dir);
-  RunConfig run = on_device({});
-  run.model = "gpt2";
-  run.preset = "test-tiny";
-  run.steps = 0;
-  run.load_init = fixture.string();
-  run.save_init = dir.string();  // written after the load: what fsdplab holds
-  losses(run);
-  const SafetensorsFile theirs = SafetensorsFile::read(fixture / "model.safetensors");
-  const SafetensorsFile ours = SafetensorsFile::read(dir / "model.safetensors");
-  EXPECT_EQ(ours.names().size(), theirs.names().size());
-  for (const std::string& name : theirs.names()) {
-    const auto x = theirs.at(name).bytes, y = ours.at(name).bytes;
-    EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << name;
+  for (const std::int64_t vocab_multiple : {0, 128}) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("fsdplab_baseline_hf_" + device_name() + "_" + std::to_string(vocab_multiple));
+    std::filesystem::remove_all(dir);
+    RunConfig run = on_device({});
+    run.model = "gpt2";
+    run.preset = "test-tiny";
+    run.vocab_multiple = vocab_multiple;
+    run.steps = 0;
+    run.load_init = fixture.string();
+    run.save_init = dir.string();  // written after the load: what fsdplab holds
+    losses(run);
+    const SafetensorsFile theirs = SafetensorsFile::read(fixture / "model.safetensors");
+    const SafetensorsFile ours = SafetensorsFile::read(dir / "model.safetensors");
+    EXPECT_EQ(ours.names().size(), theirs.names().size());
+    for (const std::string& name : theirs.names()) {
+      EXPECT_EQ(ours.at(name).shape, theirs.at(name).shape) << name << ", vocab_multiple " << vocab_multiple;
+      const auto x = theirs.at(name).bytes, y = ours.at(name).bytes;
+      EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << name << ", vocab_multiple " << vocab_multiple;
+    }
+    std::filesystem::remove_all(dir);
   }
-  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, BaselineRun, on_each_device(), device_param_name);
@@ -225,6 +232,17 @@ TEST(Baseline, ImpossibleConfigurationsFailBeforeTraining) {
     FAIL() << "expected an Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--precision bf16 with --model mlp"), std::string::npos) << e.what();
+  }
+  run = RunConfig{};
+  run.model = "llama";
+  run.vocab_multiple = 256;
+  try {
+    losses(run);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--vocab-multiple 256 for --model llama: only --model gpt2 pads"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -292,6 +292,36 @@ INSTANTIATE_TEST_SUITE_P(Sanitized, FsdpShortTraining,
                              {2, ShardingStrategy::zero1}, {3, ShardingStrategy::zero2}}),
                          with_device_name<Case>(case_name));
 
+// ---- a padded vocabulary -------------------------------------------------------------------------------
+// [Note: the padded vocabulary] (engine/nn/gpt2_model.hpp): test-tiny's 64 tokens stored as 128 rows, so W = 3
+// cuts the root unit's wte, padding rows and all, among the ranks. The padded baseline trains as the unpadded
+// one (the same sums, in GEMMs of another width), FSDP as the padded baseline, and --save-final writes the 64
+// real rows. A save refuses padding rows that are not exactly 0 (checkpoint.hpp), so each folder written says
+// that AdamW, sharded or not, never moved them.
+
+class FsdpPaddedVocabulary : public RunOnEachDevice<> {};
+
+TEST_P(FsdpPaddedVocabulary, TrainsAsTheUnpaddedBaselineAndSavesTheVocabularyUnpadded) {
+  const auto short_run = [&](int world, std::int64_t vocab_multiple) {
+    RunConfig run = on_device(gpt2_run(world));
+    run.steps = 5;
+    run.vocab_multiple = vocab_multiple;
+    return run;
+  };
+  const Result unpadded = train(short_run(1, 1), nullptr, "vocab_unpadded_" + device_name());
+  const Result padded = train(short_run(1, 128), nullptr, "vocab_padded_" + device_name());
+  const FsdpOptions options = options_for({3, ShardingStrategy::full_shard});
+  const Result fsdp = train(short_run(3, 128), &options, "vocab_padded_W3_" + device_name());
+  EXPECT_EQ(padded.params.at("transformer.wte.weight").size(), 64u * 32u) << "the file holds the 64 real rows";
+  EXPECT_EQ(fsdp.params.at("transformer.wte.weight").size(), 64u * 32u);
+  EXPECT_LE(max_relative_loss_difference(unpadded, padded), 1e-5);
+  const ParamDifference d = compare_params(unpadded, padded, true);
+  EXPECT_LE(d.worst, 1e-5) << "at " << d.where;
+  expect_adamw_equivalent(padded, fsdp, kind());
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpt2, FsdpPaddedVocabulary, on_each_device(), testing::device_param_name);
+
 // ---- SGD with momentum: every parameter, the key bias included ------------------------------------
 
 RunConfig sgd_run(int world) {

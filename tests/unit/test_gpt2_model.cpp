@@ -1,15 +1,21 @@
 // Gpt2Model: Hugging Face's names, shapes and counts; config errors; and on the tiny preset, on each
 // device (sim, and cuda where there is a GPU), the loss at init, equality with GPT2LMHeadModel, a
 // full-model gradient check against finite differences, training, the tied weight's two gradients,
-// hook order, activation memory and bf16; and a dry-run step of GPT-2 small on shapes alone.
+// hook order, activation memory and bf16; the padded vocabulary, in training and in checkpoint folders;
+// and a dry-run step of GPT-2 small on shapes alone.
 #include "engine/nn/gpt2_model.hpp"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
 
+#include "engine/nn/checkpoint.hpp"
+#include "engine/nn/safetensors.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/optimizer_ops.hpp"
 #include "test_support.hpp"
@@ -60,9 +66,10 @@ void zero_grads(Model& model, Device& dev) {
   for (Parameter* p : model.parameters()) fill(compute(dev), p->grad, 0);
 }
 
+// The model's parameters as Hugging Face counts them: without wte's padding rows.
 std::int64_t count(Model& model) {
   std::int64_t n = 0;
-  for (const Parameter* p : model.parameters()) n += p->numel();
+  for (const Parameter* p : model.parameters()) n += p->logical_numel();
   return n;
 }
 
@@ -73,7 +80,7 @@ TEST(Gpt2ModelStructure, Gpt2SmallHasHuggingFacesNamesShapesAndCount) {
   const std::vector<Parameter*> params = model.parameters();
   // GPT2LMHeadModel.named_parameters(): the tied lm_head.weight is listed once, as wte.
   ASSERT_EQ(params.size(), 2u + 12u * 12u + 2u);
-  std::vector<std::pair<std::string, Shape>> expected = {{"transformer.wte.weight", {50257, 768}},
+  std::vector<std::pair<std::string, Shape>> expected = {{"transformer.wte.weight", {50304, 768}},
                                                          {"transformer.wpe.weight", {1024, 768}}};
   for (int i = 0; i < 12; ++i) {
     const std::string h = "transformer.h." + std::to_string(i) + ".";
@@ -100,7 +107,13 @@ TEST(Gpt2ModelStructure, Gpt2SmallHasHuggingFacesNamesShapesAndCount) {
     EXPECT_EQ(params[i]->shape, expected[i].second) << params[i]->name;
     EXPECT_FALSE(params[i]->value.defined()) << params[i]->name << ": built as shapes only";
   }
+  // [Note: the padded vocabulary]: wte is stored as 50304 rows, 50257 of them the vocabulary.
+  EXPECT_EQ(params[0]->padding_rows, 47);
+  EXPECT_EQ(params[0]->logical_shape(), (Shape{50257, 768}));
   EXPECT_EQ(count(model), 124'439'808);  // sum(p.numel() for p in GPT2LMHeadModel.parameters())
+  std::int64_t stored = 0;
+  for (const Parameter* p : params) stored += p->numel();
+  EXPECT_EQ(stored, 124'439'808 + 47 * 768);
 }
 
 TEST(Gpt2ModelStructure, LargerPresetsCountAsHuggingFace) {
@@ -167,6 +180,10 @@ TEST(Gpt2ModelConfig, BadConfigsNameTheFieldWhatWasExpectedAndWhatCame) {
   EXPECT_TRUE(contains(e, "n_positions") && contains(e, "i32")) << e;
   e = error([](Gpt2Config& c) { c.layer_norm_epsilon = 0; });
   EXPECT_TRUE(contains(e, "layer_norm_epsilon") && contains(e, "> 0")) << e;
+  e = error([](Gpt2Config& c) { c.vocab_multiple = 0; });
+  EXPECT_TRUE(contains(e, "vocab_multiple") && contains(e, "positive") && contains(e, "got 0")) << e;
+  e = error([](Gpt2Config& c) { c.vocab_multiple = (1LL << 31) - 10; });
+  EXPECT_TRUE(contains(e, "vocab_multiple") && contains(e, "indexable by i32")) << e;
 
   e = error_of([] { gpt2_preset("gpt3"); });
   EXPECT_TRUE(contains(e, "'gpt3'") && contains(e, "test-tiny, test-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl"))
@@ -366,6 +383,99 @@ TEST_P(Gpt2ModelTiny, SgdStepsLowerTheLossOnAFixedBatch) {
   EXPECT_LT(losses.back(), losses.front() - 0.3) << "the loss barely moved";
 }
 
+// [Note: the padded vocabulary]: a vocabulary of 50 stored as 64 rows trains as the same vocabulary
+// stored as 50. Initial values are equal (the counter RNG keys each element by its index, and the padding
+// rows come after every real one); AdamW with weight decay then leaves the padding rows at exactly 0.
+TEST_P(Gpt2ModelTiny, APaddedVocabularyTrainsAsTheUnpaddedOneAndItsPaddingStaysZero) {
+  auto dev = device();
+  Gpt2Config unpadded_config = gpt2_preset("test-tiny");
+  unpadded_config.vocab_size = 50;
+  unpadded_config.vocab_multiple = 1;
+  Gpt2Config padded_config = unpadded_config;
+  padded_config.vocab_multiple = 64;
+  Gpt2Model unpadded(unpadded_config), padded(padded_config);
+  Parameter& wte = *padded.parameters().front();
+  ASSERT_EQ(wte.shape, (Shape{64, 32}));
+  ASSERT_EQ(wte.padding_rows, 14);
+  materialise(unpadded, *dev, 31);
+  materialise(padded, *dev, 31);
+  const std::vector<float> unpadded_wte = read(unpadded.parameters().front()->value);
+  std::vector<float> padded_wte = read(wte.value);
+  EXPECT_EQ(std::vector<float>(padded_wte.begin(), padded_wte.begin() + 50 * 32), unpadded_wte);
+  EXPECT_EQ(std::vector<float>(padded_wte.begin() + 50 * 32, padded_wte.end()), std::vector<float>(14 * 32, 0.f));
+
+  // AdamW's operands for every parameter, with zeroed moments (written by the host before any op runs).
+  auto adamw_operands = [&](Gpt2Model& model) {
+    std::vector<AdamWOperands> each;
+    for (Parameter* p : model.parameters())
+      each.push_back({p->name, p->value, p->grad, zeros(*dev, p->shape), zeros(*dev, p->shape)});
+    return each;
+  };
+  const std::vector<AdamWOperands> unpadded_adamw = adamw_operands(unpadded), padded_adamw = adamw_operands(padded);
+  const Batch batch = random_batch(*dev, 50, 32);
+  RunContext ctx{*dev};
+  auto train_step = [&](Gpt2Model& model, std::int64_t step, const std::vector<AdamWOperands>& adamw) {
+    zero_grads(model, *dev);
+    const double loss = loss_of(model, ctx, batch);
+    model.backward(ctx);
+    adamw_update(compute(*dev), adamw, {.lr = 1e-2, .weight_decay = 0.1}, step);
+    return loss;
+  };
+  for (std::int64_t step = 1; step <= 4; ++step) {
+    const double want = train_step(unpadded, step, unpadded_adamw);
+    const double got = train_step(padded, step, padded_adamw);
+    // The same sums, but a GEMM 64 columns wide may block its work otherwise than one 50 wide.
+    EXPECT_NEAR(got, want, 1e-5 * want) << "step " << step;
+    const std::vector<float> grad = read(wte.grad);
+    EXPECT_EQ(std::vector<float>(grad.begin() + 50 * 32, grad.end()), std::vector<float>(14 * 32, 0.f))
+        << "step " << step << ": the padding rows' gradient";
+  }
+  padded_wte = read(wte.value);
+  EXPECT_EQ(std::vector<float>(padded_wte.begin() + 50 * 32, padded_wte.end()), std::vector<float>(14 * 32, 0.f))
+      << "AdamW moved the padding rows";
+  const std::vector<float> trained_unpadded = read(unpadded.parameters().front()->value);
+  for (std::size_t e = 0; e < trained_unpadded.size(); ++e)
+    ASSERT_NEAR(padded_wte[e], trained_unpadded[e], 1e-5) << "wte element " << e;
+}
+
+// A checkpoint folder holds wte's 64 real rows whether the model stores 64 or 128, so a folder moves between
+// the two; the padding reads back as 0, and a save refuses padding that is not 0 (it would be lost).
+TEST(Gpt2ModelPaddedVocabulary, AFolderHoldsTheVocabularyUnpaddedAndRefusesPaddingThatIsNotZero) {
+  auto dev = make_sim_device();
+  const auto dir = std::filesystem::temp_directory_path() / ("fsdplab_padded_vocab_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const nlohmann::json identity = {{"model_type", "gpt2"}};
+  Gpt2Config padded_config = gpt2_preset("test-tiny");
+  padded_config.vocab_multiple = 128;
+  Gpt2Model padded(padded_config), unpadded(gpt2_preset("test-tiny"));
+  Parameter& padded_wte = *padded.parameters().front();
+  Parameter& unpadded_wte = *unpadded.parameters().front();
+  ASSERT_EQ(padded_wte.shape, (Shape{128, 32}));
+  materialise(padded, *dev, 5);
+  materialise(unpadded, *dev, 6);
+  const std::vector<float> saved = read(padded_wte.value);
+
+  save_checkpoint(dir, padded, identity);
+  EXPECT_EQ(SafetensorsFile::read(dir / "model.safetensors").at("transformer.wte.weight").shape,
+            (std::vector<std::int64_t>{64, 32}));
+  load_checkpoint(dir, unpadded, identity);
+  EXPECT_EQ(read(unpadded_wte.value), std::vector<float>(saved.begin(), saved.begin() + 64 * 32));
+  set_values(padded_wte, std::vector<float>(128 * 32, 1.f));
+  load_checkpoint(dir, padded, identity);
+  EXPECT_EQ(read(padded_wte.value), saved) << "the padding rows read back as 0";
+
+  std::vector<float> bad = saved;
+  bad[100 * 32 + 3] = 0.5f;
+  set_values(padded_wte, bad);
+  const std::string e = error_of([&] { save_checkpoint(dir, padded, identity); });
+  EXPECT_TRUE(contains(e, "'transformer.wte.weight' holds 0.5 at element 3203, in its padding rows (from element 2048)") &&
+              contains(e, "expected 0"))
+      << e;
+  load_checkpoint(dir, unpadded, identity);  // the folder is the one saved before
+  EXPECT_EQ(read(unpadded_wte.value), std::vector<float>(saved.begin(), saved.begin() + 64 * 32));
+  std::filesystem::remove_all(dir);
+}
+
 // A probe that snapshots wte's gradient when lm_head's backward is done: what the head added.
 struct HeadGradProbe : ModuleHooks {
   Parameter* wte = nullptr;
@@ -496,8 +606,9 @@ TEST(Gpt2ModelDryRun, Gpt2SmallStepRunsOnShapesAlone) {
   const std::int64_t before = dev->ledger().live(MemTag::activation);
   model.forward(ctx, batch);
   model.backward(ctx);
-  EXPECT_EQ(dev->ledger().live(MemTag::param_full), 124'439'808LL * 2);
-  EXPECT_GT(dev->ledger().peak(MemTag::activation), before + 64LL * 50257 * 2) << "the logits alone are this big";
+  // In storage: GPT-2's parameters and wte's 47 padding rows ([Note: the padded vocabulary]).
+  EXPECT_EQ(dev->ledger().live(MemTag::param_full), (124'439'808LL + 47 * 768) * 2);
+  EXPECT_GT(dev->ledger().peak(MemTag::activation), before + 64LL * 50304 * 2) << "the logits alone are this big";
   EXPECT_EQ(dev->ledger().live(MemTag::activation), before);
 }
 

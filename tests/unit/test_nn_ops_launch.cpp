@@ -72,9 +72,9 @@ TEST(NnOpsLaunch, DryRunDeclaresEveryOperandAndTouchesNoData) {
   EXPECT_TRUE(declared(*dev, "embedding_backward", {&dout, &ids}, {&dtable}));
 
   Tensor logits = make({N, V}), loss = make({1}, DType::f32), lse = make({N}, DType::f32), dlogits = make({N, V});
-  cross_entropy(s, logits, ids, loss, lse);
+  cross_entropy(s, logits, V, ids, loss, lse);
   EXPECT_TRUE(declared(*dev, "cross_entropy", {&logits, &ids}, {&loss, &lse}));
-  cross_entropy_backward(s, logits, ids, lse, 1.f, dlogits);
+  cross_entropy_backward(s, logits, V, ids, lse, 1.f, dlogits);
   EXPECT_TRUE(declared(*dev, "cross_entropy_backward", {&logits, &ids, &lse}, {&dlogits}));
   mse_loss(s, x, out, loss);
   EXPECT_TRUE(declared(*dev, "mse_loss", {&x, &out}, {&loss}));
@@ -131,7 +131,7 @@ TEST(NnOpsLaunch, OutputsMustNotAliasOtherOperands) {
   Tensor ids = at(200, {4}, DType::i32), table = at(256, {10, 8});
   EXPECT_TRUE(throws_error([&] { embedding(s, table, ids, table.rows(2, 4)); },
                            {"embedding: out", "shares memory with table"}));
-  EXPECT_TRUE(throws_error([&] { cross_entropy(s, x, ids, at(3, {1}), mean); },
+  EXPECT_TRUE(throws_error([&] { cross_entropy(s, x, x.dim(1), ids, at(3, {1}), mean); },
                            {"cross_entropy: loss", "shares memory with logits"}));
   EXPECT_EQ(dev->ops().size(), 1u) << "only the disjoint softmax launched";
 }

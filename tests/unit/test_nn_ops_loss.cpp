@@ -2,6 +2,8 @@
 // differences.
 #include "engine/tensor/loss.hpp"
 
+#include <limits>
+
 #include "nn_ops_testing.hpp"
 
 namespace fsdplab {
@@ -49,8 +51,8 @@ CrossEntropyOutputs run_cross_entropy(const std::vector<float>& logits, const st
   auto dev = make_test_device(kind);
   Tensor tlogits = tensor_from(*dev, {N, V}, logits, dt), targets = targets_tensor(*dev, kTargets);
   Tensor loss = leftovers(*dev, {1}), lse = leftovers(*dev, {N}), dlogits = tensor_from(*dev, {N, V}, dlogits0, dt);
-  cross_entropy(compute(*dev), tlogits, targets, loss, lse);
-  cross_entropy_backward(compute(*dev), tlogits, targets, lse, kDloss, dlogits);
+  cross_entropy(compute(*dev), tlogits, V, targets, loss, lse);
+  cross_entropy_backward(compute(*dev), tlogits, V, targets, lse, kDloss, dlogits);
   return {read(loss)[0], read(lse), read(dlogits)};
 }
 
@@ -118,11 +120,39 @@ TEST_P(NnOpsCrossEntropyTest, AVocabularyOfThousandsMatchesTheReference) {
   }
   Tensor tlogits = tensor_from(*dev, {rows, vocab}, logits), ttargets = targets_tensor(*dev, targets);
   Tensor loss = leftovers(*dev, {1}), lse = leftovers(*dev, {rows}), dlogits = zeros(*dev, {rows, vocab});
-  cross_entropy(compute(*dev), tlogits, ttargets, loss, lse);
-  cross_entropy_backward(compute(*dev), tlogits, ttargets, lse, kDloss, dlogits);
+  cross_entropy(compute(*dev), tlogits, vocab, ttargets, loss, lse);
+  cross_entropy_backward(compute(*dev), tlogits, vocab, ttargets, lse, kDloss, dlogits);
   EXPECT_NEAR(read(loss)[0], loss_want, 1e-5 * loss_want);
   EXPECT_TRUE(all_close(read(lse), lse_want, 1e-5, 1e-6));
   EXPECT_TRUE(all_close(read(dlogits), dlogits_want, 1e-8, 1e-4));
+}
+
+TEST_P(NnOpsCrossEntropyTest, APaddedVocabularyNeitherReadsNorWritesItsPadding) {
+  // [Note: the padded vocabulary]: logits [N, Vp] with V classes. NaN in the padding columns would
+  // poison any max or sum that read them; the backward must leave dlogits' padding exactly as it was.
+  constexpr int Vp = 16;
+  const auto logits = random_values(N * V, 47, -3.f, 3.f), dlogits0 = random_values(N * V, 48);
+  const auto unpadded = run_cross_entropy(logits, dlogits0, DType::f32, GetParam());
+  std::vector<float> padded_logits(N * Vp, std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> padded_dlogits0 = random_values(N * Vp, 49);
+  for (int n = 0; n < N; ++n)
+    for (int v = 0; v < V; ++v) {
+      padded_logits[n * Vp + v] = logits[n * V + v];
+      padded_dlogits0[n * Vp + v] = dlogits0[n * V + v];
+    }
+  auto dev = device();
+  Tensor tlogits = tensor_from(*dev, {N, Vp}, padded_logits), targets = targets_tensor(*dev, kTargets);
+  Tensor loss = leftovers(*dev, {1}), lse = leftovers(*dev, {N}), dlogits = tensor_from(*dev, {N, Vp}, padded_dlogits0);
+  cross_entropy(compute(*dev), tlogits, V, targets, loss, lse);
+  cross_entropy_backward(compute(*dev), tlogits, V, targets, lse, kDloss, dlogits);
+  EXPECT_EQ(read(loss)[0], unpadded.loss) << "the same sums in the same order";
+  EXPECT_EQ(read(lse), unpadded.lse);
+  const std::vector<float> got = read(dlogits);
+  for (int n = 0; n < N; ++n)
+    for (int v = 0; v < Vp; ++v) {
+      const float want = v < V ? unpadded.dlogits[n * V + v] : padded_dlogits0[n * Vp + v];
+      ASSERT_EQ(got[n * Vp + v], want) << "row " << n << ", column " << v << (v < V ? "" : " (padding)");
+    }
 }
 
 TEST(NnOpsCrossEntropy, BadOperandsAreErrors) {
@@ -133,18 +163,25 @@ TEST(NnOpsCrossEntropy, BadOperandsAreErrors) {
   Tensor loss_2 = zeros(*dev, {2}), lse_bf16 = zeros(*dev, {N}, DType::bf16);
   Tensor dlogits_bf16 = zeros(*dev, {N, V}, DType::bf16);
   const Stream s = compute(*dev);
-  EXPECT_TRUE(throws_error([&] { cross_entropy(s, logits, bad_target, loss, lse); },
-                           {"cross_entropy", "target 9 of row 2", "outside [0, 9)", "[6, 9] f32"}));
-  EXPECT_TRUE(throws_error([&] { cross_entropy_backward(s, logits, bad_target, lse, 1.f, dlogits); },
+  EXPECT_TRUE(throws_error([&] { cross_entropy(s, logits, V, bad_target, loss, lse); },
+                           {"cross_entropy", "target 9 of row 2", "outside the vocabulary [0, 9)", "[6, 9] f32"}));
+  EXPECT_TRUE(throws_error([&] { cross_entropy_backward(s, logits, V, bad_target, lse, 1.f, dlogits); },
                            {"cross_entropy_backward", "target 9 of row 2"}));
-  EXPECT_TRUE(throws_error([&] { cross_entropy(s, logits, float_targets, loss, lse); },
+  EXPECT_TRUE(throws_error([&] { cross_entropy(s, logits, V, float_targets, loss, lse); },
                            {"targets must be [6] i32", "[6] f32"}));
   EXPECT_TRUE(
-      throws_error([&] { cross_entropy(s, logits, targets, loss_2, lse); }, {"loss must be [1] f32", "[2] f32"}));
+      throws_error([&] { cross_entropy(s, logits, V, targets, loss_2, lse); }, {"loss must be [1] f32", "[2] f32"}));
   EXPECT_TRUE(
-      throws_error([&] { cross_entropy(s, logits, targets, loss, lse_bf16); }, {"lse must be [6] f32", "bf16"}));
-  EXPECT_TRUE(throws_error([&] { cross_entropy_backward(s, logits, targets, lse, 1.f, dlogits_bf16); },
+      throws_error([&] { cross_entropy(s, logits, V, targets, loss, lse_bf16); }, {"lse must be [6] f32", "bf16"}));
+  EXPECT_TRUE(throws_error([&] { cross_entropy_backward(s, logits, V, targets, lse, 1.f, dlogits_bf16); },
                            {"dlogits must be [6, 9] f32", "[6, 9] bf16"}));
+  EXPECT_TRUE(throws_error([&] { cross_entropy(s, logits, V + 1, targets, loss, lse); },
+                           {"cross_entropy", "expected a vocabulary of 1 to 9 classes", "got 10"}));
+  EXPECT_TRUE(throws_error([&] { cross_entropy_backward(s, logits, 0, targets, lse, 1.f, dlogits); },
+                           {"cross_entropy_backward", "expected a vocabulary of 1 to 9 classes", "got 0"}));
+  // A target in the padding is outside the vocabulary, though inside the logits.
+  EXPECT_TRUE(throws_error([&] { cross_entropy(s, logits, 8, targets, loss, lse); },
+                           {"target 8 of row 1", "outside the vocabulary [0, 8)"}));
   EXPECT_TRUE(dev->ops().empty());
 }
 
