@@ -1,16 +1,19 @@
 // cuda_threads_on_cpu.hpp — CUDA's execution model on CPU threads, so that a kernel's own source runs without a
-// GPU (kernels_on_cpu.cmake rewrites the .cu file; test_flash_attention_kernels_on_cpu.cpp runs it). A launch
-// runs its blocks one after another on blockDim.x std::threads, one per CUDA thread, with real barriers for
-// __syncthreads (the block) and __syncwarp (its warp), and warp shuffles through a slot per lane between two
-// warp barriers. Each block's dynamic shared memory starts as 0xff bytes, which read as NaN in f32 and bf16, so
-// a read before a write shows.
+// GPU (kernels_on_cpu.cmake rewrites the .cu file; the tests beside this file run it). A launch runs its blocks
+// one after another on blockDim.x std::threads, one per CUDA thread, with real barriers for __syncthreads (the
+// block) and __syncwarp (its warp); warp shuffles and votes go through a slot per lane between two warp
+// barriers. Each block's dynamic shared memory starts as 0xff bytes, which read as NaN in f32 and bf16, so a read
+// before a write shows. A static `__shared__` variable is a function-local static: one for all the threads, as
+// for a block's (blocks run one at a time).
 //
 // What this checks: index arithmetic, masks, tile loops, shared-memory layout and the kernels' own
 // synchronisation (ThreadSanitizer sees exactly the barriers the kernel calls). What it cannot: timing, the
 // hardware's memory model beyond those barriers, and real wmma fragment layouts (cuda/mma.h keeps whole
 // matrices per lane). A GPU run is still the test that counts (tests/unit's cuda instances).
 #pragma once
+#include <atomic>
 #include <barrier>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -34,6 +37,7 @@ inline dim3 gridDim, blockDim;
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
 #define __restrict__ __restrict
+#define __shared__ static
 
 struct uint4 {
   unsigned x, y, z, w;
@@ -54,7 +58,8 @@ constexpr int kMaxWarps = 32;
 struct Block {
   std::barrier<>* all = nullptr;
   std::barrier<>* warp[kMaxWarps] = {};
-  float lane_slot[kMaxWarps][32] = {};
+  std::uint64_t lane_slot[kMaxWarps][32] = {};  // a lane's value in a shuffle or vote, up to 8 bytes
+  std::atomic<int> block_or{0};
   unsigned char* shared = nullptr;
 };
 inline Block* current = nullptr;
@@ -102,15 +107,54 @@ void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes, CUst
 inline void __syncthreads() { cuda_on_cpu::current->all->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { cuda_on_cpu::current->warp[threadIdx.x / 32]->arrive_and_wait(); }
 
-inline float __shfl_sync(unsigned, float v, int source_lane) {
-  cuda_on_cpu::Block& b = *cuda_on_cpu::current;
+namespace cuda_on_cpu {
+// Every lane of the warp puts `v` in its slot; each then reads what lane `source_lane` put.
+template <class T>
+T exchange(T v, int source_lane) {
+  static_assert(sizeof(T) <= sizeof(std::uint64_t));
+  Block& b = *current;
   const unsigned w = threadIdx.x / 32;
-  b.lane_slot[w][threadIdx.x % 32] = v;
+  std::memcpy(&b.lane_slot[w][threadIdx.x % 32], &v, sizeof(T));
   __syncwarp();
-  const float got = b.lane_slot[w][source_lane];
+  T got;
+  std::memcpy(&got, &b.lane_slot[w][source_lane], sizeof(T));
   __syncwarp();
   return got;
 }
-inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
+}  // namespace cuda_on_cpu
+
+template <class T>
+T __shfl_sync(unsigned, T v, int source_lane) {
+  return cuda_on_cpu::exchange(v, source_lane);
+}
+template <class T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
   return __shfl_sync(mask, v, static_cast<int>(threadIdx.x % 32) ^ lane_mask);
 }
+// A lane past the warp's end keeps its own value, as on the GPU.
+template <class T>
+T __shfl_down_sync(unsigned, T v, unsigned delta) {
+  const unsigned lane = threadIdx.x % 32;
+  return cuda_on_cpu::exchange(v, static_cast<int>(lane + delta < 32 ? lane + delta : lane));
+}
+// Bit i set where lane i's predicate holds.
+inline unsigned __ballot_sync(unsigned, int predicate) {
+  unsigned mask = 0;
+  for (int lane = 0; lane < 32; ++lane) {
+    const int p = cuda_on_cpu::exchange(predicate, lane);
+    if (p) mask |= 1u << lane;
+  }
+  return mask;
+}
+// __syncthreads, returning whether any thread of the block passed a non-zero predicate.
+inline int __syncthreads_or(int predicate) {
+  cuda_on_cpu::Block& b = *cuda_on_cpu::current;
+  b.all->arrive_and_wait();  // every thread has read the previous call's answer
+  if (threadIdx.x == 0) b.block_or.store(0);
+  b.all->arrive_and_wait();
+  if (predicate) b.block_or.store(1);
+  b.all->arrive_and_wait();
+  return b.block_or.load();
+}
+inline int __popc(unsigned x) { return std::popcount(x); }
+inline float __int_as_float(int x) { return std::bit_cast<float>(x); }

@@ -1,8 +1,9 @@
 # kernels_on_cpu.cmake — rewrites a .cu file into C++ that runs on CPU threads (cuda_threads_on_cpu.hpp):
 #   cmake -DIN=kernels.cu -DOUT=kernels_on_cpu.inc -P kernels_on_cpu.cmake
 # Two things are not C++: a kernel's `extern __shared__` array becomes the running block's shared memory, and
-# `kernel<<<grid, block, bytes, stream>>>(args)` becomes cuda_on_cpu::launch(kernel, grid, block, bytes, stream,
-# args). The rest compiles as it is, against the headers in cuda/.
+# `kernel<<<grid, block, bytes, stream>>>(args)` (or `kernel<T><<<...`) becomes
+# cuda_on_cpu::launch([](auto... a) { kernel(a...); }, grid, block, bytes, stream, args): the lambda lets a
+# kernel template deduce its arguments as the launch did. The rest compiles as it is, against the headers in cuda/.
 file(READ ${IN} source)
 string(REGEX MATCHALL "<<<" launches "${source}")
 if(NOT launches)
@@ -10,7 +11,8 @@ if(NOT launches)
 endif()
 string(REGEX REPLACE "extern __shared__[^;]*unsigned char ([a-z_]+)\\[\\];"
        "unsigned char* \\1 = cuda_on_cpu::block_shared_memory();" source "${source}")
-string(REGEX REPLACE "([A-Za-z_][A-Za-z_0-9]*)<<<" "cuda_on_cpu::launch(\\1, " source "${source}")
+string(REGEX REPLACE "([A-Za-z_][A-Za-z_0-9]*(<[^<>;()]*>)?)<<<" "cuda_on_cpu::launch([](auto... a) { \\1(a...); }, "
+       source "${source}")
 string(REPLACE ">>>(" ", " source "${source}")
 if(source MATCHES "extern __shared__|<<<|>>>")
   message(FATAL_ERROR "kernels_on_cpu: ${IN} has a shared array or a launch this script cannot rewrite")

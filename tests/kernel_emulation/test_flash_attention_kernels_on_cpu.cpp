@@ -6,8 +6,7 @@
 // own order makes the difference larger, which the op tests' cuda instances bound (tests/unit).
 #include "cuda_threads_on_cpu.hpp"
 
-// The kernels, rewritten by kernels_on_cpu.cmake; they take their op scratch from here.
-#include "engine/cuda/op_scratch.hpp"
+// The kernels, rewritten by kernels_on_cpu.cmake (op scratch: op_scratch_on_cpu.cpp).
 #include "flash_attention_kernels_on_cpu.inc"
 
 #include <gtest/gtest.h>
@@ -24,17 +23,6 @@
 #include "engine/tensor/flash_attention_host.hpp"
 
 namespace fsdplab {
-
-namespace {
-// The op's scratch buffers, alive until the process ends; 0xff bytes read as NaN, so an unwritten one shows.
-std::vector<std::unique_ptr<unsigned char[]>> scratch;
-}  // namespace
-
-void* cuda::op_scratch(std::int64_t bytes, const char*) {
-  scratch.push_back(std::make_unique<unsigned char[]>(static_cast<std::size_t>(bytes)));
-  std::memset(scratch.back().get(), 0xff, static_cast<std::size_t>(bytes));
-  return scratch.back().get();
-}
 
 namespace {
 

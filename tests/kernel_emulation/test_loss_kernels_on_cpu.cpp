@@ -1,0 +1,91 @@
+// The loss kernels' own source (engine/cuda/loss_kernels.cu), run on CPU threads by cuda_threads_on_cpu.hpp: the
+// cross-entropy over a padded vocabulary ([Note: the padded vocabulary] in engine/nn/gpt2_model.hpp), whose rows
+// are `stride` apart with V classes each, against a plain reference in double. The padding columns hold NaN: a
+// kernel that read one would carry it into the loss, and one that wrote dlogits' padding would change its
+// sentinel.
+#include "cuda_threads_on_cpu.hpp"
+
+// The kernels, rewritten by kernels_on_cpu.cmake (op scratch: op_scratch_on_cpu.cpp).
+#include "loss_kernels_on_cpu.inc"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace fsdplab {
+
+namespace {
+
+constexpr float kSentinel = 7.f;  // what dlogits' padding holds before the backward, and must hold after
+
+struct CrossEntropyCase {
+  std::int64_t N, V, stride;
+  float dloss;
+};
+
+// loss, lse and dlogits = dlogits0 + (softmax - onehot) * dloss / N, in double over the first V columns.
+struct Reference {
+  double loss = 0;
+  std::vector<double> lse, dlogits;
+};
+
+Reference reference(const CrossEntropyCase& c, const std::vector<float>& logits, const std::vector<std::int32_t>& targets,
+                    const std::vector<float>& dlogits0) {
+  Reference r{0, std::vector<double>(static_cast<std::size_t>(c.N)), std::vector<double>(dlogits0.begin(), dlogits0.end())};
+  for (std::int64_t n = 0; n < c.N; ++n) {
+    const float* row = logits.data() + n * c.stride;
+    double max = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (std::int64_t v = 0; v < c.V; ++v) max = std::max(max, static_cast<double>(row[v]));
+    for (std::int64_t v = 0; v < c.V; ++v) sum += std::exp(row[v] - max);
+    r.lse[n] = max + std::log(sum);
+    r.loss += (r.lse[n] - row[targets[n]]) / static_cast<double>(c.N);
+    for (std::int64_t v = 0; v < c.V; ++v)
+      r.dlogits[n * c.stride + v] += (std::exp(row[v] - r.lse[n]) - (v == targets[n] ? 1 : 0)) * c.dloss / c.N;
+  }
+  return r;
+}
+
+TEST(LossKernelsOnCpu, CrossEntropyOverAPaddedVocabularyReadsAndWritesTheClassesOnly) {
+  // A vocabulary longer than a block's 512 threads, padded to a multiple of 128; and one padded by a single
+  // column less than a warp.
+  for (const CrossEntropyCase& c : {CrossEntropyCase{5, 1001, 1024, 0.7f}, CrossEntropyCase{3, 33, 34, 1.f}}) {
+    SCOPED_TRACE("N " + std::to_string(c.N) + ", V " + std::to_string(c.V) + ", stride " + std::to_string(c.stride));
+    std::mt19937 rng(static_cast<std::uint32_t>(c.V));
+    std::uniform_real_distribution<float> u(-4.f, 4.f);
+    std::vector<float> logits(static_cast<std::size_t>(c.N * c.stride), std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> dlogits(logits.size(), kSentinel);
+    for (std::int64_t n = 0; n < c.N; ++n)
+      for (std::int64_t v = 0; v < c.V; ++v) {
+        logits[n * c.stride + v] = u(rng);
+        dlogits[n * c.stride + v] = 0.1f * u(rng);
+      }
+    std::vector<std::int32_t> targets(static_cast<std::size_t>(c.N));
+    for (std::int64_t n = 0; n < c.N; ++n) targets[n] = static_cast<std::int32_t>(n == 0 ? c.V - 1 : (n * 37) % c.V);
+    const Reference want = reference(c, logits, targets, dlogits);
+
+    float loss = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> lse(static_cast<std::size_t>(c.N), std::numeric_limits<float>::quiet_NaN());
+    cuda::cross_entropy(nullptr, DType::f32, &loss, lse.data(), logits.data(), targets.data(), c.N, c.V, c.stride);
+    cuda::cross_entropy_backward(nullptr, DType::f32, dlogits.data(), logits.data(), targets.data(), lse.data(), c.N,
+                                 c.V, c.stride, c.dloss);
+
+    EXPECT_NEAR(loss, want.loss, 1e-5 * want.loss);
+    for (std::int64_t n = 0; n < c.N; ++n) EXPECT_NEAR(lse[n], want.lse[n], 1e-5 * std::abs(want.lse[n])) << "row " << n;
+    for (std::int64_t n = 0; n < c.N; ++n)
+      for (std::int64_t v = 0; v < c.stride; ++v) {
+        const std::size_t i = static_cast<std::size_t>(n * c.stride + v);
+        if (v < c.V) {
+          ASSERT_NEAR(dlogits[i], want.dlogits[i], 1e-6) << "row " << n << ", class " << v;
+        } else {
+          ASSERT_EQ(dlogits[i], kSentinel) << "row " << n << ", padding column " << v << " was written";
+        }
+      }
+  }
+}
+
+}  // namespace
+}  // namespace fsdplab
