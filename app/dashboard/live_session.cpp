@@ -148,6 +148,7 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
   for (const SessionSettings::PlannedRun& p : planned) {
     const int source = store_.add_source(p.label, p.run.run.world, p.sync);
     store_.set_wall_clock(source, on_gpu);
+    store_.set_last_step(source, p.run.run.steps - 1);
     log_.add_source();
     BuiltModel built = build_model(p.run.run);
     try {

@@ -1,5 +1,6 @@
 #include "app/dashboard/replay.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <new>
 
@@ -32,6 +33,10 @@ Replay load_replay(const std::vector<std::string>& paths) {
       replay.errors.push_back(path + ": out of memory storing its events");
     }
     replay.store.derive_steps(source);
+    // A trace is written when its run ends: its last step is the run's.
+    int last = -1;
+    for (const StepTime& s : replay.store.source(source).steps) last = std::max(last, s.step);
+    replay.store.set_last_step(source, last);
     replay.files.push_back(path);
   }
   return replay;

@@ -32,7 +32,7 @@ struct Series {
   int source = 0;
   bool sync = false;
   std::vector<int> steps;     // indices into the source's steps, in step order
-  std::vector<int> compared;  // the same without the source's first step (warm-up)
+  std::vector<int> compared;  // the same without the source's first (warm-up) and last steps
   ImU32 color = 0;
 };
 
@@ -54,8 +54,10 @@ std::vector<Series> series_of(const TraceStore& store) {
       std::stable_sort(k.steps.begin(), k.steps.end(),
                        [&](int a, int b) { return src.steps[static_cast<std::size_t>(a)].step <
                                                   src.steps[static_cast<std::size_t>(b)].step; });
-      for (int i : k.steps)
-        if (src.steps[static_cast<std::size_t>(i)].step != first) k.compared.push_back(i);
+      for (int i : k.steps) {
+        const int step = src.steps[static_cast<std::size_t>(i)].step;
+        if (step != first && step != src.last_step) k.compared.push_back(i);
+      }
     }
     // A source with no steps yet is the kind it declares; an A/B source is ASYNC until its first SYNC step.
     const bool has_sync = src.sync || !kinds[1].steps.empty();
@@ -360,8 +362,8 @@ void StepTimePanel::draw(const TraceStore& store) {
                                      : store.source(sum.sync_source).label + " against " +
                                            store.source(sum.async_source).label;
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    text("averages of the last " + std::to_string(sum.steps_compared) +
-                                        " pairs of steps of " + compared + " (each run's first step left out: warm-up)");
+    text("averages of the last " + std::to_string(sum.steps_compared) + " pairs of steps of " + compared +
+         " (each run's first step left out, warm-up, and its last where known: no next step to prefetch for)");
     ImGui::PopStyleColor();
     const std::pair<ImU32, std::string> times[] = {{kSyncColors[0], fmt("T_sync %.3f ms", sum.t_sync_ms)},
                                                    {kAsyncColors[0], fmt("T_async %.3f ms", sum.t_async_ms)},
@@ -416,7 +418,7 @@ void StepTimePanel::draw(const TraceStore& store) {
     ImGui::EndTable();
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     text("mean, compute, comm: of the last " + std::to_string(kRecentSteps) +
-         " steps of each series after its run's first (ms)");
+         " steps of each series, its run's first and known last left out (ms)");
     ImGui::PopStyleColor();
   }
 }

@@ -7,8 +7,10 @@
 // series with the first ASYNC one — two sources, or the two halves of one A/B source — with the
 // definitions of `fsdplab bench --what overlap` (app/bench_overlap.cpp), read from the stored steps:
 //   pairs      the k-th SYNC step with the k-th ASYNC step, each series without its source's first step
-//              (warm-up: forward prefetch records the forward order in it); two runs of one
-//              configuration pair step i with step i, whichever of them is ahead
+//              (warm-up: forward prefetch records the forward order in it) and, where the run's end is
+//              known, its last (no next step to gather the root for: shorter than the steady state, which
+//              `bench --what overlap` measures); two runs of one configuration pair step i with step i,
+//              whichever of them is ahead
 //   averages   over the last kRecentSteps pairs:
 //              T_sync, T_async   mean step durations of the SYNC and of the ASYNC steps
 //              compute           mean |union of compute| on rank 0 of the ASYNC steps (StepTime::compute)

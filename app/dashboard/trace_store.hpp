@@ -99,6 +99,9 @@ struct TraceSource {
   std::vector<RankMemory> memory;  // by rank
   std::vector<StepTime> steps;
   SimTime last_time = 0;           // the latest end of anything seen
+  // The run's last step where it is known (a run started here, a replayed trace; not a remote run), else -1.
+  // FSDP's last step has no next step to gather the root for, so it runs shorter than those before it.
+  int last_step = -1;
 };
 
 class TraceStore {
@@ -107,6 +110,8 @@ class TraceStore {
   int add_source(std::string label, int world, bool sync);
   // Source `id`'s times are wall-clock (a cuda run) rather than virtual (the sim device's, the default).
   void set_wall_clock(int id, bool wall_clock) { sources_.at(static_cast<std::size_t>(id)).wall_clock = wall_clock; }
+  // Source `id`'s run ends with step `step` (TraceSource::last_step).
+  void set_last_step(int id, int step) { sources_.at(static_cast<std::size_t>(id)).last_step = step; }
   void add_event(int source, const TraceEvent& event);
   void add_counter(int source, const CounterSample& sample);
   // A whole recorded or replayed trace: every event, then every counter sample.

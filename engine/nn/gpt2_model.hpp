@@ -13,9 +13,10 @@
 //
 // [Note: the padded vocabulary]
 // GPT-2's V = 50257 is odd, so every GEMM of the LM head has a leading dimension of 50257 elements:
-// logits [N, V] forward, dlogits [N, V] in both backward GEMMs. No row then starts 16-byte aligned, and
-// cuBLAS falls back to its slow unaligned kernels (20 ms a step on an H100 in bf16). As llm.c does, wte
-// is stored with Vp = V rounded up to a multiple of 128 rows (50304), the last Vp - V rows zero:
+// logits [N, V] forward, dlogits [N, V] in both backward GEMMs. Their rows do not start on 16-byte
+// boundaries, and cuBLAS picks older, slower kernels for them (on an H100 in bf16 the three ran as
+// cutlass_75 GEMMs, 8.5 ms of a 63 ms step: docs/PERFORMANCE.md). As llm.c does, wte is stored with
+// Vp = V rounded up to a multiple of 128 rows (50304), the last Vp - V rows zero:
 //   - the LM head computes logits [N, Vp]; the padding columns are x · 0 = 0;
 //   - the cross-entropy reads the first V columns of each row only, so the padding is masked out of
 //     the softmax, and its backward leaves the padding columns of dlogits at 0;
@@ -47,7 +48,7 @@ struct Gpt2Config {
   std::int64_t n_layer = 12;
   float layer_norm_epsilon = 1e-5f;
   // Not Hugging Face's: wte's rows in storage are vocab_size rounded up to a multiple of this. See
-  // [Note: the padded vocabulary]. The test presets' vocabularies (64, 256) are one tile already: 64.
+  // [Note: the padded vocabulary]. The test presets set 64: their vocabularies (64, 256) need no padding.
   std::int64_t vocab_multiple = 128;
 
   std::int64_t padded_vocab_size() const { return (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple; }

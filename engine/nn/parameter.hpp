@@ -43,8 +43,8 @@ struct Parameter {
   Tensor value;  // f32 or bf16; undefined until materialised
   Tensor grad;   // same shape; undefined until the trainer (or FSDP) provides it
   // Trailing rows of shape[0] that exist only in storage, to give a table a size the GPU's tiles divide
-  // (GPT-2's vocabulary: see [Note: the padded vocabulary] in gpt2_model.hpp). They start at 0, no op
-  // reads them, so they stay 0, and no file holds them.
+  // (GPT-2's vocabulary: see [Note: the padded vocabulary] in gpt2_model.hpp). They start at 0 and their
+  // gradient is always 0, so they stay 0; no file holds them.
   std::int64_t padding_rows = 0;
 
   std::int64_t numel() const { return shape_numel(shape); }  // in storage: what memory and FSDP count

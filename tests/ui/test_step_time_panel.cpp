@@ -1,6 +1,6 @@
 // The STEP TIMES panel, headless: which series it compares, the averages and η against values worked out
 // here by hand, the same from one A/B source, η undefined where T_sync ≤ ideal, steps arriving between
-// frames, and the plotted points (positions to scale, the hovered one).
+// frames, a run's known last step left out, and the plotted points (positions to scale, the hovered one).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -217,6 +217,28 @@ TEST(StepTimePanel, AveragesTheLastTenPairs) {
   EXPECT_NEAR(sum.ideal_ms, std::max(c, m) / 10 / 1000, 1e-12);
   ASSERT_TRUE(sum.eta.has_value());
   EXPECT_NEAR(*sum.eta, (ts - ta) / (ts - std::max(c, m)), 1e-12);
+}
+
+TEST(StepTimePanel, AKnownLastStepIsLeftOutLikeTheFirst) {
+  // A run's last ASYNC step gathers no root for a next step and runs shorter: where the store knows the
+  // run ends there, the averages are those of steps 1 and 2 alone.
+  TraceStore store;
+  const int s = store.add_source("SYNC", 2, true);
+  const int a = store.add_source("ASYNC", 2, false);
+  add_all(store, s, kSync, true);
+  add_all(store, a, kAsync, false);
+  store.set_last_step(s, 3);
+  store.set_last_step(a, 3);
+  const StepTimePanel::Summary sum = summarize_steps(store);
+  EXPECT_EQ(sum.steps_compared, 2);
+  EXPECT_NEAR(sum.t_sync_ms, (300.0 + 320) / 2 / 1000, 1e-12);
+  EXPECT_NEAR(sum.t_async_ms, (200.0 + 210) / 2 / 1000, 1e-12);
+  EXPECT_NEAR(sum.compute_ms, 150.0 / 1000, 1e-12);
+  EXPECT_NEAR(sum.comm_ms, 125.0 / 1000, 1e-12);
+  // Unknown (a remote run): the last step counts.
+  store.set_last_step(a, -1);
+  store.set_last_step(s, -1);
+  EXPECT_EQ(summarize_steps(store).steps_compared, 3);
 }
 
 TEST(StepTimePanel, PlotsEachStepToScaleAndHoversIt) {
