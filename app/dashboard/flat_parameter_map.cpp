@@ -24,7 +24,8 @@ FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions
     unit.name = plan.name;
     unit.padded_numel = layout.padded_numel;
     unit.shard_numel = layout.shard_numel();
-    for (const FlatParamEntry& e : layout.entries) unit.params.push_back({e.param->name, e.offset, e.numel});
+    for (const FlatParamEntry& e : layout.entries)
+      unit.params.push_back({e.param->name, e.offset, e.numel, e.param->numel() - e.param->logical_numel()});
     std::sort(unit.params.begin(), unit.params.end(),
               [](const MappedParameter& a, const MappedParameter& b) { return a.offset < b.offset; });
     map.units.push_back(std::move(unit));
@@ -40,6 +41,11 @@ std::vector<MappedSlice> slices_in(const MappedUnit& unit, std::int64_t begin, s
     if (from < to) slices.push_back({&p, from - p.offset, to - from, from});
   }
   return slices;
+}
+
+std::int64_t padding_in(const MappedSlice& slice) {
+  const std::int64_t padding_begin = slice.param->numel - slice.param->padding;
+  return std::max<std::int64_t>(0, slice.param_begin + slice.count - std::max(slice.param_begin, padding_begin));
 }
 
 // ---- the panel -------------------------------------------------------------------------------------
@@ -120,6 +126,9 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
           const MappedSlice& s = slices[i];
           ImGui::Text("  %s [%lld, %lld) of %lld", s.param->name.c_str(), static_cast<long long>(s.param_begin),
                       static_cast<long long>(s.param_begin + s.count), static_cast<long long>(s.param->numel));
+          if (const std::int64_t padding = padding_in(s); padding > 0)  // [Note: the padded vocabulary]
+            ImGui::Text("    of which %lld are padding rows: zeros the GPU's GEMM tiles want, never trained",
+                        static_cast<long long>(padding));
         }
         if (slices.size() > kShown) ImGui::Text("  ... %zu more", slices.size() - kShown);
         if (slices.empty()) ImGui::TextUnformatted("  padding only");

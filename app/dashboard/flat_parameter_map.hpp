@@ -22,6 +22,7 @@ struct MappedParameter {
   std::string name;
   std::int64_t offset = 0;  // in the unit's flat buffer
   std::int64_t numel = 0;
+  std::int64_t padding = 0;  // its last elements that are padding rows, in storage only (Parameter::padding_rows)
 };
 
 struct MappedUnit {
@@ -51,6 +52,8 @@ struct MappedSlice {
   std::int64_t flat_offset = 0;  // where it sits in the flat buffer
 };
 std::vector<MappedSlice> slices_in(const MappedUnit& unit, std::int64_t begin, std::int64_t end);
+// The elements of `slice` that are its parameter's padding rows.
+std::int64_t padding_in(const MappedSlice& slice);
 
 class FlatParameterPanel {
  public:

@@ -217,6 +217,20 @@ TEST(FlatParameterMap, EveryParameterElementBelongsToExactlyOneRank) {
         covered[s.param->name] += s.count;
     for (const MappedParameter& p : unit.params) EXPECT_EQ(covered[p.name], p.numel) << p.name;
   }
+  // A padded vocabulary ([Note: the padded vocabulary]): test-tiny's 64 tokens stored as 128 rows. W = 3 cuts wte
+  // among the ranks; the slices name its 64 x 32 padding elements, once, and nothing else as padding.
+  run.vocab_multiple = 128;
+  const FlatParameterMap padded = plan_flat_parameter_map(run, options);
+  std::int64_t padding = 0, padded_params = 0;
+  for (const MappedUnit& unit : padded.units) {
+    for (const MappedParameter& p : unit.params) padded_params += p.padding > 0;
+    for (int r = 0; r < 3; ++r)
+      for (const MappedSlice& s : slices_in(unit, r * unit.shard_numel, (r + 1) * unit.shard_numel))
+        padding += padding_in(s);
+  }
+  EXPECT_EQ(padded_params, 1);  // transformer.wte.weight
+  EXPECT_EQ(padding, 64 * 32);
+  run.vocab_multiple = 0;
   // Hybrid on 4 ranks in groups of 2: ranks 0 and 2 hold the same chunk.
   run.world = 4;
   run.batch = 8;
