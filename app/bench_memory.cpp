@@ -54,7 +54,7 @@ MemoryRow measure_memory(std::string label, const MemoryBenchOptions& bench, int
   train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
 
   const BuiltModel built = build_model(fsdp.run);
-  for (const Parameter* p : built.model->parameters()) row.parameters += p->logical_numel();
+  row.parameters = built.model->parameter_count();
   row.formula = fsdp_memory({plan_unit_sizes(*built.model, built.unit_kinds, options, world), options, world,
                              optimizer_state_count(fsdp.run.optimizer_spec()),
                              model_memory(*built.model, bench.micro_batch, built.batch.seq, options.param_dtype)});

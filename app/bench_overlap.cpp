@@ -232,7 +232,7 @@ class OverlapRuns {
     probe_run.batch = bench.micro_batch * bench.world;
     probe_run.seq = bench.seq;
     const BuiltModel probe = build_model(probe_run);
-    for (const Parameter* p : probe.model->parameters()) parameters += p->logical_numel();
+    parameters = probe.model->parameter_count();
   }
 
   std::string link_name(double scale) const { return scale == 1 ? base.name : scaled_link_name(base, scale); }

@@ -4,7 +4,6 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <numeric>
 #include <optional>
 #include <string>
 
@@ -20,11 +19,6 @@ namespace {
 double gb(std::int64_t bytes) { return static_cast<double>(bytes) / 1e9; }
 std::int64_t at(const TagBytes& bytes, MemTag tag) { return bytes[static_cast<std::size_t>(tag)]; }
 
-std::int64_t parameter_count(Module& module) {
-  const std::vector<Parameter*> params = module.parameters();
-  return std::accumulate(params.begin(), params.end(), std::int64_t{0},
-                         [](std::int64_t n, const Parameter* p) { return n + p->logical_numel(); });
-}
 
 // What the analytic model expects of this run, as far as it applies: the units as FSDP plans them,
 // and the model's activations where memory_model.hpp counts them (gpt2, llama).
@@ -87,8 +81,8 @@ LectureFigures lecture_figures(const FsdpRun& fsdp, BuiltModel& built, const Exp
   const FsdpOptions& o = fsdp.options;
   const std::int64_t p = static_cast<std::int64_t>(dtype_size(o.param_dtype));
   LectureFigures f;
-  f.params = static_cast<double>(parameter_count(*built.model));
-  f.layer = static_cast<double>(parameter_count(built.model->module("model.layers.0")));
+  f.params = static_cast<double>(built.model->parameter_count());
+  f.layer = static_cast<double>(built.model->module("model.layers.0").parameter_count());
   f.root = static_cast<double>(e.root);
   f.largest_layer = static_cast<double>(e.largest_layer);
   f.flat_parameters = static_cast<int>(e.units.size());

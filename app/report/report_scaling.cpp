@@ -71,7 +71,7 @@ std::string report_scaling(ReportContext& ctx) {
       if (m.rank == 0 && m.step == middle.step) p.compute_ms = ns_to_ms(m.compute);
     p.comm_ms = ns_to_ms(communication_time(events, 0, middle.step));
     const BuiltModel built = build_model(fsdp.run);
-    for (const Parameter* q : built.model->parameters()) p.parameters += q->logical_numel();
+    p.parameters = built.model->parameter_count();
     points.push_back(p);
     commands.push_back(format("fsdplab run --dry-run --device sim --model mlp --mlp-width %lld --mlp-depth %d --world %d "
                               "--batch %lld --steps 3 --device-preset %s --trace mlp_w%d.json",

@@ -181,7 +181,7 @@ void FullyShardedModel::load_parameters(const CheckpointFile& file) {
     for (const LocalChunk& c : local_chunks(*unit)) {
       std::vector<float> values(static_cast<std::size_t>(c.values.numel()), 0.0f);  // padding stays zero
       for (const ShardSlice& s : tasks().flat_parameter->shard_slices(unit->layout, c.chunk))
-        file.read(s.param->name, s.param_begin,
+        file.read(*s.param, s.param_begin,
                   std::span<float>(values).subspan(static_cast<std::size_t>(s.shard_offset),
                                                    static_cast<std::size_t>(s.count)));
       rank_.device.synchronize();

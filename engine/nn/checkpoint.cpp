@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <map>
+#include <set>
 
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
@@ -78,25 +78,23 @@ CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& mo
           value.dump());
   }
   SafetensorsFile file = SafetensorsFile::read(dir / kWeightsFile);
-  std::map<std::string, std::int64_t, std::less<>> stored_numel;
+  std::set<std::string> expected;
   for (Parameter* p : model.parameters()) {
-    stored_numel.emplace(p->name, p->numel());
+    expected.insert(p->name);
     file.expect(p->name, DType::f32, p->logical_shape());
   }
   for (const std::string& name : file.names())
-    check(stored_numel.contains(name), "'", (dir / kWeightsFile).string(), "' has tensor '", name,
+    check(expected.contains(name), "'", (dir / kWeightsFile).string(), "' has tensor '", name,
           "', which this model does not have");
-  return CheckpointFile(std::move(file), std::move(stored_numel));
+  return CheckpointFile(std::move(file));
 }
 
-void CheckpointFile::read(std::string_view name, std::int64_t begin, std::span<float> out) const {
-  const auto stored = stored_numel_.find(name);
-  check(stored != stored_numel_.end(), "checkpoint tensor '", name, "': this model has no such parameter");
+void CheckpointFile::read(const Parameter& param, std::int64_t begin, std::span<float> out) const {
   const std::int64_t end = begin + static_cast<std::int64_t>(out.size());
-  check(begin >= 0 && end <= stored->second, "checkpoint tensor '", name, "': elements [", begin, ", ", end, ") of ",
-        stored->second);
+  check(begin >= 0 && end <= param.numel(), "checkpoint tensor '", param.name, "': elements [", begin, ", ", end,
+        ") of ", param.numel());
   // The file ends where the parameter's padding rows begin; they read as the 0 they hold.
-  const std::span<const std::byte> bytes = file_.at(name).bytes;
+  const std::span<const std::byte> bytes = file_.at(param.name).bytes;
   const std::int64_t in_file = static_cast<std::int64_t>(bytes.size() / sizeof(float));
   const std::size_t copied = static_cast<std::size_t>(std::clamp<std::int64_t>(in_file - begin, 0, end - begin));
   if (copied > 0)  // the file may not align floats
@@ -108,7 +106,7 @@ void load_checkpoint(const std::filesystem::path& dir, Module& model, const nloh
   const CheckpointFile file = CheckpointFile::open(dir, model, identity);
   for (Parameter* p : model.parameters()) {
     std::vector<float> values(static_cast<std::size_t>(p->numel()));
-    file.read(p->name, 0, values);
+    file.read(*p, 0, values);
     p->value.device().synchronize();
     p->value.copy_from(values);
   }

@@ -6,7 +6,6 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string_view>
@@ -36,14 +35,12 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<
 class CheckpointFile {
  public:
   static CheckpointFile open(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity);
-  // Elements [begin, begin + out.size()) of parameter `name` as stored, flattened: its padding rows 0.
-  void read(std::string_view name, std::int64_t begin, std::span<float> out) const;
+  // Elements [begin, begin + out.size()) of `param` as stored, flattened: its padding rows read as 0.
+  void read(const Parameter& param, std::int64_t begin, std::span<float> out) const;
 
  private:
-  CheckpointFile(SafetensorsFile file, std::map<std::string, std::int64_t, std::less<>> stored_numel)
-      : file_(std::move(file)), stored_numel_(std::move(stored_numel)) {}
+  explicit CheckpointFile(SafetensorsFile file) : file_(std::move(file)) {}
   SafetensorsFile file_;
-  std::map<std::string, std::int64_t, std::less<>> stored_numel_;  // each parameter's numel(), padding included
 };
 
 // Loads DIR (opened as CheckpointFile::open does) into the model's materialised parameters. `identity` holds the configuration keys that

@@ -36,6 +36,12 @@ std::vector<Parameter*> Module::parameters() {
   return out;
 }
 
+std::int64_t Module::parameter_count() {
+  std::int64_t n = 0;
+  for (const Parameter* p : parameters()) n += p->logical_numel();
+  return n;
+}
+
 std::vector<Module*> Module::modules() {
   std::vector<Module*> out{this};
   for (const auto& child : children_) {

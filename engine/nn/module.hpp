@@ -66,6 +66,9 @@ class Module {
   const std::vector<Parameter*>& shared_parameters() const { return used_; }
   // Every parameter of the subtree once, in registration order: the order of a state dict.
   std::vector<Parameter*> parameters();
+  // Their elements as Hugging Face counts them (sum(p.numel() for p in model.parameters())): without padding
+  // rows (Parameter::logical_numel), which only memory and FSDP count.
+  std::int64_t parameter_count();
   // Every module of the subtree, this one first (pre-order).
   std::vector<Module*> modules();
   // The module or parameter with this dotted name; an Error naming what is missing.

@@ -66,13 +66,6 @@ void zero_grads(Model& model, Device& dev) {
   for (Parameter* p : model.parameters()) fill(compute(dev), p->grad, 0);
 }
 
-// The model's parameters as Hugging Face counts them: without wte's padding rows.
-std::int64_t count(Model& model) {
-  std::int64_t n = 0;
-  for (const Parameter* p : model.parameters()) n += p->logical_numel();
-  return n;
-}
-
 // ---- structure -----------------------------------------------------------------------------------
 
 TEST(Gpt2ModelStructure, Gpt2SmallHasHuggingFacesNamesShapesAndCount) {
@@ -110,16 +103,16 @@ TEST(Gpt2ModelStructure, Gpt2SmallHasHuggingFacesNamesShapesAndCount) {
   // [Note: the padded vocabulary]: wte is stored as 50304 rows, 50257 of them the vocabulary.
   EXPECT_EQ(params[0]->padding_rows, 47);
   EXPECT_EQ(params[0]->logical_shape(), (Shape{50257, 768}));
-  EXPECT_EQ(count(model), 124'439'808);  // sum(p.numel() for p in GPT2LMHeadModel.parameters())
+  EXPECT_EQ(model.parameter_count(), 124'439'808);  // sum(p.numel() for p in GPT2LMHeadModel.parameters())
   std::int64_t stored = 0;
   for (const Parameter* p : params) stored += p->numel();
   EXPECT_EQ(stored, 124'439'808 + 47 * 768);
 }
 
 TEST(Gpt2ModelStructure, LargerPresetsCountAsHuggingFace) {
-  EXPECT_EQ(count(*std::make_unique<Gpt2Model>(gpt2_preset("gpt2-medium"))), 354'823'168);
-  EXPECT_EQ(count(*std::make_unique<Gpt2Model>(gpt2_preset("gpt2-large"))), 774'030'080);
-  EXPECT_EQ(count(*std::make_unique<Gpt2Model>(gpt2_preset("gpt2-xl"))), 1'557'611'200);
+  EXPECT_EQ(Gpt2Model(gpt2_preset("gpt2-medium")).parameter_count(), 354'823'168);
+  EXPECT_EQ(Gpt2Model(gpt2_preset("gpt2-large")).parameter_count(), 774'030'080);
+  EXPECT_EQ(Gpt2Model(gpt2_preset("gpt2-xl")).parameter_count(), 1'557'611'200);
 }
 
 TEST(Gpt2ModelStructure, ModulesMirrorHuggingFaceAndTheHeadSharesWte) {
