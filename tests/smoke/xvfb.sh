@@ -7,4 +7,19 @@ if ! command -v xvfb-run >/dev/null; then
   exit 77
 fi
 xvfb_args=(-a -s "-screen 0 1600x1000x24")
-xvfb() { xvfb-run "${xvfb_args[@]}" "$@"; }
+# xvfb-run exits 5 when it cannot remove its temporary directory after the command has ended, which hides the
+# command's own status (a test once failed on that alone): the command's status is recorded in a file and
+# returned; xvfb-run's own status only where the command never ran.
+xvfb() {
+  local status_file xvfb_status=0
+  status_file="$(mktemp)"
+  xvfb-run "${xvfb_args[@]}" bash -c '"$@"; s=$?; echo $s >"$0"; exit $s' "$status_file" "$@" || xvfb_status=$?
+  if [ -s "$status_file" ]; then
+    local command_status; command_status="$(cat "$status_file")"
+    [ "$command_status" = "$xvfb_status" ] ||
+      echo "xvfb-run exited $xvfb_status after the command exited $command_status: the command's status kept" >&2
+    xvfb_status=$command_status
+  fi
+  rm -f "$status_file"
+  return "$xvfb_status"
+}
