@@ -6,17 +6,20 @@
 // and the mean and variance are two passes, as the host computes them (the row is re-read from L1/L2).
 //
 // The norms' weight and bias gradients are column sums over all rows, which the host adds into the
-// gradient once per element. Without scratch memory (an op body may not allocate), no sum may be split
-// across blocks, so a block owns a strip of kStripCols columns and walks every row: its threads are
-// kStripCols columns by kStripRows row lanes, row lane r summing rows r, r + kStripRows, ... in order, and
-// the row lanes' partials are then summed in order by one thread per column. Deterministic, and the
-// strips keep warps reading whole 32-byte sectors; the parallelism is C / kStripCols blocks.
+// gradient once per element. A block owns a strip of kStripCols columns and a chunk of rows: its threads are
+// kStripCols columns by kStripRows row lanes, row lane r summing the chunk's rows r, r + kStripRows, ... in
+// order, and the row lanes' partials are then summed in order by one thread per column. The strips keep
+// warps reading whole 32-byte sectors. A strip walking every row gave GPT-2's C = 768 only 48 blocks on a
+// 132-SM H100, so the rows are chunked as well: N = 8192 is 64 chunks x 48 strips = 3072 blocks, whose f32
+// chunk sums (the op's scratch) a second pass adds up per column in chunk order, into the gradient once.
+// The chunk size depends on N alone: every sum's order is fixed by (N, C), the same bits every run.
 
 #include <cmath>
 #include <cstdint>
 
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/device_floats.cuh"
+#include "engine/cuda/op_scratch.hpp"
 #include "engine/cuda/row_kernels.hpp"
 
 namespace fsdplab::cuda {
@@ -27,8 +30,12 @@ namespace {
 constexpr std::int64_t kMaxRowBlocks = 1 << 20;
 // The column-sum kernels' strip: kStripCols columns by kStripRows row lanes, one thread each.
 constexpr int kStripCols = 16;
-constexpr int kStripRows = 64;
+constexpr int kStripRows = 16;
 constexpr int kStripThreads = kStripCols * kStripRows;
+// A chunk is 8 rows a thread; the second pass's row lanes sum at most 8 chunks each, so past
+// N = kMaxChunks * kChunkRows the chunks grow.
+constexpr std::int64_t kChunkRows = 128;
+constexpr std::int64_t kMaxChunks = 128;
 
 
 
@@ -59,6 +66,10 @@ int row_threads(std::int64_t C) {
 }
 int row_blocks(std::int64_t N) { return static_cast<int>(N < kMaxRowBlocks ? N : kMaxRowBlocks); }
 int strip_blocks(std::int64_t C) { return static_cast<int>((C + kStripCols - 1) / kStripCols); }
+std::int64_t chunk_rows_for(std::int64_t N) {
+  constexpr std::int64_t most = kMaxChunks * kChunkRows;
+  return kChunkRows * (N > most ? (N + most - 1) / most : 1);
+}
 
 
 // ---- layernorm ------------------------------------------------------------------------------------
@@ -89,7 +100,8 @@ __global__ void layernorm_forward_kernel(F* out, float* mean, float* rstd, const
   }
 }
 
-// dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = weight * dout, per row.
+// dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = weight * dout, per row, that term
+// rounded to F first.
 template <class F>
 __global__ void layernorm_dx_kernel(F* dx, const F* dout, const F* x, const F* weight, const float* mean,
                                     const float* rstd, std::int64_t N, int C) {
@@ -112,42 +124,104 @@ __global__ void layernorm_dx_kernel(F* dx, const F* dout, const F* x, const F* w
     for (int i = threadIdx.x; i < C; i += blockDim.x) {
       const float norm = (to_f32(xn[i]) - m) * s;
       const float dnorm = to_f32(weight[i]) * to_f32(gn[i]);
-      store(dxn + i, to_f32(dxn[i]) + s * (dnorm - dnorm_mean - norm * dnorm_norm_mean));
+      // Rounded to F before the add (in f32 too: __fmul_rn keeps nvcc from fusing the product into the add), so
+      // that adding into the residual stream's gradient is bit for bit a separate add.
+      const F g = from_f32<F>(__fmul_rn(s, dnorm - dnorm_mean - norm * dnorm_norm_mean));
+      store(dxn + i, to_f32(dxn[i]) + to_f32(g));
     }
   }
 }
 
-// dweight += sum over rows of norm * dout, dbias += sum over rows of dout (dbias null for rmsnorm, whose
-// mean is null too: norm = x * rstd). One block per strip of columns; see the header.
-template <class F>
+// The weight and bias gradients' column sums over rows [chunk * chunk_rows, + chunk_rows) of a strip,
+// chunk = blockIdx.y: terms(n, i, dw, db) adds row n's terms of column i. With one chunk, dweight (and dbias,
+// where not null) get the totals added, rounded once; with several, dw_part and db_part [chunks, C] get the
+// chunk's sums. One block per strip of columns and chunk of rows; see the header.
+template <class F, class Terms>
 __global__ void __launch_bounds__(kStripThreads)
-    norm_weight_grad_kernel(F* dweight, F* dbias, const F* dout, const F* x, const float* mean, const float* rstd,
-                            std::int64_t N, int C) {
-  __shared__ float dw_part[kStripRows][kStripCols + 1];
-  __shared__ float db_part[kStripRows][kStripCols + 1];
+    weight_grad_kernel(F* dweight, F* dbias, float* dw_part, float* db_part, Terms terms, std::int64_t rows, int C,
+                       std::int64_t chunk_rows) {
+  __shared__ float dw_lanes[kStripRows][kStripCols + 1];
+  __shared__ float db_lanes[kStripRows][kStripCols + 1];
   const int col_lane = threadIdx.x % kStripCols, row_lane = threadIdx.x / kStripCols;
   const int i = blockIdx.x * kStripCols + col_lane;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * chunk_rows;
+  const std::int64_t end = first + chunk_rows < rows ? first + chunk_rows : rows;
   float dw = 0.f, db = 0.f;
   if (i < C) {
-    for (std::int64_t n = row_lane; n < N; n += kStripRows) {
-      const float g = to_f32(dout[n * C + i]);
-      const float xi = to_f32(x[n * C + i]);
-      const float norm = mean != nullptr ? (xi - mean[n]) * rstd[n] : xi * rstd[n];
-      db += g;
-      dw += norm * g;
-    }
+    for (std::int64_t n = first + row_lane; n < end; n += kStripRows) terms(n, i, dw, db);
   }
-  dw_part[row_lane][col_lane] = dw;
-  db_part[row_lane][col_lane] = db;
+  dw_lanes[row_lane][col_lane] = dw;
+  db_lanes[row_lane][col_lane] = db;
   __syncthreads();
-  if (row_lane == 0 && i < C) {
-    for (int r = 1; r < kStripRows; ++r) {
-      dw += dw_part[r][col_lane];
-      db += db_part[r][col_lane];
-    }
+  if (row_lane != 0 || i >= C) return;
+  for (int r = 1; r < kStripRows; ++r) {
+    dw += dw_lanes[r][col_lane];
+    db += db_lanes[r][col_lane];
+  }
+  if (gridDim.y == 1) {
     store(dweight + i, to_f32(dweight[i]) + dw);
     if (dbias != nullptr) store(dbias + i, to_f32(dbias[i]) + db);
+  } else {
+    const std::int64_t at = static_cast<std::int64_t>(blockIdx.y) * C + i;
+    dw_part[at] = dw;
+    if (db_part != nullptr) db_part[at] = db;
   }
+}
+
+// Row n's terms: dweight's norm * dout and dbias's dout (rmsnorm's mean is null: norm = x * rstd).
+template <class F>
+struct NormTerms {
+  const F* dout;
+  const F* x;
+  const float* mean;
+  const float* rstd;
+  int C;
+  __device__ void operator()(std::int64_t n, int i, float& dw, float& db) const {
+    const float g = to_f32(dout[n * C + i]);
+    const float xi = to_f32(x[n * C + i]);
+    const float norm = mean != nullptr ? (xi - mean[n]) * rstd[n] : xi * rstd[n];
+    db += g;
+    dw += norm * g;
+  }
+};
+
+// The second pass's rows: the chunks' sums (db_part null for rmsnorm).
+struct ChunkTerms {
+  const float* dw_part;
+  const float* db_part;
+  int C;
+  __device__ void operator()(std::int64_t chunk, int i, float& dw, float& db) const {
+    dw += dw_part[chunk * C + i];
+    if (db_part != nullptr) db += db_part[chunk * C + i];
+  }
+};
+
+// dweight += sum over rows of norm * dout, dbias (null for rmsnorm) += sum over rows of dout.
+template <class F>
+void launch_weight_grad(CUstream_st* stream, const char* name, F* dweight, F* dbias, const F* dout, const F* x,
+                        const float* mean, const float* rstd, std::int64_t N, int C) {
+  const std::int64_t chunk_rows = chunk_rows_for(N);
+  const std::int64_t chunks = N > chunk_rows ? (N + chunk_rows - 1) / chunk_rows : 1;
+  const NormTerms<F> terms{dout, x, mean, rstd, C};
+  if (chunks == 1) {
+    weight_grad_kernel<F><<<strip_blocks(C), kStripThreads, 0, stream>>>(dweight, dbias, nullptr, nullptr, terms, N,
+                                                                         C, chunk_rows);
+    check_launch(name);
+    return;
+  }
+  // The chunk sums live only between the two passes: the op's scratch, freed behind it on its stream.
+  const std::int64_t part = chunks * C;
+  const std::int64_t bytes = (dbias != nullptr ? 2 : 1) * part * static_cast<std::int64_t>(sizeof(float));
+  auto* dw_part = static_cast<float*>(op_scratch(bytes, "the weight gradient's chunk sums"));
+  float* db_part = dbias != nullptr ? dw_part + part : nullptr;
+  const dim3 grid(static_cast<unsigned>(strip_blocks(C)), static_cast<unsigned>(chunks));
+  weight_grad_kernel<F><<<grid, kStripThreads, 0, stream>>>(nullptr, nullptr, dw_part, db_part, terms, N, C,
+                                                            chunk_rows);
+  check_launch(name, " (chunk sums)");
+  weight_grad_kernel<F><<<strip_blocks(C), kStripThreads, 0, stream>>>(dweight, dbias, nullptr, nullptr,
+                                                                       ChunkTerms{dw_part, db_part, C}, chunks, C,
+                                                                       chunks);
+  check_launch(name);
 }
 
 // ---- rmsnorm --------------------------------------------------------------------------------------
@@ -250,10 +324,8 @@ void layernorm_backward(CUstream_st* stream, DType dtype, void* dx, void* dweigh
         static_cast<F*>(dx), static_cast<const F*>(dout), static_cast<const F*>(x), static_cast<const F*>(weight),
         mean, rstd, N, static_cast<int>(C));
     check_launch("layernorm_backward (dx)");
-    norm_weight_grad_kernel<F><<<strip_blocks(C), kStripThreads, 0, stream>>>(
-        static_cast<F*>(dweight), static_cast<F*>(dbias), static_cast<const F*>(dout), static_cast<const F*>(x),
-        mean, rstd, N, static_cast<int>(C));
-    check_launch("layernorm_backward (dweight, dbias)");
+    launch_weight_grad(stream, "layernorm_backward (dweight, dbias)", static_cast<F*>(dweight), static_cast<F*>(dbias),
+                       static_cast<const F*>(dout), static_cast<const F*>(x), mean, rstd, N, static_cast<int>(C));
   });
 }
 
@@ -278,10 +350,8 @@ void rmsnorm_backward(CUstream_st* stream, DType dtype, void* dx, void* dweight,
         static_cast<F*>(dx), static_cast<const F*>(dout), static_cast<const F*>(x), static_cast<const F*>(weight),
         rstd, N, static_cast<int>(C));
     check_launch("rmsnorm_backward (dx)");
-    norm_weight_grad_kernel<F><<<strip_blocks(C), kStripThreads, 0, stream>>>(
-        static_cast<F*>(dweight), nullptr, static_cast<const F*>(dout), static_cast<const F*>(x), nullptr, rstd, N,
-        static_cast<int>(C));
-    check_launch("rmsnorm_backward (dweight)");
+    launch_weight_grad(stream, "rmsnorm_backward (dweight)", static_cast<F*>(dweight), static_cast<F*>(nullptr),
+                       static_cast<const F*>(dout), static_cast<const F*>(x), nullptr, rstd, N, static_cast<int>(C));
   });
 }
 

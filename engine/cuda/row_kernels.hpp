@@ -18,6 +18,8 @@ namespace fsdplab::cuda {
 // out = (x - mean) * rstd * weight + bias per row; mean and rstd [N] saved for the backward.
 void layernorm_forward(CUstream_st* stream, DType dtype, void* out, float* mean, float* rstd, const void* x,
                        const void* weight, const void* bias, std::int64_t N, std::int64_t C, float eps);
+// dx += the input gradient rounded to dtype first, so that adding into a gradient that is not zero (the residual
+// stream's) is bit for bit a separate add.
 void layernorm_backward(CUstream_st* stream, DType dtype, void* dx, void* dweight, void* dbias, const void* dout,
                         const void* x, const void* weight, const float* mean, const float* rstd, std::int64_t N,
                         std::int64_t C);

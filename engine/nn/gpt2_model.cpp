@@ -85,13 +85,14 @@ class Gpt2Attention final : public Module {
                                         residual_init(cfg), kZero)) {}
   std::string_view kind() const override { return "CausalSelfAttention"; }
 
-  Tensor forward(RunContext& ctx, const Tensor& x) {  // [B, T, C] -> [B, T, C]
+  // [B, T, C] -> [B, T, C]: residual + attn(x), the skip connection added by c_proj's epilogue.
+  Tensor forward(RunContext& ctx, const Tensor& x, const Tensor& residual) {
     enter_forward(ctx);
     const std::int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
     qkv_ = c_attn_.forward(ctx, as_rows(x)).reshape({B, T, 3 * C});
     Tensor y = ctx.activation({B, T, C}, name() + ".y");
     attention_.forward(ctx, qkv_, y);
-    Tensor out = c_proj_.forward(ctx, as_rows(y)).reshape(x.shape());
+    Tensor out = c_proj_.forward(ctx, as_rows(y), as_rows(residual)).reshape(x.shape());
     exit_forward(ctx);
     return out;
   }
@@ -116,36 +117,29 @@ class Gpt2Attention final : public Module {
   Tensor qkv_;
 };
 
-// mlp: c_proj(gelu_tanh(c_fc(x))), position by position. Keeps c_fc's output for gelu's backward.
+// mlp: c_proj(gelu_tanh(c_fc(x))), position by position; the GELU is c_fc's epilogue, which keeps its input
+// for the backward.
 class Gpt2Mlp final : public Module {
  public:
   Gpt2Mlp(std::string name, const Gpt2Config& cfg)
       : Module(std::move(name)),
         c_fc_(register_module<Linear>("c_fc", cfg.n_embd, 4 * cfg.n_embd, true, WeightLayout::in_out, kWeightInit,
-                                      kZero)),
+                                      kZero, Activation::gelu)),
         c_proj_(register_module<Linear>("c_proj", 4 * cfg.n_embd, cfg.n_embd, true, WeightLayout::in_out,
                                         residual_init(cfg), kZero)) {}
   std::string_view kind() const override { return "MLP"; }
 
-  Tensor forward(RunContext& ctx, const Tensor& x) {  // [N, C] -> [N, C]
+  // [N, C] -> [N, C]: residual + mlp(x), the skip connection added by c_proj's epilogue.
+  Tensor forward(RunContext& ctx, const Tensor& x, const Tensor& residual) {
     enter_forward(ctx);
-    pre_ = c_fc_.forward(ctx, x);
-    Tensor h = ctx.activation(pre_.shape(), name() + ".gelu");
-    gelu(ctx.stream(), pre_, h);
-    Tensor y = c_proj_.forward(ctx, h);
+    Tensor y = c_proj_.forward(ctx, c_fc_.forward(ctx, x), residual);
     exit_forward(ctx);
     return y;
   }
 
   Tensor backward(RunContext& ctx, const Tensor& dy) {
     enter_backward(ctx);
-    check(pre_.defined(), name(), ": backward without a forward");
-    Tensor dh = c_proj_.backward(ctx, dy);
-    Tensor dpre = ctx.activation(pre_.shape(), name() + ".dgelu");
-    fill(ctx.stream(), dpre, 0);  // gelu_backward adds into it
-    gelu_backward(ctx.stream(), pre_, dh, dpre);
-    pre_ = Tensor();
-    Tensor dx = c_fc_.backward(ctx, dpre);
+    Tensor dx = c_fc_.backward(ctx, c_proj_.backward(ctx, dy));
     exit_backward(ctx);
     return dx;
   }
@@ -153,7 +147,6 @@ class Gpt2Mlp final : public Module {
  private:
   Linear& c_fc_;
   Linear& c_proj_;
-  Tensor pre_;
 };
 
 // One transformer layer, pre-LN as GPT-2: the residual stream goes through untouched and each
@@ -168,26 +161,24 @@ class Gpt2Block final : public Module {
         mlp_(register_module<Gpt2Mlp>("mlp", cfg)) {}
   std::string_view kind() const override { return "Block"; }
 
+  // h = x + attn(ln_1(x)), y = h + mlp(ln_2(h)); each branch's last Linear adds the skip connection
+  // ([Note: fused epilogues] in engine/nn/layers.hpp).
   Tensor forward(RunContext& ctx, const Tensor& x) {  // [B, T, C] -> [B, T, C]
     enter_forward(ctx);
-    Tensor h = ctx.activation(x.shape(), name() + ".residual");
-    add(ctx.stream(), x, attn_.forward(ctx, ln_1_.forward(ctx, as_rows(x)).reshape(x.shape())), h);
-    Tensor y = ctx.activation(x.shape(), name() + ".out");
-    add(ctx.stream(), h, mlp_.forward(ctx, ln_2_.forward(ctx, as_rows(h))).reshape(x.shape()), y);
+    Tensor h = attn_.forward(ctx, ln_1_.forward(ctx, as_rows(x)).reshape(x.shape()), x);
+    Tensor y = mlp_.forward(ctx, ln_2_.forward(ctx, as_rows(h)), as_rows(h)).reshape(x.shape());
     exit_forward(ctx);
     return y;
   }
 
-  // Each residual sum passes its gradient to both terms: the branch's gradient comes back in a fresh
-  // buffer from the LayerNorm's backward, and the skip connection's is added into it in place.
+  // Each residual sum passes its gradient to both terms. The skip connection's term is dy itself, and each
+  // LayerNorm adds its branch's term into it in place: dy's buffer becomes dh, then dx, and is returned.
   Tensor backward(RunContext& ctx, const Tensor& dy) {
     enter_backward(ctx);
-    Tensor dh = ln_2_.backward(ctx, mlp_.backward(ctx, as_rows(dy))).reshape(dy.shape());
-    add(ctx.stream(), dh, dy, dh);
-    Tensor dx = ln_1_.backward(ctx, as_rows(attn_.backward(ctx, dh))).reshape(dy.shape());
-    add(ctx.stream(), dx, dh, dx);
+    ln_2_.backward_adding_to(ctx, mlp_.backward(ctx, as_rows(dy)), as_rows(dy));  // dy holds dh
+    ln_1_.backward_adding_to(ctx, as_rows(attn_.backward(ctx, dy)), as_rows(dy));  // dy holds dx
     exit_backward(ctx);
-    return dx;
+    return dy;
   }
 
  private:

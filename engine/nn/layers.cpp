@@ -19,18 +19,34 @@ ParamInit linear_default_init(std::int64_t fan_in) {
 // ---- Linear --------------------------------------------------------------------------------------
 
 Linear::Linear(std::string name, std::int64_t in, std::int64_t out, bool bias, WeightLayout layout,
-               ParamInit weight_init, ParamInit bias_init)
-    : Module(std::move(name)), in_(in), out_(out), layout_(layout) {
+               ParamInit weight_init, ParamInit bias_init, Activation activation)
+    : Module(std::move(name)), in_(in), out_(out), layout_(layout), activation_(activation) {
+  check(bias || activation == Activation::none, this->name(), ": a GELU epilogue follows a bias (bias_gelu)");
   weight_ = &register_parameter("weight", layout == WeightLayout::out_in ? Shape{out, in} : Shape{in, out}, weight_init);
   if (bias) bias_ = &register_parameter("bias", {out}, bias_init);
 }
 
-Tensor Linear::forward(RunContext& ctx, const Tensor& x) {
+Tensor Linear::forward(RunContext& ctx, const Tensor& x, const Tensor& residual) {
   enter_forward(ctx);
   if (!(x.ndim() == 2 && x.dim(1) == in_)) fail(name(), ": input must be [N, ", in_, "], got ", x.describe());
+  if (residual.defined() && activation_ != Activation::none)
+    fail(name(), ": a residual is added after the bias only, not after an activation");
   Tensor y = ctx.activation({x.dim(0), out_}, name() + ".out");
   matmul(ctx.stream(), x, value_of(*weight_), y, {.trans_b = layout_ == WeightLayout::out_in});
-  if (bias_) bias_add(ctx.stream(), y, value_of(*bias_), y);
+  // The epilogue: see [Note: fused epilogues].
+  if (activation_ == Activation::gelu) {
+    pre_ = y;
+    y = ctx.activation(pre_.shape(), name() + ".gelu");
+    bias_gelu(ctx.stream(), pre_, value_of(*bias_), pre_, y);
+  } else if (residual.defined()) {
+    if (bias_) {
+      residual_bias_add(ctx.stream(), residual, y, value_of(*bias_), y);
+    } else {
+      add(ctx.stream(), residual, y, y);
+    }
+  } else if (bias_) {
+    bias_add(ctx.stream(), y, value_of(*bias_), y);
+  }
   x_ = x;
   exit_forward(ctx);
   return y;
@@ -39,6 +55,10 @@ Tensor Linear::forward(RunContext& ctx, const Tensor& x) {
 Tensor Linear::backward(RunContext& ctx, const Tensor& dy) {
   enter_backward(ctx);
   check(x_.defined(), name(), ": backward without a forward");
+  if (activation_ == Activation::gelu) {
+    gelu_backward_in_place(ctx.stream(), pre_, dy);  // dy is now the gradient of x W + b
+    pre_ = Tensor();
+  }
   const bool out_in = layout_ == WeightLayout::out_in;
   Tensor dx = ctx.activation({dy.dim(0), in_}, name() + ".dx");
   // out_in: y = x W^T, so dx = dy W and dW += dy^T x.  in_out: y = x W, so dx = dy W^T and dW += x^T dy.
@@ -81,10 +101,23 @@ Tensor LayerNorm::backward(RunContext& ctx, const Tensor& dy) {
   check(x_.defined(), name(), ": backward without a forward");
   Tensor dx = ctx.activation(x_.shape(), name() + ".dx");
   fill(ctx.stream(), dx, 0);  // layernorm_backward adds into dx
-  layernorm_backward(ctx.stream(), dy, x_, value_of(*weight_), mean_, rstd_, dx, grad_of(*weight_), grad_of(*bias_));
-  x_ = mean_ = rstd_ = Tensor();
+  add_input_gradient(ctx, dy, dx);
   exit_backward(ctx);
   return dx;
+}
+
+void LayerNorm::backward_adding_to(RunContext& ctx, const Tensor& dy, const Tensor& dx) {
+  enter_backward(ctx);
+  check(x_.defined(), name(), ": backward without a forward");
+  if (!(dx.shape() == x_.shape()))
+    fail(name(), ": the gradient to add into must be the input's shape ", shape_str(x_.shape()), ", got ", dx.describe());
+  add_input_gradient(ctx, dy, dx);
+  exit_backward(ctx);
+}
+
+void LayerNorm::add_input_gradient(RunContext& ctx, const Tensor& dy, const Tensor& dx) {
+  layernorm_backward(ctx.stream(), dy, x_, value_of(*weight_), mean_, rstd_, dx, grad_of(*weight_), grad_of(*bias_));
+  x_ = mean_ = rstd_ = Tensor();
 }
 
 // ---- Embedding -----------------------------------------------------------------------------------

@@ -9,32 +9,25 @@ MlpBlock::MlpBlock(std::string name, std::int64_t width)
     : Module(std::move(name)),
       ln_(register_module<LayerNorm>("ln", width)),
       fc1_(register_module<Linear>("fc1", width, 4 * width, true, WeightLayout::out_in, linear_default_init(width),
-                                   linear_default_init(width))),
+                                   linear_default_init(width), Activation::gelu)),
       fc2_(register_module<Linear>("fc2", 4 * width, width, true, WeightLayout::out_in, linear_default_init(4 * width),
                                    linear_default_init(4 * width))) {}
 
+// fc1's epilogue applies the GELU and fc2's adds the residual ([Note: fused epilogues] in layers.hpp).
 Tensor MlpBlock::forward(RunContext& ctx, const Tensor& x) {
   enter_forward(ctx);
-  hidden_ = fc1_.forward(ctx, ln_.forward(ctx, x));
-  Tensor activated = ctx.activation(hidden_.shape(), name() + ".gelu");
-  gelu(ctx.stream(), hidden_, activated);
-  Tensor y = fc2_.forward(ctx, activated);
-  add(ctx.stream(), y, x, y);  // the residual
+  Tensor y = fc2_.forward(ctx, fc1_.forward(ctx, ln_.forward(ctx, x)), x);
   exit_forward(ctx);
   return y;
 }
 
+// The residual passes dy through unchanged; the LayerNorm adds the branch's gradient into it, so dy's buffer
+// becomes the input's gradient.
 Tensor MlpBlock::backward(RunContext& ctx, const Tensor& dy) {
   enter_backward(ctx);
-  Tensor dactivated = fc2_.backward(ctx, dy);
-  Tensor dhidden = ctx.activation(hidden_.shape(), name() + ".gelu.dx");
-  fill(ctx.stream(), dhidden, 0);  // gelu_backward adds into it
-  gelu_backward(ctx.stream(), hidden_, dactivated, dhidden);
-  hidden_ = Tensor();
-  Tensor dx = ln_.backward(ctx, fc1_.backward(ctx, dhidden));
-  add(ctx.stream(), dx, dy, dx);  // the residual passes dy through unchanged
+  ln_.backward_adding_to(ctx, fc1_.backward(ctx, fc2_.backward(ctx, dy)), dy);
   exit_backward(ctx);
-  return dx;
+  return dy;
 }
 
 MlpModel::MlpModel(std::int64_t width, int depth)

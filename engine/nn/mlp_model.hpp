@@ -25,7 +25,6 @@ class MlpBlock final : public Module {
   LayerNorm& ln_;
   Linear& fc1_;
   Linear& fc2_;
-  Tensor hidden_;  // fc1's output, before GELU
 };
 
 class MlpModel final : public Model {

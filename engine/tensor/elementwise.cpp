@@ -49,18 +49,43 @@ void gelu(F* out, const F* x, std::int64_t n) {
   }
 }
 
+// d/dv [0.5 v (1 + tanh(u))] = 0.5 (1 + tanh(u)) + 0.5 v (1 - tanh(u)^2) u'
+float gelu_derivative(float v) {
+  const float v_sq = v * v;
+  const float tanh_inner = std::tanh(kGeluBeta * (v + kGeluKappa * (v_sq * v)));
+  const float left_derivative = 0.5f * (1.f + tanh_inner);
+  const float tanh_derivative = 1.f - tanh_inner * tanh_inner;
+  const float inner_derivative = kGeluBeta * (1.f + 3.f * kGeluKappa * v_sq);
+  const float right_derivative = 0.5f * v * tanh_derivative * inner_derivative;
+  return left_derivative + right_derivative;
+}
+
 template <class F>
 void gelu_backward(F* dx, const F* x, const F* dout, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = load_f32(x[i]);
-    const float v_sq = v * v;
-    const float tanh_inner = std::tanh(kGeluBeta * (v + kGeluKappa * (v_sq * v)));
-    // d/dx [0.5 x (1 + tanh(u))] = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) u'
-    const float left_derivative = 0.5f * (1.f + tanh_inner);
-    const float tanh_derivative = 1.f - tanh_inner * tanh_inner;
-    const float inner_derivative = kGeluBeta * (1.f + 3.f * kGeluKappa * v_sq);
-    const float right_derivative = 0.5f * v * tanh_derivative * inner_derivative;
-    store_f32(dx[i], load_f32(dx[i]) + load_f32(dout[i]) * (left_derivative + right_derivative));
+  for (std::int64_t i = 0; i < n; ++i)
+    store_f32(dx[i], load_f32(dx[i]) + load_f32(dout[i]) * gelu_derivative(load_f32(x[i])));
+}
+
+template <class F>
+void gelu_backward_in_place(F* d, const F* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) store_f32(d[i], load_f32(d[i]) * gelu_derivative(load_f32(x[i])));
+}
+
+// The fused epilogues: the separate ops' loops, one after the other on the host (the device's kernels do it in
+// one pass), so that they are bit for bit those ops by construction.
+template <class F>
+void bias_gelu(F* pre, F* out, const F* x, const F* bias, std::int64_t N, std::int64_t C) {
+  bias_add(pre, x, bias, N, C);
+  gelu(out, pre, N * C);
+}
+
+template <class F>
+void residual_bias_add(F* out, const F* residual, const F* x, const F* bias, std::int64_t N, std::int64_t C) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t c = 0; c < C; ++c) {
+      const float branch = round_as<F>(load_f32(x[n * C + c]) + load_f32(bias[c]));
+      store_f32(out[n * C + c], load_f32(residual[n * C + c]) + branch);
+    }
   }
 }
 
@@ -230,6 +255,54 @@ void bias_backward(Stream s, const Tensor& dout, const Tensor& dbias) {
   })});
 }
 
+void bias_gelu(Stream s, const Tensor& x, const Tensor& bias, const Tensor& pre, const Tensor& out) {
+  constexpr std::string_view op = "bias_gelu";
+  expect_float(op, "x", x, 2, "[N, C]");
+  expect_tensor(op, "bias", bias, {x.dim(1)}, x.dtype());
+  expect_like(op, "pre", pre, "x", x);
+  expect_like(op, "out", out, "x", x);
+  expect_in_place_or_disjoint(op, "pre", pre, "x", x);
+  if (pre.overlaps(bias)) fail(op, ": pre ", pre.describe(), " overlaps bias ", bias.describe());
+  if (out.overlaps(x) || out.overlaps(pre) || out.overlaps(bias))
+    fail(op, ": out ", out.describe(), " overlaps an operand (x ", x.describe(), ", pre ", pre.describe(), ", bias ",
+         bias.describe(), ")");
+  const double n = static_cast<double>(x.numel());
+  // bias_add's FLOP and gelu's 8; x read, pre and out written, where bias_add then gelu also write and read pre.
+  const OpCost cost{
+      .flops = 9 * n, .bytes = (3 * n + static_cast<double>(bias.numel())) * elem_size(x), .dtype = x.dtype()};
+  launch_op(s, std::string(op), cost, {{&x, &bias}, {&pre, &out}}, {.host = [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::bias_gelu(pre.data<F>(), out.data<F>(), x.data<F>(), bias.data<F>(), x.dim(0), x.dim(1));
+    });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::bias_gelu(stream, x.dtype(), pre.raw(), out.raw(), x.raw(), bias.raw(), x.dim(0), x.dim(1));
+  })});
+}
+
+void residual_bias_add(Stream s, const Tensor& residual, const Tensor& x, const Tensor& bias, const Tensor& out) {
+  constexpr std::string_view op = "residual_bias_add";
+  expect_float(op, "x", x, 2, "[N, C]");
+  expect_tensor(op, "bias", bias, {x.dim(1)}, x.dtype());
+  expect_like(op, "residual", residual, "x", x);
+  expect_like(op, "out", out, "x", x);
+  expect_in_place_or_disjoint(op, "out", out, "x", x);
+  expect_in_place_or_disjoint(op, "out", out, "residual", residual);
+  if (out.overlaps(bias)) fail(op, ": out ", out.describe(), " overlaps bias ", bias.describe());
+  const double n = static_cast<double>(x.numel());
+  // residual and x read, out written, where bias_add then add also write and read the biased branch.
+  const OpCost cost{
+      .flops = 2 * n, .bytes = (3 * n + static_cast<double>(bias.numel())) * elem_size(x), .dtype = x.dtype()};
+  launch_op(s, std::string(op), cost, {{&residual, &x, &bias}, {&out}}, {.host = [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::residual_bias_add(out.data<F>(), residual.data<F>(), x.data<F>(), bias.data<F>(), x.dim(0), x.dim(1));
+    });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::residual_bias_add(stream, x.dtype(), out.raw(), residual.raw(), x.raw(), bias.raw(), x.dim(0), x.dim(1));
+  })});
+}
+
 void gelu(Stream s, const Tensor& x, const Tensor& out) {
   launch_activation(s, "gelu", x, out, 8, [](auto* o, const auto* i, std::int64_t n) { cpu::gelu(o, i, n); },
                     FSDPLAB_CUDA_BODY(cuda::gelu));
@@ -239,6 +312,24 @@ void gelu_backward(Stream s, const Tensor& x, const Tensor& dout, const Tensor& 
   launch_activation_backward(s, "gelu_backward", x, dout, dx, 16, [](auto* d, const auto* i, const auto* g, std::int64_t n) {
     cpu::gelu_backward(d, i, g, n);
   }, FSDPLAB_CUDA_BODY(cuda::gelu_backward));
+}
+
+void gelu_backward_in_place(Stream s, const Tensor& x, const Tensor& d) {
+  constexpr std::string_view op = "gelu_backward_in_place";
+  expect_floating(op, "x", x);
+  expect_like(op, "d", d, "x", x);
+  if (d.overlaps(x)) fail(op, ": d ", d.describe(), " overlaps x ", x.describe());
+  const double n = static_cast<double>(x.numel());
+  // gelu_backward's FLOPs; x and d read, d written (gelu_backward into zeros also reads and writes the zeros).
+  const OpCost cost{.flops = 16 * n, .bytes = 3 * n * elem_size(x), .dtype = x.dtype()};
+  launch_op(s, std::string(op), cost, {{&x, &d}, {&d}}, {.host = [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::gelu_backward_in_place(d.data<F>(), x.data<F>(), x.numel());
+    });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::gelu_backward_in_place(stream, x.dtype(), d.raw(), x.raw(), x.numel());
+  })});
 }
 
 void relu(Stream s, const Tensor& x, const Tensor& out) {

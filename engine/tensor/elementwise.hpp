@@ -18,11 +18,23 @@ void bias_add(Stream s, const Tensor& x, const Tensor& bias, const Tensor& out);
 // dbias[C] += column sums of dout[N, C].
 void bias_backward(Stream s, const Tensor& dout, const Tensor& dbias);
 
+// The fused epilogues of a Linear ([Note: fused epilogues] in engine/nn/layers.hpp): each is bit for bit the
+// ops it replaces, in one pass over memory and one launch.
+//
+// pre[N, C] = x + bias[C] and out = gelu(pre): bias_add then gelu. pre may be x; out overlaps no operand.
+void bias_gelu(Stream s, const Tensor& x, const Tensor& bias, const Tensor& pre, const Tensor& out);
+// out[N, C] = residual + (x + bias[C]), the bracket rounded first: bias_add then add (the skip connection
+// added where the branch's last Linear writes its output). out may be residual or x.
+void residual_bias_add(Stream s, const Tensor& residual, const Tensor& x, const Tensor& bias, const Tensor& out);
+
 // GELU, tanh approximation, exactly PyTorch's gelu(approximate='tanh'):
 //   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void gelu(Stream s, const Tensor& x, const Tensor& out);
 // dx += dout * gelu'(x), where x is the forward input.
 void gelu_backward(Stream s, const Tensor& x, const Tensor& dout, const Tensor& dx);
+// d = d * gelu'(x), overwriting the output's gradient d with the input's: bit for bit gelu_backward into a
+// zeroed dx (a zero's sign aside), without the zeroed buffer (a pass to write it, one to read it back).
+void gelu_backward_in_place(Stream s, const Tensor& x, const Tensor& d);
 
 void relu(Stream s, const Tensor& x, const Tensor& out);
 // dx += dout where x > 0. x is the forward input; its output does as well (positive at the same places).

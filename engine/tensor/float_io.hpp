@@ -17,6 +17,14 @@ inline float load_f32(float value) { return value; }
 inline float load_f32(std::uint16_t bits) { return bf16_to_float(bits); }
 inline void store_f32(float& dst, float value) { dst = value; }
 inline void store_f32(std::uint16_t& dst, float value) { dst = float_to_bf16(value); }
+// `value` as storing it in F and loading it back gives it: a fused kernel rounds an intermediate where the
+// separate ops it replaces would have stored it, so that it computes bit for bit what they do.
+template <class F>
+float round_as(float value) {
+  F stored{};
+  store_f32(stored, value);
+  return load_f32(stored);
+}
 
 // Calls f(float{}) for f32 and f(std::uint16_t{}) for bf16; f takes the storage type from its
 // argument: [&](auto zero) { using F = decltype(zero); kernel(x.data<F>(), ...); }.

@@ -69,7 +69,8 @@ void layernorm_backward(F* dx, F* dweight, F* dbias, const F* dout, const F* x, 
       const float dnorm = load_f32(weight[i]) * g;
       db[static_cast<std::size_t>(i)] += g;
       dw[static_cast<std::size_t>(i)] += norm * g;
-      store_f32(dxn[i], load_f32(dxn[i]) + s * (dnorm - dnorm_mean - norm * dnorm_norm_mean));
+      // Rounded before it is added: into a residual stream's gradient, this is bit for bit a separate add.
+      store_f32(dxn[i], load_f32(dxn[i]) + round_as<F>(s * (dnorm - dnorm_mean - norm * dnorm_norm_mean)));
     }
   }
   for (std::int64_t i = 0; i < C; ++i) {

@@ -17,8 +17,10 @@ namespace fsdplab {
 void layernorm(Stream s, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                const Tensor& mean, const Tensor& rstd, float eps = 1e-5f);
 
-// ADDS the gradients into dx [N, C], dweight [C] and dbias [C] (callers zero them first), as
-// autograd accumulates; each element is rounded once, so a bf16 gradient loses no more than that.
+// ADDS the gradients into dx [N, C], dweight [C] and dbias [C], as autograd accumulates; dweight and dbias
+// are rounded once per element, so a bf16 gradient loses no more than that. dx gets the input's gradient
+// rounded to its dtype first: added into a residual stream's gradient instead of zeros, it is bit for bit
+// a separate add (LayerNorm::backward_adding_to).
 void layernorm_backward(Stream s, const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
 

@@ -70,6 +70,7 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   device = run_device_spec(run, presets, fsdp.dry_run);
   layout = rank_layout(run.comm, world, device.kind, run.gpu);
   probe = build_model(run);  // checks the model and the batch split
+  check_compute_dtype(run, probe, fsdp.options.param_dtype);
   fsdp.tasks.check_complete();
   fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
   if (device.kind == DeviceKind::sim && !fsdp.dry_run)

@@ -17,6 +17,13 @@
 
 namespace fsdplab {
 
+void check_compute_dtype(const RunConfig& run, const BuiltModel& built, DType compute_dtype) {
+  check(compute_dtype == DType::f32 || built.batch.kind == BatchShape::Kind::tokens, "--precision ",
+        dtype_name(compute_dtype), " with --model ", run.model, ": mixed precision is for the token models (gpt2, "
+        "llama); toy and mlp take f32 regression inputs their bf16 layers cannot read, so they train in f32 (drop "
+        "--precision)");
+}
+
 void check_run_request(const RunConfig& run) {
   check(std::isfinite(run.lr) && run.lr >= 0, "--lr ", run.lr, "; expected a finite learning rate >= 0");
   check(std::isfinite(run.momentum) && run.momentum >= 0, "--momentum ", run.momentum,
@@ -89,10 +96,7 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   if (sink) device.add_sink(sink);
   device.set_keep_op_log(false);  // a long run would keep every op; the trace sink sees them anyway
   BuiltModel built = build_model(run);
-  check(compute_dtype == DType::f32 || built.batch.kind == BatchShape::Kind::tokens, "--precision ",
-        dtype_name(compute_dtype), " with --model ", run.model, ": mixed precision is for the token models (gpt2, "
-        "llama); toy and mlp take f32 regression inputs their bf16 layers cannot read, so they train in f32 (drop "
-        "--precision)");
+  check_compute_dtype(run, built, compute_dtype);
   if (device_spec.kind == DeviceKind::sim) {
     // The sim device keeps its memory in this host's RAM: a model that cannot fit is refused before anything
     // is allocated (as train_fsdp refuses a world), from the analytic peak of memory_model.hpp.

@@ -17,6 +17,8 @@
 
 namespace fsdplab {
 
+struct BuiltModel;  // model_factory.hpp
+
 struct StepReport {
   int step = 0;
   double loss = 0;
@@ -40,6 +42,10 @@ void save_output(const OutputFailed& on_failed, const std::function<void()>& sav
 // (--checkpoint, --resume), which a save swaps whole. An Error naming the option, what came and what
 // was expected.
 void check_run_request(const RunConfig& run);
+
+// bf16 (mixed precision) only for the token models: toy and mlp read f32 regression inputs, which bf16 layers
+// cannot. Called by train_baseline and FsdpRunPlan alike, with the dtype the run computes in.
+void check_compute_dtype(const RunConfig& run, const BuiltModel& built, DType compute_dtype);
 
 // The Error for a step whose loss is NaN or infinite (run.allow_nonfinite not set): it names the step
 // (counted from 1, as the progress line shows it) and the loss.

@@ -432,6 +432,22 @@ const Result& bf16_baseline(DeviceKind kind) {
   return it->second;
 }
 
+// FSDP refuses bf16 for the regression models before any rank starts, as the baseline does
+// (test_baseline.cpp), rather than failing inside a rank at the first op that reads their f32 inputs.
+TEST(FsdpBf16, RefusedForTheRegressionModelsAsByTheBaseline) {
+  for (const char* model : {"mlp", "toy"}) {
+    FsdpRun fsdp;
+    fsdp.run.model = model;
+    fsdp.run.world = 2;
+    fsdp.options.param_dtype = DType::bf16;
+    const std::string refusal = testing::refusal_of(fsdp);
+    EXPECT_NE(refusal.find(std::string("--precision bf16 with --model ") + model + ": mixed precision is for the "
+                           "token models"),
+              std::string::npos)
+        << refusal;
+  }
+}
+
 class Bf16Baseline : public RunOnEachDevice<> {};
 
 TEST_P(Bf16Baseline, WithinTheErrorOfBf16OfTheF32Baseline) {

@@ -1,10 +1,11 @@
 // cuda_threads_on_cpu.hpp — CUDA's execution model on CPU threads, so that a kernel's own source runs without a
 // GPU (kernels_on_cpu.cmake rewrites the .cu file; the tests beside this file run it). A launch runs its blocks
-// one after another on blockDim.x std::threads, one per CUDA thread, with real barriers for __syncthreads (the
-// block) and __syncwarp (its warp); warp shuffles and votes go through a slot per lane between two warp
-// barriers. Each block's dynamic shared memory starts as 0xff bytes, which read as NaN in f32 and bf16, so a read
-// before a write shows. A static `__shared__` variable is a function-local static: one for all the threads, as
-// for a block's (blocks run one at a time).
+// one after another (x fastest, then y, then z) on one std::thread per CUDA thread of the block, with real
+// barriers for __syncthreads (the block) and __syncwarp (its warp); warp shuffles and votes go through a slot per
+// lane between two warp barriers. Warps are cut from the block's threads numbered as CUDA numbers them (x
+// fastest), so a 32 x 8 block's warp w is its row threadIdx.y == w. Each block's dynamic shared memory starts
+// as 0xff bytes, which read as NaN in f32 and bf16, so a read before a write shows. A static `__shared__`
+// variable is a function-local static: one for all the threads, as for a block's (blocks run one at a time).
 //
 // What this checks: index arithmetic, masks, tile loops, shared-memory layout and the kernels' own
 // synchronisation (ThreadSanitizer sees exactly the barriers the kernel calls). What it cannot: timing, the
@@ -16,6 +17,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -54,6 +57,10 @@ namespace cuda_on_cpu {
 
 constexpr int kMaxWarps = 32;
 
+// The running thread's number in its block and its lane in its warp, x fastest, as CUDA numbers them.
+inline unsigned thread_in_block() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+inline unsigned lane() { return thread_in_block() % 32; }
+
 // The block running on this process's threads now (blocks run one at a time).
 struct Block {
   std::barrier<>* all = nullptr;
@@ -66,18 +73,25 @@ inline Block* current = nullptr;
 
 inline unsigned char* block_shared_memory() { return current->shared; }
 
-// kernel<<<grid, block, shared_bytes, stream>>>(args...), one block after another on the same blockDim.x
-// threads: after each block they meet at a barrier whose completion refills the shared memory. The kernels here
-// use gridDim.x and blockDim.x only.
+// kernel<<<grid, block, shared_bytes, stream>>>(args...), one block after another on the same block.x * block.y *
+// block.z threads: after each block they meet at a barrier whose completion refills the shared memory. A
+// configuration the GPU refuses to launch (over 1024 threads a block, a grid's y or z over 65535) aborts here.
 template <class Kernel, class... Args>
 void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes, CUstream_st*, Args... args) {
+  const unsigned threads = block.x * block.y * block.z;
+  const unsigned long long blocks = 1ull * grid.x * grid.y * grid.z;
+  if (threads == 0 || threads > 1024 || block.z > 64 || blocks == 0 || grid.y > 65535 || grid.z > 65535) {
+    std::fprintf(stderr, "launch: the GPU refuses grid (%u, %u, %u) of blocks (%u, %u, %u)\n", grid.x, grid.y, grid.z,
+                 block.x, block.y, block.z);
+    std::abort();
+  }
   gridDim = grid;
   blockDim = block;
   Block run;
-  std::barrier<> all(block.x);
+  std::barrier<> all(threads);
   std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
-  for (unsigned w = 0; w < block.x / 32; ++w) {
-    warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
+  for (unsigned w = 0; w * 32 < threads; ++w) {
+    warp_barriers.push_back(std::make_unique<std::barrier<>>(threads - w * 32 < 32 ? threads - w * 32 : 32));
     run.warp[w] = warp_barriers.back().get();
   }
   run.all = &all;
@@ -85,27 +99,30 @@ void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes, CUst
   run.shared = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(memory.data()) + 127) / 128 * 128);
   const auto fresh_shared_memory = [&run, shared_bytes]() noexcept { std::memset(run.shared, 0xff, shared_bytes); };
   fresh_shared_memory();
-  std::barrier block_done(block.x, fresh_shared_memory);
+  std::barrier block_done(threads, fresh_shared_memory);
   current = &run;
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < block.x; ++t) {
-    threads.emplace_back([&, t] {
-      threadIdx = dim3(t);
-      for (unsigned b = 0; b < grid.x; ++b) {
-        blockIdx = dim3(b);
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      threadIdx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+      for (unsigned long long b = 0; b < blocks; ++b) {
+        blockIdx = dim3(static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
+                        static_cast<unsigned>(b / (1ull * grid.x * grid.y)));
         kernel(args...);
         block_done.arrive_and_wait();
       }
     });
   }
-  for (std::thread& t : threads) t.join();
+  for (std::thread& w : workers) w.join();
   current = nullptr;
 }
 
 }  // namespace cuda_on_cpu
 
 inline void __syncthreads() { cuda_on_cpu::current->all->arrive_and_wait(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { cuda_on_cpu::current->warp[threadIdx.x / 32]->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  cuda_on_cpu::current->warp[cuda_on_cpu::thread_in_block() / 32]->arrive_and_wait();
+}
 
 namespace cuda_on_cpu {
 // Every lane of the warp puts `v` in its slot; each then reads what lane `source_lane` put.
@@ -113,8 +130,8 @@ template <class T>
 T exchange(T v, int source_lane) {
   static_assert(sizeof(T) <= sizeof(std::uint64_t));
   Block& b = *current;
-  const unsigned w = threadIdx.x / 32;
-  std::memcpy(&b.lane_slot[w][threadIdx.x % 32], &v, sizeof(T));
+  const unsigned w = thread_in_block() / 32;
+  std::memcpy(&b.lane_slot[w][lane()], &v, sizeof(T));
   __syncwarp();
   T got;
   std::memcpy(&got, &b.lane_slot[w][source_lane], sizeof(T));
@@ -129,12 +146,12 @@ T __shfl_sync(unsigned, T v, int source_lane) {
 }
 template <class T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
-  return __shfl_sync(mask, v, static_cast<int>(threadIdx.x % 32) ^ lane_mask);
+  return __shfl_sync(mask, v, static_cast<int>(cuda_on_cpu::lane()) ^ lane_mask);
 }
 // A lane past the warp's end keeps its own value, as on the GPU.
 template <class T>
 T __shfl_down_sync(unsigned, T v, unsigned delta) {
-  const unsigned lane = threadIdx.x % 32;
+  const unsigned lane = cuda_on_cpu::lane();
   return cuda_on_cpu::exchange(v, static_cast<int>(lane + delta < 32 ? lane + delta : lane));
 }
 // Bit i set where lane i's predicate holds.
@@ -150,7 +167,7 @@ inline unsigned __ballot_sync(unsigned, int predicate) {
 inline int __syncthreads_or(int predicate) {
   cuda_on_cpu::Block& b = *cuda_on_cpu::current;
   b.all->arrive_and_wait();  // every thread has read the previous call's answer
-  if (threadIdx.x == 0) b.block_or.store(0);
+  if (cuda_on_cpu::thread_in_block() == 0) b.block_or.store(0);
   b.all->arrive_and_wait();
   if (predicate) b.block_or.store(1);
   b.all->arrive_and_wait();

@@ -1,7 +1,7 @@
 # kernels_on_cpu.cmake — rewrites a .cu file into C++ that runs on CPU threads (cuda_threads_on_cpu.hpp):
 #   cmake -DIN=kernels.cu -DOUT=kernels_on_cpu.inc -P kernels_on_cpu.cmake
-# Two things are not C++: a kernel's `extern __shared__` array becomes the running block's shared memory, and
-# `kernel<<<grid, block, bytes, stream>>>(args)` (or `kernel<T><<<...`) becomes
+# Two things are not C++: a kernel's `extern __shared__` array (of any element type) becomes a pointer to the
+# running block's shared memory, and `kernel<<<grid, block, bytes, stream>>>(args)` (or `kernel<T><<<...`) becomes
 # cuda_on_cpu::launch([](auto... a) { kernel(a...); }, grid, block, bytes, stream, args): the lambda lets a
 # kernel template deduce its arguments as the launch did. The rest compiles as it is, against the headers in cuda/.
 file(READ ${IN} source)
@@ -9,8 +9,8 @@ string(REGEX MATCHALL "<<<" launches "${source}")
 if(NOT launches)
   message(FATAL_ERROR "kernels_on_cpu: ${IN} has no <<<...>>> launch to rewrite")
 endif()
-string(REGEX REPLACE "extern __shared__[^;]*unsigned char ([a-z_]+)\\[\\];"
-       "unsigned char* \\1 = cuda_on_cpu::block_shared_memory();" source "${source}")
+string(REGEX REPLACE "extern __shared__ (__align__\\([0-9]+\\) )?([A-Za-z_][A-Za-z_0-9 ]*) ([A-Za-z_][A-Za-z_0-9]*)\\[\\];"
+       "\\2* \\3 = reinterpret_cast<\\2*>(cuda_on_cpu::block_shared_memory());" source "${source}")
 string(REGEX REPLACE "([A-Za-z_][A-Za-z_0-9]*(<[^<>;()]*>)?)<<<" "cuda_on_cpu::launch([](auto... a) { \\1(a...); }, "
        source "${source}")
 string(REPLACE ">>>(" ", " source "${source}")

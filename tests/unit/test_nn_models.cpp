@@ -146,6 +146,40 @@ TEST_P(NnModelsOnDevice, InitialisationIsTheCounterRngsAndPyTorchsDefaultBounds)
 
 FSDPLAB_ON_EACH_DEVICE(NnModelsOnDevice);
 
+// [Note: fused epilogues]: what a Linear's epilogue and a LayerNorm's backward into a gradient refuse.
+TEST(NnModels, EpiloguesRefuseWhatTheyCannotFuse) {
+  auto dev = make_sim_device();
+  RunContext ctx{*dev};
+  const ParamInit init = ParamInit::constant(0.5f);
+  try {
+    Linear no_bias("fc", 4, 8, false, WeightLayout::out_in, init, init, Activation::gelu);
+    FAIL() << "a GELU epilogue without a bias was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fc: a GELU epilogue follows a bias"), std::string::npos) << e.what();
+  }
+  Linear fc("fc", 4, 8, true, WeightLayout::out_in, init, init, Activation::gelu);
+  materialize_full(fc, *dev, 1);
+  Tensor x = tensor_from(*dev, {2, 4}, random_values(8, 1));
+  try {
+    fc.forward(ctx, x, tensor_from(*dev, {2, 8}, random_values(16, 2)));
+    FAIL() << "a residual after an activation was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fc: a residual is added after the bias only"), std::string::npos)
+        << e.what();
+  }
+  LayerNorm ln("ln", 4);
+  materialize_full(ln, *dev, 1);
+  Tensor dy = ln.forward(ctx, x);
+  try {
+    ln.backward_adding_to(ctx, dy, tensor_from(*dev, {2, 3}, random_values(6, 3)));
+    FAIL() << "a gradient of another shape was accepted";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("ln: the gradient to add into must be the input's shape [2, 4], got"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[2, 3]"), std::string::npos) << msg;
+  }
+}
+
 TEST(NnModels, RunningWithoutMaterialisingIsAClearError) {
   auto dev = make_sim_device();
   ToyModel toy;

@@ -55,7 +55,7 @@ inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const 
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm, layout_t l) {
   check_operand(p, ldm, sizeof(float));
   __syncwarp();
-  if (threadIdx.x % 32 == 0)
+  if (cuda_on_cpu::lane() == 0)
     for (int r = 0; r < 16; ++r)
       for (int c = 0; c < 16; ++c) (l == mem_row_major ? p[r * ldm + c] : p[r + c * ldm]) = f.x[r][c];
 }
