@@ -261,7 +261,9 @@ __global__ void rmsnorm_dx_kernel(F* dx, const F* dout, const F* x, const F* wei
     for (int i = threadIdx.x; i < C; i += blockDim.x) {
       const float norm = to_f32(xn[i]) * s;
       const float dnorm = to_f32(weight[i]) * to_f32(gn[i]);
-      store(dxn + i, to_f32(dxn[i]) + s * (dnorm - norm * dnorm_norm_mean));
+      // Rounded to F before the add, as layernorm_dx_kernel does (and why).
+      const F g = from_f32<F>(__fmul_rn(s, dnorm - norm * dnorm_norm_mean));
+      store(dxn + i, to_f32(dxn[i]) + to_f32(g));
     }
   }
 }

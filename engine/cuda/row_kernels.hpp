@@ -24,7 +24,8 @@ void layernorm_backward(CUstream_st* stream, DType dtype, void* dx, void* dweigh
                         const void* x, const void* weight, const float* mean, const float* rstd, std::int64_t N,
                         std::int64_t C);
 
-// out = x * rstd * weight per row; rstd [N] saved for the backward.
+// out = x * rstd * weight per row; rstd [N] saved for the backward. The backward rounds dx's term as
+// layernorm_backward does.
 void rmsnorm_forward(CUstream_st* stream, DType dtype, void* out, float* rstd, const void* x, const void* weight,
                      std::int64_t N, std::int64_t C, float eps);
 void rmsnorm_backward(CUstream_st* stream, DType dtype, void* dx, void* dweight, const void* dout, const void* x,

@@ -115,9 +115,10 @@ ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64
 //   last layer's MLP   base + N·C·a + 3·N·F·a + 4             its output freed; lm_head's dx, norm's dx
 //     backward                                                and dgate, dup, down_proj's dx [N,F] beside
 //                                                             gate, up and their product
-//   last layer's       base + N·C·a + N·a·(5C - 3F) - 4N + 4  the MLP's tensors and h gone; dqkv [N,3C]
-//     attention          (+ N·C·a with flash attention, whose  and q, k, v packed again [N,3C] (only wins
-//                        backward reads the attention output) where 5C > 6F)
+//   last layer's       base + N·a·(5C - 3F) - 4N + 4          the MLP's tensors and h gone; dqkv [N,3C]
+//     attention          (+ N·C·a with flash attention, whose  and q, k, v packed again [N,3C]; the residual
+//                        backward reads the attention output)  stream's gradient takes the norm's in place
+//                                                              (only wins where 2C > 3F)
 ModelMemory llama_memory(const LlamaConfig& config, std::int64_t batch, std::int64_t seq, DType dtype) {
   config.validate();
   check(batch >= 1 && seq >= 1 && seq <= config.max_position_embeddings, "llama memory: ", batch, " rows of ", seq,
@@ -133,7 +134,7 @@ ModelMemory llama_memory(const LlamaConfig& config, std::int64_t batch, std::int
   const std::int64_t peak = base + std::max({N * C * a + 8 * N + 2 * N * V * a + 4,
                                              2 * N * C * a + 4 * N + N * V * a + 4,
                                              N * C * a + 3 * N * F * a + 4,
-                                             N * C * a + N * a * (5 * C - 3 * F) - 4 * N + 4 + kept_output});
+                                             N * a * (5 * C - 3 * F) - 4 * N + 4 + kept_output});
   return {peak, 0};
 }
 

@@ -29,7 +29,9 @@ ParamInit linear_default_init(std::int64_t fan_in);
 //   bias, then + residual          residual_bias_add  (the last Linear of a residual branch)
 // and a LayerNorm's backward adds its input's gradient straight into the residual stream's gradient
 // (LayerNorm::backward_adding_to) instead of into zeros that a separate add then sums. In GPT-2's block
-// this takes the forward from 9 memory-bound launches to 6 and the backward from 11 to 6.
+// this takes the forward's memory-bound launches (attention aside) from 9 to 6 and the backward's from 12 to 7
+// (fsdplab bench --what kernels --device sim counts them). Llama's Linears have no bias: their residual
+// epilogue is the add alone, and its RMSNorm's backward adds into the residual gradient as LayerNorm's does.
 //
 // Each fused op rounds its intermediates where the ops it replaces stored them, so a run computes bit for bit
 // what it computed unfused; only the time changes. The fusions stay inside one module on purpose: under

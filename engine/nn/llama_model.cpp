@@ -118,13 +118,28 @@ class LlamaRmsNorm final : public Module {
     enter_backward(ctx);
     check(x_.defined(), name(), ": backward without a forward");
     Tensor dx = zeroed(ctx, x_.shape(), name() + ".dx");
-    rmsnorm_backward(ctx.stream(), dy, x_, value_of(*weight_), rstd_, dx, grad_of(*weight_));
-    x_ = rstd_ = Tensor();
+    add_input_gradient(ctx, dy, dx);
     exit_backward(ctx);
     return dx;
   }
 
+  // Adds the input's gradient into dx, as LayerNorm::backward_adding_to ([Note: fused epilogues], layers.hpp).
+  void backward_adding_to(RunContext& ctx, const Tensor& dy, const Tensor& dx) {
+    enter_backward(ctx);
+    check(x_.defined(), name(), ": backward without a forward");
+    if (!(dx.shape() == x_.shape()))
+      fail(name(), ": the gradient to add into must be the input's shape ", shape_str(x_.shape()), ", got ",
+           dx.describe());
+    add_input_gradient(ctx, dy, dx);
+    exit_backward(ctx);
+  }
+
  private:
+  void add_input_gradient(RunContext& ctx, const Tensor& dy, const Tensor& dx) {
+    rmsnorm_backward(ctx.stream(), dy, x_, value_of(*weight_), rstd_, dx, grad_of(*weight_));
+    x_ = rstd_ = Tensor();
+  }
+
   std::int64_t features_;
   float eps_;
   Parameter* weight_;
@@ -153,7 +168,8 @@ class LlamaAttention final : public Module {
         attention_(this->name(), static_cast<int>(cfg.num_attention_heads)) {}
   std::string_view kind() const override { return "LlamaAttention"; }
 
-  Tensor forward(RunContext& ctx, const Tensor& x, std::int64_t B, std::int64_t T) {  // [N, C] -> [N, C]
+  // [N, C] -> [N, C]: residual + attention(x), the skip connection added by o_proj's epilogue.
+  Tensor forward(RunContext& ctx, const Tensor& x, const Tensor& residual, std::int64_t B, std::int64_t T) {
     enter_forward(ctx);
     const std::int64_t C = x.dim(1);
     // Rotated in place: the projections keep their input, not their output.
@@ -166,7 +182,7 @@ class LlamaAttention final : public Module {
     v_ = v_.reshape({B, T, v_.dim(1)});
     Tensor y = ctx.activation({B, T, C}, name() + ".y");
     attention_.forward(ctx, packed(ctx), y);
-    Tensor out = o_proj_.forward(ctx, as_rows(y));
+    Tensor out = o_proj_.forward(ctx, as_rows(y), residual);
     exit_forward(ctx);
     return out;
   }
@@ -233,13 +249,14 @@ class LlamaMlp final : public Module {
                                            WeightLayout::out_in, kWeightInit, ParamInit{})) {}
   std::string_view kind() const override { return "LlamaMLP"; }
 
-  Tensor forward(RunContext& ctx, const Tensor& x) {  // [N, C] -> [N, C]
+  // [N, C] -> [N, C]: residual + mlp(x), the skip connection added by down_proj's epilogue.
+  Tensor forward(RunContext& ctx, const Tensor& x, const Tensor& residual) {
     enter_forward(ctx);
     gate_ = gate_proj_.forward(ctx, x);
     up_ = up_proj_.forward(ctx, x);
     Tensor h = ctx.activation(gate_.shape(), name() + ".act");
     silu_mul(ctx.stream(), gate_, up_, h);
-    Tensor y = down_proj_.forward(ctx, h);
+    Tensor y = down_proj_.forward(ctx, h, residual);
     exit_forward(ctx);
     return y;
   }
@@ -279,28 +296,25 @@ class LlamaDecoderLayer final : public Module {
             register_module<LlamaRmsNorm>("post_attention_layernorm", cfg.hidden_size, cfg.rms_norm_eps)) {}
   std::string_view kind() const override { return "LlamaDecoderLayer"; }
 
+  // h = x + self_attn(norm(x)), y = h + mlp(norm(h)); o_proj and down_proj add the skip connections
+  // ([Note: fused epilogues] in engine/nn/layers.hpp).
   Tensor forward(RunContext& ctx, const Tensor& x) {  // [B, T, C] -> [B, T, C]
     enter_forward(ctx);
     const std::int64_t B = x.dim(0), T = x.dim(1);
-    Tensor h = ctx.activation(x.shape(), name() + ".residual");
-    add(ctx.stream(), x, self_attn_.forward(ctx, input_layernorm_.forward(ctx, as_rows(x)), B, T).reshape(x.shape()),
-        h);
-    Tensor y = ctx.activation(x.shape(), name() + ".out");
-    add(ctx.stream(), h, mlp_.forward(ctx, post_attention_layernorm_.forward(ctx, as_rows(h))).reshape(x.shape()), y);
+    Tensor h = self_attn_.forward(ctx, input_layernorm_.forward(ctx, as_rows(x)), as_rows(x), B, T);
+    Tensor y = mlp_.forward(ctx, post_attention_layernorm_.forward(ctx, h), h).reshape(x.shape());
     exit_forward(ctx);
     return y;
   }
 
-  // Each residual sum passes its gradient to both terms: the branch's gradient comes back in a fresh
-  // buffer from the norm's backward, and the skip connection's is added into it in place.
+  // Each residual sum passes its gradient to both terms. The skip connection's term is dy itself, and each
+  // norm adds its branch's term into it in place: dy's buffer becomes dh, then dx, and is returned.
   Tensor backward(RunContext& ctx, const Tensor& dy) {
     enter_backward(ctx);
-    Tensor dh = post_attention_layernorm_.backward(ctx, mlp_.backward(ctx, as_rows(dy))).reshape(dy.shape());
-    add(ctx.stream(), dh, dy, dh);
-    Tensor dx = input_layernorm_.backward(ctx, self_attn_.backward(ctx, as_rows(dh))).reshape(dy.shape());
-    add(ctx.stream(), dx, dh, dx);
+    post_attention_layernorm_.backward_adding_to(ctx, mlp_.backward(ctx, as_rows(dy)), as_rows(dy));  // dy holds dh
+    input_layernorm_.backward_adding_to(ctx, self_attn_.backward(ctx, as_rows(dy)), as_rows(dy));  // dy holds dx
     exit_backward(ctx);
-    return dx;
+    return dy;
   }
 
  private:

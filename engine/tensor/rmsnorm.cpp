@@ -49,7 +49,8 @@ void rmsnorm_backward(F* dx, F* dweight, const F* dout, const F* x, const F* wei
       const float norm = load_f32(xn[i]) * s;
       const float dnorm = load_f32(weight[i]) * g;
       dw[static_cast<std::size_t>(i)] += norm * g;
-      store_f32(dxn[i], load_f32(dxn[i]) + s * (dnorm - norm * dnorm_norm_mean));
+      // Rounded before it is added: into a residual stream's gradient, this is bit for bit a separate add.
+      store_f32(dxn[i], load_f32(dxn[i]) + round_as<F>(s * (dnorm - norm * dnorm_norm_mean)));
     }
   }
   for (std::int64_t i = 0; i < C; ++i)

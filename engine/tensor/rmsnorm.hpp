@@ -18,8 +18,9 @@ namespace fsdplab {
 // x, out: [N, C]; weight: [C]; rstd: [N] f32. eps >= 0.
 void rmsnorm(Stream s, const Tensor& x, const Tensor& weight, const Tensor& out, const Tensor& rstd, float eps);
 
-// ADDS the gradients into dx [N, C] and dweight [C] (callers zero them first), as autograd
-// accumulates; each element is rounded once, so a bf16 gradient loses no more than that. With
+// ADDS the gradients into dx [N, C] and dweight [C], as autograd accumulates; dweight is rounded once per
+// element, so a bf16 gradient loses no more than that. dx gets the input's gradient rounded to its dtype
+// first: added into a residual stream's gradient instead of zeros, it is bit for bit a separate add. With
 // n = x * rstd and dn = weight * dout:  dx = rstd * (dn - n * mean(dn * n)),  dweight = sum over rows
 // of dout * n.
 void rmsnorm_backward(Stream s, const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,

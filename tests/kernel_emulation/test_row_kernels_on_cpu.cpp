@@ -1,5 +1,5 @@
 // The row kernels' own source (engine/cuda/row_kernels.cu), run on CPU threads by cuda_threads_on_cpu.hpp:
-// layernorm's backward into a gradient that is not zero, bit for bit against the backward into zeros and the add
+// layernorm's and rmsnorm's backwards into a gradient that is not zero, bit for bit against the backward into zeros and the add
 // kernel (emulated in test_pointwise_kernels_on_cpu.cpp's translation unit, called through its header); the
 // norms' weight and bias gradients, summed in chunks whose sums live in op scratch, against a double reference.
 #include "cuda_threads_on_cpu.hpp"
@@ -53,7 +53,7 @@ RowStatistics statistics(std::int64_t N, std::uint32_t seed) {
           random_values<float>(static_cast<std::size_t>(N), 0.5f, 2.f, seed + 1)};
 }
 
-TYPED_TEST(RowKernelsOnCpu, LayernormBackwardIntoAGradientIsBackwardIntoZeroThenAddBitForBit) {
+TYPED_TEST(RowKernelsOnCpu, NormBackwardsIntoAGradientAreBackwardIntoZeroThenAddBitForBit) {
   using T = TypeParam;
   const DType dt = dtype_of<T>();
   for (const Shape s : {Shape{3, 1}, Shape{5, 33}, Shape{8, 768}}) {
@@ -81,6 +81,19 @@ TYPED_TEST(RowKernelsOnCpu, LayernormBackwardIntoAGradientIsBackwardIntoZeroThen
     EXPECT_TRUE(same_bits(dx, want_dx));
     EXPECT_TRUE(same_bits(dweight, want_dweight));
     EXPECT_TRUE(same_bits(dbias, want_dbias));
+
+    // rmsnorm's the same way (Llama's residual stream).
+    std::vector<T> rms_branch(static_cast<std::size_t>(n), from_value<T>(0.f));
+    std::vector<T> rms_want_dweight = dweight0;
+    cuda::rmsnorm_backward(nullptr, dt, rms_branch.data(), rms_want_dweight.data(), dout.data(), x.data(),
+                           weight.data(), stats.rstd.data(), s.N, s.C);
+    auto rms_want_dx = unwritten<T>(n);
+    cuda::add(nullptr, dt, rms_want_dx.data(), dx0.data(), rms_branch.data(), n);
+    std::vector<T> rms_dx = dx0, rms_dweight = dweight0;
+    cuda::rmsnorm_backward(nullptr, dt, rms_dx.data(), rms_dweight.data(), dout.data(), x.data(), weight.data(),
+                           stats.rstd.data(), s.N, s.C);
+    EXPECT_TRUE(same_bits(rms_dx, rms_want_dx));
+    EXPECT_TRUE(same_bits(rms_dweight, rms_want_dweight));
   }
 }
 

@@ -2,6 +2,11 @@
 // differences; its cost; bf16 rounding once; operand errors.
 #include "engine/tensor/rmsnorm.hpp"
 
+#include <bit>
+#include <cstdint>
+
+#include "engine/tensor/elementwise.hpp"
+
 #include "nn_ops_testing.hpp"
 
 namespace fsdplab {
@@ -111,8 +116,39 @@ TEST_P(NnOpsRmsNormTest, Bf16IsTheF32ResultRoundedOnce) {
   EXPECT_TRUE(all_close(got.out, ref.out, 1e-5, kBf16Rtol));
   EXPECT_TRUE(all_close(got.rstd, ref.rstd, 1e-6, 1e-5));  // statistics stay f32
   const ExpectedGrads want = expected_grads(in);
-  EXPECT_TRUE(all_close(got.dx, want.dx, kGradAtol, kBf16Rtol + kGradRtol));
+  // dx: the input's gradient g is rounded before it is added into dx0 (bit for bit a separate add), so that
+  // rounding is relative to g, not to the sum dx0 + g.
+  for (std::size_t i = 0; i < got.dx.size(); ++i) {
+    const double g = want.dx[i] - in.dx0[i];
+    EXPECT_NEAR(got.dx[i], want.dx[i], kGradAtol + (kBf16Rtol + kGradRtol) * (std::abs(g) + std::abs(want.dx[i])))
+        << "dx[" << i << "]";
+  }
   EXPECT_TRUE(all_close(got.dw, want.dw, kGradAtol, kBf16Rtol + kGradRtol));
+}
+
+TEST_P(NnOpsRmsNormTest, AddingIntoAResidualGradientIsBitForBitASeparateAdd) {
+  // Llama's RMSNorm backward_adding_to, as the LayerNorm's (test_nn_ops_layernorm.cpp).
+  const Inputs in = Inputs{}.rounded_to_bf16();
+  auto dev = make_test_device(GetParam());
+  const Stream s = compute(*dev);
+  const std::int64_t N = in.N, C = in.C;
+  const std::vector<float> residual_grad = random_values(static_cast<std::size_t>(N * C), 8, -50.f, 50.f);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    Tensor x = tensor_from(*dev, {N, C}, in.x, dt), w = tensor_from(*dev, {C}, in.w, dt),
+           dout = tensor_from(*dev, {N, C}, in.dout, dt);
+    Tensor out = leftovers(*dev, {N, C}, dt), rstd = leftovers(*dev, {N});
+    rmsnorm(s, x, w, out, rstd, kEps);
+    Tensor dw = zeros(*dev, {C}, dt);  // live until the ops that write it are read
+    Tensor fused = tensor_from(*dev, {N, C}, residual_grad, dt);
+    rmsnorm_backward(s, dout, x, w, rstd, fused, dw);
+    Tensor separate = zeros(*dev, {N, C}, dt);
+    rmsnorm_backward(s, dout, x, w, rstd, separate, dw);
+    add(s, separate, tensor_from(*dev, {N, C}, residual_grad, dt), separate);
+    const std::vector<float> a = read(fused), e = read(separate);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(a[i]), std::bit_cast<std::uint32_t>(e[i])) << "element " << i;
+  }
 }
 
 TEST_P(NnOpsRmsNormTest, WideRowsMatchTheAnalyticGradients) {
