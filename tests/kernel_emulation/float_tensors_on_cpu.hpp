@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -61,6 +62,19 @@ template <class T>
                                            << value(want[i]) << " bit for bit";
   }
   return ::testing::AssertionSuccess();
+}
+
+// The [N, C] rows the bias and row kernels take.
+struct Rows {
+  std::int64_t N, C;
+};
+
+inline std::string describe(Rows r) { return "N " + std::to_string(r.N) + ", C " + std::to_string(r.C); }
+
+// n elements of NaN: what a kernel's output holds before it runs, so that an element it never wrote shows.
+template <class T>
+std::vector<T> unwritten(std::int64_t n) {
+  return std::vector<T>(static_cast<std::size_t>(n), from_value<T>(std::numeric_limits<float>::quiet_NaN()));
 }
 
 // TYPED_TEST suites over both float dtypes, named f32 and bf16.

@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -19,32 +18,17 @@
 namespace fsdplab {
 namespace {
 
-using emulated::dtype_of;
-using emulated::from_value;
-using emulated::random_values;
-using emulated::same_bits;
-using emulated::value;
+using namespace emulated;
 
 template <class T>
 class PointwiseKernelsOnCpu : public ::testing::Test {};
 TYPED_TEST_SUITE(PointwiseKernelsOnCpu, emulated::FloatTypes, emulated::FloatTypeNames);
 
-struct Shape {
-  std::int64_t N, C;
-};
-
-std::string describe(Shape s) { return "N " + std::to_string(s.N) + ", C " + std::to_string(s.C); }
-
-template <class T>
-std::vector<T> unwritten(std::int64_t n) {
-  return std::vector<T>(static_cast<std::size_t>(n), from_value<T>(std::numeric_limits<float>::quiet_NaN()));
-}
-
 TYPED_TEST(PointwiseKernelsOnCpu, BiasBackwardAddsEachColumnsSumOnceAsADoubleReferenceDoes) {
   using T = TypeParam;
   // One chunk (at most 128 rows); a last chunk cut short and columns no multiple of a strip's 32; GPT-2's C = 768
   // over 16 chunks; more rows than 128 chunks of 128 hold, so the chunks grow.
-  for (const Shape s : {Shape{1, 1}, Shape{5, 33}, Shape{300, 33}, Shape{2000, 768}, Shape{16500, 3}}) {
+  for (const Rows s : {Rows{1, 1}, Rows{5, 33}, Rows{300, 33}, Rows{2000, 768}, Rows{16500, 3}}) {
     SCOPED_TRACE(describe(s));
     const auto dout = random_values<T>(static_cast<std::size_t>(s.N * s.C), -1.f, 1.f, 7);
     const auto dbias0 = random_values<T>(static_cast<std::size_t>(s.C), -1.f, 1.f, 8);
@@ -68,8 +52,8 @@ TYPED_TEST(PointwiseKernelsOnCpu, BiasBackwardAddsEachColumnsSumOnceAsADoubleRef
 }
 
 // The fused epilogues' shapes: one column, a column past a warp, GPT-2's width; one row, a few, many.
-std::vector<Shape> epilogue_shapes() {
-  std::vector<Shape> shapes;
+std::vector<Rows> epilogue_shapes() {
+  std::vector<Rows> shapes;
   for (std::int64_t C : {1, 33, 768})
     for (std::int64_t N : {1, 5, 64}) shapes.push_back({N, C});
   return shapes;
@@ -77,7 +61,7 @@ std::vector<Shape> epilogue_shapes() {
 
 TYPED_TEST(PointwiseKernelsOnCpu, BiasAddAddsTheBiasToEveryRow) {
   using T = TypeParam;
-  for (const Shape s : epilogue_shapes()) {
+  for (const Rows s : epilogue_shapes()) {
     SCOPED_TRACE(describe(s));
     const auto x = random_values<T>(static_cast<std::size_t>(s.N * s.C), -5.f, 5.f, 1);
     const auto bias = random_values<T>(static_cast<std::size_t>(s.C), -1.f, 1.f, 2);
@@ -93,7 +77,7 @@ TYPED_TEST(PointwiseKernelsOnCpu, BiasAddAddsTheBiasToEveryRow) {
 TYPED_TEST(PointwiseKernelsOnCpu, BiasGeluIsBiasAddThenGeluBitForBit) {
   using T = TypeParam;
   const DType dt = dtype_of<T>();
-  for (const Shape s : epilogue_shapes()) {
+  for (const Rows s : epilogue_shapes()) {
     SCOPED_TRACE(describe(s));
     const std::int64_t n = s.N * s.C;
     const auto x = random_values<T>(static_cast<std::size_t>(n), -5.f, 5.f, 3);
@@ -119,7 +103,7 @@ TYPED_TEST(PointwiseKernelsOnCpu, BiasGeluIsBiasAddThenGeluBitForBit) {
 TYPED_TEST(PointwiseKernelsOnCpu, ResidualBiasAddIsBiasAddThenAddBitForBit) {
   using T = TypeParam;
   const DType dt = dtype_of<T>();
-  for (const Shape s : epilogue_shapes()) {
+  for (const Rows s : epilogue_shapes()) {
     SCOPED_TRACE(describe(s));
     const std::int64_t n = s.N * s.C;
     // A residual stream larger than the branch, so that rounding the bracket first shows in bf16.

@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -20,28 +19,13 @@
 namespace fsdplab {
 namespace {
 
-using emulated::dtype_of;
-using emulated::from_value;
-using emulated::random_values;
-using emulated::same_bits;
-using emulated::value;
+using namespace emulated;
 
 constexpr float kEps = 1e-5f;
 
 template <class T>
 class RowKernelsOnCpu : public ::testing::Test {};
 TYPED_TEST_SUITE(RowKernelsOnCpu, emulated::FloatTypes, emulated::FloatTypeNames);
-
-struct Shape {
-  std::int64_t N, C;
-};
-
-std::string describe(Shape s) { return "N " + std::to_string(s.N) + ", C " + std::to_string(s.C); }
-
-template <class T>
-std::vector<T> unwritten(std::int64_t n) {
-  return std::vector<T>(static_cast<std::size_t>(n), from_value<T>(std::numeric_limits<float>::quiet_NaN()));
-}
 
 // A forward's saved mean and rstd [N] (f32): the backward only reads them, so any plausible values do.
 struct RowStatistics {
@@ -56,7 +40,7 @@ RowStatistics statistics(std::int64_t N, std::uint32_t seed) {
 TYPED_TEST(RowKernelsOnCpu, NormBackwardsIntoAGradientAreBackwardIntoZeroThenAddBitForBit) {
   using T = TypeParam;
   const DType dt = dtype_of<T>();
-  for (const Shape s : {Shape{3, 1}, Shape{5, 33}, Shape{8, 768}}) {
+  for (const Rows s : {Rows{3, 1}, Rows{5, 33}, Rows{8, 768}}) {
     SCOPED_TRACE(describe(s));
     const std::int64_t n = s.N * s.C;
     const auto x = random_values<T>(static_cast<std::size_t>(n), -2.f, 2.f, 11);
@@ -101,7 +85,7 @@ TYPED_TEST(RowKernelsOnCpu, NormWeightGradientsAddEachColumnsSumOnceAsADoubleRef
   using T = TypeParam;
   const DType dt = dtype_of<T>();
   // One chunk (at most 128 rows); three, the last cut short, over columns no multiple of a strip's 16.
-  for (const Shape s : {Shape{1, 1}, Shape{5, 17}, Shape{260, 33}}) {
+  for (const Rows s : {Rows{1, 1}, Rows{5, 17}, Rows{260, 33}}) {
     SCOPED_TRACE(describe(s));
     const std::int64_t n = s.N * s.C;
     const auto x = random_values<T>(static_cast<std::size_t>(n), -2.f, 2.f, 21);
