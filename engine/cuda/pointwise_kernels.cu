@@ -4,16 +4,13 @@
 // values of an element's inputs into its outputs (the host body's formula, line for line). Where every
 // pointer is aligned to 16 bytes it moves 16-byte packs (8 bf16 or 4 f32 elements, llm.c's Packed128);
 // views may start at any element, so otherwise it goes element by element. Row ops (rope, the qkv packing)
-// give a block a row. The bias gradient's column sums are split over blocks of (column strip x row chunk) whose
-// f32 partials a second pass adds up: every result is computed in an order fixed by the shapes alone, run
-// after run.
+// give a block a row. (The bias gradient, a column sum, is row_kernels.cu's.)
 
 #include <cmath>
 #include <cstdint>
 
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/device_floats.cuh"
-#include "engine/cuda/op_scratch.hpp"
 #include "engine/cuda/pointwise_kernels.hpp"
 
 namespace fsdplab::cuda {
@@ -277,55 +274,6 @@ void launch_bias_rows(CUstream_st* stream, const char* name, const void* bias, s
   check_launch(name);
 }
 
-// ---- bias gradient -----------------------------------------------------------------------------------
-
-// dbias[c] is a column sum over all N rows. A block of 32 columns walking every row left GPT-2's C = 768 with
-// 24 blocks on a 132-SM H100 (bias_add + bias_backward were 4.5 ms of a 152 ms step), so the rows are cut
-// into chunks too: phase 1, a block per (strip of kSumColumns columns, chunk of rows), writes each column's
-// f32 chunk sum to scratch; phase 2, the same kernel over those partials [chunks, C], adds each column's total
-// into dbias once, rounded once. N = 8192 at C = 768 is 64 chunks x 24 strips = 1536 blocks. The chunk size
-// depends on N alone, so the order of every sum is fixed by (N, C): the same bits on any GPU, every run.
-constexpr int kSumColumns = 32;  // a warp reads 32 consecutive columns of a row
-constexpr int kSumRowLanes = 8;  // warps a block: row lane y sums rows y, y + 8, ... of its chunk
-constexpr std::int64_t kChunkRows = 128;  // 16 rows a thread
-// Phase 2's row lanes then sum at most 16 partials each; past N = kMaxChunks * kChunkRows chunks grow.
-constexpr std::int64_t kMaxChunks = 128;
-
-std::int64_t chunk_rows_for(std::int64_t N) {
-  constexpr std::int64_t most = kMaxChunks * kChunkRows;
-  return kChunkRows * (N > most ? (N + most - 1) / most : 1);
-}
-
-// Column sums of rows [chunk * chunk_rows, + chunk_rows) of in[rows, C], chunk = blockIdx.y; blockDim is
-// kSumColumns x kSumRowLanes. Thread (x, y) sums its column's rows y, y + kSumRowLanes, ... in f32, in row
-// order, and row lane 0 then adds the row lanes' sums in lane order. With one chunk the total is added into
-// out[c], rounded once; with several, partials[chunk * C + c] gets the chunk's sum.
-template <class In, class Out>
-__global__ void __launch_bounds__(kSumColumns * kSumRowLanes)
-    column_sum_kernel(Out* out, float* partials, const In* in, std::int64_t rows, std::int64_t C,
-                      std::int64_t chunk_rows) {
-  __shared__ float lane_sums[kSumRowLanes][kSumColumns];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kSumColumns + tx;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * chunk_rows;
-  const std::int64_t end = first + chunk_rows < rows ? first + chunk_rows : rows;
-  float sum = 0.f;
-  if (c < C) {
-    // Unrolled, the loads overlap; the adds stay in row order.
-#pragma unroll 4
-    for (std::int64_t n = first + ty; n < end; n += kSumRowLanes) sum += to_f32(in[n * C + c]);
-  }
-  lane_sums[ty][tx] = sum;
-  __syncthreads();
-  if (ty != 0 || c >= C) return;
-  for (int r = 1; r < kSumRowLanes; ++r) sum += lane_sums[r][tx];
-  if (gridDim.y == 1) {
-    store(out + c, to_f32(out[c]) + sum);
-  } else {
-    partials[blockIdx.y * C + c] = sum;
-  }
-}
-
 // ---- rope ------------------------------------------------------------------------------------------
 
 struct InvFreq {
@@ -437,32 +385,6 @@ void residual_bias_add(CUstream_st* stream, DType dtype, void* out, const void* 
     launch_bias_rows<T>(stream, "residual_bias_add", bias, N, C,
                         ResidualBiasAddOp<T>{static_cast<T*>(out), static_cast<const T*>(residual),
                                              static_cast<const T*>(x)});
-  });
-}
-
-void bias_backward(CUstream_st* stream, DType dtype, void* dbias, const void* dout, std::int64_t N, std::int64_t C) {
-  if (C == 0) return;
-  const std::int64_t chunk_rows = chunk_rows_for(N);
-  const std::int64_t chunks = N > chunk_rows ? (N + chunk_rows - 1) / chunk_rows : 1;
-  const dim3 block(kSumColumns, kSumRowLanes);
-  const auto strips = static_cast<unsigned>((C + kSumColumns - 1) / kSumColumns);
-  dispatch_float(dtype, "bias_backward", [&](auto zero) {
-    using T = decltype(zero);
-    auto* db = static_cast<T*>(dbias);
-    const auto* in = static_cast<const T*>(dout);
-    if (chunks == 1) {
-      column_sum_kernel<T, T><<<dim3(strips, 1), block, 0, stream>>>(db, nullptr, in, N, C, chunk_rows);
-      check_launch("bias_backward");
-      return;
-    }
-    // The partials live only between the two phases: the op's scratch, freed behind it on its stream.
-    auto* partials = static_cast<float*>(op_scratch(chunks * C * static_cast<std::int64_t>(sizeof(float)),
-                                                    "bias_backward's chunk sums"));
-    column_sum_kernel<T, T><<<dim3(strips, static_cast<unsigned>(chunks)), block, 0, stream>>>(
-        nullptr, partials, in, N, C, chunk_rows);
-    check_launch("bias_backward (chunk sums)");
-    column_sum_kernel<float, T><<<dim3(strips, 1), block, 0, stream>>>(db, nullptr, partials, chunks, C, chunks);
-    check_launch("bias_backward (totals)");
   });
 }
 

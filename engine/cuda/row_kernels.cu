@@ -5,14 +5,15 @@
 // in shared memory, summed by one warp again), the same tree every run. Statistics are f32 as on the host,
 // and the mean and variance are two passes, as the host computes them (the row is re-read from L1/L2).
 //
-// The norms' weight and bias gradients are column sums over all rows, which the host adds into the
-// gradient once per element. A block owns a strip of kStripCols columns and a chunk of rows: its threads are
-// kStripCols columns by kStripRows row lanes, row lane r summing the chunk's rows r, r + kStripRows, ... in
-// order, and the row lanes' partials are then summed in order by one thread per column. The strips keep
-// warps reading whole 32-byte sectors. A strip walking every row gave GPT-2's C = 768 only 48 blocks on a
-// 132-SM H100, so the rows are chunked as well: N = 8192 is 64 chunks x 48 strips = 3072 blocks, whose f32
-// chunk sums (the op's scratch) a second pass adds up per column in chunk order, into the gradient once.
-// The chunk size depends on N alone: every sum's order is fixed by (N, C), the same bits every run.
+// The bias gradient and the norms' weight and bias gradients are column sums over all rows, which the host adds
+// into the gradient once per element. A block owns a strip of kStripCols columns and a chunk of rows: its
+// threads are kStripCols columns by kStripRows row lanes (a warp reads 32 consecutive columns of a row), row
+// lane r summing the chunk's rows r, r + kStripRows, ... in order, and the row lanes' partials are then summed in
+// order by one thread per column. A strip walking every row gave GPT-2's C = 768 only 24 blocks on a 132-SM
+// H100 (bias_add + bias_backward were 4.5 ms of the first run's 152 ms bf16 step), so the rows are chunked as
+// well: N = 8192 is 64 chunks x 24 strips = 1536 blocks, whose f32 chunk sums (the op's scratch) a second pass
+// adds up per column in chunk order, into the gradient once. The chunk size depends on N alone: every sum's
+// order is fixed by (N, C), the same bits every run.
 
 #include <cmath>
 #include <cstdint>
@@ -29,10 +30,10 @@ namespace {
 // Rows handed out per launch at most; a grid-stride loop covers more.
 constexpr std::int64_t kMaxRowBlocks = 1 << 20;
 // The column-sum kernels' strip: kStripCols columns by kStripRows row lanes, one thread each.
-constexpr int kStripCols = 16;
-constexpr int kStripRows = 16;
+constexpr int kStripCols = 32;
+constexpr int kStripRows = 8;
 constexpr int kStripThreads = kStripCols * kStripRows;
-// A chunk is 8 rows a thread; the second pass's row lanes sum at most 8 chunks each, so past
+// A chunk is 16 rows a thread; the second pass's row lanes sum at most 16 chunks each, so past
 // N = kMaxChunks * kChunkRows the chunks grow.
 constexpr std::int64_t kChunkRows = 128;
 constexpr std::int64_t kMaxChunks = 128;
@@ -132,43 +133,46 @@ __global__ void layernorm_dx_kernel(F* dx, const F* dout, const F* x, const F* w
   }
 }
 
-// The weight and bias gradients' column sums over rows [chunk * chunk_rows, + chunk_rows) of a strip,
-// chunk = blockIdx.y: terms(n, i, dw, db) adds row n's terms of column i. With one chunk, dweight (and dbias,
-// where not null) get the totals added, rounded once; with several, dw_part and db_part [chunks, C] get the
-// chunk's sums. One block per strip of columns and chunk of rows; see the header.
+// ---- column sums: the bias and norm weight gradients ------------------------------------------------
+
+// Up to two column sums at once over rows [chunk * chunk_rows, + chunk_rows) of a strip, chunk = blockIdx.y:
+// terms(n, i, sum, second) adds row n's terms of column i. With one chunk, out (and second_out, where not null)
+// get the totals added, rounded once; with several, part and second_part [chunks, C] get the chunk's sums.
+// One block per strip of columns and chunk of rows; see the file's header.
 template <class F, class Terms>
 __global__ void __launch_bounds__(kStripThreads)
-    weight_grad_kernel(F* dweight, F* dbias, float* dw_part, float* db_part, Terms terms, std::int64_t rows, int C,
+    column_sums_kernel(F* out, F* second_out, float* part, float* second_part, Terms terms, std::int64_t rows, int C,
                        std::int64_t chunk_rows) {
-  __shared__ float dw_lanes[kStripRows][kStripCols + 1];
-  __shared__ float db_lanes[kStripRows][kStripCols + 1];
+  __shared__ float lanes[kStripRows][kStripCols + 1];
+  __shared__ float second_lanes[kStripRows][kStripCols + 1];
   const int col_lane = threadIdx.x % kStripCols, row_lane = threadIdx.x / kStripCols;
   const int i = blockIdx.x * kStripCols + col_lane;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * chunk_rows;
   const std::int64_t end = first + chunk_rows < rows ? first + chunk_rows : rows;
-  float dw = 0.f, db = 0.f;
+  float sum = 0.f, second = 0.f;
   if (i < C) {
-    for (std::int64_t n = first + row_lane; n < end; n += kStripRows) terms(n, i, dw, db);
+    for (std::int64_t n = first + row_lane; n < end; n += kStripRows) terms(n, i, sum, second);
   }
-  dw_lanes[row_lane][col_lane] = dw;
-  db_lanes[row_lane][col_lane] = db;
+  lanes[row_lane][col_lane] = sum;
+  second_lanes[row_lane][col_lane] = second;
   __syncthreads();
   if (row_lane != 0 || i >= C) return;
   for (int r = 1; r < kStripRows; ++r) {
-    dw += dw_lanes[r][col_lane];
-    db += db_lanes[r][col_lane];
+    sum += lanes[r][col_lane];
+    second += second_lanes[r][col_lane];
   }
   if (gridDim.y == 1) {
-    store(dweight + i, to_f32(dweight[i]) + dw);
-    if (dbias != nullptr) store(dbias + i, to_f32(dbias[i]) + db);
+    store(out + i, to_f32(out[i]) + sum);
+    if (second_out != nullptr) store(second_out + i, to_f32(second_out[i]) + second);
   } else {
     const std::int64_t at = static_cast<std::int64_t>(blockIdx.y) * C + i;
-    dw_part[at] = dw;
-    if (db_part != nullptr) db_part[at] = db;
+    part[at] = sum;
+    if (second_part != nullptr) second_part[at] = second;
   }
 }
 
-// Row n's terms: dweight's norm * dout and dbias's dout (rmsnorm's mean is null: norm = x * rstd).
+// Row n's terms of a norm's weight gradient, norm * dout, and of its bias gradient, dout (rmsnorm's mean is null:
+// norm = x * rstd).
 template <class F>
 struct NormTerms {
   const F* dout;
@@ -176,50 +180,57 @@ struct NormTerms {
   const float* mean;
   const float* rstd;
   int C;
-  __device__ void operator()(std::int64_t n, int i, float& dw, float& db) const {
+  __device__ void operator()(std::int64_t n, int i, float& dweight, float& dbias) const {
     const float g = to_f32(dout[n * C + i]);
     const float xi = to_f32(x[n * C + i]);
     const float norm = mean != nullptr ? (xi - mean[n]) * rstd[n] : xi * rstd[n];
-    db += g;
-    dw += norm * g;
+    dbias += g;
+    dweight += norm * g;
   }
 };
 
-// The second pass's rows: the chunks' sums (db_part null for rmsnorm).
-struct ChunkTerms {
-  const float* dw_part;
-  const float* db_part;
-  int C;
-  __device__ void operator()(std::int64_t chunk, int i, float& dw, float& db) const {
-    dw += dw_part[chunk * C + i];
-    if (db_part != nullptr) db += db_part[chunk * C + i];
-  }
-};
-
-// dweight += sum over rows of norm * dout, dbias (null for rmsnorm) += sum over rows of dout.
+// Row n's term of a bias gradient: dout itself.
 template <class F>
-void launch_weight_grad(CUstream_st* stream, const char* name, F* dweight, F* dbias, const F* dout, const F* x,
-                        const float* mean, const float* rstd, std::int64_t N, int C) {
+struct BiasTerms {
+  const F* dout;
+  int C;
+  __device__ void operator()(std::int64_t n, int i, float& dbias, float&) const { dbias += to_f32(dout[n * C + i]); }
+};
+
+// The second pass's rows: the chunks' sums (second_part null where there is one sum).
+struct ChunkTerms {
+  const float* part;
+  const float* second_part;
+  int C;
+  __device__ void operator()(std::int64_t chunk, int i, float& sum, float& second) const {
+    sum += part[chunk * C + i];
+    if (second_part != nullptr) second += second_part[chunk * C + i];
+  }
+};
+
+// out += the column sums of terms over N rows, and second_out (where not null) += the second sums.
+template <class F, class Terms>
+void launch_column_sums(CUstream_st* stream, const char* name, F* out, F* second_out, Terms terms, std::int64_t N,
+                        int C) {
   const std::int64_t chunk_rows = chunk_rows_for(N);
   const std::int64_t chunks = N > chunk_rows ? (N + chunk_rows - 1) / chunk_rows : 1;
-  const NormTerms<F> terms{dout, x, mean, rstd, C};
   if (chunks == 1) {
-    weight_grad_kernel<F><<<strip_blocks(C), kStripThreads, 0, stream>>>(dweight, dbias, nullptr, nullptr, terms, N,
+    column_sums_kernel<F><<<strip_blocks(C), kStripThreads, 0, stream>>>(out, second_out, nullptr, nullptr, terms, N,
                                                                          C, chunk_rows);
     check_launch(name);
     return;
   }
   // The chunk sums live only between the two passes: the op's scratch, freed behind it on its stream.
-  const std::int64_t part = chunks * C;
-  const std::int64_t bytes = (dbias != nullptr ? 2 : 1) * part * static_cast<std::int64_t>(sizeof(float));
-  auto* dw_part = static_cast<float*>(op_scratch(bytes, "the weight gradient's chunk sums"));
-  float* db_part = dbias != nullptr ? dw_part + part : nullptr;
+  const std::int64_t sums = chunks * C;
+  const std::int64_t bytes = (second_out != nullptr ? 2 : 1) * sums * static_cast<std::int64_t>(sizeof(float));
+  auto* part = static_cast<float*>(op_scratch(bytes, "the column sums' chunk sums"));
+  float* second_part = second_out != nullptr ? part + sums : nullptr;
   const dim3 grid(static_cast<unsigned>(strip_blocks(C)), static_cast<unsigned>(chunks));
-  weight_grad_kernel<F><<<grid, kStripThreads, 0, stream>>>(nullptr, nullptr, dw_part, db_part, terms, N, C,
+  column_sums_kernel<F><<<grid, kStripThreads, 0, stream>>>(nullptr, nullptr, part, second_part, terms, N, C,
                                                             chunk_rows);
   check_launch(name, " (chunk sums)");
-  weight_grad_kernel<F><<<strip_blocks(C), kStripThreads, 0, stream>>>(dweight, dbias, nullptr, nullptr,
-                                                                       ChunkTerms{dw_part, db_part, C}, chunks, C,
+  column_sums_kernel<F><<<strip_blocks(C), kStripThreads, 0, stream>>>(out, second_out, nullptr, nullptr,
+                                                                       ChunkTerms{part, second_part, C}, chunks, C,
                                                                        chunks);
   check_launch(name);
 }
@@ -326,8 +337,9 @@ void layernorm_backward(CUstream_st* stream, DType dtype, void* dx, void* dweigh
         static_cast<F*>(dx), static_cast<const F*>(dout), static_cast<const F*>(x), static_cast<const F*>(weight),
         mean, rstd, N, static_cast<int>(C));
     check_launch("layernorm_backward (dx)");
-    launch_weight_grad(stream, "layernorm_backward (dweight, dbias)", static_cast<F*>(dweight), static_cast<F*>(dbias),
-                       static_cast<const F*>(dout), static_cast<const F*>(x), mean, rstd, N, static_cast<int>(C));
+    launch_column_sums(stream, "layernorm_backward (dweight, dbias)", static_cast<F*>(dweight), static_cast<F*>(dbias),
+                       NormTerms<F>{static_cast<const F*>(dout), static_cast<const F*>(x), mean, rstd, static_cast<int>(C)},
+                       N, static_cast<int>(C));
   });
 }
 
@@ -352,8 +364,19 @@ void rmsnorm_backward(CUstream_st* stream, DType dtype, void* dx, void* dweight,
         static_cast<F*>(dx), static_cast<const F*>(dout), static_cast<const F*>(x), static_cast<const F*>(weight),
         rstd, N, static_cast<int>(C));
     check_launch("rmsnorm_backward (dx)");
-    launch_weight_grad(stream, "rmsnorm_backward (dweight)", static_cast<F*>(dweight), static_cast<F*>(nullptr),
-                       static_cast<const F*>(dout), static_cast<const F*>(x), nullptr, rstd, N, static_cast<int>(C));
+    launch_column_sums(stream, "rmsnorm_backward (dweight)", static_cast<F*>(dweight), static_cast<F*>(nullptr),
+                       NormTerms<F>{static_cast<const F*>(dout), static_cast<const F*>(x), nullptr, rstd,
+                                    static_cast<int>(C)},
+                       N, static_cast<int>(C));
+  });
+}
+
+void bias_backward(CUstream_st* stream, DType dtype, void* dbias, const void* dout, std::int64_t N, std::int64_t C) {
+  if (C == 0) return;  // N == 0 still adds the empty sums, as the host does
+  dispatch_float(dtype, "bias_backward", [&](auto zero) {
+    using F = decltype(zero);
+    launch_column_sums(stream, "bias_backward", static_cast<F*>(dbias), static_cast<F*>(nullptr),
+                       BiasTerms<F>{static_cast<const F*>(dout), static_cast<int>(C)}, N, static_cast<int>(C));
   });
 }
 

@@ -1,6 +1,7 @@
 // row_kernels.hpp — the CUDA kernels of the row ops: layernorm, rmsnorm and softmax, forward and backward
-// (engine/tensor/layernorm.hpp, rmsnorm.hpp, softmax.hpp). Plain C++: op front-ends include it; it is
-// defined in row_kernels.cu where the CUDA backend is built.
+// (engine/tensor/layernorm.hpp, rmsnorm.hpp, softmax.hpp), and the bias gradient, whose column sums the norms'
+// weight gradients share (elementwise.hpp). Plain C++: op front-ends include it; it is defined in
+// row_kernels.cu where the CUDA backend is built.
 //
 // Pointers are device pointers to contiguous [N, C] rows of `dtype` (f32 or bf16); mean and rstd are f32
 // [N]. Every kernel computes in f32 with the host body's formulas and rounds to bf16 once, at the store.
@@ -30,6 +31,9 @@ void rmsnorm_forward(CUstream_st* stream, DType dtype, void* out, float* rstd, c
                      std::int64_t N, std::int64_t C, float eps);
 void rmsnorm_backward(CUstream_st* stream, DType dtype, void* dx, void* dweight, const void* dout, const void* x,
                       const void* weight, const float* rstd, std::int64_t N, std::int64_t C);
+
+// dbias[C] += column sums of dout[N, C], deterministic.
+void bias_backward(CUstream_st* stream, DType dtype, void* dbias, const void* dout, std::int64_t N, std::int64_t C);
 
 // y = softmax(x) per row (max subtracted); dx += y * (dy - sum(y * dy)) per row.
 void softmax_forward(CUstream_st* stream, DType dtype, void* y, const void* x, std::int64_t N, std::int64_t C);

@@ -11,6 +11,12 @@ namespace fsdplab {
 
 Tensor as_rows(const Tensor& x) { return x.reshape({x.numel() / x.dim(-1), x.dim(-1)}); }
 
+void check_gradient_to_add_into(const Module& norm, const Tensor& input, const Tensor& dx) {
+  if (!(dx.shape() == input.shape()))
+    fail(norm.name(), ": the gradient to add into must be the input's shape ", shape_str(input.shape()), ", got ",
+         dx.describe());
+}
+
 ParamInit linear_default_init(std::int64_t fan_in) {
   const float bound = linear_default_bound(fan_in);
   return ParamInit::uniform(-bound, bound);
@@ -109,8 +115,7 @@ Tensor LayerNorm::backward(RunContext& ctx, const Tensor& dy) {
 void LayerNorm::backward_adding_to(RunContext& ctx, const Tensor& dy, const Tensor& dx) {
   enter_backward(ctx);
   check(x_.defined(), name(), ": backward without a forward");
-  if (!(dx.shape() == x_.shape()))
-    fail(name(), ": the gradient to add into must be the input's shape ", shape_str(x_.shape()), ", got ", dx.describe());
+  check_gradient_to_add_into(*this, x_, dx);
   add_input_gradient(ctx, dy, dx);
   exit_backward(ctx);
 }

@@ -41,6 +41,9 @@ ParamInit linear_default_init(std::int64_t fan_in);
 // (CUBLASLT_EPILOGUE_GELU_AUX_BIAS); that rounds once instead of where the separate ops did, and is not
 // done here.
 
+// A norm's backward_adding_to: `dx`, which the input's gradient is added into, must have the input's shape.
+void check_gradient_to_add_into(const Module& norm, const Tensor& input, const Tensor& dx);
+
 // What a Linear applies after its bias ([Note: fused epilogues]).
 enum class Activation { none, gelu };
 

@@ -127,9 +127,7 @@ class LlamaRmsNorm final : public Module {
   void backward_adding_to(RunContext& ctx, const Tensor& dy, const Tensor& dx) {
     enter_backward(ctx);
     check(x_.defined(), name(), ": backward without a forward");
-    if (!(dx.shape() == x_.shape()))
-      fail(name(), ": the gradient to add into must be the input's shape ", shape_str(x_.shape()), ", got ",
-           dx.describe());
+    check_gradient_to_add_into(*this, x_, dx);
     add_input_gradient(ctx, dy, dx);
     exit_backward(ctx);
   }

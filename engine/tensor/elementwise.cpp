@@ -9,6 +9,7 @@
 
 #include "engine/cuda/copies.hpp"
 #include "engine/cuda/pointwise_kernels.hpp"
+#include "engine/cuda/row_kernels.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/float_io.hpp"
 #include "engine/tensor/launch.hpp"
@@ -173,6 +174,17 @@ void expect_backward(std::string_view op, const Tensor& x, const Tensor& dout, c
   expect_in_place_or_disjoint(op, "dx", dx, "dout", dout);
 }
 
+// The checks of bias_add and its fused epilogues: x [N, C] float, bias [C] of x's dtype, and an output `out` of
+// x's shape and dtype that is x itself or disjoint from it, and never overlaps bias.
+void expect_bias_rows(std::string_view op, const Tensor& x, const Tensor& bias, std::string_view out_role,
+                      const Tensor& out) {
+  expect_float(op, "x", x, 2, "[N, C]");
+  expect_tensor(op, "bias", bias, {x.dim(1)}, x.dtype());
+  expect_like(op, out_role, out, "x", x);
+  expect_in_place_or_disjoint(op, out_role, out, "x", x);
+  if (out.overlaps(bias)) fail(op, ": ", out_role, " ", out.describe(), " overlaps bias ", bias.describe());
+}
+
 // The CUDA launchers an activation and its backward share the signature of.
 using ActivationKernel = void (*)(CUstream_st*, DType, void*, const void*, std::int64_t);
 using ActivationBackwardKernel = void (*)(CUstream_st*, DType, void*, const void*, const void*, std::int64_t);
@@ -219,11 +231,7 @@ void launch_activation_backward(Stream s, std::string_view op, const Tensor& x, 
 
 void bias_add(Stream s, const Tensor& x, const Tensor& bias, const Tensor& out) {
   constexpr std::string_view op = "bias_add";
-  expect_float(op, "x", x, 2, "[N, C]");
-  expect_tensor(op, "bias", bias, {x.dim(1)}, x.dtype());
-  expect_like(op, "out", out, "x", x);
-  expect_in_place_or_disjoint(op, "out", out, "x", x);
-  if (out.overlaps(bias)) fail(op, ": out ", out.describe(), " overlaps bias ", bias.describe());
+  expect_bias_rows(op, x, bias, "out", out);
   const double n = static_cast<double>(x.numel());
   const OpCost cost{
       .flops = n, .bytes = (2 * n + static_cast<double>(bias.numel())) * elem_size(x), .dtype = x.dtype()};
@@ -257,12 +265,8 @@ void bias_backward(Stream s, const Tensor& dout, const Tensor& dbias) {
 
 void bias_gelu(Stream s, const Tensor& x, const Tensor& bias, const Tensor& pre, const Tensor& out) {
   constexpr std::string_view op = "bias_gelu";
-  expect_float(op, "x", x, 2, "[N, C]");
-  expect_tensor(op, "bias", bias, {x.dim(1)}, x.dtype());
-  expect_like(op, "pre", pre, "x", x);
+  expect_bias_rows(op, x, bias, "pre", pre);
   expect_like(op, "out", out, "x", x);
-  expect_in_place_or_disjoint(op, "pre", pre, "x", x);
-  if (pre.overlaps(bias)) fail(op, ": pre ", pre.describe(), " overlaps bias ", bias.describe());
   if (out.overlaps(x) || out.overlaps(pre) || out.overlaps(bias))
     fail(op, ": out ", out.describe(), " overlaps an operand (x ", x.describe(), ", pre ", pre.describe(), ", bias ",
          bias.describe(), ")");
@@ -282,13 +286,9 @@ void bias_gelu(Stream s, const Tensor& x, const Tensor& bias, const Tensor& pre,
 
 void residual_bias_add(Stream s, const Tensor& residual, const Tensor& x, const Tensor& bias, const Tensor& out) {
   constexpr std::string_view op = "residual_bias_add";
-  expect_float(op, "x", x, 2, "[N, C]");
-  expect_tensor(op, "bias", bias, {x.dim(1)}, x.dtype());
+  expect_bias_rows(op, x, bias, "out", out);
   expect_like(op, "residual", residual, "x", x);
-  expect_like(op, "out", out, "x", x);
-  expect_in_place_or_disjoint(op, "out", out, "x", x);
   expect_in_place_or_disjoint(op, "out", out, "residual", residual);
-  if (out.overlaps(bias)) fail(op, ": out ", out.describe(), " overlaps bias ", bias.describe());
   const double n = static_cast<double>(x.numel());
   // residual and x read, out written, where bias_add then add also write and read the biased branch.
   const OpCost cost{

@@ -1,7 +1,8 @@
 // The row kernels' own source (engine/cuda/row_kernels.cu), run on CPU threads by cuda_threads_on_cpu.hpp:
-// layernorm's and rmsnorm's backwards into a gradient that is not zero, bit for bit against the backward into zeros and the add
-// kernel (emulated in test_pointwise_kernels_on_cpu.cpp's translation unit, called through its header); the
-// norms' weight and bias gradients, summed in chunks whose sums live in op scratch, against a double reference.
+// layernorm's and rmsnorm's backwards into a gradient that is not zero, bit for bit against the backward into
+// zeros and the add kernel (emulated in test_pointwise_kernels_on_cpu.cpp's translation unit, called through its
+// header); the column sums of the bias and norm weight gradients, in chunks whose sums live in op scratch (whose
+// 0xff bytes read as NaN where a pass reads what was never written), against a double reference.
 #include "cuda_threads_on_cpu.hpp"
 
 // The kernels, rewritten by kernels_on_cpu.cmake (op scratch: op_scratch_on_cpu.cpp).
@@ -81,10 +82,37 @@ TYPED_TEST(RowKernelsOnCpu, NormBackwardsIntoAGradientAreBackwardIntoZeroThenAdd
   }
 }
 
+TYPED_TEST(RowKernelsOnCpu, BiasBackwardAddsEachColumnsSumOnceAsADoubleReferenceDoes) {
+  using T = TypeParam;
+  // One chunk (at most 128 rows); a last chunk cut short and columns no multiple of a strip's 32; GPT-2's C = 768
+  // over 16 chunks; more rows than 128 chunks of 128 hold, so the chunks grow.
+  for (const Rows s : {Rows{1, 1}, Rows{5, 33}, Rows{300, 33}, Rows{2000, 768}, Rows{16500, 3}}) {
+    SCOPED_TRACE(describe(s));
+    const auto dout = random_values<T>(static_cast<std::size_t>(s.N * s.C), -1.f, 1.f, 7);
+    const auto dbias0 = random_values<T>(static_cast<std::size_t>(s.C), -1.f, 1.f, 8);
+    std::vector<T> dbias = dbias0;
+    cuda::bias_backward(nullptr, dtype_of<T>(), dbias.data(), dout.data(), s.N, s.C);
+    for (std::int64_t c = 0; c < s.C; ++c) {
+      double want = value(dbias0[c]), magnitude = std::abs(want);
+      for (std::int64_t n = 0; n < s.N; ++n) {
+        want += value(dout[n * s.C + c]);
+        magnitude += std::abs(value(dout[n * s.C + c]));
+      }
+      // f32 sums at most ~50 deep, then (bf16) one rounding of the total to 8 significant bits.
+      const double tolerance = 4e-6 * magnitude + (std::is_same_v<T, float> ? 0. : std::abs(want) / 256);
+      ASSERT_NEAR(value(dbias[c]), want, tolerance) << "column " << c;
+    }
+    // The order of every sum depends on the shape alone: a second run from the same dbias gives the same bits.
+    std::vector<T> again = dbias0;
+    cuda::bias_backward(nullptr, dtype_of<T>(), again.data(), dout.data(), s.N, s.C);
+    EXPECT_TRUE(same_bits(again, dbias));
+  }
+}
+
 TYPED_TEST(RowKernelsOnCpu, NormWeightGradientsAddEachColumnsSumOnceAsADoubleReferenceDoes) {
   using T = TypeParam;
   const DType dt = dtype_of<T>();
-  // One chunk (at most 128 rows); three, the last cut short, over columns no multiple of a strip's 16.
+  // One chunk (at most 128 rows); three, the last cut short, over columns no multiple of a strip's 32.
   for (const Rows s : {Rows{1, 1}, Rows{5, 17}, Rows{260, 33}}) {
     SCOPED_TRACE(describe(s));
     const std::int64_t n = s.N * s.C;
