@@ -12,7 +12,6 @@
 #include "engine/nn/model_presets.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/elementwise.hpp"
-#include "engine/tensor/loss.hpp"
 #include "engine/tensor/matmul.hpp"
 
 namespace fsdplab {
@@ -328,36 +327,21 @@ const Gpt2Config& validated(const Gpt2Config& cfg) {
 Gpt2Model::Gpt2Model(const Gpt2Config& config)
     : config_(validated(config)),
       transformer_(register_module<Gpt2Transformer>("transformer", config_)),
-      lm_head_(register_module<Gpt2LmHead>("lm_head", transformer_.token_embedding())) {}
+      lm_head_(register_module<Gpt2LmHead>("lm_head", transformer_.token_embedding())),
+      loss_("gpt2", config_.vocab_size) {}
 
 Tensor Gpt2Model::forward(RunContext& ctx, const Batch& batch) {
-  // Checked before the hooks run, so a bad batch errors before FSDP gathers anything.
-  const Tensor& in = batch.inputs;
-  check(in.defined() && in.ndim() == 2 && in.dtype() == DType::i32 && in.numel() > 0,
-        "gpt2: batch.inputs must be [B, T] i32 token ids, got ", in.defined() ? in.describe() : "an undefined tensor");
-  check(in.dim(1) <= config_.n_positions, "gpt2: a sequence of at most n_positions = ", config_.n_positions,
-        " tokens, got T = ", in.dim(1), " in ", in.describe());
-  check(batch.targets.defined() && batch.targets.shape() == in.shape() && batch.targets.dtype() == DType::i32,
-        "gpt2: batch.targets must be ", shape_str(in.shape()), " i32 like the inputs, got ",
-        batch.targets.defined() ? batch.targets.describe() : "an undefined tensor");
-  const std::int64_t N = in.numel();
+  loss_.check_batch(batch, config_.n_positions, "n_positions");
   enter_forward(ctx);
-  logits_ = lm_head_.forward(ctx, transformer_.forward(ctx, in));
-  targets_ = batch.targets.reshape({N});
-  lse_ = Tensor::empty(ctx.device, {N}, DType::f32, MemTag::activation, "lse");
-  Tensor loss = Tensor::empty(ctx.device, {1}, DType::f32, MemTag::activation, "loss");
-  cross_entropy(ctx.stream(), logits_, config_.vocab_size, targets_, loss, lse_);
+  Tensor loss = loss_.forward(ctx, lm_head_.forward(ctx, transformer_.forward(ctx, batch.inputs)), batch.targets);
   exit_forward(ctx);
   return loss;
 }
 
 void Gpt2Model::backward(RunContext& ctx) {
-  check(logits_.defined(), "gpt2: backward without a forward");
+  loss_.expect_forward();
   enter_backward(ctx);
-  Tensor dlogits = ctx.activation(logits_.shape(), "dlogits");
-  fill(ctx.stream(), dlogits, 0);  // the loss backward adds into it
-  cross_entropy_backward(ctx.stream(), logits_, config_.vocab_size, targets_, lse_, ctx.loss_scale, dlogits);
-  logits_ = targets_ = lse_ = Tensor();
+  Tensor dlogits = loss_.backward(ctx);
   Tensor dx = lm_head_.backward(ctx, dlogits);
   dlogits = Tensor();  // [N, Vp], the largest activation: gone before the blocks' backward
   transformer_.backward(ctx, dx);

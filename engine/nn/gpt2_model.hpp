@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/nn/language_model_loss.hpp"
 #include "engine/nn/model.hpp"
 
 namespace fsdplab {
@@ -81,7 +82,7 @@ class Gpt2Model final : public Model {
   Gpt2Config config_;
   Gpt2Transformer& transformer_;
   Gpt2LmHead& lm_head_;
-  Tensor logits_, targets_, lse_;  // saved for backward
+  LanguageModelLoss loss_;
 };
 
 }  // namespace fsdplab

@@ -11,7 +11,6 @@
 #include "engine/nn/model_presets.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/elementwise.hpp"
-#include "engine/tensor/loss.hpp"
 #include "engine/tensor/pack_qkv.hpp"
 #include "engine/tensor/rmsnorm.hpp"
 #include "engine/tensor/rope.hpp"
@@ -379,37 +378,21 @@ LlamaModel::LlamaModel(const LlamaConfig& config)
     : config_(validated(config)),
       model_(register_module<LlamaDecoderStack>("model", config_)),
       lm_head_(register_module<Linear>("lm_head", config_.hidden_size, config_.vocab_size, false, WeightLayout::out_in,
-                                       kWeightInit, ParamInit{})) {}
+                                       kWeightInit, ParamInit{})),
+      loss_("llama", config_.vocab_size) {}
 
 Tensor LlamaModel::forward(RunContext& ctx, const Batch& batch) {
-  // Checked before the hooks run, so a bad batch errors before FSDP gathers anything.
-  const Tensor& in = batch.inputs;
-  if (!(in.defined() && in.ndim() == 2 && in.dtype() == DType::i32 && in.numel() > 0))
-    fail("llama: batch.inputs must be [B, T] i32 token ids, got ",
-         in.defined() ? in.describe() : "an undefined tensor");
-  if (!(in.dim(1) <= config_.max_position_embeddings))
-    fail("llama: a sequence of at most max_position_embeddings = ", config_.max_position_embeddings,
-         " tokens, got T = ", in.dim(1), " in ", in.describe());
-  if (!(batch.targets.defined() && batch.targets.shape() == in.shape() && batch.targets.dtype() == DType::i32))
-    fail("llama: batch.targets must be ", shape_str(in.shape()), " i32 like the inputs, got ",
-         batch.targets.defined() ? batch.targets.describe() : "an undefined tensor");
-  const std::int64_t N = in.numel();
+  loss_.check_batch(batch, config_.max_position_embeddings, "max_position_embeddings");
   enter_forward(ctx);
-  logits_ = lm_head_.forward(ctx, model_.forward(ctx, in));
-  targets_ = batch.targets.reshape({N});
-  lse_ = Tensor::empty(ctx.device, {N}, DType::f32, MemTag::activation, "lse");
-  Tensor loss = Tensor::empty(ctx.device, {1}, DType::f32, MemTag::activation, "loss");
-  cross_entropy(ctx.stream(), logits_, config_.vocab_size, targets_, loss, lse_);
+  Tensor loss = loss_.forward(ctx, lm_head_.forward(ctx, model_.forward(ctx, batch.inputs)), batch.targets);
   exit_forward(ctx);
   return loss;
 }
 
 void LlamaModel::backward(RunContext& ctx) {
-  check(logits_.defined(), "llama: backward without a forward");
+  loss_.expect_forward();
   enter_backward(ctx);
-  Tensor dlogits = zeroed(ctx, logits_.shape(), "dlogits");  // the loss backward adds into it
-  cross_entropy_backward(ctx.stream(), logits_, config_.vocab_size, targets_, lse_, ctx.loss_scale, dlogits);
-  logits_ = targets_ = lse_ = Tensor();
+  Tensor dlogits = loss_.backward(ctx);
   Tensor dx = lm_head_.backward(ctx, dlogits);
   dlogits = Tensor();  // [N, V], the largest activation: gone before the layers' backward
   model_.backward(ctx, dx);

@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/nn/language_model_loss.hpp"
 #include "engine/nn/model.hpp"
 
 namespace fsdplab {
@@ -83,7 +84,7 @@ class LlamaModel final : public Model {
   LlamaConfig config_;
   LlamaDecoderStack& model_;
   Linear& lm_head_;
-  Tensor logits_, targets_, lse_;  // saved for backward
+  LanguageModelLoss loss_;
 };
 
 }  // namespace fsdplab

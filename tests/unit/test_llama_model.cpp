@@ -210,6 +210,8 @@ TEST(LlamaModelConfig, BadBatchesError) {
   LlamaModel model(llama_preset("test-tiny"));
   materialise(model, *dev, 1);
   RunContext ctx{*dev};
+  CountsHookCalls hooks;  // on the root: every bad call is refused before FSDP would gather anything
+  model.add_hooks(&hooks);
   const std::vector<std::int32_t> ids17(17, 3);
   Tensor long_seq = ids_tensor(*dev, {1, 17}, ids17);
   std::string e = error_of([&] { model.forward(ctx, {long_seq, long_seq}); });
@@ -219,6 +221,7 @@ TEST(LlamaModelConfig, BadBatchesError) {
   EXPECT_TRUE(contains(e, "targets") && contains(e, "[2, 8] i32")) << e;
   e = error_of([&] { model.backward(ctx); });
   EXPECT_TRUE(contains(e, "backward without a forward")) << e;
+  EXPECT_EQ(hooks.calls, 0);
 }
 
 // ---- numerics on the tiny preset, on each device ---------------------------------------------------

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/nn/module.hpp"
 #include "engine/runtime/device_factory.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/presets.hpp"
@@ -172,6 +173,15 @@ inline double dot(std::span<const float> a, std::span<const float> b) {
   for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
   return s;
 }
+
+// Counts every forward and backward hook call of the modules it is added to (Module::add_hooks).
+struct CountsHookCalls : ModuleHooks {
+  int calls = 0;
+  void pre_forward(Module&, RunContext&) override { ++calls; }
+  void post_forward(Module&, RunContext&) override { ++calls; }
+  void pre_backward(Module&, RunContext&) override { ++calls; }
+  void post_backward(Module&, RunContext&) override { ++calls; }
+};
 
 // A fixture with a fresh folder of its own per test (named for the test and the process, so parallel
 // CTest runs never share one), removed afterwards; and whole-file reads and writes.
