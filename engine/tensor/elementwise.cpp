@@ -134,7 +134,7 @@ void copy(std::byte* dst, const std::byte* src, std::int64_t bytes) {
 // `t` must be f32 or bf16, of any shape.
 void expect_floating(std::string_view op, std::string_view role, const Tensor& t) {
   if (!(t.defined() && (t.dtype() == DType::f32 || t.dtype() == DType::bf16)))
-    fail(op, ": ", role, " must be f32 or bf16, got ", t.defined() ? t.describe() : "an undefined tensor");
+    fail(op, ": ", role, " must be f32 or bf16, got ", t.describe());
 }
 
 // `t` must have the shape and dtype of `ref`.
@@ -142,7 +142,7 @@ void expect_like(std::string_view op, std::string_view role, const Tensor& t, st
                  const Tensor& ref) {
   if (!(t.defined() && t.shape() == ref.shape() && t.dtype() == ref.dtype()))
     fail(op, ": ", role, " must have the shape and dtype of ", ref_role, " ", ref.describe(), ", got ",
-         t.defined() ? t.describe() : "an undefined tensor");
+         t.describe());
 }
 
 // Element i of an output may overwrite element i of an input (in place); any other overlap would

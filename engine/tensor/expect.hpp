@@ -16,7 +16,7 @@ inline void expect_tensor(std::string_view op, std::string_view role, const Tens
                           DType dtype) {
   if (!(t.defined() && t.shape() == shape && t.dtype() == dtype))
     fail(op, ": ", role, " must be ", shape_str(shape), " ", dtype_name(dtype), ", got ",
-         t.defined() ? t.describe() : "an undefined tensor");
+         t.describe());
 }
 
 // `t` must be f32 or bf16 with `ndim` dimensions, described by `dims` (e.g. "[N, C]"); the sizes
@@ -24,13 +24,13 @@ inline void expect_tensor(std::string_view op, std::string_view role, const Tens
 inline void expect_float(std::string_view op, std::string_view role, const Tensor& t, int ndim,
                          std::string_view dims) {
   if (!(t.defined() && t.ndim() == ndim && (t.dtype() == DType::f32 || t.dtype() == DType::bf16)))
-    fail(op, ": ", role, " must be ", dims, " f32 or bf16, got ", t.defined() ? t.describe() : "an undefined tensor");
+    fail(op, ": ", role, " must be ", dims, " f32 or bf16, got ", t.describe());
 }
 
 // `t` must be [N] i32, indices such as token ids or class targets; returns N.
 inline std::int64_t expect_indices(std::string_view op, std::string_view role, const Tensor& t) {
   if (!(t.defined() && t.ndim() == 1 && t.dtype() == DType::i32))
-    fail(op, ": ", role, " must be [N] i32, got ", t.defined() ? t.describe() : "an undefined tensor");
+    fail(op, ": ", role, " must be [N] i32, got ", t.describe());
   return t.dim(0);
 }
 

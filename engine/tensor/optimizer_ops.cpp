@@ -50,7 +50,7 @@ void expect_shapes(std::string_view op, const std::vector<UpdateOperand>& operan
   const auto& [param_role, param] = operands.front();
   if (!(param->defined() && param->dtype() == DType::f32))
     fail(op, ": ", param_role, " must be f32 (updates go to the fp32 master copy), got ",
-         param->defined() ? param->describe() : "an undefined tensor");
+         param->describe());
   for (const auto& [role, t] : operands) expect_tensor(op, role, *t, param->shape(), DType::f32);
 }
 

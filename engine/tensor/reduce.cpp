@@ -26,9 +26,9 @@ void sum(float* out, const F* x, std::int64_t n) {
 void sum(Stream s, const Tensor& x, const Tensor& out) {
   constexpr std::string_view op = "sum";
   if (!(x.defined() && (x.dtype() == DType::f32 || x.dtype() == DType::bf16)))
-    fail(op, ": x must be f32 or bf16, got ", x.defined() ? x.describe() : "an undefined tensor");
+    fail(op, ": x must be f32 or bf16, got ", x.describe());
   if (!(out.defined() && out.numel() == 1 && out.dtype() == DType::f32))
-    fail(op, ": out must be a 1-element f32 tensor, got ", out.defined() ? out.describe() : "an undefined tensor");
+    fail(op, ": out must be a 1-element f32 tensor, got ", out.describe());
   const double n = static_cast<double>(x.numel());
   const OpCost cost{.flops = n, .bytes = static_cast<double>(x.nbytes() + out.nbytes()), .dtype = x.dtype()};
   // out may lie inside x: every element is read before the one write.

@@ -41,7 +41,7 @@ void expect_same(std::string_view op, std::string_view role, const Tensor& t, co
 
 void expect_gate(std::string_view op, const Tensor& gate) {
   if (!(gate.defined() && (gate.dtype() == DType::f32 || gate.dtype() == DType::bf16)))
-    fail(op, ": gate must be f32 or bf16, got ", gate.defined() ? gate.describe() : "an undefined tensor");
+    fail(op, ": gate must be f32 or bf16, got ", gate.describe());
 }
 
 }  // namespace

@@ -109,6 +109,7 @@ std::int64_t Tensor::dim(int i) const {
 }
 
 std::string Tensor::describe() const {
+  if (!defined_) return "an undefined tensor";
   std::ostringstream s;
   s << (name_.empty() ? "tensor" : "'" + name_ + "'") << ' ' << shape_str(shape_) << ' ' << dtype_name(dtype_);
   if (is_meta()) s << " (meta)";

@@ -94,7 +94,7 @@ class Tensor {
     name_ = std::move(name);
     return *this;
   }
-  // "name [2, 3] f32" — for error messages.
+  // "name [2, 3] f32" — for error messages; "an undefined tensor" for a default-constructed one.
   std::string describe() const;
 
   Device& device() const;

@@ -109,6 +109,13 @@ TEST(RuntimeMemory, MetaTensorHasShapeOnly) {
   EXPECT_TRUE(m.view(4, {2, 4}).is_meta());
 }
 
+// Error messages name their tensors with describe(); a default-constructed Tensor names itself too, so a caller
+// never has to ask defined() first.
+TEST(RuntimeMemory, DescribeNamesShapeDtypeOrUndefined) {
+  EXPECT_EQ(Tensor::meta({3, 4}, DType::bf16, "wte").describe(), "'wte' [3, 4] bf16 (meta)");
+  EXPECT_EQ(Tensor{}.describe(), "an undefined tensor");
+}
+
 TEST(RuntimeMemory, ViewsShareStorage) {
   auto dev = make_sim_device();
   Tensor flat = Tensor::empty(*dev, {10}, DType::f32, MemTag::param_full);
