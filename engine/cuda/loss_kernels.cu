@@ -182,7 +182,8 @@ __global__ void cross_entropy_mean_kernel(float* loss, const float* lse, const T
   if (threadIdx.x == 0) *loss = total / static_cast<float>(N);
 }
 
-// The padding columns, from V to the stride, are neither read nor written.
+// dlogits may be the logits (in place): each element is read and then written by the same thread. The padding
+// columns, from V to the stride, are written 0 and never read.
 template <class T>
 __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const std::int32_t* targets,
                                               const float* lse, std::int64_t N, std::int64_t V, std::int64_t stride,
@@ -192,10 +193,14 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
     T* drow = dlogits + n * stride;
     const float row_lse = lse[n];
     const std::int64_t target = targets[n];
-    for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-      const float p = expf(to_f32(row[v]) - row_lse);
-      const float onehot = v == target ? 1.f : 0.f;
-      drow[v] = from_f32<T>(to_f32(drow[v]) + (p - onehot) * scale);
+    for (std::int64_t v = threadIdx.x; v < stride; v += blockDim.x) {
+      float d = 0.f;
+      if (v < V) {
+        const float p = expf(to_f32(row[v]) - row_lse);
+        const float onehot = v == target ? 1.f : 0.f;
+        d = (p - onehot) * scale;
+      }
+      drow[v] = from_f32<T>(d);
     }
   }
 }

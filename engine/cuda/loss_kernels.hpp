@@ -27,7 +27,8 @@ void embedding_backward(CUstream_st* stream, DType dtype, void* dtable, const vo
 // [N, stride], of which the first V columns are the classes and the rest a padded vocabulary's padding.
 void cross_entropy(CUstream_st* stream, DType dtype, float* loss, float* lse, const void* logits,
                    const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t stride);
-// dlogits[:, :V] += (exp(logits[:, :V] - lse) - onehot(targets)) * dloss / N; both [N, stride].
+// dlogits[:, :V] = (exp(logits[:, :V] - lse) - onehot(targets)) * dloss / N, dlogits[:, V:] = 0; both [N, stride],
+// dlogits may be the logits (in place).
 void cross_entropy_backward(CUstream_st* stream, DType dtype, void* dlogits, const void* logits,
                             const std::int32_t* targets, const float* lse, std::int64_t N, std::int64_t V,
                             std::int64_t stride, float dloss);

@@ -67,8 +67,8 @@ std::int64_t attention_saved_bytes(std::int64_t B, std::int64_t H, std::int64_t 
 // With base = 8N + N·C·a + L·S_blk, every moment of the step holds at most one of these (checked
 // allocation by allocation; the loss's 4 bytes live from the forward's end to the step's end):
 //   ln_f forward       base + N·C·a + 8N + T·C·a               its output and stats; the positions still held
-//   backward start     base + N·C·a + 8N + 2·N·V·a + 4N + 4    dlogits [N,V] beside the logits
-//   lm_head backward   base + 2·N·C·a + 8N + N·V·a + 4         its dx beside dlogits (logits and lse freed)
+//   backward start     base + N·C·a + 8N + N·V·a + 4N + 4      dlogits [N,V], written over the logits
+//   lm_head backward   base + 2·N·C·a + 8N + N·V·a + 4         its dx beside dlogits (lse freed)
 //   last Block's       base + 5·N·C·a + 4                      the Block's output freed, lm_head's dx (held
 //     backward                                                 by GPT2Model.backward to its end) and ln_f's dx
 //                                                              live, then mlp.c_proj's dx [N,4C] beside
@@ -84,7 +84,7 @@ ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64
   const std::int64_t block = 16 * N * C * a + attention_saved_bytes(B, H, T, dtype) + 16 * N;
   const std::int64_t base = 8 * N + N * C * a + L * block;
   const std::int64_t peak = base + std::max({N * C * a + 8 * N + T * C * a,
-                                             N * C * a + 8 * N + 2 * N * V * a + 4 * N + 4,
+                                             N * C * a + 8 * N + N * V * a + 4 * N + 4,
                                              2 * N * C * a + 8 * N + N * V * a + 4,
                                              5 * N * C * a + 4});
   // The position ids 0 .. n_positions-1, i32, written once per device and kept.
@@ -110,8 +110,8 @@ ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64
 //
 // With base = 8N + N·C·a + L·S_layer, the step peaks at the largest of these moments (the forward's
 // transients all sit below the first; the last layer's backward starts S_layer above every other's):
-//   backward start     base + N·C·a + 8N + 2·N·V·a + 4        dlogits [N,V] beside the logits
-//   lm_head backward   base + 2·N·C·a + 4N + N·V·a + 4        its dx beside dlogits (logits and lse freed)
+//   backward start     base + N·C·a + 8N + N·V·a + 4          dlogits [N,V], written over the logits
+//   lm_head backward   base + 2·N·C·a + 4N + N·V·a + 4        its dx beside dlogits (lse freed)
 //   last layer's MLP   base + N·C·a + 3·N·F·a + 4             its output freed; lm_head's dx, norm's dx
 //     backward                                                and dgate, dup, down_proj's dx [N,F] beside
 //                                                             gate, up and their product
@@ -131,7 +131,7 @@ ModelMemory llama_memory(const LlamaConfig& config, std::int64_t batch, std::int
   const std::int64_t layer = N * a * (6 * C + 2 * K + 3 * F) + attention_saved_bytes(B, H, T, dtype) + 8 * N;
   const std::int64_t kept_output = uses_flash_attention(dtype) ? N * C * a : 0;
   const std::int64_t base = 8 * N + N * C * a + L * layer;
-  const std::int64_t peak = base + std::max({N * C * a + 8 * N + 2 * N * V * a + 4,
+  const std::int64_t peak = base + std::max({N * C * a + 8 * N + N * V * a + 4,
                                              2 * N * C * a + 4 * N + N * V * a + 4,
                                              N * C * a + 3 * N * F * a + 4,
                                              N * a * (5 * C - 3 * F) - 4 * N + 4 + kept_output});

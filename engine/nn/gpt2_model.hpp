@@ -19,7 +19,7 @@
 // Vp = V rounded up to a multiple of 128 rows (50304), the last Vp - V rows zero:
 //   - the LM head computes logits [N, Vp]; the padding columns are x · 0 = 0;
 //   - the cross-entropy reads the first V columns of each row only, so the padding is masked out of
-//     the softmax, and its backward leaves the padding columns of dlogits at 0;
+//     the softmax, and its backward writes 0 into the padding columns of dlogits;
 //   - so wte's padding rows get a zero gradient from the LM head, and none from the embedding (token
 //     ids are < V): AdamW and SGD keep them 0 (0 moments, 0 decay) for the whole run.
 // The model's numbers are the unpadded model's: the same losses and gradients. What changes is storage:

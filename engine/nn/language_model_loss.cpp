@@ -1,7 +1,6 @@
 #include "engine/nn/language_model_loss.hpp"
 
 #include "engine/runtime/error.hpp"
-#include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/loss.hpp"
 
 namespace fsdplab {
@@ -32,8 +31,7 @@ void LanguageModelLoss::expect_forward() const { check(logits_.defined(), model_
 
 Tensor LanguageModelLoss::backward(RunContext& ctx) {
   expect_forward();
-  Tensor dlogits = ctx.activation(logits_.shape(), "dlogits");
-  fill(ctx.stream(), dlogits, 0);  // the loss backward adds into it
+  Tensor dlogits = logits_;  // in place: the loss backward writes every element, padding included
   cross_entropy_backward(ctx.stream(), logits_, vocab_size_, targets_, lse_, ctx.loss_scale, dlogits);
   logits_ = targets_ = lse_ = Tensor();
   return dlogits;

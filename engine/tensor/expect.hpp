@@ -56,4 +56,15 @@ inline void expect_disjoint(std::string_view op, std::initializer_list<Operand> 
   }
 }
 
+// For the ops that may work in place: `out` is either the very elements of `in` (same storage, same offset;
+// the kernel reads each element before it writes it) or shares no byte with it. A partial overlap would
+// let one element's write reach another element's read.
+inline void expect_in_place_or_disjoint(std::string_view op, Operand in, Operand out) {
+  const bool in_place =
+      out.tensor->storage_ptr() == in.tensor->storage_ptr() && out.tensor->offset() == in.tensor->offset();
+  if (!(in_place || !out.tensor->overlaps(*in.tensor)))
+    fail(op, ": ", out.role, " ", out.tensor->describe(), " partly overlaps ", in.role, " ", in.tensor->describe(),
+         "; it must be the very same elements (in place) or disjoint");
+}
+
 }  // namespace fsdplab

@@ -3,8 +3,8 @@
 // cross-entropy i32. The upstream gradient dloss is a float: 1 for the loss itself, or a scale
 // (gradient accumulation over micro-batches passes 1 / steps).
 //
-// What an op writes must not share memory with its other operands (an Error): no op here works in
-// place.
+// What an op writes must not share memory with its other operands (an Error), with one exception: the
+// cross-entropy's backward may write the logits' gradient over the logits themselves.
 #pragma once
 #include <cstdint>
 
@@ -24,8 +24,11 @@ namespace fsdplab {
 void cross_entropy(Stream s, const Tensor& logits, std::int64_t vocab, const Tensor& targets, const Tensor& loss,
                    const Tensor& lse);
 
-// ADDS (softmax(logits[:, :V]) - onehot(targets)) / N * dloss into dlogits[:, :V] (callers zero it first),
-// as autograd accumulates. dlogits: [N, Vp] like the logits; its padding columns are never written.
+// WRITES dlogits[:, :V] = (softmax(logits[:, :V]) - onehot(targets)) / N * dloss, and 0 into the padding
+// columns. dlogits: [N, Vp] like the logits, and may be the logits themselves. Unlike the other backward ops,
+// it does not add into its output: the logits' gradient is the step's largest activation ([N, Vp]), and
+// writing it in place over the logits, which nothing reads after the loss, keeps one such buffer out of the
+// backward's peak and saves zeroing and reading one (llm.c does the same).
 void cross_entropy_backward(Stream s, const Tensor& logits, std::int64_t vocab, const Tensor& targets,
                             const Tensor& lse, float dloss, const Tensor& dlogits);
 

@@ -94,10 +94,7 @@ void rope(Stream s, const Tensor& x, const Tensor& out, int n_heads, float theta
   const RopeSizes z = rope_sizes(op, "x", x, n_heads, theta);
   expect_tensor(op, "out", out, x.shape(), x.dtype());
   // Each pair is read whole before it is written, so in place is safe; a partial overlap is not.
-  const bool in_place = out.storage_ptr() == x.storage_ptr() && out.offset() == x.offset();
-  if (!(in_place || !out.overlaps(x)))
-    fail(op, ": out ", out.describe(), " partly overlaps x ", x.describe(),
-         "; it must be the very same elements (in place) or disjoint");
+  expect_in_place_or_disjoint(op, {"x", &x}, {"out", &out});
   launch_op(s, std::string(op), rope_cost(x, z, false), {{&x}, {&out}}, {.host = [&] {
     dispatch_float(x.dtype(), [&](auto zero) {
       using F = decltype(zero);

@@ -1,8 +1,8 @@
 // The loss kernels' own source (engine/cuda/loss_kernels.cu), run on CPU threads by cuda_threads_on_cpu.hpp: the
 // cross-entropy over a padded vocabulary ([Note: the padded vocabulary] in engine/nn/gpt2_model.hpp), whose rows
-// are `stride` apart with V classes each, against a plain reference in double. The padding columns hold NaN: a
-// kernel that read one would carry it into the loss, and one that wrote dlogits' padding would change its
-// sentinel.
+// are `stride` apart with V classes each, against a plain reference in double. The padding columns of the logits
+// hold NaN: a kernel that read one would carry it into the loss or the gradient. The backward writes its gradient
+// over a sentinel, and once more over the logits themselves (in place).
 #include "cuda_threads_on_cpu.hpp"
 
 // The kernels, rewritten by kernels_on_cpu.cmake (op scratch: op_scratch_on_cpu.cpp).
@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -20,22 +21,21 @@ namespace fsdplab {
 
 namespace {
 
-constexpr float kSentinel = 7.f;  // what dlogits' padding holds before the backward, and must hold after
+constexpr float kSentinel = 7.f;  // what a separate dlogits holds before the backward writes every element of it
 
 struct CrossEntropyCase {
   std::int64_t N, V, stride;
   float dloss;
 };
 
-// loss, lse and dlogits = dlogits0 + (softmax - onehot) * dloss / N, in double over the first V columns.
+// loss, lse and dlogits = (softmax - onehot) * dloss / N, in double over the first V columns.
 struct Reference {
   double loss = 0;
   std::vector<double> lse, dlogits;
 };
 
-Reference reference(const CrossEntropyCase& c, const std::vector<float>& logits, const std::vector<std::int32_t>& targets,
-                    const std::vector<float>& dlogits0) {
-  Reference r{0, std::vector<double>(static_cast<std::size_t>(c.N)), std::vector<double>(dlogits0.begin(), dlogits0.end())};
+Reference reference(const CrossEntropyCase& c, const std::vector<float>& logits, const std::vector<std::int32_t>& targets) {
+  Reference r{0, std::vector<double>(static_cast<std::size_t>(c.N)), std::vector<double>(logits.size(), 0.)};
   for (std::int64_t n = 0; n < c.N; ++n) {
     const float* row = logits.data() + n * c.stride;
     double max = -std::numeric_limits<double>::infinity(), sum = 0;
@@ -44,12 +44,12 @@ Reference reference(const CrossEntropyCase& c, const std::vector<float>& logits,
     r.lse[n] = max + std::log(sum);
     r.loss += (r.lse[n] - row[targets[n]]) / static_cast<double>(c.N);
     for (std::int64_t v = 0; v < c.V; ++v)
-      r.dlogits[n * c.stride + v] += (std::exp(row[v] - r.lse[n]) - (v == targets[n] ? 1 : 0)) * c.dloss / c.N;
+      r.dlogits[n * c.stride + v] = (std::exp(row[v] - r.lse[n]) - (v == targets[n] ? 1 : 0)) * c.dloss / c.N;
   }
   return r;
 }
 
-TEST(LossKernelsOnCpu, CrossEntropyOverAPaddedVocabularyReadsAndWritesTheClassesOnly) {
+TEST(LossKernelsOnCpu, CrossEntropyOverAPaddedVocabularyReadsTheClassesOnlyAndZeroesThePadding) {
   // A vocabulary longer than a block's 512 threads, padded to a multiple of 128; and one padded by a single
   // column less than a warp.
   for (const CrossEntropyCase& c : {CrossEntropyCase{5, 1001, 1024, 0.7f}, CrossEntropyCase{3, 33, 34, 1.f}}) {
@@ -57,21 +57,20 @@ TEST(LossKernelsOnCpu, CrossEntropyOverAPaddedVocabularyReadsAndWritesTheClasses
     std::mt19937 rng(static_cast<std::uint32_t>(c.V));
     std::uniform_real_distribution<float> u(-4.f, 4.f);
     std::vector<float> logits(static_cast<std::size_t>(c.N * c.stride), std::numeric_limits<float>::quiet_NaN());
-    std::vector<float> dlogits(logits.size(), kSentinel);
     for (std::int64_t n = 0; n < c.N; ++n)
-      for (std::int64_t v = 0; v < c.V; ++v) {
-        logits[n * c.stride + v] = u(rng);
-        dlogits[n * c.stride + v] = 0.1f * u(rng);
-      }
+      for (std::int64_t v = 0; v < c.V; ++v) logits[n * c.stride + v] = u(rng);
     std::vector<std::int32_t> targets(static_cast<std::size_t>(c.N));
     for (std::int64_t n = 0; n < c.N; ++n) targets[n] = static_cast<std::int32_t>(n == 0 ? c.V - 1 : (n * 37) % c.V);
-    const Reference want = reference(c, logits, targets, dlogits);
+    const Reference want = reference(c, logits, targets);
 
     float loss = std::numeric_limits<float>::quiet_NaN();
     std::vector<float> lse(static_cast<std::size_t>(c.N), std::numeric_limits<float>::quiet_NaN());
     cuda::cross_entropy(nullptr, DType::f32, &loss, lse.data(), logits.data(), targets.data(), c.N, c.V, c.stride);
+    std::vector<float> dlogits(logits.size(), kSentinel), in_place = logits;
     cuda::cross_entropy_backward(nullptr, DType::f32, dlogits.data(), logits.data(), targets.data(), lse.data(), c.N,
                                  c.V, c.stride, c.dloss);
+    cuda::cross_entropy_backward(nullptr, DType::f32, in_place.data(), in_place.data(), targets.data(), lse.data(),
+                                 c.N, c.V, c.stride, c.dloss);
 
     EXPECT_NEAR(loss, want.loss, 1e-5 * want.loss);
     for (std::int64_t n = 0; n < c.N; ++n) EXPECT_NEAR(lse[n], want.lse[n], 1e-5 * std::abs(want.lse[n])) << "row " << n;
@@ -81,8 +80,10 @@ TEST(LossKernelsOnCpu, CrossEntropyOverAPaddedVocabularyReadsAndWritesTheClasses
         if (v < c.V) {
           ASSERT_NEAR(dlogits[i], want.dlogits[i], 1e-6) << "row " << n << ", class " << v;
         } else {
-          ASSERT_EQ(dlogits[i], kSentinel) << "row " << n << ", padding column " << v << " was written";
+          ASSERT_EQ(dlogits[i], 0.f) << "row " << n << ", padding column " << v << " not zeroed";
         }
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(in_place[i]), std::bit_cast<std::uint32_t>(dlogits[i]))
+            << "row " << n << ", column " << v << ": in place differs from a separate dlogits";
       }
   }
 }

@@ -14,10 +14,12 @@
 #include <random>
 #include <set>
 
+#include "engine/fsdp/memory_model.hpp"
 #include "engine/nn/checkpoint.hpp"
 #include "engine/nn/safetensors.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/optimizer_ops.hpp"
+#include "activation_peak.hpp"
 #include "test_support.hpp"
 
 namespace fsdplab {
@@ -588,6 +590,41 @@ TEST_P(Gpt2ModelTiny, Bf16RunTracksF32) {
 }
 
 FSDPLAB_ON_EACH_DEVICE(Gpt2ModelTiny);
+
+// ---- activation memory against the analytic model ------------------------------------------------
+
+class Gpt2ModelMemory : public OnEachDevice {
+ protected:
+  std::int64_t measured(const Gpt2Config& config, std::int64_t B, std::int64_t T, DType dtype) const {
+    return measured_activation_peak<Gpt2Model>(*device(), config, B, T, dtype);
+  }
+};
+
+TEST_P(Gpt2ModelMemory, ActivationPeakIsTheFormulaToTheByte) {
+  const Gpt2Config tiny = gpt2_preset("test-tiny");
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (auto [B, T] : {std::pair<std::int64_t, std::int64_t>{2, 8}, {1, 16}, {3, 5}})
+      EXPECT_EQ(measured(tiny, B, T, dtype), gpt2_memory(tiny, B, T, dtype).activation)
+          << dtype_name(dtype) << " B " << B << " T " << T;
+  // A large, padded vocabulary puts the peak at the LM head's backward, where the logits' gradient (written
+  // over the logits) sits beside the head's dx.
+  Gpt2Config vocab = tiny;
+  vocab.vocab_size = 1000;
+  vocab.vocab_multiple = 128;
+  EXPECT_EQ(measured(vocab, 2, 8, DType::f32), gpt2_memory(vocab, 2, 8, DType::f32).activation);
+}
+
+FSDPLAB_ON_EACH_DEVICE(Gpt2ModelMemory);
+
+// GPT-2 124M at 4 x 1024 tokens, the H100 runs' shape, on shapes alone: the formula to the byte, and the
+// logits' gradient taking the logits' place rather than a second [N, Vp] buffer beside them.
+TEST(Gpt2ModelDryRunMemory, OneTwentyFourMillionStepIsTheFormulaToTheByte) {
+  const Gpt2Config small = gpt2_preset("gpt2");
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const std::int64_t peak = dry_run_activation_peak<Gpt2Model>(small, 4, 1024, dtype);
+    EXPECT_EQ(peak, gpt2_memory(small, 4, 1024, dtype).activation) << dtype_name(dtype);
+  }
+}
 
 TEST(Gpt2ModelDryRun, Gpt2SmallStepRunsOnShapesAlone) {
   auto dev = make_sim_device(0, {.dry_run = true});

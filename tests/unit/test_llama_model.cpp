@@ -23,6 +23,7 @@
 #include "engine/tensor/optimizer_ops.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
+#include "activation_peak.hpp"
 #include "test_support.hpp"
 
 namespace fsdplab {
@@ -455,44 +456,10 @@ FSDPLAB_ON_EACH_DEVICE(LlamaModelTiny);
 
 // ---- activation memory against the analytic model ------------------------------------------------
 
-// The activation peak of one forward and backward over the batch on `dev` (a fresh device: its ledger's
-// peak is the run's), and the ledger's peak beside the formula. Parameters are tagged param_full, so the
-// activation tag holds the batch and what the model keeps, as in a training step. A dry run allocates
-// the same and computes nothing.
-std::int64_t measured_activation_peak(Device& dev, const LlamaConfig& config, std::int64_t B, std::int64_t T,
-                                      DType dtype) {
-  const bool dry = dev.dry_run();
-  dev.set_keep_op_log(false);
-  LlamaModel model(config);
-  for (Parameter* p : model.parameters()) {
-    p->value = Tensor::empty(dev, p->shape, dtype, MemTag::param_full, p->name);
-    p->grad = Tensor::empty(dev, p->shape, dtype, MemTag::grad_full, p->name + ".grad");
-    if (!dry) {
-      fill(compute(dev), p->value, 0.01f);
-      fill(compute(dev), p->grad, 0);
-    }
-  }
-  RunContext ctx{dev, dtype};
-  const Batch batch{Tensor::empty(dev, {B, T}, DType::i32, MemTag::activation, "input ids"),
-                    Tensor::empty(dev, {B, T}, DType::i32, MemTag::activation, "target ids")};
-  if (!dry) {
-    const std::vector<std::int32_t> ids(static_cast<std::size_t>(B * T), 1);
-    batch.inputs.copy_from(std::span<const std::int32_t>(ids));
-    batch.targets.copy_from(std::span<const std::int32_t>(ids));
-  }
-  { const Tensor loss = model.forward(ctx, batch); model.backward(ctx); }
-  dev.synchronize();
-  return dev.ledger().peak(MemTag::activation);
-}
-
-std::int64_t dry_run_activation_peak(const LlamaConfig& config, std::int64_t B, std::int64_t T, DType dtype) {
-  return measured_activation_peak(*make_sim_device(0, {.dry_run = true}), config, B, T, dtype);
-}
-
 class LlamaModelMemory : public OnEachDevice {
  protected:
   std::int64_t measured(const LlamaConfig& config, std::int64_t B, std::int64_t T, DType dtype) const {
-    return measured_activation_peak(*device(), config, B, T, dtype);
+    return measured_activation_peak<LlamaModel>(*device(), config, B, T, dtype);
   }
 };
 
@@ -523,12 +490,13 @@ FSDPLAB_ON_EACH_DEVICE(LlamaModelMemory);
 TEST(LlamaModelDryRunMemory, ActivationPeakIsTheFormulaToTheByte) {
   LlamaConfig narrow = llama_preset("test-tiny");
   narrow.intermediate_size = 8;
-  EXPECT_EQ(dry_run_activation_peak(narrow, 2, 8, DType::bf16), llama_memory(narrow, 2, 8, DType::bf16).activation);
+  EXPECT_EQ(dry_run_activation_peak<LlamaModel>(narrow, 2, 8, DType::bf16),
+            llama_memory(narrow, 2, 8, DType::bf16).activation);
 }
 
 TEST(LlamaModelDryRunMemory, SevenBillionStepOnShapesAlone) {
   const LlamaConfig seven = llama_preset("7b");
-  const std::int64_t peak = dry_run_activation_peak(seven, 1, 128, DType::bf16);
+  const std::int64_t peak = dry_run_activation_peak<LlamaModel>(seven, 1, 128, DType::bf16);
   EXPECT_EQ(peak, llama_memory(seven, 1, 128, DType::bf16).activation);
   EXPECT_GT(peak, 32LL * 128 * 32 * 128 * 4) << "at least the attention probabilities of 32 layers";
 }

@@ -46,32 +46,45 @@ struct CrossEntropyOutputs {
   std::vector<float> lse, dlogits;
 };
 
-CrossEntropyOutputs run_cross_entropy(const std::vector<float>& logits, const std::vector<float>& dlogits0,
-                                      DType dt, DeviceKind kind) {
+// The forward, then the backward: into a separate dlogits that holds garbage (every element must be written),
+// or `in_place` over the logits themselves, as LanguageModelLoss runs it.
+CrossEntropyOutputs run_cross_entropy(const std::vector<float>& logits, DType dt, DeviceKind kind,
+                                      bool in_place = false) {
   auto dev = make_test_device(kind);
   Tensor tlogits = tensor_from(*dev, {N, V}, logits, dt), targets = targets_tensor(*dev, kTargets);
-  Tensor loss = leftovers(*dev, {1}), lse = leftovers(*dev, {N}), dlogits = tensor_from(*dev, {N, V}, dlogits0, dt);
+  Tensor loss = leftovers(*dev, {1}), lse = leftovers(*dev, {N});
+  Tensor dlogits = in_place ? tlogits : tensor_from(*dev, {N, V}, random_values(N * V, 40, -9.f, 9.f), dt);
   cross_entropy(compute(*dev), tlogits, V, targets, loss, lse);
   cross_entropy_backward(compute(*dev), tlogits, V, targets, lse, kDloss, dlogits);
   return {read(loss)[0], read(lse), read(dlogits)};
 }
 
-std::vector<double> expected_dlogits(const std::vector<float>& logits, const std::vector<float>& dlogits0) {
-  return plus(dlogits0, numeric_grad([](std::span<const float> x) { return kDloss * cross_entropy_ref(x).loss; },
-                                     logits));
+std::vector<double> expected_dlogits(const std::vector<float>& logits) {
+  return numeric_grad([](std::span<const float> x) { return kDloss * cross_entropy_ref(x).loss; }, logits);
 }
 
 // The numerical tests run on every device; the errors, found by the host body's checks, on the sim device.
 class NnOpsCrossEntropyTest : public OnEachDevice {};
 class NnOpsMseLossTest : public OnEachDevice {};
 
-TEST_P(NnOpsCrossEntropyTest, MatchesReferenceAndBackwardAddsFiniteDifferences) {
-  const auto logits = random_values(N * V, 41, -3.f, 3.f), dlogits0 = random_values(N * V, 42);
-  const auto got = run_cross_entropy(logits, dlogits0, DType::f32, GetParam());
+TEST_P(NnOpsCrossEntropyTest, MatchesReferenceAndBackwardIsFiniteDifferences) {
+  const auto logits = random_values(N * V, 41, -3.f, 3.f);
+  const auto got = run_cross_entropy(logits, DType::f32, GetParam());
   const auto ref = cross_entropy_ref(logits);
   EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss);
   EXPECT_TRUE(all_close(got.lse, ref.lse, 1e-5, 1e-6));
-  EXPECT_TRUE(all_close(got.dlogits, expected_dlogits(logits, dlogits0), kGradAtol, kGradRtol));
+  EXPECT_TRUE(all_close(got.dlogits, expected_dlogits(logits), kGradAtol, kGradRtol));
+}
+
+TEST_P(NnOpsCrossEntropyTest, InPlaceOverTheLogitsIsBitForBitTheSeparateGradient) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const auto logits = rounded_to_bf16(random_values(N * V, 42, -3.f, 3.f));
+    const auto separate = run_cross_entropy(logits, dt, GetParam());
+    const auto in_place = run_cross_entropy(logits, dt, GetParam(), true);
+    EXPECT_EQ(in_place.loss, separate.loss);
+    EXPECT_EQ(in_place.dlogits, separate.dlogits);
+  }
 }
 
 TEST_P(NnOpsCrossEntropyTest, LargeLogitsDoNotOverflow) {
@@ -79,7 +92,7 @@ TEST_P(NnOpsCrossEntropyTest, LargeLogitsDoNotOverflow) {
   // which bounds the loss's and the gradient's accuracy.
   auto logits = random_values(N * V, 43, -3.f, 3.f);
   for (float& v : logits) v += 500.f;
-  const auto got = run_cross_entropy(logits, std::vector<float>(N * V, 0.f), DType::f32, GetParam());
+  const auto got = run_cross_entropy(logits, DType::f32, GetParam());
   EXPECT_NEAR(got.loss, cross_entropy_ref(logits).loss, 1e-4);
   std::vector<double> want(N * V);  // the analytic gradient: (softmax - onehot) / N * dloss
   const auto ref = cross_entropy_ref(logits);
@@ -93,12 +106,11 @@ TEST_P(NnOpsCrossEntropyTest, Bf16LogitsGiveTheF32LossAndGradientsRoundedOnce) {
   // The reference sees the same bf16-rounded logits; the loss and lse stay f32, dlogits may differ
   // by one rounding (plus the finite differences' error).
   const auto logits = rounded_to_bf16(random_values(N * V, 44, -3.f, 3.f));
-  const auto dlogits0 = rounded_to_bf16(random_values(N * V, 45));
-  const auto got = run_cross_entropy(logits, dlogits0, DType::bf16, GetParam());
+  const auto got = run_cross_entropy(logits, DType::bf16, GetParam());
   const auto ref = cross_entropy_ref(logits);
   EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss);
   EXPECT_TRUE(all_close(got.lse, ref.lse, 1e-5, 1e-6));
-  EXPECT_TRUE(all_close(got.dlogits, expected_dlogits(logits, dlogits0), kGradAtol, kBf16Rtol + kGradRtol));
+  EXPECT_TRUE(all_close(got.dlogits, expected_dlogits(logits), kGradAtol, kBf16Rtol + kGradRtol));
 }
 
 TEST_P(NnOpsCrossEntropyTest, AVocabularyOfThousandsMatchesTheReference) {
@@ -127,32 +139,33 @@ TEST_P(NnOpsCrossEntropyTest, AVocabularyOfThousandsMatchesTheReference) {
   EXPECT_TRUE(all_close(read(dlogits), dlogits_want, 1e-8, 1e-4));
 }
 
-TEST_P(NnOpsCrossEntropyTest, APaddedVocabularyNeitherReadsNorWritesItsPadding) {
-  // [Note: the padded vocabulary]: logits [N, Vp] with V classes. NaN in the padding columns would
-  // poison any max or sum that read them; the backward must leave dlogits' padding exactly as it was.
+TEST_P(NnOpsCrossEntropyTest, APaddedVocabularyNeverReadsItsPaddingAndZeroesItsGradient) {
+  // [Note: the padded vocabulary]: logits [N, Vp] with V classes. NaN in the padding columns would poison any
+  // max or sum that read them; the backward writes 0 into dlogits' padding, so that the LM head's weight
+  // gradient leaves the padding rows at 0. Both with dlogits separate (holding garbage) and in place.
   constexpr int Vp = 16;
-  const auto logits = random_values(N * V, 47, -3.f, 3.f), dlogits0 = random_values(N * V, 48);
-  const auto unpadded = run_cross_entropy(logits, dlogits0, DType::f32, GetParam());
+  const auto logits = random_values(N * V, 47, -3.f, 3.f);
+  const auto unpadded = run_cross_entropy(logits, DType::f32, GetParam());
   std::vector<float> padded_logits(N * Vp, std::numeric_limits<float>::quiet_NaN());
-  std::vector<float> padded_dlogits0 = random_values(N * Vp, 49);
   for (int n = 0; n < N; ++n)
-    for (int v = 0; v < V; ++v) {
-      padded_logits[n * Vp + v] = logits[n * V + v];
-      padded_dlogits0[n * Vp + v] = dlogits0[n * V + v];
-    }
-  auto dev = device();
-  Tensor tlogits = tensor_from(*dev, {N, Vp}, padded_logits), targets = targets_tensor(*dev, kTargets);
-  Tensor loss = leftovers(*dev, {1}), lse = leftovers(*dev, {N}), dlogits = tensor_from(*dev, {N, Vp}, padded_dlogits0);
-  cross_entropy(compute(*dev), tlogits, V, targets, loss, lse);
-  cross_entropy_backward(compute(*dev), tlogits, V, targets, lse, kDloss, dlogits);
-  EXPECT_EQ(read(loss)[0], unpadded.loss) << "the same sums in the same order";
-  EXPECT_EQ(read(lse), unpadded.lse);
-  const std::vector<float> got = read(dlogits);
-  for (int n = 0; n < N; ++n)
-    for (int v = 0; v < Vp; ++v) {
-      const float want = v < V ? unpadded.dlogits[n * V + v] : padded_dlogits0[n * Vp + v];
-      ASSERT_EQ(got[n * Vp + v], want) << "row " << n << ", column " << v << (v < V ? "" : " (padding)");
-    }
+    for (int v = 0; v < V; ++v) padded_logits[n * Vp + v] = logits[n * V + v];
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "separate");
+    auto dev = device();
+    Tensor tlogits = tensor_from(*dev, {N, Vp}, padded_logits), targets = targets_tensor(*dev, kTargets);
+    Tensor loss = leftovers(*dev, {1}), lse = leftovers(*dev, {N});
+    Tensor dlogits = in_place ? tlogits : tensor_from(*dev, {N, Vp}, random_values(N * Vp, 49));
+    cross_entropy(compute(*dev), tlogits, V, targets, loss, lse);
+    cross_entropy_backward(compute(*dev), tlogits, V, targets, lse, kDloss, dlogits);
+    EXPECT_EQ(read(loss)[0], unpadded.loss) << "the same sums in the same order";
+    EXPECT_EQ(read(lse), unpadded.lse);
+    const std::vector<float> got = read(dlogits);
+    for (int n = 0; n < N; ++n)
+      for (int v = 0; v < Vp; ++v) {
+        const float want = v < V ? unpadded.dlogits[n * V + v] : 0.f;
+        ASSERT_EQ(got[n * Vp + v], want) << "row " << n << ", column " << v << (v < V ? "" : " (padding)");
+      }
+  }
 }
 
 TEST(NnOpsCrossEntropy, BadOperandsAreErrors) {
@@ -179,6 +192,11 @@ TEST(NnOpsCrossEntropy, BadOperandsAreErrors) {
                            {"cross_entropy", "expected a vocabulary of 1 to 9 classes", "got 10"}));
   EXPECT_TRUE(throws_error([&] { cross_entropy_backward(s, logits, 0, targets, lse, 1.f, dlogits); },
                            {"cross_entropy_backward", "expected a vocabulary of 1 to 9 classes", "got 0"}));
+  // In place means the very same elements: dlogits one row off the logits would read rows it already wrote.
+  Tensor rows = zeros(*dev, {N + 1, V});
+  EXPECT_TRUE(throws_error(
+      [&] { cross_entropy_backward(s, rows.view(0, {N, V}), V, targets, lse, 1.f, rows.view(V, {N, V})); },
+      {"cross_entropy_backward: dlogits", "partly overlaps logits", "in place"}));
   // A target in the padding is outside the vocabulary, though inside the logits.
   EXPECT_TRUE(throws_error([&] { cross_entropy(s, logits, 8, targets, loss, lse); },
                            {"target 8 of row 1", "outside the vocabulary [0, 8)"}));
