@@ -145,17 +145,6 @@ void expect_like(std::string_view op, std::string_view role, const Tensor& t, st
          t.describe());
 }
 
-// Element i of an output may overwrite element i of an input (in place); any other overlap would
-// make the op read elements it has already overwritten.
-void expect_in_place_or_disjoint(std::string_view op, std::string_view out_role, const Tensor& out,
-                                 std::string_view in_role, const Tensor& in) {
-  const bool same = out.storage_ptr() == in.storage_ptr() && out.offset() == in.offset() && out.dtype() == in.dtype() &&
-                    out.numel() == in.numel();
-  if (!(same || !out.overlaps(in)))
-    fail(op, ": ", out_role, " ", out.describe(), " partly overlaps ", in_role, " ", in.describe(),
-         "; it must be the very same elements (in place) or disjoint");
-}
-
 double elem_size(const Tensor& t) { return static_cast<double>(dtype_size(t.dtype())); }
 
 // The checks of a unary op: x float, out of x's shape and dtype (or x itself).

@@ -42,7 +42,8 @@ struct Operand {
 
 // No tensor in `writes` shares a byte with another operand, read or written. The kernels write
 // outputs while still reading inputs (a row's statistics, another head's q, k and v), so an alias
-// would silently corrupt the result; in place is not supported by these ops.
+// would silently corrupt the result. An op that may work in place checks that one pair with
+// expect_in_place_or_disjoint instead.
 inline void expect_disjoint(std::string_view op, std::initializer_list<Operand> reads,
                             std::initializer_list<Operand> writes) {
   for (auto w = writes.begin(); w != writes.end(); ++w) {
@@ -56,14 +57,15 @@ inline void expect_disjoint(std::string_view op, std::initializer_list<Operand> 
   }
 }
 
-// For the ops that may work in place: `out` is either the very elements of `in` (same storage, same offset;
-// the kernel reads each element before it writes it) or shares no byte with it. A partial overlap would
-// let one element's write reach another element's read.
-inline void expect_in_place_or_disjoint(std::string_view op, Operand in, Operand out) {
-  const bool in_place =
-      out.tensor->storage_ptr() == in.tensor->storage_ptr() && out.tensor->offset() == in.tensor->offset();
-  if (!(in_place || !out.tensor->overlaps(*in.tensor)))
-    fail(op, ": ", out.role, " ", out.tensor->describe(), " partly overlaps ", in.role, " ", in.tensor->describe(),
+// For the ops that may work in place: `out` is either the very elements of `in` (same storage, offset, dtype and
+// count: element i of the output overwrites element i of the input, read just before) or shares no byte with it.
+// Any other overlap would make the op read elements it has already overwritten.
+inline void expect_in_place_or_disjoint(std::string_view op, std::string_view out_role, const Tensor& out,
+                                        std::string_view in_role, const Tensor& in) {
+  const bool same = out.storage_ptr() == in.storage_ptr() && out.offset() == in.offset() && out.dtype() == in.dtype() &&
+                    out.numel() == in.numel();
+  if (!(same || !out.overlaps(in)))
+    fail(op, ": ", out_role, " ", out.describe(), " partly overlaps ", in_role, " ", in.describe(),
          "; it must be the very same elements (in place) or disjoint");
 }
 

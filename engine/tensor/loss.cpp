@@ -124,7 +124,7 @@ void cross_entropy_backward(Stream s, const Tensor& logits, std::int64_t vocab, 
   expect_tensor(op, "targets", targets, {N}, DType::i32);
   expect_tensor(op, "lse", lse, {N}, DType::f32);
   expect_tensor(op, "dlogits", dlogits, {N, stride}, dt);
-  expect_in_place_or_disjoint(op, {"logits", &logits}, {"dlogits", &dlogits});
+  expect_in_place_or_disjoint(op, "dlogits", dlogits, "logits", logits);
   expect_disjoint(op, {{"targets", &targets}, {"lse", &lse}}, {{"dlogits", &dlogits}});
 
   const double nv = static_cast<double>(N * V);

@@ -94,7 +94,7 @@ void rope(Stream s, const Tensor& x, const Tensor& out, int n_heads, float theta
   const RopeSizes z = rope_sizes(op, "x", x, n_heads, theta);
   expect_tensor(op, "out", out, x.shape(), x.dtype());
   // Each pair is read whole before it is written, so in place is safe; a partial overlap is not.
-  expect_in_place_or_disjoint(op, {"x", &x}, {"out", &out});
+  expect_in_place_or_disjoint(op, "out", out, "x", x);
   launch_op(s, std::string(op), rope_cost(x, z, false), {{&x}, {&out}}, {.host = [&] {
     dispatch_float(x.dtype(), [&](auto zero) {
       using F = decltype(zero);
