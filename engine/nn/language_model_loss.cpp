@@ -5,16 +5,18 @@
 
 namespace fsdplab {
 
+// The messages are built only on failure (fail, not check): this runs before every forward.
 void LanguageModelLoss::check_batch(const Batch& batch, std::int64_t max_positions,
                                     std::string_view positions_field) const {
   const Tensor& in = batch.inputs;
-  check(in.defined() && in.ndim() == 2 && in.dtype() == DType::i32 && in.numel() > 0, model_,
-        ": batch.inputs must be [B, T] i32 token ids, got ", in.describe());
-  check(in.dim(1) <= max_positions, model_, ": a sequence of at most ", positions_field, " = ", max_positions,
-        " tokens, got T = ", in.dim(1), " in ", in.describe());
-  check(batch.targets.defined() && batch.targets.shape() == in.shape() && batch.targets.dtype() == DType::i32,
-        model_, ": batch.targets must be ", shape_str(in.shape()), " i32 like the inputs, got ",
-        batch.targets.describe());
+  if (!(in.defined() && in.ndim() == 2 && in.dtype() == DType::i32 && in.numel() > 0))
+    fail(model_, ": batch.inputs must be [B, T] i32 token ids, got ", in.describe());
+  if (!(in.dim(1) <= max_positions))
+    fail(model_, ": a sequence of at most ", positions_field, " = ", max_positions, " tokens, got T = ", in.dim(1),
+         " in ", in.describe());
+  if (!(batch.targets.defined() && batch.targets.shape() == in.shape() && batch.targets.dtype() == DType::i32))
+    fail(model_, ": batch.targets must be ", shape_str(in.shape()), " i32 like the inputs, got ",
+         batch.targets.describe());
 }
 
 Tensor LanguageModelLoss::forward(RunContext& ctx, const Tensor& logits, const Tensor& targets) {
