@@ -47,4 +47,14 @@ std::int64_t dry_run_activation_peak(const Config& config, std::int64_t B, std::
   return measured_activation_peak<Model>(*make_sim_device(0, {.dry_run = true}), config, B, T, dtype);
 }
 
+// A test on each device of Model's activation peak: measured(...) runs it on a fresh device of the test's kind.
+template <class Model>
+class ActivationPeakTest : public OnEachDevice {
+ protected:
+  template <class Config>
+  std::int64_t measured(const Config& config, std::int64_t B, std::int64_t T, DType dtype) const {
+    return measured_activation_peak<Model>(*device(), config, B, T, dtype);
+  }
+};
+
 }  // namespace fsdplab::testing

@@ -593,12 +593,7 @@ FSDPLAB_ON_EACH_DEVICE(Gpt2ModelTiny);
 
 // ---- activation memory against the analytic model ------------------------------------------------
 
-class Gpt2ModelMemory : public OnEachDevice {
- protected:
-  std::int64_t measured(const Gpt2Config& config, std::int64_t B, std::int64_t T, DType dtype) const {
-    return measured_activation_peak<Gpt2Model>(*device(), config, B, T, dtype);
-  }
-};
+using Gpt2ModelMemory = ActivationPeakTest<Gpt2Model>;
 
 TEST_P(Gpt2ModelMemory, ActivationPeakIsTheFormulaToTheByte) {
   const Gpt2Config tiny = gpt2_preset("test-tiny");

@@ -456,12 +456,7 @@ FSDPLAB_ON_EACH_DEVICE(LlamaModelTiny);
 
 // ---- activation memory against the analytic model ------------------------------------------------
 
-class LlamaModelMemory : public OnEachDevice {
- protected:
-  std::int64_t measured(const LlamaConfig& config, std::int64_t B, std::int64_t T, DType dtype) const {
-    return measured_activation_peak<LlamaModel>(*device(), config, B, T, dtype);
-  }
-};
+using LlamaModelMemory = ActivationPeakTest<LlamaModel>;
 
 TEST_P(LlamaModelMemory, ActivationPeakIsTheFormulaToTheByte) {
   const LlamaConfig tiny = llama_preset("test-tiny");
