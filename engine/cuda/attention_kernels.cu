@@ -11,26 +11,21 @@
 // cannot see does not leak in through 0 * inf.
 //
 // Forward: one block per (b, h, query tile), the longest rows first. Pass 1 writes the scaled scores
-// q . k_j / sqrt(hd) of keys j <= t into the att rows (att is the scratch: the op may not allocate); pass 2
-// turns each row into its softmax (a warp a row: max, exp and sum, normalise, as the host, and zeros
-// above the diagonal); pass 3 accumulates out = att v over the key tiles.
+// q . k_j / sqrt(hd) of keys j <= t into the att rows (att is their scratch); pass 2 turns each row into its
+// softmax (a warp a row: max, exp and sum, normalise, as the host, and zeros above the diagonal); pass 3
+// accumulates out = att v over the key tiles.
 //
-// Backward: dq_t needs dscore_tj over the keys of row t, while dk_j and dv_j sum dscore_tj and att_tj
-// over the queries of column j. Both are owned by blocks (no atomics, no race), but dscore_tj =
-// att_tj * (datt_tj - adot_t) * scale needs adot_t = sum_j att_tj datt_tj, a full row's sum, in the
-// blocks that own columns. Without scratch memory it lives in shared memory: one thread-block cluster
-// (sm_90) of kCluster blocks per (b, h), the query/key tiles dealt out among them in a snake order (tile i
-// costs i + 1 as a query tile and NT - i as a key tile, so every block gets the same share). Each block
-//   A. computes adot for its query tiles (datt = dout v^T a tile at a time, summed against att),
-//   -- cluster barrier, then copies the other blocks' adot rows out of their shared memory (DSMEM) --
-//   B. for its query tiles: dq_t += sum_j dscore_tj k_j (datt recomputed: storing it would take T floats
-//      per row),
-//   C. for its key tiles: dk_j += sum_t dscore_tj q_t and dv_j += sum_t att_tj dout_t over t >= j.
-// The alternatives were worse: one block per (b, h) leaves most SMs idle at small batches, and key blocks
-// recomputing adot for every row below them cost several times the datt work. On a GPU before sm_90 the
-// same kernel runs with one block per (b, h) (a cluster of one).
-#include <cooperative_groups.h>
-
+// Backward: dq_t needs dscore_tj over the keys of row t, while dk_j and dv_j sum dscore_tj and att_tj over
+// the queries of column j. Each is owned by one block (no atomics, so a rerun is bit-exact), but dscore_tj =
+// att_tj * (datt_tj - adot_t) * scale needs adot_t = sum_j att_tj datt_tj, a full row's sum, in the blocks
+// that own columns. So the backward is two kernels, one after the other on the stream:
+//   dq:   one block per (b, h, query tile) computes its rows' adot (datt = dout v^T a key tile at a time,
+//         summed against att) into the op's scratch, [B, NH, T] floats, then dq_t += sum_j dscore_tj k_j
+//         (datt recomputed: storing it would take T floats per row);
+//   dkdv: one block per (b, h, key tile) reads those adot and sums dk_j += sum_t dscore_tj q_t and
+//         dv_j += sum_t att_tj dout_t over t >= j.
+// Both grids have B * NH * T / 32 blocks, enough to fill a GPU at batch 1, and start with their longest
+// tiles, so the short ones fill the tail.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -38,23 +33,19 @@
 #include "engine/cuda/attention_kernels.hpp"
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/device_floats.cuh"
+#include "engine/cuda/op_scratch.hpp"
 #include "engine/cuda/shared_memory.cuh"
 
 namespace fsdplab::cuda {
 namespace {
 
-namespace cg = cooperative_groups;
-
-constexpr int kTile = 32;     // query and key rows of a tile
+constexpr int kTile = 32;    // query and key rows of a tile
 constexpr int kThreads = 256;  // 8 warps: nt_2x2 is 16 x 16 threads, nn_accumulate 8 warps x 4 rows
-constexpr int kTileLd = 36;    // row stride of the [32][32] att and dscore tiles: float4-aligned rows
-constexpr int kCluster = 8;    // blocks per (b, h) in the backward (the portable cluster size)
+constexpr int kTileLd = 36;   // row stride of the [32][32] att and dscore tiles: float4-aligned rows
 
 // Which (r, s) pairs of a diagonal tile exist: queries see keys at or before them.
 enum Mask { kNoMask, kKeyNotAfterQuery /* rows are queries, s keys: s <= r */,
             kQueryNotBeforeKey /* rows are keys, s queries: s >= r */ };
-
-
 
 // Shared memory row stride of a [32][hd] tile: odd, so the 16 rows nt_2x2's lanes read fall in 16 banks.
 __host__ __device__ inline int tile_ld(int hd) { return hd | 1; }
@@ -100,8 +91,8 @@ __device__ void nt_2x2(const float* A, const float* B, int ld, int hd, float (&s
 }
 
 // dscore_tk = att_tk (datt_tk - adot_t) * scale for this thread's 2x2 of query tile q0 x key tile k0, where
-// datt = dout v^T comes from the dout rows G and value rows V, att is P [32][kTileLd]; zero past the sequence
-// and above the diagonal. D [32][kTileLd] gets it by query rows, or by key rows when `transposed`.
+// datt = dout v^T comes from the dout rows G and value rows V, att is P [32][kTileLd] and adot [32] holds the
+// tile's rows; zero past the sequence and above the diagonal. D [32][kTileLd] gets it by query rows, or by key rows when `transposed`.
 __device__ void store_dscore(float* D, const float* P, const float* G, const float* V, int ld, int hd,
                              const float* adot, float scale, int q0, int k0, int T, bool transposed) {
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
@@ -110,7 +101,7 @@ __device__ void store_dscore(float* D, const float* P, const float* G, const flo
   for (int a = 0; a < 2; ++a) {
     for (int c = 0; c < 2; ++c) {
       const int q = ty + 16 * a, k = tx + 16 * c, tq = q0 + q, tk = k0 + k;
-      const float dscore = tq < T && tk <= tq ? P[q * kTileLd + k] * (s[a][c] - adot[tq]) * scale : 0.f;
+      const float dscore = tq < T && tk <= tq ? P[q * kTileLd + k] * (s[a][c] - adot[q]) * scale : 0.f;
       D[transposed ? k * kTileLd + q : q * kTileLd + k] = dscore;
     }
   }
@@ -247,65 +238,112 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- backward -------------------------------------------------------------------------------------
 
-// Shared memory: P and D [32][kTileLd] (att tile; datt, then dscore), Qs, Ks, Vs, Gs (dout) [32][ld],
-// Acc0 and Acc1 [32][hd], adot [T].
-std::size_t backward_shared_bytes(int hd, int T) {
-  return sizeof(float) * (2 * kTile * kTileLd + 4 * kTile * tile_ld(hd) + 2 * kTile * hd + T);
+// Shared memory of the query-tile kernel: P and D [32][kTileLd] (att tile; datt, then dscore), Gs (dout), Ks,
+// Vs [32][ld], Acc [32][hd], adot [32].
+std::size_t backward_dq_shared_bytes(int hd) {
+  return sizeof(float) * (2 * kTile * kTileLd + 3 * kTile * tile_ld(hd) + kTile * hd + kTile);
 }
 
-// The block of the cluster that owns tile i: dealt 0, 1, .., n-1, n-1, .., 0, 0, 1, ...
-__device__ __forceinline__ int owner(int i, int n) {
-  const int round = i / n, pos = i % n;
-  return round % 2 == 0 ? pos : n - 1 - pos;
+// Shared memory of the key-tile kernel: P and D [32][kTileLd], Qs, Gs, Ks, Vs [32][ld], Acc0 and Acc1 [32][hd].
+std::size_t backward_dkdv_shared_bytes(int hd) {
+  return sizeof(float) * (2 * kTile * kTileLd + 4 * kTile * tile_ld(hd) + 2 * kTile * hd);
 }
 
-struct Cluster {
-  int rank, size;
-};
-__device__ __forceinline__ Cluster this_cluster() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const cg::cluster_group cluster = cg::this_cluster();
-  return {static_cast<int>(cluster.block_rank()), static_cast<int>(cluster.num_blocks())};
-#else
-  return {0, 1};
-#endif
-}
-// Every thread of every block of the cluster arrives; shared memory written before is visible after.
-__device__ __forceinline__ void cluster_sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cg::this_cluster().sync();
-#else
-  __syncthreads();
-#endif
-}
-// The same shared variable in block `rank` of the cluster.
-__device__ __forceinline__ const float* peer_shared(float* p, int rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return cg::this_cluster().map_shared_rank(p, rank);
-#else
-  (void)rank;
-  return p;
-#endif
-}
-
+// One block per (b, h, query tile), the longest rows first:
+//   A. adot_t = sum_j att_tj datt_tj over the tile's rows, datt = dout v^T a key tile at a time; into shared
+//      memory and the op's scratch (the key-tile kernel reads every row's);
+//   B. dq_t += sum_j dscore_tj k_j, keys ascending (datt recomputed: storing it would take T floats a row).
 template <class F>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_kernel(F* dqkv, const F* dout, const F* qkv, const float* att, int T, int C, int NH, int hd,
-                              float scale) {
+    attention_backward_dq_kernel(F* dqkv, float* adot_all, const F* dout, const F* qkv, const float* att, int T,
+                                 int C, int NH, int hd, float scale) {
+  extern __shared__ float4 smem4[];
+  const int ld = tile_ld(hd);
+  float* P = reinterpret_cast<float*>(smem4);
+  float* D = P + kTile * kTileLd;
+  float* Gs = D + kTile * kTileLd;
+  float* Ks = Gs + kTile * ld;
+  float* Vs = Ks + kTile * ld;
+  float* Acc = Vs + kTile * ld;
+  float* adot = Acc + kTile * hd;
+
+  const int NT = (T + kTile - 1) / kTile;
+  const int qt = NT - 1 - static_cast<int>(blockIdx.x);
+  const int q0 = qt * kTile;
+  const int h = static_cast<int>(blockIdx.y);
+  const std::int64_t b = blockIdx.z;
+  const std::int64_t C3 = 3 * static_cast<std::int64_t>(C);
+  const F* q_base = qkv + b * T * C3 + h * hd;  // k at + C, v at + 2C
+  const float* att_bh = att + (b * NH + h) * T * static_cast<std::int64_t>(T);
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  // A.
+  load_rows(Gs, ld, dout + b * T * C + h * hd, C, q0, T, hd);
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows 4 * warp + j, the same in every lane
+  for (int kt = 0; kt <= qt; ++kt) {
+    const int k0 = kt * kTile;
+    __syncthreads();  // Vs, P and D are no longer read
+    load_rows(Vs, ld, q_base + 2 * C, C3, k0, T, hd);
+    load_att(P, att_bh, q0, k0, T, /*transposed=*/false);
+    __syncthreads();
+    float s[2][2];
+    nt_2x2(Gs, Vs, ld, hd, s);
+    for (int a = 0; a < 2; ++a)
+      for (int c = 0; c < 2; ++c) D[(ty + 16 * a) * kTileLd + tx + 16 * c] = s[a][c];
+    __syncthreads();
+    for (int j = 0; j < 4; ++j) {
+      const int r = 4 * warp + j, tq = q0 + r, tk = k0 + lane;
+      acc[j] += warp_sum(tq < T && tk <= tq ? P[r * kTileLd + lane] * D[r * kTileLd + lane] : 0.f);
+    }
+  }
+  if (lane == 0) {
+    for (int j = 0; j < 4; ++j) {
+      const int r = 4 * warp + j;
+      adot[r] = acc[j];
+      if (q0 + r < T) adot_all[(b * NH + h) * T + q0 + r] = acc[j];
+    }
+  }
+
+  // B.
+  zero(Acc, kTile * hd);
+  for (int kt = 0; kt <= qt; ++kt) {
+    const int k0 = kt * kTile;
+    __syncthreads();  // Ks, Vs, P and D are no longer read; adot is written
+    load_rows(Ks, ld, q_base + C, C3, k0, T, hd);
+    load_rows(Vs, ld, q_base + 2 * C, C3, k0, T, hd);
+    load_att(P, att_bh, q0, k0, T, /*transposed=*/false);
+    __syncthreads();
+    // dscore^T: nn_accumulate takes the keys as its s.
+    store_dscore(D, P, Gs, Vs, ld, hd, adot, scale, q0, k0, T, /*transposed=*/true);
+    __syncthreads();
+    const int ns = T - k0 < kTile ? T - k0 : kTile;
+    nn_accumulate(Acc, hd, D, Ks, ld, ns, kt == qt ? kKeyNotAfterQuery : kNoMask);
+  }
+  __syncthreads();
+  store_rows(dqkv + b * T * C3 + h * hd, C3, Acc, q0, T, hd, /*add=*/true);
+}
+
+// One block per (b, h, key tile), the longest columns (the first keys) first, after the query-tile kernel
+// has written every adot: dk_j += sum_t dscore_tj q_t and dv_j += sum_t att_tj dout_t, queries ascending.
+template <class F>
+__global__ void __launch_bounds__(kThreads)
+    attention_backward_dkdv_kernel(F* dqkv, const float* adot_all, const F* dout, const F* qkv, const float* att,
+                                   int T, int C, int NH, int hd, float scale) {
   extern __shared__ float4 smem4[];
   const int ld = tile_ld(hd);
   float* P = reinterpret_cast<float*>(smem4);
   float* D = P + kTile * kTileLd;
   float* Qs = D + kTile * kTileLd;
-  float* Ks = Qs + kTile * ld;
+  float* Gs = Qs + kTile * ld;
+  float* Ks = Gs + kTile * ld;
   float* Vs = Ks + kTile * ld;
-  float* Gs = Vs + kTile * ld;
-  float* Acc0 = Gs + kTile * ld;
+  float* Acc0 = Vs + kTile * ld;
   float* Acc1 = Acc0 + kTile * hd;
-  float* adot = Acc1 + kTile * hd;
 
-  const Cluster cluster = this_cluster();
   const int NT = (T + kTile - 1) / kTile;
+  const int kt = static_cast<int>(blockIdx.x);
+  const int k0 = kt * kTile;
   const int h = static_cast<int>(blockIdx.y);
   const std::int64_t b = blockIdx.z;
   const std::int64_t C3 = 3 * static_cast<std::int64_t>(C);
@@ -313,107 +351,35 @@ __global__ void __launch_bounds__(kThreads)
   const F* g_base = dout + b * T * C + h * hd;
   F* d_base = dqkv + b * T * C3 + h * hd;
   const float* att_bh = att + (b * NH + h) * T * static_cast<std::int64_t>(T);
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float* adot_bh = adot_all + (b * NH + h) * T;
 
-  // A. adot_t = sum_j att_tj datt_tj for this block's query tiles, datt = dout v^T.
-  for (int qt = 0; qt < NT; ++qt) {
-    if (owner(qt, cluster.size) != cluster.rank) continue;
+  load_rows(Ks, ld, q_base + C, C3, k0, T, hd);
+  load_rows(Vs, ld, q_base + 2 * C, C3, k0, T, hd);
+  zero(Acc0, kTile * hd);
+  zero(Acc1, kTile * hd);
+  for (int qt = kt; qt < NT; ++qt) {
     const int q0 = qt * kTile;
-    __syncthreads();  // Gs is no longer read
+    __syncthreads();  // Qs, Gs, P and D are no longer read
+    load_rows(Qs, ld, q_base, C3, q0, T, hd);
     load_rows(Gs, ld, g_base, C, q0, T, hd);
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows 4 * warp + j, the same in every lane
-    for (int kt = 0; kt <= qt; ++kt) {
-      const int k0 = kt * kTile;
-      __syncthreads();  // Vs, P and D are no longer read
-      load_rows(Vs, ld, q_base + 2 * C, C3, k0, T, hd);
-      load_att(P, att_bh, q0, k0, T, /*transposed=*/false);
-      __syncthreads();
-      float s[2][2];
-      nt_2x2(Gs, Vs, ld, hd, s);
-      for (int a = 0; a < 2; ++a)
-        for (int c = 0; c < 2; ++c) D[(ty + 16 * a) * kTileLd + tx + 16 * c] = s[a][c];
-      __syncthreads();
-      for (int j = 0; j < 4; ++j) {
-        const int r = 4 * warp + j, tq = q0 + r, tk = k0 + lane;
-        acc[j] += warp_sum(tq < T && tk <= tq ? P[r * kTileLd + lane] * D[r * kTileLd + lane] : 0.f);
-      }
-    }
-    for (int j = 0; j < 4; ++j) {
-      const int tq = q0 + 4 * warp + j;
-      if (lane == 0 && tq < T) adot[tq] = acc[j];
-    }
-  }
-  // Every block's adot rows are written; take the others' from their shared memory.
-  cluster_sync();
-  for (int t = threadIdx.x; t < T; t += kThreads) {
-    const int from = owner(t / kTile, cluster.size);
-    if (from != cluster.rank) adot[t] = peer_shared(adot, from)[t];
+    load_att(P, att_bh, q0, k0, T, /*transposed=*/false);
+    __syncthreads();
+    store_dscore(D, P, Gs, Vs, ld, hd, adot_bh + q0, scale, q0, k0, T, /*transposed=*/false);
+    __syncthreads();
+    const int ns = T - q0 < kTile ? T - q0 : kTile;
+    const Mask mask = qt == kt ? kQueryNotBeforeKey : kNoMask;
+    nn_accumulate(Acc0, hd, D, Qs, ld, ns, mask);
+    nn_accumulate(Acc1, hd, P, Gs, ld, ns, mask);
   }
   __syncthreads();
-
-  // B. dq_t += sum_j dscore_tj k_j, keys ascending, for this block's query tiles.
-  for (int qt = 0; qt < NT; ++qt) {
-    if (owner(qt, cluster.size) != cluster.rank) continue;
-    const int q0 = qt * kTile;
-    __syncthreads();  // Gs and Acc0 are no longer read
-    load_rows(Gs, ld, g_base, C, q0, T, hd);
-    zero(Acc0, kTile * hd);
-    for (int kt = 0; kt <= qt; ++kt) {
-      const int k0 = kt * kTile;
-      __syncthreads();  // Ks, Vs, P and D are no longer read
-      load_rows(Ks, ld, q_base + C, C3, k0, T, hd);
-      load_rows(Vs, ld, q_base + 2 * C, C3, k0, T, hd);
-      load_att(P, att_bh, q0, k0, T, /*transposed=*/false);
-      __syncthreads();
-      // dscore^T: nn_accumulate takes the keys as its s.
-      store_dscore(D, P, Gs, Vs, ld, hd, adot, scale, q0, k0, T, /*transposed=*/true);
-      __syncthreads();
-      const int ns = T - k0 < kTile ? T - k0 : kTile;
-      nn_accumulate(Acc0, hd, D, Ks, ld, ns, kt == qt ? kKeyNotAfterQuery : kNoMask);
-    }
-    __syncthreads();
-    store_rows(d_base, C3, Acc0, q0, T, hd, /*add=*/true);
-  }
-
-  // C. dk_j += sum_t dscore_tj q_t and dv_j += sum_t att_tj dout_t, queries ascending, for this block's
-  // key tiles.
-  for (int kt = 0; kt < NT; ++kt) {
-    if (owner(kt, cluster.size) != cluster.rank) continue;
-    const int k0 = kt * kTile;
-    __syncthreads();  // Ks, Vs, Acc0 and Acc1 are no longer read
-    load_rows(Ks, ld, q_base + C, C3, k0, T, hd);
-    load_rows(Vs, ld, q_base + 2 * C, C3, k0, T, hd);
-    zero(Acc0, kTile * hd);
-    zero(Acc1, kTile * hd);
-    for (int qt = kt; qt < NT; ++qt) {
-      const int q0 = qt * kTile;
-      __syncthreads();  // Qs, Gs, P and D are no longer read
-      load_rows(Qs, ld, q_base, C3, q0, T, hd);
-      load_rows(Gs, ld, g_base, C, q0, T, hd);
-      load_att(P, att_bh, q0, k0, T, /*transposed=*/false);
-      __syncthreads();
-      store_dscore(D, P, Gs, Vs, ld, hd, adot, scale, q0, k0, T, /*transposed=*/false);
-      __syncthreads();
-      const int ns = T - q0 < kTile ? T - q0 : kTile;
-      const Mask mask = qt == kt ? kQueryNotBeforeKey : kNoMask;
-      nn_accumulate(Acc0, hd, D, Qs, ld, ns, mask);
-      nn_accumulate(Acc1, hd, P, Gs, ld, ns, mask);
-    }
-    __syncthreads();
-    store_rows(d_base + C, C3, Acc0, k0, T, hd, /*add=*/true);
-    store_rows(d_base + 2 * C, C3, Acc1, k0, T, hd, /*add=*/true);
-  }
-  // No block may leave while another may still read its adot.
-  cluster_sync();
+  store_rows(d_base + C, C3, Acc0, k0, T, hd, /*add=*/true);
+  store_rows(d_base + 2 * C, C3, Acc1, k0, T, hd, /*add=*/true);
 }
 
 // ---- launchers ------------------------------------------------------------------------------------
 
 // What asks for the shared memory, for allow_shared_memory's error.
-std::string tile_sizes(std::int64_t T, std::int64_t hd) {
-  return "T = " + std::to_string(T) + " with head size " + std::to_string(hd);
-}
+std::string tile_sizes(int hd) { return "tiles of " + std::to_string(kTile) + " rows of a head of " + std::to_string(hd); }
 
 }  // namespace
 
@@ -427,7 +393,7 @@ void attention_forward(CUstream_st* stream, DType dtype, void* out, float* att, 
                   static_cast<unsigned>(B));
   dispatch_float(dtype, "attention", [&](auto zero) {
     using F = decltype(zero);
-    allow_shared_memory(attention_forward_kernel<F>, bytes, "attention", tile_sizes(T, hd));
+    allow_shared_memory(attention_forward_kernel<F>, bytes, "attention", tile_sizes(hd));
     attention_forward_kernel<F><<<grid, kThreads, bytes, stream>>>(
         static_cast<F*>(out), att, static_cast<const F*>(qkv), static_cast<int>(T), static_cast<int>(C),
         static_cast<int>(n_head), hd, scale);
@@ -440,33 +406,23 @@ void attention_backward(CUstream_st* stream, DType dtype, void* dqkv, const void
   if (B == 0 || T == 0) return;
   const int hd = static_cast<int>(C / n_head);
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  const std::size_t bytes = backward_shared_bytes(hd, static_cast<int>(T));
-  int device = 0, major = 0;
-  check_cuda(cudaGetDevice(&device), "attention_backward: cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
-             "attention_backward: reading the compute capability");
-  const int cluster = major >= 9 ? kCluster : 1;  // thread-block clusters came with sm_90
-
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned>(cluster);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(cluster), static_cast<unsigned>(n_head), static_cast<unsigned>(B));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = bytes;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = cluster > 1 ? 1 : 0;
+  auto* adot = static_cast<float*>(
+      op_scratch(B * n_head * T * static_cast<std::int64_t>(sizeof(float)), "the rows' sums of att * datt"));
+  const std::size_t dq_bytes = backward_dq_shared_bytes(hd), dkdv_bytes = backward_dkdv_shared_bytes(hd);
+  const dim3 grid(static_cast<unsigned>((T + kTile - 1) / kTile), static_cast<unsigned>(n_head),
+                  static_cast<unsigned>(B));
   dispatch_float(dtype, "attention_backward", [&](auto zero) {
     using F = decltype(zero);
-    allow_shared_memory(attention_backward_kernel<F>, bytes, "attention_backward", tile_sizes(T, hd));
-    check_cuda(cudaLaunchKernelEx(&config, attention_backward_kernel<F>, static_cast<F*>(dqkv),
-                                  static_cast<const F*>(dout), static_cast<const F*>(qkv), att, static_cast<int>(T),
-                                  static_cast<int>(C), static_cast<int>(n_head), hd, scale),
-               "launching kernel attention_backward");
+    allow_shared_memory(attention_backward_dq_kernel<F>, dq_bytes, "attention_backward", tile_sizes(hd));
+    allow_shared_memory(attention_backward_dkdv_kernel<F>, dkdv_bytes, "attention_backward", tile_sizes(hd));
+    attention_backward_dq_kernel<F><<<grid, kThreads, dq_bytes, stream>>>(
+        static_cast<F*>(dqkv), adot, static_cast<const F*>(dout), static_cast<const F*>(qkv), att,
+        static_cast<int>(T), static_cast<int>(C), static_cast<int>(n_head), hd, scale);
+    attention_backward_dkdv_kernel<F><<<grid, kThreads, dkdv_bytes, stream>>>(
+        static_cast<F*>(dqkv), adot, static_cast<const F*>(dout), static_cast<const F*>(qkv), att,
+        static_cast<int>(T), static_cast<int>(C), static_cast<int>(n_head), hd, scale);
   });
+  check_launch("attention_backward");
 }
 
 }  // namespace fsdplab::cuda

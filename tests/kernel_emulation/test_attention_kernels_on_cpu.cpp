@@ -1,0 +1,220 @@
+// The exact attention kernels' own source (engine/cuda/attention_kernels.cu), run on CPU threads by
+// cuda_threads_on_cpu.hpp, against a plain double-precision reference of attention.hpp's formulas: every CI
+// run, with no GPU, executes the kernels' tiles, partial tiles, diagonal masks, softmax and both backward
+// kernels with the row sums the second reads from the first's scratch (whose 0xff bytes read as NaN where a
+// row was never written). The f32 path is the one the numerics tests compare against; a GPU run (tests/unit's
+// cuda instances) is still the test that counts.
+#include "cuda_threads_on_cpu.hpp"
+
+// The kernels, rewritten by kernels_on_cpu.cmake (op scratch: op_scratch_on_cpu.cpp).
+#include "attention_kernels_on_cpu.inc"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "float_tensors_on_cpu.hpp"
+
+namespace fsdplab {
+namespace {
+
+using namespace emulated;
+
+template <class T>
+class AttentionKernelsOnCpu : public ::testing::Test {};
+TYPED_TEST_SUITE(AttentionKernelsOnCpu, emulated::FloatTypes, emulated::FloatTypeNames);
+
+struct Sizes {
+  std::int64_t B, T, C, NH;
+  std::int64_t hd() const { return C / NH; }
+  std::int64_t qkv() const { return B * T * 3 * C; }
+  std::int64_t out() const { return B * T * C; }
+  std::int64_t att() const { return B * NH * T * T; }
+};
+
+std::string describe(const Sizes& n) {
+  return "B " + std::to_string(n.B) + ", T " + std::to_string(n.T) + ", hd " + std::to_string(n.hd()) + ", " +
+         std::to_string(n.NH) + " heads";
+}
+
+template <class T>
+struct Inputs {
+  std::vector<T> qkv, dout, dqkv0;
+};
+
+template <class T>
+Inputs<T> inputs(const Sizes& n, std::uint32_t seed) {
+  return {random_values<T>(static_cast<std::size_t>(n.qkv()), -2.f, 2.f, seed),
+          random_values<T>(static_cast<std::size_t>(n.out()), -1.f, 1.f, seed + 1),
+          random_values<T>(static_cast<std::size_t>(n.qkv()), -0.1f, 0.1f, seed + 2)};
+}
+
+template <class T>
+struct Outputs {
+  std::vector<T> out, dqkv;
+  std::vector<float> att;
+};
+
+// The emulated kernels: the forward into NaN (an element it leaves unwritten shows), then the backward adding
+// into dqkv0.
+template <class T>
+Outputs<T> on_emulated_gpu(const Sizes& n, const Inputs<T>& in) {
+  Outputs<T> r{unwritten<T>(n.out()), in.dqkv0, unwritten<float>(n.att())};
+  cuda::attention_forward(nullptr, dtype_of<T>(), r.out.data(), r.att.data(), in.qkv.data(), n.B, n.T, n.C, n.NH);
+  cuda::attention_backward(nullptr, dtype_of<T>(), r.dqkv.data(), in.dout.data(), in.qkv.data(), r.att.data(), n.B,
+                           n.T, n.C, n.NH);
+  return r;
+}
+
+struct Reference {
+  std::vector<double> out, att, dqkv;
+};
+
+// attention.hpp's formulas in double, head by head. The backward starts from `att` (the kernels' own
+// probabilities, so that it checks the backward kernels alone) and adds into dqkv0.
+template <class F>
+Reference reference(const Sizes& n, const Inputs<F>& in, const std::vector<float>& att) {
+  const std::vector<double> qkv = values(in.qkv), dout = values(in.dout);
+  Reference r{std::vector<double>(static_cast<std::size_t>(n.out())),
+              std::vector<double>(static_cast<std::size_t>(n.att())), values(in.dqkv0)};
+  const std::int64_t T = n.T, C = n.C, hd = n.hd();
+  const double scale = 1 / std::sqrt(static_cast<double>(hd));
+  const auto x = [&](std::int64_t b, std::int64_t t, int part, std::int64_t h, std::int64_t i) {
+    return ((b * T + t) * 3 + part) * C + h * hd + i;
+  };
+  const auto o = [&](std::int64_t b, std::int64_t t, std::int64_t h, std::int64_t i) { return (b * T + t) * C + h * hd + i; };
+  for (std::int64_t b = 0; b < n.B; ++b) {
+    for (std::int64_t h = 0; h < n.NH; ++h) {
+      const std::int64_t head = (b * n.NH + h) * T * T;
+      for (std::int64_t t = 0; t < T; ++t) {
+        std::vector<double> s(static_cast<std::size_t>(t + 1));
+        for (std::int64_t j = 0; j <= t; ++j) {
+          for (std::int64_t i = 0; i < hd; ++i) s[j] += qkv[x(b, t, 0, h, i)] * qkv[x(b, j, 1, h, i)];
+          s[j] *= scale;
+        }
+        const double max = *std::max_element(s.begin(), s.end());
+        double sum = 0;
+        for (double& e : s) sum += e = std::exp(e - max);
+        for (std::int64_t j = 0; j <= t; ++j) {
+          r.att[head + t * T + j] = s[j] / sum;
+          for (std::int64_t i = 0; i < hd; ++i) r.out[o(b, t, h, i)] += s[j] / sum * qkv[x(b, j, 2, h, i)];
+        }
+        // The backward, from the given probabilities.
+        const float* a = att.data() + head + t * T;
+        std::vector<double> datt(static_cast<std::size_t>(t + 1));
+        double adot = 0;
+        for (std::int64_t j = 0; j <= t; ++j) {
+          for (std::int64_t i = 0; i < hd; ++i) datt[j] += dout[o(b, t, h, i)] * qkv[x(b, j, 2, h, i)];
+          adot += a[j] * datt[j];
+        }
+        for (std::int64_t j = 0; j <= t; ++j) {
+          const double dscore = a[j] * (datt[j] - adot) * scale;
+          for (std::int64_t i = 0; i < hd; ++i) {
+            r.dqkv[x(b, t, 0, h, i)] += dscore * qkv[x(b, j, 1, h, i)];
+            r.dqkv[x(b, j, 1, h, i)] += dscore * qkv[x(b, t, 0, h, i)];
+            r.dqkv[x(b, j, 2, h, i)] += a[j] * dout[o(b, t, h, i)];
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// Each element within `relative` of the larger magnitude plus 2^-16 of the largest reference element: the
+// kernels sum in f32 (the backward's row sums and softmax in trees), and a difference of that size in
+// datt - adot moves a gradient that cancels to near zero by more than its own ulp. A wrong index or mask
+// misses by the size of the elements themselves.
+template <class T>
+::testing::AssertionResult close_to(const std::vector<T>& got, const std::vector<double>& want, const char* what) {
+  const double relative = std::is_same_v<T, float> ? 0x1p-18 : 0x1p-8;  // bf16: one rounding of the store
+  double largest = 0;
+  for (const double w : want) largest = std::max(largest, std::abs(w));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double a = value(got[i]), b = want[i];
+    if (!(std::abs(a - b) <= relative * std::max(std::abs(a), std::abs(b)) + 0x1p-16 * largest))
+      return ::testing::AssertionFailure() << what << "[" << i << "] is " << a << ", the reference " << b;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TYPED_TEST(AttentionKernelsOnCpu, AgreeWithTheFormulasTileForTile) {
+  using T = TypeParam;
+  // hd 4 and one partial tile; hd 12 (odd row strides) over three tiles, the last partial; GPT-2's hd 64 with
+  // two heads and two batches; the largest head the tests use, 128.
+  const Sizes cases[] = {{1, 5, 8, 2}, {1, 67, 12, 1}, {2, 70, 128, 2}, {1, 40, 256, 2}};
+  for (const Sizes& n : cases) {
+    SCOPED_TRACE(describe(n));
+    const Inputs<T> in = inputs<T>(n, static_cast<std::uint32_t>(n.T));
+    const Outputs<T> gpu = on_emulated_gpu(n, in);
+    const Reference want = reference(n, in, gpu.att);
+    EXPECT_TRUE(close_to(gpu.att, want.att, "att"));  // zeros above the diagonal included
+    EXPECT_TRUE(close_to(gpu.out, want.out, "out"));
+    EXPECT_TRUE(close_to(gpu.dqkv, want.dqkv, "dqkv"));
+  }
+}
+
+TYPED_TEST(AttentionKernelsOnCpu, RerunsAreBitExact) {
+  using T = TypeParam;
+  const Sizes n{1, 100, 64, 1};
+  const Inputs<T> in = inputs<T>(n, 7);
+  const Outputs<T> first = on_emulated_gpu(n, in), second = on_emulated_gpu(n, in);
+  EXPECT_TRUE(same_bits(first.out, second.out));
+  EXPECT_TRUE(same_bits(first.att, second.att));
+  EXPECT_TRUE(same_bits(first.dqkv, second.dqkv));
+}
+
+// The last key's k and v made NaN: no earlier query sees that key, so its output row, its probabilities and
+// its dq come out bit for bit as before (the diagonal tiles skip masked pairs rather than multiply them by 0).
+TYPED_TEST(AttentionKernelsOnCpu, AFutureKeyNeverReachesAnEarlierQuery) {
+  using T = TypeParam;
+  const Sizes n{1, 45, 16, 2};
+  const Inputs<T> clean = inputs<T>(n, 11);
+  Inputs<T> poisoned = clean;
+  const std::int64_t last = n.T - 1;
+  for (std::int64_t i = n.C; i < 3 * n.C; ++i)
+    poisoned.qkv[static_cast<std::size_t>(last * 3 * n.C + i)] = from_value<T>(std::numeric_limits<float>::quiet_NaN());
+  const Outputs<T> a = on_emulated_gpu(n, clean), b = on_emulated_gpu(n, poisoned);
+  for (std::int64_t t = 0; t < last; ++t) {
+    SCOPED_TRACE("query " + std::to_string(t));
+    const auto rows = [&](const std::vector<T>& v, std::int64_t width) {
+      return std::vector<T>(v.begin() + t * width, v.begin() + (t + 1) * width);
+    };
+    EXPECT_TRUE(same_bits(rows(b.out, n.C), rows(a.out, n.C)));
+    const std::vector<T> dq_b = rows(b.dqkv, 3 * n.C), dq_a = rows(a.dqkv, 3 * n.C);
+    EXPECT_TRUE(same_bits(std::vector<T>(dq_b.begin(), dq_b.begin() + n.C), std::vector<T>(dq_a.begin(), dq_a.begin() + n.C)));
+    for (std::int64_t h = 0; h < n.NH; ++h) {
+      const auto row = [&](const std::vector<float>& att) {
+        const auto* p = att.data() + (h * n.T + t) * n.T;
+        return std::vector<float>(p, p + n.T);
+      };
+      EXPECT_TRUE(same_bits(row(b.att), row(a.att)));
+    }
+  }
+}
+
+// The first query's q and dout made NaN: every other row of out and of dqkv (dq, dk and dv: the key-tile kernel
+// skips the queries before its keys on the diagonal, rather than multiply their zero weights) comes out bit for
+// bit as before.
+TYPED_TEST(AttentionKernelsOnCpu, AnEarlierQueryNeverReachesALaterKey) {
+  using T = TypeParam;
+  const Sizes n{1, 45, 16, 2};
+  const Inputs<T> clean = inputs<T>(n, 13);
+  Inputs<T> poisoned = clean;
+  const T nan = from_value<T>(std::numeric_limits<float>::quiet_NaN());
+  std::fill(poisoned.qkv.begin(), poisoned.qkv.begin() + n.C, nan);  // q of query 0
+  std::fill(poisoned.dout.begin(), poisoned.dout.begin() + n.C, nan);
+  const Outputs<T> a = on_emulated_gpu(n, clean), b = on_emulated_gpu(n, poisoned);
+  const auto after_row_0 = [](const std::vector<T>& v, std::int64_t width) {
+    return std::vector<T>(v.begin() + width, v.end());
+  };
+  EXPECT_TRUE(same_bits(after_row_0(b.out, n.C), after_row_0(a.out, n.C)));
+  EXPECT_TRUE(same_bits(after_row_0(b.dqkv, 3 * n.C), after_row_0(a.dqkv, 3 * n.C)));
+}
+
+}  // namespace
+}  // namespace fsdplab
