@@ -14,6 +14,9 @@
 #   BUILD=dir        the build folder whose binaries run (default build)
 #   CHECK_LIMIT=s    each check's time limit in seconds (default 300): one that fails or hangs is marked and the
 #                    others still run
+#   BUDGET=s         all the checks' time together (default: no limit): each runs under what is left of it if that
+#                    is less than CHECK_LIMIT, and once it is spent the rest are listed as not run. The checks run
+#                    in the order above, the sanitizers last, so a short budget still gets the test suites
 #   ONLY=regex       only the checks whose names match (e.g. ONLY='^(gpu_tests|unit_cuda)$')
 #   SCALE=n          the sanitizers' FSDPLAB_TEST_TIME_SCALE (default 20)
 set -uo pipefail
@@ -22,6 +25,7 @@ cd "$(dirname "$0")/.."
 build=${BUILD:-build}
 limit=${CHECK_LIMIT:-300}
 only=${ONLY:-.}
+budget=${BUDGET:-}
 scale=${SCALE:-20}
 mkdir -p "$dir" || { echo "gpu_checks.sh: cannot make $dir" >&2; exit 1; }
 for exe in app/fsdplab tests/fsdplab_gpu_tests tests/fsdplab_unit_tests tests/fsdplab_integration_tests; do
@@ -30,18 +34,28 @@ done
 summary=$dir/summary.txt
 results=()
 
-# check NAME COMMAND...: runs COMMAND into NAME.log under the time limit, unless ONLY leaves it out.
+# check NAME COMMAND...: runs COMMAND into NAME.log under the time limit, unless ONLY leaves it out or the BUDGET
+# is spent.
 check() {
-  local name=$1 start status verdict
+  local name=$1 start status verdict this_limit=$limit
   shift
   [[ $name =~ $only ]] || return 0
+  if [[ -n $budget ]]; then
+    local left=$((budget - SECONDS))
+    if ((left < 10)); then
+      results+=("$(printf '| %-22s | %-24s | %6d | %s |' "$name" "NOT RUN: budget spent" 0 "BUDGET=$budget s")")
+      echo "== $name: not run, BUDGET=$budget s spent"
+      return 0
+    fi
+    ((left < this_limit)) && this_limit=$left
+  fi
   echo "== $name: $*"
   start=$SECONDS
-  timeout "$limit" "$@" >"$dir/$name.log" 2>&1
+  timeout "$this_limit" "$@" >"$dir/$name.log" 2>&1
   status=$?
   case $status in
     0) verdict=pass ;;
-    124) verdict="FAIL: past ${limit} s" ;;
+    124) verdict="FAIL: past ${this_limit} s" ;;
     *) verdict="FAIL: exit $status" ;;
   esac
   # What the tools counted (compute-sanitizer's summaries; fsdplab_gpu_tests' last line, or GoogleTest's totals).
@@ -84,5 +98,5 @@ done
   echo
   echo "logs: $dir/NAME.log"
 } | tee -a "$summary"
-for r in "${results[@]}"; do [[ $r == *FAIL* ]] && exit 1; done
+for r in "${results[@]}"; do [[ $r == *FAIL* || $r == *"NOT RUN"* ]] && exit 1; done
 exit 0
