@@ -1,14 +1,11 @@
 // attention_kernels.cu — the kernels of attention_kernels.hpp.
 //
-// Both kernels work on tiles of kTile query rows by kTile key rows of one head, staged in shared memory as
-// f32 (a bf16 qkv is widened once per tile load), 256 threads a block. Two small products do the work:
-//   nt_2x2:          S[q][k] = sum_i A[q][i] B[k][i]   (scores, datt), each thread a 2 x 2 block of S;
-//   nn_accumulate:   Acc[r][i] += sum_s M[s][r] X[s][i] (att v, dscore k, dscore^T q, att^T dout), each
-//                    warp 4 rows r (one float4 of M, broadcast) and its lanes the columns i.
-// Every sum runs in the host body's order (i ascending in a dot, keys or queries ascending in an
-// accumulation), so results differ from the host only by fused multiply-adds and by the tree the softmax's
-// row sums take. Diagonal tiles skip the masked pairs outright, so a non-finite value in a key the query
-// cannot see does not leak in through 0 * inf.
+// Every kernel works on tiles of kTile = 64 query or key rows of one head, staged in shared memory as f32 (a
+// bf16 qkv is widened once per tile load), 256 threads a block. Two products do the work, both in registers:
+// see [Note: register tiles]. Every sum runs in the host body's order (i ascending in a dot, keys or queries
+// ascending in an accumulation), so results differ from the host only by fused multiply-adds and by the trees
+// the softmax's row sums and the backward's row dots (adot) take. Diagonal tiles skip the masked pairs
+// outright, so a non-finite value in a key the query cannot see does not leak in through 0 * inf.
 //
 // Forward: one block per (b, h, query tile), the longest rows first. Pass 1 writes the scaled scores
 // q . k_j / sqrt(hd) of keys j <= t into the att rows (att is their scratch); pass 2 turns each row into its
@@ -24,11 +21,22 @@
 //         (datt recomputed: storing it would take T floats per row);
 //   dkdv: one block per (b, h, key tile) reads those adot and sums dk_j += sum_t dscore_tj q_t and
 //         dv_j += sum_t att_tj dout_t over t >= j.
-// Both grids have B * NH * T / 32 blocks, enough to fill a GPU at batch 1, and start with their longest
-// tiles, so the short ones fill the tail.
+// Both grids have B * NH * T / 64 blocks and start with their longest tiles, so the short ones fill the tail.
+//
+// [Note: register tiles]
+// Each of the 256 threads owns the 4 x 4 block of rows 4 ty .. 4 ty + 3 and columns 4 tx .. 4 tx + 3 of a
+// product, (ty, tx) = (tid / 16, tid % 16), in registers: every shared-memory read is a float4 that feeds four
+// multiply-adds (a thread with a 2 x 2 block reads one float a multiply-add, and leaves the FMA units waiting
+// on shared memory). So each tile sits in shared memory in the layout that puts a thread's four rows or
+// columns side by side:
+//   dot_4x4, S[q][k] = sum_i At[i][q] Bt[i][k] (scores, datt): both operands transposed, [hd][kTileLd];
+//   accumulate_4x4, Acc[r][i] += sum_s M[s][r] X[s][i] (att v, dscore k, dscore^T q, att^T dout): M [s][r]
+//   as it is, X [s][i] with rows padded to a multiple of 4 columns (zeros); Acc stays in registers across all
+//   the tiles, 4 rows by 4 columns per column group (columns 4 tx.. and, for hd > 64, 64 + 4 tx..).
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "engine/cuda/attention_kernels.hpp"
 #include "engine/cuda/cuda_check.hpp"
@@ -39,139 +47,140 @@
 namespace fsdplab::cuda {
 namespace {
 
-constexpr int kTile = 32;    // query and key rows of a tile
-constexpr int kThreads = 256;  // 8 warps: nt_2x2 is 16 x 16 threads, nn_accumulate 8 warps x 4 rows
-constexpr int kTileLd = 36;   // row stride of the [32][32] att and dscore tiles: float4-aligned rows
+constexpr int kThreads = 256;  // 16 x 16 threads, each a 4 x 4 block of a 64 x 64 tile
 
 // Which (r, s) pairs of a diagonal tile exist: queries see keys at or before them.
 enum Mask { kNoMask, kKeyNotAfterQuery /* rows are queries, s keys: s <= r */,
             kQueryNotBeforeKey /* rows are keys, s queries: s >= r */ };
 
-// Shared memory row stride of a [32][hd] tile: odd, so the 16 rows nt_2x2's lanes read fall in 16 banks.
-__host__ __device__ inline int tile_ld(int hd) { return hd | 1; }
+// ---- register tiles -------------------------------------------------------------------------------
 
-// dst[r][i] = src[(r0 + r) * stride + i] for the kTile rows from r0, zeros past T.
+constexpr int kTile = 64;
+constexpr int kTileLd = kTile + 4;  // row stride of the [.][64] tiles: float4-aligned rows
+constexpr int kMaxHeadDim = 128;    // two column groups of 64
+
+// Row stride of an X tile [64][hd]: hd rounded up to a float4.
+__host__ __device__ inline int padded_cols(int hd) { return (hd + 3) / 4 * 4; }
+
+// dst[i][r] = src[(r0 + r) * stride + i] for the kTile rows from r0, [hd][kTileLd]; zeros past T.
 template <class F>
-__device__ void load_rows(float* dst, int ld, const F* src, std::int64_t stride, int r0, int T, int hd) {
+__device__ void load_transposed(float* dst, const F* src, std::int64_t stride, int r0, int T, int hd) {
   for (int e = threadIdx.x; e < kTile * hd; e += kThreads) {
     const int r = e / hd, i = e - r * hd, t = r0 + r;
-    dst[r * ld + i] = t < T ? to_f32(src[t * stride + i]) : 0.f;
+    dst[i * kTileLd + r] = t < T ? to_f32(src[t * stride + i]) : 0.f;
   }
 }
 
-// The att tile of queries q0.. and keys k0.., as [q][k] or transposed [k][q]; zeros past T.
-__device__ void load_att(float* dst, const float* att_bh, int q0, int k0, int T, bool transposed) {
+// dst[r][i] = src[(r0 + r) * stride + i], [kTile][padded_cols(hd)]; zeros past T and in the padding.
+template <class F>
+__device__ void load_padded(float* dst, const F* src, std::int64_t stride, int r0, int T, int hd) {
+  const int ld = padded_cols(hd);
+  for (int e = threadIdx.x; e < kTile * ld; e += kThreads) {
+    const int r = e / ld, i = e - r * ld, t = r0 + r;
+    dst[e] = t < T && i < hd ? to_f32(src[t * stride + i]) : 0.f;
+  }
+}
+
+// The att tile of queries q0.. and keys k0.., as P[q][k] or transposed P[k][q], [kTile][kTileLd]; zeros past T.
+__device__ void load_probabilities(float* P, const float* att_bh, int q0, int k0, int T, bool transposed) {
   for (int e = threadIdx.x; e < kTile * kTile; e += kThreads) {
     const int q = e / kTile, k = e % kTile, tq = q0 + q, tk = k0 + k;
     const float p = tq < T && tk < T ? att_bh[static_cast<std::int64_t>(tq) * T + tk] : 0.f;
-    dst[transposed ? k * kTileLd + q : q * kTileLd + k] = p;
+    P[transposed ? k * kTileLd + q : q * kTileLd + k] = p;
   }
 }
 
-// s[a][c] = sum_i A[ty + 16a][i] * B[tx + 16c][i] for this thread's (ty, tx) = (tid / 16, tid % 16),
-// i ascending as the host's dot.
-__device__ void nt_2x2(const float* A, const float* B, int ld, int hd, float (&s)[2][2]) {
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+// Element j of v (j a constant once the loops that call it are unrolled).
+__device__ __forceinline__ float lane_of(const float4& v, int j) {
+  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
+// s[a][c] = sum_i At[i][4 ty + a] * Bt[i][4 tx + c], i ascending as the host's dot.
+__device__ __forceinline__ void dot_4x4(const float* At, const float* Bt, int hd, float (&s)[4][4]) {
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  const float* a0 = A + ty * ld;
-  const float* a1 = a0 + 16 * ld;
-  const float* b0 = B + tx * ld;
-  const float* b1 = b0 + 16 * ld;
-  float s00 = 0.f, s01 = 0.f, s10 = 0.f, s11 = 0.f;
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) s[a][c] = 0.f;
   for (int i = 0; i < hd; ++i) {
-    const float x0 = a0[i], x1 = a1[i], y0 = b0[i], y1 = b1[i];
-    s00 += x0 * y0;
-    s01 += x0 * y1;
-    s10 += x1 * y0;
-    s11 += x1 * y1;
-  }
-  s[0][0] = s00;
-  s[0][1] = s01;
-  s[1][0] = s10;
-  s[1][1] = s11;
-}
-
-// dscore_tk = att_tk (datt_tk - adot_t) * scale for this thread's 2x2 of query tile q0 x key tile k0, where
-// datt = dout v^T comes from the dout rows G and value rows V, att is P [32][kTileLd] and adot [32] holds the
-// tile's rows; zero past the sequence and above the diagonal. D [32][kTileLd] gets it by query rows, or by key rows when `transposed`.
-__device__ void store_dscore(float* D, const float* P, const float* G, const float* V, int ld, int hd,
-                             const float* adot, float scale, int q0, int k0, int T, bool transposed) {
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  float s[2][2];
-  nt_2x2(G, V, ld, hd, s);
-  for (int a = 0; a < 2; ++a) {
-    for (int c = 0; c < 2; ++c) {
-      const int q = ty + 16 * a, k = tx + 16 * c, tq = q0 + q, tk = k0 + k;
-      const float dscore = tq < T && tk <= tq ? P[q * kTileLd + k] * (s[a][c] - adot[q]) * scale : 0.f;
-      D[transposed ? k * kTileLd + q : q * kTileLd + k] = dscore;
-    }
+    const float4 x = load4(At + i * kTileLd + 4 * ty), y = load4(Bt + i * kTileLd + 4 * tx);
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) s[a][c] += lane_of(x, a) * lane_of(y, c);
   }
 }
 
-// Acc[r][i] += sum_{s < ns} M[s][r] * X[s][i], s ascending; M is [32][kTileLd], X [32][ld], Acc [32][hd].
-// Warp w owns rows 4w .. 4w+3, its lanes the columns i = lane, lane + 32, ...
-__device__ void nn_accumulate(float* Acc, int hd, const float* M, const float* X, int ld, int ns, Mask mask) {
-  const int r0 = 4 * (threadIdx.x / 32);
-  for (int i = threadIdx.x % 32; i < hd; i += 32) {
-    float a0 = Acc[r0 * hd + i], a1 = Acc[(r0 + 1) * hd + i], a2 = Acc[(r0 + 2) * hd + i],
-          a3 = Acc[(r0 + 3) * hd + i];
-    for (int s = 0; s < ns; ++s) {
-      const float4 m = *reinterpret_cast<const float4*>(M + s * kTileLd + r0);
-      const float x = X[s * ld + i];
-      if (mask == kNoMask) {
-        a0 += m.x * x;
-        a1 += m.y * x;
-        a2 += m.z * x;
-        a3 += m.w * x;
-      } else if (mask == kKeyNotAfterQuery) {
-        if (s <= r0) a0 += m.x * x;
-        if (s <= r0 + 1) a1 += m.y * x;
-        if (s <= r0 + 2) a2 += m.z * x;
-        if (s <= r0 + 3) a3 += m.w * x;
-      } else {
-        if (s >= r0) a0 += m.x * x;
-        if (s >= r0 + 1) a1 += m.y * x;
-        if (s >= r0 + 2) a2 += m.z * x;
-        if (s >= r0 + 3) a3 += m.w * x;
+// A thread's accumulator: rows 4 ty + a, columns 64 g + 4 tx + j.
+template <int kGroups>
+struct RegisterTile {
+  float v[4][kGroups][4] = {};
+};
+
+// acc[a][g][j] += sum_{s < ns} M[s][4 ty + a] X[s][64 g + 4 tx + j], s ascending, with M [s][kTileLd] and X
+// [s][padded_cols(hd)]; on a diagonal tile, `mask` skips the pairs that do not exist.
+template <int kGroups>
+__device__ __forceinline__ void accumulate_4x4(RegisterTile<kGroups>& acc, const float* M, const float* X, int hd,
+                                               int ns, Mask mask) {
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16, ld = padded_cols(hd);
+  for (int s = 0; s < ns; ++s) {
+    const float4 m = load4(M + s * kTileLd + 4 * ty);
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      const int i0 = 64 * g + 4 * tx;
+      if (i0 >= ld) continue;
+      const float4 x = load4(X + s * ld + i0);
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        const int r = 4 * ty + a;
+        if (mask == kKeyNotAfterQuery ? s > r : mask == kQueryNotBeforeKey ? s < r : false) continue;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc.v[a][g][j] += lane_of(m, a) * lane_of(x, j);
       }
     }
-    Acc[r0 * hd + i] = a0;
-    Acc[(r0 + 1) * hd + i] = a1;
-    Acc[(r0 + 2) * hd + i] = a2;
-    Acc[(r0 + 3) * hd + i] = a3;
   }
 }
 
-__device__ void zero(float* p, int n) {
-  for (int e = threadIdx.x; e < n; e += kThreads) p[e] = 0.f;
-}
-
-// dst[(r0 + r) * stride + i] (+)= Acc[r][i] for the rows before T.
-template <class F>
-__device__ void store_rows(F* dst, std::int64_t stride, const float* Acc, int r0, int T, int hd, bool add) {
-  for (int e = threadIdx.x; e < kTile * hd; e += kThreads) {
-    const int r = e / hd, i = e - r * hd, t = r0 + r;
+// dst[(r0 + r) * stride + i] (+)= acc for this thread's rows before T and columns before hd, rounded once.
+template <int kGroups, class F>
+__device__ void store_rows(F* dst, std::int64_t stride, const RegisterTile<kGroups>& acc, int r0, int T, int hd,
+                           bool add) {
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const int t = r0 + 4 * ty + a;
     if (t >= T) continue;
-    F* p = dst + t * stride + i;
-    store(p, add ? to_f32(*p) + Acc[r * hd + i] : Acc[r * hd + i]);
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int i = 64 * g + 4 * tx + j;
+        if (i < hd) {
+          F* p = dst + t * stride + i;
+          store(p, add ? to_f32(*p) + acc.v[a][g][j] : acc.v[a][g][j]);
+        }
+      }
+    }
   }
 }
 
 // ---- forward --------------------------------------------------------------------------------------
 
-// Shared memory: PT [32][kTileLd] (att tile, transposed), Qs and KV [32][ld], Acc [32][hd].
+// Shared memory: Qt and Kt [hd][kTileLd] (q and k transposed), PT [kTile][kTileLd] (att tile, transposed) and
+// Vs [kTile][padded_cols(hd)].
 std::size_t forward_shared_bytes(int hd) {
-  return sizeof(float) * (kTile * kTileLd + 2 * kTile * tile_ld(hd) + kTile * hd);
+  return sizeof(float) * (2 * hd * kTileLd + kTile * kTileLd + kTile * padded_cols(hd));
 }
 
-template <class F>
+template <int kGroups, class F>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(F* out, float* att, const F* qkv, int T, int C, int NH, int hd, float scale) {
   extern __shared__ float4 smem4[];
-  const int ld = tile_ld(hd);
-  float* PT = reinterpret_cast<float*>(smem4);
-  float* Qs = PT + kTile * kTileLd;
-  float* KV = Qs + kTile * ld;
-  float* Acc = KV + kTile * ld;
+  float* Qt = reinterpret_cast<float*>(smem4);
+  float* Kt = Qt + hd * kTileLd;
+  float* PT = Kt + hd * kTileLd;
+  float* Vs = PT + kTile * kTileLd;
 
   const int NT = (T + kTile - 1) / kTile;
   const int qt = NT - 1 - static_cast<int>(blockIdx.x);  // the longest rows first
@@ -181,20 +190,22 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t C3 = 3 * static_cast<std::int64_t>(C);
   const F* q_base = qkv + b * T * C3 + h * hd;  // k at + C, v at + 2C
   float* att_bh = att + (b * NH + h) * T * static_cast<std::int64_t>(T);
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
 
   // 1. Scaled scores of the keys at or before each query, into the att rows.
-  load_rows(Qs, ld, q_base, C3, q0, T, hd);
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  load_transposed(Qt, q_base, C3, q0, T, hd);
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();  // the previous key tile is no longer read
-    load_rows(KV, ld, q_base + C, C3, k0, T, hd);
+    load_transposed(Kt, q_base + C, C3, k0, T, hd);
     __syncthreads();
-    float s[2][2];
-    nt_2x2(Qs, KV, ld, hd, s);
-    for (int a = 0; a < 2; ++a) {
-      for (int c = 0; c < 2; ++c) {
-        const int tq = q0 + ty + 16 * a, tk = k0 + tx + 16 * c;
+    float s[4][4];
+    dot_4x4(Qt, Kt, hd, s);
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int tq = q0 + 4 * ty + a, tk = k0 + 4 * tx + c;
         if (tq < T && tk <= tq) att_bh[static_cast<std::int64_t>(tq) * T + tk] = scale * s[a][c];
       }
     }
@@ -222,50 +233,70 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // 3. out = att v, keys ascending.
-  zero(Acc, kTile * hd);
+  RegisterTile<kGroups> acc;
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();  // the att rows are final; the previous value tile is no longer read
-    load_rows(KV, ld, q_base + 2 * C, C3, k0, T, hd);
-    load_att(PT, att_bh, q0, k0, T, /*transposed=*/true);
+    load_padded(Vs, q_base + 2 * C, C3, k0, T, hd);
+    load_probabilities(PT, att_bh, q0, k0, T, /*transposed=*/true);
     __syncthreads();
     const int ns = T - k0 < kTile ? T - k0 : kTile;
-    nn_accumulate(Acc, hd, PT, KV, ld, ns, kt == qt ? kKeyNotAfterQuery : kNoMask);
+    accumulate_4x4(acc, PT, Vs, hd, ns, kt == qt ? kKeyNotAfterQuery : kNoMask);
   }
-  __syncthreads();
-  store_rows(out + b * T * C + h * hd, C, Acc, q0, T, hd, /*add=*/false);
+  store_rows(out + b * T * C + h * hd, C, acc, q0, T, hd, /*add=*/false);
 }
 
 // ---- backward -------------------------------------------------------------------------------------
 
-// Shared memory of the query-tile kernel: P and D [32][kTileLd] (att tile; datt, then dscore), Gs (dout), Ks,
-// Vs [32][ld], Acc [32][hd], adot [32].
-std::size_t backward_dq_shared_bytes(int hd) {
-  return sizeof(float) * (2 * kTile * kTileLd + 3 * kTile * tile_ld(hd) + kTile * hd + kTile);
+// The sum over the 16 lanes of a half warp (the threads of one ty), in a fixed butterfly.
+__device__ __forceinline__ float half_warp_sum(float v) {
+  for (int offset = 8; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
 }
 
-// Shared memory of the key-tile kernel: P and D [32][kTileLd], Qs, Gs, Ks, Vs [32][ld], Acc0 and Acc1 [32][hd].
+// dscore[a][c] = att (datt - adot) * scale for query 4 ty + a and key 4 tx + c of tile q0 x k0, from datt in s,
+// att in P [q][k], adot of the thread's rows; zero past the sequence and above the diagonal.
+__device__ __forceinline__ void dscore_4x4(float (&ds)[4][4], const float (&s)[4][4], const float* P,
+                                           const float (&adot)[4], float scale, int q0, int k0, int T) {
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const int q = 4 * ty + a, tq = q0 + q;
+    const float4 p = load4(P + q * kTileLd + 4 * tx);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int tk = k0 + 4 * tx + c;
+      ds[a][c] = tq < T && tk <= tq ? lane_of(p, c) * (s[a][c] - adot[a]) * scale : 0.f;
+    }
+  }
+}
+
+// Shared memory of the query-tile kernel: P and D [64][kTileLd] (att; dscore^T), Gt and Vt [hd][kTileLd] (dout
+// and v, transposed), Ks [64][padded_cols(hd)].
+std::size_t backward_dq_shared_bytes(int hd) {
+  return sizeof(float) * (2 * kTile * kTileLd + 2 * hd * kTileLd + kTile * padded_cols(hd));
+}
+
+// Shared memory of the key-tile kernel: P and D [64][kTileLd] (att; dscore), Gt and Vt [hd][kTileLd], Qs and Gs
+// [64][padded_cols(hd)].
 std::size_t backward_dkdv_shared_bytes(int hd) {
-  return sizeof(float) * (2 * kTile * kTileLd + 4 * kTile * tile_ld(hd) + 2 * kTile * hd);
+  return sizeof(float) * (2 * kTile * kTileLd + 2 * hd * kTileLd + 2 * kTile * padded_cols(hd));
 }
 
 // One block per (b, h, query tile), the longest rows first:
-//   A. adot_t = sum_j att_tj datt_tj over the tile's rows, datt = dout v^T a key tile at a time; into shared
-//      memory and the op's scratch (the key-tile kernel reads every row's);
+//   A. adot_t = sum_j att_tj datt_tj over the tile's rows, datt = dout v^T a key tile at a time; kept in the
+//      registers of the threads of each row, and written to the op's scratch for the key-tile kernel;
 //   B. dq_t += sum_j dscore_tj k_j, keys ascending (datt recomputed: storing it would take T floats a row).
-template <class F>
+template <int kGroups, class F>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dq_kernel(F* dqkv, float* adot_all, const F* dout, const F* qkv, const float* att, int T,
                                  int C, int NH, int hd, float scale) {
   extern __shared__ float4 smem4[];
-  const int ld = tile_ld(hd);
   float* P = reinterpret_cast<float*>(smem4);
   float* D = P + kTile * kTileLd;
-  float* Gs = D + kTile * kTileLd;
-  float* Ks = Gs + kTile * ld;
-  float* Vs = Ks + kTile * ld;
-  float* Acc = Vs + kTile * ld;
-  float* adot = Acc + kTile * hd;
+  float* Gt = D + kTile * kTileLd;
+  float* Vt = Gt + hd * kTileLd;
+  float* Ks = Vt + hd * kTileLd;
 
   const int NT = (T + kTile - 1) / kTile;
   const int qt = NT - 1 - static_cast<int>(blockIdx.x);
@@ -276,70 +307,76 @@ __global__ void __launch_bounds__(kThreads)
   const F* q_base = qkv + b * T * C3 + h * hd;  // k at + C, v at + 2C
   const float* att_bh = att + (b * NH + h) * T * static_cast<std::int64_t>(T);
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   // A.
-  load_rows(Gs, ld, dout + b * T * C + h * hd, C, q0, T, hd);
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows 4 * warp + j, the same in every lane
+  load_transposed(Gt, dout + b * T * C + h * hd, C, q0, T, hd);
+  float adot[4] = {0.f, 0.f, 0.f, 0.f};
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
-    __syncthreads();  // Vs, P and D are no longer read
-    load_rows(Vs, ld, q_base + 2 * C, C3, k0, T, hd);
-    load_att(P, att_bh, q0, k0, T, /*transposed=*/false);
+    __syncthreads();  // Vt and P are no longer read
+    load_transposed(Vt, q_base + 2 * C, C3, k0, T, hd);
+    load_probabilities(P, att_bh, q0, k0, T, /*transposed=*/false);
     __syncthreads();
-    float s[2][2];
-    nt_2x2(Gs, Vs, ld, hd, s);
-    for (int a = 0; a < 2; ++a)
-      for (int c = 0; c < 2; ++c) D[(ty + 16 * a) * kTileLd + tx + 16 * c] = s[a][c];
-    __syncthreads();
-    for (int j = 0; j < 4; ++j) {
-      const int r = 4 * warp + j, tq = q0 + r, tk = k0 + lane;
-      acc[j] += warp_sum(tq < T && tk <= tq ? P[r * kTileLd + lane] * D[r * kTileLd + lane] : 0.f);
+    float s[4][4];
+    dot_4x4(Gt, Vt, hd, s);
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const int q = 4 * ty + a, tq = q0 + q;
+      const float4 p = load4(P + q * kTileLd + 4 * tx);
+      float part = 0.f;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int tk = k0 + 4 * tx + c;
+        part += tq < T && tk <= tq ? lane_of(p, c) * s[a][c] : 0.f;
+      }
+      adot[a] += half_warp_sum(part);
     }
   }
-  if (lane == 0) {
-    for (int j = 0; j < 4; ++j) {
-      const int r = 4 * warp + j;
-      adot[r] = acc[j];
-      if (q0 + r < T) adot_all[(b * NH + h) * T + q0 + r] = acc[j];
+  if (tx == 0) {
+    for (int a = 0; a < 4; ++a) {
+      const int tq = q0 + 4 * ty + a;
+      if (tq < T) adot_all[(b * NH + h) * T + tq] = adot[a];
     }
   }
 
   // B.
-  zero(Acc, kTile * hd);
+  RegisterTile<kGroups> dq;
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
-    __syncthreads();  // Ks, Vs, P and D are no longer read; adot is written
-    load_rows(Ks, ld, q_base + C, C3, k0, T, hd);
-    load_rows(Vs, ld, q_base + 2 * C, C3, k0, T, hd);
-    load_att(P, att_bh, q0, k0, T, /*transposed=*/false);
+    __syncthreads();  // Vt, Ks, P and D are no longer read
+    load_transposed(Vt, q_base + 2 * C, C3, k0, T, hd);
+    load_padded(Ks, q_base + C, C3, k0, T, hd);
+    load_probabilities(P, att_bh, q0, k0, T, /*transposed=*/false);
     __syncthreads();
-    // dscore^T: nn_accumulate takes the keys as its s.
-    store_dscore(D, P, Gs, Vs, ld, hd, adot, scale, q0, k0, T, /*transposed=*/true);
+    float s[4][4], ds[4][4];
+    dot_4x4(Gt, Vt, hd, s);
+    dscore_4x4(ds, s, P, adot, scale, q0, k0, T);
+    // D[k][q] = dscore^T: accumulate_4x4 takes the keys as its s.
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      *reinterpret_cast<float4*>(D + (4 * tx + c) * kTileLd + 4 * ty) =
+          make_float4(ds[0][c], ds[1][c], ds[2][c], ds[3][c]);
     __syncthreads();
     const int ns = T - k0 < kTile ? T - k0 : kTile;
-    nn_accumulate(Acc, hd, D, Ks, ld, ns, kt == qt ? kKeyNotAfterQuery : kNoMask);
+    accumulate_4x4(dq, D, Ks, hd, ns, kt == qt ? kKeyNotAfterQuery : kNoMask);
   }
-  __syncthreads();
-  store_rows(dqkv + b * T * C3 + h * hd, C3, Acc, q0, T, hd, /*add=*/true);
+  store_rows(dqkv + b * T * C3 + h * hd, C3, dq, q0, T, hd, /*add=*/true);
 }
 
-// One block per (b, h, key tile), the longest columns (the first keys) first, after the query-tile kernel
-// has written every adot: dk_j += sum_t dscore_tj q_t and dv_j += sum_t att_tj dout_t, queries ascending.
-template <class F>
+// One block per (b, h, key tile), the longest columns (the first keys) first, after the query-tile kernel has
+// written every adot: dk_j += sum_t dscore_tj q_t and dv_j += sum_t att_tj dout_t, queries ascending.
+template <int kGroups, class F>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_kernel(F* dqkv, const float* adot_all, const F* dout, const F* qkv, const float* att,
                                    int T, int C, int NH, int hd, float scale) {
   extern __shared__ float4 smem4[];
-  const int ld = tile_ld(hd);
+  const int ld = padded_cols(hd);
   float* P = reinterpret_cast<float*>(smem4);
   float* D = P + kTile * kTileLd;
-  float* Qs = D + kTile * kTileLd;
+  float* Gt = D + kTile * kTileLd;
+  float* Vt = Gt + hd * kTileLd;
+  float* Qs = Vt + hd * kTileLd;
   float* Gs = Qs + kTile * ld;
-  float* Ks = Gs + kTile * ld;
-  float* Vs = Ks + kTile * ld;
-  float* Acc0 = Vs + kTile * ld;
-  float* Acc1 = Acc0 + kTile * hd;
 
   const int NT = (T + kTile - 1) / kTile;
   const int kt = static_cast<int>(blockIdx.x);
@@ -352,49 +389,81 @@ __global__ void __launch_bounds__(kThreads)
   F* d_base = dqkv + b * T * C3 + h * hd;
   const float* att_bh = att + (b * NH + h) * T * static_cast<std::int64_t>(T);
   const float* adot_bh = adot_all + (b * NH + h) * T;
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
 
-  load_rows(Ks, ld, q_base + C, C3, k0, T, hd);
-  load_rows(Vs, ld, q_base + 2 * C, C3, k0, T, hd);
-  zero(Acc0, kTile * hd);
-  zero(Acc1, kTile * hd);
+  load_transposed(Vt, q_base + 2 * C, C3, k0, T, hd);
+  RegisterTile<kGroups> dk, dv;
   for (int qt = kt; qt < NT; ++qt) {
     const int q0 = qt * kTile;
-    __syncthreads();  // Qs, Gs, P and D are no longer read
-    load_rows(Qs, ld, q_base, C3, q0, T, hd);
-    load_rows(Gs, ld, g_base, C, q0, T, hd);
-    load_att(P, att_bh, q0, k0, T, /*transposed=*/false);
+    __syncthreads();  // Gt, Qs, Gs, P and D are no longer read
+    load_transposed(Gt, g_base, C, q0, T, hd);
+    load_padded(Gs, g_base, C, q0, T, hd);
+    load_padded(Qs, q_base, C3, q0, T, hd);
+    load_probabilities(P, att_bh, q0, k0, T, /*transposed=*/false);
     __syncthreads();
-    store_dscore(D, P, Gs, Vs, ld, hd, adot_bh + q0, scale, q0, k0, T, /*transposed=*/false);
+    float s[4][4], ds[4][4], adot[4];
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const int tq = q0 + 4 * ty + a;
+      adot[a] = tq < T ? adot_bh[tq] : 0.f;
+    }
+    dot_4x4(Gt, Vt, hd, s);
+    dscore_4x4(ds, s, P, adot, scale, q0, k0, T);
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+      *reinterpret_cast<float4*>(D + (4 * ty + a) * kTileLd + 4 * tx) =
+          make_float4(ds[a][0], ds[a][1], ds[a][2], ds[a][3]);
     __syncthreads();
     const int ns = T - q0 < kTile ? T - q0 : kTile;
     const Mask mask = qt == kt ? kQueryNotBeforeKey : kNoMask;
-    nn_accumulate(Acc0, hd, D, Qs, ld, ns, mask);
-    nn_accumulate(Acc1, hd, P, Gs, ld, ns, mask);
+    accumulate_4x4(dk, D, Qs, hd, ns, mask);
+    accumulate_4x4(dv, P, Gs, hd, ns, mask);
   }
-  __syncthreads();
-  store_rows(d_base + C, C3, Acc0, k0, T, hd, /*add=*/true);
-  store_rows(d_base + 2 * C, C3, Acc1, k0, T, hd, /*add=*/true);
+  store_rows(d_base + C, C3, dk, k0, T, hd, /*add=*/true);
+  store_rows(d_base + 2 * C, C3, dv, k0, T, hd, /*add=*/true);
 }
 
 // ---- launchers ------------------------------------------------------------------------------------
 
+// The head size, checked: the register tiles hold up to two column groups of 64.
+int head_size(const char* op, std::int64_t C, std::int64_t n_head) {
+  const std::int64_t hd = C / n_head;
+  if (hd < 1 || hd > kMaxHeadDim)
+    fail(op, ": the head size C / n_head must be 1 to ", kMaxHeadDim, " on the GPU; got ", C, " / ", n_head, " = ",
+         hd);
+  return static_cast<int>(hd);
+}
+
 // What asks for the shared memory, for allow_shared_memory's error.
-std::string tile_sizes(int hd) { return "tiles of " + std::to_string(kTile) + " rows of a head of " + std::to_string(hd); }
+std::string tile_sizes(int hd) { return "a head of " + std::to_string(hd) + " columns"; }
+
+// Calls fn(std::integral_constant<int, G>{}, F{}) with the column groups G a thread needs for hd (1 up to 64, 2
+// up to 128: no registers for columns the head does not have) and the storage type F of dtype.
+template <class Fn>
+void dispatch_tiles(DType dtype, const char* op, int hd, Fn&& fn) {
+  dispatch_float(dtype, op, [&](auto zero) {
+    if (hd <= 64)
+      fn(std::integral_constant<int, 1>{}, zero);
+    else
+      fn(std::integral_constant<int, 2>{}, zero);
+  });
+}
 
 }  // namespace
 
 void attention_forward(CUstream_st* stream, DType dtype, void* out, float* att, const void* qkv, std::int64_t B,
                        std::int64_t T, std::int64_t C, std::int64_t n_head) {
   if (B == 0 || T == 0) return;
-  const int hd = static_cast<int>(C / n_head);
+  const int hd = head_size("attention", C, n_head);
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   const std::size_t bytes = forward_shared_bytes(hd);
   const dim3 grid(static_cast<unsigned>((T + kTile - 1) / kTile), static_cast<unsigned>(n_head),
                   static_cast<unsigned>(B));
-  dispatch_float(dtype, "attention", [&](auto zero) {
+  dispatch_tiles(dtype, "attention", hd, [&](auto groups, auto zero) {
+    constexpr int kGroups = decltype(groups)::value;
     using F = decltype(zero);
-    allow_shared_memory(attention_forward_kernel<F>, bytes, "attention", tile_sizes(hd));
-    attention_forward_kernel<F><<<grid, kThreads, bytes, stream>>>(
+    allow_shared_memory(attention_forward_kernel<kGroups, F>, bytes, "attention", tile_sizes(hd));
+    attention_forward_kernel<kGroups, F><<<grid, kThreads, bytes, stream>>>(
         static_cast<F*>(out), att, static_cast<const F*>(qkv), static_cast<int>(T), static_cast<int>(C),
         static_cast<int>(n_head), hd, scale);
   });
@@ -404,21 +473,23 @@ void attention_forward(CUstream_st* stream, DType dtype, void* out, float* att, 
 void attention_backward(CUstream_st* stream, DType dtype, void* dqkv, const void* dout, const void* qkv,
                         const float* att, std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t n_head) {
   if (B == 0 || T == 0) return;
-  const int hd = static_cast<int>(C / n_head);
+  const int hd = head_size("attention_backward", C, n_head);
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   auto* adot = static_cast<float*>(
       op_scratch(B * n_head * T * static_cast<std::int64_t>(sizeof(float)), "the rows' sums of att * datt"));
   const std::size_t dq_bytes = backward_dq_shared_bytes(hd), dkdv_bytes = backward_dkdv_shared_bytes(hd);
   const dim3 grid(static_cast<unsigned>((T + kTile - 1) / kTile), static_cast<unsigned>(n_head),
                   static_cast<unsigned>(B));
-  dispatch_float(dtype, "attention_backward", [&](auto zero) {
+  dispatch_tiles(dtype, "attention_backward", hd, [&](auto groups, auto zero) {
+    constexpr int kGroups = decltype(groups)::value;
     using F = decltype(zero);
-    allow_shared_memory(attention_backward_dq_kernel<F>, dq_bytes, "attention_backward", tile_sizes(hd));
-    allow_shared_memory(attention_backward_dkdv_kernel<F>, dkdv_bytes, "attention_backward", tile_sizes(hd));
-    attention_backward_dq_kernel<F><<<grid, kThreads, dq_bytes, stream>>>(
+    allow_shared_memory(attention_backward_dq_kernel<kGroups, F>, dq_bytes, "attention_backward", tile_sizes(hd));
+    allow_shared_memory(attention_backward_dkdv_kernel<kGroups, F>, dkdv_bytes, "attention_backward",
+                        tile_sizes(hd));
+    attention_backward_dq_kernel<kGroups, F><<<grid, kThreads, dq_bytes, stream>>>(
         static_cast<F*>(dqkv), adot, static_cast<const F*>(dout), static_cast<const F*>(qkv), att,
         static_cast<int>(T), static_cast<int>(C), static_cast<int>(n_head), hd, scale);
-    attention_backward_dkdv_kernel<F><<<grid, kThreads, dkdv_bytes, stream>>>(
+    attention_backward_dkdv_kernel<kGroups, F><<<grid, kThreads, dkdv_bytes, stream>>>(
         static_cast<F*>(dqkv), adot, static_cast<const F*>(dout), static_cast<const F*>(qkv), att,
         static_cast<int>(T), static_cast<int>(C), static_cast<int>(n_head), hd, scale);
   });

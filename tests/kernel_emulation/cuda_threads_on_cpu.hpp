@@ -48,6 +48,7 @@ struct uint4 {
 struct alignas(16) float4 {
   float x, y, z, w;
 };
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 // Rounded multiply: the host does not contract a multiply into an add unless asked (-ffp-contract), as the
 // kernels ask the GPU not to.

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/runtime/error.hpp"
 #include "float_tensors_on_cpu.hpp"
 
 namespace fsdplab {
@@ -65,8 +66,8 @@ template <class T>
 Outputs<T> on_emulated_gpu(const Sizes& n, const Inputs<T>& in) {
   Outputs<T> r{unwritten<T>(n.out()), in.dqkv0, unwritten<float>(n.att())};
   cuda::attention_forward(nullptr, dtype_of<T>(), r.out.data(), r.att.data(), in.qkv.data(), n.B, n.T, n.C, n.NH);
-  cuda::attention_backward(nullptr, dtype_of<T>(), r.dqkv.data(), in.dout.data(), in.qkv.data(), r.att.data(), n.B,
-                           n.T, n.C, n.NH);
+  cuda::attention_backward(nullptr, dtype_of<T>(), r.dqkv.data(), in.dout.data(), in.qkv.data(), r.att.data(), n.B, n.T,
+                           n.C, n.NH);
   return r;
 }
 
@@ -86,7 +87,9 @@ Reference reference(const Sizes& n, const Inputs<F>& in, const std::vector<float
   const auto x = [&](std::int64_t b, std::int64_t t, int part, std::int64_t h, std::int64_t i) {
     return ((b * T + t) * 3 + part) * C + h * hd + i;
   };
-  const auto o = [&](std::int64_t b, std::int64_t t, std::int64_t h, std::int64_t i) { return (b * T + t) * C + h * hd + i; };
+  const auto o = [&](std::int64_t b, std::int64_t t, std::int64_t h, std::int64_t i) {
+    return (b * T + t) * C + h * hd + i;
+  };
   for (std::int64_t b = 0; b < n.B; ++b) {
     for (std::int64_t h = 0; h < n.NH; ++h) {
       const std::int64_t head = (b * n.NH + h) * T * T;
@@ -144,9 +147,11 @@ template <class T>
 
 TYPED_TEST(AttentionKernelsOnCpu, AgreeWithTheFormulasTileForTile) {
   using T = TypeParam;
-  // hd 4 and one partial tile; hd 12 (odd row strides) over three tiles, the last partial; GPT-2's hd 64 with
-  // two heads and two batches; the largest head the tests use, 128.
-  const Sizes cases[] = {{1, 5, 8, 2}, {1, 67, 12, 1}, {2, 70, 128, 2}, {1, 40, 256, 2}};
+  // hd 4 and one partial tile; hd 3, rows padded to a float4; hd 12 over three forward tiles and two backward
+  // ones, the last of each partial; hd 16 over three backward tiles; GPT-2's hd 64 with two heads and two
+  // batches; hd 100, a second column group that is partly there; the largest head, 128.
+  const Sizes cases[] = {{1, 5, 8, 2},    {1, 20, 6, 2},   {1, 67, 12, 1}, {1, 150, 16, 1},
+                         {2, 70, 128, 2}, {1, 70, 200, 2}, {1, 40, 256, 2}};
   for (const Sizes& n : cases) {
     SCOPED_TRACE(describe(n));
     const Inputs<T> in = inputs<T>(n, static_cast<std::uint32_t>(n.T));
@@ -186,7 +191,8 @@ TYPED_TEST(AttentionKernelsOnCpu, AFutureKeyNeverReachesAnEarlierQuery) {
     };
     EXPECT_TRUE(same_bits(rows(b.out, n.C), rows(a.out, n.C)));
     const std::vector<T> dq_b = rows(b.dqkv, 3 * n.C), dq_a = rows(a.dqkv, 3 * n.C);
-    EXPECT_TRUE(same_bits(std::vector<T>(dq_b.begin(), dq_b.begin() + n.C), std::vector<T>(dq_a.begin(), dq_a.begin() + n.C)));
+    EXPECT_TRUE(
+        same_bits(std::vector<T>(dq_b.begin(), dq_b.begin() + n.C), std::vector<T>(dq_a.begin(), dq_a.begin() + n.C)));
     for (std::int64_t h = 0; h < n.NH; ++h) {
       const auto row = [&](const std::vector<float>& att) {
         const auto* p = att.data() + (h * n.T + t) * n.T;
@@ -214,6 +220,32 @@ TYPED_TEST(AttentionKernelsOnCpu, AnEarlierQueryNeverReachesALaterKey) {
   };
   EXPECT_TRUE(same_bits(after_row_0(b.out, n.C), after_row_0(a.out, n.C)));
   EXPECT_TRUE(same_bits(after_row_0(b.dqkv, 3 * n.C), after_row_0(a.dqkv, 3 * n.C)));
+}
+
+TEST(AttentionKernelsOnCpu, TheLaunchersRefuseAHeadTheRegisterTilesCannotHold) {
+  const Sizes n{1, 2, 258, 2};  // hd 129
+  std::vector<float> qkv(static_cast<std::size_t>(n.qkv())), out(static_cast<std::size_t>(n.out())),
+      att(static_cast<std::size_t>(n.att()));
+  const auto refused = [](const auto& launch, const char* op) -> ::testing::AssertionResult {
+    try {
+      launch();
+    } catch (const Error& e) {
+      const std::string want =
+          std::string(op) + ": the head size C / n_head must be 1 to 128 on the GPU; got 258 / 2 = 129";
+      if (std::string(e.what()).find(want) != std::string::npos) return ::testing::AssertionSuccess();
+      return ::testing::AssertionFailure() << "the error says: " << e.what();
+    }
+    return ::testing::AssertionFailure() << op << " launched a head of 129 columns";
+  };
+  EXPECT_TRUE(refused(
+      [&] { cuda::attention_forward(nullptr, DType::f32, out.data(), att.data(), qkv.data(), n.B, n.T, n.C, n.NH); },
+      "attention"));
+  EXPECT_TRUE(refused(
+      [&] {
+        cuda::attention_backward(nullptr, DType::f32, qkv.data(), out.data(), qkv.data(), att.data(), n.B, n.T, n.C,
+                                 n.NH);
+      },
+      "attention_backward"));
 }
 
 }  // namespace
