@@ -25,10 +25,11 @@
 //
 // [Note: register tiles]
 // Each of the 256 threads owns the 4 x 4 block of rows 4 ty .. 4 ty + 3 and columns 4 tx .. 4 tx + 3 of a
-// product, (ty, tx) = (tid / 16, tid % 16), in registers: every shared-memory read is a float4 that feeds four
-// multiply-adds (a thread with a 2 x 2 block reads one float a multiply-add, and leaves the FMA units waiting
-// on shared memory). So each tile sits in shared memory in the layout that puts a thread's four rows or
-// columns side by side:
+// product, (ty, tx) = (tid / 16, tid % 16), in registers. Each step of a product reads two float4s from shared
+// memory, four rows' values and four columns', and does 16 multiply-adds with them: two a float read, eight
+// a load instruction (a thread with a 2 x 2 block reads four floats for four multiply-adds, and leaves the
+// FMA units waiting on shared memory). So each tile sits in shared memory in the layout that puts a thread's
+// four rows or columns side by side:
 //   dot_4x4, S[q][k] = sum_i At[i][q] Bt[i][k] (scores, datt): both operands transposed, [hd][kTileLd];
 //   accumulate_4x4, Acc[r][i] += sum_s M[s][r] X[s][i] (att v, dscore k, dscore^T q, att^T dout): M [s][r]
 //   as it is, X [s][i] with rows padded to a multiple of 4 columns (zeros); Acc stays in registers across all
