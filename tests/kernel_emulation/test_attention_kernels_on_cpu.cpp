@@ -1,9 +1,9 @@
 // The exact attention kernels' own source (engine/cuda/attention_kernels.cu), run on CPU threads by
-// cuda_threads_on_cpu.hpp, against a plain double-precision reference of attention.hpp's formulas: every CI
-// run, with no GPU, executes the kernels' tiles, partial tiles, diagonal masks, softmax and both backward
-// kernels with the row sums the second reads from the first's scratch (whose 0xff bytes read as NaN where a
-// row was never written). The f32 path is the one the numerics tests compare against; a GPU run (tests/unit's
-// cuda instances) is still the test that counts.
+// cuda_threads_on_cpu.hpp, against the plain double-precision reference (tests/reference/causal_attention.hpp):
+// every CI run, with no GPU, executes the kernels' tiles, partial tiles, diagonal masks, softmax and both
+// backward kernels with the row sums the second reads from the first's scratch (whose 0xff bytes read as NaN
+// where a row was never written). The f32 path is the one the numerics tests compare against; a GPU run
+// (tests/unit's cuda instances) is still the test that counts.
 #include "cuda_threads_on_cpu.hpp"
 
 // The kernels, rewritten by kernels_on_cpu.cmake (op scratch: op_scratch_on_cpu.cpp).
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/runtime/error.hpp"
+#include "causal_attention.hpp"
 #include "float_tensors_on_cpu.hpp"
 
 namespace fsdplab {
@@ -29,13 +30,7 @@ template <class T>
 class AttentionKernelsOnCpu : public ::testing::Test {};
 TYPED_TEST_SUITE(AttentionKernelsOnCpu, emulated::FloatTypes, emulated::FloatTypeNames);
 
-struct Sizes {
-  std::int64_t B, T, C, NH;
-  std::int64_t hd() const { return C / NH; }
-  std::int64_t qkv() const { return B * T * 3 * C; }
-  std::int64_t out() const { return B * T * C; }
-  std::int64_t att() const { return B * NH * T * T; }
-};
+using Sizes = reference::AttentionSizes;
 
 std::string describe(const Sizes& n) {
   return "B " + std::to_string(n.B) + ", T " + std::to_string(n.T) + ", hd " + std::to_string(n.hd()) + ", " +
@@ -75,57 +70,14 @@ struct Reference {
   std::vector<double> out, att, dqkv;
 };
 
-// attention.hpp's formulas in double, head by head. The backward starts from `att` (the kernels' own
-// probabilities, so that it checks the backward kernels alone) and adds into dqkv0.
+// The forward in double; the backward in double from `att`, the kernels' own probabilities, so that it checks the
+// backward kernels alone.
 template <class F>
-Reference reference(const Sizes& n, const Inputs<F>& in, const std::vector<float>& att) {
-  const std::vector<double> qkv = values(in.qkv), dout = values(in.dout);
-  Reference r{std::vector<double>(static_cast<std::size_t>(n.out())),
-              std::vector<double>(static_cast<std::size_t>(n.att())), values(in.dqkv0)};
-  const std::int64_t T = n.T, C = n.C, hd = n.hd();
-  const double scale = 1 / std::sqrt(static_cast<double>(hd));
-  const auto x = [&](std::int64_t b, std::int64_t t, int part, std::int64_t h, std::int64_t i) {
-    return ((b * T + t) * 3 + part) * C + h * hd + i;
-  };
-  const auto o = [&](std::int64_t b, std::int64_t t, std::int64_t h, std::int64_t i) {
-    return (b * T + t) * C + h * hd + i;
-  };
-  for (std::int64_t b = 0; b < n.B; ++b) {
-    for (std::int64_t h = 0; h < n.NH; ++h) {
-      const std::int64_t head = (b * n.NH + h) * T * T;
-      for (std::int64_t t = 0; t < T; ++t) {
-        std::vector<double> s(static_cast<std::size_t>(t + 1));
-        for (std::int64_t j = 0; j <= t; ++j) {
-          for (std::int64_t i = 0; i < hd; ++i) s[j] += qkv[x(b, t, 0, h, i)] * qkv[x(b, j, 1, h, i)];
-          s[j] *= scale;
-        }
-        const double max = *std::max_element(s.begin(), s.end());
-        double sum = 0;
-        for (double& e : s) sum += e = std::exp(e - max);
-        for (std::int64_t j = 0; j <= t; ++j) {
-          r.att[head + t * T + j] = s[j] / sum;
-          for (std::int64_t i = 0; i < hd; ++i) r.out[o(b, t, h, i)] += s[j] / sum * qkv[x(b, j, 2, h, i)];
-        }
-        // The backward, from the given probabilities.
-        const float* a = att.data() + head + t * T;
-        std::vector<double> datt(static_cast<std::size_t>(t + 1));
-        double adot = 0;
-        for (std::int64_t j = 0; j <= t; ++j) {
-          for (std::int64_t i = 0; i < hd; ++i) datt[j] += dout[o(b, t, h, i)] * qkv[x(b, j, 2, h, i)];
-          adot += a[j] * datt[j];
-        }
-        for (std::int64_t j = 0; j <= t; ++j) {
-          const double dscore = a[j] * (datt[j] - adot) * scale;
-          for (std::int64_t i = 0; i < hd; ++i) {
-            r.dqkv[x(b, t, 0, h, i)] += dscore * qkv[x(b, j, 1, h, i)];
-            r.dqkv[x(b, j, 1, h, i)] += dscore * qkv[x(b, t, 0, h, i)];
-            r.dqkv[x(b, j, 2, h, i)] += a[j] * dout[o(b, t, h, i)];
-          }
-        }
-      }
-    }
-  }
-  return r;
+Reference reference_for(const Sizes& n, const Inputs<F>& in, const std::vector<float>& att) {
+  const std::vector<double> qkv = values(in.qkv);
+  reference::AttentionForward forward = reference::causal_attention_forward(n, qkv);
+  return {std::move(forward.out), std::move(forward.att),
+          reference::causal_attention_backward(n, qkv, values(att), values(in.dout), values(in.dqkv0))};
 }
 
 // Each element within `relative` of the larger magnitude plus 2^-16 of the largest reference element: the
@@ -156,7 +108,7 @@ TYPED_TEST(AttentionKernelsOnCpu, AgreeWithTheFormulasTileForTile) {
     SCOPED_TRACE(describe(n));
     const Inputs<T> in = inputs<T>(n, static_cast<std::uint32_t>(n.T));
     const Outputs<T> gpu = on_emulated_gpu(n, in);
-    const Reference want = reference(n, in, gpu.att);
+    const Reference want = reference_for(n, in, gpu.att);
     EXPECT_TRUE(close_to(gpu.att, want.att, "att"));  // zeros above the diagonal included
     EXPECT_TRUE(close_to(gpu.out, want.out, "out"));
     EXPECT_TRUE(close_to(gpu.dqkv, want.dqkv, "dqkv"));

@@ -3,6 +3,7 @@
 // differences.
 #include "engine/tensor/attention.hpp"
 
+#include "causal_attention.hpp"
 #include "nn_ops_testing.hpp"
 
 namespace fsdplab {
@@ -12,37 +13,10 @@ using namespace testing;
 
 constexpr int B = 2, T = 5, C = 8, NH = 2, HD = C / NH;
 
-struct AttentionRef {
-  std::vector<double> out, att;
-};
+const reference::AttentionSizes kSizes{B, T, C, NH};
 
-// q, k, v = qkv.split(C, dim=-1); each viewed as [B, T, NH, HD] and transposed to [B, NH, T, HD];
-// att = softmax(q k^T / sqrt(HD) with keys after the query masked out); out = att v, heads side by
-// side again.
-AttentionRef attention_ref(std::span<const float> qkv) {
-  AttentionRef r{std::vector<double>(B * T * C, 0.0), std::vector<double>(B * NH * T * T, 0.0)};
-  auto at = [&](int b, int t, int part, int h, int i) { return qkv[(b * T + t) * 3 * C + part * C + h * HD + i]; };
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < NH; ++h) {
-      for (int t = 0; t < T; ++t) {
-        std::vector<double> score(t + 1);
-        double max = -1e300, sum = 0;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          double d = 0;
-          for (int i = 0; i < HD; ++i) d += static_cast<double>(at(b, t, 0, h, i)) * at(b, t2, 1, h, i);
-          score[t2] = d / std::sqrt(static_cast<double>(HD));
-          max = std::max(max, score[t2]);
-        }
-        for (int t2 = 0; t2 <= t; ++t2) sum += std::exp(score[t2] - max);
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const double p = std::exp(score[t2] - max) / sum;
-          r.att[((b * NH + h) * T + t) * T + t2] = p;
-          for (int i = 0; i < HD; ++i) r.out[(b * T + t) * C + h * HD + i] += p * at(b, t2, 2, h, i);
-        }
-      }
-    }
-  }
-  return r;
+reference::AttentionForward attention_ref(std::span<const float> qkv) {
+  return reference::causal_attention_forward(kSizes, reference::widened(qkv));
 }
 
 struct Outputs {
@@ -82,7 +56,7 @@ class NnOpsAttentionTest : public OnEachDevice {};
 
 TEST_P(NnOpsAttentionTest, ForwardMatchesReference) {
   const Outputs got = run(GetParam(), kQkv, kDout, kDqkv0, DType::f32);
-  const AttentionRef ref = attention_ref(kQkv);
+  const reference::AttentionForward ref = attention_ref(kQkv);
   EXPECT_TRUE(all_close(got.out, ref.out, 1e-6, 1e-5));
   EXPECT_TRUE(all_close(got.att, ref.att, 1e-7, 1e-5));  // including the zeros above the diagonal
 }
@@ -128,7 +102,7 @@ TEST_P(NnOpsAttentionTest, Bf16IsTheF32ResultRoundedOnce) {
   // between, so out and dqkv may differ from it by one rounding (plus the finite differences' error).
   const auto qkv = rounded_to_bf16(kQkv), dout = rounded_to_bf16(kDout), dqkv0 = rounded_to_bf16(kDqkv0);
   const Outputs got = run(GetParam(), qkv, dout, dqkv0, DType::bf16);
-  const AttentionRef ref = attention_ref(qkv);
+  const reference::AttentionForward ref = attention_ref(qkv);
   EXPECT_TRUE(all_close(got.out, ref.out, 1e-6, kBf16Rtol));
   EXPECT_TRUE(all_close(got.att, ref.att, 1e-7, 1e-5));
   EXPECT_TRUE(all_close(got.dqkv, expected_dqkv(qkv, dout, dqkv0), kGradAtol, kBf16Rtol + kGradRtol));
@@ -136,10 +110,9 @@ TEST_P(NnOpsAttentionTest, Bf16IsTheF32ResultRoundedOnce) {
 
 TEST_P(NnOpsAttentionTest, LongSequencesMatchTheAnalyticGradients) {
   // Sequences long enough for a kernel to split them into many blocks of queries and keys, the last one
-  // partial: the forward against a double reference, the backward against the analytic gradients in
-  // double (datt = dout v^T, dscore = att * (datt - rowsum(att * datt)) / sqrt(hd), dq = dscore k,
-  // dk = dscore^T q, dv = att^T dout); the finite differences above check the formula itself.
-  constexpr std::int64_t batch = 2, seq = 300, width = 48, heads = 3, hd = width / heads;
+  // partial: the forward and the analytic backward in double (tests/reference/causal_attention.hpp); the
+  // finite differences above check the formula itself.
+  constexpr std::int64_t batch = 2, seq = 300, width = 48, heads = 3;
   const auto qkv = random_values(batch * seq * 3 * width, 31, -2.f, 2.f);
   const auto dout = random_values(batch * seq * width, 32), dqkv0 = random_values(batch * seq * 3 * width, 33);
   auto dev = device();
@@ -151,52 +124,14 @@ TEST_P(NnOpsAttentionTest, LongSequencesMatchTheAnalyticGradients) {
   attention_backward(compute(*dev), tdout, tqkv, tatt, tdqkv, heads);
   const std::vector<float> got_out = read(tout), got_att = read(tatt), got_dqkv = read(tdqkv);
 
-  // Element i of head h at position t of batch b: in part p (q, k, v) of qkv, and in out or dout.
-  auto qkv_at = [&](std::int64_t b, std::int64_t t, int p, std::int64_t h, std::int64_t i) {
-    return ((b * seq + t) * 3 + p) * width + h * hd + i;
-  };
-  auto out_at = [&](std::int64_t b, std::int64_t t, std::int64_t h, std::int64_t i) {
-    return (b * seq + t) * width + h * hd + i;
-  };
-  std::vector<double> out(got_out.size(), 0.0), att(got_att.size(), 0.0), dqkv(dqkv0.begin(), dqkv0.end());
-  std::vector<double> datt(seq);
-  const double scale = 1 / std::sqrt(static_cast<double>(hd));
-  for (std::int64_t b = 0; b < batch; ++b) {
-    for (std::int64_t h = 0; h < heads; ++h) {
-      for (std::int64_t t = 0; t < seq; ++t) {
-        double* a = &att[static_cast<std::size_t>(((b * heads + h) * seq + t) * seq)];
-        double max = -1e300, sum = 0, a_dot_datt = 0;
-        for (std::int64_t j = 0; j <= t; ++j) {
-          double d = 0;
-          for (std::int64_t i = 0; i < hd; ++i)
-            d += static_cast<double>(qkv[qkv_at(b, t, 0, h, i)]) * qkv[qkv_at(b, j, 1, h, i)];
-          a[j] = d * scale;
-          max = std::max(max, a[j]);
-        }
-        for (std::int64_t j = 0; j <= t; ++j) sum += a[j] = std::exp(a[j] - max);
-        for (std::int64_t j = 0; j <= t; ++j) {
-          a[j] /= sum;
-          datt[j] = 0;
-          for (std::int64_t i = 0; i < hd; ++i) {
-            out[out_at(b, t, h, i)] += a[j] * qkv[qkv_at(b, j, 2, h, i)];
-            datt[j] += static_cast<double>(dout[out_at(b, t, h, i)]) * qkv[qkv_at(b, j, 2, h, i)];
-          }
-          a_dot_datt += a[j] * datt[j];
-        }
-        for (std::int64_t j = 0; j <= t; ++j) {
-          const double dscore = a[j] * (datt[j] - a_dot_datt) * scale;
-          for (std::int64_t i = 0; i < hd; ++i) {
-            dqkv[qkv_at(b, t, 0, h, i)] += dscore * qkv[qkv_at(b, j, 1, h, i)];
-            dqkv[qkv_at(b, j, 1, h, i)] += dscore * qkv[qkv_at(b, t, 0, h, i)];
-            dqkv[qkv_at(b, j, 2, h, i)] += a[j] * dout[out_at(b, t, h, i)];
-          }
-        }
-      }
-    }
-  }
-  EXPECT_TRUE(all_close(got_out, out, 1e-6, 1e-4));
-  EXPECT_TRUE(all_close(got_att, att, 1e-7, 1e-4));  // including the zeros above the diagonal
-  EXPECT_TRUE(all_close(got_dqkv, dqkv, 1e-5, 1e-4));
+  const reference::AttentionSizes n{batch, seq, width, heads};
+  const std::vector<double> qkv_d = reference::widened(qkv);
+  const reference::AttentionForward want = reference::causal_attention_forward(n, qkv_d);
+  const std::vector<double> want_dqkv =
+      reference::causal_attention_backward(n, qkv_d, want.att, reference::widened(dout), reference::widened(dqkv0));
+  EXPECT_TRUE(all_close(got_out, want.out, 1e-6, 1e-4));
+  EXPECT_TRUE(all_close(got_att, want.att, 1e-7, 1e-4));  // including the zeros above the diagonal
+  EXPECT_TRUE(all_close(got_dqkv, want_dqkv, 1e-5, 1e-4));
 
   // Every sum has one order: a second backward adds exactly the same gradient again.
   Tensor tdqkv2 = tensor_from(*dev, {batch, seq, 3 * width}, dqkv0);
