@@ -20,53 +20,12 @@
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/optimizer_ops.hpp"
 #include "activation_peak.hpp"
-#include "test_support.hpp"
+#include "model_testing.hpp"
 
 namespace fsdplab {
 namespace {
 
 using namespace testing;
-
-constexpr std::int64_t kB = 2, kT = 8;  // the tiny preset's batch: 16 tokens, context 16
-
-// Every parameter gets a value in `dtype` from its own ParamInit under `seed`, and a zero gradient.
-void materialise(Model& model, Device& dev, std::uint64_t seed, DType dtype = DType::f32) {
-  for (Parameter* p : model.parameters()) {
-    std::vector<float> v(static_cast<std::size_t>(p->numel()));
-    p->init.fill(v, seed, p->name, 0);
-    p->value = tensor_from(dev, p->shape, v, dtype, MemTag::param_full);
-    p->grad = zeros(dev, p->shape, dtype, MemTag::grad_full);
-  }
-}
-
-void set_values(Parameter& p, const std::vector<float>& v) {
-  p.value.device().synchronize();  // an op may still read the old values
-  p.value.copy_from(v);
-}
-
-Tensor ids_tensor(Device& dev, const Shape& shape, const std::vector<std::int32_t>& ids) {
-  Tensor t = Tensor::empty(dev, shape, DType::i32, MemTag::activation, "ids");
-  t.copy_from(std::span<const std::int32_t>(ids));
-  return t;
-}
-
-// Random tokens: inputs [kB, kT] and targets [kB, kT], a fixed batch.
-Batch random_batch(Device& dev, std::int64_t vocab, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(vocab - 1));
-  std::vector<std::int32_t> in(kB * kT), out(kB * kT);
-  for (auto& t : in) t = token(rng);
-  for (auto& t : out) t = token(rng);
-  return {ids_tensor(dev, {kB, kT}, in), ids_tensor(dev, {kB, kT}, out)};
-}
-
-double loss_of(Gpt2Model& model, RunContext& ctx, const Batch& batch) {
-  return read(model.forward(ctx, batch))[0];
-}
-
-void zero_grads(Model& model, Device& dev) {
-  for (Parameter* p : model.parameters()) fill(compute(dev), p->grad, 0);
-}
 
 // ---- structure -----------------------------------------------------------------------------------
 
@@ -277,26 +236,6 @@ TEST_P(Gpt2ModelTiny, MatchesHuggingFaceGpt2LMHeadModel) {
         << g.name << "[" << g.index << "]";
 }
 
-// Every parameter at random values of unit-ish scale rather than GPT-2's init: there every bias is 0
-// and every LayerNorm weight 1, so a gradient that mixed up weight and bias, or dropped a term
-// multiplied by a bias, could not show; and with std 0.02 many gradients are too small for an f32
-// finite difference to resolve.
-void randomise(Model& model, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  for (Parameter* p : model.parameters()) {
-    std::vector<float> v(static_cast<std::size_t>(p->numel()));
-    const bool ln_weight = p->shape.size() == 1 && p->name.find("ln_") != std::string::npos &&
-                           p->name.ends_with(".weight");
-    // 2-D: std 1/sqrt(smaller dimension), about what keeps activations and logits of order 1.
-    const float bound = p->shape.size() == 2
-                            ? std::sqrt(3.f / static_cast<float>(std::min(p->shape[0], p->shape[1])))
-                            : 0.3f;
-    std::uniform_real_distribution<float> u(-bound, bound);
-    for (float& x : v) x = (ln_weight ? 1.f : 0.f) + u(rng);
-    set_values(*p, v);
-  }
-}
-
 TEST_P(Gpt2ModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
   auto dev = device();
   dev->set_keep_op_log(false);
@@ -311,7 +250,7 @@ TEST_P(Gpt2ModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
   // Elements to check: 4 random ones of every parameter; for wte also a row only the inputs use, a
   // row only the targets use and a row neither uses (the head's gradient alone).
   std::mt19937 rng(14);
-  std::map<std::string, std::set<std::int64_t>> picks;
+  GradientPicks picks;
   for (Parameter* p : model.parameters()) {
     std::uniform_int_distribution<std::int64_t> any(0, p->numel() - 1);
     for (int k = 0; k < 4; ++k) picks[p->name].insert(any(rng));
@@ -330,35 +269,7 @@ TEST_P(Gpt2ModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
     ASSERT_TRUE(done[0] && done[1] && done[2]) << "the batch lacks a kind of row";
   }
 
-  // Central differences of the f32 loss with step h = 1e-2. The loss (about 4-5) is computed in
-  // f32, so each evaluation is off by a few ulps of 4.8e-7; divided by 2h, one ulp is 2.4e-5 of
-  // gradient (the numeric gradients come out in multiples of it). The truncation error h^2 f'''/6
-  // is ~2e-5 for third derivatives of order 1 at these parameter scales. So atol 1.5e-4 (about six
-  // ulps; the observed worst is under three) + rtol 1%. A wrong formula (a missing term, a
-  // transposed weight, a dropped residual) is off by about the gradient itself, and every parameter
-  // must have a sampled gradient of at least 10 * atol, so the check has teeth everywhere.
-  constexpr double h = 1e-2, atol = 1.5e-4, rtol = 1e-2;
-  for (Parameter* p : model.parameters()) {
-    const std::vector<float> grad = read(p->grad);
-    std::vector<float> v = read(p->value);
-    double largest = 0;
-    for (std::int64_t i : picks[p->name]) {
-      const float saved = v[static_cast<std::size_t>(i)];
-      v[static_cast<std::size_t>(i)] = static_cast<float>(saved + h);
-      set_values(*p, v);
-      const double plus = loss_of(model, ctx, batch);
-      v[static_cast<std::size_t>(i)] = static_cast<float>(saved - h);
-      set_values(*p, v);
-      const double minus = loss_of(model, ctx, batch);
-      v[static_cast<std::size_t>(i)] = saved;
-      set_values(*p, v);
-      const double numeric = (plus - minus) / (2 * h);
-      largest = std::max(largest, std::abs(numeric));
-      EXPECT_NEAR(grad[static_cast<std::size_t>(i)], numeric, atol + rtol * std::abs(numeric))
-          << p->name << "[" << i << "]";
-    }
-    EXPECT_GT(largest, 10 * atol) << p->name << ": no sampled gradient large enough to test";
-  }
+  expect_gradients_match_central_differences(model, ctx, batch, picks);
 }
 
 TEST_P(Gpt2ModelTiny, SgdStepsLowerTheLossOnAFixedBatch) {
@@ -372,7 +283,7 @@ TEST_P(Gpt2ModelTiny, SgdStepsLowerTheLossOnAFixedBatch) {
   // Face's GPT2LMHeadModel does just the same; GPT-2 trains with AdamW).
   std::vector<double> losses;
   for (int step = 1; step <= 6; ++step) {
-    zero_grads(model, *dev);
+    zero_grads(model, compute(*dev));
     losses.push_back(loss_of(model, ctx, batch));
     model.backward(ctx);
     for (Parameter* p : model.parameters()) sgd_update(compute(*dev), p->value, p->grad, Tensor(), {.lr = 0.02}, step);
@@ -413,7 +324,7 @@ TEST_P(Gpt2ModelTiny, APaddedVocabularyTrainsAsTheUnpaddedOneAndItsPaddingStaysZ
   const Batch batch = random_batch(*dev, 50, 32);
   RunContext ctx{*dev};
   auto train_step = [&](Gpt2Model& model, std::int64_t step, const std::vector<AdamWOperands>& adamw) {
-    zero_grads(model, *dev);
+    zero_grads(model, compute(*dev));
     const double loss = loss_of(model, ctx, batch);
     model.backward(ctx);
     adamw_update(compute(*dev), adamw, {.lr = 1e-2, .weight_decay = 0.1}, step);
@@ -516,27 +427,13 @@ TEST_P(Gpt2ModelTiny, TiedWeightGradientSumsHeadAndEmbedding) {
   }
 }
 
-// Records each hook call with the live activation bytes at that moment.
-struct Recorder : ModuleHooks {
-  std::vector<std::string> calls;
-  std::vector<std::int64_t> live;
-  void note(const char* what, Module& m, RunContext& ctx) {
-    calls.push_back(std::string(what) + " " + m.name());
-    live.push_back(ctx.device.ledger().live(MemTag::activation));
-  }
-  void pre_forward(Module& m, RunContext& ctx) override { note("pre_forward", m, ctx); }
-  void post_forward(Module& m, RunContext& ctx) override { note("post_forward", m, ctx); }
-  void pre_backward(Module& m, RunContext& ctx) override { note("pre_backward", m, ctx); }
-  void post_backward(Module& m, RunContext& ctx) override { note("post_backward", m, ctx); }
-};
-
 TEST_P(Gpt2ModelTiny, HooksFirePerBlockAndBackwardRunsTheBlocksInReverse) {
   auto dev = device();
   Gpt2Model model(gpt2_preset("test-tiny"));
   materialise(model, *dev, 41);
   RunContext ctx{*dev};
   const Batch batch = random_batch(*dev, 64, 42);
-  Recorder rec;
+  HookRecorder rec;
   for (Module* m : model.modules())
     if (m->kind() == "Block") m->add_hooks(&rec);
   const std::int64_t before = dev->ledger().live(MemTag::activation);

@@ -24,51 +24,14 @@
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 #include "activation_peak.hpp"
-#include "test_support.hpp"
+#include "model_testing.hpp"
 
 namespace fsdplab {
 namespace {
 
 using namespace testing;
 
-constexpr std::int64_t kB = 2, kT = 8;  // the tiny preset's batch: 16 tokens, context 16
 constexpr std::int64_t kVocab = 64;
-
-// Every parameter gets a value in `dtype` from its own ParamInit under `seed`, and a zero gradient.
-void materialise(Model& model, Device& dev, std::uint64_t seed, DType dtype = DType::f32) {
-  for (Parameter* p : model.parameters()) {
-    std::vector<float> v(static_cast<std::size_t>(p->numel()));
-    p->init.fill(v, seed, p->name, 0);
-    p->value = tensor_from(dev, p->shape, v, dtype, MemTag::param_full);
-    p->grad = zeros(dev, p->shape, dtype, MemTag::grad_full);
-  }
-}
-
-void set_values(Parameter& p, const std::vector<float>& v) {
-  p.value.device().synchronize();  // an op may still read the old values
-  p.value.copy_from(v);
-}
-
-Tensor ids_tensor(Device& dev, const Shape& shape, const std::vector<std::int32_t>& ids) {
-  Tensor t = Tensor::empty(dev, shape, DType::i32, MemTag::activation, "ids");
-  t.copy_from(std::span<const std::int32_t>(ids));
-  return t;
-}
-
-Batch random_batch(Device& dev, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(kVocab - 1));
-  std::vector<std::int32_t> in(kB * kT), out(kB * kT);
-  for (auto& t : in) t = token(rng);
-  for (auto& t : out) t = token(rng);
-  return {ids_tensor(dev, {kB, kT}, in), ids_tensor(dev, {kB, kT}, out)};
-}
-
-double loss_of(LlamaModel& model, RunContext& ctx, const Batch& batch) { return read(model.forward(ctx, batch))[0]; }
-
-void zero_grads(Model& model, Device& dev) {
-  for (Parameter* p : model.parameters()) fill(compute(dev), p->grad, 0);
-}
 
 std::int64_t count(Model& model) {
   std::int64_t n = 0;
@@ -217,7 +180,7 @@ TEST(LlamaModelConfig, BadBatchesError) {
   Tensor long_seq = ids_tensor(*dev, {1, 17}, ids17);
   std::string e = error_of([&] { model.forward(ctx, {long_seq, long_seq}); });
   EXPECT_TRUE(contains(e, "max_position_embeddings = 16") && contains(e, "T = 17")) << e;
-  Batch batch = random_batch(*dev, 2);
+  Batch batch = random_batch(*dev, kVocab, 2);
   e = error_of([&] { model.forward(ctx, {batch.inputs, batch.targets.reshape({kB * kT})}); });
   EXPECT_TRUE(contains(e, "targets") && contains(e, "[2, 8] i32")) << e;
   e = error_of([&] { model.backward(ctx); });
@@ -234,7 +197,7 @@ TEST_P(LlamaModelTiny, LossAtInitIsAboutLnVocab) {
   LlamaModel model(llama_preset("test-tiny"));
   materialise(model, *dev, 7);
   RunContext ctx{*dev};
-  EXPECT_NEAR(loss_of(model, ctx, random_batch(*dev, 3)), std::log(64.0), 0.05);
+  EXPECT_NEAR(loss_of(model, ctx, random_batch(*dev, kVocab, 3)), std::log(64.0), 0.05);
 }
 
 // Equal to a float64 PyTorch Llama written from Hugging Face's modeling_llama.py
@@ -315,26 +278,8 @@ TEST_P(LlamaModelTiny, MatchesAPyTorchLlama) {
         << g.name << "[" << g.index << "]";
 }
 
-// Every parameter at random values of unit-ish scale rather than the init (every RMSNorm weight 1, and
-// gradients too small for an f32 finite difference with std 0.02).
-void randomise(Model& model, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  for (Parameter* p : model.parameters()) {
-    std::vector<float> v(static_cast<std::size_t>(p->numel()));
-    const bool norm = p->shape.size() == 1;
-    const float bound = p->shape.size() == 2
-                            ? std::sqrt(3.f / static_cast<float>(std::min(p->shape[0], p->shape[1])))
-                            : 0.3f;
-    std::uniform_real_distribution<float> u(-bound, bound);
-    for (float& x : v) x = (norm ? 1.f : 0.f) + u(rng);
-    set_values(*p, v);
-  }
-}
-
-// Central differences of the f32 loss, h = 1e-2, 4 random elements of every parameter: as
-// Gpt2ModelTiny.EveryParametersGradientMatchesFiniteDifferences argues, atol 1.5e-4 (a few ulps of the
-// loss over 2h) + 1% catches any wrong formula, and every parameter needs a sampled gradient of at
-// least 10 atol so the check has teeth.
+// 4 random elements of every parameter against central differences of the loss
+// (expect_gradients_match_central_differences in model_testing.hpp argues the bounds).
 TEST_P(LlamaModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
   auto dev = device();
   dev->set_keep_op_log(false);
@@ -342,43 +287,24 @@ TEST_P(LlamaModelTiny, EveryParametersGradientMatchesFiniteDifferences) {
   materialise(model, *dev, 11);
   randomise(model, 12);
   RunContext ctx{*dev};
-  const Batch batch = random_batch(*dev, 13);
+  const Batch batch = random_batch(*dev, kVocab, 13);
   model.forward(ctx, batch);
   model.backward(ctx);
   std::mt19937 rng(14);
-  constexpr double h = 1e-2, atol = 1.5e-4, rtol = 1e-2;
+  const auto inputs = batch.inputs.to_indices();
+  GradientPicks picks;
   for (Parameter* p : model.parameters()) {
-    const std::vector<float> grad = read(p->grad);
-    std::vector<float> v = read(p->value);
-    std::set<std::int64_t> picks;
     std::uniform_int_distribution<std::int64_t> any(0, p->numel() - 1);
     // embed_tokens: rows of input tokens only, the others have no gradient to resolve.
-    const auto inputs = batch.inputs.to_indices();
-    while (picks.size() < 4) {
+    while (picks[p->name].size() < 4) {
       const std::int64_t i = any(rng);
       if (p->name == "model.embed_tokens.weight" &&
           std::find(inputs.begin(), inputs.end(), static_cast<std::int32_t>(i / 32)) == inputs.end())
         continue;
-      picks.insert(i);
+      picks[p->name].insert(i);
     }
-    double largest = 0;
-    for (std::int64_t i : picks) {
-      const float saved = v[static_cast<std::size_t>(i)];
-      v[static_cast<std::size_t>(i)] = static_cast<float>(saved + h);
-      set_values(*p, v);
-      const double plus = loss_of(model, ctx, batch);
-      v[static_cast<std::size_t>(i)] = static_cast<float>(saved - h);
-      set_values(*p, v);
-      const double minus = loss_of(model, ctx, batch);
-      v[static_cast<std::size_t>(i)] = saved;
-      set_values(*p, v);
-      const double numeric = (plus - minus) / (2 * h);
-      largest = std::max(largest, std::abs(numeric));
-      EXPECT_NEAR(grad[static_cast<std::size_t>(i)], numeric, atol + rtol * std::abs(numeric))
-          << p->name << "[" << i << "]";
-    }
-    EXPECT_GT(largest, 10 * atol) << p->name << ": no sampled gradient large enough to test";
   }
+  expect_gradients_match_central_differences(model, ctx, batch, picks);
 }
 
 TEST_P(LlamaModelTiny, SgdStepsLowerTheLossOnAFixedBatch) {
@@ -386,10 +312,10 @@ TEST_P(LlamaModelTiny, SgdStepsLowerTheLossOnAFixedBatch) {
   LlamaModel model(llama_preset("test-tiny"));
   materialise(model, *dev, 21);
   RunContext ctx{*dev};
-  const Batch batch = random_batch(*dev, 22);
+  const Batch batch = random_batch(*dev, kVocab, 22);
   std::vector<double> losses;
   for (int step = 1; step <= 6; ++step) {
-    zero_grads(model, *dev);
+    zero_grads(model, compute(*dev));
     losses.push_back(loss_of(model, ctx, batch));
     model.backward(ctx);
     for (Parameter* p : model.parameters()) sgd_update(compute(*dev), p->value, p->grad, Tensor(), {.lr = 0.1}, step);
@@ -398,27 +324,13 @@ TEST_P(LlamaModelTiny, SgdStepsLowerTheLossOnAFixedBatch) {
   EXPECT_LT(losses.back(), losses.front() - 0.1) << "the loss barely moved";
 }
 
-// Records each hook call with the live activation bytes at that moment.
-struct Recorder : ModuleHooks {
-  std::vector<std::string> calls;
-  std::vector<std::int64_t> live;
-  void note(const char* what, Module& m, RunContext& ctx) {
-    calls.push_back(std::string(what) + " " + m.name());
-    live.push_back(ctx.device.ledger().live(MemTag::activation));
-  }
-  void pre_forward(Module& m, RunContext& ctx) override { note("pre_forward", m, ctx); }
-  void post_forward(Module& m, RunContext& ctx) override { note("post_forward", m, ctx); }
-  void pre_backward(Module& m, RunContext& ctx) override { note("pre_backward", m, ctx); }
-  void post_backward(Module& m, RunContext& ctx) override { note("post_backward", m, ctx); }
-};
-
 TEST_P(LlamaModelTiny, HooksFirePerLayerAndBackwardRunsTheLayersInReverse) {
   auto dev = device();
   LlamaModel model(llama_preset("test-tiny"));
   materialise(model, *dev, 41);
   RunContext ctx{*dev};
-  const Batch batch = random_batch(*dev, 42);
-  Recorder rec;
+  const Batch batch = random_batch(*dev, kVocab, 42);
+  HookRecorder rec;
   for (Module* m : model.modules())
     if (m->kind() == "LlamaDecoderLayer") m->add_hooks(&rec);
   const std::int64_t before = dev->ledger().live(MemTag::activation);
@@ -445,7 +357,7 @@ TEST_P(LlamaModelTiny, Bf16RunTracksF32) {
     LlamaModel model(llama_preset("test-tiny"));
     materialise(model, *dev, 51, dtypes[k]);
     RunContext ctx{*dev, dtypes[k]};
-    loss[k] = loss_of(model, ctx, random_batch(*dev, 52));
+    loss[k] = loss_of(model, ctx, random_batch(*dev, kVocab, 52));
     model.backward(ctx);
     EXPECT_EQ(model.parameter("lm_head.weight").grad.dtype(), dtypes[k]);
   }

@@ -1,0 +1,124 @@
+// model_testing.hpp — what the whole-model tests (Gpt2Model*, LlamaModel*) share beyond test_support.hpp: a
+// model's parameters given values on one device, random batches for the tiny presets, parameters at random
+// values of unit scale, a hook recorder, and the gradient check against central differences of the loss.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/nn/materialize.hpp"
+#include "test_support.hpp"
+
+namespace fsdplab::testing {
+
+constexpr std::int64_t kB = 2, kT = 8;  // the tiny presets' batch: 16 tokens, context 16
+
+// Every parameter gets a value in `dtype` from its own ParamInit under `seed`, and a zero gradient.
+inline void materialise(Model& model, Device& dev, std::uint64_t seed, DType dtype = DType::f32) {
+  for (Parameter* p : model.parameters()) {
+    std::vector<float> v(static_cast<std::size_t>(p->numel()));
+    p->init.fill(v, seed, p->name, 0);
+    p->value = tensor_from(dev, p->shape, v, dtype, MemTag::param_full);
+    p->grad = zeros(dev, p->shape, dtype, MemTag::grad_full);
+  }
+}
+
+inline void set_values(Parameter& p, const std::vector<float>& v) {
+  p.value.device().synchronize();  // an op may still read the old values
+  p.value.copy_from(v);
+}
+
+inline Tensor ids_tensor(Device& dev, const Shape& shape, const std::vector<std::int32_t>& ids) {
+  Tensor t = Tensor::empty(dev, shape, DType::i32, MemTag::activation, "ids");
+  t.copy_from(std::span<const std::int32_t>(ids));
+  return t;
+}
+
+// Random tokens of a vocabulary of `vocab`: inputs [kB, kT] and targets [kB, kT], a fixed batch.
+inline Batch random_batch(Device& dev, std::int64_t vocab, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(vocab - 1));
+  std::vector<std::int32_t> in(kB * kT), out(kB * kT);
+  for (auto& t : in) t = token(rng);
+  for (auto& t : out) t = token(rng);
+  return {ids_tensor(dev, {kB, kT}, in), ids_tensor(dev, {kB, kT}, out)};
+}
+
+inline double loss_of(Model& model, RunContext& ctx, const Batch& batch) { return read(model.forward(ctx, batch))[0]; }
+
+// Every parameter at random values of unit-ish scale rather than the models' init: there every bias is 0 and
+// every norm's weight 1, so a gradient that mixed up weight and bias, or dropped a term multiplied by a bias,
+// could not show; and with std 0.02 many gradients are too small for an f32 finite difference to resolve.
+// A norm's weight (a 1-D `.weight`; biases are `.bias`) stays near 1, everything else near 0.
+inline void randomise(Model& model, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (Parameter* p : model.parameters()) {
+    std::vector<float> v(static_cast<std::size_t>(p->numel()));
+    const bool norm_weight = p->shape.size() == 1 && p->name.ends_with(".weight");
+    // 2-D: std 1/sqrt(smaller dimension), about what keeps activations and logits of order 1.
+    const float bound =
+        p->shape.size() == 2 ? std::sqrt(3.f / static_cast<float>(std::min(p->shape[0], p->shape[1]))) : 0.3f;
+    std::uniform_real_distribution<float> u(-bound, bound);
+    for (float& x : v) x = (norm_weight ? 1.f : 0.f) + u(rng);
+    set_values(*p, v);
+  }
+}
+
+// The elements of each parameter, by name, that a gradient check samples.
+using GradientPicks = std::map<std::string, std::set<std::int64_t>>;
+
+// Each picked element's gradient, as the model's backward left it in p->grad, against central differences of
+// the f32 loss with step h = 1e-2. The loss (about 4-5) is computed in f32, so each evaluation is off by a few
+// ulps of 4.8e-7; divided by 2h, one ulp is 2.4e-5 of gradient (the numeric gradients come out in multiples of
+// it). The truncation error h^2 f'''/6 is ~2e-5 for third derivatives of order 1 at these parameter scales. So
+// atol 1.5e-4 (about six ulps; the observed worst is under three) + rtol 1%. A wrong formula (a missing term, a
+// transposed weight, a dropped residual) is off by about the gradient itself, and every parameter must have a
+// sampled gradient of at least 10 * atol, so the check has teeth everywhere.
+inline void expect_gradients_match_central_differences(Model& model, RunContext& ctx, const Batch& batch,
+                                                       const GradientPicks& picks) {
+  constexpr double h = 1e-2, atol = 1.5e-4, rtol = 1e-2;
+  for (Parameter* p : model.parameters()) {
+    const std::vector<float> grad = read(p->grad);
+    std::vector<float> v = read(p->value);
+    double largest = 0;
+    const auto picked = picks.find(p->name);
+    ASSERT_TRUE(picked != picks.end()) << p->name << ": no element picked to check";
+    for (std::int64_t i : picked->second) {
+      const auto at = static_cast<std::size_t>(i);
+      const float saved = v[at];
+      v[at] = static_cast<float>(saved + h);
+      set_values(*p, v);
+      const double plus = loss_of(model, ctx, batch);
+      v[at] = static_cast<float>(saved - h);
+      set_values(*p, v);
+      const double minus = loss_of(model, ctx, batch);
+      v[at] = saved;
+      set_values(*p, v);
+      const double numeric = (plus - minus) / (2 * h);
+      largest = std::max(largest, std::abs(numeric));
+      EXPECT_NEAR(grad[at], numeric, atol + rtol * std::abs(numeric)) << p->name << "[" << i << "]";
+    }
+    EXPECT_GT(largest, 10 * atol) << p->name << ": no sampled gradient large enough to test";
+  }
+}
+
+// Records each hook call with the live activation bytes at that moment.
+struct HookRecorder : ModuleHooks {
+  std::vector<std::string> calls;
+  std::vector<std::int64_t> live;
+  void note(const char* what, Module& m, RunContext& ctx) {
+    calls.push_back(std::string(what) + " " + m.name());
+    live.push_back(ctx.device.ledger().live(MemTag::activation));
+  }
+  void pre_forward(Module& m, RunContext& ctx) override { note("pre_forward", m, ctx); }
+  void post_forward(Module& m, RunContext& ctx) override { note("post_forward", m, ctx); }
+  void pre_backward(Module& m, RunContext& ctx) override { note("pre_backward", m, ctx); }
+  void post_backward(Module& m, RunContext& ctx) override { note("post_backward", m, ctx); }
+};
+
+}  // namespace fsdplab::testing
