@@ -5,7 +5,7 @@
 //                                 headless, printing step times and writing the traces, with a word on
 //                                 how to get the window
 //   fsdplab gui [settings]        the dashboard on a live run; --screenshot out.png --steps N renders
-//                                 after N steps and exits (works under xvfb-run with Mesa)
+//                                 after N steps and exits (offscreen: no window, no display needed)
 //   fsdplab gui --listen PORT     the dashboard on runs of other processes, streamed with
 //                                 `fsdplab run ... --dashboard HOST:PORT`; loopback unless a host is named
 //                                 ([HOST:]PORT); --screenshot after a run streamed --steps steps
@@ -135,8 +135,8 @@ ScreenshotBreak parse_break(const std::string& text) {
 }
 
 std::string no_window_hint(const std::string& problem) {
-  return problem + ": the dashboard needs one. On a desktop, run `fsdplab` or `fsdplab gui`; here, "
-                   "`xvfb-run -a fsdplab gui --screenshot dashboard.png --steps 10` renders it to a PNG";
+  return problem + ": the dashboard's window needs one. On a desktop, run `fsdplab` or `fsdplab gui`; here, "
+                   "`fsdplab gui --screenshot dashboard.png --steps 10` renders it to a PNG (offscreen, no display)";
 }
 
 // What ended the session's runs early, each message once with the runs it ended ("SYNC, ASYNC: rank 0 failed:
@@ -181,7 +181,8 @@ void run_gui(GuiOptions o) {
   const bool arm = o.screenshot.empty() && !o.break_kind.empty();
   const ScreenshotBreak armed = arm ? parse_break(o.break_kind) : ScreenshotBreak{};
   window.timeout_seconds = o.timeout;
-  if (const auto problem = display_problem()) fail(no_window_hint(*problem));
+  if (o.screenshot.empty())
+    if (const auto problem = display_problem()) fail(no_window_hint(*problem));
   Dashboard dashboard(std::make_unique<LiveSession>(o.settings));
   if (arm) {
     RunControl& control = dashboard.session()->control();
@@ -206,9 +207,10 @@ void run_listening(const GuiOptions& o) {
   window.screenshot_after_steps = o.screenshot_steps;
   window.timeout_seconds = o.timeout;
   if (!o.screenshot.empty()) check(o.screenshot_steps >= 1, "--steps ", o.screenshot_steps, "; expected >= 1");
-  if (const auto problem = display_problem())
-    fail(*problem, ": the dashboard needs one. Here, `xvfb-run -a fsdplab gui --listen ", o.listen,
-         " --screenshot remote.png --steps 3` renders it to a PNG once a run streamed 3 steps");
+  if (o.screenshot.empty())
+    if (const auto problem = display_problem())
+      fail(*problem, ": the dashboard's window needs one. Here, `fsdplab gui --listen ", o.listen,
+           " --screenshot remote.png --steps 3` renders it to a PNG (offscreen) once a run streamed 3 steps");
   auto remote = std::make_unique<RemoteSession>(o.listen);
   const std::string address = remote->listener().address();
   std::printf("fsdplab gui: listening on %s; stream a run here with `fsdplab run --model gpt2 --world 2 --dashboard "
@@ -327,9 +329,10 @@ void add_view_command(CLI::App& app) {
     std::printf("fsdplab view: %zu of %zu trace file(s) loaded, %zu events\n", replay.files.size(), files->size(),
                 replay.store.event_count());
     std::fflush(stdout);  // before the errors below, which go to stderr
-    if (const auto problem = display_problem())
-      fail(*problem, ": the replay window needs one (try `xvfb-run -a fsdplab view ", files->front(),
-           " --screenshot view.png`)");
+    if (screenshot->empty())
+      if (const auto problem = display_problem())
+        fail(*problem, ": the replay window needs one (try `fsdplab view ", files->front(),
+             " --screenshot view.png`, drawn offscreen)");
     WindowOptions window;
     window.screenshot = *screenshot;
     Dashboard dashboard(std::move(replay));  // files that failed are named in the window too

@@ -9,7 +9,7 @@ packages=(cmake ninja-build g++ pkg-config git
           libopenblas-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3
           libopenmpi-dev openmpi-bin)
 if [[ "${1:-}" == "--gui" ]]; then
-  packages+=(libimgui-dev libglfw3-dev libgl1-mesa-dri libglx-mesa0 libstb-dev xvfb xauth)
+  packages+=(libimgui-dev libglfw3-dev libgl1-mesa-dri libglx-mesa0 libegl-dev libegl-mesa0 libstb-dev xvfb xauth)
 fi
 
 missing=()

@@ -64,8 +64,34 @@ std::optional<std::string> display_problem() {
   return std::nullopt;
 }
 
-void run_window(Dashboard& dashboard, const WindowOptions& options) {
-  if (const auto problem = display_problem()) fail("the dashboard needs a display: ", *problem);
+namespace {
+
+// A screenshot: frames drawn offscreen until its moment, the last one written.
+void run_capture(Dashboard& dashboard, const WindowOptions& options) {
+  FrameCapture capture(options.width, options.height);
+  ScreenshotMoment moment(options, dashboard);
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    capture.new_frame();
+    dashboard.frame();
+    capture.render();
+    if (moment.reached(dashboard)) {
+      capture.write_png(options.screenshot, "--screenshot");
+      return;
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (RemoteSession* remote = dashboard.remote())
+      check(waited < options.timeout_seconds, "screenshot: no run streamed ", options.screenshot_after_steps,
+            " steps to ", remote->listener().address(), " within ", options.timeout_seconds, " s (the most: ",
+            remote->most_steps(), ")");
+    check(waited < options.timeout_seconds, "screenshot: its moment did not come within ", options.timeout_seconds,
+          " s (", options.screenshot_after_steps, " steps", options.screenshot_break ? ", then a break" : "", ")");
+  }
+}
+
+// The dashboard in a window, until it is closed.
+void run_interactive(Dashboard& dashboard, const WindowOptions& options) {
+  if (const auto problem = display_problem()) fail("the dashboard's window needs a display: ", *problem);
   check(glfwInit(), "GLFW failed to initialise");
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
@@ -76,10 +102,9 @@ void run_window(Dashboard& dashboard, const WindowOptions& options) {
     fail("cannot create a ", options.width, "x", options.height, " window with an OpenGL 3.3 core context");
   }
   glfwMakeContextCurrent(window);
-  glfwSwapInterval(options.screenshot.empty() ? 1 : 0);
+  glfwSwapInterval(1);
   ImGui::CreateContext();
   ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed; no imgui.ini beside the user's files
-  ImGui::StyleColorsDark();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
   const auto close = [&] {
@@ -90,8 +115,6 @@ void run_window(Dashboard& dashboard, const WindowOptions& options) {
     glfwTerminate();
   };
   try {
-    ScreenshotMoment moment(options, dashboard);
-    const auto start = std::chrono::steady_clock::now();
     while (!glfwWindowShouldClose(window)) {
       glfwPollEvents();
       ImGui_ImplOpenGL3_NewFrame();
@@ -99,20 +122,9 @@ void run_window(Dashboard& dashboard, const WindowOptions& options) {
       ImGui::NewFrame();
       dashboard.frame();
       ImGui::Render();
-      render_to_back_buffer();
-      if (!options.screenshot.empty()) {
-        if (moment.reached(dashboard)) {
-          write_back_buffer_png(options.screenshot, "--screenshot");
-          break;
-        }
-        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (RemoteSession* remote = dashboard.remote())
-          check(waited < options.timeout_seconds, "screenshot: no run streamed ", options.screenshot_after_steps,
-                " steps to ", remote->listener().address(), " within ", options.timeout_seconds, " s (the most: ",
-                remote->most_steps(), ")");
-        check(waited < options.timeout_seconds, "screenshot: its moment did not come within ", options.timeout_seconds,
-              " s (", options.screenshot_after_steps, " steps", options.screenshot_break ? ", then a break" : "", ")");
-      }
+      int width = 0, height = 0;
+      glfwGetFramebufferSize(window, &width, &height);
+      draw_imgui_frame(width, height);
       glfwSwapBuffers(window);
     }
   } catch (...) {
@@ -120,6 +132,16 @@ void run_window(Dashboard& dashboard, const WindowOptions& options) {
     throw;
   }
   close();
+}
+
+}  // namespace
+
+void run_window(Dashboard& dashboard, const WindowOptions& options) {
+  if (options.screenshot.empty()) {
+    run_interactive(dashboard, options);
+  } else {
+    run_capture(dashboard, options);
+  }
 }
 
 }  // namespace fsdplab::app

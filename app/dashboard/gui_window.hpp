@@ -1,9 +1,9 @@
 // gui_window.hpp — the dashboard in a GLFW window with OpenGL 3.3, and screenshots of it.
 //
-// Without a display (no DISPLAY or WAYLAND_DISPLAY, or glfwInit failing) nothing opens: the caller is
-// told so (display_problem) and points the user at the headless commands or `xvfb-run`. Screenshots
-// read the back buffer after a frame is rendered and before it is swapped, and write a PNG
-// (frame_capture.hpp); under `xvfb-run` Mesa's llvmpipe renders them.
+// The window needs a display: without one (no DISPLAY or WAYLAND_DISPLAY, or glfwInit failing) nothing
+// opens, and the caller is told so (display_problem) and points the user at the headless commands or a
+// screenshot. Screenshots open no window: their frames are drawn offscreen and the last one written as a PNG
+// (frame_capture.hpp), with or without a display.
 #pragma once
 #include <optional>
 #include <string>
@@ -36,8 +36,9 @@ struct WindowOptions {
   double timeout_seconds = 300;  // a screenshot that cannot be taken by then is an Error
 };
 
-// Runs `dashboard` in a window. An Error without a display, or when a screenshot cannot be written or
-// its moment never comes.
+// Runs `dashboard` in a window, or with options.screenshot offscreen until the shot is written. An Error
+// without a display for the window, without an offscreen OpenGL context for a shot, or when the shot cannot
+// be written or its moment never comes.
 void run_window(Dashboard& dashboard, const WindowOptions& options);
 
 }  // namespace fsdplab::app

@@ -1,11 +1,8 @@
 #include "app/report/report_figures.hpp"
 
-#include <backends/imgui_impl_glfw.h>
-#include <backends/imgui_impl_opengl3.h>
-#include <GLFW/glfw3.h>
+#include <imgui.h>
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -15,7 +12,6 @@
 #include <vector>
 
 #include "app/dashboard/frame_capture.hpp"
-#include "app/dashboard/gui_window.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab::app {
@@ -25,13 +21,8 @@ namespace {
 // second frame on, text sizes are known after the first).
 constexpr int kFrames = 4;
 
+// Between a capture's new_frame and render (no mouse over a figure: no cursor line, no tooltip).
 void draw_frame(const Figure& figure) {
-  ImGui_ImplOpenGL3_NewFrame();
-  ImGui_ImplGlfw_NewFrame();
-  // No mouse over a figure: the backend would read the pointer wherever the screen has it, and the timeline
-  // would draw a cursor line and a tooltip there.
-  ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
-  ImGui::NewFrame();
   ImGui::SetNextWindowPos(ImVec2(0, 0));
   ImGui::SetNextWindowSize(ImGui::GetIO().DisplaySize);
   constexpr ImGuiWindowFlags kFlags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
@@ -41,7 +32,6 @@ void draw_frame(const Figure& figure) {
   ImGui::Separator();
   figure.draw();
   ImGui::End();
-  ImGui::Render();
 }
 
 // ---- line charts -------------------------------------------------------------------------------------
@@ -199,13 +189,9 @@ std::vector<FigureResult> render_figures(const std::vector<Figure>& figures, con
     for (FigureResult& r : results)
       if (!r.drawn && r.why.empty()) r.why = why;
   };
-  if (const auto problem = display_problem()) {
-    not_drawn(*problem + ": the figures need an OpenGL context (run the report under `xvfb-run -a` to draw them)");
-    return results;
-  }
-  std::optional<CaptureWindow> window;
+  std::optional<FrameCapture> capture;
   try {
-    window.emplace(kFigureWidth, kFigureHeight, "fsdplab report");
+    capture.emplace(kFigureWidth, kFigureHeight);
   } catch (const Error& e) {
     not_drawn(e.what());
     return results;
@@ -213,12 +199,11 @@ std::vector<FigureResult> render_figures(const std::vector<Figure>& figures, con
   for (std::size_t i = 0; i < figures.size(); ++i) {
     try {
       for (int frame = 0; frame < kFrames; ++frame) {
-        glfwPollEvents();
+        capture->new_frame();
         draw_frame(figures[i]);
-        render_to_back_buffer();
-        if (frame + 1 == kFrames) write_back_buffer_png(dir / figures[i].file, "figure");
-        glfwSwapBuffers(window->glfw());
+        capture->render();
       }
+      capture->write_png(dir / figures[i].file, "figure");
       results[i].drawn = true;
     } catch (const std::exception& e) {
       // A figure that failed between NewFrame and Render leaves ImGui mid-frame: the rest are not drawn.

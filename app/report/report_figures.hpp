@@ -1,11 +1,11 @@
 // report_figures.hpp — the report's figures, drawn by the dashboard's own rendering path: Dear ImGui
-// in a GLFW window with an OpenGL 3.3 context, the frame read back and written as a PNG, as the
+// with OpenGL 3.3 in an offscreen framebuffer, the frame read back and written as a PNG, as the
 // dashboard's screenshots are (app/dashboard/frame_capture.hpp). The dashboard's panels draw the timeline,
 // the step times and the memory by tag; the line charts (loss curves, bandwidth against size) are drawn
 // with the same ImGui draw lists the panels use, not a plotting library.
 //
-// Without a display (no DISPLAY, or GLFW cannot open it) no figure is drawn and each says why, so the
-// report states it; `xvfb-run -a fsdplab report ...` draws them with Mesa's llvmpipe on a virtual screen.
+// They need no display. Without an offscreen OpenGL context (no EGL driver: app/dashboard/offscreen_gl.hpp)
+// no figure is drawn and each says why, so the report states it.
 #pragma once
 #include <imgui.h>
 
@@ -30,7 +30,7 @@ struct FigureResult {
   std::string why;  // when not drawn
 };
 
-// The frame every figure is drawn in: within the 1600 x 1000 screen tests/smoke/xvfb.sh gives Xvfb.
+// The frame every figure is drawn in.
 constexpr int kFigureWidth = 1400;
 constexpr int kFigureHeight = 860;
 

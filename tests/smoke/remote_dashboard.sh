@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The dashboard on a run of another process, under Xvfb with Mesa: `fsdplab gui --listen 127.0.0.1:0` says
+# The dashboard on a run of another process, drawn with no display: `fsdplab gui --listen 127.0.0.1:0` says
 # which port it got, `fsdplab run ... --dashboard` streams 2 ranks there, and the screenshot, taken once 3
 # steps arrived, must be drawn (png_check) with lanes of both ranks in it (the dashboard lists the ranks
-# whose lanes its last frame drew). Skipped (exit 77) where xvfb-run is missing.
+# whose lanes its last frame drew).
 #   remote_dashboard.sh FSDPLAB PNG_CHECK OUT_DIR
 set -euo pipefail
 fsdplab=$1 png_check=$2 out=$3
-source "$(dirname "$0")/xvfb.sh"
+unset DISPLAY WAYLAND_DISPLAY
 mkdir -p "$out"
 log="$out/gui.log"
 rm -f "$log" "$out/remote.png"
-xvfb-run "${xvfb_args[@]}" "$fsdplab" gui --listen 127.0.0.1:0 --screenshot "$out/remote.png" \
+"$fsdplab" gui --listen 127.0.0.1:0 --screenshot "$out/remote.png" \
   --steps 3 --timeout 120 >"$log" 2>&1 &
 gui=$!
 trap 'kill "$gui" 2>/dev/null || true' EXIT
