@@ -5,6 +5,9 @@
 #   unit_cuda          the cuda instances of the unit tests (ops, models, optimizer; flash attention among them)
 #   integration_cuda   the cuda instances of the integration tests (FSDP against the baseline, bf16 bounds)
 #   ui_cuda            the live dashboard on the GPU, headless (DashboardLive.OnTheGpu*)
+#   screenshot_cuda    `fsdplab gui --device cuda --screenshot DIR/dashboard-cuda.png --steps 10`, drawn offscreen
+#                      through EGL (app/dashboard/offscreen_gl.hpp: NVIDIA's EGL, or Mesa's where it is installed);
+#                      the copy for assets/ once it passes
 #   memcheck_*, racecheck_*, synccheck_*
 #                      compute-sanitizer on fsdplab_gpu_tests (its time limits scaled by FSDPLAB_TEST_TIME_SCALE,
 #                      tests/gpu/gpu_runs.hpp) and on a 2-rank gpt2 run (--comm-timeout raised the same way)
@@ -85,6 +88,7 @@ check gpu_tests "$tests/fsdplab_gpu_tests"
 check unit_cuda "$tests/fsdplab_unit_tests" --gtest_filter='*cuda*:*Cuda*'
 check integration_cuda "$tests/fsdplab_integration_tests" --gtest_filter='*cuda*:*Cuda*'
 [[ -x $tests/fsdplab_ui_tests ]] && check ui_cuda "$tests/fsdplab_ui_tests" --gtest_filter='DashboardLive.OnTheGpu*'
+check screenshot_cuda "$build/app/fsdplab" gui --device cuda --screenshot "$dir/dashboard-cuda.png" --steps 10
 for tool in memcheck racecheck synccheck; do
   check "${tool}_gpu_tests" env FSDPLAB_TEST_TIME_SCALE="$scale" "${sanitizer[@]}" "$tool" "$tests/fsdplab_gpu_tests"
   check "${tool}_run" "${sanitizer[@]}" "$tool" "$build/app/fsdplab" "${run_args[@]}" --comm-timeout $((5 * scale))

@@ -2,14 +2,14 @@
 # Installs the Debian packages fsdplab builds and tests with. Idempotent: packages already present are
 # skipped, so a second run does nothing and needs no network.
 #   scripts/install-deps.sh            engine, CLI and tests
-#   scripts/install-deps.sh --gui      also the dashboard's ImGui, GLFW, Mesa and Xvfb
+#   scripts/install-deps.sh --gui      also the dashboard's ImGui, GLFW and Mesa (OpenGL, and EGL for screenshots)
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config git
           libopenblas-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3
           libopenmpi-dev openmpi-bin)
 if [[ "${1:-}" == "--gui" ]]; then
-  packages+=(libimgui-dev libglfw3-dev libgl1-mesa-dri libglx-mesa0 libegl-dev libegl-mesa0 libstb-dev xvfb xauth)
+  packages+=(libimgui-dev libglfw3-dev libgl1-mesa-dri libglx-mesa0 libegl-dev libegl-mesa0 libstb-dev)
 fi
 
 missing=()
