@@ -36,9 +36,6 @@ class FrameCapture {
   // path when it cannot be read or written.
   void write_png(const std::filesystem::path& path, std::string_view what) const;
 
-  // Where the frames come from ("surfaceless: llvmpipe (...)").
-  const std::string& renderer() const { return gl_.renderer(); }
-
  private:
   OffscreenGl gl_;  // first in, last out: the ImGui backend needs the context until it shuts down
   HeadlessImGui imgui_;
