@@ -181,8 +181,7 @@ void run_gui(GuiOptions o) {
   const bool arm = o.screenshot.empty() && !o.break_kind.empty();
   const ScreenshotBreak armed = arm ? parse_break(o.break_kind) : ScreenshotBreak{};
   window.timeout_seconds = o.timeout;
-  if (o.screenshot.empty())
-    if (const auto problem = display_problem()) fail(no_window_hint(*problem));
+  if (const auto problem = window_problem(window)) fail(no_window_hint(*problem));
   Dashboard dashboard(std::make_unique<LiveSession>(o.settings));
   if (arm) {
     RunControl& control = dashboard.session()->control();
@@ -207,10 +206,9 @@ void run_listening(const GuiOptions& o) {
   window.screenshot_after_steps = o.screenshot_steps;
   window.timeout_seconds = o.timeout;
   if (!o.screenshot.empty()) check(o.screenshot_steps >= 1, "--steps ", o.screenshot_steps, "; expected >= 1");
-  if (o.screenshot.empty())
-    if (const auto problem = display_problem())
-      fail(*problem, ": the dashboard's window needs one. Here, `fsdplab gui --listen ", o.listen,
-           " --screenshot remote.png --steps 3` renders it to a PNG (offscreen) once a run streamed 3 steps");
+  if (const auto problem = window_problem(window))
+    fail(*problem, ": the dashboard's window needs one. Here, `fsdplab gui --listen ", o.listen,
+         " --screenshot remote.png --steps 3` renders it to a PNG (offscreen) once a run streamed 3 steps");
   auto remote = std::make_unique<RemoteSession>(o.listen);
   const std::string address = remote->listener().address();
   std::printf("fsdplab gui: listening on %s; stream a run here with `fsdplab run --model gpt2 --world 2 --dashboard "
@@ -329,12 +327,11 @@ void add_view_command(CLI::App& app) {
     std::printf("fsdplab view: %zu of %zu trace file(s) loaded, %zu events\n", replay.files.size(), files->size(),
                 replay.store.event_count());
     std::fflush(stdout);  // before the errors below, which go to stderr
-    if (screenshot->empty())
-      if (const auto problem = display_problem())
-        fail(*problem, ": the replay window needs one (try `fsdplab view ", files->front(),
-             " --screenshot view.png`, drawn offscreen)");
     WindowOptions window;
     window.screenshot = *screenshot;
+    if (const auto problem = window_problem(window))
+      fail(*problem, ": the replay window needs one (try `fsdplab view ", files->front(),
+           " --screenshot view.png`, drawn offscreen)");
     Dashboard dashboard(std::move(replay));  // files that failed are named in the window too
     run_window(dashboard, window);
     if (!screenshot->empty()) std::printf("screenshot: %s\n", screenshot->c_str());

@@ -64,6 +64,11 @@ std::optional<std::string> display_problem() {
   return std::nullopt;
 }
 
+std::optional<std::string> window_problem(const WindowOptions& options) {
+  if (!options.screenshot.empty()) return std::nullopt;
+  return display_problem();
+}
+
 namespace {
 
 // A screenshot: frames drawn offscreen until its moment, the last one written.

@@ -36,6 +36,10 @@ struct WindowOptions {
   double timeout_seconds = 300;  // a screenshot that cannot be taken by then is an Error
 };
 
+// Why run_window cannot run `options` here, or nullopt: a window needs a display (display_problem), a
+// screenshot none. Callers ask before they start the runs the dashboard shows.
+std::optional<std::string> window_problem(const WindowOptions& options);
+
 // Runs `dashboard` in a window, or with options.screenshot offscreen until the shot is written. An Error
 // without a display for the window, without an offscreen OpenGL context for a shot, or when the shot cannot
 // be written or its moment never comes.
