@@ -11,6 +11,10 @@
 // for matmul by default either (torch.backends.cuda.matmul.allow_tf32 is False), which is what the lab's
 // numbers are compared with. bf16 operands already run on tensor cores.
 //
+// A GEMM with an epilogue (a Linear's bias, GELU or skip connection: MatmulEpilogue in engine/tensor/matmul.hpp)
+// runs as one cuBLASLt matmul with the epilogue in its kernel, the residual as its C matrix; see [Note: the GEMM
+// epilogue on cuBLASLt] in cublas_matmul.cpp.
+//
 // Each host thread (a rank) has its own cuBLAS handle per GPU, and each GEMM its own workspace from
 // the device's caching allocator (op_scratch.hpp; 32 MiB on sm_90, tagged workspace): cuBLAS's default
 // workspace pool is shared by the streams of a handle, which makes results depend on which streams ran
@@ -33,8 +37,18 @@ struct Gemm {
   float alpha = 1, beta = 0;
 };
 
+// The epilogue's operands, device pointers of out_dtype, null where absent: out = residual + (p + bias), or
+// gelu_pre = p + bias and out = gelu(p + bias), on the f32 product p (engine/tensor/matmul.hpp's formulas). With
+// any of them, alpha is 1 and beta 0 (the front-end checks).
+struct GemmEpilogue {
+  const void* bias = nullptr;      // [n]
+  const void* residual = nullptr;  // [m, n]
+  void* gelu_pre = nullptr;        // [m, n]
+  bool empty() const { return bias == nullptr && residual == nullptr && gelu_pre == nullptr; }
+};
+
 // Enqueues the GEMM on `stream` and returns; a cuBLAS failure is an Error naming the call and shapes.
 void gemm(CUstream_st* stream, DType in_dtype, DType out_dtype, const void* a, const void* b, void* out,
-          const Gemm& g);
+          const Gemm& g, const GemmEpilogue& epilogue = {});
 
 }  // namespace fsdplab::cuda

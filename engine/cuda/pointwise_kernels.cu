@@ -11,6 +11,7 @@
 
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/device_floats.cuh"
+#include "engine/cuda/gelu_tanh.cuh"
 #include "engine/cuda/pointwise_kernels.hpp"
 
 namespace fsdplab::cuda {
@@ -125,39 +126,18 @@ void launch_backward(CUstream_st* stream, const char* name, DType dtype, void* d
 
 // ---- the elementwise formulas (engine/tensor/elementwise.cpp, silu_mul.cpp) ------------------------
 
-// PyTorch's constants and order of operations, as the host body.
-constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float kGeluKappa = 0.044715f;
-
-// One formula for gelu and bias_gelu, so that the fused kernel rounds exactly as the two ops do.
-__device__ __forceinline__ float gelu_f32(float v) {
-  const float inner = kGeluBeta * (v + kGeluKappa * (v * v * v));
-  return 0.5f * v * (1.f + tanhf(inner));
-}
-
 struct GeluOp {
-  __device__ void operator()(const float* in, float* out) const { out[0] = gelu_f32(in[0]); }
+  __device__ void operator()(const float* in, float* out) const { out[0] = gelu_tanh_f32(in[0]); }
 };
-
-// gelu'(v), one formula for gelu_backward and its in-place form.
-__device__ __forceinline__ float gelu_derivative_f32(float v) {
-  const float v_sq = v * v;
-  const float tanh_inner = tanhf(kGeluBeta * (v + kGeluKappa * (v_sq * v)));
-  const float left_derivative = 0.5f * (1.f + tanh_inner);
-  const float tanh_derivative = 1.f - tanh_inner * tanh_inner;
-  const float inner_derivative = kGeluBeta * (1.f + 3.f * kGeluKappa * v_sq);
-  const float right_derivative = 0.5f * v * tanh_derivative * inner_derivative;
-  return left_derivative + right_derivative;
-}
 
 // in: x, dout, dx.
 struct GeluBackwardOp {
-  __device__ void operator()(const float* in, float* out) const { out[0] = in[2] + in[1] * gelu_derivative_f32(in[0]); }
+  __device__ void operator()(const float* in, float* out) const { out[0] = in[2] + in[1] * gelu_tanh_derivative_f32(in[0]); }
 };
 
 // in: x, d; out: d.
 struct GeluBackwardInPlaceOp {
-  __device__ void operator()(const float* in, float* out) const { out[0] = in[1] * gelu_derivative_f32(in[0]); }
+  __device__ void operator()(const float* in, float* out) const { out[0] = in[1] * gelu_tanh_derivative_f32(in[0]); }
 };
 
 struct ReluOp {
@@ -210,9 +190,9 @@ struct SiluMulBackwardOp {
 
 // ---- bias ------------------------------------------------------------------------------------------
 
-// bias_add and its fused epilogues: a thread per column, the block's rows strided by the grid's height, so the
-// bias is read once per thread; op(i, b) writes element i = n * C + c given b = bias[c] in f32. Each op reads
-// every operand of element i before it writes one, so an output may be an input.
+// bias_add: a thread per column, the block's rows strided by the grid's height, so the bias is read once per
+// thread; op(i, b) writes element i = n * C + c given b = bias[c] in f32, reading x[i] before it writes out[i], so
+// out may be x.
 template <class T, class Op>
 __global__ void bias_rows_kernel(const T* bias, std::int64_t N, std::int64_t C, Op op) {
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -221,42 +201,11 @@ __global__ void bias_rows_kernel(const T* bias, std::int64_t N, std::int64_t C, 
   for (std::int64_t n = blockIdx.y; n < N; n += gridDim.y) op(n * C + c, b);
 }
 
-// x + b rounded to T: what bias_add stores, and what the fused ops go on from.
-template <class T>
-__device__ __forceinline__ T biased(const T* x, std::int64_t i, float b) {
-  return from_f32<T>(to_f32(x[i]) + b);
-}
-
 template <class T>
 struct BiasAddOp {
   T* out;
   const T* x;
-  __device__ void operator()(std::int64_t i, float b) const { out[i] = biased(x, i, b); }
-};
-
-// pre = bias_add's result; out = gelu of pre as stored, which is what the gelu op reads back.
-template <class T>
-struct BiasGeluOp {
-  T* pre;
-  T* out;
-  const T* x;
-  __device__ void operator()(std::int64_t i, float b) const {
-    const T p = biased(x, i, b);
-    pre[i] = p;
-    out[i] = from_f32<T>(gelu_f32(to_f32(p)));
-  }
-};
-
-// out = residual + the rounded bias_add, as AddOp adds the two tensors.
-template <class T>
-struct ResidualBiasAddOp {
-  T* out;
-  const T* residual;
-  const T* x;
-  __device__ void operator()(std::int64_t i, float b) const {
-    const float branch = to_f32(biased(x, i, b));
-    out[i] = from_f32<T>(to_f32(residual[i]) + branch);
-  }
+  __device__ void operator()(std::int64_t i, float b) const { out[i] = from_f32<T>(to_f32(x[i]) + b); }
 };
 
 // bias_rows_kernel over [N, C]: narrow rows get a narrow block, so few threads idle, and up to kMaxBlocks
@@ -366,25 +315,6 @@ void bias_add(CUstream_st* stream, DType dtype, void* out, const void* x, const 
   dispatch_float(dtype, "bias_add", [&](auto zero) {
     using T = decltype(zero);
     launch_bias_rows<T>(stream, "bias_add", bias, N, C, BiasAddOp<T>{static_cast<T*>(out), static_cast<const T*>(x)});
-  });
-}
-
-void bias_gelu(CUstream_st* stream, DType dtype, void* pre, void* out, const void* x, const void* bias, std::int64_t N,
-               std::int64_t C) {
-  dispatch_float(dtype, "bias_gelu", [&](auto zero) {
-    using T = decltype(zero);
-    launch_bias_rows<T>(stream, "bias_gelu", bias, N, C,
-                        BiasGeluOp<T>{static_cast<T*>(pre), static_cast<T*>(out), static_cast<const T*>(x)});
-  });
-}
-
-void residual_bias_add(CUstream_st* stream, DType dtype, void* out, const void* residual, const void* x,
-                       const void* bias, std::int64_t N, std::int64_t C) {
-  dispatch_float(dtype, "residual_bias_add", [&](auto zero) {
-    using T = decltype(zero);
-    launch_bias_rows<T>(stream, "residual_bias_add", bias, N, C,
-                        ResidualBiasAddOp<T>{static_cast<T*>(out), static_cast<const T*>(residual),
-                                             static_cast<const T*>(x)});
   });
 }
 

@@ -18,14 +18,6 @@ namespace fsdplab::cuda {
 // out[N, C] = x + bias[C]; out may be x.
 void bias_add(CUstream_st* stream, DType dtype, void* out, const void* x, const void* bias, std::int64_t N,
               std::int64_t C);
-// The fused epilogues (engine/tensor/elementwise.hpp): each is bit for bit the ops it replaces, in one pass.
-// pre[N, C] = x + bias[C], rounded to dtype; out = gelu(pre): bias_add then gelu. pre may be x.
-void bias_gelu(CUstream_st* stream, DType dtype, void* pre, void* out, const void* x, const void* bias, std::int64_t N,
-               std::int64_t C);
-// out[N, C] = residual + (x + bias[C]), the bracket rounded to dtype first: bias_add then add. out may be residual
-// or x.
-void residual_bias_add(CUstream_st* stream, DType dtype, void* out, const void* residual, const void* x,
-                       const void* bias, std::int64_t N, std::int64_t C);
 
 void gelu(CUstream_st* stream, DType dtype, void* out, const void* x, std::int64_t n);
 void gelu_backward(CUstream_st* stream, DType dtype, void* dx, const void* x, const void* dout, std::int64_t n);

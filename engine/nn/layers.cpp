@@ -27,7 +27,6 @@ ParamInit linear_default_init(std::int64_t fan_in) {
 Linear::Linear(std::string name, std::int64_t in, std::int64_t out, bool bias, WeightLayout layout,
                ParamInit weight_init, ParamInit bias_init, Activation activation)
     : Module(std::move(name)), in_(in), out_(out), layout_(layout), activation_(activation) {
-  check(bias || activation == Activation::none, this->name(), ": a GELU epilogue follows a bias (bias_gelu)");
   weight_ = &register_parameter("weight", layout == WeightLayout::out_in ? Shape{out, in} : Shape{in, out}, weight_init);
   if (bias) bias_ = &register_parameter("bias", {out}, bias_init);
 }
@@ -37,22 +36,15 @@ Tensor Linear::forward(RunContext& ctx, const Tensor& x, const Tensor& residual)
   if (!(x.ndim() == 2 && x.dim(1) == in_)) fail(name(), ": input must be [N, ", in_, "], got ", x.describe());
   if (residual.defined() && activation_ != Activation::none)
     fail(name(), ": a residual is added after the bias only, not after an activation");
+  // The bias, GELU and skip connection run in the GEMM's epilogue: see [Note: fused epilogues].
   Tensor y = ctx.activation({x.dim(0), out_}, name() + ".out");
-  matmul(ctx.stream(), x, value_of(*weight_), y, {.trans_b = layout_ == WeightLayout::out_in});
-  // The epilogue: see [Note: fused epilogues].
+  MatmulEpilogue epilogue{.bias = bias_ ? value_of(*bias_) : Tensor(), .residual = residual};
   if (activation_ == Activation::gelu) {
     pre_ = y;
     y = ctx.activation(pre_.shape(), name() + ".gelu");
-    bias_gelu(ctx.stream(), pre_, value_of(*bias_), pre_, y);
-  } else if (residual.defined()) {
-    if (bias_) {
-      residual_bias_add(ctx.stream(), residual, y, value_of(*bias_), y);
-    } else {
-      add(ctx.stream(), residual, y, y);
-    }
-  } else if (bias_) {
-    bias_add(ctx.stream(), y, value_of(*bias_), y);
+    epilogue.gelu_pre = pre_;
   }
+  matmul(ctx.stream(), x, value_of(*weight_), y, {.trans_b = layout_ == WeightLayout::out_in}, epilogue);
   x_ = x;
   exit_forward(ctx);
   return y;

@@ -23,23 +23,27 @@ ParamInit linear_default_init(std::int64_t fan_in);
 // [Note: fused epilogues]
 // Between two GEMMs, a transformer runs memory-bound ops: add the bias, apply GELU, add the skip connection.
 // Each alone reads its input from memory and writes its output back, so a chain of them moves the same
-// activation several times, one launch each. A Linear runs the ops that follow its GEMM as one epilogue op:
-//   bias alone                     bias_add           (in place on the GEMM's output)
-//   bias, then GELU (GPT-2's c_fc)  bias_gelu          keeps the pre-activation for the backward
-//   bias, then + residual          residual_bias_add  (the last Linear of a residual branch)
+// activation several times, one launch each. A Linear runs the ops that follow its GEMM in the GEMM's own
+// epilogue (MatmulEpilogue in engine/tensor/matmul.hpp), on the f32 product before it is stored:
+//   bias alone                      out = p + bias
+//   bias, then GELU (GPT-2's c_fc)  pre = p + bias, out = gelu(p + bias); pre is kept for the backward
+//   bias, then + residual           out = residual + (p + bias)   (the last Linear of a residual branch)
 // and a LayerNorm's backward adds its input's gradient straight into the residual stream's gradient
-// (LayerNorm::backward_adding_to) instead of into zeros that a separate add then sums. In GPT-2's block
-// this takes the forward's memory-bound launches (attention aside) from 9 to 6 and the backward's from 12 to 7
-// (fsdplab bench --what kernels --device sim counts them). Llama's Linears have no bias: their residual
-// epilogue is the add alone, and its RMSNorm's backward adds into the residual gradient as LayerNorm's does.
+// (LayerNorm::backward_adding_to) instead of into zeros that a separate add then sums. In GPT-2's block the
+// forward's memory-bound launches (attention aside) are then the two LayerNorms, and the backward's 7
+// (fsdplab bench --what kernels --device sim counts them). Llama's Linears have no bias: their residual epilogue
+// is the add alone, and its RMSNorm's backward adds into the residual gradient as LayerNorm's does.
 //
-// Each fused op rounds its intermediates where the ops it replaces stored them, so a run computes bit for bit
-// what it computed unfused; only the time changes. The fusions stay inside one module on purpose: under
-// --wrap linear each Linear is its own FSDP unit, whose bias is gathered only between its own pre-forward
-// and post-forward hooks, so an op that reached across modules (a LayerNorm reading the previous Linear's
-// bias) would read a freed parameter. cuBLASLt can run the bias and GELU inside the GEMM itself
-// (CUBLASLT_EPILOGUE_GELU_AUX_BIAS); that rounds once instead of where the separate ops did, and is not
-// done here.
+// On the cuda device the epilogue runs in cuBLASLt's GEMM kernel ([Note: the GEMM epilogue on cuBLASLt] in
+// engine/cuda/cublas_matmul.cpp). The product is rounded once, after the epilogue: in f32 that is bit for bit
+// the separate ops (a GEMM's f32 store, then each op's f32 sum), in bf16 it rounds once where they rounded after
+// the GEMM and again after the bias.
+//
+// The fusions stay inside one module on purpose: under --wrap linear each Linear is its own FSDP unit, whose
+// bias is gathered only between its own pre-forward and post-forward hooks, so an op that reached across
+// modules (a LayerNorm reading the previous Linear's bias) would read a freed parameter. That is also why the
+// GELU's backward stays its own pass (gelu_backward_in_place): cuBLASLt's DGELU epilogue would run it inside
+// the next Linear's input-gradient GEMM, which belongs to another module.
 
 // A norm's backward_adding_to: `dx`, which the input's gradient is added into, must have the input's shape.
 void check_gradient_to_add_into(const Module& norm, const Tensor& input, const Tensor& dx);

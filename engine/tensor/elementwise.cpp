@@ -1,6 +1,5 @@
 #include "engine/tensor/elementwise.hpp"
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -12,6 +11,7 @@
 #include "engine/cuda/row_kernels.hpp"
 #include "engine/tensor/expect.hpp"
 #include "engine/tensor/float_io.hpp"
+#include "engine/tensor/gelu_tanh.hpp"
 #include "engine/tensor/launch.hpp"
 
 namespace fsdplab {
@@ -36,58 +36,20 @@ void bias_backward(F* dbias, const F* dout, std::int64_t N, std::int64_t C) {
   for (std::int64_t c = 0; c < C; ++c) store_f32(dbias[c], load_f32(dbias[c]) + sums[static_cast<std::size_t>(c)]);
 }
 
-// PyTorch's constants and order of operations (aten/src/ATen/native/cpu/Activation.cpp), so the
-// results agree with gelu(approximate='tanh') to rounding.
-constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2 / pi) = M_SQRT2 * M_2_SQRTPI * 0.5
-constexpr float kGeluKappa = 0.044715f;
-
 template <class F>
 void gelu(F* out, const F* x, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = load_f32(x[i]);
-    const float inner = kGeluBeta * (v + kGeluKappa * (v * v * v));
-    store_f32(out[i], 0.5f * v * (1.f + std::tanh(inner)));
-  }
-}
-
-// d/dv [0.5 v (1 + tanh(u))] = 0.5 (1 + tanh(u)) + 0.5 v (1 - tanh(u)^2) u'
-float gelu_derivative(float v) {
-  const float v_sq = v * v;
-  const float tanh_inner = std::tanh(kGeluBeta * (v + kGeluKappa * (v_sq * v)));
-  const float left_derivative = 0.5f * (1.f + tanh_inner);
-  const float tanh_derivative = 1.f - tanh_inner * tanh_inner;
-  const float inner_derivative = kGeluBeta * (1.f + 3.f * kGeluKappa * v_sq);
-  const float right_derivative = 0.5f * v * tanh_derivative * inner_derivative;
-  return left_derivative + right_derivative;
+  for (std::int64_t i = 0; i < n; ++i) store_f32(out[i], gelu_tanh(load_f32(x[i])));
 }
 
 template <class F>
 void gelu_backward(F* dx, const F* x, const F* dout, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i)
-    store_f32(dx[i], load_f32(dx[i]) + load_f32(dout[i]) * gelu_derivative(load_f32(x[i])));
+    store_f32(dx[i], load_f32(dx[i]) + load_f32(dout[i]) * gelu_tanh_derivative(load_f32(x[i])));
 }
 
 template <class F>
 void gelu_backward_in_place(F* d, const F* x, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) store_f32(d[i], load_f32(d[i]) * gelu_derivative(load_f32(x[i])));
-}
-
-// The fused epilogues: the separate ops' loops, one after the other on the host (the device's kernels do it in
-// one pass), so that they are bit for bit those ops by construction.
-template <class F>
-void bias_gelu(F* pre, F* out, const F* x, const F* bias, std::int64_t N, std::int64_t C) {
-  bias_add(pre, x, bias, N, C);
-  gelu(out, pre, N * C);
-}
-
-template <class F>
-void residual_bias_add(F* out, const F* residual, const F* x, const F* bias, std::int64_t N, std::int64_t C) {
-  for (std::int64_t n = 0; n < N; ++n) {
-    for (std::int64_t c = 0; c < C; ++c) {
-      const float branch = round_as<F>(load_f32(x[n * C + c]) + load_f32(bias[c]));
-      store_f32(out[n * C + c], load_f32(residual[n * C + c]) + branch);
-    }
-  }
+  for (std::int64_t i = 0; i < n; ++i) store_f32(d[i], load_f32(d[i]) * gelu_tanh_derivative(load_f32(x[i])));
 }
 
 template <class F>
@@ -163,8 +125,8 @@ void expect_backward(std::string_view op, const Tensor& x, const Tensor& dout, c
   expect_in_place_or_disjoint(op, "dx", dx, "dout", dout);
 }
 
-// The checks of bias_add and its fused epilogues: x [N, C] float, bias [C] of x's dtype, and an output `out` of
-// x's shape and dtype that is x itself or disjoint from it, and never overlaps bias.
+// The checks of bias_add: x [N, C] float, bias [C] of x's dtype, and an output `out` of x's shape and dtype that
+// is x itself or disjoint from it, and never overlaps bias.
 void expect_bias_rows(std::string_view op, const Tensor& x, const Tensor& bias, std::string_view out_role,
                       const Tensor& out) {
   expect_float(op, "x", x, 2, "[N, C]");
@@ -249,46 +211,6 @@ void bias_backward(Stream s, const Tensor& dout, const Tensor& dbias) {
     });
   }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
     cuda::bias_backward(stream, dout.dtype(), dbias.raw(), dout.raw(), dout.dim(0), dout.dim(1));
-  })});
-}
-
-void bias_gelu(Stream s, const Tensor& x, const Tensor& bias, const Tensor& pre, const Tensor& out) {
-  constexpr std::string_view op = "bias_gelu";
-  expect_bias_rows(op, x, bias, "pre", pre);
-  expect_like(op, "out", out, "x", x);
-  if (out.overlaps(x) || out.overlaps(pre) || out.overlaps(bias))
-    fail(op, ": out ", out.describe(), " overlaps an operand (x ", x.describe(), ", pre ", pre.describe(), ", bias ",
-         bias.describe(), ")");
-  const double n = static_cast<double>(x.numel());
-  // bias_add's FLOP and gelu's 8; x read, pre and out written, where bias_add then gelu also write and read pre.
-  const OpCost cost{
-      .flops = 9 * n, .bytes = (3 * n + static_cast<double>(bias.numel())) * elem_size(x), .dtype = x.dtype()};
-  launch_op(s, std::string(op), cost, {{&x, &bias}, {&pre, &out}}, {.host = [&] {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using F = decltype(zero);
-      cpu::bias_gelu(pre.data<F>(), out.data<F>(), x.data<F>(), bias.data<F>(), x.dim(0), x.dim(1));
-    });
-  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
-    cuda::bias_gelu(stream, x.dtype(), pre.raw(), out.raw(), x.raw(), bias.raw(), x.dim(0), x.dim(1));
-  })});
-}
-
-void residual_bias_add(Stream s, const Tensor& residual, const Tensor& x, const Tensor& bias, const Tensor& out) {
-  constexpr std::string_view op = "residual_bias_add";
-  expect_bias_rows(op, x, bias, "out", out);
-  expect_like(op, "residual", residual, "x", x);
-  expect_in_place_or_disjoint(op, "out", out, "residual", residual);
-  const double n = static_cast<double>(x.numel());
-  // residual and x read, out written, where bias_add then add also write and read the biased branch.
-  const OpCost cost{
-      .flops = 2 * n, .bytes = (3 * n + static_cast<double>(bias.numel())) * elem_size(x), .dtype = x.dtype()};
-  launch_op(s, std::string(op), cost, {{&residual, &x, &bias}, {&out}}, {.host = [&] {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using F = decltype(zero);
-      cpu::residual_bias_add(out.data<F>(), residual.data<F>(), x.data<F>(), bias.data<F>(), x.dim(0), x.dim(1));
-    });
-  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
-    cuda::residual_bias_add(stream, x.dtype(), out.raw(), residual.raw(), x.raw(), bias.raw(), x.dim(0), x.dim(1));
   })});
 }
 

@@ -18,15 +18,6 @@ void bias_add(Stream s, const Tensor& x, const Tensor& bias, const Tensor& out);
 // dbias[C] += column sums of dout[N, C].
 void bias_backward(Stream s, const Tensor& dout, const Tensor& dbias);
 
-// The fused epilogues of a Linear ([Note: fused epilogues] in engine/nn/layers.hpp): each is bit for bit the
-// ops it replaces, in one pass over memory and one launch.
-//
-// pre[N, C] = x + bias[C] and out = gelu(pre): bias_add then gelu. pre may be x; out overlaps no operand.
-void bias_gelu(Stream s, const Tensor& x, const Tensor& bias, const Tensor& pre, const Tensor& out);
-// out[N, C] = residual + (x + bias[C]), the bracket rounded first: bias_add then add (the skip connection
-// added where the branch's last Linear writes its output). out may be residual or x.
-void residual_bias_add(Stream s, const Tensor& residual, const Tensor& x, const Tensor& bias, const Tensor& out);
-
 // GELU, tanh approximation, exactly PyTorch's gelu(approximate='tanh'):
 //   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void gelu(Stream s, const Tensor& x, const Tensor& out);

@@ -9,6 +9,9 @@
 //
 // The backward of y = a @ b is two more matmuls that ADD into the gradients (beta = 1, callers
 // zero the buffers first):  da += dy @ b^T  (trans_b),  db += a^T @ dy  (trans_a).
+//
+// An epilogue applies a Linear's bias, GELU or skip connection to the f32 product before that one
+// rounding, inside the GEMM ([Note: fused epilogues] in engine/nn/layers.hpp).
 #pragma once
 #include "engine/tensor/tensor.hpp"
 
@@ -21,7 +24,23 @@ struct MatmulOptions {
   float beta = 0;
 };
 
-// Cost: 2*M*N*K FLOPs at the matmul peak of a's dtype. out must not overlap a or b.
-void matmul(Stream s, const Tensor& a, const Tensor& b, const Tensor& out, MatmulOptions opt = {});
+// What the GEMM does to each f32 element of the product p = op(a) @ op(b) before it rounds it into out.
+// Every tensor is of out's dtype; an undefined one is not there.
+//   bias only                  out = p + bias
+//   residual (bias or not)     out = residual + (p + bias)
+//   gelu_pre (bias or not)     gelu_pre = p + bias, out = gelu(p + bias), the tanh form; gelu_pre is what
+//                              gelu_backward reads, and out is the GELU of the unrounded sum
+// With an epilogue, alpha is 1 and beta 0, and no tensor written overlaps another operand.
+struct MatmulEpilogue {
+  Tensor bias;      // [N]: added to every row
+  Tensor residual;  // [M, N]: the skip connection added last
+  Tensor gelu_pre;  // [M, N]: receives the GELU's input
+  bool empty() const { return !bias.defined() && !residual.defined() && !gelu_pre.defined(); }
+};
+
+// Cost: 2*M*N*K FLOPs at the matmul peak of a's dtype, and the bytes of every operand. out must not
+// overlap a or b.
+void matmul(Stream s, const Tensor& a, const Tensor& b, const Tensor& out, MatmulOptions opt = {},
+            const MatmulEpilogue& epilogue = {});
 
 }  // namespace fsdplab

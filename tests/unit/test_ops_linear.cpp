@@ -1,6 +1,7 @@
 // matmul: every transpose combination and alpha/beta against a plain loop in double, bf16 operands
-// accumulating in f32, the backward as two accumulating matmuls against finite differences (all on
-// each device), the cost it states, and the errors it gives for operands that do not fit.
+// accumulating in f32, the backward as two accumulating matmuls against finite differences, the epilogues
+// (bias, GELU, residual) against the same loop (all on each device), the cost it states, and the errors it
+// gives for operands that do not fit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/bf16.hpp"
+#include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/matmul.hpp"
 #include "test_support.hpp"
 
@@ -225,6 +227,102 @@ TEST_P(MatmulTest, EveryDtypePairingOnUnalignedViews) {
   }
 }
 
+// ---- epilogues ---------------------------------------------------------------------------------------
+
+// GELU's tanh form in double.
+double gelu_tanh_reference(double v) {
+  return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+}
+
+// MatmulEpilogue's formulas over a double product p [M, N]; pre receives p + bias where there is a GELU.
+struct EpilogueValues {
+  std::vector<float> bias, residual;  // empty where absent
+  bool gelu = false;
+};
+std::vector<double> reference_epilogue(std::vector<double> p, const EpilogueValues& e, int N,
+                                       std::vector<double>* pre) {
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    double v = p[i] + (e.bias.empty() ? 0.0 : static_cast<double>(e.bias[i % static_cast<std::size_t>(N)]));
+    if (e.gelu) {
+      (*pre)[i] = v;
+      v = gelu_tanh_reference(v);
+    } else if (!e.residual.empty()) {
+      v += e.residual[i];
+    }
+    p[i] = v;
+  }
+  return p;
+}
+
+// Every epilogue, in f32 and bf16, with b transposed (nn.Linear's layout) and not, at a shape cuBLASLt takes
+// (multiples of 16) and at odd ones on views one element into their storage, which it may refuse (the cuda
+// device then runs the product and the epilogue kernel): out and gelu_pre against the double loop.
+TEST_P(MatmulTest, EpiloguesApplyBiasGeluOrResidualToTheProduct) {
+  auto dev = device();
+  const auto view_of = [&](const Shape& shape, const std::vector<float>& values, DType dtype, int offset) {
+    Tensor storage = Tensor::empty(*dev, {shape_numel(shape) + offset}, dtype, MemTag::activation);
+    Tensor v = storage.view(offset, shape);
+    v.copy_from(values);
+    return v;
+  };
+  struct Size {
+    int M, N, K, offset;
+  };
+  for (const Size z : {Size{64, 48, 96, 0}, Size{37, 29, 45, 1}}) {
+    for (DType dt : {DType::f32, DType::bf16}) {
+      for (bool tb : {false, true}) {
+        const auto round = [&](std::vector<float> v) { return dt == DType::bf16 ? rounded_to_bf16(v) : v; };
+        const auto av = round(random_values(z.M * z.K, 21)), bv = round(random_values(z.K * z.N, 22));
+        const auto bias = round(random_values(z.N, 23)), residual = round(random_values(z.M * z.N, 24, -4.f, 4.f));
+        const std::vector<double> p = reference_matmul(av, bv, {}, z.M, z.N, z.K, {.trans_b = tb});
+        const std::vector<EpilogueValues> kinds = {
+            {bias, {}, false}, {bias, {}, true}, {bias, residual, false}, {{}, residual, false}, {{}, {}, true}};
+        for (const EpilogueValues& kind : kinds) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " [" + std::to_string(z.M) + ", " + std::to_string(z.N) +
+                       "], trans_b " + (tb ? "on" : "off") + (kind.bias.empty() ? "" : ", bias") +
+                       (kind.gelu ? ", gelu" : "") + (kind.residual.empty() ? "" : ", residual"));
+          Tensor a = view_of({z.M, z.K}, av, dt, z.offset);
+          Tensor b = view_of(tb ? Shape{z.N, z.K} : Shape{z.K, z.N}, bv, dt, z.offset);
+          const std::vector<float> stale(static_cast<std::size_t>(z.M * z.N), std::nanf(""));
+          Tensor out = view_of({z.M, z.N}, stale, dt, z.offset);
+          MatmulEpilogue e;
+          if (!kind.bias.empty()) e.bias = view_of({z.N}, kind.bias, dt, z.offset);
+          if (!kind.residual.empty()) e.residual = view_of({z.M, z.N}, kind.residual, dt, z.offset);
+          if (kind.gelu) e.gelu_pre = view_of({z.M, z.N}, stale, dt, z.offset);
+          matmul(compute(*dev), a, b, out, {.trans_b = tb}, e);
+
+          std::vector<double> pre(p.size());
+          const std::vector<double> expected = reference_epilogue(p, kind, z.N, &pre);
+          // Sums of at most 96 products of magnitude <= 1 in f32, then a few more f32 operations: good to 1e-4;
+          // a bf16 out adds the one rounding, half a bf16 ulp (2^-9 relative), with slack.
+          const double rtol = dt == DType::bf16 ? 1.0 / 256 : 0;
+          EXPECT_TRUE(all_close(read(out), expected, 1e-4, rtol));
+          if (kind.gelu) {
+            EXPECT_TRUE(all_close(read(e.gelu_pre), pre, 1e-4, rtol));
+          }
+        }
+      }
+    }
+  }
+}
+
+// 300 products of 1 and 1 + 2^-7 sum to 302.34375, exact in f32; with a bias of 0.75 the f32 sum is 303.09375,
+// whose bf16 is 304. Rounding the product first (to 302) and the biased sum again would give 302.
+TEST_P(MatmulTest, Bf16EpilogueRoundsOnceAfterTheBias) {
+  auto dev = device();
+  const int K = 300;
+  Tensor a = tensor_from(*dev, {1, K}, std::vector<float>(K, 1.f), DType::bf16);
+  Tensor b = tensor_from(*dev, {K, 1}, std::vector<float>(K, 1.0078125f), DType::bf16);
+  Tensor bias = tensor_from(*dev, {1}, std::vector<float>{0.75f}, DType::bf16);
+  Tensor out = Tensor::empty(*dev, {1, 1}, DType::bf16, MemTag::activation);
+  Tensor pre = Tensor::empty(*dev, {1, 1}, DType::bf16, MemTag::activation);
+  matmul(compute(*dev), a, b, out, {}, {.bias = bias});
+  EXPECT_EQ(read(out)[0], 304.f);
+  matmul(compute(*dev), a, b, out, {}, {.bias = bias, .gelu_pre = pre});
+  EXPECT_EQ(read(pre)[0], 304.f);
+  EXPECT_EQ(read(out)[0], 304.f);  // gelu(v) = v to far below bf16's spacing here
+}
+
 FSDPLAB_ON_EACH_DEVICE(MatmulTest);
 
 TEST(Matmul, StatesItsCost) {
@@ -250,6 +348,79 @@ TEST(Matmul, DryRunKeepsTheCostAndSkipsTheNumerics) {
   matmul(compute(*dev), a, b, out);
   EXPECT_EQ(dev->ops().back().cost.flops, 2.0 * 1024 * 1024 * 4096);
   EXPECT_GT(dev->ops().back().end, dev->ops().back().begin);
+}
+
+// The host body in f32 is the separate ops' arithmetic: a GEMM's f32 store, then each op's f32 sum. So moving
+// the bias, GELU and residual into the epilogue changed no f32 run's bits.
+TEST(Matmul, F32EpilogueIsTheSeparateOpsBitForBit) {
+  auto dev = make_sim_device();
+  const auto s = compute(*dev);
+  const int M = 6, N = 5, K = 7;
+  Tensor a = tensor_from(*dev, {M, K}, random_values(M * K, 31));
+  Tensor b = tensor_from(*dev, {N, K}, random_values(N * K, 32));
+  Tensor bias = tensor_from(*dev, {N}, random_values(N, 33));
+  Tensor residual = tensor_from(*dev, {M, N}, random_values(M * N, 34, -40.f, 40.f));
+  const auto empty = [&] { return Tensor::empty(*dev, {M, N}, DType::f32, MemTag::activation); };
+  Tensor product = empty(), biased = empty(), activated = empty(), summed = empty();
+  matmul(s, a, b, product, {.trans_b = true});
+  bias_add(s, product, bias, biased);
+  gelu(s, biased, activated);
+  add(s, residual, biased, summed);
+
+  Tensor out = empty(), pre = empty();
+  matmul(s, a, b, out, {.trans_b = true}, {.bias = bias});
+  EXPECT_EQ(read(out), read(biased));
+  matmul(s, a, b, out, {.trans_b = true}, {.bias = bias, .gelu_pre = pre});
+  EXPECT_EQ(read(pre), read(biased));
+  EXPECT_EQ(read(out), read(activated));
+  matmul(s, a, b, out, {.trans_b = true}, {.bias = bias, .residual = residual});
+  EXPECT_EQ(read(out), read(summed));
+}
+
+// An epilogue's tensors are read and written where the race detector sees them, and their bytes count.
+TEST(Matmul, EpilogueStatesItsOperandsAndBytes) {
+  auto dev = make_sim_device();
+  Tensor a = Tensor::empty(*dev, {8, 16}, DType::bf16, MemTag::activation);
+  Tensor b = Tensor::empty(*dev, {16, 4}, DType::bf16, MemTag::activation);
+  Tensor bias = Tensor::empty(*dev, {4}, DType::bf16, MemTag::activation);
+  Tensor residual = Tensor::empty(*dev, {8, 4}, DType::bf16, MemTag::activation);
+  Tensor pre = Tensor::empty(*dev, {8, 4}, DType::bf16, MemTag::activation);
+  Tensor out = Tensor::empty(*dev, {8, 4}, DType::bf16, MemTag::activation);
+  const double operands = 8 * 16 * 2 + 16 * 4 * 2 + 8 * 4 * 2;
+  matmul(compute(*dev), a, b, out, {}, {.bias = bias, .gelu_pre = pre});
+  EXPECT_EQ(dev->ops().back().reads.size(), 3u);
+  EXPECT_EQ(dev->ops().back().writes.size(), 2u);
+  EXPECT_EQ(dev->ops().back().cost.bytes, operands + 4 * 2 + 8 * 4 * 2);
+  EXPECT_EQ(dev->ops().back().cost.flops, 2.0 * 8 * 4 * 16);
+  matmul(compute(*dev), a, b, out, {}, {.bias = bias, .residual = residual});
+  EXPECT_EQ(dev->ops().back().reads.size(), 4u);
+  EXPECT_EQ(dev->ops().back().writes.size(), 1u);
+  EXPECT_EQ(dev->ops().back().cost.bytes, operands + 4 * 2 + 8 * 4 * 2);
+}
+
+TEST(Matmul, RejectsEpiloguesThatDoNotFit) {
+  auto dev = make_sim_device();
+  const auto s = compute(*dev);
+  Tensor a = Tensor::empty(*dev, {2, 3}, DType::f32, MemTag::activation, "a");
+  Tensor b = Tensor::empty(*dev, {3, 4}, DType::f32, MemTag::activation, "b");
+  Tensor out = Tensor::empty(*dev, {2, 4}, DType::f32, MemTag::activation, "out");
+  Tensor bias = Tensor::empty(*dev, {4}, DType::f32, MemTag::activation, "bias");
+  Tensor other = Tensor::empty(*dev, {2, 4}, DType::f32, MemTag::activation, "other");
+
+  std::string msg = error_of([&] { matmul(s, a, b, out, {.beta = 1}, {.bias = bias}); });
+  EXPECT_TRUE(contains(msg, "epilogue") && contains(msg, "alpha 1 and beta 0") && contains(msg, "beta 1")) << msg;
+  msg = error_of([&] { matmul(s, a, b, out, {}, {.residual = other, .gelu_pre = other}); });
+  EXPECT_TRUE(contains(msg, "residual or applies a GELU, not both")) << msg;
+  msg = error_of([&] { matmul(s, a, b, out, {}, {.bias = Tensor::empty(*dev, {3}, DType::f32, MemTag::activation, "b3")}); });
+  EXPECT_TRUE(contains(msg, "epilogue bias") && contains(msg, "[4] f32") && contains(msg, "[3]")) << msg;
+  msg = error_of([&] { matmul(s, a, b, out, {}, {.bias = Tensor::empty(*dev, {4}, DType::bf16, MemTag::activation)}); });
+  EXPECT_TRUE(contains(msg, "epilogue bias") && contains(msg, "[4] f32") && contains(msg, "bf16")) << msg;
+  msg = error_of([&] { matmul(s, a, b, out, {}, {.residual = Tensor::empty(*dev, {4, 2}, DType::f32, MemTag::activation)}); });
+  EXPECT_TRUE(contains(msg, "epilogue residual") && contains(msg, "[2, 4]") && contains(msg, "[4, 2]")) << msg;
+  msg = error_of([&] { matmul(s, a, b, out, {}, {.gelu_pre = out}); });
+  EXPECT_TRUE(contains(msg, "gelu_pre") && contains(msg, "shares memory with") && contains(msg, "out")) << msg;
+  msg = error_of([&] { matmul(s, a, b, out, {}, {.residual = out}); });
+  EXPECT_TRUE(contains(msg, "out") && contains(msg, "shares memory with residual")) << msg;
 }
 
 TEST(Matmul, RejectsOperandsThatDoNotFit) {
