@@ -132,7 +132,9 @@ struct GeluOp {
 
 // in: x, dout, dx.
 struct GeluBackwardOp {
-  __device__ void operator()(const float* in, float* out) const { out[0] = in[2] + in[1] * gelu_tanh_derivative_f32(in[0]); }
+  __device__ void operator()(const float* in, float* out) const {
+    out[0] = in[2] + in[1] * gelu_tanh_derivative_f32(in[0]);
+  }
 };
 
 // in: x, d; out: d.

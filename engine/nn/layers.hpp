@@ -39,11 +39,16 @@ ParamInit linear_default_init(std::int64_t fan_in);
 // the separate ops (a GEMM's f32 store, then each op's f32 sum), in bf16 it rounds once where they rounded after
 // the GEMM and again after the bias.
 //
+// A residual add fused into the next LayerNorm (llm.c's fused_residual_forward) no longer pays here: the add
+// already rides on the GEMM's epilogue at no extra pass, and the norm needs each row's mean and variance, which
+// a GEMM tile holding part of a row cannot give, so the norm reads the sum back once either way.
+//
 // The fusions stay inside one module on purpose: under --wrap linear each Linear is its own FSDP unit, whose
 // bias is gathered only between its own pre-forward and post-forward hooks, so an op that reached across
-// modules (a LayerNorm reading the previous Linear's bias) would read a freed parameter. That is also why the
-// GELU's backward stays its own pass (gelu_backward_in_place): cuBLASLt's DGELU epilogue would run it inside
-// the next Linear's input-gradient GEMM, which belongs to another module.
+// modules (a LayerNorm reading the previous Linear's bias) would read a freed parameter. The GELU's backward
+// stays its own pass (gelu_backward_in_place, one read and write of [N, 4C] a layer): cuBLASLt's DGELU epilogue
+// could run it inside c_proj's input-gradient GEMM, but that GEMM would then apply c_fc's activation, reading
+// c_fc's pre-activation across the two Linears; it waits for a GPU profile that shows the pass matters.
 
 // A norm's backward_adding_to: `dx`, which the input's gradient is added into, must have the input's shape.
 void check_gradient_to_add_into(const Module& norm, const Tensor& input, const Tensor& dx);

@@ -401,25 +401,27 @@ TEST(Matmul, EpilogueStatesItsOperandsAndBytes) {
 TEST(Matmul, RejectsEpiloguesThatDoNotFit) {
   auto dev = make_sim_device();
   const auto s = compute(*dev);
-  Tensor a = Tensor::empty(*dev, {2, 3}, DType::f32, MemTag::activation, "a");
-  Tensor b = Tensor::empty(*dev, {3, 4}, DType::f32, MemTag::activation, "b");
-  Tensor out = Tensor::empty(*dev, {2, 4}, DType::f32, MemTag::activation, "out");
-  Tensor bias = Tensor::empty(*dev, {4}, DType::f32, MemTag::activation, "bias");
-  Tensor other = Tensor::empty(*dev, {2, 4}, DType::f32, MemTag::activation, "other");
+  const auto empty = [&](const Shape& shape, DType dtype = DType::f32) {
+    return Tensor::empty(*dev, shape, dtype, MemTag::activation);
+  };
+  Tensor a = empty({2, 3}), b = empty({3, 4}), out = empty({2, 4}), bias = empty({4}), other = empty({2, 4});
+  const auto error_with = [&](const MatmulOptions& opt, const MatmulEpilogue& e) {
+    return error_of([&] { matmul(s, a, b, out, opt, e); });
+  };
 
-  std::string msg = error_of([&] { matmul(s, a, b, out, {.beta = 1}, {.bias = bias}); });
+  std::string msg = error_with({.beta = 1}, {.bias = bias});
   EXPECT_TRUE(contains(msg, "epilogue") && contains(msg, "alpha 1 and beta 0") && contains(msg, "beta 1")) << msg;
-  msg = error_of([&] { matmul(s, a, b, out, {}, {.residual = other, .gelu_pre = other}); });
+  msg = error_with({}, {.residual = other, .gelu_pre = other});
   EXPECT_TRUE(contains(msg, "residual or applies a GELU, not both")) << msg;
-  msg = error_of([&] { matmul(s, a, b, out, {}, {.bias = Tensor::empty(*dev, {3}, DType::f32, MemTag::activation, "b3")}); });
+  msg = error_with({}, {.bias = empty({3})});
   EXPECT_TRUE(contains(msg, "epilogue bias") && contains(msg, "[4] f32") && contains(msg, "[3]")) << msg;
-  msg = error_of([&] { matmul(s, a, b, out, {}, {.bias = Tensor::empty(*dev, {4}, DType::bf16, MemTag::activation)}); });
+  msg = error_with({}, {.bias = empty({4}, DType::bf16)});
   EXPECT_TRUE(contains(msg, "epilogue bias") && contains(msg, "[4] f32") && contains(msg, "bf16")) << msg;
-  msg = error_of([&] { matmul(s, a, b, out, {}, {.residual = Tensor::empty(*dev, {4, 2}, DType::f32, MemTag::activation)}); });
+  msg = error_with({}, {.residual = empty({4, 2})});
   EXPECT_TRUE(contains(msg, "epilogue residual") && contains(msg, "[2, 4]") && contains(msg, "[4, 2]")) << msg;
-  msg = error_of([&] { matmul(s, a, b, out, {}, {.gelu_pre = out}); });
+  msg = error_with({}, {.gelu_pre = out});
   EXPECT_TRUE(contains(msg, "gelu_pre") && contains(msg, "shares memory with") && contains(msg, "out")) << msg;
-  msg = error_of([&] { matmul(s, a, b, out, {}, {.residual = out}); });
+  msg = error_with({}, {.residual = out});
   EXPECT_TRUE(contains(msg, "out") && contains(msg, "shares memory with residual")) << msg;
 }
 
