@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <numbers>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "engine/tensor/bf16.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/reduce.hpp"
+#include "gelu_tanh.hpp"
 #include "test_support.hpp"
 
 namespace fsdplab {
@@ -31,17 +31,6 @@ using testing::make_sim_device;
 using testing::random_values;
 using testing::tensor_from;
 using testing::zeros;
-
-// The tanh GELU and its derivative in double, from the formula.
-double gelu_ref(double x) {
-  const double k = std::sqrt(2.0 / std::numbers::pi);
-  return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x)));
-}
-double gelu_grad_ref(double x) {
-  const double k = std::sqrt(2.0 / std::numbers::pi);
-  const double t = std::tanh(k * (x + 0.044715 * x * x * x));
-  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
-}
 
 // The numerical tests run on every device (the sim device, and the cuda device where there is a GPU).
 class ElementwiseTest : public testing::OnEachDevice {};
@@ -123,7 +112,7 @@ TEST_P(ElementwiseTest, GeluMatchesTheFormulaInF32AndBf16) {
   auto dev = device();
   const auto xv = rounded_to_bf16(random_values(257, 6, -6.f, 6.f));
   std::vector<double> expected(xv.size());
-  for (std::size_t i = 0; i < xv.size(); ++i) expected[i] = gelu_ref(xv[i]);
+  for (std::size_t i = 0; i < xv.size(); ++i) expected[i] = reference::gelu_tanh(xv[i]);
   const Shape shape{static_cast<std::int64_t>(xv.size())};
 
   Tensor out32 = Tensor::empty(*dev, shape, DType::f32, MemTag::activation);
@@ -153,7 +142,7 @@ TEST_P(ElementwiseTest, GeluBackwardAddsAndMatchesFiniteDifferences) {
   std::vector<double> formula(n);
   for (int i = 0; i < n; ++i) {
     expected[i] += 0.5;
-    formula[i] = 0.5 + gv[i] * gelu_grad_ref(xv[i]);
+    formula[i] = 0.5 + gv[i] * reference::gelu_tanh_derivative(xv[i]);
   }
   EXPECT_TRUE(all_close(read(dx), expected, 2e-3));
   EXPECT_TRUE(all_close(read(dx), formula, 1e-6, 1e-6));
@@ -340,7 +329,7 @@ TEST_P(ElementwiseTest, LongAndUnalignedTensorsMatchTheFormula) {
       const Tensor out = Tensor::empty(*dev, {n + 1}, dt, MemTag::activation).view(offset, {n});
       std::vector<double> want(n), sum(n), narrowed(n);
       for (std::int64_t i = 0; i < n; ++i) {
-        want[i] = gelu_ref(xv[offset + i]);
+        want[i] = reference::gelu_tanh(xv[offset + i]);
         const float s = xv[offset + i] + yv[offset + i];
         sum[i] = dt == DType::bf16 ? round_to_bf16(s) : s;
         narrowed[i] = round_to_bf16(xv[offset + i]);

@@ -14,6 +14,7 @@
 #include "engine/tensor/bf16.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/matmul.hpp"
+#include "gelu_tanh.hpp"
 #include "test_support.hpp"
 
 namespace fsdplab {
@@ -45,6 +46,15 @@ std::vector<double> reference_matmul(const std::vector<float>& a, const std::vec
     }
   }
   return out;
+}
+
+// `values` in a tensor of `dtype` that starts `offset` elements into its storage, so its pointer need not be
+// 16-byte aligned (FlatParameter shards start anywhere).
+Tensor view_at(Device& dev, const Shape& shape, const std::vector<float>& values, DType dtype, int offset) {
+  Tensor storage = Tensor::empty(dev, {shape_numel(shape) + offset}, dtype, MemTag::activation);
+  Tensor view = storage.view(offset, shape);
+  view.copy_from(values);
+  return view;
 }
 
 // The numerics run on every device (the cuda device's GEMM is cuBLAS); the cost, dry-run and argument
@@ -199,12 +209,6 @@ TEST_P(MatmulTest, EveryDtypePairingOnUnalignedViews) {
   auto dev = device();
   const int M = 37, N = 29, K = 300;
   const MatmulOptions opt{.trans_b = true, .alpha = 2.f, .beta = 0.5f};
-  const auto view_of = [&](const Shape& shape, const std::vector<float>& values, DType dtype) {
-    Tensor storage = Tensor::empty(*dev, {shape_numel(shape) + 1}, dtype, MemTag::activation);
-    Tensor v = storage.view(1, shape);
-    v.copy_from(values);
-    return v;
-  };
   for (DType in : {DType::f32, DType::bf16}) {
     for (DType out_dtype : {DType::f32, DType::bf16}) {
       SCOPED_TRACE(std::string(dtype_name(in)) + " -> " + std::string(dtype_name(out_dtype)));
@@ -215,9 +219,9 @@ TEST_P(MatmulTest, EveryDtypePairingOnUnalignedViews) {
         av = rounded_to_bf16(av);
         bv = rounded_to_bf16(bv);
       }
-      Tensor a = view_of({M, K}, av, in);
-      Tensor b = view_of({N, K}, bv, in);
-      Tensor out = view_of({M, N}, cv, out_dtype);
+      Tensor a = view_at(*dev, {M, K}, av, in, 1);
+      Tensor b = view_at(*dev, {N, K}, bv, in, 1);
+      Tensor out = view_at(*dev, {M, N}, cv, out_dtype, 1);
       matmul(compute(*dev), a, b, out, opt);
       const std::vector<double> expected = reference_matmul(av, bv, cv, M, N, K, opt);
       // Sums of 300 products of magnitude <= 1 stay within ~30: f32 accumulation is good to 1e-4 there; a
@@ -228,11 +232,6 @@ TEST_P(MatmulTest, EveryDtypePairingOnUnalignedViews) {
 }
 
 // ---- epilogues ---------------------------------------------------------------------------------------
-
-// GELU's tanh form in double.
-double gelu_tanh_reference(double v) {
-  return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-}
 
 // MatmulEpilogue's formulas over a double product p [M, N]; pre receives p + bias where there is a GELU.
 struct EpilogueValues {
@@ -245,7 +244,7 @@ std::vector<double> reference_epilogue(std::vector<double> p, const EpilogueValu
     double v = p[i] + (e.bias.empty() ? 0.0 : static_cast<double>(e.bias[i % static_cast<std::size_t>(N)]));
     if (e.gelu) {
       (*pre)[i] = v;
-      v = gelu_tanh_reference(v);
+      v = reference::gelu_tanh(v);
     } else if (!e.residual.empty()) {
       v += e.residual[i];
     }
@@ -259,12 +258,6 @@ std::vector<double> reference_epilogue(std::vector<double> p, const EpilogueValu
 // device then runs the product and the epilogue kernel): out and gelu_pre against the double loop.
 TEST_P(MatmulTest, EpiloguesApplyBiasGeluOrResidualToTheProduct) {
   auto dev = device();
-  const auto view_of = [&](const Shape& shape, const std::vector<float>& values, DType dtype, int offset) {
-    Tensor storage = Tensor::empty(*dev, {shape_numel(shape) + offset}, dtype, MemTag::activation);
-    Tensor v = storage.view(offset, shape);
-    v.copy_from(values);
-    return v;
-  };
   struct Size {
     int M, N, K, offset;
   };
@@ -281,14 +274,14 @@ TEST_P(MatmulTest, EpiloguesApplyBiasGeluOrResidualToTheProduct) {
           SCOPED_TRACE(std::string(dtype_name(dt)) + " [" + std::to_string(z.M) + ", " + std::to_string(z.N) +
                        "], trans_b " + (tb ? "on" : "off") + (kind.bias.empty() ? "" : ", bias") +
                        (kind.gelu ? ", gelu" : "") + (kind.residual.empty() ? "" : ", residual"));
-          Tensor a = view_of({z.M, z.K}, av, dt, z.offset);
-          Tensor b = view_of(tb ? Shape{z.N, z.K} : Shape{z.K, z.N}, bv, dt, z.offset);
+          Tensor a = view_at(*dev, {z.M, z.K}, av, dt, z.offset);
+          Tensor b = view_at(*dev, tb ? Shape{z.N, z.K} : Shape{z.K, z.N}, bv, dt, z.offset);
           const std::vector<float> stale(static_cast<std::size_t>(z.M * z.N), std::nanf(""));
-          Tensor out = view_of({z.M, z.N}, stale, dt, z.offset);
+          Tensor out = view_at(*dev, {z.M, z.N}, stale, dt, z.offset);
           MatmulEpilogue e;
-          if (!kind.bias.empty()) e.bias = view_of({z.N}, kind.bias, dt, z.offset);
-          if (!kind.residual.empty()) e.residual = view_of({z.M, z.N}, kind.residual, dt, z.offset);
-          if (kind.gelu) e.gelu_pre = view_of({z.M, z.N}, stale, dt, z.offset);
+          if (!kind.bias.empty()) e.bias = view_at(*dev, {z.N}, kind.bias, dt, z.offset);
+          if (!kind.residual.empty()) e.residual = view_at(*dev, {z.M, z.N}, kind.residual, dt, z.offset);
+          if (kind.gelu) e.gelu_pre = view_at(*dev, {z.M, z.N}, stale, dt, z.offset);
           matmul(compute(*dev), a, b, out, {.trans_b = tb}, e);
 
           std::vector<double> pre(p.size());
