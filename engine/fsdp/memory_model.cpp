@@ -209,7 +209,7 @@ TagBytes baseline_memory(Module& model, int optimizer_states, const ModelMemory&
   bytes[static_cast<std::size_t>(MemTag::param_shard)] = 4 * numel;
   bytes[static_cast<std::size_t>(MemTag::grad_shard)] = 4 * numel;
   bytes[static_cast<std::size_t>(MemTag::optim_state)] = 4 * optimizer_states * numel;
-  if (compute != DType::f32) {  // mixed precision's copies (baseline_mixed_precision.hpp)
+  if (compute != DType::f32) {  // mixed precision's copies (baseline_parameters.hpp)
     const auto copy_bytes = static_cast<std::int64_t>(dtype_size(compute)) * numel;
     bytes[static_cast<std::size_t>(MemTag::param_full)] = copy_bytes;
     bytes[static_cast<std::size_t>(MemTag::grad_full)] = copy_bytes;

@@ -31,7 +31,7 @@ struct RunConfig {
   double lr = 1e-3;
   double momentum = 0;     // sgd only; every other hyper-parameter is PyTorch's default
   // The dtype the single-rank baseline computes in: f32, or bf16 mixed precision as torch.autocast trains
-  // (baseline_mixed_precision.hpp: bf16 copies of the f32 master weights compute, their bf16 gradients are
+  // (baseline_parameters.hpp: bf16 copies of the f32 master weights compute, their bf16 gradients are
   // widened for the f32 optimizer step). FSDP runs compute in FsdpOptions::param_dtype and refuse this
   // set (fsdp_run_plan.cpp); the command line's --precision sets whichever the run is.
   DType baseline_precision = DType::f32;

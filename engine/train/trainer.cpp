@@ -1,7 +1,6 @@
 #include "engine/train/trainer.hpp"
 
 #include <cmath>
-#include <optional>
 
 #include <unistd.h>
 
@@ -11,7 +10,7 @@
 #include "engine/optim/optimizer.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
-#include "engine/train/baseline_mixed_precision.hpp"
+#include "engine/train/baseline_parameters.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/run_device.hpp"
 
@@ -115,13 +114,7 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   }
   BatchSource data(built.batch, run.seed, run.data_file);
   Model& model = *built.model;
-  // Mixed precision keeps the f32 masters and gradients flat, beside the bf16 copies each step computes with.
-  std::optional<MixedPrecisionParameters> mixed;
-  if (compute_dtype == DType::f32) {
-    allocate_full(model, device);
-  } else {
-    mixed.emplace(model, device, compute_dtype);
-  }
+  BaselineParameters params(model, device, compute_dtype);  // flat, with bf16 copies in mixed precision
   // Loaded values replace initial ones: drawing them first would be wasted (seconds for gpt2 small).
   if (run.load_init.empty()) {
     init_values(model, run.seed);
@@ -131,13 +124,9 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   if (!run.save_init.empty())
     save_output(on_output_failed, [&] { save_checkpoint(run.save_init, model, built.config); });
 
-  std::vector<OptimTarget> targets;
-  if (mixed) {
-    targets.push_back({"flat_param_f32", mixed->masters(), mixed->master_grads()});  // one op for the whole model
-  } else {
-    for (Parameter* p : model.parameters()) targets.push_back({p->name, p->value, p->grad});
-  }
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(run.optimizer_spec(), std::move(targets));
+  // One target, one op for the whole model.
+  std::unique_ptr<Optimizer> optimizer =
+      make_optimizer(run.optimizer_spec(), {{"flat_param_f32", params.values(), params.grads()}});
 
   RunContext ctx{device, compute_dtype};
   const Stream compute = device.stream(Lane::compute);
@@ -148,15 +137,11 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
     {
       LabelScope scope(device, {step, -1, "forward"});
       const Batch batch = data.batch(device, step, 0, 1);
-      if (mixed) {
-        mixed->cast_for_step(compute);  // from here to the widening the parameters are bf16 copies, zeroed gradients
-      } else {
-        zero_grads(model, compute);
-      }
+      params.begin_step(compute);  // zeroed gradients; in bf16, the parameters are copies until end_backward
       const Tensor loss = model.forward(ctx, batch);
       device.set_labels({step, -1, "backward"});
       model.backward(ctx);
-      if (mixed) mixed->widen_gradients(compute);  // into the f32 gradients the optimizer reads
+      params.end_backward(compute);  // in bf16, widens the gradients into the f32 ones the optimizer reads
       device.set_labels({step, -1, "optimizer"});
       optimizer->step(compute);
       device.synchronize();

@@ -5,7 +5,7 @@
 // `loss.item()` does). Ops are labelled with the step and phase for the trace.
 // It computes in f32, or with RunConfig::baseline_precision bf16 in mixed precision: each step casts the
 // f32 master weights to bf16 copies, the model computes with those, and the bf16 gradients are widened
-// for the optimizer's f32 step (baseline_mixed_precision.hpp), as torch.autocast trains.
+// for the optimizer's f32 step (baseline_parameters.hpp), as torch.autocast trains.
 #pragma once
 #include <functional>
 #include <string>

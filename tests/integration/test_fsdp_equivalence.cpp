@@ -410,7 +410,7 @@ INSTANTIATE_TEST_SUITE_P(Precision, FsdpEquivalenceBf16,
                          }));
 
 // ---- the single-rank baseline in bf16 ----------------------------------------------------------------
-// The baseline's own mixed precision (RunConfig::baseline_precision, baseline_mixed_precision.hpp): each step
+// The baseline's own mixed precision (RunConfig::baseline_precision, baseline_parameters.hpp): each step
 // bf16 copies of the f32 master weights compute and the bf16 gradients are widened for the f32 AdamW step,
 // as torch.autocast trains. It is held to the bounds FSDP in bf16 is held to above. Against the f32 baseline:
 // the loss within one bf16 unit roundoff (and not equal: it did compute in bf16), the parameters within 5% of

@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "engine/fsdp/memory_model.hpp"
-#include "engine/train/baseline_mixed_precision.hpp"
+#include "engine/train/baseline_parameters.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 
@@ -201,7 +201,7 @@ TEST(FsdpMemory, BaselineMatchesItsFormulaAndNoShardAtOneRank) {
         << mem_tag_name(tag);
 }
 
-// The baseline in bf16 mixed precision (baseline_mixed_precision.hpp) holds what the f32 baseline holds, f32
+// The baseline in bf16 mixed precision (baseline_parameters.hpp) holds what the f32 baseline holds, f32
 // masters, gradients and optimizer state under the same tags, plus a bf16 copy of every parameter under
 // param_full and of every gradient under grad_full (FSDP's tags for the unsharded buffers), each exactly
 // 2 bytes an element (up to the flat buffers' alignment gaps); its activations are counted in bf16.
@@ -216,7 +216,7 @@ TEST(FsdpMemory, MixedPrecisionBaselineHoldsBf16CopiesUnderTheFullTags) {
                                            DType::bf16);
   expect_matches(formula, sink.peaks, "bf16 baseline");
   // Exactly: one flat buffer each, every parameter starting at a multiple of the alignment.
-  constexpr std::int64_t align = MixedPrecisionParameters::kAlign;
+  constexpr std::int64_t align = BaselineParameters::kAlign;
   std::int64_t flat = 0;
   for (const Parameter* p : built.model->parameters()) flat += (p->numel() + align - 1) / align * align;
   EXPECT_EQ(at(sink.peaks, MemTag::param_full), 2 * flat);

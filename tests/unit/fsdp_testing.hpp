@@ -10,7 +10,6 @@
 
 #include "engine/comm/local_comm.hpp"
 #include "engine/fsdp/fully_sharded_model.hpp"
-#include "engine/nn/materialize.hpp"
 #include "engine/train/world.hpp"
 #include "test_support.hpp"
 
@@ -77,12 +76,12 @@ inline void with_fsdp_ranks(int world, const FsdpOptions& options, const ModelFa
   });
 }
 
-// Every parameter's unsharded initial values under `seed`, by name, from materialize_full of a fresh
+// Every parameter's unsharded initial values under `seed`, by name, from materialise of a fresh
 // model on a device of its own: what the single-rank baseline starts from.
 inline std::map<std::string, std::vector<float>> baseline_values(const ModelFactory& make_model, std::uint64_t seed) {
   auto device = make_sim_device();
   std::unique_ptr<Model> model = make_model();
-  materialize_full(*model, *device, seed);
+  materialise(*model, *device, seed);
   std::map<std::string, std::vector<float>> out;
   for (Parameter* p : model->parameters()) out[p->name] = read(p->value);
   return out;

@@ -1,6 +1,6 @@
-// model_testing.hpp — what the whole-model tests (Gpt2Model*, LlamaModel*) share beyond test_support.hpp: a
-// model's parameters given values on one device, random batches for the tiny presets, parameters at random
-// values of unit scale, a hook recorder, and the gradient check against central differences of the loss.
+// model_testing.hpp — what the whole-model tests (Gpt2Model*, LlamaModel*) share beyond test_support.hpp:
+// random batches for the tiny presets, parameters at random values of unit scale, a hook recorder, and the
+// gradient check against central differences of the loss.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -11,22 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/nn/materialize.hpp"
 #include "test_support.hpp"
 
 namespace fsdplab::testing {
 
 constexpr std::int64_t kB = 2, kT = 8;  // the tiny presets' batch: 16 tokens, context 16
-
-// Every parameter gets a value in `dtype` from its own ParamInit under `seed`, and a zero gradient.
-inline void materialise(Model& model, Device& dev, std::uint64_t seed, DType dtype = DType::f32) {
-  for (Parameter* p : model.parameters()) {
-    std::vector<float> v(static_cast<std::size_t>(p->numel()));
-    p->init.fill(v, seed, p->name, 0);
-    p->value = tensor_from(dev, p->shape, v, dtype, MemTag::param_full);
-    p->grad = zeros(dev, p->shape, dtype, MemTag::grad_full);
-  }
-}
 
 inline void set_values(Parameter& p, const std::vector<float>& v) {
   p.value.device().synchronize();  // an op may still read the old values

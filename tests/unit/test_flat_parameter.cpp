@@ -6,7 +6,6 @@
 #include <random>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
-#include "engine/nn/materialize.hpp"
 #include "engine/nn/toy_model.hpp"
 #include "test_support.hpp"
 
@@ -14,6 +13,7 @@ namespace fsdplab {
 namespace {
 
 using testing::make_sim_device;
+using testing::materialise;
 using testing::read;
 
 // The tests check the reference implementation of the task.
@@ -127,7 +127,7 @@ TEST(FlatParameter, ShardsFromTheCounterRngConcatenateToTheFullInitialisation) {
   // equal the unsharded initialisation laid out flat.
   auto dev = make_sim_device();
   ToyModel baseline;
-  materialize_full(baseline, *dev, 99);
+  materialise(baseline, *dev, 99);
   ToyModel sharded;
   const std::vector<Parameter*> params = sharded.parameters();
   const FlatParamLayout layout = plan_flat_parameter(params, 3, 1);

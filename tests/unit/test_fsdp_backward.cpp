@@ -212,7 +212,7 @@ TEST(FsdpBackward, ModelBackwardThroughTheHooksGivesTheBaselineGradients) {
   const auto baseline = [&] {
     auto device = make_sim_device();
     ToyModel model;
-    materialize_full(model, *device, 9);
+    materialise(model, *device, 9);
     RunContext ctx{*device, DType::f32};
     const Batch batch{tensor_from(*device, {rows, 10}, inputs), tensor_from(*device, {rows, 5}, targets)};
     model.forward(ctx, batch);

@@ -218,7 +218,7 @@ TEST(FsdpForward, ModelForwardThroughTheHooksGathersOneUnitAtATime) {
   const float baseline_loss = [&] {
     auto device = make_sim_device();
     ToyModel model;
-    materialize_full(model, *device, 6);
+    materialise(model, *device, 6);
     RunContext ctx{*device, DType::f32};
     const Batch batch{tensor_from(*device, {rows, 10}, inputs), tensor_from(*device, {rows, 5}, targets)};
     return read(model.forward(ctx, batch))[0];

@@ -1,5 +1,5 @@
 // Task 1, meta init: every rank's shard, drawn alone from the counter-based RNG, equals the same
-// slice of the unsharded initialisation (materialize_full) laid out flat, with padding and alignment
+// slice of the unsharded initialisation (materialise) laid out flat, with padding and alignment
 // gaps zero — for odd W, parameters cut between ranks, ranks owning none of a small parameter, and
 // shards partly or wholly padding; a FullyShardedModel's init allocates only shards, never a whole
 // unit; and --save-init of a sharded run writes the unsharded initialisation.
@@ -185,8 +185,7 @@ TEST(FsdpMetaInit, ReplicatedStrategiesInitialiseEveryChunk) {
 class FsdpMetaInitFiles : public TempDirTest {};
 
 TEST_F(FsdpMetaInitFiles, SaveInitOfAShardedRunIsTheUnshardedInitialisation) {
-  // --save-init of a toy run over 3 ranks gathers the shards: the folder holds what the baseline's
-  // materialize_full draws.
+  // --save-init of a toy run over 3 ranks gathers the shards: the folder holds the unsharded draw.
   FsdpRun fsdp;
   fsdp.run.model = "toy";
   fsdp.run.world = 3;
@@ -197,7 +196,7 @@ TEST_F(FsdpMetaInitFiles, SaveInitOfAShardedRunIsTheUnshardedInitialisation) {
   train_fsdp(fsdp, PresetCatalog::builtin(), {});
   auto device = make_sim_device();  // declared first: the model's tensors go before it
   const BuiltModel built = build_model(fsdp.run);
-  allocate_full(*built.model, *device);
+  materialise(*built.model, *device, 0);  // storage for the load, which replaces these values
   load_checkpoint(path("init"), *built.model, built.identity);
   const auto baseline = baseline_values(toy, 11);
   for (Parameter* p : built.model->parameters()) EXPECT_EQ(read(p->value), baseline.at(p->name)) << p->name;

@@ -5,7 +5,6 @@
 
 #include <cmath>
 
-#include "engine/nn/materialize.hpp"
 #include "engine/nn/mlp_model.hpp"
 #include "engine/nn/toy_model.hpp"
 #include "test_support.hpp"
@@ -14,10 +13,12 @@ namespace fsdplab {
 namespace {
 
 using testing::make_sim_device;
+using testing::materialise;
 using testing::OnEachDevice;
 using testing::random_values;
 using testing::read;
 using testing::tensor_from;
+using testing::zero_grads;
 
 std::vector<std::string> names_and_shapes(Module& model) {
   std::vector<std::string> out;
@@ -63,7 +64,7 @@ Batch regression_batch(Device& device, std::int64_t rows, std::int64_t in, std::
 TEST_P(NnModelsOnDevice, HooksFireAroundEachModuleAndBackwardOrderIsRecorded) {
   auto dev = device();
   MlpModel mlp(4, 2);
-  materialize_full(mlp, *dev, 1);
+  materialise(mlp, *dev, 1);
   HookLog log;
   for (const char* name : {"blocks.0", "blocks.1"}) mlp.module(name).add_hooks(&log);
   RunContext ctx{*dev};
@@ -119,21 +120,21 @@ void expect_gradients_match_finite_differences(Model& model, Device& dev, const 
 TEST_P(NnModelsOnDevice, ToyGradientsMatchFiniteDifferences) {
   auto dev = device();
   ToyModel toy;
-  materialize_full(toy, *dev, 42);
+  materialise(toy, *dev, 42);
   expect_gradients_match_finite_differences(toy, *dev, regression_batch(*dev, 6, 10, 5, 3));
 }
 
 TEST_P(NnModelsOnDevice, MlpGradientsMatchFiniteDifferences) {
   auto dev = device();
   MlpModel mlp(6, 2);
-  materialize_full(mlp, *dev, 42);
+  materialise(mlp, *dev, 42);
   expect_gradients_match_finite_differences(mlp, *dev, regression_batch(*dev, 5, 6, 6, 9));
 }
 
 TEST_P(NnModelsOnDevice, InitialisationIsTheCounterRngsAndPyTorchsDefaultBounds) {
   auto dev = device();
   ToyModel toy;
-  materialize_full(toy, *dev, 5);
+  materialise(toy, *dev, 5);
   const std::vector<float> w = read(toy.parameter("fc2.weight").value);
   const float bound = 1 / std::sqrt(10.f);
   for (float v : w) EXPECT_LT(std::abs(v), bound);
@@ -152,7 +153,7 @@ TEST(NnModels, EpiloguesRefuseWhatTheyCannotFuse) {
   RunContext ctx{*dev};
   const ParamInit init = ParamInit::constant(0.5f);
   Linear fc("fc", 4, 8, true, WeightLayout::out_in, init, init, Activation::gelu);
-  materialize_full(fc, *dev, 1);
+  materialise(fc, *dev, 1);
   Tensor x = tensor_from(*dev, {2, 4}, random_values(8, 1));
   try {
     fc.forward(ctx, x, tensor_from(*dev, {2, 8}, random_values(16, 2)));
@@ -162,7 +163,7 @@ TEST(NnModels, EpiloguesRefuseWhatTheyCannotFuse) {
         << e.what();
   }
   LayerNorm ln("ln", 4);
-  materialize_full(ln, *dev, 1);
+  materialise(ln, *dev, 1);
   Tensor dy = ln.forward(ctx, x);
   try {
     ln.backward_adding_to(ctx, dy, tensor_from(*dev, {2, 3}, random_values(6, 3)));

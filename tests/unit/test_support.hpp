@@ -1,6 +1,6 @@
 // test_support.hpp — what the unit tests share: a sim device to run on, the devices an op test runs
-// on (OnEachDevice), seeded random data, closeness checks, and central finite differences for
-// checking backward passes.
+// on (OnEachDevice), seeded random data, closeness checks, a model's parameters given values on one device,
+// and central finite differences for checking backward passes.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -24,6 +24,7 @@
 #include "engine/runtime/presets.hpp"
 #include "engine/runtime/sim_device.hpp"
 #include "engine/tensor/bf16.hpp"
+#include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/tensor.hpp"
 
 namespace fsdplab {
@@ -172,6 +173,23 @@ inline double dot(std::span<const float> a, std::span<const float> b) {
   double s = 0;
   for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
   return s;
+}
+
+// Every parameter of `model` gets its own value tensor on `dev`, in `dtype`, from its ParamInit under `seed`,
+// and a zeroed gradient: a model whole on one device, for tests of its numerics (the single-rank baseline
+// keeps its parameters flat instead: engine/train/baseline_parameters.hpp).
+inline void materialise(Module& model, Device& dev, std::uint64_t seed, DType dtype = DType::f32) {
+  for (Parameter* p : model.parameters()) {
+    std::vector<float> v(static_cast<std::size_t>(p->numel()));
+    p->init.fill(v, seed, p->name, 0);
+    p->value = tensor_from(dev, p->shape, v, dtype, MemTag::param_full);
+    p->grad = zeros(dev, p->shape, dtype, MemTag::grad_full);
+  }
+}
+
+// Zeroes every parameter's gradient on `stream`, one op each: between the steps a test runs by hand.
+inline void zero_grads(Module& model, Stream stream) {
+  for (Parameter* p : model.parameters()) fill(stream, p->grad, 0);
 }
 
 // Counts every forward and backward hook call of the modules it is added to (Module::add_hooks).
