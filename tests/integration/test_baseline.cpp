@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
 
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
@@ -167,6 +169,38 @@ TEST_P(BaselineRun, AFolderSavedByHuggingFaceLoadsExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, BaselineRun, on_each_device(), device_param_name);
+
+// Step 1's ops by phase and name, as a trace sink sees them.
+class StepOps final : public TraceSink {
+ public:
+  void on_event(const TraceEvent& e) override {
+    if (e.step == 1 && e.op != 0) ++count[e.phase + " " + e.name];
+  }
+  void on_counter(const CounterSample&) override {}
+  std::map<std::string, int> count;
+};
+
+// The baseline keeps its parameters flat (baseline_parameters.hpp): a step zeroes every gradient in one op
+// and updates every parameter in one, where an op per parameter would be a launch each on a GPU; in bf16 it
+// adds one cast to the copies and one widening back. The model's own forward issues no fill.
+TEST(Baseline, AStepZeroesAndUpdatesEveryParameterInOneOpEach) {
+  for (DType precision : {DType::f32, DType::bf16}) {
+    RunConfig run;
+    run.model = "gpt2";
+    run.steps = 2;
+    run.baseline_precision = precision;
+    StepOps ops;
+    train_baseline(run, PresetCatalog::builtin(), nullptr, &ops);
+    const int casts = precision == DType::f32 ? 0 : 1;
+    EXPECT_EQ(ops.count["forward fill"], 1) << dtype_name(precision);
+    EXPECT_EQ(ops.count["forward cast"], casts) << dtype_name(precision);
+    EXPECT_EQ(ops.count["backward cast"], casts) << dtype_name(precision);
+    int optimizer_ops = 0;
+    for (const auto& [key, n] : ops.count) optimizer_ops += key.starts_with("optimizer ") ? n : 0;
+    EXPECT_EQ(optimizer_ops, 1) << dtype_name(precision);
+    EXPECT_EQ(ops.count["optimizer adamw_update"], 1) << dtype_name(precision);
+  }
+}
 
 TEST(Baseline, AFolderFromAnotherModelIsAClearError) {
   const auto dir = std::filesystem::temp_directory_path() / "fsdplab_baseline_other";

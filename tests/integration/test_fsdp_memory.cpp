@@ -183,6 +183,15 @@ class PeakSink final : public TraceSink {
   TagBytes peaks{};
 };
 
+// The baseline's flat buffers' elements: every parameter starts at a multiple of the alignment
+// (baseline_parameters.hpp).
+std::int64_t flat_numel(Module& model) {
+  constexpr std::int64_t align = BaselineParameters::kAlign;
+  std::int64_t flat = 0;
+  for (const Parameter* p : model.parameters()) flat += (p->numel() + align - 1) / align * align;
+  return flat;
+}
+
 TEST(FsdpMemory, BaselineMatchesItsFormulaAndNoShardAtOneRank) {
   const RunConfig run = make_run(1, {}, false).run;
   PeakSink sink;
@@ -192,6 +201,9 @@ TEST(FsdpMemory, BaselineMatchesItsFormulaAndNoShardAtOneRank) {
                                            model_memory(*built.model, run.batch, built.batch.seq, DType::f32),
                                            DType::f32);
   expect_matches(formula, sink.peaks, "baseline");
+  // Exactly: one flat buffer each for the values and the gradients.
+  EXPECT_EQ(at(sink.peaks, MemTag::param_shard), 4 * flat_numel(*built.model));
+  EXPECT_EQ(at(sink.peaks, MemTag::grad_shard), 4 * flat_numel(*built.model));
   // What the bench shows as the baseline: FSDP at W = 1 without sharding holds the same, up to the
   // FlatParameter's alignment gaps and the 4 bytes of the loss's mean over ranks.
   const TagBytes no_shard = expected(make_run(1, options_of(ShardingStrategy::no_shard), true));
@@ -215,10 +227,8 @@ TEST(FsdpMemory, MixedPrecisionBaselineHoldsBf16CopiesUnderTheFullTags) {
                                            model_memory(*built.model, run.batch, built.batch.seq, DType::bf16),
                                            DType::bf16);
   expect_matches(formula, sink.peaks, "bf16 baseline");
-  // Exactly: one flat buffer each, every parameter starting at a multiple of the alignment.
-  constexpr std::int64_t align = BaselineParameters::kAlign;
-  std::int64_t flat = 0;
-  for (const Parameter* p : built.model->parameters()) flat += (p->numel() + align - 1) / align * align;
+  // Exactly: one flat buffer each, the copies 2 bytes an element.
+  const std::int64_t flat = flat_numel(*built.model);
   EXPECT_EQ(at(sink.peaks, MemTag::param_full), 2 * flat);
   EXPECT_EQ(at(sink.peaks, MemTag::grad_full), 2 * flat);
   EXPECT_EQ(at(sink.peaks, MemTag::param_shard), 4 * flat);
