@@ -134,8 +134,8 @@ void gemm_ex(cublasHandle_t handle, DType in, const void* a, const void* b, cuda
 //
 // Layouts are those of gemm_ex: row-major out = op(a) @ op(b) is column-major out^T = op(b)^T @ op(a)^T, so b is
 // cuBLASLt's A and a its B, and the bias, one value per column of the row-major out, is one per row of D, which is what
-// cuBLASLt broadcasts. Where cuBLASLt has no algorithm (a leading dimension or pointer it cannot align), or a and out
-// differ in dtype (no Linear does), the GEMM runs on cublasGemmEx into an f32 scratch product and the epilogue as
+// cuBLASLt broadcasts. Where cuBLASLt has no algorithm (a leading dimension or pointer it cannot align), a GELU's
+// width is not a multiple of 8 (its aux matrix's rule), or a and out differ in dtype (no Linear does), the GEMM runs on cublasGemmEx into an f32 scratch product and the epilogue as
 // matmul_kernels.cu's kernel: the same formulas, in one more pass. Split-K partial sums stay in f32, as with
 // CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION on the cuBLAS path, and the heuristic's pick depends only on the
 // shapes, types and alignments, so a run is reproducible bit for bit. On a GPU, `fsdplab bench --what kernels --device
@@ -193,6 +193,9 @@ bool lt_gemm(cudaStream_t stream, const ThreadBlas::Bound& bound, DType in, DTyp
   // A cublasHandle_t holds a cuBLASLt context and may be used as one (cuBLAS's documentation of
   // cublasLtHandle_t), so each thread's GEMMs share one handle per GPU.
   const auto lt = reinterpret_cast<cublasLtHandle_t>(bound.handle);
+  // The GELU's aux matrix (gelu_pre, column-major n x m) needs a leading dimension divisible by 8 (cublasLt.h,
+  // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD); other widths take the fallback.
+  if (e.gelu_pre != nullptr && g.n % 8 != 0) return false;
   const cudaDataType_t in_type = cuda_type(in), out_type = cuda_type(out_dtype);
 
   cublasLtMatmulDesc_t raw_desc = nullptr;
