@@ -17,10 +17,10 @@
 // att_tj * (datt_tj - adot_t) * scale needs adot_t = sum_j att_tj datt_tj, a full row's sum, in the blocks
 // that own columns. So the backward is two kernels, one after the other on the stream:
 //   dq:   one block per (b, h, query tile) computes its rows' adot (datt = dout v^T a key tile at a time,
-//         summed against att) into the op's scratch, [B, NH, T] floats, then dq_t += sum_j dscore_tj k_j
+//         summed against att) into the op's scratch, [B, NH, T] floats, then dq_t = sum_j dscore_tj k_j
 //         (datt recomputed: storing it would take T floats per row);
-//   dkdv: one block per (b, h, key tile) reads those adot and sums dk_j += sum_t dscore_tj q_t and
-//         dv_j += sum_t att_tj dout_t over t >= j.
+//   dkdv: one block per (b, h, key tile) reads those adot and sums dk_j = sum_t dscore_tj q_t and
+//         dv_j = sum_t att_tj dout_t over t >= j.
 // Both grids have B * NH * T / 64 blocks and start with their longest tiles, so the short ones fill the tail.
 //
 // [Note: register tiles]
@@ -143,10 +143,9 @@ __device__ __forceinline__ void accumulate_4x4(RegisterTile<kGroups>& acc, const
   }
 }
 
-// dst[(r0 + r) * stride + i] (+)= acc for this thread's rows before T and columns before hd, rounded once.
+// dst[(r0 + r) * stride + i] = acc for this thread's rows before T and columns before hd, rounded once.
 template <int kGroups, class F>
-__device__ void store_rows(F* dst, std::int64_t stride, const RegisterTile<kGroups>& acc, int r0, int T, int hd,
-                           bool add) {
+__device__ void store_rows(F* dst, std::int64_t stride, const RegisterTile<kGroups>& acc, int r0, int T, int hd) {
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
 #pragma unroll
   for (int a = 0; a < 4; ++a) {
@@ -158,8 +157,7 @@ __device__ void store_rows(F* dst, std::int64_t stride, const RegisterTile<kGrou
       for (int j = 0; j < 4; ++j) {
         const int i = 64 * g + 4 * tx + j;
         if (i < hd) {
-          F* p = dst + t * stride + i;
-          store(p, add ? to_f32(*p) + acc.v[a][g][j] : acc.v[a][g][j]);
+          store(dst + t * stride + i, acc.v[a][g][j]);
         }
       }
     }
@@ -244,7 +242,7 @@ __global__ void __launch_bounds__(kThreads)
     const int ns = T - k0 < kTile ? T - k0 : kTile;
     accumulate_4x4(acc, PT, Vs, hd, ns, kt == qt ? kKeyNotAfterQuery : kNoMask);
   }
-  store_rows(out + b * T * C + h * hd, C, acc, q0, T, hd, /*add=*/false);
+  store_rows(out + b * T * C + h * hd, C, acc, q0, T, hd);
 }
 
 // ---- backward -------------------------------------------------------------------------------------
@@ -287,7 +285,7 @@ std::size_t backward_dkdv_shared_bytes(int hd) {
 // One block per (b, h, query tile), the longest rows first:
 //   A. adot_t = sum_j att_tj datt_tj over the tile's rows, datt = dout v^T a key tile at a time; kept in the
 //      registers of the threads of each row, and written to the op's scratch for the key-tile kernel;
-//   B. dq_t += sum_j dscore_tj k_j, keys ascending (datt recomputed: storing it would take T floats a row).
+//   B. dq_t = sum_j dscore_tj k_j, keys ascending (datt recomputed: storing it would take T floats a row).
 template <int kGroups, class F>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dq_kernel(F* dqkv, float* adot_all, const F* dout, const F* qkv, const float* att, int T,
@@ -361,11 +359,11 @@ __global__ void __launch_bounds__(kThreads)
     const int ns = T - k0 < kTile ? T - k0 : kTile;
     accumulate_4x4(dq, D, Ks, hd, ns, kt == qt ? kKeyNotAfterQuery : kNoMask);
   }
-  store_rows(dqkv + b * T * C3 + h * hd, C3, dq, q0, T, hd, /*add=*/true);
+  store_rows(dqkv + b * T * C3 + h * hd, C3, dq, q0, T, hd);
 }
 
 // One block per (b, h, key tile), the longest columns (the first keys) first, after the query-tile kernel has
-// written every adot: dk_j += sum_t dscore_tj q_t and dv_j += sum_t att_tj dout_t, queries ascending.
+// written every adot: dk_j = sum_t dscore_tj q_t and dv_j = sum_t att_tj dout_t, queries ascending.
 template <int kGroups, class F>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_kernel(F* dqkv, const float* adot_all, const F* dout, const F* qkv, const float* att,
@@ -420,8 +418,8 @@ __global__ void __launch_bounds__(kThreads)
     accumulate_4x4(dk, D, Qs, hd, ns, mask);
     accumulate_4x4(dv, P, Gs, hd, ns, mask);
   }
-  store_rows(d_base + C, C3, dk, k0, T, hd, /*add=*/true);
-  store_rows(d_base + 2 * C, C3, dv, k0, T, hd, /*add=*/true);
+  store_rows(d_base + C, C3, dk, k0, T, hd);
+  store_rows(d_base + 2 * C, C3, dv, k0, T, hd);
 }
 
 // ---- launchers ------------------------------------------------------------------------------------

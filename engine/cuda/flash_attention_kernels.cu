@@ -29,13 +29,13 @@
 //   2. the key pass, one block per (key tile j, head, batch), the lowest j (most query tiles) first: k_j and
 //      v_j stay in shared memory while the query tiles i = j..NT-1 stream by; p = exp(s - lse_t) masked,
 //      dp = dout v^T, ds = p (dp - D_t); dv += bf16(p)^T dout and dk += bf16(ds)^T q; at the end
-//      dk *= scale, and both are added into dqkv's k and v columns;
+//      dk *= scale, and both are stored into dqkv's k and v columns;
 //   3. the query pass, one block per (query tile i, head, batch), the highest i first: for the key tiles
-//      j = 0..i the same p, dp, ds; dq += bf16(ds) k; at the end dq *= scale, added into the q columns.
+//      j = 0..i the same p, dp, ds; dq += bf16(ds) k; at the end dq *= scale, stored into the q columns.
 // dq sums over keys and dk, dv over queries: one pass cannot own both without atomics on one of them, and
 // atomics add in whatever order the blocks finish, so a rerun would differ in the last bits. Recomputing s
 // and dp in the query pass costs 7 tile products a tile pair instead of 5, and buys bit-exact reruns. Each
-// element of dqkv is read, added to and rounded to bf16 once, by one thread, in a fixed order of sums.
+// element of dqkv is written and rounded to bf16 once, by one thread, after a fixed order of sums.
 //
 // Shared memory, in bytes, for a padded head size hdp (row strides padded by 16 bytes so that the rows a
 // fragment load touches fall in different banks):
@@ -260,18 +260,18 @@ __device__ void warp_probabilities(bf16* probs, bf16* dscores, const float* scor
   }
 }
 
-// dst[(t0 + r) * stride + i] = bf16(float(dst[...]) + factor * acc[r][i]) for this warp's 16 accumulator rows
-// r (from row0) of the tile starting at sequence position t0, rows before T and the hd real columns only:
-// the gradient is rounded once, after its sum.
-__device__ void warp_add_rows(bf16* dst, std::int64_t stride, const float* acc, int acc_ld, int row0, int t0, int T,
-                              int hd, float factor) {
+// dst[(t0 + r) * stride + i] = bf16(factor * acc[r][i]) for this warp's 16 accumulator rows r (from row0) of
+// the tile starting at sequence position t0, rows before T and the hd real columns only: the gradient is
+// rounded once, after its sum.
+__device__ void warp_store_rows(bf16* dst, std::int64_t stride, const float* acc, int acc_ld, int row0, int t0,
+                                int T, int hd, float factor) {
   const int lane = threadIdx.x % 32;
   for (int r = row0; r < row0 + kWarpRows; ++r) {
     const int t = t0 + r;
     if (t >= T) break;
     bf16* row = dst + t * stride;
     for (int i = lane; i < hd; i += 32)
-      row[i] = __float2bfloat16_rn(to_f32(row[i]) + __fmul_rn(factor, acc[r * acc_ld + i]));
+      row[i] = __float2bfloat16_rn(__fmul_rn(factor, acc[r * acc_ld + i]));
   }
 }
 
@@ -442,8 +442,8 @@ __global__ void __launch_bounds__(kThreads)
   __syncwarp();
 
   bf16* d_base = dqkv + head.qkv_offset;
-  warp_add_rows(d_base + C, C3, sm.dk, acc_ld, row0, k0, T, hd, scale);
-  warp_add_rows(d_base + 2 * C, C3, sm.dv, acc_ld, row0, k0, T, hd, 1.f);
+  warp_store_rows(d_base + C, C3, sm.dk, acc_ld, row0, k0, T, hd, scale);
+  warp_store_rows(d_base + 2 * C, C3, sm.dv, acc_ld, row0, k0, T, hd, 1.f);
 }
 
 // The query pass: dq of query tile i over the key tiles j = 0..i.
@@ -484,7 +484,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncwarp();
 
-  warp_add_rows(dqkv + head.qkv_offset, C3, sm.dq, acc_ld, row0, q0, T, hd, scale);
+  warp_store_rows(dqkv + head.qkv_offset, C3, sm.dq, acc_ld, row0, q0, T, hd, scale);
 }
 
 // ---- launchers ------------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ class CausalAttention {
 
   // y [B, T, C] = attention over qkv [B, T, 3C]; keeps what backward needs.
   void forward(RunContext& ctx, const Tensor& qkv, const Tensor& y);
-  // ADDS the gradient through the attention into dqkv (zeroed by the caller), given the qkv of the forward,
-  // then frees what the forward kept.
+  // Writes the gradient through the attention into every element of dqkv (so it needs no zeroing), given
+  // the qkv of the forward, then frees what the forward kept.
   void backward(RunContext& ctx, const Tensor& dy, const Tensor& qkv, const Tensor& dqkv);
 
  private:

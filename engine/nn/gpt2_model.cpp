@@ -100,8 +100,7 @@ class Gpt2Attention final : public Module {
     enter_backward(ctx);
     check(qkv_.defined(), name(), ": backward without a forward");
     Tensor dy = c_proj_.backward(ctx, as_rows(dout)).reshape(dout.shape());
-    Tensor dqkv = ctx.activation(qkv_.shape(), name() + ".dqkv");
-    fill(ctx.stream(), dqkv, 0);  // the attention's backward adds into it
+    Tensor dqkv = ctx.activation(qkv_.shape(), name() + ".dqkv");  // the attention's backward writes it whole
     attention_.backward(ctx, dy, qkv_, dqkv);
     qkv_ = Tensor();
     Tensor dx = c_attn_.backward(ctx, as_rows(dqkv)).reshape(dout.shape());

@@ -190,7 +190,7 @@ class LlamaAttention final : public Module {
     Tensor dqkv;
     {
       const Tensor dy = o_proj_.backward(ctx, dout).reshape(q_.shape());
-      dqkv = zeroed(ctx, {q_.dim(0), q_.dim(1), 3 * q_.dim(2)}, name() + ".dqkv");
+      dqkv = ctx.activation({q_.dim(0), q_.dim(1), 3 * q_.dim(2)}, name() + ".dqkv");  // written whole
       attention_.backward(ctx, dy, packed(ctx), dqkv);
     }
     // Through the packing: dk and dv sum over the query heads that shared each key/value head.

@@ -30,8 +30,8 @@ QkvShape qkv_shape(std::string_view op, const Tensor& qkv, int n_head);
 // qkv: [B, T, 3C]; out: [B, T, C]; att: [B, n_head, T, T] f32. n_head must divide C.
 void attention(Stream s, const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head);
 
-// ADDS the gradient into dqkv [B, T, 3C] (callers zero it first), as autograd accumulates; each
-// element is rounded once, so a bf16 gradient loses no more than that.
+// Writes the gradient into every element of dqkv [B, T, 3C] (whatever it held is never read), each rounded
+// once, so a bf16 gradient loses no more than that.
 void attention_backward(Stream s, const Tensor& dout, const Tensor& qkv, const Tensor& att, const Tensor& dqkv,
                         int n_head);
 

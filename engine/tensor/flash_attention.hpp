@@ -36,7 +36,8 @@ namespace fsdplab {
 // qkv: [B, T, 3C] bf16; out: [B, T, C] bf16; lse: [B, n_head, T] f32. n_head must divide C.
 void flash_attention(Stream s, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head);
 
-// ADDS the gradient into dqkv [B, T, 3C] bf16 (callers zero it first); out and lse are the forward's.
+// Writes the gradient into every element of dqkv [B, T, 3C] bf16 (whatever it held is never read); out and
+// lse are the forward's.
 void flash_attention_backward(Stream s, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                               const Tensor& dqkv, int n_head);
 

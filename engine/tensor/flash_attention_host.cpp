@@ -126,7 +126,7 @@ void backward(Bits* dqkv, const Bits* dout, const Bits* qkv, const Bits* out, co
         for (std::int64_t t = 0; t < T; ++t) {
           Bits* dst = dqkv + l.qkv_index(b, t, p, h);
           for (std::int64_t i = 0; i < hd; ++i)
-            dst[i] = float_to_bf16(bf16_to_float(dst[i]) + part_scale[p] * parts[p][t * hd + i]);
+            dst[i] = float_to_bf16(part_scale[p] * parts[p][t * hd + i]);
         }
       }
     }

@@ -14,7 +14,7 @@ inline constexpr std::int64_t kFlashMaxHeadDim = 128;
 
 void flash_attention_forward_host(std::uint16_t* out, float* lse, const std::uint16_t* qkv, std::int64_t B,
                                   std::int64_t T, std::int64_t C, std::int64_t n_head);
-// ADDS the gradient into dqkv, each element rounded once.
+// Writes the gradient into every element of dqkv, each rounded once.
 void flash_attention_backward_host(std::uint16_t* dqkv, const std::uint16_t* dout, const std::uint16_t* qkv,
                                    const std::uint16_t* out, const float* lse, std::int64_t B, std::int64_t T,
                                    std::int64_t C, std::int64_t n_head);

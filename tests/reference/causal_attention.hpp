@@ -77,14 +77,13 @@ inline AttentionForward causal_attention_forward(const AttentionSizes& n, std::s
   return r;
 }
 
-// dqkv0 plus the gradient that reaches qkv from dout, through the probabilities `att`: the forward's own, or a
-// device's, to check a backward alone from the probabilities it was given.
+// The gradient that reaches qkv from dout, through the probabilities `att`: the forward's own, or a device's, to
+// check a backward alone from the probabilities it was given.
 inline std::vector<double> causal_attention_backward(const AttentionSizes& n, std::span<const double> qkv,
-                                                     std::span<const double> att, std::span<const double> dout,
-                                                     std::span<const double> dqkv0) {
+                                                     std::span<const double> att, std::span<const double> dout) {
   const detail::AttentionLayout at{n};
   const double scale = 1 / std::sqrt(static_cast<double>(n.hd()));
-  std::vector<double> dqkv(dqkv0.begin(), dqkv0.end()), datt(static_cast<std::size_t>(n.T));
+  std::vector<double> dqkv(qkv.size(), 0.0), datt(static_cast<std::size_t>(n.T));
   for (std::int64_t b = 0; b < n.B; ++b) {
     for (std::int64_t h = 0; h < n.NH; ++h) {
       for (std::int64_t t = 0; t < n.T; ++t) {

@@ -23,39 +23,36 @@ struct Outputs {
   std::vector<float> out, att, dqkv;
 };
 
-// The forward, then the backward from dout onto a dqkv that starts at dqkv0.
-Outputs run(DeviceKind kind, const std::vector<float>& qkv, const std::vector<float>& dout,
-            const std::vector<float>& dqkv0, DType dt) {
+// The forward, then the backward from dout into a dqkv holding leftovers, which it must overwrite.
+Outputs run(DeviceKind kind, const std::vector<float>& qkv, const std::vector<float>& dout, DType dt) {
   auto dev = make_test_device(kind);
   Tensor tqkv = tensor_from(*dev, {B, T, 3 * C}, qkv, dt);
   Tensor tout = leftovers(*dev, {B, T, C}, dt), tatt = leftovers(*dev, {B, NH, T, T});
   attention(compute(*dev), tqkv, tout, tatt, NH);
-  Tensor tdout = tensor_from(*dev, {B, T, C}, dout, dt), tdqkv = tensor_from(*dev, {B, T, 3 * C}, dqkv0, dt);
+  Tensor tdout = tensor_from(*dev, {B, T, C}, dout, dt), tdqkv = leftovers(*dev, {B, T, 3 * C}, dt);
   attention_backward(compute(*dev), tdout, tqkv, tatt, tdqkv, NH);
   return {read(tout), read(tatt), read(tdqkv)};
 }
 
-std::vector<double> expected_dqkv(const std::vector<float>& qkv, const std::vector<float>& dout,
-                                  const std::vector<float>& dqkv0) {
-  return plus(dqkv0, numeric_grad(
-                         [&](std::span<const float> x) {
-                           const auto out = attention_ref(x).out;
-                           double s = 0;
-                           for (std::size_t i = 0; i < out.size(); ++i) s += out[i] * dout[i];
-                           return s;
-                         },
-                         qkv));
+std::vector<double> expected_dqkv(const std::vector<float>& qkv, const std::vector<float>& dout) {
+  return numeric_grad(
+      [&](std::span<const float> x) {
+        const auto out = attention_ref(x).out;
+        double s = 0;
+        for (std::size_t i = 0; i < out.size(); ++i) s += out[i] * dout[i];
+        return s;
+      },
+      qkv);
 }
 
 const std::vector<float> kQkv = random_values(B * T * 3 * C, 21, -2.f, 2.f);
 const std::vector<float> kDout = random_values(B * T * C, 22);
-const std::vector<float> kDqkv0 = random_values(B * T * 3 * C, 23);
 
 // The numerical tests run on every device; the errors on the sim device.
 class NnOpsAttentionTest : public OnEachDevice {};
 
 TEST_P(NnOpsAttentionTest, ForwardMatchesReference) {
-  const Outputs got = run(GetParam(), kQkv, kDout, kDqkv0, DType::f32);
+  const Outputs got = run(GetParam(), kQkv, kDout, DType::f32);
   const reference::AttentionForward ref = attention_ref(kQkv);
   EXPECT_TRUE(all_close(got.out, ref.out, 1e-6, 1e-5));
   EXPECT_TRUE(all_close(got.att, ref.att, 1e-7, 1e-5));  // including the zeros above the diagonal
@@ -88,24 +85,24 @@ TEST_P(NnOpsAttentionTest, QueriesFindTheirKeysInTheRightColumns) {
       }
     }
   }
-  const Outputs got = run(GetParam(), qkv, kDout, kDqkv0, DType::f32);
+  const Outputs got = run(GetParam(), qkv, kDout, DType::f32);
   EXPECT_TRUE(all_close(got.out, want, 1e-6, 1e-5));
 }
 
-TEST_P(NnOpsAttentionTest, BackwardAddsTheFiniteDifferenceGradients) {
-  const Outputs got = run(GetParam(), kQkv, kDout, kDqkv0, DType::f32);
-  EXPECT_TRUE(all_close(got.dqkv, expected_dqkv(kQkv, kDout, kDqkv0), kGradAtol, kGradRtol));
+TEST_P(NnOpsAttentionTest, BackwardWritesTheFiniteDifferenceGradients) {
+  const Outputs got = run(GetParam(), kQkv, kDout, DType::f32);
+  EXPECT_TRUE(all_close(got.dqkv, expected_dqkv(kQkv, kDout), kGradAtol, kGradRtol));
 }
 
 TEST_P(NnOpsAttentionTest, Bf16IsTheF32ResultRoundedOnce) {
   // The reference sees the same bf16-rounded inputs, att stays f32 and nothing else is rounded in
   // between, so out and dqkv may differ from it by one rounding (plus the finite differences' error).
-  const auto qkv = rounded_to_bf16(kQkv), dout = rounded_to_bf16(kDout), dqkv0 = rounded_to_bf16(kDqkv0);
-  const Outputs got = run(GetParam(), qkv, dout, dqkv0, DType::bf16);
+  const auto qkv = rounded_to_bf16(kQkv), dout = rounded_to_bf16(kDout);
+  const Outputs got = run(GetParam(), qkv, dout, DType::bf16);
   const reference::AttentionForward ref = attention_ref(qkv);
   EXPECT_TRUE(all_close(got.out, ref.out, 1e-6, kBf16Rtol));
   EXPECT_TRUE(all_close(got.att, ref.att, 1e-7, 1e-5));
-  EXPECT_TRUE(all_close(got.dqkv, expected_dqkv(qkv, dout, dqkv0), kGradAtol, kBf16Rtol + kGradRtol));
+  EXPECT_TRUE(all_close(got.dqkv, expected_dqkv(qkv, dout), kGradAtol, kBf16Rtol + kGradRtol));
 }
 
 TEST_P(NnOpsAttentionTest, LongSequencesMatchTheAnalyticGradients) {
@@ -114,13 +111,13 @@ TEST_P(NnOpsAttentionTest, LongSequencesMatchTheAnalyticGradients) {
   // finite differences above check the formula itself.
   constexpr std::int64_t batch = 2, seq = 300, width = 48, heads = 3;
   const auto qkv = random_values(batch * seq * 3 * width, 31, -2.f, 2.f);
-  const auto dout = random_values(batch * seq * width, 32), dqkv0 = random_values(batch * seq * 3 * width, 33);
+  const auto dout = random_values(batch * seq * width, 32);
   auto dev = device();
   Tensor tqkv = tensor_from(*dev, {batch, seq, 3 * width}, qkv);
   Tensor tout = leftovers(*dev, {batch, seq, width}), tatt = leftovers(*dev, {batch, heads, seq, seq});
   attention(compute(*dev), tqkv, tout, tatt, heads);
   Tensor tdout = tensor_from(*dev, {batch, seq, width}, dout);
-  Tensor tdqkv = tensor_from(*dev, {batch, seq, 3 * width}, dqkv0);
+  Tensor tdqkv = leftovers(*dev, {batch, seq, 3 * width});
   attention_backward(compute(*dev), tdout, tqkv, tatt, tdqkv, heads);
   const std::vector<float> got_out = read(tout), got_att = read(tatt), got_dqkv = read(tdqkv);
 
@@ -128,13 +125,13 @@ TEST_P(NnOpsAttentionTest, LongSequencesMatchTheAnalyticGradients) {
   const std::vector<double> qkv_d = reference::widened(qkv);
   const reference::AttentionForward want = reference::causal_attention_forward(n, qkv_d);
   const std::vector<double> want_dqkv =
-      reference::causal_attention_backward(n, qkv_d, want.att, reference::widened(dout), reference::widened(dqkv0));
+      reference::causal_attention_backward(n, qkv_d, want.att, reference::widened(dout));
   EXPECT_TRUE(all_close(got_out, want.out, 1e-6, 1e-4));
   EXPECT_TRUE(all_close(got_att, want.att, 1e-7, 1e-4));  // including the zeros above the diagonal
   EXPECT_TRUE(all_close(got_dqkv, want_dqkv, 1e-5, 1e-4));
 
-  // Every sum has one order: a second backward adds exactly the same gradient again.
-  Tensor tdqkv2 = tensor_from(*dev, {batch, seq, 3 * width}, dqkv0);
+  // Every sum has one order: a second backward, into other leftovers, writes exactly the same gradient again.
+  Tensor tdqkv2 = tensor_from(*dev, {batch, seq, 3 * width}, random_values(batch * seq * 3 * width, 33));
   attention_backward(compute(*dev), tdout, tqkv, tatt, tdqkv2, heads);
   EXPECT_EQ(read(tdqkv2), got_dqkv);
 }
