@@ -42,37 +42,6 @@ std::string nccl_reason(ncclResult_t result, ncclComm_t comm) {
   return reason;
 }
 
-// [Note: a non-blocking communicator's state]
-// With config.blocking = 0 a call returns at once: ncclInProgress, or even ncclSuccess, says only that NCCL
-// took it. Whether it is done is the communicator's state, read by ncclCommGetAsyncError: ncclInProgress
-// while the join, split or enqueue goes on, then its result. A split writes the new communicator through its
-// output pointer when it completes, possibly after ncclCommSplit returned, and the new communicator must not be
-// read (its size, its rank) before its own state has settled: on an H100 reading it at once failed, and on an
-// H200 a pointer read right after the call was still null. So every call, whatever it
-// answered, is followed by polling the state of the communicator it concerns until it is not in progress.
-// The poll holds no lock, so the watchdog can abort meanwhile, and gives up after `timeout` (a peer that
-// never joins the world is not the watchdog's: nothing is registered before the join).
-void settle(ncclComm_t comm, ncclResult_t result, NcclAbortGroup& aborts, std::chrono::milliseconds timeout,
-            const std::string& what) {
-  const auto start = Clock::now();
-  while (comm && (result == ncclSuccess || result == ncclInProgress)) {
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t read = ncclCommGetAsyncError(comm, &state);
-    if (read != ncclSuccess) fail(what, ": cannot read the communicator's state: ", nccl_reason(read, comm));
-    if (state != ncclInProgress) {
-      result = state;
-      break;
-    }
-    if (auto failure = aborts.failure()) fail(what, ": stopped, ", *failure);
-    if (Clock::now() - start > timeout) {
-      ncclCommAbort(comm);
-      fail(what, ": no answer after ", timeout.count(), " ms (a peer never joined)");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-  if (result != ncclSuccess) fail(what, " failed: ", nccl_reason(result, comm));
-}
-
 ncclConfig_t nonblocking_config() {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   // Non-blocking: joining and splitting return at once, so a rank whose peer died never sits inside NCCL
@@ -93,9 +62,24 @@ NcclId make_nccl_id() {
   return out;
 }
 
+// [Note: a non-blocking communicator's state]
+// With config.blocking = 0 a call returns at once: ncclInProgress, or even ncclSuccess, says only that NCCL
+// took it. Whether it is done is the communicator's state, read by ncclCommGetAsyncError: ncclInProgress
+// while the join, split, enqueue or finalize goes on, then its result. A split writes the new communicator
+// through its output pointer when it completes, possibly after ncclCommSplit returned, and the new
+// communicator must not be read (its size, its rank) before its own state has settled: on an H100 reading it
+// at once failed, and on an H200 a pointer read right after the call was still null. So every call, whatever
+// it answered, is followed by polling the state of the communicator it concerns until it is not in progress
+// (Handle::settle).
+// One thread at a time may operate a communicator (NCCL's thread-safety rule), and reading the state is an
+// operation: it completes the group job a finished call left attached to the communicator, and two threads
+// reading at once could both complete it. So each read holds the handle's mutex, as the watchdog's reads
+// and an abort do, and a handle aborted meanwhile is never read again (ncclCommAbort freed it). The mutex is
+// let go between reads, so the watchdog can abort a rank that waits.
 struct NcclComm::Handle {
   ncclComm_t comm = nullptr;
   int gpu = 0;
+  std::chrono::milliseconds timeout{0};  // how long a call, and the teardown, may stay in progress
   cudaStream_t barrier_stream = nullptr;
   void* barrier_value = nullptr;  // one float on the GPU (cudaMalloc: the ledger is the device's, this is NCCL's)
   bool aborted = false;
@@ -113,18 +97,69 @@ struct NcclComm::Handle {
     check_cuda(cudaMalloc(&barrier_value, sizeof(float)), what, ": NCCL's barrier buffer");
   }
 
+  // Frees the communicator and aborts whatever of it still runs; once only (the caller holds `mutex`, or is
+  // the only user left).
+  void abort_locked() {
+    if (aborted || !comm) return;
+    ncclCommAbort(comm);
+    aborted = true;
+  }
+
+  // Polls the communicator's state after a call that answered `result` until it is not in progress
+  // ([Note: a non-blocking communicator's state]); fails with `what` if the call failed, the group was
+  // stopped, or `timeout` passed (the communicator is then aborted: a peer that never joins the world is not
+  // the watchdog's, nothing being registered before the join).
+  void settle(ncclResult_t result, NcclAbortGroup& aborts, const std::string& what) {
+    const auto start = Clock::now();
+    while (result == ncclSuccess || result == ncclInProgress) {
+      if (auto failure = aborts.failure()) fail(what, ": stopped, ", *failure);
+      {
+        std::lock_guard lock(mutex);
+        if (aborted) fail(what, ": stopped, NCCL was aborted");
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t read = ncclCommGetAsyncError(comm, &state);
+        if (read != ncclSuccess) fail(what, ": cannot read the communicator's state: ", nccl_reason(read, comm));
+        if (state != ncclInProgress) {
+          result = state;
+          break;
+        }
+        if (Clock::now() - start > timeout) {
+          abort_locked();
+          fail(what, ": no answer after ", timeout.count(), " ms (a peer never joined)");
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    if (result != ncclSuccess) fail(what, " failed: ", nccl_reason(result, comm));
+  }
+
+  // The communicator's state once nothing is in progress, waiting up to `timeout` (ncclInProgress if it never
+  // settles); `state` is what the last call answered.
+  ncclResult_t settled(ncclResult_t state) const {
+    const auto start = Clock::now();
+    while (state == ncclInProgress && Clock::now() - start < timeout) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+    }
+    return state;
+  }
+
   ~Handle() {
     for (InFlight& f : in_flight) cudaEventDestroy(f.done);
     if (barrier_value) cudaFree(barrier_value);
     if (barrier_stream) cudaStreamDestroy(barrier_stream);
-    if (comm && !aborted) {
-      // Ends cleanly once every collective issued has finished; a failed run was aborted instead.
-      if (ncclCommFinalize(comm) == ncclSuccess) {
-        ncclResult_t state = ncclInProgress;
-        while (state == ncclInProgress && ncclCommGetAsyncError(comm, &state) == ncclSuccess)
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
+    if (!comm || aborted) return;
+    // No other thread uses the handle now (its NcclComm left the watchdog's group). A healthy communicator ends
+    // cleanly: finalize flushes every collective issued, answering ncclInProgress on a non-blocking one until
+    // it has, then destroy frees it. One in error, one whose finalize does not settle, and one still in the
+    // middle of a call (a join or split its rank gave up on, which will not finish) are aborted instead.
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
+    if (state == ncclSuccess) state = settled(ncclCommFinalize(comm));
+    if (state == ncclSuccess) {
       ncclCommDestroy(comm);
+    } else {
+      abort_locked();
     }
   }
 };
@@ -204,8 +239,10 @@ NcclComm::NcclComm(const NcclId& id, int world, int rank, Device& device, NcclAb
   ncclConfig_t config = nonblocking_config();
   const std::string what = "rank " + std::to_string(rank) + ": joining NCCL (" + std::to_string(world) +
                            " ranks) on GPU " + std::to_string(handle_->gpu);
+  handle_->timeout = aborts.timeout_;
   const ncclResult_t joined = ncclCommInitRankConfig(&handle_->comm, world, unique, rank, &config);
-  settle(handle_->comm, joined, aborts, aborts.timeout_, what);
+  if (!handle_->comm) fail(what, " failed: ", nccl_reason(joined, nullptr));
+  handle_->settle(joined, aborts, what);
   handle_->make_barrier(what);
   aborts_.add(this);
 }
@@ -219,9 +256,7 @@ NcclComm::~NcclComm() { aborts_.remove(this); }
 
 void NcclComm::abort_nccl() {
   std::lock_guard lock(handle_->mutex);
-  if (handle_->aborted || !handle_->comm) return;
-  ncclCommAbort(handle_->comm);
-  handle_->aborted = true;
+  handle_->abort_locked();
 }
 
 std::optional<std::string> NcclComm::async_error() {
@@ -255,15 +290,13 @@ std::optional<std::string> NcclComm::overdue(std::chrono::milliseconds timeout) 
 
 void NcclComm::issue(const std::string& what, const std::function<int(void* nccl_comm)>& call) {
   if (auto failure = aborts_.failure()) fail(what, ": NCCL was aborted: ", *failure);
-  ncclComm_t comm = nullptr;
   ncclResult_t result = ncclSuccess;
   {
     std::lock_guard lock(handle_->mutex);
     if (handle_->aborted) fail(what, ": NCCL was aborted");
-    comm = handle_->comm;
-    result = static_cast<ncclResult_t>(call(comm));
+    result = static_cast<ncclResult_t>(call(handle_->comm));
   }
-  settle(comm, result, aborts_, aborts_.timeout_, what);
+  handle_->settle(result, aborts_, what);
 }
 
 void NcclComm::collective(Stream stream, OpCategory category, const Tensor& output, std::int64_t bytes,
@@ -350,6 +383,7 @@ std::unique_ptr<Communicator> NcclComm::split(int color) {
   check(color >= 0, "split: color ", color, "; expected >= 0");
   auto child = std::make_unique<Handle>();
   child->gpu = handle_->gpu;
+  child->timeout = handle_->timeout;
   ncclConfig_t config = nonblocking_config();
   const std::string what = "rank " + std::to_string(rank_) + ": NCCL split(" + std::to_string(color) + ")";
   // NCCL writes the new communicator through this pointer when the split completes, which for a non-blocking
@@ -359,7 +393,7 @@ std::unique_ptr<Communicator> NcclComm::split(int color) {
     return ncclCommSplit(static_cast<ncclComm_t>(comm), color, rank_, &child->comm, &config);
   });
   check(child->comm != nullptr, what, ": NCCL made no communicator for color ", color);
-  settle(child->comm, ncclSuccess, aborts_, aborts_.timeout_, what);
+  child->settle(ncclSuccess, aborts_, what);
   // Read only now that the split has settled on both communicators.
   int child_world = 0, child_rank = 0;
   const ncclResult_t counted = ncclCommCount(child->comm, &child_world);
