@@ -264,7 +264,7 @@ void GpuActivityMapper::map(std::span<const RoutedRecord> records, std::int64_t 
   if (flush == pruned_at_) return;  // once per flush: a drain may come at every launch
   pruned_at_ = flush;
   std::erase_if(work_, [&](const auto& entry) {
-    return entry.second.retired >= 0 && flush - entry.second.retired > kRecordPatienceFlushes;
+    return entry.second.retired >= 0 && flush - entry.second.retired > kRetiredWorkFlushes;
   });
   for (auto& spans : spans_)
     std::erase_if(spans, [&](const auto& span) { return !work_.contains(span.second.second); });

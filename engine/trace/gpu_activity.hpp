@@ -67,9 +67,13 @@ constexpr std::uint64_t external_id(std::uint32_t source, std::uint64_t tag) {
 constexpr std::uint32_t external_source(std::uint64_t id) { return static_cast<std::uint32_t>(id >> kExternalTagBits); }
 constexpr std::uint64_t external_tag(std::uint64_t id) { return id & ((std::uint64_t{1} << kExternalTagBits) - 1); }
 
-// How many flushes (the tracer flushes every ~100 ms) a record waits for its correlation, and a device keeps
-// the labels of finished work for records still to come: about five seconds.
+// How many flushes (the tracer flushes every ~100 ms) a record waits for its correlation: about five seconds.
 constexpr std::int64_t kRecordPatienceFlushes = 50;
+// How many flushes a device keeps the labels of finished work for records still to come. A record that never
+// gets a correlation (a kernel NCCL launched from a thread of its own) reaches its device only after waiting
+// the whole patience, counted from when its buffer came, which may be some flushes after its work finished:
+// so the labels stay for twice the patience, and such a record still finds its op by its stream and span.
+constexpr std::int64_t kRetiredWorkFlushes = 2 * kRecordPatienceFlushes;
 
 // A record and what the router found for it.
 struct RoutedRecord {
@@ -137,11 +141,11 @@ class GpuActivityMapper {
   // deps; or host work, on the host lane). Returns its tag, to push as the external id with external_id().
   std::uint64_t issue(TraceEvent work);
   // The work's CUDA calls are done (an op's end event passed, a host call returned) at flush count `flush`:
-  // its records may still come for kRecordPatienceFlushes flushes, after which it is forgotten. An op that
+  // its records may still come for kRetiredWorkFlushes flushes, after which it is forgotten. An op that
   // ran on a stream gives its span there, from its CUDA events (device time): see map().
   void retire(std::uint64_t tag, std::int64_t flush, std::optional<std::pair<SimTime, SimTime>> span = std::nullopt);
-  // Appends the trace events of `records` to `out`, in time order; forgets work retired more than the
-  // patience before `flush`. A record that came without its work's tag but on one of the device's streams
+  // Appends the trace events of `records` to `out`, in time order; forgets work retired more than
+  // kRetiredWorkFlushes before `flush`. A record that came without its work's tag but on one of the device's streams
   // (launched on a thread that pushed no external id, as NCCL's may be) belongs to the op whose CUDA-event
   // span on that stream holds the record's midpoint: a stream runs its work in order, so at most one does.
   void map(std::span<const RoutedRecord> records, std::int64_t flush, std::vector<TraceEvent>& out);

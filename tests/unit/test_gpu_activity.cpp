@@ -235,19 +235,19 @@ TEST(GpuActivityMapper, HostWaitsAreOnTheHostLaneNamedByTheDevicesCall) {
   EXPECT_EQ(events[0].end, 800);
 }
 
-TEST(GpuActivityMapper, RetiredWorkIsForgottenAfterThePatienceAndLaterRecordsAreUnlabelled) {
+TEST(GpuActivityMapper, RetiredWorkIsForgottenInTimeAndLaterRecordsAreUnlabelled) {
   GpuActivityMapper mapper(0, 0);
   const std::uint64_t done = mapper.issue(op_span(Lane::compute, "fill", OpCategory::compute, 1));
   const std::uint64_t running = mapper.issue(op_span(Lane::compute, "copy", OpCategory::compute, 2));
   EXPECT_NE(done, running);
   mapper.retire(done, 5);
   std::vector<TraceEvent> events;
-  mapper.map({}, 5 + kRecordPatienceFlushes, events);
+  mapper.map({}, 5 + kRetiredWorkFlushes, events);
   EXPECT_EQ(mapper.known_work(), 2u);
-  mapper.map({}, 6 + kRecordPatienceFlushes, events);
+  mapper.map({}, 6 + kRetiredWorkFlushes, events);
   EXPECT_EQ(mapper.known_work(), 1u) << "the running op is kept however long it runs";
   const std::vector<RoutedRecord> late = {{kernel("fill_kernel", 11, 1, 10, 20), done, Lane::compute}};
-  mapper.map(late, 7 + kRecordPatienceFlushes, events);
+  mapper.map(late, 7 + kRetiredWorkFlushes, events);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].name, "fill_kernel");
   EXPECT_EQ(events[0].lane, Lane::compute);
@@ -281,6 +281,38 @@ TEST(GpuActivityMapper, ARecordWithoutItsTagFindsTheOpWhoseEventSpanOnItsStreamH
   EXPECT_EQ(events[2].op, 0u) << "after every span on its stream: no op (the compute op's span is another stream's)";
   EXPECT_EQ(mapper.found_by_span(), 2);
   EXPECT_EQ(mapper.unlabelled(), 1);
+}
+
+TEST(GpuActivity, AnUncorrelatedRecordThatCameLateStillFindsItsOpAfterWaitingThePatience) {
+  // A collective's NCCL kernel launched from NCCL's own thread: no correlation ever comes, so it waits the
+  // router's whole patience, counted from the flush its buffer came in, here 3 flushes after its op retired
+  // (its end event seen). The device must still know the op when the record reaches it by its stream.
+  GpuRecordRouter router;
+  GpuActivityMapper mapper(0, 0);
+  router.add_source(1);
+  router.add_stream(0, 12, 1, Lane::all_gather);
+  const std::uint64_t op = mapper.issue(op_span(Lane::all_gather, "all_gather", OpCategory::all_gather, 4));
+  std::vector<TraceEvent> events;
+  std::int64_t flush = 0;
+  mapper.retire(op, flush, std::pair<SimTime, SimTime>{100, 300});
+  for (; flush < 3; ++flush) {
+    router.end_flush();
+    mapper.map({}, flush + 1, events);  // other records' drains meanwhile forget what is old enough
+  }
+  router.add(kernel("ncclDevKernel_AllGather_RING_LL", 12, 900, 150, 250));
+  while (router.waiting() != 0) {
+    router.end_flush();
+    ++flush;
+    const auto routed = router.take_routed();
+    mapper.map({}, flush, events);  // a drain before the record's
+    if (const auto it = routed.find(1); it != routed.end()) mapper.map(it->second, flush, events);
+  }
+  EXPECT_EQ(flush, 3 + kRecordPatienceFlushes);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].op, 4u) << "found by its stream and its op's span";
+  EXPECT_EQ(events[0].category, OpCategory::all_gather);
+  EXPECT_EQ(mapper.found_by_span(), 1);
+  EXPECT_EQ(mapper.unlabelled(), 0);
 }
 
 TEST(GpuActivity, TwoRanksRecordsReachTheirOwnTraces) {
