@@ -282,7 +282,8 @@ CudaDevice::~CudaDevice() {
     std::cerr << "fsdplab: rank " << rank_ << " cuda device: " << e.what() << "\n";
   }
   if (impl_->cupti) {
-    // The last of CUPTI's records, after a forced flush, reach the sinks before the link detaches.
+    // The last of CUPTI's records, after a flush of the synchronized device, reach the sinks before the link
+    // detaches.
     std::vector<TraceEvent> events;
     impl_->cupti->finish(events);
     for (const TraceEvent& e : events) emit(e);

@@ -487,7 +487,10 @@ void CuptiLink::drain(std::vector<TraceEvent>& out) {
 
 void CuptiLink::finish(std::vector<TraceEvent>& out) {
   Tracer& tracer = Tracer::get();
-  tracer.flush(true);
+  // A default flush, not a forced one: the device has synchronized, so its records are complete and come back
+  // (CUPTI keeps a buffer per thread), while a forced flush would also hand back the other ranks' records of
+  // work still running, incomplete, and those are never delivered again. The session's last member forces.
+  tracer.flush(false);
   tracer.settle(source_);
   drain(out);
 }

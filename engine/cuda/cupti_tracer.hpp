@@ -16,7 +16,8 @@
 //   drain    a flush thread calls cuptiActivityFlushAll every 100 ms; records are routed (GpuRecordRouter,
 //            engine/trace/gpu_activity.hpp) into one mailbox per device, which the device empties on its own
 //            thread where it already emits, because trace sinks are single-producer.
-//   finish   after the device has synchronized: a forced flush, and the last of its records.
+//   finish   after the device has synchronized: a flush, and the last of its records (the session's last
+//            member forces a flush when it ends, for whatever no device is left to take).
 // Times: CUPTI reads the clock through a callback the tracer registers, the host's steady clock, which is
 // the cuda device's host clock; each device subtracts its own time zero (its GPU's epoch). The CUDA-event op
 // times count from the moment the epoch's event completed on the GPU, and the epoch's host time was read
@@ -83,7 +84,8 @@ class CuptiLink {
   // Appends the trace events of the records delivered since the last call (nothing to do, and no lock
   // taken, when there are none).
   void drain(std::vector<TraceEvent>& out);
-  // The device has synchronized: flushes CUPTI with force and drains the rest.
+  // The device has synchronized: flushes CUPTI (its records are complete; a forced flush would lose other
+  // ranks' running ones) and drains the rest.
   void finish(std::vector<TraceEvent>& out);
 
  private:
