@@ -5,8 +5,8 @@
 //
 // qkv, out, dout and dqkv are device pointers of `dtype` (f32 or bf16), computed in f32 and rounded once at
 // the store. The forward writes every element of att (zeros above the diagonal); the backward writes every
-// element of dqkv (its earlier contents are never read), as the host does. Each launcher enqueues on `stream` and returns at once; results repeat bit for
-// bit run after run.
+// element of dqkv (its earlier contents are never read), as the host does. Each launcher enqueues on `stream`
+// and returns at once; results repeat bit for bit run after run.
 #pragma once
 #include <cstdint>
 

@@ -135,8 +135,9 @@ void gemm_ex(cublasHandle_t handle, DType in, const void* a, const void* b, cuda
 // Layouts are those of gemm_ex: row-major out = op(a) @ op(b) is column-major out^T = op(b)^T @ op(a)^T, so b is
 // cuBLASLt's A and a its B, and the bias, one value per column of the row-major out, is one per row of D, which is what
 // cuBLASLt broadcasts. Where cuBLASLt has no algorithm (a leading dimension or pointer it cannot align), a GELU's
-// width is not a multiple of 8 (its aux matrix's rule), or a and out differ in dtype (no Linear does), the GEMM runs on cublasGemmEx into an f32 scratch product and the epilogue as
-// matmul_kernels.cu's kernel: the same formulas, in one more pass. Split-K partial sums stay in f32, as with
+// width is not a multiple of 8 (its aux matrix's rule), or a and out differ in dtype (no Linear does), the GEMM
+// runs on cublasGemmEx into an f32 scratch product and the epilogue as matmul_kernels.cu's kernel: the same
+// formulas, in one more pass. Split-K partial sums stay in f32, as with
 // CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION on the cuBLAS path, and the heuristic's pick depends only on the
 // shapes, types and alignments, so a run is reproducible bit for bit. On a GPU, `fsdplab bench --what kernels --device
 // cuda` names which ran: cuBLASLt's kernels, or gemm_epilogue's epilogue_kernel.

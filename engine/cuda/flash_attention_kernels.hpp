@@ -6,9 +6,9 @@
 // qkv [B, T, 3C] (q, k, v side by side, head h in columns h*hd .. (h+1)*hd of each), out [B, T, C] and dout,
 // dqkv of the same shapes are device pointers to bf16; lse [B, NH, T] is f32. hd = C / NH is at most 128.
 // The arithmetic is the one flash_attention.hpp writes down, which the host body follows tile for tile; only
-// the order of the sums inside a tile differs. The backward writes every element of dqkv and takes B * NH * T floats of op
-// scratch (op_scratch.hpp). No atomics: each launcher enqueues on `stream`, returns at once, and its results
-// repeat bit for bit run after run.
+// the order of the sums inside a tile differs. The backward writes every element of dqkv and takes B * NH * T
+// floats of op scratch (op_scratch.hpp). No atomics: each launcher enqueues on `stream`, returns at once, and its
+// results repeat bit for bit run after run.
 #pragma once
 #include <cstdint>
 

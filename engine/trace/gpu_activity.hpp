@@ -145,9 +145,10 @@ class GpuActivityMapper {
   // ran on a stream gives its span there, from its CUDA events (device time): see map().
   void retire(std::uint64_t tag, std::int64_t flush, std::optional<std::pair<SimTime, SimTime>> span = std::nullopt);
   // Appends the trace events of `records` to `out`, in time order; forgets work retired more than
-  // kRetiredWorkFlushes before `flush`. A record that came without its work's tag but on one of the device's streams
-  // (launched on a thread that pushed no external id, as NCCL's may be) belongs to the op whose CUDA-event
-  // span on that stream holds the record's midpoint: a stream runs its work in order, so at most one does.
+  // kRetiredWorkFlushes before `flush`. A record that came without its work's tag but on one of the device's
+  // streams (launched on a thread that pushed no external id, as NCCL's may be) belongs to the op whose
+  // CUDA-event span on that stream holds the record's midpoint: a stream runs its work in order, so at most one
+  // does.
   void map(std::span<const RoutedRecord> records, std::int64_t flush, std::vector<TraceEvent>& out);
 
   std::int64_t events() const { return events_; }          // trace events made
