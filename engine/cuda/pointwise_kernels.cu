@@ -179,14 +179,14 @@ struct SiluMulOp {
   }
 };
 
-// in: gate, up, dout, dgate, dup; out: dgate, dup.
+// in: gate, up, dout; out: dgate, dup.
 struct SiluMulBackwardOp {
   __device__ void operator()(const float* in, float* out) const {
     const float g = in[0];
     const float sg = sigmoid(g);
     const float d = in[2];
-    out[0] = in[3] + d * in[1] * sg * (1.f + g * (1.f - sg));
-    out[1] = in[4] + d * g * sg;
+    out[0] = d * in[1] * sg * (1.f + g * (1.f - sg));
+    out[1] = d * g * sg;
   }
 };
 
@@ -232,7 +232,8 @@ struct InvFreq {
 };
 
 // A block per row (b, t): the row's cos and sin [hd/2] once into shared memory, then every head's pairs.
-// Threads take consecutive i within a head, so both halves of a pair are read coalesced.
+// Threads take consecutive i within a head, so both halves of a pair are read coalesced; a thread reads its
+// pair whole before it writes it, so out may be x.
 template <class T>
 __global__ void rope_kernel(T* out, const T* x, std::int64_t rows, std::int64_t T_len, int H, int hd, InvFreq inv_freq,
                             bool backward) {
@@ -254,14 +255,10 @@ __global__ void rope_kernel(T* out, const T* x, std::int64_t rows, std::int64_t 
       const std::int64_t e = base + static_cast<std::int64_t>(h) * hd + i;
       const float x1 = to_f32(x[e]);
       const float x2 = to_f32(x[e + half]);
-      const float c = table[i], s = table[half + i];
-      if (backward) {
-        out[e] = from_f32<T>(to_f32(out[e]) + (x1 * c + x2 * s));
-        out[e + half] = from_f32<T>(to_f32(out[e + half]) + (x2 * c - x1 * s));
-      } else {
-        out[e] = from_f32<T>(x1 * c - x2 * s);
-        out[e + half] = from_f32<T>(x2 * c + x1 * s);
-      }
+      // The backward turns by the opposite angle (the sine negated, which is exact).
+      const float c = table[i], s = backward ? -table[half + i] : table[half + i];
+      out[e] = from_f32<T>(x1 * c - x2 * s);
+      out[e + half] = from_f32<T>(x2 * c + x1 * s);
     }
   }
 }
@@ -285,14 +282,14 @@ __global__ void pack_qkv_kernel(T* qkv, const T* q, const T* k, const T* v, std:
   }
 }
 
-// A block per row n: dq += the q part; dk and dv += the sum, in f32 in head order from zero, of the R query
-// heads that share each key/value head, added once (the host body's order, so bit for bit the same).
+// A block per row n: dq = the q part; dk and dv = the sum, in f32 in head order from zero, of the R query heads
+// that share each key/value head, rounded once (the host body's order, so bit for bit the same).
 template <class T>
 __global__ void pack_qkv_backward_kernel(T* dq, T* dk, T* dv, const T* dqkv, std::int64_t N, int H, int KV, int hd) {
   const int C = H * hd, KVW = KV * hd, R = H / KV;
   for (std::int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T* row = dqkv + n * 3 * C;
-    for (int j = threadIdx.x; j < C; j += blockDim.x) dq[n * C + j] = from_f32<T>(to_f32(dq[n * C + j]) + to_f32(row[j]));
+    for (int j = threadIdx.x; j < C; j += blockDim.x) dq[n * C + j] = row[j];
     for (int j = threadIdx.x; j < KVW; j += blockDim.x) {
       const int g = j / hd, i = j - g * hd;
       float sk = 0.f, sv = 0.f;
@@ -301,8 +298,8 @@ __global__ void pack_qkv_backward_kernel(T* dq, T* dk, T* dv, const T* dqkv, std
         sk += to_f32(row[C + col]);
         sv += to_f32(row[2 * C + col]);
       }
-      dk[n * KVW + j] = from_f32<T>(to_f32(dk[n * KVW + j]) + sk);
-      dv[n * KVW + j] = from_f32<T>(to_f32(dv[n * KVW + j]) + sv);
+      dk[n * KVW + j] = from_f32<T>(sk);
+      dv[n * KVW + j] = from_f32<T>(sv);
     }
   }
 }
@@ -387,10 +384,9 @@ void silu_mul_backward(CUstream_st* stream, DType dtype, void* dgate, void* dup,
                        const void* dout, std::int64_t n) {
   dispatch_float(dtype, "silu_mul_backward", [&](auto zero) {
     using T = decltype(zero);
-    launch_map<T, T, 2, 5>(stream, "silu_mul_backward", Ptrs<T, 2>{{static_cast<T*>(dgate), static_cast<T*>(dup)}},
-                           Ptrs<const T, 5>{{static_cast<const T*>(gate), static_cast<const T*>(up),
-                                             static_cast<const T*>(dout), static_cast<const T*>(dgate),
-                                             static_cast<const T*>(dup)}},
+    launch_map<T, T, 2, 3>(stream, "silu_mul_backward", Ptrs<T, 2>{{static_cast<T*>(dgate), static_cast<T*>(dup)}},
+                           Ptrs<const T, 3>{{static_cast<const T*>(gate), static_cast<const T*>(up),
+                                             static_cast<const T*>(dout)}},
                            n, SiluMulBackwardOp{});
   });
 }

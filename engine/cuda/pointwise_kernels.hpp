@@ -5,7 +5,8 @@
 //
 // Pointers are device pointers to contiguous elements of `dtype` (f32 or bf16); every kernel computes in
 // f32 with the host body's formulas and rounds to bf16 once, at the store (nearest even). Each launcher
-// enqueues on `stream` and returns at once; *_backward kernels ADD into their gradients, as the host does.
+// enqueues on `stream` and returns at once. gelu_backward and relu_backward ADD into dx; the other backward
+// kernels write their gradients; each as its host body does.
 #pragma once
 #include <cstdint>
 
@@ -40,7 +41,7 @@ void silu_mul_backward(CUstream_st* stream, DType dtype, void* dgate, void* dup,
 // parameters, computed on the host exactly as the host body computes them.
 constexpr int kMaxRopePairs = 256;
 
-// x, out: [B, T, H * hd]. Forward: out = R x (out may be x). Backward: out += R^T x.
+// x, out: [B, T, H * hd]; out may be x. Forward: out = R x. Backward: out = R^T x.
 void rope(CUstream_st* stream, DType dtype, void* out, const void* x, std::int64_t B, std::int64_t T, std::int64_t H,
           std::int64_t hd, float theta, bool backward);
 

@@ -84,7 +84,7 @@ namespace {
 constexpr float kInitStd = 0.02f;  // LlamaConfig.initializer_range
 const ParamInit kWeightInit = ParamInit::normal(0, kInitStd);
 
-// A zeroed activation-gradient buffer: backward ops add into their gradients.
+// A zeroed activation-gradient buffer, for rmsnorm_backward, which adds into its input's gradient.
 Tensor zeroed(RunContext& ctx, Shape shape, std::string name) {
   Tensor t = ctx.activation(std::move(shape), std::move(name));
   fill(ctx.stream(), t, 0);
@@ -194,14 +194,16 @@ class LlamaAttention final : public Module {
       attention_.backward(ctx, dy, packed(ctx), dqkv);
     }
     // Through the packing: dk and dv sum over the query heads that shared each key/value head.
-    Tensor dq = zeroed(ctx, q_.shape(), name() + ".dq");
-    Tensor dk = zeroed(ctx, k_.shape(), name() + ".dk");
-    Tensor dv = zeroed(ctx, v_.shape(), name() + ".dv");
+    Tensor dq = ctx.activation(q_.shape(), name() + ".dq");  // each written whole
+    Tensor dk = ctx.activation(k_.shape(), name() + ".dk");
+    Tensor dv = ctx.activation(v_.shape(), name() + ".dv");
     pack_qkv_backward(ctx.stream(), dqkv, dq, dk, dv, n_head_, n_kv_head_);
     dqkv = q_ = k_ = v_ = Tensor();
-    // Through the rotations, then the projections, whose input gradients sum (x fed all three).
-    Tensor dx = q_proj_.backward(ctx, as_rows(unrotate(ctx, std::move(dq), n_head_)));
-    add(ctx.stream(), dx, k_proj_.backward(ctx, as_rows(unrotate(ctx, std::move(dk), n_kv_head_))), dx);
+    // Through the rotations (in place), then the projections, whose input gradients sum (x fed all three).
+    rope_backward(ctx.stream(), dq, dq, n_head_, theta_);
+    rope_backward(ctx.stream(), dk, dk, n_kv_head_, theta_);
+    Tensor dx = q_proj_.backward(ctx, as_rows(dq));
+    add(ctx.stream(), dx, k_proj_.backward(ctx, as_rows(dk)), dx);
     add(ctx.stream(), dx, v_proj_.backward(ctx, as_rows(dv)), dx);
     exit_backward(ctx);
     return dx;
@@ -213,13 +215,6 @@ class LlamaAttention final : public Module {
     Tensor qkv = ctx.activation({q_.dim(0), q_.dim(1), 3 * q_.dim(2)}, name() + ".qkv");
     pack_qkv(ctx.stream(), q_, k_, v_, qkv, n_head_, n_kv_head_);
     return qkv;
-  }
-
-  // The gradient before the rotation, from the one after it (which is freed).
-  Tensor unrotate(RunContext& ctx, Tensor d, int heads) const {
-    Tensor before = zeroed(ctx, d.shape(), d.name() + "_unrotated");
-    rope_backward(ctx.stream(), d, before, heads, theta_);
-    return before;
   }
 
   int n_head_, n_kv_head_;
@@ -261,8 +256,8 @@ class LlamaMlp final : public Module {
   Tensor backward(RunContext& ctx, const Tensor& dy) {
     enter_backward(ctx);
     check(gate_.defined(), name(), ": backward without a forward");
-    Tensor dgate = zeroed(ctx, gate_.shape(), name() + ".dgate");
-    Tensor dup = zeroed(ctx, up_.shape(), name() + ".dup");
+    Tensor dgate = ctx.activation(gate_.shape(), name() + ".dgate");  // both written whole
+    Tensor dup = ctx.activation(up_.shape(), name() + ".dup");
     silu_mul_backward(ctx.stream(), gate_, up_, down_proj_.backward(ctx, dy), dgate, dup);
     gate_ = up_ = Tensor();
     Tensor dx = gate_proj_.backward(ctx, dgate);

@@ -22,8 +22,8 @@ namespace fsdplab {
 void pack_qkv(Stream s, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv, int n_heads,
               int n_kv_heads);
 
-// ADDS the gradients (callers zero them first): dq += the q part of dqkv; dk and dv += the k and v parts
-// summed over the R query heads that repeated each key/value head.
+// Writes the gradients: dq = the q part of dqkv; dk and dv = the k and v parts summed over the R query
+// heads that repeated each key/value head.
 void pack_qkv_backward(Stream s, const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                        int n_heads, int n_kv_heads);
 

@@ -19,8 +19,8 @@ namespace fsdplab {
 // overlap it. theta > 0 (Llama: 10000).
 void rope(Stream s, const Tensor& x, const Tensor& out, int n_heads, float theta);
 
-// ADDS the gradient into dx (callers zero it first): the rotation is orthogonal, so dx += the rotation
-// of dout by the opposite angle. dx must not overlap dout.
+// Writes the gradient into dx: the rotation is orthogonal, so dx = the rotation of dout by the opposite
+// angle. dx may be dout itself (in place) but must not partly overlap it.
 void rope_backward(Stream s, const Tensor& dout, const Tensor& dx, int n_heads, float theta);
 
 }  // namespace fsdplab

@@ -14,9 +14,9 @@ namespace fsdplab {
 // gate, up, out: one shape.
 void silu_mul(Stream s, const Tensor& gate, const Tensor& up, const Tensor& out);
 
-// ADDS the gradients (callers zero them first), as autograd accumulates:
-//   dgate += dout * up * silu'(gate),  silu'(g) = sigmoid(g) * (1 + g * (1 - sigmoid(g)))
-//   dup   += dout * silu(gate)
+// Writes the gradients:
+//   dgate = dout * up * silu'(gate),  silu'(g) = sigmoid(g) * (1 + g * (1 - sigmoid(g)))
+//   dup   = dout * silu(gate)
 void silu_mul_backward(Stream s, const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                        const Tensor& dup);
 

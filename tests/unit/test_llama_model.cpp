@@ -2,8 +2,8 @@
 // config and preset errors; on test-tiny (4 query heads on 2 key/value heads), on each device (sim, and
 // cuda where there is a GPU), equality with a PyTorch Llama, a full-model gradient check against finite
 // differences, training, hook order, bf16, the activation memory against the analytic model
-// (memory_model.hpp), and FSDP at W = 2 and 3 training exactly like the single-rank baseline; and the
-// activation memory of dry runs, 7b's among them.
+// (memory_model.hpp), and FSDP at W = 2 and 3 training exactly like the single-rank baseline; the
+// backward's zeroed buffers on sim; and the activation memory of dry runs, 7b's among them.
 #include "engine/nn/llama_model.hpp"
 
 #include <unistd.h>
@@ -347,6 +347,25 @@ TEST_P(LlamaModelTiny, HooksFirePerLayerAndBackwardRunsTheLayersInReverse) {
   EXPECT_LT(rec.live[1], rec.live[3]);
   EXPECT_GT(rec.live[4], rec.live[5]);
   EXPECT_GT(rec.live[5], rec.live[7]);
+}
+
+TEST(LlamaModelOps, ABackwardZeroesOnlyTheFinalNormsInputGradient) {
+  // Every backward op of a layer writes its gradients whole (the attention's dqkv, the packing's dq, dk and
+  // dv, the rotations in place, SwiGLU's dgate and dup), so none needs a zeroed buffer; only the final
+  // norm's rmsnorm_backward adds into one. A fill per gradient buffer would make this 15.
+  auto dev = make_sim_device();
+  LlamaModel model(llama_preset("test-tiny"));
+  materialise(model, *dev, 43);
+  RunContext ctx{*dev};
+  { Tensor loss = model.forward(ctx, random_batch(*dev, kVocab, 44)); }
+  const std::size_t first = dev->ops().size();
+  model.backward(ctx);
+  std::map<std::string, int> calls;
+  for (std::size_t i = first; i < dev->ops().size(); ++i) ++calls[dev->ops()[i].name];
+  EXPECT_EQ(calls["fill"], 1);
+  EXPECT_EQ(calls["rope_backward"], 4) << "q and k in each of the 2 layers";
+  EXPECT_EQ(calls["pack_qkv_backward"], 2);
+  EXPECT_EQ(calls["silu_mul_backward"], 2);
 }
 
 TEST_P(LlamaModelTiny, Bf16RunTracksF32) {

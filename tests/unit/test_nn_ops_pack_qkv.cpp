@@ -77,8 +77,8 @@ struct Grads {
   std::vector<float> out, dq, dk, dv;
 };
 
-// pack, attention, and back through both, as LlamaAttention does; dq, dk, dv start at given values.
-Grads run(DeviceKind kind, const std::vector<float>& dq0, const std::vector<float>& dk0, const std::vector<float>& dv0) {
+// pack, attention, and back through both, as LlamaAttention does; dq, dk, dv start as leftovers.
+Grads run(DeviceKind kind) {
   auto dev = make_test_device(kind);
   const Stream s = compute(*dev);
   Tensor q = tensor_from(*dev, {B, T, C}, kQ), k = tensor_from(*dev, {B, T, K}, kK), v = tensor_from(*dev, {B, T, K}, kV);
@@ -87,32 +87,28 @@ Grads run(DeviceKind kind, const std::vector<float>& dq0, const std::vector<floa
   attention(s, qkv, out, att, H);
   Tensor dout = tensor_from(*dev, {B, T, C}, kDout), dqkv = zeros(*dev, {B, T, 3 * C});
   attention_backward(s, dout, qkv, att, dqkv, H);
-  Tensor dq = tensor_from(*dev, {B, T, C}, dq0), dk = tensor_from(*dev, {B, T, K}, dk0),
-         dv = tensor_from(*dev, {B, T, K}, dv0);
+  Tensor dq = leftovers(*dev, {B, T, C}), dk = leftovers(*dev, {B, T, K}), dv = leftovers(*dev, {B, T, K});
   pack_qkv_backward(s, dqkv, dq, dk, dv, H, KV);
   return {read(out), read(dq), read(dk), read(dv)};
 }
 
 TEST_P(NnOpsPackQkvTest, GroupedAttentionMatchesTheReference) {
-  const std::vector<float> zq(B * T * C, 0.f), zk(B * T * K, 0.f);
-  EXPECT_TRUE(all_close(run(GetParam(), zq, zk, zk).out, gqa_ref(kQ, kK, kV), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(run(GetParam()).out, gqa_ref(kQ, kK, kV), 1e-5, 1e-5));
 }
 
-TEST_P(NnOpsPackQkvTest, BackwardSumsOverTheRepeatsAndAdds) {
-  const std::vector<float> dq0 = random_values(B * T * C, 55), dk0 = random_values(B * T * K, 56),
-                           dv0 = random_values(B * T * K, 57);
-  const Grads got = run(GetParam(), dq0, dk0, dv0);
+TEST_P(NnOpsPackQkvTest, BackwardSumsOverTheRepeats) {
+  const Grads got = run(GetParam());
   auto loss = [&](std::span<const float> q, std::span<const float> k, std::span<const float> v) {
     const auto out = gqa_ref(q, k, v);
     double s = 0;
     for (std::size_t i = 0; i < out.size(); ++i) s += out[i] * kDout[i];
     return s;
   };
-  EXPECT_TRUE(all_close(got.dq, plus(dq0, numeric_grad([&](std::span<const float> q) { return loss(q, kK, kV); }, kQ)),
+  EXPECT_TRUE(all_close(got.dq, numeric_grad([&](std::span<const float> q) { return loss(q, kK, kV); }, kQ),
                         kGradAtol, kGradRtol));
-  EXPECT_TRUE(all_close(got.dk, plus(dk0, numeric_grad([&](std::span<const float> k) { return loss(kQ, k, kV); }, kK)),
+  EXPECT_TRUE(all_close(got.dk, numeric_grad([&](std::span<const float> k) { return loss(kQ, k, kV); }, kK),
                         kGradAtol, kGradRtol));
-  EXPECT_TRUE(all_close(got.dv, plus(dv0, numeric_grad([&](std::span<const float> v) { return loss(kQ, kK, v); }, kV)),
+  EXPECT_TRUE(all_close(got.dv, numeric_grad([&](std::span<const float> v) { return loss(kQ, kK, v); }, kV),
                         kGradAtol, kGradRtol));
 }
 
@@ -123,13 +119,13 @@ TEST_P(NnOpsPackQkvTest, Bf16BackwardRoundsTheSumOnce) {
   std::vector<float> dqkv(B * T * 3 * C, 0.f);
   for (int n = 0; n < B * T; ++n)
     for (int h = 0; h < H; ++h) dqkv[n * 3 * C + C + h * HD] = h % R == 0 ? 1.f / 3 : 1.f / 3 + 1.f / 512;
-  Tensor tdqkv = tensor_from(*dev, {B, T, 3 * C}, dqkv), dq = zeros(*dev, {B, T, C}),
-         dk = zeros(*dev, {B, T, K}, DType::f32), dv = zeros(*dev, {B, T, K});
+  Tensor tdqkv = tensor_from(*dev, {B, T, 3 * C}, dqkv), dq = leftovers(*dev, {B, T, C}),
+         dk = leftovers(*dev, {B, T, K}), dv = leftovers(*dev, {B, T, K});
   pack_qkv_backward(compute(*dev), tdqkv, dq, dk, dv, H, KV);
   const std::vector<float> f32 = read(dk);
   EXPECT_FLOAT_EQ(f32[0], 2.f / 3 + 1.f / 512);
-  Tensor b_dqkv = tensor_from(*dev, {B, T, 3 * C}, dqkv, DType::bf16), b_dq = zeros(*dev, {B, T, C}, DType::bf16),
-         b_dk = zeros(*dev, {B, T, K}, DType::bf16), b_dv = zeros(*dev, {B, T, K}, DType::bf16);
+  Tensor b_dqkv = tensor_from(*dev, {B, T, 3 * C}, dqkv, DType::bf16), b_dq = leftovers(*dev, {B, T, C}, DType::bf16),
+         b_dk = leftovers(*dev, {B, T, K}, DType::bf16), b_dv = leftovers(*dev, {B, T, K}, DType::bf16);
   pack_qkv_backward(compute(*dev), b_dqkv, b_dq, b_dk, b_dv, H, KV);
   const std::vector<float> in = rounded_to_bf16(dqkv);
   EXPECT_EQ(read(b_dk)[0], round_to_bf16(in[C] + in[C + HD]));
@@ -137,20 +133,20 @@ TEST_P(NnOpsPackQkvTest, Bf16BackwardRoundsTheSumOnce) {
 
 TEST_P(NnOpsPackQkvTest, ManyRowsOfWideHeadsPackAndSumInHeadOrder) {
   // Rows wider than a block (3C = 1536), four query heads a key/value head: the pack moves bits, the
-  // backward sums each group's heads in f32 in head order from zero and adds once, bit for bit.
+  // backward copies dq and sums each group's heads in f32 in head order from zero, bit for bit, over
+  // gradients that start as leftovers.
   auto dev = device();
   const int n = 300, h = 8, kv = 2, hd = 64, c = h * hd, k = kv * hd, r = h / kv;
   const auto q = random_values(n * c, 58), kk = random_values(n * k, 59), v = random_values(n * k, 60);
-  const auto dqkv = random_values(n * 3 * c, 61), dq0 = random_values(n * c, 62), dk0 = random_values(n * k, 63),
-             dv0 = random_values(n * k, 64);
-  std::vector<float> packed(n * 3 * c), dq_want(dq0), dk_want(dk0), dv_want(dv0);
+  const auto dqkv = random_values(n * 3 * c, 61);
+  std::vector<float> packed(n * 3 * c), dq_want(n * c), dk_want(n * k), dv_want(n * k);
   for (int row = 0; row < n; ++row) {
     for (int j = 0; j < c; ++j) {
       const int src = row * k + (j / hd / r) * hd + j % hd;
       packed[row * 3 * c + j] = q[row * c + j];
       packed[row * 3 * c + c + j] = kk[src];
       packed[row * 3 * c + 2 * c + j] = v[src];
-      dq_want[row * c + j] += dqkv[row * 3 * c + j];
+      dq_want[row * c + j] = dqkv[row * 3 * c + j];
     }
     for (int j = 0; j < k; ++j) {
       float sk = 0.f, sv = 0.f;
@@ -158,8 +154,8 @@ TEST_P(NnOpsPackQkvTest, ManyRowsOfWideHeadsPackAndSumInHeadOrder) {
         sk += dqkv[row * 3 * c + c + head * hd + j % hd];
         sv += dqkv[row * 3 * c + 2 * c + head * hd + j % hd];
       }
-      dk_want[row * k + j] += sk;
-      dv_want[row * k + j] += sv;
+      dk_want[row * k + j] = sk;
+      dv_want[row * k + j] = sv;
     }
   }
   const Stream s = compute(*dev);
@@ -167,12 +163,24 @@ TEST_P(NnOpsPackQkvTest, ManyRowsOfWideHeadsPackAndSumInHeadOrder) {
   pack_qkv(s, tensor_from(*dev, {1, n, c}, q), tensor_from(*dev, {1, n, k}, kk), tensor_from(*dev, {1, n, k}, v), tqkv,
            h, kv);
   EXPECT_EQ(read(tqkv), packed);
-  Tensor dq = tensor_from(*dev, {1, n, c}, dq0), dk = tensor_from(*dev, {1, n, k}, dk0),
-         dv = tensor_from(*dev, {1, n, k}, dv0);
+  Tensor dq = leftovers(*dev, {1, n, c}), dk = leftovers(*dev, {1, n, k}), dv = leftovers(*dev, {1, n, k});
   pack_qkv_backward(s, tensor_from(*dev, {1, n, 3 * c}, dqkv), dq, dk, dv, h, kv);
   EXPECT_EQ(read(dq), dq_want);
   EXPECT_EQ(read(dk), dk_want);
   EXPECT_EQ(read(dv), dv_want);
+}
+
+TEST(NnOpsPackQkv, BackwardStatesItsCostAndAccesses) {
+  auto dev = make_sim_device();
+  Tensor dqkv = zeros(*dev, {B, T, 3 * C}, DType::bf16), dq = zeros(*dev, {B, T, C}, DType::bf16),
+         dk = zeros(*dev, {B, T, K}, DType::bf16), dv = zeros(*dev, {B, T, K}, DType::bf16);
+  pack_qkv_backward(compute(*dev), dqkv, dq, dk, dv, H, KV);
+  const OpRecord& op = dev->ops().back();
+  EXPECT_EQ(op.name, "pack_qkv_backward");
+  EXPECT_DOUBLE_EQ(op.cost.bytes, 2.0 * B * T * (3 * C + C + 2 * K));  // dqkv read; dq, dk and dv written
+  EXPECT_DOUBLE_EQ(op.cost.flops, 2.0 * B * T * C);                    // one sum per k and v element of dqkv
+  EXPECT_EQ(op.reads.size(), 1u);
+  EXPECT_EQ(op.writes.size(), 3u);
 }
 
 TEST(NnOpsPackQkv, MismatchedOperandsAreErrors) {

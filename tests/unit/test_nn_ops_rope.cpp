@@ -93,20 +93,30 @@ TEST_P(NnOpsRopeTest, InPlaceEqualsOutOfPlace) {
   EXPECT_EQ(read(x), run_forward(GetParam(), kX));
 }
 
-TEST_P(NnOpsRopeTest, BackwardAddsTheFiniteDifferenceGradient) {
-  const std::vector<float> dout = random_values(B * T * W, 32), dx0 = random_values(B * T * W, 33);
+TEST_P(NnOpsRopeTest, BackwardWritesTheFiniteDifferenceGradient) {
+  const std::vector<float> dout = random_values(B * T * W, 32);
   auto dev = device();
-  Tensor tdout = tensor_from(*dev, {B, T, W}, dout), tdx = tensor_from(*dev, {B, T, W}, dx0);
+  Tensor tdout = tensor_from(*dev, {B, T, W}, dout), tdx = leftovers(*dev, {B, T, W});
   rope_backward(compute(*dev), tdout, tdx, H, kTheta);
-  const auto want = plus(dx0, numeric_grad(
-                                  [&](std::span<const float> x) {
-                                    const auto out = rope_ref(x);
-                                    double s = 0;
-                                    for (std::size_t i = 0; i < out.size(); ++i) s += out[i] * dout[i];
-                                    return s;
-                                  },
-                                  kX));
+  const auto want = numeric_grad(
+      [&](std::span<const float> x) {
+        const auto out = rope_ref(x);
+        double s = 0;
+        for (std::size_t i = 0; i < out.size(); ++i) s += out[i] * dout[i];
+        return s;
+      },
+      kX);
   EXPECT_TRUE(all_close(read(tdx), want, kGradAtol, kGradRtol));
+}
+
+TEST_P(NnOpsRopeTest, BackwardInPlaceEqualsOutOfPlace) {
+  // LlamaAttention turns dq and dk back in place.
+  const std::vector<float> dout = random_values(B * T * W, 32);
+  auto dev = device();
+  Tensor d = tensor_from(*dev, {B, T, W}, dout), dx = leftovers(*dev, {B, T, W});
+  rope_backward(compute(*dev), d, dx, H, kTheta);
+  rope_backward(compute(*dev), d, d, H, kTheta);
+  EXPECT_EQ(read(d), read(dx));
 }
 
 TEST_P(NnOpsRopeTest, Bf16IsTheF32ResultRoundedOnce) {
@@ -142,7 +152,7 @@ TEST_P(NnOpsRopeTest, LlamaSizedHeadsOverLongSequences) {
   Tensor tx = tensor_from(*dev, {b, t, w}, x), out = leftovers(*dev, {b, t, w});
   rope(compute(*dev), tx, out, h, kTheta);
   EXPECT_TRUE(all_close(read(out), want, 1e-4));
-  Tensor back = zeros(*dev, {b, t, w});
+  Tensor back = leftovers(*dev, {b, t, w});
   rope_backward(compute(*dev), out, back, h, kTheta);
   EXPECT_TRUE(all_close(read(back), x, 1e-5));
 }
@@ -160,7 +170,8 @@ TEST(NnOpsRope, MismatchedOperandsAreErrors) {
   EXPECT_TRUE(throws_error([&] { rope(s, both.view(0, {B, T, W}), both.view(1, {B, T, W}), H, kTheta); },
                            {"rope: out", "partly overlaps x"}));
   EXPECT_TRUE(throws_error([&] { rope(s, x, out, H, 0.f); }, {"theta must be finite and > 0"}));
-  EXPECT_TRUE(throws_error([&] { rope_backward(s, x, x, H, kTheta); }, {"rope_backward", "dx", "shares memory"}));
+  EXPECT_TRUE(throws_error([&] { rope_backward(s, both.view(1, {B, T, W}), both.view(0, {B, T, W}), H, kTheta); },
+                           {"rope_backward: dx", "partly overlaps dout"}));
   EXPECT_TRUE(dev->ops().empty());
 }
 
