@@ -77,6 +77,15 @@ class CopyBackBeforeReduction final : public LikeTheReference {
   }
 };
 
+// The copy back on the reduce-scatter stream: ordered after the reduction by stream order, but the engine
+// records `landed` on the memcpy stream, which now holds no copy, so the event covers neither.
+class CopyBackOnReduceScatter final : public LikeTheReference {
+ public:
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    copy_to_host(device.stream(Lane::reduce_scatter), device_grad, host_grad);
+  }
+};
+
 // No host wait before the CPU step: the optimizer reads a gradient shard still in flight.
 class NoHostWait final : public LikeTheReference {
  public:
@@ -103,6 +112,8 @@ std::span<const Mutant> cpu_offload_mutants() {
        []() -> const FsdpTask& { static const CopyBeforeGathersDone m; return m; }},
       {9, "copy-back-before-reduction", "the copy of the gradient to the host does not wait for the reduction",
        []() -> const FsdpTask& { static const CopyBackBeforeReduction m; return m; }},
+      {9, "copy-back-on-reduce-scatter", "the copy of the gradient to the host is issued on the reduce-scatter stream",
+       []() -> const FsdpTask& { static const CopyBackOnReduceScatter m; return m; }},
       {9, "no-host-wait", "wait_for_grad_on_host waits for nothing: the CPU step reads a gradient still in flight",
        []() -> const FsdpTask& { static const NoHostWait m; return m; }},
       {9, "whole-device-sync", "wait_for_grad_on_host synchronizes the whole device instead of the `landed` event",
