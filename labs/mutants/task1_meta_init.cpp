@@ -5,6 +5,7 @@
 
 #include "engine/fsdp/meta_init.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/tensor/elementwise.hpp"
 #include "labs/mutants/mutants.hpp"
 
 namespace fsdplab {
@@ -86,6 +87,36 @@ class RankSeed final : public MetaInitTask {
   }
 };
 
+// The values staged in a device tensor of their own, then copied into the shard: right values, but the rank
+// allocates a second shard's worth of device memory.
+class DeviceStaging final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
+    if (shard.device().dry_run()) return;
+    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
+    for (const ShardSlice& s : slices)
+      s.param->init.fill(slice_of(values, s), seed, s.param->name, static_cast<std::uint64_t>(s.param_begin));
+    const Tensor staging = Tensor::empty(shard.device(), shard.shape(), DType::f32, MemTag::workspace, "staging");
+    shard.device().synchronize();
+    staging.copy_from(values);
+    copy(shard.device().stream(Lane::compute), staging, shard);
+  }
+};
+
+// No early return on a dry run: it draws values and writes them into a tensor that has no data.
+class DrawsOnDryRun final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
+    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
+    for (const ShardSlice& s : slices)
+      s.param->init.fill(slice_of(values, s), seed, s.param->name, static_cast<std::uint64_t>(s.param_begin));
+    shard.device().synchronize();
+    shard.copy_from(values);
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> meta_init_mutants() {
@@ -100,6 +131,10 @@ std::span<const Mutant> meta_init_mutants() {
        []() -> const FsdpTask& { static const IgnoresSeed m; return m; }},
       {1, "rank-seed", "each rank draws with its own seed (seed + rank), so the ranks' shards come from different models",
        []() -> const FsdpTask& { static const RankSeed m; return m; }},
+      {1, "device-staging", "the values staged in a device tensor of their own before the copy into the shard",
+       []() -> const FsdpTask& { static const DeviceStaging m; return m; }},
+      {1, "draws-on-dry-run", "no early return on a dry run: values drawn and written into a tensor without data",
+       []() -> const FsdpTask& { static const DrawsOnDryRun m; return m; }},
   };
   return mutants;
 }

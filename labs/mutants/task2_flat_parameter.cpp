@@ -1,6 +1,8 @@
 // Task 2's mutants: FlatParameters with one mistake each (the pitfalls of labs/02-flat-parameter). Each is
 // the reference (reference_flat_parameter()) but for the one method the mistake is in.
+#include <algorithm>
 #include <array>
+#include <vector>
 
 #include "engine/fsdp/flat_parameter.hpp"
 #include "labs/mutants/mutants.hpp"
@@ -54,6 +56,39 @@ class WrongRankSlices final : public LikeTheReference {
   }
 };
 
+// Each slice's param_begin in shard space (lo - begin) instead of the parameter's own (lo - offset): the
+// second piece of a cut parameter is drawn from the wrong indices.
+class ParamBeginInShardSpace final : public LikeTheReference {
+ public:
+  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
+    std::vector<ShardSlice> slices = reference().shard_slices(layout, rank);
+    for (ShardSlice& s : slices) s.param_begin = s.shard_offset;
+    return slices;
+  }
+};
+
+// Keeps only the parameters that lie wholly inside the shard: a parameter cut between ranks is in no shard
+// whole, so its pieces are never initialised or updated.
+class DropsCutParameters final : public LikeTheReference {
+ public:
+  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
+    std::vector<ShardSlice> slices = reference().shard_slices(layout, rank);
+    std::erase_if(slices, [](const ShardSlice& s) { return s.count != s.param->numel(); });
+    return slices;
+  }
+};
+
+// Skips a parameter given twice instead of refusing it: a tied weight put in two units goes unnoticed.
+class SkipsRepeats final : public LikeTheReference {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    std::vector<Parameter*> once;
+    for (Parameter* p : params)
+      if (std::find(once.begin(), once.end(), p) == once.end()) once.push_back(p);
+    return reference().plan(once, world, align);
+  }
+};
+
 // Gives each parameter a copy of its part of the flat buffer instead of a view of it.
 class ViewsThatCopy final : public LikeTheReference {
  public:
@@ -63,7 +98,7 @@ class ViewsThatCopy final : public LikeTheReference {
   }
 };
 
-const std::array<Mutant, 4> kMutants = {{
+const std::array<Mutant, 7> kMutants = {{
     {2, "padding-off-by-one", "pads a size that is already a multiple of W by a whole extra chunk",
      []() -> const FsdpTask& { static const PaddingOffByOne m; return m; }},
     {2, "no-alignment", "packs the parameters back to back, ignoring align",
@@ -72,6 +107,12 @@ const std::array<Mutant, 4> kMutants = {{
      []() -> const FsdpTask& { static const WrongRankSlices m; return m; }},
     {2, "views-that-copy", "points each parameter at a tensor of its own instead of a view of the flat buffer",
      []() -> const FsdpTask& { static const ViewsThatCopy m; return m; }},
+    {2, "param-begin-in-shard-space", "gives each slice its offset in the shard as param_begin, not its offset in the parameter",
+     []() -> const FsdpTask& { static const ParamBeginInShardSpace m; return m; }},
+    {2, "drops-cut-parameters", "keeps only the parameters wholly inside the shard: a parameter cut between ranks is dropped",
+     []() -> const FsdpTask& { static const DropsCutParameters m; return m; }},
+    {2, "skips-repeats", "skips a parameter given twice instead of raising an Error",
+     []() -> const FsdpTask& { static const SkipsRepeats m; return m; }},
 }};
 
 }  // namespace

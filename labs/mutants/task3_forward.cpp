@@ -60,6 +60,15 @@ class RecordBeforeGather final : public LikeTheReference {
   }
 };
 
+// The event never recorded: compute's wait on it is an error.
+class NeverRecords final : public LikeTheReference {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event&) const override {
+    group.all_gather(device.stream(Lane::all_gather), shard, full);  // no device.record(gathered, ...)
+  }
+};
+
 // The root is freed after forward too, and gathered again as the first thing of the backward.
 class ReshardsRoot final : public LikeTheReference {
  public:
@@ -74,6 +83,12 @@ class NeverReshards final : public LikeTheReference {
   bool reshard_after_forward(ShardingStrategy, bool) const override { return false; }
 };
 
+// The strategy ignored: every unit but the root is freed after forward, so grad_op behaves like full.
+class IgnoresStrategy final : public LikeTheReference {
+ public:
+  bool reshard_after_forward(ShardingStrategy, bool is_root) const override { return !is_root; }
+};
+
 }  // namespace
 
 std::span<const Mutant> forward_mutants() {
@@ -86,10 +101,14 @@ std::span<const Mutant> forward_mutants() {
        []() -> const FsdpTask& { static const GatherOnCompute m; return m; }},
       {3, "record-before-gather", "the event is recorded before the gather is issued, so it marks nothing",
        []() -> const FsdpTask& { static const RecordBeforeGather m; return m; }},
+      {3, "never-records", "all_gather never records the gathered event, so the compute stream waits on nothing",
+       []() -> const FsdpTask& { static const NeverRecords m; return m; }},
       {3, "reshards-root", "reshard_after_forward is true for the root unit too",
        []() -> const FsdpTask& { static const ReshardsRoot m; return m; }},
       {3, "never-reshards", "reshard_after_forward is always false: no unit is freed after its forward",
        []() -> const FsdpTask& { static const NeverReshards m; return m; }},
+      {3, "ignores-strategy", "reshard_after_forward ignores the strategy (!is_root): grad_op frees units as full does",
+       []() -> const FsdpTask& { static const IgnoresStrategy m; return m; }},
   };
   return mutants;
 }

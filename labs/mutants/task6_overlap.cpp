@@ -98,7 +98,52 @@ class GathersBeforeOptimizer final : public LikeTheReference {
   }
 };
 
-const std::array<Mutant, 6> kMutants = {{
+// Backward prefetch takes the next unit of the forward order, whose backward has run already in this pass.
+class PrefetchesTheForwardsNext final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = reference().after(point, unit, rank);
+    const bool backward = point == PassPoint::pre_backward || point == PassPoint::post_backward;
+    if (!backward || next == nullptr) return next;
+    return next_in_forward(rank.schedule, unit);  // not next_in_backward
+  }
+};
+
+// The pool's gathers never wait for their slot's free event: a gather overwrites the slot's previous unit
+// while compute still reads it.
+class PoolWithoutFreeEvent final : public LikeTheReference {
+ public:
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    if (unit.pool_slot < 0) return reference().acquire_full(unit, rank, prefetch);
+    if (!rank.async()) rank.order(Lane::all_gather, Lane::compute);
+    return true;  // no device.wait(Lane::all_gather, free)
+  }
+};
+
+// The rate limiter counts every gathered unit, the root too, which stays gathered from forward to backward:
+// it takes one of the limit's places for the whole pass and stalls the prefetches.
+class LimiterCountsTheRoot final : public LikeTheReference {
+ public:
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    if (!rank.async() || unit.pool_slot >= 0 || rank.options.max_inflight <= 0)
+      return reference().acquire_full(unit, rank, prefetch);
+    OverlapState& s = rank.schedule;
+    const auto gathered = [&s] {
+      int n = s.parked.limited();
+      for (const FsdpUnit* u : s.units) n += u->state != UnitState::sharded && u->pool_slot < 0;
+      return n;
+    };
+    s.parked.release_completed(rank.device);
+    const int limit = rank.options.max_inflight;
+    while (gathered() >= limit && s.parked.release_oldest_limited(rank.device)) {
+    }
+    if (prefetch && gathered() >= limit) return false;
+    unit.full.storage().allocate();
+    return true;
+  }
+};
+
+const std::array<Mutant, 9> kMutants = {{
     {6, "free-at-host-time", "under ASYNC frees a gathered buffer at the host's time, while the compute stream may still read it",
      []() -> const FsdpTask& { static const FreeAtHostTime m; return m; }},
     {6, "sync-unordered", "under SYNC starts a gather without ordering it after the compute issued before it",
@@ -111,6 +156,12 @@ const std::array<Mutant, 6> kMutants = {{
      []() -> const FsdpTask& { static const LimiterOffByOne m; return m; }},
     {6, "gathers-before-optimizer", "does not order the next forward's gathers after the optimizer step that writes the shards",
      []() -> const FsdpTask& { static const GathersBeforeOptimizer m; return m; }},
+    {6, "prefetches-the-forwards-next", "backward prefetch names the next unit in the forward order, one that has run already",
+     []() -> const FsdpTask& { static const PrefetchesTheForwardsNext m; return m; }},
+    {6, "pool-without-free-event", "a gather into a pool slot does not wait for the slot's free event",
+     []() -> const FsdpTask& { static const PoolWithoutFreeEvent m; return m; }},
+    {6, "limiter-counts-the-root", "the rate limiter counts every gathered unit, the root included, not only rate_limited ones",
+     []() -> const FsdpTask& { static const LimiterCountsTheRoot m; return m; }},
 }};
 
 }  // namespace

@@ -86,7 +86,38 @@ class NoChecks final : public IntegrationTask {
   }
 };
 
-const std::array<Mutant, 5> kMutants = {{
+// Adds each module's shared_parameters() to the unit that runs it: GPT-2's tied wte, which the root owns,
+// is put in the root a second time (by the LM head).
+class SharedInUsersUnit final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
+    for (Module* m : model.modules()) {
+      const Module* holder = m;
+      const auto plan_of = [&](const Module* h) {
+        return std::find_if(plans.begin(), plans.end(), [h](const UnitPlan& p) { return p.module == h; });
+      };
+      while (holder != nullptr && plan_of(holder) == plans.end()) holder = holder->parent();
+      if (holder == nullptr) continue;
+      for (Parameter* p : m->shared_parameters()) plan_of(holder)->params.push_back(p);
+    }
+    return plans;
+  }
+};
+
+// Removes the empty root but leaves the parent indices as they were counted with it: each is one too high,
+// and the root's children point at unit 0, a sibling.
+class RootRemovedParentsKept final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
+    if (!plans.empty() && plans.front().module == &model) return plans;
+    for (UnitPlan& p : plans) p.parent += 1;  // -1 (the root's children) becomes 0, k becomes k + 1
+    return plans;
+  }
+};
+
+const std::array<Mutant, 7> kMutants = {{
     {7, "subtree-parameters", "takes module->parameters(), the whole subtree, for each unit: nested units' parameters are held twice",
      []() -> const FsdpTask& { static const SubtreeParameters m; return m; }},
     {7, "kind-only", "matches the wrap policy against kind() only, so a module named by its dotted name is never wrapped",
@@ -97,6 +128,10 @@ const std::array<Mutant, 5> kMutants = {{
      []() -> const FsdpTask& { static const FlatParents m; return m; }},
     {7, "no-checks", "raises none of the contract's errors (an empty unit, a tied weight used outside its unit, no parameters)",
      []() -> const FsdpTask& { static const NoChecks m; return m; }},
+    {7, "shared-in-users-unit", "adds each module's shared_parameters() to its unit: a tied weight is put in a unit twice",
+     []() -> const FsdpTask& { static const SharedInUsersUnit m; return m; }},
+    {7, "root-removed-parents-kept", "removes the empty root unit without renumbering the other units' parents",
+     []() -> const FsdpTask& { static const RootRemovedParentsKept m; return m; }},
 }};
 
 }  // namespace
