@@ -242,7 +242,10 @@ bool lt_gemm(cudaStream_t stream, const ThreadBlas::Bound& bound, DType in, DTyp
   const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(lt, raw_desc, a_layout.get(), b_layout.get(),
                                                                    cd_layout.get(), cd_layout.get(), raw_pref, 1,
                                                                    &choice, &found);
-  if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED || (heuristic == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  // A result is usable only where its own state says so (cublasLt.h, cublasLtMatmulAlgoGetHeuristic).
+  if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (heuristic == CUBLAS_STATUS_SUCCESS && (found == 0 || choice.state != CUBLAS_STATUS_SUCCESS)))
+    return false;
   check_cublas(heuristic, "cublasLtMatmulAlgoGetHeuristic", what);
 
   const float alpha = 1.f, beta = e.residual != nullptr ? 1.f : 0.f;
