@@ -88,10 +88,17 @@ using FragAcc = wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float>;
 // ---- shared memory layout -------------------------------------------------------------------------
 
 // Hands out consecutive regions of a block's dynamic shared memory, each 128-byte aligned (wmma wants 32). A
-// launcher carves from address 0 only to learn the size (`used`).
+// kernel carves from its dynamic shared-memory array: pointers derived from it without a round trip through an
+// integer stay in the shared address space, so the compiler emits shared loads and stores (LDS, STS) rather
+// than generic ones. A launcher carves from the integer 0 only to learn the size (`used`).
+template <class Base>  // unsigned char* in a kernel, std::uintptr_t in a launcher
 struct SharedCarver {
-  std::uintptr_t base;
+  Base base;
   std::size_t used = 0;
+  __host__ __device__ bf16* bf16s(int count) { return take<bf16>(count); }
+  __host__ __device__ float* floats(int count) { return take<float>(count); }
+
+ private:
   template <class E>
   __host__ __device__ E* take(int count) {
     E* at = reinterpret_cast<E*>(base + used);
@@ -105,14 +112,15 @@ struct ForwardShared {
   bf16 *q, *k, *v, *probs;
   float *scores, *acc;
   std::size_t bytes;
-  __host__ __device__ ForwardShared(std::uintptr_t shared, int hdp) {
-    SharedCarver c{shared};
-    q = c.take<bf16>(kTile * operand_ld(hdp));
-    k = c.take<bf16>(kTile * operand_ld(hdp));
-    v = c.take<bf16>(kTile * operand_ld(hdp));
-    scores = c.take<float>(kTile * kScoreLd);
-    probs = c.take<bf16>(kTile * kProbLd);
-    acc = c.take<float>(kTile * accumulator_ld(hdp));
+  template <class Base>
+  __host__ __device__ ForwardShared(Base shared, int hdp) {
+    SharedCarver<Base> c{shared};
+    q = c.bf16s(kTile * operand_ld(hdp));
+    k = c.bf16s(kTile * operand_ld(hdp));
+    v = c.bf16s(kTile * operand_ld(hdp));
+    scores = c.floats(kTile * kScoreLd);
+    probs = c.bf16s(kTile * kProbLd);
+    acc = c.floats(kTile * accumulator_ld(hdp));
     bytes = c.used;
   }
 };
@@ -121,20 +129,21 @@ struct KeyPassShared {
   bf16 *k, *v, *q, *dout, *probs, *dscores;
   float *dk, *dv, *scores, *dprobs, *lse_rows, *d_rows;
   std::size_t bytes;
-  __host__ __device__ KeyPassShared(std::uintptr_t shared, int hdp) {
-    SharedCarver c{shared};
-    k = c.take<bf16>(kTile * operand_ld(hdp));
-    v = c.take<bf16>(kTile * operand_ld(hdp));
-    q = c.take<bf16>(kTile * operand_ld(hdp));
-    dout = c.take<bf16>(kTile * operand_ld(hdp));
-    dk = c.take<float>(kTile * accumulator_ld(hdp));
-    dv = c.take<float>(kTile * accumulator_ld(hdp));
-    scores = c.take<float>(kTile * kScoreLd);
-    dprobs = c.take<float>(kTile * kScoreLd);
-    probs = c.take<bf16>(kTile * kProbLd);
-    dscores = c.take<bf16>(kTile * kProbLd);
-    lse_rows = c.take<float>(kTile);
-    d_rows = c.take<float>(kTile);
+  template <class Base>
+  __host__ __device__ KeyPassShared(Base shared, int hdp) {
+    SharedCarver<Base> c{shared};
+    k = c.bf16s(kTile * operand_ld(hdp));
+    v = c.bf16s(kTile * operand_ld(hdp));
+    q = c.bf16s(kTile * operand_ld(hdp));
+    dout = c.bf16s(kTile * operand_ld(hdp));
+    dk = c.floats(kTile * accumulator_ld(hdp));
+    dv = c.floats(kTile * accumulator_ld(hdp));
+    scores = c.floats(kTile * kScoreLd);
+    dprobs = c.floats(kTile * kScoreLd);
+    probs = c.bf16s(kTile * kProbLd);
+    dscores = c.bf16s(kTile * kProbLd);
+    lse_rows = c.floats(kTile);
+    d_rows = c.floats(kTile);
     bytes = c.used;
   }
 };
@@ -143,18 +152,19 @@ struct QueryPassShared {
   bf16 *q, *dout, *k, *v, *dscores;
   float *dq, *scores, *dprobs, *lse_rows, *d_rows;
   std::size_t bytes;
-  __host__ __device__ QueryPassShared(std::uintptr_t shared, int hdp) {
-    SharedCarver c{shared};
-    q = c.take<bf16>(kTile * operand_ld(hdp));
-    dout = c.take<bf16>(kTile * operand_ld(hdp));
-    k = c.take<bf16>(kTile * operand_ld(hdp));
-    v = c.take<bf16>(kTile * operand_ld(hdp));
-    dq = c.take<float>(kTile * accumulator_ld(hdp));
-    scores = c.take<float>(kTile * kScoreLd);
-    dprobs = c.take<float>(kTile * kScoreLd);
-    dscores = c.take<bf16>(kTile * kProbLd);
-    lse_rows = c.take<float>(kTile);
-    d_rows = c.take<float>(kTile);
+  template <class Base>
+  __host__ __device__ QueryPassShared(Base shared, int hdp) {
+    SharedCarver<Base> c{shared};
+    q = c.bf16s(kTile * operand_ld(hdp));
+    dout = c.bf16s(kTile * operand_ld(hdp));
+    k = c.bf16s(kTile * operand_ld(hdp));
+    v = c.bf16s(kTile * operand_ld(hdp));
+    dq = c.floats(kTile * accumulator_ld(hdp));
+    scores = c.floats(kTile * kScoreLd);
+    dprobs = c.floats(kTile * kScoreLd);
+    dscores = c.bf16s(kTile * kProbLd);
+    lse_rows = c.floats(kTile);
+    d_rows = c.floats(kTile);
     bytes = c.used;
   }
 };
@@ -305,7 +315,7 @@ __global__ void __launch_bounds__(kThreads)
     flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int C, int NH, int hd, int hdp, int heads,
                          float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
-  const ForwardShared sm(reinterpret_cast<std::uintptr_t>(shared), hdp);
+  const ForwardShared sm(shared, hdp);
   const int ld = operand_ld(hdp), acc_ld = accumulator_ld(hdp);
 
   const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
@@ -402,7 +412,7 @@ __global__ void __launch_bounds__(kThreads)
     flash_backward_key_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* D, int T,
                               int C, int NH, int hd, int hdp, int heads, float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
-  const KeyPassShared sm(reinterpret_cast<std::uintptr_t>(shared), hdp);
+  const KeyPassShared sm(shared, hdp);
   const int ld = operand_ld(hdp), acc_ld = accumulator_ld(hdp);
 
   const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
@@ -451,7 +461,7 @@ __global__ void __launch_bounds__(kThreads)
     flash_backward_query_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
                                 int T, int C, int NH, int hd, int hdp, int heads, float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
-  const QueryPassShared sm(reinterpret_cast<std::uintptr_t>(shared), hdp);
+  const QueryPassShared sm(shared, hdp);
   const int ld = operand_ld(hdp), acc_ld = accumulator_ld(hdp);
 
   const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
@@ -532,7 +542,7 @@ void flash_attention_forward(CUstream_st* stream, void* out, float* lse, const v
                              std::int64_t T, std::int64_t C, std::int64_t n_head) {
   if (B == 0 || T == 0) return;
   const Geometry g = geometry("flash_attention", B, T, C, n_head);
-  const std::size_t bytes = ForwardShared(0, g.hdp).bytes;
+  const std::size_t bytes = ForwardShared(std::uintptr_t{0}, g.hdp).bytes;
   allow_shared_memory(flash_forward_kernel, bytes, "flash_attention", head_size(g));
   flash_forward_kernel<<<g.blocks, kThreads, bytes, stream>>>(static_cast<bf16*>(out), lse,
                                                               static_cast<const bf16*>(qkv), g.T, g.C, g.NH, g.hd,
@@ -559,14 +569,14 @@ void flash_attention_backward(CUstream_st* stream, void* dqkv, const void* dout,
   check_launch("flash_attention_backward (dout . out)");
 
   // 2. dk, dv by key tiles.
-  const std::size_t key_bytes = KeyPassShared(0, g.hdp).bytes;
+  const std::size_t key_bytes = KeyPassShared(std::uintptr_t{0}, g.hdp).bytes;
   allow_shared_memory(flash_backward_key_kernel, key_bytes, "flash_attention_backward", head_size(g));
   flash_backward_key_kernel<<<g.blocks, kThreads, key_bytes, stream>>>(
       dqkv_bf, dout_bf, qkv_bf, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
   check_launch("flash_attention_backward (dk, dv)");
 
   // 3. dq by query tiles.
-  const std::size_t query_bytes = QueryPassShared(0, g.hdp).bytes;
+  const std::size_t query_bytes = QueryPassShared(std::uintptr_t{0}, g.hdp).bytes;
   allow_shared_memory(flash_backward_query_kernel, query_bytes, "flash_attention_backward", head_size(g));
   flash_backward_query_kernel<<<g.blocks, kThreads, query_bytes, stream>>>(
       dqkv_bf, dout_bf, qkv_bf, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
