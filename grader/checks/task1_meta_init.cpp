@@ -3,10 +3,12 @@
 // shard compared with the same chunk of the unsharded initialisation: the seed reaching the values, the
 // values not depending on the rank that draws them, a parameter cut between ranks drawn at its own
 // element indices, several slices at their shard offsets, gaps and padding zero even in memory that held
-// something before, a dry run left alone, no device memory. Then the initial model of gpt2 test-tiny at
+// something before, a dry run left alone, no device memory, no whole parameter on the host (a parameter no
+// host could hold, over enough ranks that its shard is small). Then the initial model of gpt2 test-tiny at
 // W = 1, 2, 3, 4 and 8 against the single-rank baseline's, bit for bit, and a training.
 #include <cmath>
 #include <limits>
+#include <new>
 #include <sstream>
 
 #include "grader/check_catalog.hpp"
@@ -306,6 +308,32 @@ std::vector<Check> meta_init_checks() {
                                   "allocated; draw on the host and copy_from into it");
     }
     return CheckOutcome::pass();
+  }));
+  checks.push_back(make("shard-only", "only the rank's shard is drawn: a parameter of 2^46 elements over 2^30 ranks", 1,
+                        [](const CheckContext& c) {
+    // 256 TB as f32: more than a process's address space, so a host copy of the whole parameter cannot be
+    // made, whatever the machine or its overcommit setting. Each rank's shard is 65,536 elements.
+    constexpr std::int64_t kNumel = std::int64_t{1} << 46;
+    const Unit unit({{"transformer.wte.weight", kNumel}});
+    const FlatParamLayout layout = layout_of(unit, 1 << 30, 1);
+    const int rank = 12345;
+    auto device = make_graded_device(rank);
+    const std::string expected = "rank " + std::to_string(rank) + "'s " + std::to_string(layout.shard_numel()) +
+                                 " values drawn at their own indices, with no more than the shard on the host";
+    std::vector<float> got;
+    try {
+      got = drawn_shard(c, *device, layout, rank, 3);
+    } catch (const std::bad_alloc&) {
+      return CheckOutcome::fail(expected,
+                                "std::bad_alloc: init_shard asked the host for more memory than any process has",
+                                "the whole parameter built on the host and then cut (ParamInit::fill over "
+                                "param->numel() elements): FSDP exists so that no rank holds a whole parameter; draw "
+                                "each slice alone, param_begin as fill's first_index");
+    }
+    std::vector<float> want(static_cast<std::size_t>(layout.shard_numel()));
+    unit.owned[0].init.fill(want, 3, unit.owned[0].name, static_cast<std::uint64_t>(rank * layout.shard_numel()));
+    return from_difference(shard_difference(layout, rank, 3, got, want, ""), expected,
+                           "a shard that is not its chunk of the parameter");
   }));
   checks.push_back(make("initial-model", "gpt2 test-tiny's initial model at W = 1, 2, 3, 4, 8 is the baseline's, bit for bit", 2,
                         [](const CheckContext& c) { return initial_model_at(c, {1, 2, 3, 4, 8}); },

@@ -1,6 +1,7 @@
 // Task 1's mutants: MetaInitTask (engine/fsdp/meta_init.hpp), each the reference
 // (engine/fsdp/meta_init_reference.cpp) with one pitfall of labs/01-meta-init/README.md. The grader's
 // checks of task 1 (grader/checks/task1_meta_init.cpp) must catch every one and name its mistake.
+#include <algorithm>
 #include <vector>
 
 #include "engine/fsdp/meta_init.hpp"
@@ -87,6 +88,20 @@ class RankSeed final : public MetaInitTask {
   }
 };
 
+// Each parameter built whole on the host and the slice copied out of it: right values, but the rank holds whole
+// parameters, the very memory FSDP exists to avoid.
+class WholeParameter final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    init_shard_drawing(slices, shard, [&](std::vector<float>& values, const ShardSlice& s) {
+      std::vector<float> whole(static_cast<std::size_t>(s.param->numel()));
+      s.param->init.fill(whole, seed, s.param->name, 0);
+      const auto first = whole.begin() + s.param_begin;
+      std::copy(first, first + s.count, slice_of(values, s).begin());
+    });
+  }
+};
+
 // The values staged in a device tensor of their own, then copied into the shard: right values, but the rank
 // allocates a second shard's worth of device memory.
 class DeviceStaging final : public MetaInitTask {
@@ -131,6 +146,8 @@ std::span<const Mutant> meta_init_mutants() {
        []() -> const FsdpTask& { static const IgnoresSeed m; return m; }},
       {1, "rank-seed", "each rank draws with its own seed (seed + rank), so the ranks' shards come from different models",
        []() -> const FsdpTask& { static const RankSeed m; return m; }},
+      {1, "whole-parameter", "each parameter drawn whole on the host and its slice copied out",
+       []() -> const FsdpTask& { static const WholeParameter m; return m; }},
       {1, "device-staging", "the values staged in a device tensor of their own before the copy into the shard",
        []() -> const FsdpTask& { static const DeviceStaging m; return m; }},
       {1, "draws-on-dry-run", "no early return on a dry run: values drawn and written into a tensor without data",
