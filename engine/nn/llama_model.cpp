@@ -84,14 +84,6 @@ namespace {
 constexpr float kInitStd = 0.02f;  // LlamaConfig.initializer_range
 const ParamInit kWeightInit = ParamInit::normal(0, kInitStd);
 
-// A zeroed activation-gradient buffer, for rmsnorm_backward, which adds into its input's gradient.
-Tensor zeroed(RunContext& ctx, Shape shape, std::string name) {
-  Tensor t = ctx.activation(std::move(shape), std::move(name));
-  fill(ctx.stream(), t, 0);
-  return t;
-}
-
-
 // LlamaRMSNorm: weight [C], initialised to 1. Keeps its input and each row's rstd for the backward.
 class LlamaRmsNorm final : public Module {
  public:
@@ -116,7 +108,8 @@ class LlamaRmsNorm final : public Module {
   Tensor backward(RunContext& ctx, const Tensor& dy) {
     enter_backward(ctx);
     check(x_.defined(), name(), ": backward without a forward");
-    Tensor dx = zeroed(ctx, x_.shape(), name() + ".dx");
+    Tensor dx = ctx.activation(x_.shape(), name() + ".dx");
+    fill(ctx.stream(), dx, 0);  // rmsnorm_backward adds into dx
     add_input_gradient(ctx, dy, dx);
     exit_backward(ctx);
     return dx;

@@ -16,6 +16,18 @@ std::span<float> slice_of(std::vector<float>& values, const ShardSlice& s) {
   return std::span<float>(values).subspan(static_cast<std::size_t>(s.shard_offset), static_cast<std::size_t>(s.count));
 }
 
+// The reference's draw of a slice under `seed`: the parameter's own element indices, at the slice's shard offset.
+void draw_slice(std::vector<float>& values, const ShardSlice& s, std::uint64_t seed) {
+  s.param->init.fill(slice_of(values, s), seed, s.param->name, static_cast<std::uint64_t>(s.param_begin));
+}
+
+// The shard's values as the reference draws them under `seed`, its gaps and padding zero.
+std::vector<float> drawn_values(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) {
+  std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
+  for (const ShardSlice& s : slices) draw_slice(values, s, seed);
+  return values;
+}
+
 // The reference's init_shard but for how a slice is drawn, `draw(values, slice)` into the shard's zeroed host
 // buffer: refuses a shard that is not f32, writes nothing on a dry run, and copies the buffer into the shard
 // once the device is done with its memory.
@@ -60,8 +72,7 @@ class StaleBuffer final : public MetaInitTask {
     if (shard.device().dry_run()) return;
     thread_local std::vector<float> values;
     values.resize(static_cast<std::size_t>(shard.numel()));  // not zeroed
-    for (const ShardSlice& s : slices)
-      s.param->init.fill(slice_of(values, s), seed, s.param->name, static_cast<std::uint64_t>(s.param_begin));
+    for (const ShardSlice& s : slices) draw_slice(values, s, seed);
     shard.device().synchronize();
     shard.copy_from(values);
   }
@@ -71,9 +82,8 @@ class StaleBuffer final : public MetaInitTask {
 class IgnoresSeed final : public MetaInitTask {
  public:
   void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t) const override {
-    init_shard_drawing(slices, shard, [](std::vector<float>& values, const ShardSlice& s) {
-      s.param->init.fill(slice_of(values, s), 0, s.param->name, static_cast<std::uint64_t>(s.param_begin));
-    });
+    init_shard_drawing(slices, shard,
+                       [](std::vector<float>& values, const ShardSlice& s) { draw_slice(values, s, 0); });
   }
 };
 
@@ -81,10 +91,9 @@ class IgnoresSeed final : public MetaInitTask {
 class RankSeed final : public MetaInitTask {
  public:
   void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
-    init_shard_drawing(slices, shard, [&](std::vector<float>& values, const ShardSlice& s) {
-      const std::uint64_t rank_seed = seed + static_cast<std::uint64_t>(shard.device().rank());
-      s.param->init.fill(slice_of(values, s), rank_seed, s.param->name, static_cast<std::uint64_t>(s.param_begin));
-    });
+    const std::uint64_t rank_seed = seed + static_cast<std::uint64_t>(shard.device().rank());
+    init_shard_drawing(slices, shard,
+                       [&](std::vector<float>& values, const ShardSlice& s) { draw_slice(values, s, rank_seed); });
   }
 };
 
@@ -109,9 +118,7 @@ class DeviceStaging final : public MetaInitTask {
   void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
     check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
     if (shard.device().dry_run()) return;
-    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
-    for (const ShardSlice& s : slices)
-      s.param->init.fill(slice_of(values, s), seed, s.param->name, static_cast<std::uint64_t>(s.param_begin));
+    const std::vector<float> values = drawn_values(slices, shard, seed);
     const Tensor staging = Tensor::empty(shard.device(), shard.shape(), DType::f32, MemTag::workspace, "staging");
     shard.device().synchronize();
     staging.copy_from(values);
@@ -124,9 +131,7 @@ class DrawsOnDryRun final : public MetaInitTask {
  public:
   void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
     check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
-    std::vector<float> values(static_cast<std::size_t>(shard.numel()), 0.0f);
-    for (const ShardSlice& s : slices)
-      s.param->init.fill(slice_of(values, s), seed, s.param->name, static_cast<std::uint64_t>(s.param_begin));
+    const std::vector<float> values = drawn_values(slices, shard, seed);  // no return on a dry run first
     shard.device().synchronize();
     shard.copy_from(values);
   }

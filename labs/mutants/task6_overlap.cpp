@@ -12,6 +12,19 @@ namespace {
 
 const OverlapTask& reference() { return reference_overlap(); }
 
+// The reference's rate-limited ASYNC acquire_full, but for `at_limit(s)`, which says when the limit holds the
+// host (the reference: live_gathered(s) >= max_inflight).
+template <class AtLimit>
+bool acquire_limited(FsdpUnit& unit, FsdpRank& rank, bool prefetch, AtLimit at_limit) {
+  OverlapState& s = rank.schedule;
+  s.parked.release_completed(rank.device);
+  while (at_limit(s) && s.parked.release_oldest_limited(rank.device)) {
+  }
+  if (prefetch && at_limit(s)) return false;
+  unit.full.storage().allocate();
+  return true;
+}
+
 // Forwards every call to the reference; a mutant overrides the one it gets wrong.
 class LikeTheReference : public OverlapTask {
  public:
@@ -76,14 +89,8 @@ class LimiterOffByOne final : public LikeTheReference {
   bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
     if (!rank.async() || unit.pool_slot >= 0 || rank.options.max_inflight <= 0 || !rate_limited(unit))
       return reference().acquire_full(unit, rank, prefetch);
-    OverlapState& s = rank.schedule;
-    s.parked.release_completed(rank.device);
     const int limit = rank.options.max_inflight;
-    while (live_gathered(s) > limit && s.parked.release_oldest_limited(rank.device)) {
-    }
-    if (prefetch && live_gathered(s) > limit) return false;
-    unit.full.storage().allocate();
-    return true;
+    return acquire_limited(unit, rank, prefetch, [limit](const OverlapState& s) { return live_gathered(s) > limit; });
   }
 };
 
@@ -127,19 +134,12 @@ class LimiterCountsTheRoot final : public LikeTheReference {
   bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
     if (!rank.async() || unit.pool_slot >= 0 || rank.options.max_inflight <= 0)
       return reference().acquire_full(unit, rank, prefetch);
-    OverlapState& s = rank.schedule;
-    const auto gathered = [&s] {
-      int n = s.parked.limited();
-      for (const FsdpUnit* u : s.units) n += u->state != UnitState::sharded && u->pool_slot < 0;
-      return n;
-    };
-    s.parked.release_completed(rank.device);
     const int limit = rank.options.max_inflight;
-    while (gathered() >= limit && s.parked.release_oldest_limited(rank.device)) {
-    }
-    if (prefetch && gathered() >= limit) return false;
-    unit.full.storage().allocate();
-    return true;
+    return acquire_limited(unit, rank, prefetch, [limit](const OverlapState& s) {
+      int gathered = s.parked.limited();  // every gathered unit, rate_limited or not
+      for (const FsdpUnit* u : s.units) gathered += u->state != UnitState::sharded && u->pool_slot < 0;
+      return gathered >= limit;
+    });
   }
 };
 

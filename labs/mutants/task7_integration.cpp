@@ -92,11 +92,11 @@ class SharedInUsersUnit final : public IntegrationTask {
  public:
   std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
     std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
+    const auto plan_of = [&](const Module* m) {
+      return std::find_if(plans.begin(), plans.end(), [m](const UnitPlan& p) { return p.module == m; });
+    };
     for (Module* m : model.modules()) {
-      const Module* holder = m;
-      const auto plan_of = [&](const Module* h) {
-        return std::find_if(plans.begin(), plans.end(), [h](const UnitPlan& p) { return p.module == h; });
-      };
+      const Module* holder = m;  // the nearest enclosing module that is a unit
       while (holder != nullptr && plan_of(holder) == plans.end()) holder = holder->parent();
       if (holder == nullptr) continue;
       for (Parameter* p : m->shared_parameters()) plan_of(holder)->params.push_back(p);
