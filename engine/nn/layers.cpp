@@ -11,9 +11,9 @@ namespace fsdplab {
 
 Tensor as_rows(const Tensor& x) { return x.reshape({x.numel() / x.dim(-1), x.dim(-1)}); }
 
-void check_gradient_to_add_into(const Module& norm, const Tensor& input, const Tensor& dx) {
+void check_gradient_to_add_into(const Module& module, const Tensor& input, const Tensor& dx) {
   if (!(dx.shape() == input.shape()))
-    fail(norm.name(), ": the gradient to add into must be the input's shape ", shape_str(input.shape()), ", got ",
+    fail(module.name(), ": the gradient to add into must be the input's shape ", shape_str(input.shape()), ", got ",
          dx.describe());
 }
 
@@ -50,9 +50,10 @@ Tensor Linear::forward(RunContext& ctx, const Tensor& x, const Tensor& residual)
   return y;
 }
 
-Tensor Linear::backward(RunContext& ctx, const Tensor& dy) {
+Tensor Linear::backward(RunContext& ctx, const Tensor& dy, const Tensor& dx_residual) {
   enter_backward(ctx);
   check(x_.defined(), name(), ": backward without a forward");
+  if (dx_residual.defined()) check_gradient_to_add_into(*this, x_, dx_residual);
   if (activation_ == Activation::gelu) {
     gelu_backward_in_place(ctx.stream(), pre_, dy);  // dy is now the gradient of x W + b
     pre_ = Tensor();
@@ -60,7 +61,7 @@ Tensor Linear::backward(RunContext& ctx, const Tensor& dy) {
   const bool out_in = layout_ == WeightLayout::out_in;
   Tensor dx = ctx.activation({dy.dim(0), in_}, name() + ".dx");
   // out_in: y = x W^T, so dx = dy W and dW += dy^T x.  in_out: y = x W, so dx = dy W^T and dW += x^T dy.
-  matmul(ctx.stream(), dy, value_of(*weight_), dx, {.trans_b = !out_in});
+  matmul(ctx.stream(), dy, value_of(*weight_), dx, {.trans_b = !out_in}, {.residual = dx_residual});
   if (out_in) {
     matmul(ctx.stream(), dy, x_, grad_of(*weight_), {.trans_a = true, .beta = 1});
   } else {

@@ -34,6 +34,11 @@ ParamInit linear_default_init(std::int64_t fan_in);
 // (fsdplab bench --what kernels --device sim counts them). Llama's Linears have no bias: their residual epilogue
 // is the add alone, and its RMSNorm's backward adds into the residual gradient as LayerNorm's does.
 //
+// The backward has one such sum of its own: an input that several Linears read (Llama's q, k and v projections
+// read the same normed x, as its gate and up projections do) has the sum of their input gradients for its
+// gradient. Each Linear after the first adds the sum so far in its input-gradient GEMM's residual epilogue
+// (Linear::backward's dx_residual), where a separate add would read both and write the sum once more.
+//
 // On the cuda device the epilogue runs in cuBLASLt's GEMM kernel ([Note: the GEMM epilogue on cuBLASLt] in
 // engine/cuda/cublas_matmul.cpp). The product is rounded once, after the epilogue: in f32 that is bit for bit
 // the separate ops (a GEMM's f32 store, then each op's f32 sum), in bf16 it rounds once where they rounded after
@@ -50,8 +55,9 @@ ParamInit linear_default_init(std::int64_t fan_in);
 // could run it inside c_proj's input-gradient GEMM, but that GEMM would then apply c_fc's activation, reading
 // c_fc's pre-activation across the two Linears; it waits for a GPU profile that shows the pass matters.
 
-// A norm's backward_adding_to: `dx`, which the input's gradient is added into, must have the input's shape.
-void check_gradient_to_add_into(const Module& norm, const Tensor& input, const Tensor& dx);
+// A norm's backward_adding_to and a Linear's dx_residual: `dx`, which the input's gradient is added into (or
+// added to), must have the input's shape.
+void check_gradient_to_add_into(const Module& module, const Tensor& input, const Tensor& dx);
 
 // What a Linear applies after its bias ([Note: fused epilogues]).
 enum class Activation { none, gelu };
@@ -65,7 +71,9 @@ class Linear final : public Module {
   // output: the skip connection added in the same pass as the bias.
   Tensor forward(RunContext& ctx, const Tensor& x, const Tensor& residual = Tensor());
   // With a GELU, dy (the gradient of the GELU's output) is overwritten with the pre-activation's gradient.
-  Tensor backward(RunContext& ctx, const Tensor& dy);
+  // With a `dx_residual` [N, in], returns dx_residual + the input's gradient, summed in the GEMM's epilogue: the
+  // gradient of an input that other layers read too ([Note: fused epilogues]).
+  Tensor backward(RunContext& ctx, const Tensor& dy, const Tensor& dx_residual = Tensor());
   Parameter& weight() { return *weight_; }
 
  private:

@@ -192,12 +192,13 @@ class LlamaAttention final : public Module {
     Tensor dv = ctx.activation(v_.shape(), name() + ".dv");
     pack_qkv_backward(ctx.stream(), dqkv, dq, dk, dv, n_head_, n_kv_head_);
     dqkv = q_ = k_ = v_ = Tensor();
-    // Through the rotations (in place), then the projections, whose input gradients sum (x fed all three).
+    // Through the rotations (in place), then the projections: x fed all three, so its gradient is the sum of
+    // theirs, each added in the next one's GEMM epilogue ([Note: fused epilogues]).
     rope_backward(ctx.stream(), dq, dq, n_head_, theta_);
     rope_backward(ctx.stream(), dk, dk, n_kv_head_, theta_);
     Tensor dx = q_proj_.backward(ctx, as_rows(dq));
-    add(ctx.stream(), dx, k_proj_.backward(ctx, as_rows(dk)), dx);
-    add(ctx.stream(), dx, v_proj_.backward(ctx, as_rows(dv)), dx);
+    dx = k_proj_.backward(ctx, as_rows(dk), dx);
+    dx = v_proj_.backward(ctx, as_rows(dv), dx);
     exit_backward(ctx);
     return dx;
   }
@@ -255,7 +256,7 @@ class LlamaMlp final : public Module {
     gate_ = up_ = Tensor();
     Tensor dx = gate_proj_.backward(ctx, dgate);
     dgate = Tensor();
-    add(ctx.stream(), dx, up_proj_.backward(ctx, dup), dx);
+    dx = up_proj_.backward(ctx, dup, dx);  // x fed both: the sum, in up_proj's epilogue
     exit_backward(ctx);
     return dx;
   }

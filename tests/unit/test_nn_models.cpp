@@ -19,6 +19,7 @@ using testing::random_values;
 using testing::read;
 using testing::tensor_from;
 using testing::zero_grads;
+using testing::zeros;
 
 std::vector<std::string> names_and_shapes(Module& model) {
   std::vector<std::string> out;
@@ -143,6 +144,37 @@ TEST_P(NnModelsOnDevice, InitialisationIsTheCounterRngsAndPyTorchsDefaultBounds)
   std::vector<float> slice(7);
   toy.parameter("fc2.weight").init.fill(slice, 5, "fc2.weight", 13);
   EXPECT_EQ(slice, std::vector<float>(w.begin() + 13, w.begin() + 20));
+}
+
+// [Note: fused epilogues]: an input gradient summed in a Linear's input-gradient GEMM (Llama's q, k and v
+// projections share their input) is, in f32, bit for bit the separate add it replaced, and the parameters'
+// gradients are what the backward without a sum gives.
+TEST_P(NnModelsOnDevice, ALinearAddsToAnInputGradientInItsEpilogueAsASeparateAddWould) {
+  auto dev = device();
+  RunContext ctx{*dev};
+  Linear fc("fc", 24, 40, true, WeightLayout::out_in, linear_default_init(24), linear_default_init(24));
+  const Tensor x = tensor_from(*dev, {17, 24}, random_values(17 * 24, 4));
+  const Tensor dy = tensor_from(*dev, {17, 40}, random_values(17 * 40, 5));
+  const Tensor other = tensor_from(*dev, {17, 24}, random_values(17 * 24, 6));
+  const Tensor of_the_output_shape = zeros(*dev, {17, 40});
+  const auto backward = [&](const Tensor& dx_residual) {
+    materialise(fc, *dev, 3);  // zeroed gradients
+    fc.forward(ctx, x);
+    std::vector<std::vector<float>> out{read(fc.backward(ctx, dy, dx_residual))};
+    for (Parameter* p : fc.parameters()) out.push_back(read(p->grad));  // weight, bias
+    return out;
+  };
+  const std::vector<std::vector<float>> alone = backward(Tensor());
+  const std::vector<std::vector<float>> summed = backward(other);
+  Tensor separate = zeros(*dev, {17, 24});
+  add(testing::compute(*dev), tensor_from(*dev, {17, 24}, alone[0]), other, separate);
+  EXPECT_EQ(summed[0], read(separate));
+  ASSERT_EQ(summed.size(), 3u);
+  EXPECT_EQ(summed[1], alone[1]) << "the weight's gradient";
+  EXPECT_EQ(summed[2], alone[2]) << "the bias's gradient";
+  fc.forward(ctx, x);
+  const std::string error = testing::error_of([&] { fc.backward(ctx, dy, of_the_output_shape); });
+  EXPECT_TRUE(testing::contains(error, "fc: the gradient to add into must be the input's shape [17, 24], got")) << error;
 }
 
 FSDPLAB_ON_EACH_DEVICE(NnModelsOnDevice);
