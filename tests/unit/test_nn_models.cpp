@@ -174,7 +174,8 @@ TEST_P(NnModelsOnDevice, ALinearAddsToAnInputGradientInItsEpilogueAsASeparateAdd
   EXPECT_EQ(summed[2], alone[2]) << "the bias's gradient";
   fc.forward(ctx, x);
   const std::string error = testing::error_of([&] { fc.backward(ctx, dy, of_the_output_shape); });
-  EXPECT_TRUE(testing::contains(error, "fc: the gradient to add into must be the input's shape [17, 24], got")) << error;
+  EXPECT_TRUE(testing::contains(error, "fc: the gradient to add into must be the input's shape [17, 24], got"))
+      << error;
 }
 
 FSDPLAB_ON_EACH_DEVICE(NnModelsOnDevice);
