@@ -475,12 +475,13 @@ void CuptiLink::retire(std::uint64_t tag, std::optional<std::pair<SimTime, SimTi
 }
 
 void CuptiLink::drain(std::vector<TraceEvent>& out) {
-  if (!mailbox_->filled.load(std::memory_order_acquire)) return;
   std::vector<RoutedRecord> records;
-  {
+  if (mailbox_->filled.load(std::memory_order_acquire)) {
     std::lock_guard lock(mailbox_->mutex);
     records.swap(mailbox_->records);
     mailbox_->filled.store(false, std::memory_order_relaxed);
+  } else if (mapper_.waiting() == 0) {
+    return;  // nothing came, and nothing waits for an op that retired since
   }
   mapper_.map(records, Tracer::get().flushes(), out);
 }
@@ -493,6 +494,7 @@ void CuptiLink::finish(std::vector<TraceEvent>& out) {
   tracer.flush(false);
   tracer.settle(source_);
   drain(out);
+  mapper_.finish(out);  // every op has retired: nothing waits for a span any more
 }
 
 }  // namespace fsdplab::cuda

@@ -83,6 +83,24 @@ Lane lane_of(OpCategory category) {
   return Lane::compute;
 }
 
+// ---- what the router and the mapper share ----------------------------------------------------------
+
+namespace {
+
+// An NCCL kernel: no correlation will come for it, so it goes by its stream at once, and may reach its device
+// before its op retired ([Note: NCCL's kernels go by their stream]).
+bool goes_by_stream_at_once(const GpuRecord& record) {
+  return record.kind == GpuRecordKind::kernel && is_nccl_kernel(record.name);
+}
+
+// The events appended from `from` on, in time order.
+void sort_by_begin(std::vector<TraceEvent>& out, std::size_t from) {
+  std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(from), out.end(),
+                   [](const TraceEvent& a, const TraceEvent& b) { return a.begin < b.begin; });
+}
+
+}  // namespace
+
 // ---- GpuRecordRouter ---------------------------------------------------------------------------------
 
 void GpuRecordRouter::add_source(std::uint32_t source) {
@@ -137,7 +155,7 @@ bool GpuRecordRouter::route(const GpuRecord& record, bool by_stream) {
 }
 
 void GpuRecordRouter::add(const GpuRecord& record) {
-  if (!route(record, false)) waiting_.push_back(Waiting{record, flushes_});
+  if (!route(record, goes_by_stream_at_once(record))) waiting_.push_back(Waiting{record, flushes_});
 }
 
 void GpuRecordRouter::end_flush() {
@@ -200,6 +218,16 @@ GpuActivityMapper::Work* GpuActivityMapper::work_in_span(const RoutedRecord& rou
   return it == work_.end() ? nullptr : &it->second;
 }
 
+bool GpuActivityMapper::after_retired_spans(const RoutedRecord& routed) const {
+  if (!routed.stream_lane || routed.record.kind == GpuRecordKind::host_wait) return false;
+  const auto lane = static_cast<std::size_t>(*routed.stream_lane);
+  if (lane >= kStreamCount) return false;
+  const GpuRecord& r = routed.record;
+  const SimTime middle = static_cast<SimTime>(r.start + (std::max(r.end, r.start) - r.start) / 2) - zero_;
+  const auto& spans = spans_[lane];
+  return spans.empty() || middle > spans.rbegin()->second.first;
+}
+
 TraceEvent GpuActivityMapper::to_event(const RoutedRecord& routed, Work* work) const {
   const GpuRecord& r = routed.record;
   TraceEvent e;
@@ -246,21 +274,37 @@ TraceEvent GpuActivityMapper::to_event(const RoutedRecord& routed, Work* work) c
   return e;
 }
 
+void GpuActivityMapper::add_event(const RoutedRecord& routed, Work* work, bool by_span, std::vector<TraceEvent>& out) {
+  if (work && by_span) ++found_by_span_;
+  if (!work) ++unlabelled_;
+  out.push_back(to_event(routed, work));
+  if (work) work->seen = true;
+  ++events_;
+}
+
 void GpuActivityMapper::map(std::span<const RoutedRecord> records, std::int64_t flush, std::vector<TraceEvent>& out) {
   const std::size_t from = out.size();
+  // Those that waited: out once their op's span holds them, or once the patience is over.
+  std::erase_if(waiting_, [&](const Waiting& w) {
+    Work* work = work_in_span(w.routed);
+    if (!work && flush - w.since < kRecordPatienceFlushes) return false;
+    add_event(w.routed, work, true, out);
+    return true;
+  });
   for (const RoutedRecord& routed : records) {
     Work* work = nullptr;
     if (routed.tag != 0) {
       if (const auto it = work_.find(routed.tag); it != work_.end()) work = &it->second;
+    } else {
+      work = work_in_span(routed);
+      if (!work && goes_by_stream_at_once(routed.record) && after_retired_spans(routed)) {
+        waiting_.push_back(Waiting{routed, flush});
+        continue;
+      }
     }
-    if (!work && routed.tag == 0 && (work = work_in_span(routed))) ++found_by_span_;
-    if (!work) ++unlabelled_;
-    out.push_back(to_event(routed, work));
-    if (work) work->seen = true;
+    add_event(routed, work, routed.tag == 0, out);
   }
-  events_ += static_cast<std::int64_t>(out.size() - from);
-  std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(from), out.end(),
-                   [](const TraceEvent& a, const TraceEvent& b) { return a.begin < b.begin; });
+  sort_by_begin(out, from);
   if (flush == pruned_at_) return;  // once per flush: a drain may come at every launch
   pruned_at_ = flush;
   std::erase_if(work_, [&](const auto& entry) {
@@ -268,6 +312,13 @@ void GpuActivityMapper::map(std::span<const RoutedRecord> records, std::int64_t 
   });
   for (auto& spans : spans_)
     std::erase_if(spans, [&](const auto& span) { return !work_.contains(span.second.second); });
+}
+
+void GpuActivityMapper::finish(std::vector<TraceEvent>& out) {
+  const std::size_t from = out.size();
+  for (const Waiting& w : waiting_) add_event(w.routed, work_in_span(w.routed), true, out);
+  waiting_.clear();
+  sort_by_begin(out, from);
 }
 
 }  // namespace fsdplab

@@ -5,7 +5,8 @@
 // external correlations (which CUDA call ran under which of our ids). Two stages follow:
 //   GpuRecordRouter    (the tracer's, behind its lock) finds the source, i.e. the device, a record belongs
 //                      to: by the external id its device pushed around the CUDA calls that made it, else by
-//                      the stream it ran on. A record whose correlation has not come yet waits for it a while.
+//                      the stream it ran on. A record whose correlation has not come yet waits for it a while
+//                      (an NCCL kernel, which gets none, does not: [Note: NCCL's kernels go by their stream]).
 //   GpuActivityMapper  (each device's, on the device's own thread, since trace sinks are single-producer)
 //                      makes the TraceEvent: the rank, the lane of its stream, the op it came from (name of
 //                      the kernel, category, step, unit, phase, op id and deps of the op), times on the
@@ -70,10 +71,20 @@ constexpr std::uint64_t external_tag(std::uint64_t id) { return id & ((std::uint
 // How many flushes (the tracer flushes every ~100 ms) a record waits for its correlation: about five seconds.
 constexpr std::int64_t kRecordPatienceFlushes = 50;
 // How many flushes a device keeps the labels of finished work for records still to come. A record that never
-// gets a correlation (a kernel NCCL launched from a thread of its own) reaches its device only after waiting
-// the whole patience, counted from when its buffer came, which may be some flushes after its work finished:
-// so the labels stay for twice the patience, and such a record still finds its op by its stream and span.
+// gets a correlation (work launched from a thread that pushed no external id) reaches its device only after
+// waiting the whole patience, counted from when its buffer came, which may be some flushes after its work
+// finished: so the labels stay for twice the patience, and such a record still finds its op by its stream and
+// span. NCCL's kernels do not wait: see [Note: NCCL's kernels go by their stream].
 constexpr std::int64_t kRetiredWorkFlushes = 2 * kRecordPatienceFlushes;
+
+// [Note: NCCL's kernels go by their stream]
+// A non-blocking NCCL communicator (the engine's, for its watchdog and abort) launches a collective's kernel
+// from a thread of its own, where no external id was pushed, so no correlation ever names its op. Waiting the
+// patience for one would put every collective on the live timeline seconds after the compute around it. So an
+// NCCL kernel on a stream a device owns goes to that device at once, by its stream (GpuRecordRouter::add), and
+// the device labels it with the op whose CUDA-event span on that stream holds it (GpuActivityMapper::map).
+// Where that op has not retired yet (its end event not seen when the record came), the record waits for it in
+// the mapper, up to the patience.
 
 // A record and what the router found for it.
 struct RoutedRecord {
@@ -91,6 +102,8 @@ class GpuRecordRouter {
   void remove_source(std::uint32_t source);
   // CUDA call `correlation` ran under external id `id`.
   void add_correlation(std::uint32_t correlation, std::uint64_t id);
+  // Routes the record by its correlation; one without it waits, except an NCCL kernel on a device's stream,
+  // which goes by that stream at once ([Note: NCCL's kernels go by their stream]).
   void add(const GpuRecord& record);
   // A flush is done: waiting records whose correlation came go to their source; those that waited past the
   // patience go by their stream, or are orphaned (a host wait, which has none, is let go); correlations
@@ -148,13 +161,19 @@ class GpuActivityMapper {
   // kRetiredWorkFlushes before `flush`. A record that came without its work's tag but on one of the device's
   // streams (launched on a thread that pushed no external id, as NCCL's may be) belongs to the op whose
   // CUDA-event span on that stream holds the record's midpoint: a stream runs its work in order, so at most one
-  // does.
+  // does. An NCCL kernel, which the router sends at once, that lies after every retired span on its stream may
+  // have come before its op retired: it waits for it, up to kRecordPatienceFlushes, and goes out with a later
+  // call ([Note: NCCL's kernels go by their stream]).
   void map(std::span<const RoutedRecord> records, std::int64_t flush, std::vector<TraceEvent>& out);
+  // The device has retired all its work: the records still waiting for an op's span go out, labelled where
+  // one holds them.
+  void finish(std::vector<TraceEvent>& out);
 
   std::int64_t events() const { return events_; }          // trace events made
   std::int64_t unlabelled() const { return unlabelled_; }  // of which no work was known (or no longer)
   std::int64_t found_by_span() const { return found_by_span_; }  // labelled by their stream and time alone
   std::size_t known_work() const { return work_.size(); }
+  std::size_t waiting() const { return waiting_.size(); }  // NCCL kernels waiting for their op's span
 
  private:
   struct Work {
@@ -162,8 +181,16 @@ class GpuActivityMapper {
     bool seen = false;          // a record of it was mapped: the op's deps, bytes and FLOPs went with that one
     std::int64_t retired = -1;  // the flush count when retired; -1 while its calls may still be running
   };
+  struct Waiting {
+    RoutedRecord routed;
+    std::int64_t since = 0;  // the flush count when it came
+  };
   TraceEvent to_event(const RoutedRecord& routed, Work* work) const;
   Work* work_in_span(const RoutedRecord& routed);
+  // Whether the record lies after every retired span on its stream's lane: its op may retire yet.
+  bool after_retired_spans(const RoutedRecord& routed) const;
+  // Appends the record's event, labelled by `work` (found by its span where `by_span`), and counts it.
+  void add_event(const RoutedRecord& routed, Work* work, bool by_span, std::vector<TraceEvent>& out);
 
   int rank_;
   std::int64_t zero_;
@@ -171,6 +198,7 @@ class GpuActivityMapper {
   std::unordered_map<std::uint64_t, Work> work_;
   // Per stream lane, the retired ops' spans: begin -> (end, tag).
   std::array<std::map<SimTime, std::pair<SimTime, std::uint64_t>>, kStreamCount> spans_;
+  std::deque<Waiting> waiting_;  // NCCL kernels whose op has not retired yet
   std::int64_t pruned_at_ = -1;  // the flush count of the last forgetting
   std::int64_t events_ = 0;
   std::int64_t unlabelled_ = 0;

@@ -1,6 +1,7 @@
 // CUPTI's records made into trace events, on synthetic records: kernel names, NCCL kernels by name, routing
-// by external correlation id and by stream (with the wait for a late correlation), and the mapping onto a
-// rank's lanes with its ops' labels, op ids and clock. The CUPTI side itself needs a GPU (tests/gpu).
+// by external correlation id and by stream (with the wait for a late correlation; NCCL's kernels without it),
+// and the mapping onto a rank's lanes with its ops' labels, op ids and clock. The CUPTI side itself needs a
+// GPU (tests/gpu).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -99,6 +100,29 @@ TEST(GpuRecordRouter, ARecordWaitsForALateCorrelationThenGoesByItsStream) {
   EXPECT_EQ(routed[1][0].stream_lane, Lane::compute);
   EXPECT_EQ(router.orphaned(), 1) << "the stranger; the host wait of nobody's call is not device work";
   EXPECT_EQ(router.waiting(), 0u);
+}
+
+TEST(GpuRecordRouter, AnNcclKernelOnADevicesStreamGoesByItAtOnce) {
+  // [Note: NCCL's kernels go by their stream]: a non-blocking communicator launches from NCCL's own thread, so
+  // no correlation will come; other records without one still wait for theirs.
+  GpuRecordRouter router;
+  router.add_stream(0, 12, 1, Lane::all_gather);
+  router.add(kernel("ncclDevKernel_AllGather_RING_LL", 12, 500, 10, 20));
+  router.add(kernel("ncclDevKernel_AllGather_RING_LL", 98, 501, 30, 40));  // NCCL's own stream: nobody's
+  router.add(kernel("fill_kernel<float>", 12, 502, 50, 60));
+  router.add(GpuRecord{GpuRecordKind::memcpy, "Memcpy DtoD", 0, 12, 503, 70, 80, 256});
+  auto routed = router.take_routed();
+  ASSERT_EQ(routed.size(), 1u);
+  ASSERT_EQ(routed[1].size(), 1u);
+  EXPECT_EQ(routed[1][0].record.correlation, 500u);
+  EXPECT_EQ(routed[1][0].tag, 0u) << "by its stream";
+  EXPECT_EQ(routed[1][0].stream_lane, Lane::all_gather);
+  EXPECT_EQ(router.waiting(), 3u) << "the kernel on nobody's stream, and the records that are not NCCL's kernels";
+  router.add_correlation(504, external_id(1, 6));
+  router.add(kernel("ncclDevKernel_AllGather_RING_LL", 12, 504, 90, 100));
+  routed = router.take_routed();
+  ASSERT_EQ(routed[1].size(), 1u);
+  EXPECT_EQ(routed[1][0].tag, 6u) << "a correlation already there still names its op";
 }
 
 TEST(GpuRecordRouter, CorrelationsAreForgottenAfterThePatience) {
@@ -273,20 +297,67 @@ TEST(GpuActivityMapper, ARecordWithoutItsTagFindsTheOpWhoseEventSpanOnItsStreamH
   };
   std::vector<TraceEvent> events;
   mapper.map(records, 0, events);
-  ASSERT_EQ(events.size(), 3u);
+  ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].op, 7u);
   EXPECT_EQ(events[0].step, 3);
   EXPECT_EQ(events[0].deps, (std::vector<OpRef>{{0, 5}})) << "the op's first record carries its arrows";
   EXPECT_EQ(events[1].op, 8u);
-  EXPECT_EQ(events[2].op, 0u) << "after every span on its stream: no op (the compute op's span is another stream's)";
   EXPECT_EQ(mapper.found_by_span(), 2);
+  EXPECT_EQ(mapper.waiting(), 1u) << "after every span on its stream: its op may retire yet (the compute op's "
+                                     "span is another stream's)";
+  mapper.map({}, kRecordPatienceFlushes - 1, events);
+  EXPECT_EQ(events.size(), 2u) << "within the patience";
+  mapper.map({}, kRecordPatienceFlushes, events);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2].op, 0u) << "no op retired around it in the patience";
   EXPECT_EQ(mapper.unlabelled(), 1);
+  EXPECT_EQ(mapper.waiting(), 0u);
+}
+
+TEST(GpuActivityMapper, ARecordThatCameBeforeItsOpRetiredWaitsForItsSpan) {
+  // The kernel finished and CUPTI handed its record over before the device saw its op's end event: the record
+  // waits, and the drain after the op retires labels it. One that lies between two retired spans does not wait.
+  GpuActivityMapper mapper(0, 0);
+  const auto reduce_scatter = [](OpId op) {
+    return op_span(Lane::reduce_scatter, "reduce_scatter", OpCategory::reduce_scatter, op);
+  };
+  const std::uint64_t done = mapper.issue(reduce_scatter(3));
+  const std::uint64_t running = mapper.issue(reduce_scatter(4));
+  const std::uint64_t later = mapper.issue(reduce_scatter(5));
+  mapper.retire(done, 0, std::pair<SimTime, SimTime>{100, 200});
+  std::vector<TraceEvent> events;
+  mapper.map(std::vector<RoutedRecord>{{kernel("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", 12, 60, 250, 350), 0,
+                                        Lane::reduce_scatter}},
+             1, events);
+  EXPECT_TRUE(events.empty());
+  EXPECT_EQ(mapper.waiting(), 1u);
+  mapper.retire(running, 2, std::pair<SimTime, SimTime>{220, 400});
+  mapper.retire(later, 2, std::pair<SimTime, SimTime>{500, 600});
+  mapper.map(std::vector<RoutedRecord>{{kernel("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", 12, 61, 420, 480), 0,
+                                        Lane::reduce_scatter}},
+             2, events);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].op, 4u) << "found once its op retired";
+  EXPECT_EQ(events[0].category, OpCategory::reduce_scatter);
+  EXPECT_EQ(events[1].op, 0u) << "between two retired spans: no op, and nothing to wait for";
+  EXPECT_EQ(mapper.waiting(), 0u);
+
+  mapper.map(std::vector<RoutedRecord>{{kernel("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", 12, 62, 700, 800), 0,
+                                        Lane::reduce_scatter}},
+             3, events);
+  EXPECT_EQ(mapper.waiting(), 1u);
+  mapper.finish(events);
+  ASSERT_EQ(events.size(), 3u) << "the device's end lets it out";
+  EXPECT_EQ(events[2].op, 0u);
+  EXPECT_EQ(mapper.waiting(), 0u);
+  EXPECT_EQ(mapper.found_by_span(), 1);
+  EXPECT_EQ(mapper.unlabelled(), 2);
 }
 
 TEST(GpuActivity, AnUncorrelatedRecordThatCameLateStillFindsItsOpAfterWaitingThePatience) {
-  // A collective's NCCL kernel launched from NCCL's own thread: no correlation ever comes, so it waits the
-  // router's whole patience, counted from the flush its buffer came in, here 3 flushes after its op retired
-  // (its end event seen). The device must still know the op when the record reaches it by its stream.
+  // A collective's copy made from a thread that pushed no external id: no correlation ever comes, so it waits
+  // the router's whole patience, counted from the flush its buffer came in, here 3 flushes after its op
+  // retired (its end event seen). The device must still know the op when the record reaches it by its stream.
   GpuRecordRouter router;
   GpuActivityMapper mapper(0, 0);
   router.add_source(1);
@@ -299,7 +370,7 @@ TEST(GpuActivity, AnUncorrelatedRecordThatCameLateStillFindsItsOpAfterWaitingThe
     router.end_flush();
     mapper.map({}, flush + 1, events);  // other records' drains meanwhile forget what is old enough
   }
-  router.add(kernel("ncclDevKernel_AllGather_RING_LL", 12, 900, 150, 250));
+  router.add(GpuRecord{GpuRecordKind::memcpy, "Memcpy DtoD", 0, 12, 900, 150, 250, 1024});
   while (router.waiting() != 0) {
     router.end_flush();
     ++flush;
@@ -313,6 +384,25 @@ TEST(GpuActivity, AnUncorrelatedRecordThatCameLateStillFindsItsOpAfterWaitingThe
   EXPECT_EQ(events[0].category, OpCategory::all_gather);
   EXPECT_EQ(mapper.found_by_span(), 1);
   EXPECT_EQ(mapper.unlabelled(), 0);
+}
+
+TEST(GpuActivity, AnNcclKernelWithoutCorrelationIsOnTheTimelineAtTheNextDrain) {
+  // [Note: NCCL's kernels go by their stream]: routed at once, labelled by its op's span in the same flush,
+  // where it used to wait the patience (about five seconds of a live run).
+  GpuRecordRouter router;
+  GpuActivityMapper mapper(0, 0);
+  router.add_stream(0, 12, 1, Lane::all_gather);
+  const std::uint64_t op = mapper.issue(op_span(Lane::all_gather, "all_gather", OpCategory::all_gather, 4));
+  mapper.retire(op, 0, std::pair<SimTime, SimTime>{100, 300});
+  router.add(kernel("ncclDevKernel_AllGather_RING_LL", 12, 900, 150, 250));
+  auto routed = router.take_routed();
+  std::vector<TraceEvent> events;
+  mapper.map(routed[1], 0, events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].op, 4u);
+  EXPECT_EQ(events[0].lane, Lane::all_gather);
+  EXPECT_EQ(mapper.found_by_span(), 1);
+  EXPECT_EQ(router.waiting(), 0u);
 }
 
 TEST(GpuActivity, TwoRanksRecordsReachTheirOwnTraces) {
