@@ -203,29 +203,28 @@ void GpuActivityMapper::retire(std::uint64_t tag, std::int64_t flush, std::optio
     spans_[lane][span->first] = {span->second, tag};
 }
 
-GpuActivityMapper::Work* GpuActivityMapper::work_in_span(const RoutedRecord& routed) {
-  if (!routed.stream_lane || routed.record.kind == GpuRecordKind::host_wait) return nullptr;
+std::optional<GpuActivityMapper::StreamPoint> GpuActivityMapper::stream_point(const RoutedRecord& routed) const {
+  if (!routed.stream_lane || routed.record.kind == GpuRecordKind::host_wait) return std::nullopt;
   const auto lane = static_cast<std::size_t>(*routed.stream_lane);
-  if (lane >= kStreamCount) return nullptr;
+  if (lane >= kStreamCount) return std::nullopt;
   const GpuRecord& r = routed.record;
-  const SimTime middle = static_cast<SimTime>(r.start + (std::max(r.end, r.start) - r.start) / 2) - zero_;
-  const auto& spans = spans_[lane];
-  auto after = spans.upper_bound(middle);
-  if (after == spans.begin()) return nullptr;
+  return StreamPoint{&spans_[lane], static_cast<SimTime>(r.start + (std::max(r.end, r.start) - r.start) / 2) - zero_};
+}
+
+GpuActivityMapper::Work* GpuActivityMapper::work_in_span(const RoutedRecord& routed) {
+  const std::optional<StreamPoint> at = stream_point(routed);
+  if (!at) return nullptr;
+  auto after = at->spans->upper_bound(at->middle);
+  if (after == at->spans->begin()) return nullptr;
   const auto& [end, tag] = std::prev(after)->second;
-  if (middle > end) return nullptr;
+  if (at->middle > end) return nullptr;
   const auto it = work_.find(tag);
   return it == work_.end() ? nullptr : &it->second;
 }
 
 bool GpuActivityMapper::after_retired_spans(const RoutedRecord& routed) const {
-  if (!routed.stream_lane || routed.record.kind == GpuRecordKind::host_wait) return false;
-  const auto lane = static_cast<std::size_t>(*routed.stream_lane);
-  if (lane >= kStreamCount) return false;
-  const GpuRecord& r = routed.record;
-  const SimTime middle = static_cast<SimTime>(r.start + (std::max(r.end, r.start) - r.start) / 2) - zero_;
-  const auto& spans = spans_[lane];
-  return spans.empty() || middle > spans.rbegin()->second.first;
+  const std::optional<StreamPoint> at = stream_point(routed);
+  return at && (at->spans->empty() || at->middle > at->spans->rbegin()->second.first);
 }
 
 TraceEvent GpuActivityMapper::to_event(const RoutedRecord& routed, Work* work) const {

@@ -185,7 +185,16 @@ class GpuActivityMapper {
     RoutedRecord routed;
     std::int64_t since = 0;  // the flush count when it came
   };
+  // Per stream lane, the retired ops' spans: begin -> (end, tag).
+  using Spans = std::map<SimTime, std::pair<SimTime, std::uint64_t>>;
+  // Where a record ran: its stream lane's spans and its midpoint on the device's clock.
+  struct StreamPoint {
+    const Spans* spans = nullptr;
+    SimTime middle = 0;
+  };
   TraceEvent to_event(const RoutedRecord& routed, Work* work) const;
+  // None for a host wait or a record on no lane of the device.
+  std::optional<StreamPoint> stream_point(const RoutedRecord& routed) const;
   Work* work_in_span(const RoutedRecord& routed);
   // Whether the record lies after every retired span on its stream's lane: its op may retire yet.
   bool after_retired_spans(const RoutedRecord& routed) const;
@@ -196,8 +205,7 @@ class GpuActivityMapper {
   std::int64_t zero_;
   std::uint64_t next_tag_ = 1;
   std::unordered_map<std::uint64_t, Work> work_;
-  // Per stream lane, the retired ops' spans: begin -> (end, tag).
-  std::array<std::map<SimTime, std::pair<SimTime, std::uint64_t>>, kStreamCount> spans_;
+  std::array<Spans, kStreamCount> spans_;
   std::deque<Waiting> waiting_;  // NCCL kernels whose op has not retired yet
   std::int64_t pruned_at_ = -1;  // the flush count of the last forgetting
   std::int64_t events_ = 0;
