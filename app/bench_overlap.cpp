@@ -84,9 +84,10 @@ std::string scaled_link_name(const LinkPreset& base, double scale) {
   return name;
 }
 
-// One dry run of `options` on `link`; `keep`, when given, receives every rank's trace.
+// One dry run of `options` on `link` (with nodes, `inter_node_link` between them); `keep`, when given, receives
+// every rank's trace.
 StepTimes measure(const OverlapBenchOptions& bench, const FsdpOptions& options, const PresetCatalog& catalog,
-                  const std::string& link, TraceData* keep = nullptr) {
+                  const std::string& link, const std::string& inter_node_link, TraceData* keep = nullptr) {
   FsdpRun fsdp;
   fsdp.run.model = bench.model;
   fsdp.run.preset = model_has_named_sizes(bench.model) ? bench.preset : "";
@@ -96,6 +97,8 @@ StepTimes measure(const OverlapBenchOptions& bench, const FsdpOptions& options, 
   fsdp.run.steps = kSteps;
   fsdp.run.device_preset = bench.device_preset;
   fsdp.run.link_preset = link;
+  fsdp.run.ranks_per_node = bench.ranks_per_node;
+  fsdp.run.inter_node_link = inter_node_link;
   fsdp.options = options;
   fsdp.tasks = tasks_for(bench.impl);
   fsdp.dry_run = true;
@@ -207,16 +210,22 @@ class OverlapRuns {
     const PresetCatalog presets = PresetCatalog::builtin_or_file(bench.presets_file);
     device = presets.device(bench.device_preset);
     base = presets.link_for(device, bench.link_preset);
-    std::vector<LinkPreset> links = {base};
+    inter_node = bench.ranks_per_node > 0 ? presets.link(bench.inter_node_link) : base;
+    std::vector<LinkPreset> links = {base, inter_node};
+    inter_node_of_[base.name] = inter_node.name;
     for (double s : bench.bandwidth_scales) {
       if (s == 1) continue;
-      LinkPreset l = base;
-      l.name = scaled_link_name(base, s);
-      l.bandwidth = base.bandwidth * s;
-      links.push_back(l);
+      for (const LinkPreset* from : {&base, &inter_node}) {
+        LinkPreset l = *from;
+        l.name = scaled_link_name(*from, s);
+        l.bandwidth = from->bandwidth * s;
+        links.push_back(l);
+      }
+      inter_node_of_[scaled_link_name(base, s)] = scaled_link_name(inter_node, s);
     }
     // Unbounded bandwidth and no latency, as near as the preset format (both > 0) and the clock allow.
     links.push_back(LinkPreset{kFreeLink, "communication for free: the compute-only step", 1e30, 1e-12});
+    inter_node_of_[kFreeLink] = kFreeLink;
     catalog = bench_catalog(device, base, links);
 
     async = bench.async;
@@ -240,7 +249,7 @@ class OverlapRuns {
   const StepTimes& run(const FsdpOptions& o, const std::string& link) {
     const Key key{static_cast<int>(o.mode), prefetch_name(o.prefetch), o.max_inflight, static_cast<int>(o.buffers), link};
     auto it = cache_.find(key);
-    if (it == cache_.end()) it = cache_.emplace(key, measure(bench_, o, catalog, link)).first;
+    if (it == cache_.end()) it = cache_.emplace(key, measure(bench_, o, catalog, link, inter_node_of(link))).first;
     return it->second;
   }
 
@@ -252,9 +261,13 @@ class OverlapRuns {
   }
 
   std::size_t runs() const { return cache_.size(); }
+  // The inter-node link that goes with `link` (a preset, one of its sweep's scalings, or the free link).
+  const std::string& inter_node_of(const std::string& link) const { return inter_node_of_.at(link); }
 
   DevicePreset device;
   LinkPreset base;
+  // Between nodes, with --ranks-per-node; otherwise unused: the base link again.
+  LinkPreset inter_node;
   PresetCatalog catalog;
   FsdpOptions async, sync;
   std::int64_t parameters = 0;
@@ -262,6 +275,7 @@ class OverlapRuns {
  private:
   using Key = std::tuple<int, std::string, int, int, std::string>;
   const OverlapBenchOptions& bench_;
+  std::map<std::string, std::string> inter_node_of_;
   std::map<Key, StepTimes> cache_;
 };
 
@@ -286,8 +300,9 @@ OverlapHeadline overlap_headline(const OverlapBenchOptions& bench, TraceData* sy
   h.overlap_percent = row.overlap_percent();
   h.exposed = row.exposed();
   h.gathered = row.async.gathered;
-  if (sync_trace) measure(bench, runs.sync, runs.catalog, runs.base.name, sync_trace);
-  if (async_trace) measure(bench, runs.async, runs.catalog, runs.base.name, async_trace);
+  const std::string& inter_node = runs.inter_node_of(runs.base.name);
+  if (sync_trace) measure(bench, runs.sync, runs.catalog, runs.base.name, inter_node, sync_trace);
+  if (async_trace) measure(bench, runs.async, runs.catalog, runs.base.name, inter_node, async_trace);
   return h;
 }
 
@@ -314,6 +329,11 @@ void bench_overlap(const OverlapBenchOptions& bench) {
               device.name.c_str(), base.name.c_str(), base.bandwidth / 1e9, base.latency_us,
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq),
               static_cast<long long>(bench.micro_batch * bench.seq));
+  if (bench.ranks_per_node > 0)
+    std::printf("Nodes of %d ranks: the link above within a node, %s (%g GB/s per direction, %g us per ring step)\n"
+                "between nodes; a collective whose group spans nodes runs at its pace, and the sweep scales both.\n",
+                bench.ranks_per_node, runs.inter_node.name.c_str(), runs.inter_node.bandwidth / 1e9,
+                runs.inter_node.latency_us);
   std::printf("Dry runs of 3 steps on the sim device (time and memory, no numerics); step 2 measured on rank 0 (step 1\n"
               "records the forward order that forward prefetch replays; step 3 follows, so step 2 gathers its first unit\n"
               "for it, as a step mid-training does). Times are the sim device's virtual clock: deterministic, the same\n"
@@ -340,7 +360,7 @@ void bench_overlap(const OverlapBenchOptions& bench) {
   print_exposed_breakdown(headline.async);
   if (!bench.trace_path.empty()) {
     TraceData trace;
-    measure(bench, async, catalog, base.name, &trace);
+    measure(bench, async, catalog, base.name, runs.inter_node_of(base.name), &trace);
     TraceMeta meta;
     meta.backend = "sim";
     meta.world_size = bench.world;

@@ -266,7 +266,13 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, cons
     std::printf(" step %d %.3f ms%s", steps[i].step + 1, ns_to_ms(steps[i].end - steps[i].begin),
                 i + 1 < std::min<std::size_t>(steps.size(), 5) ? "," : "");
   if (steps.size() > 5) std::printf(" ...");
-  std::printf("  (%s, link %s)\n", device.name.c_str(), presets.link_for(device, run.link_preset).name.c_str());
+  const std::string link = presets.link_for(device, run.link_preset).name;
+  if (run.ranks_per_node > 0) {
+    std::printf("  (%s, link %s within nodes of %d ranks, %s between)\n", device.name.c_str(), link.c_str(),
+                run.ranks_per_node, run.inter_node_link.c_str());
+  } else {
+    std::printf("  (%s, link %s)\n", device.name.c_str(), link.c_str());
+  }
   std::printf("wall time: %.2f s on this host\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
 

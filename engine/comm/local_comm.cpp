@@ -208,7 +208,7 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
   const LocalWorld::Seat seat = next_seat();
   call.dry = device_.dry_run();
   call.earliest = device_.earliest_start(stream.lane, exchange.category);
-  call.duration = device_.cost_model().collective(exchange.category, exchange.full_bytes, world());
+  call.duration = device_.cost_model().collective(exchange.category, exchange.full_bytes, members_);
   call.input = call.dry ? nullptr : input.raw();
   const bool on_gpu = device_.kind() == DeviceKind::cuda;
   if (on_gpu) device_.record(call.ready, stream.lane);

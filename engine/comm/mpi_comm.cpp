@@ -279,7 +279,7 @@ void MpiComm::collective(Stream stream, Announcement mine, const Tensor& output,
   const OpCategory category = category_of(mine.call.kind);
   mine.call.dry = device_.dry_run();
   mine.earliest = device_.earliest_start(stream.lane, category);
-  mine.duration = device_.cost_model().collective(category, full_bytes, world());
+  mine.duration = device_.cost_model().collective(category, full_bytes, members_);
   const std::vector<Announcement> all = announce(mine);
   // Settled as LocalComm settles it: the latest earliest start, the slowest rank's duration.
   OpSpec spec;

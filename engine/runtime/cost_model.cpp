@@ -6,6 +6,15 @@
 
 namespace fsdplab {
 
+CostModel::CostModel(DevicePreset device, LinkPreset link, NodeLayout nodes)
+    : device_(std::move(device)), link_(std::move(link)), nodes_(std::move(nodes)) {
+  check(nodes_.ranks_per_node >= 0, "cost model: ", nodes_.ranks_per_node, " ranks per node; expected >= 1, or 0 "
+        "for one node");
+  check(nodes_.ranks_per_node == 0 || (nodes_.inter_node.bandwidth > 0 && nodes_.inter_node.latency_us >= 0),
+        "cost model: nodes of ", nodes_.ranks_per_node, " ranks need an inter-node link with a bandwidth, got '",
+        nodes_.inter_node.name, "'");
+}
+
 SimTime CostModel::compute(const OpCost& cost) const {
   check(cost.flops >= 0 && cost.bytes >= 0, "cost model: an op states negative work (flops ", cost.flops,
         ", bytes ", cost.bytes, ")");
@@ -31,12 +40,26 @@ double ring_traffic_factor(OpCategory category, int world) {
   }
 }
 
-SimTime CostModel::collective(OpCategory category, std::int64_t full_bytes, int world) const {
+SimTime CostModel::ring(OpCategory category, std::int64_t full_bytes, int world, const LinkPreset& link) const {
   check(full_bytes >= 0, "collective of ", full_bytes, " bytes; expected >= 0");
   if (world == 1) return seconds_to_ns(device_.min_kernel_us * 1e-6);  // a local copy at most
-  const double seconds = (world - 1) * link_.latency_us * 1e-6 +
-                         ring_traffic_factor(category, world) * static_cast<double>(full_bytes) / link_.bandwidth;
+  const double seconds = (world - 1) * link.latency_us * 1e-6 +
+                         ring_traffic_factor(category, world) * static_cast<double>(full_bytes) / link.bandwidth;
   return seconds_to_ns(seconds);
+}
+
+const LinkPreset& CostModel::link_between(std::span<const int> members) const {
+  for (int rank : members)
+    if (nodes_.node_of(rank) != nodes_.node_of(members.front())) return nodes_.inter_node;
+  return link_;
+}
+
+SimTime CostModel::collective(OpCategory category, std::int64_t full_bytes, std::span<const int> members) const {
+  return ring(category, full_bytes, static_cast<int>(members.size()), link_between(members));
+}
+
+SimTime CostModel::collective(OpCategory category, std::int64_t full_bytes, int world) const {
+  return ring(category, full_bytes, world, link_);
 }
 
 SimTime CostModel::host_copy(std::int64_t bytes) const {

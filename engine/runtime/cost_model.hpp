@@ -7,8 +7,11 @@
 // in W-1 steps each paying the link latency:
 //   t = (W-1) * latency + factor * full_bytes / bandwidth.
 // Bus bandwidth (what nccl-tests prints) is defined from that once, in bus_bandwidth().
+// On several nodes (NodeLayout) a ring within a node runs on the device's link, and one that spans nodes at
+// the pace of its slowest hops, the inter-node link's: its bandwidth and its latency in the formula above.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "engine/runtime/dtype.hpp"
 #include "engine/runtime/presets.hpp"
@@ -25,13 +28,28 @@ struct OpCost {
   bool matmul = false;    // a GEMM runs at the matmul peak of its dtype; everything else at vector peak
 };
 
+// Where the ranks sit: nodes of `ranks_per_node` consecutive world ranks, the ranks of a node joined by the
+// device's link, the nodes by `inter_node` links. 0 ranks per node: one node holds every rank (`inter_node`
+// unused), as on a workstation or a single server.
+struct NodeLayout {
+  int ranks_per_node = 0;
+  LinkPreset inter_node;
+  int node_of(int rank) const { return ranks_per_node > 0 ? rank / ranks_per_node : 0; }
+};
+
 class CostModel {
  public:
-  CostModel(DevicePreset device, LinkPreset link) : device_(std::move(device)), link_(std::move(link)) {}
+  CostModel(DevicePreset device, LinkPreset link, NodeLayout nodes = {});
 
   SimTime compute(const OpCost& cost) const;
-  // A collective of `category` over `world` ranks on a buffer whose full (unsharded) size is `full_bytes`.
+  // A collective of `category` over the world ranks `members` (a communicator's group) on a buffer whose full
+  // (unsharded) size is `full_bytes`, on the link between them (link_between).
+  SimTime collective(OpCategory category, std::int64_t full_bytes, std::span<const int> members) const;
+  // The same over `world` ranks of one node: a communicator that does not know where its ranks sit (NCCL's,
+  // whose nodes are the machine's own).
   SimTime collective(OpCategory category, std::int64_t full_bytes, int world) const;
+  // The device's link where `members` share a node, else the inter-node link.
+  const LinkPreset& link_between(std::span<const int> members) const;
   // A copy between host and device memory.
   SimTime host_copy(std::int64_t bytes) const;
   // CPU work (an offloaded optimizer step): bound by the host's arithmetic or its memory bandwidth.
@@ -40,10 +58,14 @@ class CostModel {
 
   const DevicePreset& device() const { return device_; }
   const LinkPreset& link() const { return link_; }
+  const NodeLayout& nodes() const { return nodes_; }
 
  private:
+  SimTime ring(OpCategory category, std::int64_t full_bytes, int world, const LinkPreset& link) const;
+
   DevicePreset device_;
   LinkPreset link_;
+  NodeLayout nodes_;
 };
 
 // The fraction of the full buffer each rank moves in a ring collective.

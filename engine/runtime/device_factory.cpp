@@ -50,6 +50,7 @@ std::unique_ptr<Device> make_device(int rank, const DeviceSpec& spec) {
     SimDeviceOptions options;
     options.dry_run = spec.dry_run;
     options.races = spec.races;
+    options.nodes = spec.nodes;
     return std::make_unique<SimDevice>(rank, spec.preset, spec.link, options);
   }
   check(!spec.dry_run, "rank ", rank, ": the cuda device runs real kernels; a dry run is the sim device's");

@@ -22,6 +22,7 @@ struct DeviceSpec {
   // time, the dashboard's expectations); the GPU's own capacity and speed are what they are.
   DevicePreset preset;
   LinkPreset link;
+  NodeLayout nodes;                                             // sim only: where the ranks sit
   bool dry_run = false;                                         // sim only
   RaceDetector::Policy races = RaceDetector::Policy::throw_error;  // sim only
   // cuda: ranks sharing one GPU (LocalComm) hold their collective stream for the link's time, so a

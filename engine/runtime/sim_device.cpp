@@ -26,7 +26,7 @@ void SimDevice::run_host_body(const std::string& op, const OpBody& body) const {
 }
 
 SimDevice::SimDevice(int rank, DevicePreset device, LinkPreset link, SimDeviceOptions options)
-    : Device(rank), options_(options), cost_(std::move(device), std::move(link)) {
+    : Device(rank), options_(options), cost_(std::move(device), std::move(link), options.nodes) {
   races_.set_policy(options.races);
 }
 

@@ -25,6 +25,7 @@ namespace fsdplab {
 struct SimDeviceOptions {
   bool dry_run = false;
   RaceDetector::Policy races = RaceDetector::Policy::throw_error;
+  NodeLayout nodes;  // where the ranks sit: which link a collective's group runs on (cost_model.hpp)
 };
 
 class SimDevice final : public Device {

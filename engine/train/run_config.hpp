@@ -60,6 +60,11 @@ struct RunConfig {
   bool sm_split_required = false;
   std::string device_preset = "h100-sxm";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's default link
+  // sim: nodes of `ranks_per_node` consecutive ranks, joined by the link preset `inter_node_link`, so a
+  // collective whose group spans nodes runs at that link's pace (NodeLayout, engine/runtime/cost_model.hpp);
+  // 0: every rank on one node.
+  int ranks_per_node = 0;
+  std::string inter_node_link = "ib-ndr400";
   std::string losses_file;  // CSV step,loss
   std::string trace_file;
   std::string trace_dir;    // a trace file per rank (rank0.json, ...)

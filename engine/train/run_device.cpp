@@ -37,6 +37,11 @@ DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, b
   spec.cupti = run.cupti;
   spec.sm_split = run.sm_split;
   spec.sm.required = run.sm_split_required;
+  if (run.ranks_per_node > 0) {
+    check(spec.kind == DeviceKind::sim, "--ranks-per-node places the sim device's ranks on nodes; the cuda "
+          "device's nodes are the machine's own (drop --ranks-per-node, or use --device sim)");
+    spec.nodes = NodeLayout{run.ranks_per_node, presets.link(run.inter_node_link)};
+  }
   if (spec.kind == DeviceKind::sim) {
     check(!run.emulate_link, "--emulate-link holds a real GPU's collective streams for the link's time; the sim "
           "device always runs its link on the virtual clock (--link-preset picks it); use --device cuda");

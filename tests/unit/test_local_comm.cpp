@@ -176,6 +176,43 @@ TEST(LocalComm, SplitIntoShardAndReplicaGroups) {
   }
 }
 
+// On two nodes of two ranks, HYBRID_SHARD's shard groups each sit in a node and take its link; the replica
+// groups span the nodes and take the inter-node link, as the full world's collectives do.
+TEST(LocalComm, AGroupSpanningNodesTakesTheInterNodeLink) {
+  constexpr int world = 4;
+  constexpr std::int64_t n = 1 << 20;
+  const PresetCatalog& presets = PresetCatalog::builtin();
+  SimDeviceOptions options;
+  options.dry_run = true;  // times only
+  options.nodes = NodeLayout{2, presets.link("ib-ndr400")};
+  std::vector<std::vector<SimTime>> durations(world);
+  with_ranks(
+      world,
+      [&](LocalComm& comm, SimDevice& device) {
+        const int r = comm.rank();
+        const auto shard_group = comm.split(r / 2);
+        const auto replica_group = comm.split(r % 2);
+        const Tensor t = Tensor::empty(device, {n}, DType::f32, MemTag::grad_full, "g");
+        std::vector<SimTime>& mine = durations[static_cast<std::size_t>(r)];
+        for (Communicator* group : {shard_group.get(), replica_group.get(), static_cast<Communicator*>(&comm)}) {
+          group->all_reduce(device.stream(Lane::reduce_scatter), t, ReduceOp::sum);
+          mine.push_back(device.ops().back().end - device.ops().back().begin);
+        }
+        device.synchronize();
+      },
+      options);
+  const CostModel nvlink_only(presets.device("h100-sxm"), presets.link("nvlink4"));
+  const CostModel ib_only(presets.device("h100-sxm"), presets.link("ib-ndr400"));
+  const std::int64_t bytes = n * 4;
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(durations[static_cast<std::size_t>(r)],
+              (std::vector<SimTime>{nvlink_only.collective(OpCategory::all_reduce, bytes, 2),
+                                    ib_only.collective(OpCategory::all_reduce, bytes, 2),
+                                    ib_only.collective(OpCategory::all_reduce, bytes, world)}))
+        << "rank " << r << ": its shard group, its replica group, the world";
+  }
+}
+
 // The op starts when the slowest rank's stream is ready, lasts the cost model's time, and has the
 // same begin and end on every rank, on whichever stream it was given (SYNC: compute; ASYNC: its own).
 TEST(LocalComm, OneVirtualBeginAndEndOnEveryRankOnTheStreamGiven) {

@@ -1,6 +1,8 @@
 // Device and link presets: the built-in catalogue, and clear errors for malformed preset files.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "engine/runtime/cost_model.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/presets.hpp"
@@ -28,7 +30,7 @@ constexpr std::string_view kValid = R"({
 TEST(RuntimePresets, BuiltinCatalogueHasTheLabsPresets) {
   const auto& c = PresetCatalog::builtin();
   for (const char* d : {"h100-sxm", "h100-pcie", "rtx-4090"}) EXPECT_NO_THROW(c.device(d)) << d;
-  for (const char* l : {"nvlink4", "pcie5", "pcie4-no-p2p", "slow-demo"}) EXPECT_NO_THROW(c.link(l)) << l;
+  for (const char* l : {"nvlink4", "pcie5", "pcie4-no-p2p", "slow-demo", "ib-ndr400"}) EXPECT_NO_THROW(c.link(l)) << l;
   EXPECT_GT(c.device("h100-sxm").matmul_flops_bf16, c.device("h100-sxm").matmul_flops_f32);
   EXPECT_GT(c.link("nvlink4").bandwidth, c.link("pcie4-no-p2p").bandwidth);
 }
@@ -82,6 +84,32 @@ TEST(RuntimePresets, MalformedFilesSayWhatIsWrong) {
   std::string dangling(kValid);
   dangling.replace(dangling.find("\"default_link\": \"l\""), 19, "\"default_link\": \"nope\"");
   EXPECT_NE(error_of(dangling).find("not a link preset"), std::string::npos) << error_of(dangling);
+}
+
+// [NodeLayout]: a group within one node runs on the device's link; one that spans nodes, wherever its ranks
+// sit, on the inter-node link, with the ring formula's bandwidth and latency both that link's.
+TEST(RuntimePresets, ACollectiveSpanningNodesRunsOnTheInterNodeLink) {
+  const auto& c = PresetCatalog::builtin();
+  const LinkPreset& nvlink = c.link("nvlink4");
+  const LinkPreset& ib = c.link("ib-ndr400");
+  const CostModel one_node(c.device("h100-sxm"), nvlink);
+  const CostModel nodes(c.device("h100-sxm"), nvlink, NodeLayout{4, ib});
+  const std::int64_t bytes = 64'000'000;
+  const auto ring = [&](const LinkPreset& link, int w, double factor) {
+    return seconds_to_ns((w - 1) * link.latency_us * 1e-6 + factor * bytes / link.bandwidth);
+  };
+  const std::vector<int> shard_group = {4, 5, 6, 7}, replica_group = {1, 5}, everyone = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(nodes.link_between(shard_group).name, "nvlink4");
+  EXPECT_EQ(nodes.collective(OpCategory::all_gather, bytes, shard_group), ring(nvlink, 4, 3.0 / 4));
+  EXPECT_EQ(nodes.link_between(replica_group).name, "ib-ndr400");
+  EXPECT_EQ(nodes.collective(OpCategory::all_reduce, bytes, replica_group), ring(ib, 2, 2 * 1.0 / 2));
+  EXPECT_EQ(nodes.collective(OpCategory::reduce_scatter, bytes, everyone), ring(ib, 8, 7.0 / 8));
+  EXPECT_EQ(one_node.collective(OpCategory::reduce_scatter, bytes, everyone), ring(nvlink, 8, 7.0 / 8))
+      << "without nodes, every rank shares one";
+  EXPECT_EQ(one_node.collective(OpCategory::reduce_scatter, bytes, everyone),
+            one_node.collective(OpCategory::reduce_scatter, bytes, 8));
+  EXPECT_THROW(CostModel(c.device("h100-sxm"), nvlink, NodeLayout{2, LinkPreset{}}), Error)
+      << "nodes without an inter-node link";
 }
 
 TEST(RuntimePresets, CollectiveCostFollowsTheRing) {
