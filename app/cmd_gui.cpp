@@ -80,6 +80,12 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
           ->check(CLI::IsMember({"sim", "cuda"})),
       cmd.add_option("--device-preset", s.device_preset, "Device preset (see `fsdplab presets`)")->capture_default_str(),
       cmd.add_option("--link-preset", s.link_preset, "Link preset; default: the device preset's link"),
+      cmd.add_option("--ranks-per-node", s.ranks_per_node,
+                     "sim: place the ranks on nodes of this many, --link-preset within a node and --inter-node-link "
+                     "between (as fsdplab run --ranks-per-node; default: one node)")
+          ->check(CLI::Range(1, 1 << 20)),
+      cmd.add_option("--inter-node-link", s.inter_node_link,
+                     "sim, with --ranks-per-node: the link preset between nodes (default: ib-ndr400)"),
       cmd.add_flag("--emulate-link", s.emulate_link,
                    "cuda: each collective holds its stream for the link preset's time (a workstation's link)"),
       cmd.add_option("--sm-split", o.sm_split,

@@ -16,6 +16,11 @@ void set_sm_split(RunConfig& run, std::string_view choice) {
   run.sm_split_required = choice == "on";
 }
 
+void check_whole_nodes(const RunConfig& run, int world) {
+  check(run.ranks_per_node == 0 || world % run.ranks_per_node == 0, "--ranks-per-node ", run.ranks_per_node,
+        " with --world ", world, ": expected whole nodes, a world that is a multiple of the ranks per node");
+}
+
 DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, bool dry_run) {
   DeviceSpec spec;
   // auto follows the communicator where it allows one device only: MPI carries the sim device's data, NCCL
