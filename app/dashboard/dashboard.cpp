@@ -64,8 +64,9 @@ void Dashboard::draw_title() {
                                                          s.inter_node_link + " between"
                                                    : "";
     ImGui::Text("fsdplab · %s %s · W=%d · %s%s%s%s · %s · impl: %s · %s", s.model.c_str(), s.preset.c_str(),
-                s.world, s.device_preset.c_str(), s.link_preset.empty() ? "" : " + ", s.link_preset.c_str(), nodes.c_str(),
-                std::string(comparison_name(s.comparison)).c_str(), s.fsdp.impl.c_str(), session_->where().c_str());
+                s.world, s.device_preset.c_str(), s.link_preset.empty() ? "" : " + ", s.link_preset.c_str(),
+                nodes.c_str(), std::string(comparison_name(s.comparison)).c_str(), s.fsdp.impl.c_str(),
+                session_->where().c_str());
   } else if (remote_) {
     ImGui::Text("fsdplab gui --listen %s · %zu run(s) · %zu events", remote_->listener().address().c_str(),
                 remote_->store().sources().size(), remote_->store().event_count());
