@@ -134,8 +134,9 @@ void gemm_ex(cublasHandle_t handle, DType in, const void* a, const void* b, cuda
 //
 // Layouts are those of gemm_ex: row-major out = op(a) @ op(b) is column-major out^T = op(b)^T @ op(a)^T, so b is
 // cuBLASLt's A and a its B, and the bias, one value per column of the row-major out, is one per row of D, which is what
-// cuBLASLt broadcasts. Where cuBLASLt has no algorithm (a leading dimension or pointer it cannot align), a GELU's
-// width is not a multiple of 8 (its aux matrix's rule), or a and out differ in dtype (no Linear does), the GEMM
+// cuBLASLt broadcasts. Where cuBLASLt has no algorithm (a leading dimension or pointer it cannot align), a bias or
+// GELU aux pointer is not 16-byte aligned (which no preference can tell the heuristic), a GELU's width is not a
+// multiple of 8 (its aux matrix's rule), or a and out differ in dtype (no Linear does), the GEMM
 // runs on cublasGemmEx into an f32 scratch product and the epilogue as matmul_kernels.cu's kernel: the same
 // formulas, in one more pass. Split-K partial sums stay in f32, as with
 // CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION on the cuBLAS path, and the heuristic's pick depends only on the
@@ -197,6 +198,11 @@ bool lt_gemm(cudaStream_t stream, const ThreadBlas::Bound& bound, DType in, DTyp
   // The GELU's aux matrix (gelu_pre, column-major n x m) needs a leading dimension divisible by 8 (cublasLt.h,
   // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD); other widths take the fallback.
   if (e.gelu_pre != nullptr && g.n % 8 != 0) return false;
+  // The alignment preferences below describe A, B, C and D only: the heuristic knows nothing of the bias and aux
+  // pointers, and may pick a kernel that loads them 16 bytes at a time, which faults ("misaligned address", and
+  // the context is lost) on one that is not. A bias is a view into its unit's flat buffer, where FSDP's alignment
+  // of 4 elements leaves bf16 views 8 bytes aligned; such a bias, or aux matrix, takes the fallback.
+  if (alignment_of(e.bias) < 16 || alignment_of(e.gelu_pre) < 16) return false;
   const cudaDataType_t in_type = cuda_type(in), out_type = cuda_type(out_dtype);
 
   cublasLtMatmulDesc_t raw_desc = nullptr;

@@ -254,14 +254,16 @@ std::vector<double> reference_epilogue(std::vector<double> p, const EpilogueValu
 }
 
 // Every epilogue, in f32 and bf16, with b transposed (nn.Linear's layout) and not, at a shape cuBLASLt takes
-// (multiples of 16) and at odd ones on views one element into their storage, which it may refuse (the cuda
-// device then runs the product and the epilogue kernel): out and gelu_pre against the double loop.
+// (multiples of 16), at odd ones on views one element into their storage, which it may refuse (the cuda
+// device then runs the product and the epilogue kernel), and at the first shape with aligned matrices but a
+// bias and GELU aux 2 elements into theirs (a FlatParameter's bias view can be; the cuda device must not hand
+// cuBLASLt a bias its kernel would load misaligned): out and gelu_pre against the double loop.
 TEST_P(MatmulTest, EpiloguesApplyBiasGeluOrResidualToTheProduct) {
   auto dev = device();
   struct Size {
-    int M, N, K, offset;
+    int M, N, K, offset, epilogue_offset;  // offset: of a, b, out and residual; epilogue_offset: bias, gelu_pre
   };
-  for (const Size z : {Size{64, 48, 96, 0}, Size{37, 29, 45, 1}}) {
+  for (const Size z : {Size{64, 48, 96, 0, 0}, Size{37, 29, 45, 1, 1}, Size{64, 48, 96, 0, 2}}) {
     for (DType dt : {DType::f32, DType::bf16}) {
       for (bool tb : {false, true}) {
         const auto round = [&](std::vector<float> v) { return dt == DType::bf16 ? rounded_to_bf16(v) : v; };
@@ -272,16 +274,17 @@ TEST_P(MatmulTest, EpiloguesApplyBiasGeluOrResidualToTheProduct) {
             {bias, {}, false}, {bias, {}, true}, {bias, residual, false}, {{}, residual, false}, {{}, {}, true}};
         for (const EpilogueValues& kind : kinds) {
           SCOPED_TRACE(std::string(dtype_name(dt)) + " [" + std::to_string(z.M) + ", " + std::to_string(z.N) +
-                       "], trans_b " + (tb ? "on" : "off") + (kind.bias.empty() ? "" : ", bias") +
+                       "], offsets " + std::to_string(z.offset) + "/" + std::to_string(z.epilogue_offset) +
+                       ", trans_b " + (tb ? "on" : "off") + (kind.bias.empty() ? "" : ", bias") +
                        (kind.gelu ? ", gelu" : "") + (kind.residual.empty() ? "" : ", residual"));
           Tensor a = view_at(*dev, {z.M, z.K}, av, dt, z.offset);
           Tensor b = view_at(*dev, tb ? Shape{z.N, z.K} : Shape{z.K, z.N}, bv, dt, z.offset);
           const std::vector<float> stale(static_cast<std::size_t>(z.M * z.N), std::nanf(""));
           Tensor out = view_at(*dev, {z.M, z.N}, stale, dt, z.offset);
           MatmulEpilogue e;
-          if (!kind.bias.empty()) e.bias = view_at(*dev, {z.N}, kind.bias, dt, z.offset);
+          if (!kind.bias.empty()) e.bias = view_at(*dev, {z.N}, kind.bias, dt, z.epilogue_offset);
           if (!kind.residual.empty()) e.residual = view_at(*dev, {z.M, z.N}, kind.residual, dt, z.offset);
-          if (kind.gelu) e.gelu_pre = view_at(*dev, {z.M, z.N}, stale, dt, z.offset);
+          if (kind.gelu) e.gelu_pre = view_at(*dev, {z.M, z.N}, stale, dt, z.epilogue_offset);
           matmul(compute(*dev), a, b, out, {.trans_b = tb}, e);
 
           std::vector<double> pre(p.size());
