@@ -97,8 +97,7 @@ StepTimes measure(const OverlapBenchOptions& bench, const FsdpOptions& options, 
   fsdp.run.steps = kSteps;
   fsdp.run.device_preset = bench.device_preset;
   fsdp.run.link_preset = link;
-  fsdp.run.ranks_per_node = bench.ranks_per_node;
-  fsdp.run.inter_node_link = inter_node_link;
+  fsdp.run.nodes = {bench.nodes.ranks_per_node, inter_node_link};
   fsdp.options = options;
   fsdp.tasks = tasks_for(bench.impl);
   fsdp.dry_run = true;
@@ -210,7 +209,7 @@ class OverlapRuns {
     const PresetCatalog presets = PresetCatalog::builtin_or_file(bench.presets_file);
     device = presets.device(bench.device_preset);
     base = presets.link_for(device, bench.link_preset);
-    inter_node = bench.ranks_per_node > 0 ? presets.link(bench.inter_node_link) : base;
+    inter_node = bench.nodes.ranks_per_node > 0 ? presets.link(bench.nodes.inter_node_link) : base;
     std::vector<LinkPreset> links = {base, inter_node};
     inter_node_of_[base.name] = inter_node.name;
     for (double s : bench.bandwidth_scales) {
@@ -329,10 +328,10 @@ void bench_overlap(const OverlapBenchOptions& bench) {
               device.name.c_str(), base.name.c_str(), base.bandwidth / 1e9, base.latency_us,
               static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq),
               static_cast<long long>(bench.micro_batch * bench.seq));
-  if (bench.ranks_per_node > 0)
+  if (bench.nodes.ranks_per_node > 0)
     std::printf("Nodes of %d ranks: the link above within a node, %s (%g GB/s per direction, %g us per ring step)\n"
                 "between nodes; a collective whose group spans nodes runs at its pace, and the sweep scales both.\n",
-                bench.ranks_per_node, runs.inter_node.name.c_str(), runs.inter_node.bandwidth / 1e9,
+                bench.nodes.ranks_per_node, runs.inter_node.name.c_str(), runs.inter_node.bandwidth / 1e9,
                 runs.inter_node.latency_us);
   std::printf("Dry runs of 3 steps on the sim device (time and memory, no numerics); step 2 measured on rank 0 (step 1\n"
               "records the forward order that forward prefetch replays; step 3 follows, so step 2 gathers its first unit\n"

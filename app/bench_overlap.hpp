@@ -10,6 +10,7 @@
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/presets.hpp"
+#include "engine/train/run_config.hpp"
 #include "engine/runtime/sim_time.hpp"
 #include "engine/trace/trace_recorder.hpp"
 
@@ -23,10 +24,8 @@ struct OverlapBenchOptions {
   int world = 2;
   std::string device_preset = "h100-sxm";
   std::string link_preset;  // empty: the device preset's default link
-  // Nodes of this many ranks joined by `inter_node_link` (RunConfig::ranks_per_node); 0: one node. The sweep
-  // scales both links, and the free link stands in for both.
-  int ranks_per_node = 0;
-  std::string inter_node_link = "ib-ndr400";
+  // The sweep scales both links, and the free link stands in for both.
+  NodePlacement nodes;
   std::string presets_file;  // empty: the built-in presets
   // The ASYNC configuration of the bandwidth sweep and the headline numbers (its mode is set to async);
   // the prefetch sweep varies it. SYNC is sync_schedule of it.

@@ -175,13 +175,8 @@ void add_bench_command(CLI::App& app) {
                       "overlap: link bandwidths of the sweep, as multiples of the link preset's (default 0.25 0.5 1 2 4)")
           ->delimiter(','),
       cmd->add_option("--trace", overlap->trace_path,
-                      "overlap: write the headline ASYNC dry run's Chrome trace (both steps, every rank) here"),
-      cmd->add_option("--ranks-per-node", overlap->ranks_per_node,
-                      "overlap: place the ranks on nodes of this many, --link-preset within a node and "
-                      "--inter-node-link between (default: one node)")
-          ->check(CLI::Range(1, 1 << 20)),
-      cmd->add_option("--inter-node-link", overlap->inter_node_link,
-                      "overlap, with --ranks-per-node: the link preset between nodes (default: ib-ndr400)")};
+                      "overlap: write the headline ASYNC dry run's Chrome trace (both steps, every rank) here")};
+  for (CLI::Option* o : add_node_flags(*cmd, overlap->nodes, "overlap")) overlap_options.push_back(o);
   // The ASYNC configuration of overlap's headline and bandwidth sweep.
   for (CLI::Option* o : add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::prefetch, FsdpFlag::max_inflight, FsdpFlag::buffers},
                                        "overlap"))

@@ -80,12 +80,10 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
           ->check(CLI::IsMember({"sim", "cuda"})),
       cmd.add_option("--device-preset", s.device_preset, "Device preset (see `fsdplab presets`)")->capture_default_str(),
       cmd.add_option("--link-preset", s.link_preset, "Link preset; default: the device preset's link"),
-      cmd.add_option("--ranks-per-node", s.ranks_per_node,
-                     "sim: place the ranks on nodes of this many, --link-preset within a node and --inter-node-link "
-                     "between (as fsdplab run --ranks-per-node; default: one node)")
-          ->check(CLI::Range(1, 1 << 20)),
-      cmd.add_option("--inter-node-link", s.inter_node_link,
-                     "sim, with --ranks-per-node: the link preset between nodes (default: ib-ndr400)"),
+  };
+  const std::vector<CLI::Option*> nodes = add_node_flags(cmd, s.nodes, "sim");
+  flags.insert(flags.end(), nodes.begin(), nodes.end());
+  const std::vector<CLI::Option*> session = {
       cmd.add_flag("--emulate-link", s.emulate_link,
                    "cuda: each collective holds its stream for the link preset's time (a workstation's link)"),
       cmd.add_option("--sm-split", o.sm_split,
@@ -111,6 +109,7 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
       cmd.add_option("--wrap", s.wrap, "FSDP units: block, linear, nested or model (as fsdplab run --wrap)")
           ->capture_default_str(),
   };
+  flags.insert(flags.end(), session.begin(), session.end());
   const std::vector<CLI::Option*> fsdp =
       add_fsdp_flags(cmd, s.fsdp,
                      {FsdpFlag::prefetch, FsdpFlag::strategy, FsdpFlag::hybrid_group, FsdpFlag::precision,

@@ -124,7 +124,7 @@ int run_streams_demo(const RunOptions& options) {
   check(options.demo == "streams", "--demo '", options.demo, "'; the only demo is 'streams'");
   check(options.train.device != "cuda" && !options.train.emulate_link, "--demo streams runs on the sim device (its "
         "point is the virtual clock); drop --device cuda and --emulate-link, or train a model on the GPU (--model)");
-  check(options.train.ranks_per_node == 0, "--demo streams runs its ranks on one node; --ranks-per-node places a "
+  check(options.train.nodes.ranks_per_node == 0, "--demo streams runs its ranks on one node; --ranks-per-node places a "
         "training run's ranks on nodes (train a model: --model)");
   const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
   const DevicePreset& device = presets.device(options.device_preset);
@@ -247,13 +247,16 @@ int run_training(const RunOptions& options) {
 
   const bool on_gpu = device.kind == DeviceKind::cuda;
   const std::string ranks_as = layout.processes ? "ranks as processes over MPI" : "ranks as threads";
-  std::string where = device.preset.name + " (sim; " + ranks_as + ")";
-  if (device.nodes.ranks_per_node > 0)
-    where = device.preset.name + " (sim; " + ranks_as + "; nodes of " + std::to_string(device.nodes.ranks_per_node) +
-            " ranks, " + device.link.name + " within a node, " + device.nodes.inter_node.name + " between nodes)";
-  if (on_gpu && layout.comm == CommKind::nccl) {
+  std::string where;
+  if (!on_gpu) {
+    where = device.preset.name + " (sim; " + ranks_as;
+    if (device.nodes.ranks_per_node > 0)
+      where += "; nodes of " + std::to_string(device.nodes.ranks_per_node) + " ranks, " + device.link.name +
+               " within a node, " + device.nodes.inter_node.name + " between nodes";
+    where += ")";
+  } else if (layout.comm == CommKind::nccl) {
     where = "cuda (a GPU per rank from GPU " + std::to_string(run.gpu) + ", NCCL; " + ranks_as + ")";
-  } else if (on_gpu) {
+  } else {
     where = "cuda (GPU " + std::to_string(device.gpu) + ", ranks as threads sharing it";
     if (run.world > 1) where += ", " + std::string(sm_split_description(options.sm_split));
     if (device.emulate_link) where += "; emulated link " + device.link.name;
@@ -376,13 +379,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--device-preset", options->device_preset,
                   "Device preset (see `fsdplab presets`); on cuda, the figures of its cost model");
   cmd->add_option("--link-preset", options->link_preset, "Link preset; default: the device preset's link");
-  cmd->add_option("--ranks-per-node", options->train.ranks_per_node,
-                  "sim: place the ranks on nodes of this many, the --link-preset within a node and --inter-node-link "
-                  "between nodes; a collective whose group spans nodes runs at the inter-node link's pace (default: "
-                  "one node)")
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--inter-node-link", options->train.inter_node_link,
-                  "sim, with --ranks-per-node: the link preset between nodes (default: ib-ndr400)");
+  add_node_flags(*cmd, options->train.nodes, "sim");
   cmd->add_option("--presets", options->presets_file, "Preset file to use instead of the built-in one");
   cmd->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto trace JSON of all ranks here");
   cmd->add_option("--trace-dir", options->trace_dir, "Write one trace per rank here (rank0.json ...), for HTA");

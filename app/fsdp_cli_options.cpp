@@ -95,6 +95,18 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
   return added;
 }
 
+std::vector<CLI::Option*> add_node_flags(CLI::App& cmd, NodePlacement& nodes, std::string_view scope) {
+  const std::string in = std::string(scope) + ": ";
+  return {cmd.add_option("--ranks-per-node", nodes.ranks_per_node,
+                         in + "place the ranks on nodes of this many, --link-preset within a node and "
+                              "--inter-node-link between; a collective whose group spans nodes runs at the inter-node "
+                              "link's pace (default: one node)")
+              ->check(CLI::Range(1, 1 << 20)),
+          cmd.add_option("--inter-node-link", nodes.inter_node_link,
+                         std::string(scope) + ", with --ranks-per-node: the link preset between nodes (default: " +
+                             NodePlacement{}.inter_node_link + ")")};
+}
+
 FsdpChoice parse_fsdp_flags(const FsdpFlags& flags) {
   FsdpChoice choice;
   FsdpOptions& o = choice.options;

@@ -5,6 +5,7 @@
 // Names come from the engine's tables (sharding.hpp: strategy_names() ...; fsdp_tasks.hpp: parse_impl),
 // so a strategy added there is accepted, listed in the help and offered by the dashboard everywhere at once.
 // The dashboard's settings hold an FsdpFlags too (live_session.hpp): its controls edit the same strings.
+// The three commands' node placement flags (sim only) are bound here too, by add_node_flags.
 #pragma once
 #include <initializer_list>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/sharding.hpp"
+#include "engine/train/run_config.hpp"
 
 namespace CLI {
 class App;
@@ -43,6 +45,9 @@ enum class FsdpFlag { strategy, hybrid_group, precision, reduce_dtype, prefetch,
 // Returns the options added, in the order of `which`.
 std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::initializer_list<FsdpFlag> which,
                                          std::string_view scope = "");
+
+// --ranks-per-node and --inter-node-link, bound to `nodes`; `scope` starts their help ("sim", "overlap").
+std::vector<CLI::Option*> add_node_flags(CLI::App& cmd, NodePlacement& nodes, std::string_view scope);
 
 // What the flags choose. Names are checked here (an Error naming what was expected); combinations that
 // depend on the world size are validate_fsdp_options's, once the caller has set the mode.

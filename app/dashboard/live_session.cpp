@@ -56,8 +56,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   run.device = device;
   run.device_preset = device_preset;
   run.link_preset = link_preset;
-  run.ranks_per_node = ranks_per_node;
-  run.inter_node_link = inter_node_link;
+  run.nodes = nodes;
   check_whole_nodes(run, world);
   run.emulate_link = emulate_link;
   run.cupti = cupti;

@@ -42,8 +42,7 @@ struct SessionSettings {
   std::string device = "sim";  // sim (virtual time) or cuda (every rank on one GPU, CUPTI kernels, wall clock)
   std::string device_preset = "rtx-4090";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's own link
-  int ranks_per_node = 0;   // sim: nodes of this many ranks, joined by `inter_node_link` (RunConfig); 0: one node
-  std::string inter_node_link = "ib-ndr400";
+  NodePlacement nodes;       // sim only
   bool emulate_link = false;  // cuda: each collective holds its stream for the link preset's time
   bool cupti = true;          // cuda: the trace's kernels from CUPTI (else each op's CUDA-event span)
   std::string sm_split = "auto";  // cuda: --sm-split auto|on|off (set_sm_split, engine/train/run_device.hpp)

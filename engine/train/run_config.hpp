@@ -9,6 +9,14 @@
 
 namespace fsdplab {
 
+// sim: nodes of `ranks_per_node` consecutive ranks, joined by the link preset `inter_node_link`, so a collective
+// whose group spans nodes runs at that link's pace (NodeLayout, engine/runtime/cost_model.hpp); 0 ranks per node:
+// every rank on one node. `run`, `gui` and `bench --what overlap` take it as --ranks-per-node and --inter-node-link.
+struct NodePlacement {
+  int ranks_per_node = 0;
+  std::string inter_node_link = "ib-ndr400";
+};
+
 struct RunConfig {
   std::string model = "toy";  // toy | mlp | gpt2 | llama
   std::string preset;         // gpt2, llama: a named size (gpt2_preset, llama_preset); empty: "test-tiny"
@@ -60,11 +68,7 @@ struct RunConfig {
   bool sm_split_required = false;
   std::string device_preset = "h100-sxm";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's default link
-  // sim: nodes of `ranks_per_node` consecutive ranks, joined by the link preset `inter_node_link`, so a
-  // collective whose group spans nodes runs at that link's pace (NodeLayout, engine/runtime/cost_model.hpp);
-  // 0: every rank on one node.
-  int ranks_per_node = 0;
-  std::string inter_node_link = "ib-ndr400";
+  NodePlacement nodes;  // sim only
   std::string losses_file;  // CSV step,loss
   std::string trace_file;
   std::string trace_dir;    // a trace file per rank (rank0.json, ...)

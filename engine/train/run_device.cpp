@@ -17,7 +17,8 @@ void set_sm_split(RunConfig& run, std::string_view choice) {
 }
 
 void check_whole_nodes(const RunConfig& run, int world) {
-  check(run.ranks_per_node == 0 || world % run.ranks_per_node == 0, "--ranks-per-node ", run.ranks_per_node,
+  const int per_node = run.nodes.ranks_per_node;
+  check(per_node == 0 || world % per_node == 0, "--ranks-per-node ", per_node,
         " with --world ", world, ": expected whole nodes, a world that is a multiple of the ranks per node");
 }
 
@@ -42,10 +43,10 @@ DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, b
   spec.cupti = run.cupti;
   spec.sm_split = run.sm_split;
   spec.sm.required = run.sm_split_required;
-  if (run.ranks_per_node > 0) {
+  if (run.nodes.ranks_per_node > 0) {
     check(spec.kind == DeviceKind::sim, "--ranks-per-node places the sim device's ranks on nodes; the cuda "
           "device's nodes are the machine's own (drop --ranks-per-node, or use --device sim)");
-    spec.nodes = NodeLayout{run.ranks_per_node, presets.link(run.inter_node_link)};
+    spec.nodes = NodeLayout{run.nodes.ranks_per_node, presets.link(run.nodes.inter_node_link)};
   }
   if (spec.kind == DeviceKind::sim) {
     check(!run.emulate_link, "--emulate-link holds a real GPU's collective streams for the link's time; the sim "
