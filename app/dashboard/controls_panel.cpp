@@ -1,5 +1,6 @@
 #include "app/dashboard/controls_panel.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <span>
@@ -88,9 +89,19 @@ void ControlsPanel::draw(LiveSession& session) {
   ImGui::SliderInt("world size", &s.world, 1, 8);
   std::vector<std::string> devices = PresetCatalog::builtin().device_names();
   combo("device", s.device_preset, devices);
-  std::vector<std::string> links = PresetCatalog::builtin().link_names();
-  links.insert(links.begin(), "");
-  combo("link", s.link_preset, links);
+  const std::vector<std::string> links = PresetCatalog::builtin().link_names();
+  std::vector<std::string> link_or_default = links;
+  link_or_default.insert(link_or_default.begin(), "");
+  combo("link", s.link_preset, link_or_default);
+  // Nodes (sim only): the ranks of a node share the link above, and the link between nodes joins them.
+  const bool on_sim = s.device == "sim";
+  if (!on_sim) ImGui::BeginDisabled();
+  ImGui::SliderInt("ranks per node (0: one node)", &s.nodes.ranks_per_node, 0, s.world);
+  nodes_ = last_item();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("sim: a collective whose group spans nodes runs on the link between nodes (lab 08)");
+  if (s.nodes.ranks_per_node > 0) combo("between nodes", s.nodes.inter_node_link, links);
+  if (!on_sim) ImGui::EndDisabled();
   if (ImGui::BeginCombo("compare", std::string(comparison_name(s.comparison)).c_str())) {
     for (Comparison c : kComparisons)
       if (ImGui::Selectable(std::string(comparison_name(c)).c_str(), c == s.comparison)) s.comparison = c;
@@ -108,6 +119,17 @@ void ControlsPanel::draw(LiveSession& session) {
   FsdpFlags& f = s.fsdp;
   combo("prefetch", f.prefetch, strings(prefetch_names()));
   combo("strategy", f.strategy, strings(strategy_names()));
+  if (f.strategy == strategy_name(ShardingStrategy::hybrid_shard)) {
+    // HYBRID_SHARD's S until the student picks one: a node's ranks where there are nodes, else half the world.
+    if (f.hybrid_group == 0)
+      f.hybrid_group = s.nodes.ranks_per_node > 0 ? s.nodes.ranks_per_node : std::max(1, s.world / 2);
+    ImGui::SliderInt("shard group (S)", &f.hybrid_group, 1, s.world);
+    shard_group_ = last_item();
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("the ranks a unit is sharded over, dividing the world; the W / S groups replicate it");
+  } else {
+    shard_group_ = {};
+  }
   // PyTorch's reshard_after_forward=False is SHARD_GRAD_OP: one setting, shown both ways.
   const std::string full(strategy_name(ShardingStrategy::full_shard)), grad_op(strategy_name(ShardingStrategy::shard_grad_op));
   bool reshard = f.strategy != grad_op;
@@ -137,7 +159,7 @@ void ControlsPanel::draw(LiveSession& session) {
   if (!message_.empty()) error_text("not restarted: " + message_);
   if (ImGui::TreeNode("Devices")) {
     for (const std::string& line : devices_) ImGui::TextUnformatted(line.c_str());
-    ImGui::TextDisabled("(the dashboard's runs use the sim device)");
+    ImGui::TextDisabled("(the dashboard's runs use the %s device)", session.settings().device.c_str());
     ImGui::TreePop();
   }
 }

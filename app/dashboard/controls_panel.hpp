@@ -1,6 +1,7 @@
 // controls_panel.hpp — the run controls: what to train and how (model and preset, world size, device
-// and link preset, the comparison: SYNC/ASYNC or the reference beside --impl, which tasks run the
-// student's code, prefetch, reshard after forward, strategy, precision), and
+// and link preset, on sim the ranks per node and the link between nodes, the comparison: SYNC/ASYNC or
+// the reference beside --impl, which tasks run the student's code, prefetch, strategy with hybrid's shard
+// group, reshard after forward, precision), and
 // run / pause / single step / restart with the edited settings; and the devices this machine offers.
 //
 // Edits go to a copy of the settings; nothing changes until "Restart with these settings", which
@@ -29,6 +30,8 @@ class ControlsPanel {
   Rect restart_button() const { return restart_; }
   Rect compare_combo() const { return compare_; }
   Rect impl_field() const { return impl_; }
+  Rect nodes_slider() const { return nodes_; }
+  Rect shard_group_slider() const { return shard_group_; }  // empty unless the strategy is hybrid
   SessionSettings& edited() { return edited_; }
   const std::vector<std::string>& devices() const { return devices_; }
   const std::string& message() const { return message_; }
@@ -39,7 +42,7 @@ class ControlsPanel {
   std::string message_;  // the last restart's error, shown until the next try
   std::vector<std::string> devices_;  // probed once, on the first frame
   std::array<char, 128> impl_text_{};  // the impl field's text, from edited_.fsdp.impl each frame
-  Rect pause_, step_, restart_, compare_, impl_;
+  Rect pause_, step_, restart_, compare_, impl_, nodes_, shard_group_;
 };
 
 }  // namespace fsdplab::app

@@ -199,6 +199,39 @@ TEST(DashboardLive, RestartRefusesSettingsThatCannotRunAndKeepsTheRuns) {
   EXPECT_TRUE(steps[1].sync);
 }
 
+// Lab 08 from the Run panel: ranks on nodes and HYBRID_SHARD with its shard group, which starts at a node's ranks
+// (a hybrid strategy without one could never restart), and the restarted runs train on 2 nodes of 2 ranks.
+TEST(DashboardLive, TheRunPanelPutsRanksOnNodesAndGivesHybridItsShardGroup) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(1)));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  EXPECT_EQ(dashboard.controls().shard_group_slider().max.x, 0) << "the shard group shows under hybrid only";
+  EXPECT_GT(dashboard.controls().nodes_slider().max.x, dashboard.controls().nodes_slider().min.x);
+
+  SessionSettings& edited = dashboard.controls().edited();
+  edited.world = 4;
+  edited.steps = 2;
+  edited.nodes.ranks_per_node = 2;
+  edited.fsdp.strategy = "hybrid";
+  frames_until(imgui, dashboard, [] { return true; });
+  EXPECT_EQ(edited.fsdp.hybrid_group, 2);  // a node's ranks
+  const ControlsPanel::Rect group = dashboard.controls().shard_group_slider();
+  EXPECT_GT(group.max.x, group.min.x);
+  const ControlsPanel::Rect restart = dashboard.controls().restart_button();
+  imgui.click(restart.min, restart.max, [&] { dashboard.frame(); });
+  EXPECT_TRUE(dashboard.controls().message().empty()) << dashboard.controls().message();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  EXPECT_TRUE(session.errors().empty());
+  ASSERT_EQ(session.runs().size(), 2u);
+  for (const auto& run : session.runs()) {
+    EXPECT_EQ(run->run().run.nodes.ranks_per_node, 2);
+    EXPECT_EQ(run->run().options.strategy, ShardingStrategy::hybrid_shard);
+    EXPECT_EQ(run->run().options.hybrid_group, 2);
+  }
+  EXPECT_EQ(session.store().source(1).steps.size(), 2u);
+}
+
 TEST(FlatParameterMap, EveryParameterElementBelongsToExactlyOneRank) {
   RunConfig run;
   run.model = "gpt2";
