@@ -42,6 +42,11 @@ std::string nccl_reason(ncclResult_t result, ncclComm_t comm) {
   return reason;
 }
 
+// How long a join or a split may take before its rank gives up on it: a collective's timeout is about the
+// pace of training, but NCCL's setup of a communicator (its topology search, its buffers, NVLink SHARP on
+// several GPUs) can take seconds on its own, and longer under a tool that slows the GPU down.
+constexpr std::chrono::milliseconds kMinSetupTimeout{60'000};
+
 ncclConfig_t nonblocking_config() {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   // Non-blocking: joining and splitting return at once, so a rank whose peer died never sits inside NCCL
@@ -79,7 +84,7 @@ NcclId make_nccl_id() {
 struct NcclComm::Handle {
   ncclComm_t comm = nullptr;
   int gpu = 0;
-  std::chrono::milliseconds timeout{0};  // how long a call, and the teardown, may stay in progress
+  std::chrono::milliseconds timeout{0};  // how long a collective, and the teardown, may stay in progress
   cudaStream_t barrier_stream = nullptr;
   void* barrier_value = nullptr;  // one float on the GPU (cudaMalloc: the ledger is the device's, this is NCCL's)
   bool aborted = false;
@@ -107,9 +112,9 @@ struct NcclComm::Handle {
 
   // Polls the communicator's state after a call that answered `result` until it is not in progress
   // ([Note: a non-blocking communicator's state]); fails with `what` if the call failed, the group was
-  // stopped, or `timeout` passed (the communicator is then aborted: a peer that never joins the world is not
+  // stopped, or `limit` passed (the communicator is then aborted: a peer that never joins the world is not
   // the watchdog's, nothing being registered before the join).
-  void settle(ncclResult_t result, NcclAbortGroup& aborts, const std::string& what) {
+  void settle(ncclResult_t result, NcclAbortGroup& aborts, const std::string& what, std::chrono::milliseconds limit) {
     const auto start = Clock::now();
     while (result == ncclSuccess || result == ncclInProgress) {
       if (auto failure = aborts.failure()) fail(what, ": stopped, ", *failure);
@@ -123,9 +128,9 @@ struct NcclComm::Handle {
           result = state;
           break;
         }
-        if (Clock::now() - start > timeout) {
+        if (Clock::now() - start > limit) {
           abort_locked();
-          fail(what, ": no answer after ", timeout.count(), " ms (a peer never joined)");
+          fail(what, ": no answer after ", limit.count(), " ms (a peer never joined)");
         }
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -144,15 +149,36 @@ struct NcclComm::Handle {
     return state;
   }
 
+  // How long a join or split may stay in progress.
+  std::chrono::milliseconds setup_limit() const { return std::max(timeout, kMinSetupTimeout); }
+
+  // Watched until the work enqueued so far on `stream` completes: a collective a peer never joins is found by
+  // the watchdog (NcclComm::overdue).
+  void watch_until_done(cudaStream_t stream, const std::string& what) {
+    InFlight flight{what, nullptr, Clock::now()};
+    check_cuda(cudaEventCreateWithFlags(&flight.done, cudaEventDisableTiming), what);
+    const cudaError_t recorded = cudaEventRecord(flight.done, stream);
+    if (recorded != cudaSuccess) cudaEventDestroy(flight.done);
+    check_cuda(recorded, what);
+    std::lock_guard lock(mutex);
+    in_flight.push_back(flight);
+  }
+
   ~Handle() {
+    end_communicator();
+    // Only now: cudaFree may wait for the whole device, which a kernel of a communicator still alive could
+    // hold forever.
     for (InFlight& f : in_flight) cudaEventDestroy(f.done);
     if (barrier_value) cudaFree(barrier_value);
     if (barrier_stream) cudaStreamDestroy(barrier_stream);
+  }
+
+  // No other thread uses the handle now (its NcclComm left the watchdog's group). A healthy communicator ends
+  // cleanly: finalize flushes every collective issued, answering ncclInProgress on a non-blocking one until
+  // it has, then destroy frees it. One in error, one whose finalize does not settle, and one still in the
+  // middle of a call (a join or split its rank gave up on, which will not finish) are aborted instead.
+  void end_communicator() {
     if (!comm || aborted) return;
-    // No other thread uses the handle now (its NcclComm left the watchdog's group). A healthy communicator ends
-    // cleanly: finalize flushes every collective issued, answering ncclInProgress on a non-blocking one until
-    // it has, then destroy frees it. One in error, one whose finalize does not settle, and one still in the
-    // middle of a call (a join or split its rank gave up on, which will not finish) are aborted instead.
     ncclResult_t state = ncclSuccess;
     if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
     if (state == ncclSuccess) state = settled(ncclCommFinalize(comm));
@@ -242,7 +268,7 @@ NcclComm::NcclComm(const NcclId& id, int world, int rank, Device& device, NcclAb
   handle_->timeout = aborts.timeout_;
   const ncclResult_t joined = ncclCommInitRankConfig(&handle_->comm, world, unique, rank, &config);
   if (!handle_->comm) fail(what, " failed: ", nccl_reason(joined, nullptr));
-  handle_->settle(joined, aborts, what);
+  handle_->settle(joined, aborts, what, handle_->setup_limit());
   handle_->make_barrier(what);
   aborts_.add(this);
 }
@@ -271,6 +297,9 @@ std::optional<std::string> NcclComm::async_error() {
 std::optional<std::string> NcclComm::overdue(std::chrono::milliseconds timeout) {
   std::lock_guard lock(handle_->mutex);
   auto& in_flight = handle_->in_flight;
+  // The watchdog's thread queries events of every rank's GPU: on the communicator's own, or its first CUDA call
+  // would make a context on GPU 0 in every process of an MPI launch.
+  if (!in_flight.empty()) cudaSetDevice(handle_->gpu);
   while (!in_flight.empty()) {
     Handle::InFlight& oldest = in_flight.front();
     const cudaError_t state = cudaEventQuery(oldest.done);
@@ -288,7 +317,8 @@ std::optional<std::string> NcclComm::overdue(std::chrono::milliseconds timeout) 
   return std::nullopt;
 }
 
-void NcclComm::issue(const std::string& what, const std::function<int(void* nccl_comm)>& call) {
+void NcclComm::issue(const std::string& what, const std::function<int(void* nccl_comm)>& call,
+                     std::chrono::milliseconds limit) {
   if (auto failure = aborts_.failure()) fail(what, ": NCCL was aborted: ", *failure);
   ncclResult_t result = ncclSuccess;
   {
@@ -296,7 +326,7 @@ void NcclComm::issue(const std::string& what, const std::function<int(void* nccl
     if (handle_->aborted) fail(what, ": NCCL was aborted");
     result = static_cast<ncclResult_t>(call(handle_->comm));
   }
-  handle_->settle(result, aborts_, what);
+  handle_->settle(result, aborts_, what, limit);
 }
 
 void NcclComm::collective(Stream stream, OpCategory category, const Tensor& output, std::int64_t bytes,
@@ -314,13 +344,9 @@ void NcclComm::collective(Stream stream, OpCategory category, const Tensor& outp
   spec.reads = std::move(reads);
   spec.writes = std::move(writes);
   device_.launch(stream.lane, std::move(spec), {.cuda = [&](CUstream_st* s) {
-    issue("rank " + std::to_string(rank_) + ": NCCL " + what, [&](void* comm) { return enqueue(comm, s); });
-    // Watched until it completes: a collective a peer never joins is found by the watchdog.
-    Handle::InFlight flight{what, nullptr, Clock::now()};
-    check_cuda(cudaEventCreateWithFlags(&flight.done, cudaEventDisableTiming), "rank ", rank_, ": ", what);
-    check_cuda(cudaEventRecord(flight.done, s), "rank ", rank_, ": ", what);
-    std::lock_guard lock(handle_->mutex);
-    handle_->in_flight.push_back(flight);
+    issue("rank " + std::to_string(rank_) + ": NCCL " + what, [&](void* comm) { return enqueue(comm, s); },
+          handle_->timeout);
+    handle_->watch_until_done(s, "rank " + std::to_string(rank_) + ": " + what);
   }});
 }
 
@@ -364,17 +390,26 @@ void NcclComm::broadcast(Stream stream, const Tensor& t, int root) {
 
 void NcclComm::barrier() {
   const std::string what = "rank " + std::to_string(rank_) + ": NCCL barrier #" + std::to_string(++seq_);
-  issue(what, [&](void* comm) {
-    return ncclAllReduce(handle_->barrier_value, handle_->barrier_value, 1, ncclFloat32, ncclSum,
-                         static_cast<ncclComm_t>(comm), handle_->barrier_stream);
-  });
-  // Polled, not synchronized: a peer that never comes is the watchdog's to report, and this wait must
-  // then end with its failure instead of blocking in the driver.
+  issue(
+      what,
+      [&](void* comm) {
+        return ncclAllReduce(handle_->barrier_value, handle_->barrier_value, 1, ncclFloat32, ncclSum,
+                             static_cast<ncclComm_t>(comm), handle_->barrier_stream);
+      },
+      handle_->timeout);
+  handle_->watch_until_done(handle_->barrier_stream, what);
+  // Polled, not synchronized: a peer that never comes is the watchdog's to report (the barrier is watched as
+  // a collective is), and this wait must then end with its failure instead of blocking in the driver. An abort
+  // ends NCCL's kernels early, so a barrier that completed proves nothing once one happened.
   for (;;) {
     const cudaError_t state = cudaStreamQuery(handle_->barrier_stream);
-    if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) check_cuda(state, what);
+    if (state != cudaSuccess && state != cudaErrorNotReady) check_cuda(state, what);
     if (auto failure = aborts_.failure()) fail(what, ": stopped, ", *failure);
+    if (state == cudaSuccess) {
+      std::lock_guard lock(handle_->mutex);
+      if (handle_->aborted) fail(what, ": stopped, NCCL was aborted");
+      return;
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
@@ -389,11 +424,21 @@ std::unique_ptr<Communicator> NcclComm::split(int color) {
   // NCCL writes the new communicator through this pointer when the split completes, which for a non-blocking
   // communicator may be after ncclCommSplit has returned: it must point at storage that outlives the call
   // (the child's handle), and be read only once the parent's state has settled.
-  issue(what, [&](void* comm) {
-    return ncclCommSplit(static_cast<ncclComm_t>(comm), color, rank_, &child->comm, &config);
-  });
+  try {
+    issue(
+        what,
+        [&](void* comm) { return ncclCommSplit(static_cast<ncclComm_t>(comm), color, rank_, &child->comm, &config); },
+        child->setup_limit());
+  } catch (...) {
+    // A split that failed or was given up on (its parent then aborted, which ends NCCL's work on it) may have
+    // written a half-made child whose own state reads success: finalizing that would touch what NCCL never
+    // built, so it is aborted.
+    std::lock_guard lock(child->mutex);
+    child->abort_locked();
+    throw;
+  }
   check(child->comm != nullptr, what, ": NCCL made no communicator for color ", color);
-  child->settle(ncclSuccess, aborts_, what);
+  child->settle(ncclSuccess, aborts_, what, child->setup_limit());
   // Read only now that the split has settled on both communicators.
   int child_world = 0, child_rank = 0;
   const ncclResult_t counted = ncclCommCount(child->comm, &child_world);

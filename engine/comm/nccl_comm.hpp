@@ -94,9 +94,10 @@ class NcclComm final : public Communicator {
                   std::vector<Access> reads, std::vector<Access> writes,
                   const std::function<int(void* nccl_comm, CUstream_st* s)>& enqueue);
   // Calls NCCL on this rank's communicator under its lock (refused, naming `what`, once anything was
-  // aborted), then waits until the non-blocking call has settled on this communicator. See [Note: a
-  // non-blocking communicator's state] (nccl_comm.cpp).
-  void issue(const std::string& what, const std::function<int(void* nccl_comm)>& call);
+  // aborted), then waits until the non-blocking call has settled on this communicator, up to `limit` (a
+  // collective's enqueue: the group's timeout; a split: longer). See [Note: a non-blocking communicator's
+  // state] (nccl_comm.cpp).
+  void issue(const std::string& what, const std::function<int(void* nccl_comm)>& call, std::chrono::milliseconds limit);
   // Aborts the NCCL communicator (the group's lock held), once.
   void abort_nccl();
   // A completed collective leaves the watch list; an Error naming the oldest one not completed within

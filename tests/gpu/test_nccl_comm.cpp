@@ -76,9 +76,9 @@ TEST_F(NcclCommTest, EveryCollectiveWithOneRank) {
 }
 
 // The watchdog and the abort with one rank: a collective held behind four seconds of work on its stream is
-// overdue after the group's 1.5 s (both scaled, gpu_runs.hpp) (joining NCCL takes most of a second, and the join has the same limit), the
-// watchdog reports it and aborts NCCL, and every later call fails naming the first failure instead of
-// entering NCCL.
+// overdue after the group's 1.5 s (both scaled, gpu_runs.hpp; joining NCCL may take longer, under a limit of
+// its own), the watchdog reports it and aborts NCCL, and every later call fails naming the first failure
+// instead of entering NCCL.
 TEST_F(NcclCommTest, TheWatchdogAbortsACollectiveThatNeverCompletes) {
 #if FSDPLAB_HAVE_CUDA
   auto device = make_device(0, spec(0));
