@@ -33,10 +33,11 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr auto kFlushPeriod = std::chrono::milliseconds(100);
-// A non-forced flush hands back only buffers whose every record is complete, so a buffer holding one still
-// running kernel waits for it: small buffers keep the live view close behind the GPU. 2 MiB is ten thousand
-// kernel records or more.
-constexpr std::size_t kBufferBytes = std::size_t{2} << 20;
+// A non-forced flush hands back only buffers whose every record is complete. A rank's thread (CUPTI keeps a
+// buffer per thread) whose host runs ahead of its GPU always has a kernel still running in its buffer, which
+// then comes back only once full: the buffer's size is how far the live view lags behind the GPU. 256 KiB is
+// about 750 ops (a kernel record, its API record and its correlation each), a couple of GPT-2 124M steps.
+constexpr std::size_t kBufferBytes = std::size_t{256} << 10;
 constexpr CUpti_ExternalCorrelationKind kCorrelationKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 
 // Prints `line` on stderr the first time it comes in this process.
@@ -247,6 +248,10 @@ class Tracer {
     for (auto k = enabled_.rbegin(); k != enabled_.rend(); ++k) cuptiActivityDisable(*k);
     enabled_.clear();
     flush(true);  // whatever is left belongs to no device now: counted as orphaned
+    {
+      std::lock_guard lock(router_mutex_);
+      router_.end_session();
+    }
     cuptiUnsubscribe(subscriber_);
     subscriber_ = nullptr;
     const CuptiCounts now = counts();
@@ -255,7 +260,8 @@ class Tracer {
     const auto add = [&](std::int64_t count, const char* what) {
       if (count > 0) report += ", " + std::to_string(count) + what;
     };
-    add(now.incomplete - session_start_.incomplete, " still running at a forced flush (not traced)");
+    add(now.incomplete - session_start_.incomplete, " buffers cut short at a record still running (a forced flush)");
+    add(now.untimed - session_start_.untimed, " without times (CUPTI lacked device memory; not traced)");
     add(now.orphaned - session_start_.orphaned, " of no device (not traced)");
     add(now.unlabelled - session_start_.unlabelled, " without their op's labels");
     add(now.by_span - session_start_.by_span, " labelled by their stream and op span (no external id)");
@@ -315,7 +321,8 @@ class Tracer {
     if (!buffer || valid == 0) return;
     std::lock_guard lock(router_mutex_);
     CUpti_Activity* record = nullptr;
-    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    CUptiResult next = CUPTI_SUCCESS;
+    while ((next = cuptiActivityGetNextRecord(buffer, valid, &record)) == CUPTI_SUCCESS) {
       switch (record->kind) {
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
@@ -346,16 +353,19 @@ class Tracer {
           if (c->externalKind == kCorrelationKind) router_.add_correlation(c->correlationId, c->externalId);
           break;
         }
-        default: break;  // the DRIVER API records, on only for the correlations
+        default: break;  // the DRIVER and RUNTIME API records, on only for the correlations
       }
     }
+    // A record still being written when a forced flush handed its buffer back: it, and whatever follows it in
+    // the buffer, is lost.
+    if (next == CUPTI_ERROR_INVALID_KIND) ++totals_.incomplete;
     deliver();
   }
 
   void add(const GpuRecord& record) {
     ++totals_.records;
-    if (record.end == 0) {  // handed back by a forced flush while it ran; CUPTI never delivers it again
-      ++totals_.incomplete;
+    if (record.start == 0 && record.end == 0) {  // CUPTI had no device memory to time it
+      ++totals_.untimed;
       return;
     }
     router_.add(record);

@@ -2,7 +2,7 @@
 //
 // What CUPTI records: CONCURRENT_KERNEL (never KERNEL, which serialises kernels and would hide the very
 // overlap the lab measures), MEMCPY, MEMSET, SYNCHRONIZATION (the host's waits) and EXTERNAL_CORRELATION,
-// which CUPTI writes only beside DRIVER API records, so those are on too (their busiest calls, the event
+// which CUPTI writes only beside API records, so DRIVER and RUNTIME are on too (their busiest calls, the event
 // records and queries around every op, trimmed) and skipped when read.
 //
 // CUPTI is one per process: one subscriber, activity kinds enabled for the whole process, buffers handed
@@ -40,7 +40,8 @@ namespace fsdplab::cuda {
 struct CuptiCounts {
   std::int64_t records = 0;     // kernels, copies, memsets and host waits read from CUPTI's buffers
   std::int64_t dropped = 0;     // records CUPTI could not store (cuptiActivityGetNumDroppedRecords)
-  std::int64_t incomplete = 0;  // records handed back still running (at a forced flush): not traced
+  std::int64_t incomplete = 0;  // buffers a forced flush cut short at a record still running: the rest is lost
+  std::int64_t untimed = 0;     // records CUPTI could not time (no device memory for it): not traced
   std::int64_t orphaned = 0;    // device work no attached device could be found for
   std::int64_t unlabelled = 0;  // traced without their op's labels (no op, or its labels already forgotten)
   std::int64_t by_span = 0;     // labelled by their stream and their op's CUDA-event span (no external id came)

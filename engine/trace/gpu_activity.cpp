@@ -185,6 +185,20 @@ void GpuRecordRouter::settle(std::uint32_t source) {
 
 std::map<std::uint32_t, std::vector<RoutedRecord>> GpuRecordRouter::take_routed() { return std::exchange(routed_, {}); }
 
+void GpuRecordRouter::end_session() {
+  for (const Waiting& w : waiting_)
+    if (w.record.kind != GpuRecordKind::host_wait) ++orphaned_;
+  waiting_.clear();
+  for (const auto& [source, records] : routed_)
+    for (const RoutedRecord& r : records)
+      if (r.record.kind != GpuRecordKind::host_wait) ++orphaned_;
+  routed_.clear();
+  recent_.clear();
+  older_.clear();
+  streams_.clear();
+  sources_.clear();
+}
+
 // ---- GpuActivityMapper -------------------------------------------------------------------------------
 
 std::uint64_t GpuActivityMapper::issue(TraceEvent work) {

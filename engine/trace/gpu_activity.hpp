@@ -114,6 +114,9 @@ class GpuRecordRouter {
   void settle(std::uint32_t source);
   // The records routed since the last call, per source.
   std::map<std::uint32_t, std::vector<RoutedRecord>> take_routed();
+  // The tracing session is over (every source removed, a last forced flush read): device work still waiting
+  // is orphaned now, and no record or correlation is kept, so the next session starts with nothing of this one.
+  void end_session();
 
   std::int64_t orphaned() const { return orphaned_; }  // device work no source could be found for
   std::size_t waiting() const { return waiting_.size(); }

@@ -159,6 +159,7 @@ TEST_F(CuptiTracingTest, ASmallFsdpRunDropsNothingAndEveryRankGetsItsOwnRecords)
   EXPECT_GT(after.records, before.records);
   EXPECT_EQ(after.dropped, before.dropped);
   EXPECT_EQ(after.incomplete, before.incomplete) << "no record was still running when a device ended";
+  EXPECT_EQ(after.untimed, before.untimed) << "CUPTI timed every record";
   EXPECT_EQ(after.orphaned, before.orphaned) << "every record found its device";
   for (int r = 0; r < 2; ++r) {
     std::map<Lane, int> lanes;

@@ -156,6 +156,31 @@ TEST(GpuRecordRouter, SettlingADeviceSendsItsWaitingRecordsAndRemovingItOrphansT
   EXPECT_TRUE(router.take_routed().empty());
 }
 
+// Records still waiting when the tracer stops belong to no device: they are counted then, not in the next
+// session, whose devices would otherwise see orphans they never made; a correlation of this session names
+// nothing in the next one.
+TEST(GpuRecordRouter, ASessionsEndOrphansWhatStillWaitsAndKeepsNothingForTheNext) {
+  GpuRecordRouter router;
+  router.add_stream(0, 11, 1, Lane::compute);
+  router.add(kernel("never correlated", 11, 600, 10, 20));
+  router.add(GpuRecord{GpuRecordKind::host_wait, "cudaStreamSynchronize", 0, 0, 601, 30, 40, 0});
+  router.add_correlation(602, external_id(1, 7));
+  router.remove_source(1);
+  ASSERT_EQ(router.waiting(), 2u);
+  router.end_session();
+  EXPECT_EQ(router.waiting(), 0u);
+  EXPECT_EQ(router.orphaned(), 1) << "the kernel; a host wait is let go";
+
+  // The next session: the same source id and stream come back, and a record reusing the old correlation id
+  // waits for its own correlation instead of taking the old one's op.
+  router.add_stream(0, 11, 1, Lane::compute);
+  router.add(kernel("a new session's", 11, 602, 50, 60));
+  EXPECT_TRUE(router.take_routed().empty());
+  EXPECT_EQ(router.waiting(), 1u);
+  for (std::int64_t f = 0; f < kRecordPatienceFlushes; ++f) router.end_flush();
+  EXPECT_EQ(router.orphaned(), 1) << "nothing of the last session was counted again";
+}
+
 // ---- mapping ---------------------------------------------------------------------------------------------
 
 TraceEvent op_span(Lane lane, std::string name, OpCategory category, OpId op) {
