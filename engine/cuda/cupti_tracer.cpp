@@ -123,8 +123,11 @@ class Tracer {
     std::lock_guard lock(router_mutex_);
     const std::uint32_t source = next_source_++;
     router_.add_source(source);
-    for (std::size_t lane = 0; lane < kStreamCount; ++lane)
-      router_.add_stream(device, streams[lane], source, static_cast<Lane>(lane));
+    for (std::size_t lane = 0; lane < kStreamCount; ++lane) {
+      if (!router_.add_stream(device, streams[lane], source, static_cast<Lane>(lane)))
+        say_once("fsdplab: CUPTI gave two devices' streams one id (" + std::to_string(streams[lane]) +
+                 "); a record without its op's id on that stream may be traced on the wrong rank");
+    }
     mailboxes_[source] = std::move(mailbox);
     return source;
   }

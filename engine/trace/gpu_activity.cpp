@@ -107,9 +107,12 @@ void GpuRecordRouter::add_source(std::uint32_t source) {
   if (std::find(sources_.begin(), sources_.end(), source) == sources_.end()) sources_.push_back(source);
 }
 
-void GpuRecordRouter::add_stream(std::uint32_t device, std::uint32_t stream, std::uint32_t source, Lane lane) {
+bool GpuRecordRouter::add_stream(std::uint32_t device, std::uint32_t stream, std::uint32_t source, Lane lane) {
   add_source(source);
-  streams_[stream_key(device, stream)] = StreamOwner{source, lane};
+  StreamOwner& owner = streams_[stream_key(device, stream)];
+  const bool shared = owner.source != 0 && owner.source != source;
+  owner = StreamOwner{source, lane};
+  return !shared;
 }
 
 void GpuRecordRouter::remove_source(std::uint32_t source) {

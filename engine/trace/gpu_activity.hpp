@@ -95,8 +95,11 @@ struct RoutedRecord {
 
 class GpuRecordRouter {
  public:
-  // `source` owns `stream` of CUPTI device `device` as `lane`.
-  void add_stream(std::uint32_t device, std::uint32_t stream, std::uint32_t source, Lane lane);
+  // `source` owns `stream` of CUPTI device `device` as `lane`. False when another source owned that id: CUPTI's
+  // stream ids are unique within a context, and ranks sharing a GPU each have a green context of their own
+  // (engine/cuda/sm_partition.hpp), so two ranks' streams could share one; the stream is then the newer
+  // source's, and a record routed by it alone may reach the wrong rank.
+  bool add_stream(std::uint32_t device, std::uint32_t stream, std::uint32_t source, Lane lane);
   void add_source(std::uint32_t source);
   // The source is gone: its streams are forgotten and later records of it are orphaned.
   void remove_source(std::uint32_t source);

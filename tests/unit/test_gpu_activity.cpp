@@ -125,6 +125,20 @@ TEST(GpuRecordRouter, AnNcclKernelOnADevicesStreamGoesByItAtOnce) {
   EXPECT_EQ(routed[1][0].tag, 6u) << "a correlation already there still names its op";
 }
 
+// CUPTI's stream ids are unique within a context only, and two ranks sharing a GPU have a green context each:
+// a second source registering an id the first owns is told so (the tracer warns), and the stream is its now.
+TEST(GpuRecordRouter, AStreamIdAnotherSourceOwnsIsReported) {
+  GpuRecordRouter router;
+  EXPECT_TRUE(router.add_stream(0, 13, 1, Lane::compute));
+  EXPECT_TRUE(router.add_stream(0, 13, 1, Lane::compute)) << "the same source again";
+  EXPECT_TRUE(router.add_stream(1, 13, 2, Lane::compute)) << "another GPU's stream 13";
+  EXPECT_FALSE(router.add_stream(0, 13, 2, Lane::all_gather));
+  router.add(kernel("ncclDevKernel_AllGather_RING_LL", 13, 700, 10, 20));
+  auto routed = router.take_routed();
+  ASSERT_EQ(routed[2].size(), 1u);
+  EXPECT_EQ(routed[2][0].stream_lane, Lane::all_gather);
+}
+
 TEST(GpuRecordRouter, CorrelationsAreForgottenAfterThePatience) {
   GpuRecordRouter router;
   router.add_stream(0, 11, 1, Lane::compute);
