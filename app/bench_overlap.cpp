@@ -55,7 +55,8 @@ constexpr std::array<MemTag, 2> kGatheredTags = {MemTag::param_full, MemTag::gra
 struct StepTimes {
   SimTime step = 0;     // first begin to last end of the step's device work
   SimTime compute = 0;  // |union of compute|
-  SimTime comm = 0;     // sum of the collectives: the link's busy time
+  SimTime comm = 0;     // sum of the collectives: the link's busy time (both links' on nodes: trace_metrics.hpp)
+  SimTime union_of_comm = 0;  // |comm|: below `comm` where a rank's two links carry a collective each at once
   SimTime overlap = 0;  // |comm ∩ compute|
   std::int64_t gathered = 0;
   std::vector<TraceEvent> events;  // the step's events on rank 0, for the exposed-communication breakdown
@@ -113,6 +114,7 @@ StepTimes measure(const OverlapBenchOptions& bench, const FsdpOptions& options, 
     if (m.rank != 0 || m.step != kMeasuredStep) continue;
     t.step = m.span;
     t.compute = m.compute;
+    t.union_of_comm = m.comm;
     t.overlap = m.overlap;
   }
   t.comm = communication_time(trace.events, 0, kMeasuredStep);
@@ -138,10 +140,11 @@ struct Row {
     return static_cast<double>(sync.step - async.step) / static_cast<double>(sync.step - ideal());
   }
   double overlap_percent() const {
-    return async.comm > 0 ? 100.0 * static_cast<double>(async.overlap) / static_cast<double>(async.comm) : 0.0;
+    const SimTime comm = async.union_of_comm;
+    return comm > 0 ? 100.0 * static_cast<double>(async.overlap) / static_cast<double>(comm) : 0.0;
   }
-  // |comm| - |comm ∩ compute|: with collectives serialised on the link, |comm| is their sum.
-  SimTime exposed() const { return async.comm - async.overlap; }
+  // |comm| - |comm ∩ compute| (HTA): on one node, where collectives take the link in turn, |comm| is `comm`.
+  SimTime exposed() const { return async.union_of_comm - async.overlap; }
 };
 
 const char* kColumns =

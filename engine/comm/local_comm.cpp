@@ -207,7 +207,8 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
         "'s stream through rank ", device_.rank(), "'s communicator");
   const LocalWorld::Seat seat = next_seat();
   call.dry = device_.dry_run();
-  call.earliest = device_.earliest_start(stream.lane, exchange.category);
+  const RankLink link = device_.cost_model().link_of(members_);
+  call.earliest = device_.earliest_start(stream.lane, exchange.category, link);
   call.duration = device_.cost_model().collective(exchange.category, exchange.full_bytes, members_);
   call.input = call.dry ? nullptr : input.raw();
   const bool on_gpu = device_.kind() == DeviceKind::cuda;
@@ -226,6 +227,7 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
   const std::string_view op = category_name(exchange.category);
   spec.name = output.name().empty() ? std::string(op) : std::string(op) + " " + output.name();
   spec.category = exchange.category;
+  spec.link = link;
   spec.bytes_moved = exchange.full_bytes;
   spec.reads = exchange.reads;
   spec.writes = exchange.writes;

@@ -278,7 +278,8 @@ void MpiComm::collective(Stream stream, Announcement mine, const Tensor& output,
         "'s stream through rank ", device_.rank(), "'s communicator");
   const OpCategory category = category_of(mine.call.kind);
   mine.call.dry = device_.dry_run();
-  mine.earliest = device_.earliest_start(stream.lane, category);
+  const RankLink link = device_.cost_model().link_of(members_);
+  mine.earliest = device_.earliest_start(stream.lane, category, link);
   mine.duration = device_.cost_model().collective(category, full_bytes, members_);
   const std::vector<Announcement> all = announce(mine);
   // Settled as LocalComm settles it: the latest earliest start, the slowest rank's duration.
@@ -290,6 +291,7 @@ void MpiComm::collective(Stream stream, Announcement mine, const Tensor& output,
   const std::string_view op = category_name(category);
   spec.name = output.name().empty() ? std::string(op) : std::string(op) + " " + output.name();
   spec.category = category;
+  spec.link = link;
   spec.bytes_moved = full_bytes;
   spec.reads = std::move(reads);
   spec.writes = std::move(writes);

@@ -301,7 +301,7 @@ SimTime CudaDevice::host_time() const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(HostClock::now() - impl_->epoch.host).count();
 }
 
-SimTime CudaDevice::earliest_start(Lane, OpCategory) const { return host_time(); }
+SimTime CudaDevice::earliest_start(Lane, OpCategory, RankLink) const { return host_time(); }
 
 bool CudaDevice::cupti_tracing() const { return impl_->cupti != nullptr; }
 

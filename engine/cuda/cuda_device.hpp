@@ -53,7 +53,7 @@ class CudaDevice final : public Device {
 
   OpId launch(Lane lane, OpSpec spec, const OpBody& body) override;
   // The host's time now: a real device starts an op when it can, not when it was agreed.
-  SimTime earliest_start(Lane lane, OpCategory category) const override;
+  SimTime earliest_start(Lane lane, OpCategory category, RankLink link) const override;
   void record(Event& event, Lane lane) override;
   void wait(Lane lane, const Event& event) override;
   void synchronize(const Event& event) override;

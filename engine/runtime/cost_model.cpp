@@ -48,14 +48,18 @@ SimTime CostModel::ring(OpCategory category, std::int64_t full_bytes, int world,
   return seconds_to_ns(seconds);
 }
 
-const LinkPreset& CostModel::link_between(std::span<const int> members) const {
+RankLink CostModel::link_of(std::span<const int> members) const {
   for (int rank : members)
-    if (nodes_.node_of(rank) != nodes_.node_of(members.front())) return nodes_.inter_node;
-  return link_;
+    if (nodes_.node_of(rank) != nodes_.node_of(members.front())) return RankLink::between_nodes;
+  return RankLink::in_node;
+}
+
+const LinkPreset& CostModel::preset_of(RankLink link) const {
+  return link == RankLink::between_nodes ? nodes_.inter_node : link_;
 }
 
 SimTime CostModel::collective(OpCategory category, std::int64_t full_bytes, std::span<const int> members) const {
-  return ring(category, full_bytes, static_cast<int>(members.size()), link_between(members));
+  return ring(category, full_bytes, static_cast<int>(members.size()), preset_of(link_of(members)));
 }
 
 SimTime CostModel::collective(OpCategory category, std::int64_t full_bytes, int world) const {

@@ -9,6 +9,8 @@
 // Bus bandwidth (what nccl-tests prints) is defined from that once, in bus_bandwidth().
 // On several nodes (NodeLayout) a ring within a node runs on the device's link, and one that spans nodes at
 // the pace of its slowest hops, the inter-node link's: its bandwidth and its latency in the formula above.
+// The two are separate links of the rank (RankLink): NVLink and the node's network card carry collectives at
+// the same time.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -37,19 +39,26 @@ struct NodeLayout {
   int node_of(int rank) const { return ranks_per_node > 0 ? rank / ranks_per_node : 0; }
 };
 
+// Which of a rank's links a collective takes: the device's link to the ranks of its node, or the network to the
+// other nodes, where the collective's group spans nodes. Each carries one collective at a time (sim_device.hpp).
+enum class RankLink { in_node, between_nodes };
+inline constexpr int kRankLinkCount = 2;
+
 class CostModel {
  public:
   CostModel(DevicePreset device, LinkPreset link, NodeLayout nodes = {});
 
   SimTime compute(const OpCost& cost) const;
   // A collective of `category` over the world ranks `members` (a communicator's group) on a buffer whose full
-  // (unsharded) size is `full_bytes`, on the link between them (link_between).
+  // (unsharded) size is `full_bytes`, on the link between them (link_of).
   SimTime collective(OpCategory category, std::int64_t full_bytes, std::span<const int> members) const;
   // The same over `world` ranks of one node: a communicator that does not know where its ranks sit (NCCL's,
   // whose nodes are the machine's own).
   SimTime collective(OpCategory category, std::int64_t full_bytes, int world) const;
-  // The device's link where `members` share a node, else the inter-node link.
-  const LinkPreset& link_between(std::span<const int> members) const;
+  // The link a collective over `members` takes: in_node where they share a node.
+  RankLink link_of(std::span<const int> members) const;
+  // That link's preset: the device's link, or the inter-node link.
+  const LinkPreset& preset_of(RankLink link) const;
   // A copy between host and device memory.
   SimTime host_copy(std::int64_t bytes) const;
   // CPU work (an offloaded optimizer step): bound by the host's arithmetic or its memory bandwidth.

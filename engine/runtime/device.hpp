@@ -99,8 +99,8 @@ class Device {
   // runs now, on the host's cursor, which it advances by its duration on the host's cost model.
   virtual OpId launch(Lane lane, OpSpec spec, const OpBody& body) = 0;
   // When an op of `category` launched now on `lane` could start: collectives agree on the max over
-  // their ranks. A collective also waits for the rank's link (sim_device.hpp).
-  virtual SimTime earliest_start(Lane lane, OpCategory category) const = 0;
+  // their ranks. A collective also waits for the rank's `link` (sim_device.hpp).
+  virtual SimTime earliest_start(Lane lane, OpCategory category, RankLink link) const = 0;
   virtual void record(Event& event, Lane lane) = 0;
   // Later work on `lane` waits for `event` (which may come from another rank's device).
   virtual void wait(Lane lane, const Event& event) = 0;

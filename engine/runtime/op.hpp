@@ -30,6 +30,7 @@ struct OpSpec {
   OpCost cost;                     // how long it takes, unless `duration` is set
   SimTime duration = -1;           // set by collectives, whose time comes from the link, not the device
   SimTime not_before = 0;          // set by collectives: the start time agreed between the ranks
+  RankLink link = RankLink::in_node;  // set by collectives: which of the rank's links they take (sim)
   std::int64_t bytes_moved = 0;    // for the trace: bytes a collective or copy moves
   std::vector<Access> reads;
   std::vector<Access> writes;

@@ -82,7 +82,8 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   StreamState& s = state(lane);
   const SimTime issued = host_ + cost_.launch_overhead();
   const bool on_link = is_communication(spec.category);
-  const SimTime begin = std::max({s.ready, issued, spec.not_before, on_link ? link_ready_ : SimTime{0}});
+  SimTime& link = link_ready_[static_cast<std::size_t>(spec.link)];
+  const SimTime begin = std::max({s.ready, issued, spec.not_before, on_link ? link : SimTime{0}});
   const SimTime duration = spec.duration >= 0 ? spec.duration : cost_.compute(spec.cost);
   const SimTime end = begin + duration;
 
@@ -99,7 +100,7 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   const OpId id = next_op_++;
   host_ = issued;
   s.ready = end;
-  if (on_link) link_ready_ = end;
+  if (on_link) link = end;
   s.clock = clock;
   s.last_op = id;
   check_and_commit(spec.reads, false, who, clock, true);
@@ -150,9 +151,9 @@ OpId SimDevice::launch_on_host(OpSpec spec, const OpBody& body) {
   return id;
 }
 
-SimTime SimDevice::earliest_start(Lane lane, OpCategory category) const {
+SimTime SimDevice::earliest_start(Lane lane, OpCategory category, RankLink link) const {
   const SimTime start = std::max(state(lane).ready, host_ + cost_.launch_overhead());
-  return is_communication(category) ? std::max(start, link_ready_) : start;
+  return is_communication(category) ? std::max(start, link_ready_[static_cast<std::size_t>(link)]) : start;
 }
 
 void SimDevice::record(Event& event, Lane lane) {

@@ -8,11 +8,15 @@
 // on every run and every machine. The numerics run at launch, in program order, so results never
 // depend on the schedule; the race detector reports the schedules that would corrupt them on a GPU.
 //
-// Each rank has one link, which its collectives take one at a time in the order they are issued,
-// whichever stream issued them: NCCL runs a communicator's collectives in order on one internal
-// stream, and two at once would share the link's bandwidth anyway. So a reduce-scatter issued before
-// the next all-gather delays it, which is why backward needs explicit prefetch to overlap at all.
+// Each rank has a link to the ranks of its node, which its collectives take one at a time in the order
+// they are issued, whichever stream issued them: NCCL runs a communicator's collectives in order on one
+// internal stream, and two at once would share the link's bandwidth anyway. So a reduce-scatter issued
+// before the next all-gather delays it, which is why backward needs explicit prefetch to overlap at all.
+// On several nodes (--ranks-per-node) a rank also has the network to the other nodes, a second link that
+// carries, one at a time, the collectives whose group spans nodes: HYBRID_SHARD's all-reduce across nodes
+// runs there while the next all-gather runs within the node, as on NVLink and a network card.
 #pragma once
+#include <array>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -38,7 +42,7 @@ class SimDevice final : public Device {
   const CostModel& cost_model() const override { return cost_; }
 
   OpId launch(Lane lane, OpSpec spec, const OpBody& body) override;
-  SimTime earliest_start(Lane lane, OpCategory category) const override;
+  SimTime earliest_start(Lane lane, OpCategory category, RankLink link) const override;
   void record(Event& event, Lane lane) override;
   void wait(Lane lane, const Event& event) override;
   void synchronize(const Event& event) override;
@@ -77,7 +81,7 @@ class SimDevice final : public Device {
   CostModel cost_;
   std::array<StreamState, kStreamCount> streams_;
   SimTime host_ = 0;
-  SimTime link_ready_ = 0;  // when this rank's last collective ends
+  std::array<SimTime, kRankLinkCount> link_ready_{};  // when this rank's last collective on each link ends
   VectorClock host_clock_{};
   OpId next_op_ = 1;
   RaceDetector races_;

@@ -54,7 +54,9 @@ std::vector<OverlapMetrics> metrics_per_step(std::span<const TraceEvent> events)
 
 // The summed durations of `rank`'s communication events in `step` (-1: every step), host lane left out.
 // Unlike |comm| this counts two overlapping collectives twice: it is the link's busy time where
-// collectives take the link one at a time (the sim device's model), and then equals |comm|.
+// collectives take the link one at a time (the sim device's model on one node), and then equals |comm|.
+// On several nodes it sums the busy times of the rank's two links, which can each carry a collective at once
+// (sim_device.hpp).
 SimTime communication_time(std::span<const TraceEvent> events, int rank, int step = -1);
 
 // The largest total of `tags`' live bytes on `rank` at any moment in [begin, end], counting what was

@@ -213,6 +213,45 @@ TEST(LocalComm, AGroupSpanningNodesTakesTheInterNodeLink) {
   }
 }
 
+// A rank's two links carry a collective each at once: the replica group's all-reduce crosses the nodes while
+// the shard group's next all-gather runs within the node (NVLink and the network card). Two collectives on one
+// link still take it in turn, whichever streams issued them.
+TEST(LocalComm, ALinkWithinTheNodeAndOneBetweenNodesCarryACollectiveEachAtOnce) {
+  constexpr int world = 4;
+  constexpr std::int64_t n = 1 << 20;
+  SimDeviceOptions options;
+  options.dry_run = true;  // times only
+  options.nodes = NodeLayout{2, PresetCatalog::builtin().link("ib-ndr400")};
+  std::vector<std::vector<OpRecord>> ops(world);
+  with_ranks(
+      world,
+      [&](LocalComm& comm, SimDevice& device) {
+        const int r = comm.rank();
+        const auto shard_group = comm.split(r / 2);
+        const auto replica_group = comm.split(r % 2);
+        const Tensor g = Tensor::empty(device, {n}, DType::f32, MemTag::grad_full, "g");
+        const Tensor h = Tensor::empty(device, {n}, DType::f32, MemTag::grad_full, "h");
+        const Tensor shard = Tensor::empty(device, {n}, DType::f32, MemTag::param_shard, "w.shard");
+        const Tensor full = Tensor::empty(device, {2 * n}, DType::f32, MemTag::param_full, "w");
+        auto& mine = ops[static_cast<std::size_t>(r)];
+        replica_group->all_reduce(device.stream(Lane::reduce_scatter), g, ReduceOp::sum);  // between nodes
+        mine.push_back(device.ops().back());
+        shard_group->all_gather(device.stream(Lane::all_gather), shard, full);  // within the node
+        mine.push_back(device.ops().back());
+        shard_group->all_reduce(device.stream(Lane::compute), h, ReduceOp::sum);  // within the node again
+        mine.push_back(device.ops().back());
+        device.synchronize();
+      },
+      options);
+  for (int r = 0; r < world; ++r) {
+    const std::vector<OpRecord>& mine = ops[static_cast<std::size_t>(r)];
+    const OpRecord &across = mine[0], &gather = mine[1], &within = mine[2];
+    EXPECT_LT(gather.begin, across.end) << "rank " << r << ": the gather did not wait for the network";
+    EXPECT_GT(across.end - across.begin, gather.end - gather.begin) << "rank " << r << ": the network is slower";
+    EXPECT_EQ(within.begin, gather.end) << "rank " << r << ": the node's link carries one at a time";
+  }
+}
+
 // The op starts when the slowest rank's stream is ready, lasts the cost model's time, and has the
 // same begin and end on every rank, on whichever stream it was given (SYNC: compute; ASYNC: its own).
 TEST(LocalComm, OneVirtualBeginAndEndOnEveryRankOnTheStreamGiven) {
@@ -232,7 +271,7 @@ TEST(LocalComm, OneVirtualBeginAndEndOnEveryRankOnTheStreamGiven) {
       }
       const Tensor shard = tensor_from(device, {n}, values(r, n), DType::bf16);
       const Tensor full = Tensor::empty(device, {world * n}, DType::bf16, MemTag::param_full, "w");
-      earliest[static_cast<std::size_t>(r)] = device.earliest_start(lane, OpCategory::all_gather);
+      earliest[static_cast<std::size_t>(r)] = device.earliest_start(lane, OpCategory::all_gather, RankLink::in_node);
       comm.all_gather(device.stream(lane), shard, full);
       ops[static_cast<std::size_t>(r)] = device.ops().back();
       if (r == 0) duration = device.cost_model().collective(OpCategory::all_gather, full.nbytes(), world);

@@ -99,9 +99,11 @@ TEST(RuntimePresets, ACollectiveSpanningNodesRunsOnTheInterNodeLink) {
     return seconds_to_ns((w - 1) * link.latency_us * 1e-6 + factor * bytes / link.bandwidth);
   };
   const std::vector<int> shard_group = {4, 5, 6, 7}, replica_group = {1, 5}, everyone = {0, 1, 2, 3, 4, 5, 6, 7};
-  EXPECT_EQ(nodes.link_between(shard_group).name, "nvlink4");
+  EXPECT_EQ(nodes.link_of(shard_group), RankLink::in_node);
+  EXPECT_EQ(nodes.preset_of(RankLink::in_node).name, "nvlink4");
   EXPECT_EQ(nodes.collective(OpCategory::all_gather, bytes, shard_group), ring(nvlink, 4, 3.0 / 4));
-  EXPECT_EQ(nodes.link_between(replica_group).name, "ib-ndr400");
+  EXPECT_EQ(nodes.link_of(replica_group), RankLink::between_nodes);
+  EXPECT_EQ(nodes.preset_of(RankLink::between_nodes).name, "ib-ndr400");
   EXPECT_EQ(nodes.collective(OpCategory::all_reduce, bytes, replica_group), ring(ib, 2, 2 * 1.0 / 2));
   EXPECT_EQ(nodes.collective(OpCategory::reduce_scatter, bytes, everyone), ring(ib, 8, 7.0 / 8));
   EXPECT_EQ(one_node.collective(OpCategory::reduce_scatter, bytes, everyone), ring(nvlink, 8, 7.0 / 8))
