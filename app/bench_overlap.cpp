@@ -55,8 +55,9 @@ constexpr std::array<MemTag, 2> kGatheredTags = {MemTag::param_full, MemTag::gra
 struct StepTimes {
   SimTime step = 0;     // first begin to last end of the step's device work
   SimTime compute = 0;  // |union of compute|
-  SimTime comm = 0;     // sum of the collectives: the link's busy time (both links' on nodes: trace_metrics.hpp)
-  SimTime union_of_comm = 0;  // |comm|: below `comm` where a rank's two links carry a collective each at once
+  SimTime comm = 0;     // sum of the collectives: the link's busy time (on nodes the busier link's: trace_metrics.hpp)
+  std::array<SimTime, kRankLinkCount> links{};  // each link's busy time, by RankLink
+  SimTime union_of_comm = 0;  // |comm|: it may differ from `comm` where a rank's two links are busy at once
   SimTime overlap = 0;  // |comm ∩ compute|
   std::int64_t gathered = 0;
   std::vector<TraceEvent> events;  // the step's events on rank 0, for the exposed-communication breakdown
@@ -118,6 +119,7 @@ StepTimes measure(const OverlapBenchOptions& bench, const FsdpOptions& options, 
     t.overlap = m.overlap;
   }
   t.comm = communication_time(trace.events, 0, kMeasuredStep);
+  t.links = link_busy_times(trace.events, 0, kMeasuredStep);
   const StepReport& r = reports[kMeasuredStep];
   t.gathered = peak_live_bytes(trace.counters, 0, kGatheredTags, r.begin, r.end);
   for (const TraceEvent& e : trace.events)
@@ -342,7 +344,8 @@ void bench_overlap(const OverlapBenchOptions& bench) {
               "table on every machine.\n\n");
   std::printf("  compute    the step with communication free: the same ASYNC schedule on a link of unbounded bandwidth\n"
               "             and no latency (each collective 1 ns), so it keeps the host's launch overheads and waits\n"
-              "  comm       the link's busy time: the sum of rank 0's collectives in the step (they take the link in turn)\n"
+              "  comm       the link's busy time: the sum of rank 0's collectives in the step (they take the link in\n"
+              "             turn; on nodes, the busier of a rank's two links, within its node and between nodes)\n"
               "  T_sync     --mode sync (every collective blocks compute); T_async: --mode async with the row's prefetch\n"
               "  ideal      max(compute, comm);  eta = (T_sync - T_async) / (T_sync - ideal)\n"
               "  overlap %%  |comm ∩ compute| / |comm|, exposed = |comm| - |comm ∩ compute| (HTA), of the ASYNC step\n"
@@ -359,6 +362,11 @@ void bench_overlap(const OverlapBenchOptions& bench) {
   std::printf("  T_sync %.3f ms, T_async %.3f ms, ideal %.3f ms: eta = %s, overlap %.1f %%, exposed comm %.3f ms\n",
               ms(headline.sync.step), ms(headline.async.step), ms(headline.ideal()), eta, headline.overlap_percent(),
               ms(headline.exposed()));
+  if (bench.nodes.ranks_per_node > 0) {
+    const auto busy = [&](RankLink l) { return ms(headline.async.links[static_cast<std::size_t>(l)]); };
+    std::printf("  links busy: %.3f ms within the node, %.3f ms between nodes (|comm| %.3f ms)\n",
+                busy(RankLink::in_node), busy(RankLink::between_nodes), ms(headline.async.union_of_comm));
+  }
   print_exposed_breakdown(headline.async);
   if (!bench.trace_path.empty()) {
     TraceData trace;

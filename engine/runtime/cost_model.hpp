@@ -39,11 +39,6 @@ struct NodeLayout {
   int node_of(int rank) const { return ranks_per_node > 0 ? rank / ranks_per_node : 0; }
 };
 
-// Which of a rank's links a collective takes: the device's link to the ranks of its node, or the network to the
-// other nodes, where the collective's group spans nodes. Each carries one collective at a time (sim_device.hpp).
-enum class RankLink { in_node, between_nodes };
-inline constexpr int kRankLinkCount = 2;
-
 class CostModel {
  public:
   CostModel(DevicePreset device, LinkPreset link, NodeLayout nodes = {});
@@ -55,7 +50,7 @@ class CostModel {
   // The same over `world` ranks of one node: a communicator that does not know where its ranks sit (NCCL's,
   // whose nodes are the machine's own).
   SimTime collective(OpCategory category, std::int64_t full_bytes, int world) const;
-  // The link a collective over `members` takes: in_node where they share a node.
+  // The link a collective over `members` takes (RankLink, trace_event.hpp): in_node where they share a node.
   RankLink link_of(std::span<const int> members) const;
   // That link's preset: the device's link, or the inter-node link.
   const LinkPreset& preset_of(RankLink link) const;

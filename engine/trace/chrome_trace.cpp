@@ -106,6 +106,7 @@ OrderedJson event_json(const TraceEvent& e, const TraceMeta& meta) {
     args["deps"] = std::move(deps);
   }
   if (renamed) args["op_name"] = e.name;
+  if (e.link != RankLink::in_node) args["link"] = std::string(rank_link_name(e.link));
 
   OrderedJson j;
   j["ph"] = "X";
@@ -322,6 +323,12 @@ OpCategory parse_category(const std::string& name, const Fields& where, const st
   fail("trace '", file, "': ", where.what(), " has category '", name, "'; expected one of: ", known);
 }
 
+RankLink parse_link(const std::string& name, const Fields& where, const std::string& file) {
+  for (RankLink l : {RankLink::in_node, RankLink::between_nodes})
+    if (rank_link_name(l) == name) return l;
+  fail("trace '", file, "': ", where.what(), " has link '", name, "'; expected in_node or between_nodes");
+}
+
 class Reader {
  public:
   explicit Reader(std::string file) : file_(std::move(file)) {}
@@ -415,6 +422,7 @@ class Reader {
     if (args.has("flops")) ev.flops = args.number("flops");
     ev.op = static_cast<OpId>(args.integer("op", 0, std::numeric_limits<std::int64_t>::max()));
     if (args.has("deps")) ev.deps = read_deps(args.field("deps"), e);
+    if (args.has("link")) ev.link = parse_link(args.string("link"), e, file_);
     if (ev.lane != Lane::host && args.has("device")) devices_[ev.rank] = args.small_int("device", 0);
     data_.events.push_back(std::move(ev));
   }

@@ -41,6 +41,13 @@ constexpr bool is_communication(OpCategory c) {
          c == OpCategory::broadcast;
 }
 
+// Which of a rank's links a collective takes on the sim device: the device's link to the ranks of its node, or
+// the network to the other nodes, where the collective's group spans nodes (--ranks-per-node). Each carries one
+// collective at a time (sim_device.hpp); on one node every collective takes in_node.
+enum class RankLink { in_node, between_nodes };
+constexpr std::size_t kRankLinkCount = 2;
+constexpr std::string_view rank_link_name(RankLink l) { return l == RankLink::in_node ? "in_node" : "between_nodes"; }
+
 using OpId = std::uint64_t;
 
 // An op on another (or the same) rank that an op waited for through an event.
@@ -64,6 +71,7 @@ struct TraceEvent {
   double flops = 0;
   OpId op = 0;              // the op's id on its rank, 0 for host markers
   std::vector<OpRef> deps;  // what it waited for
+  RankLink link = RankLink::in_node;  // collectives: the rank's link it took
 };
 
 // A memory-ledger change, as a counter track.

@@ -105,16 +105,21 @@ std::vector<OverlapMetrics> metrics_per_step(std::span<const TraceEvent> events)
   });
 }
 
-SimTime communication_time(std::span<const TraceEvent> events, int rank, int step) {
-  SimTime total = 0;
+std::array<SimTime, kRankLinkCount> link_busy_times(std::span<const TraceEvent> events, int rank, int step) {
+  std::array<SimTime, kRankLinkCount> busy{};
   for (const TraceEvent& e : events) {
     if (e.rank != rank || e.lane == Lane::host || !is_communication(e.category)) continue;
     if (step >= 0 && e.step != step) continue;
     check(e.end >= e.begin, "trace metrics: event '", e.name, "' on rank ", e.rank, " ends at ", e.end,
           " ns, before it begins at ", e.begin, " ns");
-    total += e.end - e.begin;
+    busy[static_cast<std::size_t>(e.link)] += e.end - e.begin;
   }
-  return total;
+  return busy;
+}
+
+SimTime communication_time(std::span<const TraceEvent> events, int rank, int step) {
+  const std::array<SimTime, kRankLinkCount> busy = link_busy_times(events, rank, step);
+  return *std::max_element(busy.begin(), busy.end());
 }
 
 std::int64_t peak_live_bytes(std::span<const CounterSample> counters, int rank, std::span<const MemTag> tags,

@@ -12,6 +12,7 @@
 // float microseconds to whole ones (start up, end down), so on sub-microsecond detail its numbers for
 // our exported files come out slightly different; with whole-microsecond times they are the same.
 #pragma once
+#include <array>
 #include <span>
 #include <vector>
 
@@ -52,11 +53,13 @@ std::vector<OverlapMetrics> metrics_per_rank(std::span<const TraceEvent> events)
 // One entry per (rank, step) with step >= 0, in rank then step order: each step's events alone.
 std::vector<OverlapMetrics> metrics_per_step(std::span<const TraceEvent> events);
 
-// The summed durations of `rank`'s communication events in `step` (-1: every step), host lane left out.
-// Unlike |comm| this counts two overlapping collectives twice: it is the link's busy time where
-// collectives take the link one at a time (the sim device's model on one node), and then equals |comm|.
-// On several nodes it sums the busy times of the rank's two links, which can each carry a collective at once
-// (sim_device.hpp).
+// Each of `rank`'s links' busy time in `step` (-1: every step): the summed durations of its communication
+// events on that link (TraceEvent::link), host lane left out, indexed by RankLink.
+std::array<SimTime, kRankLinkCount> link_busy_times(std::span<const TraceEvent> events, int rank, int step = -1);
+// The busiest link's time of link_busy_times: what no schedule can hide a step below. Unlike |comm| it counts two
+// overlapping collectives on one link twice: it is the link's busy time where collectives take their link one
+// at a time (the sim device's model), and then equals |comm| on one node, where every collective takes one link.
+// On several nodes a rank's link within its node and its link between nodes carry a collective each at once.
 SimTime communication_time(std::span<const TraceEvent> events, int rank, int step = -1);
 
 // The largest total of `tags`' live bytes on `rank` at any moment in [begin, end], counting what was

@@ -170,6 +170,7 @@ void write_body(FrameWriter& w, const TraceEvent& e) {
     w.integer(static_cast<std::int32_t>(d.rank));
     w.integer(d.op);
   }
+  w.integer(static_cast<std::uint8_t>(e.link));
 }
 
 void write_body(FrameWriter& w, const CounterSample& c) {
@@ -228,6 +229,7 @@ TraceEvent read_event(FrameReader& r) {
     d.rank = r.integer<std::int32_t>("dependency rank");
     d.op = r.integer<OpId>("dependency op");
   }
+  e.link = r.enumeration<RankLink>(kRankLinkCount, "link");
   return e;
 }
 

@@ -46,7 +46,7 @@ struct WireBye {};
 using WireMessage = std::variant<WireHello, TraceEvent, CounterSample, WireStep, WireBye>;
 
 constexpr std::uint32_t kWireMagic = 0x57444C46;  // "FLDW" in little-endian bytes: fsdplab wire
-constexpr std::uint16_t kWireVersion = 1;
+constexpr std::uint16_t kWireVersion = 2;
 constexpr std::size_t kWireMaxFrame = std::size_t{1} << 20;  // body bytes of one frame
 constexpr std::size_t kWireMaxString = 4096;                 // bytes of one name, phase, run id or backend
 constexpr std::size_t kWireMaxDeps = 4096;                   // dependencies of one event

@@ -61,7 +61,9 @@ TraceData sample_data() {
   rs.phase = "backward";
   d.events.push_back(rs);
   d.events.push_back(make_event(1, Lane::memcpy, OpCategory::memcpy, "offload grads", 1, 999, 1));
-  d.events.push_back(make_event(1, Lane::reduce_scatter, OpCategory::all_reduce, "all_reduce loss", 999, 1'000, 2));
+  TraceEvent across = make_event(1, Lane::reduce_scatter, OpCategory::all_reduce, "all_reduce loss", 999, 1'000, 2);
+  across.link = RankLink::between_nodes;  // a group spanning nodes (sim --ranks-per-node)
+  d.events.push_back(across);
   d.events.push_back(make_event(1, Lane::compute, OpCategory::broadcast, "broadcast params", 0, 0, 3));
   d.events.push_back(make_event(1, Lane::all_gather, OpCategory::all_gather, "ncclDevKernel_AllGather_RING_LL", 2'000,
                                 3'000, 4));
@@ -91,7 +93,8 @@ TraceMeta sample_meta() {
     const TraceEvent& b = want[i];
     const bool same = a.rank == b.rank && a.lane == b.lane && a.name == b.name && a.category == b.category &&
                       a.step == b.step && a.unit == b.unit && a.phase == b.phase && a.begin == b.begin &&
-                      a.end == b.end && a.bytes == b.bytes && a.flops == b.flops && a.op == b.op && a.deps == b.deps;
+                      a.end == b.end && a.bytes == b.bytes && a.flops == b.flops && a.op == b.op && a.deps == b.deps &&
+                      a.link == b.link;
     if (!same)
       return ::testing::AssertionFailure() << "event " << i << " differs: got '" << a.name << "' rank " << a.rank
                                            << " lane " << lane_name(a.lane) << " [" << a.begin << ", " << a.end
@@ -485,6 +488,7 @@ TEST_F(TraceChrome, WrongTypesAndValuesSayWhatWasExpected) {
       {[&](json& d) { d["traceEvents"][x]["args"]["deps"] = json::array({json::array({0})}); }, "dependency [0]"},
       {[&](json& d) { d["traceEvents"][x]["args"]["deps"] = json::array({json::array({3, 1})}); }, "dependency [3,1]"},
       {[&](json& d) { d["traceEvents"][x]["args"]["deps"] = "none"; }, "'deps' = \"none\" (a string)"},
+      {[&](json& d) { d["traceEvents"][x]["args"]["link"] = "pcie"; }, "link 'pcie'; expected in_node or between"},
       {[&](json& d) { d["traceEvents"][x] = 5; }, "event " + std::to_string(x) + " is a number; expected an object"},
       {[&](json& d) { d["traceEvents"] = json::object(); }, "'traceEvents' is an object; expected an array"},
       {[&](json& d) { d["traceEvents"][c]["name"] = "mem bogus"; }, "unknown memory tag 'bogus'"},

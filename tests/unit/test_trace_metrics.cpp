@@ -216,6 +216,23 @@ TEST(TraceMetrics, CommunicationTimeSumsOneRanksCollectivesOfOneStep) {
   EXPECT_EQ(communication_time(serial, 0), only_rank(serial).comm);
 }
 
+// On nodes a rank has a link within its node and one between nodes, each busy in turn and both at once: comm is
+// the busier one's sum, what no schedule hides.
+TEST(TraceMetrics, CommunicationTimeIsTheBusierOfARanksTwoLinks) {
+  std::vector<TraceEvent> events = {
+      ev(Lane::all_gather, OpCategory::all_gather, 0, 10, 0, 1),           // within the node
+      ev(Lane::reduce_scatter, OpCategory::all_reduce, 0, 30, 0, 1),       // between nodes, at the same time
+      ev(Lane::reduce_scatter, OpCategory::reduce_scatter, 30, 35, 0, 1),  // within the node
+  };
+  events[1].link = RankLink::between_nodes;
+  const std::array<SimTime, kRankLinkCount> busy = link_busy_times(events, 0, 1);
+  EXPECT_EQ(busy[static_cast<std::size_t>(RankLink::in_node)], 15);
+  EXPECT_EQ(busy[static_cast<std::size_t>(RankLink::between_nodes)], 30);
+  EXPECT_EQ(communication_time(events, 0, 1), 30);
+  events[1].link = RankLink::in_node;  // one link for all: the sum
+  EXPECT_EQ(communication_time(events, 0, 1), 45);
+}
+
 CounterSample sample(int rank, SimTime time, MemTag tag, std::int64_t tag_live) {
   return CounterSample{rank, time, tag, tag_live, 0};
 }

@@ -29,6 +29,7 @@ TraceEvent sample_event() {
   e.flops = 3.25e12;
   e.op = 0xFEDCBA9876543210ULL;
   e.deps = {OpRef{0, 17}, OpRef{3, std::numeric_limits<OpId>::max()}};
+  e.link = RankLink::between_nodes;
   return e;
 }
 
@@ -65,6 +66,7 @@ void expect_same(const WireMessage& got, const WireMessage& want) {
     EXPECT_EQ(g.flops, e->flops);
     EXPECT_EQ(g.op, e->op);
     EXPECT_EQ(g.deps, e->deps);
+    EXPECT_EQ(g.link, e->link);
   } else if (const auto* c = std::get_if<CounterSample>(&want)) {
     const auto& g = std::get<CounterSample>(got);
     EXPECT_EQ(g.rank, c->rank);
@@ -211,7 +213,7 @@ TEST(TraceWire, CorruptedFramesNameWhatWasExpected) {
   {
     std::string b = hello;
     b[4 + 1 + 4] = 7;  // the version
-    EXPECT_EQ(decode_error(b), "wire format version 7; this build reads version 1");
+    EXPECT_EQ(decode_error(b), "wire format version 7; this build reads version 2");
   }
   {
     std::string b = hello;
@@ -258,7 +260,7 @@ TEST(TraceWire, SemanticBoundsAreCheckedOnBothSides) {
   put_u32(hello, 11 + 4 + 6, 0x7FFFFFFF);  // rank: rank + ranks would overflow an int
   EXPECT_EQ(decode_error(hello), "hello of ranks 2147483647..2147483648; expected within 0..3");
   std::string event = encode({sample_event()});
-  put_u32(event, event.size() - 4 - 2 * 12, 0xFFFFFFFFu);  // the dependency count
+  put_u32(event, event.size() - 1 - 4 - 2 * 12, 0xFFFFFFFFu);  // the dependency count, before 2 deps and the link
   EXPECT_EQ(decode_error(event), "event 'reduce_scatter unit 7' with 4294967295 dependencies; at most 4096");
 }
 
