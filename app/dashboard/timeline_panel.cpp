@@ -512,6 +512,7 @@ void TimelinePanel::show_tooltip(const TraceStore& store) {
       tooltip_cache_.push_back("phase: " + (phase.empty() ? std::string("-") : phase));
       tooltip_cache_.push_back("step: " + (item.step >= 0 ? std::to_string(item.step) : std::string("-")));
       tooltip_cache_.push_back("bytes: " + format_bytes(item.bytes));
+      if (item.link == RankLink::between_nodes) tooltip_cache_.push_back("link: between nodes (its group spans them)");
       tooltip_cache_.push_back("duration: " + format_duration(item.duration()));
       tooltip_cache_.push_back("begin: " + format_instant(item.begin));
       if (item.op != 0) tooltip_cache_.push_back("op: " + std::to_string(item.op));

@@ -162,6 +162,7 @@ void TraceStore::add_event(int source, const TraceEvent& event) {
   item.step = event.step;
   item.unit = event.unit;
   item.category = event.category;
+  item.link = event.link;
 
   TimelineLane& l = lane(source, event.rank, event.lane);
   if (l.items.empty() || l.items.back().begin <= item.begin) {

@@ -37,6 +37,7 @@ struct TimelineItem {
   std::int32_t step = -1;
   std::int32_t unit = -1;
   OpCategory category = OpCategory::compute;
+  RankLink link = RankLink::in_node;  // collectives: the rank's link they took (sim on nodes)
 
   SimTime duration() const { return end - begin; }
 };

@@ -4,6 +4,7 @@
 // panel's own arithmetic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -398,6 +399,7 @@ TEST(TimelinePanel, HoverNamesTheOpAndItsDependencies) {
   TraceStore store;
   const int src = store.add_source("ASYNC", 2, false);
   TraceEvent gather = op(1, Lane::all_gather, OpCategory::all_gather, 0, 700, 77);
+  gather.link = RankLink::between_nodes;  // its group spans nodes (sim --ranks-per-node)
   store.add_event(src, gather);
   for (int k = 0; k < 8; ++k) {
     TraceEvent e = op(0, Lane::compute, OpCategory::compute, k * 1'000 + 100, k * 1'000 + 900, 10 + k);
@@ -456,6 +458,8 @@ TEST(TimelinePanel, HoverNamesTheOpAndItsDependencies) {
   EXPECT_EQ(panel.hovered()->first, 1u);
   EXPECT_EQ(panel.hovered()->second, 0u);
   EXPECT_EQ(panel.tooltip().front(), "all_gather");
+  EXPECT_NE(std::find(panel.tooltip().begin(), panel.tooltip().end(), "link: between nodes (its group spans them)"),
+            panel.tooltip().end());
 }
 
 TEST(TimelinePanel, RightDragMeasuresASpan) {
