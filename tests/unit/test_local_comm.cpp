@@ -176,31 +176,39 @@ TEST(LocalComm, SplitIntoShardAndReplicaGroups) {
   }
 }
 
+// Four ranks on two nodes of two (ib-ndr400 between them), dry runs: `body` gets each rank's world, its shard
+// group (its node: HYBRID_SHARD's consecutive ranks) and its replica group (one rank of each node).
+void on_two_nodes_of_two(
+    const std::function<void(LocalComm& world, Communicator& shard, Communicator& replica, SimDevice&)>& body) {
+  SimDeviceOptions options;
+  options.dry_run = true;  // times only
+  options.nodes = NodeLayout{2, PresetCatalog::builtin().link("ib-ndr400")};
+  with_ranks(
+      4,
+      [&](LocalComm& comm, SimDevice& device) {
+        const auto shard_group = comm.split(comm.rank() / 2);
+        const auto replica_group = comm.split(comm.rank() % 2);
+        body(comm, *shard_group, *replica_group, device);
+        device.synchronize();
+      },
+      options);
+}
+
 // On two nodes of two ranks, HYBRID_SHARD's shard groups each sit in a node and take its link; the replica
 // groups span the nodes and take the inter-node link, as the full world's collectives do.
 TEST(LocalComm, AGroupSpanningNodesTakesTheInterNodeLink) {
   constexpr int world = 4;
   constexpr std::int64_t n = 1 << 20;
   const PresetCatalog& presets = PresetCatalog::builtin();
-  SimDeviceOptions options;
-  options.dry_run = true;  // times only
-  options.nodes = NodeLayout{2, presets.link("ib-ndr400")};
   std::vector<std::vector<SimTime>> durations(world);
-  with_ranks(
-      world,
-      [&](LocalComm& comm, SimDevice& device) {
-        const int r = comm.rank();
-        const auto shard_group = comm.split(r / 2);
-        const auto replica_group = comm.split(r % 2);
-        const Tensor t = Tensor::empty(device, {n}, DType::f32, MemTag::grad_full, "g");
-        std::vector<SimTime>& mine = durations[static_cast<std::size_t>(r)];
-        for (Communicator* group : {shard_group.get(), replica_group.get(), static_cast<Communicator*>(&comm)}) {
-          group->all_reduce(device.stream(Lane::reduce_scatter), t, ReduceOp::sum);
-          mine.push_back(device.ops().back().end - device.ops().back().begin);
-        }
-        device.synchronize();
-      },
-      options);
+  on_two_nodes_of_two([&](LocalComm& comm, Communicator& shard_group, Communicator& replica_group, SimDevice& device) {
+    const Tensor t = Tensor::empty(device, {n}, DType::f32, MemTag::grad_full, "g");
+    std::vector<SimTime>& mine = durations[static_cast<std::size_t>(comm.rank())];
+    for (Communicator* group : {&shard_group, &replica_group, static_cast<Communicator*>(&comm)}) {
+      group->all_reduce(device.stream(Lane::reduce_scatter), t, ReduceOp::sum);
+      mine.push_back(device.ops().back().end - device.ops().back().begin);
+    }
+  });
   const CostModel nvlink_only(presets.device("h100-sxm"), presets.link("nvlink4"));
   const CostModel ib_only(presets.device("h100-sxm"), presets.link("ib-ndr400"));
   const std::int64_t bytes = n * 4;
@@ -219,34 +227,24 @@ TEST(LocalComm, AGroupSpanningNodesTakesTheInterNodeLink) {
 TEST(LocalComm, ALinkWithinTheNodeAndOneBetweenNodesCarryACollectiveEachAtOnce) {
   constexpr int world = 4;
   constexpr std::int64_t n = 1 << 20;
-  SimDeviceOptions options;
-  options.dry_run = true;  // times only
-  options.nodes = NodeLayout{2, PresetCatalog::builtin().link("ib-ndr400")};
   std::vector<std::vector<OpRecord>> ops(world);
-  with_ranks(
-      world,
-      [&](LocalComm& comm, SimDevice& device) {
-        const int r = comm.rank();
-        const auto shard_group = comm.split(r / 2);
-        const auto replica_group = comm.split(r % 2);
-        const Tensor g = Tensor::empty(device, {n}, DType::f32, MemTag::grad_full, "g");
-        const Tensor h = Tensor::empty(device, {n}, DType::f32, MemTag::grad_full, "h");
-        const Tensor shard = Tensor::empty(device, {n}, DType::f32, MemTag::param_shard, "w.shard");
-        const Tensor full = Tensor::empty(device, {2 * n}, DType::f32, MemTag::param_full, "w");
-        auto& mine = ops[static_cast<std::size_t>(r)];
-        replica_group->all_reduce(device.stream(Lane::reduce_scatter), g, ReduceOp::sum);  // between nodes
-        mine.push_back(device.ops().back());
-        shard_group->all_gather(device.stream(Lane::all_gather), shard, full);  // within the node
-        mine.push_back(device.ops().back());
-        shard_group->all_reduce(device.stream(Lane::compute), h, ReduceOp::sum);  // within the node again
-        mine.push_back(device.ops().back());
-        device.synchronize();
-      },
-      options);
+  on_two_nodes_of_two([&](LocalComm& comm, Communicator& shard_group, Communicator& replica_group, SimDevice& device) {
+    const Tensor g = Tensor::empty(device, {n}, DType::f32, MemTag::grad_full, "g");
+    const Tensor h = Tensor::empty(device, {n}, DType::f32, MemTag::grad_full, "h");
+    const Tensor shard = Tensor::empty(device, {n}, DType::f32, MemTag::param_shard, "w.shard");
+    const Tensor full = Tensor::empty(device, {2 * n}, DType::f32, MemTag::param_full, "w");
+    auto& mine = ops[static_cast<std::size_t>(comm.rank())];
+    replica_group.all_reduce(device.stream(Lane::reduce_scatter), g, ReduceOp::sum);  // between nodes
+    mine.push_back(device.ops().back());
+    shard_group.all_gather(device.stream(Lane::all_gather), shard, full);  // within the node
+    mine.push_back(device.ops().back());
+    shard_group.all_reduce(device.stream(Lane::compute), h, ReduceOp::sum);  // within the node again
+    mine.push_back(device.ops().back());
+  });
   for (int r = 0; r < world; ++r) {
     const std::vector<OpRecord>& mine = ops[static_cast<std::size_t>(r)];
     const OpRecord &across = mine[0], &gather = mine[1], &within = mine[2];
-    EXPECT_LT(gather.begin, across.end) << "rank " << r << ": the gather did not wait for the network";
+    EXPECT_LT(gather.begin, across.end) << "rank " << r << ": the gather waited for the all-reduce between nodes";
     EXPECT_GT(across.end - across.begin, gather.end - gather.begin) << "rank " << r << ": the network is slower";
     EXPECT_EQ(within.begin, gather.end) << "rank " << r << ": the node's link carries one at a time";
   }
