@@ -89,7 +89,7 @@ struct NcclComm::Handle {
   void* barrier_value = nullptr;  // one float on the GPU (cudaMalloc: the ledger is the device's, this is NCCL's)
   bool aborted = false;
   struct InFlight {
-    std::string what;
+    std::string what;  // "rank R: all_gather #N of B bytes", as errors name it
     cudaEvent_t done = nullptr;
     Clock::time_point issued;
   };
@@ -305,7 +305,7 @@ std::optional<std::string> NcclComm::overdue(std::chrono::milliseconds timeout) 
     const cudaError_t state = cudaEventQuery(oldest.done);
     if (state == cudaErrorNotReady) {
       if (Clock::now() - oldest.issued < timeout) return std::nullopt;
-      return "rank " + std::to_string(rank_) + ": " + oldest.what + " has not completed after " +
+      return oldest.what + " has not completed after " +
              std::to_string(timeout.count()) + " ms (a peer never joined it, or stalls)";
     }
     cudaEventDestroy(oldest.done);
