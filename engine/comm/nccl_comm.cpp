@@ -89,7 +89,7 @@ struct NcclComm::Handle {
   void* barrier_value = nullptr;  // one float on the GPU (cudaMalloc: the ledger is the device's, this is NCCL's)
   bool aborted = false;
   struct InFlight {
-    std::string what;  // "rank R: all_gather #N of B bytes", as errors name it
+    std::string what;  // "rank R: NCCL all_gather #N of B bytes", as errors name it
     cudaEvent_t done = nullptr;
     Clock::time_point issued;
   };
@@ -305,8 +305,8 @@ std::optional<std::string> NcclComm::overdue(std::chrono::milliseconds timeout) 
     const cudaError_t state = cudaEventQuery(oldest.done);
     if (state == cudaErrorNotReady) {
       if (Clock::now() - oldest.issued < timeout) return std::nullopt;
-      return oldest.what + " has not completed after " +
-             std::to_string(timeout.count()) + " ms (a peer never joined it, or stalls)";
+      return oldest.what + " has not completed after " + std::to_string(timeout.count()) +
+             " ms (a peer never joined it, or stalls)";
     }
     cudaEventDestroy(oldest.done);
     in_flight.pop_front();
@@ -344,9 +344,9 @@ void NcclComm::collective(Stream stream, OpCategory category, const Tensor& outp
   spec.reads = std::move(reads);
   spec.writes = std::move(writes);
   device_.launch(stream.lane, std::move(spec), {.cuda = [&](CUstream_st* s) {
-    issue("rank " + std::to_string(rank_) + ": NCCL " + what, [&](void* comm) { return enqueue(comm, s); },
-          handle_->timeout);
-    handle_->watch_until_done(s, "rank " + std::to_string(rank_) + ": " + what);
+    const std::string named = "rank " + std::to_string(rank_) + ": NCCL " + what;
+    issue(named, [&](void* comm) { return enqueue(comm, s); }, handle_->timeout);
+    handle_->watch_until_done(s, named);
   }});
 }
 
