@@ -82,9 +82,8 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   StreamState& s = state(lane);
   const SimTime issued = host_ + cost_.launch_overhead();
   const bool on_link = is_communication(spec.category);
-  const RankLink link_taken = spec.link;
-  SimTime& link = link_ready_[static_cast<std::size_t>(link_taken)];
-  const SimTime begin = std::max({s.ready, issued, spec.not_before, on_link ? link : SimTime{0}});
+  SimTime& link_ready = link_ready_[static_cast<std::size_t>(spec.link)];  // the link a collective takes
+  const SimTime begin = std::max({s.ready, issued, spec.not_before, on_link ? link_ready : SimTime{0}});
   const SimTime duration = spec.duration >= 0 ? spec.duration : cost_.compute(spec.cost);
   const SimTime end = begin + duration;
 
@@ -101,7 +100,7 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   const OpId id = next_op_++;
   host_ = issued;
   s.ready = end;
-  if (on_link) link = end;
+  if (on_link) link_ready = end;
   s.clock = clock;
   s.last_op = id;
   check_and_commit(spec.reads, false, who, clock, true);
@@ -118,7 +117,7 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
     const std::int64_t bytes =
         record.bytes_moved > 0 ? record.bytes_moved : static_cast<std::int64_t>(record.cost.bytes);
     emit(TraceEvent{rank_, lane, record.name, record.category, record.labels.step, record.labels.unit,
-                    record.labels.phase, begin, end, bytes, record.cost.flops, id, record.deps, link_taken});
+                    record.labels.phase, begin, end, bytes, record.cost.flops, id, record.deps, spec.link});
   }
   if (keep_op_log_) ops_.push_back(std::move(record));
   return id;
