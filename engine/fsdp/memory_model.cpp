@@ -49,12 +49,11 @@ std::int64_t attention_saved_bytes(std::int64_t B, std::int64_t H, std::int64_t 
 
 // GPT-2 on N = B·T tokens, activations of a bytes (the run's dtype), C = n_embd, H = n_head, L = n_layer,
 // V = the padded vocabulary, the logits' width ([Note: the padded vocabulary], gpt2_model.hpp). No tensor
-// outlives the step's backward except the position ids (workspace), so the
-// activation peak is the largest live sum over the step. Who holds what (gpt2_model.cpp, layers.cpp):
+// outlives the step's backward, so the activation peak is the largest live sum over the step. Who holds what
+// (gpt2_model.cpp, layers.cpp):
 //
 //   batch          input and target ids, i32, held by the trainer for the whole step         8N
-//   embeddings     wte's output, with the positions added in place; Block 0's ln_1 input     N·C·a
-//                  wpe's output [T, C], held by the transformer's forward through ln_f       T·C·a (forward only)
+//   embeddings     wte's output, wpe's rows added in place; Block 0's ln_1 input             N·C·a
 //   each Block     ln_1 out (c_attn's input), qkv [N,3C], the attention output (c_proj's
 //   (saved for     input), the residual h (ln_2's input), ln_2 out (c_fc's input), c_fc's out
 //    backward)     [N,4C], gelu's out [N,4C] (c_proj's input), the block's output (the next
@@ -66,7 +65,6 @@ std::int64_t attention_saved_bytes(std::int64_t B, std::int64_t H, std::int64_t 
 // Transients (an op's output, freed once its consumer has added it in) sit on top of what is saved.
 // With base = 8N + N·C·a + L·S_blk, every moment of the step holds at most one of these (checked
 // allocation by allocation; the loss's 4 bytes live from the forward's end to the step's end):
-//   ln_f forward       base + N·C·a + 8N + T·C·a               its output and stats; the positions still held
 //   backward start     base + N·C·a + 8N + N·V·a + 4N + 4      dlogits [N,V], written over the logits
 //   lm_head backward   base + 2·N·C·a + 8N + N·V·a + 4         its dx beside dlogits (lse freed)
 //   last Block's       base + 5·N·C·a + 4                      the Block's output freed, lm_head's dx (held
@@ -83,12 +81,10 @@ ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64
                      V = config.padded_vocab_size();
   const std::int64_t block = 16 * N * C * a + attention_saved_bytes(B, H, T, dtype) + 16 * N;
   const std::int64_t base = 8 * N + N * C * a + L * block;
-  const std::int64_t peak = base + std::max({N * C * a + 8 * N + T * C * a,
-                                             N * C * a + 8 * N + N * V * a + 4 * N + 4,
+  const std::int64_t peak = base + std::max({N * C * a + 8 * N + N * V * a + 4 * N + 4,
                                              2 * N * C * a + 8 * N + N * V * a + 4,
                                              5 * N * C * a + 4});
-  // The position ids 0 .. n_positions-1, i32, written once per device and kept.
-  return {peak, 4 * config.n_positions};
+  return {peak, 0};
 }
 
 // Llama on N = B·T tokens, activations of a bytes, C = hidden_size, F = intermediate_size, H query heads,

@@ -2,7 +2,6 @@
 
 #include <array>
 #include <limits>
-#include <numeric>
 #include <string>
 #include <utility>
 
@@ -11,7 +10,6 @@
 #include "engine/nn/layers.hpp"
 #include "engine/nn/model_presets.hpp"
 #include "engine/runtime/error.hpp"
-#include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/matmul.hpp"
 
 namespace fsdplab {
@@ -19,7 +17,7 @@ namespace fsdplab {
 // ---- config --------------------------------------------------------------------------------------
 
 void Gpt2Config::validate() const {
-  // Token and position ids are i32 on the device, so both tables must be indexable by one.
+  // Token ids and positions are i32 on the device.
   constexpr std::int64_t max_id = std::numeric_limits<std::int32_t>::max();
   const std::pair<const char*, std::int64_t> counts[] = {{"vocab_size", vocab_size}, {"n_positions", n_positions},
                                                          {"n_embd", n_embd},         {"n_head", n_head},
@@ -30,8 +28,8 @@ void Gpt2Config::validate() const {
         vocab_size);
   check(vocab_multiple <= max_id - vocab_size, "Gpt2Config.vocab_multiple: expected at most ", max_id - vocab_size,
         " (the padded vocabulary must stay indexable by i32), got ", vocab_multiple);
-  check(n_positions <= max_id, "Gpt2Config.n_positions: expected at most ", max_id, " (position ids are i32), got ",
-        n_positions);
+  check(n_positions <= max_id, "Gpt2Config.n_positions: expected at most ", max_id,
+        " (the kernels count a sequence's positions in i32), got ", n_positions);
   check(n_embd % n_head == 0, "Gpt2Config.n_embd: expected a multiple of n_head = ", n_head,
         " (each head takes n_embd / n_head columns), got ", n_embd);
   check(layer_norm_epsilon > 0 && layer_norm_epsilon < std::numeric_limits<float>::infinity(),
@@ -208,7 +206,6 @@ class Gpt2Transformer final : public Module {
   Gpt2Transformer(std::string name, const Gpt2Config& cfg)
       : Module(std::move(name)),
         n_embd_(cfg.n_embd),
-        n_positions_(cfg.n_positions),
         wte_(register_module<Embedding>("wte", cfg.vocab_size, cfg.n_embd, kWeightInit,
                                         cfg.padded_vocab_size() - cfg.vocab_size)),
         wpe_(register_module<Embedding>("wpe", cfg.n_positions, cfg.n_embd, kWeightInit)),
@@ -222,12 +219,9 @@ class Gpt2Transformer final : public Module {
     batch_ = ids.dim(0);
     seq_ = ids.dim(1);
     const std::int64_t C = n_embd_;
-    Tensor x = wte_.forward(ctx, ids.reshape({batch_ * seq_}));
-    Tensor pos = wpe_.forward(ctx, position_ids(ctx).rows(0, seq_));  // [T, C]
-    // Every row of the batch adds the same position embeddings: seen as [B, T*C], pos is a bias.
-    Tensor x_bt = x.reshape({batch_, seq_ * C});
-    bias_add(ctx.stream(), x_bt, pos.reshape({seq_ * C}), x_bt);
-    x = x.reshape({batch_, seq_, C});
+    Tensor x = wte_.forward(ctx, ids.reshape({batch_ * seq_})).reshape({batch_, seq_, C});
+    // Hugging Face adds wpe(arange(T)): every row of the batch gets the table's first T rows.
+    wpe_.add_first_rows(ctx, x);
     for (Gpt2Block* block : h_.blocks()) x = block->forward(ctx, x);
     Tensor out = ln_f_.forward(ctx, as_rows(x));
     exit_forward(ctx);
@@ -240,39 +234,17 @@ class Gpt2Transformer final : public Module {
     Tensor dx = ln_f_.backward(ctx, dout).reshape({batch_, seq_, C});
     const auto& blocks = h_.blocks();
     for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) dx = (*it)->backward(ctx, dx);
-    // The position embeddings' gradient sums over the batch: the bias's backward, column sums.
-    Tensor dpos = ctx.activation({seq_, C}, name() + ".dpos");
-    fill(ctx.stream(), dpos, 0);  // bias_backward adds into it
-    bias_backward(ctx.stream(), dx.reshape({batch_, seq_ * C}), dpos.reshape({seq_ * C}));
-    wpe_.backward(ctx, dpos);
+    wpe_.add_first_rows_backward(ctx, dx);
     wte_.backward(ctx, as_rows(dx));
     exit_backward(ctx);
   }
 
  private:
-  // 0 .. n_positions-1 as i32 on the device. Hugging Face runs arange on the device every forward;
-  // there is no such op here, so the host writes them once per device and each forward views the
-  // first T.
-  const Tensor& position_ids(RunContext& ctx) {
-    if (positions_.defined() && &positions_.device() == &ctx.device) return positions_;
-    positions_ = Tensor::empty(ctx.device, {n_positions_}, DType::i32, MemTag::workspace, name() + ".position_ids");
-    if (positions_.has_data()) {  // a dry run has no data to write, and its ops read none
-      std::vector<std::int32_t> ids(static_cast<std::size_t>(n_positions_));
-      std::iota(ids.begin(), ids.end(), 0);
-      // The block may be a reused one that an op still reads in the device's time: the host waits
-      // for the device before writing it (the race detector checks this).
-      ctx.device.synchronize();
-      positions_.copy_from(ids);
-    }
-    return positions_;
-  }
-
-  std::int64_t n_embd_, n_positions_;
+  std::int64_t n_embd_;
   Embedding& wte_;
   Embedding& wpe_;
   Gpt2BlockList& h_;
   LayerNorm& ln_f_;
-  Tensor positions_;
   std::int64_t batch_ = 0, seq_ = 0;  // of the last forward
 };
 

@@ -143,4 +143,24 @@ void Embedding::backward(RunContext& ctx, const Tensor& dy) {
   exit_backward(ctx);
 }
 
+Tensor Embedding::first_rows_of(const Tensor& table, const Tensor& x) const {
+  if (!(x.ndim() == 3 && x.dim(2) == dim_ && x.dim(1) >= 1 && x.dim(1) <= count_))
+    fail(name(), ": expected [B, T, ", dim_, "] with T of 1 to the table's ", count_, " rows, got ", x.describe());
+  return table.rows(0, x.dim(1)).reshape({x.dim(1) * dim_});
+}
+
+void Embedding::add_first_rows(RunContext& ctx, const Tensor& x) {
+  enter_forward(ctx);
+  const Tensor rows = x.reshape({x.dim(0), x.numel() / x.dim(0)});
+  bias_add(ctx.stream(), rows, first_rows_of(value_of(*weight_), x), rows);
+  exit_forward(ctx);
+}
+
+void Embedding::add_first_rows_backward(RunContext& ctx, const Tensor& dy) {
+  enter_backward(ctx);
+  // bias_backward adds the batch's column sums into the gradient's rows, rounded once per element.
+  bias_backward(ctx.stream(), dy.reshape({dy.dim(0), dy.numel() / dy.dim(0)}), first_rows_of(grad_of(*weight_), dy));
+  exit_backward(ctx);
+}
+
 }  // namespace fsdplab

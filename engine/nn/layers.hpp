@@ -113,9 +113,18 @@ class Embedding final : public Module {
   std::string_view kind() const override { return "Embedding"; }
   Tensor forward(RunContext& ctx, const Tensor& ids);  // [N] i32 -> [N, dim]
   void backward(RunContext& ctx, const Tensor& dy);    // ids have no gradient
+  // The lookup of ids 0 .. T-1 in every row of a batch, added to x [B, T, dim] in place: rows 0 .. T-1 of
+  // the table are read where they lie, as a bias of B rows of T·dim (GPT-2's positions). One launch where
+  // forward's lookup and an add would be two, and no ids and no [T, dim] output in memory.
+  void add_first_rows(RunContext& ctx, const Tensor& x);
+  // Its backward: the gradient of rows 0 .. T-1 gains dy [B, T, dim] summed over the batch, in one launch.
+  void add_first_rows_backward(RunContext& ctx, const Tensor& dy);
   Parameter& weight() { return *weight_; }
 
  private:
+  // Rows 0 .. T-1 of `table` (the value or the gradient) as one vector of T·dim, for x's [B, T, dim].
+  Tensor first_rows_of(const Tensor& table, const Tensor& x) const;
+
   std::int64_t count_, dim_;
   Parameter* weight_;
   Tensor ids_;
