@@ -20,6 +20,7 @@ void check_cuda_memory(const void* pointer, const char* end, std::int64_t bytes)
 }  // namespace
 
 void copy_bytes(CUstream_st* stream, void* dst, const void* src, std::int64_t bytes) {
+  if (bytes < 0) fail("copying ", bytes, " bytes: expected a count of at least 0");
   if (bytes == 0 || dst == src) return;
   check_cuda_memory(src, "source", bytes);
   check_cuda_memory(dst, "destination", bytes);

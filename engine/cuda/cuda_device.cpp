@@ -236,12 +236,15 @@ struct CudaDevice::Impl final : BlockSource {
 namespace {
 
 // Every CUDA call of a rank's thread goes to its GPU. Set once per thread and device.
-void use_gpu(int gpu, int rank) {
+cudaError_t select_gpu(int gpu) noexcept {
   thread_local int current = -1;
-  if (current == gpu) return;
-  check_cuda(cudaSetDevice(gpu), "rank ", rank, ": selecting GPU ", gpu);
-  current = gpu;
+  if (current == gpu) return cudaSuccess;
+  const cudaError_t status = cudaSetDevice(gpu);
+  if (status == cudaSuccess) current = gpu;
+  return status;
 }
+
+void use_gpu(int gpu, int rank) { check_cuda(select_gpu(gpu), "rank ", rank, ": selecting GPU ", gpu); }
 
 }  // namespace
 
@@ -288,6 +291,11 @@ CudaDevice::~CudaDevice() {
     impl_->cupti->finish(events);
     for (const TraceEvent& e : events) emit(e);
     impl_->cupti.reset();
+  }
+  if (allocator_.lost_blocks() != 0) {
+    std::cerr << "fsdplab: rank " << rank_ << " cuda device: " << allocator_.lost_blocks()
+              << " freed blocks were neither cached nor given back, the device having failed: "
+              << allocator_.first_loss() << "\n";
   }
   if (allocator_.live_blocks() != 0) {
     std::cerr << "fsdplab: rank " << rank_ << " cuda device destroyed with " << allocator_.live_blocks()
@@ -431,26 +439,30 @@ OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   if (m.cupti) timed.tag = m.cupti->issue(timed.trace);
   timed.start = m.timing_event();
   timed.end = m.timing_event();
-  check_cuda(cudaEventRecord(timed.start, s.stream), "rank ", rank_, ": op '", spec.name, "'");
   LaunchingOp op{this, lane, {}};
   try {
-    // Everything the op enqueues (the emulated link's hold included) is its work in CUPTI's records.
-    const cuda::CuptiLink::Scope correlated(m.cupti.get(), timed.tag);
-    if (on_link && options_.emulate_link && spec.duration > 0) cuda::spin(s.stream, spec.duration);
-    const LaunchScope scope(op);
-    body.cuda(s.stream);
-  } catch (const Error& e) {
+    check_cuda(cudaEventRecord(timed.start, s.stream), "recording its start");
+    {
+      // Everything the op enqueues (the emulated link's hold included) is its work in CUPTI's records.
+      const cuda::CuptiLink::Scope correlated(m.cupti.get(), timed.tag);
+      if (on_link && options_.emulate_link && spec.duration > 0) cuda::spin(s.stream, spec.duration);
+      const LaunchScope scope(op);
+      body.cuda(s.stream);
+    }
+    check_cuda(cudaEventRecord(timed.end, s.stream), "recording its end");
+  } catch (const std::exception& e) {
     // The op never reaches the timing queue: its events go back to the pool (a rank may catch and go on).
     m.spare_timing_events.push_back(timed.start);
     m.spare_timing_events.push_back(timed.end);
     if (m.cupti) m.cupti->retire(timed.tag);
     fail("rank ", rank_, ", op '", spec.name, "' on stream ", lane_name(lane), ": ", e.what());
   }
-  check_cuda(cudaEventRecord(timed.end, s.stream), "rank ", rank_, ": op '", spec.name, "' on stream ", lane_name(lane));
   op.scratch.clear();  // freed at the end of the op's work on its stream, as every block is
   if (on_link) {
-    m.link_free = new_sync_event("the link");
-    check_cuda(cudaEventRecord(native(m.link_free), s.stream), "rank ", rank_, ": op '", spec.name, "'");
+    // The next collective waits for this event: it replaces the last one only once recorded.
+    std::shared_ptr<void> link_free = new_sync_event("the link");
+    check_cuda(cudaEventRecord(native(link_free), s.stream), "rank ", rank_, ": op '", spec.name, "'");
+    m.link_free = std::move(link_free);
   }
   if (keep_op_log_) {
     ops_.push_back(OpRecord{id, std::move(spec.name), spec.category, lane, labels_, issued, issued, issued, spec.cost,
@@ -550,7 +562,7 @@ Allocation CudaDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
   const bool host = stream == Lane::host;
   if (!block) {
     std::size_t free_bytes = 0, total_bytes = 0;
-    cudaMemGetInfo(&free_bytes, &total_bytes);
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();  // not the next op's error
     std::string during;
     if (!labels_.phase.empty()) during += " during " + labels_.phase;
     if (labels_.unit >= 0) during += " of unit " + std::to_string(labels_.unit);
@@ -567,6 +579,10 @@ Allocation CudaDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
 }
 
 void CudaDevice::free(Block* block) {
+  // A tensor's destructor calls this, maybe on another thread than the rank's (the dashboard's), maybe while an
+  // error unwinds the stack: it must not throw (caching_allocator.hpp), and the free's mark is recorded on this
+  // rank's GPU. Where that GPU cannot be selected, the mark fails and the allocator loses the block.
+  if (select_gpu(options_.gpu) != cudaSuccess) cudaGetLastError();
   const bool host = block->stream == Lane::host;
   (host ? host_ledger_ : ledger_).on_free(block->tag, block->bytes, host_time());
   const MemTag tag = block->tag;

@@ -1,5 +1,7 @@
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "engine/cuda/gpu_inventory.hpp"
 
 namespace fsdplab {
@@ -18,10 +20,15 @@ GpuInventory probe_gpus() {
   if (count == 0) inventory.why_none = "the CUDA driver reports no devices";
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    if (const cudaError_t failed = cudaGetDeviceProperties(&prop, i); failed != cudaSuccess) {
+      cudaGetLastError();  // cleared, or the next kernel launch's check would report it as its own
+      inventory.why_none = "cudaGetDeviceProperties(" + std::to_string(i) + "): " + cudaGetErrorString(failed);
+      continue;
+    }
     inventory.gpus.push_back({i, prop.name, prop.major, prop.minor, static_cast<double>(prop.totalGlobalMem),
                               prop.multiProcessorCount});
   }
+  if (!inventory.gpus.empty()) inventory.why_none.clear();  // a GPU whose properties failed is left out
   return inventory;
 }
 

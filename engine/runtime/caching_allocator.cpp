@@ -1,17 +1,23 @@
 #include "engine/runtime/caching_allocator.hpp"
 
 #include <algorithm>
+#include <exception>
+#include <iostream>
 
 namespace fsdplab {
 
 CachingAllocator::~CachingAllocator() {
   // Only cached blocks are given back: a live block's memory may still be in use on the GPU.
-  for (Pool& pool : pools_) {
-    for (auto& [capacity, cached] : pool) {
-      source_.wait(cached.freed);
-      source_.give_back(cached.block->data, cached.block->stream == Lane::host);
-    }
+  try {
+    flush();
+  } catch (const std::exception& e) {
+    std::cerr << "fsdplab: cached device memory not given back: " << e.what() << "\n";
   }
+}
+
+void CachingAllocator::lose(const std::exception& e) noexcept {
+  ++lost_;
+  if (first_loss_.empty()) first_loss_ = e.what();
 }
 
 std::int64_t CachingAllocator::cached_bytes() const {
@@ -88,10 +94,14 @@ Block* CachingAllocator::take(std::int64_t bytes, MemTag tag, Lane stream) {
   return hand_out(taken, bytes, tag, stream);
 }
 
-void CachingAllocator::put(Block* block) {
+void CachingAllocator::put(Block* block) noexcept {
   block->live = false;
   --live_;
-  pools_[lane_index(block->stream)].emplace(block->capacity, Cached{block, source_.mark(block->stream)});
+  try {
+    pools_[lane_index(block->stream)].emplace(block->capacity, Cached{block, source_.mark(block->stream)});
+  } catch (const std::exception& e) {
+    lose(e);  // no mark, so no safe reuse: the block stays out of the cache
+  }
 }
 
 Block* CachingAllocator::find(BlockId id) const {
@@ -101,13 +111,21 @@ Block* CachingAllocator::find(BlockId id) const {
 
 void CachingAllocator::flush() {
   for (Pool& pool : pools_) {
-    for (auto& [capacity, cached] : pool) {
-      source_.wait(cached.freed);
-      source_.give_back(cached.block->data, cached.block->stream == Lane::host);
+    while (!pool.empty()) {
+      // Out of the pool before the source is asked: a block whose wait or give-back fails is lost, and a
+      // later flush (the destructor's) cannot give it back a second time.
+      const auto [capacity, cached] = *pool.begin();
+      pool.erase(pool.begin());
+      try {
+        source_.wait(cached.freed);
+        source_.give_back(cached.block->data, cached.block->stream == Lane::host);
+      } catch (const std::exception& e) {
+        lose(e);
+        throw;
+      }
       reserved_ -= capacity;
       blocks_.erase(cached.block->id);
     }
-    pool.clear();
   }
 }
 

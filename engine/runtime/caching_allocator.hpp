@@ -10,6 +10,11 @@
 // record_stream made explicit. When the GPU refuses, the cache is given back and the request tried once
 // more; only then is the caller told (the device reports out of memory).
 //
+// Freeing never throws: it runs in a tensor's destructor, often while an error unwinds the stack, and a throw
+// there would end the process with the wrong message (std::terminate). A block whose free the source cannot
+// mark, a CUDA error already failing the device, is kept out of the cache instead: lost, never handed out
+// again while the GPU may still use it. The device's next call that may throw reports the error.
+//
 // The device-specific parts are behind BlockSource, so this logic is tested on the host
 // (tests/unit/test_caching_allocator.cpp) with a source whose marks pass when the test says so.
 #pragma once
@@ -17,6 +22,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <string>
 #include <unordered_map>
 
 #include "engine/runtime/device.hpp"
@@ -49,7 +55,8 @@ class CachingAllocator {
   static constexpr std::int64_t kMaxReuseSlack = 2;
 
   explicit CachingAllocator(BlockSource& source) : source_(source) {}
-  // Gives every cached block back. Live blocks at that point are the caller's bug, reported by the device.
+  // Gives every cached block back; where the source fails, says so on stderr and keeps the rest (it never throws).
+  // Live blocks at that point are the caller's bug, reported by the device.
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
@@ -57,9 +64,11 @@ class CachingAllocator {
   // A block of at least `bytes` for work on `stream` (Lane::host: pinned host memory), or null when the
   // source refuses even with the cache given back.
   Block* take(std::int64_t bytes, MemTag tag, Lane stream);
-  // Frees `block` at the current end of its stream's work; it stays cached.
-  void put(Block* block);
-  // Waits for every cached block's mark and gives its memory back.
+  // Frees `block` at the current end of its stream's work; it stays cached, or is lost where the source cannot
+  // mark its free. Never throws.
+  void put(Block* block) noexcept;
+  // Waits for every cached block's mark and gives its memory back. Where the source fails, the error is
+  // thrown and that block is lost, never given back twice.
   void flush();
   // The block with this id, live or cached; null when there is none (never allocated, or given back).
   Block* find(BlockId id) const;
@@ -68,6 +77,9 @@ class CachingAllocator {
   std::int64_t cached_bytes() const;
   int flushes() const { return flushes_; }
   std::int64_t live_blocks() const { return live_; }
+  // Blocks freed or flushed while the source failed: neither cached nor given back. The first failure's message.
+  std::int64_t lost_blocks() const { return lost_; }
+  const std::string& first_loss() const { return first_loss_; }
 
  private:
   struct Cached {
@@ -80,6 +92,7 @@ class CachingAllocator {
   }
   Block* reuse(std::int64_t size_class, Lane stream);
   Block* hand_out(Block* block, std::int64_t bytes, MemTag tag, Lane stream);
+  void lose(const std::exception& e) noexcept;
 
   BlockSource& source_;
   std::unordered_map<BlockId, std::unique_ptr<Block>> blocks_;  // every block holding memory, by id
@@ -88,6 +101,8 @@ class CachingAllocator {
   std::int64_t live_ = 0;
   BlockId next_id_ = 1;
   int flushes_ = 0;
+  std::int64_t lost_ = 0;
+  std::string first_loss_;
 };
 
 }  // namespace fsdplab

@@ -1,7 +1,8 @@
 // The cuda device's caching allocator, on the host: a BlockSource whose memory is host memory and whose
 // marks pass when the test says their stream has caught up. What it checks is the allocator's policy:
 // same-stream reuse without waiting, cross-stream reuse only after the free's mark (or ordered after it),
-// the cache given back when the source refuses, and pinned host memory kept apart.
+// the cache given back when the source refuses, pinned host memory kept apart, and a failing source's frees
+// lost rather than thrown.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,9 +10,14 @@
 #include <vector>
 
 #include "engine/runtime/caching_allocator.hpp"
+#include "engine/runtime/error.hpp"
+#include "test_support.hpp"
 
 namespace fsdplab {
 namespace {
+
+using testing::contains;
+using testing::error_of;
 
 // Host memory with a budget; a mark is the count of work items its stream had when it was made, and it
 // has passed once the test advanced that stream's "done" count past it.
@@ -36,6 +42,7 @@ class HostSource final : public BlockSource {
     ++given_back;
   }
   Mark mark(Lane stream) override {
+    if (fail_marks) fail("marking a free: the device has failed");
     ++issued_[stream];
     return std::make_shared<std::pair<Lane, int>>(stream, issued_[stream]);
   }
@@ -46,6 +53,7 @@ class HostSource final : public BlockSource {
   }
   void order_after(Lane stream, const Mark& mark) override { orders.push_back({stream, mark}); }
   void wait(const Mark& mark) override {
+    if (fail_waits) fail("waiting for a free: the device has failed");
     if (!mark) return;
     const auto& [lane, n] = *static_cast<const std::pair<Lane, int>*>(mark.get());
     done_[lane] = std::max(done_[lane], n);
@@ -63,6 +71,8 @@ class HostSource final : public BlockSource {
   std::vector<std::pair<Lane, Mark>> orders;
   int given_back = 0;
   int host_waits = 0;
+  bool fail_marks = false;  // as a CUDA device's calls fail once a kernel has faulted
+  bool fail_waits = false;
 
  private:
   std::int64_t budget_;
@@ -193,6 +203,48 @@ TEST(CachingAllocator, GivesEveryCachedBlockBackWhenDestroyed) {
     allocator.put(allocator.take(512, MemTag::activation, Lane::memcpy));
   }
   EXPECT_EQ(source.held(), 0);
+}
+
+// A tensor's destructor frees its block, often while an error unwinds the stack: a free the failed device
+// cannot mark must not throw (std::terminate), and without a mark the block is never handed out again.
+TEST(CachingAllocator, AFreeTheSourceCannotMarkIsLostNotThrown) {
+  HostSource source(1 << 20);
+  CachingAllocator allocator(source);
+  Block* b = allocator.take(4096, MemTag::activation, Lane::compute);
+  source.fail_marks = true;
+  EXPECT_NO_THROW(allocator.put(b));
+  EXPECT_EQ(allocator.lost_blocks(), 1);
+  EXPECT_TRUE(contains(allocator.first_loss(), "marking a free: the device has failed")) << allocator.first_loss();
+  EXPECT_EQ(allocator.cached_bytes(), 0);
+  EXPECT_EQ(allocator.live_blocks(), 0);
+  source.fail_marks = false;
+  Block* next = allocator.take(4096, MemTag::activation, Lane::compute);
+  EXPECT_NE(next->data, b->data) << "a block freed without a mark was handed out again";
+  EXPECT_EQ(source.obtained.size(), 2u);
+}
+
+// A flush that fails loses the block it was at, and the destructor's own flush neither gives that block back a
+// second time nor throws.
+TEST(CachingAllocator, AFailedFlushLosesOneBlockAndTheDestructorNeverThrows) {
+  HostSource source(1 << 20);
+  EXPECT_NO_THROW({
+    CachingAllocator allocator(source);
+    Block* first = allocator.take(4096, MemTag::activation, Lane::compute);
+    Block* second = allocator.take(4096, MemTag::activation, Lane::memcpy);
+    allocator.put(first);
+    allocator.put(second);
+    source.fail_waits = true;
+    EXPECT_TRUE(contains(error_of([&] { allocator.flush(); }), "waiting for a free"));
+    EXPECT_EQ(allocator.lost_blocks(), 1);
+    EXPECT_EQ(source.given_back, 0);
+    source.fail_waits = false;
+    allocator.flush();
+    EXPECT_EQ(source.given_back, 1);
+    allocator.put(allocator.take(512, MemTag::activation, Lane::compute));
+    source.fail_waits = true;  // the destructor's flush fails: said on stderr, not thrown
+  });
+  EXPECT_EQ(source.given_back, 1);
+  EXPECT_EQ(source.held(), 4096 + 512);
 }
 
 }  // namespace
