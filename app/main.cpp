@@ -1,4 +1,5 @@
 // fsdplab — an interactive teaching lab for Fully Sharded Data Parallel training.
+#include <cstdlib>
 #include <iostream>
 #include <new>
 
@@ -7,6 +8,11 @@
 #include "engine/runtime/host_memory_limit.hpp"
 
 int main(int argc, char** argv) {
+  // Ranks sharing a GPU each drive 4 streams, and the dashboard runs two sets of ranks at once. Past the
+  // driver's default of 8 hardware work queues, streams of different ranks share one, and a kernel then waits
+  // behind another rank's on the same queue, whatever their SMs (cuda.h on green contexts). Set before any
+  // thread starts or CUDA reads it; a value the user set is kept.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   CLI::App app{
       "fsdplab: a teaching lab for Fully Sharded Data Parallel training.\n"
       "With no subcommand it opens the dashboard on the default run (GPT-2 test-small, 2 ranks of the sim "

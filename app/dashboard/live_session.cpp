@@ -109,6 +109,11 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
       runs.push_back(planned(impl_label(impl), options, false, impl));
       break;
   }
+  // Side by side on one GPU, each run's ranks get SMs of their own (RunConfig::runs_on_gpu).
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    runs[i].run.run.runs_on_gpu = static_cast<int>(runs.size());
+    runs[i].run.run.run_index_on_gpu = static_cast<int>(i);
+  }
   return runs;
 }
 

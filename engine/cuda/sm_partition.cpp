@@ -20,8 +20,10 @@ namespace fsdplab::cuda {
 // 2 ranks x 4 x 1024 tokens, f32): rank 1's forward gelu, launched right after rank 0's LM-head GEMM,
 // started 6.1 ms after its stream reached it, every step. The lab means the two ranks as two GPUs, so it
 // splits the SMs: each rank's streams belong to a green context holding 1/N of them (rounded down to the
-// granularity the GPU partitions in; the rest idle). A rank then computes at its share's speed, never at
-// another rank's expense, and its op spans (CUDA events) hold its own kernels only, as CUPTI sees them.
+// granularity the GPU partitions in, or less where the chip's layout allows no more; the rest idle). Ranks of
+// runs side by side (the dashboard's SYNC and ASYNC) each get their own share too (SmShare). A rank then
+// computes at its share's speed, never at another rank's expense, and its op spans (CUDA events) hold its own
+// kernels only, as CUPTI sees them.
 // `--sm-split off` goes back to sharing every SM; where the driver cannot split (older than CUDA 12.5, or
 // refusing), the default `auto` shares every SM with a warning and `--sm-split on` fails (cuda_device.cpp).
 //
@@ -72,12 +74,16 @@ const DriverCalls& driver() {
   return calls;
 }
 
+const char* driver_error_name(CUresult status) {
+  const char* name = nullptr;
+  if (driver().error_name(status, &name) != CUDA_SUCCESS || !name) name = "an unknown driver error";
+  return name;
+}
+
 template <class... Parts>
 void check_driver(CUresult status, const Parts&... what) {
   if (status == CUDA_SUCCESS) return;
-  const char* name = nullptr;
-  if (driver().error_name(status, &name) != CUDA_SUCCESS || !name) name = "an unknown driver error";
-  fail(what..., ": CUDA driver error ", name, "; run with --sm-split off to share every SM");
+  fail(what..., ": CUDA driver error ", driver_error_name(status), "; run with --sm-split off to share every SM");
 }
 
 // One split of a GPU's SMs into `shares` groups, made once per process and shared by its ranks, so their
@@ -100,20 +106,28 @@ const Split& split_of(int gpu, int shares, int rank) {
     CUdevResource all{};
     check_driver(d.get_dev_resource(split.device, &all, CU_DEV_RESOURCE_TYPE_SM), "rank ", rank, ": reading GPU ",
                  gpu, "'s SMs");
-    // Each group's size, rounded down to what the GPU partitions in; the split would round it up.
+    // Each group's size: at most an equal share, rounded down to what the GPU partitions in (the split would
+    // round it up). The driver may make fewer groups of a size than the SM count divided by it: its clusters
+    // must fit in a chip's GPCs, and which SMs are disabled differs from chip to chip. So smaller sizes are
+    // tried in turn, down to the GPU's minimum partition.
     const unsigned int align = std::max(all.sm.smCoscheduledAlignment, 1u);
-    const unsigned int each = all.sm.smCount / static_cast<unsigned int>(shares) / align * align;
-    check(each >= all.sm.minSmPartitionSize && each > 0, "rank ", rank, ": GPU ", gpu, " has ", all.sm.smCount,
-          " SMs, too few for ", shares, " shares of at least ", all.sm.minSmPartitionSize,
-          " (--sm-split off shares every SM)");
-    unsigned int count = static_cast<unsigned int>(shares);
-    split.groups.resize(count);
-    CUdevResource rest{};
-    check_driver(d.split_by_count(split.groups.data(), &count, &all, &rest, 0, each), "rank ", rank,
-                 ": splitting GPU ", gpu, "'s ", all.sm.smCount, " SMs into ", shares, " shares of ", each);
-    check(count == static_cast<unsigned int>(shares), "rank ", rank, ": GPU ", gpu, "'s SMs split into ", count,
-          " shares of ", each, ", not ", shares, " (--sm-split off shares every SM)");
-    return split;
+    const unsigned int smallest = std::max(all.sm.minSmPartitionSize, 1u);
+    const unsigned int largest = all.sm.smCount / static_cast<unsigned int>(shares) / align * align;
+    check(largest >= smallest, "rank ", rank, ": GPU ", gpu, " has ", all.sm.smCount, " SMs, too few for ", shares,
+          " shares of at least ", smallest, " (--sm-split off shares every SM)");
+    std::string refused;
+    for (unsigned int each = largest;; each -= align) {
+      unsigned int count = static_cast<unsigned int>(shares);
+      split.groups.assign(count, CUdevResource{});
+      CUdevResource rest{};
+      const CUresult status = d.split_by_count(split.groups.data(), &count, &all, &rest, 0, each);
+      if (status == CUDA_SUCCESS && count == static_cast<unsigned int>(shares)) return split;
+      refused = (status == CUDA_SUCCESS ? std::to_string(count) + " groups" : std::string(driver_error_name(status))) +
+                " for groups of " + std::to_string(each);
+      if (each < smallest + align) break;
+    }
+    fail("rank ", rank, ": GPU ", gpu, "'s ", all.sm.smCount, " SMs cannot be split into ", shares, " shares of ",
+         smallest, " to ", largest, " SMs (the driver's last answer: ", refused, "); --sm-split off shares every SM");
   } catch (...) {
     splits.erase(it);  // the next rank tries again and reports the same reason
     throw;

@@ -30,7 +30,8 @@ struct DeviceSpec {
   bool emulate_link = false;
   int gpu = 0;  // cuda: the GPU's index
   // cuda, ranks sharing the GPU: each rank's streams run on its own share of the SMs where `sm_split`
-  // (engine/cuda/sm_partition.hpp); the run sets `sm.required`, its seats `sm.index` and `sm.count`.
+  // (engine/cuda/sm_partition.hpp); the run sets `sm` to its own share (of the runs on the GPU at once) and
+  // `sm.required`, and each rank's seat takes its part of that share (SmShare::part).
   bool sm_split = true;
   SmShare sm;
   // cuda: the trace sinks get CUPTI's kernels, copies and host waits (engine/cuda/cupti_tracer.hpp); false,

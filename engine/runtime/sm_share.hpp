@@ -9,6 +9,9 @@ struct SmShare {
   int count = 1;  // the equal, disjoint shares the SMs are split into; 1: every SM
   // A share the driver cannot make is an Error; otherwise the streams share every SM, and a warning says why.
   bool required = false;
+
+  // The `i`-th of `parts` equal parts of this share: a run's share split between its ranks on the GPU.
+  SmShare part(int i, int parts) const { return {index * parts + i, count * parts, required}; }
 };
 
 }  // namespace fsdplab

@@ -92,8 +92,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     const int r = seat.rank();
     DeviceSpec rank_spec = plan.device;
     rank_spec.gpu = seat.gpu();
-    rank_spec.sm.index = seat.index_on_gpu();
-    rank_spec.sm.count = seat.ranks_on_gpu();
+    rank_spec.sm = plan.device.sm.part(seat.index_on_gpu(), seat.ranks_on_gpu());
     // Declared first: tensors must go before the device that holds their memory.
     const std::unique_ptr<Device> owned_device = make_device(r, rank_spec);
     Device& device = *owned_device;

@@ -66,6 +66,10 @@ struct RunConfig {
   // them they share every SM with a warning, unless `sm_split_required` (then the run fails, saying why).
   bool sm_split = true;
   bool sm_split_required = false;
+  // cuda: how many runs train on the same GPUs at once (the dashboard's side-by-side runs) and this run's place
+  // among them. With the SMs split, each run's ranks split the run's own share, so no two ranks share SMs.
+  int runs_on_gpu = 1;
+  int run_index_on_gpu = 0;
   std::string device_preset = "h100-sxm";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's default link
   NodePlacement nodes;  // sim only

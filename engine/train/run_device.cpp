@@ -42,7 +42,9 @@ DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, b
   spec.emulate_link = run.emulate_link;
   spec.cupti = run.cupti;
   spec.sm_split = run.sm_split;
-  spec.sm.required = run.sm_split_required;
+  check(run.runs_on_gpu >= 1 && run.run_index_on_gpu >= 0 && run.run_index_on_gpu < run.runs_on_gpu, "run ",
+        run.run_index_on_gpu, " of ", run.runs_on_gpu, " sharing the GPU; expected 0 <= run < runs");
+  spec.sm = {run.run_index_on_gpu, run.runs_on_gpu, run.sm_split_required};
   if (run.nodes.ranks_per_node > 0) {
     check(spec.kind == DeviceKind::sim, "--ranks-per-node places the sim device's ranks on nodes; the cuda "
           "device's nodes are the machine's own (drop --ranks-per-node, or use --device sim)");

@@ -96,6 +96,16 @@ TEST(DashboardLive, ACudaSessionWithoutAGpuIsRefusedWithTheReason) {
   EXPECT_NE(testing::error_of([&] { settings.plan(); }).find("--device 'tpu'; expected sim or cuda"), std::string::npos);
 }
 
+// SYNC and ASYNC run at once: on cuda with the SMs split, each run's ranks must get SMs no rank of the other has.
+TEST(DashboardLive, RunsSideBySideEachTakeTheirOwnPlaceOnTheGpu) {
+  const std::vector<SessionSettings::PlannedRun> planned = tiny_settings(3).plan();
+  ASSERT_EQ(planned.size(), 2u);
+  for (std::size_t i = 0; i < planned.size(); ++i) {
+    EXPECT_EQ(planned[i].run.run.runs_on_gpu, 2);
+    EXPECT_EQ(planned[i].run.run.run_index_on_gpu, static_cast<int>(i));
+  }
+}
+
 // Nobody draws, nobody drains: the runs still finish (the queues grow instead), and what they published
 // is all there when the UI comes back.
 TEST(DashboardLive, RunsNeverWaitForTheUi) {

@@ -1,6 +1,7 @@
 // Choosing a rank's device: auto, sim and cuda resolved on this machine, and the refusals that say why.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <tuple>
 
 #include "engine/runtime/device_factory.hpp"
@@ -38,6 +39,31 @@ TEST(DeviceFactory, SmSplitChoicesReachTheDeviceSpec) {
     EXPECT_EQ(spec.sm.required, required) << choice;
   }
   EXPECT_TRUE(contains(error_of([&] { set_sm_split(run, "half"); }), "--sm-split 'half'; expected auto, on or off"));
+}
+
+// Two runs of two ranks on one GPU (the dashboard's SYNC and ASYNC): four disjoint shares, one per rank of each
+// run, where each run taking shares 0 and 1 would put two ranks on the same SMs.
+TEST(DeviceFactory, EveryRankOfRunsSideBySideGetsItsOwnSmShare) {
+  std::set<int> shares;
+  for (int run_index : {0, 1}) {
+    RunConfig run;
+    run.runs_on_gpu = 2;
+    run.run_index_on_gpu = run_index;
+    set_sm_split(run, "on");
+    const DeviceSpec spec = run_device_spec(run, PresetCatalog::builtin(), false);
+    for (int rank : {0, 1}) {
+      const SmShare share = spec.sm.part(rank, 2);
+      EXPECT_EQ(share.count, 4);
+      EXPECT_TRUE(share.required);
+      shares.insert(share.index);
+    }
+  }
+  EXPECT_EQ(shares, (std::set<int>{0, 1, 2, 3}));
+  RunConfig alone;
+  EXPECT_EQ(run_device_spec(alone, PresetCatalog::builtin(), false).sm.part(1, 2).index, 1) << "one run: share = rank";
+  alone.run_index_on_gpu = 1;
+  EXPECT_TRUE(contains(error_of([&] { run_device_spec(alone, PresetCatalog::builtin(), false); }),
+                       "run 1 of 1 sharing the GPU; expected 0 <= run < runs"));
 }
 
 TEST(DeviceFactory, CudaWithoutAGpuSaysWhyAndPointsToSim) {
