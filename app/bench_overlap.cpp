@@ -50,6 +50,7 @@ constexpr int kMeasuredStep = 1;  // the second step (0-based)
 constexpr int kSteps = 3;         // one after it: the measured step prepares the next one's forward
 constexpr const char* kFreeLink = "free";
 constexpr std::array<MemTag, 2> kGatheredTags = {MemTag::param_full, MemTag::grad_full};
+constexpr std::array<MemTag, 3> kShardedStateTags = {MemTag::param_shard, MemTag::grad_shard, MemTag::optim_state};
 
 // What one run's measured step shows on rank 0.
 struct StepTimes {
@@ -60,6 +61,7 @@ struct StepTimes {
   SimTime union_of_comm = 0;  // |comm|: it may differ from `comm` where a rank's two links are busy at once
   SimTime overlap = 0;  // |comm ∩ compute|
   std::int64_t gathered = 0;
+  std::int64_t sharded_state = 0;  // peak of param_shard + grad_shard + optim_state
   std::vector<TraceEvent> events;  // the step's events on rank 0, for the exposed-communication breakdown
 };
 
@@ -122,6 +124,7 @@ StepTimes measure(const OverlapBenchOptions& bench, const FsdpOptions& options, 
   t.links = link_busy_times(trace.events, 0, kMeasuredStep);
   const StepReport& r = reports[kMeasuredStep];
   t.gathered = peak_live_bytes(trace.counters, 0, kGatheredTags, r.begin, r.end);
+  t.sharded_state = peak_live_bytes(trace.counters, 0, kShardedStateTags, r.begin, r.end);
   for (const TraceEvent& e : trace.events)
     if (e.rank == 0 && e.step == kMeasuredStep && e.lane != Lane::host) t.events.push_back(e);
   if (keep)
@@ -304,6 +307,8 @@ OverlapHeadline overlap_headline(const OverlapBenchOptions& bench, TraceData* sy
   h.overlap_percent = row.overlap_percent();
   h.exposed = row.exposed();
   h.gathered = row.async.gathered;
+  h.sharded_state = row.async.sharded_state;
+  h.links = row.async.links;
   const std::string& inter_node = runs.inter_node_of(runs.base.name);
   if (sync_trace) measure(bench, runs.sync, runs.catalog, runs.base.name, inter_node, sync_trace);
   if (async_trace) measure(bench, runs.async, runs.catalog, runs.base.name, inter_node, async_trace);

@@ -2,6 +2,7 @@
 // virtual clock, with the compute-only, communication-only and ideal times, the overlap efficiency, and
 // sweeps of link bandwidth and prefetch policy (app/bench_overlap.cpp says what each number is).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,6 +53,8 @@ struct OverlapHeadline {
   double overlap_percent = 0;                   // of the ASYNC step
   SimTime exposed = 0;                          // |comm| - |comm ∩ compute| of the ASYNC step
   std::int64_t gathered = 0;                    // peak param_full + grad_full of the ASYNC step, bytes
+  std::int64_t sharded_state = 0;               // peak param_shard + grad_shard + optim_state of that step, bytes
+  std::array<SimTime, kRankLinkCount> links{};  // each link's busy time in the ASYNC step, by RankLink
 };
 // `sync_trace` and `async_trace`, when given, receive every rank's trace of the two runs (both steps).
 OverlapHeadline overlap_headline(const OverlapBenchOptions& options, TraceData* sync_trace = nullptr,

@@ -5,10 +5,11 @@
 //   fsdplab report [--device sim|cuda] [--out DIR] [--quick] [--only SECTION,...]
 //
 // The sections (app/report/, one file each): tradeoffs (2.3-2.5), correctness (3.2, 3.3), memory (4.1),
-// lecture (the lecture's Llama 70B on 128 GPUs), communication (4.2), end-to-end (4.3), scaling (4.4).
+// lecture (the lecture's Llama 70B on 128 GPUs), communication (4.2), end-to-end (4.3), scaling (4.4),
+// hybrid (6.1, the bonus task 8 on two nodes).
 // --quick (CI) runs the same tables at smaller sizes, fewer steps and shorter sweeps, within two minutes on
 // two cores. --device cuda trains and times collectives on the GPU (refused where none is usable); dry runs
-// (memory, scaling, the lecture) are the sim device's on either.
+// (memory, scaling, the lecture, hybrid) are the sim device's on either.
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,7 +50,7 @@ struct Section {
 constexpr Section kSections[] = {
     {"tradeoffs", report_tradeoffs},         {"correctness", report_correctness}, {"memory", report_memory},
     {"lecture", report_lecture},             {"communication", report_communication},
-    {"end-to-end", report_end_to_end},       {"scaling", report_scaling},
+    {"end-to-end", report_end_to_end},       {"scaling", report_scaling},         {"hybrid", report_hybrid},
 };
 
 std::vector<std::string> section_names() {

@@ -50,6 +50,7 @@ std::string report_lecture(ReportContext& ctx);       // lecture:       4.1, the
 std::string report_communication(ReportContext& ctx); // communication: 4.2
 std::string report_end_to_end(ReportContext& ctx);    // end-to-end:    4.3
 std::string report_scaling(ReportContext& ctx);       // scaling:       4.4
+std::string report_hybrid(ReportContext& ctx);        // hybrid:        6.1, bonus task 8 on two nodes
 
 // The header's facts: this machine, the commit fsdplab was built from ("unknown" without git).
 std::string report_hostname();

@@ -68,6 +68,7 @@ headings = [
     "### 4.2 Communication Profiling",
     "### 4.3 End-to-End Training Performance",
     "### 4.4 Scaling Analysis",
+    "### 6.1 Hybrid Sharding (HSDP)",
 ]
 for h in headings:
     if section(h) is None:
@@ -121,6 +122,23 @@ if not t or rows["FSDP (no prefetch)"][1] != t.group(1) or rows["FSDP (with pref
 o = re.search(r"eta = ([0-9.]+|-), overlap ([0-9.]+) %", overlap)
 if not o or rows["FSDP (with prefetch)"][6] != o.group(2) + "%":
     fail("end-to-end overlap %s, bench printed %s" % (rows["FSDP (with prefetch)"][6], o and o.group(2)))
+
+# ---- 6.1: each row's links, times and exposed communication are its bench --what overlap's -------------------------
+hsdp = section("### 6.1 Hybrid Sharding (HSDP)")
+hsdp_rows = [r for r in table_rows(hsdp) if r[0] != "W, nodes"]
+hsdp_cmds = commands(hsdp)
+if len(hsdp_rows) != len(hsdp_cmds) or len(hsdp_rows) < 2:
+    fail("6.1: %d rows under %d commands" % (len(hsdp_rows), len(hsdp_cmds)))
+for row, c in zip(hsdp_rows, hsdp_cmds):
+    printed = run(c)
+    links = re.search(r"links busy: ([0-9.]+) ms within the node, ([0-9.]+) ms between nodes", printed)
+    t = re.search(r"T_sync ([0-9.]+) ms, T_async ([0-9.]+) ms.*exposed comm ([0-9.]+) ms", printed)
+    got = list(links.groups()) + [t.group(1), t.group(2), t.group(3)] if links and t else None
+    if row[2:7] != got:
+        fail("6.1 %s %s: report %s, `%s` printed %s" % (row[0], row[1], row[2:7], c, got))
+if len(hsdp_rows) >= 2 and not float(hsdp_rows[1][3]) < float(hsdp_rows[0][3]):
+    fail("6.1: hybrid's link between nodes (%s ms) is not less busy than full shard's (%s ms)" %
+         (hsdp_rows[1][3], hsdp_rows[0][3]))
 
 # ---- 3.2 and 3.3: the losses and distances are those of the cited runs ------------------------------------------
 def read_safetensors(path):
