@@ -9,6 +9,7 @@
 
 #if FSDPLAB_HAVE_NCCL
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include "engine/cuda/cuda_check.hpp"
@@ -46,6 +47,20 @@ std::string nccl_reason(ncclResult_t result, ncclComm_t comm) {
 // pace of training, but NCCL's setup of a communicator (its topology search, its buffers, NVLink SHARP on
 // several GPUs) can take seconds on its own, and longer under a tool that slows the GPU down.
 constexpr std::chrono::milliseconds kMinSetupTimeout{60'000};
+
+// [Note: aborting several communicators]
+// A process holds several communicators (the world, a shard group, a replica group), and their kernels may
+// wait on each other: one rank's all-gather kernel on the world spins for a peer that is itself stuck in a
+// kernel of another group. ncclCommAbort frees the communicator's memory, and cudaFree waits for every kernel
+// on the GPU, including the other communicators' that only their own abort would stop: aborting them one after
+// the other can hang in the first (NCCL issues 549 and 1013). NCCL 2.28's ncclCommRevoke stops a
+// communicator's kernels without freeing anything, so every communicator is revoked first and then aborted.
+// With an older NCCL (the GPU machine's own library may be one) the symbol is absent and the aborts go alone.
+void revoke_in_flight(ncclComm_t comm) {
+  using Revoke = ncclResult_t (*)(ncclComm_t, int);
+  static const auto revoke = reinterpret_cast<Revoke>(dlsym(RTLD_DEFAULT, "ncclCommRevoke"));
+  if (revoke) revoke(comm, 0);  // NCCL_REVOKE_DEFAULT; the abort that follows reports nothing either
+}
 
 ncclConfig_t nonblocking_config() {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -100,6 +115,12 @@ struct NcclComm::Handle {
   void make_barrier(const std::string& what) {
     check_cuda(cudaStreamCreateWithFlags(&barrier_stream, cudaStreamNonBlocking), what, ": NCCL's barrier stream");
     check_cuda(cudaMalloc(&barrier_value, sizeof(float)), what, ": NCCL's barrier buffer");
+  }
+
+  // Stops the communicator's kernels without freeing it, before every communicator is aborted ([Note:
+  // aborting several communicators]); the caller holds `mutex`.
+  void revoke_locked() {
+    if (!aborted && comm) revoke_in_flight(comm);
   }
 
   // Frees the communicator and aborts whatever of it still runs; once only (the caller holds `mutex`, or is
@@ -226,6 +247,8 @@ void NcclAbortGroup::abort(int rank, const std::string& reason) {
 void NcclAbortGroup::abort_locked(const std::string& reason) {
   if (failure_) return;
   failure_ = reason;
+  // Every communicator's kernels stopped before any is freed: see [Note: aborting several communicators].
+  for (NcclComm* comm : comms_) comm->revoke_nccl();
   for (NcclComm* comm : comms_) comm->abort_nccl();
 }
 
@@ -279,6 +302,11 @@ NcclComm::NcclComm(std::unique_ptr<Handle> handle, int world, int rank, Device& 
 }
 
 NcclComm::~NcclComm() { aborts_.remove(this); }
+
+void NcclComm::revoke_nccl() {
+  std::lock_guard lock(handle_->mutex);
+  handle_->revoke_locked();
+}
 
 void NcclComm::abort_nccl() {
   std::lock_guard lock(handle_->mutex);

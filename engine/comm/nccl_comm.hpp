@@ -98,7 +98,9 @@ class NcclComm final : public Communicator {
   // collective's enqueue: the group's timeout; a split: longer). See [Note: a non-blocking communicator's
   // state] (nccl_comm.cpp).
   void issue(const std::string& what, const std::function<int(void* nccl_comm)>& call, std::chrono::milliseconds limit);
-  // Aborts the NCCL communicator (the group's lock held), once.
+  // Stops the NCCL communicator's kernels where NCCL can (ncclCommRevoke), freeing nothing; then aborts it (the
+  // group's lock held), once. The group revokes every communicator before it aborts any.
+  void revoke_nccl();
   void abort_nccl();
   // A completed collective leaves the watch list; an Error naming the oldest one not completed within
   // `timeout`, or nullopt.
