@@ -209,7 +209,8 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
   call.dry = device_.dry_run();
   const RankLink link = device_.cost_model().link_of(members_);
   call.earliest = device_.earliest_start(stream.lane, exchange.category, link);
-  call.duration = device_.cost_model().collective(exchange.category, exchange.full_bytes, members_);
+  call.duration =
+      device_.cost_model().collective(exchange.category, exchange.full_bytes, static_cast<int>(members_.size()), link);
   call.input = call.dry ? nullptr : input.raw();
   const bool on_gpu = device_.kind() == DeviceKind::cuda;
   if (on_gpu) device_.record(call.ready, stream.lane);

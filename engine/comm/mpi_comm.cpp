@@ -280,7 +280,7 @@ void MpiComm::collective(Stream stream, Announcement mine, const Tensor& output,
   mine.call.dry = device_.dry_run();
   const RankLink link = device_.cost_model().link_of(members_);
   mine.earliest = device_.earliest_start(stream.lane, category, link);
-  mine.duration = device_.cost_model().collective(category, full_bytes, members_);
+  mine.duration = device_.cost_model().collective(category, full_bytes, static_cast<int>(members_.size()), link);
   const std::vector<Announcement> all = announce(mine);
   // Settled as LocalComm settles it: the latest earliest start, the slowest rank's duration.
   OpSpec spec;

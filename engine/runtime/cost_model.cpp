@@ -58,12 +58,8 @@ const LinkPreset& CostModel::preset_of(RankLink link) const {
   return link == RankLink::between_nodes ? nodes_.inter_node : link_;
 }
 
-SimTime CostModel::collective(OpCategory category, std::int64_t full_bytes, std::span<const int> members) const {
-  return ring(category, full_bytes, static_cast<int>(members.size()), preset_of(link_of(members)));
-}
-
-SimTime CostModel::collective(OpCategory category, std::int64_t full_bytes, int world) const {
-  return ring(category, full_bytes, world, link_);
+SimTime CostModel::collective(OpCategory category, std::int64_t full_bytes, int world, RankLink link) const {
+  return ring(category, full_bytes, world, preset_of(link));
 }
 
 SimTime CostModel::host_copy(std::int64_t bytes) const {

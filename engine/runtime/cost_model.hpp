@@ -44,12 +44,10 @@ class CostModel {
   CostModel(DevicePreset device, LinkPreset link, NodeLayout nodes = {});
 
   SimTime compute(const OpCost& cost) const;
-  // A collective of `category` over the world ranks `members` (a communicator's group) on a buffer whose full
-  // (unsharded) size is `full_bytes`, on the link between them (link_of).
-  SimTime collective(OpCategory category, std::int64_t full_bytes, std::span<const int> members) const;
-  // The same over `world` ranks of one node: a communicator that does not know where its ranks sit (NCCL's,
-  // whose nodes are the machine's own).
-  SimTime collective(OpCategory category, std::int64_t full_bytes, int world) const;
+  // A collective of `category` over `world` ranks on a buffer whose full (unsharded) size is `full_bytes`, on
+  // `link`: a communicator's group takes link_of(its members); one that does not know where its ranks sit
+  // (NCCL's, whose nodes are the machine's own) takes the link within a node.
+  SimTime collective(OpCategory category, std::int64_t full_bytes, int world, RankLink link = RankLink::in_node) const;
   // The link a collective over `members` takes (RankLink, trace_event.hpp): in_node where they share a node.
   RankLink link_of(std::span<const int> members) const;
   // That link's preset: the device's link, or the inter-node link.

@@ -101,14 +101,17 @@ TEST(RuntimePresets, ACollectiveSpanningNodesRunsOnTheInterNodeLink) {
   const std::vector<int> shard_group = {4, 5, 6, 7}, replica_group = {1, 5}, everyone = {0, 1, 2, 3, 4, 5, 6, 7};
   EXPECT_EQ(nodes.link_of(shard_group), RankLink::in_node);
   EXPECT_EQ(nodes.preset_of(RankLink::in_node).name, "nvlink4");
-  EXPECT_EQ(nodes.collective(OpCategory::all_gather, bytes, shard_group), ring(nvlink, 4, 3.0 / 4));
+  const auto on_nodes = [&](const CostModel& m, OpCategory category, const std::vector<int>& members) {
+    return m.collective(category, bytes, static_cast<int>(members.size()), m.link_of(members));
+  };
+  EXPECT_EQ(on_nodes(nodes, OpCategory::all_gather, shard_group), ring(nvlink, 4, 3.0 / 4));
   EXPECT_EQ(nodes.link_of(replica_group), RankLink::between_nodes);
   EXPECT_EQ(nodes.preset_of(RankLink::between_nodes).name, "ib-ndr400");
-  EXPECT_EQ(nodes.collective(OpCategory::all_reduce, bytes, replica_group), ring(ib, 2, 2 * 1.0 / 2));
-  EXPECT_EQ(nodes.collective(OpCategory::reduce_scatter, bytes, everyone), ring(ib, 8, 7.0 / 8));
-  EXPECT_EQ(one_node.collective(OpCategory::reduce_scatter, bytes, everyone), ring(nvlink, 8, 7.0 / 8))
+  EXPECT_EQ(on_nodes(nodes, OpCategory::all_reduce, replica_group), ring(ib, 2, 2 * 1.0 / 2));
+  EXPECT_EQ(on_nodes(nodes, OpCategory::reduce_scatter, everyone), ring(ib, 8, 7.0 / 8));
+  EXPECT_EQ(on_nodes(one_node, OpCategory::reduce_scatter, everyone), ring(nvlink, 8, 7.0 / 8))
       << "without nodes, every rank shares one";
-  EXPECT_EQ(one_node.collective(OpCategory::reduce_scatter, bytes, everyone),
+  EXPECT_EQ(on_nodes(one_node, OpCategory::reduce_scatter, everyone),
             one_node.collective(OpCategory::reduce_scatter, bytes, 8));
   EXPECT_THROW(CostModel(c.device("h100-sxm"), nvlink, NodeLayout{2, LinkPreset{}}), Error)
       << "nodes without an inter-node link";
