@@ -250,9 +250,7 @@ int run_training(const RunOptions& options) {
   std::string where;
   if (!on_gpu) {
     where = device.preset.name + " (sim; " + ranks_as;
-    if (device.nodes.ranks_per_node > 0)
-      where += "; nodes of " + std::to_string(device.nodes.ranks_per_node) + " ranks, " + device.link.name +
-               " within a node, " + device.nodes.inter_node.name + " between nodes";
+    if (run.nodes.ranks_per_node > 0) where += "; " + run.nodes.describe(device.link.name);
     where += ")";
   } else if (layout.comm == CommKind::nccl) {
     where = "cuda (a GPU per rank from GPU " + std::to_string(run.gpu) + ", NCCL; " + ranks_as + ")";

@@ -268,8 +268,7 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, cons
   if (steps.size() > 5) std::printf(" ...");
   const std::string link = presets.link_for(device, run.link_preset).name;
   if (run.nodes.ranks_per_node > 0) {
-    std::printf("  (%s, link %s within nodes of %d ranks, %s between)\n", device.name.c_str(), link.c_str(),
-                run.nodes.ranks_per_node, run.nodes.inter_node_link.c_str());
+    std::printf("  (%s; %s)\n", device.name.c_str(), run.nodes.describe(link).c_str());
   } else {
     std::printf("  (%s, link %s)\n", device.name.c_str(), link.c_str());
   }

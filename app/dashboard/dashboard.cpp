@@ -60,10 +60,7 @@ void Dashboard::handle_keys() {
 void Dashboard::draw_title() {
   if (session_) {
     const SessionSettings& s = session_->settings();
-    const NodePlacement& n = s.nodes;
-    const std::string nodes =
-        n.ranks_per_node > 0 ? " · nodes of " + std::to_string(n.ranks_per_node) + ", " + n.inter_node_link + " between"
-                             : "";
+    const std::string nodes = s.nodes.ranks_per_node > 0 ? " · " + s.nodes.describe("") : "";
     ImGui::Text("fsdplab · %s %s · W=%d · %s%s%s%s · %s · impl: %s · %s", s.model.c_str(), s.preset.c_str(),
                 s.world, s.device_preset.c_str(), s.link_preset.empty() ? "" : " + ", s.link_preset.c_str(),
                 nodes.c_str(), std::string(comparison_name(s.comparison)).c_str(), s.fsdp.impl.c_str(),

@@ -15,6 +15,14 @@ namespace fsdplab {
 struct NodePlacement {
   int ranks_per_node = 0;
   std::string inter_node_link = "ib-ndr400";
+
+  // "nodes of 2 ranks, nvlink4 within a node, ib-ndr400 between nodes" (`within_link` left out where empty), as
+  // run, the dry-run report and the dashboard's title say it; empty on one node.
+  std::string describe(const std::string& within_link) const {
+    if (ranks_per_node <= 0) return "";
+    return "nodes of " + std::to_string(ranks_per_node) + " ranks, " +
+           (within_link.empty() ? "" : within_link + " within a node, ") + inter_node_link + " between nodes";
+  }
 };
 
 struct RunConfig {
