@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "app/bench_overlap.hpp"
+#include "app/fsdp_cli_options.hpp"
 #include "app/report/report_figures.hpp"
 #include "engine/runtime/device_factory.hpp"
 
@@ -65,5 +67,10 @@ struct Gpt2Scale {
   long long seq;
 };
 Gpt2Scale gpt2_scale(const ReportContext& ctx);
+
+// `bench --what overlap` at scale `s` on `world` ranks of the sim device (`device_preset`, `link_preset`) with
+// FSDP as `fsdp` (default: fsdplab run's defaults): the runs of the end-to-end (4.3) and hybrid (6.1) sections.
+OverlapBenchOptions gpt2_overlap_bench(const Gpt2Scale& s, int world, const std::string& device_preset,
+                                       const std::string& link_preset, const FsdpFlags& fsdp = FsdpFlags{});
 
 }  // namespace fsdplab::app

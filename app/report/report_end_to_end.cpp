@@ -107,22 +107,9 @@ void add_figures(ReportContext& ctx, std::string& md, const Gpt2Scale& s, const 
         "curve follows the device's progress.\n\n";
 }
 
-// `bench --what overlap` at the report's GPT-2 shapes on the sim device, with fsdplab run's FSDP defaults.
-OverlapBenchOptions sim_bench(const ReportContext& ctx, const Gpt2Scale& s) {
-  OverlapBenchOptions bench;
-  bench.preset = s.preset;
-  bench.micro_batch = s.micro_batch;
-  bench.seq = s.seq;
-  bench.world = kWorld;
-  bench.device_preset = ctx.device_preset;
-  bench.link_preset = ctx.link_preset;
-  bench.async = parse_fsdp_flags(FsdpFlags{}).options;
-  return bench;
-}
-
 std::string sim_end_to_end(ReportContext& ctx) {
   const Gpt2Scale s = gpt2_scale(ctx);
-  const OverlapBenchOptions bench = sim_bench(ctx, s);
+  const OverlapBenchOptions bench = gpt2_overlap_bench(s, kWorld, ctx.device_preset, ctx.link_preset);
   TraceData sync_trace, async_trace;
   const OverlapHeadline h = overlap_headline(bench, &sync_trace, &async_trace);
   const double base = baseline_step_ms(ctx, s);
@@ -226,7 +213,7 @@ std::string cuda_end_to_end(ReportContext& ctx) {
         "here (`--emulate-link` and the sim rows do that).\n\n";
   // The dashboard's panels show the sim device's schedule of the same configuration (its virtual clock keeps
   // SYNC and ASYNC apart, which ranks sharing one GPU blur).
-  const OverlapBenchOptions sim = sim_bench(ctx, s);
+  const OverlapBenchOptions sim = gpt2_overlap_bench(s, kWorld, ctx.device_preset, ctx.link_preset);
   TraceData sync_trace, async_trace;
   overlap_headline(sim, &sync_trace, &async_trace);
   add_figures(ctx, md, s, sync_trace, async_trace, sim.async);
@@ -234,6 +221,19 @@ std::string cuda_end_to_end(ReportContext& ctx) {
 }
 
 }  // namespace
+
+OverlapBenchOptions gpt2_overlap_bench(const Gpt2Scale& s, int world, const std::string& device_preset,
+                                       const std::string& link_preset, const FsdpFlags& fsdp) {
+  OverlapBenchOptions bench;
+  bench.preset = s.preset;
+  bench.micro_batch = s.micro_batch;
+  bench.seq = s.seq;
+  bench.world = world;
+  bench.device_preset = device_preset;
+  bench.link_preset = link_preset;
+  bench.async = parse_fsdp_flags(fsdp).options;
+  return bench;
+}
 
 std::string report_end_to_end(ReportContext& ctx) {
   std::string md = "### 4.3 End-to-End Training Performance\n\n";

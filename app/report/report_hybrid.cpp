@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "app/bench_overlap.hpp"
-#include "app/fsdp_cli_options.hpp"
 #include "app/report/markdown_table.hpp"
 #include "app/report/report_context.hpp"
 #include "engine/trace/trace_metrics.hpp"
@@ -31,19 +29,11 @@ struct Measured {
 };
 
 Measured measure_strategy(const Gpt2Scale& s, int world, bool hybrid) {
-  OverlapBenchOptions bench;
-  bench.preset = s.preset;
-  bench.micro_batch = s.micro_batch;
-  bench.seq = s.seq;
-  bench.world = world;
-  bench.device_preset = kDevicePreset;
-  bench.link_preset = kInNodeLink;
-  bench.nodes = {world / 2, kInterNodeLink};
-  bench.bandwidth_scales = {1};
   FsdpFlags flags;
   flags.strategy = hybrid ? "hybrid" : "full";
   flags.hybrid_group = hybrid ? world / 2 : 0;
-  bench.async = parse_fsdp_flags(flags).options;
+  OverlapBenchOptions bench = gpt2_overlap_bench(s, world, kDevicePreset, kInNodeLink, flags);
+  bench.nodes = {world / 2, kInterNodeLink};
   return {world, hybrid, overlap_headline(bench)};
 }
 
