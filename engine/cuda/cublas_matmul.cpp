@@ -60,6 +60,7 @@ class ThreadBlas {
     cublasHandle_t handle;
     void* workspace;
     std::size_t workspace_bytes;
+    int sm_count;  // the SMs the stream runs on, 0 for every SM (op_scratch.hpp)
   };
 
   // The current GPU's handle, set to run on `stream` with a workspace of the op's own (op_scratch.hpp):
@@ -74,7 +75,10 @@ class ThreadBlas {
     // cublasSetStream resets the handle to cuBLAS's shared workspace pool: the op's own goes after it.
     check_cublas(cublasSetStream(h.handle, stream), "cublasSetStream", what);
     check_cublas(cublasSetWorkspace(h.handle, workspace, h.workspace_bytes), "cublasSetWorkspace", what);
-    return {h.handle, workspace, h.workspace_bytes};
+    // A thread's ops all run on its rank's streams, so this is the same value every call after the first.
+    const int sm_count = op_sm_count();
+    check_cublas(cublasSetSmCountTarget(h.handle, sm_count), "cublasSetSmCountTarget", what);
+    return {h.handle, workspace, h.workspace_bytes, sm_count};
   }
 
  private:
@@ -140,8 +144,9 @@ void gemm_ex(cublasHandle_t handle, DType in, const void* a, const void* b, cuda
 // runs on cublasGemmEx into an f32 scratch product and the epilogue as matmul_kernels.cu's kernel: the same
 // formulas, in one more pass. Split-K partial sums stay in f32, as with
 // CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION on the cuBLAS path, and the heuristic's pick depends only on the
-// shapes, types and alignments, so a run is reproducible bit for bit. On a GPU, `fsdplab bench --what kernels --device
-// cuda` names which ran: cuBLASLt's kernels, or gemm_epilogue's epilogue_kernel.
+// shapes, types, alignments and the SMs it is told the stream has, so a run is reproducible bit for bit. On a GPU,
+// `fsdplab bench --what kernels --device cuda` names which ran: cuBLASLt's kernels, or gemm_epilogue's
+// epilogue_kernel.
 
 // cuBLASLt's descriptors, destroyed when they go out of scope.
 template <auto destroy>
@@ -219,6 +224,7 @@ bool lt_gemm(cudaStream_t stream, const ThreadBlas::Bound& bound, DType in, DTyp
     epilogue = CUBLASLT_EPILOGUE_BIAS;
   }
   set_attribute(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue, what);
+  set_attribute(raw_desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, std::int32_t{bound.sm_count}, what);
   if (e.bias != nullptr) {
     set_attribute(raw_desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias, what);
     set_attribute(raw_desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, out_type, what);

@@ -18,7 +18,9 @@
 // Each host thread (a rank) has its own cuBLAS handle per GPU, and each GEMM its own workspace from
 // the device's caching allocator (op_scratch.hpp; 32 MiB on sm_90, tagged workspace): cuBLAS's default
 // workspace pool is shared by the streams of a handle, which makes results depend on which streams ran
-// concurrently; a workspace from the op's stream pool keeps a GEMM bitwise reproducible.
+// concurrently; a workspace from the op's stream pool keeps a GEMM bitwise reproducible. Under an SM split
+// (sm_partition.hpp) cuBLAS and cuBLASLt are told the share's SM count, for which their heuristics then plan;
+// a GEMM's algorithm, and so its last bits, may differ between a split and an unsplit run.
 #pragma once
 #include <cstdint>
 

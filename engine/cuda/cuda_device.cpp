@@ -63,11 +63,12 @@ std::string gib(double bytes) {
   return text;
 }
 
-// The op a thread is launching, for op_scratch: its device, its stream, and the scratch it took, freed
-// (stream-ordered) once the op's kernels are enqueued.
+// The op a thread is launching, for op_scratch.hpp: its device, its stream, the scratch it took, freed
+// (stream-ordered) once the op's kernels are enqueued, and its stream's SMs (0: every SM).
 struct LaunchingOp {
   Device* device = nullptr;
   Lane lane = Lane::compute;
+  int sm_count = 0;
   std::vector<Allocation> scratch;
 };
 thread_local LaunchingOp* launching = nullptr;
@@ -90,6 +91,11 @@ void* cuda::op_scratch(std::int64_t bytes, const char* what) {
   check(launching != nullptr, what, ": op scratch asked for outside an op's CUDA body");
   launching->scratch.push_back(launching->device->allocate(bytes, MemTag::workspace, launching->lane));
   return launching->scratch.back().data();
+}
+
+int cuda::op_sm_count() {
+  check(launching != nullptr, "the SM count of an op asked for outside its CUDA body");
+  return launching->sm_count;
 }
 
 // ---- Impl: the CUDA handles ---------------------------------------------------------------------
@@ -439,7 +445,7 @@ OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   if (m.cupti) timed.tag = m.cupti->issue(timed.trace);
   timed.start = m.timing_event();
   timed.end = m.timing_event();
-  LaunchingOp op{this, lane, {}};
+  LaunchingOp op{this, lane, m.sm_partition ? m.sm_partition->sm_count() : 0, {}};
   try {
     check_cuda(cudaEventRecord(timed.start, s.stream), "recording its start");
     {

@@ -23,7 +23,8 @@ namespace fsdplab::cuda {
 // granularity the GPU partitions in, or less where the chip's layout allows no more; the rest idle). Ranks of
 // runs side by side (the dashboard's SYNC and ASYNC) each get their own share too (SmShare). A rank then
 // computes at its share's speed, never at another rank's expense, and its op spans (CUDA events) hold its own
-// kernels only, as CUPTI sees them.
+// kernels only, as CUPTI sees them. cuBLAS is told the share's SM count (op_sm_count in op_scratch.hpp), so it
+// sizes its GEMMs for the SMs they will have, not for the whole GPU.
 // `--sm-split off` goes back to sharing every SM; where the driver cannot split (older than CUDA 12.5, or
 // refusing), the default `auto` shares every SM with a warning and `--sm-split on` fails (cuda_device.cpp).
 //
