@@ -441,7 +441,7 @@ OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   Impl::Timed timed;
   // Begin and end are the host's issue time until the op's events have completed (resolve_timings).
   timed.trace = TraceEvent{rank_, lane, spec.name, spec.category, labels_.step, labels_.unit, labels_.phase, issued,
-                           issued, bytes, spec.cost.flops, id, s.pending_deps};
+                           issued, bytes, spec.cost.flops, id, s.pending_deps, spec.link};
   if (m.cupti) timed.tag = m.cupti->issue(timed.trace);
   timed.start = m.timing_event();
   timed.end = m.timing_event();

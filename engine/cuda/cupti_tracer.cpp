@@ -198,6 +198,12 @@ class Tracer {
     // Before any kind is enabled, so every record reads the same clock.
     if ((status = cuptiActivityRegisterTimestampCallback(&steady_now_ns)) != CUPTI_SUCCESS)
       return undo("CUPTI refused the host clock as its timestamp", status);
+    // A buffer per thread, before the callbacks as CUPTI wants it: a rank's records and their correlations come
+    // in its own buffers, complete once its GPU has done the work (finish relies on it), and never held back
+    // by another rank's running kernel. It is CUPTI's default, so a refusal (a second session) changes nothing.
+    std::uint8_t per_thread = 1;
+    std::size_t per_thread_size = sizeof per_thread;
+    cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &per_thread_size, &per_thread);
     if ((status = cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed)) != CUPTI_SUCCESS)
       return undo("CUPTI refused the buffer callbacks", status);
     // See [Note: which API records carry the external id].
@@ -225,9 +231,9 @@ class Tracer {
           CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
           CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020})
       cuptiActivityEnableRuntimeApi(call, 0);
-    // Event queries that found the work unfinished (resolve_timings asks at every launch) make no record.
-    if ((status = cuptiActivityEnableAllSyncRecords(0)) != CUPTI_SUCCESS)
-      return undo("CUPTI refused to skip unfinished queries", status);
+    // Event queries that found the work unfinished (resolve_timings asks at every launch) make no record. A trim
+    // too: refused, those records come and are skipped.
+    cuptiActivityEnableAllSyncRecords(0);
     // CUPTI's clock against the steady clock, read between two reads of it: zero but for the rounding, since
     // CUPTI reads the steady clock itself (the callback above).
     const std::uint64_t before = steady_now_ns();
@@ -251,6 +257,11 @@ class Tracer {
     for (auto k = enabled_.rbegin(); k != enabled_.rend(); ++k) cuptiActivityDisable(*k);
     enabled_.clear();
     flush(true);  // whatever is left belongs to no device now: counted as orphaned
+    std::size_t dropped = 0;  // what the forced flush's buffers could not hold
+    if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+      std::lock_guard lock(router_mutex_);
+      totals_.dropped += static_cast<std::int64_t>(dropped);
+    }
     {
       std::lock_guard lock(router_mutex_);
       router_.end_session();
@@ -264,7 +275,7 @@ class Tracer {
       if (count > 0) report += ", " + std::to_string(count) + what;
     };
     add(now.incomplete - session_start_.incomplete, " buffers cut short at a record still running (a forced flush)");
-    add(now.untimed - session_start_.untimed, " without times (CUPTI lacked device memory; not traced)");
+    add(now.untimed - session_start_.untimed, " without whole times (CUPTI lacked device memory; not traced)");
     add(now.orphaned - session_start_.orphaned, " of no device (not traced)");
     add(now.unlabelled - session_start_.unlabelled, " without their op's labels");
     add(now.by_span - session_start_.by_span, " labelled by their stream and op span (no external id)");
@@ -318,12 +329,21 @@ class Tracer {
     spare_buffers_.push_back(buffer);
   }
 
-  // In buffer order: an external correlation record comes before the API record it names, and that before
-  // the kernel or copy it launched, so a record's correlation is usually known when it is read.
+  // Two passes. A kernel's record takes its place in the buffer when it is launched, while the API record of
+  // the call that launched it, and the external correlation just before that, are written when the call
+  // returns: so the correlation usually comes *after* the kernel it names. The first pass reads the
+  // correlations, the second the work; a record whose correlation is in a later buffer waits for it (the
+  // router's patience).
   void read(std::uint8_t* buffer, std::size_t valid) {
     if (!buffer || valid == 0) return;
     std::lock_guard lock(router_mutex_);
     CUpti_Activity* record = nullptr;
+    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+      if (record->kind != CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) continue;
+      const auto* c = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+      if (c->externalKind == kCorrelationKind) router_.add_correlation(c->correlationId, c->externalId);
+    }
+    record = nullptr;  // from the buffer's start again
     CUptiResult next = CUPTI_SUCCESS;
     while ((next = cuptiActivityGetNextRecord(buffer, valid, &record)) == CUPTI_SUCCESS) {
       switch (record->kind) {
@@ -351,12 +371,7 @@ class Tracer {
             add({GpuRecordKind::host_wait, *name, 0, s->streamId, s->correlationId, s->start, s->end, 0});
           break;
         }
-        case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-          const auto* c = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
-          if (c->externalKind == kCorrelationKind) router_.add_correlation(c->correlationId, c->externalId);
-          break;
-        }
-        default: break;  // the DRIVER and RUNTIME API records, on only for the correlations
+        default: break;  // correlations (read above); the DRIVER and RUNTIME API records, on only for them
       }
     }
     // A record still being written when a forced flush handed its buffer back: it, and whatever follows it in
@@ -367,7 +382,9 @@ class Tracer {
 
   void add(const GpuRecord& record) {
     ++totals_.records;
-    if (record.start == 0 && record.end == 0) {  // CUPTI had no device memory to time it
+    // CUPTI had no device memory to time it (both 0), or timed it only in part: placed anywhere, such a record
+    // would span the whole run on its lane.
+    if (record.start == 0 || record.end == 0 || record.end < record.start) {
       ++totals_.untimed;
       return;
     }

@@ -21,7 +21,9 @@
 // Times: CUPTI reads the clock through a callback the tracer registers, the host's steady clock, which is
 // the cuda device's host clock; each device subtracts its own time zero (its GPU's epoch). The CUDA-event op
 // times count from the moment the epoch's event completed on the GPU, and the epoch's host time was read
-// when the host saw it, a few microseconds later: CUPTI's times read that much earlier than the op log's.
+// when the host saw it, a few microseconds later: CUPTI's times read that much earlier than the op log's. The
+// mapper measures that lead, to place a record in its op's span ([Note: the two clocks of a record and a span]
+// in engine/trace/gpu_activity.cpp).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -41,7 +43,7 @@ struct CuptiCounts {
   std::int64_t records = 0;     // kernels, copies, memsets and host waits read from CUPTI's buffers
   std::int64_t dropped = 0;     // records CUPTI could not store (cuptiActivityGetNumDroppedRecords)
   std::int64_t incomplete = 0;  // buffers a forced flush cut short at a record still running: the rest is lost
-  std::int64_t untimed = 0;     // records CUPTI could not time (no device memory for it): not traced
+  std::int64_t untimed = 0;     // records CUPTI could not time, or only in part (no device memory): not traced
   std::int64_t orphaned = 0;    // device work no attached device could be found for
   std::int64_t unlabelled = 0;  // traced without their op's labels (no op, or its labels already forgotten)
   std::int64_t by_span = 0;     // labelled by their stream and their op's CUDA-event span (no external id came)

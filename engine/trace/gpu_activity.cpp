@@ -125,9 +125,14 @@ void GpuRecordRouter::remove_source(std::uint32_t source) {
   }
 }
 
-void GpuRecordRouter::add_correlation(std::uint32_t correlation, std::uint64_t id) { recent_[correlation] = id; }
+// Correlation id 0 is no call's: records made outside any API call may carry it, and must not all be taken
+// for one op's.
+void GpuRecordRouter::add_correlation(std::uint32_t correlation, std::uint64_t id) {
+  if (correlation != 0) recent_[correlation] = id;
+}
 
 std::optional<std::uint64_t> GpuRecordRouter::correlated(std::uint32_t correlation) const {
+  if (correlation == 0) return std::nullopt;
   if (const auto it = recent_.find(correlation); it != recent_.end()) return it->second;
   if (const auto it = older_.find(correlation); it != older_.end()) return it->second;
   return std::nullopt;
@@ -204,6 +209,19 @@ void GpuRecordRouter::end_session() {
 
 // ---- GpuActivityMapper -------------------------------------------------------------------------------
 
+// [Note: the two clocks of a record and a span]
+// An op's span comes from its CUDA events, timed on the GPU from the epoch's event (cuda_device.cpp). A record's
+// times are CUPTI's, on the host's steady clock, minus the device's zero: the moment the host *saw* the epoch's
+// event complete, which is later than the GPU completed it by however long the host took to notice (plus CUPTI's
+// own error in converting GPU timestamps to host time). So a record reads earlier than its op's span by that
+// lead, typically 5 to 50 microseconds, and a collective's kernel shorter than about twice the lead would have
+// its midpoint before its op's span: placed in the op before it, or in none. The lead is measured, not guessed.
+// A record that carries its op's tag and ran on the op's stream started no earlier than the op's start event,
+// so (span begin - record start) is at most the lead; the largest such value seen is the lead to within the
+// shortest gap between an op's start event and its first kernel (about a microsecond), and never more than it.
+// A record is placed in a span at its time plus the lead. Its own times in the trace stay as CUPTI gave them:
+// on the host's clock, as the device's host-lane events are.
+
 std::uint64_t GpuActivityMapper::issue(TraceEvent work) {
   const std::uint64_t tag = next_tag_++;
   work_.emplace(tag, Work{std::move(work)});
@@ -215,9 +233,20 @@ void GpuActivityMapper::retire(std::uint64_t tag, std::int64_t flush, std::optio
   if (it == work_.end()) return;
   Work& work = it->second;
   work.retired = flush;
+  work.retirement = retirements_++;
   const auto lane = static_cast<std::size_t>(work.event.lane);
-  if (span && lane < kStreamCount && span->second >= span->first)
+  if (span && lane < kStreamCount && span->second >= span->first) {
     spans_[lane][span->first] = {span->second, tag};
+    work.span = span;
+  }
+}
+
+void GpuActivityMapper::learn_lead(const RoutedRecord& routed) {
+  if (routed.tag == 0 || routed.record.kind == GpuRecordKind::host_wait) return;
+  const auto it = work_.find(routed.tag);
+  if (it == work_.end() || !it->second.span || routed.stream_lane != it->second.event.lane) return;
+  const SimTime start = static_cast<SimTime>(routed.record.start) - zero_;
+  record_lead_ = std::max(record_lead_, it->second.span->first - start);
 }
 
 std::optional<GpuActivityMapper::StreamPoint> GpuActivityMapper::stream_point(const RoutedRecord& routed) const {
@@ -225,7 +254,8 @@ std::optional<GpuActivityMapper::StreamPoint> GpuActivityMapper::stream_point(co
   const auto lane = static_cast<std::size_t>(*routed.stream_lane);
   if (lane >= kStreamCount) return std::nullopt;
   const GpuRecord& r = routed.record;
-  return StreamPoint{&spans_[lane], static_cast<SimTime>(r.start + (std::max(r.end, r.start) - r.start) / 2) - zero_};
+  const SimTime middle = static_cast<SimTime>(r.start + (std::max(r.end, r.start) - r.start) / 2) - zero_;
+  return StreamPoint{&spans_[lane], middle + record_lead_};  // [Note: the two clocks of a record and a span]
 }
 
 GpuActivityMapper::Work* GpuActivityMapper::work_in_span(const RoutedRecord& routed) {
@@ -254,6 +284,7 @@ TraceEvent GpuActivityMapper::to_event(const RoutedRecord& routed, Work* work) c
     e.step = work->event.step;
     e.unit = work->event.unit;
     e.phase = work->event.phase;
+    e.link = work->event.link;
   }
   if (r.kind == GpuRecordKind::host_wait) {  // a host marker: no op of its own, so no op id to find it by
     e.lane = Lane::host;
@@ -300,6 +331,7 @@ void GpuActivityMapper::add_event(const RoutedRecord& routed, Work* work, bool b
 
 void GpuActivityMapper::map(std::span<const RoutedRecord> records, std::int64_t flush, std::vector<TraceEvent>& out) {
   const std::size_t from = out.size();
+  for (const RoutedRecord& routed : records) learn_lead(routed);
   // Those that waited: out once their op's span holds them, or once the patience is over.
   std::erase_if(waiting_, [&](const Waiting& w) {
     Work* work = work_in_span(w.routed);
@@ -324,7 +356,8 @@ void GpuActivityMapper::map(std::span<const RoutedRecord> records, std::int64_t 
   if (flush == pruned_at_) return;  // once per flush: a drain may come at every launch
   pruned_at_ = flush;
   std::erase_if(work_, [&](const auto& entry) {
-    return entry.second.retired >= 0 && flush - entry.second.retired > kRetiredWorkFlushes;
+    const Work& w = entry.second;
+    return w.retired >= 0 && flush - w.retired > kRetiredWorkFlushes && retirements_ - w.retirement > kRetiredWorkKept;
   });
   for (auto& spans : spans_)
     std::erase_if(spans, [&](const auto& span) { return !work_.contains(span.second.second); });

@@ -70,12 +70,15 @@ constexpr std::uint64_t external_tag(std::uint64_t id) { return id & ((std::uint
 
 // How many flushes (the tracer flushes every ~100 ms) a record waits for its correlation: about five seconds.
 constexpr std::int64_t kRecordPatienceFlushes = 50;
-// How many flushes a device keeps the labels of finished work for records still to come. A record that never
-// gets a correlation (work launched from a thread that pushed no external id) reaches its device only after
-// waiting the whole patience, counted from when its buffer came, which may be some flushes after its work
-// finished: so the labels stay for twice the patience, and such a record still finds its op by its stream and
-// span. NCCL's kernels do not wait: see [Note: NCCL's kernels go by their stream].
+// How long a device keeps the labels of finished work for records still to come: until both this many flushes
+// have passed and this much later work has retired. A record that never gets a correlation (work launched from a thread that pushed
+// no external id) reaches its device only after waiting the whole patience, counted from when its buffer came,
+// which may be some flushes after its work finished: so the labels stay for twice the patience, and such a
+// record still finds its op by its stream and span. NCCL's kernels do not wait: see [Note: NCCL's kernels go
+// by their stream]. And a rank's buffer comes back only once full (cupti_tracer.cpp: about 750 ops), however
+// long those ops take on the GPU: so the labels also stay for several buffers' worth of later ops.
 constexpr std::int64_t kRetiredWorkFlushes = 2 * kRecordPatienceFlushes;
+constexpr std::int64_t kRetiredWorkKept = 4096;
 
 // [Note: NCCL's kernels go by their stream]
 // A non-blocking NCCL communicator (the engine's, for its watchdog and abort) launches a collective's kernel
@@ -103,7 +106,7 @@ class GpuRecordRouter {
   void add_source(std::uint32_t source);
   // The source is gone: its streams are forgotten and later records of it are orphaned.
   void remove_source(std::uint32_t source);
-  // CUDA call `correlation` ran under external id `id`.
+  // CUDA call `correlation` ran under external id `id` (0 names no call: ignored).
   void add_correlation(std::uint32_t correlation, std::uint64_t id);
   // Routes the record by its correlation; one without it waits, except an NCCL kernel on a device's stream,
   // which goes by that stream at once ([Note: NCCL's kernels go by their stream]).
@@ -160,16 +163,17 @@ class GpuActivityMapper {
   // deps; or host work, on the host lane). Returns its tag, to push as the external id with external_id().
   std::uint64_t issue(TraceEvent work);
   // The work's CUDA calls are done (an op's end event passed, a host call returned) at flush count `flush`:
-  // its records may still come for kRetiredWorkFlushes flushes, after which it is forgotten. An op that
-  // ran on a stream gives its span there, from its CUDA events (device time): see map().
+  // its records may still come for kRetiredWorkFlushes flushes and kRetiredWorkKept retirements, after which
+  // it is forgotten. An op that ran on a stream gives its span there, from its CUDA events (device time): see
+  // map().
   void retire(std::uint64_t tag, std::int64_t flush, std::optional<std::pair<SimTime, SimTime>> span = std::nullopt);
-  // Appends the trace events of `records` to `out`, in time order; forgets work retired more than
-  // kRetiredWorkFlushes before `flush`. A record that came without its work's tag but on one of the device's
-  // streams (launched on a thread that pushed no external id, as NCCL's may be) belongs to the op whose
-  // CUDA-event span on that stream holds the record's midpoint: a stream runs its work in order, so at most one
-  // does. An NCCL kernel, which the router sends at once, that lies after every retired span on its stream may
-  // have come before its op retired: it waits for it, up to kRecordPatienceFlushes, and goes out with a later
-  // call ([Note: NCCL's kernels go by their stream]).
+  // Appends the trace events of `records` to `out`, in time order; forgets work retired long enough ago (see
+  // kRetiredWorkKept). A record that came without its work's tag but on one of the device's streams (launched
+  // on a thread that pushed no external id, as NCCL's may be) belongs to the op whose CUDA-event span on that
+  // stream holds the record's midpoint: a stream runs its work in order, so at most one does. See [Note: the
+  // two clocks of a record and a span]. An NCCL kernel, which the router sends at once, that lies after every
+  // retired span on its stream may have come before its op retired: it waits for it, up to
+  // kRecordPatienceFlushes, and goes out with a later call ([Note: NCCL's kernels go by their stream]).
   void map(std::span<const RoutedRecord> records, std::int64_t flush, std::vector<TraceEvent>& out);
   // The device has retired all its work: the records still waiting for an op's span go out, labelled where
   // one holds them.
@@ -178,6 +182,7 @@ class GpuActivityMapper {
   std::int64_t events() const { return events_; }          // trace events made
   std::int64_t unlabelled() const { return unlabelled_; }  // of which no work was known (or no longer)
   std::int64_t found_by_span() const { return found_by_span_; }  // labelled by their stream and time alone
+  SimTime record_lead() const { return record_lead_; }  // [Note: the two clocks of a record and a span]
   std::size_t known_work() const { return work_.size(); }
   std::size_t waiting() const { return waiting_.size(); }  // NCCL kernels waiting for their op's span
 
@@ -186,6 +191,8 @@ class GpuActivityMapper {
     TraceEvent event;
     bool seen = false;          // a record of it was mapped: the op's deps, bytes and FLOPs went with that one
     std::int64_t retired = -1;  // the flush count when retired; -1 while its calls may still be running
+    std::int64_t retirement = 0;  // how many pieces of work had retired before it
+    std::optional<std::pair<SimTime, SimTime>> span;  // its CUDA-event span on its stream, once retired
   };
   struct Waiting {
     RoutedRecord routed;
@@ -204,6 +211,8 @@ class GpuActivityMapper {
   Work* work_in_span(const RoutedRecord& routed);
   // Whether the record lies after every retired span on its stream's lane: its op may retire yet.
   bool after_retired_spans(const RoutedRecord& routed) const;
+  // Learns record_lead_ from a record that carries its op's tag and ran on the op's stream.
+  void learn_lead(const RoutedRecord& routed);
   // Appends the record's event, labelled by `work` (found by its span where `by_span`), and counts it.
   void add_event(const RoutedRecord& routed, Work* work, bool by_span, std::vector<TraceEvent>& out);
 
@@ -214,6 +223,8 @@ class GpuActivityMapper {
   std::array<Spans, kStreamCount> spans_;
   std::deque<Waiting> waiting_;  // NCCL kernels whose op has not retired yet
   std::int64_t pruned_at_ = -1;  // the flush count of the last forgetting
+  std::int64_t retirements_ = 0;
+  SimTime record_lead_ = 0;
   std::int64_t events_ = 0;
   std::int64_t unlabelled_ = 0;
   std::int64_t found_by_span_ = 0;

@@ -139,6 +139,21 @@ TEST(GpuRecordRouter, AStreamIdAnotherSourceOwnsIsReported) {
   EXPECT_EQ(routed[2][0].stream_lane, Lane::all_gather);
 }
 
+TEST(GpuRecordRouter, CorrelationZeroNamesNoCall) {
+  // Records made outside any API call may carry correlation 0: one stray correlation record with id 0 must not
+  // send them all to one op.
+  GpuRecordRouter router;
+  router.add_stream(0, 11, 1, Lane::compute);
+  router.add_correlation(0, external_id(1, 9));
+  router.add(kernel("internal", 11, 0, 10, 20));
+  EXPECT_TRUE(router.take_routed().empty());
+  EXPECT_EQ(router.waiting(), 1u) << "it waits as any uncorrelated record does, then goes by its stream";
+  for (std::int64_t f = 0; f < kRecordPatienceFlushes; ++f) router.end_flush();
+  auto routed = router.take_routed();
+  ASSERT_EQ(routed[1].size(), 1u);
+  EXPECT_EQ(routed[1][0].tag, 0u);
+}
+
 TEST(GpuRecordRouter, CorrelationsAreForgottenAfterThePatience) {
   GpuRecordRouter router;
   router.add_stream(0, 11, 1, Lane::compute);
@@ -298,19 +313,28 @@ TEST(GpuActivityMapper, HostWaitsAreOnTheHostLaneNamedByTheDevicesCall) {
   EXPECT_EQ(events[0].end, 800);
 }
 
-TEST(GpuActivityMapper, RetiredWorkIsForgottenInTimeAndLaterRecordsAreUnlabelled) {
+TEST(GpuActivityMapper, RetiredWorkIsForgottenOnceOldInTimeAndInLaterWorkAndLaterRecordsAreUnlabelled) {
   GpuActivityMapper mapper(0, 0);
   const std::uint64_t done = mapper.issue(op_span(Lane::compute, "fill", OpCategory::compute, 1));
   const std::uint64_t running = mapper.issue(op_span(Lane::compute, "copy", OpCategory::compute, 2));
   EXPECT_NE(done, running);
   mapper.retire(done, 5);
   std::vector<TraceEvent> events;
-  mapper.map({}, 5 + kRetiredWorkFlushes, events);
-  EXPECT_EQ(mapper.known_work(), 2u);
   mapper.map({}, 6 + kRetiredWorkFlushes, events);
-  EXPECT_EQ(mapper.known_work(), 1u) << "the running op is kept however long it runs";
+  EXPECT_EQ(mapper.known_work(), 2u) << "old in flushes, but a rank's buffer comes back only once full: its "
+                                        "records may still come, however long its ops took";
+  for (std::int64_t i = 1; i < kRetiredWorkKept; ++i)
+    mapper.retire(mapper.issue(op_span(Lane::compute, "later", OpCategory::compute, 3)), 6 + kRetiredWorkFlushes);
+  mapper.map({}, 7 + kRetiredWorkFlushes, events);
+  EXPECT_EQ(mapper.known_work(), 1u + static_cast<std::size_t>(kRetiredWorkKept))
+      << "one retirement short of kRetiredWorkKept after it";
+  mapper.retire(mapper.issue(op_span(Lane::compute, "later", OpCategory::compute, 3)), 7 + kRetiredWorkFlushes);
+  mapper.map({}, 8 + kRetiredWorkFlushes, events);
+  EXPECT_EQ(mapper.known_work(), 1u + static_cast<std::size_t>(kRetiredWorkKept))
+      << "the first op is forgotten (the later work is recent in flushes); the running op is kept however long it "
+         "runs";
   const std::vector<RoutedRecord> late = {{kernel("fill_kernel", 11, 1, 10, 20), done, Lane::compute}};
-  mapper.map(late, 7 + kRetiredWorkFlushes, events);
+  mapper.map(late, 9 + kRetiredWorkFlushes, events);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].name, "fill_kernel");
   EXPECT_EQ(events[0].lane, Lane::compute);
@@ -351,6 +375,46 @@ TEST(GpuActivityMapper, ARecordWithoutItsTagFindsTheOpWhoseEventSpanOnItsStreamH
   EXPECT_EQ(events[2].op, 0u) << "no op retired around it in the patience";
   EXPECT_EQ(mapper.unlabelled(), 1);
   EXPECT_EQ(mapper.waiting(), 0u);
+}
+
+// [Note: the two clocks of a record and a span]: CUPTI's times read earlier than the CUDA-event spans, by how
+// late the host saw the epoch's event. A short collective kernel would then fall in the op before its own.
+TEST(GpuActivityMapper, RecordsArePlacedInSpansAfterTheLeadTheirTaggedRecordsShow) {
+  GpuActivityMapper mapper(0, 1000);
+  const std::uint64_t first = mapper.issue(op_span(Lane::all_gather, "all_gather", OpCategory::all_gather, 7));
+  const std::uint64_t second = mapper.issue(op_span(Lane::all_gather, "all_gather", OpCategory::all_gather, 8));
+  mapper.retire(first, 0, std::pair<SimTime, SimTime>{100, 200});
+  mapper.retire(second, 0, std::pair<SimTime, SimTime>{200, 230});
+  // The second op's kernel ran 205..225 on the device's clock; CUPTI's reads 30 ns earlier, 175..195: inside the
+  // first op's span. The first op's tagged record (true 110..190) reads 80..160, 20 before its span begins;
+  // a tagged record of an op on another stream, or a host wait, teaches nothing.
+  const std::uint64_t elsewhere = mapper.issue(op_span(Lane::compute, "matmul", OpCategory::compute, 9));
+  mapper.retire(elsewhere, 0, std::pair<SimTime, SimTime>{500, 600});
+  std::vector<RoutedRecord> records = {
+      {kernel("fill_kernel", 11, 1, 1000 + 100, 1000 + 190), elsewhere, Lane::all_gather},
+      {kernel("ncclDevKernel_AllGather_RING_LL", 12, 2, 1000 + 80, 1000 + 160), first, Lane::all_gather},
+      {kernel("ncclDevKernel_AllGather_RING_LL", 12, 3, 1000 + 175, 1000 + 195), 0, Lane::all_gather},
+  };
+  std::vector<TraceEvent> events;
+  mapper.map(records, 0, events);
+  EXPECT_EQ(mapper.record_lead(), 20) << "the largest (span begin - record start) seen; the true lead is 30";
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2].op, 8u) << "midpoint 185 + 20 lies in the second op's span";
+  EXPECT_EQ(events[2].begin, 175) << "the trace keeps CUPTI's times, on the host's clock";
+  EXPECT_EQ(mapper.found_by_span(), 1);
+}
+
+TEST(GpuActivityMapper, ACollectiveKeepsTheLinkItsOpTook) {
+  GpuActivityMapper mapper(0, 0);
+  TraceEvent between = op_span(Lane::reduce_scatter, "reduce_scatter", OpCategory::reduce_scatter, 4);
+  between.link = RankLink::between_nodes;
+  const std::uint64_t tag = mapper.issue(between);
+  std::vector<TraceEvent> events;
+  mapper.map(std::vector<RoutedRecord>{{kernel("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", 12, 1, 10, 20), tag,
+                                        Lane::reduce_scatter}},
+             0, events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].link, RankLink::between_nodes);
 }
 
 TEST(GpuActivityMapper, ARecordThatCameBeforeItsOpRetiredWaitsForItsSpan) {
