@@ -70,13 +70,13 @@ constexpr std::uint64_t external_tag(std::uint64_t id) { return id & ((std::uint
 
 // How many flushes (the tracer flushes every ~100 ms) a record waits for its correlation: about five seconds.
 constexpr std::int64_t kRecordPatienceFlushes = 50;
-// How long a device keeps the labels of finished work for records still to come: until both this many flushes
-// have passed and this much later work has retired. A record that never gets a correlation (work launched from a thread that pushed
-// no external id) reaches its device only after waiting the whole patience, counted from when its buffer came,
-// which may be some flushes after its work finished: so the labels stay for twice the patience, and such a
-// record still finds its op by its stream and span. NCCL's kernels do not wait: see [Note: NCCL's kernels go
-// by their stream]. And a rank's buffer comes back only once full (cupti_tracer.cpp: about 750 ops), however
-// long those ops take on the GPU: so the labels also stay for several buffers' worth of later ops.
+// How long a device keeps the labels of finished work for records still to come: until both this many flushes have
+// passed and this much later work has retired. A record that never gets a correlation (work launched from a thread that
+// pushed no external id) reaches its device only after waiting the whole patience, counted from when its buffer came,
+// which may be some flushes after its work finished: so the labels stay for twice the patience, and such a record still
+// finds its op by its stream and span. NCCL's kernels do not wait: see [Note: NCCL's kernels go by their stream]. And a
+// rank's buffer comes back only once full (cupti_tracer.cpp: about 750 ops), however long those ops take on the GPU: so
+// the labels also stay for several buffers' worth of later ops.
 constexpr std::int64_t kRetiredWorkFlushes = 2 * kRecordPatienceFlushes;
 constexpr std::int64_t kRetiredWorkKept = 4096;
 
