@@ -15,6 +15,16 @@ void check_operand(const Tensor& t, const char* role, const Device& device, cons
   if (!(t.numel() > 0)) fail(op, ": ", role, " ", t.describe(), " is empty");
 }
 
+// An in-place shard is chunk `rank` of full; any other overlap is refused (collective_checks.hpp).
+void check_in_place(const Tensor& shard, const Tensor& full, int rank, const char* op) {
+  if (!shard.overlaps(full)) return;
+  const std::int64_t expected = full.offset() + rank * shard.numel();
+  if (shard.offset() != expected)
+    fail(op, ": shard ", shard.describe(), " overlaps full ", full.describe(), " but is not its chunk ", rank,
+         " (this rank's): it starts ", shard.offset() - full.offset(), " elements into full; expected ",
+         expected - full.offset(), ", or a buffer of its own");
+}
+
 void check_reducible(const Tensor& t, const char* op) {
   if (!(t.dtype() == DType::f32 || t.dtype() == DType::bf16))
     fail(op, ": ", t.describe(), " cannot be reduced; expected f32 or bf16");
@@ -22,16 +32,17 @@ void check_reducible(const Tensor& t, const char* op) {
 
 }  // namespace
 
-void check_all_gather(const Tensor& shard, const Tensor& full, int world, const Device& device) {
+void check_all_gather(const Tensor& shard, const Tensor& full, int world, int rank, const Device& device) {
   check_operand(shard, "shard", device, "all_gather");
   check_operand(full, "full", device, "all_gather");
   if (!(shard.dtype() == full.dtype()))
     fail("all_gather: shard ", shard.describe(), " and full ", full.describe(), " differ in dtype");
   if (!(full.numel() == shard.numel() * world))
     fail("all_gather: full ", full.describe(), " must hold ", world, " shards of ", shard.describe());
+  check_in_place(shard, full, rank, "all_gather");
 }
 
-void check_reduce_scatter(const Tensor& full, const Tensor& shard, int world, const Device& device) {
+void check_reduce_scatter(const Tensor& full, const Tensor& shard, int world, int rank, const Device& device) {
   check_operand(full, "full", device, "reduce_scatter");
   check_operand(shard, "shard", device, "reduce_scatter");
   if (!(shard.dtype() == full.dtype()))
@@ -39,6 +50,7 @@ void check_reduce_scatter(const Tensor& full, const Tensor& shard, int world, co
   check_reducible(full, "reduce_scatter");
   if (!(full.numel() == shard.numel() * world))
     fail("reduce_scatter: full ", full.describe(), " must hold ", world, " shards of ", shard.describe());
+  check_in_place(shard, full, rank, "reduce_scatter");
 }
 
 void check_all_reduce(const Tensor& t, const Device& device) {

@@ -6,8 +6,11 @@
 
 namespace fsdplab {
 
-void check_all_gather(const Tensor& shard, const Tensor& full, int world, const Device& device);
-void check_reduce_scatter(const Tensor& full, const Tensor& shard, int world, const Device& device);
+// `rank`: the caller's index in the group. A shard in the full buffer's storage must be exactly chunk `rank` of
+// it (in place): any other overlap would have the collective overwrite what it has yet to read, which NCCL
+// leaves undefined.
+void check_all_gather(const Tensor& shard, const Tensor& full, int world, int rank, const Device& device);
+void check_reduce_scatter(const Tensor& full, const Tensor& shard, int world, int rank, const Device& device);
 void check_all_reduce(const Tensor& t, const Device& device);
 void check_broadcast(const Tensor& t, int root, int world, const Device& device);
 

@@ -256,7 +256,7 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
 }
 
 void LocalComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {
-  check_all_gather(shard, full, world(), device_);
+  check_all_gather(shard, full, world(), rank(), device_);
   LocalWorld::Call call;
   call.kind = Kind::all_gather;
   call.dtype = full.dtype();
@@ -279,7 +279,7 @@ void LocalComm::all_gather(Stream stream, const Tensor& shard, const Tensor& ful
 }
 
 void LocalComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) {
-  check_reduce_scatter(full, shard, world(), device_);
+  check_reduce_scatter(full, shard, world(), rank(), device_);
   LocalWorld::Call call;
   call.kind = Kind::reduce_scatter;
   call.op = op;

@@ -303,7 +303,7 @@ void MpiComm::collective(Stream stream, Announcement mine, const Tensor& output,
 
 
 void MpiComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {
-  check_all_gather(shard, full, world(), device_);
+  check_all_gather(shard, full, world(), rank(), device_);
   collective(stream, announcement(CollectiveKind::all_gather, full), full, full.nbytes(), {shard.access()}, {full.access()}, [&] {
     // The shard may be chunk r of `full` itself: sent from a copy, so MPI never reads what it writes.
     const int chunk = byte_count(shard.nbytes(), "all_gather");
@@ -316,7 +316,7 @@ void MpiComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full)
 }
 
 void MpiComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) {
-  check_reduce_scatter(full, shard, world(), device_);
+  check_reduce_scatter(full, shard, world(), rank(), device_);
   collective(stream, announcement(CollectiveKind::reduce_scatter, full, op), shard, full.nbytes(), {full.access()}, {shard.access()}, [&] {
     // Every rank's chunk r comes to rank r (an all-to-all), which then sums them in rank order.
     const int chunk = byte_count(shard.nbytes(), "reduce_scatter");

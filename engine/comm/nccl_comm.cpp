@@ -379,7 +379,7 @@ void NcclComm::collective(Stream stream, OpCategory category, const Tensor& outp
 }
 
 void NcclComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {
-  check_all_gather(shard, full, world_, device_);
+  check_all_gather(shard, full, world_, rank_, device_);
   collective(stream, OpCategory::all_gather, full, full.nbytes(), {shard.access()}, {full.access()},
              [&](void* comm, CUstream_st* s) {
                return ncclAllGather(shard.raw(), full.raw(), static_cast<std::size_t>(shard.numel()),
@@ -388,7 +388,7 @@ void NcclComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full
 }
 
 void NcclComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) {
-  check_reduce_scatter(full, shard, world_, device_);
+  check_reduce_scatter(full, shard, world_, rank_, device_);
   collective(stream, OpCategory::reduce_scatter, shard, full.nbytes(), {full.access()}, {shard.access()},
              [&](void* comm, CUstream_st* s) {
                return ncclReduceScatter(full.raw(), shard.raw(), static_cast<std::size_t>(shard.numel()),

@@ -2,6 +2,7 @@
 // buffers, and one virtual begin and end on every rank.
 #include <algorithm>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "engine/comm/local_comm.hpp"
@@ -11,6 +12,7 @@
 namespace fsdplab {
 namespace {
 
+using testing::error_of;
 using testing::make_sim_device;
 using testing::read;
 using testing::tensor_from;
@@ -146,6 +148,32 @@ TEST(LocalComm, InPlaceAllGatherAndReduceScatter) {
     for (std::int64_t k = 0; k < n; ++k) expected.push_back(world * all[static_cast<std::size_t>(r * n + k)]);
     EXPECT_EQ(reduced_shards[static_cast<std::size_t>(r)], expected) << "rank " << r;
   }
+}
+
+// In place means that very chunk: a shard that overlaps full anywhere else would be overwritten while the
+// collective still reads it (NCCL leaves it undefined), so it is refused on the rank that made the call.
+TEST(LocalComm, AShardOverlappingAnotherChunkOfFullIsRefused) {
+  constexpr int world = 2;
+  constexpr std::int64_t n = 4;
+  std::vector<std::string> errors(2 * world);
+  with_ranks(world, [&](LocalComm& comm, SimDevice& device) {
+    const int r = comm.rank();
+    const Tensor full = tensor_from(device, {world * n}, std::vector<float>(world * n, 1.f));
+    const Tensor other_chunk = full.view((1 - r) * n, {n});
+    const Tensor straddling = full.view(1, {n});
+    errors[static_cast<std::size_t>(2 * r)] =
+        error_of([&] { comm.all_gather(device.stream(Lane::all_gather), other_chunk, full); });
+    errors[static_cast<std::size_t>(2 * r + 1)] =
+        error_of([&] { comm.reduce_scatter(device.stream(Lane::reduce_scatter), full, straddling, ReduceOp::sum); });
+  });
+  EXPECT_NE(errors[0].find("all_gather: shard"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("is not its chunk 0 (this rank's): it starts 4 elements into full; expected 0"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[3].find("reduce_scatter: shard"), std::string::npos) << errors[3];
+  EXPECT_NE(errors[3].find("is not its chunk 1 (this rank's): it starts 1 elements into full; expected 4"),
+            std::string::npos)
+      << errors[3];
 }
 
 // HYBRID_SHARD's two groupings of 4 ranks: shard groups {0, 1}, {2, 3} and replica groups {0, 2}, {1, 3}.
