@@ -297,7 +297,8 @@ void LocalComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& 
                             std::vector<const void*> chunks;
                             for (const std::byte* in : inputs) chunks.push_back(in + my_chunk);
                             cuda::reduce_peers(s, shard.dtype(), shard.raw(), chunks.data(),
-                                               static_cast<int>(chunks.size()), shard.numel(), op == ReduceOp::avg);
+                                               static_cast<int>(chunks.size()), shard.numel(),
+                                               op == ReduceOp::avg ? static_cast<int>(chunks.size()) : 1);
                           })};
   collective(stream, call, full, shard, exchange);
 }
@@ -324,7 +325,7 @@ void LocalComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
                           FSDPLAB_CUDA_BODY([&](CUstream_st* s, const std::vector<const std::byte*>& inputs) {
                             std::vector<const void*> all(inputs.begin(), inputs.end());
                             cuda::reduce_peers(s, t.dtype(), scratch.raw(), all.data(), static_cast<int>(all.size()),
-                                               t.numel(), op == ReduceOp::avg);
+                                               t.numel(), op == ReduceOp::avg ? static_cast<int>(all.size()) : 1);
                           })};
   collective(stream, call, t, t, exchange);
   if (on_gpu) copy(stream, scratch, t);

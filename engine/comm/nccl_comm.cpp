@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <exception>
 
 #include "engine/comm/collective_checks.hpp"
 #include "engine/runtime/error.hpp"
@@ -12,6 +13,7 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include "engine/cuda/comm_kernels.hpp"
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/cuda_device.hpp"
 #endif
@@ -36,10 +38,12 @@ ncclDataType_t nccl_type(DType dtype) {
   fail("NCCL: no type for dtype ", static_cast<int>(dtype));
 }
 
-std::string nccl_reason(ncclResult_t result, ncclComm_t comm) {
+// NCCL's error and its last message. The message is the process's, not the communicator's (NCCL keeps one,
+// and reads no argument): with several ranks in one process it may be another rank's, so it is said so.
+std::string nccl_reason(ncclResult_t result) {
   std::string reason = ncclGetErrorString(result);
-  const char* last = comm ? ncclGetLastError(comm) : nullptr;
-  if (last && *last) reason += std::string(": ") + last;
+  const char* last = ncclGetLastError(nullptr);
+  if (last && *last) reason += std::string(" (NCCL's last message, possibly another rank's: ") + last + ")";
   return reason;
 }
 
@@ -56,10 +60,14 @@ constexpr std::chrono::milliseconds kMinSetupTimeout{60'000};
 // the other can hang in the first (NCCL issues 549 and 1013). NCCL 2.28's ncclCommRevoke stops a
 // communicator's kernels without freeing anything, so every communicator is revoked first and then aborted.
 // With an older NCCL (the GPU machine's own library may be one) the symbol is absent and the aborts go alone.
-void revoke_in_flight(ncclComm_t comm) {
+// Only a communicator with no call in progress is revoked (Handle::revoke_locked), and its abort waits for the
+// revoke to finish. Returns whether the revoke started (false: no ncclCommRevoke here, or NCCL refused it).
+bool revoke_in_flight(ncclComm_t comm) {
   using Revoke = ncclResult_t (*)(ncclComm_t, int);
   static const auto revoke = reinterpret_cast<Revoke>(dlsym(RTLD_DEFAULT, "ncclCommRevoke"));
-  if (revoke) revoke(comm, 0);  // NCCL_REVOKE_DEFAULT; the abort that follows reports nothing either
+  if (!revoke) return false;
+  const ncclResult_t result = revoke(comm, 0);  // NCCL_REVOKE_DEFAULT
+  return result == ncclSuccess || result == ncclInProgress;
 }
 
 ncclConfig_t nonblocking_config() {
@@ -75,7 +83,7 @@ ncclConfig_t nonblocking_config() {
 NcclId make_nccl_id() {
   ncclUniqueId id;
   const ncclResult_t result = ncclGetUniqueId(&id);
-  if (result != ncclSuccess) fail("ncclGetUniqueId failed: ", ncclGetErrorString(result));
+  if (result != ncclSuccess) fail("ncclGetUniqueId failed: ", nccl_reason(result));
   NcclId out;
   static_assert(sizeof id == sizeof out.bytes);
   std::memcpy(out.bytes.data(), &id, sizeof id);
@@ -103,6 +111,7 @@ struct NcclComm::Handle {
   cudaStream_t barrier_stream = nullptr;
   void* barrier_value = nullptr;  // one float on the GPU (cudaMalloc: the ledger is the device's, this is NCCL's)
   bool aborted = false;
+  bool revoked = false;  // its kernels stopped; its abort follows (NcclAbortGroup), no call may come between
   struct InFlight {
     std::string what;  // "rank R: NCCL all_gather #N of B bytes", as errors name it
     cudaEvent_t done = nullptr;
@@ -115,55 +124,77 @@ struct NcclComm::Handle {
   void make_barrier(const std::string& what) {
     check_cuda(cudaStreamCreateWithFlags(&barrier_stream, cudaStreamNonBlocking), what, ": NCCL's barrier stream");
     check_cuda(cudaMalloc(&barrier_value, sizeof(float)), what, ": NCCL's barrier buffer");
+    check_cuda(cudaMemset(barrier_value, 0, sizeof(float)), what, ": NCCL's barrier buffer");
   }
 
   // Stops the communicator's kernels without freeing it, before every communicator is aborted ([Note:
-  // aborting several communicators]); the caller holds `mutex`.
+  // aborting several communicators]); the caller holds `mutex`. Only one with no call in progress: reading its
+  // state completes the call it finished, while a revoke of one whose call still runs (an enqueue waiting for
+  // a peer to connect, a split) would leave that call's job to be freed a second time by the abort (NCCL 2.28's
+  // ncclCommEnsureReady). Such a communicator is aborted alone, which ends its call once.
   void revoke_locked() {
-    if (!aborted && comm) revoke_in_flight(comm);
+    if (aborted || revoked || !comm) return;
+    ncclResult_t state = ncclInProgress;
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess || state != ncclSuccess) return;
+    revoked = revoke_in_flight(comm);
   }
 
   // Frees the communicator and aborts whatever of it still runs; once only (the caller holds `mutex`, or is
-  // the only user left).
+  // the only user left). A revoke runs on as a call of its own, which waits for the work already on the
+  // communicator's streams: it is let finish first (up to the setup limit), or the abort would free the
+  // communicator under it.
   void abort_locked() {
     if (aborted || !comm) return;
+    if (revoked) settled(ncclInProgress, setup_limit());
     ncclCommAbort(comm);
     aborted = true;
   }
 
   // Polls the communicator's state after a call that answered `result` until it is not in progress
   // ([Note: a non-blocking communicator's state]); fails with `what` if the call failed, the group was
-  // stopped, or `limit` passed (the communicator is then aborted: a peer that never joins the world is not
-  // the watchdog's, nothing being registered before the join).
-  void settle(ncclResult_t result, NcclAbortGroup& aborts, const std::string& what, std::chrono::milliseconds limit) {
-    const auto start = Clock::now();
+  // stopped, or `limit` passed. Time while the run holds a rank (a step-through pause) does not count. Past
+  // the limit a communicator the group knows (`registered`: a collective's, a split's parent) stops the whole
+  // group, revoked first like any ([Note: aborting several communicators]), and the peers fail naming this
+  // call; one not registered yet (a join, a split's child, which nothing else can reach) is aborted alone.
+  void settle(ncclResult_t result, NcclAbortGroup& aborts, const std::string& what, std::chrono::milliseconds limit,
+              bool registered) {
+    auto start = Clock::now();
     while (result == ncclSuccess || result == ncclInProgress) {
       if (auto failure = aborts.failure()) fail(what, ": stopped, ", *failure);
+      if (aborts.held()) start = Clock::now();
+      bool overdue = false;
       {
         std::lock_guard lock(mutex);
-        if (aborted) fail(what, ": stopped, NCCL was aborted");
+        if (aborted || revoked) fail(what, ": stopped, NCCL was aborted");
         ncclResult_t state = ncclSuccess;
         const ncclResult_t read = ncclCommGetAsyncError(comm, &state);
-        if (read != ncclSuccess) fail(what, ": cannot read the communicator's state: ", nccl_reason(read, comm));
+        if (read != ncclSuccess) fail(what, ": cannot read the communicator's state: ", nccl_reason(read));
         if (state != ncclInProgress) {
           result = state;
           break;
         }
-        if (Clock::now() - start > limit) {
+        overdue = Clock::now() - start > limit;
+        if (overdue && !registered) {
           abort_locked();
           fail(what, ": no answer after ", limit.count(), " ms (a peer never joined)");
         }
       }
+      if (overdue) {  // the handle's lock let go: the group takes it to revoke and abort
+        const std::string reason = what + ": no answer after " + std::to_string(limit.count()) +
+                                   " ms (a peer never reached it, or stalls)";
+        aborts.give_up(reason);
+        fail(reason);
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
-    if (result != ncclSuccess) fail(what, " failed: ", nccl_reason(result, comm));
+    if (result != ncclSuccess) fail(what, " failed: ", nccl_reason(result));
   }
 
-  // The communicator's state once nothing is in progress, waiting up to `timeout` (ncclInProgress if it never
+  // The communicator's state once nothing is in progress, waiting up to `limit` (ncclInProgress if it never
   // settles); `state` is what the last call answered.
-  ncclResult_t settled(ncclResult_t state) const {
+  ncclResult_t settled(ncclResult_t state, std::chrono::milliseconds limit) const {
     const auto start = Clock::now();
-    while (state == ncclInProgress && Clock::now() - start < timeout) {
+    while (state == ncclInProgress && Clock::now() - start < limit) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
       if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
     }
@@ -200,9 +231,13 @@ struct NcclComm::Handle {
   // middle of a call (a join or split its rank gave up on, which will not finish) are aborted instead.
   void end_communicator() {
     if (!comm || aborted) return;
+    if (revoked) {
+      abort_locked();
+      return;
+    }
     ncclResult_t state = ncclSuccess;
     if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
-    if (state == ncclSuccess) state = settled(ncclCommFinalize(comm));
+    if (state == ncclSuccess) state = settled(ncclCommFinalize(comm), timeout);
     if (state == ncclSuccess) {
       ncclCommDestroy(comm);
     } else {
@@ -213,8 +248,9 @@ struct NcclComm::Handle {
 
 // ---- NcclAbortGroup -------------------------------------------------------------------------------
 
-NcclAbortGroup::NcclAbortGroup(std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure)
-    : timeout_(timeout), on_failure_(std::move(on_failure)), watchdog_([this] { watch(); }) {}
+NcclAbortGroup::NcclAbortGroup(std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure,
+                               std::function<bool()> hold)
+    : timeout_(timeout), on_failure_(std::move(on_failure)), hold_(std::move(hold)), watchdog_([this] { watch(); }) {}
 
 NcclAbortGroup::~NcclAbortGroup() {
   {
@@ -240,8 +276,22 @@ std::optional<std::string> NcclAbortGroup::failure() const {
 }
 
 void NcclAbortGroup::abort(int rank, const std::string& reason) {
+  give_up("rank " + std::to_string(rank) + " failed: " + reason);
+}
+
+void NcclAbortGroup::give_up(const std::string& reason) {
   std::lock_guard lock(mutex_);
-  abort_locked("rank " + std::to_string(rank) + " failed: " + reason);
+  abort_locked(reason);
+}
+
+bool NcclAbortGroup::held() const { return hold_ && hold_(); }
+
+void NcclAbortGroup::stop_device(const Device& device) {
+  std::lock_guard lock(mutex_);
+  for (NcclComm* comm : comms_)
+    if (&comm->device_ == &device) comm->revoke_nccl();
+  for (NcclComm* comm : comms_)
+    if (&comm->device_ == &device) comm->abort_nccl();
 }
 
 void NcclAbortGroup::abort_locked(const std::string& reason) {
@@ -254,21 +304,32 @@ void NcclAbortGroup::abort_locked(const std::string& reason) {
 
 void NcclAbortGroup::watch() {
   // Every 100 ms: NCCL's asynchronous errors, and collectives that never complete (a peer that stalls
-  // or died before joining them), as PyTorch's NCCL watchdog does.
+  // or died before joining them), as PyTorch's NCCL watchdog does. While the run holds a rank, the
+  // collectives' clocks start again: a peer paused in step-through is not a peer that stalls.
   for (;;) {
     std::optional<std::string> failed;
     {
       std::unique_lock lock(mutex_);
       if (stopping_) return;
       if (!failure_) {
+        const bool holding = held();
         for (NcclComm* comm : comms_) {
           if (!failed) failed = comm->async_error();
-          if (!failed) failed = comm->overdue(timeout_);
+          if (holding) {
+            comm->restart_watch();
+          } else if (!failed) {
+            failed = comm->overdue(timeout_);
+          }
         }
-        if (failed) abort_locked(*failed);
+        if (failed && !on_failure_) abort_locked(*failed);
       }
     }
-    if (failed && on_failure_) on_failure_(*failed);
+    if (failed && on_failure_) {
+      // Processes: the MPI world ends first (on_failure_ need not return), so no abort below can keep it waiting.
+      on_failure_(*failed);
+      std::lock_guard lock(mutex_);
+      abort_locked(*failed);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
@@ -290,8 +351,8 @@ NcclComm::NcclComm(const NcclId& id, int world, int rank, Device& device, NcclAb
                            " ranks) on GPU " + std::to_string(handle_->gpu);
   handle_->timeout = aborts.timeout_;
   const ncclResult_t joined = ncclCommInitRankConfig(&handle_->comm, world, unique, rank, &config);
-  if (!handle_->comm) fail(what, " failed: ", nccl_reason(joined, nullptr));
-  handle_->settle(joined, aborts, what, handle_->setup_limit());
+  if (!handle_->comm) fail(what, " failed: ", nccl_reason(joined));
+  handle_->settle(joined, aborts, what, handle_->setup_limit(), false);
   handle_->make_barrier(what);
   aborts_.add(this);
 }
@@ -301,7 +362,15 @@ NcclComm::NcclComm(std::unique_ptr<Handle> handle, int world, int rank, Device& 
   aborts_.add(this);
 }
 
-NcclComm::~NcclComm() { aborts_.remove(this); }
+// A failing rank (its exception unwinding) does not finalize its communicators: a finalize waits for the peers
+// to finish the collectives this rank issued, up to the timeout for each communicator, and meanwhile the peers'
+// watchdog would report their own wait as the failure instead of this rank's error. All of this rank's
+// communicators are stopped at once instead (revoked first), and its error reaches the peers through the run
+// (LocalWorld::abort in a thread, the MPI world's end in a process).
+NcclComm::~NcclComm() {
+  if (std::uncaught_exceptions() > 0) aborts_.stop_device(device_);
+  aborts_.remove(this);
+}
 
 void NcclComm::revoke_nccl() {
   std::lock_guard lock(handle_->mutex);
@@ -319,7 +388,13 @@ std::optional<std::string> NcclComm::async_error() {
   ncclResult_t state = ncclSuccess;
   if (ncclCommGetAsyncError(handle_->comm, &state) != ncclSuccess || state == ncclSuccess || state == ncclInProgress)
     return std::nullopt;
-  return "rank " + std::to_string(rank_) + ": NCCL reported an asynchronous error: " + nccl_reason(state, handle_->comm);
+  return "rank " + std::to_string(rank_) + ": NCCL reported an asynchronous error: " + nccl_reason(state);
+}
+
+void NcclComm::restart_watch() {
+  std::lock_guard lock(handle_->mutex);
+  const auto now = Clock::now();
+  for (Handle::InFlight& flight : handle_->in_flight) flight.issued = now;
 }
 
 std::optional<std::string> NcclComm::overdue(std::chrono::milliseconds timeout) {
@@ -351,15 +426,16 @@ void NcclComm::issue(const std::string& what, const std::function<int(void* nccl
   ncclResult_t result = ncclSuccess;
   {
     std::lock_guard lock(handle_->mutex);
-    if (handle_->aborted) fail(what, ": NCCL was aborted");
+    if (handle_->aborted || handle_->revoked) fail(what, ": NCCL was aborted");
     result = static_cast<ncclResult_t>(call(handle_->comm));
   }
-  handle_->settle(result, aborts_, what, limit);
+  handle_->settle(result, aborts_, what, limit, true);
 }
 
 void NcclComm::collective(Stream stream, OpCategory category, const Tensor& output, std::int64_t bytes,
                           std::vector<Access> reads, std::vector<Access> writes,
-                          const std::function<int(void* nccl_comm, CUstream_st* s)>& enqueue) {
+                          const std::function<int(void* nccl_comm, CUstream_st* s)>& enqueue,
+                          const std::function<void(CUstream_st* s)>& then) {
   check(stream.device == &device_, "collective on rank ", stream.device ? stream.device->rank() : -1,
         "'s stream through rank ", device_.rank(), "'s communicator");
   const std::string_view op = category_name(category);
@@ -374,6 +450,8 @@ void NcclComm::collective(Stream stream, OpCategory category, const Tensor& outp
   device_.launch(stream.lane, std::move(spec), {.cuda = [&](CUstream_st* s) {
     const std::string named = "rank " + std::to_string(rank_) + ": NCCL " + what;
     issue(named, [&](void* comm) { return enqueue(comm, s); }, handle_->timeout);
+    // Only once the call has settled is NCCL's work on the stream: what follows it goes after.
+    if (then) then(s);
     handle_->watch_until_done(s, named);
   }});
 }
@@ -387,23 +465,51 @@ void NcclComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full
              });
 }
 
+// [Note: averaging bf16 on NCCL]
+// ncclAvg multiplies by 1/n in the data's own type: for bf16 that factor is rounded to 8 bits, and for a group
+// of 3 it is 0.333984375, every averaged gradient 0.2% too large. The interface's average is the sum divided by
+// the group size in f32 (communicator.hpp), so bf16 sums with ncclSum and then divides in f32, rounding once
+// more (reduce_peers over the one buffer). f32 keeps ncclAvg, whose 1/n is off by one f32 rounding.
+namespace {
+
+bool divides_after_sum(ReduceOp op, DType dtype) { return op == ReduceOp::avg && dtype == DType::bf16; }
+
+ncclRedOp_t nccl_op(ReduceOp op, DType dtype) {
+  return op == ReduceOp::avg && !divides_after_sum(op, dtype) ? ncclAvg : ncclSum;
+}
+
+// The division of [Note: averaging bf16 on NCCL] where it applies, else nothing.
+std::function<void(CUstream_st*)> divide_after_sum(ReduceOp op, const Tensor& t, int world) {
+  if (!divides_after_sum(op, t.dtype())) return {};
+  return [&t, world](CUstream_st* s) {
+    const void* sum = t.raw();
+    cuda::reduce_peers(s, t.dtype(), t.raw(), &sum, 1, t.numel(), world);
+  };
+}
+
+}  // namespace
+
 void NcclComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) {
   check_reduce_scatter(full, shard, world_, rank_, device_);
-  collective(stream, OpCategory::reduce_scatter, shard, full.nbytes(), {full.access()}, {shard.access()},
-             [&](void* comm, CUstream_st* s) {
-               return ncclReduceScatter(full.raw(), shard.raw(), static_cast<std::size_t>(shard.numel()),
-                                        nccl_type(shard.dtype()), op == ReduceOp::avg ? ncclAvg : ncclSum,
-                                        static_cast<ncclComm_t>(comm), s);
-             });
+  collective(
+      stream, OpCategory::reduce_scatter, shard, full.nbytes(), {full.access()}, {shard.access()},
+      [&](void* comm, CUstream_st* s) {
+        return ncclReduceScatter(full.raw(), shard.raw(), static_cast<std::size_t>(shard.numel()),
+                                 nccl_type(shard.dtype()), nccl_op(op, shard.dtype()), static_cast<ncclComm_t>(comm),
+                                 s);
+      },
+      divide_after_sum(op, shard, world_));
 }
 
 void NcclComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {
   check_all_reduce(t, device_);
-  collective(stream, OpCategory::all_reduce, t, t.nbytes(), {t.access()}, {t.access()},
-             [&](void* comm, CUstream_st* s) {
-               return ncclAllReduce(t.raw(), t.raw(), static_cast<std::size_t>(t.numel()), nccl_type(t.dtype()),
-                                    op == ReduceOp::avg ? ncclAvg : ncclSum, static_cast<ncclComm_t>(comm), s);
-             });
+  collective(
+      stream, OpCategory::all_reduce, t, t.nbytes(), {t.access()}, {t.access()},
+      [&](void* comm, CUstream_st* s) {
+        return ncclAllReduce(t.raw(), t.raw(), static_cast<std::size_t>(t.numel()), nccl_type(t.dtype()),
+                             nccl_op(op, t.dtype()), static_cast<ncclComm_t>(comm), s);
+      },
+      divide_after_sum(op, t, world_));
 }
 
 void NcclComm::broadcast(Stream stream, const Tensor& t, int root) {
@@ -466,12 +572,12 @@ std::unique_ptr<Communicator> NcclComm::split(int color) {
     throw;
   }
   check(child->comm != nullptr, what, ": NCCL made no communicator for color ", color);
-  child->settle(ncclSuccess, aborts_, what, child->setup_limit());
+  child->settle(ncclSuccess, aborts_, what, child->setup_limit(), false);
   // Read only now that the split has settled on both communicators.
   int child_world = 0, child_rank = 0;
   const ncclResult_t counted = ncclCommCount(child->comm, &child_world);
   const ncclResult_t ranked = counted == ncclSuccess ? ncclCommUserRank(child->comm, &child_rank) : counted;
-  check(ranked == ncclSuccess, what, ": cannot read the new group's size and rank: ", nccl_reason(ranked, child->comm));
+  check(ranked == ncclSuccess, what, ": cannot read the new group's size and rank: ", nccl_reason(ranked));
   child->make_barrier(what);
   return std::unique_ptr<Communicator>(new NcclComm(std::move(child), child_world, child_rank, device_, aborts_));
 }
@@ -493,10 +599,13 @@ std::optional<std::string> nccl_unavailable() {
 
 NcclId make_nccl_id() { no_nccl(); }
 struct NcclComm::Handle {};
-NcclAbortGroup::NcclAbortGroup(std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure)
-    : timeout_(timeout), on_failure_(std::move(on_failure)) {}
+NcclAbortGroup::NcclAbortGroup(std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure,
+                               std::function<bool()> hold)
+    : timeout_(timeout), on_failure_(std::move(on_failure)), hold_(std::move(hold)) {}
 NcclAbortGroup::~NcclAbortGroup() = default;
 void NcclAbortGroup::abort(int, const std::string&) {}
+void NcclAbortGroup::give_up(const std::string&) {}
+bool NcclAbortGroup::held() const { return false; }
 std::optional<std::string> NcclAbortGroup::failure() const { return std::nullopt; }
 NcclComm::NcclComm(const NcclId&, int world, int rank, Device& device, NcclAbortGroup& aborts)
     : world_(world), rank_(rank), device_(device), aborts_(aborts) {

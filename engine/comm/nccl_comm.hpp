@@ -38,16 +38,23 @@ class NcclComm;
 
 class NcclAbortGroup {
  public:
-  // `on_failure` runs once, on the watchdog thread, after every communicator was aborted (processes
-  // use it to end the MPI world). A collective not done after `timeout` counts as a failure.
-  NcclAbortGroup(std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure = {});
+  // `on_failure` runs once, on the watchdog thread, when the watchdog finds a failure, before the communicators
+  // are aborted (processes use it to end the MPI world; it need not return). A collective not done after
+  // `timeout` counts as a failure, except while `hold` returns true (a rank paused in step-through:
+  // LocalWorldOptions::hold), when no wait counts.
+  NcclAbortGroup(std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure = {},
+                 std::function<bool()> hold = {});
   ~NcclAbortGroup();
   NcclAbortGroup(const NcclAbortGroup&) = delete;
   NcclAbortGroup& operator=(const NcclAbortGroup&) = delete;
 
   // Rank `rank` failed: every communicator is aborted; later calls on any of them throw `reason`.
   void abort(int rank, const std::string& reason);
+  // A rank's own call gave up waiting (`reason` names it): every communicator is aborted, as above.
+  void give_up(const std::string& reason);
   std::optional<std::string> failure() const;
+  // Whether the run holds a rank now: no wait counts toward a timeout meanwhile.
+  bool held() const;
 
  private:
   friend class NcclComm;
@@ -55,9 +62,13 @@ class NcclAbortGroup {
   void remove(NcclComm* comm);
   void watch();
   void abort_locked(const std::string& reason);
+  // The communicators of one rank's `device`, revoked then aborted, the others left running: that rank is
+  // failing, and its own error is what stops the rest.
+  void stop_device(const Device& device);
 
   const std::chrono::milliseconds timeout_;
   std::function<void(const std::string&)> on_failure_;
+  std::function<bool()> hold_;
   mutable std::mutex mutex_;
   std::vector<NcclComm*> comms_;
   std::optional<std::string> failure_;
@@ -89,10 +100,12 @@ class NcclComm final : public Communicator {
   friend class NcclAbortGroup;
   struct Handle;  // the ncclComm_t, the barrier's stream and buffer, the collectives in flight
   NcclComm(std::unique_ptr<Handle> handle, int world, int rank, Device& device, NcclAbortGroup& aborts);
-  // Launches `name` as an op on `stream`; `enqueue` calls NCCL on the op's CUDA stream.
+  // Launches `name` as an op on `stream`; `enqueue` calls NCCL on the op's CUDA stream, and `then` (if any)
+  // enqueues what must follow NCCL's work there, within the same op.
   void collective(Stream stream, OpCategory category, const Tensor& output, std::int64_t bytes,
                   std::vector<Access> reads, std::vector<Access> writes,
-                  const std::function<int(void* nccl_comm, CUstream_st* s)>& enqueue);
+                  const std::function<int(void* nccl_comm, CUstream_st* s)>& enqueue,
+                  const std::function<void(CUstream_st* s)>& then = {});
   // Calls NCCL on this rank's communicator under its lock (refused, naming `what`, once anything was
   // aborted), then waits until the non-blocking call has settled on this communicator, up to `limit` (a
   // collective's enqueue: the group's timeout; a split: longer). See [Note: a non-blocking communicator's
@@ -105,6 +118,8 @@ class NcclComm final : public Communicator {
   // A completed collective leaves the watch list; an Error naming the oldest one not completed within
   // `timeout`, or nullopt.
   std::optional<std::string> overdue(std::chrono::milliseconds timeout);
+  // The collectives in flight are timed from now on (the run held a rank meanwhile).
+  void restart_watch();
   std::optional<std::string> async_error();
 
   std::unique_ptr<Handle> handle_;

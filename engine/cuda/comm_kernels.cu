@@ -10,12 +10,12 @@ struct PeerInputs {
 };
 
 template <class T>
-__global__ void reduce_peers_kernel(T* out, PeerInputs inputs, int count, std::int64_t n, bool average) {
+__global__ void reduce_peers_kernel(T* out, PeerInputs inputs, int count, std::int64_t n, int divisor) {
   for (std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; k < n;
        k += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     float sum = 0.f;
     for (int i = 0; i < count; ++i) sum += to_f32(static_cast<const T*>(inputs.ptr[i])[k]);
-    if (average) sum /= static_cast<float>(count);
+    if (divisor != 1) sum /= static_cast<float>(divisor);
     out[k] = from_f32<T>(sum);
   }
 }
@@ -41,18 +41,20 @@ int grid_for(std::int64_t n, int threads) {
 }  // namespace
 
 void reduce_peers(CUstream_st* stream, DType dtype, void* out, const void* const* inputs, int count, std::int64_t n,
-                  bool average) {
+                  int divisor) {
   check(count >= 1 && count <= kMaxReducePeers, "reduce over ", count, " ranks on one GPU; expected 1 to ",
         kMaxReducePeers);
+  check(divisor >= 1, "reduce over ranks: divided by ", divisor, "; expected a group size >= 1");
   if (n == 0) return;
   PeerInputs peers{};
   for (int i = 0; i < count; ++i) peers.ptr[i] = inputs[i];
   constexpr int threads = 256;
   if (dtype == DType::f32) {
-    reduce_peers_kernel<<<grid_for(n, threads), threads, 0, stream>>>(static_cast<float*>(out), peers, count, n, average);
+    reduce_peers_kernel<<<grid_for(n, threads), threads, 0, stream>>>(static_cast<float*>(out), peers, count, n,
+                                                                      divisor);
   } else if (dtype == DType::bf16) {
     reduce_peers_kernel<<<grid_for(n, threads), threads, 0, stream>>>(static_cast<bf16*>(out), peers, count,
-                                                                      n, average);
+                                                                      n, divisor);
   } else {
     fail("reduce over ranks: ", dtype_name(dtype), " cannot be reduced; expected f32 or bf16");
   }

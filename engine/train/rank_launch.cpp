@@ -171,7 +171,7 @@ void run_ranks(const RankLayout& layout, const std::function<void(RankSeat&)>& b
   std::unique_ptr<NcclAbortGroup> aborts;
   if (layout.comm == CommKind::nccl) {
     id = make_nccl_id();
-    aborts = std::make_unique<NcclAbortGroup>(options.timeout);
+    aborts = std::make_unique<NcclAbortGroup>(options.timeout, nullptr, options.hold);
     // A rank that fails aborts every NCCL communicator too, so peers inside a collective kernel are freed.
     options.on_abort = [group = aborts.get()](int rank, const std::string& reason) { group->abort(rank, reason); };
   }
@@ -179,6 +179,11 @@ void run_ranks(const RankLayout& layout, const std::function<void(RankSeat&)>& b
     ThreadSeat seat(layout, rank, local, id ? &*id : nullptr, aborts.get());
     body(seat);
   }, options);
+  // The watchdog may have aborted a collective that was every rank's last NCCL call: its kernels ended early,
+  // its result is garbage, and no rank called NCCL again to hear of it.
+  if (aborts) {
+    if (const auto failure = aborts->failure()) fail(*failure);
+  }
 }
 
 std::vector<std::string> gather_for_report(const RankLayout& layout, std::vector<std::string> by_rank) {

@@ -72,6 +72,17 @@ TEST_F(NcclCommTest, EveryCollectiveWithOneRank) {
     alone->all_reduce(s, reduced, ReduceOp::sum);
     device->synchronize();
     EXPECT_EQ(read(reduced), values);
+    // In place: rank 0's chunk of full, with one rank full itself.
+    comm->all_gather(s, full, full);
+    comm->reduce_scatter(s, full, full, ReduceOp::sum);
+    // bf16's average is NCCL's sum, then a division in f32 on the same stream (nccl_comm.cpp, [Note: averaging
+    // bf16 on NCCL]); the values are exact in bf16.
+    const Tensor half = tensor_from(*device, {4}, values, DType::bf16);
+    comm->all_reduce(s, half, ReduceOp::avg);
+    comm->reduce_scatter(s, half, half, ReduceOp::avg);
+    device->synchronize();
+    EXPECT_EQ(read(full), values);
+    EXPECT_EQ(read(half), values);
   }, scaled_world_options());
 }
 
