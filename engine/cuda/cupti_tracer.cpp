@@ -17,6 +17,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "engine/cuda/comm_kernels.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab::cuda {
@@ -167,6 +168,7 @@ class Tracer {
     std::lock_guard lock(router_mutex_);
     CuptiCounts c = totals_;
     c.orphaned += router_.orphaned();
+    c.restreamed += router_.restreamed();
     return c;
   }
 
@@ -279,6 +281,8 @@ class Tracer {
     add(now.orphaned - session_start_.orphaned, " of no device (not traced)");
     add(now.unlabelled - session_start_.unlabelled, " without their op's labels");
     add(now.by_span - session_start_.by_span, " labelled by their stream and op span (no external id)");
+    add(now.restreamed - session_start_.restreamed,
+        " streams whose records carried another id than cuptiGetStreamIdEx gave (corrected from the records)");
     std::fprintf(stderr, "%s\n", report.c_str());
   }
 
@@ -488,7 +492,14 @@ std::unique_ptr<CuptiLink> CuptiLink::attach(int rank, const std::array<CUstream
   }
   auto mailbox = std::make_shared<CuptiMailbox>();
   const std::uint32_t source = tracer.add_source(device, ids, mailbox);
-  return std::unique_ptr<CuptiLink>(new CuptiLink(rank, source, epoch_ns + tracer.cupti_minus_steady(), std::move(mailbox)));
+  std::unique_ptr<CuptiLink> link(
+      new CuptiLink(rank, source, epoch_ns + tracer.cupti_minus_steady(), std::move(mailbox)));
+  // [Note: checking CUPTI's stream ids]: a nanosecond's kernel on each stream, under its lane's probe tag.
+  for (std::size_t lane = 0; lane < kStreamCount; ++lane) {
+    const Scope probe(link.get(), probe_tag(static_cast<Lane>(lane)));
+    spin(streams[lane], 1);
+  }
+  return link;
 }
 
 CuptiLink::CuptiLink(int rank, std::uint32_t source, std::int64_t zero, std::shared_ptr<CuptiMailbox> mailbox)

@@ -8,7 +8,8 @@
 // CUPTI is one per process: one subscriber, activity kinds enabled for the whole process, buffers handed
 // back on CUPTI's own threads. So the tracer is a process-wide session that the first device's link starts
 // and the last one's ends; a device reaches it only through its CuptiLink:
-//   attach   registers the device's four streams (CUPTI's stream ids) as its rank's lanes. When CUPTI cannot
+//   attach   registers the device's four streams (CUPTI's stream ids) as its rank's lanes, and checks those ids
+//            with a tiny kernel on each ([Note: checking CUPTI's stream ids], gpu_activity.hpp). When CUPTI cannot
 //            trace (another client holds it: Nsight Systems, Nsight Compute, a debugger, a second subscriber;
 //            or the driver refuses) it says why, and the device keeps its CUDA-event op spans.
 //   issue    the device pushes an external correlation id (the link's source and the work's tag) around the
@@ -47,6 +48,7 @@ struct CuptiCounts {
   std::int64_t orphaned = 0;    // device work no attached device could be found for
   std::int64_t unlabelled = 0;  // traced without their op's labels (no op, or its labels already forgotten)
   std::int64_t by_span = 0;     // labelled by their stream and their op's CUDA-event span (no external id came)
+  std::int64_t restreamed = 0;  // streams whose id in CUPTI's records was not cuptiGetStreamIdEx's (corrected)
 };
 CuptiCounts cupti_counts();
 

@@ -145,8 +145,26 @@ std::optional<Lane> GpuRecordRouter::lane_in(std::uint32_t source, const GpuReco
   return it->second.lane;
 }
 
+bool GpuRecordRouter::took_probe(std::uint64_t id, const GpuRecord& record) {
+  const std::uint64_t tag = external_tag(id);
+  if (tag < kProbeTagBase) return false;
+  const std::uint32_t source = external_source(id);
+  if (tag - kProbeTagBase >= kStreamCount || record.kind == GpuRecordKind::host_wait ||
+      std::find(sources_.begin(), sources_.end(), source) == sources_.end())
+    return true;  // nothing to learn from it
+  const auto lane = static_cast<Lane>(tag - kProbeTagBase);
+  const std::uint64_t key = stream_key(record.device, record.stream);
+  const auto is_the_lanes = [&](const StreamOwner& owner) { return owner.source == source && owner.lane == lane; };
+  if (const auto it = streams_.find(key); it != streams_.end() && is_the_lanes(it->second)) return true;  // right
+  ++restreamed_;
+  std::erase_if(streams_, [&](const auto& entry) { return is_the_lanes(entry.second); });
+  streams_[key] = StreamOwner{source, lane};
+  return true;
+}
+
 bool GpuRecordRouter::route(const GpuRecord& record, bool by_stream) {
   if (const std::optional<std::uint64_t> id = correlated(record.correlation)) {
+    if (took_probe(*id, record)) return true;
     const std::uint32_t source = external_source(*id);
     if (std::find(sources_.begin(), sources_.end(), source) != sources_.end()) {
       routed_[source].push_back(RoutedRecord{record, external_tag(*id), lane_in(source, record)});

@@ -68,6 +68,17 @@ constexpr std::uint64_t external_id(std::uint32_t source, std::uint64_t tag) {
 constexpr std::uint32_t external_source(std::uint64_t id) { return static_cast<std::uint32_t>(id >> kExternalTagBits); }
 constexpr std::uint64_t external_tag(std::uint64_t id) { return id & ((std::uint64_t{1} << kExternalTagBits) - 1); }
 
+// [Note: checking CUPTI's stream ids]
+// A record routed by its stream alone (an NCCL kernel launched from NCCL's own thread) finds its device by the
+// stream id CUPTI gave for each of the device's streams when it attached (cuptiGetStreamIdEx). Were those ids
+// not the ones the records carry (streams made before CUPTI was enabled, a green context's), every such record
+// would be orphaned, and the collectives would vanish from the trace: the first GPU run's symptom. So the device
+// launches one tiny kernel on each of its streams right after attaching, under a probe tag that names the lane
+// (probe_tag). The router takes such a record for what it is: the lane's stream id as the records carry it. It
+// corrects the registration where it differs, counts the correction, and sends the probe nowhere.
+constexpr std::uint64_t kProbeTagBase = std::uint64_t{1} << (kExternalTagBits - 1);  // a source's tags stay below
+constexpr std::uint64_t probe_tag(Lane lane) { return kProbeTagBase + static_cast<std::uint64_t>(lane); }
+
 // How many flushes (the tracer flushes every ~100 ms) a record waits for its correlation: about five seconds.
 constexpr std::int64_t kRecordPatienceFlushes = 50;
 // How long a device keeps the labels of finished work for records still to come: until both this many flushes have
@@ -125,6 +136,8 @@ class GpuRecordRouter {
   void end_session();
 
   std::int64_t orphaned() const { return orphaned_; }  // device work no source could be found for
+  // Stream ids the probes showed registered wrong, and corrected ([Note: checking CUPTI's stream ids]).
+  std::int64_t restreamed() const { return restreamed_; }
   std::size_t waiting() const { return waiting_.size(); }
 
  private:
@@ -143,6 +156,8 @@ class GpuRecordRouter {
   std::optional<Lane> lane_in(std::uint32_t source, const GpuRecord& record) const;
   // Routes by correlation, or by stream when `by_stream`; false when neither finds a source.
   bool route(const GpuRecord& record, bool by_stream);
+  // Whether external id `id` is a probe's; its record then corrects its lane's stream id where that differs.
+  bool took_probe(std::uint64_t id, const GpuRecord& record);
 
   std::unordered_map<std::uint64_t, StreamOwner> streams_;
   std::vector<std::uint32_t> sources_;
@@ -152,6 +167,7 @@ class GpuRecordRouter {
   std::map<std::uint32_t, std::vector<RoutedRecord>> routed_;
   std::int64_t flushes_ = 0;
   std::int64_t orphaned_ = 0;
+  std::int64_t restreamed_ = 0;
 };
 
 class GpuActivityMapper {

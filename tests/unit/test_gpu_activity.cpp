@@ -139,6 +139,27 @@ TEST(GpuRecordRouter, AStreamIdAnotherSourceOwnsIsReported) {
   EXPECT_EQ(routed[2][0].stream_lane, Lane::all_gather);
 }
 
+// [Note: checking CUPTI's stream ids]: a probe's record is its lane's stream as the records name it.
+TEST(GpuRecordRouter, AProbeCorrectsAStreamIdTheRecordsDoNotCarry) {
+  GpuRecordRouter router;
+  router.add_stream(0, 11, 1, Lane::compute);
+  router.add_stream(0, 12, 1, Lane::all_gather);
+  router.add_correlation(1, external_id(1, probe_tag(Lane::compute)));
+  router.add_correlation(2, external_id(1, probe_tag(Lane::all_gather)));
+  router.add(kernel("spin_kernel", 11, 1, 10, 20));  // as registered
+  router.add(kernel("spin_kernel", 15, 2, 10, 20));  // the all_gather stream's records say 15, not 12
+  EXPECT_TRUE(router.take_routed().empty()) << "probes go nowhere";
+  EXPECT_EQ(router.restreamed(), 1);
+  router.add(kernel("ncclDevKernel_AllGather_RING_LL", 15, 3, 30, 40));
+  router.add(kernel("ncclDevKernel_AllGather_RING_LL", 12, 4, 50, 60));
+  auto routed = router.take_routed();
+  ASSERT_EQ(routed[1].size(), 1u);
+  EXPECT_EQ(routed[1][0].record.stream, 15u);
+  EXPECT_EQ(routed[1][0].stream_lane, Lane::all_gather);
+  EXPECT_EQ(router.waiting(), 1u) << "12 is nobody's stream now";
+  EXPECT_EQ(router.orphaned(), 0);
+}
+
 TEST(GpuRecordRouter, CorrelationZeroNamesNoCall) {
   // Records made outside any API call may carry correlation 0: one stray correlation record with id 0 must not
   // send them all to one op.
