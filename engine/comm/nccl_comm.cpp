@@ -35,7 +35,7 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::bf16: return ncclBfloat16;
     case DType::i32: return ncclInt32;
   }
-  fail("NCCL: no type for dtype ", static_cast<int>(dtype));
+  fail("NCCL: no type for dtype ", static_cast<int>(dtype), "; expected f32, bf16 or i32");
 }
 
 // NCCL's error and its last message. The message is the process's, not the communicator's (NCCL keeps one,
@@ -341,7 +341,8 @@ NcclComm::NcclComm(const NcclId& id, int world, int rank, Device& device, NcclAb
   auto* gpu_device = dynamic_cast<CudaDevice*>(&device);
   check(gpu_device, "--comm nccl moves data between GPUs: rank ", rank, " is on the ", device.kind() == DeviceKind::sim ?
         "sim" : "cuda", " device; use --device cuda (or --comm local / mpi on the sim device)");
-  check(world >= 1 && rank >= 0 && rank < world, "NcclComm: rank ", rank, " of a world of ", world);
+  check(world >= 1 && rank >= 0 && rank < world, "NcclComm: rank ", rank, " of a world of ", world,
+        "; expected a world of at least 1 and 0 <= rank < world");
   handle_->gpu = gpu_device->gpu();
   check_cuda(cudaSetDevice(handle_->gpu), "rank ", rank, ": selecting GPU ", handle_->gpu, " for NCCL");
   ncclUniqueId unique;
