@@ -124,7 +124,7 @@ struct NcclComm::Handle {
   void make_barrier(const std::string& what) {
     check_cuda(cudaStreamCreateWithFlags(&barrier_stream, cudaStreamNonBlocking), what, ": NCCL's barrier stream");
     check_cuda(cudaMalloc(&barrier_value, sizeof(float)), what, ": NCCL's barrier buffer");
-    check_cuda(cudaMemset(barrier_value, 0, sizeof(float)), what, ": NCCL's barrier buffer");
+    check_cuda(cudaMemsetAsync(barrier_value, 0, sizeof(float), barrier_stream), what, ": NCCL's barrier buffer");
   }
 
   // Stops the communicator's kernels without freeing it, before every communicator is aborted ([Note:
@@ -141,11 +141,14 @@ struct NcclComm::Handle {
 
   // Frees the communicator and aborts whatever of it still runs; once only (the caller holds `mutex`, or is
   // the only user left). A revoke runs on as a call of its own, which waits for the work already on the
-  // communicator's streams: it is let finish first (up to the setup limit), or the abort would free the
-  // communicator under it.
-  void abort_locked() {
+  // communicator's streams: it is let finish first (until `revoke_deadline`; a group aborting several
+  // communicators gives them one deadline together), or the abort would free the communicator under it.
+  void abort_locked(std::optional<Clock::time_point> revoke_deadline = std::nullopt) {
     if (aborted || !comm) return;
-    if (revoked) settled(ncclInProgress, setup_limit());
+    if (revoked) {
+      const Clock::time_point deadline = revoke_deadline.value_or(Clock::now() + setup_limit());
+      settled(ncclInProgress, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    }
     ncclCommAbort(comm);
     aborted = true;
   }
@@ -183,6 +186,8 @@ struct NcclComm::Handle {
         const std::string reason = what + ": no answer after " + std::to_string(limit.count()) +
                                    " ms (a peer never reached it, or stalls)";
         aborts.give_up(reason);
+        // Another rank's failure may have come first: that one is the cause.
+        if (auto first = aborts.failure(); first && *first != reason) fail(what, ": stopped, ", *first);
         fail(reason);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -280,18 +285,28 @@ void NcclAbortGroup::abort(int rank, const std::string& reason) {
 }
 
 void NcclAbortGroup::give_up(const std::string& reason) {
+  // Processes: the MPI world ends first (on_failure_ need not return), whatever an abort might wait for.
+  if (!failure()) report(reason);
   std::lock_guard lock(mutex_);
   abort_locked(reason);
 }
 
 bool NcclAbortGroup::held() const { return hold_ && hold_(); }
 
+void NcclAbortGroup::report(const std::string& reason) {
+  if (on_failure_ && !reported_.exchange(true)) on_failure_(reason);
+}
+
 void NcclAbortGroup::stop_device(const Device& device) {
+  // Processes: the rank's own failure ends the MPI world (rank_launch.cpp), and every kernel with it; an abort
+  // here could only keep it from getting there.
+  if (on_failure_) return;
   std::lock_guard lock(mutex_);
   for (NcclComm* comm : comms_)
     if (&comm->device_ == &device) comm->revoke_nccl();
+  const auto deadline = Clock::now() + kMinSetupTimeout;
   for (NcclComm* comm : comms_)
-    if (&comm->device_ == &device) comm->abort_nccl();
+    if (&comm->device_ == &device) comm->abort_nccl(deadline);
 }
 
 void NcclAbortGroup::abort_locked(const std::string& reason) {
@@ -299,7 +314,9 @@ void NcclAbortGroup::abort_locked(const std::string& reason) {
   failure_ = reason;
   // Every communicator's kernels stopped before any is freed: see [Note: aborting several communicators].
   for (NcclComm* comm : comms_) comm->revoke_nccl();
-  for (NcclComm* comm : comms_) comm->abort_nccl();
+  // One deadline for every revoke to finish: they run at once.
+  const auto deadline = Clock::now() + std::max(timeout_, kMinSetupTimeout);
+  for (NcclComm* comm : comms_) comm->abort_nccl(deadline);
 }
 
 void NcclAbortGroup::watch() {
@@ -326,7 +343,7 @@ void NcclAbortGroup::watch() {
     }
     if (failed && on_failure_) {
       // Processes: the MPI world ends first (on_failure_ need not return), so no abort below can keep it waiting.
-      on_failure_(*failed);
+      report(*failed);
       std::lock_guard lock(mutex_);
       abort_locked(*failed);
     }
@@ -378,9 +395,9 @@ void NcclComm::revoke_nccl() {
   handle_->revoke_locked();
 }
 
-void NcclComm::abort_nccl() {
+void NcclComm::abort_nccl(std::chrono::steady_clock::time_point revoke_deadline) {
   std::lock_guard lock(handle_->mutex);
-  handle_->abort_locked();
+  handle_->abort_locked(revoke_deadline);
 }
 
 std::optional<std::string> NcclComm::async_error() {

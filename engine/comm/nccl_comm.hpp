@@ -11,6 +11,7 @@
 // with an Error naming the rank and the collective that went wrong.
 #pragma once
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -38,10 +39,10 @@ class NcclComm;
 
 class NcclAbortGroup {
  public:
-  // `on_failure` runs once, on the watchdog thread, when the watchdog finds a failure, before the communicators
-  // are aborted (processes use it to end the MPI world; it need not return). A collective not done after
-  // `timeout` counts as a failure, except while `hold` returns true (a rank paused in step-through:
-  // LocalWorldOptions::hold), when no wait counts.
+  // `on_failure` runs once, with the first failure the watchdog finds or a rank's own wait gives up on (give_up),
+  // before the communicators are aborted (processes use it to end the MPI world; it need not return). A
+  // collective not done after `timeout` counts as a failure, except while `hold` returns true (a rank paused in
+  // step-through: LocalWorldOptions::hold), when no wait counts.
   NcclAbortGroup(std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure = {},
                  std::function<bool()> hold = {});
   ~NcclAbortGroup();
@@ -62,13 +63,16 @@ class NcclAbortGroup {
   void remove(NcclComm* comm);
   void watch();
   void abort_locked(const std::string& reason);
+  // Calls on_failure_ with the first reason, once; called without the lock.
+  void report(const std::string& reason);
   // The communicators of one rank's `device`, revoked then aborted, the others left running: that rank is
-  // failing, and its own error is what stops the rest.
+  // failing, and its own error is what stops the rest. Nothing in processes, where that error ends the world.
   void stop_device(const Device& device);
 
   const std::chrono::milliseconds timeout_;
   std::function<void(const std::string&)> on_failure_;
   std::function<bool()> hold_;
+  std::atomic<bool> reported_{false};
   mutable std::mutex mutex_;
   std::vector<NcclComm*> comms_;
   std::optional<std::string> failure_;
@@ -112,9 +116,10 @@ class NcclComm final : public Communicator {
   // state] (nccl_comm.cpp).
   void issue(const std::string& what, const std::function<int(void* nccl_comm)>& call, std::chrono::milliseconds limit);
   // Stops the NCCL communicator's kernels where NCCL can (ncclCommRevoke), freeing nothing; then aborts it (the
-  // group's lock held), once. The group revokes every communicator before it aborts any.
+  // group's lock held), once, the revoke let finish until `revoke_deadline`. The group revokes every
+  // communicator before it aborts any.
   void revoke_nccl();
-  void abort_nccl();
+  void abort_nccl(std::chrono::steady_clock::time_point revoke_deadline);
   // A completed collective leaves the watch list; an Error naming the oldest one not completed within
   // `timeout`, or nullopt.
   std::optional<std::string> overdue(std::chrono::milliseconds timeout);

@@ -235,10 +235,12 @@ void GpuRecordRouter::end_session() {
 // lead, typically 5 to 50 microseconds, and a collective's kernel shorter than about twice the lead would have
 // its midpoint before its op's span: placed in the op before it, or in none. The lead is measured, not guessed.
 // A record that carries its op's tag and ran on the op's stream started no earlier than the op's start event,
-// so (span begin - record start) is at most the lead; the largest such value seen is the lead to within the
+// so (span begin - record start) is at most the lead; the largest such value is the lead to within the
 // shortest gap between an op's start event and its first kernel (about a microsecond), and never more than it.
-// A record is placed in a span at its time plus the lead. Its own times in the trace stay as CUPTI gave them:
-// on the host's clock, as the device's host-lane events are.
+// The two clocks are different oscillators, the GPU's and the host's, so the lead drifts as a run goes on: it is
+// the largest over the latest kLeadSamples records, not over the run. (A host-to-host copy is timed on neither
+// GPU clock, and teaches nothing.) A record is placed in a span at its time plus the lead. Its own times in the
+// trace stay as CUPTI gave them: on the host's clock, as the device's host-lane events are.
 
 std::uint64_t GpuActivityMapper::issue(TraceEvent work) {
   const std::uint64_t tag = next_tag_++;
@@ -260,11 +262,16 @@ void GpuActivityMapper::retire(std::uint64_t tag, std::int64_t flush, std::optio
 }
 
 void GpuActivityMapper::learn_lead(const RoutedRecord& routed) {
-  if (routed.tag == 0 || routed.record.kind == GpuRecordKind::host_wait) return;
+  const GpuRecord& r = routed.record;
+  if (routed.tag == 0 || r.kind == GpuRecordKind::host_wait || r.name == "Memcpy HtoH") return;
   const auto it = work_.find(routed.tag);
   if (it == work_.end() || !it->second.span || routed.stream_lane != it->second.event.lane) return;
-  const SimTime start = static_cast<SimTime>(routed.record.start) - zero_;
-  record_lead_ = std::max(record_lead_, it->second.span->first - start);
+  const SimTime sample = it->second.span->first - (static_cast<SimTime>(r.start) - zero_);
+  const std::int64_t index = lead_samples_++;
+  while (!lead_window_.empty() && lead_window_.back().second <= sample) lead_window_.pop_back();
+  lead_window_.emplace_back(index, sample);
+  while (lead_window_.front().first + static_cast<std::int64_t>(kLeadSamples) <= index) lead_window_.pop_front();
+  record_lead_ = lead_window_.front().second;
 }
 
 std::optional<GpuActivityMapper::StreamPoint> GpuActivityMapper::stream_point(const RoutedRecord& routed) const {

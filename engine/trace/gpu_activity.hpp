@@ -90,6 +90,9 @@ constexpr std::int64_t kRecordPatienceFlushes = 50;
 // the labels also stay for several buffers' worth of later ops.
 constexpr std::int64_t kRetiredWorkFlushes = 2 * kRecordPatienceFlushes;
 constexpr std::int64_t kRetiredWorkKept = 4096;
+// How many of the latest tagged records the lead of CUPTI's clock is measured over ([Note: the two clocks of a
+// record and a span]): about a GPT-2 step's worth, so a drift between the two clocks is followed.
+constexpr std::size_t kLeadSamples = 256;
 
 // [Note: NCCL's kernels go by their stream]
 // A non-blocking NCCL communicator (the engine's, for its watchdog and abort) launches a collective's kernel
@@ -240,7 +243,11 @@ class GpuActivityMapper {
   std::deque<Waiting> waiting_;  // NCCL kernels whose op has not retired yet
   std::int64_t pruned_at_ = -1;  // the flush count of the last forgetting
   std::int64_t retirements_ = 0;
-  SimTime record_lead_ = 0;
+  SimTime record_lead_ = 0;  // the largest of lead_samples_, or 0 before the first
+  // The latest kLeadSamples measurements, as (index, value) with values decreasing, so the front is the largest
+  // of those still in the window (a sliding maximum).
+  std::deque<std::pair<std::int64_t, SimTime>> lead_window_;
+  std::int64_t lead_samples_ = 0;
   std::int64_t events_ = 0;
   std::int64_t unlabelled_ = 0;
   std::int64_t found_by_span_ = 0;

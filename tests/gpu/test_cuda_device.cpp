@@ -22,6 +22,7 @@
 #include "test_support.hpp"
 
 #if FSDPLAB_HAVE_CUDA
+#include "engine/cuda/comm_kernels.hpp"
 #include "engine/cuda/copies.hpp"
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/cuda_device.hpp"
@@ -309,6 +310,30 @@ TEST_F(CudaDeviceTest, InPlaceCollectivesOnOneGpu) {
       ASSERT_EQ(reduced[i][static_cast<std::size_t>(k)], a[at] + b[at]);
     }
   }
+}
+
+// NcclComm's bf16 average ([Note: averaging bf16 on NCCL]): NCCL's sum, then this division in f32 with one
+// rounding, where ncclAvg would multiply by a 1/3 rounded to bf16 (0.333984375). One GPU cannot run a 3-rank
+// NCCL average, so the division is checked on its own.
+TEST_F(CudaDeviceTest, TheBf16AverageDividesTheSumInF32AndRoundsOnce) {
+#if FSDPLAB_HAVE_CUDA
+  auto dev = make_device(0, spec());
+  // 5 / 3 reads 1.6640625 in bf16, where 5 x 0.333984375 reads 1.671875.
+  const std::vector<float> sums = {5.f, 1.25f, 100.f, -7.f, 255.f, 0.5f};
+  const Tensor t = tensor_from(*dev, {static_cast<std::int64_t>(sums.size())}, sums, DType::bf16);
+  OpSpec divide;
+  divide.name = "divide a bf16 sum by 3";
+  dev->launch(Lane::reduce_scatter, divide, {.cuda = [&](CUstream_st* s) {
+    const void* sum = t.raw();
+    cuda::reduce_peers(s, DType::bf16, t.raw(), &sum, 1, t.numel(), 3);
+  }});
+  dev->synchronize();
+  const std::vector<float> got = t.to_vector();
+  for (std::size_t k = 0; k < sums.size(); ++k)
+    EXPECT_EQ(got[k], round_to_bf16(round_to_bf16(sums[k]) / 3.f)) << "element " << k;
+  EXPECT_EQ(got[0], 1.6640625f);
+  EXPECT_NE(got[0], round_to_bf16(5.f * 0.333984375f)) << "ncclAvg's bf16 factor would give this";
+#endif
 }
 
 TEST_F(CudaDeviceTest, TheEmulatedLinkHoldsACollectiveForTheLinksTime) {

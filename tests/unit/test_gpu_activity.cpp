@@ -4,6 +4,7 @@
 // GPU (tests/gpu).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "engine/trace/gpu_activity.hpp"
@@ -334,34 +335,43 @@ TEST(GpuActivityMapper, HostWaitsAreOnTheHostLaneNamedByTheDevicesCall) {
   EXPECT_EQ(events[0].end, 800);
 }
 
+// Finished work's labels are kept until both kRetiredWorkFlushes flushes and kRetiredWorkKept later retirements
+// have passed: a rank's buffer comes back only once full, however long its ops took on the GPU.
 TEST(GpuActivityMapper, RetiredWorkIsForgottenOnceOldInTimeAndInLaterWorkAndLaterRecordsAreUnlabelled) {
   GpuActivityMapper mapper(0, 0);
+  const auto later_op = [&](std::int64_t flush) {
+    mapper.retire(mapper.issue(op_span(Lane::compute, "later", OpCategory::compute, 3)), flush);
+  };
+  std::vector<TraceEvent> events;
+  // Old in flushes, recent in work: kept.
   const std::uint64_t done = mapper.issue(op_span(Lane::compute, "fill", OpCategory::compute, 1));
   const std::uint64_t running = mapper.issue(op_span(Lane::compute, "copy", OpCategory::compute, 2));
   EXPECT_NE(done, running);
   mapper.retire(done, 5);
-  std::vector<TraceEvent> events;
   mapper.map({}, 6 + kRetiredWorkFlushes, events);
-  EXPECT_EQ(mapper.known_work(), 2u) << "old in flushes, but a rank's buffer comes back only once full: its "
-                                        "records may still come, however long its ops took";
-  for (std::int64_t i = 1; i < kRetiredWorkKept; ++i)
-    mapper.retire(mapper.issue(op_span(Lane::compute, "later", OpCategory::compute, 3)), 6 + kRetiredWorkFlushes);
+  EXPECT_EQ(mapper.known_work(), 2u) << "old in flushes only";
+  // Old in work, recent in flushes: kept.
+  for (std::int64_t i = 0; i < kRetiredWorkKept; ++i) later_op(6 + kRetiredWorkFlushes);
+  const std::uint64_t recent = mapper.issue(op_span(Lane::compute, "recent", OpCategory::compute, 4));
+  mapper.retire(recent, 6 + kRetiredWorkFlushes);
+  for (std::int64_t i = 0; i < kRetiredWorkKept; ++i) later_op(6 + kRetiredWorkFlushes);
   mapper.map({}, 7 + kRetiredWorkFlushes, events);
-  EXPECT_EQ(mapper.known_work(), 1u + static_cast<std::size_t>(kRetiredWorkKept))
-      << "one retirement short of kRetiredWorkKept after it";
-  mapper.retire(mapper.issue(op_span(Lane::compute, "later", OpCategory::compute, 3)), 7 + kRetiredWorkFlushes);
-  mapper.map({}, 8 + kRetiredWorkFlushes, events);
-  EXPECT_EQ(mapper.known_work(), 1u + static_cast<std::size_t>(kRetiredWorkKept))
-      << "the first op is forgotten (the later work is recent in flushes); the running op is kept however long it "
-         "runs";
-  const std::vector<RoutedRecord> late = {{kernel("fill_kernel", 11, 1, 10, 20), done, Lane::compute}};
-  mapper.map(late, 9 + kRetiredWorkFlushes, events);
-  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(mapper.known_work(), 2u + 1u + static_cast<std::size_t>(2 * kRetiredWorkKept) - 1u)
+      << "only the first op is forgotten: the rest retired within kRetiredWorkFlushes, the running op is kept "
+         "however long it runs";
+  // Then old in both: forgotten, all but the last kRetiredWorkKept and the running op.
+  mapper.map({}, 7 + 2 * kRetiredWorkFlushes, events);
+  EXPECT_EQ(mapper.known_work(), 1u + static_cast<std::size_t>(kRetiredWorkKept));
+  const std::vector<RoutedRecord> late = {{kernel("fill_kernel", 11, 1, 10, 20), done, Lane::compute},
+                                          {kernel("fill_kernel", 11, 2, 30, 40), recent, Lane::compute}};
+  mapper.map(late, 8 + 2 * kRetiredWorkFlushes, events);
+  ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].name, "fill_kernel");
   EXPECT_EQ(events[0].lane, Lane::compute);
   EXPECT_EQ(events[0].op, 0u);
   EXPECT_EQ(events[0].step, -1);
-  EXPECT_EQ(mapper.unlabelled(), 1);
+  EXPECT_EQ(events[1].op, 0u);
+  EXPECT_EQ(mapper.unlabelled(), 2);
 }
 
 TEST(GpuActivityMapper, ARecordWithoutItsTagFindsTheOpWhoseEventSpanOnItsStreamHoldsIt) {
@@ -404,25 +414,59 @@ TEST(GpuActivityMapper, RecordsArePlacedInSpansAfterTheLeadTheirTaggedRecordsSho
   GpuActivityMapper mapper(0, 1000);
   const std::uint64_t first = mapper.issue(op_span(Lane::all_gather, "all_gather", OpCategory::all_gather, 7));
   const std::uint64_t second = mapper.issue(op_span(Lane::all_gather, "all_gather", OpCategory::all_gather, 8));
+  const std::uint64_t not_yet = mapper.issue(op_span(Lane::all_gather, "all_gather", OpCategory::all_gather, 10));
   mapper.retire(first, 0, std::pair<SimTime, SimTime>{100, 200});
   mapper.retire(second, 0, std::pair<SimTime, SimTime>{200, 230});
   // The second op's kernel ran 205..225 on the device's clock; CUPTI's reads 30 ns earlier, 175..195: inside the
-  // first op's span. The first op's tagged record (true 110..190) reads 80..160, 20 before its span begins;
-  // a tagged record of an op on another stream, or a host wait, teaches nothing.
+  // first op's span. The first op's tagged record (true 110..190) reads 80..160, 20 before its span begins.
+  // Teaching nothing: a tagged record of an op on another stream, a host wait, a host-to-host copy, and a
+  // record of an op not retired yet (no span).
   const std::uint64_t elsewhere = mapper.issue(op_span(Lane::compute, "matmul", OpCategory::compute, 9));
   mapper.retire(elsewhere, 0, std::pair<SimTime, SimTime>{500, 600});
+  TraceEvent wait;
+  wait.lane = Lane::host;
+  wait.category = OpCategory::host;
+  const std::uint64_t host = mapper.issue(wait);
+  mapper.retire(host, 0, std::pair<SimTime, SimTime>{900, 950});
   std::vector<RoutedRecord> records = {
       {kernel("fill_kernel", 11, 1, 1000 + 100, 1000 + 190), elsewhere, Lane::all_gather},
+      {GpuRecord{GpuRecordKind::host_wait, "cudaStreamSynchronize", 0, 0, 4, 1000 + 10, 1000 + 20, 0}, host,
+       std::nullopt},
+      {GpuRecord{GpuRecordKind::memcpy, "Memcpy HtoH", 0, 12, 5, 1000 + 1, 1000 + 2, 8}, first, Lane::all_gather},
+      {kernel("ncclDevKernel_AllGather_RING_LL", 12, 6, 1000 + 1, 1000 + 2), not_yet, Lane::all_gather},
       {kernel("ncclDevKernel_AllGather_RING_LL", 12, 2, 1000 + 80, 1000 + 160), first, Lane::all_gather},
       {kernel("ncclDevKernel_AllGather_RING_LL", 12, 3, 1000 + 175, 1000 + 195), 0, Lane::all_gather},
   };
   std::vector<TraceEvent> events;
   mapper.map(records, 0, events);
-  EXPECT_EQ(mapper.record_lead(), 20) << "the largest (span begin - record start) seen; the true lead is 30";
-  ASSERT_EQ(events.size(), 3u);
-  EXPECT_EQ(events[2].op, 8u) << "midpoint 185 + 20 lies in the second op's span";
-  EXPECT_EQ(events[2].begin, 175) << "the trace keeps CUPTI's times, on the host's clock";
+  EXPECT_EQ(mapper.record_lead(), 20) << "the largest (span begin - record start) of the records that teach; the "
+                                         "true lead is 30";
+  ASSERT_EQ(events.size(), 6u);
+  const auto untagged = std::find_if(events.begin(), events.end(), [](const TraceEvent& e) { return e.begin == 175; });
+  ASSERT_NE(untagged, events.end()) << "the trace keeps CUPTI's times, on the host's clock";
+  EXPECT_EQ(untagged->op, 8u) << "midpoint 185 + 20 lies in the second op's span";
   EXPECT_EQ(mapper.found_by_span(), 1);
+}
+
+// The GPU's and the host's clocks drift apart over a run: the lead is the largest over the latest kLeadSamples
+// records, so it follows a lead that shrinks.
+TEST(GpuActivityMapper, TheLeadFollowsTheLatestRecords) {
+  GpuActivityMapper mapper(0, 0);
+  const auto tagged_at = [&](SimTime span_begin, SimTime lead) {
+    const std::uint64_t tag = mapper.issue(op_span(Lane::compute, "fill", OpCategory::compute, 1));
+    mapper.retire(tag, 0, std::pair<SimTime, SimTime>{span_begin, span_begin + 50});
+    const auto start = static_cast<std::uint64_t>(span_begin - lead + 1);  // a kernel 1 ns after the start event
+    return RoutedRecord{kernel("fill_kernel", 11, 1, start, start + 10), tag, Lane::compute};
+  };
+  std::vector<TraceEvent> events;
+  mapper.map(std::vector<RoutedRecord>{tagged_at(1000, 40)}, 0, events);
+  EXPECT_EQ(mapper.record_lead(), 39);
+  std::vector<RoutedRecord> later;
+  for (std::size_t i = 0; i + 1 < kLeadSamples; ++i) later.push_back(tagged_at(2000 + 100 * SimTime(i), 12));
+  mapper.map(later, 1, events);
+  EXPECT_EQ(mapper.record_lead(), 39) << "the first record is still among the latest kLeadSamples";
+  mapper.map(std::vector<RoutedRecord>{tagged_at(900000, 12)}, 2, events);
+  EXPECT_EQ(mapper.record_lead(), 11);
 }
 
 TEST(GpuActivityMapper, ACollectiveKeepsTheLinkItsOpTook) {
