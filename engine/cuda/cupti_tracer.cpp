@@ -133,12 +133,17 @@ class Tracer {
     return source;
   }
 
-  void remove_source(std::uint32_t source, std::int64_t unlabelled, std::int64_t by_span) {
+  void remove_source(std::uint32_t source, const GpuActivityMapper& mapper) {
     std::lock_guard lock(router_mutex_);
     router_.remove_source(source);
     mailboxes_.erase(source);
-    totals_.unlabelled += unlabelled;
-    totals_.by_span += by_span;
+    totals_.unlabelled += mapper.unlabelled();
+    totals_.by_span += mapper.found_by_span();
+    if (const std::optional<SimTime> lead = mapper.record_lead()) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%.1f us (rank %d)", static_cast<double>(*lead) / 1e3, mapper.rank());
+      leads_ += (leads_.empty() ? "" : ", ") + std::string(text);
+    }
   }
 
   // Asks CUPTI for its buffers (with `forced`, also those still holding running work), then routes.
@@ -283,6 +288,12 @@ class Tracer {
     add(now.by_span - session_start_.by_span, " labelled by their stream and op span (no external id)");
     add(now.restreamed - session_start_.restreamed,
         " streams whose records carried another id than cuptiGetStreamIdEx gave (corrected from the records)");
+    {
+      std::lock_guard lock(router_mutex_);
+      // [Note: the two clocks of a record and a span], as each device measured it last.
+      if (!leads_.empty()) report += "; CUPTI's clock read earlier than the CUDA events' by " + leads_;
+      leads_.clear();
+    }
     std::fprintf(stderr, "%s\n", report.c_str());
   }
 
@@ -444,6 +455,7 @@ class Tracer {
   std::map<std::uint32_t, std::shared_ptr<CuptiMailbox>> mailboxes_;
   std::uint32_t next_source_ = 1;
   CuptiCounts totals_;
+  std::string leads_;  // each device's lead of CUPTI's clock when it left this session
   std::unordered_map<const char*, KernelName*> kernel_names_;
   std::deque<KernelName> kept_names_;
   std::atomic<std::int64_t> flushes_{0};
@@ -507,7 +519,7 @@ CuptiLink::CuptiLink(int rank, std::uint32_t source, std::int64_t zero, std::sha
 
 CuptiLink::~CuptiLink() {
   Tracer& tracer = Tracer::get();
-  tracer.remove_source(source_, mapper_.unlabelled(), mapper_.found_by_span());
+  tracer.remove_source(source_, mapper_);
   tracer.leave();
 }
 

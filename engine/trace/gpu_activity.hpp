@@ -201,7 +201,11 @@ class GpuActivityMapper {
   std::int64_t events() const { return events_; }          // trace events made
   std::int64_t unlabelled() const { return unlabelled_; }  // of which no work was known (or no longer)
   std::int64_t found_by_span() const { return found_by_span_; }  // labelled by their stream and time alone
-  SimTime record_lead() const { return record_lead_; }  // [Note: the two clocks of a record and a span]
+  // [Note: the two clocks of a record and a span]; nullopt before any record could measure it.
+  std::optional<SimTime> record_lead() const {
+    return lead_samples_ > 0 ? std::optional<SimTime>(record_lead_) : std::nullopt;
+  }
+  int rank() const { return rank_; }
   std::size_t known_work() const { return work_.size(); }
   std::size_t waiting() const { return waiting_.size(); }  // NCCL kernels waiting for their op's span
 

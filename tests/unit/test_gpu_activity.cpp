@@ -439,8 +439,8 @@ TEST(GpuActivityMapper, RecordsArePlacedInSpansAfterTheLeadTheirTaggedRecordsSho
   };
   std::vector<TraceEvent> events;
   mapper.map(records, 0, events);
-  EXPECT_EQ(mapper.record_lead(), 20) << "the largest (span begin - record start) of the records that teach; the "
-                                         "true lead is 30";
+  EXPECT_EQ(mapper.record_lead(), SimTime{20}) << "the largest (span begin - record start) of the records that "
+                                                  "teach; the true lead is 30";
   ASSERT_EQ(events.size(), 6u);
   const auto untagged = std::find_if(events.begin(), events.end(), [](const TraceEvent& e) { return e.begin == 175; });
   ASSERT_NE(untagged, events.end()) << "the trace keeps CUPTI's times, on the host's clock";
@@ -459,14 +459,15 @@ TEST(GpuActivityMapper, TheLeadFollowsTheLatestRecords) {
     return RoutedRecord{kernel("fill_kernel", 11, 1, start, start + 10), tag, Lane::compute};
   };
   std::vector<TraceEvent> events;
+  EXPECT_EQ(mapper.record_lead(), std::nullopt) << "nothing measured it yet";
   mapper.map(std::vector<RoutedRecord>{tagged_at(1000, 40)}, 0, events);
-  EXPECT_EQ(mapper.record_lead(), 39);
+  EXPECT_EQ(mapper.record_lead(), SimTime{39});
   std::vector<RoutedRecord> later;
   for (std::size_t i = 0; i + 1 < kLeadSamples; ++i) later.push_back(tagged_at(2000 + 100 * SimTime(i), 12));
   mapper.map(later, 1, events);
-  EXPECT_EQ(mapper.record_lead(), 39) << "the first record is still among the latest kLeadSamples";
+  EXPECT_EQ(mapper.record_lead(), SimTime{39}) << "the first record is still among the latest kLeadSamples";
   mapper.map(std::vector<RoutedRecord>{tagged_at(900000, 12)}, 2, events);
-  EXPECT_EQ(mapper.record_lead(), 11);
+  EXPECT_EQ(mapper.record_lead(), SimTime{11});
 }
 
 TEST(GpuActivityMapper, ACollectiveKeepsTheLinkItsOpTook) {
