@@ -181,7 +181,12 @@ bool GpuRecordRouter::route(const GpuRecord& record, bool by_stream) {
 }
 
 void GpuRecordRouter::add(const GpuRecord& record) {
-  if (!route(record, goes_by_stream_at_once(record))) waiting_.push_back(Waiting{record, flushes_});
+  if (route(record, goes_by_stream_at_once(record))) return;
+  // A host wait a device traced has its correlation beside it, in its own buffer, which the tracer reads first:
+  // one without is another caller's (an event query that found its work done, cuBLAS's own waits). It is let go
+  // now, not kept and scanned at every flush for the whole patience.
+  if (record.kind == GpuRecordKind::host_wait) return;
+  waiting_.push_back(Waiting{record, flushes_});
 }
 
 void GpuRecordRouter::end_flush() {

@@ -123,7 +123,8 @@ class GpuRecordRouter {
   // CUDA call `correlation` ran under external id `id` (0 names no call: ignored).
   void add_correlation(std::uint32_t correlation, std::uint64_t id);
   // Routes the record by its correlation; one without it waits, except an NCCL kernel on a device's stream,
-  // which goes by that stream at once ([Note: NCCL's kernels go by their stream]).
+  // which goes by that stream at once ([Note: NCCL's kernels go by their stream]), and a host wait, which is no
+  // device's (its correlation would have come in the same buffer) and is let go.
   void add(const GpuRecord& record);
   // A flush is done: waiting records whose correlation came go to their source; those that waited past the
   // patience go by their stream, or are orphaned (a host wait, which has none, is let go); correlations
