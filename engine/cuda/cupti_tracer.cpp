@@ -202,17 +202,22 @@ class Tracer {
       subscriber_ = nullptr;
       return what + ": " + result_text(failed);
     };
-    // Before any kind is enabled, so every record reads the same clock.
-    if ((status = cuptiActivityRegisterTimestampCallback(&steady_now_ns)) != CUPTI_SUCCESS)
-      return undo("CUPTI refused the host clock as its timestamp", status);
-    // A buffer per thread, before the callbacks as CUPTI wants it: a rank's records and their correlations come
-    // in its own buffers, complete once its GPU has done the work (finish relies on it), and never held back
-    // by another rank's running kernel. It is CUPTI's default, so a refusal (a second session) changes nothing.
-    std::uint8_t per_thread = 1;
-    std::size_t per_thread_size = sizeof per_thread;
-    cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &per_thread_size, &per_thread);
-    if ((status = cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed)) != CUPTI_SUCCESS)
-      return undo("CUPTI refused the buffer callbacks", status);
+    // Once per process: the activity API's clock and buffers stay registered from one session to the next
+    // (unsubscribing ends only the reservation), and CUPTI says nothing of registering them again.
+    if (!callbacks_registered_) {
+      // Before any kind is enabled, so every record reads the same clock.
+      if ((status = cuptiActivityRegisterTimestampCallback(&steady_now_ns)) != CUPTI_SUCCESS)
+        return undo("CUPTI refused the host clock as its timestamp", status);
+      // A buffer per thread, before the callbacks as CUPTI wants it: a rank's records and their correlations come
+      // in its own buffers, complete once its GPU has done the work (finish relies on it), and never held back
+      // by another rank's running kernel. It is CUPTI's default, so a refusal changes nothing.
+      std::uint8_t per_thread = 1;
+      std::size_t per_thread_size = sizeof per_thread;
+      cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &per_thread_size, &per_thread);
+      if ((status = cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed)) != CUPTI_SUCCESS)
+        return undo("CUPTI refused the buffer callbacks", status);
+      callbacks_registered_ = true;
+    }
     // See [Note: which API records carry the external id].
     for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_DRIVER,
                                     CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
@@ -439,6 +444,7 @@ class Tracer {
   std::mutex session_mutex_;  // members_, start and stop
   int members_ = 0;
   CUpti_SubscriberHandle subscriber_ = nullptr;
+  bool callbacks_registered_ = false;  // the timestamp and buffer callbacks, once per process
   std::vector<CUpti_ActivityKind> enabled_;
   CuptiCounts session_start_;
   std::int64_t cupti_minus_steady_ = 0;
