@@ -237,8 +237,9 @@ void GpuRecordRouter::end_session() {
 // times are CUPTI's, on the host's steady clock, minus the device's zero: the moment the host *saw* the epoch's
 // event complete, which is later than the GPU completed it by however long the host took to notice (plus CUPTI's
 // own error in converting GPU timestamps to host time). So a record reads earlier than its op's span by that
-// lead, typically 5 to 50 microseconds, and a collective's kernel shorter than about twice the lead would have
-// its midpoint before its op's span: placed in the op before it, or in none. The lead is measured, not guessed.
+// lead (not yet measured on a GPU: the tracer's report at the end of a session prints it), and a collective's
+// kernel shorter than about twice the lead would have its midpoint before its op's span: placed in the op
+// before it, or in none. The lead is measured, not guessed.
 // A record that carries its op's tag and ran on the op's stream started no earlier than the op's start event,
 // so (span begin - record start) is at most the lead; the largest such value is the lead to within the
 // shortest gap between an op's start event and its first kernel (about a microsecond), and never more than it.

@@ -91,7 +91,7 @@ constexpr std::int64_t kRecordPatienceFlushes = 50;
 constexpr std::int64_t kRetiredWorkFlushes = 2 * kRecordPatienceFlushes;
 constexpr std::int64_t kRetiredWorkKept = 4096;
 // How many of the latest tagged records the lead of CUPTI's clock is measured over ([Note: the two clocks of a
-// record and a span]): about a GPT-2 step's worth, so a drift between the two clocks is followed.
+// record and a span]): a fraction of a GPT-2 step's records, so a drift between the two clocks is followed.
 constexpr std::size_t kLeadSamples = 256;
 
 // [Note: NCCL's kernels go by their stream]
