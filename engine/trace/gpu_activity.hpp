@@ -93,6 +93,10 @@ constexpr std::int64_t kRetiredWorkKept = 4096;
 // How many of the latest tagged records the lead of CUPTI's clock is measured over ([Note: the two clocks of a
 // record and a span]): a fraction of a GPT-2 step's records, so a drift between the two clocks is followed.
 constexpr std::size_t kLeadSamples = 256;
+// How many it takes before the lead is used: each sample is the lead less its op's gap between its start event
+// and its first kernel, and a few ops may all have long gaps (on an H200, an op whose scratch needed a fresh
+// cudaMalloc showed -117 ms alone).
+constexpr std::int64_t kLeadSamplesBeforeUse = 32;
 
 // [Note: NCCL's kernels go by their stream]
 // A non-blocking NCCL communicator (the engine's, for its watchdog and abort) launches a collective's kernel
@@ -202,9 +206,9 @@ class GpuActivityMapper {
   std::int64_t events() const { return events_; }          // trace events made
   std::int64_t unlabelled() const { return unlabelled_; }  // of which no work was known (or no longer)
   std::int64_t found_by_span() const { return found_by_span_; }  // labelled by their stream and time alone
-  // [Note: the two clocks of a record and a span]; nullopt before any record could measure it.
+  // [Note: the two clocks of a record and a span]; nullopt before kLeadSamplesBeforeUse records measured it.
   std::optional<SimTime> record_lead() const {
-    return lead_samples_ > 0 ? std::optional<SimTime>(record_lead_) : std::nullopt;
+    return lead_samples_ >= kLeadSamplesBeforeUse ? std::optional<SimTime>(record_lead_) : std::nullopt;
   }
   int rank() const { return rank_; }
   std::size_t known_work() const { return work_.size(); }
@@ -248,7 +252,7 @@ class GpuActivityMapper {
   std::deque<Waiting> waiting_;  // NCCL kernels whose op has not retired yet
   std::int64_t pruned_at_ = -1;  // the flush count of the last forgetting
   std::int64_t retirements_ = 0;
-  SimTime record_lead_ = 0;  // the largest of lead_samples_, or 0 before the first
+  SimTime record_lead_ = 0;  // the largest in lead_window_
   // The latest kLeadSamples measurements, as (index, value) with values decreasing, so the front is the largest
   // of those still in the window (a sliding maximum).
   std::deque<std::pair<std::int64_t, SimTime>> lead_window_;
