@@ -66,6 +66,7 @@ std::size_t LiveRun::drain_into(TraceStore& store, FsdpEventLog& log) {
     for (const TraceEvent& e : event_scratch_) store.add_event(source_, e);
     for (const CounterSample& c : counter_scratch_) store.add_counter(source_, c);
   }
+  store.remeasure_steps();
   std::vector<FsdpEvent> events;
   for (const auto& queue : fsdp_queues_) {
     events.clear();

@@ -21,6 +21,7 @@ std::size_t RemoteSession::drain() {
   scratch_.clear();
   const std::size_t moved = listener_.drain(scratch_);
   for (RemoteUpdate& u : scratch_) apply(u);
+  store_.remeasure_steps();
   if (moved > 0) forget_old_streams();
   return moved;
 }

@@ -85,6 +85,7 @@ void TraceStore::clear() { *this = TraceStore(); }
 
 void TraceStore::remove_source(int id) {
   check(id >= 0 && static_cast<std::size_t>(id) < sources_.size(), "trace store: source ", id, " of ", sources_.size());
+  remeasure_steps();  // the pending source ids are the old ones
   sources_.erase(sources_.begin() + id);
   std::erase_if(lanes_, [&](const TimelineLane& l) { return l.source == id; });
   // What is left is rebuilt: its strings and dependencies into fresh tables (else a dashboard that
@@ -164,6 +165,8 @@ void TraceStore::add_event(int source, const TraceEvent& event) {
   item.category = event.category;
   item.link = event.link;
 
+  if (event.rank == 0 && event.step >= 0 && !src.steps.empty() && event.step <= src.steps.back().step)
+    steps_to_remeasure_.emplace(source, event.step);  // CUPTI's records come steps late (add_step)
   TimelineLane& l = lane(source, event.rank, event.lane);
   if (l.items.empty() || l.items.back().begin <= item.begin) {
     l.end_prefix.push_back(l.items.empty() ? item.end : std::max(l.end_prefix.back(), item.end));
@@ -241,6 +244,23 @@ void TraceStore::add_step(int source, int step, SimTime begin, SimTime end, doub
   t.end = end;
   t.loss = loss;
   t.sync = sync;
+  measure(source, t);
+  src.steps.push_back(t);
+}
+
+void TraceStore::remeasure_steps() {
+  for (const auto& [source, step] : steps_to_remeasure_) {
+    if (static_cast<std::size_t>(source) >= sources_.size()) continue;
+    auto& steps = sources_[static_cast<std::size_t>(source)].steps;
+    const auto t = std::find_if(steps.rbegin(), steps.rend(), [&](const StepTime& s) { return s.step == step; });
+    if (t != steps.rend()) measure(source, *t);
+  }
+  steps_to_remeasure_.clear();
+}
+
+void TraceStore::measure(int source, StepTime& t) const {
+  const int step = t.step;
+  const SimTime begin = t.begin, end = t.end;
   // Rank 0's events of this step, back in the engine's own shape for the metrics' definitions.
   std::vector<TraceEvent> events;
   for (const TimelineLane& l : lanes_) {
@@ -258,10 +278,10 @@ void TraceStore::add_step(int source, int step, SimTime begin, SimTime end, doub
       events.push_back(std::move(e));
     }
   }
+  t.compute = 0;
   for (const OverlapMetrics& m : metrics_per_step(events))
     if (m.step == step) t.compute = m.compute;
   t.comm = communication_time(events, 0, step);
-  src.steps.push_back(t);
 }
 
 void TraceStore::derive_steps(int source) {

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -117,9 +118,13 @@ class TraceStore {
   void add_counter(int source, const CounterSample& sample);
   // A whole recorded or replayed trace: every event, then every counter sample.
   void add_trace(int source, const TraceData& data);
-  // A step reported done by the run: its compute and comm are read from the events stored so far
-  // (a rank's events of a step are all emitted before its step ends).
+  // A step reported done by the run: its compute and comm are read from the events stored so far. On the sim
+  // device a rank's events of a step are all emitted before its step ends; on cuda, CUPTI's records come in
+  // buffers, often steps later, so a rank-0 event of a step already reported marks it to be measured again
+  // (remeasure_steps).
   void add_step(int source, int step, SimTime begin, SimTime end, double loss, bool sync);
+  // Measures again the steps whose events came after their report; call after adding a batch of events.
+  void remeasure_steps();
   // Replayed traces have no step reports: steps are found from the events' step labels on rank 0.
   void derive_steps(int source);
   // Forgets source `id` and everything of it (a remote run that made room for newer ones); the sources
@@ -149,6 +154,8 @@ class TraceStore {
   TimelineLane& lane(int source, int rank, Lane lane);
 
   std::vector<TraceSource> sources_;
+  // Rank 0's compute and comm in step t, from the events stored (add_step).
+  void measure(int source, StepTime& t) const;
   std::vector<TimelineLane> lanes_;
   std::vector<std::string> strings_{""};
   std::unordered_map<std::string, std::uint32_t> string_ids_{{"", 0}};
@@ -156,6 +163,7 @@ class TraceStore {
   std::size_t event_count_ = 0;
   SimTime first_time_ = 0;
   SimTime last_time_ = 0;
+  std::set<std::pair<int, int>> steps_to_remeasure_;  // (source, step) of events that came after the step's report
 };
 
 // What the store's milliseconds are: "virtual ms" (sim sources), "wall ms" (cuda sources), or both named.

@@ -105,6 +105,25 @@ TEST(TraceStore, StepTimesReadComputeAndCommFromRankZero) {
   EXPECT_EQ(replay.source(r).steps[1].compute, 30);
 }
 
+// On cuda, CUPTI's records come in buffers, often steps after the step was reported: the step is measured
+// again once they are stored.
+TEST(TraceStore, AStepsEventsThatComeAfterItsReportAreMeasuredAgain) {
+  TraceStore store;
+  const int s = store.add_source("ASYNC", 1, false);
+  store.add_event(s, event(0, Lane::compute, OpCategory::compute, 0, 0, 10));
+  store.add_step(s, 0, 0, 100, 2.5, false);
+  EXPECT_EQ(store.source(s).steps[0].compute, 10);
+  store.add_event(s, event(0, Lane::compute, OpCategory::compute, 0, 20, 90));
+  store.add_event(s, event(0, Lane::all_gather, OpCategory::all_gather, 0, 30, 60));
+  store.add_event(s, event(0, Lane::compute, OpCategory::compute, 1, 100, 130));  // a step not reported yet
+  EXPECT_EQ(store.source(s).steps[0].compute, 10) << "until the batch is measured";
+  store.remeasure_steps();
+  ASSERT_EQ(store.source(s).steps.size(), 1u);
+  EXPECT_EQ(store.source(s).steps[0].compute, 80);
+  EXPECT_EQ(store.source(s).steps[0].comm, 30);
+  EXPECT_DOUBLE_EQ(store.source(s).steps[0].loss, 2.5);
+}
+
 TEST(TraceStore, FirstBeginningAtFromAHintAgreesWithTheBinarySearch) {
   TraceStore store;
   const int s = store.add_source("x", 1, false);
