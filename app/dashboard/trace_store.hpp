@@ -152,10 +152,10 @@ class TraceStore {
  private:
   std::uint32_t intern(std::string_view s);
   TimelineLane& lane(int source, int rank, Lane lane);
-
-  std::vector<TraceSource> sources_;
   // Rank 0's compute and comm in step t, from the events stored (add_step).
   void measure(int source, StepTime& t) const;
+
+  std::vector<TraceSource> sources_;
   std::vector<TimelineLane> lanes_;
   std::vector<std::string> strings_{""};
   std::unordered_map<std::string, std::uint32_t> string_ids_{{"", 0}};

@@ -302,21 +302,24 @@ void NcclAbortGroup::stop_device(const Device& device) {
   // here could only keep it from getting there.
   if (on_failure_) return;
   std::lock_guard lock(mutex_);
-  for (NcclComm* comm : comms_)
-    if (&comm->device_ == &device) comm->revoke_nccl();
-  const auto deadline = Clock::now() + kMinSetupTimeout;
-  for (NcclComm* comm : comms_)
-    if (&comm->device_ == &device) comm->abort_nccl(deadline);
+  stop_locked(&device);
 }
 
 void NcclAbortGroup::abort_locked(const std::string& reason) {
   if (failure_) return;
   failure_ = reason;
+  stop_locked(nullptr);
+}
+
+void NcclAbortGroup::stop_locked(const Device* only) {
+  const auto stops = [&](const NcclComm* comm) { return only == nullptr || &comm->device_ == only; };
   // Every communicator's kernels stopped before any is freed: see [Note: aborting several communicators].
-  for (NcclComm* comm : comms_) comm->revoke_nccl();
+  for (NcclComm* comm : comms_)
+    if (stops(comm)) comm->revoke_nccl();
   // One deadline for every revoke to finish: they run at once.
   const auto deadline = Clock::now() + std::max(timeout_, kMinSetupTimeout);
-  for (NcclComm* comm : comms_) comm->abort_nccl(deadline);
+  for (NcclComm* comm : comms_)
+    if (stops(comm)) comm->abort_nccl(deadline);
 }
 
 void NcclAbortGroup::watch() {
@@ -338,15 +341,9 @@ void NcclAbortGroup::watch() {
             failed = comm->overdue(timeout_);
           }
         }
-        if (failed && !on_failure_) abort_locked(*failed);
       }
     }
-    if (failed && on_failure_) {
-      // Processes: the MPI world ends first (on_failure_ need not return), so no abort below can keep it waiting.
-      report(*failed);
-      std::lock_guard lock(mutex_);
-      abort_locked(*failed);
-    }
+    if (failed) give_up(*failed);  // without the lock: on_failure_ (processes) comes before the aborts
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }

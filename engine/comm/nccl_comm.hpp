@@ -68,6 +68,9 @@ class NcclAbortGroup {
   // The communicators of one rank's `device`, revoked then aborted, the others left running: that rank is
   // failing, and its own error is what stops the rest. Nothing in processes, where that error ends the world.
   void stop_device(const Device& device);
+  // Revokes, then aborts, every communicator (of `only`'s device where given), the revokes given one deadline;
+  // the lock held.
+  void stop_locked(const Device* only);
 
   const std::chrono::milliseconds timeout_;
   std::function<void(const std::string&)> on_failure_;

@@ -269,11 +269,7 @@ class Tracer {
     for (auto k = enabled_.rbegin(); k != enabled_.rend(); ++k) cuptiActivityDisable(*k);
     enabled_.clear();
     flush(true);  // whatever is left belongs to no device now: counted as orphaned
-    std::size_t dropped = 0;  // what the forced flush's buffers could not hold
-    if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
-      std::lock_guard lock(router_mutex_);
-      totals_.dropped += static_cast<std::int64_t>(dropped);
-    }
+    count_dropped(nullptr, 0);  // what the forced flush's buffers could not hold
     {
       std::lock_guard lock(router_mutex_);
       router_.end_session();
@@ -323,12 +319,16 @@ class Tracer {
                                         std::size_t valid) {
     Tracer& tracer = get();
     tracer.read(buffer, valid);
-    std::size_t dropped = 0;
-    if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS && dropped > 0) {
-      std::lock_guard lock(tracer.router_mutex_);
-      tracer.totals_.dropped += static_cast<std::int64_t>(dropped);
-    }
+    tracer.count_dropped(context, stream);
     tracer.give_back(buffer);
+  }
+
+  // Adds what CUPTI could not store since it was last asked (it resets its count when read).
+  void count_dropped(CUcontext context, std::uint32_t stream) {
+    std::size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) != CUPTI_SUCCESS || dropped == 0) return;
+    std::lock_guard lock(router_mutex_);
+    totals_.dropped += static_cast<std::int64_t>(dropped);
   }
 
   std::uint8_t* take_buffer() {

@@ -280,7 +280,6 @@ void GpuActivityMapper::learn_lead(const RoutedRecord& routed) {
   while (!lead_window_.empty() && lead_window_.back().second <= sample) lead_window_.pop_back();
   lead_window_.emplace_back(index, sample);
   while (lead_window_.front().first + static_cast<std::int64_t>(kLeadSamples) <= index) lead_window_.pop_front();
-  record_lead_ = lead_window_.front().second;
 }
 
 std::optional<GpuActivityMapper::StreamPoint> GpuActivityMapper::stream_point(const RoutedRecord& routed) const {

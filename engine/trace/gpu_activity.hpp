@@ -208,7 +208,8 @@ class GpuActivityMapper {
   std::int64_t found_by_span() const { return found_by_span_; }  // labelled by their stream and time alone
   // [Note: the two clocks of a record and a span]; nullopt before kLeadSamplesBeforeUse records measured it.
   std::optional<SimTime> record_lead() const {
-    return lead_samples_ >= kLeadSamplesBeforeUse ? std::optional<SimTime>(record_lead_) : std::nullopt;
+    if (lead_samples_ < kLeadSamplesBeforeUse) return std::nullopt;
+    return lead_window_.front().second;
   }
   int rank() const { return rank_; }
   std::size_t known_work() const { return work_.size(); }
@@ -239,7 +240,7 @@ class GpuActivityMapper {
   Work* work_in_span(const RoutedRecord& routed);
   // Whether the record lies after every retired span on its stream's lane: its op may retire yet.
   bool after_retired_spans(const RoutedRecord& routed) const;
-  // Learns record_lead_ from a record that carries its op's tag and ran on the op's stream.
+  // Adds to lead_window_ the lead a record shows that carries its op's tag and ran on the op's stream.
   void learn_lead(const RoutedRecord& routed);
   // Appends the record's event, labelled by `work` (found by its span where `by_span`), and counts it.
   void add_event(const RoutedRecord& routed, Work* work, bool by_span, std::vector<TraceEvent>& out);
@@ -252,7 +253,6 @@ class GpuActivityMapper {
   std::deque<Waiting> waiting_;  // NCCL kernels whose op has not retired yet
   std::int64_t pruned_at_ = -1;  // the flush count of the last forgetting
   std::int64_t retirements_ = 0;
-  SimTime record_lead_ = 0;  // the largest in lead_window_
   // The latest kLeadSamples measurements, as (index, value) with values decreasing, so the front is the largest
   // of those still in the window (a sliding maximum).
   std::deque<std::pair<std::int64_t, SimTime>> lead_window_;
