@@ -201,7 +201,7 @@ void bench_cupti(const TrainBenchOptions& bench) {
   std::printf("fsdplab bench --what cupti: %s %s, %d rank%s x %lld x %lld tokens, %s, ASYNC; %d steps after %d warmup; "
               "CUPTI off and on alternating, %d runs each; impl: %s; GPU %d%s\n\n",
               bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
-              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
+              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.compute().c_str(),
               bench.steps, bench.warmup, kRounds, impl_name(bench.impl).c_str(), device.gpu,
               bench.world > 1 ? (std::string(", ranks sharing it") +
                                  " (" + std::string(sm_split_description(bench.sm_split)) + ")" +

@@ -70,7 +70,7 @@ void bench_kernels(const TrainBenchOptions& bench) {
   std::printf("fsdplab bench --what kernels: %s %s, %d rank%s x %lld x %lld tokens, %s%s; %d steps after %d warmup; "
               "device %s; impl: %s\n",
               bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
-              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
+              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.compute().c_str(),
               bench.world > 1 ? ", FSDP ASYNC" : "", bench.steps, bench.warmup,
               on_gpu ? ("cuda (GPU " + std::to_string(device.gpu) + ", wall clock" +
                         (bench.world == 1 ? ""

@@ -102,6 +102,7 @@ RunConfig TrainBenchOptions::run_config(std::string device_choice) const {
   run.batch = micro_batch * world;
   run.seq = seq;
   run.vocab_multiple = vocab_multiple;
+  run.attention = attention;
   run.steps = warmup + steps + 1;
   run.device_preset = device_preset;
   run.link_preset = link_preset;
@@ -129,7 +130,7 @@ void bench_train(const TrainBenchOptions& bench) {
   std::printf("fsdplab bench --what train: %s %s, %d rank%s x %lld x %lld tokens, %s; %d steps after %d warmup; "
               "device %s%s; impl: %s\n",
               bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
-              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.precision.c_str(),
+              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.compute().c_str(),
               bench.steps, bench.warmup, on_gpu ? "cuda (GPU " : "sim (",
               on_gpu ? (std::to_string(device.gpu) +
                         (bench.world == 1 ? "" : ", " + std::string(sm_split_description(bench.sm_split))) +

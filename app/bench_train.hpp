@@ -20,6 +20,7 @@ struct TrainBenchOptions {
   std::int64_t micro_batch = 4;  // sequences per rank
   std::int64_t seq = 1024;
   std::int64_t vocab_multiple = 0;  // gpt2: RunConfig::vocab_multiple (0: the preset's, 128 for gpt2)
+  std::string attention = "auto";   // RunConfig::attention: auto, exact or flash
   int world = 1;
   int steps = 10;   // measured steps
   int warmup = 3;   // steps run first and not measured (allocator cache, cuBLAS heuristics)
@@ -35,6 +36,8 @@ struct TrainBenchOptions {
   // the last measured step prepares the next one's forward as every step mid-training does (FSDP's
   // next-step prefetch, [Note: per-unit optimizer steps] in engine/fsdp/unit_lifecycle.cpp).
   RunConfig run_config(std::string device_choice) const;
+  // "f32", or "f32, flash attention" where --attention chose one: the header's compute.
+  std::string compute() const { return precision + (attention == "auto" ? "" : ", " + attention + " attention"); }
   // Whether step `step` (0-based) is one of the measured steps.
   bool measured(int step) const { return step >= warmup && step < warmup + steps; }
   // The FSDP options of an ASYNC row: `precision` as the parameters' dtype, the rest the defaults.

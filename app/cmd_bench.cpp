@@ -161,6 +161,10 @@ void add_bench_command(CLI::App& app) {
                       "train, cupti, kernels (gpt2): store the vocabulary padded to a multiple of this (default 128; 1: "
                       "unpadded, to measure what the padding gains)")
           ->check(CLI::Range(1, 1 << 16)),
+      cmd->add_option("--attention", train->attention,
+                      "train, cupti, kernels: auto (flash attention in bf16, exact in f32; default), exact or flash "
+                      "(in f32: an online softmax, as PyTorch's f32 SDPA)")
+          ->check(CLI::IsMember({"auto", "exact", "flash"})),
       cmd->add_flag("--emulate-link", train->emulate_link,
                     "train, cupti, kernels (cuda, W >= 2): hold each collective for the link preset's time; train: "
                     "adds the compute row and eta"),

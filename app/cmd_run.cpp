@@ -272,6 +272,7 @@ int run_training(const RunOptions& options) {
                                      : "single-rank baseline (no FSDP), " + std::string(dtype_name(run.baseline_precision)) +
                                            " mixed precision: bf16 compute, f32 master weights and optimizer step";
     std::printf("%s\n", fsdp ? ("FSDP: " + describe(sharded.options, run.world)).c_str() : baseline.c_str());
+    if (run.attention != "auto") std::printf("attention: %s\n", run.attention.c_str());
     if (fsdp) std::printf("impl: %s\n", impl_name(impl).c_str());
     if (!run.resume_dir.empty()) std::printf("resume: %s\n", run.resume_dir.c_str());
   }
@@ -405,6 +406,10 @@ void add_run_command(CLI::App& app) {
                   "gpt2: store the vocabulary padded to a multiple of this, for the GPU's GEMM tiles (default: 128, "
                   "the test presets 64; 1: unpadded); files keep the unpadded vocabulary")
       ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--attention", t.attention,
+                  "gpt2, llama: auto (flash attention in bf16, exact in f32; default), exact (the softmax's [T, T] "
+                  "probabilities kept) or flash (an online softmax over tiles, O(T) memory a head)")
+      ->check(CLI::IsMember({"auto", "exact", "flash"}));
   cmd->add_option("--optimizer", t.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
   cmd->add_option("--lr", t.lr, "Learning rate (other hyper-parameters: PyTorch's defaults)");
   cmd->add_option("--momentum", t.momentum, "sgd: momentum (default 0, as PyTorch)");

@@ -177,10 +177,10 @@ void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expe
   bullet("activation " + fixed(gb(at(peaks, MemTag::activation)), 3) + " GB, which the slide leaves out: one rank's " +
          std::to_string(fsdp.run.batch / world) + " x " + std::to_string(built.batch.seq) +
          " tokens keep 80 layers' saved tensors (no activation checkpointing), " +
-         (uses_flash_attention(o.param_dtype)
+         (uses_flash_attention(parse_attention_kind(fsdp.run.attention), o.param_dtype)
               ? std::string("each layer's attention only its rows' log-sum-exp (flash attention in ") + pd + ")."
               : std::string("each layer's attention probabilities [B, H, T, T] in f32 among them (exact attention in ") +
-                    pd + "; bf16 uses flash attention, which keeps O(T) a head)."));
+                    pd + "; flash attention, bf16's default and --attention flash, keeps O(T) a head)."));
 }
 
 }  // namespace

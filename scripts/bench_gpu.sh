@@ -3,11 +3,14 @@
 # side in one table:
 #   PyTorch eager f32 (TF32 off); PyTorch eager bf16 autocast + fused AdamW; PyTorch bf16 + torch.compile
 #   (scripts/pytorch_gpt2_eager.py: the same model and step as fsdplab's single-rank baseline);
-#   fsdplab f32 and bf16 on 1 rank (`bench --what train`), and bf16 with the vocabulary unpadded (`--vocab-multiple 1`:
-#   what the padded vocabulary gains, [Note: the padded vocabulary] in engine/nn/gpt2_model.hpp);
+#   fsdplab f32 and bf16 on 1 rank (`bench --what train`), f32 with flash attention (`--attention flash`: the online
+#   softmax PyTorch's f32 SDPA runs, where fsdplab's f32 default is the exact one), and bf16 with the vocabulary
+#   unpadded (`--vocab-multiple 1`: what the padded vocabulary gains, [Note: the padded vocabulary] in
+#   engine/nn/gpt2_model.hpp);
 #   fsdplab bf16 on 2 ranks sharing the GPU, SYNC and ASYNC, without and with an emulated pcie4-no-p2p link (the
 #   latter adds the compute step and eta);
-#   then where fsdplab's step goes, kernel by kernel (`bench --what kernels`), in f32 and bf16.
+#   then where the step goes, kernel by kernel: PyTorch's eager f32 and bf16 (pytorch_gpt2_eager.py --kernels, after
+#   their timed steps) and fsdplab's (`bench --what kernels`) in f32, f32 with flash attention, and bf16.
 #
 #   bash scripts/bench_gpu.sh [LOG [ARGS...]]
 #     LOG   the log file (default bench_gpu.log, where the script is started); everything is also printed
@@ -54,16 +57,18 @@ echo "bench_gpu.sh at $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, argument
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not found"
 "$fsdplab" devices
 
-run torch_f32 python3 scripts/pytorch_gpt2_eager.py "$@"
-run torch_bf16 python3 scripts/pytorch_gpt2_eager.py --dtype bf16 "$@"
+run torch_f32 python3 scripts/pytorch_gpt2_eager.py --kernels "$@"
+run torch_bf16 python3 scripts/pytorch_gpt2_eager.py --dtype bf16 --kernels "$@"
 run torch_compile python3 scripts/pytorch_gpt2_eager.py --dtype bf16 --compile "$@"
 run fsdplab_f32 "$fsdplab" bench --what train --device cuda --world 1 "$@"
+run fsdplab_f32_flash "$fsdplab" bench --what train --device cuda --world 1 --attention flash "$@"
 run fsdplab_bf16 "$fsdplab" bench --what train --device cuda --precision bf16 --world 1 "$@"
 run fsdplab_bf16_unpadded "$fsdplab" bench --what train --device cuda --precision bf16 --world 1 --vocab-multiple 1 "$@"
 run fsdplab_w2 "$fsdplab" bench --what train --device cuda --precision bf16 --world 2 "$@"
 run fsdplab_w2_link "$fsdplab" bench --what train --device cuda --precision bf16 --world 2 --emulate-link \
   --link-preset pcie4-no-p2p "$@"
 run kernels_f32 "$fsdplab" bench --what kernels --device cuda "$@"
+run kernels_f32_flash "$fsdplab" bench --what kernels --device cuda --attention flash "$@"
 run kernels_bf16 "$fsdplab" bench --what kernels --device cuda --precision bf16 "$@"
 
 # failed NAME: "failed (exit N)" when the run did not end well, else nothing.
@@ -100,6 +105,7 @@ row "PyTorch eager, f32 (TF32 off)" torch_f32
 row "PyTorch eager, bf16 autocast + fused AdamW" torch_bf16
 row "PyTorch, bf16 autocast + fused AdamW + torch.compile" torch_compile
 row "fsdplab, f32, 1 rank" fsdplab_f32 single
+row "fsdplab, f32, 1 rank, flash attention" fsdplab_f32_flash single
 row "fsdplab, bf16, 1 rank" fsdplab_bf16 single
 row "fsdplab, bf16, 1 rank, vocabulary unpadded" fsdplab_bf16_unpadded single
 row "fsdplab, bf16, 2 ranks on one GPU, SYNC" fsdplab_w2 SYNC
@@ -107,7 +113,7 @@ row "fsdplab, bf16, 2 ranks on one GPU, ASYNC" fsdplab_w2 ASYNC
 row "fsdplab, bf16, 2 ranks, emulated pcie4-no-p2p, SYNC" fsdplab_w2_link SYNC
 row "fsdplab, bf16, 2 ranks, emulated pcie4-no-p2p, ASYNC" fsdplab_w2_link ASYNC
 row "fsdplab, bf16, 2 ranks, compute (no link), ASYNC" fsdplab_w2_link compute
-for name in kernels_f32 kernels_bf16; do
+for name in kernels_f32 kernels_f32_flash kernels_bf16; do
   why=$(failed "$name")
   [[ -n $why ]] && echo "bench --what kernels (${name#kernels_}): $why"
 done

@@ -13,6 +13,9 @@ cuBLAS GEMMs compute in f32).
                 steps must cover them (the default 3 do).
 Prints the mean step time and tokens/s over the measured steps, each step timed by the host after
 torch.cuda.synchronize(), as fsdplab's are.
+  --kernels     then profiles as many steps again (torch.profiler, after the timed ones, so the timing is
+                untouched) and prints where the GPU time goes, kernel by kernel, in the columns of
+                `fsdplab bench --what kernels`: kernel, calls/step, ms/step, share %.
 """
 import argparse
 import math
@@ -67,6 +70,31 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
+def print_kernel_table(step, steps):
+    """Runs step() `steps` times under torch.profiler and prints the CUDA kernels, copies and memsets by name."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    totals = {}  # name -> [calls, microseconds]
+    for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        entry = totals.setdefault(event.name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += event.time_range.elapsed_us()
+    gpu_ms = sum(us for _, us in totals.values()) / 1e3 / steps
+    print(f"\nWhere the step's GPU time goes (torch.profiler, {steps} steps): {gpu_ms:.3f} ms of kernels a step\n")
+    print(f"| {'kernel':<60} | calls/step |  ms/step | share % |")
+    print(f"|{'-' * 62}|------------|----------|---------|")
+    for name, (calls, us) in sorted(totals.items(), key=lambda item: -item[1][1]):
+        ms = us / 1e3 / steps
+        short = name if len(name) <= 60 else name[:57] + "..."
+        print(f"| {short:<60} | {calls / steps:10.1f} | {ms:8.3f} | {100 * ms / gpu_ms:7.2f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="gpt2", choices=sorted(SIZES))
@@ -77,6 +105,8 @@ def main():
     parser.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
                         help="f32: everything in f32; bf16: torch.autocast to bfloat16 and AdamW(fused=True)")
     parser.add_argument("--compile", action="store_true", help="run the model through torch.compile")
+    parser.add_argument("--kernels", action="store_true",
+                        help="then profile as many steps again and print the GPU time by kernel")
     args = parser.parse_args()
     for name in ("micro_batch", "seq", "steps"):
         if getattr(args, name) < 1:
@@ -99,16 +129,20 @@ def main():
         model = torch.compile(model)
     idx = torch.randint(0, 50257, (args.micro_batch, args.seq), device="cuda")
     targets = torch.randint(0, 50257, (args.micro_batch, args.seq), device="cuda")
-    times = []
-    for step in range(args.warmup + args.steps):
-        torch.cuda.synchronize()
-        begin = time.perf_counter()
+
+    def train_step():
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
             loss = model(idx, targets)
         loss.backward()
         optimizer.step()
-        loss_value = loss.item()  # the host reads the loss, as fsdplab's step loop does
+        return loss.item()  # the host reads the loss, as fsdplab's step loop does
+
+    times = []
+    for step in range(args.warmup + args.steps):
+        torch.cuda.synchronize()
+        begin = time.perf_counter()
+        loss_value = train_step()
         torch.cuda.synchronize()
         if step >= args.warmup:
             times.append(time.perf_counter() - begin)
@@ -121,6 +155,8 @@ def main():
     print(f"pytorch {mode} {torch.__version__} on {torch.cuda.get_device_name()}: gpt2 {args.preset}, "
           f"{args.micro_batch} x {args.seq} tokens, {precision} (TF32 off)")
     print(f"step {step_s * 1e3:.3f} ms, tokens/s {tokens / step_s:.0f}")
+    if args.kernels:
+        print_kernel_table(train_step, args.steps)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,18 @@
 // flash_attention_kernels.cu — the kernels of flash_attention_kernels.hpp: causal attention as
-// FlashAttention-2 computes it, on tensor cores, following [Note: the flash attention arithmetic] in
-// engine/tensor/flash_attention.hpp.
+// FlashAttention-2 computes it, following [Note: the flash attention arithmetic] in
+// engine/tensor/flash_attention.hpp. Every kernel is a template on the element type E of the tensors: bf16,
+// whose products run on tensor cores, or float, whose products are plain f32 fused multiply-adds.
 //
 // Tiles. A block works on tiles of kTile = 64 query rows by 64 key rows of one head, 128 threads (4 warps).
-// Operand tiles (q, k, v, dout) are staged in shared memory as bf16, the head dimension zero-padded up to a
-// multiple of 16 (hdp): a zero column adds nothing to a dot product, and the padded output columns are never
-// stored. Rows past T load as zeros too, so a partial last tile needs masking only in the softmax. The
-// products run on tensor cores through nvcuda::wmma (bf16 m16n16k16 fragments, f32 accumulation):
-//   warp_product_nt:   S[r][c]   = sum_i A[r][i] B[c][i]   (scores q k^T, dp = dout v^T), a warp 16 rows r;
+// Operand tiles (q, k, v, dout, and p, ds) are staged in shared memory as E, the head dimension zero-padded
+// up to a multiple of Tiles<E>::kHeadPad (hdp): a zero column adds nothing to a dot product, and the padded
+// output columns are never stored. Rows past T load as zeros too, so a partial last tile needs masking only in
+// the softmax. Two products do the work, each by one warp for its 16 rows r:
+//   warp_product_nt:   S[r][c]   = sum_i A[r][i] B[c][i]   (scores q k^T, dp = dout v^T);
 //   warp_accumulate:   Acc[r][i] += sum_s M[r][s] X[s][i]   (p v, ds k), or with M transposed (p^T dout,
-//                      ds^T q: the transposed operand is read in place as a column-major fragment).
+//                      ds^T q: the transposed operand is read in place).
+// bf16 runs them on tensor cores through nvcuda::wmma (bf16 m16n16k16 fragments, f32 accumulation; the
+// transposed operand is a column-major fragment); f32 as register blocks: see [Note: the f32 products].
 // The f32 accumulators (out, dq, dk, dv) live in shared memory rather than in fragments: the online softmax
 // rescales them row by row, and which fragment element holds which row is not something wmma promises.
 //
@@ -38,15 +41,26 @@
 // element of dqkv is written and rounded to bf16 once, by one thread, after a fixed order of sums.
 //
 // Shared memory, in bytes, for a padded head size hdp (row strides padded by 16 bytes so that the rows a
-// fragment load touches fall in different banks):
-//   forward     q, k, v [64][hdp+8] bf16, S [64][68] f32, p [64][72] bf16, acc [64][hdp+4] f32
-//               hd = 64: 71,680     hd = 128: 112,640
-//   key pass    k, v, q, dout bf16, dk, dv f32, S and dp f32, p and ds bf16, lse and D rows
-//               hd = 64: 125,440    hd = 128: 190,976
-//   query pass  q, dout, k, v bf16, dq f32, S and dp f32, ds bf16, lse and D rows
-//               hd = 64: 98,816     hd = 128: 147,968
+// fragment or float4 load touches fall in different banks):
+//   forward     q, k, v [64][hdp+pad] E, S [64][68] f32, p [64][64+pad] E, acc [64][hdp+4] f32
+//               bf16 hd = 64: 71,680    hd = 128: 112,640    f32 hd = 64: 104,448
+//   key pass    k, v, q, dout E, dk, dv f32, S and dp f32, p and ds E, lse and D rows
+//               bf16 hd = 64: 125,440   hd = 128: 190,976    f32 hd = 64: 174,592
+//   query pass  q, dout, k, v E, dq f32, S and dp f32, ds E, lse and D rows
+//               bf16 hd = 64: 98,816    hd = 128: 147,968    f32 hd = 64: 139,776
 // Past the default 48 KiB a launcher opts in (sm_90 allows 227 KiB a block). An H100 SM holds 228 KiB: at
-// hd = 64 that is three forward blocks, two query-pass blocks or one key-pass block at a time.
+// hd = 64 that is three bf16 forward blocks, two query-pass blocks or one key-pass block at a time; in f32,
+// two forward blocks and one block of either pass. f32 stops at hd = 64 (kFlashMaxHeadDimF32): its key pass
+// would need 237 KiB at hd = 128.
+//
+// [Note: the f32 products]
+// An f32 product is a warp's 16 x 64 outputs, 32 a lane in a 4 x 8 block: rows 4 (lane / 8) .. + 3, and in
+// warp_product_nt columns lane % 8 + 8 j (j = 0..7), in warp_accumulate columns 4 (lane % 8) + 32 g .. + 3
+// (g = 0, 1: hdp <= 64). Each step reads float4s from shared memory (four of A's rows and eight of B's along
+// the head dimension, or four of M and two of X) and does 128 multiply-adds with them, three to four a float
+// read; the row strides (a multiple of 4 floats plus 4) put the eight rows a step reads in different banks.
+// Sums run in the host body's order (i ascending in a dot, keys or queries ascending in an accumulation), so
+// the f32 kernels differ from flash_attention_host.cpp only by fused multiply-adds.
 #include <mma.h>
 
 #include <climits>
@@ -67,18 +81,35 @@ namespace {
 namespace wmma = nvcuda::wmma;
 
 constexpr int kTile = 64;             // query and key rows of a tile (kFlashTile)
-constexpr int kMaxHeadDim = 128;      // kFlashMaxHeadDim
 constexpr int kThreads = 128;         // 4 warps
 constexpr int kWarps = kThreads / 32;
 constexpr int kFrag = 16;             // the wmma tile edge: m = n = k = 16
 constexpr int kWarpRows = kTile / kWarps;  // the rows of a tile one warp owns
 constexpr int kScoreLd = kTile + 4;   // row stride of the f32 [64][64] score tiles (S, dp)
-constexpr int kProbLd = kTile + 8;    // row stride of the bf16 [64][64] operand tiles (p, ds)
 static_assert(kWarpRows == kFrag, "a warp owns one fragment's rows");
 
-// Row strides of the [64][hdp] tiles: bf16 operands and f32 accumulators.
-__host__ __device__ inline int operand_ld(int hdp) { return hdp + 8; }
+// What the element type decides: the head dimension's padding (whole wmma fragments for bf16, whole float4s
+// for f32), the padding of a row (16 bytes, so that consecutive rows start in different banks) and the largest
+// head dimension the kernels' shared memory holds (kFlashMaxHeadDim, kFlashMaxHeadDimF32).
+template <class E>
+struct Tiles;
+template <>
+struct Tiles<bf16> {
+  static constexpr int kHeadPad = kFrag, kRowPad = 8, kMaxHeadDim = 128;
+};
+template <>
+struct Tiles<float> {
+  static constexpr int kHeadPad = 4, kRowPad = 4, kMaxHeadDim = 64;
+};
+
+// Row strides of the [64][hdp] tiles, E operands and f32 accumulators, and of the [64][64] E operand tiles (p, ds).
+template <class E>
+__host__ __device__ inline int operand_ld(int hdp) {
+  return hdp + Tiles<E>::kRowPad;
+}
 __host__ __device__ inline int accumulator_ld(int hdp) { return hdp + 4; }
+template <class E>
+constexpr int kProbLd = kTile + Tiles<E>::kRowPad;
 
 using FragA = wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, wmma::row_major>;
 using FragBTransposed = wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, bf16, wmma::col_major>;
@@ -95,10 +126,6 @@ template <class Base>  // unsigned char* in a kernel, std::uintptr_t in a launch
 struct SharedCarver {
   Base base;
   std::size_t used = 0;
-  __host__ __device__ bf16* bf16s(int count) { return take<bf16>(count); }
-  __host__ __device__ float* floats(int count) { return take<float>(count); }
-
- private:
   template <class E>
   __host__ __device__ E* take(int count) {
     E* at = reinterpret_cast<E*>(base + used);
@@ -108,78 +135,87 @@ struct SharedCarver {
 };
 
 // Each kernel's tiles in shared memory; `bytes`, what its launch asks for.
+template <class E>
 struct ForwardShared {
-  bf16 *q, *k, *v, *probs;
+  E *q, *k, *v, *probs;
   float *scores, *acc;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ ForwardShared(Base shared, int hdp) {
     SharedCarver<Base> c{shared};
-    q = c.bf16s(kTile * operand_ld(hdp));
-    k = c.bf16s(kTile * operand_ld(hdp));
-    v = c.bf16s(kTile * operand_ld(hdp));
-    scores = c.floats(kTile * kScoreLd);
-    probs = c.bf16s(kTile * kProbLd);
-    acc = c.floats(kTile * accumulator_ld(hdp));
+    q = c.template take<E>(kTile * operand_ld<E>(hdp));
+    k = c.template take<E>(kTile * operand_ld<E>(hdp));
+    v = c.template take<E>(kTile * operand_ld<E>(hdp));
+    scores = c.template take<float>(kTile * kScoreLd);
+    probs = c.template take<E>(kTile * kProbLd<E>);
+    acc = c.template take<float>(kTile * accumulator_ld(hdp));
     bytes = c.used;
   }
 };
 
+template <class E>
 struct KeyPassShared {
-  bf16 *k, *v, *q, *dout, *probs, *dscores;
+  E *k, *v, *q, *dout, *probs, *dscores;
   float *dk, *dv, *scores, *dprobs, *lse_rows, *d_rows;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ KeyPassShared(Base shared, int hdp) {
     SharedCarver<Base> c{shared};
-    k = c.bf16s(kTile * operand_ld(hdp));
-    v = c.bf16s(kTile * operand_ld(hdp));
-    q = c.bf16s(kTile * operand_ld(hdp));
-    dout = c.bf16s(kTile * operand_ld(hdp));
-    dk = c.floats(kTile * accumulator_ld(hdp));
-    dv = c.floats(kTile * accumulator_ld(hdp));
-    scores = c.floats(kTile * kScoreLd);
-    dprobs = c.floats(kTile * kScoreLd);
-    probs = c.bf16s(kTile * kProbLd);
-    dscores = c.bf16s(kTile * kProbLd);
-    lse_rows = c.floats(kTile);
-    d_rows = c.floats(kTile);
+    k = c.template take<E>(kTile * operand_ld<E>(hdp));
+    v = c.template take<E>(kTile * operand_ld<E>(hdp));
+    q = c.template take<E>(kTile * operand_ld<E>(hdp));
+    dout = c.template take<E>(kTile * operand_ld<E>(hdp));
+    dk = c.template take<float>(kTile * accumulator_ld(hdp));
+    dv = c.template take<float>(kTile * accumulator_ld(hdp));
+    scores = c.template take<float>(kTile * kScoreLd);
+    dprobs = c.template take<float>(kTile * kScoreLd);
+    probs = c.template take<E>(kTile * kProbLd<E>);
+    dscores = c.template take<E>(kTile * kProbLd<E>);
+    lse_rows = c.template take<float>(kTile);
+    d_rows = c.template take<float>(kTile);
     bytes = c.used;
   }
 };
 
+template <class E>
 struct QueryPassShared {
-  bf16 *q, *dout, *k, *v, *dscores;
+  E *q, *dout, *k, *v, *dscores;
   float *dq, *scores, *dprobs, *lse_rows, *d_rows;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ QueryPassShared(Base shared, int hdp) {
     SharedCarver<Base> c{shared};
-    q = c.bf16s(kTile * operand_ld(hdp));
-    dout = c.bf16s(kTile * operand_ld(hdp));
-    k = c.bf16s(kTile * operand_ld(hdp));
-    v = c.bf16s(kTile * operand_ld(hdp));
-    dq = c.floats(kTile * accumulator_ld(hdp));
-    scores = c.floats(kTile * kScoreLd);
-    dprobs = c.floats(kTile * kScoreLd);
-    dscores = c.bf16s(kTile * kProbLd);
-    lse_rows = c.floats(kTile);
-    d_rows = c.floats(kTile);
+    q = c.template take<E>(kTile * operand_ld<E>(hdp));
+    dout = c.template take<E>(kTile * operand_ld<E>(hdp));
+    k = c.template take<E>(kTile * operand_ld<E>(hdp));
+    v = c.template take<E>(kTile * operand_ld<E>(hdp));
+    dq = c.template take<float>(kTile * accumulator_ld(hdp));
+    scores = c.template take<float>(kTile * kScoreLd);
+    dprobs = c.template take<float>(kTile * kScoreLd);
+    dscores = c.template take<E>(kTile * kProbLd<E>);
+    lse_rows = c.template take<float>(kTile);
+    d_rows = c.template take<float>(kTile);
     bytes = c.used;
   }
 };
 
 // ---- block-wide tile moves ------------------------------------------------------------------------
 
+// Elements of E in a 16-byte vector load.
+template <class E>
+constexpr int kPerVector = 16 / static_cast<int>(sizeof(E));
+
 // dst[r][i] = src[(row0 + r) * stride + i] for the kTile rows from row0 and the hdp padded columns, with
 // zeros past T and past hd, so padded rows and columns add nothing to a product. `vector_loads` (hd a
-// multiple of 8, src 16-byte aligned) moves 8 bf16 at a time.
-__device__ void load_tile(bf16* dst, int ld, const bf16* src, std::int64_t stride, int row0, int T, int hd, int hdp,
+// multiple of kPerVector<E>, src 16-byte aligned) moves 16 bytes at a time.
+template <class E>
+__device__ void load_tile(E* dst, int ld, const E* src, std::int64_t stride, int row0, int T, int hd, int hdp,
                           bool vector_loads) {
   if (vector_loads) {
-    const int chunks = hdp / 8;
+    constexpr int kPer = kPerVector<E>;
+    const int chunks = hdp / kPer;
     for (int e = threadIdx.x; e < kTile * chunks; e += kThreads) {
-      const int r = e / chunks, i = (e - r * chunks) * 8, t = row0 + r;
+      const int r = e / chunks, i = (e - r * chunks) * kPer, t = row0 + r;
       uint4 v = make_uint4(0u, 0u, 0u, 0u);
       if (t < T && i < hd) v = *reinterpret_cast<const uint4*>(src + t * stride + i);
       *reinterpret_cast<uint4*>(dst + r * ld + i) = v;
@@ -188,7 +224,7 @@ __device__ void load_tile(bf16* dst, int ld, const bf16* src, std::int64_t strid
   }
   for (int e = threadIdx.x; e < kTile * hdp; e += kThreads) {
     const int r = e / hdp, i = e - r * hdp, t = row0 + r;
-    dst[r * ld + i] = t < T && i < hd ? src[t * stride + i] : __float2bfloat16_rn(0.f);
+    dst[r * ld + i] = t < T && i < hd ? src[t * stride + i] : from_f32<E>(0.f);
   }
 }
 
@@ -201,7 +237,7 @@ __device__ void zero(float* p, int n) {
   for (int e = threadIdx.x; e < n; e += kThreads) p[e] = 0.f;
 }
 
-// ---- warp-level tensor-core products --------------------------------------------------------------
+// ---- warp-level products: bf16 on tensor cores -------------------------------------------------------
 
 // out[r][c] = sum_i a[r][i] b[c][i] for this warp's 16 rows r of `a` and the kTile rows c of `b` (bf16 tiles
 // with row stride ld and hdp columns), into f32 `out` with row stride kScoreLd. b is read transposed, as a
@@ -231,10 +267,11 @@ __device__ void warp_product_nt(float* out, const bf16* a, const bf16* b, int ld
 template <class Layout>
 __device__ void warp_accumulate(float* acc, int acc_ld, const bf16* m, const bf16* x, int x_ld, int hdp) {
   constexpr bool kTransposed = std::is_same<Layout, wmma::col_major>::value;
+  constexpr int kLd = kProbLd<bf16>;
   wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, Layout> fm[kTile / kFrag];
 #pragma unroll
   for (int s = 0; s < kTile / kFrag; ++s)
-    wmma::load_matrix_sync(fm[s], m + (kTransposed ? s * kFrag * kProbLd : s * kFrag), kProbLd);
+    wmma::load_matrix_sync(fm[s], m + (kTransposed ? s * kFrag * kLd : s * kFrag), kLd);
   for (int i = 0; i < hdp; i += kFrag) {
     FragAcc fa;
     wmma::load_matrix_sync(fa, acc + i, acc_ld, wmma::mem_row_major);
@@ -248,14 +285,103 @@ __device__ void warp_accumulate(float* acc, int acc_ld, const bf16* m, const bf1
   }
 }
 
+// ---- warp-level products: f32 in registers (see [Note: the f32 products]) -------------------------------
+
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+// acc += x . y over the four lanes of a float4, in their order.
+__device__ __forceinline__ float fma4(const float4& x, const float4& y, float acc) {
+  acc = fmaf(x.x, y.x, acc);
+  acc = fmaf(x.y, y.y, acc);
+  acc = fmaf(x.z, y.z, acc);
+  return fmaf(x.w, y.w, acc);
+}
+
+// out[r][c] = sum_i a[r][i] b[c][i] for this warp's 16 rows r of `a` and the kTile rows c of `b` (f32 tiles
+// with row stride ld and hdp columns, a multiple of 4), into `out` with row stride kScoreLd.
+__device__ void warp_product_nt(float* out, const float* a, const float* b, int ld, int hdp) {
+  const int lane = threadIdx.x % 32, r0 = 4 * (lane / 8), c0 = lane % 8;
+  float s[4][8] = {};
+  for (int i = 0; i < hdp; i += 4) {
+    float4 x[4], y[8];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) x[r] = load4(a + (r0 + r) * ld + i);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) y[j] = load4(b + (c0 + 8 * j) * ld + i);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s[r][j] = fma4(x[r], y[j], s[r][j]);
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[(r0 + r) * kScoreLd + c0 + 8 * j] = s[r][j];
+}
+
+// acc[r][i] += sum_s M[r][s] x[s][i] over the kTile rows s of x, s ascending, for this warp's 16 rows r of the
+// accumulator (row stride acc_ld, hdp <= 64 columns). M is the f32 tile m (row stride kProbLd) as it is
+// (row_major: M[r][s] = m[r * kProbLd + s]) or transposed (col_major: M[r][s] = m[s * kProbLd + r]).
+template <class Layout>
+__device__ void warp_accumulate(float* acc, int acc_ld, const float* m, const float* x, int x_ld, int hdp) {
+  constexpr bool kTransposed = std::is_same<Layout, wmma::col_major>::value;
+  constexpr int kLd = kProbLd<float>, kGroups = Tiles<float>::kMaxHeadDim / 32;
+  const int lane = threadIdx.x % 32, r0 = 4 * (lane / 8), c0 = 4 * (lane % 8);
+  float4 a[4][kGroups];
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g)
+      a[r][g] = c0 + 32 * g < hdp ? load4(acc + (r0 + r) * acc_ld + c0 + 32 * g) : make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s = 0; s < kTile; s += 4) {
+    float mv[4][4];  // mv[r][u] = M[r0 + r][s + u]
+    if (kTransposed) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float4 column = load4(m + (s + u) * kLd + r0);  // M[r0 .. r0 + 3][s + u]
+        mv[0][u] = column.x, mv[1][u] = column.y, mv[2][u] = column.z, mv[3][u] = column.w;
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float4 row = load4(m + (r0 + r) * kLd + s);  // M[r0 + r][s .. s + 3]
+        mv[r][0] = row.x, mv[r][1] = row.y, mv[r][2] = row.z, mv[r][3] = row.w;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        if (c0 + 32 * g >= hdp) continue;
+        const float4 xv = load4(x + (s + u) * x_ld + c0 + 32 * g);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          a[r][g].x = fmaf(mv[r][u], xv.x, a[r][g].x);
+          a[r][g].y = fmaf(mv[r][u], xv.y, a[r][g].y);
+          a[r][g].z = fmaf(mv[r][u], xv.z, a[r][g].z);
+          a[r][g].w = fmaf(mv[r][u], xv.w, a[r][g].w);
+        }
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g)
+      if (c0 + 32 * g < hdp) *reinterpret_cast<float4*>(acc + (r0 + r) * acc_ld + c0 + 32 * g) = a[r][g];
+}
+
+// ---- softmax and stores -------------------------------------------------------------------------------
+
 // For this warp's 16 query rows r (from row0) of query tile q0 against key tile k0, from the raw scores S
 // and dp = dout v^T (f32, row stride kScoreLd):
 //   p = exp(s * scale - lse_t),  ds = p (dp - D_t)   where key k <= query t < T, else 0,
-// rounded to bf16 into probs (when given) and dscores, row stride kProbLd. A lane a column: no bank conflicts.
+// stored as E into probs (when given) and dscores, row stride kProbLd<E>. A lane a column: no bank conflicts.
 // __fmul_rn keeps s = raw * scale rounded on its own, as the forward's s is (never fused into the subtract).
-__device__ void warp_probabilities(bf16* probs, bf16* dscores, const float* scores, const float* dprobs,
+template <class E>
+__device__ void warp_probabilities(E* probs, E* dscores, const float* scores, const float* dprobs,
                                    const float* lse_rows, const float* d_rows, int row0, int q0, int k0, int T,
                                    float scale) {
+  constexpr int kLd = kProbLd<E>;
   const int lane = threadIdx.x % 32;
   for (int r = row0; r < row0 + kWarpRows; ++r) {
     const int t = q0 + r;
@@ -264,24 +390,24 @@ __device__ void warp_probabilities(bf16* probs, bf16* dscores, const float* scor
       const bool seen = t < T && k0 + c <= t;
       const float p = seen ? expf(__fmul_rn(scores[r * kScoreLd + c], scale) - lse_t) : 0.f;
       const float ds = seen ? p * (dprobs[r * kScoreLd + c] - d_t) : 0.f;
-      if (probs != nullptr) probs[r * kProbLd + c] = __float2bfloat16_rn(p);
-      dscores[r * kProbLd + c] = __float2bfloat16_rn(ds);
+      if (probs != nullptr) probs[r * kLd + c] = from_f32<E>(p);
+      dscores[r * kLd + c] = from_f32<E>(ds);
     }
   }
 }
 
-// dst[(t0 + r) * stride + i] = bf16(factor * acc[r][i]) for this warp's 16 accumulator rows r (from row0) of
+// dst[(t0 + r) * stride + i] = E(factor * acc[r][i]) for this warp's 16 accumulator rows r (from row0) of
 // the tile starting at sequence position t0, rows before T and the hd real columns only: the gradient is
 // rounded once, after its sum.
-__device__ void warp_store_rows(bf16* dst, std::int64_t stride, const float* acc, int acc_ld, int row0, int t0,
+template <class E>
+__device__ void warp_store_rows(E* dst, std::int64_t stride, const float* acc, int acc_ld, int row0, int t0,
                                 int T, int hd, float factor) {
   const int lane = threadIdx.x % 32;
   for (int r = row0; r < row0 + kWarpRows; ++r) {
     const int t = t0 + r;
     if (t >= T) break;
-    bf16* row = dst + t * stride;
-    for (int i = lane; i < hd; i += 32)
-      row[i] = __float2bfloat16_rn(__fmul_rn(factor, acc[r * acc_ld + i]));
+    E* row = dst + t * stride;
+    for (int i = lane; i < hd; i += 32) row[i] = from_f32<E>(__fmul_rn(factor, acc[r * acc_ld + i]));
   }
 }
 
@@ -311,18 +437,19 @@ __device__ __forceinline__ HeadOfBlock head_of_block(int T, int C, int NH, int h
 // ---- forward --------------------------------------------------------------------------------------
 
 // heads = B * NH; scale = 1 / sqrt(hd).
+template <class E>
 __global__ void __launch_bounds__(kThreads)
-    flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int C, int NH, int hd, int hdp, int heads,
+    flash_forward_kernel(E* out, float* lse, const E* qkv, int T, int C, int NH, int hd, int hdp, int heads,
                          float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
-  const ForwardShared sm(shared, hdp);
-  const int ld = operand_ld(hdp), acc_ld = accumulator_ld(hdp);
+  const ForwardShared<E> sm(shared, hdp);
+  const int ld = operand_ld<E>(hdp), acc_ld = accumulator_ld(hdp);
 
   const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
   const int qt = head.tiles - 1 - head.tile;  // the longest rows first
   const int q0 = qt * kTile;
   const std::int64_t C3 = head.qkv_stride;
-  const bf16* q_base = qkv + head.qkv_offset;  // k at + C, v at + 2C
+  const E* q_base = qkv + head.qkv_offset;  // k at + C, v at + 2C
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = warp * kWarpRows;
 
@@ -332,7 +459,7 @@ __global__ void __launch_bounds__(kThreads)
   // Lanes 2r and 2r+1 share row r of the warp, one the even columns and one the odd, and both hold its m, l.
   const int row = row0 + lane / 2, parity = lane % 2, t = q0 + row;
   float* s_row = sm.scores + row * kScoreLd;
-  bf16* p_row = sm.probs + row * kProbLd;
+  E* p_row = sm.probs + row * kProbLd<E>;
   float* acc_row = sm.acc + row * acc_ld;
   float m = -INFINITY, l = 0.f;
   for (int kt = 0; kt <= qt; ++kt) {
@@ -361,7 +488,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = parity; c < kTile; c += 2) {
       const float p = s_row[c] == -INFINITY ? 0.f : expf(s_row[c] - m_new);
       tile_sum += p;                          // l sums the unrounded p
-      p_row[c] = __float2bfloat16_rn(p);      // the product takes it rounded
+      p_row[c] = from_f32<E>(p);              // the product takes it as stored (rounded, in bf16)
     }
     tile_sum += __shfl_xor_sync(kFullMask, tile_sum, 1);
     l = __fmul_rn(rescale, l) + tile_sum;  // c l + sum p, two roundings as written
@@ -369,20 +496,20 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = parity; i < hdp; i += 2) acc_row[i] *= rescale;
     __syncwarp();
 
-    warp_accumulate<wmma::row_major>(sm.acc + row0 * acc_ld, acc_ld, sm.probs + row0 * kProbLd, sm.v, ld, hdp);
+    warp_accumulate<wmma::row_major>(sm.acc + row0 * acc_ld, acc_ld, sm.probs + row0 * kProbLd<E>, sm.v, ld, hdp);
   }
   __syncwarp();
 
-  // out = bf16(sm.acc / l), lse = m + log(l): the warp writes a row at a time, l and m from the row's lane pair.
-  bf16* out_base = out + head.out_offset;
+  // out = E(sm.acc / l), lse = m + log(l): the warp writes a row at a time, l and m from the row's lane pair.
+  E* out_base = out + head.out_offset;
   float* lse_bh = lse + static_cast<std::int64_t>(head.bh) * T;
   for (int r = 0; r < kWarpRows; ++r) {
     const float l_r = __shfl_sync(kFullMask, l, 2 * r), m_r = __shfl_sync(kFullMask, m, 2 * r);
     const int tq = q0 + row0 + r;
     if (tq >= T) break;
-    bf16* dst = out_base + static_cast<std::int64_t>(tq) * C;
+    E* dst = out_base + static_cast<std::int64_t>(tq) * C;
     const float* src = sm.acc + (row0 + r) * acc_ld;
-    for (int i = lane; i < hd; i += 32) dst[i] = __float2bfloat16_rn(src[i] / l_r);
+    for (int i = lane; i < hd; i += 32) dst[i] = from_f32<E>(src[i] / l_r);
     if (lane == 0) lse_bh[tq] = m_r + logf(l_r);
   }
 }
@@ -390,8 +517,9 @@ __global__ void __launch_bounds__(kThreads)
 // ---- backward -------------------------------------------------------------------------------------
 
 // D[(b * NH + h) * T + t] = dout_t . out_t over head h's hd columns, a warp a row.
+template <class E>
 __global__ void __launch_bounds__(kThreads)
-    flash_backward_rowdot_kernel(float* D, const bf16* dout, const bf16* out, std::int64_t rows, int T, int C, int NH,
+    flash_backward_rowdot_kernel(float* D, const E* dout, const E* out, std::int64_t rows, int T, int C, int NH,
                                  int hd) {
   const int lane = threadIdx.x % 32;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -408,19 +536,20 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The key pass: dk and dv of key tile j over the query tiles i = j..NT-1. D is the rowdot kernel's.
+template <class E>
 __global__ void __launch_bounds__(kThreads)
-    flash_backward_key_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* D, int T,
-                              int C, int NH, int hd, int hdp, int heads, float scale, bool vector_loads) {
+    flash_backward_key_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse, const float* D, int T, int C,
+                              int NH, int hd, int hdp, int heads, float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
-  const KeyPassShared sm(shared, hdp);
-  const int ld = operand_ld(hdp), acc_ld = accumulator_ld(hdp);
+  const KeyPassShared<E> sm(shared, hdp);
+  const int ld = operand_ld<E>(hdp), acc_ld = accumulator_ld(hdp);
 
   const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
   const int kt = head.tile;  // the lowest key tile, with the most query tiles, first
   const int k0 = kt * kTile;
   const std::int64_t C3 = head.qkv_stride;
-  const bf16* q_base = qkv + head.qkv_offset;  // k at + C, v at + 2C
-  const bf16* g_base = dout + head.out_offset;
+  const E* q_base = qkv + head.qkv_offset;  // k at + C, v at + 2C
+  const E* g_base = dout + head.out_offset;
   const float* lse_bh = lse + static_cast<std::int64_t>(head.bh) * T;
   const float* d_bh = D + static_cast<std::int64_t>(head.bh) * T;
   const int row0 = threadIdx.x / 32 * kWarpRows;
@@ -451,25 +580,26 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncwarp();
 
-  bf16* d_base = dqkv + head.qkv_offset;
+  E* d_base = dqkv + head.qkv_offset;
   warp_store_rows(d_base + C, C3, sm.dk, acc_ld, row0, k0, T, hd, scale);
   warp_store_rows(d_base + 2 * C, C3, sm.dv, acc_ld, row0, k0, T, hd, 1.f);
 }
 
 // The query pass: dq of query tile i over the key tiles j = 0..i.
+template <class E>
 __global__ void __launch_bounds__(kThreads)
-    flash_backward_query_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
-                                int T, int C, int NH, int hd, int hdp, int heads, float scale, bool vector_loads) {
+    flash_backward_query_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse, const float* D, int T, int C,
+                                int NH, int hd, int hdp, int heads, float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
-  const QueryPassShared sm(shared, hdp);
-  const int ld = operand_ld(hdp), acc_ld = accumulator_ld(hdp);
+  const QueryPassShared<E> sm(shared, hdp);
+  const int ld = operand_ld<E>(hdp), acc_ld = accumulator_ld(hdp);
 
   const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
   const int qt = head.tiles - 1 - head.tile;  // the longest rows first
   const int q0 = qt * kTile;
   const std::int64_t C3 = head.qkv_stride;
-  const bf16* q_base = qkv + head.qkv_offset;  // k at + C, v at + 2C
-  const bf16* g_base = dout + head.out_offset;
+  const E* q_base = qkv + head.qkv_offset;  // k at + C, v at + 2C
+  const E* g_base = dout + head.out_offset;
   const int row0 = threadIdx.x / 32 * kWarpRows;
 
   load_tile(sm.q, ld, q_base, C3, q0, T, hd, hdp, vector_loads);
@@ -488,9 +618,9 @@ __global__ void __launch_bounds__(kThreads)
     warp_product_nt(sm.scores + row0 * kScoreLd, sm.q + row0 * ld, sm.k, ld, hdp);
     warp_product_nt(sm.dprobs + row0 * kScoreLd, sm.dout + row0 * ld, sm.v, ld, hdp);
     __syncwarp();
-    warp_probabilities(nullptr, sm.dscores, sm.scores, sm.dprobs, sm.lse_rows, sm.d_rows, row0, q0, k0, T, scale);
+    warp_probabilities<E>(nullptr, sm.dscores, sm.scores, sm.dprobs, sm.lse_rows, sm.d_rows, row0, q0, k0, T, scale);
     __syncwarp();
-    warp_accumulate<wmma::row_major>(sm.dq + row0 * acc_ld, acc_ld, sm.dscores + row0 * kProbLd, sm.k, ld, hdp);
+    warp_accumulate<wmma::row_major>(sm.dq + row0 * acc_ld, acc_ld, sm.dscores + row0 * kProbLd<E>, sm.k, ld, hdp);
   }
   __syncwarp();
 
@@ -499,7 +629,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- launchers ------------------------------------------------------------------------------------
 
-// What every launch of one call shares, checked: the head size (real and padded), the tile count, the
+// What every launch of one call shares, checked: the head size (real and padded for E), the tile count, the
 // blocks of a per-tile kernel (tiles x heads, all in gridDim.x) and the score scale.
 struct Geometry {
   int T, C, NH, hd, hdp, heads;
@@ -507,12 +637,15 @@ struct Geometry {
   float scale;
 };
 
+template <class E>
 Geometry geometry(const char* op, std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t n_head) {
   if (n_head < 1 || C % n_head != 0)
     fail(op, ": n_head must be positive and divide C; got C = ", C, ", n_head = ", n_head);
   const std::int64_t hd = C / n_head;
+  constexpr int kMaxHeadDim = Tiles<E>::kMaxHeadDim;
   if (hd < 1 || hd > kMaxHeadDim)
-    fail(op, ": the head size C / n_head must be 1 to ", kMaxHeadDim, "; got ", C, " / ", n_head, " = ", hd);
+    fail(op, ": the head size C / n_head must be 1 to ", kMaxHeadDim, " in ",
+         std::is_same<E, float>::value ? "f32" : "bf16", "; got ", C, " / ", n_head, " = ", hd);
   const std::int64_t tiles = (T + kTile - 1) / kTile;
   if (T > INT_MAX || 3 * C > INT_MAX || tiles * B * n_head > INT_MAX)
     fail(op, ": B = ", B, ", T = ", T, ", C = ", C, ", n_head = ", n_head, " is past the kernels' 32-bit grid");
@@ -521,7 +654,7 @@ Geometry geometry(const char* op, std::int64_t B, std::int64_t T, std::int64_t C
   g.C = static_cast<int>(C);
   g.NH = static_cast<int>(n_head);
   g.hd = static_cast<int>(hd);
-  g.hdp = (g.hd + kFrag - 1) / kFrag * kFrag;
+  g.hdp = (g.hd + Tiles<E>::kHeadPad - 1) / Tiles<E>::kHeadPad * Tiles<E>::kHeadPad;
   g.heads = static_cast<int>(B * n_head);
   g.blocks = static_cast<unsigned>(tiles * B * n_head);
   g.scale = 1.f / std::sqrt(static_cast<float>(hd));
@@ -531,56 +664,66 @@ Geometry geometry(const char* op, std::int64_t B, std::int64_t T, std::int64_t C
 // What asks for the shared memory, for allow_shared_memory's error.
 std::string head_size(const Geometry& g) { return "head size " + std::to_string(g.hd); }
 
-// 8 bf16 at a time where every row of every head starts on 16 bytes.
+// 16 bytes at a time where every row of every head starts on 16 bytes.
+template <class E>
 bool vector_loads(int hd, const void* a, const void* b) {
-  return hd % 8 == 0 && reinterpret_cast<std::uintptr_t>(a) % 16 == 0 && reinterpret_cast<std::uintptr_t>(b) % 16 == 0;
+  return hd % kPerVector<E> == 0 && reinterpret_cast<std::uintptr_t>(a) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(b) % 16 == 0;
 }
 
 }  // namespace
 
-void flash_attention_forward(CUstream_st* stream, void* out, float* lse, const void* qkv, std::int64_t B,
-                             std::int64_t T, std::int64_t C, std::int64_t n_head) {
+void flash_attention_forward(CUstream_st* stream, DType dtype, void* out, float* lse, const void* qkv,
+                             std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t n_head) {
   if (B == 0 || T == 0) return;
-  const Geometry g = geometry("flash_attention", B, T, C, n_head);
-  const std::size_t bytes = ForwardShared(std::uintptr_t{0}, g.hdp).bytes;
-  allow_shared_memory(flash_forward_kernel, bytes, "flash_attention", head_size(g));
-  flash_forward_kernel<<<g.blocks, kThreads, bytes, stream>>>(static_cast<bf16*>(out), lse,
-                                                              static_cast<const bf16*>(qkv), g.T, g.C, g.NH, g.hd,
-                                                              g.hdp, g.heads, g.scale, vector_loads(g.hd, qkv, qkv));
-  check_launch("flash_attention_forward");
+  dispatch_float(dtype, "flash_attention", [&](auto zero) {
+    using E = decltype(zero);
+    const Geometry g = geometry<E>("flash_attention", B, T, C, n_head);
+    const std::size_t bytes = ForwardShared<E>(std::uintptr_t{0}, g.hdp).bytes;
+    allow_shared_memory(flash_forward_kernel<E>, bytes, "flash_attention", head_size(g));
+    flash_forward_kernel<E><<<g.blocks, kThreads, bytes, stream>>>(static_cast<E*>(out), lse,
+                                                                   static_cast<const E*>(qkv), g.T, g.C, g.NH, g.hd,
+                                                                   g.hdp, g.heads, g.scale,
+                                                                   vector_loads<E>(g.hd, qkv, qkv));
+    check_launch("flash_attention_forward");
+  });
 }
 
-void flash_attention_backward(CUstream_st* stream, void* dqkv, const void* dout, const void* qkv, const void* out,
-                              const float* lse, std::int64_t B, std::int64_t T, std::int64_t C,
+void flash_attention_backward(CUstream_st* stream, DType dtype, void* dqkv, const void* dout, const void* qkv,
+                              const void* out, const float* lse, std::int64_t B, std::int64_t T, std::int64_t C,
                               std::int64_t n_head) {
   if (B == 0 || T == 0) return;
-  const Geometry g = geometry("flash_attention_backward", B, T, C, n_head);
-  auto* dqkv_bf = static_cast<bf16*>(dqkv);
-  const auto* dout_bf = static_cast<const bf16*>(dout);
-  const auto* qkv_bf = static_cast<const bf16*>(qkv);
-  const bool vectors = vector_loads(g.hd, qkv, dout);
+  dispatch_float(dtype, "flash_attention_backward", [&](auto zero) {
+    using E = decltype(zero);
+    const Geometry g = geometry<E>("flash_attention_backward", B, T, C, n_head);
+    auto* dqkv_e = static_cast<E*>(dqkv);
+    const auto* dout_e = static_cast<const E*>(dout);
+    const auto* qkv_e = static_cast<const E*>(qkv);
+    const bool vectors = vector_loads<E>(g.hd, qkv, dout);
 
-  // 1. D = rowsum(dout * out): lives only until the two passes have read it, so the op's scratch.
-  const std::int64_t rows = B * n_head * T;
-  auto* D = static_cast<float*>(op_scratch(static_cast<std::int64_t>(sizeof(float)) * rows, "the rows' dout . out"));
-  const std::int64_t row_blocks = (rows + kWarps - 1) / kWarps;
-  flash_backward_rowdot_kernel<<<static_cast<unsigned>(row_blocks < 65536 ? row_blocks : 65536), kThreads, 0,
-                                 stream>>>(D, dout_bf, static_cast<const bf16*>(out), rows, g.T, g.C, g.NH, g.hd);
-  check_launch("flash_attention_backward (dout . out)");
+    // 1. D = rowsum(dout * out): lives only until the two passes have read it, so the op's scratch.
+    const std::int64_t rows = B * n_head * T;
+    auto* D =
+        static_cast<float*>(op_scratch(static_cast<std::int64_t>(sizeof(float)) * rows, "the rows' dout . out"));
+    const std::int64_t row_blocks = (rows + kWarps - 1) / kWarps;
+    flash_backward_rowdot_kernel<E><<<static_cast<unsigned>(row_blocks < 65536 ? row_blocks : 65536), kThreads, 0,
+                                      stream>>>(D, dout_e, static_cast<const E*>(out), rows, g.T, g.C, g.NH, g.hd);
+    check_launch("flash_attention_backward (dout . out)");
 
-  // 2. dk, dv by key tiles.
-  const std::size_t key_bytes = KeyPassShared(std::uintptr_t{0}, g.hdp).bytes;
-  allow_shared_memory(flash_backward_key_kernel, key_bytes, "flash_attention_backward", head_size(g));
-  flash_backward_key_kernel<<<g.blocks, kThreads, key_bytes, stream>>>(
-      dqkv_bf, dout_bf, qkv_bf, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
-  check_launch("flash_attention_backward (dk, dv)");
+    // 2. dk, dv by key tiles.
+    const std::size_t key_bytes = KeyPassShared<E>(std::uintptr_t{0}, g.hdp).bytes;
+    allow_shared_memory(flash_backward_key_kernel<E>, key_bytes, "flash_attention_backward", head_size(g));
+    flash_backward_key_kernel<E><<<g.blocks, kThreads, key_bytes, stream>>>(
+        dqkv_e, dout_e, qkv_e, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
+    check_launch("flash_attention_backward (dk, dv)");
 
-  // 3. dq by query tiles.
-  const std::size_t query_bytes = QueryPassShared(std::uintptr_t{0}, g.hdp).bytes;
-  allow_shared_memory(flash_backward_query_kernel, query_bytes, "flash_attention_backward", head_size(g));
-  flash_backward_query_kernel<<<g.blocks, kThreads, query_bytes, stream>>>(
-      dqkv_bf, dout_bf, qkv_bf, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
-  check_launch("flash_attention_backward (dq)");
+    // 3. dq by query tiles.
+    const std::size_t query_bytes = QueryPassShared<E>(std::uintptr_t{0}, g.hdp).bytes;
+    allow_shared_memory(flash_backward_query_kernel<E>, query_bytes, "flash_attention_backward", head_size(g));
+    flash_backward_query_kernel<E><<<g.blocks, kThreads, query_bytes, stream>>>(
+        dqkv_e, dout_e, qkv_e, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
+    check_launch("flash_attention_backward (dq)");
+  });
 }
 
 }  // namespace fsdplab::cuda

@@ -38,12 +38,12 @@ std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string
   return sizes;
 }
 
-// A, what one attention module keeps for its backward (causal_attention.hpp): in f32 runs the probabilities
-// [B,H,T,T] in f32, 4·B·H·T²; in bf16 runs (flash attention) each query's log-sum-exp [B,H,T] in f32, 4·B·H·T,
-// beside the attention output that the output projection keeps anyway.
+// A, what one attention module keeps for its backward (causal_attention.hpp): exact attention the probabilities
+// [B,H,T,T] in f32, 4·B·H·T²; flash attention each query's log-sum-exp [B,H,T] in f32, 4·B·H·T, beside the
+// attention output that the output projection keeps anyway.
 namespace {
-std::int64_t attention_saved_bytes(std::int64_t B, std::int64_t H, std::int64_t T, DType dtype) {
-  return uses_flash_attention(dtype) ? 4 * B * H * T : 4 * B * H * T * T;
+std::int64_t attention_saved_bytes(std::int64_t B, std::int64_t H, std::int64_t T, bool flash) {
+  return flash ? 4 * B * H * T : 4 * B * H * T * T;
 }
 }  // namespace
 
@@ -79,7 +79,8 @@ ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64
   const std::int64_t a = static_cast<std::int64_t>(dtype_size(dtype));
   const std::int64_t B = batch, T = seq, N = B * T, C = config.n_embd, H = config.n_head, L = config.n_layer,
                      V = config.padded_vocab_size();
-  const std::int64_t block = 16 * N * C * a + attention_saved_bytes(B, H, T, dtype) + 16 * N;
+  const bool flash = uses_flash_attention(config.attention, dtype);
+  const std::int64_t block = 16 * N * C * a + attention_saved_bytes(B, H, T, flash) + 16 * N;
   const std::int64_t base = 8 * N + N * C * a + L * block;
   const std::int64_t peak = base + std::max({N * C * a + 8 * N + N * V * a + 4 * N + 4,
                                              2 * N * C * a + 8 * N + N * V * a + 4,
@@ -124,8 +125,9 @@ ModelMemory llama_memory(const LlamaConfig& config, std::int64_t batch, std::int
   const std::int64_t B = batch, T = seq, N = B * T, C = config.hidden_size, F = config.intermediate_size,
                      H = config.num_attention_heads, K = config.num_key_value_heads * config.head_dim(),
                      L = config.num_hidden_layers, V = config.vocab_size;
-  const std::int64_t layer = N * a * (6 * C + 2 * K + 3 * F) + attention_saved_bytes(B, H, T, dtype) + 8 * N;
-  const std::int64_t kept_output = uses_flash_attention(dtype) ? N * C * a : 0;
+  const bool flash = uses_flash_attention(config.attention, dtype);
+  const std::int64_t layer = N * a * (6 * C + 2 * K + 3 * F) + attention_saved_bytes(B, H, T, flash) + 8 * N;
+  const std::int64_t kept_output = flash ? N * C * a : 0;
   const std::int64_t base = 8 * N + N * C * a + L * layer;
   const std::int64_t peak = base + std::max({N * C * a + 8 * N + N * V * a + 4,
                                              2 * N * C * a + 4 * N + N * V * a + 4,

@@ -6,9 +6,28 @@
 
 namespace fsdplab {
 
+AttentionKind parse_attention_kind(std::string_view name) {
+  if (name == "auto") return AttentionKind::by_dtype;
+  if (name == "exact") return AttentionKind::exact;
+  if (name == "flash") return AttentionKind::flash;
+  fail("--attention '", name, "': expected auto (flash in bf16, exact in f32), exact or flash");
+}
+
+std::string_view attention_kind_name(AttentionKind kind) {
+  switch (kind) {
+    case AttentionKind::by_dtype:
+      return "auto";
+    case AttentionKind::exact:
+      return "exact";
+    case AttentionKind::flash:
+      return "flash";
+  }
+  return "?";
+}
+
 void CausalAttention::forward(RunContext& ctx, const Tensor& qkv, const Tensor& y) {
   const std::int64_t B = qkv.dim(0), T = qkv.dim(1);
-  if (uses_flash_attention(qkv.dtype())) {
+  if (uses_flash_attention(kind_, qkv.dtype())) {
     lse_ = Tensor::empty(ctx.device, {B, n_head_, T}, DType::f32, MemTag::activation, name_ + ".lse");
     out_ = y;
     flash_attention(ctx.stream(), qkv, y, lse_, n_head_);

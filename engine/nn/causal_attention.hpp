@@ -1,27 +1,39 @@
 // causal_attention.hpp — the fused attention op between an attention module's projections, and what it keeps
 // for the backward. One object per attention module; GPT-2's and Llama's call it the same way.
 //
-// The algorithm follows the run's dtype:
-//   f32   attention.hpp: the exact softmax, keeping the probabilities [B, NH, T, T] in f32;
-//   bf16  flash_attention.hpp: tensor-core tiles and an online softmax, keeping the log-sum-exp [B, NH, T]
-//         and the output (which the output projection keeps anyway, so it costs no memory).
-// So a bf16 run's activations grow as T, not T^2, per head (memory_model.cpp counts both), while f32 keeps
-// the exact path the numerics tests compare against.
+// Two algorithms, the model's choice (AttentionKind, --attention):
+//   exact  attention.hpp: the exact softmax, keeping the probabilities [B, NH, T, T] in f32;
+//   flash  flash_attention.hpp: 64 x 64 tiles and an online softmax (on tensor cores in bf16), keeping the
+//          log-sum-exp [B, NH, T] and the output (which the output projection keeps anyway: no extra memory).
+// So flash attention's activations grow as T, not T^2, per head (memory_model.cpp counts both). By default
+// bf16 runs use flash attention, as FlashAttention and PyTorch's bf16 SDPA do, and f32 runs the exact path the
+// numerics tests compare against; `--attention flash` in f32 is what PyTorch's f32 SDPA computes (an online
+// softmax in f32, its memory-efficient kernel), for like-for-like speed.
 #pragma once
 #include <string>
+#include <string_view>
 
 #include "engine/nn/module.hpp"
 #include "engine/tensor/tensor.hpp"
 
 namespace fsdplab {
 
-// Whether a run computing in `dtype` attends with flash attention (else the exact op).
-inline bool uses_flash_attention(DType dtype) { return dtype == DType::bf16; }
+enum class AttentionKind { by_dtype, exact, flash };
+
+// "auto" (by_dtype), "exact" or "flash"; an Error naming the three for anything else.
+AttentionKind parse_attention_kind(std::string_view name);
+std::string_view attention_kind_name(AttentionKind kind);
+
+// Whether a model told `kind` attends with flash attention when it computes in `dtype` (else the exact op).
+inline bool uses_flash_attention(AttentionKind kind, DType dtype) {
+  return kind == AttentionKind::flash || (kind == AttentionKind::by_dtype && dtype == DType::bf16);
+}
 
 class CausalAttention {
  public:
   // `name` prefixes the saved tensors' names in the memory ledger (".att" or ".lse").
-  CausalAttention(std::string name, int n_head) : name_(std::move(name)), n_head_(n_head) {}
+  CausalAttention(std::string name, int n_head, AttentionKind kind)
+      : name_(std::move(name)), n_head_(n_head), kind_(kind) {}
 
   // y [B, T, C] = attention over qkv [B, T, 3C]; keeps what backward needs.
   void forward(RunContext& ctx, const Tensor& qkv, const Tensor& y);
@@ -32,9 +44,10 @@ class CausalAttention {
  private:
   std::string name_;
   int n_head_;
-  Tensor att_;  // f32: the probabilities
-  Tensor lse_;  // bf16: each query's log-sum-exp
-  Tensor out_;  // bf16: the forward's output y
+  AttentionKind kind_;
+  Tensor att_;  // exact: the probabilities
+  Tensor lse_;  // flash: each query's log-sum-exp
+  Tensor out_;  // flash: the forward's output y
 };
 
 }  // namespace fsdplab

@@ -75,7 +75,7 @@ class Gpt2Attention final : public Module {
  public:
   Gpt2Attention(std::string name, const Gpt2Config& cfg)
       : Module(std::move(name)),
-        attention_(this->name(), static_cast<int>(cfg.n_head)),
+        attention_(this->name(), static_cast<int>(cfg.n_head), cfg.attention),
         c_attn_(register_module<Linear>("c_attn", cfg.n_embd, 3 * cfg.n_embd, true, WeightLayout::in_out,
                                         kWeightInit, kZero)),
         c_proj_(register_module<Linear>("c_proj", cfg.n_embd, cfg.n_embd, true, WeightLayout::in_out,

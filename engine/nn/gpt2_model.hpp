@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/nn/causal_attention.hpp"
 #include "engine/nn/language_model_loss.hpp"
 #include "engine/nn/model.hpp"
 
@@ -51,6 +52,8 @@ struct Gpt2Config {
   // Not Hugging Face's: wte's rows in storage are vocab_size rounded up to a multiple of this. See
   // [Note: the padded vocabulary]. The test presets set 64: their vocabularies (64, 256) need no padding.
   std::int64_t vocab_multiple = 128;
+  // Not Hugging Face's either: which attention computes (causal_attention.hpp); the parameters do not depend on it.
+  AttentionKind attention = AttentionKind::by_dtype;
 
   std::int64_t padded_vocab_size() const { return (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple; }
   // An Error naming the first field out of range, what it must be and what it is.

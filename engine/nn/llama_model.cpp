@@ -155,7 +155,7 @@ class LlamaAttention final : public Module {
                                         WeightLayout::out_in, kWeightInit, ParamInit{})),
         o_proj_(register_module<Linear>("o_proj", cfg.num_attention_heads * cfg.head_dim(), cfg.hidden_size, false,
                                         WeightLayout::out_in, kWeightInit, ParamInit{})),
-        attention_(this->name(), static_cast<int>(cfg.num_attention_heads)) {}
+        attention_(this->name(), static_cast<int>(cfg.num_attention_heads), cfg.attention) {}
   std::string_view kind() const override { return "LlamaAttention"; }
 
   // [N, C] -> [N, C]: residual + attention(x), the skip connection added by o_proj's epilogue.

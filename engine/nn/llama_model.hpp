@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/nn/causal_attention.hpp"
 #include "engine/nn/language_model_loss.hpp"
 #include "engine/nn/model.hpp"
 
@@ -48,6 +49,8 @@ struct LlamaConfig {
   std::int64_t max_position_embeddings = 4096;  // the context: the longest sequence
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.f;
+  // Not Hugging Face's: which attention computes (causal_attention.hpp); the parameters do not depend on it.
+  AttentionKind attention = AttentionKind::by_dtype;
 
   std::int64_t head_dim() const { return hidden_size / num_attention_heads; }
   // An Error naming the first field out of range, what it must be and what it is.

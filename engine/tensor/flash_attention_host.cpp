@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "engine/tensor/bf16.hpp"
@@ -24,24 +25,42 @@ struct FlashLayout {
 // See [Note: the flash attention arithmetic] in flash_attention.hpp. The host goes query row by query row
 // (rows are independent) and through the keys one tile at a time, which is where the online softmax
 // rescales; inside a tile it sums in key order, where the GPU's tensor cores take their own order.
-using Bits = std::uint16_t;  // bf16 storage
+//
+// A body is a template on its storage S: std::uint16_t for bf16's bits, float for f32. `widen` reads an element
+// (exact), `narrow` rounds a result once for storage, and `operand` is what a product takes: bf16(.) of the note
+// in a bf16 run, the value itself in an f32 run (whose products are f32 fused multiply-adds).
+float widen(std::uint16_t bits) { return bf16_to_float(bits); }
+float widen(float value) { return value; }
+template <class S>
+S narrow(float value) {
+  if constexpr (std::is_same_v<S, float>)
+    return value;
+  else
+    return float_to_bf16(value);
+}
+template <class S>
+float operand(float value) {
+  return widen(narrow<S>(value));
+}
 
 // One head's rows of part `part` (0 = q, 1 = k, 2 = v) of qkv, widened to f32 [T, hd] (exact).
-std::vector<float> head_rows(const Bits* qkv, const FlashLayout& l, std::int64_t b, std::int64_t h, int part) {
+template <class S>
+std::vector<float> head_rows(const S* qkv, const FlashLayout& l, std::int64_t b, std::int64_t h, int part) {
   std::vector<float> rows(static_cast<std::size_t>(l.T * l.hd));
   for (std::int64_t t = 0; t < l.T; ++t) {
-    const Bits* src = qkv + l.qkv_index(b, t, part, h);
-    for (std::int64_t i = 0; i < l.hd; ++i) rows[t * l.hd + i] = bf16_to_float(src[i]);
+    const S* src = qkv + l.qkv_index(b, t, part, h);
+    for (std::int64_t i = 0; i < l.hd; ++i) rows[t * l.hd + i] = widen(src[i]);
   }
   return rows;
 }
 
 // One head's rows of out or dout [B, T, C], widened to f32 [T, hd].
-std::vector<float> head_rows(const Bits* x, const FlashLayout& l, std::int64_t b, std::int64_t h) {
+template <class S>
+std::vector<float> head_rows(const S* x, const FlashLayout& l, std::int64_t b, std::int64_t h) {
   std::vector<float> rows(static_cast<std::size_t>(l.T * l.hd));
   for (std::int64_t t = 0; t < l.T; ++t) {
-    const Bits* src = x + l.out_index(b, t, h);
-    for (std::int64_t i = 0; i < l.hd; ++i) rows[t * l.hd + i] = bf16_to_float(src[i]);
+    const S* src = x + l.out_index(b, t, h);
+    for (std::int64_t i = 0; i < l.hd; ++i) rows[t * l.hd + i] = widen(src[i]);
   }
   return rows;
 }
@@ -52,7 +71,8 @@ float dot(const float* a, const float* b, std::int64_t n) {
   return s;
 }
 
-void forward(Bits* out, float* lse, const Bits* qkv, const FlashLayout& l) {
+template <class S>
+void forward(S* out, float* lse, const S* qkv, const FlashLayout& l) {
   const std::int64_t T = l.T, hd = l.hd;
   const float scale = l.scale();
   std::vector<float> s(static_cast<std::size_t>(kFlashTile)), acc(static_cast<std::size_t>(hd));
@@ -78,21 +98,22 @@ void forward(Bits* out, float* lse, const Bits* qkv, const FlashLayout& l) {
           for (std::int64_t key = k0; key < k_end; ++key) {
             const float p = std::exp(s[key - k0] - m_new);
             tile_sum += p;
-            const float p_operand = round_to_bf16(p);
+            const float p_operand = operand<S>(p);
             for (std::int64_t i = 0; i < hd; ++i) acc[i] += p_operand * v[key * hd + i];
           }
           sum = c * sum + tile_sum;
           m = m_new;
         }
-        Bits* dst = out + l.out_index(b, t, h);
-        for (std::int64_t i = 0; i < hd; ++i) dst[i] = float_to_bf16(acc[i] / sum);
+        S* dst = out + l.out_index(b, t, h);
+        for (std::int64_t i = 0; i < hd; ++i) dst[i] = narrow<S>(acc[i] / sum);
         lse[l.row_index(b, h, t)] = m + std::log(sum);
       }
     }
   }
 }
 
-void backward(Bits* dqkv, const Bits* dout, const Bits* qkv, const Bits* out, const float* lse, const FlashLayout& l) {
+template <class S>
+void backward(S* dqkv, const S* dout, const S* qkv, const S* out, const float* lse, const FlashLayout& l) {
   const std::int64_t T = l.T, hd = l.hd;
   const float scale = l.scale();
   const auto n = static_cast<std::size_t>(T * hd);
@@ -111,7 +132,7 @@ void backward(Bits* dqkv, const Bits* dout, const Bits* qkv, const Bits* out, co
         for (std::int64_t key = 0; key <= t; ++key) {
           const float p = std::exp(scale * dot(&q[t * hd], &k[key * hd], hd) - lse_t);
           const float dp = dot(&g[t * hd], &v[key * hd], hd);
-          const float p_operand = round_to_bf16(p), ds_operand = round_to_bf16(p * (dp - D[t]));
+          const float p_operand = operand<S>(p), ds_operand = operand<S>(p * (dp - D[t]));
           for (std::int64_t i = 0; i < hd; ++i) {
             dv[key * hd + i] += p_operand * g[t * hd + i];
             dk[key * hd + i] += ds_operand * q[t * hd + i];
@@ -124,16 +145,13 @@ void backward(Bits* dqkv, const Bits* dout, const Bits* qkv, const Bits* out, co
       const float part_scale[3] = {scale, scale, 1.f};
       for (int p = 0; p < 3; ++p) {
         for (std::int64_t t = 0; t < T; ++t) {
-          Bits* dst = dqkv + l.qkv_index(b, t, p, h);
-          for (std::int64_t i = 0; i < hd; ++i)
-            dst[i] = float_to_bf16(part_scale[p] * parts[p][t * hd + i]);
+          S* dst = dqkv + l.qkv_index(b, t, p, h);
+          for (std::int64_t i = 0; i < hd; ++i) dst[i] = narrow<S>(part_scale[p] * parts[p][t * hd + i]);
         }
       }
     }
   }
 }
-
-
 }  // namespace
 
 void flash_attention_forward_host(std::uint16_t* out, float* lse, const std::uint16_t* qkv, std::int64_t B,
@@ -144,6 +162,17 @@ void flash_attention_forward_host(std::uint16_t* out, float* lse, const std::uin
 void flash_attention_backward_host(std::uint16_t* dqkv, const std::uint16_t* dout, const std::uint16_t* qkv,
                                    const std::uint16_t* out, const float* lse, std::int64_t B, std::int64_t T,
                                    std::int64_t C, std::int64_t n_head) {
+  backward(dqkv, dout, qkv, out, lse, {B, T, C, n_head, C / n_head});
+}
+
+void flash_attention_forward_host(float* out, float* lse, const float* qkv, std::int64_t B, std::int64_t T,
+                                  std::int64_t C, std::int64_t n_head) {
+  forward(out, lse, qkv, {B, T, C, n_head, C / n_head});
+}
+
+void flash_attention_backward_host(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                   const float* lse, std::int64_t B, std::int64_t T, std::int64_t C,
+                                   std::int64_t n_head) {
   backward(dqkv, dout, qkv, out, lse, {B, T, C, n_head, C / n_head});
 }
 

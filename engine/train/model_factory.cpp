@@ -70,6 +70,8 @@ BuiltModel build_model(const RunConfig& run) {
   check(!known || run.model == "gpt2" || run.vocab_multiple == 0, "--vocab-multiple ", run.vocab_multiple,
         " for --model ", run.model, ": only --model gpt2 pads its vocabulary",
         run.model == "llama" ? " (llama's 32000 tokens are a multiple of 128 already)" : "");
+  check(!known || named_sizes || run.attention == "auto", "--attention ", run.attention, " for --model ", run.model,
+        ": only gpt2 and llama have attention");
   check(run.batch >= run.world, "--batch ", run.batch, " is smaller than --world ", run.world,
         ": every rank needs at least one row");
   check(run.batch % run.world == 0, "--batch ", run.batch, " is not a multiple of --world ", run.world,
@@ -90,6 +92,7 @@ BuiltModel build_model(const RunConfig& run) {
   } else if (run.model == "gpt2") {
     Gpt2Config c = gpt2_preset(run.preset.empty() ? "test-tiny" : run.preset);
     if (run.vocab_multiple != 0) c.vocab_multiple = run.vocab_multiple;
+    c.attention = parse_attention_kind(run.attention);
     const std::int64_t seq = run.seq == 0 ? c.n_positions : run.seq;
     check(seq >= 1 && seq <= c.n_positions, "--seq ", seq, " for gpt2 '", run.preset,
           "': expected 1 to the position table's ", c.n_positions, " tokens");
@@ -111,7 +114,8 @@ BuiltModel build_model(const RunConfig& run) {
     built.unit_kinds = {"Block"};  // the root unit keeps wte (tied to the LM head), wpe and ln_f
   } else if (run.model == "llama") {
     const std::string preset = run.preset.empty() ? "test-tiny" : run.preset;
-    const LlamaConfig c = llama_preset(preset);
+    LlamaConfig c = llama_preset(preset);
+    c.attention = parse_attention_kind(run.attention);
     const std::int64_t seq = run.seq == 0 ? c.max_position_embeddings : run.seq;
     check(seq >= 1 && seq <= c.max_position_embeddings, "--seq ", seq, " for llama '", preset,
           "': expected 1 to the context's ", c.max_position_embeddings, " tokens");

@@ -43,6 +43,9 @@ struct RunConfig {
   // gpt2: wte's rows in storage are the vocabulary rounded up to a multiple of this ([Note: the padded
   // vocabulary] in engine/nn/gpt2_model.hpp); 1 stores it unpadded; 0: the preset's (128, the test presets 64).
   std::int64_t vocab_multiple = 0;
+  // gpt2, llama: which attention computes (engine/nn/causal_attention.hpp): auto (flash in bf16, exact in f32),
+  // exact or flash.
+  std::string attention = "auto";
   std::string optimizer = "adamw";
   double lr = 1e-3;
   double momentum = 0;     // sgd only; every other hyper-parameter is PyTorch's default

@@ -488,16 +488,46 @@ TEST_P(Gpt2ModelTiny, Bf16RunTracksF32) {
 
 FSDPLAB_ON_EACH_DEVICE(Gpt2ModelTiny);
 
+// The f32 online softmax against the exact one on the same model and batch: the loss to f32's rounding and every
+// gradient to 1e-5 of the largest of its tensor; a wrong tile, scale or mask in either misses by far more.
+TEST_P(Gpt2ModelTiny, FlashAttentionInF32TracksTheExactSoftmax) {
+  std::vector<std::vector<float>> grads[2];
+  double loss[2];
+  const AttentionKind kinds[2] = {AttentionKind::exact, AttentionKind::flash};
+  for (int k = 0; k < 2; ++k) {
+    auto dev = device();
+    Gpt2Config config = gpt2_preset("test-tiny");
+    config.attention = kinds[k];
+    Gpt2Model model(config);
+    materialise(model, *dev, 61);
+    RunContext ctx{*dev};
+    loss[k] = loss_of(model, ctx, random_batch(*dev, 64, 62));
+    model.backward(ctx);
+    for (Parameter* p : model.parameters()) grads[k].push_back(read(p->grad));
+  }
+  EXPECT_NEAR(loss[1], loss[0], 1e-6 * loss[0]);
+  for (std::size_t i = 0; i < grads[0].size(); ++i) {
+    float largest = 0.f;
+    for (const float g : grads[0][i]) largest = std::max(largest, std::abs(g));
+    EXPECT_TRUE(all_close(grads[1][i], grads[0][i], 1e-5 * largest, 0.0)) << "parameter " << i;
+  }
+}
+
 // ---- activation memory against the analytic model ------------------------------------------------
 
 using Gpt2ModelMemory = ActivationPeakTest<Gpt2Model>;
 
 TEST_P(Gpt2ModelMemory, ActivationPeakIsTheFormulaToTheByte) {
+  // Each dtype with its default attention (flash in bf16, exact in f32) and with the other.
+  for (const AttentionKind kind : {AttentionKind::by_dtype, AttentionKind::exact, AttentionKind::flash}) {
+    Gpt2Config tiny = gpt2_preset("test-tiny");
+    tiny.attention = kind;
+    for (DType dtype : {DType::f32, DType::bf16})
+      for (auto [B, T] : {std::pair<std::int64_t, std::int64_t>{2, 8}, {1, 16}, {3, 5}})
+        EXPECT_EQ(measured(tiny, B, T, dtype), gpt2_memory(tiny, B, T, dtype).activation)
+            << dtype_name(dtype) << " B " << B << " T " << T << ", attention " << attention_kind_name(kind);
+  }
   const Gpt2Config tiny = gpt2_preset("test-tiny");
-  for (DType dtype : {DType::f32, DType::bf16})
-    for (auto [B, T] : {std::pair<std::int64_t, std::int64_t>{2, 8}, {1, 16}, {3, 5}})
-      EXPECT_EQ(measured(tiny, B, T, dtype), gpt2_memory(tiny, B, T, dtype).activation)
-          << dtype_name(dtype) << " B " << B << " T " << T;
   // A large, padded vocabulary puts the peak at the LM head's backward, where the logits' gradient (written
   // over the logits) sits beside the head's dx.
   Gpt2Config vocab = tiny;
@@ -516,6 +546,14 @@ TEST(Gpt2ModelDryRunMemory, OneTwentyFourMillionStepIsTheFormulaToTheByte) {
     const std::int64_t peak = dry_run_activation_peak<Gpt2Model>(small, 4, 1024, dtype);
     EXPECT_EQ(peak, gpt2_memory(small, 4, 1024, dtype).activation) << dtype_name(dtype);
   }
+  // f32 with flash attention keeps no [B, H, T, T] probabilities: 12 layers x 4 x 12 x 1024 x 1024 f32 fewer
+  // bytes, less the log-sum-exp rows it keeps instead.
+  Gpt2Config flash = small;
+  flash.attention = AttentionKind::flash;
+  const std::int64_t flash_peak = dry_run_activation_peak<Gpt2Model>(flash, 4, 1024, DType::f32);
+  EXPECT_EQ(flash_peak, gpt2_memory(flash, 4, 1024, DType::f32).activation);
+  EXPECT_EQ(gpt2_memory(small, 4, 1024, DType::f32).activation - flash_peak,
+            12 * (4LL * 12 * 1024 * 1024 * 4 - 4LL * 12 * 1024 * 4));
 }
 
 TEST(Gpt2ModelDryRun, Gpt2SmallStepRunsOnShapesAlone) {

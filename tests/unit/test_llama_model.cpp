@@ -393,11 +393,16 @@ FSDPLAB_ON_EACH_DEVICE(LlamaModelTiny);
 using LlamaModelMemory = ActivationPeakTest<LlamaModel>;
 
 TEST_P(LlamaModelMemory, ActivationPeakIsTheFormulaToTheByte) {
+  // Each dtype with its default attention (flash in bf16, exact in f32) and with the other.
+  for (const AttentionKind kind : {AttentionKind::by_dtype, AttentionKind::exact, AttentionKind::flash}) {
+    LlamaConfig tiny = llama_preset("test-tiny");
+    tiny.attention = kind;
+    for (DType dtype : {DType::f32, DType::bf16})
+      for (auto [B, T] : {std::pair<std::int64_t, std::int64_t>{2, 8}, {1, 16}, {3, 5}})
+        EXPECT_EQ(measured(tiny, B, T, dtype), llama_memory(tiny, B, T, dtype).activation)
+            << dtype_name(dtype) << " B " << B << " T " << T << ", attention " << attention_kind_name(kind);
+  }
   const LlamaConfig tiny = llama_preset("test-tiny");
-  for (DType dtype : {DType::f32, DType::bf16})
-    for (auto [B, T] : {std::pair<std::int64_t, std::int64_t>{2, 8}, {1, 16}, {3, 5}})
-      EXPECT_EQ(measured(tiny, B, T, dtype), llama_memory(tiny, B, T, dtype).activation)
-          << dtype_name(dtype) << " B " << B << " T " << T;
   // Other shapes move the peak to other moments: multi-head (KV = H), a wide MLP, a narrow one (where
   // re-packing q, k, v in the attention's backward is the peak), a large vocabulary.
   LlamaConfig mha = tiny;

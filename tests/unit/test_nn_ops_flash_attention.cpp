@@ -1,8 +1,10 @@
-// flash_attention and flash_attention_backward against the exact softmax in double precision. The bounds
-// follow from [Note: the flash attention arithmetic] (flash_attention.hpp), element by element: every bf16
-// operand the arithmetic rounds (p before p v, ds before ds k and ds^T q, the stored out that D reads) moves
-// its term by at most 2^-9 of it, and each output is rounded once more. The tests allow twice that, and a
-// wrong formula, tile edge or mask misses by orders of magnitude more.
+// flash_attention and flash_attention_backward against the exact softmax in double precision, in bf16 and in
+// f32. The bounds follow from [Note: the flash attention arithmetic] (flash_attention.hpp), element by element:
+// every bf16 operand the arithmetic rounds (p before p v, ds before ds k and ds^T q, the stored out that D
+// reads) moves its term by at most 2^-9 of it, and each output is rounded once more. The tests allow twice
+// that, and a wrong formula, tile edge or mask misses by orders of magnitude more. In f32 nothing is rounded
+// to bf16: what is left is f32's own rounding in sums of up to T terms, which 2^-16 of each term's size covers
+// at these lengths.
 #include "engine/tensor/flash_attention.hpp"
 
 #include <algorithm>
@@ -15,7 +17,8 @@ namespace {
 
 using namespace testing;
 
-constexpr double kRounding = 1.0 / 256;  // twice bf16's largest relative rounding error, 2^-9
+// The relative error a term may carry: twice bf16's largest rounding, 2^-9; in f32 2^-16.
+double rounding(DType dtype) { return dtype == DType::bf16 ? 1.0 / 256 : 1.0 / 65536; }
 
 struct Sizes {
   std::int64_t B, T, C, NH;
@@ -38,7 +41,8 @@ struct Reference {
   std::vector<double> out, out_bound, lse, dqkv, dqkv_bound;
 };
 
-Reference reference(const Problem& pb) {
+Reference reference(const Problem& pb, DType dtype) {
+  const double kRounding = rounding(dtype);
   const Sizes& n = pb.n;
   const std::int64_t hd = n.hd();
   auto qkv_at = [&](std::int64_t b, std::int64_t t, int part, std::int64_t h, std::int64_t i) {
@@ -127,19 +131,32 @@ struct Outputs {
   std::vector<float> out, lse, dqkv;
 };
 
-Outputs run(Device& dev, const Problem& pb) {
+Outputs run(Device& dev, const Problem& pb, DType dtype) {
   const Sizes& n = pb.n;
   const int heads = static_cast<int>(n.NH);
-  Tensor qkv = tensor_from(dev, {n.B, n.T, 3 * n.C}, pb.qkv, DType::bf16);
-  Tensor out = leftovers(dev, {n.B, n.T, n.C}, DType::bf16), lse = leftovers(dev, {n.B, n.NH, n.T});
+  Tensor qkv = tensor_from(dev, {n.B, n.T, 3 * n.C}, pb.qkv, dtype);
+  Tensor out = leftovers(dev, {n.B, n.T, n.C}, dtype), lse = leftovers(dev, {n.B, n.NH, n.T});
   flash_attention(compute(dev), qkv, out, lse, heads);
-  Tensor dout = tensor_from(dev, {n.B, n.T, n.C}, pb.dout, DType::bf16);
-  Tensor dqkv = leftovers(dev, {n.B, n.T, 3 * n.C}, DType::bf16);  // the backward overwrites every element
+  Tensor dout = tensor_from(dev, {n.B, n.T, n.C}, pb.dout, dtype);
+  Tensor dqkv = leftovers(dev, {n.B, n.T, 3 * n.C}, dtype);  // the backward overwrites every element
   flash_attention_backward(compute(dev), dout, qkv, out, lse, dqkv, heads);
   return {read(out), read(lse), read(dqkv)};
 }
 
 class NnOpsFlashAttentionTest : public OnEachDevice {};
+
+void expect_the_exact_softmax_within_roundings(Device& dev, DType dtype, const std::vector<Sizes>& cases) {
+  for (const Sizes& n : cases) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)) + ", B " + std::to_string(n.B) + ", T " + std::to_string(n.T) +
+                 ", hd " + std::to_string(n.hd()));
+    const Problem pb = problem(n, static_cast<std::uint32_t>(n.T));
+    const Reference ref = reference(pb, dtype);
+    const Outputs got = run(dev, pb, dtype);
+    EXPECT_TRUE(within(got.out, ref.out, ref.out_bound));
+    EXPECT_TRUE(all_close(got.lse, ref.lse, 1e-4, 1e-6));
+    EXPECT_TRUE(within(got.dqkv, ref.dqkv, ref.dqkv_bound));
+  }
+}
 
 TEST_P(NnOpsFlashAttentionTest, MatchesTheExactSoftmaxWithinItsRoundings) {
   // One partial tile with a head dimension the GPU pads (4); three tiles, the last partial, so the online
@@ -148,15 +165,16 @@ TEST_P(NnOpsFlashAttentionTest, MatchesTheExactSoftmaxWithinItsRoundings) {
   std::vector<Sizes> cases = {{2, 5, 8, 2}, {1, 150, 32, 2}, {2, 70, 192, 3}, {1, 80, 256, 2}};
   if (GetParam() == DeviceKind::cuda) cases.push_back({1, 1024, 128, 2});
   auto dev = device();
-  for (const Sizes& n : cases) {
-    SCOPED_TRACE("B " + std::to_string(n.B) + ", T " + std::to_string(n.T) + ", hd " + std::to_string(n.hd()));
-    const Problem pb = problem(n, static_cast<std::uint32_t>(n.T));
-    const Reference ref = reference(pb);
-    const Outputs got = run(*dev, pb);
-    EXPECT_TRUE(within(got.out, ref.out, ref.out_bound));
-    EXPECT_TRUE(all_close(got.lse, ref.lse, 1e-4, 1e-6));
-    EXPECT_TRUE(within(got.dqkv, ref.dqkv, ref.dqkv_bound));
-  }
+  expect_the_exact_softmax_within_roundings(*dev, DType::bf16, cases);
+}
+
+TEST_P(NnOpsFlashAttentionTest, InF32MatchesTheExactSoftmaxWithinF32Roundings) {
+  // The same shapes up to f32's largest head, 64; a head of 6 columns, which the GPU pads to 8 and loads a float
+  // at a time; on the GPU GPT-2's hd at its full context.
+  std::vector<Sizes> cases = {{2, 5, 8, 2}, {1, 67, 12, 2}, {1, 150, 32, 2}, {2, 70, 192, 3}};
+  if (GetParam() == DeviceKind::cuda) cases.push_back({1, 1024, 128, 2});
+  auto dev = device();
+  expect_the_exact_softmax_within_roundings(*dev, DType::f32, cases);
 }
 
 TEST_P(NnOpsFlashAttentionTest, QueriesSeeNoKeyAfterThem) {
@@ -169,9 +187,9 @@ TEST_P(NnOpsFlashAttentionTest, QueriesSeeNoKeyAfterThem) {
     pb.qkv[static_cast<std::size_t>(late * 3 * n.C + n.C + i)] = 8.f;        // k
     pb.qkv[static_cast<std::size_t>(late * 3 * n.C + 2 * n.C + i)] = 1000.f;  // v
   }
-  const Reference ref = reference(pb);
+  const Reference ref = reference(pb, DType::bf16);
   auto dev = device();
-  const Outputs got = run(*dev, pb);
+  const Outputs got = run(*dev, pb, DType::bf16);
   EXPECT_TRUE(within(got.out, ref.out, ref.out_bound));
   for (std::int64_t t = 0; t < late; ++t)
     for (std::int64_t i = 0; i < n.C; ++i) ASSERT_LT(std::abs(got.out[static_cast<std::size_t>(t * n.C + i)]), 3.f);
@@ -179,12 +197,14 @@ TEST_P(NnOpsFlashAttentionTest, QueriesSeeNoKeyAfterThem) {
 
 TEST_P(NnOpsFlashAttentionTest, RerunsAreBitExact) {
   // No atomics on any device: the same inputs give the same bits, forward and backward.
-  const Problem pb = problem({2, 130, 128, 2}, 7);
   auto dev = device();
-  const Outputs first = run(*dev, pb), second = run(*dev, pb);
-  EXPECT_EQ(first.out, second.out);
-  EXPECT_EQ(first.lse, second.lse);
-  EXPECT_EQ(first.dqkv, second.dqkv);
+  for (const DType dtype : {DType::bf16, DType::f32}) {
+    const Problem pb = problem({2, 130, dtype == DType::bf16 ? 128 : 64, 2}, 7);
+    const Outputs first = run(*dev, pb, dtype), second = run(*dev, pb, dtype);
+    EXPECT_EQ(first.out, second.out) << dtype_name(dtype);
+    EXPECT_EQ(first.lse, second.lse) << dtype_name(dtype);
+    EXPECT_EQ(first.dqkv, second.dqkv) << dtype_name(dtype);
+  }
 }
 
 FSDPLAB_ON_EACH_DEVICE(NnOpsFlashAttentionTest);
@@ -215,15 +235,21 @@ TEST(NnOpsFlashAttention, MismatchedOperandsAreErrors) {
   Tensor lse_t = zeros(*dev, {B, NH, T + 1});
   Tensor wide_qkv = zeros(*dev, {1, 2, 3 * 258}, DType::bf16), wide_out = zeros(*dev, {1, 2, 258}, DType::bf16);
   Tensor wide_lse = zeros(*dev, {1, 1, 2});
+  Tensor wide_qkv_f32 = zeros(*dev, {1, 2, 3 * 130}), wide_out_f32 = zeros(*dev, {1, 2, 130});
+  Tensor qkv_i32 = Tensor::empty(*dev, {B, T, 3 * C}, DType::i32, MemTag::activation);
   const Stream s = compute(*dev);
+  EXPECT_TRUE(throws_error([&] { flash_attention(s, qkv_i32, out, lse, NH); },
+                           {"flash_attention", "qkv must be [B, T, 3C] f32 or bf16", "[2, 5, 24] i32"}));
   EXPECT_TRUE(throws_error([&] { flash_attention(s, qkv_f32, out, lse, NH); },
-                           {"flash_attention", "qkv must be bf16", "f32 runs use attention", "[2, 5, 24] f32"}));
+                           {"out must be [2, 5, 8] f32", "[2, 5, 8] bf16"}));
   EXPECT_TRUE(throws_error([&] { flash_attention(s, qkv, out_f32, lse, NH); },
                            {"out must be [2, 5, 8] bf16", "[2, 5, 8] f32"}));
   EXPECT_TRUE(throws_error([&] { flash_attention(s, qkv, out, lse_t, NH); }, {"lse must be [2, 2, 5] f32", "[2, 2, 6]"}));
   EXPECT_TRUE(throws_error([&] { flash_attention(s, qkv, out, lse, 3); }, {"n_head must divide C = 8", "got n_head 3"}));
   EXPECT_TRUE(throws_error([&] { flash_attention(s, wide_qkv, wide_out, wide_lse, 1); },
-                           {"head dimension C / n_head must be at most 128", "got 258"}));
+                           {"head dimension C / n_head of bf16 qkv must be at most 128", "got 258"}));
+  EXPECT_TRUE(throws_error([&] { flash_attention(s, wide_qkv_f32, wide_out_f32, wide_lse, 2); },
+                           {"head dimension C / n_head of f32 qkv must be at most 64", "got 65"}));
   EXPECT_TRUE(throws_error([&] { flash_attention_backward(s, out, qkv, out, lse, out, NH); },
                            {"flash_attention_backward", "dqkv must be [2, 5, 24] bf16", "[2, 5, 8] bf16"}));
   EXPECT_TRUE(dev->ops().empty());
