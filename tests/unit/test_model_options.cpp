@@ -1,7 +1,9 @@
-// Options a model would ignore are refused by build_model (model_factory.hpp), and a seed is checked as
-// text, before a parser can wrap "-5" to 2^64-5.
+// Options a model would ignore are refused by build_model (model_factory.hpp), the ones it reads reach its
+// config, and a seed is checked as text, before a parser can wrap "-5" to 2^64-5.
 #include <gtest/gtest.h>
 
+#include "engine/nn/gpt2_model.hpp"
+#include "engine/nn/llama_model.hpp"
 #include "engine/train/model_factory.hpp"
 #include "test_support.hpp"
 
@@ -33,6 +35,27 @@ TEST(ModelOptions, MlpWidthForAnotherModelIsRefused) {
   EXPECT_TRUE(contains(error, "--mlp-width 512 / --mlp-depth 4 for --model gpt2: only --model mlp reads them")) << error;
   run.model = "mlp";
   EXPECT_NO_THROW(build_model(run));
+}
+
+TEST(ModelOptions, AttentionIsChosenForTheModelsThatHaveIt) {
+  RunConfig run;
+  run.model = "toy";
+  run.attention = "flash";
+  const std::string toy = error_of([&] { build_model(run); });
+  EXPECT_TRUE(contains(toy, "--attention flash for --model toy: only gpt2 and llama have attention")) << toy;
+  run.model = "gpt2";
+  run.attention = "fast";
+  const std::string bad = error_of([&] { build_model(run); });
+  EXPECT_TRUE(contains(bad, "--attention 'fast': expected auto (flash in bf16, exact in f32), exact or flash")) << bad;
+  for (const char* kind : {"auto", "exact", "flash"}) {
+    run.attention = kind;
+    const BuiltModel built = build_model(run);
+    EXPECT_EQ(attention_kind_name(dynamic_cast<const Gpt2Model&>(*built.model).config().attention), kind);
+  }
+  run.model = "llama";
+  run.attention = "flash";
+  const BuiltModel llama = build_model(run);
+  EXPECT_EQ(dynamic_cast<const LlamaModel&>(*llama.model).config().attention, AttentionKind::flash);
 }
 
 TEST(ModelOptions, SeedTextMustBeAnUnsigned64BitNumber) {
