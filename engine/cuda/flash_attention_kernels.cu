@@ -13,8 +13,8 @@
 //                      ds^T q: the transposed operand is read in place).
 // bf16 runs them on tensor cores through nvcuda::wmma (bf16 m16n16k16 fragments, f32 accumulation; the
 // transposed operand is a column-major fragment); f32 as register blocks: see [Note: the f32 products].
-// The f32 accumulators (out, dq, dk, dv) live in shared memory rather than in fragments: the online softmax
-// rescales them row by row, and which fragment element holds which row is not something wmma promises.
+// bf16's f32 accumulators (out, dq, dk, dv) live in shared memory rather than in fragments: the online softmax
+// rescales out row by row, and which fragment element holds which row is not something wmma promises.
 //
 // Forward: one block per (query tile i, head, batch), the highest query tile (longest rows) first. Each
 // warp owns 16 query rows, so the softmax state of a row never leaves its warp: two lanes a row keep the
@@ -42,16 +42,24 @@
 //
 // Shared memory, in bytes, for a padded head size hdp (row strides padded by 16 bytes so that the rows a
 // fragment or float4 load touches fall in different banks):
-//   forward     q, k, v [64][hdp+pad] E, S [64][68] f32, p [64][64+pad] E, acc [64][hdp+4] f32
-//               bf16 hd = 64: 71,680    hd = 128: 112,640    f32 hd = 64: 104,448
-//   key pass    k, v, q, dout E, dk, dv f32, S and dp f32, p and ds E, lse and D rows
-//               bf16 hd = 64: 125,440   hd = 128: 190,976    f32 hd = 64: 174,592
-//   query pass  q, dout, k, v E, dq f32, S and dp f32, ds E, lse and D rows
-//               bf16 hd = 64: 98,816    hd = 128: 147,968    f32 hd = 64: 139,776
+//   forward     q, k, v [64][hdp+pad] E, S [64][68] f32, p [64][64+pad] E (f32: in S), acc [64][hdp+4] f32
+//               bf16 hd = 64: 71,680    hd = 128: 112,640    f32 hd = 64: 87,040
+//   key pass    k, v, q, dout E, dk, dv f32 (f32: in registers), S and dp f32, p and ds E (f32: in S and dp),
+//               lse and D rows
+//               bf16 hd = 64: 125,440   hd = 128: 190,976    f32 hd = 64: 104,960
+//   query pass  q, dout, k, v E, dq f32 (f32: in registers), S and dp f32, ds E (f32: in dp), lse and D rows
+//               bf16 hd = 64: 98,816    hd = 128: 147,968    f32 hd = 64: 104,960
 // Past the default 48 KiB a launcher opts in (sm_90 allows 227 KiB a block). An H100 SM holds 228 KiB: at
 // hd = 64 that is three bf16 forward blocks, two query-pass blocks or one key-pass block at a time; in f32,
-// two forward blocks and one block of either pass. f32 stops at hd = 64 (kFlashMaxHeadDimF32): its key pass
-// would need 237 KiB at hd = 128.
+// two blocks of each kernel.
+//
+// [Note: where the f32 kernels keep what]
+// An f32 tile takes twice a bf16 tile's bytes, so the f32 kernels keep less in shared memory, to fit two blocks
+// (8 warps) an SM, which SIMT products need to hide their shared-memory latency: p and ds are f32 like the
+// scores they come from, so each takes the place of its S or dp element by element (the thread that reads
+// s_tk writes p_tk); dk, dv and dq stay in the registers of the lanes that sum them (WarpSums), 64 floats a lane
+// in the key pass. The forward's out stays in shared memory: the online softmax rescales it row by row. f32
+// stops at hd = 64 (kFlashMaxHeadDimF32): a lane would hold twice the sums at hd = 128.
 //
 // [Note: the f32 products]
 // An f32 product is a warp's 16 x 64 outputs, 32 a lane in a 4 x 8 block: rows 4 (lane / 8) .. + 3, and in
@@ -89,17 +97,20 @@ constexpr int kScoreLd = kTile + 4;   // row stride of the f32 [64][64] score ti
 static_assert(kWarpRows == kFrag, "a warp owns one fragment's rows");
 
 // What the element type decides: the head dimension's padding (whole wmma fragments for bf16, whole float4s
-// for f32), the padding of a row (16 bytes, so that consecutive rows start in different banks) and the largest
-// head dimension the kernels' shared memory holds (kFlashMaxHeadDim, kFlashMaxHeadDimF32).
+// for f32), the padding of a row (16 bytes, so that consecutive rows start in different banks), the largest
+// head dimension the kernels' shared memory holds (kFlashMaxHeadDim, kFlashMaxHeadDimF32), and where the
+// probabilities and the backward's sums live ([Note: where the f32 kernels keep what]).
 template <class E>
 struct Tiles;
 template <>
 struct Tiles<bf16> {
   static constexpr int kHeadPad = kFrag, kRowPad = 8, kMaxHeadDim = 128;
+  static constexpr bool kProbsOverScores = false, kSumsInRegisters = false;
 };
 template <>
 struct Tiles<float> {
   static constexpr int kHeadPad = 4, kRowPad = 4, kMaxHeadDim = 64;
+  static constexpr bool kProbsOverScores = true, kSumsInRegisters = true;
 };
 
 // Row strides of the [64][hdp] tiles, E operands and f32 accumulators, and of the [64][64] E operand tiles (p, ds).
@@ -110,6 +121,7 @@ __host__ __device__ inline int operand_ld(int hdp) {
 __host__ __device__ inline int accumulator_ld(int hdp) { return hdp + 4; }
 template <class E>
 constexpr int kProbLd = kTile + Tiles<E>::kRowPad;
+static_assert(kProbLd<float> == kScoreLd, "f32 probabilities take the scores' place, row for row");
 
 using FragA = wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, wmma::row_major>;
 using FragBTransposed = wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, bf16, wmma::col_major>;
@@ -147,7 +159,10 @@ struct ForwardShared {
     k = c.template take<E>(kTile * operand_ld<E>(hdp));
     v = c.template take<E>(kTile * operand_ld<E>(hdp));
     scores = c.template take<float>(kTile * kScoreLd);
-    probs = c.template take<E>(kTile * kProbLd<E>);
+    if constexpr (Tiles<E>::kProbsOverScores)
+      probs = scores;
+    else
+      probs = c.template take<E>(kTile * kProbLd<E>);
     acc = c.template take<float>(kTile * accumulator_ld(hdp));
     bytes = c.used;
   }
@@ -156,7 +171,8 @@ struct ForwardShared {
 template <class E>
 struct KeyPassShared {
   E *k, *v, *q, *dout, *probs, *dscores;
-  float *dk, *dv, *scores, *dprobs, *lse_rows, *d_rows;
+  float *dk = nullptr, *dv = nullptr;  // in shared memory unless in registers
+  float *scores, *dprobs, *lse_rows, *d_rows;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ KeyPassShared(Base shared, int hdp) {
@@ -165,12 +181,19 @@ struct KeyPassShared {
     v = c.template take<E>(kTile * operand_ld<E>(hdp));
     q = c.template take<E>(kTile * operand_ld<E>(hdp));
     dout = c.template take<E>(kTile * operand_ld<E>(hdp));
-    dk = c.template take<float>(kTile * accumulator_ld(hdp));
-    dv = c.template take<float>(kTile * accumulator_ld(hdp));
+    if constexpr (!Tiles<E>::kSumsInRegisters) {
+      dk = c.template take<float>(kTile * accumulator_ld(hdp));
+      dv = c.template take<float>(kTile * accumulator_ld(hdp));
+    }
     scores = c.template take<float>(kTile * kScoreLd);
     dprobs = c.template take<float>(kTile * kScoreLd);
-    probs = c.template take<E>(kTile * kProbLd<E>);
-    dscores = c.template take<E>(kTile * kProbLd<E>);
+    if constexpr (Tiles<E>::kProbsOverScores) {
+      probs = scores;
+      dscores = dprobs;
+    } else {
+      probs = c.template take<E>(kTile * kProbLd<E>);
+      dscores = c.template take<E>(kTile * kProbLd<E>);
+    }
     lse_rows = c.template take<float>(kTile);
     d_rows = c.template take<float>(kTile);
     bytes = c.used;
@@ -180,7 +203,8 @@ struct KeyPassShared {
 template <class E>
 struct QueryPassShared {
   E *q, *dout, *k, *v, *dscores;
-  float *dq, *scores, *dprobs, *lse_rows, *d_rows;
+  float* dq = nullptr;  // in shared memory unless in registers
+  float *scores, *dprobs, *lse_rows, *d_rows;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ QueryPassShared(Base shared, int hdp) {
@@ -189,10 +213,13 @@ struct QueryPassShared {
     dout = c.template take<E>(kTile * operand_ld<E>(hdp));
     k = c.template take<E>(kTile * operand_ld<E>(hdp));
     v = c.template take<E>(kTile * operand_ld<E>(hdp));
-    dq = c.template take<float>(kTile * accumulator_ld(hdp));
+    if constexpr (!Tiles<E>::kSumsInRegisters) dq = c.template take<float>(kTile * accumulator_ld(hdp));
     scores = c.template take<float>(kTile * kScoreLd);
     dprobs = c.template take<float>(kTile * kScoreLd);
-    dscores = c.template take<E>(kTile * kProbLd<E>);
+    if constexpr (Tiles<E>::kProbsOverScores)
+      dscores = dprobs;
+    else
+      dscores = c.template take<E>(kTile * kProbLd<E>);
     lse_rows = c.template take<float>(kTile);
     d_rows = c.template take<float>(kTile);
     bytes = c.used;
@@ -319,20 +346,23 @@ __device__ void warp_product_nt(float* out, const float* a, const float* b, int 
     for (int j = 0; j < 8; ++j) out[(r0 + r) * kScoreLd + c0 + 8 * j] = s[r][j];
 }
 
-// acc[r][i] += sum_s M[r][s] x[s][i] over the kTile rows s of x, s ascending, for this warp's 16 rows r of the
-// accumulator (row stride acc_ld, hdp <= 64 columns). M is the f32 tile m (row stride kProbLd) as it is
-// (row_major: M[r][s] = m[r * kProbLd + s]) or transposed (col_major: M[r][s] = m[s * kProbLd + r]).
+// A lane's part of a warp's 16 rows of an f32 sum (hdp <= 64 columns), in registers: rows r0 + r, r0 = 4 (lane / 8),
+// and columns c0 + 32 g .. + 3, c0 = 4 (lane % 8).
+struct RegisterBlock {
+  static constexpr int kGroups = Tiles<float>::kMaxHeadDim / 32;
+  float4 v[4][kGroups];
+  __device__ static int r0() { return 4 * (threadIdx.x % 32 / 8); }
+  __device__ static int c0() { return 4 * (threadIdx.x % 8); }
+};
+
+// block[r][i] += sum_s M[r][s] x[s][i] over the kTile rows s of x, s ascending, for this warp's 16 rows r. M is
+// the f32 tile m (row stride kProbLd) as it is (row_major: M[r][s] = m[r * kProbLd + s]) or transposed
+// (col_major: M[r][s] = m[s * kProbLd + r]).
 template <class Layout>
-__device__ void warp_accumulate(float* acc, int acc_ld, const float* m, const float* x, int x_ld, int hdp) {
+__device__ void accumulate_block(RegisterBlock& block, const float* m, const float* x, int x_ld, int hdp) {
   constexpr bool kTransposed = std::is_same<Layout, wmma::col_major>::value;
-  constexpr int kLd = kProbLd<float>, kGroups = Tiles<float>::kMaxHeadDim / 32;
-  const int lane = threadIdx.x % 32, r0 = 4 * (lane / 8), c0 = 4 * (lane % 8);
-  float4 a[4][kGroups];
-#pragma unroll
-  for (int r = 0; r < 4; ++r)
-#pragma unroll
-    for (int g = 0; g < kGroups; ++g)
-      a[r][g] = c0 + 32 * g < hdp ? load4(acc + (r0 + r) * acc_ld + c0 + 32 * g) : make_float4(0.f, 0.f, 0.f, 0.f);
+  constexpr int kLd = kProbLd<float>;
+  const int r0 = RegisterBlock::r0(), c0 = RegisterBlock::c0();
   for (int s = 0; s < kTile; s += 4) {
     float mv[4][4];  // mv[r][u] = M[r0 + r][s + u]
     if (kTransposed) {
@@ -351,23 +381,39 @@ __device__ void warp_accumulate(float* acc, int acc_ld, const float* m, const fl
 #pragma unroll
     for (int u = 0; u < 4; ++u)
 #pragma unroll
-      for (int g = 0; g < kGroups; ++g) {
+      for (int g = 0; g < RegisterBlock::kGroups; ++g) {
         if (c0 + 32 * g >= hdp) continue;
         const float4 xv = load4(x + (s + u) * x_ld + c0 + 32 * g);
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          a[r][g].x = fmaf(mv[r][u], xv.x, a[r][g].x);
-          a[r][g].y = fmaf(mv[r][u], xv.y, a[r][g].y);
-          a[r][g].z = fmaf(mv[r][u], xv.z, a[r][g].z);
-          a[r][g].w = fmaf(mv[r][u], xv.w, a[r][g].w);
+          float4& a = block.v[r][g];
+          a.x = fmaf(mv[r][u], xv.x, a.x);
+          a.y = fmaf(mv[r][u], xv.y, a.y);
+          a.z = fmaf(mv[r][u], xv.z, a.z);
+          a.w = fmaf(mv[r][u], xv.w, a.w);
         }
       }
   }
+}
+
+// acc[r][i] += sum_s M[r][s] x[s][i] for this warp's 16 rows r of an f32 accumulator in shared memory (row stride
+// acc_ld): the forward's, which the online softmax rescales row by row between the tiles.
+template <class Layout>
+__device__ void warp_accumulate(float* acc, int acc_ld, const float* m, const float* x, int x_ld, int hdp) {
+  const int r0 = RegisterBlock::r0(), c0 = RegisterBlock::c0();
+  RegisterBlock block;
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
-    for (int g = 0; g < kGroups; ++g)
-      if (c0 + 32 * g < hdp) *reinterpret_cast<float4*>(acc + (r0 + r) * acc_ld + c0 + 32 * g) = a[r][g];
+    for (int g = 0; g < RegisterBlock::kGroups; ++g)
+      block.v[r][g] =
+          c0 + 32 * g < hdp ? load4(acc + (r0 + r) * acc_ld + c0 + 32 * g) : make_float4(0.f, 0.f, 0.f, 0.f);
+  accumulate_block<Layout>(block, m, x, x_ld, hdp);
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int g = 0; g < RegisterBlock::kGroups; ++g)
+      if (c0 + 32 * g < hdp) *reinterpret_cast<float4*>(acc + (r0 + r) * acc_ld + c0 + 32 * g) = block.v[r][g];
 }
 
 // ---- softmax and stores -------------------------------------------------------------------------------
@@ -410,6 +456,74 @@ __device__ void warp_store_rows(E* dst, std::int64_t stride, const float* acc, i
     for (int i = lane; i < hd; i += 32) row[i] = from_f32<E>(__fmul_rn(factor, acc[r * acc_ld + i]));
   }
 }
+
+// ---- the backward's sums ------------------------------------------------------------------------------
+
+// A warp's 16 rows of dk, dv or dq, which only grow by products over the tiles that stream by (no online
+// softmax rescales them), then are stored once. bf16 keeps them as f32 tiles in shared memory, where the
+// fragments are loaded from and stored to around each product; f32 keeps them in its lanes' registers (a
+// RegisterBlock each), so that the f32 passes fit two blocks an SM: [Note: where the f32 kernels keep what].
+template <class E, bool kInRegisters = Tiles<E>::kSumsInRegisters>
+class WarpSums;
+
+template <class E>
+class WarpSums<E, false> {
+ public:
+  // `tile` is the block's f32 [kTile][acc_ld] tile; the warp's rows start at row0. Zeroes them.
+  __device__ WarpSums(float* tile, int acc_ld, int row0) : tile_(tile), ld_(acc_ld), row0_(row0) {
+    for (int e = threadIdx.x % 32; e < kWarpRows * ld_; e += 32) tile_[row0_ * ld_ + e] = 0.f;
+  }
+  template <class Layout>
+  __device__ void accumulate(const E* m, const E* x, int x_ld, int hdp) {
+    warp_accumulate<Layout>(tile_ + row0_ * ld_, ld_, m, x, x_ld, hdp);
+  }
+  // dst row t0 + r = E(factor * sum), rows before T and the hd real columns only.
+  __device__ void store(E* dst, std::int64_t stride, int t0, int T, int hd, float factor) const {
+    warp_store_rows(dst, stride, tile_, ld_, row0_, t0, T, hd, factor);
+  }
+
+ private:
+  float* tile_;
+  int ld_, row0_;
+};
+
+template <class E>
+class WarpSums<E, true> {
+ public:
+  __device__ WarpSums(float*, int, int row0) : row0_(row0) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int g = 0; g < RegisterBlock::kGroups; ++g) block_.v[r][g] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  template <class Layout>
+  __device__ void accumulate(const E* m, const E* x, int x_ld, int hdp) {
+    accumulate_block<Layout>(block_, m, x, x_ld, hdp);
+  }
+  __device__ void store(E* dst, std::int64_t stride, int t0, int T, int hd, float factor) const {
+    const int r0 = RegisterBlock::r0(), c0 = RegisterBlock::c0();
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int t = t0 + row0_ + r0 + r;
+      if (t >= T) break;
+      E* row = dst + t * stride;
+#pragma unroll
+      for (int g = 0; g < RegisterBlock::kGroups; ++g) {
+        const float4& a = block_.v[r][g];
+        const float lanes[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int i = c0 + 32 * g + j;
+          if (i < hd) row[i] = from_f32<E>(__fmul_rn(factor, lanes[j]));
+        }
+      }
+    }
+  }
+
+ private:
+  RegisterBlock block_;
+  int row0_;
+};
 
 // The head a block works on. Blocks go (tile, b * NH + h), the tile varying slowest, so tile order is launch
 // order; each kernel counts its tiles from the end it wants first.
@@ -556,8 +670,7 @@ __global__ void __launch_bounds__(kThreads)
 
   load_tile(sm.k, ld, q_base + C, C3, k0, T, hd, hdp, vector_loads);
   load_tile(sm.v, ld, q_base + 2 * C, C3, k0, T, hd, hdp, vector_loads);
-  zero(sm.dk, kTile * acc_ld);
-  zero(sm.dv, kTile * acc_ld);
+  WarpSums<E> dk(sm.dk, acc_ld, row0), dv(sm.dv, acc_ld, row0);
   for (int qt = kt; qt < head.tiles; ++qt) {
     const int q0 = qt * kTile;
     __syncthreads();  // the previous query tile's q, dout, p and ds are no longer read
@@ -575,14 +688,14 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // dv and dk sum over all 64 query rows
 
     // Each warp: its 16 key rows of dv += p^T dout and dk += ds^T q.
-    warp_accumulate<wmma::col_major>(sm.dv + row0 * acc_ld, acc_ld, sm.probs + row0, sm.dout, ld, hdp);
-    warp_accumulate<wmma::col_major>(sm.dk + row0 * acc_ld, acc_ld, sm.dscores + row0, sm.q, ld, hdp);
+    dv.template accumulate<wmma::col_major>(sm.probs + row0, sm.dout, ld, hdp);
+    dk.template accumulate<wmma::col_major>(sm.dscores + row0, sm.q, ld, hdp);
   }
   __syncwarp();
 
   E* d_base = dqkv + head.qkv_offset;
-  warp_store_rows(d_base + C, C3, sm.dk, acc_ld, row0, k0, T, hd, scale);
-  warp_store_rows(d_base + 2 * C, C3, sm.dv, acc_ld, row0, k0, T, hd, 1.f);
+  dk.store(d_base + C, C3, k0, T, hd, scale);
+  dv.store(d_base + 2 * C, C3, k0, T, hd, 1.f);
 }
 
 // The query pass: dq of query tile i over the key tiles j = 0..i.
@@ -606,7 +719,7 @@ __global__ void __launch_bounds__(kThreads)
   load_tile(sm.dout, ld, g_base, C, q0, T, hd, hdp, vector_loads);
   load_rows(sm.lse_rows, lse + static_cast<std::int64_t>(head.bh) * T, q0, T);
   load_rows(sm.d_rows, D + static_cast<std::int64_t>(head.bh) * T, q0, T);
-  zero(sm.dq, kTile * acc_ld);
+  WarpSums<E> dq(sm.dq, acc_ld, row0);
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();  // the previous key and value tiles are no longer read
@@ -620,11 +733,11 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();
     warp_probabilities<E>(nullptr, sm.dscores, sm.scores, sm.dprobs, sm.lse_rows, sm.d_rows, row0, q0, k0, T, scale);
     __syncwarp();
-    warp_accumulate<wmma::row_major>(sm.dq + row0 * acc_ld, acc_ld, sm.dscores + row0 * kProbLd<E>, sm.k, ld, hdp);
+    dq.template accumulate<wmma::row_major>(sm.dscores + row0 * kProbLd<E>, sm.k, ld, hdp);
   }
   __syncwarp();
 
-  warp_store_rows(dqkv + head.qkv_offset, C3, sm.dq, acc_ld, row0, q0, T, hd, scale);
+  dq.store(dqkv + head.qkv_offset, C3, q0, T, hd, scale);
 }
 
 // ---- launchers ------------------------------------------------------------------------------------

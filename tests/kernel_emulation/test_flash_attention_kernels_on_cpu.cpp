@@ -169,6 +169,21 @@ TEST(FlashAttentionKernelsOnCpu, RerunsAreBitExact) {
   expect_reruns_bit_exact<float>();
 }
 
+TEST(FlashAttentionKernelsOnCpu, TheTilesTakeTheSharedMemoryTheKernelsNotesSay) {
+  // The table in flash_attention_kernels.cu, which decides how many blocks an SM holds (228 KiB on sm_90).
+  using cuda::bf16;
+  const std::uintptr_t at = 0;
+  EXPECT_EQ(cuda::ForwardShared<bf16>(at, 64).bytes, 71680u);
+  EXPECT_EQ(cuda::ForwardShared<bf16>(at, 128).bytes, 112640u);
+  EXPECT_EQ(cuda::ForwardShared<float>(at, 64).bytes, 87040u);
+  EXPECT_EQ(cuda::KeyPassShared<bf16>(at, 64).bytes, 125440u);
+  EXPECT_EQ(cuda::KeyPassShared<bf16>(at, 128).bytes, 190976u);
+  EXPECT_EQ(cuda::KeyPassShared<float>(at, 64).bytes, 104960u);
+  EXPECT_EQ(cuda::QueryPassShared<bf16>(at, 64).bytes, 98816u);
+  EXPECT_EQ(cuda::QueryPassShared<bf16>(at, 128).bytes, 147968u);
+  EXPECT_EQ(cuda::QueryPassShared<float>(at, 64).bytes, 104960u);
+}
+
 TEST(FlashAttentionKernelsOnCpu, ALauncherRefusesWhatTheKernelsCannotHold) {
   std::vector<Bits> qkv(3 * 258), out(258);
   std::vector<float> lse(2), qkv_f32(3 * 130), out_f32(130);
