@@ -365,7 +365,7 @@ __device__ void accumulate_block(RegisterBlock& block, const float* m, const flo
   const int r0 = RegisterBlock::r0(), c0 = RegisterBlock::c0();
   for (int s = 0; s < kTile; s += 4) {
     float mv[4][4];  // mv[r][u] = M[r0 + r][s + u]
-    if (kTransposed) {
+    if constexpr (kTransposed) {
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const float4 column = load4(m + (s + u) * kLd + r0);  // M[r0 .. r0 + 3][s + u]
