@@ -74,6 +74,9 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
   std::vector<CLI::Option*> flags = {
       cmd.add_option("--model", s.model, "Model: gpt2, llama, mlp, toy")->capture_default_str(),
       cmd.add_option("--preset", s.preset, "Model size (gpt2, llama)")->capture_default_str(),
+      cmd.add_option("--attention", s.attention, "gpt2, llama: auto (flash in bf16, exact in f32), exact or flash")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"auto", "exact", "flash"})),
       cmd.add_option("--world", s.world, "Ranks")->capture_default_str()->check(CLI::Range(1, 64)),
       cmd.add_option("--device", s.device, "sim (virtual time) or cuda (every rank on GPU 0, CUPTI kernels, wall clock)")
           ->capture_default_str()

@@ -86,6 +86,12 @@ void ControlsPanel::draw(LiveSession& session) {
     s.preset = s.model == "gpt2" || s.model == "llama" ? "test-tiny" : "";
   if (s.model == "gpt2") combo("preset", s.preset, strings(gpt2_preset_names()));
   if (s.model == "llama") combo("preset", s.preset, strings(llama_preset_names()));
+  if (s.model == "gpt2" || s.model == "llama") {
+    combo("attention", s.attention, {"auto", "exact", "flash"});
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("auto: flash in bf16, exact in f32. exact keeps each layer's [B, H, T, T] probabilities "
+                        "(the memory panel's .att), flash only each row's log-sum-exp (.lse)");
+  }
   ImGui::SliderInt("world size", &s.world, 1, 8);
   std::vector<std::string> devices = PresetCatalog::builtin().device_names();
   combo("device", s.device_preset, devices);

@@ -50,6 +50,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   RunConfig run;
   run.model = model;
   run.preset = model_has_named_sizes(model) ? preset : "";
+  run.attention = model_has_named_sizes(model) ? attention : "auto";
   run.world = world;
   run.steps = steps;
   check(device == "sim" || device == "cuda", "--device '", device, "'; expected sim or cuda");

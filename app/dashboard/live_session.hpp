@@ -38,6 +38,7 @@ Comparison parse_comparison(std::string_view flag);  // an Error naming the word
 struct SessionSettings {
   std::string model = "gpt2";
   std::string preset = "test-small";
+  std::string attention = "auto";  // gpt2, llama: auto, exact or flash (engine/nn/causal_attention.hpp)
   int world = 2;
   std::string device = "sim";  // sim (virtual time) or cuda (every rank on one GPU, CUPTI kernels, wall clock)
   std::string device_preset = "rtx-4090";  // sim: the device simulated; cuda: its cost model's figures

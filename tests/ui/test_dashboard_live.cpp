@@ -106,6 +106,15 @@ TEST(DashboardLive, RunsSideBySideEachTakeTheirOwnPlaceOnTheGpu) {
   }
 }
 
+// The attention the settings choose is the one the runs' models attend with; a model without attention keeps none.
+TEST(DashboardLive, TheAttentionChosenReachesEveryRun) {
+  SessionSettings settings = tiny_settings(3);
+  settings.attention = "flash";
+  for (const SessionSettings::PlannedRun& planned : settings.plan()) EXPECT_EQ(planned.run.run.attention, "flash");
+  settings.model = "mlp";
+  for (const SessionSettings::PlannedRun& planned : settings.plan()) EXPECT_EQ(planned.run.run.attention, "auto");
+}
+
 // Nobody draws, nobody drains: the runs still finish (the queues grow instead), and what they published
 // is all there when the UI comes back.
 TEST(DashboardLive, RunsNeverWaitForTheUi) {
