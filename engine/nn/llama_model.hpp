@@ -23,8 +23,8 @@
 // What each step keeps per decoder layer on N = B*T tokens (a = activation bytes): the layer's input,
 // input_layernorm's output, q, k, v after rotation, the attention output, the residual, the
 // post-attention norm's output, gate, up, silu(gate)*up and the layer's output, and what the attention
-// keeps in f32: the probabilities [B, H, T, T] in f32 runs, each query's log-sum-exp [B, H, T] in bf16
-// runs (flash attention); no activation checkpointing. See
+// keeps in f32: the probabilities [B, H, T, T] with exact attention (f32's default), each query's log-sum-exp
+// [B, H, T] with flash attention (bf16's default; LlamaConfig::attention); no activation checkpointing. See
 // llama_memory in engine/fsdp/memory_model.hpp for the count.
 #pragma once
 #include <cstdint>
