@@ -429,10 +429,15 @@ TEST(LlamaModelDryRunMemory, ActivationPeakIsTheFormulaToTheByte) {
 }
 
 TEST(LlamaModelDryRunMemory, SevenBillionStepOnShapesAlone) {
-  const LlamaConfig seven = llama_preset("7b");
-  const std::int64_t peak = dry_run_activation_peak<LlamaModel>(seven, 1, 128, DType::bf16);
-  EXPECT_EQ(peak, llama_memory(seven, 1, 128, DType::bf16).activation);
-  EXPECT_GT(peak, 32LL * 128 * 32 * 128 * 4) << "at least the attention probabilities of 32 layers";
+  // In bf16 with either attention: the exact one keeps the probabilities of 32 layers, flash attention none.
+  LlamaConfig seven = llama_preset("7b");
+  const std::int64_t flash = dry_run_activation_peak<LlamaModel>(seven, 1, 128, DType::bf16);
+  EXPECT_EQ(flash, llama_memory(seven, 1, 128, DType::bf16).activation);
+  seven.attention = AttentionKind::exact;
+  const std::int64_t exact = dry_run_activation_peak<LlamaModel>(seven, 1, 128, DType::bf16);
+  EXPECT_EQ(exact, llama_memory(seven, 1, 128, DType::bf16).activation);
+  EXPECT_GE(exact - flash, 32LL * (32 * 128 * 128 * 4 - 32 * 128 * 4) - 128 * 4096 * 2)
+      << "the probabilities of 32 layers, less their log-sum-exp rows and the attention output flash keeps";
 }
 
 // ---- FSDP against the baseline ---------------------------------------------------------------------
