@@ -130,18 +130,40 @@ using FragAcc = wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float>;
 
 // ---- shared memory layout -------------------------------------------------------------------------
 
-// Hands out consecutive regions of a block's dynamic shared memory, each 128-byte aligned (wmma wants 32). A
-// kernel carves from its dynamic shared-memory array: pointers derived from it without a round trip through an
-// integer stay in the shared address space, so the compiler emits shared loads and stores (LDS, STS) rather
-// than generic ones. A launcher carves from the integer 0 only to learn the size (`used`).
-template <class Base>  // unsigned char* in a kernel, std::uintptr_t in a launcher
+// Hands out consecutive regions of a block's dynamic shared memory, each 128-byte aligned (wmma wants 32), as the
+// tiles of element type E the kernels use. A kernel carves from its dynamic shared-memory array: pointers derived
+// from it without a round trip through an integer stay in the shared address space, so the compiler emits shared
+// loads and stores (LDS, STS) rather than generic ones. A launcher carves from the integer 0 only to learn the
+// size (`used`).
+template <class E, class Base>  // Base: unsigned char* in a kernel, std::uintptr_t in a launcher
 struct SharedCarver {
   Base base;
+  int hdp;
   std::size_t used = 0;
-  template <class E>
-  __host__ __device__ E* take(int count) {
-    E* at = reinterpret_cast<E*>(base + used);
-    used = (used + sizeof(E) * static_cast<std::size_t>(count) + 127) / 128 * 128;
+
+  // [64][hdp] operands (q, k, v, dout).
+  __host__ __device__ E* operands() { return take<E>(kTile * operand_ld<E>(hdp)); }
+  // A [64][hdp] f32 sum: the forward's out.
+  __host__ __device__ float* sum() { return take<float>(kTile * accumulator_ld(hdp)); }
+  // A backward's [64][hdp] f32 sum (dk, dv, dq), or null where E keeps them in registers (WarpSums).
+  __host__ __device__ float* backward_sum() { return Tiles<E>::kSumsInRegisters ? nullptr : sum(); }
+  // A [64][64] f32 product (S, dp).
+  __host__ __device__ float* scores() { return take<float>(kTile * kScoreLd); }
+  // The [64][64] E operand made of a product (p of S, ds of dp): in its place where E is f32.
+  __host__ __device__ E* made_of(float* product) {
+    if constexpr (Tiles<E>::kProbsOverScores)
+      return product;
+    else
+      return take<E>(kTile * kProbLd<E>);
+  }
+  // 64 f32 values (a tile's lse or D).
+  __host__ __device__ float* rows() { return take<float>(kTile); }
+
+ private:
+  template <class T>
+  __host__ __device__ T* take(int count) {
+    T* at = reinterpret_cast<T*>(base + used);
+    used = (used + sizeof(T) * static_cast<std::size_t>(count) + 127) / 128 * 128;
     return at;
   }
 };
@@ -154,16 +176,13 @@ struct ForwardShared {
   std::size_t bytes;
   template <class Base>
   __host__ __device__ ForwardShared(Base shared, int hdp) {
-    SharedCarver<Base> c{shared};
-    q = c.template take<E>(kTile * operand_ld<E>(hdp));
-    k = c.template take<E>(kTile * operand_ld<E>(hdp));
-    v = c.template take<E>(kTile * operand_ld<E>(hdp));
-    scores = c.template take<float>(kTile * kScoreLd);
-    if constexpr (Tiles<E>::kProbsOverScores)
-      probs = scores;
-    else
-      probs = c.template take<E>(kTile * kProbLd<E>);
-    acc = c.template take<float>(kTile * accumulator_ld(hdp));
+    SharedCarver<E, Base> c{shared, hdp};
+    q = c.operands();
+    k = c.operands();
+    v = c.operands();
+    scores = c.scores();
+    probs = c.made_of(scores);
+    acc = c.sum();
     bytes = c.used;
   }
 };
@@ -171,31 +190,23 @@ struct ForwardShared {
 template <class E>
 struct KeyPassShared {
   E *k, *v, *q, *dout, *probs, *dscores;
-  float *dk = nullptr, *dv = nullptr;  // in shared memory unless in registers
-  float *scores, *dprobs, *lse_rows, *d_rows;
+  float *dk, *dv, *scores, *dprobs, *lse_rows, *d_rows;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ KeyPassShared(Base shared, int hdp) {
-    SharedCarver<Base> c{shared};
-    k = c.template take<E>(kTile * operand_ld<E>(hdp));
-    v = c.template take<E>(kTile * operand_ld<E>(hdp));
-    q = c.template take<E>(kTile * operand_ld<E>(hdp));
-    dout = c.template take<E>(kTile * operand_ld<E>(hdp));
-    if constexpr (!Tiles<E>::kSumsInRegisters) {
-      dk = c.template take<float>(kTile * accumulator_ld(hdp));
-      dv = c.template take<float>(kTile * accumulator_ld(hdp));
-    }
-    scores = c.template take<float>(kTile * kScoreLd);
-    dprobs = c.template take<float>(kTile * kScoreLd);
-    if constexpr (Tiles<E>::kProbsOverScores) {
-      probs = scores;
-      dscores = dprobs;
-    } else {
-      probs = c.template take<E>(kTile * kProbLd<E>);
-      dscores = c.template take<E>(kTile * kProbLd<E>);
-    }
-    lse_rows = c.template take<float>(kTile);
-    d_rows = c.template take<float>(kTile);
+    SharedCarver<E, Base> c{shared, hdp};
+    k = c.operands();
+    v = c.operands();
+    q = c.operands();
+    dout = c.operands();
+    dk = c.backward_sum();
+    dv = c.backward_sum();
+    scores = c.scores();
+    dprobs = c.scores();
+    probs = c.made_of(scores);
+    dscores = c.made_of(dprobs);
+    lse_rows = c.rows();
+    d_rows = c.rows();
     bytes = c.used;
   }
 };
@@ -203,25 +214,21 @@ struct KeyPassShared {
 template <class E>
 struct QueryPassShared {
   E *q, *dout, *k, *v, *dscores;
-  float* dq = nullptr;  // in shared memory unless in registers
-  float *scores, *dprobs, *lse_rows, *d_rows;
+  float *dq, *scores, *dprobs, *lse_rows, *d_rows;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ QueryPassShared(Base shared, int hdp) {
-    SharedCarver<Base> c{shared};
-    q = c.template take<E>(kTile * operand_ld<E>(hdp));
-    dout = c.template take<E>(kTile * operand_ld<E>(hdp));
-    k = c.template take<E>(kTile * operand_ld<E>(hdp));
-    v = c.template take<E>(kTile * operand_ld<E>(hdp));
-    if constexpr (!Tiles<E>::kSumsInRegisters) dq = c.template take<float>(kTile * accumulator_ld(hdp));
-    scores = c.template take<float>(kTile * kScoreLd);
-    dprobs = c.template take<float>(kTile * kScoreLd);
-    if constexpr (Tiles<E>::kProbsOverScores)
-      dscores = dprobs;
-    else
-      dscores = c.template take<E>(kTile * kProbLd<E>);
-    lse_rows = c.template take<float>(kTile);
-    d_rows = c.template take<float>(kTile);
+    SharedCarver<E, Base> c{shared, hdp};
+    q = c.operands();
+    dout = c.operands();
+    k = c.operands();
+    v = c.operands();
+    dq = c.backward_sum();
+    scores = c.scores();
+    dprobs = c.scores();
+    dscores = c.made_of(dprobs);
+    lse_rows = c.rows();
+    d_rows = c.rows();
     bytes = c.used;
   }
 };
