@@ -20,7 +20,10 @@ QkvShape flash_sizes(std::string_view op, const Tensor& qkv, const Tensor& out, 
   const std::int64_t max_hd = dt == DType::bf16 ? kFlashMaxHeadDim : kFlashMaxHeadDimF32;
   if (q.hd > max_hd)
     fail(op, ": the head dimension C / n_head of ", dtype_name(dt), " qkv must be at most ", max_hd,
-         " (the GPU kernels keep tiles of it in shared memory), got ", q.hd);
+         " (the GPU kernels keep tiles of it in shared memory), got ", q.hd,
+         dt == DType::f32 ? "; wider f32 heads take the exact attention (--attention exact), and bf16 flash attention "
+                            "takes heads of up to 128"
+                          : "");
   expect_tensor(op, "out", out, {q.B, q.T, q.C}, dt);
   expect_tensor(op, "lse", lse, {q.B, n_head, q.T}, DType::f32);
   return q;
