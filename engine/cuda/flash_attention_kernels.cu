@@ -360,6 +360,30 @@ struct RegisterBlock {
   float4 v[4][kGroups];
   __device__ static int r0() { return 4 * (threadIdx.x % 32 / 8); }
   __device__ static int c0() { return 4 * (threadIdx.x % 8); }
+  // Whether column group g holds columns of the head (hdp of them).
+  __device__ static bool in_head(int g, int hdp) { return c0() + 32 * g < hdp; }
+
+  __device__ void zero() {
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) v[r][g] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  // From and to the warp's 16 rows of an f32 tile in shared memory (row stride ld); groups past the head are 0.
+  __device__ void load(const float* tile, int ld, int hdp) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g)
+        v[r][g] = in_head(g, hdp) ? load4(tile + (r0() + r) * ld + c0() + 32 * g) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  __device__ void store(float* tile, int ld, int hdp) const {
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g)
+        if (in_head(g, hdp)) *reinterpret_cast<float4*>(tile + (r0() + r) * ld + c0() + 32 * g) = v[r][g];
+  }
 };
 
 // block[r][i] += sum_s M[r][s] x[s][i] over the kTile rows s of x, s ascending, for this warp's 16 rows r. M is
@@ -389,7 +413,7 @@ __device__ void accumulate_block(RegisterBlock& block, const float* m, const flo
     for (int u = 0; u < 4; ++u)
 #pragma unroll
       for (int g = 0; g < RegisterBlock::kGroups; ++g) {
-        if (c0 + 32 * g >= hdp) continue;
+        if (!RegisterBlock::in_head(g, hdp)) continue;
         const float4 xv = load4(x + (s + u) * x_ld + c0 + 32 * g);
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
@@ -407,20 +431,10 @@ __device__ void accumulate_block(RegisterBlock& block, const float* m, const flo
 // acc_ld): the forward's, which the online softmax rescales row by row between the tiles.
 template <class Layout>
 __device__ void warp_accumulate(float* acc, int acc_ld, const float* m, const float* x, int x_ld, int hdp) {
-  const int r0 = RegisterBlock::r0(), c0 = RegisterBlock::c0();
   RegisterBlock block;
-#pragma unroll
-  for (int r = 0; r < 4; ++r)
-#pragma unroll
-    for (int g = 0; g < RegisterBlock::kGroups; ++g)
-      block.v[r][g] =
-          c0 + 32 * g < hdp ? load4(acc + (r0 + r) * acc_ld + c0 + 32 * g) : make_float4(0.f, 0.f, 0.f, 0.f);
+  block.load(acc, acc_ld, hdp);
   accumulate_block<Layout>(block, m, x, x_ld, hdp);
-#pragma unroll
-  for (int r = 0; r < 4; ++r)
-#pragma unroll
-    for (int g = 0; g < RegisterBlock::kGroups; ++g)
-      if (c0 + 32 * g < hdp) *reinterpret_cast<float4*>(acc + (r0 + r) * acc_ld + c0 + 32 * g) = block.v[r][g];
+  block.store(acc, acc_ld, hdp);
 }
 
 // ---- softmax and stores -------------------------------------------------------------------------------
@@ -497,12 +511,7 @@ class WarpSums<E, false> {
 template <class E>
 class WarpSums<E, true> {
  public:
-  __device__ WarpSums(float*, int, int row0) : row0_(row0) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int g = 0; g < RegisterBlock::kGroups; ++g) block_.v[r][g] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  __device__ WarpSums(float*, int, int row0) : row0_(row0) { block_.zero(); }
   template <class Layout>
   __device__ void accumulate(const E* m, const E* x, int x_ld, int hdp) {
     accumulate_block<Layout>(block_, m, x, x_ld, hdp);
