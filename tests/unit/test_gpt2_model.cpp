@@ -518,8 +518,8 @@ TEST_P(Gpt2ModelTiny, FlashAttentionInF32TracksTheExactSoftmax) {
 using Gpt2ModelMemory = ActivationPeakTest<Gpt2Model>;
 
 TEST_P(Gpt2ModelMemory, ActivationPeakIsTheFormulaToTheByte) {
-  // Each dtype with its default attention (flash in bf16, exact in f32) and with the other.
-  for (const AttentionKind kind : {AttentionKind::by_dtype, AttentionKind::exact, AttentionKind::flash}) {
+  // Each dtype with either attention: its default (flash in bf16, exact in f32) and the other.
+  for (const AttentionKind kind : {AttentionKind::exact, AttentionKind::flash}) {
     Gpt2Config tiny = gpt2_preset("test-tiny");
     tiny.attention = kind;
     for (DType dtype : {DType::f32, DType::bf16})

@@ -393,8 +393,8 @@ FSDPLAB_ON_EACH_DEVICE(LlamaModelTiny);
 using LlamaModelMemory = ActivationPeakTest<LlamaModel>;
 
 TEST_P(LlamaModelMemory, ActivationPeakIsTheFormulaToTheByte) {
-  // Each dtype with its default attention (flash in bf16, exact in f32) and with the other.
-  for (const AttentionKind kind : {AttentionKind::by_dtype, AttentionKind::exact, AttentionKind::flash}) {
+  // Each dtype with either attention: its default (flash in bf16, exact in f32) and the other.
+  for (const AttentionKind kind : {AttentionKind::exact, AttentionKind::flash}) {
     LlamaConfig tiny = llama_preset("test-tiny");
     tiny.attention = kind;
     for (DType dtype : {DType::f32, DType::bf16})
