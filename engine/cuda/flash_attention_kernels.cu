@@ -44,20 +44,32 @@
 // fragment or float4 load touches fall in different banks):
 //   forward     q, k, v [64][hdp+pad] E, S [64][68] f32, p [64][64+pad] E (f32: in S), acc [64][hdp+4] f32
 //               bf16 hd = 64: 71,680    hd = 128: 112,640    f32 hd = 64: 87,040
-//   key pass    k, v, q, dout E, dk, dv f32 (f32: in registers), S and dp f32, p and ds E (f32: in S and dp),
-//               lse and D rows
-//               bf16 hd = 64: 125,440   hd = 128: 190,976    f32 hd = 64: 104,960
-//   query pass  q, dout, k, v E, dq f32 (f32: in registers), S and dp f32, ds E (f32: in dp), lse and D rows
-//               bf16 hd = 64: 98,816    hd = 128: 147,968    f32 hd = 64: 104,960
-// Past the default 48 KiB a launcher opts in (sm_90 allows 227 KiB a block). An H100 SM holds 228 KiB: at
-// hd = 64 that is three bf16 forward blocks, two query-pass blocks or one key-pass block at a time; in f32,
-// two blocks of each kernel.
+//   key pass    k, v, q, dout E, dk, dv f32 (f32: in registers), S and dp f32 (p and ds over them), lse and
+//               D rows
+//               bf16 hd = 64: 107,008   hd = 128: 172,544    f32 hd = 64: 104,960
+//   query pass  q, dout, k, v E, dq f32 (f32: in registers), S and dp f32 (ds over dp), lse and D rows
+//               bf16 hd = 64: 89,600    hd = 128: 138,752    f32 hd = 64: 104,960
+// Past the default 48 KiB a launcher opts in (sm_90 allows 227 KiB a block). An H100 SM holds 228 KiB, less
+// 1 KiB the hardware keeps for each block: at hd = 64 that is three bf16 forward blocks and two blocks of
+// either backward pass at a time; in f32, two blocks of each kernel. See [Note: the backward's probabilities
+// over their scores] for why the backward's p and ds take the place of S and dp.
+//
+// [Note: the backward's probabilities over their scores]
+// p is made of S and ds of dp, element by element, and neither product is read again once they are made, so
+// the backward passes write p and ds into the bytes of the f32 tiles they come from: row r of the E tile in the
+// bytes of row r of the f32 one, at row stride kInPlaceLd<E> (68 floats, or 136 bf16 in the same 272 bytes).
+// In f32 a lane overwrites the very element it read; in bf16 the element c of a row lands in the bytes of the
+// row's float c / 2, which another lane reads, so warp_probabilities reads a row whole before the warp
+// writes it (a __syncwarp between). The 18 KiB that bf16's own p and ds tiles took are what held the key pass
+// to one block an SM at hd = 64 (125,440 B); without them it takes 107,008 B, and two blocks fit. The forward
+// keeps bf16's p in a tile of its own: there two lanes make a row's 64 p between them, and a tile of 9 KiB
+// changes no count of the forward's blocks an SM.
 //
 // [Note: where the f32 kernels keep what]
 // An f32 tile takes twice a bf16 tile's bytes, so the f32 kernels keep less in shared memory, to fit two blocks
-// (8 warps) an SM, which SIMT products need to hide their shared-memory latency: p and ds are f32 like the
-// scores they come from, so each takes the place of its S or dp element by element (the thread that reads
-// s_tk writes p_tk); dk, dv and dq stay in the registers of the lanes that sum them (WarpSums), 64 floats a lane
+// (8 warps) an SM, which SIMT products need to hide their shared-memory latency: p takes the place of S in the
+// forward too, element by element (the thread that reads s_tk writes p_tk), as p and ds do in the backward in
+// either type ([Note: the backward's probabilities over their scores]); dk, dv and dq stay in the registers of the lanes that sum them (WarpSums), 64 floats a lane
 // in the key pass. The forward's out stays in shared memory: the online softmax rescales it row by row. f32
 // stops at hd = 64 (kFlashMaxHeadDimF32): a lane would hold twice the sums at hd = 128.
 //
@@ -105,23 +117,27 @@ struct Tiles;
 template <>
 struct Tiles<bf16> {
   static constexpr int kHeadPad = kFrag, kRowPad = 8, kMaxHeadDim = 128;
-  static constexpr bool kProbsOverScores = false, kSumsInRegisters = false;
+  static constexpr bool kForwardProbsOverScores = false, kSumsInRegisters = false;
 };
 template <>
 struct Tiles<float> {
   static constexpr int kHeadPad = 4, kRowPad = 4, kMaxHeadDim = 64;
-  static constexpr bool kProbsOverScores = true, kSumsInRegisters = true;
+  static constexpr bool kForwardProbsOverScores = true, kSumsInRegisters = true;
 };
 
-// Row strides of the [64][hdp] tiles, E operands and f32 accumulators, and of the [64][64] E operand tiles (p, ds).
+// Row strides of the [64][hdp] tiles, E operands and f32 accumulators, and of the [64][64] E operand tiles: the
+// forward's p, and the backward's p and ds over the f32 products they are made of ([Note: the backward's
+// probabilities over their scores]).
 template <class E>
 __host__ __device__ inline int operand_ld(int hdp) {
   return hdp + Tiles<E>::kRowPad;
 }
 __host__ __device__ inline int accumulator_ld(int hdp) { return hdp + 4; }
 template <class E>
-constexpr int kProbLd = kTile + Tiles<E>::kRowPad;
-static_assert(kProbLd<float> == kScoreLd, "f32 probabilities take the scores' place, row for row");
+constexpr int kForwardProbLd = kTile + Tiles<E>::kRowPad;
+template <class E>
+constexpr int kInPlaceLd = kScoreLd * static_cast<int>(sizeof(float) / sizeof(E));
+static_assert(kForwardProbLd<float> == kInPlaceLd<float>, "f32 probabilities take the scores' place, row for row");
 
 using FragA = wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, wmma::row_major>;
 using FragBTransposed = wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, bf16, wmma::col_major>;
@@ -149,12 +165,14 @@ struct SharedCarver {
   __host__ __device__ float* backward_sum() { return Tiles<E>::kSumsInRegisters ? nullptr : sum(); }
   // A [64][64] f32 product (S, dp).
   __host__ __device__ float* scores() { return take<float>(kTile * kScoreLd); }
-  // The [64][64] E operand made of a product (p of S, ds of dp): in its place where E is f32.
-  __host__ __device__ E* made_of(float* product) {
-    if constexpr (Tiles<E>::kProbsOverScores)
-      return product;
+  // The backward's [64][64] E operand made of a product (p of S, ds of dp), over it (row stride kInPlaceLd<E>).
+  __host__ __device__ E* made_of(float* product) { return reinterpret_cast<E*>(product); }
+  // The forward's p (row stride kForwardProbLd<E>): over S in f32, a tile of its own in bf16.
+  __host__ __device__ E* forward_probs(float* scores) {
+    if constexpr (Tiles<E>::kForwardProbsOverScores)
+      return made_of(scores);
     else
-      return take<E>(kTile * kProbLd<E>);
+      return take<E>(kTile * kForwardProbLd<E>);
   }
   // 64 f32 values (a tile's lse or D).
   __host__ __device__ float* rows() { return take<float>(kTile); }
@@ -181,7 +199,7 @@ struct ForwardShared {
     k = c.operands();
     v = c.operands();
     scores = c.scores();
-    probs = c.made_of(scores);
+    probs = c.forward_probs(scores);
     acc = c.sum();
     bytes = c.used;
   }
@@ -296,16 +314,15 @@ __device__ void warp_product_nt(float* out, const bf16* a, const bf16* b, int ld
 }
 
 // acc[r][i] += sum_s M[r][s] x[s][i] over the kTile rows s of x, for this warp's 16 rows r of the f32
-// accumulator (row stride acc_ld, hdp columns). M is the bf16 tile m (row stride kProbLd) as it is
-// (row_major: M[r][s] = m[r * kProbLd + s]) or transposed (col_major: M[r][s] = m[s * kProbLd + r]).
-template <class Layout>
+// accumulator (row stride acc_ld, hdp columns). M is the bf16 tile m (row stride kMLd) as it is
+// (row_major: M[r][s] = m[r * kMLd + s]) or transposed (col_major: M[r][s] = m[s * kMLd + r]).
+template <class Layout, int kMLd>
 __device__ void warp_accumulate(float* acc, int acc_ld, const bf16* m, const bf16* x, int x_ld, int hdp) {
   constexpr bool kTransposed = std::is_same<Layout, wmma::col_major>::value;
-  constexpr int kLd = kProbLd<bf16>;
   wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, Layout> fm[kTile / kFrag];
 #pragma unroll
   for (int s = 0; s < kTile / kFrag; ++s)
-    wmma::load_matrix_sync(fm[s], m + (kTransposed ? s * kFrag * kLd : s * kFrag), kLd);
+    wmma::load_matrix_sync(fm[s], m + (kTransposed ? s * kFrag * kMLd : s * kFrag), kMLd);
   for (int i = 0; i < hdp; i += kFrag) {
     FragAcc fa;
     wmma::load_matrix_sync(fa, acc + i, acc_ld, wmma::mem_row_major);
@@ -387,12 +404,12 @@ struct RegisterBlock {
 };
 
 // block[r][i] += sum_s M[r][s] x[s][i] over the kTile rows s of x, s ascending, for this warp's 16 rows r. M is
-// the f32 tile m (row stride kProbLd) as it is (row_major: M[r][s] = m[r * kProbLd + s]) or transposed
-// (col_major: M[r][s] = m[s * kProbLd + r]).
+// the f32 tile m (row stride kScoreLd, the one f32 p and ds have) as it is (row_major: M[r][s] = m[r * kLd + s])
+// or transposed (col_major: M[r][s] = m[s * kLd + r]).
 template <class Layout>
 __device__ void accumulate_block(RegisterBlock& block, const float* m, const float* x, int x_ld, int hdp) {
   constexpr bool kTransposed = std::is_same<Layout, wmma::col_major>::value;
-  constexpr int kLd = kProbLd<float>;
+  constexpr int kLd = kScoreLd;
   const int r0 = RegisterBlock::r0(), c0 = RegisterBlock::c0();
   for (int s = 0; s < kTile; s += 4) {
     float mv[4][4];  // mv[r][u] = M[r0 + r][s + u]
@@ -429,8 +446,9 @@ __device__ void accumulate_block(RegisterBlock& block, const float* m, const flo
 
 // acc[r][i] += sum_s M[r][s] x[s][i] for this warp's 16 rows r of an f32 accumulator in shared memory (row stride
 // acc_ld): the forward's, which the online softmax rescales row by row between the tiles.
-template <class Layout>
+template <class Layout, int kMLd>
 __device__ void warp_accumulate(float* acc, int acc_ld, const float* m, const float* x, int x_ld, int hdp) {
+  static_assert(kMLd == kScoreLd, "an f32 M has the scores' rows");
   RegisterBlock block;
   block.load(acc, acc_ld, hdp);
   accumulate_block<Layout>(block, m, x, x_ld, hdp);
@@ -442,23 +460,32 @@ __device__ void warp_accumulate(float* acc, int acc_ld, const float* m, const fl
 // For this warp's 16 query rows r (from row0) of query tile q0 against key tile k0, from the raw scores S
 // and dp = dout v^T (f32, row stride kScoreLd):
 //   p = exp(s * scale - lse_t),  ds = p (dp - D_t)   where key k <= query t < T, else 0,
-// stored as E into probs (when given) and dscores, row stride kProbLd<E>. A lane a column: no bank conflicts.
+// stored as E into probs (when given) and dscores, over S and dp (row stride kInPlaceLd<E>: [Note: the
+// backward's probabilities over their scores]). A lane a column: no bank conflicts.
 // __fmul_rn keeps s = raw * scale rounded on its own, as the forward's s is (never fused into the subtract).
 template <class E>
 __device__ void warp_probabilities(E* probs, E* dscores, const float* scores, const float* dprobs,
                                    const float* lse_rows, const float* d_rows, int row0, int q0, int k0, int T,
                                    float scale) {
-  constexpr int kLd = kProbLd<E>;
+  constexpr int kLd = kInPlaceLd<E>, kPerLane = kTile / 32;
   const int lane = threadIdx.x % 32;
   for (int r = row0; r < row0 + kWarpRows; ++r) {
     const int t = q0 + r;
     const float lse_t = lse_rows[r], d_t = d_rows[r];
-    for (int c = lane; c < kTile; c += 32) {
+    float p[kPerLane], ds[kPerLane];
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) {
+      const int c = lane + 32 * u;
       const bool seen = t < T && k0 + c <= t;
-      const float p = seen ? expf(__fmul_rn(scores[r * kScoreLd + c], scale) - lse_t) : 0.f;
-      const float ds = seen ? p * (dprobs[r * kScoreLd + c] - d_t) : 0.f;
-      if (probs != nullptr) probs[r * kLd + c] = from_f32<E>(p);
-      dscores[r * kLd + c] = from_f32<E>(ds);
+      p[u] = seen ? expf(__fmul_rn(scores[r * kScoreLd + c], scale) - lse_t) : 0.f;
+      ds[u] = seen ? p[u] * (dprobs[r * kScoreLd + c] - d_t) : 0.f;
+    }
+    __syncwarp();  // the row is read whole before p and ds overwrite its bytes
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) {
+      const int c = lane + 32 * u;
+      if (probs != nullptr) probs[r * kLd + c] = from_f32<E>(p[u]);
+      dscores[r * kLd + c] = from_f32<E>(ds[u]);
     }
   }
 }
@@ -494,9 +521,10 @@ class WarpSums<E, false> {
   __device__ WarpSums(float* tile, int acc_ld, int row0) : tile_(tile), ld_(acc_ld), row0_(row0) {
     for (int e = threadIdx.x % 32; e < kWarpRows * ld_; e += 32) tile_[row0_ * ld_ + e] = 0.f;
   }
+  // += M x, M the E tile m over its product (row stride kInPlaceLd<E>).
   template <class Layout>
   __device__ void accumulate(const E* m, const E* x, int x_ld, int hdp) {
-    warp_accumulate<Layout>(tile_ + row0_ * ld_, ld_, m, x, x_ld, hdp);
+    warp_accumulate<Layout, kInPlaceLd<E>>(tile_ + row0_ * ld_, ld_, m, x, x_ld, hdp);
   }
   // dst row t0 + r = E(factor * sum), rows before T and the hd real columns only.
   __device__ void store(E* dst, std::int64_t stride, int t0, int T, int hd, float factor) const {
@@ -589,7 +617,7 @@ __global__ void __launch_bounds__(kThreads)
   // Lanes 2r and 2r+1 share row r of the warp, one the even columns and one the odd, and both hold its m, l.
   const int row = row0 + lane / 2, parity = lane % 2, t = q0 + row;
   float* s_row = sm.scores + row * kScoreLd;
-  E* p_row = sm.probs + row * kProbLd<E>;
+  E* p_row = sm.probs + row * kForwardProbLd<E>;
   float* acc_row = sm.acc + row * acc_ld;
   float m = -INFINITY, l = 0.f;
   for (int kt = 0; kt <= qt; ++kt) {
@@ -626,7 +654,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = parity; i < hdp; i += 2) acc_row[i] *= rescale;
     __syncwarp();
 
-    warp_accumulate<wmma::row_major>(sm.acc + row0 * acc_ld, acc_ld, sm.probs + row0 * kProbLd<E>, sm.v, ld, hdp);
+    warp_accumulate<wmma::row_major, kForwardProbLd<E>>(sm.acc + row0 * acc_ld, acc_ld,
+                                                        sm.probs + row0 * kForwardProbLd<E>, sm.v, ld, hdp);
   }
   __syncwarp();
 
@@ -749,7 +778,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();
     warp_probabilities<E>(nullptr, sm.dscores, sm.scores, sm.dprobs, sm.lse_rows, sm.d_rows, row0, q0, k0, T, scale);
     __syncwarp();
-    dq.template accumulate<wmma::row_major>(sm.dscores + row0 * kProbLd<E>, sm.k, ld, hdp);
+    dq.template accumulate<wmma::row_major>(sm.dscores + row0 * kInPlaceLd<E>, sm.k, ld, hdp);
   }
   __syncwarp();
 
