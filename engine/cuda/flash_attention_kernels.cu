@@ -13,8 +13,11 @@
 //                      ds^T q: the transposed operand is read in place).
 // bf16 runs them on tensor cores through nvcuda::wmma (bf16 m16n16k16 fragments, f32 accumulation; the
 // transposed operand is a column-major fragment); f32 as register blocks: see [Note: the f32 products].
-// bf16's f32 accumulators (out, dq, dk, dv) live in shared memory rather than in fragments: the online softmax
-// rescales out row by row, and which fragment element holds which row is not something wmma promises.
+// The backward's sums (dk, dv, dq) only grow, so each warp keeps its rows of them in registers across the tiles
+// (WarpSums: wmma accumulator fragments in bf16, register blocks in f32), and the kernels that keep them are
+// compiled for heads of up to 64 or up to 128 columns (kMaxHdp), so that their count of fragments is known. The
+// forward's bf16 out stays in shared memory: the online softmax rescales it row by row, and which fragment
+// element holds which row is not something wmma promises.
 //
 // Forward: one block per (query tile i, head, batch), the highest query tile (longest rows) first. Each
 // warp owns 16 query rows, so the softmax state of a row never leaves its warp: two lanes a row keep the
@@ -44,15 +47,14 @@
 // fragment or float4 load touches fall in different banks):
 //   forward     q, k, v [64][hdp+pad] E, S [64][68] f32, p [64][64+pad] E (f32: in S), acc [64][hdp+4] f32
 //               bf16 hd = 64: 71,680    hd = 128: 112,640    f32 hd = 64: 87,040
-//   key pass    k, v, q, dout E, dk, dv f32 (f32: in registers), S and dp f32 (p and ds over them), lse and
-//               D rows
-//               bf16 hd = 64: 107,008   hd = 128: 172,544    f32 hd = 64: 104,960
-//   query pass  q, dout, k, v E, dq f32 (f32: in registers), S and dp f32 (ds over dp), lse and D rows
-//               bf16 hd = 64: 89,600    hd = 128: 138,752    f32 hd = 64: 104,960
+//   key pass    k, v, q, dout E, S and dp f32 (p and ds over them), lse and D rows
+//               bf16 hd = 64: 72,192    hd = 128: 104,960    f32 hd = 64: 104,960
+//   query pass  q, dout, k, v E, S and dp f32 (ds over dp), lse and D rows
+//               bf16 hd = 64: 72,192    hd = 128: 104,960    f32 hd = 64: 104,960
 // Past the default 48 KiB a launcher opts in (sm_90 allows 227 KiB a block). An H100 SM holds 228 KiB, less
-// 1 KiB the hardware keeps for each block: at hd = 64 that is three bf16 forward blocks and two blocks of
-// either backward pass at a time; in f32, two blocks of each kernel. See [Note: the backward's probabilities
-// over their scores] for why the backward's p and ds take the place of S and dp.
+// 1 KiB the hardware keeps for each block: at hd = 64 that is three blocks of each bf16 kernel at a time, at
+// hd = 128 two; in f32, two blocks of each kernel. See [Note: the backward's probabilities over their scores]
+// for why the backward's p and ds take the place of S and dp.
 //
 // [Note: the backward's probabilities over their scores]
 // p is made of S and ds of dp, element by element, and neither product is read again once they are made, so
@@ -60,18 +62,17 @@
 // bytes of row r of the f32 one, at row stride kInPlaceLd<E> (68 floats, or 136 bf16 in the same 272 bytes).
 // In f32 a lane overwrites the very element it read; in bf16 the element c of a row lands in the bytes of the
 // row's float c / 2, which another lane reads, so warp_probabilities reads a row whole before the warp
-// writes it (a __syncwarp between). The 18 KiB that bf16's own p and ds tiles took are what held the key pass
-// to one block an SM at hd = 64 (125,440 B); without them it takes 107,008 B, and two blocks fit. The forward
-// keeps bf16's p in a tile of its own: there two lanes make a row's 64 p between them, and a tile of 9 KiB
-// changes no count of the forward's blocks an SM.
+// writes it (a __syncwarp between). The forward keeps bf16's p in a tile of its own: there two lanes make a row's
+// 64 p between them, and a tile of 9 KiB changes no count of the forward's blocks an SM.
 //
 // [Note: where the f32 kernels keep what]
 // An f32 tile takes twice a bf16 tile's bytes, so the f32 kernels keep less in shared memory, to fit two blocks
 // (8 warps) an SM, which SIMT products need to hide their shared-memory latency: p takes the place of S in the
 // forward too, element by element (the thread that reads s_tk writes p_tk), as p and ds do in the backward in
-// either type ([Note: the backward's probabilities over their scores]); dk, dv and dq stay in the registers of the lanes that sum them (WarpSums), 64 floats a lane
-// in the key pass. The forward's out stays in shared memory: the online softmax rescales it row by row. f32
-// stops at hd = 64 (kFlashMaxHeadDimF32): a lane would hold twice the sums at hd = 128.
+// either type ([Note: the backward's probabilities over their scores]); dk, dv and dq stay in the registers of
+// the lanes that sum them (WarpSums), 64 floats a lane in the key pass. The forward's out stays in shared memory:
+// the online softmax rescales it row by row. f32 stops at hd = 64 (kFlashMaxHeadDimF32): a lane would hold twice
+// the sums at hd = 128.
 //
 // [Note: the f32 products]
 // An f32 product is a warp's 16 x 64 outputs, 32 a lane in a 4 x 8 block: rows 4 (lane / 8) .. + 3, and in
@@ -117,12 +118,12 @@ struct Tiles;
 template <>
 struct Tiles<bf16> {
   static constexpr int kHeadPad = kFrag, kRowPad = 8, kMaxHeadDim = 128;
-  static constexpr bool kForwardProbsOverScores = false, kSumsInRegisters = false;
+  static constexpr bool kForwardProbsOverScores = false;
 };
 template <>
 struct Tiles<float> {
   static constexpr int kHeadPad = 4, kRowPad = 4, kMaxHeadDim = 64;
-  static constexpr bool kForwardProbsOverScores = true, kSumsInRegisters = true;
+  static constexpr bool kForwardProbsOverScores = true;
 };
 
 // Row strides of the [64][hdp] tiles, E operands and f32 accumulators, and of the [64][64] E operand tiles: the
@@ -161,10 +162,16 @@ struct SharedCarver {
   __host__ __device__ E* operands() { return take<E>(kTile * operand_ld<E>(hdp)); }
   // A [64][hdp] f32 sum: the forward's out.
   __host__ __device__ float* sum() { return take<float>(kTile * accumulator_ld(hdp)); }
-  // A backward's [64][hdp] f32 sum (dk, dv, dq), or null where E keeps them in registers (WarpSums).
-  __host__ __device__ float* backward_sum() { return Tiles<E>::kSumsInRegisters ? nullptr : sum(); }
   // A [64][64] f32 product (S, dp).
   __host__ __device__ float* scores() { return take<float>(kTile * kScoreLd); }
+  // The backward's two products S and dp, one after the other: once the last tile's p and ds are read, they
+  // stage the sums on their way out as a [64][hdp] f32 tile (row stride accumulator_ld(hdp)).
+  __host__ __device__ void products(float*& s, float*& dp) {
+    static_assert(kTile * kScoreLd * sizeof(float) % 128 == 0, "dp follows S with no gap");
+    static_assert(kTile * (Tiles<bf16>::kMaxHeadDim + 4) <= 2 * kTile * kScoreLd, "S and dp hold a staged sum");
+    s = scores();
+    dp = scores();
+  }
   // The backward's [64][64] E operand made of a product (p of S, ds of dp), over it (row stride kInPlaceLd<E>).
   __host__ __device__ E* made_of(float* product) { return reinterpret_cast<E*>(product); }
   // The forward's p (row stride kForwardProbLd<E>): over S in f32, a tile of its own in bf16.
@@ -208,7 +215,7 @@ struct ForwardShared {
 template <class E>
 struct KeyPassShared {
   E *k, *v, *q, *dout, *probs, *dscores;
-  float *dk, *dv, *scores, *dprobs, *lse_rows, *d_rows;
+  float *scores, *dprobs, *lse_rows, *d_rows;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ KeyPassShared(Base shared, int hdp) {
@@ -217,10 +224,7 @@ struct KeyPassShared {
     v = c.operands();
     q = c.operands();
     dout = c.operands();
-    dk = c.backward_sum();
-    dv = c.backward_sum();
-    scores = c.scores();
-    dprobs = c.scores();
+    c.products(scores, dprobs);
     probs = c.made_of(scores);
     dscores = c.made_of(dprobs);
     lse_rows = c.rows();
@@ -232,7 +236,7 @@ struct KeyPassShared {
 template <class E>
 struct QueryPassShared {
   E *q, *dout, *k, *v, *dscores;
-  float *dq, *scores, *dprobs, *lse_rows, *d_rows;
+  float *scores, *dprobs, *lse_rows, *d_rows;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ QueryPassShared(Base shared, int hdp) {
@@ -241,9 +245,7 @@ struct QueryPassShared {
     dout = c.operands();
     k = c.operands();
     v = c.operands();
-    dq = c.backward_sum();
-    scores = c.scores();
-    dprobs = c.scores();
+    c.products(scores, dprobs);
     dscores = c.made_of(dprobs);
     lse_rows = c.rows();
     d_rows = c.rows();
@@ -313,25 +315,38 @@ __device__ void warp_product_nt(float* out, const bf16* a, const bf16* b, int ld
     wmma::store_matrix_sync(out + n * kFrag, acc[n], kScoreLd, wmma::mem_row_major);
 }
 
+// A warp's 16 rows of M, all kTile of its columns s, as fragments: M is the bf16 tile m (row stride m_ld) as it
+// is (row_major: M[r][s] = m[r * m_ld + s]) or transposed (col_major: M[r][s] = m[s * m_ld + r]).
+template <class Layout>
+struct MFragments {
+  wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, Layout> s[kTile / kFrag];
+  __device__ MFragments(const bf16* m, int m_ld) {
+    constexpr bool kTransposed = std::is_same<Layout, wmma::col_major>::value;
+#pragma unroll
+    for (int f = 0; f < kTile / kFrag; ++f)
+      wmma::load_matrix_sync(s[f], m + (kTransposed ? f * kFrag * m_ld : f * kFrag), m_ld);
+  }
+  // fa += M x for the 16 columns of x from `x` (row stride x_ld, kTile rows), s ascending.
+  __device__ void accumulate(FragAcc& fa, const bf16* x, int x_ld) const {
+#pragma unroll
+    for (int f = 0; f < kTile / kFrag; ++f) {
+      FragB fx;
+      wmma::load_matrix_sync(fx, x + f * kFrag * x_ld, x_ld);
+      wmma::mma_sync(fa, s[f], fx, fa);
+    }
+  }
+};
+
 // acc[r][i] += sum_s M[r][s] x[s][i] over the kTile rows s of x, for this warp's 16 rows r of the f32
 // accumulator (row stride acc_ld, hdp columns). M is the bf16 tile m (row stride kMLd) as it is
 // (row_major: M[r][s] = m[r * kMLd + s]) or transposed (col_major: M[r][s] = m[s * kMLd + r]).
 template <class Layout, int kMLd>
 __device__ void warp_accumulate(float* acc, int acc_ld, const bf16* m, const bf16* x, int x_ld, int hdp) {
-  constexpr bool kTransposed = std::is_same<Layout, wmma::col_major>::value;
-  wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, Layout> fm[kTile / kFrag];
-#pragma unroll
-  for (int s = 0; s < kTile / kFrag; ++s)
-    wmma::load_matrix_sync(fm[s], m + (kTransposed ? s * kFrag * kMLd : s * kFrag), kMLd);
+  const MFragments<Layout> fm(m, kMLd);
   for (int i = 0; i < hdp; i += kFrag) {
     FragAcc fa;
     wmma::load_matrix_sync(fa, acc + i, acc_ld, wmma::mem_row_major);
-#pragma unroll
-    for (int s = 0; s < kTile / kFrag; ++s) {
-      FragB fx;
-      wmma::load_matrix_sync(fx, x + s * kFrag * x_ld + i, x_ld);
-      wmma::mma_sync(fa, fm[s], fx, fa);
-    }
+    fm.accumulate(fa, x + i, x_ld);
     wmma::store_matrix_sync(acc + i, fa, acc_ld, wmma::mem_row_major);
   }
 }
@@ -508,49 +523,64 @@ __device__ void warp_store_rows(E* dst, std::int64_t stride, const float* acc, i
 // ---- the backward's sums ------------------------------------------------------------------------------
 
 // A warp's 16 rows of dk, dv or dq, which only grow by products over the tiles that stream by (no online
-// softmax rescales them), then are stored once. bf16 keeps them as f32 tiles in shared memory, where the
-// fragments are loaded from and stored to around each product; f32 keeps them in its lanes' registers (a
-// RegisterBlock each), so that the f32 passes fit two blocks an SM: [Note: where the f32 kernels keep what].
-template <class E, bool kInRegisters = Tiles<E>::kSumsInRegisters>
+// softmax rescales them), then are stored once, in the registers of the warp's lanes across the tiles: bf16's as
+// wmma accumulator fragments, one for each 16 columns of a head of up to kMaxHdp columns; f32's as a
+// RegisterBlock ([Note: where the f32 kernels keep what]).
+template <class E, int kMaxHdp>
 class WarpSums;
 
-template <class E>
-class WarpSums<E, false> {
+template <int kMaxHdp>
+class WarpSums<bf16, kMaxHdp> {
  public:
-  // `tile` is the block's f32 [kTile][acc_ld] tile; the warp's rows start at row0. Zeroes them.
-  __device__ WarpSums(float* tile, int acc_ld, int row0) : tile_(tile), ld_(acc_ld), row0_(row0) {
-    for (int e = threadIdx.x % 32; e < kWarpRows * ld_; e += 32) tile_[row0_ * ld_ + e] = 0.f;
+  __device__ explicit WarpSums(int row0) : row0_(row0) {
+#pragma unroll
+    for (int n = 0; n < kFrags; ++n) wmma::fill_fragment(sums_[n], 0.f);
   }
-  // += M x, M the E tile m over its product (row stride kInPlaceLd<E>).
+  // += M x, M the bf16 tile m over its product (row stride kInPlaceLd<bf16>), x's hdp columns.
   template <class Layout>
-  __device__ void accumulate(const E* m, const E* x, int x_ld, int hdp) {
-    warp_accumulate<Layout, kInPlaceLd<E>>(tile_ + row0_ * ld_, ld_, m, x, x_ld, hdp);
+  __device__ void accumulate(const bf16* m, const bf16* x, int x_ld, int hdp) {
+    const MFragments<Layout> fm(m, kInPlaceLd<bf16>);
+#pragma unroll
+    for (int n = 0; n < kFrags; ++n)
+      if (n * kFrag < hdp) fm.accumulate(sums_[n], x + n * kFrag, x_ld);
   }
-  // dst row t0 + r = E(factor * sum), rows before T and the hd real columns only.
-  __device__ void store(E* dst, std::int64_t stride, int t0, int T, int hd, float factor) const {
-    warp_store_rows(dst, stride, tile_, ld_, row0_, t0, T, hd, factor);
+  // dst row t0 + r = bf16(factor * sum), rows before T and the hd real columns only, through the warp's rows of
+  // `stage`, a [kTile][stage_ld] f32 tile in shared memory that no other warp touches meanwhile.
+  __device__ void store(bf16* dst, std::int64_t stride, int t0, int T, int hd, float factor, float* stage,
+                        int stage_ld) const {
+    float* rows = stage + row0_ * stage_ld;
+#pragma unroll
+    for (int n = 0; n < kFrags; ++n)
+      if (n * kFrag < hd) wmma::store_matrix_sync(rows + n * kFrag, sums_[n], stage_ld, wmma::mem_row_major);
+    __syncwarp();
+    warp_store_rows(dst, stride, stage, stage_ld, row0_, t0, T, hd, factor);
+    __syncwarp();  // read before the next sum is staged
   }
 
  private:
-  float* tile_;
-  int ld_, row0_;
+  static constexpr int kFrags = kMaxHdp / kFrag;
+  FragAcc sums_[kFrags];
+  int row0_;
 };
 
-template <class E>
-class WarpSums<E, true> {
+template <int kMaxHdp>
+class WarpSums<float, kMaxHdp> {
+  static_assert(kMaxHdp == Tiles<float>::kMaxHeadDim, "an f32 RegisterBlock holds the widest f32 head");
+
  public:
-  __device__ WarpSums(float*, int, int row0) : row0_(row0) { block_.zero(); }
+  __device__ explicit WarpSums(int row0) : row0_(row0) { block_.zero(); }
   template <class Layout>
-  __device__ void accumulate(const E* m, const E* x, int x_ld, int hdp) {
+  __device__ void accumulate(const float* m, const float* x, int x_ld, int hdp) {
     accumulate_block<Layout>(block_, m, x, x_ld, hdp);
   }
-  __device__ void store(E* dst, std::int64_t stride, int t0, int T, int hd, float factor) const {
+  // Straight from the registers: the lanes' float4 columns need no staging.
+  __device__ void store(float* dst, std::int64_t stride, int t0, int T, int hd, float factor, float*, int) const {
     const int r0 = RegisterBlock::r0(), c0 = RegisterBlock::c0();
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int t = t0 + row0_ + r0 + r;
       if (t >= T) break;
-      E* row = dst + t * stride;
+      float* row = dst + t * stride;
 #pragma unroll
       for (int g = 0; g < RegisterBlock::kGroups; ++g) {
         const float4& a = block_.v[r][g];
@@ -558,7 +588,7 @@ class WarpSums<E, true> {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int i = c0 + 32 * g + j;
-          if (i < hd) row[i] = from_f32<E>(__fmul_rn(factor, lanes[j]));
+          if (i < hd) row[i] = __fmul_rn(factor, lanes[j]);
         }
       }
     }
@@ -675,6 +705,12 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- backward -------------------------------------------------------------------------------------
 
+// The blocks of a backward pass an SM must hold by its registers, for __launch_bounds__: three where the shared
+// memory lets three in (bf16, hd <= 64: the table at the top), so at most 65,536 / (128 x 3) = 170 registers a
+// thread; elsewhere 0, no bound, as any count of registers (up to 255) lets in the two the shared memory does.
+template <class E, int kMaxHdp>
+constexpr int kBackwardMinBlocksAnSm = std::is_same<E, bf16>::value && kMaxHdp == 64 ? 3 : 0;
+
 // D[(b * NH + h) * T + t] = dout_t . out_t over head h's hd columns, a warp a row.
 template <class E>
 __global__ void __launch_bounds__(kThreads)
@@ -694,9 +730,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The key pass: dk and dv of key tile j over the query tiles i = j..NT-1. D is the rowdot kernel's.
-template <class E>
-__global__ void __launch_bounds__(kThreads)
+// The key pass: dk and dv of key tile j over the query tiles i = j..NT-1, for heads of hdp <= kMaxHdp columns.
+// D is the rowdot kernel's.
+template <class E, int kMaxHdp>
+__global__ void __launch_bounds__(kThreads, kBackwardMinBlocksAnSm<E, kMaxHdp>)
     flash_backward_key_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse, const float* D, int T, int C,
                               int NH, int hd, int hdp, int heads, float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
@@ -715,7 +752,7 @@ __global__ void __launch_bounds__(kThreads)
 
   load_tile(sm.k, ld, q_base + C, C3, k0, T, hd, hdp, vector_loads);
   load_tile(sm.v, ld, q_base + 2 * C, C3, k0, T, hd, hdp, vector_loads);
-  WarpSums<E> dk(sm.dk, acc_ld, row0), dv(sm.dv, acc_ld, row0);
+  WarpSums<E, kMaxHdp> dk(row0), dv(row0);
   for (int qt = kt; qt < head.tiles; ++qt) {
     const int q0 = qt * kTile;
     __syncthreads();  // the previous query tile's q, dout, p and ds are no longer read
@@ -736,16 +773,16 @@ __global__ void __launch_bounds__(kThreads)
     dv.template accumulate<wmma::col_major>(sm.probs + row0, sm.dout, ld, hdp);
     dk.template accumulate<wmma::col_major>(sm.dscores + row0, sm.q, ld, hdp);
   }
-  __syncwarp();
+  __syncthreads();  // every warp has read the last p and ds: S and dp stage the sums
 
   E* d_base = dqkv + head.qkv_offset;
-  dk.store(d_base + C, C3, k0, T, hd, scale);
-  dv.store(d_base + 2 * C, C3, k0, T, hd, 1.f);
+  dk.store(d_base + C, C3, k0, T, hd, scale, sm.scores, acc_ld);
+  dv.store(d_base + 2 * C, C3, k0, T, hd, 1.f, sm.scores, acc_ld);
 }
 
-// The query pass: dq of query tile i over the key tiles j = 0..i.
-template <class E>
-__global__ void __launch_bounds__(kThreads)
+// The query pass: dq of query tile i over the key tiles j = 0..i, for heads of hdp <= kMaxHdp columns.
+template <class E, int kMaxHdp>
+__global__ void __launch_bounds__(kThreads, kBackwardMinBlocksAnSm<E, kMaxHdp>)
     flash_backward_query_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse, const float* D, int T, int C,
                                 int NH, int hd, int hdp, int heads, float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
@@ -764,7 +801,7 @@ __global__ void __launch_bounds__(kThreads)
   load_tile(sm.dout, ld, g_base, C, q0, T, hd, hdp, vector_loads);
   load_rows(sm.lse_rows, lse + static_cast<std::int64_t>(head.bh) * T, q0, T);
   load_rows(sm.d_rows, D + static_cast<std::int64_t>(head.bh) * T, q0, T);
-  WarpSums<E> dq(sm.dq, acc_ld, row0);
+  WarpSums<E, kMaxHdp> dq(row0);
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();  // the previous key and value tiles are no longer read
@@ -780,9 +817,9 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();
     dq.template accumulate<wmma::row_major>(sm.dscores + row0 * kInPlaceLd<E>, sm.k, ld, hdp);
   }
-  __syncwarp();
+  __syncthreads();  // every warp has read its last ds: S and dp stage the sums
 
-  dq.store(dqkv + head.qkv_offset, C3, q0, T, hd, scale);
+  dq.store(dqkv + head.qkv_offset, C3, q0, T, hd, scale, sm.scores, acc_ld);
 }
 
 // ---- launchers ------------------------------------------------------------------------------------
@@ -821,6 +858,18 @@ Geometry geometry(const char* op, std::int64_t B, std::int64_t T, std::int64_t C
 
 // What asks for the shared memory, for allow_shared_memory's error.
 std::string head_size(const Geometry& g) { return "head size " + std::to_string(g.hd); }
+
+// Calls launch(std::integral_constant<int, kMaxHdp>) for the backward kernels compiled for heads of hdp columns:
+// up to 64, or up to 128 (bf16 only: an f32 head stops at 64).
+template <class E, class Launch>
+void with_head_capacity(int hdp, Launch&& launch) {
+  static_assert(Tiles<bf16>::kMaxHeadDim == 128 && Tiles<float>::kMaxHeadDim == 64, "the capacities compiled");
+  if (hdp <= 64) {
+    launch(std::integral_constant<int, 64>{});
+  } else {
+    if constexpr (Tiles<E>::kMaxHeadDim > 64) launch(std::integral_constant<int, 128>{});
+  }
+}
 
 // 16 bytes at a time where every row of every head starts on 16 bytes.
 template <class E>
@@ -868,19 +917,23 @@ void flash_attention_backward(CUstream_st* stream, DType dtype, void* dqkv, cons
                                       stream>>>(D, dout_e, static_cast<const E*>(out), rows, g.T, g.C, g.NH, g.hd);
     check_launch("flash_attention_backward (dout . out)");
 
-    // 2. dk, dv by key tiles.
-    const std::size_t key_bytes = KeyPassShared<E>(std::uintptr_t{0}, g.hdp).bytes;
-    allow_shared_memory(flash_backward_key_kernel<E>, key_bytes, "flash_attention_backward", head_size(g));
-    flash_backward_key_kernel<E><<<g.blocks, kThreads, key_bytes, stream>>>(
-        dqkv_e, dout_e, qkv_e, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
-    check_launch("flash_attention_backward (dk, dv)");
+    with_head_capacity<E>(g.hdp, [&](auto capacity) {
+      constexpr int kMaxHdp = decltype(capacity)::value;
+      // 2. dk, dv by key tiles.
+      const std::size_t key_bytes = KeyPassShared<E>(std::uintptr_t{0}, g.hdp).bytes;
+      allow_shared_memory(flash_backward_key_kernel<E, kMaxHdp>, key_bytes, "flash_attention_backward", head_size(g));
+      flash_backward_key_kernel<E, kMaxHdp><<<g.blocks, kThreads, key_bytes, stream>>>(
+          dqkv_e, dout_e, qkv_e, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
+      check_launch("flash_attention_backward (dk, dv)");
 
-    // 3. dq by query tiles.
-    const std::size_t query_bytes = QueryPassShared<E>(std::uintptr_t{0}, g.hdp).bytes;
-    allow_shared_memory(flash_backward_query_kernel<E>, query_bytes, "flash_attention_backward", head_size(g));
-    flash_backward_query_kernel<E><<<g.blocks, kThreads, query_bytes, stream>>>(
-        dqkv_e, dout_e, qkv_e, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
-    check_launch("flash_attention_backward (dq)");
+      // 3. dq by query tiles.
+      const std::size_t query_bytes = QueryPassShared<E>(std::uintptr_t{0}, g.hdp).bytes;
+      allow_shared_memory(flash_backward_query_kernel<E, kMaxHdp>, query_bytes, "flash_attention_backward",
+                          head_size(g));
+      flash_backward_query_kernel<E, kMaxHdp><<<g.blocks, kThreads, query_bytes, stream>>>(
+          dqkv_e, dout_e, qkv_e, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
+      check_launch("flash_attention_backward (dq)");
+    });
   });
 }
 

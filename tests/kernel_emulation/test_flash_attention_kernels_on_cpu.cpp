@@ -176,11 +176,11 @@ TEST(FlashAttentionKernelsOnCpu, TheTilesTakeTheSharedMemoryTheKernelsNotesSay) 
   EXPECT_EQ(cuda::ForwardShared<bf16>(at, 64).bytes, 71680u);
   EXPECT_EQ(cuda::ForwardShared<bf16>(at, 128).bytes, 112640u);
   EXPECT_EQ(cuda::ForwardShared<float>(at, 64).bytes, 87040u);
-  EXPECT_EQ(cuda::KeyPassShared<bf16>(at, 64).bytes, 107008u);
-  EXPECT_EQ(cuda::KeyPassShared<bf16>(at, 128).bytes, 172544u);
+  EXPECT_EQ(cuda::KeyPassShared<bf16>(at, 64).bytes, 72192u);
+  EXPECT_EQ(cuda::KeyPassShared<bf16>(at, 128).bytes, 104960u);
   EXPECT_EQ(cuda::KeyPassShared<float>(at, 64).bytes, 104960u);
-  EXPECT_EQ(cuda::QueryPassShared<bf16>(at, 64).bytes, 89600u);
-  EXPECT_EQ(cuda::QueryPassShared<bf16>(at, 128).bytes, 138752u);
+  EXPECT_EQ(cuda::QueryPassShared<bf16>(at, 64).bytes, 72192u);
+  EXPECT_EQ(cuda::QueryPassShared<bf16>(at, 128).bytes, 104960u);
   EXPECT_EQ(cuda::QueryPassShared<float>(at, 64).bytes, 104960u);
 }
 
