@@ -9,8 +9,9 @@
 //
 // What this checks: index arithmetic, masks, tile loops, shared-memory layout and the kernels' own
 // synchronisation (ThreadSanitizer sees exactly the barriers the kernel calls). What it cannot: timing, the
-// hardware's memory model beyond those barriers, and real wmma fragment layouts (cuda/mma.h keeps whole
-// matrices per lane). A GPU run is still the test that counts (tests/unit's cuda instances).
+// hardware's memory model beyond those barriers, and real wmma fragment layouts (cuda/mma.h spreads an
+// accumulator over the warp in a scrambled order of its own, and keeps an operand's whole matrix in every lane).
+// A GPU run is still the test that counts (tests/unit's cuda instances).
 #pragma once
 #include <atomic>
 #include <barrier>
