@@ -8,16 +8,15 @@
 // up to a multiple of Tiles<E>::kHeadPad (hdp): a zero column adds nothing to a dot product, and the padded
 // output columns are never stored. Rows past T load as zeros too, so a partial last tile needs masking only in
 // the softmax. Two products do the work, each by one warp for its 16 rows r:
-//   warp_product_nt:   S[r][c]   = sum_i A[r][i] B[c][i]   (scores q k^T, dp = dout v^T);
-//   warp_accumulate:   Acc[r][i] += sum_s M[r][s] X[s][i]   (p v, ds k), or with M transposed (p^T dout,
-//                      ds^T q: the transposed operand is read in place).
+//   warp_product_nt:       S[r][c]   = sum_i A[r][i] B[c][i]   (scores q k^T, dp = dout v^T);
+//   WarpSums::accumulate:  Acc[r][i] += sum_s M[r][s] X[s][i]   (p v, ds k), or with M transposed (p^T dout,
+//                          ds^T q: the transposed operand is read in place).
 // bf16 runs them on tensor cores through nvcuda::wmma (bf16 m16n16k16 fragments, f32 accumulation; the
 // transposed operand is a column-major fragment); f32 as register blocks: see [Note: the f32 products].
-// The backward's sums (dk, dv, dq) only grow, so each warp keeps its rows of them in registers across the tiles
-// (WarpSums: wmma accumulator fragments in bf16, register blocks in f32), and the kernels that keep them are
-// compiled for heads of up to 64 or up to 128 columns (kMaxHdp), so that their count of fragments is known. The
-// forward's bf16 out stays in shared memory: the online softmax rescales it row by row, and which fragment
-// element holds which row is not something wmma promises.
+// Each warp keeps its rows of the sums (out, dk, dv, dq) in registers across the tiles (WarpSums: wmma
+// accumulator fragments in bf16, register blocks in f32), so every kernel is compiled for heads of up to 64 or
+// up to 128 columns (kMaxHdp), which fixes a warp's count of fragments; the forward rescales out's rows in
+// place: [Note: the forward's out in registers].
 //
 // Forward: one block per (query tile i, head, batch), the highest query tile (longest rows) first. Each
 // warp owns 16 query rows, so the softmax state of a row never leaves its warp: two lanes a row keep the
@@ -45,16 +44,29 @@
 //
 // Shared memory, in bytes, for a padded head size hdp (row strides padded by 16 bytes so that the rows a
 // fragment or float4 load touches fall in different banks):
-//   forward     q, k, v [64][hdp+pad] E, S [64][68] f32, p [64][64+pad] E (f32: in S), acc [64][hdp+4] f32
-//               bf16 hd = 64: 71,680    hd = 128: 112,640    f32 hd = 64: 87,040
+//   forward     q, k, v [64][hdp+pad] E, S [64][68] f32, p [64][64+pad] E (f32: in S), a value a row
+//               bf16 hd = 64: 54,528    hd = 128: 79,104     f32 hd = 64: 69,888
 //   key pass    k, v, q, dout E, S and dp f32 (p and ds over them), lse and D rows
 //               bf16 hd = 64: 72,192    hd = 128: 104,960    f32 hd = 64: 104,960
 //   query pass  q, dout, k, v E, S and dp f32 (ds over dp), lse and D rows
 //               bf16 hd = 64: 72,192    hd = 128: 104,960    f32 hd = 64: 104,960
 // Past the default 48 KiB a launcher opts in (sm_90 allows 227 KiB a block). An H100 SM holds 228 KiB, less
-// 1 KiB the hardware keeps for each block: at hd = 64 that is three blocks of each bf16 kernel at a time, at
-// hd = 128 two; in f32, two blocks of each kernel. See [Note: the backward's probabilities over their scores]
-// for why the backward's p and ds take the place of S and dp.
+// 1 KiB the hardware keeps for each block: at hd = 64 that is four bf16 forward blocks at a time and three of
+// either backward pass, at hd = 128 two of each; in f32, three forward blocks and two of either pass. See [Note:
+// the backward's probabilities over their scores] for why the backward's p and ds take the place of S and dp.
+//
+// [Note: the forward's out in registers]
+// The online softmax rescales out's row r by c_r = exp(m - m') at every key tile, so the lane that holds an
+// element of out must know its row. An f32 RegisterBlock knows (rows 4 (lane / 8) + 0..3). A wmma accumulator
+// fragment's element i of a lane sits at a place wmma does not promise, but every accumulator fragment of the
+// same shape in a kernel keeps its elements alike, and a lane may read and write its elements (x[i],
+// num_elements) for element-wise work. So each warp loads, once, a fragment from a [16][16] tile whose row r
+// holds r (SumRows): its element i is the row of element i of every other accumulator fragment of the lane. The
+// softmax's lane pair writes c_r into a value a row in shared memory, and each lane multiplies its elements by
+// the c of their rows, as the shared-memory accumulator before it did, bit for bit; at the end it divides by
+// l the same way, and k and v, read by then, stage out on its way to memory. The CPU-thread kernels
+// (tests/kernel_emulation/cuda/mma.h) scramble the elements of a fragment, so a kernel that assumed a layout
+// instead would fail there.
 //
 // [Note: the backward's probabilities over their scores]
 // p is made of S and ds of dp, element by element, and neither product is read again once they are made, so
@@ -70,13 +82,12 @@
 // (8 warps) an SM, which SIMT products need to hide their shared-memory latency: p takes the place of S in the
 // forward too, element by element (the thread that reads s_tk writes p_tk), as p and ds do in the backward in
 // either type ([Note: the backward's probabilities over their scores]); dk, dv and dq stay in the registers of
-// the lanes that sum them (WarpSums), 64 floats a lane in the key pass. The forward's out stays in shared memory:
-// the online softmax rescales it row by row. f32 stops at hd = 64 (kFlashMaxHeadDimF32): a lane would hold twice
-// the sums at hd = 128.
+// the lanes that sum them (WarpSums), 64 floats a lane in the key pass, and so does the forward's out. f32 stops
+// at hd = 64 (kFlashMaxHeadDimF32): a lane would hold twice the sums at hd = 128.
 //
 // [Note: the f32 products]
 // An f32 product is a warp's 16 x 64 outputs, 32 a lane in a 4 x 8 block: rows 4 (lane / 8) .. + 3, and in
-// warp_product_nt columns lane % 8 + 8 j (j = 0..7), in warp_accumulate columns 4 (lane % 8) + 32 g .. + 3
+// warp_product_nt columns lane % 8 + 8 j (j = 0..7), in accumulate_block columns 4 (lane % 8) + 32 g .. + 3
 // (g = 0, 1: hdp <= 64). Each step reads float4s from shared memory (four of A's rows and eight of B's along
 // the head dimension, or four of M and two of X) and does 128 multiply-adds with them, three to four a float
 // read; the row strides (a multiple of 4 floats plus 4) put the eight rows a step reads in different banks.
@@ -160,8 +171,6 @@ struct SharedCarver {
 
   // [64][hdp] operands (q, k, v, dout).
   __host__ __device__ E* operands() { return take<E>(kTile * operand_ld<E>(hdp)); }
-  // A [64][hdp] f32 sum: the forward's out.
-  __host__ __device__ float* sum() { return take<float>(kTile * accumulator_ld(hdp)); }
   // A [64][64] f32 product (S, dp).
   __host__ __device__ float* scores() { return take<float>(kTile * kScoreLd); }
   // The backward's two products S and dp, one after the other: once the last tile's p and ds are read, they
@@ -197,7 +206,7 @@ struct SharedCarver {
 template <class E>
 struct ForwardShared {
   E *q, *k, *v, *probs;
-  float *scores, *acc;
+  float *scores, *row_values, *stage;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ ForwardShared(Base shared, int hdp) {
@@ -207,8 +216,15 @@ struct ForwardShared {
     v = c.operands();
     scores = c.scores();
     probs = c.forward_probs(scores);
-    acc = c.sum();
+    row_values = c.rows();  // a value for each row of the tile: the rescale c, then l
     bytes = c.used;
+    // Once the last key tile is read, k and v (one after the other) stage out on its way to memory as a
+    // [64][hdp] f32 tile (row stride accumulator_ld(hdp)).
+    static_assert(kTile * sizeof(E) % 128 == 0, "an operand tile is whole 128-byte units: v follows k with no gap");
+    static_assert(kTile * (Tiles<E>::kMaxHeadDim + 4) * sizeof(float) <=
+                      2 * kTile * (Tiles<E>::kMaxHeadDim + Tiles<E>::kRowPad) * sizeof(E),
+                  "k and v hold a staged out");
+    stage = reinterpret_cast<float*>(k);
   }
 };
 
@@ -287,10 +303,6 @@ __device__ void load_rows(float* rows, const float* src, int row0, int T) {
   for (int r = threadIdx.x; r < kTile; r += kThreads) rows[r] = row0 + r < T ? src[row0 + r] : 0.f;
 }
 
-__device__ void zero(float* p, int n) {
-  for (int e = threadIdx.x; e < n; e += kThreads) p[e] = 0.f;
-}
-
 // ---- warp-level products: bf16 on tensor cores -------------------------------------------------------
 
 // out[r][c] = sum_i a[r][i] b[c][i] for this warp's 16 rows r of `a` and the kTile rows c of `b` (bf16 tiles
@@ -336,20 +348,6 @@ struct MFragments {
     }
   }
 };
-
-// acc[r][i] += sum_s M[r][s] x[s][i] over the kTile rows s of x, for this warp's 16 rows r of the f32
-// accumulator (row stride acc_ld, hdp columns). M is the bf16 tile m (row stride kMLd) as it is
-// (row_major: M[r][s] = m[r * kMLd + s]) or transposed (col_major: M[r][s] = m[s * kMLd + r]).
-template <class Layout, int kMLd>
-__device__ void warp_accumulate(float* acc, int acc_ld, const bf16* m, const bf16* x, int x_ld, int hdp) {
-  const MFragments<Layout> fm(m, kMLd);
-  for (int i = 0; i < hdp; i += kFrag) {
-    FragAcc fa;
-    wmma::load_matrix_sync(fa, acc + i, acc_ld, wmma::mem_row_major);
-    fm.accumulate(fa, x + i, x_ld);
-    wmma::store_matrix_sync(acc + i, fa, acc_ld, wmma::mem_row_major);
-  }
-}
 
 // ---- warp-level products: f32 in registers (see [Note: the f32 products]) -------------------------------
 
@@ -401,21 +399,6 @@ struct RegisterBlock {
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) v[r][g] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  // From and to the warp's 16 rows of an f32 tile in shared memory (row stride ld); groups past the head are 0.
-  __device__ void load(const float* tile, int ld, int hdp) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int g = 0; g < kGroups; ++g)
-        v[r][g] = in_head(g, hdp) ? load4(tile + (r0() + r) * ld + c0() + 32 * g) : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
-  __device__ void store(float* tile, int ld, int hdp) const {
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int g = 0; g < kGroups; ++g)
-        if (in_head(g, hdp)) *reinterpret_cast<float4*>(tile + (r0() + r) * ld + c0() + 32 * g) = v[r][g];
-  }
 };
 
 // block[r][i] += sum_s M[r][s] x[s][i] over the kTile rows s of x, s ascending, for this warp's 16 rows r. M is
@@ -457,17 +440,6 @@ __device__ void accumulate_block(RegisterBlock& block, const float* m, const flo
         }
       }
   }
-}
-
-// acc[r][i] += sum_s M[r][s] x[s][i] for this warp's 16 rows r of an f32 accumulator in shared memory (row stride
-// acc_ld): the forward's, which the online softmax rescales row by row between the tiles.
-template <class Layout, int kMLd>
-__device__ void warp_accumulate(float* acc, int acc_ld, const float* m, const float* x, int x_ld, int hdp) {
-  static_assert(kMLd == kScoreLd, "an f32 M has the scores' rows");
-  RegisterBlock block;
-  block.load(acc, acc_ld, hdp);
-  accumulate_block<Layout>(block, m, x, x_ld, hdp);
-  block.store(acc, acc_ld, hdp);
 }
 
 // ---- softmax and stores -------------------------------------------------------------------------------
@@ -522,12 +494,35 @@ __device__ void warp_store_rows(E* dst, std::int64_t stride, const float* acc, i
 
 // ---- the backward's sums ------------------------------------------------------------------------------
 
-// A warp's 16 rows of dk, dv or dq, which only grow by products over the tiles that stream by (no online
-// softmax rescales them), then are stored once, in the registers of the warp's lanes across the tiles: bf16's as
-// wmma accumulator fragments, one for each 16 columns of a head of up to kMaxHdp columns; f32's as a
-// RegisterBlock ([Note: where the f32 kernels keep what]).
+// A warp's 16 rows of a sum over the tiles that stream by (the forward's out, the backward's dk, dv or dq),
+// stored once at the end, in the registers of the warp's lanes across the tiles: bf16's as wmma accumulator
+// fragments, one for each 16 columns of a head of up to kMaxHdp columns; f32's as a RegisterBlock ([Note: where
+// the f32 kernels keep what]). The forward's online softmax rescales its rows (update_rows), which needs to know
+// which row each of a lane's elements is in: SumRows.
 template <class E, int kMaxHdp>
 class WarpSums;
+
+// Which of the warp's 16 rows each element of a lane's sums is in. wmma does not say where a fragment keeps
+// which element, but every accumulator fragment of a kernel keeps them alike, so the warp loads the answer once
+// as a fragment, from a [16][16] tile of the row numbers (see [Note: the forward's out in registers]).
+// `scratch`: 16 rows of 16 floats or more (row stride ld) that only this warp touches meanwhile.
+template <class E>
+struct SumRows;
+template <>
+struct SumRows<bf16> {
+  FragAcc row;
+  __device__ SumRows(float* scratch, int ld) {
+    for (int e = threadIdx.x % 32; e < kFrag * kFrag; e += 32) scratch[e / kFrag * ld + e % kFrag] = e / kFrag;
+    __syncwarp();
+    wmma::load_matrix_sync(row, scratch, ld, wmma::mem_row_major);
+    __syncwarp();  // read before the scratch is written again
+  }
+};
+// An f32 RegisterBlock knows its rows.
+template <>
+struct SumRows<float> {
+  __device__ SumRows(float*, int) {}
+};
 
 template <int kMaxHdp>
 class WarpSums<bf16, kMaxHdp> {
@@ -536,13 +531,22 @@ class WarpSums<bf16, kMaxHdp> {
 #pragma unroll
     for (int n = 0; n < kFrags; ++n) wmma::fill_fragment(sums_[n], 0.f);
   }
-  // += M x, M the bf16 tile m over its product (row stride kInPlaceLd<bf16>), x's hdp columns.
-  template <class Layout>
+  // += M x, M the bf16 tile m (row stride kMLd), x's hdp columns.
+  template <class Layout, int kMLd>
   __device__ void accumulate(const bf16* m, const bf16* x, int x_ld, int hdp) {
-    const MFragments<Layout> fm(m, kInPlaceLd<bf16>);
+    const MFragments<Layout> fm(m, kMLd);
 #pragma unroll
     for (int n = 0; n < kFrags; ++n)
       if (n * kFrag < hdp) fm.accumulate(sums_[n], x + n * kFrag, x_ld);
+  }
+  // x = op(x, r) for each element x of the warp's row r (0..15).
+  template <class Op>
+  __device__ void update_rows(const SumRows<bf16>& rows, Op op) {
+#pragma unroll
+    for (int n = 0; n < kFrags; ++n)
+#pragma unroll
+      for (int i = 0; i < FragAcc::num_elements; ++i)
+        sums_[n].x[i] = op(sums_[n].x[i], static_cast<int>(rows.row.x[i]));
   }
   // dst row t0 + r = bf16(factor * sum), rows before T and the hd real columns only, through the warp's rows of
   // `stage`, a [kTile][stage_ld] f32 tile in shared memory that no other warp touches meanwhile.
@@ -569,9 +573,21 @@ class WarpSums<float, kMaxHdp> {
 
  public:
   __device__ explicit WarpSums(int row0) : row0_(row0) { block_.zero(); }
-  template <class Layout>
+  template <class Layout, int kMLd>
   __device__ void accumulate(const float* m, const float* x, int x_ld, int hdp) {
+    static_assert(kMLd == kScoreLd, "an f32 M has the scores' rows");
     accumulate_block<Layout>(block_, m, x, x_ld, hdp);
+  }
+  template <class Op>
+  __device__ void update_rows(const SumRows<float>&, Op op) {
+    const int r0 = RegisterBlock::r0();
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int g = 0; g < RegisterBlock::kGroups; ++g) {
+        float4& a = block_.v[r][g];
+        a.x = op(a.x, r0 + r), a.y = op(a.y, r0 + r), a.z = op(a.z, r0 + r), a.w = op(a.w, r0 + r);
+      }
   }
   // Straight from the registers: the lanes' float4 columns need no staging.
   __device__ void store(float* dst, std::int64_t stride, int t0, int T, int hd, float factor, float*, int) const {
@@ -624,14 +640,21 @@ __device__ __forceinline__ HeadOfBlock head_of_block(int T, int C, int NH, int h
 
 // ---- forward --------------------------------------------------------------------------------------
 
-// heads = B * NH; scale = 1 / sqrt(hd).
-template <class E>
-__global__ void __launch_bounds__(kThreads)
+// The blocks a kernel must fit on an SM by its registers (__launch_bounds__), where its shared memory lets in
+// more than two (the table at the top): 65,536 / (128 x blocks) registers a thread at most, 128 for four and 170
+// for three. Elsewhere 0, no bound: any count of registers (up to 255) lets in two blocks of 128 threads. The
+// f32 forward fits three unbounded (128 registers with nvcc 13.0), and asking for three made it take 168.
+template <class E, int kMaxHdp>
+constexpr int kForwardMinBlocksAnSm = std::is_same<E, bf16>::value && kMaxHdp == 64 ? 4 : 0;
+
+// heads = B * NH; scale = 1 / sqrt(hd). For heads of hdp <= kMaxHdp columns.
+template <class E, int kMaxHdp>
+__global__ void __launch_bounds__(kThreads, kForwardMinBlocksAnSm<E, kMaxHdp>)
     flash_forward_kernel(E* out, float* lse, const E* qkv, int T, int C, int NH, int hd, int hdp, int heads,
                          float scale, bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
   const ForwardShared<E> sm(shared, hdp);
-  const int ld = operand_ld<E>(hdp), acc_ld = accumulator_ld(hdp);
+  const int ld = operand_ld<E>(hdp);
 
   const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
   const int qt = head.tiles - 1 - head.tile;  // the longest rows first
@@ -642,13 +665,14 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = warp * kWarpRows;
 
   load_tile(sm.q, ld, q_base, C3, q0, T, hd, hdp, vector_loads);
-  zero(sm.acc, kTile * acc_ld);
+  const SumRows<E> sum_rows(sm.scores + row0 * kScoreLd, kScoreLd);  // S is not written yet
+  WarpSums<E, kMaxHdp> acc(row0);
+  const float* warp_values = sm.row_values + row0;
 
   // Lanes 2r and 2r+1 share row r of the warp, one the even columns and one the odd, and both hold its m, l.
   const int row = row0 + lane / 2, parity = lane % 2, t = q0 + row;
   float* s_row = sm.scores + row * kScoreLd;
   E* p_row = sm.probs + row * kForwardProbLd<E>;
-  float* acc_row = sm.acc + row * acc_ld;
   float m = -INFINITY, l = 0.f;
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
@@ -681,33 +705,27 @@ __global__ void __launch_bounds__(kThreads)
     tile_sum += __shfl_xor_sync(kFullMask, tile_sum, 1);
     l = __fmul_rn(rescale, l) + tile_sum;  // c l + sum p, two roundings as written
     m = m_new;
-    for (int i = parity; i < hdp; i += 2) acc_row[i] *= rescale;
+    if (parity == 0) sm.row_values[row] = rescale;
     __syncwarp();
 
-    warp_accumulate<wmma::row_major, kForwardProbLd<E>>(sm.acc + row0 * acc_ld, acc_ld,
-                                                        sm.probs + row0 * kForwardProbLd<E>, sm.v, ld, hdp);
+    // out = c out + p v, row by row.
+    acc.update_rows(sum_rows, [&](float x, int r) { return x * warp_values[r]; });
+    acc.template accumulate<wmma::row_major, kForwardProbLd<E>>(sm.probs + row0 * kForwardProbLd<E>, sm.v, ld, hdp);
   }
-  __syncwarp();
+  __syncwarp();  // every lane has read the last rescales
 
-  // out = E(sm.acc / l), lse = m + log(l): the warp writes a row at a time, l and m from the row's lane pair.
-  E* out_base = out + head.out_offset;
-  float* lse_bh = lse + static_cast<std::int64_t>(head.bh) * T;
-  for (int r = 0; r < kWarpRows; ++r) {
-    const float l_r = __shfl_sync(kFullMask, l, 2 * r), m_r = __shfl_sync(kFullMask, m, 2 * r);
-    const int tq = q0 + row0 + r;
-    if (tq >= T) break;
-    E* dst = out_base + static_cast<std::int64_t>(tq) * C;
-    const float* src = sm.acc + (row0 + r) * acc_ld;
-    for (int i = lane; i < hd; i += 32) dst[i] = from_f32<E>(src[i] / l_r);
-    if (lane == 0) lse_bh[tq] = m_r + logf(l_r);
-  }
+  // out = E(out / l), lse = m + log(l), l and m from the row's lane pair.
+  if (parity == 0) sm.row_values[row] = l;
+  if (parity == 0 && t < T) lse[static_cast<std::int64_t>(head.bh) * T + t] = m + logf(l);
+  __syncwarp();
+  acc.update_rows(sum_rows, [&](float x, int r) { return x / warp_values[r]; });
+  __syncthreads();  // every warp has read the last k and v: they stage out
+  acc.store(out + head.out_offset, C, q0, T, hd, 1.f, sm.stage, accumulator_ld(hdp));
 }
 
 // ---- backward -------------------------------------------------------------------------------------
 
-// The blocks of a backward pass an SM must hold by its registers, for __launch_bounds__: three where the shared
-// memory lets three in (bf16, hd <= 64: the table at the top), so at most 65,536 / (128 x 3) = 170 registers a
-// thread; elsewhere 0, no bound, as any count of registers (up to 255) lets in the two the shared memory does.
+// As kForwardMinBlocksAnSm, for the two passes: three of bf16's at hd <= 64.
 template <class E, int kMaxHdp>
 constexpr int kBackwardMinBlocksAnSm = std::is_same<E, bf16>::value && kMaxHdp == 64 ? 3 : 0;
 
@@ -770,8 +788,8 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocksAnSm<E, kMaxHdp>)
     __syncthreads();  // dv and dk sum over all 64 query rows
 
     // Each warp: its 16 key rows of dv += p^T dout and dk += ds^T q.
-    dv.template accumulate<wmma::col_major>(sm.probs + row0, sm.dout, ld, hdp);
-    dk.template accumulate<wmma::col_major>(sm.dscores + row0, sm.q, ld, hdp);
+    dv.template accumulate<wmma::col_major, kInPlaceLd<E>>(sm.probs + row0, sm.dout, ld, hdp);
+    dk.template accumulate<wmma::col_major, kInPlaceLd<E>>(sm.dscores + row0, sm.q, ld, hdp);
   }
   __syncthreads();  // every warp has read the last p and ds: S and dp stage the sums
 
@@ -815,7 +833,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocksAnSm<E, kMaxHdp>)
     __syncwarp();
     warp_probabilities<E>(nullptr, sm.dscores, sm.scores, sm.dprobs, sm.lse_rows, sm.d_rows, row0, q0, k0, T, scale);
     __syncwarp();
-    dq.template accumulate<wmma::row_major>(sm.dscores + row0 * kInPlaceLd<E>, sm.k, ld, hdp);
+    dq.template accumulate<wmma::row_major, kInPlaceLd<E>>(sm.dscores + row0 * kInPlaceLd<E>, sm.k, ld, hdp);
   }
   __syncthreads();  // every warp has read its last ds: S and dp stage the sums
 
@@ -859,7 +877,7 @@ Geometry geometry(const char* op, std::int64_t B, std::int64_t T, std::int64_t C
 // What asks for the shared memory, for allow_shared_memory's error.
 std::string head_size(const Geometry& g) { return "head size " + std::to_string(g.hd); }
 
-// Calls launch(std::integral_constant<int, kMaxHdp>) for the backward kernels compiled for heads of hdp columns:
+// Calls launch(std::integral_constant<int, kMaxHdp>) for the kernels compiled for heads of hdp columns:
 // up to 64, or up to 128 (bf16 only: an f32 head stops at 64).
 template <class E, class Launch>
 void with_head_capacity(int hdp, Launch&& launch) {
@@ -887,12 +905,14 @@ void flash_attention_forward(CUstream_st* stream, DType dtype, void* out, float*
     using E = decltype(zero);
     const Geometry g = geometry<E>("flash_attention", B, T, C, n_head);
     const std::size_t bytes = ForwardShared<E>(std::uintptr_t{0}, g.hdp).bytes;
-    allow_shared_memory(flash_forward_kernel<E>, bytes, "flash_attention", head_size(g));
-    flash_forward_kernel<E><<<g.blocks, kThreads, bytes, stream>>>(static_cast<E*>(out), lse,
-                                                                   static_cast<const E*>(qkv), g.T, g.C, g.NH, g.hd,
-                                                                   g.hdp, g.heads, g.scale,
-                                                                   vector_loads<E>(g.hd, qkv, qkv));
-    check_launch("flash_attention_forward");
+    with_head_capacity<E>(g.hdp, [&](auto capacity) {
+      constexpr int kMaxHdp = decltype(capacity)::value;
+      allow_shared_memory(flash_forward_kernel<E, kMaxHdp>, bytes, "flash_attention", head_size(g));
+      flash_forward_kernel<E, kMaxHdp><<<g.blocks, kThreads, bytes, stream>>>(
+          static_cast<E*>(out), lse, static_cast<const E*>(qkv), g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale,
+          vector_loads<E>(g.hd, qkv, qkv));
+      check_launch("flash_attention_forward");
+    });
   });
 }
 

@@ -173,9 +173,9 @@ TEST(FlashAttentionKernelsOnCpu, TheTilesTakeTheSharedMemoryTheKernelsNotesSay) 
   // The table in flash_attention_kernels.cu, which decides how many blocks an SM holds (228 KiB on sm_90).
   using cuda::bf16;
   const std::uintptr_t at = 0;
-  EXPECT_EQ(cuda::ForwardShared<bf16>(at, 64).bytes, 71680u);
-  EXPECT_EQ(cuda::ForwardShared<bf16>(at, 128).bytes, 112640u);
-  EXPECT_EQ(cuda::ForwardShared<float>(at, 64).bytes, 87040u);
+  EXPECT_EQ(cuda::ForwardShared<bf16>(at, 64).bytes, 54528u);
+  EXPECT_EQ(cuda::ForwardShared<bf16>(at, 128).bytes, 79104u);
+  EXPECT_EQ(cuda::ForwardShared<float>(at, 64).bytes, 69888u);
   EXPECT_EQ(cuda::KeyPassShared<bf16>(at, 64).bytes, 72192u);
   EXPECT_EQ(cuda::KeyPassShared<bf16>(at, 128).bytes, 104960u);
   EXPECT_EQ(cuda::KeyPassShared<float>(at, 64).bytes, 104960u);
