@@ -889,6 +889,16 @@ void with_head_capacity(int hdp, Launch&& launch) {
   }
 }
 
+// The blocks of `kernel` that one SM of this GPU holds at once with `bytes` of shared memory a block.
+template <class Kernel>
+int blocks_an_sm(Kernel kernel, std::size_t bytes, const Geometry& g) {
+  allow_shared_memory(kernel, bytes, "flash_attention_blocks_an_sm", head_size(g));
+  int blocks = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, bytes),
+             "flash_attention_blocks_an_sm: the occupancy of a kernel for ", head_size(g));
+  return blocks;
+}
+
 // 16 bytes at a time where every row of every head starts on 16 bytes.
 template <class E>
 bool vector_loads(int hd, const void* a, const void* b) {
@@ -955,6 +965,23 @@ void flash_attention_backward(CUstream_st* stream, DType dtype, void* dqkv, cons
       check_launch("flash_attention_backward (dq)");
     });
   });
+}
+
+FlashAttentionBlocksAnSm flash_attention_blocks_an_sm(DType dtype, std::int64_t head_dim) {
+  FlashAttentionBlocksAnSm blocks;
+  dispatch_float(dtype, "flash_attention_blocks_an_sm", [&](auto zero) {
+    using E = decltype(zero);
+    const Geometry g = geometry<E>("flash_attention_blocks_an_sm", 1, 1, head_dim, 1);
+    with_head_capacity<E>(g.hdp, [&](auto capacity) {
+      constexpr int kMaxHdp = decltype(capacity)::value;
+      const std::uintptr_t at = 0;
+      blocks.forward = blocks_an_sm(flash_forward_kernel<E, kMaxHdp>, ForwardShared<E>(at, g.hdp).bytes, g);
+      blocks.key_pass = blocks_an_sm(flash_backward_key_kernel<E, kMaxHdp>, KeyPassShared<E>(at, g.hdp).bytes, g);
+      blocks.query_pass =
+          blocks_an_sm(flash_backward_query_kernel<E, kMaxHdp>, QueryPassShared<E>(at, g.hdp).bytes, g);
+    });
+  });
+  return blocks;
 }
 
 }  // namespace fsdplab::cuda

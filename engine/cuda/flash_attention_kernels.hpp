@@ -24,4 +24,12 @@ void flash_attention_backward(CUstream_st* stream, DType dtype, void* dqkv, cons
                               const void* out, const float* lse, std::int64_t B, std::int64_t T, std::int64_t C,
                               std::int64_t n_head);
 
+// How many blocks of each kernel one SM of the current GPU holds at once for heads of head_dim columns, by CUDA's
+// occupancy calculator (the kernels' shared memory and registers): what the table at the top of
+// flash_attention_kernels.cu promises, for tests/gpu to hold it to. The blocks' time is for a profile to say.
+struct FlashAttentionBlocksAnSm {
+  int forward = 0, key_pass = 0, query_pass = 0;
+};
+FlashAttentionBlocksAnSm flash_attention_blocks_an_sm(DType dtype, std::int64_t head_dim);
+
 }  // namespace fsdplab::cuda

@@ -26,6 +26,7 @@
 #include "engine/cuda/copies.hpp"
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/cuda_device.hpp"
+#include "engine/cuda/flash_attention_kernels.hpp"
 #endif
 
 namespace fsdplab {
@@ -189,6 +190,30 @@ TEST_F(CudaDeviceTest, ACudaErrorNamesTheRankAndTheOp) {
   // The error was the call's, not the context's: the device goes on working.
   fill(dev->stream(Lane::compute), to, 2.f);
   EXPECT_EQ(read(to).front(), 2.f);
+#endif
+}
+
+// The blocks of each flash attention kernel an SM holds at once, registers counted (CUDA's occupancy calculator):
+// the table at the top of engine/cuda/flash_attention_kernels.cu, whose shared-memory half the CPU-thread test
+// TheTilesLetInTheBlocksAnSmTheKernelsNotesSay checks. The table is for an sm_90 SM (H100, H200).
+TEST_F(CudaDeviceTest, TheFlashAttentionKernelsHoldTheBlocksAnSmTheirTableSays) {
+#if FSDPLAB_HAVE_CUDA
+  int major = 0, shared = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0), cudaSuccess);
+  if (major != 9 || shared != 228 * 1024)
+    GTEST_SKIP() << "the table is for sm_90's SM of 228 KiB of shared memory; GPU 0 is sm_" << major << "x with "
+                 << shared << " bytes an SM";
+  const auto expect = [](DType dtype, std::int64_t hd, int forward, int key_pass, int query_pass) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)) + ", hd " + std::to_string(hd));
+    const cuda::FlashAttentionBlocksAnSm got = cuda::flash_attention_blocks_an_sm(dtype, hd);
+    EXPECT_EQ(got.forward, forward);
+    EXPECT_EQ(got.key_pass, key_pass);
+    EXPECT_EQ(got.query_pass, query_pass);
+  };
+  expect(DType::bf16, 64, 4, 3, 3);
+  expect(DType::bf16, 128, 2, 2, 2);
+  expect(DType::f32, 64, 3, 2, 2);
 #endif
 }
 

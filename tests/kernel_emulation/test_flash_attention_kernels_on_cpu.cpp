@@ -184,6 +184,21 @@ TEST(FlashAttentionKernelsOnCpu, TheTilesTakeTheSharedMemoryTheKernelsNotesSay) 
   EXPECT_EQ(cuda::QueryPassShared<float>(at, 64).bytes, 104960u);
 }
 
+// The blocks an SM holds by shared memory alone (an H100's, here): the table's last column. On a GPU,
+// CudaDeviceTest.TheFlashAttentionKernelsHoldTheBlocksAnSmTheirTableSays counts the registers too.
+TEST(FlashAttentionKernelsOnCpu, TheTilesLetInTheBlocksAnSmTheKernelsNotesSay) {
+  const auto expect = [](DType dtype, std::int64_t hd, int forward, int key_pass, int query_pass) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)) + ", hd " + std::to_string(hd));
+    const cuda::FlashAttentionBlocksAnSm got = cuda::flash_attention_blocks_an_sm(dtype, hd);
+    EXPECT_EQ(got.forward, forward);
+    EXPECT_EQ(got.key_pass, key_pass);
+    EXPECT_EQ(got.query_pass, query_pass);
+  };
+  expect(DType::bf16, 64, 4, 3, 3);
+  expect(DType::bf16, 128, 2, 2, 2);
+  expect(DType::f32, 64, 3, 2, 2);
+}
+
 TEST(FlashAttentionKernelsOnCpu, ALauncherRefusesWhatTheKernelsCannotHold) {
   std::vector<Bits> qkv(3 * 258), out(258);
   std::vector<float> lse(2), qkv_f32(3 * 130), out_f32(130);

@@ -1,5 +1,7 @@
 // cuda_runtime.h for kernels run on CPU threads (tests/kernel_emulation): only what the emulated kernels'
-// launchers call. The shared-memory opt-in limit is an H100's, so the launchers take the path they take there.
+// launchers call. The shared-memory opt-in limit is an H100's, so the launchers take the path they take there,
+// and so is the occupancy calculator's SM, whose limit here is its shared memory alone: a kernel's registers are
+// the compiler's, known on a GPU only.
 #pragma once
 #include <cstddef>
 
@@ -24,5 +26,16 @@ inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr, int) {
 }
 template <class Kernel>
 cudaError_t cudaFuncSetAttribute(Kernel, cudaFuncAttribute, int) {
+  return cudaSuccess;
+}
+
+// An H100 SM: 228 KiB of shared memory, 1 KiB of it kept for each block; at most 2,048 threads and 32 blocks.
+inline constexpr int kEmulatedSharedMemoryPerSm = 228 * 1024, kEmulatedSharedMemoryKeptPerBlock = 1024;
+template <class Kernel>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, Kernel, int threads, std::size_t bytes) {
+  const int by_memory = kEmulatedSharedMemoryPerSm / (static_cast<int>(bytes) + kEmulatedSharedMemoryKeptPerBlock);
+  const int by_threads = 2048 / threads;
+  *blocks = by_memory < by_threads ? by_memory : by_threads;
+  if (*blocks > 32) *blocks = 32;
   return cudaSuccess;
 }
