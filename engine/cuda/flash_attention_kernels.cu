@@ -884,9 +884,12 @@ void with_head_capacity(int hdp, Launch&& launch) {
   static_assert(Tiles<bf16>::kMaxHeadDim == 128 && Tiles<float>::kMaxHeadDim == 64, "the capacities compiled");
   if (hdp <= 64) {
     launch(std::integral_constant<int, 64>{});
-  } else {
-    if constexpr (Tiles<E>::kMaxHeadDim > 64) launch(std::integral_constant<int, 128>{});
+    return;
   }
+  if constexpr (Tiles<E>::kMaxHeadDim > 64)
+    launch(std::integral_constant<int, 128>{});
+  else
+    fail("flash attention: no f32 kernel for a head of ", hdp, " columns (64 at most)");
 }
 
 // The blocks of `kernel` that one SM of this GPU holds at once with `bytes` of shared memory a block.
