@@ -492,7 +492,7 @@ __device__ void warp_store_rows(E* dst, std::int64_t stride, const float* acc, i
   }
 }
 
-// ---- the backward's sums ------------------------------------------------------------------------------
+// ---- the sums a warp keeps in registers ---------------------------------------------------------------
 
 // A warp's 16 rows of a sum over the tiles that stream by (the forward's out, the backward's dk, dv or dq),
 // stored once at the end, in the registers of the warp's lanes across the tiles: bf16's as wmma accumulator
