@@ -26,7 +26,7 @@
 #include "engine/cuda/copies.hpp"
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/cuda_device.hpp"
-#include "engine/cuda/flash_attention_kernels.hpp"
+#include "flash_attention_blocks_an_sm.hpp"
 #endif
 
 namespace fsdplab {
@@ -204,16 +204,7 @@ TEST_F(CudaDeviceTest, TheFlashAttentionKernelsHoldTheBlocksAnSmTheirTableSays) 
   if (major != 9 || shared != 228 * 1024)
     GTEST_SKIP() << "the table is for sm_90's SM of 228 KiB of shared memory; GPU 0 is sm_" << major << "x with "
                  << shared << " bytes an SM";
-  const auto expect = [](DType dtype, std::int64_t hd, int forward, int key_pass, int query_pass) {
-    SCOPED_TRACE(std::string(dtype_name(dtype)) + ", hd " + std::to_string(hd));
-    const cuda::FlashAttentionBlocksAnSm got = cuda::flash_attention_blocks_an_sm(dtype, hd);
-    EXPECT_EQ(got.forward, forward);
-    EXPECT_EQ(got.key_pass, key_pass);
-    EXPECT_EQ(got.query_pass, query_pass);
-  };
-  expect(DType::bf16, 64, 4, 3, 3);
-  expect(DType::bf16, 128, 2, 2, 2);
-  expect(DType::f32, 64, 3, 2, 2);
+  expect_the_flash_attention_blocks_an_sm_of_the_table();
 #endif
 }
 

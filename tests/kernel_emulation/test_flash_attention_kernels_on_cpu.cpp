@@ -23,6 +23,7 @@
 
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/flash_attention_host.hpp"
+#include "flash_attention_blocks_an_sm.hpp"
 
 namespace fsdplab {
 
@@ -191,16 +192,7 @@ TEST(FlashAttentionKernelsOnCpu, TheTilesTakeTheSharedMemoryTheKernelsNotesSay) 
 // The blocks an SM holds by shared memory alone (an H100's, here): the table's last column. On a GPU,
 // CudaDeviceTest.TheFlashAttentionKernelsHoldTheBlocksAnSmTheirTableSays counts the registers too.
 TEST(FlashAttentionKernelsOnCpu, TheTilesLetInTheBlocksAnSmTheKernelsNotesSay) {
-  const auto expect = [](DType dtype, std::int64_t hd, int forward, int key_pass, int query_pass) {
-    SCOPED_TRACE(std::string(dtype_name(dtype)) + ", hd " + std::to_string(hd));
-    const cuda::FlashAttentionBlocksAnSm got = cuda::flash_attention_blocks_an_sm(dtype, hd);
-    EXPECT_EQ(got.forward, forward);
-    EXPECT_EQ(got.key_pass, key_pass);
-    EXPECT_EQ(got.query_pass, query_pass);
-  };
-  expect(DType::bf16, 64, 4, 3, 3);
-  expect(DType::bf16, 128, 2, 2, 2);
-  expect(DType::f32, 64, 3, 2, 2);
+  expect_the_flash_attention_blocks_an_sm_of_the_table();
 }
 
 TEST(FlashAttentionKernelsOnCpu, ALauncherRefusesWhatTheKernelsCannotHold) {
