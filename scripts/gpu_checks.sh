@@ -9,8 +9,10 @@
 #                      through EGL (app/dashboard/offscreen_gl.hpp: NVIDIA's EGL, or Mesa's where it is installed);
 #                      the copy for assets/ once it passes
 #   memcheck_*, racecheck_*, synccheck_*
-#                      compute-sanitizer on fsdplab_gpu_tests (its time limits scaled by FSDPLAB_TEST_TIME_SCALE,
-#                      tests/gpu/gpu_runs.hpp) and on a 2-rank gpt2 run (--comm-timeout raised the same way)
+#                      compute-sanitizer on the attention ops' cuda instances (exact and flash, both dtypes: the
+#                      kernels that share shared memory between warps), on fsdplab_gpu_tests (its time limits
+#                      scaled by FSDPLAB_TEST_TIME_SCALE, tests/gpu/gpu_runs.hpp) and on a 2-rank gpt2 run
+#                      (--comm-timeout raised the same way)
 #
 #   bash scripts/gpu_checks.sh [DIR]
 #     DIR            where the logs go (default gpu_checks, where the script is started): NAME.log each, summary.txt
@@ -78,6 +80,7 @@ check() {
 sanitizer=(compute-sanitizer --target-processes all --error-exitcode 99 --tool)
 
 run_args=(run --device cuda --model gpt2 --world 2 --steps 3 --cupti off)
+attention_tests='*Attention*cuda*'
 tests=$build/tests
 {
   echo "gpu_checks.sh at $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -89,6 +92,9 @@ check unit_cuda "$tests/fsdplab_unit_tests" --gtest_filter='*cuda*:*Cuda*'
 check integration_cuda "$tests/fsdplab_integration_tests" --gtest_filter='*cuda*:*Cuda*'
 [[ -x $tests/fsdplab_ui_tests ]] && check ui_cuda "$tests/fsdplab_ui_tests" --gtest_filter='DashboardLive.OnTheGpu*'
 check screenshot_cuda "$build/app/fsdplab" gui --device cuda --screenshot "$dir/dashboard-cuda.png" --steps 10
+for tool in memcheck racecheck synccheck; do
+  check "${tool}_attention" "${sanitizer[@]}" "$tool" "$tests/fsdplab_unit_tests" --gtest_filter="$attention_tests"
+done
 for tool in memcheck racecheck synccheck; do
   check "${tool}_gpu_tests" env FSDPLAB_TEST_TIME_SCALE="$scale" "${sanitizer[@]}" "$tool" "$tests/fsdplab_gpu_tests"
   check "${tool}_run" "${sanitizer[@]}" "$tool" "$build/app/fsdplab" "${run_args[@]}" --comm-timeout $((5 * scale))
