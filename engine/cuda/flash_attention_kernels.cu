@@ -174,12 +174,13 @@ struct SharedCarver {
   // A [64][64] f32 product (S, dp).
   __host__ __device__ float* scores() { return take<float>(kTile * kScoreLd); }
   // The backward's two products S and dp, one after the other: once the last tile's p and ds are read, they
-  // stage the sums on their way out as a [64][hdp] f32 tile (row stride accumulator_ld(hdp)).
-  __host__ __device__ void products(float*& s, float*& dp) {
+  // `stage` the sums on their way out as a [64][hdp] f32 tile (row stride accumulator_ld(hdp)).
+  __host__ __device__ void products(float*& s, float*& dp, float*& stage) {
     static_assert(kTile * kScoreLd * sizeof(float) % 128 == 0, "dp follows S with no gap");
     static_assert(kTile * (Tiles<bf16>::kMaxHeadDim + 4) <= 2 * kTile * kScoreLd, "S and dp hold a staged sum");
     s = scores();
     dp = scores();
+    stage = s;
   }
   // The backward's [64][64] E operand made of a product (p of S, ds of dp), over it (row stride kInPlaceLd<E>).
   __host__ __device__ E* made_of(float* product) { return reinterpret_cast<E*>(product); }
@@ -231,7 +232,7 @@ struct ForwardShared {
 template <class E>
 struct KeyPassShared {
   E *k, *v, *q, *dout, *probs, *dscores;
-  float *scores, *dprobs, *lse_rows, *d_rows;
+  float *scores, *dprobs, *lse_rows, *d_rows, *stage;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ KeyPassShared(Base shared, int hdp) {
@@ -240,7 +241,7 @@ struct KeyPassShared {
     v = c.operands();
     q = c.operands();
     dout = c.operands();
-    c.products(scores, dprobs);
+    c.products(scores, dprobs, stage);
     probs = c.made_of(scores);
     dscores = c.made_of(dprobs);
     lse_rows = c.rows();
@@ -252,7 +253,7 @@ struct KeyPassShared {
 template <class E>
 struct QueryPassShared {
   E *q, *dout, *k, *v, *dscores;
-  float *scores, *dprobs, *lse_rows, *d_rows;
+  float *scores, *dprobs, *lse_rows, *d_rows, *stage;
   std::size_t bytes;
   template <class Base>
   __host__ __device__ QueryPassShared(Base shared, int hdp) {
@@ -261,7 +262,7 @@ struct QueryPassShared {
     dout = c.operands();
     k = c.operands();
     v = c.operands();
-    c.products(scores, dprobs);
+    c.products(scores, dprobs, stage);
     dscores = c.made_of(dprobs);
     lse_rows = c.rows();
     d_rows = c.rows();
@@ -326,28 +327,6 @@ __device__ void warp_product_nt(float* out, const bf16* a, const bf16* b, int ld
   for (int n = 0; n < kTile / kFrag; ++n)
     wmma::store_matrix_sync(out + n * kFrag, acc[n], kScoreLd, wmma::mem_row_major);
 }
-
-// A warp's 16 rows of M, all kTile of its columns s, as fragments: M is the bf16 tile m (row stride m_ld) as it
-// is (row_major: M[r][s] = m[r * m_ld + s]) or transposed (col_major: M[r][s] = m[s * m_ld + r]).
-template <class Layout>
-struct MFragments {
-  wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, Layout> s[kTile / kFrag];
-  __device__ MFragments(const bf16* m, int m_ld) {
-    constexpr bool kTransposed = std::is_same<Layout, wmma::col_major>::value;
-#pragma unroll
-    for (int f = 0; f < kTile / kFrag; ++f)
-      wmma::load_matrix_sync(s[f], m + (kTransposed ? f * kFrag * m_ld : f * kFrag), m_ld);
-  }
-  // fa += M x for the 16 columns of x from `x` (row stride x_ld, kTile rows), s ascending.
-  __device__ void accumulate(FragAcc& fa, const bf16* x, int x_ld) const {
-#pragma unroll
-    for (int f = 0; f < kTile / kFrag; ++f) {
-      FragB fx;
-      wmma::load_matrix_sync(fx, x + f * kFrag * x_ld, x_ld);
-      wmma::mma_sync(fa, s[f], fx, fa);
-    }
-  }
-};
 
 // ---- warp-level products: f32 in registers (see [Note: the f32 products]) -------------------------------
 
@@ -531,13 +510,26 @@ class WarpSums<bf16, kMaxHdp> {
 #pragma unroll
     for (int n = 0; n < kFrags; ++n) wmma::fill_fragment(sums_[n], 0.f);
   }
-  // += M x, M the bf16 tile m (row stride kMLd), x's hdp columns.
+  // += M x over x's kTile rows s, s ascending, for x's hdp columns. M is the warp's 16 rows of the bf16 tile m
+  // (row stride kMLd) as it is (row_major: M[r][s] = m[r * kMLd + s]) or transposed (col_major:
+  // M[r][s] = m[s * kMLd + r]), loaded once as fragments.
   template <class Layout, int kMLd>
   __device__ void accumulate(const bf16* m, const bf16* x, int x_ld, int hdp) {
-    const MFragments<Layout> fm(m, kMLd);
+    constexpr bool kTransposed = std::is_same<Layout, wmma::col_major>::value;
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, Layout> fm[kTile / kFrag];
 #pragma unroll
-    for (int n = 0; n < kFrags; ++n)
-      if (n * kFrag < hdp) fm.accumulate(sums_[n], x + n * kFrag, x_ld);
+    for (int f = 0; f < kTile / kFrag; ++f)
+      wmma::load_matrix_sync(fm[f], m + (kTransposed ? f * kFrag * kMLd : f * kFrag), kMLd);
+#pragma unroll
+    for (int n = 0; n < kFrags; ++n) {
+      if (n * kFrag >= hdp) continue;
+#pragma unroll
+      for (int f = 0; f < kTile / kFrag; ++f) {
+        FragB fx;
+        wmma::load_matrix_sync(fx, x + f * kFrag * x_ld + n * kFrag, x_ld);
+        wmma::mma_sync(sums_[n], fm[f], fx, sums_[n]);
+      }
+    }
   }
   // x = op(x, r) for each element x of the warp's row r (0..15).
   template <class Op>
@@ -794,8 +786,8 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocksAnSm<E, kMaxHdp>)
   __syncthreads();  // every warp has read the last p and ds: S and dp stage the sums
 
   E* d_base = dqkv + head.qkv_offset;
-  dk.store(d_base + C, C3, k0, T, hd, scale, sm.scores, acc_ld);
-  dv.store(d_base + 2 * C, C3, k0, T, hd, 1.f, sm.scores, acc_ld);
+  dk.store(d_base + C, C3, k0, T, hd, scale, sm.stage, acc_ld);
+  dv.store(d_base + 2 * C, C3, k0, T, hd, 1.f, sm.stage, acc_ld);
 }
 
 // The query pass: dq of query tile i over the key tiles j = 0..i, for heads of hdp <= kMaxHdp columns.
@@ -837,7 +829,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocksAnSm<E, kMaxHdp>)
   }
   __syncthreads();  // every warp has read its last ds: S and dp stage the sums
 
-  dq.store(dqkv + head.qkv_offset, C3, q0, T, hd, scale, sm.scores, acc_ld);
+  dq.store(dqkv + head.qkv_offset, C3, q0, T, hd, scale, sm.stage, acc_ld);
 }
 
 // ---- launchers ------------------------------------------------------------------------------------
