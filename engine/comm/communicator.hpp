@@ -17,9 +17,16 @@
 #include <memory>
 
 #include "engine/runtime/device.hpp"
+#include "engine/runtime/error.hpp"
 #include "engine/tensor/tensor.hpp"
 
 namespace fsdplab {
+
+// What a rank throws when it stops waiting because a peer failed: a consequence, never the cause a world
+// reports (see [Note: which failure a world reports] in engine/train/world.cpp). Rethrow it as it is.
+struct PeerFailed : Error {
+  using Error::Error;
+};
 
 enum class ReduceOp { sum, avg };  // avg: the sum divided by the group size, in f32
 

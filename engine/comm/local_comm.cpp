@@ -160,7 +160,9 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
   const int me = members[static_cast<std::size_t>(seat.index)];
   const std::string where = describe(round.calls[static_cast<std::size_t>(seat.index)], seat.seq, members) +
                             " of group " + group_str(members);
-  if (failure_) fail("rank ", me, " stopped waiting in ", where, ": rank ", failure_->rank, " failed: ", failure_->reason);
+  if (failure_)
+    fail_as<PeerFailed>("rank ", me, " stopped waiting in ", where, ": rank ", failure_->rank, " failed: ",
+                        failure_->reason);
   std::vector<int> missing;
   for (std::size_t i = 0; i < members.size(); ++i)
     if (!round.reached[p][i]) missing.push_back(members[i]);

@@ -163,12 +163,12 @@ struct NcclComm::Handle {
               bool registered) {
     auto start = Clock::now();
     while (result == ncclSuccess || result == ncclInProgress) {
-      if (auto failure = aborts.failure()) fail(what, ": stopped, ", *failure);
+      if (auto failure = aborts.failure()) fail_as<PeerFailed>(what, ": stopped, ", *failure);
       if (aborts.held()) start = Clock::now();
       bool overdue = false;
       {
         std::lock_guard lock(mutex);
-        if (aborted || revoked) fail(what, ": stopped, NCCL was aborted");
+        if (aborted || revoked) fail_as<PeerFailed>(what, ": stopped, NCCL was aborted");
         ncclResult_t state = ncclSuccess;
         const ncclResult_t read = ncclCommGetAsyncError(comm, &state);
         if (read != ncclSuccess) fail(what, ": cannot read the communicator's state: ", nccl_reason(read));
@@ -187,7 +187,7 @@ struct NcclComm::Handle {
                                    " ms (a peer never reached it, or stalls)";
         aborts.give_up(reason);
         // Another rank's failure may have come first: that one is the cause.
-        if (auto first = aborts.failure(); first && *first != reason) fail(what, ": stopped, ", *first);
+        if (auto first = aborts.failure(); first && *first != reason) fail_as<PeerFailed>(what, ": stopped, ", *first);
         fail(reason);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -437,11 +437,11 @@ std::optional<std::string> NcclComm::overdue(std::chrono::milliseconds timeout) 
 
 void NcclComm::issue(const std::string& what, const std::function<int(void* nccl_comm)>& call,
                      std::chrono::milliseconds limit) {
-  if (auto failure = aborts_.failure()) fail(what, ": NCCL was aborted: ", *failure);
+  if (auto failure = aborts_.failure()) fail_as<PeerFailed>(what, ": NCCL was aborted: ", *failure);
   ncclResult_t result = ncclSuccess;
   {
     std::lock_guard lock(handle_->mutex);
-    if (handle_->aborted || handle_->revoked) fail(what, ": NCCL was aborted");
+    if (handle_->aborted || handle_->revoked) fail_as<PeerFailed>(what, ": NCCL was aborted");
     result = static_cast<ncclResult_t>(call(handle_->comm));
   }
   handle_->settle(result, aborts_, what, limit, true);
@@ -553,10 +553,10 @@ void NcclComm::barrier() {
   for (;;) {
     const cudaError_t state = cudaStreamQuery(handle_->barrier_stream);
     if (state != cudaSuccess && state != cudaErrorNotReady) check_cuda(state, what);
-    if (auto failure = aborts_.failure()) fail(what, ": stopped, ", *failure);
+    if (auto failure = aborts_.failure()) fail_as<PeerFailed>(what, ": stopped, ", *failure);
     if (state == cudaSuccess) {
       std::lock_guard lock(handle_->mutex);
-      if (handle_->aborted) fail(what, ": stopped, NCCL was aborted");
+      if (handle_->aborted) fail_as<PeerFailed>(what, ": stopped, NCCL was aborted");
       return;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));

@@ -15,11 +15,17 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-template <class... Parts>
-[[noreturn]] void fail(const Parts&... parts) {
+// fail, throwing E (an Error) for a catcher that must tell this kind of failure from the others.
+template <class E, class... Parts>
+[[noreturn]] void fail_as(const Parts&... parts) {
   std::ostringstream message;
   (message << ... << parts);
-  throw Error(message.str());
+  throw E(message.str());
+}
+
+template <class... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  fail_as<Error>(parts...);
 }
 
 template <class... Parts>

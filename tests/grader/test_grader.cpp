@@ -97,10 +97,12 @@ TEST(GraderIsolation, AHangCostsOnlyItsChecksAndTheGraderGoesOn) {
   }
 }
 
+// And the same diagnostics: never-records fails on both ranks at once, and the rank its diagnostic names must
+// not depend on which thread got there first ([Note: which failure a world reports]).
 TEST(Grader, TheSameCodeGetsTheSamePointsOnEveryRun) {
   GradeRequest request;
-  request.impl = parse_impl("2=mutant:wrong-rank-slices,6=mutant:no-prefetch");
-  request.tasks = {2, 6};
+  request.impl = parse_impl("2=mutant:wrong-rank-slices,3=mutant:never-records,6=mutant:no-prefetch");
+  request.tasks = {2, 3, 6};
   request.limits.parallel = 2;
   const GradeReport first = grade(request), second = grade(request);
   ASSERT_EQ(first.tasks.size(), second.tasks.size());

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/comm/local_comm.hpp"
@@ -67,9 +68,12 @@ TEST(LocalCommFailures, ARankThatThrowsFailsItsPeersNamingIt) {
           if (rank == 2) throw std::runtime_error("out of memory loading shard");
           const Tensor shard = Tensor::empty(*device, {2}, DType::f32, MemTag::param_shard);
           const Tensor full = Tensor::empty(*device, {6}, DType::f32, MemTag::param_full);
-          errors[static_cast<std::size_t>(rank)] =
-              error_of([&] { comm.all_gather(device->stream(Lane::all_gather), shard, full); });
-          throw Error(errors[static_cast<std::size_t>(rank)]);  // the consequence, rethrown
+          try {
+            comm.all_gather(device->stream(Lane::all_gather), shard, full);
+          } catch (const PeerFailed& e) {
+            errors[static_cast<std::size_t>(rank)] = e.what();
+            throw;  // the consequence, rethrown as it is
+          }
         },
         LocalWorldOptions{std::chrono::milliseconds(5000)});
   });
@@ -158,6 +162,20 @@ TEST(World, RethrowsTheRootCauseNotItsConsequences) {
         kShort);
   });
   EXPECT_EQ(e, "rank 1 failed: disk full");
+}
+
+// Ranks that run the same wrong code fail at the same point, in an order the threads' timing decides: the
+// lowest of them is reported, so two runs of the same code report the same failure.
+TEST(World, ReportsTheLowestRankThatFailedOfItsOwnAccordNotTheFirst) {
+  for (const int first : {0, 2}) {
+    const std::string e = error_of([&] {
+      run_world(3, [&](int rank, LocalWorld&) {
+        if (rank != first) std::this_thread::sleep_for(50ms);
+        throw Error("task 4: not implemented yet");
+      });
+    });
+    EXPECT_EQ(e, "rank 0 failed: task 4: not implemented yet") << "rank " << first << " failed first";
+  }
 }
 
 TEST(World, RejectsSizesOutsideItsRangeBeforeStartingAnyThread) {
