@@ -54,8 +54,9 @@ float drawn_at(const Parameter& p, std::uint64_t seed, std::int64_t index) {
 std::vector<float> expected_shard(const FlatParamLayout& layout, int rank, std::uint64_t seed) {
   std::vector<float> flat(static_cast<std::size_t>(layout.padded_numel), 0.0f);
   for (const FlatParamEntry& e : layout.entries)
-    e.param->init.fill(std::span<float>(flat).subspan(static_cast<std::size_t>(e.offset), static_cast<std::size_t>(e.numel)),
-                       seed, e.param->name, 0);
+    e.param->init.fill(
+        std::span<float>(flat).subspan(static_cast<std::size_t>(e.offset), static_cast<std::size_t>(e.numel)), seed,
+        e.param->name, 0);
   const auto first = flat.begin() + rank * layout.shard_numel();
   return std::vector<float>(first, first + layout.shard_numel());
 }
@@ -65,7 +66,8 @@ std::vector<float> expected_shard(const FlatParamLayout& layout, int rank, std::
 std::vector<float> drawn_shard(const CheckContext& c, Device& device, const FlatParamLayout& layout, int rank,
                                std::uint64_t seed) {
   const Tensor shard = Tensor::empty(device, {layout.shard_numel()}, DType::f32, MemTag::param_shard, "shard");
-  shard.copy_from(std::vector<float>(static_cast<std::size_t>(layout.shard_numel()), std::numeric_limits<float>::quiet_NaN()));
+  shard.copy_from(
+      std::vector<float>(static_cast<std::size_t>(layout.shard_numel()), std::numeric_limits<float>::quiet_NaN()));
   graded(c).init_shard(slices_of(layout, rank), shard, seed);
   device.synchronize();
   return shard.to_vector();
@@ -82,7 +84,8 @@ const FlatParamEntry* entry_at(const FlatParamLayout& layout, int rank, std::int
 // What element `i` of rank `rank`'s shard is in the unit: "element 8 of fc1.weight", an alignment gap, padding.
 std::string element_name(const FlatParamLayout& layout, int rank, std::int64_t i) {
   const std::int64_t flat = rank * layout.shard_numel() + i;
-  if (const FlatParamEntry* e = entry_at(layout, rank, i)) return "element " + std::to_string(flat - e->offset) + " of " + e->param->name;
+  if (const FlatParamEntry* e = entry_at(layout, rank, i))
+    return "element " + std::to_string(flat - e->offset) + " of " + e->param->name;
   return flat >= layout.used_numel ? "padding" : "an alignment gap";
 }
 
@@ -100,12 +103,13 @@ std::string likely_cause(const FlatParamLayout& layout, int rank, std::int64_t i
   }
   for (const ShardSlice& s : slices) {
     if (s.shard_offset != 0 && i < s.count && got == drawn_at(*s.param, seed, s.param_begin + i))
-      return "the slice of " + s.param->name + " written at element 0 of the shard: write each slice at its shard_offset (" +
+      return "the slice of " + s.param->name +
+             " written at element 0 of the shard: write each slice at its shard_offset (" +
              std::to_string(s.shard_offset) + ")";
   }
   if (!entry_at(layout, rank, i))
-    return "a gap or the padding is not zero: both are gathered with the parameters; start each call from a zeroed host "
-           "buffer, std::vector<float>(n, 0.0f), never one kept from an earlier call";
+    return "a gap or the padding is not zero: both are gathered with the parameters; start each call from a zeroed "
+           "host buffer, std::vector<float>(n, 0.0f), never one kept from an earlier call";
   return "";
 }
 
@@ -116,8 +120,9 @@ struct ShardDifference {
   bool empty() const { return got.empty(); }
 };
 
-ShardDifference shard_difference(const FlatParamLayout& layout, int rank, std::uint64_t seed, const std::vector<float>& got,
-                                 const std::vector<float>& want, const std::string& where) {
+ShardDifference shard_difference(const FlatParamLayout& layout, int rank, std::uint64_t seed,
+                                 const std::vector<float>& got, const std::vector<float>& want,
+                                 const std::string& where) {
   for (std::size_t i = 0; i < want.size(); ++i) {
     // Bit for bit: == also refuses a NaN.
     if (got[i] == want[i]) continue;
@@ -136,7 +141,8 @@ CheckOutcome from_difference(const ShardDifference& d, std::string expected, std
 
 std::string layout_text(const FlatParamLayout& layout) {
   std::string s;
-  for (const FlatParamEntry& e : layout.entries) s += (s.empty() ? "" : ", ") + e.param->name + " (" + std::to_string(e.numel) + ")";
+  for (const FlatParamEntry& e : layout.entries)
+    s += (s.empty() ? "" : ", ") + e.param->name + " (" + std::to_string(e.numel) + ")";
   return "[" + s + "] at W = " + std::to_string(layout.world) + ", align " + std::to_string(layout.align) + ": ";
 }
 
@@ -154,7 +160,8 @@ std::string initial_difference(const GradedRun& run, const GradedRun& baseline) 
       return "the model has no parameter '" + name + "' of " + std::to_string(values.size()) + " elements";
     for (std::size_t i = 0; i < values.size(); ++i)
       if (!(it->second[i] == values[i]))
-        return "element " + std::to_string(i) + " of " + name + " is " + number(it->second[i]) + ", the baseline's " + number(values[i]);
+        return "element " + std::to_string(i) + " of " + name + " is " + number(it->second[i]) + ", the baseline's " +
+               number(values[i]);
   }
   return "";
 }
@@ -176,171 +183,210 @@ CheckOutcome initial_model_at(const CheckContext& c, const std::vector<int>& wor
     if (difference.empty()) {
       ++equal;
     } else if (first.empty()) {
-      first = "W = " + std::to_string(world) + ": " + difference + " (" + run.command("run", c.impl_flag()) + " --save-init DIR)";
+      first = "W = " + std::to_string(world) + ": " + difference + " (" + run.command("run", c.impl_flag()) +
+              " --save-init DIR)";
       first_ran = graded.trained();
     }
   }
   if (first.empty()) return CheckOutcome::pass();
-  return CheckOutcome::fail("the initial parameters at W = 1, 2, 3, 4 and 8 bit for bit the single-rank baseline's", first,
-                            first_ran ? "a shard that is not the same chunk of the unsharded initialisation: a slice drawn at the "
-                                        "wrong indices or written at the wrong offset, nonzero gaps, or a draw that depends on the rank"
-                                      : "",
-                            static_cast<double>(equal) / static_cast<double>(worlds.size()));
+  return CheckOutcome::fail(
+      "the initial parameters at W = 1, 2, 3, 4 and 8 bit for bit the single-rank baseline's", first,
+      first_ran ? "a shard that is not the same chunk of the unsharded initialisation: a slice drawn at the "
+                  "wrong indices or written at the wrong offset, nonzero gaps, or a draw that depends on the rank"
+                : "",
+      static_cast<double>(equal) / static_cast<double>(worlds.size()));
+}
+
+CheckOutcome the_seed_reaches_every_value(const CheckContext& c) {
+  const Unit unit({{"transformer.wte.weight", 64}});
+  const FlatParamLayout layout = layout_of(unit, 2, 1);
+  auto device = make_graded_device(0);
+  const std::vector<float> seven = drawn_shard(c, *device, layout, 0, 7), eight = drawn_shard(c, *device, layout, 0, 8);
+  const std::string expected = "seed 7's and seed 8's initial values, which differ";
+  if (seven == eight)
+    return CheckOutcome::fail(
+        expected, "rank 0's shard is the same under seed 7 and seed 8 (element 0: " + number(seven[0]) + ")",
+        "the seed given is ignored: pass `seed` to ParamInit::fill, or every --seed trains the same model");
+  ShardDifference d = shard_difference(layout, 0, 7, seven, expected_shard(layout, 0, 7), "seed 7: ");
+  if (d.empty()) d = shard_difference(layout, 0, 8, eight, expected_shard(layout, 0, 8), "seed 8: ");
+  return from_difference(d, expected, "the values drawn under another seed than the one given");
+}
+
+CheckOutcome same_values_whichever_rank_draws(const CheckContext& c) {
+  const Unit unit({{"transformer.h.0.attn.c_attn.weight", 64}});
+  const FlatParamLayout layout = layout_of(unit, 4, 1);
+  const std::vector<float> want = expected_shard(layout, 0, 5);
+  for (int rank : {0, 3}) {
+    auto device = make_graded_device(rank);
+    const std::vector<float> got = drawn_shard(c, *device, layout, 0, 5);
+    if (got == want) continue;
+    return CheckOutcome::fail(
+        "chunk 0 of " + unit.owned[0].name + " drawn on rank " + std::to_string(rank) +
+            " equal to the baseline's, as on every rank",
+        shard_difference(layout, 0, 5, got, want, "drawn on rank " + std::to_string(rank) + ": ").got,
+        "the rank enters the draw (a seed per rank?): an element's value must depend only on the seed, "
+        "the parameter's name and the element's index, so that the shards of any W form the baseline's model");
+  }
+  return CheckOutcome::pass();
+}
+
+CheckOutcome a_cut_parameter_drawn_at_its_own_indices(const CheckContext& c) {
+  const Unit unit({{"transformer.h.0.mlp.c_fc.weight", 96}});
+  const std::vector<int> worlds = {2, 3, 4, 8};
+  int right = 0;
+  ShardDifference first;
+  for (int world : worlds) {
+    const FlatParamLayout layout = layout_of(unit, world, 1);
+    ShardDifference d;
+    for (int r = 0; r < world && d.empty(); ++r) {
+      auto device = make_graded_device(r);
+      d = shard_difference(layout, r, 11, drawn_shard(c, *device, layout, r, 11), expected_shard(layout, r, 11),
+                           layout_text(layout));
+    }
+    if (d.empty())
+      ++right;
+    else if (first.empty())
+      first = d;
+  }
+  return from_difference(
+      first, "rank r's shard: the parameter's elements [r * n, (r + 1) * n), drawn at those indices",
+      "the slice's values are not the parameter's elements [param_begin, param_begin + count) under the seed given",
+      static_cast<double>(right) / static_cast<double>(worlds.size()));
+}
+
+// The README's picture (a, b, c over W = 4, align 4) and an MLP-like unit over W = 3; each rank draws
+// its own shard on its own thread and device, as in a run.
+CheckOutcome each_slice_at_its_shard_offset(const CheckContext& c) {
+  const Unit readme({{"a", 6}, {"b", 3}, {"c", 5}});
+  const Unit mlp({{"fc.weight", 30}, {"fc.bias", 5}, {"ln.weight", 7}, {"ln.bias", 7}});
+  for (const auto& [unit, world] : {std::pair<const Unit*, int>{&readme, 4}, {&mlp, 3}}) {
+    const FlatParamLayout layout = layout_of(*unit, world, 4);
+    std::vector<ShardDifference> found(static_cast<std::size_t>(world));
+    on_ranks(world, [&](GradedRank& r) {
+      found[static_cast<std::size_t>(r.rank)] =
+          shard_difference(layout, r.rank, 3, drawn_shard(c, r.device, layout, r.rank, 3),
+                           expected_shard(layout, r.rank, 3), layout_text(layout));
+    });
+    for (const ShardDifference& d : found)
+      if (!d.empty())
+        return from_difference(
+            d, "each slice's values at elements [shard_offset, shard_offset + count) of the shard, zero in the gaps",
+            "a slice written at the wrong place in the shard");
+  }
+  return CheckOutcome::pass();
+}
+
+// As the engine does, each rank draws one unit after the other on its thread: first a unit its shard is
+// full of, then one with alignment gaps and padding. The shard memory held NaN before each call.
+CheckOutcome gaps_and_padding_zero(const CheckContext& c) {
+  const Unit full({{"transformer.h.1.ln_1.weight", 20}});
+  const Unit gaps({{"a", 6}, {"b", 3}, {"c", 5}});
+  const FlatParamLayout first = layout_of(full, 4, 1), second = layout_of(gaps, 4, 4);
+  std::vector<ShardDifference> found(4);
+  on_ranks(4, [&](GradedRank& r) {
+    drawn_shard(c, r.device, first, r.rank, 2);
+    found[static_cast<std::size_t>(r.rank)] =
+        shard_difference(second, r.rank, 2, drawn_shard(c, r.device, second, r.rank, 2),
+                         expected_shard(second, r.rank, 2), "the second unit, " + layout_text(second));
+  });
+  for (const ShardDifference& d : found)
+    if (!d.empty())
+      return from_difference(
+          d, "zero in every alignment gap and in the padding, whatever the memory or an earlier call held",
+          "gaps or padding not zeroed");
+  return CheckOutcome::pass();
+}
+
+CheckOutcome nothing_written_on_a_dry_run(const CheckContext& c) {
+  const Unit unit({{"transformer.wte.weight", 64}});
+  const FlatParamLayout layout = layout_of(unit, 2, 1);
+  auto device = make_graded_device(0, /*dry_run=*/true);
+  const Tensor shard = Tensor::empty(*device, {layout.shard_numel()}, DType::f32, MemTag::param_shard, "shard");
+  const std::vector<ShardSlice> slices = slices_of(layout, 0);
+  const std::string error = error_raised([&] { graded(c).init_shard(slices, shard, 1); });
+  if (error.empty()) return CheckOutcome::pass();
+  return CheckOutcome::fail("init_shard to return at once on a dry run", "it threw: " + error,
+                            "values drawn or written on a dry run, where tensors have no data: return first thing when "
+                            "shard.device().dry_run()");
+}
+
+CheckOutcome no_device_memory_allocated(const CheckContext& c) {
+  const Unit unit({{"transformer.h.0.attn.c_proj.weight", 48}, {"transformer.h.0.attn.c_proj.bias", 8}});
+  const FlatParamLayout layout = layout_of(unit, 2, 4);
+  auto device = make_graded_device(1);
+  const Tensor shard = Tensor::empty(*device, {layout.shard_numel()}, DType::f32, MemTag::param_shard, "shard");
+  const std::vector<ShardSlice> slices = slices_of(layout, 1);
+  // Only the shard is allocated: anything init_shard allocates, kept or freed, raises a peak.
+  const TagBytes peak_before = device->ledger().peak_by_tag();
+  graded(c).init_shard(slices, shard, 4);
+  device->synchronize();
+  const TagBytes& peak_after = device->ledger().peak_by_tag();
+  for (MemTag tag : kAllMemTags) {
+    const auto t = static_cast<std::size_t>(tag);
+    if (peak_after[t] != peak_before[t])
+      return CheckOutcome::fail(
+          "no device memory allocated by init_shard",
+          "it allocated " + std::to_string(peak_after[t] - peak_before[t]) + " bytes of " +
+              std::string(mem_tag_name(tag)) + " at its peak",
+          "a device tensor made inside init_shard (a staging copy, a whole unit): the shard is already "
+          "allocated; draw on the host and copy_from into it");
+  }
+  return CheckOutcome::pass();
+}
+
+// 256 TB as f32: more than a process's address space, so a host copy of the whole parameter cannot be
+// made, whatever the machine or its overcommit setting. Each rank's shard is 65,536 elements.
+CheckOutcome only_the_shard_drawn(const CheckContext& c) {
+  constexpr std::int64_t kNumel = std::int64_t{1} << 46;
+  const Unit unit({{"transformer.wte.weight", kNumel}});
+  const FlatParamLayout layout = layout_of(unit, 1 << 30, 1);
+  const int rank = 12345;
+  auto device = make_graded_device(rank);
+  const std::string expected = "rank " + std::to_string(rank) + "'s " + std::to_string(layout.shard_numel()) +
+                               " values drawn at their own indices, with no more than the shard on the host";
+  std::vector<float> got;
+  try {
+    got = drawn_shard(c, *device, layout, rank, 3);
+  } catch (const std::bad_alloc&) {
+    return CheckOutcome::fail(expected,
+                              "std::bad_alloc: init_shard asked the host for more memory than any process has",
+                              "the whole parameter built on the host and then cut (ParamInit::fill over "
+                              "param->numel() elements): FSDP exists so that no rank holds a whole parameter; draw "
+                              "each slice alone, param_begin as fill's first_index");
+  }
+  std::vector<float> want(static_cast<std::size_t>(layout.shard_numel()));
+  unit.owned[0].init.fill(want, 3, unit.owned[0].name, static_cast<std::uint64_t>(rank * layout.shard_numel()));
+  return from_difference(shard_difference(layout, rank, 3, got, want, ""), expected,
+                         "a shard that is not its chunk of the parameter");
 }
 
 }  // namespace
 
 std::vector<Check> meta_init_checks() {
-  std::vector<Check> checks;
-  checks.push_back(make("seed", "the seed reaches every value: two seeds, two initialisations, each the baseline's", 1, [](const CheckContext& c) {
-    const Unit unit({{"transformer.wte.weight", 64}});
-    const FlatParamLayout layout = layout_of(unit, 2, 1);
-    auto device = make_graded_device(0);
-    const std::vector<float> seven = drawn_shard(c, *device, layout, 0, 7), eight = drawn_shard(c, *device, layout, 0, 8);
-    const std::string expected = "seed 7's and seed 8's initial values, which differ";
-    if (seven == eight)
-      return CheckOutcome::fail(expected, "rank 0's shard is the same under seed 7 and seed 8 (element 0: " + number(seven[0]) + ")",
-                                "the seed given is ignored: pass `seed` to ParamInit::fill, or every --seed trains the same model");
-    ShardDifference d = shard_difference(layout, 0, 7, seven, expected_shard(layout, 0, 7), "seed 7: ");
-    if (d.empty()) d = shard_difference(layout, 0, 8, eight, expected_shard(layout, 0, 8), "seed 8: ");
-    return from_difference(d, expected, "the values drawn under another seed than the one given");
-  }));
-  checks.push_back(make("same-on-every-rank", "a chunk has the same values whichever rank draws it (no_shard draws every chunk on every rank)", 1, [](const CheckContext& c) {
-    const Unit unit({{"transformer.h.0.attn.c_attn.weight", 64}});
-    const FlatParamLayout layout = layout_of(unit, 4, 1);
-    const std::vector<float> want = expected_shard(layout, 0, 5);
-    for (int rank : {0, 3}) {
-      auto device = make_graded_device(rank);
-      const std::vector<float> got = drawn_shard(c, *device, layout, 0, 5);
-      if (got == want) continue;
-      return CheckOutcome::fail("chunk 0 of " + unit.owned[0].name + " drawn on rank " + std::to_string(rank) + " equal to the baseline's, as on every rank",
-                                shard_difference(layout, 0, 5, got, want, "drawn on rank " + std::to_string(rank) + ": ").got,
-                                "the rank enters the draw (a seed per rank?): an element's value must depend only on the seed, "
-                                "the parameter's name and the element's index, so that the shards of any W form the baseline's model");
-    }
-    return CheckOutcome::pass();
-  }));
-  checks.push_back(make("cut-parameter", "a parameter cut between ranks: each part drawn at the parameter's own element indices", 3, [](const CheckContext& c) {
-    const Unit unit({{"transformer.h.0.mlp.c_fc.weight", 96}});
-    const std::vector<int> worlds = {2, 3, 4, 8};
-    int right = 0;
-    ShardDifference first;
-    for (int world : worlds) {
-      const FlatParamLayout layout = layout_of(unit, world, 1);
-      ShardDifference d;
-      for (int r = 0; r < world && d.empty(); ++r) {
-        auto device = make_graded_device(r);
-        d = shard_difference(layout, r, 11, drawn_shard(c, *device, layout, r, 11), expected_shard(layout, r, 11), layout_text(layout));
-      }
-      if (d.empty()) ++right;
-      else if (first.empty()) first = d;
-    }
-    return from_difference(first, "rank r's shard: the parameter's elements [r * n, (r + 1) * n), drawn at those indices",
-                           "the slice's values are not the parameter's elements [param_begin, param_begin + count) under the seed given",
-                           static_cast<double>(right) / static_cast<double>(worlds.size()));
-  }));
-  checks.push_back(make("shard-offsets", "several parameters in one shard: each slice at its shard_offset, the gaps between them zero", 2, [](const CheckContext& c) {
-    // The README's picture (a, b, c over W = 4, align 4) and an MLP-like unit over W = 3; each rank draws
-    // its own shard on its own thread and device, as in a run.
-    const Unit readme({{"a", 6}, {"b", 3}, {"c", 5}});
-    const Unit mlp({{"fc.weight", 30}, {"fc.bias", 5}, {"ln.weight", 7}, {"ln.bias", 7}});
-    for (const auto& [unit, world] : {std::pair<const Unit*, int>{&readme, 4}, {&mlp, 3}}) {
-      const FlatParamLayout layout = layout_of(*unit, world, 4);
-      std::vector<ShardDifference> found(static_cast<std::size_t>(world));
-      on_ranks(world, [&](GradedRank& r) {
-        found[static_cast<std::size_t>(r.rank)] = shard_difference(layout, r.rank, 3, drawn_shard(c, r.device, layout, r.rank, 3),
-                                                                   expected_shard(layout, r.rank, 3), layout_text(layout));
-      });
-      for (const ShardDifference& d : found)
-        if (!d.empty())
-          return from_difference(d, "each slice's values at elements [shard_offset, shard_offset + count) of the shard, zero in the gaps",
-                                 "a slice written at the wrong place in the shard");
-    }
-    return CheckOutcome::pass();
-  }));
-  checks.push_back(make("gaps-and-padding", "gaps and padding zero in reused memory and on a second call from the same thread", 2, [](const CheckContext& c) {
-    // As the engine does, each rank draws one unit after the other on its thread: first a unit its shard is
-    // full of, then one with alignment gaps and padding. The shard memory held NaN before each call.
-    const Unit full({{"transformer.h.1.ln_1.weight", 20}});
-    const Unit gaps({{"a", 6}, {"b", 3}, {"c", 5}});
-    const FlatParamLayout first = layout_of(full, 4, 1), second = layout_of(gaps, 4, 4);
-    std::vector<ShardDifference> found(4);
-    on_ranks(4, [&](GradedRank& r) {
-      drawn_shard(c, r.device, first, r.rank, 2);
-      found[static_cast<std::size_t>(r.rank)] = shard_difference(second, r.rank, 2, drawn_shard(c, r.device, second, r.rank, 2),
-                                                                 expected_shard(second, r.rank, 2), "the second unit, " + layout_text(second));
-    });
-    for (const ShardDifference& d : found)
-      if (!d.empty())
-        return from_difference(d, "zero in every alignment gap and in the padding, whatever the memory or an earlier call held",
-                               "gaps or padding not zeroed");
-    return CheckOutcome::pass();
-  }));
-  checks.push_back(make("dry-run", "on a dry-run device (no values) init_shard writes nothing and succeeds", 1, [](const CheckContext& c) {
-    const Unit unit({{"transformer.wte.weight", 64}});
-    const FlatParamLayout layout = layout_of(unit, 2, 1);
-    auto device = make_graded_device(0, /*dry_run=*/true);
-    const Tensor shard = Tensor::empty(*device, {layout.shard_numel()}, DType::f32, MemTag::param_shard, "shard");
-    const std::vector<ShardSlice> slices = slices_of(layout, 0);
-    const std::string error = error_raised([&] { graded(c).init_shard(slices, shard, 1); });
-    if (error.empty()) return CheckOutcome::pass();
-    return CheckOutcome::fail("init_shard to return at once on a dry run", "it threw: " + error,
-                              "values drawn or written on a dry run, where tensors have no data: return first thing when "
-                              "shard.device().dry_run()");
-  }, "fsdplab run --model gpt2 --preset gpt2 --world 4 --steps 2 --dry-run {impl}"));
-  checks.push_back(make("no-device-memory", "init_shard allocates nothing on the device", 1, [](const CheckContext& c) {
-    const Unit unit({{"transformer.h.0.attn.c_proj.weight", 48}, {"transformer.h.0.attn.c_proj.bias", 8}});
-    const FlatParamLayout layout = layout_of(unit, 2, 4);
-    auto device = make_graded_device(1);
-    const Tensor shard = Tensor::empty(*device, {layout.shard_numel()}, DType::f32, MemTag::param_shard, "shard");
-    const std::vector<ShardSlice> slices = slices_of(layout, 1);
-    // Only the shard is allocated: anything init_shard allocates, kept or freed, raises a peak.
-    const TagBytes peak_before = device->ledger().peak_by_tag();
-    graded(c).init_shard(slices, shard, 4);
-    device->synchronize();
-    const TagBytes& peak_after = device->ledger().peak_by_tag();
-    for (MemTag tag : kAllMemTags) {
-      const auto t = static_cast<std::size_t>(tag);
-      if (peak_after[t] != peak_before[t])
-        return CheckOutcome::fail("no device memory allocated by init_shard", "it allocated " + std::to_string(peak_after[t] - peak_before[t]) +
-                                  " bytes of " + std::string(mem_tag_name(tag)) + " at its peak",
-                                  "a device tensor made inside init_shard (a staging copy, a whole unit): the shard is already "
-                                  "allocated; draw on the host and copy_from into it");
-    }
-    return CheckOutcome::pass();
-  }));
-  checks.push_back(make("shard-only", "only the rank's shard is drawn: a parameter of 2^46 elements over 2^30 ranks", 1,
-                        [](const CheckContext& c) {
-    // 256 TB as f32: more than a process's address space, so a host copy of the whole parameter cannot be
-    // made, whatever the machine or its overcommit setting. Each rank's shard is 65,536 elements.
-    constexpr std::int64_t kNumel = std::int64_t{1} << 46;
-    const Unit unit({{"transformer.wte.weight", kNumel}});
-    const FlatParamLayout layout = layout_of(unit, 1 << 30, 1);
-    const int rank = 12345;
-    auto device = make_graded_device(rank);
-    const std::string expected = "rank " + std::to_string(rank) + "'s " + std::to_string(layout.shard_numel()) +
-                                 " values drawn at their own indices, with no more than the shard on the host";
-    std::vector<float> got;
-    try {
-      got = drawn_shard(c, *device, layout, rank, 3);
-    } catch (const std::bad_alloc&) {
-      return CheckOutcome::fail(expected,
-                                "std::bad_alloc: init_shard asked the host for more memory than any process has",
-                                "the whole parameter built on the host and then cut (ParamInit::fill over "
-                                "param->numel() elements): FSDP exists so that no rank holds a whole parameter; draw "
-                                "each slice alone, param_begin as fill's first_index");
-    }
-    std::vector<float> want(static_cast<std::size_t>(layout.shard_numel()));
-    unit.owned[0].init.fill(want, 3, unit.owned[0].name, static_cast<std::uint64_t>(rank * layout.shard_numel()));
-    return from_difference(shard_difference(layout, rank, 3, got, want, ""), expected,
-                           "a shard that is not its chunk of the parameter");
-  }));
-  checks.push_back(make("initial-model", "gpt2 test-tiny's initial model at W = 1, 2, 3, 4, 8 is the baseline's, bit for bit", 2,
-                        [](const CheckContext& c) { return initial_model_at(c, {1, 2, 3, 4, 8}); },
-                        "fsdplab run --model gpt2 --world 3 --batch 6 --steps 0 {impl} --save-init init3"));
-  checks.push_back(equivalence_check(1, "training-W3", "gpt2 test-tiny on 3 ranks trains equal to the single-rank baseline", 1,
-                                     small_gpt2(3), "the shards do not start from the baseline's initial values"));
-  return checks;
+  return {
+      make("seed", "the seed reaches every value: two seeds, two initialisations, each the baseline's", 1,
+           the_seed_reaches_every_value),
+      make("same-on-every-rank",
+           "a chunk has the same values whichever rank draws it (no_shard draws every chunk on every rank)", 1,
+           same_values_whichever_rank_draws),
+      make("cut-parameter", "a parameter cut between ranks: each part drawn at the parameter's own element indices", 3,
+           a_cut_parameter_drawn_at_its_own_indices),
+      make("shard-offsets",
+           "several parameters in one shard: each slice at its shard_offset, the gaps between them zero", 2,
+           each_slice_at_its_shard_offset),
+      make("gaps-and-padding", "gaps and padding zero in reused memory and on a second call from the same thread", 2,
+           gaps_and_padding_zero),
+      make("dry-run", "on a dry-run device (no values) init_shard writes nothing and succeeds", 1,
+           nothing_written_on_a_dry_run, "fsdplab run --model gpt2 --preset gpt2 --world 4 --steps 2 --dry-run {impl}"),
+      make("no-device-memory", "init_shard allocates nothing on the device", 1, no_device_memory_allocated),
+      make("shard-only", "only the rank's shard is drawn: a parameter of 2^46 elements over 2^30 ranks", 1,
+           only_the_shard_drawn),
+      make("initial-model", "gpt2 test-tiny's initial model at W = 1, 2, 3, 4, 8 is the baseline's, bit for bit", 2,
+           [](const CheckContext& c) { return initial_model_at(c, {1, 2, 3, 4, 8}); },
+           "fsdplab run --model gpt2 --world 3 --batch 6 --steps 0 {impl} --save-init init3"),
+      equivalence_check(1, "training-W3", "gpt2 test-tiny on 3 ranks trains equal to the single-rank baseline", 1,
+                        small_gpt2(3), "the shards do not start from the baseline's initial values"),
+  };
 }
 
 }  // namespace fsdplab::grading

@@ -44,8 +44,11 @@ std::string layout_difference(const FlatParamLayout& got, const FlatParamLayout&
   }
   for (std::size_t i = 0; i < want.entries.size(); ++i) {
     const FlatParamEntry &g = got.entries[i], &w = want.entries[i];
-    if (g.param != w.param) s << "entry " << i << " is '" << (g.param ? g.param->name : "null") << "', expected '" << w.param->name << "' (keep the order given)";
-    else if (g.offset != w.offset) s << "'" << w.param->name << "' starts at element " << g.offset << ", expected " << w.offset;
+    if (g.param != w.param)
+      s << "entry " << i << " is '" << (g.param ? g.param->name : "null") << "', expected '" << w.param->name
+        << "' (keep the order given)";
+    else if (g.offset != w.offset)
+      s << "'" << w.param->name << "' starts at element " << g.offset << ", expected " << w.offset;
     else if (g.numel != w.numel) s << "'" << w.param->name << "' has numel " << g.numel << ", expected " << w.numel;
     if (!s.str().empty()) return s.str();
   }
@@ -54,7 +57,8 @@ std::string layout_difference(const FlatParamLayout& got, const FlatParamLayout&
     s << "padded_numel " << got.padded_numel << ", expected " << want.padded_numel << " (used " << want.used_numel
       << " rounded up to a multiple of W = " << want.world << ")";
   else if (got.world != want.world || got.align != want.align)
-    s << "world " << got.world << " and align " << got.align << " recorded, expected " << want.world << " and " << want.align;
+    s << "world " << got.world << " and align " << got.align << " recorded, expected " << want.world << " and "
+      << want.align;
   return s.str();
 }
 
@@ -86,7 +90,8 @@ std::string compare_plan(const CheckContext& c, const std::vector<std::int64_t>&
   if (std::string d = layout_difference(got, want); !d.empty()) return where + d;
   if (!slices) return "";
   for (int r = 0; r < world; ++r)
-    if (std::string d = slices_difference(graded(c).shard_slices(want, r), reference(c).shard_slices(want, r), r); !d.empty())
+    if (std::string d = slices_difference(graded(c).shard_slices(want, r), reference(c).shard_slices(want, r), r);
+        !d.empty())
       return where + d;
   return "";
 }
@@ -100,113 +105,149 @@ Check make(std::string id, std::string title, int points, std::function<CheckOut
   return {2, std::move(id), std::move(title), points, kShow, std::move(run)};
 }
 
+CheckOutcome padding_to_a_multiple_of_w(const CheckContext& c) {
+  std::string d;
+  for (const auto& [sizes, world] : std::vector<std::pair<std::vector<std::int64_t>, int>>{
+           {{100, 10, 10, 50}, 4}, {{100, 10, 10, 52}, 4}, {{7, 5}, 3}, {{8}, 8}, {{9}, 2}, {{5, 3, 4}, 1}})
+    if (d.empty()) d = compare_plan(c, sizes, world, 1, false);
+  return from_difference(
+      d, "used_numel as the parameters need it, padded_numel = used_numel rounded up to a multiple of W",
+      "padding off by one: pad only when used_numel is not already a multiple of W, and to the "
+      "next multiple, (used + W - 1) / W * W");
+}
+
+CheckOutcome offsets_aligned_in_order(const CheckContext& c) {
+  std::string d;
+  for (const auto& [sizes, world] :
+       std::vector<std::pair<std::vector<std::int64_t>, int>>{{{3, 5, 1}, 3}, {{4, 4, 9}, 2}, {{1, 1, 1, 1}, 4}})
+    if (d.empty()) d = compare_plan(c, sizes, world, 4, false);
+  return from_difference(d, "each offset rounded up to a multiple of align (the gaps count in used_numel)",
+                         "alignment left out, or applied to the sizes instead of the offsets");
+}
+
+CheckOutcome each_rank_holds_its_slices(const CheckContext& c) {
+  std::string d = compare_plan(c, {100, 10, 10, 50}, 4, 1, true);
+  if (d.empty()) d = compare_plan(c, {64, 16, 64, 16}, 2, 4, true);
+  return from_difference(
+      d, "rank r's shard is flat elements [r * shard_numel, (r + 1) * shard_numel)",
+      "the slices of the wrong rank's chunk, or offsets counted from the parameter instead of the shard");
+}
+
+CheckOutcome odd_world_sizes_and_random_sizes(const CheckContext& c) {
+  std::mt19937 rng(11);
+  std::string d;
+  for (int trial = 0; trial < 40 && d.empty(); ++trial) {
+    std::vector<std::int64_t> sizes(1 + rng() % 6);
+    for (auto& n : sizes) n = 1 + static_cast<std::int64_t>(rng() % 40);
+    const int world = 3 + 2 * static_cast<int>(rng() % 3);
+    d = compare_plan(c, sizes, world, 1 + static_cast<std::int64_t>(rng() % 4), true);
+  }
+  return from_difference(d, "the reference's layout and slices for every case",
+                         "a computation that only works when W divides the sizes (integer division rounding down)");
+}
+
+// 30 + 30 over W = 4 (shard 15): p0 is rank 0's and half of rank 1's; p1 is cut between ranks 2 and 3... and rank 1.
+CheckOutcome a_cut_parameter_split_in_two(const CheckContext& c) {
+  return from_difference(compare_plan(c, {30, 30}, 4, 1, true), "p0 [0, 15) on rank 0, p0 [15, 30) on rank 1, then p1",
+                         "a parameter assigned whole to the rank where it starts");
+}
+
+CheckOutcome no_slice_for_a_rank_owning_none(const CheckContext& c) {
+  return from_difference(compare_plan(c, {40, 2, 2, 40}, 4, 1, true),
+                         "the two small parameters on rank 1 alone; ranks 0, 2 and 3 without a slice of them",
+                         "empty slices (count 0) kept, or a slice given to every rank");
+}
+
+CheckOutcome parameters_are_views_not_copies(const CheckContext& c) {
+  auto device = make_graded_device(0);
+  Params mine({6, 3, 5});
+  const FlatParamLayout layout = reference(c).plan(mine.pointers, 2, 4);
+  for (Tensor Parameter::*field : {&Parameter::value, &Parameter::grad}) {
+    const std::string which = field == &Parameter::value ? "value" : "grad";
+    const Tensor flat = Tensor::empty(*device, {layout.padded_numel}, DType::f32, MemTag::param_full, "flat");
+    std::vector<float> numbers(static_cast<std::size_t>(layout.padded_numel));
+    for (std::size_t i = 0; i < numbers.size(); ++i) numbers[i] = static_cast<float>(i);
+    flat.copy_from(numbers);
+    graded(c).point_views(layout, flat, field);
+    for (const FlatParamEntry& e : layout.entries) {
+      const Tensor& t = e.param->*field;
+      if (!t.defined())
+        return CheckOutcome::fail("every parameter's " + which + " pointed at its view",
+                                  "'" + e.param->name + "'." + which + " is undefined",
+                                  "point_views does not set the field it is given");
+      if (t.shape() != e.param->shape || t.dtype() != flat.dtype())
+        return CheckOutcome::fail("the parameter's shape and the flat buffer's dtype",
+                                  "'" + e.param->name + "'." + which + " is " + t.describe(),
+                                  "the view made with the flat shape or another dtype");
+      if (t.storage_ptr() != flat.storage_ptr() || t.offset() != e.offset)
+        return CheckOutcome::fail(
+            "a view of the flat buffer's storage at the parameter's offset",
+            "'" + e.param->name + "'." + which +
+                (t.storage_ptr() != flat.storage_ptr()
+                     ? " has storage of its own (a copy)"
+                     : " views offset " + std::to_string(t.offset()) + " instead of " + std::to_string(e.offset)),
+            "views that copy: a gather into the flat buffer would never reach the parameters");
+      // A write through the flat buffer shows in the parameter.
+      std::vector<float> changed = numbers;
+      changed[static_cast<std::size_t>(e.offset)] = -1;
+      flat.copy_from(changed);
+      if (t.to_vector().front() != -1.f)
+        return CheckOutcome::fail("a write to the flat buffer to change the parameter",
+                                  "'" + e.param->name + "' did not change", "views that copy");
+      flat.copy_from(numbers);
+    }
+  }
+  return CheckOutcome::pass();
+}
+
+CheckOutcome errors_for_bad_input(const CheckContext& c) {
+  Params mine({4, 4});
+  std::vector<Parameter*> twice = {mine.pointers[0], mine.pointers[0]};
+  const FlatParamLayout layout = reference(c).plan(mine.pointers, 2, 1);
+  const std::vector<std::pair<std::string, std::function<void()>>> cases = {
+      {"plan of an empty unit", [&] { graded(c).plan({}, 2, 1); }},
+      {"plan with W = 0", [&] { graded(c).plan(mine.pointers, 0, 1); }},
+      {"plan with align = 0", [&] { graded(c).plan(mine.pointers, 2, 0); }},
+      {"plan with p0 given twice", [&] { graded(c).plan(twice, 2, 1); }},
+      {"shard_slices of rank 2 at W = 2", [&] { graded(c).shard_slices(layout, 2); }},
+      {"shard_slices of rank -1", [&] { graded(c).shard_slices(layout, -1); }},
+  };
+  int missed = 0;
+  std::string first;
+  for (const auto& [what, call] : cases)
+    if (error_raised(call).empty()) {
+      ++missed;
+      if (first.empty()) first = what;
+    }
+  if (missed == 0) return CheckOutcome::pass();
+  return CheckOutcome::fail(
+      "an Error (fsdplab::fail / check) for each bad input",
+      std::to_string(missed) + " of " + std::to_string(cases.size()) + " returned normally, first: " + first,
+      "the contract's errors not raised: bad input must be refused with a message, not produce a layout",
+      1.0 - static_cast<double>(missed) / static_cast<double>(cases.size()));
+}
+
 }  // namespace
 
 std::vector<Check> flat_parameter_checks() {
-  std::vector<Check> checks;
-  checks.push_back(make("padding", "the flat buffer is padded to the next multiple of W, no more", 2, [](const CheckContext& c) {
-    std::string d;
-    for (const auto& [sizes, world] : std::vector<std::pair<std::vector<std::int64_t>, int>>{
-             {{100, 10, 10, 50}, 4}, {{100, 10, 10, 52}, 4}, {{7, 5}, 3}, {{8}, 8}, {{9}, 2}, {{5, 3, 4}, 1}})
-      if (d.empty()) d = compare_plan(c, sizes, world, 1, false);
-    return from_difference(d, "used_numel as the parameters need it, padded_numel = used_numel rounded up to a multiple of W",
-                           "padding off by one: pad only when used_numel is not already a multiple of W, and to the "
-                           "next multiple, (used + W - 1) / W * W");
-  }));
-  checks.push_back(make("alignment", "every parameter starts at a multiple of align, in the order given", 1, [](const CheckContext& c) {
-    std::string d;
-    for (const auto& [sizes, world] : std::vector<std::pair<std::vector<std::int64_t>, int>>{{{3, 5, 1}, 3}, {{4, 4, 9}, 2}, {{1, 1, 1, 1}, 4}})
-      if (d.empty()) d = compare_plan(c, sizes, world, 4, false);
-    return from_difference(d, "each offset rounded up to a multiple of align (the gaps count in used_numel)",
-                           "alignment left out, or applied to the sizes instead of the offsets");
-  }));
-  checks.push_back(make("slices", "each rank's shard holds the right slices of the right parameters", 2, [](const CheckContext& c) {
-    std::string d = compare_plan(c, {100, 10, 10, 50}, 4, 1, true);
-    if (d.empty()) d = compare_plan(c, {64, 16, 64, 16}, 2, 4, true);
-    return from_difference(d, "rank r's shard is flat elements [r * shard_numel, (r + 1) * shard_numel)",
-                           "the slices of the wrong rank's chunk, or offsets counted from the parameter instead of the shard");
-  }));
-  checks.push_back(make("odd-world", "odd world sizes (3, 5, 7) and random sizes: every element in exactly one shard", 1, [](const CheckContext& c) {
-    std::mt19937 rng(11);
-    std::string d;
-    for (int trial = 0; trial < 40 && d.empty(); ++trial) {
-      std::vector<std::int64_t> sizes(1 + rng() % 6);
-      for (auto& n : sizes) n = 1 + static_cast<std::int64_t>(rng() % 40);
-      const int world = 3 + 2 * static_cast<int>(rng() % 3);
-      d = compare_plan(c, sizes, world, 1 + static_cast<std::int64_t>(rng() % 4), true);
-    }
-    return from_difference(d, "the reference's layout and slices for every case",
-                           "a computation that only works when W divides the sizes (integer division rounding down)");
-  }));
-  checks.push_back(make("cut-parameter", "a parameter cut between two ranks is split into the right two slices", 1, [](const CheckContext& c) {
-    // 30 + 30 over W = 4 (shard 15): p0 is rank 0's and half of rank 1's; p1 is cut between ranks 2 and 3... and rank 1.
-    return from_difference(compare_plan(c, {30, 30}, 4, 1, true), "p0 [0, 15) on rank 0, p0 [15, 30) on rank 1, then p1",
-                           "a parameter assigned whole to the rank where it starts");
-  }));
-  checks.push_back(make("rank-owns-none", "a rank that owns no element of a small parameter gets no slice of it", 1, [](const CheckContext& c) {
-    return from_difference(compare_plan(c, {40, 2, 2, 40}, 4, 1, true),
-                           "the two small parameters on rank 1 alone; ranks 0, 2 and 3 without a slice of them",
-                           "empty slices (count 0) kept, or a slice given to every rank");
-  }));
-  checks.push_back(make("views", "parameters are views of the flat buffer, not copies (value and grad)", 2, [](const CheckContext& c) {
-    auto device = make_graded_device(0);
-    Params mine({6, 3, 5});
-    const FlatParamLayout layout = reference(c).plan(mine.pointers, 2, 4);
-    for (Tensor Parameter::*field : {&Parameter::value, &Parameter::grad}) {
-      const std::string which = field == &Parameter::value ? "value" : "grad";
-      const Tensor flat = Tensor::empty(*device, {layout.padded_numel}, DType::f32, MemTag::param_full, "flat");
-      std::vector<float> numbers(static_cast<std::size_t>(layout.padded_numel));
-      for (std::size_t i = 0; i < numbers.size(); ++i) numbers[i] = static_cast<float>(i);
-      flat.copy_from(numbers);
-      graded(c).point_views(layout, flat, field);
-      for (const FlatParamEntry& e : layout.entries) {
-        const Tensor& t = e.param->*field;
-        if (!t.defined())
-          return CheckOutcome::fail("every parameter's " + which + " pointed at its view", "'" + e.param->name + "'." + which + " is undefined", "point_views does not set the field it is given");
-        if (t.shape() != e.param->shape || t.dtype() != flat.dtype())
-          return CheckOutcome::fail("the parameter's shape and the flat buffer's dtype", "'" + e.param->name + "'." + which + " is " + t.describe(), "the view made with the flat shape or another dtype");
-        if (t.storage_ptr() != flat.storage_ptr() || t.offset() != e.offset)
-          return CheckOutcome::fail("a view of the flat buffer's storage at the parameter's offset",
-                                    "'" + e.param->name + "'." + which + (t.storage_ptr() != flat.storage_ptr() ? " has storage of its own (a copy)" : " views offset " + std::to_string(t.offset()) + " instead of " + std::to_string(e.offset)),
-                                    "views that copy: a gather into the flat buffer would never reach the parameters");
-        // A write through the flat buffer shows in the parameter.
-        std::vector<float> changed = numbers;
-        changed[static_cast<std::size_t>(e.offset)] = -1;
-        flat.copy_from(changed);
-        if (t.to_vector().front() != -1.f)
-          return CheckOutcome::fail("a write to the flat buffer to change the parameter", "'" + e.param->name + "' did not change", "views that copy");
-        flat.copy_from(numbers);
-      }
-    }
-    return CheckOutcome::pass();
-  }));
-  checks.push_back(make("bad-input", "errors for an empty unit, W < 1, align < 1, a parameter given twice, a rank outside W", 1, [](const CheckContext& c) {
-    Params mine({4, 4});
-    std::vector<Parameter*> twice = {mine.pointers[0], mine.pointers[0]};
-    const FlatParamLayout layout = reference(c).plan(mine.pointers, 2, 1);
-    const std::vector<std::pair<std::string, std::function<void()>>> cases = {
-        {"plan of an empty unit", [&] { graded(c).plan({}, 2, 1); }},
-        {"plan with W = 0", [&] { graded(c).plan(mine.pointers, 0, 1); }},
-        {"plan with align = 0", [&] { graded(c).plan(mine.pointers, 2, 0); }},
-        {"plan with p0 given twice", [&] { graded(c).plan(twice, 2, 1); }},
-        {"shard_slices of rank 2 at W = 2", [&] { graded(c).shard_slices(layout, 2); }},
-        {"shard_slices of rank -1", [&] { graded(c).shard_slices(layout, -1); }},
-    };
-    int missed = 0;
-    std::string first;
-    for (const auto& [what, call] : cases)
-      if (error_raised(call).empty()) {
-        ++missed;
-        if (first.empty()) first = what;
-      }
-    if (missed == 0) return CheckOutcome::pass();
-    return CheckOutcome::fail("an Error (fsdplab::fail / check) for each bad input", std::to_string(missed) + " of " + std::to_string(cases.size()) + " returned normally, first: " + first,
-                              "the contract's errors not raised: bad input must be refused with a message, not produce a layout",
-                              1.0 - static_cast<double>(missed) / static_cast<double>(cases.size()));
-  }));
-  checks.push_back(equivalence_check(2, "training-W3", "gpt2 test-tiny on 3 ranks trains equal to the single-rank baseline", 2,
-                                     small_gpt2(3), "the layout or the slices differ between ranks, or a view copies"));
-  return checks;
+  return {
+      make("padding", "the flat buffer is padded to the next multiple of W, no more", 2, padding_to_a_multiple_of_w),
+      make("alignment", "every parameter starts at a multiple of align, in the order given", 1,
+           offsets_aligned_in_order),
+      make("slices", "each rank's shard holds the right slices of the right parameters", 2, each_rank_holds_its_slices),
+      make("odd-world", "odd world sizes (3, 5, 7) and random sizes: every element in exactly one shard", 1,
+           odd_world_sizes_and_random_sizes),
+      make("cut-parameter", "a parameter cut between two ranks is split into the right two slices", 1,
+           a_cut_parameter_split_in_two),
+      make("rank-owns-none", "a rank that owns no element of a small parameter gets no slice of it", 1,
+           no_slice_for_a_rank_owning_none),
+      make("views", "parameters are views of the flat buffer, not copies (value and grad)", 2,
+           parameters_are_views_not_copies),
+      make("bad-input", "errors for an empty unit, W < 1, align < 1, a parameter given twice, a rank outside W", 1,
+           errors_for_bad_input),
+      equivalence_check(2, "training-W3", "gpt2 test-tiny on 3 ranks trains equal to the single-rank baseline", 2,
+                        small_gpt2(3), "the layout or the slices differ between ranks, or a view copies"),
+  };
 }
 
 }  // namespace fsdplab::grading

@@ -26,11 +26,13 @@ constexpr const char* kShow = "fsdplab gui --model gpt2 --preset test-tiny --wor
 const ForwardTask& graded(const CheckContext& c) { return *c.tasks.forward; }
 
 constexpr const char* kNoWaitCause =
-    "the compute stream not ordered after the gather by its event: device.wait(Lane::compute, gathered) in wait_for_unshard";
+    "the compute stream not ordered after the gather by its event: device.wait(Lane::compute, gathered) "
+    "in wait_for_unshard";
 // A race in a training: the wait, or the event it waits for, is missing or misplaced.
 constexpr const char* kRaceCause =
-    "the compute stream not ordered after a gather: all_gather records `gathered` on the all-gather stream after issuing "
-    "the gather, and wait_for_unshard makes the compute stream wait for it (device.wait(Lane::compute, gathered))";
+    "the compute stream not ordered after a gather: all_gather records `gathered` on the all-gather stream after "
+    "issuing the gather, and wait_for_unshard makes the compute stream wait for it "
+    "(device.wait(Lane::compute, gathered))";
 
 // Rank r's shard of n elements, element i holding 1000 r + i, and the full buffer the gather writes.
 struct GatherBuffers {
@@ -53,12 +55,200 @@ Check make(std::string id, std::string title, int points, std::function<CheckOut
   return {3, std::move(id), std::move(title), points, std::move(show), std::move(run)};
 }
 
+CheckOutcome gather_leaves_shards_in_rank_order(const CheckContext& c) {
+  constexpr std::int64_t n = 5;
+  for (int world : {2, 3, 4}) {
+    RankFindings found(static_cast<std::size_t>(world));
+    on_ranks(world, [&](GradedRank& r) {
+      const GatherBuffers b = gather_buffers(r, n);
+      Event gathered("gathered");
+      graded(c).all_gather(r.device, r.comm, b.shard, b.full, gathered);
+      CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+      if (!gathered.recorded()) {
+        mine = CheckOutcome::fail(
+            "`gathered` recorded behind the gather",
+            "rank " + std::to_string(r.rank) + ": `gathered` was never recorded",
+            "the event not recorded: device.record(gathered, Lane::all_gather) after issuing the gather");
+        return;
+      }
+      r.device.synchronize();
+      const std::vector<float> got = b.full.to_vector();
+      for (std::int64_t k = 0; k < n * world; ++k) {
+        const auto want = static_cast<float>(1000 * (k / n) + k % n);
+        if (got[static_cast<std::size_t>(k)] == want) continue;
+        std::ostringstream s;
+        s << "W = " << world << ": rank " << r.rank << "'s full element " << k << " is "
+          << got[static_cast<std::size_t>(k)] << ", expected " << want << " (rank " << k / n << "'s shard element "
+          << k % n << ")";
+        mine = CheckOutcome::fail(
+            "chunk q of every rank's full buffer = rank q's shard", s.str(),
+            "the gather does not put the shards in rank order into `full`: group.all_gather(stream, shard, full)");
+        return;
+      }
+    });
+    if (CheckOutcome o = first_failure(found); !o.passed()) return o;
+  }
+  return CheckOutcome::pass();
+}
+
+CheckOutcome one_gather_on_its_stream_event_behind_it(const CheckContext& c) {
+  constexpr std::int64_t n = 1024;
+  RankFindings found(2);
+  on_ranks(2, [&](GradedRank& r) {
+    const GatherBuffers b = gather_buffers(r, n);
+    Event gathered("gathered");
+    const std::size_t before = r.device.ops().size();
+    graded(c).all_gather(r.device, r.comm, b.shard, b.full, gathered);
+    const std::vector<OpRecord> ops = ops_since(r.device, before);
+    const auto gathers =
+        std::count_if(ops.begin(), ops.end(), [](const OpRecord& op) { return op.category == OpCategory::all_gather; });
+    const OpRecord* gather = first_of(ops, OpCategory::all_gather);
+    const std::string rank = "rank " + std::to_string(r.rank) + ": ";
+    CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+    if (gathers != 1) {
+      mine = CheckOutcome::fail(
+          "one all-gather op", rank + std::to_string(gathers) + " all-gather ops issued",
+          "all_gather must issue exactly one collective: "
+          "group.all_gather(device.stream(Lane::all_gather), shard, full)");
+    } else if (gather->lane != Lane::all_gather) {
+      mine = CheckOutcome::fail(
+          "the all-gather on the all_gather stream",
+          rank + "it ran on the " + std::string(lane_name(gather->lane)) + " stream",
+          "the gather issued on the compute stream: compute then waits for the link, and the next unit's "
+          "gather cannot run under this unit's compute; use device.stream(Lane::all_gather)");
+    } else if (gather->bytes_moved != b.full.nbytes()) {
+      mine = CheckOutcome::fail("the whole full buffer gathered (" + std::to_string(b.full.nbytes()) + " bytes)",
+                                rank + "the gather moved " + std::to_string(gather->bytes_moved) + " bytes",
+                                "only part of the buffer gathered");
+    } else if (!gathered.recorded() || gathered.lane() != Lane::all_gather) {
+      mine = CheckOutcome::fail(
+          "`gathered` recorded on the all_gather stream",
+          rank + (gathered.recorded() ? "recorded on the " + std::string(lane_name(gathered.lane())) + " stream"
+                                      : "never recorded"),
+          "the event must mark the gather's end on the stream that runs it: device.record(gathered, Lane::all_gather)");
+    } else if (gathered.time() < gather->end) {
+      mine = CheckOutcome::fail(
+          "`gathered` recorded behind the gather (at or after its end, " + us(gather->end) + ")",
+          rank + "`gathered` completes at " + us(gathered.time()) + ", before the gather ends",
+          "the event recorded before the gather was issued: it marks nothing, so a stream waiting on it is "
+          "not ordered after the gather; record after group.all_gather(...)");
+    }
+  });
+  return first_failure(found);
+}
+
+CheckOutcome compute_ordered_after_the_gather(const CheckContext& c) {
+  constexpr std::int64_t n = 1024;
+  RankFindings found(2);
+  on_ranks(2, [&](GradedRank& r) {
+    const GatherBuffers b = gather_buffers(r, n);
+    Event gathered("gathered");
+    const std::size_t before = r.device.ops().size();
+    // The reference's gather, so that only wait_for_unshard is graded here.
+    reference_forward().all_gather(r.device, r.comm, b.shard, b.full, gathered);
+    graded(c).wait_for_unshard(r.device, gathered);
+    // The unit's first compute op: it reads the parameters the gather wrote.
+    const Tensor out = Tensor::empty(r.device, {n * r.world}, DType::f32, MemTag::activation, "reads_parameters");
+    CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+    try {
+      copy(r.device.stream(Lane::compute), b.full, out);
+    } catch (const RaceError& e) {
+      mine = CheckOutcome::fail("the compute op reading the gathered parameters ordered after the gather",
+                                "the race detector: " + std::string(e.what()), kNoWaitCause);
+      return;
+    }
+    const std::vector<OpRecord> ops = ops_since(r.device, before);
+    const OpRecord* gather = first_of(ops, OpCategory::all_gather);
+    const OpRecord& read = ops.back();
+    if (read.begin < gather->end)
+      mine = CheckOutcome::fail("the compute op to start at or after the gather's end (" + us(gather->end) + ")",
+                                "rank " + std::to_string(r.rank) + ": it starts at " + us(read.begin), kNoWaitCause);
+  });
+  return first_failure(found);
+}
+
+CheckOutcome no_host_wait_for_the_gather(const CheckContext& c) {
+  constexpr std::int64_t n = 1 << 14;  // a gather that takes the link well beyond the host's launch
+  RankFindings found(2);
+  on_ranks(2, [&](GradedRank& r) {
+    const GatherBuffers b = gather_buffers(r, n);
+    Event gathered("gathered");
+    const std::size_t before = r.device.ops().size();
+    const SimTime host_before_gather = r.device.host_time();
+    graded(c).all_gather(r.device, r.comm, b.shard, b.full, gathered);
+    const SimTime host_after_gather = r.device.host_time();
+    const std::vector<OpRecord> ops = ops_since(r.device, before);
+    const OpRecord* gather = first_of(ops, OpCategory::all_gather);
+    const std::string rank = "rank " + std::to_string(r.rank) + ": ";
+    const std::string note = " ([Note: an event wait, not a host sync] in engine/fsdp/forward_task.hpp)";
+    CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+    if (gather && host_after_gather >= gather->end) {
+      mine = CheckOutcome::fail(
+          "all_gather to return while the gather runs (it ends at " + us(gather->end) + ")",
+          rank + "the host clock went from " + us(host_before_gather) + " to " + us(host_after_gather) +
+              " in all_gather",
+          "the host waits for the gather (a synchronize) in all_gather: the CPU stops issuing work until the "
+          "link is done, so nothing overlaps" + note);
+      return;
+    }
+    const SimTime host_before_wait = r.device.host_time();
+    graded(c).wait_for_unshard(r.device, gathered);
+    const SimTime host_after_wait = r.device.host_time();
+    // With no gather issued there is nothing to wait for (gather-stream reports that).
+    if (gather && host_after_wait >= gather->end)
+      mine = CheckOutcome::fail(
+          "wait_for_unshard to cost the host nothing (the gather ends at " + us(gather->end) + ")",
+          rank + "the host clock went from " + us(host_before_wait) + " to " + us(host_after_wait) +
+              " in wait_for_unshard",
+          "a host sync (device.synchronize) instead of a stream wait: the CPU stops until the gather is done and "
+          "can no longer issue the next unit's gather under this unit's compute; device.wait(Lane::compute, "
+          "gathered) costs the host nothing" + note);
+  });
+  return first_failure(found);
+}
+
+CheckOutcome reshard_after_forward_policy(const CheckContext& c) {
+  int right = 0, cases = 0;
+  CheckOutcome first;
+  for (ShardingStrategy strategy :
+       {ShardingStrategy::full_shard, ShardingStrategy::hybrid_shard, ShardingStrategy::shard_grad_op}) {
+    for (bool is_root : {false, true}) {
+      ++cases;
+      const bool want = reference_forward().reshard_after_forward(strategy, is_root);
+      const bool got = graded(c).reshard_after_forward(strategy, is_root);
+      if (got == want) {
+        ++right;
+        continue;
+      }
+      if (!first.passed()) continue;
+      const std::string call = "reshard_after_forward(" + std::string(strategy_name(strategy)) +
+                               ", is_root = " + (is_root ? "true" : "false") + ")";
+      std::string cause;
+      if (is_root)
+        cause = "the root resharded after forward: its parameters are the first the backward needs, so it is "
+                "gathered again at once (one extra gather of the largest unit per step)";
+      else if (want)
+        cause = "a unit kept gathered after its forward under " + std::string(strategy_name(strategy)) +
+                ": param_full then peaks at the whole model, SHARD_GRAD_OP's memory";
+      else
+        cause = "the strategy ignored: grad_op keeps every unit gathered from forward to backward "
+                "(reshards_after_forward(strategy))";
+      first =
+          CheckOutcome::fail(call + " = " + (want ? "true" : "false"), call + " = " + (got ? "true" : "false"), cause);
+    }
+  }
+  if (first.passed()) return first;
+  first.fraction = static_cast<double>(right) / static_cast<double>(cases);
+  return first;
+}
+
 // ---- trainings ---------------------------------------------------------------------------------------
 
 // Rank 0's ops of `category`.
 int count_ops(const GradedRun& run, OpCategory category) {
   const auto& ops = run.ops[0];
-  return static_cast<int>(std::count_if(ops.begin(), ops.end(), [&](const OpRecord& op) { return op.category == category; }));
+  return static_cast<int>(
+      std::count_if(ops.begin(), ops.end(), [&](const OpRecord& op) { return op.category == category; }));
 }
 
 // When rank 0's last op ends: the virtual time of the whole training.
@@ -81,7 +271,8 @@ BesideReference train_beside_reference(const CheckContext& ctx, GradeCase c) {
   BesideReference out;
   out.graded = train_graded(c, ctx.tasks, ctx.scratch, {.ops = true, .params = false});
   if (!out.graded.trained()) {
-    out.failure = CheckOutcome::fail("the training to run to its end", failure_text(out.graded) + " (" + c.command("run", ctx.impl_flag()) + ")",
+    out.failure = CheckOutcome::fail("the training to run to its end",
+                                     failure_text(out.graded) + " (" + c.command("run", ctx.impl_flag()) + ")",
                                      out.graded.race ? kRaceCause : "");
     return out;
   }
@@ -89,227 +280,99 @@ BesideReference train_beside_reference(const CheckContext& ctx, GradeCase c) {
   return out;
 }
 
+// Four Blocks, each larger than the root: a unit kept gathered after its forward shows in the peak.
+CheckOutcome peak_param_full_and_gathers_as_the_reference(const CheckContext& c) {
+  GradeCase run = small_gpt2(2);
+  run.run.preset = "test-small";
+  run.run.steps = 2;
+  const BesideReference runs = train_beside_reference(c, run);
+  if (!runs.failure.passed()) return runs.failure;
+  const auto peak_full = [](const GradedRun& r) {
+    return budget_of(r).peak[static_cast<std::size_t>(MemTag::param_full)];
+  };
+  const std::int64_t peak = peak_full(runs.graded), reference_peak = peak_full(runs.reference);
+  const int gathers = count_ops(runs.graded, OpCategory::all_gather),
+            reference_gathers = count_ops(runs.reference, OpCategory::all_gather);
+  CheckOutcome outcome = CheckOutcome::pass();
+  if (peak != reference_peak || gathers != reference_gathers) {
+    std::string cause = "the units freed after forward are not the reference's (reshard_after_forward)";
+    if (peak > reference_peak)
+      cause = "units kept gathered from their forward to their backward: param_full grows towards the whole model "
+              "(reshard_after_forward false)";
+    else if (gathers > reference_gathers)
+      cause = "the root resharded after forward, and gathered again as the first thing of the backward "
+              "(reshard_after_forward true for the root)";
+    outcome = CheckOutcome::fail("peak param_full " + megabytes(reference_peak) + " and " +
+                                     std::to_string(reference_gathers) + " gathers on rank 0",
+                                 "peak param_full " + megabytes(peak) + " and " + std::to_string(gathers) + " gathers",
+                                 cause);
+  }
+  outcome.budget = budget_lines(budget_of(runs.graded), budget_of(runs.reference));
+  return outcome;
+}
+
+CheckOutcome no_gather_on_compute_no_slower(const CheckContext& c) {
+  const BesideReference runs = train_beside_reference(c, small_gpt2(2));
+  if (!runs.failure.passed()) return runs.failure;
+  const RunBudget graded_budget = budget_of(runs.graded), reference_budget = budget_of(runs.reference);
+  const auto& ops = runs.graded.ops[0];
+  const auto on_compute = std::count_if(ops.begin(), ops.end(), [](const OpRecord& op) {
+    return op.category == OpCategory::all_gather && op.lane == Lane::compute;
+  });
+  const int gathers = count_ops(runs.graded, OpCategory::all_gather),
+            reference_gathers = count_ops(runs.reference, OpCategory::all_gather);
+  const SimTime end = end_of(runs.graded), reference_end = end_of(runs.reference);
+  std::ostringstream got;
+  got << on_compute << " of " << gathers << " gathers on the compute stream, 3 steps in " << us(end) << ", overlap "
+      << graded_budget.overlap_percent << " %";
+  std::ostringstream want;
+  want << "none of " << reference_gathers << " gathers on the compute stream, 3 steps in " << us(reference_end)
+       << ", overlap " << reference_budget.overlap_percent << " %";
+  CheckOutcome outcome = CheckOutcome::pass();
+  if (on_compute > 0)
+    outcome = CheckOutcome::fail(want.str(), got.str(),
+                                 "gathers issued on the compute stream: use device.stream(Lane::all_gather)");
+  else if (end > reference_end)
+    outcome = CheckOutcome::fail(
+        want.str(), got.str(),
+        gathers != reference_gathers
+            ? "more gathers than the reference's take the link (see the memory check: reshard_after_forward)"
+            : "the host waits for gathers (a synchronize), or the compute stream for more than its unit's gather: less "
+              "of the communication hides under compute");
+  outcome.budget = budget_lines(graded_budget, reference_budget);
+  return outcome;
+}
+
+CheckOutcome trains_equal_at_every_world(const CheckContext& c) {
+  GradeCase run = small_gpt2(1);
+  run.run.batch = 24;  // split evenly over every world size tried
+  return trains_equal_at(c, kRaceCause, run, {1, 2, 3, 4, 8},
+                         "the gathered parameters are not every rank's shard in rank order");
+}
+
 }  // namespace
 
 std::vector<Check> forward_checks() {
-  std::vector<Check> checks;
-  checks.push_back(make("gather-values", "all_gather leaves every rank's shard in rank order in the full buffer (W = 2, 3, 4)", 1, [](const CheckContext& c) {
-    constexpr std::int64_t n = 5;
-    for (int world : {2, 3, 4}) {
-      RankFindings found(static_cast<std::size_t>(world));
-      on_ranks(world, [&](GradedRank& r) {
-        const GatherBuffers b = gather_buffers(r, n);
-        Event gathered("gathered");
-        graded(c).all_gather(r.device, r.comm, b.shard, b.full, gathered);
-        CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
-        if (!gathered.recorded()) {
-          mine = CheckOutcome::fail("`gathered` recorded behind the gather", "rank " + std::to_string(r.rank) + ": `gathered` was never recorded",
-                                    "the event not recorded: device.record(gathered, Lane::all_gather) after issuing the gather");
-          return;
-        }
-        r.device.synchronize();
-        const std::vector<float> got = b.full.to_vector();
-        for (std::int64_t k = 0; k < n * world; ++k) {
-          const auto want = static_cast<float>(1000 * (k / n) + k % n);
-          if (got[static_cast<std::size_t>(k)] == want) continue;
-          std::ostringstream s;
-          s << "W = " << world << ": rank " << r.rank << "'s full element " << k << " is " << got[static_cast<std::size_t>(k)]
-            << ", expected " << want << " (rank " << k / n << "'s shard element " << k % n << ")";
-          mine = CheckOutcome::fail("chunk q of every rank's full buffer = rank q's shard", s.str(),
-                                    "the gather does not put the shards in rank order into `full`: group.all_gather(stream, shard, full)");
-          return;
-        }
-      });
-      if (CheckOutcome o = first_failure(found); !o.passed()) return o;
-    }
-    return CheckOutcome::pass();
-  }));
-  checks.push_back(make("gather-stream", "one all-gather of the whole buffer on the all-gather stream, its event recorded behind it", 2, [](const CheckContext& c) {
-    constexpr std::int64_t n = 1024;
-    RankFindings found(2);
-    on_ranks(2, [&](GradedRank& r) {
-      const GatherBuffers b = gather_buffers(r, n);
-      Event gathered("gathered");
-      const std::size_t before = r.device.ops().size();
-      graded(c).all_gather(r.device, r.comm, b.shard, b.full, gathered);
-      const std::vector<OpRecord> ops = ops_since(r.device, before);
-      const auto gathers = std::count_if(ops.begin(), ops.end(), [](const OpRecord& op) { return op.category == OpCategory::all_gather; });
-      const OpRecord* gather = first_of(ops, OpCategory::all_gather);
-      const std::string rank = "rank " + std::to_string(r.rank) + ": ";
-      CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
-      if (gathers != 1) {
-        mine = CheckOutcome::fail("one all-gather op", rank + std::to_string(gathers) + " all-gather ops issued",
-                                  "all_gather must issue exactly one collective: group.all_gather(device.stream(Lane::all_gather), shard, full)");
-      } else if (gather->lane != Lane::all_gather) {
-        mine = CheckOutcome::fail("the all-gather on the all_gather stream", rank + "it ran on the " + std::string(lane_name(gather->lane)) + " stream",
-                                  "the gather issued on the compute stream: compute then waits for the link, and the next unit's "
-                                  "gather cannot run under this unit's compute; use device.stream(Lane::all_gather)");
-      } else if (gather->bytes_moved != b.full.nbytes()) {
-        mine = CheckOutcome::fail("the whole full buffer gathered (" + std::to_string(b.full.nbytes()) + " bytes)",
-                                  rank + "the gather moved " + std::to_string(gather->bytes_moved) + " bytes", "only part of the buffer gathered");
-      } else if (!gathered.recorded() || gathered.lane() != Lane::all_gather) {
-        mine = CheckOutcome::fail("`gathered` recorded on the all_gather stream",
-                                  rank + (gathered.recorded() ? "recorded on the " + std::string(lane_name(gathered.lane())) + " stream" : "never recorded"),
-                                  "the event must mark the gather's end on the stream that runs it: device.record(gathered, Lane::all_gather)");
-      } else if (gathered.time() < gather->end) {
-        mine = CheckOutcome::fail("`gathered` recorded behind the gather (at or after its end, " + us(gather->end) + ")",
-                                  rank + "`gathered` completes at " + us(gathered.time()) + ", before the gather ends",
-                                  "the event recorded before the gather was issued: it marks nothing, so a stream waiting on it is "
-                                  "not ordered after the gather; record after group.all_gather(...)");
-      }
-    });
-    return first_failure(found);
-  }));
-  checks.push_back(make("event-wait", "after wait_for_unshard, compute is ordered after the gather (the race detector clean)", 2, [](const CheckContext& c) {
-    constexpr std::int64_t n = 1024;
-    RankFindings found(2);
-    on_ranks(2, [&](GradedRank& r) {
-      const GatherBuffers b = gather_buffers(r, n);
-      Event gathered("gathered");
-      const std::size_t before = r.device.ops().size();
-      // The reference's gather, so that only wait_for_unshard is graded here.
-      reference_forward().all_gather(r.device, r.comm, b.shard, b.full, gathered);
-      graded(c).wait_for_unshard(r.device, gathered);
-      // The unit's first compute op: it reads the parameters the gather wrote.
-      const Tensor out = Tensor::empty(r.device, {n * r.world}, DType::f32, MemTag::activation, "reads_parameters");
-      CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
-      try {
-        copy(r.device.stream(Lane::compute), b.full, out);
-      } catch (const RaceError& e) {
-        mine = CheckOutcome::fail("the compute op reading the gathered parameters ordered after the gather",
-                                  "the race detector: " + std::string(e.what()), kNoWaitCause);
-        return;
-      }
-      const std::vector<OpRecord> ops = ops_since(r.device, before);
-      const OpRecord* gather = first_of(ops, OpCategory::all_gather);
-      const OpRecord& read = ops.back();
-      if (read.begin < gather->end)
-        mine = CheckOutcome::fail("the compute op to start at or after the gather's end (" + us(gather->end) + ")",
-                                  "rank " + std::to_string(r.rank) + ": it starts at " + us(read.begin), kNoWaitCause);
-    });
-    return first_failure(found);
-  }));
-  checks.push_back(make("no-host-sync", "neither all_gather nor wait_for_unshard makes the host wait for the gather", 2, [](const CheckContext& c) {
-    constexpr std::int64_t n = 1 << 14;  // a gather that takes the link well beyond the host's launch
-    RankFindings found(2);
-    on_ranks(2, [&](GradedRank& r) {
-      const GatherBuffers b = gather_buffers(r, n);
-      Event gathered("gathered");
-      const std::size_t before = r.device.ops().size();
-      const SimTime host_before_gather = r.device.host_time();
-      graded(c).all_gather(r.device, r.comm, b.shard, b.full, gathered);
-      const SimTime host_after_gather = r.device.host_time();
-      const std::vector<OpRecord> ops = ops_since(r.device, before);
-      const OpRecord* gather = first_of(ops, OpCategory::all_gather);
-      const std::string rank = "rank " + std::to_string(r.rank) + ": ";
-      const std::string note = " ([Note: an event wait, not a host sync] in engine/fsdp/forward_task.hpp)";
-      CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
-      if (gather && host_after_gather >= gather->end) {
-        mine = CheckOutcome::fail("all_gather to return while the gather runs (it ends at " + us(gather->end) + ")",
-                                  rank + "the host clock went from " + us(host_before_gather) + " to " + us(host_after_gather) + " in all_gather",
-                                  "the host waits for the gather (a synchronize) in all_gather: the CPU stops issuing work until the "
-                                  "link is done, so nothing overlaps" + note);
-        return;
-      }
-      const SimTime host_before_wait = r.device.host_time();
-      graded(c).wait_for_unshard(r.device, gathered);
-      const SimTime host_after_wait = r.device.host_time();
-      // With no gather issued there is nothing to wait for (gather-stream reports that).
-      if (gather && host_after_wait >= gather->end)
-        mine = CheckOutcome::fail("wait_for_unshard to cost the host nothing (the gather ends at " + us(gather->end) + ")",
-                                  rank + "the host clock went from " + us(host_before_wait) + " to " + us(host_after_wait) + " in wait_for_unshard",
-                                  "a host sync (device.synchronize) instead of a stream wait: the CPU stops until the gather is done and "
-                                  "can no longer issue the next unit's gather under this unit's compute; device.wait(Lane::compute, "
-                                  "gathered) costs the host nothing" + note);
-    });
-    return first_failure(found);
-  }));
-  checks.push_back(make("reshard-policy", "reshard_after_forward: never the root; every other unit under full and hybrid; none under grad_op", 2, [](const CheckContext& c) {
-    int right = 0, cases = 0;
-    CheckOutcome first;
-    for (ShardingStrategy strategy : {ShardingStrategy::full_shard, ShardingStrategy::hybrid_shard, ShardingStrategy::shard_grad_op}) {
-      for (bool is_root : {false, true}) {
-        ++cases;
-        const bool want = reference_forward().reshard_after_forward(strategy, is_root);
-        const bool got = graded(c).reshard_after_forward(strategy, is_root);
-        if (got == want) {
-          ++right;
-          continue;
-        }
-        if (!first.passed()) continue;
-        const std::string call = "reshard_after_forward(" + std::string(strategy_name(strategy)) + ", is_root = " + (is_root ? "true" : "false") + ")";
-        std::string cause;
-        if (is_root)
-          cause = "the root resharded after forward: its parameters are the first the backward needs, so it is gathered again "
-                  "at once (one extra gather of the largest unit per step)";
-        else if (want)
-          cause = "a unit kept gathered after its forward under " + std::string(strategy_name(strategy)) +
-                  ": param_full then peaks at the whole model, SHARD_GRAD_OP's memory";
-        else
-          cause = "the strategy ignored: grad_op keeps every unit gathered from forward to backward (reshards_after_forward(strategy))";
-        first = CheckOutcome::fail(call + " = " + (want ? "true" : "false"), call + " = " + (got ? "true" : "false"), cause);
-      }
-    }
-    if (first.passed()) return first;
-    first.fraction = static_cast<double>(right) / static_cast<double>(cases);
-    return first;
-  }, "fsdplab run --model gpt2 --preset gpt2 --world 4 --steps 2 --dry-run {impl}"));
-  checks.push_back(make("memory", "gpt2 test-small W = 2: peak param_full and the number of gathers as the reference's", 1, [](const CheckContext& c) {
-    // Four Blocks, each larger than the root: a unit kept gathered after its forward shows in the peak.
-    GradeCase run = small_gpt2(2);
-    run.run.preset = "test-small";
-    run.run.steps = 2;
-    const BesideReference runs = train_beside_reference(c, run);
-    if (!runs.failure.passed()) return runs.failure;
-    const auto peak_full = [](const GradedRun& r) { return budget_of(r).peak[static_cast<std::size_t>(MemTag::param_full)]; };
-    const std::int64_t peak = peak_full(runs.graded), reference_peak = peak_full(runs.reference);
-    const int gathers = count_ops(runs.graded, OpCategory::all_gather), reference_gathers = count_ops(runs.reference, OpCategory::all_gather);
-    CheckOutcome outcome = CheckOutcome::pass();
-    if (peak != reference_peak || gathers != reference_gathers) {
-      std::string cause = "the units freed after forward are not the reference's (reshard_after_forward)";
-      if (peak > reference_peak)
-        cause = "units kept gathered from their forward to their backward: param_full grows towards the whole model (reshard_after_forward false)";
-      else if (gathers > reference_gathers)
-        cause = "the root resharded after forward, and gathered again as the first thing of the backward (reshard_after_forward true for the root)";
-      outcome = CheckOutcome::fail("peak param_full " + megabytes(reference_peak) + " and " + std::to_string(reference_gathers) + " gathers on rank 0",
-                                   "peak param_full " + megabytes(peak) + " and " + std::to_string(gathers) + " gathers", cause);
-    }
-    outcome.budget = budget_lines(budget_of(runs.graded), budget_of(runs.reference));
-    return outcome;
-  }, "fsdplab gui --model gpt2 --preset test-small --world 2 {impl} --compare impl"));
-  checks.push_back(make("overlap", "ASYNC gpt2 test-tiny W = 2: no gather on the compute stream, no slower than the reference", 1, [](const CheckContext& c) {
-    const BesideReference runs = train_beside_reference(c, small_gpt2(2));
-    if (!runs.failure.passed()) return runs.failure;
-    const RunBudget graded_budget = budget_of(runs.graded), reference_budget = budget_of(runs.reference);
-    const auto& ops = runs.graded.ops[0];
-    const auto on_compute = std::count_if(ops.begin(), ops.end(), [](const OpRecord& op) {
-      return op.category == OpCategory::all_gather && op.lane == Lane::compute;
-    });
-    const int gathers = count_ops(runs.graded, OpCategory::all_gather), reference_gathers = count_ops(runs.reference, OpCategory::all_gather);
-    const SimTime end = end_of(runs.graded), reference_end = end_of(runs.reference);
-    std::ostringstream got;
-    got << on_compute << " of " << gathers << " gathers on the compute stream, 3 steps in " << us(end) << ", overlap "
-        << graded_budget.overlap_percent << " %";
-    std::ostringstream want;
-    want << "none of " << reference_gathers << " gathers on the compute stream, 3 steps in " << us(reference_end) << ", overlap "
-         << reference_budget.overlap_percent << " %";
-    CheckOutcome outcome = CheckOutcome::pass();
-    if (on_compute > 0)
-      outcome = CheckOutcome::fail(want.str(), got.str(), "gathers issued on the compute stream: use device.stream(Lane::all_gather)");
-    else if (end > reference_end)
-      outcome = CheckOutcome::fail(want.str(), got.str(), gathers != reference_gathers
-          ? "more gathers than the reference's take the link (see the memory check: reshard_after_forward)"
-          : "the host waits for gathers (a synchronize), or the compute stream for more than its unit's gather: less of "
-            "the communication hides under compute");
-    outcome.budget = budget_lines(graded_budget, reference_budget);
-    return outcome;
-  }));
-  checks.push_back(make("training", "gpt2 test-tiny trains equal to the single-rank baseline at W = 1, 2, 3, 4, 8", 2, [](const CheckContext& c) {
-    GradeCase run = small_gpt2(1);
-    run.run.batch = 24;  // split evenly over every world size tried
-    return trains_equal_at(c, kRaceCause, run, {1, 2, 3, 4, 8}, "the gathered parameters are not every rank's shard in rank order");
-  }));
-  return checks;
+  return {
+      make("gather-values", "all_gather leaves every rank's shard in rank order in the full buffer (W = 2, 3, 4)", 1,
+           gather_leaves_shards_in_rank_order),
+      make("gather-stream", "one all-gather of the whole buffer on the all-gather stream, its event recorded behind it",
+           2, one_gather_on_its_stream_event_behind_it),
+      make("event-wait", "after wait_for_unshard, compute is ordered after the gather (the race detector clean)", 2,
+           compute_ordered_after_the_gather),
+      make("no-host-sync", "neither all_gather nor wait_for_unshard makes the host wait for the gather", 2,
+           no_host_wait_for_the_gather),
+      make("reshard-policy",
+           "reshard_after_forward: never the root; every other unit under full and hybrid; none under grad_op", 2,
+           reshard_after_forward_policy, "fsdplab run --model gpt2 --preset gpt2 --world 4 --steps 2 --dry-run {impl}"),
+      make("memory", "gpt2 test-small W = 2: peak param_full and the number of gathers as the reference's", 1,
+           peak_param_full_and_gathers_as_the_reference,
+           "fsdplab gui --model gpt2 --preset test-small --world 2 {impl} --compare impl"),
+      make("overlap", "ASYNC gpt2 test-tiny W = 2: no gather on the compute stream, no slower than the reference", 1,
+           no_gather_on_compute_no_slower),
+      make("training", "gpt2 test-tiny trains equal to the single-rank baseline at W = 1, 2, 3, 4, 8", 2,
+           trains_equal_at_every_world),
+  };
 }
 
 }  // namespace fsdplab::grading

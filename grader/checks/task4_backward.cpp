@@ -68,19 +68,22 @@ GradBuffers grad_buffers(GradedRank& r, std::int64_t n, bool host_writes = true)
 }
 
 // Why rank `rank`'s shard holds `got` instead of chunk `rank` of the mean, tried against the README's pitfalls.
-std::string reduction_cause(const std::vector<float>& got, const std::vector<float>& mean, int rank, int world, std::int64_t n) {
+std::string reduction_cause(const std::vector<float>& got, const std::vector<float>& mean, int rank, int world,
+                            std::int64_t n) {
   const std::vector<float> want = chunk(mean, rank, n);
   if (got == times(want, static_cast<float>(world)))
-    return "summed, not averaged: each rank's gradient is already of its own rows' mean loss, so the mean over the W ranks "
-           "(ReduceOp::avg) is the baseline's gradient; the sum is W times too large ([Note: sum or mean] in "
+    return "summed, not averaged: each rank's gradient is already of its own rows' mean loss, so the mean over the W "
+           "ranks (ReduceOp::avg) is the baseline's gradient; the sum is W times too large ([Note: sum or mean] in "
            "engine/fsdp/backward_task.hpp)";
   if (times(got, static_cast<float>(world)) == want)
     return "averaged twice: ReduceOp::avg already divides by the group's size once; do not scale again";
   for (int k = 0; k < world; ++k)
     if (k != rank && got == chunk(mean, k, n))
-      return "rank " + std::to_string(rank) + " holds chunk " + std::to_string(k) + " of the mean: each rank's shard is chunk "
-             "group.rank() of the reduction, which group.reduce_scatter(stream, grad_full, grad_shard, ReduceOp::avg) gives";
-  return "grad_shard is not this rank's chunk of the mean over the group: group.reduce_scatter(stream, grad_full, grad_shard, ReduceOp::avg)";
+      return "rank " + std::to_string(rank) + " holds chunk " + std::to_string(k) +
+             " of the mean: each rank's shard is chunk group.rank() of the reduction, which "
+             "group.reduce_scatter(stream, grad_full, grad_shard, ReduceOp::avg) gives";
+  return "grad_shard is not this rank's chunk of the mean over the group: "
+         "group.reduce_scatter(stream, grad_full, grad_shard, ReduceOp::avg)";
 }
 
 Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run,
@@ -88,220 +91,264 @@ Check make(std::string id, std::string title, int points, std::function<CheckOut
   return {4, std::move(id), std::move(title), points, std::move(show), std::move(run)};
 }
 
+CheckOutcome each_shard_its_chunk_of_the_mean(const CheckContext& c) {
+  constexpr std::int64_t n = 5;
+  const std::vector<int> worlds = {2, 3, 4};
+  int right = 0;
+  CheckOutcome first;
+  for (int world : worlds) {
+    // The mean of (r + 1) x over W ranks: (W + 1) / 2 x.
+    const std::vector<float> mean = times(base_gradient(n * world), static_cast<float>(world + 1) / 2);
+    RankFindings found(static_cast<std::size_t>(world));
+    on_ranks(world, [&](GradedRank& r) {
+      const GradBuffers b = grad_buffers(r, n);
+      graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
+      r.device.synchronize();
+      const std::vector<float> got = b.grad_shard.to_vector(), want = chunk(mean, r.rank, n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        if (got[static_cast<std::size_t>(i)] == want[static_cast<std::size_t>(i)]) continue;
+        std::ostringstream s;
+        s << "W = " << world << ": rank " << r.rank << "'s grad_shard element " << i << " is "
+          << got[static_cast<std::size_t>(i)] << ", expected " << want[static_cast<std::size_t>(i)]
+          << " (the mean over the ranks of element " << r.rank * n + i << " of their gradients)";
+        found[static_cast<std::size_t>(r.rank)] =
+            CheckOutcome::fail("rank r's grad_shard = chunk r of the mean of the ranks' grad_full", s.str(),
+                               reduction_cause(got, mean, r.rank, world, n));
+        return;
+      }
+    });
+    const CheckOutcome o = first_failure(found);
+    if (o.passed())
+      ++right;
+    else if (first.passed())
+      first = o;
+  }
+  if (first.passed()) return first;
+  first.fraction = static_cast<double>(right) / static_cast<double>(worlds.size());
+  return first;
+}
+
+CheckOutcome reduction_ordered_after_compute(const CheckContext& c) {
+  constexpr std::int64_t n = 1024;
+  RankFindings found(2);
+  on_ranks(2, [&](GradedRank& r) {
+    const GradBuffers b = grad_buffers(r, n, /*host_writes=*/false);
+    // The unit's backward: the compute stream writes the gradient.
+    const Tensor computed = Tensor::empty(r.device, {n * r.world}, DType::f32, MemTag::activation, "backward_result");
+    computed.copy_from(b.values);
+    copy(r.device.stream(Lane::compute), computed, b.grad_full);
+    const OpRecord backward = r.device.ops().back();
+    const std::size_t before = r.device.ops().size();
+    CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+    try {
+      graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
+    } catch (const RaceError& e) {
+      mine = CheckOutcome::fail("the reduction ordered after the compute stream's write of grad_full",
+                                "the race detector: " + std::string(e.what()), kNoEventCause);
+      return;
+    }
+    const std::vector<OpRecord> ops = ops_since(r.device, before);
+    const OpRecord* reduction = first_of(ops, OpCategory::reduce_scatter);
+    if (reduction && reduction->begin < backward.end)
+      mine = CheckOutcome::fail("the reduce-scatter to start at or after the backward's end (" + us(backward.end) + ")",
+                                "rank " + std::to_string(r.rank) + ": it starts at " + us(reduction->begin),
+                                "the reduce-scatter stream not ordered after the compute stream: an event recorded on "
+                                "Lane::compute, waited for on Lane::reduce_scatter");
+  });
+  return first_failure(found);
+}
+
+CheckOutcome one_reduce_scatter_on_its_stream(const CheckContext& c) {
+  constexpr std::int64_t n = 1024;
+  RankFindings found(2);
+  on_ranks(2, [&](GradedRank& r) {
+    const GradBuffers b = grad_buffers(r, n);
+    const std::size_t before = r.device.ops().size();
+    graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
+    std::vector<OpRecord> collectives;
+    for (const OpRecord& op : ops_since(r.device, before))
+      if (is_communication(op.category)) collectives.push_back(op);
+    std::string names;
+    for (const OpRecord& op : collectives)
+      names += (names.empty() ? "" : ", ") + std::string(category_name(op.category)) + " on the " +
+               std::string(lane_name(op.lane)) + " stream";
+    const std::string rank = "rank " + std::to_string(r.rank) + ": ";
+    CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+    const bool one_reduce_scatter = collectives.size() == 1 && collectives[0].category == OpCategory::reduce_scatter;
+    if (!one_reduce_scatter) {
+      const bool all_reduce = std::any_of(collectives.begin(), collectives.end(),
+                                          [](const OpRecord& op) { return op.category == OpCategory::all_reduce; });
+      mine = CheckOutcome::fail(
+          "one reduce-scatter", rank + (names.empty() ? "no collective" : names),
+          all_reduce ? "an all-reduce of the whole gradient: twice the bytes of a reduce-scatter on the link, "
+                       "for a whole gradient the rank's optimizer never reads; reduce-scatter into the shard"
+                     : "reduce_scatter must issue exactly one collective: group.reduce_scatter(device.stream("
+                       "Lane::reduce_scatter), grad_full, grad_shard, ReduceOp::avg)");
+    } else if (collectives[0].lane != Lane::reduce_scatter) {
+      mine = CheckOutcome::fail(
+          "the reduce-scatter on the reduce_scatter stream", rank + names,
+          "the reduction issued on the compute stream: the next unit's backward then waits for every "
+          "reduction; use device.stream(Lane::reduce_scatter)");
+    } else if (collectives[0].bytes_moved != b.grad_full.nbytes()) {
+      mine =
+          CheckOutcome::fail("the whole grad_full reduced (" + std::to_string(b.grad_full.nbytes()) + " bytes)",
+                             rank + "the reduce-scatter moved " + std::to_string(collectives[0].bytes_moved) + " bytes",
+                             "only part of grad_full reduced: reduce the whole padded buffer");
+    }
+  });
+  return first_failure(found);
+}
+
+CheckOutcome no_host_wait_for_the_backward(const CheckContext& c) {
+  constexpr std::int64_t n = 1024, gathered_n = 1 << 16;
+  RankFindings found(2);
+  on_ranks(2, [&](GradedRank& r) {
+    const GradBuffers b = grad_buffers(r, n, /*host_writes=*/false);
+    // A backward that ends well after the host's time: it waits for a gather on the link first.
+    const Tensor shard = Tensor::empty(r.device, {gathered_n}, DType::f32, MemTag::param_shard, "flat_param_shard");
+    const Tensor full = Tensor::empty(r.device, {gathered_n * r.world}, DType::f32, MemTag::param_full,
+                                      "flat_param_full", Lane::all_gather);
+    shard.copy_from(std::vector<float>(gathered_n, 1.0f));
+    r.comm.all_gather(r.device.stream(Lane::all_gather), shard, full);
+    Event gathered("gathered");
+    r.device.record(gathered, Lane::all_gather);
+    r.device.wait(Lane::compute, gathered);
+    const Tensor computed = Tensor::empty(r.device, {n * r.world}, DType::f32, MemTag::activation, "backward_result");
+    computed.copy_from(b.values);
+    copy(r.device.stream(Lane::compute), computed, b.grad_full);
+    const SimTime backward_end = r.device.ops().back().end;
+    const SimTime host_before = r.device.host_time();
+    CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+    try {
+      graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
+    } catch (const RaceError& e) {
+      mine =
+          CheckOutcome::fail("reduce_scatter to return while the backward still runs, its reduction ordered after it",
+                             "the race detector: " + std::string(e.what()), kNoEventCause);
+      return;
+    }
+    const SimTime host_after = r.device.host_time();
+    if (host_after >= backward_end)
+      mine = CheckOutcome::fail(
+          "reduce_scatter to return while the backward still runs (it ends at " + us(backward_end) + ")",
+          "rank " + std::to_string(r.rank) + ": the host clock went from " + us(host_before) + " to " + us(host_after) +
+              " in reduce_scatter",
+          "a host sync (device.synchronize) before the reduction instead of an event: the host stops issuing until the "
+          "backward so far is done and cannot run ahead to fetch the next unit; order the streams with an event");
+  });
+  return first_failure(found);
+}
+
+CheckOutcome compute_sees_a_zeroed_gradient(const CheckContext& c) {
+  constexpr std::int64_t n = 1030;
+  auto device = make_graded_device(0);
+  // A cached block of an earlier unit's gradient.
+  const Tensor grad_full = Tensor::empty(*device, {n}, DType::f32, MemTag::grad_full, "flat_grad_full");
+  grad_full.copy_from(std::vector<float>(n, 7.0f));
+  graded(c).zero_gradient(*device, grad_full);
+  // The backward's first op adding into the gradient reads it on the compute stream.
+  const Tensor seen = Tensor::empty(*device, {n}, DType::f32, MemTag::activation, "backward_reads");
+  try {
+    copy(device->stream(Lane::compute), grad_full, seen);
+  } catch (const RaceError& e) {
+    return CheckOutcome::fail(
+        "the compute stream ordered after the zeroing", "the race detector: " + std::string(e.what()),
+        "grad_full zeroed on another stream than compute, with nothing ordering the two: the backward "
+        "adds into it while the fill may still run; fill(device.stream(Lane::compute), grad_full, 0)");
+  }
+  device->synchronize();
+  const std::vector<float> got = seen.to_vector();
+  for (std::int64_t i = 0; i < n; ++i)
+    if (got[static_cast<std::size_t>(i)] != 0.0f)
+      return CheckOutcome::fail(
+          "zeros in every element of grad_full (" + std::to_string(n) + ")",
+          "element " + std::to_string(i) + " is " + number(got[static_cast<std::size_t>(i)]) +
+              " (the block held 7 before)",
+          "grad_full not zeroed, or only part of it: the allocator hands out cached blocks with old "
+          "contents and the backward adds into them; fill(device.stream(Lane::compute), grad_full, 0)");
+  return CheckOutcome::pass();
+}
+
+struct Reductions {
+  int all = 0, on_compute = 0, overlapping = 0;
+  SimTime end = 0;
+};
+
+// Rank 0's reductions, and when its last op ends.
+Reductions reductions(const GradedRun& training) {
+  Reductions r;
+  const auto& ops = training.ops[0];
+  for (const OpRecord& op : ops) {
+    r.end = std::max(r.end, op.end);
+    if (op.category != OpCategory::reduce_scatter) continue;
+    ++r.all;
+    if (op.lane == Lane::compute) ++r.on_compute;
+    if (std::any_of(ops.begin(), ops.end(),
+                    [&](const OpRecord& o) { return o.category == OpCategory::compute && intersects(o, op); }))
+      ++r.overlapping;
+  }
+  return r;
+}
+
+CheckOutcome reductions_scheduled_as_the_reference(const CheckContext& c) {
+  GradeCase run = small_gpt2(2);
+  run.run.seed = c.seed;
+  const GradedRun trained = train_graded(run, c.tasks, c.scratch, {.ops = true, .params = false});
+  if (!trained.trained())
+    return CheckOutcome::fail("the training to run to its end",
+                              failure_text(trained) + " (" + run.command("run", c.impl_flag()) + ")",
+                              trained.race ? kRaceCause : "");
+  const GradedRun reference = train_graded(run, c.reference, c.scratch, {.ops = true, .params = false});
+  const Reductions got = reductions(trained), want = reductions(reference);
+  std::ostringstream g, w;
+  g << got.on_compute << " of " << got.all << " reduce-scatters on the compute stream, " << got.overlapping
+    << " overlapping compute, 3 steps in " << us(got.end);
+  w << "none on the compute stream, " << want.overlapping << " of " << want.all << " overlapping compute, 3 steps in "
+    << us(want.end);
+  CheckOutcome outcome = CheckOutcome::pass();
+  if (got.on_compute > 0)
+    outcome = CheckOutcome::fail(
+        w.str(), g.str(), "the reductions issued on the compute stream: use device.stream(Lane::reduce_scatter)");
+  else if (got.overlapping < want.overlapping || got.end > want.end)
+    outcome = CheckOutcome::fail(w.str(), g.str(),
+                                 "the reductions wait for more than their unit's backward (a host sync?): less of "
+                                 "them hides under the next unit's backward");
+  outcome.budget = budget_lines(budget_of(trained), budget_of(reference));
+  return outcome;
+}
+
+CheckOutcome sgd_trains_equal_at_every_world(const CheckContext& c) {
+  GradeCase run = small_gpt2(1);
+  run.run.batch = 24;  // split evenly over every world size tried
+  run.run.optimizer = "sgd";
+  run.run.lr = 0.1;
+  return trains_equal_at(
+      c, kRaceCause, run, {1, 2, 3, 4, 8},
+      "the gradient summed over the ranks instead of averaged, or averaged twice: SGD's steps are then W "
+      "times too long or too short (AdamW hides it)");
+}
+
 }  // namespace
 
 std::vector<Check> backward_checks() {
-  std::vector<Check> checks;
-  checks.push_back(make("mean", "each rank's grad_shard is its own chunk of the mean over the ranks (W = 2, 3, 4)", 3, [](const CheckContext& c) {
-    constexpr std::int64_t n = 5;
-    const std::vector<int> worlds = {2, 3, 4};
-    int right = 0;
-    CheckOutcome first;
-    for (int world : worlds) {
-      // The mean of (r + 1) x over W ranks: (W + 1) / 2 x.
-      const std::vector<float> mean = times(base_gradient(n * world), static_cast<float>(world + 1) / 2);
-      RankFindings found(static_cast<std::size_t>(world));
-      on_ranks(world, [&](GradedRank& r) {
-        const GradBuffers b = grad_buffers(r, n);
-        graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
-        r.device.synchronize();
-        const std::vector<float> got = b.grad_shard.to_vector(), want = chunk(mean, r.rank, n);
-        for (std::int64_t i = 0; i < n; ++i) {
-          if (got[static_cast<std::size_t>(i)] == want[static_cast<std::size_t>(i)]) continue;
-          std::ostringstream s;
-          s << "W = " << world << ": rank " << r.rank << "'s grad_shard element " << i << " is " << got[static_cast<std::size_t>(i)]
-            << ", expected " << want[static_cast<std::size_t>(i)] << " (the mean over the ranks of element " << r.rank * n + i
-            << " of their gradients)";
-          found[static_cast<std::size_t>(r.rank)] = CheckOutcome::fail("rank r's grad_shard = chunk r of the mean of the ranks' grad_full",
-                                                                       s.str(), reduction_cause(got, mean, r.rank, world, n));
-          return;
-        }
-      });
-      const CheckOutcome o = first_failure(found);
-      if (o.passed()) ++right;
-      else if (first.passed()) first = o;
-    }
-    if (first.passed()) return first;
-    first.fraction = static_cast<double>(right) / static_cast<double>(worlds.size());
-    return first;
-  }));
-  checks.push_back(make("ordered-after-compute", "the reduction starts after the compute stream's write of grad_full (race detector clean)", 2, [](const CheckContext& c) {
-    constexpr std::int64_t n = 1024;
-    RankFindings found(2);
-    on_ranks(2, [&](GradedRank& r) {
-      const GradBuffers b = grad_buffers(r, n, /*host_writes=*/false);
-      // The unit's backward: the compute stream writes the gradient.
-      const Tensor computed = Tensor::empty(r.device, {n * r.world}, DType::f32, MemTag::activation, "backward_result");
-      computed.copy_from(b.values);
-      copy(r.device.stream(Lane::compute), computed, b.grad_full);
-      const OpRecord backward = r.device.ops().back();
-      const std::size_t before = r.device.ops().size();
-      CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
-      try {
-        graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
-      } catch (const RaceError& e) {
-        mine = CheckOutcome::fail("the reduction ordered after the compute stream's write of grad_full",
-                                  "the race detector: " + std::string(e.what()), kNoEventCause);
-        return;
-      }
-      const std::vector<OpRecord> ops = ops_since(r.device, before);
-      const OpRecord* reduction = first_of(ops, OpCategory::reduce_scatter);
-      if (reduction && reduction->begin < backward.end)
-        mine = CheckOutcome::fail("the reduce-scatter to start at or after the backward's end (" + us(backward.end) + ")",
-                                  "rank " + std::to_string(r.rank) + ": it starts at " + us(reduction->begin),
-                                  "the reduce-scatter stream not ordered after the compute stream: an event recorded on "
-                                  "Lane::compute, waited for on Lane::reduce_scatter");
-    });
-    return first_failure(found);
-  }));
-  checks.push_back(make("reduction-stream", "one reduce-scatter of the whole gradient, on the reduce-scatter stream", 2, [](const CheckContext& c) {
-    constexpr std::int64_t n = 1024;
-    RankFindings found(2);
-    on_ranks(2, [&](GradedRank& r) {
-      const GradBuffers b = grad_buffers(r, n);
-      const std::size_t before = r.device.ops().size();
-      graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
-      std::vector<OpRecord> collectives;
-      for (const OpRecord& op : ops_since(r.device, before))
-        if (is_communication(op.category)) collectives.push_back(op);
-      std::string names;
-      for (const OpRecord& op : collectives)
-        names += (names.empty() ? "" : ", ") + std::string(category_name(op.category)) + " on the " + std::string(lane_name(op.lane)) + " stream";
-      const std::string rank = "rank " + std::to_string(r.rank) + ": ";
-      CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
-      const bool one_reduce_scatter = collectives.size() == 1 && collectives[0].category == OpCategory::reduce_scatter;
-      if (!one_reduce_scatter) {
-        const bool all_reduce = std::any_of(collectives.begin(), collectives.end(),
-                                            [](const OpRecord& op) { return op.category == OpCategory::all_reduce; });
-        mine = CheckOutcome::fail("one reduce-scatter", rank + (names.empty() ? "no collective" : names),
-                                  all_reduce ? "an all-reduce of the whole gradient: twice the bytes of a reduce-scatter on the link, "
-                                               "for a whole gradient the rank's optimizer never reads; reduce-scatter into the shard"
-                                             : "reduce_scatter must issue exactly one collective: group.reduce_scatter(device.stream("
-                                               "Lane::reduce_scatter), grad_full, grad_shard, ReduceOp::avg)");
-      } else if (collectives[0].lane != Lane::reduce_scatter) {
-        mine = CheckOutcome::fail("the reduce-scatter on the reduce_scatter stream", rank + names,
-                                  "the reduction issued on the compute stream: the next unit's backward then waits for every "
-                                  "reduction; use device.stream(Lane::reduce_scatter)");
-      } else if (collectives[0].bytes_moved != b.grad_full.nbytes()) {
-        mine = CheckOutcome::fail("the whole grad_full reduced (" + std::to_string(b.grad_full.nbytes()) + " bytes)",
-                                  rank + "the reduce-scatter moved " + std::to_string(collectives[0].bytes_moved) + " bytes",
-                                  "only part of grad_full reduced: reduce the whole padded buffer");
-      }
-    });
-    return first_failure(found);
-  }));
-  checks.push_back(make("no-host-sync", "reduce_scatter does not make the host wait for the backward", 1, [](const CheckContext& c) {
-    constexpr std::int64_t n = 1024, gathered_n = 1 << 16;
-    RankFindings found(2);
-    on_ranks(2, [&](GradedRank& r) {
-      const GradBuffers b = grad_buffers(r, n, /*host_writes=*/false);
-      // A backward that ends well after the host's time: it waits for a gather on the link first.
-      const Tensor shard = Tensor::empty(r.device, {gathered_n}, DType::f32, MemTag::param_shard, "flat_param_shard");
-      const Tensor full = Tensor::empty(r.device, {gathered_n * r.world}, DType::f32, MemTag::param_full, "flat_param_full", Lane::all_gather);
-      shard.copy_from(std::vector<float>(gathered_n, 1.0f));
-      r.comm.all_gather(r.device.stream(Lane::all_gather), shard, full);
-      Event gathered("gathered");
-      r.device.record(gathered, Lane::all_gather);
-      r.device.wait(Lane::compute, gathered);
-      const Tensor computed = Tensor::empty(r.device, {n * r.world}, DType::f32, MemTag::activation, "backward_result");
-      computed.copy_from(b.values);
-      copy(r.device.stream(Lane::compute), computed, b.grad_full);
-      const SimTime backward_end = r.device.ops().back().end;
-      const SimTime host_before = r.device.host_time();
-      CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
-      try {
-        graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
-      } catch (const RaceError& e) {
-        mine = CheckOutcome::fail("reduce_scatter to return while the backward still runs, its reduction ordered after it",
-                                  "the race detector: " + std::string(e.what()), kNoEventCause);
-        return;
-      }
-      const SimTime host_after = r.device.host_time();
-      if (host_after >= backward_end)
-        mine = CheckOutcome::fail(
-            "reduce_scatter to return while the backward still runs (it ends at " + us(backward_end) + ")",
-            "rank " + std::to_string(r.rank) + ": the host clock went from " + us(host_before) + " to " + us(host_after) + " in reduce_scatter",
-            "a host sync (device.synchronize) before the reduction instead of an event: the host stops issuing until the backward "
-            "so far is done and cannot run ahead to fetch the next unit; order the streams with an event");
-    });
-    return first_failure(found);
-  }));
-  checks.push_back(make("zero-gradient", "after zero_gradient the compute stream sees zeros in the whole grad_full", 2, [](const CheckContext& c) {
-    constexpr std::int64_t n = 1030;
-    auto device = make_graded_device(0);
-    // A cached block of an earlier unit's gradient.
-    const Tensor grad_full = Tensor::empty(*device, {n}, DType::f32, MemTag::grad_full, "flat_grad_full");
-    grad_full.copy_from(std::vector<float>(n, 7.0f));
-    graded(c).zero_gradient(*device, grad_full);
-    // The backward's first op adding into the gradient reads it on the compute stream.
-    const Tensor seen = Tensor::empty(*device, {n}, DType::f32, MemTag::activation, "backward_reads");
-    try {
-      copy(device->stream(Lane::compute), grad_full, seen);
-    } catch (const RaceError& e) {
-      return CheckOutcome::fail("the compute stream ordered after the zeroing", "the race detector: " + std::string(e.what()),
-                                "grad_full zeroed on another stream than compute, with nothing ordering the two: the backward "
-                                "adds into it while the fill may still run; fill(device.stream(Lane::compute), grad_full, 0)");
-    }
-    device->synchronize();
-    const std::vector<float> got = seen.to_vector();
-    for (std::int64_t i = 0; i < n; ++i)
-      if (got[static_cast<std::size_t>(i)] != 0.0f)
-        return CheckOutcome::fail("zeros in every element of grad_full (" + std::to_string(n) + ")",
-                                  "element " + std::to_string(i) + " is " + number(got[static_cast<std::size_t>(i)]) +
-                                      " (the block held 7 before)",
-                                  "grad_full not zeroed, or only part of it: the allocator hands out cached blocks with old "
-                                  "contents and the backward adds into them; fill(device.stream(Lane::compute), grad_full, 0)");
-    return CheckOutcome::pass();
-  }));
-  checks.push_back(make("schedule", "ASYNC gpt2 test-tiny W = 2: reductions on their stream, overlapping compute as the reference's", 1, [](const CheckContext& c) {
-    GradeCase run = small_gpt2(2);
-    run.run.seed = c.seed;
-    const GradedRun trained = train_graded(run, c.tasks, c.scratch, {.ops = true, .params = false});
-    if (!trained.trained())
-      return CheckOutcome::fail("the training to run to its end", failure_text(trained) + " (" + run.command("run", c.impl_flag()) + ")",
-                                trained.race ? kRaceCause : "");
-    const GradedRun reference = train_graded(run, c.reference, c.scratch, {.ops = true, .params = false});
-    struct Reductions {
-      int all = 0, on_compute = 0, overlapping = 0;
-      SimTime end = 0;
-    };
-    // Rank 0's reductions, and when its last op ends.
-    const auto reductions = [](const GradedRun& training) {
-      Reductions r;
-      const auto& ops = training.ops[0];
-      for (const OpRecord& op : ops) {
-        r.end = std::max(r.end, op.end);
-        if (op.category != OpCategory::reduce_scatter) continue;
-        ++r.all;
-        if (op.lane == Lane::compute) ++r.on_compute;
-        if (std::any_of(ops.begin(), ops.end(), [&](const OpRecord& o) { return o.category == OpCategory::compute && intersects(o, op); }))
-          ++r.overlapping;
-      }
-      return r;
-    };
-    const Reductions got = reductions(trained), want = reductions(reference);
-    std::ostringstream g, w;
-    g << got.on_compute << " of " << got.all << " reduce-scatters on the compute stream, " << got.overlapping << " overlapping compute, 3 steps in " << us(got.end);
-    w << "none on the compute stream, " << want.overlapping << " of " << want.all << " overlapping compute, 3 steps in " << us(want.end);
-    CheckOutcome outcome = CheckOutcome::pass();
-    if (got.on_compute > 0)
-      outcome = CheckOutcome::fail(w.str(), g.str(), "the reductions issued on the compute stream: use device.stream(Lane::reduce_scatter)");
-    else if (got.overlapping < want.overlapping || got.end > want.end)
-      outcome = CheckOutcome::fail(w.str(), g.str(), "the reductions wait for more than their unit's backward (a host sync?): less of "
-                                                     "them hides under the next unit's backward");
-    outcome.budget = budget_lines(budget_of(trained), budget_of(reference));
-    return outcome;
-  }));
-  checks.push_back(make("sgd-training", "SGD (lr 0.1) trains equal to the single-rank baseline at W = 1, 2, 3, 4, 8", 3, [](const CheckContext& c) {
-    GradeCase run = small_gpt2(1);
-    run.run.batch = 24;  // split evenly over every world size tried
-    run.run.optimizer = "sgd";
-    run.run.lr = 0.1;
-    return trains_equal_at(c, kRaceCause, run, {1, 2, 3, 4, 8},
-                           "the gradient summed over the ranks instead of averaged, or averaged twice: SGD's steps are then W "
-                           "times too long or too short (AdamW hides it)");
-  }, "fsdplab run --model gpt2 --world 2 --steps 5 --optimizer sgd --lr 0.1 {impl} --losses mine.csv"));
-  return checks;
+  return {
+      make("mean", "each rank's grad_shard is its own chunk of the mean over the ranks (W = 2, 3, 4)", 3,
+           each_shard_its_chunk_of_the_mean),
+      make("ordered-after-compute",
+           "the reduction starts after the compute stream's write of grad_full (race detector clean)", 2,
+           reduction_ordered_after_compute),
+      make("reduction-stream", "one reduce-scatter of the whole gradient, on the reduce-scatter stream", 2,
+           one_reduce_scatter_on_its_stream),
+      make("no-host-sync", "reduce_scatter does not make the host wait for the backward", 1,
+           no_host_wait_for_the_backward),
+      make("zero-gradient", "after zero_gradient the compute stream sees zeros in the whole grad_full", 2,
+           compute_sees_a_zeroed_gradient),
+      make("schedule", "ASYNC gpt2 test-tiny W = 2: reductions on their stream, overlapping compute as the reference's",
+           1, reductions_scheduled_as_the_reference),
+      make("sgd-training", "SGD (lr 0.1) trains equal to the single-rank baseline at W = 1, 2, 3, 4, 8", 3,
+           sgd_trains_equal_at_every_world,
+           "fsdplab run --model gpt2 --world 2 --steps 5 --optimizer sgd --lr 0.1 {impl} --losses mine.csv"),
+  };
 }
 
 }  // namespace fsdplab::grading

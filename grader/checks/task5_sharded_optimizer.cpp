@@ -30,11 +30,16 @@ constexpr UnitSize kUnits[] = {{"transformer.h.0", 24}, {"transformer.h.1", 20},
 
 // Element i of unit u's flat parameters before the step, and of its averaged gradient: multiples of 1/16 and
 // of 1/4, so an SGD step of lr 0.25 is exact whatever the order of operations.
-float initial_value(std::size_t u, std::int64_t i) { return static_cast<float>((i * 7 + static_cast<std::int64_t>(u) * 3) % 13 - 6) / 16; }
-float gradient_value(std::size_t u, std::int64_t i) { return static_cast<float>((i * 5 + static_cast<std::int64_t>(u)) % 9 - 4) / 4; }
+float initial_value(std::size_t u, std::int64_t i) {
+  return static_cast<float>((i * 7 + static_cast<std::int64_t>(u) * 3) % 13 - 6) / 16;
+}
+float gradient_value(std::size_t u, std::int64_t i) {
+  return static_cast<float>((i * 5 + static_cast<std::int64_t>(u)) % 9 - 4) / 4;
+}
 float after_sgd(std::size_t u, std::int64_t i) { return initial_value(u, i) - 0.25f * gradient_value(u, i); }
 
-std::vector<float> values(float (*f)(std::size_t, std::int64_t), std::size_t u, std::int64_t begin, std::int64_t count) {
+std::vector<float> values(float (*f)(std::size_t, std::int64_t), std::size_t u, std::int64_t begin,
+                          std::int64_t count) {
   std::vector<float> out;
   for (std::int64_t i = begin; i < begin + count; ++i) out.push_back(f(u, i));
   return out;
@@ -77,7 +82,8 @@ const ShardedOptimizerTask& graded(const CheckContext& c) { return *c.tasks.opti
 const ShardedOptimizerTask& reference(const CheckContext& c) { return *c.reference.optimizer; }
 
 bool same_tensor(const Tensor& a, const Tensor& b) {
-  return a.defined() && b.defined() && a.storage_ptr() == b.storage_ptr() && a.offset() == b.offset() && a.shape() == b.shape();
+  return a.defined() && b.defined() && a.storage_ptr() == b.storage_ptr() && a.offset() == b.offset() &&
+         a.shape() == b.shape();
 }
 
 std::string hyper_text(const Optimizer& o) {
@@ -90,7 +96,8 @@ std::string hyper_text(const Optimizer& o) {
   return s;
 }
 
-Check make(std::string id, std::string title, int points, const char* show, std::function<CheckOutcome(const CheckContext&)> run) {
+Check make(std::string id, std::string title, int points, const char* show,
+           std::function<CheckOutcome(const CheckContext&)> run) {
   return {5, std::move(id), std::move(title), points, show, std::move(run)};
 }
 
@@ -104,11 +111,13 @@ CheckOutcome check_targets(const CheckContext& c) {
   const std::unique_ptr<Optimizer> wanted = reference(c).make(theirs.units, spec);
   const std::string expected = "one target per unit in the units' order, each named as its unit, updating its master "
                                "from its grad_shard, with the optimizer the spec names (" + hyper_text(*wanted) + ")";
-  if (!optimizer) return CheckOutcome::fail(expected, "make returned no optimizer", "make must return make_optimizer's result");
+  if (!optimizer)
+    return CheckOutcome::fail(expected, "make returned no optimizer", "make must return make_optimizer's result");
   const std::vector<OptimTarget>& targets = optimizer->targets();
   if (targets.size() != mine.units.size())
-    return CheckOutcome::fail(expected, std::to_string(targets.size()) + " targets for " + std::to_string(mine.units.size()) + " units",
-                              "one OptimTarget per unit: the unit's master and grad_shard, nothing split or added");
+    return CheckOutcome::fail(
+        expected, std::to_string(targets.size()) + " targets for " + std::to_string(mine.units.size()) + " units",
+        "one OptimTarget per unit: the unit's master and grad_shard, nothing split or added");
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const OptimTarget& t = targets[i];
     const UnitShards& u = mine.units[i];
@@ -125,9 +134,11 @@ CheckOutcome check_targets(const CheckContext& c) {
                                     ? "a copy of master: the update never reaches the parameters the next gather reads"
                                     : "the optimizer given something else than the master shard");
     if (!same_tensor(t.grad, u.grad_shard))
-      return CheckOutcome::fail(expected, which + " reads the gradient " + (t.grad.defined() ? t.grad.describe() : "nothing") +
-                                              ", not the unit's grad_shard " + u.grad_shard.describe(),
-                                "the optimizer not given the unit's grad_shard (task 4's averaged chunk) as the gradient");
+      return CheckOutcome::fail(
+          expected,
+          which + " reads the gradient " + (t.grad.defined() ? t.grad.describe() : "nothing") +
+              ", not the unit's grad_shard " + u.grad_shard.describe(),
+          "the optimizer not given the unit's grad_shard (task 4's averaged chunk) as the gradient");
   }
   if (hyper_text(*optimizer) != hyper_text(*wanted))
     return CheckOutcome::fail(expected, "the optimizer made is " + hyper_text(*optimizer),
@@ -170,17 +181,19 @@ CheckOutcome check_state_sharded(const CheckContext& c) {
              << " B on each of W = " << kWorld << " ranks under " << where << ": 1/" << kWorld << " of the "
              << formula * kWorld << " B an unsharded AdamW holds";
     if (!got.refused.empty())
-      return CheckOutcome::fail(expected.str(), "make refused the " + where + " units: " + got.refused,
-                                "the optimizer given a target bigger than the shard (the whole `replica` under zero1/zero2) "
-                                "with the gradient shard: it must see master and grad_shard, nothing bigger");
+      return CheckOutcome::fail(
+          expected.str(), "make refused the " + where + " units: " + got.refused,
+          "the optimizer given a target bigger than the shard (the whole `replica` under zero1/zero2) "
+          "with the gradient shard: it must see master and grad_shard, nothing bigger");
     budget.push_back({"optim_state (" + where + ", W = 4)", static_cast<double>(got.bytes) / 1e3,
                       static_cast<double>(want.bytes) / 1e3, "KB"});
     if (got.bytes != formula) {
-      CheckOutcome outcome = CheckOutcome::fail(
-          expected.str(), std::to_string(got.bytes) + " B of optim_state on a rank under " + where,
-          got.bytes >= formula * kWorld ? "the state sized to the whole parameters: the optimizer was given the replica, "
-                                          "not the master shard"
-                                        : "the optimizer given other tensors than each unit's master and grad_shard");
+      CheckOutcome outcome =
+          CheckOutcome::fail(expected.str(), std::to_string(got.bytes) + " B of optim_state on a rank under " + where,
+                             got.bytes >= formula * kWorld
+                                 ? "the state sized to the whole parameters: the optimizer was given the replica, "
+                                   "not the master shard"
+                                 : "the optimizer given other tensors than each unit's master and grad_shard");
       outcome.budget = std::move(budget);
       return outcome;
     }
@@ -229,19 +242,24 @@ CheckOutcome check_one_update(const CheckContext& c) {
       return CheckOutcome::fail(expected, "step on " + given + " raised: " + got.refused,
                                 "the update not issued on the stream step is given");
     if (got.steps != want.steps || got.updates.size() != want.updates.size())
-      return CheckOutcome::fail(expected, "after 2 calls of step on " + given + " the optimizer counts " + std::to_string(got.steps) +
-                                              " steps and " + std::to_string(got.updates.size()) + " update ops were issued",
-                                "optimizer.step called more or less than once per call: a second call doubles the update "
-                                "and advances AdamW's step count (its bias correction) twice");
+      return CheckOutcome::fail(
+          expected,
+          "after 2 calls of step on " + given + " the optimizer counts " + std::to_string(got.steps) + " steps and " +
+              std::to_string(got.updates.size()) + " update ops were issued",
+          "optimizer.step called more or less than once per call: a second call doubles the update "
+          "and advances AdamW's step count (its bias correction) twice");
     for (const OpRecord& op : got.updates)
       if (op.lane != lane)
-        return CheckOutcome::fail(expected, "'" + op.name + "' ran on the " + std::string(lane_name(op.lane)) + " stream; step was given " + given,
-                                  "the update issued on another stream than the one given: the engine passes the compute "
-                                  "stream, or the host lane under --offload");
+        return CheckOutcome::fail(
+            expected,
+            "'" + op.name + "' ran on the " + std::string(lane_name(op.lane)) + " stream; step was given " + given,
+            "the update issued on another stream than the one given: the engine passes the compute "
+            "stream, or the host lane under --offload");
     for (std::size_t u = 0; u < got.masters.size(); ++u)
       if (got.masters[u] != want.masters[u])
-        return CheckOutcome::fail(expected, "unit '" + std::string(kUnits[u].name) + "''s master after 2 calls on " + given +
-                                                " differs from the reference's",
+        return CheckOutcome::fail(expected,
+                                  "unit '" + std::string(kUnits[u].name) + "''s master after 2 calls on " + given +
+                                      " differs from the reference's",
                                   "step does something else than optimizer.step(stream) once");
   }
   return CheckOutcome::pass();
@@ -256,23 +274,27 @@ struct GatherProblem {
   std::string cause;
 };
 
-GatherProblem gathered_problem(const std::vector<OpRecord>& ops, std::size_t first, const RankUnits& mine, int rank, int world) {
+GatherProblem gathered_problem(const std::vector<OpRecord>& ops, std::size_t first, const RankUnits& mine, int rank,
+                               int world) {
   std::vector<const OpRecord*> gathers;
   for (std::size_t i = first; i < ops.size(); ++i)
     if (ops[i].category == OpCategory::all_gather) gathers.push_back(&ops[i]);
   const std::string who = "rank " + std::to_string(rank);
   if (gathers.empty())
-    return {who + " issued no all_gather, and its replicas hold the other ranks' chunks as they were before the step",
-            "the updated chunks are never gathered: each rank trains its own copy, whose chunks other than its own never "
-            "change (the loss drifts from step 1)"};
+    return {
+        who + " issued no all_gather, and its replicas hold the other ranks' chunks as they were before the step",
+        "the updated chunks are never gathered: each rank trains its own copy, whose chunks other than its own never "
+        "change (the loss drifts from step 1)"};
   if (gathers.size() != mine.units.size())
-    return {who + " issued " + std::to_string(gathers.size()) + " all_gathers for " + std::to_string(mine.units.size()) + " units",
+    return {who + " issued " + std::to_string(gathers.size()) + " all_gathers for " +
+                std::to_string(mine.units.size()) + " units",
             "one all-gather per unit, of its master into its replica"};
   for (const OpRecord* op : gathers)
     if (op->lane != Lane::all_gather)
-      return {who + "'s '" + op->name + "' ran on the " + std::string(lane_name(op->lane)) + " stream",
-              "the gathers on another stream than the all-gather stream: right values, but nothing overlaps them and the "
-              "all_gather lane stays empty after the step"};
+      return {
+          who + "'s '" + op->name + "' ran on the " + std::string(lane_name(op->lane)) + " stream",
+          "the gathers on another stream than the all-gather stream: right values, but nothing overlaps them and the "
+          "all_gather lane stays empty after the step"};
   for (std::size_t u = 0; u < mine.units.size(); ++u) {
     const std::vector<float> replica = mine.units[u].replica.to_vector();
     const std::int64_t n = kUnits[u].shard;
@@ -280,10 +302,12 @@ GatherProblem gathered_problem(const std::vector<OpRecord>& ops, std::size_t fir
       if (replica[static_cast<std::size_t>(i)] == after_sgd(u, i)) continue;
       const bool stale = replica[static_cast<std::size_t>(i)] == initial_value(u, i);
       std::ostringstream got;
-      got << who << "'s replica of '" << kUnits[u].name << "' holds " << replica[static_cast<std::size_t>(i)] << " at element " << i
-          << " (chunk " << i / n << "), expected the updated " << after_sgd(u, i) << (stale ? ", the value before the step" : "");
-      return {got.str(), "each unit's master (chunk group.rank() of the replica) must be all-gathered into its replica, "
-                         "over the group given"};
+      got << who << "'s replica of '" << kUnits[u].name << "' holds " << replica[static_cast<std::size_t>(i)]
+          << " at element " << i << " (chunk " << i / n << "), expected the updated " << after_sgd(u, i)
+          << (stale ? ", the value before the step" : "");
+      return {got.str(),
+              "each unit's master (chunk group.rank() of the replica) must be all-gathered into its replica, "
+              "over the group given"};
     }
   }
   return {};
@@ -305,9 +329,10 @@ CheckOutcome check_zero_gather(const CheckContext& c) {
   });
   for (const GatherProblem& p : problems)
     if (!p.got.empty())
-      return CheckOutcome::fail("on each of 3 ranks (zero2, one SGD step): one all_gather per unit on the all-gather stream, "
-                                "and every replica whole and updated, equal on every rank",
-                                p.got, p.cause);
+      return CheckOutcome::fail(
+          "on each of 3 ranks (zero2, one SGD step): one all_gather per unit on the all-gather stream, "
+          "and every replica whole and updated, equal on every rank",
+          p.got, p.cause);
   return CheckOutcome::pass();
 }
 
@@ -349,25 +374,30 @@ CheckOutcome check_gather_schedule(const CheckContext& c) {
   const std::string expected = "the gathers start after the compute stream's update, the next forward starts after the "
                                "last gather, and the host never waits (events only)";
   if (s.gathers.empty())
-    return CheckOutcome::fail(expected, "no all_gather issued", "all_gather_updates gathers nothing: there is no schedule to check");
+    return CheckOutcome::fail(expected, "no all_gather issued",
+                              "all_gather_updates gathers nothing: there is no schedule to check");
   SimTime gathers_end = 0;
   for (const OpRecord& op : s.gathers) gathers_end = std::max(gathers_end, op.end);
   const OpRecord& first = s.gathers.front();
   std::vector<std::pair<std::string, std::string>> failed;  // got, cause
   if (first.begin < s.update_end)
-    failed.emplace_back("the first gather '" + first.name + "' starts at " + ms(first.begin) + ", before the update ends at " + ms(s.update_end),
+    failed.emplace_back("the first gather '" + first.name + "' starts at " + ms(first.begin) +
+                            ", before the update ends at " + ms(s.update_end),
                         "no event from the compute stream to the all-gather stream before the gathers: they may read "
                         "chunks the update is still writing (record on compute, wait on all_gather)");
   if (s.next_forward.begin < gathers_end)
-    failed.emplace_back("the next forward starts at " + ms(s.next_forward.begin) + ", before the gathers end at " + ms(gathers_end),
-                        "the compute stream is not made to wait for the gathers: the next forward may read a replica still "
-                        "being written (record on all_gather after them, wait on compute); the trainer's end-of-step host "
-                        "sync hides it in fsdplab run, but the contract requires the event");
+    failed.emplace_back(
+        "the next forward starts at " + ms(s.next_forward.begin) + ", before the gathers end at " + ms(gathers_end),
+        "the compute stream is not made to wait for the gathers: the next forward may read a replica still "
+        "being written (record on all_gather after them, wait on compute); the trainer's end-of-step host "
+        "sync hides it in fsdplab run, but the contract requires the event");
   if (s.host_after >= s.update_end)
-    failed.emplace_back("the host clock went from " + ms(s.host_before) + " to " + ms(s.host_after) +
-                            " inside all_gather_updates (the update ends at " + ms(s.update_end) + ", the gathers at " + ms(gathers_end) + ")",
-                        "a host wait (device.synchronize) where events suffice: the host stops running ahead of the device "
-                        "and nothing it issues next can overlap");
+    failed.emplace_back(
+        "the host clock went from " + ms(s.host_before) + " to " + ms(s.host_after) +
+            " inside all_gather_updates (the update ends at " + ms(s.update_end) + ", the gathers at " +
+            ms(gathers_end) + ")",
+        "a host wait (device.synchronize) where events suffice: the host stops running ahead of the device "
+        "and nothing it issues next can overlap");
   if (failed.empty()) return CheckOutcome::pass();
   std::string got, cause;
   for (const auto& [g, why] : failed) {
@@ -393,24 +423,25 @@ GradeCase sgd_full_case() {
 }  // namespace
 
 std::vector<Check> sharded_optimizer_checks() {
-  std::vector<Check> checks;
-  checks.push_back(make("targets", "make: one target per unit, in order, named as the unit, updating its master from its grad_shard",
-                        2, kShowFull, check_targets));
-  checks.push_back(make("state-sharded", "the optimizer state is 1/W of an unsharded AdamW's (ledger, reference, formula)", 2,
-                        kShowZero, check_state_sharded));
-  checks.push_back(make("one-update", "step: exactly one update of every target per call, on the stream given (compute, host)",
-                        2, kShowFull, check_one_update));
-  checks.push_back(make("zero-gather", "zero2: one gather per unit on the all-gather stream; every replica whole and updated",
-                        2, kShowZero, check_zero_gather));
-  checks.push_back(make("gather-schedule", "zero2: gathers after the update, the next forward after the gathers, no host wait",
-                        3, kShowZero, check_gather_schedule));
-  checks.push_back(equivalence_check(5, "training-zero2", "gpt2 test-tiny, zero2 on 2 ranks, trains equal to the single-rank baseline",
-                                     2, zero2_case(),
-                                     "the updated chunks not gathered into every rank's replica, or gathered before the update is "
-                                     "done, or the optimizer given the replica"));
-  checks.push_back(equivalence_check(5, "training-W3-sgd", "gpt2 test-tiny on 3 ranks, SGD, trains equal to the single-rank baseline",
-                                     1, sgd_full_case(), "more or less than one update per step, or targets other than the shards"));
-  return checks;
+  return {
+      make("targets", "make: one target per unit, in order, named as the unit, updating its master from its grad_shard",
+           2, kShowFull, check_targets),
+      make("state-sharded", "the optimizer state is 1/W of an unsharded AdamW's (ledger, reference, formula)", 2,
+           kShowZero, check_state_sharded),
+      make("one-update", "step: exactly one update of every target per call, on the stream given (compute, host)", 2,
+           kShowFull, check_one_update),
+      make("zero-gather", "zero2: one gather per unit on the all-gather stream; every replica whole and updated", 2,
+           kShowZero, check_zero_gather),
+      make("gather-schedule", "zero2: gathers after the update, the next forward after the gathers, no host wait", 3,
+           kShowZero, check_gather_schedule),
+      equivalence_check(5, "training-zero2",
+                        "gpt2 test-tiny, zero2 on 2 ranks, trains equal to the single-rank baseline", 2, zero2_case(),
+                        "the updated chunks not gathered into every rank's replica, or gathered before the update is "
+                        "done, or the optimizer given the replica"),
+      equivalence_check(5, "training-W3-sgd",
+                        "gpt2 test-tiny on 3 ranks, SGD, trains equal to the single-rank baseline", 1, sgd_full_case(),
+                        "more or less than one update per step, or targets other than the shards"),
+  };
 }
 
 }  // namespace fsdplab::grading

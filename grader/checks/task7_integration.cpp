@@ -35,13 +35,14 @@ std::string unit_names(const std::vector<UnitPlan>& plans) {
 // The first difference between two plans, "" when they agree.
 std::string plan_difference(const std::vector<UnitPlan>& got, const std::vector<UnitPlan>& want) {
   if (got.size() != want.size())
-    return std::to_string(got.size()) + " units " + unit_names(got) + ", expected " + std::to_string(want.size()) + " " +
-           unit_names(want);
+    return std::to_string(got.size()) + " units " + unit_names(got) + ", expected " + std::to_string(want.size()) +
+           " " + unit_names(want);
   for (std::size_t u = 0; u < want.size(); ++u) {
     const UnitPlan &g = got[u], &w = want[u];
     const std::string which = "unit " + std::to_string(u) + " ('" + w.name + "')";
     if (g.module != w.module || g.name != w.name)
-      return "unit " + std::to_string(u) + " is '" + g.name + "', expected '" + w.name + "' (outermost first, pre-order)";
+      return "unit " + std::to_string(u) + " is '" + g.name + "', expected '" + w.name +
+             "' (outermost first, pre-order)";
     if (g.params != w.params) return which + " holds " + names(g.params) + ", expected " + names(w.params);
     if (g.parent != w.parent)
       return which + " has parent " + std::to_string(g.parent) + ", expected " + std::to_string(w.parent) +
@@ -81,6 +82,55 @@ Check make(std::string id, std::string title, int points, std::function<CheckOut
   return {7, std::move(id), std::move(title), points, kShow, std::move(run)};
 }
 
+CheckOutcome one_unit_per_block(const CheckContext& c) {
+  return compare_plans(c, "gpt2", "block", "the reference's units, each parameter in exactly one unit",
+                       "a tied parameter counted in its user's unit too, or the root taking what the Blocks own");
+}
+
+CheckOutcome nested_units_own_only_their_parameters(const CheckContext& c) {
+  return compare_plans(c, "gpt2", "nested",
+                       "each unit with the parameters no inner unit took, and its enclosing unit as parent",
+                       "module->parameters() (the whole subtree) taken for a unit instead of the parameters of the "
+                       "modules it alone covers, or a parent that is not the nearest wrapped ancestor");
+}
+
+CheckOutcome a_module_wrapped_by_its_name(const CheckContext& c) {
+  return compare_plans(c, "gpt2", "linear", "transformer.wpe a unit of its own (named in the policy)",
+                       "the policy matched against kind() only: an entry may also be a module's name()");
+}
+
+CheckOutcome no_empty_root(const CheckContext& c) {
+  return compare_plans(c, "toy", "block", "fc1, ln, fc2 as units, parent -1 each; no '(root)'",
+                       "an empty root unit kept (task 2 refuses it), or parents not renumbered after removing it");
+}
+
+CheckOutcome errors_the_contract_names(const CheckContext& c) {
+  Gpt2Model model(gpt2_preset("test-tiny"));
+  EmptyModel empty;
+  const std::vector<std::pair<std::string, std::function<void()>>> cases = {
+      {"gpt2 with {ModuleList, Block} (transformer.h is left with nothing)",
+       [&] { graded(c).plan_units(model, std::vector<std::string>{"ModuleList", "Block"}); }},
+      {"gpt2 with {LMHead} (the head only uses the tied wte)",
+       [&] { graded(c).plan_units(model, std::vector<std::string>{"LMHead"}); }},
+      {"gpt2 with {Embedding} (lm_head in the root uses wte from outside wte's unit)",
+       [&] { graded(c).plan_units(model, std::vector<std::string>{"Embedding"}); }},
+      {"a model with no parameters", [&] { graded(c).plan_units(empty, {}); }},
+  };
+  int missed = 0;
+  std::string first;
+  for (const auto& [what, call] : cases)
+    if (error_raised(call).empty()) {
+      if (missed++ == 0) first = what;
+    }
+  if (missed == 0) return CheckOutcome::pass();
+  return CheckOutcome::fail(
+      "an Error for each",
+      std::to_string(missed) + " of " + std::to_string(cases.size()) + " planned without a word, first: " + first,
+      "the contract's checks left out: an empty unit fails later in task 2, and a "
+      "tied weight's gradient would land in a freed buffer",
+      1.0 - static_cast<double>(missed) / static_cast<double>(cases.size()));
+}
+
 GradeCase nested_case(int world) {
   GradeCase c = small_gpt2(world);
   c.run.wrap = "nested";
@@ -91,62 +141,21 @@ GradeCase nested_case(int world) {
 }  // namespace
 
 std::vector<Check> integration_checks() {
-  std::vector<Check> checks;
-  checks.push_back(make("block-units", "gpt2 --wrap block: a root unit (wte once, wpe, ln_f), then one unit per Block", 2,
-                        [](const CheckContext& c) {
-                          return compare_plans(c, "gpt2", "block", "the reference's units, each parameter in exactly one unit",
-                                               "a tied parameter counted in its user's unit too, or the root taking what "
-                                               "the Blocks own");
-                        }));
-  checks.push_back(make("nested-units", "gpt2 --wrap nested: Linears as units inside their Block, each unit only its own parameters", 2,
-                        [](const CheckContext& c) {
-                          return compare_plans(c, "gpt2", "nested", "each unit with the parameters no inner unit took, and its enclosing unit as parent",
-                                               "module->parameters() (the whole subtree) taken for a unit instead of the "
-                                               "parameters of the modules it alone covers, or a parent that is not the "
-                                               "nearest wrapped ancestor");
-                        }));
-  checks.push_back(make("wrap-by-name", "gpt2 --wrap linear: transformer.wpe wrapped by its dotted name", 1,
-                        [](const CheckContext& c) {
-                          return compare_plans(c, "gpt2", "linear", "transformer.wpe a unit of its own (named in the policy)",
-                                               "the policy matched against kind() only: an entry may also be a module's name()");
-                        }));
-  checks.push_back(make("no-empty-root", "toy (every layer a unit): no root unit, and no unit has a parent", 1,
-                        [](const CheckContext& c) {
-                          return compare_plans(c, "toy", "block", "fc1, ln, fc2 as units, parent -1 each; no '(root)'",
-                                               "an empty root unit kept (task 2 refuses it), or parents not renumbered after "
-                                               "removing it");
-                        }));
-  checks.push_back(make("errors", "errors: a wrapped module with no parameters, a tied weight used outside its unit, no parameters", 2,
-                        [](const CheckContext& c) {
-                          Gpt2Model model(gpt2_preset("test-tiny"));
-                          EmptyModel empty;
-                          const std::vector<std::pair<std::string, std::function<void()>>> cases = {
-                              {"gpt2 with {ModuleList, Block} (transformer.h is left with nothing)",
-                               [&] { graded(c).plan_units(model, std::vector<std::string>{"ModuleList", "Block"}); }},
-                              {"gpt2 with {LMHead} (the head only uses the tied wte)",
-                               [&] { graded(c).plan_units(model, std::vector<std::string>{"LMHead"}); }},
-                              {"gpt2 with {Embedding} (lm_head in the root uses wte from outside wte's unit)",
-                               [&] { graded(c).plan_units(model, std::vector<std::string>{"Embedding"}); }},
-                              {"a model with no parameters", [&] { graded(c).plan_units(empty, {}); }},
-                          };
-                          int missed = 0;
-                          std::string first;
-                          for (const auto& [what, call] : cases)
-                            if (error_raised(call).empty()) {
-                              if (missed++ == 0) first = what;
-                            }
-                          if (missed == 0) return CheckOutcome::pass();
-                          return CheckOutcome::fail("an Error for each", std::to_string(missed) + " of " + std::to_string(cases.size()) +
-                                                                            " planned without a word, first: " + first,
-                                                    "the contract's checks left out: an empty unit fails later in task 2, and a "
-                                                    "tied weight's gradient would land in a freed buffer",
-                                                    1.0 - static_cast<double>(missed) / static_cast<double>(cases.size()));
-                        }));
-  checks.push_back(equivalence_check(7, "training-nested-W2", "gpt2 --wrap nested on 2 ranks equals the single-rank baseline", 2,
-                                     nested_case(2), "units whose parameters overlap or miss some, or a wrong parent"));
-  checks.push_back(equivalence_check(7, "training-block-W4", "gpt2 --wrap block on 4 ranks equals the single-rank baseline", 1,
-                                     small_gpt2(4), "the units of the default policy differ from the reference's"));
-  return checks;
+  return {
+      make("block-units", "gpt2 --wrap block: a root unit (wte once, wpe, ln_f), then one unit per Block", 2,
+           one_unit_per_block),
+      make("nested-units", "gpt2 --wrap nested: Linears as units inside their Block, each unit only its own parameters",
+           2, nested_units_own_only_their_parameters),
+      make("wrap-by-name", "gpt2 --wrap linear: transformer.wpe wrapped by its dotted name", 1,
+           a_module_wrapped_by_its_name),
+      make("no-empty-root", "toy (every layer a unit): no root unit, and no unit has a parent", 1, no_empty_root),
+      make("errors", "errors: a wrapped module with no parameters, a tied weight used outside its unit, no parameters",
+           2, errors_the_contract_names),
+      equivalence_check(7, "training-nested-W2", "gpt2 --wrap nested on 2 ranks equals the single-rank baseline", 2,
+                        nested_case(2), "units whose parameters overlap or miss some, or a wrong parent"),
+      equivalence_check(7, "training-block-W4", "gpt2 --wrap block on 4 ranks equals the single-rank baseline", 1,
+                        small_gpt2(4), "the units of the default policy differ from the reference's"),
+  };
 }
 
 }  // namespace fsdplab::grading

@@ -21,7 +21,8 @@
 namespace fsdplab::grading {
 namespace {
 
-constexpr const char* kShow = "fsdplab gui --model gpt2 --world 4 --strategy hybrid --hybrid-group 2 {impl} --break task:8";
+constexpr const char* kShow =
+    "fsdplab gui --model gpt2 --world 4 --strategy hybrid --hybrid-group 2 {impl} --break task:8";
 
 const HybridShardTask& graded(const CheckContext& c) { return *c.tasks.hybrid_shard; }
 const HybridShardTask& reference(const CheckContext& c) { return *c.reference.hybrid_shard; }
@@ -90,21 +91,24 @@ CheckOutcome check_colors(const CheckContext& c, bool shard) {
                                  (shard ? " (S consecutive ranks, a node, shard a unit together)"
                                         : " (the ranks holding the same chunk, one per shard group)");
     if (!negative.empty())
-      return CheckOutcome::fail(expected, shape + negative, "a negative colour: split refuses it (colours must be >= 0)");
+      return CheckOutcome::fail(expected, shape + negative,
+                                "a negative colour: split refuses it (colours must be >= 0)");
     if (got == want) continue;
     const std::string got_text = shape + "your colours make the " + which + " groups " + groups_text(got);
     if (got == other && world != s && s != 1)
-      return CheckOutcome::fail(expected, got_text + (shard ? ", which are the replica groups" : ", which are the shard groups"),
-                                shard ? "shard and replica colours swapped: rank % S shards a unit across nodes, so the big "
-                                        "gathers leave the node's fast link; consecutive ranks shard together (rank / S)"
-                                      : "the replica colour made like the shard colour (rank / S): the 'replica' all-reduce "
-                                        "then averages different chunks inside a shard group; ranks holding the same chunk "
-                                        "are rank % S");
+      return CheckOutcome::fail(
+          expected, got_text + (shard ? ", which are the replica groups" : ", which are the shard groups"),
+          shard ? "shard and replica colours swapped: rank % S shards a unit across nodes, so the big "
+                  "gathers leave the node's fast link; consecutive ranks shard together (rank / S)"
+                : "the replica colour made like the shard colour (rank / S): the 'replica' all-reduce "
+                  "then averages different chunks inside a shard group; ranks holding the same chunk "
+                  "are rank % S");
     return CheckOutcome::fail(expected, got_text,
-                              shard ? "ranks that shard a unit together must be S consecutive ranks: the same colour for "
-                                      "rank / S, a different one across blocks"
-                                    : "the replica group is the ranks holding the same chunk: one from each shard group, "
-                                      "the same colour for the same rank % S");
+                              shard
+                                  ? "ranks that shard a unit together must be S consecutive ranks: the same colour for "
+                                    "rank / S, a different one across blocks"
+                                  : "the replica group is the ranks holding the same chunk: one from each shard group, "
+                                    "the same colour for the same rank % S");
   }
   return CheckOutcome::pass();
 }
@@ -183,14 +187,17 @@ CheckOutcome check_mean(const CheckContext& c) {
                << " replicas (rank " << r << "'s element 0: " << mean[0] << ")";
       got << "rank " << r << "'s element 0 is " << call.after[0];
       if (all_near(call.after, sum))
-        return CheckOutcome::fail(expected.str(), got.str() + ", the sum over the replicas (" + std::to_string(replicas) + " x the mean)",
-                                  "ReduceOp::sum instead of avg: the shard group's mean is averaged once more over the W / S "
-                                  "replicas, else the gradient comes out W / S times too large (AdamW hides it, SGD does not)");
+        return CheckOutcome::fail(
+            expected.str(), got.str() + ", the sum over the replicas (" + std::to_string(replicas) + " x the mean)",
+            "ReduceOp::sum instead of avg: the shard group's mean is averaged once more over the W / S "
+            "replicas, else the gradient comes out W / S times too large (AdamW hides it, SGD does not)");
       if (call.after == call.before)
-        return CheckOutcome::fail(expected.str(), got.str() + ", unchanged: the mean over its shard group only",
-                                  "no all-reduce across the replica group: each shard group trains on its own part of the batch "
-                                  "and the replicas drift apart from step 1");
-      return CheckOutcome::fail(expected.str(), got.str(), "the all-reduce is not an average of grad_shard over replica_group");
+        return CheckOutcome::fail(
+            expected.str(), got.str() + ", unchanged: the mean over its shard group only",
+            "no all-reduce across the replica group: each shard group trains on its own part of the batch "
+            "and the replicas drift apart from step 1");
+      return CheckOutcome::fail(expected.str(), got.str(),
+                                "the all-reduce is not an average of grad_shard over replica_group");
     }
   }
   return CheckOutcome::pass();
@@ -199,8 +206,9 @@ CheckOutcome check_mean(const CheckContext& c) {
 CheckOutcome check_stream(const CheckContext& c) {
   const std::vector<ReplicaCall> calls = call_all_reduce(c, 4, 2);
   const ReplicaCall& call = calls[0];
-  const std::string expected = "one all_reduce of grad_shard (" + std::to_string(call.bytes) + " B) on the reduce-scatter "
-                               "stream, behind the reduce-scatter that wrote it (stream order), the host never waiting";
+  const std::string expected = "one all_reduce of grad_shard (" + std::to_string(call.bytes) +
+                               " B) on the reduce-scatter stream, behind the reduce-scatter that wrote it (stream "
+                               "order), the host never waiting";
   const auto named = [](const OpRecord& op) {
     return "'" + op.name + "' (" + std::string(category_name(op.category)) + ", " + std::to_string(op.bytes_moved) +
            " B) on the " + std::string(lane_name(op.lane)) + " stream";
@@ -209,23 +217,29 @@ CheckOutcome check_stream(const CheckContext& c) {
   for (const OpRecord& op : call.issued)
     if (is_communication(op.category)) collectives.push_back(&op);
   if (collectives.empty())
-    return CheckOutcome::fail(expected, "rank 0 issued no collective",
-                              "no all-reduce across the replica group: the gradient stays the mean over S ranks, not W");
+    return CheckOutcome::fail(
+        expected, "rank 0 issued no collective",
+        "no all-reduce across the replica group: the gradient stays the mean over S ranks, not W");
   const OpRecord& op = *collectives.front();
   if (collectives.size() != 1 || op.category != OpCategory::all_reduce || op.bytes_moved != call.bytes)
-    return CheckOutcome::fail(expected, "rank 0 issued " + std::to_string(collectives.size()) + " collective(s), the first " + named(op),
-                              "one collective does it: replica_group.all_reduce(stream, grad_shard, ReduceOp::avg)");
+    return CheckOutcome::fail(
+        expected, "rank 0 issued " + std::to_string(collectives.size()) + " collective(s), the first " + named(op),
+        "one collective does it: replica_group.all_reduce(stream, grad_shard, ReduceOp::avg)");
   for (const OpRecord& other : call.issued)
     if (other.lane != Lane::reduce_scatter)
-      return CheckOutcome::fail(expected, named(other) + ": no stream order after the reduce-scatter that wrote grad_shard on "
-                                                         "the reduce-scatter stream",
-                                "the all-reduce on another stream than the reduce-scatter stream: nothing orders it after the "
-                                "reduce-scatter (the race detector stops a training), and the engine's `reduced` event, "
-                                "recorded on the reduce-scatter stream, would not cover it");
+      return CheckOutcome::fail(
+          expected,
+          named(other) +
+              ": no stream order after the reduce-scatter that wrote grad_shard on the reduce-scatter stream",
+          "the all-reduce on another stream than the reduce-scatter stream: nothing orders it after the "
+          "reduce-scatter (the race detector stops a training), and the engine's `reduced` event, "
+          "recorded on the reduce-scatter stream, would not cover it");
   if (call.host_after >= call.reduce_scatter_end)
-    return CheckOutcome::fail(expected, "the host clock went from " + ms(call.host_before) + " to " + ms(call.host_after) +
-                                            " inside all_reduce_replicas (the reduce-scatter ends at " + ms(call.reduce_scatter_end) + ")",
-                              "a host wait (synchronize) where stream order suffices: the host stops issuing the backward");
+    return CheckOutcome::fail(
+        expected,
+        "the host clock went from " + ms(call.host_before) + " to " + ms(call.host_after) +
+            " inside all_reduce_replicas (the reduce-scatter ends at " + ms(call.reduce_scatter_end) + ")",
+        "a host wait (synchronize) where stream order suffices: the host stops issuing the backward");
   return CheckOutcome::pass();
 }
 
@@ -243,24 +257,27 @@ GradeCase hybrid_case(int world, int s, bool sgd) {
 }  // namespace
 
 std::vector<Check> hybrid_shard_checks() {
-  std::vector<Check> checks;
-  checks.push_back(make("shard-groups", "shard_group_color: S consecutive ranks per group, for W = 4, 6, 8 and S = 1 to 4", 2,
-                        [](const CheckContext& c) { return check_colors(c, true); }));
-  checks.push_back(make("replica-groups", "replica_group_color: the ranks holding the same chunk, one per shard group", 2,
-                        [](const CheckContext& c) { return check_colors(c, false); }));
-  checks.push_back(make("replica-mean", "all_reduce_replicas leaves the mean over the replicas (not the sum), W = 4 and 6", 3, check_mean));
-  checks.push_back(make("replica-stream", "one all_reduce on the reduce-scatter stream, no host wait (op graph, virtual clock)", 2,
-                        check_stream));
-  checks.push_back(equivalence_check(8, "training-W4-S2-sgd", "gpt2 test-tiny, hybrid W = 4, S = 2, SGD: equal to the single-rank baseline",
-                                     3, hybrid_case(4, 2, true),
-                                     "the gradient not the mean over all W ranks (no all-reduce across the replicas, a sum "
-                                     "instead of the mean, or replica groups that are not the ranks holding the same chunk); "
-                                     "when the race detector stopped it, the all-reduce is not on the reduce-scatter stream"));
-  checks.push_back(equivalence_check(8, "training-W6-S3", "gpt2 test-tiny, hybrid W = 6, S = 3, AdamW: equal to the single-rank baseline",
-                                     1, hybrid_case(6, 3, false),
-                                     "the replica groups or their all-reduce wrong when a shard group is 3 ranks (odd S); when the "
-                                     "race detector stopped it, the all-reduce is not on the reduce-scatter stream"));
-  return checks;
+  return {
+      make("shard-groups", "shard_group_color: S consecutive ranks per group, for W = 4, 6, 8 and S = 1 to 4", 2,
+           [](const CheckContext& c) { return check_colors(c, true); }),
+      make("replica-groups", "replica_group_color: the ranks holding the same chunk, one per shard group", 2,
+           [](const CheckContext& c) { return check_colors(c, false); }),
+      make("replica-mean", "all_reduce_replicas leaves the mean over the replicas (not the sum), W = 4 and 6", 3,
+           check_mean),
+      make("replica-stream", "one all_reduce on the reduce-scatter stream, no host wait (op graph, virtual clock)", 2,
+           check_stream),
+      equivalence_check(8, "training-W4-S2-sgd",
+                        "gpt2 test-tiny, hybrid W = 4, S = 2, SGD: equal to the single-rank baseline", 3,
+                        hybrid_case(4, 2, true),
+                        "the gradient not the mean over all W ranks (no all-reduce across the replicas, a sum "
+                        "instead of the mean, or replica groups that are not the ranks holding the same chunk); "
+                        "when the race detector stopped it, the all-reduce is not on the reduce-scatter stream"),
+      equivalence_check(8, "training-W6-S3",
+                        "gpt2 test-tiny, hybrid W = 6, S = 3, AdamW: equal to the single-rank baseline", 1,
+                        hybrid_case(6, 3, false),
+                        "the replica groups or their all-reduce wrong when a shard group is 3 ranks (odd S); when the "
+                        "race detector stopped it, the all-reduce is not on the reduce-scatter stream"),
+  };
 }
 
 }  // namespace fsdplab::grading

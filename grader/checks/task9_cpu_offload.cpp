@@ -41,7 +41,8 @@ std::vector<OpRecord> issued_since(const Device& device, std::size_t first) {
 
 // "'copy_to_device x' on the memcpy stream [0.001 ms, 0.002 ms]"
 std::string op_text(const OpRecord& op) {
-  return "'" + op.name + "' on the " + std::string(lane_name(op.lane)) + " stream [" + ms(op.begin) + ", " + ms(op.end) + "]";
+  return "'" + op.name + "' on the " + std::string(lane_name(op.lane)) + " stream [" + ms(op.begin) + ", " +
+         ms(op.end) + "]";
 }
 
 // The first issued op whose name starts with `name`, or null.
@@ -52,7 +53,8 @@ const OpRecord* find_op(const std::vector<OpRecord>& ops, std::string_view name)
 }
 
 // The failed parts of a check of several (got, cause) parts, as one diagnostic with the fraction that held.
-CheckOutcome from_parts(const std::string& expected, const std::vector<std::pair<std::string, std::string>>& failed, int parts) {
+CheckOutcome from_parts(const std::string& expected, const std::vector<std::pair<std::string, std::string>>& failed,
+                        int parts) {
   if (failed.empty()) return CheckOutcome::pass();
   std::string got, cause;
   for (const auto& [g, why] : failed) {
@@ -77,17 +79,20 @@ CopyUp observe_copy_up(const CheckContext& c) {
   auto device = make_graded_device(0);
   CopyUp out;
   out.sent = shard_values();
-  const Tensor host_shard = Tensor::empty(*device, {kShard}, DType::f32, MemTag::param_shard, "transformer.h.1.flat_param_shard", Lane::host);
+  const Tensor host_shard =
+      Tensor::empty(*device, {kShard}, DType::f32, MemTag::param_shard, "transformer.h.1.flat_param_shard", Lane::host);
   host_shard.copy_from(out.sent);
   const Tensor device_copy = Tensor::empty(*device, {kShard}, DType::f32, MemTag::comm_buffer,
                                            "transformer.h.1.flat_param_shard_device", Lane::memcpy);
-  out.earlier_gather = busy_op(*device, Lane::all_gather, OpCategory::all_gather, "all_gather transformer.h.0.flat_param_full (earlier)", kRunning);
+  out.earlier_gather = busy_op(*device, Lane::all_gather, OpCategory::all_gather,
+                               "all_gather transformer.h.0.flat_param_full (earlier)", kRunning);
   const std::size_t first = device->ops().size();
   out.host_before = device->host_time();
   graded(c).copy_shard_to_device(*device, host_shard, device_copy);
   out.host_after = device->host_time();
   out.issued = issued_since(*device, first);
-  out.gather = busy_op(*device, Lane::all_gather, OpCategory::all_gather, "all_gather transformer.h.1.flat_param_full (reads the copy)", 10'000);
+  out.gather = busy_op(*device, Lane::all_gather, OpCategory::all_gather,
+                       "all_gather transformer.h.1.flat_param_full (reads the copy)", 10'000);
   device->synchronize();
   out.arrived = device_copy.to_vector();
   return out;
@@ -98,46 +103,55 @@ CheckOutcome check_copy_up(const CheckContext& c) {
   const std::string expected = "one copy_to_device of host_shard into device_copy, on the memcpy stream";
   const OpRecord* copy = find_op(s.issued, "copy_to_device");
   if (!copy)
-    return CheckOutcome::fail(expected, s.issued.empty() ? "no op issued" : std::to_string(s.issued.size()) + " op(s), none a copy_to_device",
-                              "the shard never reaches the device: the gather would read whatever device_copy held");
+    return CheckOutcome::fail(
+        expected, s.issued.empty() ? "no op issued" : std::to_string(s.issued.size()) + " op(s), none a copy_to_device",
+        "the shard never reaches the device: the gather would read whatever device_copy held");
   if (s.issued.size() != 1)
-    return CheckOutcome::fail(expected, std::to_string(s.issued.size()) + " ops issued, the first " + op_text(s.issued.front()),
+    return CheckOutcome::fail(expected,
+                              std::to_string(s.issued.size()) + " ops issued, the first " + op_text(s.issued.front()),
                               "one copy_to_device(memcpy stream, host_shard, device_copy) does it");
   if (copy->lane != Lane::memcpy)
-    return CheckOutcome::fail(expected, op_text(*copy),
-                              "the copy on another stream than the memcpy stream: the memcpy lane stays empty and each copy "
-                              "queues behind the previous gather instead of overlapping it");
+    return CheckOutcome::fail(
+        expected, op_text(*copy),
+        "the copy on another stream than the memcpy stream: the memcpy lane stays empty and each copy "
+        "queues behind the previous gather instead of overlapping it");
   if (s.arrived != s.sent)
-    return CheckOutcome::fail(expected, "device_copy does not hold host_shard after the copy", "the copy between other tensors");
+    return CheckOutcome::fail(expected, "device_copy does not hold host_shard after the copy",
+                              "the copy between other tensors");
   return CheckOutcome::pass();
 }
 
 CheckOutcome check_copy_up_order(const CheckContext& c) {
   const CopyUp s = observe_copy_up(c);
-  const std::string expected = "the copy starts after the all-gather stream's earlier work (" + op_text(s.earlier_gather) +
-                               "), and the next gather starts after the copy; events only";
+  const std::string expected = "the copy starts after the all-gather stream's earlier work (" +
+                               op_text(s.earlier_gather) + "), and the next gather starts after the copy; events only";
   const OpRecord* copy = find_op(s.issued, "copy_to_device");
-  if (!copy) return CheckOutcome::fail(expected, "no copy_to_device issued", "copy_shard_to_device copies nothing: there is no order to check");
+  if (!copy)
+    return CheckOutcome::fail(expected, "no copy_to_device issued",
+                              "copy_shard_to_device copies nothing: there is no order to check");
   std::vector<std::pair<std::string, std::string>> failed;
   if (copy->begin < s.earlier_gather.end)
-    failed.emplace_back("the copy " + op_text(*copy) + " starts before the earlier gather ends at " + ms(s.earlier_gather.end),
-                        "the copy not ordered after the all-gather stream's earlier work: device_copy may be a block an earlier "
-                        "gather still reads (record on all_gather, wait on memcpy, before the copy; SYNC shows it as a race)");
+    failed.emplace_back(
+        "the copy " + op_text(*copy) + " starts before the earlier gather ends at " + ms(s.earlier_gather.end),
+        "the copy not ordered after the all-gather stream's earlier work: device_copy may be a block an earlier "
+        "gather still reads (record on all_gather, wait on memcpy, before the copy; SYNC shows it as a race)");
   if (s.gather.begin < copy->end)
-    failed.emplace_back("the gather " + op_text(s.gather) + " starts before the copy ends at " + ms(copy->end),
-                        "the all-gather stream not made to wait for the copy: the gather may read the shard half copied "
-                        "(record on memcpy after the copy, wait on all_gather)");
+    failed.emplace_back(
+        "the gather " + op_text(s.gather) + " starts before the copy ends at " + ms(copy->end),
+        "the all-gather stream not made to wait for the copy: the gather may read the shard half copied "
+        "(record on memcpy after the copy, wait on all_gather)");
   return from_parts(expected, failed, 2);
 }
 
 CheckOutcome check_copy_up_no_host_wait(const CheckContext& c) {
   const CopyUp s = observe_copy_up(c);
   if (s.host_after < s.earlier_gather.end) return CheckOutcome::pass();
-  return CheckOutcome::fail("the host back from copy_shard_to_device at once (events only), well before the earlier gather "
-                            "ends at " + ms(s.earlier_gather.end),
-                            "the host clock went from " + ms(s.host_before) + " to " + ms(s.host_after) + " inside copy_shard_to_device",
-                            "a host sync in the copy path (synchronize): the host stops running ahead of the device at every "
-                            "gather, so nothing is prefetched (the lecture's \".cpu() breaks implicit prefetch\")");
+  return CheckOutcome::fail(
+      "the host back from copy_shard_to_device at once (events only), well before the earlier gather ends at " +
+          ms(s.earlier_gather.end),
+      "the host clock went from " + ms(s.host_before) + " to " + ms(s.host_after) + " inside copy_shard_to_device",
+      "a host sync in the copy path (synchronize): the host stops running ahead of the device at every "
+      "gather, so nothing is prefetched (the lecture's \".cpu() breaks implicit prefetch\")");
 }
 
 // ---- copy_grad_to_host -----------------------------------------------------------------------------
@@ -157,8 +171,10 @@ CopyBack observe_copy_back(const CheckContext& c) {
   const Tensor device_grad = Tensor::empty(*device, {kShard}, DType::f32, MemTag::comm_buffer,
                                            "transformer.h.1.flat_grad_shard_device", Lane::reduce_scatter);
   device_grad.copy_from(out.sent);
-  const Tensor host_grad = Tensor::empty(*device, {kShard}, DType::f32, MemTag::grad_shard, "transformer.h.1.flat_grad_shard", Lane::host);
-  out.reduction = busy_op(*device, Lane::reduce_scatter, OpCategory::reduce_scatter, "reduce_scatter transformer.h.1.flat_grad_shard_device", kRunning);
+  const Tensor host_grad =
+      Tensor::empty(*device, {kShard}, DType::f32, MemTag::grad_shard, "transformer.h.1.flat_grad_shard", Lane::host);
+  out.reduction = busy_op(*device, Lane::reduce_scatter, OpCategory::reduce_scatter,
+                          "reduce_scatter transformer.h.1.flat_grad_shard_device", kRunning);
   const std::size_t first = device->ops().size();
   out.host_before = device->host_time();
   graded(c).copy_grad_to_host(*device, device_grad, host_grad);
@@ -171,29 +187,34 @@ CopyBack observe_copy_back(const CheckContext& c) {
 
 CheckOutcome check_copy_back(const CheckContext& c) {
   const CopyBack s = observe_copy_back(c);
-  const std::string expected = "one copy_to_host of device_grad into host_grad, on the memcpy stream, starting after the "
-                               "reduction (" + op_text(s.reduction) + "), the host never waiting";
+  const std::string expected = "one copy_to_host of device_grad into host_grad, on the memcpy stream, starting after "
+                               "the reduction (" + op_text(s.reduction) + "), the host never waiting";
   const OpRecord* copy = find_op(s.issued, "copy_to_host");
   if (!copy)
-    return CheckOutcome::fail(expected, s.issued.empty() ? "no op issued" : std::to_string(s.issued.size()) + " op(s), none a copy_to_host",
-                              "the reduced gradient never reaches the host: the CPU step would read a stale grad_shard");
+    return CheckOutcome::fail(
+        expected, s.issued.empty() ? "no op issued" : std::to_string(s.issued.size()) + " op(s), none a copy_to_host",
+        "the reduced gradient never reaches the host: the CPU step would read a stale grad_shard");
   if (s.issued.size() != 1 || s.landed != s.sent)
-    return CheckOutcome::fail(expected, std::to_string(s.issued.size()) + " op(s) issued, and host_grad " +
-                                            (s.landed == s.sent ? "holds" : "does not hold") + " device_grad after them",
+    return CheckOutcome::fail(expected,
+                              std::to_string(s.issued.size()) + " op(s) issued, and host_grad " +
+                                  (s.landed == s.sent ? "holds" : "does not hold") + " device_grad after them",
                               "one copy_to_host(memcpy stream, device_grad, host_grad) does it");
   std::vector<std::pair<std::string, std::string>> failed;
   if (copy->lane != Lane::memcpy)
-    failed.emplace_back(op_text(*copy),
-                        "the copy back on another stream than memcpy: the engine records `landed` on the memcpy stream, so "
-                        "it would not cover the reduction, and the gradient buffers are reused too early");
+    failed.emplace_back(
+        op_text(*copy),
+        "the copy back on another stream than memcpy: the engine records `landed` on the memcpy stream, so "
+        "it would not cover the reduction, and the gradient buffers are reused too early");
   if (copy->begin < s.reduction.end)
-    failed.emplace_back("the copy " + op_text(*copy) + " starts before the reduction ends at " + ms(s.reduction.end),
-                        "the copy back does not wait for the reduction: it reads the gradient shard half reduced (record on "
-                        "reduce_scatter, wait on memcpy, before the copy)");
+    failed.emplace_back(
+        "the copy " + op_text(*copy) + " starts before the reduction ends at " + ms(s.reduction.end),
+        "the copy back does not wait for the reduction: it reads the gradient shard half reduced (record on "
+        "reduce_scatter, wait on memcpy, before the copy)");
   if (s.host_after >= s.reduction.end)
-    failed.emplace_back("the host clock went from " + ms(s.host_before) + " to " + ms(s.host_after) + " inside copy_grad_to_host",
-                        "a host wait in the copy back: an event orders the copy after the reduction, and the host goes on "
-                        "with the backward");
+    failed.emplace_back(
+        "the host clock went from " + ms(s.host_before) + " to " + ms(s.host_after) + " inside copy_grad_to_host",
+        "a host wait in the copy back: an event orders the copy after the reduction, and the host goes on "
+        "with the backward");
   return from_parts(expected, failed, 3);
 }
 
@@ -201,31 +222,36 @@ CheckOutcome check_copy_back(const CheckContext& c) {
 
 CheckOutcome check_host_wait(const CheckContext& c) {
   auto device = make_graded_device(0);
-  const OpRecord copy = busy_op(*device, Lane::memcpy, OpCategory::memcpy, "copy_to_host transformer.h.1.flat_grad_shard", kRunning);
+  const OpRecord copy =
+      busy_op(*device, Lane::memcpy, OpCategory::memcpy, "copy_to_host transformer.h.1.flat_grad_shard", kRunning);
   Event landed("transformer.h.1.reduced");
   device->record(landed, Lane::memcpy);
-  const OpRecord unrelated = busy_op(*device, Lane::all_gather, OpCategory::all_gather, "all_gather (root).flat_param_full (the next forward's prefetch)",
-                                  5 * kRunning);
+  const OpRecord unrelated = busy_op(*device, Lane::all_gather, OpCategory::all_gather,
+                                     "all_gather (root).flat_param_full (the next forward's prefetch)", 5 * kRunning);
   const std::size_t first = device->ops().size();
   const SimTime host_before = device->host_time();
   graded(c).wait_for_grad_on_host(*device, landed);
   const SimTime host_after = device->host_time();
   const std::vector<OpRecord> issued = issued_since(*device, first);
-  const std::string expected = "the host waits until `landed` (the copy " + op_text(copy) + ", done at " + ms(landed.time()) +
-                               ") and no longer: not for " + op_text(unrelated);
-  const std::string moved = "the host clock went from " + ms(host_before) + " to " + ms(host_after) + " in wait_for_grad_on_host";
+  const std::string expected = "the host waits until `landed` (the copy " + op_text(copy) + ", done at " +
+                               ms(landed.time()) + ") and no longer: not for " + op_text(unrelated);
+  const std::string moved =
+      "the host clock went from " + ms(host_before) + " to " + ms(host_after) + " in wait_for_grad_on_host";
   if (!issued.empty())
-    return CheckOutcome::fail(expected, std::to_string(issued.size()) + " op(s) issued, the first " + op_text(issued.front()),
+    return CheckOutcome::fail(expected,
+                              std::to_string(issued.size()) + " op(s) issued, the first " + op_text(issued.front()),
                               "a host wait issues no work: device.synchronize(landed)");
   if (host_after < landed.time())
-    return CheckOutcome::fail(expected, moved + ", before the copy lands",
-                              "no host wait: the CPU optimizer reads a gradient shard still in flight (the race detector "
-                              "stops a training at the step)");
+    return CheckOutcome::fail(
+        expected, moved + ", before the copy lands",
+        "no host wait: the CPU optimizer reads a gradient shard still in flight (the race detector "
+        "stops a training at the step)");
   if (host_after >= unrelated.end)
-    return CheckOutcome::fail(expected, moved + ": it waited for the all-gather stream too",
-                              "the whole device (or another stream) synchronized instead of the event: the host waits for "
-                              "work that has nothing to do with this unit's gradient; wait for `landed` only",
-                              0.5);
+    return CheckOutcome::fail(
+        expected, moved + ": it waited for the all-gather stream too",
+        "the whole device (or another stream) synchronized instead of the event: the host waits for "
+        "work that has nothing to do with this unit's gradient; wait for `landed` only",
+        0.5);
   return CheckOutcome::pass();
 }
 
@@ -239,24 +265,27 @@ GradeCase offload_case(bool sync) {
 }  // namespace
 
 std::vector<Check> cpu_offload_checks() {
-  std::vector<Check> checks;
-  checks.push_back(make("copy-up", "copy_shard_to_device: one copy_to_device of the shard, on the memcpy stream", 2, check_copy_up));
-  checks.push_back(make("copy-up-order", "the copy up after the earlier gathers, the gather after the copy (virtual clock)", 2,
-                        check_copy_up_order));
-  checks.push_back(make("copy-up-no-host-wait", "no host wait in copy_shard_to_device (the host clock)", 2, check_copy_up_no_host_wait));
-  checks.push_back(make("copy-back", "copy_grad_to_host: one copy_to_host on the memcpy stream after the reduction, no host wait", 2,
-                        check_copy_back));
-  checks.push_back(make("host-wait", "wait_for_grad_on_host: the host waits for `landed`, and for nothing else", 2, check_host_wait));
-  checks.push_back(equivalence_check(9, "training-offload", "gpt2 test-tiny, --offload on 2 ranks (ASYNC): equal to the single-rank baseline",
-                                     2, offload_case(false),
-                                     "a copy or the CPU step not ordered after what it reads: a missing event wait, or no host wait "
-                                     "before the CPU step"));
-  checks.push_back(equivalence_check(9, "training-offload-sync", "gpt2 test-tiny, --offload --mode sync on 2 ranks: equal to the baseline",
-                                     1, offload_case(true),
-                                     "a copy or the CPU step not ordered after what it reads; under SYNC staging blocks are "
-                                     "reused at once, so a copy up not ordered after the earlier gathers overwrites a block a "
-                                     "gather still reads"));
-  return checks;
+  return {
+      make("copy-up", "copy_shard_to_device: one copy_to_device of the shard, on the memcpy stream", 2, check_copy_up),
+      make("copy-up-order", "the copy up after the earlier gathers, the gather after the copy (virtual clock)", 2,
+           check_copy_up_order),
+      make("copy-up-no-host-wait", "no host wait in copy_shard_to_device (the host clock)", 2,
+           check_copy_up_no_host_wait),
+      make("copy-back", "copy_grad_to_host: one copy_to_host on the memcpy stream after the reduction, no host wait", 2,
+           check_copy_back),
+      make("host-wait", "wait_for_grad_on_host: the host waits for `landed`, and for nothing else", 2, check_host_wait),
+      equivalence_check(9, "training-offload",
+                        "gpt2 test-tiny, --offload on 2 ranks (ASYNC): equal to the single-rank baseline", 2,
+                        offload_case(false),
+                        "a copy or the CPU step not ordered after what it reads: a missing event wait, or no host wait "
+                        "before the CPU step"),
+      equivalence_check(9, "training-offload-sync",
+                        "gpt2 test-tiny, --offload --mode sync on 2 ranks: equal to the baseline", 1,
+                        offload_case(true),
+                        "a copy or the CPU step not ordered after what it reads; under SYNC staging blocks are "
+                        "reused at once, so a copy up not ordered after the earlier gathers overwrites a block a "
+                        "gather still reads"),
+  };
 }
 
 }  // namespace fsdplab::grading
