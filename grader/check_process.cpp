@@ -204,8 +204,8 @@ struct Running {
 
 fs::path make_scratch() {
   std::string pattern = (fs::temp_directory_path() / "fsdplab-grade-XXXXXX").string();
-  check(mkdtemp(pattern.data()) != nullptr, "grade: cannot make a scratch folder in ", fs::temp_directory_path().string(),
-        ": ", std::strerror(errno));
+  check(mkdtemp(pattern.data()) != nullptr, "grade: cannot make a scratch folder in ",
+        fs::temp_directory_path().string(), ": ", std::strerror(errno));
   return pattern;
 }
 
@@ -243,9 +243,12 @@ CheckRun collect(const Running& child, int status, bool timed_out, double limit)
                  "a bad pointer or an index out of range in the graded code (or an abort it caused)");
   }
   if (WIFSIGNALED(status))
-    return ended(CheckEnd::crashed, "crashed with SIG" + std::string(sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?") + output,
+    return ended(CheckEnd::crashed,
+                 "crashed with SIG" +
+                     std::string(sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?") + output,
                  "the process died before it could say where (a stack overflow?)");
-  return ended(CheckEnd::crashed, "the check's process exited with status " + std::to_string(WEXITSTATUS(status)) + output,
+  return ended(CheckEnd::crashed,
+               "the check's process exited with status " + std::to_string(WEXITSTATUS(status)) + output,
                "the graded code ended the process (exit() or an uncaught error on a thread of its own)");
 }
 
@@ -267,15 +270,18 @@ CheckRun run_here(const CheckJob& job, const fs::path& scratch) {
   try {
     return {CheckEnd::finished, job.check->run(context)};
   } catch (const TaskNotImplemented& e) {
-    return {CheckEnd::threw, CheckOutcome::fail("the check to run to its end", std::string("not implemented yet: ") + e.what(),
-                                                "a TODO is left in the task")};
+    return {CheckEnd::threw,
+            CheckOutcome::fail("the check to run to its end", std::string("not implemented yet: ") + e.what(),
+                               "a TODO is left in the task")};
   } catch (const std::exception& e) {
     // A TODO thrown on a rank's thread reaches here as the world's Error ("rank 0 failed: task 3, ...").
     if (std::string_view(e.what()).find(": not implemented yet — see labs/") != std::string_view::npos)
-      return {CheckEnd::threw, CheckOutcome::fail("the check to run to its end", std::string("not implemented yet: ") + e.what(),
-                                                  "a TODO is left in the task")};
-    return {CheckEnd::threw, CheckOutcome::fail("the check to run to its end", std::string("threw: ") + e.what(),
-                                                "the graded code threw where the task's contract says nothing is thrown")};
+      return {CheckEnd::threw,
+              CheckOutcome::fail("the check to run to its end", std::string("not implemented yet: ") + e.what(),
+                                 "a TODO is left in the task")};
+    return {CheckEnd::threw,
+            CheckOutcome::fail("the check to run to its end", std::string("threw: ") + e.what(),
+                               "the graded code threw where the task's contract says nothing is thrown")};
   }
 }
 

@@ -108,7 +108,8 @@ GradedRun train_baseline(const GradeCase& c, const fs::path& scratch) {
   run.world = 1;
   const fs::path final_dir = fresh_folder(scratch, "baseline");
   run.save_final = final_dir.string();
-  for (const StepReport& s : train_baseline(run, PresetCatalog::builtin(), nullptr, nullptr)) out.losses.push_back(s.loss);
+  for (const StepReport& s : train_baseline(run, PresetCatalog::builtin(), nullptr, nullptr))
+    out.losses.push_back(s.loss);
   out.params = read_f32_tensors(final_dir / "model.safetensors");
   return out;
 }
@@ -135,7 +136,8 @@ std::string failure_text(const GradedRun& run) {
 }
 
 CheckOutcome compare_with_baseline(const GradedRun& graded, const GradedRun& baseline, double tolerance) {
-  const std::string expected = "losses and final parameters within " + number(tolerance) + " of the single-rank baseline";
+  const std::string expected =
+      "losses and final parameters within " + number(tolerance) + " of the single-rank baseline";
   if (!graded.trained()) return CheckOutcome::fail(expected, failure_text(graded), "");
   if (graded.losses.size() != baseline.losses.size())
     return CheckOutcome::fail(expected, std::to_string(graded.losses.size()) + " steps reported of " +
@@ -163,8 +165,9 @@ CheckOutcome compare_with_baseline(const GradedRun& graded, const GradedRun& bas
     if (diff > worst) worst = diff, worst_name = name;
   }
   if (off > 0)
-    return CheckOutcome::fail(expected, "the losses agree but " + std::to_string(off) + " final parameter(s) do not: '" +
-                                            worst_name + "' is off by " + number(worst),
+    return CheckOutcome::fail(expected,
+                              "the losses agree but " + std::to_string(off) + " final parameter(s) do not: '" +
+                                  worst_name + "' is off by " + number(worst),
                               "");
   return CheckOutcome::pass();
 }
@@ -191,7 +194,8 @@ double overlap_percent(const std::vector<OpRecord>& ops) {
   std::sort(compute.begin(), compute.end());
   std::vector<std::pair<SimTime, SimTime>> merged;
   for (const auto& span : compute) {
-    if (!merged.empty() && span.first <= merged.back().second) merged.back().second = std::max(merged.back().second, span.second);
+    if (!merged.empty() && span.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, span.second);
     else merged.push_back(span);
   }
   double total = 0, covered = 0;
@@ -230,7 +234,8 @@ RunBudget budget_of(const GradedRun& run) {
 
 std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& reference) {
   const auto peak = [&](MemTag tag) {
-    return BudgetLine{"peak " + std::string(mem_tag_name(tag)), static_cast<double>(graded.peak[static_cast<std::size_t>(tag)]) / 1e6,
+    return BudgetLine{"peak " + std::string(mem_tag_name(tag)),
+                      static_cast<double>(graded.peak[static_cast<std::size_t>(tag)]) / 1e6,
                       static_cast<double>(reference.peak[static_cast<std::size_t>(tag)]) / 1e6, "MB"};
   };
   return {{"collectives", static_cast<double>(graded.collectives), static_cast<double>(reference.collectives), ""},
@@ -246,22 +251,26 @@ CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference) {
   const auto more = [&](const std::string& what, double mine, double theirs, const std::string& unit) {
     if (mine <= theirs * 1.001 + 1e-9) return;
     char line[160];
-    std::snprintf(line, sizeof line, "%s %.3f%s against the reference's %.3f%s", what.c_str(), mine, unit.c_str(), theirs, unit.c_str());
+    std::snprintf(line, sizeof line, "%s %.3f%s against the reference's %.3f%s", what.c_str(), mine, unit.c_str(),
+                  theirs, unit.c_str());
     got += (got.empty() ? "" : ", ") + std::string(line);
   };
   more("collectives", graded.collectives, reference.collectives, "");
   more("bytes moved", graded.bytes_moved, reference.bytes_moved, " MB");
-  for (MemTag tag : {MemTag::param_full, MemTag::grad_full, MemTag::grad_shard, MemTag::optim_state, MemTag::param_shard})
-    more("peak " + std::string(mem_tag_name(tag)), static_cast<double>(graded.peak[static_cast<std::size_t>(tag)]) / 1e6,
+  for (MemTag tag :
+       {MemTag::param_full, MemTag::grad_full, MemTag::grad_shard, MemTag::optim_state, MemTag::param_shard})
+    more("peak " + std::string(mem_tag_name(tag)),
+         static_cast<double>(graded.peak[static_cast<std::size_t>(tag)]) / 1e6,
          static_cast<double>(reference.peak[static_cast<std::size_t>(tag)]) / 1e6, " MB");
   if (graded.overlap_percent < reference.overlap_percent - 1)
-    got += (got.empty() ? "" : ", ") + std::string("overlap ") + std::to_string(static_cast<int>(graded.overlap_percent)) +
-           " % against the reference's " + std::to_string(static_cast<int>(reference.overlap_percent)) + " %";
+    got += (got.empty() ? "" : ", ") + std::string("overlap ") +
+           std::to_string(static_cast<int>(graded.overlap_percent)) + " % against the reference's " +
+           std::to_string(static_cast<int>(reference.overlap_percent)) + " %";
   if (got.empty()) return CheckOutcome::pass();
-  return CheckOutcome::fail("the baseline's numbers within the reference's budget of communication, memory and overlap",
-                            "correct, but " + got,
-                            "correct but wasteful: more collectives, bytes, memory or exposed communication than the task needs",
-                            0.5);
+  return CheckOutcome::fail(
+      "the baseline's numbers within the reference's budget of communication, memory and overlap",
+      "correct, but " + got,
+      "correct but wasteful: more collectives, bytes, memory or exposed communication than the task needs", 0.5);
 }
 
 Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause) {

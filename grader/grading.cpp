@@ -105,7 +105,8 @@ const GradedCheck* MutantGrade::caught_by() const {
 }
 
 int MutantsReport::caught() const {
-  return static_cast<int>(std::count_if(mutants.begin(), mutants.end(), [](const MutantGrade& m) { return m.caught(); }));
+  return static_cast<int>(
+      std::count_if(mutants.begin(), mutants.end(), [](const MutantGrade& m) { return m.caught(); }));
 }
 
 MutantsReport grade_mutants(const std::vector<int>& tasks, std::uint64_t seed, const IsolationLimits& limits) {

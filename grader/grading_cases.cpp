@@ -81,8 +81,8 @@ Check load_case(const fs::path& file) {
   }
   c.tolerance = get("tolerance", c.tolerance);
   if (!(c.tolerance > 0)) throw bad("\"tolerance\" must be above 0");
-  const std::string title = "held-out case '" + c.name + "': " + c.run.model + " W=" + std::to_string(c.run.world) + " " +
-                            std::string(strategy_name(c.options.strategy)) + " equals the single-rank baseline";
+  const std::string title = "held-out case '" + c.name + "': " + c.run.model + " W=" + std::to_string(c.run.world) +
+                            " " + std::string(strategy_name(c.options.strategy)) + " equals the single-rank baseline";
   return equivalence_check(task, "case:" + c.name, title, points, c,
                            "a configuration the public checks do not cover trains differently: look for what depends "
                            "on W, the strategy or the schedule in your code");
@@ -92,7 +92,8 @@ Check load_case(const fs::path& file) {
 
 std::vector<Check> load_cases(const fs::path& dir) {
   std::error_code ec;
-  check(fs::is_directory(dir, ec), "grade --cases: '", dir.string(), "' is not a folder; expected a folder of *.json cases");
+  check(fs::is_directory(dir, ec), "grade --cases: '", dir.string(),
+        "' is not a folder; expected a folder of *.json cases");
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir))
     if (entry.path().extension() == ".json" && entry.is_regular_file()) files.push_back(entry.path());

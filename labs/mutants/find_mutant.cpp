@@ -15,7 +15,8 @@ const Mutant& find_mutant(int task, std::string_view name) {
     known += (known.empty() ? "" : ", ") + std::string(m.name);
   }
   if (mutant_catalog().empty())
-    fail("--impl ", task, "=mutant:", name, ": this build has no mutants (a handout leaves them to the course's grader)");
+    fail("--impl ", task, "=mutant:", name,
+         ": this build has no mutants (a handout leaves them to the course's grader)");
   fail("--impl ", task, "=mutant:", name, ": task ", task, " (", task_info(task).interface, ") has no mutant '", name,
        "'; expected one of: ", known.empty() ? std::string("(none)") : known);
 }

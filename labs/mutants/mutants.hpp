@@ -20,6 +20,13 @@ struct Mutant {
   const FsdpTask& (*impl)() = nullptr;
 };
 
+// The one instance of mutant class M, what Mutant::impl returns: {3, "missing-wait", "...", instance<MissingWait>}.
+template <class M>
+const FsdpTask& instance() {
+  static const M m;
+  return m;
+}
+
 // Every mutant, by task.
 std::span<const Mutant> mutant_catalog();
 

@@ -142,21 +142,22 @@ class DrawsOnDryRun final : public MetaInitTask {
 std::span<const Mutant> meta_init_mutants() {
   static const Mutant mutants[] = {
       {1, "index-from-zero", "each slice is drawn from element 0 of its parameter instead of from param_begin",
-       []() -> const FsdpTask& { static const IndexFromZero m; return m; }},
+       instance<IndexFromZero>},
       {1, "written-at-zero", "each slice is written at element 0 of the shard instead of at shard_offset",
-       []() -> const FsdpTask& { static const WrittenAtZero m; return m; }},
-      {1, "stale-buffer", "a host buffer reused from call to call without zeroing: gaps and padding keep an earlier shard's values",
-       []() -> const FsdpTask& { static const StaleBuffer m; return m; }},
-      {1, "ignores-seed", "the seed given is ignored (drawn with seed 0)",
-       []() -> const FsdpTask& { static const IgnoresSeed m; return m; }},
-      {1, "rank-seed", "each rank draws with its own seed (seed + rank), so the ranks' shards come from different models",
-       []() -> const FsdpTask& { static const RankSeed m; return m; }},
+       instance<WrittenAtZero>},
+      {1, "stale-buffer",
+       "a host buffer reused from call to call without zeroing: gaps and padding keep an earlier shard's values",
+       instance<StaleBuffer>},
+      {1, "ignores-seed", "the seed given is ignored (drawn with seed 0)", instance<IgnoresSeed>},
+      {1, "rank-seed",
+       "each rank draws with its own seed (seed + rank), so the ranks' shards come from different models",
+       instance<RankSeed>},
       {1, "whole-parameter", "each parameter drawn whole on the host and its slice copied out",
-       []() -> const FsdpTask& { static const WholeParameter m; return m; }},
+       instance<WholeParameter>},
       {1, "device-staging", "the values staged in a device tensor of their own before the copy into the shard",
-       []() -> const FsdpTask& { static const DeviceStaging m; return m; }},
+       instance<DeviceStaging>},
       {1, "draws-on-dry-run", "no early return on a dry run: values drawn and written into a tensor without data",
-       []() -> const FsdpTask& { static const DrawsOnDryRun m; return m; }},
+       instance<DrawsOnDryRun>},
   };
   return mutants;
 }

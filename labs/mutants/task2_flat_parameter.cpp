@@ -15,7 +15,8 @@ const FlatParameterTask& reference() { return reference_flat_parameter(); }
 // Forwards every call to the reference; a mutant overrides the one it gets wrong.
 class LikeTheReference : public FlatParameterTask {
  public:
-  explicit LikeTheReference(std::source_location origin = std::source_location::current()) : FlatParameterTask(origin) {}
+  explicit LikeTheReference(std::source_location origin = std::source_location::current())
+      : FlatParameterTask(origin) {}
   FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
     return reference().plan(params, world, align);
   }
@@ -100,19 +101,18 @@ class ViewsThatCopy final : public LikeTheReference {
 
 const std::array<Mutant, 7> kMutants = {{
     {2, "padding-off-by-one", "pads a size that is already a multiple of W by a whole extra chunk",
-     []() -> const FsdpTask& { static const PaddingOffByOne m; return m; }},
-    {2, "no-alignment", "packs the parameters back to back, ignoring align",
-     []() -> const FsdpTask& { static const NoAlignment m; return m; }},
-    {2, "wrong-rank-slices", "gives rank r the slices of the next rank's chunk",
-     []() -> const FsdpTask& { static const WrongRankSlices m; return m; }},
+     instance<PaddingOffByOne>},
+    {2, "no-alignment", "packs the parameters back to back, ignoring align", instance<NoAlignment>},
+    {2, "wrong-rank-slices", "gives rank r the slices of the next rank's chunk", instance<WrongRankSlices>},
     {2, "views-that-copy", "points each parameter at a tensor of its own instead of a view of the flat buffer",
-     []() -> const FsdpTask& { static const ViewsThatCopy m; return m; }},
-    {2, "param-begin-in-shard-space", "gives each slice its offset in the shard as param_begin, not its offset in the parameter",
-     []() -> const FsdpTask& { static const ParamBeginInShardSpace m; return m; }},
-    {2, "drops-cut-parameters", "keeps only the parameters wholly inside the shard: a parameter cut between ranks is dropped",
-     []() -> const FsdpTask& { static const DropsCutParameters m; return m; }},
-    {2, "skips-repeats", "skips a parameter given twice instead of raising an Error",
-     []() -> const FsdpTask& { static const SkipsRepeats m; return m; }},
+     instance<ViewsThatCopy>},
+    {2, "param-begin-in-shard-space",
+     "gives each slice its offset in the shard as param_begin, not its offset in the parameter",
+     instance<ParamBeginInShardSpace>},
+    {2, "drops-cut-parameters",
+     "keeps only the parameters wholly inside the shard: a parameter cut between ranks is dropped",
+     instance<DropsCutParameters>},
+    {2, "skips-repeats", "skips a parameter given twice instead of raising an Error", instance<SkipsRepeats>},
 }};
 
 }  // namespace

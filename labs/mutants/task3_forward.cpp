@@ -94,21 +94,21 @@ class IgnoresStrategy final : public LikeTheReference {
 std::span<const Mutant> forward_mutants() {
   static const Mutant mutants[] = {
       {3, "missing-wait", "wait_for_unshard does not make the compute stream wait for the gather's event",
-       []() -> const FsdpTask& { static const MissingWait m; return m; }},
+       instance<MissingWait>},
       {3, "host-sync", "a host sync (device.synchronize(gathered)) instead of a compute-stream wait on the event",
-       []() -> const FsdpTask& { static const HostSync m; return m; }},
+       instance<HostSync>},
       {3, "gather-on-compute", "the all-gather is issued on the compute stream instead of the all-gather stream",
-       []() -> const FsdpTask& { static const GatherOnCompute m; return m; }},
+       instance<GatherOnCompute>},
       {3, "record-before-gather", "the event is recorded before the gather is issued, so it marks nothing",
-       []() -> const FsdpTask& { static const RecordBeforeGather m; return m; }},
+       instance<RecordBeforeGather>},
       {3, "never-records", "all_gather never records the gathered event, so the compute stream waits on nothing",
-       []() -> const FsdpTask& { static const NeverRecords m; return m; }},
+       instance<NeverRecords>},
       {3, "reshards-root", "reshard_after_forward is true for the root unit too",
-       []() -> const FsdpTask& { static const ReshardsRoot m; return m; }},
+       instance<ReshardsRoot>},
       {3, "never-reshards", "reshard_after_forward is always false: no unit is freed after its forward",
-       []() -> const FsdpTask& { static const NeverReshards m; return m; }},
+       instance<NeverReshards>},
       {3, "ignores-strategy", "reshard_after_forward ignores the strategy (!is_root): grad_op frees units as full does",
-       []() -> const FsdpTask& { static const IgnoresStrategy m; return m; }},
+       instance<IgnoresStrategy>},
   };
   return mutants;
 }

@@ -84,17 +84,19 @@ class ZeroOnReduceStream final : public LikeTheReference {
 std::span<const Mutant> backward_mutants() {
   static const Mutant mutants[] = {
       {4, "sum-not-mean", "the gradients are summed over the ranks (ReduceOp::sum) instead of averaged",
-       []() -> const FsdpTask& { static const SumNotMean m; return m; }},
+       instance<SumNotMean>},
       {4, "missing-wait", "the reduce-scatter stream does not wait for the compute stream's event before reducing",
-       []() -> const FsdpTask& { static const MissingWait m; return m; }},
-      {4, "reduce-on-compute", "the reduce-scatter is issued on the compute stream instead of the reduce-scatter stream",
-       []() -> const FsdpTask& { static const ReduceOnCompute m; return m; }},
+       instance<MissingWait>},
+      {4, "reduce-on-compute",
+       "the reduce-scatter is issued on the compute stream instead of the reduce-scatter stream",
+       instance<ReduceOnCompute>},
       {4, "host-sync", "a host sync (device.synchronize(Lane::compute)) instead of an event before the reduction",
-       []() -> const FsdpTask& { static const HostSync m; return m; }},
+       instance<HostSync>},
       {4, "unzeroed", "zero_gradient does nothing: the backward adds into the cached block's old contents",
-       []() -> const FsdpTask& { static const Unzeroed m; return m; }},
-      {4, "zero-on-reduce-stream", "zero_gradient fills on the reduce-scatter stream, unordered with the compute stream",
-       []() -> const FsdpTask& { static const ZeroOnReduceStream m; return m; }},
+       instance<Unzeroed>},
+      {4, "zero-on-reduce-stream",
+       "zero_gradient fills on the reduce-scatter stream, unordered with the compute stream",
+       instance<ZeroOnReduceStream>},
   };
   return mutants;
 }

@@ -95,17 +95,17 @@ class GatherHostSync final : public LikeTheReference {
 std::span<const Mutant> sharded_optimizer_mutants() {
   static const Mutant mutants[] = {
       {5, "step-twice", "step calls optimizer.step twice: every update doubled and AdamW's step count advanced twice",
-       []() -> const FsdpTask& { static const StepTwice m; return m; }},
+       instance<StepTwice>},
       {5, "replica-target", "make gives the optimizer the whole replica instead of the master shard under zero1/zero2",
-       []() -> const FsdpTask& { static const ReplicaTarget m; return m; }},
+       instance<ReplicaTarget>},
       {5, "no-zero-gather", "all_gather_updates gathers nothing: each rank's replica keeps the other chunks un-updated",
-       []() -> const FsdpTask& { static const NoZeroGather m; return m; }},
+       instance<NoZeroGather>},
       {5, "gather-before-update", "the update gathers do not wait for the compute stream's update (no event)",
-       []() -> const FsdpTask& { static const GatherBeforeUpdate m; return m; }},
+       instance<GatherBeforeUpdate>},
       {5, "compute-no-wait", "the compute stream is not made to wait for the update gathers before the next forward",
-       []() -> const FsdpTask& { static const ComputeNoWait m; return m; }},
+       instance<ComputeNoWait>},
       {5, "gather-host-sync", "all_gather_updates orders the gathers with host waits (synchronize) instead of events",
-       []() -> const FsdpTask& { static const GatherHostSync m; return m; }},
+       instance<GatherHostSync>},
   };
   return mutants;
 }

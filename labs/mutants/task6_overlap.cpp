@@ -38,7 +38,9 @@ class LikeTheReference : public OverlapTask {
   void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
     reference().release_staging(std::move(staging), done, rank);
   }
-  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override { return reference().after(point, unit, rank); }
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    return reference().after(point, unit, rank);
+  }
   void begin_forward(FsdpRank& rank) const override { reference().begin_forward(rank); }
   void end_backward(FsdpRank& rank) const override { reference().end_backward(rank); }
 };
@@ -144,24 +146,27 @@ class LimiterCountsTheRoot final : public LikeTheReference {
 };
 
 const std::array<Mutant, 9> kMutants = {{
-    {6, "free-at-host-time", "under ASYNC frees a gathered buffer at the host's time, while the compute stream may still read it",
-     []() -> const FsdpTask& { static const FreeAtHostTime m; return m; }},
+    {6, "free-at-host-time",
+     "under ASYNC frees a gathered buffer at the host's time, while the compute stream may still read it",
+     instance<FreeAtHostTime>},
     {6, "sync-unordered", "under SYNC starts a gather without ordering it after the compute issued before it",
-     []() -> const FsdpTask& { static const SyncUnordered m; return m; }},
+     instance<SyncUnordered>},
     {6, "no-prefetch", "never returns a unit to fetch ahead, so no gather overlaps the compute before it",
-     []() -> const FsdpTask& { static const NoPrefetch m; return m; }},
+     instance<NoPrefetch>},
     {6, "host-sync", "synchronizes the host with the device before every gather, which kills the overlap prefetch buys",
-     []() -> const FsdpTask& { static const HostSyncBeforeGather m; return m; }},
-    {6, "limiter-off-by-one", "lets max_inflight + 1 gathered units hold memory",
-     []() -> const FsdpTask& { static const LimiterOffByOne m; return m; }},
-    {6, "gathers-before-optimizer", "does not order the next forward's gathers after the optimizer step that writes the shards",
-     []() -> const FsdpTask& { static const GathersBeforeOptimizer m; return m; }},
-    {6, "prefetches-the-forwards-next", "backward prefetch names the next unit in the forward order, one that has run already",
-     []() -> const FsdpTask& { static const PrefetchesTheForwardsNext m; return m; }},
+     instance<HostSyncBeforeGather>},
+    {6, "limiter-off-by-one", "lets max_inflight + 1 gathered units hold memory", instance<LimiterOffByOne>},
+    {6, "gathers-before-optimizer",
+     "does not order the next forward's gathers after the optimizer step that writes the shards",
+     instance<GathersBeforeOptimizer>},
+    {6, "prefetches-the-forwards-next",
+     "backward prefetch names the next unit in the forward order, one that has run already",
+     instance<PrefetchesTheForwardsNext>},
     {6, "pool-without-free-event", "a gather into a pool slot does not wait for the slot's free event",
-     []() -> const FsdpTask& { static const PoolWithoutFreeEvent m; return m; }},
-    {6, "limiter-counts-the-root", "the rate limiter counts every gathered unit, the root included, not only rate_limited ones",
-     []() -> const FsdpTask& { static const LimiterCountsTheRoot m; return m; }},
+     instance<PoolWithoutFreeEvent>},
+    {6, "limiter-counts-the-root",
+     "the rate limiter counts every gathered unit, the root included, not only rate_limited ones",
+     instance<LimiterCountsTheRoot>},
 }};
 
 }  // namespace

@@ -30,7 +30,8 @@ class KindOnly final : public IntegrationTask {
     std::vector<std::string> kinds;
     for (const std::string& k : unit_kinds) {
       const std::vector<Module*> modules = model.modules();
-      if (std::any_of(modules.begin(), modules.end(), [&](const Module* m) { return m->kind() == k; })) kinds.push_back(k);
+      if (std::any_of(modules.begin(), modules.end(), [&](const Module* m) { return m->kind() == k; }))
+        kinds.push_back(k);
     }
     return reference().plan_units(model, kinds);
   }
@@ -67,7 +68,8 @@ class NoChecks final : public IntegrationTask {
     std::vector<UnitPlan> plans;
     std::map<const Module*, int> unit_of_module;
     const auto wrapped = [&](const Module& m) {
-      return std::any_of(unit_kinds.begin(), unit_kinds.end(), [&](const std::string& k) { return k == m.kind() || k == m.name(); });
+      return std::any_of(unit_kinds.begin(), unit_kinds.end(),
+                         [&](const std::string& k) { return k == m.kind() || k == m.name(); });
     };
     for (Module* m : model.modules()) {
       int unit = m->parent() ? unit_of_module.at(m->parent()) : -1;
@@ -118,20 +120,23 @@ class RootRemovedParentsKept final : public IntegrationTask {
 };
 
 const std::array<Mutant, 7> kMutants = {{
-    {7, "subtree-parameters", "takes module->parameters(), the whole subtree, for each unit: nested units' parameters are held twice",
-     []() -> const FsdpTask& { static const SubtreeParameters m; return m; }},
-    {7, "kind-only", "matches the wrap policy against kind() only, so a module named by its dotted name is never wrapped",
-     []() -> const FsdpTask& { static const KindOnly m; return m; }},
-    {7, "empty-root-kept", "keeps a root unit that owns no parameter",
-     []() -> const FsdpTask& { static const EmptyRootKept m; return m; }},
+    {7, "subtree-parameters",
+     "takes module->parameters(), the whole subtree, for each unit: nested units' parameters are held twice",
+     instance<SubtreeParameters>},
+    {7, "kind-only",
+     "matches the wrap policy against kind() only, so a module named by its dotted name is never wrapped",
+     instance<KindOnly>},
+    {7, "empty-root-kept", "keeps a root unit that owns no parameter", instance<EmptyRootKept>},
     {7, "flat-parents", "gives every unit the root as parent instead of its nearest wrapped ancestor",
-     []() -> const FsdpTask& { static const FlatParents m; return m; }},
-    {7, "no-checks", "raises none of the contract's errors (an empty unit, a tied weight used outside its unit, no parameters)",
-     []() -> const FsdpTask& { static const NoChecks m; return m; }},
-    {7, "shared-in-users-unit", "adds each module's shared_parameters() to its unit: a tied weight is put in a unit twice",
-     []() -> const FsdpTask& { static const SharedInUsersUnit m; return m; }},
+     instance<FlatParents>},
+    {7, "no-checks",
+     "raises none of the contract's errors (an empty unit, a tied weight used outside its unit, no parameters)",
+     instance<NoChecks>},
+    {7, "shared-in-users-unit",
+     "adds each module's shared_parameters() to its unit: a tied weight is put in a unit twice",
+     instance<SharedInUsersUnit>},
     {7, "root-removed-parents-kept", "removes the empty root unit without renumbering the other units' parents",
-     []() -> const FsdpTask& { static const RootRemovedParentsKept m; return m; }},
+     instance<RootRemovedParentsKept>},
 }};
 
 }  // namespace

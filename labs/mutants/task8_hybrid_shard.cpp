@@ -13,8 +13,12 @@ const HybridShardTask& reference() { return reference_hybrid_shard(); }
 class LikeTheReference : public HybridShardTask {
  public:
   explicit LikeTheReference(std::source_location origin = std::source_location::current()) : HybridShardTask(origin) {}
-  int shard_group_color(int rank, int shard_size) const override { return reference().shard_group_color(rank, shard_size); }
-  int replica_group_color(int rank, int shard_size) const override { return reference().replica_group_color(rank, shard_size); }
+  int shard_group_color(int rank, int shard_size) const override {
+    return reference().shard_group_color(rank, shard_size);
+  }
+  int replica_group_color(int rank, int shard_size) const override {
+    return reference().replica_group_color(rank, shard_size);
+  }
   void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
     reference().all_reduce_replicas(device, replica_group, grad_shard);
   }
@@ -60,16 +64,18 @@ class ComputeStream final : public LikeTheReference {
 
 std::span<const Mutant> hybrid_shard_mutants() {
   static const Mutant mutants[] = {
-      {8, "swapped-colors", "shard and replica colours swapped: rank % S shards a unit across nodes, rank / S replicates within one",
-       []() -> const FsdpTask& { static const SwappedColors m; return m; }},
+      {8, "swapped-colors",
+       "shard and replica colours swapped: rank % S shards a unit across nodes, rank / S replicates within one",
+       instance<SwappedColors>},
       {8, "same-color", "the replica colour is rank / S, the shard group's: the all-reduce mixes different chunks",
-       []() -> const FsdpTask& { static const SameColor m; return m; }},
-      {8, "sum-not-mean", "the all-reduce across replicas sums (ReduceOp::sum) instead of averaging: W / S times the gradient",
-       []() -> const FsdpTask& { static const SumNotMean m; return m; }},
+       instance<SameColor>},
+      {8, "sum-not-mean",
+       "the all-reduce across replicas sums (ReduceOp::sum) instead of averaging: W / S times the gradient",
+       instance<SumNotMean>},
       {8, "no-all-reduce", "no all-reduce across the replicas: the gradient is the mean over S ranks, not over W",
-       []() -> const FsdpTask& { static const NoAllReduce m; return m; }},
+       instance<NoAllReduce>},
       {8, "compute-stream", "the all-reduce is issued on the compute stream instead of the reduce-scatter stream",
-       []() -> const FsdpTask& { static const ComputeStream m; return m; }},
+       instance<ComputeStream>},
   };
   return mutants;
 }

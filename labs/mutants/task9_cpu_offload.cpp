@@ -103,21 +103,22 @@ class WholeDeviceSync final : public LikeTheReference {
 std::span<const Mutant> cpu_offload_mutants() {
   static const Mutant mutants[] = {
       {9, "h2d-host-sync", "copy_shard_to_device makes the host wait for the copy (a host sync in the copy path)",
-       []() -> const FsdpTask& { static const H2dHostSync m; return m; }},
+       instance<H2dHostSync>},
       {9, "h2d-on-all-gather", "the copy to the device is issued on the all-gather stream instead of the memcpy stream",
-       []() -> const FsdpTask& { static const H2dOnAllGather m; return m; }},
+       instance<H2dOnAllGather>},
       {9, "gather-no-wait", "the all-gather stream is not made to wait for the copy of the shard to the device",
-       []() -> const FsdpTask& { static const GatherNoWait m; return m; }},
-      {9, "copy-before-gathers-done", "the copy to the device is not ordered after the all-gather stream's earlier gathers",
-       []() -> const FsdpTask& { static const CopyBeforeGathersDone m; return m; }},
+       instance<GatherNoWait>},
+      {9, "copy-before-gathers-done",
+       "the copy to the device is not ordered after the all-gather stream's earlier gathers",
+       instance<CopyBeforeGathersDone>},
       {9, "copy-back-before-reduction", "the copy of the gradient to the host does not wait for the reduction",
-       []() -> const FsdpTask& { static const CopyBackBeforeReduction m; return m; }},
+       instance<CopyBackBeforeReduction>},
       {9, "copy-back-on-reduce-scatter", "the copy of the gradient to the host is issued on the reduce-scatter stream",
-       []() -> const FsdpTask& { static const CopyBackOnReduceScatter m; return m; }},
+       instance<CopyBackOnReduceScatter>},
       {9, "no-host-wait", "wait_for_grad_on_host waits for nothing: the CPU step reads a gradient still in flight",
-       []() -> const FsdpTask& { static const NoHostWait m; return m; }},
+       instance<NoHostWait>},
       {9, "whole-device-sync", "wait_for_grad_on_host synchronizes the whole device instead of the `landed` event",
-       []() -> const FsdpTask& { static const WholeDeviceSync m; return m; }},
+       instance<WholeDeviceSync>},
   };
   return mutants;
 }
