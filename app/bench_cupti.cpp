@@ -212,8 +212,9 @@ void bench_cupti(const TrainBenchOptions& bench) {
     train_once(bench, run, false, off);
     train_once(bench, run, true, on);
   }
-  std::printf("| CUPTI | step (ms) | overlap %% (CUPTI kernels) | overlap %% (CUPTI ops) | overlap %% (CUDA events) |   "
-              "records | dropped |\n");
+  std::printf(
+      "| CUPTI | step (ms) | overlap %% (CUPTI kernels) | overlap %% (CUPTI ops) | overlap %% (CUDA events) |   "
+      "records | dropped |\n");
   std::printf("|-------|-----------|---------------------------|-----------------------|-------------------------|---"
               "--------|---------|\n");
   std::printf("| off   | %9.3f | %25s | %21s | %23.1f | %9s | %7s |\n", median(off.step_ms), "-", "-",

@@ -67,18 +67,19 @@ void bench_kernels(const TrainBenchOptions& bench) {
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
   const bool on_gpu = device.kind == DeviceKind::cuda;
 
-  std::printf("fsdplab bench --what kernels: %s %s, %d rank%s x %lld x %lld tokens, %s%s; %d steps after %d warmup; "
-              "device %s; impl: %s\n",
-              bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
-              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.compute().c_str(),
-              bench.world > 1 ? ", FSDP ASYNC" : "", bench.steps, bench.warmup,
-              on_gpu ? ("cuda (GPU " + std::to_string(device.gpu) + ", wall clock" +
-                        (bench.world == 1 ? ""
-                                          : ", ranks sharing it (" + std::string(sm_split_description(bench.sm_split)) + ")") +
-                        (bench.emulate_link ? ", emulated link " + device.link.name : "") + ")")
-                           .c_str()
-                     : ("sim (" + device.preset.name + ", virtual time)").c_str(),
-              bench.world > 1 ? impl_name(bench.impl).c_str() : "none (the single-rank baseline)");
+  std::printf(
+      "fsdplab bench --what kernels: %s %s, %d rank%s x %lld x %lld tokens, %s%s; %d steps after %d warmup; "
+      "device %s; impl: %s\n",
+      bench.model.c_str(), bench.preset.c_str(), bench.world, bench.world == 1 ? "" : "s",
+      static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq), bench.compute().c_str(),
+      bench.world > 1 ? ", FSDP ASYNC" : "", bench.steps, bench.warmup,
+      on_gpu ? ("cuda (GPU " + std::to_string(device.gpu) + ", wall clock" +
+                (bench.world == 1 ? ""
+                                  : ", ranks sharing it (" + std::string(sm_split_description(bench.sm_split)) + ")") +
+                (bench.emulate_link ? ", emulated link " + device.link.name : "") + ")")
+                   .c_str()
+             : ("sim (" + device.preset.name + ", virtual time)").c_str(),
+      bench.world > 1 ? impl_name(bench.impl).c_str() : "none (the single-rank baseline)");
   const CuptiTotals before = on_gpu ? cupti_totals() : CuptiTotals{};
   const FsdpOptions fsdp_options = bench.async_fsdp_options();
   const RecordedTraining trained = record_training(bench, run, bench.world > 1 ? &fsdp_options : nullptr);

@@ -99,12 +99,13 @@ void bench_memory(const MemoryBenchOptions& bench, const FsdpChoice& choice) {
   std::printf("fsdplab bench --what memory: gpt2 '%s', strategy %s, %s parameters and compute, f32 gradient "
               "reduction, AdamW; impl: %s\n", bench.preset.c_str(), std::string(strategy_name(fsdp.strategy)).c_str(),
               std::string(dtype_name(fsdp.param_dtype)).c_str(), impl_name(choice.impl).c_str());
-  std::printf("Per rank: micro-batch %lld x seq %lld (global batch = W x %lld). Dry runs of one step on the sim device\n"
-              "(shapes and memory, no numerics). Baseline = FSDP at W = 1 with no_shard in the same precision: whole\n"
-              "parameters, gradients and optimizer state on one rank, as the single-rank trainer holds them (the\n"
-              "trainer itself runs real numerics only). %s = 10^%d bytes.\n\n",
-              static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq),
-              static_cast<long long>(bench.micro_batch), unit, giga ? 9 : 6);
+  std::printf(
+      "Per rank: micro-batch %lld x seq %lld (global batch = W x %lld). Dry runs of one step on the sim device\n"
+      "(shapes and memory, no numerics). Baseline = FSDP at W = 1 with no_shard in the same precision: whole\n"
+      "parameters, gradients and optimizer state on one rank, as the single-rank trainer holds them (the\n"
+      "trainer itself runs real numerics only). %s = 10^%d bytes.\n\n",
+      static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq),
+      static_cast<long long>(bench.micro_batch), unit, giga ? 9 : 6);
   std::printf("| Configuration    | Parameters | Memory (%s) | Reduction | Params + grads + optimizer (%s) "
               "| Reduction |\n", unit, unit);
   std::printf("|------------------|------------|-------------|-----------|---------------------------------"
@@ -123,8 +124,9 @@ void bench_memory(const MemoryBenchOptions& bench, const FsdpChoice& choice) {
                 static_cast<double>(row.parameters) / 1e6, size(row.peak_total), total_reduction,
                 size(sharded_state(row.measured)), state_reduction);
   }
-  std::printf("Memory: the peak of the total on the fullest rank. Params + grads + optimizer: param_shard + grad_shard +\n"
-              "optim_state, what FSDP shards.\n");
+  std::printf(
+      "Memory: the peak of the total on the fullest rank. Params + grads + optimizer: param_shard + grad_shard +\n"
+      "optim_state, what FSDP shards.\n");
 
   // The writeup's breakdown: per configuration, each tag's peak as measured and by the formula.
   constexpr std::array<const char*, kMemTagCount> meaning = {
@@ -155,10 +157,11 @@ void bench_memory(const MemoryBenchOptions& bench, const FsdpChoice& choice) {
   std::printf("\n%-34s", "peak of the total (one moment)");
   for (const MemoryRow& row : rows)
     std::printf("  %7.3f%s", size(row.peak_total), &row == &rows.back() ? "" : "          ");
-  std::printf("\n\nLargest |measured - formula| / formula over the tags of every configuration: %.2f%%.\n"
-              "Tags peak at different moments (activations at the start of backward, a Block's gathered parameters and\n"
-              "gradients inside its backward), so the total peaks below the sum of the tags' peaks. Wall time %.1f s.\n",
-              100 * worst, seconds_since(start));
+  std::printf(
+      "\n\nLargest |measured - formula| / formula over the tags of every configuration: %.2f%%.\n"
+      "Tags peak at different moments (activations at the start of backward, a Block's gathered parameters and\n"
+      "gradients inside its backward), so the total peaks below the sum of the tags' peaks. Wall time %.1f s.\n",
+      100 * worst, seconds_since(start));
 }
 
 }  // namespace fsdplab::app

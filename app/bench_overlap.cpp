@@ -191,11 +191,14 @@ void print_exposed_breakdown(const StepTimes& async) {
     if (e.end - e.begin - hidden > 0) exposed.push_back({&e, e.end - e.begin - hidden});
     total += e.end - e.begin - hidden;
   }
-  std::stable_sort(exposed.begin(), exposed.end(), [](const Exposed& a, const Exposed& b) { return a.exposed > b.exposed; });
+  std::stable_sort(exposed.begin(), exposed.end(),
+                   [](const Exposed& a, const Exposed& b) { return a.exposed > b.exposed; });
   if (exposed.size() > 6) exposed.resize(6);
-  std::sort(exposed.begin(), exposed.end(), [](const Exposed& a, const Exposed& b) { return a.event->begin < b.event->begin; });
-  std::printf("Exposed communication of that ASYNC step, %.3f ms in all; the largest parts (time from the step's start):\n",
-              ms(total));
+  std::sort(exposed.begin(), exposed.end(),
+            [](const Exposed& a, const Exposed& b) { return a.event->begin < b.event->begin; });
+  std::printf(
+      "Exposed communication of that ASYNC step, %.3f ms in all; the largest parts (time from the step's start):\n",
+      ms(total));
   for (const Exposed& x : exposed) {
     const TraceEvent& e = *x.event;
     std::printf("  %-48s  %-9s  at %9.3f ms, %8.3f ms long, %8.3f ms exposed\n", e.name.c_str(), e.phase.c_str(),
@@ -209,7 +212,8 @@ void print_exposed_breakdown(const StepTimes& async) {
 class OverlapRuns {
  public:
   explicit OverlapRuns(const OverlapBenchOptions& bench) : bench_(bench) {
-    check(bench.world >= 2, "bench --what overlap: --world ", bench.world, "; overlap needs communication, at least 2 ranks");
+    check(bench.world >= 2, "bench --what overlap: --world ", bench.world,
+          "; overlap needs communication, at least 2 ranks");
     check(!bench.bandwidth_scales.empty(), "bench --what overlap: --bandwidths needs at least one scale");
     for (double s : bench.bandwidth_scales)
       check(s > 0, "bench --what overlap: bandwidth scale ", s, "; expected > 0 (times the link preset's bandwidth)");
@@ -254,7 +258,8 @@ class OverlapRuns {
   std::string link_name(double scale) const { return scale == 1 ? base.name : scaled_link_name(base, scale); }
 
   const StepTimes& run(const FsdpOptions& o, const std::string& link) {
-    const Key key{static_cast<int>(o.mode), prefetch_name(o.prefetch), o.max_inflight, static_cast<int>(o.buffers), link};
+    const Key key{static_cast<int>(o.mode), prefetch_name(o.prefetch), o.max_inflight, static_cast<int>(o.buffers),
+                  link};
     auto it = cache_.find(key);
     if (it == cache_.end()) it = cache_.emplace(key, measure(bench_, o, catalog, link, inter_node_of(link))).first;
     return it->second;
@@ -343,22 +348,24 @@ void bench_overlap(const OverlapBenchOptions& bench) {
                 "between nodes; a collective whose group spans nodes runs at its pace, and the sweep scales both.\n",
                 bench.nodes.ranks_per_node, runs.inter_node.name.c_str(), runs.inter_node.bandwidth / 1e9,
                 runs.inter_node.latency_us);
-  std::printf("Dry runs of 3 steps on the sim device (time and memory, no numerics); step 2 measured on rank 0 (step 1\n"
-              "records the forward order that forward prefetch replays; step 3 follows, so step 2 gathers its first unit\n"
-              "for it, as a step mid-training does). Times are the sim device's virtual clock: deterministic, the same\n"
-              "table on every machine.\n\n");
-  std::printf("  compute    the step with communication free: the same ASYNC schedule on a link of unbounded bandwidth\n"
-              "             and no latency (each collective 1 ns), so it keeps the host's launch overheads and waits\n"
-              "  comm       the link's busy time: the sum of rank 0's collectives in the step (they take the link in\n"
-              "             turn; on nodes, the busier of a rank's two links, within its node and between nodes)\n"
-              "  T_sync     --mode sync (every collective blocks compute); T_async: --mode async with the row's prefetch\n"
-              "  ideal      max(compute, comm);  eta = (T_sync - T_async) / (T_sync - ideal)\n"
-              "  overlap %%  |comm ∩ compute| / |comm|, exposed = |comm| - |comm ∩ compute| (HTA), of the ASYNC step\n"
-              "  gathered   peak of param_full + grad_full live at one moment of the ASYNC step (memory ledger), MB\n\n");
+  std::printf(
+      "Dry runs of 3 steps on the sim device (time and memory, no numerics); step 2 measured on rank 0 (step 1\n"
+      "records the forward order that forward prefetch replays; step 3 follows, so step 2 gathers its first unit\n"
+      "for it, as a step mid-training does). Times are the sim device's virtual clock: deterministic, the same\n"
+      "table on every machine.\n\n");
+  std::printf(
+      "  compute    the step with communication free: the same ASYNC schedule on a link of unbounded bandwidth\n"
+      "             and no latency (each collective 1 ns), so it keeps the host's launch overheads and waits\n"
+      "  comm       the link's busy time: the sum of rank 0's collectives in the step (they take the link in\n"
+      "             turn; on nodes, the busier of a rank's two links, within its node and between nodes)\n"
+      "  T_sync     --mode sync (every collective blocks compute); T_async: --mode async with the row's prefetch\n"
+      "  ideal      max(compute, comm);  eta = (T_sync - T_async) / (T_sync - ideal)\n"
+      "  overlap %%  |comm ∩ compute| / |comm|, exposed = |comm| - |comm ∩ compute| (HTA), of the ASYNC step\n"
+      "  gathered   peak of param_full + grad_full live at one moment of the ASYNC step (memory ledger), MB\n\n");
 
   const Row headline = make_row(async, base.name);
-  std::printf("%s, prefetch %s, max-inflight %d, buffers %s:\n", base.name.c_str(), prefetch_name(async.prefetch).c_str(),
-              async.max_inflight, buffers.c_str());
+  std::printf("%s, prefetch %s, max-inflight %d, buffers %s:\n", base.name.c_str(),
+              prefetch_name(async.prefetch).c_str(), async.max_inflight, buffers.c_str());
   std::printf("  compute %.3f ms (|union of compute ops| %.3f ms), comm %.3f ms, comm/compute %.2f\n",
               ms(headline.compute), ms(run(async, kFreeLink).compute), ms(headline.async.comm),
               static_cast<double>(headline.async.comm) / static_cast<double>(std::max<SimTime>(headline.compute, 1)));

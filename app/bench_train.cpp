@@ -62,7 +62,8 @@ RecordedTraining record_training(const TrainBenchOptions& bench, const RunConfig
   return out;
 }
 
-TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfig& run, const FsdpOptions* fsdp_options) {
+TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfig& run,
+                                  const FsdpOptions* fsdp_options) {
   const RecordedTraining trained = record_training(bench, run, fsdp_options);
   TrainMeasurement m;
   m.step_ms = trained.step_ms;
@@ -137,10 +138,12 @@ void bench_train(const TrainBenchOptions& bench) {
                         ", wall clock)").c_str()
                      : (device.preset.name + ", virtual time)").c_str(),
               bench.world > 1 ? impl_name(bench.impl).c_str() : "none (the single-rank baseline)");
-  std::printf("GEMM peak: %.0f TFLOP/s (%s, %s)%s\n\n", peak / 1e12, device.preset.name.c_str(),
-              bench.precision.c_str(), bench.world > 1 ? ("; link " + device.link.name +
-                                                          (on_gpu ? (bench.emulate_link ? ", emulated" : ", not emulated (--emulate-link)") : "")).c_str()
-                                                       : "");
+  std::printf(
+      "GEMM peak: %.0f TFLOP/s (%s, %s)%s\n\n", peak / 1e12, device.preset.name.c_str(), bench.precision.c_str(),
+      bench.world > 1 ? ("; link " + device.link.name +
+                         (on_gpu ? (bench.emulate_link ? ", emulated" : ", not emulated (--emulate-link)") : ""))
+                            .c_str()
+                      : "");
   std::printf("| run     | step (ms) |    tokens/s | GEMM %% | GEMM TFLOP/s | %% of peak | comm (ms) |\n");
   std::printf("|---------|-----------|-------------|--------|--------------|-----------|-----------|\n");
   if (bench.world == 1) {
@@ -163,8 +166,8 @@ void bench_train(const TrainBenchOptions& bench) {
   const TrainMeasurement compute = measure_training(bench, free_link, &async_options);
   print_row("compute", compute, tokens, peak);
   const double ideal = std::max(compute.step_ms, async.comm_ms);
-  std::printf("\nT_sync %.3f ms, T_async %.3f ms, compute %.3f ms, comm %.3f ms, ideal %.3f ms: eta = %s\n", sync.step_ms,
-              async.step_ms, compute.step_ms, async.comm_ms, ideal,
+  std::printf("\nT_sync %.3f ms, T_async %.3f ms, compute %.3f ms, comm %.3f ms, ideal %.3f ms: eta = %s\n",
+              sync.step_ms, async.step_ms, compute.step_ms, async.comm_ms, ideal,
               sync.step_ms > ideal ? std::to_string((sync.step_ms - async.step_ms) / (sync.step_ms - ideal)).c_str()
                                    : "undefined (SYNC is not slower than ideal)");
 }

@@ -62,6 +62,7 @@ struct TrainMeasurement {
   double gemm_flops = 0;
   double comm_ms = 0;   // per step, rank 0: the link's busy time
 };
-TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfig& run, const FsdpOptions* fsdp_options);
+TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfig& run,
+                                  const FsdpOptions* fsdp_options);
 
 }  // namespace fsdplab::app

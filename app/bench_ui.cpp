@@ -176,15 +176,18 @@ TraceStore synthetic_trace(std::size_t events) {
 void bench_ui(const UiBenchOptions& options) {
   const auto start = Clock::now();
   std::printf("fsdplab bench --what ui: the timeline's frame build time, CPU wall clock of this host (steady_clock)\n");
-  std::printf("Headless ImGui %.0f x %.0f: new_frame + a full-display window with TimelinePanel::draw + render, the mouse\n"
-              "over a compute lane (its tooltip shown). %d warm-up frames, then %d timed. Synthetic trace: SYNC and ASYNC\n"
-              "x 2 ranks; per step 12 FSDP units, each an all-gather (250-450 us), 40 forward / 80 backward compute\n"
-              "kernels (5-60 us), a reduce-scatter after its backward, host markers and a CPU optimizer step.\n\n",
-              options.width, options.height, options.warmup, options.frames);
-  std::printf("| events    | trace      | view               | lanes | items drawn | folded blocks | ops folded | vertices | "
-              "median ms | max ms |\n");
-  std::printf("|-----------|------------|--------------------|-------|-------------|---------------|------------|----------|"
-              "-----------|--------|\n");
+  std::printf(
+      "Headless ImGui %.0f x %.0f: new_frame + a full-display window with TimelinePanel::draw + render, the mouse\n"
+      "over a compute lane (its tooltip shown). %d warm-up frames, then %d timed. Synthetic trace: SYNC and ASYNC\n"
+      "x 2 ranks; per step 12 FSDP units, each an all-gather (250-450 us), 40 forward / 80 backward compute\n"
+      "kernels (5-60 us), a reduce-scatter after its backward, host markers and a CPU optimizer step.\n\n",
+      options.width, options.height, options.warmup, options.frames);
+  std::printf(
+      "| events    | trace      | view               | lanes | items drawn | folded blocks | ops folded | vertices | "
+      "median ms | max ms |\n");
+  std::printf(
+      "|-----------|------------|--------------------|-------|-------------|---------------|------------|----------|"
+      "-----------|--------|\n");
   double goal_median = -1, goal_max = -1;
   std::vector<std::pair<std::size_t, double>> builds;
   for (const std::size_t n : options.events) {
@@ -233,8 +236,8 @@ void bench_ui(const UiBenchOptions& options) {
       std::printf("| %9s | %10s | %-18s | %5d | %11s | %13s | %10s | %8s | %9.3f | %6.3f |\n", format_count(n).c_str(),
                   format_duration(span).c_str(), row.view.c_str(), row.stats.lanes,
                   format_count(row.stats.items_drawn).c_str(), format_count(row.stats.folded_blocks).c_str(),
-                  format_count(row.stats.items_folded).c_str(), format_count(static_cast<std::uint64_t>(row.vertices)).c_str(),
-                  row.median_ms, row.max_ms);
+                  format_count(row.stats.items_folded).c_str(),
+                  format_count(static_cast<std::uint64_t>(row.vertices)).c_str(), row.median_ms, row.max_ms);
       if (n == options.events.back() && name == "all") goal_median = row.median_ms, goal_max = row.max_ms;
       mouse = ImVec2(-1, -1);
     }

@@ -157,9 +157,10 @@ void add_bench_command(CLI::App& app) {
           ->check(CLI::Range(1, 1 << 20)),
       cmd->add_option("--warmup", train->warmup, "train, cupti, kernels: steps before the measured ones (default 3)")
           ->check(CLI::Range(0, 1 << 20)),
-      cmd->add_option("--vocab-multiple", train->vocab_multiple,
-                      "train, cupti, kernels (gpt2): store the vocabulary padded to a multiple of this (default 128; 1: "
-                      "unpadded, to measure what the padding gains)")
+      cmd->add_option(
+             "--vocab-multiple", train->vocab_multiple,
+             "train, cupti, kernels (gpt2): store the vocabulary padded to a multiple of this (default 128; 1: "
+             "unpadded, to measure what the padding gains)")
           ->check(CLI::Range(1, 1 << 16)),
       cmd->add_option("--attention", train->attention,
                       "train, cupti, kernels: auto (flash attention in bf16, exact in f32; default), exact or flash "
@@ -168,15 +169,17 @@ void add_bench_command(CLI::App& app) {
       cmd->add_flag("--emulate-link", train->emulate_link,
                     "train, cupti, kernels (cuda, W >= 2): hold each collective for the link preset's time; train: "
                     "adds the compute row and eta"),
-      cmd->add_option("--sm-split", *sm_split,
-                      "train, cupti, kernels (cuda, W >= 2): each rank on its own equal share of the GPU's SMs, as on a "
-                      "GPU of its own, where the driver can split them (auto, default; on: split or fail), or the "
-                      "ranks' kernels share every SM (off)")
+      cmd->add_option(
+             "--sm-split", *sm_split,
+             "train, cupti, kernels (cuda, W >= 2): each rank on its own equal share of the GPU's SMs, as on a "
+             "GPU of its own, where the driver can split them (auto, default; on: split or fail), or the "
+             "ranks' kernels share every SM (off)")
           ->check(CLI::IsMember({"auto", "on", "off"}))};
   std::vector<CLI::Option*> overlap_options = {
       cmd->add_option("--presets", overlap->presets_file, "overlap: preset file to use instead of the built-in one"),
-      cmd->add_option("--bandwidths", overlap->bandwidth_scales,
-                      "overlap: link bandwidths of the sweep, as multiples of the link preset's (default 0.25 0.5 1 2 4)")
+      cmd->add_option(
+             "--bandwidths", overlap->bandwidth_scales,
+             "overlap: link bandwidths of the sweep, as multiples of the link preset's (default 0.25 0.5 1 2 4)")
           ->delimiter(','),
       cmd->add_option("--trace", overlap->trace_path,
                       "overlap: write the headline ASYNC dry run's Chrome trace (both steps, every rank) here")};
@@ -198,8 +201,8 @@ void add_bench_command(CLI::App& app) {
     }
     if (*what != "overlap" && !training) {
       for (const CLI::Option* o : model_options)
-        check(o->count() == 0, o->get_name(), " configures --what overlap, train, cupti or kernels; this run is --what ",
-              *what);
+        check(o->count() == 0, o->get_name(),
+              " configures --what overlap, train, cupti or kernels; this run is --what ", *what);
     }
     const FsdpChoice choice = parse_fsdp_flags(*fsdp);
     if (training) {
@@ -234,7 +237,8 @@ void add_bench_command(CLI::App& app) {
       return;
     }
     if (*what == "overlap") {
-      check(overlap->world >= 2, "--world ", overlap->world, ": --what overlap compares SYNC and ASYNC over 2 or more ranks");
+      check(overlap->world >= 2, "--world ", overlap->world,
+            ": --what overlap compares SYNC and ASYNC over 2 or more ranks");
       OverlapBenchOptions options = *overlap;
       options.preset = memory->preset;
       options.micro_batch = memory->micro_batch;

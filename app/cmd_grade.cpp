@@ -63,7 +63,8 @@ int run_grade(const GradeFlags& flags) {
   if (!flags.submission.empty()) {
     check(!flags.mutants, "--mutants grades this tree's mutants; it does not go with --submission");
     return grade_submission(flags.submission, forwarded_args(flags),
-                            flags.submission_build.empty() ? default_submission_build_dir() : std::filesystem::path(flags.submission_build));
+                            flags.submission_build.empty() ? default_submission_build_dir()
+                                                           : std::filesystem::path(flags.submission_build));
   }
   grading::IsolationLimits limits;
   limits.seconds = flags.time_limit;
@@ -97,7 +98,8 @@ void add_grade_command(CLI::App& app) {
       "the op graph, memory, races, host syncs, errors) against your labs/*/student.cpp, points per check and a "
       "diagnostic for every point lost. Deterministic (the sim device); every check runs in its own process");
   auto flags = std::make_shared<GradeFlags>();
-  cmd->add_option("--task", flags->tasks, "Grade only this task (1-9); repeat for more")->check(CLI::Range(1, kTaskCount));
+  cmd->add_option("--task", flags->tasks, "Grade only this task (1-9); repeat for more")
+      ->check(CLI::Range(1, kTaskCount));
   cmd->add_option("--impl", flags->impl,
                   "What to grade: student (default: labs/NN-*/student.cpp), reference, or per task, e.g. "
                   "3=student or 3=mutant:missing-wait (then only the tasks named are graded)");

@@ -41,7 +41,8 @@ CLI::Validator finite_range(double low, double high, const std::string& what) {
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
         if (end == text.c_str() || *end != '\0' || !std::isfinite(value) || value < low || value > high)
-          return text + " is not " + what + " from " + CLI::detail::to_string(low) + " to " + CLI::detail::to_string(high);
+          return text + " is not " + what + " from " + CLI::detail::to_string(low) + " to " +
+                 CLI::detail::to_string(high);
         return "";
       },
       "FINITE in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]");
@@ -78,10 +79,12 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
           ->capture_default_str()
           ->check(CLI::IsMember({"auto", "exact", "flash"})),
       cmd.add_option("--world", s.world, "Ranks")->capture_default_str()->check(CLI::Range(1, 64)),
-      cmd.add_option("--device", s.device, "sim (virtual time) or cuda (every rank on GPU 0, CUPTI kernels, wall clock)")
+      cmd.add_option("--device", s.device,
+                     "sim (virtual time) or cuda (every rank on GPU 0, CUPTI kernels, wall clock)")
           ->capture_default_str()
           ->check(CLI::IsMember({"sim", "cuda"})),
-      cmd.add_option("--device-preset", s.device_preset, "Device preset (see `fsdplab presets`)")->capture_default_str(),
+      cmd.add_option("--device-preset", s.device_preset, "Device preset (see `fsdplab presets`)")
+          ->capture_default_str(),
       cmd.add_option("--link-preset", s.link_preset, "Link preset; default: the device preset's link"),
   };
   const std::vector<CLI::Option*> nodes = add_node_flags(cmd, s.nodes, "sim");
@@ -95,7 +98,8 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
                      "share every SM (off)")
           ->capture_default_str()
           ->check(CLI::IsMember({"auto", "on", "off"})),
-      cmd.add_option("--cupti", o.cupti, "cuda: on (each kernel and copy from CUPTI, labelled by its op) or off (each "
+      cmd.add_option("--cupti", o.cupti,
+                     "cuda: on (each kernel and copy from CUPTI, labelled by its op) or off (each "
                      "op's CUDA-event span)")
           ->capture_default_str()
           ->check(CLI::IsMember({"on", "off"})),
@@ -104,7 +108,9 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
                      "reference beside --impl, ASYNC)")
           ->capture_default_str()
           ->check(CLI::IsMember(comparison_flags())),
-      cmd.add_option("--ab-block", s.ab_block, "A/B: steps per block")->capture_default_str()->check(CLI::Range(1, 1 << 20)),
+      cmd.add_option("--ab-block", s.ab_block, "A/B: steps per block")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1 << 20)),
       cmd.add_option("--pace", s.steps_per_second, "Steps per wall second (0: unpaced)")
           ->capture_default_str()
           ->check(finite_range(0, 1000, "steps per second (0: unpaced)")),
@@ -113,10 +119,10 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
           ->capture_default_str(),
   };
   flags.insert(flags.end(), session.begin(), session.end());
-  const std::vector<CLI::Option*> fsdp =
-      add_fsdp_flags(cmd, s.fsdp,
-                     {FsdpFlag::prefetch, FsdpFlag::strategy, FsdpFlag::hybrid_group, FsdpFlag::precision,
-                      FsdpFlag::reduce_dtype, FsdpFlag::max_inflight, FsdpFlag::buffers, FsdpFlag::offload, FsdpFlag::impl});
+  const std::vector<CLI::Option*> fsdp = add_fsdp_flags(
+      cmd, s.fsdp,
+      {FsdpFlag::prefetch, FsdpFlag::strategy, FsdpFlag::hybrid_group, FsdpFlag::precision, FsdpFlag::reduce_dtype,
+       FsdpFlag::max_inflight, FsdpFlag::buffers, FsdpFlag::offload, FsdpFlag::impl});
   flags.insert(flags.end(), fsdp.begin(), fsdp.end());
   return flags;
 }
@@ -155,7 +161,8 @@ std::optional<std::string> run_errors(const LiveSession& session) {
     const std::optional<std::string> error = run->error();
     if (!error) continue;
     const std::string& label = session.store().source(run->source()).label;
-    const auto same = std::find_if(by_message.begin(), by_message.end(), [&](const auto& m) { return m.first == *error; });
+    const auto same =
+        std::find_if(by_message.begin(), by_message.end(), [&](const auto& m) { return m.first == *error; });
     if (same == by_message.end()) {
       by_message.emplace_back(*error, label);
     } else {
@@ -276,10 +283,12 @@ int run_headless_comparison(const std::string& problem) {
     std::printf("%4d  %10.3f  %10.3f  %12.3f  %9.3f\n", async[i].step, ns_to_ms(sync[i].duration()),
                 ns_to_ms(async[i].duration()), ns_to_ms(async[i].compute), ns_to_ms(async[i].comm));
   const StepTimePanel::Summary summary = summarize_steps(store);
-  std::printf("mean of %d steps (the first and the last left out): T_sync %.3f ms, T_async %.3f ms, compute %.3f ms, comm %.3f ms, "
-              "ideal max(compute, comm) %.3f ms: ",
-              summary.steps_compared, summary.t_sync_ms, summary.t_async_ms, summary.compute_ms, summary.comm_ms,
-              summary.ideal_ms);
+  std::printf(
+      "mean of %d steps (the first and the last left out): T_sync %.3f ms, T_async %.3f ms, compute %.3f ms, comm %.3f "
+      "ms, "
+      "ideal max(compute, comm) %.3f ms: ",
+      summary.steps_compared, summary.t_sync_ms, summary.t_async_ms, summary.compute_ms, summary.comm_ms,
+      summary.ideal_ms);
   if (summary.eta) {
     std::printf("eta = (T_sync - T_async) / (T_sync - ideal) = %.3f\n", *summary.eta);
   } else {
@@ -301,13 +310,18 @@ void add_gui_command(CLI::App& app) {
                   "[HOST:]PORT: show runs streamed by `fsdplab run --dashboard` instead (PORT alone: 127.0.0.1; 0: "
                   "any free port, printed)");
   cmd->add_option("--screenshot", options->screenshot, "Render to this PNG after --steps steps and exit");
-  cmd->add_option("--steps", options->screenshot_steps, "With --screenshot: steps before the shot")->capture_default_str();
+  cmd->add_option("--steps", options->screenshot_steps, "With --screenshot: steps before the shot")
+      ->capture_default_str();
   cmd->add_option("--break", options->break_kind,
                   "Stop the runs at this FSDP event (e.g. 'post-forward'), or at each event of a task's code (task:3), "
                   "in the step-through panel; with --screenshot, after --steps steps, and show it");
   // Bounded by what a GL framebuffer and a PNG of it can be here (16384 is the common maximum texture size).
-  cmd->add_option("--width", options->width, "Window width in pixels")->capture_default_str()->check(CLI::Range(64, 16384));
-  cmd->add_option("--height", options->height, "Window height in pixels")->capture_default_str()->check(CLI::Range(64, 16384));
+  cmd->add_option("--width", options->width, "Window width in pixels")
+      ->capture_default_str()
+      ->check(CLI::Range(64, 16384));
+  cmd->add_option("--height", options->height, "Window height in pixels")
+      ->capture_default_str()
+      ->check(CLI::Range(64, 16384));
   cmd->add_option("--timeout", options->timeout, "With --screenshot: give up after this many seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -131,7 +131,8 @@ std::string header(const ReportContext& ctx, double seconds, const std::vector<F
   table.add_row({"Form", ctx.options.quick ? "quick (`--quick`): the same tables at smaller sizes, fewer steps and "
                                              "shorter sweeps; `fsdplab report` without it makes the full one"
                                            : "full"});
-  table.add_row({"Run time", format("%.1f s on this machine (the report's own experiments, figures included)", seconds)});
+  table.add_row(
+      {"Run time", format("%.1f s on this machine (the report's own experiments, figures included)", seconds)});
   table.add_row({"Generated", utc_now()});
   md += table.str();
   md += "\n";
@@ -161,7 +162,8 @@ void run_report(const ReportOptions& options) {
   // Every refusal before anything runs: the device, then the folder.
   if (options.device == "cuda") {
     if (const auto why = cuda_unavailable())
-      fail("--device cuda: ", *why, "; `fsdplab report --device sim` (the default) makes every table on the sim device");
+      fail("--device cuda: ", *why,
+           "; `fsdplab report --device sim` (the default) makes every table on the sim device");
     RunConfig probe;
     probe.device = "cuda";
     ctx.gpu = run_device_spec(probe, PresetCatalog::builtin(), false);
@@ -183,7 +185,8 @@ void run_report(const ReportOptions& options) {
   std::fflush(stdout);
   std::string body;
   for (const Section& s : kSections) {
-    if (!options.only.empty() && std::find(options.only.begin(), options.only.end(), s.name) == options.only.end()) continue;
+    if (!options.only.empty() && std::find(options.only.begin(), options.only.end(), s.name) == options.only.end())
+      continue;
     const auto t = Clock::now();
     body += s.run(ctx);
     std::printf("  %-14s %6.1f s\n", s.name, seconds_since(t));
@@ -205,8 +208,8 @@ void run_report(const ReportOptions& options) {
   write_output_file(path, "--out", [&](std::ostream& out) { out << header(ctx, seconds, figures) << body; });
   int drawn = 0;
   for (const FigureResult& f : figures) drawn += f.drawn ? 1 : 0;
-  std::printf("report: %s (%.1f s); figures: %d of %zu drawn%s\n", path.string().c_str(), seconds, drawn, figures.size(),
-              drawn < static_cast<int>(figures.size()) ? " (the report says why)" : "");
+  std::printf("report: %s (%.1f s); figures: %d of %zu drawn%s\n", path.string().c_str(), seconds, drawn,
+              figures.size(), drawn < static_cast<int>(figures.size()) ? " (the report says why)" : "");
 }
 
 }  // namespace
@@ -215,10 +218,13 @@ void add_report_command(CLI::App& app) {
   auto options = std::make_shared<ReportOptions>();
   auto* cmd = app.add_subcommand("report", "Run the experiments behind the writeup's tables and write them as Markdown "
                                            "with figures (default: writeup/report.md)");
-  cmd->add_option("--device", options->device, "sim (default; virtual time) or cuda (trainings and collectives on the GPU)")
+  cmd->add_option("--device", options->device,
+                  "sim (default; virtual time) or cuda (trainings and collectives on the GPU)")
       ->check(CLI::IsMember({"sim", "cuda"}));
-  cmd->add_option("--out", options->out, "Folder for report.md and its figures (created if missing)")->capture_default_str();
-  cmd->add_flag("--quick", options->quick, "Smaller sizes, fewer steps, shorter sweeps: every table within ~2 minutes (CI)");
+  cmd->add_option("--out", options->out, "Folder for report.md and its figures (created if missing)")
+      ->capture_default_str();
+  cmd->add_flag("--quick", options->quick,
+                "Smaller sizes, fewer steps, shorter sweeps: every table within ~2 minutes (CI)");
   cmd->add_option("--only", options->only, "Only these sections, written to report_<SECTION>.md: " + [] {
         std::string list;
         for (const std::string& s : section_names()) list += (list.empty() ? "" : ", ") + s;

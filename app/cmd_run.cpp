@@ -242,8 +242,9 @@ int run_training(const RunOptions& options) {
   // --dashboard: connected before anything is printed, so a dashboard nobody started is the first thing said.
   std::optional<DashboardStream> dashboard;
   if (!options.dashboard.empty())
-    dashboard.emplace(options.dashboard, dashboard_hello(run, layout, device.kind,
-                                                         fsdp ? std::string(overlap_mode_name(sharded.options.mode)) : ""));
+    dashboard.emplace(
+        options.dashboard,
+        dashboard_hello(run, layout, device.kind, fsdp ? std::string(overlap_mode_name(sharded.options.mode)) : ""));
 
   const bool on_gpu = device.kind == DeviceKind::cuda;
   const std::string ranks_as = layout.processes ? "ranks as processes over MPI" : "ranks as threads";
@@ -262,14 +263,16 @@ int run_training(const RunOptions& options) {
   }
   // Rank 0's process speaks for the run; the other processes of an MPI launch stay quiet.
   const bool reports = layout.reports();
-  if (reports) std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g, seed %llu; device %s\n",
-              run.model.c_str(), run.preset.empty() ? "" : " ", run.preset.c_str(), run.world, run.steps,
-              static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr,
-              static_cast<unsigned long long>(run.seed), where.c_str());
+  if (reports)
+    std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g, seed %llu; device %s\n",
+                run.model.c_str(), run.preset.empty() ? "" : " ", run.preset.c_str(), run.world, run.steps,
+                static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr,
+                static_cast<unsigned long long>(run.seed), where.c_str());
   if (reports) {
     const std::string baseline = run.baseline_precision == DType::f32
                                      ? "single-rank baseline (no FSDP), f32"
-                                     : "single-rank baseline (no FSDP), " + std::string(dtype_name(run.baseline_precision)) +
+                                     : "single-rank baseline (no FSDP), " +
+                                           std::string(dtype_name(run.baseline_precision)) +
                                            " mixed precision: bf16 compute, f32 master weights and optimizer step";
     std::printf("%s\n", fsdp ? ("FSDP: " + describe(sharded.options, run.world)).c_str() : baseline.c_str());
     if (run.attention != "auto") std::printf("attention: %s\n", run.attention.c_str());
@@ -343,13 +346,15 @@ int run_training(const RunOptions& options) {
 
 void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
-  auto* cmd = app.add_subcommand("run", "Train a model (--model) on the sim or cuda device, or run the streams demo (sim)");
+  auto* cmd =
+      app.add_subcommand("run", "Train a model (--model) on the sim or cuda device, or run the streams demo (sim)");
   cmd->add_option("--demo", options->demo, "The demo to run")->check(CLI::IsMember({"streams"}));
   auto* world = cmd->add_option("--world", options->world, "Number of ranks (default: 2 for the demo, 1 for training)")
                     ->check(CLI::Range(1, 1024));
-  auto* mode = cmd->add_option("--mode", options->mode,
-                               "sync or async (training; default async), or both (the demo: one step each, its default)")
-                   ->check(CLI::IsMember({"sync", "async", "both"}));
+  auto* mode =
+      cmd->add_option("--mode", options->mode,
+                      "sync or async (training; default async), or both (the demo: one step each, its default)")
+          ->check(CLI::IsMember({"sync", "async", "both"}));
   options->train.device = "auto";
   cmd->add_option("--device", options->train.device, "Training: auto (cuda where a GPU is usable), sim or cuda")
       ->check(CLI::IsMember({"auto", "sim", "cuda"}));
@@ -357,10 +362,13 @@ void add_run_command(CLI::App& app) {
                   "How ranks exchange data: local (threads; on cuda, sharing one GPU), mpi (a process per rank under "
                   "mpirun, sim device) or nccl (a GPU per rank; threads, or processes under mpirun)")
       ->check(CLI::IsMember({"local", "mpi", "nccl"}));
-  cmd->add_option("--gpu", options->train.gpu, "cuda: the GPU every rank runs on (nccl: the first rank's)")->check(CLI::Range(0, 1023));
+  cmd->add_option("--gpu", options->train.gpu, "cuda: the GPU every rank runs on (nccl: the first rank's)")
+      ->check(CLI::Range(0, 1023));
   cmd->add_option_function<double>(
          "--comm-timeout",
-         [options](double seconds) { options->train.comm_timeout = std::chrono::milliseconds(std::llround(seconds * 1000)); },
+         [options](double seconds) {
+           options->train.comm_timeout = std::chrono::milliseconds(std::llround(seconds * 1000));
+         },
          "Seconds a rank waiting in a collective lets its peers go without progress before the run fails (default 5; "
          "more under compute-sanitizer, which slows the GPU many times over)")
       ->check(CLI::Range(0.1, 86400.0));
@@ -398,8 +406,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--steps", t.steps, "Training steps")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--seed", t.seed, "Seed of the initialisation and the synthetic data")
       ->check([](const std::string& text) { return seed_text_problem(text); });
-  auto* batch = cmd->add_option("--batch", t.batch, "Global rows (sequences) per step (default 8; a dry run: one per rank)")
-                    ->check(CLI::Range(1, 1 << 20));
+  auto* batch =
+      cmd->add_option("--batch", t.batch, "Global rows (sequences) per step (default 8; a dry run: one per rank)")
+          ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seq", t.seq, "gpt2: tokens per sequence (default: the model's context)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--vocab-multiple", t.vocab_multiple,
@@ -423,13 +432,15 @@ void add_run_command(CLI::App& app) {
   auto* dry_run_flag = cmd->add_flag("--dry-run", options->dry_run,
                 "FSDP on meta tensors: time and memory only, no numerics (plan 70B on 128 ranks here); prints rank 0's "
                 "memory by ledger tag and the step's simulated time");
-  auto* checkpoint = cmd->add_option("--checkpoint", t.checkpoint_dir,
-                                     "FSDP: write a training checkpoint (sharded + full) to this folder after the last step");
+  auto* checkpoint =
+      cmd->add_option("--checkpoint", t.checkpoint_dir,
+                      "FSDP: write a training checkpoint (sharded + full) to this folder after the last step");
   auto* checkpoint_every = cmd->add_option("--checkpoint-every", t.checkpoint_every,
                                            "FSDP: also write the checkpoint every K steps (needs --checkpoint)")
                                ->check(CLI::Range(1, 1 << 24));
-  auto* resume = cmd->add_option("--resume", t.resume_dir,
-                                 "FSDP: continue from this checkpoint folder up to --steps in all (may be --checkpoint's)");
+  auto* resume =
+      cmd->add_option("--resume", t.resume_dir,
+                      "FSDP: continue from this checkpoint folder up to --steps in all (may be --checkpoint's)");
   const std::vector<CLI::Option*> fsdp_flags = add_fsdp_flags(
       *cmd, options->fsdp_flags,
       {FsdpFlag::strategy, FsdpFlag::hybrid_group, FsdpFlag::precision, FsdpFlag::reduce_dtype, FsdpFlag::prefetch,

@@ -134,8 +134,8 @@ void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expe
   std::printf("  %-56s one layer %.3f GB (%.3fB x %lld bytes, %s); param_full peak %.3f GB\n",
               "1 buffer for bf16 weights: 0.9B * 2 bytes = 1.8 GB", layer_buffer, layer / 1e9,
               static_cast<long long>(p), pd.c_str(), param_full);
-  std::printf("  %-56s one layer %.3f GB; grad_full peak %.3f GB\n", "1 buffer for bf16 gradients: 0.9B * 2 bytes = 1.8 GB",
-              layer_buffer, grad_full);
+  std::printf("  %-56s one layer %.3f GB; grad_full peak %.3f GB\n",
+              "1 buffer for bf16 gradients: 0.9B * 2 bytes = 1.8 GB", layer_buffer, grad_full);
 
   std::printf("Where this run differs, and why:\n");
   bullet(fixed(params / 1e9, 2) + "B parameters (Llama-2-70B's exact count; a layer has " + fixed(layer / 1e9, 3) +
@@ -144,7 +144,8 @@ void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expe
   bullet("One sharded f32 copy more than the slide lists: the gradient shard (grad_shard " +
          fixed(gb(at(peaks, MemTag::grad_shard)), 3) +
          " GB), which the reduce-scatter writes and AdamW reads; PyTorch keeps it too, as the FlatParameter's .grad.");
-  bullet("An 81st FlatParameter: the root unit (embed_tokens, norm, lm_head; " + fixed(static_cast<double>(e.root) / 1e9, 3) +
+  bullet("An 81st FlatParameter: the root unit (embed_tokens, norm, lm_head; " +
+         fixed(static_cast<double>(e.root) / 1e9, 3) +
          "B parameters) stays gathered from its forward to the end of backward, " + fixed(root_buffer, 3) + " GB of " +
          pd + " parameters and as much gradient beside the layers' buffers.");
   std::string why_params;
@@ -166,21 +167,22 @@ void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expe
   const double comm = f.comm_buffer;
   if (o.reduce_dtype != o.param_dtype) {
     bullet("comm_buffer " + fixed(comm, 3) + " GB: --reduce-dtype " + rd + " widens each layer's " + pd +
-           " gradient to " + rd + " before its reduce-scatter (" + fixed(static_cast<double>(e.largest_layer) / 1e9, 3) +
-           "B x " + std::to_string(dtype_size(o.reduce_dtype)) + " bytes a layer); --reduce-dtype " + pd +
-           " reduces in " + pd + ", as the slide's gradient buffer does.");
+           " gradient to " + rd + " before its reduce-scatter (" +
+           fixed(static_cast<double>(e.largest_layer) / 1e9, 3) + "B x " + std::to_string(dtype_size(o.reduce_dtype)) +
+           " bytes a layer); --reduce-dtype " + pd + " reduces in " + pd + ", as the slide's gradient buffer does.");
   } else {
     bullet("comm_buffer " + fixed(comm, 3) + " GB: collective staging, the " + pd +
            " copy of a shard before its gather and a reduce-scatter's " + pd + " output before the f32 shard.");
   }
   if (p != 2) bullet("--precision " + pd + ": the slide gathers and computes in bf16 (--precision bf16).");
-  bullet("activation " + fixed(gb(at(peaks, MemTag::activation)), 3) + " GB, which the slide leaves out: one rank's " +
-         std::to_string(fsdp.run.batch / world) + " x " + std::to_string(built.batch.seq) +
-         " tokens keep 80 layers' saved tensors (no activation checkpointing), " +
-         (uses_flash_attention(parse_attention_kind(fsdp.run.attention), o.param_dtype)
-              ? std::string("each layer's attention only its rows' log-sum-exp (flash attention in ") + pd + ")."
-              : std::string("each layer's attention probabilities [B, H, T, T] in f32 among them (exact attention in ") +
-                    pd + "; flash attention, bf16's default and --attention flash, keeps O(T) a head)."));
+  bullet(
+      "activation " + fixed(gb(at(peaks, MemTag::activation)), 3) + " GB, which the slide leaves out: one rank's " +
+      std::to_string(fsdp.run.batch / world) + " x " + std::to_string(built.batch.seq) +
+      " tokens keep 80 layers' saved tensors (no activation checkpointing), " +
+      (uses_flash_attention(parse_attention_kind(fsdp.run.attention), o.param_dtype)
+           ? std::string("each layer's attention only its rows' log-sum-exp (flash attention in ") + pd + ")."
+           : std::string("each layer's attention probabilities [B, H, T, T] in f32 among them (exact attention in ") +
+                 pd + "; flash attention, bf16's default and --attention flash, keeps O(T) a head)."));
 }
 
 }  // namespace
@@ -191,7 +193,8 @@ bool DryRunReport::lecture_applies(const RunConfig& run) {
 
 LectureFigures DryRunReport::lecture_figures(const FsdpRun& fsdp) const {
   check(captured_, "dry-run report: rank 0's ledger was not captured; install capture() as on_rank_done");
-  check(lecture_applies(fsdp.run), "dry-run report: the lecture's figures are for --model llama --preset 70b --world 128");
+  check(lecture_applies(fsdp.run),
+        "dry-run report: the lecture's figures are for --model llama --preset 70b --world 128");
   BuiltModel built = build_model(fsdp.run);
   const Expected e = expected_memory(fsdp, built);
   return app::lecture_figures(fsdp, built, e, peaks_);
@@ -206,7 +209,8 @@ std::function<void(int, Device&)> DryRunReport::capture() {
   };
 }
 
-void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, const std::vector<StepReport>& steps) const {
+void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets,
+                         const std::vector<StepReport>& steps) const {
   check(captured_, "dry-run report: rank 0's ledger was not captured; install capture() as on_rank_done");
   const RunConfig& run = fsdp.run;
   BuiltModel built = build_model(run);
@@ -237,7 +241,8 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, cons
     if (tag == MemTag::param_shard) what += " (" + std::to_string(e.units.size()) + " FlatParameters)";
     if (tag == MemTag::optim_state) what += " (" + run.optimizer + ")";
     if (tag == MemTag::activation && built.batch.kind == BatchShape::Kind::tokens)
-      what += " (" + std::to_string(run.batch / run.world) + " x " + std::to_string(built.batch.seq) + " tokens a rank)";
+      what +=
+          " (" + std::to_string(run.batch / run.world) + " x " + std::to_string(built.batch.seq) + " tokens a rank)";
     std::printf("%-12s %10.3f %10s   %s\n", std::string(mem_tag_name(tag)).c_str(), size(got), want, what.c_str());
   }
   char formula_total[32] = "-";
@@ -248,18 +253,20 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets, cons
   const DevicePreset& device = presets.device(run.device_preset);
   const double capacity = device.memory_bytes;
   if (static_cast<double>(peak_total_) > capacity) {
-    std::printf("DOES NOT FIT: the peak total is %.3f GB, %.3f GB more than the %s's %.0f GB (a real run stops with\n"
-                "out of memory); fewer tokens per rank (--batch, --seq), more ranks, or bf16 (--precision) would shrink it.\n",
-                static_cast<double>(peak_total_) / 1e9, (static_cast<double>(peak_total_) - capacity) / 1e9,
-                device.name.c_str(), capacity / 1e9);
+    std::printf(
+        "DOES NOT FIT: the peak total is %.3f GB, %.3f GB more than the %s's %.0f GB (a real run stops with\n"
+        "out of memory); fewer tokens per rank (--batch, --seq), more ranks, or bf16 (--precision) would shrink it.\n",
+        static_cast<double>(peak_total_) / 1e9, (static_cast<double>(peak_total_) - capacity) / 1e9,
+        device.name.c_str(), capacity / 1e9);
   } else {
-    std::printf("fits: the peak total is %.1f%% of the %s's %.0f GB\n", 100.0 * static_cast<double>(peak_total_) / capacity,
-                device.name.c_str(), capacity / 1e9);
+    std::printf("fits: the peak total is %.1f%% of the %s's %.0f GB\n",
+                100.0 * static_cast<double>(peak_total_) / capacity, device.name.c_str(), capacity / 1e9);
   }
-  std::printf("formula: engine/fsdp/memory_model.hpp, the SYNC schedule (each buffer freed when its task returns); ASYNC\n"
-              "also holds the units its prefetch and --max-inflight allow, and parks freed buffers until their last\n"
-              "user is done%s.\n",
-              e.activations_counted ? "" : "; '-': activations of this model are not counted there");
+  std::printf(
+      "formula: engine/fsdp/memory_model.hpp, the SYNC schedule (each buffer freed when its task returns); ASYNC\n"
+      "also holds the units its prefetch and --max-inflight allow, and parks freed buffers until their last\n"
+      "user is done%s.\n",
+      e.activations_counted ? "" : "; '-': activations of this model are not counted there");
 
   std::printf("simulated step time (rank 0):");
   for (std::size_t i = 0; i < steps.size() && i < 5; ++i)

@@ -278,7 +278,8 @@ fs::path default_submission_build_dir() {
   return binary.parent_path().parent_path() / "submission-build";
 }
 
-int grade_submission(const fs::path& submission, const std::vector<std::string>& grade_args, const fs::path& build_dir) {
+int grade_submission(const fs::path& submission, const std::vector<std::string>& grade_args,
+                     const fs::path& build_dir) {
   try {
     const fs::path source = FSDPLAB_SOURCE_DIR;
     std::error_code error;

@@ -67,7 +67,10 @@ void ControlsPanel::draw(LiveSession& session) {
   ImGui::TextDisabled("space: pause/run, s or right arrow: step");
   for (const auto& run : session.runs()) {
     const TraceSource& source = store.source(run->source());
-    const char* state = run->error() ? "failed" : run->finished() ? "finished" : control.paused() ? "paused" : "running";
+    const char* state = run->error()       ? "failed"
+                        : run->finished()  ? "finished"
+                        : control.paused() ? "paused"
+                                           : "running";
     if (source.steps.empty()) {
       ImGui::Text("%-6s %s, no step done yet", source.label.c_str(), state);
     } else {
@@ -137,7 +140,8 @@ void ControlsPanel::draw(LiveSession& session) {
     shard_group_ = {};
   }
   // PyTorch's reshard_after_forward=False is SHARD_GRAD_OP: one setting, shown both ways.
-  const std::string full(strategy_name(ShardingStrategy::full_shard)), grad_op(strategy_name(ShardingStrategy::shard_grad_op));
+  const std::string full(strategy_name(ShardingStrategy::full_shard)),
+      grad_op(strategy_name(ShardingStrategy::shard_grad_op));
   bool reshard = f.strategy != grad_op;
   const bool reshard_applies = f.strategy == full || f.strategy == grad_op;
   if (!reshard_applies) ImGui::BeginDisabled();

@@ -83,8 +83,8 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
   const float label_width = 190;
   const float row_height = ImGui::GetTextLineHeight() + 6;
   const ImVec2 origin = ImGui::GetCursorScreenPos();
-  const float cell_width =
-      std::max(24.0f, (ImGui::GetContentRegionAvail().x - label_width) / static_cast<float>(std::max(map.world, 1)) - 4);
+  const float cell_width = std::max(
+      24.0f, (ImGui::GetContentRegionAvail().x - label_width) / static_cast<float>(std::max(map.world, 1)) - 4);
   for (int r = 0; r < map.world; ++r) {
     char header[32];
     std::snprintf(header, sizeof header, "rank %d", r);
@@ -105,11 +105,13 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
       draw.AddRectFilled(min, max, IM_COL32(90, 90, 90, 255));  // padding, unless a parameter covers it
       const std::int64_t chunk_begin = unit.shard_numel * map.chunk_of(r);
       const std::int64_t chunk_end = chunk_begin + unit.shard_numel;
-      const double scale = static_cast<double>(cell_width) / static_cast<double>(std::max<std::int64_t>(unit.shard_numel, 1));
+      const double scale =
+          static_cast<double>(cell_width) / static_cast<double>(std::max<std::int64_t>(unit.shard_numel, 1));
       const std::vector<MappedSlice> slices = slices_in(unit, chunk_begin, chunk_end);
       for (const MappedSlice& s : slices) {
         const float x0 = min.x + static_cast<float>(static_cast<double>(s.flat_offset - chunk_begin) * scale);
-        const float x1 = std::max(x0 + 1.0f, min.x + static_cast<float>(static_cast<double>(s.flat_offset + s.count - chunk_begin) * scale));
+        const float x1 = std::max(
+            x0 + 1.0f, min.x + static_cast<float>(static_cast<double>(s.flat_offset + s.count - chunk_begin) * scale));
         draw.AddRectFilled(ImVec2(x0, min.y), ImVec2(x1, max.y),
                            parameter_color(static_cast<std::size_t>(s.param - unit.params.data()), alpha));
       }

@@ -23,7 +23,9 @@ class FsdpEventLog {
   void clear() { *this = FsdpEventLog(); }
 
   // The latest events of a source, oldest first.
-  const std::deque<FsdpEvent>& history(int source) const { return sources_.at(static_cast<std::size_t>(source)).history; }
+  const std::deque<FsdpEvent>& history(int source) const {
+    return sources_.at(static_cast<std::size_t>(source)).history;
+  }
   std::size_t total(int source) const { return sources_.at(static_cast<std::size_t>(source)).total; }
   // The unit's state on the rank after the latest event that named it; sharded before any.
   UnitState unit_state(int source, int rank, int unit) const;

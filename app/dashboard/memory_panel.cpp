@@ -222,7 +222,8 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
   const ImGuiStyle& style = ImGui::GetStyle();
   const float width = std::max(ImGui::GetContentRegionAvail().x, kGutter + 64);
   // The bar leaves room for its numbers where the panel is wide enough; they are cut short where not.
-  const float bar_width = std::floor(std::clamp(width - kGutter - 300, (width - kGutter) * 0.4f, (width - kGutter) * 0.6f));
+  const float bar_width =
+      std::floor(std::clamp(width - kGutter - 300, (width - kGutter) * 0.4f, (width - kGutter) * 0.6f));
   const float line_height = std::max(ImGui::GetTextLineHeight(), kBarHeight + 2 + kExpectedBarHeight) + 4;
   const double chart_scale = static_cast<double>(top) * 1.15;  // headroom for the peak's label
   const ImVec2 mouse = ImGui::GetIO().MousePos;

@@ -33,7 +33,8 @@ void draw_remote_panel(const RemoteSession& remote) {
     ImGui::TextWrapped("not a loopback address: anyone who can reach it can send this dashboard data");
     ImGui::PopStyleColor();
   }
-  ImGui::TextWrapped("Stream a run here: fsdplab run --model gpt2 --world 2 --dashboard %s", listener.address().c_str());
+  ImGui::TextWrapped("Stream a run here: fsdplab run --model gpt2 --world 2 --dashboard %s",
+                     listener.address().c_str());
   ImGui::Separator();
 
   const auto& streams = remote.streams();

@@ -2,8 +2,9 @@
 // a source of the trace store, its steps derived from the events' step labels.
 //
 // A file that cannot be read (not a regular file, over the size limit, not JSON, truncated, a field
-// missing or of the wrong type, a claim such as its world beyond what a run has) costs only itself: its error, naming the file and what was expected (chrome_trace.hpp), is kept for the window
-// and the caller to show, and the other files are still replayed.
+// missing or of the wrong type, a claim such as its world beyond what a run has) costs only itself: its error, naming
+// the file and what was expected (chrome_trace.hpp), is kept for the window and the caller to show, and the other files
+// are still replayed.
 #pragma once
 #include <string>
 #include <vector>

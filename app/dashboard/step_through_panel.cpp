@@ -19,8 +19,9 @@ constexpr std::array<FsdpEventKind, kFsdpEventKindCount> kKinds = {
 
 std::string headline(const FsdpEvent& e) {
   char text[256];
-  std::snprintf(text, sizeof text, "rank %d, step %d: %s%s%s", e.rank, e.step, std::string(fsdp_event_name(e.kind)).c_str(),
-                e.unit >= 0 ? " of unit " : "", e.unit >= 0 ? (std::to_string(e.unit) + " '" + e.unit_name + "'").c_str() : "");
+  std::snprintf(text, sizeof text, "rank %d, step %d: %s%s%s", e.rank, e.step,
+                std::string(fsdp_event_name(e.kind)).c_str(), e.unit >= 0 ? " of unit " : "",
+                e.unit >= 0 ? (std::to_string(e.unit) + " '" + e.unit_name + "'").c_str() : "");
   return text;
 }
 
@@ -60,7 +61,8 @@ std::string task_list(const std::array<bool, kTaskCount>& tasks) {
 }  // namespace
 
 void StepThroughPanel::set_chosen_task(int task) {
-  check(task >= 1 && task <= kTaskCount, "step-through: task ", task, "; the lab's tasks are numbered 1 to ", kTaskCount);
+  check(task >= 1 && task <= kTaskCount, "step-through: task ", task, "; the lab's tasks are numbered 1 to ",
+        kTaskCount);
   chosen_task_ = task;
 }
 
@@ -83,7 +85,9 @@ void StepThroughPanel::draw(LiveSession& session) {
   for (int n = 1; n <= kTaskCount; ++n) breaking_tasks[static_cast<std::size_t>(n - 1)] = control.breaks_on_task(n);
   const ImplChoice mine = session.impl_of(focus_source);
   if (!mine.any_replaced()) ImGui::BeginDisabled();
-  if (ImGui::Button(("Break on my tasks' events" + (mine.any_replaced() ? " (" + task_list(mine.replaced_tasks()) + ")" : "")).c_str()))
+  if (ImGui::Button(
+          ("Break on my tasks' events" + (mine.any_replaced() ? " (" + task_list(mine.replaced_tasks()) + ")" : ""))
+              .c_str()))
     break_on_tasks(control, mine.replaced_tasks());
   my_tasks_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
   if (!mine.any_replaced()) ImGui::EndDisabled();
@@ -104,7 +108,8 @@ void StepThroughPanel::draw(LiveSession& session) {
   }
   ImGui::PopItemWidth();
   if (const std::string tasks = task_list(breaking_tasks); !tasks.empty()) {
-    ImGui::TextDisabled("breaking on task %s's events%s", tasks.c_str(), control.breaking() ? "" : " (breaking is off)");
+    ImGui::TextDisabled("breaking on task %s's events%s", tasks.c_str(),
+                        control.breaking() ? "" : " (breaking is off)");
     ImGui::SameLine();
     if (ImGui::SmallButton("any task")) break_on_tasks(control, {});
   }
@@ -141,7 +146,8 @@ void StepThroughPanel::draw(LiveSession& session) {
     describe(*stop);
   } else if (source < static_cast<int>(store.sources().size())) {
     if (const FsdpEvent* latest = log.latest(source, rank)) {
-      ImGui::TextDisabled(control.paused() ? "paused; the focus rank's latest event:" : "latest event of the focus rank:");
+      ImGui::TextDisabled(control.paused() ? "paused; the focus rank's latest event:"
+                                           : "latest event of the focus rank:");
       describe(*latest);
     } else {
       ImGui::TextDisabled("no FSDP event from this rank yet");
@@ -151,7 +157,8 @@ void StepThroughPanel::draw(LiveSession& session) {
   // ---- the run's latest events, oldest first ------------------------------------------------------
   ImGui::Separator();
   if (source >= static_cast<int>(store.sources().size())) return;
-  ImGui::TextDisabled("%zu FSDP events from %s so far; the latest:", log.total(source), store.source(source).label.c_str());
+  ImGui::TextDisabled("%zu FSDP events from %s so far; the latest:", log.total(source),
+                      store.source(source).label.c_str());
   if (ImGui::BeginChild("fsdp_events", ImVec2(0, 0), true)) {
     const auto& history = log.history(source);
     ImGuiListClipper clipper;

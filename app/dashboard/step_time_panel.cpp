@@ -391,7 +391,8 @@ void StepTimePanel::draw(const TraceStore& store) {
 
   // Each series: its last step, and the means of its recent steps.
   if (!series.empty() &&
-      ImGui::BeginTable("##step_times", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV)) {
+      ImGui::BeginTable("##step_times", 6,
+                        ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV)) {
     for (const char* h : {"series", "last step", "ms", "mean ms", "compute", "comm"})
       ImGui::TableSetupColumn(h);
     ImGui::TableHeadersRow();

@@ -228,7 +228,8 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
   tooltip_.clear();
   mouse_x_ = -1;
 
-  if (!ImGui::BeginChild("##timeline", size, false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse)) {
+  if (!ImGui::BeginChild("##timeline", size, false,
+                         ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse)) {
     ImGui::EndChild();
     return;
   }

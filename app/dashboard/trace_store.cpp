@@ -42,10 +42,10 @@ std::size_t TimelineLane::first_beginning_at(SimTime t, std::size_t hint) const 
       lo = hint >= (step *= 2) ? hint - step : 0;
     }
   }
-  return static_cast<std::size_t>(
-      std::lower_bound(items.begin() + static_cast<std::ptrdiff_t>(lo), items.begin() + static_cast<std::ptrdiff_t>(hi), t,
-                       [](const TimelineItem& i, SimTime v) { return i.begin < v; }) -
-      items.begin());
+  return static_cast<std::size_t>(std::lower_bound(items.begin() + static_cast<std::ptrdiff_t>(lo),
+                                                   items.begin() + static_cast<std::ptrdiff_t>(hi), t,
+                                                   [](const TimelineItem& i, SimTime v) { return i.begin < v; }) -
+                                  items.begin());
 }
 
 // ---- time series -----------------------------------------------------------------------------------

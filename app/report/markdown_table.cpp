@@ -82,7 +82,8 @@ std::string MarkdownTable::str() const {
   std::string out = line(header);
   out += "|";
   for (std::size_t i = 0; i < widths.size(); ++i)
-    out += align_[i] == Align::right ? " " + std::string(widths[i] - 1, '-') + ": |" : " " + std::string(widths[i], '-') + " |";
+    out += align_[i] == Align::right ? " " + std::string(widths[i] - 1, '-') + ": |"
+                                     : " " + std::string(widths[i], '-') + " |";
   out += "\n";
   for (const auto& row : rows_) out += line(row);
   return out;
@@ -96,7 +97,8 @@ std::string command_block(const std::vector<std::string>& commands) {
 
 std::string shell_quote(const std::string& word) {
   const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("-_./=,:+@%").find(c) != std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("-_./=,:+@%").find(c) != std::string_view::npos;
   });
   if (plain) return word;
   std::string out = "'";

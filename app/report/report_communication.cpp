@@ -127,11 +127,12 @@ std::string report_communication(ReportContext& ctx) {
 
   std::string md = "### 4.2 Communication Profiling\n\n";
   if (ctx.cuda) {
-    md += format("Measured on %s: %d ranks as threads sharing the GPU (LocalComm; NCCL refuses two ranks on one GPU), so "
-                 "a collective is device-to-device copies (and a reduction kernel) in the GPU's own memory, not a "
-                 "transfer over a link. Times: CUDA-event spans on rank 0, the mean of %d iterations after 3 of "
-                 "warm-up.\n\n",
-                 ctx.gpu_name.c_str(), kWorld, ctx.options.quick ? 5 : 20);
+    md += format(
+        "Measured on %s: %d ranks as threads sharing the GPU (LocalComm; NCCL refuses two ranks on one GPU), so "
+        "a collective is device-to-device copies (and a reduction kernel) in the GPU's own memory, not a "
+        "transfer over a link. Times: CUDA-event spans on rank 0, the mean of %d iterations after 3 of "
+        "warm-up.\n\n",
+        ctx.gpu_name.c_str(), kWorld, ctx.options.quick ? 5 : 20);
   } else {
     md += format("On the sim device, the link preset's cost model: link %s (%s), %g GB/s per direction, %g us per ring "
                  "step. A ring all-gather or reduce-scatter of S bytes over W ranks takes (W - 1) x latency + "
@@ -221,7 +222,8 @@ std::string report_communication(ReportContext& ctx) {
   chart->legend = LegendCorner::bottom_right;
   chart->x_tick = [](double v) { return size_label(static_cast<std::int64_t>(v)); };
   for (OpCategory op : {OpCategory::all_gather, OpCategory::reduce_scatter}) {
-    ChartSeries s{op_title(op) + format(" (W = %d)", kWorld), {}, {}, category_color(op), true, op == OpCategory::reduce_scatter};
+    ChartSeries s{
+        op_title(op) + format(" (W = %d)", kWorld), {}, {}, category_color(op), true, op == OpCategory::reduce_scatter};
     for (const Timing& t : swept)
       if (t.c.op == op) s.x.push_back(static_cast<double>(t.c.bytes)), s.y.push_back(t.busbw() / 1e9);
     chart->series.push_back(s);

@@ -120,7 +120,8 @@ Distance distance(const Map& a, const Map& b) {
   Distance d;
   for (const auto& [name, x] : a) {
     const auto& y = b.at(name);
-    check(x.size() == y.size(), "report: ", name, " has ", x.size(), " values in the baseline and ", y.size(), " in FSDP");
+    check(x.size() == y.size(), "report: ", name, " has ", x.size(), " values in the baseline and ", y.size(),
+          " in FSDP");
     for (std::size_t i = 0; i < x.size(); ++i) {
       const double diff = static_cast<double>(x[i]) - y[i];
       d.difference += diff * diff;
@@ -151,7 +152,8 @@ std::string loss_section(const ReportContext& ctx, const CaseResult& r) {
   RunConfig sharded = run;
   sharded.world = kFsdpWorld;
   std::vector<std::string> base_cmd = run_flags(ctx, run), fsdp_cmd = run_flags(ctx, sharded);
-  base_cmd.insert(base_cmd.end(), {"--losses", r.c.name + "_baseline.csv", "--save-final", r.c.name + "_baseline_final"});
+  base_cmd.insert(base_cmd.end(),
+                  {"--losses", r.c.name + "_baseline.csv", "--save-final", r.c.name + "_baseline_final"});
   fsdp_cmd.insert(fsdp_cmd.end(), {"--losses", r.c.name + "_fsdp.csv", "--save-final", r.c.name + "_fsdp_final"});
 
   std::string md = "#### " + r.c.title + "\n\n";
@@ -172,10 +174,11 @@ std::string loss_section(const ReportContext& ctx, const CaseResult& r) {
                    format("%.3e", f - b)});
   }
   md += table.str();
-  md += format("\nSteps counted from 0, as the `--losses` files have them; every 10th step and the last are shown.\n\n"
-               "- Maximum loss difference: **%.3e** over all %zu steps (largest relative difference %.3e)\n"
-               "- Within tolerance? **%s** (the equivalence tests' bound: relative difference <= %g)\n\n",
-               r.max_loss_difference, n, r.max_relative, r.max_relative <= kLossTolerance ? "Yes" : "No", kLossTolerance);
+  md += format(
+      "\nSteps counted from 0, as the `--losses` files have them; every 10th step and the last are shown.\n\n"
+      "- Maximum loss difference: **%.3e** over all %zu steps (largest relative difference %.3e)\n"
+      "- Within tolerance? **%s** (the equivalence tests' bound: relative difference <= %g)\n\n",
+      r.max_loss_difference, n, r.max_relative, r.max_relative <= kLossTolerance ? "Yes" : "No", kLossTolerance);
   return md;
 }
 
@@ -254,7 +257,8 @@ std::string report_correctness(ReportContext& ctx) {
                       for (std::size_t i = 0; i < curves->size(); ++i) {
                         if (i) ImGui::SameLine();
                         ImGui::BeginGroup();
-                        draw_line_chart((*curves)[i], ImVec2(avail.x / static_cast<float>(curves->size()) - 8, avail.y));
+                        draw_line_chart((*curves)[i],
+                                        ImVec2(avail.x / static_cast<float>(curves->size()) - 8, avail.y));
                         ImGui::EndGroup();
                       }
                     }});
@@ -269,7 +273,8 @@ std::string report_correctness(ReportContext& ctx) {
   {
     RunConfig sharded = controlled.c.run;
     sharded.world = kFsdpWorld;
-    for (const auto& [run, who] : {std::pair{controlled.c.run, std::string("baseline")}, std::pair{sharded, std::string("fsdp")}}) {
+    for (const auto& [run, who] :
+         {std::pair{controlled.c.run, std::string("baseline")}, std::pair{sharded, std::string("fsdp")}}) {
       std::vector<std::string> cmd = run_flags(ctx, run);
       cmd.insert(cmd.end(), {"--save-final", controlled.c.name + "_" + who + "_final"});
       probe_cmds.push_back(join(cmd));
@@ -282,7 +287,8 @@ std::string report_correctness(ReportContext& ctx) {
     const CaseResult& r = *row;
     RunConfig sharded = r.c.run;
     sharded.world = kFsdpWorld;
-    for (const auto& [run, who] : {std::pair{r.c.run, std::string("baseline")}, std::pair{sharded, std::string("fsdp")}}) {
+    for (const auto& [run, who] :
+         {std::pair{r.c.run, std::string("baseline")}, std::pair{sharded, std::string("fsdp")}}) {
       std::vector<std::string> cmd = run_flags(ctx, probe_of(run, r.c.name + "_" + who + "_final"));
       cmd.insert(cmd.end(), {"--save-final", r.c.name + "_" + who + "_probe"});
       probe_cmds.push_back(join(cmd));
@@ -304,15 +310,16 @@ std::string report_correctness(ReportContext& ctx) {
   md += table.str();
   const Distance adam = distance(results.back().baseline.params, results.back().fsdp.params);
   const Distance sgd = distance(controlled.baseline.params, controlled.fsdp.params);
-  md += format("\nL2 over every parameter (or gradient) element of the model, FSDP against the baseline; the norms are "
-               "the baseline's. FSDP differs from the baseline by the order of float additions alone: each rank sums its "
-               "own rows' gradients and the ranks' sums are averaged, where the baseline sums all rows at once (about "
-               "1e-7 relative a step). AdamW divides each gradient component by its running RMS, so in components whose "
-               "gradient is near zero that rounding becomes steps of up to the learning rate, and the runs drift apart "
-               "(%s: %.3e, the largest element %.3e); the same GPT-2 runs with plain SGD, which scales the gradient "
-               "without normalising it, end %.3e apart (largest element %.3e): rounding, not a sharding error. The "
-               "equivalence tests (tests/integration/test_fsdp_equivalence.cpp) bound the same comparisons.\n\n",
-               results.back().c.title.c_str(), adam.difference, adam.largest, sgd.difference, sgd.largest);
+  md += format(
+      "\nL2 over every parameter (or gradient) element of the model, FSDP against the baseline; the norms are "
+      "the baseline's. FSDP differs from the baseline by the order of float additions alone: each rank sums its "
+      "own rows' gradients and the ranks' sums are averaged, where the baseline sums all rows at once (about "
+      "1e-7 relative a step). AdamW divides each gradient component by its running RMS, so in components whose "
+      "gradient is near zero that rounding becomes steps of up to the learning rate, and the runs drift apart "
+      "(%s: %.3e, the largest element %.3e); the same GPT-2 runs with plain SGD, which scales the gradient "
+      "without normalising it, end %.3e apart (largest element %.3e): rounding, not a sharding error. The "
+      "equivalence tests (tests/integration/test_fsdp_equivalence.cpp) bound the same comparisons.\n\n",
+      results.back().c.title.c_str(), adam.difference, adam.largest, sgd.difference, sgd.largest);
   return md;
 }
 

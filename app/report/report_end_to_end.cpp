@@ -83,8 +83,8 @@ void add_figures(ReportContext& ctx, std::string& md, const Gpt2Scale& s, const 
   auto timeline = std::make_shared<TimelinePanel>();
   auto steps = std::make_shared<StepTimePanel>();
   auto memory = std::make_shared<MemoryPanel>();
-  const std::string what = "GPT-2 '" + s.preset + "', W = " + std::to_string(kWorld) + ", " + ctx.device_preset + " + " +
-                           ctx.link_preset + " (sim, virtual time), 2 steps";
+  const std::string what = "GPT-2 '" + s.preset + "', W = " + std::to_string(kWorld) + ", " + ctx.device_preset +
+                           " + " + ctx.link_preset + " (sim, virtual time), 2 steps";
   md += ctx.figure({"timeline_sync_async.png",
                     "The dashboard's timeline and step times, SYNC (no prefetch) above ASYNC (prefetch): " + what,
                     [store, timeline, steps] {
@@ -97,8 +97,9 @@ void add_figures(ReportContext& ctx, std::string& md, const Gpt2Scale& s, const 
                     "expectation): " + what,
                     [store, memory, expected] {
                       // "now": the moment rank 0 of the SYNC run peaked.
-                      const SimTime now = store->source(0).memory.empty() ? store->last_time()
-                                                                          : store->source(0).memory[0].total.peak_time();
+                      const SimTime now = store->source(0).memory.empty()
+                                              ? store->last_time()
+                                              : store->source(0).memory[0].total.peak_time();
                       memory->draw(*store, *expected, store->first_time(), store->last_time(), now);
                     }});
   md += "The ledger records an allocation at the host's time, when the op that needs it is issued. SYNC orders the "
@@ -116,16 +117,17 @@ std::string sim_end_to_end(ReportContext& ctx) {
   const double t_sync = ns_to_ms(h.t_sync), t_async = ns_to_ms(h.t_async);
   const double exposed_sync = ns_to_ms(h.comm - h.sync_overlap), exposed_async = ns_to_ms(h.exposed);
 
-  std::string md = format("**Setup:**\n- Model: GPT-2 '%s' (%.2fM parameters)\n- Per rank: %lld sequences x %lld tokens; "
-                          "FSDP on W = %d ranks (full shard, f32, AdamW)\n- Device: sim, %s with link %s (%g GB/s, %g us "
-                          "a ring step); virtual time, the same on every machine\n- Measure: time per step, the second "
-                          "step of dry runs (the first records the forward order that prefetch replays; every later "
-                          "step repeats the second exactly on the virtual clock, so it is the mean of a 100-step run)\n\n",
-                          s.preset.c_str(), static_cast<double>(h.parameters) / 1e6, s.micro_batch, s.seq, kWorld,
-                          h.device.name.c_str(), h.link.name.c_str(), h.link.bandwidth / 1e9, h.link.latency_us);
-  md += command_block({"fsdplab run --dry-run --device sim --model gpt2 --preset " + s.preset + " --world 1 --strategy no_shard "
-                       "--batch " + std::to_string(s.micro_batch) + " --seq " + std::to_string(s.seq) +
-                       " --steps 2 --device-preset " + ctx.device_preset,
+  std::string md = format(
+      "**Setup:**\n- Model: GPT-2 '%s' (%.2fM parameters)\n- Per rank: %lld sequences x %lld tokens; "
+      "FSDP on W = %d ranks (full shard, f32, AdamW)\n- Device: sim, %s with link %s (%g GB/s, %g us "
+      "a ring step); virtual time, the same on every machine\n- Measure: time per step, the second "
+      "step of dry runs (the first records the forward order that prefetch replays; every later "
+      "step repeats the second exactly on the virtual clock, so it is the mean of a 100-step run)\n\n",
+      s.preset.c_str(), static_cast<double>(h.parameters) / 1e6, s.micro_batch, s.seq, kWorld, h.device.name.c_str(),
+      h.link.name.c_str(), h.link.bandwidth / 1e9, h.link.latency_us);
+  md += command_block({"fsdplab run --dry-run --device sim --model gpt2 --preset " + s.preset +
+                           " --world 1 --strategy no_shard --batch " + std::to_string(s.micro_batch) + " --seq " +
+                           std::to_string(s.seq) + " --steps 2 --device-preset " + ctx.device_preset,
                        "fsdplab bench --what overlap " + shape_flags(s) + " --world " + std::to_string(kWorld) +
                            " --device-preset " + ctx.device_preset + " --link-preset " + ctx.link_preset});
   md += "\n**Results:**\n\n";
@@ -133,33 +135,36 @@ std::string sim_end_to_end(ReportContext& ctx) {
                        "Link busy (ms)", "Overlap %"});
   table.add_row({"Baseline", format("%.3f", base), "1.00x", "1.00x", "0.0%", "0.000", "-"});
   table.add_row({"FSDP (no prefetch)", format("%.3f", t_sync), format("%.2fx", base / t_sync),
-                 format("%.2fx", kWorld * base / t_sync), percent(exposed_sync, t_sync), format("%.3f", ns_to_ms(h.comm)),
-                 percent(ns_to_ms(h.sync_overlap), ns_to_ms(h.comm))});
+                 format("%.2fx", kWorld * base / t_sync), percent(exposed_sync, t_sync),
+                 format("%.3f", ns_to_ms(h.comm)), percent(ns_to_ms(h.sync_overlap), ns_to_ms(h.comm))});
   table.add_row({"FSDP (with prefetch)", format("%.3f", t_async), format("%.2fx", base / t_async),
                  format("%.2fx", kWorld * base / t_async), percent(exposed_async, t_async),
                  format("%.3f", ns_to_ms(h.comm)), format("%.1f%%", h.overlap_percent)});
   md += table.str();
-  md += format("\nBaseline: one rank, the same %lld x %lld tokens a step (FSDP at W = 1 with no_shard: `run --dry-run`'s "
-               "\"simulated step time\", step 2). FSDP (no prefetch) is the bench's T_sync (`--mode sync`), FSDP (with "
-               "prefetch) its T_async (`--mode async`, prefetch %s, at most %d gathers in flight). Speedup = baseline "
-               "time / this time with the same work per rank; throughput counts the W = %d ranks' tokens. "
-               "Communication %% = exposed communication / step, exposed = |comm| - |comm ∩ compute| (HTA); link busy = "
-               "the sum of rank 0's collectives; overlap %% = |comm ∩ compute| / |comm|.\n\n",
-               s.micro_batch, s.seq, prefetch_name(bench.async.prefetch).c_str(), bench.async.max_inflight, kWorld);
-  md += format("The bench's line for the same runs: compute %.3f ms (the step on a free link), comm %.3f ms, T_sync %.3f "
-               "ms, T_async %.3f ms, ideal max(compute, comm) %.3f ms, eta = (T_sync - T_async) / (T_sync - ideal) = %s.\n\n",
-               ns_to_ms(h.compute), ns_to_ms(h.comm), t_sync, t_async, ns_to_ms(h.ideal),
-               h.eta ? format("%.3f", *h.eta).c_str() : "undefined (T_sync <= ideal)");
-  md += format("**Analysis:**\n\n"
-               "- FSDP is slower per step than the baseline with the same per-rank work: it adds the collectives (%.3f ms "
-               "of link time a step), of which SYNC exposes %.3f ms. W ranks still do W times the work, so "
-               "the throughput is %.2fx (SYNC) and %.2fx (ASYNC) the baseline's.\n"
-               "- Prefetching hides %.1f%% of the communication behind compute: the step drops from %.3f to %.3f ms "
-               "(%.2fx), %s of what perfect overlap (ideal %.3f ms) would save.\n"
-               "- The communication overhead left: %.3f ms exposed a step with prefetch (%s of the step).\n\n",
-               ns_to_ms(h.comm), exposed_sync, kWorld * base / t_sync, kWorld * base / t_async, h.overlap_percent, t_sync,
-               t_async, t_sync / t_async, h.eta ? format("eta = %.2f", *h.eta).c_str() : "none", ns_to_ms(h.ideal),
-               exposed_async, percent(exposed_async, t_async).c_str());
+  md += format(
+      "\nBaseline: one rank, the same %lld x %lld tokens a step (FSDP at W = 1 with no_shard: `run --dry-run`'s "
+      "\"simulated step time\", step 2). FSDP (no prefetch) is the bench's T_sync (`--mode sync`), FSDP (with "
+      "prefetch) its T_async (`--mode async`, prefetch %s, at most %d gathers in flight). Speedup = baseline "
+      "time / this time with the same work per rank; throughput counts the W = %d ranks' tokens. "
+      "Communication %% = exposed communication / step, exposed = |comm| - |comm ∩ compute| (HTA); link busy = "
+      "the sum of rank 0's collectives; overlap %% = |comm ∩ compute| / |comm|.\n\n",
+      s.micro_batch, s.seq, prefetch_name(bench.async.prefetch).c_str(), bench.async.max_inflight, kWorld);
+  md += format(
+      "The bench's line for the same runs: compute %.3f ms (the step on a free link), comm %.3f ms, T_sync %.3f "
+      "ms, T_async %.3f ms, ideal max(compute, comm) %.3f ms, eta = (T_sync - T_async) / (T_sync - ideal) = %s.\n\n",
+      ns_to_ms(h.compute), ns_to_ms(h.comm), t_sync, t_async, ns_to_ms(h.ideal),
+      h.eta ? format("%.3f", *h.eta).c_str() : "undefined (T_sync <= ideal)");
+  md += format(
+      "**Analysis:**\n\n"
+      "- FSDP is slower per step than the baseline with the same per-rank work: it adds the collectives (%.3f ms "
+      "of link time a step), of which SYNC exposes %.3f ms. W ranks still do W times the work, so "
+      "the throughput is %.2fx (SYNC) and %.2fx (ASYNC) the baseline's.\n"
+      "- Prefetching hides %.1f%% of the communication behind compute: the step drops from %.3f to %.3f ms "
+      "(%.2fx), %s of what perfect overlap (ideal %.3f ms) would save.\n"
+      "- The communication overhead left: %.3f ms exposed a step with prefetch (%s of the step).\n\n",
+      ns_to_ms(h.comm), exposed_sync, kWorld * base / t_sync, kWorld * base / t_async, h.overlap_percent, t_sync,
+      t_async, t_sync / t_async, h.eta ? format("eta = %.2f", *h.eta).c_str() : "none", ns_to_ms(h.ideal),
+      exposed_async, percent(exposed_async, t_async).c_str());
   add_figures(ctx, md, s, sync_trace, async_trace, bench.async);
   return md;
 }
@@ -190,11 +195,12 @@ std::string cuda_end_to_end(ReportContext& ctx) {
 
   const std::string common = "fsdplab bench --what train --device cuda " + shape_flags(s) + " --steps " +
                              std::to_string(bench.steps) + " --warmup " + std::to_string(bench.warmup);
-  std::string md = format("**Setup:**\n- Model: GPT-2 '%s'; per rank %lld sequences x %lld tokens, f32, AdamW\n- Device: "
-                          "%s, wall clock; FSDP's %d ranks are threads sharing the GPU (LocalComm), so they also share "
-                          "its compute: a step of W ranks does W times the baseline's work on one GPU\n- Measure: the "
-                          "mean of %d steps after %d of warm-up\n\n",
-                          s.preset.c_str(), s.micro_batch, s.seq, ctx.gpu_name.c_str(), kWorld, bench.steps, bench.warmup);
+  std::string md = format(
+      "**Setup:**\n- Model: GPT-2 '%s'; per rank %lld sequences x %lld tokens, f32, AdamW\n- Device: "
+      "%s, wall clock; FSDP's %d ranks are threads sharing the GPU (LocalComm), so they also share "
+      "its compute: a step of W ranks does W times the baseline's work on one GPU\n- Measure: the "
+      "mean of %d steps after %d of warm-up\n\n",
+      s.preset.c_str(), s.micro_batch, s.seq, ctx.gpu_name.c_str(), kWorld, bench.steps, bench.warmup);
   md += command_block({common + " --world 1", common + " --world " + std::to_string(kWorld)});
   md += "\n**Results:**\n\n";
   MarkdownTable table({"Configuration", "Time/Step (ms)", "Speedup", "Throughput vs baseline", "Communication %",

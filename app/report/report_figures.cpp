@@ -57,7 +57,8 @@ std::vector<double> linear_ticks(double lo, double hi, int want) {
       break;
     }
   std::vector<double> ticks;
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) ticks.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
+  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
+    ticks.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
   return ticks;
 }
 
@@ -118,7 +119,8 @@ void draw_line_chart(const LineChart& chart, ImVec2 size) {
   const auto px = [&](double v) { return p0.x + static_cast<float>(x.map(v)) * (p1.x - p0.x); };
   const auto py = [&](double v) { return p1.y - static_cast<float>(y.map(v)) * (p1.y - p0.y); };
 
-  const ImU32 grid = IM_COL32(255, 255, 255, 28), axis = IM_COL32(200, 200, 200, 255), text = IM_COL32(220, 220, 220, 255);
+  const ImU32 grid = IM_COL32(255, 255, 255, 28), axis = IM_COL32(200, 200, 200, 255),
+              text = IM_COL32(220, 220, 220, 255);
   dl.AddRectFilled(p0, p1, IM_COL32(0, 0, 0, 60));
   const std::vector<double> xt = x.log ? log_ticks(x.lo, x.hi, 2, 12) : linear_ticks(x.lo, x.hi, 8);
   for (double t : xt) {
@@ -145,7 +147,8 @@ void draw_line_chart(const LineChart& chart, ImVec2 size) {
   for (const ChartSeries& s : chart.series) {
     std::vector<ImVec2> points;
     for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i]) || (x.log && s.x[i] <= 0) || (y.log && s.y[i] <= 0)) continue;
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i]) || (x.log && s.x[i] <= 0) || (y.log && s.y[i] <= 0))
+        continue;
       points.emplace_back(px(s.x[i]), py(s.y[i]));
     }
     for (std::size_t i = 1; i < points.size(); ++i) {
@@ -168,7 +171,8 @@ void draw_line_chart(const LineChart& chart, ImVec2 size) {
 
   // The legend, in a corner inside the plot.
   float legend_width = 0;
-  for (const ChartSeries& s : chart.series) legend_width = std::max(legend_width, ImGui::CalcTextSize(s.label.c_str()).x);
+  for (const ChartSeries& s : chart.series)
+    legend_width = std::max(legend_width, ImGui::CalcTextSize(s.label.c_str()).x);
   const float legend_height = 8 + (font + 4) * static_cast<float>(chart.series.size());
   const ImVec2 l0(p1.x - legend_width - 44,
                   chart.legend == LegendCorner::top_right ? p0.y + 8 : p1.y - 8 - legend_height);

@@ -38,10 +38,11 @@ Measured measure_strategy(const Gpt2Scale& s, int world, bool hybrid) {
 }
 
 std::string command(const Gpt2Scale& s, const Measured& m) {
-  return format("fsdplab bench --what overlap --preset %s --micro-batch %lld --seq %lld --world %d --ranks-per-node %d "
-                "--device-preset %s --link-preset %s --inter-node-link %s --bandwidths 1 --strategy %s",
-                s.preset.c_str(), s.micro_batch, s.seq, m.world, m.world / 2, kDevicePreset, kInNodeLink, kInterNodeLink,
-                m.hybrid ? ("hybrid --hybrid-group " + std::to_string(m.shard_group())).c_str() : "full");
+  return format(
+      "fsdplab bench --what overlap --preset %s --micro-batch %lld --seq %lld --world %d --ranks-per-node %d "
+      "--device-preset %s --link-preset %s --inter-node-link %s --bandwidths 1 --strategy %s",
+      s.preset.c_str(), s.micro_batch, s.seq, m.world, m.world / 2, kDevicePreset, kInNodeLink, kInterNodeLink,
+      m.hybrid ? ("hybrid --hybrid-group " + std::to_string(m.shard_group())).c_str() : "full");
 }
 
 }  // namespace
@@ -72,7 +73,8 @@ std::string report_hybrid(ReportContext& ctx) {
                    m.hybrid ? format("hybrid, S = %d", m.shard_group()) : std::string("full"),
                    format("%.3f", m.link_ms(RankLink::in_node)), format("%.3f", m.link_ms(RankLink::between_nodes)),
                    format("%.3f", ns_to_ms(m.h.t_sync)), format("%.3f", ns_to_ms(m.h.t_async)),
-                   format("%.3f", ns_to_ms(m.h.exposed)), format("%.3f", static_cast<double>(m.h.sharded_state) / 1e6)});
+                   format("%.3f", ns_to_ms(m.h.exposed)),
+                   format("%.3f", static_cast<double>(m.h.sharded_state) / 1e6)});
   md += table.str();
   md += "\nBusy: the sum of rank 0's collectives on each of its links (the bench's `links busy` line). Exposed: "
         "|comm| - |comm ∩ compute|, HTA's, which counts a moment when both links are busy once. The last column is "
@@ -84,14 +86,15 @@ std::string report_hybrid(ReportContext& ctx) {
     const Measured& hybrid = rows[i + 1];
     const double nic_full = full.link_ms(RankLink::between_nodes), nic_hybrid = hybrid.link_ms(RankLink::between_nodes);
     const double t_full = ns_to_ms(full.h.t_async), t_hybrid = ns_to_ms(hybrid.h.t_async);
-    md += format("- W = %d: hybrid keeps the NIC busy %.3f ms against full shard's %.3f (%.1fx less), the ASYNC step "
-                 "takes %.3f ms against %.3f (%+.1f %%), and each rank holds %.2fx the sharded state (%.3f against %.3f "
-                 "MB): its units are sharded over the %d ranks of a node, not all %d.\n",
-                 full.world, nic_hybrid, nic_full, nic_hybrid > 0 ? nic_full / nic_hybrid : 0.0, t_hybrid, t_full,
-                 100.0 * (t_hybrid - t_full) / t_full,
-                 static_cast<double>(hybrid.h.sharded_state) / static_cast<double>(full.h.sharded_state),
-                 static_cast<double>(hybrid.h.sharded_state) / 1e6, static_cast<double>(full.h.sharded_state) / 1e6,
-                 hybrid.shard_group(), full.world);
+    md += format(
+        "- W = %d: hybrid keeps the NIC busy %.3f ms against full shard's %.3f (%.1fx less), the ASYNC step "
+        "takes %.3f ms against %.3f (%+.1f %%), and each rank holds %.2fx the sharded state (%.3f against %.3f "
+        "MB): its units are sharded over the %d ranks of a node, not all %d.\n",
+        full.world, nic_hybrid, nic_full, nic_hybrid > 0 ? nic_full / nic_hybrid : 0.0, t_hybrid, t_full,
+        100.0 * (t_hybrid - t_full) / t_full,
+        static_cast<double>(hybrid.h.sharded_state) / static_cast<double>(full.h.sharded_state),
+        static_cast<double>(hybrid.h.sharded_state) / 1e6, static_cast<double>(full.h.sharded_state) / 1e6,
+        hybrid.shard_group(), full.world);
   }
   md += "- Under full shard every collective's ring crosses the nodes, so the link within a node idles and the NIC "
         "carries everything. Under hybrid the all-gathers and reduce-scatters stay on the fast link and only 1 / S of "

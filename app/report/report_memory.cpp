@@ -77,14 +77,15 @@ std::string report_memory(ReportContext& ctx) {
   const MemoryRow& base = t.rows.front();
   for (const MemoryRow& row : t.rows) {
     const bool is_base = &row == &base;
-    table.add_row({row.label, format("%.2fM", static_cast<double>(row.parameters) / 1e6), format("%.3f", t.size(row.peak_total)),
-                   is_base ? "-" : format("%.2fx", static_cast<double>(base.peak_total) / static_cast<double>(row.peak_total)),
-                   format("%.3f", t.size(sharded_state(row.measured))),
-                   is_base ? "-"
-                           : format("%.2fx", static_cast<double>(sharded_state(base.measured)) /
-                                                 static_cast<double>(sharded_state(row.measured))),
-                   is_base ? "-" : scales_as_one_over_w(sharded_state(base.measured), sharded_state(row.measured), row.world),
-                   is_base ? "-" : scales_as_one_over_w(base.peak_total, row.peak_total, row.world)});
+    table.add_row(
+        {row.label, format("%.2fM", static_cast<double>(row.parameters) / 1e6), format("%.3f", t.size(row.peak_total)),
+         is_base ? "-" : format("%.2fx", static_cast<double>(base.peak_total) / static_cast<double>(row.peak_total)),
+         format("%.3f", t.size(sharded_state(row.measured))),
+         is_base ? "-"
+                 : format("%.2fx", static_cast<double>(sharded_state(base.measured)) /
+                                       static_cast<double>(sharded_state(row.measured))),
+         is_base ? "-" : scales_as_one_over_w(sharded_state(base.measured), sharded_state(row.measured), row.world),
+         is_base ? "-" : scales_as_one_over_w(base.peak_total, row.peak_total, row.world)});
   }
   md += table.str();
   md += format("\nMemory: the peak of the total on the fullest rank (one moment). Params + grads + optimizer: "

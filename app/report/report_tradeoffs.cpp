@@ -95,49 +95,56 @@ std::string report_tradeoffs(ReportContext& ctx) {
   };
 
   std::string md = "## 2. Implementation Details: the trade-offs, measured\n\n";
-  md += format("GPT-2 '%s' (%.2fM parameters), %lld x %lld tokens per rank, W = %d, AdamW in f32. Memory: each tag's "
-               "peak on the fullest rank, the W = %d row of `fsdplab bench --what memory` for the strategy (dry runs of "
-               "one SYNC step on the sim device). Collectives: rank 0's in one step of the same dry run's trace, the "
-               "training loop's 4-byte loss all-reduce left out; bytes are the full buffers, \"sent per rank\" is what a "
-               "ring makes each rank send: (W - 1) / W of it for all-gather and reduce-scatter, 2 (W - 1) / W for "
-               "all-reduce. %s = 10^%d bytes.\n\n",
-               scale.preset.c_str(), static_cast<double>(n) / 1e6, scale.micro_batch, scale.seq, kWorld, kWorld, unit,
-               t.giga() ? 9 : 6);
+  md += format(
+      "GPT-2 '%s' (%.2fM parameters), %lld x %lld tokens per rank, W = %d, AdamW in f32. Memory: each tag's "
+      "peak on the fullest rank, the W = %d row of `fsdplab bench --what memory` for the strategy (dry runs of "
+      "one SYNC step on the sim device). Collectives: rank 0's in one step of the same dry run's trace, the "
+      "training loop's 4-byte loss all-reduce left out; bytes are the full buffers, \"sent per rank\" is what a "
+      "ring makes each rank send: (W - 1) / W of it for all-gather and reduce-scatter, 2 (W - 1) / W for "
+      "all-reduce. %s = 10^%d bytes.\n\n",
+      scale.preset.c_str(), static_cast<double>(n) / 1e6, scale.micro_batch, scale.seq, kWorld, kWorld, unit,
+      t.giga() ? 9 : 6);
 
   // ---- 2.3 ------------------------------------------------------------------------------------------
   md += "### 2.3 Task 3: Forward Pass - reshard_after_forward=True vs False\n\n";
-  md += command_block({bench_command(scale, ShardingStrategy::full_shard), bench_command(scale, ShardingStrategy::shard_grad_op),
-                       trace_command(scale, ShardingStrategy::full_shard), trace_command(scale, ShardingStrategy::shard_grad_op)});
+  md += command_block(
+      {bench_command(scale, ShardingStrategy::full_shard), bench_command(scale, ShardingStrategy::shard_grad_op),
+       trace_command(scale, ShardingStrategy::full_shard), trace_command(scale, ShardingStrategy::shard_grad_op)});
   md += "\n";
   {
     MarkdownTable table({"Strategy", "reshard_after_forward", std::string("param_full peak (") + unit + ")",
                          std::string("grad_full peak (") + unit + ")", std::string("Peak total (") + unit + ")",
-                         "All-gathers / step", std::string("All-gather sent / rank (") + unit + ")", "Reduce-scatters / step"});
+                         "All-gathers / step", std::string("All-gather sent / rank (") + unit + ")",
+                         "Reduce-scatters / step"});
     for (const Measured* m : {&full, &grad_op}) {
       const MemoryRow& r = at_world(m->memory);
       const Volume ag = comm(*m, OpCategory::all_gather);
-      table.add_row({std::string(strategy_name(m->strategy)), m->strategy == ShardingStrategy::full_shard ? "True" : "False",
+      table.add_row({std::string(strategy_name(m->strategy)),
+                     m->strategy == ShardingStrategy::full_shard ? "True" : "False",
                      size(tag_bytes(r.measured, MemTag::param_full)), size(tag_bytes(r.measured, MemTag::grad_full)),
                      size(r.peak_total), std::to_string(ag.count), size(static_cast<std::int64_t>(ag.sent)),
                      std::to_string(comm(*m, OpCategory::reduce_scatter).count)});
     }
     md += table.str();
   }
-  md += "\n**Trade-off:** resharding after forward frees each Block's gathered parameters as soon as its forward is "
-        "done, so only the root and one Block are gathered at a time (param_full), at the price of gathering every Block "
-        "again in backward: twice the all-gathers. Without it (grad_op, ZeRO-2) every unit stays gathered from its "
-        "forward to its backward: one all-gather per unit a step, and memory for the whole unsharded model in the "
-        "parameter dtype.\n\n";
+  md +=
+      "\n**Trade-off:** resharding after forward frees each Block's gathered parameters as soon as its forward is "
+      "done, so only the root and one Block are gathered at a time (param_full), at the price of gathering every Block "
+      "again in backward: twice the all-gathers. Without it (grad_op, ZeRO-2) every unit stays gathered from its "
+      "forward to its backward: one all-gather per unit a step, and memory for the whole unsharded model in the "
+      "parameter dtype.\n\n";
 
   // ---- 2.4 ------------------------------------------------------------------------------------------
   md += "### 2.4 Task 4: Backward Pass - why reduce-scatter instead of all-reduce?\n\n";
-  md += command_block({bench_command(scale, ShardingStrategy::no_shard), bench_command(scale, ShardingStrategy::full_shard),
-                       trace_command(scale, ShardingStrategy::no_shard), trace_command(scale, ShardingStrategy::full_shard)});
+  md += command_block(
+      {bench_command(scale, ShardingStrategy::no_shard), bench_command(scale, ShardingStrategy::full_shard),
+       trace_command(scale, ShardingStrategy::no_shard), trace_command(scale, ShardingStrategy::full_shard)});
   md += "\n";
   {
     MarkdownTable table({"Strategy", "Gradient reduction", std::string("Reduced gradient, grad_shard (") + unit + ")",
                          "Formula", std::string("Unsharded gradients, grad_full (") + unit + ")", "Reductions / step",
-                         std::string("Reduction sent / rank (") + unit + ")", std::string("All collectives sent / rank (") + unit + ")"});
+                         std::string("Reduction sent / rank (") + unit + ")",
+                         std::string("All collectives sent / rank (") + unit + ")"});
     for (const Measured* m : {&no_shard, &full}) {
       const MemoryRow& r = at_world(m->memory);
       const bool reduce_scatter = m->strategy != ShardingStrategy::no_shard;
@@ -151,16 +158,18 @@ std::string report_tradeoffs(ReportContext& ctx) {
     }
     md += table.str();
   }
-  md += format("\nN = %.2fM parameters, so 4 N = %s %s. **Memory:** all-reduce leaves every rank the whole averaged "
-               "gradient (N values), reduce-scatter only the shard its optimizer updates (N / W). **Volume:** a ring "
-               "all-reduce is a reduce-scatter followed by an all-gather, 2 (W - 1) / W N per rank against (W - 1) / W N; "
-               "FSDP spends the saving on gathering the parameters (forward and backward), so its total is 3 (W - 1) / W "
-               "N against DDP's 2 (W - 1) / W N, and in exchange nothing is replicated.\n\n",
-               static_cast<double>(n) / 1e6, size(4 * n).c_str(), unit);
+  md += format(
+      "\nN = %.2fM parameters, so 4 N = %s %s. **Memory:** all-reduce leaves every rank the whole averaged "
+      "gradient (N values), reduce-scatter only the shard its optimizer updates (N / W). **Volume:** a ring "
+      "all-reduce is a reduce-scatter followed by an all-gather, 2 (W - 1) / W N per rank against (W - 1) / W N; "
+      "FSDP spends the saving on gathering the parameters (forward and backward), so its total is 3 (W - 1) / W "
+      "N against DDP's 2 (W - 1) / W N, and in exchange nothing is replicated.\n\n",
+      static_cast<double>(n) / 1e6, size(4 * n).c_str(), unit);
 
   // ---- 2.5 ------------------------------------------------------------------------------------------
   md += "### 2.5 Task 5: Sharded Optimizer - memory savings\n\n";
-  md += command_block({bench_command(scale, ShardingStrategy::full_shard), bench_command(scale, ShardingStrategy::zero1)});
+  md += command_block(
+      {bench_command(scale, ShardingStrategy::full_shard), bench_command(scale, ShardingStrategy::zero1)});
   md += "\n";
   {
     MarkdownTable table({"Configuration", std::string("optim_state measured (") + unit + ")",
@@ -177,18 +186,20 @@ std::string report_tradeoffs(ReportContext& ctx) {
                    size(tag_bytes(base.formula, MemTag::optim_state)), "8 N", size(params_and_grads(base))});
     for (const Measured* m : {&zero1, &full}) {
       const MemoryRow& r = at_world(m->memory);
-      table.add_row({std::string("After: ") + std::string(strategy_name(m->strategy)) + " (" + std::to_string(kWorld) + " GPUs)",
-                     size(tag_bytes(r.measured, MemTag::optim_state)), size(tag_bytes(r.formula, MemTag::optim_state)),
-                     "8 N / " + std::to_string(kWorld), size(params_and_grads(r))});
+      table.add_row(
+          {std::string("After: ") + std::string(strategy_name(m->strategy)) + " (" + std::to_string(kWorld) + " GPUs)",
+           size(tag_bytes(r.measured, MemTag::optim_state)), size(tag_bytes(r.formula, MemTag::optim_state)),
+           "8 N / " + std::to_string(kWorld), size(params_and_grads(r))});
     }
     md += table.str();
   }
-  md += format("\nFor Adam with N parameters: before, 2 x 4 N = %s %s of exp_avg and exp_avg_sq on every rank; after "
-               "sharding over W = %d, 8 N / W = %s %s (plus the padding of each FlatParameter to a multiple of W). "
-               "ZeRO-1 shards only the optimizer state (parameters and gradients stay whole on every rank, the updated "
-               "shards all-gathered after the step: the last column, the peaks of param_shard + param_full + grad_shard "
-               "+ grad_full, stays the baseline's); FULL_SHARD shards all three.\n\n",
-               size(8 * n).c_str(), unit, kWorld, size(8 * n / kWorld).c_str(), unit);
+  md += format(
+      "\nFor Adam with N parameters: before, 2 x 4 N = %s %s of exp_avg and exp_avg_sq on every rank; after "
+      "sharding over W = %d, 8 N / W = %s %s (plus the padding of each FlatParameter to a multiple of W). "
+      "ZeRO-1 shards only the optimizer state (parameters and gradients stay whole on every rank, the updated "
+      "shards all-gathered after the step: the last column, the peaks of param_shard + param_full + grad_shard "
+      "+ grad_full, stays the baseline's); FULL_SHARD shards all three.\n\n",
+      size(8 * n).c_str(), unit, kWorld, size(8 * n / kWorld).c_str(), unit);
   md += "### 2.6 Task 6: Prefetching\n\nThe speedup from prefetching is measured in 4.3 (SYNC against ASYNC), with "
         "the dashboard's timeline of both.\n\n";
   return md;

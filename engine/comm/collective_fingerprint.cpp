@@ -13,7 +13,8 @@ std::string describe(const CollectiveFingerprint& c, std::uint64_t seq, const st
   s << names[static_cast<std::size_t>(c.kind)];
   if (c.kind == Kind::reduce_scatter || c.kind == Kind::all_reduce) s << (c.op == ReduceOp::sum ? "(sum)" : "(avg)");
   s << " #" << seq;
-  if (c.kind != Kind::barrier && c.kind != Kind::split) s << " of " << c.count << " " << dtype_name(c.dtype) << " elements";
+  if (c.kind != Kind::barrier && c.kind != Kind::split)
+    s << " of " << c.count << " " << dtype_name(c.dtype) << " elements";
   if (c.kind == Kind::broadcast) {
     s << " from rank ";
     if (c.root >= 0 && static_cast<std::size_t>(c.root) < members.size()) {

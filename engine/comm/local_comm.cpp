@@ -35,7 +35,8 @@ namespace fsdplab {
 // for every peer's `done` before it goes on, so no rank overwrites or frees its input while a peer still
 // reads it. The host never waits for the GPU.
 constexpr int kPhases = 3;
-constexpr std::array<const char*, kPhases> kNeverDid = {"arrived", "launched its op", "finished reading its peers' data"};
+constexpr std::array<const char*, kPhases> kNeverDid = {"arrived", "launched its op",
+                                                        "finished reading its peers' data"};
 
 struct LocalWorld::Call : CollectiveFingerprint {
   // What the rank brings.
@@ -355,7 +356,8 @@ void LocalComm::broadcast(Stream stream, const Tensor& t, int root) {
                             if (receives) std::memcpy(t.raw(), received.data(), received.size());
                           },
                           FSDPLAB_CUDA_BODY([&](CUstream_st* s, const std::vector<const std::byte*>& inputs) {
-                            if (receives) cuda::copy_bytes(s, t.raw(), inputs[static_cast<std::size_t>(root)], t.nbytes());
+                            if (receives)
+                              cuda::copy_bytes(s, t.raw(), inputs[static_cast<std::size_t>(root)], t.nbytes());
                           })};
   collective(stream, call, t, t, exchange);
 }

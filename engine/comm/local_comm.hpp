@@ -10,7 +10,8 @@
 //
 // Nothing hangs: a rank that fails (abort) makes the others throw at once, and one that stalls makes
 // them throw once no rank has reached any collective for the timeout (unless the world is held), each
-// saying what it was waiting for. (Progress, not each rank's own wait, is timed: 1024 ranks on two cores wait long for their turn.)
+// saying what it was waiting for. (Progress, not each rank's own wait, is timed: 1024 ranks on two cores wait long for
+// their turn.)
 #pragma once
 #include <chrono>
 #include <condition_variable>

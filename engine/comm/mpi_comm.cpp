@@ -83,7 +83,8 @@ MpiPlace mpi_join() {
     // One thread at a time calls MPI (the rank's), not necessarily the one that initialised it.
     int provided = 0;
     check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
-    check(provided >= MPI_THREAD_SERIALIZED, "MPI gives thread level ", provided, "; fsdplab needs MPI_THREAD_SERIALIZED");
+    check(provided >= MPI_THREAD_SERIALIZED, "MPI gives thread level ", provided,
+          "; fsdplab needs MPI_THREAD_SERIALIZED");
     // A failing rank never finalises (it aborts the world), so finalising at exit cannot wait for a dead peer.
     std::atexit(finalize_at_exit);
   }
@@ -304,7 +305,7 @@ void MpiComm::collective(Stream stream, Announcement mine, const Tensor& output,
 
 void MpiComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full) {
   check_all_gather(shard, full, world(), rank(), device_);
-  collective(stream, announcement(CollectiveKind::all_gather, full), full, full.nbytes(), {shard.access()}, {full.access()}, [&] {
+  const auto move_data = [&] {
     // The shard may be chunk r of `full` itself: sent from a copy, so MPI never reads what it writes.
     const int chunk = byte_count(shard.nbytes(), "all_gather");
     const std::vector<std::byte> sent(shard.raw(), shard.raw() + chunk);
@@ -312,12 +313,14 @@ void MpiComm::all_gather(Stream stream, const Tensor& shard, const Tensor& full)
     check_mpi(MPI_Iallgather(sent.data(), chunk, MPI_BYTE, full.raw(), chunk, MPI_BYTE, group_->comm, &request),
               "MPI_Iallgather");
     wait(&request, 1, "moving the data");
-  });
+  };
+  collective(stream, announcement(CollectiveKind::all_gather, full), full, full.nbytes(), {shard.access()},
+             {full.access()}, move_data);
 }
 
 void MpiComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& shard, ReduceOp op) {
   check_reduce_scatter(full, shard, world(), rank(), device_);
-  collective(stream, announcement(CollectiveKind::reduce_scatter, full, op), shard, full.nbytes(), {full.access()}, {shard.access()}, [&] {
+  const auto move_data = [&] {
     // Every rank's chunk r comes to rank r (an all-to-all), which then sums them in rank order.
     const int chunk = byte_count(shard.nbytes(), "reduce_scatter");
     std::vector<std::byte> received(static_cast<std::size_t>(chunk) * members_.size());
@@ -326,7 +329,9 @@ void MpiComm::reduce_scatter(Stream stream, const Tensor& full, const Tensor& sh
               "MPI_Ialltoall");
     wait(&request, 1, "moving the data");
     reduce_received(received, members_.size(), shard, op);
-  });
+  };
+  collective(stream, announcement(CollectiveKind::reduce_scatter, full, op), shard, full.nbytes(), {full.access()},
+             {shard.access()}, move_data);
 }
 
 void MpiComm::all_reduce(Stream stream, const Tensor& t, ReduceOp op) {

@@ -353,8 +353,9 @@ void NcclAbortGroup::watch() {
 NcclComm::NcclComm(const NcclId& id, int world, int rank, Device& device, NcclAbortGroup& aborts)
     : handle_(std::make_unique<Handle>()), world_(world), rank_(rank), device_(device), aborts_(aborts) {
   auto* gpu_device = dynamic_cast<CudaDevice*>(&device);
-  check(gpu_device, "--comm nccl moves data between GPUs: rank ", rank, " is on the ", device.kind() == DeviceKind::sim ?
-        "sim" : "cuda", " device; use --device cuda (or --comm local / mpi on the sim device)");
+  check(gpu_device, "--comm nccl moves data between GPUs: rank ", rank, " is on the ",
+        device.kind() == DeviceKind::sim ? "sim" : "cuda",
+        " device; use --device cuda (or --comm local / mpi on the sim device)");
   check(world >= 1 && rank >= 0 && rank < world, "NcclComm: rank ", rank, " of a world of ", world,
         "; expected a world of at least 1 and 0 <= rank < world");
   handle_->gpu = gpu_device->gpu();

@@ -264,8 +264,8 @@ CudaDevice::CudaDevice(int rank, DevicePreset preset, LinkPreset link, CudaDevic
           cudaGetLastError();
           count = 0;
         }
-        check(options.gpu >= 0 && options.gpu < count, "rank ", rank, ": GPU ", options.gpu, " asked for; this machine has ",
-              count, count == 1 ? " GPU" : " GPUs");
+        check(options.gpu >= 0 && options.gpu < count, "rank ", rank, ": GPU ", options.gpu,
+              " asked for; this machine has ", count, count == 1 ? " GPU" : " GPUs");
         use_gpu(options.gpu, rank);
         auto impl = std::make_unique<Impl>(rank, options.gpu);
         impl->create_streams(options.sm);
@@ -275,7 +275,8 @@ CudaDevice::CudaDevice(int rank, DevicePreset preset, LinkPreset link, CudaDevic
   if (options_.cupti) {
     std::array<CUstream_st*, kStreamCount> streams{};
     for (std::size_t lane = 0; lane < kStreamCount; ++lane) streams[lane] = impl_->streams[lane].stream;
-    const SimTime epoch_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(impl_->epoch.host.time_since_epoch()).count();
+    const SimTime epoch_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(impl_->epoch.host.time_since_epoch()).count();
     impl_->cupti = cuda::CuptiLink::attach(rank, streams, epoch_ns, why_no_cupti_);
   } else {
     why_no_cupti_ = "turned off for this run";
@@ -416,7 +417,8 @@ OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   const SimTime issued = host_time();
   if (lane == Lane::host) {
     // CPU work on pinned memory (an offloaded optimizer step): it runs now, on this thread.
-    check(static_cast<bool>(body.host), "rank ", rank_, ": op '", spec.name, "' has no host body to run on the host lane");
+    check(static_cast<bool>(body.host), "rank ", rank_, ": op '", spec.name,
+          "' has no host body to run on the host lane");
     body.host();
     const SimTime end = host_time();
     TraceEvent trace{rank_, Lane::host, spec.name, OpCategory::host, labels_.step, labels_.unit, labels_.phase,
@@ -472,7 +474,8 @@ OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   }
   if (keep_op_log_) {
     ops_.push_back(OpRecord{id, std::move(spec.name), spec.category, lane, labels_, issued, issued, issued, spec.cost,
-                            spec.bytes_moved, std::move(s.pending_deps), std::move(spec.reads), std::move(spec.writes)});
+                            spec.bytes_moved, std::move(s.pending_deps), std::move(spec.reads),
+                            std::move(spec.writes)});
   }
   s.pending_deps.clear();
   s.last_op = id;
@@ -493,7 +496,8 @@ void CudaDevice::host_work(const std::string& name, SimTime duration) {
 // ---- events -----------------------------------------------------------------------------------------
 
 void CudaDevice::record(Event& event, Lane lane) {
-  check(lane != Lane::host, "rank ", rank_, ": event '", event.name(), "' recorded on the host lane; record it on a stream");
+  check(lane != Lane::host, "rank ", rank_, ": event '", event.name(),
+        "' recorded on the host lane; record it on a stream");
   use_gpu(options_.gpu, rank_);
   const Impl::StreamState& s = impl_->streams[lane_index(lane)];
   std::shared_ptr<void> native_event = new_sync_event(event.name().c_str());
@@ -519,8 +523,8 @@ void* CudaDevice::native_event(const Event& event, const char* use) const {
 void CudaDevice::wait(Lane lane, const Event& event) {
   check(lane != Lane::host, "rank ", rank_, ": the host lane waits with synchronize(), not wait()");
   Impl::StreamState& s = impl_->streams[lane_index(lane)];
-  check_cuda(cudaStreamWaitEvent(s.stream, static_cast<cudaEvent_t>(native_event(event, "stream waits on")), 0), "rank ", rank_, ": stream ",
-             lane_name(lane), " waiting on event '", event.name(), "'");
+  check_cuda(cudaStreamWaitEvent(s.stream, static_cast<cudaEvent_t>(native_event(event, "stream waits on")), 0),
+             "rank ", rank_, ": stream ", lane_name(lane), " waiting on event '", event.name(), "'");
   if (event.last_op.op != 0) s.pending_deps.push_back(event.last_op);
 }
 
@@ -553,7 +557,8 @@ void CudaDevice::synchronize() {
 }
 
 bool CudaDevice::completed(const Event& event) const {
-  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(native_event(event, "asked whether it completed:")));
+  const cudaError_t status =
+      cudaEventQuery(static_cast<cudaEvent_t>(native_event(event, "asked whether it completed:")));
   if (status == cudaErrorNotReady) return false;
   check_cuda(status, "rank ", rank_, ": asking whether event '", event.name(), "' completed");
   return true;
@@ -562,7 +567,8 @@ bool CudaDevice::completed(const Event& event) const {
 // ---- memory -----------------------------------------------------------------------------------------
 
 Allocation CudaDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
-  check(bytes >= 0, "rank ", rank_, ": allocation of ", bytes, " bytes tagged ", mem_tag_name(tag), "; expected a size >= 0");
+  check(bytes >= 0, "rank ", rank_, ": allocation of ", bytes, " bytes tagged ", mem_tag_name(tag),
+        "; expected a size >= 0");
   use_gpu(options_.gpu, rank_);
   Block* block = allocator_.take(bytes, tag, stream);
   const bool host = stream == Lane::host;
@@ -602,9 +608,10 @@ void CudaDevice::emit_memory(MemTag tag) {
 
 void CudaDevice::host_read(const Access& access, std::byte* to, const std::string& what) {
   const Block* block = allocator_.find(access.block);
-  check(block != nullptr && block->live, "rank ", rank_, ": ", what, " of buffer #", access.block, ", which is not live");
-  check(access.offset >= 0 && access.offset + access.bytes <= block->bytes, "rank ", rank_, ": ", what, " reads bytes [",
-        access.offset, ", ", access.offset + access.bytes, ") of a ", block->bytes, "-byte buffer");
+  check(block != nullptr && block->live, "rank ", rank_, ": ", what, " of buffer #", access.block,
+        ", which is not live");
+  check(access.offset >= 0 && access.offset + access.bytes <= block->bytes, "rank ", rank_, ": ", what,
+        " reads bytes [", access.offset, ", ", access.offset + access.bytes, ") of a ", block->bytes, "-byte buffer");
   if (access.bytes == 0) return;
   if (block->stream == Lane::host) {
     std::memcpy(to, block->data + access.offset, static_cast<std::size_t>(access.bytes));
@@ -622,9 +629,10 @@ void CudaDevice::host_read(const Access& access, std::byte* to, const std::strin
 
 void CudaDevice::host_write(const Access& access, const std::byte* from, const std::string& what) {
   Block* block = allocator_.find(access.block);
-  check(block != nullptr && block->live, "rank ", rank_, ": ", what, " of buffer #", access.block, ", which is not live");
-  check(access.offset >= 0 && access.offset + access.bytes <= block->bytes, "rank ", rank_, ": ", what, " writes bytes [",
-        access.offset, ", ", access.offset + access.bytes, ") of a ", block->bytes, "-byte buffer");
+  check(block != nullptr && block->live, "rank ", rank_, ": ", what, " of buffer #", access.block,
+        ", which is not live");
+  check(access.offset >= 0 && access.offset + access.bytes <= block->bytes, "rank ", rank_, ": ", what,
+        " writes bytes [", access.offset, ", ", access.offset + access.bytes, ") of a ", block->bytes, "-byte buffer");
   if (access.bytes == 0) return;
   if (block->stream == Lane::host) {
     std::memcpy(block->data + access.offset, from, static_cast<std::size_t>(access.bytes));

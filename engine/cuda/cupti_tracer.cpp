@@ -51,7 +51,8 @@ void say_once(const std::string& line) {
 
 std::string result_text(CUptiResult status) {
   const char* text = nullptr;
-  if (cuptiGetResultString(status, &text) != CUPTI_SUCCESS || text == nullptr) return "CUPTI error " + std::to_string(status);
+  if (cuptiGetResultString(status, &text) != CUPTI_SUCCESS || text == nullptr)
+    return "CUPTI error " + std::to_string(status);
   return text;
 }
 
@@ -152,7 +153,8 @@ class Tracer {
       std::lock_guard lock(flush_mutex_);
       const CUptiResult status = cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
       if (status != CUPTI_SUCCESS)
-        say_once("fsdplab: CUPTI did not hand back its buffers (" + result_text(status) + "); the trace may miss records");
+        say_once("fsdplab: CUPTI did not hand back its buffers (" + result_text(status) +
+                 "); the trace may miss records");
     }
     std::lock_guard lock(router_mutex_);
     router_.end_flush();
@@ -229,10 +231,11 @@ class Tracer {
     }
     // A trim, not a need: the event records, waits and queries around every op launch no work, and their API
     // records would only be read and skipped. Were one refused, its records would still come and be skipped.
-    for (CUpti_CallbackId call : {CUPTI_DRIVER_TRACE_CBID_cuEventRecord, CUPTI_DRIVER_TRACE_CBID_cuEventRecordWithFlags,
-                                  CUPTI_DRIVER_TRACE_CBID_cuEventQuery, CUPTI_DRIVER_TRACE_CBID_cuStreamWaitEvent,
-                                  CUPTI_DRIVER_TRACE_CBID_cuEventCreate, CUPTI_DRIVER_TRACE_CBID_cuEventDestroy_v2,
-                                  CUPTI_DRIVER_TRACE_CBID_cuEventElapsedTime, CUPTI_DRIVER_TRACE_CBID_cuEventElapsedTime_v2})
+    for (CUpti_CallbackId call :
+         {CUPTI_DRIVER_TRACE_CBID_cuEventRecord, CUPTI_DRIVER_TRACE_CBID_cuEventRecordWithFlags,
+          CUPTI_DRIVER_TRACE_CBID_cuEventQuery, CUPTI_DRIVER_TRACE_CBID_cuStreamWaitEvent,
+          CUPTI_DRIVER_TRACE_CBID_cuEventCreate, CUPTI_DRIVER_TRACE_CBID_cuEventDestroy_v2,
+          CUPTI_DRIVER_TRACE_CBID_cuEventElapsedTime, CUPTI_DRIVER_TRACE_CBID_cuEventElapsedTime_v2})
       cuptiActivityEnableDriverApi(call, 0);
     for (CUpti_CallbackId call :
          {CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_v11010,
@@ -252,7 +255,8 @@ class Tracer {
     std::uint64_t cupti_now = 0;
     if ((status = cuptiGetTimestamp(&cupti_now)) != CUPTI_SUCCESS) return undo("CUPTI's clock", status);
     const std::uint64_t after = steady_now_ns();
-    cupti_minus_steady_ = static_cast<std::int64_t>(cupti_now) - static_cast<std::int64_t>(before + (after - before) / 2);
+    cupti_minus_steady_ =
+        static_cast<std::int64_t>(cupti_now) - static_cast<std::int64_t>(before + (after - before) / 2);
     session_start_ = counts();
     stopping_ = false;
     flusher_ = std::thread([this] { run_flusher(); });
@@ -505,7 +509,8 @@ std::unique_ptr<CuptiLink> CuptiLink::attach(int rank, const std::array<CUstream
     status = cuptiGetStreamIdEx(nullptr, streams[lane], 0, &ids[lane]);
   if (status != CUPTI_SUCCESS) {
     tracer.leave();
-    why_not = "rank " + std::to_string(rank) + ": CUPTI does not know this device's streams (" + result_text(status) + ")";
+    why_not =
+        "rank " + std::to_string(rank) + ": CUPTI does not know this device's streams (" + result_text(status) + ")";
     return nullptr;
   }
   auto mailbox = std::make_shared<CuptiMailbox>();

@@ -214,7 +214,8 @@ __global__ void embedding_kernel(T* out, const T* table, const std::int32_t* ids
     const std::int32_t id = ids[n];
     const bool valid = id >= 0 && id < V;
     const T* src = table + static_cast<std::int64_t>(valid ? id : 0) * C;
-    for (std::int64_t c = threadIdx.x; c < C; c += blockDim.x) out[n * C + c] = valid ? src[c] : from_f32<T>(quiet_nan());
+    for (std::int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      out[n * C + c] = valid ? src[c] : from_f32<T>(quiet_nan());
   }
 }
 

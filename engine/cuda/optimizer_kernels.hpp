@@ -1,6 +1,6 @@
 // optimizer_kernels.hpp — the optimizer steps on the GPU: fused kernels, each element read once and written
-// once; AdamW updates many parameters in one launch. Plain C++17: optimizer_ops.cpp includes it on every build (the step factors
-// below are also what its host loops read); the launchers exist only where the CUDA backend is built.
+// once; AdamW updates many parameters in one launch. Plain C++17: optimizer_ops.cpp includes it on every build (the
+// step factors below are also what its host loops read); the launchers exist only where the CUDA backend is built.
 #pragma once
 #include <cstdint>
 

@@ -106,8 +106,8 @@ void launch_unary(CUstream_st* stream, const char* name, DType dtype, void* out,
                   Op op) {
   dispatch_float(dtype, name, [&](auto zero) {
     using T = decltype(zero);
-    launch_map<T, T, 1, 1>(stream, name, Ptrs<T, 1>{{static_cast<T*>(out)}}, Ptrs<const T, 1>{{static_cast<const T*>(x)}},
-                           n, op);
+    launch_map<T, T, 1, 1>(stream, name, Ptrs<T, 1>{{static_cast<T*>(out)}},
+                           Ptrs<const T, 1>{{static_cast<const T*>(x)}}, n, op);
   });
 }
 

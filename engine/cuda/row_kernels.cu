@@ -337,9 +337,10 @@ void layernorm_backward(CUstream_st* stream, DType dtype, void* dx, void* dweigh
         static_cast<F*>(dx), static_cast<const F*>(dout), static_cast<const F*>(x), static_cast<const F*>(weight),
         mean, rstd, N, static_cast<int>(C));
     check_launch("layernorm_backward (dx)");
-    launch_column_sums(stream, "layernorm_backward (dweight, dbias)", static_cast<F*>(dweight), static_cast<F*>(dbias),
-                       NormTerms<F>{static_cast<const F*>(dout), static_cast<const F*>(x), mean, rstd, static_cast<int>(C)},
-                       N, static_cast<int>(C));
+    launch_column_sums(
+        stream, "layernorm_backward (dweight, dbias)", static_cast<F*>(dweight), static_cast<F*>(dbias),
+        NormTerms<F>{static_cast<const F*>(dout), static_cast<const F*>(x), mean, rstd, static_cast<int>(C)}, N,
+        static_cast<int>(C));
   });
 }
 

@@ -141,7 +141,8 @@ struct SmPartition::Context {
   CUgreenCtx green = nullptr;
 };
 
-SmPartition::SmPartition(int gpu, int index, int shares, int rank) : context_(std::make_unique<Context>()), rank_(rank) {
+SmPartition::SmPartition(int gpu, int index, int shares, int rank)
+    : context_(std::make_unique<Context>()), rank_(rank) {
   check(shares >= 1 && index >= 0 && index < shares, "rank ", rank, ": SM share ", index, " of ", shares,
         "; expected 0 <= index < shares");
   const Split& split = split_of(gpu, shares, rank);

@@ -20,7 +20,8 @@ class ReferenceBackward final : public BackwardTask {
     device.record(computed, Lane::compute);
     device.wait(Lane::reduce_scatter, computed);
     // avg: each rank computed the gradient of its own rows' mean loss, so the mean over the ranks is the
-    // gradient of the whole batch's mean loss — the single-rank baseline's. See [Note: sum or mean] (backward_task.hpp).
+    // gradient of the whole batch's mean loss — the single-rank baseline's. See [Note: sum or mean]
+    // (backward_task.hpp).
     group.reduce_scatter(device.stream(Lane::reduce_scatter), grad_full, grad_shard, ReduceOp::avg);
   }
 };

@@ -8,7 +8,8 @@
 namespace fsdplab {
 namespace {
 
-const IssuedCollective* own_collective(const FsdpActivity& activity, const FsdpUnit& unit, std::string_view collective) {
+const IssuedCollective* own_collective(const FsdpActivity& activity, const FsdpUnit& unit,
+                                       std::string_view collective) {
   const auto it = std::find_if(activity.issued.begin(), activity.issued.end(), [&](const IssuedCollective& c) {
     return c.unit == unit.index && !c.prefetch && c.collective == collective;
   });
@@ -28,7 +29,8 @@ std::string describe_unshard(const FsdpRank& rank, const FsdpUnit& unit, UnitSta
   if (const IssuedCollective* gather = own_collective(rank.activity, unit, "all_gather")) {
     what = "gathered " + title + (backward ? " again for its backward" : "") + " (" + gather->size +
            ") on the all_gather stream; " +
-           (rank.async() ? "compute waits on its event" : "SYNC: it waited for all earlier compute, and compute waits for it");
+           (rank.async() ? "compute waits on its event"
+                         : "SYNC: it waited for all earlier compute, and compute waits for it");
   } else if (before == UnitState::gathering) {
     what = title + " was prefetched earlier; compute waits on its gather's event";
   } else if (before == UnitState::unsharded) {
@@ -48,7 +50,8 @@ std::string describe_reshard(const FsdpRank& rank, const FsdpUnit& unit, UnitSta
   const std::string title = unit_title(rank, unit.index);
   if (unit.state != UnitState::sharded || before == UnitState::sharded)
     return title + " stays gathered until its backward";
-  if (unit.full.overlaps(unit.replica)) return "resharded " + title + "; its parameters are the replica: nothing to free";
+  if (unit.full.overlaps(unit.replica))
+    return "resharded " + title + "; its parameters are the replica: nothing to free";
   if (unit.pool_slot >= 0)
     return "resharded " + title + ": its pool buffer (" + (unit.pool_slot == 0 ? "even" : "odd") +
            ") goes to the next unit once compute is done with it";

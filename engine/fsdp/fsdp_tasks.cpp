@@ -95,8 +95,9 @@ ImplChoice parse_impl(std::string_view text) {
     return choice;
   }
   const auto bad = [&](std::string_view why) {
-    fail("--impl '", text, "': ", why, "; expected reference, student, or a comma list of TASK=IMPL with TASK from 1 to ",
-         kTaskCount, " and IMPL reference, student or mutant:NAME (e.g. 3=student,6=student)");
+    fail("--impl '", text, "': ", why,
+         "; expected reference, student, or a comma list of TASK=IMPL with TASK from 1 to ", kTaskCount,
+         " and IMPL reference, student or mutant:NAME (e.g. 3=student,6=student)");
   };
   if (text.empty()) bad("empty");
   std::array<bool, kTaskCount> named{};

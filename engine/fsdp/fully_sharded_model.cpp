@@ -86,8 +86,8 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
       unit->replica = Tensor::empty(device, {padded}, DType::f32, whole_param_tag, unit->name + ".flat_param");
       unit->master = unit->replica.view(me * shard, chunk_shape).set_name(unit->name + ".flat_param_shard");
     } else {
-      unit->master = Tensor::empty(device, chunk_shape, DType::f32, MemTag::param_shard, unit->name + ".flat_param_shard",
-                                   shard_lane);
+      unit->master = Tensor::empty(device, chunk_shape, DType::f32, MemTag::param_shard,
+                                   unit->name + ".flat_param_shard", shard_lane);
     }
     unit->full = unit->replica.defined() && options.param_dtype == DType::f32
                      ? unit->replica
@@ -97,8 +97,8 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
       unit->grad_replica = Tensor::empty(device, {padded}, DType::f32, whole_grad_tag, unit->name + ".flat_grad");
       unit->grad_shard = unit->grad_replica.view(me * shard, chunk_shape).set_name(unit->name + ".flat_grad_shard");
     } else {
-      unit->grad_shard = Tensor::empty(device, chunk_shape, DType::f32, MemTag::grad_shard, unit->name + ".flat_grad_shard",
-                                       shard_lane);
+      unit->grad_shard = Tensor::empty(device, chunk_shape, DType::f32, MemTag::grad_shard,
+                                       unit->name + ".flat_grad_shard", shard_lane);
     }
     unit->grad_full = unit->grad_replica.defined() && options.param_dtype == DType::f32
                           ? unit->grad_replica

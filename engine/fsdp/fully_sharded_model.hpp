@@ -2,9 +2,9 @@
 //
 // The wrap policy names module kinds (GPT-2's "Block") or dotted module names ("transformer.wpe"):
 // each such module starts a unit, inside the unit of its nearest wrapped ancestor if any (nested
-// units), and the root unit takes every parameter no inner unit took (GPT-2's wte, wpe and ln_f). Each unit's module gets
-// hooks that call the forward and backward tasks, so the model's own forward and backward run
-// sharded without knowing it:
+// units), and the root unit takes every parameter no inner unit took (GPT-2's wte, wpe and ln_f). Each unit's module
+// gets hooks that call the forward and backward tasks, so the model's own forward and backward run sharded without
+// knowing it:
 //   root pre_forward      gather the root (it stays gathered until the end of backward)
 //   Block pre_forward     gather the Block          post_forward   reshard it (full_shard)
 //   Block pre_backward    gather it again           post_backward  reduce-scatter, free
@@ -50,9 +50,9 @@ class FullyShardedModel {
   // This rank's shards read from a checkpoint of the whole model.
   void load_parameters(const CheckpointFile& file);
 
-  // Between steps (no pass under way, every unit sharded or gathering for the next step): the next steps run under `schedule`'s overlap
-  // mode, prefetch and rate limit, as an A/B run alternates SYNC and ASYNC; every other option must be
-  // the rank's already. The recorded pass orders are kept (ASYNC's prefetch replays them, whichever mode
+  // Between steps (no pass under way, every unit sharded or gathering for the next step): the next steps run under
+  // `schedule`'s overlap mode, prefetch and rate limit, as an A/B run alternates SYNC and ASYNC; every other option
+  // must be the rank's already. The recorded pass orders are kept (ASYNC's prefetch replays them, whichever mode
   // recorded them); the buffers an ASYNC step left parked are given back when SYNC comes, since SYNC
   // frees at the host's time and never looks at them again. Called after the host synchronized with the
   // device, that moves no time.

@@ -113,7 +113,8 @@ PrefetchPolicy parse_prefetch(std::string_view text) {
 std::string prefetch_name(const PrefetchPolicy& p) {
   std::string out = p.forward ? "forward" : "";
   if (p.backward != BackwardPrefetch::none)
-    out += std::string(out.empty() ? "" : ",") + (p.backward == BackwardPrefetch::pre ? "backward-pre" : "backward-post");
+    out +=
+        std::string(out.empty() ? "" : ",") + (p.backward == BackwardPrefetch::pre ? "backward-pre" : "backward-post");
   if (p.next_step) out += std::string(out.empty() ? "" : ",") + "next-step";
   return out.empty() ? "none" : out;
 }
@@ -124,7 +125,8 @@ std::string_view unshard_buffers_name(UnshardBuffers b) {
 
 UnshardBuffers parse_unshard_buffers(std::string_view name) {
   if (const UnshardBuffers* b = find_value(kBuffers, name)) return *b;
-  fail("unknown --buffers '", name, "'; expected alloc (the caching allocator, per gather) or pool (two buffers, YaFSDP)");
+  fail("unknown --buffers '", name,
+       "'; expected alloc (the caching allocator, per gather) or pool (two buffers, YaFSDP)");
 }
 
 FsdpOptions sync_schedule(FsdpOptions options) {
@@ -165,7 +167,8 @@ void validate_fsdp_options(const FsdpOptions& options, int world) {
         ": the two-buffer pool lets even and odd units take turns, which needs units freed after their "
         "forward; use --strategy full or hybrid, or --buffers alloc");
   check(!options.offload || !parameters_replicated(options.strategy), "--offload with --strategy ",
-        strategy_name(options.strategy), ": CPU offload moves the shards to the host, and this strategy keeps the whole "
+        strategy_name(options.strategy),
+        ": CPU offload moves the shards to the host, and this strategy keeps the whole "
         "parameters on the device; use --strategy full, grad_op or hybrid");
 }
 
@@ -181,7 +184,9 @@ bool parameters_replicated(ShardingStrategy s) {
   return s == ShardingStrategy::no_shard || s == ShardingStrategy::zero1 || s == ShardingStrategy::zero2;
 }
 
-bool gradients_replicated(ShardingStrategy s) { return s == ShardingStrategy::no_shard || s == ShardingStrategy::zero1; }
+bool gradients_replicated(ShardingStrategy s) {
+  return s == ShardingStrategy::no_shard || s == ShardingStrategy::zero1;
+}
 
 bool reshards_after_forward(ShardingStrategy s) {
   return s == ShardingStrategy::full_shard || s == ShardingStrategy::hybrid_shard;

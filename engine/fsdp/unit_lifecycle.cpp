@@ -184,9 +184,10 @@ void UnitLifecycle::reduce_gradient(FsdpUnit& unit) {
   } else {
     // Averaged over the S ranks of the shard group (task 4), then over the W / S replicas of this shard
     // (task 8, hybrid): the mean over all W ranks either way.
-    const Tensor shard = offloaded(unit) ? Tensor::empty(device, unit.grad_shard.shape(), DType::f32, MemTag::comm_buffer,
-                                                         unit.name + ".flat_grad_shard_device", Lane::reduce_scatter)
-                                         : unit.grad_shard;
+    const Tensor shard = offloaded(unit)
+                             ? Tensor::empty(device, unit.grad_shard.shape(), DType::f32, MemTag::comm_buffer,
+                                             unit.name + ".flat_grad_shard_device", Lane::reduce_scatter)
+                             : unit.grad_shard;
     if (!shard.overlaps(unit.grad_shard)) staging.push_back(shard);
     Tensor out = shard;
     if (reduce_dtype != shard.dtype()) {
@@ -251,8 +252,10 @@ void UnitLifecycle::schedule_updates(Optimizer& optimizer, std::span<FsdpUnit* c
   if (gather_next)
     hooks.after = [this, units, gather_next](std::size_t i) {
       if (units[i] != gather_next) return;
-      const ActivityScope activity(rank_, CodeSite{6, "UnitLifecycle::optimizer_step: the next step's first unit, "
-                                                      "gathered beside the other updates (engine/fsdp/unit_lifecycle.cpp)"});
+      const ActivityScope activity(rank_,
+                                   CodeSite{6,
+                                            "UnitLifecycle::optimizer_step: the next step's first unit, "
+                                            "gathered beside the other updates (engine/fsdp/unit_lifecycle.cpp)"});
       rank_.order(Lane::all_gather, Lane::compute);  // the gather reads the shard this update wrote
       // Ordered after all compute so far, the gather may take the memory the root's last step left parked
       // (its last user was the embedding's backward), instead of a second root-sized block.

@@ -44,16 +44,19 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<
           " elements, given ", v.size(), " values");
     // A diverged model is never saved: it would replace a good folder with one nobody can train from.
     const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
-    check(bad == v.end(), "not saving '", dir.string(), "': parameter '", p->name, "' holds ", bad == v.end() ? 0.f : *bad,
-          " at element ", bad - v.begin(), "; expected finite values (the training diverged)");
+    check(bad == v.end(), "not saving '", dir.string(), "': parameter '", p->name, "' holds ",
+          bad == v.end() ? 0.f : *bad, " at element ", bad - v.begin(),
+          "; expected finite values (the training diverged)");
     // The file holds the parameter without its padding rows, which must still be 0: dropping them loses nothing.
     const std::size_t logical = static_cast<std::size_t>(p->logical_numel());
-    const auto nonzero = std::find_if(v.begin() + static_cast<std::ptrdiff_t>(logical), v.end(), [](float x) { return x != 0.f; });
+    const auto nonzero =
+        std::find_if(v.begin() + static_cast<std::ptrdiff_t>(logical), v.end(), [](float x) { return x != 0.f; });
     check(nonzero == v.end(), "not saving '", dir.string(), "': parameter '", p->name, "' holds ",
-          nonzero == v.end() ? 0.f : *nonzero, " at element ", nonzero - v.begin(), ", in its padding rows (from element ",
-          logical, "); expected 0 there, which no op writes");
-    entries.push_back({p->name, DType::f32, p->logical_shape(),
-                       std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()), logical * sizeof(float))});
+          nonzero == v.end() ? 0.f : *nonzero, " at element ", nonzero - v.begin(),
+          ", in its padding rows (from element ", logical, "); expected 0 there, which no op writes");
+    entries.push_back(
+        {p->name, DType::f32, p->logical_shape(),
+         std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()), logical * sizeof(float))});
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -65,7 +68,8 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<
 CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity) {
   const std::filesystem::path config_path = dir / kConfigFile;
   std::ifstream in(config_path);
-  check(in.good(), "cannot open '", config_path.string(), "'; expected a folder written by --save-init or --save-final");
+  check(in.good(), "cannot open '", config_path.string(),
+        "'; expected a folder written by --save-init or --save-final");
   nlohmann::json saved;
   try {
     saved = nlohmann::json::parse(in);

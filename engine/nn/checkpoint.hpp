@@ -43,9 +43,9 @@ class CheckpointFile {
   SafetensorsFile file_;
 };
 
-// Loads DIR (opened as CheckpointFile::open does) into the model's materialised parameters. `identity` holds the configuration keys that
-// say which model this is: each must be in DIR/config.json with the same value, so a folder from
-// another model is an Error naming the key. A missing, extra or misshapen tensor is an Error naming it.
+// Loads DIR (opened as CheckpointFile::open does) into the model's materialised parameters. `identity` holds the
+// configuration keys that say which model this is: each must be in DIR/config.json with the same value, so a folder
+// from another model is an Error naming the key. A missing, extra or misshapen tensor is an Error naming it.
 void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity);
 
 }  // namespace fsdplab

@@ -19,9 +19,9 @@ namespace fsdplab {
 void Gpt2Config::validate() const {
   // Token ids and positions are i32 on the device.
   constexpr std::int64_t max_id = std::numeric_limits<std::int32_t>::max();
-  const std::pair<const char*, std::int64_t> counts[] = {{"vocab_size", vocab_size}, {"n_positions", n_positions},
-                                                         {"n_embd", n_embd},         {"n_head", n_head},
-                                                         {"n_layer", n_layer},       {"vocab_multiple", vocab_multiple}};
+  const std::pair<const char*, std::int64_t> counts[] = {
+      {"vocab_size", vocab_size}, {"n_positions", n_positions}, {"n_embd", n_embd},
+      {"n_head", n_head},         {"n_layer", n_layer},         {"vocab_multiple", vocab_multiple}};
   for (const auto& [field, value] : counts)
     check(value > 0, "Gpt2Config.", field, ": expected a positive count, got ", value);
   check(vocab_size <= max_id, "Gpt2Config.vocab_size: expected at most ", max_id, " (token ids are i32), got ",

@@ -27,7 +27,8 @@ ParamInit linear_default_init(std::int64_t fan_in) {
 Linear::Linear(std::string name, std::int64_t in, std::int64_t out, bool bias, WeightLayout layout,
                ParamInit weight_init, ParamInit bias_init, Activation activation)
     : Module(std::move(name)), in_(in), out_(out), layout_(layout), activation_(activation) {
-  weight_ = &register_parameter("weight", layout == WeightLayout::out_in ? Shape{out, in} : Shape{in, out}, weight_init);
+  weight_ =
+      &register_parameter("weight", layout == WeightLayout::out_in ? Shape{out, in} : Shape{in, out}, weight_init);
   if (bias) bias_ = &register_parameter("bias", {out}, bias_init);
 }
 

@@ -37,8 +37,9 @@ void LlamaConfig::validate() const {
         vocab_size);
   check(max_position_embeddings <= (1 << 24), "LlamaConfig.max_position_embeddings: expected at most 2^24 = ",
         1 << 24, " (positions are exact f32 in the rotary angles), got ", max_position_embeddings);
-  check(hidden_size % num_attention_heads == 0, "LlamaConfig.hidden_size: expected a multiple of num_attention_heads = ",
-        num_attention_heads, " (each head takes hidden_size / num_attention_heads columns), got ", hidden_size);
+  check(hidden_size % num_attention_heads == 0,
+        "LlamaConfig.hidden_size: expected a multiple of num_attention_heads = ", num_attention_heads,
+        " (each head takes hidden_size / num_attention_heads columns), got ", hidden_size);
   check(head_dim() % 2 == 0, "LlamaConfig: the head dimension hidden_size / num_attention_heads = ", hidden_size, " / ",
         num_attention_heads, " = ", head_dim(), " must be even (rotary embeddings rotate pairs of its columns)");
   check(num_attention_heads % num_key_value_heads == 0,
@@ -322,7 +323,8 @@ class LlamaDecoderStack final : public Module {
         embed_tokens_(register_module<Embedding>("embed_tokens", cfg.vocab_size, cfg.hidden_size, kWeightInit)),
         layer_list_(register_module<ModuleList>("layers")),
         norm_(register_module<LlamaRmsNorm>("norm", cfg.hidden_size, cfg.rms_norm_eps)) {
-    for (std::int64_t i = 0; i < cfg.num_hidden_layers; ++i) layers_.push_back(&layer_list_.append<LlamaDecoderLayer>(cfg));
+    for (std::int64_t i = 0; i < cfg.num_hidden_layers; ++i)
+      layers_.push_back(&layer_list_.append<LlamaDecoderLayer>(cfg));
   }
   std::string_view kind() const override { return "LlamaModel"; }
 

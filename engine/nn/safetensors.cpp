@@ -193,8 +193,8 @@ std::vector<HeaderTensor> check_layout(std::vector<HeaderTensor> tensors, std::u
     fail(file, ": the tensors need ", at, " bytes of data, but the file has ", data_size,
          " after the header: it is truncated, or the offsets are wrong");
   if (at < data_size)
-    fail(file, ": the tensors end at byte ", at, " of the data, but the file has ", data_size, " bytes after the header: ",
-         data_size - at, " bytes belong to no tensor");
+    fail(file, ": the tensors end at byte ", at, " of the data, but the file has ", data_size,
+         " bytes after the header: ", data_size - at, " bytes belong to no tensor");
   return tensors;
 }
 
@@ -344,7 +344,8 @@ std::span<const std::byte> SafetensorsFile::expect(std::string_view name, DType 
   const Entry& e = at(name);
   const std::string_view want = safetensors_dtype_name(dtype);
   if (e.dtype != want || e.shape != shape)
-    fail(path_, ": ", name, ": expected ", shape_str(shape), " ", want, ", file has ", shape_str(e.shape), " ", e.dtype);
+    fail(path_, ": ", name, ": expected ", shape_str(shape), " ", want, ", file has ", shape_str(e.shape), " ",
+         e.dtype);
   return e.bytes;
 }
 

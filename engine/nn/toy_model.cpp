@@ -6,8 +6,8 @@
 
 namespace fsdplab {
 ToyModel::ToyModel(std::int64_t in_features, std::int64_t out_features)
-    : fc1_(register_module<Linear>("fc1", in_features, 10, false, WeightLayout::out_in, linear_default_init(in_features),
-                                   ParamInit{})),
+    : fc1_(register_module<Linear>("fc1", in_features, 10, false, WeightLayout::out_in,
+                                   linear_default_init(in_features), ParamInit{})),
       ln_(register_module<LayerNorm>("ln", 10)),
       fc2_(register_module<Linear>("fc2", 10, out_features, false, WeightLayout::out_in, linear_default_init(10),
                                    ParamInit{})) {}

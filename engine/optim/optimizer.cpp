@@ -90,10 +90,12 @@ std::map<std::string, double> Sgd::hyper_parameters() const {
           {"nesterov", options_.nesterov ? 1.0 : 0.0}};
 }
 
-AdamW::AdamW(std::vector<OptimTarget> targets, AdamWOptions options) : Optimizer(std::move(targets)), options_(options) {
+AdamW::AdamW(std::vector<OptimTarget> targets, AdamWOptions options)
+    : Optimizer(std::move(targets)), options_(options) {
   for (const OptimTarget& t : targets_) {
     // Zeroed where the updates run: the compute stream, or the host for offloaded parameters.
-    const Stream stream = t.param.device().stream(t.param.storage().stream() == Lane::host ? Lane::host : Lane::compute);
+    const Stream stream =
+        t.param.device().stream(t.param.storage().stream() == Lane::host ? Lane::host : Lane::compute);
     m_.push_back(zeroed_state(t.param, t.name + ".exp_avg", stream));
     v_.push_back(zeroed_state(t.param, t.name + ".exp_avg_sq", stream));
   }
@@ -101,7 +103,8 @@ AdamW::AdamW(std::vector<OptimTarget> targets, AdamWOptions options) : Optimizer
 
 void AdamW::update(Stream stream, std::span<const std::size_t> targets, std::int64_t step) {
   std::vector<AdamWOperands> each;
-  for (const std::size_t i : targets) each.push_back({targets_[i].name, targets_[i].param, targets_[i].grad, m_[i], v_[i]});
+  for (const std::size_t i : targets)
+    each.push_back({targets_[i].name, targets_[i].param, targets_[i].grad, m_[i], v_[i]});
   adamw_update(stream, each, options_, step);
 }
 

@@ -22,8 +22,8 @@ class DeferredFrees {
   // `limited`: it counts against a rate limit (FSDP's gathered units; see limited()).
   void push(Allocation memory, const Event& last_use, bool limited = false);
   // Gives back every parked buffer whose event the host can see completed (Device::completed: on the
-  // sim device its time <= the host's, on the cuda device a cudaEventQuery), no waiting. The host's view joins the event's, so later work on any stream is
-  // ordered after the last use.
+  // sim device its time <= the host's, on the cuda device a cudaEventQuery), no waiting. The host's view joins the
+  // event's, so later work on any stream is ordered after the last use.
   void release_completed(Device& device);
   // The host waits for the oldest limited buffer and gives it back (with every other one completed by
   // then). False when no limited buffer is parked.

@@ -49,7 +49,8 @@ void read_cgroup_tree(HostMemoryLimit& limit, const std::filesystem::path& hiera
   for (;;) {
     const std::filesystem::path file = hierarchy / group / name;
     if (const auto text = read_small_file(file))
-      if (const auto bytes = parse_cgroup_memory_limit(*text)) keep_smaller(limit, {*bytes, label + " " + file.string()});
+      if (const auto bytes = parse_cgroup_memory_limit(*text))
+        keep_smaller(limit, {*bytes, label + " " + file.string()});
     if (group.empty()) return;
     group = group.parent_path();
   }

@@ -34,7 +34,8 @@ std::string read_input_file(const std::filesystem::path& path, std::string_view 
          made_by.empty() ? std::string() : " (" + std::string(made_by) + ")");
   }
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size > max_bytes) fail("cannot read ", what, " '", file, "': it has ", size, " bytes; expected at most ", max_bytes);
+  if (size > max_bytes)
+    fail("cannot read ", what, " '", file, "': it has ", size, " bytes; expected at most ", max_bytes);
   // Read what fstat reported and one byte more: a file still growing is cut off at the limit, not followed.
   std::string text(static_cast<std::size_t>(size) + 1, '\0');
   std::size_t got = 0;

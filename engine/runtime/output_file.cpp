@@ -142,10 +142,12 @@ void check_output_folder(const fs::path& dir, std::string_view what) {
   const fs::file_status status = fs::status(dir, ec);  // links followed
   if (fs::exists(status)) {
     check(fs::is_directory(status), named(what, dir), " is not a folder (a file or a device); expected a folder");
-    check(::access(dir.c_str(), W_OK | X_OK) == 0, named(what, dir), ": cannot write into it (", errno_text(errno), ")");
+    check(::access(dir.c_str(), W_OK | X_OK) == 0, named(what, dir), ": cannot write into it (", errno_text(errno),
+          ")");
     return;
   }
-  check(!fs::is_symlink(fs::symlink_status(dir, ec)), named(what, dir), " is a symbolic link to nothing; expected a folder");
+  check(!fs::is_symlink(fs::symlink_status(dir, ec)), named(what, dir),
+        " is a symbolic link to nothing; expected a folder");
   check_can_create_in(dir.parent_path(), true, what, dir);
 }
 

@@ -56,7 +56,8 @@ std::array<VectorClock, kLaneCount> SimDevice::lane_clocks() const {
 
 Block& SimDevice::live_block(BlockId id, const std::string& op_name) {
   auto it = by_id_.find(id);
-  check(it != by_id_.end(), "rank ", rank_, ": '", op_name, "' names buffer #", id, ", which this device never allocated");
+  check(it != by_id_.end(), "rank ", rank_, ": '", op_name, "' names buffer #", id,
+        ", which this device never allocated");
   check(it->second->live, "rank ", rank_, ": '", op_name, "' uses buffer #", id, " (last tagged ",
         mem_tag_name(it->second->tag), ") after it was freed");
   return *it->second;
@@ -232,7 +233,8 @@ void SimDevice::host_write(const Access& access, const std::byte* from, const st
 }
 
 bool SimDevice::completed(const Event& event) const {
-  check(event.recorded(), "rank ", rank_, ": asked whether event '", event.name(), "' completed; it was never recorded");
+  check(event.recorded(), "rank ", rank_, ": asked whether event '", event.name(),
+        "' completed; it was never recorded");
   return event.time() <= host_;
 }
 
@@ -250,8 +252,8 @@ Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
          ledger_.live_total(), " bytes live of ", static_cast<std::int64_t>(capacity), " on ",
          cost_.device().name);
   }
-  const std::int64_t size_class =
-      std::max<std::int64_t>(kBlockGranularity, (bytes + kBlockGranularity - 1) / kBlockGranularity * kBlockGranularity);
+  const std::int64_t size_class = std::max<std::int64_t>(
+      kBlockGranularity, (bytes + kBlockGranularity - 1) / kBlockGranularity * kBlockGranularity);
 
   Block* block = nullptr;
   auto it = pool.lower_bound(size_class);

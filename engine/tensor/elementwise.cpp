@@ -220,9 +220,10 @@ void gelu(Stream s, const Tensor& x, const Tensor& out) {
 }
 
 void gelu_backward(Stream s, const Tensor& x, const Tensor& dout, const Tensor& dx) {
-  launch_activation_backward(s, "gelu_backward", x, dout, dx, 16, [](auto* d, const auto* i, const auto* g, std::int64_t n) {
-    cpu::gelu_backward(d, i, g, n);
-  }, FSDPLAB_CUDA_BODY(cuda::gelu_backward));
+  launch_activation_backward(
+      s, "gelu_backward", x, dout, dx, 16,
+      [](auto* d, const auto* i, const auto* g, std::int64_t n) { cpu::gelu_backward(d, i, g, n); },
+      FSDPLAB_CUDA_BODY(cuda::gelu_backward));
 }
 
 void gelu_backward_in_place(Stream s, const Tensor& x, const Tensor& d) {
@@ -249,9 +250,10 @@ void relu(Stream s, const Tensor& x, const Tensor& out) {
 }
 
 void relu_backward(Stream s, const Tensor& x, const Tensor& dout, const Tensor& dx) {
-  launch_activation_backward(s, "relu_backward", x, dout, dx, 2, [](auto* d, const auto* i, const auto* g, std::int64_t n) {
-    cpu::relu_backward(d, i, g, n);
-  }, FSDPLAB_CUDA_BODY(cuda::relu_backward));
+  launch_activation_backward(
+      s, "relu_backward", x, dout, dx, 2,
+      [](auto* d, const auto* i, const auto* g, std::int64_t n) { cpu::relu_backward(d, i, g, n); },
+      FSDPLAB_CUDA_BODY(cuda::relu_backward));
 }
 
 void add(Stream s, const Tensor& a, const Tensor& b, const Tensor& out) {

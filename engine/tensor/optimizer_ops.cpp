@@ -62,7 +62,8 @@ void expect_no_overlap(std::string_view op, std::vector<UpdateOperand> operands)
     const Access a = o.second->access();
     return std::pair(a.block, a.offset);
   };
-  std::sort(operands.begin(), operands.end(), [&](const UpdateOperand& a, const UpdateOperand& b) { return start(a) < start(b); });
+  std::sort(operands.begin(), operands.end(),
+            [&](const UpdateOperand& a, const UpdateOperand& b) { return start(a) < start(b); });
   for (std::size_t i = 1; i < operands.size(); ++i) {
     const auto& [role_a, a] = operands[i - 1];
     const auto& [role_b, b] = operands[i];

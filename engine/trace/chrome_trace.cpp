@@ -289,7 +289,8 @@ class Fields {
     const Json& v = field(key);
     if (!v.is_number()) wrong(key, v, "a number");
     const double x = v.get<double>();
-    if (!std::isfinite(x)) fail("trace '", file_, "': ", what_, " has '", key, "' = ", shown(v), "; expected a finite number");
+    if (!std::isfinite(x))
+      fail("trace '", file_, "': ", what_, " has '", key, "' = ", shown(v), "; expected a finite number");
     return x;
   }
 
@@ -418,7 +419,8 @@ class Reader {
     ev.step = args.small_int("step");
     ev.unit = args.small_int("unit");
     if (args.has("phase")) ev.phase = args.string("phase");
-    ev.bytes = args.integer("bytes", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max());
+    ev.bytes =
+        args.integer("bytes", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max());
     if (args.has("flops")) ev.flops = args.number("flops");
     ev.op = static_cast<OpId>(args.integer("op", 0, std::numeric_limits<std::int64_t>::max()));
     if (args.has("deps")) ev.deps = read_deps(args.field("deps"), e);
@@ -428,15 +430,16 @@ class Reader {
   }
 
   std::vector<OpRef> read_deps(const Json& deps, const Fields& e) const {
-    if (!deps.is_array()) fail("trace '", file_, "': ", e.what(), " has 'deps' = ", shown(deps), " (", kind(deps), "); expected an array");
+    if (!deps.is_array())
+      fail("trace '", file_, "': ", e.what(), " has 'deps' = ", shown(deps), " (", kind(deps), "); expected an array");
     std::vector<OpRef> out;
     for (const Json& d : deps) {
       // nlohmann parses every non-negative integer as unsigned, so that test also rejects negatives.
       const bool ok = d.is_array() && d.size() == 2 && d[0].is_number_unsigned() && d[1].is_number_unsigned() &&
                       d[0].get<std::uint64_t>() < static_cast<std::uint64_t>(meta_.world_size);
       if (!ok)
-        fail("trace '", file_, "': ", e.what(), " has dependency ", shown(d), "; expected [rank, op id] with rank in 0 to ",
-             meta_.world_size - 1);
+        fail("trace '", file_, "': ", e.what(), " has dependency ", shown(d),
+             "; expected [rank, op id] with rank in 0 to ", meta_.world_size - 1);
       out.push_back(OpRef{d[0].get<int>(), d[1].get<OpId>()});
     }
     return out;
@@ -513,7 +516,8 @@ TraceData read_chrome_trace(const std::filesystem::path& path, TraceMeta* meta) 
     // unexpected end of input; expected ..."; drop its "[json.exception...] ".
     const std::string_view message = e.what();
     const std::size_t start = message.find("] ");
-    fail("trace '", file, "' is not valid JSON: ", start == std::string_view::npos ? message : message.substr(start + 2));
+    fail("trace '", file,
+         "' is not valid JSON: ", start == std::string_view::npos ? message : message.substr(start + 2));
   }
   try {
     return Reader(file).read(doc, meta);

@@ -45,7 +45,9 @@ struct OverlapMetrics {
   SimTime exposed_comm() const { return comm - overlap; }
   SimTime idle() const { return span - busy; }
   // With no communication there is nothing to hide: reported as 0 (HTA divides by zero there).
-  double overlap_percent() const { return comm > 0 ? 100.0 * static_cast<double>(overlap) / static_cast<double>(comm) : 0.0; }
+  double overlap_percent() const {
+    return comm > 0 ? 100.0 * static_cast<double>(overlap) / static_cast<double>(comm) : 0.0;
+  }
 };
 
 // One entry per rank that has events, in rank order. An Error for an event that ends before it begins.

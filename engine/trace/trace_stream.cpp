@@ -138,7 +138,8 @@ std::size_t DashboardStream::encode_published() {
       append_frame(out_, m);
     } catch (const Error& e) {
       if (!encode_warned_)
-        std::fprintf(stderr, "fsdplab: not streamed to the dashboard: %s (further ones are skipped quietly)\n", e.what());
+        std::fprintf(stderr, "fsdplab: not streamed to the dashboard: %s (further ones are skipped quietly)\n",
+                     e.what());
       encode_warned_ = true;
     }
   };

@@ -9,7 +9,8 @@ namespace fsdplab {
 BatchSource::BatchSource(BatchShape shape, std::uint64_t seed, const std::string& token_file)
     : shape_(shape), seed_(seed) {
   if (!token_file.empty()) {
-    check(shape.kind == BatchShape::Kind::tokens, "--data '", token_file, "': token files feed the token models (gpt2, llama), not regression ones (toy, mlp)");
+    check(shape.kind == BatchShape::Kind::tokens, "--data '", token_file,
+          "': token files feed the token models (gpt2, llama), not regression ones (toy, mlp)");
     file_.emplace(token_file, shape.batch, shape.seq, shape.vocab);
   }
 }

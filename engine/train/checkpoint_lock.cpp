@@ -21,7 +21,8 @@ std::filesystem::path CheckpointLock::lock_file(const std::filesystem::path& dir
 CheckpointLock::CheckpointLock(const std::filesystem::path& dir) {
   const std::filesystem::path path = lock_file(dir);
   fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  check(fd_ >= 0, "--checkpoint '", dir.string(), "': cannot make its lock file '", path.string(), "': ", std::strerror(errno));
+  check(fd_ >= 0, "--checkpoint '", dir.string(), "': cannot make its lock file '", path.string(),
+        "': ", std::strerror(errno));
   if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int why = errno;
     char holder[32] = {};

@@ -80,7 +80,8 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   // Training checkpoints: the folder to write checked now, the one to resume from checked whole.
   checkpointing = !run.checkpoint_dir.empty();
   const bool resuming = !run.resume_dir.empty();
-  check(run.checkpoint_every >= 0, "--checkpoint-every ", run.checkpoint_every, "; expected >= 1 (0: after the last step only)");
+  check(run.checkpoint_every >= 0, "--checkpoint-every ", run.checkpoint_every,
+        "; expected >= 1 (0: after the last step only)");
   check(run.checkpoint_every == 0 || checkpointing, "--checkpoint-every needs --checkpoint DIR");
   check(!fsdp.dry_run || (!checkpointing && !resuming), "a dry run has no training state to checkpoint or resume");
   check(!resuming || (run.load_init.empty() && run.save_init.empty()), "--resume continues a run from its checkpoint; "
@@ -100,7 +101,8 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   first_step = resuming ? resume_from->step() : 0;
   world_options.timeout = fsdp.run.comm_timeout;
   // Ranks wait for rank 0 while it writes the whole model of a checkpoint.
-  if (checkpointing) world_options.timeout = checkpoint_wait_timeout(*probe.model, run.optimizer_spec(), world_options.timeout);
+  if (checkpointing)
+    world_options.timeout = checkpoint_wait_timeout(*probe.model, run.optimizer_spec(), world_options.timeout);
   // Processes cannot see each other's progress, only their own wait: a peer that is merely slower (another
   // machine, a busier core) must not be taken for a dead one.
   if (layout.processes) world_options.timeout = std::max(world_options.timeout, std::chrono::milliseconds(30'000));

@@ -131,8 +131,8 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     std::unique_ptr<Optimizer> optimizer = sharded.make_optimizer(run.optimizer_spec());
     if (plan.resume_from) restore_rank_state(*plan.resume_from, sharded, *optimizer);
     const auto checkpoint = [&](int completed) {
-      save_training_checkpoint(run.checkpoint_dir, plan.checkpoint_identity, built.config, completed, sharded, *optimizer,
-                               [&] {
+      save_training_checkpoint(run.checkpoint_dir, plan.checkpoint_identity, built.config, completed, sharded,
+                               *optimizer, [&] {
                                  if (fsdp.on_checkpoint_written) fsdp.on_checkpoint_written(r, completed);
                                });
     };
@@ -172,7 +172,8 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         sharded.optimizer_step(*optimizer, next_async ? NextForward::follows : NextForward::none);
         if (micro_batches > 1) scale(compute, mean_loss, ctx.loss_scale, mean_loss);
         {
-          const ActivityScope activity(rank, CodeSite{7, "train_fsdp: the loss all-reduce (engine/train/fsdp_trainer.cpp)"});
+          const ActivityScope activity(rank,
+                                       CodeSite{7, "train_fsdp: the loss all-reduce (engine/train/fsdp_trainer.cpp)"});
           rank.world.all_reduce(compute, mean_loss, ReduceOp::avg);
         }
         device.synchronize();
@@ -187,7 +188,8 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
       if (!device.dry_run() && !std::isfinite(report.loss) && !run.allow_nonfinite)
         fail_nonfinite_loss(run, step, report.loss);
       const int completed = step + 1;
-      if (plan.checkpointing && (completed == run.steps || (run.checkpoint_every > 0 && completed % run.checkpoint_every == 0)))
+      if (plan.checkpointing &&
+          (completed == run.steps || (run.checkpoint_every > 0 && completed % run.checkpoint_every == 0)))
         checkpoint(completed);
     }
     if (plan.checkpointing && plan.first_step == run.steps) checkpoint(run.steps);  // no step ran (--steps 0)

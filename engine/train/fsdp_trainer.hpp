@@ -62,8 +62,8 @@ OverlapMode ab_mode(OverlapMode first, int ab_block, int step);
 // the batch split, the units of the model, a --load-init folder, the checkpoints), then trains, calling
 // on_step on rank 0's thread after each step. Writes --save-init and --save-final folders of the whole
 // (gathered) parameters, as the baseline writes them. A step whose loss (the ranks' mean) is not finite
-// ends the run on every rank (fail_nonfinite_loss) unless run.allow_nonfinite. With run.checkpoint_dir, writes a training
-// checkpoint (training_checkpoint.hpp) every run.checkpoint_every steps and after the last; with
+// ends the run on every rank (fail_nonfinite_loss) unless run.allow_nonfinite. With run.checkpoint_dir, writes a
+// training checkpoint (training_checkpoint.hpp) every run.checkpoint_every steps and after the last; with
 // run.resume_dir, continues from that checkpoint up to run.steps in all (the reports are the steps run
 // here). Returns rank 0's step reports.
 std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& presets,

@@ -124,7 +124,8 @@ class ProcessSeat final : public RankSeat {
   int world() const override { return layout_.world; }
   int gpu() const override { return layout_.first_gpu + layout_.local_rank; }
   std::unique_ptr<Communicator> connect(Device& device) override {
-    if (layout_.comm == CommKind::nccl) return std::make_unique<NcclComm>(*id_, layout_.world, rank(), device, *aborts_);
+    if (layout_.comm == CommKind::nccl)
+      return std::make_unique<NcclComm>(*id_, layout_.world, rank(), device, *aborts_);
     return std::make_unique<MpiComm>(device, timeout_);
   }
 
@@ -152,7 +153,8 @@ void run_process(const RankLayout& layout, const std::function<void(RankSeat&)>&
       id.emplace();
       if (rank == 0) id = make_nccl_id();
       mpi_broadcast_bytes(id->bytes.data(), id->bytes.size(), 0);
-      aborts = std::make_unique<NcclAbortGroup>(timeout, [rank](const std::string& why) { abort_processes(rank, why); });
+      aborts =
+          std::make_unique<NcclAbortGroup>(timeout, [rank](const std::string& why) { abort_processes(rank, why); });
     }
     ProcessSeat seat(layout, timeout, id ? &*id : nullptr, aborts.get());
     body(seat);

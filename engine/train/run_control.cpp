@@ -127,7 +127,9 @@ void RunControl::gate(int source, const FsdpEvent& event) {
 
 bool RunControl::breaks_at(int source, const FsdpEvent& event) const {
   if (source != focus_source_ || event.rank != focus_rank_ || event.step < break_from_step_) return false;
-  const auto any = [](const auto& chosen) { return std::any_of(chosen.begin(), chosen.end(), [](bool on) { return on; }); };
+  const auto any = [](const auto& chosen) {
+    return std::any_of(chosen.begin(), chosen.end(), [](bool on) { return on; });
+  };
   const bool any_kind = any(break_on_), any_task = any(break_on_task_);
   const bool task_chosen = event.task >= 1 && event.task <= kTaskCount &&
                            break_on_task_[static_cast<std::size_t>(event.task - 1)];

@@ -113,8 +113,10 @@ void check_demo_fits_host_memory(const StreamDemoConfig& config, int ranks_here)
   const HostMemoryLimit host = host_memory_limit();
   check(host.bytes <= 0 || per_rank * ranks_here <= host.bytes, "streams demo: ", ranks_here, " ranks of ",
         config.layers, " layers of ", config.width, "x", config.width, " and ", config.tokens, " tokens need about ",
-        per_rank * ranks_here / 1e9, " GB of host memory (the sim device keeps its memory in host RAM) and this "
-        "process may use ", host.bytes / 1e9, " GB (", host.source, "); use fewer ranks, layers, tokens or a smaller width");
+        per_rank * ranks_here / 1e9,
+        " GB of host memory (the sim device keeps its memory in host RAM) and this "
+        "process may use ",
+        host.bytes / 1e9, " GB (", host.source, "); use fewer ranks, layers, tokens or a smaller width");
 }
 
 }  // namespace
@@ -143,7 +145,8 @@ std::vector<StreamDemoStep> run_stream_demo(const StreamDemoConfig& config, cons
     const std::unique_ptr<Communicator> comm = seat.connect(dev);
     DemoRank demo(config, dev, *comm);
     std::vector<RankStep> steps;
-    for (std::size_t s = 0; s < config.modes.size(); ++s) steps.push_back(demo.step(static_cast<int>(s), config.modes[s]));
+    for (std::size_t s = 0; s < config.modes.size(); ++s)
+      steps.push_back(demo.step(static_cast<int>(s), config.modes[s]));
     measured[rank].assign(reinterpret_cast<const char*>(steps.data()), steps.size() * sizeof(RankStep));
   });
   const std::vector<std::string> all = gather_for_report(layout, std::move(measured));

@@ -327,7 +327,8 @@ Json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const Fsdp
                      {"layout_crc32", crc32_hex(crc)}});
   }
   Json optimizer = {{"name", run.optimizer_spec().name}};
-  for (const auto& [name, value] : make_optimizer(run.optimizer_spec(), {})->hyper_parameters()) optimizer[name] = value;
+  for (const auto& [name, value] : make_optimizer(run.optimizer_spec(), {})->hyper_parameters())
+    optimizer[name] = value;
   return {
       {"model", {{"name", run.model}, {"identity", model.identity}}},
       {"data",
@@ -367,7 +368,8 @@ void check_checkpoint_target(const fs::path& requested) {
   const fs::path staging = sibling(dir, kStaging);
   fs::remove_all(staging, ec);
   fs::create_directory(staging, ec);
-  check(!ec, "--checkpoint '", requested.string(), "': cannot create '", staging.string(), "' beside it: ", ec.message());
+  check(!ec, "--checkpoint '", requested.string(), "': cannot create '", staging.string(),
+        "' beside it: ", ec.message());
   fs::remove(staging, ec);
 }
 
@@ -399,7 +401,8 @@ Json read_manifest(const fs::path& dir, const std::string& where) {
   check(saved_crc == actual_crc, where, ": '", path.string(), "' is corrupt: its content has CRC-32 ", actual_crc,
         ", the manifest says ", saved_crc);
   const Json format = manifest.value("format", Json());
-  check(format == std::string(kFormat), where, ": '", path.string(), "' has format ", format.dump(), "; expected \"", kFormat, "\"");
+  check(format == std::string(kFormat), where, ": '", path.string(), "' has format ", format.dump(), "; expected \"",
+        kFormat, "\"");
   const Json version = manifest.value("format_version", Json());
   check(version == kTrainingCheckpointVersion, where, ": '", path.string(), "' is format version ", version.dump(),
         "; this fsdplab reads version ", kTrainingCheckpointVersion);
@@ -478,7 +481,8 @@ void restore_rank_state(const TrainingCheckpoint& checkpoint, FullyShardedModel&
   };
   for (FsdpUnit* unit : sharded.units()) load(param_tensor(*unit), unit->master);
   for (std::size_t i = 0; i < optimizer.targets().size(); ++i)
-    for (const Optimizer::StateTensor& s : optimizer.state(i)) load(state_tensor(optimizer.targets()[i], s.name), s.tensor);
+    for (const Optimizer::StateTensor& s : optimizer.state(i))
+      load(state_tensor(optimizer.targets()[i], s.name), s.tensor);
   for (const std::string& name : file.names())
     check(expected.contains(name), file.path(), " has tensor '", name, "', which this run's state does not have");
   optimizer.restore_steps(metadata_int(file, "optimizer_steps"));

@@ -53,7 +53,8 @@ int run_self(const std::vector<std::string>& args, bool capture, std::string* ou
     if (spawned == 0) {
       std::array<char, 4096> buffer{};
       ssize_t n = 0;
-      while ((n = read(pipe_fds[0], buffer.data(), buffer.size())) > 0) out->append(buffer.data(), static_cast<std::size_t>(n));
+      while ((n = read(pipe_fds[0], buffer.data(), buffer.size())) > 0)
+        out->append(buffer.data(), static_cast<std::size_t>(n));
     }
     close(pipe_fds[0]);
   }

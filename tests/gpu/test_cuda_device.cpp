@@ -318,7 +318,8 @@ TEST_F(CudaDeviceTest, InPlaceCollectivesOnOneGpu) {
     for (int p = 0; p < world; ++p) {
       const std::vector<float> expected = values_of(p, shard * world);
       for (std::int64_t k = 0; k < shard; ++k)
-        ASSERT_EQ(gathered[i][static_cast<std::size_t>(p * shard + k)], expected[static_cast<std::size_t>(p * shard + k)]);
+        ASSERT_EQ(gathered[i][static_cast<std::size_t>(p * shard + k)],
+                  expected[static_cast<std::size_t>(p * shard + k)]);
     }
     const std::vector<float> a = values_of(5, shard * world), b = values_of(6, shard * world);
     for (std::int64_t k = 0; k < shard; ++k) {

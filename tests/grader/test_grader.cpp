@@ -78,7 +78,8 @@ TEST(GraderIsolation, ACrashCostsOnlyTheChecksThatCallTheCrashingMethod) {
     EXPECT_EQ(runs[i].end, CheckEnd::crashed) << runs[i].outcome.got;
     EXPECT_EQ(runs[i].outcome.fraction, 0);
     // The frame named is the crashing method, in this file.
-    EXPECT_TRUE(contains(runs[i].outcome.got, "crashed with SIGSEGV in CrashingPlan::plan (tests/grader/test_grader.cpp:"))
+    EXPECT_TRUE(
+        contains(runs[i].outcome.got, "crashed with SIGSEGV in CrashingPlan::plan (tests/grader/test_grader.cpp:"))
         << runs[i].outcome.got;
   }
   EXPECT_EQ(runs[1].end, CheckEnd::finished) << runs[1].outcome.got;
@@ -132,7 +133,8 @@ TEST(Grader, EveryTaskHasChecksOfItsOwnAndAtLeastThreeMutants) {
     for (const Mutant& m : mutant_catalog()) mutants += m.task == task;
     EXPECT_GE(mutants, 3) << "task " << task;
   }
-  EXPECT_TRUE(contains(error_of([] { find_mutant(3, "nope"); }), "task 3 (ForwardTask) has no mutant 'nope'; expected one of:"));
+  EXPECT_TRUE(contains(error_of([] { find_mutant(3, "nope"); }),
+                       "task 3 (ForwardTask) has no mutant 'nope'; expected one of:"));
 }
 
 class GraderCases : public testing::TempDirTest {};

@@ -80,7 +80,8 @@ TEST(FsdpAB, AbModeAlternatesBlocksStartingWithTheFirst) {
   EXPECT_EQ(ab_mode(OverlapMode::sync, 0, 5), OverlapMode::sync);
   const std::vector<OverlapMode> expected = {OverlapMode::sync,  OverlapMode::sync,  OverlapMode::async,
                                              OverlapMode::async, OverlapMode::sync,  OverlapMode::sync};
-  for (int step = 0; step < kSteps; ++step) EXPECT_EQ(ab_mode(OverlapMode::sync, kBlock, step), expected[static_cast<std::size_t>(step)]);
+  for (int step = 0; step < kSteps; ++step)
+    EXPECT_EQ(ab_mode(OverlapMode::sync, kBlock, step), expected[static_cast<std::size_t>(step)]);
   EXPECT_EQ(ab_mode(OverlapMode::async, 3, 0), OverlapMode::async);
   EXPECT_EQ(ab_mode(OverlapMode::async, 3, 3), OverlapMode::sync);
   EXPECT_EQ(ab_mode(OverlapMode::async, 3, 6), OverlapMode::async);
@@ -119,7 +120,8 @@ TEST(FsdpAB, AlternatesSyncAndAsyncWithTheSameLosses) {
     }
     const auto duration = [](const StepReport& s) { return s.end - s.begin; };
     if (is_sync || (!first_async && !last_async)) {
-      EXPECT_EQ(duration(ab.steps[static_cast<std::size_t>(step)]), duration(plain.steps[static_cast<std::size_t>(step)]))
+      EXPECT_EQ(duration(ab.steps[static_cast<std::size_t>(step)]),
+                duration(plain.steps[static_cast<std::size_t>(step)]))
           << "step " << step << (is_sync ? " (SYNC)" : " (ASYNC)");
     }
   }
@@ -152,7 +154,8 @@ std::vector<std::int64_t> gathered_peaks(FsdpRun fsdp) {
   GatheredBytes rank0, rank1;
   fsdp.sinks = {&rank0, &rank1};
   std::vector<std::int64_t> peaks;
-  for (const StepReport& s : train_fsdp(fsdp, PresetCatalog::builtin(), nullptr)) peaks.push_back(rank0.peak(s.begin, s.end));
+  for (const StepReport& s : train_fsdp(fsdp, PresetCatalog::builtin(), nullptr))
+    peaks.push_back(rank0.peak(s.begin, s.end));
   return peaks;
 }
 

@@ -94,7 +94,8 @@ std::string read_bytes(const fs::path& p) {
 // Every file of a folder, by name, with its bytes.
 std::map<std::string, std::string> snapshot(const fs::path& dir) {
   std::map<std::string, std::string> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) files[e.path().filename().string()] = read_bytes(e.path());
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    files[e.path().filename().string()] = read_bytes(e.path());
   return files;
 }
 
@@ -104,7 +105,8 @@ std::vector<std::string> leftovers(const fs::path& dir) {
   std::vector<std::string> names;
   for (const fs::directory_entry& e : fs::directory_iterator(dir.parent_path())) {
     const std::string name = e.path().filename().string();
-    if (name.starts_with(dir.filename().string() + ".") && e.path() != CheckpointLock::lock_file(dir)) names.push_back(name);
+    if (name.starts_with(dir.filename().string() + ".") && e.path() != CheckpointLock::lock_file(dir))
+      names.push_back(name);
   }
   return names;
 }
@@ -194,7 +196,8 @@ TEST_F(FsdpCheckpoint, WritingCheckpointsDoesNotChangeTheRun) {
   const Seen checkpointed = run(with);
   ASSERT_EQ(checkpointed.steps.size(), plain.steps.size());
   for (std::size_t i = 0; i < plain.steps.size(); ++i) {
-    EXPECT_EQ(std::bit_cast<std::uint64_t>(checkpointed.steps[i].loss), std::bit_cast<std::uint64_t>(plain.steps[i].loss));
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(checkpointed.steps[i].loss),
+              std::bit_cast<std::uint64_t>(plain.steps[i].loss));
     EXPECT_EQ(checkpointed.steps[i].begin, plain.steps[i].begin) << "step " << i;
     EXPECT_EQ(checkpointed.steps[i].end, plain.steps[i].end) << "step " << i;
   }
@@ -262,8 +265,8 @@ TEST_F(FsdpCheckpoint, ASecondRunOnTheSameFolderIsRefusedNamingTheFirst) {
   FsdpRun second = make_run(Case{}, 1);
   second.run.checkpoint_dir = path("ckpt").string();
   const std::string e = error_of([&] { train(second); });
-  EXPECT_TRUE(contains(e, "--checkpoint '" + path("ckpt").string() + "': another run (process " + std::to_string(::getpid()) +
-                              ") is writing checkpoints there"))
+  EXPECT_TRUE(contains(e, "--checkpoint '" + path("ckpt").string() + "': another run (process " +
+                              std::to_string(::getpid()) + ") is writing checkpoints there"))
       << e;
   EXPECT_FALSE(fs::exists(path("ckpt")));
 }
@@ -315,7 +318,8 @@ TEST_F(FsdpCheckpointErrors, AFlippedByteInTheManifestIsNamed) {
 TEST_F(FsdpCheckpointErrors, AMissingRankFileIsNamed) {
   fs::remove(path("ckpt") / "rank1.safetensors");
   const std::string e = resume_error(resume());
-  EXPECT_TRUE(contains(e, "--resume '" + path("ckpt").string() + "': rank1.safetensors is missing (the manifest lists it: "))
+  EXPECT_TRUE(
+      contains(e, "--resume '" + path("ckpt").string() + "': rank1.safetensors is missing (the manifest lists it: "))
       << e;
 }
 
@@ -381,7 +385,8 @@ TEST_F(FsdpCheckpointErrors, AnotherStrategyOrOptimizerIsNamed) {
   EXPECT_TRUE(contains(resume_error(seed), "data.seed (--seed): the checkpoint has 0, this run has 7"));
   Case accumulate;
   accumulate.accumulate = 2;
-  EXPECT_TRUE(contains(resume_error(resume(accumulate)), "data.accumulate (--accumulate): the checkpoint has 1, this run has 2"));
+  EXPECT_TRUE(contains(resume_error(resume(accumulate)),
+                       "data.accumulate (--accumulate): the checkpoint has 1, this run has 2"));
 }
 
 // The schedule is not part of the state: a checkpoint of an ASYNC run (prefetching, the default)
@@ -400,7 +405,8 @@ TEST_F(FsdpCheckpointErrors, NothingLeftToRunAndConflictingOptionsAreErrors) {
   EXPECT_TRUE(contains(resume_error(done), "holds 3 completed steps and --steps is 3: nothing left to run"));
   FsdpRun init = resume();
   init.run.load_init = path("ckpt").string();
-  EXPECT_TRUE(contains(resume_error(init), "--resume continues a run from its checkpoint; --load-init and --save-init"));
+  EXPECT_TRUE(
+      contains(resume_error(init), "--resume continues a run from its checkpoint; --load-init and --save-init"));
   FsdpRun missing = resume();
   missing.run.resume_dir = path("nowhere").string();
   EXPECT_TRUE(contains(resume_error(missing), "nowhere': no such folder"));

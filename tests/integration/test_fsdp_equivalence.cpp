@@ -474,7 +474,8 @@ TEST_P(Bf16BaselineAgainstFsdp, WithinWhatShardingMayAdd) {
   const Result& bf16 = bf16_baseline(kind());
   FsdpOptions options;
   options.param_dtype = DType::bf16;
-  const Result fsdp = train(on_device(gpt2_run(world)), &options, "bf16_vs_baseline_W" + std::to_string(world) + "_" + device_name());
+  const Result fsdp =
+      train(on_device(gpt2_run(world)), &options, "bf16_vs_baseline_W" + std::to_string(world) + "_" + device_name());
   const double loss_rel = max_relative_loss_difference(bf16, fsdp);
   EXPECT_LE(loss_rel, std::ldexp(1.0, -9));
   const double single_rank = path_deviation(f32, bf16, init_params());

@@ -112,7 +112,7 @@ TEST(FsdpEvents, EveryUnitsHooksComeOnceAStepInOrder) {
         }
         EXPECT_EQ(e.task, forward ? 3 : 4) << fsdp_event_name(e.kind);
         // The task methods the hook ran, and the class that implements them (the reference's here).
-        const std::string methods = e.kind == FsdpEventKind::pre_forward    ? "ForwardTask::all_gather, wait_for_unshard"
+        const std::string methods = e.kind == FsdpEventKind::pre_forward ? "ForwardTask::all_gather, wait_for_unshard"
                                     : e.kind == FsdpEventKind::post_forward ? "ForwardTask::reshard_after_forward"
                                     : e.kind == FsdpEventKind::pre_backward ? "BackwardTask::zero_gradient"
                                                                             : "BackwardTask::reduce_scatter";
@@ -125,7 +125,8 @@ TEST(FsdpEvents, EveryUnitsHooksComeOnceAStepInOrder) {
             << fsdp_event_name(e.kind) << " of unit " << e.unit;
         EXPECT_FALSE(e.what.empty());
       }
-      for (std::size_t u = 0; u < kUnits; ++u) EXPECT_EQ(by_unit[u], hook_order) << "rank " << r << " step " << step << " unit " << u;
+      for (std::size_t u = 0; u < kUnits; ++u)
+        EXPECT_EQ(by_unit[u], hook_order) << "rank " << r << " step " << step << " unit " << u;
       EXPECT_LT(last_forward, first_backward) << "rank " << r << " step " << step;
     }
   }
@@ -266,14 +267,16 @@ TEST(FsdpEvents, WhatSaysWhatTheCodeDid) {
   // 4 Blocks of test-small, f32: each Block's flat parameter is its padded size in f32 bytes.
   EXPECT_TRUE(contains(find(0, FsdpEventKind::pre_forward, 1).what,
                        "gathered unit 1 'transformer.h.0' (")) << find(0, FsdpEventKind::pre_forward, 1).what;
-  EXPECT_TRUE(contains(find(0, FsdpEventKind::pre_forward, 1).what, " f32) on the all_gather stream; compute waits on its event"));
+  EXPECT_TRUE(contains(find(0, FsdpEventKind::pre_forward, 1).what,
+                       " f32) on the all_gather stream; compute waits on its event"));
   EXPECT_TRUE(contains(find(1, FsdpEventKind::pre_forward, 2).what, "unit 2 'transformer.h.1' was prefetched earlier"))
       << find(1, FsdpEventKind::pre_forward, 2).what;
   EXPECT_TRUE(contains(find(1, FsdpEventKind::pre_forward, 1).what, "; prefetched unit 2 'transformer.h.1' ("))
       << find(1, FsdpEventKind::pre_forward, 1).what;
   EXPECT_TRUE(contains(find(0, FsdpEventKind::post_forward, 1).what,
                        "resharded unit 1 'transformer.h.0': released its gathered parameters"));
-  EXPECT_TRUE(contains(find(0, FsdpEventKind::post_forward, 0).what, "unit 0 '(root)' stays gathered until its backward"));
+  EXPECT_TRUE(
+      contains(find(0, FsdpEventKind::post_forward, 0).what, "unit 0 '(root)' stays gathered until its backward"));
   EXPECT_TRUE(contains(find(0, FsdpEventKind::post_backward, 1).what,
                        "reduce-scattered unit 1 'transformer.h.0''s gradient ("))
       << find(0, FsdpEventKind::post_backward, 1).what;

@@ -97,14 +97,15 @@ TEST_P(FsdpMemory, LedgerPeaksMatchTheFormula) {
   const TagBytes formula = expected(fsdp);
   const std::vector<RankMemory> ranks = measure(fsdp);
   const std::string what = describe(GetParam().options, GetParam().world);
-  for (std::size_t r = 0; r < ranks.size(); ++r) expect_matches(formula, ranks[r].peaks, what + ", rank " + std::to_string(r));
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    expect_matches(formula, ranks[r].peaks, what + ", rank " + std::to_string(r));
 }
 
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (int w : {1, 2, 4, 8}) {
-    for (ShardingStrategy s : {ShardingStrategy::full_shard, ShardingStrategy::shard_grad_op, ShardingStrategy::no_shard,
-                               ShardingStrategy::zero1, ShardingStrategy::zero2})
+    for (ShardingStrategy s : {ShardingStrategy::full_shard, ShardingStrategy::shard_grad_op,
+                               ShardingStrategy::no_shard, ShardingStrategy::zero1, ShardingStrategy::zero2})
       out.push_back({w, options_of(s)});
     // Mixed precision: bf16 gathers, compute and activations; f32 or bf16 reductions.
     out.push_back({w, options_of(ShardingStrategy::full_shard, DType::bf16, DType::f32)});

@@ -99,7 +99,8 @@ TEST(FsdpOffloadMemory, DeviceLedgerMatchesTheFormula) {
     for (const TagBytes& rank : testing::ledger_peaks(fsdp)) {
       for (MemTag tag : {MemTag::param_shard, MemTag::grad_shard, MemTag::optim_state, MemTag::param_full,
                          MemTag::grad_full, MemTag::comm_buffer}) {
-        EXPECT_EQ(testing::at(rank, tag), testing::at(formula, tag)) << mem_tag_name(tag) << " " << dtype_name(precision);
+        EXPECT_EQ(testing::at(rank, tag), testing::at(formula, tag))
+            << mem_tag_name(tag) << " " << dtype_name(precision);
       }
     }
   }

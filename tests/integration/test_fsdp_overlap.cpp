@@ -182,7 +182,8 @@ TEST(FsdpOverlap, NextStepPrefetchGathersTheRootBesideTheUpdates) {
   // The last step prepares nothing: a training's end leaves every unit sharded.
   for (const RankSchedule& rank : schedule_of(gpt2_124m(), FsdpOptions{}))
     for (const OpRecord& op : rank.ops)
-      EXPECT_FALSE(op.category == OpCategory::all_gather && op.labels.step == kMeasuredStep && op.labels.phase == "optimizer")
+      EXPECT_FALSE(op.category == OpCategory::all_gather && op.labels.step == kMeasuredStep &&
+                   op.labels.phase == "optimizer")
           << op.name;
 }
 
@@ -267,7 +268,8 @@ TEST(FsdpOverlap, TraceJsonShowsTheNextGatherBesideTheCurrentCompute) {
       if (unit == 0) continue;  // the root's gather opens the step
       const std::vector<Span>& previous = compute[rank][unit - 1];
       const bool beside = std::any_of(spans.begin(), spans.end(), [&](const Span& g) {
-        return std::any_of(previous.begin(), previous.end(), [&](const Span& c) { return g.begin < c.end && c.begin < g.end; });
+        return std::any_of(previous.begin(), previous.end(),
+                           [&](const Span& c) { return g.begin < c.end && c.begin < g.end; });
       });
       EXPECT_TRUE(beside) << "rank " << rank << ": unit " << unit << "'s all-gather does not overlap unit " << unit - 1
                           << "'s compute";

@@ -89,19 +89,21 @@ TEST_P(FsdpWrapEquivalence, TrainsLikeTheBaseline) {
     EXPECT_LE(std::abs(losses[i] - base[i]) / std::abs(base[i]), 1e-5) << "step " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Policies, FsdpWrapEquivalence,
-    ::testing::Values(Case{"linear", 2, OverlapMode::async, "all"}, Case{"linear", 3, OverlapMode::async, "forward,backward-post"},
-                      Case{"nested", 2, OverlapMode::async, "all"}, Case{"nested", 3, OverlapMode::async, "forward,backward-post"},
-                      Case{"nested", 2, OverlapMode::sync, "none"}, Case{"model", 2, OverlapMode::async, "all"},
-                      Case{"model", 3, OverlapMode::sync, "none"}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string prefetch = info.param.prefetch;
-      for (char& ch : prefetch)
-        if (ch == ',' || ch == '-') ch = '_';
-      return info.param.wrap + "_W" + std::to_string(info.param.world) + "_" +
-             std::string(overlap_mode_name(info.param.mode)) + "_" + prefetch;
-    });
+INSTANTIATE_TEST_SUITE_P(Policies, FsdpWrapEquivalence,
+                         ::testing::Values(Case{"linear", 2, OverlapMode::async, "all"},
+                                           Case{"linear", 3, OverlapMode::async, "forward,backward-post"},
+                                           Case{"nested", 2, OverlapMode::async, "all"},
+                                           Case{"nested", 3, OverlapMode::async, "forward,backward-post"},
+                                           Case{"nested", 2, OverlapMode::sync, "none"},
+                                           Case{"model", 2, OverlapMode::async, "all"},
+                                           Case{"model", 3, OverlapMode::sync, "none"}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string prefetch = info.param.prefetch;
+                           for (char& ch : prefetch)
+                             if (ch == ',' || ch == '-') ch = '_';
+                           return info.param.wrap + "_W" + std::to_string(info.param.world) + "_" +
+                                  std::string(overlap_mode_name(info.param.mode)) + "_" + prefetch;
+                         });
 
 // SYNC frees every buffer when its task returns, so the ledger's peaks are the formula's: with nested
 // units, a Block's buffer and its largest Linear's are gathered at once.
@@ -112,8 +114,8 @@ TEST(FsdpWrap, NestedUnitsMemoryMatchesTheFormula) {
     const FsdpRun fsdp = testing::sync_dry_run(run);
     const std::vector<TagBytes> peaks = testing::ledger_peaks(fsdp);
     const BuiltModel built = build_model(fsdp.run);
-    const TagBytes formula = fsdp_memory({plan_unit_sizes(*built.model, built.unit_kinds, fsdp.options, 2), fsdp.options,
-                                          2, 2, ModelMemory{}});
+    const TagBytes formula = fsdp_memory(
+        {plan_unit_sizes(*built.model, built.unit_kinds, fsdp.options, 2), fsdp.options, 2, 2, ModelMemory{}});
     for (const TagBytes& rank : peaks) {
       EXPECT_EQ(testing::at(rank, MemTag::param_full), testing::at(formula, MemTag::param_full)) << wrap;
       EXPECT_EQ(testing::at(rank, MemTag::grad_full), testing::at(formula, MemTag::grad_full)) << wrap;

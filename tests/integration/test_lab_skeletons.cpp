@@ -62,7 +62,8 @@ TEST(LabSkeletons, ImplChoicesParseAndNameThemselves) {
   EXPECT_EQ(impl_name(parse_impl("6=student,3=student")), "3=student,6=student");
   EXPECT_EQ(impl_name(parse_impl("3=reference")), "reference");
   EXPECT_EQ(impl_name(parse_impl("6=mutant:no-prefetch,3=student")), "3=student,6=mutant:no-prefetch");
-  for (const char* bad : {"", "3", "0=student", "10=student", "3=mine", "3=student,3=reference", "x=student", "3=mutant:"}) {
+  for (const char* bad :
+       {"", "3", "0=student", "10=student", "3=mine", "3=student,3=reference", "x=student", "3=mutant:"}) {
     const std::string message = error_of([&] { parse_impl(bad); });
     EXPECT_TRUE(contains(message, "expected reference, student, or a comma list of TASK=IMPL with TASK from 1 to 9 and "
                                   "IMPL reference, student or mutant:NAME"))

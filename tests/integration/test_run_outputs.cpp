@@ -68,7 +68,8 @@ TEST_F(RunOutputs, UnusableOutputIsRefusedBeforeTheFirstStep) {
     steps_run = 0;
     RunConfig run = toy(3);
     bad.set(run);
-    const std::string baseline = error_of([&] { train_baseline(run, PresetCatalog::builtin(), count_steps(), nullptr); });
+    const std::string baseline =
+        error_of([&] { train_baseline(run, PresetCatalog::builtin(), count_steps(), nullptr); });
     EXPECT_TRUE(contains(baseline, bad.option + " '")) << baseline;
     EXPECT_TRUE(contains(baseline, bad.message)) << baseline;
     FsdpRun fsdp = fsdp_toy(3);

@@ -34,7 +34,8 @@ struct Reference {
   std::vector<double> lse, dlogits;
 };
 
-Reference reference(const CrossEntropyCase& c, const std::vector<float>& logits, const std::vector<std::int32_t>& targets) {
+Reference reference(const CrossEntropyCase& c, const std::vector<float>& logits,
+                    const std::vector<std::int32_t>& targets) {
   Reference r{0, std::vector<double>(static_cast<std::size_t>(c.N)), std::vector<double>(logits.size(), 0.)};
   for (std::int64_t n = 0; n < c.N; ++n) {
     const float* row = logits.data() + n * c.stride;
@@ -73,7 +74,8 @@ TEST(LossKernelsOnCpu, CrossEntropyOverAPaddedVocabularyReadsTheClassesOnlyAndZe
                                  c.N, c.V, c.stride, c.dloss);
 
     EXPECT_NEAR(loss, want.loss, 1e-5 * want.loss);
-    for (std::int64_t n = 0; n < c.N; ++n) EXPECT_NEAR(lse[n], want.lse[n], 1e-5 * std::abs(want.lse[n])) << "row " << n;
+    for (std::int64_t n = 0; n < c.N; ++n)
+      EXPECT_NEAR(lse[n], want.lse[n], 1e-5 * std::abs(want.lse[n])) << "row " << n;
     for (std::int64_t n = 0; n < c.N; ++n)
       for (std::int64_t v = 0; v < c.stride; ++v) {
         const std::size_t i = static_cast<std::size_t>(n * c.stride + v);

@@ -106,7 +106,8 @@ TEST(TaskIndependence, NoTaskHeaderIncludesAnother) {
 
 TEST(TaskIndependence, NoReferenceTaskCallsAnother) {
   for (const TaskFiles& f : kFiles)
-    EXPECT_EQ(violations(read_source("engine/fsdp/" + f.reference), f.task, registration_of(f)), Found{}) << f.reference;
+    EXPECT_EQ(violations(read_source("engine/fsdp/" + f.reference), f.task, registration_of(f)), Found{})
+        << f.reference;
 }
 
 TEST(TaskIndependence, NoLabSkeletonIncludesAnotherTask) {

@@ -29,7 +29,8 @@ namespace {
 std::vector<float> input(int rank, std::int64_t n, int salt) {
   std::vector<float> v(static_cast<std::size_t>(n));
   for (std::size_t k = 0; k < v.size(); ++k)
-    v[k] = static_cast<float>((k * 7919 + static_cast<std::size_t>(rank) * 104729 + static_cast<std::size_t>(salt)) % 1000) /
+    v[k] = static_cast<float>((k * 7919 + static_cast<std::size_t>(rank) * 104729 + static_cast<std::size_t>(salt)) %
+                              1000) /
                3.0f -
            150.0f + 1e-4f * static_cast<float>(rank);
   return v;

@@ -80,7 +80,8 @@ TEST(DashboardLive, OnTheGpuEachRanksKernelLanesCarryTheirUnitsAndStepsAreWallCl
   bool kernel_named = false;
   for (const TimelineLane& lane : store.lanes())
     for (const TimelineItem& item : lane.items)
-      if (lane.lane == Lane::compute && store.text(item.name).find("kernel") != std::string_view::npos) kernel_named = true;
+      if (lane.lane == Lane::compute && store.text(item.name).find("kernel") != std::string_view::npos)
+        kernel_named = true;
   EXPECT_TRUE(kernel_named);
 }
 
@@ -93,7 +94,8 @@ TEST(DashboardLive, ACudaSessionWithoutAGpuIsRefusedWithTheReason) {
   const std::string message = testing::error_of([&] { LiveSession session(settings); });
   EXPECT_NE(message.find(*why), std::string::npos) << message;
   settings.device = "tpu";
-  EXPECT_NE(testing::error_of([&] { settings.plan(); }).find("--device 'tpu'; expected sim or cuda"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { settings.plan(); }).find("--device 'tpu'; expected sim or cuda"),
+            std::string::npos);
 }
 
 // SYNC and ASYNC run at once: on cuda with the SMs split, each run's ranks must get SMs no rank of the other has.
@@ -179,8 +181,9 @@ TEST(DashboardLive, StepThroughStopsAtEachPostForwardInOrder) {
   // forward; the root stays gathered).
   frames_until(imgui, dashboard, [] { return true; });
   const auto& cells = dashboard.flat_parameters().cells();
-  const auto cell = std::find_if(cells.begin(), cells.end(),
-                                 [&](const FlatParameterPanel::Cell& c) { return c.unit == second.unit && c.rank == 0; });
+  const auto cell = std::find_if(cells.begin(), cells.end(), [&](const FlatParameterPanel::Cell& c) {
+    return c.unit == second.unit && c.rank == 0;
+  });
   ASSERT_NE(cell, cells.end());
   EXPECT_EQ(cell->state, second.unit_state);
   EXPECT_EQ(cell->state, second.unit == 0 ? UnitState::unsharded : UnitState::sharded);

@@ -291,7 +291,8 @@ TEST(MemoryPanel, AMillionSamplesCostVerticesPerPixelNotPerSample) {
   EXPECT_GT(act.width(), chart_width * 0.95f);  // drawn across the view
   // Three tags change within every column: at most a rectangle (4 vertices) per tag and column, plus the
   // legend, labels and lines; one per sample would be 4M.
-  EXPECT_LT(vertices, static_cast<int>(16 * chart_width) + 6000) << vertices << " vertices for " << chart_width << " px";
+  EXPECT_LT(vertices, static_cast<int>(16 * chart_width) + 6000)
+      << vertices << " vertices for " << chart_width << " px";
   EXPECT_LT(best_ms, 16.0) << "a frame over a million samples took " << best_ms << " ms";
 }
 

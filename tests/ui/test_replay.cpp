@@ -95,7 +95,8 @@ TEST_F(Replayed, FilesThatAreNotTracesAreNamedAndTheOthersStillLoad) {
   nlohmann::json doc = nlohmann::json::parse(text);
   doc.erase("distributedInfo");
   spit(path("missing.json"), doc.dump());
-  Replay replay = load_replay({path("notjson.json"), good, path("truncated.json"), path("missing.json"), path("absent.json")});
+  Replay replay =
+      load_replay({path("notjson.json"), good, path("truncated.json"), path("missing.json"), path("absent.json")});
   ASSERT_EQ(replay.errors.size(), 4u);
   EXPECT_NE(replay.errors[0].find("notjson.json"), std::string::npos) << replay.errors[0];
   EXPECT_NE(replay.errors[0].find("not valid JSON"), std::string::npos) << replay.errors[0];

@@ -49,7 +49,8 @@ TEST(ReportFigures, LineChartDrawsItsSeriesAndSurvivesBadPoints) {
   chart.log_x = true;
   chart.x_label = "size";
   chart.y_label = "GB/s";
-  chart.series.push_back({"all-gather", {4096, 65536, 1 << 20}, {0.1, 1.2, 9.0}, IM_COL32(255, 0, 0, 255), true, false});
+  chart.series.push_back(
+      {"all-gather", {4096, 65536, 1 << 20}, {0.1, 1.2, 9.0}, IM_COL32(255, 0, 0, 255), true, false});
   // Points a log axis cannot show, and ones that are not numbers: left out, not drawn at infinity.
   chart.series.push_back({"bad", {0, -1, 1e6}, {1, 2, std::nan("")}, IM_COL32(0, 255, 0, 255), false, true});
   // A window is measured in its first frame and drawn from its second.

@@ -58,8 +58,9 @@ TraceEvent op(int rank, Lane lane, OpCategory category, SimTime begin, SimTime e
 
 // The time at screen x of a lane rectangle under the panel's current view: computed from the rectangle.
 double time_at(const TimelinePanel& p, const LaneRect& r, float x) {
-  return static_cast<double>(p.view_begin()) + static_cast<double>(x - r.min.x) / static_cast<double>(r.max.x - r.min.x) *
-                                                    static_cast<double>(p.view_end() - p.view_begin());
+  return static_cast<double>(p.view_begin()) + static_cast<double>(x - r.min.x) /
+                                                   static_cast<double>(r.max.x - r.min.x) *
+                                                   static_cast<double>(p.view_end() - p.view_begin());
 }
 float x_at(const TimelinePanel& p, const LaneRect& r, double t) {  // whole pixels, as ImGui floors the mouse
   return std::floor(r.min.x + static_cast<float>((t - static_cast<double>(p.view_begin())) /
@@ -95,14 +96,16 @@ TEST(TimelinePanel, DrawsEveryLaneInStoreOrderWithItsOps) {
   TraceStore store;
   const int sync = store.add_source("SYNC", 2, true);
   const int async = store.add_source("ASYNC", 2, false);
-  const std::array<std::pair<Lane, OpCategory>, 3> streams = {std::pair{Lane::reduce_scatter, OpCategory::reduce_scatter},
-                                                              {Lane::compute, OpCategory::compute},
-                                                              {Lane::all_gather, OpCategory::all_gather}};
+  const std::array<std::pair<Lane, OpCategory>, 3> streams = {
+      std::pair{Lane::reduce_scatter, OpCategory::reduce_scatter},
+      {Lane::compute, OpCategory::compute},
+      {Lane::all_gather, OpCategory::all_gather}};
   // Added out of display order: rank 1 before rank 0, ASYNC before SYNC.
   for (int source : {async, sync})
     for (int rank : {1, 0})
       for (const auto& [lane, category] : streams)
-        for (SimTime t = 0; t < 1'000'000; t += 100'000) store.add_event(source, op(rank, lane, category, t, t + 60'000));
+        for (SimTime t = 0; t < 1'000'000; t += 100'000)
+          store.add_event(source, op(rank, lane, category, t, t + 60'000));
   ASSERT_EQ(store.lanes().size(), 12u);
 
   HeadlessImGui ui(1600, 1000);
@@ -154,7 +157,8 @@ TEST(TimelinePanel, ClickingAHeaderFoldsItsLanes) {
   for (const char* label : {"SYNC", "ASYNC"}) {
     const int source = store.add_source(label, 2, false);
     for (int rank : {0, 1})
-      for (Lane lane : {Lane::compute, Lane::all_gather}) store.add_event(source, op(rank, lane, OpCategory::compute, 0, 500));
+      for (Lane lane : {Lane::compute, Lane::all_gather})
+        store.add_event(source, op(rank, lane, OpCategory::compute, 0, 500));
   }
   HeadlessImGui ui(1600, 1000);
   TimelinePanel panel;
@@ -300,7 +304,8 @@ TEST(TimelinePanel, EveryVisibleOpIsDrawnOrFoldedAndTheCostIsBoundedByPixels) {
 TEST(TimelinePanel, WheelZoomsAroundTheTimeUnderTheCursor) {
   TraceStore store;
   const int src = store.add_source("SYNC", 1, true);
-  for (SimTime t = 0; t < 10'000'000; t += 10'000) store.add_event(src, op(0, Lane::compute, OpCategory::compute, t, t + 5'000));
+  for (SimTime t = 0; t < 10'000'000; t += 10'000)
+    store.add_event(src, op(0, Lane::compute, OpCategory::compute, t, t + 5'000));
   HeadlessImGui ui(1600, 1000);
   TimelinePanel panel;
   panel.set_view(2'000'000, 3'000'000);
@@ -334,7 +339,8 @@ TEST(TimelinePanel, WheelZoomsAroundTheTimeUnderTheCursor) {
 TEST(TimelinePanel, LeftDragPansByTheDraggedPixelsTime) {
   TraceStore store;
   const int src = store.add_source("SYNC", 1, true);
-  for (SimTime t = 0; t < 10'000'000; t += 10'000) store.add_event(src, op(0, Lane::compute, OpCategory::compute, t, t + 5'000));
+  for (SimTime t = 0; t < 10'000'000; t += 10'000)
+    store.add_event(src, op(0, Lane::compute, OpCategory::compute, t, t + 5'000));
   HeadlessImGui ui(1600, 1000);
   TimelinePanel panel;
   panel.set_view(4'000'000, 5'000'000);
@@ -465,7 +471,8 @@ TEST(TimelinePanel, HoverNamesTheOpAndItsDependencies) {
 TEST(TimelinePanel, RightDragMeasuresASpan) {
   TraceStore store;
   const int src = store.add_source("SYNC", 1, true);
-  for (SimTime t = 0; t < 1'000'000; t += 10'000) store.add_event(src, op(0, Lane::compute, OpCategory::compute, t, t + 5'000));
+  for (SimTime t = 0; t < 1'000'000; t += 10'000)
+    store.add_event(src, op(0, Lane::compute, OpCategory::compute, t, t + 5'000));
   HeadlessImGui ui(1600, 1000);
   TimelinePanel panel;
   panel.set_view(0, 1'000'000);

@@ -20,7 +20,8 @@ TEST(DeviceFactory, AutoIsCudaExactlyWhereAGpuIsUsable) {
 
 TEST(DeviceFactory, ADryRunIsAlwaysOnTheSimDevice) {
   EXPECT_EQ(resolve_device("auto", true), DeviceKind::sim);
-  EXPECT_TRUE(contains(error_of([] { resolve_device("cuda", true); }), "a dry run plans shapes, time and memory on the sim device"));
+  EXPECT_TRUE(contains(error_of([] { resolve_device("cuda", true); }),
+                       "a dry run plans shapes, time and memory on the sim device"));
 }
 
 TEST(DeviceFactory, AnUnknownDeviceListsTheChoices) {

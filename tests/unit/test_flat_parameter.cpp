@@ -54,7 +54,8 @@ TEST(FlatParameter, ToyModelOverFourRanksCutsParametersBetweenShards) {
   EXPECT_EQ(r2[3].count, 9);
   // The small LayerNorm parameters live on rank 2 alone: ranks 0, 1 and 3 own none of them.
   for (int r : {0, 1, 3})
-    for (const ShardSlice& s : task.shard_slices(layout, r)) EXPECT_EQ(s.param->name.rfind("ln.", 0), std::string::npos);
+    for (const ShardSlice& s : task.shard_slices(layout, r))
+      EXPECT_EQ(s.param->name.rfind("ln.", 0), std::string::npos);
   const auto r3 = task.shard_slices(layout, 3);  // fc2.weight's tail, then 2 elements of padding
   ASSERT_EQ(r3.size(), 1u);
   EXPECT_EQ(r3[0].param_begin, 9);

@@ -114,7 +114,8 @@ TEST(FsdpMetaInit, WrongShardBufferIsAnError) {
   const std::vector<Parameter*> params = model.parameters();
   const FlatParamLayout layout = flat.plan(params, 4, 1);
   const Tensor small = Tensor::empty(*device, {layout.shard_numel() - 1}, DType::f32, MemTag::param_shard);
-  EXPECT_TRUE(contains(error_of([&] { meta_init.init_shard(flat.shard_slices(layout, 0), small, 0); }), "of a shard of 42 elements"));
+  EXPECT_TRUE(contains(error_of([&] { meta_init.init_shard(flat.shard_slices(layout, 0), small, 0); }),
+                       "of a shard of 42 elements"));
   const Tensor half = Tensor::empty(*device, {layout.shard_numel()}, DType::bf16, MemTag::param_shard);
   EXPECT_THROW(meta_init.init_shard(flat.shard_slices(layout, 0), half, 0), Error);
 }
@@ -150,7 +151,8 @@ void check_gpt2_init(int world) {
         std::int64_t model_elements = 0, most_padding = 0;
         for (Parameter* p : t.model.parameters()) model_elements += p->numel();
         for (const FsdpUnit* unit : units)
-          most_padding += (world - 1) + static_cast<std::int64_t>(unit->layout.entries.size()) * (unit->layout.align - 1);
+          most_padding +=
+              (world - 1) + static_cast<std::int64_t>(unit->layout.entries.size()) * (unit->layout.align - 1);
         EXPECT_GE(shard_elements * world, model_elements);
         EXPECT_LE(shard_elements * world, model_elements + most_padding);
       },

@@ -29,7 +29,9 @@ std::vector<std::string> names_of(const std::vector<Parameter*>& params) {
   return names;
 }
 
-std::vector<UnitPlan> plan(Module& model, std::vector<std::string> kinds) { return reference_integration().plan_units(model, kinds); }
+std::vector<UnitPlan> plan(Module& model, std::vector<std::string> kinds) {
+  return reference_integration().plan_units(model, kinds);
+}
 
 // ---- a tiny tree with a tied parameter ------------------------------------------------------------
 
@@ -158,7 +160,8 @@ TEST(FsdpUnits, TiedParameterUsedOutsideItsOwnersUnitIsAnError) {
   TiedModel model(false);
   // b uses a.weight from a unit of its own, beside a's.
   std::string message = error_of([&] { plan(model, {"Holder", "User"}); });
-  EXPECT_TRUE(contains(message, "tied parameter 'a.weight' belongs to FSDP unit 'a' but module 'b' uses it from unit 'b'"))
+  EXPECT_TRUE(
+      contains(message, "tied parameter 'a.weight' belongs to FSDP unit 'a' but module 'b' uses it from unit 'b'"))
       << message;
   // From the root's unit: the root's backward runs after a's, whose full gradient is gone by then.
   message = error_of([&] { plan(model, {"Holder"}); });

@@ -377,8 +377,9 @@ TEST(Gpt2ModelPaddedVocabulary, AFolderHoldsTheVocabularyUnpaddedAndRefusesPaddi
   bad[100 * 32 + 3] = 0.5f;
   set_values(padded_wte, bad);
   const std::string e = error_of([&] { save_checkpoint(dir, padded, identity); });
-  EXPECT_TRUE(contains(e, "'transformer.wte.weight' holds 0.5 at element 3203, in its padding rows (from element 2048)") &&
-              contains(e, "expected 0"))
+  EXPECT_TRUE(
+      contains(e, "'transformer.wte.weight' holds 0.5 at element 3203, in its padding rows (from element 2048)") &&
+      contains(e, "expected 0"))
       << e;
   load_checkpoint(dir, unpadded, identity);  // the folder is the one saved before
   EXPECT_EQ(read(unpadded_wte.value), std::vector<float>(saved.begin(), saved.begin() + 64 * 32));

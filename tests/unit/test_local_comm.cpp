@@ -81,7 +81,8 @@ TEST(LocalComm, ReduceScatterSumAndAvgEveryWorldSizeAndDType) {
           std::vector<float> expected;
           for (std::int64_t k = 0; k < n; ++k) expected.push_back(reduced(world, r * n + k, op, dtype));
           EXPECT_EQ(got[static_cast<std::size_t>(r)], expected)
-              << "world " << world << " " << dtype_name(dtype) << " rank " << r << (op == ReduceOp::avg ? " avg" : " sum");
+              << "world " << world << " " << dtype_name(dtype) << " rank " << r
+              << (op == ReduceOp::avg ? " avg" : " sum");
         }
       }
     }

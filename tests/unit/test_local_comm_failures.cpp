@@ -107,8 +107,9 @@ TEST(LocalCommFailures, ARankThatNeverArrivesTimesOutNamingTheCollectiveAndTheRa
   int timed_out = 0;
   for (int r = 0; r < 2; ++r) {
     const std::string& e = errors[static_cast<std::size_t>(r)];
-    timed_out += e == "rank " + std::to_string(r) +
-                          " waited 0.3 s in all_reduce(avg) #1 of 4 bf16 elements of group [0, 1, 2]; rank 2 never arrived";
+    timed_out +=
+        e == "rank " + std::to_string(r) +
+                 " waited 0.3 s in all_reduce(avg) #1 of 4 bf16 elements of group [0, 1, 2]; rank 2 never arrived";
     EXPECT_TRUE(contains(e, "all_reduce(avg) #1 of 4 bf16 elements of group [0, 1, 2]") &&
                 contains(e, "rank 2 never arrived")) << e;
   }

@@ -32,7 +32,8 @@ TEST(ModelOptions, MlpWidthForAnotherModelIsRefused) {
   run.model = "gpt2";
   run.mlp_width = 512;
   const std::string error = error_of([&] { build_model(run); });
-  EXPECT_TRUE(contains(error, "--mlp-width 512 / --mlp-depth 4 for --model gpt2: only --model mlp reads them")) << error;
+  EXPECT_TRUE(contains(error, "--mlp-width 512 / --mlp-depth 4 for --model gpt2: only --model mlp reads them"))
+      << error;
   run.model = "mlp";
   EXPECT_NO_THROW(build_model(run));
 }

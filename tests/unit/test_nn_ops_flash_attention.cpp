@@ -244,8 +244,10 @@ TEST(NnOpsFlashAttention, MismatchedOperandsAreErrors) {
                            {"out must be [2, 5, 8] f32", "[2, 5, 8] bf16"}));
   EXPECT_TRUE(throws_error([&] { flash_attention(s, qkv, out_f32, lse, NH); },
                            {"out must be [2, 5, 8] bf16", "[2, 5, 8] f32"}));
-  EXPECT_TRUE(throws_error([&] { flash_attention(s, qkv, out, lse_t, NH); }, {"lse must be [2, 2, 5] f32", "[2, 2, 6]"}));
-  EXPECT_TRUE(throws_error([&] { flash_attention(s, qkv, out, lse, 3); }, {"n_head must divide C = 8", "got n_head 3"}));
+  EXPECT_TRUE(
+      throws_error([&] { flash_attention(s, qkv, out, lse_t, NH); }, {"lse must be [2, 2, 5] f32", "[2, 2, 6]"}));
+  EXPECT_TRUE(
+      throws_error([&] { flash_attention(s, qkv, out, lse, 3); }, {"n_head must divide C = 8", "got n_head 3"}));
   EXPECT_TRUE(throws_error([&] { flash_attention(s, wide_qkv, wide_out, wide_lse, 1); },
                            {"head dimension C / n_head of bf16 qkv must be at most 128", "got 258"}));
   EXPECT_TRUE(throws_error([&] { flash_attention(s, wide_qkv_f32, wide_out_f32, wide_lse, 2); },

@@ -24,7 +24,8 @@ TEST_P(NnOpsPackQkvTest, QueryHeadsReadTheirGroupsKeyAndValueHead) {
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i);
   for (std::size_t i = 0; i < k.size(); ++i) k[i] = 1000.f + static_cast<float>(i);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = 2000.f + static_cast<float>(i);
-  Tensor tq = tensor_from(*dev, {B, T, C}, q), tk = tensor_from(*dev, {B, T, K}, k), tv = tensor_from(*dev, {B, T, K}, v);
+  Tensor tq = tensor_from(*dev, {B, T, C}, q), tk = tensor_from(*dev, {B, T, K}, k),
+         tv = tensor_from(*dev, {B, T, K}, v);
   Tensor qkv = leftovers(*dev, {B, T, 3 * C});
   pack_qkv(compute(*dev), tq, tk, tv, qkv, H, KV);
   const std::vector<float> got = read(qkv);
@@ -81,7 +82,8 @@ struct Grads {
 Grads run(DeviceKind kind) {
   auto dev = make_test_device(kind);
   const Stream s = compute(*dev);
-  Tensor q = tensor_from(*dev, {B, T, C}, kQ), k = tensor_from(*dev, {B, T, K}, kK), v = tensor_from(*dev, {B, T, K}, kV);
+  Tensor q = tensor_from(*dev, {B, T, C}, kQ), k = tensor_from(*dev, {B, T, K}, kK),
+         v = tensor_from(*dev, {B, T, K}, kV);
   Tensor qkv = leftovers(*dev, {B, T, 3 * C}), out = leftovers(*dev, {B, T, C}), att = leftovers(*dev, {B, H, T, T});
   pack_qkv(s, q, k, v, qkv, H, KV);
   attention(s, qkv, out, att, H);
@@ -192,7 +194,8 @@ TEST(NnOpsPackQkv, MismatchedOperandsAreErrors) {
   EXPECT_TRUE(throws_error([&] { pack_qkv(s, q, k, v, qkv, H, 3); },
                            {"pack_qkv", "n_kv_heads must divide n_heads = 4", "got 3"}));
   EXPECT_TRUE(throws_error([&] { pack_qkv(s, q, k, v, qkv, 3, 1); }, {"n_heads must divide", "16", "got n_heads 3"}));
-  EXPECT_TRUE(throws_error([&] { pack_qkv(s, q, k_wide, v, qkv, H, KV); }, {"k must be [2, 4, 8] f32", "[2, 4, 16] f32"}));
+  EXPECT_TRUE(
+      throws_error([&] { pack_qkv(s, q, k_wide, v, qkv, H, KV); }, {"k must be [2, 4, 8] f32", "[2, 4, 16] f32"}));
   EXPECT_TRUE(throws_error([&] { pack_qkv(s, q, k, v, qkv_short, H, KV); },
                            {"qkv must be [2, 4, 48] f32", "[2, 4, 32] f32"}));
   EXPECT_TRUE(throws_error([&] { pack_qkv_backward(s, qkv, q, k, k, H, KV); },

@@ -162,7 +162,8 @@ TEST(NnOpsRope, MismatchedOperandsAreErrors) {
   Tensor x = zeros(*dev, {B, T, W}), out = zeros(*dev, {B, T, W}), out_bf16 = zeros(*dev, {B, T, W}, DType::bf16);
   Tensor flat = zeros(*dev, {B * T, W});
   const Stream s = compute(*dev);
-  EXPECT_TRUE(throws_error([&] { rope(s, x, out, 5, kTheta); }, {"rope", "n_heads must divide", "24", "got n_heads 5"}));
+  EXPECT_TRUE(
+      throws_error([&] { rope(s, x, out, 5, kTheta); }, {"rope", "n_heads must divide", "24", "got n_heads 5"}));
   EXPECT_TRUE(throws_error([&] { rope(s, x, out, 8, kTheta); }, {"head dimension must be even", "got 3"}));
   EXPECT_TRUE(throws_error([&] { rope(s, x, out_bf16, H, kTheta); }, {"out must be [2, 5, 24] f32", "bf16"}));
   EXPECT_TRUE(throws_error([&] { rope(s, flat, flat, H, kTheta); }, {"x must be [B, T, H * head_dim]", "[10, 24]"}));

@@ -77,7 +77,8 @@ void check_restore_continues(std::unique_ptr<Device> device, const OptimizerSpec
   }
   EXPECT_EQ(b->steps(), 5);
   EXPECT_EQ(read(pb), read(pa));  // == on floats: bit for bit (no NaN here)
-  for (std::size_t i = 0; i < state_at_3.size(); ++i) EXPECT_EQ(read(b->state(0)[i].tensor), read(a->state(0)[i].tensor));
+  for (std::size_t i = 0; i < state_at_3.size(); ++i)
+    EXPECT_EQ(read(b->state(0)[i].tensor), read(a->state(0)[i].tensor));
 }
 
 class OptimizerStateTest : public testing::OnEachDevice {};

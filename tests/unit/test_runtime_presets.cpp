@@ -73,7 +73,8 @@ TEST(RuntimePresets, MalformedFilesSayWhatIsWrong) {
   // Figures that would overflow the virtual clock's nanoseconds are refused, not wrapped to short steps.
   std::string slow_launch(kValid);
   slow_launch.replace(slow_launch.find("\"launch_overhead_us\": 3"), 23, "\"launch_overhead_us\": 1e16");
-  EXPECT_NE(error_of(slow_launch).find("field 'launch_overhead_us' is 1e+16; expected at most 1e+06 us"), std::string::npos)
+  EXPECT_NE(error_of(slow_launch).find("field 'launch_overhead_us' is 1e+16; expected at most 1e+06 us"),
+            std::string::npos)
       << error_of(slow_launch);
   std::string no_bandwidth(kValid);
   no_bandwidth.replace(no_bandwidth.find("\"bandwidth\": 1e10"), 17, "\"bandwidth\": 1e-300");

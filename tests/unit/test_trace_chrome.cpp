@@ -104,7 +104,8 @@ TraceMeta sample_meta() {
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult same_counters(const std::vector<CounterSample>& got, const std::vector<CounterSample>& want) {
+::testing::AssertionResult same_counters(const std::vector<CounterSample>& got,
+                                         const std::vector<CounterSample>& want) {
   if (got.size() != want.size())
     return ::testing::AssertionFailure() << got.size() << " samples, expected " << want.size();
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -191,12 +192,14 @@ TEST_F(TraceChrome, CombinedFileHasTheFieldsPerfettoAndHtaRead) {
   EXPECT_EQ(thread_names.at({0, 7}), "stream 7 compute");
   EXPECT_EQ(thread_names.at({0, 8}), "stream 8 all_gather");
   EXPECT_EQ(thread_names.at({1, 10}), "stream 10 memcpy");
-  EXPECT_EQ(counter_tracks, (std::set<std::string>{"0 mem param_full", "0 mem total", "1 mem activation", "1 mem total"}));
+  EXPECT_EQ(counter_tracks,
+            (std::set<std::string>{"0 mem param_full", "0 mem total", "1 mem activation", "1 mem total"}));
 
   // Every complete event has what HTA's parser requires (ts, dur, name, cat, pid, tid), in
   // microseconds as floats; device events carry integer stream, device and correlation.
   for (const auto& [name, e] : by_name) {
-    for (const char* key : {"ts", "dur", "name", "cat", "pid", "tid", "args"}) EXPECT_TRUE(e->contains(key)) << name << " " << key;
+    for (const char* key : {"ts", "dur", "name", "cat", "pid", "tid", "args"})
+      EXPECT_TRUE(e->contains(key)) << name << " " << key;
     EXPECT_TRUE((*e)["ts"].is_number_float()) << name;
     const json& args = (*e)["args"];
     if ((*e)["cat"] == "cpu_op") {
@@ -402,8 +405,9 @@ TEST_F(TraceChrome, WhatIsNotARegularFileIsRefusedByItsKindWithoutReading) {
     std::ofstream big(path("big.json"));
   }
   fs::resize_file(path("big.json"), kMaxTraceFileBytes + 1);
-  EXPECT_TRUE(contains(read_error(path("big.json")), std::to_string(kMaxTraceFileBytes + 1) + " bytes; expected at most " +
-                                                         std::to_string(kMaxTraceFileBytes)));
+  EXPECT_TRUE(contains(
+      read_error(path("big.json")),
+      std::to_string(kMaxTraceFileBytes + 1) + " bytes; expected at most " + std::to_string(kMaxTraceFileBytes)));
 }
 
 // A file's claims are bounded by what a run can have: a world of 10^9 ranks in a small file would have

@@ -33,7 +33,8 @@ TEST(TraceQueue, ConcurrentDrainGetsEverythingInOrder) {
       if (i % 32 == 0) e.deps = {OpRef{1, i - 1}};
       queue.on_event(e);
       if (i % kSampleEvery == 0)
-        queue.on_counter(CounterSample{0, static_cast<SimTime>(i), MemTag::activation, static_cast<std::int64_t>(i), 0});
+        queue.on_counter(
+            CounterSample{0, static_cast<SimTime>(i), MemTag::activation, static_cast<std::int64_t>(i), 0});
     }
     done.store(true, std::memory_order_release);
   });

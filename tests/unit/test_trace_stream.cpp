@@ -130,7 +130,8 @@ TEST(TraceStream, TwoRanksArriveInOrder) {
       ++counters[static_cast<std::size_t>(c->rank)];
     } else if (const auto* s = std::get_if<WireStep>(&u.message)) {
       EXPECT_EQ(s->step, steps++);
-      EXPECT_GE(next_op[0], static_cast<OpId>((s->step + 1) * kPerStep + 1)) << "step " << s->step << " before its events";
+      EXPECT_GE(next_op[0], static_cast<OpId>((s->step + 1) * kPerStep + 1))
+          << "step " << s->step << " before its events";
       EXPECT_EQ(s->loss, 1.0 / (s->step + 1));
     }
   }
@@ -243,7 +244,8 @@ TEST(TraceStream, AStreamClosedWithoutFinishHasNoBye) {
   ASSERT_EQ(got.size(), 4u);  // connected, hello, the event, closed
   EXPECT_EQ(std::get<TraceEvent>(got[2].message).name, "op 1");
   EXPECT_FALSE(got[3].dropped);
-  EXPECT_TRUE(testing::contains(got[3].why, " closed the stream without a bye (run 'run-e', rank 1): the run may have failed"))
+  EXPECT_TRUE(
+      testing::contains(got[3].why, " closed the stream without a bye (run 'run-e', rank 1): the run may have failed"))
       << got[3].why;
 }
 

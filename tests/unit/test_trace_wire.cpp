@@ -275,8 +275,9 @@ TEST(TraceWire, ExtremeStepsAndTimesAreRefused) {
   std::string out;
   TraceEvent late = sample_event();
   late.step = std::numeric_limits<int>::max();
-  EXPECT_EQ(testing::error_of([&] { append_frame(out, late); }),
-            "trace wire: cannot send event 'reduce_scatter unit 7' of step 2147483647; expected -1 (none) to 1073741824");
+  EXPECT_EQ(
+      testing::error_of([&] { append_frame(out, late); }),
+      "trace wire: cannot send event 'reduce_scatter unit 7' of step 2147483647; expected -1 (none) to 1073741824");
   TraceEvent endless = sample_event();
   endless.end = std::numeric_limits<SimTime>::max();
   EXPECT_TRUE(testing::contains(testing::error_of([&] { append_frame(out, endless); }),
