@@ -10,6 +10,7 @@
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/host_memory_limit.hpp"
 #include "engine/trace/trace_wire.hpp"
+#include "engine/train/run_control.hpp"
 #include "engine/train/world.hpp"
 
 namespace fsdplab {
@@ -165,6 +166,25 @@ void run_process(const RankLayout& layout, const std::function<void(RankSeat&)>&
   }
 }
 
+// One thread rank's body where NCCL links the ranks. See [Note: which failure a world reports] in world.cpp: once
+// another rank's failure aborted NCCL, this rank's kernels ended early, and whatever it then sees (a CUDA error, a
+// result it checks) follows from that failure, whatever its type. It is rethrown as a PeerFailed, never the cause.
+// (A failure this rank's own wait gave up on is the group's failure word for word: its own.)
+void run_nccl_thread_rank(const std::function<void(RankSeat&)>& body, RankSeat& seat, const NcclAbortGroup& aborts) {
+  try {
+    body(seat);
+  } catch (const PeerFailed&) {
+    throw;
+  } catch (const RunStopped&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (const auto first = aborts.failure(); first && *first != e.what()) fail_as<PeerFailed>(e.what());
+    throw;
+  }
+}
+
 }  // namespace
 
 void run_ranks(const RankLayout& layout, const std::function<void(RankSeat&)>& body, LocalWorldOptions options) {
@@ -179,6 +199,7 @@ void run_ranks(const RankLayout& layout, const std::function<void(RankSeat&)>& b
   }
   run_world(layout.world, [&](int rank, LocalWorld& local) {
     ThreadSeat seat(layout, rank, local, id ? &*id : nullptr, aborts.get());
+    if (aborts) return run_nccl_thread_rank(body, seat, *aborts);
     body(seat);
   }, options);
   // The watchdog may have aborted a collective that was every rank's last NCCL call: its kernels ended early,
