@@ -57,6 +57,7 @@ struct GuiOptions {
   int screenshot_steps = 3;
   std::string break_kind;
   std::string listen;  // [HOST:]PORT: show runs streamed from other processes instead of running one
+  std::string given;   // the run's options as given, for hints that repeat them (given_arguments)
   double timeout = 300;
   int width = 1600;
   int height = 1000;
@@ -128,7 +129,7 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
 }
 
 // --break: an FSDP event kind ("post-forward"), or "task:N" for every event of task N's code.
-ScreenshotBreak parse_break(const std::string& text) {
+BreakAt parse_break(const std::string& text) {
   constexpr std::string_view kTaskPrefix = "task:";
   if (text.starts_with(kTaskPrefix)) {
     const std::string number = text.substr(kTaskPrefix.size());
@@ -136,11 +137,11 @@ ScreenshotBreak parse_break(const std::string& text) {
     const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), task);
     check(error == std::errc() && end == number.data() + number.size() && task >= 1 && task <= kTaskCount, "--break '",
           text, "'; expected task:N with N a task from 1 to ", kTaskCount);
-    return ScreenshotBreak{std::nullopt, task};
+    return BreakAt{std::nullopt, task};
   }
   for (std::size_t k = 0; k < kFsdpEventKindCount; ++k) {
     const auto kind = static_cast<FsdpEventKind>(k);
-    if (fsdp_event_name(kind) == text) return ScreenshotBreak{kind, 0};
+    if (fsdp_event_name(kind) == text) return BreakAt{kind, 0};
   }
   std::string known;
   for (std::size_t k = 0; k < kFsdpEventKindCount; ++k)
@@ -148,9 +149,32 @@ ScreenshotBreak parse_break(const std::string& text) {
   fail("--break '", text, "'; expected one of ", known, ", or task:N (every event of task N)");
 }
 
-std::string no_window_hint(const std::string& problem) {
-  return problem + ": the dashboard's window needs one. On a desktop, run `fsdplab` or `fsdplab gui`; here, "
-                   "`fsdplab gui --screenshot dashboard.png --steps 10` renders it to a PNG (offscreen, no display)";
+// `arguments`: the run's own, as given (" --impl 3=student --break task:3"), so the hint shows that run.
+std::string no_window_hint(const std::string& problem, const std::string& arguments) {
+  return problem + ": the dashboard's window needs one. On a desktop, run `fsdplab` or `fsdplab gui" + arguments +
+         "`; here, `fsdplab gui" + arguments + " --screenshot dashboard.png --steps 10` renders it to a PNG "
+         "(offscreen, no display)";
+}
+
+// The options given to `cmd`, as a shell would take them back (" --impl 3=student --break task:3"), leaving
+// out those named in `except`.
+std::string given_arguments(const CLI::App& cmd, const std::set<std::string>& except) {
+  const auto quoted = [](const std::string& text) {
+    if (!text.empty() && text.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;#~!") == std::string::npos) return text;
+    std::string q = "'";
+    for (char c : text) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string given;
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->count() == 0 || except.count(o->get_name())) continue;
+    if (o->get_type_size() == 0) {  // a flag
+      given += " " + o->get_name();
+      continue;
+    }
+    for (const std::string& value : o->results()) given += " " + o->get_name() + " " + quoted(value);
+  }
+  return given;
 }
 
 // What ended the session's runs early, each message once with the runs it ended ("SYNC, ASYNC: rank 0 failed:
@@ -186,28 +210,35 @@ void run_gui(GuiOptions o) {
     check(o.screenshot_steps >= 1, "--steps ", o.screenshot_steps, "; expected >= 1");
     window.screenshot = o.screenshot;
     window.screenshot_after_steps = o.screenshot_steps;
-    if (!o.break_kind.empty()) window.screenshot_break = parse_break(o.break_kind);
-    // The shot shows the runs N steps in: they stop there (one step more to break in), unpaced.
-    o.settings.steps = o.screenshot_steps + (window.screenshot_break ? 1 : 0);
+  }
+  // --break arms the step-through panel before the runs start: they pause at the first such event (the
+  // command a grader's diagnostic gives, `--break task:3`, opens on the student's code). A screenshot's
+  // runs break in the step after the --steps they show (one step more to break in), unpaced.
+  if (!o.break_kind.empty()) {
+    o.settings.break_at = parse_break(o.break_kind);
+    if (!o.screenshot.empty()) o.settings.break_at->from_step = o.screenshot_steps;
+  }
+  if (!o.screenshot.empty()) {
+    o.settings.steps = o.screenshot_steps + (o.settings.break_at ? 1 : 0);
     o.settings.steps_per_second = 0;
   }
-  // In the window, --break arms the step-through panel before the runs start: they pause at the first such
-  // event (the command a grader's diagnostic gives, `--break task:3`, opens on the student's code).
-  const bool arm = o.screenshot.empty() && !o.break_kind.empty();
-  const ScreenshotBreak armed = arm ? parse_break(o.break_kind) : ScreenshotBreak{};
   window.timeout_seconds = o.timeout;
-  if (const auto problem = window_problem(window)) fail(no_window_hint(*problem));
+  o.settings.plan();  // settings that cannot run are refused first, with or without a window
+  if (const auto problem = window_problem(window)) fail(no_window_hint(*problem, o.given));
   Dashboard dashboard(std::make_unique<LiveSession>(o.settings));
-  if (arm) {
-    RunControl& control = dashboard.session()->control();
-    if (armed.kind) control.set_break_on(*armed.kind, true);
-    if (armed.task != 0) control.set_break_on_task(armed.task, true);
-    control.set_breaking(true);
-  }
   run_window(dashboard, window);
+  LiveSession& session = *dashboard.session();
   if (!window.screenshot.empty()) std::printf("screenshot: %s\n", window.screenshot.c_str());
   // The dashboard showed it in the run's panel; the command ends with it too.
-  if (const std::optional<std::string> errors = run_errors(*dashboard.session())) fail(*errors);
+  if (const std::optional<std::string> errors = run_errors(session)) fail(*errors);
+  if (window.screenshot.empty() || !o.settings.break_at) return;
+  const std::optional<FsdpEvent> stop = session.control().paused() ? session.control().last_break() : std::nullopt;
+  const auto [focus_source, focus_rank] = session.control().focus();
+  check(stop.has_value(), "--break ", o.break_kind, ": the runs finished without reaching it (the focus rank, rank ",
+        focus_rank, " of ", session.store().source(focus_source).label, ", had no such event in step ",
+        o.screenshot_steps, " or later); the shot shows them finished");
+  std::printf("stopped at: rank %d, step %d: %s of task %d (%s)\n", stop->rank, stop->step,
+              std::string(fsdp_event_name(stop->kind)).c_str(), stop->task, stop->code.c_str());
 }
 
 // ---- runs of other processes: gui --listen --------------------------------------------------------------
@@ -296,7 +327,7 @@ int run_headless_comparison(const std::string& problem) {
   }
   std::printf("traces: %s %s (replay: fsdplab view %s %s; or open them in ui.perfetto.dev)\n", files[0].c_str(),
               files[1].c_str(), files[0].c_str(), files[1].c_str());
-  std::printf("%s\n", no_window_hint(problem).c_str());
+  std::printf("%s\n", no_window_hint(problem, "").c_str());
   return 0;
 }
 
@@ -313,8 +344,9 @@ void add_gui_command(CLI::App& app) {
   cmd->add_option("--steps", options->screenshot_steps, "With --screenshot: steps before the shot")
       ->capture_default_str();
   cmd->add_option("--break", options->break_kind,
-                  "Stop the runs at this FSDP event (e.g. 'post-forward'), or at each event of a task's code (task:3), "
-                  "in the step-through panel; with --screenshot, after --steps steps, and show it");
+                  "Stop the runs at this FSDP event (e.g. 'post-forward'), or at each event of a task's code (task:3; "
+                  "tasks 3 to 8 report events), in the step-through panel; with --screenshot, after --steps steps, "
+                  "and show it");
   // Bounded by what a GL framebuffer and a PNG of it can be here (16384 is the common maximum texture size).
   cmd->add_option("--width", options->width, "Window width in pixels")
       ->capture_default_str()
@@ -324,8 +356,9 @@ void add_gui_command(CLI::App& app) {
       ->check(CLI::Range(64, 16384));
   cmd->add_option("--timeout", options->timeout, "With --screenshot: give up after this many seconds")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->callback([options, session_flags] {
+      ->check(finite_range(0.001, 86400, "a number of seconds"));
+  cmd->callback([cmd, options, session_flags] {
+    options->given = given_arguments(*cmd, {"--screenshot", "--steps", "--timeout", "--width", "--height"});
     if (options->listen.empty()) return run_gui(*options);
     std::string given;
     for (const CLI::Option* o : session_flags)

@@ -62,7 +62,7 @@ struct Check {
   std::string title;  // what is checked, one line
   int points = 1;
   // The command that shows what this check looks at in the dashboard, with "{impl}" standing for the
-  // graded implementation's --impl flag: "fsdplab gui --model gpt2 --world 3 {impl} --break task:2".
+  // graded implementation's --impl flag: "fsdplab gui --model gpt2 --world 3 {impl} --break task:3".
   std::string show;
   std::function<CheckOutcome(const CheckContext&)> run;
 };

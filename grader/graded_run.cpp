@@ -6,6 +6,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "engine/fsdp/fsdp_observer.hpp"
 #include "engine/fsdp/lab_todo.hpp"
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/race_detector.hpp"
@@ -55,6 +56,11 @@ std::string GradeCase::command(const std::string& verb, const std::string& impl_
   if (options.offload) s << " --offload";
   s << " " << impl_flag;
   return s.str();
+}
+
+std::string GradeCase::dashboard_command(int task) const {
+  return command("gui", "{impl}") +
+         (task_reports_events(task, options.mode) ? " --break task:" + std::to_string(task) : std::string());
 }
 
 GradeCase small_gpt2(int world) {
@@ -279,7 +285,7 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
   check.id = std::move(id);
   check.title = std::move(title);
   check.points = points;
-  check.show = c.command("gui", "{impl}") + " --break task:" + std::to_string(task);
+  check.show = c.dashboard_command(task);
   check.run = [c, cause](const CheckContext& ctx) {
     GradeCase run = c;
     if (!run.fixed_seed) run.run.seed = ctx.seed;

@@ -29,6 +29,9 @@ struct GradeCase {
 
   // The fsdplab command that runs this case with `impl_flag` ("--impl 3=student"), for the diagnostics.
   std::string command(const std::string& verb, const std::string& impl_flag) const;
+  // A check's show command for task `task` on this case: the dashboard with "{impl}" graded, paused at the
+  // task's first event where its code reports events in this case's schedule (task_reports_events).
+  std::string dashboard_command(int task) const;
 };
 
 // gpt2 test-tiny on `world` ranks: 12 sequences of 16 tokens a step (12 split evenly over 1, 2, 3, 4 and

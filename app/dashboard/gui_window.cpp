@@ -14,19 +14,11 @@ namespace fsdplab::app {
 namespace {
 
 // Live screenshots wait for their moment: every run `steps` steps in (or ended), or stopped at the
-// break asked for, armed before the first frame so the world stops at the same event every time.
-// Remote ones wait until a run streamed `steps` steps.
+// session's break (SessionSettings::break_at, armed before the runs started, so the world stops at the
+// same event every time). Remote ones wait until a run streamed `steps` steps.
 class ScreenshotMoment {
  public:
-  ScreenshotMoment(const WindowOptions& options, Dashboard& dashboard) : options_(options) {
-    LiveSession* session = dashboard.session();
-    if (!session || !options.screenshot_break) return;
-    RunControl& control = session->control();
-    control.set_break_from_step(options.screenshot_after_steps);
-    if (options.screenshot_break->kind) control.set_break_on(*options.screenshot_break->kind, true);
-    if (options.screenshot_break->task != 0) control.set_break_on_task(options.screenshot_break->task, true);
-    control.set_breaking(true);
-  }
+  explicit ScreenshotMoment(const WindowOptions& options) : options_(options) {}
 
   bool reached(Dashboard& dashboard) {
     if (LiveSession* session = dashboard.session(); session && !at_moment(*session)) return false;
@@ -39,7 +31,7 @@ class ScreenshotMoment {
  private:
   bool at_moment(LiveSession& session) const {
     // A run that failed never breaks: once every run ended, the shot shows why.
-    if (options_.screenshot_break)
+    if (session.settings().break_at)
       return (session.control().paused() && session.control().last_break()) || session.finished();
     for (const auto& run : session.runs())
       if (!run->finished() &&
@@ -74,7 +66,7 @@ namespace {
 // A screenshot: frames drawn offscreen until its moment, the last one written.
 void run_capture(Dashboard& dashboard, const WindowOptions& options) {
   FrameCapture capture(options.width, options.height);
-  ScreenshotMoment moment(options, dashboard);
+  ScreenshotMoment moment(options);
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     capture.new_frame();
@@ -89,8 +81,9 @@ void run_capture(Dashboard& dashboard, const WindowOptions& options) {
       check(waited < options.timeout_seconds, "screenshot: no run streamed ", options.screenshot_after_steps,
             " steps to ", remote->listener().address(), " within ", options.timeout_seconds, " s (the most: ",
             remote->most_steps(), ")");
+    const bool breaks = dashboard.session() && dashboard.session()->settings().break_at;
     check(waited < options.timeout_seconds, "screenshot: its moment did not come within ", options.timeout_seconds,
-          " s (", options.screenshot_after_steps, " steps", options.screenshot_break ? ", then a break" : "", ")");
+          " s (", options.screenshot_after_steps, " steps", breaks ? ", then a break" : "", ")");
   }
 }
 

@@ -15,24 +15,15 @@ namespace fsdplab::app {
 // Why no window can open here, or nullopt if one can (GLFW is then initialised, for run_window).
 std::optional<std::string> display_problem();
 
-// Where a screenshot's world stops: at the focus rank's first event of `kind`, or of task `task`'s code
-// (1..9; 0: any task), from step `screenshot_after_steps` on.
-struct ScreenshotBreak {
-  std::optional<FsdpEventKind> kind;
-  int task = 0;
-};
-
 struct WindowOptions {
   int width = 1600;
   int height = 1000;
   // Empty: interactive, until the window is closed. Otherwise the PNG to write, after which it returns.
   std::string screenshot;
-  // Live sessions: the shot is taken once every run has done this many steps (or ended), or with
-  // screenshot_break, once the world stopped at the focus rank's first such event in step
-  // `screenshot_after_steps` (counted from 0: after that many steps), the step-through panel showing it.
-  // Remote sessions: once a run streamed this many steps.
+  // Live sessions: the shot is taken once every run has done this many steps (or ended), or with the
+  // session's break (SessionSettings::break_at, from step `screenshot_after_steps` on), once the world
+  // stopped at it, the step-through panel showing it. Remote sessions: once a run streamed this many steps.
   int screenshot_after_steps = 0;
-  std::optional<ScreenshotBreak> screenshot_break;
   double timeout_seconds = 300;  // a screenshot that cannot be taken by then is an Error
 };
 

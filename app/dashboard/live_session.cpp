@@ -110,6 +110,11 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
       runs.push_back(planned(impl_label(impl), options, false, impl));
       break;
   }
+  // --break stops the focus run (the last: see LiveSession::start) in a task whose code reports events there.
+  if (const OverlapMode focus = runs.back().run.options.mode; break_at && break_at->task != 0)
+    check(task_reports_events(break_at->task, focus), "--break task:", break_at->task, ": ",
+          why_task_reports_no_events(break_at->task, focus), ", so there is no event of it to stop at; break on one "
+          "of tasks 3 to 8 (6 under ASYNC), or see the task with --compare impl (yours beside the reference)");
   // Side by side on one GPU, each run's ranks get SMs of their own (RunConfig::runs_on_gpu).
   for (std::size_t i = 0; i < runs.size(); ++i) {
     runs[i].run.run.runs_on_gpu = static_cast<int>(runs.size());
@@ -145,6 +150,12 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
   control_->set_steps_per_second(settings_.steps_per_second);
   // Step-through follows rank 0 of the last run: ASYNC, where prefetch makes the order interesting.
   control_->set_focus(static_cast<int>(planned.size()) - 1, 0);
+  if (const std::optional<BreakAt>& b = settings_.break_at) {
+    control_->set_break_from_step(b->from_step);
+    if (b->kind) control_->set_break_on(*b->kind, true);
+    if (b->task != 0) control_->set_break_on_task(b->task, true);
+    control_->set_breaking(true);
+  }
   map_ = plan_flat_parameter_map(planned.front().run.run, planned.front().run.options);
   const DeviceSpec device = run_device_spec(planned.front().run.run, presets_, planned.front().run.dry_run);
   const bool on_gpu = device.kind == DeviceKind::cuda;

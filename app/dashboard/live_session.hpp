@@ -35,6 +35,14 @@ std::string_view comparison_name(Comparison c);  // "SYNC and ASYNC side by side
 std::string_view comparison_flag(Comparison c);
 Comparison parse_comparison(std::string_view flag);  // an Error naming the words expected
 
+// Where --break stops the world: at the focus rank's first event of `kind`, or of task `task`'s code (a
+// task that reports events; 0: any task), in step `from_step` or a later one.
+struct BreakAt {
+  std::optional<FsdpEventKind> kind;
+  int task = 0;
+  int from_step = 0;
+};
+
 struct SessionSettings {
   std::string model = "gpt2";
   std::string preset = "test-small";
@@ -56,6 +64,8 @@ struct SessionSettings {
   std::string wrap = "block";  // FSDP's wrap policy (model_factory.hpp): block, linear, nested or model
   bool dry_run = false;     // shapes, time and memory only: the large presets at the speed of the small
   double steps_per_second = 4;  // 0: as fast as the host computes
+  // Armed on the runs' RunControl before they start, so that no event of a short run passes by before it.
+  std::optional<BreakAt> break_at;
 
   // The runs these settings make: (label, FsdpRun, SYNC?) per source. An Error for settings that cannot
   // run (validated as `fsdplab run` validates them), before anything starts.

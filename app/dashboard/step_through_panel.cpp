@@ -63,6 +63,7 @@ std::string task_list(const std::array<bool, kTaskCount>& tasks) {
 void StepThroughPanel::set_chosen_task(int task) {
   check(task >= 1 && task <= kTaskCount, "step-through: task ", task, "; the lab's tasks are numbered 1 to ",
         kTaskCount);
+  check(task_reports_events(task), "step-through: ", why_task_reports_no_events(task), "; no event to stop at");
   chosen_task_ = task;
 }
 
@@ -83,16 +84,21 @@ void StepThroughPanel::draw(LiveSession& session) {
   // ---- tasks: the student's in one click, or one chosen here ---------------------------------------
   std::array<bool, kTaskCount> breaking_tasks{};
   for (int n = 1; n <= kTaskCount; ++n) breaking_tasks[static_cast<std::size_t>(n - 1)] = control.breaks_on_task(n);
+  // The student's tasks that report events: tasks 1, 2 and 9 have none of their own to stop at.
   const ImplChoice mine = session.impl_of(focus_source);
-  if (!mine.any_replaced()) ImGui::BeginDisabled();
-  if (ImGui::Button(
-          ("Break on my tasks' events" + (mine.any_replaced() ? " (" + task_list(mine.replaced_tasks()) + ")" : ""))
-              .c_str()))
-    break_on_tasks(control, mine.replaced_tasks());
+  std::array<bool, kTaskCount> my_tasks = mine.replaced_tasks();
+  for (int n = 1; n <= kTaskCount; ++n) my_tasks[static_cast<std::size_t>(n - 1)] &= task_reports_events(n);
+  const bool any_mine = !task_list(my_tasks).empty();
+  if (!any_mine) ImGui::BeginDisabled();
+  if (ImGui::Button(("Break on my tasks' events" + (any_mine ? " (" + task_list(my_tasks) + ")" : "")).c_str()))
+    break_on_tasks(control, my_tasks);
   my_tasks_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
-  if (!mine.any_replaced()) ImGui::EndDisabled();
-  if (!mine.any_replaced() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip("this run uses the reference for every task; run with --impl 3=student (or choose a task below)");
+  if (!any_mine) ImGui::EndDisabled();
+  if (!any_mine && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip(mine.any_replaced()
+                          ? "your tasks report no events of their own (tasks 3 to 8 do); choose a task below"
+                          : "this run uses the reference for every task; run with --impl 3=student (or choose a "
+                            "task below)");
   if (ImGui::Button(("Break on task " + std::to_string(chosen_task_) + "'s events").c_str())) {
     std::array<bool, kTaskCount> one{};
     one[static_cast<std::size_t>(chosen_task_ - 1)] = true;
@@ -103,7 +109,7 @@ void StepThroughPanel::draw(LiveSession& session) {
   ImGui::PushItemWidth(130);
   if (ImGui::BeginCombo("##task", task_heading(chosen_task_).c_str())) {
     for (int n = 1; n <= kTaskCount; ++n)
-      if (ImGui::Selectable(task_heading(n).c_str(), n == chosen_task_)) chosen_task_ = n;
+      if (task_reports_events(n) && ImGui::Selectable(task_heading(n).c_str(), n == chosen_task_)) chosen_task_ = n;
     ImGui::EndCombo();
   }
   ImGui::PopItemWidth();

@@ -26,7 +26,7 @@ class StepThroughPanel {
   Rect step_button() const { return step_; }
   Rect my_tasks_button() const { return my_tasks_; }
   Rect task_button() const { return task_; }
-  // The task the "break on task N" button chooses (1..kTaskCount).
+  // The task the "break on task N" button chooses: one that reports events (task_reports_events).
   int chosen_task() const { return chosen_task_; }
   void set_chosen_task(int task);
 

@@ -57,6 +57,8 @@ bool RunControl::breaks_on(FsdpEventKind kind) const {
 
 void RunControl::set_break_on_task(int task, bool on) {
   check(task >= 1 && task <= kTaskCount, "break on task ", task, ": the lab's tasks are numbered 1 to ", kTaskCount);
+  check(!on || task_reports_events(task), "break on task ", task, ": ", why_task_reports_no_events(task),
+        ", so step-through has no event of it to stop at (tasks 3 to 8 report events)");
   const std::lock_guard lock(mutex_);
   break_on_task_[static_cast<std::size_t>(task - 1)] = on;
 }

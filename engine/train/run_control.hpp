@@ -56,7 +56,7 @@ class RunControl {
   void set_break_on(FsdpEventKind kind, bool on);
   bool breaks_on(FsdpEventKind kind) const;
   // Which tasks' events the focus rank breaks at (FsdpEvent::task, 1..kTaskCount; none by default); an
-  // Error for another number.
+  // Error for another number, or for turning on a task that reports no events (task_reports_events).
   void set_break_on_task(int task, bool on);
   bool breaks_on_task(int task) const;
   void set_breaking(bool on);

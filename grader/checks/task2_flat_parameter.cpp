@@ -13,7 +13,8 @@
 namespace fsdplab::grading {
 namespace {
 
-constexpr const char* kShow = "fsdplab gui --model gpt2 --world 3 {impl} --break task:2";
+// Beside the reference: the FlatParameter map shows the layout (task 2 reports no events to break at).
+constexpr const char* kShow = "fsdplab gui --model gpt2 --world 3 {impl} --compare impl";
 
 // Parameters of the given sizes, named p0, p1, ...; the toy model's sizes by default.
 struct Params {

@@ -21,7 +21,8 @@ namespace fsdplab::grading {
 namespace {
 
 // The dashboard's own flags only (gui takes no --batch).
-constexpr const char* kShow = "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl";
+constexpr const char* kShow =
+    "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl --break task:3";
 
 const ForwardTask& graded(const CheckContext& c) { return *c.tasks.forward; }
 

@@ -20,7 +20,8 @@ namespace fsdplab::grading {
 namespace {
 
 // The dashboard's own flags only (gui takes no --batch or --optimizer).
-constexpr const char* kShow = "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl";
+constexpr const char* kShow =
+    "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl --break task:4";
 
 const BackwardTask& graded(const CheckContext& c) { return *c.tasks.backward; }
 

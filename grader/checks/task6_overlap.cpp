@@ -107,7 +107,7 @@ CheckOutcome with_budget(CheckOutcome outcome, const Schedules& s) {
 using ScheduleCheck = CheckOutcome (*)(const CheckContext& ctx, const GradeCase& c);
 
 Check make(std::string id, std::string title, int points, const GradeCase& c, ScheduleCheck run) {
-  return {6, std::move(id), std::move(title), points, c.command("gui", "{impl}") + " --break task:6",
+  return {6, std::move(id), std::move(title), points, c.dashboard_command(6),
           [c, run](const CheckContext& ctx) { return run(ctx, c); }};
 }
 

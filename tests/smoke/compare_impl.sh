@@ -2,7 +2,9 @@
 # The student's code in the dashboard, rendered with no display. `--compare impl --impl 3=student` runs the
 # reference beside the student's task 3; the skeleton's TODOs throw, so the student's run ends with the skeleton's
 # message: drawn in the shot beside the reference's run, and the command's error, once, with a non-zero status —
-# never a crash or a hang. Then `--break task:4` stops the world at task 4's first event for the shot.
+# never a crash or a hang. Then `--break task:4` stops the world at task 4's first event for the shot, even in
+# a run of test-tiny that a frame could see finished; a break the runs never reach, or on a task that reports no
+# events, is an error that says so; without a display, the hint repeats the student's own run.
 #   compare_impl.sh FSDPLAB PNG_CHECK OUT_DIR
 set -uo pipefail
 fsdplab=$1 png_check=$2 out=$3
@@ -23,7 +25,22 @@ grep -q "^fsdplab: error: student (3): rank [0-9] failed: task 3, ForwardTask::[
 "$fsdplab" gui --preset test-tiny --break task:4 --screenshot "$out/break-task.png" --steps 1 \
   >"$out/stdout" 2>"$out/stderr" || fail "--break task:4 failed"
 "$png_check" "$out/break-task.png" 1600 1000 || exit 1
+grep -q "^stopped at: rank 0, step 1: [a-z -]* of task 4 (BackwardTask::" "$out/stdout" ||
+  fail "--break task:4 did not stop at task 4 in step 1: $(cat "$out/stdout")"
 status=0
 "$fsdplab" gui --break task:10 --screenshot "$out/never.png" >"$out/stdout" 2>"$out/stderr" || status=$?
 [ "$status" = 1 ] && grep -q "expected task:N with N a task from 1 to 9" "$out/stderr" || fail "--break task:10 accepted"
-echo "compare_impl: the student's error shown and returned; --break task:4 rendered"
+status=0
+"$fsdplab" gui --break task:9 --screenshot "$out/never.png" >"$out/stdout" 2>"$out/stderr" || status=$?
+[ "$status" = 1 ] && grep -q "task:9: task 9's copies (CPU offload) run inside the gathers" "$out/stderr" ||
+  fail "--break task:9 accepted"
+status=0
+"$fsdplab" gui --preset test-tiny --break task:8 --screenshot "$out/never.png" --steps 1 >"$out/stdout" \
+  2>"$out/stderr" || status=$?
+[ "$status" = 1 ] && grep -q "the runs finished without reaching it" "$out/stderr" ||
+  fail "--break task:8 without hybrid shard: expected 'finished without reaching it', got status $status"
+status=0
+"$fsdplab" gui --impl 3=student --break task:3 >"$out/stdout" 2>"$out/stderr" || status=$?
+[ "$status" = 1 ] && grep -q "fsdplab gui --impl 3=student --break task:3 --screenshot dashboard.png --steps 10" \
+  "$out/stderr" || fail "the no-display hint does not repeat the run's arguments"
+echo "compare_impl: the student's error shown and returned; --break task:4 rendered, stopped in task 4"

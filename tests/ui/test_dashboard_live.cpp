@@ -154,6 +154,40 @@ TEST(DashboardLive, ClickOnPausePausesAndSpaceResumes) {
   EXPECT_FALSE(control.paused());
 }
 
+// --break: armed before the runs start, so even a one-step run, unpaced, stops at its task's first event
+// (armed after the start, the runs could finish before the first frame).
+TEST(DashboardLive, ABreakInTheSettingsStopsEvenARunOfOneStepAtItsFirstEvent) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    SessionSettings settings = tiny_settings(1);
+    settings.break_at = BreakAt{std::nullopt, 3, 0};
+    HeadlessImGui imgui;
+    Dashboard dashboard(std::make_unique<LiveSession>(settings));
+    LiveSession& session = *dashboard.session();
+    RunControl& control = session.control();
+    frames_until(imgui, dashboard, [&] { return (control.paused() && control.last_break()) || session.finished(); });
+    ASSERT_TRUE(control.paused() && control.last_break()) << "the runs finished without stopping";
+    const FsdpEvent stop = *control.last_break();
+    EXPECT_EQ(stop.task, 3);
+    EXPECT_EQ(stop.step, 0);
+    EXPECT_EQ(stop.rank, control.focus().second);
+    control.stop();
+  }
+}
+
+TEST(DashboardLive, ABreakOnATaskWithoutEventsIsRefusedBeforeAnyRunStarts) {
+  for (int task : {1, 2, 9}) {
+    SessionSettings settings = tiny_settings(1);
+    settings.break_at = BreakAt{std::nullopt, task, 0};
+    try {
+      LiveSession session(settings);
+      ADD_FAILURE() << "--break task:" << task << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--break task:" + std::to_string(task)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("tasks 3 to 8"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(DashboardLive, StepThroughStopsAtEachPostForwardInOrder) {
   HeadlessImGui imgui;
   Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(1000)));

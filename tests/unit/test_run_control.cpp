@@ -141,6 +141,30 @@ TEST(RunControl, RefusesATaskThatIsNotOneOfTheLabs) {
   EXPECT_THROW(control.set_break_on_task(kTaskCount + 1, true), Error);
 }
 
+TEST(RunControl, RefusesToBreakOnATaskThatReportsNoEventsAndSaysWhy) {
+  RunControl control;
+  for (int task : {1, 2, 9}) {
+    EXPECT_FALSE(task_reports_events(task));
+    std::string why;
+    try {
+      control.set_break_on_task(task, true);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    EXPECT_NE(why.find("task " + std::to_string(task)), std::string::npos) << why;
+    EXPECT_NE(why.find("no event"), std::string::npos) << why;
+    control.set_break_on_task(task, false);  // turning it off is always fine: the panel clears every task
+    EXPECT_FALSE(control.breaks_on_task(task));
+  }
+  EXPECT_FALSE(task_reports_events(6, OverlapMode::sync));  // SYNC never prefetches
+  EXPECT_TRUE(task_reports_events(3, OverlapMode::sync));
+  for (int task = 3; task <= 8; ++task) {
+    EXPECT_TRUE(task_reports_events(task));
+    control.set_break_on_task(task, true);
+    EXPECT_TRUE(control.breaks_on_task(task));
+  }
+}
+
 TEST(RunControl, StepOnceWithoutBreaksGoesOneEventOfTheFocusRank) {
   RunControl control;
   control.pause();
