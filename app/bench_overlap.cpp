@@ -33,6 +33,7 @@
 
 #include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/output_file.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/trace/trace_metrics.hpp"
@@ -322,6 +323,13 @@ OverlapHeadline overlap_headline(const OverlapBenchOptions& bench, TraceData* sy
 
 void bench_overlap(const OverlapBenchOptions& bench) {
   const auto start = Clock::now();
+  if (!bench.trace_path.empty()) {
+    // Before the dry runs, so a trace that cannot be written, or would overwrite the preset file, costs nothing.
+    const PathUse paths[] = {{"--trace", bench.trace_path, true, false},
+                             {"--presets", bench.presets_file, false, false}};
+    check_paths_apart(paths);
+    check_output_file(bench.trace_path, "--trace");
+  }
   OverlapRuns runs(bench);
   const DevicePreset& device = runs.device;
   const LinkPreset& base = runs.base;

@@ -52,7 +52,6 @@ struct RunOptions {
   std::string mode = "both";
   std::string device_preset = "h100-sxm";
   std::string link_preset;  // empty: the device preset's default link
-  std::string presets_file;
   std::string trace_path;
   std::string trace_dir;
   std::string dashboard;  // --dashboard HOST:PORT: stream the trace to `fsdplab gui --listen`
@@ -126,7 +125,7 @@ int run_streams_demo(const RunOptions& options) {
         "point is the virtual clock); drop --device cuda and --emulate-link, or train a model on the GPU (--model)");
   check(options.train.nodes.ranks_per_node == 0, "--demo streams runs its ranks on one node; --ranks-per-node places a "
         "training run's ranks on nodes (train a model: --model)");
-  const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
+  const PresetCatalog presets = PresetCatalog::builtin_or_file(options.train.presets_file);
   const DevicePreset& device = presets.device(options.device_preset);
   const LinkPreset& link = presets.link_for(device, options.link_preset);
 
@@ -142,6 +141,10 @@ int run_streams_demo(const RunOptions& options) {
   // Under mpirun (--comm mpi) each process is one rank; without --world, as many as were launched.
   const RankLayout layout = rank_layout(config.comm, world_asked(options), DeviceKind::sim, 0);
   config.world = layout.world;
+  const PathUse paths[] = {{"--trace", options.trace_path, true, false},
+                           {"--trace-dir", options.trace_dir, true, true},
+                           {"--presets", options.train.presets_file, false, false}};
+  check_paths_apart(paths);
   if (!options.trace_path.empty()) check_output_file(options.trace_path, "--trace");
   if (!options.trace_dir.empty()) check_output_folder(options.trace_dir, "--trace-dir");
 
@@ -210,7 +213,7 @@ int run_training(const RunOptions& options) {
   run.trace_dir = options.trace_dir;
   run.cupti = options.cupti == "on";
   set_sm_split(run, options.sm_split);
-  const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
+  const PresetCatalog presets = PresetCatalog::builtin_or_file(run.presets_file);
   // Resolved now (auto: cuda where a GPU is usable; under mpirun, as many ranks as processes unless --world
   // says) so the header says where the run goes, and a request this machine cannot serve is refused before
   // anything starts.
@@ -387,7 +390,7 @@ void add_run_command(CLI::App& app) {
                   "Device preset (see `fsdplab presets`); on cuda, the figures of its cost model");
   cmd->add_option("--link-preset", options->link_preset, "Link preset; default: the device preset's link");
   add_node_flags(*cmd, options->train.nodes, "sim");
-  cmd->add_option("--presets", options->presets_file, "Preset file to use instead of the built-in one");
+  cmd->add_option("--presets", options->train.presets_file, "Preset file to use instead of the built-in one");
   cmd->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto trace JSON of all ranks here");
   cmd->add_option("--trace-dir", options->trace_dir, "Write one trace per rank here (rank0.json ...), for HTA");
   cmd->add_option("--dashboard", options->dashboard,
