@@ -11,6 +11,7 @@
 #include <iostream>
 #include <thread>
 
+#include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/grade_submission.hpp"
 #include "engine/runtime/error.hpp"
@@ -110,7 +111,7 @@ void add_grade_command(CLI::App& app) {
   cmd->add_flag("--mutants", flags->mutants,
                 "Grade every known-wrong implementation (labs/mutants/) in its task and print whether it was caught");
   cmd->add_option("--time-limit", flags->time_limit, "Seconds a check may run before it is killed and scores 0")
-      ->check(CLI::Range(0.1, 3600.0));
+      ->check(finite_range(0.1, 3600.0, "seconds"));
   cmd->add_option("--jobs", flags->jobs, "Checks at once (default: the CPUs)")->check(CLI::Range(1, 256));
   cmd->add_option("--submission", flags->submission,
                   "Grade a submitted folder's labs/*/student.cpp instead of this tree's: built into a fsdplab of its "

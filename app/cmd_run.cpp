@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/dry_run_report.hpp"
 #include "app/fsdp_cli_options.hpp"
@@ -374,7 +375,7 @@ void add_run_command(CLI::App& app) {
          },
          "Seconds a rank waiting in a collective lets its peers go without progress before the run fails (default 5; "
          "more under compute-sanitizer, which slows the GPU many times over)")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(finite_range(0.1, 86400.0, "seconds"));
   cmd->add_flag("--emulate-link", options->train.emulate_link,
                 "cuda: hold each collective's stream for the link preset's time (a workstation's link on one GPU)");
   cmd->add_option("--cupti", options->cupti,
