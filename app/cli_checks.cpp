@@ -18,4 +18,10 @@ CLI::Validator finite_range(double low, double high, const std::string& what) {
       "FINITE in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]");
 }
 
+CLI::Validator non_empty(const std::string& expected) {
+  // No description: it would add a word to the help of every path option, and the help says what each takes.
+  return CLI::Validator(
+      [=](std::string& text) -> std::string { return text.empty() ? "an empty value; expected " + expected : ""; }, "");
+}
+
 }  // namespace fsdplab::app

@@ -387,15 +387,22 @@ void add_run_command(CLI::App& app) {
                   "its own, where the driver can split them (auto, default; on: split or fail), or the ranks' kernels "
                   "share every SM (off)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  // Path and name options refuse an empty value, which would read as not given (nothing written, a default used).
   cmd->add_option("--device-preset", options->device_preset,
-                  "Device preset (see `fsdplab presets`); on cuda, the figures of its cost model");
-  cmd->add_option("--link-preset", options->link_preset, "Link preset; default: the device preset's link");
+                  "Device preset (see `fsdplab presets`); on cuda, the figures of its cost model")
+      ->check(non_empty("a device preset's name"));
+  cmd->add_option("--link-preset", options->link_preset, "Link preset; default: the device preset's link")
+      ->check(non_empty("a link preset's name (leave the option out for the device preset's link)"));
   add_node_flags(*cmd, options->train.nodes, "sim");
-  cmd->add_option("--presets", options->train.presets_file, "Preset file to use instead of the built-in one");
-  cmd->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto trace JSON of all ranks here");
-  cmd->add_option("--trace-dir", options->trace_dir, "Write one trace per rank here (rank0.json ...), for HTA");
+  cmd->add_option("--presets", options->train.presets_file, "Preset file to use instead of the built-in one")
+      ->check(non_empty("a preset file"));
+  cmd->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto trace JSON of all ranks here")
+      ->check(non_empty("a file"));
+  cmd->add_option("--trace-dir", options->trace_dir, "Write one trace per rank here (rank0.json ...), for HTA")
+      ->check(non_empty("a folder"));
   cmd->add_option("--dashboard", options->dashboard,
-                  "Training: stream the trace to the dashboard `fsdplab gui --listen PORT` at HOST:PORT");
+                  "Training: stream the trace to the dashboard `fsdplab gui --listen PORT` at HOST:PORT")
+      ->check(non_empty("HOST:PORT"));
   cmd->add_option("--layers", options->layers, "Demo: number of layers")->check(CLI::Range(1, 1000));
   cmd->add_option("--width", options->width, "Demo: layer width")->check(CLI::Range(1, 65536));
   cmd->add_option("--tokens", options->tokens, "Demo: rows of the activations")->check(CLI::Range(1, 1 << 20));
@@ -403,8 +410,10 @@ void add_run_command(CLI::App& app) {
   RunConfig& t = options->train;
   auto* model = cmd->add_option("--model", t.model, "Train a model: toy, mlp, gpt2 or llama (instead of the demo)")
                     ->check(CLI::IsMember({"toy", "mlp", "gpt2", "llama"}));
-  cmd->add_option("--preset", t.preset, "gpt2 size: test-tiny, test-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl; "
-                  "llama: test-tiny, 7b, 70b");
+  cmd->add_option("--preset", t.preset,
+                  "gpt2 size: test-tiny, test-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl; "
+                  "llama: test-tiny, 7b, 70b")
+      ->check(non_empty("a size's name (leave the option out for the default)"));
   cmd->add_option("--mlp-width", t.mlp_width, "mlp: block width")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--mlp-depth", t.mlp_depth, "mlp: number of blocks")->check(CLI::Range(1, 1024));
   cmd->add_option("--steps", t.steps, "Training steps")->check(CLI::Range(0, 1 << 24));
@@ -426,25 +435,30 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--optimizer", t.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
   cmd->add_option("--lr", t.lr, "Learning rate (other hyper-parameters: PyTorch's defaults)");
   cmd->add_option("--momentum", t.momentum, "sgd: momentum (default 0, as PyTorch)");
-  cmd->add_option("--data", t.data_file, "gpt2: train on a uint16 token file (nanoGPT / llm.c format)");
-  cmd->add_option("--losses", t.losses_file, "Write step,loss CSV here");
+  cmd->add_option("--data", t.data_file, "gpt2: train on a uint16 token file (nanoGPT / llm.c format)")
+      ->check(non_empty("a token file"));
+  cmd->add_option("--losses", t.losses_file, "Write step,loss CSV here")->check(non_empty("a file"));
   cmd->add_flag("--allow-nonfinite", t.allow_nonfinite,
                 "Train on when a step's loss is NaN or infinite (by default the run stops there with an error)");
-  cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder");
-  cmd->add_option("--load-init", t.load_init, "Load initial parameters from this folder");
-  cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder (gathered whole under FSDP)");
+  cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder")
+      ->check(non_empty("a folder"));
+  cmd->add_option("--load-init", t.load_init, "Load initial parameters from this folder")->check(non_empty("a folder"));
+  cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder (gathered whole under FSDP)")
+      ->check(non_empty("a folder"));
   auto* dry_run_flag = cmd->add_flag("--dry-run", options->dry_run,
                 "FSDP on meta tensors: time and memory only, no numerics (plan 70B on 128 ranks here); prints rank 0's "
                 "memory by ledger tag and the step's simulated time");
   auto* checkpoint =
       cmd->add_option("--checkpoint", t.checkpoint_dir,
-                      "FSDP: write a training checkpoint (sharded + full) to this folder after the last step");
+                      "FSDP: write a training checkpoint (sharded + full) to this folder after the last step")
+          ->check(non_empty("a folder"));
   auto* checkpoint_every = cmd->add_option("--checkpoint-every", t.checkpoint_every,
                                            "FSDP: also write the checkpoint every K steps (needs --checkpoint)")
                                ->check(CLI::Range(1, 1 << 24));
   auto* resume =
       cmd->add_option("--resume", t.resume_dir,
-                      "FSDP: continue from this checkpoint folder up to --steps in all (may be --checkpoint's)");
+                      "FSDP: continue from this checkpoint folder up to --steps in all (may be --checkpoint's)")
+          ->check(non_empty("a checkpoint folder"));
   const std::vector<CLI::Option*> fsdp_flags = add_fsdp_flags(
       *cmd, options->fsdp_flags,
       {FsdpFlag::strategy, FsdpFlag::hybrid_group, FsdpFlag::precision, FsdpFlag::reduce_dtype, FsdpFlag::prefetch,

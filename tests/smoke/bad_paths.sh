@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Paths given wrong in ways that once exited 0 (so the corpus of bad inputs, which looks for signals and hangs,
-# cannot see them): an output named as an input or as another output, or inside a folder of another. Each must be
-# refused, its message naming the options, before anything is written: the inputs are compared with copies
-# afterwards, and the outputs must not exist.
+# cannot see them): an output named as an input or as another output, or inside a folder of another, and an empty
+# path, which read as "not given". Each must be refused, its message naming the options, before anything is
+# written: the inputs are compared with copies afterwards, and the outputs must not exist.
 #   bad_paths.sh FSDPLAB SOURCE_DIR OUT_DIR
 set -uo pipefail
 fsdplab=$(realpath "$1") source_dir=$(realpath "$2") out=$(realpath -m "$3")
@@ -52,6 +52,15 @@ refused "--losses 'x.csv' is the same file as --trace 'x.csv', another output of
 refused "--losses 'm/model.safetensors' lies in --save-final 'm', a folder the run writes" "${run[@]}" --losses m/model.safetensors --save-final m
 refused "--trace 'tdx/rank0.json' lies in --trace-dir 'tdx'" "${run[@]}" --trace tdx/rank0.json --trace-dir tdx
 refused "--save-init 'same' is the same folder as --save-final 'same'" "${run[@]}" --save-init same --save-final same
+# An empty path or name: the run went on as if it were not given (a resume trained from scratch over the checkpoint).
+for option in --resume --checkpoint --save-init --save-final --load-init --losses --trace --trace-dir --data --presets \
+  --preset --link-preset --dashboard; do
+  refused "^$option: an empty value; expected " "${run[@]}" --world 2 "$option" ''
+done
+refused "^--presets: an empty value; expected a preset file" presets --presets ''
+refused "^--trace: an empty value; expected a file" bench --what overlap --preset test-tiny --seq 16 --bandwidths 1 --trace ''
+refused "^--json: an empty value; expected a file" grade --task 2 --json ''
+
 cmp -s tok.bin tok.copy || { echo "FAIL: tok.bin changed"; failed=$((failed + 1)); }
 cmp -s pp.json pp.copy || { echo "FAIL: pp.json changed"; failed=$((failed + 1)); }
 diff -r si si.copy >/dev/null || { echo "FAIL: the --load-init folder si changed"; failed=$((failed + 1)); }
