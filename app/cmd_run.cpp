@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -478,25 +480,52 @@ void add_run_command(CLI::App& app) {
   CLI::Option* precision = cmd->get_option("--precision");
   std::erase(fsdp_only, precision);
   CLI::Option* prefetch = cmd->get_option("--prefetch");
-  cmd->callback([options, model, world, mode, prefetch, precision, batch, fsdp_only] {
+  const auto named = [cmd](std::initializer_list<const char*> names) {
+    std::vector<CLI::Option*> found;
+    for (const char* name : names) found.push_back(cmd->get_option(name));
+    return found;
+  };
+  // Options a training run reads and the streams demo does not (--steps included: the demo runs one step per
+  // mode), and the demo's own: each given to the other is refused, never silently ignored. --precision and
+  // --dashboard have messages of their own below.
+  const std::vector<CLI::Option*> training_only = named(
+      {"--gpu",       "--comm-timeout", "--cupti", "--sm-split", "--preset",          "--mlp-width", "--mlp-depth",
+       "--steps",     "--seed",         "--batch", "--seq",      "--vocab-multiple",  "--attention", "--optimizer",
+       "--lr",        "--momentum",     "--data",  "--losses",   "--allow-nonfinite", "--save-init", "--load-init",
+       "--save-final"});
+  const std::vector<CLI::Option*> demo_only = named({"--demo", "--layers", "--width", "--tokens", "--dtype"});
+  cmd->callback([options, model, world, mode, prefetch, precision, batch, fsdp_only, training_only, demo_only] {
     options->mode_given = mode->count() > 0;
     options->batch_given = batch->count() > 0;
     options->world_given = world->count() > 0;
     options->prefetch_given = prefetch->count() > 0;
-    std::string given;
-    for (const CLI::Option* o : fsdp_only)
-      if (o->count() > 0) given += (given.empty() ? "" : ", ") + o->get_name();
+    // "--a, --b configure" or "--a configures": the options of `list` given, and the verb that goes with them.
+    const auto given = [](const std::vector<CLI::Option*>& list) {
+      std::string names;
+      for (const CLI::Option* o : list)
+        if (o->count() > 0) names += (names.empty() ? "" : ", ") + o->get_name();
+      return names.empty() ? names : names + (names.find(',') == std::string::npos ? " configures" : " configure");
+    };
+    const std::string fsdp_given = given(fsdp_only);
     if (model->count() > 0) {
+      const std::string demo_given = given(demo_only);
+      check(demo_given.empty(), demo_given, " the streams demo, which runs without --model; drop ",
+            demo_given.find(',') == std::string::npos ? "it" : "them", " to train --model ", options->train.model,
+            ", or drop --model to run the demo");
       // --mode is the demo's too; with --model it configures FSDP.
-      options->fsdp = !given.empty() || mode->count() > 0;
+      options->fsdp = !fsdp_given.empty() || mode->count() > 0;
       if (world->count() == 0) options->world = 1;
       run_training(*options);
     } else {
-      check(given.empty(), given, " configure", given.find(',') == std::string::npos ? "s" : "",
+      check(fsdp_given.empty(), fsdp_given,
             " FSDP training; add --model toy|mlp|gpt2|llama (the streams demo has its own --dtype)");
       check(precision->count() == 0, "--precision is a training run's compute dtype; add --model toy|mlp|gpt2|llama "
             "(the streams demo has its own --dtype)");
       check(options->dashboard.empty(), "--dashboard streams a training run; add --model toy|mlp|gpt2|llama");
+      const std::string training_given = given(training_only);
+      check(training_given.empty(), training_given,
+            " a training run; add --model toy|mlp|gpt2|llama (the streams demo's own options: --layers, --width, "
+            "--tokens, --dtype)");
       run_streams_demo(*options);
     }
   });
