@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -217,7 +218,8 @@ class OverlapRuns {
           "; overlap needs communication, at least 2 ranks");
     check(!bench.bandwidth_scales.empty(), "bench --what overlap: --bandwidths needs at least one scale");
     for (double s : bench.bandwidth_scales)
-      check(s > 0, "bench --what overlap: bandwidth scale ", s, "; expected > 0 (times the link preset's bandwidth)");
+      check(std::isfinite(s) && s > 0, "bench --what overlap: --bandwidths ", s,
+            "; expected finite scales > 0 (times the link preset's bandwidth)");
 
     const PresetCatalog presets = PresetCatalog::builtin_or_file(bench.presets_file);
     device = presets.device(bench.device_preset);
@@ -231,6 +233,9 @@ class OverlapRuns {
         LinkPreset l = *from;
         l.name = scaled_link_name(*from, s);
         l.bandwidth = from->bandwidth * s;
+        // A scale finite itself may still overflow the bandwidth (1e300 times 1e11 B/s).
+        check(std::isfinite(l.bandwidth), "bench --what overlap: --bandwidths ", s, " times link ", from->name, "'s ",
+              from->bandwidth, " B/s is ", l.bandwidth, "; expected a finite bandwidth");
         links.push_back(l);
       }
       inter_node_of_[scaled_link_name(base, s)] = scaled_link_name(inter_node, s);

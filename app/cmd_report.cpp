@@ -177,7 +177,9 @@ void run_report(const ReportOptions& options) {
   }
   check_output_folder(options.out, "--out");
   ctx.out_dir = options.out;
-  fs::create_directories(ctx.out_dir);
+  std::error_code ec;
+  fs::create_directories(ctx.out_dir, ec);
+  check(!ec, "--out '", ctx.out_dir.string(), "': cannot create the folder: ", ec.message());
   const ScratchFolder scratch;
   ctx.work_dir = scratch.path();
 
