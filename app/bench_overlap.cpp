@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -33,6 +34,7 @@
 
 #include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/output_file.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/trace/trace_metrics.hpp"
@@ -216,7 +218,8 @@ class OverlapRuns {
           "; overlap needs communication, at least 2 ranks");
     check(!bench.bandwidth_scales.empty(), "bench --what overlap: --bandwidths needs at least one scale");
     for (double s : bench.bandwidth_scales)
-      check(s > 0, "bench --what overlap: bandwidth scale ", s, "; expected > 0 (times the link preset's bandwidth)");
+      check(std::isfinite(s) && s > 0, "bench --what overlap: --bandwidths ", s,
+            "; expected finite scales > 0 (times the link preset's bandwidth)");
 
     const PresetCatalog presets = PresetCatalog::builtin_or_file(bench.presets_file);
     device = presets.device(bench.device_preset);
@@ -230,6 +233,9 @@ class OverlapRuns {
         LinkPreset l = *from;
         l.name = scaled_link_name(*from, s);
         l.bandwidth = from->bandwidth * s;
+        // A scale finite itself may still overflow the bandwidth (1e300 times 1e11 B/s).
+        check(std::isfinite(l.bandwidth), "bench --what overlap: --bandwidths ", s, " times link ", from->name, "'s ",
+              from->bandwidth, " B/s is ", l.bandwidth, "; expected a finite bandwidth");
         links.push_back(l);
       }
       inter_node_of_[scaled_link_name(base, s)] = scaled_link_name(inter_node, s);
@@ -322,6 +328,13 @@ OverlapHeadline overlap_headline(const OverlapBenchOptions& bench, TraceData* sy
 
 void bench_overlap(const OverlapBenchOptions& bench) {
   const auto start = Clock::now();
+  if (!bench.trace_path.empty()) {
+    // Before the dry runs, so a trace that cannot be written, or would overwrite the preset file, costs nothing.
+    const PathUse paths[] = {{"--trace", bench.trace_path, true, false},
+                             {"--presets", bench.presets_file, false, false}};
+    check_paths_apart(paths);
+    check_output_file(bench.trace_path, "--trace");
+  }
   OverlapRuns runs(bench);
   const DevicePreset& device = runs.device;
   const LinkPreset& base = runs.base;

@@ -36,6 +36,7 @@
 #include "app/bench_overlap.hpp"
 #include "app/bench_train.hpp"
 #include "app/bench_ui.hpp"
+#include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/fsdp_cli_options.hpp"
 #include "engine/fsdp/memory_model.hpp"
@@ -127,7 +128,8 @@ void add_bench_command(CLI::App& app) {
   // rank); with --strategy and --hybrid-group below, what memory and overlap take and the others refuse.
   std::vector<CLI::Option*> memory_options = {
       cmd->add_option("--preset", memory->preset,
-                      "memory, overlap, train, cupti, kernels: model size (test-tiny, test-small, gpt2, ...)"),
+                      "memory, overlap, train, cupti, kernels: model size (test-tiny, test-small, gpt2, ...)")
+          ->check(non_empty("a size's name (leave the option out for the default)")),
       cmd->add_option("--micro-batch", memory->micro_batch,
                       "memory, overlap, train, cupti, kernels: sequences per rank")
           ->check(CLI::Range(1, 1 << 16)),
@@ -146,10 +148,12 @@ void add_bench_command(CLI::App& app) {
           ->check(CLI::Range(1, 1024)),
       cmd->add_option("--device-preset", overlap->device_preset,
                       "overlap, kernels on sim: device preset (see `fsdplab presets`); train: the GEMM peak compared "
-                      "with"),
+                      "with")
+          ->check(non_empty("a device preset's name")),
       cmd->add_option("--link-preset", overlap->link_preset,
                       "overlap: link preset, default the device preset's; train, kernels: the emulated link (default "
-                      "pcie4-no-p2p)")};
+                      "pcie4-no-p2p)")
+          ->check(non_empty("a link preset's name (leave the option out for the default)"))};
   const std::vector<CLI::Option*> train_options = {
       cmd->add_option("--device", train->device, "train, kernels: auto (cuda where a GPU is usable), sim or cuda")
           ->check(CLI::IsMember({"auto", "sim", "cuda"})),
@@ -176,13 +180,15 @@ void add_bench_command(CLI::App& app) {
              "ranks' kernels share every SM (off)")
           ->check(CLI::IsMember({"auto", "on", "off"}))};
   std::vector<CLI::Option*> overlap_options = {
-      cmd->add_option("--presets", overlap->presets_file, "overlap: preset file to use instead of the built-in one"),
+      cmd->add_option("--presets", overlap->presets_file, "overlap: preset file to use instead of the built-in one")
+          ->check(non_empty("a preset file")),
       cmd->add_option(
              "--bandwidths", overlap->bandwidth_scales,
              "overlap: link bandwidths of the sweep, as multiples of the link preset's (default 0.25 0.5 1 2 4)")
           ->delimiter(','),
       cmd->add_option("--trace", overlap->trace_path,
-                      "overlap: write the headline ASYNC dry run's Chrome trace (both steps, every rank) here")};
+                      "overlap: write the headline ASYNC dry run's Chrome trace (both steps, every rank) here")
+          ->check(non_empty("a file"))};
   for (CLI::Option* o : add_node_flags(*cmd, overlap->nodes, "overlap")) overlap_options.push_back(o);
   // The ASYNC configuration of overlap's headline and bandwidth sweep.
   for (CLI::Option* o : add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::prefetch, FsdpFlag::max_inflight, FsdpFlag::buffers},

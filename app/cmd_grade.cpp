@@ -11,6 +11,7 @@
 #include <iostream>
 #include <thread>
 
+#include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/grade_submission.hpp"
 #include "engine/runtime/error.hpp"
@@ -103,20 +104,23 @@ void add_grade_command(CLI::App& app) {
   cmd->add_option("--impl", flags->impl,
                   "What to grade: student (default: labs/NN-*/student.cpp), reference, or per task, e.g. "
                   "3=student or 3=mutant:missing-wait (then only the tasks named are graded)");
-  cmd->add_option("--cases", flags->cases, "A folder of held-out cases (*.json, grader/grading_cases.hpp) graded too");
-  cmd->add_option("--json", flags->json, "Write the grade as JSON for a gradebook");
+  cmd->add_option("--cases", flags->cases, "A folder of held-out cases (*.json, grader/grading_cases.hpp) graded too")
+      ->check(non_empty("a folder"));
+  cmd->add_option("--json", flags->json, "Write the grade as JSON for a gradebook")->check(non_empty("a file"));
   cmd->add_option("--seed", flags->seed, "Seed of the models and data the checks train (default 0)")
       ->check([](const std::string& text) { return seed_text_problem(text); });
   cmd->add_flag("--mutants", flags->mutants,
                 "Grade every known-wrong implementation (labs/mutants/) in its task and print whether it was caught");
   cmd->add_option("--time-limit", flags->time_limit, "Seconds a check may run before it is killed and scores 0")
-      ->check(CLI::Range(0.1, 3600.0));
+      ->check(finite_range(0.1, 3600.0, "seconds"));
   cmd->add_option("--jobs", flags->jobs, "Checks at once (default: the CPUs)")->check(CLI::Range(1, 256));
   cmd->add_option("--submission", flags->submission,
                   "Grade a submitted folder's labs/*/student.cpp instead of this tree's: built into a fsdplab of its "
-                  "own against this source tree (the first time: minutes), whose grade then runs");
+                  "own against this source tree (the first time: minutes), whose grade then runs")
+      ->check(non_empty("a folder"));
   cmd->add_option("--submission-build", flags->submission_build,
-                  "The build folder for --submission (default: submission-build beside this fsdplab's build)");
+                  "The build folder for --submission (default: submission-build beside this fsdplab's build)")
+      ->check(non_empty("a folder"));
   cmd->callback([flags] {
     const int status = run_grade(*flags);
     if (status != 0) throw CLI::RuntimeError(status);

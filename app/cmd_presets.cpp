@@ -1,6 +1,7 @@
 // `fsdplab presets` — the device and link presets the sim device's cost model can use.
 #include <cstdio>
 
+#include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "engine/runtime/presets.hpp"
 
@@ -9,7 +10,8 @@ namespace fsdplab::app {
 void add_presets_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("presets", "List the device and link presets of the sim device's cost model");
   auto file = std::make_shared<std::string>();
-  cmd->add_option("--presets", *file, "Read presets from this file instead of the built-in catalogue");
+  cmd->add_option("--presets", *file, "Read presets from this file instead of the built-in catalogue")
+      ->check(non_empty("a preset file"));
   cmd->callback([file] {
     const PresetCatalog c = PresetCatalog::builtin_or_file(*file);
     std::printf("devices:\n  %-12s %10s %10s %10s %9s  %s\n", "name", "bf16 TF/s", "f32 TF/s", "mem TB/s", "link",

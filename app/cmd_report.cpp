@@ -23,6 +23,7 @@
 #include <system_error>
 #include <vector>
 
+#include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/report/markdown_table.hpp"
 #include "app/report/report_context.hpp"
@@ -176,7 +177,9 @@ void run_report(const ReportOptions& options) {
   }
   check_output_folder(options.out, "--out");
   ctx.out_dir = options.out;
-  fs::create_directories(ctx.out_dir);
+  std::error_code ec;
+  fs::create_directories(ctx.out_dir, ec);
+  check(!ec, "--out '", ctx.out_dir.string(), "': cannot create the folder: ", ec.message());
   const ScratchFolder scratch;
   ctx.work_dir = scratch.path();
 
@@ -222,7 +225,8 @@ void add_report_command(CLI::App& app) {
                   "sim (default; virtual time) or cuda (trainings and collectives on the GPU)")
       ->check(CLI::IsMember({"sim", "cuda"}));
   cmd->add_option("--out", options->out, "Folder for report.md and its figures (created if missing)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_empty("a folder"));
   cmd->add_flag("--quick", options->quick,
                 "Smaller sizes, fewer steps, shorter sweeps: every table within ~2 minutes (CI)");
   cmd->add_option("--only", options->only, "Only these sections, written to report_<SECTION>.md: " + [] {

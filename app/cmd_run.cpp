@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
+#include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/dry_run_report.hpp"
 #include "app/fsdp_cli_options.hpp"
@@ -52,7 +55,6 @@ struct RunOptions {
   std::string mode = "both";
   std::string device_preset = "h100-sxm";
   std::string link_preset;  // empty: the device preset's default link
-  std::string presets_file;
   std::string trace_path;
   std::string trace_dir;
   std::string dashboard;  // --dashboard HOST:PORT: stream the trace to `fsdplab gui --listen`
@@ -126,7 +128,7 @@ int run_streams_demo(const RunOptions& options) {
         "point is the virtual clock); drop --device cuda and --emulate-link, or train a model on the GPU (--model)");
   check(options.train.nodes.ranks_per_node == 0, "--demo streams runs its ranks on one node; --ranks-per-node places a "
         "training run's ranks on nodes (train a model: --model)");
-  const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
+  const PresetCatalog presets = PresetCatalog::builtin_or_file(options.train.presets_file);
   const DevicePreset& device = presets.device(options.device_preset);
   const LinkPreset& link = presets.link_for(device, options.link_preset);
 
@@ -142,6 +144,10 @@ int run_streams_demo(const RunOptions& options) {
   // Under mpirun (--comm mpi) each process is one rank; without --world, as many as were launched.
   const RankLayout layout = rank_layout(config.comm, world_asked(options), DeviceKind::sim, 0);
   config.world = layout.world;
+  const PathUse paths[] = {{"--trace", options.trace_path, true, false},
+                           {"--trace-dir", options.trace_dir, true, true},
+                           {"--presets", options.train.presets_file, false, false}};
+  check_paths_apart(paths);
   if (!options.trace_path.empty()) check_output_file(options.trace_path, "--trace");
   if (!options.trace_dir.empty()) check_output_folder(options.trace_dir, "--trace-dir");
 
@@ -210,7 +216,7 @@ int run_training(const RunOptions& options) {
   run.trace_dir = options.trace_dir;
   run.cupti = options.cupti == "on";
   set_sm_split(run, options.sm_split);
-  const PresetCatalog presets = PresetCatalog::builtin_or_file(options.presets_file);
+  const PresetCatalog presets = PresetCatalog::builtin_or_file(run.presets_file);
   // Resolved now (auto: cuda where a GPU is usable; under mpirun, as many ranks as processes unless --world
   // says) so the header says where the run goes, and a request this machine cannot serve is refused before
   // anything starts.
@@ -371,7 +377,7 @@ void add_run_command(CLI::App& app) {
          },
          "Seconds a rank waiting in a collective lets its peers go without progress before the run fails (default 5; "
          "more under compute-sanitizer, which slows the GPU many times over)")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(finite_range(0.1, 86400.0, "seconds"));
   cmd->add_flag("--emulate-link", options->train.emulate_link,
                 "cuda: hold each collective's stream for the link preset's time (a workstation's link on one GPU)");
   cmd->add_option("--cupti", options->cupti,
@@ -383,15 +389,22 @@ void add_run_command(CLI::App& app) {
                   "its own, where the driver can split them (auto, default; on: split or fail), or the ranks' kernels "
                   "share every SM (off)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  // Path and name options refuse an empty value, which would read as not given (nothing written, a default used).
   cmd->add_option("--device-preset", options->device_preset,
-                  "Device preset (see `fsdplab presets`); on cuda, the figures of its cost model");
-  cmd->add_option("--link-preset", options->link_preset, "Link preset; default: the device preset's link");
+                  "Device preset (see `fsdplab presets`); on cuda, the figures of its cost model")
+      ->check(non_empty("a device preset's name"));
+  cmd->add_option("--link-preset", options->link_preset, "Link preset; default: the device preset's link")
+      ->check(non_empty("a link preset's name (leave the option out for the device preset's link)"));
   add_node_flags(*cmd, options->train.nodes, "sim");
-  cmd->add_option("--presets", options->presets_file, "Preset file to use instead of the built-in one");
-  cmd->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto trace JSON of all ranks here");
-  cmd->add_option("--trace-dir", options->trace_dir, "Write one trace per rank here (rank0.json ...), for HTA");
+  cmd->add_option("--presets", options->train.presets_file, "Preset file to use instead of the built-in one")
+      ->check(non_empty("a preset file"));
+  cmd->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto trace JSON of all ranks here")
+      ->check(non_empty("a file"));
+  cmd->add_option("--trace-dir", options->trace_dir, "Write one trace per rank here (rank0.json ...), for HTA")
+      ->check(non_empty("a folder"));
   cmd->add_option("--dashboard", options->dashboard,
-                  "Training: stream the trace to the dashboard `fsdplab gui --listen PORT` at HOST:PORT");
+                  "Training: stream the trace to the dashboard `fsdplab gui --listen PORT` at HOST:PORT")
+      ->check(non_empty("HOST:PORT"));
   cmd->add_option("--layers", options->layers, "Demo: number of layers")->check(CLI::Range(1, 1000));
   cmd->add_option("--width", options->width, "Demo: layer width")->check(CLI::Range(1, 65536));
   cmd->add_option("--tokens", options->tokens, "Demo: rows of the activations")->check(CLI::Range(1, 1 << 20));
@@ -399,8 +412,10 @@ void add_run_command(CLI::App& app) {
   RunConfig& t = options->train;
   auto* model = cmd->add_option("--model", t.model, "Train a model: toy, mlp, gpt2 or llama (instead of the demo)")
                     ->check(CLI::IsMember({"toy", "mlp", "gpt2", "llama"}));
-  cmd->add_option("--preset", t.preset, "gpt2 size: test-tiny, test-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl; "
-                  "llama: test-tiny, 7b, 70b");
+  cmd->add_option("--preset", t.preset,
+                  "gpt2 size: test-tiny, test-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl; "
+                  "llama: test-tiny, 7b, 70b")
+      ->check(non_empty("a size's name (leave the option out for the default)"));
   cmd->add_option("--mlp-width", t.mlp_width, "mlp: block width")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--mlp-depth", t.mlp_depth, "mlp: number of blocks")->check(CLI::Range(1, 1024));
   cmd->add_option("--steps", t.steps, "Training steps")->check(CLI::Range(0, 1 << 24));
@@ -422,25 +437,30 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--optimizer", t.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
   cmd->add_option("--lr", t.lr, "Learning rate (other hyper-parameters: PyTorch's defaults)");
   cmd->add_option("--momentum", t.momentum, "sgd: momentum (default 0, as PyTorch)");
-  cmd->add_option("--data", t.data_file, "gpt2: train on a uint16 token file (nanoGPT / llm.c format)");
-  cmd->add_option("--losses", t.losses_file, "Write step,loss CSV here");
+  cmd->add_option("--data", t.data_file, "gpt2: train on a uint16 token file (nanoGPT / llm.c format)")
+      ->check(non_empty("a token file"));
+  cmd->add_option("--losses", t.losses_file, "Write step,loss CSV here")->check(non_empty("a file"));
   cmd->add_flag("--allow-nonfinite", t.allow_nonfinite,
                 "Train on when a step's loss is NaN or infinite (by default the run stops there with an error)");
-  cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder");
-  cmd->add_option("--load-init", t.load_init, "Load initial parameters from this folder");
-  cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder (gathered whole under FSDP)");
+  cmd->add_option("--save-init", t.save_init, "Save the initial parameters to this folder")
+      ->check(non_empty("a folder"));
+  cmd->add_option("--load-init", t.load_init, "Load initial parameters from this folder")->check(non_empty("a folder"));
+  cmd->add_option("--save-final", t.save_final, "Save the final parameters to this folder (gathered whole under FSDP)")
+      ->check(non_empty("a folder"));
   auto* dry_run_flag = cmd->add_flag("--dry-run", options->dry_run,
                 "FSDP on meta tensors: time and memory only, no numerics (plan 70B on 128 ranks here); prints rank 0's "
                 "memory by ledger tag and the step's simulated time");
   auto* checkpoint =
       cmd->add_option("--checkpoint", t.checkpoint_dir,
-                      "FSDP: write a training checkpoint (sharded + full) to this folder after the last step");
+                      "FSDP: write a training checkpoint (sharded + full) to this folder after the last step")
+          ->check(non_empty("a folder"));
   auto* checkpoint_every = cmd->add_option("--checkpoint-every", t.checkpoint_every,
                                            "FSDP: also write the checkpoint every K steps (needs --checkpoint)")
                                ->check(CLI::Range(1, 1 << 24));
   auto* resume =
       cmd->add_option("--resume", t.resume_dir,
-                      "FSDP: continue from this checkpoint folder up to --steps in all (may be --checkpoint's)");
+                      "FSDP: continue from this checkpoint folder up to --steps in all (may be --checkpoint's)")
+          ->check(non_empty("a checkpoint folder"));
   const std::vector<CLI::Option*> fsdp_flags = add_fsdp_flags(
       *cmd, options->fsdp_flags,
       {FsdpFlag::strategy, FsdpFlag::hybrid_group, FsdpFlag::precision, FsdpFlag::reduce_dtype, FsdpFlag::prefetch,
@@ -460,25 +480,52 @@ void add_run_command(CLI::App& app) {
   CLI::Option* precision = cmd->get_option("--precision");
   std::erase(fsdp_only, precision);
   CLI::Option* prefetch = cmd->get_option("--prefetch");
-  cmd->callback([options, model, world, mode, prefetch, precision, batch, fsdp_only] {
+  const auto named = [cmd](std::initializer_list<const char*> names) {
+    std::vector<CLI::Option*> found;
+    for (const char* name : names) found.push_back(cmd->get_option(name));
+    return found;
+  };
+  // Options a training run reads and the streams demo does not (--steps included: the demo runs one step per
+  // mode), and the demo's own: each given to the other is refused, never silently ignored. --precision and
+  // --dashboard have messages of their own below.
+  const std::vector<CLI::Option*> training_only = named(
+      {"--gpu",       "--comm-timeout", "--cupti", "--sm-split", "--preset",          "--mlp-width", "--mlp-depth",
+       "--steps",     "--seed",         "--batch", "--seq",      "--vocab-multiple",  "--attention", "--optimizer",
+       "--lr",        "--momentum",     "--data",  "--losses",   "--allow-nonfinite", "--save-init", "--load-init",
+       "--save-final"});
+  const std::vector<CLI::Option*> demo_only = named({"--demo", "--layers", "--width", "--tokens", "--dtype"});
+  cmd->callback([options, model, world, mode, prefetch, precision, batch, fsdp_only, training_only, demo_only] {
     options->mode_given = mode->count() > 0;
     options->batch_given = batch->count() > 0;
     options->world_given = world->count() > 0;
     options->prefetch_given = prefetch->count() > 0;
-    std::string given;
-    for (const CLI::Option* o : fsdp_only)
-      if (o->count() > 0) given += (given.empty() ? "" : ", ") + o->get_name();
+    // "--a, --b configure" or "--a configures": the options of `list` given, and the verb that goes with them.
+    const auto given = [](const std::vector<CLI::Option*>& list) {
+      std::string names;
+      for (const CLI::Option* o : list)
+        if (o->count() > 0) names += (names.empty() ? "" : ", ") + o->get_name();
+      return names.empty() ? names : names + (names.find(',') == std::string::npos ? " configures" : " configure");
+    };
+    const std::string fsdp_given = given(fsdp_only);
     if (model->count() > 0) {
+      const std::string demo_given = given(demo_only);
+      check(demo_given.empty(), demo_given, " the streams demo, which runs without --model; drop ",
+            demo_given.find(',') == std::string::npos ? "it" : "them", " to train --model ", options->train.model,
+            ", or drop --model to run the demo");
       // --mode is the demo's too; with --model it configures FSDP.
-      options->fsdp = !given.empty() || mode->count() > 0;
+      options->fsdp = !fsdp_given.empty() || mode->count() > 0;
       if (world->count() == 0) options->world = 1;
       run_training(*options);
     } else {
-      check(given.empty(), given, " configure", given.find(',') == std::string::npos ? "s" : "",
+      check(fsdp_given.empty(), fsdp_given,
             " FSDP training; add --model toy|mlp|gpt2|llama (the streams demo has its own --dtype)");
       check(precision->count() == 0, "--precision is a training run's compute dtype; add --model toy|mlp|gpt2|llama "
             "(the streams demo has its own --dtype)");
       check(options->dashboard.empty(), "--dashboard streams a training run; add --model toy|mlp|gpt2|llama");
+      const std::string training_given = given(training_only);
+      check(training_given.empty(), training_given,
+            " a training run; add --model toy|mlp|gpt2|llama (the streams demo's own options: --layers, --width, "
+            "--tokens, --dtype)");
       run_streams_demo(*options);
     }
   });

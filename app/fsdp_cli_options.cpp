@@ -7,6 +7,9 @@
 namespace fsdplab::app {
 namespace {
 
+// --max-inflight's bound: more gathered units than any model here has, so any larger value means no limit too.
+constexpr int kMaxInflight = 1 << 16;
+
 std::vector<std::string> strings(std::span<const std::string_view> names) { return {names.begin(), names.end()}; }
 
 std::string comma_list(std::span<const std::string_view> names) {
@@ -71,7 +74,7 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
         added.push_back(cmd.add_option("--max-inflight", flags.max_inflight,
                                        help("FSDP ASYNC rate limit: gathered units allowed at once (default " +
                                             std::to_string(defaults.max_inflight) + "; 0: no limit)"))
-                            ->check(CLI::NonNegativeNumber));
+                            ->check(CLI::Range(0, kMaxInflight)));
         break;
       case FsdpFlag::buffers:
         added.push_back(cmd.add_option("--buffers", flags.buffers,
@@ -98,14 +101,19 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
 
 std::vector<CLI::Option*> add_node_flags(CLI::App& cmd, NodePlacement& nodes, std::string_view scope) {
   const std::string in = std::string(scope) + ": ";
-  return {cmd.add_option("--ranks-per-node", nodes.ranks_per_node,
-                         in + "place the ranks on nodes of this many, --link-preset within a node and "
-                              "--inter-node-link between; a collective whose group spans nodes runs at the inter-node "
-                              "link's pace (default: one node)")
-              ->check(CLI::Range(1, 1 << 20)),
-          cmd.add_option("--inter-node-link", nodes.inter_node_link,
-                         std::string(scope) + ", with --ranks-per-node: the link preset between nodes (default: " +
-                             NodePlacement{}.inter_node_link + ")")};
+  CLI::Option* ranks_per_node =
+      cmd.add_option("--ranks-per-node", nodes.ranks_per_node,
+                     in + "place the ranks on nodes of this many, --link-preset within a node and "
+                          "--inter-node-link between; a collective whose group spans nodes runs at the inter-node "
+                          "link's pace (default: one node)")
+          ->check(CLI::Range(1, 1 << 20));
+  // The link is looked up (its name checked) only where there are nodes: alone, a misspelt name would pass unread.
+  CLI::Option* inter_node_link =
+      cmd.add_option("--inter-node-link", nodes.inter_node_link,
+                     std::string(scope) + ", with --ranks-per-node: the link preset between nodes (default: " +
+                         NodePlacement{}.inter_node_link + ")")
+          ->needs(ranks_per_node);
+  return {ranks_per_node, inter_node_link};
 }
 
 FsdpChoice parse_fsdp_flags(const FsdpFlags& flags) {

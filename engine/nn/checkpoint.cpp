@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/input_file.hpp"
 #include "engine/runtime/output_file.hpp"
 
 namespace fsdplab {
@@ -15,6 +15,8 @@ namespace {
 
 constexpr const char* kWeightsFile = "model.safetensors";
 constexpr const char* kConfigFile = "config.json";
+// A model's config is a few hundred bytes; a megabyte leaves room for any the engine writes.
+constexpr std::uint64_t kMaxConfigBytes = 1u << 20;
 
 void write_json_atomically(const std::filesystem::path& path, const nlohmann::json& json) {
   write_output_file(path, "", [&](std::ostream& out) { out << json.dump(2) << "\n"; });
@@ -67,12 +69,16 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<
 
 CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity) {
   const std::filesystem::path config_path = dir / kConfigFile;
-  std::ifstream in(config_path);
-  check(in.good(), "cannot open '", config_path.string(),
-        "'; expected a folder written by --save-init or --save-final");
+  std::error_code ec;
+  check(std::filesystem::exists(std::filesystem::symlink_status(config_path, ec)), "'", dir.string(), "' ",
+        std::filesystem::is_directory(dir, ec) ? std::string("holds no ") + kConfigFile : "is not a folder",
+        "; expected a folder written by --save-init or --save-final");
+  // Read by its kind first: a FIFO or a device in the folder is refused, never waited on or read without end.
+  const std::string text =
+      read_input_file(config_path, "the model's config", kMaxConfigBytes, "written by --save-init or --save-final");
   nlohmann::json saved;
   try {
-    saved = nlohmann::json::parse(in);
+    saved = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("'", config_path.string(), "' is not valid JSON: ", e.what());
   }

@@ -164,6 +164,54 @@ bool path_is_within(const fs::path& path, const fs::path& folder) {
   return true;
 }
 
+namespace {
+
+// A device or a pipe (symbolic links followed): written in place, it keeps nothing a write could destroy.
+bool is_stream_node(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  return !ec && fs::exists(status) && !fs::is_regular_file(status) && !fs::is_directory(status);
+}
+
+// The Error for `inner`, which lies in the folder `outer` (one of them written).
+[[noreturn]] void fail_inside(const PathUse& inner, const PathUse& outer) {
+  fail(named(inner.option, inner.path), " lies in ", named(outer.option, outer.path), ", a folder the run ",
+       outer.written ? "writes" : "reads", "; expected ",
+       inner.written ? "a path outside it" : "the run's inputs outside the folders it writes");
+}
+
+}  // namespace
+
+bool same_file(const fs::path& a, const fs::path& b) {
+  // stat, not std::filesystem::equivalent, which libstdc++ refuses for two devices (/dev/null twice).
+  struct stat sa {
+  }, sb{};
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  return path_is_within(a, b) && path_is_within(b, a);
+}
+
+void check_paths_apart(std::span<const PathUse> uses) {
+  for (std::size_t i = 0; i < uses.size(); ++i) {
+    for (std::size_t j = i + 1; j < uses.size(); ++j) {
+      // The written one first: the message names what would be overwritten.
+      const bool swap = !uses[i].written;
+      const PathUse& a = swap ? uses[j] : uses[i];
+      const PathUse& b = swap ? uses[i] : uses[j];
+      if (a.path.empty() || b.path.empty() || !a.written) continue;
+      if (same_file(a.path, b.path)) {
+        if (is_stream_node(a.path)) continue;
+        fail(named(a.option, a.path), " is the same ", a.folder ? "folder" : "file", " as ", named(b.option, b.path),
+             b.written ? ", another output of the run: one would overwrite the other"
+                       : ", which the run reads: writing it would destroy it",
+             "; expected a path of its own");
+      }
+      if (path_is_within(a.path, b.path)) fail_inside(a, b);
+      if (path_is_within(b.path, a.path)) fail_inside(b, a);
+    }
+  }
+}
+
 void write_output_file(const fs::path& requested, std::string_view what,
                        const std::function<void(std::ostream&)>& write, bool flush_to_disk) {
   const std::string name = named(what, requested);

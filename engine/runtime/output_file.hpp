@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <ostream>
+#include <span>
 #include <string_view>
 
 namespace fsdplab {
@@ -38,6 +39,24 @@ void check_output_folder(const std::filesystem::path& dir, std::string_view what
 
 // True when `path` is `folder` or lies inside it, symbolic links followed (as far as they exist).
 bool path_is_within(const std::filesystem::path& path, const std::filesystem::path& folder);
+
+// True when `a` and `b` name the same file or folder: the same device and inode where both exist (so hard
+// links too), else the same path with symbolic links followed (as far as they exist).
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
+
+// A path a command reads or writes and the option that named it ("--data"); an empty path: not given.
+struct PathUse {
+  std::string_view option;
+  std::filesystem::path path;
+  bool written = false;  // an output; else an input the command reads
+  bool folder = false;   // a folder (--save-final), else a file: as the messages name it
+};
+
+// Before a run: an Error naming both options when a path written and another of `uses` are the same file
+// (same_file) or one lies in the other (a folder, path_is_within): the write would destroy an input, or one output
+// another. A device or pipe already there (/dev/null) may be named twice: written in place, it keeps nothing to
+// destroy.
+void check_paths_apart(std::span<const PathUse> uses);
 
 // Writes `path` (resolved as above; its folder must exist) with what `write` puts in the stream.
 // `flush_to_disk`: a regular file is fsync'ed before its rename, so a crash soon after cannot

@@ -84,6 +84,9 @@ struct RunConfig {
   std::string device_preset = "h100-sxm";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's default link
   NodePlacement nodes;  // sim only
+  // The preset file the caller read its PresetCatalog from (empty: the built-in one): an input the run's
+  // outputs must not overwrite (check_run_request).
+  std::string presets_file;
   std::string losses_file;  // CSV step,loss
   std::string trace_file;
   std::string trace_dir;    // a trace file per rank (rank0.json, ...)

@@ -41,17 +41,19 @@ void check_run_request(const RunConfig& run) {
                             {run.trace_dir, "--trace-dir", true},
                             {run.save_init, "--save-init", true},
                             {run.save_final, "--save-final", true}};
-  struct Checkpoint {
-    const std::string& dir;
-    const char* option;
-  };
-  const Checkpoint checkpoints[] = {{run.checkpoint_dir, "--checkpoint"}, {run.resume_dir, "--resume"}};
+  // --checkpoint's folder is checked as a checkpoint where the run is planned (check_checkpoint_target).
+  std::vector<PathUse> uses = {{"--checkpoint", run.checkpoint_dir, true, true},
+                               {"--data", run.data_file, false, false},
+                               {"--load-init", run.load_init, false, true},
+                               {"--presets", run.presets_file, false, false}};
+  // --resume may name --checkpoint's own folder: the checkpoint is read whole before the first save replaces it.
+  if (run.resume_dir.empty() || run.checkpoint_dir.empty() || !same_file(run.resume_dir, run.checkpoint_dir))
+    uses.push_back({"--resume", run.resume_dir, false, true});
+  for (const Output& output : outputs) uses.push_back({output.option, output.path, true, output.folder});
+  // First: an output in another's folder is the problem to name, not that the folder does not exist yet.
+  check_paths_apart(uses);
   for (const Output& output : outputs) {
     if (output.path.empty()) continue;
-    for (const Checkpoint& checkpoint : checkpoints)
-      check(checkpoint.dir.empty() || !path_is_within(output.path, checkpoint.dir), output.option, " '", output.path,
-            "' lies in the run's own checkpoint folder (", checkpoint.option, " '", checkpoint.dir,
-            "'), which a save replaces whole and a resume reads; expected a path outside it");
     if (output.folder) {
       check_output_folder(output.path, output.option);
     } else {

@@ -37,10 +37,11 @@ void save_output(const OutputFailed& on_failed, const std::function<void()>& sav
 
 // Before the run (train_baseline, and FsdpRunPlan before any rank starts), in this order:
 // the numbers no other check reads (--lr, --momentum: finite and >= 0; --batch, --seq, the mlp's shape);
-// every output (--losses, --trace, --trace-dir, --save-init, --save-final) can be written where it is
-// named (output_file.hpp; nothing is created); and none lies in the run's own checkpoint folders
-// (--checkpoint, --resume), which a save swaps whole. An Error naming the option, what came and what
-// was expected.
+// no output (--losses, --trace, --trace-dir, --save-init, --save-final, --checkpoint) is the same file as
+// another path of the run or lies in a folder of another, nor holds an input (--data, --load-init, --resume,
+// --presets) in its folder (check_paths_apart): --resume alone may be --checkpoint's folder; and every output
+// but --checkpoint (checked as one by FsdpRunPlan) can be written where it is named (output_file.hpp; nothing
+// is created). An Error naming the option, what came and what was expected.
 void check_run_request(const RunConfig& run);
 
 // bf16 (mixed precision) only for the token models: toy and mlp read f32 regression inputs, which bf16 layers

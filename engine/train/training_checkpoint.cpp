@@ -19,6 +19,7 @@
 #include "engine/nn/checkpoint.hpp"
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/input_file.hpp"
 #include "engine/train/crc32.hpp"
 
 namespace fsdplab {
@@ -33,6 +34,8 @@ constexpr const char* kManifest = "manifest.json";
 constexpr const char* kModelFile = "model.safetensors";  // with config.json: checkpoint.hpp's folder
 constexpr const char* kConfigFile = "config.json";
 constexpr const char* kManifestCrcKey = "manifest_crc32";
+// A manifest lists a file per rank and the run's identity: some 100 KB at 1024 ranks.
+constexpr std::uint64_t kMaxManifestBytes = 16u << 20;
 constexpr const char* kStaging = ".fsdplab-tmp";
 constexpr const char* kOld = ".fsdplab-old";
 
@@ -380,13 +383,12 @@ namespace {
 // The manifest of `dir`, parsed and checked whole (its own CRC-32) and of this format version.
 Json read_manifest(const fs::path& dir, const std::string& where) {
   const fs::path path = dir / kManifest;
-  std::FILE* in = std::fopen(path.c_str(), "rb");
-  check(in != nullptr, where, ": cannot open '", path.string(), "' (", errno_text(errno),
-        "); expected a folder written by --checkpoint");
-  std::string text;
-  char buffer[65536];
-  for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, in)) > 0;) text.append(buffer, got);
-  std::fclose(in);
+  std::error_code ec;
+  check(fs::exists(fs::symlink_status(path, ec)), where, ": '", dir.string(), "' holds no ", kManifest,
+        "; expected a folder written by --checkpoint");
+  // Read by its kind first: a FIFO or a device in its place is refused, never waited on (with the checkpoint's
+  // lock held) or read without end.
+  const std::string text = read_input_file(path, "checkpoint manifest", kMaxManifestBytes, "written by --checkpoint");
   Json manifest;
   try {
     manifest = Json::parse(text);

@@ -85,13 +85,63 @@ TEST_F(RunOutputs, OutputInTheRunsOwnCheckpointIsRefused) {
   fsdp.run.checkpoint_dir = path("ck");
   fsdp.run.losses_file = path("ck/manifest.json");
   const std::string error = error_of([&] { train_fsdp(fsdp, PresetCatalog::builtin(), count_steps()); });
-  EXPECT_TRUE(contains(error, "--losses '" + path("ck/manifest.json") + "' lies in the run's own checkpoint folder "
-                              "(--checkpoint '" + path("ck") + "')")) << error;
+  EXPECT_TRUE(contains(error, "--losses '" + path("ck/manifest.json") + "' lies in --checkpoint '" + path("ck") +
+                                  "', a folder the run writes; expected a path outside it"))
+      << error;
   EXPECT_EQ(steps_run, 0);
   fsdp.run.losses_file.clear();
   fsdp.run.save_final = path("ck");
-  EXPECT_TRUE(contains(error_of([&] { train_fsdp(fsdp, PresetCatalog::builtin(), nullptr); }),
-                       "--save-final '" + path("ck") + "' lies in"));
+  const std::string same = error_of([&] { train_fsdp(fsdp, PresetCatalog::builtin(), nullptr); });
+  EXPECT_TRUE(contains(same, "is the same folder as --save-final '" + path("ck") + "'")) << same;
+}
+
+// An output named as an input destroyed it, and the run exited 0; two outputs alike overwrote each other. The
+// checks before the first step refuse both, naming the two options (check_paths_apart, output_file.hpp).
+TEST_F(RunOutputs, AnOutputThatIsAnInputOrAnotherOutputIsRefusedBeforeTheFirstStep) {
+  std::ofstream(path("presets.json")) << "{}";
+  fs::create_directories(path("init"));
+  struct Bad {
+    std::function<void(RunConfig&)> set;
+    std::string message;
+  };
+  const std::vector<Bad> cases = {
+      {[&](RunConfig& r) { r.presets_file = r.trace_file = path("presets.json"); },
+       "--trace '" + path("presets.json") + "' is the same file as --presets"},
+      {[&](RunConfig& r) {
+         r.load_init = path("init");
+         r.losses_file = path("init/losses.csv");
+       },
+       "--losses '" + path("init/losses.csv") + "' lies in --load-init"},
+      {[&](RunConfig& r) { r.losses_file = r.trace_file = path("x.csv"); }, "another output of the run"},
+      {[&](RunConfig& r) {
+         r.trace_dir = path("tdx");
+         r.trace_file = path("tdx/rank0.json");
+       },
+       "--trace '" + path("tdx/rank0.json") + "' lies in --trace-dir"},
+  };
+  for (const Bad& bad : cases) {
+    SCOPED_TRACE(bad.message);
+    steps_run = 0;
+    RunConfig run = toy(2);
+    bad.set(run);
+    const std::string baseline =
+        error_of([&] { train_baseline(run, PresetCatalog::builtin(), count_steps(), nullptr); });
+    EXPECT_TRUE(contains(baseline, bad.message)) << baseline;
+    FsdpRun fsdp = fsdp_toy(2);
+    bad.set(fsdp.run);
+    const std::string sharded = error_of([&] { train_fsdp(fsdp, PresetCatalog::builtin(), count_steps()); });
+    EXPECT_TRUE(contains(sharded, bad.message)) << sharded;
+    EXPECT_EQ(steps_run, 0);
+  }
+  EXPECT_EQ(slurp(path("presets.json")), "{}");
+  // --resume may be --checkpoint's own folder, written to by the name it was read by or another.
+  FsdpRun first = fsdp_toy(1);
+  first.run.checkpoint_dir = path("ck");
+  train_fsdp(first, PresetCatalog::builtin(), nullptr);
+  FsdpRun resumed = fsdp_toy(2);
+  resumed.run.resume_dir = path("ck");
+  resumed.run.checkpoint_dir = path("init/../ck");
+  EXPECT_EQ(train_fsdp(resumed, PresetCatalog::builtin(), nullptr).size(), 1u);
 }
 
 TEST_F(RunOutputs, SaveThatFailsAtTheEndCostsOnlyItself) {

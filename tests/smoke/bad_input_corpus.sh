@@ -15,6 +15,8 @@ echo '{"x": 1}' > "$scratch/dir/sub/file.json"
 head -c 4096 /dev/urandom > "$scratch/garbage"
 printf '{"traceEvents": [{"name": "gelu", "ph": "X", "ts": 1, "dur": 2, "pid": 0, "tid": 0}, {"name": "ge' > "$scratch/trunc.json"
 mkfifo "$scratch/fifo"
+mkdir "$scratch/fifo_dir"
+mkfifo "$scratch/fifo_dir/config.json" "$scratch/fifo_dir/manifest.json"
 export DISPLAY= WAYLAND_DISPLAY= OPENBLAS_NUM_THREADS=1
 
 failed=0
@@ -30,6 +32,7 @@ while IFS= read -r line || [[ -n "$line" ]]; do
   args="${args//@EMPTY@/$scratch/empty}"
   args="${args//@GARBAGE@/$scratch/garbage}"
   args="${args//@TRUNC_JSON@/$scratch/trunc.json}"
+  args="${args//@FIFO_DIR@/$scratch/fifo_dir}"
   args="${args//@FIFO@/$scratch/fifo}"
   args="${args//@MISSING@/$scratch/missing}"
   args="${args//@OUT@/$out}"

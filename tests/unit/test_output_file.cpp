@@ -138,5 +138,52 @@ TEST_F(OutputFile, PathIsWithinFollowsLinks) {
   EXPECT_FALSE(path_is_within(path("losses.csv"), path("ck")));
 }
 
+// What a run reads and writes, checked apart before it starts (check_paths_apart): an output named as an input
+// destroyed it with exit status 0, and two outputs named alike overwrote each other.
+TEST_F(OutputFile, AnOutputThatIsAnInputOrAnotherOutputIsRefusedNamingBoth) {
+  write(path("tok.bin"), "tokens");
+  fs::create_hard_link(path("tok.bin"), path("hard.bin"));
+  fs::create_directories(path("init"));
+  const auto error = [](std::initializer_list<PathUse> uses) {
+    return error_of([&] { check_paths_apart(std::span<const PathUse>(uses.begin(), uses.size())); });
+  };
+  const std::string tok = path("tok.bin").string();
+  EXPECT_TRUE(contains(error({{"--data", path("tok.bin"), false}, {"--losses", path("tok.bin"), true}}),
+                       "--losses '" + tok + "' is the same file as --data '" + tok + "', which the run reads"));
+  // The same file by another name: a hard link, a path through "..".
+  EXPECT_TRUE(contains(error({{"--data", path("tok.bin"), false}, {"--trace", path("hard.bin"), true}}),
+                       "--trace '" + path("hard.bin").string() + "' is the same file as --data"));
+  EXPECT_TRUE(contains(error({{"--presets", path("tok.bin"), false}, {"--trace", path("init/../tok.bin"), true}}),
+                       "is the same file as --presets"));
+  // Two outputs, neither there yet.
+  EXPECT_TRUE(contains(error({{"--losses", path("x.csv"), true}, {"--trace", path("x.csv"), true}}),
+                       "--losses '" + path("x.csv").string() + "' is the same file as --trace '" +
+                           path("x.csv").string() + "', another output of the run: one would overwrite the other"));
+  EXPECT_TRUE(contains(error({{"--save-init", path("same"), true, true}, {"--save-final", path("same"), true, true}}),
+                       "is the same folder as --save-final"));
+  // A file in another's folder, whichever comes first.
+  EXPECT_TRUE(
+      contains(error({{"--losses", path("m/model.safetensors"), true}, {"--save-final", path("m"), true, true}}),
+               "--losses '" + path("m/model.safetensors").string() + "' lies in --save-final '" + path("m").string() +
+                   "', a folder the run writes; expected a path outside it"));
+  EXPECT_TRUE(contains(error({{"--trace-dir", path("tdx"), true, true}, {"--trace", path("tdx/rank0.json"), true}}),
+                       "--trace '" + path("tdx/rank0.json").string() + "' lies in --trace-dir"));
+  EXPECT_TRUE(contains(error({{"--load-init", path("init"), false, true}, {"--losses", path("init/l.csv"), true}}),
+                       "lies in --load-init '" + path("init").string() + "', a folder the run reads"));
+  EXPECT_TRUE(contains(error({{"--data", path("init/tok.bin"), false}, {"--checkpoint", path("init"), true, true}}),
+                       "--data '" + path("init/tok.bin").string() + "' lies in --checkpoint"));
+  // Apart, inputs alike, options not given, and a device written in place twice: all fine.
+  const PathUse fine[] = {{"--data", path("tok.bin"), false},
+                          {"--presets", path("tok.bin"), false},
+                          {"--losses", path("l.csv"), true},
+                          {"--trace", path("t.json"), true},
+                          {"--save-final", path("final"), true, true},
+                          {"--save-init", "", true, true},
+                          {"--resume", "", false}};
+  EXPECT_NO_THROW(check_paths_apart(fine));
+  const PathUse discarded[] = {{"--losses", "/dev/null", true}, {"--trace", "/dev/null", true}};
+  EXPECT_NO_THROW(check_paths_apart(discarded));
+}
+
 }  // namespace
 }  // namespace fsdplab

@@ -1,0 +1,17 @@
+// cli_checks.hpp — CLI11 validators for what CLI11's own let through: a number that is not finite (CLI::Range
+// compares, and every comparison with NaN is false) and an empty value where empty would mean "not given".
+// CLI11 puts the option's name before the message: "--time-limit: nan is not seconds from 0.1 to 3600".
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace fsdplab::app {
+
+// A finite number within [low, high]; `what` says what the number is ("seconds").
+CLI::Validator finite_range(double low, double high, const std::string& what);
+
+// A value that is not empty, for a path or a name whose option, left empty, would be taken as not given (an
+// output not written, a default used); `expected` says what to give instead ("a folder", "a preset name").
+CLI::Validator non_empty(const std::string& expected);
+
+}  // namespace fsdplab::app
