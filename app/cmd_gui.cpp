@@ -12,7 +12,6 @@
 //   fsdplab view a.json [b.json]  exported traces replayed in the same panels
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <iostream>
@@ -22,31 +21,19 @@
 #include <string>
 #include <vector>
 
+#include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/dashboard/dashboard.hpp"
 #include "app/dashboard/gui_window.hpp"
 #include "app/dashboard/step_time_panel.hpp"
 #include "app/fsdp_cli_options.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/output_file.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/trace/trace_recorder.hpp"
 
 namespace fsdplab::app {
 namespace {
-
-// A CLI check that a number is finite and within [low, high] (CLI::Range lets NaN through).
-CLI::Validator finite_range(double low, double high, const std::string& what) {
-  return CLI::Validator(
-      [=](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double value = std::strtod(text.c_str(), &end);
-        if (end == text.c_str() || *end != '\0' || !std::isfinite(value) || value < low || value > high)
-          return text + " is not " + what + " from " + CLI::detail::to_string(low) + " to " +
-                 CLI::detail::to_string(high);
-        return "";
-      },
-      "FINITE in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]");
-}
 
 struct GuiOptions {
   SessionSettings settings;
@@ -340,7 +327,8 @@ void add_gui_command(CLI::App& app) {
   cmd->add_option("--listen", options->listen,
                   "[HOST:]PORT: show runs streamed by `fsdplab run --dashboard` instead (PORT alone: 127.0.0.1; 0: "
                   "any free port, printed)");
-  cmd->add_option("--screenshot", options->screenshot, "Render to this PNG after --steps steps and exit");
+  cmd->add_option("--screenshot", options->screenshot, "Render to this PNG after --steps steps and exit")
+      ->check(non_empty("a PNG file"));
   cmd->add_option("--steps", options->screenshot_steps, "With --screenshot: steps before the shot")
       ->capture_default_str();
   cmd->add_option("--break", options->break_kind,
@@ -374,8 +362,12 @@ void add_view_command(CLI::App& app) {
   auto screenshot = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("view", "Replay exported traces (fsdplab run --trace) in the dashboard");
   cmd->add_option("traces", *files, "Trace files (Chrome trace JSON written by fsdplab)")->required();
-  cmd->add_option("--screenshot", *screenshot, "Render to this PNG and exit");
+  cmd->add_option("--screenshot", *screenshot, "Render to this PNG and exit")->check(non_empty("a PNG file"));
   cmd->callback([files, screenshot] {
+    // A shot written over a trace it replays would destroy it.
+    std::vector<PathUse> paths = {{"--screenshot", *screenshot, true}};
+    for (const std::string& file : *files) paths.push_back({"a trace to replay", file, false});
+    check_paths_apart(paths);
     Replay replay = load_replay(*files);
     const std::size_t failed = replay.errors.size();
     for (const std::string& error : replay.errors) std::cerr << "fsdplab view: " << error << "\n";
