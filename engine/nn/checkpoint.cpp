@@ -13,8 +13,6 @@
 namespace fsdplab {
 namespace {
 
-constexpr const char* kWeightsFile = "model.safetensors";
-constexpr const char* kConfigFile = "config.json";
 // A model's config is a few hundred bytes; a megabyte leaves room for any the engine writes.
 constexpr std::uint64_t kMaxConfigBytes = 1u << 20;
 
@@ -63,15 +61,15 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   check(!ec, "cannot save to '", dir.string(), "': cannot create the folder: ", ec.message());
-  write_safetensors(dir / kWeightsFile, entries, {{"format", "pt"}});
-  write_json_atomically(dir / kConfigFile, config);
+  write_safetensors(dir / kCheckpointWeightsFile, entries, {{"format", "pt"}});
+  write_json_atomically(dir / kCheckpointConfigFile, config);
 }
 
 CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity) {
-  const std::filesystem::path config_path = dir / kConfigFile;
+  const std::filesystem::path config_path = dir / kCheckpointConfigFile;
   std::error_code ec;
   check(std::filesystem::exists(std::filesystem::symlink_status(config_path, ec)), "'", dir.string(), "' ",
-        std::filesystem::is_directory(dir, ec) ? std::string("holds no ") + kConfigFile : "is not a folder",
+        std::filesystem::is_directory(dir, ec) ? "holds no " + std::string(kCheckpointConfigFile) : "is not a folder",
         "; expected a folder written by --save-init or --save-final");
   // Read by its kind first: a FIFO or a device in the folder is refused, never waited on or read without end.
   const std::string text =
@@ -87,14 +85,14 @@ CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& mo
           "' is ", saved.contains(key) ? saved[key].dump() : std::string("missing"), ", this run's model has ",
           value.dump());
   }
-  SafetensorsFile file = SafetensorsFile::read(dir / kWeightsFile);
+  SafetensorsFile file = SafetensorsFile::read(dir / kCheckpointWeightsFile);
   std::set<std::string> expected;
   for (Parameter* p : model.parameters()) {
     expected.insert(p->name);
     file.expect(p->name, DType::f32, p->logical_shape());
   }
   for (const std::string& name : file.names())
-    check(expected.contains(name), "'", (dir / kWeightsFile).string(), "' has tensor '", name,
+    check(expected.contains(name), "'", (dir / kCheckpointWeightsFile).string(), "' has tensor '", name,
           "', which this model does not have");
   return CheckpointFile(std::move(file));
 }

@@ -16,6 +16,10 @@
 
 namespace fsdplab {
 
+// The two files of such a folder, as save_checkpoint writes them and CheckpointFile reads them.
+inline constexpr std::string_view kCheckpointWeightsFile = "model.safetensors";
+inline constexpr std::string_view kCheckpointConfigFile = "config.json";
+
 // The parameters must be materialised; the host synchronises with their devices first. A parameter
 // that holds NaN or an infinity (a diverged run) is an Error naming it, and nothing is written. Each is
 // saved without its padding rows (Parameter::padding_rows), which must hold 0, so the folder is

@@ -198,7 +198,8 @@ void check_paths_apart(std::span<const PathUse> uses) {
       const bool swap = !uses[i].written;
       const PathUse& a = swap ? uses[j] : uses[i];
       const PathUse& b = swap ? uses[i] : uses[j];
-      if (a.path.empty() || b.path.empty() || !a.written) continue;
+      // One option's paths (a folder's files) are apart by construction.
+      if (a.path.empty() || b.path.empty() || !a.written || a.option == b.option) continue;
       if (same_file(a.path, b.path)) {
         if (is_stream_node(a.path)) continue;
         fail(named(a.option, a.path), " is the same ", a.folder ? "folder" : "file", " as ", named(b.option, b.path),

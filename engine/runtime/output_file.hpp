@@ -55,7 +55,7 @@ struct PathUse {
 // Before a run: an Error naming both options when a path written and another of `uses` are the same file
 // (same_file) or one lies in the other (a folder, path_is_within): the write would destroy an input, or one output
 // another. A device or pipe already there (/dev/null) may be named twice: written in place, it keeps nothing to
-// destroy.
+// destroy. Paths of one option (the files a folder holds) are not compared with each other.
 void check_paths_apart(std::span<const PathUse> uses);
 
 // Writes `path` (resolved as above; its folder must exist) with what `write` puts in the stream.

@@ -497,6 +497,10 @@ class Reader {
 
 }  // namespace
 
+std::filesystem::path rank_trace_file(const std::filesystem::path& dir, int rank) {
+  return dir / ("rank" + std::to_string(rank) + ".json");
+}
+
 void write_chrome_trace(const std::filesystem::path& path, const TraceData& data, const TraceMeta& meta,
                         std::optional<int> only_rank) {
   check_writable(path, data, meta, only_rank);

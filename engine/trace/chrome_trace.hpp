@@ -41,6 +41,9 @@ struct TraceMeta {
 void write_chrome_trace(const std::filesystem::path& path, const TraceData& data, const TraceMeta& meta,
                         std::optional<int> only_rank = std::nullopt);
 
+// The file of rank `rank` in a folder of per-rank traces (`fsdplab run --trace-dir DIR`): DIR/rank3.json.
+std::filesystem::path rank_trace_file(const std::filesystem::path& dir, int rank);
+
 // What read_chrome_trace reads at most: a million events (the dashboard's goal, `fsdplab bench --what
 // ui`) take ~300 MB; the JSON document parsed from a file needs several times its size again.
 constexpr std::uint64_t kMaxTraceFileBytes = std::uint64_t{1} << 30;

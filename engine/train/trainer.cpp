@@ -1,5 +1,6 @@
 #include "engine/train/trainer.hpp"
 
+#include <array>
 #include <cmath>
 
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include "engine/optim/optimizer.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
+#include "engine/trace/chrome_trace.hpp"
 #include "engine/train/baseline_parameters.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/run_device.hpp"
@@ -41,15 +43,30 @@ void check_run_request(const RunConfig& run) {
                             {run.trace_dir, "--trace-dir", true},
                             {run.save_init, "--save-init", true},
                             {run.save_final, "--save-final", true}};
-  // --checkpoint's folder is checked as a checkpoint where the run is planned (check_checkpoint_target).
+  // A checkpoint folder (--checkpoint, --resume) is the run's whole: a save replaces it, so nothing else may
+  // lie in it. --checkpoint's own rules are checked where the run is planned (check_checkpoint_target).
   std::vector<PathUse> uses = {{"--checkpoint", run.checkpoint_dir, true, true},
                                {"--data", run.data_file, false, false},
-                               {"--load-init", run.load_init, false, true},
-                               {"--presets", run.presets_file, false, false}};
+                               {"--presets", run.presets_file, false, false},
+                               {"--losses", run.losses_file, true, false},
+                               {"--trace", run.trace_file, true, false}};
   // --resume may name --checkpoint's own folder: the checkpoint is read whole before the first save replaces it.
   if (run.resume_dir.empty() || run.checkpoint_dir.empty() || !same_file(run.resume_dir, run.checkpoint_dir))
     uses.push_back({"--resume", run.resume_dir, false, true});
-  for (const Output& output : outputs) uses.push_back({output.option, output.path, true, output.folder});
+  // The other folders are checked by the files the run reads or writes there (a model's two, a trace per
+  // rank): another path may lie in them under a name of its own (--trace-dir . beside --data tok.bin).
+  const auto files_in = [&](const char* option, const std::string& folder, bool written, auto names) {
+    if (folder.empty()) return;
+    for (const std::filesystem::path& name : names) uses.push_back({option, folder / name, written, false});
+  };
+  const std::array<std::filesystem::path, 2> model_files = {kCheckpointWeightsFile, kCheckpointConfigFile};
+  files_in("--load-init", run.load_init, false, model_files);
+  files_in("--save-init", run.save_init, true, model_files);
+  files_in("--save-final", run.save_final, true, model_files);
+  std::vector<std::filesystem::path> rank_traces;
+  if (!run.trace_dir.empty())
+    for (int r = 0; r < run.world; ++r) rank_traces.push_back(rank_trace_file("", r));
+  files_in("--trace-dir", run.trace_dir, true, rank_traces);
   // First: an output in another's folder is the problem to name, not that the folder does not exist yet.
   check_paths_apart(uses);
   for (const Output& output : outputs) {

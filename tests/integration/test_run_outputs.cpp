@@ -92,7 +92,8 @@ TEST_F(RunOutputs, OutputInTheRunsOwnCheckpointIsRefused) {
   fsdp.run.losses_file.clear();
   fsdp.run.save_final = path("ck");
   const std::string same = error_of([&] { train_fsdp(fsdp, PresetCatalog::builtin(), nullptr); });
-  EXPECT_TRUE(contains(same, "is the same folder as --save-final '" + path("ck") + "'")) << same;
+  EXPECT_TRUE(contains(same, "--save-final '" + path("ck/model.safetensors") + "' lies in --checkpoint '" + path("ck")))
+      << same;
 }
 
 // An output named as an input destroyed it, and the run exited 0; two outputs alike overwrote each other. The
@@ -109,15 +110,17 @@ TEST_F(RunOutputs, AnOutputThatIsAnInputOrAnotherOutputIsRefusedBeforeTheFirstSt
        "--trace '" + path("presets.json") + "' is the same file as --presets"},
       {[&](RunConfig& r) {
          r.load_init = path("init");
-         r.losses_file = path("init/losses.csv");
+         r.losses_file = path("init/config.json");
        },
-       "--losses '" + path("init/losses.csv") + "' lies in --load-init"},
+       "--losses '" + path("init/config.json") + "' is the same file as --load-init"},
       {[&](RunConfig& r) { r.losses_file = r.trace_file = path("x.csv"); }, "another output of the run"},
       {[&](RunConfig& r) {
          r.trace_dir = path("tdx");
          r.trace_file = path("tdx/rank0.json");
        },
-       "--trace '" + path("tdx/rank0.json") + "' lies in --trace-dir"},
+       "--trace '" + path("tdx/rank0.json") + "' is the same file as --trace-dir"},
+      {[&](RunConfig& r) { r.save_init = r.save_final = path("same"); },
+       "--save-init '" + path("same/model.safetensors") + "' is the same file as --save-final"},
   };
   for (const Bad& bad : cases) {
     SCOPED_TRACE(bad.message);
@@ -134,6 +137,13 @@ TEST_F(RunOutputs, AnOutputThatIsAnInputOrAnotherOutputIsRefusedBeforeTheFirstSt
     EXPECT_EQ(steps_run, 0);
   }
   EXPECT_EQ(slurp(path("presets.json")), "{}");
+  // Paths that only share a folder are apart: a folder the run adds files to is checked by those files.
+  fs::create_directories(path("out"));
+  FsdpRun shared = fsdp_toy(2);
+  shared.run.trace_dir = shared.run.save_final = path("out");
+  shared.run.losses_file = path("out/losses.csv");
+  EXPECT_EQ(train_fsdp(shared, PresetCatalog::builtin(), nullptr).size(), 2u);
+  EXPECT_TRUE(fs::exists(path("out/model.safetensors")));
   // --resume may be --checkpoint's own folder, written to by the name it was read by or another.
   FsdpRun first = fsdp_toy(1);
   first.run.checkpoint_dir = path("ck");

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Paths given wrong in ways that once exited 0 (so the corpus of bad inputs, which looks for signals and hangs,
-# cannot see them): an output named as an input or as another output, or inside a folder of another, and an empty
-# path, which read as "not given". Each must be refused, its message naming the options, before anything is
-# written: the inputs are compared with copies afterwards, and the outputs must not exist.
+# cannot see them): an output named as an input or as another output (a folder's by the files the run reads or
+# writes there), or inside a checkpoint folder, and an empty path, which read as "not given". Each must be
+# refused, its message naming the options, before anything is written: the inputs are compared with copies
+# afterwards, and the outputs must not exist. Paths that only share a folder are fine (--trace-dir . beside
+# --data tok.bin).
 #   bad_paths.sh FSDPLAB SOURCE_DIR OUT_DIR
 set -uo pipefail
 fsdplab=$(realpath "$1") source_dir=$(realpath "$2") out=$(realpath -m "$3")
@@ -44,14 +46,23 @@ refused "--losses 'pp.json' is the same file as --presets 'pp.json'" "${run[@]}"
 refused "--trace 'pp.json' is the same file as --presets 'pp.json'" \
   bench --what overlap --preset test-tiny --seq 16 --bandwidths 1 --presets pp.json --trace pp.json
 refused "--trace 'pp.json' is the same file as --presets 'pp.json'" run --world 2 --presets pp.json --trace pp.json
-refused "--losses 'si/losses.csv' lies in --load-init 'si', a folder the run reads" "${run[@]}" --load-init si --losses si/losses.csv
-refused "--save-final 'si' is the same folder as --load-init 'si'" "${run[@]}" --load-init si --save-final si
+"$fsdplab" run --world 2 --trace t.json >log 2>&1 && cp t.json t.copy || { echo "FAIL: --trace t.json"; cat log; exit 1; }
+refused "--screenshot 't.json' is the same file as a trace to replay 't.json'" view --screenshot t.json t.json
+refused "--losses 'si/config.json' is the same file as --load-init 'si/config.json', which the run reads" \
+  "${run[@]}" --load-init si --losses si/config.json
+refused "--save-final 'si/model.safetensors' is the same file as --load-init 'si/model.safetensors'" \
+  "${run[@]}" --load-init si --save-final si
 refused "--data 'ckd/tok.bin' lies in --checkpoint 'ckd', a folder the run writes" "${run[@]}" --world 2 --data ckd/tok.bin --checkpoint ckd
 # Two outputs alike: one overwrote the other.
 refused "--losses 'x.csv' is the same file as --trace 'x.csv', another output of the run" "${run[@]}" --losses x.csv --trace x.csv
-refused "--losses 'm/model.safetensors' lies in --save-final 'm', a folder the run writes" "${run[@]}" --losses m/model.safetensors --save-final m
-refused "--trace 'tdx/rank0.json' lies in --trace-dir 'tdx'" "${run[@]}" --trace tdx/rank0.json --trace-dir tdx
-refused "--save-init 'same' is the same folder as --save-final 'same'" "${run[@]}" --save-init same --save-final same
+refused "--losses 'm/model.safetensors' is the same file as --save-final 'm/model.safetensors', another output" \
+  "${run[@]}" --losses m/model.safetensors --save-final m
+refused "--trace 'tdx/rank1.json' is the same file as --trace-dir 'tdx/rank1.json'" \
+  "${run[@]}" --world 2 --trace tdx/rank1.json --trace-dir tdx
+refused "--trace 'tdx/rank0.json' is the same file as --trace-dir 'tdx/rank0.json'" \
+  run --world 2 --trace tdx/rank0.json --trace-dir tdx
+refused "--save-init 'same/model.safetensors' is the same file as --save-final 'same/model.safetensors'" \
+  "${run[@]}" --save-init same --save-final same
 # An empty path or name: the run went on as if it were not given (a resume trained from scratch over the checkpoint).
 for option in --resume --checkpoint --save-init --save-final --load-init --losses --trace --trace-dir --data --presets \
   --preset --link-preset --dashboard; do
@@ -60,11 +71,27 @@ done
 refused "^--presets: an empty value; expected a preset file" presets --presets ''
 refused "^--trace: an empty value; expected a file" bench --what overlap --preset test-tiny --seq 16 --bandwidths 1 --trace ''
 refused "^--json: an empty value; expected a file" grade --task 2 --json ''
+refused "^--screenshot: an empty value; expected a PNG file" gui --screenshot ''
+refused "^--screenshot: an empty value; expected a PNG file" view --screenshot '' t.json
+
+# Paths that only share a folder: each file the run writes there is a name of its own.
+mkdir shared && cp tok.bin shared/tok.bin
+if ! "$fsdplab" "${run[@]}" --world 2 --data shared/tok.bin --trace-dir shared --save-final shared \
+  --losses shared/losses.csv >log 2>&1; then
+  echo "FAIL: --data, --trace-dir, --save-final and --losses in one folder refused:"
+  sed 's/^/    /' log
+  failed=$((failed + 1))
+fi
+for written in shared/rank0.json shared/rank1.json shared/model.safetensors shared/config.json shared/losses.csv; do
+  [[ -e $written ]] || { echo "FAIL: $written was not written"; failed=$((failed + 1)); }
+done
+cmp -s shared/tok.bin tok.copy || { echo "FAIL: shared/tok.bin changed"; failed=$((failed + 1)); }
 
 cmp -s tok.bin tok.copy || { echo "FAIL: tok.bin changed"; failed=$((failed + 1)); }
 cmp -s pp.json pp.copy || { echo "FAIL: pp.json changed"; failed=$((failed + 1)); }
+cmp -s t.json t.copy || { echo "FAIL: the replayed trace t.json changed"; failed=$((failed + 1)); }
 diff -r si si.copy >/dev/null || { echo "FAIL: the --load-init folder si changed"; failed=$((failed + 1)); }
-for written in x.csv m/model.safetensors same tdx/rank0.json ckd/manifest.json si/losses.csv; do
+for written in x.csv m/model.safetensors same tdx/rank0.json tdx/rank1.json ckd/manifest.json; do
   [[ ! -e $written ]] || { echo "FAIL: $written was written"; failed=$((failed + 1)); }
 done
 ((failed == 0)) && echo "BAD_PATHS_REFUSED"
