@@ -9,8 +9,10 @@
 #include <csignal>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "grader/check_catalog.hpp"
+#include "grader/grade_report.hpp"
 #include "grader/grading.hpp"
 #include "grader/grading_cases.hpp"
 #include "labs/mutants/mutants.hpp"
@@ -135,6 +137,24 @@ TEST(Grader, EveryTaskHasChecksOfItsOwnAndAtLeastThreeMutants) {
   }
   EXPECT_TRUE(contains(error_of([] { find_mutant(3, "nope"); }),
                        "task 3 (ForwardTask) has no mutant 'nope'; expected one of:"));
+}
+
+// The text prints a grade's points to the hundredth the JSON carries: a gradebook and a student see one number.
+TEST(GradeReport, TheTextShowsThePointsTheJsonCarries) {
+  const auto graded = [](int points, double earned) {
+    GradedCheck g;
+    g.check.task = 1;
+    g.check.points = points;
+    g.earned = earned;
+    return g;
+  };
+  GradeReport report;
+  report.tasks.push_back({1, "student", "labs/01-meta-init/student.cpp:1", {graded(108, 93.16), graded(13, 13)}});
+  std::ostringstream text;
+  print_grade(text, report);
+  EXPECT_TRUE(contains(text.str(), "total: 106.16/121 points")) << text.str();
+  EXPECT_TRUE(contains(text.str(), " 93.16/108\n")) << text.str();
+  EXPECT_TRUE(contains(text.str(), " 13/13\n")) << text.str();
 }
 
 class GraderCases : public testing::TempDirTest {};
