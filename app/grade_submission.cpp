@@ -1,7 +1,7 @@
 // grade_submission.cpp — `fsdplab grade --submission DIR` (grade_submission.hpp): checks that the submission
-// holds the nine student.cpp, configures and builds a fsdplab with them in a build tree of its own, and runs
-// that binary's `grade`. Children are started with posix_spawn and an argument vector, so no shell ever
-// reads a path; the build's output is echoed to stderr and read for the compiler's first error.
+// holds the nine student.cpp, stages them in a build tree of its own, configures and builds a fsdplab there with
+// them, and runs that binary's `grade`. Children are started with posix_spawn and an argument vector, so no shell
+// ever reads a path; the build's output is echoed to stderr and read for the compiler's first error.
 #include "app/grade_submission.hpp"
 
 #include <fcntl.h>
