@@ -50,14 +50,23 @@ std::vector<std::string> forwarded_args(const GradeFlags& flags) {
   return args;
 }
 
-// The tasks to grade: --task's, else those --impl names one by one ("3=student"), else all nine.
+// The tasks to grade: --task's, else those --impl names one by one ("3=student"), else all nine. A --task that
+// a per-task --impl leaves to the reference is refused: it would grade the reference and give it every point.
 std::vector<int> tasks_to_grade(const GradeFlags& flags, const ImplChoice& choice) {
-  if (!flags.tasks.empty()) return flags.tasks;
-  if (flags.impl.find('=') == std::string::npos) return {};
+  if (flags.impl.find('=') == std::string::npos) return flags.tasks;
   std::vector<int> named;
-  for (int n = 1; n <= kTaskCount; ++n)
-    if (choice.replaced(n)) named.push_back(n);
-  return named;
+  std::string named_text;
+  for (int n = 1; n <= kTaskCount; ++n) {
+    if (!choice.replaced(n)) continue;
+    named.push_back(n);
+    named_text += (named_text.empty() ? "" : ", ") + std::to_string(n);
+  }
+  for (int task : flags.tasks) {
+    check(choice.replaced(task), "--task ", task, " is not a task --impl ", flags.impl,
+          " replaces, so it would grade the reference; expected a --task among those --impl names (", named_text,
+          "), or --impl student or --impl reference");
+  }
+  return flags.tasks.empty() ? named : flags.tasks;
 }
 
 int run_grade(const GradeFlags& flags) {
@@ -71,6 +80,8 @@ int run_grade(const GradeFlags& flags) {
   limits.seconds = flags.time_limit;
   limits.parallel = flags.jobs > 0 ? flags.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (flags.mutants) {
+    check(flags.json.empty(), "--mutants prints whether each mutant was caught and writes no gradebook; it does not ",
+          "go with --json ", flags.json);
     grading::print_mutants(std::cout, grading::grade_mutants(flags.tasks, flags.seed, limits));
     return 0;
   }

@@ -1,7 +1,7 @@
 // grade_submission.cpp — `fsdplab grade --submission DIR` (grade_submission.hpp): checks that the submission
-// holds the nine student.cpp, configures and builds a fsdplab with them in a build tree of its own, and runs
-// that binary's `grade`. Children are started with posix_spawn and an argument vector, so no shell ever
-// reads a path; the build's output is echoed to stderr and read for the compiler's first error.
+// holds the nine student.cpp, stages them in a build tree of its own, configures and builds a fsdplab there with
+// them, and runs that binary's `grade`. Children are started with posix_spawn and an argument vector, so no shell
+// ever reads a path; the build's output is echoed to stderr and read for the compiler's first error.
 #include "app/grade_submission.hpp"
 
 #include <fcntl.h>
@@ -37,6 +37,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::string_view kWho = "fsdplab grade --submission";
+// The build tree's own copy of the submission's nine files (stage_submission), which the build compiles.
+constexpr std::string_view kStagedLabs = "submission-labs";
 
 // "exited with 2" / "was killed by signal 9 (Killed)", and the status a shell would give it.
 struct ChildStatus {
@@ -150,6 +152,15 @@ std::optional<std::string> cache_value(const fs::path& cache, std::string_view n
   return std::nullopt;
 }
 
+// A file's bytes; a file that cannot be read is an error naming it.
+std::string contents_of(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (!in) fail("cannot read '", file.string(), "'; expected a readable student.cpp");
+  return content.str();
+}
+
 bool same_folder(const fs::path& a, const fs::path& b) {
   std::error_code error;
   const bool same = fs::equivalent(a, b, error);
@@ -183,8 +194,10 @@ fs::path checked_submission(const fs::path& submission) {
   fail(message);
 }
 
-// Configures `build` from `source` with the submission's labs, unless it already is; says what comes.
-void configure(const fs::path& source, const fs::path& build, const fs::path& labs) {
+// Stages the submission's `labs` in `staging` (stage_submission) and configures `build` from `source` to compile
+// them, unless it already does; says what comes.
+void configure(const fs::path& source, const fs::path& build, const fs::path& staging, const fs::path& labs) {
+  const fs::path submission = labs.parent_path();
   const fs::path cache = build / "CMakeCache.txt";
   std::error_code error;
   const bool has_cache = fs::is_regular_file(cache, error);
@@ -203,14 +216,15 @@ void configure(const fs::path& source, const fs::path& build, const fs::path& la
   }
   const bool built_before = has_cache && fs::is_regular_file(build / "build.ninja", error);
   const std::optional<std::string> student_dir = has_cache ? cache_value(cache, "FSDPLAB_STUDENT_DIR") : std::nullopt;
-  const bool same_labs = student_dir && same_folder(*student_dir, labs);
-  const std::string submission = labs.parent_path().string();
-  if (built_before && !same_labs && student_dir && same_folder(*student_dir, source / "labs")) {
+  if (built_before && student_dir && same_folder(*student_dir, source / "labs")) {
     fail("the build folder '", build.string(), "' builds this tree's own labs ('", *student_dir,
            "'); the submission needs a build folder of its own (the default is submission-build beside app/)");
   }
-  if (built_before && same_labs) {
-    std::cerr << kWho << ": rebuilding in '" << build.string() << "' what changed in '" << submission << "'\n";
+  // Only now that the folder is known to be one of ours is anything written into it.
+  stage_submission(labs, staging);
+  if (built_before && student_dir && same_folder(*student_dir, staging)) {
+    std::cerr << kWho << ": rebuilding in '" << build.string() << "' the lab files of '" << submission.string()
+              << "' that differ from the last submission built there\n";
     return;
   }
   if (!on_path("ninja") && !on_path("ninja-build")) {
@@ -218,18 +232,18 @@ void configure(const fs::path& source, const fs::path& build, const fs::path& la
            "(bash scripts/install-deps.sh installs it, Debian package ninja-build)");
   }
   if (built_before) {
-    std::cerr << kWho << ": rebuilding in '" << build.string() << "' with the labs of '" << submission
+    std::cerr << kWho << ": rebuilding in '" << build.string() << "' with the labs of '" << submission.string()
               << "' (only the nine student.cpp recompile)\n";
   } else {
-    std::cerr << kWho << ": building fsdplab with the labs of '" << submission << "' in '" << build.string()
-              << "', from the source tree '" << source.string()
+    std::cerr << kWho << ": building fsdplab with the labs of '" << submission.string() << "' in '"
+              << build.string() << "', from the source tree '" << source.string()
               << "'. The first build compiles the whole engine: this takes minutes; later submissions reuse it and "
                  "recompile only their nine student.cpp\n";
   }
   const ChildStatus configured = run_echoing_to_stderr(
       {FSDPLAB_CMAKE_COMMAND, "-S", source.string(), "-B", build.string(), "-G", "Ninja",
        "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DFSDPLAB_CUDA=OFF", "-DFSDPLAB_MPI=OFF", "-DBUILD_TESTING=OFF",
-       "-DFSDPLAB_STUDENT_DIR:PATH=" + labs.string()},
+       "-DFSDPLAB_STUDENT_DIR:PATH=" + staging.string()},
       [](std::string_view) {});
   if (configured.code != 0) {
     fail("could not configure the submission's build in '", build.string(), "': cmake ", configured.said,
@@ -237,11 +251,12 @@ void configure(const fs::path& source, const fs::path& build, const fs::path& la
   }
 }
 
-// Builds target fsdplab in `build`; a failure names the compiler's first error, preferring one in `labs`.
-void build_fsdplab(const fs::path& build, const fs::path& labs) {
+// Builds target fsdplab in `build`; a failure names the compiler's first error, preferring one in the staged
+// labs `staging`, which it names by the submission's own `labs` file.
+void build_fsdplab(const fs::path& build, const fs::path& staging, const fs::path& labs) {
   std::string first_error;
   std::string first_error_in_submission;
-  const std::string labs_prefix = labs.string() + "/";
+  const std::string labs_prefix = staging.string() + "/";
   const ChildStatus built = run_echoing_to_stderr(
       {FSDPLAB_CMAKE_COMMAND, "--build", build.string(), "--target", "fsdplab"}, [&](std::string_view line) {
         const bool is_error = line.find(": error:") != std::string_view::npos ||
@@ -251,6 +266,8 @@ void build_fsdplab(const fs::path& build, const fs::path& labs) {
         if (first_error.empty()) first_error = line;
         if (first_error_in_submission.empty() && line.find(labs_prefix) != std::string_view::npos) {
           first_error_in_submission = line;
+          const std::size_t at = first_error_in_submission.find(labs_prefix);
+          first_error_in_submission.replace(at, labs_prefix.size(), labs.string() + "/");
         }
       });
   if (built.code == 0) return;
@@ -269,6 +286,27 @@ std::vector<fs::path> submission_files() {
   std::vector<fs::path> files;
   for (int task = 1; task <= kTaskCount; ++task) files.push_back(fs::path(task_info(task).lab) / "student.cpp");
   return files;
+}
+
+std::vector<fs::path> stage_submission(const fs::path& labs, const fs::path& staging) {
+  std::vector<fs::path> changed;
+  for (const fs::path& file : submission_files()) {
+    const fs::path lab_file = file.lexically_relative("labs");
+    const fs::path from = labs / lab_file;
+    const fs::path to = staging / lab_file;
+    const std::string content = contents_of(from);
+    std::error_code error;
+    if (fs::is_regular_file(to, error) && contents_of(to) == content) continue;
+    fs::create_directories(to.parent_path());
+    // Written anew rather than copied: a copy could keep the submission's time, and ninja would then
+    // think the object built from the last submission newer than this one.
+    std::ofstream out(to, std::ios::binary | std::ios::trunc);
+    out << content;
+    out.close();
+    if (!out) fail("cannot write '", to.string(), "' (the staged copy of '", from.string(), "')");
+    changed.push_back(file);
+  }
+  return changed;
 }
 
 fs::path default_submission_build_dir() {
@@ -290,8 +328,9 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
     const fs::path dir = checked_submission(submission);
     const fs::path labs = dir / "labs";
     const fs::path build = fs::absolute(build_dir).lexically_normal();
-    configure(source, build, labs);
-    build_fsdplab(build, labs);
+    const fs::path staging = build / kStagedLabs;
+    configure(source, build, staging, labs);
+    build_fsdplab(build, staging, labs);
     const fs::path binary = build / "app" / "fsdplab";
     if (!fs::is_regular_file(binary, error)) {
       fail("the build in '", build.string(), "' succeeded but left no '", binary.string(), "'");

@@ -3,17 +3,21 @@
 #include <cstdio>
 #include <iomanip>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "engine/runtime/output_file.hpp"
 
 namespace fsdplab::grading {
 namespace {
 
+// "106.16/121", "13/13": points are rounded to hundredths (grading.cpp), and printed to the hundredth the JSON
+// carries, so the text and the gradebook agree; trailing zeros are dropped.
 std::string points_text(double earned, int possible) {
-  std::ostringstream s;
-  s << std::setprecision(4) << earned << "/" << possible;
-  return s.str();
+  char text[48];
+  std::snprintf(text, sizeof text, "%.2f", earned);
+  std::string points = text;
+  points.erase(points.find_last_not_of('0') + 1);
+  if (points.back() == '.') points.pop_back();
+  return points + "/" + std::to_string(possible);
 }
 
 std::string percent_text(double earned, int possible) {

@@ -1,11 +1,17 @@
 #include "grader/grading_cases.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
+#include <type_traits>
 
+#include "engine/optim/optimizer.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/input_file.hpp"
+#include "engine/train/fsdp_run_plan.hpp"
 #include "grader/graded_run.hpp"
 
 namespace fsdplab::grading {
@@ -19,6 +25,26 @@ const std::set<std::string>& known_keys() {
       "steps",    "seed",     "optimizer", "lr",         "strategy", "hybrid_group", "mode", "prefetch",
       "buffers",  "max_inflight", "offload", "tolerance"};
   return keys;
+}
+
+// The most ranks a case may train: the grader's own checks go up to 8, and a case must train within a check's
+// time limit (--time-limit) with every rank on this host's sim device.
+constexpr int kMaxCaseWorld = 16;
+
+// A run's error with each option that is a case's key named as the key: "--batch 7 is not a multiple of --world 2"
+// becomes "\"batch\" 7 is not a multiple of \"world\" 2", as the case's author wrote them.
+std::string named_as_keys(const std::string& message) {
+  static const std::regex option("--([a-z][a-z0-9-]*)");
+  std::string out;
+  auto last = message.cbegin();
+  for (std::sregex_iterator it(message.begin(), message.end(), option), end; it != end; ++it) {
+    std::string key = (*it)[1].str();
+    std::replace(key.begin(), key.end(), '-', '_');
+    out.append(last, (*it)[0].first);
+    out += known_keys().contains(key) ? "\"" + key + "\"" : (*it)[0].str();
+    last = (*it)[0].second;
+  }
+  return out.append(last, message.cend());
 }
 
 Check load_case(const fs::path& file) {
@@ -41,10 +67,22 @@ Check load_case(const fs::path& file) {
     }
   const auto get = [&]<typename T>(const char* key, T fallback) -> T {
     if (!j.contains(key)) return fallback;
+    const nlohmann::json& value = j.at(key);
+    // nlohmann converts 2.7 to the int 2 and 1e12 to whatever an int wraps to: a whole number is checked whole.
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      const bool whole = std::is_signed_v<T> ? value.is_number_integer() : value.is_number_unsigned();
+      const bool fits = whole && (std::is_signed_v<T> ? value.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
+                                                            value.get<std::int64_t>() <= std::numeric_limits<T>::max()
+                                                      : value.get<std::uint64_t>() <= std::numeric_limits<T>::max());
+      if (!fits) {
+        throw bad(std::string("'") + key + "' is " + value.dump() + "; expected a whole number" +
+                  (std::is_signed_v<T> ? "" : " >= 0") + " that fits in " + std::to_string(sizeof(T) * 8) + " bits");
+      }
+    }
     try {
-      return j.at(key).get<T>();
+      return value.get<T>();
     } catch (const nlohmann::json::exception&) {
-      throw bad(std::string("'") + key + "' is " + j.at(key).dump() + ", not the kind of value expected");
+      throw bad(std::string("'") + key + "' is " + value.dump() + ", not the kind of value expected");
     }
   };
   if (!j.contains("name") || !j.contains("task")) throw bad("a case needs a \"name\" and a \"task\" (1 to 9)");
@@ -53,8 +91,15 @@ Check load_case(const fs::path& file) {
   const int points = get("points", 2);
   if (points < 1 || points > 100) throw bad("\"points\" is " + std::to_string(points) + "; expected 1 to 100");
 
-  GradeCase c = small_gpt2(get("world", 2));
+  const int world = get("world", 2);
+  if (world < 1 || world > kMaxCaseWorld) {
+    throw bad("\"world\" is " + std::to_string(world) + "; expected 1 to " + std::to_string(kMaxCaseWorld) +
+              " ranks, what a check can train within its time limit");
+  }
+  GradeCase c = small_gpt2(world);
   c.name = get("name", std::string());
+  if (c.name.empty()) throw bad("\"name\" is empty; expected the case's name, which the report and the JSON's "
+                                "check id (case:NAME) carry");
   c.run.model = get("model", c.run.model);
   c.run.preset = get("preset", c.run.preset);
   c.run.batch = get("batch", c.run.batch);
@@ -75,9 +120,23 @@ Check load_case(const fs::path& file) {
     if (c.options.mode == OverlapMode::sync) c.options = sync_schedule(c.options);
     c.options.max_inflight = get("max_inflight", c.options.max_inflight);
     c.options.offload = get("offload", c.options.offload);
-    validate_fsdp_options(c.options, c.run.world);
   } catch (const Error& e) {
     throw bad(e.what());
+  }
+  // A case must train something: a run takes 0 steps and --seq 0 (the model's context length), a case does not.
+  if (c.run.steps < 1) throw bad("\"steps\" is " + std::to_string(c.run.steps) + "; expected >= 1 steps to compare");
+  if (c.run.seq < 1) throw bad("\"seq\" is " + std::to_string(c.run.seq) + "; expected >= 1 tokens");
+  // What a run of this case would refuse, refused now (the plan's checks: the numbers, model and preset, the batch
+  // split, the FSDP options against W; and the optimizer), so the reference never loses a case's points to it.
+  try {
+    make_optimizer(c.run.optimizer_spec(), {});
+    FsdpRun fsdp;
+    fsdp.run = c.run;
+    fsdp.options = c.options;
+    fsdp.tasks = reference_tasks();
+    const FsdpRunPlan plan(fsdp, PresetCatalog::builtin());
+  } catch (const Error& e) {
+    throw bad(named_as_keys(e.what()));
   }
   c.tolerance = get("tolerance", c.tolerance);
   if (!(c.tolerance > 0)) throw bad("\"tolerance\" must be above 0");
@@ -100,7 +159,14 @@ std::vector<Check> load_cases(const fs::path& dir) {
   std::sort(files.begin(), files.end());
   check(!files.empty(), "grade --cases: '", dir.string(), "' holds no *.json case");
   std::vector<Check> checks;
-  for (const fs::path& f : files) checks.push_back(load_case(f));
+  std::map<std::string, fs::path> file_of;  // a check's id, and the case file it came from
+  for (const fs::path& f : files) {
+    checks.push_back(load_case(f));
+    const auto [first, added] = file_of.emplace(checks.back().id, f);
+    check(added, "grade --cases: ", first->second.string(), " and ", f.string(), " are both named '",
+          checks.back().id.substr(checks.back().id.find(':') + 1), "'; expected a name of its own for each case (the "
+          "report's and the JSON's check id, ", checks.back().id, ")");
+  }
   return checks;
 }
 

@@ -9,8 +9,10 @@
 #include <csignal>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "grader/check_catalog.hpp"
+#include "grader/grade_report.hpp"
 #include "grader/grading.hpp"
 #include "grader/grading_cases.hpp"
 #include "labs/mutants/mutants.hpp"
@@ -137,6 +139,24 @@ TEST(Grader, EveryTaskHasChecksOfItsOwnAndAtLeastThreeMutants) {
                        "task 3 (ForwardTask) has no mutant 'nope'; expected one of:"));
 }
 
+// The text prints a grade's points to the hundredth the JSON carries: a gradebook and a student see one number.
+TEST(GradeReport, TheTextShowsThePointsTheJsonCarries) {
+  const auto graded = [](int points, double earned) {
+    GradedCheck g;
+    g.check.task = 1;
+    g.check.points = points;
+    g.earned = earned;
+    return g;
+  };
+  GradeReport report;
+  report.tasks.push_back({1, "student", "labs/01-meta-init/student.cpp:1", {graded(108, 93.16), graded(13, 13)}});
+  std::ostringstream text;
+  print_grade(text, report);
+  EXPECT_TRUE(contains(text.str(), "total: 106.16/121 points")) << text.str();
+  EXPECT_TRUE(contains(text.str(), " 93.16/108\n")) << text.str();
+  EXPECT_TRUE(contains(text.str(), " 13/13\n")) << text.str();
+}
+
 class GraderCases : public testing::TempDirTest {};
 
 TEST_F(GraderCases, AHeldOutCaseIsGradedWithItsTask) {
@@ -169,7 +189,34 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 12})"), "\"task\" is 12; expected 1 to 9"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "world": "two"})"), "'world' is \"two\""));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 8, "strategy": "hybrid", "world": 4, "hybrid_group": 3})"),
-                       "--hybrid-group 3 does not divide --world 4"));
+                       "one.json: \"hybrid_group\" 3 does not divide \"world\" 4"));
+  // A configuration no run could train is refused here, not charged to the student as points the reference loses.
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "world": 2, "batch": 7})"),
+                       "one.json: \"batch\" 7 is not a multiple of \"world\" 2"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "preset": "nope"})"), "nope"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "model": "resnet"})"), "resnet"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "world": 100, "batch": 100})"),
+                       "one.json: \"world\" is 100; expected 1 to 16 ranks"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "optimizer": "lion"})"),
+                       "one.json: unknown optimizer 'lion'; expected sgd or adamw"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "lr": -5})"),
+                       "one.json: \"lr\" -5; expected a finite learning rate >= 0"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "steps": 0})"), "one.json: \"steps\" is 0; expected >= 1"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "seq": 0})"), "one.json: \"seq\" is 0; expected >= 1"));
+  // A whole-number key is not truncated from a fraction, nor wrapped from a number too big for it.
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "points": 2.7})"), "'points' is 2.7; expected a whole"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3.9})"), "'task' is 3.9; expected a whole number"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "batch": 1e12})"), "'batch' is"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "world": 4294967298})"), "'world' is 4294967298"));
+  // A case's name is its check id (case:NAME): never empty, never another case's.
+  EXPECT_TRUE(contains(refusal(R"({"name": "", "task": 3})"), "one.json: \"name\" is empty"));
+  std::ofstream(path("cases/one.json")) << R"({"name": "x", "task": 3})";
+  std::ofstream(path("cases/two.json")) << R"({"name": "x", "task": 4})";
+  const std::string twice = error_of([&] { load_cases(path("cases")); });
+  EXPECT_TRUE(contains(twice, path("cases/one.json").string() + " and " + path("cases/two.json").string() +
+                                  " are both named 'x'"))
+      << twice;
+  std::filesystem::remove(path("cases/two.json"));
   EXPECT_TRUE(contains(refusal("{nope"), "not valid JSON"));
   std::filesystem::remove(path("cases/one.json"));
   EXPECT_TRUE(contains(error_of([&] { load_cases(path("cases")); }), "holds no *.json case"));
