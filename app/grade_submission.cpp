@@ -37,8 +37,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::string_view kWho = "fsdplab grade --submission";
-// The build tree's own copy of the submission's nine files (stage_submission), which the build compiles.
-constexpr std::string_view kStagedLabs = "submission-labs";
+// The build tree's own copy of the submission's nine files (stage_submission), which the build compiles. Its
+// last folder is labs/, as in the submission: diagnostics name a student's file from there on
+// ("labs/03-forward/student.cpp:42", FsdpTask::where and todo()).
+constexpr std::string_view kStagedLabs = "submission/labs";
 
 // "exited with 2" / "was killed by signal 9 (Killed)", and the status a shell would give it.
 struct ChildStatus {

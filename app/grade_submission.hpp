@@ -1,7 +1,7 @@
 // grade_submission.hpp — `fsdplab grade --submission DIR`: grades a student's folder rather than this tree's
 // labs. The running binary holds this tree's student.cpp, so the submission's nine files are built into a
 // fsdplab of their own: a separate build tree of this source tree (FSDPLAB_SOURCE_DIR) configured with
-// FSDPLAB_STUDENT_DIR=<build>/submission-labs (labs/CMakeLists.txt), whose `fsdplab grade` then does the
+// FSDPLAB_STUDENT_DIR=<build>/submission/labs (labs/CMakeLists.txt), whose `fsdplab grade` then does the
 // grading. The build tree is configured once and kept: the first build compiles the whole engine (minutes),
 // later ones only the student.cpp that differ from the last submission built there.
 #pragma once
@@ -28,7 +28,7 @@ std::vector<std::filesystem::path> stage_submission(const std::filesystem::path&
 std::filesystem::path default_submission_build_dir();
 
 // Builds target fsdplab of FSDPLAB_SOURCE_DIR in `build_dir` with `submission`/labs/NN-name/student.cpp as
-// the labs, staged in `build_dir`/submission-labs (configuring `build_dir` the first time), then runs
+// the labs, staged in `build_dir`/submission/labs (configuring `build_dir` the first time), then runs
 // `<build_dir>/app/fsdplab grade <grade_args...>` and returns its exit status. `grade_args` are grade's own
 // options, without --submission. The build's output goes to stderr, the grade's to this process's
 // stdout and stderr. Never throws: a submission lacking a file, a missing tool, or code that does not

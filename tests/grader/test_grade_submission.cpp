@@ -23,7 +23,7 @@ TEST_F(GradeSubmission, AChangedFileIsRecompiledEvenWhenItsTimeIsOlder) {
     spit(path("submission") / file, "// first submission: " + file.string() + "\n");
   }
   const fs::path labs = path("submission/labs");
-  const fs::path staging = path("build/submission-labs");
+  const fs::path staging = path("build/submission/labs");
   EXPECT_EQ(app::stage_submission(labs, staging), files);
   // The first build ran an hour ago and left objects as new as their staged sources.
   const fs::file_time_type built = fs::file_time_type::clock::now() - std::chrono::hours(1);
