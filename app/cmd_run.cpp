@@ -100,8 +100,7 @@ void write_traces(const RunOptions& options, const TraceData& trace, const Trace
     int written = 0;
     for (int r = 0; r < meta.world_size; ++r) {
       try {
-        write_chrome_trace(rank_trace_file(options.trace_dir, r), trace,
-                           meta, r);
+        write_chrome_trace(rank_trace_file(options.trace_dir, r), trace, meta, r);
         ++written;
       } catch (const Error& e) {
         failed.push_back(e.what());
@@ -147,7 +146,8 @@ int run_streams_demo(const RunOptions& options) {
   std::vector<PathUse> paths = {{"--trace", options.trace_path, true, false},
                                 {"--presets", options.train.presets_file, false, false}};
   if (!options.trace_dir.empty())  // checked by the files it writes, as a training run's (check_run_request)
-    for (int r = 0; r < config.world; ++r) paths.push_back({"--trace-dir", rank_trace_file(options.trace_dir, r), true});
+    for (int r = 0; r < config.world; ++r)
+      paths.push_back({"--trace-dir", rank_trace_file(options.trace_dir, r), true});
   check_paths_apart(paths);
   if (!options.trace_path.empty()) check_output_file(options.trace_path, "--trace");
   if (!options.trace_dir.empty()) check_output_folder(options.trace_dir, "--trace-dir");

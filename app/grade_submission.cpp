@@ -16,12 +16,13 @@
 #include <functional>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <string_view>
 #include <system_error>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/input_file.hpp"
+#include "engine/runtime/output_file.hpp"
 
 extern char** environ;
 
@@ -154,13 +155,11 @@ std::optional<std::string> cache_value(const fs::path& cache, std::string_view n
   return std::nullopt;
 }
 
-// A file's bytes; a file that cannot be read is an error naming it.
+// A student's file, read whole: far above any lab's solution, and the bound read_input_file needs.
+constexpr std::uint64_t kMaxStudentFileBytes = std::uint64_t{16} << 20;
+
 std::string contents_of(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (!in) fail("cannot read '", file.string(), "'; expected a readable student.cpp");
-  return content.str();
+  return read_input_file(file, "a lab's student.cpp", kMaxStudentFileBytes);
 }
 
 bool same_folder(const fs::path& a, const fs::path& b) {
@@ -302,10 +301,7 @@ std::vector<fs::path> stage_submission(const fs::path& labs, const fs::path& sta
     fs::create_directories(to.parent_path());
     // Written anew rather than copied: a copy could keep the submission's time, and ninja would then
     // think the object built from the last submission newer than this one.
-    std::ofstream out(to, std::ios::binary | std::ios::trunc);
-    out << content;
-    out.close();
-    if (!out) fail("cannot write '", to.string(), "' (the staged copy of '", from.string(), "')");
+    write_output_file(to, "the staged copy of a lab's student.cpp", [&](std::ostream& out) { out << content; });
     changed.push_back(file);
   }
   return changed;

@@ -25,7 +25,8 @@ std::string_view why_task_reports_no_events(int task, OverlapMode mode) {
       if (mode == OverlapMode::sync) return "task 6 (prefetch and overlap) issues nothing under SYNC (no prefetch)";
       return "";
     case 9:
-      return "task 9's copies (CPU offload) run inside the gathers, reductions and optimizer step of other tasks, whose events they are";
+      return "task 9's copies (CPU offload) run inside the gathers, reductions and optimizer step of other tasks, "
+             "whose events they are";
     default:
       return "";
   }

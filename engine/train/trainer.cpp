@@ -55,18 +55,16 @@ void check_run_request(const RunConfig& run) {
     uses.push_back({"--resume", run.resume_dir, false, true});
   // The other folders are checked by the files the run reads or writes there (a model's two, a trace per
   // rank): another path may lie in them under a name of its own (--trace-dir . beside --data tok.bin).
-  const auto files_in = [&](const char* option, const std::string& folder, bool written, auto names) {
-    if (folder.empty()) return;
-    for (const std::filesystem::path& name : names) uses.push_back({option, folder / name, written, false});
-  };
   const std::array<std::filesystem::path, 2> model_files = {kCheckpointWeightsFile, kCheckpointConfigFile};
-  files_in("--load-init", run.load_init, false, model_files);
-  files_in("--save-init", run.save_init, true, model_files);
-  files_in("--save-final", run.save_final, true, model_files);
-  std::vector<std::filesystem::path> rank_traces;
+  const auto model_folder = [&](const char* option, const std::string& folder, bool written) {
+    if (!folder.empty())
+      for (const std::filesystem::path& name : model_files) uses.push_back({option, folder / name, written, false});
+  };
+  model_folder("--load-init", run.load_init, false);
+  model_folder("--save-init", run.save_init, true);
+  model_folder("--save-final", run.save_final, true);
   if (!run.trace_dir.empty())
-    for (int r = 0; r < run.world; ++r) rank_traces.push_back(rank_trace_file("", r));
-  files_in("--trace-dir", run.trace_dir, true, rank_traces);
+    for (int r = 0; r < run.world; ++r) uses.push_back({"--trace-dir", rank_trace_file(run.trace_dir, r), true});
   // First: an output in another's folder is the problem to name, not that the folder does not exist yet.
   check_paths_apart(uses);
   for (const Output& output : outputs) {
