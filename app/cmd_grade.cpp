@@ -31,6 +31,7 @@ struct GradeFlags {
   std::string json;
   std::uint64_t seed = 0;
   bool mutants = false;
+  bool impl_given = false;  // --impl on the command line (its default, student, is not a choice --mutants takes)
   double time_limit = 20;
   int jobs = 0;
   std::string submission;
@@ -79,18 +80,24 @@ int run_grade(const GradeFlags& flags) {
   grading::IsolationLimits limits;
   limits.seconds = flags.time_limit;
   limits.parallel = flags.jobs > 0 ? flags.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::vector<grading::Check> cases =
+      flags.cases.empty() ? std::vector<grading::Check>{} : grading::load_cases(flags.cases);
   if (flags.mutants) {
     check(flags.json.empty(), "--mutants prints whether each mutant was caught and writes no gradebook; it does not ",
           "go with --json ", flags.json);
-    grading::print_mutants(std::cout, grading::grade_mutants(flags.tasks, flags.seed, limits));
-    return 0;
+    check(!flags.impl_given, "--mutants grades each mutant in its own task's slot; it does not go with --impl ",
+          flags.impl, " (to grade one mutant: --impl N=mutant:NAME without --mutants)");
+    const grading::MutantsReport report = grading::grade_mutants(flags.tasks, cases, flags.seed, limits);
+    grading::print_mutants(std::cout, report);
+    // The grader's own test fails, as a test does, when a known-wrong implementation kept every point.
+    return report.caught() == static_cast<int>(report.mutants.size()) ? 0 : 1;
   }
   grading::GradeRequest request;
   request.impl = parse_impl(flags.impl);
   request.tasks = tasks_to_grade(flags, request.impl);
   request.seed = flags.seed;
   request.limits = limits;
-  if (!flags.cases.empty()) request.extra = grading::load_cases(flags.cases);
+  request.extra = cases;
   if (!flags.json.empty()) check_output_file(flags.json, "--json");
   const grading::GradeReport report = grading::grade(request);
   grading::print_grade(std::cout, report);
@@ -112,16 +119,18 @@ void add_grade_command(CLI::App& app) {
   auto flags = std::make_shared<GradeFlags>();
   cmd->add_option("--task", flags->tasks, "Grade only this task (1-9); repeat for more")
       ->check(CLI::Range(1, kTaskCount));
-  cmd->add_option("--impl", flags->impl,
-                  "What to grade: student (default: labs/NN-*/student.cpp), reference, or per task, e.g. "
-                  "3=student or 3=mutant:missing-wait (then only the tasks named are graded)");
+  CLI::Option* impl =
+      cmd->add_option("--impl", flags->impl,
+                      "What to grade: student (default: labs/NN-*/student.cpp), reference, or per task, e.g. "
+                      "3=student or 3=mutant:missing-wait (then only the tasks named are graded)");
   cmd->add_option("--cases", flags->cases, "A folder of held-out cases (*.json, grader/grading_cases.hpp) graded too")
       ->check(non_empty("a folder"));
   cmd->add_option("--json", flags->json, "Write the grade as JSON for a gradebook")->check(non_empty("a file"));
   cmd->add_option("--seed", flags->seed, "Seed of the models and data the checks train (default 0)")
       ->check([](const std::string& text) { return seed_text_problem(text); });
   cmd->add_flag("--mutants", flags->mutants,
-                "Grade every known-wrong implementation (labs/mutants/) in its task and print whether it was caught");
+                "Grade every known-wrong implementation (labs/mutants/) in its task, with the task's --cases, and "
+                "print whether it was caught; exits 1 when one was not");
   cmd->add_option("--time-limit", flags->time_limit, "Seconds a check may run before it is killed and scores 0")
       ->check(finite_range(0.1, 3600.0, "seconds"));
   cmd->add_option("--jobs", flags->jobs, "Checks at once (default: the CPUs)")->check(CLI::Range(1, 256));
@@ -132,7 +141,8 @@ void add_grade_command(CLI::App& app) {
   cmd->add_option("--submission-build", flags->submission_build,
                   "The build folder for --submission (default: submission-build beside this fsdplab's build)")
       ->check(non_empty("a folder"));
-  cmd->callback([flags] {
+  cmd->callback([flags, impl] {
+    flags->impl_given = impl->count() > 0;
     const int status = run_grade(*flags);
     if (status != 0) throw CLI::RuntimeError(status);
   });

@@ -109,13 +109,14 @@ int MutantsReport::caught() const {
       std::count_if(mutants.begin(), mutants.end(), [](const MutantGrade& m) { return m.caught(); }));
 }
 
-MutantsReport grade_mutants(const std::vector<int>& tasks, std::uint64_t seed, const IsolationLimits& limits) {
+MutantsReport grade_mutants(const std::vector<int>& tasks, const std::vector<Check>& extra, std::uint64_t seed,
+                            const IsolationLimits& limits) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<int> wanted = selected(tasks);
   MutantsReport report;
   for (const Mutant& m : mutant_catalog())
     if (std::find(wanted.begin(), wanted.end(), m.task) != wanted.end())
-      report.mutants.push_back({m, plan_task(m.task, "mutant:" + std::string(m.name), {})});
+      report.mutants.push_back({m, plan_task(m.task, "mutant:" + std::string(m.name), extra)});
   std::vector<CheckJob> jobs;
   std::vector<TaskGrade*> grades;
   for (MutantGrade& m : report.mutants) {

@@ -65,7 +65,9 @@ struct MutantsReport {
   int caught() const;
 };
 
-// Every mutant of the selected tasks (empty: all), each graded in its task.
-MutantsReport grade_mutants(const std::vector<int>& tasks, std::uint64_t seed, const IsolationLimits& limits);
+// Every mutant of the selected tasks (empty: all), each graded in its task by its checks and the held-out
+// cases (`extra`) of that task.
+MutantsReport grade_mutants(const std::vector<int>& tasks, const std::vector<Check>& extra, std::uint64_t seed,
+                            const IsolationLimits& limits);
 
 }  // namespace fsdplab::grading
