@@ -5,7 +5,7 @@
 // once per check; the child runs the check and writes its outcome back through a pipe; the parent keeps
 // `parallel` children going, kills one that outlives the limit, and turns whatever ended a child into the
 // check's diagnostic: "check timed out after 10 s", "crashed with SIGSEGV in StudentForward::all_gather
-// (labs/03-forward/student.cpp:31)", "threw: ...". See [Note: where a crash happened].
+// (labs/03-forward/student.cpp:24)", "threw: ...". See [Note: where a crash happened].
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -45,7 +45,7 @@ struct GradedRun {
   bool race = false;  // the error is the race detector's (two unordered accesses, both ops named)
   std::vector<double> losses;
   std::map<std::string, std::vector<float>> params;  // the final parameters, by name
-  std::vector<std::vector<OpRecord>> ops;            // each rank's op graph (keep_ops)
+  std::vector<std::vector<OpRecord>> ops;            // each rank's op graph (RunWanted::ops)
   std::vector<TagBytes> peaks;                       // each rank's peak bytes by tag
   bool trained() const { return error.empty(); }
 };

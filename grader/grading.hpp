@@ -44,7 +44,7 @@ struct GradeReport {
   std::string impl;      // impl_name of the request's choice
   std::uint64_t seed = 0;
   std::vector<TaskGrade> tasks;
-  double seconds = 0;    // wall time of the whole grading (the benchmark the issue asks to print)
+  double seconds = 0;    // wall time of the whole grading, printed with the total
   double earned() const;
   int possible() const;
 };

@@ -26,7 +26,7 @@ class FsdpTask {
 
   // The implementing class's file as the compiler saw it (an absolute path in this build).
   const std::source_location& origin() const { return origin_; }
-  // "engine/fsdp/forward_reference.cpp:12": the file from the repository's top (labs/, engine/, or the
+  // "engine/fsdp/forward_reference.cpp:8": the file from the repository's top (labs/, engine/, or the
   // build's folder for generated copies), and the line of the implementing class.
   std::string where() const;
 

@@ -68,7 +68,7 @@ struct IssuedCollective {
 // by ObservedCommunicator when a collective is issued, so the collective is reported as that code's.
 struct FsdpActivity {
   int task = 7;      // the lab task: 3 forward, 4 backward, 5 sharded optimizer, 6 prefetch/overlap, 7 glue, 8 hybrid
-  std::string code;  // "ForwardTask::all_gather, wait_for_unshard (engine/fsdp/forward_reference.cpp:12)"
+  std::string code;  // "ForwardTask::all_gather, wait_for_unshard (engine/fsdp/forward_reference.cpp:8)"
   int unit = -1;     // the unit whose hook runs; -1 outside the hooks
   std::vector<IssuedCollective> issued;  // by this code so far
 };

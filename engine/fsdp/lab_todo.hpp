@@ -3,7 +3,7 @@
 //   void all_gather(...) const override { todo(3, "ForwardTask::all_gather"); }
 //
 // fails the run with "task 3, ForwardTask::all_gather: not implemented yet — see labs/03-forward/README.md
-// (the TODO at labs/03-forward/student.cpp:31)". On a rank's thread it ends the run like any Error: the
+// (the TODO at labs/03-forward/student.cpp:24)". On a rank's thread it ends the run like any Error: the
 // other ranks are released from their collectives, nothing hangs.
 #pragma once
 #include <source_location>

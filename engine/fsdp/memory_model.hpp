@@ -82,8 +82,7 @@ struct FsdpMemoryInput {
 int optimizer_state_count(const OptimizerSpec& spec);
 
 // The units FSDP makes of `model` under `options` on `world` ranks: plan_units, then the reference
-// FlatParameter layout over the shard group. An Error for nested units below the root (the in-flight
-// count above assumes a Block never runs inside another unit).
+// FlatParameter layout over the shard group, with each unit's chain of nested units (UnitSize::chain_numel).
 std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string> unit_kinds,
                                       const FsdpOptions& options, int world);
 

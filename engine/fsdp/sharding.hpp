@@ -53,8 +53,8 @@ std::string_view strategy_name(ShardingStrategy s);
 ShardingStrategy parse_strategy(std::string_view name);
 std::string_view overlap_mode_name(OverlapMode m);  // sync, async
 OverlapMode parse_overlap_mode(std::string_view name);
-// The CLI's --prefetch: none, forward, backward-pre, backward-post, all (forward + backward-pre), or a
-// comma list such as "forward,backward-post".
+// The CLI's --prefetch: none, forward, backward-pre, backward-post, next-step, all (forward + backward-pre
+// + next-step), or a comma list such as "forward,backward-post".
 PrefetchPolicy parse_prefetch(std::string_view text);
 std::string prefetch_name(const PrefetchPolicy& p);
 std::string_view unshard_buffers_name(UnshardBuffers b);  // alloc, pool
@@ -64,7 +64,7 @@ UnshardBuffers parse_unshard_buffers(std::string_view name);
 // texts and the dashboard's choices.
 std::span<const std::string_view> strategy_names();        // full, grad_op, hybrid, no_shard, zero1, zero2
 std::span<const std::string_view> overlap_mode_names();    // sync, async
-std::span<const std::string_view> prefetch_names();        // none, forward, backward-pre, backward-post, all
+std::span<const std::string_view> prefetch_names();        // none, forward, backward-pre, backward-post, next-step, all
 std::span<const std::string_view> unshard_buffers_names(); // alloc, pool
 // The dtypes FSDP gathers, computes and reduces in (validate_fsdp_options): f32, bf16.
 std::span<const std::string_view> fsdp_dtype_names();

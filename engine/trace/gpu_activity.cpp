@@ -288,7 +288,8 @@ std::optional<GpuActivityMapper::StreamPoint> GpuActivityMapper::stream_point(co
   if (lane >= kStreamCount) return std::nullopt;
   const GpuRecord& r = routed.record;
   const SimTime middle = static_cast<SimTime>(r.start + (std::max(r.end, r.start) - r.start) / 2) - zero_;
-  return StreamPoint{&spans_[lane], middle + record_lead().value_or(0)};  // [Note: the two clocks of a record ...]
+  // See [Note: the two clocks of a record and a span].
+  return StreamPoint{&spans_[lane], middle + record_lead().value_or(0)};
 }
 
 GpuActivityMapper::Work* GpuActivityMapper::work_in_span(const RoutedRecord& routed) {

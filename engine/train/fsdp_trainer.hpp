@@ -1,5 +1,6 @@
-// fsdp_trainer.hpp — the FSDP training loop: W ranks as threads, each with its own sim device,
-// training one model sharded by the reference tasks (or others), step for step like the baseline.
+// fsdp_trainer.hpp — the FSDP training loop: W ranks (threads or processes, rank_launch.hpp), each with
+// its own device (sim or cuda, run_device.hpp), training one model sharded by the reference tasks (or
+// others), step for step like the baseline.
 //
 // Each rank takes rows [r*B/W, (r+1)*B/W) of every step's global batch, so the mean of the ranks'
 // losses is the baseline's loss, and gradients averaged over the ranks are the baseline's gradients.

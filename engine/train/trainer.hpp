@@ -52,7 +52,7 @@ void check_compute_dtype(const RunConfig& run, const BuiltModel& built, DType co
 // (counted from 1, as the progress line shows it) and the loss.
 [[noreturn]] void fail_nonfinite_loss(const RunConfig& run, int step, double loss);
 
-// Trains `run` (world 1) on a sim device made from the presets. Calls on_step after each step, and
+// Trains `run` (world 1) on the device run.device names (run_device.hpp). Calls on_step after each step, and
 // sends every trace event and memory counter to `sink` (may be null). Writes --save-init and
 // --save-final folders when asked (a failure goes to on_output_failed, when given). A step with a
 // non-finite loss ends the run (fail_nonfinite_loss) after its on_step. Returns the steps' reports.

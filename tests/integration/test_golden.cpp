@@ -169,7 +169,7 @@ struct InitReport {
   std::int64_t elements = 0, differing = 0, max_ulps = 0;
 };
 
-// Init: exact for non-normal draws; at most `normal_ulps` for gpt2's normal-initialised weights.
+// Init: exact for non-normal draws; at most 1 ulp for gpt2's normal-initialised weights.
 ::testing::AssertionResult init_matches(const SafetensorsFile& ours, const SafetensorsFile& golden,
                                         const std::string& model, InitReport& report) {
   for (const std::string& name : golden.names()) {

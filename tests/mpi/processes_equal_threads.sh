@@ -28,7 +28,7 @@ compare() {
   echo "ok: $name ($np processes = $np threads)"
 }
 
-# The issue's own command: the streams demo (SYNC and ASYNC, per-rank overlap from the gathered trace).
+# The streams demo (SYNC and ASYNC, per-rank overlap from the gathered trace).
 compare demo 2 --trace demo.json
 # FSDP training: losses, the trace of every rank, a checkpoint (a barrier and rank 0's writes).
 compare gpt2 2 --model gpt2 --preset test-tiny --steps 3 --losses gpt2.csv --trace gpt2.json --checkpoint gpt2-ckpt

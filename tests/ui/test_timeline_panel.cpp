@@ -71,7 +71,7 @@ double pixel_time(const TimelinePanel& p, const LaneRect& r) {
 }
 float mid_y(const LaneRect& r) { return (r.min.y + r.max.y) / 2; }
 
-// A store with one lane of `bursts` bursts of `per_burst` 3 ns ops 5 ns apart, a burst every 100 µs.
+// A store with one lane of kBursts bursts of kPerBurst 3 ns ops 5 ns apart, a burst every 100 µs.
 constexpr int kBursts = 200, kPerBurst = 5000;
 constexpr SimTime kBurstPeriod = 100'000;
 SimTime burst_begin(int b, int k) { return b * kBurstPeriod + k * 5; }
