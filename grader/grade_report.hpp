@@ -1,8 +1,8 @@
 // grade_report.hpp — a grade as a person reads it, and as a course's gradebook reads it (--json).
 //
 //   task 2  FlatParameter: flatten, pad, shard, view   labs/02-flat-parameter/student.cpp:17   7/10
-//     pass  padding     the flat buffer is padded to the next multiple of W, no more          2/2
-//     LOST  views       parameters are views of the flat buffer, not copies (value and grad)  0/2
+//     pass  padding                the flat buffer is padded to the next multiple of W, no more 2/2
+//     LOST  views                  parameters are views of the flat buffer, not copies (value and grad) 0/2
 //           expected  a write to the flat buffer changes the parameter
 //           got       ...
 //           cause     point_views copies ...

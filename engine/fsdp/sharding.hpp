@@ -16,7 +16,7 @@
 // is all-gathered and computed in (activations too), `reduce_dtype` what gradients are reduced in.
 //
 // Overlap (task 6, overlap_task.hpp): SYNC makes the compute stream wait for every collective and the
-// collectives wait for compute, so nothing overlaps (the seed's baseline). ASYNC orders the streams
+// collectives wait for compute, so nothing overlaps: the baseline ASYNC is timed against. ASYNC orders the streams
 // by events only: a gather waits for nothing but the memory it writes, the compute stream waits for a
 // unit's gather only when it needs the unit, and for a unit's reduction only before that unit's update.
 #pragma once
@@ -79,8 +79,9 @@ struct FsdpOptions {
   // Every parameter starts at a multiple of this many elements of the flat buffer (16 bytes of f32,
   // as PyTorch aligns), so its view suits vector loads.
   std::int64_t align = 4;
-  // Task 6. The defaults are PyTorch FSDP's: asynchronous, backward prefetch in pre-backward, at most
-  // two gathers in flight, buffers from the caching allocator.
+  // Task 6. The defaults are PyTorch FSDP's (asynchronous, backward prefetch in pre-backward, at most
+  // two gathers in flight, buffers from the caching allocator), plus the next step's first gather issued
+  // during the optimizer step (PrefetchPolicy::next_step), which PyTorch FSDP does not do.
   OverlapMode mode = OverlapMode::async;
   PrefetchPolicy prefetch;
   // ASYNC with alloc buffers: at most this many gathered units (other than those kept gathered from
