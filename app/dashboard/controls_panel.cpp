@@ -116,7 +116,6 @@ void ControlsPanel::draw(LiveSession& session) {
       if (ImGui::Selectable(std::string(comparison_name(c)).c_str(), c == s.comparison)) s.comparison = c;
     ImGui::EndCombo();
   }
-  compare_ = last_item();
   if (s.comparison == Comparison::ab) ImGui::SliderInt("steps per block", &s.ab_block, 1, 20);
   // --impl: which tasks run the student's code (labs/NN-*/student.cpp); checked on restart.
   std::snprintf(impl_text_.data(), impl_text_.size(), "%s", s.fsdp.impl.c_str());

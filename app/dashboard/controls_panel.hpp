@@ -28,7 +28,6 @@ class ControlsPanel {
   Rect pause_button() const { return pause_; }
   Rect step_button() const { return step_; }
   Rect restart_button() const { return restart_; }
-  Rect compare_combo() const { return compare_; }
   Rect impl_field() const { return impl_; }
   Rect nodes_slider() const { return nodes_; }
   Rect shard_group_slider() const { return shard_group_; }  // empty unless the strategy is hybrid
@@ -42,7 +41,7 @@ class ControlsPanel {
   std::string message_;  // the last restart's error, shown until the next try
   std::vector<std::string> devices_;  // probed once, on the first frame
   std::array<char, 128> impl_text_{};  // the impl field's text, from edited_.fsdp.impl each frame
-  Rect pause_, step_, restart_, compare_, impl_, nodes_, shard_group_;
+  Rect pause_, step_, restart_, impl_, nodes_, shard_group_;
 };
 
 }  // namespace fsdplab::app

@@ -139,7 +139,6 @@ void StepThroughPanel::draw(LiveSession& session) {
       control.pause();
     }
   }
-  continue_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
   ImGui::SameLine();
   if (ImGui::Button("Step to next event")) control.step_once();
   step_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};

@@ -22,17 +22,15 @@ class StepThroughPanel {
   struct Rect {
     ImVec2 min, max;
   };
-  Rect continue_button() const { return continue_; }
   Rect step_button() const { return step_; }
   Rect my_tasks_button() const { return my_tasks_; }
   Rect task_button() const { return task_; }
   // The task the "break on task N" button chooses: one that reports events (task_reports_events).
-  int chosen_task() const { return chosen_task_; }
   void set_chosen_task(int task);
 
  private:
   int chosen_task_ = 3;
-  Rect continue_, step_, my_tasks_, task_;
+  Rect step_, my_tasks_, task_;
 };
 
 }  // namespace fsdplab::app

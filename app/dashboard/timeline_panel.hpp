@@ -86,7 +86,6 @@ class TimelinePanel {
 
   // The span measured by a right drag (or shift + left drag), ordered; none after a right click.
   std::optional<std::pair<SimTime, SimTime>> selection() const { return selection_; }
-  void clear_selection() { selection_.reset(); }
 
   const TimelineStats& stats() const { return stats_; }
   const std::vector<LaneRect>& lanes_drawn() const { return lanes_drawn_; }

@@ -68,11 +68,6 @@ class CudaDevice final : public Device {
 
   Allocation allocate(std::int64_t bytes, MemTag tag, Lane stream = Lane::compute) override;
 
-  // Bytes the allocator holds from the GPU (live and cached), and how many times it had to free its
-  // cache and retry an allocation the GPU refused.
-  std::int64_t reserved_bytes() const { return allocator_.reserved_bytes(); }
-  int cache_flushes() const { return allocator_.flushes(); }
-
   // Whether CUPTI traces this device; when not, why (another profiler holds CUPTI, or it was turned off).
   bool cupti_tracing() const;
   const std::string& why_no_cupti() const { return why_no_cupti_; }

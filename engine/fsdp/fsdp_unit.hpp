@@ -91,8 +91,6 @@ struct FsdpRank {
   FsdpObserver* observer = nullptr;
 
   Stream compute() const { return device.stream(Lane::compute); }
-  Stream all_gather_stream() const { return device.stream(Lane::all_gather); }
-  Stream reduce_scatter_stream() const { return device.stream(Lane::reduce_scatter); }
   bool async() const { return options.mode == OverlapMode::async; }
   // Work issued to `waiter` from now on starts after all work issued to `producer` so far: an event
   // recorded on one stream and waited on by the other, as torch's Stream.wait_stream, never a host sync.

@@ -223,7 +223,7 @@ void FullyShardedModel::with_full_parameters(const std::function<void()>& body) 
       flat = Tensor::empty(device, {unit->layout.padded_numel}, DType::f32, MemTag::param_full,
                            unit->name + ".flat_param_f32", Lane::all_gather);
       const Tensor shard = lifecycle_.shard_on_device(*unit, "flat_param_shard_device");
-      rank_.shard_group.all_gather(rank_.all_gather_stream(), shard, flat);
+      rank_.shard_group.all_gather(rank_.device.stream(Lane::all_gather), shard, flat);
       if (!shard.overlaps(unit->master)) whole.push_back(shard);  // kept until the synchronize below
     }
     tasks().flat_parameter->point_views(unit->layout, flat, &Parameter::value);

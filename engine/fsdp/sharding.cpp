@@ -57,7 +57,6 @@ const Enum* find_value(const NameTable<Enum, N>& table, std::string_view name) {
 }  // namespace
 
 std::span<const std::string_view> strategy_names() { return kStrategyNames; }
-std::span<const std::string_view> overlap_mode_names() { return kModeNames; }
 std::span<const std::string_view> prefetch_names() { return kPrefetchNames; }
 std::span<const std::string_view> unshard_buffers_names() { return kBufferNames; }
 std::span<const std::string_view> fsdp_dtype_names() { return kFsdpDTypeNames; }

@@ -63,7 +63,6 @@ UnshardBuffers parse_unshard_buffers(std::string_view name);
 // Every valid name, in the order of the tables the functions above parse with, for CLI checks, help
 // texts and the dashboard's choices.
 std::span<const std::string_view> strategy_names();        // full, grad_op, hybrid, no_shard, zero1, zero2
-std::span<const std::string_view> overlap_mode_names();    // sync, async
 std::span<const std::string_view> prefetch_names();        // none, forward, backward-pre, backward-post, next-step, all
 std::span<const std::string_view> unshard_buffers_names(); // alloc, pool
 // The dtypes FSDP gathers, computes and reduces in (validate_fsdp_options): f32, bf16.

@@ -34,7 +34,6 @@ class MemoryLedger {
   std::int64_t peak(MemTag tag) const { return peak_[index(tag)]; }
   std::int64_t live_total() const { return live_total_; }
   std::int64_t peak_total() const { return peak_total_; }
-  const TagBytes& live_by_tag() const { return live_; }
   const TagBytes& peak_by_tag() const { return peak_; }
   // Per-tag live bytes at the moment the total peaked.
   const TagBytes& breakdown_at_peak() const { return at_peak_; }

@@ -23,15 +23,6 @@ CommKind parse_comm(std::string_view name) {
        "(one GPU per rank)");
 }
 
-std::string_view comm_name(CommKind kind) {
-  switch (kind) {
-    case CommKind::local: return "local";
-    case CommKind::mpi: return "mpi";
-    case CommKind::nccl: return "nccl";
-  }
-  return "?";
-}
-
 bool RankLayout::hosts(int rank) const { return std::binary_search(ranks_here.begin(), ranks_here.end(), rank); }
 
 RankLayout rank_layout(std::string_view comm, int world, DeviceKind device, int first_gpu) {

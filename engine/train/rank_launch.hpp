@@ -24,7 +24,6 @@ namespace fsdplab {
 
 enum class CommKind { local, mpi, nccl };
 CommKind parse_comm(std::string_view name);  // an Error listing local, mpi, nccl otherwise
-std::string_view comm_name(CommKind kind);
 
 struct RankLayout {
   CommKind comm = CommKind::local;

@@ -494,7 +494,7 @@ void restore_rank_state(const TrainingCheckpoint& checkpoint, FullyShardedModel&
   if (replicated && rank.shard_group.world() > 1) {
     rank.order(Lane::all_gather, Lane::compute);
     for (FsdpUnit* unit : sharded.units())
-      rank.shard_group.all_gather(rank.all_gather_stream(), unit->master, unit->replica);
+      rank.shard_group.all_gather(rank.device.stream(Lane::all_gather), unit->master, unit->replica);
     rank.order(Lane::compute, Lane::all_gather);
   }
 }
