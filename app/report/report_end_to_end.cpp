@@ -122,7 +122,8 @@ std::string sim_end_to_end(ReportContext& ctx) {
       "FSDP on W = %d ranks (full shard, f32, AdamW)\n- Device: sim, %s with link %s (%g GB/s, %g us "
       "a ring step); virtual time, the same on every machine\n- Measure: time per step, the second "
       "step of dry runs (the first records the forward order that prefetch replays; every later "
-      "step repeats the second exactly on the virtual clock, so it is the mean of a 100-step run)\n\n",
+      "step but a run's last, which prefetches nothing for a next step, repeats the second exactly on the "
+      "virtual clock, so the second is the step time of a long run)\n\n",
       s.preset.c_str(), static_cast<double>(h.parameters) / 1e6, s.micro_batch, s.seq, kWorld, h.device.name.c_str(),
       h.link.name.c_str(), h.link.bandwidth / 1e9, h.link.latency_us);
   md += command_block({"fsdplab run --dry-run --device sim --model gpt2 --preset " + s.preset +
