@@ -4,8 +4,22 @@
 #include <new>
 
 #include "app/commands.hpp"
+#include "engine/comm/mpi_comm.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/host_memory_limit.hpp"
+
+namespace {
+
+// A failed command's end: its reason printed, then, under mpirun, the whole MPI world ended, since the other
+// processes may be waiting for this one (an option only this process was given, a file only its node lacks).
+int failed(const char* reason) {
+  std::cerr << "fsdplab: error: " << reason << "\n";
+  std::cerr.flush();
+  fsdplab::mpi_end_world_after_failure(1);
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Ranks sharing a GPU each drive 4 streams, and the dashboard runs two sets of ranks at once. Past the
@@ -30,17 +44,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) return fsdplab::app::run_default_job();
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int status = app.exit(e);
+    if (status != 0) fsdplab::mpi_end_world_after_failure(status);
+    return status;
   } catch (const fsdplab::Error& e) {
-    std::cerr << "fsdplab: error: " << e.what() << "\n";
-    return 1;
+    return failed(e.what());
   } catch (const std::bad_alloc&) {
-    std::cerr << "fsdplab: error: " << fsdplab::out_of_memory_message("in the main thread") << "\n";
-    return 1;
+    return failed(fsdplab::out_of_memory_message("in the main thread").c_str());
   } catch (const std::exception& e) {
     // Anything else a library throws (std::filesystem, the JSON reader): said, never an abort.
-    std::cerr << "fsdplab: error: " << e.what() << "\n";
-    return 1;
+    return failed(e.what());
   }
   return 0;
 }

@@ -85,7 +85,8 @@ MpiPlace mpi_join() {
     check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     check(provided >= MPI_THREAD_SERIALIZED, "MPI gives thread level ", provided,
           "; fsdplab needs MPI_THREAD_SERIALIZED");
-    // A failing rank never finalises (it aborts the world), so finalising at exit cannot wait for a dead peer.
+    // A failing process never finalises (run_process and main end the world: mpi_end_world_after_failure), so
+    // finalising at exit cannot wait for a dead peer.
     std::atexit(finalize_at_exit);
   }
   MpiPlace place;
@@ -104,6 +105,25 @@ void mpi_abort_world(int code) {
   MPI_Initialized(&initialized);
   if (initialized) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
+}
+
+void mpi_end_world_after_failure(int code) {
+  int initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  if (!initialized) return;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) mpi_abort_world(code);
+}
+
+std::string mpi_broadcast_string(const std::string& mine, int root) {
+  std::uint64_t length = mine.size();
+  mpi_broadcast_bytes(&length, sizeof length, root);
+  std::string text = mine;
+  text.resize(static_cast<std::size_t>(length));
+  mpi_broadcast_bytes(text.data(), text.size(), root);
+  return text;
 }
 
 void mpi_broadcast_bytes(void* data, std::size_t bytes, int root) {
@@ -401,7 +421,9 @@ std::optional<std::string> mpi_unavailable() {
 }
 MpiPlace mpi_join() { no_mpi(); }
 void mpi_abort_world(int code) { std::_Exit(code); }
+void mpi_end_world_after_failure(int) {}  // no MPI world to end
 void mpi_broadcast_bytes(void*, std::size_t, int) { no_mpi(); }
+std::string mpi_broadcast_string(const std::string&, int) { no_mpi(); }
 std::vector<std::string> mpi_gather_to_rank0(const std::string&) { no_mpi(); }
 
 struct MpiComm::Group {};

@@ -39,8 +39,14 @@ struct MpiPlace {
 MpiPlace mpi_join();
 // Ends every process of the MPI world with `code`, after this one printed why. Never returns.
 [[noreturn]] void mpi_abort_world(int code);
+// For a process that failed and printed why: when it joined a world of more than one process, ends them all
+// (mpi_abort_world). Its peers may be blocked in a call that has no timeout of fsdplab's (MPI_Comm_split_type
+// in mpi_join, a broadcast) waiting for it, and MPI_Finalize at exit would wait for them. Returns otherwise.
+void mpi_end_world_after_failure(int code);
 // Rank `root`'s bytes on every process (each passes a buffer of the same size).
 void mpi_broadcast_bytes(void* data, std::size_t bytes, int root);
+// Rank `root`'s string on every process (its length first, then its bytes).
+std::string mpi_broadcast_string(const std::string& mine, int root);
 // Every process's `mine`, in rank order, on rank 0; an empty vector elsewhere.
 std::vector<std::string> mpi_gather_to_rank0(const std::string& mine);
 

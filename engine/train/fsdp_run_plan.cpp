@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include "engine/comm/mpi_comm.hpp"
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/host_memory_limit.hpp"
@@ -25,6 +26,19 @@ void check_host_memory(const RunConfig& run, const FsdpOptions& options, BuiltMo
         per_rank * ranks_here / 1e9, " GB of this host's memory (", ranks_here, " in this process, ", per_rank / 1e9,
         " GB each; the sim device keeps its memory in host RAM) and this process may use ", host.bytes / 1e9, " GB (",
         host.source, "); use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
+}
+
+// Under mpirun every process parses a command line of its own. One started with another --seed, --lr or
+// --batch would train state that parts ways with its peers' while every collective still matches, so rank 0's
+// run (checkpoint_run: model, data, optimizer, FSDP layout) is compared with each process's before any step.
+void check_same_run_as_rank0(const nlohmann::json& mine, int rank) {
+  const nlohmann::json rank0 = nlohmann::json::parse(mpi_broadcast_string(mine.dump(), 0));
+  const std::vector<std::string> diffs = run_differences(rank0, mine, "rank 0", "rank " + std::to_string(rank));
+  if (diffs.empty()) return;
+  std::string list;
+  for (const std::string& d : diffs) list += (list.empty() ? "" : "; ") + d;
+  fail("rank ", rank, " was started for another run than rank 0: ", list,
+       "; give every process of the MPI launcher the same options");
 }
 
 }  // namespace
@@ -74,6 +88,8 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   check_compute_dtype(run, probe, fsdp.options.param_dtype);
   fsdp.tasks.check_complete();
   fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
+  if (layout.processes && layout.world > 1)
+    check_same_run_as_rank0(checkpoint_run(run, fsdp.options, fsdp.tasks, probe), layout.ranks_here.front());
   if (device.kind == DeviceKind::sim && !fsdp.dry_run)
     check_host_memory(run, first, probe, static_cast<int>(layout.ranks_here.size()));
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
@@ -103,9 +119,6 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   // Ranks wait for rank 0 while it writes the whole model of a checkpoint.
   if (checkpointing)
     world_options.timeout = checkpoint_wait_timeout(*probe.model, run.optimizer_spec(), world_options.timeout);
-  // Processes cannot see each other's progress, only their own wait: a peer that is merely slower (another
-  // machine, a busier core) must not be taken for a dead one.
-  if (layout.processes) world_options.timeout = std::max(world_options.timeout, std::chrono::milliseconds(30'000));
   if (fsdp.control) world_options.hold = [control = fsdp.control] { return control->holding(); };
 }
 

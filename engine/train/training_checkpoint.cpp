@@ -123,8 +123,14 @@ std::string option_of(const std::string& field) {
 
 std::string shown(const Json* value) { return value ? value->dump() : std::string("nothing"); }
 
+// Whose run each side of a comparison is: "the checkpoint" and "this run", or "rank 0" and "rank 3".
+struct Sides {
+  std::string_view saved, mine;
+};
+
 // Every leaf where `saved` and `mine` differ, as "field (option): the checkpoint has X, this run has Y".
-void differences(const Json* saved, const Json* mine, const std::string& field, std::vector<std::string>& out) {
+void differences(const Json* saved, const Json* mine, const std::string& field, const Sides& sides,
+                 std::vector<std::string>& out) {
   if (saved && mine && saved->is_object() && mine->is_object()) {
     std::set<std::string> keys;
     for (const auto& [k, v] : saved->items()) keys.insert(k);
@@ -132,27 +138,31 @@ void differences(const Json* saved, const Json* mine, const std::string& field, 
     for (const std::string& k : keys) {
       const Json* s = saved->contains(k) ? &(*saved)[k] : nullptr;
       const Json* m = mine->contains(k) ? &(*mine)[k] : nullptr;
-      differences(s, m, field.empty() ? k : field + "." + k, out);
+      differences(s, m, field.empty() ? k : field + "." + k, sides, out);
     }
     return;
   }
   if (saved && mine && saved->is_array() && mine->is_array() && saved->size() == mine->size()) {
     for (std::size_t i = 0; i < saved->size(); ++i)
-      differences(&(*saved)[i], &(*mine)[i], field + "[" + std::to_string(i) + "]", out);
+      differences(&(*saved)[i], &(*mine)[i], field + "[" + std::to_string(i) + "]", sides, out);
     return;
   }
   if (saved && mine && *saved == *mine) return;
   if (saved && mine && saved->is_array() && mine->is_array()) {
-    out.push_back(field + option_of(field) + ": the checkpoint has " + std::to_string(saved->size()) +
-                  " entries, this run has " + std::to_string(mine->size()));
+    out.push_back(field + option_of(field) + ": " + std::string(sides.saved) + " has " +
+                  std::to_string(saved->size()) + " entries, " + std::string(sides.mine) + " has " +
+                  std::to_string(mine->size()));
     return;
   }
-  out.push_back(field + option_of(field) + ": the checkpoint has " + shown(saved) + ", this run has " + shown(mine));
+  out.push_back(field + option_of(field) + ": " + std::string(sides.saved) + " has " + shown(saved) + ", " +
+                std::string(sides.mine) + " has " + shown(mine));
 }
 
-// The differences between the run a checkpoint was saved by and this one. The unit layout follows from
-// the model and the FSDP options, so it is compared only when those agree (one cause, one message).
-std::vector<std::string> run_differences(const Json& saved, const Json& mine) {
+}  // namespace
+
+std::vector<std::string> run_differences(const Json& saved, const Json& mine, std::string_view saved_side,
+                                         std::string_view mine_side) {
+  const Sides sides{saved_side, mine_side};
   std::vector<std::string> out;
   const auto section = [](const Json& run, const char* key) -> const Json* {
     return run.is_object() && run.contains(key) ? &run[key] : nullptr;
@@ -164,9 +174,9 @@ std::vector<std::string> run_differences(const Json& saved, const Json& mine) {
     const auto name = [](const Json* j) { return j && j->is_object() && j->contains("name") ? (*j)["name"] : Json(); };
     if (std::string(key) != "data" && name(s) != name(m)) {
       const Json saved_name = name(s), mine_name = name(m);
-      differences(&saved_name, &mine_name, std::string(key) + ".name", out);
+      differences(&saved_name, &mine_name, std::string(key) + ".name", sides, out);
     } else {
-      differences(s, m, key, out);
+      differences(s, m, key, sides, out);
     }
   }
   Json saved_fsdp = section(saved, "fsdp") ? *section(saved, "fsdp") : Json();
@@ -180,10 +190,12 @@ std::vector<std::string> run_differences(const Json& saved, const Json& mine) {
     mine_units = mine_fsdp["units"];
     mine_fsdp.erase("units");
   }
-  differences(&saved_fsdp, &mine_fsdp, "fsdp", out);
-  if (out.empty()) differences(&saved_units, &mine_units, "fsdp.units", out);
+  differences(&saved_fsdp, &mine_fsdp, "fsdp", sides, out);
+  if (out.empty()) differences(&saved_units, &mine_units, "fsdp.units", sides, out);
   return out;
 }
+
+namespace {
 
 // ---- one rank's file --------------------------------------------------------------------------------
 
@@ -448,7 +460,8 @@ TrainingCheckpoint TrainingCheckpoint::open(const fs::path& requested, const Jso
   }
   try {
     const Json manifest = read_manifest(dir, where);
-    const std::vector<std::string> diffs = run_differences(manifest.value("run", Json()), run);
+    const std::vector<std::string> diffs =
+        run_differences(manifest.value("run", Json()), run, "the checkpoint", "this run");
     if (!diffs.empty()) {
       std::string list;
       for (const std::string& d : diffs) list += (list.empty() ? "" : "; ") + d;
