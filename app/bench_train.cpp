@@ -112,6 +112,11 @@ RunConfig TrainBenchOptions::run_config(std::string device_choice) const {
   return run;
 }
 
+void TrainBenchOptions::check_options_of(DeviceKind kind) const {
+  check(kind == DeviceKind::cuda || sm_split == "auto", "--sm-split ", sm_split, " splits a GPU's SMs between the "
+        "ranks sharing it; this bench runs on the sim device: drop --sm-split or add --device cuda");
+}
+
 void bench_train(const TrainBenchOptions& bench) {
   check(bench.steps >= 1 && bench.warmup >= 0, "bench --what train: --steps ", bench.steps, " --warmup ", bench.warmup,
         "; expected >= 1 measured steps and >= 0 warmup steps");
@@ -121,6 +126,7 @@ void bench_train(const TrainBenchOptions& bench) {
   run.cupti = false;
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
   const bool on_gpu = device.kind == DeviceKind::cuda;
+  bench.check_options_of(device.kind);
   const DType dtype = parse_dtype(bench.precision);
   check(dtype != DType::i32, "--precision i32: training computes in f32 or bf16");
   check(bench.world > 1 || !bench.impl.any_replaced(), "--impl ", impl_name(bench.impl), " selects FSDP tasks; the "

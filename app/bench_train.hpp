@@ -8,6 +8,7 @@
 
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/sharding.hpp"
+#include "engine/runtime/device.hpp"
 #include "engine/trace/trace_event.hpp"
 #include "engine/train/run_config.hpp"
 
@@ -36,6 +37,9 @@ struct TrainBenchOptions {
   // the last measured step prepares the next one's forward as every step mid-training does (FSDP's
   // next-step prefetch, [Note: per-unit optimizer steps] in engine/fsdp/unit_lifecycle.cpp).
   RunConfig run_config(std::string device_choice) const;
+  // An Error for --sm-split off its default on the sim device, which has no SMs to split (--emulate-link is
+  // refused there by run_device_spec).
+  void check_options_of(DeviceKind kind) const;
   // "f32", or "f32, flash attention" where --attention chose one: the header's compute.
   std::string compute() const { return precision + (attention == "auto" ? "" : ", " + attention + " attention"); }
   // Whether step `step` (0-based) is one of the measured steps.

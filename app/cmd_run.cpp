@@ -37,6 +37,9 @@
 namespace fsdplab::app {
 namespace {
 
+// --comm-timeout's default for ranks as processes (under an MPI launcher); threads wait RunConfig's 5 s.
+constexpr std::chrono::milliseconds kProcessCommTimeout{30'000};
+
 struct RunOptions {
   RunConfig train;  // used when --model is given
   // FSDP, used when --world > 1, --comm is nccl or mpi, or any of these but --precision is given; otherwise
@@ -50,6 +53,7 @@ struct RunOptions {
   bool prefetch_given = false;
   bool batch_given = false;
   bool world_given = false;
+  bool comm_timeout_given = false;
   std::string demo = "streams";
   int world = 2;
   std::string mode = "both";
@@ -224,6 +228,18 @@ int run_training(const RunOptions& options) {
   const DeviceSpec device = run_device_spec(run, presets, options.dry_run);
   const RankLayout layout = rank_layout(run.comm, world_asked(options), device.kind, run.gpu);
   run.world = layout.world;
+  // The cuda device's own options, set off their defaults, are refused on the sim device as --gpu and
+  // --emulate-link are (run_device_spec), never silently ignored.
+  if (device.kind == DeviceKind::sim) {
+    check(options.cupti == "on", "--cupti ", options.cupti, " chooses how the cuda device traces its ops (CUPTI or "
+          "CUDA events); this run is on the sim device, traced on its virtual clock: drop --cupti or add "
+          "--device cuda");
+    check(options.sm_split == "auto", "--sm-split ", options.sm_split, " splits a GPU's SMs between the ranks sharing "
+          "it; this run is on the sim device: drop --sm-split or add --device cuda");
+  }
+  // Processes see only their own wait, not the world's progress: a peer that is merely slower (another machine,
+  // a busier core) must not be taken for a dead one, so their default is longer. One given is used as given.
+  if (layout.processes && !options.comm_timeout_given) run.comm_timeout = kProcessCommTimeout;
   // A dry run plans a world: without --batch, one row (sequence) per rank rather than the default 8.
   if (options.dry_run && !options.batch_given) run.batch = run.world;
   // A communicator asked for is used: --comm nccl or mpi trains FSDP even on one rank (the baseline has none).
@@ -272,7 +288,8 @@ int run_training(const RunOptions& options) {
   const bool reports = layout.reports();
   if (reports)
     std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g, seed %llu; device %s\n",
-                run.model.c_str(), run.preset.empty() ? "" : " ", run.preset.c_str(), run.world, run.steps,
+                run.model.c_str(), model_preset(run).empty() ? "" : " ", model_preset(run).c_str(), run.world,
+                run.steps,
                 static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr,
                 static_cast<unsigned long long>(run.seed), where.c_str());
   if (reports) {
@@ -289,8 +306,8 @@ int run_training(const RunOptions& options) {
   const auto on_step = [&](const StepReport& s) {
     constexpr int kBar = 20;
     const int filled = run.steps > 0 ? (s.step + 1) * kBar / run.steps : kBar;
-    // A dry run computes no values: its loss is NaN, shown as "-".
-    const std::string loss = std::isnan(s.loss) ? std::string("-") : std::to_string(s.loss);
+    // A dry run computes no values: its loss is shown as "-". A trained loss that is NaN shows as one.
+    const std::string loss = options.dry_run ? std::string("-") : std::isnan(s.loss) ? "nan" : std::to_string(s.loss);
     std::printf("[%.*s%.*s] step %*d/%d  loss %s  (%.3f ms %s)\n", filled, "####################", kBar - filled,
                 "                    ", static_cast<int>(std::to_string(run.steps).size()), s.step + 1, run.steps,
                 loss.c_str(), ns_to_ms(s.end - s.begin), on_gpu ? "wall" : "sim");
@@ -376,8 +393,8 @@ void add_run_command(CLI::App& app) {
          [options](double seconds) {
            options->train.comm_timeout = std::chrono::milliseconds(std::llround(seconds * 1000));
          },
-         "Seconds a rank waiting in a collective lets its peers go without progress before the run fails (default 5; "
-         "more under compute-sanitizer, which slows the GPU many times over)")
+         "Seconds a rank waiting in a collective lets its peers go without progress before the run fails (default 5, "
+         "under an MPI launcher 30; more under compute-sanitizer, which slows the GPU many times over)")
       ->check(finite_range(0.1, 86400.0, "seconds"));
   cmd->add_flag("--emulate-link", options->train.emulate_link,
                 "cuda: hold each collective's stream for the link preset's time (a workstation's link on one GPU)");
@@ -495,11 +512,14 @@ void add_run_command(CLI::App& app) {
        "--lr",        "--momentum",     "--data",  "--losses",   "--allow-nonfinite", "--save-init", "--load-init",
        "--save-final"});
   const std::vector<CLI::Option*> demo_only = named({"--demo", "--layers", "--width", "--tokens", "--dtype"});
-  cmd->callback([options, model, world, mode, prefetch, precision, batch, fsdp_only, training_only, demo_only] {
+  CLI::Option* comm_timeout = cmd->get_option("--comm-timeout");
+  cmd->callback([options, model, world, mode, prefetch, precision, batch, comm_timeout, fsdp_only, training_only,
+                 demo_only] {
     options->mode_given = mode->count() > 0;
     options->batch_given = batch->count() > 0;
     options->world_given = world->count() > 0;
     options->prefetch_given = prefetch->count() > 0;
+    options->comm_timeout_given = comm_timeout->count() > 0;
     // "--a, --b configure" or "--a configures": the options of `list` given, and the verb that goes with them.
     const auto given = [](const std::vector<CLI::Option*>& list) {
       std::string names;

@@ -90,11 +90,12 @@ BuiltModel build_model(const RunConfig& run) {
     built.batch = {BatchShape::Kind::regression, run.batch, run.mlp_width, run.mlp_width, 0, 0};
     built.unit_kinds = {"MlpBlock"};
   } else if (run.model == "gpt2") {
-    Gpt2Config c = gpt2_preset(run.preset.empty() ? "test-tiny" : run.preset);
+    const std::string preset = model_preset(run);
+    Gpt2Config c = gpt2_preset(preset);
     if (run.vocab_multiple != 0) c.vocab_multiple = run.vocab_multiple;
     c.attention = parse_attention_kind(run.attention);
     const std::int64_t seq = run.seq == 0 ? c.n_positions : run.seq;
-    check(seq >= 1 && seq <= c.n_positions, "--seq ", seq, " for gpt2 '", run.preset,
+    check(seq >= 1 && seq <= c.n_positions, "--seq ", seq, " for gpt2 '", preset,
           "': expected 1 to the position table's ", c.n_positions, " tokens");
     built.model = std::make_unique<Gpt2Model>(c);
     // Hugging Face's GPT2Config keys, so GPT2LMHeadModel.from_pretrained(DIR) builds this model.
@@ -113,7 +114,7 @@ BuiltModel build_model(const RunConfig& run) {
     built.batch = {BatchShape::Kind::tokens, run.batch, 0, 0, seq, c.vocab_size};
     built.unit_kinds = {"Block"};  // the root unit keeps wte (tied to the LM head), wpe and ln_f
   } else if (run.model == "llama") {
-    const std::string preset = run.preset.empty() ? "test-tiny" : run.preset;
+    const std::string preset = model_preset(run);
     LlamaConfig c = llama_preset(preset);
     c.attention = parse_attention_kind(run.attention);
     const std::int64_t seq = run.seq == 0 ? c.max_position_embeddings : run.seq;
@@ -145,6 +146,11 @@ BuiltModel build_model(const RunConfig& run) {
   }
   built.unit_kinds = wrap_policy(run, built.unit_kinds);
   return built;
+}
+
+std::string model_preset(const RunConfig& run) {
+  if (!model_has_named_sizes(run.model)) return "";
+  return run.preset.empty() ? "test-tiny" : run.preset;
 }
 
 }  // namespace fsdplab

@@ -39,6 +39,9 @@ BuiltModel build_model(const RunConfig& run);
 // Whether --preset names a size of `model` (gpt2, llama). Callers whose preset has a default (the dashboard,
 // the benches) pass it only to these models.
 bool model_has_named_sizes(std::string_view model);
+// The size a run of a model with named sizes builds: --preset, or test-tiny when none is given; empty for the
+// others (toy, mlp).
+std::string model_preset(const RunConfig& run);
 
 // Why `text` is not a seed (a whole number from 0 to 2^64-1), or empty when it is one. Checked on the text:
 // a command-line parser reads "-5" into the unsigned seed as 2^64-5 without a word.
