@@ -172,10 +172,12 @@ int run_streams_demo(const RunOptions& options) {
   std::vector<OverlapMetrics> per_step = metrics_per_step(trace.events);
   std::stable_sort(per_step.begin(), per_step.end(),
                    [](const OverlapMetrics& a, const OverlapMetrics& b) { return a.step < b.step; });
+  // A rank's step is the span of its device work in the step, first op to last, as T_sync and T_async are
+  // (docs/PERFORMANCE.md): so step = compute + exposed comm + idle, column by column.
   for (const OverlapMetrics& m : per_step) {
     const StreamDemoStep& step = steps[static_cast<std::size_t>(m.step)];
     std::printf("%-6s %5d %10.1f %13.1f %10.1f %10.1f %18.1f %10.1f\n", std::string(exec_mode_name(step.mode)).c_str(),
-                m.rank, ns_to_us(step.end - step.begin), ns_to_us(m.compute), ns_to_us(m.comm), m.overlap_percent(),
+                m.rank, ns_to_us(m.span), ns_to_us(m.compute), ns_to_us(m.comm), m.overlap_percent(),
                 ns_to_us(m.exposed_comm()), ns_to_us(m.idle()));
   }
   TraceMeta meta;
