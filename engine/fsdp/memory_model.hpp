@@ -32,8 +32,8 @@
 //                                     (one at a time: each is freed before the next collective)
 //                 + 4·Z_u under CPU offload: the shard's f32 device copy beside the gather's or
 //                                     the reduction's staging
-//   activation   the model's activation peak on one rank's micro-batch (gpt2_memory, llama_memory)
-//   workspace    the model's workspace (gpt2_memory; llama none) + 4 (the trainer's loss mean over ranks)
+//   activation   the model's activation peak on one rank's micro-batch (engine/nn/activation_memory.hpp)
+//   workspace    the model's workspace (activation_memory.hpp) + 4 (the trainer's loss mean over ranks)
 //
 // The single-rank baseline (train/trainer.hpp) holds whole f32 parameters and gradients tagged
 // param_shard and grad_shard, k·4·Σnumel of optimizer state, and the same activations and workspace.
@@ -46,9 +46,8 @@
 #include <vector>
 
 #include "engine/fsdp/sharding.hpp"
-#include "engine/nn/gpt2_model.hpp"
-#include "engine/nn/llama_model.hpp"
-#include "engine/optim/optimizer.hpp"
+#include "engine/nn/activation_memory.hpp"
+#include "engine/nn/module.hpp"
 #include "engine/runtime/memory_ledger.hpp"
 
 namespace fsdplab {
@@ -64,12 +63,6 @@ struct UnitSize {
   bool nested = false;
 };
 
-// What a model adds on one rank beyond its parameters: its activation peak and its workspace.
-struct ModelMemory {
-  std::int64_t activation = 0;
-  std::int64_t workspace = 0;
-};
-
 struct FsdpMemoryInput {
   std::vector<UnitSize> units;
   FsdpOptions options;
@@ -78,23 +71,10 @@ struct FsdpMemoryInput {
   ModelMemory model;
 };
 
-// k for an optimizer: adamw 2 (exp_avg, exp_avg_sq), sgd with momentum 1, sgd 0.
-int optimizer_state_count(const OptimizerSpec& spec);
-
 // The units FSDP makes of `model` under `options` on `world` ranks: plan_units, then the reference
 // FlatParameter layout over the shard group, with each unit's chain of nested units (UnitSize::chain_numel).
 std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string> unit_kinds,
                                       const FsdpOptions& options, int world);
-
-// GPT-2's activations and workspace on `batch` rows of `seq` tokens computed in `dtype`, counted from
-// the tensors gpt2_model.cpp and layers.cpp allocate (the ops allocate none); see memory_model.cpp.
-ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64_t seq, DType dtype);
-// Llama's activations (it has no workspace) on `batch` rows of `seq` tokens computed in `dtype`, counted
-// from the tensors llama_model.cpp and layers.cpp allocate; see memory_model.cpp.
-ModelMemory llama_memory(const LlamaConfig& config, std::int64_t batch, std::int64_t seq, DType dtype);
-// The same for a model built by build_model (gpt2, llama); an Error for models the memory model does
-// not cover.
-ModelMemory model_memory(const Module& model, std::int64_t batch, std::int64_t seq, DType dtype);
 
 // Expected per-rank peak bytes of each tag over an FSDP run's steps.
 TagBytes fsdp_memory(const FsdpMemoryInput& input);

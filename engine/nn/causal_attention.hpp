@@ -5,7 +5,7 @@
 //   exact  attention.hpp: the exact softmax, keeping the probabilities [B, NH, T, T] in f32;
 //   flash  flash_attention.hpp: 64 x 64 tiles and an online softmax (on tensor cores in bf16), keeping the
 //          log-sum-exp [B, NH, T] and the output (which the output projection keeps anyway: no extra memory).
-// So flash attention's activations grow as T, not T^2, per head (memory_model.cpp counts both). By default
+// So flash attention's activations grow as T, not T^2, per head (activation_memory.cpp counts both). By default
 // bf16 runs use flash attention, as FlashAttention and PyTorch's bf16 SDPA do, and f32 runs the exact path the
 // numerics tests compare against; `--attention flash` in f32 is what PyTorch's f32 SDPA computes (an online
 // softmax in f32, its memory-efficient kernel), for like-for-like speed.

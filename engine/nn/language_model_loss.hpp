@@ -33,7 +33,7 @@ class LanguageModelLoss {
   // The gradient of the loss (times ctx.loss_scale) with respect to the logits, [B*T, Vp] (the largest activation
   // of a step: the caller drops it as soon as the head's backward has read it); frees what the forward kept.
   // It is written over the logits, in place: nothing reads the logits after the loss, so the backward never
-  // holds two [B*T, Vp] buffers (the memory model's "backward start" moment, engine/fsdp/memory_model.cpp).
+  // holds two [B*T, Vp] buffers (the activation count's "backward start" moment, engine/nn/activation_memory.cpp).
   Tensor backward(RunContext& ctx);
 
  private:

@@ -25,7 +25,7 @@
 // post-attention norm's output, gate, up, silu(gate)*up and the layer's output, and what the attention
 // keeps in f32: the probabilities [B, H, T, T] with exact attention (f32's default), each query's log-sum-exp
 // [B, H, T] with flash attention (bf16's default; LlamaConfig::attention); no activation checkpointing. See
-// llama_memory in engine/fsdp/memory_model.hpp for the count.
+// llama_memory in engine/nn/activation_memory.hpp for the count.
 #pragma once
 #include <cstdint>
 #include <string_view>

@@ -128,4 +128,10 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector
   fail("unknown optimizer '", spec.name, "'; expected sgd or adamw");
 }
 
+int optimizer_state_count(const OptimizerSpec& spec) {
+  if (spec.name == "adamw") return 2;
+  if (spec.name == "sgd") return spec.momentum != 0 ? 1 : 0;
+  fail("unknown optimizer '", spec.name, "'; expected sgd or adamw");
+}
+
 }  // namespace fsdplab

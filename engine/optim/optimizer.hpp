@@ -103,5 +103,8 @@ struct OptimizerSpec {
 // The optimizer `spec` names over `targets`. An unknown name, or momentum other than 0 for adamw, is
 // an Error.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<OptimTarget> targets);
+// The f32 states the optimizer keeps per parameter element (k in the memory model): adamw 2 (exp_avg,
+// exp_avg_sq), sgd with momentum 1, sgd 0.
+int optimizer_state_count(const OptimizerSpec& spec);
 
 }  // namespace fsdplab

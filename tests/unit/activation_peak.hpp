@@ -1,5 +1,5 @@
 // activation_peak.hpp — the activation peak of one forward and backward of a language model, measured by the
-// device's ledger, for the tests that hold it against the analytic memory model (engine/fsdp/memory_model.cpp)
+// device's ledger, for the tests that hold it against the analytic activation count (engine/nn/activation_memory.cpp)
 // to the byte.
 #pragma once
 #include <cstdint>

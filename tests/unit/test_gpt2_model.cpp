@@ -14,7 +14,7 @@
 #include <random>
 #include <set>
 
-#include "engine/fsdp/memory_model.hpp"
+#include "engine/nn/activation_memory.hpp"
 #include "engine/nn/checkpoint.hpp"
 #include "engine/nn/safetensors.hpp"
 #include "engine/tensor/elementwise.hpp"
