@@ -62,7 +62,7 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
   SessionSettings& s = o.settings;
   std::vector<CLI::Option*> flags = {
       cmd.add_option("--model", s.model, "Model: gpt2, llama, mlp, toy")->capture_default_str(),
-      cmd.add_option("--preset", s.preset, "Model size (gpt2, llama)")->capture_default_str(),
+      cmd.add_option("--preset", s.preset, "Model size (gpt2: default test-small; llama: default test-tiny)"),
       cmd.add_option("--attention", s.attention, "gpt2, llama: auto (flash in bf16, exact in f32), exact or flash")
           ->capture_default_str()
           ->check(CLI::IsMember({"auto", "exact", "flash"})),
@@ -347,6 +347,9 @@ void add_gui_command(CLI::App& app) {
       ->check(finite_range(0.001, 86400, "a number of seconds"));
   cmd->callback([cmd, options, session_flags] {
     options->given = given_arguments(*cmd, {"--screenshot", "--steps", "--timeout", "--width", "--height"});
+    // The default run is GPT-2 test-small; llama has no test-small, and its smallest size is the dashboard's too.
+    if (cmd->get_option("--preset")->count() == 0 && options->settings.model == "llama")
+      options->settings.preset = "test-tiny";
     if (options->listen.empty()) return run_gui(*options);
     std::string given;
     for (const CLI::Option* o : session_flags)

@@ -362,6 +362,8 @@ int run_training(const RunOptions& options) {
     meta.backend = std::string(device_kind_name(device.kind));
     meta.world_size = run.world;
     meta.device_name = on_gpu ? "GPU " + std::to_string(device.gpu) : run.device_preset;
+    // A replay (fsdplab view) compares a SYNC trace with an ASYNC one by this; the baseline has no schedule.
+    if (fsdp) meta.mode = std::string(overlap_mode_name(sharded.options.mode));
     write_traces(options, trace, meta, failed);
   }
   report_failed_outputs(failed);

@@ -75,8 +75,11 @@ void ControlsPanel::draw(LiveSession& session) {
       ImGui::Text("%-6s %s, no step done yet", source.label.c_str(), state);
     } else {
       const StepTime& last = source.steps.back();
-      ImGui::Text("%-6s %s, step %d/%d: %.3f ms, loss %.4f", source.label.c_str(), state, last.step + 1,
-                  run->run().run.steps, ns_to_ms(last.duration()), last.loss);
+      // A dry run computes no values: its loss is shown as "-", as `fsdplab run --dry-run` shows it.
+      char loss[32] = "-";
+      if (!run->run().dry_run) std::snprintf(loss, sizeof loss, "%.4f", last.loss);
+      ImGui::Text("%-6s %s, step %d/%d: %.3f ms, loss %s", source.label.c_str(), state, last.step + 1,
+                  run->run().run.steps, ns_to_ms(last.duration()), loss);
     }
   }
   for (const std::string& error : session.errors()) error_text(error);

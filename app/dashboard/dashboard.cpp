@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "app/dashboard/remote_panel.hpp"
+#include "engine/train/model_factory.hpp"
 
 namespace fsdplab::app {
 
@@ -61,7 +62,9 @@ void Dashboard::draw_title() {
   if (session_) {
     const SessionSettings& s = session_->settings();
     const std::string nodes = s.nodes.ranks_per_node > 0 ? " · " + s.nodes.describe("") : "";
-    ImGui::Text("fsdplab · %s %s · W=%d · %s%s%s%s · %s · impl: %s · %s", s.model.c_str(), s.preset.c_str(),
+    // Only gpt2 and llama have named sizes; a preset left over from another model says nothing about mlp or toy.
+    const std::string model = s.model + (model_has_named_sizes(s.model) ? " " + s.preset : "");
+    ImGui::Text("fsdplab · %s · W=%d · %s%s%s%s · %s · impl: %s · %s", model.c_str(),
                 s.world, s.device_preset.c_str(), s.link_preset.empty() ? "" : " + ", s.link_preset.c_str(),
                 nodes.c_str(), std::string(comparison_name(s.comparison)).c_str(), s.fsdp.impl.c_str(),
                 session_->where().c_str());

@@ -272,6 +272,7 @@ void TraceStore::measure(int source, StepTime& t) const {
       e.rank = 0;
       e.lane = l.lane;
       e.category = item.category;
+      e.link = item.link;  // comm is the busier of the rank's links (communication_time), not their sum
       e.step = step;
       e.begin = item.begin;
       e.end = item.end;

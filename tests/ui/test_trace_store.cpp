@@ -105,6 +105,20 @@ TEST(TraceStore, StepTimesReadComputeAndCommFromRankZero) {
   EXPECT_EQ(replay.source(r).steps[1].compute, 30);
 }
 
+// On nodes (sim, --ranks-per-node), a rank's collectives take two links at once; its comm is the busier
+// link's time, as `bench --what overlap` counts it, not their sum (which put eta above 1 on hybrid runs).
+TEST(TraceStore, StepCommIsTheBusierOfARanksTwoLinks) {
+  TraceStore store;
+  const int s = store.add_source("ASYNC", 4, false);
+  TraceEvent within = event(0, Lane::all_gather, OpCategory::all_gather, 0, 0, 60);
+  TraceEvent between = event(0, Lane::reduce_scatter, OpCategory::reduce_scatter, 0, 10, 50);
+  between.link = RankLink::between_nodes;
+  store.add_event(s, within);
+  store.add_event(s, between);
+  store.add_step(s, 0, 0, 100, 2.5, false);
+  EXPECT_EQ(store.source(s).steps[0].comm, 60);
+}
+
 // On cuda, CUPTI's records come in buffers, often steps after the step was reported: the step is measured
 // again once they are stored.
 TEST(TraceStore, AStepsEventsThatComeAfterItsReportAreMeasuredAgain) {
