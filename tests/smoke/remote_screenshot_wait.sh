@@ -26,7 +26,8 @@ grep -q "fsdplab: error: screenshot: no run streamed 3 steps to 127.0.0.1:[0-9]*
 
 # A run 3 s late: the shot soon after it.
 log="$out/late.log"
-rm -f "$log" "$out/late.png"
+rm -f "$out/late.png"
+: >"$log"  # before the dashboard starts: read below at once, it must exist (set -e)
 "$fsdplab" gui --listen 127.0.0.1:0 --screenshot "$out/late.png" --steps 3 --timeout 120 >"$log" 2>&1 &
 gui=$!
 trap 'kill "$gui" 2>/dev/null || true' EXIT
