@@ -49,6 +49,10 @@ void FrameCapture::new_frame() {
 void FrameCapture::render() {
   imgui_.render();
   draw_imgui_frame(gl_.width(), gl_.height());
+  // Drawn before the next one starts: llvmpipe (Mesa's software OpenGL) takes frames faster than it draws them,
+  // and reading the last one's pixels or destroying the context (OffscreenGl::release) waited for every frame
+  // queued before it, tens of seconds after a screenshot had waited a while.
+  glFinish();
 }
 
 void FrameCapture::write_png(const std::filesystem::path& path, std::string_view what) const {

@@ -18,8 +18,8 @@ namespace fsdplab::app {
 void draw_imgui_frame(int width, int height);
 
 // Frames of a fixed size drawn for files, with no one at them: no input, a fixed frame time (1/60 s, so a
-// frame draws the same however long it took), frames drawn as fast as they come, and an ImGui context of its
-// own (current from the constructor on; the caller's, if any, current again when it goes).
+// frame draws the same however long it took), each frame drawn to the end before render() returns, and an
+// ImGui context of its own (current from the constructor on; the caller's, if any, current again when it goes).
 class FrameCapture {
  public:
   // An Error when no offscreen OpenGL context can be had (OffscreenGl's, naming what to install).
@@ -30,7 +30,7 @@ class FrameCapture {
 
   // Starts a frame; the caller then submits its widgets.
   void new_frame();
-  // Ends the frame and draws it over the dashboard's background colour.
+  // Ends the frame and draws it over the dashboard's background colour; returns once it is drawn.
   void render();
   // The frame render() drew, as a PNG at `path`. An Error naming `what` (e.g. "--screenshot", "figure") and the
   // path when it cannot be read or written.

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "app/dashboard/frame_capture.hpp"
 #include "engine/runtime/error.hpp"
@@ -27,6 +28,8 @@ class ScreenshotMoment {
       return false;
     return ++frames_ > 3;  // drawn a few times after the moment: the panels show what was drained last
   }
+  // Whether the moment is still to come (reached() has not held yet).
+  bool waiting() const { return frames_ == 0; }
 
  private:
   bool at_moment(LiveSession& session) const {
@@ -63,12 +66,19 @@ std::optional<std::string> window_problem(const WindowOptions& options) {
 
 namespace {
 
+// How often a screenshot waiting for its moment draws a frame: llvmpipe (Mesa's software OpenGL, what draws
+// headless) spends milliseconds of a CPU core on each, and frames drawn back to back while runs had yet to connect
+// or to do their steps kept a core busy for nothing. The runs never wait for frames: what they send meanwhile
+// waits in their queues for the next frame's drain.
+constexpr std::chrono::milliseconds kWaitingFramePeriod{50};
+
 // A screenshot: frames drawn offscreen until its moment, the last one written.
 void run_capture(Dashboard& dashboard, const WindowOptions& options) {
   FrameCapture capture(options.width, options.height);
   ScreenshotMoment moment(options);
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
+    const auto frame_start = std::chrono::steady_clock::now();
     capture.new_frame();
     dashboard.frame();
     capture.render();
@@ -84,6 +94,8 @@ void run_capture(Dashboard& dashboard, const WindowOptions& options) {
     const bool breaks = dashboard.session() && dashboard.session()->settings().break_at;
     check(waited < options.timeout_seconds, "screenshot: its moment did not come within ", options.timeout_seconds,
           " s (", options.screenshot_after_steps, " steps", breaks ? ", then a break" : "", ")");
+    // The few frames after the moment come at once: the shot is due.
+    if (moment.waiting()) std::this_thread::sleep_until(frame_start + kWaitingFramePeriod);
   }
 }
 

@@ -193,7 +193,7 @@ struct DashboardListener::Connection {
   int id = 0;
   std::string peer;
   OwnedFd socket;
-  WireDecoder decoder;
+  WireDecoder decoder{WireDecoder::Opening::hello};  // bytes from anyone: not fsdplab's refused as such
   std::optional<WireHello> hello;
 };
 
@@ -354,6 +354,7 @@ void DashboardListener::check_message(Connection& c, const WireMessage& m) {
     c.hello = *h;
     return;
   }
+  // The decoder lets nothing but a hello open a stream; *c.hello below must never be empty all the same.
   check(c.hello.has_value(), kind_name(m), " before the stream's hello");
   const WireHello& h = *c.hello;
   const auto check_rank = [&](int rank) {

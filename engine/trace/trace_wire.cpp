@@ -270,6 +270,36 @@ WireMessage read_body(std::string_view body) {
   return message;
 }
 
+// `bytes` in hex: 47 45 54 20.
+std::string hex_bytes(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (const char c : bytes) {
+    const auto byte = static_cast<unsigned char>(c);
+    hex += (hex.empty() ? "" : " ") + std::string{kHex[byte >> 4], kHex[byte & 0xF]};
+  }
+  return hex;
+}
+
+// `bytes` in hex, then as text where printable: 47 45 54 20 ("GET ").
+std::string bytes_text(std::string_view bytes) {
+  std::string text;
+  for (const char c : bytes) text += c >= 0x20 && c < 0x7F ? c : '.';
+  return hex_bytes(bytes) + " (\"" + text + "\")";
+}
+
+// How a stream opens: a hello frame's length (any; checked with its frame), its message kind and the magic.
+constexpr std::size_t kOpeningBytes = kLengthBytes + 1 + sizeof(kWireMagic);
+
+void check_opening(std::string_view opening) {
+  std::string kind, magic;
+  FrameWriter(kind).integer(static_cast<std::uint8_t>(WireKind::hello));
+  FrameWriter(magic).integer(kWireMagic);
+  check(opening.substr(kLengthBytes) == kind + magic, "not an fsdplab trace stream: it opens with ",
+        bytes_text(opening), "; an fsdplab trace stream opens with a hello frame: a 4-byte length, the hello's ",
+        "message kind ", hex_bytes(kind), ", then the magic ", bytes_text(magic));
+}
+
 }  // namespace
 
 void append_frame(std::string& out, const WireMessage& message) {
@@ -298,6 +328,12 @@ void WireDecoder::feed(std::string_view bytes) {
 
 std::optional<WireMessage> WireDecoder::next() {
   const std::size_t available = buffer_.size() - read_;
+  if (!opening_checked_) {
+    // Waiting for all of it never stalls a stream of fsdplab's: a hello's frame is longer than its opening.
+    if (available < kOpeningBytes) return std::nullopt;
+    check_opening(std::string_view(buffer_).substr(read_, kOpeningBytes));
+    opening_checked_ = true;
+  }
   if (available < kLengthBytes) return std::nullopt;
   std::uint32_t length = 0;
   for (std::size_t i = 0; i < kLengthBytes; ++i)

@@ -67,6 +67,14 @@ void append_frame(std::string& out, const WireMessage& message);
 // Reads frames from bytes that arrive in pieces of any size (a socket's reads).
 class WireDecoder {
  public:
+  // What the bytes start with. A stream opens with a hello, and its opening (a frame length, the hello's
+  // message kind and the magic: 9 bytes) is checked first, before any length is trusted: bytes of another
+  // program (an HTTP request, a port scanner's probe) are refused as not an fsdplab trace stream, rather than
+  // read as the length of a frame too long to take. The frames an MPI rank gathers (rank_launch.cpp) have no
+  // hello.
+  enum class Opening { hello, any_frame };
+  explicit WireDecoder(Opening opening = Opening::hello) : opening_checked_(opening == Opening::any_frame) {}
+
   void feed(std::string_view bytes);
   // The next whole frame's message; nullopt while its bytes have not all arrived. An Error naming
   // what was expected and what came on a malformed frame ("lane 9; expected 0..4"; the caller adds
@@ -78,6 +86,7 @@ class WireDecoder {
  private:
   std::string buffer_;
   std::size_t read_ = 0;  // bytes of buffer_ already decoded
+  bool opening_checked_;
 };
 
 }  // namespace fsdplab

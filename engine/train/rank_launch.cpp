@@ -231,7 +231,7 @@ TraceData gather_trace_for_report(const RankLayout& layout, const std::vector<Tr
   for (const CounterSample& c : recorders[rank].data().counters) append_frame(by_rank[rank], c);
   const std::vector<std::string> gathered = gather_for_report(layout, std::move(by_rank));
   for (std::size_t r = 0; r < gathered.size(); ++r) {
-    WireDecoder decoder;
+    WireDecoder decoder(WireDecoder::Opening::any_frame);
     decoder.feed(gathered[r]);
     while (std::optional<WireMessage> message = decoder.next()) {
       if (auto* e = std::get_if<TraceEvent>(&*message)) {

@@ -9,7 +9,8 @@ fsdplab=$1 png_check=$2 out=$3
 unset DISPLAY WAYLAND_DISPLAY
 mkdir -p "$out"
 log="$out/gui.log"
-rm -f "$log" "$out/remote.png"
+rm -f "$out/remote.png"
+: >"$log"  # before the dashboard starts: read below at once, it must exist (set -e)
 "$fsdplab" gui --listen 127.0.0.1:0 --screenshot "$out/remote.png" \
   --steps 3 --timeout 120 >"$log" 2>&1 &
 gui=$!

@@ -159,8 +159,9 @@ TEST(DashboardRemote, DroppedAndLostStreamsAreListedWithTheirReasons) {
   }  // no finish(): the run failed
   frames_until(imgui, dashboard, [&] { return all_closed(remote, 2); });
   ASSERT_EQ(remote.problems().size(), 2u);
-  // "GET " read as a frame length: 0x20544547 bytes.
-  EXPECT_TRUE(testing::contains(remote.problems()[0], ": frame of 542393671 bytes; at most 1048576"))
+  // Not read as a frame length ("GET ": 542393671 bytes) but named for what it is.
+  EXPECT_TRUE(testing::contains(
+      remote.problems()[0], ": not an fsdplab trace stream: it opens with 47 45 54 20 2f 20 48 54 54 (\"GET / HTT\")"))
       << remote.problems()[0];
   EXPECT_EQ(remote.problems()[0].rfind("dropped 127.0.0.1:", 0), 0u);
   EXPECT_TRUE(testing::contains(remote.problems()[1], "closed the stream without a bye (run 'failing', rank 0)"))

@@ -150,13 +150,15 @@ TEST(TraceStream, GarbageIsDroppedWhileAGoodStreamGoesOn) {
     DashboardStream good(local(listener), WireHello{"run-b", 0, 1, "sim", 1});
     good.sink(0)->on_event(event(0, 1, 0));
     RawClient garbage(listener);
-    std::string bytes(4, '\xff');  // a frame of 4294967295 bytes
-    garbage.send_bytes(bytes + "and more nonsense");
+    garbage.send_bytes("GET / HTTP/1.0\r\n\r\n");  // once read as a frame of 542393671 bytes
     drain_until(listener, got, [](const auto& g) { return closing(g, 2) != nullptr; });
     const RemoteUpdate* dropped = closing(got, 2);
     EXPECT_TRUE(dropped->dropped);
     EXPECT_EQ(dropped->why.rfind("dropped 127.0.0.1:", 0), 0u) << dropped->why;
-    EXPECT_TRUE(testing::contains(dropped->why, ": frame of 4294967295 bytes; at most 1048576")) << dropped->why;
+    EXPECT_TRUE(testing::contains(dropped->why,
+                                  ": not an fsdplab trace stream: it opens with 47 45 54 20 2f 20 48 54 54 (\"GET / "
+                                  "HTT\"); an fsdplab trace stream opens with a hello"))
+        << dropped->why;
     // The good stream is untouched: what it sends after the drop arrives too.
     TraceEvent second = event(0, 2, 0);
     second.deps.clear();  // a world of one rank: nothing to depend on elsewhere
@@ -189,7 +191,7 @@ TEST(TraceStream, StreamsBreakingTheRulesAreDropped) {
   TraceEvent far = event(0, 5, 0);
   far.deps = {OpRef{7, 1}};
   const std::vector<std::pair<std::vector<WireMessage>, std::string>> cases = {
-      {{event(0, 1, 0)}, "event before the stream's hello"},
+      {{event(0, 1, 0)}, "not an fsdplab trace stream: it opens with "},  // no hello first
       {{WireHello{"s", 0, 2, "sim", 1}, WireHello{"s", 1, 2, "sim", 1}}, "a second hello (run 's'"},
       {{WireHello{"s", 0, 2, "sim", 1}, event(1, 1, 0)}, "event of rank 1; this stream carries rank 0 of a world of 2"},
       {{WireHello{"s", 1, 2, "sim", 1}, WireStep{0, 0, 0, 1, 0}}, "step of rank 0; this stream carries rank 1"},

@@ -97,10 +97,10 @@ std::vector<WireMessage> drain(WireDecoder& decoder) {
   return out;
 }
 
-// The message a decoder throws on `bytes`, fed whole.
-std::string decode_error(std::string_view bytes) {
+// The message a decoder throws on `bytes`, fed whole. Frames alone by default: most tests break one frame.
+std::string decode_error(std::string_view bytes, WireDecoder::Opening opening = WireDecoder::Opening::any_frame) {
   return testing::error_of([&] {
-    WireDecoder decoder;
+    WireDecoder decoder(opening);
     decoder.feed(bytes);
     drain(decoder);
   });
@@ -134,7 +134,7 @@ TEST(TraceWire, ExtremeValuesRoundTrip) {
   WireStep s = sample_step();
   s.loss = std::numeric_limits<double>::quiet_NaN();
   s.step = kWireMaxStep;
-  WireDecoder decoder;
+  WireDecoder decoder(WireDecoder::Opening::any_frame);
   decoder.feed(encode({e, s}));
   const auto got = drain(decoder);
   ASSERT_EQ(got.size(), 2u);
@@ -183,6 +183,41 @@ TEST(TraceWire, OversizedFrameIsRefusedFromItsLengthAlone) {
   put_u32(bytes, 0, 0xFFFFFFFFu);
   EXPECT_EQ(decode_error(bytes), "frame of 4294967295 bytes; at most 1048576");
   EXPECT_EQ(decode_error(std::string(4, '\0')), "frame of 0 bytes; expected at least its message kind");
+  // In a stream, after its hello, too.
+  EXPECT_EQ(decode_error(encode({sample_hello()}) + bytes, WireDecoder::Opening::hello),
+            "frame of 4294967295 bytes; at most 1048576");
+}
+
+// Bytes of another program sent to a dashboard (`printf 'GET / HTTP/1.0\r\n\r\n' | nc HOST PORT`) are not
+// fsdplab's, and say so: their first 4 bytes were once read as a frame length and refused as one of 542393671.
+TEST(TraceWire, AStreamNotOpeningWithAHelloIsNotAnFsdplabStream) {
+  const std::string expected =
+      "; an fsdplab trace stream opens with a hello frame: a 4-byte length, the hello's message kind 00, then the "
+      "magic 46 4c 44 57 (\"FLDW\")";
+  const std::string http = "GET / HTTP/1.0\r\n\r\n";
+  EXPECT_EQ(decode_error(http, WireDecoder::Opening::hello),
+            "not an fsdplab trace stream: it opens with 47 45 54 20 2f 20 48 54 54 (\"GET / HTT\")" + expected);
+  std::string huge(4, '\xff');  // a frame of 4294967295 bytes
+  EXPECT_EQ(decode_error(huge + "and more nonsense", WireDecoder::Opening::hello),
+            "not an fsdplab trace stream: it opens with ff ff ff ff 61 6e 64 20 6d (\"....and m\")" + expected);
+  // Frames of fsdplab's, but no hello first: an event.
+  EXPECT_TRUE(testing::contains(decode_error(encode({sample_event()}), WireDecoder::Opening::hello),
+                                "not an fsdplab trace stream: it opens with "))
+      << decode_error(encode({sample_event()}), WireDecoder::Opening::hello);
+  // The opening is judged once all of it came, byte by byte or not; until then the decoder waits.
+  WireDecoder decoder;
+  for (std::size_t i = 0; i + 1 < 9; ++i) {
+    decoder.feed(http.substr(i, 1));
+    ASSERT_NO_THROW(EXPECT_FALSE(decoder.next().has_value())) << "byte " << i;
+  }
+  decoder.feed(http.substr(8, 1));
+  EXPECT_TRUE(testing::contains(testing::error_of([&] { drain(decoder); }), "(\"GET / HTT\")"));
+  // A hello with a changed magic is refused at its opening too.
+  std::string hello = encode({sample_hello()});
+  hello[4 + 1] ^= 0x20;
+  EXPECT_TRUE(testing::contains(decode_error(hello, WireDecoder::Opening::hello),
+                                " 00 00 00 00 66 4c 44 57 (\"-....fLDW\"); an fsdplab trace stream opens"))
+      << decode_error(hello, WireDecoder::Opening::hello);
 }
 
 TEST(TraceWire, CorruptedFramesNameWhatWasExpected) {
@@ -314,7 +349,8 @@ TEST(TraceWire, FuzzedBytesNeverCrashTheDecoder) {
         if (bytes.empty()) bytes.push_back('\0');
       }
     }
-    WireDecoder decoder;
+    // Streams, their opening checked first, and frames alone.
+    WireDecoder decoder(round % 2 ? WireDecoder::Opening::hello : WireDecoder::Opening::any_frame);
     // In random pieces, as a socket delivers them.
     std::size_t at = 0;
     try {
