@@ -124,7 +124,9 @@ void Dashboard::draw_right() {
   ImGui::BeginChild("map_area", ImVec2(0, below), true);
   text_wrapped_at_spaces("FlatParameter map: units x ranks");
   if (session_) {
-    flat_parameters_.draw(session_->map(), session_->log(), session_->control().focus().first);  // the focus run's
+    const int focus = session_->control().focus().first;  // the step-through's run
+    const std::string run = focus < static_cast<int>(trace.sources().size()) ? trace.source(focus).label : "";
+    flat_parameters_.draw(session_->map(), session_->log(), focus, run);
   } else {
     ImGui::TextDisabled("needs a live run");
   }
