@@ -19,7 +19,7 @@ namespace {
 // A combo over `names` editing `value`; true when it changed.
 bool combo(const char* label, std::string& value, const std::vector<std::string>& names) {
   bool changed = false;
-  if (ImGui::BeginCombo(label, value.empty() ? "(default)" : value.c_str())) {
+  if (ImGui::BeginCombo(label, combo_preview(value.empty() ? "(default)" : value).c_str())) {
     for (const std::string& name : names) {
       const bool selected = name == value;
       if (ImGui::Selectable(name.empty() ? "(default)" : name.c_str(), selected)) {
@@ -38,7 +38,7 @@ ControlsPanel::Rect last_item() { return {ImGui::GetItemRectMin(), ImGui::GetIte
 
 void error_text(const std::string& text) {
   ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
-  ImGui::TextWrapped("%s", printable(text).c_str());
+  text_wrapped_at_spaces(printable(text));  // never inside a number or a path
   ImGui::PopStyleColor();
 }
 
@@ -63,8 +63,9 @@ void ControlsPanel::draw(LiveSession& session) {
   ImGui::SameLine();
   if (ImGui::Button("Step")) control.step_once();
   step_ = last_item();
-  ImGui::SameLine();
-  ImGui::TextDisabled("space: pause/run, s or right arrow: step");
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  text_wrapped_at_spaces("keys: space pauses and runs, s or the right arrow steps");  // under the buttons: it fits
+  ImGui::PopStyleColor();
   for (const auto& run : session.runs()) {
     const TraceSource& source = store.source(run->source());
     const char* state = run->error()       ? "failed"
@@ -108,13 +109,15 @@ void ControlsPanel::draw(LiveSession& session) {
   // Nodes (sim only): the ranks of a node share the link above, and the link between nodes joins them.
   const bool on_sim = s.device == "sim";
   if (!on_sim) ImGui::BeginDisabled();
-  ImGui::SliderInt("ranks per node (0: one node)", &s.nodes.ranks_per_node, 0, s.world);
+  // The label fits beside the field; what 0 means is said in the field itself.
+  ImGui::SliderInt("ranks per node", &s.nodes.ranks_per_node, 0, s.world,
+                   s.nodes.ranks_per_node == 0 ? "0: one node" : "%d");
   nodes_ = last_item();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip("sim: a collective whose group spans nodes runs on the link between nodes (lab 08)");
   if (s.nodes.ranks_per_node > 0) combo("between nodes", s.nodes.inter_node_link, links);
   if (!on_sim) ImGui::EndDisabled();
-  if (ImGui::BeginCombo("compare", std::string(comparison_name(s.comparison)).c_str())) {
+  if (ImGui::BeginCombo("compare", combo_preview(std::string(comparison_name(s.comparison))).c_str())) {
     for (Comparison c : kComparisons)
       if (ImGui::Selectable(std::string(comparison_name(c)).c_str(), c == s.comparison)) s.comparison = c;
     ImGui::EndCombo();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "app/dashboard/printable_text.hpp"
 #include "app/dashboard/remote_panel.hpp"
 #include "engine/train/model_factory.hpp"
 
@@ -89,12 +90,13 @@ void Dashboard::draw_left() {
     if (!replay_.errors.empty()) {
       ImGui::Separator();
       ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
-      for (const std::string& error : replay_.errors) ImGui::TextWrapped("%s", error.c_str());
+      for (const std::string& error : replay_.errors) text_wrapped_at_spaces(error);
       ImGui::PopStyleColor();
     }
     ImGui::Separator();
-    ImGui::TextWrapped("A trace holds what the devices did, not the FSDP events: step-through and the "
-                       "FlatParameter map need a live run (fsdplab gui).");
+    text_wrapped_at_spaces(
+        "A trace holds what the devices did, not the FSDP events: step-through and the "
+        "FlatParameter map need a live run (fsdplab gui).");
   }
   ImGui::EndChild();
 }
@@ -110,7 +112,7 @@ void Dashboard::draw_right() {
   const float below = ImGui::GetContentRegionAvail().y;
   const float width = ImGui::GetContentRegionAvail().x;
   ImGui::BeginChild("memory_area", ImVec2(width * 0.36f, below), true);
-  ImGui::TextUnformatted("Memory per rank (ledger by tag; yellow: the analytic expectation)");
+  text_wrapped_at_spaces("Memory per rank (ledger by tag; yellow: the analytic expectation)");
   const std::vector<std::optional<TagBytes>> none(trace.sources().size());
   const auto& expected = session_ ? session_->expected_memory() : none;
   const SimTime now = std::min(timeline_.view_end(), trace.last_time());
@@ -118,14 +120,16 @@ void Dashboard::draw_right() {
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("steps_area", ImVec2(width * 0.32f, below), true);
-  ImGui::Text("Step times (%s)", std::string(milliseconds_kind(trace)).c_str());
+  text_wrapped_at_spaces("Step times (" + std::string(milliseconds_kind(trace)) + ")");
   step_times_.draw(trace);
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("map_area", ImVec2(0, below), true);
-  ImGui::TextUnformatted("FlatParameter map: units x ranks");
+  text_wrapped_at_spaces("FlatParameter map: units x ranks");
   if (session_) {
-    flat_parameters_.draw(session_->map(), session_->log(), session_->control().focus().first);  // the focus run's
+    const int focus = session_->control().focus().first;  // the step-through's run
+    const std::string run = focus < static_cast<int>(trace.sources().size()) ? trace.source(focus).label : "";
+    flat_parameters_.draw(session_->map(), session_->log(), focus, run);
   } else {
     ImGui::TextDisabled("needs a live run");
   }

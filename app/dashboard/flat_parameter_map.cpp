@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
+#include <string>
 
+#include "app/dashboard/printable_text.hpp"
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/fully_sharded_model.hpp"
 #include "engine/train/model_factory.hpp"
@@ -52,6 +53,16 @@ std::int64_t padding_in(const MappedSlice& slice) {
 
 namespace {
 
+// The grid's layout, in pixels. Cells share what the names leave; where even the narrowest cells do not
+// fit, the grid scrolls sideways under the names and the rank headers, which stay put.
+constexpr float kCellGap = 2;        // between two ranks' cells
+constexpr float kMinCellWidth = 12;  // a cell's least width: its colours still read
+constexpr float kHeaderGap = 6;      // between two ranks' headers, about a space
+constexpr float kNamePad = 8;        // between a unit's name and its first cell
+constexpr int kMinNameChars = 12;    // names are elided no shorter than this many characters' width
+constexpr float kRowPad = 6;         // a row is a text line and this much
+constexpr float kSubPixel = 1;       // a slice narrower than a pixel is drawn a pixel wide, inside its cell
+
 // Neighbouring parameters get clearly different hues (golden-ratio steps round the colour wheel).
 ImU32 parameter_color(std::size_t index, float alpha) {
   float r = 0, g = 0, b = 0;
@@ -68,77 +79,164 @@ const char* state_name(UnitState s) {
   return "";
 }
 
+bool contains(ImVec2 min, ImVec2 max, ImVec2 p) { return p.x >= min.x && p.x < max.x && p.y >= min.y && p.y < max.y; }
+
+void cell_tooltip(const FlatParameterMap& map, std::size_t u, int r, UnitState state) {
+  const MappedUnit& unit = map.units[u];
+  const std::int64_t chunk_begin = unit.shard_numel * map.chunk_of(r);
+  const std::int64_t chunk_end = chunk_begin + unit.shard_numel;
+  const std::vector<MappedSlice> slices = slices_in(unit, chunk_begin, chunk_end);
+  ImGui::BeginTooltip();
+  ImGui::Text("unit %zu '%s', rank %d: chunk %d = flat [%lld, %lld) of %lld", u, unit.name.c_str(), r, map.chunk_of(r),
+              static_cast<long long>(chunk_begin), static_cast<long long>(chunk_end),
+              static_cast<long long>(unit.padded_numel));
+  ImGui::TextUnformatted(state_name(state));
+  constexpr std::size_t kShown = 12;
+  for (std::size_t i = 0; i < slices.size() && i < kShown; ++i) {
+    const MappedSlice& s = slices[i];
+    ImGui::Text("  %s [%lld, %lld) of %lld", s.param->name.c_str(), static_cast<long long>(s.param_begin),
+                static_cast<long long>(s.param_begin + s.count), static_cast<long long>(s.param->numel));
+    if (const std::int64_t padding = padding_in(s); padding > 0)  // [Note: the padded vocabulary]
+      ImGui::Text("    of which %lld are padding rows: zeros the GPU's GEMM tiles want, never trained",
+                  static_cast<long long>(padding));
+  }
+  if (slices.size() > kShown) ImGui::Text("  ... %zu more", slices.size() - kShown);
+  if (slices.empty()) ImGui::TextUnformatted("  padding only");
+  ImGui::EndTooltip();
+}
+
 }  // namespace
 
-void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& log, int source) {
+void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& log, int source,
+                              const std::string& run) {
   cells_.clear();
-  ImGui::TextDisabled("chunk r of each unit's flat buffer is rank r's shard (S = %d); colours are parameters, "
-                      "grey is padding. Dim: sharded; orange frame: gather issued; bright: unsharded",
-                      map.shard_group);
-  if (!ImGui::BeginChild("flat_parameter_map", ImVec2(0, 0), false)) {
+  headers_.clear();
+  names_.clear();
+  // Two runs side by side share one layout, not their states: say whose states these are.
+  ImGui::TextUnformatted("run:");
+  ImGui::SameLine();
+  text_elided(run, ImGui::GetContentRegionAvail().x);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%s: the step-through's run, whose units' states the map shows (choose it there)", run.c_str());
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  text_wrapped_at_spaces(
+      "chunk r of each unit's flat buffer is rank r's shard (S = " + std::to_string(map.shard_group) +
+      "); colours are parameters, grey is padding. Dim: sharded; orange frame: gather issued; "
+      "bright: unsharded");
+  ImGui::PopStyleColor();
+  if (!ImGui::BeginChild("flat_parameter_map", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar)) {
     ImGui::EndChild();
     return;
   }
   ImDrawList& draw = *ImGui::GetWindowDrawList();
-  const float label_width = 190;
-  const float row_height = ImGui::GetTextLineHeight() + 6;
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
-  const float cell_width = std::max(
-      24.0f, (ImGui::GetContentRegionAvail().x - label_width) / static_cast<float>(std::max(map.world, 1)) - 4);
-  for (int r = 0; r < map.world; ++r) {
-    char header[32];
-    std::snprintf(header, sizeof header, "rank %d", r);
-    draw.AddText(ImVec2(origin.x + label_width + static_cast<float>(r) * (cell_width + 4), origin.y),
-                 ImGui::GetColorU32(ImGuiCol_Text), header);
+  const int world = std::max(map.world, 1);
+  const ImVec2 view = ImGui::GetContentRegionAvail();  // the visible part of the grid, scrollbars left out
+  scroll_max_x_ = ImGui::GetScrollMaxX();
+  const float avail = view.x;
+  const float row_height = ImGui::GetTextLineHeight() + kRowPad;
+
+  // Widths: cells at least kMinCellWidth; names in full where that leaves room, else elided down to
+  // kMinNameChars characters; what is still too wide scrolls.
+  float widest_name = 0;
+  for (const MappedUnit& unit : map.units)
+    widest_name = std::max(widest_name, ImGui::CalcTextSize(unit.name.c_str()).x);
+  const float full_names = widest_name + kNamePad;
+  const float min_names =
+      std::min(full_names, ImGui::CalcTextSize("M").x * static_cast<float>(kMinNameChars) + kNamePad);
+  name_width_ = std::clamp(avail - static_cast<float>(world) * (kMinCellWidth + kCellGap), min_names, full_names);
+  const float cell_width = std::max(kMinCellWidth, (avail - name_width_) / static_cast<float>(world) - kCellGap);
+  // The ranks' headers, a space apart at least: "rank 3" or "r3" over every cell where the widest fits one,
+  // else bare numbers (under a "rank" heading) over every second, fourth... cell, the others unlabelled.
+  const std::string last_rank = std::to_string(world - 1);
+  const auto fits = [&](const std::string& header, int cells) {
+    return ImGui::CalcTextSize(header.c_str()).x + kHeaderGap <= static_cast<float>(cells) * (cell_width + kCellGap);
+  };
+  const char* header_prefix = "";
+  int header_every = 1;
+  if (fits("rank " + last_rank, 1)) {
+    header_prefix = "rank ";
+  } else if (fits("r" + last_rank, 1)) {
+    header_prefix = "r";
+  } else {
+    while (header_every < world && !fits(last_rank, header_every)) header_every *= 2;
   }
+
+  // The grid scrolls (origin moves); the names stay at the window's left, the headers at its top.
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 window_min(origin.x + ImGui::GetScrollX(), origin.y + ImGui::GetScrollY());
+  const ImVec2 window_max(window_min.x + view.x, window_min.y + view.y);
+  grid_min_ = ImVec2(window_min.x + name_width_, window_min.y + row_height);
+  grid_max_ = window_max;
+  const auto cell_x = [&](int r) { return origin.x + name_width_ + static_cast<float>(r) * (cell_width + kCellGap); };
+  const auto row_y = [&](std::size_t u) { return origin.y + row_height * static_cast<float>(u + 1); };
   const ImVec2 mouse = ImGui::GetIO().MousePos;
+  const bool hovered = ImGui::IsWindowHovered();
+
+  draw.PushClipRect(ImVec2(grid_min_.x, window_min.y), ImVec2(grid_max_.x, grid_min_.y), true);
+  for (int r = 0; r < world; r += header_every) {
+    const std::string header = header_prefix + std::to_string(r);
+    const ImVec2 at(cell_x(r), window_min.y);
+    draw.AddText(at, ImGui::GetColorU32(ImGuiCol_Text), header.c_str());
+    headers_.push_back({header, at, ImVec2(at.x + ImGui::CalcTextSize(header.c_str()).x, at.y + row_height)});
+  }
+  draw.PopClipRect();
+  if (*header_prefix == '\0') {  // bare numbers: the names' column says what they count
+    constexpr const char* kHeading = "rank";
+    draw.AddText(ImVec2(grid_min_.x - kNamePad - ImGui::CalcTextSize(kHeading).x, window_min.y),
+                 ImGui::GetColorU32(ImGuiCol_TextDisabled), kHeading);
+  }
+
+  // Only the rows in view are drawn (a nested wrap has hundreds of units); each one's cells are laid out.
+  const auto first_row = static_cast<std::size_t>(std::max(0.0f, std::floor((grid_min_.y - row_y(0)) / row_height)));
   for (std::size_t u = 0; u < map.units.size(); ++u) {
     const MappedUnit& unit = map.units[u];
-    const float y = origin.y + row_height * static_cast<float>(u + 1);
-    draw.AddText(ImVec2(origin.x, y + 3), ImGui::GetColorU32(ImGuiCol_Text), unit.name.c_str());
-    for (int r = 0; r < map.world; ++r) {
-      const UnitState state = log.unit_state(source, r, static_cast<int>(u));
-      const ImVec2 min(origin.x + label_width + static_cast<float>(r) * (cell_width + 4), y + 2);
-      const ImVec2 max(min.x + cell_width, y + row_height - 2);
-      cells_.push_back({static_cast<int>(u), r, state, min, max});
-      const float alpha = state == UnitState::sharded ? 0.45f : 1.0f;
+    const float y = row_y(u);
+    const bool row_visible = u >= first_row && y < grid_max_.y;
+    for (int r = 0; r < world; ++r)
+      cells_.push_back({static_cast<int>(u), r, log.unit_state(source, r, static_cast<int>(u)),
+                        ImVec2(cell_x(r), y + 2), ImVec2(cell_x(r) + cell_width, y + row_height - 2)});
+    if (!row_visible) continue;
+
+    // The name, elided at its front: the tail tells nested units apart ("...self_attn.q_proj").
+    draw.PushClipRect(ImVec2(window_min.x, grid_min_.y), ImVec2(grid_min_.x, grid_max_.y), true);
+    const std::string name = elided(unit.name, name_width_ - kNamePad, Elide::front);
+    const ImVec2 name_at(window_min.x, y + kRowPad / 2);
+    draw.AddText(name_at, ImGui::GetColorU32(ImGuiCol_Text), name.c_str());
+    const ImVec2 name_end(name_at.x + ImGui::CalcTextSize(name.c_str()).x, y + row_height);
+    names_.push_back({name, name_at, name_end});
+    draw.PopClipRect();
+    if (hovered && name != unit.name &&
+        contains(ImVec2(window_min.x, std::max(y, grid_min_.y)), ImVec2(grid_min_.x, y + row_height), mouse))
+      ImGui::SetTooltip("unit %zu '%s'", u, unit.name.c_str());
+
+    draw.PushClipRect(grid_min_, grid_max_, true);
+    for (int r = 0; r < world; ++r) {
+      const Cell& cell = cells_[cells_.size() - static_cast<std::size_t>(world - r)];
+      const ImVec2 min = cell.min, max = cell.max;
+      if (max.x < grid_min_.x || min.x > grid_max_.x) continue;
+      const float alpha = cell.state == UnitState::sharded ? 0.45f : 1.0f;
       draw.AddRectFilled(min, max, IM_COL32(90, 90, 90, 255));  // padding, unless a parameter covers it
       const std::int64_t chunk_begin = unit.shard_numel * map.chunk_of(r);
-      const std::int64_t chunk_end = chunk_begin + unit.shard_numel;
       const double scale =
           static_cast<double>(cell_width) / static_cast<double>(std::max<std::int64_t>(unit.shard_numel, 1));
-      const std::vector<MappedSlice> slices = slices_in(unit, chunk_begin, chunk_end);
-      for (const MappedSlice& s : slices) {
+      for (const MappedSlice& s : slices_in(unit, chunk_begin, chunk_begin + unit.shard_numel)) {
         const float x0 = min.x + static_cast<float>(static_cast<double>(s.flat_offset - chunk_begin) * scale);
-        const float x1 = std::max(
-            x0 + 1.0f, min.x + static_cast<float>(static_cast<double>(s.flat_offset + s.count - chunk_begin) * scale));
+        const float x1 = std::min(
+            max.x,
+            std::max(x0 + kSubPixel,
+                     min.x + static_cast<float>(static_cast<double>(s.flat_offset + s.count - chunk_begin) * scale)));
         draw.AddRectFilled(ImVec2(x0, min.y), ImVec2(x1, max.y),
                            parameter_color(static_cast<std::size_t>(s.param - unit.params.data()), alpha));
       }
-      if (state == UnitState::gathering) draw.AddRect(min, max, IM_COL32(251, 140, 0, 255), 0, 0, 2.5f);
-      if (state == UnitState::unsharded) draw.AddRect(min, max, IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
-      if (mouse.x >= min.x && mouse.x < max.x && mouse.y >= min.y && mouse.y < max.y) {
-        ImGui::BeginTooltip();
-        ImGui::Text("unit %zu '%s', rank %d: chunk %d = flat [%lld, %lld) of %lld", u, unit.name.c_str(), r,
-                    map.chunk_of(r), static_cast<long long>(chunk_begin), static_cast<long long>(chunk_end),
-                    static_cast<long long>(unit.padded_numel));
-        ImGui::TextUnformatted(state_name(state));
-        constexpr std::size_t kShown = 12;
-        for (std::size_t i = 0; i < slices.size() && i < kShown; ++i) {
-          const MappedSlice& s = slices[i];
-          ImGui::Text("  %s [%lld, %lld) of %lld", s.param->name.c_str(), static_cast<long long>(s.param_begin),
-                      static_cast<long long>(s.param_begin + s.count), static_cast<long long>(s.param->numel));
-          if (const std::int64_t padding = padding_in(s); padding > 0)  // [Note: the padded vocabulary]
-            ImGui::Text("    of which %lld are padding rows: zeros the GPU's GEMM tiles want, never trained",
-                        static_cast<long long>(padding));
-        }
-        if (slices.size() > kShown) ImGui::Text("  ... %zu more", slices.size() - kShown);
-        if (slices.empty()) ImGui::TextUnformatted("  padding only");
-        ImGui::EndTooltip();
-      }
+      if (cell.state == UnitState::gathering) draw.AddRect(min, max, IM_COL32(251, 140, 0, 255), 0, 0, 2.5f);
+      if (cell.state == UnitState::unsharded) draw.AddRect(min, max, IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
+      if (hovered && contains(grid_min_, grid_max_, mouse) && contains(min, max, mouse))
+        cell_tooltip(map, u, r, cell.state);
     }
+    draw.PopClipRect();
   }
-  ImGui::Dummy(ImVec2(label_width + static_cast<float>(map.world) * (cell_width + 4),
+  // The grid's whole extent, for the scrollbars.
+  ImGui::Dummy(ImVec2(name_width_ + static_cast<float>(world) * (cell_width + kCellGap),
                       row_height * static_cast<float>(map.units.size() + 1)));
   ImGui::EndChild();
 }

@@ -57,10 +57,15 @@ std::int64_t padding_in(const MappedSlice& slice);
 
 class FlatParameterPanel {
  public:
-  // Draws `map` for `source` of `log` (its units' states on each rank).
-  void draw(const FlatParameterMap& map, const FsdpEventLog& log, int source);
+  // Draws `map` for `source` of `log` (its units' states on each rank); `run` names that source. The names
+  // keep their full width where the ranks' cells still fit, else are elided at their front (the whole name in
+  // a tooltip); the headers read "rank 3" where a cell is wide enough, else "r3", else "3" (under a "rank"
+  // heading) over every second, fourth... cell, a space apart; where the narrowest cells do not fit, the grid
+  // scrolls sideways under the names and headers, which stay in view.
+  void draw(const FlatParameterMap& map, const FsdpEventLog& log, int source, const std::string& run);
 
-  // For tests: the cell of (unit, rank) drawn in the last frame and the state it showed.
+  // For tests: the cell of (unit, rank) laid out in the last frame, in view or scrolled out of it, and the
+  // state it showed.
   struct Cell {
     int unit = 0;
     int rank = 0;
@@ -68,9 +73,26 @@ class FlatParameterPanel {
     ImVec2 min, max;
   };
   const std::vector<Cell>& cells() const { return cells_; }
+  // A text the last frame drew: a rank's header (the labelled ranks' only), or a unit's name in view (as
+  // shown, elided or not).
+  struct Label {
+    std::string text;
+    ImVec2 min, max;
+  };
+  const std::vector<Label>& headers() const { return headers_; }
+  const std::vector<Label>& names() const { return names_; }
+  float name_width() const { return name_width_; }  // the names' column, its gap to the cells included
+  // Where cells show: the grid's visible part right of the names and under the headers.
+  ImVec2 grid_min() const { return grid_min_; }
+  ImVec2 grid_max() const { return grid_max_; }
+  float scroll_max_x() const { return scroll_max_x_; }  // how far the grid scrolls sideways
 
  private:
   std::vector<Cell> cells_;
+  std::vector<Label> headers_, names_;
+  float name_width_ = 0;
+  ImVec2 grid_min_, grid_max_;
+  float scroll_max_x_ = 0;
 };
 
 }  // namespace fsdplab::app

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "app/dashboard/palette.hpp"
+#include "app/dashboard/printable_text.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -14,6 +15,12 @@ constexpr ImU32 kBorderColor = IM_COL32(90, 90, 95, 255);
 constexpr ImU32 kNowColor = IM_COL32(255, 255, 255, 110);  // the "now" line in a chart
 constexpr ImU32 kTextColor = IM_COL32(230, 230, 230, 255);
 constexpr ImU32 kDimTextColor = IM_COL32(160, 160, 160, 255);
+
+constexpr float kFrameWidth = 1;    // a chart's frame line, drawn over its edges
+constexpr double kHeadroom = 1.15;  // the scale over the highest bytes shown: room for the peak's label
+// The charts' x axis: the ledger records an allocation when the host issues it (memory_ledger.hpp), on the
+// device's clock, which is ahead of the device's work wherever the host runs ahead of it.
+constexpr const char* kChartClock = "host issue time";
 
 std::size_t index(MemTag t) { return static_cast<std::size_t>(t); }
 
@@ -29,6 +36,18 @@ class SeriesReader {
       next_ = static_cast<std::size_t>(
           std::upper_bound(times.begin() + static_cast<std::ptrdiff_t>(next_), times.end(), t) - times.begin());
     return next_ == 0 ? 0 : series_->values[next_ - 1];
+  }
+  // The earliest time in [from, to) at which the series is highest, `from` not before the last time asked:
+  // a walk over the samples in the range, so a pixel column shows the peak of what happened within it.
+  SimTime highest_in(SimTime from, SimTime to) {
+    SimTime when = from;
+    std::int64_t highest = at(from);
+    for (; next_ < series_->times.size() && series_->times[next_] < to; ++next_) {
+      if (series_->values[next_] <= highest) continue;
+      highest = series_->values[next_];
+      when = series_->times[next_];
+    }
+    return when;
   }
 
  private:
@@ -116,7 +135,7 @@ void bar_tooltip(const MemoryPanel::RankRow& row, const RankMemory& memory, cons
 
 void chart_tooltip(const RankMemory& memory, int rank, SimTime t) {
   ImGui::BeginTooltip();
-  ImGui::Text("rank %d at %.3f ms", rank, ns_to_ms(t));
+  ImGui::Text("rank %d at %.3f ms (%s)", rank, ns_to_ms(t), kChartClock);
   for (MemTag tag : kAllMemTags) {
     const std::int64_t v = memory.tags[index(tag)].at(t);
     if (v == 0) continue;
@@ -127,10 +146,13 @@ void chart_tooltip(const RankMemory& memory, int rank, SimTime t) {
   ImGui::EndTooltip();
 }
 
-// The stacked area of the tags over [begin, end], one sample per pixel column. Runs of columns where a
-// tag's band covers the same pixels become one rectangle, so a flat stretch costs one rectangle per tag.
+// The stacked area of the tags over [begin, end], up to `last` (the source's latest time: a stopped run is
+// not drawn on past where it stopped), one stack per pixel column: the tags at the moment in the column's
+// time range when their total is highest, so a peak shorter than a pixel still shows where it happened. Runs
+// of columns where a tag's band covers the same pixels become one rectangle, so a flat stretch costs one
+// rectangle per tag.
 void stacked_area(ImDrawList* dl, const RankMemory& memory, ImVec2 min, ImVec2 max, SimTime begin, SimTime end,
-                  double scale) {
+                  SimTime last, double scale) {
   const int columns = std::max(1, static_cast<int>(std::floor(max.x - min.x)));
   const double span = static_cast<double>(end - begin);
   const float height = max.y - min.y;
@@ -150,8 +172,14 @@ void stacked_area(ImDrawList* dl, const RankMemory& memory, ImVec2 min, ImVec2 m
       dl->AddRectFilled({runs[k].x0, runs[k].top}, {x1, runs[k].bottom}, mem_tag_color(kAllMemTags[k]));
     runs[k].open = false;
   };
-  for (int c = 0; c < columns; ++c) {
-    const auto t = begin + static_cast<SimTime>(span * (c + 0.5) / columns);
+  SeriesReader total(memory.total);
+  int c = 0;
+  for (; c < columns; ++c) {
+    const double start = span * c / columns;  // after `begin`; `from` rounds it down to the clock's tick
+    if (static_cast<double>(begin) + start > static_cast<double>(last)) break;
+    const auto from = begin + static_cast<SimTime>(start);
+    const auto to = std::max(from + 1, begin + static_cast<SimTime>(span * (c + 1) / columns));
+    const SimTime t = total.highest_in(from, std::min(to, last + 1));
     const float x = min.x + static_cast<float>(c);
     std::int64_t below = 0;
     for (std::size_t k = 0; k < kMemTagCount; ++k) {
@@ -163,7 +191,7 @@ void stacked_area(ImDrawList* dl, const RankMemory& memory, ImVec2 min, ImVec2 m
       runs[k] = Run{.x0 = x, .top = top, .bottom = bottom, .open = true};
     }
   }
-  for (std::size_t k = 0; k < kMemTagCount; ++k) flush(k, min.x + static_cast<float>(columns));
+  for (std::size_t k = 0; k < kMemTagCount; ++k) flush(k, min.x + static_cast<float>(c));
 }
 
 }  // namespace
@@ -214,9 +242,18 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
     }
   }
 
+  // One scale for every bar and chart, with headroom for a chart's peak label; the header says it, and so
+  // does each chart's top.
+  const auto scale = static_cast<std::int64_t>(std::ceil(static_cast<double>(top) * kHeadroom));
+  scale_ = scale;
   legend();
-  ImGui::TextDisabled("now: %.3f ms   over time: %.3f - %.3f ms   scale: %s", ns_to_ms(now), ns_to_ms(view_begin),
-                      ns_to_ms(view_end), format_mem_bytes(top).c_str());
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  char now_text[32], span[64];
+  std::snprintf(now_text, sizeof now_text, "%.3f ms", ns_to_ms(now));
+  std::snprintf(span, sizeof span, "%.3f - %.3f ms", ns_to_ms(view_begin), ns_to_ms(view_end));
+  text_wrapped_at_spaces("now: " + unbroken(now_text) + "   scale: " + unbroken(format_mem_bytes(scale)) +
+                         "\nover time, at " + std::string(kChartClock) + ": " + unbroken(span));
+  ImGui::PopStyleColor();
 
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImGuiStyle& style = ImGui::GetStyle();
@@ -225,7 +262,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
   const float bar_width =
       std::floor(std::clamp(width - kGutter - 300, (width - kGutter) * 0.4f, (width - kGutter) * 0.6f));
   const float line_height = std::max(ImGui::GetTextLineHeight(), kBarHeight + 2 + kExpectedBarHeight) + 4;
-  const double chart_scale = static_cast<double>(top) * 1.15;  // headroom for the peak's label
+  const auto chart_scale = static_cast<double>(scale);
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   const auto inside = [&](ImVec2 a, ImVec2 b) {
     return mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y;
@@ -236,14 +273,15 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
     const TraceSource& src = store.sources()[s];
     const TagBytes* exp = expected_of(s);
     ImGui::Separator();
-    ImGui::TextUnformatted(src.label.c_str());
+    // The source's name (a remote run's is long: elided), then what it is measured against, beside it where
+    // that fits, else under it.
+    const std::string note = src.memory.empty() ? "no memory samples yet"
+                             : !exp             ? "(no analytic expectation)"
+                                                : "expected per rank: " + format_mem_bytes(sum(*exp));
+    text_elided(src.label, ImGui::GetContentRegionAvail().x);
     ImGui::SameLine();
-    if (src.memory.empty())
-      ImGui::TextDisabled("no memory samples yet");
-    else if (!exp)
-      ImGui::TextDisabled("(no analytic expectation)");
-    else
-      ImGui::TextDisabled("expected per rank: %s", format_mem_bytes(sum(*exp)).c_str());
+    if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(note.c_str()).x) ImGui::NewLine();
+    ImGui::TextDisabled("%s", note.c_str());
 
     for (std::size_t r = 0; r < src.memory.size(); ++r) {
       RankRow& row = rows_[next_row++];
@@ -266,7 +304,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
       // "now": the live stack, the expected stack under it, the peak and the expected total marked.
       if (ImGui::IsRectVisible(row.bar_min, row.bar_max)) {
         const auto x_of = [&](std::int64_t v) {
-          return row.bar_min.x + static_cast<float>(static_cast<double>(v) / static_cast<double>(top)) * bar_width;
+          return row.bar_min.x + static_cast<float>(static_cast<double>(v) / chart_scale) * bar_width;
         };
         const float live_bottom = row.bar_min.y + kBarHeight;
         const float exp_top = live_bottom + 2, exp_bottom = exp_top + kExpectedBarHeight;
@@ -308,7 +346,14 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
       if (ImGui::IsRectVisible(row.chart_min, row.chart_max)) {
         const ImVec2 a = row.chart_min, b = ImVec2(row.chart_max.x, row.chart_max.y - 2);
         dl->AddRectFilled(a, b, kTrackColor);
-        stacked_area(dl, m, a, b, view_begin, view_end, chart_scale);
+        // Time runs between the frame's sides, not under them: a peak in the first or last pixel column shows.
+        const float x0 = a.x + kFrameWidth, x1 = b.x - kFrameWidth;
+        const auto x_of_time = [&](SimTime t) {
+          return x0 +
+                 static_cast<float>(static_cast<double>(t - view_begin) / static_cast<double>(view_end - view_begin)) *
+                     (x1 - x0);
+        };
+        stacked_area(dl, m, {x0, a.y}, {x1, b.y}, view_begin, view_end, src.last_time, chart_scale);
         const auto y_of = [&](std::int64_t v) {
           return b.y - static_cast<float>(static_cast<double>(v) / chart_scale) * (b.y - a.y);
         };
@@ -321,8 +366,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
           label(dl, {b.x - ImGui::CalcTextSize(text.c_str()).x - 4, label_y(yp)}, kPeakColor, text);
           const SimTime pt = m.total.peak_time();
           if (pt >= view_begin && pt <= view_end) {
-            const float xt = a.x + static_cast<float>(static_cast<double>(pt - view_begin) /
-                                                      static_cast<double>(view_end - view_begin)) * (b.x - a.x);
+            const float xt = x_of_time(pt);
             dl->AddTriangleFilled({xt - 4, yp - 6}, {xt + 4, yp - 6}, {xt, yp}, kPeakColor);
           }
         }
@@ -332,12 +376,11 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
           label(dl, {a.x + 4, label_y(ye)}, kExpectedColor, "expected " + format_mem_bytes(row.expected_total));
         }
         if (now >= view_begin && now <= view_end) {
-          const float xn = a.x + static_cast<float>(static_cast<double>(now - view_begin) /
-                                                    static_cast<double>(view_end - view_begin)) * (b.x - a.x);
+          const float xn = x_of_time(now);
           dl->AddLine({xn, a.y}, {xn, b.y}, kNowColor);
         }
         dl->AddRect(a, b, kBorderColor);
-        dl->AddText({origin.x, a.y}, kDimTextColor, format_mem_bytes(static_cast<std::int64_t>(chart_scale)).c_str());
+        dl->AddText({origin.x, a.y}, kDimTextColor, format_mem_bytes(scale).c_str());
         dl->AddText({origin.x, b.y - text_h}, kDimTextColor, "0");
       }
 

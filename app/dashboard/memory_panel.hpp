@@ -6,12 +6,16 @@
 //              marked by a kPeakColor tick (and "peak" label), the expected per-tag peaks as a thin
 //              second stacked bar under it with a kExpectedColor tick at their sum; its tooltip lists
 //              tag, live, peak and expected
-//   over time  a stacked area chart of the tags over [view_begin, view_end], sampled once per pixel
-//              column (a binary search per tag and column at most, never a walk over the samples), the
-//              peak of the total as a kPeakColor line with its value, the expected total as a dashed
-//              kExpectedColor line, `now` as a thin vertical line; its tooltip reads the tags at the mouse
-// A legend of the tag colours above. Every bar and chart shares one byte scale, so ranks and sources
-// compare at a glance. Bytes print in decimal units (1 KB = 1000 B), as the benches and dry runs do.
+//   over time  a stacked area chart of the tags over [view_begin, view_end], up to the source's latest
+//              time (a stopped run ends where it stopped), one stack per pixel column: the tags when the
+//              total is highest within the column's time (one walk over the total's samples in view, a
+//              binary search per tag and column), so a peak shorter than a pixel shows where it happened;
+//              the peak of the total as a kPeakColor line with its value, the expected total as a dashed
+//              kExpectedColor line, `now` as a thin vertical line; its tooltip reads the tags at the mouse.
+//              Its x axis is the ledger's: when the host issued each allocation, on the device clock
+//              (engine/runtime/memory_ledger.hpp), which the header says
+// A legend of the tag colours above. Every bar and chart shares one byte scale, the header's, so ranks and
+// sources compare at a glance. Bytes print in decimal units (1 KB = 1000 B), as the benches and dry runs do.
 // draw() submits into the current ImGui window (the dashboard's "Memory" window) with its draw list:
 // a handful of rectangles per pixel column at most, no widget per sample.
 #pragma once
@@ -53,6 +57,8 @@ class MemoryPanel {
     ImVec2 chart_min, chart_max;                    // the "over time" chart
   };
   const std::vector<RankRow>& rows() const { return rows_; }
+  // For tests: the bytes of a bar's full width and a chart's full height in the last frame (the header's scale).
+  std::int64_t scale() const { return scale_; }
 
   // Layout, in pixels.
   static constexpr float kGutter = 72;     // rank labels left of the bars and charts
@@ -62,6 +68,7 @@ class MemoryPanel {
 
  private:
   std::vector<RankRow> rows_;
+  std::int64_t scale_ = 1;
 };
 
 }  // namespace fsdplab::app

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "app/dashboard/printable_text.hpp"
+
 namespace fsdplab::app {
 namespace {
 
@@ -30,11 +32,11 @@ void draw_remote_panel(const RemoteSession& remote) {
     ImGui::TextDisabled("loopback only: runs on this machine");
   } else {
     ImGui::PushStyleColor(ImGuiCol_Text, kProblemColor);
-    ImGui::TextWrapped("not a loopback address: anyone who can reach it can send this dashboard data");
+    text_wrapped_at_spaces("not a loopback address: anyone who can reach it can send this dashboard data");
     ImGui::PopStyleColor();
   }
-  ImGui::TextWrapped("Stream a run here: fsdplab run --model gpt2 --world 2 --dashboard %s",
-                     listener.address().c_str());
+  // Wrapped at spaces only: ImGui's wrap would break the address after one of its dots.
+  text_wrapped_at_spaces("Stream a run here: fsdplab run --model gpt2 --world 2 --dashboard " + listener.address());
   ImGui::Separator();
 
   const auto& streams = remote.streams();
@@ -52,8 +54,8 @@ void draw_remote_panel(const RemoteSession& remote) {
                                              : "ranks " + std::to_string(s.first_rank) + ".." +
                                                    std::to_string(s.first_rank + s.ranks - 1);
       ImGui::Indent();
-      ImGui::TextWrapped("%s: %s, %zu messages", remote.store().source(s.source).label.c_str(), ranks.c_str(),
-                         s.messages);
+      text_wrapped_at_spaces(remote.store().source(s.source).label + ": " + ranks + ", " + std::to_string(s.messages) +
+                             " messages");
       ImGui::Unindent();
     }
   }
@@ -64,7 +66,7 @@ void draw_remote_panel(const RemoteSession& remote) {
     if (remote.problem_count() > remote.problems().size())
       ImGui::TextDisabled("(the last %zu shown)", remote.problems().size());
     ImGui::PushStyleColor(ImGuiCol_Text, kProblemColor);
-    for (const std::string& p : remote.problems()) ImGui::TextWrapped("%s", p.c_str());
+    for (const std::string& p : remote.problems()) text_wrapped_at_spaces(p);
     ImGui::PopStyleColor();
   }
 }

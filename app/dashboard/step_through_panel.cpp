@@ -1,5 +1,6 @@
 #include "app/dashboard/step_through_panel.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
@@ -11,6 +12,8 @@
 namespace fsdplab::app {
 
 namespace {
+
+constexpr float kTooltipEms = 40;  // an event's tooltip is this many font sizes wide at most
 
 constexpr std::array<FsdpEventKind, kFsdpEventKindCount> kKinds = {
     FsdpEventKind::pre_forward,      FsdpEventKind::post_forward,    FsdpEventKind::pre_backward,
@@ -28,14 +31,18 @@ std::string headline(const FsdpEvent& e) {
 // The student's code lives in labs/ (FsdpTask::where() names the implementing class's file and line).
 bool students_code(const FsdpEvent& e) { return e.code.find("(labs/") != std::string::npos; }
 
-void describe(const FsdpEvent& e) {
-  ImGui::TextUnformatted(headline(e).c_str());
-  ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.3f, 1), "%s", task_heading(e.task).c_str());
-  ImGui::TextWrapped("%s", printable("code: " + e.code + (students_code(e) ? "  \u2190 your code" : "")).c_str());
-  ImGui::TextWrapped("%s", printable(e.what).c_str());
+// Wrapped at spaces (never inside a unit's name, a file's path or a number) within `width` pixels, or the
+// panel's width where 0.
+void describe(const FsdpEvent& e, float width = 0) {
+  text_wrapped_at_spaces(printable(headline(e)), width);
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.85f, 0.3f, 1));
+  text_wrapped_at_spaces(printable(task_heading(e.task)), width);
+  ImGui::PopStyleColor();
+  text_wrapped_at_spaces(printable("code: " + e.code + (students_code(e) ? "  \u2190 your code" : "")), width);
+  text_wrapped_at_spaces(printable(e.what), width);
   if (const std::string note = exercise_note(e.task, e.kind); !note.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.6f, 0.8f, 1.0f, 1));
-    ImGui::TextWrapped("%s", printable(note).c_str());
+    text_wrapped_at_spaces(printable(note), width);
     ImGui::PopStyleColor();
   }
   if (e.kind == FsdpEventKind::collective_done)
@@ -107,7 +114,7 @@ void StepThroughPanel::draw(LiveSession& session) {
   task_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
   ImGui::SameLine();
   ImGui::PushItemWidth(130);
-  if (ImGui::BeginCombo("##task", task_heading(chosen_task_).c_str())) {
+  if (ImGui::BeginCombo("##task", combo_preview(task_heading(chosen_task_)).c_str())) {
     for (int n = 1; n <= kTaskCount; ++n)
       if (task_reports_events(n) && ImGui::Selectable(task_heading(n).c_str(), n == chosen_task_)) chosen_task_ = n;
     ImGui::EndCombo();
@@ -122,7 +129,7 @@ void StepThroughPanel::draw(LiveSession& session) {
 
   int source = focus_source, rank = focus_rank;
   ImGui::PushItemWidth(110);
-  if (ImGui::BeginCombo("run", store.sources().empty() ? "" : store.source(source).label.c_str())) {
+  if (ImGui::BeginCombo("run", store.sources().empty() ? "" : combo_preview(store.source(source).label).c_str())) {
     for (int s = 0; s < static_cast<int>(store.sources().size()); ++s)
       if (ImGui::Selectable(store.source(s).label.c_str(), s == source)) source = s;
     ImGui::EndCombo();
@@ -162,19 +169,25 @@ void StepThroughPanel::draw(LiveSession& session) {
   // ---- the run's latest events, oldest first ------------------------------------------------------
   ImGui::Separator();
   if (source >= static_cast<int>(store.sources().size())) return;
-  ImGui::TextDisabled("%zu FSDP events from %s so far; the latest:", log.total(source),
-                      store.source(source).label.c_str());
-  if (ImGui::BeginChild("fsdp_events", ImVec2(0, 0), true)) {
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  text_wrapped_at_spaces(std::to_string(log.total(source)) + " FSDP events from " + store.source(source).label +
+                         " so far; the latest:");
+  ImGui::PopStyleColor();
+  // The rest of the panel, and at least kEventRows rows: where the panel is full, it scrolls to the list
+  // rather than giving it no height.
+  const float height = std::max(ImGui::GetContentRegionAvail().y, ImGui::GetTextLineHeightWithSpacing() * kEventRows +
+                                                                      ImGui::GetStyle().WindowPadding.y * 2);
+  if (ImGui::BeginChild("fsdp_events", ImVec2(0, height), true)) {
     const auto& history = log.history(source);
     ImGuiListClipper clipper;
     clipper.Begin(static_cast<int>(history.size()));
     while (clipper.Step()) {
       for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
         const FsdpEvent& e = history[static_cast<std::size_t>(i)];
-        ImGui::TextUnformatted(headline(e).c_str());
+        ImGui::TextUnformatted(elided(headline(e), ImGui::GetContentRegionAvail().x).c_str());  // whole below
         if (ImGui::IsItemHovered()) {
           ImGui::BeginTooltip();
-          describe(e);
+          describe(e, ImGui::GetFontSize() * kTooltipEms);
           ImGui::EndTooltip();
         }
       }
@@ -182,6 +195,7 @@ void StepThroughPanel::draw(LiveSession& session) {
     if (!control.paused()) ImGui::SetScrollHereY(1.0f);  // follow the newest while running
   }
   ImGui::EndChild();
+  events_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
 }
 
 }  // namespace fsdplab::app

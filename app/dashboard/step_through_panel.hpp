@@ -25,12 +25,14 @@ class StepThroughPanel {
   Rect step_button() const { return step_; }
   Rect my_tasks_button() const { return my_tasks_; }
   Rect task_button() const { return task_; }
+  Rect event_list() const { return events_; }  // the latest events' list, scrolled into or not
+  static constexpr int kEventRows = 8;         // its least height, in rows
   // The task the "break on task N" button chooses: one that reports events (task_reports_events).
   void set_chosen_task(int task);
 
  private:
   int chosen_task_ = 3;
-  Rect step_, my_tasks_, task_;
+  Rect step_, my_tasks_, task_, events_;
 };
 
 }  // namespace fsdplab::app

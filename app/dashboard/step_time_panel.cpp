@@ -26,6 +26,16 @@ constexpr ImU32 kFrameColor = IM_COL32(90, 90, 95, 255);
 constexpr ImU32 kBackColor = IM_COL32(30, 30, 33, 255);
 constexpr ImU32 kTextColor = IM_COL32(230, 230, 230, 255);
 constexpr ImU32 kDimTextColor = IM_COL32(160, 160, 160, 255);
+constexpr ImU32 kLabelBackColor = IM_COL32(20, 20, 22, 210);  // a reference label stays readable on its line
+constexpr float kAxisWidth = 64;                              // left of the plot: the milliseconds' labels
+constexpr float kPlotRightPad = 8;                            // right of it
+constexpr float kLabelInset = 4;                              // a reference label from the plot's side
+constexpr float kLabelPad = 2;                                // its backing box around the text
+constexpr float kMarkerClearance = 4;                         // a marker's half size, and a pixel: no label covers it
+// The table's number columns, and the order they give way in a narrow panel (mean and comm stay).
+constexpr std::array<const char*, 5> kTableNumbers = {"step", "ms", "mean", "compute", "comm"};
+constexpr std::array<std::size_t, 3> kTableDropOrder = {1, 0, 3};
+constexpr const char* kShortestSeriesName = "ASYNC...";  // a series' name is elided no shorter
 
 // One series: the SYNC or the ASYNC steps of a source.
 struct Series {
@@ -76,6 +86,13 @@ const StepTime& step_of(const TraceStore& store, int source, int index) {
   return store.source(source).steps[static_cast<std::size_t>(index)];
 }
 
+// The series' run is over: its known last step is stored (a remote run's end is not known).
+bool ended(const TraceStore& store, const Series& s) {
+  const TraceSource& src = store.source(s.source);
+  return src.last_step >= 0 &&
+         std::any_of(src.steps.begin(), src.steps.end(), [&](const StepTime& t) { return t.step == src.last_step; });
+}
+
 StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Series>& series, int recent) {
   StepTimePanel::Summary sum;
   const Series* sync = nullptr;
@@ -94,7 +111,10 @@ StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Seri
   const std::size_t n = std::min(pairs, static_cast<std::size_t>(std::max(recent, 1)));
   sum.steps_compared = static_cast<int>(n);
   if (n == 0) {
-    sum.why = "waiting for a SYNC and an ASYNC step after the first (warm-up) step";
+    sum.why = ended(store, *sync) && ended(store, *async)
+                  ? "nothing to compare: the runs ended with no SYNC and ASYNC step between each run's first "
+                    "(warm-up) and last step, which are left out; run 3 steps or more"
+                  : "waiting for a SYNC and an ASYNC step after the first (warm-up) step";
     return sum;
   }
   SimTime t_sync = 0, t_async = 0, compute = 0, comm = 0;  // sums over the n pairs
@@ -120,7 +140,7 @@ StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Seri
   return sum;
 }
 
-void text(const std::string& s) { ImGui::TextWrapped("%s", printable(s).c_str()); }
+void text(const std::string& s) { text_wrapped_at_spaces(printable(s)); }
 
 std::string fmt(const char* format, double v) {
   char buf[64];
@@ -201,15 +221,21 @@ void StepTimePanel::draw(const TraceStore& store) {
   const float text_h = ImGui::GetTextLineHeight();
 
   // Legend: each series' marker and name, then the reference lines.
+  legend_.clear();
+  const float legend_width = ImGui::GetContentRegionAvail().x;
   const auto legend_item = [&](const std::string& name, auto&& swatch) {
-    const std::string shown = printable(name);
-    const float need = 14 + style.ItemInnerSpacing.x + ImGui::CalcTextSize(shown.c_str()).x + style.ItemSpacing.x;
+    legend_.push_back(name);
+    const float swatch_width = 14 + style.ItemInnerSpacing.x + style.ItemSpacing.x;
+    const std::string whole = printable(name);
+    const std::string shown = elided(whole, legend_width - swatch_width);  // a remote run's long name
+    const float need = swatch_width + ImGui::CalcTextSize(shown.c_str()).x;
     if (ImGui::GetContentRegionAvail().x < need) ImGui::NewLine();
     const ImVec2 p = ImGui::GetCursorScreenPos();
     swatch(ImVec2(p.x + 7, p.y + text_h / 2));
     ImGui::Dummy(ImVec2(14, text_h));
     ImGui::SameLine(0, style.ItemInnerSpacing.x);
     ImGui::TextUnformatted(shown.c_str());
+    if (shown != whole && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", whole.c_str());
     ImGui::SameLine();
   };
   for (const Series& s : series)
@@ -217,16 +243,21 @@ void StepTimePanel::draw(const TraceStore& store) {
       dl->AddLine({c.x - 7, c.y}, {c.x + 7, c.y}, s.color, 1.5f);
       marker(dl, c, s.sync, s.color);
     });
-  legend_item("compute", [&](ImVec2 c) { dl->AddLine({c.x - 7, c.y}, {c.x + 7, c.y}, kComputeColor, 2); });
-  legend_item("comm", [&](ImVec2 c) { dl->AddLine({c.x - 7, c.y}, {c.x + 7, c.y}, kCommColor, 2); });
-  legend_item("ideal = max(compute, comm)", [&](ImVec2 c) { dashed_hline(dl, c.x - 7, c.x + 7, c.y, kIdealColor, 2); });
+  // The reference lines are drawn only where a SYNC and an ASYNC step are compared: so is their legend.
+  if (sum.steps_compared > 0) {
+    legend_item("compute", [&](ImVec2 c) { dl->AddLine({c.x - 7, c.y}, {c.x + 7, c.y}, kComputeColor, 2); });
+    legend_item("comm", [&](ImVec2 c) { dl->AddLine({c.x - 7, c.y}, {c.x + 7, c.y}, kCommColor, 2); });
+    legend_item("ideal = max(compute, comm)",
+                [&](ImVec2 c) { dashed_hline(dl, c.x - 7, c.x + 7, c.y, kIdealColor, 2); });
+  }
   ImGui::NewLine();
 
-  // The plot's frame and scales: steps across, milliseconds up.
-  const float width = std::max(ImGui::GetContentRegionAvail().x, 200.0f);
+  // The plot's frame and scales: steps across, milliseconds up. As wide as the panel, however narrow: wider,
+  // its right side would be cut off by the panel's edge.
+  const float width = std::max(ImGui::GetContentRegionAvail().x, kAxisWidth + kPlotRightPad + 1);
   const ImVec2 origin = ImGui::GetCursorScreenPos();
-  plot_min_ = ImVec2(origin.x + 64, origin.y + 4);
-  plot_max_ = ImVec2(origin.x + width - 8, origin.y + kPlotHeight - text_h - 6);
+  plot_min_ = ImVec2(origin.x + kAxisWidth, origin.y + 4);
+  plot_max_ = ImVec2(origin.x + width - kPlotRightPad, origin.y + kPlotHeight - text_h - 6);
   ImGui::Dummy(ImVec2(width, kPlotHeight));
   const bool plot_hovered = ImGui::IsItemHovered();
   const ImVec2 a = plot_min_, b = plot_max_;
@@ -277,26 +308,39 @@ void StepTimePanel::draw(const TraceStore& store) {
   if (series.empty() || longest == 0)
     dl->AddText({a.x + 8, a.y + 6}, kDimTextColor, "no steps yet");
 
-  // The reference lines, from the compared pairs' averages.
+  // The reference lines, from the compared pairs' averages. ideal = max(compute, comm) lies on one of the
+  // other two lines, so lines of one value share one label ("comm = ideal 0.683 ms"), placed once the markers
+  // are drawn (below).
+  struct Reference {
+    double ms;
+    ImU32 color;
+    std::string name;
+  };
+  std::vector<Reference> references;
   if (sum.steps_compared > 0) {
-    const auto reference = [&](double ms, ImU32 color, const std::string& name, float label_x, bool dashed) {
-      const float y = y_of(ms);
-      if (dashed)
-        dashed_hline(dl, a.x, b.x, y, color, 2);
+    for (const Reference& line :
+         {Reference{sum.comm_ms, kCommColor, "comm"}, Reference{sum.compute_ms, kComputeColor, "compute"},
+          Reference{sum.ideal_ms, kIdealColor, "ideal"}}) {
+      const float y = y_of(line.ms);
+      if (line.name == "ideal")
+        dashed_hline(dl, a.x, b.x, y, line.color, 2);
       else
-        dl->AddLine({a.x, y}, {b.x, y}, color, 1.5f);
-      const std::string l = name + " " + fmt("%.3f ms", ms);
-      const float w = ImGui::CalcTextSize(l.c_str()).x;
-      dl->AddText({std::clamp(label_x - w, a.x + 2, b.x - w - 2), y - text_h - 1}, color, l.c_str());
-    };
-    reference(sum.compute_ms, kComputeColor, "compute", b.x - 4, false);
-    reference(sum.comm_ms, kCommColor, "comm", b.x - (b.x - a.x) * 0.35f, false);
-    reference(sum.ideal_ms, kIdealColor, "ideal", a.x + (b.x - a.x) * 0.35f, true);
+        dl->AddLine({a.x, y}, {b.x, y}, line.color, 1.5f);
+      const auto same =
+          std::find_if(references.begin(), references.end(), [&](const Reference& r) { return r.ms == line.ms; });
+      if (same == references.end())
+        references.push_back(line);
+      else
+        same->name += " = " + line.name;
+    }
+    // The highest first: it is the ideal, the line η measures against, and gets the first choice of place.
+    std::sort(references.begin(), references.end(), [](const Reference& x, const Reference& y) { return x.ms > y.ms; });
   }
 
   // The series: a line through their points, a marker per step while they are at least 4 px apart;
   // denser series draw each pixel column's lowest and highest point only.
   std::vector<ImVec2> path;
+  std::vector<ImVec2> markers;  // what the reference labels must not cover
   for (const Series& s : series) {
     path.clear();
     const bool dense = static_cast<float>(s.steps.size()) * 4 > (b.x - a.x);
@@ -322,10 +366,46 @@ void StepTimePanel::draw(const TraceStore& store) {
       }
     }
     if (path.size() >= 2) dl->AddPolyline(path.data(), static_cast<int>(path.size()), s.color, ImDrawFlags_None, 1.5f);
-    if (!dense)
+    if (!dense) {
       for (const ImVec2& p : path) marker(dl, p, s.sync, s.color);
+      markers.insert(markers.end(), path.begin(), path.end());
+    }
   }
   dl->AddRect(a, b, kFrameColor);
+
+  // Each reference line's label beside it, above or else below, at the plot's right end, left end or middle,
+  // touching the line or else a marker's half size off it (the ASYNC markers sit on the ideal line): the first
+  // of those places inside the plot that covers neither a label placed before it nor a marker. A label with
+  // no such place is left out; its value is printed under the plot, in its colour.
+  reference_labels_.clear();
+  for (const Reference& r : references) {
+    const std::string l = r.name + " " + fmt("%.3f ms", r.ms);
+    const ImVec2 size = ImGui::CalcTextSize(l.c_str());
+    const float y = y_of(r.ms);
+    const auto is_free = [&](ImVec2 min, ImVec2 max) {
+      if (min.x < a.x || max.x > b.x || min.y < a.y || max.y > b.y) return false;
+      for (const Label& placed : reference_labels_)
+        if (min.x < placed.max.x && placed.min.x < max.x && min.y < placed.max.y && placed.min.y < max.y) return false;
+      return std::none_of(markers.begin(), markers.end(), [&](ImVec2 m) {
+        return m.x + kMarkerClearance > min.x && m.x - kMarkerClearance < max.x && m.y + kMarkerClearance > min.y &&
+               m.y - kMarkerClearance < max.y;
+      });
+    };
+    for (const float top : {y - size.y - 1, y + 2, y - size.y - kMarkerClearance - 1, y + kMarkerClearance + 1}) {
+      const auto placed = [&] {
+        for (const float left : {b.x - size.x - kLabelInset, a.x + kLabelInset, (a.x + b.x - size.x) / 2}) {
+          const ImVec2 min(left - kLabelPad, top), max(left + size.x + kLabelPad, top + size.y);
+          if (!is_free(min, max)) continue;
+          dl->AddRectFilled(min, max, kLabelBackColor);
+          dl->AddText({left, top}, r.color, l.c_str());
+          reference_labels_.push_back({l, min, max});
+          return true;
+        }
+        return false;
+      };
+      if (placed()) break;
+    }
+  }
 
   // The point under the mouse: ringed, with its numbers.
   if (plot_hovered) {
@@ -382,46 +462,93 @@ void StepTimePanel::draw(const TraceStore& store) {
     text(sum.why);
   }
   if (sum.eta) {
-    text("\u03B7 = (T_sync \u2212 T_async) / (T_sync \u2212 ideal) = " + fmt("%.3f", *sum.eta) +
-         ": overlap hides " + fmt("%.0f", *sum.eta * 100) + " % of what perfect overlap would (" +
-         fmt("%.3f", sum.t_sync_ms - sum.t_async_ms) + " of " + fmt("%.3f", sum.t_sync_ms - sum.ideal_ms) + " ms)");
+    text("\u03B7 = (T_sync \u2212 T_async) / (T_sync \u2212 ideal) = " + fmt("%.3f", *sum.eta) + ": overlap hides " +
+         unbroken(fmt("%.0f %%", *sum.eta * 100)) + " of what perfect overlap would (" +
+         fmt("%.3f", sum.t_sync_ms - sum.t_async_ms) + " of " +
+         unbroken(fmt("%.3f ms)", sum.t_sync_ms - sum.ideal_ms)));
   } else if (sum.steps_compared > 0) {
     text("\u03B7 = \u2013  (" + sum.why + ")");
   }
 
-  // Each series: its last step, and the means of its recent steps.
-  if (!series.empty() &&
-      ImGui::BeginTable("##step_times", 6,
+  // Each series: its last step and its time, and the means of its recent steps. The numbers keep their width
+  // and the series' name takes what is left, elided; a panel too narrow even for the numbers leaves out the
+  // columns least needed first, and says which: every number is still in the name's tooltip.
+  if (series.empty()) return;
+  struct Row {
+    std::string name;
+    ImU32 color;
+    std::array<std::string, kTableNumbers.size()> numbers;  // "" where the series has none yet
+  };
+  std::vector<Row> rows;
+  for (const Series& s : series) {
+    Row row{series_name(store, s), s.color, {}};
+    const TraceSource& src = store.source(s.source);
+    if (!s.steps.empty()) {
+      const StepTime& last = src.steps[static_cast<std::size_t>(s.steps.back())];
+      row.numbers[0] = std::to_string(last.step);
+      row.numbers[1] = fmt("%.3f", ns_to_ms(last.duration()));
+    }
+    if (const Means m = means_of(src, s.compared, kRecentSteps); m.count > 0) {
+      row.numbers[2] = fmt("%.3f", m.duration);
+      row.numbers[3] = fmt("%.3f", m.compute);
+      row.numbers[4] = fmt("%.3f", m.comm);
+    }
+    rows.push_back(std::move(row));
+  }
+  const float cell_extra = style.CellPadding.x * 2 + 1;  // a column's padding and its border
+  std::array<float, kTableNumbers.size()> widths{};
+  for (std::size_t i = 0; i < kTableNumbers.size(); ++i) {
+    widths[i] = ImGui::CalcTextSize(kTableNumbers[i]).x;
+    for (const Row& row : rows) widths[i] = std::max(widths[i], ImGui::CalcTextSize(row.numbers[i].c_str()).x);
+  }
+  table_columns_.assign(1, "series");
+  table_fits_ = true;
+  std::array<bool, kTableNumbers.size()> shown{};
+  shown.fill(true);
+  const float avail = ImGui::GetContentRegionAvail().x;
+  const float min_name = ImGui::CalcTextSize(kShortestSeriesName).x + cell_extra;
+  std::string left_out;
+  for (std::size_t i : kTableDropOrder) {
+    float need = min_name;
+    for (std::size_t k = 0; k < kTableNumbers.size(); ++k) need += shown[k] ? widths[k] + cell_extra : 0;
+    if (need <= avail) break;
+    shown[i] = false;
+    left_out += (left_out.empty() ? "" : ", ") + std::string(kTableNumbers[i]);
+  }
+  for (std::size_t i = 0; i < kTableNumbers.size(); ++i)
+    if (shown[i]) table_columns_.push_back(kTableNumbers[i]);
+  if (ImGui::BeginTable("##step_times", static_cast<int>(table_columns_.size()),
                         ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV)) {
-    for (const char* h : {"series", "last step", "ms", "mean ms", "compute", "comm"})
-      ImGui::TableSetupColumn(h);
+    ImGui::TableSetupColumn("series", ImGuiTableColumnFlags_WidthStretch);
+    for (std::size_t i = 0; i < kTableNumbers.size(); ++i)
+      if (shown[i]) ImGui::TableSetupColumn(kTableNumbers[i], ImGuiTableColumnFlags_WidthFixed, widths[i]);
     ImGui::TableHeadersRow();
-    for (const Series& s : series) {
-      const TraceSource& src = store.source(s.source);
-      const Means m = means_of(src, s.compared, kRecentSteps);
+    for (const Row& row : rows) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(s.color), "%s", series_name(store, s).c_str());
-      if (s.steps.empty()) continue;
-      const StepTime& last = src.steps[static_cast<std::size_t>(s.steps.back())];
-      ImGui::TableNextColumn();
-      ImGui::Text("%d", last.step);
-      ImGui::TableNextColumn();
-      ImGui::Text("%.3f", ns_to_ms(last.duration()));
-      if (m.count == 0) continue;
-      ImGui::TableNextColumn();
-      ImGui::Text("%.3f", m.duration);
-      ImGui::TableNextColumn();
-      ImGui::Text("%.3f", m.compute);
-      ImGui::TableNextColumn();
-      ImGui::Text("%.3f", m.comm);
+      const std::string name = elided(printable(row.name), ImGui::GetContentRegionAvail().x);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(row.color), "%s", name.c_str());
+      if (ImGui::IsItemHovered() && (name != printable(row.name) || !left_out.empty())) {
+        ImGui::BeginTooltip();
+        ImGui::TextUnformatted(printable(row.name).c_str());
+        for (std::size_t i = 0; i < kTableNumbers.size(); ++i)
+          if (!row.numbers[i].empty()) ImGui::Text("%-8s %s", kTableNumbers[i], row.numbers[i].c_str());
+        ImGui::EndTooltip();
+      }
+      for (std::size_t i = 0; i < kTableNumbers.size(); ++i) {
+        if (!shown[i]) continue;
+        ImGui::TableNextColumn();
+        table_fits_ = table_fits_ && ImGui::CalcTextSize(row.numbers[i].c_str()).x <= ImGui::GetContentRegionAvail().x;
+        ImGui::TextUnformatted(row.numbers[i].c_str());
+      }
     }
     ImGui::EndTable();
-    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    text("mean, compute, comm: of the last " + std::to_string(kRecentSteps) +
-         " steps of each series, its run's first and known last left out (ms)");
-    ImGui::PopStyleColor();
   }
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  text("step, ms: each series' last step and its time; mean, compute, comm: of its last " +
+       std::to_string(kRecentSteps) + " steps, its run's first and known last left out (ms)" +
+       (left_out.empty() ? "" : "; too narrow for " + left_out + ": hover a series"));
+  ImGui::PopStyleColor();
 }
 
 }  // namespace fsdplab::app

@@ -18,8 +18,10 @@
 //              ideal             max(compute, comm): perfect overlap
 //   η          (T_sync − T_async) / (T_sync − ideal): the share of what perfect overlap would save that
 //              ASYNC saves; undefined when T_sync ≤ ideal (nothing to hide)
-// Plot: duration per step index, SYNC as squares, ASYNC as circles, the three times as horizontal lines,
-// a tooltip (step, duration, compute, comm, loss) over a point; a table of each series under it.
+// Plot: duration per step index, SYNC as squares, ASYNC as circles, the three times as horizontal lines
+// once a pair is compared (the legend lists them only then), each value labelled where it covers no other
+// label and no marker; a tooltip (step, duration, compute, comm, loss) over a point; a table of each series
+// under it, whose numbers keep their width and whose names are elided.
 // draw() submits into the current ImGui window (the dashboard's "Step times" window).
 #pragma once
 #include <imgui.h>
@@ -61,12 +63,26 @@ class StepTimePanel {
   std::optional<Point> hovered() const;
   ImVec2 plot_min() const { return plot_min_; }
   ImVec2 plot_max() const { return plot_max_; }
+  // For tests: the legend's names, the reference lines' labels (text and backing box), the table's columns
+  // and whether each of its numbers fitted its column, as the last frame drew them.
+  struct Label {
+    std::string text;
+    ImVec2 min, max;
+  };
+  const std::vector<std::string>& legend() const { return legend_; }
+  const std::vector<Label>& reference_labels() const { return reference_labels_; }
+  const std::vector<std::string>& table_columns() const { return table_columns_; }
+  bool table_fits() const { return table_fits_; }
 
  private:
   Summary summary_;
   std::vector<Point> points_;
   int hovered_ = -1;
   ImVec2 plot_min_, plot_max_;
+  std::vector<std::string> legend_;
+  std::vector<Label> reference_labels_;
+  std::vector<std::string> table_columns_;
+  bool table_fits_ = true;
 };
 
 // The panel's numbers without drawing: which series are compared and their averages (see above).

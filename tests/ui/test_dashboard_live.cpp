@@ -221,6 +221,10 @@ TEST(DashboardLive, StepThroughStopsAtEachPostForwardInOrder) {
   ASSERT_NE(cell, cells.end());
   EXPECT_EQ(cell->state, second.unit_state);
   EXPECT_EQ(cell->state, second.unit == 0 ? UnitState::unsharded : UnitState::sharded);
+  // The event it stopped at fills the panel: the list of the latest events under it keeps its rows (the
+  // panel scrolls to it) rather than getting the nothing that is left.
+  const StepThroughPanel::Rect events = dashboard.step_through().event_list();
+  EXPECT_GE(events.max.y - events.min.y, ImGui::GetTextLineHeightWithSpacing() * StepThroughPanel::kEventRows);
   control.stop();
 }
 

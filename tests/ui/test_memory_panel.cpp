@@ -1,11 +1,13 @@
 // The MEMORY panel, headless: what each rank's row shows at `now`, the colours and widths of its stacked
-// bar in the frame's vertices, the analytic expectation beside it, the chart's time axis, and a chart over
-// a million samples costing vertices per pixel column, not per sample.
+// bar in the frame's vertices, the analytic expectation beside it, the chart's time axis, one scale for bars
+// and charts, a peak shorter than a pixel drawn where it happened, a stopped run drawn only as far as it got,
+// and a chart over a million samples costing vertices per pixel column, not per sample.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "app/dashboard/headless_imgui.hpp"
@@ -206,11 +208,12 @@ TEST(MemoryPanel, ChartStacksTheTagsOverTheView) {
   const ImDrawData& data = frame(ui, panel, store, expected, 0, 30, 15);
   const MemoryPanel::RankRow& r1 = panel.rows().at(1);
   const float w = r1.chart_max.x - r1.chart_min.x;
-  // optim_state on rank 1 from 14 on: the right 16/30 of the chart; grad_full in [5, 12).
+  // optim_state on rank 1 from 14 until the source's last sample, at 20 (nothing is known of it after);
+  // grad_full in [5, 12).
   const Extent os = extent(data, mem_tag_color(MemTag::optim_state), r1.chart_min, r1.chart_max);
   ASSERT_GT(os.count, 0);
   EXPECT_NEAR(os.x0, r1.chart_min.x + w * 14 / 30, 1.5);
-  EXPECT_NEAR(os.x1, r1.chart_min.x + w, 1.5);
+  EXPECT_NEAR(os.x1, r1.chart_min.x + w * 20 / 30, 1.5);
   const Extent gf = extent(data, mem_tag_color(MemTag::grad_full), r1.chart_min, r1.chart_max);
   ASSERT_GT(gf.count, 0);
   EXPECT_NEAR(gf.x0, r1.chart_min.x + w * 5 / 30, 1.5);
@@ -228,8 +231,8 @@ TEST(MemoryPanel, ChartStacksTheTagsOverTheView) {
   ASSERT_GT(exp.count, 0);
   EXPECT_GT(peak.width(), w * 0.9f);
   EXPECT_GT(exp.width(), w * 0.9f);
-  const ImVec2 middle_min(r1.chart_min.x + w * 0.72f, r1.chart_min.y + 2),
-      middle_max(r1.chart_min.x + w * 0.88f, r1.chart_max.y);  // right of the bar, left of the peak's label
+  const ImVec2 middle_min(r1.chart_min.x + w * 0.5f, r1.chart_min.y + 2),
+      middle_max(r1.chart_min.x + w * 0.65f, r1.chart_max.y);  // over the stack, left of the peak's label
   const Extent peak_line =
       extent(data, kPeakColor, ImVec2(r1.chart_min.x - 1, r1.chart_min.y), ImVec2(r1.chart_min.x + 2, r1.chart_max.y));
   const Extent exp_line = extent(data, kExpectedColor, middle_min, middle_max);
@@ -242,6 +245,84 @@ TEST(MemoryPanel, ChartStacksTheTagsOverTheView) {
   const float peak_y = (peak_line.y0 + peak_line.y1) / 2, exp_y = (exp_line.y0 + exp_line.y1) / 2;
   EXPECT_NEAR(peak_y, os.y0, 1.0);
   EXPECT_NEAR((ps.y1 - exp_y) / (ps.y1 - peak_y), 2100.0 / 1200, 0.03);
+}
+
+TEST(MemoryPanel, BarsAndChartsShareTheHeadersScale) {
+  // The highest bytes shown are the expected 2100; the scale has headroom over them, and a bar's full width
+  // and a chart's full height both stand for it (the header's "scale" and each chart's top label).
+  const TraceStore store = two_ranks();
+  const std::vector<std::optional<TagBytes>> expected = {expectation()};
+  HeadlessImGui ui(kWidth, kHeight);
+  MemoryPanel panel;
+  const ImDrawData& data = frame(ui, panel, store, expected, 0, 30, 15);
+  const std::int64_t scale = panel.scale();
+  EXPECT_GT(scale, 2100);
+  const MemoryPanel::RankRow& r1 = panel.rows().at(1);
+  const Extent bar_peak = extent(data, kPeakColor, r1.bar_min, r1.bar_max);
+  ASSERT_GT(bar_peak.count, 0);
+  const float bar_width = r1.bar_max.x - r1.bar_min.x;
+  EXPECT_NEAR((bar_peak.x0 + bar_peak.x1) / 2 - r1.bar_min.x, bar_width * 1200 / static_cast<float>(scale), 1.5);
+  const Extent chart_peak =
+      extent(data, kPeakColor, ImVec2(r1.chart_min.x - 1, r1.chart_min.y), ImVec2(r1.chart_min.x + 2, r1.chart_max.y));
+  ASSERT_GT(chart_peak.count, 0);
+  const float floor = r1.chart_max.y - 2, height = floor - r1.chart_min.y;  // the chart keeps 2 px under it
+  EXPECT_NEAR(floor - (chart_peak.y0 + chart_peak.y1) / 2, height * 1200 / static_cast<float>(scale), 1.5);
+}
+
+TEST(MemoryPanel, APeakShorterThanAPixelShowsWhereItHappened) {
+  // 9 KB of activations for 1 ns in a millisecond: a pixel column spans about 1 us. A chart sampled once per
+  // column missed it while marking the peak there; each column's highest stack shows it, in the middle and
+  // in the first column (not under the chart's frame).
+  for (const double where : {0.5, 0.0}) {
+    TraceStore store;
+    const int s = store.add_source("ASYNC", 1, false);
+    Ledger ledger(store, s, 0);
+    constexpr SimTime kEnd = 1'000'000;
+    const auto spike = static_cast<SimTime>(where * kEnd) + 3;
+    ledger.set(0, MemTag::param_shard, 1000);
+    ledger.set(spike, MemTag::activation, 9000);
+    ledger.set(spike + 1, MemTag::activation, 0);
+    ledger.set(kEnd, MemTag::param_shard, 1000);
+    HeadlessImGui ui(kWidth, kHeight);
+    MemoryPanel panel;
+    const std::vector<std::optional<TagBytes>> expected = {std::nullopt};
+    const ImDrawData& data = frame(ui, panel, store, expected, 0, kEnd, kEnd);
+    const MemoryPanel::RankRow& row = panel.rows().at(0);
+    const float w = row.chart_max.x - row.chart_min.x;
+    const Extent drawn = extent(data, mem_tag_color(MemTag::activation), row.chart_min, row.chart_max);
+    ASSERT_GT(drawn.count, 0) << "the peak at " << where << " is not drawn";
+    EXPECT_NEAR(drawn.x0, row.chart_min.x + w * static_cast<float>(where), 1.5);
+    EXPECT_GE(drawn.x0, row.chart_min.x + 1) << "under the frame's left side";
+    EXPECT_LT(drawn.width(), 2.5f);
+    // Its top is the peak line's height (10 KB).
+    const Extent peak = extent(data, kPeakColor, ImVec2(row.chart_max.x - 3, row.chart_min.y),
+                               ImVec2(row.chart_max.x + 1, row.chart_max.y));
+    ASSERT_GT(peak.count, 0);
+    EXPECT_NEAR(drawn.y0, (peak.y0 + peak.y1) / 2, 1.5);
+  }
+}
+
+TEST(MemoryPanel, AStoppedRunIsDrawnOnlyAsFarAsItGot) {
+  // A run paused at 10 beside one at 30: the first's memory is not drawn flat on to 30.
+  TraceStore store;
+  const int paused = store.add_source("SYNC", 1, true);
+  const int running = store.add_source("ASYNC", 1, false);
+  Ledger stopped(store, paused, 0), going(store, running, 0);
+  stopped.set(0, MemTag::param_shard, 400);
+  stopped.set(10, MemTag::optim_state, 100);
+  going.set(0, MemTag::param_shard, 400);
+  going.set(30, MemTag::optim_state, 100);
+  HeadlessImGui ui(kWidth, kHeight);
+  MemoryPanel panel;
+  const std::vector<std::optional<TagBytes>> expected = {std::nullopt, std::nullopt};
+  const ImDrawData& data = frame(ui, panel, store, expected, 0, 30, 30);
+  ASSERT_EQ(panel.rows().size(), 2u);
+  for (const auto& [row, until] : {std::pair{panel.rows()[0], 10.0f}, std::pair{panel.rows()[1], 30.0f}}) {
+    const float w = row.chart_max.x - row.chart_min.x;
+    const Extent ps = extent(data, mem_tag_color(MemTag::param_shard), row.chart_min, row.chart_max);
+    ASSERT_GT(ps.count, 0);
+    EXPECT_NEAR(ps.x1, row.chart_min.x + w * until / 30, 1.5) << "source " << row.source;
+  }
 }
 
 TEST(MemoryPanel, NoExpectationDrawsNone) {

@@ -3,6 +3,8 @@
 // frames, a run's known last step left out, and the plotted points (positions to scale, the hovered one).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "app/dashboard/headless_imgui.hpp"
@@ -275,6 +277,120 @@ TEST(StepTimePanel, PlotsEachStepToScaleAndHoversIt) {
   EXPECT_EQ(panel.hovered()->source, a);
   EXPECT_EQ(panel.hovered()->step, 2);
   EXPECT_FALSE(panel.hovered()->sync);
+}
+
+// Three frames of the panel in a window `width` wide: a table's columns fit their contents after a frame.
+void frames_at(HeadlessImGui& ui, StepTimePanel& panel, const TraceStore& store, float width) {
+  for (int i = 0; i < 3; ++i) {
+    ui.new_frame();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImVec2(width, 700));
+    ImGui::Begin("Step times", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoSavedSettings);
+    panel.draw(store);
+    ImGui::End();
+    ui.render();
+  }
+}
+
+bool intersect(ImVec2 a0, ImVec2 a1, ImVec2 b0, ImVec2 b1) {
+  return a0.x < b1.x && b0.x < a1.x && a0.y < b1.y && b0.y < a1.y;
+}
+
+TEST(StepTimePanel, TheLegendListsOnlyTheLinesDrawn) {
+  // One ASYNC trace (fsdplab view of one file), or SYNC alone: no pair, so no reference lines.
+  TraceStore store;
+  const int a = store.add_source("ASYNC", 2, false);
+  add_all(store, a, kAsync, false);
+  HeadlessImGui ui;
+  StepTimePanel panel;
+  frame(ui, panel, store);
+  EXPECT_EQ(panel.legend(), std::vector<std::string>{"ASYNC"});
+  EXPECT_TRUE(panel.reference_labels().empty());
+  // With a SYNC run beside it, the three lines are drawn and listed.
+  const int s = store.add_source("SYNC", 2, true);
+  add_all(store, s, kSync, true);
+  frame(ui, panel, store);
+  EXPECT_EQ(panel.legend(),
+            (std::vector<std::string>{"ASYNC", "SYNC", "compute", "comm", "ideal = max(compute, comm)"}));
+}
+
+TEST(StepTimePanel, RunsThatEndedWithNoPairSaySoRatherThanWait) {
+  // Two steps each (--steps 2): the first is warm-up, the last has no next step; nothing is left to pair.
+  TraceStore store;
+  const int s = store.add_source("SYNC", 16, true);
+  const int a = store.add_source("ASYNC", 16, false);
+  add_all(store, s, {kSync[0], kSync[1]}, true);
+  add_all(store, a, {kAsync[0], kAsync[1]}, false);
+  store.set_last_step(s, 1);
+  store.set_last_step(a, 1);
+  const StepTimePanel::Summary ended = summarize_steps(store);
+  EXPECT_EQ(ended.steps_compared, 0);
+  EXPECT_EQ(ended.why.find("waiting"), std::string::npos) << ended.why;
+  EXPECT_NE(ended.why.find("ended"), std::string::npos) << ended.why;
+  // While a run may still bring a step (its end unknown, or not reached), it waits.
+  store.set_last_step(a, 5);
+  EXPECT_NE(summarize_steps(store).why.find("waiting"), std::string::npos);
+}
+
+TEST(StepTimePanel, ReferenceLabelsCoverNeitherEachOtherNorAMarker) {
+  // comm above compute and ASYNC's steps at about comm = ideal, their markers on its line: the case where
+  // "ideal" and "comm" labels ran into each other on the ASYNC marker; then compute and comm 3 % apart.
+  for (const auto& [async_comm, compute] : {std::pair<SimTime, SimTime>{300, 100}, {290, 300}}) {
+    TraceStore store;
+    const int s = store.add_source("SYNC", 2, true);
+    const int a = store.add_source("ASYNC", 2, false);
+    std::vector<Step> sync, async;
+    for (int i = 0; i < 4; ++i) {
+      sync.push_back({i, 500, compute, async_comm});
+      async.push_back({i, std::max(async_comm, compute) + 2, compute, async_comm});
+    }
+    add_all(store, s, sync, true);
+    add_all(store, a, async, false);
+    for (float width : {1000.0f, 520.0f, 300.0f}) {
+      HeadlessImGui ui;
+      StepTimePanel panel;
+      frames_at(ui, panel, store, width);
+      const auto& labels = panel.reference_labels();
+      if (width >= 500) {
+        EXPECT_EQ(labels.size(), 2u) << "at " << width << " px";  // room for both
+      }
+      for (std::size_t i = 0; i < labels.size(); ++i) {
+        EXPECT_GE(labels[i].min.x, panel.plot_min().x);
+        EXPECT_LE(labels[i].max.x, panel.plot_max().x);
+        for (std::size_t j = 0; j < i; ++j)
+          EXPECT_FALSE(intersect(labels[i].min, labels[i].max, labels[j].min, labels[j].max))
+              << "'" << labels[i].text << "' over '" << labels[j].text << "' at " << width << " px";
+        for (const StepTimePanel::Point& p : panel.points())
+          EXPECT_FALSE(intersect(labels[i].min, labels[i].max, ImVec2(p.pos.x - 3, p.pos.y - 3),
+                                 ImVec2(p.pos.x + 3, p.pos.y + 3)))
+              << "'" << labels[i].text << "' over step " << p.step << " at " << width << " px";
+      }
+      // ideal = max(compute, comm) shares the higher line's label, placed first.
+      if (!labels.empty()) {
+        EXPECT_NE(labels[0].text.find("= ideal"), std::string::npos) << labels[0].text;
+      }
+    }
+  }
+}
+
+TEST(StepTimePanel, TheTableKeepsItsNumbersWholeAndElidesLongNames) {
+  // A remote run's name is long; the numbers must still read in full.
+  TraceStore store;
+  const int a = store.add_source("remote: gpt2 test-small @vm:3793 (2 ranks, async)", 2, false);
+  const int s = store.add_source("remote: gpt2 test-small @vm:3794 (2 ranks, sync)", 2, true);
+  add_all(store, a, kAsync, false);
+  add_all(store, s, kSync, true);
+  HeadlessImGui ui;
+  StepTimePanel panel;
+  frames_at(ui, panel, store, 380);  // the panel at 1600 px
+  EXPECT_EQ(panel.table_columns(), (std::vector<std::string>{"series", "step", "ms", "mean", "compute", "comm"}));
+  EXPECT_TRUE(panel.table_fits());
+  frames_at(ui, panel, store, 200);  // at 1024 px: the columns least needed give way, the rest read whole
+  const std::vector<std::string>& columns = panel.table_columns();
+  EXPECT_NE(std::find(columns.begin(), columns.end(), "mean"), columns.end());
+  EXPECT_NE(std::find(columns.begin(), columns.end(), "comm"), columns.end());
+  EXPECT_LT(columns.size(), 6u);
+  EXPECT_TRUE(panel.table_fits());
 }
 
 }  // namespace
