@@ -223,8 +223,9 @@ void run_gui(GuiOptions o) {
   const auto [focus_source, focus_rank] = session.control().focus();
   check(stop.has_value(), "--break ", o.break_kind, ": the runs finished without reaching it (the focus rank, rank ",
         focus_rank, " of ", session.store().source(focus_source).label, ", had no such event in step ",
-        o.screenshot_steps, " or later); the shot shows them finished");
-  std::printf("stopped at: rank %d, step %d: %s of task %d (%s)\n", stop->rank, stop->step,
+        o.screenshot_steps + 1, " or later); the shot shows them finished");
+  // Numbered from 1, as `fsdplab run` counts steps: after --steps N shown, the break comes in step N + 1.
+  std::printf("stopped at: rank %d, step %d: %s of task %d (%s)\n", stop->rank, stop->step + 1,
               std::string(fsdp_event_name(stop->kind)).c_str(), stop->task, stop->code.c_str());
 }
 

@@ -22,7 +22,8 @@ constexpr std::array<FsdpEventKind, kFsdpEventKindCount> kKinds = {
 
 std::string headline(const FsdpEvent& e) {
   char text[256];
-  std::snprintf(text, sizeof text, "rank %d, step %d: %s%s%s", e.rank, e.step,
+  // Steps numbered from 1, as `fsdplab run` counts them; FsdpEvent::step is the index from 0.
+  std::snprintf(text, sizeof text, "rank %d, step %d: %s%s%s", e.rank, e.step + 1,
                 std::string(fsdp_event_name(e.kind)).c_str(), e.unit >= 0 ? " of unit " : "",
                 e.unit >= 0 ? (std::to_string(e.unit) + " '" + e.unit_name + "'").c_str() : "");
   return text;

@@ -298,10 +298,11 @@ void StepTimePanel::draw(const TraceStore& store) {
   // A label every 48 px or more: at most a plot's width / 48 of them, however far apart the steps are.
   const double every_steps = nice_ceil(std::ceil(48.0 / std::max(static_cast<double>(px_per_step), 1e-12)));
   const auto every = static_cast<std::int64_t>(std::min(every_steps, 1e18));
-  const std::int64_t first_tick = (std::int64_t{first_step} + every - 1) / every * every;
-  for (std::int64_t s = first_tick; s <= last_step; s += every) {
-    const std::string l = std::to_string(s);
-    const float x = x_of(s);
+  // Steps are shown numbered from 1, as `fsdplab run` counts them ("step 1/3"); the store's are indices from 0.
+  const std::int64_t first_tick = (std::int64_t{first_step} + 1 + every - 1) / every * every;
+  for (std::int64_t n = first_tick; n <= std::int64_t{last_step} + 1; n += every) {
+    const std::string l = std::to_string(n);
+    const float x = x_of(n - 1);
     dl->AddLine({x, b.y}, {x, b.y + 3}, kFrameColor);
     dl->AddText({x - ImGui::CalcTextSize(l.c_str()).x / 2, b.y + 3}, kDimTextColor, l.c_str());
   }
@@ -427,7 +428,8 @@ void StepTimePanel::draw(const TraceStore& store) {
     ImGui::BeginTooltip();
     const std::string kind = p.sync ? "SYNC" : "ASYNC";
     const std::string& label = store.source(p.source).label;
-    ImGui::Text("%s%s step %d", kind.c_str(), label == kind ? "" : (" (" + label + ")").c_str(), t.step);
+    ImGui::Text("%s%s step %lld", kind.c_str(), label == kind ? "" : (" (" + label + ")").c_str(),
+                static_cast<long long>(t.step) + 1);
     ImGui::Text("duration  %10.3f ms", ns_to_ms(t.duration()));
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kComputeColor), "compute   %10.3f ms", ns_to_ms(t.compute));
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kCommColor), "comm      %10.3f ms", ns_to_ms(t.comm));
@@ -485,7 +487,7 @@ void StepTimePanel::draw(const TraceStore& store) {
     const TraceSource& src = store.source(s.source);
     if (!s.steps.empty()) {
       const StepTime& last = src.steps[static_cast<std::size_t>(s.steps.back())];
-      row.numbers[0] = std::to_string(last.step);
+      row.numbers[0] = std::to_string(std::int64_t{last.step} + 1);  // numbered from 1, as the runs count
       row.numbers[1] = fmt("%.3f", ns_to_ms(last.duration()));
     }
     if (const Means m = means_of(src, s.compared, kRecentSteps); m.count > 0) {

@@ -25,8 +25,8 @@ grep -q "^fsdplab: error: student (3): rank [0-9] failed: task 3, ForwardTask::[
 "$fsdplab" gui --preset test-tiny --break task:4 --screenshot "$out/break-task.png" --steps 1 \
   >"$out/stdout" 2>"$out/stderr" || fail "--break task:4 failed"
 "$png_check" "$out/break-task.png" 1600 1000 || exit 1
-grep -q "^stopped at: rank 0, step 1: [a-z -]* of task 4 (BackwardTask::" "$out/stdout" ||
-  fail "--break task:4 did not stop at task 4 in step 1: $(cat "$out/stdout")"
+grep -q "^stopped at: rank 0, step 2: [a-z -]* of task 4 (BackwardTask::" "$out/stdout" ||
+  fail "--break task:4 did not stop at task 4 in step 2: $(cat "$out/stdout")"
 status=0
 "$fsdplab" gui --break task:10 --screenshot "$out/never.png" >"$out/stdout" 2>"$out/stderr" || status=$?
 [ "$status" = 1 ] && grep -q "expected task:N with N a task from 1 to 9" "$out/stderr" || fail "--break task:10 accepted"
