@@ -9,25 +9,8 @@ fsdplab=$1 png_check=$2 out=$3
 unset DISPLAY WAYLAND_DISPLAY
 mkdir -p "$out"
 log="$out/gui.log"
-rm -f "$out/remote.png"
-: >"$log"  # before the dashboard starts: read below at once, it must exist (set -e)
-"$fsdplab" gui --listen 127.0.0.1:0 --screenshot "$out/remote.png" \
-  --steps 3 --timeout 120 >"$log" 2>&1 &
-gui=$!
-trap 'kill "$gui" 2>/dev/null || true' EXIT
-# The address, once the dashboard listens: at most 30 s.
-address=
-for _ in $(seq 300); do
-  address=$(sed -n 's/^fsdplab gui: listening on \([^;]*\);.*/\1/p' "$log")
-  [ -n "$address" ] && break
-  kill -0 "$gui" 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$address" ]; then
-  echo "the dashboard did not say where it listens:"
-  cat "$log"
-  exit 1
-fi
+source "$(dirname "$0")/listening_dashboard.bash"
+start_listening_dashboard "$fsdplab" "$out/remote.png" "$log"
 "$fsdplab" run --model gpt2 --preset test-tiny --world 2 --device sim --steps 3 --dashboard "$address"
 status=0
 wait "$gui" || status=$?

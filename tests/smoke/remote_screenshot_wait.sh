@@ -26,19 +26,8 @@ grep -q "fsdplab: error: screenshot: no run streamed 3 steps to 127.0.0.1:[0-9]*
 
 # A run 3 s late: the shot soon after it.
 log="$out/late.log"
-rm -f "$out/late.png"
-: >"$log"  # before the dashboard starts: read below at once, it must exist (set -e)
-"$fsdplab" gui --listen 127.0.0.1:0 --screenshot "$out/late.png" --steps 3 --timeout 120 >"$log" 2>&1 &
-gui=$!
-trap 'kill "$gui" 2>/dev/null || true' EXIT
-address=
-for _ in $(seq 300); do
-  address=$(sed -n 's/^fsdplab gui: listening on \([^;]*\);.*/\1/p' "$log")
-  [ -n "$address" ] && break
-  kill -0 "$gui" 2>/dev/null || break
-  sleep 0.1
-done
-[ -n "$address" ] || { echo "the dashboard did not say where it listens:"; cat "$log"; exit 1; }
+source "$(dirname "$0")/listening_dashboard.bash"
+start_listening_dashboard "$fsdplab" "$out/late.png" "$log"
 sleep 3
 "$fsdplab" run --model gpt2 --preset test-tiny --world 2 --device sim --steps 3 --dashboard "$address" >/dev/null
 ran=$(now_ms)
