@@ -88,8 +88,6 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   check_compute_dtype(run, probe, fsdp.options.param_dtype);
   fsdp.tasks.check_complete();
   fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
-  if (layout.processes && layout.world > 1)
-    check_same_run_as_rank0(checkpoint_run(run, fsdp.options, fsdp.tasks, probe), layout.ranks_here.front());
   if (device.kind == DeviceKind::sim && !fsdp.dry_run)
     check_host_memory(run, first, probe, static_cast<int>(layout.ranks_here.size()));
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
@@ -102,7 +100,12 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   check(!fsdp.dry_run || (!checkpointing && !resuming), "a dry run has no training state to checkpoint or resume");
   check(!resuming || (run.load_init.empty() && run.save_init.empty()), "--resume continues a run from its checkpoint; "
         "--load-init and --save-init start one: drop them");
-  if (checkpointing || resuming) checkpoint_identity = checkpoint_run(run, fsdp.options, fsdp.tasks, probe);
+  // The run's identity, computed once (it reads the whole --data file for its CRC): what a checkpoint records and
+  // resumes, and what every process of an MPI launch must share.
+  const bool processes = layout.processes && layout.world > 1;
+  if (checkpointing || resuming || processes)
+    checkpoint_identity = checkpoint_run(run, fsdp.options, fsdp.tasks, probe);
+  if (processes) check_same_run_as_rank0(checkpoint_identity, layout.ranks_here.front());
   if (resuming) {
     resume_from.emplace(TrainingCheckpoint::open(run.resume_dir, checkpoint_identity));
     check(resume_from->step() < run.steps, "--resume '", run.resume_dir, "' holds ", resume_from->step(),

@@ -35,7 +35,7 @@ struct FsdpRunPlan {
   std::optional<CheckpointFile> init_file;         // --load-init
   bool checkpointing = false;                      // --checkpoint DIR
   std::optional<CheckpointLock> checkpoint_lock;   // held by the process that commits checkpoints (rank 0's)
-  nlohmann::json checkpoint_identity;  // what a checkpoint of this run records, when checkpointing or resuming
+  nlohmann::json checkpoint_identity;  // what a checkpoint records; set when checkpointing, resuming or under MPI
   std::optional<TrainingCheckpoint> resume_from;   // --resume
   int first_step = 0;                              // the resumed checkpoint's completed steps, else 0
   LocalWorldOptions world_options;                 // the collectives' timeout and hold
