@@ -36,7 +36,7 @@ class StudentForward final : public ForwardTask {
   // Whether a unit's gathered parameters are freed right after its forward under `strategy`. The root
   // unit (`is_root`) holds the parameters its backward needs first: never freed after forward. Which
   // strategies free after forward: bool reshards_after_forward(ShardingStrategy) in sharding.hpp.
-  // Called once per unit when the model is wrapped (before step 0).
+  // Called once per unit when the model is wrapped (before step 1).
   bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
     // TODO(task 3)
     todo(3, "ForwardTask::reshard_after_forward");

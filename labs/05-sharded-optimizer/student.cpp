@@ -15,7 +15,7 @@ namespace {
 
 class StudentShardedOptimizer final : public ShardedOptimizerTask {
  public:
-  // Called once, before step 0, with every unit's tensors (UnitShards: name, master, grad_shard, replica).
+  // Called once, before step 1, with every unit's tensors (UnitShards: name, master, grad_shard, replica).
   // Contract: return an optimizer (make_optimizer, engine/optim/optimizer.hpp) that updates every unit's
   //   `master` (f32, this rank's chunk) from its `grad_shard` (f32, same shape): one target per unit, in
   //   the order given, named as the unit. The optimizer allocates its state beside what you give it, so
