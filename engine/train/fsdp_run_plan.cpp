@@ -33,12 +33,9 @@ void check_host_memory(const RunConfig& run, const FsdpOptions& options, BuiltMo
 // run (checkpoint_run: model, data, optimizer, FSDP layout) is compared with each process's before any step.
 void check_same_run_as_rank0(const nlohmann::json& mine, int rank) {
   const nlohmann::json rank0 = nlohmann::json::parse(mpi_broadcast_string(mine.dump(), 0));
-  const std::vector<std::string> diffs = run_differences(rank0, mine, "rank 0", "rank " + std::to_string(rank));
-  if (diffs.empty()) return;
-  std::string list;
-  for (const std::string& d : diffs) list += (list.empty() ? "" : "; ") + d;
-  fail("rank ", rank, " was started for another run than rank 0: ", list,
-       "; give every process of the MPI launcher the same options");
+  const std::string diffs = run_differences(rank0, mine, "rank 0", "rank " + std::to_string(rank));
+  check(diffs.empty(), "rank ", rank, " was started for another run than rank 0: ", diffs,
+        "; give every process of the MPI launcher the same options");
 }
 
 }  // namespace

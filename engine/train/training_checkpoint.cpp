@@ -160,8 +160,8 @@ void differences(const Json* saved, const Json* mine, const std::string& field, 
 
 }  // namespace
 
-std::vector<std::string> run_differences(const Json& saved, const Json& mine, std::string_view saved_side,
-                                         std::string_view mine_side) {
+std::string run_differences(const Json& saved, const Json& mine, std::string_view saved_side,
+                            std::string_view mine_side) {
   const Sides sides{saved_side, mine_side};
   std::vector<std::string> out;
   const auto section = [](const Json& run, const char* key) -> const Json* {
@@ -192,7 +192,9 @@ std::vector<std::string> run_differences(const Json& saved, const Json& mine, st
   }
   differences(&saved_fsdp, &mine_fsdp, "fsdp", sides, out);
   if (out.empty()) differences(&saved_units, &mine_units, "fsdp.units", sides, out);
-  return out;
+  std::string list;
+  for (const std::string& d : out) list += (list.empty() ? "" : "; ") + d;
+  return list;
 }
 
 namespace {
@@ -460,13 +462,9 @@ TrainingCheckpoint TrainingCheckpoint::open(const fs::path& requested, const Jso
   }
   try {
     const Json manifest = read_manifest(dir, where);
-    const std::vector<std::string> diffs =
-        run_differences(manifest.value("run", Json()), run, "the checkpoint", "this run");
-    if (!diffs.empty()) {
-      std::string list;
-      for (const std::string& d : diffs) list += (list.empty() ? "" : "; ") + d;
-      fail(where, ": the checkpoint was saved by a different run, so this one cannot continue it exactly: ", list);
-    }
+    const std::string diffs = run_differences(manifest.value("run", Json()), run, "the checkpoint", "this run");
+    if (!diffs.empty())
+      fail(where, ": the checkpoint was saved by a different run, so this one cannot continue it exactly: ", diffs);
     check_files(dir, manifest.value("files", Json()), run.at("fsdp").at("world").get<int>(), where);
     return TrainingCheckpoint(dir, manifest.at("step").get<int>());
   } catch (const Json::exception& e) {

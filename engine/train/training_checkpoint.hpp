@@ -71,11 +71,11 @@ inline constexpr int kTrainingCheckpointVersion = 1;
 // layout_crc32 covers every parameter's name, offset and size in the flat buffer.
 nlohmann::json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const FsdpTasks& tasks,
                               BuiltModel& model);
-// Where two checkpoint_run values differ, one entry per difference: "data.seed (--seed): `saved_side` has 0,
-// `mine_side` has 1". The unit layout follows from the model and the FSDP options, so it is compared only
-// when those agree (one cause, one message).
-std::vector<std::string> run_differences(const nlohmann::json& saved, const nlohmann::json& mine,
-                                         std::string_view saved_side, std::string_view mine_side);
+// Where two checkpoint_run values differ, one entry per difference joined by "; " ("" when they agree):
+// "data.seed (--seed): `saved_side` has 0, `mine_side` has 1". The unit layout follows from the model and the
+// FSDP options, so it is compared only when those agree (one cause, one message).
+std::string run_differences(const nlohmann::json& saved, const nlohmann::json& mine, std::string_view saved_side,
+                            std::string_view mine_side);
 
 // Before any rank starts: an Error unless `dir` can become a checkpoint. It must not exist, or be an
 // empty folder, or hold a checkpoint (a manifest.json): anything else is refused, never replaced. Its
