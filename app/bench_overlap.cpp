@@ -224,7 +224,7 @@ class OverlapRuns {
     const PresetCatalog presets = PresetCatalog::builtin_or_file(bench.presets_file);
     device = presets.device(bench.device_preset);
     base = presets.link_for(device, bench.link_preset);
-    inter_node = bench.nodes.ranks_per_node > 0 ? presets.link(bench.nodes.inter_node_link) : base;
+    inter_node = bench.nodes.ranks_per_node > 0 ? presets.link(bench.nodes.inter_node_link, "--inter-node-link") : base;
     std::vector<LinkPreset> links = {base, inter_node};
     inter_node_of_[base.name] = inter_node.name;
     for (double s : bench.bandwidth_scales) {

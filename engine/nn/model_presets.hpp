@@ -34,7 +34,7 @@ Config find_model_preset(const std::array<ModelPreset<Config>, N>& presets, std:
     if (p.name == name) return p.config;
     known += (known.empty() ? "" : ", ") + std::string(p.name);
   }
-  fail("unknown ", model, " preset '", name, "'; expected one of: ", known);
+  fail("--preset: unknown ", model, " preset '", name, "'; expected one of: ", known);
 }
 
 }  // namespace fsdplab

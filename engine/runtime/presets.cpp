@@ -67,12 +67,12 @@ std::vector<std::string> keys(const Map& map) {
 }
 
 template <class Map>
-const auto& lookup(const Map& map, std::string_view name, const char* what) {
+const auto& lookup(const Map& map, std::string_view name, const char* what, std::string_view option) {
   auto it = map.find(name);
   if (it == map.end()) {
     std::string known;
     for (const auto& [key, value] : map) known += (known.empty() ? "" : ", ") + key;
-    fail("unknown ", what, " preset '", name, "'; expected one of: ", known);
+    fail(option, ": unknown ", what, " preset '", name, "'; expected one of: ", known);
   }
   return it->second;
 }
@@ -140,9 +140,11 @@ const LinkPreset& PresetCatalog::link_for(const DevicePreset& device, std::strin
 }
 
 const DevicePreset& PresetCatalog::device(std::string_view name) const {
-  return lookup(devices_, name, "device");
+  return lookup(devices_, name, "device", "--device-preset");
 }
-const LinkPreset& PresetCatalog::link(std::string_view name) const { return lookup(links_, name, "link"); }
+const LinkPreset& PresetCatalog::link(std::string_view name, std::string_view option) const {
+  return lookup(links_, name, "link", option);
+}
 std::vector<std::string> PresetCatalog::device_names() const { return keys(devices_); }
 std::vector<std::string> PresetCatalog::link_names() const { return keys(links_); }
 

@@ -46,8 +46,9 @@ class PresetCatalog {
   // A file's catalogue, or the built-in one when `path` is empty (the --presets flag's meaning).
   static PresetCatalog builtin_or_file(const std::string& path);
 
+  // An unknown name is an Error naming the option that gave it: --device-preset, `option` for a link.
   const DevicePreset& device(std::string_view name) const;
-  const LinkPreset& link(std::string_view name) const;
+  const LinkPreset& link(std::string_view name, std::string_view option = "--link-preset") const;
   // The link called `name`, or `device`'s default link when `name` is empty.
   const LinkPreset& link_for(const DevicePreset& device, std::string_view name) const;
   std::vector<std::string> device_names() const;

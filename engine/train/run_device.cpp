@@ -48,7 +48,7 @@ DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, b
   if (run.nodes.ranks_per_node > 0) {
     check(spec.kind == DeviceKind::sim, "--ranks-per-node places the sim device's ranks on nodes; the cuda "
           "device's nodes are the machine's own (drop --ranks-per-node, or use --device sim)");
-    spec.nodes = NodeLayout{run.nodes.ranks_per_node, presets.link(run.nodes.inter_node_link)};
+    spec.nodes = NodeLayout{run.nodes.ranks_per_node, presets.link(run.nodes.inter_node_link, "--inter-node-link")};
   }
   if (spec.kind == DeviceKind::sim) {
     check(!run.emulate_link, "--emulate-link holds a real GPU's collective streams for the link's time; the sim "

@@ -193,7 +193,8 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
   // A configuration no run could train is refused here, not charged to the student as points the reference loses.
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "world": 2, "batch": 7})"),
                        "one.json: \"batch\" 7 is not a multiple of \"world\" 2"));
-  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "preset": "nope"})"), "nope"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "preset": "nope"})"),
+                       "one.json: \"preset\": unknown gpt2 preset 'nope'"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "model": "resnet"})"), "resnet"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "world": 100, "batch": 100})"),
                        "one.json: \"world\" is 100; expected 1 to 16 ranks"));
