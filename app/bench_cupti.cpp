@@ -184,7 +184,7 @@ void print_span_differences(const Setting& traced, const TrainBenchOptions& benc
   std::sort(widest.begin(), widest.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   widest.resize(std::min<std::size_t>(widest.size(), 8));
   for (const auto& [extra, e] : widest)
-    std::printf("  %+9.3f ms  rank %d step %d %s unit %d %s '%s'\n", ns_to_ms(extra), e->rank, e->step,
+    std::printf("  %+9.3f ms  rank %d step %d %s unit %d %s '%s'\n", ns_to_ms(extra), e->rank, e->step + 1,
                 std::string(lane_name(e->lane)).c_str(), e->unit, e->phase.c_str(), e->name.c_str());
 }
 

@@ -299,7 +299,7 @@ int run_headless_comparison(const std::string& problem) {
   const std::vector<StepTime>& async = store.source(1).steps;
   std::printf("step   SYNC (ms)  ASYNC (ms)  compute (ms)  comm (ms)\n");
   for (std::size_t i = 0; i < sync.size() && i < async.size(); ++i)
-    std::printf("%4d  %10.3f  %10.3f  %12.3f  %9.3f\n", async[i].step, ns_to_ms(sync[i].duration()),
+    std::printf("%4d  %10.3f  %10.3f  %12.3f  %9.3f\n", async[i].step + 1, ns_to_ms(sync[i].duration()),
                 ns_to_ms(async[i].duration()), ns_to_ms(async[i].compute), ns_to_ms(async[i].comm));
   const StepTimePanel::Summary summary = summarize_steps(store);
   std::printf(

@@ -168,14 +168,15 @@ std::string loss_section(const ReportContext& ctx, const CaseResult& r) {
   MarkdownTable table({"Step", "Baseline Loss", "FSDP Loss", "Difference"});
   const std::size_t n = std::min(r.baseline.steps.size(), r.fsdp.steps.size());
   for (std::size_t i = 0; i < n; ++i) {
-    if (i % 10 != 0 && i + 1 != n) continue;
+    const int step = r.baseline.steps[i].step + 1;  // counted from 1, as `fsdplab run` and --losses count
+    if (step != 1 && step % 10 != 0 && i + 1 != n) continue;
     const double b = r.baseline.steps[i].loss, f = r.fsdp.steps[i].loss;
-    table.add_row({std::to_string(r.baseline.steps[i].step), format("%.6f", b), format("%.6f", f),
-                   format("%.3e", f - b)});
+    table.add_row({std::to_string(step), format("%.6f", b), format("%.6f", f), format("%.3e", f - b)});
   }
   md += table.str();
   md += format(
-      "\nSteps counted from 0, as the `--losses` files have them; every 10th step and the last are shown.\n\n"
+      "\nSteps counted from 1, as `fsdplab run` prints them and the `--losses` files have them; the first, every "
+      "10th and the last are shown.\n\n"
       "- Maximum loss difference: **%.3e** over all %zu steps (largest relative difference %.3e)\n"
       "- Within tolerance? **%s** (the equivalence tests' bound: relative difference <= %g)\n\n",
       r.max_loss_difference, n, r.max_relative, r.max_relative <= kLossTolerance ? "Yes" : "No", kLossTolerance);
@@ -244,8 +245,8 @@ std::string report_correctness(ReportContext& ctx) {
     ChartSeries base{"baseline (1 rank)", {}, {}, category_color(OpCategory::compute), false, false};
     ChartSeries fsdp{"FSDP (" + std::to_string(kFsdpWorld) + " ranks)", {}, {}, category_color(OpCategory::all_gather),
                      false, true};
-    for (const StepReport& s : r.baseline.steps) base.x.push_back(s.step), base.y.push_back(s.loss);
-    for (const StepReport& s : r.fsdp.steps) fsdp.x.push_back(s.step), fsdp.y.push_back(s.loss);
+    for (const StepReport& s : r.baseline.steps) base.x.push_back(s.step + 1), base.y.push_back(s.loss);
+    for (const StepReport& s : r.fsdp.steps) fsdp.x.push_back(s.step + 1), fsdp.y.push_back(s.loss);
     chart.series = {base, fsdp};
     curves->push_back(chart);
   }

@@ -28,7 +28,7 @@ std::string nvtx_range_name(const OpLabels& labels) {
     if (!name.empty()) name += ' ';
     name += part;
   };
-  if (labels.step >= 0) add("step " + std::to_string(labels.step));
+  if (labels.step >= 0) add("step " + std::to_string(labels.step + 1));  // as `fsdplab run` counts: from 1
   if (!labels.phase.empty()) add(labels.phase);
   if (labels.unit >= 0) add("unit " + std::to_string(labels.unit));
   return name;

@@ -284,7 +284,7 @@ GatherProblem gathered_problem(const std::vector<OpRecord>& ops, std::size_t fir
     return {
         who + " issued no all_gather, and its replicas hold the other ranks' chunks as they were before the step",
         "the updated chunks are never gathered: each rank trains its own copy, whose chunks other than its own never "
-        "change (the loss drifts from step 1)"};
+        "change (the loss drifts from step 2)"};
   if (gathers.size() != mine.units.size())
     return {who + " issued " + std::to_string(gathers.size()) + " all_gathers for " +
                 std::to_string(mine.units.size()) + " units",

@@ -195,7 +195,7 @@ CheckOutcome check_mean(const CheckContext& c) {
         return CheckOutcome::fail(
             expected.str(), got.str() + ", unchanged: the mean over its shard group only",
             "no all-reduce across the replica group: each shard group trains on its own part of the batch "
-            "and the replicas drift apart from step 1");
+            "and the replicas drift apart from step 2");
       return CheckOutcome::fail(expected.str(), got.str(),
                                 "the all-reduce is not an average of grad_shard over replica_group");
     }

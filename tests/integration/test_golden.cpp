@@ -101,7 +101,8 @@ std::vector<double> read_losses(const fs::path& path) {
     if (line.empty()) continue;
     const std::size_t comma = line.find(',');
     const int step = std::stoi(line.substr(0, comma));
-    if (step != static_cast<int>(losses.size())) throw std::runtime_error(path.string() + ": steps out of order");
+    // Counted from 1, as `fsdplab run --losses` writes them.
+    if (step != static_cast<int>(losses.size()) + 1) throw std::runtime_error(path.string() + ": steps out of order");
     losses.push_back(std::stod(line.substr(comma + 1)));
   }
   return losses;

@@ -8,9 +8,10 @@ optimizer as `fsdplab run` would, and writes under tests/data/golden/<case>/ (co
   run.json            the RunConfig fields of the run (model, preset or mlp width/depth, seed, batch,
                       seq, optimizer, lr, steps): the C++ test builds its RunConfig from this file;
                       plus "momentum" for the one SGD-with-momentum case (not a RunConfig field)
-  init.safetensors    the parameters before step 0 (F32, fsdplab's dotted names; the tied LM head
+  init.safetensors    the parameters before step 1 (F32, fsdplab's dotted names; the tied LM head
                       once, as transformer.wte.weight), so a failure can tell init from training
-  losses.csv          step,loss for steps 0..steps-1, the loss of each step's forward (9 digits)
+  losses.csv          step,loss for steps 1..steps (as `fsdplab run --losses` counts them), the loss of
+                      each step's forward (9 digits)
   final.safetensors   the parameters after the last optimizer step
 
 How the reference is built, so that the comparison means something:
@@ -310,7 +311,7 @@ def run_case(name, case):
     write_safetensors(folder / "init.safetensors", init)
     write_safetensors(folder / "final.safetensors", state(model))
     (folder / "losses.csv").write_text(
-        "step,loss\n" + "".join(f"{step},{loss:.9g}\n" for step, loss in enumerate(losses)))
+        "step,loss\n" + "".join(f"{step},{loss:.9g}\n" for step, loss in enumerate(losses, start=1)))
     print(f"{name}: loss {losses[0]:.6f} -> {losses[-1]:.6f}, "
           f"{sum(p.numel() for p in model.parameters())} parameters")
 
