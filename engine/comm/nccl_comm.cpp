@@ -436,6 +436,10 @@ std::optional<std::string> NcclComm::overdue(std::chrono::milliseconds timeout) 
   return std::nullopt;
 }
 
+std::chrono::milliseconds NcclComm::enqueue_limit() const {
+  return seq_ == 1 ? handle_->setup_limit() : handle_->timeout;  // seq_ counts this call already
+}
+
 void NcclComm::issue(const std::string& what, const std::function<int(void* nccl_comm)>& call,
                      std::chrono::milliseconds limit) {
   if (auto failure = aborts_.failure()) fail_as<PeerFailed>(what, ": NCCL was aborted: ", *failure);
@@ -465,7 +469,7 @@ void NcclComm::collective(Stream stream, OpCategory category, const Tensor& outp
   spec.writes = std::move(writes);
   device_.launch(stream.lane, std::move(spec), {.cuda = [&](CUstream_st* s) {
     const std::string named = "rank " + std::to_string(rank_) + ": NCCL " + what;
-    issue(named, [&](void* comm) { return enqueue(comm, s); }, handle_->timeout);
+    issue(named, [&](void* comm) { return enqueue(comm, s); }, enqueue_limit());
     // Only once the call has settled is NCCL's work on the stream: what follows it goes after.
     if (then) then(s);
     handle_->watch_until_done(s, named);
@@ -546,7 +550,7 @@ void NcclComm::barrier() {
         return ncclAllReduce(handle_->barrier_value, handle_->barrier_value, 1, ncclFloat32, ncclSum,
                              static_cast<ncclComm_t>(comm), handle_->barrier_stream);
       },
-      handle_->timeout);
+      enqueue_limit());
   handle_->watch_until_done(handle_->barrier_stream, what);
   // Polled, not synchronized: a peer that never comes is the watchdog's to report (the barrier is watched as
   // a collective is), and this wait must then end with its failure instead of blocking in the driver. An abort

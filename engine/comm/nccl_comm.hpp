@@ -118,6 +118,9 @@ class NcclComm final : public Communicator {
   // collective's enqueue: the group's timeout; a split: longer). See [Note: a non-blocking communicator's
   // state] (nccl_comm.cpp).
   void issue(const std::string& what, const std::function<int(void* nccl_comm)>& call, std::chrono::milliseconds limit);
+  // How long a collective's enqueue may stay in progress: the first call on a communicator also connects it to
+  // its peers (NCCL connects lazily), which may take as long as a join; every later one, the group's timeout.
+  std::chrono::milliseconds enqueue_limit() const;
   // Stops the NCCL communicator's kernels where NCCL can (ncclCommRevoke), freeing nothing; then aborts it (the
   // group's lock held), once, the revoke let finish until `revoke_deadline`. The group revokes every
   // communicator before it aborts any.

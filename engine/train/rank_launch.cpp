@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <new>
+#include <string_view>
 
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/comm/nccl_comm.hpp"
@@ -160,7 +161,8 @@ void run_process(const RankLayout& layout, const std::function<void(RankSeat&)>&
 // One thread rank's body where NCCL links the ranks. See [Note: which failure a world reports] in world.cpp: once
 // another rank's failure aborted NCCL, this rank's kernels ended early, and whatever it then sees (a CUDA error, a
 // result it checks) follows from that failure, whatever its type. It is rethrown as a PeerFailed, never the cause.
-// (A failure this rank's own wait gave up on is the group's failure word for word: its own.)
+// (A failure this rank's own wait gave up on is its own: the group's failure word for word, within the context
+// the device adds, "rank R, op 'NAME' on stream S: ", when it came from inside an op.)
 void run_nccl_thread_rank(const std::function<void(RankSeat&)>& body, RankSeat& seat, const NcclAbortGroup& aborts) {
   try {
     body(seat);
@@ -171,7 +173,8 @@ void run_nccl_thread_rank(const std::function<void(RankSeat&)>& body, RankSeat& 
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {
-    if (const auto first = aborts.failure(); first && *first != e.what()) fail_as<PeerFailed>(e.what());
+    const auto first = aborts.failure();
+    if (first && std::string_view(e.what()).find(*first) == std::string_view::npos) fail_as<PeerFailed>(e.what());
     throw;
   }
 }

@@ -195,9 +195,11 @@ TEST_F(CuptiTracingTest, EveryRecordLiesWithinItsOpsCudaEventSpan) {
   }
   std::map<OpId, const OpRecord*> by_id;
   for (const OpRecord& op : ops) by_id[op.id] = &op;
-  // The CUDA-event times count from when the GPU epoch's event completed, CUPTI's from when the host saw it: a
-  // few microseconds apart. CUPTI also maps the GPU's clock onto the host's by interpolation.
-  constexpr SimTime kTolerance = 200 * kNsPerUs;
+  // The CUDA-event times count from when the GPU epoch's event completed, CUPTI's from when the host saw it, and
+  // CUPTI maps the GPU's clock onto the host's by interpolation: a record reads earlier than its op's span by a
+  // lead that is not a constant (66, 94 and 170 us measured on one H200: [Note: the two clocks of a record and a
+  // span], gpu_activity.cpp). Which op a record belongs to is checked by its labels, not by its times.
+  constexpr SimTime kTolerance = 500 * kNsPerUs;
   int checked = 0;
   for (const TraceEvent& e : recorder.data().events) {
     if (e.op == 0) continue;

@@ -161,9 +161,10 @@ void expect_the_exact_softmax_within_roundings(Device& dev, DType dtype, const s
 TEST_P(NnOpsFlashAttentionTest, MatchesTheExactSoftmaxWithinItsRoundings) {
   // One partial tile with a head dimension the GPU pads (4); three tiles, the last partial, so the online
   // softmax rescales twice (hd 16); GPT-2's head dimension over two tiles (64); the largest (128).
-  // On the GPU also GPT-2's shapes at its full context, 16 tiles (the host body loops the same way at any T).
+  // On the GPU also GPT-2's shapes at its full context, 16 tiles (the host body loops the same way at any T), and
+  // a head of 80, which the kernel built for heads up to 128 runs with its last columns unused.
   std::vector<Sizes> cases = {{2, 5, 8, 2}, {1, 150, 32, 2}, {2, 70, 192, 3}, {1, 80, 256, 2}};
-  if (GetParam() == DeviceKind::cuda) cases.push_back({1, 1024, 128, 2});
+  if (GetParam() == DeviceKind::cuda) cases.insert(cases.end(), {{1, 1024, 128, 2}, {1, 130, 160, 2}});
   auto dev = device();
   expect_the_exact_softmax_within_roundings(*dev, DType::bf16, cases);
 }
