@@ -12,9 +12,13 @@
 #                                 (labs/mutants/mutant_catalog.cpp); only the files that hold no mutant
 #                                 stay (mutants_kept below: the header, and find_mutant.cpp, which says
 #                                 "this build has no mutants"), so a new mutant file is left out unasked
-#   grader/cases/held-out/        a course's hidden grading cases
+#   grader/cases/held-out/        a course's hidden grading cases; a grading case anywhere else but
+#                                 grader/cases/example/ (a "name" and a "task" in a *.json) is refused:
+#                                 nothing is written, and the message says where hidden cases belong
 #   tests/                        the engine's own suite, which uses the references' sources; a student's
 #                                 checks are `fsdplab grade`
+#   writeup/WRITEUP.md            the course's own writeup of the assignment: the nine tasks' reference code
+#                                 quoted line by line, and every question answered
 # The prebuilt library comes from the build in FSDPLAB_BUILD_DIR (default: build/, configured as
 # scripts/build.sh does when it is not yet), with its debug information stripped. OUT becomes a fresh git
 # repository with one commit, "handout", where git is available. Everything is written to OUT.tmp-XXXXXX
@@ -63,6 +67,30 @@ for task in "${reference_tasks[@]}"; do
     fail "'$root' lacks engine/fsdp/${task}_reference.cpp: a handout is made from the course's tree, which has all nine references (is this already a handout?)"
 done
 
+# ---- the files it holds --------------------------------------------------------------------------------
+listing=(--cached)
+((untracked)) && listing+=(--others --exclude-standard)
+# Left out: the references, the mutants (all of labs/mutants/ but mutants_kept), the held-out cases, tests/,
+# the course's writeup.
+left_out='^(engine/fsdp/[^/]*_reference\.cpp|labs/mutants/.*|grader/cases/held-out/.*|tests/.*|writeup/WRITEUP\.md)$'
+mutants_kept=' labs/mutants/mutants.hpp labs/mutants/find_mutant.cpp '
+files=()
+while IFS= read -r -d '' file; do
+  if [[ "$file" =~ $left_out && "$mutants_kept" != *" $file "* ]]; then continue; fi
+  [[ -e "$root/$file" || -L "$root/$file" ]] || continue  # tracked, but deleted in the work tree
+  files+=("$file")
+done < <(git -C "$root" ls-files -z "${listing[@]}" | sort -zu)
+# Hidden cases kept anywhere but grader/cases/held-out/ (grader/README.md) would reach every student.
+cases=()
+for file in "${files[@]}"; do
+  [[ "$file" == *.json && "$file" != grader/cases/example/* && -f "$root/$file" ]] || continue
+  if grep -q '"task"[[:space:]]*:' "$root/$file" && grep -q '"name"[[:space:]]*:' "$root/$file"; then
+    cases+=("$file")
+  fi
+done
+((${#cases[@]} == 0)) ||
+  fail "${cases[*]}: a grading case (a \"name\" and a \"task\") would be handed out; keep held-out cases in grader/cases/held-out/, which the handout leaves out, or outside this tree (nothing was written)"
+
 # ---- the reference tasks as object code ----------------------------------------------------------------
 build="${FSDPLAB_BUILD_DIR:-$root/build}"
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
@@ -93,18 +121,9 @@ stage="$(mktemp -d "$out_abs.tmp-XXXXXX")"
 chmod "$(printf '%o' $((0777 & ~0$(umask))))" "$stage"  # mktemp's folder is private; OUT is an ordinary one
 trap 'rm -rf "$stage"' EXIT
 
-listing=(--cached)
-((untracked)) && listing+=(--others --exclude-standard)
-# Left out: the references, the mutants (all of labs/mutants/ but mutants_kept), the held-out cases, tests/.
-left_out='^(engine/fsdp/[^/]*_reference\.cpp|labs/mutants/.*|grader/cases/held-out/.*|tests/.*)$'
-mutants_kept=' labs/mutants/mutants.hpp labs/mutants/find_mutant.cpp '
-while IFS= read -r -d '' file; do
-  if [[ "$file" =~ $left_out && "$mutants_kept" != *" $file "* ]]; then continue; fi
-  [[ -e "$root/$file" || -L "$root/$file" ]] || continue  # tracked, but deleted in the work tree
-  printf '%s\0' "$file"
-done < <(git -C "$root" ls-files -z "${listing[@]}" | sort -zu) > "$stage/.files"
+printf '%s\0' "${files[@]}" > "$stage/.files"
 tar -C "$root" --null -T "$stage/.files" -cf - | tar -C "$stage" -xf -
-count="$(tr -cd '\0' < "$stage/.files" | wc -c)"
+count="${#files[@]}"
 rm "$stage/.files"
 
 mkdir -p "$stage/labs/mutants"
@@ -127,7 +146,8 @@ EOF
   cat <<'EOF'
 
 > **This is a handout.** The reference tasks (`engine/fsdp/*_reference.cpp`) are object code here
-> (`prebuilt/`), and the engine's own test suite and the grader's mutants stay with the course. Where this
+> (`prebuilt/`), and the engine's own test suite, the grader's mutants and the course's writeup
+> (`writeup/WRITEUP.md`; `fsdplab report` still measures every table) stay with the course. Where this
 > README names a `*_reference.cpp`, read the task's interface (`engine/fsdp/*_task.hpp`, `meta_init.hpp`,
 > `flat_parameter.hpp`, `sharded_optimizer.hpp`) and its lab's README; `bash scripts/test.sh` builds and
 > grades your labs (`fsdplab grade`).

@@ -160,7 +160,7 @@ TEST(GradeReport, TheTextShowsThePointsTheJsonCarries) {
 class GraderCases : public testing::TempDirTest {};
 
 TEST_F(GraderCases, AHeldOutCaseIsGradedWithItsTask) {
-  const std::vector<Check> cases = load_cases(FSDPLAB_SOURCE_DIR "/tests/data/grader_cases");
+  const std::vector<Check> cases = load_cases(FSDPLAB_SOURCE_DIR "/grader/cases/example");
   ASSERT_EQ(cases.size(), 1u);
   EXPECT_EQ(cases[0].task, 3);
   EXPECT_EQ(cases[0].id, "case:W5 grad_op");

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A handout without the answers (scripts/make_handout.sh), built and graded as a student would:
-#   1. the handout holds no *_reference.cpp, no mutant, no held-out case and no tests/; the nine reference
+#   1. the handout holds no *_reference.cpp, no mutant, no held-out case, no tests/ and not the course's
+#      writeup (WRITEUP.md quotes the references), and a case kept outside grader/cases/held-out/ stops it
+#      with nothing written; the nine reference
 #      tasks are there only as prebuilt/libfsdplab_reference_tasks.a, without debug information; it is a git
 #      repository with one commit; without the library (and without the sources) it refuses to configure;
 #   2. it builds with the set-up the README gives a student (what its scripts run, and "Path 1: a student doing the labs"):
@@ -41,6 +43,14 @@ mkdir "$scratch/not-empty" && touch "$scratch/not-empty/file"
 bash "$root/scripts/make_handout.sh" "$scratch/not-empty" >"$scratch/refused.log" 2>&1 && fail "make_handout wrote into a non-empty folder"
 grep -q "is not empty; expected a new or empty folder" "$scratch/refused.log" || fail "no reason given for a non-empty OUT: $(cat "$scratch/refused.log")"
 [[ "$(ls -A "$scratch/not-empty")" == file ]] || fail "make_handout touched the non-empty folder"
+# A held-out case kept where grader/README.md does not say (here held-out/ at the top of a copy of the tree).
+git clone -q "$root" "$scratch/course" || fail "cannot clone '$root'"
+mkdir "$scratch/course/held-out" && cp "$root/grader/cases/example/w5_grad_op.json" "$scratch/course/held-out/secret.json"
+bash "$scratch/course/scripts/make_handout.sh" --untracked "$scratch/leaked" >"$scratch/leak.log" 2>&1 &&
+  fail "make_handout handed out held-out/secret.json"
+grep -q "held-out/secret.json: a grading case .* would be handed out; keep held-out cases in grader/cases/held-out/" \
+  "$scratch/leak.log" || fail "no reason given for a case outside grader/cases/held-out/: $(cat "$scratch/leak.log")"
+[[ ! -e "$scratch/leaked" ]] || fail "make_handout wrote '$scratch/leaked' although it refused"
 
 start=$(seconds)
 FSDPLAB_BUILD_DIR="$build" bash "$root/scripts/make_handout.sh" --untracked "$out" >"$scratch/make_handout.log" 2>&1 ||
@@ -49,7 +59,7 @@ tail -n 1 "$scratch/make_handout.log"
 log "made in $(($(seconds) - start)) s"
 [[ -z "$(ls -d "$scratch"/handout.tmp-* 2>/dev/null)" ]] || fail "a staging folder was left beside the handout"
 
-found="$(cd "$out" && find . -name '*_reference.cpp' -o -name held-out -o -path ./tests)"
+found="$(cd "$out" && find . -name '*_reference.cpp' -o -name held-out -o -path ./tests -o -name WRITEUP.md)"
 [[ -z "$found" ]] || fail "the handout holds what it must not: $found"
 mutants="$(cd "$out/labs/mutants" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort | tr '\n' ' ')"
 [[ "$mutants" == "find_mutant.cpp mutant_catalog.cpp mutants.hpp " ]] ||
