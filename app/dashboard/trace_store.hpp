@@ -114,6 +114,9 @@ struct TraceSource {
   // The run's last step where it is known (a run started here, a replayed trace; not a remote run), else -1.
   // FSDP's last step has no next step to gather the root for, so it runs shorter than those before it.
   int last_step = -1;
+  // Why the run ended early (a live run's error); empty while it runs and once it ends as planned. The panels
+  // say "failed" where a run that stopped would otherwise look like a slow one.
+  std::string failure;
 };
 
 class TraceStore {
@@ -124,6 +127,8 @@ class TraceStore {
   void set_wall_clock(int id, bool wall_clock) { sources_.at(static_cast<std::size_t>(id)).wall_clock = wall_clock; }
   // Source `id`'s run ends with step `step` (TraceSource::last_step).
   void set_last_step(int id, int step) { sources_.at(static_cast<std::size_t>(id)).last_step = step; }
+  // Source `id`'s run ended early with `error` (TraceSource::failure).
+  void set_failure(int id, std::string error) { sources_.at(static_cast<std::size_t>(id)).failure = std::move(error); }
   void add_event(int source, const TraceEvent& event);
   void add_counter(int source, const CounterSample& sample);
   // A whole recorded or replayed trace: every event, then every counter sample.
