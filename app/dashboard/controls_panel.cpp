@@ -44,6 +44,15 @@ void error_text(const std::string& text) {
 
 }  // namespace
 
+void ControlsPanel::restart(LiveSession& session, SessionSettings settings) {
+  try {
+    session.restart(std::move(settings));
+    message_.clear();
+  } catch (const Error& e) {
+    message_ = e.what();
+  }
+}
+
 void ControlsPanel::draw(LiveSession& session) {
   if (!initialised_) {
     edited_ = session.settings();
@@ -54,18 +63,36 @@ void ControlsPanel::draw(LiveSession& session) {
   const TraceStore& store = session.store();
 
   // ---- run, pause, step ------------------------------------------------------------------------
-  if (control.paused()) {
-    if (ImGui::Button("Run  ")) control.resume();
-  } else if (ImGui::Button("Pause")) {
-    control.pause();
+  // Once every run has finished there is nothing left to pause or step: the first button runs the same
+  // settings again instead, and Step is off (so are the keys: Dashboard::handle_keys).
+  const bool finished = session.finished();
+  if (finished) {
+    run_pause_label_ = "Run again";
+  } else {
+    run_pause_label_ = control.paused() ? "Run  " : "Pause";  // as wide as each other: Step stays put
   }
-  pause_ = last_item();
+  bool run_again = false;  // done last: a restart replaces `control`, which the panel reads until then
+  if (ImGui::Button(run_pause_label_.c_str())) {
+    if (finished) {
+      run_again = true;
+    } else if (control.paused()) {
+      control.resume();
+    } else {
+      control.pause();
+    }
+  }
+  run_pause_ = last_item();
+  if (finished && ImGui::IsItemHovered()) ImGui::SetTooltip("the runs have finished: run them again, as they were");
   ImGui::SameLine();
+  ImGui::BeginDisabled(finished);
   if (ImGui::Button("Step")) control.step_once();
+  ImGui::EndDisabled();
   step_ = last_item();
-  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  text_wrapped_at_spaces("keys: space pauses and runs, s or the right arrow steps");  // under the buttons: it fits
-  ImGui::PopStyleColor();
+  if (!finished) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    text_wrapped_at_spaces("keys: space pauses and runs, s or the right arrow steps");  // under the buttons: it fits
+    ImGui::PopStyleColor();
+  }
   for (const auto& run : session.runs()) {
     const TraceSource& source = store.source(run->source());
     const char* state = run->error()       ? "failed"
@@ -162,14 +189,7 @@ void ControlsPanel::draw(LiveSession& session) {
     control.set_steps_per_second(pace);
   }
   ImGui::PopItemWidth();
-  if (ImGui::Button("Restart with these settings")) {
-    try {
-      session.restart(s);
-      message_.clear();
-    } catch (const Error& e) {
-      message_ = e.what();
-    }
-  }
+  const bool restart_clicked = ImGui::Button("Restart with these settings");
   restart_ = last_item();
   if (!message_.empty()) error_text("not restarted: " + message_);
   if (ImGui::TreeNode("Devices")) {
@@ -177,6 +197,8 @@ void ControlsPanel::draw(LiveSession& session) {
     ImGui::TextDisabled("(the dashboard's runs use the %s device)", session.settings().device.c_str());
     ImGui::TreePop();
   }
+  if (run_again) restart(session, session.settings());
+  if (restart_clicked) restart(session, s);
 }
 
 }  // namespace fsdplab::app

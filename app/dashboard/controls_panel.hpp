@@ -1,8 +1,8 @@
 // controls_panel.hpp — the run controls: what to train and how (model and preset, world size, device
 // and link preset, on sim the ranks per node and the link between nodes, the comparison: SYNC/ASYNC or
 // the reference beside --impl, which tasks run the student's code, prefetch, strategy with hybrid's shard
-// group, reshard after forward, precision), and
-// run / pause / single step / restart with the edited settings; and the devices this machine offers.
+// group, reshard after forward, precision), and run / pause / single step while the runs go (once they have
+// all finished: run them again), restart with the edited settings; and the devices this machine offers.
 //
 // Edits go to a copy of the settings; nothing changes until "Restart with these settings", which
 // starts new runs only if the settings can run (otherwise the error is shown and the runs go on).
@@ -25,7 +25,8 @@ class ControlsPanel {
   struct Rect {
     ImVec2 min, max;
   };
-  Rect pause_button() const { return pause_; }
+  Rect run_pause_button() const { return run_pause_; }
+  const std::string& run_pause_label() const { return run_pause_label_; }  // "Run  ", "Pause" or "Run again"
   Rect step_button() const { return step_; }
   Rect restart_button() const { return restart_; }
   Rect impl_field() const { return impl_; }
@@ -36,12 +37,16 @@ class ControlsPanel {
   const std::string& message() const { return message_; }
 
  private:
+  // Restarts the session with `settings`, or keeps the runs and shows why they cannot run.
+  void restart(LiveSession& session, SessionSettings settings);
+
   bool initialised_ = false;
   SessionSettings edited_;
   std::string message_;  // the last restart's error, shown until the next try
   std::vector<std::string> devices_;  // probed once, on the first frame
   std::array<char, 128> impl_text_{};  // the impl field's text, from edited_.fsdp.impl each frame
-  Rect pause_, step_, restart_, impl_, nodes_, shard_group_;
+  std::string run_pause_label_;
+  Rect run_pause_, step_, restart_, impl_, nodes_, shard_group_;
 };
 
 }  // namespace fsdplab::app

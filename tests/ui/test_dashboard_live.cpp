@@ -141,7 +141,8 @@ TEST(DashboardLive, ClickOnPausePausesAndSpaceResumes) {
   RunControl& control = dashboard.session()->control();
   frames_until(imgui, dashboard, [&] { return !dashboard.session()->store().source(1).steps.empty(); });
   ASSERT_FALSE(control.paused());
-  const ControlsPanel::Rect pause = dashboard.controls().pause_button();
+  EXPECT_EQ(dashboard.controls().run_pause_label(), "Pause");
+  const ControlsPanel::Rect pause = dashboard.controls().run_pause_button();
   imgui.click(pause.min, pause.max, [&] { dashboard.frame(); });
   EXPECT_TRUE(control.paused());
   // Space toggles: a frame with the key down runs again.
@@ -152,6 +153,33 @@ TEST(DashboardLive, ClickOnPausePausesAndSpaceResumes) {
   imgui.render();
   io.KeysDown[io.KeyMap[ImGuiKey_Space]] = false;
   EXPECT_FALSE(control.paused());
+}
+
+// Finished runs have nothing to pause: the button that paused them runs the same settings again, Step and the
+// keys are off. (It once still read "Pause", and space "paused" runs that were over.)
+TEST(DashboardLive, FinishedRunsOfferRunAgainInsteadOfPause) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(2)));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });  // the frame that sees them finished
+  ControlsPanel& controls = dashboard.controls();
+  EXPECT_EQ(controls.run_pause_label(), "Run again");
+  ImGuiIO& io = ImGui::GetIO();
+  io.KeysDown[io.KeyMap[ImGuiKey_Space]] = true;
+  frames_until(imgui, dashboard, [] { return true; });
+  io.KeysDown[io.KeyMap[ImGuiKey_Space]] = false;
+  EXPECT_FALSE(session.control().paused()) << "space paused runs that were over";
+
+  const RunControl* finished_runs = &session.control();
+  const ControlsPanel::Rect again = controls.run_pause_button();
+  imgui.click(again.min, again.max, [&] { dashboard.frame(); });
+  EXPECT_TRUE(controls.message().empty()) << controls.message();
+  EXPECT_NE(&session.control(), finished_runs) << "no new runs started";
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });
+  EXPECT_EQ(session.store().source(0).steps.size(), 2u);  // the same settings, from step 1 again
+  EXPECT_EQ(controls.run_pause_label(), "Run again");
 }
 
 // --break: armed before the runs start, so even a one-step run, unpaced, stops at its task's first event
