@@ -12,9 +12,14 @@
 #include "engine/nn/gpt2_model.hpp"
 #include "engine/nn/llama_model.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/train/model_factory.hpp"
 
 namespace fsdplab::app {
 namespace {
+
+// The world size slider's end: the dashboard's panels are laid out and tested for up to 16 ranks
+// (tests/ui/test_flat_parameter_map.cpp); `fsdplab gui --world` takes more.
+constexpr int kMaxWorld = 16;
 
 // A combo over `names` editing `value`; true when it changed.
 bool combo(const char* label, std::string& value, const std::vector<std::string>& names) {
@@ -126,7 +131,9 @@ void ControlsPanel::draw(LiveSession& session) {
       ImGui::SetTooltip("auto: flash in bf16, exact in f32. exact keeps each layer's [B, H, T, T] probabilities "
                         "(the memory panel's .att), flash only each row's log-sum-exp (.lse)");
   }
-  ImGui::SliderInt("world size", &s.world, 1, 8);
+  ImGui::SliderInt("world size", &s.world, 1, kMaxWorld);
+  world_ = {ImGui::GetItemRectMin(),
+            ImVec2(ImGui::GetItemRectMin().x + ImGui::CalcItemWidth(), ImGui::GetItemRectMax().y)};
   std::vector<std::string> devices = PresetCatalog::builtin().device_names();
   combo("device", s.device_preset, devices);
   const std::vector<std::string> links = PresetCatalog::builtin().link_names();
@@ -179,7 +186,40 @@ void ControlsPanel::draw(LiveSession& session) {
   if (!reshard_applies) ImGui::BeginDisabled();
   if (ImGui::Checkbox("reshard after forward", &reshard)) f.strategy = reshard ? full : grad_op;
   if (!reshard_applies) ImGui::EndDisabled();
+  // The rest of `fsdplab run`'s FSDP options, offered from the same tables its flags check against; what only
+  // some combinations allow (pool buffers, offload, a bf16 reduction) is refused on restart with its message.
+  combo("wrap", s.wrap, strings(wrap_names()));
+  wrap_ = last_item();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "the modules that become FSDP units: block (each transformer block), linear (each Linear and "
+        "Embedding), nested (both) or model (one unit)");
   combo("precision", f.precision, strings(fsdp_dtype_names()));
+  combo("reduce dtype", f.reduce_dtype, strings(fsdp_dtype_names()));
+  reduce_dtype_ = last_item();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("the gradients' reduce-scatter in this dtype; bf16 needs precision bf16");
+  combo("buffers", f.buffers, strings(unshard_buffers_names()));
+  buffers_ = last_item();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "gathered parameters: alloc (the caching allocator, per gather) or pool (two buffers that even "
+        "and odd units take turns in, YaFSDP; needs a strategy that reshards after forward)");
+  // The limit holds ASYNC gathers into allocated buffers; the pool's two buffers are a limit of their own.
+  const bool limit_applies = f.buffers == unshard_buffers_name(UnshardBuffers::alloc);
+  ImGui::BeginDisabled(!limit_applies);
+  if (ImGui::InputInt("max in flight", &f.max_inflight))
+    f.max_inflight = std::clamp(f.max_inflight, 0, kMaxInflightFlag);
+  ImGui::EndDisabled();
+  max_inflight_ = last_item();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("ASYNC with alloc buffers: gathered units allowed at once (0: no limit)");
+  ImGui::Checkbox("CPU offload", &f.offload);
+  offload_ = last_item();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "shards and optimizer state in host memory, the optimizer step on the CPU (lab 09); "
+        "strategies full, grad_op and hybrid");
   ImGui::InputInt("steps", &s.steps);
   ImGui::Checkbox("dry run (time and memory only)", &s.dry_run);
   // Pacing applies at once: it only changes how fast the host runs, never what the runs compute.
