@@ -93,11 +93,16 @@ void ControlsPanel::draw(LiveSession& session) {
   if (ImGui::Button("Step")) control.step_once();
   ImGui::EndDisabled();
   step_ = last_item();
-  if (!finished) {
-    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    text_wrapped_at_spaces("keys: space pauses and runs, s or the right arrow steps");  // under the buttons: it fits
-    ImGui::PopStyleColor();
-  }
+  // Under the buttons: the keys while the runs go, then that they are over, in as many lines as the keys took,
+  // so that what is below keeps its place when the runs finish (a click aimed at it from the frame before lands).
+  constexpr std::string_view kKeys = "keys: space pauses and runs, s or the right arrow steps";
+  const std::string_view hint = finished ? "finished: nothing left to pause or step" : kKeys;
+  const float width = std::max(ImGui::GetContentRegionAvail().x, 1.0f);
+  const auto lines = [&](std::string_view text) { return lines_at_spaces(text, width).size(); };
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  text_wrapped_at_spaces(hint, width);
+  ImGui::PopStyleColor();
+  for (std::size_t shown = lines(hint); shown < lines(kKeys); ++shown) ImGui::TextUnformatted("");
   for (const auto& run : session.runs()) {
     const TraceSource& source = store.source(run->source());
     const char* state = run->error()       ? "failed"

@@ -328,6 +328,7 @@ TEST(DashboardLive, TheRunPanelOffersTheFsdpOptionsOfFsdplabRunAndUpTo16Ranks) {
   Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(1)));
   LiveSession& session = *dashboard.session();
   frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });  // the rects clicked below: of a frame as the clicks see it
   ControlsPanel& controls = dashboard.controls();
   for (const ControlsPanel::Rect& field :
        {controls.wrap_combo(), controls.reduce_dtype_combo(), controls.buffers_combo(), controls.max_inflight_field(),
@@ -354,6 +355,7 @@ TEST(DashboardLive, TheRunPanelOffersTheFsdpOptionsOfFsdplabRunAndUpTo16Ranks) {
   imgui.click(restart.min, restart.max, [&] { dashboard.frame(); });
   EXPECT_TRUE(controls.message().empty()) << controls.message();
   frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });  // one more frame: the last drain
   ASSERT_TRUE(session.errors().empty()) << session.errors().front();
   ASSERT_EQ(session.runs().size(), 2u);
   for (const auto& run : session.runs()) {
