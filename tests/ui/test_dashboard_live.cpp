@@ -310,6 +310,7 @@ TEST(DashboardLive, TheRunPanelPutsRanksOnNodesAndGivesHybridItsShardGroup) {
   imgui.click(restart.min, restart.max, [&] { dashboard.frame(); });
   EXPECT_TRUE(dashboard.controls().message().empty()) << dashboard.controls().message();
   frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });  // one more frame: the last drain
   EXPECT_TRUE(session.errors().empty());
   ASSERT_EQ(session.runs().size(), 2u);
   for (const auto& run : session.runs()) {
