@@ -31,6 +31,7 @@
 #include "engine/runtime/output_file.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/trace/trace_recorder.hpp"
+#include "engine/train/model_factory.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -104,7 +105,8 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
           ->check(finite_range(0, 1000, "steps per second (0: unpaced)")),
       cmd.add_flag("--dry-run", s.dry_run, "Shapes, time and memory only (large presets at the speed of small ones)"),
       cmd.add_option("--wrap", s.wrap, "FSDP units: block, linear, nested or model (as fsdplab run --wrap)")
-          ->capture_default_str(),
+          ->capture_default_str()
+          ->check(CLI::IsMember(std::vector<std::string>(wrap_names().begin(), wrap_names().end()))),
   };
   flags.insert(flags.end(), session.begin(), session.end());
   const std::vector<CLI::Option*> fsdp = add_fsdp_flags(

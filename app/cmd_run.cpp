@@ -513,7 +513,7 @@ void add_run_command(CLI::App& app) {
   auto* wrap = cmd->add_option("--wrap", t.wrap,
                                "FSDP units: block (per transformer block, default), linear (per Linear and Embedding), "
                                "nested (both), model (one unit)")
-                   ->check(CLI::IsMember({"block", "linear", "nested", "model"}));
+                   ->check(CLI::IsMember(std::vector<std::string>(wrap_names().begin(), wrap_names().end())));
   // Options that only FSDP training reads: any of them makes a --model run an FSDP run, at any --world.
   // --precision is the baseline's too: with --world 1 and none of these, the baseline computes in it (FSDP at
   // W = 1 in bf16 takes one more of them, e.g. --strategy full).

@@ -7,9 +7,6 @@
 namespace fsdplab::app {
 namespace {
 
-// --max-inflight's bound: more gathered units than any model here has, so any larger value means no limit too.
-constexpr int kMaxInflight = 1 << 16;
-
 std::vector<std::string> strings(std::span<const std::string_view> names) { return {names.begin(), names.end()}; }
 
 std::string comma_list(std::span<const std::string_view> names) {
@@ -74,7 +71,7 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
         added.push_back(cmd.add_option("--max-inflight", flags.max_inflight,
                                        help("FSDP ASYNC rate limit: gathered units allowed at once (default " +
                                             std::to_string(defaults.max_inflight) + "; 0: no limit)"))
-                            ->check(CLI::Range(0, kMaxInflight)));
+                            ->check(CLI::Range(0, kMaxInflightFlag)));
         break;
       case FsdpFlag::buffers:
         added.push_back(cmd.add_option("--buffers", flags.buffers,

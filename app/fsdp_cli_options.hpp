@@ -38,6 +38,10 @@ struct FsdpFlags {
   FsdpFlags();
 };
 
+// --max-inflight's bound (the command line's range, the Run panel's): more gathered units than any model here
+// has, so any larger value would mean no limit too.
+inline constexpr int kMaxInflightFlag = 1 << 16;
+
 enum class FsdpFlag { strategy, hybrid_group, precision, reduce_dtype, prefetch, max_inflight, buffers, offload, impl };
 
 // Adds the flags `which` to `cmd`, bound to `flags`, with their checks and help. `scope` starts each help

@@ -12,9 +12,14 @@
 #include "engine/nn/gpt2_model.hpp"
 #include "engine/nn/llama_model.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/train/model_factory.hpp"
 
 namespace fsdplab::app {
 namespace {
+
+// The world size slider's end: the dashboard's panels are laid out and tested for up to 16 ranks
+// (tests/ui/test_flat_parameter_map.cpp); `fsdplab gui --world` takes more.
+constexpr int kMaxWorld = 16;
 
 // A combo over `names` editing `value`; true when it changed.
 bool combo(const char* label, std::string& value, const std::vector<std::string>& names) {
@@ -44,6 +49,15 @@ void error_text(const std::string& text) {
 
 }  // namespace
 
+void ControlsPanel::restart(LiveSession& session, SessionSettings settings) {
+  try {
+    session.restart(std::move(settings));
+    message_.clear();
+  } catch (const Error& e) {
+    message_ = e.what();
+  }
+}
+
 void ControlsPanel::draw(LiveSession& session) {
   if (!initialised_) {
     edited_ = session.settings();
@@ -54,18 +68,41 @@ void ControlsPanel::draw(LiveSession& session) {
   const TraceStore& store = session.store();
 
   // ---- run, pause, step ------------------------------------------------------------------------
-  if (control.paused()) {
-    if (ImGui::Button("Run  ")) control.resume();
-  } else if (ImGui::Button("Pause")) {
-    control.pause();
+  // Once every run has finished there is nothing left to pause or step: the first button runs the same
+  // settings again instead, and Step is off (so are the keys: Dashboard::handle_keys).
+  const bool finished = session.finished();
+  if (finished) {
+    run_pause_label_ = "Run again";
+  } else {
+    run_pause_label_ = control.paused() ? "Run  " : "Pause";  // as wide as each other: Step stays put
   }
-  pause_ = last_item();
+  bool run_again = false;  // done last: a restart replaces `control`, which the panel reads until then
+  if (ImGui::Button(run_pause_label_.c_str())) {
+    if (finished) {
+      run_again = true;
+    } else if (control.paused()) {
+      control.resume();
+    } else {
+      control.pause();
+    }
+  }
+  run_pause_ = last_item();
+  if (finished && ImGui::IsItemHovered()) ImGui::SetTooltip("the runs have finished: run them again, as they were");
   ImGui::SameLine();
+  ImGui::BeginDisabled(finished);
   if (ImGui::Button("Step")) control.step_once();
+  ImGui::EndDisabled();
   step_ = last_item();
+  // Under the buttons: the keys while the runs go, then that they are over, in as many lines as the keys took,
+  // so that what is below keeps its place when the runs finish (a click aimed at it from the frame before lands).
+  constexpr std::string_view kKeys = "keys: space pauses and runs, s or the right arrow steps";
+  const std::string_view hint = finished ? "finished: nothing left to pause or step" : kKeys;
+  const float width = std::max(ImGui::GetContentRegionAvail().x, 1.0f);
+  const auto lines = [&](std::string_view text) { return lines_at_spaces(text, width).size(); };
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  text_wrapped_at_spaces("keys: space pauses and runs, s or the right arrow steps");  // under the buttons: it fits
+  text_wrapped_at_spaces(hint, width);
   ImGui::PopStyleColor();
+  for (std::size_t shown = lines(hint); shown < lines(kKeys); ++shown) ImGui::TextUnformatted("");
   for (const auto& run : session.runs()) {
     const TraceSource& source = store.source(run->source());
     const char* state = run->error()       ? "failed"
@@ -99,7 +136,9 @@ void ControlsPanel::draw(LiveSession& session) {
       ImGui::SetTooltip("auto: flash in bf16, exact in f32. exact keeps each layer's [B, H, T, T] probabilities "
                         "(the memory panel's .att), flash only each row's log-sum-exp (.lse)");
   }
-  ImGui::SliderInt("world size", &s.world, 1, 8);
+  ImGui::SliderInt("world size", &s.world, 1, kMaxWorld);
+  world_ = {ImGui::GetItemRectMin(),
+            ImVec2(ImGui::GetItemRectMin().x + ImGui::CalcItemWidth(), ImGui::GetItemRectMax().y)};
   std::vector<std::string> devices = PresetCatalog::builtin().device_names();
   combo("device", s.device_preset, devices);
   const std::vector<std::string> links = PresetCatalog::builtin().link_names();
@@ -152,7 +191,40 @@ void ControlsPanel::draw(LiveSession& session) {
   if (!reshard_applies) ImGui::BeginDisabled();
   if (ImGui::Checkbox("reshard after forward", &reshard)) f.strategy = reshard ? full : grad_op;
   if (!reshard_applies) ImGui::EndDisabled();
+  // The rest of `fsdplab run`'s FSDP options, offered from the same tables its flags check against; what only
+  // some combinations allow (pool buffers, offload, a bf16 reduction) is refused on restart with its message.
+  combo("wrap", s.wrap, strings(wrap_names()));
+  wrap_ = last_item();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "the modules that become FSDP units: block (each transformer block), linear (each Linear and "
+        "Embedding), nested (both) or model (one unit)");
   combo("precision", f.precision, strings(fsdp_dtype_names()));
+  combo("reduce dtype", f.reduce_dtype, strings(fsdp_dtype_names()));
+  reduce_dtype_ = last_item();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("the gradients' reduce-scatter in this dtype; bf16 needs precision bf16");
+  combo("buffers", f.buffers, strings(unshard_buffers_names()));
+  buffers_ = last_item();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "gathered parameters: alloc (the caching allocator, per gather) or pool (two buffers that even "
+        "and odd units take turns in, YaFSDP; needs a strategy that reshards after forward)");
+  // The limit holds ASYNC gathers into allocated buffers; the pool's two buffers are a limit of their own.
+  const bool limit_applies = f.buffers == unshard_buffers_name(UnshardBuffers::alloc);
+  ImGui::BeginDisabled(!limit_applies);
+  if (ImGui::InputInt("max in flight", &f.max_inflight))
+    f.max_inflight = std::clamp(f.max_inflight, 0, kMaxInflightFlag);
+  ImGui::EndDisabled();
+  max_inflight_ = last_item();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("ASYNC with alloc buffers: gathered units allowed at once (0: no limit)");
+  ImGui::Checkbox("CPU offload", &f.offload);
+  offload_ = last_item();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "shards and optimizer state in host memory, the optimizer step on the CPU (lab 09); "
+        "strategies full, grad_op and hybrid");
   ImGui::InputInt("steps", &s.steps);
   ImGui::Checkbox("dry run (time and memory only)", &s.dry_run);
   // Pacing applies at once: it only changes how fast the host runs, never what the runs compute.
@@ -162,14 +234,7 @@ void ControlsPanel::draw(LiveSession& session) {
     control.set_steps_per_second(pace);
   }
   ImGui::PopItemWidth();
-  if (ImGui::Button("Restart with these settings")) {
-    try {
-      session.restart(s);
-      message_.clear();
-    } catch (const Error& e) {
-      message_ = e.what();
-    }
-  }
+  const bool restart_clicked = ImGui::Button("Restart with these settings");
   restart_ = last_item();
   if (!message_.empty()) error_text("not restarted: " + message_);
   if (ImGui::TreeNode("Devices")) {
@@ -177,6 +242,8 @@ void ControlsPanel::draw(LiveSession& session) {
     ImGui::TextDisabled("(the dashboard's runs use the %s device)", session.settings().device.c_str());
     ImGui::TreePop();
   }
+  if (run_again) restart(session, session.settings());
+  if (restart_clicked) restart(session, s);
 }
 
 }  // namespace fsdplab::app

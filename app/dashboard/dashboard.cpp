@@ -42,7 +42,8 @@ void Dashboard::frame() {
 // ---- keyboard: space pauses and runs, s or the right arrow steps -----------------------------------
 
 void Dashboard::handle_keys() {
-  if (!session_ || ImGui::GetIO().WantTextInput) return;
+  // Finished runs have nothing to pause or step (the Run panel's buttons say so too).
+  if (!session_ || ImGui::GetIO().WantTextInput || session_->finished()) return;
   RunControl& control = session_->control();
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) {
     if (control.paused()) {

@@ -187,7 +187,12 @@ ImplChoice LiveSession::impl_of(int source) const {
 
 std::size_t LiveSession::drain() {
   std::size_t moved = 0;
-  for (const auto& run : runs_) moved += run->drain_into(store_, log_);
+  for (const auto& run : runs_) {
+    moved += run->drain_into(store_, log_);
+    // Once, when it first shows: the panels that read the store mark the run failed.
+    if (store_.source(run->source()).failure.empty())
+      if (std::optional<std::string> error = run->error()) store_.set_failure(run->source(), std::move(*error));
+  }
   return moved;
 }
 

@@ -87,7 +87,8 @@ class LiveSession {
   // Stops the current runs and starts new ones with `settings`. Settings that cannot run are refused
   // with an Error before anything is stopped: the current runs go on.
   void restart(SessionSettings settings);
-  // UI thread, once a frame: moves what the ranks published into the store and the log.
+  // UI thread, once a frame: moves what the ranks published into the store and the log, and a failed run's
+  // error into its source (TraceSource::failure).
   std::size_t drain();
 
   RunControl& control() { return *control_; }

@@ -24,35 +24,44 @@ constexpr const char* kChartClock = "host issue time";
 
 std::size_t index(MemTag t) { return static_cast<std::size_t>(t); }
 
-// A step function read at non-decreasing times: it searches only when a sample lies between the last time
-// asked and this one, so a column costs O(1) where samples are sparse and a binary search where they are
-// dense, never a walk over the samples.
+// A step function read forward, column by column: each call starts where the last one stopped, so a column
+// costs O(1) where samples are sparse and a binary search where they are dense, never a walk over the samples
+// before it.
 class SeriesReader {
  public:
   explicit SeriesReader(const TimeSeries& series) : series_(&series) {}
-  std::int64_t at(SimTime t) {
+  // The moment (TimeSeries::moments) in [from, to) at which the series is highest: of its highest sample there,
+  // or, where none there rises above the value it had before `from`, of the sample that set that value (0: no
+  // sample yet). A walk over the samples in the range, several at one time included, so a pixel column shows
+  // the peak of what happened within it, even a rise freed at the time it was made. `from` not before the last
+  // `from` asked.
+  std::uint64_t highest_in(SimTime from, SimTime to) {
     const std::vector<SimTime>& times = series_->times;
-    if (next_ < times.size() && times[next_] <= t)
+    if (next_ < times.size() && times[next_] < from)
       next_ = static_cast<std::size_t>(
-          std::upper_bound(times.begin() + static_cast<std::ptrdiff_t>(next_), times.end(), t) - times.begin());
-    return next_ == 0 ? 0 : series_->values[next_ - 1];
-  }
-  // The earliest time in [from, to) at which the series is highest, `from` not before the last time asked:
-  // a walk over the samples in the range, so a pixel column shows the peak of what happened within it.
-  SimTime highest_in(SimTime from, SimTime to) {
-    SimTime when = from;
-    std::int64_t highest = at(from);
-    for (; next_ < series_->times.size() && series_->times[next_] < to; ++next_) {
+          std::lower_bound(times.begin() + static_cast<std::ptrdiff_t>(next_), times.end(), from) - times.begin());
+    std::uint64_t when = next_ == 0 ? 0 : series_->moments[next_ - 1];
+    std::int64_t highest = next_ == 0 ? 0 : series_->values[next_ - 1];
+    for (; next_ < times.size() && times[next_] < to; ++next_) {
       if (series_->values[next_] <= highest) continue;
       highest = series_->values[next_];
-      when = series_->times[next_];
+      when = series_->moments[next_];
     }
     return when;
+  }
+  // The value as of `moment`: of the last sample that came at or before it. `moment` not before the last asked.
+  std::int64_t as_of(std::uint64_t moment) {
+    const std::vector<std::uint64_t>& moments = series_->moments;
+    if (next_ < moments.size() && moments[next_] <= moment)
+      next_ = static_cast<std::size_t>(
+          std::upper_bound(moments.begin() + static_cast<std::ptrdiff_t>(next_), moments.end(), moment) -
+          moments.begin());
+    return next_ == 0 ? 0 : series_->values[next_ - 1];
   }
 
  private:
   const TimeSeries* series_;
-  std::size_t next_ = 0;  // the first sample after the last time asked
+  std::size_t next_ = 0;  // the first sample not yet passed
 };
 
 std::int64_t sum(const TagBytes& bytes) {
@@ -148,7 +157,8 @@ void chart_tooltip(const RankMemory& memory, int rank, SimTime t) {
 
 // The stacked area of the tags over [begin, end], up to `last` (the source's latest time: a stopped run is
 // not drawn on past where it stopped), one stack per pixel column: the tags at the moment in the column's
-// time range when their total is highest, so a peak shorter than a pixel still shows where it happened. Runs
+// time range when their total is highest, so a peak shorter than a pixel still shows where it happened (and
+// a peak that lasted no time at all: the tags are read at the total's sample, not at a time). Runs
 // of columns where a tag's band covers the same pixels become one rectangle, so a flat stretch costs one
 // rectangle per tag.
 void stacked_area(ImDrawList* dl, const RankMemory& memory, ImVec2 min, ImVec2 max, SimTime begin, SimTime end,
@@ -179,12 +189,12 @@ void stacked_area(ImDrawList* dl, const RankMemory& memory, ImVec2 min, ImVec2 m
     if (static_cast<double>(begin) + start > static_cast<double>(last)) break;
     const auto from = begin + static_cast<SimTime>(start);
     const auto to = std::max(from + 1, begin + static_cast<SimTime>(span * (c + 1) / columns));
-    const SimTime t = total.highest_in(from, std::min(to, last + 1));
+    const std::uint64_t highest = total.highest_in(from, std::min(to, last + 1));
     const float x = min.x + static_cast<float>(c);
     std::int64_t below = 0;
     for (std::size_t k = 0; k < kMemTagCount; ++k) {
       const float bottom = y_of(below);
-      below += readers[k].at(t);
+      below += readers[k].as_of(highest);
       const float top = y_of(below);
       if (runs[k].open && runs[k].top == top && runs[k].bottom == bottom) continue;
       flush(k, x);

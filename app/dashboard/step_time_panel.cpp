@@ -36,6 +36,8 @@ constexpr float kMarkerClearance = 4;                         // a marker's half
 constexpr std::array<const char*, 5> kTableNumbers = {"step", "ms", "mean", "compute", "comm"};
 constexpr std::array<std::size_t, 3> kTableDropOrder = {1, 0, 3};
 constexpr const char* kShortestSeriesName = "ASYNC...";  // a series' name is elided no shorter
+constexpr const char* kFailedMark = "failed";            // before a failed run's name in the table
+constexpr float kTooltipWrapEms = 40;                    // a failed run's error wraps in its row's tooltip
 
 // One series: the SYNC or the ASYNC steps of a source.
 struct Series {
@@ -111,6 +113,12 @@ StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Seri
   const std::size_t n = std::min(pairs, static_cast<std::size_t>(std::max(recent, 1)));
   sum.steps_compared = static_cast<int>(n);
   if (n == 0) {
+    const auto failed = [&](const Series& s) { return !store.source(s.source).failure.empty(); };
+    if (failed(*sync) || failed(*async)) {
+      sum.why = "nothing to compare: " + store.source(failed(*sync) ? sync->source : async->source).label +
+                " failed (its row in the table below says why)";
+      return sum;
+    }
     sum.why = ended(store, *sync) && ended(store, *async)
                   ? "nothing to compare: the runs ended with no SYNC and ASYNC step between each run's first "
                     "(warm-up) and last step, which are left out; run 3 steps or more"
@@ -474,17 +482,22 @@ void StepTimePanel::draw(const TraceStore& store) {
 
   // Each series: its last step and its time, and the means of its recent steps. The numbers keep their width
   // and the series' name takes what is left, elided; a panel too narrow even for the numbers leaves out the
-  // columns least needed first, and says which: every number is still in the name's tooltip.
+  // columns least needed first, and says which: every number is still in the name's tooltip. A failed run's
+  // name follows a red "failed", and its tooltip gives the error: without them its row, with no step or its
+  // last step long past, reads like a slow run's.
+  table_rows_.clear();
+  row_tooltip_.clear();
   if (series.empty()) return;
   struct Row {
     std::string name;
     ImU32 color;
     std::array<std::string, kTableNumbers.size()> numbers;  // "" where the series has none yet
+    std::string failure;                                    // TraceSource::failure
   };
   std::vector<Row> rows;
   for (const Series& s : series) {
-    Row row{series_name(store, s), s.color, {}};
     const TraceSource& src = store.source(s.source);
+    Row row{series_name(store, s), s.color, {}, src.failure};
     if (!s.steps.empty()) {
       const StepTime& last = src.steps[static_cast<std::size_t>(s.steps.back())];
       row.numbers[0] = std::to_string(std::int64_t{last.step} + 1);  // numbered from 1, as the runs count
@@ -528,13 +541,35 @@ void StepTimePanel::draw(const TraceStore& store) {
     for (const Row& row : rows) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
+      const bool failed = !row.failure.empty();
+      TableRow drawn{row.name, failed, ImGui::GetCursorScreenPos(), {}};
+      bool hovered = false;
+      if (failed) {  // first, so that an elided name keeps it
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kFailedColor), "%s", kFailedMark);
+        hovered = ImGui::IsItemHovered();
+        ImGui::SameLine(0, style.ItemInnerSpacing.x);
+      }
       const std::string name = elided(printable(row.name), ImGui::GetContentRegionAvail().x);
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(row.color), "%s", name.c_str());
-      if (ImGui::IsItemHovered() && (name != printable(row.name) || !left_out.empty())) {
+      hovered = hovered || ImGui::IsItemHovered();
+      drawn.max = ImGui::GetItemRectMax();
+      table_rows_.push_back(std::move(drawn));
+      if (hovered && (name != printable(row.name) || !left_out.empty() || failed)) {
         ImGui::BeginTooltip();
-        ImGui::TextUnformatted(printable(row.name).c_str());
-        for (std::size_t i = 0; i < kTableNumbers.size(); ++i)
-          if (!row.numbers[i].empty()) ImGui::Text("%-8s %s", kTableNumbers[i], row.numbers[i].c_str());
+        row_tooltip_ = printable(row.name);
+        ImGui::TextUnformatted(row_tooltip_.c_str());
+        if (failed) {
+          const std::string error = "failed: " + printable(row.failure);
+          ImGui::PushStyleColor(ImGuiCol_Text, kFailedColor);
+          text_wrapped_at_spaces(error, ImGui::GetFontSize() * kTooltipWrapEms);  // never inside a path
+          ImGui::PopStyleColor();
+          row_tooltip_ += "\n" + error;
+        }
+        for (std::size_t i = 0; i < kTableNumbers.size(); ++i) {
+          if (row.numbers[i].empty()) continue;
+          ImGui::Text("%-8s %s", kTableNumbers[i], row.numbers[i].c_str());
+          row_tooltip_ += "\n" + std::string(kTableNumbers[i]) + " " + row.numbers[i];
+        }
         ImGui::EndTooltip();
       }
       for (std::size_t i = 0; i < kTableNumbers.size(); ++i) {

@@ -21,7 +21,8 @@
 // Plot: duration per step index, SYNC as squares, ASYNC as circles, the three times as horizontal lines
 // once a pair is compared (the legend lists them only then), each value labelled where it covers no other
 // label and no marker; a tooltip (step, duration, compute, comm, loss) over a point; a table of each series
-// under it, whose numbers keep their width and whose names are elided.
+// under it, whose numbers keep their width and whose names are elided; a run that failed (TraceSource::failure)
+// is marked "failed" there, its error in the row's tooltip, so it does not pass for a slow run.
 // draw() submits into the current ImGui window (the dashboard's "Step times" window).
 #pragma once
 #include <imgui.h>
@@ -73,6 +74,15 @@ class StepTimePanel {
   const std::vector<Label>& reference_labels() const { return reference_labels_; }
   const std::vector<std::string>& table_columns() const { return table_columns_; }
   bool table_fits() const { return table_fits_; }
+  // For tests: the table's rows (each series' whole name, whether it is marked failed, where its name cell is)
+  // and the text of the tooltip shown over one of them, "" when none was.
+  struct TableRow {
+    std::string name;
+    bool failed = false;
+    ImVec2 min, max;
+  };
+  const std::vector<TableRow>& table_rows() const { return table_rows_; }
+  const std::string& row_tooltip() const { return row_tooltip_; }
 
  private:
   Summary summary_;
@@ -83,6 +93,8 @@ class StepTimePanel {
   std::vector<Label> reference_labels_;
   std::vector<std::string> table_columns_;
   bool table_fits_ = true;
+  std::vector<TableRow> table_rows_;
+  std::string row_tooltip_;
 };
 
 // The panel's numbers without drawing: which series are compared and their averages (see above).

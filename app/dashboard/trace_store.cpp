@@ -50,13 +50,10 @@ std::size_t TimelineLane::first_beginning_at(SimTime t, std::size_t hint) const 
 
 // ---- time series -----------------------------------------------------------------------------------
 
-void TimeSeries::add(SimTime t, std::int64_t v) {
-  if (!times.empty() && times.back() == t) {
-    values.back() = v;
-  } else {
-    times.push_back(t);
-    values.push_back(v);
-  }
+void TimeSeries::add(SimTime t, std::int64_t v, std::uint64_t moment) {
+  times.push_back(t);
+  values.push_back(v);
+  moments.push_back(moment);
   if (v > peak_) {
     peak_ = v;
     peak_time_ = t;
@@ -67,6 +64,12 @@ std::int64_t TimeSeries::at(SimTime t) const {
   const auto after = std::upper_bound(times.begin(), times.end(), t);
   if (after == times.begin()) return 0;
   return values[static_cast<std::size_t>(after - times.begin() - 1)];
+}
+
+void RankMemory::add(const CounterSample& sample) {
+  ++samples;
+  tags[static_cast<std::size_t>(sample.tag)].add(sample.time, sample.tag_live, samples);
+  total.add(sample.time, sample.total_live, samples);
 }
 
 // ---- the store -------------------------------------------------------------------------------------
@@ -224,9 +227,7 @@ void TraceStore::add_counter(int source, const CounterSample& sample) {
     src.world = sample.rank + 1;
     src.memory.resize(static_cast<std::size_t>(src.world));
   }
-  RankMemory& m = src.memory[static_cast<std::size_t>(sample.rank)];
-  m.tags[static_cast<std::size_t>(sample.tag)].add(sample.time, sample.tag_live);
-  m.total.add(sample.time, sample.total_live);
+  src.memory[static_cast<std::size_t>(sample.rank)].add(sample);
   src.last_time = std::max(src.last_time, sample.time);
   last_time_ = std::max(last_time_, sample.time);
 }

@@ -60,13 +60,19 @@ struct TimelineLane {
   std::size_t first_beginning_at(SimTime t, std::size_t hint) const;
 };
 
-// A step function of time: value from `times[i]` until `times[i+1]`.
+// A step function of time: value from `times[i]` until `times[i+1]`. Every sample is kept, several at one time
+// included: the ledger stamps a change with the host's issue time, so a buffer freed before that clock moves on
+// (a temporary) is a rise and a fall at one time. Keeping only the last would lose the rise, and with it the
+// peak the memory chart draws; at(t) still reads the value after all of them.
 struct TimeSeries {
-  std::vector<SimTime> times;
+  std::vector<SimTime> times;  // not decreasing
   std::vector<std::int64_t> values;
+  // Each sample's place among every sample of its rank (1, 2, ...; RankMemory::add): at one time it says
+  // which tags' samples came before a total's, so the chart can stack the tags as they were at its peak.
+  std::vector<std::uint64_t> moments;
 
-  void add(SimTime t, std::int64_t v);  // a sample at the same time as the last replaces it
-  std::int64_t at(SimTime t) const;     // 0 before the first sample
+  void add(SimTime t, std::int64_t v, std::uint64_t moment);
+  std::int64_t at(SimTime t) const;  // 0 before the first sample; after the last of several at t
   std::int64_t peak() const { return peak_; }
   SimTime peak_time() const { return peak_time_; }
 
@@ -78,6 +84,10 @@ struct TimeSeries {
 struct RankMemory {
   std::array<TimeSeries, kMemTagCount> tags;
   TimeSeries total;
+  std::uint64_t samples = 0;  // received so far: the last one's moment
+
+  // One ledger change: the tag's new live bytes and the rank's new total, at the same moment in both series.
+  void add(const CounterSample& sample);
 };
 
 // One completed step of a source, as the step-time panel plots it (rank 0's view, on the source's clock).
@@ -104,6 +114,9 @@ struct TraceSource {
   // The run's last step where it is known (a run started here, a replayed trace; not a remote run), else -1.
   // FSDP's last step has no next step to gather the root for, so it runs shorter than those before it.
   int last_step = -1;
+  // Why the run ended early (a live run's error); empty while it runs and once it ends as planned. The panels
+  // say "failed" where a run that stopped would otherwise look like a slow one.
+  std::string failure;
 };
 
 class TraceStore {
@@ -114,6 +127,8 @@ class TraceStore {
   void set_wall_clock(int id, bool wall_clock) { sources_.at(static_cast<std::size_t>(id)).wall_clock = wall_clock; }
   // Source `id`'s run ends with step `step` (TraceSource::last_step).
   void set_last_step(int id, int step) { sources_.at(static_cast<std::size_t>(id)).last_step = step; }
+  // Source `id`'s run ended early with `error` (TraceSource::failure).
+  void set_failure(int id, std::string error) { sources_.at(static_cast<std::size_t>(id)).failure = std::move(error); }
   void add_event(int source, const TraceEvent& event);
   void add_counter(int source, const CounterSample& sample);
   // A whole recorded or replayed trace: every event, then every counter sample.

@@ -53,6 +53,11 @@ std::string seed_text_problem(std::string_view text) {
   return "'" + std::string(text) + "' is not a seed; expected a whole number from 0 to 18446744073709551615";
 }
 
+std::span<const std::string_view> wrap_names() {
+  static constexpr std::string_view kWrapNames[] = {"block", "linear", "nested", "model"};
+  return kWrapNames;
+}
+
 bool model_has_named_sizes(std::string_view model) { return model == "gpt2" || model == "llama"; }
 
 BuiltModel build_model(const RunConfig& run) {

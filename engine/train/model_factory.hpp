@@ -2,6 +2,7 @@
 // shape of its batches.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,10 @@ struct BuiltModel {
 // An Error too for an option the model would ignore: --preset for toy or mlp, --mlp-width or --mlp-depth for
 // any model but mlp.
 BuiltModel build_model(const RunConfig& run);
+
+// --wrap's policies (BuiltModel::unit_kinds): block, linear, nested, model. `fsdplab run`, `fsdplab gui` and the
+// dashboard's Run panel offer these; build_model refuses any other, and nested for a model without blocks to nest.
+std::span<const std::string_view> wrap_names();
 
 // Whether --preset names a size of `model` (gpt2, llama). Callers whose preset has a default (the dashboard,
 // the benches) pass it only to these models.

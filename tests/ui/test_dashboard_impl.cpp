@@ -48,8 +48,8 @@ TEST(DashboardImpl, CompareImplRefusesAReferenceOnlyChoiceAndABadImpl) {
   EXPECT_EQ(parse_comparison("impl"), Comparison::impl);
 }
 
-// The skeleton's TODOs throw: that run ends with the message, shown in the Run panel, and the reference
-// beside it trains on.
+// The skeleton's TODOs throw: that run ends with the message, shown in the Run panel and marked in the
+// step-time table, and the reference beside it trains on.
 TEST(DashboardImpl, AnUnimplementedTaskEndsOnlyItsRunWithTheSkeletonsMessage) {
   HeadlessImGui imgui;
   Dashboard dashboard(std::make_unique<LiveSession>(compare_impl(3, "3=student")));
@@ -73,6 +73,13 @@ TEST(DashboardImpl, AnUnimplementedTaskEndsOnlyItsRunWithTheSkeletonsMessage) {
       << errors[0];
   EXPECT_TRUE(session.impl_of(1).replaced(3)) << errors[0];
   EXPECT_FALSE(session.impl_of(0).any_replaced());
+  // The step-time table marks the student's run failed (no steps: it would read as slow) and not the reference.
+  EXPECT_EQ("student (3): " + store.source(1).failure, errors[0]);
+  EXPECT_TRUE(store.source(0).failure.empty());
+  const std::vector<StepTimePanel::TableRow>& rows = dashboard.step_times().table_rows();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_FALSE(rows[0].failed) << rows[0].name;
+  EXPECT_TRUE(rows[1].failed) << rows[1].name;
 }
 
 TEST(DashboardImpl, TheControlsOfferCompareImplAndAnImplField) {

@@ -141,7 +141,8 @@ TEST(DashboardLive, ClickOnPausePausesAndSpaceResumes) {
   RunControl& control = dashboard.session()->control();
   frames_until(imgui, dashboard, [&] { return !dashboard.session()->store().source(1).steps.empty(); });
   ASSERT_FALSE(control.paused());
-  const ControlsPanel::Rect pause = dashboard.controls().pause_button();
+  EXPECT_EQ(dashboard.controls().run_pause_label(), "Pause");
+  const ControlsPanel::Rect pause = dashboard.controls().run_pause_button();
   imgui.click(pause.min, pause.max, [&] { dashboard.frame(); });
   EXPECT_TRUE(control.paused());
   // Space toggles: a frame with the key down runs again.
@@ -152,6 +153,33 @@ TEST(DashboardLive, ClickOnPausePausesAndSpaceResumes) {
   imgui.render();
   io.KeysDown[io.KeyMap[ImGuiKey_Space]] = false;
   EXPECT_FALSE(control.paused());
+}
+
+// Finished runs have nothing to pause: the button that paused them runs the same settings again, Step and the
+// keys are off. (It once still read "Pause", and space "paused" runs that were over.)
+TEST(DashboardLive, FinishedRunsOfferRunAgainInsteadOfPause) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(2)));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });  // the frame that sees them finished
+  ControlsPanel& controls = dashboard.controls();
+  EXPECT_EQ(controls.run_pause_label(), "Run again");
+  ImGuiIO& io = ImGui::GetIO();
+  io.KeysDown[io.KeyMap[ImGuiKey_Space]] = true;
+  frames_until(imgui, dashboard, [] { return true; });
+  io.KeysDown[io.KeyMap[ImGuiKey_Space]] = false;
+  EXPECT_FALSE(session.control().paused()) << "space paused runs that were over";
+
+  const RunControl* finished_runs = &session.control();
+  const ControlsPanel::Rect again = controls.run_pause_button();
+  imgui.click(again.min, again.max, [&] { dashboard.frame(); });
+  EXPECT_TRUE(controls.message().empty()) << controls.message();
+  EXPECT_NE(&session.control(), finished_runs) << "no new runs started";
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });
+  EXPECT_EQ(session.store().source(0).steps.size(), 2u);  // the same settings, from step 1 again
+  EXPECT_EQ(controls.run_pause_label(), "Run again");
 }
 
 // --break: armed before the runs start, so even a one-step run, unpaced, stops at its task's first event
@@ -282,6 +310,7 @@ TEST(DashboardLive, TheRunPanelPutsRanksOnNodesAndGivesHybridItsShardGroup) {
   imgui.click(restart.min, restart.max, [&] { dashboard.frame(); });
   EXPECT_TRUE(dashboard.controls().message().empty()) << dashboard.controls().message();
   frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });  // one more frame: the last drain
   EXPECT_TRUE(session.errors().empty());
   ASSERT_EQ(session.runs().size(), 2u);
   for (const auto& run : session.runs()) {
@@ -290,6 +319,97 @@ TEST(DashboardLive, TheRunPanelPutsRanksOnNodesAndGivesHybridItsShardGroup) {
     EXPECT_EQ(run->run().options.hybrid_group, 2);
   }
   EXPECT_EQ(session.store().source(1).steps.size(), 2u);
+}
+
+// What `fsdplab run` and `fsdplab gui` take as flags, the Run panel offers too: the wrap policy, the reduction
+// dtype, the gathered-parameter buffers and their in-flight limit, CPU offload; the world size slider reaches 16
+// ranks. The restarted runs train with them.
+TEST(DashboardLive, TheRunPanelOffersTheFsdpOptionsOfFsdplabRunAndUpTo16Ranks) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(1)));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });  // the rects clicked below: of a frame as the clicks see it
+  ControlsPanel& controls = dashboard.controls();
+  for (const ControlsPanel::Rect& field :
+       {controls.wrap_combo(), controls.reduce_dtype_combo(), controls.buffers_combo(), controls.max_inflight_field(),
+        controls.offload_checkbox()})
+    EXPECT_GT(field.max.x, field.min.x) << "not drawn";
+
+  // The slider's right end: 16 ranks (it stopped at 8).
+  const ControlsPanel::Rect world = controls.world_slider();
+  imgui.click(ImVec2(world.max.x - 2, world.min.y), world.max, [&] { dashboard.frame(); });
+  EXPECT_EQ(controls.edited().world, 16);
+  const ControlsPanel::Rect offload = controls.offload_checkbox();
+  imgui.click(offload.min, offload.max, [&] { dashboard.frame(); });
+  EXPECT_TRUE(controls.edited().fsdp.offload);
+
+  SessionSettings& edited = controls.edited();
+  edited.world = 4;
+  edited.steps = 2;
+  edited.wrap = "linear";
+  edited.fsdp.precision = "bf16";
+  edited.fsdp.reduce_dtype = "bf16";
+  edited.fsdp.max_inflight = 3;
+  frames_until(imgui, dashboard, [] { return true; });
+  const ControlsPanel::Rect restart = controls.restart_button();
+  imgui.click(restart.min, restart.max, [&] { dashboard.frame(); });
+  EXPECT_TRUE(controls.message().empty()) << controls.message();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });  // one more frame: the last drain
+  ASSERT_TRUE(session.errors().empty()) << session.errors().front();
+  ASSERT_EQ(session.runs().size(), 2u);
+  for (const auto& run : session.runs()) {
+    EXPECT_EQ(run->run().run.world, 4);
+    EXPECT_EQ(run->run().run.wrap, "linear");
+    EXPECT_EQ(run->run().options.reduce_dtype, DType::bf16);
+    EXPECT_EQ(run->run().options.max_inflight, 3);
+    EXPECT_TRUE(run->run().options.offload);
+  }
+  EXPECT_EQ(session.store().source(1).steps.size(), 2u);
+}
+
+// What `fsdplab run` refuses, the Run panel's restart refuses with the same words (the same checks: the flags'
+// names from the engine's tables, validate_fsdp_options, build_model), and the runs go on.
+TEST(DashboardLive, TheRunPanelRefusesTheFsdpOptionsFsdplabRunRefuses) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(1)));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  ControlsPanel& controls = dashboard.controls();
+  const RunControl* runs = &session.control();
+  struct Refused {
+    std::function<void(SessionSettings&)> edit;
+    std::string message;
+  };
+  const std::vector<Refused> cases = {
+      {[](SessionSettings& s) {
+         s.fsdp.strategy = "grad_op";
+         s.fsdp.buffers = "pool";
+       },
+       "--buffers pool with --strategy grad_op"},
+      {[](SessionSettings& s) {
+         s.fsdp.strategy = "no_shard";
+         s.fsdp.offload = true;
+       },
+       "--offload with --strategy no_shard"},
+      {[](SessionSettings& s) { s.fsdp.reduce_dtype = "bf16"; }, "--reduce-dtype bf16 with --precision f32"},
+      {[](SessionSettings& s) {
+         s.model = "toy";
+         s.wrap = "nested";
+       },
+       "--wrap nested for --model toy"},
+  };
+  for (const Refused& c : cases) {
+    SessionSettings settings = tiny_settings(1);
+    c.edit(settings);
+    controls.edited() = settings;
+    frames_until(imgui, dashboard, [] { return true; });
+    const ControlsPanel::Rect restart = controls.restart_button();
+    imgui.click(restart.min, restart.max, [&] { dashboard.frame(); });
+    EXPECT_NE(controls.message().find(c.message), std::string::npos) << controls.message();
+    EXPECT_EQ(&session.control(), runs) << c.message << ": restarted";
+  }
 }
 
 TEST(FlatParameterMap, EveryParameterElementBelongsToExactlyOneRank) {

@@ -303,6 +303,74 @@ TEST(MemoryPanel, APeakShorterThanAPixelShowsWhereItHappened) {
   }
 }
 
+TEST(MemoryPanel, APeakFreedAtTheTimeItWasMadeIsDrawn) {
+  // A temporary of 9 KB allocated and freed at one host time (the ledger's clock had not moved on): the chart
+  // draws it up to the peak line, as it draws a peak that lasted a nanosecond. The series once kept only the
+  // last sample at a time, the free: the peak line was marked at 10 KB with nothing under it.
+  TraceStore store;
+  const int s = store.add_source("ASYNC", 1, false);
+  Ledger ledger(store, s, 0);
+  constexpr SimTime kEnd = 1'000'000, kSpike = kEnd / 2 + 3;
+  ledger.set(0, MemTag::param_shard, 1000);
+  ledger.set(kSpike, MemTag::activation, 9000);
+  ledger.set(kSpike, MemTag::activation, 0);
+  ledger.set(kEnd, MemTag::param_shard, 1000);
+  HeadlessImGui ui(kWidth, kHeight);
+  MemoryPanel panel;
+  const std::vector<std::optional<TagBytes>> expected = {std::nullopt};
+  const ImDrawData& data = frame(ui, panel, store, expected, 0, kEnd, kEnd);
+  const MemoryPanel::RankRow& row = panel.rows().at(0);
+  EXPECT_EQ(row.peak, 10'000);
+  EXPECT_EQ(row.now[at(MemTag::activation)], 0);  // freed: the bar shows what is live after the free
+  const float w = row.chart_max.x - row.chart_min.x;
+  const Extent drawn = extent(data, mem_tag_color(MemTag::activation), row.chart_min, row.chart_max);
+  ASSERT_GT(drawn.count, 0) << "the peak freed at the time it was made is not drawn";
+  EXPECT_NEAR(drawn.x0, row.chart_min.x + w / 2, 1.5);
+  EXPECT_LT(drawn.width(), 2.5f);
+  const Extent peak = extent(data, kPeakColor, ImVec2(row.chart_max.x - 3, row.chart_min.y),
+                             ImVec2(row.chart_max.x + 1, row.chart_max.y));
+  ASSERT_GT(peak.count, 0);
+  EXPECT_NEAR(drawn.y0, (peak.y0 + peak.y1) / 2, 1.5);
+}
+
+TEST(MemoryPanel, TagsChangingAtOneTimeStackAsTheyWereAtTheTotalsPeak) {
+  // At one host time rank 0 frees a gathered unit (5 KB) and then allocates 5 KB of activations: the total
+  // never goes above 6 KB. The column stacks the tags as they were at one moment, never each tag's highest
+  // (11 KB, above the peak line); at the next time the activations come before the free, and the stack
+  // there reaches the total's peak of 11 KB.
+  TraceStore store;
+  const int s = store.add_source("ASYNC", 1, false);
+  Ledger ledger(store, s, 0);
+  constexpr SimTime kEnd = 1'000'000, kSwap = kEnd / 4, kOverlap = 3 * kEnd / 4;
+  ledger.set(0, MemTag::param_shard, 1000);
+  ledger.set(0, MemTag::param_full, 5000);
+  ledger.set(kSwap, MemTag::param_full, 0);
+  ledger.set(kSwap, MemTag::activation, 5000);
+  ledger.set(kOverlap, MemTag::param_full, 5000);
+  ledger.set(kOverlap, MemTag::activation, 0);
+  ledger.set(kEnd, MemTag::param_shard, 1000);
+  HeadlessImGui ui(kWidth, kHeight);
+  MemoryPanel panel;
+  const std::vector<std::optional<TagBytes>> expected = {std::nullopt};
+  const ImDrawData& data = frame(ui, panel, store, expected, 0, kEnd, kEnd);
+  const MemoryPanel::RankRow& row = panel.rows().at(0);
+  EXPECT_EQ(row.peak, 11'000);
+  const float w = row.chart_max.x - row.chart_min.x, floor = row.chart_max.y - 2;
+  const float per_byte = (floor - row.chart_min.y) / static_cast<float>(panel.scale());
+  // The tallest stack anywhere in the chart (the tags' colours only: labels and lines are drawn over it).
+  const auto top_between = [&](float x0, float x1) {
+    float top = floor;
+    for (MemTag tag : {MemTag::param_shard, MemTag::param_full, MemTag::activation}) {
+      const Extent e = extent(data, mem_tag_color(tag), ImVec2(x0, row.chart_min.y), ImVec2(x1, row.chart_max.y));
+      if (e.count > 0) top = std::min(top, e.y0);
+    }
+    return top;
+  };
+  const float x_swap = row.chart_min.x + w / 4, x_overlap = row.chart_min.x + 3 * w / 4;
+  EXPECT_NEAR(floor - top_between(x_swap - 20, x_swap + 20), 6000 * per_byte, 1.5) << "at the swap";
+  EXPECT_NEAR(floor - top_between(x_overlap - 1, x_overlap + 2), 11'000 * per_byte, 1.5) << "at the overlap";
+}
+
 TEST(MemoryPanel, AStoppedRunIsDrawnOnlyAsFarAsItGot) {
   // A run paused at 10 beside one at 30: the first's memory is not drawn flat on to 30.
   TraceStore store;

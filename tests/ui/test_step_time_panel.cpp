@@ -393,5 +393,50 @@ TEST(StepTimePanel, TheTableKeepsItsNumbersWholeAndElidesLongNames) {
   EXPECT_TRUE(panel.table_fits());
 }
 
+// --compare impl: the student's run failed at its first step while the reference trains on. Its row once showed
+// only its name with no numbers, as a run that is slow to its first step shows: now a "failed" mark goes before
+// its name, and the error is in the row's tooltip.
+TEST(StepTimePanel, AFailedRunIsMarkedFailedInTheTableWithItsErrorInTheTooltip) {
+  TraceStore store;
+  const int reference = store.add_source("reference", 2, false);
+  const int student = store.add_source("student (3)", 2, false);
+  add_all(store, reference, kAsync, false);
+  const std::string error = "rank 0 failed: task 3, ForwardTask::wait_for_unshard: not implemented yet";
+  store.set_failure(student, error);
+  HeadlessImGui ui;
+  StepTimePanel panel;
+  frame(ui, panel, store);
+  const std::vector<StepTimePanel::TableRow>& rows = panel.table_rows();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "ASYNC (reference)");
+  EXPECT_FALSE(rows[0].failed);
+  EXPECT_EQ(rows[1].name, "ASYNC (student (3))");
+  EXPECT_TRUE(rows[1].failed);
+  EXPECT_EQ(panel.row_tooltip(), "");
+  const ImVec2 over((rows[1].min.x + rows[1].max.x) / 2, (rows[1].min.y + rows[1].max.y) / 2);
+  frame(ui, panel, store, over.x, over.y);
+  frame(ui, panel, store, over.x, over.y);  // ImGui hovers a window from the frame before
+  EXPECT_NE(panel.row_tooltip().find("failed: " + error), std::string::npos) << panel.row_tooltip();
+  // The reference's row is not marked, and says nothing more when hovered (its name and numbers fit).
+  const ImVec2 over_reference((rows[0].min.x + rows[0].max.x) / 2, (rows[0].min.y + rows[0].max.y) / 2);
+  frame(ui, panel, store, over_reference.x, over_reference.y);
+  EXPECT_EQ(panel.row_tooltip(), "");
+}
+
+// Side by side, the ASYNC run failed after its warm-up step: the comparison says it will never come, rather
+// than wait for it.
+TEST(StepTimePanel, AComparisonWithAFailedRunSaysSoRatherThanWait) {
+  TraceStore store;
+  const int s = store.add_source("SYNC", 2, true);
+  const int a = store.add_source("ASYNC", 2, false);
+  add_all(store, s, kSync, true);
+  add_all(store, a, {kAsync[0]}, false);
+  EXPECT_NE(summarize_steps(store).why.find("waiting"), std::string::npos);
+  store.set_failure(a, "rank 1 failed: loss is NaN at step 2");
+  const StepTimePanel::Summary failed = summarize_steps(store);
+  EXPECT_EQ(failed.steps_compared, 0);
+  EXPECT_NE(failed.why.find("ASYNC failed"), std::string::npos) << failed.why;
+}
+
 }  // namespace
 }  // namespace fsdplab::app

@@ -70,13 +70,45 @@ TEST(TraceStore, MemoryIsAStepFunctionWithItsPeak) {
     store.add_counter(s, c);
   }
   const TimeSeries& full = store.source(s).memory.at(0).tags[static_cast<std::size_t>(MemTag::param_full)];
-  EXPECT_EQ(full.times.size(), 3u);  // the second sample at 5 replaced the first
+  EXPECT_EQ(full.times.size(), 4u);  // both samples at 5 are kept
   EXPECT_EQ(full.at(-1), 0);
+  EXPECT_EQ(full.at(5), 40);  // the last of them: the value from 5 on
   EXPECT_EQ(full.at(7), 40);
   EXPECT_EQ(full.at(100), 20);
   EXPECT_EQ(full.peak(), 40);
   EXPECT_EQ(full.peak_time(), 5);
   EXPECT_EQ(store.source(s).memory.at(0).total.peak(), 41);
+}
+
+// An allocation freed at the host time it was made (the ledger's clock had not moved on): a rise and a fall at
+// one time. Both are kept, in order, with the moments that order them against the rank's other tags; the
+// value from then on is the fall's, and the peak is the rise's.
+TEST(TraceStore, ARiseAndAFallAtOneTimeAreBothKept) {
+  TraceStore store;
+  const int s = store.add_source("ASYNC", 1, false);
+  const auto add = [&](SimTime t, MemTag tag, std::int64_t tag_live, std::int64_t total_live) {
+    CounterSample c;
+    c.rank = 0;
+    c.time = t;
+    c.tag = tag;
+    c.tag_live = tag_live;
+    c.total_live = total_live;
+    store.add_counter(s, c);
+  };
+  add(0, MemTag::param_shard, 100, 100);
+  add(7, MemTag::activation, 900, 1000);
+  add(7, MemTag::activation, 0, 100);
+  const RankMemory& memory = store.source(s).memory.at(0);
+  const TimeSeries& act = memory.tags[static_cast<std::size_t>(MemTag::activation)];
+  EXPECT_EQ(act.times, (std::vector<SimTime>{7, 7}));
+  EXPECT_EQ(act.values, (std::vector<std::int64_t>{900, 0}));
+  EXPECT_EQ(act.moments, (std::vector<std::uint64_t>{2, 3}));
+  EXPECT_EQ(memory.total.values, (std::vector<std::int64_t>{100, 1000, 100}));
+  EXPECT_EQ(memory.total.moments, (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_EQ(act.at(7), 0);
+  EXPECT_EQ(memory.total.at(7), 100);
+  EXPECT_EQ(memory.total.peak(), 1000);
+  EXPECT_EQ(memory.total.peak_time(), 7);
 }
 
 TEST(TraceStore, StepTimesReadComputeAndCommFromRankZero) {
