@@ -140,6 +140,9 @@ void StepThroughPanel::draw(LiveSession& session) {
   ImGui::PopItemWidth();
   if (source != focus_source || rank != focus_rank) control.set_focus(source, rank);
 
+  // Finished runs have nothing left to pause or step: the Run panel's "Run again" starts them anew.
+  const bool finished = session.finished();
+  ImGui::BeginDisabled(finished);
   if (ImGui::Button(control.paused() ? "Continue" : "Pause")) {
     if (control.paused()) {
       control.resume();
@@ -150,6 +153,9 @@ void StepThroughPanel::draw(LiveSession& session) {
   ImGui::SameLine();
   if (ImGui::Button("Step to next event")) control.step_once();
   step_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
+  ImGui::EndDisabled();
+  if (finished && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("the runs have finished: \"Run again\" in the Run panel starts them anew");
 
   // ---- what just happened -----------------------------------------------------------------------
   ImGui::Separator();

@@ -170,6 +170,11 @@ TEST(DashboardLive, FinishedRunsOfferRunAgainInsteadOfPause) {
   frames_until(imgui, dashboard, [] { return true; });
   io.KeysDown[io.KeyMap[ImGuiKey_Space]] = false;
   EXPECT_FALSE(session.control().paused()) << "space paused runs that were over";
+  // Nor does the step-through panel step them.
+  const std::uint64_t before = session.control().generation();
+  const StepThroughPanel::Rect step = dashboard.step_through().step_button();
+  imgui.click(step.min, step.max, [&] { dashboard.frame(); });
+  EXPECT_EQ(session.control().generation(), before) << "the step-through panel stepped runs that were over";
 
   const RunControl* finished_runs = &session.control();
   const ControlsPanel::Rect again = controls.run_pause_button();
