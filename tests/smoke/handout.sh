@@ -45,6 +45,7 @@ grep -q "is not empty; expected a new or empty folder" "$scratch/refused.log" ||
 [[ "$(ls -A "$scratch/not-empty")" == file ]] || fail "make_handout touched the non-empty folder"
 # A held-out case kept where grader/README.md does not say (here held-out/ at the top of a copy of the tree).
 git clone -q "$root" "$scratch/course" || fail "cannot clone '$root'"
+cp "$root/scripts/make_handout.sh" "$scratch/course/scripts/make_handout.sh"  # the work tree's, committed or not
 mkdir "$scratch/course/held-out" && cp "$root/grader/cases/example/w5_grad_op.json" "$scratch/course/held-out/secret.json"
 bash "$scratch/course/scripts/make_handout.sh" --untracked "$scratch/leaked" >"$scratch/leak.log" 2>&1 &&
   fail "make_handout handed out held-out/secret.json"
