@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/train/world.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/grade_report.hpp"
 #include "grader/grading.hpp"
@@ -63,13 +64,18 @@ const Check& check_named(const std::vector<Check>& checks, const std::string& id
   throw Error("no check '" + id + "'");
 }
 
-std::vector<CheckRun> run_task2(const FlatParameterTask& impl, const std::vector<std::string>& ids, double seconds) {
-  static const std::vector<Check> checks = task_checks(2);
+// Task `task`'s checks `ids`, each in its own process, with `impl` in the task's slot.
+std::vector<CheckRun> run_checks(int task, const FsdpTask& impl, const std::vector<std::string>& ids, double seconds) {
+  const std::vector<Check> checks = task_checks(task);
   FsdpTasks tasks = reference_tasks();
-  tasks.set(2, impl);
+  tasks.set(task, impl);
   std::vector<CheckJob> jobs;
   for (const std::string& id : ids) jobs.push_back({&check_named(checks, id), tasks, "student", 0});
   return run_isolated(jobs, {seconds, 2});
+}
+
+std::vector<CheckRun> run_task2(const FlatParameterTask& impl, const std::vector<std::string>& ids, double seconds) {
+  return run_checks(2, impl, ids, seconds);
 }
 
 TEST(GraderIsolation, ACrashCostsOnlyTheChecksThatCallTheCrashingMethod) {
@@ -98,6 +104,31 @@ TEST(GraderIsolation, AHangCostsOnlyItsChecksAndTheGraderGoesOn) {
     EXPECT_EQ(runs[i].outcome.fraction, 0);
     EXPECT_EQ(runs[i].outcome.got, "check timed out after 2 s");
   }
+}
+
+// An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
+// "rank 0 failed: rank 0: stream ..."), and what stopped it, not a generic "threw".
+TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
+  const std::vector<CheckRun> runs = run_checks(3, find_mutant(3, "never-records").impl(), {"no-host-sync"}, 60);
+  const CheckOutcome& o = runs[0].outcome;
+  EXPECT_EQ(runs[0].end, CheckEnd::threw) << o.got;
+  EXPECT_TRUE(contains(o.got,
+                       "the run stopped with an error: rank 0 failed: stream compute waits on event "
+                       "'gathered', which was never recorded"))
+      << o.got;
+  EXPECT_FALSE(contains(o.got, "failed: rank 0:")) << o.got;
+  EXPECT_FALSE(contains(o.cause, "threw where")) << o.cause;
+  // At its cause, run_world: a reason that names its rank is not prefixed with it again; another's is.
+  const auto raised = [](const std::string& reason) {
+    return error_of([&] {
+      run_world(2, [&](int rank, LocalWorld&) {
+        if (rank == 1) throw Error(reason);
+      });
+    });
+  };
+  EXPECT_EQ(raised("rank 1: stream compute waits"), "rank 1 failed: stream compute waits");
+  EXPECT_EQ(raised("rank 10: elsewhere"), "rank 1 failed: rank 10: elsewhere");
+  EXPECT_EQ(raised("disk full"), "rank 1 failed: disk full");
 }
 
 // And the same diagnostics: never-records fails on both ranks at once, and the rank its diagnostic names must
