@@ -194,6 +194,17 @@ TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
   EXPECT_EQ(raised("disk full"), "rank 1 failed: disk full");
 }
 
+// Every "see it" command calls fsdplab by a path that runs it from the repository's root, as the READMEs do.
+TEST(GraderDiagnostics, SeeItCommandsCallFsdplabByItsPath) {
+  const std::vector<Check> checks = task_checks(2);
+  const Check& views = check_named(checks, "views");
+  EXPECT_EQ(show_command(views, "student"),
+            "build/app/fsdplab gui --model gpt2 --world 3 --impl 2=student --compare impl");
+  EXPECT_EQ(show_command(views, "mutant:views-that-copy", "build-asan/app/fsdplab"),
+            "build-asan/app/fsdplab gui --model gpt2 --world 3 --impl 2=mutant:views-that-copy --compare impl");
+  EXPECT_EQ(GradeRequest{}.program, "build/app/fsdplab");
+}
+
 // And the same diagnostics: never-records fails on both ranks at once, and the rank its diagnostic names must
 // not depend on which thread got there first ([Note: which failure a world reports]).
 TEST(Grader, TheSameCodeGetsTheSamePointsOnEveryRun) {
