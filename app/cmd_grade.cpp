@@ -86,9 +86,10 @@ std::vector<int> tasks_to_grade(const GradeFlags& flags, const ImplChoice& choic
 int run_grade(const GradeFlags& flags) {
   if (!flags.submission.empty()) {
     check(!flags.mutants, "--mutants grades this tree's mutants; it does not go with --submission");
-    return grade_submission(flags.submission, forwarded_args(flags),
-                            flags.submission_build.empty() ? default_submission_build_dir()
-                                                           : std::filesystem::path(flags.submission_build));
+    return grade_submission(
+        flags.submission, forwarded_args(flags),
+        flags.submission_build.empty() ? default_submission_build_dir() : std::filesystem::path(flags.submission_build),
+        flags.json.empty() ? std::filesystem::path() : std::filesystem::absolute(flags.json));
   }
   grading::IsolationLimits limits;
   limits.seconds = flags.time_limit;
