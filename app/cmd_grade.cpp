@@ -51,6 +51,19 @@ std::vector<std::string> forwarded_args(const GradeFlags& flags) {
   return args;
 }
 
+// How the grade's "see it" commands call this fsdplab: its path from the root of the source tree it was built from,
+// where the labs' READMEs run it ("build/app/fsdplab"; "build/submission-build/app/fsdplab" for a submission's), or
+// its absolute path when it lies outside that tree.
+std::string program_from_source_root() {
+  std::error_code error;
+  const std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error || binary.empty()) return grading::kShowProgram;
+  const std::filesystem::path root = std::filesystem::weakly_canonical(FSDPLAB_SOURCE_DIR, error);
+  const std::filesystem::path relative = binary.lexically_relative(root);
+  if (!error && !relative.empty() && *relative.begin() != "..") return relative.string();
+  return binary.string();
+}
+
 // The tasks to grade: --task's, else those --impl names one by one ("3=student"), else all nine. A --task that
 // a per-task --impl leaves to the reference is refused: it would grade the reference and give it every point.
 std::vector<int> tasks_to_grade(const GradeFlags& flags, const ImplChoice& choice) {
@@ -73,9 +86,10 @@ std::vector<int> tasks_to_grade(const GradeFlags& flags, const ImplChoice& choic
 int run_grade(const GradeFlags& flags) {
   if (!flags.submission.empty()) {
     check(!flags.mutants, "--mutants grades this tree's mutants; it does not go with --submission");
-    return grade_submission(flags.submission, forwarded_args(flags),
-                            flags.submission_build.empty() ? default_submission_build_dir()
-                                                           : std::filesystem::path(flags.submission_build));
+    return grade_submission(
+        flags.submission, forwarded_args(flags),
+        flags.submission_build.empty() ? default_submission_build_dir() : std::filesystem::path(flags.submission_build),
+        flags.json.empty() ? std::filesystem::path() : std::filesystem::absolute(flags.json));
   }
   grading::IsolationLimits limits;
   limits.seconds = flags.time_limit;
@@ -98,6 +112,7 @@ int run_grade(const GradeFlags& flags) {
   request.seed = flags.seed;
   request.limits = limits;
   request.extra = cases;
+  request.program = program_from_source_root();
   if (!flags.json.empty()) check_output_file(flags.json, "--json");
   const grading::GradeReport report = grading::grade(request);
   grading::print_grade(std::cout, report);

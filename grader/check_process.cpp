@@ -273,14 +273,21 @@ CheckRun run_here(const CheckJob& job, const fs::path& scratch) {
     return {CheckEnd::threw,
             CheckOutcome::fail("the check to run to its end", std::string("not implemented yet: ") + e.what(),
                                "a TODO is left in the task")};
-  } catch (const std::exception& e) {
+  } catch (const Error& e) {
     // A TODO thrown on a rank's thread reaches here as the world's Error ("rank 0 failed: task 3, ...").
     if (std::string_view(e.what()).find(": not implemented yet — see labs/") != std::string_view::npos)
       return {CheckEnd::threw,
               CheckOutcome::fail("the check to run to its end", std::string("not implemented yet: ") + e.what(),
                                  "a TODO is left in the task")};
+    // An Error is what the engine's own checks raise (an event waited on but never recorded, a wrong size...) as
+    // well as the graded code's check(...): its message says what was refused, so it is the diagnostic.
     return {CheckEnd::threw,
-            CheckOutcome::fail("the check to run to its end", std::string("threw: ") + e.what(),
+            CheckOutcome::fail("the check to run to its end", std::string("the run stopped with an error: ") + e.what(),
+                               "the error above, on input the task's contract accepts: raised by the graded code, or "
+                               "by an engine call it made that refused what it was given")};
+  } catch (const std::exception& e) {
+    return {CheckEnd::threw,
+            CheckOutcome::fail("the check to run to its end", std::string("threw an exception: ") + e.what(),
                                "the graded code threw where the task's contract says nothing is thrown")};
   }
 }

@@ -5,7 +5,8 @@
 // once per check; the child runs the check and writes its outcome back through a pipe; the parent keeps
 // `parallel` children going, kills one that outlives the limit, and turns whatever ended a child into the
 // check's diagnostic: "check timed out after 10 s", "crashed with SIGSEGV in StudentForward::all_gather
-// (labs/03-forward/student.cpp:24)", "threw: ...". See [Note: where a crash happened].
+// (labs/03-forward/student.cpp:24)", "the run stopped with an error: rank 0 failed: stream compute waits on event
+// 'gathered', which was never recorded; ...". See [Note: where a crash happened].
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -62,7 +62,8 @@ struct Check {
   std::string title;  // what is checked, one line
   int points = 1;
   // The command that shows what this check looks at in the dashboard, with "{impl}" standing for the
-  // graded implementation's --impl flag: "fsdplab gui --model gpt2 --world 3 {impl} --break task:3".
+  // graded implementation's --impl flag: "fsdplab gui --model gpt2 --world 3 {impl} --break task:3" (its
+  // "fsdplab" is printed as the path the grade was run with, show_command).
   std::string show;
   std::function<CheckOutcome(const CheckContext&)> run;
 };
@@ -75,7 +76,12 @@ std::string error_raised(const std::function<void()>& call);
 std::string impl_flag(int task, const std::string& impl);
 inline std::string CheckContext::impl_flag() const { return grading::impl_flag(task, impl); }
 
-// `check.show` with the --impl flag of implementation `impl` ("student", "mutant:NAME") in place of "{impl}".
-std::string show_command(const Check& check, const std::string& impl);
+// How a printed command calls fsdplab unless told another: the path the labs' READMEs run it by, from the root of
+// the repository.
+inline constexpr const char* kShowProgram = "build/app/fsdplab";
+
+// `check.show` with the --impl flag of implementation `impl` ("student", "mutant:NAME") in place of "{impl}", and
+// `program` in place of its leading "fsdplab": a command runnable as printed ("build/app/fsdplab gui ...").
+std::string show_command(const Check& check, const std::string& impl, const std::string& program = kShowProgram);
 
 }  // namespace fsdplab::grading

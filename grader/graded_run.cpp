@@ -344,8 +344,9 @@ std::string error_raised(const std::function<void()>& call) {
 
 std::string impl_flag(int task, const std::string& impl) { return "--impl " + std::to_string(task) + "=" + impl; }
 
-std::string show_command(const Check& check, const std::string& impl) {
+std::string show_command(const Check& check, const std::string& impl, const std::string& program) {
   std::string command = check.show;
+  if (command.starts_with("fsdplab ")) command.replace(0, std::string_view("fsdplab").size(), program);
   const std::size_t at = command.find("{impl}");
   if (at != std::string::npos) command.replace(at, 6, impl_flag(check.task, impl));
   return command;

@@ -40,13 +40,13 @@ void add_jobs(const TaskGrade& grade, std::uint64_t seed, std::vector<CheckJob>&
 }
 
 // Fills the grades' checks from `runs`, in the order add_jobs made the jobs.
-void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs) {
+void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, const std::string& program) {
   std::size_t next = 0;
   for (TaskGrade* grade : grades) {
     for (GradedCheck& g : grade->checks) {
       g.run = runs[next++];
       g.earned = round_points(g.check.points * std::clamp(g.run.outcome.fraction, 0.0, 1.0));
-      g.show = show_command(g.check, grade->impl);
+      g.show = show_command(g.check, grade->impl, program);
     }
   }
 }
@@ -93,7 +93,7 @@ GradeReport grade(const GradeRequest& request) {
   const std::vector<CheckRun> runs = run_isolated(jobs, request.limits);
   std::vector<TaskGrade*> grades;
   for (TaskGrade& t : report.tasks) grades.push_back(&t);
-  fill(grades, runs);
+  fill(grades, runs, request.program);
   report.seconds = seconds_since(start);
   return report;
 }
@@ -123,7 +123,7 @@ MutantsReport grade_mutants(const std::vector<int>& tasks, const std::vector<Che
     add_jobs(m.grade, seed, jobs);
     grades.push_back(&m.grade);
   }
-  fill(grades, run_isolated(jobs, limits));
+  fill(grades, run_isolated(jobs, limits), kShowProgram);
   report.seconds = seconds_since(start);
   return report;
 }

@@ -22,13 +22,15 @@ struct GradeRequest {
   std::vector<Check> extra;   // a course's held-out cases (grading_cases.hpp), graded with their task
   std::uint64_t seed = 0;
   IsolationLimits limits;
+  // How the diagnostics' "see it" commands call fsdplab: a path that runs it from the repository's root.
+  std::string program = kShowProgram;
 };
 
 struct GradedCheck {
   Check check;
   CheckRun run;
   double earned = 0;   // points
-  std::string show;    // the dashboard command, with the graded --impl
+  std::string show;    // the dashboard command, with the graded --impl and the request's program
 };
 
 struct TaskGrade {

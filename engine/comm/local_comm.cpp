@@ -18,6 +18,12 @@
 
 namespace fsdplab {
 
+std::string rank_failed_text(int rank, std::string_view reason) {
+  const std::string named = "rank " + std::to_string(rank) + ": ";
+  if (reason.starts_with(named)) reason.remove_prefix(named.size());
+  return "rank " + std::to_string(rank) + " failed: " + std::string(reason);
+}
+
 // A collective meets three times, so that one rank's data can be read by its peers in place:
 //   0 arrived        fingerprints compared, start time agreed (before the op is launched);
 //   1 launched       inside the op's body: every rank passed its launch checks, so none will unwind
@@ -162,8 +168,8 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
   const std::string where = describe(round.calls[static_cast<std::size_t>(seat.index)], seat.seq, members) +
                             " of group " + group_str(members);
   if (failure_)
-    fail_as<PeerFailed>("rank ", me, " stopped waiting in ", where, ": rank ", failure_->rank, " failed: ",
-                        failure_->reason);
+    fail_as<PeerFailed>("rank ", me, " stopped waiting in ", where, ": ",
+                        rank_failed_text(failure_->rank, failure_->reason));
   std::vector<int> missing;
   for (std::size_t i = 0; i < members.size(); ++i)
     if (!round.reached[p][i]) missing.push_back(members[i]);

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct RankFailure {
   int rank = -1;
   std::string reason;
 };
+
+// "rank 2 failed: REASON", the rank named once: a REASON that names the same rank first ("rank 2: stream compute
+// waits on event ...", as the sim device's errors do) gives "rank 2 failed: stream compute waits on event ...".
+std::string rank_failed_text(int rank, std::string_view reason);
 
 class LocalWorld {
  public:

@@ -63,9 +63,9 @@ void run_world(int world, const std::function<void(int rank, LocalWorld& world)>
     const auto& reason = own_failures[static_cast<std::size_t>(r)];
     if (!reason) continue;
     if (stops[static_cast<std::size_t>(r)]) std::rethrow_exception(stops[static_cast<std::size_t>(r)]);
-    fail("rank ", r, " failed: ", *reason);
+    fail(rank_failed_text(r, *reason));
   }
-  if (const auto failure = local.failure()) fail("rank ", failure->rank, " failed: ", failure->reason);
+  if (const auto failure = local.failure()) fail(rank_failed_text(failure->rank, failure->reason));
 }
 
 }  // namespace fsdplab

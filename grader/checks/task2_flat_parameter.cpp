@@ -36,31 +36,75 @@ std::string sizes_text(const Params& p) {
   return "[" + s + "]";
 }
 
-// The first difference between two layouts, "" when none.
-std::string layout_difference(const FlatParamLayout& got, const FlatParamLayout& want) {
+// What a comparison with the reference found first. A check's cause follows from it: a layout whose padded_numel
+// alone differs is the padding check's subject, one whose offsets differ the alignment check's, and a check that
+// meets either names that check and the mistake instead of its own cause; a slice difference says which field of
+// which slice is off, and in which space it was counted.
+struct Finding {
+  enum class Kind { none, padding, offsets, layout, slices };
+  Kind kind = Kind::none;
+  std::string text;   // the difference, for `got`
+  std::string cause;  // the mistake it shows, "" where only the check knows what to suspect
+  bool found() const { return kind != Kind::none; }
+};
+
+// What a padded_numel of `got` says, when used_numel `used` at W = `world` should give `want`.
+std::string padding_mistake(std::int64_t used, std::int64_t got, std::int64_t want, int world) {
+  const std::string formula = "round used_numel up to the next multiple of W, (used + W - 1) / W * W";
+  if (got == used) return "no padding: padded_numel = used_numel, which W does not divide; " + formula;
+  if (used % world == 0 && got == want + world)
+    return "padding off by one: used_numel " + std::to_string(used) +
+           " is already a multiple of W = " + std::to_string(world) +
+           " and got a whole extra chunk, (used / W + 1) * W; pad only when it is not: " + formula;
+  if (got < used) return "padded_numel below used_numel: the buffer cannot hold the parameters; " + formula;
+  if (got % world != 0) return "padded_numel not a multiple of W: the shards are not equal; " + formula;
+  return "padded past the next multiple of W: every gather moves the extra chunks; " + formula;
+}
+
+// The first difference between two layouts; nothing found when equal.
+Finding layout_difference(const FlatParamLayout& got, const FlatParamLayout& want) {
   std::ostringstream s;
   if (got.entries.size() != want.entries.size()) {
     s << got.entries.size() << " entries for " << want.entries.size() << " parameters";
-    return s.str();
+    return {Finding::Kind::layout, s.str(), ""};
   }
   for (std::size_t i = 0; i < want.entries.size(); ++i) {
     const FlatParamEntry &g = got.entries[i], &w = want.entries[i];
-    if (g.param != w.param)
+    if (g.param != w.param) {
       s << "entry " << i << " is '" << (g.param ? g.param->name : "null") << "', expected '" << w.param->name
         << "' (keep the order given)";
-    else if (g.offset != w.offset)
+      return {Finding::Kind::layout, s.str(), ""};
+    }
+    if (g.offset != w.offset) {
       s << "'" << w.param->name << "' starts at element " << g.offset << ", expected " << w.offset;
-    else if (g.numel != w.numel) s << "'" << w.param->name << "' has numel " << g.numel << ", expected " << w.numel;
-    if (!s.str().empty()) return s.str();
+      return {Finding::Kind::offsets, s.str(),
+              g.offset % want.align != 0
+                  ? "alignment left out: an offset that is not a multiple of align; each parameter starts at the "
+                    "end of the previous one rounded UP to a multiple of align"
+                  : "an offset past the next multiple of align after the previous parameter's end: round the end "
+                    "up once, (end + align - 1) / align * align"};
+    }
+    if (g.numel != w.numel) {
+      s << "'" << w.param->name << "' has numel " << g.numel << ", expected " << w.numel;
+      return {Finding::Kind::layout, s.str(), ""};
+    }
   }
-  if (got.used_numel != want.used_numel) s << "used_numel " << got.used_numel << ", expected " << want.used_numel;
-  else if (got.padded_numel != want.padded_numel)
+  if (got.used_numel != want.used_numel) {
+    s << "used_numel " << got.used_numel << ", expected " << want.used_numel;
+    return {Finding::Kind::layout, s.str(), ""};
+  }
+  if (got.padded_numel != want.padded_numel) {
     s << "padded_numel " << got.padded_numel << ", expected " << want.padded_numel << " (used " << want.used_numel
       << " rounded up to a multiple of W = " << want.world << ")";
-  else if (got.world != want.world || got.align != want.align)
+    return {Finding::Kind::padding, s.str(),
+            padding_mistake(want.used_numel, got.padded_numel, want.padded_numel, want.world)};
+  }
+  if (got.world != want.world || got.align != want.align) {
     s << "world " << got.world << " and align " << got.align << " recorded, expected " << want.world << " and "
       << want.align;
-  return s.str();
+    return {Finding::Kind::layout, s.str(), ""};
+  }
+  return {};
 }
 
 std::string slice_text(const ShardSlice& s) {
@@ -70,36 +114,112 @@ std::string slice_text(const ShardSlice& s) {
   return o.str();
 }
 
-std::string slices_difference(const std::vector<ShardSlice>& got, const std::vector<ShardSlice>& want, int rank) {
-  const std::size_t n = std::max(got.size(), want.size());
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::string g = i < got.size() ? slice_text(got[i]) : "nothing";
-    const std::string w = i < want.size() ? slice_text(want[i]) : "nothing";
-    if (g != w) return "rank " + std::to_string(rank) + ", slice " + std::to_string(i) + ": " + g + ", expected " + w;
+std::string slices_text(const std::vector<ShardSlice>& slices) {
+  std::string text;
+  for (const ShardSlice& s : slices) text += slice_text(s);
+  return text;
+}
+
+// A slice `g` that should be `w` (rank `rank`'s of `layout`, both there, of one parameter and count) whose
+// param_begin or shard_offset is the right element counted in another space; "" when it is not that.
+std::string space_mistake(const ShardSlice& g, const ShardSlice& w, const FlatParamLayout& layout, int rank) {
+  if (g.param != w.param || g.count != w.count) return "";
+  const std::int64_t lo = rank * layout.shard_numel() + w.shard_offset;  // the overlap's first flat element
+  if (g.shard_offset == w.shard_offset && g.param_begin != w.param_begin) {
+    if (g.param_begin == w.shard_offset)
+      return "param_begin in shard space (lo - begin, the slice's offset in the shard) instead of in the "
+             "parameter's own (lo - e.offset)";
+    if (g.param_begin == lo) return "param_begin in flat space (lo) instead of in the parameter's own (lo - e.offset)";
+  }
+  if (g.param_begin == w.param_begin && g.shard_offset != w.shard_offset) {
+    if (g.shard_offset == w.param_begin)
+      return "shard_offset in parameter space (lo - e.offset) instead of in the shard's (lo - begin)";
+    if (g.shard_offset == lo) return "shard_offset in flat space (lo) instead of in the shard's (lo - begin)";
   }
   return "";
 }
 
-// Plans `sizes` for `world` and compares layout and every rank's slices with the reference; "" when equal.
-std::string compare_plan(const CheckContext& c, const std::vector<std::int64_t>& sizes, int world, std::int64_t align,
-                         bool slices) {
+// What a slice `g` that should be `w` (either may be missing) shows of the slices' choice or size; "" where
+// nothing stands out.
+std::string slice_mistake(const ShardSlice* g, const ShardSlice* w) {
+  if (!g)
+    return w->count < w->param->numel()
+               ? "a parameter cut by a chunk boundary left out: every entry that overlaps the chunk gets a slice of "
+                 "the part inside it, even when the rest is on another rank"
+               : "a slice left out: every entry that overlaps [rank * shard_numel, (rank + 1) * shard_numel) gets one";
+  if (!w || g->param != w->param)
+    return g->count == 0 ? "empty slices (count 0) kept: an entry that does not overlap the chunk gets no slice"
+                         : "a slice of a parameter this slot does not hold: one slice per entry overlapping the chunk, "
+                           "in flat order";
+  if (g->count != w->count)
+    return "a slice's count: the overlap of the parameter with the chunk, min(e.offset + numel, end) - "
+           "max(e.offset, begin); a parameter cut by a chunk boundary gives each side its part";
+  return "";
+}
+
+// Rank `rank`'s slices beside the reference's (`want[q]` is rank q's); nothing found when equal. The cause: a
+// field counted in another space, else the slices of another rank's chunk, else what the slice shows.
+Finding slices_difference(const std::vector<ShardSlice>& got, const std::vector<std::vector<ShardSlice>>& want,
+                          const FlatParamLayout& layout, int rank) {
+  const std::vector<ShardSlice>& mine = want[static_cast<std::size_t>(rank)];
+  const std::size_t n = std::max(got.size(), mine.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const ShardSlice* g = i < got.size() ? &got[i] : nullptr;
+    const ShardSlice* w = i < mine.size() ? &mine[i] : nullptr;
+    const std::string gt = g ? slice_text(*g) : "nothing", wt = w ? slice_text(*w) : "nothing";
+    if (gt == wt) continue;
+    Finding f{Finding::Kind::slices,
+              "rank " + std::to_string(rank) + ", slice " + std::to_string(i) + ": " + gt + ", expected " + wt, ""};
+    if (g && w) f.cause = space_mistake(*g, *w, layout, rank);
+    for (int q = 0; q < layout.world && f.cause.empty(); ++q)
+      if (q != rank && !got.empty() && slices_text(got) == slices_text(want[static_cast<std::size_t>(q)]))
+        f.cause = "rank " + std::to_string(rank) + " given the slices of rank " + std::to_string(q) +
+                  "'s chunk: rank r's chunk is [r * shard_numel, (r + 1) * shard_numel)";
+    if (f.cause.empty()) f.cause = slice_mistake(g, w);
+    return f;
+  }
+  return {};
+}
+
+// Plans `sizes` for `world` and compares layout and every rank's slices (taken of the reference's layout) with
+// the reference's; nothing found when equal. A layout that differs only in padded_numel is reported once the
+// slices were compared too: a slice difference is this check's own subject and is reported first.
+Finding compare_plan(const CheckContext& c, const std::vector<std::int64_t>& sizes, int world, std::int64_t align,
+                     bool slices) {
   Params mine(sizes);
   const FlatParamLayout want = reference(c).plan(mine.pointers, world, align);
   const FlatParamLayout got = graded(c).plan(mine.pointers, world, align);
   const std::string where = "parameters of " + sizes_text(mine) + " elements at W = " + std::to_string(world) +
                             ", align " + std::to_string(align) + ": ";
-  if (std::string d = layout_difference(got, want); !d.empty()) return where + d;
-  if (!slices) return "";
+  Finding layout = layout_difference(got, want);
+  layout.text = where + layout.text;
+  if (!slices || (layout.found() && layout.kind != Finding::Kind::padding)) return layout.found() ? layout : Finding{};
+  std::vector<std::vector<ShardSlice>> wanted;
+  for (int r = 0; r < world; ++r) wanted.push_back(reference(c).shard_slices(want, r));
   for (int r = 0; r < world; ++r)
-    if (std::string d = slices_difference(graded(c).shard_slices(want, r), reference(c).shard_slices(want, r), r);
-        !d.empty())
-      return where + d;
-  return "";
+    if (Finding f = slices_difference(graded(c).shard_slices(want, r), wanted, want, r); f.found()) {
+      f.text = where + f.text;
+      return f;
+    }
+  return layout.found() ? layout : Finding{};
 }
 
-CheckOutcome from_difference(const std::string& difference, std::string expected, std::string cause) {
-  if (difference.empty()) return CheckOutcome::pass();
-  return CheckOutcome::fail(std::move(expected), difference, std::move(cause));
+// The cause a check gives for `f`: another check's subject is named with the mistake it shows; otherwise what
+// the difference shows, or, where it shows nothing definite, the check's own suspicion `own`.
+std::string cause_of(const Finding& f, const std::string& own) {
+  switch (f.kind) {
+    case Finding::Kind::padding:
+      return "the layout's padded_numel differs (see the padding check): " + f.cause;
+    case Finding::Kind::offsets:
+      return "the layout's offsets differ (see the alignment check): " + f.cause;
+    default:
+      return f.cause.empty() ? own : f.cause;
+  }
+}
+
+CheckOutcome from_finding(const Finding& f, std::string expected, const std::string& own_cause) {
+  if (!f.found()) return CheckOutcome::pass();
+  return CheckOutcome::fail(std::move(expected), f.text, cause_of(f, own_cause));
 }
 
 Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run) {
@@ -107,56 +227,62 @@ Check make(std::string id, std::string title, int points, std::function<CheckOut
 }
 
 CheckOutcome padding_to_a_multiple_of_w(const CheckContext& c) {
-  std::string d;
+  Finding f;
   for (const auto& [sizes, world] : std::vector<std::pair<std::vector<std::int64_t>, int>>{
            {{100, 10, 10, 50}, 4}, {{100, 10, 10, 52}, 4}, {{7, 5}, 3}, {{8}, 8}, {{9}, 2}, {{5, 3, 4}, 1}})
-    if (d.empty()) d = compare_plan(c, sizes, world, 1, false);
-  return from_difference(
-      d, "used_numel as the parameters need it, padded_numel = used_numel rounded up to a multiple of W",
-      "padding off by one: pad only when used_numel is not already a multiple of W, and to the "
-      "next multiple, (used + W - 1) / W * W");
+    if (!f.found()) f = compare_plan(c, sizes, world, 1, false);
+  if (!f.found()) return CheckOutcome::pass();
+  // This check's subject: the padding's mistake as it is, without the pointer to this very check.
+  return CheckOutcome::fail(
+      "used_numel as the parameters need it, padded_numel = used_numel rounded up to a multiple of W", f.text,
+      f.kind == Finding::Kind::padding
+          ? f.cause
+          : cause_of(f,
+                     "the layout differs before any padding: one entry per parameter in the order given, each "
+                     "at the end of the previous one (align 1 here), used_numel the end of the last"));
 }
 
 CheckOutcome offsets_aligned_in_order(const CheckContext& c) {
-  std::string d;
+  Finding f;
   for (const auto& [sizes, world] :
        std::vector<std::pair<std::vector<std::int64_t>, int>>{{{3, 5, 1}, 3}, {{4, 4, 9}, 2}, {{1, 1, 1, 1}, 4}})
-    if (d.empty()) d = compare_plan(c, sizes, world, 4, false);
-  return from_difference(d, "each offset rounded up to a multiple of align (the gaps count in used_numel)",
-                         "alignment left out, or applied to the sizes instead of the offsets");
+    if (!f.found()) f = compare_plan(c, sizes, world, 4, false);
+  const std::string expected = "each offset rounded up to a multiple of align (the gaps count in used_numel)";
+  if (f.kind == Finding::Kind::offsets) return CheckOutcome::fail(expected, f.text, f.cause);  // this check's subject
+  return from_finding(f, expected, "alignment left out, or applied to the sizes instead of the offsets");
 }
 
 CheckOutcome each_rank_holds_its_slices(const CheckContext& c) {
-  std::string d = compare_plan(c, {100, 10, 10, 50}, 4, 1, true);
-  if (d.empty()) d = compare_plan(c, {64, 16, 64, 16}, 2, 4, true);
-  return from_difference(
-      d, "rank r's shard is flat elements [r * shard_numel, (r + 1) * shard_numel)",
-      "the slices of the wrong rank's chunk, or offsets counted from the parameter instead of the shard");
+  Finding f = compare_plan(c, {100, 10, 10, 50}, 4, 1, true);
+  if (!f.found()) f = compare_plan(c, {64, 16, 64, 16}, 2, 4, true);
+  return from_finding(f, "rank r's shard is flat elements [r * shard_numel, (r + 1) * shard_numel)",
+                      "the slices of the wrong rank's chunk, or a slice's offsets counted in the wrong space: "
+                      "param_begin in the parameter's (lo - e.offset), shard_offset in the shard's (lo - begin)");
 }
 
 CheckOutcome odd_world_sizes_and_random_sizes(const CheckContext& c) {
   std::mt19937 rng(11);
-  std::string d;
-  for (int trial = 0; trial < 40 && d.empty(); ++trial) {
+  Finding f;
+  for (int trial = 0; trial < 40 && !f.found(); ++trial) {
     std::vector<std::int64_t> sizes(1 + rng() % 6);
     for (auto& n : sizes) n = 1 + static_cast<std::int64_t>(rng() % 40);
     const int world = 3 + 2 * static_cast<int>(rng() % 3);
-    d = compare_plan(c, sizes, world, 1 + static_cast<std::int64_t>(rng() % 4), true);
+    f = compare_plan(c, sizes, world, 1 + static_cast<std::int64_t>(rng() % 4), true);
   }
-  return from_difference(d, "the reference's layout and slices for every case",
-                         "a computation that only works when W divides the sizes (integer division rounding down)");
+  return from_finding(f, "the reference's layout and slices for every case",
+                      "a computation that only works when W divides the sizes (integer division rounding down)");
 }
 
 // 30 + 30 over W = 4 (shard 15): p0 is rank 0's and half of rank 1's; p1 is cut between ranks 2 and 3... and rank 1.
 CheckOutcome a_cut_parameter_split_in_two(const CheckContext& c) {
-  return from_difference(compare_plan(c, {30, 30}, 4, 1, true), "p0 [0, 15) on rank 0, p0 [15, 30) on rank 1, then p1",
-                         "a parameter assigned whole to the rank where it starts");
+  return from_finding(compare_plan(c, {30, 30}, 4, 1, true), "p0 [0, 15) on rank 0, p0 [15, 30) on rank 1, then p1",
+                      "a parameter assigned whole to the rank where it starts");
 }
 
 CheckOutcome no_slice_for_a_rank_owning_none(const CheckContext& c) {
-  return from_difference(compare_plan(c, {40, 2, 2, 40}, 4, 1, true),
-                         "the two small parameters on rank 1 alone; ranks 0, 2 and 3 without a slice of them",
-                         "empty slices (count 0) kept, or a slice given to every rank");
+  return from_finding(compare_plan(c, {40, 2, 2, 40}, 4, 1, true),
+                      "the two small parameters on rank 1 alone; ranks 0, 2 and 3 without a slice of them",
+                      "empty slices (count 0) kept, or a slice given to every rank");
 }
 
 CheckOutcome parameters_are_views_not_copies(const CheckContext& c) {

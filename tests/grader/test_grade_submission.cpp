@@ -1,10 +1,12 @@
-// `fsdplab grade --submission` (app/grade_submission.cpp) stages the submission's nine files in its build tree:
-// a file whose content changed is staged newer than what the last build made from it, even when the new
-// submission carries older times (cp -p, tar, unzip keep them), so ninja recompiles it; an unchanged file
-// keeps its time and is not recompiled. (The build itself takes minutes and is not run here.)
+// `fsdplab grade --submission` (app/grade_submission.cpp) names the submission in the gradebook JSON, and stages
+// the submission's nine files in its build tree: a file whose content changed is staged newer than what the last
+// build made from it, even when the new submission carries older times (cp -p, tar, unzip keep them), so ninja
+// recompiles it; an unchanged file keeps its time and is not recompiled. (The build itself takes minutes and is
+// not run here.)
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "app/grade_submission.hpp"
 #include "test_support.hpp"
@@ -40,6 +42,32 @@ TEST_F(GradeSubmission, AChangedFileIsRecompiledEvenWhenItsTimeIsOlder) {
   EXPECT_EQ(fs::last_write_time(staging / files.at(0).lexically_relative("labs")), built)
       << "an unchanged file would be recompiled";
   EXPECT_TRUE(app::stage_submission(labs, staging).empty());
+}
+
+// The gradebook a submission's grade wrote names the folder graded, as given and absolute: a course grading many
+// submissions reads which one from the file, not from the file's name. What the grade wrote stays as it was.
+TEST_F(GradeSubmission, TheGradebookNamesTheSubmission) {
+  const fs::path json = path("grade.json");
+  spit(json, R"({"impl": "student", "points": 5, "tasks": [{"task": 2, "impl": "student"}]})");
+  const fs::path given = path("subs") / "alice" / "..";
+  app::record_submission(json, given / "bob/");
+  const nlohmann::json grade = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(grade["submission"]["path"], (given / "bob/").string());
+  EXPECT_EQ(grade["submission"]["absolute"], path("subs/bob").string());
+  EXPECT_EQ(grade["impl"], "student");
+  EXPECT_EQ(grade["points"], 5);
+  EXPECT_EQ(grade["tasks"][0]["task"], 2);
+  // A relative path is kept as given beside its absolute form.
+  const fs::path here = fs::current_path();
+  fs::current_path(dir());
+  app::record_submission(json, "subs/carol");
+  fs::current_path(here);
+  const nlohmann::json again = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(again["submission"]["path"], "subs/carol");
+  EXPECT_EQ(again["submission"]["absolute"], path("subs/carol").string());
+  spit(json, "{not json");
+  EXPECT_TRUE(
+      testing::contains(testing::error_of([&] { app::record_submission(json, "subs/carol"); }), "is not valid JSON"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/train/world.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/grade_report.hpp"
 #include "grader/grading.hpp"
@@ -63,13 +64,18 @@ const Check& check_named(const std::vector<Check>& checks, const std::string& id
   throw Error("no check '" + id + "'");
 }
 
-std::vector<CheckRun> run_task2(const FlatParameterTask& impl, const std::vector<std::string>& ids, double seconds) {
-  static const std::vector<Check> checks = task_checks(2);
+// Task `task`'s checks `ids`, each in its own process, with `impl` in the task's slot.
+std::vector<CheckRun> run_checks(int task, const FsdpTask& impl, const std::vector<std::string>& ids, double seconds) {
+  const std::vector<Check> checks = task_checks(task);
   FsdpTasks tasks = reference_tasks();
-  tasks.set(2, impl);
+  tasks.set(task, impl);
   std::vector<CheckJob> jobs;
   for (const std::string& id : ids) jobs.push_back({&check_named(checks, id), tasks, "student", 0});
   return run_isolated(jobs, {seconds, 2});
+}
+
+std::vector<CheckRun> run_task2(const FlatParameterTask& impl, const std::vector<std::string>& ids, double seconds) {
+  return run_checks(2, impl, ids, seconds);
 }
 
 TEST(GraderIsolation, ACrashCostsOnlyTheChecksThatCallTheCrashingMethod) {
@@ -98,6 +104,105 @@ TEST(GraderIsolation, AHangCostsOnlyItsChecksAndTheGraderGoesOn) {
     EXPECT_EQ(runs[i].outcome.fraction, 0);
     EXPECT_EQ(runs[i].outcome.got, "check timed out after 2 s");
   }
+}
+
+// Task 2 with no padding at all (padded_numel = used_numel); the rest is the reference's.
+class NoPadding final : public FlatParameterTask {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    FlatParamLayout layout = reference_flat_parameter().plan(params, world, align);
+    layout.padded_numel = layout.used_numel;
+    return layout;
+  }
+  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
+    return reference_flat_parameter().shard_slices(layout, rank);
+  }
+  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
+    reference_flat_parameter().point_views(layout, flat, field);
+  }
+};
+
+// One padding mistake is named as what it is, in the padding check and in every check whose layout it changes:
+// no check blames its own suspect (alignment, rounding down, a parameter given whole, empty slices) for it.
+TEST(GraderDiagnostics, APaddingMistakeIsNamedWhereverTheLayoutShowsIt) {
+  static const NoPadding no_padding;
+  const std::vector<CheckRun> none = run_task2(no_padding, {"padding", "alignment"}, 60);
+  ASSERT_EQ(none[0].outcome.fraction, 0) << none[0].outcome.got;
+  EXPECT_TRUE(contains(none[0].outcome.cause, "no padding: padded_numel = used_numel")) << none[0].outcome.cause;
+  EXPECT_FALSE(contains(none[0].outcome.cause, "off by one")) << none[0].outcome.cause;
+  ASSERT_EQ(none[1].outcome.fraction, 0) << none[1].outcome.got;  // a wrong layout is still wrong
+  EXPECT_TRUE(contains(none[1].outcome.got, "padded_numel 13, expected 15")) << none[1].outcome.got;
+  EXPECT_TRUE(contains(none[1].outcome.cause, "the layout's padded_numel differs (see the padding check): no padding"))
+      << none[1].outcome.cause;
+  EXPECT_FALSE(contains(none[1].outcome.cause, "alignment left out")) << none[1].outcome.cause;
+
+  const FsdpTask& off_by_one = find_mutant(2, "padding-off-by-one").impl();
+  const std::vector<std::string> ids = {"padding", "slices", "odd-world", "cut-parameter", "rank-owns-none"};
+  const std::vector<CheckRun> runs = run_checks(2, off_by_one, ids, 60);
+  EXPECT_TRUE(contains(runs[0].outcome.cause, "padding off by one: used_numel")) << runs[0].outcome.cause;
+  for (std::size_t i = 1; i < ids.size(); ++i) {
+    EXPECT_EQ(runs[i].outcome.fraction, 0) << ids[i];
+    EXPECT_TRUE(contains(runs[i].outcome.got, "padded_numel")) << ids[i] << ": " << runs[i].outcome.got;
+    EXPECT_TRUE(contains(runs[i].outcome.cause,
+                         "the layout's padded_numel differs (see the padding check): padding off by one"))
+        << ids[i] << ": " << runs[i].outcome.cause;
+  }
+}
+
+// A slice's wrong field is named in the space it was counted in: param_begin counted in the shard is not read as
+// "offsets counted from the parameter", and the slices of another rank's chunk say whose.
+TEST(GraderDiagnostics, ASliceMistakeIsNamedByWhatTheSlicesShow) {
+  const std::vector<CheckRun> shard_space =
+      run_checks(2, find_mutant(2, "param-begin-in-shard-space").impl(), {"slices", "cut-parameter"}, 60);
+  for (const CheckRun& run : shard_space) {
+    EXPECT_EQ(run.outcome.fraction, 0) << run.outcome.got;
+    EXPECT_TRUE(contains(run.outcome.cause, "param_begin in shard space (lo - begin")) << run.outcome.cause;
+    EXPECT_TRUE(contains(run.outcome.cause, "(lo - e.offset)")) << run.outcome.cause;
+    EXPECT_FALSE(contains(run.outcome.cause, "counted from the parameter instead of the shard")) << run.outcome.cause;
+  }
+  const std::vector<CheckRun> wrong_rank = run_checks(2, find_mutant(2, "wrong-rank-slices").impl(), {"slices"}, 60);
+  EXPECT_TRUE(contains(wrong_rank[0].outcome.cause, "rank 0 given the slices of rank 1's chunk"))
+      << wrong_rank[0].outcome.cause;
+  const std::vector<CheckRun> dropped =
+      run_checks(2, find_mutant(2, "drops-cut-parameters").impl(), {"cut-parameter"}, 60);
+  EXPECT_TRUE(contains(dropped[0].outcome.cause, "a parameter cut by a chunk boundary left out"))
+      << dropped[0].outcome.cause;
+}
+
+// An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
+// "rank 0 failed: rank 0: stream ..."), and what stopped it, not a generic "threw".
+TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
+  const std::vector<CheckRun> runs = run_checks(3, find_mutant(3, "never-records").impl(), {"no-host-sync"}, 60);
+  const CheckOutcome& o = runs[0].outcome;
+  EXPECT_EQ(runs[0].end, CheckEnd::threw) << o.got;
+  EXPECT_TRUE(contains(o.got,
+                       "the run stopped with an error: rank 0 failed: stream compute waits on event "
+                       "'gathered', which was never recorded"))
+      << o.got;
+  EXPECT_FALSE(contains(o.got, "failed: rank 0:")) << o.got;
+  EXPECT_FALSE(contains(o.cause, "threw where")) << o.cause;
+  // At its cause, run_world: a reason that names its rank is not prefixed with it again; another's is.
+  const auto raised = [](const std::string& reason) {
+    return error_of([&] {
+      run_world(2, [&](int rank, LocalWorld&) {
+        if (rank == 1) throw Error(reason);
+      });
+    });
+  };
+  EXPECT_EQ(raised("rank 1: stream compute waits"), "rank 1 failed: stream compute waits");
+  EXPECT_EQ(raised("rank 10: elsewhere"), "rank 1 failed: rank 10: elsewhere");
+  EXPECT_EQ(raised("disk full"), "rank 1 failed: disk full");
+}
+
+// Every "see it" command calls fsdplab by a path that runs it from the repository's root, as the READMEs do.
+TEST(GraderDiagnostics, SeeItCommandsCallFsdplabByItsPath) {
+  const std::vector<Check> checks = task_checks(2);
+  const Check& views = check_named(checks, "views");
+  EXPECT_EQ(show_command(views, "student"),
+            "build/app/fsdplab gui --model gpt2 --world 3 --impl 2=student --compare impl");
+  EXPECT_EQ(show_command(views, "mutant:views-that-copy", "build-asan/app/fsdplab"),
+            "build-asan/app/fsdplab gui --model gpt2 --world 3 --impl 2=mutant:views-that-copy --compare impl");
+  EXPECT_EQ(GradeRequest{}.program, "build/app/fsdplab");
 }
 
 // And the same diagnostics: never-records fails on both ranks at once, and the rank its diagnostic names must

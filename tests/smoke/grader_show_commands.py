@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Every check's "see it" command is one the dashboard takes, and stops where it says.
 
+Each calls fsdplab by a path that, from the repository's root, is the binary that graded (build/app/fsdplab, as the
+labs' READMEs run it): a student pastes it as printed.
+
 Grades the untouched skeleton (every check loses its points, so every diagnostic carries its command) with
 --json, then runs each distinct command with the implementation of a task and no display: fsdplab must get
 past its argument checks to the point where it needs the window ("no display"), or, for `fsdplab run`, to the
@@ -20,6 +23,7 @@ import sys
 import tempfile
 
 fsdplab = os.path.realpath(sys.argv[1])
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 env = dict(os.environ, DISPLAY="", WAYLAND_DISPLAY="", OPENBLAS_NUM_THREADS="1")
 with tempfile.TemporaryDirectory() as scratch:
     report = os.path.join(scratch, "grade.json")
@@ -30,8 +34,8 @@ with tempfile.TemporaryDirectory() as scratch:
     failed = 0
     for command in commands:
         argv = shlex.split(command)
-        if argv[0] != "fsdplab":
-            print(f"FAIL: not an fsdplab command: {command}")
+        if os.path.realpath(os.path.join(root, argv[0])) != fsdplab:
+            print(f"FAIL: not {os.path.relpath(fsdplab, root)} from the repository's root: {command}")
             failed += 1
             continue
         try:
