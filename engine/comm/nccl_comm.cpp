@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "engine/comm/collective_checks.hpp"
+#include "engine/comm/local_comm.hpp"
 #include "engine/runtime/error.hpp"
 
 #if FSDPLAB_HAVE_NCCL
@@ -281,7 +282,7 @@ std::optional<std::string> NcclAbortGroup::failure() const {
 }
 
 void NcclAbortGroup::abort(int rank, const std::string& reason) {
-  give_up("rank " + std::to_string(rank) + " failed: " + reason);
+  give_up(rank_failed_text(rank, reason));  // the rank named once, as LocalComm's failures name it
 }
 
 void NcclAbortGroup::give_up(const std::string& reason) {

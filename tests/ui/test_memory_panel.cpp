@@ -270,6 +270,21 @@ TEST(MemoryPanel, BarsAndChartsShareTheHeadersScale) {
   EXPECT_NEAR(floor - (chart_peak.y0 + chart_peak.y1) / 2, height * 1200 / static_cast<float>(scale), 1.5);
 }
 
+// A 9 KB spike of activations over 1 KB of shards: drawn in the column at `where` (a fraction of the chart's
+// width), a pixel or two wide, and up to the peak line's height (10 KB).
+void expect_spike_drawn(const ImDrawData& data, const MemoryPanel::RankRow& row, double where) {
+  const float w = row.chart_max.x - row.chart_min.x;
+  const Extent drawn = extent(data, mem_tag_color(MemTag::activation), row.chart_min, row.chart_max);
+  ASSERT_GT(drawn.count, 0) << "the peak at " << where << " of the chart is not drawn";
+  EXPECT_NEAR(drawn.x0, row.chart_min.x + w * static_cast<float>(where), 1.5);
+  EXPECT_GE(drawn.x0, row.chart_min.x + 1) << "under the frame's left side";
+  EXPECT_LT(drawn.width(), 2.5f);
+  const Extent peak = extent(data, kPeakColor, ImVec2(row.chart_max.x - 3, row.chart_min.y),
+                             ImVec2(row.chart_max.x + 1, row.chart_max.y));
+  ASSERT_GT(peak.count, 0);
+  EXPECT_NEAR(drawn.y0, (peak.y0 + peak.y1) / 2, 1.5);
+}
+
 TEST(MemoryPanel, APeakShorterThanAPixelShowsWhereItHappened) {
   // 9 KB of activations for 1 ns in a millisecond: a pixel column spans about 1 us. A chart sampled once per
   // column missed it while marking the peak there; each column's highest stack shows it, in the middle and
@@ -288,18 +303,7 @@ TEST(MemoryPanel, APeakShorterThanAPixelShowsWhereItHappened) {
     MemoryPanel panel;
     const std::vector<std::optional<TagBytes>> expected = {std::nullopt};
     const ImDrawData& data = frame(ui, panel, store, expected, 0, kEnd, kEnd);
-    const MemoryPanel::RankRow& row = panel.rows().at(0);
-    const float w = row.chart_max.x - row.chart_min.x;
-    const Extent drawn = extent(data, mem_tag_color(MemTag::activation), row.chart_min, row.chart_max);
-    ASSERT_GT(drawn.count, 0) << "the peak at " << where << " is not drawn";
-    EXPECT_NEAR(drawn.x0, row.chart_min.x + w * static_cast<float>(where), 1.5);
-    EXPECT_GE(drawn.x0, row.chart_min.x + 1) << "under the frame's left side";
-    EXPECT_LT(drawn.width(), 2.5f);
-    // Its top is the peak line's height (10 KB).
-    const Extent peak = extent(data, kPeakColor, ImVec2(row.chart_max.x - 3, row.chart_min.y),
-                               ImVec2(row.chart_max.x + 1, row.chart_max.y));
-    ASSERT_GT(peak.count, 0);
-    EXPECT_NEAR(drawn.y0, (peak.y0 + peak.y1) / 2, 1.5);
+    expect_spike_drawn(data, panel.rows().at(0), where);
   }
 }
 
@@ -322,15 +326,7 @@ TEST(MemoryPanel, APeakFreedAtTheTimeItWasMadeIsDrawn) {
   const MemoryPanel::RankRow& row = panel.rows().at(0);
   EXPECT_EQ(row.peak, 10'000);
   EXPECT_EQ(row.now[at(MemTag::activation)], 0);  // freed: the bar shows what is live after the free
-  const float w = row.chart_max.x - row.chart_min.x;
-  const Extent drawn = extent(data, mem_tag_color(MemTag::activation), row.chart_min, row.chart_max);
-  ASSERT_GT(drawn.count, 0) << "the peak freed at the time it was made is not drawn";
-  EXPECT_NEAR(drawn.x0, row.chart_min.x + w / 2, 1.5);
-  EXPECT_LT(drawn.width(), 2.5f);
-  const Extent peak = extent(data, kPeakColor, ImVec2(row.chart_max.x - 3, row.chart_min.y),
-                             ImVec2(row.chart_max.x + 1, row.chart_max.y));
-  ASSERT_GT(peak.count, 0);
-  EXPECT_NEAR(drawn.y0, (peak.y0 + peak.y1) / 2, 1.5);
+  expect_spike_drawn(data, row, 0.5);
 }
 
 TEST(MemoryPanel, TagsChangingAtOneTimeStackAsTheyWereAtTheTotalsPeak) {
