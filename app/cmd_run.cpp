@@ -306,11 +306,12 @@ int run_training(const RunOptions& options) {
     if (fsdp) std::printf("impl: %s\n", impl_name(impl).c_str());
     if (!run.resume_dir.empty()) std::printf("resume: %s\n", run.resume_dir.c_str());
   }
-  // Every step's report as it comes: a run that stops early (a diverged loss, a peer lost) still writes the
-  // losses of the steps it trained, which show a student where it went wrong.
-  std::vector<StepReport> trained;
+  // Every step's report as it comes (the trainers' result, gathered here rather than returned, so a run that
+  // stops early — a diverged loss, a peer lost — still writes the losses of the steps it trained, which show a
+  // student where it went wrong).
+  std::vector<StepReport> steps;
   const auto on_step = [&](const StepReport& s) {
-    trained.push_back(s);
+    steps.push_back(s);
     constexpr int kBar = 20;
     const int filled = run.steps > 0 ? (s.step + 1) * kBar / run.steps : kBar;
     // A dry run computes no values: its loss is shown as "-". A trained loss that is NaN shows as one.
@@ -333,7 +334,6 @@ int run_training(const RunOptions& options) {
       rank_sinks.push_back(std::make_unique<FanOutSink>(std::move(sinks)));
     }
   }
-  std::vector<StepReport> steps;
   // Outputs that fail after the checks before the run passed: each costs only itself (report_failed_outputs).
   std::vector<std::string> failed;
   const OutputFailed on_output_failed = [&failed](const std::string& message) { failed.push_back(message); };
@@ -344,23 +344,22 @@ int run_training(const RunOptions& options) {
       // --dry-run: meta tensors, no numerics; rank 0's ledger and step time reported (app/dry_run_report.hpp).
       DryRunReport dry;
       sharded.dry_run = options.dry_run;
-      if (options.dry_run) sharded.on_rank_done = dry.capture();
-      steps = train_fsdp(sharded, presets, on_step);
+      if (options.dry_run) dry.watch(sharded);
+      train_fsdp(sharded, presets, on_step);
       if (options.dry_run && reports) dry.print(sharded, presets, steps);
     } else {
-      steps = train_baseline(run, presets, on_step, rank_sinks.empty() ? nullptr : rank_sinks.front().get(),
-                             on_output_failed);
+      train_baseline(run, presets, on_step, rank_sinks.empty() ? nullptr : rank_sinks.front().get(), on_output_failed);
     }
   } catch (const Error&) {
     // Said before the error itself (main prints it), which keeps its type and its text.
-    if (reports && !run.losses_file.empty() && !trained.empty()) {
+    if (reports && !run.losses_file.empty() && !steps.empty()) {
       try {
-        write_losses(run.losses_file, trained);
-        std::fprintf(stderr, "the run stopped after %zu steps; their losses are in %s\n", trained.size(),
+        write_losses(run.losses_file, steps);
+        std::fprintf(stderr, "the run stopped after %zu steps; their losses are in %s\n", steps.size(),
                      run.losses_file.c_str());
       } catch (const Error& not_written) {
         std::fprintf(stderr, "the run stopped after %zu steps; their losses could not be written: %s\n",
-                     trained.size(), not_written.what());
+                     steps.size(), not_written.what());
       }
     }
     throw;

@@ -192,7 +192,7 @@ bool DryRunReport::lecture_applies(const RunConfig& run) {
 }
 
 LectureFigures DryRunReport::lecture_figures(const FsdpRun& fsdp) const {
-  check(captured_, "dry-run report: rank 0's ledger was not captured; install capture() as on_rank_done");
+  check(captured_, "dry-run report: rank 0's ledger was not captured; watch() the run before it runs");
   check(lecture_applies(fsdp.run),
         "dry-run report: the lecture's figures are for --model llama --preset 70b --world 128");
   BuiltModel built = build_model(fsdp.run);
@@ -200,18 +200,24 @@ LectureFigures DryRunReport::lecture_figures(const FsdpRun& fsdp) const {
   return app::lecture_figures(fsdp, built, e, peaks_);
 }
 
-std::function<void(int, Device&)> DryRunReport::capture() {
-  return [this](int rank, Device& device) {
+void DryRunReport::watch(FsdpRun& fsdp) {
+  fsdp.on_rank_done = [this](int rank, Device& device) {
     if (rank != 0) return;
     peaks_ = device.ledger().peak_by_tag();
     peak_total_ = device.ledger().peak_total();
     captured_ = true;
   };
+  fsdp.observers.assign(static_cast<std::size_t>(fsdp.run.world), nullptr);
+  fsdp.observers.front() = &collectives_;
+}
+
+void DryRunReport::CollectiveCount::on_fsdp_event(const FsdpEvent& event) {
+  if (event.kind == FsdpEventKind::collective_issued) ++by_step[event.step][event.collective];
 }
 
 void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets,
                          const std::vector<StepReport>& steps) const {
-  check(captured_, "dry-run report: rank 0's ledger was not captured; install capture() as on_rank_done");
+  check(captured_, "dry-run report: rank 0's ledger was not captured; watch() the run before it runs");
   const RunConfig& run = fsdp.run;
   BuiltModel built = build_model(run);
   const Expected e = expected_memory(fsdp, built);
@@ -279,6 +285,17 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets,
   } else {
     std::printf("  (%s, link %s)\n", device.name.c_str(), link.c_str());
   }
+  // What a lab's schedule is checked by: how many gathers, reductions and all-reduces one step issues.
+  std::printf("collectives issued (rank 0; a prefetch counts in the step that issues it):");
+  for (const auto& [step, kinds] : collectives_.by_step) {
+    if (step >= 5) {
+      std::printf(" ...");
+      break;
+    }
+    std::printf("%s step %d:", step == collectives_.by_step.begin()->first ? "" : ";", step + 1);
+    for (const auto& [kind, count] : kinds) std::printf(" %d %s", count, kind.c_str());
+  }
+  std::printf("\n");
   std::printf("wall time: %.2f s on this host\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
 

@@ -1,13 +1,16 @@
 // dry_run_report.hpp — what `fsdplab run --dry-run` prints after its steps: rank 0's memory, the peak
 // of each ledger tag (param_shard, param_full, grad_shard, grad_full, optim_state, activation,
 // comm_buffer, workspace) beside the analytic model of engine/fsdp/memory_model.hpp where it applies,
-// the steps' simulated times, and for Llama 70B on 128 ranks the lecture's figures next to ours with
+// the steps' simulated times, the collectives rank 0 issued in each step, and for Llama 70B on 128 ranks the lecture's figures next to ours with
 // a line for each place we differ and why.
 #pragma once
 #include <chrono>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "engine/fsdp/fsdp_observer.hpp"
 #include "engine/runtime/memory_ledger.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 
@@ -34,9 +37,11 @@ class DryRunReport {
  public:
   DryRunReport() : start_(std::chrono::steady_clock::now()) {}
 
-  // For FsdpRun::on_rank_done: keeps rank 0's ledger as it stands after its last step. Only rank 0's
-  // thread writes, and the report reads after train_fsdp has joined the ranks.
-  std::function<void(int rank, Device& device)> capture();
+  // Sets `fsdp` up to report to this object, before train_fsdp runs it: rank 0's ledger as it stands after
+  // its last step (on_rank_done), and the collectives rank 0 issues (its FSDP observer; the other ranks get
+  // none and make no events). Only rank 0's thread writes, and the report reads after train_fsdp has joined
+  // the ranks.
+  void watch(FsdpRun& fsdp);
 
   // Prints the report of the dry run `fsdp`, which train_fsdp ran with `presets`, returning rank 0's
   // `steps`. The wall time is counted from this object's construction.
@@ -52,6 +57,13 @@ class DryRunReport {
   bool captured_ = false;
   TagBytes peaks_{};
   std::int64_t peak_total_ = 0;
+  // Rank 0's collectives issued, by step (0-based) and kind ("all_gather"...).
+  class CollectiveCount : public FsdpObserver {
+   public:
+    void on_fsdp_event(const FsdpEvent& event) override;
+    std::map<int, std::map<std::string, int>> by_step;
+  };
+  CollectiveCount collectives_;
 };
 
 }  // namespace fsdplab::app

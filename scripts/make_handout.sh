@@ -183,6 +183,14 @@ It must match the platform it was built on: $(uname -m) ${platform:-Linux}, ${co
 for yours. Made by \`scripts/make_handout.sh\` on $(date -u +%Y-%m-%d).
 EOF
 
+# writeup/README.md indexes the course's writeup too: its row and its closing section about it go, so the
+# handout links nothing it lacks.
+sed -e '/^| \[WRITEUP\.md\](WRITEUP\.md) |/d' -e '/^## WRITEUP\.md and the report$/,$d' "$stage/writeup/README.md" \
+  > "$stage/writeup/README.md.new"
+mv "$stage/writeup/README.md.new" "$stage/writeup/README.md"
+! grep -q 'WRITEUP' "$stage/writeup/README.md" ||
+  fail "writeup/README.md still names WRITEUP.md after its row and its section were cut; keep what names it in those two"
+
 # ---- a repository of its own ---------------------------------------------------------------------------
 (
   unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES

@@ -29,7 +29,7 @@ std::string report_lecture(ReportContext&) {
   validate_fsdp_options(fsdp.options, fsdp.run.world);
   fsdp.dry_run = true;
   DryRunReport dry;
-  fsdp.on_rank_done = dry.capture();
+  dry.watch(fsdp);
   const std::vector<StepReport> steps = train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
   const LectureFigures f = dry.lecture_figures(fsdp);
   const auto gb = [](double v) { return format("%.3f GB", v); };

@@ -85,7 +85,6 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
       if (!dir.empty()) discard_checkpoint_staging(dir);
     }
   } const staging_cleanup{run.checkpoint_dir};
-  const bool observed = !fsdp.observers.empty() || fsdp.control;
 
   std::vector<StepReport> reports;
   run_ranks(plan.layout, [&](RankSeat& seat) {
@@ -104,9 +103,9 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
     // FSDP code's collectives go through these, which report them to the rank's observer when one is set.
     ObservedCommunicator world_comm(comm), shard_comm(*groups.shard), replica_comm(*groups.replica);
     FsdpRank rank{device, world_comm, shard_comm, replica_comm, plan.first};
-    RankEventRelay relay(fsdp.observers.empty() ? nullptr : fsdp.observers[static_cast<std::size_t>(r)], fsdp.control,
-                         fsdp.control_source);
-    if (observed) {
+    FsdpObserver* const observer = fsdp.observers.empty() ? nullptr : fsdp.observers[static_cast<std::size_t>(r)];
+    RankEventRelay relay(observer, fsdp.control, fsdp.control_source);
+    if (observer || fsdp.control) {
       rank.observer = &relay;
       for (ObservedCommunicator* c : {&world_comm, &shard_comm, &replica_comm}) c->report_to(rank);
     }

@@ -39,7 +39,8 @@ struct FsdpRun {
   // checkpoint after `step` completed steps, before the checkpoint is committed. Tests throw here to
   // check that a failing rank leaves the previous checkpoint intact.
   std::function<void(int rank, int step)> on_checkpoint_written;
-  // One FSDP observer per rank (rank r's events, on its thread: fsdp_observer.hpp), or none.
+  // One FSDP observer per rank (rank r's events, on its thread: fsdp_observer.hpp), or none; a rank whose
+  // observer is null makes no events unless `control` is set.
   std::vector<FsdpObserver*> observers;
   // Step-through, pause, stop and pacing (run_control.hpp): each rank calls control->gate(control_source,
   // event) at every FSDP event, after its observer got the event, and while the control holds a rank its

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A handout without the answers (scripts/make_handout.sh), built and graded as a student would:
 #   1. the handout holds no *_reference.cpp, no mutant, no held-out case, no tests/ and not the course's
-#      writeup (WRITEUP.md quotes the references), and a case kept outside grader/cases/held-out/ stops it
+#      writeup (WRITEUP.md quotes the references; writeup/README.md, kept, names it nowhere), and a case kept outside grader/cases/held-out/ stops it
 #      with nothing written; the nine reference
 #      tasks are there only as prebuilt/libfsdplab_reference_tasks.a, without debug information; it is a git
 #      repository with one commit; without the library (and without the sources) it refuses to configure;
@@ -62,6 +62,8 @@ log "made in $(($(seconds) - start)) s"
 
 found="$(cd "$out" && find . -name '*_reference.cpp' -o -name held-out -o -path ./tests -o -name WRITEUP.md)"
 [[ -z "$found" ]] || fail "the handout holds what it must not: $found"
+[[ -f "$out/writeup/report.md" ]] || fail "the handout lacks writeup/report.md, which writeup/README.md indexes"
+! grep -n "WRITEUP" "$out/writeup/README.md" || fail "the handout's writeup/README.md links the WRITEUP.md it lacks"
 mutants="$(cd "$out/labs/mutants" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort | tr '\n' ' ')"
 [[ "$mutants" == "find_mutant.cpp mutant_catalog.cpp mutants.hpp " ]] ||
   fail "labs/mutants should hold only the empty catalogue and the files without mutants; holds: $mutants"
