@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app/dashboard/device_list.hpp"
+#include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
 #include "engine/nn/gpt2_model.hpp"
 #include "engine/nn/llama_model.hpp"
@@ -42,7 +43,7 @@ std::vector<std::string> strings(std::span<const std::string_view> views) { retu
 ControlsPanel::Rect last_item() { return {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()}; }
 
 void error_text(const std::string& text) {
-  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
+  ImGui::PushStyleColor(ImGuiCol_Text, kFailedColor);
   text_wrapped_at_spaces(printable(text));  // never inside a number or a path
   ImGui::PopStyleColor();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
 #include "app/dashboard/remote_panel.hpp"
 #include "engine/train/model_factory.hpp"
@@ -90,7 +91,7 @@ void Dashboard::draw_left() {
     for (const std::string& file : replay_.files) ImGui::BulletText("%s", file.c_str());
     if (!replay_.errors.empty()) {
       ImGui::Separator();
-      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
+      ImGui::PushStyleColor(ImGuiCol_Text, kFailedColor);
       for (const std::string& error : replay_.errors) text_wrapped_at_spaces(error);
       ImGui::PopStyleColor();
     }
