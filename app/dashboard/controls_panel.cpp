@@ -59,6 +59,11 @@ void ControlsPanel::restart(LiveSession& session, SessionSettings settings) {
   }
 }
 
+std::string_view ControlsPanel::run_pause_label(LiveSession& session) {
+  if (session.finished()) return "Run again";
+  return session.control().paused() ? "Run  " : "Pause";  // as wide as each other: Step stays put
+}
+
 void ControlsPanel::draw(LiveSession& session) {
   if (!initialised_) {
     edited_ = session.settings();
@@ -72,13 +77,8 @@ void ControlsPanel::draw(LiveSession& session) {
   // Once every run has finished there is nothing left to pause or step: the first button runs the same
   // settings again instead, and Step is off (so are the keys: Dashboard::handle_keys).
   const bool finished = session.finished();
-  if (finished) {
-    run_pause_label_ = "Run again";
-  } else {
-    run_pause_label_ = control.paused() ? "Run  " : "Pause";  // as wide as each other: Step stays put
-  }
   bool run_again = false;  // done last: a restart replaces `control`, which the panel reads until then
-  if (ImGui::Button(run_pause_label_.c_str())) {
+  if (ImGui::Button(std::string(run_pause_label(session)).c_str())) {
     if (finished) {
       run_again = true;
     } else if (control.paused()) {

@@ -141,7 +141,7 @@ TEST(DashboardLive, ClickOnPausePausesAndSpaceResumes) {
   RunControl& control = dashboard.session()->control();
   frames_until(imgui, dashboard, [&] { return !dashboard.session()->store().source(1).steps.empty(); });
   ASSERT_FALSE(control.paused());
-  EXPECT_EQ(dashboard.controls().run_pause_label(), "Pause");
+  EXPECT_EQ(ControlsPanel::run_pause_label(*dashboard.session()), "Pause");
   const ControlsPanel::Rect pause = dashboard.controls().run_pause_button();
   imgui.click(pause.min, pause.max, [&] { dashboard.frame(); });
   EXPECT_TRUE(control.paused());
@@ -164,7 +164,7 @@ TEST(DashboardLive, FinishedRunsOfferRunAgainInsteadOfPause) {
   frames_until(imgui, dashboard, [&] { return session.finished(); });
   frames_until(imgui, dashboard, [] { return true; });  // the frame that sees them finished
   ControlsPanel& controls = dashboard.controls();
-  EXPECT_EQ(controls.run_pause_label(), "Run again");
+  EXPECT_EQ(ControlsPanel::run_pause_label(session), "Run again");
   ImGuiIO& io = ImGui::GetIO();
   io.KeysDown[io.KeyMap[ImGuiKey_Space]] = true;
   frames_until(imgui, dashboard, [] { return true; });
@@ -184,7 +184,7 @@ TEST(DashboardLive, FinishedRunsOfferRunAgainInsteadOfPause) {
   frames_until(imgui, dashboard, [&] { return session.finished(); });
   frames_until(imgui, dashboard, [] { return true; });
   EXPECT_EQ(session.store().source(0).steps.size(), 2u);  // the same settings, from step 1 again
-  EXPECT_EQ(controls.run_pause_label(), "Run again");
+  EXPECT_EQ(ControlsPanel::run_pause_label(session), "Run again");
 }
 
 // --break: armed before the runs start, so even a one-step run, unpaced, stops at its task's first event
