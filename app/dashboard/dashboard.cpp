@@ -131,7 +131,7 @@ void Dashboard::draw_right() {
   if (session_) {
     const int focus = session_->control().focus().first;  // the step-through's run
     const std::string run = focus < static_cast<int>(trace.sources().size()) ? trace.source(focus).label : "";
-    flat_parameters_.draw(session_->map(), session_->log(), focus, run);
+    flat_parameters_.draw(session_->map(focus), session_->log(), focus, run);
   } else {
     ImGui::TextDisabled("needs a live run");
   }
