@@ -262,8 +262,10 @@ void run_listening(const GuiOptions& o) {
       if (l.source == static_cast<int>(id)) ranks.insert(l.rank);
     std::string drawn;
     for (int r : ranks) drawn += (drawn.empty() ? "" : ", ") + std::to_string(r);
-    std::printf("  %s: lanes of rank %s drawn, %zu steps\n", store.sources()[id].label.c_str(),
-                drawn.empty() ? "(none)" : drawn.c_str(), store.sources()[id].steps.size());
+    const TraceSource& source = store.sources()[id];
+    const std::string failed = source.failure.empty() ? "" : "; failed: " + source.failure;
+    std::printf("  %s: lanes of rank %s drawn, %zu steps%s\n", source.label.c_str(),
+                drawn.empty() ? "(none)" : drawn.c_str(), source.steps.size(), failed.c_str());
   }
 }
 
