@@ -196,7 +196,10 @@ void run_gui(GuiOptions o) {
   window.width = o.width;
   window.height = o.height;
   if (!o.screenshot.empty()) {
-    check(o.screenshot_steps >= 1, "--steps ", o.screenshot_steps, "; expected >= 1");
+    // With --break the shot is in the step after the --steps shown: 0 shows a break in step 1.
+    const int least = o.break_kind.empty() ? 1 : 0;
+    check(o.screenshot_steps >= least, "--steps ", o.screenshot_steps, "; expected >= ", least,
+          o.break_kind.empty() ? "" : " (with --break, 0 stops in step 1)");
     window.screenshot = o.screenshot;
     window.screenshot_after_steps = o.screenshot_steps;
   }
@@ -262,8 +265,10 @@ void run_listening(const GuiOptions& o) {
       if (l.source == static_cast<int>(id)) ranks.insert(l.rank);
     std::string drawn;
     for (int r : ranks) drawn += (drawn.empty() ? "" : ", ") + std::to_string(r);
-    std::printf("  %s: lanes of rank %s drawn, %zu steps\n", store.sources()[id].label.c_str(),
-                drawn.empty() ? "(none)" : drawn.c_str(), store.sources()[id].steps.size());
+    const TraceSource& source = store.sources()[id];
+    const std::string failed = source.failure.empty() ? "" : "; failed: " + source.failure;
+    std::printf("  %s: lanes of rank %s drawn, %zu steps%s\n", source.label.c_str(),
+                drawn.empty() ? "(none)" : drawn.c_str(), source.steps.size(), failed.c_str());
   }
 }
 
@@ -332,12 +337,14 @@ void add_gui_command(CLI::App& app) {
                   "any free port, printed)");
   cmd->add_option("--screenshot", options->screenshot, "Render to this PNG after --steps steps and exit")
       ->check(non_empty("a PNG file"));
-  cmd->add_option("--steps", options->screenshot_steps, "With --screenshot: steps before the shot")
+  cmd->add_option("--steps", options->screenshot_steps,
+                  "With --screenshot: steps before the shot (with --break: whole steps before the one it stops in; "
+                  "0 stops in step 1)")
       ->capture_default_str();
   cmd->add_option("--break", options->break_kind,
                   "Stop the runs at this FSDP event (e.g. 'post-forward'), or at each event of a task's code (task:3; "
-                  "tasks 3 to 8 report events), in the step-through panel; with --screenshot, after --steps steps, "
-                  "and show it");
+                  "tasks 3 to 8 report events), in the step-through panel; with --screenshot, in step --steps + 1 "
+                  "(the first such event after --steps whole steps), and show it");
   // Bounded by what a GL framebuffer and a PNG of it can be here (16384 is the common maximum texture size).
   cmd->add_option("--width", options->width, "Window width in pixels")
       ->capture_default_str()

@@ -350,7 +350,9 @@ int run_training(const RunOptions& options) {
     } else {
       train_baseline(run, presets, on_step, rank_sinks.empty() ? nullptr : rank_sinks.front().get(), on_output_failed);
     }
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    // The dashboard shows the run failed, and why, as its own runs' failures.
+    if (dashboard) dashboard->finish_failed(e.what());
     // Said before the error itself (main prints it), which keeps its type and its text.
     if (reports && !run.losses_file.empty() && !steps.empty()) {
       try {

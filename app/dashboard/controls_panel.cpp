@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app/dashboard/device_list.hpp"
+#include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
 #include "engine/nn/gpt2_model.hpp"
 #include "engine/nn/llama_model.hpp"
@@ -42,7 +43,7 @@ std::vector<std::string> strings(std::span<const std::string_view> views) { retu
 ControlsPanel::Rect last_item() { return {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()}; }
 
 void error_text(const std::string& text) {
-  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
+  ImGui::PushStyleColor(ImGuiCol_Text, kFailedColor);
   text_wrapped_at_spaces(printable(text));  // never inside a number or a path
   ImGui::PopStyleColor();
 }
@@ -58,6 +59,11 @@ void ControlsPanel::restart(LiveSession& session, SessionSettings settings) {
   }
 }
 
+std::string_view ControlsPanel::run_pause_label(LiveSession& session) {
+  if (session.finished()) return "Run again";
+  return session.control().paused() ? "Run  " : "Pause";  // as wide as each other: Step stays put
+}
+
 void ControlsPanel::draw(LiveSession& session) {
   if (!initialised_) {
     edited_ = session.settings();
@@ -71,13 +77,8 @@ void ControlsPanel::draw(LiveSession& session) {
   // Once every run has finished there is nothing left to pause or step: the first button runs the same
   // settings again instead, and Step is off (so are the keys: Dashboard::handle_keys).
   const bool finished = session.finished();
-  if (finished) {
-    run_pause_label_ = "Run again";
-  } else {
-    run_pause_label_ = control.paused() ? "Run  " : "Pause";  // as wide as each other: Step stays put
-  }
   bool run_again = false;  // done last: a restart replaces `control`, which the panel reads until then
-  if (ImGui::Button(run_pause_label_.c_str())) {
+  if (ImGui::Button(std::string(run_pause_label(session)).c_str())) {
     if (finished) {
       run_again = true;
     } else if (control.paused()) {

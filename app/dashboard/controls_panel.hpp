@@ -10,6 +10,7 @@
 #pragma once
 #include <array>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <imgui.h>
@@ -27,7 +28,8 @@ class ControlsPanel {
     ImVec2 min, max;
   };
   Rect run_pause_button() const { return run_pause_; }
-  const std::string& run_pause_label() const { return run_pause_label_; }  // "Run  ", "Pause" or "Run again"
+  // The first button's label in `session`'s state: "Run  " (paused), "Pause" (running) or "Run again" (finished).
+  static std::string_view run_pause_label(LiveSession& session);
   Rect step_button() const { return step_; }
   Rect restart_button() const { return restart_; }
   Rect impl_field() const { return impl_; }
@@ -52,7 +54,6 @@ class ControlsPanel {
   std::string message_;  // the last restart's error, shown until the next try
   std::vector<std::string> devices_;  // probed once, on the first frame
   std::array<char, 128> impl_text_{};  // the impl field's text, from edited_.fsdp.impl each frame
-  std::string run_pause_label_;
   Rect run_pause_, step_, restart_, impl_, world_, nodes_, shard_group_;
   Rect wrap_, reduce_dtype_, buffers_, max_inflight_, offload_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
 #include "app/dashboard/remote_panel.hpp"
 #include "engine/train/model_factory.hpp"
@@ -90,7 +91,7 @@ void Dashboard::draw_left() {
     for (const std::string& file : replay_.files) ImGui::BulletText("%s", file.c_str());
     if (!replay_.errors.empty()) {
       ImGui::Separator();
-      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
+      ImGui::PushStyleColor(ImGuiCol_Text, kFailedColor);
       for (const std::string& error : replay_.errors) text_wrapped_at_spaces(error);
       ImGui::PopStyleColor();
     }
@@ -130,7 +131,7 @@ void Dashboard::draw_right() {
   if (session_) {
     const int focus = session_->control().focus().first;  // the step-through's run
     const std::string run = focus < static_cast<int>(trace.sources().size()) ? trace.source(focus).label : "";
-    flat_parameters_.draw(session_->map(), session_->log(), focus, run);
+    flat_parameters_.draw(session_->map(focus), session_->log(), focus, run);
   } else {
     ImGui::TextDisabled("needs a live run");
   }

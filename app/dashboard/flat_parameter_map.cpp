@@ -4,49 +4,122 @@
 #include <cmath>
 #include <string>
 
+#include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
-#include "engine/fsdp/fsdp_tasks.hpp"
-#include "engine/fsdp/fully_sharded_model.hpp"
+#include "engine/runtime/error.hpp"
 #include "engine/train/model_factory.hpp"
+#include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
 
 // ---- the plan --------------------------------------------------------------------------------------
 
-FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions& options) {
+namespace {
+
+// Which implementations of tasks 7 (the units) and 2 (their layout) `impl` runs: "reference" when both are the
+// reference's, else the ones that are not, as --impl names them ("2=mutant:padding-off-by-one").
+std::string layout_tasks(const ImplChoice& impl) {
+  std::string named;
+  for (const int task : {2, 7})
+    if (impl.replaced(task))
+      named += (named.empty() ? "" : ",") + std::to_string(task) + "=" + impl.of[static_cast<std::size_t>(task - 1)];
+  return named.empty() ? "reference" : named;
+}
+
+// What the map draws must fit the unit: an Error naming what does not. (A layout that fits and is still wrong,
+// a padding too large or the next rank's slices, is drawn as it is: that is what the map is for.)
+void check_layout(const FlatParamLayout& layout, const UnitPlan& plan, int shards) {
+  check(layout.world == shards, "a layout for a world of ", layout.world, "; expected the shard group's ", shards);
+  check(layout.padded_numel >= layout.used_numel && layout.used_numel >= 0, "padded_numel ", layout.padded_numel,
+        " and used_numel ", layout.used_numel, "; expected 0 <= used_numel <= padded_numel");
+  check(layout.padded_numel % shards == 0, "padded_numel ", layout.padded_numel, "; expected a multiple of ", shards);
+  check(layout.entries.size() == plan.params.size(), layout.entries.size(), " entries; expected one per parameter (",
+        plan.params.size(), ")");
+  for (const FlatParamEntry& e : layout.entries) {
+    check(e.param != nullptr && std::count(plan.params.begin(), plan.params.end(), e.param) == 1,
+          "an entry of a parameter that is not the unit's");
+    check(e.numel == e.param->numel(), "'", e.param->name, "' of ", e.numel, " elements; it has ", e.param->numel());
+    check(e.offset >= 0 && e.offset + e.numel <= layout.padded_numel, "'", e.param->name, "' at [", e.offset, ", ",
+          e.offset + e.numel, "); expected within the flat buffer's [0, ", layout.padded_numel, ")");
+  }
+}
+
+MappedSlice mapped_slice(const ShardSlice& s, const MappedUnit& unit, const std::vector<Parameter*>& params,
+                         std::int64_t shard_numel) {
+  const auto found = std::find(params.begin(), params.end(), s.param);
+  check(found != params.end(), "a slice of a parameter that is not in the layout");
+  const auto param = static_cast<std::size_t>(found - params.begin());
+  const MappedParameter& p = unit.params[param];
+  check(s.count > 0 && s.param_begin >= 0 && s.param_begin + s.count <= p.numel, "a slice of '", p.name, "' of [",
+        s.param_begin, ", ", s.param_begin + s.count, "); expected within its ", p.numel, " elements");
+  check(s.shard_offset >= 0 && s.shard_offset + s.count <= shard_numel, "a slice of '", p.name, "' at [",
+        s.shard_offset, ", ", s.shard_offset + s.count, ") of the shard; expected within its ", shard_numel,
+        " elements");
+  const std::int64_t padding_begin = p.numel - p.padding;
+  const std::int64_t padding =
+      std::max<std::int64_t>(0, s.param_begin + s.count - std::max(s.param_begin, padding_begin));
+  return {param, s.param_begin, s.count, s.shard_offset, padding};
+}
+
+MappedUnit map_unit(const UnitPlan& plan, const FlatParameterTask& flat, int shards, std::int64_t align) {
+  const FlatParamLayout layout = flat.plan(plan.params, shards, align);
+  try {
+    check_layout(layout, plan, shards);
+  } catch (const Error& e) {
+    fail("FlatParameterTask::plan's layout: ", e.what());
+  }
+  MappedUnit unit;
+  unit.name = plan.name;
+  unit.padded_numel = layout.padded_numel;
+  unit.shard_numel = layout.shard_numel();
+  std::vector<FlatParamEntry> entries = layout.entries;
+  std::sort(entries.begin(), entries.end(),
+            [](const FlatParamEntry& a, const FlatParamEntry& b) { return a.offset < b.offset; });
+  std::vector<Parameter*> params;  // by index in unit.params
+  for (const FlatParamEntry& e : entries) {
+    unit.params.push_back({e.param->name, e.offset, e.numel, e.param->numel() - e.param->logical_numel()});
+    params.push_back(e.param);
+  }
+  for (int chunk = 0; chunk < shards; ++chunk) {
+    std::vector<MappedSlice>& slices = unit.chunks.emplace_back();
+    try {
+      for (const ShardSlice& s : flat.shard_slices(layout, chunk))
+        slices.push_back(mapped_slice(s, unit, params, unit.shard_numel));
+    } catch (const std::exception& e) {
+      fail("FlatParameterTask::shard_slices of chunk ", chunk, ": ", e.what());
+    }
+  }
+  return unit;
+}
+
+}  // namespace
+
+FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions& options, const ImplChoice& impl) {
   FlatParameterMap map;
   map.world = run.world;
   map.shard_group = shard_group_size(options, run.world);
+  map.tasks = layout_tasks(impl);
+  const FsdpTasks tasks = tasks_for(impl);
   BuiltModel built = build_model(run);
-  const FlatParameterTask& flat = reference_flat_parameter();
-  for (const UnitPlan& plan : reference_integration().plan_units(*built.model, built.unit_kinds)) {
-    const FlatParamLayout layout = flat.plan(plan.params, map.shard_group, options.align);
-    MappedUnit unit;
-    unit.name = plan.name;
-    unit.padded_numel = layout.padded_numel;
-    unit.shard_numel = layout.shard_numel();
-    for (const FlatParamEntry& e : layout.entries)
-      unit.params.push_back({e.param->name, e.offset, e.numel, e.param->numel() - e.param->logical_numel()});
-    std::sort(unit.params.begin(), unit.params.end(),
-              [](const MappedParameter& a, const MappedParameter& b) { return a.offset < b.offset; });
-    map.units.push_back(std::move(unit));
+  std::vector<UnitPlan> plans;
+  // A student's code may throw anything, not only an Error: whatever it is, the map says it and the rest of
+  // the dashboard goes on.
+  try {
+    plans = tasks.integration->plan_units(*built.model, built.unit_kinds);
+  } catch (const std::exception& e) {
+    map.error = "task 7, IntegrationTask::plan_units: " + std::string(e.what());
+    return map;
+  }
+  for (const UnitPlan& plan : plans) {
+    try {
+      map.units.push_back(map_unit(plan, *tasks.flat_parameter, map.shard_group, options.align));
+    } catch (const std::exception& e) {
+      map.error = "task 2 on unit '" + plan.name + "': " + e.what();
+      map.units.clear();
+      return map;
+    }
   }
   return map;
-}
-
-std::vector<MappedSlice> slices_in(const MappedUnit& unit, std::int64_t begin, std::int64_t end) {
-  std::vector<MappedSlice> slices;
-  for (const MappedParameter& p : unit.params) {
-    const std::int64_t from = std::max(begin, p.offset);
-    const std::int64_t to = std::min(end, p.offset + p.numel);
-    if (from < to) slices.push_back({&p, from - p.offset, to - from, from});
-  }
-  return slices;
-}
-
-std::int64_t padding_in(const MappedSlice& slice) {
-  const std::int64_t padding_begin = slice.param->numel - slice.param->padding;
-  return std::max<std::int64_t>(0, slice.param_begin + slice.count - std::max(slice.param_begin, padding_begin));
 }
 
 // ---- the panel -------------------------------------------------------------------------------------
@@ -83,22 +156,23 @@ bool contains(ImVec2 min, ImVec2 max, ImVec2 p) { return p.x >= min.x && p.x < m
 
 void cell_tooltip(const FlatParameterMap& map, std::size_t u, int r, UnitState state) {
   const MappedUnit& unit = map.units[u];
-  const std::int64_t chunk_begin = unit.shard_numel * map.chunk_of(r);
-  const std::int64_t chunk_end = chunk_begin + unit.shard_numel;
-  const std::vector<MappedSlice> slices = slices_in(unit, chunk_begin, chunk_end);
+  const int chunk = map.chunk_of(r);
+  const std::int64_t chunk_begin = unit.shard_numel * chunk;
+  const std::vector<MappedSlice>& slices = unit.chunks[static_cast<std::size_t>(chunk)];
   ImGui::BeginTooltip();
-  ImGui::Text("unit %zu '%s', rank %d: chunk %d = flat [%lld, %lld) of %lld", u, unit.name.c_str(), r, map.chunk_of(r),
-              static_cast<long long>(chunk_begin), static_cast<long long>(chunk_end),
+  ImGui::Text("unit %zu '%s', rank %d: chunk %d = flat [%lld, %lld) of %lld", u, unit.name.c_str(), r, chunk,
+              static_cast<long long>(chunk_begin), static_cast<long long>(chunk_begin + unit.shard_numel),
               static_cast<long long>(unit.padded_numel));
   ImGui::TextUnformatted(state_name(state));
   constexpr std::size_t kShown = 12;
   for (std::size_t i = 0; i < slices.size() && i < kShown; ++i) {
     const MappedSlice& s = slices[i];
-    ImGui::Text("  %s [%lld, %lld) of %lld", s.param->name.c_str(), static_cast<long long>(s.param_begin),
-                static_cast<long long>(s.param_begin + s.count), static_cast<long long>(s.param->numel));
-    if (const std::int64_t padding = padding_in(s); padding > 0)  // [Note: the padded vocabulary]
+    const MappedParameter& p = unit.params[s.param];
+    ImGui::Text("  %s [%lld, %lld) of %lld", p.name.c_str(), static_cast<long long>(s.param_begin),
+                static_cast<long long>(s.param_begin + s.count), static_cast<long long>(p.numel));
+    if (s.padding > 0)  // [Note: the padded vocabulary]
       ImGui::Text("    of which %lld are padding rows: zeros the GPU's GEMM tiles want, never trained",
-                  static_cast<long long>(padding));
+                  static_cast<long long>(s.padding));
   }
   if (slices.size() > kShown) ImGui::Text("  ... %zu more", slices.size() - kShown);
   if (slices.empty()) ImGui::TextUnformatted("  padding only");
@@ -112,12 +186,26 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
   cells_.clear();
   headers_.clear();
   names_.clear();
-  // Two runs side by side share one layout, not their states: say whose states these are.
+  layout_line_.clear();
+  error_shown_.clear();
+  // Two runs side by side may lay their units out differently (--compare impl with a task 2 or 7 of the
+  // student's): the map is the step-through's run's, its layout and its states; say whose, and whose tasks.
   ImGui::TextUnformatted("run:");
   ImGui::SameLine();
   text_elided(run, ImGui::GetContentRegionAvail().x);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("%s: the step-through's run, whose units' states the map shows (choose it there)", run.c_str());
+    ImGui::SetTooltip("%s: the step-through's run, whose layout and units' states the map shows (choose it there)",
+                      run.c_str());
+  layout_line_ = "layout by tasks 2 and 7: " + (map.tasks == "reference" ? "the reference's" : map.tasks);
+  text_wrapped_at_spaces(layout_line_);
+  if (!map.error.empty()) {
+    // A student's task 2 still at its TODO, or one whose layout does not fit its unit: nothing to draw but why.
+    error_shown_ = "no map: " + printable(map.error);
+    ImGui::PushStyleColor(ImGuiCol_Text, kFailedColor);
+    text_wrapped_at_spaces(error_shown_);
+    ImGui::PopStyleColor();
+    return;
+  }
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   text_wrapped_at_spaces(
       "chunk r of each unit's flat buffer is rank r's shard (S = " + std::to_string(map.shard_group) +
@@ -216,17 +304,14 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
       if (max.x < grid_min_.x || min.x > grid_max_.x) continue;
       const float alpha = cell.state == UnitState::sharded ? 0.45f : 1.0f;
       draw.AddRectFilled(min, max, IM_COL32(90, 90, 90, 255));  // padding, unless a parameter covers it
-      const std::int64_t chunk_begin = unit.shard_numel * map.chunk_of(r);
       const double scale =
           static_cast<double>(cell_width) / static_cast<double>(std::max<std::int64_t>(unit.shard_numel, 1));
-      for (const MappedSlice& s : slices_in(unit, chunk_begin, chunk_begin + unit.shard_numel)) {
-        const float x0 = min.x + static_cast<float>(static_cast<double>(s.flat_offset - chunk_begin) * scale);
+      for (const MappedSlice& s : unit.chunks[static_cast<std::size_t>(map.chunk_of(r))]) {
+        const float x0 = min.x + static_cast<float>(static_cast<double>(s.shard_offset) * scale);
         const float x1 = std::min(
-            max.x,
-            std::max(x0 + kSubPixel,
-                     min.x + static_cast<float>(static_cast<double>(s.flat_offset + s.count - chunk_begin) * scale)));
-        draw.AddRectFilled(ImVec2(x0, min.y), ImVec2(x1, max.y),
-                           parameter_color(static_cast<std::size_t>(s.param - unit.params.data()), alpha));
+            max.x, std::max(x0 + kSubPixel,
+                            min.x + static_cast<float>(static_cast<double>(s.shard_offset + s.count) * scale)));
+        draw.AddRectFilled(ImVec2(x0, min.y), ImVec2(x1, max.y), parameter_color(s.param, alpha));
       }
       if (cell.state == UnitState::gathering) draw.AddRect(min, max, IM_COL32(251, 140, 0, 255), 0, 0, 2.5f);
       if (cell.state == UnitState::unsharded) draw.AddRect(min, max, IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);

@@ -2,9 +2,10 @@
 // each rank's shard holds (task 2), and each unit's live state on each rank (sharded, being gathered,
 // unsharded) as the FSDP events report it.
 //
-// The layout is planned here from the run's configuration with the reference FlatParameter task, the
-// same plan every rank makes (shapes only, nothing allocated), so the map is right before the first
-// event arrives and costs nothing per frame but drawing.
+// The layout is planned here from a run's configuration with the tasks that run uses (its --impl): its
+// task 7 makes the units, its task 2 lays each one out and names each chunk's slices, the same plan every
+// rank makes (shapes only, nothing allocated). So a student's layout is the one drawn, mistakes included,
+// the map is right before the first event arrives, and it costs nothing per frame but drawing.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,6 +14,7 @@
 #include <imgui.h>
 
 #include "app/dashboard/fsdp_event_log.hpp"
+#include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/sharding.hpp"
 #include "engine/train/run_config.hpp"
 
@@ -25,39 +27,43 @@ struct MappedParameter {
   std::int64_t padding = 0;  // its last elements that are padding rows, in storage only (Parameter::padding_rows)
 };
 
+// A slice of one parameter that one chunk holds (task 2's ShardSlice, by the parameter's index).
+struct MappedSlice {
+  std::size_t param = 0;         // in MappedUnit::params
+  std::int64_t param_begin = 0;  // first element of the parameter in the chunk
+  std::int64_t count = 0;
+  std::int64_t shard_offset = 0;  // where it sits in the chunk
+  std::int64_t padding = 0;       // of its elements, the parameter's padding rows
+};
+
 struct MappedUnit {
   std::string name;
   std::int64_t padded_numel = 0;
   std::int64_t shard_numel = 0;
   std::vector<MappedParameter> params;  // in flat order
+  std::vector<std::vector<MappedSlice>> chunks;  // by chunk (shard_group of them): its slices, as task 2 gives them
 };
 
 struct FlatParameterMap {
   int world = 1;
   int shard_group = 1;  // S: rank r holds chunk r % S of every unit
+  std::string tasks;    // which implementations of tasks 2 and 7 laid it out: "reference", or as --impl: "2=student"
+  // Why there is no layout to draw: what the tasks threw, or how what they returned is not a layout. Empty
+  // when `units` holds the plan.
+  std::string error;
   std::vector<MappedUnit> units;
 
   int chunk_of(int rank) const { return rank % shard_group; }
 };
 
-// The units FSDP makes of `run`'s model under `options`, laid out for its shard group.
-FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions& options);
-
-// The slices of `unit`'s parameters inside [begin, end) of its flat buffer, in flat order: what a
-// chunk holds. Elements of the range no parameter covers (alignment gaps, padding) are not listed.
-struct MappedSlice {
-  const MappedParameter* param = nullptr;
-  std::int64_t param_begin = 0;  // first element of the parameter in the range
-  std::int64_t count = 0;
-  std::int64_t flat_offset = 0;  // where it sits in the flat buffer
-};
-std::vector<MappedSlice> slices_in(const MappedUnit& unit, std::int64_t begin, std::int64_t end);
-// The elements of `slice` that are its parameter's padding rows.
-std::int64_t padding_in(const MappedSlice& slice);
+// The units `tasks` (the implementations `impl` chooses) make of `run`'s model under `options`, laid out for its
+// shard group. What the tasks throw, or a layout that does not fit its unit, is not thrown: it is the map's error.
+FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions& options, const ImplChoice& impl);
 
 class FlatParameterPanel {
  public:
-  // Draws `map` for `source` of `log` (its units' states on each rank); `run` names that source. The names
+  // Draws `map` for `source` of `log` (its units' states on each rank); `run` names that source; a map with an
+  // error shows the error instead of a grid. The names
   // keep their full width where the ranks' cells still fit, else are elided at their front (the whole name in
   // a tooltip); the headers read "rank 3" where a cell is wide enough, else "r3", else "3" (under a "rank"
   // heading) over every second, fourth... cell, a space apart; where the narrowest cells do not fit, the grid
@@ -86,6 +92,10 @@ class FlatParameterPanel {
   ImVec2 grid_min() const { return grid_min_; }
   ImVec2 grid_max() const { return grid_max_; }
   float scroll_max_x() const { return scroll_max_x_; }  // how far the grid scrolls sideways
+  // The last frame's line saying whose tasks laid the map out, and the error it showed instead of a grid (empty
+  // when it drew one).
+  const std::string& layout_line() const { return layout_line_; }
+  const std::string& error_shown() const { return error_shown_; }
 
  private:
   std::vector<Cell> cells_;
@@ -93,6 +103,7 @@ class FlatParameterPanel {
   float name_width_ = 0;
   ImVec2 grid_min_, grid_max_;
   float scroll_max_x_ = 0;
+  std::string layout_line_, error_shown_;
 };
 
 }  // namespace fsdplab::app

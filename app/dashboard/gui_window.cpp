@@ -4,6 +4,7 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <GLFW/glfw3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -16,7 +17,8 @@ namespace {
 
 // Live screenshots wait for their moment: every run `steps` steps in (or ended), or stopped at the
 // session's break (SessionSettings::break_at, armed before the runs started, so the world stops at the
-// same event every time). Remote ones wait until a run streamed `steps` steps.
+// same event every time). Remote ones wait until a run streamed `steps` steps, or one failed (the shot
+// shows why, as a live one does).
 class ScreenshotMoment {
  public:
   explicit ScreenshotMoment(const WindowOptions& options) : options_(options) {}
@@ -24,7 +26,9 @@ class ScreenshotMoment {
   bool reached(Dashboard& dashboard) {
     if (LiveSession* session = dashboard.session(); session && !at_moment(*session)) return false;
     if (RemoteSession* remote = dashboard.remote();
-        remote && remote->most_steps() < static_cast<std::size_t>(options_.screenshot_after_steps))
+        remote && remote->most_steps() < static_cast<std::size_t>(options_.screenshot_after_steps) &&
+        std::none_of(remote->store().sources().begin(), remote->store().sources().end(),
+                     [](const TraceSource& s) { return !s.failure.empty(); }))
       return false;
     return ++frames_ > 3;  // drawn a few times after the moment: the panels show what was drained last
   }

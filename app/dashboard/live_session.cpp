@@ -143,6 +143,7 @@ void LiveSession::stop() {
   log_.clear();
   expected_.clear();
   impls_.clear();
+  maps_.clear();
 }
 
 void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned) {
@@ -156,7 +157,6 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
     if (b->task != 0) control_->set_break_on_task(b->task, true);
     control_->set_breaking(true);
   }
-  map_ = plan_flat_parameter_map(planned.front().run.run, planned.front().run.options);
   const DeviceSpec device = run_device_spec(planned.front().run.run, presets_, planned.front().run.dry_run);
   const bool on_gpu = device.kind == DeviceKind::cuda;
   where_ = on_gpu ? "cuda: GPU " + std::to_string(device.gpu) + ", ranks sharing it" +
@@ -176,6 +176,7 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
       expected_.push_back(std::nullopt);  // units the memory model does not describe
     }
     impls_.push_back(p.impl);
+    maps_.push_back(plan_flat_parameter_map(p.run.run, p.run.options, p.impl));
     runs_.push_back(std::make_unique<LiveRun>(p.run, presets_, source, *control_));
   }
 }
@@ -183,6 +184,12 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
 ImplChoice LiveSession::impl_of(int source) const {
   return source >= 0 && source < static_cast<int>(impls_.size()) ? impls_[static_cast<std::size_t>(source)]
                                                                    : ImplChoice{};
+}
+
+const FlatParameterMap& LiveSession::map(int source) const {
+  check(source >= 0 && source < static_cast<int>(maps_.size()), "FlatParameter map of source ", source,
+        "; expected 0..", static_cast<int>(maps_.size()) - 1);
+  return maps_[static_cast<std::size_t>(source)];
 }
 
 std::size_t LiveSession::drain() {

@@ -97,7 +97,9 @@ class LiveSession {
   const std::string& where() const { return where_; }
   const TraceStore& store() const { return store_; }
   const FsdpEventLog& log() const { return log_; }
-  const FlatParameterMap& map() const { return map_; }
+  // Source `source`'s FlatParameter map, laid out by the tasks it runs (--compare impl: the reference's beside
+  // the student's); an Error for an unknown source.
+  const FlatParameterMap& map(int source) const;
   // Per source: the analytic peak of each tag on one rank.
   const std::vector<std::optional<TagBytes>>& expected_memory() const { return expected_; }
   const std::vector<std::unique_ptr<LiveRun>>& runs() const { return runs_; }
@@ -117,7 +119,7 @@ class LiveSession {
   std::unique_ptr<RunControl> control_;
   TraceStore store_;
   FsdpEventLog log_;
-  FlatParameterMap map_;
+  std::vector<FlatParameterMap> maps_;  // by source
   std::vector<std::optional<TagBytes>> expected_;
   std::vector<ImplChoice> impls_;  // by source
   std::vector<std::unique_ptr<LiveRun>> runs_;

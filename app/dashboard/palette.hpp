@@ -46,7 +46,8 @@ constexpr ImU32 kFoldedColor = rgb(120, 120, 120);
 constexpr ImU32 kSelectionColor = IM_COL32(255, 255, 255, 40);
 constexpr ImU32 kPeakColor = rgb(255, 80, 80);
 constexpr ImU32 kExpectedColor = rgb(255, 235, 59);
-// A run that failed: its mark in the step-time table (the Run panel's errors are this red too).
+// What went wrong, in every panel: a failed run's mark in the step-time table, the Run panel's errors, the
+// replay's unreadable files, the remote streams lost or dropped, the FlatParameter map a task could not lay out.
 constexpr ImU32 kFailedColor = rgb(255, 89, 89);
 
 }  // namespace fsdplab::app

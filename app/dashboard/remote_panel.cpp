@@ -5,19 +5,19 @@
 #include <algorithm>
 #include <string>
 
+#include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
 
 namespace fsdplab::app {
 namespace {
 
-const ImVec4 kProblemColor(1, 0.35f, 0.35f, 1);
-
 ImVec4 state_color(RemoteStream::State s) {
   switch (s) {
     case RemoteStream::State::streaming: return ImVec4(0.4f, 0.85f, 0.45f, 1);
     case RemoteStream::State::finished: return ImVec4(0.6f, 0.6f, 0.6f, 1);
+    case RemoteStream::State::failed:
     case RemoteStream::State::lost:
-    case RemoteStream::State::dropped: return kProblemColor;
+    case RemoteStream::State::dropped: return ImGui::ColorConvertU32ToFloat4(kFailedColor);
     case RemoteStream::State::connected: break;
   }
   return ImVec4(0.9f, 0.8f, 0.3f, 1);
@@ -31,7 +31,7 @@ void draw_remote_panel(const RemoteSession& remote) {
   if (listener.loopback()) {
     ImGui::TextDisabled("loopback only: runs on this machine");
   } else {
-    ImGui::PushStyleColor(ImGuiCol_Text, kProblemColor);
+    ImGui::PushStyleColor(ImGuiCol_Text, kFailedColor);
     text_wrapped_at_spaces("not a loopback address: anyone who can reach it can send this dashboard data");
     ImGui::PopStyleColor();
   }
@@ -62,11 +62,11 @@ void draw_remote_panel(const RemoteSession& remote) {
 
   if (remote.problem_count() > 0) {
     ImGui::Separator();
-    ImGui::Text("Dropped or lost: %zu", remote.problem_count());
+    ImGui::Text("Failed, dropped or lost: %zu", remote.problem_count());
     if (remote.problem_count() > remote.problems().size())
       ImGui::TextDisabled("(the last %zu shown)", remote.problems().size());
-    ImGui::PushStyleColor(ImGuiCol_Text, kProblemColor);
-    for (const std::string& p : remote.problems()) text_wrapped_at_spaces(p);
+    ImGui::PushStyleColor(ImGuiCol_Text, kFailedColor);
+    for (const std::string& p : remote.problems()) text_wrapped_at_spaces(printable(p));  // from anyone
     ImGui::PopStyleColor();
   }
 }

@@ -9,6 +9,7 @@ std::string_view remote_state_name(RemoteStream::State s) {
     case RemoteStream::State::connected: return "connected";
     case RemoteStream::State::streaming: return "streaming";
     case RemoteStream::State::finished: return "finished";
+    case RemoteStream::State::failed: return "failed";
     case RemoteStream::State::lost: return "lost";
     case RemoteStream::State::dropped: return "dropped";
   }
@@ -37,9 +38,11 @@ void RemoteSession::apply(RemoteUpdate& u) {
   const auto found = streams_.find(u.connection);
   RemoteStream* s = found == streams_.end() ? nullptr : &found->second;
   if (u.kind == RemoteUpdate::Kind::closed) {
-    if (s) s->state = u.why.empty() ? RemoteStream::State::finished
-                      : u.dropped   ? RemoteStream::State::dropped
-                                    : RemoteStream::State::lost;
+    // A failed stream's close says why it failed (the problems list keeps it); its state stays failed.
+    if (s && s->state != RemoteStream::State::failed)
+      s->state = u.why.empty() ? RemoteStream::State::finished
+                 : u.dropped   ? RemoteStream::State::dropped
+                               : RemoteStream::State::lost;
     if (!u.why.empty()) {
       problems_.push_back(std::move(u.why));
       ++problem_count_;
@@ -66,6 +69,10 @@ void RemoteSession::apply(RemoteUpdate& u) {
     store_.add_counter(s->source, *c);
   } else if (const auto* step = std::get_if<WireStep>(&u.message)) {
     store_.add_step(s->source, step->step, step->begin, step->end, step->loss, store_.source(s->source).sync);
+  } else if (auto* failed = std::get_if<WireFailed>(&u.message)) {
+    s->state = RemoteStream::State::failed;
+    // The first failure a run's streams report is its cause (a process's peers fail after it).
+    if (store_.source(s->source).failure.empty()) store_.set_failure(s->source, std::move(failed->error));
   }
 }
 

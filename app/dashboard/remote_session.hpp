@@ -3,9 +3,10 @@
 //
 // The listener checks every stream on its own thread; once a frame the UI thread drains what it handed
 // over into the trace store: one source per run id ("remote: <run> (W ranks, mode)"), its lanes as the
-// ranks' events arrive, its steps in the step-time panel, its memory from the counters. Beside the store
+// ranks' events arrive, its steps in the step-time panel, its memory from the counters, its failure (the
+// error a rank failed with) marked as a local run's is. Beside the store
 // it keeps what the panel on the left lists instead of run settings: each stream (who, which run and
-// ranks, whether it is open, finished, lost or dropped) and why streams ended early. Both lists are
+// ranks, whether it is open, finished, failed, lost or dropped) and why streams ended early. Both lists are
 // bounded: a peer that connects over and over cannot grow them without end; nor can it hold the runs'
 // places for good: a run with no open stream is forgotten, oldest first, when newer ones need its room
 // (ListenerLimits).
@@ -22,7 +23,8 @@
 namespace fsdplab::app {
 
 struct RemoteStream {
-  enum class State { connected, streaming, finished, lost, dropped };
+  // failed: its run sent the error it failed with (TraceSource::failure), and the stream ended there.
+  enum class State { connected, streaming, finished, failed, lost, dropped };
   std::string peer;   // "127.0.0.1:53122"
   State state = State::connected;
   int source = -1;    // its run's source in the store, once its hello came

@@ -35,7 +35,7 @@ std::string ranks_text(int first, int count) {
 }
 
 std::string_view kind_name(const WireMessage& m) {
-  static constexpr std::string_view kNames[] = {"hello", "event", "counter", "step", "bye"};
+  static constexpr std::string_view kNames[] = {"hello", "event", "counter", "step", "bye", "failure"};
   return kNames[m.index()];
 }
 
@@ -75,6 +75,12 @@ void DashboardStream::finish() {
   if (sender_.joinable()) sender_.join();
 }
 
+void DashboardStream::finish_failed(std::string_view error) {
+  failure_ = std::string(error.substr(0, kWireMaxString));
+  stopping_.store(true, std::memory_order_release);
+  if (sender_.joinable()) sender_.join();
+}
+
 DashboardStream::~DashboardStream() {
   stopping_.store(true, std::memory_order_release);
   if (sender_.joinable()) sender_.join();
@@ -94,7 +100,7 @@ void DashboardStream::step(const WireStep& step) {
 
 void DashboardStream::send_loop() {
   std::optional<Clock::time_point> deadline;
-  bool bye_queued = false;
+  bool end_queued = false;
   for (;;) {
     // Read before draining: once the destructor's flag is seen, every push of the ranks is visible.
     const bool stopping = stopping_.load(std::memory_order_acquire);
@@ -102,9 +108,13 @@ void DashboardStream::send_loop() {
     const bool room = lost() || out_.size() - written_ < kEncodeAhead;
     const std::size_t moved = room ? encode_published() : 0;
     const bool all_encoded = stopping && room && moved == 0;
-    if (all_encoded && !bye_queued && !lost() && completed_.load(std::memory_order_acquire)) {
+    if (all_encoded && !end_queued && !lost() && completed_.load(std::memory_order_acquire)) {
       append_frame(out_, WireBye{});
-      bye_queued = true;
+      end_queued = true;
+    }
+    if (all_encoded && !end_queued && !lost() && failure_) {
+      append_frame(out_, WireFailed{*failure_});
+      end_queued = true;
     }
     if (!lost()) write_pending();
     if (all_encoded && (lost() || written_ == out_.size())) break;
@@ -302,7 +312,16 @@ void DashboardListener::read_from(Connection& c) {
         close_connection(c, "", false);
         return;
       }
+      // A failure ends the stream as a bye does, after the UI has it: the run is marked failed with its error.
+      const auto* failed = std::get_if<WireFailed>(&*m);
+      const std::string why = failed ? "run '" + c.hello->run + "' (" + ranks_text(c.hello->rank, c.hello->ranks) +
+                                           ") failed: " + failed->error
+                                     : "";
       hand_on(RemoteUpdate{RemoteUpdate::Kind::message, c.id, {}, std::move(*m), {}, false});
+      if (failed) {
+        close_connection(c, why, false);
+        return;
+      }
     }
   } catch (const Error& e) {
     close_connection(c, "dropped " + c.peer + ": " + e.what(), true);

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -45,8 +46,11 @@ class DashboardStream {
   // Sends everything the ranks pushed and a bye (the run completed), waiting at most flush_timeout for a
   // slow dashboard to take it (then warns and closes). Call it after the ranks finished.
   void finish();
-  // Without finish() (a run that failed): sends what the ranks pushed and closes without a bye, so the
-  // dashboard says the run may have failed.
+  // As finish(), for a run that failed with `error`: sends it in place of the bye (cut to kWireMaxString
+  // bytes), so the dashboard marks the run failed and shows why.
+  void finish_failed(std::string_view error);
+  // Without finish() or finish_failed() (a run that ended some other way): sends what the ranks pushed and closes
+  // without a bye, so the dashboard says the run may have failed.
   ~DashboardStream();
   DashboardStream(const DashboardStream&) = delete;
   DashboardStream& operator=(const DashboardStream&) = delete;
@@ -85,6 +89,8 @@ class DashboardStream {
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> completed_{false};  // say bye when stopping
+  // finish_failed()'s error, said when stopping: written before stopping_ is set, read by the sender once it saw it.
+  std::optional<std::string> failure_;
   std::atomic<bool> lost_{false};
   std::thread sender_;  // last: started once everything above exists
 };
@@ -99,7 +105,8 @@ struct RemoteUpdate {
   std::string peer;    // connected: "127.0.0.1:53122"
   WireMessage message;  // message: a checked message of this connection (its hello first)
   // closed: empty after a bye; otherwise what ended the stream ("dropped 127.0.0.1:53122: frame of
-  // 4294967295 bytes; at most 1048576", "127.0.0.1:53122 closed without a bye ...").
+  // 4294967295 bytes; at most 1048576", "127.0.0.1:53122 closed without a bye ...", after a WireFailed
+  // message "run 'tiny' (ranks 0..1) failed: ...").
   std::string why;
   bool dropped = false;  // closed: the listener dropped the stream for breaking the rules
   std::string run;       // forgotten: its run id

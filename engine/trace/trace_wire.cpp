@@ -15,9 +15,9 @@ namespace fsdplab {
 namespace {
 
 // The u8 that starts every frame's body: the index of the message in WireMessage.
-enum class WireKind : std::uint8_t { hello, event, counter, step, bye };
+enum class WireKind : std::uint8_t { hello, event, counter, step, bye, failed };
 constexpr std::size_t kWireKindCount = std::variant_size_v<WireMessage>;
-static_assert(static_cast<std::size_t>(WireKind::bye) + 1 == kWireKindCount);
+static_assert(static_cast<std::size_t>(WireKind::failed) + 1 == kWireKindCount);
 
 constexpr std::size_t kLengthBytes = 4;
 
@@ -141,6 +141,8 @@ void validate(const WireStep& s) {
 
 void validate(const WireBye&) {}
 
+void validate(const WireFailed& f) { check_text(f.error, "error"); }
+
 void write_body(FrameWriter& w, const WireHello& h) {
   w.integer(kWireMagic);
   w.integer(kWireVersion);
@@ -190,6 +192,8 @@ void write_body(FrameWriter& w, const WireStep& s) {
 }
 
 void write_body(FrameWriter&, const WireBye&) {}
+
+void write_body(FrameWriter& w, const WireFailed& f) { w.text(f.error); }
 
 WireHello read_hello(FrameReader& r) {
   const auto magic = r.integer<std::uint32_t>("hello magic");
@@ -263,8 +267,9 @@ WireMessage read_body(std::string_view body) {
     case WireKind::counter: message = read_counter(r); break;
     case WireKind::step: message = read_step(r); break;
     case WireKind::bye: message = WireBye{}; break;
+    case WireKind::failed: message = WireFailed{r.text("error")}; break;
   }
-  static constexpr std::string_view kKindNames[] = {"hello", "event", "counter", "step", "bye"};
+  static constexpr std::string_view kKindNames[] = {"hello", "event", "counter", "step", "bye", "failure"};
   r.finish(kKindNames[static_cast<std::size_t>(kind)]);
   std::visit([](const auto& m) { validate(m); }, message);
   return message;

@@ -43,12 +43,18 @@ struct WireStep {
 // The stream ends here, on purpose: the run finished.
 struct WireBye {};
 
-using WireMessage = std::variant<WireHello, TraceEvent, CounterSample, WireStep, WireBye>;
+// The stream ends here because the run failed: what it failed with (at most kWireMaxString bytes), which the
+// dashboard shows as it shows a failed run of its own.
+struct WireFailed {
+  std::string error;
+};
+
+using WireMessage = std::variant<WireHello, TraceEvent, CounterSample, WireStep, WireBye, WireFailed>;
 
 constexpr std::uint32_t kWireMagic = 0x57444C46;  // "FLDW" in little-endian bytes: fsdplab wire
-constexpr std::uint16_t kWireVersion = 2;
+constexpr std::uint16_t kWireVersion = 3;
 constexpr std::size_t kWireMaxFrame = std::size_t{1} << 20;  // body bytes of one frame
-constexpr std::size_t kWireMaxString = 4096;                 // bytes of one name, phase, run id or backend
+constexpr std::size_t kWireMaxString = 4096;                 // bytes of one name, phase, run id, backend or error
 constexpr std::size_t kWireMaxDeps = 4096;                   // dependencies of one event
 // Ranks a hello may announce: `fsdplab run --world` takes no more, and a receiver keeps memory per rank.
 constexpr int kWireMaxWorld = 1024;

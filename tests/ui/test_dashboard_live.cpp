@@ -1,11 +1,12 @@
 // The dashboard on live runs, headless: both runs' lanes fill in, clicks and keys drive the RunControl,
 // step-through stops at FSDP events and steps to the next one, a restart with settings that cannot run
-// changes nothing.
+// changes nothing; the FlatParameter map is laid out by the run's own tasks, or says why it cannot be.
 #include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
 
+#include "app/dashboard/printable_text.hpp"
 #include "dashboard_testing.hpp"
 #include "engine/runtime/device_factory.hpp"
 #include "test_support.hpp"
@@ -40,7 +41,7 @@ TEST(DashboardLive, BothRunsFillTheirLanesAndSteps) {
   for (std::size_t s = 0; s < 3; ++s) EXPECT_EQ(store.source(0).steps[s].loss, store.source(1).steps[s].loss);
   // The FSDP events reached the log: every unit was gathered and freed again by the end.
   EXPECT_GT(session.log().total(1), 0u);
-  for (std::size_t u = 0; u < session.map().units.size(); ++u)
+  for (std::size_t u = 0; u < session.map(1).units.size(); ++u)
     EXPECT_EQ(session.log().unit_state(1, 0, static_cast<int>(u)), UnitState::sharded);
 }
 
@@ -141,7 +142,7 @@ TEST(DashboardLive, ClickOnPausePausesAndSpaceResumes) {
   RunControl& control = dashboard.session()->control();
   frames_until(imgui, dashboard, [&] { return !dashboard.session()->store().source(1).steps.empty(); });
   ASSERT_FALSE(control.paused());
-  EXPECT_EQ(dashboard.controls().run_pause_label(), "Pause");
+  EXPECT_EQ(ControlsPanel::run_pause_label(*dashboard.session()), "Pause");
   const ControlsPanel::Rect pause = dashboard.controls().run_pause_button();
   imgui.click(pause.min, pause.max, [&] { dashboard.frame(); });
   EXPECT_TRUE(control.paused());
@@ -164,7 +165,7 @@ TEST(DashboardLive, FinishedRunsOfferRunAgainInsteadOfPause) {
   frames_until(imgui, dashboard, [&] { return session.finished(); });
   frames_until(imgui, dashboard, [] { return true; });  // the frame that sees them finished
   ControlsPanel& controls = dashboard.controls();
-  EXPECT_EQ(controls.run_pause_label(), "Run again");
+  EXPECT_EQ(ControlsPanel::run_pause_label(session), "Run again");
   ImGuiIO& io = ImGui::GetIO();
   io.KeysDown[io.KeyMap[ImGuiKey_Space]] = true;
   frames_until(imgui, dashboard, [] { return true; });
@@ -184,7 +185,7 @@ TEST(DashboardLive, FinishedRunsOfferRunAgainInsteadOfPause) {
   frames_until(imgui, dashboard, [&] { return session.finished(); });
   frames_until(imgui, dashboard, [] { return true; });
   EXPECT_EQ(session.store().source(0).steps.size(), 2u);  // the same settings, from step 1 again
-  EXPECT_EQ(controls.run_pause_label(), "Run again");
+  EXPECT_EQ(ControlsPanel::run_pause_label(session), "Run again");
 }
 
 // --break: armed before the runs start, so even a one-step run, unpaced, stops at its task's first event
@@ -417,6 +418,7 @@ TEST(DashboardLive, TheRunPanelRefusesTheFsdpOptionsFsdplabRunRefuses) {
   }
 }
 
+// Every parameter element in exactly one chunk, as the run's task 2 (here the reference's) cuts them.
 TEST(FlatParameterMap, EveryParameterElementBelongsToExactlyOneRank) {
   RunConfig run;
   run.model = "gpt2";
@@ -424,27 +426,28 @@ TEST(FlatParameterMap, EveryParameterElementBelongsToExactlyOneRank) {
   run.world = 3;
   run.batch = 6;
   FsdpOptions options;
-  const FlatParameterMap map = plan_flat_parameter_map(run, options);
+  const FlatParameterMap map = plan_flat_parameter_map(run, options, ImplChoice{});
+  ASSERT_TRUE(map.error.empty()) << map.error;
+  EXPECT_EQ(map.tasks, "reference");
   ASSERT_GE(map.units.size(), 2u);  // the root and the blocks
   EXPECT_EQ(map.units.front().name, "(root)");
   for (const MappedUnit& unit : map.units) {
     EXPECT_EQ(unit.padded_numel % 3, 0);
+    ASSERT_EQ(unit.chunks.size(), 3u);
     std::map<std::string, std::int64_t> covered;
-    for (int r = 0; r < 3; ++r)
-      for (const MappedSlice& s : slices_in(unit, r * unit.shard_numel, (r + 1) * unit.shard_numel))
-        covered[s.param->name] += s.count;
+    for (const std::vector<MappedSlice>& chunk : unit.chunks)
+      for (const MappedSlice& s : chunk) covered[unit.params[s.param].name] += s.count;
     for (const MappedParameter& p : unit.params) EXPECT_EQ(covered[p.name], p.numel) << p.name;
   }
   // A padded vocabulary ([Note: the padded vocabulary]): test-tiny's 64 tokens stored as 128 rows. W = 3 cuts wte
   // among the ranks; the slices name its 64 x 32 padding elements, once, and nothing else as padding.
   run.vocab_multiple = 128;
-  const FlatParameterMap padded = plan_flat_parameter_map(run, options);
+  const FlatParameterMap padded = plan_flat_parameter_map(run, options, ImplChoice{});
   std::int64_t padding = 0, padded_params = 0;
   for (const MappedUnit& unit : padded.units) {
     for (const MappedParameter& p : unit.params) padded_params += p.padding > 0;
-    for (int r = 0; r < 3; ++r)
-      for (const MappedSlice& s : slices_in(unit, r * unit.shard_numel, (r + 1) * unit.shard_numel))
-        padding += padding_in(s);
+    for (const std::vector<MappedSlice>& chunk : unit.chunks)
+      for (const MappedSlice& s : chunk) padding += s.padding;
   }
   EXPECT_EQ(padded_params, 1);  // transformer.wte.weight
   EXPECT_EQ(padding, 64 * 32);
@@ -454,10 +457,98 @@ TEST(FlatParameterMap, EveryParameterElementBelongsToExactlyOneRank) {
   run.batch = 8;
   options.strategy = ShardingStrategy::hybrid_shard;
   options.hybrid_group = 2;
-  const FlatParameterMap hybrid = plan_flat_parameter_map(run, options);
+  const FlatParameterMap hybrid = plan_flat_parameter_map(run, options, ImplChoice{});
   EXPECT_EQ(hybrid.shard_group, 2);
+  EXPECT_EQ(hybrid.units.front().chunks.size(), 2u);
   EXPECT_EQ(hybrid.chunk_of(2), 0);
   EXPECT_EQ(hybrid.chunk_of(3), 1);
+}
+
+RunConfig tiny_run(int world) {
+  RunConfig run;
+  run.model = "gpt2";
+  run.preset = "test-tiny";
+  run.world = world;
+  run.batch = 2 * world;
+  return run;
+}
+
+// Lab 02's point: a student's own layout is the one drawn. A task 2 that pads a size already a multiple of W by
+// a whole extra chunk gives every such unit W more elements, so each chunk is one larger and every chunk after
+// the first starts one element later in the flat buffer than the reference's.
+TEST(FlatParameterMap, AMutantTask2sLayoutIsTheOneMapped) {
+  const FlatParameterMap reference = plan_flat_parameter_map(tiny_run(2), FsdpOptions{}, ImplChoice{});
+  const FlatParameterMap mutant =
+      plan_flat_parameter_map(tiny_run(2), FsdpOptions{}, parse_impl("2=mutant:padding-off-by-one"));
+  ASSERT_TRUE(mutant.error.empty()) << mutant.error;
+  EXPECT_EQ(mutant.tasks, "2=mutant:padding-off-by-one");
+  ASSERT_EQ(mutant.units.size(), reference.units.size());
+  int differing = 0;
+  for (std::size_t u = 0; u < reference.units.size(); ++u) {
+    const MappedUnit& ref = reference.units[u];
+    const MappedUnit& got = mutant.units[u];
+    if (got.padded_numel == ref.padded_numel) continue;
+    ++differing;
+    EXPECT_EQ(got.padded_numel, ref.padded_numel + 2) << ref.name;
+    EXPECT_EQ(got.shard_numel, ref.shard_numel + 1) << ref.name;
+    // Chunk 1 begins one element later: its first slice is one element further into its parameter.
+    ASSERT_FALSE(got.chunks[1].empty() || ref.chunks[1].empty()) << ref.name;
+    EXPECT_EQ(got.chunks[1].front().param, ref.chunks[1].front().param) << ref.name;
+    EXPECT_EQ(got.chunks[1].front().param_begin, ref.chunks[1].front().param_begin + 1) << ref.name;
+  }
+  EXPECT_GT(differing, 0) << "no unit of test-tiny has a size that is a multiple of 2";
+}
+
+// A task 2 still at its TODO, or one whose slices do not fit their parameters, has no map: the panel says why in
+// words, and the rest of the dashboard goes on.
+TEST(FlatParameterMap, ATask2ThatThrowsOrLaysOutNonsenseIsNamedInsteadOfDrawn) {
+  const FlatParameterMap todo = plan_flat_parameter_map(tiny_run(2), FsdpOptions{}, parse_impl("2=student"));
+  EXPECT_TRUE(todo.units.empty());
+  EXPECT_TRUE(testing::contains(todo.error, "task 2, FlatParameterTask::plan: not implemented yet")) << todo.error;
+  EXPECT_EQ(todo.tasks, "2=student");
+  const FlatParameterMap nonsense =
+      plan_flat_parameter_map(tiny_run(2), FsdpOptions{}, parse_impl("2=mutant:param-begin-in-shard-space"));
+  EXPECT_TRUE(nonsense.units.empty());
+  EXPECT_TRUE(testing::contains(nonsense.error, "FlatParameterTask::shard_slices of chunk ")) << nonsense.error;
+  EXPECT_TRUE(testing::contains(nonsense.error, "; expected within its ")) << nonsense.error;
+
+  HeadlessImGui imgui;
+  SessionSettings settings = tiny_settings(2);
+  settings.fsdp.impl = "2=student";
+  Dashboard dashboard(std::make_unique<LiveSession>(settings));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });
+  const FlatParameterPanel& panel = dashboard.flat_parameters();
+  EXPECT_EQ(panel.error_shown(), "no map: " + printable(session.map(1).error));
+  EXPECT_TRUE(panel.cells().empty());
+  EXPECT_EQ(session.errors().size(), 2u);  // both runs failed at the same TODO, which the Run panel says
+  EXPECT_EQ(dashboard.step_times().table_rows().size(), 2u);
+}
+
+// --compare impl with a task 2 of the student's: the two runs lay their units out differently. The map is the
+// step-through's run's, its layout and its states, and says whose tasks made it.
+TEST(FlatParameterMap, SideBySideTheMapIsTheStepThroughRunsLayout) {
+  HeadlessImGui imgui;
+  SessionSettings settings = tiny_settings(2);
+  settings.comparison = Comparison::impl;
+  settings.fsdp.impl = "2=mutant:padding-off-by-one";
+  Dashboard dashboard(std::make_unique<LiveSession>(settings));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });
+  EXPECT_EQ(session.map(0).tasks, "reference");
+  EXPECT_EQ(session.map(1).tasks, "2=mutant:padding-off-by-one");
+  ASSERT_EQ(session.map(0).units.size(), session.map(1).units.size());
+  bool differ = false;
+  for (std::size_t u = 0; u < session.map(0).units.size(); ++u)
+    differ = differ || session.map(0).units[u].padded_numel != session.map(1).units[u].padded_numel;
+  EXPECT_TRUE(differ);
+  EXPECT_EQ(session.control().focus().first, 1);
+  EXPECT_EQ(dashboard.flat_parameters().layout_line(), "layout by tasks 2 and 7: 2=mutant:padding-off-by-one");
+  session.control().set_focus(0, 0);
+  frames_until(imgui, dashboard, [] { return true; });
+  EXPECT_EQ(dashboard.flat_parameters().layout_line(), "layout by tasks 2 and 7: the reference's");
 }
 
 }  // namespace

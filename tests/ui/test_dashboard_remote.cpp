@@ -1,6 +1,6 @@
 // The dashboard fed by runs in other processes (`fsdplab gui --listen`), headless: a run streamed over a
-// loopback socket fills the store exactly as the same run recorded in-process does; dropped streams and
-// lost ones are listed with their reasons; the lists stay bounded.
+// loopback socket fills the store exactly as the same run recorded in-process does; a failed run is marked
+// with its error; dropped streams and lost ones are listed with their reasons; the lists stay bounded.
 #include <sys/socket.h>
 
 #include <set>
@@ -169,6 +169,45 @@ TEST(DashboardRemote, DroppedAndLostStreamsAreListedWithTheirReasons) {
   EXPECT_EQ(remote.streams().at(1).state, RemoteStream::State::dropped);
   EXPECT_EQ(remote.streams().at(2).state, RemoteStream::State::lost);
   EXPECT_EQ(remote.store().event_count(), 1u);  // what the failed run sent before it went is kept
+}
+
+// A streamed run that fails (a student's task 3 still at its TODO) sends its error as `fsdplab run --dashboard`
+// does: the remote dashboard marks the run failed as a local run's failure is marked, the error in the step-time
+// table's row, the stream failed, the error in the list of streams that ended early. (It once learnt only that
+// the stream closed without a bye.)
+TEST(DashboardRemote, AFailedRunIsMarkedFailedWithItsError) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<RemoteSession>("0"));
+  RemoteSession& remote = *dashboard.remote();
+  std::string error;
+  std::thread run([&] {
+    SessionSettings settings = tiny_settings(2);
+    settings.comparison = Comparison::async_only;
+    settings.fsdp.impl = "3=student";
+    FsdpRun student = settings.plan().at(0).run;
+    DashboardStream stream(remote.listener().address(), WireHello{"student", 0, 2, "sim", 2, "async"});
+    for (int r = 0; r < 2; ++r) student.sinks.push_back(stream.sink(r));
+    try {
+      train_fsdp(student, PresetCatalog::builtin(), [](const StepReport&) {});
+      stream.finish();
+    } catch (const Error& e) {
+      error = e.what();
+      stream.finish_failed(error);
+    }
+  });
+  frames_until(imgui, dashboard, [&] { return all_closed(remote, 1); });
+  run.join();
+  frames_until(imgui, dashboard, [] { return true; });  // one more frame: the last drain drawn
+  ASSERT_TRUE(testing::contains(error, "task 3, ForwardTask::")) << "the student's run did not fail: " << error;
+
+  EXPECT_EQ(remote.streams().begin()->second.state, RemoteStream::State::failed);
+  ASSERT_EQ(remote.store().sources().size(), 1u);
+  EXPECT_EQ(remote.store().source(0).failure, error);
+  ASSERT_EQ(remote.problems().size(), 1u);
+  EXPECT_EQ(remote.problems()[0], "run 'student' (ranks 0..1) failed: " + error);
+  const std::vector<StepTimePanel::TableRow>& rows = dashboard.step_times().table_rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_TRUE(rows[0].failed) << rows[0].name;
 }
 
 // A peer that connects and leaves again and again: the lists keep the most recent only.

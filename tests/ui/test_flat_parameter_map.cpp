@@ -4,6 +4,7 @@
 // at the front; every rank's cell in view or within the sideways scroll.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,14 @@ FlatParameterMap nested_map(int world) {
     unit.padded_numel = 64 * world;
     unit.params.push_back({std::string(name) + ".weight", 0, 48 * world, 0});
     unit.params.push_back({std::string(name) + ".bias", 48 * world, 16 * world, 0});
+    for (std::int64_t begin = 0; begin < unit.padded_numel; begin += unit.shard_numel) {
+      std::vector<MappedSlice>& chunk = unit.chunks.emplace_back();
+      for (std::size_t p = 0; p < unit.params.size(); ++p) {
+        const std::int64_t from = std::max(begin, unit.params[p].offset);
+        const std::int64_t to = std::min(begin + unit.shard_numel, unit.params[p].offset + unit.params[p].numel);
+        if (from < to) chunk.push_back({p, from - unit.params[p].offset, to - from, from - begin, 0});
+      }
+    }
     map.units.push_back(std::move(unit));
   }
   return map;

@@ -38,7 +38,8 @@ CounterSample sample_counter() { return CounterSample{1, 987'654'321, MemTag::op
 WireStep sample_step() { return WireStep{0, 9, 100, 2'000'100, 5.587319}; }
 
 std::vector<WireMessage> every_kind() {
-  return {sample_hello(), sample_event(), sample_counter(), sample_step(), WireBye{}};
+  return {sample_hello(), sample_event(), sample_counter(), sample_step(), WireBye{},
+          WireFailed{"rank 1 failed: loss is NaN at step 2"}};
 }
 
 void expect_same(const WireMessage& got, const WireMessage& want) {
@@ -81,6 +82,8 @@ void expect_same(const WireMessage& got, const WireMessage& want) {
     EXPECT_EQ(g.begin, s->begin);
     EXPECT_EQ(g.end, s->end);
     EXPECT_EQ(g.loss, s->loss);
+  } else if (const auto* f = std::get_if<WireFailed>(&want)) {
+    EXPECT_EQ(std::get<WireFailed>(got).error, f->error);
   }
 }
 
@@ -228,7 +231,7 @@ TEST(TraceWire, CorruptedFramesNameWhatWasExpected) {
   {
     std::string b = event;
     b[4] = 9;
-    EXPECT_EQ(decode_error(b), "message kind 9; expected 0..4");
+    EXPECT_EQ(decode_error(b), "message kind 9; expected 0..5");
   }
   {
     std::string b = event;
@@ -248,7 +251,7 @@ TEST(TraceWire, CorruptedFramesNameWhatWasExpected) {
   {
     std::string b = hello;
     b[4 + 1 + 4] = 7;  // the version
-    EXPECT_EQ(decode_error(b), "wire format version 7; this build reads version 2");
+    EXPECT_EQ(decode_error(b), "wire format version 7; this build reads version 3");
   }
   {
     std::string b = hello;
