@@ -512,8 +512,8 @@ void add_run_command(CLI::App& app) {
                                      "FSDP gradient accumulation: micro-batches per step, reduced once after the last")
                          ->check(CLI::Range(1, 1 << 20));
   auto* wrap = cmd->add_option("--wrap", t.wrap,
-                               "FSDP units: block (per transformer block, default), linear (per Linear and Embedding), "
-                               "nested (both), model (one unit)")
+                               "FSDP units: block (per transformer block, default), linear (per Linear and Embedding; "
+                               "gpt2: its wte is the root's, tied to the LM head), nested (both), model (one unit)")
                    ->check(CLI::IsMember(std::vector<std::string>(wrap_names().begin(), wrap_names().end())));
   // Options that only FSDP training reads: any of them makes a --model run an FSDP run, at any --world.
   // --precision is the baseline's too: with --world 1 and none of these, the baseline computes in it (FSDP at

@@ -107,17 +107,22 @@ void StepThroughPanel::draw(LiveSession& session) {
                           ? "your tasks report no events of their own (tasks 3 to 8 do); choose a task below"
                           : "this run uses the reference for every task; run with --impl 3=student (or choose a "
                             "task below)");
-  if (ImGui::Button(("Break on task " + std::to_string(chosen_task_) + "'s events").c_str())) {
+  // A student's own task first (lab 5's student sees task 5 offered), until one is chosen in the list.
+  int first_mine = 3;
+  for (int n = kTaskCount; n >= 1; --n)
+    if (my_tasks[static_cast<std::size_t>(n - 1)]) first_mine = n;
+  const int chosen = chosen_task_.value_or(first_mine);
+  if (ImGui::Button(("Break on task " + std::to_string(chosen) + "'s events").c_str())) {
     std::array<bool, kTaskCount> one{};
-    one[static_cast<std::size_t>(chosen_task_ - 1)] = true;
+    one[static_cast<std::size_t>(chosen - 1)] = true;
     break_on_tasks(control, one);
   }
   task_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
   ImGui::SameLine();
   ImGui::PushItemWidth(130);
-  if (ImGui::BeginCombo("##task", combo_preview(task_heading(chosen_task_)).c_str())) {
+  if (ImGui::BeginCombo("##task", combo_preview(task_heading(chosen)).c_str())) {
     for (int n = 1; n <= kTaskCount; ++n)
-      if (task_reports_events(n) && ImGui::Selectable(task_heading(n).c_str(), n == chosen_task_)) chosen_task_ = n;
+      if (task_reports_events(n) && ImGui::Selectable(task_heading(n).c_str(), n == chosen)) chosen_task_ = n;
     ImGui::EndCombo();
   }
   ImGui::PopItemWidth();

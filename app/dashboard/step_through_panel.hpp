@@ -9,6 +9,8 @@
 // code site (file:line of the implementing class, the student's in labs/ or the reference's), and the
 // exercise's paragraph for that moment (exercise_notes.hpp); then the latest events of that run in order.
 #pragma once
+#include <optional>
+
 #include <imgui.h>
 
 #include "app/dashboard/live_session.hpp"
@@ -27,11 +29,12 @@ class StepThroughPanel {
   Rect task_button() const { return task_; }
   Rect event_list() const { return events_; }  // the latest events' list, scrolled into or not
   static constexpr int kEventRows = 8;         // its least height, in rows
-  // The task the "break on task N" button chooses: one that reports events (task_reports_events).
+  // The task the "break on task N" button chooses: one that reports events (task_reports_events). Until one
+  // is chosen, it is the focus run's first replaced task that reports events, else task 3.
   void set_chosen_task(int task);
 
  private:
-  int chosen_task_ = 3;
+  std::optional<int> chosen_task_;
   Rect step_, my_tasks_, task_, events_;
 };
 

@@ -125,6 +125,23 @@ TEST(DashboardImpl, BreakOnMyTasksInOneClickChoosesTheFocusRunsStudentTasks) {
   control.stop();
 }
 
+TEST(DashboardImpl, TheTaskButtonOffersTheStudentsOwnTaskUntilOneIsChosen) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<LiveSession>(compare_impl(1000, "5=student")));
+  LiveSession& session = *dashboard.session();
+  RunControl& control = session.control();
+  control.pause();
+  frames_until(imgui, dashboard, [] { return true; });
+  const StepThroughPanel::Rect task = dashboard.step_through().task_button();
+  imgui.click(task.min, task.max, [&] { dashboard.frame(); });
+  for (int n = 1; n <= kTaskCount; ++n) EXPECT_EQ(control.breaks_on_task(n), n == 5) << n;
+  dashboard.step_through().set_chosen_task(4);  // a choice outlives the default
+  frames_until(imgui, dashboard, [] { return true; });
+  imgui.click(task.min, task.max, [&] { dashboard.frame(); });
+  for (int n = 1; n <= kTaskCount; ++n) EXPECT_EQ(control.breaks_on_task(n), n == 4) << n;
+  control.stop();
+}
+
 TEST(DashboardImpl, BreakOnAChosenTaskStopsAtThatTasksEventsOnly) {
   HeadlessImGui imgui;
   Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(1000)));
