@@ -169,6 +169,28 @@ TEST(GraderDiagnostics, ASliceMistakeIsNamedByWhatTheSlicesShow) {
       << dropped[0].outcome.cause;
 }
 
+// A training at W = 3 that leaves the baseline names the mistake in the task's code, found by asking the task about
+// the very units the run trained: where 3 cuts a parameter between chunks, which piece is wrong and why.
+TEST(GraderDiagnostics, AnUnevenWorldsTrainingNamesWhatDiverged) {
+  const auto cause_of = [](int task, std::string_view mutant) {
+    const std::vector<CheckRun> runs = run_checks(task, find_mutant(task, mutant).impl(), {"training-W3"}, 60);
+    EXPECT_EQ(runs[0].outcome.fraction, 0) << mutant;
+    return runs[0].outcome.cause;
+  };
+  const std::string from_zero = cause_of(1, "index-from-zero");
+  EXPECT_TRUE(contains(from_zero, "step 1's loss already differs, before any update")) << from_zero;
+  EXPECT_TRUE(contains(from_zero, "in rank 1's chunk, transformer.wte.weight cut across ranks 0 to 2")) << from_zero;
+  EXPECT_TRUE(contains(from_zero, "pass s.param_begin (875) as ParamInit::fill's first_index")) << from_zero;
+  const std::string rank_seed = cause_of(1, "rank-seed");
+  EXPECT_TRUE(contains(rank_seed, "the rank enters the draw")) << rank_seed;
+  const std::string dropped = cause_of(2, "drops-cut-parameters");
+  EXPECT_TRUE(contains(dropped, "rank 0, slice 0: nothing, expected {transformer.wte.weight [0, 875)")) << dropped;
+  EXPECT_TRUE(contains(dropped, "a parameter cut by a chunk boundary left out")) << dropped;
+  const std::string copies = cause_of(2, "views-that-copy");  // NaN losses stop the run: still diagnosed
+  EXPECT_TRUE(contains(copies, "point_views on this run's unit '(root)'")) << copies;
+  EXPECT_TRUE(contains(copies, "views that copy")) << copies;
+}
+
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
 // "rank 0 failed: rank 0: stream ..."), and what stopped it, not a generic "threw".
 TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
