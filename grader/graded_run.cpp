@@ -300,24 +300,28 @@ std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& r
 
 CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference) {
   std::string got;
-  const auto more = [&](const std::string& what, double mine, double theirs, const std::string& unit) {
-    if (mine <= theirs * 1.001 + 1e-9) return;
+  // As the budget line prints them (grade_report.cpp): counts whole, MB and % to the hundredth.
+  const auto said = [&](const std::string& what, double mine, double theirs, const std::string& unit) {
     char line[160];
-    std::snprintf(line, sizeof line, "%s %.3f%s against the reference's %.3f%s", what.c_str(), mine, unit.c_str(),
-                  theirs, unit.c_str());
+    if (unit.empty())
+      std::snprintf(line, sizeof line, "%s %.0f against the reference's %.0f", what.c_str(), mine, theirs);
+    else
+      std::snprintf(line, sizeof line, "%s %.2f %s against the reference's %.2f %s", what.c_str(), mine, unit.c_str(),
+                    theirs, unit.c_str());
     got += (got.empty() ? "" : ", ") + std::string(line);
   };
+  const auto more = [&](const std::string& what, double mine, double theirs, const std::string& unit) {
+    if (mine > theirs * 1.001 + 1e-9) said(what, mine, theirs, unit);
+  };
   more("collectives", graded.collectives, reference.collectives, "");
-  more("bytes moved", graded.bytes_moved, reference.bytes_moved, " MB");
+  more("bytes moved", graded.bytes_moved, reference.bytes_moved, "MB");
   for (MemTag tag :
        {MemTag::param_full, MemTag::grad_full, MemTag::grad_shard, MemTag::optim_state, MemTag::param_shard})
     more("peak " + std::string(mem_tag_name(tag)),
          static_cast<double>(graded.peak[static_cast<std::size_t>(tag)]) / 1e6,
-         static_cast<double>(reference.peak[static_cast<std::size_t>(tag)]) / 1e6, " MB");
+         static_cast<double>(reference.peak[static_cast<std::size_t>(tag)]) / 1e6, "MB");
   if (graded.overlap_percent < reference.overlap_percent - 1)
-    got += (got.empty() ? "" : ", ") + std::string("overlap ") +
-           std::to_string(static_cast<int>(graded.overlap_percent)) + " % against the reference's " +
-           std::to_string(static_cast<int>(reference.overlap_percent)) + " %";
+    said("overlap", graded.overlap_percent, reference.overlap_percent, "%");
   if (got.empty()) return CheckOutcome::pass();
   return CheckOutcome::fail(
       "the baseline's numbers within the reference's budget of communication, memory and overlap",

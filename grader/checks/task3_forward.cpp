@@ -325,10 +325,10 @@ CheckOutcome no_gather_on_compute_no_slower(const CheckContext& c) {
   const SimTime end = end_of(runs.graded), reference_end = end_of(runs.reference);
   std::ostringstream got;
   got << on_compute << " of " << gathers << " gathers on the compute stream, 3 steps in " << us(end) << ", overlap "
-      << graded_budget.overlap_percent << " %";
+      << percent(graded_budget.overlap_percent);
   std::ostringstream want;
   want << "none of " << reference_gathers << " gathers on the compute stream, 3 steps in " << us(reference_end)
-       << ", overlap " << reference_budget.overlap_percent << " %";
+       << ", overlap " << percent(reference_budget.overlap_percent);
   CheckOutcome outcome = CheckOutcome::pass();
   if (on_compute > 0)
     outcome = CheckOutcome::fail(want.str(), got.str(),
