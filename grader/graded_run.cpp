@@ -324,9 +324,16 @@ CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference) {
     said("overlap", graded.overlap_percent, reference.overlap_percent, "%");
   if (got.empty()) return CheckOutcome::pass();
   return CheckOutcome::fail(
-      "the baseline's numbers within the reference's budget of communication, memory and overlap",
-      "correct, but " + got,
+      "a pass within the reference's budget of communication, memory and overlap on the same case",
+      "passed, but " + got,
       "correct but wasteful: more collectives, bytes, memory or exposed communication than the task needs", 0.5);
+}
+
+CheckOutcome with_budget(CheckOutcome outcome, const GradedRun& graded, const GradedRun& reference) {
+  const RunBudget spent = budget_of(graded), allowance = budget_of(reference);
+  if (outcome.passed()) outcome = over_budget(spent, allowance);
+  outcome.budget = budget_lines(spent, allowance);
+  return outcome;
 }
 
 Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause,
@@ -356,10 +363,7 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
       if (outcome.cause.empty()) outcome.cause = cause;
     }
     if (!graded.trained()) return outcome;
-    const RunBudget spent = budget_of(graded), allowance = budget_of(reference);
-    if (outcome.passed()) outcome = over_budget(spent, allowance);
-    outcome.budget = budget_lines(spent, allowance);
-    return outcome;
+    return with_budget(std::move(outcome), graded, reference);
   };
   return check;
 }

@@ -105,11 +105,16 @@ struct RunBudget {
   double overlap_percent = 0;   // of rank 0's communication time that overlaps compute
 };
 RunBudget budget_of(const GradedRun& run);
-// Half the points for a run that equals the baseline but spends more than the reference on the same case:
+// Half the points for a run that passes its check but spends more than the reference on the same case:
 // more collectives or bytes, a higher memory peak of a tag FSDP owns, or less overlap (by more than 1 point).
 CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference);
 // Collectives, MB moved, peak param_full, grad_full and optim_state, overlap — the graded beside the reference.
 std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& reference);
+// `outcome` with the budget of `graded` beside `reference`'s (runs of one case, op graphs kept), as every check that
+// trains beside the reference shows it; an outcome that passed gets over_budget's verdict. A budget that is shown
+// counts: a schedule or memory check that passes its own test but spends more (less overlap after a host sync, a
+// bigger peak) earns half, as a training equal to the baseline does.
+CheckOutcome with_budget(CheckOutcome outcome, const GradedRun& graded, const GradedRun& reference);
 
 // The percentage of `ops`' communication time during which compute ran too (the union of compute spans).
 double overlap_percent(const std::vector<OpRecord>& ops);

@@ -14,6 +14,7 @@
 #include "engine/train/world.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/grade_report.hpp"
+#include "grader/graded_run.hpp"
 #include "grader/grading.hpp"
 #include "grader/grading_cases.hpp"
 #include "labs/mutants/mutants.hpp"
@@ -189,6 +190,21 @@ TEST(GraderDiagnostics, AnUnevenWorldsTrainingNamesWhatDiverged) {
   const std::string copies = cause_of(2, "views-that-copy");  // NaN losses stop the run: still diagnosed
   EXPECT_TRUE(contains(copies, "point_views on this run's unit '(root)'")) << copies;
   EXPECT_TRUE(contains(copies, "views that copy")) << copies;
+}
+
+// A budget shown is a budget that counts: a check that passes its own test beside the reference (task 3's memory
+// check: the peak and the gathers are right) but whose run hides less communication earns half, saying by how much.
+TEST(GraderBudget, LessOverlapThanTheReferenceCostsHalfWhereverTheBudgetIsShown) {
+  const std::vector<CheckRun> runs = run_checks(3, find_mutant(3, "host-sync").impl(), {"memory"}, 60);
+  const CheckOutcome& o = runs[0].outcome;
+  EXPECT_EQ(o.fraction, 0.5) << o.got;
+  EXPECT_TRUE(contains(o.got, "passed, but overlap 31.19 % against the reference's 34.45 %")) << o.got;
+  EXPECT_FALSE(o.budget.empty());
+  // Counts are said whole, as the budget line prints them.
+  RunBudget mine, theirs;
+  mine.collectives = 32;
+  theirs.collectives = 30;
+  EXPECT_EQ(over_budget(mine, theirs).got, "passed, but collectives 32 against the reference's 30");
 }
 
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
