@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/fsdp/lab_todo.hpp"
 #include "engine/train/world.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/grade_report.hpp"
@@ -205,6 +206,21 @@ TEST(GraderBudget, LessOverlapThanTheReferenceCostsHalfWhereverTheBudgetIsShown)
   mine.collectives = 32;
   theirs.collectives = 30;
   EXPECT_EQ(over_budget(mine, theirs).got, "passed, but collectives 32 against the reference's 30");
+}
+
+// A TODO the training met is said as a TODO, not as a mistake in the numbers.
+class TodoInit final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice>, const Tensor&, std::uint64_t) const override {
+    todo(1, "MetaInitTask::init_shard");
+  }
+};
+
+TEST(GraderDiagnostics, ATrainingStoppedByATodoSaysSo) {
+  const TodoInit todo_left;
+  const std::vector<CheckRun> runs = run_checks(1, todo_left, {"training-W3"}, 60);
+  EXPECT_TRUE(contains(runs[0].outcome.got, "a TODO is left")) << runs[0].outcome.got;
+  EXPECT_EQ(runs[0].outcome.cause, "a TODO is left in the task");
 }
 
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
