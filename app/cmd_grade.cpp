@@ -36,6 +36,7 @@ struct GradeFlags {
   int jobs = 0;
   std::string submission;
   std::string submission_build;
+  std::vector<std::string> graded_submission;  // the folder a submission's own grade grades: as given, absolute
 };
 
 // The grade options of `flags` for the submission's own fsdplab, paths made absolute (it runs where this one does,
@@ -86,10 +87,11 @@ std::vector<int> tasks_to_grade(const GradeFlags& flags, const ImplChoice& choic
 int run_grade(const GradeFlags& flags) {
   if (!flags.submission.empty()) {
     check(!flags.mutants, "--mutants grades this tree's mutants; it does not go with --submission");
-    return grade_submission(
-        flags.submission, forwarded_args(flags),
-        flags.submission_build.empty() ? default_submission_build_dir() : std::filesystem::path(flags.submission_build),
-        flags.json.empty() ? std::filesystem::path() : std::filesystem::absolute(flags.json));
+    check(flags.graded_submission.empty(), "--graded-submission is how --submission names the folder to the ",
+          "submission's own grade; it does not go with --submission");
+    return grade_submission(flags.submission, forwarded_args(flags),
+                            flags.submission_build.empty() ? default_submission_build_dir()
+                                                           : std::filesystem::path(flags.submission_build));
   }
   grading::IsolationLimits limits;
   limits.seconds = flags.time_limit;
@@ -114,7 +116,9 @@ int run_grade(const GradeFlags& flags) {
   request.extra = cases;
   request.program = program_from_source_root();
   if (!flags.json.empty()) check_output_file(flags.json, "--json");
-  const grading::GradeReport report = grading::grade(request);
+  grading::GradeReport report = grading::grade(request);
+  if (!flags.graded_submission.empty())
+    report.submission = grading::GradedSubmission{flags.graded_submission[0], flags.graded_submission[1]};
   grading::print_grade(std::cout, report);
   if (!flags.json.empty()) {
     grading::write_grade_json(flags.json, report);
@@ -156,6 +160,10 @@ void add_grade_command(CLI::App& app) {
   cmd->add_option("--submission-build", flags->submission_build,
                   "The build folder for --submission (default: submission-build beside this fsdplab's build)")
       ->check(non_empty("a folder"));
+  // Hidden: grade_submission's way to tell the submission's own fsdplab which folder it grades (the path as given
+  // and its absolute form), so that the one --json it writes names the submission. A course names the folder with
+  // --submission; documenting this too would give two ways to do that, and a way to name a folder not graded.
+  cmd->add_option("--graded-submission", flags->graded_submission)->expected(2)->group("");
   cmd->callback([flags, impl] {
     flags->impl_given = impl->count() > 0;
     const int status = run_grade(*flags);

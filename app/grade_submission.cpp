@@ -15,7 +15,6 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
 #include <system_error>
@@ -315,22 +314,14 @@ fs::path default_submission_build_dir() {
   return binary.parent_path().parent_path() / "submission-build";
 }
 
-void record_submission(const fs::path& json, const fs::path& submission) {
-  nlohmann::json grade;
-  try {
-    grade = nlohmann::json::parse(read_input_file(json, "the grade's --json", 1u << 30));
-  } catch (const nlohmann::json::exception& e) {
-    fail("the grade's --json '", json.string(), "' is not valid JSON: ", e.what());
-  }
-  check(grade.is_object(), "the grade's --json '", json.string(), "' is not a JSON object");
+std::vector<std::string> graded_submission_args(const fs::path& submission) {
   fs::path absolute = fs::absolute(submission).lexically_normal();
   if (!absolute.has_filename() && absolute.has_parent_path()) absolute = absolute.parent_path();  // "subs/alice/"
-  grade["submission"] = {{"path", submission.string()}, {"absolute", absolute.string()}};
-  write_output_file(json, "--json", [&](std::ostream& out) { out << grade.dump(2) << "\n"; });
+  return {"--graded-submission", submission.string(), absolute.string()};
 }
 
-int grade_submission(const fs::path& submission, const std::vector<std::string>& grade_args, const fs::path& build_dir,
-                     const fs::path& json) {
+int grade_submission(const fs::path& submission, const std::vector<std::string>& grade_args,
+                     const fs::path& build_dir) {
   try {
     const fs::path source = FSDPLAB_SOURCE_DIR;
     std::error_code error;
@@ -350,12 +341,12 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
     }
     std::vector<std::string> args{binary.string(), "grade"};
     args.insert(args.end(), grade_args.begin(), grade_args.end());
+    const std::vector<std::string> named = graded_submission_args(submission);
+    args.insert(args.end(), named.begin(), named.end());
     const ChildStatus graded = run_in_place(std::move(args));
     if (graded.said.rfind("exited", 0) != 0) {
       std::cerr << kWho << ": the submission's fsdplab grade " << graded.said << "\n";
     }
-    // Status 0: it graded, and wrote the --json; a failed grade wrote none, and a file there is an older one's.
-    if (graded.code == 0 && !json.empty()) record_submission(json, submission);
     return graded.code;
   } catch (const Error& e) {  // what stops a submission from being graded, said once
     std::cerr << kWho << ": " << e.what() << "\n";

@@ -27,19 +27,18 @@ std::vector<std::filesystem::path> stage_submission(const std::filesystem::path&
 // (build/submission-build for build/app/fsdplab).
 std::filesystem::path default_submission_build_dir();
 
-// Adds to the gradebook `json` (written by `fsdplab grade --json`) the submission it grades, so that a course
-// grading many folders reads it from the file, not from the file's name: "submission": {"path": `submission` as
-// given, "absolute": its absolute path}. Rewritten whole or not at all (output_file.hpp); an Error otherwise.
-void record_submission(const std::filesystem::path& json, const std::filesystem::path& submission);
+// The grade options that tell the submission's own fsdplab which folder it grades, so that its --json names it
+// ("submission": {"path", "absolute"}, grade_report.hpp) in the one write of the file: --graded-submission, then
+// `submission` as given and its absolute path (cmd_grade.cpp).
+std::vector<std::string> graded_submission_args(const std::filesystem::path& submission);
 
 // Builds target fsdplab of FSDPLAB_SOURCE_DIR in `build_dir` with `submission`/labs/NN-name/student.cpp as
 // the labs, staged in `build_dir`/submission/labs (configuring `build_dir` the first time), then runs
-// `<build_dir>/app/fsdplab grade <grade_args...>` and returns its exit status. `grade_args` are grade's own
-// options, without --submission; `json`, when not empty, is the file their --json names, to which a grade that
-// succeeded gets the submission added (record_submission). The build's output goes to stderr, the grade's to
-// this process's stdout and stderr. Never throws: a submission lacking a file, a missing tool, or code that
+// `<build_dir>/app/fsdplab grade <grade_args...> <graded_submission_args(submission)...>` and returns its exit
+// status. `grade_args` are grade's own options, without --submission. The build's output goes to stderr, the
+// grade's to this process's stdout and stderr. Never throws: a submission lacking a file, a missing tool, or code that
 // does not compile is said on stderr ("the submission does not compile: ...") and gives a non-zero status.
 int grade_submission(const std::filesystem::path& submission, const std::vector<std::string>& grade_args,
-                     const std::filesystem::path& build_dir, const std::filesystem::path& json = {});
+                     const std::filesystem::path& build_dir);
 
 }  // namespace fsdplab::app

@@ -27,4 +27,10 @@ std::string megabytes(std::int64_t bytes) {
   return s.str();
 }
 
+std::string percent(double value) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(2) << value << " %";
+  return s.str();
+}
+
 }  // namespace fsdplab::grading

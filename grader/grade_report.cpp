@@ -111,8 +111,10 @@ void write_grade_json(const std::filesystem::path& path, const GradeReport& repo
                      {"max", t.possible()},
                      {"checks", checks}});
   }
-  const nlohmann::json j = {{"impl", report.impl},   {"seed", report.seed},          {"points", report.earned()},
-                            {"max", report.possible()}, {"seconds", report.seconds}, {"tasks", tasks}};
+  nlohmann::json j = {{"impl", report.impl},      {"seed", report.seed},       {"points", report.earned()},
+                      {"max", report.possible()}, {"seconds", report.seconds}, {"tasks", tasks}};
+  if (report.submission)
+    j["submission"] = {{"path", report.submission->path}, {"absolute", report.submission->absolute}};
   write_output_file(path, "--json", [&](std::ostream& o) { o << j.dump(2) << "\n"; });
 }
 

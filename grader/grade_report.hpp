@@ -17,8 +17,9 @@
 namespace fsdplab::grading {
 
 void print_grade(std::ostream& out, const GradeReport& report);
-// The JSON a gradebook reads: per task and check, points, max, how it ended, the diagnostic, the budget.
-// Written to a temporary name and renamed (output_file.hpp).
+// The JSON a gradebook reads: per task and check, points, max, how it ended, the diagnostic, the budget; and
+// the folder graded, in a submission's grade (GradeReport::submission). Written to a temporary name and renamed
+// (output_file.hpp).
 void write_grade_json(const std::filesystem::path& path, const GradeReport& report);
 
 // `fsdplab grade --mutants`: task, mutant, points, and the check that caught it with its diagnostic.

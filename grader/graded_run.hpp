@@ -10,9 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/fsdp/flat_param_layout.hpp"
+#include "engine/fsdp/unit_plan.hpp"
 #include "engine/runtime/memory_ledger.hpp"
 #include "engine/runtime/op.hpp"
 #include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/model_factory.hpp"
 #include "grader/grade_check.hpp"
 
 namespace fsdplab::grading {
@@ -48,6 +51,7 @@ struct GradedRun {
   std::vector<std::vector<OpRecord>> ops;            // each rank's op graph (RunWanted::ops)
   std::vector<TagBytes> peaks;                       // each rank's peak bytes by tag
   bool trained() const { return error.empty(); }
+  bool todo_left() const { return error.find("not implemented yet") != std::string::npos; }  // a TODO stopped it
 };
 
 struct RunWanted {
@@ -68,6 +72,30 @@ CheckOutcome compare_with_baseline(const GradedRun& graded, const GradedRun& bas
 // absolute parameter difference.
 double deviation_from(const GradedRun& run, const GradedRun& baseline);
 
+// Where `run` first leaves the baseline, for a cause: "step 1's loss already differs, before any update" (the model
+// the forward reads is not the baseline's), "step 1's loss is the baseline's and step 3's is not: an update
+// differs", "the losses agree and the final parameters do not"; "the run stopped before its end" for a run that
+// failed. Losses compare as compare_with_baseline's, within `tolerance` (relative).
+std::string divergence_text(const GradedRun& run, const GradedRun& baseline, double tolerance);
+
+// ---- where the ranks cut the parameters ------------------------------------------------------------
+
+// The FSDP units of `c`'s model, each laid out by the reference for c's shard group: what each rank of a training
+// of `c` holds, for a diagnostic that asks the graded task about the very units the training used.
+struct CaseUnits {
+  BuiltModel built;  // owns the parameters the plans and layouts point at
+  std::vector<UnitPlan> plans;
+  std::vector<FlatParamLayout> layouts;
+};
+CaseUnits case_units(const GradeCase& c);
+
+// "cut between ranks 0 and 1" where `layout` puts a chunk boundary inside parameter `p`, "" where one chunk holds it
+// whole. A world that does not divide the sizes cuts parameters there; a cause names it.
+std::string cut_text(const FlatParamLayout& layout, const Parameter& p);
+// Rank `rank`'s chunk of `layout` as a cause names it: "rank 2's chunk (the last: 8 of its 48 elements padding)",
+// "rank 2's chunk (the last, all padding)"; just "rank 0's chunk" where it holds no padding.
+std::string chunk_text(const FlatParamLayout& layout, int rank);
+
 // ---- budgets ---------------------------------------------------------------------------------------
 
 struct RunBudget {
@@ -77,11 +105,16 @@ struct RunBudget {
   double overlap_percent = 0;   // of rank 0's communication time that overlaps compute
 };
 RunBudget budget_of(const GradedRun& run);
-// Half the points for a run that equals the baseline but spends more than the reference on the same case:
+// Half the points for a run that passes its check but spends more than the reference on the same case:
 // more collectives or bytes, a higher memory peak of a tag FSDP owns, or less overlap (by more than 1 point).
 CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference);
 // Collectives, MB moved, peak param_full, grad_full and optim_state, overlap — the graded beside the reference.
 std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& reference);
+// `outcome` with the budget of `graded` beside `reference`'s (runs of one case, op graphs kept), as every check that
+// trains beside the reference shows it; an outcome that passed gets over_budget's verdict. A budget that is shown
+// counts: a schedule or memory check that passes its own test but spends more (less overlap after a host sync, a
+// bigger peak) earns half, as a training equal to the baseline does.
+CheckOutcome with_budget(CheckOutcome outcome, const GradedRun& graded, const GradedRun& reference);
 
 // The percentage of `ops`' communication time during which compute ran too (the union of compute spans).
 double overlap_percent(const std::vector<OpRecord>& ops);
@@ -89,8 +122,13 @@ double overlap_percent(const std::vector<OpRecord>& ops);
 // A check that `c`, trained with the graded tasks, equals the single-rank baseline within c.tolerance —
 // or within twice the reference's own distance from it where rounding takes the reference further (AdamW
 // turns the rounding of a near-zero gradient into a full step: see tests/integration/test_fsdp_equivalence.cpp)
-// — with the budget beside the reference's training of the same case. `cause` names the likely mistake.
-Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause);
+// — with the budget beside the reference's training of the same case. `cause` names the likely mistake; `diagnose`,
+// where given, reads it from what the run shows, for a run that differs or stopped with an error that is neither
+// the race detector's nor a TODO ("", or an exception, leaves it to `cause`).
+using DifferenceCause = std::function<std::string(const CheckContext& ctx, const GradeCase& c, const GradedRun& graded,
+                                                  const GradedRun& baseline, double tolerance)>;
+Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause,
+                        DifferenceCause diagnose = {});
 
 // Losses and final parameters of `c` equal to the single-rank baseline's at each of `worlds` (one baseline for
 // all), with the allowance equivalence_check gives; the fraction of worlds that are. The first miss is the

@@ -7,6 +7,7 @@
 //                    lose points, and the check that caught it says why
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,15 @@ struct TaskGrade {
   int possible() const;
 };
 
+// The folder a submission's grade graded (`fsdplab grade --submission DIR`): DIR as given, and its absolute path.
+struct GradedSubmission {
+  std::string path;
+  std::string absolute;
+};
+
 struct GradeReport {
   std::string impl;      // impl_name of the request's choice
+  std::optional<GradedSubmission> submission;  // set only in a submission's own grade
   std::uint64_t seed = 0;
   std::vector<TaskGrade> tasks;
   double seconds = 0;    // wall time of the whole grading, printed with the total

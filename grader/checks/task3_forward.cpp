@@ -308,14 +308,12 @@ CheckOutcome peak_param_full_and_gathers_as_the_reference(const CheckContext& c)
                                  "peak param_full " + megabytes(peak) + " and " + std::to_string(gathers) + " gathers",
                                  cause);
   }
-  outcome.budget = budget_lines(budget_of(runs.graded), budget_of(runs.reference));
-  return outcome;
+  return with_budget(std::move(outcome), runs.graded, runs.reference);
 }
 
 CheckOutcome no_gather_on_compute_no_slower(const CheckContext& c) {
   const BesideReference runs = train_beside_reference(c, small_gpt2(2));
   if (!runs.failure.passed()) return runs.failure;
-  const RunBudget graded_budget = budget_of(runs.graded), reference_budget = budget_of(runs.reference);
   const auto& ops = runs.graded.ops[0];
   const auto on_compute = std::count_if(ops.begin(), ops.end(), [](const OpRecord& op) {
     return op.category == OpCategory::all_gather && op.lane == Lane::compute;
@@ -325,10 +323,10 @@ CheckOutcome no_gather_on_compute_no_slower(const CheckContext& c) {
   const SimTime end = end_of(runs.graded), reference_end = end_of(runs.reference);
   std::ostringstream got;
   got << on_compute << " of " << gathers << " gathers on the compute stream, 3 steps in " << us(end) << ", overlap "
-      << graded_budget.overlap_percent << " %";
+      << percent(budget_of(runs.graded).overlap_percent);
   std::ostringstream want;
   want << "none of " << reference_gathers << " gathers on the compute stream, 3 steps in " << us(reference_end)
-       << ", overlap " << reference_budget.overlap_percent << " %";
+       << ", overlap " << percent(budget_of(runs.reference).overlap_percent);
   CheckOutcome outcome = CheckOutcome::pass();
   if (on_compute > 0)
     outcome = CheckOutcome::fail(want.str(), got.str(),
@@ -340,8 +338,7 @@ CheckOutcome no_gather_on_compute_no_slower(const CheckContext& c) {
             ? "more gathers than the reference's take the link (see the memory check: reshard_after_forward)"
             : "the host waits for gathers (a synchronize), or the compute stream for more than its unit's gather: less "
               "of the communication hides under compute");
-  outcome.budget = budget_lines(graded_budget, reference_budget);
-  return outcome;
+  return with_budget(std::move(outcome), runs.graded, runs.reference);
 }
 
 CheckOutcome trains_equal_at_every_world(const CheckContext& c) {

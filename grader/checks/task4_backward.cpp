@@ -314,8 +314,7 @@ CheckOutcome reductions_scheduled_as_the_reference(const CheckContext& c) {
     outcome = CheckOutcome::fail(w.str(), g.str(),
                                  "the reductions wait for more than their unit's backward (a host sync?): less of "
                                  "them hides under the next unit's backward");
-  outcome.budget = budget_lines(budget_of(trained), budget_of(reference));
-  return outcome;
+  return with_budget(std::move(outcome), trained, reference);
 }
 
 CheckOutcome sgd_trains_equal_at_every_world(const CheckContext& c) {

@@ -99,8 +99,7 @@ Schedules schedules(const CheckContext& ctx, const GradeCase& c, const std::stri
 }
 
 CheckOutcome with_budget(CheckOutcome outcome, const Schedules& s) {
-  outcome.budget = budget_lines(budget_of(s.graded), budget_of(s.reference));
-  return outcome;
+  return grading::with_budget(std::move(outcome), s.graded, s.reference);
 }
 
 // A check of the schedules of case `c`, which its show command opens in the dashboard.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/grade_submission.hpp"
+#include "grader/grade_report.hpp"
 #include "test_support.hpp"
 
 namespace fsdplab {
@@ -44,30 +45,33 @@ TEST_F(GradeSubmission, AChangedFileIsRecompiledEvenWhenItsTimeIsOlder) {
   EXPECT_TRUE(app::stage_submission(labs, staging).empty());
 }
 
-// The gradebook a submission's grade wrote names the folder graded, as given and absolute: a course grading many
-// submissions reads which one from the file, not from the file's name. What the grade wrote stays as it was.
-TEST_F(GradeSubmission, TheGradebookNamesTheSubmission) {
-  const fs::path json = path("grade.json");
-  spit(json, R"({"impl": "student", "points": 5, "tasks": [{"task": 2, "impl": "student"}]})");
+// The gradebook a submission's grade writes names the folder graded, as given and absolute: a course grading many
+// submissions reads which one from the file, not from the file's name. The submission's own fsdplab writes it once,
+// told the folder by the options grade_submission adds to its grade.
+TEST_F(GradeSubmission, TheSubmissionsGradeIsToldTheFolderAsGivenAndAbsolute) {
   const fs::path given = path("subs") / "alice" / "..";
-  app::record_submission(json, given / "bob/");
-  const nlohmann::json grade = nlohmann::json::parse(slurp(json));
-  EXPECT_EQ(grade["submission"]["path"], (given / "bob/").string());
-  EXPECT_EQ(grade["submission"]["absolute"], path("subs/bob").string());
-  EXPECT_EQ(grade["impl"], "student");
-  EXPECT_EQ(grade["points"], 5);
-  EXPECT_EQ(grade["tasks"][0]["task"], 2);
+  EXPECT_EQ(app::graded_submission_args(given / "bob/"),
+            (std::vector<std::string>{"--graded-submission", (given / "bob/").string(), path("subs/bob").string()}));
   // A relative path is kept as given beside its absolute form.
   const fs::path here = fs::current_path();
   fs::current_path(dir());
-  app::record_submission(json, "subs/carol");
+  const std::vector<std::string> relative = app::graded_submission_args("subs/carol");
   fs::current_path(here);
-  const nlohmann::json again = nlohmann::json::parse(slurp(json));
-  EXPECT_EQ(again["submission"]["path"], "subs/carol");
-  EXPECT_EQ(again["submission"]["absolute"], path("subs/carol").string());
-  spit(json, "{not json");
-  EXPECT_TRUE(
-      testing::contains(testing::error_of([&] { app::record_submission(json, "subs/carol"); }), "is not valid JSON"));
+  EXPECT_EQ(relative, (std::vector<std::string>{"--graded-submission", "subs/carol", path("subs/carol").string()}));
+}
+
+TEST_F(GradeSubmission, TheGradebookNamesTheSubmission) {
+  grading::GradeReport report;
+  report.impl = "student";
+  report.submission = grading::GradedSubmission{"subs/carol", path("subs/carol").string()};
+  grading::write_grade_json(path("grade.json"), report);
+  const nlohmann::json grade = nlohmann::json::parse(slurp(path("grade.json")));
+  EXPECT_EQ(grade["submission"], (nlohmann::json{{"path", "subs/carol"}, {"absolute", path("subs/carol").string()}}));
+  EXPECT_EQ(grade["impl"], "student");
+  // This tree's own grade names no submission.
+  report.submission.reset();
+  grading::write_grade_json(path("grade.json"), report);
+  EXPECT_FALSE(nlohmann::json::parse(slurp(path("grade.json"))).contains("submission"));
 }
 
 }  // namespace

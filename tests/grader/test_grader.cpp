@@ -11,9 +11,11 @@
 #include <set>
 #include <sstream>
 
+#include "engine/fsdp/lab_todo.hpp"
 #include "engine/train/world.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/grade_report.hpp"
+#include "grader/graded_run.hpp"
 #include "grader/grading.hpp"
 #include "grader/grading_cases.hpp"
 #include "labs/mutants/mutants.hpp"
@@ -167,6 +169,58 @@ TEST(GraderDiagnostics, ASliceMistakeIsNamedByWhatTheSlicesShow) {
       run_checks(2, find_mutant(2, "drops-cut-parameters").impl(), {"cut-parameter"}, 60);
   EXPECT_TRUE(contains(dropped[0].outcome.cause, "a parameter cut by a chunk boundary left out"))
       << dropped[0].outcome.cause;
+}
+
+// A training at W = 3 that leaves the baseline names the mistake in the task's code, found by asking the task about
+// the very units the run trained: where 3 cuts a parameter between chunks, which piece is wrong and why.
+TEST(GraderDiagnostics, AnUnevenWorldsTrainingNamesWhatDiverged) {
+  const auto cause_of = [](int task, std::string_view mutant) {
+    const std::vector<CheckRun> runs = run_checks(task, find_mutant(task, mutant).impl(), {"training-W3"}, 60);
+    EXPECT_EQ(runs[0].outcome.fraction, 0) << mutant;
+    return runs[0].outcome.cause;
+  };
+  const std::string from_zero = cause_of(1, "index-from-zero");
+  EXPECT_TRUE(contains(from_zero, "step 1's loss already differs, before any update")) << from_zero;
+  EXPECT_TRUE(contains(from_zero, "in rank 1's chunk, transformer.wte.weight cut across ranks 0 to 2")) << from_zero;
+  EXPECT_TRUE(contains(from_zero, "pass s.param_begin (875) as ParamInit::fill's first_index")) << from_zero;
+  const std::string rank_seed = cause_of(1, "rank-seed");
+  EXPECT_TRUE(contains(rank_seed, "the rank enters the draw")) << rank_seed;
+  const std::string dropped = cause_of(2, "drops-cut-parameters");
+  EXPECT_TRUE(contains(dropped, "rank 0, slice 0: nothing, expected {transformer.wte.weight [0, 875)")) << dropped;
+  EXPECT_TRUE(contains(dropped, "a parameter cut by a chunk boundary left out")) << dropped;
+  const std::string copies = cause_of(2, "views-that-copy");  // NaN losses stop the run: still diagnosed
+  EXPECT_TRUE(contains(copies, "point_views on this run's unit '(root)'")) << copies;
+  EXPECT_TRUE(contains(copies, "views that copy")) << copies;
+}
+
+// A budget shown is a budget that counts: a check that passes its own test beside the reference (task 3's memory
+// check: the peak and the gathers are right) but whose run hides less communication earns half, saying by how much.
+TEST(GraderBudget, LessOverlapThanTheReferenceCostsHalfWhereverTheBudgetIsShown) {
+  const std::vector<CheckRun> runs = run_checks(3, find_mutant(3, "host-sync").impl(), {"memory"}, 60);
+  const CheckOutcome& o = runs[0].outcome;
+  EXPECT_EQ(o.fraction, 0.5) << o.got;
+  EXPECT_TRUE(contains(o.got, "passed, but overlap 31.19 % against the reference's 34.45 %")) << o.got;
+  EXPECT_FALSE(o.budget.empty());
+  // Counts are said whole, as the budget line prints them.
+  RunBudget mine, theirs;
+  mine.collectives = 32;
+  theirs.collectives = 30;
+  EXPECT_EQ(over_budget(mine, theirs).got, "passed, but collectives 32 against the reference's 30");
+}
+
+// A TODO the training met is said as a TODO, not as a mistake in the numbers.
+class TodoInit final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice>, const Tensor&, std::uint64_t) const override {
+    todo(1, "MetaInitTask::init_shard");
+  }
+};
+
+TEST(GraderDiagnostics, ATrainingStoppedByATodoSaysSo) {
+  const TodoInit todo_left;
+  const std::vector<CheckRun> runs = run_checks(1, todo_left, {"training-W3"}, 60);
+  EXPECT_TRUE(contains(runs[0].outcome.got, "a TODO is left")) << runs[0].outcome.got;
+  EXPECT_EQ(runs[0].outcome.cause, "a TODO is left in the task");
 }
 
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
