@@ -248,6 +248,46 @@ TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
   EXPECT_EQ(raised("disk full"), "rank 1 failed: disk full");
 }
 
+// A unit plan's mistake is named by what differs from the reference's plan, in every check whose case shows it: a
+// unit the policy names by its module's name() missing is a kind()-only match, not a subtree or a parent.
+TEST(GraderDiagnostics, AUnitPlanMistakeIsNamedByWhatDiffers) {
+  const std::vector<CheckRun> kind_only =
+      run_checks(7, find_mutant(7, "kind-only").impl(), {"nested-units", "wrap-by-name"}, 60);
+  for (const CheckRun& run : kind_only) {
+    EXPECT_EQ(run.outcome.fraction, 0) << run.outcome.got;
+    EXPECT_TRUE(contains(run.outcome.cause,
+                         "'transformer.wpe' is no unit though the policy names it: the policy "
+                         "matched against kind() only"))
+        << run.outcome.cause;
+  }
+  const std::vector<CheckRun> shared =
+      run_checks(7, find_mutant(7, "shared-in-users-unit").impl(), {"nested-units", "wrap-by-name"}, 60);
+  for (const CheckRun& run : shared) {
+    EXPECT_EQ(run.outcome.fraction, 0) << run.outcome.got;
+    EXPECT_TRUE(contains(run.outcome.cause,
+                         "unit '(root)' holds transformer.wte.weight twice: a module's "
+                         "shared_parameters()"))
+        << run.outcome.cause;
+  }
+  const std::vector<CheckRun> subtree =
+      run_checks(7, find_mutant(7, "subtree-parameters").impl(), {"nested-units"}, 60);
+  EXPECT_TRUE(contains(subtree[0].outcome.cause, "module->parameters() (the whole subtree)"))
+      << subtree[0].outcome.cause;
+  const std::vector<CheckRun> parents = run_checks(7, find_mutant(7, "flat-parents").impl(), {"nested-units"}, 60);
+  EXPECT_EQ(parents[0].outcome.cause, "a parent that is not the nearest wrapped ancestor");
+}
+
+// Each task 7 plan check's "see it" command opens the model and policy the check plans.
+TEST(GraderDiagnostics, EachUnitPlanCheckShowsItsOwnCase) {
+  const std::vector<Check> checks = task_checks(7);
+  const auto shown = [&](const std::string& id) { return show_command(check_named(checks, id), "student"); };
+  EXPECT_EQ(shown("block-units"),
+            "build/app/fsdplab gui --model gpt2 --world 2 --wrap block --impl 7=student --break task:7");
+  EXPECT_TRUE(contains(shown("nested-units"), "--model gpt2 --world 2 --wrap nested ")) << shown("nested-units");
+  EXPECT_TRUE(contains(shown("wrap-by-name"), "--model gpt2 --world 2 --wrap linear ")) << shown("wrap-by-name");
+  EXPECT_TRUE(contains(shown("no-empty-root"), "--model toy --world 2 --wrap block ")) << shown("no-empty-root");
+}
+
 // Every "see it" command calls fsdplab by a path that runs it from the repository's root, as the READMEs do.
 TEST(GraderDiagnostics, SeeItCommandsCallFsdplabByItsPath) {
   const std::vector<Check> checks = task_checks(2);
