@@ -138,5 +138,12 @@ CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_ca
 
 // "the run failed: <error>" as a diagnostic's "got", with the race detector's or a TODO's wording.
 std::string failure_text(const GradedRun& run);
+// The mistake an engine error names in the code that made it ("" for an error that names none): a prefetch of a unit
+// the pass never uses points at after().
+std::string error_mistake(const std::string& error);
+// The cause of a run that stopped with an error other than the race detector's: "a TODO is left in the task", the
+// mistake error_mistake names, else "the run failed: see got" — never a suspect of the check's own, which the run
+// never reached.
+std::string stopped_cause(const GradedRun& run);
 
 }  // namespace fsdplab::grading

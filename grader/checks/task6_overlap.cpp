@@ -82,17 +82,18 @@ struct Schedules {
   std::optional<CheckOutcome> failed;
 };
 
+// A failed run's cause: `race_cause` (the missing wait the case makes likely) for the race detector's error, else
+// why it stopped (stopped_cause).
 Schedules schedules(const CheckContext& ctx, const GradeCase& c, const std::string& expected,
-                    const std::string& cause) {
+                    const std::string& race_cause =
+                        "a buffer freed or reused, or a stream started, before the event "
+                        "of its last user: see the two ops the race detector names") {
   Schedules s;
   s.graded = train_graded(c, ctx.tasks, ctx.scratch, {.ops = true});
   s.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true});
   if (!s.graded.trained())
     s.failed =
-        CheckOutcome::fail(expected, failure_text(s.graded),
-                           s.graded.race ? "a buffer freed or reused, or a stream started, before the event of its "
-                                           "last user: see the two ops the race detector names"
-                                         : cause);
+        CheckOutcome::fail(expected, failure_text(s.graded), s.graded.race ? race_cause : stopped_cause(s.graded));
   else if (!s.reference.trained())
     throw Error("the reference's run of " + c.name + " failed: " + s.reference.error);
   return s;
@@ -130,7 +131,7 @@ CheckOutcome sync_overlaps_nothing(const CheckContext& ctx, const GradeCase& syn
 
 CheckOutcome forward_gathers_overlap_compute(const CheckContext& ctx, const GradeCase& forward) {
   const std::string expected = "as many forward gathers overlapping compute as the reference's";
-  const Schedules s = schedules(ctx, forward, expected, "");
+  const Schedules s = schedules(ctx, forward, expected);
   if (s.failed) return *s.failed;
   const auto count = [](const GradedRun& r) {
     return count_overlapping(collectives(r.ops[0], OpCategory::all_gather, "forward"), r.ops[0]);
@@ -150,7 +151,7 @@ CheckOutcome forward_gathers_overlap_compute(const CheckContext& ctx, const Grad
 
 CheckOutcome backward_collectives_overlap_compute(const CheckContext& ctx, const GradeCase& backward) {
   const std::string expected = "as many backward collectives overlapping compute as the reference's";
-  const Schedules s = schedules(ctx, backward, expected, "");
+  const Schedules s = schedules(ctx, backward, expected);
   if (s.failed) return *s.failed;
   const auto count = [](const GradedRun& r) {
     return count_overlapping(collectives(r.ops[0], std::nullopt, "backward"), r.ops[0]);
@@ -169,7 +170,7 @@ CheckOutcome backward_collectives_overlap_compute(const CheckContext& ctx, const
 
 CheckOutcome step_time_as_the_reference(const CheckContext& ctx, const GradeCase& all) {
   const std::string expected = "a step no longer than the reference's + 1%";
-  const Schedules s = schedules(ctx, all, expected, "");
+  const Schedules s = schedules(ctx, all, expected);
   if (s.failed) return *s.failed;
   const SimTime got = step_time(s.graded.ops[0]), want = step_time(s.reference.ops[0]);
   if (static_cast<double>(got) <= 1.01 * static_cast<double>(want)) return with_budget(CheckOutcome::pass(), s);
@@ -187,7 +188,7 @@ CheckOutcome rate_limiter_bounds_gathered_units(const CheckContext& ctx, const G
   std::string got;
   for (int limit : {1, 2}) {
     const GradeCase c = gpt2_124m(OverlapMode::async, "all", limit);
-    const Schedules s = schedules(ctx, c, "", "");
+    const Schedules s = schedules(ctx, c, "");
     if (s.failed)
       return CheckOutcome::fail("at most " + std::to_string(limit) + " gathered Blocks' memory", s.failed->got,
                                 s.failed->cause);
@@ -212,7 +213,7 @@ CheckOutcome rate_limiter_bounds_gathered_units(const CheckContext& ctx, const G
 CheckOutcome first_gather_waits_for_the_optimizer(const CheckContext& ctx, const GradeCase& all) {
   const std::string expected =
       "the measured step's first gather ordered after the compute stream's last op of the step before";
-  const Schedules s = schedules(ctx, all, expected, "");
+  const Schedules s = schedules(ctx, all, expected);
   if (s.failed) return *s.failed;
   for (const std::vector<OpRecord>& ops : s.graded.ops) {
     const std::vector<OpRecord> gathers = collectives(ops, OpCategory::all_gather, "forward");

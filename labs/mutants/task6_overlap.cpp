@@ -118,6 +118,15 @@ class PrefetchesTheForwardsNext final : public LikeTheReference {
   }
 };
 
+// After a unit's backward, prefetches that unit again instead of the next: it is gathered and never used.
+class PrefetchesItself final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = reference().after(point, unit, rank);
+    return point == PassPoint::post_backward ? &unit : next;
+  }
+};
+
 // The pool's gathers never wait for their slot's free event: a gather overwrites the slot's previous unit
 // while compute still reads it.
 class PoolWithoutFreeEvent final : public LikeTheReference {
@@ -145,7 +154,7 @@ class LimiterCountsTheRoot final : public LikeTheReference {
   }
 };
 
-const std::array<Mutant, 9> kMutants = {{
+const std::array<Mutant, 10> kMutants = {{
     {6, "free-at-host-time",
      "under ASYNC frees a gathered buffer at the host's time, while the compute stream may still read it",
      instance<FreeAtHostTime>},
@@ -162,6 +171,8 @@ const std::array<Mutant, 9> kMutants = {{
     {6, "prefetches-the-forwards-next",
      "backward prefetch names the next unit in the forward order, one that has run already",
      instance<PrefetchesTheForwardsNext>},
+    {6, "prefetches-itself", "after a unit's backward, names that unit again, which the pass never uses",
+     instance<PrefetchesItself>},
     {6, "pool-without-free-event", "a gather into a pool slot does not wait for the slot's free event",
      instance<PoolWithoutFreeEvent>},
     {6, "limiter-counts-the-root",

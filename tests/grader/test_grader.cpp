@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "engine/fsdp/lab_todo.hpp"
+#include "engine/fsdp/overlap_task.hpp"
 #include "engine/train/world.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/grade_report.hpp"
@@ -221,6 +222,64 @@ TEST(GraderDiagnostics, ATrainingStoppedByATodoSaysSo) {
   const std::vector<CheckRun> runs = run_checks(1, todo_left, {"training-W3"}, 60);
   EXPECT_TRUE(contains(runs[0].outcome.got, "a TODO is left")) << runs[0].outcome.got;
   EXPECT_EQ(runs[0].outcome.cause, "a TODO is left in the task");
+}
+
+// Task 6 as the reference, but for begin_forward, which stops the run: with a TODO, or with an Error that names no
+// mistake.
+class OverlapStoppedAtBeginForward final : public OverlapTask {
+ public:
+  explicit OverlapStoppedAtBeginForward(bool todo_left) : todo_left_(todo_left) {}
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    return reference_overlap().acquire_full(unit, rank, prefetch);
+  }
+  void release_full(FsdpUnit& unit, FsdpRank& rank) const override { reference_overlap().release_full(unit, rank); }
+  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override { reference_overlap().acquire_grad(unit, rank); }
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override { reference_overlap().release_grad(unit, rank); }
+  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
+    reference_overlap().release_staging(std::move(staging), done, rank);
+  }
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    return reference_overlap().after(point, unit, rank);
+  }
+  void begin_forward(FsdpRank&) const override {
+    if (todo_left_) todo(6, "OverlapTask::begin_forward");
+    throw Error("the forward could not begin");
+  }
+  void end_backward(FsdpRank& rank) const override { reference_overlap().end_backward(rank); }
+
+ private:
+  bool todo_left_;
+};
+
+// A task 6 run that stopped says why in every check's cause: a TODO as a TODO, an engine error that names the
+// mistake (a prefetched unit never used) as that mistake, any other error as the run's failure — never one of the
+// check's own suspects, which the run never reached.
+TEST(GraderDiagnostics, AStoppedScheduleSaysWhyItStopped) {
+  const std::vector<std::string> ids = {"sync-overlaps-nothing",
+                                        "forward-prefetch",
+                                        "backward-prefetch",
+                                        "step-time",
+                                        "rate-limiter",
+                                        "gathers-after-optimizer",
+                                        "pool",
+                                        "training-pool"};
+  const OverlapStoppedAtBeginForward todo_left(true), raising(false);
+  const std::vector<CheckRun> todo_runs = run_checks(6, todo_left, ids, 120);
+  const std::vector<CheckRun> error_runs = run_checks(6, raising, ids, 120);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(todo_runs[i].outcome.fraction, 0) << ids[i];
+    EXPECT_EQ(todo_runs[i].outcome.cause, "a TODO is left in the task") << ids[i] << ": " << todo_runs[i].outcome.got;
+    EXPECT_EQ(error_runs[i].outcome.fraction, 0) << ids[i];
+    EXPECT_EQ(error_runs[i].outcome.cause, "the run failed: see got") << ids[i] << ": " << error_runs[i].outcome.got;
+  }
+  const std::vector<std::string> prefetching = {"forward-prefetch", "backward-prefetch", "step-time", "training-async"};
+  const std::vector<CheckRun> wrong_unit = run_checks(6, find_mutant(6, "prefetches-itself").impl(), prefetching, 120);
+  for (std::size_t i = 0; i < prefetching.size(); ++i) {
+    EXPECT_TRUE(contains(wrong_unit[i].outcome.got, "was prefetched in this pass but never used"))
+        << prefetching[i] << ": " << wrong_unit[i].outcome.got;
+    EXPECT_TRUE(contains(wrong_unit[i].outcome.cause, "after() named a unit that does not run later in the pass"))
+        << prefetching[i] << ": " << wrong_unit[i].outcome.cause;
+  }
 }
 
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
