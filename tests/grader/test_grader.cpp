@@ -282,6 +282,33 @@ TEST(GraderDiagnostics, AStoppedScheduleSaysWhyItStopped) {
   }
 }
 
+// A step slower than the reference's is blamed on what its op graph shows: the host waiting, backward gathers that
+// overlap nothing, a limiter holding prefetches; the limiter's memory is told off by one from not limited at all.
+TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) {
+  const auto cause_of = [](std::string_view mutant, const std::string& id) {
+    const std::vector<CheckRun> runs = run_checks(6, find_mutant(6, mutant).impl(), {id}, 120);
+    EXPECT_LT(runs[0].outcome.fraction, 1) << mutant << " " << id;
+    return runs[0].outcome;
+  };
+  const std::string host_sync = cause_of("host-sync", "step-time").cause;
+  EXPECT_TRUE(contains(host_sync, "the host waited for the device: 25 ops issued once it had run dry")) << host_sync;
+  const std::string no_backward = cause_of("no-backward-prefetch", "step-time").cause;
+  EXPECT_TRUE(contains(no_backward, "after(pre_backward) names no unit")) << no_backward;
+  EXPECT_FALSE(contains(no_backward, "device.synchronize")) << no_backward;
+  for (const std::string id : {"step-time", "forward-prefetch"}) {
+    const std::string root = cause_of("limiter-counts-the-root", id).cause;
+    EXPECT_TRUE(contains(root, "the rate limiter held prefetches") && contains(root, "not rate_limited"))
+        << id << ": " << root;
+  }
+  const CheckOutcome off_by_one = cause_of("limiter-off-by-one", "rate-limiter");
+  EXPECT_TRUE(contains(off_by_one.cause, "one gathered Block more than the limit")) << off_by_one.cause;
+  const CheckOutcome unlimited = cause_of("no-limit", "rate-limiter");
+  EXPECT_TRUE(contains(unlimited.got, "--max-inflight 1: peak param_full 781.4 MB, the reference's 186 MB"))
+      << unlimited.got;
+  EXPECT_TRUE(contains(unlimited.cause, "up to 21 gathered Blocks more than the limit: the host never waits"))
+      << unlimited.cause;
+}
+
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
 // "rank 0 failed: rank 0: stream ..."), and what stopped it, not a generic "threw".
 TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
