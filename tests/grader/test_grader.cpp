@@ -309,6 +309,20 @@ TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) 
       << unlimited.cause;
 }
 
+// Task 5: a training that updates twice a step says so, as the one-update check finds it; a make that raises on full
+// sharding's units (the optimizer given the replica there has none) is named, not left to the generic error text.
+TEST(GraderDiagnostics, AShardedOptimizerMistakeIsNamedWhereverItShows) {
+  const std::vector<CheckRun> twice = run_checks(5, find_mutant(5, "step-twice").impl(), {"training-zero2"}, 60);
+  EXPECT_EQ(twice[0].outcome.fraction, 0) << twice[0].outcome.got;
+  EXPECT_TRUE(contains(twice[0].outcome.cause, "optimizer.step called more than once per call (see the one-update"))
+      << twice[0].outcome.cause;
+  const std::vector<CheckRun> replica = run_checks(5, find_mutant(5, "replica-always").impl(), {"targets"}, 60);
+  EXPECT_EQ(replica[0].end, CheckEnd::finished) << replica[0].outcome.got;
+  EXPECT_TRUE(contains(replica[0].outcome.got, "make raised on full sharding's units: ")) << replica[0].outcome.got;
+  EXPECT_TRUE(contains(replica[0].outcome.cause, "under full sharding a unit has no replica"))
+      << replica[0].outcome.cause;
+}
+
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
 // "rank 0 failed: rank 0: stream ..."), and what stopped it, not a generic "threw".
 TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
