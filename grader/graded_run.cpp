@@ -142,6 +142,19 @@ std::string failure_text(const GradedRun& run) {
   return "the run failed: " + error;
 }
 
+std::string error_mistake(const std::string& error) {
+  if (error.find("was prefetched in this pass but never used") != std::string::npos)
+    return "after() named a unit that does not run later in the pass: a prefetch must be the next unit of the "
+           "recorded order (next_in_forward, or next_in_backward for the backward)";
+  return "";
+}
+
+std::string stopped_cause(const GradedRun& run) {
+  if (run.todo_left()) return "a TODO is left in the task";
+  const std::string mistake = error_mistake(run.error);
+  return mistake.empty() ? "the run failed: see got" : mistake;
+}
+
 CheckOutcome compare_with_baseline(const GradedRun& graded, const GradedRun& baseline, double tolerance) {
   const std::string expected =
       "losses and final parameters within " + number(tolerance) + " of the single-rank baseline";
@@ -354,16 +367,19 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
     const GradedRun graded = train_graded(run, ctx.tasks, ctx.scratch, {.ops = true});
     CheckOutcome outcome = compare_with_baseline(graded, baseline, allowed);
     if (!outcome.passed() && outcome.cause.empty()) {
-      // A TODO is said as the check processes say it (check_process.cpp), not as a mistake in the numbers.
+      // A TODO is said as the check processes say it (check_process.cpp), not as a mistake in the numbers; so is an
+      // error that names its mistake.
       if (graded.todo_left()) {
         outcome.cause = "a TODO is left in the task";
-      } else if (diagnose && !graded.race) {
+      } else if (!graded.race) {
+        outcome.cause = error_mistake(graded.error);
         try {
-          outcome.cause = diagnose(ctx, run, graded, baseline, allowed);
+          if (outcome.cause.empty() && diagnose) outcome.cause = diagnose(ctx, run, graded, baseline, allowed);
         } catch (const std::exception&) {  // the graded code refused the diagnosis' calls: no guess to add
         }
       }
-      if (outcome.cause.empty()) outcome.cause = cause;
+      // `cause` suspects the numbers or a race; a run that stopped otherwise says so.
+      if (outcome.cause.empty()) outcome.cause = graded.trained() || graded.race ? cause : stopped_cause(graded);
     }
     if (!graded.trained()) return outcome;
     return with_budget(std::move(outcome), graded, reference);
@@ -388,13 +404,10 @@ CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_ca
     } else if (first.passed()) {
       first = std::move(outcome);
       first.got = "W = " + std::to_string(world) + ": " + first.got + " (" + c.command("run", ctx.impl_flag()) + ")";
-      if (graded.race) {
+      if (graded.race)
         first.cause = race_cause;
-      } else if (graded.todo_left()) {
-        first.cause = "a TODO is left in the task";
-      } else if (graded.trained()) {
-        first.cause = cause;
-      }
+      else
+        first.cause = graded.trained() ? cause : stopped_cause(graded);
     }
   }
   if (first.passed()) return first;

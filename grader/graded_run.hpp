@@ -122,9 +122,10 @@ double overlap_percent(const std::vector<OpRecord>& ops);
 // A check that `c`, trained with the graded tasks, equals the single-rank baseline within c.tolerance —
 // or within twice the reference's own distance from it where rounding takes the reference further (AdamW
 // turns the rounding of a near-zero gradient into a full step: see tests/integration/test_fsdp_equivalence.cpp)
-// — with the budget beside the reference's training of the same case. `cause` names the likely mistake; `diagnose`,
-// where given, reads it from what the run shows, for a run that differs or stopped with an error that is neither
-// the race detector's nor a TODO ("", or an exception, leaves it to `cause`).
+// — with the budget beside the reference's training of the same case. `cause` names the likely mistake of a run that
+// differs or that the race detector stopped; `diagnose`, where given, reads it from what the run shows, for a run
+// that differs or stopped with an error that is neither the race detector's, nor a TODO, nor one error_mistake names
+// ("", or an exception, leaves it to `cause`, or to stopped_cause for a run that stopped).
 using DifferenceCause = std::function<std::string(const CheckContext& ctx, const GradeCase& c, const GradedRun& graded,
                                                   const GradedRun& baseline, double tolerance)>;
 Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause,
@@ -138,5 +139,12 @@ CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_ca
 
 // "the run failed: <error>" as a diagnostic's "got", with the race detector's or a TODO's wording.
 std::string failure_text(const GradedRun& run);
+// The mistake an engine error names in the code that made it ("" for an error that names none): a prefetch of a unit
+// the pass never uses points at after().
+std::string error_mistake(const std::string& error);
+// The cause of a run that stopped with an error other than the race detector's: "a TODO is left in the task", the
+// mistake error_mistake names, else "the run failed: see got" — never a suspect of the check's own, which the run
+// never reached.
+std::string stopped_cause(const GradedRun& run);
 
 }  // namespace fsdplab::grading

@@ -107,10 +107,15 @@ CheckOutcome check_targets(const CheckContext& c) {
   auto device = make_graded_device(1);
   const RankUnits mine(*device, 1, 2, Form::full), theirs(*device, 1, 2, Form::full);
   const OptimizerSpec spec{"sgd", 0.25, 0.9};
-  const std::unique_ptr<Optimizer> optimizer = graded(c).make(mine.units, spec);
   const std::unique_ptr<Optimizer> wanted = reference(c).make(theirs.units, spec);
   const std::string expected = "one target per unit in the units' order, each named as its unit, updating its master "
                                "from its grad_shard, with the optimizer the spec names (" + hyper_text(*wanted) + ")";
+  std::unique_ptr<Optimizer> optimizer;
+  const std::string refused = error_raised([&] { optimizer = graded(c).make(mine.units, spec); });
+  if (!refused.empty())
+    return CheckOutcome::fail(expected, "make raised on full sharding's units: " + refused,
+                              "a target that is not the unit's master shard: under full sharding a unit has no "
+                              "replica (only zero1 and zero2 keep one), and the optimizer updates the master");
   if (!optimizer)
     return CheckOutcome::fail(expected, "make returned no optimizer", "make must return make_optimizer's result");
   const std::vector<OptimTarget>& targets = optimizer->targets();
@@ -229,6 +234,17 @@ Stepped step_twice(const ShardedOptimizerTask& task, const ShardedOptimizerTask&
   out.updates.assign(device->ops().begin() + static_cast<std::ptrdiff_t>(first), device->ops().end());
   for (const UnitShards& u : mine.units) out.masters.push_back(u.master.to_vector());
   return out;
+}
+
+// The mistake in how often step updates, as the one-update check finds it: "" when step updates once per call.
+std::string update_count_mistake(const CheckContext& c) {
+  const Stepped got = step_twice(graded(c), reference(c), Form::full, Lane::compute);
+  const Stepped want = step_twice(reference(c), reference(c), Form::full, Lane::compute);
+  if (!got.refused.empty() || (got.steps == want.steps && got.updates.size() == want.updates.size())) return "";
+  return "optimizer.step called " + std::string(got.steps > want.steps ? "more" : "less") +
+         " than once per call (see the one-update check): " + std::to_string(got.steps) +
+         " steps counted after 2 "
+         "calls; a second call doubles the update and advances AdamW's step count (its bias correction) twice";
 }
 
 CheckOutcome check_one_update(const CheckContext& c) {
@@ -413,6 +429,11 @@ GradeCase zero2_case() {
   return c;
 }
 
+// A training's cause where step updates more or less than once: what the one-update check finds.
+std::string updates_counted(const CheckContext& c, const GradeCase&, const GradedRun&, const GradedRun&, double) {
+  return update_count_mistake(c);
+}
+
 GradeCase sgd_full_case() {
   GradeCase c = small_gpt2(3);
   c.run.optimizer = "sgd";
@@ -437,10 +458,11 @@ std::vector<Check> sharded_optimizer_checks() {
       equivalence_check(5, "training-zero2",
                         "gpt2 test-tiny, zero2 on 2 ranks, trains equal to the single-rank baseline", 2, zero2_case(),
                         "the updated chunks not gathered into every rank's replica, or gathered before the update is "
-                        "done, or the optimizer given the replica"),
+                        "done, or the optimizer given the replica",
+                        updates_counted),
       equivalence_check(5, "training-W3-sgd",
                         "gpt2 test-tiny on 3 ranks, SGD, trains equal to the single-rank baseline", 1, sgd_full_case(),
-                        "more or less than one update per step, or targets other than the shards"),
+                        "more or less than one update per step, or targets other than the shards", updates_counted),
   };
 }
 

@@ -3,6 +3,8 @@
 // (names, modules, each unit's own parameters in order, the enclosing unit): one unit per Block; nested
 // units holding only their own parameters; a module wrapped by its dotted name; no empty root; the
 // errors the contract names; then whole trainings under the nested policy.
+#include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "engine/nn/gpt2_model.hpp"
@@ -15,7 +17,10 @@
 namespace fsdplab::grading {
 namespace {
 
-constexpr const char* kShow = "fsdplab gui --model gpt2 --world 2 --wrap nested {impl} --break task:7";
+// The dashboard on the case a check plans: the same model under the same policy.
+std::string show(const std::string& model, const std::string& wrap) {
+  return "fsdplab gui --model " + model + " --world 2 --wrap " + wrap + " {impl} --break task:7";
+}
 
 const IntegrationTask& graded(const CheckContext& c) { return *c.tasks.integration; }
 const IntegrationTask& reference(const CheckContext& c) { return *c.reference.integration; }
@@ -51,6 +56,50 @@ std::string plan_difference(const std::vector<UnitPlan>& got, const std::vector<
   return "";
 }
 
+// The mistake the difference between two plans points at: a unit the policy names by its module's name() missing,
+// a parameter held twice by one unit or by two, an empty root, parents off; "" when it points at none of them.
+std::string plan_mistake(const std::vector<UnitPlan>& got, const std::vector<UnitPlan>& want,
+                         std::span<const std::string> policy) {
+  const auto in_policy = [&](const std::string& entry) {
+    return std::find(policy.begin(), policy.end(), entry) != policy.end();
+  };
+  const auto has_unit = [](const std::vector<UnitPlan>& plans, const Module* m) {
+    return std::any_of(plans.begin(), plans.end(), [m](const UnitPlan& p) { return p.module == m; });
+  };
+  for (const UnitPlan& w : want)
+    if (!has_unit(got, w.module) && in_policy(w.module->name()) && !in_policy(std::string(w.module->kind())))
+      return "'" + w.name +
+             "' is no unit though the policy names it: the policy matched against kind() only, and "
+             "an entry may also be a module's name()";
+  for (const UnitPlan& g : got)
+    if (!has_unit(want, g.module) && g.module->parent() == nullptr && g.params.empty())
+      return "an empty root unit kept (task 2 refuses it)";
+  std::map<const Parameter*, int> units_holding;
+  for (const UnitPlan& g : got) {
+    std::map<const Parameter*, int> held;
+    for (const Parameter* p : g.params)
+      if (++held[p] == 2)
+        return "unit '" + g.name + "' holds " + p->name +
+               " twice: a module's shared_parameters() (a tied weight "
+               "another unit already owns) added to the unit that uses it";
+    for (const auto& [p, n] : held) ++units_holding[p];
+  }
+  for (const auto& [p, n] : units_holding)
+    if (n > 1)
+      return p->name + " is held by " + std::to_string(n) +
+             " units: module->parameters() (the whole subtree) taken for "
+             "a unit instead of the parameters of the modules it alone covers";
+  if (got.size() != want.size()) return "";
+  bool parents_one_too_high = true, parents_differ = false;
+  for (std::size_t u = 0; u < want.size(); ++u) {
+    parents_differ |= got[u].parent != want[u].parent;
+    parents_one_too_high &= got[u].parent == want[u].parent + 1;
+  }
+  if (parents_differ && parents_one_too_high) return "the parents not renumbered after removing the empty root";
+  if (parents_differ) return "a parent that is not the nearest wrapped ancestor";
+  return "";
+}
+
 // The model and unit kinds the CLI builds for `model` under `wrap`.
 BuiltModel built(const std::string& model, const std::string& wrap) {
   RunConfig run;
@@ -67,7 +116,9 @@ CheckOutcome compare_plans(const CheckContext& c, const std::string& model, cons
   const std::vector<UnitPlan> got = graded(c).plan_units(*m.model, m.unit_kinds);
   const std::string difference = plan_difference(got, want);
   if (difference.empty()) return CheckOutcome::pass();
-  return CheckOutcome::fail(std::move(expected), model + " --wrap " + wrap + ": " + difference, std::move(cause));
+  const std::string mistake = plan_mistake(got, want, m.unit_kinds);
+  return CheckOutcome::fail(std::move(expected), model + " --wrap " + wrap + ": " + difference,
+                            mistake.empty() ? std::move(cause) : mistake);
 }
 
 // A model with no parameter at all.
@@ -78,8 +129,9 @@ class EmptyModel final : public Model {
   void backward(RunContext&) override {}
 };
 
-Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run) {
-  return {7, std::move(id), std::move(title), points, kShow, std::move(run)};
+Check make(std::string id, std::string title, int points, std::string show,
+           std::function<CheckOutcome(const CheckContext&)> run) {
+  return {7, std::move(id), std::move(title), points, std::move(show), std::move(run)};
 }
 
 CheckOutcome one_unit_per_block(const CheckContext& c) {
@@ -143,14 +195,15 @@ GradeCase nested_case(int world) {
 std::vector<Check> integration_checks() {
   return {
       make("block-units", "gpt2 --wrap block: a root unit (wte once, wpe, ln_f), then one unit per Block", 2,
-           one_unit_per_block),
+           show("gpt2", "block"), one_unit_per_block),
       make("nested-units", "gpt2 --wrap nested: Linears as units inside their Block, each unit only its own parameters",
-           2, nested_units_own_only_their_parameters),
-      make("wrap-by-name", "gpt2 --wrap linear: transformer.wpe wrapped by its dotted name", 1,
+           2, show("gpt2", "nested"), nested_units_own_only_their_parameters),
+      make("wrap-by-name", "gpt2 --wrap linear: transformer.wpe wrapped by its dotted name", 1, show("gpt2", "linear"),
            a_module_wrapped_by_its_name),
-      make("no-empty-root", "toy (every layer a unit): no root unit, and no unit has a parent", 1, no_empty_root),
+      make("no-empty-root", "toy (every layer a unit): no root unit, and no unit has a parent", 1, show("toy", "block"),
+           no_empty_root),
       make("errors", "errors: a wrapped module with no parameters, a tied weight used outside its unit, no parameters",
-           2, errors_the_contract_names),
+           2, show("gpt2", "nested"), errors_the_contract_names),
       equivalence_check(7, "training-nested-W2", "gpt2 --wrap nested on 2 ranks equals the single-rank baseline", 2,
                         nested_case(2), "units whose parameters overlap or miss some, or a wrong parent"),
       equivalence_check(7, "training-block-W4", "gpt2 --wrap block on 4 ranks equals the single-rank baseline", 1,

@@ -52,6 +52,16 @@ class ReplicaTarget final : public LikeTheReference {
   }
 };
 
+// The replica given to the optimizer whatever the strategy: under full sharding a unit has none.
+class ReplicaAlways final : public LikeTheReference {
+ public:
+  std::unique_ptr<Optimizer> make(std::span<const UnitShards> units, const OptimizerSpec& spec) const override {
+    std::vector<OptimTarget> targets;
+    for (const UnitShards& unit : units) targets.push_back({unit.name, unit.replica, unit.grad_shard});
+    return make_optimizer(spec, std::move(targets));
+  }
+};
+
 // No gather after the update: each rank's replica keeps the other ranks' chunks as they were.
 class NoZeroGather final : public LikeTheReference {
  public:
@@ -98,6 +108,8 @@ std::span<const Mutant> sharded_optimizer_mutants() {
        instance<StepTwice>},
       {5, "replica-target", "make gives the optimizer the whole replica instead of the master shard under zero1/zero2",
        instance<ReplicaTarget>},
+      {5, "replica-always", "make gives the optimizer unit.replica under full sharding too, where there is none",
+       instance<ReplicaAlways>},
       {5, "no-zero-gather", "all_gather_updates gathers nothing: each rank's replica keeps the other chunks un-updated",
        instance<NoZeroGather>},
       {5, "gather-before-update", "the update gathers do not wait for the compute stream's update (no event)",

@@ -76,6 +76,15 @@ class NoPrefetch final : public LikeTheReference {
   }
 };
 
+// Backward prefetch forgotten: after(pre_backward) names no unit, so each backward gather waits for its own hook.
+class NoBackwardPrefetch final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = reference().after(point, unit, rank);  // keeps the recorded orders
+    return point == PassPoint::pre_backward ? nullptr : next;
+  }
+};
+
 // The host waits for every stream before each gather: numbers right, overlap gone.
 class HostSyncBeforeGather final : public LikeTheReference {
  public:
@@ -93,6 +102,15 @@ class LimiterOffByOne final : public LikeTheReference {
       return reference().acquire_full(unit, rank, prefetch);
     const int limit = rank.options.max_inflight;
     return acquire_limited(unit, rank, prefetch, [limit](const OverlapState& s) { return live_gathered(s) > limit; });
+  }
+};
+
+// No rate limiter: every gather and prefetch goes ahead, however many gathered units hold memory.
+class NoLimit final : public LikeTheReference {
+ public:
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    if (!rank.async() || unit.pool_slot >= 0) return reference().acquire_full(unit, rank, prefetch);
+    return acquire_limited(unit, rank, prefetch, [](const OverlapState&) { return false; });
   }
 };
 
@@ -115,6 +133,15 @@ class PrefetchesTheForwardsNext final : public LikeTheReference {
     const bool backward = point == PassPoint::pre_backward || point == PassPoint::post_backward;
     if (!backward || next == nullptr) return next;
     return next_in_forward(rank.schedule, unit);  // not next_in_backward
+  }
+};
+
+// After a unit's backward, prefetches that unit again instead of the next: it is gathered and never used.
+class PrefetchesItself final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = reference().after(point, unit, rank);
+    return point == PassPoint::post_backward ? &unit : next;
   }
 };
 
@@ -145,7 +172,7 @@ class LimiterCountsTheRoot final : public LikeTheReference {
   }
 };
 
-const std::array<Mutant, 9> kMutants = {{
+const std::array<Mutant, 12> kMutants = {{
     {6, "free-at-host-time",
      "under ASYNC frees a gathered buffer at the host's time, while the compute stream may still read it",
      instance<FreeAtHostTime>},
@@ -153,15 +180,20 @@ const std::array<Mutant, 9> kMutants = {{
      instance<SyncUnordered>},
     {6, "no-prefetch", "never returns a unit to fetch ahead, so no gather overlaps the compute before it",
      instance<NoPrefetch>},
+    {6, "no-backward-prefetch", "after(pre_backward) names no unit, so no backward gather overlaps compute",
+     instance<NoBackwardPrefetch>},
     {6, "host-sync", "synchronizes the host with the device before every gather, which kills the overlap prefetch buys",
      instance<HostSyncBeforeGather>},
     {6, "limiter-off-by-one", "lets max_inflight + 1 gathered units hold memory", instance<LimiterOffByOne>},
+    {6, "no-limit", "never waits at the rate limit, so every gathered unit holds memory at once", instance<NoLimit>},
     {6, "gathers-before-optimizer",
      "does not order the next forward's gathers after the optimizer step that writes the shards",
      instance<GathersBeforeOptimizer>},
     {6, "prefetches-the-forwards-next",
      "backward prefetch names the next unit in the forward order, one that has run already",
      instance<PrefetchesTheForwardsNext>},
+    {6, "prefetches-itself", "after a unit's backward, names that unit again, which the pass never uses",
+     instance<PrefetchesItself>},
     {6, "pool-without-free-event", "a gather into a pool slot does not wait for the slot's free event",
      instance<PoolWithoutFreeEvent>},
     {6, "limiter-counts-the-root",

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "engine/fsdp/lab_todo.hpp"
+#include "engine/fsdp/overlap_task.hpp"
 #include "engine/train/world.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/grade_report.hpp"
@@ -223,6 +224,105 @@ TEST(GraderDiagnostics, ATrainingStoppedByATodoSaysSo) {
   EXPECT_EQ(runs[0].outcome.cause, "a TODO is left in the task");
 }
 
+// Task 6 as the reference, but for begin_forward, which stops the run: with a TODO, or with an Error that names no
+// mistake.
+class OverlapStoppedAtBeginForward final : public OverlapTask {
+ public:
+  explicit OverlapStoppedAtBeginForward(bool todo_left) : todo_left_(todo_left) {}
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    return reference_overlap().acquire_full(unit, rank, prefetch);
+  }
+  void release_full(FsdpUnit& unit, FsdpRank& rank) const override { reference_overlap().release_full(unit, rank); }
+  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override { reference_overlap().acquire_grad(unit, rank); }
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override { reference_overlap().release_grad(unit, rank); }
+  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
+    reference_overlap().release_staging(std::move(staging), done, rank);
+  }
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    return reference_overlap().after(point, unit, rank);
+  }
+  void begin_forward(FsdpRank&) const override {
+    if (todo_left_) todo(6, "OverlapTask::begin_forward");
+    throw Error("the forward could not begin");
+  }
+  void end_backward(FsdpRank& rank) const override { reference_overlap().end_backward(rank); }
+
+ private:
+  bool todo_left_;
+};
+
+// A task 6 run that stopped says why in every check's cause: a TODO as a TODO, an engine error that names the
+// mistake (a prefetched unit never used) as that mistake, any other error as the run's failure — never one of the
+// check's own suspects, which the run never reached.
+TEST(GraderDiagnostics, AStoppedScheduleSaysWhyItStopped) {
+  const std::vector<std::string> ids = {"sync-overlaps-nothing",
+                                        "forward-prefetch",
+                                        "backward-prefetch",
+                                        "step-time",
+                                        "rate-limiter",
+                                        "gathers-after-optimizer",
+                                        "pool",
+                                        "training-pool"};
+  const OverlapStoppedAtBeginForward todo_left(true), raising(false);
+  const std::vector<CheckRun> todo_runs = run_checks(6, todo_left, ids, 120);
+  const std::vector<CheckRun> error_runs = run_checks(6, raising, ids, 120);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(todo_runs[i].outcome.fraction, 0) << ids[i];
+    EXPECT_EQ(todo_runs[i].outcome.cause, "a TODO is left in the task") << ids[i] << ": " << todo_runs[i].outcome.got;
+    EXPECT_EQ(error_runs[i].outcome.fraction, 0) << ids[i];
+    EXPECT_EQ(error_runs[i].outcome.cause, "the run failed: see got") << ids[i] << ": " << error_runs[i].outcome.got;
+  }
+  const std::vector<std::string> prefetching = {"forward-prefetch", "backward-prefetch", "step-time", "training-async"};
+  const std::vector<CheckRun> wrong_unit = run_checks(6, find_mutant(6, "prefetches-itself").impl(), prefetching, 120);
+  for (std::size_t i = 0; i < prefetching.size(); ++i) {
+    EXPECT_TRUE(contains(wrong_unit[i].outcome.got, "was prefetched in this pass but never used"))
+        << prefetching[i] << ": " << wrong_unit[i].outcome.got;
+    EXPECT_TRUE(contains(wrong_unit[i].outcome.cause, "after() named a unit that does not run later in the pass"))
+        << prefetching[i] << ": " << wrong_unit[i].outcome.cause;
+  }
+}
+
+// A step slower than the reference's is blamed on what its op graph shows: the host waiting, backward gathers that
+// overlap nothing, a limiter holding prefetches; the limiter's memory is told off by one from not limited at all.
+TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) {
+  const auto cause_of = [](std::string_view mutant, const std::string& id) {
+    const std::vector<CheckRun> runs = run_checks(6, find_mutant(6, mutant).impl(), {id}, 120);
+    EXPECT_LT(runs[0].outcome.fraction, 1) << mutant << " " << id;
+    return runs[0].outcome;
+  };
+  const std::string host_sync = cause_of("host-sync", "step-time").cause;
+  EXPECT_TRUE(contains(host_sync, "the host waited for the device: 25 ops issued once it had run dry")) << host_sync;
+  const std::string no_backward = cause_of("no-backward-prefetch", "step-time").cause;
+  EXPECT_TRUE(contains(no_backward, "after(pre_backward) names no unit")) << no_backward;
+  EXPECT_FALSE(contains(no_backward, "device.synchronize")) << no_backward;
+  for (const std::string id : {"step-time", "forward-prefetch"}) {
+    const std::string root = cause_of("limiter-counts-the-root", id).cause;
+    EXPECT_TRUE(contains(root, "the rate limiter held prefetches") && contains(root, "not rate_limited"))
+        << id << ": " << root;
+  }
+  const CheckOutcome off_by_one = cause_of("limiter-off-by-one", "rate-limiter");
+  EXPECT_TRUE(contains(off_by_one.cause, "one gathered Block more than the limit")) << off_by_one.cause;
+  const CheckOutcome unlimited = cause_of("no-limit", "rate-limiter");
+  EXPECT_TRUE(contains(unlimited.got, "--max-inflight 1: peak param_full 781.4 MB, the reference's 186 MB"))
+      << unlimited.got;
+  EXPECT_TRUE(contains(unlimited.cause, "up to 21 gathered Blocks more than the limit: the host never waits"))
+      << unlimited.cause;
+}
+
+// Task 5: a training that updates twice a step says so, as the one-update check finds it; a make that raises on full
+// sharding's units (the optimizer given the replica there has none) is named, not left to the generic error text.
+TEST(GraderDiagnostics, AShardedOptimizerMistakeIsNamedWhereverItShows) {
+  const std::vector<CheckRun> twice = run_checks(5, find_mutant(5, "step-twice").impl(), {"training-zero2"}, 60);
+  EXPECT_EQ(twice[0].outcome.fraction, 0) << twice[0].outcome.got;
+  EXPECT_TRUE(contains(twice[0].outcome.cause, "optimizer.step called more than once per call (see the one-update"))
+      << twice[0].outcome.cause;
+  const std::vector<CheckRun> replica = run_checks(5, find_mutant(5, "replica-always").impl(), {"targets"}, 60);
+  EXPECT_EQ(replica[0].end, CheckEnd::finished) << replica[0].outcome.got;
+  EXPECT_TRUE(contains(replica[0].outcome.got, "make raised on full sharding's units: ")) << replica[0].outcome.got;
+  EXPECT_TRUE(contains(replica[0].outcome.cause, "under full sharding a unit has no replica"))
+      << replica[0].outcome.cause;
+}
+
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
 // "rank 0 failed: rank 0: stream ..."), and what stopped it, not a generic "threw".
 TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
@@ -246,6 +346,46 @@ TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
   EXPECT_EQ(raised("rank 1: stream compute waits"), "rank 1 failed: stream compute waits");
   EXPECT_EQ(raised("rank 10: elsewhere"), "rank 1 failed: rank 10: elsewhere");
   EXPECT_EQ(raised("disk full"), "rank 1 failed: disk full");
+}
+
+// A unit plan's mistake is named by what differs from the reference's plan, in every check whose case shows it: a
+// unit the policy names by its module's name() missing is a kind()-only match, not a subtree or a parent.
+TEST(GraderDiagnostics, AUnitPlanMistakeIsNamedByWhatDiffers) {
+  const std::vector<CheckRun> kind_only =
+      run_checks(7, find_mutant(7, "kind-only").impl(), {"nested-units", "wrap-by-name"}, 60);
+  for (const CheckRun& run : kind_only) {
+    EXPECT_EQ(run.outcome.fraction, 0) << run.outcome.got;
+    EXPECT_TRUE(contains(run.outcome.cause,
+                         "'transformer.wpe' is no unit though the policy names it: the policy "
+                         "matched against kind() only"))
+        << run.outcome.cause;
+  }
+  const std::vector<CheckRun> shared =
+      run_checks(7, find_mutant(7, "shared-in-users-unit").impl(), {"nested-units", "wrap-by-name"}, 60);
+  for (const CheckRun& run : shared) {
+    EXPECT_EQ(run.outcome.fraction, 0) << run.outcome.got;
+    EXPECT_TRUE(contains(run.outcome.cause,
+                         "unit '(root)' holds transformer.wte.weight twice: a module's "
+                         "shared_parameters()"))
+        << run.outcome.cause;
+  }
+  const std::vector<CheckRun> subtree =
+      run_checks(7, find_mutant(7, "subtree-parameters").impl(), {"nested-units"}, 60);
+  EXPECT_TRUE(contains(subtree[0].outcome.cause, "module->parameters() (the whole subtree)"))
+      << subtree[0].outcome.cause;
+  const std::vector<CheckRun> parents = run_checks(7, find_mutant(7, "flat-parents").impl(), {"nested-units"}, 60);
+  EXPECT_EQ(parents[0].outcome.cause, "a parent that is not the nearest wrapped ancestor");
+}
+
+// Each task 7 plan check's "see it" command opens the model and policy the check plans.
+TEST(GraderDiagnostics, EachUnitPlanCheckShowsItsOwnCase) {
+  const std::vector<Check> checks = task_checks(7);
+  const auto shown = [&](const std::string& id) { return show_command(check_named(checks, id), "student"); };
+  EXPECT_EQ(shown("block-units"),
+            "build/app/fsdplab gui --model gpt2 --world 2 --wrap block --impl 7=student --break task:7");
+  EXPECT_TRUE(contains(shown("nested-units"), "--model gpt2 --world 2 --wrap nested ")) << shown("nested-units");
+  EXPECT_TRUE(contains(shown("wrap-by-name"), "--model gpt2 --world 2 --wrap linear ")) << shown("wrap-by-name");
+  EXPECT_TRUE(contains(shown("no-empty-root"), "--model toy --world 2 --wrap block ")) << shown("no-empty-root");
 }
 
 // Every "see it" command calls fsdplab by a path that runs it from the repository's root, as the READMEs do.
