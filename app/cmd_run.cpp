@@ -360,8 +360,8 @@ int run_training(const RunOptions& options) {
         std::fprintf(stderr, "the run stopped after %zu steps; their losses are in %s\n", steps.size(),
                      run.losses_file.c_str());
       } catch (const Error& not_written) {
-        std::fprintf(stderr, "the run stopped after %zu steps; their losses could not be written: %s\n",
-                     steps.size(), not_written.what());
+        std::fprintf(stderr, "the run stopped after %zu steps; their losses could not be written: %s\n", steps.size(),
+                     not_written.what());
       }
     }
     throw;
