@@ -59,9 +59,13 @@ std::string GradeCase::command(const std::string& verb, const std::string& impl_
   return s.str();
 }
 
+std::string break_flag(int task, OverlapMode mode) {
+  if (task == 7) return " --break pre-forward";
+  return task_reports_events(task, mode) ? " --break task:" + std::to_string(task) : std::string();
+}
+
 std::string GradeCase::dashboard_command(int task) const {
-  return command("gui", "{impl}") +
-         (task_reports_events(task, options.mode) ? " --break task:" + std::to_string(task) : std::string());
+  return command("gui", "{impl}") + break_flag(task, options.mode);
 }
 
 GradeCase small_gpt2(int world) {
@@ -313,14 +317,23 @@ std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& r
 
 CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference) {
   std::string got;
-  // As the budget line prints them (grade_report.cpp): counts whole, MB and % to the hundredth.
+  // As the budget line prints them (grade_report.cpp): counts whole, MB and % to the hundredth, or with as many
+  // more digits (up to 6) as it takes to tell the two apart: "0.04 MB against 0.04 MB" would read as no excess.
   const auto said = [&](const std::string& what, double mine, double theirs, const std::string& unit) {
     char line[160];
-    if (unit.empty())
+    if (unit.empty()) {
       std::snprintf(line, sizeof line, "%s %.0f against the reference's %.0f", what.c_str(), mine, theirs);
-    else
-      std::snprintf(line, sizeof line, "%s %.2f %s against the reference's %.2f %s", what.c_str(), mine, unit.c_str(),
-                    theirs, unit.c_str());
+    } else {
+      int digits = 2;
+      const auto text = [&](double v) {
+        char number[48];
+        std::snprintf(number, sizeof number, "%.*f", digits, v);
+        return std::string(number);
+      };
+      while (digits < 6 && text(mine) == text(theirs)) ++digits;
+      std::snprintf(line, sizeof line, "%s %s %s against the reference's %s %s", what.c_str(), text(mine).c_str(),
+                    unit.c_str(), text(theirs).c_str(), unit.c_str());
+    }
     got += (got.empty() ? "" : ", ") + std::string(line);
   };
   const auto more = [&](const std::string& what, double mine, double theirs, const std::string& unit) {

@@ -32,14 +32,19 @@ struct GradeCase {
 
   // The fsdplab command that runs this case with `impl_flag` ("--impl 3=student"), for the diagnostics.
   std::string command(const std::string& verb, const std::string& impl_flag) const;
-  // A check's show command for task `task` on this case: the dashboard with "{impl}" graded, paused at the
-  // task's first event where its code reports events in this case's schedule (task_reports_events).
+  // A check's show command for task `task` on this case: the dashboard with "{impl}" graded, paused where the
+  // task's work shows (break_flag).
   std::string dashboard_command(int task) const;
 };
 
 // gpt2 test-tiny on `world` ranks: 12 sequences of 16 tokens a step (12 split evenly over 1, 2, 3, 4 and
 // 6 ranks), 3 steps of AdamW at lr 1e-3 — big enough that every unit is cut between ranks, small enough
 // that a check trains in well under a second.
+// The dashboard's --break for a check of task `task` under `mode`, with its leading space: the task's own events
+// (" --break task:3"); for task 7, whose plan_units runs once before the first step and reports no event, the
+// units' pre-forwards, which walk its plan in order (its only events are the loss all-reduce's); "" for a task
+// with no events of its own in `mode` (task_reports_events).
+std::string break_flag(int task, OverlapMode mode);
 GradeCase small_gpt2(int world);
 
 // What a graded training gives back.

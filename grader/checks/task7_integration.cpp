@@ -17,9 +17,10 @@
 namespace fsdplab::grading {
 namespace {
 
-// The dashboard on the case a check plans: the same model under the same policy.
+// The dashboard on the case a check plans: the same model (gpt2 at test-tiny) under the same policy.
 std::string show(const std::string& model, const std::string& wrap) {
-  return "fsdplab gui --model " + model + " --world 2 --wrap " + wrap + " {impl} --break task:7";
+  return "fsdplab gui --model " + model + (model == "gpt2" ? " --preset test-tiny" : "") + " --world 2 --wrap " + wrap +
+         " {impl}" + break_flag(7, OverlapMode::async);
 }
 
 const IntegrationTask& graded(const CheckContext& c) { return *c.tasks.integration; }

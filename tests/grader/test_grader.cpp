@@ -382,9 +382,12 @@ TEST(GraderDiagnostics, EachUnitPlanCheckShowsItsOwnCase) {
   const std::vector<Check> checks = task_checks(7);
   const auto shown = [&](const std::string& id) { return show_command(check_named(checks, id), "student"); };
   EXPECT_EQ(shown("block-units"),
-            "build/app/fsdplab gui --model gpt2 --world 2 --wrap block --impl 7=student --break task:7");
-  EXPECT_TRUE(contains(shown("nested-units"), "--model gpt2 --world 2 --wrap nested ")) << shown("nested-units");
-  EXPECT_TRUE(contains(shown("wrap-by-name"), "--model gpt2 --world 2 --wrap linear ")) << shown("wrap-by-name");
+            "build/app/fsdplab gui --model gpt2 --preset test-tiny --world 2 --wrap block --impl 7=student "
+            "--break pre-forward");
+  EXPECT_TRUE(contains(shown("nested-units"), "--model gpt2 --preset test-tiny --world 2 --wrap nested "))
+      << shown("nested-units");
+  EXPECT_TRUE(contains(shown("wrap-by-name"), "--model gpt2 --preset test-tiny --world 2 --wrap linear "))
+      << shown("wrap-by-name");
   EXPECT_TRUE(contains(shown("no-empty-root"), "--model toy --world 2 --wrap block ")) << shown("no-empty-root");
 }
 
