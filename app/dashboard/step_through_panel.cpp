@@ -108,9 +108,13 @@ void StepThroughPanel::draw(LiveSession& session) {
                           : "this run uses the reference for every task; run with --impl 3=student (or choose a "
                             "task below)");
   // A student's own task first (lab 5's student sees task 5 offered), until one is chosen in the list.
-  int first_mine = 3;
-  for (int n = kTaskCount; n >= 1; --n)
-    if (my_tasks[static_cast<std::size_t>(n - 1)]) first_mine = n;
+  int first_mine = 3;  // with none of the student's, the first task that reports events
+  for (int n = 1; n <= kTaskCount; ++n) {
+    if (my_tasks[static_cast<std::size_t>(n - 1)]) {
+      first_mine = n;
+      break;
+    }
+  }
   const int chosen = chosen_task_.value_or(first_mine);
   if (ImGui::Button(("Break on task " + std::to_string(chosen) + "'s events").c_str())) {
     std::array<bool, kTaskCount> one{};
