@@ -269,16 +269,12 @@ CheckRun run_here(const CheckJob& job, const fs::path& scratch) {
   const CheckContext context{job.check->task, job.tasks, reference, job.impl, job.seed, scratch};
   try {
     return {CheckEnd::finished, job.check->run(context)};
-  } catch (const TaskNotImplemented& e) {
-    return {CheckEnd::threw,
-            CheckOutcome::fail("the check to run to its end", std::string("not implemented yet: ") + e.what(),
-                               "a TODO is left in the task")};
   } catch (const Error& e) {
-    // A TODO thrown on a rank's thread reaches here as the world's Error ("rank 0 failed: task 3, ...").
-    if (std::string_view(e.what()).find(": not implemented yet — see labs/") != std::string_view::npos)
-      return {CheckEnd::threw,
-              CheckOutcome::fail("the check to run to its end", std::string("not implemented yet: ") + e.what(),
-                                 "a TODO is left in the task")};
+    // A TODO thrown on a rank's thread reaches here as the world's Error ("rank 0 failed: task 3, ..."), which
+    // carries it.
+    if (caused_by<TaskNotImplemented>(e))
+      return {CheckEnd::threw, CheckOutcome::fail("the check to run to its end",
+                                                  std::string("not implemented yet: ") + e.what(), kTodoLeft)};
     // An Error is what the engine's own checks raise (an event waited on but never recorded, a wrong size...) as
     // well as the graded code's check(...): its message says what was refused, so it is the diagnostic.
     return {CheckEnd::threw,

@@ -27,6 +27,9 @@ struct BudgetLine {
   std::string unit;  // "", "MB", "%"
 };
 
+// The cause of a check that a TODO stopped, wherever the TODO was met.
+inline constexpr const char* kTodoLeft = "a TODO is left in the task";
+
 // What a check found.
 struct CheckOutcome {
   double fraction = 1;  // of the check's points earned, from 0 to 1

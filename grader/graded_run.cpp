@@ -102,13 +102,11 @@ GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const fs::pat
   try {
     for (const StepReport& s : train_fsdp(fsdp, PresetCatalog::builtin(), nullptr)) out.losses.push_back(s.loss);
     if (params) out.params = read_f32_tensors(final_dir / "model.safetensors");
-  } catch (const RaceError& e) {
-    out.error = e.what();
-    out.race = true;
   } catch (const std::exception& e) {
+    // A rank's own failure reaches here as the world's Error, which carries it (caused_by).
     out.error = e.what();
-    // A RaceError on a rank's thread reaches here as the world's Error, with the detector's words.
-    out.race = std::string_view(e.what()).find("stream race on rank") != std::string_view::npos;
+    out.race = caused_by<RaceError>(e);
+    out.todo = caused_by<TaskNotImplemented>(e);
   }
   return out;
 }
@@ -142,7 +140,7 @@ std::string failure_text(const GradedRun& run) {
     }
     return "the race detector stopped the run: " + error;
   }
-  if (run.todo_left()) return "a TODO is left: " + error;
+  if (run.todo) return "a TODO is left: " + error;
   return "the run failed: " + error;
 }
 
@@ -153,10 +151,13 @@ std::string error_mistake(const std::string& error) {
   return "";
 }
 
-std::string stopped_cause(const GradedRun& run) {
-  if (run.todo_left()) return "a TODO is left in the task";
-  const std::string mistake = error_mistake(run.error);
-  return mistake.empty() ? "the run failed: see got" : mistake;
+std::string stopped_cause(const GradedRun& run, const std::function<std::string()>& diagnosis) {
+  if (run.todo) return kTodoLeft;
+  if (std::string mistake = error_mistake(run.error); !mistake.empty()) return mistake;
+  if (diagnosis) {
+    if (std::string diagnosed = diagnosis(); !diagnosed.empty()) return diagnosed;
+  }
+  return "the run failed: see got";
 }
 
 CheckOutcome compare_with_baseline(const GradedRun& graded, const GradedRun& baseline, double tolerance) {
@@ -380,19 +381,23 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
     const GradedRun graded = train_graded(run, ctx.tasks, ctx.scratch, {.ops = true});
     CheckOutcome outcome = compare_with_baseline(graded, baseline, allowed);
     if (!outcome.passed() && outcome.cause.empty()) {
-      // A TODO is said as the check processes say it (check_process.cpp), not as a mistake in the numbers; so is an
-      // error that names its mistake.
-      if (graded.todo_left()) {
-        outcome.cause = "a TODO is left in the task";
-      } else if (!graded.race) {
-        outcome.cause = error_mistake(graded.error);
+      const auto diagnosis = [&]() -> std::string {
+        if (!diagnose) return "";
         try {
-          if (outcome.cause.empty() && diagnose) outcome.cause = diagnose(ctx, run, graded, baseline, allowed);
+          return diagnose(ctx, run, graded, baseline, allowed);
         } catch (const std::exception&) {  // the graded code refused the diagnosis' calls: no guess to add
+          return "";
         }
+      };
+      // `cause` suspects the numbers or a race; a run that stopped otherwise says why it stopped.
+      if (graded.race) {
+        outcome.cause = cause;
+      } else if (graded.trained()) {
+        outcome.cause = diagnosis();
+        if (outcome.cause.empty()) outcome.cause = cause;
+      } else {
+        outcome.cause = stopped_cause(graded, diagnosis);
       }
-      // `cause` suspects the numbers or a race; a run that stopped otherwise says so.
-      if (outcome.cause.empty()) outcome.cause = graded.trained() || graded.race ? cause : stopped_cause(graded);
     }
     if (!graded.trained()) return outcome;
     return with_budget(std::move(outcome), graded, reference);

@@ -6,6 +6,7 @@
 // gets the same points on every machine and every run.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -51,12 +52,12 @@ GradeCase small_gpt2(int world);
 struct GradedRun {
   std::string error;  // empty when it trained to the end; else the Error it ended with
   bool race = false;  // the error is the race detector's (two unordered accesses, both ops named)
+  bool todo = false;  // the error is a TODO's: a method the task has not implemented yet
   std::vector<double> losses;
   std::map<std::string, std::vector<float>> params;  // the final parameters, by name
   std::vector<std::vector<OpRecord>> ops;            // each rank's op graph (RunWanted::ops)
   std::vector<TagBytes> peaks;                       // each rank's peak bytes by tag
   bool trained() const { return error.empty(); }
-  bool todo_left() const { return error.find("not implemented yet") != std::string::npos; }  // a TODO stopped it
 };
 
 struct RunWanted {
@@ -130,7 +131,7 @@ double overlap_percent(const std::vector<OpRecord>& ops);
 // — with the budget beside the reference's training of the same case. `cause` names the likely mistake of a run that
 // differs or that the race detector stopped; `diagnose`, where given, reads it from what the run shows, for a run
 // that differs or stopped with an error that is neither the race detector's, nor a TODO, nor one error_mistake names
-// ("", or an exception, leaves it to `cause`, or to stopped_cause for a run that stopped).
+// ("", or an exception, leaves it to `cause`, or to stopped_cause's last words for a run that stopped).
 using DifferenceCause = std::function<std::string(const CheckContext& ctx, const GradeCase& c, const GradedRun& graded,
                                                   const GradedRun& baseline, double tolerance)>;
 Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause,
@@ -147,9 +148,9 @@ std::string failure_text(const GradedRun& run);
 // The mistake an engine error names in the code that made it ("" for an error that names none): a prefetch of a unit
 // the pass never uses points at after().
 std::string error_mistake(const std::string& error);
-// The cause of a run that stopped with an error other than the race detector's: "a TODO is left in the task", the
-// mistake error_mistake names, else "the run failed: see got" — never a suspect of the check's own, which the run
-// never reached.
-std::string stopped_cause(const GradedRun& run);
+// The cause of a run that stopped with an error other than the race detector's: kTodoLeft, the mistake error_mistake
+// names, what `diagnosis` (where given) reads from what the run shows, else "the run failed: see got" — never a
+// suspect of the check's own, which the run never reached.
+std::string stopped_cause(const GradedRun& run, const std::function<std::string()>& diagnosis = {});
 
 }  // namespace fsdplab::grading

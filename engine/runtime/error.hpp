@@ -4,6 +4,7 @@
 // streamable pieces, so call sites read like the sentence they produce:
 //   fail("matmul: inner dimensions differ: A is ", a.shape_str(), ", B is ", b.shape_str());
 #pragma once
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -31,6 +32,23 @@ template <class... Parts>
 template <class... Parts>
 void check(bool condition, const Parts&... parts) {
   if (!condition) fail(parts...);
+}
+
+// Whether `e` is an E, or carries one as the failure it reports (std::throw_with_nested: a world's "rank 1
+// failed: ..." carries that rank's own exception, so a catcher tells a TODO or a race from other errors by its
+// type, whatever the message says).
+template <class E>
+bool caused_by(const std::exception& e) {
+  if (dynamic_cast<const E*>(&e)) return true;
+  const auto* carrier = dynamic_cast<const std::nested_exception*>(&e);
+  if (!carrier || !carrier->nested_ptr()) return false;
+  try {
+    std::rethrow_exception(carrier->nested_ptr());
+  } catch (const std::exception& cause) {
+    return caused_by<E>(cause);
+  } catch (...) {
+  }
+  return false;
 }
 
 }  // namespace fsdplab

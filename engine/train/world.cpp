@@ -27,22 +27,21 @@ void run_world(int world, const std::function<void(int rank, LocalWorld& world)>
   check(world >= 1 && world <= kMaxLocalRanks, "run_world: ", world, " ranks; expected 1 to ", kMaxLocalRanks,
         " (each rank is a thread with its own device)");
   LocalWorld local(world, options);
-  // Each thread writes only its own slots, read after the join: the reason a rank failed of its own accord,
-  // and, for a stopped run (RunControl::stop, no failure), its RunStopped, rethrown as it is.
+  // Each thread writes only its own slots, read after the join: the reason a rank failed of its own accord, and
+  // the exception it failed with — for a stopped run (RunControl::stop, no failure) its RunStopped, rethrown as it
+  // is; for any other, the cause the world's Error carries (caused_by).
   std::vector<std::optional<std::string>> own_failures(static_cast<std::size_t>(world));
-  std::vector<std::exception_ptr> stops(static_cast<std::size_t>(world));
+  std::vector<std::exception_ptr> own_exceptions(static_cast<std::size_t>(world));
   const auto run_rank = [&](int rank) {
     const auto failed = [&](const std::string& reason) {
       own_failures[static_cast<std::size_t>(rank)] = reason;
+      own_exceptions[static_cast<std::size_t>(rank)] = std::current_exception();
       local.abort(rank, reason);
     };
     try {
       body(rank, local);
     } catch (const PeerFailed& e) {
       local.abort(rank, e.what());
-    } catch (const RunStopped& e) {
-      stops[static_cast<std::size_t>(rank)] = std::current_exception();
-      failed(e.what());
     } catch (const std::bad_alloc&) {
       failed(out_of_memory_message("in this rank's thread"));
     } catch (const std::exception& e) {
@@ -62,8 +61,14 @@ void run_world(int world, const std::function<void(int rank, LocalWorld& world)>
   for (int r = 0; r < world; ++r) {
     const auto& reason = own_failures[static_cast<std::size_t>(r)];
     if (!reason) continue;
-    if (stops[static_cast<std::size_t>(r)]) std::rethrow_exception(stops[static_cast<std::size_t>(r)]);
-    fail(rank_failed_text(r, *reason));
+    const std::exception_ptr& own = own_exceptions[static_cast<std::size_t>(r)];
+    try {
+      std::rethrow_exception(own);
+    } catch (const RunStopped&) {
+      throw;
+    } catch (...) {
+      std::throw_with_nested(Error(rank_failed_text(r, *reason)));
+    }
   }
   if (const auto failure = local.failure()) fail(rank_failed_text(failure->rank, failure->reason));
 }

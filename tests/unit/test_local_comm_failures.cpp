@@ -179,6 +179,29 @@ TEST(World, ReportsTheLowestRankThatFailedOfItsOwnAccordNotTheFirst) {
   }
 }
 
+// The world's Error names the rank; its cause keeps the rank's own type, for a catcher that tells one kind of
+// failure from another (the grader's TODO and race detector) without reading the message.
+TEST(World, ItsErrorCarriesTheRanksOwnExceptionAsItsCause) {
+  struct DiskFull : Error {
+    using Error::Error;
+  };
+  struct Unrelated : Error {
+    using Error::Error;
+  };
+  try {
+    run_world(2, [](int rank, LocalWorld&) {
+      if (rank == 1) throw DiskFull("disk full");
+    });
+    ADD_FAILURE() << "run_world returned";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "rank 1 failed: disk full");
+    EXPECT_TRUE(caused_by<DiskFull>(e));
+    EXPECT_FALSE(caused_by<Unrelated>(e));
+  }
+  EXPECT_TRUE(caused_by<DiskFull>(DiskFull("on one rank, no world")));
+  EXPECT_FALSE(caused_by<DiskFull>(Error("disk full")));  // the words alone are no DiskFull
+}
+
 TEST(World, RejectsSizesOutsideItsRangeBeforeStartingAnyThread) {
   bool ran = false;
   const auto body = [&](int, LocalWorld&) { ran = true; };
