@@ -39,6 +39,7 @@ struct FsdpTasks {
   void check_complete() const;
   // Puts `impl` in task `number`'s slot; an Error when it does not implement that task's interface.
   void set(int number, const FsdpTask& impl);
+  friend bool operator==(const FsdpTasks&, const FsdpTasks&) = default;  // the same implementation in every slot
 };
 
 // Every task's reference implementation.

@@ -185,7 +185,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
       }
       // Every rank holds the same mean loss, so every rank stops at the same step.
       if (!device.dry_run() && !std::isfinite(report.loss) && !run.allow_nonfinite)
-        fail_nonfinite_loss(run, step, report.loss);
+        fail_nonfinite_loss(run, step, report.loss, !(fsdp.tasks == reference_tasks()));
       const int completed = step + 1;
       if (plan.checkpointing &&
           (completed == run.steps || (run.checkpoint_every > 0 && completed % run.checkpoint_every == 0)))

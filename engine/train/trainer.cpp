@@ -77,10 +77,13 @@ void check_run_request(const RunConfig& run) {
   }
 }
 
-void fail_nonfinite_loss(const RunConfig& run, int step, double loss) {
-  fail("step ", step + 1, " of ", run.steps, ": the loss is ", loss, "; the training diverged (a learning rate of ",
-       run.lr, " too high for this model, or non-finite initial values), so the run stops here and saves nothing "
-       "more; expected a finite loss (--allow-nonfinite trains on regardless)");
+void fail_nonfinite_loss(const RunConfig& run, int step, double loss, bool tasks_replaced) {
+  // "nan" whatever its sign bit, as the progress line prints it.
+  const std::string shown = std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf";
+  fail("step ", step + 1, " of ", run.steps, ": the loss is ", shown, "; the training diverged (",
+       tasks_replaced ? "an FSDP task of --impl that does not keep its contract, " : "", "a learning rate of ", run.lr,
+       " too high for this model, or non-finite initial values), so the run stops here and saves nothing more; "
+       "expected a finite loss (--allow-nonfinite trains on regardless)");
 }
 
 void save_output(const OutputFailed& on_failed, const std::function<void()>& save) {

@@ -49,8 +49,9 @@ void check_run_request(const RunConfig& run);
 void check_compute_dtype(const RunConfig& run, const BuiltModel& built, DType compute_dtype);
 
 // The Error for a step whose loss is NaN or infinite (run.allow_nonfinite not set): it names the step
-// (counted from 1, as the progress line shows it) and the loss.
-[[noreturn]] void fail_nonfinite_loss(const RunConfig& run, int step, double loss);
+// (counted from 1, as the progress line shows it) and the loss, and suspects first, where `tasks_replaced` (an FSDP
+// run with a task other than the reference's), that task.
+[[noreturn]] void fail_nonfinite_loss(const RunConfig& run, int step, double loss, bool tasks_replaced = false);
 
 // Trains `run` (world 1) on the device run.device names (run_device.hpp). Calls on_step after each step, and
 // sends every trace event and memory counter to `sink` (may be null). Writes --save-init and

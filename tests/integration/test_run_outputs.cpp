@@ -13,6 +13,7 @@
 #include "engine/nn/safetensors.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/trainer.hpp"
+#include "labs/student_tasks.hpp"
 #include "test_support.hpp"
 
 namespace fsdplab {
@@ -207,6 +208,22 @@ TEST_F(RunOutputs, NonFiniteNumbersAreRefusedBeforeTheFirstStep) {
   EXPECT_EQ(steps_run, 0);
 }
 
+// Parameters that are copies of the flat buffer never see what the ranks gather: NaN from step 1 at a learning rate
+// that trains the reference. The task is named as the first suspect, and the NaN as "nan", whatever its sign bit.
+TEST_F(RunOutputs, ADivergedRunWithATaskOfImplSuspectsThatTaskFirst) {
+  FsdpRun fsdp;
+  fsdp.run.model = "gpt2";
+  fsdp.run.preset = "test-tiny";
+  fsdp.run.world = 2;
+  fsdp.run.steps = 2;
+  fsdp.tasks = tasks_for(parse_impl("2=mutant:views-that-copy"));
+  const std::string e = error_of([&] { train_fsdp(fsdp, PresetCatalog::builtin(), nullptr); });
+  EXPECT_TRUE(contains(e,
+                       "step 1 of 2: the loss is nan; the training diverged (an FSDP task of --impl that does not "
+                       "keep its contract, a learning rate of 0.001"))
+      << e;
+}
+
 TEST_F(RunOutputs, DivergedRunStopsAtTheStepAndSavesNothing) {
   RunConfig run = toy(20);
   run.lr = 1e30;
@@ -222,6 +239,7 @@ TEST_F(RunOutputs, DivergedRunStopsAtTheStepAndSavesNothing) {
   fsdp.run.save_final = path("final");
   const std::string sharded = error_of([&] { train_fsdp(fsdp, PresetCatalog::builtin(), nullptr); });
   EXPECT_TRUE(contains(sharded, " of 20: the loss is ")) << sharded;
+  EXPECT_FALSE(contains(sharded, "--impl")) << sharded;  // the reference's tasks are no suspect
   EXPECT_FALSE(fs::exists(path("final")));
 
   // --allow-nonfinite trains on, but a diverged model is still never saved.
