@@ -103,15 +103,21 @@ Check make(std::string id, std::string title, int points, const char* show,
 
 // ---- make ------------------------------------------------------------------------------------------
 
-CheckOutcome check_targets(const CheckContext& c) {
+// make over one rank's units of `form` (full: master and grad_shard; zero: a replica beside them).
+CheckOutcome targets_in(const CheckContext& c, Form form) {
   auto device = make_graded_device(1);
-  const RankUnits mine(*device, 1, 2, Form::full), theirs(*device, 1, 2, Form::full);
+  const RankUnits mine(*device, 1, 2, form), theirs(*device, 1, 2, form);
   const OptimizerSpec spec{"sgd", 0.25, 0.9};
   const std::unique_ptr<Optimizer> wanted = reference(c).make(theirs.units, spec);
   const std::string expected = "one target per unit in the units' order, each named as its unit, updating its master "
                                "from its grad_shard, with the optimizer the spec names (" + hyper_text(*wanted) + ")";
   std::unique_ptr<Optimizer> optimizer;
   const std::string refused = error_raised([&] { optimizer = graded(c).make(mine.units, spec); });
+  if (!refused.empty() && form == Form::zero)
+    return CheckOutcome::fail(expected, "make raised on zero2's units: " + refused,
+                              "the optimizer given the whole replica with the gradient shard: under zero1 and zero2, "
+                              "as under full sharding, it updates the master shard (this rank's view of the replica), "
+                              "and the gathers then fill the replica from every rank's master");
   if (!refused.empty())
     return CheckOutcome::fail(expected, "make raised on full sharding's units: " + refused,
                               "a target that is not the unit's master shard: under full sharding a unit has no "
@@ -150,6 +156,8 @@ CheckOutcome check_targets(const CheckContext& c) {
                               "the spec not passed on to make_optimizer as given (--optimizer, --lr, --momentum)");
   return CheckOutcome::pass();
 }
+
+CheckOutcome check_targets(const CheckContext& c) { return targets_in(c, Form::full); }
 
 // The optim_state bytes a rank holds once an optimizer `task` made over `form`'s units at W = `world` has
 // made one step (the reference's), or make's refusal.
@@ -429,8 +437,14 @@ GradeCase zero2_case() {
   return c;
 }
 
-// A training's cause where step updates more or less than once: what the one-update check finds.
-std::string updates_counted(const CheckContext& c, const GradeCase&, const GradedRun&, const GradedRun&, double) {
+// A training's cause, from what make and step do on units of the training's own form: a target that is not the
+// master shard (the targets check's cause), else an update more or less than once a step (the one-update check's).
+std::string make_or_step_mistake(const CheckContext& c, const GradeCase& run, const GradedRun&, const GradedRun&,
+                                 double) {
+  const ShardingStrategy strategy = run.options.strategy;
+  const Form form =
+      strategy == ShardingStrategy::zero1 || strategy == ShardingStrategy::zero2 ? Form::zero : Form::full;
+  if (const CheckOutcome targets = targets_in(c, form); !targets.passed()) return targets.cause;
   return update_count_mistake(c);
 }
 
@@ -459,10 +473,11 @@ std::vector<Check> sharded_optimizer_checks() {
                         "gpt2 test-tiny, zero2 on 2 ranks, trains equal to the single-rank baseline", 2, zero2_case(),
                         "the updated chunks not gathered into every rank's replica, or gathered before the update is "
                         "done, or the optimizer given the replica",
-                        updates_counted),
+                        make_or_step_mistake),
       equivalence_check(5, "training-W3-sgd",
                         "gpt2 test-tiny on 3 ranks, SGD, trains equal to the single-rank baseline", 1, sgd_full_case(),
-                        "more or less than one update per step, or targets other than the shards", updates_counted),
+                        "more or less than one update per step, or targets other than the shards",
+                        make_or_step_mistake),
   };
 }
 

@@ -310,7 +310,8 @@ TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) 
 }
 
 // Task 5: a training that updates twice a step says so, as the one-update check finds it; a make that raises on full
-// sharding's units (the optimizer given the replica there has none) is named, not left to the generic error text.
+// sharding's units (the optimizer given the replica there has none) is named, not left to the generic error text —
+// in the trainings it stopped too, each with the units of its own strategy.
 TEST(GraderDiagnostics, AShardedOptimizerMistakeIsNamedWhereverItShows) {
   const std::vector<CheckRun> twice = run_checks(5, find_mutant(5, "step-twice").impl(), {"training-zero2"}, 60);
   EXPECT_EQ(twice[0].outcome.fraction, 0) << twice[0].outcome.got;
@@ -321,6 +322,14 @@ TEST(GraderDiagnostics, AShardedOptimizerMistakeIsNamedWhereverItShows) {
   EXPECT_TRUE(contains(replica[0].outcome.got, "make raised on full sharding's units: ")) << replica[0].outcome.got;
   EXPECT_TRUE(contains(replica[0].outcome.cause, "under full sharding a unit has no replica"))
       << replica[0].outcome.cause;
+  const std::vector<CheckRun> trainings =
+      run_checks(5, find_mutant(5, "replica-always").impl(), {"training-zero2", "training-W3-sgd"}, 60);
+  ASSERT_EQ(trainings.size(), 2u);
+  EXPECT_TRUE(contains(trainings[0].outcome.got, "the run failed: optimizer target ")) << trainings[0].outcome.got;
+  EXPECT_TRUE(contains(trainings[0].outcome.cause, "the optimizer given the whole replica with the gradient shard"))
+      << trainings[0].outcome.cause;
+  EXPECT_TRUE(contains(trainings[1].outcome.cause, "under full sharding a unit has no replica"))
+      << trainings[1].outcome.cause;
 }
 
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
