@@ -390,9 +390,7 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
         }
       };
       // `cause` suspects the numbers or a race; a run that stopped otherwise says why it stopped.
-      if (graded.race) {
-        outcome.cause = cause;
-      } else if (graded.trained()) {
+      if (graded.trained() || graded.race) {
         outcome.cause = diagnosis();
         if (outcome.cause.empty()) outcome.cause = cause;
       } else {
@@ -403,6 +401,16 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
     return with_budget(std::move(outcome), graded, reference);
   };
   return check;
+}
+
+DifferenceCause first_failing_cause(std::vector<std::function<CheckOutcome(const CheckContext&)>> checks) {
+  return [checks = std::move(checks)](const CheckContext& ctx, const GradeCase&, const GradedRun&, const GradedRun&,
+                                      double) -> std::string {
+    for (const auto& check : checks) {
+      if (const CheckOutcome outcome = check(ctx); !outcome.passed()) return outcome.cause;
+    }
+    return "";
+  };
 }
 
 CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_cause, GradeCase c,

@@ -130,12 +130,15 @@ double overlap_percent(const std::vector<OpRecord>& ops);
 // turns the rounding of a near-zero gradient into a full step: see tests/integration/test_fsdp_equivalence.cpp)
 // — with the budget beside the reference's training of the same case. `cause` names the likely mistake of a run that
 // differs or that the race detector stopped; `diagnose`, where given, reads it from what the run shows, for a run
-// that differs or stopped with an error that is neither the race detector's, nor a TODO, nor one error_mistake names
-// ("", or an exception, leaves it to `cause`, or to stopped_cause's last words for a run that stopped).
+// that differs, raced, or stopped with an error that is neither a TODO nor one error_mistake names ("", or an
+// exception, leaves it to `cause`, or to stopped_cause's last words for a run that stopped).
 using DifferenceCause = std::function<std::string(const CheckContext& ctx, const GradeCase& c, const GradedRun& graded,
                                                   const GradedRun& baseline, double tolerance)>;
 Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause,
                         DifferenceCause diagnose = {});
+// A `diagnose` that runs `checks` — the task's checks that call its methods directly — in order, and gives the cause
+// of the first that fails: the mistake a training shows is most often one of them, on its own.
+DifferenceCause first_failing_cause(std::vector<std::function<CheckOutcome(const CheckContext&)>> checks);
 
 // Losses and final parameters of `c` equal to the single-rank baseline's at each of `worlds` (one baseline for
 // all), with the allowance equivalence_check gives; the fraction of worlds that are. The first miss is the

@@ -95,14 +95,20 @@ CheckOutcome check_colors(const CheckContext& c, bool shard) {
                                 "a negative colour: split refuses it (colours must be >= 0)");
     if (got == want) continue;
     const std::string got_text = shape + "your colours make the " + which + " groups " + groups_text(got);
-    if (got == other && world != s && s != 1)
+    if (got == other && world != s && s != 1) {
+      // Replica groups made of consecutive ranks: the shard colour's formula, or the two colours swapped.
+      std::vector<int> shard_colors;
+      for (int r = 0; r < world; ++r) shard_colors.push_back(graded(c).shard_group_color(r, s));
+      std::string unused;
+      const bool swapped = shard || groups_of(shard_colors, unused) == same_chunk(world, s);
       return CheckOutcome::fail(
           expected, got_text + (shard ? ", which are the replica groups" : ", which are the shard groups"),
-          shard ? "shard and replica colours swapped: rank % S shards a unit across nodes, so the big "
-                  "gathers leave the node's fast link; consecutive ranks shard together (rank / S)"
-                : "the replica colour made like the shard colour (rank / S): the 'replica' all-reduce "
-                  "then averages different chunks inside a shard group; ranks holding the same chunk "
-                  "are rank % S");
+          swapped ? "shard and replica colours swapped: rank % S shards a unit across nodes, so the big "
+                    "gathers leave the node's fast link; consecutive ranks shard together (rank / S)"
+                  : "the replica colour made like the shard colour (rank / S): the 'replica' all-reduce "
+                    "then averages different chunks inside a shard group; ranks holding the same chunk "
+                    "are rank % S");
+    }
     return CheckOutcome::fail(expected, got_text,
                               shard
                                   ? "ranks that shard a unit together must be S consecutive ranks: the same colour for "
@@ -257,6 +263,9 @@ GradeCase hybrid_case(int world, int s, bool sgd) {
 }  // namespace
 
 std::vector<Check> hybrid_shard_checks() {
+  const DifferenceCause direct_mistake =
+      first_failing_cause({[](const CheckContext& c) { return check_colors(c, true); },
+                           [](const CheckContext& c) { return check_colors(c, false); }, check_mean, check_stream});
   return {
       make("shard-groups", "shard_group_color: S consecutive ranks per group, for W = 4, 6, 8 and S = 1 to 4", 2,
            [](const CheckContext& c) { return check_colors(c, true); }),
@@ -271,12 +280,14 @@ std::vector<Check> hybrid_shard_checks() {
                         hybrid_case(4, 2, true),
                         "the gradient not the mean over all W ranks (no all-reduce across the replicas, a sum "
                         "instead of the mean, or replica groups that are not the ranks holding the same chunk); "
-                        "when the race detector stopped it, the all-reduce is not on the reduce-scatter stream"),
+                        "when the race detector stopped it, the all-reduce is not on the reduce-scatter stream",
+                        direct_mistake),
       equivalence_check(8, "training-W6-S3",
                         "gpt2 test-tiny, hybrid W = 6, S = 3, AdamW: equal to the single-rank baseline", 1,
                         hybrid_case(6, 3, false),
-                        "the replica groups or their all-reduce wrong when a shard group is 3 ranks (odd S); when the "
-                        "race detector stopped it, the all-reduce is not on the reduce-scatter stream"),
+                        "the replica groups or their all-reduce wrong at W = 6, S = 3, which the checks above pass; "
+                        "when the race detector stopped it, the all-reduce is not on the reduce-scatter stream",
+                        direct_mistake),
   };
 }
 

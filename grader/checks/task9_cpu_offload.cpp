@@ -266,6 +266,8 @@ GradeCase offload_case(bool sync) {
 }  // namespace
 
 std::vector<Check> cpu_offload_checks() {
+  const DifferenceCause direct_mistake = first_failing_cause(
+      {check_copy_up, check_copy_up_order, check_copy_up_no_host_wait, check_copy_back, check_host_wait});
   return {
       make("copy-up", "copy_shard_to_device: one copy_to_device of the shard, on the memcpy stream", 2, check_copy_up),
       make("copy-up-order", "the copy up after the earlier gathers, the gather after the copy (virtual clock)", 2,
@@ -279,13 +281,15 @@ std::vector<Check> cpu_offload_checks() {
                         "gpt2 test-tiny, --offload on 2 ranks (ASYNC): equal to the single-rank baseline", 2,
                         offload_case(false),
                         "a copy or the CPU step not ordered after what it reads: a missing event wait, or no host wait "
-                        "before the CPU step"),
+                        "before the CPU step",
+                        direct_mistake),
       equivalence_check(9, "training-offload-sync",
                         "gpt2 test-tiny, --offload --mode sync on 2 ranks: equal to the baseline", 1,
                         offload_case(true),
                         "a copy or the CPU step not ordered after what it reads; under SYNC staging blocks are "
                         "reused at once, so a copy up not ordered after the earlier gathers overwrites a block a "
-                        "gather still reads"),
+                        "gather still reads",
+                        direct_mistake),
   };
 }
 

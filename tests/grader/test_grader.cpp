@@ -332,6 +332,24 @@ TEST(GraderDiagnostics, AShardedOptimizerMistakeIsNamedWhereverItShows) {
       << trainings[1].outcome.cause;
 }
 
+// Tasks 8 and 9: a training the race detector stopped, or that differs, takes its cause from the first of the task's
+// direct checks that fails, not one sentence for every mistake; swapped colours are named as swapped in both colour
+// checks.
+TEST(GraderDiagnostics, ATrainingsCauseIsTheFirstFailingDirectChecks) {
+  const std::vector<CheckRun> no_wait =
+      run_checks(9, find_mutant(9, "no-host-wait").impl(), {"training-offload-sync"}, 60);
+  EXPECT_TRUE(contains(no_wait[0].outcome.got, "the race detector stopped the run")) << no_wait[0].outcome.got;
+  EXPECT_TRUE(contains(no_wait[0].outcome.cause, "no host wait: the CPU optimizer reads a gradient shard still in "))
+      << no_wait[0].outcome.cause;
+  const std::vector<CheckRun> sum = run_checks(8, find_mutant(8, "sum-not-mean").impl(), {"training-W6-S3"}, 60);
+  EXPECT_TRUE(contains(sum[0].outcome.cause, "ReduceOp::sum instead of avg")) << sum[0].outcome.cause;
+  const std::vector<CheckRun> swapped =
+      run_checks(8, find_mutant(8, "swapped-colors").impl(), {"shard-groups", "replica-groups"}, 60);
+  ASSERT_EQ(swapped.size(), 2u);
+  for (const CheckRun& run : swapped)
+    EXPECT_TRUE(contains(run.outcome.cause, "shard and replica colours swapped")) << run.outcome.cause;
+}
+
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
 // "rank 0 failed: rank 0: stream ..."), and what stopped it, not a generic "threw".
 TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
