@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/runtime/error.hpp"
+#include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -125,6 +126,7 @@ FsdpChoice parse_fsdp_flags(const FsdpFlags& flags) {
   o.buffers = parse_unshard_buffers(flags.buffers);
   o.offload = flags.offload;
   choice.impl = parse_impl(flags.impl);
+  tasks_for(choice.impl);  // a mutant this build lacks is refused here, before a command prints anything
   return choice;
 }
 

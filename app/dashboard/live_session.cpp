@@ -114,7 +114,8 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   if (const OverlapMode focus = runs.back().run.options.mode; break_at && break_at->task != 0)
     check(task_reports_events(break_at->task, focus), "--break task:", break_at->task, ": ",
           why_task_reports_no_events(break_at->task, focus), ", so there is no event of it to stop at; break on one "
-          "of tasks 3 to 8 (6 under ASYNC), or see the task with --compare impl (yours beside the reference)");
+          "of tasks 3 to 8 (task 6 under ASYNC only), or see the task with --compare impl (yours beside the "
+          "reference)");
   // Side by side on one GPU, each run's ranks get SMs of their own (RunConfig::runs_on_gpu).
   for (std::size_t i = 0; i < runs.size(); ++i) {
     runs[i].run.run.runs_on_gpu = static_cast<int>(runs.size());

@@ -1,10 +1,9 @@
 // labs/08-hybrid-shard/student.cpp — task 8: your HybridShardTask (engine/fsdp/hybrid_shard_task.hpp).
 //
 // Read README.md in this folder first. Replace each todo(...) with your code; everything else in the
-// engine stays as it is. Rebuild and run with your implementation of this task only:
+// engine stays as it is. Rebuild and run with your implementation of this task only — under --strategy hybrid,
+// the only strategy that calls it:
 //   bash scripts/build.sh
-//   build/app/fsdplab run --model gpt2 --world 2 --impl 8=student
-// This task runs under --strategy hybrid, e.g.
 //   build/app/fsdplab run --model gpt2 --world 4 --strategy hybrid --hybrid-group 2 --impl 8=student
 #include "engine/fsdp/hybrid_shard_task.hpp"
 #include "engine/fsdp/lab_todo.hpp"
