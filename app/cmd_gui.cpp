@@ -208,7 +208,10 @@ void run_gui(GuiOptions o) {
   // runs break in the step after the --steps they show (one step more to break in), unpaced.
   if (!o.break_kind.empty()) {
     o.settings.break_at = parse_break(o.break_kind);
-    if (!o.screenshot.empty()) o.settings.break_at->from_step = o.screenshot_steps;
+    if (!o.screenshot.empty()) {
+      o.settings.break_at->from_step = o.screenshot_steps;
+      o.settings.break_at->others_hold = true;
+    }
   }
   if (!o.screenshot.empty()) {
     o.settings.steps = o.screenshot_steps + (o.settings.break_at ? 1 : 0);

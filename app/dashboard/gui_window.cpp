@@ -15,10 +15,11 @@
 namespace fsdplab::app {
 namespace {
 
-// Live screenshots wait for their moment: every run `steps` steps in (or ended), or stopped at the
-// session's break (SessionSettings::break_at, armed before the runs started, so the world stops at the
-// same event every time). Remote ones wait until a run streamed `steps` steps, or one failed (the shot
-// shows why, as a live one does).
+// Live screenshots wait for their moment: every run `steps` steps in (or ended), or the focus rank stopped at
+// the session's break (SessionSettings::break_at, armed before the runs started, so the world stops at the
+// same event every time) or its run ended, and every other rank held (BreakAt::others_hold: the focus run's
+// at the same event, the other runs' at the start of that step) or its run ended. Remote ones wait until a
+// run streamed `steps` steps, or one failed (the shot shows why, as a live one does).
 class ScreenshotMoment {
  public:
   explicit ScreenshotMoment(const WindowOptions& options) : options_(options) {}
@@ -38,8 +39,22 @@ class ScreenshotMoment {
  private:
   bool at_moment(LiveSession& session) const {
     // A run that failed never breaks: once every run ended, the shot shows why.
-    if (session.settings().break_at)
-      return (session.control().paused() && session.control().last_break()) || session.finished();
+    if (const std::optional<BreakAt>& b = session.settings().break_at) {
+      const RunControl& control = session.control();
+      const int focus = control.focus().first;
+      bool focus_stopped = control.paused() && control.last_break();
+      for (const auto& run : session.runs()) {
+        const int source = run->source();
+        if (run->finished()) {
+          focus_stopped = focus_stopped || source == focus;
+          continue;
+        }
+        // The focus run's other ranks hold too, the focus rank itself stops at the break.
+        const int holding = session.store().source(source).world - (source == focus ? 1 : 0);
+        if (b->others_hold && control.held_ranks(source) < holding) return false;
+      }
+      return focus_stopped;
+    }
     for (const auto& run : session.runs())
       if (!run->finished() &&
           static_cast<int>(session.store().source(run->source()).steps.size()) < options_.screenshot_after_steps)

@@ -154,6 +154,7 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
   control_->set_focus(static_cast<int>(planned.size()) - 1, 0);
   if (const std::optional<BreakAt>& b = settings_.break_at) {
     control_->set_break_from_step(b->from_step);
+    if (b->others_hold) control_->set_hold_others_from_step(b->from_step);
     if (b->kind) control_->set_break_on(*b->kind, true);
     if (b->task != 0) control_->set_break_on_task(b->task, true);
     control_->set_breaking(true);

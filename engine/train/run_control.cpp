@@ -89,6 +89,24 @@ void RunControl::set_break_from_step(int step) {
   break_from_step_ = step;
 }
 
+void RunControl::set_hold_others_from_step(int step) {
+  const std::lock_guard lock(mutex_);
+  hold_others_from_step_ = step;
+  changed();
+}
+
+int RunControl::held_ranks(int source) const {
+  const std::lock_guard lock(mutex_);
+  const auto held = held_ranks_.find(source);
+  return held == held_ranks_.end() ? 0 : held->second;
+}
+
+bool RunControl::holds(int source, const FsdpEvent& event) const {
+  if (hold_others_from_step_ < 0) return false;
+  if (source != focus_source_) return event.step >= hold_others_from_step_;
+  return event.rank != focus_rank_ && breaking_ && break_event(event);
+}
+
 std::pair<int, int> RunControl::focus() const {
   const std::lock_guard lock(mutex_);
   return {focus_source_, focus_rank_};
@@ -127,19 +145,27 @@ void RunControl::gate(int source, const FsdpEvent& event) {
   wait_turn(lock, source, event);
 }
 
-bool RunControl::breaks_at(int source, const FsdpEvent& event) const {
-  if (source != focus_source_ || event.rank != focus_rank_ || event.step < break_from_step_) return false;
+bool RunControl::break_event(const FsdpEvent& event) const {
+  if (event.step < break_from_step_) return false;
   const auto any = [](const auto& chosen) {
     return std::any_of(chosen.begin(), chosen.end(), [](bool on) { return on; });
   };
   const bool any_kind = any(break_on_), any_task = any(break_on_task_);
   const bool task_chosen = event.task >= 1 && event.task <= kTaskCount &&
                            break_on_task_[static_cast<std::size_t>(event.task - 1)];
-  const bool breaks_here = (!any_kind || break_on_[static_cast<std::size_t>(event.kind)]) && (!any_task || task_chosen);
-  const bool anything_chosen = any_kind || any_task;
+  return (any_kind || any_task) && (!any_kind || break_on_[static_cast<std::size_t>(event.kind)]) &&
+         (!any_task || task_chosen);
+}
+
+bool RunControl::breaks_at(int source, const FsdpEvent& event) const {
+  if (source != focus_source_ || event.rank != focus_rank_ || event.step < break_from_step_) return false;
   // A step with nothing to break at goes one event.
-  if (stepping_) return !breaking_ || !anything_chosen || breaks_here;
-  return breaking_ && anything_chosen && breaks_here;
+  if (stepping_) {
+    const bool anything_chosen = std::any_of(break_on_.begin(), break_on_.end(), [](bool on) { return on; }) ||
+                                 std::any_of(break_on_task_.begin(), break_on_task_.end(), [](bool on) { return on; });
+    return !breaking_ || !anything_chosen || break_event(event);
+  }
+  return breaking_ && break_event(event);
 }
 
 void RunControl::wait_turn(std::unique_lock<std::mutex>& lock, int source, const FsdpEvent& event) {
@@ -155,8 +181,16 @@ void RunControl::wait_turn(std::unique_lock<std::mutex>& lock, int source, const
       throw RunStopped("run " + std::to_string(source) + " stopped (RunControl::stop) at rank " +
                        std::to_string(event.rank) + "'s " + std::string(fsdp_event_name(event.kind)) + " of step " +
                        std::to_string(event.step));
-    if (paused_) {
+    // A rank that holds does not pause: it goes on to its hold (set_hold_others_from_step).
+    const bool focus_rank = source == focus_source_ && event.rank == focus_rank_;
+    if (paused_ && !(hold_others_from_step_ >= 0 && !focus_rank)) {
       wait([&] { wake_.wait(lock); });
+      continue;
+    }
+    if (holds(source, event)) {
+      ++held_ranks_[source];
+      wait([&] { wake_.wait(lock); });
+      --held_ranks_[source];
       continue;
     }
     const auto last = last_step_.find(key);

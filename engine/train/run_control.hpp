@@ -18,6 +18,11 @@
 //                 train_fsdp rethrows the RunStopped
 //   pacing        set_steps_per_second(n): at each optimizer step a rank sleeps (woken by any change)
 //                 so that its run does at most n steps a wall second
+//   holding       set_hold_others_from_step(s): every rank but the focus rank goes on to a place of its own
+//                 and waits there until stop(), never pausing: the other runs' ranks their first event of step
+//                 s, the focus run's other ranks their own break event (the one the focus rank breaks at). A
+//                 screenshot then shows every rank at one place, however far it would have got by the time the
+//                 focus rank breaks
 // A rank waiting in a collective for a paused rank must not time out: holding() is the run's
 // LocalWorldOptions::hold (train_fsdp sets it).
 #pragma once
@@ -64,6 +69,11 @@ class RunControl {
   // Break events of earlier steps pass by (0, the default: every step's). A screenshot of a world
   // stopped in step N sets N before the run starts, so where it stops does not depend on timing.
   void set_break_from_step(int step);
+  // Runs other than the focus's hold at their first event of step `step` or later (see above); -1, the default,
+  // holds none. Set before the runs start.
+  void set_hold_others_from_step(int step);
+  // How many ranks of run `source` wait at that hold now.
+  int held_ranks(int source) const;
   // The run (the source id its ranks pass to gate) and rank that breaks; the others only pause. (0, 0) by default.
   void set_focus(int source, int rank);
   std::pair<int, int> focus() const;  // (source, rank)
@@ -85,7 +95,11 @@ class RunControl {
  private:
   // Whether the focus rank stops at `event` now (a break, or the end of a step_once).
   bool breaks_at(int source, const FsdpEvent& event) const;
-  // Waits while paused and, for an optimizer step, until the pacing allows it. Throws once stopped.
+  // Whether the event is a break event (kind and task chosen, from break_from_step on), for any rank.
+  bool break_event(const FsdpEvent& event) const;
+  // Whether rank `event.rank` of run `source` waits at the hold here (set_hold_others_from_step).
+  bool holds(int source, const FsdpEvent& event) const;
+  // Waits while paused or held and, for an optimizer step, until the pacing allows it. Throws once stopped.
   void wait_turn(std::unique_lock<std::mutex>& lock, int source, const FsdpEvent& event);
   void changed();  // under the lock: a new generation, and every waiting gate looks again
 
@@ -100,6 +114,8 @@ class RunControl {
   std::array<bool, kTaskCount> break_on_task_{};  // [task - 1]
   int focus_source_ = 0, focus_rank_ = 0;
   int break_from_step_ = 0;
+  int hold_others_from_step_ = -1;
+  std::map<int, int> held_ranks_;  // by source: its ranks waiting at the hold
   double steps_per_second_ = 0;
   std::optional<FsdpEvent> last_break_;
   std::uint64_t generation_ = 0;

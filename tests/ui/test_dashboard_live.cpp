@@ -188,6 +188,37 @@ TEST(DashboardLive, FinishedRunsOfferRunAgainInsteadOfPause) {
   EXPECT_EQ(ControlsPanel::run_pause_label(session), "Run again");
 }
 
+// A screenshot's break (--break with --screenshot): the focus rank breaks in step 3, its peer holds at the same
+// event, the SYNC run's ranks at the start of step 3 — so the shot shows the same ops however the threads ran.
+TEST(DashboardLive, AScreenshotsBreakHoldsEveryOtherRankAtOnePlace) {
+  std::vector<std::size_t> events;
+  std::vector<SimTime> sync_end, async_end;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    SessionSettings settings = tiny_settings(3);
+    settings.break_at = BreakAt{FsdpEventKind::post_forward, 0, 2, true};
+    HeadlessImGui imgui;
+    Dashboard dashboard(std::make_unique<LiveSession>(settings));
+    LiveSession& session = *dashboard.session();
+    RunControl& control = session.control();
+    ASSERT_EQ(control.focus(), std::make_pair(1, 0));  // ASYNC's rank 0; SYNC is source 0
+    frames_until(imgui, dashboard, [&] {
+      return control.paused() && control.last_break() && control.held_ranks(0) == 2 && control.held_ranks(1) == 1;
+    });
+    for (int frame = 0; frame < 3; ++frame) frames_until(imgui, dashboard, [] { return true; });  // drained
+    EXPECT_EQ(control.last_break()->step, 2);
+    EXPECT_EQ(session.store().source(0).steps.size(), 2u);  // SYNC held at the start of step 3
+    events.push_back(session.store().event_count());
+    sync_end.push_back(session.store().source(0).last_time);
+    async_end.push_back(session.store().source(1).last_time);
+    control.stop();
+  }
+  for (int attempt = 1; attempt < 3; ++attempt) {
+    EXPECT_EQ(events[attempt], events[0]) << attempt;
+    EXPECT_EQ(sync_end[attempt], sync_end[0]) << attempt;
+    EXPECT_EQ(async_end[attempt], async_end[0]) << attempt;
+  }
+}
+
 // --break: armed before the runs start, so even a one-step run, unpaced, stops at its task's first event
 // (armed after the start, the runs could finish before the first frame).
 TEST(DashboardLive, ABreakInTheSettingsStopsEvenARunOfOneStepAtItsFirstEvent) {
