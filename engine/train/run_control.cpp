@@ -1,9 +1,19 @@
 #include "engine/train/run_control.hpp"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 namespace fsdplab {
+namespace {
+
+// Whether any of the break choices (kinds or tasks) is on.
+template <std::size_t N>
+bool any_on(const std::array<bool, N>& chosen) {
+  return std::any_of(chosen.begin(), chosen.end(), [](bool on) { return on; });
+}
+
+}  // namespace
 
 void RunControl::pause() {
   const std::lock_guard lock(mutex_);
@@ -147,10 +157,7 @@ void RunControl::gate(int source, const FsdpEvent& event) {
 
 bool RunControl::break_event(const FsdpEvent& event) const {
   if (event.step < break_from_step_) return false;
-  const auto any = [](const auto& chosen) {
-    return std::any_of(chosen.begin(), chosen.end(), [](bool on) { return on; });
-  };
-  const bool any_kind = any(break_on_), any_task = any(break_on_task_);
+  const bool any_kind = any_on(break_on_), any_task = any_on(break_on_task_);
   const bool task_chosen = event.task >= 1 && event.task <= kTaskCount &&
                            break_on_task_[static_cast<std::size_t>(event.task - 1)];
   return (any_kind || any_task) && (!any_kind || break_on_[static_cast<std::size_t>(event.kind)]) &&
@@ -160,11 +167,7 @@ bool RunControl::break_event(const FsdpEvent& event) const {
 bool RunControl::breaks_at(int source, const FsdpEvent& event) const {
   if (source != focus_source_ || event.rank != focus_rank_ || event.step < break_from_step_) return false;
   // A step with nothing to break at goes one event.
-  if (stepping_) {
-    const bool anything_chosen = std::any_of(break_on_.begin(), break_on_.end(), [](bool on) { return on; }) ||
-                                 std::any_of(break_on_task_.begin(), break_on_task_.end(), [](bool on) { return on; });
-    return !breaking_ || !anything_chosen || break_event(event);
-  }
+  if (stepping_) return !breaking_ || !(any_on(break_on_) || any_on(break_on_task_)) || break_event(event);
   return breaking_ && break_event(event);
 }
 

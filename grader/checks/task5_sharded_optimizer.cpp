@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/error.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/diagnostic_text.hpp"
@@ -441,9 +442,7 @@ GradeCase zero2_case() {
 // master shard (the targets check's cause), else an update more or less than once a step (the one-update check's).
 std::string make_or_step_mistake(const CheckContext& c, const GradeCase& run, const GradedRun&, const GradedRun&,
                                  double) {
-  const ShardingStrategy strategy = run.options.strategy;
-  const Form form =
-      strategy == ShardingStrategy::zero1 || strategy == ShardingStrategy::zero2 ? Form::zero : Form::full;
+  const Form form = parameters_replicated(run.options.strategy) ? Form::zero : Form::full;
   if (const CheckOutcome targets = targets_in(c, form); !targets.passed()) return targets.cause;
   return update_count_mistake(c);
 }
