@@ -195,7 +195,9 @@ TEST(DashboardRemote, AFailedRunIsMarkedFailedWithItsError) {
       stream.finish_failed(error);
     }
   });
-  frames_until(imgui, dashboard, [&] { return all_closed(remote, 1); });
+  // The stream is marked failed when its WireFailed arrives; its error joins the problems list only with its
+  // close, which may come in a later drain: wait for both.
+  frames_until(imgui, dashboard, [&] { return all_closed(remote, 1) && remote.problem_count() == 1; });
   run.join();
   frames_until(imgui, dashboard, [] { return true; });  // one more frame: the last drain drawn
   ASSERT_TRUE(testing::contains(error, "task 3, ForwardTask::")) << "the student's run did not fail: " << error;
