@@ -73,7 +73,9 @@ std::vector<std::size_t> counts(const std::vector<std::unique_ptr<testing::FsdpE
 TEST(FsdpStepThrough, PauseHoldsEveryRankPastTheTimeoutAndResumeFinishesTheSame) {
   const std::vector<double> uncontrolled = losses_of(train_fsdp(tiny_run(3), PresetCatalog::builtin(), nullptr));
   FsdpRun fsdp = tiny_run(3);
-  fsdp.run.comm_timeout = 200ms;
+  // Long enough that rank 1, waiting in the first collective before the pause is set and again after the
+  // resume until rank 0 gets there, never times out on a loaded machine under a sanitizer.
+  fsdp.run.comm_timeout = 1s;
   RunControl control;
   fsdp.control = &control;
   auto recorders = testing::record_events(fsdp);
@@ -99,7 +101,7 @@ TEST(FsdpStepThrough, PauseHoldsEveryRankPastTheTimeoutAndResumeFinishesTheSame)
   paused_cv.notify_all();
   EXPECT_TRUE(eventually([&] { return control.holding(); }));
   const std::vector<std::size_t> at_pause = counts(recorders);
-  std::this_thread::sleep_for(500ms);  // more than twice the world's timeout
+  std::this_thread::sleep_for(2100ms);  // more than twice the world's timeout
   EXPECT_EQ(counts(recorders), at_pause);
   EXPECT_FALSE(run.done());
   EXPECT_TRUE(control.paused());

@@ -19,17 +19,15 @@ using testing::contains;
 using testing::error_of;
 
 TEST(LocalCommHold, AHeldWorldWaitsPastItsTimeout) {
-  std::atomic<bool> held{true};
   LocalWorldOptions options;
   options.timeout = 100ms;
-  options.hold = [&] { return held.load(); };
+  options.hold = [] { return true; };
   run_world(2, [&](int rank, LocalWorld& world) {
     auto device = testing::make_sim_device(rank);
     LocalComm comm(world, rank, *device);
-    if (rank == 1) {
-      std::this_thread::sleep_for(400ms);  // four timeouts late, while held
-      held = false;
-    }
+    // Four timeouts late, and still held when it arrives: released before the barrier, rank 0 would count its
+    // wait again from its last look at the hold, and a rank 1 slow to get there would fail the test.
+    if (rank == 1) std::this_thread::sleep_for(400ms);
     comm.barrier();
   }, options);
 }
