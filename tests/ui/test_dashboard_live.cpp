@@ -266,6 +266,7 @@ TEST(DashboardLive, StepThroughStopsAtEachPostForwardInOrder) {
   EXPECT_EQ(first.kind, FsdpEventKind::post_forward);
   EXPECT_EQ(first.rank, 0);
   EXPECT_EQ(first.task, 3);
+  frames_until(imgui, dashboard, [] { return true; });  // one frame drawn paused: the buttons where they stay
   const StepThroughPanel::Rect step = dashboard.step_through().step_button();
   imgui.click(step.min, step.max, [&] { dashboard.frame(); });
   frames_until(imgui, dashboard, [&] {
