@@ -338,22 +338,35 @@ CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference) {
     got += (got.empty() ? "" : ", ") + std::string(line);
   };
   const auto more = [&](const std::string& what, double mine, double theirs, const std::string& unit) {
-    if (mine > theirs * 1.001 + 1e-9) said(what, mine, theirs, unit);
+    const bool over = mine > theirs * 1.001 + 1e-9;
+    if (over) said(what, mine, theirs, unit);
+    return over;
   };
-  more("collectives", graded.collectives, reference.collectives, "");
-  more("bytes moved", graded.bytes_moved, reference.bytes_moved, "MB");
+  // The cause names only what went over: a check titled for memory can lose its half to overlap alone.
+  std::vector<std::string> causes;
+  bool communication = more("collectives", graded.collectives, reference.collectives, "");
+  communication = more("bytes moved", graded.bytes_moved, reference.bytes_moved, "MB") || communication;
+  if (communication) causes.push_back("more communication than the task needs (a collective too many, or more bytes)");
+  bool memory = false;
   for (MemTag tag :
        {MemTag::param_full, MemTag::grad_full, MemTag::grad_shard, MemTag::optim_state, MemTag::param_shard})
-    more("peak " + std::string(mem_tag_name(tag)),
-         static_cast<double>(graded.peak[static_cast<std::size_t>(tag)]) / 1e6,
-         static_cast<double>(reference.peak[static_cast<std::size_t>(tag)]) / 1e6, "MB");
-  if (graded.overlap_percent < reference.overlap_percent - 1)
+    memory = more("peak " + std::string(mem_tag_name(tag)),
+                  static_cast<double>(graded.peak[static_cast<std::size_t>(tag)]) / 1e6,
+                  static_cast<double>(reference.peak[static_cast<std::size_t>(tag)]) / 1e6, "MB") ||
+             memory;
+  if (memory) causes.push_back("more memory at its peak than the task needs (a buffer held longer, or made larger)");
+  if (graded.overlap_percent < reference.overlap_percent - 1) {
     said("overlap", graded.overlap_percent, reference.overlap_percent, "%");
+    causes.push_back(
+        "less communication hidden under compute: something waits for more than it needs (the host on a "
+        "synchronize, a stream on a later event) or a collective runs on the compute stream");
+  }
   if (got.empty()) return CheckOutcome::pass();
+  std::string cause = "correct but wasteful: ";
+  for (std::size_t i = 0; i < causes.size(); ++i) cause += (i == 0 ? "" : "; ") + causes[i];
   return CheckOutcome::fail(
       "a pass within the reference's budget of communication, memory and overlap on the same case",
-      "passed, but " + got,
-      "correct but wasteful: more collectives, bytes, memory or exposed communication than the task needs", 0.5);
+      "passed, but " + got, cause, 0.5);
 }
 
 CheckOutcome with_budget(CheckOutcome outcome, const GradedRun& graded, const GradedRun& reference) {

@@ -201,12 +201,19 @@ TEST(GraderBudget, LessOverlapThanTheReferenceCostsHalfWhereverTheBudgetIsShown)
   const CheckOutcome& o = runs[0].outcome;
   EXPECT_EQ(o.fraction, 0.5) << o.got;
   EXPECT_TRUE(contains(o.got, "passed, but overlap 31.19 % against the reference's 34.45 %")) << o.got;
+  // Its cause is the overlap, never the memory the check is titled for.
+  EXPECT_EQ(o.cause,
+            "correct but wasteful: less communication hidden under compute: something waits for more than it needs "
+            "(the host on a synchronize, a stream on a later event) or a collective runs on the compute stream");
   EXPECT_FALSE(o.budget.empty());
   // Counts are said whole, as the budget line prints them.
   RunBudget mine, theirs;
   mine.collectives = 32;
   theirs.collectives = 30;
-  EXPECT_EQ(over_budget(mine, theirs).got, "passed, but collectives 32 against the reference's 30");
+  const CheckOutcome more_collectives = over_budget(mine, theirs);
+  EXPECT_EQ(more_collectives.got, "passed, but collectives 32 against the reference's 30");
+  EXPECT_EQ(more_collectives.cause,
+            "correct but wasteful: more communication than the task needs (a collective too many, or more bytes)");
 }
 
 // A TODO the training met is said as a TODO, not as a mistake in the numbers.
