@@ -30,7 +30,7 @@ std::string headline(const FsdpEvent& e) {
 }
 
 // The student's code lives in labs/ (FsdpTask::where() names the implementing class's file and line).
-bool students_code(const FsdpEvent& e) { return e.code.find("(labs/") != std::string::npos; }
+bool students_code(const FsdpEvent& e) { return e.code.find("the class at labs/") != std::string::npos; }
 
 // Wrapped at spaces (never inside a unit's name, a file's path or a number) within `width` pixels, or the
 // panel's width where 0.

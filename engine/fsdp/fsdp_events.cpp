@@ -91,7 +91,7 @@ std::string describe_prefetches(const FsdpRank& rank, FsdpEventKind kind) {
 }  // namespace
 
 CodeSite task_site(int task, std::string_view methods, const FsdpTask& impl) {
-  return {task, std::string(methods) + " (" + impl.where() + ")"};
+  return {task, std::string(methods) + " (in the class at " + impl.where() + ")"};
 }
 
 ActivityScope::ActivityScope(FsdpRank& rank, int task, std::string_view methods, const FsdpTask& impl, int unit,

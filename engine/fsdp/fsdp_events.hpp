@@ -22,7 +22,8 @@ namespace fsdplab {
 
 struct CodeSite {
   int task = 0;
-  std::string code;  // "ForwardTask::all_gather, wait_for_unshard (engine/fsdp/forward_reference.cpp:8)"
+  std::string
+      code;  // "ForwardTask::all_gather, wait_for_unshard (in the class at engine/fsdp/forward_reference.cpp:8)"
 };
 
 // `methods` of task `task`, as implemented by `impl`, with the file and line of its class.

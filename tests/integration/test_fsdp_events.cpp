@@ -116,7 +116,7 @@ TEST(FsdpEvents, EveryUnitsHooksComeOnceAStepInOrder) {
                                     : e.kind == FsdpEventKind::post_forward ? "ForwardTask::reshard_after_forward"
                                     : e.kind == FsdpEventKind::pre_backward ? "BackwardTask::zero_gradient"
                                                                             : "BackwardTask::reduce_scatter";
-        EXPECT_EQ(e.code, methods + " (" + (forward ? forward_file : backward_file) + ")");
+        EXPECT_EQ(e.code, methods + " (in the class at " + (forward ? forward_file : backward_file) + ")");
         EXPECT_EQ(e.unit_name, e.unit == 0 ? "(root)" : "transformer.h." + std::to_string(e.unit - 1));
         // The state the task left: the root stays gathered from its forward to the end of its backward.
         const bool gathered = e.kind == FsdpEventKind::pre_forward || e.kind == FsdpEventKind::pre_backward ||
@@ -201,7 +201,7 @@ TEST(FsdpEvents, CollectivesAreAttributedToTheTaskWhoseCodeIssuedThem) {
         } else {
           (hook->kind == FsdpEventKind::pre_forward ? forward_prefetches : backward_prefetches)++;
           EXPECT_EQ(e.task, 6) << e.what;
-          EXPECT_EQ(e.code, "OverlapTask::after (" + reference_overlap().where() + ")");
+          EXPECT_EQ(e.code, "OverlapTask::after (in the class at " + reference_overlap().where() + ")");
           EXPECT_TRUE(contains(e.what, "ahead of its use")) << e.what;
         }
       } else if (e.collective == "reduce_scatter") {
@@ -210,7 +210,7 @@ TEST(FsdpEvents, CollectivesAreAttributedToTheTaskWhoseCodeIssuedThem) {
         EXPECT_EQ(hook->kind, FsdpEventKind::post_backward);
         EXPECT_EQ(hook->unit, e.unit);
         EXPECT_EQ(e.task, 4);
-        EXPECT_EQ(e.code, "BackwardTask::reduce_scatter (" + backward_file + ")");
+        EXPECT_EQ(e.code, "BackwardTask::reduce_scatter (in the class at " + backward_file + ")");
       } else {
         ++loss_reductions;
         EXPECT_EQ(e.collective, "all_reduce");
@@ -246,7 +246,7 @@ TEST(FsdpEvents, OneOptimizerStepAStepAfterTheLastPostBackward) {
         optimizer_at = i;
         EXPECT_EQ(e.task, 5);
         EXPECT_EQ(e.unit, -1);
-        EXPECT_EQ(e.code, "ShardedOptimizerTask::step (" + reference_sharded_optimizer().where() + ")");
+        EXPECT_EQ(e.code, "ShardedOptimizerTask::step (in the class at " + reference_sharded_optimizer().where() + ")");
         EXPECT_TRUE(contains(e.what, "adamw updated this rank's f32 shards of 5 units")) << e.what;
       }
       EXPECT_EQ(steps_seen, 1) << "rank " << r << " step " << step;
@@ -301,7 +301,7 @@ TEST(FsdpEvents, TheZeroOptimizersGathersAreTask5s) {
     if (e.kind != FsdpEventKind::collective_issued || e.collective != "all_gather") continue;
     ++gathers;
     EXPECT_EQ(e.task, 5) << e.what;
-    EXPECT_EQ(e.code, "ShardedOptimizerTask::step (" + reference_sharded_optimizer().where() + ")");
+    EXPECT_EQ(e.code, "ShardedOptimizerTask::step (in the class at " + reference_sharded_optimizer().where() + ")");
   }
   EXPECT_EQ(gathers, static_cast<int>(kUnits));  // zero2 keeps the parameters whole: only the updated chunks move
 }
@@ -318,7 +318,8 @@ TEST(FsdpEvents, TheHybridAllReducesAcrossReplicasAreTask8s) {
     if (e.kind != FsdpEventKind::collective_issued || e.collective != "all_reduce" || e.unit < 0) continue;
     ++across;
     EXPECT_EQ(e.task, 8) << e.what;
-    EXPECT_EQ(e.code, "HybridShardTask::all_reduce_replicas (" + reference_hybrid_shard().where() + ")");
+    EXPECT_EQ(e.code,
+              "HybridShardTask::all_reduce_replicas (in the class at " + reference_hybrid_shard().where() + ")");
   }
   EXPECT_EQ(across, static_cast<int>(kUnits));  // one per unit's gradient shard; the loss's has no unit
   // The unit's post-backward event still tells the whole reduction.
