@@ -393,41 +393,47 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
     const double allowed = std::max(run.tolerance, 2 * deviation_from(reference, baseline));
     const GradedRun graded = train_graded(run, ctx.tasks, ctx.scratch, {.ops = true});
     CheckOutcome outcome = compare_with_baseline(graded, baseline, allowed);
-    if (!outcome.passed() && outcome.cause.empty()) {
-      const auto diagnosis = [&]() -> std::string {
-        if (!diagnose) return "";
-        try {
-          return diagnose(ctx, run, graded, baseline, allowed);
-        } catch (const std::exception&) {  // the graded code refused the diagnosis' calls: no guess to add
-          return "";
-        }
-      };
-      // `cause` suspects the numbers or a race; a run that stopped otherwise says why it stopped.
-      if (graded.trained() || graded.race) {
-        outcome.cause = diagnosis();
-        if (outcome.cause.empty()) outcome.cause = cause;
-      } else {
-        outcome.cause = stopped_cause(graded, diagnosis);
-      }
-    }
+    if (!outcome.passed() && outcome.cause.empty())
+      outcome.cause = cause_of_training(graded, cause, cause, [&]() -> std::string {
+        return diagnose ? diagnose(ctx, run, graded, baseline, allowed) : "";
+      });
     if (!graded.trained()) return outcome;
     return with_budget(std::move(outcome), graded, reference);
   };
   return check;
 }
 
-DifferenceCause first_failing_cause(std::vector<std::function<CheckOutcome(const CheckContext&)>> checks) {
+std::string first_failing_cause(const CheckContext& ctx, const std::vector<DirectCheck>& checks) {
+  for (const DirectCheck& check : checks) {
+    if (const CheckOutcome outcome = check(ctx); !outcome.passed()) return outcome.cause;
+  }
+  return "";
+}
+
+DifferenceCause first_failing_cause(std::vector<DirectCheck> checks) {
   return [checks = std::move(checks)](const CheckContext& ctx, const GradeCase&, const GradedRun&, const GradedRun&,
-                                      double) -> std::string {
-    for (const auto& check : checks) {
-      if (const CheckOutcome outcome = check(ctx); !outcome.passed()) return outcome.cause;
+                                      double) { return first_failing_cause(ctx, checks); };
+}
+
+std::string cause_of_training(const GradedRun& graded, const std::string& race_cause, const std::string& cause,
+                              const std::function<std::string()>& diagnosis) {
+  const auto diagnosed = [&]() -> std::string {
+    if (!diagnosis) return "";
+    try {
+      return diagnosis();
+    } catch (const std::exception&) {  // the graded code refused the diagnosis' calls: no guess to add
+      return "";
     }
-    return "";
   };
+  // `race_cause` and `cause` suspect a race and the numbers; a run that stopped otherwise says why it stopped.
+  if (!graded.trained() && !graded.race) return stopped_cause(graded, diagnosed);
+  std::string found = diagnosed();
+  if (!found.empty()) return found;
+  return graded.race ? race_cause : cause;
 }
 
 CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_cause, GradeCase c,
-                             const std::vector<int>& worlds, const std::string& cause) {
+                             const std::vector<int>& worlds, const std::string& cause, DifferenceCause diagnose) {
   if (!c.fixed_seed) c.run.seed = ctx.seed;
   const GradedRun baseline = train_baseline(c, ctx.scratch);
   int equal = 0;
@@ -443,10 +449,9 @@ CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_ca
     } else if (first.passed()) {
       first = std::move(outcome);
       first.got = "W = " + std::to_string(world) + ": " + first.got + " (" + c.command("run", ctx.impl_flag()) + ")";
-      if (graded.race)
-        first.cause = race_cause;
-      else
-        first.cause = graded.trained() ? cause : stopped_cause(graded);
+      first.cause = cause_of_training(graded, race_cause, cause, [&]() -> std::string {
+        return diagnose ? diagnose(ctx, c, graded, baseline, allowed) : "";
+      });
     }
   }
   if (first.passed()) return first;

@@ -136,15 +136,26 @@ using DifferenceCause = std::function<std::string(const CheckContext& ctx, const
                                                   const GradedRun& baseline, double tolerance)>;
 Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause,
                         DifferenceCause diagnose = {});
-// A `diagnose` that runs `checks` — the task's checks that call its methods directly — in order, and gives the cause
-// of the first that fails: the mistake a training shows is most often one of them, on its own.
-DifferenceCause first_failing_cause(std::vector<std::function<CheckOutcome(const CheckContext&)>> checks);
+// One of a task's checks that call its methods directly.
+using DirectCheck = std::function<CheckOutcome(const CheckContext&)>;
+// The cause of the first of `checks` that fails, run in order ("" when all pass): the mistake a training shows is
+// most often one of them, on its own.
+std::string first_failing_cause(const CheckContext& ctx, const std::vector<DirectCheck>& checks);
+// The same as a `diagnose`.
+DifferenceCause first_failing_cause(std::vector<DirectCheck> checks);
+
+// The cause of a training that differs from the baseline, raced or stopped: `diagnosis` (where it names one, and
+// unless the run stopped at a TODO), else `race_cause` for a race, `cause` for a difference, stopped_cause for a
+// run that stopped otherwise. A diagnosis that throws (the graded code refused its calls) names none.
+std::string cause_of_training(const GradedRun& graded, const std::string& race_cause, const std::string& cause,
+                              const std::function<std::string()>& diagnosis);
 
 // Losses and final parameters of `c` equal to the single-rank baseline's at each of `worlds` (one baseline for
 // all), with the allowance equivalence_check gives; the fraction of worlds that are. The first miss is the
-// diagnostic, with the command that reproduces it; `race_cause` is its cause when the race detector stopped it.
+// diagnostic, with the command that reproduces it, and its cause cause_of_training's (`race_cause` for a race,
+// `cause` for a difference, either after what `diagnose` reads, where given).
 CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_cause, GradeCase c,
-                             const std::vector<int>& worlds, const std::string& cause);
+                             const std::vector<int>& worlds, const std::string& cause, DifferenceCause diagnose = {});
 
 // "the run failed: <error>" as a diagnostic's "got", with the race detector's or a TODO's wording.
 std::string failure_text(const GradedRun& run);

@@ -7,10 +7,11 @@
 
 namespace fsdplab::grading {
 
-std::unique_ptr<SimDevice> make_graded_device(int rank, bool dry_run) {
+std::unique_ptr<SimDevice> make_graded_device(int rank, bool dry_run, RaceDetector::Policy races) {
   const PresetCatalog& presets = PresetCatalog::builtin();
   SimDeviceOptions options;
   options.dry_run = dry_run;
+  options.races = races;
   return std::make_unique<SimDevice>(rank, presets.device("h100-sxm"), presets.link("nvlink4"), options);
 }
 
@@ -39,9 +40,9 @@ OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string nam
 
 bool intersects(const OpRecord& a, const OpRecord& b) { return a.begin < b.end && b.begin < a.end; }
 
-void on_ranks(int world, const std::function<void(GradedRank&)>& body) {
+void on_ranks(int world, const std::function<void(GradedRank&)>& body, RaceDetector::Policy races) {
   run_world(world, [&](int r, LocalWorld& local) {
-    auto device = make_graded_device(r);
+    auto device = make_graded_device(r, /*dry_run=*/false, races);
     LocalComm comm(local, r, *device);
     GradedRank rank{r, world, *device, comm};
     body(rank);

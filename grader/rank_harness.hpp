@@ -21,8 +21,10 @@ struct GradedRank {
   LocalComm& comm;
 };
 
-// A sim device on the h100-sxm preset with the nvlink4 link, as the checks' trainings use.
-std::unique_ptr<SimDevice> make_graded_device(int rank, bool dry_run = false);
+// A sim device on the h100-sxm preset with the nvlink4 link, as the checks' trainings use; its race detector
+// throws, unless `races` says to record them (a check of something else than the order, which a race must not stop).
+std::unique_ptr<SimDevice> make_graded_device(int rank, bool dry_run = false,
+                                              RaceDetector::Policy races = RaceDetector::Policy::throw_error);
 
 // What each rank found (a pass when all is well): each rank writes only its own slot. The first failure
 // is the check's outcome.
@@ -40,7 +42,9 @@ OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string nam
 bool intersects(const OpRecord& a, const OpRecord& b);
 
 // Runs `body` on `world` ranks and joins them; the first rank's Error is rethrown (run_world). Nothing
-// may be in flight when body returns: the harness synchronizes each device before its tensors go.
-void on_ranks(int world, const std::function<void(GradedRank&)>& body);
+// may be in flight when body returns: the harness synchronizes each device before its tensors go. `races` as
+// make_graded_device's.
+void on_ranks(int world, const std::function<void(GradedRank&)>& body,
+              RaceDetector::Policy races = RaceDetector::Policy::throw_error);
 
 }  // namespace fsdplab::grading

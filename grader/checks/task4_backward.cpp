@@ -200,43 +200,41 @@ CheckOutcome one_reduce_scatter_on_its_stream(const CheckContext& c) {
   return first_failure(found);
 }
 
+// The host's clock only: a missing event (a race, which ordered-after-compute grades) is recorded, not thrown here.
 CheckOutcome no_host_wait_for_the_backward(const CheckContext& c) {
   constexpr std::int64_t n = 1024, gathered_n = 1 << 16;
   RankFindings found(2);
-  on_ranks(2, [&](GradedRank& r) {
-    const GradBuffers b = grad_buffers(r, n, /*host_writes=*/false);
-    // A backward that ends well after the host's time: it waits for a gather on the link first.
-    const Tensor shard = Tensor::empty(r.device, {gathered_n}, DType::f32, MemTag::param_shard, "flat_param_shard");
-    const Tensor full = Tensor::empty(r.device, {gathered_n * r.world}, DType::f32, MemTag::param_full,
-                                      "flat_param_full", Lane::all_gather);
-    shard.copy_from(std::vector<float>(gathered_n, 1.0f));
-    r.comm.all_gather(r.device.stream(Lane::all_gather), shard, full);
-    Event gathered("gathered");
-    r.device.record(gathered, Lane::all_gather);
-    r.device.wait(Lane::compute, gathered);
-    const Tensor computed = Tensor::empty(r.device, {n * r.world}, DType::f32, MemTag::activation, "backward_result");
-    computed.copy_from(b.values);
-    copy(r.device.stream(Lane::compute), computed, b.grad_full);
-    const SimTime backward_end = r.device.ops().back().end;
-    const SimTime host_before = r.device.host_time();
-    CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
-    try {
-      graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
-    } catch (const RaceError& e) {
-      mine =
-          CheckOutcome::fail("reduce_scatter to return while the backward still runs, its reduction ordered after it",
-                             "the race detector: " + std::string(e.what()), kNoEventCause);
-      return;
-    }
-    const SimTime host_after = r.device.host_time();
-    if (host_after >= backward_end)
-      mine = CheckOutcome::fail(
-          "reduce_scatter to return while the backward still runs (it ends at " + us(backward_end) + ")",
-          "rank " + std::to_string(r.rank) + ": the host clock went from " + us(host_before) + " to " + us(host_after) +
-              " in reduce_scatter",
-          "a host sync (device.synchronize) before the reduction instead of an event: the host stops issuing until the "
-          "backward so far is done and cannot run ahead to fetch the next unit; order the streams with an event");
-  });
+  on_ranks(
+      2,
+      [&](GradedRank& r) {
+        const GradBuffers b = grad_buffers(r, n, /*host_writes=*/false);
+        // A backward that ends well after the host's time: it waits for a gather on the link first.
+        const Tensor shard = Tensor::empty(r.device, {gathered_n}, DType::f32, MemTag::param_shard, "flat_param_shard");
+        const Tensor full = Tensor::empty(r.device, {gathered_n * r.world}, DType::f32, MemTag::param_full,
+                                          "flat_param_full", Lane::all_gather);
+        shard.copy_from(std::vector<float>(gathered_n, 1.0f));
+        r.comm.all_gather(r.device.stream(Lane::all_gather), shard, full);
+        Event gathered("gathered");
+        r.device.record(gathered, Lane::all_gather);
+        r.device.wait(Lane::compute, gathered);
+        const Tensor computed =
+            Tensor::empty(r.device, {n * r.world}, DType::f32, MemTag::activation, "backward_result");
+        computed.copy_from(b.values);
+        copy(r.device.stream(Lane::compute), computed, b.grad_full);
+        const SimTime backward_end = r.device.ops().back().end;
+        const SimTime host_before = r.device.host_time();
+        graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
+        const SimTime host_after = r.device.host_time();
+        if (host_after >= backward_end)
+          found[static_cast<std::size_t>(r.rank)] = CheckOutcome::fail(
+              "reduce_scatter to return while the backward still runs (it ends at " + us(backward_end) + ")",
+              "rank " + std::to_string(r.rank) + ": the host clock went from " + us(host_before) + " to " +
+                  us(host_after) + " in reduce_scatter",
+              "a host sync (device.synchronize) before the reduction instead of an event: the host stops issuing until "
+              "the "
+              "backward so far is done and cannot run ahead to fetch the next unit; order the streams with an event");
+      },
+      RaceDetector::Policy::record);
   return first_failure(found);
 }
 
@@ -270,8 +268,16 @@ CheckOutcome compute_sees_a_zeroed_gradient(const CheckContext& c) {
   return CheckOutcome::pass();
 }
 
+// The cause of the first of the direct checks that fails: a training's race, NaN or difference is most often one of
+// these mistakes, and they name it precisely (a host sync only slows a training down).
+std::string direct_mistake(const CheckContext& c) {
+  return first_failing_cause(c, {each_shard_its_chunk_of_the_mean, reduction_ordered_after_compute,
+                                 one_reduce_scatter_on_its_stream, compute_sees_a_zeroed_gradient});
+}
+
 struct Reductions {
   int all = 0, on_compute = 0, overlapping = 0;
+  int on_their_stream = 0;  // every op on the reduce-scatter stream, the reductions' and any other
   SimTime end = 0;
 };
 
@@ -281,6 +287,7 @@ Reductions reductions(const GradedRun& training) {
   const auto& ops = training.ops[0];
   for (const OpRecord& op : ops) {
     r.end = std::max(r.end, op.end);
+    if (op.lane == Lane::reduce_scatter) ++r.on_their_stream;
     if (op.category != OpCategory::reduce_scatter) continue;
     ++r.all;
     if (op.lane == Lane::compute) ++r.on_compute;
@@ -298,7 +305,7 @@ CheckOutcome reductions_scheduled_as_the_reference(const CheckContext& c) {
   if (!trained.trained())
     return CheckOutcome::fail("the training to run to its end",
                               failure_text(trained) + " (" + run.command("run", c.impl_flag()) + ")",
-                              trained.race ? kRaceCause : "");
+                              cause_of_training(trained, kRaceCause, "", [&] { return direct_mistake(c); }));
   const GradedRun reference = train_graded(run, c.reference, c.scratch, {.ops = true, .params = false});
   const Reductions got = reductions(trained), want = reductions(reference);
   std::ostringstream g, w;
@@ -310,10 +317,17 @@ CheckOutcome reductions_scheduled_as_the_reference(const CheckContext& c) {
   if (got.on_compute > 0)
     outcome = CheckOutcome::fail(
         w.str(), g.str(), "the reductions issued on the compute stream: use device.stream(Lane::reduce_scatter)");
+  else if ((got.overlapping < want.overlapping || got.end > want.end) && got.on_their_stream > want.on_their_stream)
+    outcome = CheckOutcome::fail(
+        w.str(), g.str() + ", " + std::to_string(got.on_their_stream) + " ops on the reduce-scatter stream",
+        "the reduce-scatter stream does more than the reference's (" + std::to_string(want.on_their_stream) +
+            " ops): an op after the collective, such as a scale by 1/W that ReduceOp::avg already does, delays "
+            "every reduction");
   else if (got.overlapping < want.overlapping || got.end > want.end)
     outcome = CheckOutcome::fail(w.str(), g.str(),
-                                 "the reductions wait for more than their unit's backward (a host sync?): less of "
-                                 "them hides under the next unit's backward");
+                                 "the reductions wait for more than their unit's backward (a host sync, or an event "
+                                 "recorded later than the gradient's last write): less of them hides under the next "
+                                 "unit's backward");
   return with_budget(std::move(outcome), trained, reference);
 }
 
@@ -325,7 +339,10 @@ CheckOutcome sgd_trains_equal_at_every_world(const CheckContext& c) {
   return trains_equal_at(
       c, kRaceCause, run, {1, 2, 3, 4, 8},
       "the gradient summed over the ranks instead of averaged, or averaged twice: SGD's steps are then W "
-      "times too long or too short (AdamW hides it)");
+      "times too long or too short (AdamW hides it)",
+      [](const CheckContext& ctx, const GradeCase&, const GradedRun&, const GradedRun&, double) {
+        return direct_mistake(ctx);
+      });
 }
 
 }  // namespace

@@ -36,6 +36,17 @@ class SumNotMean final : public LikeTheReference {
   }
 };
 
+// Averaged twice: ReduceOp::avg, then a scale by 1/W the avg already did. SGD steps W times too short, and the
+// scale on the reduce-scatter stream delays every reduction after it.
+class AveragesTwice final : public LikeTheReference {
+ public:
+  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
+                      const Tensor& grad_shard) const override {
+    reference().reduce_scatter(device, group, grad_full, grad_shard);
+    scale(device.stream(Lane::reduce_scatter), grad_shard, 1.0f / static_cast<float>(group.world()), grad_shard);
+  }
+};
+
 // No event between the backward and the reduction: the reduce-scatter stream reads an unfinished gradient.
 class MissingWait final : public LikeTheReference {
  public:
@@ -85,6 +96,8 @@ std::span<const Mutant> backward_mutants() {
   static const Mutant mutants[] = {
       {4, "sum-not-mean", "the gradients are summed over the ranks (ReduceOp::sum) instead of averaged",
        instance<SumNotMean>},
+      {4, "averages-twice", "ReduceOp::avg and then a scale by 1/W: the gradient W times too small",
+       instance<AveragesTwice>},
       {4, "missing-wait", "the reduce-scatter stream does not wait for the compute stream's event before reducing",
        instance<MissingWait>},
       {4, "reduce-on-compute",

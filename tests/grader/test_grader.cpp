@@ -339,6 +339,29 @@ TEST(GraderDiagnostics, AShardedOptimizerMistakeIsNamedWhereverItShows) {
       << trainings[1].outcome.cause;
 }
 
+// Task 4: the schedule's and the SGD training's causes are the direct checks' (a NaN from an unzeroed gradient, the
+// race of a missing event, a scale after the avg); a mistake costs the check of its own kind, not every check its
+// race reaches (no-host-sync is clean of a missing event); a slower schedule with an extra op on the reduce-scatter
+// stream says so.
+TEST(GraderDiagnostics, ABackwardMistakeIsNamedWhereverItShows) {
+  const std::vector<std::string> ids = {"no-host-sync", "schedule", "sgd-training"};
+  const std::vector<CheckRun> unzeroed = run_checks(4, find_mutant(4, "unzeroed").impl(), ids, 60);
+  for (std::size_t i = 1; i < ids.size(); ++i)
+    EXPECT_TRUE(contains(unzeroed[i].outcome.cause, "grad_full not zeroed"))
+        << ids[i] << ": " << unzeroed[i].outcome.cause;
+  const std::vector<CheckRun> no_event = run_checks(4, find_mutant(4, "missing-wait").impl(), ids, 60);
+  EXPECT_TRUE(no_event[0].outcome.passed()) << no_event[0].outcome.got;
+  for (std::size_t i = 1; i < ids.size(); ++i)
+    EXPECT_TRUE(contains(no_event[i].outcome.cause, "no event between the backward and the reduction"))
+        << ids[i] << ": " << no_event[i].outcome.cause;
+  const std::vector<CheckRun> twice = run_checks(4, find_mutant(4, "averages-twice").impl(), ids, 60);
+  EXPECT_TRUE(twice[0].outcome.passed()) << twice[0].outcome.got;
+  EXPECT_TRUE(contains(twice[1].outcome.cause, "the reduce-scatter stream does more than the reference's (9 ops)"))
+      << twice[1].outcome.cause;
+  EXPECT_TRUE(contains(twice[1].outcome.got, "18 ops on the reduce-scatter stream")) << twice[1].outcome.got;
+  EXPECT_TRUE(contains(twice[2].outcome.cause, "averaged twice")) << twice[2].outcome.cause;
+}
+
 // Tasks 8 and 9: a training the race detector stopped, or that differs, takes its cause from the first of the task's
 // direct checks that fails, not one sentence for every mistake; swapped colours are named as swapped in both colour
 // checks.
