@@ -358,8 +358,9 @@ CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference) {
   if (graded.overlap_percent < reference.overlap_percent - 1) {
     said("overlap", graded.overlap_percent, reference.overlap_percent, "%");
     causes.push_back(
-        "less communication hidden under compute: something waits for more than it needs (the host on a "
-        "synchronize, a stream on a later event) or a collective runs on the compute stream");
+        "less communication hidden under compute than the reference's (compare the two timelines: see it): a host "
+        "sync, a stream waiting for more than it needs, a collective on the compute stream, or collectives the "
+        "reference does not make");
   }
   if (got.empty()) return CheckOutcome::pass();
   std::string cause = "correct but wasteful: ";
