@@ -9,11 +9,13 @@
 //   fsdplab grade --submission DIR         DIR/labs/*/student.cpp, built against this tree (grade_submission.hpp)
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/grade_submission.hpp"
+#include "app/report/markdown_table.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/train/model_factory.hpp"
@@ -37,7 +39,37 @@ struct GradeFlags {
   std::string submission;
   std::string submission_build;
   std::vector<std::string> graded_submission;  // the folder a submission's own grade grades: as given, absolute
+  std::vector<std::string> not_built;          // "N:reason": a submission's labs that did not build (hidden)
 };
+
+// --not-built's "N:reason" entries (grade_submission's, never a person's) as GradeRequest::not_built.
+std::map<int, std::string> parse_not_built(const std::vector<std::string>& entries) {
+  std::map<int, std::string> out;
+  for (const std::string& entry : entries) {
+    const std::size_t colon = entry.find(':');
+    int task = 0;
+    const bool numbered = colon != std::string::npos && colon > 0 && entry.find_first_not_of("0123456789") == colon &&
+                          (task = std::stoi(entry.substr(0, colon))) >= 1 && task <= kTaskCount;
+    check(numbered, "--not-built ", entry, ": expected TASK:REASON with TASK in 1..", kTaskCount);
+    out[task] = entry.substr(colon + 1);
+  }
+  return out;
+}
+
+// With --submission only the students' code is graded: an --impl naming the reference or a mutant would grade that
+// and file it under the submission's name.
+void check_submission_impl(const std::string& impl) {
+  const ImplChoice choice = parse_impl(impl);
+  bool student = false;
+  for (int n = 1; n <= kTaskCount; ++n) {
+    const std::string& of = choice.of[static_cast<std::size_t>(n - 1)];
+    check(of == "student" || !choice.replaced(n), "--impl ", impl, " with --submission would grade ", of,
+          " as the submission's task ", n, "; expected --impl student (the default) or N=student");
+    student = student || of == "student";
+  }
+  check(student, "--impl ", impl, " with --submission grades none of the submission's code; expected --impl student ",
+        "(the default) or N=student");
+}
 
 // The grade options of `flags` for the submission's own fsdplab, paths made absolute (it runs where this one does,
 // but the paths must not depend on that).
@@ -52,17 +84,17 @@ std::vector<std::string> forwarded_args(const GradeFlags& flags) {
   return args;
 }
 
-// How the grade's "see it" commands call this fsdplab: its path from the root of the source tree it was built from,
-// where the labs' READMEs run it ("build/app/fsdplab"; "build/submission-build/app/fsdplab" for a submission's), or
-// its absolute path when it lies outside that tree.
+// How the grade's "see it" commands call this fsdplab, runnable as printed: its path from the root of the source
+// tree it was built from, where the labs' READMEs run it ("build/app/fsdplab"; "build/submission-build/app/fsdplab"
+// for a submission's), or its absolute path when it lies outside that tree; quoted where a shell would split it.
 std::string program_from_source_root() {
   std::error_code error;
   const std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error || binary.empty()) return grading::kShowProgram;
   const std::filesystem::path root = std::filesystem::weakly_canonical(FSDPLAB_SOURCE_DIR, error);
   const std::filesystem::path relative = binary.lexically_relative(root);
-  if (!error && !relative.empty() && *relative.begin() != "..") return relative.string();
-  return binary.string();
+  if (!error && !relative.empty() && *relative.begin() != "..") return shell_quote(relative.string());
+  return shell_quote(binary.string());
 }
 
 // The tasks to grade: --task's, else those --impl names one by one ("3=student"), else all nine. A --task that
@@ -85,10 +117,18 @@ std::vector<int> tasks_to_grade(const GradeFlags& flags, const ImplChoice& choic
 }
 
 int run_grade(const GradeFlags& flags) {
+  check(flags.submission_build.empty() || !flags.submission.empty(), "--submission-build ", flags.submission_build,
+        " is the build folder of --submission, which was not given");
+  check(flags.not_built.empty() || !flags.graded_submission.empty(),
+        "--not-built is how --submission tells the submission's own grade which labs did not build; it goes only with "
+        "--graded-submission");
   if (!flags.submission.empty()) {
     check(!flags.mutants, "--mutants grades this tree's mutants; it does not go with --submission");
-    check(flags.graded_submission.empty(), "--graded-submission is how --submission names the folder to the ",
-          "submission's own grade; it does not go with --submission");
+    check(flags.graded_submission.empty() && flags.not_built.empty(), "--graded-submission and --not-built are how ",
+          "--submission talks to the submission's own grade; they do not go with --submission");
+    check_submission_impl(flags.impl);
+    // Before the build, which may take minutes: a gradebook that cannot be written is said now.
+    if (!flags.json.empty()) check_output_file(flags.json, "--json");
     return grade_submission(flags.submission, forwarded_args(flags),
                             flags.submission_build.empty() ? default_submission_build_dir()
                                                            : std::filesystem::path(flags.submission_build));
@@ -115,6 +155,7 @@ int run_grade(const GradeFlags& flags) {
   request.limits = limits;
   request.extra = cases;
   request.program = program_from_source_root();
+  request.not_built = parse_not_built(flags.not_built);
   if (!flags.json.empty()) check_output_file(flags.json, "--json");
   grading::GradeReport report = grading::grade(request);
   if (!flags.graded_submission.empty())
@@ -158,12 +199,16 @@ void add_grade_command(CLI::App& app) {
                   "own against this source tree (the first time: minutes), whose grade then runs")
       ->check(non_empty("a folder"));
   cmd->add_option("--submission-build", flags->submission_build,
-                  "The build folder for --submission (default: submission-build beside this fsdplab's build)")
+                  "The build folder for --submission (default: submission-build inside this fsdplab's build folder, "
+                  "beside app/); one grading at a time uses it, others wait")
       ->check(non_empty("a folder"));
   // Hidden: grade_submission's way to tell the submission's own fsdplab which folder it grades (the path as given
   // and its absolute form), so that the one --json it writes names the submission. A course names the folder with
   // --submission; documenting this too would give two ways to do that, and a way to name a folder not graded.
   cmd->add_option("--graded-submission", flags->graded_submission)->expected(2)->group("");
+  // Hidden too: grade_submission's list of the submission's labs that did not build ("N:reason", repeated), graded
+  // 0 with their reason while the rest is graded with their skeletons in their place.
+  cmd->add_option("--not-built", flags->not_built)->group("");
   cmd->callback([flags, impl] {
     flags->impl_given = impl->count() > 0;
     const int status = run_grade(*flags);

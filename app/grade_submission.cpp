@@ -1,14 +1,17 @@
-// grade_submission.cpp — `fsdplab grade --submission DIR` (grade_submission.hpp): checks that the submission
-// holds the nine student.cpp, stages them in a build tree of its own, configures and builds a fsdplab there with
-// them, and runs that binary's `grade`. Children are started with posix_spawn and an argument vector, so no shell
-// ever reads a path; the build's output is echoed to stderr and read for the compiler's first error.
+// grade_submission.cpp — `fsdplab grade --submission DIR` (grade_submission.hpp): checks what the submission
+// holds of the nine student.cpp, stages them in a build tree of its own, configures and builds a fsdplab there with
+// them (a lab missing or that does not build replaced by its skeleton), and runs that binary's `grade`. Children are
+// started with posix_spawn and an argument vector, so no shell ever reads a path; the build's output is echoed to
+// stderr and read for what failed.
 #include "app/grade_submission.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -168,8 +171,13 @@ bool same_folder(const fs::path& a, const fs::path& b) {
   return !error && same;
 }
 
-// The submission's folder, made absolute; refused unless it holds all nine student.cpp.
-fs::path checked_submission(const fs::path& submission) {
+// The submission's folder, made absolute, and the lab files it lacks; refused when it holds none of the nine.
+struct CheckedSubmission {
+  fs::path dir;
+  std::vector<fs::path> missing;  // as submission_files names them
+};
+
+CheckedSubmission checked_submission(const fs::path& submission) {
   std::error_code error;
   const fs::file_status status = fs::status(submission, error);
   if (!fs::exists(status)) fail("'", submission.string(), "': no such folder; expected a submission folder holding ",
@@ -177,17 +185,16 @@ fs::path checked_submission(const fs::path& submission) {
   if (!fs::is_directory(status)) fail("'", submission.string(), "' is not a folder; expected a submission folder ",
                                         "holding labs/NN-name/student.cpp for the nine labs");
   const fs::path dir = fs::canonical(submission);
-  std::vector<std::string> missing;
+  std::vector<fs::path> missing;
   std::string expected;
   for (const fs::path& file : submission_files()) {
-    if (!fs::is_regular_file(dir / file, error)) missing.push_back(file.string());
+    if (!fs::is_regular_file(dir / file, error)) missing.push_back(file);
     expected += "\n  " + file.string();
   }
-  if (missing.empty()) return dir;
-  std::string message = "the submission '" + dir.string() + "' lacks " + std::to_string(missing.size()) + " of the " +
-                        std::to_string(kTaskCount) + " lab files:";
-  for (const std::string& file : missing) message += "\n  " + file;
-  message += "\nexpected, inside the submission folder:" + expected;
+  // A submission lacking some labs is graded without them; one lacking all is no submission (or the wrong folder).
+  if (missing.size() < submission_files().size()) return {dir, missing};
+  std::string message = "the folder '" + dir.string() + "' holds none of the " + std::to_string(kTaskCount) +
+                        " lab files; expected, inside the submission folder:" + expected;
   if (fs::is_regular_file(dir / submission_files().front().lexically_relative("labs"), error)) {
     message += "\n('" + dir.string() + "' looks like a labs/ folder itself: pass the folder above it, '" +
                dir.parent_path().string() + "')";
@@ -195,9 +202,10 @@ fs::path checked_submission(const fs::path& submission) {
   fail(message);
 }
 
-// Stages the submission's `labs` in `staging` (stage_submission) and configures `build` from `source` to compile
-// them, unless it already does; says what comes.
-void configure(const fs::path& source, const fs::path& build, const fs::path& staging, const fs::path& labs) {
+// Stages the submission's `labs` in `staging` (stage_submission, `from_skeleton` from this tree's labs) and configures
+// `build` from `source` to compile them, unless it already does; says what comes.
+void configure(const fs::path& source, const fs::path& build, const fs::path& staging, const fs::path& labs,
+               const std::set<fs::path>& from_skeleton) {
   const fs::path submission = labs.parent_path();
   const fs::path cache = build / "CMakeCache.txt";
   std::error_code error;
@@ -222,7 +230,7 @@ void configure(const fs::path& source, const fs::path& build, const fs::path& st
            "'); the submission needs a build folder of its own (the default is submission-build beside app/)");
   }
   // Only now that the folder is known to be one of ours is anything written into it.
-  stage_submission(labs, staging);
+  stage_submission(labs, staging, source / "labs", from_skeleton);
   if (built_before && student_dir && same_folder(*student_dir, staging)) {
     std::cerr << kWho << ": rebuilding in '" << build.string() << "' the lab files of '" << submission.string()
               << "' that differ from the last submission built there\n";
@@ -252,33 +260,48 @@ void configure(const fs::path& source, const fs::path& build, const fs::path& st
   }
 }
 
-// Builds target fsdplab in `build`; a failure names the compiler's first error, preferring one in the staged
-// labs `staging`, which it names by the submission's own `labs` file.
-void build_fsdplab(const fs::path& build, const fs::path& staging, const fs::path& labs) {
-  std::string first_error;
-  std::string first_error_in_submission;
-  const std::string labs_prefix = staging.string() + "/";
-  const ChildStatus built = run_echoing_to_stderr(
-      {FSDPLAB_CMAKE_COMMAND, "--build", build.string(), "--target", "fsdplab"}, [&](std::string_view line) {
-        const bool is_error = line.find(": error:") != std::string_view::npos ||
-                              line.find(": fatal error:") != std::string_view::npos ||
-                              line.find("undefined reference to") != std::string_view::npos;
-        if (!is_error) return;
-        if (first_error.empty()) first_error = line;
-        if (first_error_in_submission.empty() && line.find(labs_prefix) != std::string_view::npos) {
-          first_error_in_submission = line;
-          const std::size_t at = first_error_in_submission.find(labs_prefix);
-          first_error_in_submission.replace(at, labs_prefix.size(), labs.string() + "/");
-        }
-      });
-  if (built.code == 0) return;
-  const std::string& shown = first_error_in_submission.empty() ? first_error : first_error_in_submission;
-  if (!shown.empty()) {
-    fail("the submission does not compile: ", shown, "\n(the compiler's messages are above; the build folder is '",
-           build.string(), "')");
+// Builds target fsdplab in `build`, going on past a failure (ninja -k 0) so that every lab that does not compile
+// shows in one build; the lines that say what failed (build_failures reads them), none when it built.
+std::optional<std::vector<std::string>> build_fsdplab(const fs::path& build) {
+  std::vector<std::string> failures;
+  const ChildStatus built =
+      run_echoing_to_stderr({FSDPLAB_CMAKE_COMMAND, "--build", build.string(), "--target", "fsdplab", "--", "-k", "0"},
+                            [&](std::string_view line) {
+                              if (line.rfind("FAILED: ", 0) == 0 || line.find(": error:") != std::string_view::npos ||
+                                  line.find(": fatal error:") != std::string_view::npos ||
+                                  line.find("undefined reference to") != std::string_view::npos ||
+                                  line.find("multiple definition of") != std::string_view::npos)
+                                failures.emplace_back(line);
+                            });
+  if (built.code == 0) return std::nullopt;
+  if (failures.empty()) failures.push_back("cmake --build " + built.said);
+  return failures;
+}
+
+// Builds the staged labs, each lab that does not build replaced by its skeleton and built again, until the build
+// succeeds; `not_built` gains each replaced lab with its reason. A failure outside the labs stops it.
+void build_with_skeletons_for_failures(const fs::path& source, const fs::path& build, const fs::path& staging,
+                                       const fs::path& labs, std::map<fs::path, std::string>& not_built) {
+  for (;;) {
+    const std::optional<std::vector<std::string>> failed = build_fsdplab(build);
+    if (!failed) return;
+    BuildFailures failures = build_failures(*failed, staging, labs);
+    std::erase_if(failures.labs, [&](const auto& lab) { return not_built.contains(lab.first); });
+    if (failures.elsewhere || failures.labs.empty()) {
+      fail("the submission's fsdplab does not build, and not only because of a lab's student.cpp: ", failed->front(),
+           "\n(the messages are above; the build folder is '", build.string(), "')");
+    }
+    std::set<fs::path> from_skeleton;
+    for (const auto& [file, reason] : not_built) from_skeleton.insert(file);
+    for (auto& [file, reason] : failures.labs) {
+      std::cerr << kWho << ": " << reason << "\n"
+                << kWho << ": building again with the skeleton of " << file.string()
+                << " in its place, so that the rest is graded\n";
+      from_skeleton.insert(file);
+      not_built[file] = std::move(reason);
+    }
+    stage_submission(labs, staging, source / "labs", from_skeleton);
   }
-  fail("the submission does not compile: building target fsdplab in '", build.string(), "' failed (cmake --build ",
-         built.said, "); the messages are above");
 }
 
 }  // namespace
@@ -289,11 +312,12 @@ std::vector<fs::path> submission_files() {
   return files;
 }
 
-std::vector<fs::path> stage_submission(const fs::path& labs, const fs::path& staging) {
+std::vector<fs::path> stage_submission(const fs::path& labs, const fs::path& staging, const fs::path& skeletons,
+                                       const std::set<fs::path>& from_skeleton) {
   std::vector<fs::path> changed;
   for (const fs::path& file : submission_files()) {
     const fs::path lab_file = file.lexically_relative("labs");
-    const fs::path from = labs / lab_file;
+    const fs::path from = (from_skeleton.contains(file) ? skeletons : labs) / lab_file;
     const fs::path to = staging / lab_file;
     const std::string content = contents_of(from);
     std::error_code error;
@@ -306,6 +330,77 @@ std::vector<fs::path> stage_submission(const fs::path& labs, const fs::path& sta
   }
   return changed;
 }
+
+BuildFailures build_failures(const std::vector<std::string>& lines, const fs::path& staging, const fs::path& labs) {
+  BuildFailures out;
+  // A lab's file is known by its folder and name ("03-forward/student.cpp"): its object ("...student.cpp.o") in
+  // ninja's FAILED line, its staged source in the compiler's and the linker's messages.
+  const auto lab_named = [](std::string_view line) -> std::optional<fs::path> {
+    for (const fs::path& file : submission_files()) {
+      const std::string name = "/" + file.lexically_relative("labs").string();
+      if (line.find(name) != std::string_view::npos) return file;
+    }
+    return std::nullopt;
+  };
+  const std::string staged = staging.string() + "/";
+  const auto as_submitted = [&](std::string line) {
+    for (std::size_t at = line.find(staged); at != std::string::npos; at = line.find(staged, at))
+      line.replace(at, staged.size(), labs.string() + "/");
+    return line;
+  };
+  std::set<fs::path> failed_to_compile;
+  bool link_failed = false;
+  for (const std::string& line : lines) {
+    if (line.rfind("FAILED: ", 0) != 0) continue;
+    const std::optional<fs::path> lab = lab_named(line);
+    if (lab && line.find("student.cpp.o") != std::string::npos)
+      failed_to_compile.insert(*lab);
+    else if (line.find("app/fsdplab") != std::string::npos)
+      link_failed = true;
+    else
+      out.elsewhere = true;  // an engine object, or a step no lab accounts for
+  }
+  for (const std::string& line : lines) {
+    if (line.rfind("FAILED: ", 0) == 0) continue;
+    const std::optional<fs::path> lab = lab_named(line);
+    if (!lab || out.labs.contains(*lab)) continue;
+    const bool link_error = line.find("undefined reference to") != std::string::npos ||
+                            line.find("multiple definition of") != std::string::npos;
+    if (failed_to_compile.contains(*lab) && !link_error)
+      out.labs[*lab] = lab->string() + " does not compile: " + as_submitted(line);
+    else if (link_failed && link_error)
+      out.labs[*lab] = lab->string() + " does not link: " + as_submitted(line);
+  }
+  for (const fs::path& lab : failed_to_compile)  // no message of the compiler's names the file (an included header's)
+    out.labs.try_emplace(lab, lab.string() + " does not compile (the compiler's messages are above)");
+  // A link that failed with no lab named in its errors is the engine's, or the build's.
+  if (link_failed && std::none_of(out.labs.begin(), out.labs.end(),
+                                  [&](const auto& lab) { return !failed_to_compile.contains(lab.first); }))
+    out.elsewhere = true;
+  return out;
+}
+
+BuildFolderLock::BuildFolderLock(const fs::path& build) {
+  fs::create_directories(build);
+  fd_ = ::open(build.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) fail("cannot open the build folder '", build.string(), "': ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  if (errno != EWOULDBLOCK) {
+    const int error = errno;
+    ::close(fd_);
+    fail("cannot lock the build folder '", build.string(), "': ", std::strerror(error));
+  }
+  std::cerr << kWho << ": waiting for another grading that uses the build folder '" << build.string()
+            << "' (one at a time; --submission-build gives this one a folder of its own)\n";
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int error = errno;
+    ::close(fd_);
+    fail("cannot lock the build folder '", build.string(), "': ", std::strerror(error));
+  }
+}
+
+BuildFolderLock::~BuildFolderLock() { ::close(fd_); }
 
 fs::path default_submission_build_dir() {
   std::error_code error;
@@ -329,12 +424,20 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
       fail("the source tree this fsdplab was built from ('", source.string(),
              "') is not there any more; --submission builds the submission against it");
     }
-    const fs::path dir = checked_submission(submission);
-    const fs::path labs = dir / "labs";
+    const CheckedSubmission checked = checked_submission(submission);
+    const fs::path labs = checked.dir / "labs";
     const fs::path build = fs::absolute(build_dir).lexically_normal();
     const fs::path staging = build / kStagedLabs;
-    configure(source, build, staging, labs);
-    build_fsdplab(build, staging, labs);
+    const BuildFolderLock lock(build);  // until this grade is done: its build is what it grades
+    std::map<fs::path, std::string> not_built;
+    for (const fs::path& file : checked.missing) {
+      not_built[file] = file.string() + " is not in the submission";
+      std::cerr << kWho << ": " << not_built[file] << ": its task scores 0 and the lab's skeleton is built instead\n";
+    }
+    std::set<fs::path> from_skeleton;
+    for (const auto& [file, reason] : not_built) from_skeleton.insert(file);
+    configure(source, build, staging, labs, from_skeleton);
+    build_with_skeletons_for_failures(source, build, staging, labs, not_built);
     const fs::path binary = build / "app" / "fsdplab";
     if (!fs::is_regular_file(binary, error)) {
       fail("the build in '", build.string(), "' succeeded but left no '", binary.string(), "'");
@@ -343,6 +446,11 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
     args.insert(args.end(), grade_args.begin(), grade_args.end());
     const std::vector<std::string> named = graded_submission_args(submission);
     args.insert(args.end(), named.begin(), named.end());
+    const std::vector<fs::path> files = submission_files();
+    for (const auto& [file, reason] : not_built) {
+      const auto task = std::find(files.begin(), files.end(), file) - files.begin() + 1;
+      args.insert(args.end(), {"--not-built", std::to_string(task) + ":" + reason});
+    }
     const ChildStatus graded = run_in_place(std::move(args));
     if (graded.said.rfind("exited", 0) != 0) {
       std::cerr << kWho << ": the submission's fsdplab grade " << graded.said << "\n";

@@ -4,8 +4,14 @@
 // FSDPLAB_STUDENT_DIR=<build>/submission/labs (labs/CMakeLists.txt), whose `fsdplab grade` then does the
 // grading. The build tree is configured once and kept: the first build compiles the whole engine (minutes),
 // later ones only the student.cpp that differ from the last submission built there.
+//
+// A lab the submission lacks, or whose student.cpp does not compile or link, costs that task only: it is built
+// with this tree's skeleton of the lab in its place, and the grade scores each of its checks 0 with the reason
+// (GradeRequest::not_built). One grading at a time uses a build folder; another waits for it.
 #pragma once
 #include <filesystem>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,11 +23,39 @@ std::vector<std::filesystem::path> submission_files();
 
 // Copies each of the submission's nine files (`labs`/NN-name/student.cpp) to `staging`/NN-name/student.cpp
 // when its content differs from the copy there, and returns those that differed (as submission_files names
-// them). The build compiles the copies: a copy is written now, so ninja, which compares times, recompiles
-// every file whose content changed even when the submission keeps older times (cp -p, tar, unzip), and no
-// other.
+// them); a file in `from_skeleton` is copied from `skeletons`/NN-name/student.cpp instead (this tree's labs). The
+// build compiles the copies: a copy is written now, so ninja, which compares times, recompiles every file whose
+// content changed even when the submission keeps older times (cp -p, tar, unzip), and no other.
 std::vector<std::filesystem::path> stage_submission(const std::filesystem::path& labs,
-                                                    const std::filesystem::path& staging);
+                                                    const std::filesystem::path& staging,
+                                                    const std::filesystem::path& skeletons = {},
+                                                    const std::set<std::filesystem::path>& from_skeleton = {});
+
+// What stopped a build, read from its output lines (ninja's "FAILED: ..." and the compiler's and linker's errors):
+// each staged lab file (in `staging`) that failed to compile or link, by submission_files' name, with its first
+// error, the staged path written as the submission's `labs` folder ("labs/03-forward/student.cpp does not compile:
+// DIR/labs/03-forward/student.cpp:24:38: error: ..."); and whether something else failed too.
+struct BuildFailures {
+  std::map<std::filesystem::path, std::string> labs;
+  bool elsewhere = false;
+};
+BuildFailures build_failures(const std::vector<std::string>& lines, const std::filesystem::path& staging,
+                             const std::filesystem::path& labs);
+
+// One grading at a time per build folder (`build`, made if missing): held from construction to destruction, with
+// flock on the folder itself, so nothing is written into a folder not yet known to be a build of ours. Another
+// grading of the same folder waits, saying so on stderr; two would stage and build over each other, and each grade
+// what the other built.
+class BuildFolderLock {
+ public:
+  explicit BuildFolderLock(const std::filesystem::path& build);
+  ~BuildFolderLock();
+  BuildFolderLock(const BuildFolderLock&) = delete;
+  BuildFolderLock& operator=(const BuildFolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 // The build tree grade_submission uses unless told another: <folder of the running fsdplab>/../submission-build
 // (build/submission-build for build/app/fsdplab).
@@ -35,9 +69,10 @@ std::vector<std::string> graded_submission_args(const std::filesystem::path& sub
 // Builds target fsdplab of FSDPLAB_SOURCE_DIR in `build_dir` with `submission`/labs/NN-name/student.cpp as
 // the labs, staged in `build_dir`/submission/labs (configuring `build_dir` the first time), then runs
 // `<build_dir>/app/fsdplab grade <grade_args...> <graded_submission_args(submission)...>` and returns its exit
-// status. `grade_args` are grade's own options, without --submission. The build's output goes to stderr, the
-// grade's to this process's stdout and stderr. Never throws: a submission lacking a file, a missing tool, or code that
-// does not compile is said on stderr ("the submission does not compile: ...") and gives a non-zero status.
+// status. A lab file missing or that does not build is replaced by this tree's skeleton, and named to the grade
+// (--not-built TASK:REASON). `grade_args` are grade's own options, without --submission. The build's output goes to
+// stderr, the grade's to this process's stdout and stderr. Never throws: a folder holding none of the nine files, a
+// missing tool, or a build that fails outside the labs is said on stderr and gives a non-zero status.
 int grade_submission(const std::filesystem::path& submission, const std::vector<std::string>& grade_args,
                      const std::filesystem::path& build_dir);
 

@@ -260,6 +260,8 @@ std::string_view check_end_name(CheckEnd end) {
     case CheckEnd::threw: return "threw";
     case CheckEnd::crashed: return "crashed";
     case CheckEnd::timed_out: return "timed out";
+    case CheckEnd::not_built:
+      return "not built";
   }
   return "?";
 }

@@ -18,8 +18,9 @@
 
 namespace fsdplab::grading {
 
-enum class CheckEnd { finished, threw, crashed, timed_out };
-std::string_view check_end_name(CheckEnd end);  // "finished", "threw", "crashed", "timed out"
+// not_built: never run, its task's code did not build into the graded fsdplab (grade --submission: GradeRequest).
+enum class CheckEnd { finished, threw, crashed, timed_out, not_built };
+std::string_view check_end_name(CheckEnd end);  // "finished", "threw", "crashed", "timed out", "not built"
 
 // One check to run, with the tasks it grades.
 struct CheckJob {

@@ -82,10 +82,16 @@ nlohmann::json check_json(const GradedCheck& g) {
 void print_grade(std::ostream& out, const GradeReport& report) {
   out << "fsdplab grade: --impl " << report.impl << ", seed " << report.seed
       << ", on the sim device (deterministic: the same code gets the same points everywhere)\n";
+  if (report.submission) out << "submission: " << report.submission->path << "\n";
   for (const TaskGrade& t : report.tasks) {
     const TaskInfo& info = task_info(t.task);
     out << "\ntask " << t.task << "  " << info.title << "   " << t.impl << ": " << t.where << "   "
         << points_text(t.earned(), t.possible()) << " points\n";
+    if (!t.not_built.empty()) {  // one line, not the same reason under each check
+      out << "    NOT BUILT  " << indented(t.not_built) << "\n"
+          << "               every check scores 0; the rest was graded with this lab's skeleton in its place\n";
+      continue;
+    }
     for (const GradedCheck& g : t.checks) print_check(out, g);
   }
   out << "\n";
@@ -103,13 +109,12 @@ void write_grade_json(const std::filesystem::path& path, const GradeReport& repo
   for (const TaskGrade& t : report.tasks) {
     nlohmann::json checks = nlohmann::json::array();
     for (const GradedCheck& g : t.checks) checks.push_back(check_json(g));
-    tasks.push_back({{"task", t.task},
-                     {"title", task_info(t.task).title},
-                     {"impl", t.impl},
-                     {"where", t.where},
-                     {"points", t.earned()},
-                     {"max", t.possible()},
-                     {"checks", checks}});
+    nlohmann::json task = {{"task", t.task},       {"title", task_info(t.task).title},
+                           {"impl", t.impl},       {"where", t.where},
+                           {"points", t.earned()}, {"max", t.possible()},
+                           {"checks", checks}};
+    if (!t.not_built.empty()) task["not_built"] = t.not_built;
+    tasks.push_back(std::move(task));
   }
   nlohmann::json j = {{"impl", report.impl},      {"seed", report.seed},       {"points", report.earned()},
                       {"max", report.possible()}, {"seconds", report.seconds}, {"tasks", tasks}};

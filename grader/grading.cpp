@@ -51,6 +51,15 @@ void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, con
   }
 }
 
+// A task whose code did not build: every check 0, none run, each saying why (no command to see it: there is no code).
+void score_not_built(TaskGrade& grade, const std::string& reason) {
+  grade.not_built = reason;
+  for (GradedCheck& g : grade.checks)
+    g.run = {CheckEnd::not_built,
+             CheckOutcome::fail("the task's code built into the graded fsdplab", reason,
+                                "the rest was graded with this lab's untouched skeleton in its place")};
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -89,11 +98,16 @@ GradeReport grade(const GradeRequest& request) {
   for (int task : selected(request.tasks))
     report.tasks.push_back(plan_task(task, request.impl.of[static_cast<std::size_t>(task - 1)], request.extra));
   std::vector<CheckJob> jobs;
-  for (const TaskGrade& t : report.tasks) add_jobs(t, request.seed, jobs);
-  const std::vector<CheckRun> runs = run_isolated(jobs, request.limits);
   std::vector<TaskGrade*> grades;
-  for (TaskGrade& t : report.tasks) grades.push_back(&t);
-  fill(grades, runs, request.program);
+  for (TaskGrade& t : report.tasks) {
+    if (const auto reason = request.not_built.find(t.task); reason != request.not_built.end()) {
+      score_not_built(t, reason->second);
+      continue;
+    }
+    add_jobs(t, request.seed, jobs);
+    grades.push_back(&t);
+  }
+  fill(grades, run_isolated(jobs, request.limits), request.program);
   report.seconds = seconds_since(start);
   return report;
 }

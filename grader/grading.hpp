@@ -7,6 +7,7 @@
 //                    lose points, and the check that caught it says why
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct GradeRequest {
   IsolationLimits limits;
   // How the diagnostics' "see it" commands call fsdplab: a path that runs it from the repository's root.
   std::string program = kShowProgram;
+  // Tasks whose code did not build into this fsdplab (a submission's lab that does not compile or is missing,
+  // grade_submission.hpp), each with the reason: its checks do not run and score 0 with it (CheckEnd::not_built).
+  std::map<int, std::string> not_built;
 };
 
 struct GradedCheck {
@@ -39,6 +43,7 @@ struct TaskGrade {
   std::string impl;   // "student", "reference", "mutant:NAME"
   std::string where;  // the implementing class's file and line
   std::vector<GradedCheck> checks;
+  std::string not_built;  // why its code did not build (GradeRequest::not_built); "" when it was graded
   double earned() const;
   int possible() const;
 };

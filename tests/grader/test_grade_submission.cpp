@@ -1,15 +1,21 @@
 // `fsdplab grade --submission` (app/grade_submission.cpp) names the submission in the gradebook JSON, and stages
 // the submission's nine files in its build tree: a file whose content changed is staged newer than what the last
 // build made from it, even when the new submission carries older times (cp -p, tar, unzip keep them), so ninja
-// recompiles it; an unchanged file keeps its time and is not recompiled. (The build itself takes minutes and is
-// not run here.)
+// recompiles it; an unchanged file keeps its time and is not recompiled. A lab that does not build is told from the
+// build's output and staged as its skeleton; its task is graded 0 with the reason, the rest as usual. One grading at
+// a time holds a build folder. (The build itself takes minutes and is not run here.)
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <thread>
 
 #include "app/grade_submission.hpp"
 #include "grader/grade_report.hpp"
+#include "grader/grading.hpp"
 #include "test_support.hpp"
 
 namespace fsdplab {
@@ -58,6 +64,96 @@ TEST_F(GradeSubmission, TheSubmissionsGradeIsToldTheFolderAsGivenAndAbsolute) {
   const std::vector<std::string> relative = app::graded_submission_args("subs/carol");
   fs::current_path(here);
   EXPECT_EQ(relative, (std::vector<std::string>{"--graded-submission", "subs/carol", path("subs/carol").string()}));
+}
+
+TEST_F(GradeSubmission, ALabMissingOrThatDoesNotBuildIsStagedAsItsSkeleton) {
+  const std::vector<fs::path> files = app::submission_files();
+  for (const fs::path& file : files) {
+    fs::create_directories(path("submission") / file.parent_path());
+    spit(path("submission") / file, "// the student's " + file.string() + "\n");
+    fs::create_directories(path("tree") / file.parent_path());
+    spit(path("tree") / file, "// the skeleton of " + file.string() + "\n");
+  }
+  const fs::path staging = path("build/submission/labs");
+  EXPECT_EQ(app::stage_submission(path("submission/labs"), staging), files);
+  const std::set<fs::path> broken = {files.at(2), files.at(4)};
+  EXPECT_EQ(app::stage_submission(path("submission/labs"), staging, path("tree/labs"), broken),
+            (std::vector<fs::path>{files.at(2), files.at(4)}));
+  EXPECT_EQ(slurp(staging / files.at(2).lexically_relative("labs")),
+            "// the skeleton of " + files.at(2).string() + "\n");
+  EXPECT_EQ(slurp(staging / files.at(3).lexically_relative("labs")), "// the student's " + files.at(3).string() + "\n");
+}
+
+// What failed is read from the build's lines as ninja, the compiler and the linker print them: a lab's object in
+// ninja's FAILED line (its error named with the submission's path, even when only a header's message names it), a
+// link error naming a lab's source, and anything else as a failure the labs do not account for.
+TEST_F(GradeSubmission, WhatFailedIsReadFromTheBuildsOutput) {
+  const fs::path staging = "/b/submission-build/submission/labs", labs = "/subs/hank/labs";
+  const app::BuildFailures two = app::build_failures(
+      {"FAILED: labs/CMakeFiles/fsdplab_labs.dir/__/submission/labs/05-sharded-optimizer/student.cpp.o ",
+       "/b/submission-build/submission/labs/05-sharded-optimizer/student.cpp:26:13: error: 'x' was not declared",
+       "FAILED: labs/CMakeFiles/fsdplab_labs.dir/__/submission/labs/03-forward/student.cpp.o ",
+       "/work/engine/tensor/tensor.hpp:40:7: error: no matching function (required from the lab)"},
+      staging, labs);
+  EXPECT_FALSE(two.elsewhere);
+  EXPECT_EQ(two.labs, (std::map<fs::path, std::string>{
+                          {"labs/03-forward/student.cpp",
+                           "labs/03-forward/student.cpp does not compile (the compiler's messages are above)"},
+                          {"labs/05-sharded-optimizer/student.cpp",
+                           "labs/05-sharded-optimizer/student.cpp does not compile: "
+                           "/subs/hank/labs/05-sharded-optimizer/student.cpp:26:13: error: 'x' was not declared"}}));
+  const app::BuildFailures link = app::build_failures(
+      {"FAILED: app/fsdplab ",
+       "/b/submission-build/submission/labs/01-meta-init/student.cpp:42: undefined reference to `helper()'",
+       "collect2: error: ld returned 1 exit status"},
+      staging, labs);
+  EXPECT_FALSE(link.elsewhere);
+  EXPECT_EQ(link.labs.at("labs/01-meta-init/student.cpp"),
+            "labs/01-meta-init/student.cpp does not link: /subs/hank/labs/01-meta-init/student.cpp:42: undefined "
+            "reference to `helper()'");
+  EXPECT_TRUE(app::build_failures({"FAILED: engine/CMakeFiles/fsdplab_engine.dir/tensor/tensor.cpp.o "}, staging, labs)
+                  .elsewhere);
+  EXPECT_TRUE(app::build_failures({"FAILED: app/fsdplab ", "collect2: error: ld returned 1 exit status"}, staging, labs)
+                  .elsewhere);
+}
+
+// A second grading of one build folder waits until the first is done.
+TEST_F(GradeSubmission, OneGradingAtATimeHoldsABuildFolder) {
+  std::optional<app::BuildFolderLock> first(std::in_place, path("build"));
+  std::atomic<bool> second_holds{false};
+  std::thread second([&] {
+    const app::BuildFolderLock lock(path("build"));
+    second_holds = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(second_holds) << "two gradings hold one build folder";
+  first.reset();
+  second.join();
+  EXPECT_TRUE(second_holds);
+}
+
+// A lab that did not build scores 0 in each of its checks, none run, with the reason, in the text and the gradebook.
+TEST_F(GradeSubmission, ALabThatDidNotBuildScoresZeroWithItsReason) {
+  grading::GradeRequest request;
+  request.tasks = {1};
+  request.not_built = {{1, "labs/01-meta-init/student.cpp does not compile: x.cpp:1:1: error: y"}};
+  const grading::GradeReport report = grading::grade(request);
+  ASSERT_EQ(report.tasks.size(), 1u);
+  EXPECT_EQ(report.earned(), 0);
+  EXPECT_EQ(report.possible(), 15);
+  for (const grading::GradedCheck& g : report.tasks[0].checks) {
+    EXPECT_EQ(g.run.end, grading::CheckEnd::not_built) << g.check.id;
+    EXPECT_EQ(g.run.outcome.got, request.not_built[1]) << g.check.id;
+  }
+  std::ostringstream text;
+  grading::print_grade(text, report);
+  EXPECT_TRUE(testing::contains(text.str(), "    NOT BUILT  labs/01-meta-init/student.cpp does not compile: x.cpp"))
+      << text.str();
+  grading::write_grade_json(path("grade.json"), report);
+  const nlohmann::json grade = nlohmann::json::parse(slurp(path("grade.json")));
+  EXPECT_EQ(grade["tasks"][0]["not_built"], request.not_built[1]);
+  EXPECT_EQ(grade["tasks"][0]["checks"][0]["end"], "not built");
+  EXPECT_EQ(grade["tasks"][0]["points"], 0);
 }
 
 TEST_F(GradeSubmission, TheGradebookNamesTheSubmission) {
