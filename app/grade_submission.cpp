@@ -293,13 +293,15 @@ void build_with_skeletons_for_failures(const fs::path& source, const fs::path& b
     }
     std::set<fs::path> from_skeleton;
     for (const auto& [file, reason] : not_built) from_skeleton.insert(file);
+    std::string replaced;
     for (auto& [file, reason] : failures.labs) {
-      std::cerr << kWho << ": " << reason << "\n"
-                << kWho << ": building again with the skeleton of " << file.string()
-                << " in its place, so that the rest is graded\n";
+      std::cerr << kWho << ": " << reason << "\n";
+      replaced += (replaced.empty() ? "" : ", ") + file.string();
       from_skeleton.insert(file);
       not_built[file] = std::move(reason);
     }
+    std::cerr << kWho << ": building again with this tree's skeleton in place of " << replaced
+              << ", so that the rest is graded\n";
     stage_submission(labs, staging, source / "labs", from_skeleton);
   }
 }
