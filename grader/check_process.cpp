@@ -20,6 +20,7 @@
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/lab_todo.hpp"
 #include "engine/runtime/error.hpp"
+#include "grader/graded_run.hpp"
 
 namespace fsdplab::grading {
 namespace {
@@ -275,8 +276,8 @@ CheckRun run_here(const CheckJob& job, const fs::path& scratch) {
     // A TODO thrown on a rank's thread reaches here as the world's Error ("rank 0 failed: task 3, ..."), which
     // carries it.
     if (caused_by<TaskNotImplemented>(e))
-      return {CheckEnd::threw,
-              CheckOutcome::fail("the check to run to its end", std::string("a TODO is left: ") + e.what(), kTodoLeft)};
+      return {CheckEnd::threw, CheckOutcome::fail("the check to run to its end",
+                                                  "a TODO is left: " + without_failed_rank(e.what()), kTodoLeft)};
     // An Error is what the engine's own checks raise (an event waited on but never recorded, a wrong size...) as
     // well as the graded code's check(...): its message says what was refused, so it is the diagnostic.
     return {CheckEnd::threw,

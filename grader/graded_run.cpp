@@ -123,13 +123,16 @@ GradedRun train_baseline(const GradeCase& c, const fs::path& scratch) {
   return out;
 }
 
-std::string failure_text(const GradedRun& run) {
-  // "rank 1 failed: ": which rank failed first depends on the threads' timing; the error names its rank itself.
-  std::string error = run.error;
+std::string without_failed_rank(std::string error) {
   if (error.starts_with("rank ")) {
     const std::size_t colon = error.find(" failed: ");
     if (colon != std::string::npos && error.find_first_not_of("0123456789", 5) == colon) error.erase(0, colon + 9);
   }
+  return error;
+}
+
+std::string failure_text(const GradedRun& run) {
+  std::string error = without_failed_rank(run.error);
   if (run.race) {
     // Every rank runs the same schedule, so which rank's detector fired first is the threads' timing too.
     const std::size_t at = error.find("stream race on rank ");

@@ -157,6 +157,9 @@ std::string cause_of_training(const GradedRun& graded, const std::string& race_c
 CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_cause, GradeCase c,
                              const std::vector<int>& worlds, const std::string& cause, DifferenceCause diagnose = {});
 
+// A world's error without its "rank R failed: ": which rank failed first depends on the threads' timing, and the
+// error names its rank itself where that matters.
+std::string without_failed_rank(std::string error);
 // "the run failed: <error>" as a diagnostic's "got", with the race detector's or a TODO's wording.
 std::string failure_text(const GradedRun& run);
 // The mistake an engine error names in the code that made it ("" for an error that names none): a prefetch of a unit
