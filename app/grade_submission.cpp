@@ -89,6 +89,8 @@ ChildStatus run_echoing_to_stderr(std::vector<std::string> args,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  // Nothing the build runs reads ours (a student's #include "/dev/stdin" would wait for the grader's terminal).
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   std::cout.flush();
   std::cerr.flush();
   pid_t pid = 0;
@@ -171,10 +173,11 @@ bool same_folder(const fs::path& a, const fs::path& b) {
   return !error && same;
 }
 
-// The submission's folder, made absolute, and the lab files it lacks; refused when it holds none of the nine.
+// The submission's folder, made absolute, and the lab files it lacks or that cannot be read, each with why;
+// refused when it holds none of the nine.
 struct CheckedSubmission {
   fs::path dir;
-  std::vector<fs::path> missing;  // as submission_files names them
+  std::map<fs::path, std::string> unusable;  // as submission_files names them
 };
 
 CheckedSubmission checked_submission(const fs::path& submission) {
@@ -185,14 +188,27 @@ CheckedSubmission checked_submission(const fs::path& submission) {
   if (!fs::is_directory(status)) fail("'", submission.string(), "' is not a folder; expected a submission folder ",
                                         "holding labs/NN-name/student.cpp for the nine labs");
   const fs::path dir = fs::canonical(submission);
-  std::vector<fs::path> missing;
+  std::map<fs::path, std::string> unusable;
+  std::size_t absent = 0;
   std::string expected;
   for (const fs::path& file : submission_files()) {
-    if (!fs::is_regular_file(dir / file, error)) missing.push_back(file);
     expected += "\n  " + file.string();
+    const fs::file_status entry = fs::symlink_status(dir / file, error);
+    if (!fs::exists(entry)) {
+      unusable[file] = file.string() + " is not in the submission";
+      ++absent;
+    } else if (!fs::is_regular_file(fs::status(dir / file, error))) {
+      unusable[file] = file.string() + " is not a file that can be compiled (a folder, a device, or a broken link)";
+    } else {
+      try {
+        contents_of(dir / file);
+      } catch (const Error& e) {
+        unusable[file] = file.string() + " cannot be read: " + e.what();
+      }
+    }
   }
   // A submission lacking some labs is graded without them; one lacking all is no submission (or the wrong folder).
-  if (missing.size() < submission_files().size()) return {dir, missing};
+  if (absent < submission_files().size()) return {dir, unusable};
   std::string message = "the folder '" + dir.string() + "' holds none of the " + std::to_string(kTaskCount) +
                         " lab files; expected, inside the submission folder:" + expected;
   if (fs::is_regular_file(dir / submission_files().front().lexically_relative("labs"), error)) {
@@ -263,19 +279,13 @@ void configure(const fs::path& source, const fs::path& build, const fs::path& st
 // Builds target fsdplab in `build`, going on past a failure (ninja -k 0) so that every lab that does not compile
 // shows in one build; the lines that say what failed (build_failures reads them), none when it built.
 std::optional<std::vector<std::string>> build_fsdplab(const fs::path& build) {
-  std::vector<std::string> failures;
+  std::vector<std::string> lines;
   const ChildStatus built =
       run_echoing_to_stderr({FSDPLAB_CMAKE_COMMAND, "--build", build.string(), "--target", "fsdplab", "--", "-k", "0"},
-                            [&](std::string_view line) {
-                              if (line.rfind("FAILED: ", 0) == 0 || line.find(": error:") != std::string_view::npos ||
-                                  line.find(": fatal error:") != std::string_view::npos ||
-                                  line.find("undefined reference to") != std::string_view::npos ||
-                                  line.find("multiple definition of") != std::string_view::npos)
-                                failures.emplace_back(line);
-                            });
+                            [&](std::string_view line) { lines.emplace_back(line); });
   if (built.code == 0) return std::nullopt;
-  if (failures.empty()) failures.push_back("cmake --build " + built.said);
-  return failures;
+  lines.push_back("cmake --build " + built.said);
+  return lines;
 }
 
 // Builds the staged labs, each lab that does not build replaced by its skeleton and built again, until the build
@@ -288,8 +298,11 @@ void build_with_skeletons_for_failures(const fs::path& source, const fs::path& b
     BuildFailures failures = build_failures(*failed, staging, labs);
     std::erase_if(failures.labs, [&](const auto& lab) { return not_built.contains(lab.first); });
     if (failures.elsewhere || failures.labs.empty()) {
-      fail("the submission's fsdplab does not build, and not only because of a lab's student.cpp: ", failed->front(),
-           "\n(the messages are above; the build folder is '", build.string(), "')");
+      const auto step = std::find_if(failed->begin(), failed->end(),
+                                     [](const std::string& line) { return line.rfind("FAILED: ", 0) == 0; });
+      fail("the submission's fsdplab does not build, and not only because of a lab's student.cpp: ",
+           step == failed->end() ? failed->back() : *step, "\n(the messages are above; the build folder is '",
+           build.string(), "')");
     }
     std::set<fs::path> from_skeleton;
     for (const auto& [file, reason] : not_built) from_skeleton.insert(file);
@@ -333,52 +346,110 @@ std::vector<fs::path> stage_submission(const fs::path& labs, const fs::path& sta
   return changed;
 }
 
+namespace {
+
+// The lab whose folder and file ("03-forward/student.cpp") `text` names: its object in ninja's FAILED line, its
+// staged source in the compiler's and the linker's messages.
+std::optional<fs::path> lab_named(std::string_view text) {
+  for (const fs::path& file : submission_files())
+    if (text.find("/" + file.lexically_relative("labs").string()) != std::string_view::npos) return file;
+  return std::nullopt;
+}
+
+// A lab's entry point that `line` says is undefined ("undefined reference to `fsdplab::student_cpu_offload()'": a
+// lab file left empty, or its function renamed), and its lab. Each lab's folder ends with its entry point's name,
+// '_' as '-' (labs/student_tasks.hpp: student_overlap() in 06-prefetch-overlap).
+struct EntryPoint {
+  fs::path lab;
+  std::string function;  // "fsdplab::student_cpu_offload()"
+};
+
+std::optional<EntryPoint> undefined_entry_point(std::string_view line) {
+  const std::string_view prefix = "undefined reference to `fsdplab::student_";
+  const std::size_t at = line.find(prefix);
+  const std::size_t open = line.find('(', at);
+  if (at == std::string_view::npos || open == std::string_view::npos) return std::nullopt;
+  const std::string name(line.substr(at + prefix.size(), open - at - prefix.size()));
+  std::string folder_end = "-" + name;
+  std::replace(folder_end.begin(), folder_end.end(), '_', '-');
+  for (const fs::path& file : submission_files())
+    if (file.parent_path().filename().string().ends_with(folder_end))
+      return EntryPoint{file, "fsdplab::student_" + name + "()"};
+  return std::nullopt;
+}
+
+bool is_link_error(std::string_view line) {
+  return line.find("undefined reference to") != std::string_view::npos ||
+         line.find("multiple definition of") != std::string_view::npos;
+}
+
+bool is_compile_error(std::string_view line) {
+  return line.find(": error:") != std::string_view::npos || line.find(": fatal error:") != std::string_view::npos;
+}
+
+}  // namespace
+
 BuildFailures build_failures(const std::vector<std::string>& lines, const fs::path& staging, const fs::path& labs) {
   BuildFailures out;
-  // A lab's file is known by its folder and name ("03-forward/student.cpp"): its object ("...student.cpp.o") in
-  // ninja's FAILED line, its staged source in the compiler's and the linker's messages.
-  const auto lab_named = [](std::string_view line) -> std::optional<fs::path> {
-    for (const fs::path& file : submission_files()) {
-      const std::string name = "/" + file.lexically_relative("labs").string();
-      if (line.find(name) != std::string_view::npos) return file;
-    }
-    return std::nullopt;
-  };
   const std::string staged = staging.string() + "/";
   const auto as_submitted = [&](std::string line) {
     for (std::size_t at = line.find(staged); at != std::string::npos; at = line.find(staged, at))
       line.replace(at, staged.size(), labs.string() + "/");
     return line;
   };
-  std::set<fs::path> failed_to_compile;
-  bool link_failed = false;
-  for (const std::string& line : lines) {
-    if (line.rfind("FAILED: ", 0) != 0) continue;
-    const std::optional<fs::path> lab = lab_named(line);
-    if (lab && line.find("student.cpp.o") != std::string::npos)
-      failed_to_compile.insert(*lab);
-    else if (line.find("app/fsdplab") != std::string::npos)
-      link_failed = true;
-    else
+  // Ninja prints a failed step's output whole, after its FAILED line, up to the next step's "[n/m]" or FAILED line.
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].rfind("FAILED: ", 0) != 0) continue;
+    const std::string& failed = lines[i];
+    std::vector<std::string_view> body;
+    for (std::size_t j = i + 1; j < lines.size() && lines[j].rfind("FAILED: ", 0) != 0 && lines[j].rfind("[", 0) != 0 &&
+                                lines[j].rfind("ninja: ", 0) != 0;
+         ++j)
+      body.push_back(lines[j]);
+    const std::optional<fs::path> compiled = lab_named(failed);
+    if (compiled && failed.find("student.cpp.o") != std::string::npos) {
+      // The compiler's first error in the lab's own file; else where the lab led into an engine header's error
+      // ("required from here"), with that error.
+      const auto in_lab = [&](std::string_view l) { return l.find(staged) != std::string_view::npos; };
+      const auto first = [&](const auto& wanted) -> std::string {
+        const auto found = std::find_if(body.begin(), body.end(), wanted);
+        return found == body.end() ? "" : std::string(*found);
+      };
+      std::string why = first([&](std::string_view l) { return in_lab(l) && is_compile_error(l); });
+      if (why.empty()) {
+        const std::string error = first(is_compile_error);
+        std::string from_lab = first(
+            [&](std::string_view l) { return in_lab(l) && l.find("required from here") != std::string_view::npos; });
+        if (from_lab.empty()) from_lab = first(in_lab);
+        why = from_lab.empty() ? error : error.empty() ? from_lab : from_lab + " — " + error;
+      }
+      out.labs.try_emplace(*compiled,
+                           compiled->string() + " does not compile" +
+                               (why.empty() ? " (the compiler's messages are above)" : ": " + as_submitted(why)));
+      continue;
+    }
+    if (failed.find("app/fsdplab") == std::string::npos) {
       out.elsewhere = true;  // an engine object, or a step no lab accounts for
+      continue;
+    }
+    // The link: each error blames the file it is reported in (the text before "undefined reference" or "multiple
+    // definition"), or, for a lab's entry point missing, that lab.
+    bool blamed = false;
+    for (std::string_view line : body) {
+      if (!is_link_error(line)) continue;
+      const std::size_t phrase = std::min(line.find("undefined reference to"), line.find("multiple definition of"));
+      std::optional<fs::path> lab = lab_named(line.substr(0, phrase));
+      std::string why = as_submitted(std::string(line));
+      if (const std::optional<EntryPoint> entry = lab ? std::nullopt : undefined_entry_point(line)) {
+        lab = entry->lab;
+        why = "it defines no " + entry->function + ", which the labs call (" + why + ")";
+      }
+      if (!lab) continue;
+      blamed = true;
+      out.labs.try_emplace(*lab, lab->string() + " does not link: " + why);
+    }
+    if (!blamed) out.elsewhere = true;  // the engine's, or the build's
   }
-  for (const std::string& line : lines) {
-    if (line.rfind("FAILED: ", 0) == 0) continue;
-    const std::optional<fs::path> lab = lab_named(line);
-    if (!lab || out.labs.contains(*lab)) continue;
-    const bool link_error = line.find("undefined reference to") != std::string::npos ||
-                            line.find("multiple definition of") != std::string::npos;
-    if (failed_to_compile.contains(*lab) && !link_error)
-      out.labs[*lab] = lab->string() + " does not compile: " + as_submitted(line);
-    else if (link_failed && link_error)
-      out.labs[*lab] = lab->string() + " does not link: " + as_submitted(line);
-  }
-  for (const fs::path& lab : failed_to_compile)  // no message of the compiler's names the file (an included header's)
-    out.labs.try_emplace(lab, lab.string() + " does not compile (the compiler's messages are above)");
-  // A link that failed with no lab named in its errors is the engine's, or the build's.
-  if (link_failed && std::none_of(out.labs.begin(), out.labs.end(),
-                                  [&](const auto& lab) { return !failed_to_compile.contains(lab.first); }))
-    out.elsewhere = true;
   return out;
 }
 
@@ -431,11 +502,9 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
     const fs::path build = fs::absolute(build_dir).lexically_normal();
     const fs::path staging = build / kStagedLabs;
     const BuildFolderLock lock(build);  // until this grade is done: its build is what it grades
-    std::map<fs::path, std::string> not_built;
-    for (const fs::path& file : checked.missing) {
-      not_built[file] = file.string() + " is not in the submission";
-      std::cerr << kWho << ": " << not_built[file] << ": its task scores 0 and the lab's skeleton is built instead\n";
-    }
+    std::map<fs::path, std::string> not_built = checked.unusable;
+    for (const auto& [file, reason] : not_built)
+      std::cerr << kWho << ": " << reason << ": its task scores 0 and the lab's skeleton is built instead\n";
     std::set<fs::path> from_skeleton;
     for (const auto& [file, reason] : not_built) from_skeleton.insert(file);
     configure(source, build, staging, labs, from_skeleton);
