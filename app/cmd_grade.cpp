@@ -47,10 +47,12 @@ std::map<int, std::string> parse_not_built(const std::vector<std::string>& entri
   std::map<int, std::string> out;
   for (const std::string& entry : entries) {
     const std::size_t colon = entry.find(':');
-    int task = 0;
-    const bool numbered = colon != std::string::npos && colon > 0 && entry.find_first_not_of("0123456789") == colon &&
-                          (task = std::stoi(entry.substr(0, colon))) >= 1 && task <= kTaskCount;
-    check(numbered, "--not-built ", entry, ": expected TASK:REASON with TASK in 1..", kTaskCount);
+    const std::string number = entry.substr(0, colon);
+    const bool digits =
+        !number.empty() && number.size() <= 2 && number.find_first_not_of("0123456789") == std::string::npos;
+    const int task = digits ? std::stoi(number) : 0;
+    check(colon != std::string::npos && task >= 1 && task <= kTaskCount, "--not-built ", entry,
+          ": expected TASK:REASON with TASK in 1..", kTaskCount);
     out[task] = entry.substr(colon + 1);
   }
   return out;

@@ -259,12 +259,10 @@ SimTime end_of(const GradedRun& run) {
   return end;
 }
 
-// The cause of the first of the direct checks of the gather and its wait that fails: a training's race or stop is
-// most often one of these mistakes, and they name it precisely.
-std::string direct_mistake(const CheckContext& c) {
-  return first_failing_cause(c, {gather_leaves_shards_in_rank_order, one_gather_on_its_stream_event_behind_it,
-                                 compute_ordered_after_the_gather});
-}
+// The direct checks of the gather and its wait, whose first failing cause (first_failing_cause) is a training's: its
+// race or stop is most often one of these mistakes, and they name it precisely.
+const std::vector<DirectCheck> kDirectChecks = {
+    gather_leaves_shards_in_rank_order, one_gather_on_its_stream_event_behind_it, compute_ordered_after_the_gather};
 
 // `c` trained with the graded tasks and with the reference, op graphs kept; the graded run's failure
 // as an outcome when it did not train.
@@ -281,7 +279,7 @@ BesideReference train_beside_reference(const CheckContext& ctx, GradeCase c) {
   if (!out.graded.trained()) {
     out.failure = CheckOutcome::fail(
         "the training to run to its end", failure_text(out.graded) + " (" + c.command("run", ctx.impl_flag()) + ")",
-        cause_of_training(out.graded, kRaceCause, "", [&] { return direct_mistake(ctx); }));
+        cause_of_training(out.graded, kRaceCause, "", [&] { return first_failing_cause(ctx, kDirectChecks); }));
     return out;
   }
   out.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true, .params = false});
@@ -355,9 +353,7 @@ CheckOutcome trains_equal_at_every_world(const CheckContext& c) {
   run.run.batch = 24;  // split evenly over every world size tried
   return trains_equal_at(c, kRaceCause, run, {1, 2, 3, 4, 8},
                          "the gathered parameters are not every rank's shard in rank order",
-                         [](const CheckContext& ctx, const GradeCase&, const GradedRun&, const GradedRun&, double) {
-                           return direct_mistake(ctx);
-                         });
+                         first_failing_cause(kDirectChecks));
 }
 
 }  // namespace

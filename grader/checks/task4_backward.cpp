@@ -230,9 +230,9 @@ CheckOutcome no_host_wait_for_the_backward(const CheckContext& c) {
               "reduce_scatter to return while the backward still runs (it ends at " + us(backward_end) + ")",
               "rank " + std::to_string(r.rank) + ": the host clock went from " + us(host_before) + " to " +
                   us(host_after) + " in reduce_scatter",
-              "a host sync (device.synchronize) before the reduction instead of an event: the host stops issuing until "
-              "the "
-              "backward so far is done and cannot run ahead to fetch the next unit; order the streams with an event");
+              "a host sync (device.synchronize) before the reduction instead of an event: the host stops issuing "
+              "until the backward so far is done and cannot run ahead to fetch the next unit; order the streams with "
+              "an event");
       },
       RaceDetector::Policy::record);
   return first_failure(found);
@@ -268,12 +268,10 @@ CheckOutcome compute_sees_a_zeroed_gradient(const CheckContext& c) {
   return CheckOutcome::pass();
 }
 
-// The cause of the first of the direct checks that fails: a training's race, NaN or difference is most often one of
-// these mistakes, and they name it precisely (a host sync only slows a training down).
-std::string direct_mistake(const CheckContext& c) {
-  return first_failing_cause(c, {each_shard_its_chunk_of_the_mean, reduction_ordered_after_compute,
-                                 one_reduce_scatter_on_its_stream, compute_sees_a_zeroed_gradient});
-}
+// The direct checks whose first failing cause (first_failing_cause) is a training's: its race, NaN or difference is
+// most often one of these mistakes, and they name it precisely (a host sync only slows a training down).
+const std::vector<DirectCheck> kDirectChecks = {each_shard_its_chunk_of_the_mean, reduction_ordered_after_compute,
+                                                one_reduce_scatter_on_its_stream, compute_sees_a_zeroed_gradient};
 
 struct Reductions {
   int all = 0, on_compute = 0, overlapping = 0;
@@ -303,9 +301,9 @@ CheckOutcome reductions_scheduled_as_the_reference(const CheckContext& c) {
   run.run.seed = c.seed;
   const GradedRun trained = train_graded(run, c.tasks, c.scratch, {.ops = true, .params = false});
   if (!trained.trained())
-    return CheckOutcome::fail("the training to run to its end",
-                              failure_text(trained) + " (" + run.command("run", c.impl_flag()) + ")",
-                              cause_of_training(trained, kRaceCause, "", [&] { return direct_mistake(c); }));
+    return CheckOutcome::fail(
+        "the training to run to its end", failure_text(trained) + " (" + run.command("run", c.impl_flag()) + ")",
+        cause_of_training(trained, kRaceCause, "", [&] { return first_failing_cause(c, kDirectChecks); }));
   const GradedRun reference = train_graded(run, c.reference, c.scratch, {.ops = true, .params = false});
   const Reductions got = reductions(trained), want = reductions(reference);
   std::ostringstream g, w;
@@ -340,9 +338,7 @@ CheckOutcome sgd_trains_equal_at_every_world(const CheckContext& c) {
       c, kRaceCause, run, {1, 2, 3, 4, 8},
       "the gradient summed over the ranks instead of averaged, or averaged twice: SGD's steps are then W "
       "times too long or too short (AdamW hides it)",
-      [](const CheckContext& ctx, const GradeCase&, const GradedRun&, const GradedRun&, double) {
-        return direct_mistake(ctx);
-      });
+      first_failing_cause(kDirectChecks));
 }
 
 }  // namespace
