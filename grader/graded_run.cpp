@@ -105,7 +105,7 @@ GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const fs::pat
   } catch (const std::exception& e) {
     // A rank's own failure reaches here as the world's Error, which carries it (caused_by).
     out.error = e.what();
-    out.race = caused_by<RaceError>(e);
+    if (const std::optional<RaceError> race = cause_of_type<RaceError>(e)) out.race = race->report();
     out.todo = caused_by<TaskNotImplemented>(e);
   }
   return out;
@@ -380,6 +380,21 @@ CheckOutcome with_budget(CheckOutcome outcome, const GradedRun& graded, const Gr
   return outcome;
 }
 
+namespace {
+
+// What `diagnosis` names, "" where it names nothing or throws (the graded code refused the diagnosis' calls: no guess
+// to add).
+std::string diagnosis_or_none(const std::function<std::string()>& diagnosis) {
+  if (!diagnosis) return "";
+  try {
+    return diagnosis();
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+}  // namespace
+
 Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause,
                         DifferenceCause diagnose) {
   Check check;
@@ -396,13 +411,20 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
     fsdplab::check(reference.trained(), "the reference's run of ", run.name, " failed: ", reference.error);
     const double allowed = std::max(run.tolerance, 2 * deviation_from(reference, baseline));
     const GradedRun graded = train_graded(run, ctx.tasks, ctx.scratch, {.ops = true});
+    const auto diagnosis = [&]() -> std::string {
+      return diagnose ? diagnose(ctx, run, graded, baseline, allowed) : "";
+    };
     CheckOutcome outcome = compare_with_baseline(graded, baseline, allowed);
-    if (!outcome.passed() && outcome.cause.empty())
-      outcome.cause = cause_of_training(graded, cause, cause, [&]() -> std::string {
-        return diagnose ? diagnose(ctx, run, graded, baseline, allowed) : "";
-      });
+    if (!outcome.passed() && outcome.cause.empty()) outcome.cause = cause_of_training(graded, cause, cause, diagnosis);
     if (!graded.trained()) return outcome;
-    return with_budget(std::move(outcome), graded, reference);
+    const bool equal = outcome.passed();
+    outcome = with_budget(std::move(outcome), graded, reference);
+    // Equal but over budget: what the task's direct checks find is most often why (a unit holding a parameter
+    // twice gathers it twice), beside what went over.
+    if (equal && !outcome.passed())
+      if (const std::string found = diagnosis_or_none(diagnosis); !found.empty())
+        outcome.cause += "; the likely mistake: " + found;
+    return outcome;
   };
   return check;
 }
@@ -421,14 +443,7 @@ DifferenceCause first_failing_cause(std::vector<DirectCheck> checks) {
 
 std::string cause_of_training(const GradedRun& graded, const std::string& race_cause, const std::string& cause,
                               const std::function<std::string()>& diagnosis) {
-  const auto diagnosed = [&]() -> std::string {
-    if (!diagnosis) return "";
-    try {
-      return diagnosis();
-    } catch (const std::exception&) {  // the graded code refused the diagnosis' calls: no guess to add
-      return "";
-    }
-  };
+  const auto diagnosed = [&] { return diagnosis_or_none(diagnosis); };
   // `race_cause` and `cause` suspect a race and the numbers; a run that stopped otherwise says why it stopped.
   if (!graded.trained() && !graded.race) return stopped_cause(graded, diagnosed);
   std::string found = diagnosed();

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "engine/fsdp/unit_plan.hpp"
 #include "engine/runtime/memory_ledger.hpp"
 #include "engine/runtime/op.hpp"
+#include "engine/runtime/race_detector.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 #include "grader/grade_check.hpp"
@@ -51,7 +53,9 @@ GradeCase small_gpt2(int world);
 // What a graded training gives back.
 struct GradedRun {
   std::string error;  // empty when it trained to the end; else the Error it ended with
-  bool race = false;  // the error is the race detector's (two unordered accesses, both ops named)
+  // The race detector's report where the error is its (two unordered accesses: both ops, the buffer's tags, whether
+  // it was freed and reused between them), for a cause that names the code that left them unordered.
+  std::optional<RaceReport> race;
   bool todo = false;  // the error is a TODO's: a method the task has not implemented yet
   std::vector<double> losses;
   std::map<std::string, std::vector<float>> params;  // the final parameters, by name

@@ -5,6 +5,7 @@
 //   fail("matmul: inner dimensions differ: A is ", a.shape_str(), ", B is ", b.shape_str());
 #pragma once
 #include <exception>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -34,21 +35,27 @@ void check(bool condition, const Parts&... parts) {
   if (!condition) fail(parts...);
 }
 
-// Whether `e` is an E, or carries one as the failure it reports (std::throw_with_nested: a world's "rank 1
-// failed: ..." carries that rank's own exception, so a catcher tells a TODO or a race from other errors by its
-// type, whatever the message says).
+// `e` itself where it is an E, else the E it carries as the failure it reports (std::throw_with_nested: a world's
+// "rank 1 failed: ..." carries that rank's own exception), as a copy; nullopt where there is none. A catcher tells a
+// TODO or a race from other errors by its type, whatever the message says, and reads what the error carries.
 template <class E>
-bool caused_by(const std::exception& e) {
-  if (dynamic_cast<const E*>(&e)) return true;
+std::optional<E> cause_of_type(const std::exception& e) {
+  if (const auto* found = dynamic_cast<const E*>(&e)) return *found;
   const auto* carrier = dynamic_cast<const std::nested_exception*>(&e);
-  if (!carrier || !carrier->nested_ptr()) return false;
+  if (!carrier || !carrier->nested_ptr()) return std::nullopt;
   try {
     std::rethrow_exception(carrier->nested_ptr());
   } catch (const std::exception& cause) {
-    return caused_by<E>(cause);
+    return cause_of_type<E>(cause);
   } catch (...) {
   }
-  return false;
+  return std::nullopt;
+}
+
+// Whether `e` is an E, or carries one (cause_of_type).
+template <class E>
+bool caused_by(const std::exception& e) {
+  return cause_of_type<E>(e).has_value();
 }
 
 }  // namespace fsdplab

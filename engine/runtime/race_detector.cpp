@@ -37,14 +37,15 @@ void RaceDetector::check_access(int rank, const Block& block, const Access& acce
       << ", bytes [" << access.offset << ", " << access.offset + access.bytes << ")): " << describe(who)
       << (write ? " writes" : " reads") << " it, but " << describe(e.who) << (e.write ? " wrote" : " read")
       << " it";
-    if (e.generation != block.generation) {
+    const bool reused = e.generation != block.generation;
+    if (reused) {
       m << " in an earlier allocation (tag " << mem_tag_name(e.tag)
         << ") and the block was freed and reused before that access finished";
     }
     m << ", and no event orders the two (a missing stream wait";
-    if (e.generation != block.generation) m << " before the free";
+    if (reused) m << " before the free";
     m << "?)";
-    RaceReport report{m.str(), e.who, who, block.id, e.tag, block.tag};
+    RaceReport report{m.str(), e.who, who, block.id, e.tag, block.tag, reused};
     if (policy_ == Policy::throw_error) throw RaceError(std::move(report));
     races_.push_back(std::move(report));
     return;

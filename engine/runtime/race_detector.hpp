@@ -38,6 +38,7 @@ struct RaceReport {
   BlockId block = 0;
   MemTag earlier_tag = MemTag::workspace;
   MemTag later_tag = MemTag::workspace;
+  bool reused = false;  // the earlier access was to an earlier allocation: the block was freed and handed out again
 };
 
 class RaceError : public Error {

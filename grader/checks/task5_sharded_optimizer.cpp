@@ -253,7 +253,8 @@ std::string update_count_mistake(const CheckContext& c) {
   return "optimizer.step called " + std::string(got.steps > want.steps ? "more" : "less") +
          " than once per call (see the one-update check): " + std::to_string(got.steps) +
          " steps counted after 2 "
-         "calls; a second call doubles the update and advances AdamW's step count (its bias correction) twice";
+         "calls; a second call doubles the update (SGD's too) and advances AdamW's step count, its bias correction, "
+         "twice";
 }
 
 CheckOutcome check_one_update(const CheckContext& c) {
@@ -271,8 +272,8 @@ CheckOutcome check_one_update(const CheckContext& c) {
           expected,
           "after 2 calls of step on " + given + " the optimizer counts " + std::to_string(got.steps) + " steps and " +
               std::to_string(got.updates.size()) + " update ops were issued",
-          "optimizer.step called more or less than once per call: a second call doubles the update "
-          "and advances AdamW's step count (its bias correction) twice");
+          "optimizer.step called more or less than once per call: a second call doubles the update (SGD's too) "
+          "and advances AdamW's step count, its bias correction, twice");
     for (const OpRecord& op : got.updates)
       if (op.lane != lane)
         return CheckOutcome::fail(

@@ -77,14 +77,82 @@ SimTime step_time(const std::vector<OpRecord>& ops) {
   return begin < 0 ? 0 : end - begin;
 }
 
+// [Note: the method a race names]
+// The race detector names two ops that nothing orders; what the student must change is one of the memory methods,
+// and the race tells which: the tag of the buffer the earlier op used, whether the block was freed and handed out
+// again in between (then the free came too early: the release), or not (a pool slot, written again too early: the
+// acquire), and the case's mode. "" where the race is none of these.
+std::string race_mistake(const GradeCase& c, const RaceReport& race) {
+  const bool sync = c.options.mode == OverlapMode::sync;
+  const bool pool = c.options.buffers == UnshardBuffers::pool;
+  switch (race.earlier_tag) {
+    case MemTag::param_full:
+      if (race.reused && sync)
+        return "under SYNC release_full frees the gathered buffer at once, which is safe only because acquire_full "
+               "orders every gather after the compute stream (rank.order(Lane::all_gather, Lane::compute)): without "
+               "that order a gather wrote memory the compute stream still read";
+      if (race.reused)
+        return "release_full freed unit.full at the host's time while the compute stream still read it: under ASYNC "
+               "park its memory with an Event recorded on the compute stream after its last use "
+               "(parked.push(unit.full.storage().release(), last_use, rate_limited(unit)))";
+      if (pool)
+        return "a gather into a pool slot overwrote the slot's previous unit while the compute stream still read it: "
+               "acquire_full makes the all-gather stream wait for param_pool_free[slot] "
+               "(device.wait(Lane::all_gather, free)), which release_full sets to the unit's last-use event";
+      return "";
+    case MemTag::grad_full:
+      if (race.reused && sync)
+        return "under SYNC release_grad freed the full gradient before its reduction had read it: the compute stream "
+               "waits for unit.reduced first (rank.device.wait(Lane::compute, unit.reduced)), then the memory is free";
+      if (race.reused)
+        return "release_grad freed unit.grad_full at the host's time while its reduction still read it: under ASYNC "
+               "park its memory with unit.reduced (parked.push(unit.grad_full.storage().release(), unit.reduced))";
+      if (pool)
+        return "the zero-fill of a gradient pool slot overwrote the slot's previous gradient while its reduction "
+               "still read it: acquire_grad makes the COMPUTE stream wait for grad_pool_free[slot], which "
+               "release_grad sets to unit.reduced";
+      return "";
+    case MemTag::param_shard:
+      // The optimizer step writes the shards on the compute stream; the gathers read them.
+      if (race.earlier.lane == Lane::all_gather)
+        return "a gather still read a unit's shard when the optimizer step wrote it: the unit was prefetched in the "
+               "pass and never used (after() named a unit that does not run later in the pass), and end_backward let "
+               "it through, which must refuse a unit still `gathering` (check(...))";
+      if (race.earlier.lane == Lane::compute)
+        return "a gather read a unit's shard while the optimizer step still wrote it: begin_forward orders the "
+               "all-gather stream after the compute stream under ASYNC (rank.order(Lane::all_gather, Lane::compute))";
+      return "";
+    case MemTag::comm_buffer:
+      if (race.reused && !sync)
+        return "release_staging let a collective's temporary go at once (dropping the tensor frees its memory) while "
+               "a stream still read it: under ASYNC park it with `done` (parked.push(staging.storage().release(), "
+               "done))";
+      return "";
+    default:
+      return "";
+  }
+}
+
+// A failed run's cause: the mistake its race names (race_mistake), else `race_cause`, the missing wait the check
+// makes likely; for a run that stopped otherwise, why it stopped (stopped_cause).
+std::string failed_run_cause(const GradeCase& c, const GradedRun& run, const std::string& race_cause) {
+  if (!run.race) return stopped_cause(run);
+  const std::string named = race_mistake(c, *run.race);
+  return named.empty() ? race_cause : named;
+}
+
+// The race's mistake, as an equivalence check's diagnosis.
+std::string race_diagnosis(const CheckContext&, const GradeCase& c, const GradedRun& graded, const GradedRun&, double) {
+  return graded.race ? race_mistake(c, *graded.race) : "";
+}
+
 // Both runs of one case, the graded and the reference's; a failed graded run is the outcome.
 struct Schedules {
   GradedRun graded, reference;
   std::optional<CheckOutcome> failed;
 };
 
-// A failed run's cause: `race_cause` (the missing wait the case makes likely) for the race detector's error, else
-// why it stopped (stopped_cause).
+// A failed run's cause: failed_run_cause's.
 Schedules schedules(const CheckContext& ctx, const GradeCase& c, const std::string& expected,
                     const std::string& race_cause =
                         "a buffer freed or reused, or a stream started, before the event "
@@ -93,8 +161,7 @@ Schedules schedules(const CheckContext& ctx, const GradeCase& c, const std::stri
   s.graded = train_graded(c, ctx.tasks, ctx.scratch, {.ops = true});
   s.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true});
   if (!s.graded.trained())
-    s.failed =
-        CheckOutcome::fail(expected, failure_text(s.graded), s.graded.race ? race_cause : stopped_cause(s.graded));
+    s.failed = CheckOutcome::fail(expected, failure_text(s.graded), failed_run_cause(c, s.graded, race_cause));
   else if (!s.reference.trained())
     throw Error("the reference's run of " + c.name + " failed: " + s.reference.error);
   return s;
@@ -336,6 +403,11 @@ std::vector<Check> overlap_checks() {
   numerics_all.options.prefetch = parse_prefetch("all");
   GradeCase numerics_pool = small_gpt2(2);
   numerics_pool.options.buffers = UnshardBuffers::pool;
+  // CPU offload hands the overlap staging copies that cross streams: the shard copied up on the memcpy stream, read
+  // by the gather; the reduced shard, copied down on the memcpy stream (release_staging).
+  GradeCase numerics_offload = small_gpt2(2);
+  numerics_offload.options.prefetch = parse_prefetch("all");
+  numerics_offload.options.offload = true;
   return {
       make("sync-overlaps-nothing", "SYNC: no collective overlaps any compute op", 2, sync, sync_overlaps_nothing),
       make("forward-prefetch", "ASYNC, forward prefetch: each gather but the first overlaps the compute before it", 2,
@@ -351,11 +423,15 @@ std::vector<Check> overlap_checks() {
       make("pool", "the two-buffer pool: clean under the race detector, no more memory than the reference's", 1, pool,
            pool_clean_and_no_bigger),
       equivalence_check(6, "training-async", "ASYNC, prefetch all, W=2: equals the single-rank baseline", 1,
-                        numerics_all, "a buffer freed before its last user, or a prefetch of the wrong unit"),
+                        numerics_all, "a buffer freed before its last user, or a prefetch of the wrong unit",
+                        race_diagnosis),
       equivalence_check(6, "training-sync", "SYNC, W=3: equals the single-rank baseline", 1, numerics_sync,
-                        "SYNC's orderings left out"),
+                        "SYNC's orderings left out", race_diagnosis),
       equivalence_check(6, "training-pool", "the two-buffer pool, W=2: equals the single-rank baseline", 1,
-                        numerics_pool, "a pool slot overwritten while its previous unit is still read"),
+                        numerics_pool, "a pool slot overwritten while its previous unit is still read", race_diagnosis),
+      equivalence_check(
+          6, "training-offload", "ASYNC with CPU offload, W=2: equals the single-rank baseline (staging copies parked)",
+          1, numerics_offload, "a staging copy freed before the collective or copy that reads it", race_diagnosis),
   };
 }
 

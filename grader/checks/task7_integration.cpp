@@ -91,6 +91,23 @@ std::string plan_mistake(const std::vector<UnitPlan>& got, const std::vector<Uni
              " units: module->parameters() (the whole subtree) taken for "
              "a unit instead of the parameters of the modules it alone covers";
   if (got.size() != want.size()) return "";
+  for (std::size_t u = 0; u < want.size(); ++u)
+    if (got[u].module == want[u].module && got[u].name != want[u].name)
+      return "unit " + std::to_string(u) + " is named '" + got[u].name + "', expected '" + want[u].name +
+             "': a unit takes its module's dotted name(), and the root (whose name() is empty) \"(root)\"";
+  const auto modules = [](const std::vector<UnitPlan>& plans) {
+    std::vector<const Module*> out;
+    for (const UnitPlan& p : plans) out.push_back(p.module);
+    return out;
+  };
+  std::vector<const Module*> got_modules = modules(got), want_modules = modules(want);
+  if (got_modules != want_modules) {
+    std::sort(got_modules.begin(), got_modules.end(), std::less<const Module*>());
+    std::sort(want_modules.begin(), want_modules.end(), std::less<const Module*>());
+    if (got_modules == want_modules)
+      return "the right units in another order: outermost first, in pre-order (each module before the modules "
+             "inside it, children in the order they were registered), as the model's walk from its root visits them";
+  }
   bool parents_one_too_high = true, parents_differ = false;
   for (std::size_t u = 0; u < want.size(); ++u) {
     parents_differ |= got[u].parent != want[u].parent;
@@ -184,6 +201,11 @@ CheckOutcome errors_the_contract_names(const CheckContext& c) {
       1.0 - static_cast<double>(missed) / static_cast<double>(cases.size()));
 }
 
+// The checks that compare plans with the reference's, whose first failing cause (first_failing_cause) is a
+// training's: the units it trained are those plans.
+const std::vector<DirectCheck> kPlanChecks = {one_unit_per_block, nested_units_own_only_their_parameters,
+                                              a_module_wrapped_by_its_name, no_empty_root};
+
 GradeCase nested_case(int world) {
   GradeCase c = small_gpt2(world);
   c.run.wrap = "nested";
@@ -206,9 +228,11 @@ std::vector<Check> integration_checks() {
       make("errors", "errors: a wrapped module with no parameters, a tied weight used outside its unit, no parameters",
            2, show("gpt2", "nested"), errors_the_contract_names),
       equivalence_check(7, "training-nested-W2", "gpt2 --wrap nested on 2 ranks equals the single-rank baseline", 2,
-                        nested_case(2), "units whose parameters overlap or miss some, or a wrong parent"),
+                        nested_case(2), "units whose parameters overlap or miss some, or a wrong parent",
+                        first_failing_cause(kPlanChecks)),
       equivalence_check(7, "training-block-W4", "gpt2 --wrap block on 4 ranks equals the single-rank baseline", 1,
-                        small_gpt2(4), "the units of the default policy differ from the reference's"),
+                        small_gpt2(4), "the units of the default policy differ from the reference's",
+                        first_failing_cause(kPlanChecks)),
   };
 }
 

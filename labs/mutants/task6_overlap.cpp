@@ -172,7 +172,47 @@ class LimiterCountsTheRoot final : public LikeTheReference {
   }
 };
 
-const std::array<Mutant, 12> kMutants = {{
+// ASYNC frees the full gradient as soon as its reduction is issued, not once the reduction has read it.
+class GradFreedAtOnce final : public LikeTheReference {
+ public:
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (rank.async() && unit.pool_slot < 0 && !unit.grad_full.overlaps(unit.grad_replica)) {
+      unit.grad_full.storage().free();
+      return;
+    }
+    reference().release_grad(unit, rank);
+  }
+};
+
+// SYNC frees the full gradient without making the compute stream wait for its reduction first.
+class SyncWithoutReducedWait final : public LikeTheReference {
+ public:
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (rank.async() || unit.pool_slot >= 0 || unit.grad_full.overlaps(unit.grad_replica))
+      return reference().release_grad(unit, rank);
+    unit.grad_full.storage().free();
+  }
+};
+
+// The gradient pool's zero-fill never waits for the slot's free event: it overwrites the previous unit's gradient
+// while the reduce-scatter stream still reads it.
+class GradPoolWithoutFreeEvent final : public LikeTheReference {
+ public:
+  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (unit.pool_slot < 0) reference().acquire_grad(unit, rank);
+    // no device.wait(Lane::compute, grad_pool_free[slot])
+  }
+};
+
+// ASYNC drops a collective's temporary at once: its memory is freed while the collective still reads it.
+class StagingFreedAtOnce final : public LikeTheReference {
+ public:
+  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
+    if (!rank.async()) reference().release_staging(std::move(staging), done, rank);
+  }
+};
+
+const std::array<Mutant, 16> kMutants = {{
     {6, "free-at-host-time",
      "under ASYNC frees a gathered buffer at the host's time, while the compute stream may still read it",
      instance<FreeAtHostTime>},
@@ -199,6 +239,19 @@ const std::array<Mutant, 12> kMutants = {{
     {6, "limiter-counts-the-root",
      "the rate limiter counts every gathered unit, the root included, not only rate_limited ones",
      instance<LimiterCountsTheRoot>},
+    {6, "grad-freed-at-once",
+     "under ASYNC frees the full gradient when its reduction is issued, while the reduce-scatter stream may still "
+     "read it",
+     instance<GradFreedAtOnce>},
+    {6, "sync-without-reduced-wait",
+     "under SYNC frees the full gradient without the compute stream's wait for its reduction",
+     instance<SyncWithoutReducedWait>},
+    {6, "grad-pool-without-free-event", "the gradient pool's zero-fill does not wait for the slot's free event",
+     instance<GradPoolWithoutFreeEvent>},
+    {6, "staging-freed-at-once",
+     "under ASYNC drops a collective's temporary (a bf16 copy of the shard) at once, while the collective still "
+     "reads it",
+     instance<StagingFreedAtOnce>},
 }};
 
 }  // namespace

@@ -119,7 +119,43 @@ class RootRemovedParentsKept final : public IntegrationTask {
   }
 };
 
-const std::array<Mutant, 7> kMutants = {{
+// Names the root unit by its module's name(), which is empty for the root, instead of "(root)".
+class RootNamedEmpty final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
+    for (UnitPlan& p : plans)
+      if (p.module == &model) p.name = model.name();
+    return plans;
+  }
+};
+
+// Lists the units sorted by name instead of in pre-order, the parents renumbered to match: every unit right, in
+// another order (the root stays first, but transformer.wpe, registered before transformer.h, comes after every
+// Block).
+class UnitsByName final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
+    std::vector<int> order(plans.size());
+    for (std::size_t u = 0; u < order.size(); ++u) order[u] = static_cast<int>(u);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return plans[static_cast<std::size_t>(a)].module->name() < plans[static_cast<std::size_t>(b)].module->name();
+    });
+    std::vector<int> position(plans.size());
+    for (std::size_t at = 0; at < order.size(); ++at)
+      position[static_cast<std::size_t>(order[at])] = static_cast<int>(at);
+    std::vector<UnitPlan> sorted;
+    for (int u : order) {
+      UnitPlan p = plans[static_cast<std::size_t>(u)];
+      if (p.parent >= 0) p.parent = position[static_cast<std::size_t>(p.parent)];
+      sorted.push_back(std::move(p));
+    }
+    return sorted;
+  }
+};
+
+const std::array<Mutant, 9> kMutants = {{
     {7, "subtree-parameters",
      "takes module->parameters(), the whole subtree, for each unit: nested units' parameters are held twice",
      instance<SubtreeParameters>},
@@ -137,6 +173,10 @@ const std::array<Mutant, 7> kMutants = {{
      instance<SharedInUsersUnit>},
     {7, "root-removed-parents-kept", "removes the empty root unit without renumbering the other units' parents",
      instance<RootRemovedParentsKept>},
+    {7, "root-named-empty", "names the root unit by its module's empty name() instead of \"(root)\"",
+     instance<RootNamedEmpty>},
+    {7, "units-by-name", "lists the units sorted by name instead of outermost first in pre-order",
+     instance<UnitsByName>},
 }};
 
 }  // namespace

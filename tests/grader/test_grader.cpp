@@ -316,6 +316,36 @@ TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) 
       << unlimited.cause;
 }
 
+// Task 6: a race names the method whose contract left it unordered, read from the buffer the race is on (its tag,
+// freed and reused or not) and the case's mode: wherever the race stops a run, in the schedule checks and the
+// trainings alike. Each mutant's mistake is in one method, which its cause must name.
+TEST(GraderDiagnostics, ARaceNamesTheOverlapMethodThatLeftItUnordered) {
+  struct Expected {
+    std::string_view mutant;
+    std::vector<std::string> checks;
+    std::string method;
+  };
+  const std::vector<Expected> races = {
+      {"free-at-host-time", {"forward-prefetch", "training-async"}, "release_full freed unit.full at the host's time"},
+      {"sync-unordered", {"sync-overlaps-nothing", "training-sync"}, "rank.order(Lane::all_gather, Lane::compute)"},
+      {"pool-without-free-event", {"pool", "training-pool"}, "acquire_full makes the all-gather stream wait"},
+      {"grad-freed-at-once", {"backward-prefetch", "training-async"}, "release_grad freed unit.grad_full"},
+      {"sync-without-reduced-wait", {"sync-overlaps-nothing", "training-sync"}, "under SYNC release_grad freed"},
+      {"grad-pool-without-free-event", {"pool"}, "acquire_grad makes the COMPUTE stream wait"},
+      {"staging-freed-at-once", {"training-offload"}, "release_staging let a collective's temporary go at once"},
+  };
+  for (const Expected& race : races) {
+    const std::vector<CheckRun> runs = run_checks(6, find_mutant(6, race.mutant).impl(), race.checks, 120);
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const CheckOutcome& outcome = runs[i].outcome;
+      const std::string where = std::string(race.mutant) + " " + race.checks[i] + ": ";
+      EXPECT_EQ(outcome.fraction, 0) << where << outcome.got;
+      EXPECT_TRUE(contains(outcome.got, "the race detector stopped the run")) << where << outcome.got;
+      EXPECT_TRUE(contains(outcome.cause, race.method)) << where << outcome.cause;
+    }
+  }
+}
+
 // Task 5: a training that updates twice a step says so, as the one-update check finds it; a make that raises on full
 // sharding's units (the optimizer given the replica there has none) is named, not left to the generic error text —
 // in the trainings it stopped too, each with the units of its own strategy.
@@ -412,7 +442,8 @@ TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
 }
 
 // A unit plan's mistake is named by what differs from the reference's plan, in every check whose case shows it: a
-// unit the policy names by its module's name() missing is a kind()-only match, not a subtree or a parent.
+// unit the policy names by its module's name() missing is a kind()-only match, not a subtree or a parent; a root
+// misnamed is its name, the right units in another order their order.
 TEST(GraderDiagnostics, AUnitPlanMistakeIsNamedByWhatDiffers) {
   const std::vector<CheckRun> kind_only =
       run_checks(7, find_mutant(7, "kind-only").impl(), {"nested-units", "wrap-by-name"}, 60);
@@ -438,6 +469,22 @@ TEST(GraderDiagnostics, AUnitPlanMistakeIsNamedByWhatDiffers) {
       << subtree[0].outcome.cause;
   const std::vector<CheckRun> parents = run_checks(7, find_mutant(7, "flat-parents").impl(), {"nested-units"}, 60);
   EXPECT_EQ(parents[0].outcome.cause, "a parent that is not the nearest wrapped ancestor");
+  const std::vector<CheckRun> unnamed =
+      run_checks(7, find_mutant(7, "root-named-empty").impl(), {"block-units", "nested-units"}, 60);
+  for (const CheckRun& run : unnamed)
+    EXPECT_TRUE(contains(run.outcome.cause, "unit 0 is named '', expected '(root)': a unit takes its module's dotted"))
+        << run.outcome.cause;
+  const std::vector<CheckRun> by_name = run_checks(7, find_mutant(7, "units-by-name").impl(), {"nested-units"}, 60);
+  EXPECT_TRUE(contains(by_name[0].outcome.cause, "the right units in another order: outermost first, in pre-order"))
+      << by_name[0].outcome.cause;
+  // A training equal to the baseline but over budget names what the plan checks find beside what went over.
+  const std::vector<CheckRun> wasteful =
+      run_checks(7, find_mutant(7, "subtree-parameters").impl(), {"training-nested-W2"}, 60);
+  EXPECT_EQ(wasteful[0].outcome.fraction, 0.5) << wasteful[0].outcome.got;
+  EXPECT_TRUE(contains(wasteful[0].outcome.cause, "correct but wasteful: ") &&
+              contains(wasteful[0].outcome.cause, "; the likely mistake: ") &&
+              contains(wasteful[0].outcome.cause, "module->parameters() (the whole subtree)"))
+      << wasteful[0].outcome.cause;
 }
 
 // Each task 7 plan check's "see it" command opens the model and policy the check plans.
