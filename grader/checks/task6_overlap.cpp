@@ -98,7 +98,8 @@ std::string race_mistake(const GradeCase& c, const RaceReport& race) {
       if (pool)
         return "a gather into a pool slot overwrote the slot's previous unit while the compute stream still read it: "
                "acquire_full makes the all-gather stream wait for param_pool_free[slot] "
-               "(device.wait(Lane::all_gather, free)), which release_full sets to the unit's last-use event";
+               "(device.wait(Lane::all_gather, free)), which release_full sets to the unit's last-use event. Where "
+               "it does, a prefetch named a unit out of turn (after()), whose slot a unit still in use holds";
       return "";
     case MemTag::grad_full:
       if (race.reused && sync)
@@ -316,6 +317,7 @@ CheckOutcome rate_limiter_bounds_gathered_units(const CheckContext& ctx, const G
   double earned = 0;
   std::string got;
   std::int64_t reference_at_limit_1 = 0, block = 0, excess = 0;
+  int backward_overlapping = 0, reference_backward_overlapping = 0;  // at a limit where the prefetch is off
   for (int limit : {1, 2}) {
     const GradeCase c = gpt2_124m(OverlapMode::async, "all", limit);
     const Schedules s = schedules(ctx, c, "");
@@ -323,6 +325,10 @@ CheckOutcome rate_limiter_bounds_gathered_units(const CheckContext& ctx, const G
       return CheckOutcome::fail("at most " + std::to_string(limit) + " gathered Blocks' memory", s.failed->got,
                                 s.failed->cause);
     const std::int64_t mine = peak_param_full(s.graded), theirs = peak_param_full(s.reference);
+    if (const int overlapping = backward_collectives_overlapping(s.graded),
+        reference_overlapping = backward_collectives_overlapping(s.reference);
+        overlapping < reference_overlapping)
+      backward_overlapping = overlapping, reference_backward_overlapping = reference_overlapping;
     if (limit == 1)
       reference_at_limit_1 = theirs;
     else
@@ -337,16 +343,21 @@ CheckOutcome rate_limiter_bounds_gathered_units(const CheckContext& ctx, const G
   }
   if (earned >= 1) return CheckOutcome::pass();
   const double blocks = static_cast<double>(excess) / static_cast<double>(std::max<std::int64_t>(1, block));
-  return CheckOutcome::fail(
-      "param_full no higher than the reference's at each limit", got,
-      blocks <= 1.01
-          ? "one gathered Block more than the limit: the limiter lets one unit too many hold memory (> "
-            "instead of >=)"
-          : "up to " + std::to_string(std::llround(blocks)) +
-                " gathered Blocks more than the limit: the host never "
-                "waits at the limit (while live_gathered(s) >= max_inflight, release the oldest rate_limited "
-                "unit), or a prefetch is not refused there",
-      earned);
+  std::string cause;
+  if (backward_overlapping < reference_backward_overlapping)
+    // A prefetch of a unit that is not next gathers memory the limiter never meant to hold, and leaves the backward
+    // without its overlap: the prefetch is the mistake, not the limit.
+    cause = "the backward prefetch gathered units out of turn (" + std::to_string(backward_overlapping) +
+            " backward collectives overlap compute, the reference's " + std::to_string(reference_backward_overlapping) +
+            "), each holding memory the limit did not plan for: after(pre_backward) returns the unit whose backward "
+            "comes next (next_in_backward)";
+  else if (blocks <= 1.01)
+    cause = "one gathered Block more than the limit: the limiter lets one unit too many hold memory (> instead of >=)";
+  else
+    cause = "up to " + std::to_string(std::llround(blocks)) +
+            " gathered Blocks more than the limit: the host never waits at the limit (while live_gathered(s) >= "
+            "max_inflight, release the oldest rate_limited unit), or a prefetch is not refused there";
+  return CheckOutcome::fail("param_full no higher than the reference's at each limit", got, cause, earned);
 }
 
 CheckOutcome first_gather_waits_for_the_optimizer(const CheckContext& ctx, const GradeCase& all) {

@@ -290,7 +290,8 @@ TEST(GraderDiagnostics, AStoppedScheduleSaysWhyItStopped) {
 }
 
 // A step slower than the reference's is blamed on what its op graph shows: the host waiting, backward gathers that
-// overlap nothing, a limiter holding prefetches; the limiter's memory is told off by one from not limited at all.
+// overlap nothing, a limiter holding prefetches; the limiter's memory is told off by one from not limited at all, and
+// both from a backward prefetch out of turn, which holds memory the limit did not plan for.
 TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) {
   const auto cause_of = [](std::string_view mutant, const std::string& id) {
     const std::vector<CheckRun> runs = run_checks(6, find_mutant(6, mutant).impl(), {id}, 120);
@@ -309,6 +310,9 @@ TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) 
   }
   const CheckOutcome off_by_one = cause_of("limiter-off-by-one", "rate-limiter");
   EXPECT_TRUE(contains(off_by_one.cause, "one gathered Block more than the limit")) << off_by_one.cause;
+  const CheckOutcome out_of_turn = cause_of("prefetches-the-forwards-next", "rate-limiter");
+  EXPECT_TRUE(contains(out_of_turn.cause, "the backward prefetch gathered units out of turn (5 backward collectives"))
+      << out_of_turn.cause;
   const CheckOutcome unlimited = cause_of("no-limit", "rate-limiter");
   EXPECT_TRUE(contains(unlimited.got, "--max-inflight 1: peak param_full 781.4 MB, the reference's 186 MB"))
       << unlimited.got;
