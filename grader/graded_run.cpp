@@ -9,6 +9,7 @@
 #include "engine/fsdp/fsdp_observer.hpp"
 #include "engine/fsdp/integration_task.hpp"
 #include "engine/fsdp/lab_todo.hpp"
+#include "engine/fsdp/overlap_state.hpp"
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/race_detector.hpp"
 #include "engine/train/trainer.hpp"
@@ -107,6 +108,7 @@ GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const fs::pat
     out.error = e.what();
     if (const std::optional<RaceError> race = cause_of_type<RaceError>(e)) out.race = race->report();
     out.todo = caused_by<TaskNotImplemented>(e);
+    out.unused_prefetch = caused_by<UnusedPrefetch>(e);
   }
   return out;
 }
@@ -147,16 +149,11 @@ std::string failure_text(const GradedRun& run) {
   return "the run failed: " + error;
 }
 
-std::string error_mistake(const std::string& error) {
-  if (error.find("was prefetched in this pass but never used") != std::string::npos)
-    return "after() named a unit that does not run later in the pass: a prefetch must be the next unit of the "
-           "recorded order (next_in_forward, or next_in_backward for the backward)";
-  return "";
-}
-
 std::string stopped_cause(const GradedRun& run, const std::function<std::string()>& diagnosis) {
   if (run.todo) return kTodoLeft;
-  if (std::string mistake = error_mistake(run.error); !mistake.empty()) return mistake;
+  if (run.unused_prefetch)
+    return "after() named a unit that does not run later in the pass: a prefetch must be the next unit of the "
+           "recorded order (next_in_forward, or next_in_backward for the backward)";
   if (diagnosis) {
     if (std::string diagnosed = diagnosis(); !diagnosed.empty()) return diagnosed;
   }

@@ -57,6 +57,7 @@ struct GradedRun {
   // it was freed and reused between them), for a cause that names the code that left them unordered.
   std::optional<RaceReport> race;
   bool todo = false;  // the error is a TODO's: a method the task has not implemented yet
+  bool unused_prefetch = false;  // the error is an UnusedPrefetch: after() named a unit the pass never ran again
   std::vector<double> losses;
   std::map<std::string, std::vector<float>> params;  // the final parameters, by name
   std::vector<std::vector<OpRecord>> ops;            // each rank's op graph (RunWanted::ops)
@@ -134,7 +135,7 @@ double overlap_percent(const std::vector<OpRecord>& ops);
 // turns the rounding of a near-zero gradient into a full step: see tests/integration/test_fsdp_equivalence.cpp)
 // — with the budget beside the reference's training of the same case. `cause` names the likely mistake of a run that
 // differs or that the race detector stopped; `diagnose`, where given, reads it from what the run shows, for a run
-// that differs, raced, or stopped with an error that is neither a TODO nor one error_mistake names ("", or an
+// that differs, raced, or stopped with an error that is neither a TODO nor an UnusedPrefetch ("", or an
 // exception, leaves it to `cause`, or to stopped_cause's last words for a run that stopped).
 using DifferenceCause = std::function<std::string(const CheckContext& ctx, const GradeCase& c, const GradedRun& graded,
                                                   const GradedRun& baseline, double tolerance)>;
@@ -166,12 +167,9 @@ CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_ca
 std::string without_failed_rank(std::string error);
 // "the run failed: <error>" as a diagnostic's "got", with the race detector's or a TODO's wording.
 std::string failure_text(const GradedRun& run);
-// The mistake an engine error names in the code that made it ("" for an error that names none): a prefetch of a unit
-// the pass never uses points at after().
-std::string error_mistake(const std::string& error);
-// The cause of a run that stopped with an error other than the race detector's: kTodoLeft, the mistake error_mistake
-// names, what `diagnosis` (where given) reads from what the run shows, else "the run failed: see got" — never a
-// suspect of the check's own, which the run never reached.
+// The cause of a run that stopped with an error other than the race detector's: kTodoLeft, after() for an
+// UnusedPrefetch, what `diagnosis` (where given) reads from what the run shows, else "the run failed: see got" — never
+// a suspect of the check's own, which the run never reached.
 std::string stopped_cause(const GradedRun& run, const std::function<std::string()>& diagnosis = {});
 
 }  // namespace fsdplab::grading

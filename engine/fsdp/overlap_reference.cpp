@@ -127,9 +127,7 @@ class ReferenceOverlap final : public OverlapTask {
 
   void end_backward(FsdpRank& rank) const override {
     OverlapState& s = rank.schedule;
-    for (const FsdpUnit* unit : s.units)
-      check(unit->state != UnitState::gathering, "FSDP unit '", unit->name, "' was prefetched in this pass but never ",
-            "used: a prefetch must name a unit that runs later in the same pass");
+    check_prefetches_used(s);
     // No wait for the reductions here: each unit's update waits for its own (the lifecycle's optimizer
     // step, [Note: per-unit optimizer steps]), so the last reductions overlap the first updates.
     if (rank.async()) s.parked.release_completed(rank.device);

@@ -31,6 +31,13 @@ FsdpUnit* next_in_backward(const OverlapState& s, const FsdpUnit& unit) {
   return nullptr;
 }
 
+void check_prefetches_used(const OverlapState& s) {
+  for (const FsdpUnit* unit : s.units)
+    if (unit->state == UnitState::gathering)
+      fail_as<UnusedPrefetch>("FSDP unit '", unit->name, "' was prefetched in this pass but never used: a prefetch ",
+                              "must name a unit that runs later in the same pass");
+}
+
 void record_order(std::vector<FsdpUnit*>& order, std::size_t& seen, bool recorded, FsdpUnit& unit,
                   std::string_view point) {
   if (!recorded) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/runtime/deferred_frees.hpp"
+#include "engine/runtime/error.hpp"
 #include "engine/tensor/tensor.hpp"
 
 namespace fsdplab {
@@ -58,6 +59,17 @@ FsdpUnit* next_in_forward(const OverlapState& s, const FsdpUnit& unit);
 // when there is none. (A unit that encloses others, the root, starts first and finishes last: at its
 // post-backward every unit is done and there is nothing to fetch.)
 FsdpUnit* next_in_backward(const OverlapState& s, const FsdpUnit& unit);
+
+// A unit still `gathering` when its pass ended: after() named it, and the pass never ran it again. Its own type, so
+// a catcher (the grader) tells it from other errors whatever else the message says.
+class UnusedPrefetch : public Error {
+ public:
+  using Error::Error;
+};
+
+// end_backward's check: throws UnusedPrefetch naming the first unit of `s` still `gathering`, a prefetch this pass
+// never used.
+void check_prefetches_used(const OverlapState& s);
 
 // Appends `unit` to `order` while the order is not recorded yet; once it is, checks that this pass runs
 // `unit` at the same position (an Error naming both otherwise). Counts the position in `seen`.

@@ -205,7 +205,8 @@ CheckOutcome check_copy_back(const CheckContext& c) {
     failed.emplace_back(
         op_text(*copy),
         "the copy back on another stream than memcpy: the engine records `landed` on the memcpy stream, so "
-        "it would not cover the reduction, and the gradient buffers are reused too early");
+        "it covers neither the copy (the CPU optimizer may read the shard before it lands) nor, without the "
+        "memcpy stream's wait, the reduction (the gradient buffers are reused too early)");
   if (copy->begin < s.reduction.end)
     failed.emplace_back(
         "the copy " + op_text(*copy) + " starts before the reduction ends at " + ms(s.reduction.end),

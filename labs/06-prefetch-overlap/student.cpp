@@ -12,8 +12,8 @@ namespace fsdplab {
 namespace {
 
 // The bookkeeping every implementation needs is given, in engine/fsdp/overlap_state.hpp: rate_limited(unit),
-// live_gathered(s), next_in_forward(s, unit), next_in_backward(s, unit), record_order(...). Deciding when to
-// call them is the lab.
+// live_gathered(s), next_in_forward(s, unit), next_in_backward(s, unit), record_order(...),
+// check_prefetches_used(s). Deciding when to call them is the lab.
 
 // ==== YOUR TASK ======================================================================================
 
@@ -99,8 +99,8 @@ class StudentOverlap final : public OverlapTask {
     todo(6, "OverlapTask::begin_forward");
   }
 
-  // After the last unit's post-backward: a unit still `gathering` was prefetched and never used (an
-  // Error: check(...)). ASYNC: give back completed parked buffers. (No wait for the reductions: the
+  // After the last unit's post-backward: a unit still `gathering` was prefetched and never used, an Error
+  // (check_prefetches_used(s) raises it). ASYNC: give back completed parked buffers. (No wait for the reductions: the
   // engine's optimizer step makes each unit's update wait for that unit's own `reduced`.)
   void end_backward(FsdpRank& rank) const override {
     // TODO(task 6)
