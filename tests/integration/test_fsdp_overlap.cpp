@@ -11,19 +11,21 @@
 // Every mode gives bit-identical losses and parameters with real numerics (test-tiny, W = 2 and 3),
 // and runs clean under the race detector; a planted missing event wait is reported with both ops.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
+#include "engine/fsdp/fsdp_unit.hpp"
 #include "engine/fsdp/memory_model.hpp"
+#include "engine/fsdp/overlap_state.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/train/fsdp_trainer.hpp"
@@ -329,6 +331,28 @@ class UnshardWithoutWait final : public ForwardTask {
     return reference_forward().reshard_after_forward(strategy, is_root);
   }
 };
+
+// end_backward's given check refuses a unit still gathering (a prefetch the pass never used) with an error of its own
+// type, which the grader tells from other errors; a unit gathered and in use is none of its business.
+TEST(FsdpOverlap, APrefetchNeverUsedIsAnUnusedPrefetch) {
+  FsdpUnit root, block;
+  root.name = "(root)";
+  block.name = "transformer.h.0";
+  OverlapState s;
+  s.units = {&root, &block};
+  EXPECT_NO_THROW(check_prefetches_used(s));
+  root.state = UnitState::unsharded;
+  EXPECT_NO_THROW(check_prefetches_used(s));
+  block.state = UnitState::gathering;
+  try {
+    check_prefetches_used(s);
+    ADD_FAILURE() << "a unit still gathering passed";
+  } catch (const UnusedPrefetch& e) {
+    EXPECT_NE(std::string(e.what()).find("FSDP unit 'transformer.h.0' was prefetched in this pass but never used"),
+              std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(FsdpOverlap, RaceDetectorNamesAPlantedMissingWait) {
   const UnshardWithoutWait broken;
