@@ -228,6 +228,11 @@ CheckOutcome check_host_wait(const CheckContext& c) {
       busy_op(*device, Lane::memcpy, OpCategory::memcpy, "copy_to_host transformer.h.1.flat_grad_shard", kRunning);
   Event landed("transformer.h.1.reduced");
   device->record(landed, Lane::memcpy);
+  // Work issued after `landed` on the same stream, as a prefetch's copy up is: a wait for the whole stream waits for
+  // it too.
+  const OpRecord later_copy =
+      busy_op(*device, Lane::memcpy, OpCategory::memcpy,
+              "copy_to_device transformer.h.0.flat_param_shard (a prefetch's copy up)", 2 * kRunning);
   const OpRecord unrelated = busy_op(*device, Lane::all_gather, OpCategory::all_gather,
                                      "all_gather (root).flat_param_full (the next forward's prefetch)", 5 * kRunning);
   const std::size_t first = device->ops().size();
@@ -236,7 +241,8 @@ CheckOutcome check_host_wait(const CheckContext& c) {
   const SimTime host_after = device->host_time();
   const std::vector<OpRecord> issued = issued_since(*device, first);
   const std::string expected = "the host waits until `landed` (the copy " + op_text(copy) + ", done at " +
-                               ms(landed.time()) + ") and no longer: not for " + op_text(unrelated);
+                               ms(landed.time()) + ") and no longer: not for " + op_text(later_copy) + ", nor for " +
+                               op_text(unrelated);
   const std::string moved =
       "the host clock went from " + ms(host_before) + " to " + ms(host_after) + " in wait_for_grad_on_host";
   if (!issued.empty())
@@ -253,6 +259,12 @@ CheckOutcome check_host_wait(const CheckContext& c) {
         expected, moved + ": it waited for the all-gather stream too",
         "the whole device (or another stream) synchronized instead of the event: the host waits for "
         "work that has nothing to do with this unit's gradient; wait for `landed` only",
+        0.5);
+  if (host_after >= later_copy.end)
+    return CheckOutcome::fail(
+        expected, moved + ": it waited for the memcpy stream's later copy too",
+        "the memcpy stream synchronized instead of the event: the host also waits for the copies issued after this "
+        "one (the next units' copies up), so it stops running ahead; wait for `landed` only",
         0.5);
   return CheckOutcome::pass();
 }

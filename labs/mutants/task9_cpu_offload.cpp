@@ -98,6 +98,12 @@ class WholeDeviceSync final : public LikeTheReference {
   void wait_for_grad_on_host(Device& device, const Event&) const override { device.synchronize(); }
 };
 
+// The memcpy stream synchronized instead of the event: right, but the host waits for the copies up issued after it.
+class MemcpyStreamSync final : public LikeTheReference {
+ public:
+  void wait_for_grad_on_host(Device& device, const Event&) const override { device.synchronize(Lane::memcpy); }
+};
+
 }  // namespace
 
 std::span<const Mutant> cpu_offload_mutants() {
@@ -119,6 +125,9 @@ std::span<const Mutant> cpu_offload_mutants() {
        instance<NoHostWait>},
       {9, "whole-device-sync", "wait_for_grad_on_host synchronizes the whole device instead of the `landed` event",
        instance<WholeDeviceSync>},
+      {9, "memcpy-stream-sync",
+       "wait_for_grad_on_host synchronizes the memcpy stream instead of the `landed` event, waiting for later copies",
+       instance<MemcpyStreamSync>},
   };
   return mutants;
 }
