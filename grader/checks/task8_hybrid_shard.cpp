@@ -96,18 +96,28 @@ CheckOutcome check_colors(const CheckContext& c, bool shard) {
     if (got == want) continue;
     const std::string got_text = shape + "your colours make the " + which + " groups " + groups_text(got);
     if (got == other && world != s && s != 1) {
-      // Replica groups made of consecutive ranks: the shard colour's formula, or the two colours swapped.
-      std::vector<int> shard_colors;
-      for (int r = 0; r < world; ++r) shard_colors.push_back(graded(c).shard_group_color(r, s));
+      // Groups the other colour should make: this colour made with the other's formula, or the two swapped (the
+      // other colour then makes this one's groups).
+      std::vector<int> other_colors;
+      for (int r = 0; r < world; ++r)
+        other_colors.push_back(shard ? graded(c).replica_group_color(r, s) : graded(c).shard_group_color(r, s));
       std::string unused;
-      const bool swapped = shard || groups_of(shard_colors, unused) == same_chunk(world, s);
+      const bool swapped = groups_of(other_colors, unused) == want;
+      std::string cause;
+      if (swapped)
+        cause =
+            "shard and replica colours swapped: rank % S shards a unit across nodes, so the big gathers leave "
+            "the node's fast link; consecutive ranks shard together (rank / S)";
+      else if (shard)
+        cause =
+            "the shard colour made like the replica colour (rank % S): a unit is then sharded across nodes, "
+            "so the big gathers leave the node's fast link; consecutive ranks shard together (rank / S)";
+      else
+        cause =
+            "the replica colour made like the shard colour (rank / S): the 'replica' all-reduce then averages "
+            "different chunks inside a shard group; ranks holding the same chunk are rank % S";
       return CheckOutcome::fail(
-          expected, got_text + (shard ? ", which are the replica groups" : ", which are the shard groups"),
-          swapped ? "shard and replica colours swapped: rank % S shards a unit across nodes, so the big "
-                    "gathers leave the node's fast link; consecutive ranks shard together (rank / S)"
-                  : "the replica colour made like the shard colour (rank / S): the 'replica' all-reduce "
-                    "then averages different chunks inside a shard group; ranks holding the same chunk "
-                    "are rank % S");
+          expected, got_text + (shard ? ", which are the replica groups" : ", which are the shard groups"), cause);
     }
     return CheckOutcome::fail(expected, got_text,
                               shard

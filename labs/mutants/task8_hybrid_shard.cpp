@@ -38,6 +38,12 @@ class SameColor final : public LikeTheReference {
   int replica_group_color(int rank, int shard_size) const override { return rank / shard_size; }
 };
 
+// rank % S for the shard group too: a unit is sharded across nodes, and the "replicas" hold different chunks.
+class ShardLikeReplica final : public LikeTheReference {
+ public:
+  int shard_group_color(int rank, int shard_size) const override { return rank % shard_size; }
+};
+
 // ReduceOp::sum: the gradient comes out W / S times the mean.
 class SumNotMean final : public LikeTheReference {
  public:
@@ -69,6 +75,8 @@ std::span<const Mutant> hybrid_shard_mutants() {
        instance<SwappedColors>},
       {8, "same-color", "the replica colour is rank / S, the shard group's: the all-reduce mixes different chunks",
        instance<SameColor>},
+      {8, "shard-like-replica", "the shard colour is rank % S, the replica group's: a unit is sharded across nodes",
+       instance<ShardLikeReplica>},
       {8, "sum-not-mean",
        "the all-reduce across replicas sums (ReduceOp::sum) instead of averaging: W / S times the gradient",
        instance<SumNotMean>},

@@ -418,6 +418,14 @@ TEST(GraderDiagnostics, ATrainingsCauseIsTheFirstFailingDirectChecks) {
   ASSERT_EQ(swapped.size(), 2u);
   for (const CheckRun& run : swapped)
     EXPECT_TRUE(contains(run.outcome.cause, "shard and replica colours swapped")) << run.outcome.cause;
+  // One colour made with the other's formula is told from the two swapped, whichever colour it is.
+  const std::vector<CheckRun> shard_like =
+      run_checks(8, find_mutant(8, "shard-like-replica").impl(), {"shard-groups"}, 60);
+  EXPECT_TRUE(contains(shard_like[0].outcome.cause, "the shard colour made like the replica colour (rank % S)"))
+      << shard_like[0].outcome.cause;
+  const std::vector<CheckRun> replica_like = run_checks(8, find_mutant(8, "same-color").impl(), {"replica-groups"}, 60);
+  EXPECT_TRUE(contains(replica_like[0].outcome.cause, "the replica colour made like the shard colour (rank / S)"))
+      << replica_like[0].outcome.cause;
 }
 
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
