@@ -215,12 +215,9 @@ void FullyShardedModel::with_full_parameters(const std::function<void()>& body) 
   Device& device = rank_.device;
   std::vector<Tensor> whole;  // freed when this returns
   rank_.order(Lane::all_gather, Lane::compute);
+  // A unit still gathering after a step is a prefetch its pass never used, which end_backward let through.
+  check_prefetches_used(rank_.schedule);
   for (FsdpUnit* unit : unit_ptrs_) {
-    // A unit still gathering after a step is a prefetch its pass never used, which end_backward let through.
-    if (unit->state == UnitState::gathering)
-      fail_as<UnusedPrefetch>("FSDP unit '", unit->name,
-                              "' was prefetched in the last pass but never used (and "
-                              "OverlapTask::end_backward did not refuse it: check_prefetches_used)");
     check(unit->state == UnitState::sharded, "FSDP unit '", unit->name, "' is gathered; gather the full "
           "parameters between steps only");
     Tensor flat = unit->replica;

@@ -118,7 +118,7 @@ std::string race_mistake(const GradeCase& c, const RaceReport& race) {
       if (race.earlier.lane == Lane::all_gather)
         return "a gather still read a unit's shard when the optimizer step wrote it: the unit was prefetched in the "
                "pass and never used (after() named a unit that does not run later in the pass), and end_backward let "
-               "it through, which must refuse a unit still `gathering` (check(...))";
+               "it through, which must refuse a unit still `gathering` (check_prefetches_used)";
       if (race.earlier.lane == Lane::compute)
         return "a gather read a unit's shard while the optimizer step still wrote it: begin_forward orders the "
                "all-gather stream after the compute stream under ASYNC (rank.order(Lane::all_gather, Lane::compute))";
@@ -134,17 +134,14 @@ std::string race_mistake(const GradeCase& c, const RaceReport& race) {
   }
 }
 
-// A failed run's cause: the mistake its race names (race_mistake), else `race_cause`, the missing wait the check
-// makes likely; for a run that stopped otherwise, why it stopped (stopped_cause).
-std::string failed_run_cause(const GradeCase& c, const GradedRun& run, const std::string& race_cause) {
-  if (!run.race) return stopped_cause(run);
-  const std::string named = race_mistake(c, *run.race);
-  return named.empty() ? race_cause : named;
+// The mistake a run's race names (race_mistake), "" for a run that did not race: a training's diagnosis
+// (cause_of_training, equivalence_check), ahead of the check's own suspicion.
+std::string race_diagnosis(const GradeCase& c, const GradedRun& run) {
+  return run.race ? race_mistake(c, *run.race) : "";
 }
-
-// The race's mistake, as an equivalence check's diagnosis.
-std::string race_diagnosis(const CheckContext&, const GradeCase& c, const GradedRun& graded, const GradedRun&, double) {
-  return graded.race ? race_mistake(c, *graded.race) : "";
+// The same, as an equivalence check's `diagnose`.
+std::string diagnose_race(const CheckContext&, const GradeCase& c, const GradedRun& graded, const GradedRun&, double) {
+  return race_diagnosis(c, graded);
 }
 
 // Both runs of one case, the graded and the reference's; a failed graded run is the outcome.
@@ -153,7 +150,8 @@ struct Schedules {
   std::optional<CheckOutcome> failed;
 };
 
-// A failed run's cause: failed_run_cause's.
+// A failed run's cause: cause_of_training's, `race_cause` (the missing wait the check makes likely) for a race that
+// names no method.
 Schedules schedules(const CheckContext& ctx, const GradeCase& c, const std::string& expected,
                     const std::string& race_cause =
                         "a buffer freed or reused, or a stream started, before the event "
@@ -162,7 +160,9 @@ Schedules schedules(const CheckContext& ctx, const GradeCase& c, const std::stri
   s.graded = train_graded(c, ctx.tasks, ctx.scratch, {.ops = true});
   s.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true});
   if (!s.graded.trained())
-    s.failed = CheckOutcome::fail(expected, failure_text(s.graded), failed_run_cause(c, s.graded, race_cause));
+    s.failed =
+        CheckOutcome::fail(expected, failure_text(s.graded),
+                           cause_of_training(s.graded, race_cause, "", [&] { return race_diagnosis(c, s.graded); }));
   else if (!s.reference.trained())
     throw Error("the reference's run of " + c.name + " failed: " + s.reference.error);
   return s;
@@ -435,14 +435,14 @@ std::vector<Check> overlap_checks() {
            pool_clean_and_no_bigger),
       equivalence_check(6, "training-async", "ASYNC, prefetch all, W=2: equals the single-rank baseline", 1,
                         numerics_all, "a buffer freed before its last user, or a prefetch of the wrong unit",
-                        race_diagnosis),
+                        diagnose_race),
       equivalence_check(6, "training-sync", "SYNC, W=3: equals the single-rank baseline", 1, numerics_sync,
-                        "SYNC's orderings left out", race_diagnosis),
+                        "SYNC's orderings left out", diagnose_race),
       equivalence_check(6, "training-pool", "the two-buffer pool, W=2: equals the single-rank baseline", 1,
-                        numerics_pool, "a pool slot overwritten while its previous unit is still read", race_diagnosis),
+                        numerics_pool, "a pool slot overwritten while its previous unit is still read", diagnose_race),
       equivalence_check(
           6, "training-offload", "ASYNC with CPU offload, W=2: equals the single-rank baseline (staging copies parked)",
-          1, numerics_offload, "a staging copy freed before the collective or copy that reads it", race_diagnosis),
+          1, numerics_offload, "a staging copy freed before the collective or copy that reads it", diagnose_race),
   };
 }
 
