@@ -204,6 +204,7 @@ void DryRunReport::watch(FsdpRun& fsdp) {
   fsdp.on_rank_done = [this](int rank, Device& device) {
     if (rank != 0) return;
     peaks_ = device.ledger().peak_by_tag();
+    host_peaks_ = device.host_ledger().peak_by_tag();
     peak_total_ = device.ledger().peak_total();
     captured_ = true;
   };
@@ -230,8 +231,12 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets,
   const auto size = [giga](std::int64_t bytes) { return static_cast<double>(bytes) / (giga ? 1e9 : 1e6); };
   std::printf("\nDry run: rank 0 of %d, peak of each memory-ledger tag over the run (%s = 10^%d bytes)\n", run.world,
               giga ? "GB" : "MB", giga ? 9 : 6);
-  std::printf("%-12s %10s %10s   %s\n", "tag", "measured", "formula", "what");
-  std::int64_t sum = 0, formula_sum = 0;
+  // Under CPU offload the shards and the optimizer state leave the device for pinned host memory: a column of the
+  // host ledger shows where they went, as the device's column shows them gone.
+  const bool offload = fsdp.options.offload;
+  if (offload) std::printf("(CPU offload: 'measured' is the device's ledger, 'host (CPU)' the host's pinned memory)\n");
+  std::printf("%-12s %10s %10s%s   %s\n", "tag", "measured", "formula", offload ? " host (CPU)" : "", "what");
+  std::int64_t sum = 0, formula_sum = 0, host_sum = 0;
   for (MemTag tag : kAllMemTags) {
     const std::int64_t got = at(peaks_, tag);
     sum += got;
@@ -249,11 +254,17 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets,
     if (tag == MemTag::activation && built.batch.kind == BatchShape::Kind::tokens)
       what +=
           " (" + std::to_string(run.batch / run.world) + " x " + std::to_string(built.batch.seq) + " tokens a rank)";
-    std::printf("%-12s %10.3f %10s   %s\n", std::string(mem_tag_name(tag)).c_str(), size(got), want, what.c_str());
+    char host[32] = "";
+    if (offload) std::snprintf(host, sizeof host, " %10.3f", size(at(host_peaks_, tag)));
+    host_sum += at(host_peaks_, tag);
+    std::printf("%-12s %10.3f %10s%s   %s\n", std::string(mem_tag_name(tag)).c_str(), size(got), want, host,
+                what.c_str());
   }
   char formula_total[32] = "-";
   if (e.bytes && e.activations_counted) std::snprintf(formula_total, sizeof formula_total, "%.3f", size(formula_sum));
-  std::printf("%-12s %10.3f %10s\n", "sum of tags", size(sum), formula_total);
+  char host_total[32] = "";
+  if (offload) std::snprintf(host_total, sizeof host_total, " %10.3f", size(host_sum));
+  std::printf("%-12s %10.3f %10s%s\n", "sum of tags", size(sum), formula_total, host_total);
   std::printf("%-12s %10.3f %10s   the total at its peak (tags peak at different moments)\n", "peak total",
               size(peak_total_), "");
   const DevicePreset& device = presets.device(run.device_preset);

@@ -1,8 +1,9 @@
 // dry_run_report.hpp — what `fsdplab run --dry-run` prints after its steps: rank 0's memory, the peak
 // of each ledger tag (param_shard, param_full, grad_shard, grad_full, optim_state, activation,
 // comm_buffer, workspace) beside the analytic model of engine/fsdp/memory_model.hpp where it applies,
-// the steps' simulated times, the collectives rank 0 issued in each step, and for Llama 70B on 128 ranks
-// the lecture's figures next to ours with a line for each place we differ and why.
+// under CPU offload the host ledger's peaks beside them (where the shards went), the steps' simulated times, the
+// collectives rank 0 issued in each step, and for Llama 70B on 128 ranks the lecture's figures next to ours with a line
+// for each place we differ and why.
 #pragma once
 #include <chrono>
 #include <functional>
@@ -56,6 +57,7 @@ class DryRunReport {
   std::chrono::steady_clock::time_point start_;
   bool captured_ = false;
   TagBytes peaks_{};
+  TagBytes host_peaks_{};  // rank 0's host ledger: where CPU offload keeps the shards and the optimizer state
   std::int64_t peak_total_ = 0;
   // Rank 0's collectives issued, by step (0-based) and kind ("all_gather"...).
   class CollectiveCount : public FsdpObserver {
