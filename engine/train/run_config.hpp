@@ -56,8 +56,8 @@ struct RunConfig {
   DType baseline_precision = DType::f32;
   std::string data_file;   // gpt2, llama: a uint16 token file instead of synthetic tokens
   // The device each rank computes on (runtime/device_factory.hpp): sim, cuda, or auto (cuda where a GPU
-  // is usable). Library callers and tests get the deterministic sim device unless they ask; the command
-  // line's --device defaults to auto.
+  // is usable). The deterministic sim device unless asked, as on the command line (where --comm nccl alone asks
+  // for cuda).
   std::string device = "sim";
   // How the ranks exchange data: local (threads of this process; on the cuda device every rank shares GPU
   // `gpu`, the collectives are device-to-device copies and a reduction kernel).
