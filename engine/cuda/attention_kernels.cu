@@ -276,10 +276,11 @@ std::size_t backward_dq_shared_bytes(int hd) {
   return sizeof(float) * (2 * kTile * kTileLd + 2 * hd * kTileLd + kTile * padded_cols(hd));
 }
 
-// Shared memory of the key-tile kernel: P and D [64][kTileLd] (att; dscore), Gt and Vt [hd][kTileLd], Qs and Gs
-// [64][padded_cols(hd)].
+// Shared memory of the key-tile kernel: P [64][kTileLd] (att), Gt [hd][kTileLd] and then, in the same memory, D
+// [64][kTileLd] (dscore), Vt [hd][kTileLd], Qs and Gs [64][padded_cols(hd)]. See [Note: dscore where dout^T was].
 std::size_t backward_dkdv_shared_bytes(int hd) {
-  return sizeof(float) * (2 * kTile * kTileLd + 2 * hd * kTileLd + 2 * kTile * padded_cols(hd));
+  const int gt_or_d = (hd > kTile ? hd : kTile) * kTileLd;
+  return sizeof(float) * (kTile * kTileLd + gt_or_d + hd * kTileLd + 2 * kTile * padded_cols(hd));
 }
 
 // One block per (b, h, query tile), the longest rows first:
@@ -364,6 +365,13 @@ __global__ void __launch_bounds__(kThreads)
 
 // One block per (b, h, key tile), the longest columns (the first keys) first, after the query-tile kernel has
 // written every adot: dk_j = sum_t dscore_tj q_t and dv_j = sum_t att_tj dout_t, queries ascending.
+//
+// [Note: dscore where dout^T was]
+// dout^T (Gt) is read only to make datt, and dscore (D) is written only once datt is in registers, so D takes
+// Gt's memory, behind a barrier that lets every thread finish reading Gt first. Kept apart, the six tiles take
+// 102,400 bytes at hd 64: past the 101,376 a block may opt in to on sm_86 and sm_89 GPUs (RTX 3090, RTX 4090,
+// L40), so GPT-2's backward could not launch there; shared, 84,992. At hd 128 the 152,576 bytes fit an A100's
+// 166,912, which 169,984 did not. The price is that barrier, once per query tile.
 template <int kGroups, class F>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_kernel(F* dqkv, const float* adot_all, const F* dout, const F* qkv, const float* att,
@@ -371,9 +379,9 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ float4 smem4[];
   const int ld = padded_cols(hd);
   float* P = reinterpret_cast<float*>(smem4);
-  float* D = P + kTile * kTileLd;
-  float* Gt = D + kTile * kTileLd;
-  float* Vt = Gt + hd * kTileLd;
+  float* Gt = P + kTile * kTileLd;
+  float* D = Gt;  // once Gt is read: [Note: dscore where dout^T was]
+  float* Vt = Gt + (hd > kTile ? hd : kTile) * kTileLd;
   float* Qs = Vt + hd * kTileLd;
   float* Gs = Qs + kTile * ld;
 
@@ -394,7 +402,7 @@ __global__ void __launch_bounds__(kThreads)
   RegisterTile<kGroups> dk, dv;
   for (int qt = kt; qt < NT; ++qt) {
     const int q0 = qt * kTile;
-    __syncthreads();  // Gt, Qs, Gs, P and D are no longer read
+    __syncthreads();  // D (in Gt's memory), Qs, Gs and P are no longer read
     load_transposed(Gt, g_base, C, q0, T, hd);
     load_padded(Gs, g_base, C, q0, T, hd);
     load_padded(Qs, q_base, C3, q0, T, hd);
@@ -408,6 +416,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     dot_4x4(Gt, Vt, hd, s);
     dscore_4x4(ds, s, P, adot, scale, q0, k0, T);
+    __syncthreads();  // Gt is no longer read: D takes its memory
 #pragma unroll
     for (int a = 0; a < 4; ++a)
       *reinterpret_cast<float4*>(D + (4 * ty + a) * kTileLd + 4 * tx) =

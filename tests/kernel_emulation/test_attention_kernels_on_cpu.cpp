@@ -7,18 +7,18 @@
 #include "cuda_threads_on_cpu.hpp"
 
 // The kernels, rewritten by kernels_on_cpu.cmake (op scratch: op_scratch_on_cpu.cpp).
-#include "attention_kernels_on_cpu.inc"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "engine/runtime/error.hpp"
+#include "attention_kernels_on_cpu.inc"
 #include "causal_attention.hpp"
+#include "engine/runtime/error.hpp"
 #include "float_tensors_on_cpu.hpp"
 
 namespace fsdplab {
@@ -170,6 +170,31 @@ TYPED_TEST(AttentionKernelsOnCpu, AnEarlierQueryNeverReachesALaterKey) {
   };
   EXPECT_TRUE(same_bits(after_row_0(b.out, n.C), after_row_0(a.out, n.C)));
   EXPECT_TRUE(same_bits(after_row_0(b.dqkv, 3 * n.C), after_row_0(a.dqkv, 3 * n.C)));
+}
+
+// A workstation GPU (sm_86, sm_89: RTX 3090, RTX 4090, L40) lets a block opt in to 99 KiB of shared memory, an
+// H100 to 227: GPT-2's heads (hd 64) train there in both dtypes, with the same bits as on the H100's limits
+// ([Note: dscore where dout^T was]). A head of 128 columns needs more than 99 KiB, and is refused saying so.
+TYPED_TEST(AttentionKernelsOnCpu, GptTwosHeadsFitAWorkstationGpu) {
+  using T = TypeParam;
+  const Sizes n{1, 100, 128, 2};  // hd 64
+  const Inputs<T> in = inputs<T>(n, 17);
+  const Outputs<T> on_h100 = on_emulated_gpu(n, in);
+  emulated_current_device = 1;
+  std::optional<Outputs<T>> on_workstation;
+  std::string refused;
+  try {
+    on_workstation = on_emulated_gpu(n, in);
+    on_emulated_gpu(Sizes{1, 10, 256, 2}, inputs<T>(Sizes{1, 10, 256, 2}, 19));  // hd 128
+  } catch (const Error& e) {
+    refused = e.what();
+  }
+  emulated_current_device = 0;
+  ASSERT_TRUE(on_workstation.has_value()) << "hd 64 was refused: " << refused;
+  EXPECT_TRUE(same_bits(on_workstation->out, on_h100.out));
+  EXPECT_TRUE(same_bits(on_workstation->dqkv, on_h100.dqkv));
+  EXPECT_NE(refused.find("a head of 128 columns needs"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("this GPU has 101376"), std::string::npos) << refused;
 }
 
 TEST(AttentionKernelsOnCpu, TheLaunchersRefuseAHeadTheRegisterTilesCannotHold) {

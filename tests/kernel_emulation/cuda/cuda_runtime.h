@@ -1,6 +1,7 @@
 // cuda_runtime.h for kernels run on CPU threads (tests/kernel_emulation): only what the emulated kernels'
 // launchers call. The shared-memory opt-in limit is an H100's, so the launchers take the path they take there,
-// and so is the occupancy calculator's SM, whose limit here is its shared memory alone: a kernel's registers are
+// unless a test picks GPU 1, a workstation GPU (sm_86 or sm_89: RTX 3090, RTX 4090) with 99 KiB a block. The
+// occupancy calculator's SM is an H100's, whose limit here is its shared memory alone: a kernel's registers are
 // the compiler's, known on a GPU only.
 #pragma once
 #include <cstddef>
@@ -11,17 +12,19 @@ enum cudaError_t { cudaSuccess = 0 };
 enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 
-inline constexpr int kEmulatedSharedMemoryOptIn = 227 * 1024;
+inline constexpr int kEmulatedSharedMemoryOptIn = 227 * 1024, kEmulatedWorkstationSharedMemoryOptIn = 99 * 1024;
+// The GPU cudaGetDevice says the launchers run on: 0 the H100, 1 the workstation GPU.
+inline int emulated_current_device = 0;
 
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline const char* cudaGetErrorName(cudaError_t) { return "cudaSuccess"; }
 inline const char* cudaGetErrorString(cudaError_t) { return "no error"; }
 inline cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
+  *device = emulated_current_device;
   return cudaSuccess;
 }
-inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr, int) {
-  *value = kEmulatedSharedMemoryOptIn;
+inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr, int device) {
+  *value = device == 1 ? kEmulatedWorkstationSharedMemoryOptIn : kEmulatedSharedMemoryOptIn;
   return cudaSuccess;
 }
 template <class Kernel>
