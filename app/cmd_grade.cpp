@@ -129,7 +129,10 @@ int run_grade(const GradeFlags& flags) {
     check(flags.graded_submission.empty() && flags.not_built.empty(), "--graded-submission and --not-built are how ",
           "--submission talks to the submission's own grade; they do not go with --submission");
     check_submission_impl(flags.impl);
-    // Before the build, which may take minutes: a gradebook that cannot be written is said now.
+    // Before the build, which may take minutes, what the submission's grade would refuse is said now: a --task
+    // --impl leaves to the reference, a held-out case that does not load, a gradebook that cannot be written.
+    tasks_to_grade(flags, parse_impl(flags.impl));
+    if (!flags.cases.empty()) grading::load_cases(flags.cases);
     if (!flags.json.empty()) check_output_file(flags.json, "--json");
     return grade_submission(flags.submission, forwarded_args(flags),
                             flags.submission_build.empty() ? default_submission_build_dir()
@@ -193,7 +196,8 @@ void add_grade_command(CLI::App& app) {
   cmd->add_flag("--mutants", flags->mutants,
                 "Grade every known-wrong implementation (labs/mutants/) in its task, with the task's --cases, and "
                 "print whether it was caught; exits 1 when one was not");
-  cmd->add_option("--time-limit", flags->time_limit, "Seconds a check may run before it is killed and scores 0")
+  cmd->add_option("--time-limit", flags->time_limit,
+                  "Seconds a check may run before it is killed and scores 0 (default 20)")
       ->check(finite_range(0.1, 3600.0, "seconds"));
   cmd->add_option("--jobs", flags->jobs, "Checks at once (default: the CPUs)")->check(CLI::Range(1, 256));
   cmd->add_option("--submission", flags->submission,

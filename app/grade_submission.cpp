@@ -248,8 +248,12 @@ void configure(const fs::path& source, const fs::path& build, const fs::path& st
   // Only now that the folder is known to be one of ours is anything written into it.
   stage_submission(labs, staging, source / "labs", from_skeleton);
   if (built_before && student_dir && same_folder(*student_dir, staging)) {
-    std::cerr << kWho << ": rebuilding in '" << build.string() << "' the lab files of '" << submission.string()
-              << "' that differ from the last submission built there\n";
+    if (fs::is_regular_file(build / "app" / "fsdplab", error))
+      std::cerr << kWho << ": rebuilding in '" << build.string() << "' the lab files of '" << submission.string()
+                << "' that differ from the last submission built there\n";
+    else
+      std::cerr << kWho << ": finishing in '" << build.string() << "' a first build that did not finish (with the "
+                << "labs of '" << submission.string() << "'): what is left of the engine compiles, minutes\n";
     return;
   }
   if (!on_path("ninja") && !on_path("ninja-build")) {
@@ -320,6 +324,31 @@ void build_with_skeletons_for_failures(const fs::path& source, const fs::path& b
 }
 
 }  // namespace
+
+// Refuses a build folder where a grading must write nothing: the submission itself or a folder inside it (nothing
+// in a submission is written), a file, or a folder holding files that no submission build made (neither a
+// CMakeCache.txt nor the staged labs a first build interrupted before it configured leaves). A new or empty folder
+// is fine. Checked before the lock, which makes the folder.
+void check_build_folder(const fs::path& build, const fs::path& submission) {
+  std::error_code error;
+  const fs::path inside = fs::weakly_canonical(build, error).lexically_relative(submission);
+  if (!error && !inside.empty() && *inside.begin() != "..") {
+    fail("--submission-build '", build.string(), "' is inside the submission '", submission.string(),
+         "', where nothing is written; expected a folder outside it (the default is submission-build beside app/)");
+  }
+  const fs::file_status status = fs::status(build, error);
+  if (!fs::exists(status)) return;
+  if (!fs::is_directory(status)) {
+    fail("--submission-build '", build.string(),
+         "' is not a folder; expected a new folder, or one an earlier --submission built in");
+  }
+  if (fs::is_empty(build, error) || fs::exists(build / "CMakeCache.txt", error) ||
+      fs::exists(build / kStagedLabs, error)) {
+    return;
+  }
+  fail("--submission-build '", build.string(), "' holds files and is not a submission's build (no CMakeCache.txt); ",
+       "expected a new or empty folder, or one an earlier --submission built in. Nothing was written there");
+}
 
 std::vector<fs::path> submission_files() {
   std::vector<fs::path> files;
@@ -501,6 +530,7 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
     const fs::path labs = checked.dir / "labs";
     const fs::path build = fs::absolute(build_dir).lexically_normal();
     const fs::path staging = build / kStagedLabs;
+    check_build_folder(build, checked.dir);
     const BuildFolderLock lock(build);  // until this grade is done: its build is what it grades
     std::map<fs::path, std::string> not_built = checked.unusable;
     for (const auto& [file, reason] : not_built)

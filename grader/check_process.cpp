@@ -34,7 +34,8 @@ nlohmann::json to_json(const CheckOutcome& o) {
   nlohmann::json budget = nlohmann::json::array();
   for (const BudgetLine& b : o.budget)
     budget.push_back({{"what", b.what}, {"graded", b.graded}, {"reference", b.reference}, {"unit", b.unit}});
-  return {{"fraction", o.fraction}, {"expected", o.expected}, {"got", o.got}, {"cause", o.cause}, {"budget", budget}};
+  return {{"fraction", o.fraction}, {"expected", o.expected}, {"got", o.got},
+          {"cause", o.cause},       {"budget", budget},       {"show", o.show}};
 }
 
 CheckOutcome from_json(const nlohmann::json& j) {
@@ -43,6 +44,7 @@ CheckOutcome from_json(const nlohmann::json& j) {
   o.expected = j.at("expected").get<std::string>();
   o.got = j.at("got").get<std::string>();
   o.cause = j.at("cause").get<std::string>();
+  o.show = j.at("show").get<std::string>();
   for (const auto& b : j.at("budget"))
     o.budget.push_back({b.at("what").get<std::string>(), b.at("graded").get<double>(), b.at("reference").get<double>(),
                         b.at("unit").get<std::string>()});
@@ -148,6 +150,8 @@ std::string crash_site(const CrashRecord& record) {
   while (fgets(line.data(), static_cast<int>(line.size()), pipe)) {
     std::string text(line.data());
     if (!text.empty() && text.back() == '\n') text.pop_back();
+    // "student.cpp:13 (discriminator 1)": which of a line's basic blocks, no help to the student.
+    if (const std::size_t at = text.find(" (discriminator "); at != std::string::npos) text.resize(at);
     if (want_function) function = text;
     else frames.emplace_back(function, std::string(repository_path(text)));
     want_function = !want_function;

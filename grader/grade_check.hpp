@@ -38,10 +38,13 @@ struct CheckOutcome {
   std::string got;
   std::string cause;  // the likely mistake, in the student's terms
   std::vector<BudgetLine> budget;
+  // Where set, the command that shows this outcome, in Check::show's form, in place of the check's own: for a
+  // case the check's command does not run (another strategy, another world).
+  std::string show;
 
   static CheckOutcome pass() { return {}; }
   static CheckOutcome fail(std::string expected, std::string got, std::string cause, double fraction = 0) {
-    return {fraction, std::move(expected), std::move(got), std::move(cause), {}};
+    return {fraction, std::move(expected), std::move(got), std::move(cause), {}, {}};
   }
   bool passed() const { return fraction >= 1; }
 };

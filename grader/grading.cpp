@@ -46,7 +46,9 @@ void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, con
     for (GradedCheck& g : grade->checks) {
       g.run = runs[next++];
       g.earned = round_points(g.check.points * std::clamp(g.run.outcome.fraction, 0.0, 1.0));
-      g.show = show_command(g.check, grade->impl, program);
+      Check shown = g.check;
+      if (!g.run.outcome.show.empty()) shown.show = g.run.outcome.show;  // the case that failed
+      g.show = show_command(shown, grade->impl, program);
     }
   }
 }
@@ -54,6 +56,8 @@ void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, con
 // A task whose code did not build: every check 0, none run, each saying why (no command to see it: there is no code).
 void score_not_built(TaskGrade& grade, const std::string& reason) {
   grade.not_built = reason;
+  // The class found is this tree's skeleton, built in the submission's place: not a file the submission holds.
+  grade.where = "not built (" + grade.where + ": this tree's skeleton, built in its place)";
   for (GradedCheck& g : grade.checks)
     g.run = {CheckEnd::not_built,
              CheckOutcome::fail("the task's code built into the graded fsdplab", reason,

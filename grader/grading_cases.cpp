@@ -151,6 +151,7 @@ Check load_case(const fs::path& file) {
 
 std::vector<Check> load_cases(const fs::path& dir) {
   std::error_code ec;
+  check(fs::exists(dir, ec), "grade --cases: '", dir.string(), "': no such folder; expected a folder of *.json cases");
   check(fs::is_directory(dir, ec), "grade --cases: '", dir.string(),
         "' is not a folder; expected a folder of *.json cases");
   std::vector<fs::path> files;

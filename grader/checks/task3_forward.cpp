@@ -208,6 +208,14 @@ CheckOutcome no_host_wait_for_the_gather(const CheckContext& c) {
   return first_failure(found);
 }
 
+// The reshard-policy check's command, to which the strategy that failed adds its flags (W = 4: S = 2 for hybrid).
+constexpr const char* kPolicyShow = "fsdplab run --model gpt2 --preset gpt2 --world 4 --steps 2 --dry-run";
+std::string strategy_flags(ShardingStrategy strategy) {
+  if (strategy == ShardingStrategy::full_shard) return "";
+  if (strategy == ShardingStrategy::hybrid_shard) return " --strategy hybrid --hybrid-group 2";
+  return " --strategy " + std::string(strategy_name(strategy));
+}
+
 CheckOutcome reshard_after_forward_policy(const CheckContext& c) {
   int right = 0, cases = 0;
   CheckOutcome first;
@@ -236,6 +244,8 @@ CheckOutcome reshard_after_forward_policy(const CheckContext& c) {
                 "(reshards_after_forward(strategy))";
       first =
           CheckOutcome::fail(call + " = " + (want ? "true" : "false"), call + " = " + (got ? "true" : "false"), cause);
+      // The dry run under the strategy that failed: its collectives issued and param_full beside the reference's.
+      first.show = std::string(kPolicyShow) + strategy_flags(strategy) + " {impl}";
     }
   }
   if (first.passed()) return first;
@@ -370,7 +380,7 @@ std::vector<Check> forward_checks() {
            no_host_wait_for_the_gather),
       make("reshard-policy",
            "reshard_after_forward: never the root; every other unit under full and hybrid; none under grad_op", 2,
-           reshard_after_forward_policy, "fsdplab run --model gpt2 --preset gpt2 --world 4 --steps 2 --dry-run {impl}"),
+           reshard_after_forward_policy, std::string(kPolicyShow) + " {impl}"),
       make("memory", "gpt2 test-small W = 2: peak param_full and the number of gathers as the reference's", 1,
            peak_param_full_and_gathers_as_the_reference,
            "fsdplab gui --model gpt2 --preset test-small --world 2 {impl} --compare impl"),

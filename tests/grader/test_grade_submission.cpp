@@ -151,6 +151,43 @@ TEST_F(GradeSubmission, WhatFailedIsReadFromTheBuildsOutput) {
                   .elsewhere);
 }
 
+// A build folder where a grading must write nothing is refused before anything is written there: the submission or a
+// folder inside it, a file, a folder holding someone's files. A new or empty folder, or an earlier submission
+// build (configured, or staged by a first build stopped before it configured), is taken.
+TEST_F(GradeSubmission, ABuildFolderThatIsNotOneOfOursIsRefusedUntouched) {
+  const fs::path submission = path("subs/hank");
+  fs::create_directories(submission / "labs");
+  const auto refusal = [&](const fs::path& build) -> std::string {  // "" where the folder is taken
+    try {
+      app::check_build_folder(build, fs::canonical(submission));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_TRUE(testing::contains(refusal(submission), "is inside the submission")) << refusal(submission);
+  EXPECT_TRUE(testing::contains(refusal(submission / "build"), "is inside the submission"));
+  EXPECT_FALSE(fs::exists(submission / "build"));
+  spit(path("afile"), "x");
+  EXPECT_TRUE(testing::contains(refusal(path("afile")), "is not a folder; expected a new folder"));
+  fs::create_directories(path("notes"));
+  spit(path("notes/notes.txt"), "mine");
+  EXPECT_TRUE(testing::contains(refusal(path("notes")), "holds files and is not a submission's build"));
+  EXPECT_EQ(slurp(path("notes/notes.txt")), "mine");
+  EXPECT_EQ(std::distance(fs::directory_iterator(path("notes")), fs::directory_iterator()), 1);
+
+  EXPECT_EQ(refusal(path("new")), "");
+  EXPECT_FALSE(fs::exists(path("new")));
+  fs::create_directories(path("empty"));
+  EXPECT_EQ(refusal(path("empty")), "");
+  fs::create_directories(path("configured"));
+  spit(path("configured/CMakeCache.txt"), "");
+  EXPECT_EQ(refusal(path("configured")), "");
+  fs::create_directories(path("staged/submission/labs"));
+  EXPECT_EQ(refusal(path("staged")), "");
+  EXPECT_EQ(refusal(path("subs/hank-build")), "") << "a sibling whose name begins as the submission's";
+}
+
 // A second grading of one build folder waits until the first is done.
 TEST_F(GradeSubmission, OneGradingAtATimeHoldsABuildFolder) {
   std::optional<app::BuildFolderLock> first(std::in_place, path("build"));
@@ -169,12 +206,15 @@ TEST_F(GradeSubmission, OneGradingAtATimeHoldsABuildFolder) {
 // A lab that did not build scores 0 in each of its checks, none run, with the reason, in the text and the gradebook.
 TEST_F(GradeSubmission, ALabThatDidNotBuildScoresZeroWithItsReason) {
   grading::GradeRequest request;
+  request.impl = parse_impl("student");
   request.tasks = {1};
   request.not_built = {{1, "labs/01-meta-init/student.cpp does not compile: x.cpp:1:1: error: y"}};
   const grading::GradeReport report = grading::grade(request);
   ASSERT_EQ(report.tasks.size(), 1u);
   EXPECT_EQ(report.earned(), 0);
   EXPECT_EQ(report.possible(), 15);
+  EXPECT_TRUE(testing::contains(report.tasks[0].where, "not built (labs/01-meta-init/student.cpp:"))
+      << report.tasks[0].where;
   for (const grading::GradedCheck& g : report.tasks[0].checks) {
     EXPECT_EQ(g.run.end, grading::CheckEnd::not_built) << g.check.id;
     EXPECT_EQ(g.run.outcome.got, request.not_built[1]) << g.check.id;

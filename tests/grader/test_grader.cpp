@@ -513,6 +513,23 @@ TEST(GraderDiagnostics, EachUnitPlanCheckShowsItsOwnCase) {
   EXPECT_TRUE(contains(shown("no-empty-root"), "--model toy --world 2 --wrap block ")) << shown("no-empty-root");
 }
 
+// A check over several cases shows the one that failed: reshard-policy's dry run under the strategy the mutant got
+// wrong (grad_op), where its own command, under full, would show the reference's gathers.
+TEST(GraderDiagnostics, ASeeItCommandShowsTheCaseThatFailed) {
+  GradeRequest request;
+  request.impl = parse_impl("3=mutant:ignores-strategy");
+  request.tasks = {3};
+  const GradeReport report = grade(request);
+  const GradedCheck* policy = nullptr;
+  for (const GradedCheck& g : report.tasks.at(0).checks)
+    if (g.check.id == "reshard-policy") policy = &g;
+  ASSERT_NE(policy, nullptr);
+  EXPECT_LT(policy->earned, policy->check.points);
+  EXPECT_EQ(policy->show,
+            "build/app/fsdplab run --model gpt2 --preset gpt2 --world 4 --steps 2 --dry-run --strategy grad_op "
+            "--impl 3=mutant:ignores-strategy");
+}
+
 // Every "see it" command calls fsdplab by a path that runs it from the repository's root, as the READMEs do.
 TEST(GraderDiagnostics, SeeItCommandsCallFsdplabByItsPath) {
   const std::vector<Check> checks = task_checks(2);
@@ -645,7 +662,10 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
   EXPECT_TRUE(contains(refusal("{nope"), "not valid JSON"));
   std::filesystem::remove(path("cases/one.json"));
   EXPECT_TRUE(contains(error_of([&] { load_cases(path("cases")); }), "holds no *.json case"));
-  EXPECT_TRUE(contains(error_of([&] { load_cases(path("missing")); }), "is not a folder"));
+  EXPECT_TRUE(contains(error_of([&] { load_cases(path("missing")); }),
+                       "'" + path("missing").string() + "': no such folder; expected a folder"));
+  std::ofstream(path("a.json")) << "{}";
+  EXPECT_TRUE(contains(error_of([&] { load_cases(path("a.json")); }), "is not a folder; expected a folder"));
 }
 
 }  // namespace
