@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `fsdplab grade --submission` end to end, as a course grades what its students returned (grader/README.md,
+# "Grading submissions"), with this build's fsdplab and a build folder of the test's own:
+#   1. a submission with seven labs solved (the references pasted, tests/labs/as_student.cmake), lab 03 that does
+#      not compile and lab 09 missing: the first build compiles the engine (minutes), and the grade of tasks 1, 3
+#      and 9 gives task 1 every point, tasks 3 and 9 none with their reasons (the compiler's file and line; "not
+#      in the submission"), in the text and in the JSON, which names the submission;
+#   2. lab 03 fixed, unpacked with a time older than the first build's (as tar and cp -p keep them): the second
+#      build recompiles that one file, nothing of the engine, and task 3 earns every point;
+#   3. the submission folder is as it was: nothing written there;
+#   4. a build folder holding someone's files is refused, and left as it was.
+#   grade_submission.sh SOURCE_ROOT BUILD_DIR
+# The scratch folder is removed at the end (FSDPLAB_KEEP_SUBMISSION=1 keeps it).
+set -uo pipefail
+root=$1 build=$2
+fsdplab="$build/app/fsdplab"
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/fsdplab-submission.XXXXXX")"
+if [[ "${FSDPLAB_KEEP_SUBMISSION:-0}" == 1 ]]; then
+  echo "grade_submission: keeping $scratch"
+else
+  trap 'rm -rf "$scratch"' EXIT
+fi
+fail() { echo "grade_submission: FAILED: $*"; exit 1; }
+log() { echo "grade_submission: $*"; }
+export OPENBLAS_NUM_THREADS=1
+
+tasks=(meta_init flat_parameter forward backward sharded_optimizer overlap integration hybrid_shard cpu_offload)
+labs=(01-meta-init 02-flat-parameter 03-forward 04-backward 05-sharded-optimizer 06-prefetch-overlap 07-integration
+      08-hybrid-shard 09-cpu-offload)
+sub="$scratch/returned/alice"
+# as_student LAB_INDEX FILE: the reference of that task written to FILE as the student's.
+as_student() {
+  cmake -DIN="$root/engine/fsdp/${tasks[$1]}_reference.cpp" -DNAME="${tasks[$1]}" -DOUT="$2" \
+    -P "$root/tests/labs/as_student.cmake" || fail "could not paste the reference of ${tasks[$1]}"
+}
+for i in 0 1 2 3 4 5 6 7; do
+  mkdir -p "$sub/labs/${labs[$i]}"
+  as_student "$i" "$sub/labs/${labs[$i]}/student.cpp"
+done
+broken="$sub/labs/03-forward/student.cpp"
+echo "int this_line_does_not_compile = ;" >>"$broken"
+broken_line=$(wc -l <"$broken")
+listing() { (cd "$sub" && find . -printf '%p %s %T@\n' | LC_ALL=C sort); }
+before="$(listing)"
+
+# ---- 1. the first build, and a grade with a lab that does not build and one missing ----------------------
+start=$(date +%s)
+"$fsdplab" grade --submission "$sub" --submission-build "$scratch/sb" --task 1 --task 3 --task 9 \
+  --json "$scratch/alice.json" >"$scratch/first.txt" 2>"$scratch/first.log" ||
+  { tail -n 40 "$scratch/first.log"; cat "$scratch/first.txt"; fail "the first grading exited with $?"; }
+log "first build and grade in $(($(date +%s) - start)) s"
+grep -q "The first build compiles the whole engine" "$scratch/first.log" || fail "no word that the first build takes minutes"
+total="$(grep -E '^total: ' "$scratch/first.txt")"
+[[ "$total" == "total: 15/41 points"* ]] || { cat "$scratch/first.txt"; fail "expected task 1's 15 of 41 points; got '$total'"; }
+grep -qE "NOT BUILT  labs/03-forward/student.cpp does not compile: .*labs/03-forward/student.cpp:$broken_line:[0-9]+: error" \
+  "$scratch/first.txt" || { cat "$scratch/first.txt"; fail "task 3's reason does not name the line that does not compile"; }
+grep -q "NOT BUILT  labs/09-cpu-offload/student.cpp is not in the submission" "$scratch/first.txt" ||
+  { cat "$scratch/first.txt"; fail "task 9's reason does not say its file is missing"; }
+python3 - "$scratch/alice.json" "$sub" <<'EOF' || fail "the gradebook is not what the text says"
+import json, sys
+grade = json.load(open(sys.argv[1]))
+assert grade["submission"]["path"] == sys.argv[2], grade["submission"]
+assert (grade["points"], grade["max"]) == (15, 41), (grade["points"], grade["max"])
+tasks = {t["task"]: t for t in grade["tasks"]}
+assert tasks[1]["points"] == tasks[1]["max"] == 15 and "not_built" not in tasks[1], tasks[1].get("not_built")
+for n in (3, 9):
+    assert tasks[n]["points"] == 0 and tasks[n]["not_built"], tasks[n]
+    assert all(c["end"] == "not built" for c in tasks[n]["checks"]), n
+assert "does not compile" in tasks[3]["not_built"] and "is not in the submission" in tasks[9]["not_built"]
+EOF
+
+# ---- 2. lab 03 fixed, with an old time: only it recompiles ------------------------------------------------
+as_student 2 "$broken"
+touch -d "2001-01-01" "$broken"
+start=$(date +%s)
+"$fsdplab" grade --submission "$sub" --submission-build "$scratch/sb" --task 3 >"$scratch/second.txt" \
+  2>"$scratch/second.log" || { tail -n 40 "$scratch/second.log"; fail "the second grading exited with $?"; }
+log "second build and grade in $(($(date +%s) - start)) s"
+grep -q "03-forward/student.cpp.o" "$scratch/second.log" || fail "the fixed lab 03 was not recompiled"
+! grep -q "Building CXX object engine/" "$scratch/second.log" ||
+  fail "the second submission recompiled the engine: $(grep -m 3 'Building CXX object engine/' "$scratch/second.log")"
+total="$(grep -E '^total: ' "$scratch/second.txt")"
+[[ "$total" == "total: 13/13 points"* ]] || { cat "$scratch/second.txt"; fail "expected task 3's 13 of 13 points; got '$total'"; }
+
+# ---- 3. nothing was written into the submission -----------------------------------------------------------
+touch -d "2001-01-01" "$broken"  # the test's own edit above, not the grader's
+before_03="$(grep -v '03-forward' <<<"$before")" after_03="$(listing | grep -v '03-forward')"
+[[ "$before_03" == "$after_03" ]] || fail "the grading wrote into the submission: $(diff <(echo "$before_03") <(echo "$after_03"))"
+
+# ---- 4. someone's folder as the build folder ----------------------------------------------------------------
+mkdir "$scratch/notes" && echo mine >"$scratch/notes/notes.txt"
+"$fsdplab" grade --submission "$sub" --submission-build "$scratch/notes" >"$scratch/refused.txt" 2>&1 &&
+  fail "a build folder holding someone's files was taken"
+grep -q "holds files and is not a submission's build" "$scratch/refused.txt" || fail "no reason given: $(cat "$scratch/refused.txt")"
+[[ "$(ls -A "$scratch/notes")" == notes.txt ]] || fail "the refused folder was written into: $(ls -A "$scratch/notes")"
+echo "grade_submission: OK — built once, a lab that does not compile and one missing cost their tasks only, a fixed lab recompiled alone, the submission untouched"
