@@ -110,16 +110,19 @@ void ControlsPanel::draw(LiveSession& session) {
                         : run->finished()  ? "finished"
                         : control.paused() ? "paused"
                                            : "running";
+    // Wrapped: a run named by its --impl ("3=mutant:host-sync") would push its loss past the panel's edge.
+    char line[512];
     if (source.steps.empty()) {
-      ImGui::Text("%-6s %s, no step done yet", source.label.c_str(), state);
+      std::snprintf(line, sizeof line, "%-6s %s, no step done yet", source.label.c_str(), state);
     } else {
       const StepTime& last = source.steps.back();
       // A dry run computes no values: its loss is shown as "-", as `fsdplab run --dry-run` shows it.
       char loss[32] = "-";
       if (!run->run().dry_run) std::snprintf(loss, sizeof loss, "%.4f", last.loss);
-      ImGui::Text("%-6s %s, step %d/%d: %.3f ms, loss %s", source.label.c_str(), state, last.step + 1,
-                  run->run().run.steps, ns_to_ms(last.duration()), loss);
+      std::snprintf(line, sizeof line, "%-6s %s, step %d/%d: %.3f ms, loss %s", source.label.c_str(), state,
+                    last.step + 1, run->run().run.steps, ns_to_ms(last.duration()), loss);
     }
+    text_wrapped_at_spaces(line, width);
   }
   for (const std::string& error : session.errors()) error_text(error);
 

@@ -207,10 +207,15 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
     return;
   }
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  text_wrapped_at_spaces(
-      "chunk r of each unit's flat buffer is rank r's shard (S = " + std::to_string(map.shard_group) +
-      "); colours are parameters, grey is padding. Dim: sharded; orange frame: gather issued; "
-      "bright: unsharded");
+  // Under hybrid shard a unit is cut into S chunks, and rank r holds chunk r % S: the replicas repeat the columns.
+  const std::string chunks =
+      map.shard_group < map.world
+          ? "rank r holds chunk r % S of each unit's flat buffer (S = " + std::to_string(map.shard_group) +
+                ": ranks r and r + S hold the same)"
+          : "chunk r of each unit's flat buffer is rank r's shard (S = " + std::to_string(map.shard_group) + ")";
+  text_wrapped_at_spaces(chunks +
+                         "; colours are parameters, grey is padding. Dim: sharded; orange frame: gather issued; "
+                         "bright: unsharded");
   ImGui::PopStyleColor();
   if (!ImGui::BeginChild("flat_parameter_map", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar)) {
     ImGui::EndChild();

@@ -287,11 +287,17 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
     // that fits, else under it.
     const std::string note = src.memory.empty() ? "no memory samples yet"
                              : !exp             ? "(no analytic expectation)"
-                                                : "expected per rank: " + format_mem_bytes(sum(*exp));
+                             : src.sync         ? "expected per rank: " + format_mem_bytes(sum(*exp))
+                                        // The formula is SYNC's schedule: an ASYNC run's peak is above it by what
+                                        // its prefetch holds, the reference's too.
+                                        : "expected per rank: " + format_mem_bytes(sum(*exp)) +
+                                              " (SYNC's formula; ASYNC holds its prefetches too)";
     text_elided(src.label, ImGui::GetContentRegionAvail().x);
     ImGui::SameLine();
     if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(note.c_str()).x) ImGui::NewLine();
-    ImGui::TextDisabled("%s", note.c_str());
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    text_wrapped_at_spaces(note);
+    ImGui::PopStyleColor();
 
     for (std::size_t r = 0; r < src.memory.size(); ++r) {
       RankRow& row = rows_[next_row++];

@@ -452,7 +452,10 @@ void StepTimePanel::draw(const TraceStore& store) {
                                      : store.source(sum.sync_source).label + " against " +
                                            store.source(sum.async_source).label;
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    text("averages of the last " + std::to_string(sum.steps_compared) + " pairs of steps of " + compared +
+    const std::string pairs = sum.steps_compared == 1
+                                  ? "the last pair of steps"
+                                  : "the last " + std::to_string(sum.steps_compared) + " pairs of steps";
+    text("averages of " + pairs + " of " + compared +
          " (each run's first step left out, warm-up, and its last where known: no next step to prefetch for)");
     ImGui::PopStyleColor();
     const std::pair<ImU32, std::string> times[] = {{kSyncColors[0], fmt("T_sync %.3f ms", sum.t_sync_ms)},
