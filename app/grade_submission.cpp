@@ -334,7 +334,8 @@ void check_build_folder(const fs::path& build, const fs::path& submission) {
   const fs::path inside = fs::weakly_canonical(build, error).lexically_relative(submission);
   if (!error && !inside.empty() && *inside.begin() != "..") {
     fail("--submission-build '", build.string(), "' is inside the submission '", submission.string(),
-         "', where nothing is written; expected a folder outside it (the default is submission-build beside app/)");
+         "', where nothing is written; expected a folder outside it (--submission-build DIR; the default is "
+         "submission-build beside this fsdplab's app/)");
   }
   const fs::file_status status = fs::status(build, error);
   if (!fs::exists(status)) return;
