@@ -149,6 +149,14 @@ void StepThroughPanel::draw(LiveSession& session) {
   ImGui::PopItemWidth();
   if (source != focus_source || rank != focus_rank) control.set_focus(source, rank);
 
+  // A stop scrolls the left column once, to these buttons and what stopped under them: the Run panel above is long,
+  // and what stopped is what the student looks for. Until the next stop, the scrolling is the student's.
+  if (const std::optional<FsdpEvent> stop = control.last_break(); stop && control.paused()) {
+    const StopKey key{stop->rank, stop->step, static_cast<int>(stop->kind), stop->unit, stop->host_time};
+    if (key != scrolled_to_) ImGui::SetScrollHereY(0.0f);
+    scrolled_to_ = key;
+  }
+
   // Finished runs have nothing left to pause or step: the Run panel's "Run again" starts them anew.
   const bool finished = session.finished();
   ImGui::BeginDisabled(finished);

@@ -9,9 +9,10 @@
 // code site (file:line of the implementing class, the student's in labs/ or the reference's), and the
 // exercise's paragraph for that moment (exercise_notes.hpp); then the latest events of that run in order.
 #pragma once
-#include <optional>
-
 #include <imgui.h>
+
+#include <optional>
+#include <tuple>
 
 #include "app/dashboard/live_session.hpp"
 
@@ -36,6 +37,9 @@ class StepThroughPanel {
  private:
   std::optional<int> chosen_task_;
   Rect step_, my_tasks_, task_, events_;
+  // The last stop the panel scrolled to (rank, step, kind, unit, host time): each stop scrolls once.
+  using StopKey = std::tuple<int, int, int, int, SimTime>;
+  std::optional<StopKey> scrolled_to_;
 };
 
 }  // namespace fsdplab::app
