@@ -285,13 +285,11 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
     ImGui::Separator();
     // The source's name (a remote run's is long: elided), then what it is measured against, beside it where
     // that fits, else under it.
-    const std::string note = src.memory.empty() ? "no memory samples yet"
-                             : !exp             ? "(no analytic expectation)"
-                             : src.sync         ? "expected per rank: " + format_mem_bytes(sum(*exp))
-                                        // The formula is SYNC's schedule: an ASYNC run's peak is above it by what
-                                        // its prefetch holds, the reference's too.
-                                        : "expected per rank: " + format_mem_bytes(sum(*exp)) +
-                                              " (SYNC's formula; ASYNC holds its prefetches too)";
+    std::string note = src.memory.empty() ? "no memory samples yet"
+                       : !exp             ? "(no analytic expectation)"
+                                          : "expected per rank: " + format_mem_bytes(sum(*exp));
+    // The formula is SYNC's schedule: an ASYNC run's peak is above it by what its prefetch holds, the reference's too.
+    if (exp && !src.memory.empty() && !src.sync) note += " (SYNC's formula; ASYNC holds its prefetches too)";
     text_elided(src.label, ImGui::GetContentRegionAvail().x);
     ImGui::SameLine();
     if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(note.c_str()).x) ImGui::NewLine();
