@@ -1,5 +1,7 @@
 #include "app/dashboard/live_run.hpp"
 
+#include "engine/runtime/error.hpp"
+
 namespace fsdplab::app {
 
 class LiveRun::FsdpEventQueue final : public FsdpObserver {
@@ -40,6 +42,7 @@ void LiveRun::body() {
   } catch (const std::exception& e) {
     const std::lock_guard lock(error_mutex_);
     error_ = e.what();
+    if (const std::optional<RaceError> race = cause_of_type<RaceError>(e)) race_ = race->report();
   }
   finished_.store(true, std::memory_order_release);
 }
@@ -47,6 +50,11 @@ void LiveRun::body() {
 std::optional<std::string> LiveRun::error() const {
   const std::lock_guard lock(error_mutex_);
   return error_;
+}
+
+std::optional<RaceReport> LiveRun::race() const {
+  const std::lock_guard lock(error_mutex_);
+  return race_;
 }
 
 bool LiveRun::step_is_sync(int step) const {

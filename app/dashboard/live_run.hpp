@@ -18,6 +18,7 @@
 #include "app/dashboard/fsdp_event_log.hpp"
 #include "app/dashboard/trace_store.hpp"
 #include "engine/runtime/presets.hpp"
+#include "engine/runtime/race_detector.hpp"
 #include "engine/trace/event_queue.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/run_control.hpp"
@@ -45,6 +46,8 @@ class LiveRun {
   bool finished() const { return finished_.load(std::memory_order_acquire); }
   // The error that ended the run early, if any (a stop asked for by the user is not one).
   std::optional<std::string> error() const;
+  // The stream race that error is, where the sim device's race detector stopped the run.
+  std::optional<RaceReport> race() const;
 
  private:
   class FsdpEventQueue;
@@ -62,6 +65,7 @@ class LiveRun {
   std::atomic<bool> finished_{false};
   mutable std::mutex error_mutex_;
   std::optional<std::string> error_;
+  std::optional<RaceReport> race_;
   std::thread thread_;  // last: started once everything above exists
 };
 

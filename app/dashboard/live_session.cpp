@@ -198,9 +198,13 @@ std::size_t LiveSession::drain() {
   std::size_t moved = 0;
   for (const auto& run : runs_) {
     moved += run->drain_into(store_, log_);
-    // Once, when it first shows: the panels that read the store mark the run failed.
-    if (store_.source(run->source()).failure.empty())
-      if (std::optional<std::string> error = run->error()) store_.set_failure(run->source(), std::move(*error));
+    // Once, when it first shows: the panels that read the store mark the run failed, the timeline its race.
+    if (store_.source(run->source()).failure.empty()) {
+      if (std::optional<std::string> error = run->error()) {
+        store_.set_failure(run->source(), std::move(*error));
+        if (std::optional<RaceReport> race = run->race()) store_.set_race(run->source(), std::move(*race));
+      }
+    }
   }
   return moved;
 }

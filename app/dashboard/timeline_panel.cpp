@@ -3,6 +3,7 @@
 #include <imgui_internal.h>  // SetItemUsingMouseWheel: the wheel zooms here, it must not scroll a parent
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +38,8 @@ constexpr float kLabelMinPixels = 24;     // an item at least this wide gets its
 constexpr double kWheelZoom = 1.25;       // the span's factor per wheel notch
 constexpr float kClickSlop = 3;           // a press that moves less than this is a click
 constexpr double kMaxSpanMargin = 1.2;    // the farthest zoom: the whole trace and 20 %
+constexpr double kRaceMarkMinPixels = 6;  // a race's access is marked at least this wide, at any zoom
+constexpr SimTime kRaceViewMargin = 1'000;  // show_race's least margin either side, ns
 
 constexpr ImU32 kBackground = IM_COL32(24, 24, 28, 255);
 constexpr ImU32 kLaneShade = IM_COL32(34, 34, 40, 255);
@@ -50,6 +53,7 @@ constexpr ImU32 kText = IM_COL32(225, 225, 230, 255);
 constexpr ImU32 kDimText = IM_COL32(160, 160, 170, 255);
 constexpr ImU32 kCursor = IM_COL32(255, 255, 255, 90);
 constexpr ImU32 kSelectionEdge = IM_COL32(255, 255, 255, 150);
+constexpr ImU32 kRaceFill = IM_COL32(255, 89, 89, 110);  // kFailedColor, see-through: the op that never ran
 
 // Dark text on light colours (all-gather orange), light text on dark ones (compute blue).
 ImU32 text_on(ImU32 background) {
@@ -73,6 +77,46 @@ int item_label(const TraceStore& store, const TimelineItem& item, char* buffer, 
   return n;
 }
 
+// The first source, in store order, whose run a race stopped; null where none.
+const TraceSource* first_race(const TraceStore& store) {
+  for (const TraceSource& source : store.sources())
+    if (source.race) return &source;
+  return nullptr;
+}
+
+// Whether lane `l` holds one of its source's race's accesses: it is laid out even while it has no op.
+bool holds_race_access(const TraceStore& store, const TimelineLane& l) {
+  const std::optional<RaceReport>& race = store.source(l.source).race;
+  return race && race->rank == l.rank && (race->earlier.lane == l.lane || race->later.lane == l.lane);
+}
+
+// The tooltip of a race's marks: the buffer, each access and what was missing between them.
+std::vector<std::string> race_lines(const RaceReport& race) {
+  const auto who = [](const Accessor& a) {
+    if (a.op == 0) return "the host, at " + format_instant(a.begin);
+    return "op #" + std::to_string(a.op) + " '" + a.name + "' on the " + std::string(lane_name(a.lane)) + " stream, " +
+           format_instant(a.begin) + " to " + format_instant(a.end);
+  };
+  std::vector<std::string> lines;
+  lines.push_back("stream race on rank " + std::to_string(race.rank) + ", buffer #" + std::to_string(race.block) +
+                  " (tag " + std::string(mem_tag_name(race.later_tag)) + ")");
+  lines.push_back("first: " + who(race.earlier) + (race.earlier_wrote ? ", wrote it" : ", read it") +
+                  (race.reused ? " in an earlier allocation (tag " + std::string(mem_tag_name(race.earlier_tag)) + ")"
+                               : std::string()));
+  lines.push_back("then: " + who(race.later) + (race.later_writes ? ", writes it" : ", reads it") +
+                  (race.later.op == 0 ? ": the run stopped here" : ": the run stopped here, before it ran"));
+  if (race.later.lane == Lane::host && race.later.op == 0) {
+    lines.push_back("nothing made the host wait for the first (a missing synchronize?)");
+  } else if (race.reused) {
+    lines.push_back("the buffer was freed and handed out again before the first finished, and no event orders the");
+    lines.push_back("two (a missing stream wait before the free, or before this access?)");
+  } else {
+    lines.push_back("no event orders the two (a missing stream wait: Device::wait on an event recorded after the");
+    lines.push_back("first?)");
+  }
+  return lines;
+}
+
 }  // namespace
 
 SimTime TimelinePanel::view_begin() const { return static_cast<SimTime>(std::llround(begin_)); }
@@ -94,6 +138,17 @@ void TimelinePanel::set_view(SimTime begin, SimTime end) {
 void TimelinePanel::fit() {
   fit_ = true;
   following_ = true;
+}
+
+bool TimelinePanel::show_race(const TraceStore& store) {
+  const TraceSource* raced = first_race(store);
+  if (!raced) return false;
+  const RaceReport& race = *raced->race;
+  const SimTime begin = std::min(race.earlier.begin, race.later.begin);
+  const SimTime end = std::max(race.earlier.end, race.later.end);
+  const SimTime margin = std::max(end - begin, kRaceViewMargin);
+  set_view(std::max(SimTime{0}, begin - margin), end + margin);
+  return true;
 }
 
 double TimelinePanel::time_at(float x, const Area& area) const {
@@ -126,7 +181,7 @@ void TimelinePanel::layout(const TraceStore& store) {
   const auto& lanes = store.lanes();
   for (std::size_t i = 0; i < lanes.size(); ++i) {
     const TimelineLane& l = lanes[i];
-    if (l.items.empty()) continue;
+    if (l.items.empty() && !holds_race_access(store, l)) continue;
     if (l.source != source) {
       if (source != INT_MIN) y += kGroupGap;
       rows_.push_back(Row{.kind = Row::source_header, .lane_index = i, .y = y, .height = kSourceHeaderHeight});
@@ -222,6 +277,8 @@ void TimelinePanel::handle_input(const TraceStore& store, const Area& area, bool
 void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
   stats_ = TimelineStats{};
   lanes_drawn_.clear();
+  race_marks_.clear();
+  hovered_race_.reset();
   const auto previous_fold = hovered_fold_;
   hovered_.reset();
   hovered_fold_.reset();
@@ -238,6 +295,15 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
   if (ImGui::Checkbox("Follow", &follow)) following_ = follow;
   ImGui::SameLine();
   if (ImGui::Button("Fit")) fit();
+  // See [Note: the race on the timeline]: a race that comes while the view follows the run is zoomed to.
+  if (first_race(store)) {
+    ImGui::SameLine();
+    if (ImGui::Button("Show the race")) show_race(store);
+    if (!race_seen_ && following_) show_race(store);
+    race_seen_ = true;
+  } else {
+    race_seen_ = false;
+  }
   update_follow(store);
   layout(store);
   ImGui::SameLine();
@@ -350,6 +416,7 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
       draw_lane(store, row.lane_index, area, y0, y1, dl, pointing && mouse.y >= y0 && mouse.y < y1);
     }
     stats_.lanes = static_cast<int>(lanes_drawn_.size());
+    draw_races(store, area, rows_top, dl, pointing);
     draw_selection(area, dl);
     if (mouse_x_ >= 0) dl.AddLine(ImVec2(mouse_x_, area.top), ImVec2(mouse_x_, area.bottom), kCursor);
     dl.PopClipRect();
@@ -442,6 +509,67 @@ void TimelinePanel::draw_lane(const TraceStore& store, std::size_t lane_index, c
   }
 }
 
+// [Note: the race on the timeline]
+// The sim device's race detector checks an op's accesses before the op runs, so a run it stops ends with two
+// accesses to one buffer that no event orders: one made (by an op, or the host) and one that was about to be,
+// whose op never ran. The run's ops end there, and a timeline that only drew what ran would just stop, leaving
+// the Run panel's message to say what happened. So each access is drawn where it was, or would have been, on
+// its rank's lane: the first framed in red over its op, the second a see-through red box of its own, on a lane
+// laid out for it even when none of that lane's ops came (a backward's first reduce-scatter), and a red line
+// joins them. Both are at least kRaceMarkMinPixels wide, so a race stays in sight when its ops are folded into
+// a pixel. Hovering either names the buffer, both accesses and the wait that is missing. The view jumps to the
+// race when it comes, if it was following the run (a view the user placed stays); "Show the race" jumps again.
+void TimelinePanel::draw_races(const TraceStore& store, const Area& area, float rows_top, ImDrawList& dl,
+                               bool pointing) {
+  const double scale = area.width() / (end_ - begin_);
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  for (int s = 0; s < static_cast<int>(store.sources().size()); ++s) {
+    const std::optional<RaceReport>& race = store.source(s).race;
+    if (!race) continue;
+    std::array<std::optional<RaceMarkRect>, 2> marks;  // earlier, later: where their lanes' rows are laid out
+    for (const Row& row : rows_) {
+      const TimelineLane& l = store.lanes()[row.lane_index];
+      if (row.kind != Row::lane || l.source != s || l.rank != race->rank) continue;
+      const float y0 = rows_top + row.y, y1 = y0 + row.height;
+      if (y1 <= area.top || y0 >= area.bottom) continue;
+      for (const bool later : {false, true}) {
+        const Accessor& access = later ? race->later : race->earlier;
+        if (access.lane != l.lane) continue;
+        double x0 = (static_cast<double>(access.begin) - begin_) * scale;
+        double x1 = (static_cast<double>(access.end) - begin_) * scale;
+        if (x1 - x0 < kRaceMarkMinPixels) {
+          const double mid = (x0 + x1) / 2;
+          x0 = mid - kRaceMarkMinPixels / 2;
+          x1 = mid + kRaceMarkMinPixels / 2;
+        }
+        if (x1 < 0 || x0 > area.width()) continue;  // outside the view
+        marks[later ? 1 : 0] = RaceMarkRect{.source = s,
+                                            .later = later,
+                                            .min = ImVec2(area.x0 + clamp_pixels(x0, area.width()), y0 + 1),
+                                            .max = ImVec2(area.x0 + clamp_pixels(x1, area.width()), y1 - 1)};
+      }
+    }
+    const auto center = [](const RaceMarkRect& m) { return ImVec2((m.min.x + m.max.x) / 2, (m.min.y + m.max.y) / 2); };
+    if (marks[0] && marks[1]) dl.AddLine(center(*marks[0]), center(*marks[1]), kFailedColor, 1.5f);
+    for (const auto& mark : marks) {
+      if (!mark) continue;
+      if (mark->later) {
+        dl.AddRectFilled(mark->min, mark->max, kRaceFill);
+        const std::string label = race->later.op == 0 ? "the host: stopped here" : "never ran: " + race->later.name;
+        const ImVec4 clip(mark->min.x + 1, mark->min.y, std::min(mark->max.x, area.x1) - 1, mark->max.y);
+        if (clip.z - clip.x >= kLabelMinPixels)
+          dl.AddText(nullptr, 0.0f, ImVec2(std::max(mark->min.x, area.x0) + 3, mark->min.y + 1), kText, label.c_str(),
+                     label.c_str() + label.size(), 0.0f, &clip);
+      }
+      dl.AddRect(mark->min, mark->max, kFailedColor, 0.0f, 0, 2.0f);
+      if (pointing && mouse.x >= mark->min.x - 2 && mouse.x < mark->max.x + 2 && mouse.y >= mark->min.y &&
+          mouse.y < mark->max.y)
+        hovered_race_ = s;
+      race_marks_.push_back(*mark);
+    }
+  }
+}
+
 void TimelinePanel::draw_axis(const Area& area, float left, float top, ImDrawList& dl) const {
   const float bottom = top + kAxisHeight;
   dl.PushClipRect(ImVec2(left, top), ImVec2(area.x1, bottom), true);
@@ -493,7 +621,10 @@ void TimelinePanel::draw_selection(const Area& area, ImDrawList& dl) const {
 
 void TimelinePanel::show_tooltip(const TraceStore& store) {
   ImU32 color = ImGui::GetColorU32(ImGuiCol_Text);
-  if (hovered_) {
+  if (hovered_race_) {
+    color = kFailedColor;
+    tooltip_ = race_lines(*store.source(*hovered_race_).race);
+  } else if (hovered_) {
     const auto [lane_index, item_index] = *hovered_;
     const TimelineLane& lane = store.lanes()[lane_index];
     const TimelineItem& item = lane.items[item_index];

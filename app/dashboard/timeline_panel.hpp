@@ -23,6 +23,9 @@
 // at a time, so their lanes never overlap; in a lane whose items do (a replayed file's host markers), a
 // long item that begins inside a folded pixel is hidden behind the block unless it is the block's last.
 //
+// A run the sim device's race detector stopped has its race marked on its lanes ([Note: the race on the
+// timeline] in timeline_panel.cpp); "Show the race" in the toolbar zooms to it.
+//
 // Everything is drawn with ImDrawList rectangles and clipped text, not one widget per op; the one widget
 // is an invisible button over the lanes that takes the mouse.
 #pragma once
@@ -64,6 +67,14 @@ struct FoldedBlock {
   SimTime end = 0;
 };
 
+// One access of a race, as marked this frame: in screen pixels.
+struct RaceMarkRect {
+  int source = 0;
+  bool later = false;  // the access the detector stopped (its op never ran), else the one before it
+  ImVec2 min;
+  ImVec2 max;
+};
+
 class TimelinePanel {
  public:
   // The closest zoom: this much time across the time area.
@@ -83,12 +94,17 @@ class TimelinePanel {
   void set_view(SimTime begin, SimTime end);
   // Shows the whole trace from the next frame on, and keeps showing it while it grows (following).
   void fit();
+  // Places the view around the first source's race, its two accesses and as much again either side; false
+  // where no source has one.
+  bool show_race(const TraceStore& store);
 
   // The span measured by a right drag (or shift + left drag), ordered; none after a right click.
   std::optional<std::pair<SimTime, SimTime>> selection() const { return selection_; }
 
   const TimelineStats& stats() const { return stats_; }
   const std::vector<LaneRect>& lanes_drawn() const { return lanes_drawn_; }
+  // The races' accesses marked in the last frame (those on lanes in sight and not folded away).
+  const std::vector<RaceMarkRect>& race_marks() const { return race_marks_; }
   // The op under the mouse in the last frame: (index in store.lanes(), index in its items).
   std::optional<std::pair<std::size_t, std::size_t>> hovered() const { return hovered_; }
   // The folded block under the mouse in the last frame.
@@ -126,6 +142,7 @@ class TimelinePanel {
                  ImDrawList& dl, bool mouse_in_row);
   void draw_axis(const Area& area, float left, float top, ImDrawList& dl) const;
   void draw_selection(const Area& area, ImDrawList& dl) const;
+  void draw_races(const TraceStore& store, const Area& area, float rows_top, ImDrawList& dl, bool pointing);
   void show_tooltip(const TraceStore& store);
   double time_at(float x, const Area& area) const;
   double max_span(const TraceStore& store) const;
@@ -142,6 +159,9 @@ class TimelinePanel {
   float content_height_ = 0;
   TimelineStats stats_;
   std::vector<LaneRect> lanes_drawn_;
+  std::vector<RaceMarkRect> race_marks_;
+  std::optional<int> hovered_race_;  // the source whose race mark is under the mouse
+  bool race_seen_ = false;           // the store had a race last frame: it was zoomed to when it came
   std::optional<std::pair<std::size_t, std::size_t>> hovered_;
   std::optional<FoldedBlock> hovered_fold_;
   std::vector<std::string> tooltip_;

@@ -86,6 +86,21 @@ int TraceStore::add_source(std::string label, int world, bool sync) {
 
 void TraceStore::clear() { *this = TraceStore(); }
 
+void TraceStore::set_race(int id, RaceReport race) {
+  check(id >= 0 && static_cast<std::size_t>(id) < sources_.size(), "trace store: source ", id, " of ", sources_.size());
+  check(race.rank >= 0, "trace store: a race on rank ", race.rank, "; expected >= 0");
+  lane(id, race.rank, race.earlier.lane);
+  lane(id, race.rank, race.later.lane);
+  TraceSource& src = sources_[static_cast<std::size_t>(id)];
+  if (race.rank >= src.world) {
+    src.world = race.rank + 1;
+    src.memory.resize(static_cast<std::size_t>(src.world));
+  }
+  src.last_time = std::max({src.last_time, race.earlier.end, race.later.end});
+  last_time_ = std::max(last_time_, src.last_time);
+  src.race = std::move(race);
+}
+
 void TraceStore::remove_source(int id) {
   check(id >= 0 && static_cast<std::size_t>(id) < sources_.size(), "trace store: source ", id, " of ", sources_.size());
   remeasure_steps();  // the pending source ids are the old ones

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/runtime/race_detector.hpp"
 #include "engine/trace/trace_event.hpp"
 #include "engine/trace/trace_recorder.hpp"
 
@@ -117,6 +118,9 @@ struct TraceSource {
   // Why the run ended early (a live run's error); empty while it runs and once it ends as planned. The panels
   // say "failed" where a run that stopped would otherwise look like a slow one.
   std::string failure;
+  // The stream race that failure is, where the sim device's race detector stopped the run: the timeline marks its
+  // two accesses (see [Note: the race on the timeline] in timeline_panel.cpp).
+  std::optional<RaceReport> race;
 };
 
 class TraceStore {
@@ -129,6 +133,10 @@ class TraceStore {
   void set_last_step(int id, int step) { sources_.at(static_cast<std::size_t>(id)).last_step = step; }
   // Source `id`'s run ended early with `error` (TraceSource::failure).
   void set_failure(int id, std::string error) { sources_.at(static_cast<std::size_t>(id)).failure = std::move(error); }
+  // Source `id`'s run was stopped by `race` (TraceSource::race). The lanes of its two accesses are made, empty
+  // where none of their ops came (the later access's op never ran, and may be its lane's first), so the timeline
+  // has a row to mark each on; the source's and the store's last time take in both.
+  void set_race(int id, RaceReport race);
   void add_event(int source, const TraceEvent& event);
   void add_counter(int source, const CounterSample& sample);
   // A whole recorded or replayed trace: every event, then every counter sample.

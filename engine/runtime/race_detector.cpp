@@ -43,9 +43,18 @@ void RaceDetector::check_access(int rank, const Block& block, const Access& acce
         << ") and the block was freed and reused before that access finished";
     }
     m << ", and no event orders the two (a missing stream wait";
-    if (reused) m << " before the free";
+    if (reused) m << " before the free, or before this access";
     m << "?)";
-    RaceReport report{m.str(), e.who, who, block.id, e.tag, block.tag, reused};
+    RaceReport report{.message = m.str(),
+                      .rank = rank,
+                      .earlier = e.who,
+                      .later = who,
+                      .earlier_wrote = e.write,
+                      .later_writes = write,
+                      .block = block.id,
+                      .earlier_tag = e.tag,
+                      .later_tag = block.tag,
+                      .reused = reused};
     if (policy_ == Policy::throw_error) throw RaceError(std::move(report));
     races_.push_back(std::move(report));
     return;

@@ -33,8 +33,11 @@ struct Accessor {
 
 struct RaceReport {
   std::string message;
+  int rank = 0;
   Accessor earlier;  // the access already made
-  Accessor later;    // the access that is not ordered after it
+  Accessor later;    // the access that is not ordered after it: it stopped here, before its op ran
+  bool earlier_wrote = false;
+  bool later_writes = false;
   BlockId block = 0;
   MemTag earlier_tag = MemTag::workspace;
   MemTag later_tag = MemTag::workspace;

@@ -45,6 +45,45 @@ TEST(DashboardLive, BothRunsFillTheirLanesAndSteps) {
     EXPECT_EQ(session.log().unit_state(1, 0, static_cast<int>(u)), UnitState::sharded);
 }
 
+// A task 4 without its wait (the grader's mutant): the race detector stops both runs at the backward's first
+// reduce-scatter, which never ran and would have been its lane's first op. The timeline marks both accesses, the
+// reduce-scatter's on a lane laid out for it, and went to the first run's race as it came.
+TEST(DashboardLive, TheRaceThatStoppedARunIsMarkedWhereItHappened) {
+  HeadlessImGui imgui;
+  SessionSettings settings = tiny_settings(2);
+  settings.fsdp.impl = "4=mutant:missing-wait";
+  Dashboard dashboard(std::make_unique<LiveSession>(settings));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });
+  const TraceStore& store = session.store();
+  ASSERT_EQ(session.errors().size(), 2u);
+  for (int source : {0, 1}) {
+    const std::optional<RaceReport>& race = store.source(source).race;
+    ASSERT_TRUE(race.has_value()) << store.source(source).failure;
+    EXPECT_TRUE(testing::contains(store.source(source).failure, race->message)) << store.source(source).failure;
+    EXPECT_EQ(race->later.lane, Lane::reduce_scatter);
+    EXPECT_EQ(race->earlier.lane, Lane::compute);
+    for (const TimelineLane& lane : store.lanes()) {
+      if (lane.source == source && lane.lane == Lane::reduce_scatter) {
+        EXPECT_TRUE(lane.items.empty());
+      }
+    }
+  }
+  const TimelinePanel& timeline = dashboard.timeline();
+  EXPECT_FALSE(timeline.following());
+  const RaceReport& first = *store.source(0).race;
+  EXPECT_LE(timeline.view_begin(), first.earlier.begin);
+  EXPECT_GE(timeline.view_end(), first.later.end);
+  std::set<std::pair<int, bool>> marked;
+  for (const RaceMarkRect& mark : timeline.race_marks()) marked.emplace(mark.source, mark.later);
+  EXPECT_TRUE(marked.count({0, false}) && marked.count({0, true}));
+  bool drawn = false;
+  for (const LaneRect& l : timeline.lanes_drawn())
+    drawn = drawn || (l.source == 0 && l.rank == first.rank && l.lane == Lane::reduce_scatter);
+  EXPECT_TRUE(drawn);
+}
+
 // The live dashboard on a GPU (skipped, saying why, elsewhere): both runs on the cuda device, their kernels
 // from CUPTI in each rank's lanes with their ops' units and phases, the steps in wall-clock milliseconds, the
 // memory panel fed by the caching allocator's ledger.

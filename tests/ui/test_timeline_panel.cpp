@@ -468,6 +468,79 @@ TEST(TimelinePanel, HoverNamesTheOpAndItsDependencies) {
             panel.tooltip().end());
 }
 
+// A run the race detector stopped: the gather wrote a buffer that a reduce-scatter, the first of its lane, was
+// about to read. Both accesses are marked on their lanes, the reduce-scatter's made for it; the view went to them
+// as they came, and hovering a mark names the buffer, both accesses and the missing wait.
+TEST(TimelinePanel, MarksTheRaceThatStoppedARunOnItsTwoLanes) {
+  TraceStore store;
+  const int src = store.add_source("ASYNC", 2, false);
+  for (int k = 0; k < 40; ++k)
+    store.add_event(src, op(0, Lane::compute, OpCategory::compute, k * 2'000, k * 2'000 + 1'500, k + 1));
+  store.add_event(src, op(0, Lane::all_gather, OpCategory::all_gather, 38'000, 68'152, 41));
+  store.add_event(src, op(1, Lane::compute, OpCategory::compute, 0, 90'000, 1));
+  RaceReport race;
+  race.rank = 0;
+  race.earlier =
+      Accessor{.op = 41, .name = "all_gather u2", .lane = Lane::all_gather, .seq = 3, .begin = 38'000, .end = 68'152};
+  race.later = Accessor{
+      .op = 42, .name = "reduce_scatter u1", .lane = Lane::reduce_scatter, .seq = 1, .begin = 41'000, .end = 43'000};
+  race.earlier_wrote = true;
+  race.block = 24;
+  race.earlier_tag = race.later_tag = MemTag::param_full;
+  store.set_failure(src, "rank 0 failed: stream race ...");
+  store.set_race(src, race);
+
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  frame(ui, panel, store);
+  // Zoomed to the race: both accesses and as much again either side (30.152 us), no earlier than 0.
+  EXPECT_FALSE(panel.following());
+  EXPECT_EQ(panel.view_begin(), 38'000 - 30'152);
+  EXPECT_EQ(panel.view_end(), 68'152 + 30'152);
+  // Rank 0's reduce_scatter lane is laid out for the op that never ran; rank 1 has only its compute lane.
+  std::vector<std::pair<int, Lane>> lanes;
+  for (const LaneRect& r : panel.lanes_drawn()) lanes.emplace_back(r.rank, r.lane);
+  const std::vector<std::pair<int, Lane>> expected_lanes = {
+      {0, Lane::compute}, {0, Lane::all_gather}, {0, Lane::reduce_scatter}, {1, Lane::compute}};
+  EXPECT_EQ(lanes, expected_lanes);
+  ASSERT_EQ(panel.race_marks().size(), 2u);
+  for (const RaceMarkRect& mark : panel.race_marks()) {
+    const LaneRect& lane = panel.lanes_drawn()[mark.later ? 2 : 1];
+    const double begin = mark.later ? 41'000 : 38'000, end = mark.later ? 43'000 : 68'152;
+    EXPECT_NEAR(mark.min.x, x_at(panel, lane, begin), 1.5) << mark.later;
+    EXPECT_NEAR(mark.max.x, x_at(panel, lane, end), 1.5) << mark.later;
+    EXPECT_GT(mark.min.y, lane.min.y - 0.5f);
+    EXPECT_LT(mark.max.y, lane.max.y + 0.5f);
+  }
+
+  // Hovering the op that never ran: what happened, not the lane's (absent) op.
+  const RaceMarkRect later = panel.race_marks()[1];
+  ASSERT_TRUE(later.later);
+  const float x = (later.min.x + later.max.x) / 2, y = (later.min.y + later.max.y) / 2;
+  frame(ui, panel, store, {.x = x, .y = y});
+  frame(ui, panel, store, {.x = x, .y = y});
+  const std::vector<std::string> expected = {
+      "stream race on rank 0, buffer #24 (tag param_full)",
+      "first: op #41 'all_gather u2' on the all_gather stream, 38.000 \xC2\xB5s to 68.152 \xC2\xB5s, wrote it",
+      "then: op #42 'reduce_scatter u1' on the reduce_scatter stream, 41.000 \xC2\xB5s to 43.000 \xC2\xB5s, reads "
+      "it: the run stopped here, before it ran",
+      "no event orders the two (a missing stream wait: Device::wait on an event recorded after the", "first?)"};
+  EXPECT_EQ(panel.tooltip(), expected);
+
+  // The whole run: each mark still at least 6 px wide; a view the user placed is not taken away again.
+  panel.fit();
+  frame(ui, panel, store);
+  ASSERT_EQ(panel.race_marks().size(), 2u);
+  for (const RaceMarkRect& mark : panel.race_marks()) EXPECT_GE(mark.max.x - mark.min.x, 5.9f);
+  EXPECT_TRUE(panel.following());
+  // "Show the race" zooms there again; a store without one has none to show.
+  ASSERT_TRUE(panel.show_race(store));
+  EXPECT_EQ(panel.view_begin(), 38'000 - 30'152);
+  TraceStore clean;
+  clean.add_source("ASYNC", 1, false);
+  EXPECT_FALSE(panel.show_race(clean));
+}
+
 TEST(TimelinePanel, RightDragMeasuresASpan) {
   TraceStore store;
   const int src = store.add_source("SYNC", 1, true);

@@ -44,8 +44,11 @@ TEST(RuntimeRaces, MissingWaitIsCaughtWithBothOpsNamed) {
     EXPECT_NE(m.find("stream compute"), std::string::npos) << m;
     EXPECT_NE(m.find("stream all_gather"), std::string::npos) << m;
     EXPECT_NE(m.find("param_full"), std::string::npos) << m;
+    EXPECT_EQ(e.report().rank, 0);
     EXPECT_EQ(e.report().earlier.lane, Lane::all_gather);
+    EXPECT_TRUE(e.report().earlier_wrote);
     EXPECT_EQ(e.report().later.lane, Lane::compute);
+    EXPECT_FALSE(e.report().later_writes);
   }
   // The racing op was not launched.
   EXPECT_EQ(dev->ops().size(), 1u);
