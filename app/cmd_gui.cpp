@@ -139,10 +139,12 @@ BreakAt parse_break(const std::string& text) {
 }
 
 // `arguments`: the run's own, as given (" --impl 3=student --break task:3"), so the hint shows that run.
-std::string no_window_hint(const std::string& problem, const std::string& arguments) {
+std::string no_window_hint(const std::string& problem, const std::string& arguments, bool breaks) {
   return problem + ": the dashboard's window needs one. On a desktop, run `fsdplab` or `fsdplab gui" + arguments +
-         "`; here, `fsdplab gui" + arguments + " --screenshot dashboard.png --steps 10` renders it to a PNG "
-         "(offscreen, no display)";
+         "`; here, `fsdplab gui" + arguments + " --screenshot dashboard.png" +
+         (breaks ? "` renders it to a PNG (offscreen, no display), stopped at the first such event (`--steps N`: after "
+                   "N whole steps)"
+                 : " --steps 10` renders it to a PNG (offscreen, no display)");
 }
 
 // The options given to `cmd`, as a shell would take them back (" --impl 3=student --break task:3"), leaving
@@ -219,7 +221,7 @@ void run_gui(GuiOptions o) {
   }
   window.timeout_seconds = o.timeout;
   o.settings.plan();  // settings that cannot run are refused first, with or without a window
-  if (const auto problem = window_problem(window)) fail(no_window_hint(*problem, o.given));
+  if (const auto problem = window_problem(window)) fail(no_window_hint(*problem, o.given, !o.break_kind.empty()));
   Dashboard dashboard(std::make_unique<LiveSession>(o.settings));
   run_window(dashboard, window);
   LiveSession& session = *dashboard.session();
@@ -325,7 +327,7 @@ int run_headless_comparison(const std::string& problem) {
   }
   std::printf("traces: %s %s (replay: fsdplab view %s %s; or open them in ui.perfetto.dev)\n", files[0].c_str(),
               files[1].c_str(), files[0].c_str(), files[1].c_str());
-  std::printf("%s\n", no_window_hint(problem, "").c_str());
+  std::printf("%s\n", no_window_hint(problem, "", false).c_str());
   return 0;
 }
 
@@ -341,8 +343,8 @@ void add_gui_command(CLI::App& app) {
   cmd->add_option("--screenshot", options->screenshot, "Render to this PNG after --steps steps and exit")
       ->check(non_empty("a PNG file"));
   cmd->add_option("--steps", options->screenshot_steps,
-                  "With --screenshot: steps before the shot (with --break: whole steps before the one it stops in; "
-                  "0 stops in step 1)")
+                  "With --screenshot: steps before the shot (with --break: whole steps before the one it stops in, "
+                  "0 unless given: the first such event)")
       ->capture_default_str();
   cmd->add_option("--break", options->break_kind,
                   "Stop the runs at this FSDP event (e.g. 'post-forward'), or at each event of a task's code (task:3; "
@@ -360,6 +362,8 @@ void add_gui_command(CLI::App& app) {
       ->check(finite_range(0.001, 86400, "a number of seconds"));
   cmd->callback([cmd, options, session_flags] {
     options->given = given_arguments(*cmd, {"--screenshot", "--steps", "--timeout", "--width", "--height"});
+    // A screenshot of a break shows the first such event, as the window opens paused at it, unless told a step.
+    if (!options->break_kind.empty() && cmd->get_option("--steps")->count() == 0) options->screenshot_steps = 0;
     // The default run is GPT-2 test-small; llama has no test-small, and its smallest size is the dashboard's too.
     if (cmd->get_option("--preset")->count() == 0 && options->settings.model == "llama")
       options->settings.preset = "test-tiny";
