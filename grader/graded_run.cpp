@@ -392,6 +392,28 @@ std::string diagnosis_or_none(const std::function<std::string()>& diagnosis) {
 
 }  // namespace
 
+namespace {
+
+// The single-rank baseline of case `c` as a command: its training on one rank, without FSDP (what train_baseline
+// runs).
+std::string baseline_command(GradeCase c) {
+  c.run.world = 1;
+  c.run.wrap = RunConfig{}.wrap;
+  c.options = FsdpOptions{};
+  c.dry_run = false;
+  std::string command = c.command("run", "");
+  while (command.ends_with(' ')) command.pop_back();
+  return command;
+}
+
+// " (yours: fsdplab run ...; the baseline: fsdplab run ... --world 1)": both trainings a diagnostic compares, so
+// that each figure it quotes can be had again.
+std::string both_commands(const CheckContext& ctx, const GradeCase& c) {
+  return " (yours: " + c.command("run", ctx.impl_flag()) + "; the baseline: " + baseline_command(c) + ")";
+}
+
+}  // namespace
+
 Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause,
                         DifferenceCause diagnose) {
   Check check;
@@ -412,6 +434,7 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
       return diagnose ? diagnose(ctx, run, graded, baseline, allowed) : "";
     };
     CheckOutcome outcome = compare_with_baseline(graded, baseline, allowed);
+    if (!outcome.passed() && graded.trained()) outcome.got += both_commands(ctx, run);
     if (!outcome.passed() && outcome.cause.empty()) outcome.cause = cause_of_training(graded, cause, cause, diagnosis);
     if (!graded.trained()) return outcome;
     const bool equal = outcome.passed();
@@ -464,7 +487,7 @@ CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_ca
       ++equal;
     } else if (first.passed()) {
       first = std::move(outcome);
-      first.got = "W = " + std::to_string(world) + ": " + first.got + " (" + c.command("run", ctx.impl_flag()) + ")";
+      first.got = "W = " + std::to_string(world) + ": " + first.got + both_commands(ctx, c);
       first.cause = cause_of_training(graded, race_cause, cause, [&]() -> std::string {
         return diagnose ? diagnose(ctx, c, graded, baseline, allowed) : "";
       });

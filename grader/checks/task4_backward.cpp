@@ -22,6 +22,9 @@ namespace {
 // The dashboard's own flags only (gui takes no --batch or --optimizer).
 constexpr const char* kShow =
     "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl --break task:4";
+// A sum or a double mean changes no timeline; it shows in SGD's losses, beside the reference's (the lab's README).
+constexpr const char* kShowLosses =
+    "fsdplab run --model gpt2 --world 2 --steps 5 --optimizer sgd --lr 0.1 {impl} --losses mine.csv";
 
 const BackwardTask& graded(const CheckContext& c) { return *c.tasks.backward; }
 
@@ -346,7 +349,7 @@ CheckOutcome sgd_trains_equal_at_every_world(const CheckContext& c) {
 std::vector<Check> backward_checks() {
   return {
       make("mean", "each rank's grad_shard is its own chunk of the mean over the ranks (W = 2, 3, 4)", 3,
-           each_shard_its_chunk_of_the_mean),
+           each_shard_its_chunk_of_the_mean, kShowLosses),
       make("ordered-after-compute",
            "the reduction starts after the compute stream's write of grad_full (race detector clean)", 2,
            reduction_ordered_after_compute),
@@ -359,8 +362,7 @@ std::vector<Check> backward_checks() {
       make("schedule", "ASYNC gpt2 test-tiny W = 2: reductions on their stream, overlapping compute as the reference's",
            1, reductions_scheduled_as_the_reference),
       make("sgd-training", "SGD (lr 0.1) trains equal to the single-rank baseline at W = 1, 2, 3, 4, 8", 3,
-           sgd_trains_equal_at_every_world,
-           "fsdplab run --model gpt2 --world 2 --steps 5 --optimizer sgd --lr 0.1 {impl} --losses mine.csv"),
+           sgd_trains_equal_at_every_world, kShowLosses),
   };
 }
 

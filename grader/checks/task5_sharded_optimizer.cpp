@@ -439,13 +439,17 @@ GradeCase zero2_case() {
   return c;
 }
 
-// A training's cause, from what make and step do on units of the training's own form: a target that is not the
-// master shard (the targets check's cause), else an update more or less than once a step (the one-update check's).
-std::string make_or_step_mistake(const CheckContext& c, const GradeCase& run, const GradedRun&, const GradedRun&,
+// A training's cause, from what make, step and all_gather_updates do on units of the training's own form: a target
+// that is not the master shard (the targets check's cause), an update more or less than once a step (the one-update
+// check's), or, where the ZeRO run raced, gathers not ordered after the update (the gather-schedule check's).
+std::string make_or_step_mistake(const CheckContext& c, const GradeCase& run, const GradedRun& graded, const GradedRun&,
                                  double) {
   const Form form = parameters_replicated(run.options.strategy) ? Form::zero : Form::full;
   if (const CheckOutcome targets = targets_in(c, form); !targets.passed()) return targets.cause;
-  return update_count_mistake(c);
+  if (std::string count = update_count_mistake(c); !count.empty()) return count;
+  if (form == Form::zero && graded.race)
+    if (const CheckOutcome schedule = check_gather_schedule(c); !schedule.passed()) return schedule.cause;
+  return "";
 }
 
 GradeCase sgd_full_case() {

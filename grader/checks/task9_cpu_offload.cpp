@@ -20,13 +20,17 @@ namespace {
 
 // Beside the reference: the copies on the memcpy lanes (task 9 reports no events to break at).
 constexpr const char* kShow = "fsdplab gui --model gpt2 --world 2 --offload {impl} --compare impl";
+// The graded code under SYNC alone: a copy up that does not wait for the earlier gathers races only there, where
+// staging blocks are handed out again at once (the timeline marks the race).
+constexpr const char* kShowSync = "fsdplab gui --model gpt2 --world 2 --offload {impl} --compare sync";
 constexpr std::int64_t kShard = 64;           // elements of the unit's shard
 constexpr SimTime kRunning = 1'000'000;       // 1 ms: the work already issued when the graded method runs
 
 const CpuOffloadTask& graded(const CheckContext& c) { return *c.tasks.cpu_offload; }
 
-Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run) {
-  return {9, std::move(id), std::move(title), points, kShow, std::move(run)};
+Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run,
+           std::string show = kShow) {
+  return {9, std::move(id), std::move(title), points, std::move(show), std::move(run)};
 }
 
 std::vector<float> shard_values() {
@@ -284,7 +288,7 @@ std::vector<Check> cpu_offload_checks() {
   return {
       make("copy-up", "copy_shard_to_device: one copy_to_device of the shard, on the memcpy stream", 2, check_copy_up),
       make("copy-up-order", "the copy up after the earlier gathers, the gather after the copy (virtual clock)", 2,
-           check_copy_up_order),
+           check_copy_up_order, kShowSync),
       make("copy-up-no-host-wait", "no host wait in copy_shard_to_device (the host clock)", 2,
            check_copy_up_no_host_wait),
       make("copy-back", "copy_grad_to_host: one copy_to_host on the memcpy stream after the reduction, no host wait", 2,
