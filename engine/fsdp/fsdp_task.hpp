@@ -27,7 +27,8 @@ class FsdpTask {
   // The implementing class's file as the compiler saw it (an absolute path in this build).
   const std::source_location& origin() const { return origin_; }
   // "engine/fsdp/forward_reference.cpp:8": the file from the repository's top (labs/, engine/, or the
-  // build's folder for generated copies), and the line of the implementing class.
+  // build's folder for generated copies), and the line of the implementing class; a reference compiled in
+  // another tree (a handout's, prebuilt) says its source is not in this one.
   std::string where() const;
 
  private:

@@ -1,6 +1,8 @@
 #include "engine/fsdp/fsdp_tasks.hpp"
 
 #include <charconv>
+#include <source_location>
+#include <string>
 #include <type_traits>
 
 #include "engine/fsdp/lab_todo.hpp"
@@ -35,8 +37,20 @@ std::string_view repository_path(std::string_view path) {
   return best == std::string_view::npos ? path : path.substr(best + 1);
 }
 
+// The tree a source file was compiled in: its path as the compiler saw it, less the repository path.
+static std::string_view tree_of(std::string_view file) {
+  return file.substr(0, file.size() - repository_path(file).size());
+}
+
+// A handout's references are object code (scripts/make_handout.sh), compiled in the course's tree, not the one
+// this file was: their source is not in the student's tree, which where() says instead of pointing at nothing.
 std::string FsdpTask::where() const {
-  return std::string(repository_path(origin_.file_name())) + ":" + std::to_string(origin_.line());
+  const std::string_view file = origin_.file_name(), path = repository_path(file);
+  std::string at = std::string(path) + ":" + std::to_string(origin_.line());
+  const bool reference = path.starts_with("engine/fsdp/") && path.ends_with("_reference.cpp");
+  if (reference && tree_of(file) != tree_of(std::source_location::current().file_name()))
+    at += ", prebuilt: its source is not in this tree";
+  return at;
 }
 
 void todo(int task, std::string_view method, std::source_location where) {

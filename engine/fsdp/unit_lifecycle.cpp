@@ -315,6 +315,9 @@ void UnitLifecycle::optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* con
   }
   const ShardingStrategy strategy = rank_.options.strategy;
   if ((strategy == ShardingStrategy::zero1 || strategy == ShardingStrategy::zero2) && rank_.shard_group.world() > 1) {
+    // Its gathers are this method's, and the optimizer step's event below counts them.
+    const ActivityScope gathering(rank_, 5, "ShardedOptimizerTask::all_gather_updates", *tasks_.optimizer, -1,
+                                  IssuedTo::enclosing);
     std::vector<UnitShards> shards;
     for (const FsdpUnit* unit : units) shards.push_back({unit->name, unit->master, unit->grad_shard, unit->replica});
     tasks_.optimizer->all_gather_updates(device, rank_.shard_group, shards);

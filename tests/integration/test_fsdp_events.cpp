@@ -298,10 +298,16 @@ TEST(FsdpEvents, TheZeroOptimizersGathersAreTask5s) {
   const Observed observed = observe(fsdp);
   int gathers = 0;
   for (const FsdpEvent& e : observed.events[0]) {
+    // The step's event, after all_gather_updates, counts its gathers.
+    if (e.kind == FsdpEventKind::optimizer_step) {
+      EXPECT_TRUE(contains(e.what, "; all-gathered the updated chunks of " + std::to_string(kUnits) + " units"))
+          << e.what;
+    }
     if (e.kind != FsdpEventKind::collective_issued || e.collective != "all_gather") continue;
     ++gathers;
     EXPECT_EQ(e.task, 5) << e.what;
-    EXPECT_EQ(e.code, "ShardedOptimizerTask::step (in the class at " + reference_sharded_optimizer().where() + ")");
+    EXPECT_EQ(e.code, "ShardedOptimizerTask::all_gather_updates (in the class at " +
+                          reference_sharded_optimizer().where() + ")");
   }
   EXPECT_EQ(gathers, static_cast<int>(kUnits));  // zero2 keeps the parameters whole: only the updated chunks move
 }

@@ -9,7 +9,8 @@
 #      `bash scripts/install-deps.sh --gui` (idempotent, and offline once the packages are there) and
 #      `bash scripts/build.sh` — with FSDPLAB_CUDA=OFF in the environment (build.sh passes it as
 #      -DFSDPLAB_CUDA=OFF) to keep nvcc's minutes out of CI; its fsdplab trains on the prebuilt references,
-#      and the untouched skeleton stops with its TODO;
+#      the untouched skeleton stops with its TODO, and the dashboard's step-through says a reference's source is
+#      not in the handout;
 #   3. `fsdplab grade` gives the skeleton 0 points; each reference pasted into its student.cpp (as
 #      tests/labs/as_student.cmake writes it: reference_NAME() renamed student_NAME()) and rebuilt —
 #      only labs/ recompiles, the handout is built once — the labs train as the student's, and grade gives
@@ -117,6 +118,11 @@ grep -q "step 2/2" "$scratch/run.log" || fail "the reference run did not reach s
   fail "the untouched task 3 skeleton ran"
 grep -q "task 3, ForwardTask::[a-z_]*: not implemented yet" "$scratch/skeleton.log" ||
   fail "the skeleton's TODO message is missing: $(cat "$scratch/skeleton.log")"
+# The step-through names the class that stopped; a prebuilt reference's source is not in the handout, and it says so.
+"$fsdplab" gui --preset test-tiny --break task:3 --screenshot "$scratch/break.png" >"$scratch/break.log" 2>&1 ||
+  { cat "$scratch/break.log"; fail "the handout's dashboard did not render a break in task 3"; }
+grep -q "^stopped at: rank 0, step 1: .*(in the class at engine/fsdp/forward_reference.cpp:[0-9]*, prebuilt: its source is not in this tree))" \
+  "$scratch/break.log" || fail "the step-through does not say the reference is prebuilt: $(cat "$scratch/break.log")"
 
 # ---- 3. grading: the skeleton, then the references pasted in --------------------------------------------
 # `fsdplab grade` prints a last line `total: <earned>/<possible> points (<pct>%)` and exits 0 whatever the
