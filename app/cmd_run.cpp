@@ -290,11 +290,12 @@ int run_training(const RunOptions& options) {
   }
   // Rank 0's process speaks for the run; the other processes of an MPI launch stay quiet.
   const bool reports = layout.reports();
+  char momentum[48] = "";  // sgd's, where given
+  if (run.momentum != 0) std::snprintf(momentum, sizeof momentum, " momentum %g", run.momentum);
   if (reports)
-    std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g, seed %llu; device %s\n",
+    std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g%s, seed %llu; device %s\n",
                 run.model.c_str(), model_preset(run).empty() ? "" : " ", model_preset(run).c_str(), run.world,
-                run.steps,
-                static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr,
+                run.steps, static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr, momentum,
                 static_cast<unsigned long long>(run.seed), where.c_str());
   if (reports) {
     const std::string baseline = run.baseline_precision == DType::f32

@@ -28,7 +28,7 @@ class ReferenceCpuOffload final : public CpuOffloadTask {
   }
 
   void wait_for_grad_on_host(Device& device, const Event& landed) const override {
-    // The one host wait of the step: the CPU is about to read the shard the copy writes.
+    // The host's one wait for this unit: the CPU is about to read the shard the copy writes.
     device.synchronize(landed);
   }
 };

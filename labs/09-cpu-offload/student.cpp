@@ -40,7 +40,7 @@ class StudentCpuOffload final : public CpuOffloadTask {
   }
 
   // Before the CPU optimizer step reads a unit's host gradient shard: the host waits until the copy that
-  // `landed` (the unit's `reduced` event) marks is done. The step's one host wait; wait for this event only.
+  // `landed` (the unit's `reduced` event) marks is done. Called once per unit; wait for this unit's copy only.
   void wait_for_grad_on_host(Device& device, const Event& landed) const override {
     // TODO(task 9)
     todo(9, "CpuOffloadTask::wait_for_grad_on_host");
