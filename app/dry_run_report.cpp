@@ -249,7 +249,8 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets,
     std::string what = meaning[static_cast<std::size_t>(tag)];
     if (tag == MemTag::param_full || tag == MemTag::grad_full)
       what = std::string(dtype_name(fsdp.options.param_dtype)) + " " + what;
-    if (tag == MemTag::param_shard) what += " (" + std::to_string(e.units.size()) + " FlatParameters)";
+    if (tag == MemTag::param_shard)
+      what += " (" + std::to_string(e.units.size()) + (e.units.size() == 1 ? " FlatParameter)" : " FlatParameters)");
     if (tag == MemTag::optim_state) what += " (" + run.optimizer + ")";
     if (tag == MemTag::activation && built.batch.kind == BatchShape::Kind::tokens)
       what +=

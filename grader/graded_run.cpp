@@ -511,6 +511,22 @@ std::string error_raised(const std::function<void()>& call) {
 
 std::string impl_flag(int task, const std::string& impl) { return "--impl " + std::to_string(task) + "=" + impl; }
 
+std::string with_program(std::string text, const std::string& program) {
+  for (const std::string_view verb : {"fsdplab run ", "fsdplab gui ", "fsdplab bench "}) {
+    std::size_t at = text.find(verb);
+    while (at != std::string::npos) {
+      const bool starts_word = at == 0 || text[at - 1] == ' ' || text[at - 1] == '(' || text[at - 1] == '`';
+      std::size_t next = at + verb.size();
+      if (starts_word) {
+        text.replace(at, std::string_view("fsdplab").size(), program);
+        next = at + program.size() + 1;
+      }
+      at = text.find(verb, next);
+    }
+  }
+  return text;
+}
+
 std::string show_command(const Check& check, const std::string& impl, const std::string& program) {
   std::string command = check.show;
   if (command.starts_with("fsdplab ")) command.replace(0, std::string_view("fsdplab").size(), program);

@@ -45,6 +45,8 @@ void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, con
   for (TaskGrade* grade : grades) {
     for (GradedCheck& g : grade->checks) {
       g.run = runs[next++];
+      g.run.outcome.got = with_program(std::move(g.run.outcome.got), program);
+      g.run.outcome.cause = with_program(std::move(g.run.outcome.cause), program);
       g.earned = round_points(g.check.points * std::clamp(g.run.outcome.fraction, 0.0, 1.0));
       Check shown = g.check;
       if (!g.run.outcome.show.empty()) shown.show = g.run.outcome.show;  // the case that failed

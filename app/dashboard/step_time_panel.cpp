@@ -445,19 +445,19 @@ void StepTimePanel::draw(const TraceStore& store) {
     ImGui::EndTooltip();
   }
 
-  // The comparison in words.
+  // The comparison in numbers, then the table; what they average is said under the table, where a short panel
+  // cuts it off rather than the numbers.
+  std::string footnote;
   if (sum.steps_compared > 0) {
-    const std::string compared = sum.sync_source == sum.async_source
-                                     ? "the SYNC and ASYNC steps of " + store.source(sum.sync_source).label
-                                     : store.source(sum.sync_source).label + " against " +
-                                           store.source(sum.async_source).label;
-    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    const std::string compared =
+        sum.sync_source == sum.async_source
+            ? "the SYNC and ASYNC steps of " + store.source(sum.sync_source).label
+            : store.source(sum.sync_source).label + " against " + store.source(sum.async_source).label;
     const std::string pairs = sum.steps_compared == 1
                                   ? "the last pair of steps"
                                   : "the last " + std::to_string(sum.steps_compared) + " pairs of steps";
-    text("averages of " + pairs + " of " + compared +
-         " (each run's first step left out, warm-up, and its last where known: no next step to prefetch for)");
-    ImGui::PopStyleColor();
+    footnote = "T_sync, T_async, compute, comm, ideal: averages of " + pairs + " of " + compared +
+               " (each run's first step left out, warm-up, and its last where known: no next step to prefetch for). ";
     const std::pair<ImU32, std::string> times[] = {{kSyncColors[0], fmt("T_sync %.3f ms", sum.t_sync_ms)},
                                                    {kAsyncColors[0], fmt("T_async %.3f ms", sum.t_async_ms)},
                                                    {kComputeColor, fmt("compute %.3f ms", sum.compute_ms)},
@@ -490,7 +490,7 @@ void StepTimePanel::draw(const TraceStore& store) {
   // last step long past, reads like a slow run's.
   table_rows_.clear();
   row_tooltip_.clear();
-  if (series.empty()) return;
+  if (series.empty()) return;  // and nothing compared: no footnote
   struct Row {
     std::string name;
     ImU32 color;
@@ -585,7 +585,7 @@ void StepTimePanel::draw(const TraceStore& store) {
     ImGui::EndTable();
   }
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  text("step, ms: each series' last step and its time; mean, compute, comm: of its last " +
+  text(footnote + "In the table: step, ms: each series' last step and its time; mean, compute, comm: of its last " +
        std::to_string(kRecentSteps) + " steps, its run's first and known last left out (ms)" +
        (left_out.empty() ? "" : "; too narrow for " + left_out + ": hover a series"));
   ImGui::PopStyleColor();

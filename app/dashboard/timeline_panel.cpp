@@ -54,6 +54,7 @@ constexpr ImU32 kDimText = IM_COL32(160, 160, 170, 255);
 constexpr ImU32 kCursor = IM_COL32(255, 255, 255, 90);
 constexpr ImU32 kSelectionEdge = IM_COL32(255, 255, 255, 150);
 constexpr ImU32 kRaceFill = IM_COL32(255, 89, 89, 110);  // kFailedColor, see-through: the op that never ran
+constexpr ImU32 kRaceFrame = IM_COL32(255, 255, 255, 255);  // no op's colour: it shows on every lane
 
 // Dark text on light colours (all-gather orange), light text on dark ones (compute blue).
 ImU32 text_on(ImU32 background) {
@@ -514,11 +515,12 @@ void TimelinePanel::draw_lane(const TraceStore& store, std::size_t lane_index, c
 // accesses to one buffer that no event orders: one made (by an op, or the host) and one that was about to be,
 // whose op never ran. The run's ops end there, and a timeline that only drew what ran would just stop, leaving
 // the Run panel's message to say what happened. So each access is drawn where it was, or would have been, on
-// its rank's lane: the first framed in red over its op, the second a see-through red box of its own, on a lane
-// laid out for it even when none of that lane's ops came (a backward's first reduce-scatter), and a red line
-// joins them. Both are at least kRaceMarkMinPixels wide, so a race stays in sight when its ops are folded into
-// a pixel. Hovering either names the buffer, both accesses and the wait that is missing. The view jumps to the
-// race when it comes, if it was following the run (a view the user placed stays); "Show the race" jumps again.
+// its rank's lane: the first framed in white over its op (a colour no op has: a red frame vanished on a red
+// reduce-scatter), the second a see-through red box of its own, framed too, on a lane laid out for it even when
+// none of that lane's ops came (a backward's first reduce-scatter), and a white line joins them. Both are at least
+// kRaceMarkMinPixels wide, so a race stays in sight when its ops are folded into a pixel. Hovering either names the
+// buffer, both accesses and the wait that is missing. The view jumps to the race when it comes, if it was following the
+// run (a view the user placed stays); "Show the race" jumps again.
 void TimelinePanel::draw_races(const TraceStore& store, const Area& area, float rows_top, ImDrawList& dl,
                                bool pointing) {
   const double scale = area.width() / (end_ - begin_);
@@ -550,7 +552,7 @@ void TimelinePanel::draw_races(const TraceStore& store, const Area& area, float 
       }
     }
     const auto center = [](const RaceMarkRect& m) { return ImVec2((m.min.x + m.max.x) / 2, (m.min.y + m.max.y) / 2); };
-    if (marks[0] && marks[1]) dl.AddLine(center(*marks[0]), center(*marks[1]), kFailedColor, 1.5f);
+    if (marks[0] && marks[1]) dl.AddLine(center(*marks[0]), center(*marks[1]), kRaceFrame, 1.5f);
     for (const auto& mark : marks) {
       if (!mark) continue;
       if (mark->later) {
@@ -561,7 +563,7 @@ void TimelinePanel::draw_races(const TraceStore& store, const Area& area, float 
           dl.AddText(nullptr, 0.0f, ImVec2(std::max(mark->min.x, area.x0) + 3, mark->min.y + 1), kText, label.c_str(),
                      label.c_str() + label.size(), 0.0f, &clip);
       }
-      dl.AddRect(mark->min, mark->max, kFailedColor, 0.0f, 0, 2.0f);
+      dl.AddRect(mark->min, mark->max, kRaceFrame, 0.0f, 0, 2.0f);
       if (pointing && mouse.x >= mark->min.x - 2 && mouse.x < mark->max.x + 2 && mouse.y >= mark->min.y &&
           mouse.y < mark->max.y)
         hovered_race_ = s;

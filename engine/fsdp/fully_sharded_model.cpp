@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "engine/runtime/error.hpp"
 
@@ -65,6 +66,13 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
   const int me = rank.shard_group.rank();
   Device& device = rank.device;
   const std::vector<UnitPlan> plans = tasks.integration->plan_units(model, unit_kinds);
+  // A parameter in no unit would never be given a value: said here, by name, rather than when a forward reads it.
+  std::set<const Parameter*> planned;
+  for (const UnitPlan& plan : plans) planned.insert(plan.params.begin(), plan.params.end());
+  for (const Parameter* p : model.parameters())
+    check(planned.count(p) > 0, "FSDP: parameter '", p->name, "' is in no unit: IntegrationTask::plan_units left it ",
+          "out (", plans.size(), " units; the model itself, the root, is the first unit wherever a parameter is left ",
+          "that no inner unit took, e.g. GPT-2's wte, wpe, ln_f)");
   // CPU offload: the f32 shards live in pinned host memory (the optimizer state follows them).
   const Lane shard_lane = options.offload ? Lane::host : Lane::compute;
   for (std::size_t i = 0; i < plans.size(); ++i) {

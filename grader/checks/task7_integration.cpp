@@ -57,8 +57,9 @@ std::string plan_difference(const std::vector<UnitPlan>& got, const std::vector<
   return "";
 }
 
-// The mistake the difference between two plans points at: a unit the policy names by its module's name() missing,
-// a parameter held twice by one unit or by two, an empty root, parents off; "" when it points at none of them.
+// The mistake the difference between two plans points at: no root unit where one is due, a unit the policy names by
+// its module's name() missing, a parameter held twice by one unit or by two, an empty root, parents off; "" when it
+// points at none of them.
 std::string plan_mistake(const std::vector<UnitPlan>& got, const std::vector<UnitPlan>& want,
                          std::span<const std::string> policy) {
   const auto in_policy = [&](const std::string& entry) {
@@ -67,6 +68,10 @@ std::string plan_mistake(const std::vector<UnitPlan>& got, const std::vector<Uni
   const auto has_unit = [](const std::vector<UnitPlan>& plans, const Module* m) {
     return std::any_of(plans.begin(), plans.end(), [m](const UnitPlan& p) { return p.module == m; });
   };
+  for (const UnitPlan& w : want)
+    if (w.module->parent() == nullptr && !has_unit(got, w.module))
+      return "no root unit: the model itself is the first unit wherever parameters are left that no inner unit "
+             "took (GPT-2's wte, wpe, ln_f), policy or not; without it they are in no unit";
   for (const UnitPlan& w : want)
     if (!has_unit(got, w.module) && in_policy(w.module->name()) && !in_policy(std::string(w.module->kind())))
       return "'" + w.name +

@@ -130,6 +130,21 @@ class RootNamedEmpty final : public IntegrationTask {
   }
 };
 
+// Makes the model itself a unit only when the policy names its kind, like any module: GPT-2's root is then no unit,
+// and wte, wpe and ln_f, which no inner unit takes, are in none (the parents renumbered without it).
+class NoRoot final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
+    if (plans.empty() || plans.front().module != &model ||
+        std::find(unit_kinds.begin(), unit_kinds.end(), model.kind()) != unit_kinds.end())
+      return plans;
+    plans.erase(plans.begin());
+    for (UnitPlan& p : plans) p.parent -= 1;  // the root's children: -1
+    return plans;
+  }
+};
+
 // Lists the units sorted by name instead of in pre-order, the parents renumbered to match: every unit right, in
 // another order (the root stays first, but transformer.wpe, registered before transformer.h, comes after every
 // Block).
@@ -155,7 +170,7 @@ class UnitsByName final : public IntegrationTask {
   }
 };
 
-const std::array<Mutant, 9> kMutants = {{
+const std::array<Mutant, 10> kMutants = {{
     {7, "subtree-parameters",
      "takes module->parameters(), the whole subtree, for each unit: nested units' parameters are held twice",
      instance<SubtreeParameters>},
@@ -177,6 +192,8 @@ const std::array<Mutant, 9> kMutants = {{
      instance<RootNamedEmpty>},
     {7, "units-by-name", "lists the units sorted by name instead of outermost first in pre-order",
      instance<UnitsByName>},
+    {7, "no-root", "makes the model a unit only when the policy names it: GPT-2's wte, wpe and ln_f are in no unit",
+     instance<NoRoot>},
 }};
 
 }  // namespace

@@ -316,7 +316,9 @@ TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) 
   const CheckOutcome unlimited = cause_of("no-limit", "rate-limiter");
   EXPECT_TRUE(contains(unlimited.got, "--max-inflight 1: peak param_full 781.4 MB, the reference's 186 MB"))
       << unlimited.got;
-  EXPECT_TRUE(contains(unlimited.cause, "up to 21 gathered Blocks more than the limit: the host never waits"))
+  EXPECT_TRUE(contains(unlimited.cause,
+                       "param_full up to 21 Blocks' worth above the reference's (buffers parked for their last "
+                       "reader count too): the host never waits"))
       << unlimited.cause;
 }
 
@@ -539,6 +541,28 @@ TEST(GraderDiagnostics, SeeItCommandsCallFsdplabByItsPath) {
   EXPECT_EQ(show_command(views, "mutant:views-that-copy", "build-asan/app/fsdplab"),
             "build-asan/app/fsdplab gui --model gpt2 --world 3 --impl 2=mutant:views-that-copy --compare impl");
   EXPECT_EQ(GradeRequest{}.program, "build/app/fsdplab");
+  // The commands a diagnostic quotes, too: only where a command begins, never inside a path or a word.
+  EXPECT_EQ(with_program("W = 2: 4.16 (yours: fsdplab run --world 2; the baseline: fsdplab run --world 1)",
+                         "build/app/fsdplab"),
+            "W = 2: 4.16 (yours: build/app/fsdplab run --world 2; the baseline: build/app/fsdplab run --world 1)");
+  EXPECT_EQ(with_program("`fsdplab gui --x` and /opt/fsdplab run here", "b/fsdplab"),
+            "`b/fsdplab gui --x` and /opt/fsdplab run here");
+  // Graded: a training's figures with both commands, runnable as printed.
+  GradeRequest request;
+  request.impl = parse_impl("4=mutant:sum-not-mean");
+  request.tasks = {4};
+  const GradeReport report = grade(request);
+  int trainings = 0;
+  for (const GradedCheck& g : report.tasks.at(0).checks) {
+    if (g.check.id != "sgd-training") continue;
+    ++trainings;
+    EXPECT_TRUE(contains(g.run.outcome.got, "(yours: build/app/fsdplab run --model gpt2 ")) << g.run.outcome.got;
+    EXPECT_TRUE(contains(g.run.outcome.got,
+                         "; the baseline: build/app/fsdplab run --model gpt2 --preset test-tiny "
+                         "--world 1 --batch 24 --seq 16 --steps 3 --seed 0 --optimizer sgd --lr 0.1)"))
+        << g.run.outcome.got;
+  }
+  EXPECT_EQ(trainings, 1);
 }
 
 // And the same diagnostics: never-records fails on both ranks at once, and the rank its diagnostic names must
