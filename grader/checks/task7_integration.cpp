@@ -179,6 +179,11 @@ CheckOutcome no_empty_root(const CheckContext& c) {
                        "an empty root unit kept (task 2 refuses it), or parents not renumbered after removing it");
 }
 
+// The checks that compare plans with the reference's, whose first failing cause (first_failing_cause) is a
+// training's: the units it trained are those plans.
+const std::vector<DirectCheck> kPlanChecks = {one_unit_per_block, nested_units_own_only_their_parameters,
+                                              a_module_wrapped_by_its_name, no_empty_root};
+
 CheckOutcome errors_the_contract_names(const CheckContext& c) {
   Gpt2Model model(gpt2_preset("test-tiny"));
   EmptyModel empty;
@@ -198,18 +203,18 @@ CheckOutcome errors_the_contract_names(const CheckContext& c) {
       if (missed++ == 0) first = what;
     }
   if (missed == 0) return CheckOutcome::pass();
+  // A plan that is off already (a unit given its whole subtree, say) may leave no unit empty for a check to find.
+  const std::string plan_mistake = first_failing_cause(c, kPlanChecks);
   return CheckOutcome::fail(
       "an Error for each",
       std::to_string(missed) + " of " + std::to_string(cases.size()) + " planned without a word, first: " + first,
-      "the contract's checks left out: an empty unit fails later in task 2, and a "
-      "tied weight's gradient would land in a freed buffer",
+      plan_mistake.empty() ? "the contract's checks left out: an empty unit fails later in task 2, and a tied weight's "
+                             "gradient would land in a freed buffer"
+                           : "the plans are off before any check of the contract's can fire (its cases may then not "
+                             "be empty or tied at all): " +
+                                 plan_mistake,
       1.0 - static_cast<double>(missed) / static_cast<double>(cases.size()));
 }
-
-// The checks that compare plans with the reference's, whose first failing cause (first_failing_cause) is a
-// training's: the units it trained are those plans.
-const std::vector<DirectCheck> kPlanChecks = {one_unit_per_block, nested_units_own_only_their_parameters,
-                                              a_module_wrapped_by_its_name, no_empty_root};
 
 GradeCase nested_case(int world) {
   GradeCase c = small_gpt2(world);

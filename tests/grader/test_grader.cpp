@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/fsdp/integration_task.hpp"
 #include "engine/fsdp/lab_todo.hpp"
 #include "engine/fsdp/overlap_task.hpp"
 #include "engine/train/world.hpp"
@@ -499,6 +500,36 @@ TEST(GraderDiagnostics, AUnitPlanMistakeIsNamedByWhatDiffers) {
               contains(wasteful[0].outcome.cause, "; the likely mistake: ") &&
               contains(wasteful[0].outcome.cause, "module->parameters() (the whole subtree)"))
       << wasteful[0].outcome.cause;
+}
+
+// A plan that checks nothing and gives each wrapped module its whole subtree (module->parameters()): the cases the
+// errors check wants an Error for are then not empty (transformer.h holds every Block's parameters), and its cause
+// names the plan that is off, as the nested-units check does, rather than "the contract's checks left out".
+TEST(GraderDiagnostics, AnErrorsCaseThePlanFilledBlamesThePlanNotTheChecks) {
+  class SubtreesUnchecked final : public IntegrationTask {
+   public:
+    std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+      const auto& unchecked = static_cast<const IntegrationTask&>(find_mutant(7, "no-checks").impl());
+      std::vector<UnitPlan> plans = unchecked.plan_units(model, unit_kinds);
+      for (UnitPlan& p : plans)
+        if (p.module != &model) p.params = p.module->parameters();
+      return plans;
+    }
+  };
+  const SubtreesUnchecked graded;
+  FsdpTasks tasks = reference_tasks();
+  tasks.integration = &graded;
+  const FsdpTasks reference = reference_tasks();
+  const CheckContext context{.task = 7, .tasks = tasks, .reference = reference, .impl = "student"};
+  const CheckOutcome errors = check_named(task_checks(7), "errors").run(context);
+  ASSERT_FALSE(errors.passed());
+  EXPECT_TRUE(contains(errors.cause, "the plans are off before any check of the contract's can fire")) << errors.cause;
+  EXPECT_TRUE(contains(errors.cause, "module->parameters() (the whole subtree) taken for a unit")) << errors.cause;
+  // The unchecked plan alone: the checks are what is missing.
+  FsdpTasks unchecked_tasks = reference_tasks();
+  unchecked_tasks.integration = &static_cast<const IntegrationTask&>(find_mutant(7, "no-checks").impl());
+  const CheckContext unchecked{.task = 7, .tasks = unchecked_tasks, .reference = reference, .impl = "mutant:no-checks"};
+  EXPECT_TRUE(contains(check_named(task_checks(7), "errors").run(unchecked).cause, "the contract's checks left out"));
 }
 
 // Each task 7 plan check's "see it" command opens the model and policy the check plans.
