@@ -12,6 +12,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -76,6 +77,18 @@ void on_crash(int sig) {
   [[maybe_unused]] const ssize_t n = write(g_result_fd, &record, sizeof record);
   signal(sig, SIG_DFL);
   raise(sig);
+}
+
+// [Note: exit() in the graded code]
+// exit() called in the middle of a check (std::exit in a task method, perhaps on a rank's thread) runs the process's
+// static destructors while the other ranks' threads still use what they destroy: the child then often crashed
+// on its way out, and the report named a SIGSEGV somewhere in the engine. The child's first exit handler runs
+// before any of those destructors: it says so on the pipe and ends the process at once, which the parent reports
+// as what it was.
+void on_exit_called() {
+  const char tag = 'X';
+  [[maybe_unused]] const ssize_t n = write(g_result_fd, &tag, 1);
+  _exit(0);
 }
 
 void install_crash_handlers(int fd) {
@@ -172,6 +185,7 @@ std::string crash_site(const CrashRecord& record) {
 
 [[noreturn]] void child_main(const CheckJob& job, const fs::path& scratch, int fd) {
   install_crash_handlers(fd);
+  std::atexit(on_exit_called);  // the child itself ends with _exit(0), which runs no handler
   // What the graded code prints goes to a file of the check's, shown when it crashes.
   const int out = open((scratch / "output.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (out >= 0) {
@@ -238,6 +252,10 @@ CheckRun collect(const Running& child, int status, bool timed_out, double limit)
     }
   }
   const std::string output = tail_of(child.scratch / "output.txt", 6);
+  if (!child.bytes.empty() && child.bytes[0] == 'X')
+    return ended(CheckEnd::crashed, "the process ended in the middle of the check: exit() was called" + output,
+                 "exit() (or std::exit) in the graded code: a task method reports what it refuses by throwing "
+                 "(check(...)), and never ends the process");
   if (child.bytes.size() >= sizeof(CrashRecord) && child.bytes[0] == 'C') {
     CrashRecord record;
     std::memcpy(&record, child.bytes.data(), sizeof record);
@@ -254,7 +272,7 @@ CheckRun collect(const Running& child, int status, bool timed_out, double limit)
                  "the process died before it could say where (a stack overflow?)");
   return ended(CheckEnd::crashed,
                "the check's process exited with status " + std::to_string(WEXITSTATUS(status)) + output,
-               "the graded code ended the process (exit() or an uncaught error on a thread of its own)");
+               "the graded code ended the process (_exit(), or an uncaught error on a thread of its own)");
 }
 
 }  // namespace

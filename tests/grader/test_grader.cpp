@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -62,6 +63,18 @@ class HangingSlices final : public FlatParameterTask {
   }
 };
 
+// Task 2 whose shard_slices ends the process with exit(0); the rest is the reference's.
+class ExitingSlices final : public FlatParameterTask {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    return reference_flat_parameter().plan(params, world, align);
+  }
+  std::vector<ShardSlice> shard_slices(const FlatParamLayout&, int) const override { std::exit(0); }
+  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
+    reference_flat_parameter().point_views(layout, flat, field);
+  }
+};
+
 const Check& check_named(const std::vector<Check>& checks, const std::string& id) {
   for (const Check& c : checks)
     if (c.id == id) return c;
@@ -96,6 +109,21 @@ TEST(GraderIsolation, ACrashCostsOnlyTheChecksThatCallTheCrashingMethod) {
   }
   EXPECT_EQ(runs[1].end, CheckEnd::finished) << runs[1].outcome.got;
   EXPECT_EQ(runs[1].outcome.fraction, 1);
+}
+
+// exit() in the graded code, on the grader's thread or a rank's: named as such, not as the crash the static
+// destructors could cause under the ranks still running ([Note: exit() in the graded code]).
+TEST(GraderIsolation, AnExitInTheGradedCodeIsNamedAsOne) {
+  static const ExitingSlices exiting;
+  const std::vector<CheckRun> runs = run_task2(exiting, {"padding", "slices", "training-W3"}, 60);
+  EXPECT_EQ(runs[0].end, CheckEnd::finished) << runs[0].outcome.got;  // plan only
+  for (std::size_t i : {1u, 2u}) {
+    EXPECT_EQ(runs[i].end, CheckEnd::crashed) << runs[i].outcome.got;
+    EXPECT_EQ(runs[i].outcome.fraction, 0);
+    EXPECT_TRUE(contains(runs[i].outcome.got, "the process ended in the middle of the check: exit() was called"))
+        << runs[i].outcome.got;
+    EXPECT_TRUE(contains(runs[i].outcome.cause, "exit() (or std::exit) in the graded code")) << runs[i].outcome.cause;
+  }
 }
 
 TEST(GraderIsolation, AHangCostsOnlyItsChecksAndTheGraderGoesOn) {
