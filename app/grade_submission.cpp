@@ -408,6 +408,26 @@ std::optional<EntryPoint> undefined_entry_point(std::string_view line) {
   return std::nullopt;
 }
 
+// A symbol two labs define, where `line` says so ("...04-backward/student.cpp:54: multiple definition of `helper()';
+// ...01-meta-init/student.cpp:40: first defined here"): the symbol and the other lab. A helper at namespace scope in
+// two labs clashes at the link, though each lab alone is right.
+struct SharedDefinition {
+  std::string symbol;  // "helper()"
+  fs::path other;      // the lab that defined it first
+};
+
+std::optional<SharedDefinition> defined_in_two_labs(std::string_view line, const fs::path& lab) {
+  const std::string_view phrase = "multiple definition of `";
+  const std::size_t at = line.find(phrase);
+  if (at == std::string_view::npos) return std::nullopt;
+  const std::size_t begin = at + phrase.size(), end = line.find('\'', begin);
+  const std::size_t first = line.find("; ", begin);
+  if (end == std::string_view::npos || first == std::string_view::npos) return std::nullopt;
+  const std::optional<fs::path> other = lab_named(line.substr(first));
+  if (!other || *other == lab) return std::nullopt;
+  return SharedDefinition{std::string(line.substr(begin, end - begin)), *other};
+}
+
 bool is_link_error(std::string_view line) {
   return line.find("undefined reference to") != std::string_view::npos ||
          line.find("multiple definition of") != std::string_view::npos;
@@ -473,6 +493,11 @@ BuildFailures build_failures(const std::vector<std::string>& lines, const fs::pa
       if (const std::optional<EntryPoint> entry = lab ? std::nullopt : undefined_entry_point(line)) {
         lab = entry->lab;
         why = "it defines no " + entry->function + ", which the labs call (" + why + ")";
+      } else if (const std::optional<SharedDefinition> shared = lab ? defined_in_two_labs(line, *lab) : std::nullopt) {
+        why = "it defines " + shared->symbol + ", which " + shared->other.string() +
+              " defines too: a lab's own helpers go in an anonymous namespace (or are static), so that two labs' "
+              "never clash at the link (" +
+              why + ")";
       }
       if (!lab) continue;
       blamed = true;
