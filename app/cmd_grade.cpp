@@ -14,6 +14,7 @@
 
 #include "app/cli_checks.hpp"
 #include "app/commands.hpp"
+#include "app/fsdp_cli_options.hpp"
 #include "app/grade_submission.hpp"
 #include "app/report/markdown_table.hpp"
 #include "engine/runtime/error.hpp"
@@ -156,6 +157,12 @@ int run_grade(const GradeFlags& flags) {
   grading::GradeRequest request;
   request.impl = parse_impl(flags.impl);
   request.tasks = tasks_to_grade(flags, request.impl);
+  if (flags.graded_submission.empty()) {  // a submission's own grade runs what was just built from it
+    ImplChoice graded;                    // each task is graded with the reference in every other slot
+    for (int task : request.tasks)
+      graded.of[static_cast<std::size_t>(task - 1)] = request.impl.of[static_cast<std::size_t>(task - 1)];
+    warn_of_student_code_not_built(graded);
+  }
   request.seed = flags.seed;
   request.limits = limits;
   request.extra = cases;

@@ -113,7 +113,7 @@ std::vector<std::string> race_lines(const RaceReport& race) {
     lines.push_back("two (a missing stream wait before the free, or before this access?)");
   } else {
     lines.push_back("no event orders the two (a missing stream wait: Device::wait on an event recorded after the");
-    lines.push_back("first?)");
+    lines.push_back("first, on the first's stream?)");
   }
   return lines;
 }

@@ -43,7 +43,7 @@ void RaceDetector::check_access(int rank, const Block& block, const Access& acce
         << ") and the block was freed and reused before that access finished";
     }
     m << ", and no event orders the two (a missing stream wait";
-    if (reused) m << " before the free, or before this access";
+    m << (reused ? " before the free, or before this access" : ", or an event recorded on another stream");
     m << "?)";
     RaceReport report{.message = m.str(),
                       .rank = rank,

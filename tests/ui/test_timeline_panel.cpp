@@ -524,7 +524,8 @@ TEST(TimelinePanel, MarksTheRaceThatStoppedARunOnItsTwoLanes) {
       "first: op #41 'all_gather u2' on the all_gather stream, 38.000 \xC2\xB5s to 68.152 \xC2\xB5s, wrote it",
       "then: op #42 'reduce_scatter u1' on the reduce_scatter stream, 41.000 \xC2\xB5s to 43.000 \xC2\xB5s, reads "
       "it: the run stopped here, before it ran",
-      "no event orders the two (a missing stream wait: Device::wait on an event recorded after the", "first?)"};
+      "no event orders the two (a missing stream wait: Device::wait on an event recorded after the",
+      "first, on the first's stream?)"};
   EXPECT_EQ(panel.tooltip(), expected);
 
   // The whole run: each mark still at least 6 px wide; a view the user placed is not taken away again.
