@@ -21,7 +21,8 @@ class StudentFlatParameter final : public FlatParameterTask {
   //   - entries: one {param, offset, numel} per parameter, in the order given; each offset is the end of
   //     the previous parameter rounded UP to a multiple of `align` (the first at 0);
   //   - world, align: as given; used_numel: the end of the last parameter;
-  //   - padded_numel: used_numel rounded UP to a multiple of `world` (so shard_numel() is exact).
+  //   - padded_numel: used_numel rounded UP to a multiple of `world` (so shard_numel() is exact), and never 0:
+  //     a unit whose parameters are all empty still gets one element a rank.
   // An Error (check(...)) for an empty `params`, world < 1, align < 1, or a parameter given twice.
   FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
     // TODO(task 2)

@@ -592,6 +592,28 @@ TEST(GraderDiagnostics, ASeeItCommandShowsTheCaseThatFailed) {
 }
 
 // Every "see it" command calls fsdplab by a path that runs it from the repository's root, as the READMEs do.
+// A check the race detector failed shows the run going to its race (the timeline marks it there): a --break would
+// stop it at the task's first event, before anything is wrong.
+TEST(GraderDiagnostics, ARaceIsShownWithoutTheBreakThatWouldStopBeforeIt) {
+  GradeRequest request;
+  request.impl = parse_impl("3=mutant:missing-wait");
+  request.tasks = {3};
+  const GradeReport report = grade(request);
+  int races = 0;
+  for (const GradedCheck& g : report.tasks.at(0).checks) {
+    if (!contains(g.run.outcome.got, "stream race on ")) {
+      if (g.check.id == "gather-stream") {  // passed: its command keeps its break
+        EXPECT_TRUE(contains(g.show, " --break task:3")) << g.show;
+      }
+      continue;
+    }
+    ++races;
+    EXPECT_FALSE(contains(g.show, "--break")) << g.check.id << ": " << g.show;
+    EXPECT_TRUE(contains(g.show, "--impl 3=mutant:missing-wait")) << g.show;
+  }
+  EXPECT_GT(races, 0);
+}
+
 TEST(GraderDiagnostics, SeeItCommandsCallFsdplabByItsPath) {
   const std::vector<Check> checks = task_checks(2);
   const Check& views = check_named(checks, "views");
