@@ -2,8 +2,9 @@
 // parameter lives in a unit's flat buffer, and which slice of which parameter a rank's shard holds.
 // Task 2 (flat_parameter.hpp) computes these; tasks 1 and 7 and the engine read them.
 //
-//   flat:  | fc1.weight ....... |pad| ln.weight | ln.bias | fc2.weight ...... |pad to W|
+//   flat:  | fc1.weight ....... |gap| ln.weight | ln.bias | fc2.weight ...... |padding|
 //   rank:  |<---- shard 0 ---->|<---- shard 1 ---->|<---- shard 2 ---->|<-- shard 3 -->|
+//   gap: to the next multiple of align (an alignment gap); padding: to a multiple of W, at the end only
 #pragma once
 #include <cstdint>
 #include <vector>
