@@ -75,6 +75,14 @@ class ExitingSlices final : public FlatParameterTask {
   }
 };
 
+// `impl` graded in task `task` alone, as `fsdplab grade --task TASK --impl IMPL` does.
+GradeReport grade_task(const std::string& impl, int task) {
+  GradeRequest request;
+  request.impl = parse_impl(impl);
+  request.tasks = {task};
+  return grade(request);
+}
+
 const Check& check_named(const std::vector<Check>& checks, const std::string& id) {
   for (const Check& c : checks)
     if (c.id == id) return c;
@@ -577,10 +585,7 @@ TEST(GraderDiagnostics, EachUnitPlanCheckShowsItsOwnCase) {
 // A check over several cases shows the one that failed: reshard-policy's dry run under the strategy the mutant got
 // wrong (grad_op), where its own command, under full, would show the reference's gathers.
 TEST(GraderDiagnostics, ASeeItCommandShowsTheCaseThatFailed) {
-  GradeRequest request;
-  request.impl = parse_impl("3=mutant:ignores-strategy");
-  request.tasks = {3};
-  const GradeReport report = grade(request);
+  const GradeReport report = grade_task("3=mutant:ignores-strategy", 3);
   const GradedCheck* policy = nullptr;
   for (const GradedCheck& g : report.tasks.at(0).checks)
     if (g.check.id == "reshard-policy") policy = &g;
@@ -591,14 +596,10 @@ TEST(GraderDiagnostics, ASeeItCommandShowsTheCaseThatFailed) {
             "--impl 3=mutant:ignores-strategy");
 }
 
-// Every "see it" command calls fsdplab by a path that runs it from the repository's root, as the READMEs do.
 // A check the race detector failed shows the run going to its race (the timeline marks it there): a --break would
 // stop it at the task's first event, before anything is wrong.
 TEST(GraderDiagnostics, ARaceIsShownWithoutTheBreakThatWouldStopBeforeIt) {
-  GradeRequest request;
-  request.impl = parse_impl("3=mutant:missing-wait");
-  request.tasks = {3};
-  const GradeReport report = grade(request);
+  const GradeReport report = grade_task("3=mutant:missing-wait", 3);
   int races = 0;
   for (const GradedCheck& g : report.tasks.at(0).checks) {
     if (!contains(g.run.outcome.got, "stream race on ")) {
@@ -614,6 +615,7 @@ TEST(GraderDiagnostics, ARaceIsShownWithoutTheBreakThatWouldStopBeforeIt) {
   EXPECT_GT(races, 0);
 }
 
+// Every "see it" command calls fsdplab by a path that runs it from the repository's root, as the READMEs do.
 TEST(GraderDiagnostics, SeeItCommandsCallFsdplabByItsPath) {
   const std::vector<Check> checks = task_checks(2);
   const Check& views = check_named(checks, "views");
@@ -629,10 +631,7 @@ TEST(GraderDiagnostics, SeeItCommandsCallFsdplabByItsPath) {
   EXPECT_EQ(with_program("`fsdplab gui --x` and /opt/fsdplab run here", "b/fsdplab"),
             "`b/fsdplab gui --x` and /opt/fsdplab run here");
   // Graded: a training's figures with both commands, runnable as printed.
-  GradeRequest request;
-  request.impl = parse_impl("4=mutant:sum-not-mean");
-  request.tasks = {4};
-  const GradeReport report = grade(request);
+  const GradeReport report = grade_task("4=mutant:sum-not-mean", 4);
   int trainings = 0;
   for (const GradedCheck& g : report.tasks.at(0).checks) {
     if (g.check.id != "sgd-training") continue;
