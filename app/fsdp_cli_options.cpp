@@ -133,26 +133,25 @@ FsdpChoice parse_fsdp_flags(const FsdpFlags& flags) {
   return choice;
 }
 
-std::vector<std::string> warn_of_student_code_not_built(const ImplChoice& choice) {
+void warn_of_student_code_not_built(const ImplChoice& choice) {
   namespace fs = std::filesystem;
   std::error_code error;
   const fs::path self = fs::read_symlink("/proc/self/exe", error);
-  const fs::file_time_type built = error ? fs::file_time_type::min() : fs::last_write_time(self, error);
-  if (error) return {};
-  std::vector<std::string> changed;
+  if (error) return;
+  const fs::file_time_type built = fs::last_write_time(self, error);
+  if (error) return;
   const FsdpTasks tasks = tasks_for(choice);
   for (int n = 1; n <= kTaskCount; ++n) {
     if (choice.of[static_cast<std::size_t>(n - 1)] != "student") continue;
     const char* file = tasks.task(n).origin().file_name();  // as the compiler saw it: this tree's absolute path
     const fs::file_time_type edited = fs::last_write_time(file, error);
     if (error || edited <= built) continue;
-    changed.emplace_back(repository_path(file));
+    const std::string changed(repository_path(file));
     std::fprintf(stderr,
                  "fsdplab: warning: %s changed after this fsdplab was built: what runs is its code as of the last "
                  "build that succeeded. Build again (bash scripts/build.sh), and fix what the build says first\n",
-                 changed.back().c_str());
+                 changed.c_str());
   }
-  return changed;
 }
 
 std::string impl_label(const ImplChoice& choice) {

@@ -64,9 +64,9 @@ FsdpChoice parse_fsdp_flags(const FsdpFlags& flags);
 // "reference", or the student's tasks for a run's label: "student (3)", "student (3, 6)", "student (all)".
 std::string impl_label(const ImplChoice& choice);
 
-// The student's files `choice` runs that changed after this fsdplab was built ("labs/01-meta-init/student.cpp"):
-// what runs is their code as of the last build that succeeded, not what the file holds now (a build that failed, or
-// none since the edit). Each is said on stderr as a warning; parse_fsdp_flags and `grade` call it.
-std::vector<std::string> warn_of_student_code_not_built(const ImplChoice& choice);
+// Says on stderr, as a warning, each student's file `choice` runs that changed after this fsdplab was built
+// ("labs/01-meta-init/student.cpp"): what runs is its code as of the last build that succeeded, not what the file
+// holds now (a build that failed, or none since the edit). parse_fsdp_flags and `grade` call it.
+void warn_of_student_code_not_built(const ImplChoice& choice);
 
 }  // namespace fsdplab::app

@@ -8,6 +8,16 @@
 #include "engine/trace/trace_metrics.hpp"
 
 namespace fsdplab::app {
+namespace {
+
+// A source has seen rank `rank` (an event, a memory sample, a race): its world and its memory reach that far.
+void take_rank(TraceSource& src, int rank) {
+  if (rank < src.world) return;
+  src.world = rank + 1;
+  src.memory.resize(static_cast<std::size_t>(src.world));
+}
+
+}  // namespace
 
 // ---- lanes -----------------------------------------------------------------------------------------
 
@@ -92,10 +102,7 @@ void TraceStore::set_race(int id, RaceReport race) {
   lane(id, race.rank, race.earlier.lane);
   lane(id, race.rank, race.later.lane);
   TraceSource& src = sources_[static_cast<std::size_t>(id)];
-  if (race.rank >= src.world) {
-    src.world = race.rank + 1;
-    src.memory.resize(static_cast<std::size_t>(src.world));
-  }
+  take_rank(src, race.rank);
   src.last_time = std::max({src.last_time, race.earlier.end, race.later.end});
   last_time_ = std::max(last_time_, src.last_time);
   src.race = std::move(race);
@@ -164,10 +171,7 @@ void TraceStore::add_event(int source, const TraceEvent& event) {
   check(event.end >= event.begin, "trace store: event '", event.name, "' ends at ", event.end,
         " ns before it begins at ", event.begin, " ns");
   TraceSource& src = sources_[static_cast<std::size_t>(source)];
-  if (event.rank >= src.world) {
-    src.world = event.rank + 1;
-    src.memory.resize(static_cast<std::size_t>(src.world));
-  }
+  take_rank(src, event.rank);
   TimelineItem item;
   item.begin = event.begin;
   item.end = event.end;
@@ -238,10 +242,7 @@ void TraceStore::add_counter(int source, const CounterSample& sample) {
         " of ", sources_.size());
   check(sample.rank >= 0, "trace store: memory sample of rank ", sample.rank, "; expected >= 0");
   TraceSource& src = sources_[static_cast<std::size_t>(source)];
-  if (sample.rank >= src.world) {
-    src.world = sample.rank + 1;
-    src.memory.resize(static_cast<std::size_t>(src.world));
-  }
+  take_rank(src, sample.rank);
   src.memory[static_cast<std::size_t>(sample.rank)].add(sample);
   src.last_time = std::max(src.last_time, sample.time);
   last_time_ = std::max(last_time_, sample.time);
