@@ -278,10 +278,21 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
     return mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y;
   };
 
+  // The charts' height: what fits every row in the panel's height, between kMinChartHeight and kChartHeight. The
+  // sources' headers are as tall as the last frame drew them (a header wraps by the panel's width, not by this).
+  const float row_lines = line_height + style.ItemSpacing.y;
+  const float fits =
+      rows_.empty()
+          ? kChartHeight
+          : (ImGui::GetContentRegionAvail().y - headers_height_ - static_cast<float>(rows_.size()) * row_lines) /
+                static_cast<float>(rows_.size());
+  const float chart_height = std::floor(std::clamp(fits, kMinChartHeight, kChartHeight));
+  headers_height_ = 0;
   std::size_t next_row = 0;
   for (std::size_t s = 0; s < store.sources().size(); ++s) {
     const TraceSource& src = store.sources()[s];
     const TagBytes* exp = expected_of(s);
+    const float header_top = ImGui::GetCursorPosY();
     ImGui::Separator();
     // The source's name (a remote run's is long: elided), then what it is measured against, beside it where
     // that fits, else under it.
@@ -296,13 +307,14 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     text_wrapped_at_spaces(note);
     ImGui::PopStyleColor();
+    headers_height_ += ImGui::GetCursorPosY() - header_top;
 
     for (std::size_t r = 0; r < src.memory.size(); ++r) {
       RankRow& row = rows_[next_row++];
       const RankMemory& m = src.memory[r];
       const ImVec2 origin = ImGui::GetCursorScreenPos();
       row.min = origin;
-      row.max = ImVec2(origin.x + width, origin.y + line_height + kChartHeight);
+      row.max = ImVec2(origin.x + width, origin.y + line_height + chart_height);
       row.bar_min = ImVec2(origin.x + kGutter, origin.y + 2);
       row.bar_max = ImVec2(row.bar_min.x + bar_width, row.bar_min.y + kBarHeight + 2 + kExpectedBarHeight);
       row.chart_min = ImVec2(origin.x + kGutter, origin.y + line_height);

@@ -64,11 +64,15 @@ class MemoryPanel {
   static constexpr float kGutter = 72;     // rank labels left of the bars and charts
   static constexpr float kBarHeight = 10;  // the live stack
   static constexpr float kExpectedBarHeight = 4;
+  // A chart's height: the most, and the least it shrinks to where every rank of every run would not fit the
+  // panel's height otherwise (a --compare of two runs of two ranks); below the least, the panel scrolls.
   static constexpr float kChartHeight = 56;
+  static constexpr float kMinChartHeight = 30;
 
  private:
   std::vector<RankRow> rows_;
   std::int64_t scale_ = 1;
+  float headers_height_ = 0;  // of every source's header, as the last frame drew them
 };
 
 }  // namespace fsdplab::app

@@ -1,7 +1,8 @@
 // The MEMORY panel, headless: what each rank's row shows at `now`, the colours and widths of its stacked
 // bar in the frame's vertices, the analytic expectation beside it, the chart's time axis, one scale for bars
 // and charts, a peak shorter than a pixel drawn where it happened, a stopped run drawn only as far as it got,
-// and a chart over a million samples costing vertices per pixel column, not per sample.
+// a chart's height fitting every rank in the panel, and a chart over a million samples costing vertices per
+// pixel column, not per sample.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -69,13 +70,14 @@ Extent extent(const ImDrawData& data, ImU32 color, ImVec2 min, ImVec2 max) {
   return e;
 }
 
-// One frame of the panel in a window filling the display.
+// One frame of the panel in a window filling the display, or `height` of it.
 ImDrawData& frame(HeadlessImGui& ui, MemoryPanel& panel, const TraceStore& store,
-                  std::span<const std::optional<TagBytes>> expected, SimTime begin, SimTime end, SimTime now) {
+                  std::span<const std::optional<TagBytes>> expected, SimTime begin, SimTime end, SimTime now,
+                  float height = kHeight) {
   ui.new_frame();
   ImGui::GetIO().BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;  // as the GL3 backend: > 64k vertices
   ImGui::SetNextWindowPos(ImVec2(0, 0));
-  ImGui::SetNextWindowSize(ImVec2(kWidth, kHeight));
+  ImGui::SetNextWindowSize(ImVec2(kWidth, height));
   ImGui::Begin("Memory", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoSavedSettings);
   panel.draw(store, expected, begin, end, now);
   ImGui::End();
@@ -405,6 +407,42 @@ TEST(MemoryPanel, NoExpectationDrawsNone) {
       EXPECT_GT(extent(data, kPeakColor, r.min, r.max).count, 0);
     }
   }
+}
+
+// A --compare's two runs of two ranks in a panel a third of the window's height: every rank's chart shrinks so
+// that the last one ends above the panel's bottom; a panel with room keeps the full height; one with too little
+// stops shrinking at the least and scrolls.
+TEST(MemoryPanel, ChartsShrinkSoThatEveryRankOfEveryRunFits) {
+  TraceStore store;
+  for (const char* run : {"SYNC", "ASYNC"}) {
+    const int s = store.add_source(run, 2, std::string_view(run) == "SYNC");
+    for (int r = 0; r < 2; ++r) Ledger(store, s, r).set(0, MemTag::param_shard, 400);
+  }
+  const std::vector<std::optional<TagBytes>> expected = {expectation(), expectation()};
+  HeadlessImGui ui(kWidth, kHeight);
+  const auto chart_heights = [&](float height) {
+    MemoryPanel panel;
+    for (int f = 0; f < 3; ++f) frame(ui, panel, store, expected, 0, 30, 15, height);  // the headers measured
+    EXPECT_EQ(panel.rows().size(), 4u);
+    std::vector<float> heights;
+    for (const MemoryPanel::RankRow& r : panel.rows()) heights.push_back(r.chart_max.y - r.chart_min.y);
+    return std::pair{heights, panel.rows().empty() ? 0.0f : panel.rows().back().max.y};
+  };
+
+  const auto [fitted, bottom] = chart_heights(400);
+  for (float h : fitted) {
+    EXPECT_EQ(h, fitted.front());
+    EXPECT_GT(h, MemoryPanel::kMinChartHeight);
+    EXPECT_LT(h, MemoryPanel::kChartHeight);
+  }
+  const float end = 400 - ImGui::GetStyle().WindowPadding.y - ImGui::GetStyle().ItemSpacing.y;
+  EXPECT_LE(bottom, end) << "the last rank's chart ends in the panel";
+  EXPECT_GE(bottom, end - 4) << "and fills it: less than a pixel a chart left over";
+
+  for (float h : chart_heights(kHeight).first) EXPECT_EQ(h, MemoryPanel::kChartHeight);
+  const auto [least, past] = chart_heights(200);
+  for (float h : least) EXPECT_EQ(h, MemoryPanel::kMinChartHeight);
+  EXPECT_GT(past, 200) << "too little room: the panel scrolls";
 }
 
 TEST(MemoryPanel, AMillionSamplesCostVerticesPerPixelNotPerSample) {
