@@ -35,8 +35,8 @@ nlohmann::json to_json(const CheckOutcome& o) {
   nlohmann::json budget = nlohmann::json::array();
   for (const BudgetLine& b : o.budget)
     budget.push_back({{"what", b.what}, {"graded", b.graded}, {"reference", b.reference}, {"unit", b.unit}});
-  return {{"fraction", o.fraction}, {"expected", o.expected}, {"got", o.got},
-          {"cause", o.cause},       {"budget", budget},       {"show", o.show}};
+  return {{"fraction", o.fraction}, {"expected", o.expected}, {"got", o.got},    {"cause", o.cause},
+          {"budget", budget},       {"show", o.show},         {"raced", o.raced}};
 }
 
 CheckOutcome from_json(const nlohmann::json& j) {
@@ -46,6 +46,7 @@ CheckOutcome from_json(const nlohmann::json& j) {
   o.got = j.at("got").get<std::string>();
   o.cause = j.at("cause").get<std::string>();
   o.show = j.at("show").get<std::string>();
+  o.raced = j.at("raced").get<bool>();
   for (const auto& b : j.at("budget"))
     o.budget.push_back({b.at("what").get<std::string>(), b.at("graded").get<double>(), b.at("reference").get<double>(),
                         b.at("unit").get<std::string>()});
@@ -302,10 +303,12 @@ CheckRun run_here(const CheckJob& job, const fs::path& scratch) {
                                                   "a TODO is left: " + without_failed_rank(e.what()), kTodoLeft)};
     // An Error is what the engine's own checks raise (an event waited on but never recorded, a wrong size...) as
     // well as the graded code's check(...): its message says what was refused, so it is the diagnostic.
-    return {CheckEnd::threw,
-            CheckOutcome::fail("the check to run to its end", std::string("the run stopped with an error: ") + e.what(),
-                               "the error above, on input the task's contract accepts: raised by the graded code, or "
-                               "by an engine call it made that refused what it was given")};
+    CheckOutcome stopped =
+        CheckOutcome::fail("the check to run to its end", std::string("the run stopped with an error: ") + e.what(),
+                           "the error above, on input the task's contract accepts: raised by the graded code, or "
+                           "by an engine call it made that refused what it was given");
+    stopped.raced = caused_by<RaceError>(e);
+    return {CheckEnd::threw, stopped};
   } catch (const std::exception& e) {
     return {CheckEnd::threw,
             CheckOutcome::fail("the check to run to its end", std::string("threw an exception: ") + e.what(),

@@ -41,10 +41,17 @@ struct CheckOutcome {
   // Where set, the command that shows this outcome, in Check::show's form, in place of the check's own: for a
   // case the check's command does not run (another strategy, another world).
   std::string show;
+  // The race detector stopped what the check ran: the command shows the run going to the race, without the
+  // --break that would stop it at the task's first event, before anything is wrong.
+  bool raced = false;
 
   static CheckOutcome pass() { return {}; }
   static CheckOutcome fail(std::string expected, std::string got, std::string cause, double fraction = 0) {
-    return {fraction, std::move(expected), std::move(got), std::move(cause), {}, {}};
+    return {fraction, std::move(expected), std::move(got), std::move(cause), {}, {}, false};
+  }
+  // A failure the race detector found: `race`'s report (a RaceError's what()) is the "got".
+  static CheckOutcome race(std::string expected, std::string_view report, std::string cause) {
+    return {0, std::move(expected), "the race detector: " + std::string(report), std::move(cause), {}, {}, true};
   }
   bool passed() const { return fraction >= 1; }
 };

@@ -149,6 +149,14 @@ std::string failure_text(const GradedRun& run) {
   return "the run failed: " + error;
 }
 
+CheckOutcome stopped_training(std::string expected, const GradedRun& run, std::string cause,
+                              const std::string& command) {
+  CheckOutcome out = CheckOutcome::fail(
+      std::move(expected), failure_text(run) + (command.empty() ? "" : " (" + command + ")"), std::move(cause));
+  out.raced = run.race.has_value();
+  return out;
+}
+
 std::string stopped_cause(const GradedRun& run, const std::function<std::string()>& diagnosis) {
   if (run.todo) return kTodoLeft;
   if (run.unused_prefetch)
@@ -163,7 +171,7 @@ std::string stopped_cause(const GradedRun& run, const std::function<std::string(
 CheckOutcome compare_with_baseline(const GradedRun& graded, const GradedRun& baseline, double tolerance) {
   const std::string expected =
       "losses and final parameters within " + number(tolerance) + " of the single-rank baseline";
-  if (!graded.trained()) return CheckOutcome::fail(expected, failure_text(graded), "");
+  if (!graded.trained()) return stopped_training(expected, graded, "");
   if (graded.losses.size() != baseline.losses.size())
     return CheckOutcome::fail(expected, std::to_string(graded.losses.size()) + " steps reported of " +
                                             std::to_string(baseline.losses.size()), "");

@@ -167,6 +167,10 @@ CheckOutcome trains_equal_at(const CheckContext& ctx, const std::string& race_ca
 std::string without_failed_rank(std::string error);
 // "the run failed: <error>" as a diagnostic's "got", with the race detector's or a TODO's wording.
 std::string failure_text(const GradedRun& run);
+// A training that stopped before its end, as a failed outcome: failure_text as its "got", followed by `command`
+// (the command that reproduces it) where one is given, `cause`, and `raced` where the race detector stopped it.
+CheckOutcome stopped_training(std::string expected, const GradedRun& run, std::string cause,
+                              const std::string& command = "");
 // The cause of a run that stopped with an error other than the race detector's: kTodoLeft, after() for an
 // UnusedPrefetch, what `diagnosis` (where given) reads from what the run shows, else "the run failed: see got" — never
 // a suspect of the check's own, which the run never reached.

@@ -60,7 +60,7 @@ void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, con
       g.earned = round_points(g.check.points * std::clamp(g.run.outcome.fraction, 0.0, 1.0));
       Check shown = g.check;
       if (!g.run.outcome.show.empty()) shown.show = g.run.outcome.show;  // the case that failed
-      if (g.run.outcome.got.find("stream race on ") != std::string::npos) shown.show = without_break(shown.show);
+      if (g.run.outcome.raced) shown.show = without_break(shown.show);
       g.show = show_command(shown, grade->impl, program);
     }
   }

@@ -177,6 +177,7 @@ CheckOutcome initial_model_at(const CheckContext& c, const std::vector<int>& wor
   int equal = 0;
   std::string first;
   bool first_ran = true;  // else `first` says why the run failed, and no cause is guessed
+  bool first_raced = false;
   for (int world : worlds) {
     run.run.world = world;
     const GradedRun graded = train_graded(run, c.tasks, c.scratch);
@@ -187,15 +188,18 @@ CheckOutcome initial_model_at(const CheckContext& c, const std::vector<int>& wor
       first = "W = " + std::to_string(world) + ": " + difference + " (" + run.command("run", c.impl_flag()) +
               " --save-init DIR)";
       first_ran = graded.trained();
+      first_raced = graded.race.has_value();
     }
   }
   if (first.empty()) return CheckOutcome::pass();
-  return CheckOutcome::fail(
+  CheckOutcome differs = CheckOutcome::fail(
       "the initial parameters at W = 1, 2, 3, 4 and 8 bit for bit the single-rank baseline's", first,
       first_ran ? "a shard that is not the same chunk of the unsharded initialisation: a slice drawn at the "
                   "wrong indices or written at the wrong offset, nonzero gaps, or a draw that depends on the rank"
                 : "",
       static_cast<double>(equal) / static_cast<double>(worlds.size()));
+  differs.raced = first_raced;
+  return differs;
 }
 
 CheckOutcome the_seed_reaches_every_value(const CheckContext& c) {

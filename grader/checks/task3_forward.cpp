@@ -154,8 +154,8 @@ CheckOutcome compute_ordered_after_the_gather(const CheckContext& c) {
     try {
       copy(r.device.stream(Lane::compute), b.full, out);
     } catch (const RaceError& e) {
-      mine = CheckOutcome::fail("the compute op reading the gathered parameters ordered after the gather",
-                                "the race detector: " + std::string(e.what()), kNoWaitCause);
+      mine = CheckOutcome::race("the compute op reading the gathered parameters ordered after the gather", e.what(),
+                                kNoWaitCause);
       return;
     }
     const std::vector<OpRecord> ops = ops_since(r.device, before);
@@ -287,9 +287,10 @@ BesideReference train_beside_reference(const CheckContext& ctx, GradeCase c) {
   BesideReference out;
   out.graded = train_graded(c, ctx.tasks, ctx.scratch, {.ops = true, .params = false});
   if (!out.graded.trained()) {
-    out.failure = CheckOutcome::fail(
-        "the training to run to its end", failure_text(out.graded) + " (" + c.command("run", ctx.impl_flag()) + ")",
-        cause_of_training(out.graded, kRaceCause, "", [&] { return first_failing_cause(ctx, kDirectChecks); }));
+    out.failure = stopped_training(
+        "the training to run to its end", out.graded,
+        cause_of_training(out.graded, kRaceCause, "", [&] { return first_failing_cause(ctx, kDirectChecks); }),
+        c.command("run", ctx.impl_flag()));
     return out;
   }
   out.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true, .params = false});

@@ -147,8 +147,8 @@ CheckOutcome reduction_ordered_after_compute(const CheckContext& c) {
     try {
       graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
     } catch (const RaceError& e) {
-      mine = CheckOutcome::fail("the reduction ordered after the compute stream's write of grad_full",
-                                "the race detector: " + std::string(e.what()), kNoEventCause);
+      mine = CheckOutcome::race("the reduction ordered after the compute stream's write of grad_full", e.what(),
+                                kNoEventCause);
       return;
     }
     const std::vector<OpRecord> ops = ops_since(r.device, before);
@@ -253,8 +253,8 @@ CheckOutcome compute_sees_a_zeroed_gradient(const CheckContext& c) {
   try {
     copy(device->stream(Lane::compute), grad_full, seen);
   } catch (const RaceError& e) {
-    return CheckOutcome::fail(
-        "the compute stream ordered after the zeroing", "the race detector: " + std::string(e.what()),
+    return CheckOutcome::race(
+        "the compute stream ordered after the zeroing", e.what(),
         "grad_full zeroed on another stream than compute, with nothing ordering the two: the backward "
         "adds into it while the fill may still run; fill(device.stream(Lane::compute), grad_full, 0)");
   }
@@ -304,9 +304,10 @@ CheckOutcome reductions_scheduled_as_the_reference(const CheckContext& c) {
   run.run.seed = c.seed;
   const GradedRun trained = train_graded(run, c.tasks, c.scratch, {.ops = true, .params = false});
   if (!trained.trained())
-    return CheckOutcome::fail(
-        "the training to run to its end", failure_text(trained) + " (" + run.command("run", c.impl_flag()) + ")",
-        cause_of_training(trained, kRaceCause, "", [&] { return first_failing_cause(c, kDirectChecks); }));
+    return stopped_training(
+        "the training to run to its end", trained,
+        cause_of_training(trained, kRaceCause, "", [&] { return first_failing_cause(c, kDirectChecks); }),
+        run.command("run", c.impl_flag()));
   const GradedRun reference = train_graded(run, c.reference, c.scratch, {.ops = true, .params = false});
   const Reductions got = reductions(trained), want = reductions(reference);
   std::ostringstream g, w;

@@ -160,9 +160,8 @@ Schedules schedules(const CheckContext& ctx, const GradeCase& c, const std::stri
   s.graded = train_graded(c, ctx.tasks, ctx.scratch, {.ops = true});
   s.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true});
   if (!s.graded.trained())
-    s.failed =
-        CheckOutcome::fail(expected, failure_text(s.graded),
-                           cause_of_training(s.graded, race_cause, "", [&] { return race_diagnosis(c, s.graded); }));
+    s.failed = stopped_training(
+        expected, s.graded, cause_of_training(s.graded, race_cause, "", [&] { return race_diagnosis(c, s.graded); }));
   else if (!s.reference.trained())
     throw Error("the reference's run of " + c.name + " failed: " + s.reference.error);
   return s;
@@ -332,9 +331,11 @@ CheckOutcome rate_limiter_bounds_gathered_units(const CheckContext& ctx, const G
   for (int limit : {1, 2}) {
     const GradeCase c = gpt2_124m(OverlapMode::async, "all", limit);
     const Schedules s = schedules(ctx, c, "");
-    if (s.failed)
-      return CheckOutcome::fail("at most " + std::to_string(limit) + " gathered Blocks' memory", s.failed->got,
-                                s.failed->cause);
+    if (s.failed) {
+      CheckOutcome failed = *s.failed;
+      failed.expected = "at most " + std::to_string(limit) + " gathered Blocks' memory";
+      return failed;
+    }
     const std::int64_t mine = peak_param_full(s.graded), theirs = peak_param_full(s.reference);
     if (const int overlapping = backward_collectives_overlapping(s.graded),
         reference_overlapping = backward_collectives_overlapping(s.reference);

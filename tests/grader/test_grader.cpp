@@ -602,7 +602,7 @@ TEST(GraderDiagnostics, ARaceIsShownWithoutTheBreakThatWouldStopBeforeIt) {
   const GradeReport report = grade_task("3=mutant:missing-wait", 3);
   int races = 0;
   for (const GradedCheck& g : report.tasks.at(0).checks) {
-    if (!contains(g.run.outcome.got, "stream race on ")) {
+    if (!g.run.outcome.raced) {
       if (g.check.id == "gather-stream") {  // passed: its command keeps its break
         EXPECT_TRUE(contains(g.show, " --break task:3")) << g.show;
       }
@@ -613,6 +613,25 @@ TEST(GraderDiagnostics, ARaceIsShownWithoutTheBreakThatWouldStopBeforeIt) {
     EXPECT_TRUE(contains(g.show, "--impl 3=mutant:missing-wait")) << g.show;
   }
   EXPECT_GT(races, 0);
+}
+
+// A race is told by the outcome's flag, never by its words: whatever the race detector stopped (a training, a direct
+// check's op, the check itself), every mutant's check that quotes its report is flagged, and no other is.
+TEST(GraderDiagnostics, EveryCheckTheRaceDetectorStoppedIsFlaggedAsARace) {
+  const MutantsReport report = grade_mutants({}, {}, 0, {});
+  std::set<std::string> raced;
+  for (const MutantGrade& m : report.mutants)
+    for (const GradedCheck& g : m.grade.checks) {
+      const std::string name =
+          std::to_string(m.mutant.task) + "=mutant:" + std::string(m.mutant.name) + " " + g.check.id;
+      EXPECT_EQ(g.run.outcome.raced, contains(g.run.outcome.got, "stream race on "))
+          << name << ": " << g.run.outcome.got;
+      if (g.run.outcome.raced) raced.insert(name);
+    }
+  // Races found by a training, by a direct check's op (task 4's zeroing), by a schedule's run, in a pool.
+  for (const char* expected : {"3=mutant:missing-wait training", "4=mutant:zero-on-reduce-stream zero-gradient",
+                               "6=mutant:free-at-host-time step-time", "6=mutant:pool-without-free-event pool"})
+    EXPECT_TRUE(raced.contains(expected)) << expected;
 }
 
 // Every "see it" command calls fsdplab by a path that runs it from the repository's root, as the READMEs do.
