@@ -394,6 +394,9 @@ void add_view_command(CLI::App& app) {
     std::printf("fsdplab view: %zu of %zu trace file(s) loaded, %zu events\n", replay.files.size(), files->size(),
                 replay.store.event_count());
     std::fflush(stdout);  // before the errors below, which go to stderr
+    check(!replay.files.empty(), "none of the ", files->size(),
+          " trace file(s) could be read (see above); expected Chrome trace JSON as `fsdplab run --trace FILE` or "
+          "--trace-dir DIR writes it");
     WindowOptions window;
     window.screenshot = *screenshot;
     if (const auto problem = window_problem(window))

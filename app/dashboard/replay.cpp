@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <new>
+#include <system_error>
 
 #include "engine/runtime/error.hpp"
 
@@ -11,6 +12,12 @@ namespace fsdplab::app {
 Replay load_replay(const std::vector<std::string>& paths) {
   Replay replay;
   for (const std::string& path : paths) {
+    // --trace-dir's folder: its files are the traces (one per rank), which the shell lists.
+    if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+      replay.errors.push_back("'" + path + "' is a folder; expected trace files (its traces: fsdplab view " +
+                              (std::filesystem::path(path) / "*.json").string() + ")");
+      continue;
+    }
     TraceMeta meta;
     TraceData data;
     try {

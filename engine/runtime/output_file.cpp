@@ -1,13 +1,15 @@
 #include "engine/runtime/output_file.hpp"
 
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <array>
 #include <cerrno>
 #include <string>
 #include <system_error>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <vector>
 
 #include "engine/runtime/error.hpp"
 
@@ -50,8 +52,17 @@ void check_can_create_in(const fs::path& folder, bool created, std::string_view 
         "' does not exist; expected an existing folder");
   check(fs::is_directory(existing, ec), named(what, requested), ": '", existing.string(),
         "' is not a folder, so nothing can be written below it; expected a path in a folder");
-  check(::access(existing.c_str(), W_OK | X_OK) == 0, named(what, requested), ": cannot write into the folder '",
-        existing.string(), "' (", errno_text(errno), ")");
+  // A file made and removed again, not access(): it says yes to root wherever the mode bits do, in /proc and on a
+  // read-only mount too, where the writer then fails after the run.
+  const std::string probe = (existing / ".fsdplab-probe-XXXXXX").string();
+  std::vector<char> name(probe.begin(), probe.end());
+  name.push_back('\0');
+  const int fd = ::mkstemp(name.data());
+  const int error = errno;  // before anything else can change it
+  check(fd >= 0, named(what, requested), ": cannot write into the folder '", existing.string(), "' (",
+        errno_text(error), ")");
+  ::close(fd);
+  ::unlink(name.data());
 }
 
 // A std::ostream's buffer over a file descriptor, so a writer can flush (fsync) what it wrote.
