@@ -66,6 +66,7 @@ void bench_kernels(const TrainBenchOptions& bench) {
   run.cupti = true;  // the kernels are CUPTI's records (cuda only)
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
   bench.check_options_of(device.kind);
+  bench.tell_of_the_cpu_fallback(device.kind);
   const bool on_gpu = device.kind == DeviceKind::cuda;
 
   std::printf(
@@ -81,6 +82,7 @@ void bench_kernels(const TrainBenchOptions& bench) {
                    .c_str()
              : ("sim (" + device.preset.name + ", virtual time)").c_str(),
       bench.world > 1 ? impl_name(bench.impl).c_str() : "none (the single-rank baseline)");
+  std::fflush(stdout);  // the header before the steps, which take a while
   const CuptiTotals before = on_gpu ? cupti_totals() : CuptiTotals{};
   const FsdpOptions fsdp_options = bench.async_fsdp_options();
   const RecordedTraining trained = record_training(bench, run, bench.world > 1 ? &fsdp_options : nullptr);

@@ -117,6 +117,15 @@ void TrainBenchOptions::check_options_of(DeviceKind kind) const {
         "ranks sharing it; this bench runs on the sim device: drop --sm-split or add --device cuda");
 }
 
+void TrainBenchOptions::tell_of_the_cpu_fallback(DeviceKind kind) const {
+  if (device != "auto" || kind != DeviceKind::sim) return;
+  std::fprintf(stderr,
+               "fsdplab bench: --device auto: %s, so the sim device runs the training and computes every value on "
+               "this CPU: a step of %s '%s' takes long here (add --preset test-small --micro-batch 2 --seq 64 for a "
+               "quick look, or --device sim to say you mean it)\n",
+               cuda_unavailable().value_or("no usable GPU").c_str(), model.c_str(), preset.c_str());
+}
+
 void bench_train(const TrainBenchOptions& bench) {
   check(bench.steps >= 1 && bench.warmup >= 0, "bench --what train: --steps ", bench.steps, " --warmup ", bench.warmup,
         "; expected >= 1 measured steps and >= 0 warmup steps");
@@ -127,6 +136,7 @@ void bench_train(const TrainBenchOptions& bench) {
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
   const bool on_gpu = device.kind == DeviceKind::cuda;
   bench.check_options_of(device.kind);
+  bench.tell_of_the_cpu_fallback(device.kind);
   const DType dtype = parse_dtype(bench.precision);
   check(dtype != DType::i32, "--precision i32: training computes in f32 or bf16");
   check(bench.world > 1 || !bench.impl.any_replaced(), "--impl ", impl_name(bench.impl), " selects FSDP tasks; the "
@@ -152,6 +162,7 @@ void bench_train(const TrainBenchOptions& bench) {
                       : "");
   std::printf("| run     | step (ms) |    tokens/s | GEMM %% | GEMM TFLOP/s | %% of peak | comm (ms) |\n");
   std::printf("|---------|-----------|-------------|--------|--------------|-----------|-----------|\n");
+  std::fflush(stdout);  // the header before the steps, which take a while
   if (bench.world == 1) {
     print_row("single", measure_training(bench, run, nullptr), tokens, peak);
     return;

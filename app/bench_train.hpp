@@ -40,6 +40,9 @@ struct TrainBenchOptions {
   // An Error for --sm-split off its default on the sim device, which has no SMs to split (--emulate-link is
   // refused there by run_device_spec).
   void check_options_of(DeviceKind kind) const;
+  // Where --device auto found no GPU to run on: says why on stderr, and that the sim device computes every value
+  // on this CPU (a real model's step takes a long while there), before the first step.
+  void tell_of_the_cpu_fallback(DeviceKind kind) const;
   // "f32", or "f32, flash attention" where --attention chose one: the header's compute.
   std::string compute() const { return precision + (attention == "auto" ? "" : ", " + attention + " attention"); }
   // Whether step `step` (0-based) is one of the measured steps.

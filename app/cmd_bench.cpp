@@ -147,12 +147,12 @@ void add_bench_command(CLI::App& app) {
       cmd->add_option("--world", overlap->world, "overlap, cupti: ranks (default 2); train, kernels: ranks (default 1)")
           ->check(CLI::Range(1, 1024)),
       cmd->add_option("--device-preset", overlap->device_preset,
-                      "overlap, kernels on sim: device preset (see `fsdplab presets`); train: the GEMM peak compared "
-                      "with")
+                      "overlap; train, kernels on sim: the device simulated (see `fsdplab presets`; default h100-sxm); "
+                      "train on cuda: the GEMM peak its throughput is compared with")
           ->check(non_empty("a device preset's name")),
       cmd->add_option("--link-preset", overlap->link_preset,
-                      "overlap: link preset, default the device preset's; train, kernels: the emulated link (default "
-                      "pcie4-no-p2p)")
+                      "overlap: link preset, default the device preset's; train, kernels: the link simulated on sim, "
+                      "emulated on cuda with --emulate-link (default pcie4-no-p2p)")
           ->check(non_empty("a link preset's name (leave the option out for the default)"))};
   const std::vector<CLI::Option*> train_options = {
       cmd->add_option("--device", train->device, "train, kernels: auto (cuda where a GPU is usable), sim or cuda")

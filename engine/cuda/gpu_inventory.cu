@@ -1,6 +1,8 @@
 #include <cuda_runtime.h>
 
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "engine/cuda/gpu_inventory.hpp"
 
@@ -14,6 +16,12 @@ GpuInventory probe_gpus() {
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     inventory.why_none = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(status);
+    // Without a driver at all the runtime calls it "insufficient", which sends one looking for an upgrade; the
+    // loaded kernel module is what tells a machine without an NVIDIA GPU (or its driver) from an old driver.
+    if (std::error_code ec; status == cudaErrorInsufficientDriver &&
+                            !std::filesystem::exists("/proc/driver/nvidia/version", ec))
+      inventory.why_none = "no NVIDIA driver is loaded (no /proc/driver/nvidia/version): this machine has no NVIDIA "
+                           "GPU, or its driver is not installed; " + inventory.why_none;
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return inventory;
   }
