@@ -475,9 +475,12 @@ void StepTimePanel::draw(const TraceStore& store) {
     text(sum.why);
   }
   if (sum.eta) {
+    // A share short of all is never rounded up to it: 0.998 hides 99.8 %, not 100 %.
+    const double hidden = *sum.eta * 100;
+    const std::string percent = hidden < 100 && std::round(hidden) >= 100 ? fmt("%.1f %%", std::floor(hidden * 10) / 10)
+                                                                          : fmt("%.0f %%", hidden);
     text("\u03B7 = (T_sync \u2212 T_async) / (T_sync \u2212 ideal) = " + fmt("%.3f", *sum.eta) + ": overlap hides " +
-         unbroken(fmt("%.0f %%", *sum.eta * 100)) + " of what perfect overlap would (" +
-         fmt("%.3f", sum.t_sync_ms - sum.t_async_ms) + " of " +
+         unbroken(percent) + " of what perfect overlap would (" + fmt("%.3f", sum.t_sync_ms - sum.t_async_ms) + " of " +
          unbroken(fmt("%.3f ms)", sum.t_sync_ms - sum.ideal_ms)));
   } else if (sum.steps_compared > 0) {
     text("\u03B7 = \u2013  (" + sum.why + ")");
