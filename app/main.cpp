@@ -1,7 +1,10 @@
 // fsdplab — an interactive teaching lab for Fully Sharded Data Parallel training.
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <new>
+#include <string>
+#include <thread>
 
 #include "app/commands.hpp"
 #include "engine/comm/mpi_comm.hpp"
@@ -12,8 +15,13 @@ namespace {
 
 // A failed command's end: its reason printed, then, under mpirun, the whole MPI world ended, since the other
 // processes may be waiting for this one (an option only this process was given, a file only its node lacks).
+// Every process of an mpirun runs the same command line, so an option's error is usually every process's: rank 0
+// says it and ends the world, and another rank waits a moment before saying its own, by which time it has been
+// ended unless the failure was its alone. The line is one write, so two processes' lines never interleave.
 int failed(const char* reason) {
-  std::cerr << "fsdplab: error: " << reason << "\n";
+  const std::string line = "fsdplab: error: " + std::string(reason) + "\n";
+  if (fsdplab::mpi_rank_in_a_world() > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::cerr << line;
   std::cerr.flush();
   fsdplab::mpi_end_world_after_failure(1);
   return 1;

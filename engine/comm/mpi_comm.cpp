@@ -107,6 +107,18 @@ void mpi_abort_world(int code) {
   std::_Exit(code);
 }
 
+int mpi_rank_in_a_world() {
+  int initialized = 0, finalized = 0, size = 1, rank = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size == 1) return 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
 void mpi_end_world_after_failure(int code) {
   int initialized = 0, finalized = 0, size = 1;
   MPI_Initialized(&initialized);
@@ -422,6 +434,7 @@ std::optional<std::string> mpi_unavailable() {
 MpiPlace mpi_join() { no_mpi(); }
 void mpi_abort_world(int code) { std::_Exit(code); }
 void mpi_end_world_after_failure(int) {}  // no MPI world to end
+int mpi_rank_in_a_world() { return 0; }
 void mpi_broadcast_bytes(void*, std::size_t, int) { no_mpi(); }
 std::string mpi_broadcast_string(const std::string&, int) { no_mpi(); }
 std::vector<std::string> mpi_gather_to_rank0(const std::string&) { no_mpi(); }

@@ -43,6 +43,9 @@ MpiPlace mpi_join();
 // (mpi_abort_world). Its peers may be blocked in a call that has no timeout of fsdplab's (MPI_Comm_split_type
 // in mpi_join, a broadcast) waiting for it, and MPI_Finalize at exit would wait for them. Returns otherwise.
 void mpi_end_world_after_failure(int code);
+// This process's rank in an MPI world of more than one process; 0 outside one (MPI not initialised, already
+// finalised, or a world of one).
+int mpi_rank_in_a_world();
 // Rank `root`'s bytes on every process (each passes a buffer of the same size).
 void mpi_broadcast_bytes(void* data, std::size_t bytes, int root);
 // Rank `root`'s string on every process (its length first, then its bytes).
