@@ -3,9 +3,11 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
@@ -54,12 +57,16 @@ CheckOutcome from_json(const nlohmann::json& j) {
 }
 
 constexpr int kMaxFrames = 48;
+// A thread's stack on the pipe: 'C' for the thread that crashed, 'H' for each thread of a check that ran out of
+// time. Smaller than PIPE_BUF, so the records of several threads written at once never interleave.
 struct CrashRecord {
   char tag = 'C';
   int signal = 0;
+  int tid = 0;
   int frames = 0;
   void* frame[kMaxFrames] = {};
 };
+static_assert(sizeof(CrashRecord) < PIPE_BUF);
 
 int g_result_fd = -1;  // the child's end of the pipe, for the crash handler
 
@@ -92,11 +99,28 @@ void on_exit_called() {
   _exit(0);
 }
 
+// [Note: where a hang was]
+// A check out of time is asked where it is before it is killed: the parent sends each of the child's threads
+// kWhereSignal (noting which threads were running, not waiting), and each writes its stack to the pipe, as a crash
+// does. The parent names a thread that was running (an infinite loop: its own frame) or, where every thread waited
+// (a deadlock, a collective never joined), the task code a waiting thread is in. Under ThreadSanitizer a thread
+// spinning in uninstrumented calls may take the signal only after the kill: the report then names no place.
+constexpr int kWhereSignal = SIGUSR2;
+
+void on_where_asked(int) {
+  CrashRecord record;
+  record.tag = 'H';
+  record.tid = static_cast<int>(gettid());
+  record.frames = backtrace(record.frame, kMaxFrames);
+  [[maybe_unused]] const ssize_t n = write(g_result_fd, &record, sizeof record);
+}
+
 void install_crash_handlers(int fd) {
   g_result_fd = fd;
   void* warm[1];
   backtrace(warm, 1);
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, on_crash);
+  signal(kWhereSignal, on_where_asked);  // BSD semantics: a wait it interrupts restarts
 }
 
 void write_all(int fd, const std::string& bytes) {
@@ -143,7 +167,9 @@ std::string short_function(std::string f) {
   return f;
 }
 
-std::string crash_site(const CrashRecord& record) {
+// The place `record`'s stack names: its first frame in task code, else (unless `task_code_only`) its first frame
+// with a name; "" for none.
+std::string crash_site(const CrashRecord& record, bool task_code_only = false) {
   const MainObject exe = main_object();
   std::ostringstream command;
   command << "addr2line -C -f -e '" << exe.path << "'";
@@ -177,6 +203,7 @@ std::string crash_site(const CrashRecord& record) {
   };
   for (const auto& [f, file] : frames)
     if (is_task_code(file)) return short_function(f) + " (" + file + ")";
+  if (task_code_only) return "";
   for (const auto& [f, file] : frames)
     if (f != "??") return short_function(f) + (file.starts_with("??") ? "" : " (" + file + ")");
   return "";
@@ -220,7 +247,49 @@ struct Running {
   std::string bytes;
   Clock::time_point deadline;
   fs::path scratch;
+  bool asked_where = false;  // out of time, and its threads asked where they are ([Note: where a hang was])
+  std::set<int> running;     // the threads that were running, not waiting, when asked
 };
+
+// How long a check out of time has to say where its threads are before it is killed.
+constexpr auto kWhereGrace = std::chrono::milliseconds(500);
+
+// Sends kWhereSignal to each thread of process `pid`; returns those that were running (state R) at the time.
+std::set<int> ask_threads_where(pid_t pid) {
+  std::set<int> running;
+  std::error_code error;
+  const fs::path tasks = fs::path("/proc") / std::to_string(pid) / "task";
+  for (const fs::directory_entry& entry : fs::directory_iterator(tasks, error)) {
+    const int tid = std::atoi(entry.path().filename().c_str());
+    if (tid <= 0) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    // "tid (comm) S ...": the state follows the last ')', as comm may hold one.
+    if (const std::size_t close = line.rfind(')');
+        close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R')
+      running.insert(tid);
+    syscall(SYS_tgkill, pid, tid, kWhereSignal);
+  }
+  return running;
+}
+
+// Where a check out of time was: " in F (file:line)" for a thread that was running, " waiting in F (file:line)" for
+// one waiting inside task code; "" where no record names either.
+std::string hang_site(const std::string& bytes, const std::set<int>& running) {
+  std::vector<CrashRecord> records;
+  for (std::size_t at = 0; at + sizeof(CrashRecord) <= bytes.size() && bytes[at] == 'H'; at += sizeof(CrashRecord)) {
+    CrashRecord record;
+    std::memcpy(&record, bytes.data() + at, sizeof record);
+    records.push_back(record);
+  }
+  for (const CrashRecord& r : records)
+    if (running.contains(r.tid))
+      if (const std::string site = crash_site(r); !site.empty()) return " in " + site;
+  for (const CrashRecord& r : records)
+    if (const std::string site = crash_site(r, true); !site.empty()) return " waiting in " + site;
+  return "";
+}
 
 fs::path make_scratch() {
   std::string pattern = (fs::temp_directory_path() / "fsdplab-grade-XXXXXX").string();
@@ -241,7 +310,8 @@ std::string seconds_text(double s) {
 
 CheckRun collect(const Running& child, int status, bool timed_out, double limit) {
   if (timed_out)
-    return ended(CheckEnd::timed_out, "check timed out after " + seconds_text(limit) + " s",
+    return ended(CheckEnd::timed_out,
+                 "check timed out after " + seconds_text(limit) + " s" + hang_site(child.bytes, child.running),
                  "an infinite loop, or a rank waiting for something that never happens (a collective another "
                  "rank never calls, an event never recorded)");
   if (!child.bytes.empty() && child.bytes[0] == 'R') {
@@ -357,10 +427,16 @@ std::vector<CheckRun> run_isolated(std::span<const CheckJob> jobs, const Isolati
         const ssize_t n = read(c.fd, buffer, sizeof buffer);
         if (n > 0) c.bytes.append(buffer, static_cast<std::size_t>(n));
         else done = true;  // EOF: the child closed its end or died
+      } else if (Clock::now() >= c.deadline && !c.asked_where) {
+        c.running = ask_threads_where(c.pid);
+        c.asked_where = true;
+        c.deadline = Clock::now() + kWhereGrace;
       } else if (Clock::now() >= c.deadline) {
         kill(c.pid, SIGKILL);
         done = timed_out = true;
       }
+      // A check that ended while it was asked where it was had still run out of time.
+      if (done && c.asked_where && (c.bytes.empty() || c.bytes[0] != 'R')) timed_out = true;
       if (!done) continue;
       int status = 0;
       waitpid(c.pid, &status, 0);
