@@ -88,8 +88,8 @@ std::vector<std::string> forwarded_args(const GradeFlags& flags) {
 }
 
 // How the grade's "see it" commands call this fsdplab, runnable as printed: its path from the root of the source
-// tree it was built from, where the labs' READMEs run it ("build/app/fsdplab"; "build/submission-build/app/fsdplab"
-// for a submission's), or its absolute path when it lies outside that tree; quoted where a shell would split it.
+// tree it was built from, where the labs' READMEs run it ("build/app/fsdplab"), or its absolute path when it lies
+// outside that tree; quoted where a shell would split it.
 std::string program_from_source_root() {
   std::error_code error;
   const std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", error);
@@ -135,9 +135,10 @@ int run_grade(const GradeFlags& flags) {
     tasks_to_grade(flags, parse_impl(flags.impl));
     if (!flags.cases.empty()) grading::load_cases(flags.cases);
     if (!flags.json.empty()) check_output_file(flags.json, "--json");
-    return grade_submission(flags.submission, forwarded_args(flags),
-                            flags.submission_build.empty() ? default_submission_build_dir()
-                                                           : std::filesystem::path(flags.submission_build));
+    return grade_submission(
+        flags.submission, forwarded_args(flags),
+        flags.submission_build.empty() ? default_submission_build_dir() : std::filesystem::path(flags.submission_build),
+        flags.json);
   }
   grading::IsolationLimits limits;
   limits.seconds = flags.time_limit;
@@ -166,7 +167,9 @@ int run_grade(const GradeFlags& flags) {
   request.seed = flags.seed;
   request.limits = limits;
   request.extra = cases;
-  request.program = program_from_source_root();
+  // A submission's grade goes back to its student, whose own tree's fsdplab holds their code: its "see it" commands
+  // call that one, as the labs' READMEs do; here the build folder's holds it until the next submission is built.
+  request.program = flags.graded_submission.empty() ? program_from_source_root() : grading::kShowProgram;
   request.not_built = parse_not_built(flags.not_built);
   if (!flags.json.empty()) check_output_file(flags.json, "--json");
   grading::GradeReport report = grading::grade(request);

@@ -26,6 +26,7 @@
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/input_file.hpp"
 #include "engine/runtime/output_file.hpp"
+#include "grader/grade_report.hpp"
 
 extern char** environ;
 
@@ -173,12 +174,45 @@ bool same_folder(const fs::path& a, const fs::path& b) {
   return !error && same;
 }
 
-// The submission's folder, made absolute, and the lab files it lacks or that cannot be read, each with why;
-// refused when it holds none of the nine.
+// The submission's folder, made absolute; the folder its labs are in; and the lab files it lacks or that cannot be
+// read, each with why. Refused when it holds none of the nine.
 struct CheckedSubmission {
   fs::path dir;
+  fs::path labs;                             // dir/labs, or where the returned folder has them (labs_folder)
+  std::string moved;                         // how `labs` differs from dir/labs, "" where it does not
   std::map<fs::path, std::string> unusable;  // as submission_files names them
 };
+
+constexpr const char* kOneAtATime = "grade each folder in it, one after the other, as grader/README.md's loop does";
+
+// How many of the nine lab files (NN-name/student.cpp) folder `labs` holds.
+std::size_t lab_files_in(const fs::path& labs) {
+  std::error_code error;
+  std::size_t found = 0;
+  for (const fs::path& file : submission_files())
+    if (fs::exists(fs::symlink_status(labs / file.lexically_relative("labs"), error))) ++found;
+  return found;
+}
+
+// Where a returned folder keeps its labs: DIR/labs as the handout has them; else DIR itself (the labs/ level left
+// out: DIR/03-forward/student.cpp) or the one folder inside DIR that holds a labs/ (an archive's extra level:
+// DIR/handout/labs/...), each said in `moved`. A student's packing costs no points; an ambiguous one is refused.
+std::pair<fs::path, std::string> labs_folder(const fs::path& dir) {
+  if (lab_files_in(dir / "labs") > 0) return {dir / "labs", ""};
+  if (lab_files_in(dir) > 0) return {dir, "its lab folders are in the submission folder itself, not in a labs/"};
+  std::vector<fs::path> inside;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error))
+    if (entry.is_directory(error) && lab_files_in(entry.path() / "labs") > 0) inside.push_back(entry.path());
+  if (inside.size() == 1)
+    return {inside.front() / "labs",
+            "its labs/ is one folder down, in '" + inside.front().filename().string() + "/labs'"};
+  if (inside.size() > 1)
+    fail("the folder '", dir.string(), "' holds no labs/ of its own, and ", inside.size(), " folders that do ('",
+         inside[0].filename().string(), "', '", inside[1].filename().string(),
+         "'...); expected one submission: ", kOneAtATime);
+  return {dir / "labs", ""};
+}
 
 CheckedSubmission checked_submission(const fs::path& submission) {
   std::error_code error;
@@ -188,41 +222,43 @@ CheckedSubmission checked_submission(const fs::path& submission) {
   if (!fs::is_directory(status)) fail("'", submission.string(), "' is not a folder; expected a submission folder ",
                                         "holding labs/NN-name/student.cpp for the nine labs");
   const fs::path dir = fs::canonical(submission);
+  const auto [labs, moved] = labs_folder(dir);
   std::map<fs::path, std::string> unusable;
   std::size_t absent = 0;
   std::string expected;
   for (const fs::path& file : submission_files()) {
     expected += "\n  " + file.string();
-    const fs::file_status entry = fs::symlink_status(dir / file, error);
+    const fs::path path = labs / file.lexically_relative("labs");
+    const fs::file_status entry = fs::symlink_status(path, error);
     if (!fs::exists(entry)) {
       unusable[file] = file.string() + " is not in the submission";
       ++absent;
-    } else if (!fs::is_regular_file(fs::status(dir / file, error))) {
+    } else if (!fs::is_regular_file(fs::status(path, error))) {
       unusable[file] = file.string() + " is not a file that can be compiled (a folder, a device, or a broken link)";
     } else {
       try {
-        contents_of(dir / file);
+        contents_of(path);
       } catch (const Error& e) {
         unusable[file] = file.string() + " cannot be read: " + e.what();
       }
     }
   }
   // A submission lacking some labs is graded without them; one lacking all is no submission (or the wrong folder).
-  if (absent < submission_files().size()) return {dir, unusable};
+  if (absent < submission_files().size()) return {dir, labs, moved, unusable};
   std::string message = "the folder '" + dir.string() + "' holds none of the " + std::to_string(kTaskCount) +
                         " lab files; expected, inside the submission folder:" + expected;
-  if (fs::is_regular_file(dir / submission_files().front().lexically_relative("labs"), error)) {
-    message += "\n('" + dir.string() + "' looks like a labs/ folder itself: pass the folder above it, '" +
-               dir.parent_path().string() + "')";
-  }
+  std::size_t submissions = 0;  // folders inside holding lab folders: a class's, each graded on its own
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error))
+    if (entry.is_directory(error) && lab_files_in(entry.path()) > 0) ++submissions;
+  if (submissions > 1)
+    message += "\n('" + dir.string() + "' holds " + std::to_string(submissions) + " submissions: " + kOneAtATime + ")";
   fail(message);
 }
 
-// Stages the submission's `labs` in `staging` (stage_submission, `from_skeleton` from this tree's labs) and configures
+// Stages `submission`'s `labs` in `staging` (stage_submission, `from_skeleton` from this tree's labs) and configures
 // `build` from `source` to compile them, unless it already does; says what comes.
-void configure(const fs::path& source, const fs::path& build, const fs::path& staging, const fs::path& labs,
-               const std::set<fs::path>& from_skeleton) {
-  const fs::path submission = labs.parent_path();
+void configure(const fs::path& source, const fs::path& build, const fs::path& staging, const fs::path& submission,
+               const fs::path& labs, const std::set<fs::path>& from_skeleton) {
   const fs::path cache = build / "CMakeCache.txt";
   std::error_code error;
   const bool has_cache = fs::is_regular_file(cache, error);
@@ -299,7 +335,7 @@ void build_with_skeletons_for_failures(const fs::path& source, const fs::path& b
   for (;;) {
     const std::optional<std::vector<std::string>> failed = build_fsdplab(build);
     if (!failed) return;
-    BuildFailures failures = build_failures(*failed, staging, labs);
+    BuildFailures failures = build_failures(*failed, staging);
     std::erase_if(failures.labs, [&](const auto& lab) { return not_built.contains(lab.first); });
     if (failures.elsewhere || failures.labs.empty()) {
       const auto step = std::find_if(failed->begin(), failed->end(),
@@ -439,12 +475,13 @@ bool is_compile_error(std::string_view line) {
 
 }  // namespace
 
-BuildFailures build_failures(const std::vector<std::string>& lines, const fs::path& staging, const fs::path& labs) {
+BuildFailures build_failures(const std::vector<std::string>& lines, const fs::path& staging) {
   BuildFailures out;
   const std::string staged = staging.string() + "/";
+  // The staged copy named as the student's own tree names the file: the diagnostic goes back to them.
   const auto as_submitted = [&](std::string line) {
     for (std::size_t at = line.find(staged); at != std::string::npos; at = line.find(staged, at))
-      line.replace(at, staged.size(), labs.string() + "/");
+      line.replace(at, staged.size(), "labs/");
     return line;
   };
   // Ninja prints a failed step's output whole, after its FAILED line, up to the next step's "[n/m]" or FAILED line.
@@ -466,6 +503,11 @@ BuildFailures build_failures(const std::vector<std::string>& lines, const fs::pa
         return found == body.end() ? "" : std::string(*found);
       };
       std::string why = first([&](std::string_view l) { return in_lab(l) && is_compile_error(l); });
+      if (const auto errors = std::count_if(body.begin(), body.end(),
+                                            [&](std::string_view l) { return in_lab(l) && is_compile_error(l); });
+          errors > 1)
+        why += " (and " + std::to_string(errors - 1) + " more error" + (errors > 2 ? "s" : "") +
+               " in the file: the build's messages above)";
       if (why.empty()) {
         const std::string error = first(is_compile_error);
         std::string from_lab = first(
@@ -543,8 +585,21 @@ std::vector<std::string> graded_submission_args(const fs::path& submission) {
   return {"--graded-submission", submission.string(), absolute.string()};
 }
 
-int grade_submission(const fs::path& submission, const std::vector<std::string>& grade_args,
-                     const fs::path& build_dir) {
+int grade_submission(const fs::path& submission, const std::vector<std::string>& grade_args, const fs::path& build_dir,
+                     const fs::path& json) {
+  // Not graded at all: said once, and, for a gradebook built from the --json files, written there too.
+  const auto refused = [&](const std::string& why) {
+    std::cerr << kWho << ": " << why << "\n";
+    if (json.empty()) return 1;
+    const std::vector<std::string> named = graded_submission_args(submission);
+    try {
+      grading::write_refused_grade_json(json, {named.at(1), named.at(2)}, why);
+      std::cerr << kWho << ": " << json.string() << " says it was not graded, and why\n";
+    } catch (const Error& e) {
+      std::cerr << kWho << ": " << e.what() << "\n";
+    }
+    return 1;
+  };
   try {
     const fs::path source = FSDPLAB_SOURCE_DIR;
     std::error_code error;
@@ -553,7 +608,10 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
              "') is not there any more; --submission builds the submission against it");
     }
     const CheckedSubmission checked = checked_submission(submission);
-    const fs::path labs = checked.dir / "labs";
+    const fs::path labs = checked.labs;
+    if (!checked.moved.empty())
+      std::cerr << kWho << ": '" << submission.string() << "': " << checked.moved << "; graded from '" << labs.string()
+                << "'\n";
     const fs::path build = fs::absolute(build_dir).lexically_normal();
     const fs::path staging = build / kStagedLabs;
     check_build_folder(build, checked.dir);
@@ -563,7 +621,7 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
       std::cerr << kWho << ": " << reason << ": its task scores 0 and the lab's skeleton is built instead\n";
     std::set<fs::path> from_skeleton;
     for (const auto& [file, reason] : not_built) from_skeleton.insert(file);
-    configure(source, build, staging, labs, from_skeleton);
+    configure(source, build, staging, checked.dir, labs, from_skeleton);
     build_with_skeletons_for_failures(source, build, staging, labs, not_built);
     const fs::path binary = build / "app" / "fsdplab";
     if (!fs::is_regular_file(binary, error)) {
@@ -583,12 +641,10 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
       std::cerr << kWho << ": the submission's fsdplab grade " << graded.said << "\n";
     }
     return graded.code;
-  } catch (const Error& e) {  // what stops a submission from being graded, said once
-    std::cerr << kWho << ": " << e.what() << "\n";
-    return 1;
+  } catch (const Error& e) {  // what stops a submission from being graded
+    return refused(e.what());
   } catch (const std::exception& e) {
-    std::cerr << kWho << ": error: " << e.what() << "\n";
-    return 1;
+    return refused(std::string("error: ") + e.what());
   }
 }
 

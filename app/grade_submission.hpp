@@ -33,14 +33,14 @@ std::vector<std::filesystem::path> stage_submission(const std::filesystem::path&
 
 // What stopped a build, read from its output lines (ninja's "FAILED: ..." and the compiler's and linker's errors):
 // each staged lab file (in `staging`) that failed to compile or link, by submission_files' name, with its first
-// error, the staged path written as the submission's `labs` folder ("labs/03-forward/student.cpp does not compile:
-// DIR/labs/03-forward/student.cpp:24:38: error: ..."); and whether something else failed too.
+// error (and how many more the file has), the staged path written as the student's tree names it
+// ("labs/03-forward/student.cpp does not compile: labs/03-forward/student.cpp:24:38: error: ..."); and whether
+// something else failed too.
 struct BuildFailures {
   std::map<std::filesystem::path, std::string> labs;
   bool elsewhere = false;
 };
-BuildFailures build_failures(const std::vector<std::string>& lines, const std::filesystem::path& staging,
-                             const std::filesystem::path& labs);
+BuildFailures build_failures(const std::vector<std::string>& lines, const std::filesystem::path& staging);
 
 // Refuses (an Error naming what was expected) a build folder where a grading must write nothing: `submission` (its
 // canonical path) or a folder inside it, a file, or a folder holding files no submission build made. A new or empty
@@ -77,8 +77,9 @@ std::vector<std::string> graded_submission_args(const std::filesystem::path& sub
 // status. A lab file missing or that does not build is replaced by this tree's skeleton, and named to the grade
 // (--not-built TASK:REASON). `grade_args` are grade's own options, without --submission. The build's output goes to
 // stderr, the grade's to this process's stdout and stderr. Never throws: a folder holding none of the nine files, a
-// missing tool, or a build that fails outside the labs is said on stderr and gives a non-zero status.
+// missing tool, or a build that fails outside the labs is said on stderr, written to `json` where one is named
+// (grading::write_refused_grade_json), and gives a non-zero status.
 int grade_submission(const std::filesystem::path& submission, const std::vector<std::string>& grade_args,
-                     const std::filesystem::path& build_dir);
+                     const std::filesystem::path& build_dir, const std::filesystem::path& json = {});
 
 }  // namespace fsdplab::app

@@ -82,11 +82,12 @@ nlohmann::json check_json(const GradedCheck& g) {
 void print_grade(std::ostream& out, const GradeReport& report) {
   out << "fsdplab grade: --impl " << report.impl << ", seed " << report.seed
       << ", on the sim device (deterministic: the same code gets the same points everywhere)\n";
-  if (report.submission) out << "submission: " << report.submission->path << "\n";
+  if (report.submission)
+    out << "submission: " << report.submission->path << " (each \"see it\" runs in the student's own tree)\n";
   for (const TaskGrade& t : report.tasks) {
     const TaskInfo& info = task_info(t.task);
-    out << "\ntask " << t.task << "  " << info.title << "   " << t.impl << ": " << t.where << "   "
-        << points_text(t.earned(), t.possible()) << " points\n";
+    out << "\ntask " << t.task << (info.bonus ? " (bonus)" : "") << "  " << info.title << "   " << t.impl << ": "
+        << t.where << "   " << points_text(t.earned(), t.possible()) << " points\n";
     if (!t.not_built.empty()) {  // one line, not the same reason under each check
       out << "    NOT BUILT  " << indented(t.not_built) << "\n"
           << "               every check scores 0; the rest was graded with this lab's skeleton in its place\n";
@@ -109,17 +110,30 @@ void write_grade_json(const std::filesystem::path& path, const GradeReport& repo
   for (const TaskGrade& t : report.tasks) {
     nlohmann::json checks = nlohmann::json::array();
     for (const GradedCheck& g : t.checks) checks.push_back(check_json(g));
-    nlohmann::json task = {{"task", t.task},       {"title", task_info(t.task).title},
-                           {"impl", t.impl},       {"where", t.where},
-                           {"points", t.earned()}, {"max", t.possible()},
+    nlohmann::json task = {{"task", t.task},
+                           {"title", task_info(t.task).title},
+                           {"bonus", task_info(t.task).bonus},
+                           {"impl", t.impl},
+                           {"where", t.where},
+                           {"points", t.earned()},
+                           {"max", t.possible()},
                            {"checks", checks}};
     if (!t.not_built.empty()) task["not_built"] = t.not_built;
     tasks.push_back(std::move(task));
   }
-  nlohmann::json j = {{"impl", report.impl},      {"seed", report.seed},       {"points", report.earned()},
-                      {"max", report.possible()}, {"seconds", report.seconds}, {"tasks", tasks}};
+  nlohmann::json j = {
+      {"graded", true},           {"impl", report.impl},       {"seed", report.seed}, {"points", report.earned()},
+      {"max", report.possible()}, {"seconds", report.seconds}, {"tasks", tasks}};
   if (report.submission)
     j["submission"] = {{"path", report.submission->path}, {"absolute", report.submission->absolute}};
+  write_output_file(path, "--json", [&](std::ostream& o) { o << j.dump(2) << "\n"; });
+}
+
+void write_refused_grade_json(const std::filesystem::path& path, const GradedSubmission& submission,
+                              const std::string& reason) {
+  const nlohmann::json j = {{"graded", false},
+                            {"reason", reason},
+                            {"submission", {{"path", submission.path}, {"absolute", submission.absolute}}}};
   write_output_file(path, "--json", [&](std::ostream& o) { o << j.dump(2) << "\n"; });
 }
 

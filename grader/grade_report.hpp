@@ -21,6 +21,10 @@ void print_grade(std::ostream& out, const GradeReport& report);
 // the folder graded, in a submission's grade (GradeReport::submission). Written to a temporary name and renamed
 // (output_file.hpp).
 void write_grade_json(const std::filesystem::path& path, const GradeReport& report);
+// The JSON of a submission that could not be graded at all (none of the nine lab files, a build that fails outside
+// the labs): {"graded": false, "reason", "submission"}, so that a gradebook built from the files misses no one.
+void write_refused_grade_json(const std::filesystem::path& path, const GradedSubmission& submission,
+                              const std::string& reason);
 
 // `fsdplab grade --mutants`: task, mutant, points, and the check that caught it with its diagnostic.
 void print_mutants(std::ostream& out, const MutantsReport& report);

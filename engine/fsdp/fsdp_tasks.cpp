@@ -18,8 +18,8 @@ constexpr std::array<TaskInfo, kTaskCount> kTasks{{
     {5, "ShardedOptimizerTask", "labs/05-sharded-optimizer", "sharded optimizer: step the shard only"},
     {6, "OverlapTask", "labs/06-prefetch-overlap", "prefetch and overlap: streams, events, memory"},
     {7, "IntegrationTask", "labs/07-integration", "integration: a model as nested units"},
-    {8, "HybridShardTask", "labs/08-hybrid-shard", "hybrid shard: shard in a group, replicate across"},
-    {9, "CpuOffloadTask", "labs/09-cpu-offload", "CPU offload: shards and the optimizer on the host"},
+    {8, "HybridShardTask", "labs/08-hybrid-shard", "hybrid shard: shard in a group, replicate across", true},
+    {9, "CpuOffloadTask", "labs/09-cpu-offload", "CPU offload: shards and the optimizer on the host", true},
 }};
 
 void check_number(int number) {

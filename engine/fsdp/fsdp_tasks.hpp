@@ -54,6 +54,7 @@ struct TaskInfo {
   std::string_view interface;  // "ForwardTask"
   std::string_view lab;        // "labs/03-forward"
   std::string_view title;      // "forward: all-gather before, free after"
+  bool bonus = false;          // tasks 8 and 9: beyond the assignment's seven, graded as extra credit
 };
 
 // Task `number` (1..9); an Error for another number.

@@ -8,7 +8,10 @@
 #   2. lab 03 fixed, unpacked with a time older than the first build's (as tar and cp -p keep them): the second
 #      build recompiles that one file, nothing of the engine, and task 3 earns every point;
 #   3. the submission folder is as it was: nothing written there;
-#   4. a build folder holding someone's files is refused, and left as it was.
+#   4. a build folder holding someone's files is refused, and left as it was;
+#   5. the same labs returned without their labs/ level, or with it one folder down, are graded from where they
+#      are, saying so (no rebuild);
+#   6. a folder holding no lab file is refused, and its --json says it was not graded, and why.
 #   grade_submission.sh SOURCE_ROOT BUILD_DIR
 # The scratch folder is removed at the end (FSDPLAB_KEEP_SUBMISSION=1 keeps it).
 set -uo pipefail
@@ -52,7 +55,7 @@ log "first build and grade in $(($(date +%s) - start)) s"
 grep -q "The first build compiles the whole engine" "$scratch/first.log" || fail "no word that the first build takes minutes"
 total="$(grep -E '^total: ' "$scratch/first.txt")"
 [[ "$total" == "total: 15/41 points"* ]] || { cat "$scratch/first.txt"; fail "expected task 1's 15 of 41 points; got '$total'"; }
-grep -qE "NOT BUILT  labs/03-forward/student.cpp does not compile: .*labs/03-forward/student.cpp:$broken_line:[0-9]+: error" \
+grep -qE "NOT BUILT  labs/03-forward/student.cpp does not compile: labs/03-forward/student.cpp:$broken_line:[0-9]+: error" \
   "$scratch/first.txt" || { cat "$scratch/first.txt"; fail "task 3's reason does not name the line that does not compile"; }
 grep -q "NOT BUILT  labs/09-cpu-offload/student.cpp is not in the submission" "$scratch/first.txt" ||
   { cat "$scratch/first.txt"; fail "task 9's reason does not say its file is missing"; }
@@ -60,6 +63,7 @@ python3 - "$scratch/alice.json" "$sub" <<'EOF' || fail "the gradebook is not wha
 import json, sys
 grade = json.load(open(sys.argv[1]))
 assert grade["submission"]["path"] == sys.argv[2], grade["submission"]
+assert grade["graded"] is True
 assert (grade["points"], grade["max"]) == (15, 41), (grade["points"], grade["max"])
 tasks = {t["task"]: t for t in grade["tasks"]}
 assert tasks[1]["points"] == tasks[1]["max"] == 15 and "not_built" not in tasks[1], tasks[1].get("not_built")
@@ -93,4 +97,32 @@ mkdir "$scratch/notes" && echo mine >"$scratch/notes/notes.txt"
   fail "a build folder holding someone's files was taken"
 grep -q "holds files and is not a submission's build" "$scratch/refused.txt" || fail "no reason given: $(cat "$scratch/refused.txt")"
 [[ "$(ls -A "$scratch/notes")" == notes.txt ]] || fail "the refused folder was written into: $(ls -A "$scratch/notes")"
-echo "grade_submission: OK — built once, a lab that does not compile and one missing cost their tasks only, a fixed lab recompiled alone, the submission untouched"
+
+# ---- 5. the labs/ level left out ----------------------------------------------------------------------------
+flat="$scratch/returned/frank"
+mkdir -p "$flat" && cp -r "$sub/labs/." "$flat/"
+"$fsdplab" grade --submission "$flat" --submission-build "$scratch/sb" --task 1 >"$scratch/flat.txt" 2>"$scratch/flat.log" ||
+  { cat "$scratch/flat.log"; fail "a submission without its labs/ level was not graded"; }
+grep -q "its lab folders are in the submission folder itself, not in a labs/; graded from" "$scratch/flat.log" ||
+  fail "no word of where the labs were found: $(cat "$scratch/flat.log")"
+grep -q "Building CXX object engine/" "$scratch/flat.log" && fail "the same labs elsewhere rebuilt the engine"
+[[ "$(grep -E '^total: ' "$scratch/flat.txt")" == "total: 15/15 points"* ]] || { cat "$scratch/flat.txt"; fail "task 1 lost points"; }
+# ... and labs/ one folder down, as an archive unpacks
+nested="$scratch/returned/gina"
+mkdir -p "$nested/handout" && cp -r "$sub/labs" "$nested/handout/"
+"$fsdplab" grade --submission "$nested" --submission-build "$scratch/sb" --task 1 >"$scratch/nested.txt" \
+  2>"$scratch/nested.log" || { cat "$scratch/nested.log"; fail "a submission with its labs/ one folder down was not graded"; }
+grep -q "its labs/ is one folder down, in 'handout/labs'; graded from" "$scratch/nested.log" ||
+  fail "no word of where the labs were found: $(cat "$scratch/nested.log")"
+
+# ---- 6. no lab file at all: refused, and the gradebook's file says so -----------------------------------------
+mkdir -p "$scratch/returned/nobody"
+"$fsdplab" grade --submission "$scratch/returned/nobody" --submission-build "$scratch/sb" \
+  --json "$scratch/nobody.json" >"$scratch/nobody.txt" 2>&1 && fail "a folder with no lab file was graded"
+python3 - "$scratch/nobody.json" <<'EOF' || fail "the refused submission's JSON: $(cat "$scratch/nobody.json")"
+import json, sys
+grade = json.load(open(sys.argv[1]))
+assert grade["graded"] is False and "holds none of the 9 lab files" in grade["reason"], grade
+assert grade["submission"]["path"].endswith("returned/nobody"), grade["submission"]
+EOF
+echo "grade_submission: OK — built once, a lab that does not compile and one missing cost their tasks only, a fixed lab recompiled alone, the submission untouched, labs without their labs/ level graded, a refusal written to its JSON"
