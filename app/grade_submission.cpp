@@ -507,7 +507,7 @@ BuildFailures build_failures(const std::vector<std::string>& lines, const fs::pa
                                             [&](std::string_view l) { return in_lab(l) && is_compile_error(l); });
           errors > 1)
         why += " (and " + std::to_string(errors - 1) + " more error" + (errors > 2 ? "s" : "") +
-               " in the file: the build's messages above)";
+               " in the file: the build's messages on stderr)";
       if (why.empty()) {
         const std::string error = first(is_compile_error);
         std::string from_lab = first(

@@ -116,7 +116,7 @@ TEST_F(GradeSubmission, WhatFailedIsReadFromTheBuildsOutput) {
                 {"labs/05-sharded-optimizer/student.cpp",
                  "labs/05-sharded-optimizer/student.cpp does not compile: "
                  "labs/05-sharded-optimizer/student.cpp:26:13: error: 'x' was not declared (and 1 more error in the "
-                 "file: the build's messages above)"}}));
+                 "file: the build's messages on stderr)"}}));
   const app::BuildFailures link = app::build_failures(
       {"FAILED: app/fsdplab ", staged + "01-meta-init/student.cpp:42: undefined reference to `helper()'",
        "/usr/bin/ld: " + staged +
