@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 
 #include "engine/runtime/error.hpp"
 #include "labs/student_tasks.hpp"
@@ -130,6 +131,11 @@ FsdpChoice parse_fsdp_flags(const FsdpFlags& flags) {
   choice.impl = parse_impl(flags.impl);
   tasks_for(choice.impl);  // a mutant this build lacks is refused here, before a command prints anything
   warn_of_student_code_not_built(choice.impl);
+  // Task 9's code runs only where the shards live on the host: without --offload the run would look like the
+  // reference's and say nothing of why.
+  if (choice.impl.replaced(9) && !o.offload)
+    std::cerr << "fsdplab: warning: --impl " << choice.impl.of[8] << " for task 9: CPU offload runs only with "
+              << "--offload; this run never calls task 9's code\n";
   return choice;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/train/expected_memory.hpp"
 #include "engine/train/model_factory.hpp"
@@ -111,11 +112,14 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
       break;
   }
   // --break stops the focus run (the last: see LiveSession::start) in a task whose code reports events there.
-  if (const OverlapMode focus = runs.back().run.options.mode; break_at && break_at->task != 0)
-    check(task_reports_events(break_at->task, focus), "--break task:", break_at->task, ": ",
-          why_task_reports_no_events(break_at->task, focus), ", so there is no event of it to stop at; break on one "
-          "of tasks 3 to 8 (task 6 under ASYNC only), or see the task with --compare impl (yours beside the "
-          "reference)");
+  if (break_at && break_at->task != 0) {
+    const FsdpRun& focus = runs.back().run;
+    const int replica_ranks = focus.run.world / shard_group_size(focus.options, focus.run.world);
+    check(task_reports_events(break_at->task, focus.options.mode, replica_ranks), "--break task:", break_at->task, ": ",
+          why_task_reports_no_events(break_at->task, focus.options.mode, replica_ranks),
+          ", so there is no event of it to stop at; break on one of tasks 3 to 8 (task 6 under ASYNC only, task 8 "
+          "with replica groups), or see the task with --compare impl (yours beside the reference)");
+  }
   // Side by side on one GPU, each run's ranks get SMs of their own (RunConfig::runs_on_gpu).
   for (std::size_t i = 0; i < runs.size(); ++i) {
     runs[i].run.run.runs_on_gpu = static_cast<int>(runs.size());

@@ -115,6 +115,10 @@ void StepThroughPanel::draw(LiveSession& session) {
       break;
     }
   }
+  // A break armed on one task (--break task:8) is the one shown, until another is chosen.
+  if (task_list(breaking_tasks).find(',') == std::string::npos)
+    for (int n = 1; n <= kTaskCount; ++n)
+      if (breaking_tasks[static_cast<std::size_t>(n - 1)]) first_mine = n;
   const int chosen = chosen_task_.value_or(first_mine);
   if (ImGui::Button(("Break on task " + std::to_string(chosen) + "'s events").c_str())) {
     std::array<bool, kTaskCount> one{};
@@ -216,7 +220,14 @@ void StepThroughPanel::draw(LiveSession& session) {
         }
       }
     }
-    if (!control.paused()) ImGui::SetScrollHereY(1.0f);  // follow the newest while running
+    // Follow the newest while running, and go to it once at each stop (the run may have got there between frames).
+    const std::optional<FsdpEvent> stop = control.last_break();
+    const std::optional<StopKey> key =
+        stop ? std::optional<StopKey>(
+                   StopKey{stop->rank, stop->step, static_cast<int>(stop->kind), stop->unit, stop->host_time})
+             : std::nullopt;
+    if (!control.paused() || (key && key != events_scrolled_to_)) ImGui::SetScrollHereY(1.0f);
+    if (control.paused()) events_scrolled_to_ = key;
   }
   ImGui::EndChild();
   events_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};

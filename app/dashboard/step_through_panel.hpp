@@ -40,6 +40,7 @@ class StepThroughPanel {
   // The last stop the panel scrolled to (rank, step, kind, unit, host time): each stop scrolls once.
   using StopKey = std::tuple<int, int, int, int, SimTime>;
   std::optional<StopKey> scrolled_to_;
+  std::optional<StopKey> events_scrolled_to_;  // the stop the event list last went to its newest entry for
 };
 
 }  // namespace fsdplab::app

@@ -142,13 +142,16 @@ void TimelinePanel::fit() {
 }
 
 bool TimelinePanel::show_race(const TraceStore& store) {
-  const TraceSource* raced = first_race(store);
-  if (!raced) return false;
-  const RaceReport& race = *raced->race;
-  const SimTime begin = std::min(race.earlier.begin, race.later.begin);
-  const SimTime end = std::max(race.earlier.end, race.later.end);
+  if (!first_race(store)) return false;
+  SimTime begin = std::numeric_limits<SimTime>::max(), end = 0;
+  for (const TraceSource& source : store.sources()) {
+    if (!source.race) continue;
+    begin = std::min({begin, source.race->earlier.begin, source.race->later.begin});
+    end = std::max({end, source.race->earlier.end, source.race->later.end});
+  }
   const SimTime margin = std::max(end - begin, kRaceViewMargin);
   set_view(std::max(SimTime{0}, begin - margin), end + margin);
+  race_view_ = {begin_, end_};
   return true;
 }
 
@@ -296,14 +299,17 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
   if (ImGui::Checkbox("Follow", &follow)) following_ = follow;
   ImGui::SameLine();
   if (ImGui::Button("Fit")) fit();
-  // See [Note: the race on the timeline]: a race that comes while the view follows the run is zoomed to.
-  if (first_race(store)) {
+  // See [Note: the race on the timeline]: a race that comes while the view follows the run, or still shows the races
+  // that came before it, is zoomed to.
+  if (const int races = static_cast<int>(std::count_if(store.sources().begin(), store.sources().end(),
+                                                       [](const TraceSource& s) { return s.race.has_value(); }));
+      races > 0) {
     ImGui::SameLine();
-    if (ImGui::Button("Show the race")) show_race(store);
-    if (!race_seen_ && following_) show_race(store);
-    race_seen_ = true;
+    if (ImGui::Button(races > 1 ? "Show the races" : "Show the race")) show_race(store);
+    if (races > races_seen_ && (following_ || std::pair{begin_, end_} == race_view_)) show_race(store);
+    races_seen_ = races;
   } else {
-    race_seen_ = false;
+    races_seen_ = 0;
   }
   update_follow(store);
   layout(store);
@@ -520,7 +526,7 @@ void TimelinePanel::draw_lane(const TraceStore& store, std::size_t lane_index, c
 // none of that lane's ops came (a backward's first reduce-scatter), and a white line joins them. Both are at least
 // kRaceMarkMinPixels wide, so a race stays in sight when its ops are folded into a pixel. Hovering either names the
 // buffer, both accesses and the wait that is missing. The view jumps to the race when it comes, if it was following the
-// run (a view the user placed stays); "Show the race" jumps again.
+// run or still shows the races before it (a view the user placed stays); "Show the race" jumps again, to every run's.
 void TimelinePanel::draw_races(const TraceStore& store, const Area& area, float rows_top, ImDrawList& dl,
                                bool pointing) {
   const double scale = area.width() / (end_ - begin_);

@@ -94,8 +94,8 @@ class TimelinePanel {
   void set_view(SimTime begin, SimTime end);
   // Shows the whole trace from the next frame on, and keeps showing it while it grows (following).
   void fit();
-  // Places the view around the first source's race, its two accesses and as much again either side; false
-  // where no source has one.
+  // Places the view around every source's race, their accesses and as much again either side; false where no
+  // source has one.
   bool show_race(const TraceStore& store);
 
   // The span measured by a right drag (or shift + left drag), ordered; none after a right click.
@@ -161,7 +161,8 @@ class TimelinePanel {
   std::vector<LaneRect> lanes_drawn_;
   std::vector<RaceMarkRect> race_marks_;
   std::optional<int> hovered_race_;  // the source whose race mark is under the mouse
-  bool race_seen_ = false;           // the store had a race last frame: it was zoomed to when it came
+  int races_seen_ = 0;               // the sources with a race last frame: each zoomed to as it came
+  std::pair<double, double> race_view_{-1, -1};  // the view show_race last set
   std::optional<std::pair<std::size_t, std::size_t>> hovered_;
   std::optional<FoldedBlock> hovered_fold_;
   std::vector<std::string> tooltip_;

@@ -118,6 +118,9 @@ void UnitLifecycle::prefetch_after(PassPoint point, FsdpUnit& unit) {
 }
 
 void UnitLifecycle::gather(FsdpUnit& unit) {
+  // Gathering from the moment the gather is issued: its collective's events (observed_communicator.cpp) carry the
+  // state, which the dashboard's FlatParameter map frames.
+  unit.state = UnitState::gathering;
   Device& device = rank_.device;
   const Stream stream = device.stream(Lane::all_gather);
   // A prefetch runs inside another unit's hook: the gather's ops carry the unit they gather.

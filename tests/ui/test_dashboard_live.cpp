@@ -47,7 +47,7 @@ TEST(DashboardLive, BothRunsFillTheirLanesAndSteps) {
 
 // A task 4 without its wait (the grader's mutant): the race detector stops both runs at the backward's first
 // reduce-scatter, which never ran and would have been its lane's first op. The timeline marks both accesses, the
-// reduce-scatter's on a lane laid out for it, and went to the first run's race as it came.
+// reduce-scatter's on a lane laid out for it, and went to each run's race as it came.
 TEST(DashboardLive, TheRaceThatStoppedARunIsMarkedWhereItHappened) {
   HeadlessImGui imgui;
   SessionSettings settings = tiny_settings(2);
@@ -73,8 +73,11 @@ TEST(DashboardLive, TheRaceThatStoppedARunIsMarkedWhereItHappened) {
   const TimelinePanel& timeline = dashboard.timeline();
   EXPECT_FALSE(timeline.following());
   const RaceReport& first = *store.source(0).race;
-  EXPECT_LE(timeline.view_begin(), first.earlier.begin);
-  EXPECT_GE(timeline.view_end(), first.later.end);
+  for (int source : {0, 1}) {  // every run's race in view, the second's come after the first was zoomed to
+    const RaceReport& race = *store.source(source).race;
+    EXPECT_LE(timeline.view_begin(), std::min(race.earlier.begin, race.later.begin)) << source;
+    EXPECT_GE(timeline.view_end(), std::max(race.earlier.end, race.later.end)) << source;
+  }
   std::set<std::pair<int, bool>> marked;
   for (const RaceMarkRect& mark : timeline.race_marks()) marked.emplace(mark.source, mark.later);
   EXPECT_TRUE(marked.count({0, false}) && marked.count({0, true}));
@@ -279,7 +282,7 @@ TEST(DashboardLive, ABreakInTheSettingsStopsEvenARunOfOneStepAtItsFirstEvent) {
 }
 
 TEST(DashboardLive, ABreakOnATaskWithoutEventsIsRefusedBeforeAnyRunStarts) {
-  for (int task : {1, 2, 9}) {
+  for (int task : {1, 2, 8, 9}) {  // task 8: full sharding has no replica groups to all-reduce across
     SessionSettings settings = tiny_settings(1);
     settings.break_at = BreakAt{std::nullopt, task, 0};
     try {
@@ -290,6 +293,29 @@ TEST(DashboardLive, ABreakOnATaskWithoutEventsIsRefusedBeforeAnyRunStarts) {
       EXPECT_NE(std::string(e.what()).find("tasks 3 to 8"), std::string::npos) << e.what();
     }
   }
+}
+
+// The FlatParameter map frames a unit whose gather is issued ("orange frame: gather issued"): its collective's
+// events carry the state gathering, from the moment the gather is issued until compute waits for it.
+TEST(DashboardLive, AUnitWhoseGatherIsIssuedIsFramedAsGathering) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<LiveSession>(tiny_settings(1000)));
+  LiveSession& session = *dashboard.session();
+  RunControl& control = session.control();
+  control.set_focus(1, 0);
+  control.set_break_on(FsdpEventKind::collective_issued, true);
+  control.set_breaking(true);
+  frames_until(imgui, dashboard, [&] { return control.paused() && control.last_break(); });
+  const FsdpEvent stop = *control.last_break();
+  EXPECT_EQ(stop.collective, "all_gather");
+  EXPECT_EQ(stop.unit_state, UnitState::gathering);
+  frames_until(imgui, dashboard, [] { return true; });
+  const auto& cells = dashboard.flat_parameters().cells();
+  const auto cell = std::find_if(cells.begin(), cells.end(),
+                                 [&](const FlatParameterPanel::Cell& c) { return c.unit == stop.unit && c.rank == 0; });
+  ASSERT_NE(cell, cells.end());
+  EXPECT_EQ(cell->state, UnitState::gathering);
+  control.stop();
 }
 
 TEST(DashboardLive, StepThroughStopsAtEachPostForwardInOrder) {
