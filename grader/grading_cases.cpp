@@ -79,10 +79,14 @@ Check load_case(const fs::path& file) {
                   (std::is_signed_v<T> ? "" : " >= 0") + " that fits in " + std::to_string(sizeof(T) * 8) + " bits");
       }
     }
+    const char* kind = std::is_same_v<T, bool>            ? "true or false"
+                       : std::is_same_v<T, std::string>     ? "a string"
+                       : std::is_floating_point_v<T>        ? "a number"
+                                                            : "a whole number";
     try {
       return value.get<T>();
     } catch (const nlohmann::json::exception&) {
-      throw bad(std::string("'") + key + "' is " + value.dump() + ", not the kind of value expected");
+      throw bad(std::string("'") + key + "' is " + value.dump() + "; expected " + kind);
     }
   };
   if (!j.contains("name") || !j.contains("task")) throw bad("a case needs a \"name\" and a \"task\" (1 to 9)");
@@ -111,18 +115,27 @@ Check load_case(const fs::path& file) {
     c.run.seed = get("seed", std::uint64_t{0});
     c.fixed_seed = true;
   }
+  // The values read first (get's refusals name the file already), then parsed (whose refusals do not).
+  const std::string strategy = get("strategy", std::string(strategy_name(c.options.strategy)));
+  const std::string mode = get("mode", std::string(overlap_mode_name(c.options.mode)));
+  const std::string prefetch = get("prefetch", prefetch_name(c.options.prefetch));
+  const std::string buffers = get("buffers", std::string(unshard_buffers_name(c.options.buffers)));
+  c.options.hybrid_group = get("hybrid_group", c.options.hybrid_group);
+  c.options.max_inflight = get("max_inflight", c.options.max_inflight);
+  c.options.offload = get("offload", c.options.offload);
   try {
-    c.options.strategy = parse_strategy(get("strategy", std::string(strategy_name(c.options.strategy))));
-    c.options.hybrid_group = get("hybrid_group", c.options.hybrid_group);
-    c.options.mode = parse_overlap_mode(get("mode", std::string(overlap_mode_name(c.options.mode))));
-    c.options.prefetch = parse_prefetch(get("prefetch", prefetch_name(c.options.prefetch)));
-    c.options.buffers = parse_unshard_buffers(get("buffers", std::string(unshard_buffers_name(c.options.buffers))));
-    if (c.options.mode == OverlapMode::sync) c.options = sync_schedule(c.options);
-    c.options.max_inflight = get("max_inflight", c.options.max_inflight);
-    c.options.offload = get("offload", c.options.offload);
+    c.options.strategy = parse_strategy(strategy);
+    c.options.mode = parse_overlap_mode(mode);
+    c.options.prefetch = parse_prefetch(prefetch);
+    c.options.buffers = parse_unshard_buffers(buffers);
   } catch (const Error& e) {
     throw bad(e.what());
   }
+  // As `fsdplab run` refuses --prefetch with --mode sync: SYNC's schedule has none, and would drop it unsaid.
+  if (c.options.mode == OverlapMode::sync && !(c.options.prefetch == sync_schedule(c.options).prefetch))
+    throw bad("\"prefetch\" is \"" + prefetch + "\" with \"mode\": \"sync\"; SYNC never prefetches: leave \"prefetch\" "
+              "out, or use \"mode\": \"async\"");
+  if (c.options.mode == OverlapMode::sync) c.options = sync_schedule(c.options);
   // A case must train something: a run takes 0 steps and --seq 0 (the model's context length), a case does not.
   if (c.run.steps < 1) throw bad("\"steps\" is " + std::to_string(c.run.steps) + "; expected >= 1 steps to compare");
   if (c.run.seq < 1) throw bad("\"seq\" is " + std::to_string(c.run.seq) + "; expected >= 1 tokens");

@@ -1,7 +1,6 @@
 // Task 2's mutants: FlatParameters with one mistake each (the pitfalls of labs/02-flat-parameter). Each is
 // the reference (reference_flat_parameter()) but for the one method the mistake is in.
 #include <algorithm>
-#include <array>
 #include <vector>
 
 #include "engine/fsdp/flat_parameter.hpp"
@@ -99,7 +98,7 @@ class ViewsThatCopy final : public LikeTheReference {
   }
 };
 
-const std::array<Mutant, 7> kMutants = {{
+const Mutant kMutants[] = {
     {2, "padding-off-by-one", "pads a size that is already a multiple of W by a whole extra chunk",
      instance<PaddingOffByOne>},
     {2, "no-alignment", "packs the parameters back to back, ignoring align", instance<NoAlignment>},
@@ -113,7 +112,7 @@ const std::array<Mutant, 7> kMutants = {{
      "keeps only the parameters wholly inside the shard: a parameter cut between ranks is dropped",
      instance<DropsCutParameters>},
     {2, "skips-repeats", "skips a parameter given twice instead of raising an Error", instance<SkipsRepeats>},
-}};
+};
 
 }  // namespace
 

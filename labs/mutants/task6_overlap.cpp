@@ -1,6 +1,5 @@
 // Task 6's mutants: schedules with one mistake each (the pitfalls of labs/06-prefetch-overlap). Each is
 // the reference (reference_overlap()) but for the one method the mistake is in.
-#include <array>
 
 #include "engine/fsdp/fsdp_unit.hpp"
 #include "engine/fsdp/overlap_state.hpp"
@@ -212,7 +211,7 @@ class StagingFreedAtOnce final : public LikeTheReference {
   }
 };
 
-const std::array<Mutant, 16> kMutants = {{
+const Mutant kMutants[] = {
     {6, "free-at-host-time",
      "under ASYNC frees a gathered buffer at the host's time, while the compute stream may still read it",
      instance<FreeAtHostTime>},
@@ -252,7 +251,7 @@ const std::array<Mutant, 16> kMutants = {{
      "under ASYNC drops a collective's temporary (a bf16 copy of the shard) at once, while the collective still "
      "reads it",
      instance<StagingFreedAtOnce>},
-}};
+};
 
 }  // namespace
 

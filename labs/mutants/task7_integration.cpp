@@ -1,6 +1,5 @@
 // Task 7's mutants: unit plans with one mistake each (the pitfalls of labs/07-integration).
 #include <algorithm>
-#include <array>
 #include <map>
 
 #include "engine/fsdp/integration_task.hpp"
@@ -170,7 +169,7 @@ class UnitsByName final : public IntegrationTask {
   }
 };
 
-const std::array<Mutant, 10> kMutants = {{
+const Mutant kMutants[] = {
     {7, "subtree-parameters",
      "takes module->parameters(), the whole subtree, for each unit: nested units' parameters are held twice",
      instance<SubtreeParameters>},
@@ -194,7 +193,7 @@ const std::array<Mutant, 10> kMutants = {{
      instance<UnitsByName>},
     {7, "no-root", "makes the model a unit only when the policy names it: GPT-2's wte, wpe and ln_f are in no unit",
      instance<NoRoot>},
-}};
+};
 
 }  // namespace
 

@@ -779,6 +779,12 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3.9})"), "'task' is 3.9; expected a whole number"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "batch": 1e12})"), "'batch' is"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "world": 4294967298})"), "'world' is 4294967298"));
+  // A value of the wrong kind is named once, with the kind expected; SYNC with a prefetch is refused as run refuses it.
+  const std::string offload = refusal(R"({"name": "x", "task": 3, "offload": "yes"})");
+  EXPECT_TRUE(contains(offload, "one.json: 'offload' is \"yes\"; expected true or false")) << offload;
+  EXPECT_EQ(offload.find("one.json"), offload.rfind("one.json")) << offload;
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 6, "mode": "sync", "prefetch": "forward"})"),
+                       "\"prefetch\" is \"forward\" with \"mode\": \"sync\"; SYNC never prefetches"));
   // A case's name is its check id (case:NAME): never empty, never another case's.
   EXPECT_TRUE(contains(refusal(R"({"name": "", "task": 3})"), "one.json: \"name\" is empty"));
   std::ofstream(path("cases/one.json")) << R"({"name": "x", "task": 3})";
