@@ -40,9 +40,18 @@ class ScreenshotMoment {
   bool at_moment(LiveSession& session) const {
     // A run that failed never breaks: once every run ended, the shot shows why.
     if (const std::optional<BreakAt>& b = session.settings().break_at) {
-      const RunControl& control = session.control();
+      RunControl& control = session.control();
       const int focus = control.focus().first;
-      bool focus_stopped = control.paused() && control.last_break();
+      const bool broke = control.paused() && control.last_break();
+      const auto& runs = session.runs();
+      // The focus run ended without reaching the break: the others are let go from their holds, and the shot waits
+      // for every run to end (cmd_gui then says the runs finished without reaching it).
+      if (!broke && std::any_of(runs.begin(), runs.end(),
+                                [&](const auto& run) { return run->source() == focus && run->finished(); })) {
+        control.set_hold_others_from_step(-1);
+        return std::all_of(runs.begin(), runs.end(), [](const auto& run) { return run->finished(); });
+      }
+      bool focus_stopped = broke;
       for (const auto& run : session.runs()) {
         const int source = run->source();
         if (run->finished()) {

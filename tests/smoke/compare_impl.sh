@@ -35,10 +35,18 @@ status=0
 [ "$status" = 1 ] && grep -q "task:9: task 9's copies (CPU offload) run inside the gathers" "$out/stderr" ||
   fail "--break task:9 accepted"
 status=0
+rm -f "$out/never.png" "$out/unreached.png"
 "$fsdplab" gui --preset test-tiny --break task:8 --screenshot "$out/never.png" --steps 1 >"$out/stdout" \
   2>"$out/stderr" || status=$?
-[ "$status" = 1 ] && grep -q "the runs finished without reaching it" "$out/stderr" ||
-  fail "--break task:8 without hybrid shard: expected 'finished without reaching it', got status $status"
+[ "$status" = 1 ] && grep -q "task:8: task 8 (hybrid shard) all-reduces across replica groups" "$out/stderr" &&
+  [ ! -e "$out/never.png" ] || fail "--break task:8 without replica groups accepted (status $status)"
+# A break the focus run never reaches (ASYNC without prefetch: task 6 issues nothing): the shot waits for every run
+# to finish, the others let go from their holds, and says so.
+status=0
+"$fsdplab" gui --preset test-tiny --prefetch none --break task:6 --screenshot "$out/unreached.png" --steps 1 \
+  >"$out/stdout" 2>"$out/stderr" || status=$?
+[ "$status" = 1 ] && grep -q "the runs finished without reaching it" "$out/stderr" && [ -s "$out/unreached.png" ] ||
+  fail "--break task:6 without prefetch: expected 'finished without reaching it' and a shot, got status $status"
 status=0
 "$fsdplab" gui --impl 3=student --break task:3 >"$out/stdout" 2>"$out/stderr" || status=$?
 [ "$status" = 1 ] && grep -q "fsdplab gui --impl 3=student --break task:3 --screenshot dashboard.png\` renders it" \
