@@ -502,10 +502,9 @@ BuildFailures build_failures(const std::vector<std::string>& lines, const fs::pa
         const auto found = std::find_if(body.begin(), body.end(), wanted);
         return found == body.end() ? "" : std::string(*found);
       };
-      std::string why = first([&](std::string_view l) { return in_lab(l) && is_compile_error(l); });
-      if (const auto errors = std::count_if(body.begin(), body.end(),
-                                            [&](std::string_view l) { return in_lab(l) && is_compile_error(l); });
-          errors > 1)
+      const auto lab_error = [&](std::string_view l) { return in_lab(l) && is_compile_error(l); };
+      std::string why = first(lab_error);
+      if (const auto errors = std::count_if(body.begin(), body.end(), lab_error); errors > 1)
         why += " (and " + std::to_string(errors - 1) + " more error" + (errors > 2 ? "s" : "") +
                " in the file: the build's messages on stderr)";
       if (why.empty()) {

@@ -7,6 +7,7 @@
 
 #include "app/dashboard/exercise_notes.hpp"
 #include "app/dashboard/printable_text.hpp"
+#include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab::app {
@@ -68,6 +69,11 @@ std::string task_list(const std::array<bool, kTaskCount>& tasks) {
 
 }  // namespace
 
+std::optional<StepThroughPanel::StopKey> StepThroughPanel::stop_key(const std::optional<FsdpEvent>& stop) {
+  if (!stop) return std::nullopt;
+  return StopKey{stop->rank, stop->step, static_cast<int>(stop->kind), stop->unit, stop->host_time};
+}
+
 void StepThroughPanel::set_chosen_task(int task) {
   check(task >= 1 && task <= kTaskCount, "step-through: task ", task, "; the lab's tasks are numbered 1 to ",
         kTaskCount);
@@ -92,10 +98,17 @@ void StepThroughPanel::draw(LiveSession& session) {
   // ---- tasks: the student's in one click, or one chosen here ---------------------------------------
   std::array<bool, kTaskCount> breaking_tasks{};
   for (int n = 1; n <= kTaskCount; ++n) breaking_tasks[static_cast<std::size_t>(n - 1)] = control.breaks_on_task(n);
-  // The student's tasks that report events: tasks 1, 2 and 9 have none of their own to stop at.
+  // The tasks that report events in the focus run: tasks 1, 2 and 9 have none of their own to stop at, task 6 none
+  // under SYNC, task 8 none without replica groups.
+  const auto reports_events = [&](int task) {
+    if (focus_source >= static_cast<int>(session.runs().size())) return task_reports_events(task);
+    const FsdpRun& focus = session.runs()[static_cast<std::size_t>(focus_source)]->run();
+    return task_reports_events(task, focus.options.mode,
+                               focus.run.world / shard_group_size(focus.options, focus.run.world));
+  };
   const ImplChoice mine = session.impl_of(focus_source);
   std::array<bool, kTaskCount> my_tasks = mine.replaced_tasks();
-  for (int n = 1; n <= kTaskCount; ++n) my_tasks[static_cast<std::size_t>(n - 1)] &= task_reports_events(n);
+  for (int n = 1; n <= kTaskCount; ++n) my_tasks[static_cast<std::size_t>(n - 1)] &= reports_events(n);
   const bool any_mine = !task_list(my_tasks).empty();
   if (!any_mine) ImGui::BeginDisabled();
   if (ImGui::Button(("Break on my tasks' events" + (any_mine ? " (" + task_list(my_tasks) + ")" : "")).c_str()))
@@ -103,23 +116,21 @@ void StepThroughPanel::draw(LiveSession& session) {
   my_tasks_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
   if (!any_mine) ImGui::EndDisabled();
   if (!any_mine && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip(mine.any_replaced()
-                          ? "your tasks report no events of their own (tasks 3 to 8 do); choose a task below"
-                          : "this run uses the reference for every task; run with --impl 3=student (or choose a "
-                            "task below)");
-  // A student's own task first (lab 5's student sees task 5 offered), until one is chosen in the list.
-  int first_mine = 3;  // with none of the student's, the first task that reports events
-  for (int n = 1; n <= kTaskCount; ++n) {
-    if (my_tasks[static_cast<std::size_t>(n - 1)]) {
-      first_mine = n;
-      break;
-    }
-  }
-  // A break armed on one task (--break task:8) is the one shown, until another is chosen.
-  if (task_list(breaking_tasks).find(',') == std::string::npos)
-    for (int n = 1; n <= kTaskCount; ++n)
-      if (breaking_tasks[static_cast<std::size_t>(n - 1)]) first_mine = n;
-  const int chosen = chosen_task_.value_or(first_mine);
+    ImGui::SetTooltip(
+        mine.any_replaced()
+            ? "your tasks report no events of their own in this run (tasks 3 to 8 do; 6 under ASYNC only, 8 "
+              "with replica groups); choose a task below"
+            : "this run uses the reference for every task; run with --impl 3=student (or choose a "
+              "task below)");
+  // Until one is chosen in the list: a break armed on one task (--break task:8), else the student's first task
+  // (lab 5's student sees task 5 offered), else task 3, the first that reports events.
+  const auto task_number = [](const std::array<bool, kTaskCount>& tasks) {
+    return static_cast<int>(std::find(tasks.begin(), tasks.end(), true) - tasks.begin()) + 1;
+  };
+  const int offered = std::count(breaking_tasks.begin(), breaking_tasks.end(), true) == 1 ? task_number(breaking_tasks)
+                      : any_mine                                                          ? task_number(my_tasks)
+                                                                                          : 3;
+  const int chosen = chosen_task_.value_or(offered);
   if (ImGui::Button(("Break on task " + std::to_string(chosen) + "'s events").c_str())) {
     std::array<bool, kTaskCount> one{};
     one[static_cast<std::size_t>(chosen - 1)] = true;
@@ -130,7 +141,7 @@ void StepThroughPanel::draw(LiveSession& session) {
   ImGui::PushItemWidth(130);
   if (ImGui::BeginCombo("##task", combo_preview(task_heading(chosen)).c_str())) {
     for (int n = 1; n <= kTaskCount; ++n)
-      if (task_reports_events(n) && ImGui::Selectable(task_heading(n).c_str(), n == chosen)) chosen_task_ = n;
+      if (reports_events(n) && ImGui::Selectable(task_heading(n).c_str(), n == chosen)) chosen_task_ = n;
     ImGui::EndCombo();
   }
   ImGui::PopItemWidth();
@@ -155,8 +166,7 @@ void StepThroughPanel::draw(LiveSession& session) {
 
   // A stop scrolls the left column once, to these buttons and what stopped under them: the Run panel above is long,
   // and what stopped is what the student looks for. Until the next stop, the scrolling is the student's.
-  if (const std::optional<FsdpEvent> stop = control.last_break(); stop && control.paused()) {
-    const StopKey key{stop->rank, stop->step, static_cast<int>(stop->kind), stop->unit, stop->host_time};
+  if (const std::optional<StopKey> key = stop_key(control.last_break()); key && control.paused()) {
     if (key != scrolled_to_) ImGui::SetScrollHereY(0.0f);
     scrolled_to_ = key;
   }
@@ -221,11 +231,7 @@ void StepThroughPanel::draw(LiveSession& session) {
       }
     }
     // Follow the newest while running, and go to it once at each stop (the run may have got there between frames).
-    const std::optional<FsdpEvent> stop = control.last_break();
-    const std::optional<StopKey> key =
-        stop ? std::optional<StopKey>(
-                   StopKey{stop->rank, stop->step, static_cast<int>(stop->kind), stop->unit, stop->host_time})
-             : std::nullopt;
+    const std::optional<StopKey> key = stop_key(control.last_break());
     if (!control.paused() || (key && key != events_scrolled_to_)) ImGui::SetScrollHereY(1.0f);
     if (control.paused()) events_scrolled_to_ = key;
   }

@@ -39,6 +39,7 @@ class StepThroughPanel {
   Rect step_, my_tasks_, task_, events_;
   // The last stop the panel scrolled to (rank, step, kind, unit, host time): each stop scrolls once.
   using StopKey = std::tuple<int, int, int, int, SimTime>;
+  static std::optional<StopKey> stop_key(const std::optional<FsdpEvent>& stop);
   std::optional<StopKey> scrolled_to_;
   std::optional<StopKey> events_scrolled_to_;  // the stop the event list last went to its newest entry for
 };

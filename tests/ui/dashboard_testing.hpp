@@ -1,5 +1,5 @@
-// dashboard_testing.hpp — what the dashboard tests share: small live settings, and driving a Dashboard
-// frame by frame in a headless ImGui context until something happens.
+// dashboard_testing.hpp — what the dashboard tests share: small live settings, driving a Dashboard
+// frame by frame in a headless ImGui context until something happens, and finding a FlatParameter map's cell.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -34,6 +34,15 @@ inline void frames_until(HeadlessImGui& imgui, Dashboard& dashboard, const std::
         << "the dashboard did not get there in time";
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+}
+
+// The map's cell of `unit` on `rank` as the last frame drew it; a failure (and a cell of unit -1) where there is none.
+inline const FlatParameterPanel::Cell& map_cell(const FlatParameterPanel& panel, int unit, int rank) {
+  for (const FlatParameterPanel::Cell& c : panel.cells())
+    if (c.unit == unit && c.rank == rank) return c;
+  ADD_FAILURE() << "no cell of unit " << unit << ", rank " << rank << " in the FlatParameter map";
+  static const FlatParameterPanel::Cell none{.unit = -1, .rank = -1};
+  return none;
 }
 
 }  // namespace fsdplab::app

@@ -10,6 +10,7 @@
 
 #include "app/dashboard/flat_parameter_map.hpp"
 #include "app/dashboard/headless_imgui.hpp"
+#include "dashboard_testing.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -58,13 +59,6 @@ float draw(HeadlessImGui& ui, FlatParameterPanel& panel, const FlatParameterMap&
   return panel.scroll_max_x();
 }
 
-const FlatParameterPanel::Cell& cell(const FlatParameterPanel& panel, int unit, int rank) {
-  for (const FlatParameterPanel::Cell& c : panel.cells())
-    if (c.unit == unit && c.rank == rank) return c;
-  ADD_FAILURE() << "no cell of unit " << unit << ", rank " << rank;
-  return panel.cells().front();
-}
-
 class FlatParameterMapLayout : public testing::TestWithParam<std::tuple<int, float>> {};
 
 TEST_P(FlatParameterMapLayout, HeadersNamesAndCellsKeepApartAndEveryRankCanBeReached) {
@@ -78,7 +72,7 @@ TEST_P(FlatParameterMapLayout, HeadersNamesAndCellsKeepApartAndEveryRankCanBeRea
 
   ASSERT_EQ(panel.cells().size(), map.units.size() * static_cast<std::size_t>(world));
   for (int r = 0; r < world; ++r) {
-    const FlatParameterPanel::Cell& c = cell(panel, 0, r);
+    const FlatParameterPanel::Cell& c = map_cell(panel, 0, r);
     // In view, or as far right as the grid scrolls.
     EXPECT_LE(c.max.x, panel.grid_max().x + scroll_max + 0.5f) << "rank " << r << " out of reach";
     EXPECT_GE(c.min.x, panel.grid_min().x - 0.5f);
@@ -94,12 +88,12 @@ TEST_P(FlatParameterMapLayout, HeadersNamesAndCellsKeepApartAndEveryRankCanBeRea
     const std::string number = std::to_string(r);
     EXPECT_TRUE(headers[h].text == "rank " + number || headers[h].text == "r" + number || headers[h].text == number)
         << headers[h].text << " over rank " << r;
-    EXPECT_NEAR(headers[h].min.x, cell(panel, 0, r).min.x, 0.5f) << headers[h].text;
+    EXPECT_NEAR(headers[h].min.x, map_cell(panel, 0, r).min.x, 0.5f) << headers[h].text;
     if (h > 0) {
       EXPECT_GE(headers[h].min.x - headers[h - 1].max.x, ImGui::CalcTextSize(" ").x - 1) << headers[h].text;
     }
   }
-  EXPECT_LE(headers.back().max.x, cell(panel, 0, world - 1).max.x + 0.5f);
+  EXPECT_LE(headers.back().max.x, map_cell(panel, 0, world - 1).max.x + 0.5f);
   // Names keep to their column: whole, or their tail after "..." (nested units differ at the end).
   ASSERT_EQ(panel.names().size(), map.units.size());
   for (std::size_t u = 0; u < map.units.size(); ++u) {
@@ -141,7 +135,7 @@ TEST(FlatParameterMap, AllRanksFitWithoutScrollingWhereTheCellsCanBeNarrowed) {
   FlatParameterPanel panel;
   // 16 ranks in the map's width at 1600 px: the names give way to the cells (elided) rather than scroll.
   EXPECT_EQ(draw(ui, panel, nested_map(16), log, 380), 0.0f);
-  EXPECT_LE(cell(panel, 0, 15).max.x, panel.grid_max().x + 0.5f);
+  EXPECT_LE(map_cell(panel, 0, 15).max.x, panel.grid_max().x + 0.5f);
 }
 
 }  // namespace
