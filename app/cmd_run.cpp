@@ -246,6 +246,7 @@ int run_training(const RunOptions& options) {
   if (layout.processes && !options.comm_timeout_given) run.comm_timeout = kProcessCommTimeout;
   // A dry run plans a world: without --batch, one row (sequence) per rank rather than the default 8.
   if (options.dry_run && !options.batch_given) run.batch = run.world;
+  build_model(run);  // shapes only: an unknown model or preset, or a batch the world cannot split, refused unannounced
   // A communicator asked for is used: --comm nccl or mpi trains FSDP even on one rank (the baseline has none).
   const bool fsdp = options.fsdp || run.world > 1 || layout.comm != CommKind::local;
   FsdpRun sharded;
@@ -384,7 +385,8 @@ int run_training(const RunOptions& options) {
     TraceMeta meta;
     meta.backend = std::string(device_kind_name(device.kind));
     meta.world_size = run.world;
-    meta.device_name = on_gpu ? "GPU " + std::to_string(device.gpu) : run.device_preset;
+    meta.device_name = on_gpu ? "GPU " + std::to_string(device.gpu) : device.preset.name;
+    if (!on_gpu) meta.device_memory_bytes = static_cast<std::int64_t>(device.preset.memory_bytes);
     // A replay (fsdplab view) compares a SYNC trace with an ASYNC one by this; the baseline has no schedule.
     if (fsdp) meta.mode = std::string(overlap_mode_name(sharded.options.mode));
     write_traces(options, trace, meta, failed);

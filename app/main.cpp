@@ -48,11 +48,17 @@ int main(int argc, char** argv) {
   fsdplab::app::add_view_command(app);
   fsdplab::app::add_grade_command(app);
   fsdplab::app::add_report_command(app);
+  app.footer(
+      "Exit status: 0 when the command did its work (grade: whatever the points); 1 when it failed or refused an "
+      "input, the reason on stderr; 2 when the command line could not be read (an unknown option, a value out of "
+      "range).");
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) return fsdplab::app::run_default_job();
   } catch (const CLI::ParseError& e) {
-    const int status = app.exit(e);
+    // --help and --version end the parse too, with status 0; CLI11's own codes for the rest (105, 109...) are one
+    // code here, as most command-line tools use it: 2, the command line could not be read.
+    const int status = app.exit(e) == 0 ? 0 : 2;
     if (status != 0) fsdplab::mpi_end_world_after_failure(status);
     return status;
   } catch (const fsdplab::Error& e) {

@@ -13,13 +13,13 @@ unset DISPLAY WAYLAND_DISPLAY
 export OPENBLAS_NUM_THREADS=1
 failed=0
 
-# refused PATTERN ARG...: `fsdplab ARG...` must fail (exit 1, or CLI11's usage error) with PATTERN (grep -E) in
-# its output.
+# refused PATTERN ARG...: `fsdplab ARG...` must fail (exit 1, or 2 for a command line it cannot read) with PATTERN
+# (grep -E) in its output.
 refused() {
   local pattern=$1 status=0
   shift
   "$fsdplab" "$@" >log 2>&1 || status=$?
-  if ((status == 0 || status >= 128)) || ! grep -Eq -e "$pattern" log; then
+  if ((status != 1 && status != 2)) || ! grep -Eq -e "$pattern" log; then
     echo "FAIL: fsdplab $* (exit $status), expected /$pattern/:"
     sed 's/^/    /' log
     failed=$((failed + 1))
