@@ -5,6 +5,7 @@
 #include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/train/expected_memory.hpp"
+#include "engine/train/fsdp_run_plan.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/run_device.hpp"
 #include "labs/student_tasks.hpp"
@@ -120,6 +121,22 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
           ", so there is no event of it to stop at; break on one of tasks 3 to 8 (task 6 under ASYNC only, task 8 "
           "with replica groups), or see the task with --compare impl (yours beside the reference)");
   }
+  // Each run's plan checks that its own ranks fit in this host's memory; side by side, they share it.
+  if (device == "sim" && !dry_run && runs.size() > 1) {
+    std::vector<SimRanksHere> ranks;
+    try {
+      for (const PlannedRun& p : runs) {
+        BuiltModel probe = build_model(p.run.run);
+        ranks.push_back({p.label, world, sim_host_bytes_per_rank(p.run.run, p.run.options, probe)});
+      }
+    } catch (const Error&) {
+      ranks.clear();  // units the memory model does not describe: each run's own plan is the check
+    }
+    if (!ranks.empty())
+      check_sim_host_memory(ranks,
+                            "compare fewer runs (--compare sync or async), use fewer ranks or a smaller "
+                            "model, or --dry-run (shapes, time and memory only)");
+  }
   // Side by side on one GPU, each run's ranks get SMs of their own (RunConfig::runs_on_gpu).
   for (std::size_t i = 0; i < runs.size(); ++i) {
     runs[i].run.run.runs_on_gpu = static_cast<int>(runs.size());
@@ -173,6 +190,7 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
   for (const SessionSettings::PlannedRun& p : planned) {
     const int source = store_.add_source(p.label, p.run.run.world, p.sync);
     store_.set_wall_clock(source, on_gpu);
+    if (!on_gpu) store_.set_device(source, device.preset.name, static_cast<std::int64_t>(device.preset.memory_bytes));
     store_.set_last_step(source, p.run.run.steps - 1);
     log_.add_source();
     BuiltModel built = build_model(p.run.run);

@@ -1,8 +1,9 @@
 #include "engine/train/fsdp_run_plan.hpp"
 
-#include <algorithm>
-
 #include <unistd.h>
+
+#include <algorithm>
+#include <sstream>
 
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/fsdp/memory_model.hpp"
@@ -13,20 +14,6 @@
 
 namespace fsdplab {
 namespace {
-
-// The sim device keeps its memory in this host's RAM, so W ranks must fit in it together: refused
-// before any rank starts, from the analytic per-rank peak (memory_model.hpp; activations counted for
-// gpt2 and llama, the models whose activations dwarf the rest), instead of W threads running out of memory
-// midway.
-void check_host_memory(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe, int ranks_here) {
-  double per_rank = 0;
-  for (std::int64_t bytes : fsdp_memory(fsdp_memory_input(run, options, probe))) per_rank += static_cast<double>(bytes);
-  const HostMemoryLimit host = host_memory_limit();  // RAM, or less under an rlimit or a cgroup limit
-  check(host.bytes <= 0 || per_rank * ranks_here <= host.bytes, "--world ", run.world, ": the ranks need about ",
-        per_rank * ranks_here / 1e9, " GB of this host's memory (", ranks_here, " in this process, ", per_rank / 1e9,
-        " GB each; the sim device keeps its memory in host RAM) and this process may use ", host.bytes / 1e9, " GB (",
-        host.source, "); use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
-}
 
 // Under mpirun every process parses a command line of its own. One started with another --seed, --lr or
 // --batch would train state that parts ways with its peers' while every collective still matches, so rank 0's
@@ -39,6 +26,32 @@ void check_same_run_as_rank0(const nlohmann::json& mine, int rank) {
 }
 
 }  // namespace
+
+double sim_host_bytes_per_rank(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe) {
+  double bytes = 0;
+  for (std::int64_t part : fsdp_memory(fsdp_memory_input(run, options, probe))) bytes += static_cast<double>(part);
+  return bytes;
+}
+
+void check_sim_host_memory(const std::vector<SimRanksHere>& runs, const std::string& remedy) {
+  double together = 0;
+  std::ostringstream who;
+  if (runs.size() > 1) who << "the runs side by side, ";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const SimRanksHere& r = runs[i];
+    together += r.bytes_per_rank * r.ranks;
+    who << (i == 0                ? ""
+            : i + 1 < runs.size() ? ", "
+                                  : " and ")
+        << r.label << " (" << r.ranks << (r.ranks == 1 ? " rank" : " ranks") << " in this process, "
+        << r.bytes_per_rank / 1e9 << " GB each)";
+  }
+  if (runs.size() > 1) who << ",";
+  const HostMemoryLimit host = host_memory_limit();  // RAM, or less under an rlimit or a cgroup limit
+  check(host.bytes <= 0 || together <= host.bytes, who.str(), " need about ", together / 1e9,
+        " GB of this host's memory (the sim device keeps its memory in host RAM) and this process may use ",
+        host.bytes / 1e9, " GB (", host.source, "); ", remedy);
+}
 
 FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   const RunConfig& run = fsdp.run;
@@ -86,7 +99,9 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   fsdp.tasks.check_complete();
   fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
   if (device.kind == DeviceKind::sim && !fsdp.dry_run)
-    check_host_memory(run, first, probe, static_cast<int>(layout.ranks_here.size()));
+    check_sim_host_memory({{"--world " + std::to_string(world) + ": the ranks",
+                            static_cast<int>(layout.ranks_here.size()), sim_host_bytes_per_rank(run, first, probe)}},
+                          "use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
   // Training checkpoints: the folder to write checked now, the one to resume from checked whole.
   checkpointing = !run.checkpoint_dir.empty();

@@ -41,4 +41,21 @@ struct FsdpRunPlan {
   LocalWorldOptions world_options;                 // the collectives' timeout and hold
 };
 
+// The sim device keeps its memory in this host's RAM. The host memory one rank of `run` needs there: the analytic
+// per-rank peak (memory_model.hpp; activations counted for gpt2 and llama, the models whose activations dwarf the
+// rest).
+double sim_host_bytes_per_rank(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe);
+
+// A run's ranks in this process, as check_sim_host_memory counts them.
+struct SimRanksHere {
+  std::string label;  // "--world 2" for a run alone; "SYNC", "ASYNC" for the dashboard's runs
+  int ranks = 0;
+  double bytes_per_rank = 0;  // sim_host_bytes_per_rank
+};
+
+// Refuses sim ranks that together need more host memory than this process may use, naming both and the `remedy`:
+// refused before any rank starts, instead of threads running out of memory midway. FsdpRunPlan checks a run's
+// own ranks; the dashboard, its runs side by side.
+void check_sim_host_memory(const std::vector<SimRanksHere>& runs, const std::string& remedy);
+
 }  // namespace fsdplab
