@@ -301,7 +301,8 @@ int run_headless_comparison(const std::string& problem) {
     for (const StepReport& s : reports) store.add_step(source, s.step, s.begin, s.end, s.loss, p.sync);
     TraceMeta meta;
     meta.world_size = p.run.run.world;
-    meta.device_name = presets.device(settings.device_preset).description;
+    meta.device_name = presets.device(settings.device_preset).name;
+    meta.device_memory_bytes = static_cast<std::int64_t>(presets.device(settings.device_preset).memory_bytes);
     meta.mode = p.sync ? "sync" : "async";
     files.push_back(p.sync ? "fsdplab-sync.json" : "fsdplab-async.json");
     write_chrome_trace(files.back(), all, meta);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "app/dashboard/legend.hpp"
 #include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
 
@@ -83,25 +84,20 @@ void label(ImDrawList* dl, ImVec2 at, ImU32 color, const std::string& text) {
 }
 
 void legend() {
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float box = ImGui::GetTextLineHeight() * 0.8f;
-  const auto item = [&](const char* name, auto&& swatch) {
-    const float need = box + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(name).x;
-    ImGui::SameLine();
-    if (ImGui::GetContentRegionAvail().x < need) ImGui::NewLine();
-    const ImVec2 p = ImGui::GetCursorScreenPos();
-    const float pad = (ImGui::GetTextLineHeight() - box) / 2;
-    swatch(ImVec2(p.x, p.y + pad), ImVec2(p.x + box, p.y + pad + box));
-    ImGui::Dummy(ImVec2(box, ImGui::GetTextLineHeight()));
-    ImGui::SameLine(0, ImGui::GetStyle().ItemInnerSpacing.x);
-    ImGui::TextUnformatted(name);
-  };
   ImGui::TextUnformatted("tags:");
+  ImGui::SameLine();
+  const float side = ImGui::GetTextLineHeight() * 0.8f;
   for (MemTag t : kAllMemTags)
-    item(std::string(mem_tag_name(t)).c_str(),
-         [&](ImVec2 a, ImVec2 b) { dl->AddRectFilled(a, b, mem_tag_color(t)); });
-  item("peak", [&](ImVec2 a, ImVec2 b) { dl->AddLine({a.x, (a.y + b.y) / 2}, {b.x, (a.y + b.y) / 2}, kPeakColor, 2); });
-  item("expected", [&](ImVec2 a, ImVec2 b) { dashed_hline(dl, a.x, b.x + 4, (a.y + b.y) / 2, kExpectedColor); });
+    legend_item(std::string(mem_tag_name(t)), [&](ImDrawList& dl, ImVec2 a, ImVec2 b) {
+      const float pad = (b.y - a.y - side) / 2;
+      dl.AddRectFilled({a.x, a.y + pad}, {a.x + side, a.y + pad + side}, mem_tag_color(t));
+    });
+  legend_item("peak", [](ImDrawList& dl, ImVec2 a, ImVec2 b) {
+    dl.AddLine({a.x, (a.y + b.y) / 2}, {b.x, (a.y + b.y) / 2}, kPeakColor, 2);
+  });
+  legend_item("expected",
+              [](ImDrawList& dl, ImVec2 a, ImVec2 b) { dashed_hline(&dl, a.x, b.x, (a.y + b.y) / 2, kExpectedColor); });
+  ImGui::NewLine();
 }
 
 // The tooltip of a "now" bar: each tag's live, peak and expected bytes.
@@ -204,6 +200,25 @@ void stacked_area(ImDrawList* dl, const RankMemory& memory, ImVec2 min, ImVec2 m
   for (std::size_t k = 0; k < kMemTagCount; ++k) flush(k, min.x + static_cast<float>(c));
 }
 
+// "rank 0 peaks at 91.2 GB past the h100's 80.0 GB ...", naming a few ranks of those past; empty where none is or
+// the device's memory is unknown.
+std::string ranks_past_device(const TraceSource& src) {
+  constexpr int kNamed = 3;
+  std::string named;
+  int past = 0;
+  for (std::size_t r = 0; r < src.memory.size(); ++r) {
+    const std::int64_t peak = src.memory[r].total.peak();
+    if (src.device_memory <= 0 || peak <= src.device_memory) continue;
+    if (++past <= kNamed)
+      named += (named.empty() ? "rank " : ", rank ") + std::to_string(r) + " peaks at " + format_mem_bytes(peak);
+  }
+  if (past == 0) return "";
+  if (past > kNamed) named += " and " + std::to_string(past - kNamed) + " more ranks";
+  return "does not fit: " + named + ", past " + (src.device_name.empty() ? "the device" : src.device_name) + "'s " +
+         format_mem_bytes(src.device_memory) +
+         " (a dry run goes on past the device's memory to say by how much; a run stops out of memory)";
+}
+
 }  // namespace
 
 std::string format_mem_bytes(std::int64_t bytes) {
@@ -229,6 +244,7 @@ std::string format_mem_bytes(std::int64_t bytes) {
 void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<TagBytes>> expected,
                        SimTime view_begin, SimTime view_end, SimTime now) {
   rows_.clear();
+  past_device_.clear();
   if (view_end <= view_begin) view_end = view_begin + 1;
   const auto expected_of = [&](std::size_t source) -> const TagBytes* {
     return source < expected.size() && expected[source] ? &*expected[source] : nullptr;
@@ -247,6 +263,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
       for (std::size_t k = 0; k < kMemTagCount; ++k) row.now[k] = m.tags[k].at(now);
       row.peak = m.total.peak();
       row.expected_total = exp ? sum(*exp) : 0;
+      row.device = src.device_memory;
       top = std::max({top, row.peak, row.expected_total, sum(row.now)});
       rows_.push_back(row);
     }
@@ -307,7 +324,15 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     text_wrapped_at_spaces(note);
     ImGui::PopStyleColor();
+    if (const std::string past = ranks_past_device(src); !past.empty()) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(kFailedColor));
+      text_wrapped_at_spaces(past);
+      ImGui::PopStyleColor();
+      past_device_.push_back(past);
+    }
     headers_height_ += ImGui::GetCursorPosY() - header_top;
+    // The device's memory is marked where the scale reaches it (at 4 GB of peaks, an 80 GB line would be off the end).
+    const bool device_in_scale = src.device_memory > 0 && src.device_memory <= scale;
 
     for (std::size_t r = 0; r < src.memory.size(); ++r) {
       RankRow& row = rows_[next_row++];
@@ -351,6 +376,10 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
           }
           const float xe = x_of(row.expected_total);
           dl->AddLine({xe, row.bar_min.y - 2}, {xe, exp_bottom + 1}, kExpectedColor, 2);
+        }
+        if (device_in_scale) {
+          const float xd = x_of(src.device_memory);
+          dl->AddLine({xd, row.bar_min.y - 2}, {xd, exp_bottom + 1}, kDeviceMemoryColor, 1);
         }
         const float xp = x_of(row.peak);
         dl->AddLine({xp, row.bar_min.y - 2}, {xp, live_bottom + 1}, kPeakColor, 2);
@@ -400,6 +429,12 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
           const float ye = y_of(row.expected_total);
           dashed_hline(dl, a.x, b.x, ye, kExpectedColor);
           label(dl, {a.x + 4, label_y(ye)}, kExpectedColor, "expected " + format_mem_bytes(row.expected_total));
+        }
+        if (device_in_scale) {
+          const float yd = y_of(src.device_memory);
+          dl->AddLine({a.x, yd}, {b.x, yd}, kDeviceMemoryColor, 1);
+          const std::string text = "device " + format_mem_bytes(src.device_memory);
+          label(dl, {(a.x + b.x - ImGui::CalcTextSize(text.c_str()).x) / 2, label_y(yd)}, kDeviceMemoryColor, text);
         }
         if (now >= view_begin && now <= view_end) {
           const float xn = x_of_time(now);

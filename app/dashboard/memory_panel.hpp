@@ -14,6 +14,9 @@
 //              kExpectedColor line, `now` as a thin vertical line; its tooltip reads the tags at the mouse.
 //              Its x axis is the ledger's: when the host issued each allocation, on the device clock
 //              (engine/runtime/memory_ledger.hpp), which the header says
+// Where the source knows its device's memory (TraceSource::device_memory) and the scale reaches it, a
+// kDeviceMemoryColor line marks it on the bar and the chart; a rank whose peak is past it is named under the
+// source's name in kFailedColor (a dry run goes on past the device's memory to say by how much; a run stops).
 // A legend of the tag colours above. Every bar and chart shares one byte scale, the header's, so ranks and
 // sources compare at a glance. Bytes print in decimal units (1 KB = 1000 B), as the benches and dry runs do.
 // draw() submits into the current ImGui window (the dashboard's "Memory" window) with its draw list:
@@ -52,6 +55,7 @@ class MemoryPanel {
     std::array<std::int64_t, kMemTagCount> now{};  // live bytes of each tag at `now`
     std::int64_t peak = 0;                          // peak of the total over the whole run
     std::int64_t expected_total = 0;                // sum of the expected tag peaks; 0 where there is none
+    std::int64_t device = 0;                        // the device's memory (TraceSource::device_memory); 0: unknown
     ImVec2 min, max;                                // the row: its "now" line and its chart, screen space
     ImVec2 bar_min, bar_max;                        // the "now" bar (the expected bar under it included)
     ImVec2 chart_min, chart_max;                    // the "over time" chart
@@ -59,6 +63,8 @@ class MemoryPanel {
   const std::vector<RankRow>& rows() const { return rows_; }
   // For tests: the bytes of a bar's full width and a chart's full height in the last frame (the header's scale).
   std::int64_t scale() const { return scale_; }
+  // For tests: the lines the last frame said of ranks past their device's memory, one per source that has some.
+  const std::vector<std::string>& past_device() const { return past_device_; }
 
   // Layout, in pixels.
   static constexpr float kGutter = 72;     // rank labels left of the bars and charts
@@ -71,6 +77,7 @@ class MemoryPanel {
 
  private:
   std::vector<RankRow> rows_;
+  std::vector<std::string> past_device_;
   std::int64_t scale_ = 1;
   float headers_height_ = 0;  // of every source's header, as the last frame drew them
 };

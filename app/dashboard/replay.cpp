@@ -32,6 +32,7 @@ Replay load_replay(const std::vector<std::string>& paths) {
     const std::string label = std::filesystem::path(path).filename().string();
     const int source = replay.store.add_source(label, meta.world_size, meta.mode == "sync");
     replay.store.set_wall_clock(source, meta.backend != "sim");  // "cuda", or "nccl" on GPUs
+    replay.store.set_device(source, meta.device_name, meta.device_memory_bytes);
     try {
       replay.store.add_trace(source, data);
     } catch (const Error& e) {  // consistent JSON that still makes no trace (an event ending before it begins)

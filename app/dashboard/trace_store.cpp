@@ -96,6 +96,13 @@ int TraceStore::add_source(std::string label, int world, bool sync) {
 
 void TraceStore::clear() { *this = TraceStore(); }
 
+void TraceStore::set_device(int id, std::string name, std::int64_t memory) {
+  check(memory >= 0, "TraceStore: source ", id, "'s device memory of ", memory, " bytes; expected >= 0 (0: unknown)");
+  TraceSource& source = sources_.at(static_cast<std::size_t>(id));
+  source.device_name = std::move(name);
+  source.device_memory = memory;
+}
+
 void TraceStore::set_race(int id, RaceReport race) {
   check(id >= 0 && static_cast<std::size_t>(id) < sources_.size(), "trace store: source ", id, " of ", sources_.size());
   check(race.rank >= 0, "trace store: a race on rank ", race.rank, "; expected >= 0");

@@ -121,6 +121,10 @@ struct TraceSource {
   // The stream race that failure is, where the sim device's race detector stopped the run: the timeline marks its
   // two accesses (see [Note: the race on the timeline] in timeline_panel.cpp).
   std::optional<RaceReport> race;
+  // The memory of the device each rank ran on, where known (a sim run's device preset, a trace that records it;
+  // 0 where not), and the device's name: the memory panel marks it, and names the ranks whose peak is past it.
+  std::int64_t device_memory = 0;
+  std::string device_name;
 };
 
 class TraceStore {
@@ -131,6 +135,8 @@ class TraceStore {
   void set_wall_clock(int id, bool wall_clock) { sources_.at(static_cast<std::size_t>(id)).wall_clock = wall_clock; }
   // Source `id`'s run ends with step `step` (TraceSource::last_step).
   void set_last_step(int id, int step) { sources_.at(static_cast<std::size_t>(id)).last_step = step; }
+  // Source `id`'s ranks each ran on a device `name` of `memory` bytes (TraceSource::device_memory).
+  void set_device(int id, std::string name, std::int64_t memory);
   // Source `id`'s run ended early with `error` (TraceSource::failure).
   void set_failure(int id, std::string error) { sources_.at(static_cast<std::size_t>(id)).failure = std::move(error); }
   // Source `id`'s run was stopped by `race` (TraceSource::race). The lanes of its two accesses are made, empty

@@ -295,6 +295,44 @@ TEST(DashboardLive, ABreakOnATaskWithoutEventsIsRefusedBeforeAnyRunStarts) {
   }
 }
 
+// A dry run goes on past the device's memory to say by how much: GPT-2 XL on two 24 GB cards does not fit, and the
+// memory panel names the ranks and the device instead of only drawing taller bars.
+TEST(DashboardLive, ADryRunPastTheDevicesMemoryIsSaidInTheMemoryPanel) {
+  HeadlessImGui imgui;
+  SessionSettings settings = tiny_settings(1);
+  settings.preset = "gpt2-xl";
+  settings.dry_run = true;
+  settings.comparison = Comparison::sync_only;
+  Dashboard dashboard(std::make_unique<LiveSession>(settings));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });
+  EXPECT_EQ(session.store().source(0).device_name, "rtx-4090");
+  EXPECT_EQ(session.store().source(0).device_memory, 24'000'000'000);
+  ASSERT_EQ(dashboard.memory().past_device().size(), 1u);
+  const std::string& said = dashboard.memory().past_device()[0];
+  EXPECT_NE(said.find("rank 0 peaks at"), std::string::npos) << said;
+  EXPECT_NE(said.find("past rtx-4090's 24.0 GB"), std::string::npos) << said;
+}
+
+// The dashboard's runs side by side share this host's memory, which each run's own plan does not know: a request
+// whose runs fit alone but not together is refused before either starts. 70B's do not fit even alone, and it is
+// the sum that is named.
+TEST(DashboardLive, RunsSideBySideAreRefusedWhereTogetherTheyDoNotFitTheHost) {
+  SessionSettings settings = tiny_settings(1);
+  settings.model = "llama";
+  settings.preset = "70b";
+  try {
+    LiveSession session(settings);
+    ADD_FAILURE() << "two runs of Llama 70B started";
+  } catch (const Error& e) {
+    const std::string said = e.what();
+    EXPECT_NE(said.find("the runs side by side, SYNC (2 ranks in this process, "), std::string::npos) << said;
+    EXPECT_NE(said.find("and ASYNC (2 ranks in this process, "), std::string::npos) << said;
+    EXPECT_NE(said.find("--compare sync or async"), std::string::npos) << said;
+  }
+}
+
 // The FlatParameter map frames a unit whose gather is issued ("orange frame: gather issued"): its collective's
 // events carry the state gathering, from the moment the gather is issued until compute waits for it.
 TEST(DashboardLive, AUnitWhoseGatherIsIssuedIsFramedAsGathering) {
@@ -310,11 +348,7 @@ TEST(DashboardLive, AUnitWhoseGatherIsIssuedIsFramedAsGathering) {
   EXPECT_EQ(stop.collective, "all_gather");
   EXPECT_EQ(stop.unit_state, UnitState::gathering);
   frames_until(imgui, dashboard, [] { return true; });
-  const auto& cells = dashboard.flat_parameters().cells();
-  const auto cell = std::find_if(cells.begin(), cells.end(),
-                                 [&](const FlatParameterPanel::Cell& c) { return c.unit == stop.unit && c.rank == 0; });
-  ASSERT_NE(cell, cells.end());
-  EXPECT_EQ(cell->state, UnitState::gathering);
+  EXPECT_EQ(map_cell(dashboard.flat_parameters(), stop.unit, 0).state, UnitState::gathering);
   control.stop();
 }
 
@@ -353,13 +387,9 @@ TEST(DashboardLive, StepThroughStopsAtEachPostForwardInOrder) {
   // The map shows the world as it stopped: a Block just resharded on rank 0 (full shard frees it after
   // forward; the root stays gathered).
   frames_until(imgui, dashboard, [] { return true; });
-  const auto& cells = dashboard.flat_parameters().cells();
-  const auto cell = std::find_if(cells.begin(), cells.end(), [&](const FlatParameterPanel::Cell& c) {
-    return c.unit == second.unit && c.rank == 0;
-  });
-  ASSERT_NE(cell, cells.end());
-  EXPECT_EQ(cell->state, second.unit_state);
-  EXPECT_EQ(cell->state, second.unit == 0 ? UnitState::unsharded : UnitState::sharded);
+  const FlatParameterPanel::Cell& cell = map_cell(dashboard.flat_parameters(), second.unit, 0);
+  EXPECT_EQ(cell.state, second.unit_state);
+  EXPECT_EQ(cell.state, second.unit == 0 ? UnitState::unsharded : UnitState::sharded);
   // The event it stopped at fills the panel: the list of the latest events under it keeps its rows (the
   // panel scrolls to it) rather than getting the nothing that is left.
   const StepThroughPanel::Rect events = dashboard.step_through().event_list();

@@ -1,14 +1,15 @@
 // The MEMORY panel, headless: what each rank's row shows at `now`, the colours and widths of its stacked
 // bar in the frame's vertices, the analytic expectation beside it, the chart's time axis, one scale for bars
 // and charts, a peak shorter than a pixel drawn where it happened, a stopped run drawn only as far as it got,
-// a chart's height fitting every rank in the panel, and a chart over a million samples costing vertices per
-// pixel column, not per sample.
+// a chart's height fitting every rank in the panel, the device's memory marked and the ranks past it named, and a
+// chart over a million samples costing vertices per pixel column, not per sample.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -407,6 +408,35 @@ TEST(MemoryPanel, NoExpectationDrawsNone) {
       EXPECT_GT(extent(data, kPeakColor, r.min, r.max).count, 0);
     }
   }
+}
+
+// A device of 1100 bytes: rank 1's peak of 1200 is past it, and the panel says so under the source's name; the
+// device's line stands at 1100 bytes on each bar. A device the scale does not reach is neither drawn nor named.
+TEST(MemoryPanel, RanksPastTheDevicesMemoryAreNamedAndTheDeviceMarked) {
+  TraceStore store = two_ranks();
+  store.set_device(0, "tiny-gpu", 1100);
+  const std::vector<std::optional<TagBytes>> expected = {expectation()};
+  HeadlessImGui ui(kWidth, kHeight);
+  MemoryPanel panel;
+  const ImDrawData& data = frame(ui, panel, store, expected, 0, 30, 15);
+  ASSERT_EQ(panel.rows().size(), 2u);
+  EXPECT_EQ(panel.rows()[0].device, 1100);
+  ASSERT_EQ(panel.past_device().size(), 1u);
+  const std::string& said = panel.past_device()[0];
+  EXPECT_NE(said.find("rank 1 peaks at 1.20 KB, past tiny-gpu's 1.10 KB"), std::string::npos) << said;
+  EXPECT_EQ(said.find("rank 0"), std::string::npos) << said;  // its peak of 1000 fits
+  // On the bars' scale (2100 expected, with headroom): the device's line at 1100, the peak's at 1000.
+  const MemoryPanel::RankRow& r0 = panel.rows()[0];
+  const float per_byte = (r0.bar_max.x - r0.bar_min.x) / static_cast<float>(panel.scale());
+  const Extent device = extent(data, kDeviceMemoryColor, ImVec2(r0.bar_min.x, r0.bar_min.y - 3), r0.bar_max);
+  ASSERT_GT(device.count, 0);
+  EXPECT_NEAR((device.x0 + device.x1) / 2, r0.bar_min.x + 1100 * per_byte, 1.5);
+
+  store.set_device(0, "big-gpu", 80'000'000'000);
+  const ImDrawData& roomy = frame(ui, panel, store, expected, 0, 30, 15);
+  EXPECT_TRUE(panel.past_device().empty());
+  for (const MemoryPanel::RankRow& r : panel.rows())
+    EXPECT_EQ(extent(roomy, kDeviceMemoryColor, r.min, r.max).count, 0);
 }
 
 // A --compare's two runs of two ranks in a panel a third of the window's height: every rank's chart shrinks so
