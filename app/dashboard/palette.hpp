@@ -42,10 +42,11 @@ constexpr ImU32 mem_tag_color(MemTag t) {
 }
 
 // Folded zones (many ops narrower than a pixel drawn as one block) and selections.
-constexpr ImU32 kFoldedColor = rgb(120, 120, 120);
+constexpr ImU32 kFoldedColor = rgb(92, 96, 130);  // a slate apart from host work's grey
 constexpr ImU32 kSelectionColor = IM_COL32(255, 255, 255, 40);
 constexpr ImU32 kPeakColor = rgb(255, 80, 80);
 constexpr ImU32 kExpectedColor = rgb(255, 235, 59);
+constexpr ImU32 kDeviceMemoryColor = rgb(240, 240, 240);  // the device's memory, where a bar or chart reaches it
 // What went wrong, in every panel: a failed run's mark in the step-time table, the Run panel's errors, the
 // replay's unreadable files, the remote streams lost or dropped, the FlatParameter map a task could not lay out.
 constexpr ImU32 kFailedColor = rgb(255, 89, 89);

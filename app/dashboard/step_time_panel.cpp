@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <iterator>
 #include <utility>
-#include <cmath>
-#include <cstdio>
 
+#include "app/dashboard/legend.hpp"
 #include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
 
@@ -230,33 +231,24 @@ void StepTimePanel::draw(const TraceStore& store) {
 
   // Legend: each series' marker and name, then the reference lines.
   legend_.clear();
-  const float legend_width = ImGui::GetContentRegionAvail().x;
-  const auto legend_item = [&](const std::string& name, auto&& swatch) {
+  // A line across the swatch's box, through its middle; a series' marker at its centre.
+  const auto item = [&](const std::string& name, ImU32 color, float thickness,
+                        const std::function<void(ImVec2)>& mark) {
     legend_.push_back(name);
-    const float swatch_width = 14 + style.ItemInnerSpacing.x + style.ItemSpacing.x;
-    const std::string whole = printable(name);
-    const std::string shown = elided(whole, legend_width - swatch_width);  // a remote run's long name
-    const float need = swatch_width + ImGui::CalcTextSize(shown.c_str()).x;
-    if (ImGui::GetContentRegionAvail().x < need) ImGui::NewLine();
-    const ImVec2 p = ImGui::GetCursorScreenPos();
-    swatch(ImVec2(p.x + 7, p.y + text_h / 2));
-    ImGui::Dummy(ImVec2(14, text_h));
-    ImGui::SameLine(0, style.ItemInnerSpacing.x);
-    ImGui::TextUnformatted(shown.c_str());
-    if (shown != whole && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", whole.c_str());
-    ImGui::SameLine();
+    legend_item(name, [&](ImDrawList& list, ImVec2 a, ImVec2 b) {
+      const ImVec2 c((a.x + b.x) / 2, (a.y + b.y) / 2);
+      if (color != 0) list.AddLine({a.x, c.y}, {b.x, c.y}, color, thickness);
+      if (mark) mark(c);
+    });
   };
   for (const Series& s : series)
-    legend_item(series_name(store, s), [&](ImVec2 c) {
-      dl->AddLine({c.x - 7, c.y}, {c.x + 7, c.y}, s.color, 1.5f);
-      marker(dl, c, s.sync, s.color);
-    });
+    item(series_name(store, s), s.color, 1.5f, [&](ImVec2 c) { marker(dl, c, s.sync, s.color); });
   // The reference lines are drawn only where a SYNC and an ASYNC step are compared: so is their legend.
   if (sum.steps_compared > 0) {
-    legend_item("compute", [&](ImVec2 c) { dl->AddLine({c.x - 7, c.y}, {c.x + 7, c.y}, kComputeColor, 2); });
-    legend_item("comm", [&](ImVec2 c) { dl->AddLine({c.x - 7, c.y}, {c.x + 7, c.y}, kCommColor, 2); });
-    legend_item("ideal = max(compute, comm)",
-                [&](ImVec2 c) { dashed_hline(dl, c.x - 7, c.x + 7, c.y, kIdealColor, 2); });
+    item("compute", kComputeColor, 2, nullptr);
+    item("comm", kCommColor, 2, nullptr);
+    item("ideal = max(compute, comm)", 0, 0,
+         [&](ImVec2 c) { dashed_hline(dl, c.x - kSwatchWidth / 2, c.x + kSwatchWidth / 2, c.y, kIdealColor, 2); });
   }
   ImGui::NewLine();
 

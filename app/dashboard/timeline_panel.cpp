@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "app/dashboard/legend.hpp"
 #include "app/dashboard/palette.hpp"
 #include "app/dashboard/timeline_format.hpp"
 
@@ -321,6 +322,19 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
     ImGui::SameLine();
     ImGui::Text("selection %s", format_duration(selection_->second - selection_->first).c_str());
   }
+  // What the colours mean: an op's category (which stream it ran on is its lane), and a block of folded ops.
+  legend_.clear();
+  const auto item = [&](const std::string& name, ImU32 color) {
+    legend_.push_back(name);
+    legend_item(name, [&](ImDrawList& dl, ImVec2 a, ImVec2 b) {
+      const float pad = (b.y - a.y) * 0.2f;
+      dl.AddRectFilled({a.x, a.y + pad}, {b.x, b.y - pad}, color);
+    });
+  };
+  for (std::size_t c = 0; c < kOpCategoryCount; ++c)
+    item(std::string(category_name(static_cast<OpCategory>(c))), category_color(static_cast<OpCategory>(c)));
+  item("folded (ops under a pixel: zoom in)", kFoldedColor);
+  ImGui::NewLine();
 
   ImGui::PushStyleColor(ImGuiCol_ChildBg, kBackground);
   const bool open = ImGui::BeginChild("##lanes", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollWithMouse);

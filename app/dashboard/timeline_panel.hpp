@@ -1,7 +1,8 @@
 // timeline_panel.hpp — the dashboard's timeline: every rank's streams as lanes of ops against time, in the
 // manner of Tracy and Perfetto.
 //
-// Layout: a toolbar (Follow, Fit, the view's span and the selection), a time axis pinned at the top, then
+// Layout: a toolbar (Follow, Fit, the view's span and the selection), a legend of the ops' colours by category
+// (palette.hpp) and the folded blocks', a time axis pinned at the top, then
 // per source (SYNC, ASYNC, a file) a header, per rank a header, and one lane per stream that has ops. Lane
 // labels sit in a fixed column at the left; only the time area right of it zooms and pans. Clicking a
 // source or rank header folds its lanes away.
@@ -111,6 +112,8 @@ class TimelinePanel {
   std::optional<FoldedBlock> hovered_fold() const { return hovered_fold_; }
   // The lines of the tooltip shown in the last frame (empty when none).
   const std::vector<std::string>& tooltip() const { return tooltip_; }
+  // The legend's names, in the order the last frame drew them.
+  const std::vector<std::string>& legend() const { return legend_; }
 
  private:
   struct Row {
@@ -166,6 +169,7 @@ class TimelinePanel {
   std::optional<std::pair<std::size_t, std::size_t>> hovered_;
   std::optional<FoldedBlock> hovered_fold_;
   std::vector<std::string> tooltip_;
+  std::vector<std::string> legend_;
   // The tooltip's lines are built once per hovered op (finding a dependency may search a lane).
   struct TooltipKey {
     std::size_t lane = ~std::size_t{0}, item = 0, lanes = 0;

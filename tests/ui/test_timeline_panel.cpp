@@ -152,6 +152,35 @@ TEST(TimelinePanel, DrawsEveryLaneInStoreOrderWithItsOps) {
   }
 }
 
+// The legend above the lanes: a swatch of each category's colour with its name, then the folded blocks', whose
+// colour is none of the categories'.
+TEST(TimelinePanel, TheLegendShowsEachCategorysColourAndTheFoldedBlocks) {
+  TraceStore store;
+  const int source = store.add_source("ASYNC", 1, false);
+  store.add_event(source, op(0, Lane::compute, OpCategory::compute, 0, 1000));
+  HeadlessImGui ui(1600, 1000);
+  TimelinePanel panel;
+  frame(ui, panel, store);
+  const ImDrawData& data = frame(ui, panel, store);
+  ASSERT_EQ(panel.legend().size(), kOpCategoryCount + 1);
+  ASSERT_FALSE(panel.lanes_drawn().empty());
+  const float lanes_top = panel.lanes_drawn().front().min.y;
+  const auto swatch_drawn = [&](ImU32 color) {
+    for (int l = 0; l < data.CmdListsCount; ++l)
+      for (const ImDrawVert& v : data.CmdLists[l]->VtxBuffer)
+        if (v.col == color && v.pos.y < lanes_top) return true;
+    return false;
+  };
+  for (std::size_t c = 0; c < kOpCategoryCount; ++c) {
+    const auto category = static_cast<OpCategory>(c);
+    EXPECT_EQ(panel.legend()[c], category_name(category));
+    EXPECT_TRUE(swatch_drawn(category_color(category))) << category_name(category);
+    EXPECT_NE(kFoldedColor, category_color(category)) << category_name(category);
+  }
+  EXPECT_NE(panel.legend().back().find("folded"), std::string::npos);
+  EXPECT_TRUE(swatch_drawn(kFoldedColor));
+}
+
 TEST(TimelinePanel, ClickingAHeaderFoldsItsLanes) {
   TraceStore store;
   for (const char* label : {"SYNC", "ASYNC"}) {
