@@ -97,6 +97,9 @@ void legend() {
   });
   legend_item("expected",
               [](ImDrawList& dl, ImVec2 a, ImVec2 b) { dashed_hline(&dl, a.x, b.x, (a.y + b.y) / 2, kExpectedColor); });
+  legend_item("device's memory", [](ImDrawList& dl, ImVec2 a, ImVec2 b) {
+    dl.AddLine({a.x, (a.y + b.y) / 2}, {b.x, (a.y + b.y) / 2}, kDeviceMemoryColor, 1);
+  });
   ImGui::NewLine();
 }
 
@@ -200,8 +203,8 @@ void stacked_area(ImDrawList* dl, const RankMemory& memory, ImVec2 min, ImVec2 m
   for (std::size_t k = 0; k < kMemTagCount; ++k) flush(k, min.x + static_cast<float>(c));
 }
 
-// "rank 0 peaks at 91.2 GB past the h100's 80.0 GB ...", naming a few ranks of those past; empty where none is or
-// the device's memory is unknown.
+// "does not fit rtx-4090's 24.0 GB: rank 0 peaks at 54.3 GB, rank 1 at 54.3 GB; ...", naming a few of the ranks
+// past the device's memory; empty where none is, or the device's memory is unknown.
 std::string ranks_past_device(const TraceSource& src) {
   constexpr int kNamed = 3;
   std::string named;
@@ -210,13 +213,13 @@ std::string ranks_past_device(const TraceSource& src) {
     const std::int64_t peak = src.memory[r].total.peak();
     if (src.device_memory <= 0 || peak <= src.device_memory) continue;
     if (++past <= kNamed)
-      named += (named.empty() ? "rank " : ", rank ") + std::to_string(r) + " peaks at " + format_mem_bytes(peak);
+      named += (named.empty() ? "rank " + std::to_string(r) + " peaks at " : ", rank " + std::to_string(r) + " at ") +
+               format_mem_bytes(peak);
   }
   if (past == 0) return "";
   if (past > kNamed) named += " and " + std::to_string(past - kNamed) + " more ranks";
-  return "does not fit: " + named + ", past " + (src.device_name.empty() ? "the device" : src.device_name) + "'s " +
-         format_mem_bytes(src.device_memory) +
-         " (a dry run goes on past the device's memory to say by how much; a run stops out of memory)";
+  return "does not fit " + (src.device_name.empty() ? std::string("the device") : src.device_name) + "'s " +
+         format_mem_bytes(src.device_memory) + ": " + named + "; a run would stop out of memory";
 }
 
 }  // namespace
@@ -430,11 +433,9 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
           dashed_hline(dl, a.x, b.x, ye, kExpectedColor);
           label(dl, {a.x + 4, label_y(ye)}, kExpectedColor, "expected " + format_mem_bytes(row.expected_total));
         }
-        if (device_in_scale) {
+        if (device_in_scale) {  // unlabelled: the legend says what it is, and the chart has room for two labels
           const float yd = y_of(src.device_memory);
           dl->AddLine({a.x, yd}, {b.x, yd}, kDeviceMemoryColor, 1);
-          const std::string text = "device " + format_mem_bytes(src.device_memory);
-          label(dl, {(a.x + b.x - ImGui::CalcTextSize(text.c_str()).x) / 2, label_y(yd)}, kDeviceMemoryColor, text);
         }
         if (now >= view_begin && now <= view_end) {
           const float xn = x_of_time(now);

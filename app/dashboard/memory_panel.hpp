@@ -15,7 +15,7 @@
 //              Its x axis is the ledger's: when the host issued each allocation, on the device clock
 //              (engine/runtime/memory_ledger.hpp), which the header says
 // Where the source knows its device's memory (TraceSource::device_memory) and the scale reaches it, a
-// kDeviceMemoryColor line marks it on the bar and the chart; a rank whose peak is past it is named under the
+// kDeviceMemoryColor line marks it on the bar and the chart; the ranks whose peak is past it are named under the
 // source's name in kFailedColor (a dry run goes on past the device's memory to say by how much; a run stops).
 // A legend of the tag colours above. Every bar and chart shares one byte scale, the header's, so ranks and
 // sources compare at a glance. Bytes print in decimal units (1 KB = 1000 B), as the benches and dry runs do.

@@ -311,8 +311,8 @@ TEST(DashboardLive, ADryRunPastTheDevicesMemoryIsSaidInTheMemoryPanel) {
   EXPECT_EQ(session.store().source(0).device_memory, 24'000'000'000);
   ASSERT_EQ(dashboard.memory().past_device().size(), 1u);
   const std::string& said = dashboard.memory().past_device()[0];
-  EXPECT_NE(said.find("rank 0 peaks at"), std::string::npos) << said;
-  EXPECT_NE(said.find("past rtx-4090's 24.0 GB"), std::string::npos) << said;
+  EXPECT_NE(said.find("does not fit rtx-4090's 24.0 GB: rank 0 peaks at "), std::string::npos) << said;
+  EXPECT_NE(said.find(", rank 1 at "), std::string::npos) << said;
 }
 
 // The dashboard's runs side by side share this host's memory, which each run's own plan does not know: a request

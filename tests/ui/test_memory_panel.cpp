@@ -423,7 +423,7 @@ TEST(MemoryPanel, RanksPastTheDevicesMemoryAreNamedAndTheDeviceMarked) {
   EXPECT_EQ(panel.rows()[0].device, 1100);
   ASSERT_EQ(panel.past_device().size(), 1u);
   const std::string& said = panel.past_device()[0];
-  EXPECT_NE(said.find("rank 1 peaks at 1.20 KB, past tiny-gpu's 1.10 KB"), std::string::npos) << said;
+  EXPECT_NE(said.find("does not fit tiny-gpu's 1.10 KB: rank 1 peaks at 1.20 KB;"), std::string::npos) << said;
   EXPECT_EQ(said.find("rank 0"), std::string::npos) << said;  // its peak of 1000 fits
   // On the bars' scale (2100 expected, with headroom): the device's line at 1100, the peak's at 1000.
   const MemoryPanel::RankRow& r0 = panel.rows()[0];
