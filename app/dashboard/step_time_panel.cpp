@@ -22,6 +22,7 @@ constexpr std::array<ImU32, 3> kAsyncColors = {rgb(102, 187, 106), rgb(38, 198, 
 constexpr ImU32 kComputeColor = category_color(OpCategory::compute);
 constexpr ImU32 kCommColor = category_color(OpCategory::all_gather);
 constexpr ImU32 kIdealColor = rgb(240, 240, 240);
+constexpr double kReachNoted = 0.8;  // η's reach under which the panel says why η cannot come near 1
 constexpr ImU32 kGridColor = IM_COL32(255, 255, 255, 28);
 constexpr ImU32 kFrameColor = IM_COL32(90, 90, 95, 255);
 constexpr ImU32 kBackColor = IM_COL32(30, 30, 33, 255);
@@ -96,6 +97,12 @@ bool ended(const TraceStore& store, const Series& s) {
          std::any_of(src.steps.begin(), src.steps.end(), [&](const StepTime& t) { return t.step == src.last_step; });
 }
 
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
 StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Series>& series, int recent) {
   StepTimePanel::Summary sum;
   const Series* sync = nullptr;
@@ -142,20 +149,27 @@ StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Seri
   sum.compute_ms = ns_to_ms(compute) / count;
   sum.comm_ms = ns_to_ms(comm) / count;
   sum.ideal_ms = ns_to_ms(ideal) / count;
-  if (t_sync > ideal)  // the sums compare exactly, and their ratio is the means'
-    sum.eta = static_cast<double>(t_sync - t_async) / static_cast<double>(t_sync - ideal);
-  else
+  sum.overlappable_ms = ns_to_ms(std::min(compute, comm)) / count;
+  if (t_sync <= ideal) {  // the sums compare exactly, and their ratio is the means'
     sum.why = "T_sync \u2264 ideal: nothing to hide";
+    return sum;
+  }
+  sum.eta = static_cast<double>(t_sync - t_async) / static_cast<double>(t_sync - ideal);
+  // Where most of the gap is not communication, a low η is not the schedule's doing (Summary::overlappable_ms).
+  if (const double reach = static_cast<double>(std::min(compute, comm)) / static_cast<double>(t_sync - ideal);
+      reach < kReachNoted)
+    sum.eta_reach_note =
+        std::string(store.source(sync->source).world == 1
+                        ? "One rank: its collectives are copies within the rank, little to overlap. "
+                        : "") +
+        "Only min(compute, comm) = " + fmt("%.3f ms", sum.overlappable_ms) +
+        " of T_sync \u2212 ideal can overlap; the rest of the SYNC step is the compute stream waiting (launches, "
+        "host work), which no schedule hides, so \u03B7 stays under about " +
+        fmt("%.2f", reach) + " here.";
   return sum;
 }
 
 void text(const std::string& s) { text_wrapped_at_spaces(printable(s)); }
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string series_name(const TraceStore& store, const Series& s) {
   const std::string kind = s.sync ? "SYNC" : "ASYNC";
@@ -474,6 +488,11 @@ void StepTimePanel::draw(const TraceStore& store) {
     text("\u03B7 = (T_sync \u2212 T_async) / (T_sync \u2212 ideal) = " + fmt("%.3f", *sum.eta) + ": overlap hides " +
          unbroken(percent) + " of what perfect overlap would (" + fmt("%.3f", sum.t_sync_ms - sum.t_async_ms) + " of " +
          unbroken(fmt("%.3f ms)", sum.t_sync_ms - sum.ideal_ms)));
+    if (!sum.eta_reach_note.empty()) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+      text(sum.eta_reach_note);
+      ImGui::PopStyleColor();
+    }
   } else if (sum.steps_compared > 0) {
     text("\u03B7 = \u2013  (" + sum.why + ")");
   }

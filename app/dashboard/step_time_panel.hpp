@@ -47,6 +47,12 @@ class StepTimePanel {
     int steps_compared = 0;                   // (SYNC, ASYNC) pairs the averages are over
     double t_sync_ms = 0, t_async_ms = 0, compute_ms = 0, comm_ms = 0, ideal_ms = 0;
     std::optional<double> eta;
+    // What overlap can take off T_sync − ideal: min(compute, comm). The rest of the SYNC step past the ideal is
+    // the compute stream waiting (launches, host work), which no schedule hides; where it is most of the gap (one
+    // rank, whose collectives are local copies; CPU offload's host optimizer), η cannot come near 1, and the
+    // panel says so (eta_reach_note) with η's reach, overlappable / (T_sync − ideal).
+    double overlappable_ms = 0;
+    std::string eta_reach_note;  // empty where the reach is 0.8 or more
     std::string why;  // why η is undefined, or why nothing is compared yet; empty when η is defined
   };
   const Summary& summary() const { return summary_; }  // of the last frame

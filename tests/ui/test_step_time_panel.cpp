@@ -71,6 +71,9 @@ void expect_hand_values(const StepTimePanel::Summary& s) {
   EXPECT_NEAR(*s.eta, kEta, 1e-12);
   EXPECT_NEAR(*s.eta, 0.673469387755102, 1e-9);
   EXPECT_TRUE(s.why.empty());
+  // 0.122 ms of comm in a 0.163 ms gap: η's reach is 0.745, and said (to two places).
+  EXPECT_NEAR(s.overlappable_ms, kComm, 1e-12);
+  EXPECT_NE(s.eta_reach_note.find("under about 0.74 here"), std::string::npos) << s.eta_reach_note;
 }
 
 // One frame of the panel in a window filling the display, the mouse at (x, y) or nowhere.
@@ -154,6 +157,35 @@ TEST(StepTimePanel, EtaIsUndefinedWhenSyncIsNoSlowerThanIdeal) {
   EXPECT_NEAR(sum.ideal_ms, 0.150, 1e-12);
   EXPECT_FALSE(sum.eta.has_value());
   EXPECT_NE(sum.why.find("nothing to hide"), std::string::npos) << sum.why;
+}
+
+// η's reach: overlap can take at most min(compute, comm) off T_sync − ideal. Where that is most of the gap, nothing
+// is said; where it is little of it (one rank, whose collectives are local copies), the panel says how far η can go.
+TEST(StepTimePanel, EtasReachIsSaidWhereLittleOfTheGapIsCommunication) {
+  for (const int world : {2, 1}) {
+    SCOPED_TRACE(world);
+    TraceStore store;
+    const int s = store.add_source("SYNC", world, true);
+    const int a = store.add_source("ASYNC", world, false);
+    // W = 2: T_sync 300, ideal = compute 150, comm 140: 140 of the 150 µs gap can overlap (0.93).
+    // W = 1: T_sync 400, ideal = compute 250, comm 30: 30 of 150 (0.20).
+    const SimTime t_sync = world == 2 ? 300 : 400, compute = world == 2 ? 150 : 250, comm = world == 2 ? 140 : 30;
+    add_all(store, s, {{0, 500, 100, 50}, {1, t_sync, compute, comm}}, true);
+    add_all(store, a, {{0, 500, 100, 50}, {1, t_sync - 20, compute, comm}}, false);
+    HeadlessImGui ui;
+    StepTimePanel panel;
+    frame(ui, panel, store);
+    const StepTimePanel::Summary& sum = panel.summary();
+    ASSERT_TRUE(sum.eta.has_value());
+    EXPECT_NEAR(sum.overlappable_ms, static_cast<double>(comm) / 1000, 1e-12);
+    if (world == 2) {
+      EXPECT_TRUE(sum.eta_reach_note.empty()) << sum.eta_reach_note;
+    } else {
+      EXPECT_EQ(sum.eta_reach_note.rfind("One rank: ", 0), 0u) << sum.eta_reach_note;
+      EXPECT_NE(sum.eta_reach_note.find("min(compute, comm) = 0.030 ms"), std::string::npos) << sum.eta_reach_note;
+      EXPECT_NE(sum.eta_reach_note.find("under about 0.20 here"), std::string::npos) << sum.eta_reach_note;
+    }
+  }
 }
 
 TEST(StepTimePanel, StepsArrivingBetweenFramesUpdateTheSummary) {
