@@ -6,24 +6,17 @@
 namespace fsdplab {
 namespace {
 
-// Work issued to `waiter` from now on starts after all work issued to `producer` so far.
-void order(Device& device, Lane waiter, Lane producer) {
-  Event event("fsdp.offload_order");
-  device.record(event, producer);
-  device.wait(waiter, event);
-}
-
 class ReferenceCpuOffload final : public CpuOffloadTask {
  public:
   void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
     // The copy may take a block an earlier gather read on the all-gather stream.
-    order(device, Lane::memcpy, Lane::all_gather);
+    device.wait_stream(Lane::memcpy, Lane::all_gather);
     copy_to_device(device.stream(Lane::memcpy), host_shard, device_copy);
-    order(device, Lane::all_gather, Lane::memcpy);
+    device.wait_stream(Lane::all_gather, Lane::memcpy);
   }
 
   void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
-    order(device, Lane::memcpy, Lane::reduce_scatter);
+    device.wait_stream(Lane::memcpy, Lane::reduce_scatter);
     copy_to_host(device.stream(Lane::memcpy), device_grad, host_grad);
   }
 

@@ -52,7 +52,8 @@ struct FsdpUnit {
   Tensor grad_full, grad_shard, grad_replica;
 
   Event gathered{"gathered"};  // recorded on the all-gather stream when `full` is ready
-  Event reduced{"reduced"};    // recorded on the reduce-scatter stream when `grad_shard` is ready
+  Event reduced{"reduced"};    // recorded when `grad_shard` is ready: on the reduce-scatter stream, on the memcpy
+                               // stream under CPU offload (the shard's copy to the host finishes it)
 };
 
 // A collective FSDP code issued while an FsdpActivity was current, as the hook's event describes it.
@@ -68,13 +69,15 @@ struct IssuedCollective {
 // by ObservedCommunicator when a collective is issued, so the collective is reported as that code's.
 struct FsdpActivity {
   int task = 7;      // the lab task: 3 forward, 4 backward, 5 sharded optimizer, 6 prefetch/overlap, 7 glue, 8 hybrid
-  std::string code;  // "ForwardTask::all_gather, wait_for_unshard (engine/fsdp/forward_reference.cpp:8)"
+  std::string
+      code;  // "ForwardTask::all_gather, wait_for_unshard (in the class at engine/fsdp/forward_reference.cpp:8)"
   int unit = -1;     // the unit whose hook runs; -1 outside the hooks
   std::vector<IssuedCollective> issued;  // by this code so far
 };
 
 // One rank's FSDP runtime: its device, its groups and the options. The task implementations are not here:
-// the unit lifecycle (unit_lifecycle.hpp) holds them and is the only code that calls them.
+// the unit lifecycle (unit_lifecycle.hpp) holds them and calls them during a step (fsdp_tasks.hpp says who
+// else does, before and after).
 struct FsdpRank {
   Device& device;
   Communicator& world;          // all W ranks
@@ -92,13 +95,6 @@ struct FsdpRank {
 
   Stream compute() const { return device.stream(Lane::compute); }
   bool async() const { return options.mode == OverlapMode::async; }
-  // Work issued to `waiter` from now on starts after all work issued to `producer` so far: an event
-  // recorded on one stream and waited on by the other, as torch's Stream.wait_stream, never a host sync.
-  void order(Lane waiter, Lane producer) const {
-    Event event("fsdp.order");
-    device.record(event, producer);
-    device.wait(waiter, event);
-  }
 };
 
 }  // namespace fsdplab

@@ -66,6 +66,12 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
   const int me = rank.shard_group.rank();
   Device& device = rank.device;
   const std::vector<UnitPlan> plans = tasks.integration->plan_units(model, unit_kinds);
+  // A parent indexes the units (the two-buffer pool reads it): one out of range is refused by name rather than read
+  // past the end (lab 07's root removed without renumbering can make one so). A wrong one in range trains.
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    check(plans[i].parent >= -1 && plans[i].parent < static_cast<int>(plans.size()), "FSDP: unit ", i, " '",
+          plans[i].name, "' has parent ", plans[i].parent, "; expected -1 (no enclosing unit) or the index of one of ",
+          "the ", plans.size(), " units IntegrationTask::plan_units returned");
   // A parameter in no unit would never be given a value: said here, by name, rather than when a forward reads it.
   std::set<const Parameter*> planned;
   for (const UnitPlan& plan : plans) planned.insert(plan.params.begin(), plan.params.end());
@@ -132,11 +138,12 @@ void FullyShardedModel::use_buffer_pool(const std::vector<UnitPlan>& plans) {
   int pooled = 0;
   for (FsdpUnit* unit : unit_ptrs_) {
     if (!unit->reshard_after_forward) continue;  // the root stays gathered: it keeps its own buffer
-    const int parent = plans[static_cast<std::size_t>(unit->index)].parent;
-    check(parent < 0 || unit_ptrs_[static_cast<std::size_t>(parent)]->pool_slot < 0, "--buffers pool: FSDP unit '",
-          unit->name, "' is nested in unit '", unit_ptrs_[static_cast<std::size_t>(parent)]->name,
-          "', so both are gathered at once and could need the same buffer; the two-buffer pool takes units that "
-          "run one after another (wrap only the innermost, or use --buffers alloc)");
+    if (const int parent = plans[static_cast<std::size_t>(unit->index)].parent; parent >= 0) {
+      const FsdpUnit& outer = *unit_ptrs_[static_cast<std::size_t>(parent)];
+      check(outer.pool_slot < 0, "--buffers pool: FSDP unit '", unit->name, "' is nested in unit '", outer.name,
+            "', so both are gathered at once and could need the same buffer; the two-buffer pool takes units that "
+            "run one after another (wrap only the innermost, or use --buffers alloc)");
+    }
     unit->pool_slot = pooled++ % 2;
     numel[static_cast<std::size_t>(unit->pool_slot)] =
         std::max(numel[static_cast<std::size_t>(unit->pool_slot)], unit->layout.padded_numel);
@@ -222,7 +229,7 @@ void FullyShardedModel::set_overlap_schedule(const FsdpOptions& schedule) {
 void FullyShardedModel::with_full_parameters(const std::function<void()>& body) {
   Device& device = rank_.device;
   std::vector<Tensor> whole;  // freed when this returns
-  rank_.order(Lane::all_gather, Lane::compute);
+  rank_.device.wait_stream(Lane::all_gather, Lane::compute);
   // A unit still gathering after a step is a prefetch its pass never used, which end_backward let through.
   check_prefetches_used(rank_.schedule);
   for (FsdpUnit* unit : unit_ptrs_) {

@@ -14,7 +14,7 @@ class ReferenceOverlap final : public OverlapTask {
     if (!rank.async()) {
       // SYNC: the gather starts after everything the compute stream was given, including the
       // optimizer step that wrote the shard and every user of the memory it may be handed.
-      rank.order(Lane::all_gather, Lane::compute);
+      rank.device.wait_stream(Lane::all_gather, Lane::compute);
     }
     if (unit.pool_slot >= 0) {
       // The slot's previous unit records its free event where its last user ran; the all-gather
@@ -122,7 +122,7 @@ class ReferenceOverlap final : public OverlapTask {
     s.backward_started.clear();
     // ASYNC gathers wait for no compute work of their own; this once per pass orders them after the
     // optimizer step that wrote the shards they read (PyTorch's root pre-forward does the same).
-    if (rank.async()) rank.order(Lane::all_gather, Lane::compute);
+    if (rank.async()) rank.device.wait_stream(Lane::all_gather, Lane::compute);
   }
 
   void end_backward(FsdpRank& rank) const override {

@@ -168,7 +168,7 @@ void UnitLifecycle::reduce_gradient(FsdpUnit& unit) {
   const DType reduce_dtype = rank_.options.reduce_dtype;
   // The layers below read the gradient on the reduce-scatter stream before any task does.
   const bool layer_reads_first = grads.dtype() != reduce_dtype || unit.grad_replica.defined();
-  if (layer_reads_first) rank_.order(Lane::reduce_scatter, Lane::compute);
+  if (layer_reads_first) rank_.device.wait_stream(Lane::reduce_scatter, Lane::compute);
   if (grads.dtype() != reduce_dtype) {
     // Mixed precision's reduce_dtype: widen the bf16 gradients to f32 before summing W of them.
     Tensor wide = unit.grad_replica;
@@ -259,7 +259,7 @@ void UnitLifecycle::schedule_updates(Optimizer& optimizer, std::span<FsdpUnit* c
                                    CodeSite{6,
                                             "UnitLifecycle::optimizer_step: the next step's first unit, "
                                             "gathered beside the other updates (engine/fsdp/unit_lifecycle.cpp)"});
-      rank_.order(Lane::all_gather, Lane::compute);  // the gather reads the shard this update wrote
+      rank_.device.wait_stream(Lane::all_gather, Lane::compute);  // the gather reads the shard this update wrote
       // Ordered after all compute so far, the gather may take the memory the root's last step left parked
       // (its last user was the embedding's backward), instead of a second root-sized block.
       rank_.schedule.parked.release_behind(Lane::all_gather, Lane::compute);

@@ -12,6 +12,12 @@ Allocation::~Allocation() {
 
 void Device::remove_sink(TraceSink* sink) { std::erase(sinks_, sink); }
 
+void Device::wait_stream(Lane waiter, Lane producer) {
+  Event event("wait_stream");
+  record(event, producer);
+  wait(waiter, event);
+}
+
 const OpRecord& Device::op(OpId id) const {
   // Ids increase in launch order, so the log is sorted by id even when parts of it were not kept.
   auto it = std::lower_bound(ops_.begin(), ops_.end(), id, [](const OpRecord& r, OpId x) { return r.id < x; });

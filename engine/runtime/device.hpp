@@ -104,6 +104,9 @@ class Device {
   virtual void record(Event& event, Lane lane) = 0;
   // Later work on `lane` waits for `event` (which may come from another rank's device).
   virtual void wait(Lane lane, const Event& event) = 0;
+  // Work issued to `waiter` from now on starts after all work issued to `producer` so far: an event recorded on
+  // the one and waited on by the other, as torch's Stream.wait_stream; never a host sync.
+  void wait_stream(Lane waiter, Lane producer);
   // The host waits: for an event, for one stream, or for the whole device.
   virtual void synchronize(const Event& event) = 0;
   virtual void synchronize(Lane lane) = 0;

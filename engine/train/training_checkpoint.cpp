@@ -503,10 +503,10 @@ void restore_rank_state(const TrainingCheckpoint& checkpoint, FullyShardedModel&
   bool replicated = false;
   for (const FsdpUnit* unit : sharded.units()) replicated = replicated || unit->replica.defined();
   if (replicated && rank.shard_group.world() > 1) {
-    rank.order(Lane::all_gather, Lane::compute);
+    rank.device.wait_stream(Lane::all_gather, Lane::compute);
     for (FsdpUnit* unit : sharded.units())
       rank.shard_group.all_gather(rank.device.stream(Lane::all_gather), unit->master, unit->replica);
-    rank.order(Lane::compute, Lane::all_gather);
+    rank.device.wait_stream(Lane::compute, Lane::all_gather);
   }
 }
 

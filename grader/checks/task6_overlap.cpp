@@ -89,7 +89,8 @@ std::string race_mistake(const GradeCase& c, const RaceReport& race) {
     case MemTag::param_full:
       if (race.reused && sync)
         return "under SYNC release_full frees the gathered buffer at once, which is safe only because acquire_full "
-               "orders every gather after the compute stream (rank.order(Lane::all_gather, Lane::compute)): without "
+               "orders every gather after the compute stream (rank.device.wait_stream(Lane::all_gather, "
+               "Lane::compute)): without "
                "that order a gather wrote memory the compute stream still read";
       if (race.reused)
         return "release_full freed unit.full at the host's time while the compute stream still read it: under ASYNC "
@@ -121,7 +122,8 @@ std::string race_mistake(const GradeCase& c, const RaceReport& race) {
                "it through, which must refuse a unit still `gathering` (check_prefetches_used)";
       if (race.earlier.lane == Lane::compute)
         return "a gather read a unit's shard while the optimizer step still wrote it: begin_forward orders the "
-               "all-gather stream after the compute stream under ASYNC (rank.order(Lane::all_gather, Lane::compute))";
+               "all-gather stream after the compute stream under ASYNC (rank.device.wait_stream(Lane::all_gather, "
+               "Lane::compute))";
       return "";
     case MemTag::comm_buffer:
       if (race.reused && !sync)
@@ -233,11 +235,12 @@ CheckOutcome sync_overlaps_nothing(const CheckContext& ctx, const GradeCase& syn
       if (is_communication(op.category))
         if (const OpRecord* c = overlapped_compute(op, ops))
           return with_budget(
-              CheckOutcome::fail(expected,
-                                 "'" + op.name + "' [" + us(op.begin) + ", " + us(op.end) + "] overlaps compute '" +
-                                     c->name + "' [" + us(c->begin) + ", " + us(c->end) + "]",
-                                 "SYNC without rank.order(Lane::all_gather, Lane::compute) in acquire_full, "
-                                 "or without the compute stream's wait for unit.reduced in release_grad"),
+              CheckOutcome::fail(
+                  expected,
+                  "'" + op.name + "' [" + us(op.begin) + ", " + us(op.end) + "] overlaps compute '" + c->name + "' [" +
+                      us(c->begin) + ", " + us(c->end) + "]",
+                  "SYNC without rank.device.wait_stream(Lane::all_gather, Lane::compute) in acquire_full, "
+                  "or without the compute stream's wait for unit.reduced in release_grad"),
               s);
   return with_budget(CheckOutcome::pass(), s);
 }
@@ -393,7 +396,7 @@ CheckOutcome first_gather_waits_for_the_optimizer(const CheckContext& ctx, const
           expected,
           "'" + first.name + "' waits for no event of the optimizer step (op #" + std::to_string(last_update) + ")",
           "begin_forward must order the all-gather stream after the compute stream "
-          "(rank.order(Lane::all_gather, Lane::compute)) under ASYNC: the trainer's host sync between "
+          "(rank.device.wait_stream(Lane::all_gather, Lane::compute)) under ASYNC: the trainer's host sync between "
           "steps hides it in fsdplab run, not on a GPU");
   }
   return CheckOutcome::pass();

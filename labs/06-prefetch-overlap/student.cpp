@@ -25,7 +25,7 @@ class StudentOverlap final : public OverlapTask {
   // For a prefetch (prefetch == true) you may decline when the rate limiter is full: return false,
   // having done nothing. Otherwise return true.
   //   SYNC (!rank.async()): the gather must start after everything issued to the compute stream
-  //     (rank.order(Lane::all_gather, Lane::compute)).
+  //     (rank.device.wait_stream(Lane::all_gather, Lane::compute)).
   //   Pool (unit.pool_slot >= 0): the buffer exists; the all-gather stream waits for the slot's free
   //     event rank.schedule.param_pool_free[slot] if it was recorded. The host never waits here.
   //   ASYNC: give back parked buffers that completed (rank.schedule.parked.release_completed); with

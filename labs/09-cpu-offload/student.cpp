@@ -19,6 +19,7 @@ namespace {
 //   device.wait(lane, event)                 later work on `lane` waits for `event` (the host does not wait)
 //   device.synchronize(event)                the HOST waits for `event`
 // "Work on A after all work issued to B so far": Event e("..."); device.record(e, B); device.wait(A, e);
+// device.wait_stream(A, B) does just that (torch's Stream.wait_stream).
 
 class StudentCpuOffload final : public CpuOffloadTask {
  public:

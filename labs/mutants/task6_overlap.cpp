@@ -150,7 +150,7 @@ class PoolWithoutFreeEvent final : public LikeTheReference {
  public:
   bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
     if (unit.pool_slot < 0) return reference().acquire_full(unit, rank, prefetch);
-    if (!rank.async()) rank.order(Lane::all_gather, Lane::compute);
+    if (!rank.async()) rank.device.wait_stream(Lane::all_gather, Lane::compute);
     return true;  // no device.wait(Lane::all_gather, free)
   }
 };

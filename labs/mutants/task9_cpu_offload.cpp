@@ -10,13 +10,6 @@ namespace {
 
 const CpuOffloadTask& reference() { return reference_cpu_offload(); }
 
-// Work issued to `waiter` from now on starts after all work issued to `producer` so far (the reference's).
-void order(Device& device, Lane waiter, Lane producer) {
-  Event event("fsdp.offload_order");
-  device.record(event, producer);
-  device.wait(waiter, event);
-}
-
 // Forwards every call to the reference; a mutant overrides the one it gets wrong.
 class LikeTheReference : public CpuOffloadTask {
  public:
@@ -36,7 +29,7 @@ class LikeTheReference : public CpuOffloadTask {
 class H2dHostSync final : public LikeTheReference {
  public:
   void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
-    order(device, Lane::memcpy, Lane::all_gather);
+    device.wait_stream(Lane::memcpy, Lane::all_gather);
     copy_to_device(device.stream(Lane::memcpy), host_shard, device_copy);
     device.synchronize(Lane::memcpy);
   }
@@ -55,7 +48,7 @@ class H2dOnAllGather final : public LikeTheReference {
 class GatherNoWait final : public LikeTheReference {
  public:
   void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
-    order(device, Lane::memcpy, Lane::all_gather);
+    device.wait_stream(Lane::memcpy, Lane::all_gather);
     copy_to_device(device.stream(Lane::memcpy), host_shard, device_copy);
   }
 };
@@ -65,7 +58,7 @@ class CopyBeforeGathersDone final : public LikeTheReference {
  public:
   void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
     copy_to_device(device.stream(Lane::memcpy), host_shard, device_copy);
-    order(device, Lane::all_gather, Lane::memcpy);
+    device.wait_stream(Lane::all_gather, Lane::memcpy);
   }
 };
 

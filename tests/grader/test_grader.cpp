@@ -376,7 +376,9 @@ TEST(GraderDiagnostics, ARaceNamesTheOverlapMethodThatLeftItUnordered) {
   };
   const std::vector<Expected> races = {
       {"free-at-host-time", {"forward-prefetch", "training-async"}, "release_full freed unit.full at the host's time"},
-      {"sync-unordered", {"sync-overlaps-nothing", "training-sync"}, "rank.order(Lane::all_gather, Lane::compute)"},
+      {"sync-unordered",
+       {"sync-overlaps-nothing", "training-sync"},
+       "rank.device.wait_stream(Lane::all_gather, Lane::compute)"},
       {"pool-without-free-event", {"pool", "training-pool"}, "acquire_full makes the all-gather stream wait"},
       {"grad-freed-at-once", {"backward-prefetch", "training-async"}, "release_grad freed unit.grad_full"},
       {"sync-without-reduced-wait", {"sync-overlaps-nothing", "training-sync"}, "under SYNC release_grad freed"},
@@ -709,6 +711,33 @@ TEST(Grader, EveryTaskHasChecksOfItsOwnAndAtLeastThreeMutants) {
                        "task 3 (ForwardTask) has no mutant 'nope'; expected one of:"));
 }
 
+// A task whose every check stopped at its TODO is one line of text, not the same TODO under each check; a task with
+// one check that ran is printed whole.
+TEST(GradeReport, ATaskStillAtItsTodoIsOneLine) {
+  const auto todo = [](const std::string& id) {
+    GradedCheck g;
+    g.check.task = 5;
+    g.check.id = id;
+    g.check.points = 2;
+    g.run.outcome =
+        CheckOutcome::fail("the check to run to its end", "a TODO is left: task 5, make: not implemented", kTodoLeft);
+    return g;
+  };
+  GradeReport report;
+  report.tasks.push_back({5, "student", "labs/05-sharded-optimizer/student.cpp:16", {todo("a"), todo("b")}});
+  std::ostringstream text;
+  print_grade(text, report);
+  EXPECT_TRUE(contains(text.str(), "    TODO LEFT  all 2 checks stopped at it: task 5, make: not implemented\n"))
+      << text.str();
+  EXPECT_FALSE(contains(text.str(), "LOST")) << text.str();
+
+  report.tasks[0].checks[1].run.outcome.cause = "the shard stepped twice";
+  std::ostringstream whole;
+  print_grade(whole, report);
+  EXPECT_FALSE(contains(whole.str(), "TODO LEFT")) << whole.str();
+  EXPECT_TRUE(contains(whole.str(), "    LOST  b ")) << whole.str();
+}
+
 // The text prints a grade's points to the hundredth the JSON carries: a gradebook and a student see one number.
 TEST(GradeReport, TheTextShowsThePointsTheJsonCarries) {
   const auto graded = [](int points, double earned) {
@@ -745,6 +774,21 @@ TEST_F(GraderCases, AHeldOutCaseIsGradedWithItsTask) {
   const GradedCheck& held_out = report.tasks.at(0).checks.back();
   EXPECT_EQ(held_out.check.id, "case:W5 grad_op");
   EXPECT_EQ(held_out.earned, 2) << held_out.run.outcome.got;
+}
+
+// A held-out case the race detector stopped (task 3 without its event wait) says it was a race, not the numbers.
+TEST_F(GraderCases, AHeldOutCaseStoppedByARaceNamesTheRace) {
+  const std::vector<Check> cases = load_cases(FSDPLAB_SOURCE_DIR "/grader/cases/example");
+  ASSERT_EQ(cases.size(), 1u);
+  FsdpTasks tasks = reference_tasks();
+  tasks.set(3, find_mutant(3, "missing-wait").impl());
+  const std::vector<CheckJob> jobs = {{&cases[0], tasks, "student", 0}};
+  const std::vector<CheckRun> runs = run_isolated(jobs, {60, 2});
+  ASSERT_EQ(runs.size(), 1u);
+  const CheckOutcome& outcome = runs[0].outcome;
+  EXPECT_FALSE(outcome.passed());
+  EXPECT_TRUE(outcome.raced) << outcome.got;
+  EXPECT_TRUE(contains(outcome.cause, "no event orders the second after the first")) << outcome.cause;
 }
 
 TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {

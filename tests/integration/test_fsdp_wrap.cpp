@@ -132,5 +132,19 @@ TEST(FsdpWrap, TheBufferPoolRefusesNestedUnits) {
   EXPECT_NE(refusal.find("is nested in unit 'transformer.h.0'"), std::string::npos) << refusal;
 }
 
+// Toy's root owns nothing and is no unit, so its layers' units have no enclosing unit (parent -1): the pool takes
+// them (the nesting check once read the unit at index -1 for them), and trains as buffers made per gather do.
+TEST(FsdpWrap, TheBufferPoolTakesUnitsWithNoEnclosingUnit) {
+  FsdpRun fsdp;
+  fsdp.run.model = "toy";
+  fsdp.run.world = 2;
+  fsdp.run.steps = 2;
+  const std::vector<double> alloc = losses_of(train_fsdp(fsdp, PresetCatalog::builtin(), nullptr));
+  fsdp.options.buffers = UnshardBuffers::pool;
+  const std::vector<double> pooled = losses_of(train_fsdp(fsdp, PresetCatalog::builtin(), nullptr));
+  ASSERT_EQ(pooled.size(), 2u);
+  EXPECT_EQ(pooled, alloc);
+}
+
 }  // namespace
 }  // namespace fsdplab
