@@ -70,7 +70,7 @@ struct MutantGrade {
   Mutant mutant;
   TaskGrade grade;
   bool caught() const { return grade.earned() < grade.possible(); }
-  // The first check that lost points, "" when none did.
+  // The first check that lost points, nullptr when none did.
   const GradedCheck* caught_by() const;
 };
 

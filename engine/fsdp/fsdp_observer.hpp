@@ -54,7 +54,7 @@ struct FsdpEvent {
   // 7 integration glue (the training loop's own collectives, such as the loss all-reduce), 8 hybrid shard.
   int task = 0;
   // The methods and their implementing class, e.g.
-  // "ForwardTask::all_gather, wait_for_unshard (engine/fsdp/forward_reference.cpp:8)".
+  // "ForwardTask::all_gather, wait_for_unshard (in the class at engine/fsdp/forward_reference.cpp:8)".
   std::string code;
   std::string what;        // one plain sentence of what just happened
   std::string collective;  // collective events: "all_gather", "reduce_scatter", "all_reduce", "broadcast"; else empty

@@ -37,10 +37,12 @@ std::string_view repository_path(std::string_view path) {
   return best == std::string_view::npos ? path : path.substr(best + 1);
 }
 
+namespace {
+
 // The tree a source file was compiled in: its path as the compiler saw it, less the repository path.
-static std::string_view tree_of(std::string_view file) {
-  return file.substr(0, file.size() - repository_path(file).size());
-}
+std::string_view tree_of(std::string_view file) { return file.substr(0, file.size() - repository_path(file).size()); }
+
+}  // namespace
 
 // A handout's references are object code (scripts/make_handout.sh), compiled in the course's tree, not the one
 // this file was: their source is not in the student's tree, which where() says instead of pointing at nothing.

@@ -3,8 +3,11 @@
 //
 // Each task is an interface of its own (meta_init.hpp ... cpu_offload_task.hpp) that includes no other
 // task's header, with its reference implementation in its own file (*_reference.cpp) and a lab skeleton
-// in labs/NN-name/student.cpp. Only the unit lifecycle (unit_lifecycle.hpp) and the code that sets a
-// rank up call them; the tasks never call each other.
+// in labs/NN-name/student.cpp. The tasks never call each other. During a step only the unit lifecycle
+// (unit_lifecycle.hpp) calls them; before and after it: wrapping the model (fully_sharded_model.cpp: tasks 7, 2,
+// 1 and 3's reshard choice), checking a run whole (train/fsdp_run_plan.cpp: task 7), splitting the groups
+// (train/fsdp_trainer.cpp: task 8), checkpoints (train/training_checkpoint.cpp: tasks 2 and 7) and the
+// dashboard's FlatParameter map (tasks 2 and 7).
 #pragma once
 #include <array>
 #include <string>

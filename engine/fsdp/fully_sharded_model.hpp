@@ -1,4 +1,6 @@
-// fully_sharded_model.hpp — a model wrapped in FSDP units on one rank: the glue that runs tasks 1–5.
+// fully_sharded_model.hpp — a model wrapped in FSDP units on one rank: the glue that plans the units (task 7),
+// lays each out (task 2), asks task 3 which reshard after forward, installs the unit lifecycle's hooks, and
+// initialises, loads and saves the shards (task 1).
 //
 // The wrap policy names module kinds (GPT-2's "Block") or dotted module names ("transformer.wpe"):
 // each such module starts a unit, inside the unit of its nearest wrapped ancestor if any (nested

@@ -27,7 +27,7 @@ struct OverlapState {
   std::size_t pre_forwards_seen = 0, post_forwards_seen = 0;  // in this pass
   std::vector<const FsdpUnit*> backward_started;               // in this pass, in pre-backward order
 
-  // Kept by the glue (fully_sharded_model.cpp), which calls begin_forward and end_backward.
+  // Kept by the unit lifecycle (unit_lifecycle.cpp), which calls begin_forward and end_backward.
   Pass pass = Pass::idle;
   std::size_t post_backwards_seen = 0;
   // Kept by the lifecycle: this step's gradient reductions in the order they were issued, the order

@@ -32,7 +32,6 @@ class OverlapTask : public FsdpTask {
   // The implementing class's file and line, for step-through (fsdp_task.hpp).
   explicit OverlapTask(std::source_location origin = std::source_location::current()) : FsdpTask(origin) {}
 
-
   // ---- memory ---------------------------------------------------------------------------------
   // Before a gather writes `unit.full`: makes it allocated and safe to write from the all-gather
   // stream (under SYNC that means ordered after all compute issued so far: the memory it is handed may

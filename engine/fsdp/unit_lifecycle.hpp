@@ -3,9 +3,9 @@
 //     sharded --unshard--> gathering --wait_for_unshard--> unsharded --reshard--> sharded
 //
 // the hooks that move it there, the order of units, the streams, and the layers around the tasks.
-// Apart from wrapping, initialising, loading and saving the model (fully_sharded_model.hpp), it is the only
-// code that calls the tasks (fsdp_tasks.hpp), each for its own decisions, as PyTorch FSDP2's
-// FSDPParamGroup.pre_forward calls unshard and wait_for_unshard and leaves the mechanics one level down.
+// During a step it is the only code that calls the tasks (fsdp_tasks.hpp), each for its own decisions, as
+// PyTorch FSDP2's FSDPParamGroup.pre_forward calls unshard and wait_for_unshard and leaves the mechanics one
+// level down.
 // A hook here is a few lines of named steps:
 //
 //   pre_forward    unshard; wait_for_unshard; prefetch (task 6)
