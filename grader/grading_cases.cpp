@@ -155,9 +155,18 @@ Check load_case(const fs::path& file) {
   if (!(c.tolerance > 0)) throw bad("\"tolerance\" must be above 0");
   const std::string title = "held-out case '" + c.name + "': " + c.run.model + " W=" + std::to_string(c.run.world) +
                             " " + std::string(strategy_name(c.options.strategy)) + " equals the single-rank baseline";
+  // A race the detector stopped is named as one: its two ops are in "got", and the fix is an ordering, not arithmetic.
+  const DifferenceCause race = [](const CheckContext&, const GradeCase&, const GradedRun& graded, const GradedRun&,
+                                  double) -> std::string {
+    if (!graded.race) return "";
+    return "in a configuration the public checks do not cover, two ops use one buffer and no event orders the "
+           "second after the first (both are in got): look for a wait your code makes only under some W, strategy "
+           "or schedule, or one on the wrong event";
+  };
   return equivalence_check(task, "case:" + c.name, title, points, c,
                            "a configuration the public checks do not cover trains differently: look for what depends "
-                           "on W, the strategy or the schedule in your code");
+                           "on W, the strategy or the schedule in your code",
+                           race);
 }
 
 }  // namespace
