@@ -1,5 +1,6 @@
 #include "grader/grade_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -91,6 +92,15 @@ void print_grade(std::ostream& out, const GradeReport& report) {
     if (!t.not_built.empty()) {  // one line, not the same reason under each check
       out << "    NOT BUILT  " << indented(t.not_built) << "\n"
           << "               every check scores 0; the rest was graded with this lab's skeleton in its place\n";
+      continue;
+    }
+    // A task still at its skeleton: one line, not the same TODO under each of its checks (--json keeps them all).
+    if (!t.checks.empty() && std::all_of(t.checks.begin(), t.checks.end(), [](const GradedCheck& g) {
+          return g.earned == 0 && g.run.outcome.cause == kTodoLeft;
+        })) {
+      std::string todo = t.checks.front().run.outcome.got;
+      if (todo.starts_with("a TODO is left: ")) todo.erase(0, std::string_view("a TODO is left: ").size());
+      out << "    TODO LEFT  all " << t.checks.size() << " checks stopped at it: " << indented(todo) << "\n";
       continue;
     }
     for (const GradedCheck& g : t.checks) print_check(out, g);

@@ -3,7 +3,8 @@
 // shard compared with the same chunk of the unsharded initialisation: the seed reaching the values, the
 // values not depending on the rank that draws them, a parameter cut between ranks drawn at its own
 // element indices, several slices at their shard offsets, gaps and padding zero even in memory that held
-// something before, a dry run left alone, no device memory, no whole parameter on the host (a parameter no
+// something before, a dry run left alone, no device memory, the host's write after the device is done with the
+// shard, no whole parameter on the host (a parameter no
 // host could hold, over enough ranks that its shard is small). Then the initial model of gpt2 test-tiny at
 // W = 1, 2, 3, 4 and 8 against the single-rank baseline's, bit for bit, and a training.
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <new>
 #include <sstream>
 
+#include "engine/tensor/elementwise.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/diagnostic_text.hpp"
 #include "grader/graded_run.hpp"
@@ -176,7 +178,7 @@ CheckOutcome initial_model_at(const CheckContext& c, const std::vector<int>& wor
   const GradedRun baseline = train_baseline(run, c.scratch);
   int equal = 0;
   std::string first;
-  bool first_ran = true;  // else `first` says why the run failed, and no cause is guessed
+  std::string first_stopped;  // why the first run that differs stopped (stopped_cause); "" where it ran
   bool first_raced = false;
   for (int world : worlds) {
     run.run.world = world;
@@ -187,16 +189,17 @@ CheckOutcome initial_model_at(const CheckContext& c, const std::vector<int>& wor
     } else if (first.empty()) {
       first = "W = " + std::to_string(world) + ": " + difference + " (" + run.command("run", c.impl_flag()) +
               " --save-init DIR)";
-      first_ran = graded.trained();
+      if (!graded.trained()) first_stopped = stopped_cause(graded);
       first_raced = graded.race.has_value();
     }
   }
   if (first.empty()) return CheckOutcome::pass();
   CheckOutcome differs = CheckOutcome::fail(
       "the initial parameters at W = 1, 2, 3, 4 and 8 bit for bit the single-rank baseline's", first,
-      first_ran ? "a shard that is not the same chunk of the unsharded initialisation: a slice drawn at the "
-                  "wrong indices or written at the wrong offset, nonzero gaps, or a draw that depends on the rank"
-                : "",
+      first_stopped.empty() ? "a shard that is not the same chunk of the unsharded initialisation: a slice drawn at "
+                              "the wrong indices or written at the wrong offset, nonzero gaps, or a draw that depends "
+                              "on the rank"
+                            : first_stopped,
       static_cast<double>(equal) / static_cast<double>(worlds.size()));
   differs.raced = first_raced;
   return differs;
@@ -339,6 +342,29 @@ CheckOutcome no_device_memory_allocated(const CheckContext& c) {
   return CheckOutcome::pass();
 }
 
+// The shard's memory may still be in a stream's hands when init_shard runs (a run that initialises again, a block
+// an earlier tensor's ops used): the host writes it only once the device is done. Here a stream is still filling the
+// shard when init_shard is called, and the race detector checks the host's write against it.
+CheckOutcome the_host_waits_before_it_writes(const CheckContext& c) {
+  const Unit unit({{"transformer.wte.weight", 64}});
+  const FlatParamLayout layout = layout_of(unit, 2, 1);
+  auto device = make_graded_device(0);
+  const Tensor shard = Tensor::empty(*device, {layout.shard_numel()}, DType::f32, MemTag::param_shard, "shard");
+  fill(device->stream(Lane::compute), shard, 0.5f);
+  try {
+    graded(c).init_shard(slices_of(layout, 0), shard, 9);
+  } catch (const RaceError& e) {
+    CheckOutcome out = CheckOutcome::fail(
+        "the host to write the shard after the device is done with it",
+        "the race detector stopped it: " + without_failed_rank(e.what()),
+        "shard.copy_from wrote the shard from the host while the compute stream was still filling it: call "
+        "shard.device().synchronize() before shard.copy_from(values)");
+    out.raced = true;
+    return out;
+  }
+  return CheckOutcome::pass();
+}
+
 // 256 TB as f32: more than a process's address space, so a host copy of the whole parameter cannot be
 // made, whatever the machine or its overcommit setting. Each rank's shard is 65,536 elements.
 CheckOutcome only_the_shard_drawn(const CheckContext& c) {
@@ -425,11 +451,16 @@ std::vector<Check> meta_init_checks() {
       make("dry-run", "on a dry-run device (no values) init_shard writes nothing and succeeds", 1,
            nothing_written_on_a_dry_run, "fsdplab run --model gpt2 --preset gpt2 --world 4 --steps 2 --dry-run {impl}"),
       make("no-device-memory", "init_shard allocates nothing on the device", 1, no_device_memory_allocated),
+      make("host-waits", "the host writes the shard after the device is done with it (a stream still filling it)", 1,
+           the_host_waits_before_it_writes),
       make("shard-only", "only the rank's shard is drawn: a parameter of 2^46 elements over 2^30 ranks", 1,
            only_the_shard_drawn),
-      make("initial-model", "gpt2 test-tiny's initial model at W = 1, 2, 3, 4, 8 is the baseline's, bit for bit", 2,
-           [](const CheckContext& c) { return initial_model_at(c, {1, 2, 3, 4, 8}); },
-           "fsdplab run --model gpt2 --world 3 --batch 6 --steps 0 {impl} --save-init init3"),
+      make(
+          "initial-model", "gpt2 test-tiny's initial model at W = 1, 2, 3, 4, 8 is the baseline's, bit for bit", 2,
+          [](const CheckContext& c) {
+            return initial_model_at(c, {1, 2, 3, 4, 8});
+          },
+          "fsdplab run --model gpt2 --world 3 --batch 6 --steps 0 {impl} --save-init init3"),
       equivalence_check(1, "training-W3", "gpt2 test-tiny on 3 ranks trains equal to the single-rank baseline", 1,
                         small_gpt2(3), "the shards do not start from the baseline's initial values", training_cause),
   };

@@ -137,6 +137,17 @@ class DrawsOnDryRun final : public MetaInitTask {
   }
 };
 
+// The host writes the shard without waiting for the device: right while nothing else uses the memory, a race
+// once a stream still does (a run that initialises again).
+class NoHostWait final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
+    if (shard.device().dry_run()) return;
+    shard.copy_from(drawn_values(slices, shard, seed));  // no shard.device().synchronize() first
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> meta_init_mutants() {
@@ -158,6 +169,8 @@ std::span<const Mutant> meta_init_mutants() {
        instance<DeviceStaging>},
       {1, "draws-on-dry-run", "no early return on a dry run: values drawn and written into a tensor without data",
        instance<DrawsOnDryRun>},
+      {1, "no-host-wait", "the host writes the shard without waiting for the device (no synchronize first)",
+       instance<NoHostWait>},
   };
   return mutants;
 }

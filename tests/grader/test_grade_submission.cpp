@@ -214,7 +214,7 @@ TEST_F(GradeSubmission, ALabThatDidNotBuildScoresZeroWithItsReason) {
   const grading::GradeReport report = grading::grade(request);
   ASSERT_EQ(report.tasks.size(), 1u);
   EXPECT_EQ(report.earned(), 0);
-  EXPECT_EQ(report.possible(), 15);
+  EXPECT_EQ(report.possible(), 16);
   EXPECT_TRUE(testing::contains(report.tasks[0].where, "not built (labs/01-meta-init/student.cpp:"))
       << report.tasks[0].where;
   for (const grading::GradedCheck& g : report.tasks[0].checks) {

@@ -54,7 +54,7 @@ start=$(date +%s)
 log "first build and grade in $(($(date +%s) - start)) s"
 grep -q "The first build compiles the whole engine" "$scratch/first.log" || fail "no word that the first build takes minutes"
 total="$(grep -E '^total: ' "$scratch/first.txt")"
-[[ "$total" == "total: 15/41 points"* ]] || { cat "$scratch/first.txt"; fail "expected task 1's 15 of 41 points; got '$total'"; }
+[[ "$total" == "total: 16/42 points"* ]] || { cat "$scratch/first.txt"; fail "expected task 1's 16 of 42 points; got '$total'"; }
 grep -qE "NOT BUILT  labs/03-forward/student.cpp does not compile: labs/03-forward/student.cpp:$broken_line:[0-9]+: error" \
   "$scratch/first.txt" || { cat "$scratch/first.txt"; fail "task 3's reason does not name the line that does not compile"; }
 grep -q "NOT BUILT  labs/09-cpu-offload/student.cpp is not in the submission" "$scratch/first.txt" ||
@@ -64,9 +64,9 @@ import json, sys
 grade = json.load(open(sys.argv[1]))
 assert grade["submission"]["path"] == sys.argv[2], grade["submission"]
 assert grade["graded"] is True
-assert (grade["points"], grade["max"]) == (15, 41), (grade["points"], grade["max"])
+assert (grade["points"], grade["max"]) == (16, 42), (grade["points"], grade["max"])
 tasks = {t["task"]: t for t in grade["tasks"]}
-assert tasks[1]["points"] == tasks[1]["max"] == 15 and "not_built" not in tasks[1], tasks[1].get("not_built")
+assert tasks[1]["points"] == tasks[1]["max"] == 16 and "not_built" not in tasks[1], tasks[1].get("not_built")
 for n in (3, 9):
     assert tasks[n]["points"] == 0 and tasks[n]["not_built"], tasks[n]
     assert all(c["end"] == "not built" for c in tasks[n]["checks"]), n
@@ -106,7 +106,7 @@ mkdir -p "$flat" && cp -r "$sub/labs/." "$flat/"
 grep -q "its lab folders are in the submission folder itself, not in a labs/; graded from" "$scratch/flat.log" ||
   fail "no word of where the labs were found: $(cat "$scratch/flat.log")"
 grep -q "Building CXX object engine/" "$scratch/flat.log" && fail "the same labs elsewhere rebuilt the engine"
-[[ "$(grep -E '^total: ' "$scratch/flat.txt")" == "total: 15/15 points"* ]] || { cat "$scratch/flat.txt"; fail "task 1 lost points"; }
+[[ "$(grep -E '^total: ' "$scratch/flat.txt")" == "total: 16/16 points"* ]] || { cat "$scratch/flat.txt"; fail "task 1 lost points"; }
 # ... and labs/ one folder down, as an archive unpacks
 nested="$scratch/returned/gina"
 mkdir -p "$nested/handout" && cp -r "$sub/labs" "$nested/handout/"

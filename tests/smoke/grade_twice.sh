@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Grades the untouched skeleton twice and fails if any line differs but the total's wall time. Every rank of a
-# check's world reaches the same TODO at once, so this is where a diagnostic quoting whichever rank failed first
-# would change from one grading to the next ([Note: which failure a world reports] in engine/train/world.cpp).
+# Grades the untouched skeleton twice and fails if any line of the text or of the --json differs but the wall time.
+# Every rank of a check's world reaches the same TODO at once, so this is where a diagnostic quoting whichever rank
+# failed first would change from one grading to the next ([Note: which failure a world reports] in
+# engine/train/world.cpp). The JSON holds every check's diagnostic; the text says a task still at its TODO once.
 #   bash tests/smoke/grade_twice.sh build/app/fsdplab
 set -uo pipefail
 fsdplab="$1"
-grade() { "$fsdplab" grade | sed -E 's/ in [0-9.]+ s$/ in (wall time) s/'; }
-first="$(grade)"
-second="$(grade)"
-if [[ "$first" != "$second" ]]; then
-  diff <(echo "$first") <(echo "$second")
-  exit 1
-fi
-echo "THE_SAME_DIAGNOSTICS_TWICE ($(echo "$first" | grep -c '    LOST  ') checks lost, each said the same way)"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+grade() {  # into $1.txt and $1.json, by way of one --json path (the text names it)
+  "$fsdplab" grade --json "$scratch/grade.json" | sed -E 's/ in [0-9.]+ s$/ in (wall time) s/' > "$scratch/$1.txt"
+  sed -E '/^  "seconds": /d' "$scratch/grade.json" > "$scratch/$1.json"
+}
+grade first
+grade second
+same=1
+for kind in txt json; do
+  if ! diff "$scratch/first.$kind" "$scratch/second.$kind"; then same=0; fi
+done
+((same)) || exit 1
+echo "THE_SAME_DIAGNOSTICS_TWICE ($(grep -c '"check": ' "$scratch/first.json") checks, each said the same way)"
