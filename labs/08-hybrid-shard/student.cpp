@@ -15,15 +15,17 @@ class StudentHybridShard final : public HybridShardTask {
  public:
   // The colour Communicator::split gives world rank `rank` for its shard group, when a unit is sharded
   // over `shard_size` (S) CONSECUTIVE ranks: ranks sharding a unit together get the same colour (>= 0).
-  // W = 8, S = 4: shard groups {0 1 2 3} {4 5 6 7}. Called once per rank before training, when S < W.
+  // W = 8, S = 4: shard groups {0 1 2 3} {4 5 6 7}. Called once per rank before training under hybrid sharding
+  // (1 < S < W); the grader also asks it at S = 1, where each rank is a group of its own.
   int shard_group_color(int rank, int shard_size) const override {
     // TODO(task 8)
     todo(8, "HybridShardTask::shard_group_color");
   }
 
   // The colour of the rank's replica group: the ranks (one per shard group) holding the same chunk of
-  // every unit. W = 8, S = 4: {0 4} {1 5} {2 6} {3 7}. Called once per rank before training, when S > 1
-  // (also under --strategy full, where each replica group is one rank).
+  // every unit. W = 8, S = 4: {0 4} {1 5} {2 6} {3 7}. Called once per rank before training under hybrid
+  // sharding (1 < S < W); the grader also asks it at S = 1 (one replica group, the world) and at S = W (each
+  // rank alone, as under --strategy full).
   int replica_group_color(int rank, int shard_size) const override {
     // TODO(task 8)
     todo(8, "HybridShardTask::replica_group_color");
