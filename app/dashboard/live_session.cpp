@@ -66,7 +66,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   set_sm_split(run, sm_split);
   run.wrap = wrap;
   run.batch = (std::max(8, world) + world - 1) / world * world;  // 8 sequences, or one per rank
-  build_model(run);  // an unknown model or preset is refused here, before any run starts
+  BuiltModel probe = build_model(run);  // an unknown model or preset is refused here, before any run starts
   // A cuda session on a machine without a usable GPU, or a dry run on cuda, is refused with the reason.
   run_device_spec(run, PresetCatalog::builtin(), dry_run);
 
@@ -115,27 +115,28 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   // --break stops the focus run (the last: see LiveSession::start) in a task whose code reports events there.
   if (break_at && break_at->task != 0) {
     const FsdpRun& focus = runs.back().run;
-    const int replica_ranks = focus.run.world / shard_group_size(focus.options, focus.run.world);
+    const int replica_ranks = replica_group_size(focus.options, focus.run.world);
     check(task_reports_events(break_at->task, focus.options.mode, replica_ranks), "--break task:", break_at->task, ": ",
           why_task_reports_no_events(break_at->task, focus.options.mode, replica_ranks),
           ", so there is no event of it to stop at; break on one of tasks 3 to 8 (task 6 under ASYNC only, task 8 "
           "with replica groups), or see the task with --compare impl (yours beside the reference)");
   }
-  // Each run's plan checks that its own ranks fit in this host's memory; side by side, they share it.
-  if (device == "sim" && !dry_run && runs.size() > 1) {
-    std::vector<SimRanksHere> ranks;
+  for (PlannedRun& p : runs) {
     try {
-      for (const PlannedRun& p : runs) {
-        BuiltModel probe = build_model(p.run.run);
-        ranks.push_back({p.label, world, sim_host_bytes_per_rank(p.run.run, p.run.options, probe)});
-      }
+      p.expected = fsdp_memory(fsdp_memory_input(p.run.run, p.run.options, probe));
     } catch (const Error&) {
-      ranks.clear();  // units the memory model does not describe: each run's own plan is the check
+      // units the memory model does not describe: no expectation
     }
-    if (!ranks.empty())
-      check_sim_host_memory(ranks,
-                            "compare fewer runs (--compare sync or async), use fewer ranks or a smaller "
-                            "model, or --dry-run (shapes, time and memory only)");
+  }
+  // Each run's plan checks that its own ranks fit in this host's memory; side by side, they share it (where the
+  // memory model describes them all: else each run's own plan is the check).
+  if (device == "sim" && !dry_run && runs.size() > 1 &&
+      std::all_of(runs.begin(), runs.end(), [](const PlannedRun& p) { return p.expected.has_value(); })) {
+    std::vector<SimRanksHere> ranks;
+    for (const PlannedRun& p : runs) ranks.push_back({p.label, world, static_cast<double>(tag_total(*p.expected))});
+    check_sim_host_memory(ranks,
+                          "compare fewer runs (--compare sync or async), use fewer ranks or a smaller "
+                          "model, or --dry-run (shapes, time and memory only)");
   }
   // Side by side on one GPU, each run's ranks get SMs of their own (RunConfig::runs_on_gpu).
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -193,12 +194,7 @@ void LiveSession::start(const std::vector<SessionSettings::PlannedRun>& planned)
     if (!on_gpu) store_.set_device(source, device.preset.name, static_cast<std::int64_t>(device.preset.memory_bytes));
     store_.set_last_step(source, p.run.run.steps - 1);
     log_.add_source();
-    BuiltModel built = build_model(p.run.run);
-    try {
-      expected_.push_back(fsdp_memory(fsdp_memory_input(p.run.run, p.run.options, built)));
-    } catch (const Error&) {
-      expected_.push_back(std::nullopt);  // units the memory model does not describe
-    }
+    expected_.push_back(p.expected);
     impls_.push_back(p.impl);
     maps_.push_back(plan_flat_parameter_map(p.run.run, p.run.options, p.impl));
     runs_.push_back(std::make_unique<LiveRun>(p.run, presets_, source, *control_));

@@ -77,6 +77,9 @@ struct SessionSettings {
     FsdpRun run;
     bool sync = false;
     ImplChoice impl;  // the tasks it runs as the student's
+    // Each rank's analytic peak by tag (memory_model.hpp): the memory panel's expectation, and on the sim device
+    // the host memory the run's ranks take; nullopt for units the memory model does not describe.
+    std::optional<TagBytes> expected;
   };
   std::vector<PlannedRun> plan() const;
 };

@@ -65,12 +65,6 @@ class SeriesReader {
   std::size_t next_ = 0;  // the first sample not yet passed
 };
 
-std::int64_t sum(const TagBytes& bytes) {
-  std::int64_t s = 0;
-  for (std::int64_t b : bytes) s += b;
-  return s;
-}
-
 void dashed_hline(ImDrawList* dl, float x0, float x1, float y, ImU32 color, float thickness = 1.5f) {
   constexpr float kDash = 6, kGap = 4;
   for (float x = x0; x < x1; x += kDash + kGap) dl->AddLine({x, y}, {std::min(x + kDash, x1), y}, color, thickness);
@@ -131,7 +125,7 @@ void bar_tooltip(const MemoryPanel::RankRow& row, const RankMemory& memory, cons
       line(std::string(mem_tag_name(t)).c_str(), mem_tag_color(t), row.now[i], memory.tags[i].peak(),
            expected ? std::optional<std::int64_t>((*expected)[i]) : std::nullopt);
     }
-    line("total", kTextColor, sum(row.now), row.peak,
+    line("total", kTextColor, tag_total(row.now), row.peak,
          expected ? std::optional<std::int64_t>(row.expected_total) : std::nullopt);
     ImGui::EndTable();
   }
@@ -265,9 +259,9 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
       row.rank = static_cast<int>(r);
       for (std::size_t k = 0; k < kMemTagCount; ++k) row.now[k] = m.tags[k].at(now);
       row.peak = m.total.peak();
-      row.expected_total = exp ? sum(*exp) : 0;
+      row.expected_total = exp ? tag_total(*exp) : 0;
       row.device = src.device_memory;
-      top = std::max({top, row.peak, row.expected_total, sum(row.now)});
+      top = std::max({top, row.peak, row.expected_total, tag_total(row.now)});
       rows_.push_back(row);
     }
   }
@@ -318,7 +312,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
     // that fits, else under it.
     std::string note = src.memory.empty() ? "no memory samples yet"
                        : !exp             ? "(no analytic expectation)"
-                                          : "expected per rank: " + format_mem_bytes(sum(*exp));
+                                          : "expected per rank: " + format_mem_bytes(tag_total(*exp));
     // The formula is SYNC's schedule: an ASYNC run's peak is above it by what its prefetch holds, the reference's too.
     if (exp && !src.memory.empty() && !src.sync) note += " (SYNC's formula; ASYNC holds its prefetches too)";
     text_elided(src.label, ImGui::GetContentRegionAvail().x);
@@ -395,7 +389,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
           dl->AddText({x, y}, color, text.c_str());
           x += ImGui::CalcTextSize(text.c_str()).x + style.ItemSpacing.x * 2;
         };
-        say(kTextColor, "now " + format_mem_bytes(sum(row.now)));
+        say(kTextColor, "now " + format_mem_bytes(tag_total(row.now)));
         say(kPeakColor, "peak " + format_mem_bytes(row.peak));
         if (exp) say(kExpectedColor, "expected " + format_mem_bytes(row.expected_total));
       }

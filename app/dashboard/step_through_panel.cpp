@@ -103,8 +103,7 @@ void StepThroughPanel::draw(LiveSession& session) {
   const auto reports_events = [&](int task) {
     if (focus_source >= static_cast<int>(session.runs().size())) return task_reports_events(task);
     const FsdpRun& focus = session.runs()[static_cast<std::size_t>(focus_source)]->run();
-    return task_reports_events(task, focus.options.mode,
-                               focus.run.world / shard_group_size(focus.options, focus.run.world));
+    return task_reports_events(task, focus.options.mode, replica_group_size(focus.options, focus.run.world));
   };
   const ImplChoice mine = session.impl_of(focus_source);
   std::array<bool, kTaskCount> my_tasks = mine.replaced_tasks();

@@ -179,6 +179,8 @@ int shard_group_size(const FsdpOptions& options, int world) {
   }
 }
 
+int replica_group_size(const FsdpOptions& options, int world) { return world / shard_group_size(options, world); }
+
 bool parameters_replicated(ShardingStrategy s) {
   return s == ShardingStrategy::no_shard || s == ShardingStrategy::zero1 || s == ShardingStrategy::zero2;
 }

@@ -108,6 +108,8 @@ void validate_fsdp_options(const FsdpOptions& options, int world);
 
 // S: how many ranks share one unit's shards.
 int shard_group_size(const FsdpOptions& options, int world);
+// W / S: how many ranks hold the same chunk of a unit (one per shard group), its replica group.
+int replica_group_size(const FsdpOptions& options, int world);
 
 // True when every rank keeps the whole f32 parameters between steps (no_shard, zero1, zero2).
 bool parameters_replicated(ShardingStrategy s);

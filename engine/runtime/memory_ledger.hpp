@@ -8,6 +8,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "engine/runtime/mem_tag.hpp"
@@ -16,6 +17,11 @@
 namespace fsdplab {
 
 using TagBytes = std::array<std::int64_t, kMemTagCount>;
+
+// The bytes of every tag together.
+inline std::int64_t tag_total(const TagBytes& bytes) {
+  return std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0});
+}
 
 struct LedgerSample {
   SimTime time;

@@ -28,9 +28,7 @@ void check_same_run_as_rank0(const nlohmann::json& mine, int rank) {
 }  // namespace
 
 double sim_host_bytes_per_rank(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe) {
-  double bytes = 0;
-  for (std::int64_t part : fsdp_memory(fsdp_memory_input(run, options, probe))) bytes += static_cast<double>(part);
-  return bytes;
+  return static_cast<double>(tag_total(fsdp_memory(fsdp_memory_input(run, options, probe))));
 }
 
 void check_sim_host_memory(const std::vector<SimRanksHere>& runs, const std::string& remedy) {
