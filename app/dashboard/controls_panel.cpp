@@ -94,16 +94,14 @@ void ControlsPanel::draw(LiveSession& session) {
   if (ImGui::Button("Step")) control.step_once();
   ImGui::EndDisabled();
   step_ = last_item();
-  // Under the buttons: the keys while the runs go, then that they are over, in as many lines as the keys took,
-  // so that what is below keeps its place when the runs finish (a click aimed at it from the frame before lands).
+  // Under the buttons: the keys while the runs go, then that they are over; then a line per run. Each takes as many
+  // lines as its longest form, so that what is below keeps its place as the runs step and finish.
   constexpr std::string_view kKeys = "keys: space pauses and runs, s or the right arrow steps";
   const std::string_view hint = finished ? "finished: nothing left to pause or step" : kKeys;
   const float width = std::max(ImGui::GetContentRegionAvail().x, 1.0f);
-  const auto lines = [&](std::string_view text) { return lines_at_spaces(text, width).size(); };
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  text_wrapped_at_spaces(hint, width);
+  text_wrapped_holding_lines(hint, kKeys, width);
   ImGui::PopStyleColor();
-  for (std::size_t shown = lines(hint); shown < lines(kKeys); ++shown) ImGui::TextUnformatted("");
   for (const auto& run : session.runs()) {
     const TraceSource& source = store.source(run->source());
     const char* state = run->error()       ? "failed"
@@ -122,7 +120,10 @@ void ControlsPanel::draw(LiveSession& session) {
       std::snprintf(line, sizeof line, "%-6s %s, step %d/%d: %.3f ms, loss %s", source.label.c_str(), state,
                     last.step + 1, run->run().run.steps, ns_to_ms(last.duration()), loss);
     }
-    text_wrapped_at_spaces(line, width);
+    char longest[512];  // its longest state, its last step, a step of 100 s and a loss of 99
+    std::snprintf(longest, sizeof longest, "%-6s finished, step %d/%d: 99999.999 ms, loss 99.9999",
+                  source.label.c_str(), run->run().run.steps, run->run().run.steps);
+    text_wrapped_holding_lines(line, longest, width);
   }
   for (const std::string& error : session.errors()) error_text(error);
 

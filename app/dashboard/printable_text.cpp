@@ -115,4 +115,11 @@ void text_wrapped_at_spaces(std::string_view text, float width) {
   }
 }
 
+void text_wrapped_holding_lines(std::string_view text, std::string_view longest, float width) {
+  if (width <= 0) width = std::max(ImGui::GetContentRegionAvail().x, 1.0f);
+  text_wrapped_at_spaces(text, width);
+  for (std::size_t shown = lines_at_spaces(text, width).size(); shown < lines_at_spaces(longest, width).size(); ++shown)
+    ImGui::TextUnformatted("");
+}
+
 }  // namespace fsdplab::app

@@ -43,4 +43,9 @@ std::vector<std::string> lines_at_spaces(std::string_view text, float width);
 // ImGui, mid-word.
 void text_wrapped_at_spaces(std::string_view text, float width = 0);
 
+// text_wrapped_at_spaces(text, width), then empty lines up to as many as `longest` takes at that width: a text
+// that changes as the runs go (a run's state and step, the keys' hint) keeps what is below it in its place, so
+// that a click aimed at a widget from the frame before lands on it. `longest` is the longest the text can be.
+void text_wrapped_holding_lines(std::string_view text, std::string_view longest, float width = 0);
+
 }  // namespace fsdplab::app

@@ -261,6 +261,40 @@ TEST(DashboardLive, AScreenshotsBreakHoldsEveryOtherRankAtOnePlace) {
   }
 }
 
+// The Run panel gives each run's line as many lines as its longest form from the start. A run's first step once
+// wrapped its line onto a second, moving the panels below between the frame a click was aimed at a button and the
+// click itself (a grading test missed "Break on my tasks' events" that way, when a step landed in between).
+TEST(DashboardLive, WhatIsBelowTheRunPanelKeepsItsPlaceAsTheRunsStepAndFinish) {
+  HeadlessImGui imgui;
+  SessionSettings settings = tiny_settings(1000);
+  settings.comparison = Comparison::impl;
+  settings.fsdp.impl = "3=mutant:never-reshards";         // trains; a label long enough that a step's line wraps
+  settings.break_at = BreakAt{std::nullopt, 3, 0, true};  // the reference held before its first step ends
+  Dashboard dashboard(std::make_unique<LiveSession>(settings));
+  LiveSession& session = *dashboard.session();
+  RunControl& control = session.control();
+  // Measured from the Run panel's first button: the break scrolls the column, and the scrolling is the student's.
+  const auto below_run_panel = [&] {
+    return dashboard.step_through().step_button().min.y - dashboard.controls().run_pause_button().min.y;
+  };
+  frames_until(imgui, dashboard, [&] { return control.paused() && control.last_break() && control.held_ranks(0) > 0; });
+  frames_until(imgui, dashboard, [] { return true; });
+  ASSERT_TRUE(session.store().source(0).steps.empty() && session.store().source(1).steps.empty());
+  const float before = below_run_panel();
+
+  control.set_breaking(false);
+  control.set_hold_others_from_step(-1);
+  control.resume();
+  frames_until(imgui, dashboard, [&] {
+    return session.store().source(0).steps.size() >= 2 && session.store().source(1).steps.size() >= 2;
+  });
+  EXPECT_EQ(below_run_panel(), before) << "moved when the runs had stepped";
+  control.stop();
+  frames_until(imgui, dashboard, [&] { return session.finished(); });
+  frames_until(imgui, dashboard, [] { return true; });
+  EXPECT_EQ(below_run_panel(), before) << "moved when the runs had finished";
+}
+
 // --break: armed before the runs start, so even a one-step run, unpaced, stops at its task's first event
 // (armed after the start, the runs could finish before the first frame).
 TEST(DashboardLive, ABreakInTheSettingsStopsEvenARunOfOneStepAtItsFirstEvent) {
