@@ -33,6 +33,7 @@ constexpr float kAxisHeight = 22;
 constexpr float kSourceHeaderHeight = 20;
 constexpr float kRankHeaderHeight = 17;
 constexpr float kLaneHeight = 20;
+constexpr float kMinLaneHeight = 11;      // shrunk to fit (layout): still a line of the default font's glyphs
 constexpr float kGroupGap = 4;            // between two sources
 constexpr double kMinItemPixels = 1.0;    // narrower than this: folded
 constexpr float kLabelMinPixels = 24;     // an item at least this wide gets its name inside
@@ -179,32 +180,42 @@ void TimelinePanel::update_follow(const TraceStore& store) {
   }
 }
 
-void TimelinePanel::layout(const TraceStore& store) {
-  rows_.clear();
-  float y = 0;
-  int source = INT_MIN, rank = INT_MIN;
-  const auto& lanes = store.lanes();
-  for (std::size_t i = 0; i < lanes.size(); ++i) {
-    const TimelineLane& l = lanes[i];
-    if (l.items.empty() && !holds_race_access(store, l)) continue;
-    if (l.source != source) {
-      if (source != INT_MIN) y += kGroupGap;
-      rows_.push_back(Row{.kind = Row::source_header, .lane_index = i, .y = y, .height = kSourceHeaderHeight});
-      y += kSourceHeaderHeight;
-      source = l.source;
-      rank = INT_MIN;
+// Where the rows would overflow `height`, lanes get shorter, a pixel at a time down to kMinLaneHeight, and rank headers
+// with them (never shorter than a lane and 2), so that both runs of a side-by-side session at W = 4 (lab 08's hybrid
+// shard) show without scrolling; past that, the lanes scroll (ctrl + wheel, or a drag).
+void TimelinePanel::layout(const TraceStore& store, float height) {
+  const auto lay_out = [&](float lane_height) {
+    const float rank_header_height = std::min(kRankHeaderHeight, lane_height + 2);
+    rows_.clear();
+    float y = 0;
+    int source = INT_MIN, rank = INT_MIN;
+    const auto& lanes = store.lanes();
+    for (std::size_t i = 0; i < lanes.size(); ++i) {
+      const TimelineLane& l = lanes[i];
+      if (l.items.empty() && !holds_race_access(store, l)) continue;
+      if (l.source != source) {
+        if (source != INT_MIN) y += kGroupGap;
+        rows_.push_back(Row{.kind = Row::source_header, .lane_index = i, .y = y, .height = kSourceHeaderHeight});
+        y += kSourceHeaderHeight;
+        source = l.source;
+        rank = INT_MIN;
+      }
+      if (folded_sources_.count(source)) continue;
+      if (l.rank != rank) {
+        rows_.push_back(Row{.kind = Row::rank_header, .lane_index = i, .y = y, .height = rank_header_height});
+        y += rank_header_height;
+        rank = l.rank;
+      }
+      if (folded_ranks_.count({source, rank})) continue;
+      rows_.push_back(Row{.kind = Row::lane, .lane_index = i, .y = y, .height = lane_height});
+      y += lane_height;
     }
-    if (folded_sources_.count(source)) continue;
-    if (l.rank != rank) {
-      rows_.push_back(Row{.kind = Row::rank_header, .lane_index = i, .y = y, .height = kRankHeaderHeight});
-      y += kRankHeaderHeight;
-      rank = l.rank;
-    }
-    if (folded_ranks_.count({source, rank})) continue;
-    rows_.push_back(Row{.kind = Row::lane, .lane_index = i, .y = y, .height = kLaneHeight});
-    y += kLaneHeight;
+    content_height_ = y;
+  };
+  for (float lane_height = kLaneHeight; lane_height >= kMinLaneHeight; --lane_height) {
+    lay_out(lane_height);
+    if (content_height_ <= height) return;
   }
-  content_height_ = y;
 }
 
 void TimelinePanel::zoom_at(double factor, double x, const Area& area, const TraceStore& store) {
@@ -313,7 +324,6 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
     races_seen_ = 0;
   }
   update_follow(store);
-  layout(store);
   ImGui::SameLine();
   ImGui::TextDisabled("view %s of %s, %s ops", format_duration(static_cast<SimTime>(end_ - begin_)).c_str(),
                       format_duration(store.last_time() - store.first_time()).c_str(),
@@ -336,6 +346,7 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
   item("folded (ops under a pixel: zoom in)", kFoldedColor);
   ImGui::NewLine();
 
+  layout(store, ImGui::GetContentRegionAvail().y - kAxisHeight);
   ImGui::PushStyleColor(ImGuiCol_ChildBg, kBackground);
   const bool open = ImGui::BeginChild("##lanes", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollWithMouse);
   ImGui::PopStyleColor();

@@ -5,7 +5,7 @@
 // (palette.hpp) and the folded blocks', a time axis pinned at the top, then
 // per source (SYNC, ASYNC, a file) a header, per rank a header, and one lane per stream that has ops. Lane
 // labels sit in a fixed column at the left; only the time area right of it zooms and pans. Clicking a
-// source or rank header folds its lanes away.
+// source or rank header folds its lanes away. Lanes that would not fit the panel get shorter, to a line of text.
 //
 // Input: the wheel zooms around the time under the cursor (100 ns visible at the closest, the whole trace
 // and a margin at the farthest); a left drag pans (and scrolls the lanes vertically); a right drag, or a
@@ -138,7 +138,7 @@ class TimelinePanel {
   };
 
   void update_follow(const TraceStore& store);
-  void layout(const TraceStore& store);
+  void layout(const TraceStore& store, float height);
   void handle_input(const TraceStore& store, const Area& area, bool hovered);
   void zoom_at(double factor, double x, const Area& area, const TraceStore& store);
   void draw_lane(const TraceStore& store, std::size_t lane_index, const Area& area, float y0, float y1,

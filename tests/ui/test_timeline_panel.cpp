@@ -218,6 +218,40 @@ TEST(TimelinePanel, ClickingAHeaderFoldsItsLanes) {
   EXPECT_EQ(panel.view_begin(), 0);  // clicks do not pan
 }
 
+// SYNC and ASYNC side by side at W = 4, three streams a rank (lab 08's hybrid shard), in a panel as tall as the
+// dashboard gives the timeline: the lanes get shorter until both runs show, and keep their full height where they fit.
+TEST(TimelinePanel, LanesGetShorterUntilBothRunsOfFourRanksShow) {
+  const auto store_of = [](int world) {
+    TraceStore store;
+    for (const char* label : {"SYNC", "ASYNC"}) {
+      const int source = store.add_source(label, world, false);
+      for (int rank = 0; rank < world; ++rank)
+        for (Lane lane : {Lane::compute, Lane::all_gather, Lane::reduce_scatter})
+          store.add_event(source, op(rank, lane, OpCategory::compute, 0, 500));
+    }
+    return store;
+  };
+  HeadlessImGui ui(1600, 520);
+  const float bottom = 520;
+  for (int world : {1, 4}) {
+    const TraceStore store = store_of(world);
+    TimelinePanel panel;
+    panel.set_view(0, 1'000);
+    frame(ui, panel, store);
+    const std::vector<LaneRect>& lanes = panel.lanes_drawn();
+    ASSERT_EQ(lanes.size(), static_cast<std::size_t>(2 * world * 3)) << "W = " << world;
+    EXPECT_EQ(lanes.back().source, 1);
+    EXPECT_LE(lanes.back().max.y, bottom) << "W = " << world << ": ASYNC's last lane is below the panel";
+    for (const LaneRect& r : lanes) {
+      const float height = r.max.y - r.min.y;
+      if (world == 1) {
+        EXPECT_EQ(height, 20) << "lanes that fit keep their height";
+      }
+      EXPECT_GE(height, 11) << "W = " << world << ": a lane shorter than a line of its label";
+    }
+  }
+}
+
 TEST(TimelinePanel, FoldsSubPixelOpsIntoOneBlockPerBurst) {
   const TraceStore& store = million_store();
   HeadlessImGui ui(1600, 1000);
