@@ -7,6 +7,7 @@
 #include "app/dashboard/legend.hpp"
 #include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
+#include "app/dashboard/timeline_format.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -114,11 +115,11 @@ void bar_tooltip(const MemoryPanel::RankRow& row, const RankMemory& memory, cons
       ImGui::TableNextColumn();
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", name);
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(format_mem_bytes(live).c_str());
+      ImGui::TextUnformatted(format_bytes(live).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(format_mem_bytes(peak).c_str());
+      ImGui::TextUnformatted(format_bytes(peak).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(exp ? format_mem_bytes(*exp).c_str() : "-");
+      ImGui::TextUnformatted(exp ? format_bytes(*exp).c_str() : "-");
     };
     for (MemTag t : kAllMemTags) {
       const std::size_t i = index(t);
@@ -142,9 +143,9 @@ void chart_tooltip(const RankMemory& memory, int rank, SimTime t) {
     const std::int64_t v = memory.tags[index(tag)].at(t);
     if (v == 0) continue;
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(mem_tag_color(tag)), "%-12s %s",
-                       std::string(mem_tag_name(tag)).c_str(), format_mem_bytes(v).c_str());
+                       std::string(mem_tag_name(tag)).c_str(), format_bytes(v).c_str());
   }
-  ImGui::Text("%-12s %s", "total", format_mem_bytes(memory.total.at(t)).c_str());
+  ImGui::Text("%-12s %s", "total", format_bytes(memory.total.at(t)).c_str());
   ImGui::EndTooltip();
 }
 
@@ -208,35 +209,15 @@ std::string ranks_past_device(const TraceSource& src) {
     if (src.device_memory <= 0 || peak <= src.device_memory) continue;
     if (++past <= kNamed)
       named += (named.empty() ? "rank " + std::to_string(r) + " peaks at " : ", rank " + std::to_string(r) + " at ") +
-               format_mem_bytes(peak);
+               format_bytes(peak);
   }
   if (past == 0) return "";
   if (past > kNamed) named += " and " + std::to_string(past - kNamed) + " more ranks";
   return "does not fit " + (src.device_name.empty() ? std::string("the device") : src.device_name) + "'s " +
-         format_mem_bytes(src.device_memory) + ": " + named + "; a run would stop out of memory";
+         format_bytes(src.device_memory) + ": " + named + "; a run would stop out of memory";
 }
 
 }  // namespace
-
-std::string format_mem_bytes(std::int64_t bytes) {
-  char text[32];
-  const double b = static_cast<double>(bytes);
-  const double magnitude = std::abs(b);
-  if (magnitude < 1e3) {
-    std::snprintf(text, sizeof text, "%lld B", static_cast<long long>(bytes));
-    return text;
-  }
-  static constexpr std::array<const char*, 4> kUnits = {"KB", "MB", "GB", "TB"};
-  std::size_t u = 0;
-  double scaled = b / 1e3;
-  while (u + 1 < kUnits.size() && std::abs(scaled) >= 999.5) {
-    scaled /= 1e3;
-    ++u;
-  }
-  const double a = std::abs(scaled);
-  std::snprintf(text, sizeof text, a >= 99.95 ? "%.0f %s" : a >= 9.995 ? "%.1f %s" : "%.2f %s", scaled, kUnits[u]);
-  return text;
-}
 
 void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<TagBytes>> expected,
                        SimTime view_begin, SimTime view_end, SimTime now) {
@@ -275,7 +256,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
   char now_text[32], span[64];
   std::snprintf(now_text, sizeof now_text, "%.3f ms", ns_to_ms(now));
   std::snprintf(span, sizeof span, "%.3f - %.3f ms", ns_to_ms(view_begin), ns_to_ms(view_end));
-  text_wrapped_at_spaces("now: " + unbroken(now_text) + "   scale: " + unbroken(format_mem_bytes(scale)) +
+  text_wrapped_at_spaces("now: " + unbroken(now_text) + "   scale: " + unbroken(format_bytes(scale)) +
                          "\nover time, at " + std::string(kChartClock) + ": " + unbroken(span));
   ImGui::PopStyleColor();
 
@@ -312,7 +293,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
     // that fits, else under it.
     std::string note = src.memory.empty() ? "no memory samples yet"
                        : !exp             ? "(no analytic expectation)"
-                                          : "expected per rank: " + format_mem_bytes(tag_total(*exp));
+                                          : "expected per rank: " + format_bytes(tag_total(*exp));
     // The formula is SYNC's schedule: an ASYNC run's peak is above it by what its prefetch holds, the reference's too.
     if (exp && !src.memory.empty() && !src.sync) note += " (SYNC's formula; ASYNC holds its prefetches too)";
     text_elided(src.label, ImGui::GetContentRegionAvail().x);
@@ -389,9 +370,9 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
           dl->AddText({x, y}, color, text.c_str());
           x += ImGui::CalcTextSize(text.c_str()).x + style.ItemSpacing.x * 2;
         };
-        say(kTextColor, "now " + format_mem_bytes(tag_total(row.now)));
-        say(kPeakColor, "peak " + format_mem_bytes(row.peak));
-        if (exp) say(kExpectedColor, "expected " + format_mem_bytes(row.expected_total));
+        say(kTextColor, "now " + format_bytes(tag_total(row.now)));
+        say(kPeakColor, "peak " + format_bytes(row.peak));
+        if (exp) say(kExpectedColor, "expected " + format_bytes(row.expected_total));
       }
 
       // "over time": the stacked area, the peak line, the expected line, now.
@@ -414,7 +395,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
         if (row.peak > 0) {
           const float yp = y_of(row.peak);
           dl->AddLine({a.x, yp}, {b.x, yp}, kPeakColor, 1.5f);
-          const std::string text = "peak " + format_mem_bytes(row.peak);
+          const std::string text = "peak " + format_bytes(row.peak);
           label(dl, {b.x - ImGui::CalcTextSize(text.c_str()).x - 4, label_y(yp)}, kPeakColor, text);
           const SimTime pt = m.total.peak_time();
           if (pt >= view_begin && pt <= view_end) {
@@ -425,7 +406,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
         if (exp && row.expected_total > 0) {
           const float ye = y_of(row.expected_total);
           dashed_hline(dl, a.x, b.x, ye, kExpectedColor);
-          label(dl, {a.x + 4, label_y(ye)}, kExpectedColor, "expected " + format_mem_bytes(row.expected_total));
+          label(dl, {a.x + 4, label_y(ye)}, kExpectedColor, "expected " + format_bytes(row.expected_total));
         }
         if (device_in_scale) {  // unlabelled: the legend says what it is, and the chart has room for two labels
           const float yd = y_of(src.device_memory);
@@ -436,7 +417,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
           dl->AddLine({xn, a.y}, {xn, b.y}, kNowColor);
         }
         dl->AddRect(a, b, kBorderColor);
-        dl->AddText({origin.x, a.y}, kDimTextColor, format_mem_bytes(scale).c_str());
+        dl->AddText({origin.x, a.y}, kDimTextColor, format_bytes(scale).c_str());
         dl->AddText({origin.x, b.y - text_h}, kDimTextColor, "0");
       }
 

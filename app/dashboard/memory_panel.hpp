@@ -18,9 +18,9 @@
 // kDeviceMemoryColor line marks it on the bar and the chart; the ranks whose peak is past it are named under the
 // source's name in kFailedColor (a dry run goes on past the device's memory to say by how much; a run stops).
 // A legend of the tag colours above. Every bar and chart shares one byte scale, the header's, so ranks and
-// sources compare at a glance. Bytes print in decimal units (1 KB = 1000 B), as the benches and dry runs do.
-// draw() submits into the current ImGui window (the dashboard's "Memory" window) with its draw list:
-// a handful of rectangles per pixel column at most, no widget per sample.
+// sources compare at a glance. Bytes print in decimal units (1 kB = 1000 B; timeline_format.hpp), as the benches and
+// dry runs do. draw() submits into the current ImGui window (the dashboard's "Memory" window) with its draw list: a
+// handful of rectangles per pixel column at most, no widget per sample.
 #pragma once
 #include <imgui.h>
 
@@ -35,9 +35,6 @@
 #include "engine/runtime/memory_ledger.hpp"
 
 namespace fsdplab::app {
-
-// "512 B", "1.50 KB", "12.3 MB", "1.23 GB": three significant digits, decimal units.
-std::string format_mem_bytes(std::int64_t bytes);
 
 class MemoryPanel {
  public:

@@ -1,6 +1,7 @@
 #include "app/dashboard/timeline_format.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -37,12 +38,16 @@ std::string format_instant(SimTime ns) {
 }
 
 std::string format_bytes(std::int64_t bytes) {
-  const double v = static_cast<double>(bytes);
-  const double a = std::abs(v);
-  if (a < 1e3) return printf_string("%.0f %s", v, "B");
-  if (a < 1e6) return printf_string("%.1f %s", v / 1e3, "kB");
-  if (a < 1e9) return printf_string("%.2f %s", v / 1e6, "MB");
-  return printf_string("%.2f %s", v / 1e9, "GB");
+  if (std::abs(bytes) < 1000) return std::to_string(bytes) + " B";
+  static constexpr std::array<const char*, 4> kUnits = {"kB", "MB", "GB", "TB"};
+  std::size_t u = 0;
+  double scaled = static_cast<double>(bytes) / 1e3;
+  while (u + 1 < kUnits.size() && std::abs(scaled) >= 999.5) {  // 999,999 B is "1.00 MB", not "1000 kB"
+    scaled /= 1e3;
+    ++u;
+  }
+  const double a = std::abs(scaled);
+  return printf_string(a >= 99.95 ? "%.0f %s" : a >= 9.995 ? "%.1f %s" : "%.2f %s", scaled, kUnits[u]);
 }
 
 std::string format_count(std::uint64_t n) {

