@@ -53,6 +53,9 @@ struct Finding {
 // What a padded_numel of `got` says, when used_numel `used` at W = `world` should give `want`.
 std::string padding_mistake(std::int64_t used, std::int64_t got, std::int64_t want, int world) {
   const std::string formula = "round used_numel up to the next multiple of W, (used + W - 1) / W * W";
+  if (used == 0 && got == 0)
+    return "padded_numel 0 for a unit whose parameters are all empty: never 0, so that every rank has a shard to "
+           "gather; round max(used_numel, 1) up to a multiple of W";
   if (got == used) return "no padding: padded_numel = used_numel, which W does not divide; " + formula;
   if (used % world == 0 && got == want + world)
     return "padding off by one: used_numel " + std::to_string(used) +
@@ -96,8 +99,12 @@ Finding layout_difference(const FlatParamLayout& got, const FlatParamLayout& wan
     return {Finding::Kind::layout, s.str(), ""};
   }
   if (got.padded_numel != want.padded_numel) {
-    s << "padded_numel " << got.padded_numel << ", expected " << want.padded_numel << " (used " << want.used_numel
-      << " rounded up to a multiple of W = " << want.world << ")";
+    s << "padded_numel " << got.padded_numel << ", expected " << want.padded_numel;
+    if (want.used_numel == 0) {
+      s << " (used 0: one element a rank, never 0)";
+    } else {
+      s << " (used " << want.used_numel << " rounded up to a multiple of W = " << want.world << ")";
+    }
     return {Finding::Kind::padding, s.str(),
             padding_mistake(want.used_numel, got.padded_numel, want.padded_numel, want.world)};
   }
@@ -231,8 +238,13 @@ Check make(std::string id, std::string title, int points, std::function<CheckOut
 
 CheckOutcome padding_to_a_multiple_of_w(const CheckContext& c) {
   Finding f;
-  for (const auto& [sizes, world] : std::vector<std::pair<std::vector<std::int64_t>, int>>{
-           {{100, 10, 10, 50}, 4}, {{100, 10, 10, 52}, 4}, {{7, 5}, 3}, {{8}, 8}, {{9}, 2}, {{5, 3, 4}, 1}})
+  for (const auto& [sizes, world] : std::vector<std::pair<std::vector<std::int64_t>, int>>{{{100, 10, 10, 50}, 4},
+                                                                                           {{100, 10, 10, 52}, 4},
+                                                                                           {{7, 5}, 3},
+                                                                                           {{8}, 8},
+                                                                                           {{9}, 2},
+                                                                                           {{5, 3, 4}, 1},
+                                                                                           {{0, 0}, 3}})
     if (!f.found()) f = compare_plan(c, sizes, world, 1, false);
   if (!f.found()) return CheckOutcome::pass();
   // This check's subject: the padding's mistake as it is, without the pointer to this very check.

@@ -37,6 +37,17 @@ class PaddingOffByOne final : public LikeTheReference {
   }
 };
 
+// Rounds used_numel up to a multiple of W with no floor of one element: a unit whose parameters are all empty gets a
+// flat buffer of 0 elements, and its ranks no shard to gather.
+class EmptyUnitUnpadded final : public LikeTheReference {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    FlatParamLayout layout = reference().plan(params, world, align);
+    layout.padded_numel = (layout.used_numel + world - 1) / world * world;
+    return layout;
+  }
+};
+
 // Packs the parameters back to back, ignoring `align`.
 class NoAlignment final : public LikeTheReference {
  public:
@@ -101,6 +112,8 @@ class ViewsThatCopy final : public LikeTheReference {
 const Mutant kMutants[] = {
     {2, "padding-off-by-one", "pads a size that is already a multiple of W by a whole extra chunk",
      instance<PaddingOffByOne>},
+    {2, "empty-unit-unpadded", "gives a unit whose parameters are all empty a flat buffer of 0 elements",
+     instance<EmptyUnitUnpadded>},
     {2, "no-alignment", "packs the parameters back to back, ignoring align", instance<NoAlignment>},
     {2, "wrong-rank-slices", "gives rank r the slices of the next rank's chunk", instance<WrongRankSlices>},
     {2, "views-that-copy", "points each parameter at a tensor of its own instead of a view of the flat buffer",
