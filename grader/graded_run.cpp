@@ -56,7 +56,7 @@ std::string GradeCase::command(const std::string& verb, const std::string& impl_
   if (options.buffers != UnshardBuffers::alloc) s << " --buffers " << unshard_buffers_name(options.buffers);
   if (options.max_inflight != FsdpOptions{}.max_inflight) s << " --max-inflight " << options.max_inflight;
   if (options.offload) s << " --offload";
-  s << " " << impl_flag;
+  if (!impl_flag.empty()) s << " " << impl_flag;
   return s.str();
 }
 

@@ -33,7 +33,8 @@ struct GradeCase {
   bool fixed_seed = false;  // run.seed as given (a held-out case); else the grader's --seed
   bool dry_run = false;     // time and memory only (sim_device.hpp): schedules of models too big to compute here
 
-  // The fsdplab command that runs this case with `impl_flag` ("--impl 3=student"), for the diagnostics.
+  // The fsdplab command that runs this case with `impl_flag` ("--impl 3=student"; "" for the reference), for the
+  // diagnostics.
   std::string command(const std::string& verb, const std::string& impl_flag) const;
   // A check's show command for task `task` on this case: the dashboard with "{impl}" graded, paused where the
   // task's work shows (break_flag).

@@ -187,8 +187,13 @@ CheckOutcome initial_model_at(const CheckContext& c, const std::vector<int>& wor
     if (difference.empty()) {
       ++equal;
     } else if (first.empty()) {
+      // What the student runs to see it: lab 01's README, check 3, at this W.
+      GradeCase single = run;
+      single.run.world = 1;
+      const std::string dir = "init" + std::to_string(world);
       first = "W = " + std::to_string(world) + ": " + difference + " (" + run.command("run", c.impl_flag()) +
-              " --save-init DIR)";
+              " --save-init " + dir + ", then " + single.command("run", "") + " --save-init init1 and cmp " + dir +
+              "/model.safetensors init1/model.safetensors)";
       if (!graded.trained()) first_stopped = stopped_cause(graded);
       first_raced = graded.race.has_value();
     }
