@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iomanip>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime/output_file.hpp"
@@ -49,14 +50,24 @@ std::string indented(const std::string& text) {
   return out;
 }
 
-void print_check(std::ostream& out, const GradedCheck& g) {
+// A task's diagnostics printed so far, text -> the check that printed it first: one mistake that fails several
+// checks (a race stops every training) is told once, and the later checks point at it.
+using Told = std::map<std::string, std::string>;
+
+// `text` under `label`, or where an earlier check of the task said the very same, a pointer to it.
+void print_once(std::ostream& out, const char* label, const std::string& text, const std::string& check, Told& told) {
+  const auto [first, new_text] = told.emplace(text, check);
+  out << "          " << label << (new_text ? indented(text) : "as " + first->second + "'s above") << "\n";
+}
+
+void print_check(std::ostream& out, const GradedCheck& g, Told& told) {
   const bool lost = g.earned < g.check.points;
   out << "    " << (lost ? "LOST" : "pass") << "  " << std::left << std::setw(22) << g.check.id << " "
       << std::setw(72) << g.check.title << " " << points_text(g.earned, g.check.points) << "\n";
   if (lost) {
     out << "          expected  " << indented(g.run.outcome.expected) << "\n";
-    out << "          got       " << indented(g.run.outcome.got) << "\n";
-    if (!g.run.outcome.cause.empty()) out << "          cause     " << indented(g.run.outcome.cause) << "\n";
+    print_once(out, "got       ", g.run.outcome.got, g.check.id, told);
+    if (!g.run.outcome.cause.empty()) print_once(out, "cause     ", g.run.outcome.cause, g.check.id, told);
     if (!g.show.empty()) out << "          see it    " << g.show << "\n";
   }
   if (!g.run.outcome.budget.empty()) out << "          budget    " << budget_text(g.run.outcome.budget) << "\n";
@@ -103,7 +114,8 @@ void print_grade(std::ostream& out, const GradeReport& report) {
       out << "    TODO LEFT  all " << t.checks.size() << " checks stopped at it: " << indented(todo) << "\n";
       continue;
     }
-    for (const GradedCheck& g : t.checks) print_check(out, g);
+    Told told;
+    for (const GradedCheck& g : t.checks) print_check(out, g, told);
   }
   out << "\n";
   for (const TaskGrade& t : report.tasks)

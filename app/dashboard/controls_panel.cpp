@@ -243,8 +243,10 @@ void ControlsPanel::draw(LiveSession& session) {
   restart_ = last_item();
   if (!message_.empty()) error_text("not restarted: " + message_);
   if (ImGui::TreeNode("Devices")) {
-    for (const std::string& line : devices_) ImGui::TextUnformatted(line.c_str());
-    ImGui::TextDisabled("(the dashboard's runs use the %s device)", session.settings().device.c_str());
+    for (const std::string& line : devices_) text_wrapped_at_spaces(line);  // `fsdplab devices`' lines, wider
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    text_wrapped_at_spaces("(the dashboard's runs use the " + session.settings().device + " device)");
+    ImGui::PopStyleColor();
     ImGui::TreePop();
   }
   if (run_again) restart(session, session.settings());

@@ -179,7 +179,7 @@ std::string size_text(std::int64_t bytes, DType dtype) {
   } else if (bytes >= 1'000'000) {
     std::snprintf(text, sizeof text, "%.1f MB", b / 1e6);
   } else if (bytes >= 1'000) {
-    std::snprintf(text, sizeof text, "%.1f KB", b / 1e3);
+    std::snprintf(text, sizeof text, "%.1f kB", b / 1e3);
   } else {
     std::snprintf(text, sizeof text, "%lld B", static_cast<long long>(bytes));
   }

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "engine/fsdp/fsdp_tasks.hpp"
+
 namespace fsdplab {
 
 std::string_view fsdp_event_name(FsdpEventKind kind) {
@@ -12,7 +14,7 @@ std::string_view fsdp_event_name(FsdpEventKind kind) {
 }
 
 bool task_reports_events(int task, OverlapMode mode, int replica_ranks) {
-  return task >= 1 && task <= 9 && why_task_reports_no_events(task, mode, replica_ranks).empty();
+  return task >= 1 && task <= kTaskCount && why_task_reports_no_events(task, mode, replica_ranks).empty();
 }
 
 std::string_view why_task_reports_no_events(int task, OverlapMode mode, int replica_ranks) {

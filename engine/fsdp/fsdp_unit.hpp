@@ -93,7 +93,6 @@ struct FsdpRank {
   // then nothing is built to tell.
   FsdpObserver* observer = nullptr;
 
-  Stream compute() const { return device.stream(Lane::compute); }
   bool async() const { return options.mode == OverlapMode::async; }
 };
 

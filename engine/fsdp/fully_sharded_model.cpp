@@ -66,12 +66,14 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
   const int me = rank.shard_group.rank();
   Device& device = rank.device;
   const std::vector<UnitPlan> plans = tasks.integration->plan_units(model, unit_kinds);
-  // A parent indexes the units (the two-buffer pool reads it): one out of range is refused by name rather than read
-  // past the end (lab 07's root removed without renumbering can make one so). A wrong one in range trains.
+  // A parent indexes the units (the two-buffer pool reads it), and comes before its children (the plans are in
+  // pre-order): one that does not, a unit its own parent or one past the end (lab 07's root removed without
+  // renumbering makes both), is refused by name rather than read. A wrong one before the unit trains.
   for (std::size_t i = 0; i < plans.size(); ++i)
-    check(plans[i].parent >= -1 && plans[i].parent < static_cast<int>(plans.size()), "FSDP: unit ", i, " '",
-          plans[i].name, "' has parent ", plans[i].parent, "; expected -1 (no enclosing unit) or the index of one of ",
-          "the ", plans.size(), " units IntegrationTask::plan_units returned");
+    check(plans[i].parent >= -1 && plans[i].parent < static_cast<int>(i), "FSDP: unit ", i, " '", plans[i].name,
+          "' has parent ", plans[i].parent, "; expected -1 (no enclosing unit) or the index of an earlier unit: ",
+          "IntegrationTask::plan_units returns the ", plans.size(),
+          " units outermost first, each unit's parent before ", "it");
   // A parameter in no unit would never be given a value: said here, by name, rather than when a forward reads it.
   std::set<const Parameter*> planned;
   for (const UnitPlan& plan : plans) planned.insert(plan.params.begin(), plan.params.end());

@@ -40,7 +40,7 @@ void RaceDetector::check_access(int rank, const Block& block, const Access& acce
     const bool reused = e.generation != block.generation;
     if (reused) {
       m << " in an earlier allocation (tag " << mem_tag_name(e.tag)
-        << ") and the block was freed and reused before that access finished";
+        << ") and the block was freed and reused in between";
     }
     m << ", and no event orders the two (a missing stream wait";
     m << (reused ? " before the free, or before this access" : ", or an event recorded on another stream");

@@ -8,6 +8,7 @@
 // the two-buffer pool runs clean. Then real trainings under each mode equal the single-rank baseline —
 // and every run is watched by the race detector, which names both ops of a missing wait.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -147,9 +148,44 @@ std::string diagnose_race(const CheckContext&, const GradeCase& c, const GradedR
 }
 
 // Both runs of one case, the graded and the reference's; a failed graded run is the outcome.
+// [Note: a prefetch declined without waiting]
+// acquire_full may decline a prefetch (return false) at a full rate limit, but only after the host has waited for the
+// parked rate-limited units (release_oldest_limited) and the limit is still full: every counted unit in use. A
+// prefetch declined while a limited unit is still parked is one the reference issues after its wait: the limit
+// holds, the memory is lower, and the overlap that prefetch bought is gone, which the overlap checks would blame on
+// after(). The graded task runs wrapped in PrefetchDeclines, which counts those declines as they happen.
+class PrefetchDeclines final : public OverlapTask {
+ public:
+  explicit PrefetchDeclines(const OverlapTask& task) : OverlapTask(task.origin()), task_(task) {}
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    const bool acquired = task_.acquire_full(unit, rank, prefetch);
+    if (prefetch && !acquired && rank.schedule.parked.limited() > 0) ++without_waiting_;
+    return acquired;
+  }
+  void release_full(FsdpUnit& unit, FsdpRank& rank) const override { task_.release_full(unit, rank); }
+  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override { task_.acquire_grad(unit, rank); }
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override { task_.release_grad(unit, rank); }
+  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
+    task_.release_staging(std::move(staging), done, rank);
+  }
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    return task_.after(point, unit, rank);
+  }
+  void begin_forward(FsdpRank& rank) const override { task_.begin_forward(rank); }
+  void end_backward(FsdpRank& rank) const override { task_.end_backward(rank); }
+
+  // Prefetches declined while a rate-limited unit was still parked, on every rank of the run.
+  int without_waiting() const { return without_waiting_; }
+
+ private:
+  const OverlapTask& task_;
+  mutable std::atomic<int> without_waiting_{0};  // the ranks are threads of one process
+};
+
 struct Schedules {
   GradedRun graded, reference;
   std::optional<CheckOutcome> failed;
+  int declined_without_waiting = 0;  // the graded run's (see the note above); the reference's is 0
 };
 
 // A failed run's cause: cause_of_training's, `race_cause` (the missing wait the check makes likely) for a race that
@@ -159,7 +195,11 @@ Schedules schedules(const CheckContext& ctx, const GradeCase& c, const std::stri
                         "a buffer freed or reused, or a stream started, before the event "
                         "of its last user: see the two ops the race detector names") {
   Schedules s;
-  s.graded = train_graded(c, ctx.tasks, ctx.scratch, {.ops = true});
+  FsdpTasks graded = ctx.tasks;
+  const PrefetchDeclines declines(*ctx.tasks.overlap);
+  graded.overlap = &declines;
+  s.graded = train_graded(c, graded, ctx.scratch, {.ops = true});
+  s.declined_without_waiting = declines.without_waiting();
   s.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true});
   if (!s.graded.trained())
     s.failed = stopped_training(
@@ -186,6 +226,14 @@ int backward_collectives_overlapping(const GradedRun& r) {
 bool limiter_held_prefetches(const Schedules& s) {
   return forward_gathers_overlapping(s.graded) < forward_gathers_overlapping(s.reference) &&
          peak_param_full(s.graded) < peak_param_full(s.reference);
+}
+
+// `declined` prefetches declined without waiting, or -1 where the count is given elsewhere.
+std::string declined_text(int declined) {
+  return "acquire_full declined " + (declined >= 0 ? std::to_string(declined) + " " : std::string()) +
+         "prefetches while a rate-limited unit was still parked: at a full limit the host first waits for the "
+         "oldest (while live_gathered(s) >= max_inflight: parked.release_oldest_limited(device)); a prefetch declines "
+         "only if the limit is still full after that";
 }
 
 std::string limiter_held_text(const Schedules& s) {
@@ -255,7 +303,8 @@ CheckOutcome forward_gathers_overlap_compute(const CheckContext& ctx, const Grad
   return with_budget(
       CheckOutcome::fail(expected + " (" + std::to_string(want) + ")",
                          std::to_string(got) + " of " + std::to_string(gathers) + " forward gathers overlap compute",
-                         limiter_held_prefetches(s)
+                         s.declined_without_waiting > 0 ? declined_text(s.declined_without_waiting)
+                         : limiter_held_prefetches(s)
                              ? limiter_held_text(s)
                              : "after(pre_forward) must return the next unit of the recorded forward order "
                                "(next_in_forward) once the order is recorded, and nothing may make the host wait "
@@ -275,7 +324,8 @@ CheckOutcome backward_collectives_overlap_compute(const CheckContext& ctx, const
       CheckOutcome::fail(expected + " (" + std::to_string(want) + ")",
                          std::to_string(got) + " of " + std::to_string(total) + " backward collectives overlap compute",
                          // Less overlap with less memory gathered: prefetches held back, not gathered out of turn.
-                         peak_param_full(s.graded) < peak_param_full(s.reference)
+                         s.declined_without_waiting > 0 ? declined_text(s.declined_without_waiting)
+                         : peak_param_full(s.graded) < peak_param_full(s.reference)
                              ? limiter_held_text(s)
                              : "after(pre_backward) must return the unit whose backward comes next (next_in_backward: "
                                "the reverse of the post-forward order), or a host wait serialises the backward",
@@ -285,6 +335,7 @@ CheckOutcome backward_collectives_overlap_compute(const CheckContext& ctx, const
 
 // What the measured step's op graph shows made it slower than the reference's.
 std::string slow_step_cause(const Schedules& s) {
+  if (s.declined_without_waiting > 0) return declined_text(s.declined_without_waiting);
   if (limiter_held_prefetches(s)) return limiter_held_text(s);
   const int idle = issued_on_an_idle_device(s.graded.ops[0]),
             reference_idle = issued_on_an_idle_device(s.reference.ops[0]);
@@ -330,6 +381,7 @@ CheckOutcome rate_limiter_bounds_gathered_units(const CheckContext& ctx, const G
   double earned = 0;
   std::string got;
   std::int64_t reference_at_limit_1 = 0, block = 0, excess = 0;
+  std::string declined;  // the cause, where a limit declined prefetches without waiting
   int backward_overlapping = 0, reference_backward_overlapping = 0;  // at a limit where the prefetch is off
   for (int limit : {1, 2}) {
     const GradeCase c = gpt2_124m(OverlapMode::async, "all", limit);
@@ -348,15 +400,24 @@ CheckOutcome rate_limiter_bounds_gathered_units(const CheckContext& ctx, const G
       reference_at_limit_1 = theirs;
     else
       block = theirs - reference_at_limit_1;  // one more gathered Block's memory
-    if (mine <= theirs) {
+    // A limit holds memory down by waiting, not by losing prefetches (see [Note: a prefetch declined without waiting]).
+    if (mine <= theirs && s.declined_without_waiting == 0) {
       earned += 0.5;
       continue;
     }
+    got += (got.empty() ? "" : "; ") + std::string("--max-inflight ") + std::to_string(limit) + ": ";
+    if (s.declined_without_waiting > 0) {
+      got += std::to_string(s.declined_without_waiting) + " prefetches declined while a rate-limited unit was parked";
+      declined = declined_text(-1);
+      continue;
+    }
     excess = std::max(excess, mine - theirs);
-    got += (got.empty() ? "" : "; ") + std::string("--max-inflight ") + std::to_string(limit) + ": peak param_full " +
-           megabytes(mine) + ", the reference's " + megabytes(theirs);
+    got += "peak param_full " + megabytes(mine) + ", the reference's " + megabytes(theirs);
   }
   if (earned >= 1) return CheckOutcome::pass();
+  if (!declined.empty())
+    return CheckOutcome::fail("at each limit, no prefetch declined that the reference's wait lets through", got,
+                              declined, earned);
   const double blocks = static_cast<double>(excess) / static_cast<double>(std::max<std::int64_t>(1, block));
   std::string cause;
   if (backward_overlapping < reference_backward_overlapping)

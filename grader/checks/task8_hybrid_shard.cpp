@@ -23,12 +23,17 @@ namespace {
 
 constexpr const char* kShow =
     "fsdplab gui --model gpt2 --world 4 --strategy hybrid --hybrid-group 2 {impl} --break task:8";
+// The colours' mistakes train and time like the reference on one node; on nodes of S ranks a unit sharded across
+// nodes gathers over the slower link between them, beside the reference's run.
+constexpr const char* kShowOnNodes =
+    "fsdplab gui --model gpt2 --world 4 --strategy hybrid --hybrid-group 2 --ranks-per-node 2 {impl} --compare impl";
 
 const HybridShardTask& graded(const CheckContext& c) { return *c.tasks.hybrid_shard; }
 const HybridShardTask& reference(const CheckContext& c) { return *c.reference.hybrid_shard; }
 
-Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run) {
-  return {8, std::move(id), std::move(title), points, kShow, std::move(run)};
+Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run,
+           std::string show = kShow) {
+  return {8, std::move(id), std::move(title), points, std::move(show), std::move(run)};
 }
 
 // ---- the colours -----------------------------------------------------------------------------------
@@ -277,10 +282,12 @@ std::vector<Check> hybrid_shard_checks() {
       first_failing_cause({[](const CheckContext& c) { return check_colors(c, true); },
                            [](const CheckContext& c) { return check_colors(c, false); }, check_mean, check_stream});
   return {
-      make("shard-groups", "shard_group_color: S consecutive ranks per group, for W = 4, 6, 8 and S = 1 to 4", 2,
-           [](const CheckContext& c) { return check_colors(c, true); }),
-      make("replica-groups", "replica_group_color: the ranks holding the same chunk, one per shard group", 2,
-           [](const CheckContext& c) { return check_colors(c, false); }),
+      make(
+          "shard-groups", "shard_group_color: S consecutive ranks per group, for W = 4, 6, 8 and S = 1 to 4", 2,
+          [](const CheckContext& c) { return check_colors(c, true); }, kShowOnNodes),
+      make(
+          "replica-groups", "replica_group_color: the ranks holding the same chunk, one per shard group", 2,
+          [](const CheckContext& c) { return check_colors(c, false); }, kShowOnNodes),
       make("replica-mean", "all_reduce_replicas leaves the mean over the replicas (not the sum), W = 4 and 6", 3,
            check_mean),
       make("replica-stream", "one all_reduce on the reduce-scatter stream, no host wait (op graph, virtual clock)", 2,

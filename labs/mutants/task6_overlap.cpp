@@ -104,6 +104,20 @@ class LimiterOffByOne final : public LikeTheReference {
   }
 };
 
+// A prefetch at a full limit declines at once, before the host has waited for the oldest parked unit: the limit
+// holds, but prefetches the reference issues after its wait are lost, and their overlap with them.
+class DeclinesWithoutWaiting final : public LikeTheReference {
+ public:
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    if (!rank.async() || unit.pool_slot >= 0 || rank.options.max_inflight <= 0 || !rate_limited(unit))
+      return reference().acquire_full(unit, rank, prefetch);
+    OverlapState& s = rank.schedule;
+    s.parked.release_completed(rank.device);
+    if (prefetch && live_gathered(s) >= rank.options.max_inflight) return false;
+    return reference().acquire_full(unit, rank, prefetch);
+  }
+};
+
 // No rate limiter: every gather and prefetch goes ahead, however many gathered units hold memory.
 class NoLimit final : public LikeTheReference {
  public:
@@ -225,6 +239,9 @@ const Mutant kMutants[] = {
      instance<HostSyncBeforeGather>},
     {6, "limiter-off-by-one", "lets max_inflight + 1 gathered units hold memory", instance<LimiterOffByOne>},
     {6, "no-limit", "never waits at the rate limit, so every gathered unit holds memory at once", instance<NoLimit>},
+    {6, "declines-without-waiting",
+     "a prefetch at a full limit declines at once, where the host waits for the oldest parked unit first",
+     instance<DeclinesWithoutWaiting>},
     {6, "gathers-before-optimizer",
      "does not order the next forward's gathers after the optimizer step that writes the shards",
      instance<GathersBeforeOptimizer>},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/fsdp/fully_sharded_model.hpp"
+#include "engine/fsdp/integration_task.hpp"
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/train/fsdp_trainer.hpp"
@@ -144,6 +145,30 @@ TEST(FsdpWrap, TheBufferPoolTakesUnitsWithNoEnclosingUnit) {
   const std::vector<double> pooled = losses_of(train_fsdp(fsdp, PresetCatalog::builtin(), nullptr));
   ASSERT_EQ(pooled.size(), 2u);
   EXPECT_EQ(pooled, alloc);
+}
+
+// A plan whose unit is its own parent (lab 07's empty root removed without renumbering: toy's first layer keeps the
+// root's index 0) trained as if nothing were wrong; the plans are in pre-order, so a parent comes before its unit.
+TEST(FsdpWrap, AUnitWhoseParentDoesNotComeBeforeItIsRefused) {
+  class OwnParent final : public IntegrationTask {
+   public:
+    std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+      std::vector<UnitPlan> plans = reference_integration().plan_units(model, unit_kinds);
+      plans.front().parent = 0;
+      return plans;
+    }
+  };
+  const OwnParent own_parent;
+  FsdpRun fsdp;
+  fsdp.run.model = "toy";
+  fsdp.run.world = 2;
+  fsdp.run.steps = 1;
+  fsdp.tasks.integration = &own_parent;
+  const std::string refusal = testing::refusal_of(fsdp);
+  EXPECT_NE(refusal.find("FSDP: unit 0 'fc1' has parent 0; expected -1 (no enclosing unit) or the index of an "
+                         "earlier unit"),
+            std::string::npos)
+      << refusal;
 }
 
 }  // namespace

@@ -45,8 +45,8 @@ std::vector<float> rank_gradient(const std::vector<float>& x, int r) {
 void leave_junk_blocks(FsdpTestRank& t, const FsdpUnit& unit) {
   const Tensor a = Tensor::empty(t.device, unit.grad_full.shape(), unit.grad_full.dtype(), MemTag::workspace);
   const Tensor b = Tensor::empty(t.device, unit.grad_full.shape(), unit.grad_full.dtype(), MemTag::workspace);
-  fill(t.rank.compute(), a, 7);
-  fill(t.rank.compute(), b, 7);
+  fill(t.device.stream(Lane::compute), a, 7);
+  fill(t.device.stream(Lane::compute), b, 7);
 }
 
 // pre_backward, then rank r writes (r + 1) x through the host, then post_backward: grad_shard must be

@@ -72,7 +72,7 @@ void check_gather_and_reshard(int world) {
           const OpRef gather_ref{t.r, gather.id};
           // The compute stream waits for it: the next compute op depends on the gather and starts after it.
           const Tensor probe = Tensor::empty(t.device, {1}, DType::f32, MemTag::workspace);
-          fill(t.rank.compute(), probe, 1);
+          fill(t.device.stream(Lane::compute), probe, 1);
           const OpRecord& next = t.device.ops().back();
           EXPECT_EQ(next.lane, Lane::compute);
           EXPECT_NE(std::find(next.deps.begin(), next.deps.end(), gather_ref), next.deps.end());
