@@ -1,5 +1,7 @@
 // `fsdplab run` — trains a model (--model: the baseline, or FSDP on W ranks) or runs the streams demo
 // (engine/train/stream_demo.hpp) on the sim device, and reports its timeline.
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -12,8 +14,6 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/dry_run_report.hpp"
@@ -21,6 +21,7 @@
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/runtime/presets.hpp"
+#include "engine/runtime/race_detector.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/trace/fan_out_sink.hpp"
 #include "engine/trace/trace_metrics.hpp"
@@ -354,8 +355,11 @@ int run_training(const RunOptions& options) {
       train_baseline(run, presets, on_step, rank_sinks.empty() ? nullptr : rank_sinks.front().get(), on_output_failed);
     }
   } catch (const Error& e) {
-    // The dashboard shows the run failed, and why, as its own runs' failures.
-    if (dashboard) dashboard->finish_failed(e.what());
+    // The dashboard shows the run failed, and why, as its own runs' failures: a race marked on the timeline.
+    if (dashboard) {
+      const std::optional<RaceError> race = cause_of_type<RaceError>(e);
+      dashboard->finish_failed(e.what(), race ? std::optional<RaceReport>(race->report()) : std::nullopt);
+    }
     // Said before the error itself (main prints it), which keeps its type and its text.
     if (reports && !run.losses_file.empty() && !steps.empty()) {
       try {

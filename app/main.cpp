@@ -55,6 +55,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) return fsdplab::app::run_default_job();
+  } catch (const CLI::RuntimeError& e) {
+    // A command that ran and reports its own status (grade: 1 when nothing could be graded, or a mutant was not
+    // caught) ends the parse this way too; it is not a command line CLI11 could not read.
+    const int status = e.get_exit_code();
+    if (status != 0) fsdplab::mpi_end_world_after_failure(status);
+    return status;
   } catch (const CLI::ParseError& e) {
     // --help and --version end the parse too, with status 0; CLI11's own codes for the rest (105, 109...) are one
     // code here, as most command-line tools use it: 2, the command line could not be read.

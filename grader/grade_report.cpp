@@ -50,13 +50,13 @@ std::string indented(const std::string& text) {
   return out;
 }
 
-// A task's diagnostics printed so far, text -> the check that printed it first: one mistake that fails several
-// checks (a race stops every training) is told once, and the later checks point at it.
-using Told = std::map<std::string, std::string>;
+// A task's diagnostics printed so far, (label, text) -> the check that printed it first: one mistake that fails
+// several checks (a race stops every training) is told once, and the later checks point at it.
+using Told = std::map<std::pair<std::string, std::string>, std::string>;
 
 // `text` under `label`, or where an earlier check of the task said the very same, a pointer to it.
 void print_once(std::ostream& out, const char* label, const std::string& text, const std::string& check, Told& told) {
-  const auto [first, new_text] = told.emplace(text, check);
+  const auto [first, new_text] = told.emplace(std::pair<std::string, std::string>(label, text), check);
   out << "          " << label << (new_text ? indented(text) : "as " + first->second + "'s above") << "\n";
 }
 

@@ -131,8 +131,10 @@ Check load_case(const fs::path& file) {
   } catch (const Error& e) {
     throw bad(e.what());
   }
-  // As `fsdplab run` refuses --prefetch with --mode sync: SYNC's schedule has none, and would drop it unsaid.
-  if (c.options.mode == OverlapMode::sync && !(c.options.prefetch == sync_schedule(c.options).prefetch))
+  // As `fsdplab run` refuses --prefetch with --mode sync: SYNC's schedule has none, and would drop it unsaid. Left
+  // out, "prefetch" is SYNC's none.
+  if (c.options.mode == OverlapMode::sync && j.contains("prefetch") &&
+      !(c.options.prefetch == sync_schedule(c.options).prefetch))
     throw bad("\"prefetch\" is \"" + prefetch + "\" with \"mode\": \"sync\"; SYNC never prefetches: leave \"prefetch\" "
               "out, or use \"mode\": \"async\"");
   if (c.options.mode == OverlapMode::sync) c.options = sync_schedule(c.options);
@@ -151,6 +153,16 @@ Check load_case(const fs::path& file) {
   } catch (const Error& e) {
     throw bad(named_as_keys(e.what()));
   }
+  // The task the case grades must run in it: the untouched skeleton must not earn a case's points. Tasks 1 to 7 run
+  // in every FSDP training; task 8 only with replica groups (hybrid, 1 < S < W: lab 08), task 9 only with offload.
+  if (task == 8 && !(c.options.strategy == ShardingStrategy::hybrid_shard && c.options.hybrid_group > 1 &&
+                     c.options.hybrid_group < c.run.world))
+    throw bad("a task 8 case with \"strategy\": \"" + strategy + "\", \"hybrid_group\" " +
+              std::to_string(c.options.hybrid_group) + " and \"world\" " + std::to_string(c.run.world) +
+              " never calls task 8 (it runs with replica groups only); expected \"strategy\": \"hybrid\" and "
+              "1 < \"hybrid_group\" < \"world\"");
+  if (task == 9 && !c.options.offload)
+    throw bad("a task 9 case without \"offload\": true never calls task 9 (CPU offload); expected \"offload\": true");
   c.tolerance = get("tolerance", c.tolerance);
   if (!(c.tolerance > 0)) throw bad("\"tolerance\" must be above 0");
   const std::string title = "held-out case '" + c.name + "': " + c.run.model + " W=" + std::to_string(c.run.world) +

@@ -10,10 +10,12 @@
 //
 // Required: name, task. Optional, with their defaults: points 2; model gpt2, preset test-tiny, world 2,
 // batch 12, seq 16, steps 3, seed (the grader's --seed), optimizer adamw, lr 1e-3; strategy full,
-// hybrid_group, mode async, prefetch backward-pre, buffers alloc, max_inflight 2, offload false;
-// tolerance 1e-5. Any other key is refused by name (a typo must not silently test something else), and so is
-// what no run could train (what `fsdplab run` would refuse, world above 16, steps or seq 0), a fraction for a
-// whole-number key, an empty name and a name another case has: the reference must earn every case's points.
+// hybrid_group, mode async, prefetch backward-pre,next-step (under mode sync: none), buffers alloc, max_inflight 2,
+// offload false; tolerance 1e-5. A case of task 8 must run replica groups (strategy hybrid, 1 < hybrid_group <
+// world), one of task 9 offload: elsewhere the task never runs, and the untouched skeleton would earn its points. Any
+// other key is refused by name (a typo must not silently test something else), and so is what no run could train (what
+// `fsdplab run` would refuse, world above 16, steps or seq 0), a fraction for a whole-number key, an empty name and a
+// name another case has: the reference must earn every case's points.
 #pragma once
 #include <filesystem>
 #include <vector>

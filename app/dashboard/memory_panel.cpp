@@ -7,7 +7,7 @@
 #include "app/dashboard/legend.hpp"
 #include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
-#include "app/dashboard/timeline_format.hpp"
+#include "engine/runtime/byte_text.hpp"
 
 namespace fsdplab::app {
 namespace {

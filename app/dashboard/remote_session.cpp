@@ -71,8 +71,13 @@ void RemoteSession::apply(RemoteUpdate& u) {
     store_.add_step(s->source, step->step, step->begin, step->end, step->loss, store_.source(s->source).sync);
   } else if (auto* failed = std::get_if<WireFailed>(&u.message)) {
     s->state = RemoteStream::State::failed;
-    // The first failure a run's streams report is its cause (a process's peers fail after it).
-    if (store_.source(s->source).failure.empty()) store_.set_failure(s->source, std::move(failed->error));
+    // The first failure a run's streams report is its cause (a process's peers fail after it); a race the stream's own
+    // ranks ran into is marked as a live run's.
+    const TraceSource& source = store_.source(s->source);
+    if (failed->race && !source.race && failed->race->rank >= s->first_rank &&
+        failed->race->rank < s->first_rank + s->ranks)
+      store_.set_race(s->source, std::move(*failed->race));
+    if (source.failure.empty()) store_.set_failure(s->source, std::move(failed->error));
   }
 }
 

@@ -37,19 +37,6 @@ std::string format_instant(SimTime ns) {
   return printf_string("%.9f %s", v / 1e9, "s");
 }
 
-std::string format_bytes(std::int64_t bytes) {
-  if (std::abs(bytes) < 1000) return std::to_string(bytes) + " B";
-  static constexpr std::array<const char*, 4> kUnits = {"kB", "MB", "GB", "TB"};
-  std::size_t u = 0;
-  double scaled = static_cast<double>(bytes) / 1e3;
-  while (u + 1 < kUnits.size() && std::abs(scaled) >= 999.5) {  // 999,999 B is "1.00 MB", not "1000 kB"
-    scaled /= 1e3;
-    ++u;
-  }
-  const double a = std::abs(scaled);
-  return printf_string(a >= 99.95 ? "%.0f %s" : a >= 9.995 ? "%.1f %s" : "%.2f %s", scaled, kUnits[u]);
-}
-
 std::string format_count(std::uint64_t n) {
   std::string digits = std::to_string(n);
   std::string out;

@@ -1,5 +1,5 @@
-// timeline_format.hpp — how the timeline writes numbers: durations and instants of virtual time, byte
-// counts (the memory panel's too), op counts, and the time axis's tick spacing and labels.
+// timeline_format.hpp — how the timeline writes numbers: durations and instants of virtual time, op counts, and
+// the time axis's tick spacing and labels (byte counts: engine/runtime/byte_text.hpp).
 //
 // Durations pick their unit (ns, µs, ms, s) from their size; the axis picks one unit for all its labels
 // from the tick step, with just enough decimals that neighbouring ticks read differently.
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/runtime/byte_text.hpp"
 #include "engine/runtime/sim_time.hpp"
 
 namespace fsdplab::app {
@@ -15,8 +16,6 @@ namespace fsdplab::app {
 std::string format_duration(SimTime ns);
 // An instant with nanosecond precision in a readable unit: "850 ns", "12.345 µs", "1.234567 ms", "2.000000123 s".
 std::string format_instant(SimTime ns);
-// Three significant digits, decimal units: "512 B", "1.50 kB", "12.5 kB", "123 MB", "4.00 GB", "1.20 TB".
-std::string format_bytes(std::int64_t bytes);
 // Thousands separated: "1,234,567".
 std::string format_count(std::uint64_t n);
 

@@ -32,8 +32,6 @@ constexpr float kLabelWidth = 150;        // the fixed column of lane labels
 constexpr float kAxisHeight = 22;
 constexpr float kSourceHeaderHeight = 20;
 constexpr float kRankHeaderHeight = 17;
-constexpr float kLaneHeight = 20;
-constexpr float kMinLaneHeight = 11;      // shrunk to fit (layout): still a line of the default font's glyphs
 constexpr float kGroupGap = 4;            // between two sources
 constexpr double kMinItemPixels = 1.0;    // narrower than this: folded
 constexpr float kLabelMinPixels = 24;     // an item at least this wide gets its name inside
@@ -181,10 +179,12 @@ void TimelinePanel::update_follow(const TraceStore& store) {
 }
 
 // Where the rows would overflow `height`, lanes get shorter, a pixel at a time down to kMinLaneHeight, and rank headers
-// with them (never shorter than a lane and 2), so that both runs of a side-by-side session at W = 4 (lab 08's hybrid
-// shard) show without scrolling; past that, the lanes scroll (ctrl + wheel, or a drag).
+// with them (at most a lane and 2 pixels), so that both runs of a side-by-side session at W = 4 (lab 08's hybrid
+// shard) show without scrolling; past that, the lanes scroll (ctrl + wheel, or a drag). Lanes only get shorter while
+// a run adds lanes (a stream's first op, a rank's backward): rows that grew back would move under a click aimed at
+// them the frame before. They grow back where every row fits at full height, and after a fold (a click already made).
 void TimelinePanel::layout(const TraceStore& store, float height) {
-  const auto lay_out = [&](float lane_height) {
+  const auto rows_at = [&](float lane_height) {
     const float rank_header_height = std::min(kRankHeaderHeight, lane_height + 2);
     rows_.clear();
     float y = 0;
@@ -212,10 +212,20 @@ void TimelinePanel::layout(const TraceStore& store, float height) {
     }
     content_height_ = y;
   };
-  for (float lane_height = kLaneHeight; lane_height >= kMinLaneHeight; --lane_height) {
-    lay_out(lane_height);
-    if (content_height_ <= height) return;
+  rows_at(kLaneHeight);
+  if (content_height_ <= height) {
+    lane_height_ = kLaneHeight;
+    return;
   }
+  for (float lane_height = std::min(lane_height_, kLaneHeight); lane_height > kMinLaneHeight; --lane_height) {
+    rows_at(lane_height);
+    if (content_height_ <= height) {
+      lane_height_ = lane_height;
+      return;
+    }
+  }
+  lane_height_ = kMinLaneHeight;
+  rows_at(kMinLaneHeight);
 }
 
 void TimelinePanel::zoom_at(double factor, double x, const Area& area, const TraceStore& store) {
@@ -381,8 +391,10 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
         const TimelineLane& l = store.lanes()[row.lane_index];
         if (row.kind == Row::source_header) {
           if (!folded_sources_.erase(l.source)) folded_sources_.insert(l.source);
+          lane_height_ = kLaneHeight;  // the rows are laid out anew next frame, as tall as they then fit
         } else if (row.kind == Row::rank_header) {
           if (!folded_ranks_.erase({l.source, l.rank})) folded_ranks_.insert({l.source, l.rank});
+          lane_height_ = kLaneHeight;
         }
       }
     }

@@ -80,6 +80,9 @@ class TimelinePanel {
  public:
   // The closest zoom: this much time across the time area.
   static constexpr double kMinSpan = 100;  // ns
+  // A lane's height, and the least it shrinks to where the rows would not fit the panel (layout).
+  static constexpr float kLaneHeight = 20;
+  static constexpr float kMinLaneHeight = 11;  // still a line of the default font's glyphs
 
   // Draws every lane of `store` into a child region filling the rest of the current window (or `size`).
   void draw(const TraceStore& store, ImVec2 size = ImVec2(0, 0));
@@ -160,6 +163,7 @@ class TimelinePanel {
 
   std::vector<Row> rows_;
   float content_height_ = 0;
+  float lane_height_ = kLaneHeight;  // layout()'s: it shrinks while a run adds lanes, never grows back by itself
   TimelineStats stats_;
   std::vector<LaneRect> lanes_drawn_;
   std::vector<RaceMarkRect> race_marks_;

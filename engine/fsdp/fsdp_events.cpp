@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "engine/runtime/byte_text.hpp"
+
 namespace fsdplab {
 namespace {
 
@@ -172,18 +174,7 @@ std::string unit_title(const FsdpRank& rank, int unit) {
 }
 
 std::string size_text(std::int64_t bytes, DType dtype) {
-  char text[48];
-  const auto b = static_cast<double>(bytes);
-  if (bytes >= 1'000'000'000) {
-    std::snprintf(text, sizeof text, "%.1f GB", b / 1e9);
-  } else if (bytes >= 1'000'000) {
-    std::snprintf(text, sizeof text, "%.1f MB", b / 1e6);
-  } else if (bytes >= 1'000) {
-    std::snprintf(text, sizeof text, "%.1f kB", b / 1e3);
-  } else {
-    std::snprintf(text, sizeof text, "%lld B", static_cast<long long>(bytes));
-  }
-  return std::string(text) + " " + std::string(dtype_name(dtype));
+  return format_bytes(bytes) + " " + std::string(dtype_name(dtype));
 }
 
 }  // namespace fsdplab

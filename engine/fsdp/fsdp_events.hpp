@@ -67,7 +67,7 @@ void report_optimizer_step(FsdpRank& rank, std::span<FsdpUnit* const> units, std
 
 // "unit 2 'transformer.h.1'" for a unit index of this rank; "" for -1.
 std::string unit_title(const FsdpRank& rank, int unit);
-// "1.8 MB bf16", "96.0 kB f32": decimal units, as the example sentences of fsdp_observer.hpp.
+// "1.80 MB bf16", "96.0 kB f32": format_bytes (byte_text.hpp) and the dtype.
 std::string size_text(std::int64_t bytes, DType dtype);
 
 }  // namespace fsdplab

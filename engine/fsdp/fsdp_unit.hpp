@@ -61,7 +61,7 @@ struct IssuedCollective {
   std::string collective;  // "all_gather", "reduce_scatter", "all_reduce", "broadcast"
   int unit = -1;           // the unit it moves (the ops' label), -1 for none
   bool prefetch = false;   // a gather of another unit than the hook's own: task 6 fetching ahead
-  std::string size;        // "1.8 MB bf16"
+  std::string size;        // "1.80 MB bf16"
 };
 
 // Which task's code runs on this rank now, for the FSDP events (fsdp_observer.hpp). Set around each task

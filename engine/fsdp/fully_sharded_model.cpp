@@ -67,8 +67,8 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
   Device& device = rank.device;
   const std::vector<UnitPlan> plans = tasks.integration->plan_units(model, unit_kinds);
   // A parent indexes the units (the two-buffer pool reads it), and comes before its children (the plans are in
-  // pre-order): one that does not, a unit its own parent or one past the end (lab 07's root removed without
-  // renumbering makes both), is refused by name rather than read. A wrong one before the unit trains.
+  // pre-order): one that does not (lab 07's root removed without renumbering makes the first unit its own parent)
+  // is refused by name rather than read. A wrong one before the unit trains.
   for (std::size_t i = 0; i < plans.size(); ++i)
     check(plans[i].parent >= -1 && plans[i].parent < static_cast<int>(i), "FSDP: unit ", i, " '", plans[i].name,
           "' has parent ", plans[i].parent, "; expected -1 (no enclosing unit) or the index of an earlier unit: ",

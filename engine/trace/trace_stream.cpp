@@ -75,8 +75,14 @@ void DashboardStream::finish() {
   if (sender_.joinable()) sender_.join();
 }
 
-void DashboardStream::finish_failed(std::string_view error) {
-  failure_ = std::string(error.substr(0, kWireMaxString));
+void DashboardStream::finish_failed(std::string_view error, std::optional<RaceReport> race) {
+  const auto cut = [](std::string& text) { text.resize(std::min(text.size(), kWireMaxString)); };
+  if (race) {
+    cut(race->message);
+    cut(race->earlier.name);
+    cut(race->later.name);
+  }
+  failure_ = WireFailed{std::string(error.substr(0, kWireMaxString)), std::move(race)};
   stopping_.store(true, std::memory_order_release);
   if (sender_.joinable()) sender_.join();
 }
@@ -113,7 +119,7 @@ void DashboardStream::send_loop() {
       end_queued = true;
     }
     if (all_encoded && !end_queued && !lost() && failure_) {
-      append_frame(out_, WireFailed{*failure_});
+      append_frame(out_, *failure_);
       end_queued = true;
     }
     if (!lost()) write_pending();

@@ -47,8 +47,8 @@ class DashboardStream {
   // slow dashboard to take it (then warns and closes). Call it after the ranks finished.
   void finish();
   // As finish(), for a run that failed with `error`: sends it in place of the bye (cut to kWireMaxString
-  // bytes), so the dashboard marks the run failed and shows why.
-  void finish_failed(std::string_view error);
+  // bytes), so the dashboard marks the run failed and shows why, and marks `race` where one stopped it.
+  void finish_failed(std::string_view error, std::optional<RaceReport> race = std::nullopt);
   // Without finish() or finish_failed() (a run that ended some other way): sends what the ranks pushed and closes
   // without a bye, so the dashboard says the run may have failed.
   ~DashboardStream();
@@ -90,7 +90,7 @@ class DashboardStream {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> completed_{false};  // say bye when stopping
   // finish_failed()'s error, said when stopping: written before stopping_ is set, read by the sender once it saw it.
-  std::optional<std::string> failure_;
+  std::optional<WireFailed> failure_;
   std::atomic<bool> lost_{false};
   std::thread sender_;  // last: started once everything above exists
 };

@@ -26,6 +26,10 @@ constexpr std::size_t kLengthBytes = 4;
 constexpr std::size_t kMaxEventBody = 1 + 4 + 1 + (4 + kWireMaxString) + 1 + 4 + 4 + (4 + kWireMaxString) +
                                       8 + 8 + 8 + 8 + 8 + 4 + kWireMaxDeps * (4 + 8);
 static_assert(kMaxEventBody <= kWireMaxFrame);
+// And a failure with its race (error, flag, message, rank, two accesses, the flags, block and tags).
+constexpr std::size_t kMaxFailedBody = 1 + (4 + kWireMaxString) + 1 + (4 + kWireMaxString) + 4 +
+                                       2 * (8 + (4 + kWireMaxString) + 1 + 8 + 8 + 8) + 1 + 1 + 8 + 1 + 1 + 1;
+static_assert(kMaxFailedBody <= kWireMaxFrame);
 
 class FrameWriter {
  public:
@@ -141,7 +145,20 @@ void validate(const WireStep& s) {
 
 void validate(const WireBye&) {}
 
-void validate(const WireFailed& f) { check_text(f.error, "error"); }
+void validate(const Accessor& a, std::string_view what) {
+  check_text(a.name, what);
+  check_span(a.begin, a.end, std::string(what) + " '" + a.name + "'");
+}
+
+void validate(const WireFailed& f) {
+  check_text(f.error, "error");
+  if (!f.race) return;
+  check_text(f.race->message, "race message");
+  check(f.race->rank >= 0 && f.race->rank < kWireMaxWorld, "a race on rank ", f.race->rank, "; expected 0..",
+        kWireMaxWorld - 1);
+  validate(f.race->earlier, "race's earlier access");
+  validate(f.race->later, "race's later access");
+}
 
 void write_body(FrameWriter& w, const WireHello& h) {
   w.integer(kWireMagic);
@@ -193,7 +210,31 @@ void write_body(FrameWriter& w, const WireStep& s) {
 
 void write_body(FrameWriter&, const WireBye&) {}
 
-void write_body(FrameWriter& w, const WireFailed& f) { w.text(f.error); }
+void write_body(FrameWriter& w, const Accessor& a) {
+  w.integer(a.op);
+  w.text(a.name);
+  w.integer(static_cast<std::uint8_t>(a.lane));
+  w.integer(a.seq);
+  w.integer(a.begin);
+  w.integer(a.end);
+}
+
+void write_body(FrameWriter& w, const WireFailed& f) {
+  w.text(f.error);
+  w.integer(static_cast<std::uint8_t>(f.race.has_value()));
+  if (!f.race) return;
+  const RaceReport& race = *f.race;
+  w.text(race.message);
+  w.integer(static_cast<std::int32_t>(race.rank));
+  write_body(w, race.earlier);
+  write_body(w, race.later);
+  w.integer(static_cast<std::uint8_t>(race.earlier_wrote));
+  w.integer(static_cast<std::uint8_t>(race.later_writes));
+  w.integer(race.block);
+  w.integer(static_cast<std::uint8_t>(race.earlier_tag));
+  w.integer(static_cast<std::uint8_t>(race.later_tag));
+  w.integer(static_cast<std::uint8_t>(race.reused));
+}
 
 WireHello read_hello(FrameReader& r) {
   const auto magic = r.integer<std::uint32_t>("hello magic");
@@ -257,6 +298,41 @@ WireStep read_step(FrameReader& r) {
   return s;
 }
 
+bool read_flag(FrameReader& r, std::string_view what) {
+  const auto value = r.integer<std::uint8_t>(what);
+  check(value <= 1, what, " ", static_cast<int>(value), "; expected 0 or 1");
+  return value == 1;
+}
+
+Accessor read_accessor(FrameReader& r, std::string_view what) {
+  Accessor a;
+  a.op = r.integer<OpId>(what);
+  a.name = r.text(what);
+  a.lane = r.enumeration<Lane>(kLaneCount, what);
+  a.seq = r.integer<std::uint64_t>(what);
+  a.begin = r.integer<SimTime>(what);
+  a.end = r.integer<SimTime>(what);
+  return a;
+}
+
+WireFailed read_failed(FrameReader& r) {
+  WireFailed f;
+  f.error = r.text("error");
+  if (!read_flag(r, "failure's race flag")) return f;
+  RaceReport& race = f.race.emplace();
+  race.message = r.text("race message");
+  race.rank = r.integer<std::int32_t>("race rank");
+  race.earlier = read_accessor(r, "race's earlier access");
+  race.later = read_accessor(r, "race's later access");
+  race.earlier_wrote = read_flag(r, "race's earlier write flag");
+  race.later_writes = read_flag(r, "race's later write flag");
+  race.block = r.integer<BlockId>("race block");
+  race.earlier_tag = r.enumeration<MemTag>(kMemTagCount, "race's earlier tag");
+  race.later_tag = r.enumeration<MemTag>(kMemTagCount, "race's later tag");
+  race.reused = read_flag(r, "race's reuse flag");
+  return f;
+}
+
 WireMessage read_body(std::string_view body) {
   FrameReader r(body);
   const auto kind = r.enumeration<WireKind>(kWireKindCount, "message kind");
@@ -267,7 +343,9 @@ WireMessage read_body(std::string_view body) {
     case WireKind::counter: message = read_counter(r); break;
     case WireKind::step: message = read_step(r); break;
     case WireKind::bye: message = WireBye{}; break;
-    case WireKind::failed: message = WireFailed{r.text("error")}; break;
+    case WireKind::failed:
+      message = read_failed(r);
+      break;
   }
   static constexpr std::string_view kKindNames[] = {"hello", "event", "counter", "step", "bye", "failure"};
   r.finish(kKindNames[static_cast<std::size_t>(kind)]);

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <variant>
 
+#include "engine/runtime/race_detector.hpp"
 #include "engine/trace/trace_event.hpp"
 
 namespace fsdplab {
@@ -44,15 +45,17 @@ struct WireStep {
 struct WireBye {};
 
 // The stream ends here because the run failed: what it failed with (at most kWireMaxString bytes), which the
-// dashboard shows as it shows a failed run of its own.
+// dashboard shows as it shows a failed run of its own; and where the sim device's race detector stopped it, the
+// race, which the dashboard marks on the timeline as it marks its own runs' (its texts cut to kWireMaxString bytes).
 struct WireFailed {
   std::string error;
+  std::optional<RaceReport> race;
 };
 
 using WireMessage = std::variant<WireHello, TraceEvent, CounterSample, WireStep, WireBye, WireFailed>;
 
 constexpr std::uint32_t kWireMagic = 0x57444C46;  // "FLDW" in little-endian bytes: fsdplab wire
-constexpr std::uint16_t kWireVersion = 3;
+constexpr std::uint16_t kWireVersion = 4;         // 4: a failure carries its race
 constexpr std::size_t kWireMaxFrame = std::size_t{1} << 20;  // body bytes of one frame
 constexpr std::size_t kWireMaxString = 4096;                 // bytes of one name, phase, run id, backend or error
 constexpr std::size_t kWireMaxDeps = 4096;                   // dependencies of one event

@@ -192,8 +192,8 @@ CheckOutcome initial_model_at(const CheckContext& c, const std::vector<int>& wor
       single.run.world = 1;
       const std::string dir = "init" + std::to_string(world);
       first = "W = " + std::to_string(world) + ": " + difference + " (" + run.command("run", c.impl_flag()) +
-              " --save-init " + dir + ", then " + single.command("run", "") + " --save-init init1 and cmp " + dir +
-              "/model.safetensors init1/model.safetensors)";
+              " --save-init " + dir + ", then the baseline's " + single.command("run", "") +
+              " --save-init baseline and cmp " + dir + "/model.safetensors baseline/model.safetensors)";
       if (!graded.trained()) first_stopped = stopped_cause(graded);
       first_raced = graded.race.has_value();
     }

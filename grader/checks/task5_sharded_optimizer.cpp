@@ -200,7 +200,7 @@ CheckOutcome check_state_sharded(const CheckContext& c) {
           "the optimizer given a target bigger than the shard (the whole `replica` under zero1/zero2) "
           "with the gradient shard: it must see master and grad_shard, nothing bigger");
     budget.push_back({"optim_state (" + where + ", W = 4)", static_cast<double>(got.bytes) / 1e3,
-                      static_cast<double>(want.bytes) / 1e3, "KB"});
+                      static_cast<double>(want.bytes) / 1e3, "kB"});
     if (got.bytes != formula) {
       CheckOutcome outcome =
           CheckOutcome::fail(expected.str(), std::to_string(got.bytes) + " B of optim_state on a rank under " + where,

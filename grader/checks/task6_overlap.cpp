@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "grader/check_catalog.hpp"
@@ -147,7 +148,6 @@ std::string diagnose_race(const CheckContext&, const GradeCase& c, const GradedR
   return race_diagnosis(c, graded);
 }
 
-// Both runs of one case, the graded and the reference's; a failed graded run is the outcome.
 // [Note: a prefetch declined without waiting]
 // acquire_full may decline a prefetch (return false) at a full rate limit, but only after the host has waited for the
 // parked rate-limited units (release_oldest_limited) and the limit is still full: every counted unit in use. A
@@ -182,6 +182,7 @@ class PrefetchDeclines final : public OverlapTask {
   mutable std::atomic<int> without_waiting_{0};  // the ranks are threads of one process
 };
 
+// Both runs of one case, the graded and the reference's; a failed graded run is the outcome.
 struct Schedules {
   GradedRun graded, reference;
   std::optional<CheckOutcome> failed;
@@ -228,9 +229,9 @@ bool limiter_held_prefetches(const Schedules& s) {
          peak_param_full(s.graded) < peak_param_full(s.reference);
 }
 
-// `declined` prefetches declined without waiting, or -1 where the count is given elsewhere.
-std::string declined_text(int declined) {
-  return "acquire_full declined " + (declined >= 0 ? std::to_string(declined) + " " : std::string()) +
+// `declined` prefetches declined without waiting; no count where the diagnostic gives it elsewhere.
+std::string declined_text(std::optional<int> declined = std::nullopt) {
+  return "acquire_full declined " + (declined ? std::to_string(*declined) + " " : std::string()) +
          "prefetches while a rate-limited unit was still parked: at a full limit the host first waits for the "
          "oldest (while live_gathered(s) >= max_inflight: parked.release_oldest_limited(device)); a prefetch declines "
          "only if the limit is still full after that";
@@ -408,14 +409,14 @@ CheckOutcome rate_limiter_bounds_gathered_units(const CheckContext& ctx, const G
     got += (got.empty() ? "" : "; ") + std::string("--max-inflight ") + std::to_string(limit) + ": ";
     if (s.declined_without_waiting > 0) {
       got += std::to_string(s.declined_without_waiting) + " prefetches declined while a rate-limited unit was parked";
-      declined = declined_text(-1);
+      declined = declined_text();
       continue;
     }
     excess = std::max(excess, mine - theirs);
     got += "peak param_full " + megabytes(mine) + ", the reference's " + megabytes(theirs);
   }
   if (earned >= 1) return CheckOutcome::pass();
-  if (!declined.empty())
+  if (excess == 0)  // every limit lost its half to declines alone
     return CheckOutcome::fail("at each limit, no prefetch declined that the reference's wait lets through", got,
                               declined, earned);
   const double blocks = static_cast<double>(excess) / static_cast<double>(std::max<std::int64_t>(1, block));
@@ -434,6 +435,8 @@ CheckOutcome rate_limiter_bounds_gathered_units(const CheckContext& ctx, const G
             " Blocks' worth above the reference's (buffers parked for their last reader count too): the host never "
             "waits at the limit (while live_gathered(s) >= max_inflight, release the oldest rate_limited unit), or a "
             "prefetch is not refused there";
+  // One limit declined prefetches, the other held too much: both said.
+  if (!declined.empty()) cause = declined + "; and at the other limit " + cause;
   return CheckOutcome::fail("param_full no higher than the reference's at each limit", got, cause, earned);
 }
 

@@ -107,7 +107,7 @@ class SharedInUsersUnit final : public IntegrationTask {
 };
 
 // Removes the empty root but leaves the parent indices as they were counted with it: each is one too high,
-// and the root's children point at unit 0, a sibling.
+// and the root's children point at unit 0, the first of them itself (which the engine refuses).
 class RootRemovedParentsKept final : public IntegrationTask {
  public:
   std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {

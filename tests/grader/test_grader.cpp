@@ -8,7 +8,9 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -738,6 +740,52 @@ TEST(GradeReport, ATaskStillAtItsTodoIsOneLine) {
   EXPECT_TRUE(contains(whole.str(), "    LOST  b ")) << whole.str();
 }
 
+// One mistake that fails several checks of a task is told once: a later check with the same got (or cause) points at
+// the first, and a cause equal to some got is still printed. The JSON keeps every text.
+TEST(GradeReport, ADiagnosticSeveralChecksShareIsToldOnce) {
+  const auto lost = [](const std::string& id, const std::string& got, const std::string& cause) {
+    GradedCheck g;
+    g.check.task = 6;
+    g.check.id = id;
+    g.check.points = 2;
+    g.run.outcome = CheckOutcome::fail("as the reference", got, cause);
+    return g;
+  };
+  GradeReport report;
+  report.tasks.push_back({6,
+                          "student",
+                          "labs/06-prefetch-overlap/student.cpp:1",
+                          {lost("first", "a race", "a wait missing"), lost("second", "a race", "a wait missing"),
+                           lost("third", "a wait missing", "a race")}});
+  std::ostringstream text;
+  print_grade(text, report);
+  const std::string t = text.str();
+  EXPECT_TRUE(contains(t, "LOST  second")) << t;
+  EXPECT_TRUE(contains(t, "          got       as first's above\n          cause     as first's above\n")) << t;
+  EXPECT_TRUE(contains(t, "          got       a wait missing\n          cause     a race\n")) << t;  // third's own
+  const std::filesystem::path json = std::filesystem::path(::testing::TempDir()) / "told_once.json";
+  write_grade_json(json, report);
+  std::ifstream in(json);
+  const nlohmann::json read = nlohmann::json::parse(in);
+  EXPECT_EQ(read["tasks"][0]["checks"][1]["got"], "a race");
+  EXPECT_EQ(read["tasks"][0]["checks"][1]["cause"], "a wait missing");
+}
+
+// A rate limiter that declines a prefetch before the host waited for the oldest parked unit: the rate-limiter check
+// takes it, and the overlap checks name it instead of after(), which is right (a student's lab 06 was told after()).
+TEST(GraderDiagnostics, APrefetchDeclinedWithoutWaitingIsNamedAsSuch) {
+  const GradeReport report = grade_task("6=mutant:declines-without-waiting", 6);
+  std::set<std::string> lost;
+  for (const GradedCheck& g : report.tasks.at(0).checks) {
+    if (g.earned >= g.check.points) continue;
+    lost.insert(g.check.id);
+    EXPECT_TRUE(contains(g.run.outcome.cause, "acquire_full declined")) << g.check.id << ": " << g.run.outcome.cause;
+    EXPECT_FALSE(contains(g.run.outcome.cause, "after(pre_")) << g.check.id << ": " << g.run.outcome.cause;
+  }
+  EXPECT_TRUE(lost.count("rate-limiter")) << "the limiter's own check passed";
+  EXPECT_TRUE(lost.count("backward-prefetch"));
+}
+
 // The text prints a grade's points to the hundredth the JSON carries: a gradebook and a student see one number.
 TEST(GradeReport, TheTextShowsThePointsTheJsonCarries) {
   const auto graded = [](int points, double earned) {
@@ -829,6 +877,18 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
   EXPECT_EQ(offload.find("one.json"), offload.rfind("one.json")) << offload;
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 6, "mode": "sync", "prefetch": "forward"})"),
                        "\"prefetch\" is \"forward\" with \"mode\": \"sync\"; SYNC never prefetches"));
+  std::filesystem::remove_all(path("cases"));
+  std::filesystem::create_directories(path("cases"));
+  std::ofstream(path("cases/sync.json")) << R"({"name": "x", "task": 6, "mode": "sync"})";
+  EXPECT_EQ(load_cases(path("cases")).size(), 1u) << "SYNC without a prefetch key: SYNC's none";
+  // A case where its task never runs would give the untouched skeleton its points (a TA's case of task 8 did).
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 8, "world": 4, "strategy": "full"})"),
+                       "one.json: a task 8 case with \"strategy\": \"full\", \"hybrid_group\" 0 and \"world\" 4 "
+                       "never calls task 8"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 8, "world": 4, "strategy": "hybrid", "hybrid_group": 4})"),
+                       "never calls task 8"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 9, "world": 2})"),
+                       "one.json: a task 9 case without \"offload\": true never calls task 9"));
   // A case's name is its check id (case:NAME): never empty, never another case's.
   EXPECT_TRUE(contains(refusal(R"({"name": "", "task": 3})"), "one.json: \"name\" is empty"));
   std::ofstream(path("cases/one.json")) << R"({"name": "x", "task": 3})";

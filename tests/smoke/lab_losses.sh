@@ -10,7 +10,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export OPENBLAS_NUM_THREADS=1
 failed=0
-losses() {  # losses FILE ARGS...: the reference's 5 losses as "a, b, c, d, e", 8 decimals
+losses() {  # losses FILE ARGS...: the reference's 5 losses as "a, b, c, d, e", as the csv writes them
   local out=$1
   shift
   "$fsdplab" run --model gpt2 --steps 5 --impl reference --losses "$out" "$@" >/dev/null || exit 1

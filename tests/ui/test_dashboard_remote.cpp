@@ -212,6 +212,46 @@ TEST(DashboardRemote, AFailedRunIsMarkedFailedWithItsError) {
   EXPECT_TRUE(rows[0].failed) << rows[0].name;
 }
 
+// A streamed run the race detector stopped (`fsdplab run --dashboard` of a task 4 without its event wait) sends the
+// race with its error: the remote dashboard marks it on the timeline where it happened, as a local run's. (Remote
+// runs once carried their error alone.)
+TEST(DashboardRemote, AStreamedRunStoppedByARaceIsMarkedWhereItHappened) {
+  HeadlessImGui imgui;
+  Dashboard dashboard(std::make_unique<RemoteSession>("0"));
+  RemoteSession& remote = *dashboard.remote();
+  std::optional<RaceReport> sent;
+  std::thread run([&] {
+    SessionSettings settings = tiny_settings(2);
+    settings.comparison = Comparison::async_only;
+    settings.fsdp.impl = "4=mutant:missing-wait";
+    FsdpRun racing = settings.plan().at(0).run;
+    DashboardStream stream(remote.listener().address(), WireHello{"racing", 0, 2, "sim", 2, "async"});
+    for (int r = 0; r < 2; ++r) racing.sinks.push_back(stream.sink(r));
+    try {
+      train_fsdp(racing, PresetCatalog::builtin(), [](const StepReport&) {});
+      stream.finish();
+    } catch (const Error& e) {
+      if (const std::optional<RaceError> race = cause_of_type<RaceError>(e)) sent = race->report();
+      stream.finish_failed(e.what(), sent);
+    }
+  });
+  frames_until(imgui, dashboard, [&] { return all_closed(remote, 1) && remote.problem_count() == 1; });
+  run.join();
+  frames_until(imgui, dashboard, [] { return true; });
+  ASSERT_TRUE(sent.has_value()) << "the run was not stopped by a race";
+  ASSERT_EQ(remote.store().sources().size(), 1u);
+  const std::optional<RaceReport>& race = remote.store().source(0).race;
+  ASSERT_TRUE(race.has_value()) << remote.store().source(0).failure;
+  EXPECT_EQ(race->message, sent->message);
+  EXPECT_EQ(race->rank, sent->rank);
+  EXPECT_EQ(race->later.op, sent->later.op);
+  EXPECT_EQ(race->later.lane, Lane::reduce_scatter);
+  EXPECT_EQ(race->earlier.lane, Lane::compute);
+  std::set<bool> marked;  // both accesses, the earlier on its op and the later (never ran) as a box of its own
+  for (const RaceMarkRect& mark : dashboard.timeline().race_marks()) marked.insert(mark.later);
+  EXPECT_EQ(marked, (std::set<bool>{false, true}));
+}
+
 // A peer that connects and leaves again and again: the lists keep the most recent only.
 TEST(DashboardRemote, ListsStayBounded) {
   RemoteSession remote("0");

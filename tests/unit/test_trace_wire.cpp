@@ -37,9 +37,35 @@ CounterSample sample_counter() { return CounterSample{1, 987'654'321, MemTag::op
 
 WireStep sample_step() { return WireStep{0, 9, 100, 2'000'100, 5.587319}; }
 
+// A failure with the race that stopped it: every field away from its default.
+WireFailed sample_race_failure() {
+  RaceReport race;
+  race.message = "stream race on rank 3, buffer #58 (tag param_full, bytes [0, 64)): ...";
+  race.rank = 3;
+  race.earlier = Accessor{41, "embedding", Lane::compute, 7, 41'000, 43'000};
+  race.later = Accessor{42, "all_gather (root).flat_param_full", Lane::all_gather, 9, 44'000, 68'152};
+  race.earlier_wrote = false;
+  race.later_writes = true;
+  race.block = 58;
+  race.earlier_tag = MemTag::comm_buffer;
+  race.later_tag = MemTag::param_full;
+  race.reused = true;
+  return WireFailed{"rank 3 failed: " + race.message, race};
+}
+
 std::vector<WireMessage> every_kind() {
-  return {sample_hello(), sample_event(), sample_counter(), sample_step(), WireBye{},
-          WireFailed{"rank 1 failed: loss is NaN at step 2"}};
+  return {sample_hello(),       sample_event(), sample_counter(),
+          sample_step(),        WireBye{},      WireFailed{"rank 1 failed: loss is NaN at step 2"},
+          sample_race_failure()};
+}
+
+void expect_same(const Accessor& got, const Accessor& want) {
+  EXPECT_EQ(got.op, want.op);
+  EXPECT_EQ(got.name, want.name);
+  EXPECT_EQ(got.lane, want.lane);
+  EXPECT_EQ(got.seq, want.seq);
+  EXPECT_EQ(got.begin, want.begin);
+  EXPECT_EQ(got.end, want.end);
 }
 
 void expect_same(const WireMessage& got, const WireMessage& want) {
@@ -83,7 +109,20 @@ void expect_same(const WireMessage& got, const WireMessage& want) {
     EXPECT_EQ(g.end, s->end);
     EXPECT_EQ(g.loss, s->loss);
   } else if (const auto* f = std::get_if<WireFailed>(&want)) {
-    EXPECT_EQ(std::get<WireFailed>(got).error, f->error);
+    const auto& g = std::get<WireFailed>(got);
+    EXPECT_EQ(g.error, f->error);
+    ASSERT_EQ(g.race.has_value(), f->race.has_value());
+    if (!f->race) return;
+    EXPECT_EQ(g.race->message, f->race->message);
+    EXPECT_EQ(g.race->rank, f->race->rank);
+    expect_same(g.race->earlier, f->race->earlier);
+    expect_same(g.race->later, f->race->later);
+    EXPECT_EQ(g.race->earlier_wrote, f->race->earlier_wrote);
+    EXPECT_EQ(g.race->later_writes, f->race->later_writes);
+    EXPECT_EQ(g.race->block, f->race->block);
+    EXPECT_EQ(g.race->earlier_tag, f->race->earlier_tag);
+    EXPECT_EQ(g.race->later_tag, f->race->later_tag);
+    EXPECT_EQ(g.race->reused, f->race->reused);
   }
 }
 
@@ -251,7 +290,7 @@ TEST(TraceWire, CorruptedFramesNameWhatWasExpected) {
   {
     std::string b = hello;
     b[4 + 1 + 4] = 7;  // the version
-    EXPECT_EQ(decode_error(b), "wire format version 7; this build reads version 3");
+    EXPECT_EQ(decode_error(b), "wire format version 7; this build reads version 4");
   }
   {
     std::string b = hello;
@@ -300,6 +339,19 @@ TEST(TraceWire, SemanticBoundsAreCheckedOnBothSides) {
   std::string event = encode({sample_event()});
   put_u32(event, event.size() - 1 - 4 - 2 * 12, 0xFFFFFFFFu);  // the dependency count, before 2 deps and the link
   EXPECT_EQ(decode_error(event), "event 'reduce_scatter unit 7' with 4294967295 dependencies; at most 4096");
+
+  // A failure's race: its flags are 0 or 1, its accesses' spans run forwards, its rank is one a world may have.
+  std::string failed = encode({WireFailed{"x", std::nullopt}});
+  failed[4 + 1 + 4 + 1] = 2;  // [4] kind, the error "x" (4 + 1 bytes), then the race flag
+  EXPECT_EQ(decode_error(failed), "failure's race flag 2; expected 0 or 1");
+  WireFailed backwards_race = sample_race_failure();
+  std::swap(backwards_race.race->later.begin, backwards_race.race->later.end);
+  EXPECT_TRUE(testing::contains(testing::error_of([&] { append_frame(out, backwards_race); }),
+                                "race's later access 'all_gather (root).flat_param_full' ends at"));
+  WireFailed far_rank = sample_race_failure();
+  far_rank.race->rank = kWireMaxWorld;
+  EXPECT_EQ(testing::error_of([&] { append_frame(out, far_rank); }),
+            "trace wire: cannot send a race on rank 1024; expected 0..1023");
 }
 
 // Numbers a receiver does arithmetic on are bounded at the decoder: one well-formed step frame
