@@ -19,8 +19,10 @@
 #                                 checks are `fsdplab grade`
 #   writeup/WRITEUP.md            the course's own writeup of the assignment: the nine tasks' reference code
 #                                 quoted line by line, and every question answered
-# The prebuilt library comes from the build in FSDPLAB_BUILD_DIR (default: build/, configured as
-# scripts/build.sh does when it is not yet), with its debug information stripped. OUT becomes a fresh git
+# The files are copied as they are in the working tree, uncommitted edits included: make a class's handout from a
+# clean checkout. The prebuilt library comes from the build in FSDPLAB_BUILD_DIR (default: build/, configured as
+# scripts/build.sh does when it is not yet, and its target fsdplab_reference_tasks brought up to date there), with
+# its debug information stripped. OUT becomes a fresh git
 # repository with one commit, "handout", where git is available. Everything is written to OUT.tmp-XXXXXX
 # beside OUT and renamed to OUT at the end: a failure leaves nothing half-made. OUT must not exist or be
 # an empty folder.
