@@ -18,9 +18,9 @@
 // kDeviceMemoryColor line marks it on the bar and the chart; the ranks whose peak is past it are named under the
 // source's name in kFailedColor (a dry run goes on past the device's memory to say by how much; a run stops).
 // A legend of the tag colours above. Every bar and chart shares one byte scale, the header's, so ranks and
-// sources compare at a glance. Bytes print in decimal units (1 kB = 1000 B; timeline_format.hpp), as the benches and
-// dry runs do. draw() submits into the current ImGui window (the dashboard's "Memory" window) with its draw list: a
-// handful of rectangles per pixel column at most, no widget per sample.
+// sources compare at a glance. Bytes print in decimal units (1 kB = 1000 B; engine/runtime/byte_text.hpp), as the
+// benches and dry runs do. draw() submits into the current ImGui window (the dashboard's "Memory" window) with its draw
+// list: a handful of rectangles per pixel column at most, no widget per sample.
 #pragma once
 #include <imgui.h>
 

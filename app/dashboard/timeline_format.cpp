@@ -1,7 +1,6 @@
 #include "app/dashboard/timeline_format.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

@@ -11,6 +11,7 @@
 #include "app/dashboard/legend.hpp"
 #include "app/dashboard/palette.hpp"
 #include "app/dashboard/timeline_format.hpp"
+#include "engine/runtime/byte_text.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -217,7 +218,8 @@ void TimelinePanel::layout(const TraceStore& store, float height) {
     lane_height_ = kLaneHeight;
     return;
   }
-  for (float lane_height = std::min(lane_height_, kLaneHeight); lane_height > kMinLaneHeight; --lane_height) {
+  // Full height does not fit (laid out just above): from the height the lanes have now, a pixel shorter at a time.
+  for (float lane_height = std::min(lane_height_, kLaneHeight - 1); lane_height > kMinLaneHeight; --lane_height) {
     rows_at(lane_height);
     if (content_height_ <= height) {
       lane_height_ = lane_height;

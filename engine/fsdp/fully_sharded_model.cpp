@@ -73,7 +73,7 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
     check(plans[i].parent >= -1 && plans[i].parent < static_cast<int>(i), "FSDP: unit ", i, " '", plans[i].name,
           "' has parent ", plans[i].parent, "; expected -1 (no enclosing unit) or the index of an earlier unit: ",
           "IntegrationTask::plan_units returns the ", plans.size(),
-          " units outermost first, each unit's parent before ", "it");
+          " units outermost first, each unit's parent before it");
   // A parameter in no unit would never be given a value: said here, by name, rather than when a forward reads it.
   std::set<const Parameter*> planned;
   for (const UnitPlan& plan : plans) planned.insert(plan.params.begin(), plan.params.end());

@@ -17,6 +17,7 @@
 #include "app/dashboard/timeline_format.hpp"
 #include "app/dashboard/timeline_panel.hpp"
 #include "app/dashboard/trace_store.hpp"
+#include "engine/runtime/byte_text.hpp"
 
 namespace fsdplab::app {
 namespace {
