@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
@@ -69,6 +70,9 @@ struct CheckContext {
   std::string impl_flag() const;
 };
 
+// The id of a course's held-out case begins with this ("case:W5 grad_op"), a built-in check's never does.
+inline constexpr std::string_view kHeldOutCaseIdPrefix = "case:";
+
 struct Check {
   int task = 0;
   std::string id;     // stable within the task ("padding"): the report's and the JSON's key
@@ -79,6 +83,8 @@ struct Check {
   // "fsdplab" is printed as the path the grade was run with, show_command).
   std::string show;
   std::function<CheckOutcome(const CheckContext&)> run;
+
+  bool is_held_out_case() const { return id.starts_with(kHeldOutCaseIdPrefix); }
 };
 
 // The message of the Error `call` throws, "" when it returns: for the errors a task must raise on bad input.

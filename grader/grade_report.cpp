@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime/output_file.hpp"
+#include "labs/student_tasks.hpp"
 
 namespace fsdplab::grading {
 namespace {
@@ -71,6 +72,21 @@ void print_check(std::ostream& out, const GradedCheck& g, Told& told) {
     if (!g.show.empty()) out << "          see it    " << g.show << "\n";
   }
   if (!g.run.outcome.budget.empty()) out << "          budget    " << budget_text(g.run.outcome.budget) << "\n";
+}
+
+// {"points", "max"} over the checks of `tasks` that are (or are not) a course's held-out cases: a gradebook weighs
+// the public checks and the held-out ones apart.
+nlohmann::json subtotal_json(const std::vector<TaskGrade>& tasks, bool held_out) {
+  double earned = 0;
+  int possible = 0;
+  for (const TaskGrade& t : tasks) {
+    for (const GradedCheck& g : t.checks) {
+      if (g.check.is_held_out_case() != held_out) continue;
+      earned += g.earned;
+      possible += g.check.points;
+    }
+  }
+  return {{"points", round_points(earned)}, {"max", possible}};
 }
 
 nlohmann::json check_json(const GradedCheck& g) {
@@ -139,13 +155,23 @@ void write_grade_json(const std::filesystem::path& path, const GradeReport& repo
                            {"where", t.where},
                            {"points", t.earned()},
                            {"max", t.possible()},
+                           {"held_out_cases", subtotal_json({t}, true)},
                            {"checks", checks}};
     if (!t.not_built.empty()) task["not_built"] = t.not_built;
+    // The student's file this fsdplab compiled and graded (a lab not built was graded as its skeleton: no hash).
+    if (t.impl == "student" && t.not_built.empty()) task["sha256"] = std::string(student_file_sha256(t.task));
     tasks.push_back(std::move(task));
   }
-  nlohmann::json j = {
-      {"graded", true},           {"impl", report.impl},       {"seed", report.seed}, {"points", report.earned()},
-      {"max", report.possible()}, {"seconds", report.seconds}, {"tasks", tasks}};
+  nlohmann::json j = {{"graded", true},
+                      {"fsdplab_commit", report.fsdplab_commit},
+                      {"impl", report.impl},
+                      {"seed", report.seed},
+                      {"points", report.earned()},
+                      {"max", report.possible()},
+                      {"built_in", subtotal_json(report.tasks, false)},
+                      {"held_out_cases", subtotal_json(report.tasks, true)},
+                      {"seconds", report.seconds},
+                      {"tasks", tasks}};
   if (report.submission)
     j["submission"] = {{"path", report.submission->path}, {"absolute", report.submission->absolute}};
   write_output_file(path, "--json", [&](std::ostream& o) { o << j.dump(2) << "\n"; });

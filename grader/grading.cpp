@@ -17,8 +17,6 @@ std::vector<int> selected(const std::vector<int>& tasks) {
   return all;
 }
 
-double round_points(double points) { return std::round(points * 100) / 100; }
-
 // `task`'s checks (built-in, then the held-out cases of that task) for implementation `impl`, not run yet.
 TaskGrade plan_task(int task, const std::string& impl, const std::vector<Check>& extra) {
   ImplChoice choice;
@@ -82,6 +80,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 }  // namespace
+
+double round_points(double points) { return std::round(points * 100) / 100; }
 
 double TaskGrade::earned() const {
   double sum = 0;

@@ -54,8 +54,12 @@ struct GradedSubmission {
   std::string absolute;
 };
 
+// Points to the hundredth: what a check earns, and every sum of them, so that the text and the JSON agree.
+double round_points(double points);
+
 struct GradeReport {
   std::string impl;      // impl_name of the request's choice
+  std::string fsdplab_commit;  // the commit the grading fsdplab was built from ("...-dirty": edited; "unknown")
   std::optional<GradedSubmission> submission;  // set only in a submission's own grade
   std::uint64_t seed = 0;
   std::vector<TaskGrade> tasks;

@@ -175,7 +175,7 @@ Check load_case(const fs::path& file) {
            "second after the first (both are in got): look for a wait your code makes only under some W, strategy "
            "or schedule, or one on the wrong event";
   };
-  return equivalence_check(task, "case:" + c.name, title, points, c,
+  return equivalence_check(task, std::string(kHeldOutCaseIdPrefix) + c.name, title, points, c,
                            "a configuration the public checks do not cover trains differently: look for what depends "
                            "on W, the strategy or the schedule in your code",
                            race);

@@ -1,6 +1,8 @@
 // student_tasks.hpp — the student's implementations, one per lab folder (labs/NN-name/student.cpp),
 // which `--impl` puts in place of the reference's (fsdp_tasks.hpp: parse_impl).
 #pragma once
+#include <string_view>
+
 #include "engine/fsdp/fsdp_tasks.hpp"
 
 namespace fsdplab {
@@ -17,6 +19,10 @@ const CpuOffloadTask& student_cpu_offload();              // labs/09-cpu-offload
 
 // All nine.
 FsdpTasks student_tasks();
+
+// The SHA-256 of task `task`'s student.cpp (1-9) as this build compiled it, in hex as `sha256sum` prints it; empty
+// for another task. Written at build time (labs/student_file_hashes.cmake): a grade records what it graded.
+std::string_view student_file_sha256(int task);
 
 // The tasks a run uses under --impl `choice`: the reference's, with the student's or a mutant (labs/mutants/)
 // where it says so; an Error for a mutant this build does not have.

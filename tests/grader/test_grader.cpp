@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include "grader/grading.hpp"
 #include "grader/grading_cases.hpp"
 #include "labs/mutants/mutants.hpp"
+#include "labs/student_tasks.hpp"
 #include "test_support.hpp"
 
 namespace fsdplab {
@@ -804,6 +806,57 @@ TEST(GradeReport, TheTextShowsThePointsTheJsonCarries) {
   EXPECT_TRUE(contains(text.str(), " 13/13\n")) << text.str();
 }
 
+// `sha256sum FILE`'s hash, "" when it could not run.
+std::string sha256sum(const std::filesystem::path& file) {
+  const std::string command = "sha256sum '" + file.string() + "'";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return "";
+  char hash[65] = {};
+  const bool read = std::fscanf(pipe, "%64s", hash) == 1;
+  return pclose(pipe) == 0 && read ? hash : "";
+}
+
+// What a gradebook needs beside the points: the commit of the fsdplab that graded, the public checks' and the held-out
+// cases' points apart (in all and per task), and the SHA-256 of each student file graded, as compiled into this build
+// (here the tree's own lab skeletons) and as `sha256sum` prints it; none for a lab not built, nor for a reference.
+TEST(GradeReport, TheJsonRecordsTheCommitTheFilesGradedAndTheHeldOutPointsApart) {
+  const auto graded = [](const std::string& id, int points, double earned) {
+    GradedCheck g;
+    g.check.task = 3;
+    g.check.id = id;
+    g.check.points = points;
+    g.earned = earned;
+    return g;
+  };
+  GradeReport report;
+  report.fsdplab_commit = "0123abc-dirty";
+  report.tasks.push_back({3,
+                          "student",
+                          "labs/03-forward/student.cpp:1",
+                          {graded("reshard", 4, 4), graded("case:W5 grad_op", 2, 0.5), graded("gather", 3, 1.25)}});
+  report.tasks.push_back({4, "student", "not built", {graded("grad", 5, 0)}, "labs/04-backward/student.cpp: missing"});
+  report.tasks.push_back({5, "reference", "engine/fsdp/sharded_optimizer_reference.cpp:1", {graded("step", 2, 2)}});
+  const std::filesystem::path path = std::filesystem::path(::testing::TempDir()) / "gradebook.json";
+  write_grade_json(path, report);
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["fsdplab_commit"], "0123abc-dirty");
+  EXPECT_EQ(j["points"], 7.75);
+  EXPECT_EQ(j["built_in"]["points"], 7.25);
+  EXPECT_EQ(j["built_in"]["max"], 14);
+  EXPECT_EQ(j["held_out_cases"]["points"], 0.5);
+  EXPECT_EQ(j["held_out_cases"]["max"], 2);
+  EXPECT_EQ(j["tasks"][0]["held_out_cases"]["max"], 2);
+  EXPECT_EQ(j["tasks"][1]["held_out_cases"]["max"], 0);
+  const std::string skeleton = sha256sum(FSDPLAB_SOURCE_DIR "/labs/03-forward/student.cpp");
+  ASSERT_EQ(skeleton.size(), 64u) << "sha256sum did not run";
+  EXPECT_EQ(j["tasks"][0]["sha256"], skeleton);
+  EXPECT_FALSE(j["tasks"][1].contains("sha256")) << "a lab not built was graded as its skeleton";
+  EXPECT_FALSE(j["tasks"][2].contains("sha256")) << "a reference is no student's file";
+  EXPECT_NE(student_file_sha256(4), student_file_sha256(3)) << "each lab's own file";
+  EXPECT_EQ(student_file_sha256(10), "");
+}
+
 class GraderCases : public testing::TempDirTest {};
 
 TEST_F(GraderCases, AHeldOutCaseIsGradedWithItsTask) {
@@ -811,6 +864,7 @@ TEST_F(GraderCases, AHeldOutCaseIsGradedWithItsTask) {
   ASSERT_EQ(cases.size(), 1u);
   EXPECT_EQ(cases[0].task, 3);
   EXPECT_EQ(cases[0].id, "case:W5 grad_op");
+  EXPECT_TRUE(cases[0].is_held_out_case());
   EXPECT_EQ(cases[0].points, 2);
   EXPECT_TRUE(contains(cases[0].show, "--world 5")) << cases[0].show;
   EXPECT_TRUE(contains(cases[0].show, "--strategy grad_op")) << cases[0].show;

@@ -4,7 +4,8 @@
 #   1. a submission with seven labs solved (the references pasted, tests/labs/as_student.cmake), lab 03 that does
 #      not compile and lab 09 missing: the first build compiles the engine (minutes), and the grade of tasks 1, 3
 #      and 9 gives task 1 every point, tasks 3 and 9 none with their reasons (the compiler's file and line; "not
-#      in the submission"), in the text and in the JSON, which names the submission;
+#      in the submission"), in the text and in the JSON, which names the submission and this tree's commit, and
+#      gives the SHA-256 of the lab file graded (the one returned);
 #   2. lab 03 fixed, unpacked with a time older than the first build's (as tar and cp -p keep them): the second
 #      build recompiles that one file, nothing of the engine, and task 3 earns every point;
 #   3. the submission folder is as it was: nothing written there;
@@ -59,14 +60,19 @@ grep -qE "NOT BUILT  labs/03-forward/student.cpp does not compile: labs/03-forwa
   "$scratch/first.txt" || { cat "$scratch/first.txt"; fail "task 3's reason does not name the line that does not compile"; }
 grep -q "NOT BUILT  labs/09-cpu-offload/student.cpp is not in the submission" "$scratch/first.txt" ||
   { cat "$scratch/first.txt"; fail "task 9's reason does not say its file is missing"; }
-python3 - "$scratch/alice.json" "$sub" <<'EOF' || fail "the gradebook is not what the text says"
-import json, sys
+python3 - "$scratch/alice.json" "$sub" "$(git -C "$root" rev-parse HEAD)" <<'EOF' || fail "the gradebook is not what the text says"
+import hashlib, json, sys
 grade = json.load(open(sys.argv[1]))
 assert grade["submission"]["path"] == sys.argv[2], grade["submission"]
 assert grade["graded"] is True
+assert grade["fsdplab_commit"].startswith(sys.argv[3]), (grade["fsdplab_commit"], sys.argv[3])
 assert (grade["points"], grade["max"]) == (16, 42), (grade["points"], grade["max"])
+assert grade["built_in"] == {"points": 16, "max": 42} and grade["held_out_cases"] == {"points": 0, "max": 0}, grade
 tasks = {t["task"]: t for t in grade["tasks"]}
 assert tasks[1]["points"] == tasks[1]["max"] == 16 and "not_built" not in tasks[1], tasks[1].get("not_built")
+returned = hashlib.sha256(open(sys.argv[2] + "/labs/01-meta-init/student.cpp", "rb").read()).hexdigest()
+assert tasks[1]["sha256"] == returned, (tasks[1].get("sha256"), returned)
+assert "sha256" not in tasks[3] and "sha256" not in tasks[9], "a lab not built has no file graded"
 for n in (3, 9):
     assert tasks[n]["points"] == 0 and tasks[n]["not_built"], tasks[n]
     assert all(c["end"] == "not built" for c in tasks[n]["checks"]), n

@@ -17,7 +17,6 @@
 #include "app/dashboard/timeline_format.hpp"
 #include "app/dashboard/timeline_panel.hpp"
 #include "app/dashboard/trace_store.hpp"
-#include "engine/runtime/byte_text.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -684,18 +683,6 @@ TEST(TimelineFormat, UnitsAndTicks) {
   EXPECT_EQ(format_duration(1'234'567), "1.235 ms");
   EXPECT_EQ(format_duration(2'500'000'000), "2.500 s");
   EXPECT_EQ(format_instant(1'234'567), "1.234567 ms");
-  // Bytes, the timeline's and the memory panel's: three significant digits, decimal units.
-  EXPECT_EQ(format_bytes(0), "0 B");
-  EXPECT_EQ(format_bytes(512), "512 B");
-  EXPECT_EQ(format_bytes(1500), "1.50 kB");
-  EXPECT_EQ(format_bytes(12'500), "12.5 kB");
-  EXPECT_EQ(format_bytes(12'345'678), "12.3 MB");
-  EXPECT_EQ(format_bytes(123'456'789), "123 MB");
-  EXPECT_EQ(format_bytes(999'999), "1.00 MB");
-  EXPECT_EQ(format_bytes(1'234'567'890), "1.23 GB");
-  EXPECT_EQ(format_bytes(4'000'000'000), "4.00 GB");
-  EXPECT_EQ(format_bytes(80'000'000'000), "80.0 GB");
-  EXPECT_EQ(format_bytes(-1500), "-1.50 kB");
   EXPECT_EQ(format_count(0), "0");
   EXPECT_EQ(format_count(999), "999");
   EXPECT_EQ(format_count(1'234), "1,234");
