@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "engine/runtime/output_file.hpp"
 #include "labs/student_tasks.hpp"
@@ -76,7 +77,7 @@ void print_check(std::ostream& out, const GradedCheck& g, Told& told) {
 
 // {"points", "max"} over the checks of `tasks` that are (or are not) a course's held-out cases: a gradebook weighs
 // the public checks and the held-out ones apart.
-nlohmann::json subtotal_json(const std::vector<TaskGrade>& tasks, bool held_out) {
+nlohmann::json subtotal_json(std::span<const TaskGrade> tasks, bool held_out) {
   double earned = 0;
   int possible = 0;
   for (const TaskGrade& t : tasks) {
@@ -155,7 +156,7 @@ void write_grade_json(const std::filesystem::path& path, const GradeReport& repo
                            {"where", t.where},
                            {"points", t.earned()},
                            {"max", t.possible()},
-                           {"held_out_cases", subtotal_json({t}, true)},
+                           {"held_out_cases", subtotal_json({&t, 1}, true)},
                            {"checks", checks}};
     if (!t.not_built.empty()) task["not_built"] = t.not_built;
     // The student's file this fsdplab compiled and graded (a lab not built was graded as its skeleton: no hash).
