@@ -213,8 +213,8 @@ void add_grade_command(CLI::App& app) {
       ->check(finite_range(0.1, 3600.0, "seconds"));
   cmd->add_option("--jobs", flags->jobs, "Checks at once (default: the CPUs)")->check(CLI::Range(1, 256));
   cmd->add_option("--submission", flags->submission,
-                  "Grade a submitted folder's labs/*/student.cpp instead of this tree's: built into a fsdplab of its "
-                  "own against this source tree (the first time: minutes), whose grade then runs")
+                  "Grade a submitted folder's labs/*/student.cpp instead of this tree's: compiled into a fsdplab of its "
+                  "own that links this build's engine, grader and dashboard (seconds), whose grade then runs")
       ->check(non_empty("a folder"));
   cmd->add_option("--submission-build", flags->submission_build,
                   "The build folder for --submission (default: submission-build inside this fsdplab's build folder, "

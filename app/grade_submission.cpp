@@ -33,6 +33,9 @@ extern char** environ;
 #ifndef FSDPLAB_SOURCE_DIR
 #error "FSDPLAB_SOURCE_DIR must name the source tree this fsdplab is built from (app/CMakeLists.txt)"
 #endif
+#ifndef FSDPLAB_BINARY_DIR
+#error "FSDPLAB_BINARY_DIR must name the build this fsdplab is built in (app/CMakeLists.txt)"
+#endif
 #ifndef FSDPLAB_CMAKE_COMMAND
 #define FSDPLAB_CMAKE_COMMAND "cmake"
 #endif
@@ -148,6 +151,14 @@ bool on_path(std::string_view program) {
   return false;
 }
 
+// Whether `a` was written after `b` (false when either cannot be read).
+bool newer(const fs::path& a, const fs::path& b) {
+  std::error_code error_a, error_b;
+  const fs::file_time_type time_a = fs::last_write_time(a, error_a);
+  const fs::file_time_type time_b = fs::last_write_time(b, error_b);
+  return !error_a && !error_b && time_a > time_b;
+}
+
 // NAME's value in a CMakeCache.txt ("NAME:TYPE=value"), if it is there.
 std::optional<std::string> cache_value(const fs::path& cache, std::string_view name) {
   std::ifstream in(cache);
@@ -255,10 +266,26 @@ CheckedSubmission checked_submission(const fs::path& submission) {
   fail(message);
 }
 
+// What a submission's build reuses of this fsdplab's own build (see [Note: a submission's build] in CMakeLists.txt):
+// its compiled libraries, and its settings as an initial cache.
+fs::path course_settings(const fs::path& course_build) {
+  const fs::path settings = course_build / "fsdplab-submission-settings.cmake";
+  std::error_code error;
+  if (!fs::is_regular_file(settings, error) ||
+      !fs::is_regular_file(course_build / "fsdplab-compiled-libraries.cmake", error)) {
+    fail("the build this fsdplab was built in ('", course_build.string(), "') has no '", settings.filename().string(),
+           "' and 'fsdplab-compiled-libraries.cmake' beside it, which a submission's build links against: is the "
+           "folder gone? (bash scripts/build.sh writes them)");
+  }
+  return settings;
+}
+
 // Stages `submission`'s `labs` in `staging` (stage_submission, `from_skeleton` from this tree's labs) and configures
-// `build` from `source` to compile them, unless it already does; says what comes.
-void configure(const fs::path& source, const fs::path& build, const fs::path& staging, const fs::path& submission,
-               const fs::path& labs, const std::set<fs::path>& from_skeleton) {
+// `build` from `source` to compile them and link them with `course_build`'s libraries, unless it already does; says
+// what comes.
+void configure(const fs::path& source, const fs::path& course_build, const fs::path& build, const fs::path& staging,
+               const fs::path& submission, const fs::path& labs, const std::set<fs::path>& from_skeleton) {
+  const fs::path settings = course_settings(course_build);
   const fs::path cache = build / "CMakeCache.txt";
   std::error_code error;
   const bool has_cache = fs::is_regular_file(cache, error);
@@ -277,41 +304,44 @@ void configure(const fs::path& source, const fs::path& build, const fs::path& st
   }
   const bool built_before = has_cache && fs::is_regular_file(build / "build.ninja", error);
   const std::optional<std::string> student_dir = has_cache ? cache_value(cache, "FSDPLAB_STUDENT_DIR") : std::nullopt;
-  if (built_before && student_dir && same_folder(*student_dir, source / "labs")) {
-    fail("the build folder '", build.string(), "' builds this tree's own labs ('", *student_dir,
-           "'); the submission needs a build folder of its own (the default is submission-build beside app/)");
+  if (same_folder(build, course_build) || (built_before && student_dir && same_folder(*student_dir, source / "labs"))) {
+    fail("the build folder '", build.string(), "' builds this tree's own labs ('", source.string(),
+           "/labs'); the submission needs a build folder of its own (the default is submission-build beside app/)");
   }
   // Only now that the folder is known to be one of ours is anything written into it.
   stage_submission(labs, staging, source / "labs", from_skeleton);
-  if (built_before && student_dir && same_folder(*student_dir, staging)) {
+  const std::optional<std::string> linked = has_cache ? cache_value(cache, "FSDPLAB_COURSE_BUILD") : std::nullopt;
+  // Configured for another build's libraries (or by an older fsdplab, which compiled the whole engine there), or
+  // before this build's settings last changed: configured again from scratch (cmake --fresh), with ours.
+  const bool fresh = has_cache && (!linked || !same_folder(*linked, course_build) || newer(settings, cache));
+  if (built_before && !fresh && student_dir && same_folder(*student_dir, staging)) {
     if (fs::is_regular_file(build / "app" / "fsdplab", error))
       std::cerr << kWho << ": rebuilding in '" << build.string() << "' the lab files of '" << submission.string()
                 << "' that differ from the last submission built there\n";
     else
       std::cerr << kWho << ": finishing in '" << build.string() << "' a first build that did not finish (with the "
-                << "labs of '" << submission.string() << "'): what is left of the engine compiles, minutes\n";
+                << "labs of '" << submission.string() << "')\n";
     return;
   }
   if (!on_path("ninja") && !on_path("ninja-build")) {
     fail("the submission's build needs Ninja, and neither ninja nor ninja-build is on PATH "
            "(bash scripts/install-deps.sh installs it, Debian package ninja-build)");
   }
-  if (built_before) {
+  if (fresh) {
+    std::cerr << kWho << ": configuring '" << build.string() << "' again, to link the libraries of '"
+              << course_build.string() << "' as they are built now\n";
+  } else if (built_before) {
     std::cerr << kWho << ": rebuilding in '" << build.string() << "' with the labs of '" << submission.string()
               << "' (only the nine student.cpp recompile)\n";
   } else {
-    std::cerr << kWho << ": building fsdplab with the labs of '" << submission.string() << "' in '"
-              << build.string() << "', from the source tree '" << source.string()
-              << "'. The first build compiles the whole engine: this takes minutes; later submissions reuse it and "
-                 "recompile only their nine student.cpp\n";
+    std::cerr << kWho << ": building fsdplab with the labs of '" << submission.string() << "' in '" << build.string()
+              << "': the labs compile, and link the engine, grader and dashboard this fsdplab's "
+              << "build compiled ('" << course_build.string() << "')\n";
   }
-  // A grading build is never debugged: -O2 as the course's own build (the engine computes what it computes there)
-  // but without -g, which was a third of the compiler's time.
-  const ChildStatus configured = run_echoing_to_stderr(
-      {FSDPLAB_CMAKE_COMMAND, "-S", source.string(), "-B", build.string(), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-       "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG", "-DFSDPLAB_CUDA=OFF", "-DFSDPLAB_MPI=OFF", "-DBUILD_TESTING=OFF",
-       "-DFSDPLAB_STUDENT_DIR:PATH=" + staging.string()},
-      [](std::string_view) {});
+  std::vector<std::string> args{FSDPLAB_CMAKE_COMMAND, "-S", source.string(), "-B", build.string(), "-G", "Ninja"};
+  args.insert(args.end(), {"-C", settings.string(), "-DFSDPLAB_STUDENT_DIR:PATH=" + staging.string()});
+  if (fresh) args.emplace_back("--fresh");
+  const ChildStatus configured = run_echoing_to_stderr(std::move(args), [](std::string_view) {});
   if (configured.code != 0) {
     fail("could not configure the submission's build in '", build.string(), "': cmake ", configured.said,
            "; its messages are above");
@@ -622,7 +652,7 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
       std::cerr << kWho << ": " << reason << ": its task scores 0 and the lab's skeleton is built instead\n";
     std::set<fs::path> from_skeleton;
     for (const auto& [file, reason] : not_built) from_skeleton.insert(file);
-    configure(source, build, staging, checked.dir, labs, from_skeleton);
+    configure(source, FSDPLAB_BINARY_DIR, build, staging, checked.dir, labs, from_skeleton);
     build_with_skeletons_for_failures(source, build, staging, labs, not_built);
     const fs::path binary = build / "app" / "fsdplab";
     if (!fs::is_regular_file(binary, error)) {

@@ -2,12 +2,14 @@
 # `fsdplab grade --submission` end to end, as a course grades what its students returned (grader/README.md,
 # "Grading submissions"), with this build's fsdplab and a build folder of the test's own:
 #   1. a submission with seven labs solved (the references pasted, tests/labs/as_student.cmake), lab 03 that does
-#      not compile and lab 09 missing: the first build compiles the engine (minutes), and the grade of tasks 1, 3
+#      not compile and lab 09 missing: the first build compiles the labs alone and links the engine, grader and
+#      dashboard of BUILD_DIR (CMakeLists.txt, [Note: a submission's build]), and the grade of tasks 1, 3
 #      and 9 gives task 1 every point, tasks 3 and 9 none with their reasons (the compiler's file and line; "not
 #      in the submission"), in the text and in the JSON, which names the submission and this tree's commit, and
 #      gives the SHA-256 of the lab file graded (the one returned);
-#   2. lab 03 fixed, unpacked with a time older than the first build's (as tar and cp -p keep them): the second
-#      build recompiles that one file, nothing of the engine, and task 3 earns every point;
+#   2. lab 03 fixed, unpacked with a time older than the first build's (as tar and cp -p keep them), and
+#      BUILD_DIR's settings written since: the second build configures again, recompiles that one file, nothing of
+#      the engine, and task 3 earns every point;
 #   3. the submission folder is as it was: nothing written there;
 #   4. a build folder holding someone's files is refused, and left as it was;
 #   5. the same labs returned without their labs/ level, or with it one folder down, are graded from where they
@@ -53,7 +55,11 @@ start=$(date +%s)
   --json "$scratch/alice.json" >"$scratch/first.txt" 2>"$scratch/first.log" ||
   { tail -n 40 "$scratch/first.log"; cat "$scratch/first.txt"; fail "the first grading exited with $?"; }
 log "first build and grade in $(($(date +%s) - start)) s"
-grep -q "The first build compiles the whole engine" "$scratch/first.log" || fail "no word that the first build takes minutes"
+grep -q "the labs compile, and link the engine, grader and dashboard this fsdplab's build compiled ('$build')" \
+  "$scratch/first.log" || fail "no word of what the first build compiles: $(head -n 5 "$scratch/first.log")"
+compiled_elsewhere="$(grep -E "Building CXX object (engine|grader)/|fsdplab_(app|dashboard|fsdp_flags|mutants)\.dir" "$scratch/first.log")"
+[[ -z "$compiled_elsewhere" ]] || fail "the first build compiled more than the labs: $(head -n 3 <<<"$compiled_elsewhere")"
+grep -q "01-meta-init/student.cpp.o" "$scratch/first.log" || fail "the first build did not compile lab 01"
 total="$(grep -E '^total: ' "$scratch/first.txt")"
 [[ "$total" == "total: 16/42 points"* ]] || { cat "$scratch/first.txt"; fail "expected task 1's 16 of 42 points; got '$total'"; }
 grep -qE "NOT BUILT  labs/03-forward/student.cpp does not compile: labs/03-forward/student.cpp:$broken_line:[0-9]+: error" \
@@ -82,11 +88,15 @@ EOF
 # ---- 2. lab 03 fixed, with an old time: only it recompiles ------------------------------------------------
 as_student 2 "$broken"
 touch -d "2001-01-01" "$broken"
+touch "$build/fsdplab-submission-settings.cmake"  # as when BUILD_DIR is configured again
 start=$(date +%s)
 "$fsdplab" grade --submission "$sub" --submission-build "$scratch/sb" --task 3 >"$scratch/second.txt" \
   2>"$scratch/second.log" || { tail -n 40 "$scratch/second.log"; fail "the second grading exited with $?"; }
 log "second build and grade in $(($(date +%s) - start)) s"
+grep -q "configuring '$scratch/sb' again, to link the libraries of '$build'" "$scratch/second.log" ||
+  fail "the build's settings changed and the submission's build was not configured again: $(head -n 5 "$scratch/second.log")"
 grep -q "03-forward/student.cpp.o" "$scratch/second.log" || fail "the fixed lab 03 was not recompiled"
+! grep -q "01-meta-init/student.cpp.o" "$scratch/second.log" || fail "lab 01, unchanged, was recompiled"
 ! grep -q "Building CXX object engine/" "$scratch/second.log" ||
   fail "the second submission recompiled the engine: $(grep -m 3 'Building CXX object engine/' "$scratch/second.log")"
 total="$(grep -E '^total: ' "$scratch/second.txt")"
