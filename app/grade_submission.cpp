@@ -21,6 +21,7 @@
 #include <optional>
 #include <string_view>
 #include <system_error>
+#include <thread>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/runtime/error.hpp"
@@ -581,23 +582,33 @@ BuildFailures build_failures(const std::vector<std::string>& lines, const fs::pa
   return out;
 }
 
-BuildFolderLock::BuildFolderLock(const fs::path& build) {
+BuildFolderLock::BuildFolderLock(const fs::path& build, std::chrono::milliseconds remind_every) {
+  using std::chrono::steady_clock;
   fs::create_directories(build);
   fd_ = ::open(build.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd_ < 0) fail("cannot open the build folder '", build.string(), "': ", std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
-  if (errno != EWOULDBLOCK) {
-    const int error = errno;
-    ::close(fd_);
-    fail("cannot lock the build folder '", build.string(), "': ", std::strerror(error));
-  }
-  std::cerr << kWho << ": waiting for another grading that uses the build folder '" << build.string()
-            << "' (one at a time; --submission-build gives this one a folder of its own)\n";
-  while (::flock(fd_, LOCK_EX) != 0) {
+  const steady_clock::time_point start = steady_clock::now();
+  steady_clock::time_point remind_at = start + remind_every;
+  bool said = false;
+  // Polled rather than a blocking flock, so that the wait can be told as it goes on.
+  while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
-    const int error = errno;
-    ::close(fd_);
-    fail("cannot lock the build folder '", build.string(), "': ", std::strerror(error));
+    if (errno != EWOULDBLOCK) {
+      const int error = errno;
+      ::close(fd_);
+      fail("cannot lock the build folder '", build.string(), "': ", std::strerror(error));
+    }
+    if (!said) {
+      std::cerr << kWho << ": waiting for another grading that uses the build folder '" << build.string()
+                << "' (one at a time; --submission-build gives this one a folder of its own)\n";
+      said = true;
+    } else if (steady_clock::now() >= remind_at) {
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(steady_clock::now() - start);
+      std::cerr << kWho << ": still waiting for the build folder '" << build.string() << "' (" << waited.count()
+                << " s so far)\n";
+      remind_at += remind_every;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 

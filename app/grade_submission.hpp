@@ -9,6 +9,7 @@
 // with this tree's skeleton of the lab in its place, and the grade scores each of its checks 0 with the reason
 // (GradeRequest::not_built). One grading at a time uses a build folder; another waits for it.
 #pragma once
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -49,11 +50,13 @@ void check_build_folder(const std::filesystem::path& build, const std::filesyste
 
 // One grading at a time per build folder (`build`, made if missing): held from construction to destruction, with
 // flock on the folder itself, so nothing is written into a folder not yet known to be a build of ours. Another
-// grading of the same folder waits, saying so on stderr; two would stage and build over each other, and each grade
-// what the other built.
+// grading of the same folder waits, saying so on stderr, and again every `remind_every` while it waits (a TA's
+// terminal shows it is waiting, not hung); two would stage and build over each other, and each grade what the other
+// built.
 class BuildFolderLock {
  public:
-  explicit BuildFolderLock(const std::filesystem::path& build);
+  explicit BuildFolderLock(const std::filesystem::path& build,
+                           std::chrono::milliseconds remind_every = std::chrono::seconds(30));
   ~BuildFolderLock();
   BuildFolderLock(const BuildFolderLock&) = delete;
   BuildFolderLock& operator=(const BuildFolderLock&) = delete;

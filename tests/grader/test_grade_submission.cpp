@@ -190,19 +190,25 @@ TEST_F(GradeSubmission, ABuildFolderThatIsNotOneOfOursIsRefusedUntouched) {
       << "a sibling whose name begins as the submission's";
 }
 
-// A second grading of one build folder waits until the first is done.
+// A second grading of one build folder waits until the first is done, saying so, and again while it waits.
 TEST_F(GradeSubmission, OneGradingAtATimeHoldsABuildFolder) {
   std::optional<app::BuildFolderLock> first(std::in_place, path("build"));
   std::atomic<bool> second_holds{false};
+  ::testing::internal::CaptureStderr();
   std::thread second([&] {
-    const app::BuildFolderLock lock(path("build"));
+    const app::BuildFolderLock lock(path("build"), std::chrono::milliseconds(100));
     second_holds = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
   EXPECT_FALSE(second_holds) << "two gradings hold one build folder";
   first.reset();
   second.join();
+  const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_TRUE(second_holds);
+  EXPECT_NE(said.find("waiting for another grading that uses the build folder"), std::string::npos) << said;
+  EXPECT_NE(said.find("still waiting for the build folder '" + path("build").string() + "' (0 s so far)"),
+            std::string::npos)
+      << said;
 }
 
 // A lab that did not build scores 0 in each of its checks, none run, with the reason, in the text and the gradebook.
