@@ -356,6 +356,8 @@ std::string_view check_end_name(CheckEnd end) {
     case CheckEnd::timed_out: return "timed out";
     case CheckEnd::not_built:
       return "not built";
+    case CheckEnd::uses_reference:
+      return "uses the reference";
   }
   return "?";
 }

@@ -19,8 +19,10 @@
 namespace fsdplab::grading {
 
 // not_built: never run, its task's code did not build into the graded fsdplab (grade --submission: GradeRequest).
-enum class CheckEnd { finished, threw, crashed, timed_out, not_built };
-std::string_view check_end_name(CheckEnd end);  // "finished", "threw", "crashed", "timed out", "not built"
+// uses_reference: never run, the student's task is a reference's class (grading.hpp, TaskGrade::uses_reference).
+enum class CheckEnd { finished, threw, crashed, timed_out, not_built, uses_reference };
+// "finished", "threw", "crashed", "timed out", "not built", "uses the reference"
+std::string_view check_end_name(CheckEnd end);
 
 // One check to run, with the tasks it grades.
 struct CheckJob {

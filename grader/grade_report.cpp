@@ -122,6 +122,11 @@ void print_grade(std::ostream& out, const GradeReport& report) {
           << "               every check scores 0; the rest was graded with this lab's skeleton in its place\n";
       continue;
     }
+    if (!t.uses_reference.empty()) {
+      out << "    REFERENCE  " << indented(t.uses_reference) << "\n"
+          << "               every check scores 0\n";
+      continue;
+    }
     // A task still at its skeleton: one line, not the same TODO under each of its checks (--json keeps them all).
     if (!t.checks.empty() && std::all_of(t.checks.begin(), t.checks.end(), [](const GradedCheck& g) {
           return g.earned == 0 && g.run.outcome.cause == kTodoLeft;
@@ -159,6 +164,7 @@ void write_grade_json(const std::filesystem::path& path, const GradeReport& repo
                            {"held_out_cases", subtotal_json({&t, 1}, true)},
                            {"checks", checks}};
     if (!t.not_built.empty()) task["not_built"] = t.not_built;
+    if (!t.uses_reference.empty()) task["uses_reference"] = t.uses_reference;
     // The student's file this fsdplab compiled and graded (a lab not built was graded as its skeleton: no hash).
     if (t.impl == "student" && t.not_built.empty()) task["sha256"] = std::string(student_file_sha256(t.task));
     tasks.push_back(std::move(task));

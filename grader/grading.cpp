@@ -17,15 +17,31 @@ std::vector<int> selected(const std::vector<int>& tasks) {
   return all;
 }
 
-// `task`'s checks (built-in, then the held-out cases of that task) for implementation `impl`, not run yet.
+// A student's task whose class is a reference's: a lab is graded on code of its own. Every check 0, none run.
+void score_uses_reference(TaskGrade& grade) {
+  const TaskInfo& info = task_info(grade.task);
+  grade.uses_reference = std::string(info.lab) + "/student.cpp hands the grader the reference's implementation (" +
+                         grade.where +
+                         "), not code of its own: it includes the reference's source, or returns the "
+                         "reference's task";
+  for (GradedCheck& g : grade.checks)
+    g.run = {CheckEnd::uses_reference,
+             CheckOutcome::fail("the lab's own implementation of " + std::string(info.interface), grade.uses_reference,
+                                "a lab is graded on the code it holds, not on the reference's")};
+}
+
+// `task`'s checks (built-in, then the held-out cases of that task) for implementation `impl`, not run yet; all
+// scored 0 already when a student's task is a reference's class.
 TaskGrade plan_task(int task, const std::string& impl, const std::vector<Check>& extra) {
   ImplChoice choice;
   choice.of[static_cast<std::size_t>(task - 1)] = impl;
-  TaskGrade grade{task, impl, tasks_for(choice).task(task).where(), {}};
+  const FsdpTask& implementation = tasks_for(choice).task(task);
+  TaskGrade grade{task, impl, implementation.where(), {}};
   std::vector<Check> checks = task_checks(task);
   for (const Check& c : extra)
     if (c.task == task) checks.push_back(c);
   for (Check& c : checks) grade.checks.push_back({std::move(c), {}, 0, ""});
+  if (impl == "student" && implementation.is_a_reference()) score_uses_reference(grade);
   return grade;
 }
 
@@ -121,6 +137,7 @@ GradeReport grade(const GradeRequest& request) {
       score_not_built(t, reason->second);
       continue;
     }
+    if (!t.uses_reference.empty()) continue;  // scored by plan_task
     add_jobs(t, request.seed, jobs);
     grades.push_back(&t);
   }

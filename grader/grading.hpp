@@ -44,6 +44,9 @@ struct TaskGrade {
   std::string where;  // the implementing class's file and line
   std::vector<GradedCheck> checks;
   std::string not_built;  // why its code did not build (GradeRequest::not_built); "" when it was graded
+  // Why a student's task was not graded although it built: its class is a reference's (a student.cpp that includes
+  // the reference's source, or returns reference_NAME()); "" otherwise. Its checks score 0 (CheckEnd::uses_reference).
+  std::string uses_reference;
   double earned() const;
   int possible() const;
 };

@@ -30,6 +30,9 @@ class FsdpTask {
   // build's folder for generated copies), and the line of the implementing class; a reference compiled in
   // another tree (a handout's, prebuilt) says its source is not in this one.
   std::string where() const;
+  // Whether the implementing class is a reference's (engine/fsdp/*_reference.cpp), wherever it was compiled: what
+  // the grader refuses as a student's own code.
+  bool is_a_reference() const;
 
  private:
   std::source_location origin_;

@@ -47,12 +47,16 @@ std::string_view tree_of(std::string_view file) { return file.substr(0, file.siz
 // A handout's references are object code (scripts/make_handout.sh), compiled in the course's tree, not the one
 // this file was: their source is not in the student's tree, which where() says instead of pointing at nothing.
 std::string FsdpTask::where() const {
-  const std::string_view file = origin_.file_name(), path = repository_path(file);
-  std::string at = std::string(path) + ":" + std::to_string(origin_.line());
-  const bool reference = path.starts_with("engine/fsdp/") && path.ends_with("_reference.cpp");
-  if (reference && tree_of(file) != tree_of(std::source_location::current().file_name()))
+  const std::string_view file = origin_.file_name();
+  std::string at = std::string(repository_path(file)) + ":" + std::to_string(origin_.line());
+  if (is_a_reference() && tree_of(file) != tree_of(std::source_location::current().file_name()))
     at += ", prebuilt: its source is not in this tree";
   return at;
+}
+
+bool FsdpTask::is_a_reference() const {
+  const std::string_view path = repository_path(origin_.file_name());
+  return path.starts_with("engine/fsdp/") && path.ends_with("_reference.cpp");
 }
 
 void todo(int task, std::string_view method, std::source_location where) {

@@ -100,6 +100,10 @@ TEST_P(SolvedLab, TrainsAsTheReferenceAndEqualToTheBaseline) {
     if (n == c.task) continue;
     EXPECT_EQ(&student.task(n), &reference.task(n)) << "task " << n;
   }
+  // The reference's code pasted into a lab is the lab's (what the grader grades); the reference's class is not
+  // (what it refuses as a student's: TaskGrade::uses_reference).
+  EXPECT_FALSE(student.task(c.task).is_a_reference()) << where;
+  EXPECT_TRUE(reference.task(c.task).is_a_reference()) << reference.task(c.task).where();
 
   const RunConfig run = gpt2_run(c.world, 12, 16, 3);  // 12 rows: 2, 3 and 4 ranks split them evenly
   const Trained baseline = train(run, nullptr, nullptr, path("baseline"));

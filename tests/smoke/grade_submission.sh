@@ -14,7 +14,8 @@
 #   4. a build folder holding someone's files is refused, and left as it was;
 #   5. the same labs returned without their labs/ level, or with it one folder down, are graded from where they
 #      are, saying so (no rebuild);
-#   6. a folder holding no lab file is refused, and its --json says it was not graded, and why.
+#   6. a folder holding no lab file is refused, and its --json says it was not graded, and why;
+#   7. a lab that returns the reference's task, and one that includes the reference's source, score 0, saying so.
 #   grade_submission.sh SOURCE_ROOT BUILD_DIR
 # The scratch folder is removed at the end (FSDPLAB_KEEP_SUBMISSION=1 keeps it).
 set -uo pipefail
@@ -141,4 +142,34 @@ grade = json.load(open(sys.argv[1]))
 assert grade["graded"] is False and "holds none of the 9 lab files" in grade["reason"], grade
 assert grade["submission"]["path"].endswith("returned/nobody"), grade["submission"]
 EOF
-echo "grade_submission: OK — built once, a lab that does not compile and one missing cost their tasks only, a fixed lab recompiled alone, the submission untouched, labs without their labs/ level graded, a refusal written to its JSON"
+# ---- 7. the reference handed over as a student's: its task scores 0 --------------------------------------------
+mallory="$scratch/returned/mallory"
+mkdir -p "$mallory/labs/02-flat-parameter" "$mallory/labs/05-sharded-optimizer"
+cat >"$mallory/labs/02-flat-parameter/student.cpp" <<'EOF'
+#include "engine/fsdp/flat_parameter.hpp"
+namespace fsdplab {
+const FlatParameterTask& student_flat_parameter() { return reference_flat_parameter(); }
+}  // namespace fsdplab
+EOF
+cat >"$mallory/labs/05-sharded-optimizer/student.cpp" <<'EOF'
+#include "engine/fsdp/sharded_optimizer_reference.cpp"
+namespace fsdplab {
+const ShardedOptimizerTask& student_sharded_optimizer() { return reference_sharded_optimizer(); }
+}  // namespace fsdplab
+EOF
+"$fsdplab" grade --submission "$mallory" --submission-build "$scratch/sb" --task 2 --task 5 --json "$scratch/mallory.json" \
+  >"$scratch/mallory.txt" 2>"$scratch/mallory.log" || { tail -n 40 "$scratch/mallory.log"; fail "mallory's labs were not graded"; }
+[[ "$(grep -E '^total: ' "$scratch/mallory.txt")" == "total: 0/"* ]] || { cat "$scratch/mallory.txt"; fail "the reference scored as a student's"; }
+for lab in 02-flat-parameter 05-sharded-optimizer; do
+  grep -q "REFERENCE  labs/$lab/student.cpp hands the grader the reference's implementation (engine/fsdp/[a-z_]*_reference.cpp:[0-9]*), not code of its own" \
+    "$scratch/mallory.txt" || { cat "$scratch/mallory.txt"; fail "lab $lab's reference was not named"; }
+done
+python3 - "$scratch/mallory.json" <<'EOF' || fail "the gradebook does not say mallory's labs are the reference's"
+import json, sys
+tasks = {t["task"]: t for t in json.load(open(sys.argv[1]))["tasks"]}
+for n in (2, 5):
+    assert tasks[n]["points"] == 0 and "hands the grader the reference's implementation" in tasks[n]["uses_reference"], tasks[n]
+    assert all(c["end"] == "uses the reference" for c in tasks[n]["checks"]), n
+EOF
+
+echo "grade_submission: OK — built once, a lab that does not compile and one missing cost their tasks only, a fixed lab recompiled alone, the submission untouched, labs without their labs/ level graded, a refusal written to its JSON, the reference handed over scored 0"
