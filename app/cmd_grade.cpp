@@ -12,12 +12,12 @@
 #include <map>
 #include <thread>
 
+#include "app/build_commit.hpp"
 #include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/fsdp_cli_options.hpp"
 #include "app/grade_submission.hpp"
 #include "app/report/markdown_table.hpp"
-#include "app/report/report_context.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/train/model_factory.hpp"
@@ -174,7 +174,7 @@ int run_grade(const GradeFlags& flags) {
   request.not_built = parse_not_built(flags.not_built);
   if (!flags.json.empty()) check_output_file(flags.json, "--json");
   grading::GradeReport report = grading::grade(request);
-  report.fsdplab_commit = report_git_commit();
+  report.fsdplab_commit = build_commit();
   if (!flags.graded_submission.empty())
     report.submission = grading::GradedSubmission{flags.graded_submission[0], flags.graded_submission[1]};
   grading::print_grade(std::cout, report);

@@ -23,6 +23,7 @@
 #include <system_error>
 #include <vector>
 
+#include "app/build_commit.hpp"
 #include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/report/markdown_table.hpp"
@@ -128,7 +129,7 @@ std::string header(const ReportContext& ctx, double seconds, const std::vector<F
   table.add_row({"Presets", "simulated times: " + device.name + " + " + link.name +
                                 " (the lab's two-GPU workstation) unless a section names another; memory in bytes, "
                                 "the same for every preset"});
-  table.add_row({"fsdplab commit", report_git_commit()});
+  table.add_row({"fsdplab commit", build_commit()});
   table.add_row({"Form", ctx.options.quick ? "quick (`--quick`): the same tables at smaller sizes, fewer steps and "
                                              "shorter sweeps; `fsdplab report` without it makes the full one"
                                            : "full"});

@@ -54,10 +54,9 @@ std::string report_end_to_end(ReportContext& ctx);    // end-to-end:    4.3
 std::string report_scaling(ReportContext& ctx);       // scaling:       4.4
 std::string report_hybrid(ReportContext& ctx);        // hybrid:        6.1, bonus task 8 on two nodes
 
-// The header's facts: this machine, the commit fsdplab was built from ("unknown" without git).
+// The header's facts about this machine (with the commit fsdplab was built from: build_commit.hpp).
 std::string report_hostname();
 std::string report_cpu();
-std::string report_git_commit();
 
 // The GPT-2 size and per-rank batch of the memory (4.1), trade-off (2.3-2.5) and end-to-end (4.3) tables: one
 // configuration measured three ways.

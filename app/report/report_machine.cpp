@@ -1,4 +1,4 @@
-// The report header's facts about where it ran: the host, its CPU, and the commit fsdplab was built from.
+// The report header's facts about where it ran: the host and its CPU.
 #include <unistd.h>
 
 #include <array>
@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "app/report/report_context.hpp"
-#include "report_git_commit.hpp"  // generated at build time by app/report/git_commit.cmake
 
 namespace fsdplab::app {
 
@@ -30,7 +29,5 @@ std::string report_cpu() {
   const unsigned threads = std::thread::hardware_concurrency();
   return threads ? model + " (" + std::to_string(threads) + " hardware threads)" : model;
 }
-
-std::string report_git_commit() { return FSDPLAB_GIT_COMMIT; }
 
 }  // namespace fsdplab::app
