@@ -305,7 +305,7 @@ void configure(const fs::path& source, const fs::path& course_build, const fs::p
   }
   const bool built_before = has_cache && fs::is_regular_file(build / "build.ninja", error);
   const std::optional<std::string> student_dir = has_cache ? cache_value(cache, "FSDPLAB_STUDENT_DIR") : std::nullopt;
-  if (same_folder(build, course_build) || (built_before && student_dir && same_folder(*student_dir, source / "labs"))) {
+  if (built_before && student_dir && same_folder(*student_dir, source / "labs")) {
     fail("the build folder '", build.string(), "' builds this tree's own labs ('", source.string(),
            "/labs'); the submission needs a build folder of its own (the default is submission-build beside app/)");
   }
@@ -395,16 +395,22 @@ void build_with_skeletons_for_failures(const fs::path& source, const fs::path& b
 }  // namespace
 
 // Refuses a build folder where a grading must write nothing: the submission itself or a folder inside it (nothing
-// in a submission is written), a file, or a folder holding files that no submission build made (neither a
-// CMakeCache.txt nor the staged labs a first build interrupted before it configured leaves). A new or empty folder
-// is fine. Checked before the lock, which makes the folder.
-void check_build_folder(const fs::path& build, const fs::path& submission) {
+// in a submission is written), the course's build (its labs and libraries are what the submission is graded
+// against), a file, or a folder holding files that no submission build made (neither a CMakeCache.txt nor the
+// staged labs a first build interrupted before it configured leaves). A new or empty folder is fine. Checked before
+// the lock, which makes the folder.
+void check_build_folder(const fs::path& build, const fs::path& submission, const fs::path& course_build) {
   std::error_code error;
   const fs::path inside = fs::weakly_canonical(build, error).lexically_relative(submission);
   if (!error && !inside.empty() && *inside.begin() != "..") {
     fail("--submission-build '", build.string(), "' is inside the submission '", submission.string(),
          "', where nothing is written; expected a folder outside it (--submission-build DIR; the default is "
          "submission-build beside this fsdplab's app/)");
+  }
+  if (same_folder(build, course_build)) {
+    fail("--submission-build '", build.string(), "' is the build of this fsdplab ('", course_build.string(),
+         "'), whose libraries and labs the submission is graded against; expected a folder of the submission's own "
+         "(the default is submission-build beside this fsdplab's app/). Nothing was written there");
   }
   const fs::file_status status = fs::status(build, error);
   if (!fs::exists(status)) return;
@@ -656,7 +662,7 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
                 << "'\n";
     const fs::path build = fs::absolute(build_dir).lexically_normal();
     const fs::path staging = build / kStagedLabs;
-    check_build_folder(build, checked.dir);
+    check_build_folder(build, checked.dir, FSDPLAB_BINARY_DIR);
     const BuildFolderLock lock(build);  // until this grade is done: its build is what it grades
     std::map<fs::path, std::string> not_built = checked.unusable;
     for (const auto& [file, reason] : not_built)

@@ -44,9 +44,11 @@ struct BuildFailures {
 BuildFailures build_failures(const std::vector<std::string>& lines, const std::filesystem::path& staging);
 
 // Refuses (an Error naming what was expected) a build folder where a grading must write nothing: `submission` (its
-// canonical path) or a folder inside it, a file, or a folder holding files no submission build made. A new or empty
-// folder, or one an earlier --submission built in, passes. Nothing is written.
-void check_build_folder(const std::filesystem::path& build, const std::filesystem::path& submission);
+// canonical path) or a folder inside it, `course_build` (the build whose libraries the submission links), a file,
+// or a folder holding files no submission build made. A new or empty folder, or one an earlier --submission built
+// in, passes. Nothing is written.
+void check_build_folder(const std::filesystem::path& build, const std::filesystem::path& submission,
+                        const std::filesystem::path& course_build);
 
 // One grading at a time per build folder (`build`, made if missing): held from construction to destruction, with
 // flock on the folder itself, so nothing is written into a folder not yet known to be a build of ours. Another

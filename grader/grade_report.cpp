@@ -52,6 +52,18 @@ std::string indented(const std::string& text) {
   return out;
 }
 
+// How the text and the JSON name a task whose checks were not run (TaskGrade::not_run): the text's label, the
+// JSON's key for the reason, and what the text adds to "every check scores 0".
+struct NotRunNames {
+  std::string_view label, json_key, rest;
+};
+
+NotRunNames names_of(CheckEnd end) {
+  if (end == CheckEnd::not_built)
+    return {"NOT BUILT", "not_built", "; the rest was graded with this lab's skeleton in its place"};
+  return {"REFERENCE", "uses_reference", ""};
+}
+
 // A task's diagnostics printed so far, (label, text) -> the check that printed it first: one mistake that fails
 // several checks (a race stops every training) is told once, and the later checks point at it.
 using Told = std::map<std::pair<std::string, std::string>, std::string>;
@@ -117,14 +129,10 @@ void print_grade(std::ostream& out, const GradeReport& report) {
     const TaskInfo& info = task_info(t.task);
     out << "\ntask " << t.task << (info.bonus ? " (bonus)" : "") << "  " << info.title << "   " << t.impl << ": "
         << t.where << "   " << points_text(t.earned(), t.possible()) << " points\n";
-    if (!t.not_built.empty()) {  // one line, not the same reason under each check
-      out << "    NOT BUILT  " << indented(t.not_built) << "\n"
-          << "               every check scores 0; the rest was graded with this lab's skeleton in its place\n";
-      continue;
-    }
-    if (!t.uses_reference.empty()) {
-      out << "    REFERENCE  " << indented(t.uses_reference) << "\n"
-          << "               every check scores 0\n";
+    if (t.not_run) {  // one line, not the same reason under each check
+      const NotRunNames names = names_of(t.not_run->end);
+      out << "    " << names.label << "  " << indented(t.not_run->reason) << "\n"
+          << "               every check scores 0" << names.rest << "\n";
       continue;
     }
     // A task still at its skeleton: one line, not the same TODO under each of its checks (--json keeps them all).
@@ -163,10 +171,10 @@ void write_grade_json(const std::filesystem::path& path, const GradeReport& repo
                            {"max", t.possible()},
                            {"held_out_cases", subtotal_json({&t, 1}, true)},
                            {"checks", checks}};
-    if (!t.not_built.empty()) task["not_built"] = t.not_built;
-    if (!t.uses_reference.empty()) task["uses_reference"] = t.uses_reference;
+    if (t.not_run) task[std::string(names_of(t.not_run->end).json_key)] = t.not_run->reason;
     // The student's file this fsdplab compiled and graded (a lab not built was graded as its skeleton: no hash).
-    if (t.impl == "student" && t.not_built.empty()) task["sha256"] = std::string(student_file_sha256(t.task));
+    const bool built = !t.not_run || t.not_run->end != CheckEnd::not_built;
+    if (t.impl == "student" && built) task["sha256"] = std::string(student_file_sha256(t.task));
     tasks.push_back(std::move(task));
   }
   nlohmann::json j = {{"graded", true},

@@ -17,17 +17,30 @@ std::vector<int> selected(const std::vector<int>& tasks) {
   return all;
 }
 
-// A student's task whose class is a reference's: a lab is graded on code of its own. Every check 0, none run.
+// Every check of `grade` scores 0 without running: `end` and `reason` say why (TaskGrade::not_run), `expected` what
+// running it needed, `cause` what stood in the way.
+void score_not_run(TaskGrade& grade, CheckEnd end, std::string reason, const std::string& expected,
+                   const std::string& cause) {
+  for (GradedCheck& g : grade.checks) g.run = {end, CheckOutcome::fail(expected, reason, cause)};
+  grade.not_run = NotRun{end, std::move(reason)};
+}
+
+// A student's task whose class is a reference's: a lab is graded on code of its own.
 void score_uses_reference(TaskGrade& grade) {
   const TaskInfo& info = task_info(grade.task);
-  grade.uses_reference = std::string(info.lab) + "/student.cpp hands the grader the reference's implementation (" +
-                         grade.where +
-                         "), not code of its own: it includes the reference's source, or returns the "
-                         "reference's task";
-  for (GradedCheck& g : grade.checks)
-    g.run = {CheckEnd::uses_reference,
-             CheckOutcome::fail("the lab's own implementation of " + std::string(info.interface), grade.uses_reference,
-                                "a lab is graded on the code it holds, not on the reference's")};
+  score_not_run(grade, CheckEnd::uses_reference,
+                std::string(info.lab) + "/student.cpp hands the grader the reference's implementation (" + grade.where +
+                    "), not code of its own: it includes the reference's source, or returns the reference's task",
+                "the lab's own implementation of " + std::string(info.interface),
+                "a lab is graded on the code it holds, not on the reference's");
+}
+
+// A task whose code did not build (no command to see it: there is no code).
+void score_not_built(TaskGrade& grade, const std::string& reason) {
+  // The class found is this tree's skeleton, built in the submission's place: not a file the submission holds.
+  grade.where = "not built (" + grade.where + ": this tree's skeleton, built in its place)";
+  score_not_run(grade, CheckEnd::not_built, reason, "the task's code built into the graded fsdplab",
+                "the rest was graded with this lab's untouched skeleton in its place");
 }
 
 // `task`'s checks (built-in, then the held-out cases of that task) for implementation `impl`, not run yet; all
@@ -80,17 +93,6 @@ void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, con
   }
 }
 
-// A task whose code did not build: every check 0, none run, each saying why (no command to see it: there is no code).
-void score_not_built(TaskGrade& grade, const std::string& reason) {
-  grade.not_built = reason;
-  // The class found is this tree's skeleton, built in the submission's place: not a file the submission holds.
-  grade.where = "not built (" + grade.where + ": this tree's skeleton, built in its place)";
-  for (GradedCheck& g : grade.checks)
-    g.run = {CheckEnd::not_built,
-             CheckOutcome::fail("the task's code built into the graded fsdplab", reason,
-                                "the rest was graded with this lab's untouched skeleton in its place")};
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -133,11 +135,9 @@ GradeReport grade(const GradeRequest& request) {
   std::vector<CheckJob> jobs;
   std::vector<TaskGrade*> grades;
   for (TaskGrade& t : report.tasks) {
-    if (const auto reason = request.not_built.find(t.task); reason != request.not_built.end()) {
+    if (const auto reason = request.not_built.find(t.task); reason != request.not_built.end())
       score_not_built(t, reason->second);
-      continue;
-    }
-    if (!t.uses_reference.empty()) continue;  // scored by plan_task
+    if (t.not_run) continue;  // scored already, here or by plan_task
     add_jobs(t, request.seed, jobs);
     grades.push_back(&t);
   }

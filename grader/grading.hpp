@@ -38,15 +38,21 @@ struct GradedCheck {
   std::string show;    // the dashboard command, with the graded --impl and the request's program
 };
 
+// Why a task's checks were not run (TaskGrade::not_run).
+struct NotRun {
+  CheckEnd end = CheckEnd::not_built;  // not_built or uses_reference
+  std::string reason;
+};
+
 struct TaskGrade {
   int task = 0;
   std::string impl;   // "student", "reference", "mutant:NAME"
   std::string where;  // the implementing class's file and line
   std::vector<GradedCheck> checks;
-  std::string not_built;  // why its code did not build (GradeRequest::not_built); "" when it was graded
-  // Why a student's task was not graded although it built: its class is a reference's (a student.cpp that includes
-  // the reference's source, or returns reference_NAME()); "" otherwise. Its checks score 0 (CheckEnd::uses_reference).
-  std::string uses_reference;
+  // Set when its checks were not run, each scoring 0 with this end and reason: the task's code did not build into
+  // this fsdplab (CheckEnd::not_built, GradeRequest::not_built), or a student's task is a reference's class (a
+  // student.cpp that includes the reference's source, or returns reference_NAME(): CheckEnd::uses_reference).
+  std::optional<NotRun> not_run;
   double earned() const;
   int possible() const;
 };

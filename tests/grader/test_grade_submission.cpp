@@ -157,14 +157,17 @@ TEST_F(GradeSubmission, WhatFailedIsReadFromTheBuildsOutput) {
 }
 
 // A build folder where a grading must write nothing is refused before anything is written there: the submission or a
-// folder inside it, a file, a folder holding someone's files. A new or empty folder, or an earlier submission
-// build (configured, or staged by a first build stopped before it configured), is taken.
+// folder inside it, the course's build, a file, a folder holding someone's files. A new or empty folder, or an earlier
+// submission build (configured, or staged by a first build stopped before it configured), is taken.
 TEST_F(GradeSubmission, ABuildFolderThatIsNotOneOfOursIsRefusedUntouched) {
   const fs::path submission = path("subs/hank");
   fs::create_directories(submission / "labs");
   const fs::path graded = fs::canonical(submission);
+  fs::create_directories(path("course-build"));
+  spit(path("course-build/CMakeCache.txt"), "");
+  const fs::path course = path("course-build");
   const auto refusal = [&](const fs::path& build) {
-    return testing::error_of([&] { app::check_build_folder(build, graded); });
+    return testing::error_of([&] { app::check_build_folder(build, graded, course); });
   };
   EXPECT_TRUE(testing::contains(refusal(submission), "is inside the submission")) << refusal(submission);
   EXPECT_TRUE(testing::contains(refusal(submission / "build"), "is inside the submission"));
@@ -176,17 +179,20 @@ TEST_F(GradeSubmission, ABuildFolderThatIsNotOneOfOursIsRefusedUntouched) {
   EXPECT_TRUE(testing::contains(refusal(path("notes")), "holds files and is not a submission's build"));
   EXPECT_EQ(slurp(path("notes/notes.txt")), "mine");
   EXPECT_EQ(std::distance(fs::directory_iterator(path("notes")), fs::directory_iterator()), 1);
+  EXPECT_TRUE(testing::contains(refusal(course), "is the build of this fsdplab")) << refusal(course);
+  EXPECT_TRUE(testing::contains(refusal(path("course-build/../course-build")), "is the build of this fsdplab"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(course), fs::directory_iterator()), 1);
 
-  EXPECT_NO_THROW(app::check_build_folder(path("new"), graded));
+  EXPECT_NO_THROW(app::check_build_folder(path("new"), graded, course));
   EXPECT_FALSE(fs::exists(path("new")));
   fs::create_directories(path("empty"));
-  EXPECT_NO_THROW(app::check_build_folder(path("empty"), graded));
+  EXPECT_NO_THROW(app::check_build_folder(path("empty"), graded, course));
   fs::create_directories(path("configured"));
   spit(path("configured/CMakeCache.txt"), "");
-  EXPECT_NO_THROW(app::check_build_folder(path("configured"), graded));
+  EXPECT_NO_THROW(app::check_build_folder(path("configured"), graded, course));
   fs::create_directories(path("staged/submission/labs"));
-  EXPECT_NO_THROW(app::check_build_folder(path("staged"), graded));
-  EXPECT_NO_THROW(app::check_build_folder(path("subs/hank-build"), graded))
+  EXPECT_NO_THROW(app::check_build_folder(path("staged"), graded, course));
+  EXPECT_NO_THROW(app::check_build_folder(path("subs/hank-build"), graded, course))
       << "a sibling whose name begins as the submission's";
 }
 

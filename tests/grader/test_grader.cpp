@@ -834,7 +834,8 @@ TEST(GradeReport, TheJsonRecordsTheCommitTheFilesGradedAndTheHeldOutPointsApart)
                           "student",
                           "labs/03-forward/student.cpp:1",
                           {graded("reshard", 4, 4), graded("case:W5 grad_op", 2, 0.5), graded("gather", 3, 1.25)}});
-  report.tasks.push_back({4, "student", "not built", {graded("grad", 5, 0)}, "labs/04-backward/student.cpp: missing"});
+  report.tasks.push_back({4, "student", "not built", {graded("grad", 5, 0)},
+                          NotRun{CheckEnd::not_built, "labs/04-backward/student.cpp: missing"}});
   report.tasks.push_back({5, "reference", "engine/fsdp/sharded_optimizer_reference.cpp:1", {graded("step", 2, 2)}});
   const std::filesystem::path path = std::filesystem::path(::testing::TempDir()) / "gradebook.json";
   write_grade_json(path, report);
@@ -852,6 +853,8 @@ TEST(GradeReport, TheJsonRecordsTheCommitTheFilesGradedAndTheHeldOutPointsApart)
   ASSERT_EQ(skeleton.size(), 64u) << "sha256sum did not run";
   EXPECT_EQ(j["tasks"][0]["sha256"], skeleton);
   EXPECT_FALSE(j["tasks"][1].contains("sha256")) << "a lab not built was graded as its skeleton";
+  EXPECT_EQ(j["tasks"][1]["not_built"], "labs/04-backward/student.cpp: missing");
+  EXPECT_FALSE(j["tasks"][1].contains("uses_reference"));
   EXPECT_FALSE(j["tasks"][2].contains("sha256")) << "a reference is no student's file";
   EXPECT_NE(student_file_sha256(4), student_file_sha256(3)) << "each lab's own file";
   EXPECT_EQ(student_file_sha256(10), "");
