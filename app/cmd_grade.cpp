@@ -200,7 +200,9 @@ void add_grade_command(CLI::App& app) {
       cmd->add_option("--impl", flags->impl,
                       "What to grade: student (default: labs/NN-*/student.cpp), reference, or per task, e.g. "
                       "3=student or 3=mutant:missing-wait (then only the tasks named are graded)");
-  cmd->add_option("--cases", flags->cases, "A folder of held-out cases (*.json, grader/grading_cases.hpp) graded too")
+  cmd->add_option("--cases", flags->cases,
+                  "A folder of held-out cases (*.json, grader/grading_cases.hpp) graded too; with --submission the "
+                  "text, the student's copy, names each case without its settings (the --json has them)")
       ->check(non_empty("a folder"));
   cmd->add_option("--json", flags->json, "Write the grade as JSON for a gradebook")->check(non_empty("a file"));
   cmd->add_option("--seed", flags->seed, "Seed of the models and data the checks train (default 0)")

@@ -74,10 +74,19 @@ void print_once(std::ostream& out, const char* label, const std::string& text, c
   out << "          " << label << (new_text ? indented(text) : "as " + first->second + "'s above") << "\n";
 }
 
-void print_check(std::ostream& out, const GradedCheck& g, Told& told) {
+// A check's line, and for one that lost points its diagnostic and "see it" command; a held-out case's settings
+// hidden (`hide_held_out`, a submission's text: [Note: held-out cases in the student's text]) leave only its name.
+void print_check(std::ostream& out, const GradedCheck& g, Told& told, bool hide_held_out) {
   const bool lost = g.earned < g.check.points;
-  out << "    " << (lost ? "LOST" : "pass") << "  " << std::left << std::setw(22) << g.check.id << " "
-      << std::setw(72) << g.check.title << " " << points_text(g.earned, g.check.points) << "\n";
+  const bool hidden = hide_held_out && g.check.is_held_out_case();
+  const std::string title =
+      hidden ? "held-out case '" + g.check.id.substr(kHeldOutCaseIdPrefix.size()) + "'" : g.check.title;
+  out << "    " << (lost ? "LOST" : "pass") << "  " << std::left << std::setw(22) << g.check.id << " " << std::setw(72)
+      << title << " " << points_text(g.earned, g.check.points) << "\n";
+  if (hidden) {
+    if (lost) out << "          its settings, diagnostic and command stay with the course\n";
+    return;
+  }
   if (lost) {
     out << "          expected  " << indented(g.run.outcome.expected) << "\n";
     print_once(out, "got       ", g.run.outcome.got, g.check.id, told);
@@ -102,6 +111,13 @@ nlohmann::json subtotal_json(std::span<const TaskGrade> tasks, bool held_out) {
   return {{"points", round_points(earned)}, {"max", possible}};
 }
 
+bool has_held_out_cases(const GradeReport& report) {
+  for (const TaskGrade& t : report.tasks)
+    for (const GradedCheck& g : t.checks)
+      if (g.check.is_held_out_case()) return true;
+  return false;
+}
+
 nlohmann::json check_json(const GradedCheck& g) {
   nlohmann::json budget = nlohmann::json::array();
   for (const BudgetLine& b : g.run.outcome.budget)
@@ -120,11 +136,20 @@ nlohmann::json check_json(const GradedCheck& g) {
 
 }  // namespace
 
+// [Note: held-out cases in the student's text]
+// A course's held-out cases (--cases) are configurations the public checks do not cover, kept from the students so
+// that code fitted to the public checks shows. A submission's text (`grade --submission`) goes back to its student,
+// so there a held-out case is its name, its points and whether it lost them: its title, diagnostic, budget and
+// "see it" command name its model, W, strategy and options. The JSON, the course's, keeps all of it.
 void print_grade(std::ostream& out, const GradeReport& report) {
   out << "fsdplab grade: --impl " << report.impl << ", seed " << report.seed
       << ", on the sim device (deterministic: the same code gets the same points everywhere)\n";
+  const bool hide_held_out = report.submission.has_value();
   if (report.submission)
     out << "submission: " << report.submission->path << " (each \"see it\" runs in the student's own tree)\n";
+  if (hide_held_out && has_held_out_cases(report))
+    out << "held-out cases: the course's own configurations, each named with its points (their settings are the "
+           "course's)\n";
   for (const TaskGrade& t : report.tasks) {
     const TaskInfo& info = task_info(t.task);
     out << "\ntask " << t.task << (info.bonus ? " (bonus)" : "") << "  " << info.title << "   " << t.impl << ": "
@@ -145,7 +170,7 @@ void print_grade(std::ostream& out, const GradeReport& report) {
       continue;
     }
     Told told;
-    for (const GradedCheck& g : t.checks) print_check(out, g, told);
+    for (const GradedCheck& g : t.checks) print_check(out, g, told, hide_held_out);
   }
   out << "\n";
   for (const TaskGrade& t : report.tasks)

@@ -244,6 +244,53 @@ TEST_F(GradeSubmission, ALabThatDidNotBuildScoresZeroWithItsReason) {
   EXPECT_EQ(grade["tasks"][0]["points"], 0);
 }
 
+// A submission's text goes back to its student: a held-out case there is its name and its points, not its settings,
+// diagnostic, budget or command ([Note: held-out cases in the student's text]); the gradebook keeps them. This
+// tree's own grade (a TA's, no submission) prints them.
+TEST_F(GradeSubmission, TheStudentsTextNamesAHeldOutCaseWithoutItsSettings) {
+  const auto graded = [](const std::string& id, const std::string& title, double earned) {
+    grading::Check check;
+    check.task = 3;
+    check.id = id;
+    check.title = title;
+    check.points = 5;
+    grading::CheckOutcome outcome =
+        earned < 5 ? grading::CheckOutcome::fail("equal to the baseline",
+                                                 "differs by 1e-2 (yours: fsdplab run --model llama --world 4)",
+                                                 "look for what depends on W")
+                   : grading::CheckOutcome{};
+    if (check.is_held_out_case()) outcome.budget = {{"all-gathers", 24, 24, ""}};
+    return grading::GradedCheck{
+        check, {grading::CheckEnd::finished, outcome}, earned, "build/app/fsdplab gui --model llama --world 4"};
+  };
+  grading::GradeReport report;
+  report.impl = "student";
+  report.tasks.push_back({3, "student", "labs/03-forward/student.cpp:10", {}});
+  report.tasks[0].checks = {graded("padding", "public check: gpt2 W=3", 5),
+                            graded("case:big one", "held-out case 'big one': llama W=4 full equals the baseline", 0),
+                            graded("case:small", "held-out case 'small': gpt2 W=2 hybrid equals the baseline", 5)};
+  report.submission = grading::GradedSubmission{"subs/carol", path("subs/carol").string()};
+  std::ostringstream text;
+  grading::print_grade(text, report);
+  for (const char* hidden : {"llama", "W=4", "--world 4", "differs by", "look for", "all-gathers", "hybrid"})
+    EXPECT_FALSE(testing::contains(text.str(), hidden)) << hidden << " in\n" << text.str();
+  EXPECT_TRUE(testing::contains(text.str(), "LOST  case:big one")) << text.str();
+  EXPECT_TRUE(testing::contains(text.str(), "held-out case 'big one'")) << text.str();
+  EXPECT_TRUE(testing::contains(text.str(), "its settings, diagnostic and command stay with the course"));
+  EXPECT_TRUE(testing::contains(text.str(), "pass  case:small")) << text.str();
+  EXPECT_TRUE(testing::contains(text.str(), "public check: gpt2 W=3")) << "a public check is shown whole";
+  grading::write_grade_json(path("grade.json"), report);
+  const nlohmann::json grade = nlohmann::json::parse(slurp(path("grade.json")));
+  EXPECT_EQ(grade["tasks"][0]["checks"][1]["title"], report.tasks[0].checks[1].check.title);
+  EXPECT_EQ(grade["tasks"][0]["checks"][1]["show"], "build/app/fsdplab gui --model llama --world 4");
+
+  report.submission.reset();
+  std::ostringstream own;
+  grading::print_grade(own, report);
+  EXPECT_TRUE(testing::contains(own.str(), "held-out case 'big one': llama W=4 full")) << own.str();
+  EXPECT_TRUE(testing::contains(own.str(), "see it    build/app/fsdplab gui --model llama --world 4")) << own.str();
+}
+
 TEST_F(GradeSubmission, TheGradebookNamesTheSubmission) {
   grading::GradeReport report;
   report.impl = "student";

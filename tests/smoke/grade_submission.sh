@@ -9,7 +9,8 @@
 #      gives the SHA-256 of the lab file graded (the one returned);
 #   2. lab 03 fixed, unpacked with a time older than the first build's (as tar and cp -p keep them), and
 #      BUILD_DIR's settings written since: the second build configures again, recompiles that one file, nothing of
-#      the engine, and task 3 earns every point;
+#      the engine, and task 3 earns every point, the course's example held-out case too: the text, the student's,
+#      names that case without its settings, which the JSON keeps;
 #   3. the submission folder is as it was: nothing written there;
 #   4. a build folder holding someone's files is refused, and left as it was;
 #   5. the same labs returned without their labs/ level, or with it one folder down, are graded from where they
@@ -91,8 +92,9 @@ as_student 2 "$broken"
 touch -d "2001-01-01" "$broken"
 touch "$build/fsdplab-submission-settings.cmake"  # as when BUILD_DIR is configured again
 start=$(date +%s)
-"$fsdplab" grade --submission "$sub" --submission-build "$scratch/sb" --task 3 >"$scratch/second.txt" \
-  2>"$scratch/second.log" || { tail -n 40 "$scratch/second.log"; fail "the second grading exited with $?"; }
+"$fsdplab" grade --submission "$sub" --submission-build "$scratch/sb" --task 3 --cases "$root/grader/cases/example" \
+  --json "$scratch/second.json" >"$scratch/second.txt" 2>"$scratch/second.log" ||
+  { tail -n 40 "$scratch/second.log"; fail "the second grading exited with $?"; }
 log "second build and grade in $(($(date +%s) - start)) s"
 grep -q "configuring '$scratch/sb' again, to link the libraries of '$build'" "$scratch/second.log" ||
   fail "the build's settings changed and the submission's build was not configured again: $(head -n 5 "$scratch/second.log")"
@@ -101,7 +103,16 @@ grep -q "03-forward/student.cpp.o" "$scratch/second.log" || fail "the fixed lab 
 ! grep -q "Building CXX object engine/" "$scratch/second.log" ||
   fail "the second submission recompiled the engine: $(grep -m 3 'Building CXX object engine/' "$scratch/second.log")"
 total="$(grep -E '^total: ' "$scratch/second.txt")"
-[[ "$total" == "total: 13/13 points"* ]] || { cat "$scratch/second.txt"; fail "expected task 3's 13 of 13 points; got '$total'"; }
+[[ "$total" == "total: 15/15 points"* ]] ||
+  { cat "$scratch/second.txt"; fail "expected task 3's 13 of 13 points and the held-out case's 2; got '$total'"; }
+grep -qE "^    pass  case:W5 grad_op +held-out case 'W5 grad_op' +2/2$" "$scratch/second.txt" ||
+  { cat "$scratch/second.txt"; fail "the student's text does not name the held-out case with its points"; }
+! grep -n "W=5" "$scratch/second.txt" || fail "the student's text shows the held-out case's settings"
+python3 - "$scratch/second.json" <<'EOF' || fail "the JSON does not keep the held-out case's settings"
+import json, sys
+case = [c for c in json.load(open(sys.argv[1]))["tasks"][0]["checks"] if c["check"] == "case:W5 grad_op"][0]
+assert "gpt2 W=5 grad_op" in case["title"] and "--world 5" in case["show"], case
+EOF
 
 # ---- 3. nothing was written into the submission -----------------------------------------------------------
 touch -d "2001-01-01" "$broken"  # the test's own edit above, not the grader's
