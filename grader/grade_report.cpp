@@ -96,26 +96,30 @@ void print_check(std::ostream& out, const GradedCheck& g, Told& told, bool hide_
   if (!g.run.outcome.budget.empty()) out << "          budget    " << budget_text(g.run.outcome.budget) << "\n";
 }
 
-// {"points", "max"} over the checks of `tasks` that are (or are not) a course's held-out cases: a gradebook weighs
-// the public checks and the held-out ones apart.
-nlohmann::json subtotal_json(std::span<const TaskGrade> tasks, bool held_out) {
+// The checks of `tasks` that are (or are not) a course's held-out cases, and their points: a gradebook weighs the
+// public checks and the held-out ones apart ({"points", "max"}), and a submission's text says when it has any.
+struct Subtotal {
+  int checks = 0;
   double earned = 0;
   int possible = 0;
+};
+
+Subtotal subtotal(std::span<const TaskGrade> tasks, bool held_out) {
+  Subtotal sum;
   for (const TaskGrade& t : tasks) {
     for (const GradedCheck& g : t.checks) {
       if (g.check.is_held_out_case() != held_out) continue;
-      earned += g.earned;
-      possible += g.check.points;
+      ++sum.checks;
+      sum.earned += g.earned;
+      sum.possible += g.check.points;
     }
   }
-  return {{"points", round_points(earned)}, {"max", possible}};
+  return sum;
 }
 
-bool has_held_out_cases(const GradeReport& report) {
-  for (const TaskGrade& t : report.tasks)
-    for (const GradedCheck& g : t.checks)
-      if (g.check.is_held_out_case()) return true;
-  return false;
+nlohmann::json subtotal_json(std::span<const TaskGrade> tasks, bool held_out) {
+  const Subtotal sum = subtotal(tasks, held_out);
+  return {{"points", round_points(sum.earned)}, {"max", sum.possible}};
 }
 
 nlohmann::json check_json(const GradedCheck& g) {
@@ -147,7 +151,7 @@ void print_grade(std::ostream& out, const GradeReport& report) {
   const bool hide_held_out = report.submission.has_value();
   if (report.submission)
     out << "submission: " << report.submission->path << " (each \"see it\" runs in the student's own tree)\n";
-  if (hide_held_out && has_held_out_cases(report))
+  if (hide_held_out && subtotal(report.tasks, true).checks > 0)
     out << "held-out cases: the course's own configurations, each named with its points (their settings are the "
            "course's)\n";
   for (const TaskGrade& t : report.tasks) {
