@@ -1,4 +1,4 @@
-# kernels_on_cpu.cmake — rewrites a .cu file into C++ that runs on CPU threads (cuda_threads_on_cpu.hpp):
+# kernels_on_cpu.cmake — rewrites a .cu file into C++ that runs on the CPU (cuda_threads_on_cpu.hpp):
 #   cmake -DIN=kernels.cu -DOUT=kernels_on_cpu.inc -P kernels_on_cpu.cmake
 # Two things are not C++: a kernel's `extern __shared__` array (of any element type) becomes a pointer to the
 # running block's shared memory, and `kernel<<<grid, block, bytes, stream>>>(args)` (or `kernel<T><<<...`) becomes

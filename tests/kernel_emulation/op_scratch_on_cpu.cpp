@@ -1,4 +1,4 @@
-// cuda::op_scratch for kernels run on CPU threads: plain host memory, alive until the process ends. Its bytes
+// cuda::op_scratch for kernels run on the CPU: plain host memory, alive until the process ends. Its bytes
 // start as 0xff, which read as NaN in f32 and bf16, so a kernel that reads scratch it never wrote shows.
 #include "engine/cuda/op_scratch.hpp"
 

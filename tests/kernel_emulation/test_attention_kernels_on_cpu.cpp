@@ -1,4 +1,4 @@
-// The exact attention kernels' own source (engine/cuda/attention_kernels.cu), run on CPU threads by
+// The exact attention kernels' own source (engine/cuda/attention_kernels.cu), run on the CPU by
 // cuda_threads_on_cpu.hpp, against the plain double-precision reference (tests/reference/causal_attention.hpp):
 // every CI run, with no GPU, executes the kernels' tiles, partial tiles, diagonal masks, softmax and both
 // backward kernels with the row sums the second reads from the first's scratch (whose 0xff bytes read as NaN

@@ -1,4 +1,4 @@
-// The flash attention kernels' own source (engine/cuda/flash_attention_kernels.cu), run on CPU threads by
+// The flash attention kernels' own source (engine/cuda/flash_attention_kernels.cu), run on the CPU by
 // cuda_threads_on_cpu.hpp, against the host body the sim device runs (flash_attention_host.hpp), in bf16 and in
 // f32: every CI run, with no GPU, executes the kernels' index arithmetic, masks, partial tiles, zero-padded head
 // dimensions, both load paths and their barriers (ThreadSanitizer watches those under the tsan preset). The

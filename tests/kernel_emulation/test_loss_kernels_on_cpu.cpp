@@ -1,4 +1,4 @@
-// The loss kernels' own source (engine/cuda/loss_kernels.cu), run on CPU threads by cuda_threads_on_cpu.hpp: the
+// The loss kernels' own source (engine/cuda/loss_kernels.cu), run on the CPU by cuda_threads_on_cpu.hpp: the
 // cross-entropy over a padded vocabulary ([Note: the padded vocabulary] in engine/nn/gpt2_model.hpp), whose rows
 // are `stride` apart with V classes each, against a plain reference in double. The padding columns of the logits
 // hold NaN: a kernel that read one would carry it into the loss or the gradient. The backward writes its gradient

@@ -1,4 +1,4 @@
-// The GEMM epilogue kernel's own source (engine/cuda/matmul_kernels.cu), run on CPU threads by
+// The GEMM epilogue kernel's own source (engine/cuda/matmul_kernels.cu), run on the CPU by
 // cuda_threads_on_cpu.hpp: the kernel the cuda device runs after an f32 product where cuBLASLt has no algorithm
 // for the epilogue, bit for bit against MatmulEpilogue's formulas written as a plain loop (the host body's).
 #include "cuda_threads_on_cpu.hpp"

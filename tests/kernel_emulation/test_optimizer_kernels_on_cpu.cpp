@@ -1,4 +1,4 @@
-// The optimizer kernels' own source (engine/cuda/optimizer_kernels.cu), run on CPU threads by
+// The optimizer kernels' own source (engine/cuda/optimizer_kernels.cu), run on the CPU by
 // cuda_threads_on_cpu.hpp: the multi-tensor AdamW launch finds each block's parameter and chunk from the chunks'
 // running sums, over parameters of every size, more of them than one launch takes. Each element must come out
 // as the plain loop below computes it, bit for bit (the kernel's rounded intrinsics are the host's operations).

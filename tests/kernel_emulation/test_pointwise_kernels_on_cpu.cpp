@@ -1,4 +1,4 @@
-// The pointwise kernels' own source (engine/cuda/pointwise_kernels.cu), run on CPU threads by
+// The pointwise kernels' own source (engine/cuda/pointwise_kernels.cu), run on the CPU by
 // cuda_threads_on_cpu.hpp: bias_add against a plain loop, the in-place GELU backward bit for bit against
 // gelu_backward into zeros, and Llama's backward kernels (SwiGLU's gate, the rotary embedding, the qkv
 // packing), which write every element of their gradients: those start as NaN here.

@@ -1,4 +1,4 @@
-// The row kernels' own source (engine/cuda/row_kernels.cu), run on CPU threads by cuda_threads_on_cpu.hpp:
+// The row kernels' own source (engine/cuda/row_kernels.cu), run on the CPU by cuda_threads_on_cpu.hpp:
 // layernorm's and rmsnorm's backwards into a gradient that is not zero, bit for bit against the backward into
 // zeros and the add kernel (emulated in test_pointwise_kernels_on_cpu.cpp's translation unit, called through its
 // header); the column sums of the bias and norm weight gradients, in chunks whose sums live in op scratch (whose

@@ -1,4 +1,4 @@
-// cuda_bf16.h for kernels run on CPU threads (tests/kernel_emulation): bf16 as its bits, converted as CUDA
+// cuda_bf16.h for kernels run on the CPU (tests/kernel_emulation): bf16 as its bits, converted as CUDA
 // converts (round to nearest even; NaN stays NaN).
 #pragma once
 #include <cmath>

@@ -1,4 +1,4 @@
-// cuda_runtime.h for kernels run on CPU threads (tests/kernel_emulation): only what the emulated kernels'
+// cuda_runtime.h for kernels run on the CPU (tests/kernel_emulation): only what the emulated kernels'
 // launchers call. The shared-memory opt-in limit is an H100's, so the launchers take the path they take there,
 // unless a test picks GPU 1, a workstation GPU (sm_86 or sm_89: RTX 3090, RTX 4090) with 99 KiB a block. The
 // occupancy calculator's SM is an H100's, whose limit here is its shared memory alone: a kernel's registers are

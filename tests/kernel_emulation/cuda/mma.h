@@ -1,4 +1,4 @@
-// mma.h for kernels run on CPU threads (tests/kernel_emulation): nvcuda::wmma's bf16 m16n16k16 fragments by
+// mma.h for kernels run on the CPU (tests/kernel_emulation): nvcuda::wmma's bf16 m16n16k16 fragments by
 // their documented semantics. An operand fragment (matrix_a, matrix_b) holds its whole 16 x 16 matrix in every
 // lane. An accumulator is spread over the warp as on a GPU, num_elements = 8 a lane, in an order wmma does not
 // promise, so this one is deliberately scrambled (element_of): a kernel that assumes which of a lane's elements
