@@ -72,6 +72,8 @@ struct CheckContext {
 
 // The id of a course's held-out case begins with this ("case:W5 grad_op"), a built-in check's never does.
 inline constexpr std::string_view kHeldOutCaseIdPrefix = "case:";
+// How a held-out case's check title begins ("held-out case 'W5 grad_op'"): all that a student's text shows of it.
+inline std::string held_out_case_title(std::string_view name) { return "held-out case '" + std::string(name) + "'"; }
 
 struct Check {
   int task = 0;

@@ -80,7 +80,7 @@ void print_check(std::ostream& out, const GradedCheck& g, Told& told, bool hide_
   const bool lost = g.earned < g.check.points;
   const bool hidden = hide_held_out && g.check.is_held_out_case();
   const std::string title =
-      hidden ? "held-out case '" + g.check.id.substr(kHeldOutCaseIdPrefix.size()) + "'" : g.check.title;
+      hidden ? held_out_case_title(std::string_view(g.check.id).substr(kHeldOutCaseIdPrefix.size())) : g.check.title;
   out << "    " << (lost ? "LOST" : "pass") << "  " << std::left << std::setw(22) << g.check.id << " " << std::setw(72)
       << title << " " << points_text(g.earned, g.check.points) << "\n";
   if (hidden) {

@@ -165,7 +165,7 @@ Check load_case(const fs::path& file) {
     throw bad("a task 9 case without \"offload\": true never calls task 9 (CPU offload); expected \"offload\": true");
   c.tolerance = get("tolerance", c.tolerance);
   if (!(c.tolerance > 0)) throw bad("\"tolerance\" must be above 0");
-  const std::string title = "held-out case '" + c.name + "': " + c.run.model + " W=" + std::to_string(c.run.world) +
+  const std::string title = held_out_case_title(c.name) + ": " + c.run.model + " W=" + std::to_string(c.run.world) +
                             " " + std::string(strategy_name(c.options.strategy)) + " equals the single-rank baseline";
   // A race the detector stopped is named as one: its two ops are in "got", and the fix is an ordering, not arithmetic.
   const DifferenceCause race = [](const CheckContext&, const GradeCase&, const GradedRun& graded, const GradedRun&,
