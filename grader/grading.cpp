@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/runtime/error.hpp"
+#include "engine/runtime/input_file.hpp"
 #include "grader/check_catalog.hpp"
+#include "grader/reference_use.hpp"
 #include "labs/student_tasks.hpp"
 
 namespace fsdplab::grading {
@@ -25,14 +28,30 @@ void score_not_run(TaskGrade& grade, CheckEnd end, std::string reason, const std
   grade.not_run = NotRun{end, std::move(reason)};
 }
 
-// A student's task whose class is a reference's: a lab is graded on code of its own.
-void score_uses_reference(TaskGrade& grade) {
+// A student's task that is the reference's work, `how` said: a lab is graded on code of its own.
+void score_uses_reference(TaskGrade& grade, const std::string& how) {
   const TaskInfo& info = task_info(grade.task);
   score_not_run(grade, CheckEnd::uses_reference,
                 std::string(info.lab) + "/student.cpp hands the grader the reference's implementation (" + grade.where +
-                    "), not code of its own: it includes the reference's source, or returns the reference's task",
+                    "), not code of its own: " + how,
                 "the lab's own implementation of " + std::string(info.interface),
                 "a lab is graded on the code it holds, not on the reference's");
+}
+
+// How a student's `implementation` of `task` is the reference's work, if it is: its class is the reference's,
+// or its source (the file its class was compiled from) calls the reference's. A source that cannot be read (a
+// binary moved away from its build) is not judged.
+std::optional<std::string> reference_work(int task, const FsdpTask& implementation) {
+  if (implementation.is_a_reference()) return "it includes the reference's source, or returns the reference's task";
+  std::string source;
+  try {
+    source = read_input_file(implementation.origin().file_name(), "the lab's source", 16u << 20);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  const std::optional<std::string> named = names_its_reference(task, source);
+  if (!named) return std::nullopt;
+  return *named + ", which returns the reference's implementation, whose work the lab's class hands on";
 }
 
 // A task whose code did not build (no command to see it: there is no code).
@@ -54,7 +73,9 @@ TaskGrade plan_task(int task, const std::string& impl, const std::vector<Check>&
   for (const Check& c : extra)
     if (c.task == task) checks.push_back(c);
   for (Check& c : checks) grade.checks.push_back({std::move(c), {}, 0, ""});
-  if (impl == "student" && implementation.is_a_reference()) score_uses_reference(grade);
+  if (impl == "student") {
+    if (const std::optional<std::string> how = reference_work(task, implementation)) score_uses_reference(grade, *how);
+  }
   return grade;
 }
 

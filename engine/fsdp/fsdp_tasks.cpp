@@ -11,15 +11,21 @@ namespace fsdplab {
 namespace {
 
 constexpr std::array<TaskInfo, kTaskCount> kTasks{{
-    {1, "MetaInitTask", "labs/01-meta-init", "meta init: materialise only this rank's shard"},
-    {2, "FlatParameterTask", "labs/02-flat-parameter", "FlatParameter: flatten, pad, shard, view"},
-    {3, "ForwardTask", "labs/03-forward", "forward: all-gather before, free after"},
-    {4, "BackwardTask", "labs/04-backward", "backward: gradients reduce-scattered into the shard"},
-    {5, "ShardedOptimizerTask", "labs/05-sharded-optimizer", "sharded optimizer: step the shard only"},
-    {6, "OverlapTask", "labs/06-prefetch-overlap", "prefetch and overlap: streams, events, memory"},
-    {7, "IntegrationTask", "labs/07-integration", "integration: a model as nested units"},
-    {8, "HybridShardTask", "labs/08-hybrid-shard", "hybrid shard: shard in a group, replicate across", true},
-    {9, "CpuOffloadTask", "labs/09-cpu-offload", "CPU offload: shards and the optimizer on the host", true},
+    {1, "MetaInitTask", "reference_meta_init", "labs/01-meta-init", "meta init: materialise only this rank's shard"},
+    {2, "FlatParameterTask", "reference_flat_parameter", "labs/02-flat-parameter",
+     "FlatParameter: flatten, pad, shard, view"},
+    {3, "ForwardTask", "reference_forward", "labs/03-forward", "forward: all-gather before, free after"},
+    {4, "BackwardTask", "reference_backward", "labs/04-backward",
+     "backward: gradients reduce-scattered into the shard"},
+    {5, "ShardedOptimizerTask", "reference_sharded_optimizer", "labs/05-sharded-optimizer",
+     "sharded optimizer: step the shard only"},
+    {6, "OverlapTask", "reference_overlap", "labs/06-prefetch-overlap",
+     "prefetch and overlap: streams, events, memory"},
+    {7, "IntegrationTask", "reference_integration", "labs/07-integration", "integration: a model as nested units"},
+    {8, "HybridShardTask", "reference_hybrid_shard", "labs/08-hybrid-shard",
+     "hybrid shard: shard in a group, replicate across", true},
+    {9, "CpuOffloadTask", "reference_cpu_offload", "labs/09-cpu-offload",
+     "CPU offload: shards and the optimizer on the host", true},
 }};
 
 void check_number(int number) {

@@ -55,6 +55,7 @@ constexpr int kTaskCount = 9;
 struct TaskInfo {
   int number;
   std::string_view interface;  // "ForwardTask"
+  std::string_view reference;  // "reference_forward": the function that returns the reference's implementation
   std::string_view lab;        // "labs/03-forward"
   std::string_view title;      // "forward: all-gather before, free after"
   bool bonus = false;          // tasks 8 and 9: beyond the assignment's seven, graded as extra credit

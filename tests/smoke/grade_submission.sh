@@ -16,7 +16,8 @@
 #   5. the same labs returned without their labs/ level, or with it one folder down, are graded from where they
 #      are, saying so (no rebuild);
 #   6. a folder holding no lab file is refused, and its --json says it was not graded, and why;
-#   7. a lab that returns the reference's task, and one that includes the reference's source, score 0, saying so.
+#   7. a lab that returns the reference's task, one that includes the reference's source, and one whose class of its
+#      own calls the reference's, score 0, saying so.
 #   grade_submission.sh SOURCE_ROOT BUILD_DIR
 # The scratch folder is removed at the end (FSDPLAB_KEEP_SUBMISSION=1 keeps it).
 set -uo pipefail
@@ -155,7 +156,23 @@ assert grade["submission"]["path"].endswith("returned/nobody"), grade["submissio
 EOF
 # ---- 7. the reference handed over as a student's: its task scores 0 --------------------------------------------
 mallory="$scratch/returned/mallory"
-mkdir -p "$mallory/labs/02-flat-parameter" "$mallory/labs/05-sharded-optimizer"
+mkdir -p "$mallory/labs/01-meta-init" "$mallory/labs/02-flat-parameter" "$mallory/labs/05-sharded-optimizer"
+cat >"$mallory/labs/01-meta-init/student.cpp" <<'EOF'
+#include "engine/fsdp/meta_init.hpp"
+namespace fsdplab {
+namespace {
+class Mine final : public MetaInitTask {
+  void init_shard(std::span<const ShardSlice> s, const Tensor& shard, std::uint64_t seed) const override {
+    reference_meta_init().init_shard(s, shard, seed);
+  }
+};
+}  // namespace
+const MetaInitTask& student_meta_init() {
+  static const Mine mine;
+  return mine;
+}
+}  // namespace fsdplab
+EOF
 cat >"$mallory/labs/02-flat-parameter/student.cpp" <<'EOF'
 #include "engine/fsdp/flat_parameter.hpp"
 namespace fsdplab {
@@ -168,17 +185,19 @@ namespace fsdplab {
 const ShardedOptimizerTask& student_sharded_optimizer() { return reference_sharded_optimizer(); }
 }  // namespace fsdplab
 EOF
-"$fsdplab" grade --submission "$mallory" --submission-build "$scratch/sb" --task 2 --task 5 --json "$scratch/mallory.json" \
+"$fsdplab" grade --submission "$mallory" --submission-build "$scratch/sb" --task 1 --task 2 --task 5 --json "$scratch/mallory.json" \
   >"$scratch/mallory.txt" 2>"$scratch/mallory.log" || { tail -n 40 "$scratch/mallory.log"; fail "mallory's labs were not graded"; }
 [[ "$(grep -E '^total: ' "$scratch/mallory.txt")" == "total: 0/"* ]] || { cat "$scratch/mallory.txt"; fail "the reference scored as a student's"; }
 for lab in 02-flat-parameter 05-sharded-optimizer; do
   grep -q "REFERENCE  labs/$lab/student.cpp hands the grader the reference's implementation (engine/fsdp/[a-z_]*_reference.cpp:[0-9]*), not code of its own" \
     "$scratch/mallory.txt" || { cat "$scratch/mallory.txt"; fail "lab $lab's reference was not named"; }
 done
+grep -q "REFERENCE  labs/01-meta-init/student.cpp hands the grader the reference's implementation (labs/01-meta-init/student.cpp:[0-9]*), not code of its own: line 6 names reference_meta_init()" \
+  "$scratch/mallory.txt" || { cat "$scratch/mallory.txt"; fail "lab 01's class calling the reference's was not named"; }
 python3 - "$scratch/mallory.json" <<'EOF' || fail "the gradebook does not say mallory's labs are the reference's"
 import json, sys
 tasks = {t["task"]: t for t in json.load(open(sys.argv[1]))["tasks"]}
-for n in (2, 5):
+for n in (1, 2, 5):
     assert tasks[n]["points"] == 0 and "hands the grader the reference's implementation" in tasks[n]["uses_reference"], tasks[n]
     assert all(c["end"] == "uses the reference" for c in tasks[n]["checks"]), n
 EOF
