@@ -45,6 +45,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -114,13 +115,12 @@ inline void tsan_acquire(const void* address) {
 struct Fiber {
   enum State { kNotStarted, kRunnable, kWaiting, kEnded };
   ucontext_t context{};
-  char* stack = nullptr;  // its thread_slot's
   dim3 thread_index, block_index;
   std::atomic<State> state{kNotStarted};
   std::atomic<const struct Barrier*> waiting_at{nullptr};
   std::atomic<unsigned long long> waiting_phase{0};
   std::atomic<unsigned long long> block_number{0};  // block_index as the host may read it, for a deadlock's message
-  void* tsan_fiber = nullptr;                       // its thread_slot's
+  const struct ThreadSlot* slot = nullptr;          // its stack, and TSan's state for it (thread_slot)
   void* asan_fake_stack = nullptr;
 };
 
@@ -134,7 +134,7 @@ struct ThreadSlot {
   void* tsan_fiber = nullptr;
 };
 inline const ThreadSlot& thread_slot(unsigned t) {
-  static std::vector<ThreadSlot> slots;
+  static std::deque<ThreadSlot> slots;  // a deque: a fiber keeps a slot's address while later ones are added
   while (slots.size() <= t) {
     void* mapping = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
@@ -190,10 +190,10 @@ inline void switch_to(Fiber& f) {
   const bool first = f.state.load(std::memory_order_relaxed) == Fiber::kNotStarted;
   f.state.store(Fiber::kRunnable, std::memory_order_relaxed);
 #if defined(__SANITIZE_THREAD__)
-  __tsan_switch_to_fiber(f.tsan_fiber, first ? 0 : __tsan_switch_to_fiber_no_sync);
+  __tsan_switch_to_fiber(f.slot->tsan_fiber, first ? 0 : __tsan_switch_to_fiber_no_sync);
 #endif
 #if defined(__SANITIZE_ADDRESS__)
-  __sanitizer_start_switch_fiber(&l.host_asan_fake_stack, f.stack, kStackBytes);
+  __sanitizer_start_switch_fiber(&l.host_asan_fake_stack, f.slot->stack, kStackBytes);
 #endif
   (void)first;
   swapcontext(&l.host_context, &f.context);
@@ -324,15 +324,13 @@ inline void start_fibers(Launch& l, dim3 block) {
   for (unsigned t = 0; t < threads; ++t) {
     auto f = std::make_unique<Fiber>();
     f->thread_index = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
-    const ThreadSlot& slot = thread_slot(t);
-    f->stack = slot.stack;
-    f->tsan_fiber = slot.tsan_fiber;
+    f->slot = &thread_slot(t);
 #if defined(__SANITIZE_ADDRESS__)
     // What an earlier launch's thread left poisoned on this stack (the frames it never returned from).
-    __asan_unpoison_memory_region(f->stack, kStackBytes);
+    __asan_unpoison_memory_region(f->slot->stack, kStackBytes);
 #endif
     fresh_context(f->context);
-    f->context.uc_stack.ss_sp = f->stack;
+    f->context.uc_stack.ss_sp = f->slot->stack;
     f->context.uc_stack.ss_size = kStackBytes;
     f->context.uc_link = nullptr;
     makecontext(&f->context, fiber_main, 0);
