@@ -94,10 +94,8 @@ std::vector<std::string> violations(const std::string& text, int task, const std
 
 using Found = std::vector<std::string>;
 
-// "forward_reference.cpp" -> "reference_forward".
-std::string registration_of(const TaskFiles& f) {
-  return "reference_" + f.reference.substr(0, f.reference.size() - std::string("_reference.cpp").size());
-}
+// "reference_forward": the function the task's reference registers as.
+std::string registration_of(const TaskFiles& f) { return std::string(task_info(f.task).reference); }
 
 TEST(TaskIndependence, NoTaskHeaderIncludesAnother) {
   for (const TaskFiles& f : kFiles)
