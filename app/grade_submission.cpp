@@ -19,6 +19,7 @@
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string_view>
 #include <system_error>
 #include <thread>
@@ -46,6 +47,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::string_view kWho = "fsdplab grade --submission";
+// What the course build's libraries were compiled from, written in the build once they are built (CMakeLists.txt).
+constexpr std::string_view kCompiledSources = "fsdplab-compiled-sources.txt";
 // The build tree's own copy of the submission's nine files (stage_submission), which the build compiles. Its
 // last folder is labs/, as in the submission: diagnostics name a student's file from there on
 // ("labs/03-forward/student.cpp:42", FsdpTask::where and todo()).
@@ -392,7 +395,89 @@ void build_with_skeletons_for_failures(const fs::path& source, const fs::path& b
   }
 }
 
+// A record app/compiled_sources.cmake wrote ("HASH  PATH" lines): each path's SHA-256.
+std::map<std::string, std::string> source_record(const fs::path& file) {
+  constexpr std::uint64_t kMaxRecordBytes = std::uint64_t{16} << 20;  // a line a file: far above the tree's
+  std::istringstream lines(read_input_file(file, "the record of a build's sources", kMaxRecordBytes,
+                                           "written by app/compiled_sources.cmake"));
+  std::map<std::string, std::string> hashes;
+  std::string line;
+  while (std::getline(lines, line)) {
+    const std::size_t gap = line.find("  ");
+    if (gap == std::string::npos || gap == 0 || gap + 2 == line.size()) {
+      fail("'", file.string(), "' holds the line '", line,
+           "'; expected 'SHA256  PATH' lines, as app/compiled_sources.cmake writes them");
+    }
+    hashes[line.substr(gap + 2)] = line.substr(0, gap);
+  }
+  return hashes;
+}
+
+// A submission's labs compile against this tree's headers and link the course build's libraries ([Note: a
+// submission's build]). After a pull, a checkout or an edit that was not built, the two differ, and the grade would
+// come from code that is neither the tree's nor the build's (or crash on a class whose layout changed): refused,
+// naming what changed, before anything is written.
+void refuse_a_course_build_older_than_its_tree(const fs::path& source, const fs::path& course_build) {
+  const std::vector<std::string> changed = sources_changed_since_build(source, course_build);
+  if (changed.empty()) return;
+  constexpr std::size_t kNamed = 4;
+  std::string named;
+  for (std::size_t i = 0; i < std::min(kNamed, changed.size()); ++i) named += (i == 0 ? "" : ", ") + changed[i];
+  if (changed.size() > kNamed) named += " (and " + std::to_string(changed.size() - kNamed) + " more)";
+  fail("the source tree '", source.string(), "' has changed since this fsdplab's build ('", course_build.string(),
+       "') compiled the libraries a submission links: ", named, ". A submission built now would compile against ",
+       "the new headers and run the old engine and grader. Build it again (cmake --build ", course_build.string(),
+       "), then grade");
+}
+
 }  // namespace
+
+std::vector<std::string> sources_changed_since_build(const fs::path& source, const fs::path& course_build) {
+  const fs::path recorded = course_build / kCompiledSources;
+  std::error_code error;
+  if (!fs::is_regular_file(recorded, error)) {
+    fail("the build this fsdplab was built in ('", course_build.string(), "') has no '", kCompiledSources,
+         "', which it writes once the libraries a submission links are built: its last build stopped before that, ",
+         "or an older fsdplab built it. Build it again (cmake --build ", course_build.string(), "), then grade");
+  }
+  const std::map<std::string, std::string> built = source_record(recorded);
+  std::string now_file = (fs::temp_directory_path() / "fsdplab-sources-XXXXXX").string();
+  const int fd = ::mkstemp(now_file.data());
+  if (fd < 0) fail("cannot make a temporary file in ", fs::temp_directory_path().string(), ": ", std::strerror(errno));
+  ::close(fd);
+  std::map<std::string, std::string> now;
+  try {
+    record_compiled_sources(source, now_file);
+    now = source_record(now_file);
+  } catch (...) {
+    fs::remove(now_file, error);
+    throw;
+  }
+  fs::remove(now_file, error);
+  std::vector<std::string> changed;
+  for (const auto& [file, hash] : now) {
+    const auto was = built.find(file);
+    if (was == built.end())
+      changed.push_back(file + " is new");
+    else if (was->second != hash)
+      changed.push_back(file + " changed");
+  }
+  for (const auto& [file, hash] : built)
+    if (!now.contains(file)) changed.push_back(file + " is gone");
+  std::sort(changed.begin(), changed.end());
+  return changed;
+}
+
+void record_compiled_sources(const fs::path& source, const fs::path& out) {
+  const fs::path script = source / "app" / "compiled_sources.cmake";
+  const ChildStatus listed = run_echoing_to_stderr(
+      {FSDPLAB_CMAKE_COMMAND, "-DSOURCE_DIR=" + source.string(), "-DOUT=" + out.string(), "-P", script.string()},
+      [](std::string_view) {});
+  if (listed.code != 0) {
+    fail("could not list the sources of '", source.string(), "': cmake -P ", script.string(), " ", listed.said,
+         "; its messages are above");
+  }
+}
 
 // Refuses a build folder where a grading must write nothing: the submission itself or a folder inside it (nothing
 // in a submission is written), the course's build (its labs and libraries are what the submission is graded
@@ -655,6 +740,7 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
       fail("the source tree this fsdplab was built from ('", source.string(),
              "') is not there any more; --submission builds the submission against it");
     }
+    refuse_a_course_build_older_than_its_tree(source, FSDPLAB_BINARY_DIR);
     const CheckedSubmission checked = checked_submission(submission);
     const fs::path labs = checked.labs;
     if (!checked.moved.empty())

@@ -2,8 +2,9 @@
 // labs. The running binary holds this tree's student.cpp, so the submission's nine files are built into a
 // fsdplab of their own: a separate build tree of this source tree (FSDPLAB_SOURCE_DIR) configured with
 // FSDPLAB_STUDENT_DIR=<build>/submission/labs (labs/CMakeLists.txt), whose `fsdplab grade` then does the
-// grading. The build tree is configured once and kept: the first build compiles the whole engine (minutes),
-// later ones only the student.cpp that differ from the last submission built there.
+// grading. The build tree is configured once and kept: there only the labs compile, linking the libraries this
+// fsdplab's build compiled ([Note: a submission's build] in CMakeLists.txt), and later builds only the student.cpp
+// that differ from the last submission built there. A tree changed since those libraries were built is refused.
 //
 // A lab the submission lacks, or whose student.cpp does not compile or link, costs that task only: it is built
 // with this tree's skeleton of the lab in its place, and the grade scores each of its checks 0 with the reason
@@ -67,6 +68,16 @@ class BuildFolderLock {
   int fd_ = -1;
 };
 
+// What `source` holds now against what `course_build`'s libraries were compiled from: the record the course build
+// writes once they are built (fsdplab-compiled-sources.txt in it, by app/compiled_sources.cmake) beside the same
+// script's record of the tree now. Each file that differs, in path order: "engine/fsdp/forward.hpp changed",
+// "... is new", "... is gone"; none while the libraries are current. An Error when the build has no record or a
+// record cannot be read. Writes only a temporary file, removed.
+std::vector<std::string> sources_changed_since_build(const std::filesystem::path& source,
+                                                     const std::filesystem::path& course_build);
+// Runs `source`/app/compiled_sources.cmake, which writes `out`: the SHA-256 and path of each source of `source` the
+// course build's libraries are compiled from. An Error when it cannot.
+void record_compiled_sources(const std::filesystem::path& source, const std::filesystem::path& out);
 // The build tree grade_submission uses unless told another: <folder of the running fsdplab>/../submission-build
 // (build/submission-build for build/app/fsdplab).
 std::filesystem::path default_submission_build_dir();
@@ -81,7 +92,8 @@ std::vector<std::string> graded_submission_args(const std::filesystem::path& sub
 // `<build_dir>/app/fsdplab grade <grade_args...> <graded_submission_args(submission)...>` and returns its exit
 // status. A lab file missing or that does not build is replaced by this tree's skeleton, and named to the grade
 // (--not-built TASK:REASON). `grade_args` are grade's own options, without --submission. The build's output goes to
-// stderr, the grade's to this process's stdout and stderr. Never throws: a folder holding none of the nine files, a
+// stderr, the grade's to this process's stdout and stderr. Never throws: a tree changed since this fsdplab's build
+// (sources_changed_since_build: refused before anything is written), a folder holding none of the nine files, a
 // missing tool, or a build that fails outside the labs is said on stderr, written to `json` where one is named
 // (grading::write_refused_grade_json), and gives a non-zero status.
 int grade_submission(const std::filesystem::path& submission, const std::vector<std::string>& grade_args,

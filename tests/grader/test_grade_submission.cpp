@@ -3,7 +3,8 @@
 // build made from it, even when the new submission carries older times (cp -p, tar, unzip keep them), so ninja
 // recompiles it; an unchanged file keeps its time and is not recompiled. A lab that does not build is told from the
 // build's output and staged as its skeleton; its task is graded 0 with the reason, the rest as usual. One grading at
-// a time holds a build folder. (The build itself takes minutes and is not run here.)
+// a time holds a build folder; a course tree changed since its build is named. (The build itself takes minutes and
+// is not run here.)
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -194,6 +195,53 @@ TEST_F(GradeSubmission, ABuildFolderThatIsNotOneOfOursIsRefusedUntouched) {
   EXPECT_NO_THROW(app::check_build_folder(path("staged"), graded, course));
   EXPECT_NO_THROW(app::check_build_folder(path("subs/hank-build"), graded, course))
       << "a sibling whose name begins as the submission's";
+}
+
+// A course build records what its libraries were compiled from (app/compiled_sources.cmake, run once they are
+// built); a tree that differs from that record is named file by file (an edit, a new file, one gone), so that
+// no submission is built against headers its libraries were not compiled from. A lab's student.cpp, its notes,
+// and a file edited and put back as it was, are no change.
+TEST_F(GradeSubmission, ACourseTreeChangedSinceItsBuildIsNamedFileByFile) {
+  const fs::path source = path("course");
+  const fs::path course_build = path("course/build");
+  for (const char* folder : {"app", "engine/fsdp", "labs/03-forward", "grader"})
+    fs::create_directories(source / folder);
+  fs::copy_file(fs::path(FSDPLAB_SOURCE_DIR) / "app" / "compiled_sources.cmake",
+                source / "app" / "compiled_sources.cmake");
+  spit(source / "CMakeLists.txt", "project(course)\n");
+  spit(source / "engine/fsdp/fsdp_tasks.hpp", "struct Task { int a; };\n");
+  spit(source / "engine/fsdp/forward.cpp", "int forward() { return 1; }\n");
+  spit(source / "grader/grading.cpp", "int grade() { return 2; }\n");
+  spit(source / "labs/03-forward/student.cpp", "// the skeleton\n");
+  spit(source / "labs/03-forward/README.md", "# the lab\n");
+
+  EXPECT_TRUE(testing::contains(testing::error_of([&] { app::sources_changed_since_build(source, course_build); }),
+                                "has no 'fsdplab-compiled-sources.txt'"));
+  fs::create_directories(course_build);
+  app::record_compiled_sources(source, course_build / "fsdplab-compiled-sources.txt");
+  EXPECT_TRUE(
+      testing::contains(slurp(course_build / "fsdplab-compiled-sources.txt"), "  engine/fsdp/fsdp_tasks.hpp\n"));
+  EXPECT_EQ(app::sources_changed_since_build(source, course_build), std::vector<std::string>{});
+
+  spit(source / "labs/03-forward/student.cpp", "// a TA's own attempt\n");
+  spit(source / "labs/03-forward/README.md", "# the lab, reworded\n");
+  spit(source / "engine/fsdp/.fsdp_tasks.hpp.swp", "an editor's\n");
+  EXPECT_EQ(app::sources_changed_since_build(source, course_build), std::vector<std::string>{});
+
+  spit(source / "engine/fsdp/fsdp_tasks.hpp", "struct Task { int a; int b; };\n");
+  spit(source / "engine/fsdp/backward.cpp", "int backward() { return 3; }\n");
+  fs::remove(source / "grader/grading.cpp");
+  EXPECT_EQ(app::sources_changed_since_build(source, course_build),
+            (std::vector<std::string>{"engine/fsdp/backward.cpp is new", "engine/fsdp/fsdp_tasks.hpp changed",
+                                      "grader/grading.cpp is gone"}));
+
+  spit(source / "engine/fsdp/fsdp_tasks.hpp", "struct Task { int a; };\n");
+  EXPECT_EQ(app::sources_changed_since_build(source, course_build),
+            (std::vector<std::string>{"engine/fsdp/backward.cpp is new", "grader/grading.cpp is gone"}));
+
+  spit(course_build / "fsdplab-compiled-sources.txt", "not a record\n");
+  EXPECT_TRUE(testing::contains(testing::error_of([&] { app::sources_changed_since_build(source, course_build); }),
+                                "expected 'SHA256  PATH'"));
 }
 
 // A second grading of one build folder waits until the first is done, saying so, and again while it waits.

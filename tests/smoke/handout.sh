@@ -11,7 +11,7 @@
 #      -DFSDPLAB_CUDA=OFF) to keep nvcc's minutes out of CI, in a folder first configured to compile at -O1 without
 #      debug information (the course build compiles the same files at -O2); its fsdplab trains on the prebuilt references,
 #      the untouched skeleton stops with its TODO, and the dashboard's step-through says a reference's source is
-#      not in the handout;
+#      not in the handout; a header edited since the build is named, and `grade --submission` refuses to build;
 #   3. `fsdplab grade` gives the skeleton 0 points; each reference pasted into its student.cpp (as
 #      tests/labs/as_student.cmake writes it: reference_NAME() renamed student_NAME()) and rebuilt —
 #      only labs/ recompiles, the handout is built once — the labs train as the student's, and grade gives
@@ -131,6 +131,18 @@ grep -q "task 3, ForwardTask::[a-z_]*: not implemented yet" "$scratch/skeleton.l
   { cat "$scratch/break.log"; fail "the handout's dashboard did not render a break in task 3"; }
 grep -q "^stopped at: rank 0, step 1: .*(in the class at engine/fsdp/forward_reference.cpp:[0-9]*, prebuilt: its source is not in this tree))" \
   "$scratch/break.log" || fail "the step-through does not say the reference is prebuilt: $(cat "$scratch/break.log")"
+# A tree edited since its build (here the handout's own) grades no submission: the labs would compile against a
+# header its libraries were not compiled from. Refused, naming the file, before anything is written; the header put
+# back as it was (its time too), the tree is current again and nothing recompiles.
+header="$out/engine/fsdp/fsdp_tasks.hpp"
+cp -p "$header" "$scratch/fsdp_tasks.hpp.kept"
+echo "// edited since the build" >>"$header"
+"$fsdplab" grade --submission "$out" --submission-build "$scratch/stale-build" >"$scratch/stale.log" 2>&1 &&
+  fail "a submission was graded against a tree changed since its build"
+grep -q "has changed since this fsdplab's build .*: engine/fsdp/fsdp_tasks.hpp changed\. .*Build it again (cmake --build $out/build)" \
+  <<<"$(joined "$scratch/stale.log")" || fail "the changed header was not named: $(cat "$scratch/stale.log")"
+[[ ! -e "$scratch/stale-build" ]] || fail "the refused grading wrote its build folder"
+cp -p "$scratch/fsdp_tasks.hpp.kept" "$header"
 
 # ---- 3. grading: the skeleton, then the references pasted in --------------------------------------------
 # `fsdplab grade` prints a last line `total: <earned>/<possible> points (<pct>%)` and exits 0 whatever the
