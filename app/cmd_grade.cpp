@@ -84,8 +84,7 @@ std::vector<std::string> forwarded_args(const GradeFlags& flags) {
                            std::to_string(flags.time_limit)});
   if (flags.jobs > 0) args.insert(args.end(), {"--jobs", std::to_string(flags.jobs)});
   if (!flags.cases.empty()) args.insert(args.end(), {"--cases", std::filesystem::absolute(flags.cases).string()});
-  if (!flags.json.empty()) args.insert(args.end(), {"--json", std::filesystem::absolute(flags.json).string()});
-  return args;
+  return args;  // --json: the submission's grade writes it in its sandbox, and grade_submission moves it
 }
 
 // How the grade's "see it" commands call this fsdplab, runnable as printed: its path from the root of the source
@@ -180,7 +179,8 @@ int run_grade(const GradeFlags& flags) {
   grading::print_grade(std::cout, report);
   if (!flags.json.empty()) {
     grading::write_grade_json(flags.json, report);
-    std::cout << "json: " << flags.json << "\n";
+    // A submission's grade writes its JSON in its sandbox; grade_submission moves it where --json asked, and says so.
+    if (flags.graded_submission.empty()) std::cout << "json: " << flags.json << "\n";
   }
   return 0;
 }

@@ -24,6 +24,7 @@
 #include <system_error>
 #include <thread>
 
+#include "app/submission_sandbox.hpp"
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/input_file.hpp"
@@ -127,17 +128,6 @@ ChildStatus run_echoing_to_stderr(std::vector<std::string> args,
   if (!pending.empty()) on_line(pending);
   std::cerr.flush();
   ::close(fds[0]);
-  return wait_for(pid, args[0]);
-}
-
-// Starts `args` with this process's stdin, stdout and stderr, and waits for it.
-ChildStatus run_in_place(std::vector<std::string> args) {
-  std::cout.flush();
-  std::cerr.flush();
-  pid_t pid = 0;
-  std::vector<char*> argv = argv_of(args);
-  const int spawned = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
-  if (spawned != 0) fail("cannot start ", args[0], ": ", std::strerror(spawned));
   return wait_for(pid, args[0]);
 }
 
@@ -393,6 +383,35 @@ void build_with_skeletons_for_failures(const fs::path& source, const fs::path& b
               << ", so that the rest is graded\n";
     stage_submission(labs, staging, source / "labs", from_skeleton);
   }
+}
+
+// Runs the submission's `fsdplab grade` (`args`) as [Note: what a submission's code may do] says: in a scratch
+// folder made here and removed after (its checks' scratch folders and its JSON go there, the only place it may
+// write); the JSON it wrote there, when `json` asks for one, is written to `json` and named on stdout as grade names
+// it.
+ChildStatus run_submissions_grade(std::vector<std::string> args, const fs::path& json) {
+  std::string pattern = (fs::temp_directory_path() / "fsdplab-graded-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    fail("cannot make a scratch folder in ", fs::temp_directory_path().string(), ": ", std::strerror(errno));
+  const struct RemovedAtEnd {
+    fs::path dir;
+    ~RemovedAtEnd() {
+      std::error_code error;
+      fs::remove_all(dir, error);
+    }
+  } scratch{pattern};
+  const fs::path written = scratch.dir / "grade.json";
+  if (!json.empty()) args.insert(args.end(), {"--json", written.string()});
+  std::cerr << kWho << ": " << sandbox_summary(sandbox_support(), scratch.dir) << "\n";
+  const ChildStatus graded = decode(run_sandboxed(args, scratch.dir, {"TMPDIR=" + scratch.dir.string()}));
+  std::error_code error;
+  if (!json.empty() && fs::is_regular_file(written, error)) {
+    constexpr std::uint64_t kMaxGradeBytes = std::uint64_t{64} << 20;  // a grade's JSON is tens of kB
+    const std::string text = read_input_file(written, "the submission's grade", kMaxGradeBytes);
+    write_output_file(json, "the grade's --json", [&](std::ostream& out) { out << text; });
+    std::cout << "json: " << json.string() << "\n";
+  }
+  return graded;
 }
 
 // A record app/compiled_sources.cmake wrote ("HASH  PATH" lines): each path's SHA-256.
@@ -770,7 +789,7 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
       const auto task = std::find(files.begin(), files.end(), file) - files.begin() + 1;
       args.insert(args.end(), {"--not-built", std::to_string(task) + ":" + reason});
     }
-    const ChildStatus graded = run_in_place(std::move(args));
+    const ChildStatus graded = run_submissions_grade(std::move(args), json);
     if (graded.said.rfind("exited", 0) != 0) {
       std::cerr << kWho << ": the submission's fsdplab grade " << graded.said << "\n";
     }

@@ -89,10 +89,12 @@ std::vector<std::string> graded_submission_args(const std::filesystem::path& sub
 
 // Builds target fsdplab of FSDPLAB_SOURCE_DIR in `build_dir` with `submission`/labs/NN-name/student.cpp as
 // the labs, staged in `build_dir`/submission/labs (configuring `build_dir` the first time), then runs
-// `<build_dir>/app/fsdplab grade <grade_args...> <graded_submission_args(submission)...>` and returns its exit
-// status. A lab file missing or that does not build is replaced by this tree's skeleton, and named to the grade
-// (--not-built TASK:REASON). `grade_args` are grade's own options, without --submission. The build's output goes to
-// stderr, the grade's to this process's stdout and stderr. Never throws: a tree changed since this fsdplab's build
+// `<build_dir>/app/fsdplab grade <grade_args...> <graded_submission_args(submission)...>`, sandboxed
+// (submission_sandbox.hpp: it writes only in a scratch folder of its own), and returns its exit status; the JSON it
+// writes there is written to `json`, when one is named. A lab file missing or that does not build is replaced by
+// this tree's skeleton, and named to the grade (--not-built TASK:REASON). `grade_args` are grade's own options,
+// without --submission and --json. The build's output goes to stderr, the grade's to this process's stdout and
+// stderr. Never throws: a tree changed since this fsdplab's build
 // (sources_changed_since_build: refused before anything is written), a folder holding none of the nine files, a
 // missing tool, or a build that fails outside the labs is said on stderr, written to `json` where one is named
 // (grading::write_refused_grade_json), and gives a non-zero status.

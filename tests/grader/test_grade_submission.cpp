@@ -6,6 +6,7 @@
 // a time holds a build folder; a course tree changed since its build is named. (The build itself takes minutes and
 // is not run here.)
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include "app/grade_submission.hpp"
+#include "app/submission_sandbox.hpp"
 #include "grader/grade_report.hpp"
 #include "grader/grading.hpp"
 #include "test_support.hpp"
@@ -242,6 +244,37 @@ TEST_F(GradeSubmission, ACourseTreeChangedSinceItsBuildIsNamedFileByFile) {
   spit(course_build / "fsdplab-compiled-sources.txt", "not a record\n");
   EXPECT_TRUE(testing::contains(testing::error_of([&] { app::sources_changed_since_build(source, course_build); }),
                                 "expected 'SHA256  PATH'"));
+}
+
+// The submission's fsdplab runs under Landlock ([Note: what a submission's code may do]): it and what it starts write
+// in its scratch folder and /dev/null and nowhere else (another student's grade is neither changed nor removed), and,
+// where the kernel's ABI scopes signals, cannot signal the grader that waits for it. Its environment carries the
+// settings asked for. On a kernel without Landlock the summary says the code runs with the TA's rights.
+TEST_F(GradeSubmission, TheSubmissionsCodeWritesOnlyInItsScratchFolder) {
+  EXPECT_TRUE(testing::contains(app::sandbox_summary({0, "no Landlock here"}, path("scratch")),
+                                "the submission's code runs with your rights: no Landlock here"));
+  const app::SandboxSupport support = app::sandbox_support();
+  if (support.abi == 0) GTEST_SKIP() << "the sandbox needs Landlock: " << support.why_not;
+  fs::create_directories(path("scratch"));
+  fs::create_directories(path("grades"));
+  spit(path("grades/bob.json"), "bob's grade");
+  const std::string grades = path("grades").string();
+  const std::string script = "echo mine > \"$TMPDIR/inside\"; echo forged > " + grades + "/bob.json; rm -f " + grades +
+                             "/bob.json; mkdir " + grades + "/planted; sh -c 'echo deeper > " + grades +
+                             "/deeper'; echo quiet > /dev/null && " + "if kill -0 " + std::to_string(::getpid()) +
+                             " 2>/dev/null; then echo reached; else echo refused; fi > " +
+                             "\"$TMPDIR/signal\"; echo done > \"$TMPDIR/end\"";
+  const int status =
+      app::run_sandboxed({"/bin/sh", "-c", script}, path("scratch"), {"TMPDIR=" + path("scratch").string()});
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(slurp(path("scratch/inside")), "mine\n");
+  EXPECT_EQ(slurp(path("scratch/end")), "done\n") << "a refused write stopped the script, or /dev/null was refused";
+  EXPECT_EQ(slurp(path("grades/bob.json")), "bob's grade");
+  EXPECT_FALSE(fs::exists(path("grades/planted")));
+  EXPECT_FALSE(fs::exists(path("grades/deeper"))) << "a process the sandboxed one started wrote outside";
+  EXPECT_EQ(slurp(path("scratch/signal")), support.abi >= 6 ? "refused\n" : "reached\n");
+  const std::string summary = app::sandbox_summary(support, path("scratch"));
+  EXPECT_TRUE(testing::contains(summary, "may write only in '" + path("scratch").string() + "'")) << summary;
 }
 
 // A second grading of one build folder waits until the first is done, saying so, and again while it waits.

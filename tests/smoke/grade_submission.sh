@@ -17,7 +17,10 @@
 #      are, saying so (no rebuild);
 #   6. a folder holding no lab file is refused, and its --json says it was not graded, and why;
 #   7. a lab that returns the reference's task, one that includes the reference's source, and one whose class of its
-#      own calls the reference's, score 0, saying so.
+#      own calls the reference's, score 0, saying so;
+#   8. a lab whose code writes another student's grade and a file of its own outside its sandbox, before main: on a
+#      kernel with Landlock each write is refused (EACCES), nothing outside changes, and the lab is graded as
+#      usual, its --json written where asked; without Landlock the grader says the code runs with the TA's rights.
 #   grade_submission.sh SOURCE_ROOT BUILD_DIR
 # The scratch folder is removed at the end (FSDPLAB_KEEP_SUBMISSION=1 keeps it).
 set -uo pipefail
@@ -202,4 +205,42 @@ for n in (1, 2, 5):
     assert all(c["end"] == "uses the reference" for c in tasks[n]["checks"]), n
 EOF
 
-echo "grade_submission: OK — built once, a lab that does not compile and one missing cost their tasks only, a fixed lab recompiled alone, the submission untouched, labs without their labs/ level graded, a refusal written to its JSON, the reference handed over scored 0"
+# ---- 8. a lab that writes outside its sandbox: refused, and graded as usual ------------------------------------
+trudy="$scratch/returned/trudy"
+mkdir -p "$trudy/labs/01-meta-init"
+cp "$sub/labs/01-meta-init/student.cpp" "$trudy/labs/01-meta-init/student.cpp"
+cat >>"$trudy/labs/01-meta-init/student.cpp" <<EOF
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+namespace {
+const int written_before_main = [] {
+  for (const char* path : {"$scratch/alice.json", "$scratch/planted"}) {
+    std::FILE* file = std::fopen(path, "w");
+    std::fprintf(stderr, "trudy writes %s: %s\n", path, file ? "written" : std::strerror(errno));
+    if (file) std::fclose(file);
+  }
+  return 0;
+}();
+}  // namespace
+EOF
+alice_before="$(sha256sum <"$scratch/alice.json")"
+"$fsdplab" grade --submission "$trudy" --submission-build "$scratch/sb" --task 1 --json "$scratch/trudy.json" \
+  >"$scratch/trudy.txt" 2>"$scratch/trudy.log" || { tail -n 40 "$scratch/trudy.log"; fail "trudy's lab was not graded"; }
+[[ "$(grep -E '^total: ' "$scratch/trudy.txt")" == "total: 16/16 points"* ]] || { cat "$scratch/trudy.txt"; fail "trudy's task 1 lost points"; }
+grep -q "^json: $scratch/trudy.json$" "$scratch/trudy.txt" || { cat "$scratch/trudy.txt"; fail "the JSON was not named where it was asked"; }
+python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["tasks"][0]["points"] == 16' "$scratch/trudy.json" ||
+  fail "trudy's JSON was not written where --json asked: $(head -c 300 "$scratch/trudy.json")"
+if grep -q "the submission's code may write only in '" "$scratch/trudy.log"; then
+  [[ "$(grep -c "^trudy writes .*: Permission denied$" "$scratch/trudy.log")" == 2 ]] ||
+    fail "a write outside the sandbox was not refused: $(grep '^trudy' "$scratch/trudy.log")"
+  [[ "$(sha256sum <"$scratch/alice.json")" == "$alice_before" && ! -e "$scratch/planted" ]] ||
+    fail "the sandboxed lab changed files outside its sandbox"
+  sandboxed="a lab's writes outside its sandbox refused"
+else
+  grep -q "the submission's code runs with your rights: " "$scratch/trudy.log" ||
+    fail "the grader neither sandboxed the lab nor said so: $(head -n 5 "$scratch/trudy.log")"
+  sandboxed="no Landlock in this kernel, said"
+fi
+
+echo "grade_submission: OK — built once, a lab that does not compile and one missing cost their tasks only, a fixed lab recompiled alone, the submission untouched, labs without their labs/ level graded, a refusal written to its JSON, the reference handed over scored 0, $sandboxed"
