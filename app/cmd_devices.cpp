@@ -3,13 +3,18 @@
 
 #include "app/commands.hpp"
 #include "app/dashboard/device_list.hpp"
+#include "app/host_blas_kernel.hpp"
 
 namespace fsdplab::app {
 
 void add_devices_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("devices", "List the devices a run can use");
   cmd->callback([] {
-    for (const std::string& line : available_devices()) std::printf("%s\n", line.c_str());
+    const std::vector<std::string> lines = available_devices();
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      std::printf("%s\n", lines[i].c_str());
+      if (i == 0) std::printf("      %s\n", host_blas_summary().c_str());  // under the sim device's line, the first
+    }
   });
 }
 

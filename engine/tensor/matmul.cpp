@@ -29,7 +29,8 @@ struct Gemm {
 
 // Ranks are threads of one process: OpenBLAS's own thread pool would oversubscribe the cores, and
 // its split of the work (hence the summation order) would depend on the machine. One thread per
-// call keeps every run bitwise identical everywhere.
+// call keeps every run on one machine bitwise identical; fsdplab also names OpenBLAS's kernels, so that
+// its runs are identical across machines ([Note: the same digits on every machine], app/host_blas_kernel.cpp).
 void use_one_blas_thread() {
   static const bool done = [] {
     openblas_set_num_threads(1);
