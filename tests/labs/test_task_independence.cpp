@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
+#include "grader/reference_use.hpp"
 
 namespace fsdplab {
 namespace {
@@ -57,15 +58,6 @@ std::vector<std::string> includes_of(const std::string& text) {
   return found;
 }
 
-// The code of `text`, line comments removed (the sources use no block comments): a comment may mention
-// another task, code may not.
-std::string code_of(const std::string& text) {
-  std::string code;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) code += line.substr(0, line.find("//")) + "\n";
-  return code;
-}
-
 // What `text` (a source of task `task`, whose reference registers as `own`) does that a task may not:
 // include or name another task's header or interface, include a header that holds them all, or call
 // another task's reference. Empty when it stands alone.
@@ -75,7 +67,7 @@ std::vector<std::string> violations(const std::string& text, int task, const std
   const auto included = [&](const std::string& header) {
     return std::find(includes.begin(), includes.end(), header) != includes.end();
   };
-  const std::string code = code_of(text);
+  const std::string code = grading::code_only(text);  // a comment or a string may mention another task; code may not
   for (const TaskFiles& other : kFiles) {
     if (other.task == task) continue;
     if (included("engine/fsdp/" + other.header))
@@ -117,9 +109,14 @@ TEST(TaskIndependence, NoLabSkeletonIncludesAnotherTask) {
 
 TEST(TaskIndependence, TheCheckFindsATaskThatUsesAnother) {
   // The check can fail: the lifecycle, which calls every task, is not alone, and neither is a forward
-  // that includes task 2 or calls task 6's reference.
-  const Found lifecycle = violations(read_source("engine/fsdp/unit_lifecycle.cpp"), 3, "reference_forward");
-  EXPECT_NE(std::find(lifecycle.begin(), lifecycle.end(), "names task 4's interface BackwardTask"), lifecycle.end());
+  // that includes task 2, names task 4's interface in code (not in a comment or a string), or calls task 6's
+  // reference.
+  const Found lifecycle = violations(read_source("engine/fsdp/unit_lifecycle.hpp"), 3, "reference_forward");
+  EXPECT_NE(std::find(lifecycle.begin(), lifecycle.end(), "includes engine/fsdp/fsdp_tasks.hpp"), lifecycle.end());
+  EXPECT_EQ(violations("// BackwardTask\nconst char* s = \"BackwardTask::zero_gradient\";\n", 3, "reference_forward"),
+            Found{});
+  EXPECT_EQ(violations("void f(const BackwardTask&);\n", 3, "reference_forward"),
+            Found{"names task 4's interface BackwardTask"});
   EXPECT_EQ(violations("#include \"engine/fsdp/flat_parameter.hpp\"\nvoid f() { reference_overlap(); }\n", 3,
                        "reference_forward"),
             (Found{"includes task 2's engine/fsdp/flat_parameter.hpp", "calls reference_overlap"}));
