@@ -31,6 +31,7 @@
 #include <string_view>
 
 #include "engine/runtime/error.hpp"
+#include "engine/trace/tcp_socket.hpp"  // OwnedFd
 
 extern char** environ;
 
@@ -67,46 +68,26 @@ std::uint64_t write_rights(int abi) {
 // The rights that apply to a file rather than a folder (a rule on /dev/null may name only these).
 std::uint64_t file_write_rights(int abi) { return LANDLOCK_ACCESS_FS_WRITE_FILE | (abi >= 3 ? kAccessFsTruncate : 0); }
 
-// A file descriptor closed when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 void allow(int ruleset, const fs::path& path, std::uint64_t rights) {
-  const Fd target(::open(path.c_str(), O_PATH | O_CLOEXEC));
-  if (target.get() < 0) fail("cannot open '", path.string(), "' to allow writes there: ", std::strerror(errno));
+  const OwnedFd target(::open(path.c_str(), O_PATH | O_CLOEXEC));
+  if (!target.open()) fail("cannot open '", path.string(), "' to allow writes there: ", std::strerror(errno));
   landlock_path_beneath_attr rule{};
   rule.allowed_access = rights;
-  rule.parent_fd = target.get();
+  rule.parent_fd = target.fd();
   if (::syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) != 0)
     fail("cannot allow writes in '", path.string(), "' (landlock_add_rule): ", std::strerror(errno));
 }
 
-// The ruleset of [Note: what a submission's code may do], for `abi`; its descriptor (close-on-exec).
-int make_ruleset(int abi, const fs::path& writable) {
+// The ruleset of [Note: what a submission's code may do], for `abi` (its descriptor is close-on-exec).
+OwnedFd make_ruleset(int abi, const fs::path& writable) {
   RulesetAttr attr;
   attr.handled_access_fs = write_rights(abi);
   if (abi >= 4) attr.handled_access_net = kAccessNetBindTcp | kAccessNetConnectTcp;
   if (abi >= 6) attr.scoped = kScopeAbstractUnixSocket | kScopeSignal;
-  const int ruleset = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
-  if (ruleset < 0) fail("cannot make a Landlock ruleset (ABI ", abi, "): ", std::strerror(errno));
-  try {
-    allow(ruleset, writable, write_rights(abi));
-    allow(ruleset, "/dev/null", file_write_rights(abi));
-  } catch (...) {
-    ::close(ruleset);
-    throw;
-  }
+  OwnedFd ruleset(static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0)));
+  if (!ruleset.open()) fail("cannot make a Landlock ruleset (ABI ", abi, "): ", std::strerror(errno));
+  allow(ruleset.fd(), writable, write_rights(abi));
+  allow(ruleset.fd(), "/dev/null", file_write_rights(abi));
   return ruleset;
 }
 
@@ -147,8 +128,7 @@ std::string sandbox_summary(const SandboxSupport& support, const fs::path& writa
 int run_sandboxed(const std::vector<std::string>& args, const fs::path& writable, const std::vector<std::string>& env) {
   check(!args.empty() && fs::path(args[0]).is_absolute(), "run_sandboxed: expected a program's absolute path");
   const SandboxSupport support = sandbox_support();
-  const int ruleset = support.abi > 0 ? make_ruleset(support.abi, writable) : -1;
-  const Fd ruleset_fd(ruleset);
+  const OwnedFd ruleset = support.abi > 0 ? make_ruleset(support.abi, writable) : OwnedFd();
   // Everything the child needs, made before fork.
   std::vector<std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -170,8 +150,9 @@ int run_sandboxed(const std::vector<std::string>& args, const fs::path& writable
   const pid_t pid = ::fork();
   if (pid < 0) fail("cannot start ", args[0], ": fork: ", std::strerror(errno));
   if (pid == 0) {
-    if (ruleset >= 0) {
-      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) {
+    if (ruleset.open()) {
+      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+          ::syscall(SYS_landlock_restrict_self, ruleset.fd(), 0) != 0) {
         say_from_child(
             "fsdplab grade --submission: cannot restrict the submission's fsdplab (landlock_restrict_self); "
             "it was not started\n");
