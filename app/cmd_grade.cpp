@@ -75,16 +75,14 @@ void check_submission_impl(const std::string& impl) {
         "(the default) or N=student");
 }
 
-// The grade options of `flags` for the submission's own fsdplab, paths made absolute (it runs where this one does,
-// but the paths must not depend on that).
+// The grade options of `flags` for the submission's own fsdplab.
 std::vector<std::string> forwarded_args(const GradeFlags& flags) {
   std::vector<std::string> args;
   for (int task : flags.tasks) args.insert(args.end(), {"--task", std::to_string(task)});
   args.insert(args.end(), {"--impl", flags.impl, "--seed", std::to_string(flags.seed), "--time-limit",
                            std::to_string(flags.time_limit)});
   if (flags.jobs > 0) args.insert(args.end(), {"--jobs", std::to_string(flags.jobs)});
-  if (!flags.cases.empty()) args.insert(args.end(), {"--cases", std::filesystem::absolute(flags.cases).string()});
-  return args;  // --json: the submission's grade writes it in its sandbox, and grade_submission moves it
+  return args;  // --cases and --json: grade_submission adds them (cases readable in its sandbox, the JSON moved)
 }
 
 // How the grade's "see it" commands call this fsdplab, runnable as printed: its path from the root of the source
@@ -138,7 +136,7 @@ int run_grade(const GradeFlags& flags) {
     return grade_submission(
         flags.submission, forwarded_args(flags),
         flags.submission_build.empty() ? default_submission_build_dir() : std::filesystem::path(flags.submission_build),
-        flags.json);
+        flags.cases, flags.json);
   }
   grading::IsolationLimits limits;
   limits.seconds = flags.time_limit;

@@ -385,11 +385,12 @@ void build_with_skeletons_for_failures(const fs::path& source, const fs::path& b
   }
 }
 
-// Runs the submission's `fsdplab grade` (`args`) as [Note: what a submission's code may do] says: in a scratch
-// folder made here and removed after (its checks' scratch folders and its JSON go there, the only place it may
-// write); the JSON it wrote there, when `json` asks for one, is written to `json` and named on stdout as grade names
-// it.
-ChildStatus run_submissions_grade(std::vector<std::string> args, const fs::path& json) {
+// Runs the submission's `fsdplab grade` (`args`, with `cases` added when one is named) as [Note: what a submission's
+// code may do] says: reading only the system's files, `build` and `cases`, in a scratch folder made here and removed
+// after (its checks' scratch folders and its JSON go there, the only place it may write); the JSON it wrote there,
+// when `json` asks for one, is written to `json` and named on stdout as grade names it.
+ChildStatus run_submissions_grade(std::vector<std::string> args, const fs::path& build, const fs::path& cases,
+                                  const fs::path& json) {
   std::string pattern = (fs::temp_directory_path() / "fsdplab-graded-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr)
     fail("cannot make a scratch folder in ", fs::temp_directory_path().string(), ": ", std::strerror(errno));
@@ -402,8 +403,12 @@ ChildStatus run_submissions_grade(std::vector<std::string> args, const fs::path&
   } scratch{pattern};
   const fs::path written = scratch.dir / "grade.json";
   if (!json.empty()) args.insert(args.end(), {"--json", written.string()});
-  std::cerr << kWho << ": " << sandbox_summary(sandbox_support(), scratch.dir) << "\n";
-  const ChildStatus graded = decode(run_sandboxed(args, scratch.dir, {"TMPDIR=" + scratch.dir.string()}));
+  if (!cases.empty()) args.insert(args.end(), {"--cases", cases.string()});
+  const SandboxRules rules{scratch.dir, read_by_the_grade(build, cases)};
+  const SandboxSupport support = sandbox_support();
+  std::cerr << kWho << ": " << sandbox_summary(support, rules) << "\n";
+  const ChildStatus graded =
+      wait_for(start_sandboxed(support, args, rules, {"TMPDIR=" + scratch.dir.string()}), args[0]);
   std::error_code error;
   if (!json.empty() && fs::is_regular_file(written, error)) {
     constexpr std::uint64_t kMaxGradeBytes = std::uint64_t{64} << 20;  // a grade's JSON is tens of kB
@@ -724,6 +729,19 @@ BuildFolderLock::BuildFolderLock(const fs::path& build, std::chrono::millisecond
 
 BuildFolderLock::~BuildFolderLock() { ::close(fd_); }
 
+std::vector<fs::path> read_by_the_grade(const fs::path& build, const fs::path& cases) {
+  std::vector<fs::path> readable{build};
+  if (cases.empty()) return readable;
+  readable.push_back(cases);
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(cases, error)) {
+    if (!entry.is_symlink(error)) continue;
+    const fs::path target = fs::canonical(entry.path(), error);
+    if (!error) readable.push_back(target);
+  }
+  return readable;
+}
+
 fs::path default_submission_build_dir() {
   std::error_code error;
   const fs::path binary = fs::read_symlink("/proc/self/exe", error);
@@ -738,7 +756,7 @@ std::vector<std::string> graded_submission_args(const fs::path& submission) {
 }
 
 int grade_submission(const fs::path& submission, const std::vector<std::string>& grade_args, const fs::path& build_dir,
-                     const fs::path& json) {
+                     const fs::path& cases, const fs::path& json) {
   // Not graded at all: said once, and, for a gradebook built from the --json files, written there too.
   const auto refused = [&](const std::string& why) {
     std::cerr << kWho << ": " << why << "\n";
@@ -789,7 +807,8 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
       const auto task = std::find(files.begin(), files.end(), file) - files.begin() + 1;
       args.insert(args.end(), {"--not-built", std::to_string(task) + ":" + reason});
     }
-    const ChildStatus graded = run_submissions_grade(std::move(args), json);
+    const ChildStatus graded =
+        run_submissions_grade(std::move(args), build, cases.empty() ? cases : fs::absolute(cases), json);
     if (graded.said.rfind("exited", 0) != 0) {
       std::cerr << kWho << ": the submission's fsdplab grade " << graded.said << "\n";
     }

@@ -87,18 +87,26 @@ std::filesystem::path default_submission_build_dir();
 // `submission` as given and its absolute path (cmd_grade.cpp).
 std::vector<std::string> graded_submission_args(const std::filesystem::path& submission);
 
+// What a submission's grade reads beside the system's files, and so all its sandbox lets it read: its build folder
+// `build` (its fsdplab, and the labs' sources the reference check reads), and the held-out cases folder `cases` (when
+// not empty) with the file each case there that is a link leads to.
+std::vector<std::filesystem::path> read_by_the_grade(const std::filesystem::path& build,
+                                                     const std::filesystem::path& cases);
+
 // Builds target fsdplab of FSDPLAB_SOURCE_DIR in `build_dir` with `submission`/labs/NN-name/student.cpp as
 // the labs, staged in `build_dir`/submission/labs (configuring `build_dir` the first time), then runs
-// `<build_dir>/app/fsdplab grade <grade_args...> <graded_submission_args(submission)...>`, sandboxed
-// (submission_sandbox.hpp: it writes only in a scratch folder of its own), and returns its exit status; the JSON it
-// writes there is written to `json`, when one is named. A lab file missing or that does not build is replaced by
-// this tree's skeleton, and named to the grade (--not-built TASK:REASON). `grade_args` are grade's own options,
-// without --submission and --json. The build's output goes to stderr, the grade's to this process's stdout and
+// `<build_dir>/app/fsdplab grade <grade_args...> <graded_submission_args(submission)...>`, with `--cases cases` when
+// a folder of held-out cases is named, sandboxed (submission_sandbox.hpp: it reads only the system's files, its build
+// and `cases`, and writes only in a scratch folder of its own), and returns its exit status; the JSON it writes there
+// is written to `json`, when one is named. A lab file missing or that does not build is replaced by this tree's
+// skeleton, and named to the grade (--not-built TASK:REASON). `grade_args` are grade's own options, without
+// --submission, --cases and --json. The build's output goes to stderr, the grade's to this process's stdout and
 // stderr. Never throws: a tree changed since this fsdplab's build
 // (sources_changed_since_build: refused before anything is written), a folder holding none of the nine files, a
 // missing tool, or a build that fails outside the labs is said on stderr, written to `json` where one is named
 // (grading::write_refused_grade_json), and gives a non-zero status.
 int grade_submission(const std::filesystem::path& submission, const std::vector<std::string>& grade_args,
-                     const std::filesystem::path& build_dir, const std::filesystem::path& json = {});
+                     const std::filesystem::path& build_dir, const std::filesystem::path& cases = {},
+                     const std::filesystem::path& json = {});
 
 }  // namespace fsdplab::app

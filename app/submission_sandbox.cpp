@@ -3,31 +3,35 @@
 // [Note: what a submission's code may do]
 // A submission's fsdplab is built from the student's nine student.cpp and this tree's libraries, so the student's
 // code runs inside the grader: a static initialiser runs before main, a task's method in each check's process. Run
-// with the grader's rights, it could write anywhere the TA can: another student's grades/*.json, the held-out cases,
-// this tree. So grade_submission starts it here, under a Landlock ruleset it cannot undo (no_new_privs, inherited by
-// every process it starts), which forbids making, changing or removing a file anywhere but beneath one scratch folder
-// (the checks' scratch folders and the grade's JSON go there; the parent moves the JSON to where --json asked, and
-// reads nothing else back), and, where the kernel's ABI allows, binding or connecting TCP (no sending a held-out case
-// away) and signalling a process outside the sandbox (the TA's shell, the grader waiting for it). Reading is left
-// open: the grader reads the tree, the build, the held-out cases and the system's libraries, and a list of those
-// that holds on every course's machine is more than this lab should guess.
+// with the grader's rights, it could read and write anything the TA can: another student's submission and
+// grades/*.json, the course's files, this tree. So grade_submission starts it here, under a Landlock ruleset it
+// cannot undo (no_new_privs, inherited by every process it starts), which forbids
+// - reading or running a file but the system's (system_files: the libraries, the tools a check runs, /proc) and what
+//   its grading reads (SandboxRules::readable: its build folder, which holds its fsdplab and the labs' sources the
+//   reference check reads, and the held-out cases it is graded on);
+// - making, changing or removing a file anywhere but beneath one scratch folder (the checks' scratch folders and the
+//   grade's JSON go there; the parent moves the JSON to where --json asked, and reads nothing else back);
+// - where the kernel's ABI allows, binding or connecting TCP (no sending a held-out case away) and signalling a
+//   process outside the sandbox (the TA's shell, the grader waiting for it).
 // What stays possible: writing the grade it is computing (its own JSON and text; a student can forge their own
-// grade, not another's), and printing what it can read into its own grade text. grader/README.md says so.
+// grade, not another's), and printing what it may read into that text: the held-out cases among it, as any
+// autograder's tests are the input the graded code runs on. grader/README.md says so.
 // The ruleset is built before fork, so the child only calls prctl, landlock_restrict_self and execve (a forked
 // child of a threaded process may call nothing that takes a lock).
 #include "app/submission_sandbox.hpp"
 
 #include <fcntl.h>
+#include <link.h>
 #include <linux/landlock.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <set>
 #include <string_view>
 
 #include "engine/runtime/error.hpp"
@@ -53,8 +57,11 @@ constexpr std::uint64_t kAccessNetConnectTcp = 1ULL << 1;      // ABI 4
 constexpr std::uint64_t kScopeAbstractUnixSocket = 1ULL << 0;  // ABI 6
 constexpr std::uint64_t kScopeSignal = 1ULL << 1;              // ABI 6
 
-// Every right that makes, changes or removes a file: the ruleset handles these (denied unless a rule allows them),
-// and no others (reading and executing stay open).
+// Every right that reads or runs a file or lists a folder.
+constexpr std::uint64_t kReadRights =
+    LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+
+// Every right that makes, changes or removes a file.
 std::uint64_t write_rights(int abi) {
   std::uint64_t rights = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
                          LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR |
@@ -65,29 +72,36 @@ std::uint64_t write_rights(int abi) {
   return rights;
 }
 
-// The rights that apply to a file rather than a folder (a rule on /dev/null may name only these).
-std::uint64_t file_write_rights(int abi) { return LANDLOCK_ACCESS_FS_WRITE_FILE | (abi >= 3 ? kAccessFsTruncate : 0); }
+// The rights that apply to a file rather than a folder (a rule on a file may name only these).
+std::uint64_t file_rights(int abi) {
+  return LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+         (abi >= 3 ? kAccessFsTruncate : 0);
+}
 
-void allow(int ruleset, const fs::path& path, std::uint64_t rights) {
+// Allows `rights` beneath the folder `path`, or on the file `path` those of them that apply to a file.
+void allow(int abi, int ruleset, const fs::path& path, std::uint64_t rights) {
   const OwnedFd target(::open(path.c_str(), O_PATH | O_CLOEXEC));
-  if (!target.open()) fail("cannot open '", path.string(), "' to allow writes there: ", std::strerror(errno));
+  if (!target.open()) fail("cannot open '", path.string(), "' to allow the sandbox in: ", std::strerror(errno));
+  std::error_code error;
   landlock_path_beneath_attr rule{};
-  rule.allowed_access = rights;
+  rule.allowed_access = fs::is_directory(path, error) ? rights : rights & file_rights(abi);
   rule.parent_fd = target.fd();
   if (::syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) != 0)
-    fail("cannot allow writes in '", path.string(), "' (landlock_add_rule): ", std::strerror(errno));
+    fail("cannot allow the sandbox in '", path.string(), "' (landlock_add_rule): ", std::strerror(errno));
 }
 
 // The ruleset of [Note: what a submission's code may do], for `abi` (its descriptor is close-on-exec).
-OwnedFd make_ruleset(int abi, const fs::path& writable) {
+OwnedFd make_ruleset(int abi, const SandboxRules& rules) {
   RulesetAttr attr;
-  attr.handled_access_fs = write_rights(abi);
+  attr.handled_access_fs = kReadRights | write_rights(abi);
   if (abi >= 4) attr.handled_access_net = kAccessNetBindTcp | kAccessNetConnectTcp;
   if (abi >= 6) attr.scoped = kScopeAbstractUnixSocket | kScopeSignal;
   OwnedFd ruleset(static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0)));
   if (!ruleset.open()) fail("cannot make a Landlock ruleset (ABI ", abi, "): ", std::strerror(errno));
-  allow(ruleset.fd(), writable, write_rights(abi));
-  allow(ruleset.fd(), "/dev/null", file_write_rights(abi));
+  for (const fs::path& path : system_files()) allow(abi, ruleset.fd(), path, kReadRights);
+  for (const fs::path& path : rules.readable) allow(abi, ruleset.fd(), path, kReadRights);
+  allow(abi, ruleset.fd(), rules.writable, kReadRights | write_rights(abi));
+  allow(abi, ruleset.fd(), "/dev/null", kReadRights | write_rights(abi));
   return ruleset;
 }
 
@@ -115,20 +129,42 @@ SandboxSupport sandbox_support() {
   }
 }
 
-std::string sandbox_summary(const SandboxSupport& support, const fs::path& writable) {
+std::vector<fs::path> system_files() {
+  std::set<fs::path> files;
+  for (const char* path : {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc",
+                           "/sys", "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
+    std::error_code error;
+    if (fs::exists(path, error)) files.insert(path);
+  }
+  // The loader names each shared object by the path it opened ("" for the program itself).
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* object, std::size_t, void* found) {
+        const fs::path file = object->dlpi_name == nullptr ? fs::path() : fs::path(object->dlpi_name);
+        if (file.is_absolute()) static_cast<std::set<fs::path>*>(found)->insert(file.parent_path());
+        return 0;
+      },
+      &files);
+  return {files.begin(), files.end()};
+}
+
+std::string sandbox_summary(const SandboxSupport& support, const SandboxRules& rules) {
   if (support.abi == 0)
     return "the submission's code runs with your rights: " + support.why_not + "; grade in a container or as a user " +
-           "that can write only the build folder and the grade files";
-  std::string summary = "the submission's code may write only in '" + writable.string() + "'";
+           "that can read only the system, the build folder and the cases, and write only the build folder and the " +
+           "grade files";
+  std::string summary = "the submission's code may read only the system's files";
+  for (std::size_t i = 0; i < rules.readable.size(); ++i)
+    summary += (i + 1 == rules.readable.size() ? " and '" : ", '") + rules.readable[i].string() + "'";
+  summary += ", write only in '" + rules.writable.string() + "'";
   if (support.abi >= 4) summary += ", open no TCP connection";
   if (support.abi >= 6) summary += ", signal no process but its own";
   return summary + " (Landlock ABI " + std::to_string(support.abi) + ")";
 }
 
-int run_sandboxed(const std::vector<std::string>& args, const fs::path& writable, const std::vector<std::string>& env) {
-  check(!args.empty() && fs::path(args[0]).is_absolute(), "run_sandboxed: expected a program's absolute path");
-  const SandboxSupport support = sandbox_support();
-  const OwnedFd ruleset = support.abi > 0 ? make_ruleset(support.abi, writable) : OwnedFd();
+pid_t start_sandboxed(const SandboxSupport& support, const std::vector<std::string>& args, const SandboxRules& rules,
+                      const std::vector<std::string>& env) {
+  check(!args.empty() && fs::path(args[0]).is_absolute(), "start_sandboxed: expected a program's absolute path");
+  const OwnedFd ruleset = support.abi > 0 ? make_ruleset(support.abi, rules) : OwnedFd();
   // Everything the child needs, made before fork.
   std::vector<std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -163,11 +199,7 @@ int run_sandboxed(const std::vector<std::string>& args, const fs::path& writable
     say_from_child("fsdplab grade --submission: cannot start the submission's fsdplab (execve)\n");
     ::_exit(127);
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) fail("waiting for ", args[0], ": ", std::strerror(errno));
-  }
-  return status;
+  return pid;
 }
 
 }  // namespace fsdplab::app

@@ -3,7 +3,8 @@
 // build made from it, even when the new submission carries older times (cp -p, tar, unzip keep them), so ninja
 // recompiles it; an unchanged file keeps its time and is not recompiled. A lab that does not build is told from the
 // build's output and staged as its skeleton; its task is graded 0 with the reason, the rest as usual. One grading at
-// a time holds a build folder; a course tree changed since its build is named. (The build itself takes minutes and
+// a time holds a build folder; a course tree changed since its build is named; the submission's code reads only the
+// system's files and its grade's inputs, and writes only in its scratch folder. (The build itself takes minutes and
 // is not run here.)
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -250,31 +251,52 @@ TEST_F(GradeSubmission, ACourseTreeChangedSinceItsBuildIsNamedFileByFile) {
 // in its scratch folder and /dev/null and nowhere else (another student's grade is neither changed nor removed), and,
 // where the kernel's ABI scopes signals, cannot signal the grader that waits for it. Its environment carries the
 // settings asked for. On a kernel without Landlock the summary says the code runs with the TA's rights.
-TEST_F(GradeSubmission, TheSubmissionsCodeWritesOnlyInItsScratchFolder) {
-  EXPECT_TRUE(testing::contains(app::sandbox_summary({0, "no Landlock here"}, path("scratch")),
+// [Note: what a submission's code may do]: a script started in the sandbox (and what it starts) reads the system's
+// files and its readable inputs, writes in its scratch folder and /dev/null, and nothing else; signals stay inside.
+TEST_F(GradeSubmission, TheSubmissionsCodeReadsOnlyItsInputsAndWritesOnlyInItsScratchFolder) {
+  EXPECT_TRUE(testing::contains(app::sandbox_summary({0, "no Landlock here"}, {path("scratch"), {}}),
                                 "the submission's code runs with your rights: no Landlock here"));
   const app::SandboxSupport support = app::sandbox_support();
   if (support.abi == 0) GTEST_SKIP() << "the sandbox needs Landlock: " << support.why_not;
+  for (const fs::path& system : app::system_files())
+    ASSERT_TRUE(dir().lexically_relative(system).string().starts_with("..")) << dir() << " is a system folder";
   fs::create_directories(path("scratch"));
   fs::create_directories(path("grades"));
+  fs::create_directories(path("cases"));
+  fs::create_directories(path("build"));
   spit(path("grades/bob.json"), "bob's grade");
+  spit(path("cases/w4.json"), "a held-out case");
+  spit(path("elsewhere.json"), "a case kept elsewhere");
+  fs::create_symlink(path("elsewhere.json"), path("cases/linked.json"));
   const std::string grades = path("grades").string();
-  const std::string script = "echo mine > \"$TMPDIR/inside\"; echo forged > " + grades + "/bob.json; rm -f " + grades +
-                             "/bob.json; mkdir " + grades + "/planted; sh -c 'echo deeper > " + grades +
-                             "/deeper'; echo quiet > /dev/null && " + "if kill -0 " + std::to_string(::getpid()) +
-                             " 2>/dev/null; then echo reached; else echo refused; fi > " +
-                             "\"$TMPDIR/signal\"; echo done > \"$TMPDIR/end\"";
-  const int status =
-      app::run_sandboxed({"/bin/sh", "-c", script}, path("scratch"), {"TMPDIR=" + path("scratch").string()});
+  const std::string script =
+      "echo mine > \"$TMPDIR/inside\"; echo forged > " + grades + "/bob.json; rm -f " + grades + "/bob.json; mkdir " +
+      grades + "/planted; sh -c 'echo deeper > " + grades + "/deeper'; echo quiet > /dev/null && " + "cat " +
+      path("cases/w4.json").string() + " " + path("cases/linked.json").string() + " > \"$TMPDIR/cases\"; " + "if cat " +
+      grades + "/bob.json > /dev/null 2>&1 || ls " + grades + " > /dev/null 2>&1; then echo read; " +
+      "else echo refused; fi > \"$TMPDIR/others\"; if kill -0 " + std::to_string(::getpid()) +
+      " 2>/dev/null; then echo reached; else echo refused; fi > \"$TMPDIR/signal\"; echo done > \"$TMPDIR/end\"";
+  // The rules grade_submission gives a submission's grade with held-out cases, one of them a link to elsewhere.
+  const app::SandboxRules rules{path("scratch"), app::read_by_the_grade(path("build"), path("cases"))};
+  EXPECT_EQ(rules.readable, (std::vector<fs::path>{path("build"), path("cases"), path("elsewhere.json")}));
+  const pid_t pid =
+      app::start_sandboxed(support, {"/bin/sh", "-c", script}, rules, {"TMPDIR=" + path("scratch").string()});
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(slurp(path("scratch/inside")), "mine\n");
   EXPECT_EQ(slurp(path("scratch/end")), "done\n") << "a refused write stopped the script, or /dev/null was refused";
+  EXPECT_EQ(slurp(path("scratch/cases")), "a held-out casea case kept elsewhere");
+  EXPECT_EQ(slurp(path("scratch/others")), "refused\n") << "another student's grade was readable";
   EXPECT_EQ(slurp(path("grades/bob.json")), "bob's grade");
   EXPECT_FALSE(fs::exists(path("grades/planted")));
   EXPECT_FALSE(fs::exists(path("grades/deeper"))) << "a process the sandboxed one started wrote outside";
   EXPECT_EQ(slurp(path("scratch/signal")), support.abi >= 6 ? "refused\n" : "reached\n");
-  const std::string summary = app::sandbox_summary(support, path("scratch"));
-  EXPECT_TRUE(testing::contains(summary, "may write only in '" + path("scratch").string() + "'")) << summary;
+  const std::string summary = app::sandbox_summary(support, rules);
+  EXPECT_TRUE(testing::contains(summary, "may read only the system's files, '" + path("build").string() + "', '" +
+                                             path("cases").string() + "' and '" + path("elsewhere.json").string() +
+                                             "', write only in '" + path("scratch").string() + "'"))
+      << summary;
 }
 
 // A second grading of one build folder waits until the first is done, saying so, and again while it waits.

@@ -205,7 +205,7 @@ for n in (1, 2, 5):
     assert all(c["end"] == "uses the reference" for c in tasks[n]["checks"]), n
 EOF
 
-# ---- 8. a lab that writes outside its sandbox: refused, and graded as usual ------------------------------------
+# ---- 8. a lab that reads or writes outside its sandbox: refused, and graded as usual ---------------------------
 trudy="$scratch/returned/trudy"
 mkdir -p "$trudy/labs/01-meta-init"
 cp "$sub/labs/01-meta-init/student.cpp" "$trudy/labs/01-meta-init/student.cpp"
@@ -220,6 +220,9 @@ const int written_before_main = [] {
     std::fprintf(stderr, "trudy writes %s: %s\n", path, file ? "written" : std::strerror(errno));
     if (file) std::fclose(file);
   }
+  std::FILE* other = std::fopen("$scratch/alice.json", "r");
+  std::fprintf(stderr, "trudy reads $scratch/alice.json: %s\n", other ? "read" : std::strerror(errno));
+  if (other) std::fclose(other);
   return 0;
 }();
 }  // namespace
@@ -231,12 +234,14 @@ alice_before="$(sha256sum <"$scratch/alice.json")"
 grep -q "^json: $scratch/trudy.json$" "$scratch/trudy.txt" || { cat "$scratch/trudy.txt"; fail "the JSON was not named where it was asked"; }
 python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["tasks"][0]["points"] == 16' "$scratch/trudy.json" ||
   fail "trudy's JSON was not written where --json asked: $(head -c 300 "$scratch/trudy.json")"
-if grep -q "the submission's code may write only in '" "$scratch/trudy.log"; then
+if grep -q "the submission's code may read only the system's files and '$scratch/sb', write only in '" "$scratch/trudy.log"; then
   [[ "$(grep -c "^trudy writes .*: Permission denied$" "$scratch/trudy.log")" == 2 ]] ||
     fail "a write outside the sandbox was not refused: $(grep '^trudy' "$scratch/trudy.log")"
+  grep -q "^trudy reads $scratch/alice.json: Permission denied$" "$scratch/trudy.log" ||
+    fail "another student's grade was readable in the sandbox: $(grep '^trudy' "$scratch/trudy.log")"
   [[ "$(sha256sum <"$scratch/alice.json")" == "$alice_before" && ! -e "$scratch/planted" ]] ||
     fail "the sandboxed lab changed files outside its sandbox"
-  sandboxed="a lab's writes outside its sandbox refused"
+  sandboxed="a lab's reads and writes outside its sandbox refused"
 else
   grep -q "the submission's code runs with your rights: " "$scratch/trudy.log" ||
     fail "the grader neither sandboxed the lab nor said so: $(head -n 5 "$scratch/trudy.log")"
