@@ -19,7 +19,7 @@ constexpr ImU32 kTextColor = IM_COL32(230, 230, 230, 255);
 constexpr ImU32 kDimTextColor = IM_COL32(160, 160, 160, 255);
 
 constexpr float kFrameWidth = 1;    // a chart's frame line, drawn over its edges
-constexpr double kHeadroom = 1.15;  // the scale over the highest bytes shown: room for the peak's label
+constexpr double kHeadroom = 1.05;  // the scale over the highest bytes shown: its line lies under the frame
 // The charts' x axis: the ledger records an allocation when the host issues it (memory_ledger.hpp), on the
 // device's clock, which is ahead of the device's work wherever the host runs ahead of it.
 constexpr const char* kChartClock = "host issue time";
@@ -72,12 +72,6 @@ void dashed_hline(ImDrawList* dl, float x0, float x1, float y, ImU32 color, floa
 }
 
 // A text on a dark box, readable over the stacks.
-void label(ImDrawList* dl, ImVec2 at, ImU32 color, const std::string& text) {
-  const ImVec2 size = ImGui::CalcTextSize(text.c_str());
-  dl->AddRectFilled({at.x - 2, at.y}, {at.x + size.x + 2, at.y + size.y}, IM_COL32(20, 20, 22, 210));
-  dl->AddText(at, color, text.c_str());
-}
-
 void legend() {
   ImGui::TextUnformatted("tags:");
   ImGui::SameLine();
@@ -247,8 +241,8 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
     }
   }
 
-  // One scale for every bar and chart, with headroom for a chart's peak label; the header says it, and so
-  // does each chart's top.
+  // One scale for every bar and chart, a little over the highest bytes shown; the header says it, and so does each
+  // chart's top.
   const auto scale = static_cast<std::int64_t>(std::ceil(static_cast<double>(top) * kHeadroom));
   scale_ = scale;
   legend();
@@ -390,13 +384,11 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
         const auto y_of = [&](std::int64_t v) {
           return b.y - static_cast<float>(static_cast<double>(v) / chart_scale) * (b.y - a.y);
         };
-        const float text_h = ImGui::GetTextLineHeight();
-        const auto label_y = [&](float line_y) { return line_y - text_h >= a.y ? line_y - text_h : line_y + 1; };
+        // The lines are not labelled in the chart, where a label would hide the stack under it: the rank's line
+        // above says "peak" and "expected" in their colours, the source's header the expected bytes.
         if (row.peak > 0) {
           const float yp = y_of(row.peak);
           dl->AddLine({a.x, yp}, {b.x, yp}, kPeakColor, 1.5f);
-          const std::string text = "peak " + format_bytes(row.peak);
-          label(dl, {b.x - ImGui::CalcTextSize(text.c_str()).x - 4, label_y(yp)}, kPeakColor, text);
           const SimTime pt = m.total.peak_time();
           if (pt >= view_begin && pt <= view_end) {
             const float xt = x_of_time(pt);
@@ -406,9 +398,8 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
         if (exp && row.expected_total > 0) {
           const float ye = y_of(row.expected_total);
           dashed_hline(dl, a.x, b.x, ye, kExpectedColor);
-          label(dl, {a.x + 4, label_y(ye)}, kExpectedColor, "expected " + format_bytes(row.expected_total));
         }
-        if (device_in_scale) {  // unlabelled: the legend says what it is, and the chart has room for two labels
+        if (device_in_scale) {  // the legend says what it is
           const float yd = y_of(src.device_memory);
           dl->AddLine({a.x, yd}, {b.x, yd}, kDeviceMemoryColor, 1);
         }
@@ -418,7 +409,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
         }
         dl->AddRect(a, b, kBorderColor);
         dl->AddText({origin.x, a.y}, kDimTextColor, format_bytes(scale).c_str());
-        dl->AddText({origin.x, b.y - text_h}, kDimTextColor, "0");
+        dl->AddText({origin.x, b.y - ImGui::GetTextLineHeight()}, kDimTextColor, "0");
       }
 
       if (hovered && inside(row.bar_min, {row.bar_max.x, row.bar_max.y + 2})) {

@@ -211,13 +211,13 @@ TEST(MemoryPanel, ChartStacksTheTagsOverTheView) {
   ASSERT_GT(gf.count, 0);
   EXPECT_NEAR(gf.x0, r1.chart_min.x + w * 5 / 30, 1.5);
   EXPECT_NEAR(gf.x1, r1.chart_min.x + w * 12 / 30, 1.5);
-  // Heights: optim_state (800) stacked over param_shard (400) is twice as tall.
+  // Heights: optim_state (800) stacked over param_shard (400) is twice as tall, to the pixel a stack's edges round to.
   const Extent ps = extent(data, mem_tag_color(MemTag::param_shard), r1.chart_min, r1.chart_max);
-  EXPECT_NEAR((os.y1 - os.y0) / (ps.y1 - ps.y0), 2.0, 0.1);
+  EXPECT_NEAR(os.y1 - os.y0, 2 * (ps.y1 - ps.y0), 1.5);
   EXPECT_NEAR(os.y1, ps.y0, 0.5);
   // The peak line and the dashed expected line cross the chart, the expected one higher (2100 > 1200).
-  // (Their labels are drawn in their colours too. A solid line has vertices at its ends only: the peak
-  // line's left end has no label there; the dashes of the expected one lie all along it.)
+  // (A solid line has vertices at its ends only: the peak line is found at its left end; the dashes of the expected
+  // one lie all along it.)
   const Extent peak = extent(data, kPeakColor, r1.chart_min, r1.chart_max);
   const Extent exp = extent(data, kExpectedColor, r1.chart_min, r1.chart_max);
   ASSERT_GT(peak.count, 0);
@@ -225,7 +225,7 @@ TEST(MemoryPanel, ChartStacksTheTagsOverTheView) {
   EXPECT_GT(peak.width(), w * 0.9f);
   EXPECT_GT(exp.width(), w * 0.9f);
   const ImVec2 middle_min(r1.chart_min.x + w * 0.5f, r1.chart_min.y + 2),
-      middle_max(r1.chart_min.x + w * 0.65f, r1.chart_max.y);  // over the stack, left of the peak's label
+      middle_max(r1.chart_min.x + w * 0.65f, r1.chart_max.y);  // over the stack
   const Extent peak_line =
       extent(data, kPeakColor, ImVec2(r1.chart_min.x - 1, r1.chart_min.y), ImVec2(r1.chart_min.x + 2, r1.chart_max.y));
   const Extent exp_line = extent(data, kExpectedColor, middle_min, middle_max);
@@ -345,7 +345,7 @@ TEST(MemoryPanel, TagsChangingAtOneTimeStackAsTheyWereAtTheTotalsPeak) {
   EXPECT_EQ(row.peak, 11'000);
   const float w = row.chart_max.x - row.chart_min.x, floor = row.chart_max.y - 2;
   const float per_byte = (floor - row.chart_min.y) / static_cast<float>(panel.scale());
-  // The tallest stack anywhere in the chart (the tags' colours only: labels and lines are drawn over it).
+  // The tallest stack anywhere in the chart (the tags' colours only: lines are drawn over it).
   const auto top_between = [&](float x0, float x1) {
     float top = floor;
     for (MemTag tag : {MemTag::param_shard, MemTag::param_full, MemTag::activation}) {
