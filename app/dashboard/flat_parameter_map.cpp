@@ -92,6 +92,36 @@ MappedUnit map_unit(const UnitPlan& plan, const FlatParameterTask& flat, int sha
   return unit;
 }
 
+// The first way `unit` differs from `reference`, the same unit laid out by the reference's task 2: a parameter's
+// place in the flat buffer, its size, a chunk's slices, in that order (each may follow from the one before); "" when
+// they are the same. A padding or an alignment a few elements off is a fraction of a pixel in the map: this says it.
+std::string layout_difference(const MappedUnit& unit, const MappedUnit& reference) {
+  const auto n = [](std::int64_t v) { return std::to_string(v); };
+  for (const MappedParameter& want : reference.params) {
+    const auto got = std::find_if(unit.params.begin(), unit.params.end(),
+                                  [&](const MappedParameter& p) { return p.name == want.name; });
+    if (got != unit.params.end() && got->offset != want.offset)
+      return "'" + want.name + "' at flat offset " + n(got->offset) + "; the reference's " + n(want.offset);
+  }
+  if (unit.padded_numel != reference.padded_numel)
+    return "padded to " + n(unit.padded_numel) + " elements; the reference's " + n(reference.padded_numel);
+  const auto slice_text = [&](const MappedUnit& u, const std::vector<MappedSlice>& slices, std::size_t i) {
+    if (i >= slices.size()) return std::string("none");
+    const MappedSlice& s = slices[i];
+    return "'" + u.params[s.param].name + "' [" + n(s.param_begin) + ", " + n(s.param_begin + s.count) +
+           ") at shard offset " + n(s.shard_offset);
+  };
+  for (std::size_t c = 0; c < reference.chunks.size() && c < unit.chunks.size(); ++c) {
+    for (std::size_t i = 0; i < std::max(unit.chunks[c].size(), reference.chunks[c].size()); ++i) {
+      const std::string got = slice_text(unit, unit.chunks[c], i), want = slice_text(reference, reference.chunks[c], i);
+      if (got != want)
+        return "chunk " + n(static_cast<std::int64_t>(c)) + "'s slice " + n(static_cast<std::int64_t>(i)) + ": " + got +
+               "; the reference's " + want;
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions& options, const ImplChoice& impl) {
@@ -117,6 +147,17 @@ FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions
       map.error = "task 2 on unit '" + plan.name + "': " + e.what();
       map.units.clear();
       return map;
+    }
+  }
+  if (impl.replaced(2)) {
+    const FsdpTasks reference = tasks_for(ImplChoice{});
+    for (std::size_t u = 0; u < plans.size(); ++u) {
+      try {
+        map.units[u].differs = layout_difference(
+            map.units[u], map_unit(plans[u], *reference.flat_parameter, map.shard_group, options.align));
+      } catch (const std::exception& e) {  // a unit of a student's task 7 that the reference's task 2 refuses
+        map.units[u].differs = std::string("the reference's task 2 refuses this unit: ") + e.what();
+      }
     }
   }
   return map;
@@ -187,6 +228,7 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
   headers_.clear();
   names_.clear();
   layout_line_.clear();
+  difference_line_.clear();
   error_shown_.clear();
   // Two runs side by side may lay their units out differently (--compare impl with a task 2 or 7 of the
   // student's): the map is the step-through's run's, its layout and its states; say whose, and whose tasks.
@@ -205,6 +247,18 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
     text_wrapped_at_spaces(error_shown_);
     ImGui::PopStyleColor();
     return;
+  }
+  const auto differing =
+      std::count_if(map.units.begin(), map.units.end(), [](const MappedUnit& u) { return !u.differs.empty(); });
+  if (differing > 0) {
+    const MappedUnit& first =
+        *std::find_if(map.units.begin(), map.units.end(), [](const MappedUnit& u) { return !u.differs.empty(); });
+    difference_line_ = std::to_string(differing) + " of " + std::to_string(map.units.size()) +
+                       " units laid out unlike the reference's (names in red; hover one): '" + first.name + "' " +
+                       printable(first.differs);
+    ImGui::PushStyleColor(ImGuiCol_Text, kFailedColor);
+    text_wrapped_at_spaces(difference_line_);
+    ImGui::PopStyleColor();
   }
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   // Under hybrid shard a unit is cut into S chunks, and rank r holds chunk r % S: the replicas repeat the columns.
@@ -294,13 +348,16 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
     draw.PushClipRect(ImVec2(window_min.x, grid_min_.y), ImVec2(grid_min_.x, grid_max_.y), true);
     const std::string name = elided(unit.name, name_width_ - kNamePad, Elide::front);
     const ImVec2 name_at(window_min.x, y + kRowPad / 2);
-    draw.AddText(name_at, ImGui::GetColorU32(ImGuiCol_Text), name.c_str());
+    draw.AddText(name_at, unit.differs.empty() ? ImGui::GetColorU32(ImGuiCol_Text) : kFailedColor, name.c_str());
     const ImVec2 name_end(name_at.x + ImGui::CalcTextSize(name.c_str()).x, y + row_height);
     names_.push_back({name, name_at, name_end});
     draw.PopClipRect();
-    if (hovered && name != unit.name &&
-        contains(ImVec2(window_min.x, std::max(y, grid_min_.y)), ImVec2(grid_min_.x, y + row_height), mouse))
-      ImGui::SetTooltip("unit %zu '%s'", u, unit.name.c_str());
+    if (hovered && (name != unit.name || !unit.differs.empty()) &&
+        contains(ImVec2(window_min.x, std::max(y, grid_min_.y)), ImVec2(grid_min_.x, y + row_height), mouse)) {
+      ImGui::SetTooltip(
+          "unit %zu '%s'%s%s", u, unit.name.c_str(),
+          unit.differs.empty() ? "" : ": laid out unlike the reference's: ", printable(unit.differs).c_str());
+    }
 
     draw.PushClipRect(grid_min_, grid_max_, true);
     for (int r = 0; r < world; ++r) {

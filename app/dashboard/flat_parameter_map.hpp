@@ -42,6 +42,10 @@ struct MappedUnit {
   std::int64_t shard_numel = 0;
   std::vector<MappedParameter> params;  // in flat order
   std::vector<std::vector<MappedSlice>> chunks;  // by chunk (shard_group of them): its slices, as task 2 gives them
+  // Where a task 2 not the reference's laid it out: how its layout differs from the reference's layout of the same
+  // unit, the first difference in words ("padded to 7087874 elements; the reference's 7087872"), which no pixel
+  // would show; empty where it does not differ, and in the reference's map.
+  std::string differs;
 };
 
 struct FlatParameterMap {
@@ -57,7 +61,8 @@ struct FlatParameterMap {
 };
 
 // The units `tasks` (the implementations `impl` chooses) make of `run`'s model under `options`, laid out for its
-// shard group. What the tasks throw, or a layout that does not fit its unit, is not thrown: it is the map's error.
+// shard group, each compared with the reference's layout of it where `impl` replaces task 2 (MappedUnit::differs).
+// What the tasks throw, or a layout that does not fit its unit, is not thrown: it is the map's error.
 FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions& options, const ImplChoice& impl);
 
 class FlatParameterPanel {
@@ -92,9 +97,11 @@ class FlatParameterPanel {
   ImVec2 grid_min() const { return grid_min_; }
   ImVec2 grid_max() const { return grid_max_; }
   float scroll_max_x() const { return scroll_max_x_; }  // how far the grid scrolls sideways
-  // The last frame's line saying whose tasks laid the map out, and the error it showed instead of a grid (empty
-  // when it drew one).
+  // The last frame's line saying whose tasks laid the map out, the one saying how many units' layouts differ from
+  // the reference's and the first one's difference (empty when none does), and the error it showed instead of a
+  // grid (empty when it drew one).
   const std::string& layout_line() const { return layout_line_; }
+  const std::string& difference_line() const { return difference_line_; }
   const std::string& error_shown() const { return error_shown_; }
 
  private:
@@ -103,7 +110,7 @@ class FlatParameterPanel {
   float name_width_ = 0;
   ImVec2 grid_min_, grid_max_;
   float scroll_max_x_ = 0;
-  std::string layout_line_, error_shown_;
+  std::string layout_line_, difference_line_, error_shown_;
 };
 
 }  // namespace fsdplab::app

@@ -644,7 +644,8 @@ RunConfig tiny_run(int world) {
 
 // Lab 02's point: a student's own layout is the one drawn. A task 2 that pads a size already a multiple of W by
 // a whole extra chunk gives every such unit W more elements, so each chunk is one larger and every chunk after
-// the first starts one element later in the flat buffer than the reference's.
+// the first starts one element later in the flat buffer than the reference's. Two elements of millions are no
+// pixel: each such unit says how it differs, the others and the reference's map say nothing.
 TEST(FlatParameterMap, AMutantTask2sLayoutIsTheOneMapped) {
   const FlatParameterMap reference = plan_flat_parameter_map(tiny_run(2), FsdpOptions{}, ImplChoice{});
   const FlatParameterMap mutant =
@@ -658,6 +659,8 @@ TEST(FlatParameterMap, AMutantTask2sLayoutIsTheOneMapped) {
     const MappedUnit& got = mutant.units[u];
     if (got.padded_numel == ref.padded_numel) continue;
     ++differing;
+    EXPECT_EQ(got.differs, "padded to " + std::to_string(ref.padded_numel + 2) + " elements; the reference's " +
+                               std::to_string(ref.padded_numel));
     EXPECT_EQ(got.padded_numel, ref.padded_numel + 2) << ref.name;
     EXPECT_EQ(got.shard_numel, ref.shard_numel + 1) << ref.name;
     // Chunk 1 begins one element later: its first slice is one element further into its parameter.
@@ -666,6 +669,57 @@ TEST(FlatParameterMap, AMutantTask2sLayoutIsTheOneMapped) {
     EXPECT_EQ(got.chunks[1].front().param_begin, ref.chunks[1].front().param_begin + 1) << ref.name;
   }
   EXPECT_GT(differing, 0) << "no unit of test-tiny has a size that is a multiple of 2";
+  for (std::size_t u = 0; u < reference.units.size(); ++u) {
+    EXPECT_EQ(reference.units[u].differs, "") << reference.units[u].name;
+    if (mutant.units[u].padded_numel == reference.units[u].padded_numel) {
+      EXPECT_EQ(mutant.units[u].differs, "") << reference.units[u].name;
+    }
+  }
+}
+
+// The grader's task 2 "see it" (GraderDiagnostics.ATask2SeeItGoesToAWorldWhereTheMapShowsTheDifference) opens the map
+// of gpt2 test-small at W = 2 for a padding off by one: the map names units there, and none at the task's usual W = 3.
+TEST(FlatParameterMap, APaddingOffByOneShowsAtTheWorldTheGradersCommandOpens) {
+  const ImplChoice mutant = parse_impl("2=mutant:padding-off-by-one");
+  for (const int world : {2, 3}) {
+    RunConfig run;
+    run.model = "gpt2";
+    run.preset = "test-small";
+    run.world = world;
+    run.batch = world;
+    const FlatParameterMap map = plan_flat_parameter_map(run, FsdpOptions{}, mutant);
+    ASSERT_TRUE(map.error.empty()) << map.error;
+    const auto named =
+        std::count_if(map.units.begin(), map.units.end(), [](const MappedUnit& u) { return !u.differs.empty(); });
+    EXPECT_EQ(named > 0, world == 2) << "W = " << world << ": " << named << " units named";
+  }
+}
+
+// A task 2 that ignores the alignment packs parameters back to back: the first parameter a few elements from where
+// the reference puts it is named with both offsets (the unit's size, smaller, follows from it).
+TEST(FlatParameterMap, AParameterPlacedAFewElementsOffIsNamed) {
+  FsdpOptions options;
+  options.align = 64;
+  const FlatParameterMap reference = plan_flat_parameter_map(tiny_run(2), options, ImplChoice{});
+  const FlatParameterMap mutant = plan_flat_parameter_map(tiny_run(2), options, parse_impl("2=mutant:no-alignment"));
+  ASSERT_TRUE(mutant.error.empty()) << mutant.error;
+  ASSERT_EQ(mutant.units.size(), reference.units.size());
+  int offsets_named = 0;
+  for (std::size_t u = 0; u < reference.units.size(); ++u) {
+    const MappedUnit& ref = reference.units[u];
+    const MappedUnit& got = mutant.units[u];
+    ASSERT_EQ(got.params.size(), ref.params.size());
+    std::string first_moved;  // the first parameter, in the reference's flat order, not where the reference puts it
+    for (std::size_t p = 0; p < ref.params.size() && first_moved.empty(); ++p) {
+      ASSERT_EQ(got.params[p].name, ref.params[p].name);  // packed in the same order
+      if (got.params[p].offset != ref.params[p].offset)
+        first_moved = "'" + ref.params[p].name + "' at flat offset " + std::to_string(got.params[p].offset) +
+                      "; the reference's " + std::to_string(ref.params[p].offset);
+    }
+    EXPECT_EQ(got.differs, first_moved) << ref.name;
+    if (!first_moved.empty()) ++offsets_named;
+  }
+  EXPECT_GT(offsets_named, 0) << "no unit of test-tiny has a parameter that alignment moves";
 }
 
 // A task 2 still at its TODO, or one whose slices do not fit their parameters, has no map: the panel says why in

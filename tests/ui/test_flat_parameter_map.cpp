@@ -10,6 +10,7 @@
 
 #include "app/dashboard/flat_parameter_map.hpp"
 #include "app/dashboard/headless_imgui.hpp"
+#include "app/dashboard/palette.hpp"
 #include "dashboard_testing.hpp"
 
 namespace fsdplab::app {
@@ -57,6 +58,37 @@ float draw(HeadlessImGui& ui, FlatParameterPanel& panel, const FlatParameterMap&
     ui.render();
   }
   return panel.scroll_max_x();
+}
+
+// A unit laid out unlike the reference's has its name in red, and the line above the grid says how many do and
+// the first one's difference; a map without one says nothing of it.
+TEST(FlatParameterMap, UnitsLaidOutUnlikeTheReferenceAreNamedInRed) {
+  HeadlessImGui ui(1024, 768);
+  FlatParameterPanel panel;
+  FsdpEventLog log;
+  log.add_source();
+  FlatParameterMap map = nested_map(2);
+  draw(ui, panel, map, log, 380);
+  EXPECT_EQ(panel.difference_line(), "");
+  map.units[2].differs = "padded to 130 elements; the reference's 128";
+  map.units[4].differs = "'x' at flat offset 3; the reference's 0";
+  draw(ui, panel, map, log, 380);
+  EXPECT_EQ(panel.difference_line(),
+            "2 of 6 units laid out unlike the reference's (names in red; hover one): 'model.layers.0' padded to 130 "
+            "elements; the reference's 128");
+  // The red text's vertices: the names of units 2 and 4, and none in the other names' rows.
+  const auto red_in = [&](const FlatParameterPanel::Label& name) {
+    int count = 0;
+    const ImDrawData& data = *ImGui::GetDrawData();
+    for (int l = 0; l < data.CmdListsCount; ++l)
+      for (const ImDrawVert& v : data.CmdLists[l]->VtxBuffer)
+        count += v.col == kFailedColor && v.pos.x >= name.min.x && v.pos.x <= name.max.x && v.pos.y >= name.min.y &&
+                 v.pos.y <= name.max.y;
+    return count;
+  };
+  ASSERT_EQ(panel.names().size(), 6u);
+  for (std::size_t u = 0; u < 6; ++u)
+    EXPECT_EQ(red_in(panel.names()[u]) > 0, u == 2 || u == 4) << panel.names()[u].text;
 }
 
 class FlatParameterMapLayout : public testing::TestWithParam<std::tuple<int, float>> {};
