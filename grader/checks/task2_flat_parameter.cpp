@@ -5,7 +5,9 @@
 #include <random>
 #include <sstream>
 
+#include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/train/model_factory.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/graded_run.hpp"
 #include "grader/rank_harness.hpp"
@@ -13,7 +15,8 @@
 namespace fsdplab::grading {
 namespace {
 
-// Beside the reference: the FlatParameter map shows the layout (task 2 reports no events to break at).
+// Beside the reference: the FlatParameter map shows the layout (task 2 reports no events to break at), and names
+// each unit laid out unlike the reference's; a failed check goes to a world where one is (see_it_where_it_differs).
 constexpr const char* kShow = "fsdplab gui --model gpt2 --world 3 {impl} --compare impl";
 
 // Parameters of the given sizes, named p0, p1, ...; the toy model's sizes by default.
@@ -232,8 +235,48 @@ CheckOutcome from_finding(const Finding& f, std::string expected, const std::str
   return CheckOutcome::fail(std::move(expected), f.text, cause_of(f, own_cause));
 }
 
+// A check's small parameters are not the dashboard's model: a padding off by one at W = 4 may change no unit of gpt2
+// test-small at kShow's W = 3, and the map would show nothing wrong. So a failed check's command goes to the first
+// world, 2 to 8, at which the graded task 2 lays out a unit of that model (as the map plans it: the reference's
+// units, the default align) unlike the reference, or cannot; kShow where none is.
+std::string see_it_where_it_differs(const CheckContext& c) {
+  RunConfig run;
+  run.model = "gpt2";
+  run.preset = "test-small";
+  const std::int64_t align = FsdpOptions{}.align;
+  for (int world = 2; world <= 8; ++world) {
+    run.world = world;
+    run.batch = world;
+    const BuiltModel built = build_model(run);
+    const auto differs = [&] {
+      for (const UnitPlan& plan : c.reference.integration->plan_units(*built.model, built.unit_kinds)) {
+        const FlatParamLayout want = reference(c).plan(plan.params, world, align);
+        const FlatParamLayout got = graded(c).plan(plan.params, world, align);
+        if (layout_difference(got, want).found()) return true;
+        for (int rank = 0; rank < world; ++rank)
+          if (slices_text(graded(c).shard_slices(got, rank)) != slices_text(reference(c).shard_slices(want, rank)))
+            return true;
+      }
+      return false;
+    };
+    bool found = false;
+    try {
+      found = differs();
+    } catch (const std::exception&) {  // the graded task throws here: the map says what
+      found = true;
+    }
+    if (found)
+      return "fsdplab gui --model gpt2 --preset test-small --world " + std::to_string(world) + " {impl} --compare impl";
+  }
+  return kShow;
+}
+
 Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run) {
-  return {2, std::move(id), std::move(title), points, kShow, std::move(run)};
+  return {2, std::move(id), std::move(title), points, kShow, [run = std::move(run)](const CheckContext& c) {
+            CheckOutcome outcome = run(c);
+            if (!outcome.passed() && outcome.show.empty()) outcome.show = see_it_where_it_differs(c);
+            return outcome;
+          }};
 }
 
 CheckOutcome padding_to_a_multiple_of_w(const CheckContext& c) {

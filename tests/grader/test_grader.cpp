@@ -608,6 +608,30 @@ TEST(GraderDiagnostics, ASeeItCommandShowsTheCaseThatFailed) {
             "--impl 3=mutant:ignores-strategy");
 }
 
+// Task 2's checks lay out small parameters of their own; the dashboard's map, gpt2 test-small. A padding off by one
+// changes no unit of it at W = 3, so a failed check's command goes to the first world at which the graded layout of
+// one differs (the map names it there: MappedUnit::differs); a mistake no unit of that model shows (alignment: its
+// sizes are all multiples of the default align) keeps the task's command.
+TEST(GraderDiagnostics, ATask2SeeItGoesToAWorldWhereTheMapShowsTheDifference) {
+  const GradeReport padding = grade_task("2=mutant:padding-off-by-one", 2);
+  int failed = 0;
+  for (const GradedCheck& g : padding.tasks.at(0).checks) {
+    if (g.earned >= g.check.points || g.check.id == "training-W3") continue;
+    ++failed;
+    EXPECT_EQ(g.show,
+              "build/app/fsdplab gui --model gpt2 --preset test-small --world 2 --impl 2=mutant:padding-off-by-one "
+              "--compare impl")
+        << g.check.id;
+  }
+  EXPECT_GT(failed, 0);
+  const GradeReport alignment = grade_task("2=mutant:no-alignment", 2);
+  for (const GradedCheck& g : alignment.tasks.at(0).checks) {
+    if (g.check.id != "alignment") continue;
+    EXPECT_LT(g.earned, g.check.points);
+    EXPECT_EQ(g.show, "build/app/fsdplab gui --model gpt2 --world 3 --impl 2=mutant:no-alignment --compare impl");
+  }
+}
+
 // A check the race detector failed shows the run going to its race (the timeline marks it there): a --break would
 // stop it at the task's first event, before anything is wrong.
 TEST(GraderDiagnostics, ARaceIsShownWithoutTheBreakThatWouldStopBeforeIt) {
