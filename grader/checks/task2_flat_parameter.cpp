@@ -237,36 +237,40 @@ CheckOutcome from_finding(const Finding& f, std::string expected, const std::str
 
 // A check's small parameters are not the dashboard's model: a padding off by one at W = 4 may change no unit of gpt2
 // test-small at kShow's W = 3, and the map would show nothing wrong. So a failed check's command goes to the first
-// world, 2 to 8, at which the graded task 2 lays out a unit of that model (as the map plans it: the reference's
-// units, the default align) unlike the reference, or cannot; kShow where none is.
+// world, 2 to 8, at which the graded task 2 lays out a unit of gpt2 test-small, else of the toy model (whose sizes
+// are not all multiples of the default align, as gpt2's are), unlike the reference, or cannot (as the map plans it:
+// the reference's units, the default align); kShow where none does.
 std::string see_it_where_it_differs(const CheckContext& c) {
-  RunConfig run;
-  run.model = "gpt2";
-  run.preset = "test-small";
   const std::int64_t align = FsdpOptions{}.align;
-  for (int world = 2; world <= 8; ++world) {
-    run.world = world;
-    run.batch = world;
-    const BuiltModel built = build_model(run);
-    const auto differs = [&] {
-      for (const UnitPlan& plan : c.reference.integration->plan_units(*built.model, built.unit_kinds)) {
-        const FlatParamLayout want = reference(c).plan(plan.params, world, align);
-        const FlatParamLayout got = graded(c).plan(plan.params, world, align);
-        if (layout_difference(got, want).found()) return true;
-        for (int rank = 0; rank < world; ++rank)
-          if (slices_text(graded(c).shard_slices(got, rank)) != slices_text(reference(c).shard_slices(want, rank)))
-            return true;
+  for (const auto& [model, preset] : {std::pair{"gpt2", "test-small"}, std::pair{"toy", ""}}) {
+    for (int world = 2; world <= 8; ++world) {
+      RunConfig run;
+      run.model = model;
+      run.preset = preset;
+      run.world = world;
+      run.batch = world;
+      const BuiltModel built = build_model(run);
+      const auto differs = [&] {
+        for (const UnitPlan& plan : c.reference.integration->plan_units(*built.model, built.unit_kinds)) {
+          const FlatParamLayout want = reference(c).plan(plan.params, world, align);
+          const FlatParamLayout got = graded(c).plan(plan.params, world, align);
+          if (layout_difference(got, want).found()) return true;
+          for (int rank = 0; rank < world; ++rank)
+            if (slices_text(graded(c).shard_slices(got, rank)) != slices_text(reference(c).shard_slices(want, rank)))
+              return true;
+        }
+        return false;
+      };
+      bool found = false;
+      try {
+        found = differs();
+      } catch (const std::exception&) {  // the graded task throws here: the map says what
+        found = true;
       }
-      return false;
-    };
-    bool found = false;
-    try {
-      found = differs();
-    } catch (const std::exception&) {  // the graded task throws here: the map says what
-      found = true;
+      if (found)
+        return "fsdplab gui --model " + std::string(model) + (*preset ? " --preset " + std::string(preset) : "") +
+               " --world " + std::to_string(world) + " {impl} --compare impl";
     }
-    if (found)
-      return "fsdplab gui --model gpt2 --preset test-small --world " + std::to_string(world) + " {impl} --compare impl";
   }
   return kShow;
 }

@@ -611,7 +611,7 @@ TEST(GraderDiagnostics, ASeeItCommandShowsTheCaseThatFailed) {
 // Task 2's checks lay out small parameters of their own; the dashboard's map, gpt2 test-small. A padding off by one
 // changes no unit of it at W = 3, so a failed check's command goes to the first world at which the graded layout of
 // one differs (the map names it there: MappedUnit::differs); a mistake no unit of that model shows (alignment: its
-// sizes are all multiples of the default align) keeps the task's command.
+// sizes are all multiples of the default align) goes to the toy model, whose layer norm's are not.
 TEST(GraderDiagnostics, ATask2SeeItGoesToAWorldWhereTheMapShowsTheDifference) {
   const GradeReport padding = grade_task("2=mutant:padding-off-by-one", 2);
   int failed = 0;
@@ -628,7 +628,7 @@ TEST(GraderDiagnostics, ATask2SeeItGoesToAWorldWhereTheMapShowsTheDifference) {
   for (const GradedCheck& g : alignment.tasks.at(0).checks) {
     if (g.check.id != "alignment") continue;
     EXPECT_LT(g.earned, g.check.points);
-    EXPECT_EQ(g.show, "build/app/fsdplab gui --model gpt2 --world 3 --impl 2=mutant:no-alignment --compare impl");
+    EXPECT_EQ(g.show, "build/app/fsdplab gui --model toy --world 2 --impl 2=mutant:no-alignment --compare impl");
   }
 }
 

@@ -678,7 +678,8 @@ TEST(FlatParameterMap, AMutantTask2sLayoutIsTheOneMapped) {
 }
 
 // The grader's task 2 "see it" (GraderDiagnostics.ATask2SeeItGoesToAWorldWhereTheMapShowsTheDifference) opens the map
-// of gpt2 test-small at W = 2 for a padding off by one: the map names units there, and none at the task's usual W = 3.
+// of gpt2 test-small at W = 2 for a padding off by one: the map names units there, and none at the task's usual W = 3;
+// the toy model at W = 2 for a layout without alignment.
 TEST(FlatParameterMap, APaddingOffByOneShowsAtTheWorldTheGradersCommandOpens) {
   const ImplChoice mutant = parse_impl("2=mutant:padding-off-by-one");
   for (const int world : {2, 3}) {
@@ -693,6 +694,18 @@ TEST(FlatParameterMap, APaddingOffByOneShowsAtTheWorldTheGradersCommandOpens) {
         std::count_if(map.units.begin(), map.units.end(), [](const MappedUnit& u) { return !u.differs.empty(); });
     EXPECT_EQ(named > 0, world == 2) << "W = " << world << ": " << named << " units named";
   }
+  // A task 2 without alignment changes no unit of gpt2 (its sizes are multiples of the default align); the toy
+  // model's layer norm moves, where the grader's command for it opens the map.
+  RunConfig toy;
+  toy.model = "toy";
+  toy.world = 2;
+  toy.batch = 2;
+  const FlatParameterMap unaligned = plan_flat_parameter_map(toy, FsdpOptions{}, parse_impl("2=mutant:no-alignment"));
+  ASSERT_TRUE(unaligned.error.empty()) << unaligned.error;
+  const auto moved = std::find_if(unaligned.units.begin(), unaligned.units.end(),
+                                  [](const MappedUnit& u) { return !u.differs.empty(); });
+  ASSERT_NE(moved, unaligned.units.end());
+  EXPECT_TRUE(testing::contains(moved->differs, "' at flat offset ")) << moved->differs;
 }
 
 // A task 2 that ignores the alignment packs parameters back to back: the first parameter a few elements from where
