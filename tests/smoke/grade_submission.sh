@@ -18,9 +18,10 @@
 #   6. a folder holding no lab file is refused, and its --json says it was not graded, and why;
 #   7. a lab that returns the reference's task, one that includes the reference's source, and one whose class of its
 #      own calls the reference's, score 0, saying so;
-#   8. a lab whose code writes another student's grade and a file of its own outside its sandbox, before main: on a
-#      kernel with Landlock each write is refused (EACCES), nothing outside changes, and the lab is graded as
-#      usual, its --json written where asked; without Landlock the grader says the code runs with the TA's rights.
+#   8. a lab whose code writes another student's grade and a file of its own outside its sandbox, and reads that
+#      grade, before main: on a kernel with Landlock each write and the read are refused (EACCES), nothing outside
+#      changes, and the lab is graded as usual, its --json written where asked; without Landlock the grader says the
+#      code runs with the TA's rights.
 #   grade_submission.sh SOURCE_ROOT BUILD_DIR
 # The scratch folder is removed at the end (FSDPLAB_KEEP_SUBMISSION=1 keeps it).
 set -uo pipefail
