@@ -10,6 +10,7 @@
 #include "app/dashboard/device_list.hpp"
 #include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
+#include "app/dashboard/step_time_panel.hpp"
 #include "engine/nn/gpt2_model.hpp"
 #include "engine/nn/llama_model.hpp"
 #include "engine/runtime/error.hpp"
@@ -117,8 +118,8 @@ void ControlsPanel::draw(LiveSession& session) {
       // A dry run computes no values: its loss is shown as "-", as `fsdplab run --dry-run` shows it.
       char loss[32] = "-";
       if (!run->run().dry_run) std::snprintf(loss, sizeof loss, "%.4f", last.loss);
-      std::snprintf(line, sizeof line, "%-6s %s, step %d/%d: %.3f ms, loss %s", source.label.c_str(), state,
-                    last.step + 1, run->run().run.steps, ns_to_ms(last.duration()), loss);
+      std::snprintf(line, sizeof line, "%-6s %s, step %d/%d: %s, loss %s", source.label.c_str(), state, last.step + 1,
+                    run->run().run.steps, step_time_unit(store).text(ns_to_ms(last.duration())).c_str(), loss);
     }
     char longest[512];  // its longest state, its last step, a step of 100 s and a loss of 99
     std::snprintf(longest, sizeof longest, "%-6s finished, step %d/%d: 99999.999 ms, loss 99.9999",

@@ -122,7 +122,7 @@ void Dashboard::draw_right() {
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("steps_area", ImVec2(width * 0.32f, below), true);
-  text_wrapped_at_spaces("Step times (" + std::string(milliseconds_kind(trace)) + ")");
+  text_wrapped_at_spaces("Step times (" + clock_kind(trace, step_time_unit(trace).name) + ")");
   step_times_.draw(trace);
   ImGui::EndChild();
   ImGui::SameLine();

@@ -7,6 +7,7 @@
 #include "app/dashboard/legend.hpp"
 #include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
+#include "app/dashboard/timeline_format.hpp"
 #include "engine/runtime/byte_text.hpp"
 
 namespace fsdplab::app {
@@ -96,7 +97,8 @@ void legend() {
 void bar_tooltip(const MemoryPanel::RankRow& row, const RankMemory& memory, const TagBytes* expected,
                  const std::string& source_label, SimTime now) {
   ImGui::BeginTooltip();
-  ImGui::Text("%s, rank %d at %.3f ms", source_label.c_str(), row.rank, ns_to_ms(now));
+  ImGui::Text("%s, rank %d at %s", source_label.c_str(), row.rank,
+              time_unit_for(ns_to_ms(now)).text(ns_to_ms(now)).c_str());
   if (ImGui::BeginTable("##mem", 4, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
     ImGui::TableSetupColumn("tag");
     ImGui::TableSetupColumn("live");
@@ -132,7 +134,7 @@ void bar_tooltip(const MemoryPanel::RankRow& row, const RankMemory& memory, cons
 
 void chart_tooltip(const RankMemory& memory, int rank, SimTime t) {
   ImGui::BeginTooltip();
-  ImGui::Text("rank %d at %.3f ms (%s)", rank, ns_to_ms(t), kChartClock);
+  ImGui::Text("rank %d at %s (%s)", rank, time_unit_for(ns_to_ms(t)).text(ns_to_ms(t)).c_str(), kChartClock);
   for (MemTag tag : kAllMemTags) {
     const std::int64_t v = memory.tags[index(tag)].at(t);
     if (v == 0) continue;
@@ -247,10 +249,9 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
   scale_ = scale;
   legend();
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  char now_text[32], span[64];
-  std::snprintf(now_text, sizeof now_text, "%.3f ms", ns_to_ms(now));
-  std::snprintf(span, sizeof span, "%.3f - %.3f ms", ns_to_ms(view_begin), ns_to_ms(view_end));
-  text_wrapped_at_spaces("now: " + unbroken(now_text) + "   scale: " + unbroken(format_bytes(scale)) +
+  const TimeUnit unit = time_unit_for(ns_to_ms(std::max(now, view_end)));
+  const std::string span = unit.number(ns_to_ms(view_begin)) + " - " + unit.text(ns_to_ms(view_end));
+  text_wrapped_at_spaces("now: " + unbroken(unit.text(ns_to_ms(now))) + "   scale: " + unbroken(format_bytes(scale)) +
                          "\nover time, at " + std::string(kChartClock) + ": " + unbroken(span));
   ImGui::PopStyleColor();
 

@@ -35,6 +35,7 @@ constexpr float kLabelInset = 4;                              // a reference lab
 constexpr float kLabelPad = 2;                                // its backing box around the text
 constexpr float kMarkerClearance = 4;                         // a marker's half size, and a pixel: no label covers it
 // The table's number columns, and the order they give way in a narrow panel (mean and comm stay).
+// (The second is the last step's time, headed by the panel's unit: "ms", or "s" (step_time_unit).)
 constexpr std::array<const char*, 5> kTableNumbers = {"step", "ms", "mean", "compute", "comm"};
 constexpr std::array<std::size_t, 3> kTableDropOrder = {1, 0, 3};
 constexpr const char* kShortestSeriesName = "ASYNC...";  // a series' name is elided no shorter
@@ -105,6 +106,7 @@ std::string fmt(const char* format, double v) {
 
 StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Series>& series, int recent) {
   StepTimePanel::Summary sum;
+  const TimeUnit unit = step_time_unit(store);
   const Series* sync = nullptr;
   const Series* async = nullptr;
   for (const Series& s : series) {
@@ -162,7 +164,7 @@ StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Seri
         std::string(store.source(sync->source).world == 1
                         ? "One rank: its collectives are copies within the rank, little to overlap. "
                         : "") +
-        "Only min(compute, comm) = " + fmt("%.3f ms", sum.overlappable_ms) +
+        "Only min(compute, comm) = " + unit.text(sum.overlappable_ms) +
         " of T_sync \u2212 ideal can overlap; the rest of the SYNC step is the compute stream waiting (launches, "
         "host work), which no schedule hides, so \u03B7 stays under about " +
         fmt("%.2f", reach) + " here.";
@@ -224,6 +226,13 @@ Means means_of(const TraceSource& src, const std::vector<int>& indices, int rece
 
 }  // namespace
 
+TimeUnit step_time_unit(const TraceStore& store) {
+  SimTime longest = 0;
+  for (const TraceSource& src : store.sources())
+    for (const StepTime& t : src.steps) longest = std::max(longest, t.duration());
+  return time_unit_for(ns_to_ms(longest));
+}
+
 StepTimePanel::Summary summarize_steps(const TraceStore& store, int recent) {
   return summarize(store, series_of(store), recent);
 }
@@ -234,6 +243,7 @@ std::optional<StepTimePanel::Point> StepTimePanel::hovered() const {
 }
 
 void StepTimePanel::draw(const TraceStore& store) {
+  const TimeUnit unit = step_time_unit(store);
   std::vector<Series> series = series_of(store);
   summary_ = summarize(store, series, kRecentSteps);
   points_.clear();
@@ -266,8 +276,8 @@ void StepTimePanel::draw(const TraceStore& store) {
   }
   ImGui::NewLine();
 
-  // The plot's frame and scales: steps across, milliseconds up. As wide as the panel, however narrow: wider,
-  // its right side would be cut off by the panel's edge.
+  // The plot's frame and scales: steps across, times up (ms, or s: step_time_unit). As wide as the panel, however
+  // narrow: wider, its right side would be cut off by the panel's edge.
   const float width = std::max(ImGui::GetContentRegionAvail().x, kAxisWidth + kPlotRightPad + 1);
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   plot_min_ = ImVec2(origin.x + kAxisWidth, origin.y + 4);
@@ -305,7 +315,8 @@ void StepTimePanel::draw(const TraceStore& store) {
   for (double v = 0; v <= y_top * (1 + 1e-9); v += tick_ms) {
     const float y = y_of(v);
     dl->AddLine({a.x, y}, {b.x, y}, kGridColor);
-    const std::string l = fmt(tick_ms < 0.01 ? "%.4f ms" : tick_ms < 1 ? "%.2f ms" : "%.0f ms", v);
+    const double tick = tick_ms / unit.ms;
+    const std::string l = unit.text(v, tick < 0.01 ? 4 : tick < 1 ? 2 : 0);
     dl->AddText({a.x - 6 - ImGui::CalcTextSize(l.c_str()).x, y - text_h / 2}, kDimTextColor, l.c_str());
   }
   const float px_per_step = (b.x - a.x) / static_cast<float>(columns);
@@ -394,7 +405,7 @@ void StepTimePanel::draw(const TraceStore& store) {
   // no such place is left out; its value is printed under the plot, in its colour.
   reference_labels_.clear();
   for (const Reference& r : references) {
-    const std::string l = r.name + " " + fmt("%.3f ms", r.ms);
+    const std::string l = r.name + " " + unit.text(r.ms);
     const ImVec2 size = ImGui::CalcTextSize(l.c_str());
     const float y = y_of(r.ms);
     const auto is_free = [&](ImVec2 min, ImVec2 max) {
@@ -444,9 +455,11 @@ void StepTimePanel::draw(const TraceStore& store) {
     const std::string& label = store.source(p.source).label;
     ImGui::Text("%s%s step %lld", kind.c_str(), label == kind ? "" : (" (" + label + ")").c_str(),
                 static_cast<long long>(t.step) + 1);
-    ImGui::Text("duration  %10.3f ms", ns_to_ms(t.duration()));
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kComputeColor), "compute   %10.3f ms", ns_to_ms(t.compute));
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kCommColor), "comm      %10.3f ms", ns_to_ms(t.comm));
+    ImGui::Text("duration  %10s %s", unit.number(ns_to_ms(t.duration())).c_str(), unit.name);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kComputeColor), "compute   %10s %s",
+                       unit.number(ns_to_ms(t.compute)).c_str(), unit.name);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kCommColor), "comm      %10s %s",
+                       unit.number(ns_to_ms(t.comm)).c_str(), unit.name);
     ImGui::Text("loss      %10.4f", t.loss);
     ImGui::EndTooltip();
   }
@@ -464,11 +477,11 @@ void StepTimePanel::draw(const TraceStore& store) {
                                   : "the last " + std::to_string(sum.steps_compared) + " pairs of steps";
     footnote = "T_sync, T_async, compute, comm, ideal: averages of " + pairs + " of " + compared +
                " (each run's first step left out, warm-up, and its last where known: no next step to prefetch for). ";
-    const std::pair<ImU32, std::string> times[] = {{kSyncColors[0], fmt("T_sync %.3f ms", sum.t_sync_ms)},
-                                                   {kAsyncColors[0], fmt("T_async %.3f ms", sum.t_async_ms)},
-                                                   {kComputeColor, fmt("compute %.3f ms", sum.compute_ms)},
-                                                   {kCommColor, fmt("comm %.3f ms", sum.comm_ms)},
-                                                   {kIdealColor, fmt("ideal %.3f ms", sum.ideal_ms)}};
+    const std::pair<ImU32, std::string> times[] = {{kSyncColors[0], "T_sync " + unit.text(sum.t_sync_ms)},
+                                                   {kAsyncColors[0], "T_async " + unit.text(sum.t_async_ms)},
+                                                   {kComputeColor, "compute " + unit.text(sum.compute_ms)},
+                                                   {kCommColor, "comm " + unit.text(sum.comm_ms)},
+                                                   {kIdealColor, "ideal " + unit.text(sum.ideal_ms)}};
     for (std::size_t i = 0; i < std::size(times); ++i) {
       const float w = ImGui::CalcTextSize(times[i].second.c_str()).x;
       if (i > 0) {
@@ -486,8 +499,8 @@ void StepTimePanel::draw(const TraceStore& store) {
     const std::string percent = hidden < 100 && std::round(hidden) >= 100 ? fmt("%.1f %%", std::floor(hidden * 10) / 10)
                                                                           : fmt("%.0f %%", hidden);
     text("\u03B7 = (T_sync \u2212 T_async) / (T_sync \u2212 ideal) = " + fmt("%.3f", *sum.eta) + ": overlap hides " +
-         unbroken(percent) + " of what perfect overlap would (" + fmt("%.3f", sum.t_sync_ms - sum.t_async_ms) + " of " +
-         unbroken(fmt("%.3f ms)", sum.t_sync_ms - sum.ideal_ms)));
+         unbroken(percent) + " of what perfect overlap would (" + unit.number(sum.t_sync_ms - sum.t_async_ms) + " of " +
+         unbroken(unit.text(sum.t_sync_ms - sum.ideal_ms) + ")"));
     if (!sum.eta_reach_note.empty()) {
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
       text(sum.eta_reach_note);
@@ -518,19 +531,21 @@ void StepTimePanel::draw(const TraceStore& store) {
     if (!s.steps.empty()) {
       const StepTime& last = src.steps[static_cast<std::size_t>(s.steps.back())];
       row.numbers[0] = std::to_string(std::int64_t{last.step} + 1);  // numbered from 1, as the runs count
-      row.numbers[1] = fmt("%.3f", ns_to_ms(last.duration()));
+      row.numbers[1] = unit.number(ns_to_ms(last.duration()));
     }
     if (const Means m = means_of(src, s.compared, kRecentSteps); m.count > 0) {
-      row.numbers[2] = fmt("%.3f", m.duration);
-      row.numbers[3] = fmt("%.3f", m.compute);
-      row.numbers[4] = fmt("%.3f", m.comm);
+      row.numbers[2] = unit.number(m.duration);
+      row.numbers[3] = unit.number(m.compute);
+      row.numbers[4] = unit.number(m.comm);
     }
     rows.push_back(std::move(row));
   }
+  std::array<const char*, kTableNumbers.size()> headers = kTableNumbers;
+  headers[1] = unit.name;
   const float cell_extra = style.CellPadding.x * 2 + 1;  // a column's padding and its border
   std::array<float, kTableNumbers.size()> widths{};
   for (std::size_t i = 0; i < kTableNumbers.size(); ++i) {
-    widths[i] = ImGui::CalcTextSize(kTableNumbers[i]).x;
+    widths[i] = ImGui::CalcTextSize(headers[i]).x;
     for (const Row& row : rows) widths[i] = std::max(widths[i], ImGui::CalcTextSize(row.numbers[i].c_str()).x);
   }
   table_columns_.assign(1, "series");
@@ -545,15 +560,15 @@ void StepTimePanel::draw(const TraceStore& store) {
     for (std::size_t k = 0; k < kTableNumbers.size(); ++k) need += shown[k] ? widths[k] + cell_extra : 0;
     if (need <= avail) break;
     shown[i] = false;
-    left_out += (left_out.empty() ? "" : ", ") + std::string(kTableNumbers[i]);
+    left_out += (left_out.empty() ? "" : ", ") + std::string(headers[i]);
   }
   for (std::size_t i = 0; i < kTableNumbers.size(); ++i)
-    if (shown[i]) table_columns_.push_back(kTableNumbers[i]);
+    if (shown[i]) table_columns_.push_back(headers[i]);
   if (ImGui::BeginTable("##step_times", static_cast<int>(table_columns_.size()),
                         ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV)) {
     ImGui::TableSetupColumn("series", ImGuiTableColumnFlags_WidthStretch);
     for (std::size_t i = 0; i < kTableNumbers.size(); ++i)
-      if (shown[i]) ImGui::TableSetupColumn(kTableNumbers[i], ImGuiTableColumnFlags_WidthFixed, widths[i]);
+      if (shown[i]) ImGui::TableSetupColumn(headers[i], ImGuiTableColumnFlags_WidthFixed, widths[i]);
     ImGui::TableHeadersRow();
     for (const Row& row : rows) {
       ImGui::TableNextRow();
@@ -584,8 +599,8 @@ void StepTimePanel::draw(const TraceStore& store) {
         }
         for (std::size_t i = 0; i < kTableNumbers.size(); ++i) {
           if (row.numbers[i].empty()) continue;
-          ImGui::Text("%-8s %s", kTableNumbers[i], row.numbers[i].c_str());
-          row_tooltip_ += "\n" + std::string(kTableNumbers[i]) + " " + row.numbers[i];
+          ImGui::Text("%-8s %s", headers[i], row.numbers[i].c_str());
+          row_tooltip_ += "\n" + std::string(headers[i]) + " " + row.numbers[i];
         }
         ImGui::EndTooltip();
       }
@@ -599,8 +614,9 @@ void StepTimePanel::draw(const TraceStore& store) {
     ImGui::EndTable();
   }
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  text(footnote + "In the table: step, ms: each series' last step and its time; mean, compute, comm: of its last " +
-       std::to_string(kRecentSteps) + " steps, its run's first and known last left out (ms)" +
+  text(footnote + "In the table: step, " + unit.name +
+       ": each series' last step and its time; mean, compute, comm: of its last " + std::to_string(kRecentSteps) +
+       " steps, its run's first and known last left out (" + unit.name + ")" +
        (left_out.empty() ? "" : "; too narrow for " + left_out + ": hover a series"));
   ImGui::PopStyleColor();
 }

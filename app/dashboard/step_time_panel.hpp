@@ -31,9 +31,14 @@
 #include <string>
 #include <vector>
 
+#include "app/dashboard/timeline_format.hpp"
 #include "app/dashboard/trace_store.hpp"
 
 namespace fsdplab::app {
+
+// The unit the panel (and the Run panel's lines) write step times in: time_unit_for the longest step of `store`. The
+// panel's numbers stay in milliseconds (Summary's *_ms); only their text changes.
+TimeUnit step_time_unit(const TraceStore& store);
 
 class StepTimePanel {
  public:

@@ -36,6 +36,21 @@ std::string format_instant(SimTime ns) {
   return printf_string("%.9f %s", v / 1e9, "s");
 }
 
+std::string TimeUnit::number(double milliseconds, int decimals) const {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, milliseconds / ms);
+  return buf;
+}
+
+std::string TimeUnit::text(double milliseconds, int decimals) const {
+  return number(milliseconds, decimals) + " " + name;
+}
+
+TimeUnit time_unit_for(double largest_ms) {
+  constexpr double kSecondsFromMs = 10'000;
+  return largest_ms >= kSecondsFromMs ? TimeUnit{"s", 1000} : TimeUnit{};
+}
+
 std::string format_count(std::uint64_t n) {
   std::string digits = std::to_string(n);
   std::string out;

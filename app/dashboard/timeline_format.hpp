@@ -18,6 +18,17 @@ std::string format_instant(SimTime ns);
 // Thousands separated: "1,234,567".
 std::string format_count(std::uint64_t n);
 
+// Milliseconds as the panels that count in them write them: in ms, or in s from 10 s up (a dry run of a large model
+// on a slow link), where "384473.857 ms" would not fit an axis or a line and "384.474 s" does.
+struct TimeUnit {
+  const char* name = "ms";
+  double ms = 1;                                                    // milliseconds in one unit
+  std::string number(double milliseconds, int decimals = 3) const;  // "384.474"
+  std::string text(double milliseconds, int decimals = 3) const;    // "384.474 s"
+};
+// The unit for times up to `largest_ms`.
+TimeUnit time_unit_for(double largest_ms);
+
 // The axis's tick step for `ns_per_pixel` and about `target_pixels` between ticks: 1, 2 or 5 × 10^k ns.
 double tick_step(double ns_per_pixel, double target_pixels = 100);
 // A tick's label in the unit that suits `magnitude` (the largest time on the axis) with the decimals

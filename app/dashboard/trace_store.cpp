@@ -326,13 +326,14 @@ void TraceStore::derive_steps(int source) {
   for (const auto& [step, span] : spans) add_step(source, step, span.first, span.second, 0, sync);
 }
 
-std::string_view milliseconds_kind(const TraceStore& store) {
+std::string clock_kind(const TraceStore& store, std::string_view unit) {
   const auto& sources = store.sources();
   const bool any_wall = std::any_of(sources.begin(), sources.end(), [](const TraceSource& s) { return s.wall_clock; });
   const bool all_wall = !sources.empty() && std::all_of(sources.begin(), sources.end(),
                                                         [](const TraceSource& s) { return s.wall_clock; });
-  if (all_wall) return "wall ms";
-  return any_wall ? "ms: virtual for sim runs, wall for cuda runs" : "virtual ms";
+  const std::string in(unit);
+  if (all_wall) return "wall " + in;
+  return any_wall ? in + ": virtual for sim runs, wall for cuda runs" : "virtual " + in;
 }
 
 }  // namespace fsdplab::app

@@ -195,7 +195,8 @@ class TraceStore {
   std::set<std::pair<int, int>> steps_to_remeasure_;  // (source, step) of events that came after the step's report
 };
 
-// What the store's milliseconds are: "virtual ms" (sim sources), "wall ms" (cuda sources), or both named.
-std::string_view milliseconds_kind(const TraceStore& store);
+// What the store's times are, in `unit` ("ms", "s"): "virtual ms" (sim sources), "wall ms" (cuda sources), or both
+// named ("ms: virtual for sim runs, wall for cuda runs").
+std::string clock_kind(const TraceStore& store, std::string_view unit);
 
 }  // namespace fsdplab::app

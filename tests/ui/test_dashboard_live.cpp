@@ -102,7 +102,7 @@ TEST(DashboardLive, OnTheGpuEachRanksKernelLanesCarryTheirUnitsAndStepsAreWallCl
   ASSERT_TRUE(session.errors().empty()) << session.errors().front();
   EXPECT_EQ(session.where().rfind("cuda: GPU 0", 0), 0u) << session.where();
   const TraceStore& store = session.store();
-  EXPECT_EQ(milliseconds_kind(store), "wall ms");
+  EXPECT_EQ(clock_kind(store, "ms"), "wall ms");
   for (int source : {0, 1}) {
     EXPECT_TRUE(store.source(source).wall_clock);
     EXPECT_EQ(store.source(source).steps.size(), 3u);

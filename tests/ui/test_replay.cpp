@@ -78,12 +78,12 @@ TEST_F(Replayed, ATraceKeepsItsClockVirtualForSimWallForCuda) {
   const std::string gpu = export_run(false, "cuda.json", "cuda");
   Replay sim_only = load_replay({sim});
   EXPECT_FALSE(sim_only.store.source(0).wall_clock);
-  EXPECT_EQ(milliseconds_kind(sim_only.store), "virtual ms");
+  EXPECT_EQ(clock_kind(sim_only.store, "ms"), "virtual ms");
   Replay gpu_only = load_replay({gpu});
   EXPECT_TRUE(gpu_only.store.source(0).wall_clock);
-  EXPECT_EQ(milliseconds_kind(gpu_only.store), "wall ms");
+  EXPECT_EQ(clock_kind(gpu_only.store, "ms"), "wall ms");
   Replay both = load_replay({sim, gpu});
-  EXPECT_EQ(milliseconds_kind(both.store), "ms: virtual for sim runs, wall for cuda runs");
+  EXPECT_EQ(clock_kind(both.store, "ms"), "ms: virtual for sim runs, wall for cuda runs");
 }
 
 TEST_F(Replayed, FilesThatAreNotTracesAreNamedAndTheOthersStillLoad) {

@@ -405,6 +405,50 @@ TEST(StepTimePanel, ReferenceLabelsCoverNeitherEachOtherNorAMarker) {
   }
 }
 
+// A dry run of a large model on a slow link takes minutes a step: the panel writes seconds ("14.667 s"), which fit its
+// axis and its table, where milliseconds ("14666.667 ms", "100000 ms") ran off the axis's left side. Its numbers stay
+// in milliseconds; the hand values' steps here are 100,000 times longer, 30 s and more.
+TEST(StepTimePanel, StepsOfTenSecondsOrMoreAreWrittenInSeconds) {
+  const auto longer = [](std::vector<Step> steps) {
+    for (Step& step : steps) {
+      step.duration *= 100'000;
+      step.compute *= 100'000;
+      step.comm *= 100'000;
+    }
+    return steps;
+  };
+  TraceStore store;
+  const int s = store.add_source("SYNC", 2, true);
+  const int a = store.add_source("ASYNC", 2, false);
+  add_all(store, s, kSync, true);
+  add_all(store, a, kAsync, false);
+  EXPECT_EQ(std::string(step_time_unit(store).name), "ms");
+  TraceStore slow;
+  add_all(slow, slow.add_source("SYNC", 2, true), longer(kSync), true);
+  add_all(slow, slow.add_source("ASYNC", 2, false), longer(kAsync), false);
+  EXPECT_EQ(std::string(step_time_unit(slow).name), "s");
+  EXPECT_EQ(clock_kind(slow, step_time_unit(slow).name), "virtual s");
+  HeadlessImGui ui;
+  StepTimePanel panel;
+  const ImDrawData& data = frame(ui, panel, slow);
+  EXPECT_NEAR(panel.summary().t_sync_ms, kTSync * 100'000, 1e-6);
+  EXPECT_EQ(panel.table_columns(), (std::vector<std::string>{"series", "step", "s", "mean", "compute", "comm"}));
+  ASSERT_FALSE(panel.reference_labels().empty());
+  for (const StepTimePanel::Label& label : panel.reference_labels())
+    EXPECT_TRUE(label.text.ends_with(" s")) << label.text;
+  EXPECT_TRUE(std::any_of(panel.reference_labels().begin(), panel.reference_labels().end(),
+                          [](const StepTimePanel::Label& l) { return l.text.ends_with(" 14.667 s"); }));
+  // The axis's labels (dim text left of the plot) begin inside the panel's content, none cut off at its left.
+  float leftmost = panel.plot_min().x;
+  for (int l = 0; l < data.CmdListsCount; ++l)
+    for (const ImDrawVert& v : data.CmdLists[l]->VtxBuffer)
+      if (v.col == IM_COL32(160, 160, 160, 255) && v.pos.x < panel.plot_min().x && v.pos.y >= panel.plot_min().y &&
+          v.pos.y <= panel.plot_max().y)
+        leftmost = std::min(leftmost, v.pos.x);
+  EXPECT_LT(leftmost, panel.plot_min().x) << "no axis label found";
+  EXPECT_GE(leftmost, ImGui::GetStyle().WindowPadding.x);
+}
+
 TEST(StepTimePanel, TheTableKeepsItsNumbersWholeAndElidesLongNames) {
   // A remote run's name is long; the numbers must still read in full.
   TraceStore store;
