@@ -131,7 +131,7 @@ SandboxSupport sandbox_support() {
 
 std::vector<fs::path> system_files() {
   std::set<fs::path> files;
-  for (const char* path : {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc",
+  for (const char* path : {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/proc",
                            "/sys", "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
     std::error_code error;
     if (fs::exists(path, error)) files.insert(path);

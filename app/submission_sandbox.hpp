@@ -27,9 +27,10 @@ struct SandboxRules {
 };
 
 // The files every program here reads and runs: the system's folders that exist (/usr, /lib, /lib32, /lib64,
-// /libx32, /bin, /sbin, /etc, /opt, /proc, /sys), the device files a program opens (/dev/null, /dev/zero, /dev/full,
+// /libx32, /bin, /sbin, /etc, /proc, /sys), the device files a program opens (/dev/null, /dev/zero, /dev/full,
 // /dev/random, /dev/urandom), and each folder this process loaded a shared library from (a toolkit installed
-// elsewhere). Not the users' folders, /tmp, /srv, /mnt, /media or the rest of /dev (its shared memory among them).
+// elsewhere, in /opt say). Not the users' folders, /tmp, /opt (where a course may keep its files), /srv, /mnt, /media
+// or the rest of /dev (its shared memory among them).
 std::vector<std::filesystem::path> system_files();
 
 // What a sandboxed child is held to, said in one line for the grader's log ("the submission's code may read only the
