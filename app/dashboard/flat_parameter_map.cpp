@@ -122,6 +122,30 @@ std::string layout_difference(const MappedUnit& unit, const MappedUnit& referenc
   return "";
 }
 
+// How `unit`, made by a task 7 not the reference's, differs from the reference's units (`reference`, the same model):
+// the reference's unit of its name holds other parameters, the first one named with the unit the reference puts it
+// in, or the reference has none of its name; "" when it holds what the reference's does, in the same order.
+std::string unit_difference(const UnitPlan& unit, const std::vector<UnitPlan>& reference) {
+  const auto same =
+      std::find_if(reference.begin(), reference.end(), [&](const UnitPlan& r) { return r.name == unit.name; });
+  if (same == reference.end()) return "a unit the reference's task 7 does not make";
+  if (unit.params == same->params) return "";
+  const auto reference_unit_of = [&](const Parameter* p) -> std::string {
+    for (const UnitPlan& r : reference)
+      if (std::find(r.params.begin(), r.params.end(), p) != r.params.end()) return r.name;
+    return "";
+  };
+  const std::string counts = "holds " + std::to_string(unit.params.size()) + " parameters, the reference's " +
+                             std::to_string(same->params.size()) + ": ";
+  for (const Parameter* p : unit.params)
+    if (std::find(same->params.begin(), same->params.end(), p) == same->params.end())
+      return counts + "'" + p->name + "' is in the reference's '" + reference_unit_of(p) + "'";
+  for (const Parameter* p : same->params)
+    if (std::find(unit.params.begin(), unit.params.end(), p) == unit.params.end())
+      return counts + "'" + p->name + "' is missing";
+  return "holds the reference's parameters in another order (the order given is the flat buffer's)";
+}
+
 }  // namespace
 
 FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions& options, const ImplChoice& impl) {
@@ -149,9 +173,20 @@ FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions
       return map;
     }
   }
+  // Where task 7 is not the reference's, a unit is first compared with the reference's of its name (which parameters
+  // it holds: task 2's layout of other parameters would differ anyway); where task 2 is not, its layout with the
+  // reference's layout of the same unit.
+  const FsdpTasks reference = tasks_for(ImplChoice{});
+  if (impl.replaced(7)) {
+    const std::vector<UnitPlan> reference_plans = reference.integration->plan_units(*built.model, built.unit_kinds);
+    for (std::size_t u = 0; u < plans.size(); ++u) map.units[u].differs = unit_difference(plans[u], reference_plans);
+    for (const UnitPlan& r : reference_plans)
+      if (std::none_of(plans.begin(), plans.end(), [&](const UnitPlan& p) { return p.name == r.name; }))
+        map.units_missing.push_back(r.name);
+  }
   if (impl.replaced(2)) {
-    const FsdpTasks reference = tasks_for(ImplChoice{});
     for (std::size_t u = 0; u < plans.size(); ++u) {
+      if (!map.units[u].differs.empty()) continue;
       try {
         map.units[u].differs = layout_difference(
             map.units[u], map_unit(plans[u], *reference.flat_parameter, map.shard_group, options.align));
@@ -250,12 +285,20 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
   }
   const auto differing =
       std::count_if(map.units.begin(), map.units.end(), [](const MappedUnit& u) { return !u.differs.empty(); });
-  if (differing > 0) {
-    const MappedUnit& first =
-        *std::find_if(map.units.begin(), map.units.end(), [](const MappedUnit& u) { return !u.differs.empty(); });
-    difference_line_ = std::to_string(differing) + " of " + std::to_string(map.units.size()) +
-                       " units laid out unlike the reference's (names in red; hover one): '" + first.name + "' " +
-                       printable(first.differs);
+  if (differing > 0 || !map.units_missing.empty()) {
+    if (differing > 0) {
+      const MappedUnit& first =
+          *std::find_if(map.units.begin(), map.units.end(), [](const MappedUnit& u) { return !u.differs.empty(); });
+      difference_line_ = std::to_string(differing) + " of " + std::to_string(map.units.size()) +
+                         " units unlike the reference's (names in red; hover one): '" + first.name + "' " +
+                         printable(first.differs);
+    }
+    if (!map.units_missing.empty()) {
+      difference_line_ += std::string(differing > 0 ? "; " : "") + "the reference's task 7 also makes " +
+                          std::to_string(map.units_missing.size()) + " unit" +
+                          (map.units_missing.size() == 1 ? "" : "s") + " this run does not: '" +
+                          printable(map.units_missing.front()) + "'" + (map.units_missing.size() > 1 ? ", ..." : "");
+    }
     ImGui::PushStyleColor(ImGuiCol_Text, kFailedColor);
     text_wrapped_at_spaces(difference_line_);
     ImGui::PopStyleColor();
@@ -354,9 +397,8 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
     draw.PopClipRect();
     if (hovered && (name != unit.name || !unit.differs.empty()) &&
         contains(ImVec2(window_min.x, std::max(y, grid_min_.y)), ImVec2(grid_min_.x, y + row_height), mouse)) {
-      ImGui::SetTooltip(
-          "unit %zu '%s'%s%s", u, unit.name.c_str(),
-          unit.differs.empty() ? "" : ": laid out unlike the reference's: ", printable(unit.differs).c_str());
+      ImGui::SetTooltip("unit %zu '%s'%s%s", u, unit.name.c_str(),
+                        unit.differs.empty() ? "" : ": unlike the reference's: ", printable(unit.differs).c_str());
     }
 
     draw.PushClipRect(grid_min_, grid_max_, true);

@@ -42,9 +42,11 @@ struct MappedUnit {
   std::int64_t shard_numel = 0;
   std::vector<MappedParameter> params;  // in flat order
   std::vector<std::vector<MappedSlice>> chunks;  // by chunk (shard_group of them): its slices, as task 2 gives them
-  // Where a task 2 not the reference's laid it out: how its layout differs from the reference's layout of the same
-  // unit, the first difference in words ("padded to 7087874 elements; the reference's 7087872"), which no pixel
-  // would show; empty where it does not differ, and in the reference's map.
+  // Where a task 7 or 2 not the reference's made it or laid it out: how it differs from the reference's, the first
+  // difference in words, which no pixel would show: the parameters it holds against the reference's unit of its
+  // name ("holds 12 parameters, the reference's 4: 'transformer.h.0.attn.c_attn.weight' is in the reference's
+  // 'transformer.h.0.attn.c_attn'"), else its layout against the reference's layout of it ("padded to 7087874
+  // elements; the reference's 7087872"). Empty where it does not differ, and in the reference's map.
   std::string differs;
 };
 
@@ -56,12 +58,15 @@ struct FlatParameterMap {
   // when `units` holds the plan.
   std::string error;
   std::vector<MappedUnit> units;
+  // Where task 7 is not the reference's: the reference's units of names no unit here has (its root, say).
+  std::vector<std::string> units_missing;
 
   int chunk_of(int rank) const { return rank % shard_group; }
 };
 
 // The units `tasks` (the implementations `impl` chooses) make of `run`'s model under `options`, laid out for its
-// shard group, each compared with the reference's layout of it where `impl` replaces task 2 (MappedUnit::differs).
+// shard group, each compared with the reference's unit and layout where `impl` replaces task 7 or 2
+// (MappedUnit::differs, FlatParameterMap::units_missing).
 // What the tasks throw, or a layout that does not fit its unit, is not thrown: it is the map's error.
 FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions& options, const ImplChoice& impl);
 

@@ -708,6 +708,29 @@ TEST(FlatParameterMap, APaddingOffByOneShowsAtTheWorldTheGradersCommandOpens) {
   EXPECT_TRUE(testing::contains(moved->differs, "' at flat offset ")) << moved->differs;
 }
 
+// A task 7 whose unit holds its whole subtree's parameters (its nested Linears' too) is named with what it holds
+// against the reference's unit of its name; one that makes no root unit lacks the reference's '(root)'. The
+// reference's map names nothing.
+TEST(FlatParameterMap, AUnitHoldingOtherParametersThanTheReferencesIsNamed) {
+  RunConfig nested = tiny_run(2);
+  nested.wrap = "nested";
+  const FlatParameterMap reference = plan_flat_parameter_map(nested, FsdpOptions{}, ImplChoice{});
+  for (const MappedUnit& unit : reference.units) EXPECT_EQ(unit.differs, "") << unit.name;
+  EXPECT_TRUE(reference.units_missing.empty());
+  const FlatParameterMap subtree =
+      plan_flat_parameter_map(nested, FsdpOptions{}, parse_impl("7=mutant:subtree-parameters"));
+  ASSERT_TRUE(subtree.error.empty()) << subtree.error;
+  const auto block = std::find_if(subtree.units.begin(), subtree.units.end(),
+                                  [](const MappedUnit& u) { return u.name == "transformer.h.0"; });
+  ASSERT_NE(block, subtree.units.end());
+  EXPECT_EQ(block->differs,
+            "holds 12 parameters, the reference's 4: 'transformer.h.0.attn.c_attn.weight' is in the reference's "
+            "'transformer.h.0.attn.c_attn'");
+  const FlatParameterMap rootless = plan_flat_parameter_map(tiny_run(2), FsdpOptions{}, parse_impl("7=mutant:no-root"));
+  ASSERT_TRUE(rootless.error.empty()) << rootless.error;
+  EXPECT_EQ(rootless.units_missing, std::vector<std::string>{"(root)"});
+}
+
 // A task 2 that ignores the alignment packs parameters back to back: the first parameter a few elements from where
 // the reference puts it is named with both offsets (the unit's size, smaller, follows from it).
 TEST(FlatParameterMap, AParameterPlacedAFewElementsOffIsNamed) {

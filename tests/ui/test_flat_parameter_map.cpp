@@ -60,9 +60,9 @@ float draw(HeadlessImGui& ui, FlatParameterPanel& panel, const FlatParameterMap&
   return panel.scroll_max_x();
 }
 
-// A unit laid out unlike the reference's has its name in red, and the line above the grid says how many do and
-// the first one's difference; a map without one says nothing of it.
-TEST(FlatParameterMap, UnitsLaidOutUnlikeTheReferenceAreNamedInRed) {
+// A unit unlike the reference's has its name in red, and the line above the grid says how many are and the first
+// one's difference, and which units of the reference's this run lacks; a map without either says nothing of them.
+TEST(FlatParameterMap, UnitsUnlikeTheReferencesAreNamedInRed) {
   HeadlessImGui ui(1024, 768);
   FlatParameterPanel panel;
   FsdpEventLog log;
@@ -74,7 +74,7 @@ TEST(FlatParameterMap, UnitsLaidOutUnlikeTheReferenceAreNamedInRed) {
   map.units[4].differs = "'x' at flat offset 3; the reference's 0";
   draw(ui, panel, map, log, 380);
   EXPECT_EQ(panel.difference_line(),
-            "2 of 6 units laid out unlike the reference's (names in red; hover one): 'model.layers.0' padded to 130 "
+            "2 of 6 units unlike the reference's (names in red; hover one): 'model.layers.0' padded to 130 "
             "elements; the reference's 128");
   // The red text's vertices: the names of units 2 and 4, and none in the other names' rows.
   const auto red_in = [&](const FlatParameterPanel::Label& name) {
@@ -89,6 +89,15 @@ TEST(FlatParameterMap, UnitsLaidOutUnlikeTheReferenceAreNamedInRed) {
   ASSERT_EQ(panel.names().size(), 6u);
   for (std::size_t u = 0; u < 6; ++u)
     EXPECT_EQ(red_in(panel.names()[u]) > 0, u == 2 || u == 4) << panel.names()[u].text;
+  map.units_missing = {"(root)", "lm_head"};
+  draw(ui, panel, map, log, 380);
+  EXPECT_TRUE(
+      panel.difference_line().ends_with("; the reference's task 7 also makes 2 units this run does not: '(root)', ..."))
+      << panel.difference_line();
+  for (MappedUnit& unit : map.units) unit.differs.clear();
+  map.units_missing = {"(root)"};
+  draw(ui, panel, map, log, 380);
+  EXPECT_EQ(panel.difference_line(), "the reference's task 7 also makes 1 unit this run does not: '(root)'");
 }
 
 class FlatParameterMapLayout : public testing::TestWithParam<std::tuple<int, float>> {};
