@@ -7,6 +7,7 @@
 
 #include "app/dashboard/exercise_notes.hpp"
 #include "app/dashboard/printable_text.hpp"
+#include "app/dashboard/timeline_format.hpp"
 #include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/error.hpp"
 
@@ -47,10 +48,13 @@ void describe(const FsdpEvent& e, float width = 0) {
     text_wrapped_at_spaces(printable(note), width);
     ImGui::PopStyleColor();
   }
-  if (e.kind == FsdpEventKind::collective_done)
-    ImGui::Text("on the device: %.3f .. %.3f ms (%.1f us)", ns_to_ms(e.device_begin), ns_to_ms(e.device_end),
-                ns_to_us(e.device_end - e.device_begin));
-  ImGui::Text("host time %.3f ms", ns_to_ms(e.host_time));
+  // In ms, or in s from 10 s up (time_unit_for), as the other panels write times.
+  if (e.kind == FsdpEventKind::collective_done) {
+    const TimeUnit unit = time_unit_for(ns_to_ms(e.device_end));
+    ImGui::Text("on the device: %s .. %s (%s)", unit.number(ns_to_ms(e.device_begin)).c_str(),
+                unit.text(ns_to_ms(e.device_end)).c_str(), format_duration(e.device_end - e.device_begin).c_str());
+  }
+  ImGui::Text("host time %s", time_unit_for(ns_to_ms(e.host_time)).text(ns_to_ms(e.host_time)).c_str());
 }
 
 // Breaks on every event of the tasks `tasks` (and of no kind in particular), from now on.
