@@ -14,4 +14,10 @@ CLI::Validator finite_range(double low, double high, const std::string& what);
 // output not written, a default used); `expected` says what to give instead ("a folder", "a preset name").
 CLI::Validator non_empty(const std::string& expected);
 
+// Every option of `app` and its subcommands that takes a value refuses an empty one before anything else reads it:
+// CLI11 reads "" as 0 for a number (`--lr ''` trained at learning rate 0), and a range check then says "Value  not
+// in range". An option with its own non_empty keeps its words; the others say "an empty value; expected a number"
+// (a whole number, a value). Called once every command is added.
+void refuse_empty_values(CLI::App& app);
+
 }  // namespace fsdplab::app

@@ -7,6 +7,7 @@
 //   fsdplab grade --cases held-out/ --json report.json
 //   fsdplab grade --mutants                the grader's own test: every known-wrong implementation caught?
 //   fsdplab grade --submission DIR         DIR/labs/*/student.cpp, built against this tree (grade_submission.hpp)
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -229,6 +230,9 @@ void add_grade_command(CLI::App& app) {
   cmd->add_option("--not-built", flags->not_built)->group("");
   cmd->callback([flags, impl] {
     flags->impl_given = impl->count() > 0;
+    // `--task 1 --task 1` is task 1, graded once.
+    std::sort(flags->tasks.begin(), flags->tasks.end());
+    flags->tasks.erase(std::unique(flags->tasks.begin(), flags->tasks.end()), flags->tasks.end());
     const int status = run_grade(*flags);
     if (status != 0) throw CLI::RuntimeError(status);
   });

@@ -11,6 +11,7 @@
 #include "engine/optim/optimizer.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/input_file.hpp"
+#include "engine/runtime/json_input.hpp"
 #include "engine/train/fsdp_run_plan.hpp"
 #include "grader/graded_run.hpp"
 
@@ -21,9 +22,9 @@ namespace fs = std::filesystem;
 
 const std::set<std::string>& known_keys() {
   static const std::set<std::string> keys = {
-      "name",     "task",     "points",  "model",        "preset", "world",    "batch",        "seq",
-      "steps",    "seed",     "optimizer", "lr",         "strategy", "hybrid_group", "mode", "prefetch",
-      "buffers",  "max_inflight", "offload", "tolerance"};
+      "name",  "task",     "points",  "model",        "preset",    "mlp_width", "mlp_depth", "world",
+      "batch", "seq",      "steps",   "seed",         "optimizer", "lr",        "strategy",  "hybrid_group",
+      "mode",  "prefetch", "buffers", "max_inflight", "offload",   "tolerance"};
   return keys;
 }
 
@@ -54,8 +55,8 @@ Check load_case(const fs::path& file) {
   nlohmann::json j;
   const std::string text = read_input_file(file, "grading case", 1u << 20, "a JSON object, grader/grading_cases.hpp");
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
+    j = parse_json_input(text);
+  } catch (const Error& e) {
     throw bad(std::string("not valid JSON (") + e.what() + ")");
   }
   if (!j.is_object()) throw bad("expected a JSON object of a case's settings");
@@ -75,7 +76,7 @@ Check load_case(const fs::path& file) {
                                                             value.get<std::int64_t>() <= std::numeric_limits<T>::max()
                                                       : value.get<std::uint64_t>() <= std::numeric_limits<T>::max());
       if (!fits) {
-        throw bad(std::string("'") + key + "' is " + value.dump() + "; expected a whole number" +
+        throw bad(std::string("'") + key + "' is " + json_shown(value) + "; expected a whole number" +
                   (std::is_signed_v<T> ? "" : " >= 0") + " that fits in " + std::to_string(sizeof(T) * 8) + " bits");
       }
     }
@@ -86,7 +87,7 @@ Check load_case(const fs::path& file) {
     try {
       return value.get<T>();
     } catch (const nlohmann::json::exception&) {
-      throw bad(std::string("'") + key + "' is " + value.dump() + "; expected " + kind);
+      throw bad(std::string("'") + key + "' is " + json_shown(value) + "; expected " + kind);
     }
   };
   if (!j.contains("name") || !j.contains("task")) throw bad("a case needs a \"name\" and a \"task\" (1 to 9)");
@@ -105,7 +106,14 @@ Check load_case(const fs::path& file) {
   if (c.name.empty()) throw bad("\"name\" is empty; expected the case's name, which the report and the JSON's "
                                 "check id (case:NAME) carry");
   c.run.model = get("model", c.run.model);
+  // Named sizes are gpt2's and llama's; toy and mlp have none (mlp: its width and depth).
+  if (c.run.model != "gpt2" && c.run.model != "llama") c.run.preset.clear();
   c.run.preset = get("preset", c.run.preset);
+  c.run.mlp_width = get("mlp_width", c.run.mlp_width);
+  c.run.mlp_depth = get("mlp_depth", c.run.mlp_depth);
+  if (c.run.mlp_width < 1 || c.run.mlp_width > (1 << 16) || c.run.mlp_depth < 1 || c.run.mlp_depth > 1024)
+    throw bad("\"mlp_width\" " + std::to_string(c.run.mlp_width) + " and \"mlp_depth\" " +
+              std::to_string(c.run.mlp_depth) + "; expected 1 to 65536 and 1 to 1024, as `fsdplab run` takes them");
   c.run.batch = get("batch", c.run.batch);
   c.run.seq = get("seq", c.run.seq);
   c.run.steps = get("steps", c.run.steps);

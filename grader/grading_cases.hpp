@@ -8,7 +8,8 @@
 //     "model": "gpt2", "preset": "test-tiny", "world": 5, "batch": 10, "seq": 16, "steps": 3, "seed": 7,
 //     "strategy": "grad_op", "tolerance": 1e-5 }
 //
-// Required: name, task. Optional, with their defaults: points 2; model gpt2, preset test-tiny, world 2,
+// Required: name, task. Optional, with their defaults: points 2; model gpt2 (or llama, toy, mlp), preset test-tiny
+// (gpt2 and llama only), mlp_width 64 and mlp_depth 4 (mlp only), world 2,
 // batch 12, seq 16, steps 3, seed (the grader's --seed), optimizer adamw, lr 1e-3; strategy full,
 // hybrid_group, mode async, prefetch backward-pre,next-step (under mode sync: none), buffers alloc, max_inflight 2,
 // offload false; tolerance 1e-5. A case of task 8 must run replica groups (strategy hybrid, 1 < hybrid_group <

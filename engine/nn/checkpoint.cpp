@@ -8,6 +8,7 @@
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/input_file.hpp"
+#include "engine/runtime/json_input.hpp"
 #include "engine/runtime/output_file.hpp"
 
 namespace fsdplab {
@@ -76,13 +77,13 @@ CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& mo
       read_input_file(config_path, "the model's config", kMaxConfigBytes, "written by --save-init or --save-final");
   nlohmann::json saved;
   try {
-    saved = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
+    saved = parse_json_input(text);
+  } catch (const Error& e) {
     fail("'", config_path.string(), "' is not valid JSON: ", e.what());
   }
   for (const auto& [key, value] : identity.items()) {
     check(saved.contains(key) && saved[key] == value, "'", dir.string(), "' holds another model: config '", key,
-          "' is ", saved.contains(key) ? saved[key].dump() : std::string("missing"), ", this run's model has ",
+          "' is ", saved.contains(key) ? json_shown(saved[key]) : std::string("missing"), ", this run's model has ",
           value.dump());
   }
   SafetensorsFile file = SafetensorsFile::read(dir / kCheckpointWeightsFile);

@@ -22,15 +22,15 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <system_error>
 #include <tuple>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/json_input.hpp"
 #include "engine/runtime/output_file.hpp"
 
 namespace fsdplab {
@@ -90,30 +90,11 @@ std::string shape_str(const std::vector<std::int64_t>& shape) {
   return s.str();
 }
 
-// A header value as the file has it, cut short, for messages. Nested values are only named: a
-// hostile header's nesting is never printed.
-std::string shown(const Json& v) {
-  const bool flat = v.is_primitive() ||
-                    (v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_primitive(); }));
-  if (!flat) return v.is_array() ? "a nested array" : "an object";
-  const std::string text = v.dump();
-  return text.size() <= 60 ? text : text.substr(0, 57) + "...";
-}
-
-// Parses the header, refusing a key that appears twice in one object (nlohmann::json would keep
-// the last silently).
+// Parses the header, refusing a key that appears twice in one object.
 Json parse_header(const std::string& text, const std::string& file) {
-  std::vector<std::set<std::string>> open_objects;  // the keys seen so far in each object being read
-  const Json::parser_callback_t no_duplicate_keys = [&](int, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::object_start) open_objects.emplace_back();
-    if (event == Json::parse_event_t::object_end) open_objects.pop_back();
-    if (event == Json::parse_event_t::key && !open_objects.back().insert(parsed.get<std::string>()).second)
-      fail(file, ": the header has the key ", parsed.dump(), " twice in one object; keys must be unique");
-    return true;
-  };
   try {
-    return Json::parse(text, no_duplicate_keys);
-  } catch (const Json::exception& e) {
+    return parse_json_input(text, {.unique_keys = true});
+  } catch (const Error& e) {
     fail(file, ": the header is not valid JSON: ", e.what());
   }
 }
@@ -128,7 +109,7 @@ struct HeaderTensor {
 
 HeaderTensor parse_tensor(const std::string& file, const std::string& name, const Json& v) {
   const std::string what = file + ": tensor '" + name + "'";
-  if (!v.is_object()) fail(what, " is ", shown(v), "; expected an object with dtype, shape and data_offsets");
+  if (!v.is_object()) fail(what, " is ", json_shown(v), "; expected an object with dtype, shape and data_offsets");
   const auto field = [&](const char* key) -> const Json& {
     const auto it = v.find(key);
     if (it == v.end()) fail(what, " has no '", key, "'");
@@ -138,23 +119,23 @@ HeaderTensor parse_tensor(const std::string& file, const std::string& name, cons
   HeaderTensor t;
   t.name = name;
   const Json& dtype = field("dtype");
-  if (!dtype.is_string()) fail(what, " has dtype ", shown(dtype), "; expected a string such as \"F32\"");
+  if (!dtype.is_string()) fail(what, " has dtype ", json_shown(dtype), "; expected a string such as \"F32\"");
   t.dtype = dtype.get<std::string>();
   const FileDType* type = find_file_dtype(t.dtype);
-  if (type == nullptr) fail(what, " has dtype ", shown(dtype), "; expected one of ", file_dtype_list());
+  if (type == nullptr) fail(what, " has dtype ", json_shown(dtype), "; expected one of ", file_dtype_list());
 
   const Json& shape = field("shape");
   const auto is_dim = [](const Json& d) {
     return d.is_number_unsigned() && d.get<std::uint64_t>() <= std::uint64_t{std::numeric_limits<std::int64_t>::max()};
   };
   if (!shape.is_array() || !std::all_of(shape.begin(), shape.end(), is_dim))
-    fail(what, " has shape ", shown(shape), "; expected an array of non-negative integers");
+    fail(what, " has shape ", json_shown(shape), "; expected an array of non-negative integers");
   for (const Json& d : shape) t.shape.push_back(d.get<std::int64_t>());
 
   const Json& offsets = field("data_offsets");
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
       !offsets[1].is_number_unsigned() || offsets[0].get<std::uint64_t>() > offsets[1].get<std::uint64_t>())
-    fail(what, " has data_offsets ", shown(offsets), "; expected [begin, end] with 0 <= begin <= end");
+    fail(what, " has data_offsets ", json_shown(offsets), "; expected [begin, end] with 0 <= begin <= end");
   t.begin = offsets[0].get<std::uint64_t>();
   t.end = offsets[1].get<std::uint64_t>();
   // Other fields are ignored, as the reference reader ignores them.
@@ -254,7 +235,7 @@ void write_safetensors(const std::filesystem::path& path, std::span<const Safete
   try {
     header = json.dump();
   } catch (const nlohmann::json::exception& e) {
-    fail("cannot write '", file, "': a tensor name or metadata string is not valid UTF-8: ", e.what());
+    fail("cannot write '", file, "': a tensor name or metadata string is not valid UTF-8: ", json_error_text(e));
   }
   header.append((8 - header.size() % 8) % 8, ' ');  // the data buffer starts 8-aligned
   unsigned char length[8];
@@ -308,9 +289,9 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
       tensors.push_back(parse_tensor(file, key, value));
       continue;
     }
-    if (!value.is_object()) fail(file, ": __metadata__ is ", shown(value), "; expected an object of strings");
+    if (!value.is_object()) fail(file, ": __metadata__ is ", json_shown(value), "; expected an object of strings");
     for (const auto& [k, v] : value.items()) {
-      if (!v.is_string()) fail(file, ": __metadata__ has '", k, "' = ", shown(v), "; expected a string");
+      if (!v.is_string()) fail(file, ": __metadata__ has '", k, "' = ", json_shown(v), "; expected a string");
       result.metadata_[k] = v.get<std::string>();
     }
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <semaphore>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -39,10 +40,33 @@ void use_one_blas_thread() {
   (void)done;
 }
 
+// [Note: OpenBLAS's memory regions]
+// Each OpenBLAS call takes a work buffer from a table built for a fixed number of threads (Debian's: MAX_THREADS=64
+// in openblas_get_config()), and gives it back when it returns. Ranks are threads: 512 ranks of the streams demo
+// computing at once ran past the table, and OpenBLAS printed "you tried to allocate too many memory regions" and
+// crashed the process. At most kMaxBlasCallsAtOnce calls are inside OpenBLAS at a time; the others wait their turn,
+// which costs nothing on a host with fewer cores than that.
+constexpr std::ptrdiff_t kMaxBlasCallsAtOnce = 32;
+
+class BlasCallSlot {
+ public:
+  BlasCallSlot() { slots().acquire(); }
+  ~BlasCallSlot() { slots().release(); }
+  BlasCallSlot(const BlasCallSlot&) = delete;
+  BlasCallSlot& operator=(const BlasCallSlot&) = delete;
+
+ private:
+  static std::counting_semaphore<kMaxBlasCallsAtOnce>& slots() {
+    static std::counting_semaphore<kMaxBlasCallsAtOnce> free_slots(kMaxBlasCallsAtOnce);
+    return free_slots;
+  }
+};
+
 // Row-major sgemm with the leading dimensions of the operands as stored. BLAS wants them >= 1
 // even when a dimension is 0.
 void sgemm(const float* a, const float* b, float* out, const Gemm& g) {
   use_one_blas_thread();
+  const BlasCallSlot slot;  // See [Note: OpenBLAS's memory regions]
   const int lda = std::max(1, g.trans_a ? g.m : g.k);
   const int ldb = std::max(1, g.trans_b ? g.k : g.n);
   cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, g.m, g.n,

@@ -8,14 +8,14 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/input_file.hpp"
+#include "engine/runtime/json_input.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/trace/trace_wire.hpp"
 
@@ -513,21 +513,17 @@ TraceData read_chrome_trace(const std::filesystem::path& path, TraceMeta* meta) 
 
   Json doc;
   try {
-    doc = Json::parse(text);
-  } catch (const Json::exception& e) {
-    // A parse_error, or an out_of_range for a number too large for a double. nlohmann's message says
-    // where and what came: "parse error at line 3, column 5: syntax error while parsing value -
-    // unexpected end of input; expected ..."; drop its "[json.exception...] ".
-    const std::string_view message = e.what();
-    const std::size_t start = message.find("] ");
-    fail("trace '", file,
-         "' is not valid JSON: ", start == std::string_view::npos ? message : message.substr(start + 2));
+    doc = parse_json_input(text);
+  } catch (const Error& e) {
+    // Where and what came: "parse error at line 3, column 5: syntax error while parsing value - unexpected end of
+    // input; expected ...", or a number too large for a double, or nesting past kMaxJsonNesting.
+    fail("trace '", file, "' is not valid JSON: ", e.what());
   }
   try {
     return Reader(file).read(doc, meta);
   } catch (const Json::exception& e) {
     // Every access above checks types first; this only turns a missed case into a clean error.
-    fail("trace '", file, "' is malformed: ", e.what());
+    fail("trace '", file, "' is malformed: ", json_error_text(e));
   }
 }
 

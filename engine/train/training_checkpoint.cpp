@@ -1,5 +1,8 @@
 #include "engine/train/training_checkpoint.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -12,14 +15,12 @@
 #include <system_error>
 #include <vector>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/nn/checkpoint.hpp"
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/input_file.hpp"
+#include "engine/runtime/json_input.hpp"
 #include "engine/train/crc32.hpp"
 
 namespace fsdplab {
@@ -405,8 +406,8 @@ Json read_manifest(const fs::path& dir, const std::string& where) {
   const std::string text = read_input_file(path, "checkpoint manifest", kMaxManifestBytes, "written by --checkpoint");
   Json manifest;
   try {
-    manifest = Json::parse(text);
-  } catch (const Json::exception& e) {
+    manifest = parse_json_input(text);
+  } catch (const Error& e) {
     fail(where, ": '", path.string(), "' is corrupt: not valid JSON (", e.what(), ")");
   }
   check(manifest.is_object() && manifest.contains(kManifestCrcKey) && manifest[kManifestCrcKey].is_string(), where,
@@ -433,8 +434,17 @@ void check_files(const fs::path& dir, const Json& files, int world, const std::s
   for (const std::string& name : data_files(world)) {
     const fs::path path = dir / name;
     check(files.is_object() && files.contains(name), where, ": '", (dir / kManifest).string(), "' lists no ", name);
-    const std::uint64_t bytes = files[name].at("bytes").get<std::uint64_t>();
-    const std::string crc = files[name].at("crc32").get<std::string>();
+    const Json& entry = files[name];
+    const Json bytes_field = entry.is_object() ? entry.value("bytes", Json()) : Json();
+    const Json crc_field = entry.is_object() ? entry.value("crc32", Json()) : Json();
+    const auto shown = [](const Json& field) { return field.is_null() ? std::string("none") : json_shown(field); };
+    check(entry.is_object(), where, ": '", (dir / kManifest).string(), "' lists ", name, " as ", json_shown(entry),
+          "; expected {\"bytes\": a whole number >= 0, \"crc32\": \"8 hex digits\"}");
+    check(bytes_field.is_number_unsigned() && crc_field.is_string(), where, ": '", (dir / kManifest).string(),
+          "' lists ", name, " with bytes ", shown(bytes_field), " and crc32 ", shown(crc_field),
+          "; expected {\"bytes\": a whole number >= 0, \"crc32\": \"8 hex digits\"}");
+    const std::uint64_t bytes = bytes_field.get<std::uint64_t>();
+    const std::string crc = crc_field.get<std::string>();
     std::error_code ec;
     check(fs::is_regular_file(fs::status(path, ec)), where, ": ", name, " is missing (the manifest lists it: ", bytes,
           " bytes, CRC-32 ", crc, ")");
@@ -469,7 +479,7 @@ TrainingCheckpoint TrainingCheckpoint::open(const fs::path& requested, const Jso
     return TrainingCheckpoint(dir, manifest.at("step").get<int>());
   } catch (const Json::exception& e) {
     // Only a manifest edited by hand (its checksum recomputed) can have fields of the wrong type.
-    fail(where, ": '", (dir / kManifest).string(), "' is malformed: ", e.what());
+    fail(where, ": '", (dir / kManifest).string(), "' is malformed: ", json_error_text(e));
   }
 }
 

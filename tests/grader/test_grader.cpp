@@ -980,6 +980,24 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
       << twice;
   std::filesystem::remove(path("cases/two.json"));
   EXPECT_TRUE(contains(refusal("{nope"), "not valid JSON"));
+  // Nesting that would overflow a stack is refused as it is read, and a value is quoted short.
+  const std::string deep = refusal(R"({"name": "x", "task": 3, "seq": )" + std::string(100000, '[') + "}");
+  EXPECT_TRUE(contains(deep, "one.json: not valid JSON (it nests arrays and objects 65 deep")) << deep;
+  const std::string long_value = refusal(R"({"name": "x", "task": 3, "seq": ")" + std::string(1000, '7') + "\"}");
+  EXPECT_TRUE(contains(long_value, "'seq' is \"777")) << long_value;
+  EXPECT_LT(long_value.size(), 300u) << long_value;
+  // toy and mlp have no named sizes: their cases need no preset, and mlp's size is its own two keys.
+  std::filesystem::remove(path("cases/one.json"));
+  std::ofstream(path("cases/toy.json")) << R"({"name": "toy", "task": 3, "model": "toy", "world": 2})";
+  std::ofstream(path("cases/mlp.json"))
+      << R"({"name": "mlp", "task": 4, "model": "mlp", "mlp_width": 32, "mlp_depth": 2, "world": 2})";
+  EXPECT_EQ(load_cases(path("cases")).size(), 2u);
+  std::filesystem::remove(path("cases/mlp.json"));
+  std::filesystem::remove(path("cases/toy.json"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "model": "mlp", "mlp_width": 0})"),
+                       "one.json: \"mlp_width\" 0 and \"mlp_depth\" 4; expected 1 to 65536"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "model": "toy", "preset": "gpt2"})"),
+                       "only gpt2 and llama have named sizes"));
   std::filesystem::remove(path("cases/one.json"));
   EXPECT_TRUE(contains(error_of([&] { load_cases(path("cases")); }), "holds no *.json case"));
   EXPECT_TRUE(contains(error_of([&] { load_cases(path("missing")); }),

@@ -6,21 +6,22 @@
 // Error naming what was expected and what was found, while a failed save leaves the previous
 // checkpoint as it was.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <bit>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "engine/nn/safetensors.hpp"
 #include "engine/train/checkpoint_lock.hpp"
+#include "engine/train/crc32.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/trainer.hpp"
@@ -313,6 +314,33 @@ TEST_F(FsdpCheckpointErrors, AFlippedByteInTheManifestIsNamed) {
   spit(path("ckpt") / "manifest.json", edited);
   const std::string e = resume_error(resume());
   EXPECT_TRUE(contains(e, "manifest.json' is corrupt: its content has CRC-32 ")) << e;
+}
+
+// A manifest edited by hand, its checksum made again: an entry of the wrong shape is named, with what it should be.
+TEST_F(FsdpCheckpointErrors, AFileEntryOfTheWrongTypeIsNamed) {
+  nlohmann::json manifest = nlohmann::json::parse(slurp(path("ckpt") / "manifest.json"));
+  const auto rewrite = [&](nlohmann::json edited) {
+    edited.erase("manifest_crc32");
+    const std::string text = edited.dump();
+    edited["manifest_crc32"] = crc32_hex(crc32(std::as_bytes(std::span<const char>(text.data(), text.size()))));
+    spit(path("ckpt") / "manifest.json", edited.dump(2));
+  };
+  for (const nlohmann::json& bytes : {nlohmann::json("169128"), nlohmann::json(-1), nlohmann::json(1e30)}) {
+    nlohmann::json edited = manifest;
+    edited["files"]["rank0.safetensors"]["bytes"] = bytes;
+    rewrite(edited);
+    const std::string e = resume_error(resume());
+    EXPECT_TRUE(contains(e, "manifest.json' lists rank0.safetensors with bytes " + bytes.dump() + " and crc32 \""))
+        << e;
+    EXPECT_TRUE(contains(e, "; expected {\"bytes\": a whole number >= 0, \"crc32\": \"8 hex digits\"}")) << e;
+  }
+  manifest["files"]["rank0.safetensors"].erase("crc32");
+  rewrite(manifest);
+  const std::string e = resume_error(resume());
+  EXPECT_TRUE(contains(e, "lists rank0.safetensors with bytes " +
+                              manifest["files"]["rank0.safetensors"]["bytes"].dump() + " and crc32 none; expected"))
+      << e;
+  EXPECT_FALSE(contains(e, "json.exception")) << e;
 }
 
 TEST_F(FsdpCheckpointErrors, AMissingRankFileIsNamed) {
