@@ -60,6 +60,7 @@ TEST_P(FsdpAccumulate, TrainsLikeTheBaselineOnTheWholeBatch) {
   for (std::size_t i = 0; i < base.size(); ++i)
     EXPECT_LE(std::abs(losses[i] - base[i]) / std::abs(base[i]), 1e-5) << "step " << i;
   // One reduction per unit (3: the root and 2 Blocks) and the loss's all-reduce, whatever N is.
+  ASSERT_EQ(reductions.size(), static_cast<std::size_t>(c.world));
   for (int n : reductions) EXPECT_EQ(n, 3 + 1);
 }
 

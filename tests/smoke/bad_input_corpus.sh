@@ -47,5 +47,5 @@ while IFS= read -r line || [[ -n "$line" ]]; do
   fi
 done < "$corpus"
 echo "$checked bad inputs, $failed not refused with exit 1 or 2"
-(( failed == 0 )) && echo "BAD_INPUTS_REFUSED"
+(( failed == 0 && checked > 0 )) && echo "BAD_INPUTS_REFUSED"
 exit $(( failed > 0 ))
