@@ -373,6 +373,14 @@ CheckRun run_here(const CheckJob& job, const fs::path& scratch) {
     if (caused_by<TaskNotImplemented>(e))
       return {CheckEnd::threw, CheckOutcome::fail("the check to run to its end",
                                                   "a TODO is left: " + without_failed_rank(e.what()), kTodoLeft)};
+    if (caused_by<CaseNotTrainable>(e))
+      return {CheckEnd::threw,
+              CheckOutcome::fail(
+                  "the check to run to its end", std::string("the check's case cannot be trained: ") + e.what(),
+                  "the case, not the graded code: the single-rank baseline or the reference fails "
+                  "it too (a held-out case's settings diverge, or ask more than a check can run); the "
+                  "course must fix the case (`fsdplab grade --impl reference --cases DIR` earns every point when each "
+                  "case is sound)")};
     // An Error is what the engine's own checks raise (an event waited on but never recorded, a wrong size...) as
     // well as the graded code's check(...): its message says what was refused, so it is the diagnostic.
     CheckOutcome stopped =

@@ -433,9 +433,15 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
   check.run = [c, cause, diagnose](const CheckContext& ctx) {
     GradeCase run = c;
     if (!run.fixed_seed) run.run.seed = ctx.seed;
-    const GradedRun baseline = train_baseline(run, ctx.scratch);
+    GradedRun baseline;
+    try {
+      baseline = train_baseline(run, ctx.scratch);
+    } catch (const Error& e) {
+      fail_as<CaseNotTrainable>("the single-rank baseline of ", run.name, " does not train: ", e.what());
+    }
     const GradedRun reference = train_graded(run, ctx.reference, ctx.scratch, {.ops = true});
-    fsdplab::check(reference.trained(), "the reference's run of ", run.name, " failed: ", reference.error);
+    if (!reference.trained())
+      fail_as<CaseNotTrainable>("the reference's run of ", run.name, " failed: ", reference.error);
     const double allowed = std::max(run.tolerance, 2 * deviation_from(reference, baseline));
     const GradedRun graded = train_graded(run, ctx.tasks, ctx.scratch, {.ops = true});
     const auto diagnosis = [&]() -> std::string {

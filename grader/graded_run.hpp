@@ -77,6 +77,13 @@ GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const std::fi
 // The single-rank baseline of `c` (no FSDP): what every world size must equal.
 GradedRun train_baseline(const GradeCase& c, const std::filesystem::path& scratch);
 
+// A case that the single-rank baseline or the reference itself cannot train (a held-out case's learning rate that
+// diverges): the case is at fault, not the graded code, and the check says so (check_process.cpp).
+class CaseNotTrainable : public Error {
+ public:
+  using Error::Error;
+};
+
 // Within `tolerance` of the baseline, losses (relative) and final parameters (absolute); else the
 // diagnostic's "got": the first step off and the worst parameter.
 CheckOutcome compare_with_baseline(const GradedRun& graded, const GradedRun& baseline, double tolerance);

@@ -31,6 +31,7 @@ const std::set<std::string>& known_keys() {
 // The most ranks a case may train: the grader's own checks go up to 8, and a case must train within a check's
 // time limit (--time-limit) with every rank on this host's sim device.
 constexpr int kMaxCaseWorld = 16;
+constexpr int kMaxCaseSteps = 100;
 
 // A run's error with each option that is a case's key named as the key: "--batch 7 is not a multiple of --world 2"
 // becomes "\"batch\" 7 is not a multiple of \"world\" 2", as the case's author wrote them.
@@ -147,7 +148,9 @@ Check load_case(const fs::path& file) {
               "out, or use \"mode\": \"async\"");
   if (c.options.mode == OverlapMode::sync) c.options = sync_schedule(c.options);
   // A case must train something: a run takes 0 steps and --seq 0 (the model's context length), a case does not.
-  if (c.run.steps < 1) throw bad("\"steps\" is " + std::to_string(c.run.steps) + "; expected >= 1 steps to compare");
+  if (c.run.steps < 1 || c.run.steps > kMaxCaseSteps)
+    throw bad("\"steps\" is " + std::to_string(c.run.steps) + "; expected 1 to " + std::to_string(kMaxCaseSteps) +
+              " steps to compare, what a check can train within its time limit");
   if (c.run.seq < 1) throw bad("\"seq\" is " + std::to_string(c.run.seq) + "; expected >= 1 tokens");
   // What a run of this case would refuse, refused now (the plan's checks: the numbers, model and preset, the batch
   // split, the FSDP options against W; and the optimizer), so the reference never loses a case's points to it.

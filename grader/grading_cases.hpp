@@ -15,8 +15,9 @@
 // offload false; tolerance 1e-5. A case of task 8 must run replica groups (strategy hybrid, 1 < hybrid_group <
 // world), one of task 9 offload: elsewhere the task never runs, and the untouched skeleton would earn its points. Any
 // other key is refused by name (a typo must not silently test something else), and so is what no run could train (what
-// `fsdplab run` would refuse, world above 16, steps or seq 0), a fraction for a whole-number key, an empty name and a
-// name another case has: the reference must earn every case's points.
+// `fsdplab run` would refuse, world above 16, steps 0 or above 100, seq 0), a fraction for a whole-number key, an empty
+// name and a name another case has: the reference must earn every case's points (one that cannot train it at all
+// blames the case when it runs: CaseNotTrainable, graded_run.hpp).
 #pragma once
 #include <filesystem>
 #include <vector>

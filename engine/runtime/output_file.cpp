@@ -59,8 +59,9 @@ void check_can_create_in(const fs::path& folder, bool created, std::string_view 
   name.push_back('\0');
   const int fd = ::mkstemp(name.data());
   const int error = errno;  // before anything else can change it
+  // A folder that is there but takes no new file (/proc) answers ENOENT, which would read as "no such folder".
   check(fd >= 0, named(what, requested), ": cannot write into the folder '", existing.string(), "' (",
-        errno_text(error), ")");
+        error == ENOENT ? "it takes no new files" : errno_text(error), ")");
   ::close(fd);
   ::unlink(name.data());
 }

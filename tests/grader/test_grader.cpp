@@ -905,6 +905,24 @@ TEST_F(GraderCases, AHeldOutCaseIsGradedWithItsTask) {
   EXPECT_EQ(held_out.earned, 2) << held_out.run.outcome.got;
 }
 
+// A case whose settings no training survives (the learning rate diverges) is named as the case's fault, not the
+// graded code's: the reference loses its points too, which `grade --impl reference --cases` shows the course.
+TEST_F(GraderCases, ACaseTheReferenceCannotTrainBlamesTheCase) {
+  std::filesystem::create_directories(path("cases"));
+  std::ofstream(path("cases/diverges.json")) << R"({"name": "diverges", "task": 3, "lr": 1e20})";
+  GradeRequest request;
+  request.impl = parse_impl("reference");
+  request.tasks = {3};
+  request.extra = load_cases(path("cases"));
+  const GradeReport report = grade(request);
+  const GradedCheck& held_out = report.tasks.at(0).checks.back();
+  ASSERT_EQ(held_out.check.id, "case:diverges");
+  EXPECT_EQ(held_out.earned, 0);
+  EXPECT_TRUE(contains(held_out.run.outcome.got, "the check's case cannot be trained: the single-rank baseline of "))
+      << held_out.run.outcome.got;
+  EXPECT_TRUE(contains(held_out.run.outcome.cause, "the case, not the graded code")) << held_out.run.outcome.cause;
+}
+
 // A held-out case the race detector stopped (task 3 without its event wait) says it was a race, not the numbers.
 TEST_F(GraderCases, AHeldOutCaseStoppedByARaceNamesTheRace) {
   const std::vector<Check> cases = load_cases(FSDPLAB_SOURCE_DIR "/grader/cases/example");
@@ -945,7 +963,9 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
                        "one.json: unknown optimizer 'lion'; expected sgd or adamw"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "lr": -5})"),
                        "one.json: \"lr\" -5; expected a finite learning rate >= 0"));
-  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "steps": 0})"), "one.json: \"steps\" is 0; expected >= 1"));
+  EXPECT_TRUE(
+      contains(refusal(R"({"name": "x", "task": 3, "steps": 0})"), "one.json: \"steps\" is 0; expected 1 to 100"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "steps": 100000000})"), "\"steps\" is 100000000; expected"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "seq": 0})"), "one.json: \"seq\" is 0; expected >= 1"));
   // A whole-number key is not truncated from a fraction, nor wrapped from a number too big for it.
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "points": 2.7})"), "'points' is 2.7; expected a whole"));
