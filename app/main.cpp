@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   fsdplab::app::add_view_command(app);
   fsdplab::app::add_grade_command(app);
   fsdplab::app::add_report_command(app);
-  fsdplab::app::refuse_empty_values(app);
+  fsdplab::app::refuse_unreadable_values(app);
   app.footer(
       "Exit status: 0 when the command did its work (grade: whatever the points); 1 when it failed or refused an "
       "input, the reason on stderr; 2 when the command line could not be read (an unknown option, a value out of "
