@@ -32,35 +32,19 @@ CLI::Validator non_empty(const std::string& expected) {
 
 namespace {
 
-enum class ValueKind { whole, non_negative_whole, number, other };
+enum class ValueKind { whole, number, other };
 
 ValueKind kind_of(const CLI::Option& option) {
   const std::string type = option.get_type_name();  // "INT", "UINT:INT in [1 - 9]", "FLOAT", "TEXT", ...
-  if (type.starts_with("UINT")) return ValueKind::non_negative_whole;
-  if (type.starts_with("INT")) return ValueKind::whole;
+  if (type.starts_with("INT") || type.starts_with("UINT")) return ValueKind::whole;
   if (type.starts_with("FLOAT")) return ValueKind::number;
   return ValueKind::other;
 }
 
-// "" when `text` reads as a value of `kind`, else what is wrong with it.
-std::string unreadable(const std::string& text, ValueKind kind) {
-  switch (kind) {
-    case ValueKind::whole:
-    case ValueKind::non_negative_whole: {
-      const std::string signs = kind == ValueKind::whole ? "+-" : "+";
-      const std::size_t digits = !text.empty() && signs.find(text[0]) != std::string::npos ? 1 : 0;
-      if (text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos) return "";
-      return text + " is not a whole number" + (kind == ValueKind::whole ? "" : " >= 0");
-    }
-    case ValueKind::number: {
-      char* end = nullptr;
-      const double value = std::strtod(text.c_str(), &end);
-      return end != text.c_str() && *end == '\0' && std::isfinite(value) ? "" : text + " is not a finite number";
-    }
-    case ValueKind::other:
-      return "";
-  }
-  return "";
+// A sign and digits: whether the number is in range (a sign included) is the option's own range check's to say.
+bool whole_number_text(const std::string& text) {
+  const std::size_t digits = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
+  return text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos;
 }
 
 }  // namespace
@@ -78,11 +62,13 @@ void refuse_unreadable_values(CLI::App& app) {
     const std::string expected = kind == ValueKind::number  ? "a number"
                                  : kind == ValueKind::other ? "a value"
                                                             : "a whole number";
-    // transform: first, before a range check or the conversion reads the text.
+    // transform: first, before a range check or the conversion reads the text. (A number's nan and inf are each
+    // number option's own check to refuse: finite_range, or the run's "expected a finite learning rate >= 0".)
     option->transform(CLI::Validator(
         [=](std::string& text) -> std::string {
           if (text.empty()) return own_words ? "" : "an empty value; expected " + expected;
-          return unreadable(text, kind);
+          if (kind == ValueKind::whole && !whole_number_text(text)) return text + " is not a whole number";
+          return "";
         },
         ""));
   }

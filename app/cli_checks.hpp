@@ -15,10 +15,10 @@ CLI::Validator finite_range(double low, double high, const std::string& what);
 CLI::Validator non_empty(const std::string& expected);
 
 // Every option of `app` and its subcommands that takes a value refuses, before anything else reads it, an empty
-// value and, for a number, text that is not one: CLI11 reads "" as 0 (`--lr ''` trained at learning rate 0), lets
-// nan through a range check, and says "Could not convert: --hybrid-group = 2.5" or "Value 2.5 not in range 1 to
-// 1024" of a fraction. Now "--lr: an empty value; expected a number", "--world: 2.5 is not a whole number", "--lr: nan
-// is not a finite number"; an option with its own non_empty keeps its words. Called once every command is added.
+// value and, for a whole number, text that is not one: CLI11 reads "" as 0 (`--lr ''` trained at learning rate 0)
+// and says "Could not convert: --hybrid-group = 2.5" or "Value 2.5 not in range 1 to 1024" of a fraction. Now
+// "--lr: an empty value; expected a number", "--world: 2.5 is not a whole number"; an option with its own non_empty
+// keeps its words. Called once every command is added.
 void refuse_unreadable_values(CLI::App& app);
 
 }  // namespace fsdplab::app
