@@ -19,18 +19,8 @@ CLI::Validator finite_range(double low, double high, const std::string& what) {
 }
 
 namespace {
-constexpr const char* kNonEmpty = "non_empty";
-}  // namespace
 
-CLI::Validator non_empty(const std::string& expected) {
-  // No description: it would add a word to the help of every path option, and the help says what each takes.
-  CLI::Validator check(
-      [=](std::string& text) -> std::string { return text.empty() ? "an empty value; expected " + expected : ""; }, "");
-  check.name(kNonEmpty);
-  return check;
-}
-
-namespace {
+constexpr const char* kNonEmpty = "non_empty";  // non_empty's validator name, which refuse_unreadable_values finds
 
 enum class ValueKind { whole, number, other };
 
@@ -48,6 +38,14 @@ bool whole_number_text(const std::string& text) {
 }
 
 }  // namespace
+
+CLI::Validator non_empty(const std::string& expected) {
+  // No description: it would add a word to the help of every path option, and the help says what each takes.
+  CLI::Validator check(
+      [=](std::string& text) -> std::string { return text.empty() ? "an empty value; expected " + expected : ""; }, "");
+  check.name(kNonEmpty);
+  return check;
+}
 
 void refuse_unreadable_values(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {

@@ -49,7 +49,8 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
         break;
       case FsdpFlag::hybrid_group:
         added.push_back(cmd.add_option("--hybrid-group", flags.hybrid_group,
-                                       help("hybrid: ranks a unit is sharded over (divides --world)")));
+                                       help("hybrid: ranks a unit is sharded over (divides --world)"))
+                            ->check(CLI::Range(1, 1024)));  // 0 is "not given": refused when given
         break;
       case FsdpFlag::precision:
         added.push_back(cmd.add_option("--precision", flags.precision,

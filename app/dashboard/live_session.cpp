@@ -121,20 +121,19 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
           ", so there is no event of it to stop at; break on one of tasks 3 to 8 (task 6 under ASYNC only, task 8 "
           "with replica groups), or see the task with --compare impl (yours beside the reference)");
   }
+  std::vector<SimRanksHere> side_by_side;
   for (PlannedRun& p : runs) {
     try {
       p.expected = fsdp_memory(fsdp_memory_input(p.run.run, p.run.options, probe));
+      side_by_side.push_back({p.label, world, sim_host_bytes_per_rank(p.run.run, p.run.options, probe)});
     } catch (const Error&) {
       // units the memory model does not describe: no expectation
     }
   }
   // Each run's plan checks that its own ranks fit in this host's memory; side by side, they share it (where the
   // memory model describes them all: else each run's own plan is the check).
-  if (device == "sim" && !dry_run && runs.size() > 1 &&
-      std::all_of(runs.begin(), runs.end(), [](const PlannedRun& p) { return p.expected.has_value(); })) {
-    std::vector<SimRanksHere> ranks;
-    for (const PlannedRun& p : runs) ranks.push_back({p.label, world, static_cast<double>(tag_total(*p.expected))});
-    check_sim_host_memory(ranks,
+  if (device == "sim" && !dry_run && runs.size() > 1 && side_by_side.size() == runs.size()) {
+    check_sim_host_memory(side_by_side,
                           "compare fewer runs (--compare sync or async), use fewer ranks or a smaller "
                           "model, or --dry-run (shapes, time and memory only)");
   }

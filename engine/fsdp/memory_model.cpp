@@ -31,27 +31,69 @@ std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string
   return sizes;
 }
 
-TagBytes fsdp_memory(const FsdpMemoryInput& in) {
-  validate_fsdp_options(in.options, in.world);
+namespace {
+
+// A unit's staging buffers (comm_buffer). Its gather's: the offloaded shard's f32 device copy and the shard's
+// bf16 cast.
+std::int64_t gather_staging(const UnitSize& u, const FsdpOptions& options) {
+  const std::int64_t offload_copy = options.offload ? 4 * u.shard_numel : 0;
+  const bool cast = !parameters_replicated(options.strategy) && options.param_dtype != DType::f32;
+  return offload_copy + (cast ? static_cast<std::int64_t>(dtype_size(options.param_dtype)) * u.shard_numel : 0);
+}
+
+// Its reduction's: the gradients widened to the reduce dtype or the reduction's bf16 output, beside the
+// offloaded shard's f32 device copy.
+std::int64_t reduce_staging(const UnitSize& u, const FsdpOptions& options) {
+  const std::int64_t r = static_cast<std::int64_t>(dtype_size(options.reduce_dtype));
+  std::int64_t bytes = options.offload ? 4 * u.shard_numel : 0;
+  if (gradients_replicated(options.strategy)) return bytes;
+  if (options.param_dtype != options.reduce_dtype) bytes += r * u.padded_numel;
+  if (options.reduce_dtype != DType::f32) bytes += r * u.shard_numel;
+  return bytes;
+}
+
+// The units' sizes, summed and compared once for both schedules.
+struct UnitTotals {
+  std::int64_t all = 0;            // ΣP
+  std::int64_t shards = 0;         // ΣZ
+  std::int64_t root = 0;           // R
+  std::int64_t others = 0;         // ΣP of the units other than the root
+  std::int64_t largest_unit = 0;   // the largest unit other than the root
+  std::int64_t largest_chain = 0;  // Bmax: the largest chain of a unit not nested in another
+  bool nested = false;             // some unit is nested in another
+};
+
+UnitTotals totals_of(const FsdpMemoryInput& in) {
   check(!in.units.empty(), "memory model: no FSDP units");
-  check(in.optimizer_states >= 0, "memory model: ", in.optimizer_states, " optimizer states; expected 0, 1 or 2");
+  UnitTotals t;
+  for (const UnitSize& u : in.units) {
+    t.all += u.padded_numel;
+    t.shards += u.shard_numel;
+    if (u.root) {
+      t.root = u.padded_numel;
+      continue;
+    }
+    t.others += u.padded_numel;
+    t.largest_unit = std::max(t.largest_unit, u.padded_numel);
+    if (!u.nested) t.largest_chain = std::max(t.largest_chain, u.chain_numel);
+    t.nested = t.nested || u.nested;
+  }
+  return t;
+}
+
+// What a schedule holds at its peak, in elements (bytes for staging): the rest of each tag follows from the
+// strategy alone.
+struct ScheduleHolds {
+  std::int64_t gathered = 0;    // gathered parameters (param_full, beside a replica)
+  std::int64_t unit_grads = 0;  // unsharded gradients (grad_full, beside a replica)
+  std::int64_t staging = 0;     // comm_buffer
+};
+
+TagBytes tags_of(const FsdpMemoryInput& in, const UnitTotals& t, const ScheduleHolds& holds) {
   const ShardingStrategy strategy = in.options.strategy;
   const std::int64_t p = static_cast<std::int64_t>(dtype_size(in.options.param_dtype));
-  const std::int64_t r = static_cast<std::int64_t>(dtype_size(in.options.reduce_dtype));
   const bool sharded_group = shard_group_size(in.options, in.world) > 1;
   const bool f32 = in.options.param_dtype == DType::f32;
-
-  std::int64_t all = 0, shards = 0, root = 0, largest_other = 0;
-  for (const UnitSize& u : in.units) {
-    all += u.padded_numel;
-    shards += u.shard_numel;
-    if (u.root) {
-      root = u.padded_numel;
-    } else if (!u.nested) {
-      largest_other = std::max(largest_other, u.chain_numel);
-    }
-  }
-  const std::int64_t in_flight = reshards_after_forward(strategy) ? root + largest_other : all;
   // The replicas exist on every rank; tagged as the shards they are when the group is one rank.
   const bool param_replica_full =
       parameters_replicated(strategy) && strategy != ShardingStrategy::no_shard && sharded_group;
@@ -61,30 +103,69 @@ TagBytes fsdp_memory(const FsdpMemoryInput& in) {
   const auto at = [&](MemTag tag) -> std::int64_t& { return bytes[static_cast<std::size_t>(tag)]; };
   // CPU offload keeps the f32 shards and the optimizer state in host memory (Device::host_ledger).
   const std::int64_t on_device = in.options.offload ? 0 : 1;
-  at(MemTag::param_shard) = param_replica_full ? 0 : 4 * shards * on_device;
-  at(MemTag::param_full) = (parameters_replicated(strategy) && f32 ? 0 : p * in_flight) +
-                           (param_replica_full ? 4 * all : 0);
-  at(MemTag::grad_shard) = grad_replica_full ? 0 : 4 * shards * on_device;
-  at(MemTag::grad_full) = (gradients_replicated(strategy) && f32 ? 0 : p * (root + largest_other)) +
-                          (grad_replica_full ? 4 * all : 0);
-  at(MemTag::optim_state) = 4 * in.optimizer_states * shards * on_device;
-  std::int64_t staging = 0;
-  const std::int64_t offload_copy = in.options.offload ? 4 : 0;  // a shard's f32 device copy, per element
-  for (const UnitSize& u : in.units) {
-    // A gather: the offloaded shard's device copy, and its bf16 cast.
-    const std::int64_t bf16_shard = !parameters_replicated(strategy) && !f32 ? p * u.shard_numel : 0;
-    staging = std::max(staging, offload_copy * u.shard_numel + bf16_shard);
-    // A reduction: the widened gradients or the bf16 output, beside the offloaded shard's device copy.
-    std::int64_t reduce = offload_copy * u.shard_numel;
-    if (!gradients_replicated(strategy) && in.options.param_dtype != in.options.reduce_dtype)
-      reduce += r * u.padded_numel;
-    if (!gradients_replicated(strategy) && in.options.reduce_dtype != DType::f32) reduce += r * u.shard_numel;
-    staging = std::max(staging, reduce);
-  }
-  at(MemTag::comm_buffer) = staging;
+  at(MemTag::param_shard) = param_replica_full ? 0 : 4 * t.shards * on_device;
+  at(MemTag::param_full) =
+      (parameters_replicated(strategy) && f32 ? 0 : p * holds.gathered) + (param_replica_full ? 4 * t.all : 0);
+  at(MemTag::grad_shard) = grad_replica_full ? 0 : 4 * t.shards * on_device;
+  at(MemTag::grad_full) =
+      (gradients_replicated(strategy) && f32 ? 0 : p * holds.unit_grads) + (grad_replica_full ? 4 * t.all : 0);
+  at(MemTag::optim_state) = 4 * in.optimizer_states * t.shards * on_device;
+  at(MemTag::comm_buffer) = holds.staging;
   at(MemTag::activation) = in.model.activation;
   at(MemTag::workspace) = in.model.workspace + 4;
   return bytes;
+}
+
+void check_input(const FsdpMemoryInput& in) {
+  validate_fsdp_options(in.options, in.world);
+  check(in.optimizer_states >= 0, "memory model: ", in.optimizer_states, " optimizer states; expected 0, 1 or 2");
+}
+
+}  // namespace
+
+TagBytes fsdp_memory(const FsdpMemoryInput& in) {
+  check_input(in);
+  const UnitTotals t = totals_of(in);
+  ScheduleHolds holds;
+  holds.gathered = reshards_after_forward(in.options.strategy) ? t.root + t.largest_chain : t.all;
+  holds.unit_grads = t.root + t.largest_chain;
+  for (const UnitSize& u : in.units)
+    holds.staging = std::max({holds.staging, gather_staging(u, in.options), reduce_staging(u, in.options)});
+  return tags_of(in, t, holds);
+}
+
+TagBytes fsdp_memory_bound(const FsdpMemoryInput& in) {
+  if (in.options.mode == OverlapMode::sync) return fsdp_memory(in);
+  check_input(in);
+  const FsdpOptions& o = in.options;
+  const UnitTotals t = totals_of(in);
+  // The host runs ahead of the device through a step (it waits for the device only at the step's end), so it
+  // sees no use end before it issues the next: every buffer may still be held when the next one is allocated.
+  // The next step's prefetch gathers the root while its old buffer may still be parked: one root more.
+  const std::int64_t next_root = o.prefetch.next_step ? t.root : 0;
+  ScheduleHolds holds;
+  if (o.buffers == UnshardBuffers::pool) {
+    holds.gathered = t.root + next_root + 2 * t.largest_unit;  // the pool's two buffers
+  } else if (!reshards_after_forward(o.strategy)) {
+    holds.gathered = t.all + next_root;  // each unit gathered once, kept from its forward to its backward
+  } else if (o.max_inflight > 0) {
+    // The rate limiter counts the resharding units, in use or parked; past the limit, only a unit a chain of
+    // nested units holds in use.
+    holds.gathered =
+        t.root + next_root + std::min(2 * t.others, o.max_inflight * t.largest_unit + (t.nested ? t.largest_chain : 0));
+  } else {
+    // No limit: a unit's forward copy may still be parked when its backward gathers it again.
+    holds.gathered = t.root + next_root + 2 * t.others;
+  }
+  // A unit's gradient is parked until its reduction is done, and compute may run ahead of every reduction: each
+  // unit's gradient may be held at once, and each gather's and reduction's staging.
+  holds.unit_grads = o.buffers == UnshardBuffers::pool ? t.root + 2 * t.largest_unit : t.all;
+  const int gathers_per_step = reshards_after_forward(o.strategy) ? 2 : 1;
+  for (const UnitSize& u : in.units) {
+    const int gathers = u.root ? 1 + (o.prefetch.next_step ? 1 : 0) : gathers_per_step;
+    holds.staging += gathers * gather_staging(u, o) + reduce_staging(u, o);
+  }
+  return tags_of(in, t, holds);
 }
 
 TagBytes baseline_memory(Module& model, int optimizer_states, const ModelMemory& model_memory, DType compute) {

@@ -76,8 +76,22 @@ struct FsdpMemoryInput {
 std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string> unit_kinds,
                                       const FsdpOptions& options, int world);
 
-// Expected per-rank peak bytes of each tag over an FSDP run's steps.
+// Expected per-rank peak bytes of each tag over an FSDP run's steps under the SYNC schedule (the formula above).
 TagBytes fsdp_memory(const FsdpMemoryInput& input);
+// An upper bound of each tag's per-rank peak under the run's own schedule, for the checks that refuse a run the
+// memory cannot hold: the formula under SYNC. Under ASYNC the host issues a whole step before it waits for the
+// device, so it sees no buffer's last use end before it allocates the next, and how much is held depends on how far
+// the collectives run behind compute; the bound takes the worst the schedule allows:
+//   gathered     R + min(M·Bunit (+ Bmax with nested units), 2·(ΣP - R)) under the rate limiter (M =
+//                --max-inflight); R + 2·(ΣP - R) without one (a unit's forward copy may still be parked when
+//                its backward gathers it again); R + 2·Bunit with the two-buffer pool; ΣP where units stay
+//                gathered from forward to backward; + R with the next step's prefetch (the root's old
+//                buffer may still be parked)
+//   unsharded    ΣP: each unit's gradient is parked until its reduction is done, and compute may be ahead
+//   gradients    of every reduction; R + 2·Bunit with the pool
+//   comm_buffer  every gather's and reduction's staging of the step at once
+// where Bunit is the largest unit other than the root. Checked against dry runs in test_fsdp_memory.cpp.
+TagBytes fsdp_memory_bound(const FsdpMemoryInput& input);
 // Expected peak bytes of each tag of the single-rank baseline training `model` in `compute` (its
 // model_memory counted in that dtype too). bf16 is mixed precision: the f32 masters, gradients and optimizer
 // state of f32, plus a bf16 copy of every parameter (param_full) and gradient (grad_full) through a step

@@ -28,7 +28,7 @@ void check_same_run_as_rank0(const nlohmann::json& mine, int rank) {
 }  // namespace
 
 double sim_host_bytes_per_rank(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe) {
-  return static_cast<double>(tag_total(fsdp_memory(fsdp_memory_input(run, options, probe))));
+  return static_cast<double>(tag_total(fsdp_memory_bound(fsdp_memory_input(run, options, probe))));
 }
 
 void check_sim_host_memory(const std::vector<SimRanksHere>& runs, const std::string& remedy) {
@@ -97,9 +97,10 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   fsdp.tasks.check_complete();
   fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
   if (device.kind == DeviceKind::sim && !fsdp.dry_run)
-    check_sim_host_memory({{"--world " + std::to_string(world) + ": the ranks",
-                            static_cast<int>(layout.ranks_here.size()), sim_host_bytes_per_rank(run, first, probe)}},
-                          "use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
+    check_sim_host_memory(
+        {{"--world " + std::to_string(world) + ": the ranks", static_cast<int>(layout.ranks_here.size()),
+          sim_host_bytes_per_rank(run, fsdp.ab_block > 0 ? async : first, probe)}},
+        "use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
   // Training checkpoints: the folder to write checked now, the one to resume from checked whole.
   checkpointing = !run.checkpoint_dir.empty();

@@ -42,8 +42,9 @@ struct FsdpRunPlan {
 };
 
 // The sim device keeps its memory in this host's RAM. The host memory one rank of `run` needs there: the analytic
-// per-rank peak (memory_model.hpp; activations counted for gpt2 and llama, the models whose activations dwarf the
-// rest).
+// bound of its per-rank peak under its schedule (fsdp_memory_bound, memory_model.hpp: ASYNC holds more than SYNC's
+// formula; A/B runs pass the ASYNC options, the larger; activations counted for gpt2 and llama, the models whose
+// activations dwarf the rest).
 double sim_host_bytes_per_rank(const RunConfig& run, const FsdpOptions& options, BuiltModel& probe);
 
 // A run's ranks in this process, as check_sim_host_memory counts them.

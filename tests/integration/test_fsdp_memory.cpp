@@ -10,6 +10,7 @@
 
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/train/baseline_parameters.hpp"
+#include "engine/train/expected_memory.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 
@@ -50,13 +51,12 @@ std::vector<RankMemory> measure(FsdpRun fsdp) {
   return ranks;
 }
 
-TagBytes expected(const FsdpRun& fsdp) {
-  const BuiltModel built = build_model(fsdp.run);
-  const int world = fsdp.run.world;
-  return fsdp_memory({plan_unit_sizes(*built.model, built.unit_kinds, fsdp.options, world), fsdp.options, world,
-                      optimizer_state_count(fsdp.run.optimizer_spec()),
-                      model_memory(*built.model, fsdp.run.batch / world, built.batch.seq, fsdp.options.param_dtype)});
+FsdpMemoryInput memory_input(const FsdpRun& fsdp) {
+  BuiltModel built = build_model(fsdp.run);
+  return fsdp_memory_input(fsdp.run, fsdp.options, built);
 }
+
+TagBytes expected(const FsdpRun& fsdp) { return fsdp_memory(memory_input(fsdp)); }
 
 std::int64_t at(const TagBytes& bytes, MemTag tag) { return bytes[static_cast<std::size_t>(tag)]; }
 
@@ -171,6 +171,95 @@ TEST(FsdpMemory, ShardedStateScalesAsOneOverW) {
       }
     }
   }
+}
+
+// ---- the ASYNC bound (fsdp_memory_bound), what the host-memory check before a sim run counts -------------
+
+struct AsyncCase {
+  std::string name;
+  int world = 2;
+  FsdpOptions options;
+  std::string link;  // slow-demo: compute runs far ahead of the collectives, which is when ASYNC holds the most
+  std::string wrap = "block";
+  friend void PrintTo(const AsyncCase& c, std::ostream* os) { *os << c.name; }
+};
+
+class FsdpMemoryBound : public ::testing::TestWithParam<AsyncCase> {};
+
+// No tag on any rank peaks above the bound, nor the total above the bound's sum: a run the host-memory check
+// lets start never holds more than the check counted.
+TEST_P(FsdpMemoryBound, NoRankPeaksAboveTheBound) {
+  const AsyncCase& c = GetParam();
+  FsdpRun fsdp = make_run(c.world, c.options, true);
+  fsdp.run.link_preset = c.link;
+  fsdp.run.wrap = c.wrap;
+  const TagBytes bound = fsdp_memory_bound(memory_input(fsdp));
+  const std::vector<RankMemory> ranks = measure(fsdp);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    for (MemTag tag : kAllMemTags)
+      EXPECT_LE(at(ranks[r].peaks, tag), at(bound, tag)) << c.name << ", rank " << r << ": " << mem_tag_name(tag);
+    EXPECT_LE(ranks[r].peak_total, tag_total(bound)) << c.name << ", rank " << r;
+  }
+}
+
+std::vector<AsyncCase> async_cases() {
+  const auto with = [](ShardingStrategy s, const std::string& prefetch, int max_inflight, DType param = DType::f32,
+                       DType reduce = DType::f32) {
+    FsdpOptions o;
+    o.strategy = s;
+    o.prefetch = parse_prefetch(prefetch);
+    o.max_inflight = max_inflight;
+    o.param_dtype = param;
+    o.reduce_dtype = reduce;
+    return o;
+  };
+  std::vector<AsyncCase> out;
+  for (const std::string link : {"nvlink4", "slow-demo"}) {
+    const auto add = [&](std::string name, int world, FsdpOptions o, const std::string& wrap = "block") {
+      out.push_back({name + (link == "nvlink4" ? "_nvlink4" : "_slow_demo"), world, o, link, wrap});
+    };
+    using enum ShardingStrategy;
+    add("full_default", 4, FsdpOptions{});
+    add("full_all_limit1", 4, with(full_shard, "all", 1));
+    add("full_all_unlimited", 4, with(full_shard, "all", 0));
+    add("full_bf16_all", 4, with(full_shard, "all", 2, DType::bf16));
+    add("full_bf16_reduce_bf16_unlimited", 4, with(full_shard, "all", 0, DType::bf16, DType::bf16));
+    add("grad_op_all", 4, with(shard_grad_op, "all", 2));
+    add("grad_op_bf16_unlimited", 2, with(shard_grad_op, "all", 0, DType::bf16));
+    FsdpOptions hybrid = with(hybrid_shard, "all", 0, DType::bf16);
+    hybrid.hybrid_group = 2;
+    add("hybrid_bf16_unlimited", 4, hybrid);
+    for (ShardingStrategy s : {no_shard, zero1, zero2}) {
+      add(std::string(strategy_name(s)) + "_all", 4, with(s, "all", 2));
+      add(std::string(strategy_name(s)) + "_bf16_all", 4, with(s, "all", 2, DType::bf16));
+    }
+    FsdpOptions pool = with(full_shard, "all", 2);
+    pool.buffers = UnshardBuffers::pool;
+    add("full_pool_all", 4, pool);
+    FsdpOptions offload = with(full_shard, "all", 0, DType::bf16);
+    offload.offload = true;
+    add("full_bf16_offload_unlimited", 2, offload);
+    add("full_nested_limit1", 2, with(full_shard, "all", 1), "nested");
+    add("full_nested_unlimited", 2, with(full_shard, "all", 0), "nested");
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Async, FsdpMemoryBound, ::testing::ValuesIn(async_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// The bound is not the formula in disguise: ASYNC without a rate limit on a slow link holds more than SYNC's
+// formula, and the bound counts it.
+TEST(FsdpMemoryBound, AsyncHoldsMoreThanTheSyncFormula) {
+  FsdpOptions options;
+  options.max_inflight = 0;
+  options.prefetch = parse_prefetch("all");
+  FsdpRun fsdp = make_run(4, options, true);
+  fsdp.run.link_preset = "slow-demo";
+  const TagBytes formula = fsdp_memory(memory_input(fsdp));
+  const RankMemory rank = measure(fsdp).front();
+  EXPECT_GT(rank.peak_total, tag_total(formula));
+  EXPECT_GE(tag_total(fsdp_memory_bound(memory_input(fsdp))), rank.peak_total);
 }
 
 // The single-rank baseline's ledger, read from its memory counters (train_baseline keeps its device).
