@@ -109,6 +109,14 @@ HostMemoryLimit host_memory_limit(const HostMemorySources& sources) {
   return limit;
 }
 
+double resident_bytes() {
+  std::ifstream statm("/proc/self/statm");  // sizes in pages: total, resident, ...
+  std::uint64_t total = 0, resident = 0;
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  if (!(statm >> total >> resident) || page <= 0) return 0;
+  return static_cast<double>(resident) * static_cast<double>(page);
+}
+
 std::string out_of_memory_message(std::string_view where) {
   const HostMemoryLimit limit = host_memory_limit();
   std::ostringstream message;

@@ -30,6 +30,10 @@ struct HostMemorySources {
 // The smallest of the host's RAM, the process's address-space and data rlimits and its cgroup's memory limit.
 HostMemoryLimit host_memory_limit(const HostMemorySources& sources = {});
 
+// The bytes this process holds in RAM now (its resident set, /proc/self/statm): what a check adds to the memory it
+// is about to allocate. 0 where it cannot be read.
+double resident_bytes();
+
 // A cgroup limit file's value: "max" (v2) or a byte count; nullopt for "max" or text that is not a number.
 std::optional<std::uint64_t> parse_cgroup_memory_limit(std::string_view text);
 

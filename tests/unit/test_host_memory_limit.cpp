@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include "engine/runtime/host_memory_limit.hpp"
 #include "engine/train/world.hpp"
 #include "test_support.hpp"
@@ -83,6 +85,17 @@ TEST(HostMemoryLimitRlimit, AddressSpaceLimitBelowRamWins) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "RLIMIT_AS of 1.5 GB not taken for the limit (2: setrlimit failed)";
+}
+
+// What this process holds counts beside what a run will allocate: 64 MB touched shows in the resident set.
+TEST(HostMemoryLimit, ResidentBytesGrowWithTouchedMemory) {
+  const double before = resident_bytes();
+  ASSERT_GT(before, 0);
+  constexpr std::size_t kBytes = 64u << 20;
+  std::vector<unsigned char> touched(kBytes, 1);
+  const double after = resident_bytes();
+  EXPECT_GE(after - before, 0.9 * kBytes) << "before " << before << ", after " << after;
+  EXPECT_EQ(touched[kBytes - 1], 1);
 }
 
 TEST(HostMemoryLimitMessage, OutOfMemoryNamesWhereAndTheLimit) {
