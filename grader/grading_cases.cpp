@@ -200,9 +200,18 @@ std::vector<Check> load_cases(const fs::path& dir) {
   check(fs::is_directory(dir, ec), "grade --cases: '", dir.string(),
         "' is not a folder; expected a folder of *.json cases");
   std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.path().extension() == ".json" && entry.is_regular_file()) files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
+  fs::directory_iterator entries(dir, ec);
+  check(!ec, "grade --cases: cannot list the folder '", dir.string(), "' (", ec.message(), ")");
+  for (const auto& entry : entries)
+    if (entry.path().extension() == ".json") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());  // the same case is named first whatever order the folder lists
+  // A *.json that is not a file is named, never skipped: a case the course meant to grade would be left out.
+  for (const fs::path& f : files) {
+    if (fs::is_regular_file(f, ec)) continue;
+    const std::string what = ec ? ec.message() : fs::is_directory(f, ec) ? "a folder" : "not a regular file";
+    fail("grade --cases: '", f.string(), "' is not a case file (", what,
+         "); expected every *.json in the folder to be a case");
+  }
   check(!files.empty(), "grade --cases: '", dir.string(), "' holds no *.json case");
   std::vector<Check> checks;
   std::map<std::string, fs::path> file_of;  // a check's id, and the case file it came from

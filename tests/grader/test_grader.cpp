@@ -1024,6 +1024,18 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
                        "'" + path("missing").string() + "': no such folder; expected a folder"));
   std::ofstream(path("a.json")) << "{}";
   EXPECT_TRUE(contains(error_of([&] { load_cases(path("a.json")); }), "is not a folder; expected a folder"));
+  // A *.json that is not a file is named, never skipped (a loop of links had leaked a filesystem_error).
+  std::filesystem::create_directories(path("cases/sub.json"));
+  EXPECT_TRUE(contains(error_of([&] { load_cases(path("cases")); }),
+                       "'" + path("cases/sub.json").string() + "' is not a case file (a folder)"));
+  std::filesystem::remove(path("cases/sub.json"));
+  std::filesystem::create_symlink("b.json", path("cases/a.json"));
+  std::filesystem::create_symlink("a.json", path("cases/b.json"));
+  const std::string loop = error_of([&] { load_cases(path("cases")); });
+  EXPECT_TRUE(contains(loop, "'" + path("cases/a.json").string() +
+                                 "' is not a case file (Too many levels of "
+                                 "symbolic links); expected every *.json in the folder to be a case"))
+      << loop;
 }
 
 }  // namespace
