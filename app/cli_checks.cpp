@@ -6,16 +6,19 @@
 namespace fsdplab::app {
 
 CLI::Validator finite_range(double low, double high, const std::string& what) {
+  const bool bounded = std::isfinite(high);
+  const std::string range = bounded ? "from " + CLI::detail::to_string(low) + " to " + CLI::detail::to_string(high)
+                                    : ">= " + CLI::detail::to_string(low);
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
         if (end == text.c_str() || *end != '\0' || !std::isfinite(value) || value < low || value > high)
-          return text + " is not " + what + " from " + CLI::detail::to_string(low) + " to " +
-                 CLI::detail::to_string(high);
+          return text + " is not " + what + " " + range;
         return "";
       },
-      "FINITE in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]");
+      bounded ? "FINITE in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]"
+              : "FINITE >= " + CLI::detail::to_string(low));
 }
 
 namespace {
@@ -61,7 +64,7 @@ void refuse_unreadable_values(CLI::App& app) {
                                  : kind == ValueKind::other ? "a value"
                                                             : "a whole number";
     // transform: first, before a range check or the conversion reads the text. (A number's nan and inf are each
-    // number option's own check to refuse: finite_range, or the run's "expected a finite learning rate >= 0".)
+    // number option's finite_range to refuse, in the words of its range.)
     option->transform(CLI::Validator(
         [=](std::string& text) -> std::string {
           if (text.empty()) return own_words ? "" : "an empty value; expected " + expected;

@@ -185,7 +185,8 @@ void add_bench_command(CLI::App& app) {
       cmd->add_option(
              "--bandwidths", overlap->bandwidth_scales,
              "overlap: link bandwidths of the sweep, as multiples of the link preset's (default 0.25 0.5 1 2 4)")
-          ->delimiter(','),
+          ->delimiter(',')
+          ->check(finite_range(0.001, 1000, "a multiple of the link's bandwidth")),
       cmd->add_option("--trace", overlap->trace_path,
                       "overlap: write the headline ASYNC dry run's Chrome trace (both steps, every rank) here")
           ->check(non_empty("a file"))};

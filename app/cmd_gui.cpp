@@ -346,7 +346,8 @@ void add_gui_command(CLI::App& app) {
   cmd->add_option("--steps", options->screenshot_steps,
                   "With --screenshot: steps before the shot (with --break: whole steps before the one it stops in, "
                   "0 unless given: the first such event)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--break", options->break_kind,
                   "Stop the runs at this FSDP event (e.g. 'post-forward'), or at each event of a task's code (task:3; "
                   "tasks 3 to 8 report events), in the step-through panel; with --screenshot, in step --steps + 1 "

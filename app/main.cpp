@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
   fsdplab::app::refuse_unreadable_values(app);
   app.footer(
       "Exit status: 0 when the command did its work (grade: whatever the points); 1 when it failed or refused an "
-      "input, the reason on stderr; 2 when the command line could not be read (an unknown option, a value out of "
-      "range).");
+      "input, the reason on stderr; 2 when the command line could not be read (an unknown option, a value outside "
+      "the option's range in this help).");
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) return fsdplab::app::run_default_job();
