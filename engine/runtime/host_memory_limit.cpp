@@ -8,6 +8,8 @@
 #include <sstream>
 #include <vector>
 
+#include "engine/runtime/error.hpp"
+
 namespace fsdplab {
 
 namespace {
@@ -115,6 +117,14 @@ double resident_bytes() {
   const long page = ::sysconf(_SC_PAGE_SIZE);
   if (!(statm >> total >> resident) || page <= 0) return 0;
   return static_cast<double>(resident) * static_cast<double>(page);
+}
+
+void check_fits_host_memory(double bytes, std::string_view who, std::string_view remedy) {
+  const HostMemoryLimit host = host_memory_limit();  // RAM, or less under an rlimit or a cgroup limit
+  const double held = resident_bytes();              // the program, its libraries, what it built to plan the run
+  check(host.bytes <= 0 || bytes + held <= host.bytes, who, " need about ", bytes / 1e9,
+        " GB of this host's memory (the sim device keeps its memory in host RAM) beside the ", held / 1e9,
+        " GB this process holds already, and it may use ", host.bytes / 1e9, " GB (", host.source, "); ", remedy);
 }
 
 std::string out_of_memory_message(std::string_view where) {

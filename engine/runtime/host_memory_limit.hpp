@@ -34,6 +34,11 @@ HostMemoryLimit host_memory_limit(const HostMemorySources& sources = {});
 // is about to allocate. 0 where it cannot be read.
 double resident_bytes();
 
+// Refuses, with an Error, to allocate `bytes` more when they and what this process holds already (resident_bytes) would
+// not fit in host_memory_limit(): `who` says what needs them ("the ranks (4 in this process, 1.2 GB each)"), `remedy`
+// what to change. Refuses nothing where no limit can be read.
+void check_fits_host_memory(double bytes, std::string_view who, std::string_view remedy);
+
 // A cgroup limit file's value: "max" (v2) or a byte count; nullopt for "max" or text that is not a number.
 std::optional<std::uint64_t> parse_cgroup_memory_limit(std::string_view text);
 

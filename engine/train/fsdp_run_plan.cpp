@@ -45,11 +45,7 @@ void check_sim_host_memory(const std::vector<SimRanksHere>& runs, const std::str
         << r.bytes_per_rank / 1e9 << " GB each)";
   }
   if (runs.size() > 1) who << ",";
-  const HostMemoryLimit host = host_memory_limit();  // RAM, or less under an rlimit or a cgroup limit
-  const double held = resident_bytes();              // the program, its libraries, the model built to plan
-  check(host.bytes <= 0 || together + held <= host.bytes, who.str(), " need about ", together / 1e9,
-        " GB of this host's memory (the sim device keeps its memory in host RAM) beside the ", held / 1e9,
-        " GB this process holds already, and it may use ", host.bytes / 1e9, " GB (", host.source, "); ", remedy);
+  check_fits_host_memory(together, who.str(), remedy);
 }
 
 FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {

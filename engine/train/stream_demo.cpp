@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 
 #include "engine/comm/local_comm.hpp"
 #include "engine/runtime/error.hpp"
@@ -110,13 +111,10 @@ void check_demo_fits_host_memory(const StreamDemoConfig& config, int ranks_here)
   const auto width = static_cast<double>(config.width), element = static_cast<double>(dtype_size(config.dtype));
   const double per_rank = element * (static_cast<double>(config.layers) * width * width / config.world +
                                      3 * width * width + 2 * static_cast<double>(config.tokens) * width);
-  const HostMemoryLimit host = host_memory_limit();
-  check(host.bytes <= 0 || per_rank * ranks_here <= host.bytes, "streams demo: ", ranks_here, " ranks of ",
-        config.layers, " layers of ", config.width, "x", config.width, " and ", config.tokens, " tokens need about ",
-        per_rank * ranks_here / 1e9,
-        " GB of host memory (the sim device keeps its memory in host RAM) and this "
-        "process may use ",
-        host.bytes / 1e9, " GB (", host.source, "); use fewer ranks, layers, tokens or a smaller width");
+  std::ostringstream who;
+  who << "streams demo: " << ranks_here << " ranks of " << config.layers << " layers of " << config.width << "x"
+      << config.width << " and " << config.tokens << " tokens";
+  check_fits_host_memory(per_rank * ranks_here, who.str(), "use fewer ranks, layers, tokens or a smaller width");
 }
 
 }  // namespace
