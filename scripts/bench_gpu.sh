@@ -26,7 +26,7 @@ set -uo pipefail
 log=$(realpath -m "${1:-bench_gpu.log}")
 (( $# > 0 )) && shift
 [[ -n ${FSDPLAB:-} ]] && FSDPLAB=$(realpath -m "$FSDPLAB")
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 limit=${RUN_LIMIT:-240}
 fsdplab=${FSDPLAB:-build/app/fsdplab}
 if [[ -z ${FSDPLAB:-} && ! -x $fsdplab ]]; then

@@ -26,7 +26,7 @@
 #   SCALE=n          the sanitizers' FSDPLAB_TEST_TIME_SCALE (default 20)
 set -uo pipefail
 dir=$(realpath -m "${1:-gpu_checks}")
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 build=${BUILD:-build}
 limit=${CHECK_LIMIT:-300}
 only=${ONLY:-.}

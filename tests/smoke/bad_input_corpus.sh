@@ -17,7 +17,7 @@ printf '{"traceEvents": [{"name": "gelu", "ph": "X", "ts": 1, "dur": 2, "pid": 0
 mkfifo "$scratch/fifo"
 mkdir "$scratch/fifo_dir"
 mkfifo "$scratch/fifo_dir/config.json" "$scratch/fifo_dir/manifest.json"
-export DISPLAY= WAYLAND_DISPLAY= OPENBLAS_NUM_THREADS=1
+export DISPLAY="" WAYLAND_DISPLAY="" OPENBLAS_NUM_THREADS=1
 
 failed=0
 checked=0
