@@ -8,7 +8,7 @@
 namespace fsdplab::app {
 
 // A finite number within [low, high]; `what` says what the number is ("seconds"). A high of infinity bounds it below
-// only: "--lr: -1 is not a learning rate >= 0".
+// only, and then `what` says "finite", which ">= 0" alone does not: "--lr: inf is not a finite learning rate >= 0".
 CLI::Validator finite_range(double low, double high, const std::string& what);
 
 // A value that is not empty, for a path or a name whose option, left empty, would be taken as not given (an

@@ -493,9 +493,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--optimizer", t.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
   constexpr double kNoUpperBound = std::numeric_limits<double>::infinity();
   cmd->add_option("--lr", t.lr, "Learning rate (other hyper-parameters: PyTorch's defaults)")
-      ->check(finite_range(0, kNoUpperBound, "a learning rate"));
+      ->check(finite_range(0, kNoUpperBound, "a finite learning rate"));
   cmd->add_option("--momentum", t.momentum, "sgd: momentum (default 0, as PyTorch)")
-      ->check(finite_range(0, kNoUpperBound, "a momentum"));
+      ->check(finite_range(0, kNoUpperBound, "a finite momentum"));
   cmd->add_option("--data", t.data_file, "gpt2: train on a uint16 token file (nanoGPT / llm.c format)")
       ->check(non_empty("a token file"));
   cmd->add_option("--losses", t.losses_file, "Write step,loss CSV here")->check(non_empty("a file"));
