@@ -4,9 +4,9 @@
 //
 // The watch counts calls to pthread_create, which every thread of this process (std::thread's, OpenBLAS's) starts
 // with: this executable defines pthread_create, and the dynamic linker binds libstdc++'s and every library's calls
-// to the executable's definition before libc's, which it then calls. Not counted: the threads the CUDA driver starts
-// for itself when a cuda instance of a test first touches the GPU (a TSan build has no CUDA). A sanitizer intercepts
-// pthread_create the same way and must see every thread, so a sanitized build leaves the watch out.
+// to the executable's definition before libc's, which it then calls. Not counted: the threads NVIDIA's libraries
+// start for themselves when a cuda instance of a test first touches the GPU (a TSan build has no CUDA). A sanitizer
+// intercepts pthread_create the same way and must see every thread, so a sanitized build leaves the watch out.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 
 #include <dlfcn.h>
@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -50,12 +51,16 @@ class SingleThreadedFilesWatch : public testing::EmptyTestEventListener {
   long starts_at_test_start_ = 0;
 };
 
-// Whether `start` is code of the CUDA driver (libcuda.so), which starts threads of its own when a process first
-// uses the GPU.
-bool started_by_the_cuda_driver(void* (*start)(void*)) {
+// Whether `start` is code of one of NVIDIA's shared libraries (the driver's libcuda.so, CUPTI, NCCL, ...), which
+// start threads of their own when a process first uses the GPU.
+bool started_by_nvidia_library(void* (*start)(void*)) {
   Dl_info where{};
-  return dladdr(reinterpret_cast<void*>(start), &where) != 0 && where.dli_fname != nullptr &&
-         std::string_view(where.dli_fname).find("libcuda.so") != std::string_view::npos;
+  if (dladdr(reinterpret_cast<void*>(start), &where) == 0 || where.dli_fname == nullptr) return false;
+  const std::string library = std::filesystem::path(where.dli_fname).filename().string();
+  for (std::string_view prefix : {"libcuda", "libcublas", "libcupti", "libnccl", "libnvidia"}) {
+    if (library.starts_with(prefix)) return true;
+  }
+  return false;
 }
 
 // Appended before main runs (gtest_main's main calls InitGoogleTest, which keeps the listeners appended).
@@ -70,7 +75,7 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attribute
                               void* argument) {
   using Create = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
   static const auto libc_create = reinterpret_cast<Create>(dlsym(RTLD_NEXT, "pthread_create"));
-  if (!started_by_the_cuda_driver(start)) g_thread_starts.fetch_add(1);
+  if (!started_by_nvidia_library(start)) g_thread_starts.fetch_add(1);
   return libc_create(thread, attributes, start, argument);
 }
 
