@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/cuda/cublas_library.hpp"
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/matmul_kernels.hpp"
 #include "engine/cuda/op_scratch.hpp"
@@ -41,7 +42,8 @@ std::ostream& operator<<(std::ostream& s, const Described& d) {
 
 void check_cublas(cublasStatus_t status, const char* call, const Described& what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  fail(what, ": ", call, " failed: ", cublasGetStatusName(status), " (", cublasGetStatusString(status), ")");
+  fail(what, ": ", call, " failed: ", cublas_library().cublasGetStatusName(status), " (",
+       cublas_library().cublasGetStatusString(status), ")");
 }
 
 // One host thread's cuBLAS handles, one per GPU (cuBLAS handles are not to be shared between threads
@@ -53,7 +55,7 @@ class ThreadBlas {
   ThreadBlas(const ThreadBlas&) = delete;
   ThreadBlas& operator=(const ThreadBlas&) = delete;
   ~ThreadBlas() {
-    for (const Handle& h : handles_) cublasDestroy(h.handle);
+    for (const Handle& h : handles_) cublas_library().cublasDestroy(h.handle);
   }
 
   struct Bound {
@@ -73,11 +75,12 @@ class ThreadBlas {
     const Handle& h = on_gpu(gpu, what);
     void* workspace = op_scratch(static_cast<std::int64_t>(h.workspace_bytes), "the cuBLAS workspace");
     // cublasSetStream resets the handle to cuBLAS's shared workspace pool: the op's own goes after it.
-    check_cublas(cublasSetStream(h.handle, stream), "cublasSetStream", what);
-    check_cublas(cublasSetWorkspace(h.handle, workspace, h.workspace_bytes), "cublasSetWorkspace", what);
+    check_cublas(cublas_library().cublasSetStream(h.handle, stream), "cublasSetStream", what);
+    check_cublas(cublas_library().cublasSetWorkspace(h.handle, workspace, h.workspace_bytes), "cublasSetWorkspace",
+                 what);
     // A thread's ops all run on its rank's streams, so this is the same value every call after the first.
     const int sm_count = op_sm_count();
-    check_cublas(cublasSetSmCountTarget(h.handle, sm_count), "cublasSetSmCountTarget", what);
+    check_cublas(cublas_library().cublasSetSmCountTarget(h.handle, sm_count), "cublasSetSmCountTarget", what);
     return {h.handle, workspace, h.workspace_bytes, sm_count};
   }
 
@@ -100,11 +103,11 @@ class ThreadBlas {
     // cuBLAS's own default workspace sizes: 32 MiB from Hopper on, 4 MiB before.
     h.workspace_bytes = std::size_t{major >= 9 ? 32u : 4u} << 20;
     // Fails cleanly (CUBLAS_STATUS_NOT_INITIALIZED) where there is no GPU or driver.
-    check_cublas(cublasCreate(&h.handle), "cublasCreate", what);
+    check_cublas(cublas_library().cublasCreate(&h.handle), "cublasCreate", what);
     // Split-K partial sums stay in f32 even when out is bf16: the result is rounded once, as on the host.
-    const cublasStatus_t mode = cublasSetMathMode(
+    const cublasStatus_t mode = cublas_library().cublasSetMathMode(
         h.handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
-    if (mode != CUBLAS_STATUS_SUCCESS) cublasDestroy(h.handle);
+    if (mode != CUBLAS_STATUS_SUCCESS) cublas_library().cublasDestroy(h.handle);
     check_cublas(mode, "cublasSetMathMode", what);
     handles_.push_back(h);
     return handles_.back();
@@ -123,9 +126,10 @@ void gemm_ex(cublasHandle_t handle, DType in, const void* a, const void* b, cuda
   const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
   const int ld_a = std::max(1, g.trans_a ? m : k);
   const int ld_b = std::max(1, g.trans_b ? k : n);
-  check_cublas(cublasGemmEx(handle, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n,
-                            m, k, &alpha, b, cuda_type(in), ld_b, a, cuda_type(in), ld_a, &beta, out, out_type,
-                            std::max(1, n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+  check_cublas(cublas_library().cublasGemmEx(handle, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                             g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, cuda_type(in),
+                                             ld_b, a, cuda_type(in), ld_a, &beta, out, out_type, std::max(1, n),
+                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx", what);
 }
 
@@ -149,39 +153,41 @@ void gemm_ex(cublasHandle_t handle, DType in, const void* a, const void* b, cuda
 // epilogue_kernel.
 
 // cuBLASLt's descriptors, destroyed when they go out of scope.
-template <auto destroy>
+template <auto CublasLibrary::*destroy>
 struct LtDestroy {
   template <class P>
   void operator()(P p) const {
-    destroy(p);
+    (cublas_library().*destroy)(p);
   }
 };
-using LtDesc = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulDesc_t>, LtDestroy<cublasLtMatmulDescDestroy>>;
-using LtLayout =
-    std::unique_ptr<std::remove_pointer_t<cublasLtMatrixLayout_t>, LtDestroy<cublasLtMatrixLayoutDestroy>>;
-using LtPreference =
-    std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, LtDestroy<cublasLtMatmulPreferenceDestroy>>;
+using LtDesc =
+    std::unique_ptr<std::remove_pointer_t<cublasLtMatmulDesc_t>, LtDestroy<&CublasLibrary::cublasLtMatmulDescDestroy>>;
+using LtLayout = std::unique_ptr<std::remove_pointer_t<cublasLtMatrixLayout_t>,
+                                 LtDestroy<&CublasLibrary::cublasLtMatrixLayoutDestroy>>;
+using LtPreference = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
+                                     LtDestroy<&CublasLibrary::cublasLtMatmulPreferenceDestroy>>;
 
 template <class V>
 void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const V& value,
                    const Described& what) {
-  check_cublas(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)),
+  check_cublas(cublas_library().cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)),
                "cublasLtMatmulDescSetAttribute", what);
 }
 
 template <class V>
 void set_preference(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute, const V& value,
                     const Described& what) {
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)),
+  check_cublas(cublas_library().cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)),
                "cublasLtMatmulPreferenceSetAttribute", what);
 }
 
 // A column-major rows x cols matrix with leading dimension rows, at least 1 as BLAS wants.
 LtLayout lt_layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, const Described& what) {
   cublasLtMatrixLayout_t layout = nullptr;
-  check_cublas(cublasLtMatrixLayoutCreate(&layout, type, static_cast<std::uint64_t>(rows),
-                                          static_cast<std::uint64_t>(cols), std::max<std::int64_t>(1, rows)),
-               "cublasLtMatrixLayoutCreate", what);
+  check_cublas(
+      cublas_library().cublasLtMatrixLayoutCreate(&layout, type, static_cast<std::uint64_t>(rows),
+                                                  static_cast<std::uint64_t>(cols), std::max<std::int64_t>(1, rows)),
+      "cublasLtMatrixLayoutCreate", what);
   return LtLayout(layout);
 }
 
@@ -211,7 +217,8 @@ bool lt_gemm(cudaStream_t stream, const ThreadBlas::Bound& bound, DType in, DTyp
   const cudaDataType_t in_type = cuda_type(in), out_type = cuda_type(out_dtype);
 
   cublasLtMatmulDesc_t raw_desc = nullptr;
-  check_cublas(cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", what);
+  check_cublas(cublas_library().cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+               "cublasLtMatmulDescCreate", what);
   const LtDesc desc(raw_desc);
   set_attribute(raw_desc, CUBLASLT_MATMUL_DESC_TRANSA, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, what);
   set_attribute(raw_desc, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, what);
@@ -237,7 +244,7 @@ bool lt_gemm(cudaStream_t stream, const ThreadBlas::Bound& bound, DType in, DTyp
   const void* c = e.residual != nullptr ? e.residual : out;
 
   cublasLtMatmulPreference_t raw_pref = nullptr;
-  check_cublas(cublasLtMatmulPreferenceCreate(&raw_pref), "cublasLtMatmulPreferenceCreate", what);
+  check_cublas(cublas_library().cublasLtMatmulPreferenceCreate(&raw_pref), "cublasLtMatmulPreferenceCreate", what);
   const LtPreference pref(raw_pref);
   set_preference(raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, std::uint64_t{bound.workspace_bytes}, what);
   // Partial sums of a split K reduced in f32 only (in place for an f32 out), never in bf16.
@@ -251,9 +258,8 @@ bool lt_gemm(cudaStream_t stream, const ThreadBlas::Bound& bound, DType in, DTyp
 
   cublasLtMatmulHeuristicResult_t choice{};
   int found = 0;
-  const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(lt, raw_desc, a_layout.get(), b_layout.get(),
-                                                                   cd_layout.get(), cd_layout.get(), raw_pref, 1,
-                                                                   &choice, &found);
+  const cublasStatus_t heuristic = cublas_library().cublasLtMatmulAlgoGetHeuristic(
+      lt, raw_desc, a_layout.get(), b_layout.get(), cd_layout.get(), cd_layout.get(), raw_pref, 1, &choice, &found);
   // A result is usable only where its own state says so (cublasLt.h, cublasLtMatmulAlgoGetHeuristic).
   if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED ||
       (heuristic == CUBLAS_STATUS_SUCCESS && (found == 0 || choice.state != CUBLAS_STATUS_SUCCESS)))
@@ -261,8 +267,9 @@ bool lt_gemm(cudaStream_t stream, const ThreadBlas::Bound& bound, DType in, DTyp
   check_cublas(heuristic, "cublasLtMatmulAlgoGetHeuristic", what);
 
   const float alpha = 1.f, beta = e.residual != nullptr ? 1.f : 0.f;
-  check_cublas(cublasLtMatmul(lt, raw_desc, &alpha, b, a_layout.get(), a, b_layout.get(), &beta, c, cd_layout.get(),
-                              out, cd_layout.get(), &choice.algo, bound.workspace, bound.workspace_bytes, stream),
+  check_cublas(cublas_library().cublasLtMatmul(lt, raw_desc, &alpha, b, a_layout.get(), a, b_layout.get(), &beta, c,
+                                               cd_layout.get(), out, cd_layout.get(), &choice.algo, bound.workspace,
+                                               bound.workspace_bytes, stream),
                "cublasLtMatmul", what);
   return true;
 }
