@@ -18,10 +18,10 @@ namespace {
 // linker looks where it would have for a linked library (LD_LIBRARY_PATH, then this executable's run path), then in
 // the CUDA toolkit this fsdplab was built with.
 void* open_library(const std::string& soname) {
-  if (void* library = dlopen(soname.c_str(), RTLD_NOW | RTLD_GLOBAL)) return library;
+  if (void* library = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL)) return library;
   const std::string not_found = dlerror();
   const std::string in_toolkit = std::string(FSDPLAB_CUDA_LIBRARY_DIR) + "/" + soname;
-  if (void* library = dlopen(in_toolkit.c_str(), RTLD_NOW | RTLD_GLOBAL)) return library;
+  if (void* library = dlopen(in_toolkit.c_str(), RTLD_NOW | RTLD_LOCAL)) return library;
   fail("cannot open ", soname, " (cuBLAS, which runs the GEMMs of the cuda device): ", not_found, "; nor ", in_toolkit,
        ": ", dlerror(), ". Expected CUDA ", CUBLAS_VER_MAJOR,
        "'s cuBLAS where the dynamic linker finds it (LD_LIBRARY_PATH) or in the CUDA toolkit this fsdplab was built "
