@@ -37,7 +37,7 @@ void find(void* library, const std::string& soname, const char* name, Function& 
 // The exported name of a function its header may rename with a macro.
 #define FSDPLAB_SYMBOL_NAME(function) FSDPLAB_QUOTED(function)
 #define FSDPLAB_QUOTED(text) #text
-#define FSDPLAB_FIND(member) find(library, soname, FSDPLAB_SYMBOL_NAME(member), blas.member)
+#define FSDPLAB_FIND(member) find(library, soname, FSDPLAB_SYMBOL_NAME(member), blas.member);
 
 CublasLibrary open_cublas() {
   CublasLibrary blas{};
@@ -45,29 +45,12 @@ CublasLibrary open_cublas() {
   {
     const std::string soname = "libcublasLt.so." + major;
     void* library = open_library(soname);
-    FSDPLAB_FIND(cublasLtMatmul);
-    FSDPLAB_FIND(cublasLtMatmulAlgoGetHeuristic);
-    FSDPLAB_FIND(cublasLtMatmulDescCreate);
-    FSDPLAB_FIND(cublasLtMatmulDescDestroy);
-    FSDPLAB_FIND(cublasLtMatmulDescSetAttribute);
-    FSDPLAB_FIND(cublasLtMatrixLayoutCreate);
-    FSDPLAB_FIND(cublasLtMatrixLayoutDestroy);
-    FSDPLAB_FIND(cublasLtMatmulPreferenceCreate);
-    FSDPLAB_FIND(cublasLtMatmulPreferenceDestroy);
-    FSDPLAB_FIND(cublasLtMatmulPreferenceSetAttribute);
+    FSDPLAB_CUBLASLT_FUNCTIONS(FSDPLAB_FIND)
   }
   {
     const std::string soname = "libcublas.so." + major;
     void* library = open_library(soname);
-    FSDPLAB_FIND(cublasCreate);
-    FSDPLAB_FIND(cublasDestroy);
-    FSDPLAB_FIND(cublasSetStream);
-    FSDPLAB_FIND(cublasSetWorkspace);
-    FSDPLAB_FIND(cublasSetSmCountTarget);
-    FSDPLAB_FIND(cublasSetMathMode);
-    FSDPLAB_FIND(cublasGemmEx);
-    FSDPLAB_FIND(cublasGetStatusName);
-    FSDPLAB_FIND(cublasGetStatusString);
+    FSDPLAB_CUBLAS_FUNCTIONS(FSDPLAB_FIND)
   }
   return blas;
 }

@@ -38,10 +38,10 @@ TEST(CublasLibrary, OpensOnFirstUseWithEveryFunctionTheDeviceCalls) {
   const CublasLibrary& blas = cublas_library();
   EXPECT_TRUE(loaded("libcublasLt.so"));
   EXPECT_TRUE(loaded("libcublas.so"));
-  EXPECT_NE(blas.cublasCreate, nullptr);
-  EXPECT_NE(blas.cublasGemmEx, nullptr);
-  EXPECT_NE(blas.cublasLtMatmul, nullptr);
-  EXPECT_NE(blas.cublasLtMatmulPreferenceSetAttribute, nullptr);
+#define EXPECT_FOUND(function) EXPECT_NE(blas.function, nullptr) << #function " was not looked up";
+  FSDPLAB_CUBLASLT_FUNCTIONS(EXPECT_FOUND)
+  FSDPLAB_CUBLAS_FUNCTIONS(EXPECT_FOUND)
+#undef EXPECT_FOUND
   EXPECT_STREQ(blas.cublasGetStatusName(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
   EXPECT_EQ(&cublas_library(), &blas) << "opened once a process";
 }
