@@ -3,9 +3,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "engine/runtime/error.hpp"
@@ -88,6 +91,24 @@ void read_rlimit(HostMemoryLimit& limit, int resource, const char* label) {
 
 }  // namespace
 
+std::optional<std::uint64_t> parse_meminfo_available(std::string_view text) {
+  constexpr std::string_view kKey = "MemAvailable:";
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t newline = std::min(text.find('\n', start), text.size());
+    std::string_view line = text.substr(start, newline - start);
+    start = newline + 1;
+    if (!line.starts_with(kKey)) continue;
+    line.remove_prefix(kKey.size());
+    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    std::uint64_t kilobytes = 0;
+    const auto [after, error] = std::from_chars(line.data(), line.data() + line.size(), kilobytes);
+    if (error != std::errc() || line.substr(static_cast<std::size_t>(after - line.data())) != " kB")
+      return std::nullopt;
+    return kilobytes * 1024;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::uint64_t> parse_cgroup_memory_limit(std::string_view text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
   std::uint64_t bytes = 0;
@@ -102,6 +123,12 @@ HostMemoryLimit host_memory_limit(const HostMemorySources& sources) {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && page > 0)
       keep_smaller(limit, {static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page), "this host's RAM"});
+    std::ifstream in(sources.meminfo);
+    const std::string meminfo{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (const auto available = parse_meminfo_available(meminfo))
+      keep_smaller(limit, {*available + static_cast<std::uint64_t>(resident_bytes()),
+                           "the memory this host has free (MemAvailable in " + sources.meminfo.string() +
+                               ") with what this process holds"});
   }
   if (sources.read_rlimits) {
     read_rlimit(limit, RLIMIT_AS, "the process's address-space limit (RLIMIT_AS, ulimit -v)");

@@ -3,13 +3,12 @@
 #include <array>
 #include <cmath>
 
-#include <unistd.h>
-
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/nn/checkpoint.hpp"
 #include "engine/nn/materialize.hpp"
 #include "engine/optim/optimizer.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/host_memory_limit.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/train/baseline_parameters.hpp"
@@ -126,11 +125,12 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
     for (std::int64_t bytes :
          baseline_memory(*built.model, optimizer_state_count(run.optimizer_spec()), activations, compute_dtype))
       need += static_cast<double>(bytes);
-    const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-    check(host <= 0 || need <= host, "--model ", run.model, run.preset.empty() ? "" : " --preset ", run.preset,
-          ": the single-rank baseline needs about ", need / 1e9, " GB of this host's memory (the sim device keeps its "
-          "memory in host RAM) and this host has ", host / 1e9, " GB; use a smaller model or batch, or plan it with "
-          "--dry-run (an FSDP dry run: shapes, time and memory only)");
+    check_fits_host_memory(need,
+                           "the single-rank baseline's parameters, gradients, optimizer state and activations "
+                           "(--model " +
+                               run.model + (run.preset.empty() ? "" : " --preset " + run.preset) + ")",
+                           "use a smaller model or batch, or plan it with --dry-run (an FSDP dry run: shapes, time "
+                           "and memory only)");
   }
   BatchSource data(built.batch, run.seed, run.data_file);
   Model& model = *built.model;

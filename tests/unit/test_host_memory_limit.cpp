@@ -1,7 +1,7 @@
-// How much memory the process may use (engine/runtime/host_memory_limit.hpp): the smallest of RAM, the
-// rlimits and the cgroup limits (v2 and v1, the group's own or an ancestor's), read here from a fake
-// /proc/self/cgroup and cgroup tree; and a lowered RLIMIT_AS, in a child process so the test runner keeps
-// its own address space.
+// How much memory the process may use (engine/runtime/host_memory_limit.hpp): the smallest of RAM, the free
+// memory (from a fake /proc/meminfo), the rlimits and the cgroup limits (v2 and v1, the group's own or an ancestor's),
+// read here from a fake /proc/self/cgroup and cgroup tree; and a lowered RLIMIT_AS, in a child process so the test
+// runner keeps its own address space.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -59,6 +59,31 @@ TEST_F(HostMemoryLimitTest, CgroupV1MemoryControllerAndItsUnlimitedValue) {
   // Only "no limit" anywhere: nothing binds.
   std::filesystem::remove(path("cgroup/memory/docker/abc/memory.limit_in_bytes"));
   EXPECT_EQ(host_memory_limit(fake("4:memory:/docker/abc\n")).bytes, 0.0);
+}
+
+TEST(HostMemoryLimitParse, MeminfoAvailableIsInKilobytes) {
+  EXPECT_EQ(parse_meminfo_available("MemTotal:       32768000 kB\nMemFree:  100 kB\nMemAvailable:   2000000 kB\n"),
+            2'048'000'000u);
+  EXPECT_EQ(parse_meminfo_available("MemTotal:       32768000 kB\n"), std::nullopt);
+  EXPECT_EQ(parse_meminfo_available("MemAvailable: lots\n"), std::nullopt);
+  EXPECT_EQ(parse_meminfo_available("MemAvailable: 12 MB\n"), std::nullopt);
+}
+
+// Another program holding most of the RAM leaves less than the RAM: the free memory, with what this process holds
+// already (its resident set), binds, and is named.
+TEST_F(HostMemoryLimitTest, FreeMemoryBindsBelowTheRam) {
+  HostMemorySources sources = fake("0::/\n");
+  sources.read_physical_ram = true;
+  sources.meminfo = path("meminfo");
+  spit(path("meminfo"), "MemTotal:       999999999999 kB\nMemAvailable:     1000 kB\n");  // 1 MB free
+  const double held = resident_bytes();
+  const HostMemoryLimit limit = host_memory_limit(sources);
+  EXPECT_GE(limit.bytes, 1'024'000 + 0.9 * held);
+  EXPECT_LE(limit.bytes, 1'024'000 + 1.1 * held + (16 << 20));
+  EXPECT_TRUE(contains(limit.source, "the memory this host has free (MemAvailable in ")) << limit.source;
+  // Without the file, the RAM (more than the fake's 1 MB) is the bound.
+  std::filesystem::remove(path("meminfo"));
+  EXPECT_TRUE(contains(host_memory_limit(sources).source, "this host's RAM")) << host_memory_limit(sources).source;
 }
 
 TEST_F(HostMemoryLimitTest, MissingOrGarbledFilesLimitNothing) {
