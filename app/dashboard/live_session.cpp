@@ -133,7 +133,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   // Each run's plan checks that its own ranks fit in this host's memory; side by side, they share it (where the
   // memory model describes them all: else each run's own plan is the check).
   if (device == "sim" && !dry_run && runs.size() > 1 && side_by_side.size() == runs.size()) {
-    check_sim_host_memory(side_by_side,
+    check_sim_host_memory(rank_layout("local", world, DeviceKind::sim, 0), side_by_side,
                           "compare fewer runs (--compare sync or async), use fewer ranks or a smaller "
                           "model, or --dry-run (shapes, time and memory only)");
   }

@@ -74,6 +74,26 @@ void finalize_at_exit() {
   if (!finalized) MPI_Finalize();
 }
 
+// Strings of `lengths` laid end to end, as the v-collectives (MPI_Gatherv, MPI_Allgatherv) send them: where each
+// starts, and each cut back out of the whole.
+struct PackedStrings {
+  std::vector<int> lengths, offsets;
+  std::int64_t total = 0;
+
+  explicit PackedStrings(std::vector<int> lengths_) : lengths(std::move(lengths_)), offsets(lengths.size(), 0) {
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      offsets[i] = static_cast<int>(total);
+      total += lengths[i];
+    }
+  }
+  std::vector<std::string> parts(const std::string& all) const {
+    std::vector<std::string> parts;
+    for (std::size_t i = 0; i < lengths.size(); ++i)
+      parts.push_back(all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i])));
+    return parts;
+  }
+};
+
 }  // namespace
 
 MpiPlace mpi_join() {
@@ -150,21 +170,33 @@ std::vector<std::string> mpi_gather_to_rank0(const std::string& mine) {
   int length = byte_count(static_cast<std::int64_t>(mine.size()), "gather");
   std::vector<int> lengths(static_cast<std::size_t>(size));
   check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
-  std::vector<int> offsets(static_cast<std::size_t>(size), 0);
-  std::int64_t total = 0;
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    offsets[i] = static_cast<int>(total);
-    total += lengths[i];
-  }
-  std::string all(rank == 0 ? static_cast<std::size_t>(byte_count(total, "gather")) : 0, '\0');
-  check_mpi(MPI_Gatherv(mine.data(), length, MPI_BYTE, all.data(), lengths.data(), offsets.data(), MPI_BYTE, 0,
-                        MPI_COMM_WORLD),
+  const PackedStrings packed(std::move(lengths));
+  std::string all(rank == 0 ? static_cast<std::size_t>(byte_count(packed.total, "gather")) : 0, '\0');
+  check_mpi(MPI_Gatherv(mine.data(), length, MPI_BYTE, all.data(), packed.lengths.data(), packed.offsets.data(),
+                        MPI_BYTE, 0, MPI_COMM_WORLD),
             "MPI_Gatherv");
-  std::vector<std::string> parts;
-  if (rank != 0) return parts;
-  for (std::size_t i = 0; i < lengths.size(); ++i)
-    parts.push_back(all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i])));
-  return parts;
+  if (rank != 0) return {};
+  return packed.parts(all);
+}
+
+std::vector<std::string> mpi_allgather_on_host(const std::string& mine) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm host;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host),
+            "MPI_Comm_split_type");
+  int size = 1;
+  MPI_Comm_size(host, &size);
+  int length = byte_count(static_cast<std::int64_t>(mine.size()), "allgather");
+  std::vector<int> lengths(static_cast<std::size_t>(size));
+  check_mpi(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, host), "MPI_Allgather");
+  const PackedStrings packed(std::move(lengths));
+  std::string all(static_cast<std::size_t>(byte_count(packed.total, "allgather")), '\0');
+  check_mpi(MPI_Allgatherv(mine.data(), length, MPI_BYTE, all.data(), packed.lengths.data(), packed.offsets.data(),
+                           MPI_BYTE, host),
+            "MPI_Allgatherv");
+  MPI_Comm_free(&host);
+  return packed.parts(all);
 }
 
 // ---- MpiComm ------------------------------------------------------------------------------------
@@ -438,6 +470,7 @@ int mpi_rank_in_a_world() { return 0; }
 void mpi_broadcast_bytes(void*, std::size_t, int) { no_mpi(); }
 std::string mpi_broadcast_string(const std::string&, int) { no_mpi(); }
 std::vector<std::string> mpi_gather_to_rank0(const std::string&) { no_mpi(); }
+std::vector<std::string> mpi_allgather_on_host(const std::string&) { no_mpi(); }
 
 struct MpiComm::Group {};
 struct MpiComm::Announcement {};

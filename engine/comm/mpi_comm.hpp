@@ -52,6 +52,9 @@ void mpi_broadcast_bytes(void* data, std::size_t bytes, int root);
 std::string mpi_broadcast_string(const std::string& mine, int root);
 // Every process's `mine`, in rank order, on rank 0; an empty vector elsewhere.
 std::vector<std::string> mpi_gather_to_rank0(const std::string& mine);
+// The `mine` of every process on this host (this one's included), in rank order, on each of them. Every process of
+// the world must call it (the hosts' groups are split from the world).
+std::vector<std::string> mpi_allgather_on_host(const std::string& mine);
 
 class MpiComm final : public Communicator {
  public:

@@ -20,17 +20,10 @@ namespace {
 // cgroup v1 writes "no limit" as a page-rounded 2^63 - 1: anything this large limits nothing.
 constexpr std::uint64_t kUnlimited = std::uint64_t{1} << 62;
 
-struct Candidate {
-  std::uint64_t bytes;
-  std::string source;
-};
-
-void keep_smaller(HostMemoryLimit& limit, const Candidate& candidate) {
-  if (candidate.bytes == 0 || candidate.bytes >= kUnlimited) return;
-  const auto bytes = static_cast<double>(candidate.bytes);
-  if (limit.bytes > 0 && limit.bytes <= bytes) return;
-  limit.bytes = bytes;
-  limit.source = candidate.source;
+void add_bound(std::vector<HostMemoryBound>& bounds, std::uint64_t bytes, std::string source, bool host_wide = true,
+               bool beyond_held = false) {
+  if (bytes == 0 || bytes >= kUnlimited) return;
+  bounds.push_back({static_cast<double>(bytes), std::move(source), host_wide, beyond_held});
 }
 
 std::optional<std::string> read_small_file(const std::filesystem::path& path) {
@@ -46,22 +39,21 @@ std::optional<std::string> read_small_file(const std::filesystem::path& path) {
 // The limit file `name` in the group `relative` under `hierarchy` and in each of its ancestors: a parent's
 // limit binds its children too. The group's own folder may be missing where the process sees a cgroup
 // namespace mounted at its root; its ancestors present are still read.
-void read_cgroup_tree(HostMemoryLimit& limit, const std::filesystem::path& hierarchy, const std::string& relative,
-                      const char* name, const std::string& label) {
+void read_cgroup_tree(std::vector<HostMemoryBound>& bounds, const std::filesystem::path& hierarchy,
+                      const std::string& relative, const char* name, const std::string& label) {
   std::error_code ec;
   if (!std::filesystem::is_directory(hierarchy, ec)) return;
   std::filesystem::path group = std::filesystem::path(relative).relative_path();
   for (;;) {
     const std::filesystem::path file = hierarchy / group / name;
     if (const auto text = read_small_file(file))
-      if (const auto bytes = parse_cgroup_memory_limit(*text))
-        keep_smaller(limit, {*bytes, label + " " + file.string()});
+      if (const auto bytes = parse_cgroup_memory_limit(*text)) add_bound(bounds, *bytes, label + " " + file.string());
     if (group.empty()) return;
     group = group.parent_path();
   }
 }
 
-void read_cgroups(HostMemoryLimit& limit, const HostMemorySources& sources) {
+void read_cgroups(std::vector<HostMemoryBound>& bounds, const HostMemorySources& sources) {
   std::ifstream in(sources.proc_self_cgroup);
   std::string line;
   while (std::getline(in, line)) {
@@ -72,21 +64,21 @@ void read_cgroups(HostMemoryLimit& limit, const HostMemorySources& sources) {
     const std::string controllers = line.substr(first + 1, second - first - 1);
     const std::string relative = line.substr(second + 1);
     if (line.compare(0, first, "0") == 0 && controllers.empty()) {
-      read_cgroup_tree(limit, sources.cgroup_root, relative, "memory.max", "cgroup v2");
-      read_cgroup_tree(limit, sources.cgroup_root / "unified", relative, "memory.max", "cgroup v2");
+      read_cgroup_tree(bounds, sources.cgroup_root, relative, "memory.max", "cgroup v2");
+      read_cgroup_tree(bounds, sources.cgroup_root / "unified", relative, "memory.max", "cgroup v2");
       continue;
     }
     std::istringstream names(controllers);
     for (std::string controller; std::getline(names, controller, ',');)
       if (controller == "memory")
-        read_cgroup_tree(limit, sources.cgroup_root / "memory", relative, "memory.limit_in_bytes", "cgroup v1");
+        read_cgroup_tree(bounds, sources.cgroup_root / "memory", relative, "memory.limit_in_bytes", "cgroup v1");
   }
 }
 
-void read_rlimit(HostMemoryLimit& limit, int resource, const char* label) {
+void read_rlimit(std::vector<HostMemoryBound>& bounds, int resource, const char* label) {
   rlimit value{};
   if (::getrlimit(resource, &value) != 0 || value.rlim_cur == RLIM_INFINITY) return;
-  keep_smaller(limit, {static_cast<std::uint64_t>(value.rlim_cur), label});
+  add_bound(bounds, static_cast<std::uint64_t>(value.rlim_cur), label, /*host_wide=*/false);
 }
 
 }  // namespace
@@ -117,24 +109,35 @@ std::optional<std::uint64_t> parse_cgroup_memory_limit(std::string_view text) {
   return bytes;
 }
 
-HostMemoryLimit host_memory_limit(const HostMemorySources& sources) {
-  HostMemoryLimit limit;
+std::vector<HostMemoryBound> host_memory_bounds(const HostMemorySources& sources) {
+  std::vector<HostMemoryBound> bounds;
   if (sources.read_physical_ram) {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && page > 0)
-      keep_smaller(limit, {static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page), "this host's RAM"});
+      add_bound(bounds, static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page), "this host's RAM");
     std::ifstream in(sources.meminfo);
     const std::string meminfo{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     if (const auto available = parse_meminfo_available(meminfo))
-      keep_smaller(limit, {*available + static_cast<std::uint64_t>(resident_bytes()),
-                           "the memory this host has free (MemAvailable in " + sources.meminfo.string() +
-                               ") with what this process holds"});
+      add_bound(bounds, *available, "the memory this host has free (MemAvailable in " + sources.meminfo.string() + ")",
+                /*host_wide=*/true, /*beyond_held=*/true);
   }
   if (sources.read_rlimits) {
-    read_rlimit(limit, RLIMIT_AS, "the process's address-space limit (RLIMIT_AS, ulimit -v)");
-    read_rlimit(limit, RLIMIT_DATA, "the process's data limit (RLIMIT_DATA, ulimit -d)");
+    read_rlimit(bounds, RLIMIT_AS, "the process's address-space limit (RLIMIT_AS, ulimit -v)");
+    read_rlimit(bounds, RLIMIT_DATA, "the process's data limit (RLIMIT_DATA, ulimit -d)");
   }
-  read_cgroups(limit, sources);
+  read_cgroups(bounds, sources);
+  return bounds;
+}
+
+HostMemoryLimit host_memory_limit(const HostMemorySources& sources) {
+  HostMemoryLimit limit;
+  const double held = resident_bytes();
+  for (const HostMemoryBound& bound : host_memory_bounds(sources)) {
+    const double bytes = bound.bytes + (bound.beyond_held ? held : 0);
+    if (limit.bytes > 0 && limit.bytes <= bytes) continue;
+    limit.bytes = bytes;
+    limit.source = bound.source + (bound.beyond_held ? " with what this process holds" : "");
+  }
   return limit;
 }
 
@@ -146,12 +149,73 @@ double resident_bytes() {
   return static_cast<double>(resident) * static_cast<double>(page);
 }
 
+ProcessMemoryRequest this_process_memory_request(double need, int rank) {
+  return {rank, need, resident_bytes(), host_memory_bounds()};
+}
+
+// See [Note: processes on one host share its memory] (host_memory_limit.hpp).
+std::optional<std::string> host_memory_refusal(const std::vector<ProcessMemoryRequest>& on_host, std::string_view who,
+                                               std::string_view remedy) {
+  double worst_excess = 0;
+  std::string worst;
+  const auto consider = [&](double need_and_held, double may_use, const auto& message) {
+    if (need_and_held - may_use > worst_excess) {
+      worst_excess = need_and_held - may_use;
+      worst = message(may_use);
+    }
+  };
+  const auto shares = [](const ProcessMemoryRequest& process, const HostMemoryBound& bound) -> const HostMemoryBound* {
+    for (const HostMemoryBound& b : process.bounds)
+      if (b.host_wide && b.source == bound.source) return &b;
+    return nullptr;
+  };
+  for (std::size_t i = 0; i < on_host.size(); ++i) {
+    const ProcessMemoryRequest& process = on_host[i];
+    for (const HostMemoryBound& bound : process.bounds) {
+      // The processes bound by it together: those that read it too, if it is the host's; else this one alone.
+      std::vector<const ProcessMemoryRequest*> sharers;
+      double least_read = bound.bytes;
+      for (std::size_t j = 0; j < on_host.size(); ++j) {
+        const HostMemoryBound* theirs = bound.host_wide ? shares(on_host[j], bound) : nullptr;
+        if (j == i || theirs) sharers.push_back(&on_host[j]);
+        if (theirs) least_read = std::min(least_read, theirs->bytes);
+      }
+      if (sharers.front() != &process) continue;  // weighed already, at the first process that read it
+      double need = 0, held = 0;
+      for (const ProcessMemoryRequest* p : sharers) {
+        need += p->need;
+        held += p->held;
+      }
+      const std::string source = bound.source + (!bound.beyond_held    ? ""
+                                                 : sharers.size() == 1 ? " with what this process holds"
+                                                                       : " with what they hold");
+      consider(need + held, least_read + (bound.beyond_held ? held : 0), [&](double may_use) {
+        std::ostringstream message;
+        if (sharers.size() == 1) {
+          if (on_host.size() > 1) message << "rank " << process.rank << ": ";
+          message << who << " need about " << need / 1e9
+                  << " GB of this host's memory (the sim device keeps its memory in host RAM) beside the " << held / 1e9
+                  << " GB this process holds already, and it may use " << may_use / 1e9 << " GB (" << source << "); "
+                  << remedy;
+        } else {
+          message << who << " need about " << need / static_cast<double>(sharers.size()) / 1e9 << " GB in each of the "
+                  << sharers.size() << " processes of this run on this host (ranks ";
+          for (std::size_t k = 0; k < sharers.size(); ++k) message << (k == 0 ? "" : ", ") << sharers[k]->rank;
+          message << "): " << need / 1e9
+                  << " GB of this host's memory together (the sim device keeps its memory in host RAM) beside the "
+                  << held / 1e9 << " GB they hold already, and together they may use " << may_use / 1e9 << " GB ("
+                  << source << "); " << remedy;
+        }
+        return message.str();
+      });
+    }
+  }
+  if (worst.empty()) return std::nullopt;
+  return worst;
+}
+
 void check_fits_host_memory(double bytes, std::string_view who, std::string_view remedy) {
-  const HostMemoryLimit host = host_memory_limit();  // RAM, or less under an rlimit or a cgroup limit
-  const double held = resident_bytes();              // the program, its libraries, what it built to plan the run
-  check(host.bytes <= 0 || bytes + held <= host.bytes, who, " need about ", bytes / 1e9,
-        " GB of this host's memory (the sim device keeps its memory in host RAM) beside the ", held / 1e9,
-        " GB this process holds already, and it may use ", host.bytes / 1e9, " GB (", host.source, "); ", remedy);
+  if (const auto refusal = host_memory_refusal({this_process_memory_request(bytes)}, who, remedy)) fail(*refusal);
 }
 
 std::string out_of_memory_message(std::string_view where) {

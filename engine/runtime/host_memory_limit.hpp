@@ -7,12 +7,15 @@
 // its memory (cgroup v2 memory.max, v1 memory.limit_in_bytes, on its own group or any ancestor) gets std::bad_alloc
 // or the OOM killer long before the RAM is full. The limit is the smallest of all of them, each counted as the most
 // this process may hold in all, with the name of the one that binds, so a refusal can say why.
+//
+// See [Note: processes on one host share its memory].
 #pragma once
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fsdplab {
 
@@ -30,17 +33,55 @@ struct HostMemorySources {
   std::filesystem::path meminfo = "/proc/meminfo";
 };
 
-// The smallest of the host's RAM, its free memory with what this process holds, the process's address-space and
-// data rlimits and its cgroup's memory limit.
+// One bound on what this process may hold, as this process reads it.
+struct HostMemoryBound {
+  double bytes = 0;
+  std::string source;  // its name in a refusal; bounds of one source on one host are the same bound
+  // Whether the processes on this host share it (the RAM, the free memory, a cgroup's limit: the processes of one
+  // group share that group's), or it is this process's own (an rlimit).
+  bool host_wide = true;
+  // Whether `bytes` is what is free beyond what the processes hold already (MemAvailable), not all they may hold.
+  bool beyond_held = false;
+};
+
+// Every bound that can be read: the host's RAM, its free memory, the process's address-space and data rlimits and
+// its cgroups' memory limits. Empty where none can be read.
+std::vector<HostMemoryBound> host_memory_bounds(const HostMemorySources& sources = {});
+
+// The smallest of host_memory_bounds, as the most this process may hold (the free memory with what it holds).
 HostMemoryLimit host_memory_limit(const HostMemorySources& sources = {});
 
 // The bytes this process holds in RAM now (its resident set, /proc/self/statm): what a check adds to the memory it
 // is about to allocate. 0 where it cannot be read.
 double resident_bytes();
 
-// Refuses, with an Error, to allocate `bytes` more when they and what this process holds already (resident_bytes) would
-// not fit in host_memory_limit(): `who` says what needs them ("the ranks (4 in this process, 1.2 GB each)"), `remedy`
-// what to change. Refuses nothing where no limit can be read.
+// What one process of a run asks of its host before it allocates: `need` bytes more beside the `held` it holds.
+struct ProcessMemoryRequest {
+  int rank = 0;  // the process's rank in its MPI world (0 for a process alone): the refusal names it
+  double need = 0;
+  double held = 0;                      // resident_bytes when the request was made
+  std::vector<HostMemoryBound> bounds;  // host_memory_bounds, as this process read them
+};
+ProcessMemoryRequest this_process_memory_request(double need, int rank = 0);
+
+// [Note: processes on one host share its memory]
+// Ranks that are threads of one process are counted together by the process (its `need` is all of theirs). Ranks
+// that are processes (`mpirun -np 4 fsdplab run --comm mpi`) each read the same host, and four that each fit in
+// what is free may not fit together. So the processes of a run on one host send each other their requests, and
+// each decides on all of them, alike: a bound the processes share (same source, host_wide) must hold what they all
+// need and hold, the least any of them read; a bound of a process's own (its rlimit) holds what that one needs and
+// holds, and is never multiplied by the processes. The check runs before any rank allocates, at one point of the
+// launch every process reaches (rank_launch.hpp: check_ranks_fit_host_memory), so each has made its plan and
+// nothing more: what a peer holds is in its `held`, and not yet out of what the others read as free.
+//
+// The refusal of the requests of the processes of one run on one host (`on_host`: one entry per process, a process
+// alone is one), nullopt where they fit. Of the bounds they exceed, it names the one exceeded most: `who` needs it
+// ("the ranks (4 in this process, 1.2 GB each)"), `remedy` says what to change. Pure: tests feed it fake bounds.
+std::optional<std::string> host_memory_refusal(const std::vector<ProcessMemoryRequest>& on_host, std::string_view who,
+                                               std::string_view remedy);
+
+// Refuses, with an Error, to allocate `bytes` more in this process when they and what it holds already would not fit
+// in its bounds: host_memory_refusal of this process alone. Refuses nothing where no bound can be read.
 void check_fits_host_memory(double bytes, std::string_view who, std::string_view remedy);
 
 // The kilobytes /proc/meminfo's `MemAvailable:` line gives, in bytes; nullopt where `text` has no such line.

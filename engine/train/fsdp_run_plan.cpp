@@ -31,7 +31,7 @@ double sim_host_bytes_per_rank(const RunConfig& run, const FsdpOptions& options,
   return static_cast<double>(tag_total(fsdp_memory_bound(fsdp_memory_input(run, options, probe))));
 }
 
-void check_sim_host_memory(const std::vector<SimRanksHere>& runs, const std::string& remedy) {
+void check_sim_host_memory(const RankLayout& layout, const std::vector<SimRanksHere>& runs, const std::string& remedy) {
   double together = 0;
   std::ostringstream who;
   if (runs.size() > 1) who << "the runs side by side, ";
@@ -41,11 +41,11 @@ void check_sim_host_memory(const std::vector<SimRanksHere>& runs, const std::str
     who << (i == 0                ? ""
             : i + 1 < runs.size() ? ", "
                                   : " and ")
-        << r.label << " (" << r.ranks << (r.ranks == 1 ? " rank" : " ranks") << " in this process, "
-        << r.bytes_per_rank / 1e9 << " GB each)";
+        << r.label << " (" << r.ranks << (r.ranks == 1 ? " rank" : " ranks")
+        << (layout.processes ? " in each process, " : " in this process, ") << r.bytes_per_rank / 1e9 << " GB each)";
   }
   if (runs.size() > 1) who << ",";
-  check_fits_host_memory(together, who.str(), remedy);
+  check_ranks_fit_host_memory(layout, together, who.str(), remedy);
 }
 
 FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
@@ -93,11 +93,13 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   check_compute_dtype(run, probe, fsdp.options.param_dtype);
   fsdp.tasks.check_complete();
   fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
-  if (device.kind == DeviceKind::sim && !fsdp.dry_run)
-    check_sim_host_memory(
-        {{"--world " + std::to_string(world) + ": the ranks", static_cast<int>(layout.ranks_here.size()),
-          sim_host_bytes_per_rank(run, fsdp.ab_block > 0 ? async : first, probe)}},
-        "use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
+  // Every process of an MPI launch takes part, whatever it needs: the processes on one host check together.
+  const bool in_host_memory = device.kind == DeviceKind::sim && !fsdp.dry_run;
+  check_sim_host_memory(
+      layout,
+      {{"--world " + std::to_string(world) + ": the ranks", static_cast<int>(layout.ranks_here.size()),
+        in_host_memory ? sim_host_bytes_per_rank(run, fsdp.ab_block > 0 ? async : first, probe) : 0.0}},
+      "use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
   // Training checkpoints: the folder to write checked now, the one to resume from checked whole.
   checkpointing = !run.checkpoint_dir.empty();

@@ -54,9 +54,10 @@ struct SimRanksHere {
   double bytes_per_rank = 0;  // sim_host_bytes_per_rank
 };
 
-// Refuses sim ranks that together need more host memory than this process may use, naming both and the `remedy`:
-// refused before any rank starts, instead of threads running out of memory midway. FsdpRunPlan checks a run's
-// own ranks; the dashboard, its runs side by side.
-void check_sim_host_memory(const std::vector<SimRanksHere>& runs, const std::string& remedy);
+// Refuses sim ranks that together need more host memory than this process may use (with `layout`'s processes, than
+// the processes of the run on this host may use together: check_ranks_fit_host_memory), naming both and the
+// `remedy`: refused before any rank starts, instead of ranks running out of memory midway. FsdpRunPlan checks a
+// run's own ranks; the dashboard, its runs side by side.
+void check_sim_host_memory(const RankLayout& layout, const std::vector<SimRanksHere>& runs, const std::string& remedy);
 
 }  // namespace fsdplab

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <new>
+#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "engine/comm/mpi_comm.hpp"
@@ -212,11 +213,42 @@ std::vector<std::string> gather_for_report(const RankLayout& layout, std::vector
 
 std::string agree_with_rank0(const RankLayout& layout, std::string value) {
   if (!layout.processes) return value;
-  std::uint64_t length = value.size();
-  mpi_broadcast_bytes(&length, sizeof length, 0);
-  value.resize(static_cast<std::size_t>(length));
-  mpi_broadcast_bytes(value.data(), value.size(), 0);
-  return value;
+  return mpi_broadcast_string(value, 0);
+}
+
+namespace {
+
+nlohmann::json request_json(const ProcessMemoryRequest& request) {
+  nlohmann::json bounds = nlohmann::json::array();
+  for (const HostMemoryBound& b : request.bounds)
+    bounds.push_back(
+        {{"bytes", b.bytes}, {"source", b.source}, {"host_wide", b.host_wide}, {"beyond_held", b.beyond_held}});
+  return {{"rank", request.rank}, {"need", request.need}, {"held", request.held}, {"bounds", bounds}};
+}
+
+ProcessMemoryRequest request_from_json(const nlohmann::json& j) {
+  ProcessMemoryRequest request{j.at("rank").get<int>(), j.at("need").get<double>(), j.at("held").get<double>(), {}};
+  for (const nlohmann::json& b : j.at("bounds"))
+    request.bounds.push_back({b.at("bytes").get<double>(), b.at("source").get<std::string>(),
+                              b.at("host_wide").get<bool>(), b.at("beyond_held").get<bool>()});
+  return request;
+}
+
+}  // namespace
+
+void check_ranks_fit_host_memory(const RankLayout& layout, double bytes_here, std::string_view who,
+                                 std::string_view remedy) {
+  if (!layout.processes || layout.world == 1) {
+    if (bytes_here > 0) check_fits_host_memory(bytes_here, who, remedy);
+    return;
+  }
+  const ProcessMemoryRequest mine = this_process_memory_request(bytes_here, layout.ranks_here.front());
+  std::vector<ProcessMemoryRequest> on_host;
+  for (const std::string& text : mpi_allgather_on_host(request_json(mine).dump()))
+    on_host.push_back(request_from_json(nlohmann::json::parse(text)));
+  const bool asked = std::any_of(on_host.begin(), on_host.end(), [](const auto& p) { return p.need > 0; });
+  if (!asked) return;
+  if (const auto refusal = host_memory_refusal(on_host, who, remedy)) fail(*refusal);
 }
 
 TraceData gather_trace_for_report(const RankLayout& layout, const std::vector<TraceRecorder>& recorders) {

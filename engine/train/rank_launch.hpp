@@ -73,6 +73,14 @@ std::vector<std::string> gather_for_report(const RankLayout& layout, std::vector
 // on, such as the run's id on a remote dashboard. Every process must call it.
 std::string agree_with_rank0(const RankLayout& layout, std::string value);
 
+// Refuses, with an Error, ranks that would not fit in this host's memory: this process's ranks, which need
+// `bytes_here` more (0 where they keep nothing in host memory: a GPU run, a dry run), and, when ranks are processes,
+// those of the same run on this host, which share the host's bounds (see [Note: processes on one host share its
+// memory] in host_memory_limit.hpp). `who` and `remedy` as check_fits_host_memory's. Every process must call it, at
+// the same point of its launch and whatever its `bytes_here`: they exchange what they need, and all refuse alike.
+void check_ranks_fit_host_memory(const RankLayout& layout, double bytes_here, std::string_view who,
+                                 std::string_view remedy);
+
 // Every rank's trace, in rank order, on the reporting process (what threads get by appending their
 // recorders): recorders[r] is read for each rank r hosted here. The others get an empty trace.
 TraceData gather_trace_for_report(const RankLayout& layout, const std::vector<TraceRecorder>& recorders);

@@ -103,18 +103,22 @@ class DemoRank {
 };
 
 // The sim device keeps its tensors in host RAM, as fsdp_run_plan.cpp's check says for training: the ranks of
-// this process must fit in what it may use (RAM, rlimit or cgroup limit) before any of them starts, rather
-// than one thread dying of std::bad_alloc midway. Per rank: its shards, up to three full layers in flight (one
+// this process (of all the run's processes on this host, where ranks are processes) must fit in what they may use
+// (RAM, free memory, rlimit or cgroup limit) before any of them starts, rather than one rank dying of
+// std::bad_alloc midway. Per rank: its shards, up to three full layers in flight (one
 // prefetched, one in use, one waiting for reuse) and two activation buffers. Counted in double: a width
 // whose square overflows an int64 is refused here too.
-void check_demo_fits_host_memory(const StreamDemoConfig& config, int ranks_here) {
+void check_demo_fits_host_memory(const StreamDemoConfig& config, const RankLayout& layout) {
+  const auto ranks_here = layout.ranks_here.size();
   const auto width = static_cast<double>(config.width), element = static_cast<double>(dtype_size(config.dtype));
   const double per_rank = element * (static_cast<double>(config.layers) * width * width / config.world +
                                      3 * width * width + 2 * static_cast<double>(config.tokens) * width);
   std::ostringstream who;
-  who << "streams demo: " << ranks_here << " ranks of " << config.layers << " layers of " << config.width << "x"
-      << config.width << " and " << config.tokens << " tokens";
-  check_fits_host_memory(per_rank * ranks_here, who.str(), "use fewer ranks, layers, tokens or a smaller width");
+  who << "streams demo: " << (layout.processes ? "" : std::to_string(ranks_here) + " ") << "ranks of " << config.layers
+      << " layers of " << config.width << "x" << config.width << " and " << config.tokens << " tokens"
+      << (layout.processes ? ", one in each process," : "");
+  check_ranks_fit_host_memory(layout, per_rank * static_cast<double>(ranks_here), who.str(),
+                              "use fewer ranks, layers, tokens or a smaller width");
 }
 
 }  // namespace
@@ -132,7 +136,7 @@ std::vector<StreamDemoStep> run_stream_demo(const StreamDemoConfig& config, cons
   const auto world = static_cast<std::size_t>(config.world);
   const RankLayout layout = rank_layout(config.comm, config.world, DeviceKind::sim, 0);
   check(layout.world == config.world, "streams demo: ", config.world, " ranks asked, ", layout.world, " launched");
-  check_demo_fits_host_memory(config, static_cast<int>(layout.ranks_here.size()));
+  check_demo_fits_host_memory(config, layout);
   // Each rank's measurements as bytes, so processes can send theirs to the one that reports.
   std::vector<std::string> measured(world);
   run_ranks(layout, [&](RankSeat& seat) {

@@ -1,12 +1,15 @@
 // How much memory the process may use (engine/runtime/host_memory_limit.hpp): the smallest of RAM, the free
 // memory (from a fake /proc/meminfo), the rlimits and the cgroup limits (v2 and v1, the group's own or an ancestor's),
 // read here from a fake /proc/self/cgroup and cgroup tree; and a lowered RLIMIT_AS, in a child process so the test
-// runner keeps its own address space.
+// runner keeps its own address space. And what the processes of one run on one host may use together: the refusal
+// decided on their requests, fed fake bounds.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/runtime/host_memory_limit.hpp"
@@ -90,6 +93,94 @@ TEST_F(HostMemoryLimitTest, MissingOrGarbledFilesLimitNothing) {
   limit_file("memory.max", "not a number\n");
   EXPECT_EQ(host_memory_limit(fake("0::/gone/away\n")).bytes, 0.0);
   EXPECT_EQ(host_memory_limit({path("no_such_file"), path("no_such_tree"), false, false}).bytes, 0.0);
+}
+
+// host_memory_refusal, fed requests: see [Note: processes on one host share its memory].
+HostMemoryBound ram(double bytes) { return {bytes, "this host's RAM", true, false}; }
+HostMemoryBound free_memory(double bytes) {
+  return {bytes, "the memory this host has free (MemAvailable)", true, true};
+}
+HostMemoryBound address_space_limit(double bytes) {
+  return {bytes, "the process's address-space limit (RLIMIT_AS)", false, false};
+}
+HostMemoryBound cgroup(const std::string& group, double bytes) { return {bytes, "cgroup v2 " + group, true, false}; }
+
+std::optional<std::string> refusal(const std::vector<ProcessMemoryRequest>& on_host) {
+  return host_memory_refusal(on_host, "the ranks", "use fewer");
+}
+
+TEST(HostMemoryRefusal, AProcessAloneIsRefusedByItsSmallestBound) {
+  const std::vector<HostMemoryBound> bounds = {ram(8e9), free_memory(5e9), address_space_limit(3.5e9)};
+  EXPECT_EQ(refusal({{0, 2.5e9, 1e9, bounds}}), std::nullopt);  // 3.5 GB in all: just fits the rlimit
+  const auto refused = refusal({{0, 3e9, 1e9, bounds}});
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(
+      *refused,
+      "the ranks need about 3 GB of this host's memory (the sim device keeps its memory in host RAM) beside the 1 "
+      "GB this process holds already, and it may use 3.5 GB (the process's address-space limit (RLIMIT_AS)); "
+      "use fewer");
+  // The free memory counts beyond what the process holds: 5 GB free and 1 GB held is 6 GB in all.
+  const auto short_of_free = refusal({{0, 5.5e9, 1e9, {ram(8e9), free_memory(5e9)}}});
+  ASSERT_TRUE(short_of_free);
+  EXPECT_TRUE(contains(*short_of_free,
+                       "it may use 6 GB (the memory this host has free (MemAvailable) with what this "
+                       "process holds)"))
+      << *short_of_free;
+}
+
+// Two processes that each fit in what is free do not fit together; the least free memory either read binds.
+TEST(HostMemoryRefusal, ProcessesOnOneHostShareItsFreeMemory) {
+  const ProcessMemoryRequest rank0{0, 3e9, 0.5e9, {ram(64e9), free_memory(5e9)}};
+  const ProcessMemoryRequest rank1{1, 3e9, 0.5e9, {ram(64e9), free_memory(4.9e9)}};
+  EXPECT_EQ(refusal({rank0}), std::nullopt);
+  EXPECT_EQ(refusal({rank1}), std::nullopt);
+  const auto refused = refusal({rank0, rank1});
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(*refused,
+            "the ranks need about 3 GB in each of the 2 processes of this run on this host (ranks 0, 1): 6 GB of this "
+            "host's memory together (the sim device keeps its memory in host RAM) beside the 1 GB they hold already, "
+            "and together they may use 5.9 GB (the memory this host has free (MemAvailable) with what they hold); use "
+            "fewer");
+  // Every process decides on the same requests, and so alike, whichever reads them.
+  EXPECT_EQ(refusal({rank0, rank1}), refusal({rank0, rank1}));
+}
+
+// An rlimit is each process's own: processes that each keep under theirs are not added up against it.
+TEST(HostMemoryRefusal, AnRlimitIsEachProcessOwn) {
+  const std::vector<HostMemoryBound> bounds = {ram(100e9), address_space_limit(3e9)};
+  EXPECT_EQ(refusal({{0, 2e9, 0.5e9, bounds}, {1, 2e9, 0.5e9, bounds}, {2, 2e9, 0.5e9, bounds}}), std::nullopt);
+  // Rank 1's own lower limit refuses it, by its rank, for every process.
+  const auto refused = refusal({{0, 2e9, 0.5e9, bounds}, {1, 2e9, 0.5e9, {ram(100e9), address_space_limit(2e9)}}});
+  ASSERT_TRUE(refused);
+  EXPECT_TRUE(contains(*refused, "rank 1: the ranks need about 2 GB of this host's memory")) << *refused;
+  EXPECT_TRUE(contains(*refused,
+                       "beside the 0.5 GB this process holds already, and it may use 2 GB (the process's "
+                       "address-space limit (RLIMIT_AS))"))
+      << *refused;
+}
+
+// A cgroup's limit binds the processes in that group: two groups' limits are not one.
+TEST(HostMemoryRefusal, ACgroupLimitBindsTheProcessesOfThatGroup) {
+  const ProcessMemoryRequest in_a{0, 3e9, 0.5e9, {ram(100e9), cgroup("/sys/fs/cgroup/a/memory.max", 4e9)}};
+  const ProcessMemoryRequest in_b{1, 3e9, 0.5e9, {ram(100e9), cgroup("/sys/fs/cgroup/b/memory.max", 4e9)}};
+  const ProcessMemoryRequest also_in_a{1, 3e9, 0.5e9, {ram(100e9), cgroup("/sys/fs/cgroup/a/memory.max", 4e9)}};
+  EXPECT_EQ(refusal({in_a, in_b}), std::nullopt);
+  const auto refused = refusal({in_a, also_in_a});
+  ASSERT_TRUE(refused);
+  EXPECT_TRUE(contains(*refused, "in each of the 2 processes of this run on this host (ranks 0, 1)")) << *refused;
+  EXPECT_TRUE(contains(*refused, "together they may use 4 GB (cgroup v2 /sys/fs/cgroup/a/memory.max)")) << *refused;
+}
+
+// Of the bounds exceeded, the one exceeded most is named: here rank 1's rlimit (by 2 GB), not the host's RAM (by 1).
+TEST(HostMemoryRefusal, TheBoundExceededMostIsNamed) {
+  const ProcessMemoryRequest rank0{0, 4e9, 0, {ram(7e9)}};
+  const ProcessMemoryRequest rank1{1, 4e9, 0, {ram(7e9), address_space_limit(2e9)}};
+  const auto refused = refusal({rank0, rank1});
+  ASSERT_TRUE(refused);
+  EXPECT_TRUE(contains(*refused, "rank 1: ")) << *refused;
+  EXPECT_TRUE(contains(*refused, "(RLIMIT_AS)")) << *refused;
+  const ProcessMemoryRequest roomier1{1, 4e9, 0, {ram(7e9), address_space_limit(3.5e9)}};
+  EXPECT_TRUE(contains(refusal({rank0, roomier1}).value_or(""), "together they may use 7 GB (this host's RAM)"));
 }
 
 TEST(HostMemoryLimitRlimit, AddressSpaceLimitBelowRamWins) {
