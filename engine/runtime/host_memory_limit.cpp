@@ -20,9 +20,11 @@ namespace {
 // cgroup v1 writes "no limit" as a page-rounded 2^63 - 1: anything this large limits nothing.
 constexpr std::uint64_t kUnlimited = std::uint64_t{1} << 62;
 
+// A limit of 0 on all a process may hold is one the system does not set; nothing free beyond what the processes hold
+// is a real bound.
 void add_bound(std::vector<HostMemoryBound>& bounds, std::uint64_t bytes, std::string source, bool host_wide = true,
                bool beyond_held = false) {
-  if (bytes == 0 || bytes >= kUnlimited) return;
+  if ((bytes == 0 && !beyond_held) || bytes >= kUnlimited) return;
   bounds.push_back({static_cast<double>(bytes), std::move(source), host_wide, beyond_held});
 }
 
@@ -36,18 +38,69 @@ std::optional<std::string> read_small_file(const std::filesystem::path& path) {
   return text;
 }
 
-// The limit file `name` in the group `relative` under `hierarchy` and in each of its ancestors: a parent's
-// limit binds its children too. The group's own folder may be missing where the process sees a cgroup
-// namespace mounted at its root; its ancestors present are still read.
+// One cgroup version's files: the group's limit, what its processes use (page cache included), and the keys of
+// memory.stat that count its page cache on the file LRU lists (what the kernel reclaims before it fails an allocation;
+// shared memory sits on the anonymous lists, so it is not among them).
+struct CgroupFiles {
+  const char* limit;
+  const char* usage;
+  const char* active_file;
+  const char* inactive_file;
+  const char* label;
+};
+constexpr CgroupFiles kCgroupV2{"memory.max", "memory.current", "active_file", "inactive_file", "cgroup v2"};
+// v1's usage is hierarchical: so are the total_ keys of its memory.stat.
+constexpr CgroupFiles kCgroupV1{"memory.limit_in_bytes", "memory.usage_in_bytes", "total_active_file",
+                                "total_inactive_file", "cgroup v1"};
+
+// The value of `key` in a memory.stat ("key bytes" lines); nullopt where it has none.
+std::optional<std::uint64_t> memory_stat_value(std::string_view text, std::string_view key) {
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t newline = std::min(text.find('\n', start), text.size());
+    const std::string_view line = text.substr(start, newline - start);
+    start = newline + 1;
+    if (line.size() > key.size() && line.starts_with(key) && line[key.size()] == ' ')
+      return parse_cgroup_memory_limit(line.substr(key.size() + 1));
+  }
+  return std::nullopt;
+}
+
+// What a group with a limit has free: its limit less what its processes use, their page cache counted free (the
+// kernel reclaims it for them before the group runs out), as MemAvailable counts it for the host. Beyond what the
+// processes hold, which its usage includes. nullopt where its usage or memory.stat cannot be read.
+std::optional<std::uint64_t> cgroup_free_bytes(const std::filesystem::path& folder, std::uint64_t limit,
+                                               const CgroupFiles& files) {
+  const auto usage_text = read_small_file(folder / files.usage);
+  const auto usage = usage_text ? parse_cgroup_memory_limit(*usage_text) : std::nullopt;
+  std::ifstream in(folder / "memory.stat");
+  const std::string stat{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const auto active = memory_stat_value(stat, files.active_file);
+  const auto inactive = memory_stat_value(stat, files.inactive_file);
+  if (!usage || !active || !inactive) return std::nullopt;
+  const std::uint64_t working_set = *usage - std::min(*usage, *active + *inactive);
+  return limit - std::min(limit, working_set);
+}
+
+// The limit of the group `relative` under `hierarchy` and of each of its ancestors: a parent's limit binds its
+// children too. Each limit bounds twice: as the most the processes may hold, and as what its group has free beside
+// what they hold (the group's other processes use the rest). The group's own folder may be missing where the
+// process sees a cgroup namespace mounted at its root; its ancestors present are still read.
 void read_cgroup_tree(std::vector<HostMemoryBound>& bounds, const std::filesystem::path& hierarchy,
-                      const std::string& relative, const char* name, const std::string& label) {
+                      const std::string& relative, const CgroupFiles& files) {
   std::error_code ec;
   if (!std::filesystem::is_directory(hierarchy, ec)) return;
   std::filesystem::path group = std::filesystem::path(relative).relative_path();
   for (;;) {
-    const std::filesystem::path file = hierarchy / group / name;
-    if (const auto text = read_small_file(file))
-      if (const auto bytes = parse_cgroup_memory_limit(*text)) add_bound(bounds, *bytes, label + " " + file.string());
+    const std::filesystem::path folder = hierarchy / group, file = folder / files.limit;
+    const auto text = read_small_file(file);
+    if (const auto limit = text ? parse_cgroup_memory_limit(*text) : std::nullopt; limit && *limit < kUnlimited) {
+      add_bound(bounds, *limit, std::string(files.label) + " " + file.string());
+      if (const auto free = cgroup_free_bytes(folder, *limit, files))
+        add_bound(bounds, *free,
+                  "what " + std::string(files.label) + " " + folder.string() + " has free (" + files.limit + " less " +
+                      files.usage + ", its page cache counted free)",
+                  /*host_wide=*/true, /*beyond_held=*/true);
+    }
     if (group.empty()) return;
     group = group.parent_path();
   }
@@ -64,14 +117,13 @@ void read_cgroups(std::vector<HostMemoryBound>& bounds, const HostMemorySources&
     const std::string controllers = line.substr(first + 1, second - first - 1);
     const std::string relative = line.substr(second + 1);
     if (line.compare(0, first, "0") == 0 && controllers.empty()) {
-      read_cgroup_tree(bounds, sources.cgroup_root, relative, "memory.max", "cgroup v2");
-      read_cgroup_tree(bounds, sources.cgroup_root / "unified", relative, "memory.max", "cgroup v2");
+      read_cgroup_tree(bounds, sources.cgroup_root, relative, kCgroupV2);
+      read_cgroup_tree(bounds, sources.cgroup_root / "unified", relative, kCgroupV2);
       continue;
     }
     std::istringstream names(controllers);
     for (std::string controller; std::getline(names, controller, ',');)
-      if (controller == "memory")
-        read_cgroup_tree(bounds, sources.cgroup_root / "memory", relative, "memory.limit_in_bytes", "cgroup v1");
+      if (controller == "memory") read_cgroup_tree(bounds, sources.cgroup_root / "memory", relative, kCgroupV1);
   }
 }
 

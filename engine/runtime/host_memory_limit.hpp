@@ -5,8 +5,10 @@
 // what a new allocation can still get, MemAvailable in /proc/meminfo, is what this process holds plus that much
 // more), and a process under `ulimit -v` (RLIMIT_AS, RLIMIT_DATA) or in a container or batch job whose cgroup caps
 // its memory (cgroup v2 memory.max, v1 memory.limit_in_bytes, on its own group or any ancestor) gets std::bad_alloc
-// or the OOM killer long before the RAM is full. The limit is the smallest of all of them, each counted as the most
-// this process may hold in all, with the name of the one that binds, so a refusal can say why.
+// or the OOM killer long before the RAM is full; in a group with a limit, the group's other processes use part of it
+// (what the group has free is its limit less their usage, page cache counted free as MemAvailable counts it). The
+// limit is the smallest of all of them, each counted as the most this process may hold in all, with the name of the
+// one that binds, so a refusal can say why.
 //
 // See [Note: processes on one host share its memory].
 #pragma once
@@ -44,8 +46,8 @@ struct HostMemoryBound {
   bool beyond_held = false;
 };
 
-// Every bound that can be read: the host's RAM, its free memory, the process's address-space and data rlimits and
-// its cgroups' memory limits. Empty where none can be read.
+// Every bound that can be read: the host's RAM, its free memory, the process's address-space and data rlimits, its
+// cgroups' memory limits and what each of those groups has free. Empty where none can be read.
 std::vector<HostMemoryBound> host_memory_bounds(const HostMemorySources& sources = {});
 
 // The smallest of host_memory_bounds, as the most this process may hold (the free memory with what it holds).

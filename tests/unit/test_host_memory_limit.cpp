@@ -64,6 +64,49 @@ TEST_F(HostMemoryLimitTest, CgroupV1MemoryControllerAndItsUnlimitedValue) {
   EXPECT_EQ(host_memory_limit(fake("4:memory:/docker/abc\n")).bytes, 0.0);
 }
 
+// The group's other processes use part of its limit: what it has free, beside what this process holds, binds below
+// the limit. Its page cache on the file lists counts as free (the kernel reclaims it first); shared memory does not.
+TEST_F(HostMemoryLimitTest, WhatACgroupHasFreeBindsBelowItsLimit) {
+  limit_file("job/memory.max", "8000000000\n");
+  limit_file("job/memory.current", "6000000000\n");
+  limit_file("job/memory.stat",
+             "anon 4800000000\nfile 1200000000\nactive_file 400000000\ninactive_file 600000000\nshmem 200000000\n");
+  const std::vector<HostMemoryBound> bounds = host_memory_bounds(fake("0::/job\n"));
+  ASSERT_EQ(bounds.size(), 2u);
+  EXPECT_EQ(bounds[0].bytes, 8e9);
+  EXPECT_FALSE(bounds[0].beyond_held);
+  EXPECT_EQ(bounds[1].bytes, 3e9);  // 8 GB less the 6 GB used, of which 1 GB is page cache
+  EXPECT_TRUE(bounds[1].host_wide && bounds[1].beyond_held);
+  EXPECT_TRUE(contains(bounds[1].source, "what cgroup v2 " + path("cgroup").string() +
+                                             "/job has free (memory.max less memory.current, its page cache counted "
+                                             "free)"))
+      << bounds[1].source;
+  const HostMemoryLimit limit = host_memory_limit(fake("0::/job\n"));
+  EXPECT_TRUE(contains(limit.source,
+                       "has free (memory.max less memory.current, its page cache counted free) with "
+                       "what this process holds"))
+      << limit.source;
+  // A group using all its limit but its page cache has nothing free: a bound of 0, not none.
+  limit_file("job/memory.current", "9000000000\n");
+  ASSERT_EQ(host_memory_bounds(fake("0::/job\n")).size(), 2u);
+  EXPECT_EQ(host_memory_bounds(fake("0::/job\n"))[1].bytes, 0.0);
+  // Without its usage, only the limit bounds.
+  std::filesystem::remove(path("cgroup/job/memory.current"));
+  EXPECT_EQ(host_memory_bounds(fake("0::/job\n")).size(), 1u);
+}
+
+TEST_F(HostMemoryLimitTest, WhatACgroupV1HasFreeCountsItsWholeSubtree) {
+  limit_file("memory/docker/abc/memory.limit_in_bytes", "2000000000\n");
+  limit_file("memory/docker/abc/memory.usage_in_bytes", "1500000000\n");
+  // v1's usage counts the group's children: so do the total_ keys, not the group's own.
+  limit_file("memory/docker/abc/memory.stat",
+             "active_file 1\ninactive_file 1\ntotal_active_file 100000000\ntotal_inactive_file 400000000\n");
+  const std::vector<HostMemoryBound> bounds = host_memory_bounds(fake("4:memory:/docker/abc\n"));
+  ASSERT_EQ(bounds.size(), 2u);
+  EXPECT_EQ(bounds[1].bytes, 1e9);
+  EXPECT_TRUE(contains(bounds[1].source, "what cgroup v1 ")) << bounds[1].source;
+}
+
 TEST(HostMemoryLimitParse, MeminfoAvailableIsInKilobytes) {
   EXPECT_EQ(parse_meminfo_available("MemTotal:       32768000 kB\nMemFree:  100 kB\nMemAvailable:   2000000 kB\n"),
             2'048'000'000u);
