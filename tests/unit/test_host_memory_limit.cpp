@@ -33,6 +33,14 @@ class HostMemoryLimitTest : public testing::TempDirTest {
     std::filesystem::create_directories(path("cgroup/" + relative).parent_path());
     spit(path("cgroup/" + relative), text);
   }
+  // A group's limit, what its processes use and its memory.stat, in `folder` (under the fake cgroup root), with
+  // cgroup v2's file names or v1's.
+  void group_files(const std::string& folder, int version, const std::string& limit, const std::string& usage,
+                   const std::string& stat) {
+    limit_file(folder + (version == 2 ? "/memory.max" : "/memory.limit_in_bytes"), limit + "\n");
+    limit_file(folder + (version == 2 ? "/memory.current" : "/memory.usage_in_bytes"), usage + "\n");
+    limit_file(folder + "/memory.stat", stat);
+  }
 };
 
 TEST(HostMemoryLimitParse, MaxIsNoLimitAndNumbersAreBytes) {
@@ -67,10 +75,8 @@ TEST_F(HostMemoryLimitTest, CgroupV1MemoryControllerAndItsUnlimitedValue) {
 // The group's other processes use part of its limit: what it has free, beside what this process holds, binds below
 // the limit. Its page cache on the file lists counts as free (the kernel reclaims it first); shared memory does not.
 TEST_F(HostMemoryLimitTest, WhatACgroupHasFreeBindsBelowItsLimit) {
-  limit_file("job/memory.max", "8000000000\n");
-  limit_file("job/memory.current", "6000000000\n");
-  limit_file("job/memory.stat",
-             "anon 4800000000\nfile 1200000000\nactive_file 400000000\ninactive_file 600000000\nshmem 200000000\n");
+  group_files("job", 2, "8000000000", "6000000000",
+              "anon 4800000000\nfile 1200000000\nactive_file 400000000\ninactive_file 600000000\nshmem 200000000\n");
   const std::vector<HostMemoryBound> bounds = host_memory_bounds(fake("0::/job\n"));
   ASSERT_EQ(bounds.size(), 2u);
   EXPECT_EQ(bounds[0].bytes, 8e9);
@@ -96,11 +102,9 @@ TEST_F(HostMemoryLimitTest, WhatACgroupHasFreeBindsBelowItsLimit) {
 }
 
 TEST_F(HostMemoryLimitTest, WhatACgroupV1HasFreeCountsItsWholeSubtree) {
-  limit_file("memory/docker/abc/memory.limit_in_bytes", "2000000000\n");
-  limit_file("memory/docker/abc/memory.usage_in_bytes", "1500000000\n");
   // v1's usage counts the group's children: so do the total_ keys, not the group's own.
-  limit_file("memory/docker/abc/memory.stat",
-             "active_file 1\ninactive_file 1\ntotal_active_file 100000000\ntotal_inactive_file 400000000\n");
+  group_files("memory/docker/abc", 1, "2000000000", "1500000000",
+              "active_file 1\ninactive_file 1\ntotal_active_file 100000000\ntotal_inactive_file 400000000\n");
   const std::vector<HostMemoryBound> bounds = host_memory_bounds(fake("4:memory:/docker/abc\n"));
   ASSERT_EQ(bounds.size(), 2u);
   EXPECT_EQ(bounds[1].bytes, 1e9);
