@@ -41,8 +41,11 @@ void check_sim_host_memory(const RankLayout& layout, const std::vector<SimRanksH
     who << (i == 0                ? ""
             : i + 1 < runs.size() ? ", "
                                   : " and ")
-        << r.label << " (" << r.ranks << (r.ranks == 1 ? " rank" : " ranks")
-        << (layout.processes ? " in each process, " : " in this process, ") << r.bytes_per_rank / 1e9 << " GB each)";
+        << r.label << " ("
+        << (layout.processes ? std::string("one in each process")
+            : r.ranks == 1   ? "1 rank in this process"
+                             : std::to_string(r.ranks) + " ranks in this process")
+        << ", " << r.bytes_per_rank / 1e9 << " GB each)";
   }
   if (runs.size() > 1) who << ",";
   check_ranks_fit_host_memory(layout, together, who.str(), remedy);
@@ -97,7 +100,9 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   const bool in_host_memory = device.kind == DeviceKind::sim && !fsdp.dry_run;
   check_sim_host_memory(
       layout,
-      {{"--world " + std::to_string(world) + ": the ranks", static_cast<int>(layout.ranks_here.size()),
+      {{layout.processes ? "the " + std::to_string(world) + " ranks"
+                         : "--world " + std::to_string(world) + ": the ranks",
+        static_cast<int>(layout.ranks_here.size()),
         in_host_memory ? sim_host_bytes_per_rank(run, fsdp.ab_block > 0 ? async : first, probe) : 0.0}},
       "use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
   if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
