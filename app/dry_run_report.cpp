@@ -10,8 +10,11 @@
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/nn/causal_attention.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/host_memory_limit.hpp"
 #include "engine/train/expected_memory.hpp"
+#include "engine/train/fsdp_run_plan.hpp"
 #include "engine/train/model_factory.hpp"
+#include "engine/train/run_device.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -51,29 +54,66 @@ Expected expected_memory(const FsdpRun& fsdp, BuiltModel& built) {
   return e;
 }
 
-// Prints `text` as a bullet, wrapped at 112 columns with its continuation lines indented.
-void bullet(const std::string& text) {
+// `text` after `first` (its first line's start), its words wrapped at 108 columns, each later line starting with
+// `indent`. A word longer than a line gets a line of its own.
+void print_wrapped(const std::string& first, const std::string& indent, const std::string& text) {
   constexpr std::size_t kWidth = 108;
-  std::string line = "  -";
+  std::string line = first;
+  bool line_has_words = false;
   std::size_t pos = 0;
   while (pos < text.size()) {
     std::size_t next = text.find(' ', pos);
     if (next == std::string::npos) next = text.size();
     const std::string word = text.substr(pos, next - pos);
-    if (line.size() + 1 + word.size() > kWidth && line.size() > 4) {
+    if (line.size() + 1 + word.size() > kWidth && line_has_words) {
       std::printf("%s\n", line.c_str());
-      line = "   ";
+      line = indent;
     }
     line += " " + word;
+    line_has_words = true;
     pos = next + 1;
   }
   std::printf("%s\n", line.c_str());
 }
 
+// `text` as a bullet ("  - ..."), its continuation lines indented under its first word.
+void bullet(const std::string& text) { print_wrapped("  -", "   ", text); }
+
 std::string fixed(double value, int digits) {
   char text[64];
   std::snprintf(text, sizeof text, "%.*f", digits, value);
   return text;
+}
+
+// A dry run plans the run that drops --dry-run. On the sim device that run keeps its memory in this host's RAM and is
+// refused before it starts where it would not fit (check_sim_host_memory, fsdp_run_plan.hpp): say which, with the
+// same figures. Ranks as threads only: where ranks are processes, the processes on the host decide together.
+void print_host_memory_fit(const FsdpRun& fsdp, const PresetCatalog& presets, BuiltModel& built) {
+  const RunConfig& run = fsdp.run;
+  double per_rank = 0;
+  try {
+    if (run.comm != "local" || run_device_spec(run, presets, /*dry_run=*/false).kind != DeviceKind::sim) return;
+    FsdpOptions options = fsdp.options;
+    if (fsdp.ab_block > 0) options.mode = OverlapMode::async;  // the A/B run's larger schedule, as the plan takes
+    per_rank = sim_host_bytes_per_rank(run, options, built);
+  } catch (const Error&) {
+    return;  // no device to run it on here, or units the memory model does not describe
+  }
+  const double need = per_rank * run.world;
+  const std::string who = "the " + std::to_string(run.world) + (run.world == 1 ? " rank" : " ranks");
+  const std::optional<std::string> refusal = host_memory_refusal(
+      {this_process_memory_request(need)}, who, "plan it with --dry-run, as here, or run it on a larger machine");
+  if (refusal) {
+    print_wrapped("host memory:", " ", "without --dry-run, on the sim device, the run would be refused: " + *refusal);
+    return;
+  }
+  const HostMemoryLimit limit = host_memory_limit();
+  if (limit.bytes <= 0) return;  // nothing bounds it that can be read: the run is not checked either
+  print_wrapped("host memory:", " ",
+                "without --dry-run, on the sim device, " + who + " need about " + fixed(need / 1e9, 3) +
+                    " GB of this host's memory (" + fixed(per_rank / 1e9, 3) +
+                    " GB each: memory_model.hpp's bound, above the peak), and this process may use " +
+                    fixed(limit.bytes / 1e9, 3) + " GB (" + limit.source + "): it fits");
 }
 
 // This run's figures for the lecture's slide, every one read from the ledger or the model.
@@ -285,6 +325,7 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets,
       "also holds the units its prefetch and --max-inflight allow, and parks freed buffers until their last\n"
       "user is done%s.\n",
       e.activations_counted ? "" : "; '-': activations of this model are not counted there");
+  print_host_memory_fit(fsdp, presets, built);
 
   std::printf("simulated step time (rank 0):");
   for (std::size_t i = 0; i < steps.size() && i < 5; ++i)

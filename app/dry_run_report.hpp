@@ -1,7 +1,8 @@
 // dry_run_report.hpp — what `fsdplab run --dry-run` prints after its steps: rank 0's memory, the peak
 // of each ledger tag (param_shard, param_full, grad_shard, grad_full, optim_state, activation,
 // comm_buffer, workspace) beside the analytic model of engine/fsdp/memory_model.hpp where it applies,
-// under CPU offload the host ledger's peaks beside them (where the shards went), the steps' simulated times, the
+// under CPU offload the host ledger's peaks beside them (where the shards went), whether the run without --dry-run
+// would fit in this host's memory on the sim device (ranks as threads), the steps' simulated times, the
 // collectives rank 0 issued in each step, and for Llama 70B on 128 ranks the lecture's figures next to ours with a line
 // for each place we differ and why.
 #pragma once
