@@ -42,7 +42,8 @@ struct HostMemoryBound {
   // Whether the processes on this host share it (the RAM, the free memory, a cgroup's limit: the processes of one
   // group share that group's), or it is this process's own (an rlimit).
   bool host_wide = true;
-  // Whether `bytes` is what is free beyond what the processes hold already (MemAvailable), not all they may hold.
+  // Whether `bytes` is what is free beyond what the processes hold already (MemAvailable; what a cgroup has free),
+  // not all they may hold.
   bool beyond_held = false;
 };
 
