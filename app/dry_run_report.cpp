@@ -101,13 +101,14 @@ void print_host_memory_fit(const FsdpRun& fsdp, const PresetCatalog& presets, Bu
   }
   const double need = per_rank * run.world;
   const std::string who = "the " + std::to_string(run.world) + (run.world == 1 ? " rank" : " ranks");
-  const std::optional<std::string> refusal = host_memory_refusal(
-      {this_process_memory_request(need)}, who, "plan it with --dry-run, as here, or run it on a larger machine");
+  const ProcessMemoryRequest request = this_process_memory_request(need);
+  const std::optional<std::string> refusal =
+      host_memory_refusal({request}, who, "plan it with --dry-run, as here, or run it on a larger machine");
   if (refusal) {
     print_wrapped("host memory:", " ", "without --dry-run, on the sim device, the run would be refused: " + *refusal);
     return;
   }
-  const HostMemoryLimit limit = host_memory_limit();
+  const HostMemoryLimit limit = host_memory_limit_of(request);  // the bounds the verdict read, not read again
   if (limit.bytes <= 0) return;  // nothing bounds it that can be read: the run is not checked either
   print_wrapped("host memory:", " ",
                 "without --dry-run, on the sim device, " + who + " need about " + fixed(need / 1e9, 3) +

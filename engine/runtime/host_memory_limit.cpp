@@ -53,16 +53,27 @@ constexpr CgroupFiles kCgroupV2{"memory.max", "memory.current", "active_file", "
 constexpr CgroupFiles kCgroupV1{"memory.limit_in_bytes", "memory.usage_in_bytes", "total_active_file",
                                 "total_inactive_file", "cgroup v1"};
 
-// The value of `key` in a memory.stat ("key bytes" lines); nullopt where it has none.
-std::optional<std::uint64_t> memory_stat_value(std::string_view text, std::string_view key) {
+// The whole of a file of keyed lines (/proc/meminfo, memory.stat); empty where it cannot be read, so no key is found.
+std::string whole_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// What follows `key` on the first line of `text` that starts with it; nullopt where no line does.
+std::optional<std::string_view> after_key(std::string_view text, std::string_view key) {
   for (std::size_t start = 0; start < text.size();) {
     const std::size_t newline = std::min(text.find('\n', start), text.size());
     const std::string_view line = text.substr(start, newline - start);
     start = newline + 1;
-    if (line.size() > key.size() && line.starts_with(key) && line[key.size()] == ' ')
-      return parse_cgroup_memory_limit(line.substr(key.size() + 1));
+    if (line.starts_with(key)) return line.substr(key.size());
   }
   return std::nullopt;
+}
+
+// The value of `key` in a memory.stat ("key bytes" lines); nullopt where it has none.
+std::optional<std::uint64_t> memory_stat_value(std::string_view text, std::string_view key) {
+  const auto value = after_key(text, std::string(key) + ' ');
+  return value ? parse_cgroup_memory_limit(*value) : std::nullopt;
 }
 
 // What a group with a limit has free: its limit less what its processes use, their page cache counted free (the
@@ -72,8 +83,7 @@ std::optional<std::uint64_t> cgroup_free_bytes(const std::filesystem::path& fold
                                                const CgroupFiles& files) {
   const auto usage_text = read_small_file(folder / files.usage);
   const auto usage = usage_text ? parse_cgroup_memory_limit(*usage_text) : std::nullopt;
-  std::ifstream in(folder / "memory.stat");
-  const std::string stat{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const std::string stat = whole_file(folder / "memory.stat");
   const auto active = memory_stat_value(stat, files.active_file);
   const auto inactive = memory_stat_value(stat, files.inactive_file);
   if (!usage || !active || !inactive) return std::nullopt;
@@ -136,21 +146,14 @@ void read_rlimit(std::vector<HostMemoryBound>& bounds, int resource, const char*
 }  // namespace
 
 std::optional<std::uint64_t> parse_meminfo_available(std::string_view text) {
-  constexpr std::string_view kKey = "MemAvailable:";
-  for (std::size_t start = 0; start < text.size();) {
-    const std::size_t newline = std::min(text.find('\n', start), text.size());
-    std::string_view line = text.substr(start, newline - start);
-    start = newline + 1;
-    if (!line.starts_with(kKey)) continue;
-    line.remove_prefix(kKey.size());
-    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
-    std::uint64_t kilobytes = 0;
-    const auto [after, error] = std::from_chars(line.data(), line.data() + line.size(), kilobytes);
-    if (error != std::errc() || line.substr(static_cast<std::size_t>(after - line.data())) != " kB")
-      return std::nullopt;
-    return kilobytes * 1024;
-  }
-  return std::nullopt;
+  std::optional<std::string_view> value = after_key(text, "MemAvailable:");
+  if (!value) return std::nullopt;
+  while (!value->empty() && value->front() == ' ') value->remove_prefix(1);
+  std::uint64_t kilobytes = 0;
+  const auto [after, error] = std::from_chars(value->data(), value->data() + value->size(), kilobytes);
+  if (error != std::errc() || value->substr(static_cast<std::size_t>(after - value->data())) != " kB")
+    return std::nullopt;
+  return kilobytes * 1024;
 }
 
 std::optional<std::uint64_t> parse_cgroup_memory_limit(std::string_view text) {
@@ -167,9 +170,7 @@ std::vector<HostMemoryBound> host_memory_bounds(const HostMemorySources& sources
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && page > 0)
       add_bound(bounds, static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page), "this host's RAM");
-    std::ifstream in(sources.meminfo);
-    const std::string meminfo{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    if (const auto available = parse_meminfo_available(meminfo))
+    if (const auto available = parse_meminfo_available(whole_file(sources.meminfo)))
       add_bound(bounds, *available, "the memory this host has free (MemAvailable in " + sources.meminfo.string() + ")",
                 /*host_wide=*/true, /*beyond_held=*/true);
   }
@@ -182,10 +183,13 @@ std::vector<HostMemoryBound> host_memory_bounds(const HostMemorySources& sources
 }
 
 HostMemoryLimit host_memory_limit(const HostMemorySources& sources) {
+  return host_memory_limit_of({0, 0, resident_bytes(), host_memory_bounds(sources)});
+}
+
+HostMemoryLimit host_memory_limit_of(const ProcessMemoryRequest& process) {
   HostMemoryLimit limit;
-  const double held = resident_bytes();
-  for (const HostMemoryBound& bound : host_memory_bounds(sources)) {
-    const double bytes = bound.bytes + (bound.beyond_held ? held : 0);
+  for (const HostMemoryBound& bound : process.bounds) {
+    const double bytes = bound.bytes + (bound.beyond_held ? process.held : 0);
     if (limit.bytes > 0 && limit.bytes <= bytes) continue;
     limit.bytes = bytes;
     limit.source = bound.source + (bound.beyond_held ? " with what this process holds" : "");

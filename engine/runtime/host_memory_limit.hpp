@@ -67,6 +67,10 @@ struct ProcessMemoryRequest {
 };
 ProcessMemoryRequest this_process_memory_request(double need, int rank = 0);
 
+// The smallest of a process's bounds, as the most it may hold (a bound of free memory with what it holds): what
+// host_memory_limit reads, from a request already read.
+HostMemoryLimit host_memory_limit_of(const ProcessMemoryRequest& process);
+
 // [Note: processes on one host share its memory]
 // Ranks that are threads of one process are counted together by the process (its `need` is all of theirs). Ranks
 // that are processes (`mpirun -np 4 fsdplab run --comm mpi`) each read the same host, and four that each fit in
