@@ -4,9 +4,12 @@
 //
 // The watch counts calls to pthread_create, which every thread of this process (std::thread's, OpenBLAS's) starts
 // with: this executable defines pthread_create, and the dynamic linker binds libstdc++'s and every library's calls
-// to the executable's definition before libc's, which it then calls. Not counted: the threads NVIDIA's libraries
-// start for themselves when a cuda instance of a test first touches the GPU (a TSan build has no CUDA). A sanitizer
-// intercepts pthread_create the same way and must see every thread, so a sanitized build leaves the watch out.
+// to the executable's definition before libc's, which it then calls. Not counted: the cuda instances of tests (named
+// "cuda" or "..._cuda" by test_support.hpp's device_param_name and run_on_each_device.hpp), which a TSan build never
+// runs (it has no CUDA), so the threads they start (the CUPTI tracer's flusher; NVIDIA's libraries' own, or
+// compute-sanitizer's under it) cannot hide from it; nor, in any test, the threads NVIDIA's libraries start when a
+// test asks whether a GPU is usable. A sanitizer intercepts pthread_create the same way and must see every thread, so
+// a sanitized build leaves the watch out.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 
 #include <dlfcn.h>
@@ -35,7 +38,7 @@ class SingleThreadedFilesWatch : public testing::EmptyTestEventListener {
 
   void OnTestEnd(const testing::TestInfo& test) override {
     const long started = g_thread_starts.load() - starts_at_test_start_;
-    if (started == 0) return;
+    if (started == 0 || std::string_view(test.name()).ends_with("cuda")) return;
     const std::string file = test.file();
     for (const std::string& name : listed_) {
       if (!file.ends_with("/" + name)) continue;

@@ -67,10 +67,12 @@ void Dashboard::draw_title() {
     const std::string nodes = s.nodes.ranks_per_node > 0 ? " · " + s.nodes.describe("") : "";
     // Only gpt2 and llama have named sizes; a preset left over from another model says nothing about mlp or toy.
     const std::string model = s.model + (model_has_named_sizes(s.model) ? " " + s.preset : "");
-    ImGui::Text("fsdplab · %s · W=%d · %s%s%s%s · %s · impl: %s · %s", model.c_str(),
-                s.world, s.device_preset.c_str(), s.link_preset.empty() ? "" : " + ", s.link_preset.c_str(),
-                nodes.c_str(), std::string(comparison_name(s.comparison)).c_str(), s.fsdp.impl.c_str(),
-                session_->where().c_str());
+    // On sim the preset is the device simulated; on cuda the GPU is real (where() names it) and the preset only gives
+    // the cost model's figures and the emulated link's default.
+    const std::string device = s.device == "sim" ? s.device_preset : "cost model " + s.device_preset;
+    ImGui::Text("fsdplab · %s · W=%d · %s%s%s%s · %s · impl: %s · %s", model.c_str(), s.world, device.c_str(),
+                s.link_preset.empty() ? "" : " + ", s.link_preset.c_str(), nodes.c_str(),
+                std::string(comparison_name(s.comparison)).c_str(), s.fsdp.impl.c_str(), session_->where().c_str());
   } else if (remote_) {
     ImGui::Text("fsdplab gui --listen %s · %zu run(s) · %zu events", remote_->listener().address().c_str(),
                 remote_->store().sources().size(), remote_->store().event_count());
