@@ -19,8 +19,7 @@
 #   FSDPLAB=path   the fsdplab to run (default build/app/fsdplab, built first if missing)
 #   RUN_LIMIT=s    each run's time limit in seconds (default 240): a run that fails or hangs is marked in its row
 #                  and the others still run
-# About 4 to 5 minutes on an H100 (3 to 4 before the f32 flash rows and PyTorch's kernel tables; an estimate, not yet
-# timed); torch.compile's compilation is the longest part.
+# 166 s on an H200 (2026-12-04, RUN_LIMIT=110, which no run reached).
 set -uo pipefail
 # LOG and FSDPLAB are paths from where the script was started; the runs go from the repository root.
 log=$(realpath -m "${1:-bench_gpu.log}")
