@@ -48,14 +48,9 @@ run() {
   echo "${PIPESTATUS[0]}" >"$out/$name.status"
 }
 
-if commit=$(git rev-parse --short HEAD 2>/dev/null); then
-  git diff --quiet HEAD || commit+=" with uncommitted changes"
-else
-  commit="unknown (no git checkout here)"
-fi
-echo "bench_gpu.sh at $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, arguments: ${*:-(none)}"
+echo "bench_gpu.sh at $(date -u '+%Y-%m-%d %H:%M UTC'), arguments: ${*:-(none)}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not found"
-"$fsdplab" devices
+"$fsdplab" devices  # its last line: the commit fsdplab was built from
 
 run torch_f32 python3 scripts/pytorch_gpt2_eager.py --kernels "$@"
 run torch_bf16 python3 scripts/pytorch_gpt2_eager.py --dtype bf16 --kernels "$@"

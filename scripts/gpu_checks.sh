@@ -86,7 +86,7 @@ run_args=(run --device cuda --model gpt2 --world 2 --steps 3 --cupti off)
 attention_tests='*Attention*cuda*'
 tests=$build/tests
 {
-  echo "gpu_checks.sh at $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "gpu_checks.sh at $(date -u '+%Y-%m-%d %H:%M UTC'), $("$build/app/fsdplab" devices | grep '^fsdplab built from')"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not found"
 } | tee "$summary"
 
