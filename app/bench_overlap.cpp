@@ -32,6 +32,7 @@
 #include <tuple>
 #include <vector>
 
+#include "app/exposed_communication.hpp"
 #include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
@@ -169,43 +170,6 @@ void print_row_numbers(const Row& row) {
               static_cast<double>(row.async.comm) / static_cast<double>(std::max<SimTime>(row.compute, 1)),
               ms(row.sync.step), ms(row.async.step), ms(row.ideal()), eta, row.overlap_percent(), ms(row.exposed()),
               static_cast<double>(row.async.gathered) / 1e6);
-}
-
-// The exposed communication of one ASYNC step, collective by collective: where the overlap falls short.
-void print_exposed_breakdown(const StepTimes& async) {
-  std::vector<TimeInterval> compute;
-  SimTime first = async.events.empty() ? 0 : async.events.front().begin;
-  for (const TraceEvent& e : async.events) {
-    if (e.category == OpCategory::compute) compute.push_back({e.begin, e.end});
-    first = std::min(first, e.begin);
-  }
-  compute = merge_intervals(std::move(compute));
-  struct Exposed {
-    const TraceEvent* event;
-    SimTime exposed;
-  };
-  std::vector<Exposed> exposed;
-  SimTime total = 0;
-  for (const TraceEvent& e : async.events) {
-    if (!is_communication(e.category)) continue;
-    const std::array<TimeInterval, 1> self = {TimeInterval{e.begin, e.end}};
-    const SimTime hidden = intersection(self, compute);
-    if (e.end - e.begin - hidden > 0) exposed.push_back({&e, e.end - e.begin - hidden});
-    total += e.end - e.begin - hidden;
-  }
-  std::stable_sort(exposed.begin(), exposed.end(),
-                   [](const Exposed& a, const Exposed& b) { return a.exposed > b.exposed; });
-  if (exposed.size() > 6) exposed.resize(6);
-  std::sort(exposed.begin(), exposed.end(),
-            [](const Exposed& a, const Exposed& b) { return a.event->begin < b.event->begin; });
-  std::printf(
-      "Exposed communication of that ASYNC step, %.3f ms in all; the largest parts (time from the step's start):\n",
-      ms(total));
-  for (const Exposed& x : exposed) {
-    const TraceEvent& e = *x.event;
-    std::printf("  %-48s  %-9s  at %9.3f ms, %8.3f ms long, %8.3f ms exposed\n", e.name.c_str(), e.phase.c_str(),
-                ms(e.begin - first), ms(e.end - e.begin), ms(x.exposed));
-  }
 }
 
 // What every table of the bench shares: the checked options, the catalogue of the link at each swept
@@ -392,7 +356,9 @@ void bench_overlap(const OverlapBenchOptions& bench) {
     std::printf("  links busy: %.3f ms within the node, %.3f ms between nodes (|comm| %.3f ms)\n",
                 busy(RankLink::in_node), busy(RankLink::between_nodes), ms(headline.async.union_of_comm));
   }
-  print_exposed_breakdown(headline.async);
+  const std::vector<int> headline_step = {headline.async.events.empty() ? 0 : headline.async.events.front().step};
+  print_exposed_communication(exposed_communication(headline.async.events, 0, headline_step),
+                              "Exposed communication of that ASYNC step");
   if (!bench.trace_path.empty()) {
     TraceData trace;
     measure(bench, async, catalog, base.name, runs.inter_node_of(base.name), &trace);

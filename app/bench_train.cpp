@@ -11,7 +11,8 @@
 // With W >= 2 (FSDP, ranks as threads; on cuda they share one GPU) it runs SYNC and ASYNC and, with an
 // emulated link on cuda, the ASYNC schedule without it (compute: what the step takes when communication
 // is nearly free) to give ideal = max(compute, comm) and eta = (T_sync - T_async) / (T_sync - ideal), with
-// comm the link's busy time (the sum of rank 0's collectives, which take the link one at a time).
+// comm the link's busy time (the sum of rank 0's collectives, which take the link one at a time). Then where
+// the ASYNC step's communication went unhidden, collective by collective (exposed_communication.hpp).
 #include "app/bench_train.hpp"
 
 #include <algorithm>
@@ -74,8 +75,12 @@ TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfi
       m.gemm_flops += e.flops;
     }
   }
-  for (int s = bench.warmup; s < bench.warmup + bench.steps; ++s)
+  std::vector<int> measured_steps;
+  for (int s = bench.warmup; s < bench.warmup + bench.steps; ++s) {
     m.comm_ms += ns_to_ms(communication_time(trained.rank0_events, 0, s));
+    measured_steps.push_back(s);
+  }
+  m.exposed = exposed_communication(trained.rank0_events, 0, measured_steps);
   const double n = static_cast<double>(bench.steps);
   m.gemm_ms /= n;
   m.gemm_flops /= n;
@@ -173,9 +178,13 @@ void bench_train(const TrainBenchOptions& bench) {
   const TrainMeasurement async = measure_training(bench, run, &async_options);
   print_row("SYNC", sync, tokens, peak);
   print_row("ASYNC", async, tokens, peak);
+  const std::string exposed_heading = "\nExposed communication of rank 0's ASYNC step (the mean of the " +
+                                      std::to_string(bench.steps) + " measured steps, from its ops' " +
+                                      (on_gpu ? "CUDA-event spans)" : "virtual times)");
   if (!(on_gpu && bench.emulate_link)) {
     std::printf("\neta needs the step without communication: on cuda run with --emulate-link (the compute row is then "
                 "the ASYNC step without it); on sim, `fsdplab bench --what overlap` measures it on a free link.\n");
+    print_exposed_communication(async.exposed, exposed_heading);
     return;
   }
   RunConfig free_link = run;
@@ -187,6 +196,7 @@ void bench_train(const TrainBenchOptions& bench) {
               sync.step_ms, async.step_ms, compute.step_ms, async.comm_ms, ideal,
               sync.step_ms > ideal ? std::to_string((sync.step_ms - async.step_ms) / (sync.step_ms - ideal)).c_str()
                                    : "undefined (SYNC is not slower than ideal)");
+  print_exposed_communication(async.exposed, exposed_heading);
 }
 
 }  // namespace fsdplab::app

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "app/exposed_communication.hpp"
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/device.hpp"
@@ -68,6 +69,7 @@ struct TrainMeasurement {
   double gemm_ms = 0;   // per step, rank 0
   double gemm_flops = 0;
   double comm_ms = 0;   // per step, rank 0: the link's busy time
+  ExposedCommunication exposed;  // rank 0's, the mean of the measured steps
 };
 TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfig& run,
                                   const FsdpOptions* fsdp_options);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <map>
 #include <optional>
 #include <utility>
@@ -97,6 +98,71 @@ std::vector<OverlapMetrics> measure_groups(std::span<const TraceEvent> events, K
 
 std::vector<OverlapMetrics> metrics_per_rank(std::span<const TraceEvent> events) {
   return measure_groups(events, [](const TraceEvent& e) { return std::optional(std::pair(e.rank, -1)); });
+}
+
+std::vector<ExposedCollective> exposed_collectives(std::span<const TraceEvent> step_events) {
+  std::vector<TimeInterval> compute;
+  for (const TraceEvent& e : step_events)
+    if (e.category == OpCategory::compute) compute.push_back({e.begin, e.end});
+  compute = merge_intervals(std::move(compute));
+  std::vector<ExposedCollective> out;
+  for (std::size_t i = 0; i < step_events.size(); ++i) {
+    const TraceEvent& e = step_events[i];
+    if (!is_communication(e.category)) continue;
+    const std::array<TimeInterval, 1> self = {TimeInterval{e.begin, e.end}};
+    const SimTime exposed = e.end - e.begin - intersection(self, compute);
+    if (exposed > 0) out.push_back({i, exposed});
+  }
+  return out;
+}
+
+ExposedCommunication exposed_communication(std::span<const TraceEvent> events, int rank, std::span<const int> steps,
+                                           std::size_t largest) {
+  // Summed over the steps, keyed by (name, phase): "at" over the `seen` steps the part was exposed in, and "first",
+  // its earliest start, for the order the parts ran in.
+  struct Sums {
+    SimTime at = 0, length = 0, exposed = 0;
+    SimTime seen = 0;
+    SimTime first = std::numeric_limits<SimTime>::max();
+  };
+  std::map<std::pair<std::string, std::string>, Sums> parts;
+  ExposedCommunication out;
+  for (int step : steps) {
+    std::vector<TraceEvent> of_step;
+    for (const TraceEvent& e : events)
+      if (e.rank == rank && e.step == step) of_step.push_back(e);
+    if (of_step.empty()) continue;
+    SimTime start = of_step.front().begin;
+    for (const TraceEvent& e : of_step) start = std::min(start, e.begin);
+    std::map<std::pair<std::string, std::string>, SimTime> first_in_step;
+    for (const ExposedCollective& c : exposed_collectives(of_step)) {
+      const TraceEvent& e = of_step[c.event];
+      Sums& sums = parts[{e.name, e.phase}];
+      auto [first, inserted] = first_in_step.try_emplace({e.name, e.phase}, e.begin - start);
+      if (inserted) {
+        sums.at += first->second;
+        ++sums.seen;
+      }
+      sums.first = std::min(sums.first, e.begin - start);
+      sums.length += e.end - e.begin;
+      sums.exposed += c.exposed;
+      out.total += c.exposed;
+    }
+  }
+  const SimTime n = static_cast<SimTime>(std::max<std::size_t>(steps.size(), 1));
+  out.total /= n;
+  std::vector<std::pair<SimTime, ExposedPart>> ranked;  // (first seen, part)
+  for (const auto& [key, sums] : parts)
+    ranked.push_back({sums.first, {key.first, key.second, sums.at / sums.seen, sums.length / n, sums.exposed / n}});
+  // In the order they ran, so that of parts exposed alike the earliest is kept.
+  const auto by_first = [](const auto& a, const auto& b) { return a.first < b.first; };
+  std::sort(ranked.begin(), ranked.end(), by_first);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.second.exposed > b.second.exposed; });
+  if (ranked.size() > largest) ranked.resize(largest);
+  std::sort(ranked.begin(), ranked.end(), by_first);
+  for (auto& [first, part] : ranked) out.largest.push_back(std::move(part));
+  return out;
 }
 
 std::vector<OverlapMetrics> metrics_per_step(std::span<const TraceEvent> events) {

@@ -13,7 +13,9 @@
 // our exported files come out slightly different; with whole-microsecond times they are the same.
 #pragma once
 #include <array>
+#include <cstddef>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/trace/trace_event.hpp"
@@ -54,6 +56,35 @@ struct OverlapMetrics {
 std::vector<OverlapMetrics> metrics_per_rank(std::span<const TraceEvent> events);
 // One entry per (rank, step) with step >= 0, in rank then step order: each step's events alone.
 std::vector<OverlapMetrics> metrics_per_step(std::span<const TraceEvent> events);
+
+// A collective and the part of its time that no compute covered: one term of the exposed communication.
+struct ExposedCollective {
+  std::size_t event = 0;  // its index in the events given
+  SimTime exposed = 0;
+};
+// The collectives among `step_events` (one rank's events of one step) that compute did not cover whole, in the
+// events' order, each with the time of it left uncovered: where a step's exposed communication lies. Where the
+// collectives take one link in turn, their exposed times add up to |comm| - |comm ∩ compute|.
+std::vector<ExposedCollective> exposed_collectives(std::span<const TraceEvent> step_events);
+
+// One part of a step's exposed communication: the collectives of one name and phase in a step, how long they ran and
+// how much of that no compute covered, each the mean over the steps read (a step without the part counts 0), and
+// where the first of them began, from the rank's first event of the step (the mean over the steps it was exposed in).
+struct ExposedPart {
+  std::string name;
+  std::string phase;
+  SimTime at = 0;
+  SimTime length = 0;
+  SimTime exposed = 0;
+};
+struct ExposedCommunication {
+  SimTime total = 0;                 // every collective's exposed time, the mean a step
+  std::vector<ExposedPart> largest;  // the parts exposed most (of parts exposed alike, the earliest), in time order
+};
+// `rank`'s events of each step in `steps`, measured with exposed_collectives and grouped into parts. Keeps the
+// `largest` parts exposed most.
+ExposedCommunication exposed_communication(std::span<const TraceEvent> events, int rank, std::span<const int> steps,
+                                           std::size_t largest = 6);
 
 // Each of `rank`'s links' busy time in `step` (-1: every step): the summed durations of its communication
 // events on that link (TraceEvent::link), host lane left out, indexed by RankLink.

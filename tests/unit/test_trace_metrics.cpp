@@ -73,6 +73,52 @@ TEST(TraceMetrics, PartialOverlap) {
   EXPECT_EQ(m.busy, 15);
 }
 
+// Each collective with the part of it no compute covered; one compute covered whole is not listed.
+TEST(TraceMetrics, ExposedCollectivesAreTheUncoveredPartsOfEach) {
+  const std::vector<TraceEvent> events = {compute(0, 10), gather(2, 8), compute(12, 20, Lane::memcpy), gather(5, 15),
+                                          ev(Lane::reduce_scatter, OpCategory::reduce_scatter, 18, 30)};
+  const std::vector<ExposedCollective> exposed = exposed_collectives(events);
+  ASSERT_EQ(exposed.size(), 2u);
+  EXPECT_EQ(exposed[0].event, 3u);  // [5, 15): [10, 12) uncovered
+  EXPECT_EQ(exposed[0].exposed, 2);
+  EXPECT_EQ(exposed[1].event, 4u);  // [18, 30): [20, 30)
+  EXPECT_EQ(exposed[1].exposed, 10);
+}
+
+// Parts are a step's collectives of one name and phase; their figures are means over the steps, a step without the
+// part counting 0, except where it began, the mean of the steps it was exposed in. Other ranks are not read.
+TEST(TraceMetrics, ExposedCommunicationIsTheMeanOverTheStepsPartByPart) {
+  const auto named = [](TraceEvent e, std::string name, std::string phase) {
+    e.name = std::move(name);
+    e.phase = std::move(phase);
+    return e;
+  };
+  std::vector<TraceEvent> events = {
+      ev(Lane::compute, OpCategory::compute, 0, 10, 0, 0),
+      named(ev(Lane::all_gather, OpCategory::all_gather, 8, 14, 0, 0), "gather u1", "forward"),  // 4 exposed
+      ev(Lane::compute, OpCategory::compute, 100, 110, 0, 1),
+      named(ev(Lane::all_gather, OpCategory::all_gather, 108, 118, 0, 1), "gather u1", "forward"),       // 8 exposed
+      named(ev(Lane::reduce_scatter, OpCategory::reduce_scatter, 120, 122, 0, 1), "rs u1", "backward"),  // 2
+      named(ev(Lane::all_gather, OpCategory::all_gather, 0, 50, 1, 0), "gather u1", "forward"),          // rank 1
+  };
+  const std::vector<int> steps = {0, 1};
+  const ExposedCommunication all = exposed_communication(events, 0, steps);
+  EXPECT_EQ(all.total, (4 + 8 + 2) / 2);
+  ASSERT_EQ(all.largest.size(), 2u);
+  EXPECT_EQ(all.largest[0].name, "gather u1");
+  EXPECT_EQ(all.largest[0].at, 8);       // 8 from each step's start
+  EXPECT_EQ(all.largest[0].length, 8);   // (6 + 10) / 2
+  EXPECT_EQ(all.largest[0].exposed, 6);  // (4 + 8) / 2
+  EXPECT_EQ(all.largest[1].name, "rs u1");
+  EXPECT_EQ(all.largest[1].phase, "backward");
+  EXPECT_EQ(all.largest[1].at, 20);      // in step 1 alone
+  EXPECT_EQ(all.largest[1].exposed, 1);  // 2 in one step of two
+  const ExposedCommunication one = exposed_communication(events, 0, steps, 1);
+  ASSERT_EQ(one.largest.size(), 1u);
+  EXPECT_EQ(one.largest[0].name, "gather u1");
+  EXPECT_EQ(one.total, all.total);
+}
+
 // Nested and overlapping events of one kind count once: that is what the union is for.
 TEST(TraceMetrics, NestedEventsCountOnce) {
   const OverlapMetrics m = only_rank({compute(0, 10), compute(2, 4, Lane::memcpy), compute(8, 12, Lane::memcpy),
