@@ -10,7 +10,8 @@
 #   fsdplab bf16 on 2 ranks sharing the GPU, SYNC and ASYNC, without and with an emulated pcie4-no-p2p link (the
 #   latter adds the compute step and eta);
 #   then where the step goes, kernel by kernel: PyTorch's eager f32 and bf16 (pytorch_gpt2_eager.py --kernels, after
-#   their timed steps) and fsdplab's (`bench --what kernels`) in f32, f32 with flash attention, and bf16.
+#   their timed steps) and fsdplab's (`bench --what kernels`) in f32, f32 with flash attention, and bf16;
+#   last, what CUPTI tracing costs and whether its overlap agrees with the CUDA events' (`bench --what cupti`).
 #
 #   bash scripts/bench_gpu.sh [LOG [ARGS...]]
 #     LOG   the log file (default bench_gpu.log, where the script is started); everything is also printed
@@ -65,6 +66,7 @@ run fsdplab_w2_link "$fsdplab" bench --what train --device cuda --precision bf16
 run kernels_f32 "$fsdplab" bench --what kernels --device cuda "$@"
 run kernels_f32_flash "$fsdplab" bench --what kernels --device cuda --attention flash "$@"
 run kernels_bf16 "$fsdplab" bench --what kernels --device cuda --precision bf16 "$@"
+run cupti "$fsdplab" bench --what cupti "$@"
 
 # failed NAME: "failed (exit N)" when the run did not end well, else nothing.
 failed() {
@@ -112,5 +114,12 @@ for name in kernels_f32 kernels_f32_flash kernels_bf16; do
   why=$(failed "$name")
   [[ -n $why ]] && echo "bench --what kernels (${name#kernels_}): $why"
 done
+why=$(failed cupti)
+echo
+if [[ -n $why ]]; then
+  echo "bench --what cupti: $why"
+else
+  grep -E '^(CUPTI on / off|overlap from CUPTI)' "$out/cupti"
+fi
 echo
 echo "log: $log"

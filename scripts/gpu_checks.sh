@@ -27,6 +27,10 @@
 #                    in the order above, the sanitizers last, so a short budget still gets the test suites
 #   ONLY=regex       only the checks whose names match (e.g. ONLY='^(gpu_tests|unit_cuda)$')
 #   SCALE=n          the sanitizers' FSDPLAB_TEST_TIME_SCALE (default 20)
+#   PARALLEL=n       the sanitizer checks n at a time (default 1). They check correctness, not speed, and one GPU
+#                    holds several: on an H200 the nine ran in 190 s six at a time (the slowest, memcheck on the GPU
+#                    tests, 180 s), where one at a time takes about ten minutes. The test suites run first, alone
+#   ARCHIVE=file     also packs DIR into this .tar.gz at the end (one file to carry back from a lent machine)
 set -uo pipefail
 dir=$(realpath -m "${1:-gpu_checks}")
 cd "$(dirname "$0")/.." || exit 1
@@ -35,12 +39,18 @@ limit=${CHECK_LIMIT:-300}
 only=${ONLY:-.}
 budget=${BUDGET:-}
 scale=${SCALE:-20}
+parallel=${PARALLEL:-1}
+archive=${ARCHIVE:+$(realpath -m "$ARCHIVE")}
 mkdir -p "$dir" || { echo "gpu_checks.sh: cannot make $dir" >&2; exit 1; }
+rm -f "$dir"/*.row  # an earlier run's results
 for exe in app/fsdplab tests/fsdplab_gpu_tests tests/fsdplab_unit_tests tests/fsdplab_integration_tests; do
   [[ -x $build/$exe ]] || { echo "gpu_checks.sh: $build/$exe is missing; build first (scripts/build.sh)" >&2; exit 1; }
 done
 summary=$dir/summary.txt
-results=()
+checks=()  # the names of the checks started, in order: each writes its row of the table to DIR/NAME.row
+
+# row NAME VERDICT SECONDS COUNTED: NAME's line of the table, into DIR/NAME.row.
+row() { printf '| %-22s | %-24s | %6d | %s |\n' "$1" "$2" "$3" "$4" >"$dir/$1.row"; }
 
 # check NAME COMMAND...: runs COMMAND into NAME.log under the time limit, unless ONLY leaves it out or the BUDGET
 # is spent.
@@ -48,10 +58,11 @@ check() {
   local name=$1 start status verdict this_limit=$limit
   shift
   [[ $name =~ $only ]] || return 0
+  checks+=("$name")
   if [[ -n $budget ]]; then
     local left=$((budget - SECONDS))
     if ((left < 10)); then
-      results+=("$(printf '| %-22s | %-24s | %6d | %s |' "$name" "NOT RUN: budget spent" 0 "BUDGET=$budget s")")
+      row "$name" "NOT RUN: budget spent" 0 "BUDGET=$budget s"
       echo "== $name: not run, BUDGET=$budget s spent"
       return 0
     fi
@@ -75,8 +86,16 @@ check() {
   else
     counted+=" $(grep -hoE '^\[  (PASSED|FAILED|SKIPPED)  ?\] [0-9]+ tests?' "$dir/$name.log" | tail -3 | tr '\n' ' ')"
   fi
-  results+=("$(printf '| %-22s | %-24s | %6d | %s |' "$name" "$verdict" $((SECONDS - start)) "${counted# }")")
-  echo "   $verdict"
+  row "$name" "$verdict" $((SECONDS - start)) "${counted# }"
+  echo "   $name: $verdict"
+}
+
+# check_beside NAME COMMAND...: check, in the background once fewer than PARALLEL checks run there.
+check_beside() {
+  [[ $1 =~ $only ]] || return 0
+  while (($(jobs -rp | wc -l) >= parallel)); do wait -n; done
+  checks+=("$1")  # the background shell's own record of it is lost with it
+  check "$@" &
 }
 
 # compute-sanitizer follows the test binary's per-test processes, and exits 99 on any error it finds.
@@ -96,23 +115,28 @@ check integration_cuda "$tests/fsdplab_integration_tests" --gtest_filter='*cuda*
 [[ -x $tests/fsdplab_ui_tests ]] && check ui_cuda "$tests/fsdplab_ui_tests" --gtest_filter='DashboardLive.OnTheGpu*'
 check screenshot_cuda "$build/app/fsdplab" gui --device cuda --screenshot "$dir/dashboard-cuda.png" --steps 10
 for tool in memcheck racecheck synccheck; do
-  check "${tool}_attention" "${sanitizer[@]}" "$tool" "$tests/fsdplab_unit_tests" --gtest_filter="$attention_tests"
+  check_beside "${tool}_attention" "${sanitizer[@]}" "$tool" "$tests/fsdplab_unit_tests" --gtest_filter="$attention_tests"
 done
 for tool in memcheck racecheck synccheck; do
   failed_calls=()
   [[ $tool == memcheck ]] && failed_calls=(--report-api-errors no)
-  check "${tool}_gpu_tests" env FSDPLAB_TEST_TIME_SCALE="$scale" "${sanitizer[@]}" "$tool" "${failed_calls[@]}" \
-    "$tests/fsdplab_gpu_tests"
-  check "${tool}_run" "${sanitizer[@]}" "$tool" "$build/app/fsdplab" "${run_args[@]}" --comm-timeout $((5 * scale))
+  check_beside "${tool}_gpu_tests" env FSDPLAB_TEST_TIME_SCALE="$scale" "${sanitizer[@]}" "$tool" \
+    "${failed_calls[@]}" "$tests/fsdplab_gpu_tests"
+  check_beside "${tool}_run" "${sanitizer[@]}" "$tool" "$build/app/fsdplab" "${run_args[@]}" \
+    --comm-timeout $((5 * scale))
 done
+wait
 
 {
   echo
   printf '| %-22s | %-24s | %6s | %s |\n' check result "s" "counted in its log"
   echo "|------------------------|--------------------------|--------|-------------------------------|"
-  printf '%s\n' "${results[@]}"
+  for name in "${checks[@]}"; do
+    [[ -f $dir/$name.row ]] || row "$name" "FAIL: no result" 0 ""
+    cat "$dir/$name.row"
+  done
   echo
   echo "logs: $dir/NAME.log"
 } | tee -a "$summary"
-for r in "${results[@]}"; do [[ $r == *FAIL* || $r == *"NOT RUN"* ]] && exit 1; done
-exit 0
+[[ -n $archive ]] && tar -czf "$archive" -C "$(dirname "$dir")" "$(basename "$dir")"
+! grep -qE 'FAIL|NOT RUN' "$dir"/*.row
