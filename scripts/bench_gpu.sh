@@ -20,7 +20,8 @@
 #   FSDPLAB=path   the fsdplab to run (default build/app/fsdplab, built first if missing)
 #   RUN_LIMIT=s    each run's time limit in seconds (default 240): a run that fails or hangs is marked in its row
 #                  and the others still run
-# 166 s on an H200 (2026-12-04, RUN_LIMIT=110, which no run reached).
+# About 200 s on an H200 (2026-12-04, RUN_LIMIT=110, which no run reached: 166 s, then about 30 s for the
+# bench --what cupti run added after).
 set -uo pipefail
 # LOG and FSDPLAB are paths from where the script was started; the runs go from the repository root.
 log=$(realpath -m "${1:-bench_gpu.log}")
