@@ -5,6 +5,8 @@
 #   unit_cuda          the cuda instances of the unit tests (ops, models, optimizer; flash attention among them)
 #   integration_cuda   the cuda instances of the integration tests (FSDP against the baseline, bf16 bounds)
 #   ui_cuda            the live dashboard on the GPU, headless (DashboardLive.OnTheGpu*)
+#   nccl_run           `fsdplab run --device cuda --comm nccl --world 1 ...`: FSDP over NCCL, ranks as threads
+#   nccl_mpirun        the same under `mpirun -np 1` (NCCL's id sent by MPI); skipped where no mpirun is on PATH
 #   screenshot_cuda    `fsdplab gui --device cuda --screenshot DIR/dashboard-cuda.png --steps 10`, drawn offscreen
 #                      through EGL (app/dashboard/offscreen_gl.hpp: NVIDIA's EGL, or Mesa's where it is installed);
 #                      the copy for assets/ once it passes
@@ -113,6 +115,14 @@ check gpu_tests "$tests/fsdplab_gpu_tests"
 check unit_cuda "$tests/fsdplab_unit_tests" --gtest_filter='*cuda*:*Cuda*'
 check integration_cuda "$tests/fsdplab_integration_tests" --gtest_filter='*cuda*:*Cuda*'
 [[ -x $tests/fsdplab_ui_tests ]] && check ui_cuda "$tests/fsdplab_ui_tests" --gtest_filter='DashboardLive.OnTheGpu*'
+nccl_args=(run --device cuda --comm nccl --world 1 --model gpt2 --preset test-tiny --steps 2)
+check nccl_run "$build/app/fsdplab" "${nccl_args[@]}"
+if command -v mpirun >/dev/null; then
+  check nccl_mpirun mpirun --allow-run-as-root -np 1 "$build/app/fsdplab" "${nccl_args[@]}"
+elif [[ nccl_mpirun =~ $only ]]; then
+  checks+=(nccl_mpirun)
+  row nccl_mpirun "skipped: no mpirun here" 0 "(Open MPI's mpirun is not on PATH)"
+fi
 check screenshot_cuda "$build/app/fsdplab" gui --device cuda --screenshot "$dir/dashboard-cuda.png" --steps 10
 for tool in memcheck racecheck synccheck; do
   check_beside "${tool}_attention" "${sanitizer[@]}" "$tool" "$tests/fsdplab_unit_tests" --gtest_filter="$attention_tests"
