@@ -7,6 +7,7 @@
 #   ui_cuda            the live dashboard on the GPU, headless (DashboardLive.OnTheGpu*)
 #   nccl_run           `fsdplab run --device cuda --comm nccl --world 1 ...`: FSDP over NCCL, ranks as threads
 #   nccl_mpirun        the same under `mpirun -np 1` (NCCL's id sent by MPI); skipped where no mpirun is on PATH
+#                      (scripts/pack_openmpi.sh carries this machine's Open MPI to one without)
 #   screenshot_cuda    `fsdplab gui --device cuda --screenshot DIR/dashboard-cuda.png --steps 10`, drawn offscreen
 #                      through EGL (app/dashboard/offscreen_gl.hpp: NVIDIA's EGL, or Mesa's where it is installed);
 #                      the copy for assets/ once it passes
@@ -118,7 +119,8 @@ check integration_cuda "$tests/fsdplab_integration_tests" --gtest_filter='*cuda*
 nccl_args=(run --device cuda --comm nccl --world 1 --model gpt2 --preset test-tiny --steps 2)
 check nccl_run "$build/app/fsdplab" "${nccl_args[@]}"
 if command -v mpirun >/dev/null; then
-  check nccl_mpirun mpirun --allow-run-as-root -np 1 "$build/app/fsdplab" "${nccl_args[@]}"
+  check nccl_mpirun env OMPI_MCA_btl_vader_single_copy_mechanism=none \
+    mpirun --allow-run-as-root -np 1 "$build/app/fsdplab" "${nccl_args[@]}"
 elif [[ nccl_mpirun =~ $only ]]; then
   checks+=(nccl_mpirun)
   row nccl_mpirun "skipped: no mpirun here" 0 "(Open MPI's mpirun is not on PATH)"
