@@ -3,6 +3,7 @@
 # side in one table:
 #   PyTorch eager f32 (TF32 off); PyTorch eager bf16 autocast + fused AdamW; PyTorch bf16 + torch.compile
 #   (scripts/pytorch_gpt2_eager.py: the same model and step as fsdplab's single-rank baseline);
+#   llm.c's train_gpt2cu in bf16 (scripts/llmc_gpt2.py), where scripts/build_llmc.sh built it into .gpu/llmc/;
 #   fsdplab f32 and bf16 on 1 rank (`bench --what train`), f32 with flash attention (`--attention flash`: the online
 #   softmax PyTorch's f32 SDPA runs, where fsdplab's f32 default is the exact one), and bf16 with the vocabulary
 #   unpadded (`--vocab-multiple 1`: what the padded vocabulary gains, [Note: the padded vocabulary] in
@@ -18,6 +19,7 @@
 #     ARGS  given to every run, e.g. --micro-batch 8 --seq 512, or --preset gpt2-medium; the default is gpt2 (124M),
 #           4 x 1024 tokens a rank, 10 measured steps after 3 warmup
 #   FSDPLAB=path   the fsdplab to run (default build/app/fsdplab, built first if missing)
+#   LLMC=path      llm.c's train_gpt2cu (default .gpu/llmc/train_gpt2cu); without one the llm.c row says so
 #   RUN_LIMIT=s    each run's time limit in seconds (default 240): a run that fails or hangs is marked in its row
 #                  and the others still run
 # About 200 s on an H200 (2026-12-04, RUN_LIMIT=110, which no run reached: 166 s, then about 30 s for the
@@ -27,6 +29,7 @@ set -uo pipefail
 log=$(realpath -m "${1:-bench_gpu.log}")
 (( $# > 0 )) && shift
 [[ -n ${FSDPLAB:-} ]] && FSDPLAB=$(realpath -m "$FSDPLAB")
+[[ -n ${LLMC:-} ]] && LLMC=$(realpath -m "$LLMC")
 cd "$(dirname "$0")/.." || exit 1
 limit=${RUN_LIMIT:-240}
 fsdplab=${FSDPLAB:-build/app/fsdplab}
@@ -57,6 +60,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 run torch_f32 python3 scripts/pytorch_gpt2_eager.py --kernels "$@"
 run torch_bf16 python3 scripts/pytorch_gpt2_eager.py --dtype bf16 --kernels "$@"
 run torch_compile python3 scripts/pytorch_gpt2_eager.py --dtype bf16 --compile "$@"
+llmc=${LLMC:-.gpu/llmc/train_gpt2cu}
+if [[ -x $llmc ]]; then
+  run llmc python3 scripts/llmc_gpt2.py --llmc "$llmc" "$@"
+else
+  echo "not run: no llm.c trainer at $llmc (bash scripts/build_llmc.sh LLMC_SRC, where fsdplab was built)" >"$out/llmc"
+  echo "not built" >"$out/llmc.status"
+fi
 run fsdplab_f32 "$fsdplab" bench --what train --device cuda --world 1 "$@"
 run fsdplab_f32_flash "$fsdplab" bench --what train --device cuda --world 1 --attention flash "$@"
 run fsdplab_bf16 "$fsdplab" bench --what train --device cuda --precision bf16 --world 1 "$@"
@@ -73,7 +83,11 @@ run cupti "$fsdplab" bench --what cupti "$@"
 failed() {
   local status
   status=$(cat "$out/$1.status")
-  [[ $status == 0 ]] || echo "failed (exit $status$([[ $status == 124 ]] && echo ", past ${limit} s"))"
+  if [[ $status == "not built" ]]; then
+    cat "$out/$1"
+  elif [[ $status != 0 ]]; then
+    echo "failed (exit $status$([[ $status == 124 ]] && echo ", past ${limit} s"))"
+  fi
 }
 # row LABEL NAME [TABLE_ROW]: a line of the summary from run NAME's output: pytorch_gpt2_eager.py's "step X ms,
 # tokens/s Y", or the row TABLE_ROW of fsdplab's table (| run | step (ms) | tokens/s | ...), and its eta if it printed one.
@@ -87,7 +101,9 @@ row() {
   eta=-
   [[ $table_row == ASYNC ]] && eta=$(sed -n 's/.*: eta = \([0-9]*\.[0-9]\{3\}\).*/\1/p; s/.*: eta = undefined.*/undefined/p' "$out/$name")
   why=$(failed "$name")
-  if [[ -n $why || -z ${step:-} ]]; then
+  if [[ $why == "not run"* ]]; then
+    printf '| %-52s | %s |\n' "$label" "$why"
+  elif [[ -n $why || -z ${step:-} ]]; then
     printf '| %-52s | %s |\n' "$label" "${why:-no figures in its output} (see \$ above)"
   else
     printf '| %-52s | %9s | %9s | %-5s |\n' "$label" "$step" "$tokens" "${eta:--}"
@@ -102,6 +118,7 @@ echo "|------------------------------------------------------|-----------|------
 row "PyTorch eager, f32 (TF32 off)" torch_f32
 row "PyTorch eager, bf16 autocast + fused AdamW" torch_bf16
 row "PyTorch, bf16 autocast + fused AdamW + torch.compile" torch_compile
+row "llm.c train_gpt2cu, bf16, no cuDNN" llmc
 row "fsdplab, f32, 1 rank" fsdplab_f32 single
 row "fsdplab, f32, 1 rank, flash attention" fsdplab_f32_flash single
 row "fsdplab, bf16, 1 rank" fsdplab_bf16 single
