@@ -19,8 +19,8 @@ import subprocess
 import sys
 import tempfile
 
-DEPTHS = {"gpt2": 12, "gpt2-medium": 24, "gpt2-large": 36, "gpt2-xl": 48}  # llm.c's -e dN, as fsdplab's presets
-VOCAB = 50257
+from gpt2_bench_args import SIZES, VOCAB, add_step_arguments, check_step_arguments
+
 DATA_MAGIC, DATA_VERSION = 20240520, 1  # llm.c's token files: 256 int32 of header, then uint16 tokens
 # llm.c's line for each step: "step    4/13 | loss 10.98 (+nanz)| norm ... | lr 1.00e-03 | 15.81 ms | ...".
 STEP_LINE = re.compile(r"^step\s+(\d+)/\d+ \|.*\| ([0-9.]+) ms \|")
@@ -36,20 +36,10 @@ def write_tokens(path, count, seed=0):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="gpt2", choices=sorted(DEPTHS))
-    parser.add_argument("--micro-batch", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=1024)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
+    add_step_arguments(parser)
     parser.add_argument("--llmc", default=".gpu/llmc/train_gpt2cu", help="llm.c's train_gpt2cu")
     args = parser.parse_args()
-    for name in ("micro_batch", "seq", "steps"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: expected at least 1")
-    if args.warmup < 0:
-        parser.error(f"--warmup {args.warmup}: expected 0 or more")
-    if args.seq > 1024:
-        parser.error(f"--seq {args.seq}: expected at most GPT-2's context of 1024 tokens")
+    check_step_arguments(parser, args)
     if not os.access(args.llmc, os.X_OK):
         raise SystemExit(f"llmc_gpt2.py: no llm.c trainer at {args.llmc}; build it with bash scripts/build_llmc.sh")
     total = args.warmup + args.steps
@@ -57,7 +47,8 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         data = os.path.join(work, "tokens.bin")
         write_tokens(data, (total + 1) * tokens + 1)
-        command = [os.path.abspath(args.llmc), "-e", f"d{DEPTHS[args.preset]}", "-i", data, "-j", data,
+        # -e dN: llm.c's GPT-2 of N layers, from its random initialisation.
+        command = [os.path.abspath(args.llmc), "-e", f"d{SIZES[args.preset][0]}", "-i", data, "-j", data,
                    "-b", str(args.micro_batch), "-t", str(args.seq), "-x", str(total), "-l", "1e-3",
                    "-v", str(total + 1), "-m", "1", "-s", "0", "-h", "0"]
         print("$ " + " ".join(command), flush=True)

@@ -25,12 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SIZES = {  # (layers, heads, width), as fsdplab's gpt2 presets (engine/nn/gpt2_model.cpp)
-    "gpt2": (12, 12, 768),
-    "gpt2-medium": (24, 16, 1024),
-    "gpt2-large": (36, 20, 1280),
-    "gpt2-xl": (48, 25, 1600),
-}
+from gpt2_bench_args import CONTEXT, SIZES, VOCAB, add_step_arguments, check_step_arguments
 
 
 class Block(nn.Module):
@@ -54,7 +49,7 @@ class Block(nn.Module):
 
 
 class GPT2(nn.Module):
-    def __init__(self, layers, heads, width, vocab=50257, context=1024):
+    def __init__(self, layers, heads, width, vocab=VOCAB, context=CONTEXT):
         super().__init__()
         self.wte = nn.Embedding(vocab, width)
         self.wpe = nn.Embedding(context, width)
@@ -97,24 +92,14 @@ def print_kernel_table(step, steps):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="gpt2", choices=sorted(SIZES))
-    parser.add_argument("--micro-batch", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=1024)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
+    add_step_arguments(parser)
     parser.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
                         help="f32: everything in f32; bf16: torch.autocast to bfloat16 and AdamW(fused=True)")
     parser.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     parser.add_argument("--kernels", action="store_true",
                         help="then profile as many steps again and print the GPU time by kernel")
     args = parser.parse_args()
-    for name in ("micro_batch", "seq", "steps"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: expected at least 1")
-    if args.warmup < 0:
-        parser.error(f"--warmup {args.warmup}: expected 0 or more")
-    if args.seq > 1024:
-        parser.error(f"--seq {args.seq}: expected at most GPT-2's context of 1024 tokens")
+    check_step_arguments(parser, args)
     if not torch.cuda.is_available():
         raise SystemExit("pytorch_gpt2_eager.py: no CUDA GPU visible to PyTorch; run it on the GPU machine")
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -127,8 +112,8 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, **({"fused": True} if bf16 else {}))
     if args.compile:
         model = torch.compile(model)
-    idx = torch.randint(0, 50257, (args.micro_batch, args.seq), device="cuda")
-    targets = torch.randint(0, 50257, (args.micro_batch, args.seq), device="cuda")
+    idx = torch.randint(0, VOCAB, (args.micro_batch, args.seq), device="cuda")
+    targets = torch.randint(0, VOCAB, (args.micro_batch, args.seq), device="cuda")
 
     def train_step():
         optimizer.zero_grad(set_to_none=True)
