@@ -114,6 +114,7 @@ RunConfig TrainBenchOptions::run_config(std::string device_choice) const {
   run.link_preset = link_preset;
   run.emulate_link = emulate_link;
   set_sm_split(run, sm_split);
+  build_model(run);  // an Error now, before a bench prints its header, for a model these options cannot build
   return run;
 }
 

@@ -36,7 +36,8 @@ struct TrainBenchOptions {
   // The run these options measure: model, batch (micro_batch rows per rank), steps (warmup + measured +
   // one more), presets and link, on `device`. The step after the measured ones is run and not measured, so
   // the last measured step prepares the next one's forward as every step mid-training does (FSDP's
-  // next-step prefetch, [Note: per-unit optimizer steps] in engine/fsdp/unit_lifecycle.cpp).
+  // next-step prefetch, [Note: per-unit optimizer steps] in engine/fsdp/unit_lifecycle.cpp). An Error for a
+  // model these options cannot build (build_model: a --seq past the position table, ...).
   RunConfig run_config(std::string device_choice) const;
   // An Error for --sm-split off its default on the sim device, which has no SMs to split (--emulate-link is
   // refused there by run_device_spec).
