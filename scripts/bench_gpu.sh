@@ -23,7 +23,7 @@
 #   RUN_LIMIT=s    each run's time limit in seconds (default 240): a run that fails or hangs is marked in its row
 #                  and the others still run
 # About 200 s on an H200 (2026-12-04, RUN_LIMIT=110, which no run reached: 166 s, then about 30 s for the
-# bench --what cupti run added after).
+# bench --what cupti run added after), and the llm.c run added since (not yet timed).
 set -uo pipefail
 # LOG and FSDPLAB are paths from where the script was started; the runs go from the repository root.
 log=$(realpath -m "${1:-bench_gpu.log}")
@@ -64,8 +64,8 @@ llmc=${LLMC:-.gpu/llmc/train_gpt2cu}
 if [[ -x $llmc ]]; then
   run llmc python3 scripts/llmc_gpt2.py --llmc "$llmc" "$@"
 else
-  echo "not run: no llm.c trainer at $llmc (bash scripts/build_llmc.sh LLMC_SRC, where fsdplab was built)" >"$out/llmc"
-  echo "not built" >"$out/llmc.status"
+  echo "not run: no llm.c trainer at $llmc (bash scripts/build_llmc.sh LLMC_SRC, where fsdplab was built)" \
+    >"$out/llmc.skipped"
 fi
 run fsdplab_f32 "$fsdplab" bench --what train --device cuda --world 1 "$@"
 run fsdplab_f32_flash "$fsdplab" bench --what train --device cuda --world 1 --attention flash "$@"
@@ -83,16 +83,17 @@ run cupti "$fsdplab" bench --what cupti "$@"
 failed() {
   local status
   status=$(cat "$out/$1.status")
-  if [[ $status == "not built" ]]; then
-    cat "$out/$1"
-  elif [[ $status != 0 ]]; then
-    echo "failed (exit $status$([[ $status == 124 ]] && echo ", past ${limit} s"))"
-  fi
+  [[ $status == 0 ]] || echo "failed (exit $status$([[ $status == 124 ]] && echo ", past ${limit} s"))"
 }
 # row LABEL NAME [TABLE_ROW]: a line of the summary from run NAME's output: pytorch_gpt2_eager.py's "step X ms,
-# tokens/s Y", or the row TABLE_ROW of fsdplab's table (| run | step (ms) | tokens/s | ...), and its eta if it printed one.
+# tokens/s Y", or the row TABLE_ROW of fsdplab's table (| run | step (ms) | tokens/s | ...), and its eta if it printed one;
+# for a run never started, why ($out/NAME.skipped).
 row() {
   local label=$1 name=$2 table_row=${3:-} step tokens eta why
+  if [[ -f $out/$name.skipped ]]; then
+    printf '| %-52s | %s |\n' "$label" "$(cat "$out/$name.skipped")"
+    return
+  fi
   if [[ -z $table_row ]]; then
     read -r step tokens < <(sed -n 's/^step \([0-9.]*\) ms, tokens\/s \([0-9]*\)$/\1 \2/p' "$out/$name")
   else
@@ -101,9 +102,7 @@ row() {
   eta=-
   [[ $table_row == ASYNC ]] && eta=$(sed -n 's/.*: eta = \([0-9]*\.[0-9]\{3\}\).*/\1/p; s/.*: eta = undefined.*/undefined/p' "$out/$name")
   why=$(failed "$name")
-  if [[ $why == "not run"* ]]; then
-    printf '| %-52s | %s |\n' "$label" "$why"
-  elif [[ -n $why || -z ${step:-} ]]; then
+  if [[ -n $why || -z ${step:-} ]]; then
     printf '| %-52s | %s |\n' "$label" "${why:-no figures in its output} (see \$ above)"
   else
     printf '| %-52s | %9s | %9s | %-5s |\n' "$label" "$step" "$tokens" "${eta:--}"
