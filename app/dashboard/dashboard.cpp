@@ -62,6 +62,11 @@ void Dashboard::handle_keys() {
 // ---- layout ----------------------------------------------------------------------------------------
 
 void Dashboard::draw_title() {
+  title_lines_ = lines_at_spaces(title_text(), std::max(ImGui::GetContentRegionAvail().x, 1.0f));
+  for (const std::string& line : title_lines_) ImGui::TextUnformatted(line.c_str());
+}
+
+std::string Dashboard::title_text() const {
   if (session_) {
     const SessionSettings& s = session_->settings();
     const std::string nodes = s.nodes.ranks_per_node > 0 ? " · " + s.nodes.describe("") : "";
@@ -70,15 +75,17 @@ void Dashboard::draw_title() {
     // On sim the preset is the device simulated; on cuda the GPU is real (where() names it) and the preset only gives
     // the cost model's figures and the emulated link's default.
     const std::string device = s.device == "sim" ? s.device_preset : "cost model " + s.device_preset;
-    ImGui::Text("fsdplab · %s · W=%d · %s%s%s%s · %s · impl: %s · %s", model.c_str(), s.world, device.c_str(),
-                s.link_preset.empty() ? "" : " + ", s.link_preset.c_str(), nodes.c_str(),
-                std::string(comparison_name(s.comparison)).c_str(), s.fsdp.impl.c_str(), session_->where().c_str());
-  } else if (remote_) {
-    ImGui::Text("fsdplab gui --listen %s · %zu run(s) · %zu events", remote_->listener().address().c_str(),
-                remote_->store().sources().size(), remote_->store().event_count());
-  } else {
-    ImGui::Text("fsdplab view · %zu trace file(s) · %zu events", replay_.files.size(), replay_.store.event_count());
+    const std::string link = s.link_preset.empty() ? "" : " + " + s.link_preset;
+    return "fsdplab · " + model + " · W=" + std::to_string(s.world) + " · " + device + link + nodes + " · " +
+           std::string(comparison_name(s.comparison)) + " · impl: " + s.fsdp.impl + " · " + session_->where();
   }
+  if (remote_) {
+    return "fsdplab gui --listen " + remote_->listener().address() + " · " +
+           std::to_string(remote_->store().sources().size()) + " run(s) · " +
+           std::to_string(remote_->store().event_count()) + " events";
+  }
+  return "fsdplab view · " + std::to_string(replay_.files.size()) + " trace file(s) · " +
+         std::to_string(replay_.store.event_count()) + " events";
 }
 
 void Dashboard::draw_left() {

@@ -43,10 +43,13 @@ class Dashboard {
   FlatParameterPanel& flat_parameters() { return flat_parameters_; }
   ControlsPanel& controls() { return controls_; }
   StepThroughPanel& step_through() { return step_through_; }
+  // The title as the last frame drew it, a line each: wrapped at spaces to the window's width.
+  const std::vector<std::string>& title_lines() const { return title_lines_; }
 
  private:
   void handle_keys();
   void draw_title();
+  std::string title_text() const;
   void draw_left();
   void draw_right();
 
@@ -59,6 +62,7 @@ class Dashboard {
   FlatParameterPanel flat_parameters_;
   ControlsPanel controls_;
   StepThroughPanel step_through_;
+  std::vector<std::string> title_lines_;
 };
 
 }  // namespace fsdplab::app

@@ -295,6 +295,33 @@ TEST(DashboardLive, WhatIsBelowTheRunPanelKeepsItsPlaceAsTheRunsStepAndFinish) {
   EXPECT_EQ(below_run_panel(), before) << "moved when the runs had finished";
 }
 
+// The title line names the model, ranks, device, link, comparison, impl and where the runs compute; in a window
+// narrower than that it wraps at its spaces instead of running past the edge (on cuda it is longer still).
+TEST(DashboardLive, TheTitleWrapsInsteadOfRunningPastTheWindow) {
+  for (const float width : {1600.0f, 560.0f}) {
+    HeadlessImGui imgui(width, 900);
+    SessionSettings settings = tiny_settings(1);
+    settings.fsdp.impl = "3=mutant:never-reshards";
+    Dashboard dashboard(std::make_unique<LiveSession>(settings));
+    frames_until(imgui, dashboard, [&] { return dashboard.session()->finished(); });
+    frames_until(imgui, dashboard, [] { return true; });
+    const std::vector<std::string>& lines = dashboard.title_lines();
+    ASSERT_FALSE(lines.empty());
+    std::string whole;
+    for (const std::string& line : lines) {
+      EXPECT_LE(ImGui::CalcTextSize(line.c_str()).x, width - 2 * ImGui::GetStyle().WindowPadding.x) << line;
+      whole += (whole.empty() ? "" : " ") + line;
+    }
+    EXPECT_EQ(whole.rfind("fsdplab · gpt2 test-tiny · W=2 · ", 0), 0u) << whole;
+    EXPECT_NE(whole.find(" · impl: 3=mutant:never-reshards · "), std::string::npos) << whole;
+    if (width < 1000) {
+      EXPECT_GE(lines.size(), 2u) << whole;
+    } else {
+      EXPECT_EQ(lines.size(), 1u) << whole;
+    }
+  }
+}
+
 // --break: armed before the runs start, so even a one-step run, unpaced, stops at its task's first event
 // (armed after the start, the runs could finish before the first frame).
 TEST(DashboardLive, ABreakInTheSettingsStopsEvenARunOfOneStepAtItsFirstEvent) {
