@@ -44,7 +44,8 @@ def run(root, work, missing=0, exit_code=0):
     os.chmod(trainer, os.stat(trainer).st_mode | stat.S_IEXEC)
     return subprocess.run([sys.executable, os.path.join(root, "scripts", "llmc_gpt2.py"), "--llmc", trainer,
                            "--micro-batch", "2", "--seq", "64", "--steps", "4", "--warmup", "3"],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))  # no __pycache__ in the tree
 
 
 def main():
