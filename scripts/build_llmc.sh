@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # llm.c's GPT-2 trainer (train_gpt2cu, github.com/karpathy/llm.c) for the llm.c row of scripts/bench_gpu.sh: built
-# here, since the GPU machine has no nvcc, as the row is defined (bf16, cuBLAS(Lt) GEMMs, no cuDNN, one GPU), into
-# .gpu/llmc/train_gpt2cu, which travels with the rest of .gpu/ (so run it after ../shared/gpu/pack.sh, which
-# starts .gpu/ afresh).
+# where fsdplab is built, so that a GPU lease spends none of its minutes on it, as the row is defined (bf16,
+# cuBLAS(Lt) GEMMs, no cuDNN, one GPU), into .gpu/llmc/train_gpt2cu, which travels with the rest of .gpu/ (so run it
+# after ../shared/gpu/pack.sh, which starts .gpu/ afresh).
 #   bash scripts/build_llmc.sh LLMC_SRC
 #     LLMC_SRC  a checkout of llm.c (measured: commit f1e2ace, 2025-05); it is copied, never changed
 #   ARCH=nn     the GPU's compute capability (default 90: H100, H200)
