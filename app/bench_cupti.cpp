@@ -108,8 +108,7 @@ void train_once(const TrainBenchOptions& bench, RunConfig run, bool cupti, Setti
   run.cupti = cupti;
   FsdpRun fsdp;
   fsdp.run = run;
-  fsdp.options.param_dtype = parse_dtype(bench.precision);
-  fsdp.options.mode = OverlapMode::async;
+  fsdp.options = bench.async_fsdp_options();
   fsdp.tasks = tasks_for(bench.impl);
   fsdp.keep_op_log = true;  // the CUDA-event spans, whichever the sinks get
   std::vector<TraceRecorder> recorders(static_cast<std::size_t>(run.world));
@@ -191,12 +190,10 @@ void print_span_differences(const Setting& traced, const TrainBenchOptions& benc
 }  // namespace
 
 void bench_cupti(const TrainBenchOptions& bench) {
-  check(bench.steps >= 1 && bench.warmup >= 0, "bench --what cupti: --steps ", bench.steps, " --warmup ", bench.warmup,
-        "; expected >= 1 measured steps and >= 0 warmup steps");
+  bench.check_runnable("cupti");
   if (auto why = cuda_unavailable()) fail("bench --what cupti traces a GPU: ", *why);
   const RunConfig run = bench.run_config("cuda");
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
-  check(parse_dtype(bench.precision) != DType::i32, "--precision i32: training computes in f32 or bf16");
 
   std::printf("fsdplab bench --what cupti: %s %s, %d rank%s x %lld x %lld tokens, %s, ASYNC; %d steps after %d warmup; "
               "CUPTI off and on alternating, %d runs each; impl: %s; GPU %d%s\n\n",

@@ -57,11 +57,7 @@ void print_table(const char* what, const KernelBreakdown& breakdown) {
 }  // namespace
 
 void bench_kernels(const TrainBenchOptions& bench) {
-  check(bench.steps >= 1 && bench.warmup >= 0, "bench --what kernels: --steps ", bench.steps, " --warmup ",
-        bench.warmup, "; expected >= 1 measured steps and >= 0 warmup steps");
-  check(parse_dtype(bench.precision) != DType::i32, "--precision i32: training computes in f32 or bf16");
-  check(bench.world > 1 || !bench.impl.any_replaced(), "--impl ", impl_name(bench.impl), " selects FSDP tasks; the "
-        "single-rank baseline runs none (use --world 2 or more)");
+  bench.check_runnable("kernels");
   RunConfig run = bench.run_config(bench.device);
   run.cupti = true;  // the kernels are CUPTI's records (cuda only)
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);

@@ -76,6 +76,7 @@ MemoryTable measure_memory_table(const MemoryBenchOptions& bench, const FsdpChoi
   fsdp.strategy = choice.options.strategy;
   fsdp.hybrid_group = choice.options.hybrid_group;
   fsdp.param_dtype = choice.options.param_dtype;
+  fsdp.reduce_dtype = choice.options.reduce_dtype;
   FsdpOptions baseline = fsdp;
   baseline.strategy = ShardingStrategy::no_shard;
   baseline.hybrid_group = 0;
@@ -96,9 +97,12 @@ void bench_memory(const MemoryBenchOptions& bench, const FsdpChoice& choice) {
   const char* unit = table.unit();
   const auto size = [&table](std::int64_t bytes) { return table.size(bytes); };
 
-  std::printf("fsdplab bench --what memory: gpt2 '%s', strategy %s, %s parameters and compute, f32 gradient "
-              "reduction, AdamW; impl: %s\n", bench.preset.c_str(), std::string(strategy_name(fsdp.strategy)).c_str(),
-              std::string(dtype_name(fsdp.param_dtype)).c_str(), impl_name(choice.impl).c_str());
+  std::printf(
+      "fsdplab bench --what memory: gpt2 '%s', strategy %s, %s parameters and compute, %s gradient "
+      "reduction, AdamW; impl: %s\n",
+      bench.preset.c_str(), std::string(strategy_name(fsdp.strategy)).c_str(),
+      std::string(dtype_name(fsdp.param_dtype)).c_str(), std::string(dtype_name(fsdp.reduce_dtype)).c_str(),
+      impl_name(choice.impl).c_str());
   std::printf(
       "Per rank: micro-batch %lld x seq %lld (global batch = W x %lld). Dry runs of one step on the sim device\n"
       "(shapes and memory, no numerics). Baseline = FSDP at W = 1 with no_shard in the same precision: whole\n"

@@ -310,11 +310,12 @@ void bench_overlap(const OverlapBenchOptions& bench) {
   const auto run = [&](const FsdpOptions& o, const std::string& link) -> const StepTimes& { return runs.run(o, link); };
   const auto make_row = [&](const FsdpOptions& o, const std::string& link) { return runs.make_row(o, link); };
 
-  std::printf("fsdplab bench --what overlap: %s '%s' (%.2fM parameters), W = %d, strategy %s, %s parameters and "
-              "compute, f32 gradient reduction, AdamW; impl: %s\n",
-              bench.model.c_str(), bench.preset.c_str(), static_cast<double>(parameters) / 1e6, bench.world,
-              std::string(strategy_name(async.strategy)).c_str(), std::string(dtype_name(async.param_dtype)).c_str(),
-              impl_name(bench.impl).c_str());
+  std::printf(
+      "fsdplab bench --what overlap: %s '%s' (%.2fM parameters), W = %d, strategy %s, %s parameters and "
+      "compute, %s gradient reduction, AdamW; impl: %s\n",
+      bench.model.c_str(), bench.preset.c_str(), static_cast<double>(parameters) / 1e6, bench.world,
+      std::string(strategy_name(async.strategy)).c_str(), std::string(dtype_name(async.param_dtype)).c_str(),
+      std::string(dtype_name(async.reduce_dtype)).c_str(), impl_name(bench.impl).c_str());
   std::printf("Device %s, link %s (%g GB/s per direction, %g us per ring step). Per rank: micro-batch %lld x seq %lld "
               "= %lld tokens.\n",
               device.name.c_str(), base.name.c_str(), base.bandwidth / 1e9, base.latency_us,

@@ -35,6 +35,7 @@ namespace fsdplab::app {
 FsdpOptions TrainBenchOptions::async_fsdp_options() const {
   FsdpOptions options;
   options.param_dtype = parse_dtype(precision);
+  options.reduce_dtype = parse_dtype(reduce_dtype);
   options.mode = OverlapMode::async;
   return options;
 }
@@ -114,8 +115,24 @@ RunConfig TrainBenchOptions::run_config(std::string device_choice) const {
   run.link_preset = link_preset;
   run.emulate_link = emulate_link;
   set_sm_split(run, sm_split);
-  build_model(run);  // an Error now, before a bench prints its header, for a model these options cannot build
   return run;
+}
+
+void TrainBenchOptions::check_runnable(std::string_view what) const {
+  check(steps >= 1 && warmup >= 0, "bench --what ", what, ": --steps ", steps, " --warmup ", warmup,
+        "; expected >= 1 measured steps and >= 0 warmup steps");
+  check(parse_dtype(precision) != DType::i32, "--precision i32: training computes in f32 or bf16");
+  if (world == 1) {
+    check(!impl.any_replaced(), "--impl ", impl_name(impl),
+          " selects FSDP tasks; the single-rank baseline runs none "
+          "(use --world 2 or more)");
+    check(reduce_dtype == "f32", "--reduce-dtype ", reduce_dtype,
+          " is FSDP's gradient reduction; the single-rank "
+          "baseline reduces nothing (use --world 2 or more)");
+  } else {
+    validate_fsdp_options(async_fsdp_options(), world);
+  }
+  build_model(run_config(device));
 }
 
 void TrainBenchOptions::check_options_of(DeviceKind kind) const {
@@ -133,8 +150,7 @@ void TrainBenchOptions::tell_of_the_cpu_fallback(DeviceKind kind) const {
 }
 
 void bench_train(const TrainBenchOptions& bench) {
-  check(bench.steps >= 1 && bench.warmup >= 0, "bench --what train: --steps ", bench.steps, " --warmup ", bench.warmup,
-        "; expected >= 1 measured steps and >= 0 warmup steps");
+  bench.check_runnable("train");
   RunConfig run = bench.run_config(bench.device);
   // Throughput is measured untraced, and the GEMMs' times are read from the trace's op spans ("matmul"), which
   // CUPTI would replace by kernels; `bench --what cupti` measures what tracing costs.
@@ -144,9 +160,6 @@ void bench_train(const TrainBenchOptions& bench) {
   bench.check_options_of(device.kind);
   bench.tell_of_the_cpu_fallback(device.kind);
   const DType dtype = parse_dtype(bench.precision);
-  check(dtype != DType::i32, "--precision i32: training computes in f32 or bf16");
-  check(bench.world > 1 || !bench.impl.any_replaced(), "--impl ", impl_name(bench.impl), " selects FSDP tasks; the "
-        "single-rank baseline runs none (use --world 2 or more)");
   const double tokens = static_cast<double>(run.batch * bench.seq);
   const double peak = device.preset.matmul_flops(dtype);
 

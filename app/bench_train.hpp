@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "app/exposed_communication.hpp"
@@ -27,6 +28,7 @@ struct TrainBenchOptions {
   int steps = 10;   // measured steps
   int warmup = 3;   // steps run first and not measured (allocator cache, cuBLAS heuristics)
   std::string precision = "f32";  // FSDP's param_dtype, or at W = 1 the baseline's compute dtype
+  std::string reduce_dtype = "f32";        // FSDP's reduce_dtype (W >= 2: the baseline reduces nothing)
   std::string device_preset = "h100-sxm";  // the peak the GEMMs are compared with, and the link's preset
   std::string link_preset = "pcie4-no-p2p";
   bool emulate_link = false;
@@ -36,17 +38,24 @@ struct TrainBenchOptions {
   // The run these options measure: model, batch (micro_batch rows per rank), steps (warmup + measured +
   // one more), presets and link, on `device`. The step after the measured ones is run and not measured, so
   // the last measured step prepares the next one's forward as every step mid-training does (FSDP's
-  // next-step prefetch, [Note: per-unit optimizer steps] in engine/fsdp/unit_lifecycle.cpp). An Error for a
-  // model these options cannot build (build_model: a --seq past the position table, ...).
+  // next-step prefetch, [Note: per-unit optimizer steps] in engine/fsdp/unit_lifecycle.cpp).
   RunConfig run_config(std::string device_choice) const;
+  // An Error, before a bench prints anything, for options no run of `what` ("train", "kernels", "cupti") can take:
+  // the steps, the precision, FSDP's options (--impl and --reduce-dtype need FSDP, W >= 2; validate_fsdp_options),
+  // and a model they cannot build (build_model: a --seq past the position table, ...).
+  void check_runnable(std::string_view what) const;
   // An Error for --sm-split off its default on the sim device, which has no SMs to split (--emulate-link is
   // refused there by run_device_spec).
   void check_options_of(DeviceKind kind) const;
   // Where --device auto found no GPU to run on: says why on stderr, and that the sim device computes every value
   // on this CPU (a real model's step takes a long while there), before the first step.
   void tell_of_the_cpu_fallback(DeviceKind kind) const;
-  // "f32", or "f32, flash attention" where --attention chose one: the header's compute.
-  std::string compute() const { return precision + (attention == "auto" ? "" : ", " + attention + " attention"); }
+  // "f32", or "bf16, bf16 gradient reduction, flash attention" where --reduce-dtype and --attention chose: the
+  // header's compute.
+  std::string compute() const {
+    return precision + (reduce_dtype == "f32" ? "" : ", " + reduce_dtype + " gradient reduction") +
+           (attention == "auto" ? "" : ", " + attention + " attention");
+  }
   // Whether step `step` (0-based) is one of the measured steps.
   bool measured(int step) const { return step >= warmup && step < warmup + steps; }
   // The FSDP options of an ASYNC row: `precision` as the parameters' dtype, the rest the defaults.

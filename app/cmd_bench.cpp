@@ -137,9 +137,11 @@ void add_bench_command(CLI::App& app) {
           ->check(CLI::Range(1, 1 << 20))};
   for (CLI::Option* o : add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::strategy, FsdpFlag::hybrid_group}, "memory, overlap"))
     memory_options.push_back(o);
-  // Shared by every FSDP measurement: memory, overlap, train, cupti and kernels (the last three: precision only).
+  // Shared by every FSDP measurement: memory, overlap, train, cupti and kernels (the last three: precision, reduction
+  // dtype and impl only).
   const std::vector<CLI::Option*> fsdp_options =
-      add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::precision, FsdpFlag::impl}, "memory, overlap, train, cupti, kernels");
+      add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::precision, FsdpFlag::reduce_dtype, FsdpFlag::impl},
+                     "memory, overlap, train, cupti, kernels");
   // Shared by overlap, train, cupti and kernels.
   const std::vector<CLI::Option*> model_options = {
       cmd->add_option("--model", overlap->model, "overlap, train, cupti, kernels: the model (gpt2, llama)")
@@ -224,6 +226,7 @@ void add_bench_command(CLI::App& app) {
       options.micro_batch = memory->micro_batch;
       options.seq = memory->seq;
       options.precision = fsdp->precision;
+      options.reduce_dtype = fsdp->reduce_dtype;
       options.sm_split = *sm_split;
       for (const char* flag : {"--strategy", "--hybrid-group"})
         check(cmd->get_option(flag)->count() == 0, flag, " configures --what memory or overlap; --what ", *what,
