@@ -61,10 +61,7 @@ void Dashboard::handle_keys() {
 
 // ---- layout ----------------------------------------------------------------------------------------
 
-void Dashboard::draw_title() {
-  title_lines_ = lines_at_spaces(title_text(), std::max(ImGui::GetContentRegionAvail().x, 1.0f));
-  for (const std::string& line : title_lines_) ImGui::TextUnformatted(line.c_str());
-}
+void Dashboard::draw_title() { title_lines_ = text_wrapped_at_spaces(title_text()); }
 
 std::string Dashboard::title_text() const {
   if (session_) {

@@ -105,20 +105,22 @@ std::vector<std::string> lines_at_spaces(std::string_view text, float width) {
   return lines;
 }
 
-void text_wrapped_at_spaces(std::string_view text, float width) {
+std::vector<std::string> text_wrapped_at_spaces(std::string_view text, float width) {
   if (width <= 0) width = std::max(ImGui::GetContentRegionAvail().x, 1.0f);
-  for (const std::string& line : lines_at_spaces(text, width)) {
+  std::vector<std::string> lines = lines_at_spaces(text, width);
+  for (const std::string& line : lines) {
     const bool too_wide = width_of(line) > width;  // one word wider than the line
     if (too_wide) ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + width);
     ImGui::TextUnformatted(line.c_str());
     if (too_wide) ImGui::PopTextWrapPos();
   }
+  return lines;
 }
 
 void text_wrapped_holding_lines(std::string_view text, std::string_view longest, float width) {
   if (width <= 0) width = std::max(ImGui::GetContentRegionAvail().x, 1.0f);
-  text_wrapped_at_spaces(text, width);
-  for (std::size_t shown = lines_at_spaces(text, width).size(); shown < lines_at_spaces(longest, width).size(); ++shown)
+  const std::size_t longest_lines = lines_at_spaces(longest, width).size();
+  for (std::size_t shown = text_wrapped_at_spaces(text, width).size(); shown < longest_lines; ++shown)
     ImGui::TextUnformatted("");
 }
 

@@ -40,8 +40,8 @@ std::vector<std::string> lines_at_spaces(std::string_view text, float width);
 
 // lines_at_spaces(text, width) drawn in the current text colour, `width` 0 meaning the content region's
 // (a tooltip, which sizes itself to its text, needs a width); a word wider than a line alone is wrapped by
-// ImGui, mid-word.
-void text_wrapped_at_spaces(std::string_view text, float width = 0);
+// ImGui, mid-word. Returns the lines drawn.
+std::vector<std::string> text_wrapped_at_spaces(std::string_view text, float width = 0);
 
 // text_wrapped_at_spaces(text, width), then empty lines up to as many as `longest` takes at that width: a text
 // that changes as the runs go (a run's state and step, the keys' hint) keeps what is below it in its place, so
