@@ -22,7 +22,7 @@ command -v nvcc >/dev/null || { echo "build_llmc.sh: no nvcc on PATH (the CUDA t
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$src/." "$work/"
-# edit FILE FROM TO: replaces the one line holding FROM, or fails saying which edit no longer applies.
+# edit FILE FROM TO: replaces FROM, which FILE must hold exactly once, or fails saying which edit no longer applies.
 edit() {
   local file=$1 from=$2 to=$3
   [[ $(grep -cF -- "$from" "$work/$file") == 1 ]] ||

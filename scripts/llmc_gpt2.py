@@ -16,7 +16,6 @@ import random
 import re
 import struct
 import subprocess
-import sys
 import tempfile
 
 from gpt2_bench_args import SIZES, VOCAB, add_step_arguments, check_step_arguments
@@ -72,4 +71,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -31,8 +31,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | t
 ncu --version | tail -1 | tee -a "$summary"
 
 failures=0
-# profile CONFIG KERNEL OPTIONS...: one launch of KERNEL in the second step of a 2-step run (the first step's
-# launches skipped: --launch-skip counts only KERNEL's), into DIR/CONFIG_KERNEL.{ncu-rep,txt}.
+# profile CONFIG KERNEL OPTIONS...: one launch of KERNEL after the warmup step's (gpt2 124M's 12 layers launch it 12
+# times a step; --launch-skip counts only KERNEL's), into DIR/CONFIG_KERNEL.{ncu-rep,txt}.
 profile() {
   local config=$1 kernel=$2
   shift 2
