@@ -16,6 +16,7 @@
 
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/presets.hpp"
+#include "engine/runtime/wall_clock.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 #include "labs/student_tasks.hpp"
@@ -24,8 +25,6 @@ namespace fsdplab::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 MemoryRow measure_memory(std::string label, const MemoryBenchOptions& bench, int world, const FsdpOptions& options,
                          const ImplChoice& impl) {

@@ -37,6 +37,7 @@
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/runtime/presets.hpp"
+#include "engine/runtime/wall_clock.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/trace/trace_metrics.hpp"
 #include "engine/trace/trace_recorder.hpp"
@@ -418,9 +419,10 @@ void bench_overlap(const OverlapBenchOptions& bench) {
                 pool ? "-" : o.max_inflight == 0 ? "no limit" : std::to_string(o.max_inflight).c_str());
     print_row_numbers(row);
   }
-  std::printf("\nin flight: --max-inflight, the gathered units the rate limiter allows at once (alloc buffers only).\n"
-              "%zu dry runs, wall time %.1f s.\n",
-              runs.runs(), std::chrono::duration<double>(Clock::now() - start).count());
+  std::printf(
+      "\nin flight: --max-inflight, the gathered units the rate limiter allows at once (alloc buffers only).\n"
+      "%zu dry runs, wall time %.1f s.\n",
+      runs.runs(), seconds_since(start));
 }
 
 }  // namespace fsdplab::app

@@ -149,7 +149,7 @@ class RankTrace {
   TraceEvent event_;
 };
 
-struct Row {
+struct ViewTiming {
   std::string view;
   TimelineStats stats;
   int vertices = 0;
@@ -221,7 +221,7 @@ void bench_ui(const UiBenchOptions& options) {
       mouse = ImVec2(std::floor((lane.min.x + lane.max.x) / 2), std::floor((lane.min.y + lane.max.y) / 2));
       for (int i = 0; i < options.warmup; ++i) frame();
       std::vector<double> times;
-      Row row;
+      ViewTiming row;
       row.view = name + " (" + format_duration(view.second - view.first) + ")";
       for (int i = 0; i < options.frames; ++i) {
         const auto t = Clock::now();

@@ -42,6 +42,7 @@
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/sim_device.hpp"
+#include "engine/runtime/wall_clock.hpp"
 #include "engine/tensor/matmul.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
@@ -52,8 +53,6 @@ namespace fsdplab::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Best of `repeats` timings of `f`: the least disturbed run on a shared machine.
 template <class F>

@@ -31,6 +31,7 @@
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/runtime/presets.hpp"
+#include "engine/runtime/wall_clock.hpp"
 #include "engine/train/run_device.hpp"
 
 #ifdef FSDPLAB_HAVE_CUDA
@@ -60,8 +61,6 @@ std::vector<std::string> section_names() {
   for (const Section& s : kSections) names.emplace_back(s.name);
   return names;
 }
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The scratch folder, removed however the report ends.
 class ScratchFolder {

@@ -11,6 +11,7 @@
 #include "engine/nn/causal_attention.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/host_memory_limit.hpp"
+#include "engine/runtime/wall_clock.hpp"
 #include "engine/train/expected_memory.hpp"
 #include "engine/train/fsdp_run_plan.hpp"
 #include "engine/train/model_factory.hpp"
@@ -350,8 +351,7 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets,
     for (const auto& [kind, count] : kinds) std::printf(" %d %s", count, kind.c_str());
   }
   std::printf("\n");
-  std::printf("wall time: %.2f s on this host\n",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  std::printf("wall time: %.2f s on this host\n", seconds_since(start_));
 
   if (lecture_applies(run)) {
     print_lecture_comparison(fsdp, built, e, peaks_);

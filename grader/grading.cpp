@@ -6,6 +6,7 @@
 
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/input_file.hpp"
+#include "engine/runtime/wall_clock.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/reference_use.hpp"
 #include "labs/student_tasks.hpp"
@@ -112,10 +113,6 @@ void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, con
       g.show = show_command(shown, grade->impl, program);
     }
   }
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #include "app/dashboard/gui_window.hpp"
 
+#include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
-#include <GLFW/glfw3.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +11,7 @@
 
 #include "app/dashboard/frame_capture.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/wall_clock.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -114,7 +115,7 @@ void run_capture(Dashboard& dashboard, const WindowOptions& options) {
       capture.write_png(options.screenshot, "--screenshot");
       return;
     }
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double waited = seconds_since(start);
     if (RemoteSession* remote = dashboard.remote())
       check(waited < options.timeout_seconds, "screenshot: no run streamed ", options.screenshot_after_steps,
             " steps to ", remote->listener().address(), " within ", options.timeout_seconds, " s (the most: ",

@@ -28,13 +28,13 @@
 namespace fsdplab::app {
 namespace {
 
-struct Case {
+struct CollectiveCase {
   OpCategory op = OpCategory::all_gather;
   std::int64_t bytes = 0;  // the full buffer
 };
 
 struct Timing {
-  Case c;
+  CollectiveCase c;
   int world = 0;
   double seconds = 0;
   double algbw() const { return static_cast<double>(c.bytes) / seconds; }
@@ -53,7 +53,7 @@ std::string size_label(std::int64_t bytes) {
 }
 
 // Each case on `world` ranks: warm-up iterations, then timed ones; rank 0's mean time of the timed ones.
-std::vector<Timing> time_collectives(const ReportContext& ctx, int world, const std::vector<Case>& cases) {
+std::vector<Timing> time_collectives(const ReportContext& ctx, int world, const std::vector<CollectiveCase>& cases) {
   DeviceSpec spec;
   if (ctx.cuda) {
     spec = ctx.gpu;
@@ -69,7 +69,7 @@ std::vector<Timing> time_collectives(const ReportContext& ctx, int world, const 
   const int warmup = ctx.cuda ? 3 : 0;
   const int timed = ctx.cuda ? (ctx.options.quick ? 5 : 20) : 1;  // the sim's clock gives the same time every time
   std::vector<Timing> out;
-  for (const Case& c : cases) out.push_back({c, world, 0});
+  for (const CollectiveCase& c : cases) out.push_back({c, world, 0});
   const RankLayout layout = rank_layout("local", world, spec.kind, spec.gpu);
   run_ranks(layout, [&](RankSeat& seat) {
     std::unique_ptr<Device> device = make_device(seat.rank(), spec);
@@ -77,7 +77,7 @@ std::vector<Timing> time_collectives(const ReportContext& ctx, int world, const 
     if (seat.rank() == 0) device->add_sink(&recorder);
     std::unique_ptr<Communicator> comm = seat.connect(*device);
     for (std::size_t k = 0; k < cases.size(); ++k) {
-      const Case& c = cases[k];
+      const CollectiveCase& c = cases[k];
       const std::int64_t numel = c.bytes / 4;
       check(numel % world == 0, "report: ", c.bytes, " bytes do not split into ", world, " f32 shards");
       const Lane lane = c.op == OpCategory::all_gather ? Lane::all_gather : Lane::reduce_scatter;
@@ -159,7 +159,7 @@ std::string report_communication(ReportContext& ctx) {
 
   // The size sweep: 4 KiB to 1 GiB (quick: to 64 MiB), every factor of 4, at W = 2.
   const std::int64_t largest = ctx.options.quick ? (std::int64_t{1} << 26) : (std::int64_t{1} << 30);
-  std::vector<Case> sweep;
+  std::vector<CollectiveCase> sweep;
   for (OpCategory op : {OpCategory::all_gather, OpCategory::reduce_scatter})
     for (std::int64_t s = 4096; s <= largest; s *= 4) sweep.push_back({op, s});
   const std::vector<Timing> swept = time_collectives(ctx, kWorld, sweep);

@@ -19,7 +19,7 @@
 namespace fsdplab::app {
 namespace {
 
-constexpr int kWorld = 4;
+constexpr int kTradeoffWorld = 4;
 
 struct Volume {
   int count = 0;
@@ -27,31 +27,31 @@ struct Volume {
   double sent = 0;         // what each rank sends in a ring: ring_traffic_factor x bytes
 };
 
-struct Measured {
+struct StrategyCost {
   ShardingStrategy strategy;
-  MemoryTable memory;  // baseline and W = kWorld
+  MemoryTable memory;                 // baseline and W = kTradeoffWorld
   std::map<OpCategory, Volume> comm;  // rank 0, one step; the loss's all-reduce left out
 };
 
 const MemoryRow& at_world(const MemoryTable& t) { return t.rows.back(); }
 
-Measured measure(const Gpt2Scale& scale, ShardingStrategy strategy) {
-  Measured m{strategy, {}, {}};
+StrategyCost measure(const Gpt2Scale& scale, ShardingStrategy strategy) {
+  StrategyCost m{strategy, {}, {}};
   FsdpChoice choice = parse_fsdp_flags(FsdpFlags{});
   choice.options.strategy = strategy;
   const MemoryBenchOptions bench{scale.preset, scale.micro_batch, scale.seq};
-  m.memory = measure_memory_table(bench, choice, {kWorld});
+  m.memory = measure_memory_table(bench, choice, {kTradeoffWorld});
 
   FsdpRun fsdp;
   fsdp.run.model = "gpt2";
   fsdp.run.preset = scale.preset;
-  fsdp.run.world = kWorld;
-  fsdp.run.batch = scale.micro_batch * kWorld;
+  fsdp.run.world = kTradeoffWorld;
+  fsdp.run.batch = scale.micro_batch * kTradeoffWorld;
   fsdp.run.seq = scale.seq;
   fsdp.run.steps = 1;
   fsdp.options = sync_schedule(m.memory.fsdp);
   fsdp.dry_run = true;
-  std::vector<TraceRecorder> recorders(kWorld);
+  std::vector<TraceRecorder> recorders(kTradeoffWorld);
   for (TraceRecorder& r : recorders) fsdp.sinks.push_back(&r);
   train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
   for (const TraceEvent& e : recorders.front().data().events) {
@@ -60,7 +60,7 @@ Measured measure(const Gpt2Scale& scale, ShardingStrategy strategy) {
     Volume& v = m.comm[e.category];
     ++v.count;
     v.bytes += e.bytes;
-    v.sent += ring_traffic_factor(e.category, kWorld) * static_cast<double>(e.bytes);
+    v.sent += ring_traffic_factor(e.category, kTradeoffWorld) * static_cast<double>(e.bytes);
   }
   return m;
 }
@@ -71,25 +71,25 @@ std::string bench_command(const Gpt2Scale& s, ShardingStrategy strategy) {
 }
 
 std::string trace_command(const Gpt2Scale& s, ShardingStrategy strategy) {
-  return "fsdplab run --dry-run --device sim --model gpt2 --preset " + s.preset + " --world " + std::to_string(kWorld) +
-         " --batch " + std::to_string(s.micro_batch * kWorld) + " --seq " + std::to_string(s.seq) +
-         " --steps 1 --mode sync --strategy " + std::string(strategy_name(strategy)) + " --trace " +
-         std::string(strategy_name(strategy)) + ".json";
+  return "fsdplab run --dry-run --device sim --model gpt2 --preset " + s.preset + " --world " +
+         std::to_string(kTradeoffWorld) + " --batch " + std::to_string(s.micro_batch * kTradeoffWorld) + " --seq " +
+         std::to_string(s.seq) + " --steps 1 --mode sync --strategy " + std::string(strategy_name(strategy)) +
+         " --trace " + std::string(strategy_name(strategy)) + ".json";
 }
 
 }  // namespace
 
 std::string report_tradeoffs(ReportContext& ctx) {
   const Gpt2Scale scale = gpt2_scale(ctx);
-  const Measured full = measure(scale, ShardingStrategy::full_shard);
-  const Measured grad_op = measure(scale, ShardingStrategy::shard_grad_op);
-  const Measured no_shard = measure(scale, ShardingStrategy::no_shard);
-  const Measured zero1 = measure(scale, ShardingStrategy::zero1);
+  const StrategyCost full = measure(scale, ShardingStrategy::full_shard);
+  const StrategyCost grad_op = measure(scale, ShardingStrategy::shard_grad_op);
+  const StrategyCost no_shard = measure(scale, ShardingStrategy::no_shard);
+  const StrategyCost zero1 = measure(scale, ShardingStrategy::zero1);
   const MemoryTable& t = full.memory;
   const char* unit = t.unit();
   const auto size = [&t](std::int64_t b) { return format("%.3f", t.size(b)); };
   const std::int64_t n = t.rows.front().parameters;
-  const auto comm = [](const Measured& m, OpCategory c) {
+  const auto comm = [](const StrategyCost& m, OpCategory c) {
     const auto it = m.comm.find(c);
     return it == m.comm.end() ? Volume{} : it->second;
   };
@@ -102,8 +102,8 @@ std::string report_tradeoffs(ReportContext& ctx) {
       "training loop's 4-byte loss all-reduce left out; bytes are the full buffers, \"sent per rank\" is what a "
       "ring makes each rank send: (W - 1) / W of it for all-gather and reduce-scatter, 2 (W - 1) / W for "
       "all-reduce. %s = 10^%d bytes.\n\n",
-      scale.preset.c_str(), static_cast<double>(n) / 1e6, scale.micro_batch, scale.seq, kWorld, kWorld, unit,
-      t.giga() ? 9 : 6);
+      scale.preset.c_str(), static_cast<double>(n) / 1e6, scale.micro_batch, scale.seq, kTradeoffWorld, kTradeoffWorld,
+      unit, t.giga() ? 9 : 6);
 
   // ---- 2.3 ------------------------------------------------------------------------------------------
   md += "### 2.3 Task 3: Forward Pass - reshard_after_forward=True vs False\n\n";
@@ -116,7 +116,7 @@ std::string report_tradeoffs(ReportContext& ctx) {
                          std::string("grad_full peak (") + unit + ")", std::string("Peak total (") + unit + ")",
                          "All-gathers / step", std::string("All-gather sent / rank (") + unit + ")",
                          "Reduce-scatters / step"});
-    for (const Measured* m : {&full, &grad_op}) {
+    for (const StrategyCost* m : {&full, &grad_op}) {
       const MemoryRow& r = at_world(m->memory);
       const Volume ag = comm(*m, OpCategory::all_gather);
       table.add_row({std::string(strategy_name(m->strategy)),
@@ -145,7 +145,7 @@ std::string report_tradeoffs(ReportContext& ctx) {
                          "Formula", std::string("Unsharded gradients, grad_full (") + unit + ")", "Reductions / step",
                          std::string("Reduction sent / rank (") + unit + ")",
                          std::string("All collectives sent / rank (") + unit + ")"});
-    for (const Measured* m : {&no_shard, &full}) {
+    for (const StrategyCost* m : {&no_shard, &full}) {
       const MemoryRow& r = at_world(m->memory);
       const bool reduce_scatter = m->strategy != ShardingStrategy::no_shard;
       const Volume red = comm(*m, reduce_scatter ? OpCategory::reduce_scatter : OpCategory::all_reduce);
@@ -184,12 +184,12 @@ std::string report_tradeoffs(ReportContext& ctx) {
     const MemoryRow& base = t.rows.front();
     table.add_row({"Before sharding: baseline (1 GPU)", size(tag_bytes(base.measured, MemTag::optim_state)),
                    size(tag_bytes(base.formula, MemTag::optim_state)), "8 N", size(params_and_grads(base))});
-    for (const Measured* m : {&zero1, &full}) {
+    for (const StrategyCost* m : {&zero1, &full}) {
       const MemoryRow& r = at_world(m->memory);
-      table.add_row(
-          {std::string("After: ") + std::string(strategy_name(m->strategy)) + " (" + std::to_string(kWorld) + " GPUs)",
-           size(tag_bytes(r.measured, MemTag::optim_state)), size(tag_bytes(r.formula, MemTag::optim_state)),
-           "8 N / " + std::to_string(kWorld), size(params_and_grads(r))});
+      table.add_row({std::string("After: ") + std::string(strategy_name(m->strategy)) + " (" +
+                         std::to_string(kTradeoffWorld) + " GPUs)",
+                     size(tag_bytes(r.measured, MemTag::optim_state)), size(tag_bytes(r.formula, MemTag::optim_state)),
+                     "8 N / " + std::to_string(kTradeoffWorld), size(params_and_grads(r))});
     }
     md += table.str();
   }
@@ -199,7 +199,7 @@ std::string report_tradeoffs(ReportContext& ctx) {
       "ZeRO-1 shards only the optimizer state (parameters and gradients stay whole on every rank, the updated "
       "shards all-gathered after the step: the last column, the peaks of param_shard + param_full + grad_shard "
       "+ grad_full, stays the baseline's); FULL_SHARD shards all three.\n\n",
-      size(8 * n).c_str(), unit, kWorld, size(8 * n / kWorld).c_str(), unit);
+      size(8 * n).c_str(), unit, kTradeoffWorld, size(8 * n / kTradeoffWorld).c_str(), unit);
   md += "### 2.6 Task 6: Prefetching\n\nThe speedup from prefetching is measured in 4.3 (SYNC against ASYNC), with "
         "the dashboard's timeline of both.\n\n";
   return md;

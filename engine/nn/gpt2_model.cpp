@@ -40,7 +40,7 @@ namespace {
 
 // Hugging Face's configs of the four released sizes, and two test sizes: tiny runs a step in
 // milliseconds on a CPU, small trains visibly in seconds.
-constexpr std::array<ModelPreset<Gpt2Config>, 6> kPresets = {{
+constexpr std::array<ModelPreset<Gpt2Config>, 6> kGpt2Presets = {{
     {"test-tiny", {64, 16, 32, 2, 2, 1e-5f, 64}},
     {"test-small", {256, 64, 128, 4, 4, 1e-5f, 64}},
     {"gpt2", {50257, 1024, 768, 12, 12}},
@@ -52,17 +52,17 @@ constexpr std::array<ModelPreset<Gpt2Config>, 6> kPresets = {{
 }  // namespace
 
 const std::vector<std::string_view>& gpt2_preset_names() {
-  static const std::vector<std::string_view> names = model_preset_names(kPresets);
+  static const std::vector<std::string_view> names = model_preset_names(kGpt2Presets);
   return names;
 }
 
-Gpt2Config gpt2_preset(std::string_view name) { return find_model_preset(kPresets, "gpt2", name); }
+Gpt2Config gpt2_preset(std::string_view name) { return find_model_preset(kGpt2Presets, "gpt2", name); }
 
 // ---- the modules ---------------------------------------------------------------------------------
 
 namespace {
 
-constexpr ParamInit kWeightInit = ParamInit::normal(0, kGpt2InitStd);
+constexpr ParamInit kGpt2WeightInit = ParamInit::normal(0, kGpt2InitStd);
 constexpr ParamInit kZero = ParamInit::constant(0);
 // attn.c_proj and mlp.c_proj write into the residual stream: scaled down with depth.
 ParamInit residual_init(const Gpt2Config& cfg) {
@@ -77,7 +77,7 @@ class Gpt2Attention final : public Module {
       : Module(std::move(name)),
         attention_(this->name(), static_cast<int>(cfg.n_head), cfg.attention),
         c_attn_(register_module<Linear>("c_attn", cfg.n_embd, 3 * cfg.n_embd, true, WeightLayout::in_out,
-                                        kWeightInit, kZero)),
+                                        kGpt2WeightInit, kZero)),
         c_proj_(register_module<Linear>("c_proj", cfg.n_embd, cfg.n_embd, true, WeightLayout::in_out,
                                         residual_init(cfg), kZero)) {}
   std::string_view kind() const override { return "CausalSelfAttention"; }
@@ -119,7 +119,7 @@ class Gpt2Mlp final : public Module {
  public:
   Gpt2Mlp(std::string name, const Gpt2Config& cfg)
       : Module(std::move(name)),
-        c_fc_(register_module<Linear>("c_fc", cfg.n_embd, 4 * cfg.n_embd, true, WeightLayout::in_out, kWeightInit,
+        c_fc_(register_module<Linear>("c_fc", cfg.n_embd, 4 * cfg.n_embd, true, WeightLayout::in_out, kGpt2WeightInit,
                                       kZero, Activation::gelu)),
         c_proj_(register_module<Linear>("c_proj", 4 * cfg.n_embd, cfg.n_embd, true, WeightLayout::in_out,
                                         residual_init(cfg), kZero)) {}
@@ -206,9 +206,9 @@ class Gpt2Transformer final : public Module {
   Gpt2Transformer(std::string name, const Gpt2Config& cfg)
       : Module(std::move(name)),
         n_embd_(cfg.n_embd),
-        wte_(register_module<Embedding>("wte", cfg.vocab_size, cfg.n_embd, kWeightInit,
+        wte_(register_module<Embedding>("wte", cfg.vocab_size, cfg.n_embd, kGpt2WeightInit,
                                         cfg.padded_vocab_size() - cfg.vocab_size)),
-        wpe_(register_module<Embedding>("wpe", cfg.n_positions, cfg.n_embd, kWeightInit)),
+        wpe_(register_module<Embedding>("wpe", cfg.n_positions, cfg.n_embd, kGpt2WeightInit)),
         h_(register_module<Gpt2BlockList>("h", cfg)),
         ln_f_(register_module<LayerNorm>("ln_f", cfg.n_embd, cfg.layer_norm_epsilon)) {}
   std::string_view kind() const override { return "GPT2Model"; }

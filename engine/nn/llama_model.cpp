@@ -56,7 +56,7 @@ namespace {
 // Meta's released Llama 2 configurations (Hugging Face's meta-llama/Llama-2-7b-hf and -70b-hf
 // config.json), and a test size: 4 query heads on 2 key/value heads, so grouped-query attention is
 // exercised, with a step in milliseconds on a CPU.
-const std::array<ModelPreset<LlamaConfig>, 3> kPresets = {{
+const std::array<ModelPreset<LlamaConfig>, 3> kLlamaPresets = {{
     {"test-tiny", {64, 32, 64, 2, 4, 2, 16, 1e-5f, 10000.f}},
     {"7b", {32000, 4096, 11008, 32, 32, 32, 4096, 1e-5f, 10000.f}},
     {"70b", {32000, 8192, 28672, 80, 64, 8, 4096, 1e-5f, 10000.f}},
@@ -65,11 +65,11 @@ const std::array<ModelPreset<LlamaConfig>, 3> kPresets = {{
 }  // namespace
 
 const std::vector<std::string_view>& llama_preset_names() {
-  static const std::vector<std::string_view> names = model_preset_names(kPresets);
+  static const std::vector<std::string_view> names = model_preset_names(kLlamaPresets);
   return names;
 }
 
-LlamaConfig llama_preset(std::string_view name) { return find_model_preset(kPresets, "llama", name); }
+LlamaConfig llama_preset(std::string_view name) { return find_model_preset(kLlamaPresets, "llama", name); }
 
 std::int64_t llama_parameter_count(const LlamaConfig& c) {
   const std::int64_t C = c.hidden_size, hd = c.head_dim(), H = c.num_attention_heads, KV = c.num_key_value_heads,
@@ -83,7 +83,7 @@ std::int64_t llama_parameter_count(const LlamaConfig& c) {
 namespace {
 
 constexpr float kInitStd = 0.02f;  // LlamaConfig.initializer_range
-const ParamInit kWeightInit = ParamInit::normal(0, kInitStd);
+const ParamInit kLlamaWeightInit = ParamInit::normal(0, kInitStd);
 
 // LlamaRMSNorm: weight [C], initialised to 1. Keeps its input and each row's rstd for the backward.
 class LlamaRmsNorm final : public Module {
@@ -149,13 +149,13 @@ class LlamaAttention final : public Module {
         n_kv_head_(static_cast<int>(cfg.num_key_value_heads)),
         theta_(cfg.rope_theta),
         q_proj_(register_module<Linear>("q_proj", cfg.hidden_size, cfg.num_attention_heads * cfg.head_dim(), false,
-                                        WeightLayout::out_in, kWeightInit, ParamInit{})),
+                                        WeightLayout::out_in, kLlamaWeightInit, ParamInit{})),
         k_proj_(register_module<Linear>("k_proj", cfg.hidden_size, cfg.num_key_value_heads * cfg.head_dim(), false,
-                                        WeightLayout::out_in, kWeightInit, ParamInit{})),
+                                        WeightLayout::out_in, kLlamaWeightInit, ParamInit{})),
         v_proj_(register_module<Linear>("v_proj", cfg.hidden_size, cfg.num_key_value_heads * cfg.head_dim(), false,
-                                        WeightLayout::out_in, kWeightInit, ParamInit{})),
+                                        WeightLayout::out_in, kLlamaWeightInit, ParamInit{})),
         o_proj_(register_module<Linear>("o_proj", cfg.num_attention_heads * cfg.head_dim(), cfg.hidden_size, false,
-                                        WeightLayout::out_in, kWeightInit, ParamInit{})),
+                                        WeightLayout::out_in, kLlamaWeightInit, ParamInit{})),
         attention_(this->name(), static_cast<int>(cfg.num_attention_heads), cfg.attention) {}
   std::string_view kind() const override { return "LlamaAttention"; }
 
@@ -229,11 +229,11 @@ class LlamaMlp final : public Module {
   LlamaMlp(std::string name, const LlamaConfig& cfg)
       : Module(std::move(name)),
         gate_proj_(register_module<Linear>("gate_proj", cfg.hidden_size, cfg.intermediate_size, false,
-                                           WeightLayout::out_in, kWeightInit, ParamInit{})),
-        up_proj_(register_module<Linear>("up_proj", cfg.hidden_size, cfg.intermediate_size, false,
-                                         WeightLayout::out_in, kWeightInit, ParamInit{})),
+                                           WeightLayout::out_in, kLlamaWeightInit, ParamInit{})),
+        up_proj_(register_module<Linear>("up_proj", cfg.hidden_size, cfg.intermediate_size, false, WeightLayout::out_in,
+                                         kLlamaWeightInit, ParamInit{})),
         down_proj_(register_module<Linear>("down_proj", cfg.intermediate_size, cfg.hidden_size, false,
-                                           WeightLayout::out_in, kWeightInit, ParamInit{})) {}
+                                           WeightLayout::out_in, kLlamaWeightInit, ParamInit{})) {}
   std::string_view kind() const override { return "LlamaMLP"; }
 
   // [N, C] -> [N, C]: residual + mlp(x), the skip connection added by down_proj's epilogue.
@@ -320,7 +320,7 @@ class LlamaDecoderStack final : public Module {
   LlamaDecoderStack(std::string name, const LlamaConfig& cfg)
       : Module(std::move(name)),
         hidden_(cfg.hidden_size),
-        embed_tokens_(register_module<Embedding>("embed_tokens", cfg.vocab_size, cfg.hidden_size, kWeightInit)),
+        embed_tokens_(register_module<Embedding>("embed_tokens", cfg.vocab_size, cfg.hidden_size, kLlamaWeightInit)),
         layer_list_(register_module<ModuleList>("layers")),
         norm_(register_module<LlamaRmsNorm>("norm", cfg.hidden_size, cfg.rms_norm_eps)) {
     for (std::int64_t i = 0; i < cfg.num_hidden_layers; ++i)
@@ -369,7 +369,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config)
     : config_(validated(config)),
       model_(register_module<LlamaDecoderStack>("model", config_)),
       lm_head_(register_module<Linear>("lm_head", config_.hidden_size, config_.vocab_size, false, WeightLayout::out_in,
-                                       kWeightInit, ParamInit{})),
+                                       kLlamaWeightInit, ParamInit{})),
       loss_("llama", config_.vocab_size) {}
 
 Tensor LlamaModel::forward(RunContext& ctx, const Batch& batch) {

@@ -82,14 +82,6 @@ std::optional<std::uint64_t> size_in_bits(const std::vector<std::int64_t>& shape
   return total;
 }
 
-std::string shape_str(const std::vector<std::int64_t>& shape) {
-  std::ostringstream s;
-  s << '[';
-  for (std::size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
-  s << ']';
-  return s.str();
-}
-
 // Parses the header, refusing a key that appears twice in one object.
 Json parse_header(const std::string& text, const std::string& file) {
   try {
