@@ -32,6 +32,7 @@
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/json_input.hpp"
 #include "engine/runtime/output_file.hpp"
+#include "engine/tensor/tensor.hpp"  // shape_str
 
 namespace fsdplab {
 
