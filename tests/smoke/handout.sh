@@ -111,13 +111,16 @@ bash scripts/install-deps.sh --gui || fail "scripts/install-deps.sh --gui failed
 # information (under half of -O2 -g's compiler time, minutes of CI's), and the libraries as unity builds (42 % less
 # again: [Note: unity builds] in CMakeLists.txt; the labs never are), which build.sh's `cmake --preset default`
 # keeps (the preset sets neither). What -O2 could add, a warning made an error, the course's own build has already
-# said: it compiles these same files at -O2, one by one.
-cmake --preset default -DFSDPLAB_CUDA=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON \
+# said: it compiles these same files at -O2, one by one. Joined, GCC 12 inlines across files and its
+# -Wmaybe-uninitialized finds uninitialised members in std::variant's destructor that are not (the sanitizer
+# presets turn it off too).
+flags="-O1 -DNDEBUG -Wno-maybe-uninitialized"
+cmake --preset default -DFSDPLAB_CUDA=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$flags" -DCMAKE_UNITY_BUILD=ON \
   >"$scratch/configure.log" 2>&1 ||
   { cat "$scratch/configure.log"; fail "the handout does not configure"; }
 start=$(seconds)
 FSDPLAB_CUDA=OFF bash scripts/build.sh >"$scratch/build.log" 2>&1 || { tail -n 60 "$scratch/build.log"; fail "the handout does not build"; }
-grep -q '^CMAKE_CXX_FLAGS_RELWITHDEBINFO:STRING=-O1 -DNDEBUG$' build/CMakeCache.txt || fail "build.sh did not keep the -O1 configuration"
+grep -qx "CMAKE_CXX_FLAGS_RELWITHDEBINFO:STRING=$flags" build/CMakeCache.txt || fail "build.sh did not keep the -O1 configuration"
 grep -q '^CMAKE_UNITY_BUILD:BOOL=ON$' build/CMakeCache.txt || fail "build.sh did not keep the unity build"
 log "built in $(($(seconds) - start)) s (FSDPLAB_CUDA=OFF bash scripts/build.sh at -O1 without debug information, unity, $(nproc) cores)"
 fsdplab="$out/build/app/fsdplab"
