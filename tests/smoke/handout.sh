@@ -115,7 +115,7 @@ bash scripts/install-deps.sh --gui || fail "scripts/install-deps.sh --gui failed
 # -Wmaybe-uninitialized finds uninitialised members in std::variant's destructor that are not (the sanitizer
 # presets turn it off too).
 flags="-O1 -DNDEBUG -Wno-maybe-uninitialized"
-cmake --preset default -DFSDPLAB_CUDA=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$flags" -DCMAKE_UNITY_BUILD=ON \
+cmake --preset default -DFSDPLAB_CUDA=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$flags" -DCMAKE_UNITY_BUILD:BOOL=ON \
   >"$scratch/configure.log" 2>&1 ||
   { cat "$scratch/configure.log"; fail "the handout does not configure"; }
 start=$(seconds)
