@@ -1,8 +1,8 @@
 #include "app/dashboard/gui_window.hpp"
 
-#include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
+#include <GLFW/glfw3.h>
 
 #include <algorithm>
 #include <chrono>

@@ -9,7 +9,8 @@
 #      `bash scripts/install-deps.sh --gui` (idempotent, and offline once the packages are there) and
 #      `bash scripts/build.sh` — with FSDPLAB_CUDA=OFF in the environment (build.sh passes it as
 #      -DFSDPLAB_CUDA=OFF) to keep nvcc's minutes out of CI, in a folder first configured to compile at -O1 without
-#      debug information (the course build compiles the same files at -O2); its fsdplab trains on the prebuilt references,
+#      debug information and with its libraries as unity builds (the course build compiles the same files at -O2, one
+#      by one); its fsdplab trains on the prebuilt references,
 #      the untouched skeleton stops with its TODO, and the dashboard's step-through says a reference's source is
 #      not in the handout; a header edited since the build is named, and `grade --submission` refuses to build;
 #   3. `fsdplab grade` gives the skeleton 0 points; each reference pasted into its student.cpp (as
