@@ -76,9 +76,11 @@ MemoryTable measure_memory_table(const MemoryBenchOptions& bench, const FsdpChoi
   fsdp.hybrid_group = choice.options.hybrid_group;
   fsdp.param_dtype = choice.options.param_dtype;
   fsdp.reduce_dtype = choice.options.reduce_dtype;
+  fsdp.embedding_grad = choice.options.embedding_grad;
   FsdpOptions baseline = fsdp;
   baseline.strategy = ShardingStrategy::no_shard;
   baseline.hybrid_group = 0;
+  baseline.embedding_grad = EmbeddingGradient::table;
   table.rows.push_back(measure_memory("Baseline (1 GPU)", bench, 1, baseline, choice.impl));
   for (int w : worlds)
     table.rows.push_back(measure_memory("FSDP (" + std::to_string(w) + " GPUs)", bench, w, fsdp, choice.impl));

@@ -36,6 +36,7 @@ FsdpOptions TrainBenchOptions::async_fsdp_options() const {
   FsdpOptions options;
   options.param_dtype = parse_dtype(precision);
   options.reduce_dtype = parse_dtype(reduce_dtype);
+  options.embedding_grad = parse_embedding_gradient(embedding_grad);
   options.mode = OverlapMode::async;
   return options;
 }
@@ -127,6 +128,9 @@ void TrainBenchOptions::check_runnable(std::string_view what, bool baseline_at_o
           " selects FSDP tasks; the single-rank baseline runs none (use --world 2 or more)");
     check(reduce_dtype == "f32", "--reduce-dtype ", reduce_dtype,
           " is FSDP's gradient reduction; the single-rank baseline reduces nothing (use --world 2 or more)");
+    check(embedding_grad == "table", "--embedding-grad ", embedding_grad,
+          " is where FSDP sends the embedding's gradient; the single-rank baseline reduces nothing (use --world 2 or "
+          "more)");
   } else {
     validate_fsdp_options(async_fsdp_options(), world);
   }

@@ -29,6 +29,7 @@ struct TrainBenchOptions {
   int warmup = 3;   // steps run first and not measured (allocator cache, cuBLAS heuristics)
   std::string precision = "f32";  // FSDP's param_dtype, or at W = 1 the baseline's compute dtype
   std::string reduce_dtype = "f32";        // FSDP's reduce_dtype (W >= 2: the baseline reduces nothing)
+  std::string embedding_grad = "table";    // FSDP's --embedding-grad (W >= 2)
   std::string device_preset = "h100-sxm";  // the peak the GEMMs are compared with, and the link's preset
   std::string link_preset = "pcie4-no-p2p";
   bool emulate_link = false;
@@ -42,8 +43,8 @@ struct TrainBenchOptions {
   RunConfig run_config(std::string device_choice) const;
   // An Error, before a bench prints anything, for options no run of `what` ("train", "kernels", "cupti") can take:
   // the steps, the precision, FSDP's options (validate_fsdp_options; where one rank runs the single-rank baseline,
-  // `baseline_at_one_rank`, --impl and --reduce-dtype have no FSDP to configure), and a model they cannot build
-  // (build_model: a --seq past the position table, ...).
+  // `baseline_at_one_rank`, --impl, --reduce-dtype and --embedding-grad have no FSDP to configure), and a model they
+  // cannot build (build_model: a --seq past the position table, ...).
   void check_runnable(std::string_view what, bool baseline_at_one_rank) const;
   // An Error for --sm-split off its default on the sim device, which has no SMs to split (--emulate-link is
   // refused there by run_device_spec).
@@ -51,10 +52,11 @@ struct TrainBenchOptions {
   // Where --device auto found no GPU to run on: says why on stderr, and that the sim device computes every value
   // on this CPU (a real model's step takes a long while there), before the first step.
   void tell_of_the_cpu_fallback(DeviceKind kind) const;
-  // "f32", or "bf16, bf16 gradient reduction, flash attention" where --reduce-dtype and --attention chose: the
-  // header's compute.
+  // "f32", or "bf16, bf16 gradient reduction, embedding gradient as rows, flash attention" where --reduce-dtype,
+  // --embedding-grad and --attention chose: the header's compute.
   std::string compute() const {
     return precision + (reduce_dtype == "f32" ? "" : ", " + reduce_dtype + " gradient reduction") +
+           (embedding_grad == "table" ? "" : ", embedding gradient as " + embedding_grad) +
            (attention == "auto" ? "" : ", " + attention + " attention");
   }
   // Whether step `step` (0-based) is one of the measured steps.

@@ -137,10 +137,10 @@ void add_bench_command(CLI::App& app) {
   for (CLI::Option* o : add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::strategy, FsdpFlag::hybrid_group}, "memory, overlap"))
     memory_options.push_back(o);
   // Shared by every FSDP measurement: memory, overlap, train, cupti and kernels (the last three: precision, reduction
-  // dtype and impl only).
-  const std::vector<CLI::Option*> fsdp_options =
-      add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::precision, FsdpFlag::reduce_dtype, FsdpFlag::impl},
-                     "memory, overlap, train, cupti, kernels");
+  // dtype, the embedding's gradient and impl only).
+  const std::vector<CLI::Option*> fsdp_options = add_fsdp_flags(
+      *cmd, *fsdp, {FsdpFlag::precision, FsdpFlag::reduce_dtype, FsdpFlag::embedding_grad, FsdpFlag::impl},
+      "memory, overlap, train, cupti, kernels");
   // Shared by overlap, train, cupti and kernels.
   const std::vector<CLI::Option*> model_options = {
       cmd->add_option("--model", overlap->model, "overlap, train, cupti, kernels: the model (gpt2, llama)")
@@ -226,6 +226,7 @@ void add_bench_command(CLI::App& app) {
       options.seq = memory->seq;
       options.precision = fsdp->precision;
       options.reduce_dtype = fsdp->reduce_dtype;
+      options.embedding_grad = fsdp->embedding_grad;
       options.sm_split = *sm_split;
       for (const char* flag : {"--strategy", "--hybrid-group"})
         check(cmd->get_option(flag)->count() == 0, flag, " configures --what memory or overlap; --what ", *what,

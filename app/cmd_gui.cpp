@@ -112,7 +112,7 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
   const std::vector<CLI::Option*> fsdp = add_fsdp_flags(
       cmd, s.fsdp,
       {FsdpFlag::prefetch, FsdpFlag::strategy, FsdpFlag::hybrid_group, FsdpFlag::precision, FsdpFlag::reduce_dtype,
-       FsdpFlag::max_inflight, FsdpFlag::buffers, FsdpFlag::offload, FsdpFlag::impl});
+       FsdpFlag::max_inflight, FsdpFlag::buffers, FsdpFlag::offload, FsdpFlag::embedding_grad, FsdpFlag::impl});
   flags.insert(flags.end(), fsdp.begin(), fsdp.end());
   return flags;
 }

@@ -523,7 +523,7 @@ void add_run_command(CLI::App& app) {
   const std::vector<CLI::Option*> fsdp_flags = add_fsdp_flags(
       *cmd, options->fsdp_flags,
       {FsdpFlag::strategy, FsdpFlag::hybrid_group, FsdpFlag::precision, FsdpFlag::reduce_dtype, FsdpFlag::prefetch,
-       FsdpFlag::max_inflight, FsdpFlag::offload, FsdpFlag::buffers, FsdpFlag::impl});
+       FsdpFlag::max_inflight, FsdpFlag::offload, FsdpFlag::buffers, FsdpFlag::embedding_grad, FsdpFlag::impl});
   auto* accumulate = cmd->add_option("--accumulate", t.accumulate,
                                      "FSDP gradient accumulation: micro-batches per step, reduced once after the last")
                          ->check(CLI::Range(1, 1 << 20));

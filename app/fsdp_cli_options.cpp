@@ -31,6 +31,7 @@ FsdpFlags::FsdpFlags() {
   max_inflight = defaults.max_inflight;
   buffers = unshard_buffers_name(defaults.buffers);
   offload = defaults.offload;
+  embedding_grad = embedding_gradient_name(defaults.embedding_grad);
 }
 
 std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::initializer_list<FsdpFlag> which,
@@ -89,6 +90,15 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
                                      help("FSDP CPU offload: shards and optimizer state in host memory, the optimizer "
                                           "step on the CPU")));
         break;
+      case FsdpFlag::embedding_grad:
+        added.push_back(cmd.add_option("--embedding-grad", flags.embedding_grad,
+                                       help("FSDP, GPT-2: the input embeddings' gradient goes into the tables, "
+                                            "reduced with the root at the backward's end (table, default " +
+                                            defaults.embedding_grad +
+                                            "), or its rows are all-gathered and the root reduced beside the "
+                                            "Blocks' backward (rows)"))
+                            ->check(CLI::IsMember(strings(embedding_gradient_names()))));
+        break;
       case FsdpFlag::impl:
         added.push_back(
             cmd.add_option("--impl", flags.impl,
@@ -129,6 +139,7 @@ FsdpChoice parse_fsdp_flags(const FsdpFlags& flags) {
   o.max_inflight = flags.max_inflight;
   o.buffers = parse_unshard_buffers(flags.buffers);
   o.offload = flags.offload;
+  o.embedding_grad = parse_embedding_gradient(flags.embedding_grad);
   choice.impl = parse_impl(flags.impl);
   tasks_for(choice.impl);  // a mutant this build lacks is refused here, before a command prints anything
   warn_of_student_code_not_built(choice.impl);

@@ -32,6 +32,7 @@ struct FsdpFlags {
   int max_inflight = 0;      // --max-inflight
   std::string buffers;       // --buffers
   bool offload = false;      // --offload
+  std::string embedding_grad;      // --embedding-grad
   std::string impl = "reference";  // --impl
 
   // FsdpOptions{}'s defaults, spelled as the flags spell them.
@@ -42,7 +43,18 @@ struct FsdpFlags {
 // has, so any larger value would mean no limit too.
 inline constexpr int kMaxInflightFlag = 1 << 16;
 
-enum class FsdpFlag { strategy, hybrid_group, precision, reduce_dtype, prefetch, max_inflight, buffers, offload, impl };
+enum class FsdpFlag {
+  strategy,
+  hybrid_group,
+  precision,
+  reduce_dtype,
+  prefetch,
+  max_inflight,
+  buffers,
+  offload,
+  embedding_grad,
+  impl
+};
 
 // Adds the flags `which` to `cmd`, bound to `flags`, with their checks and help. `scope` starts each help
 // text where a command's flags configure only some of its modes ("memory, overlap"); empty for none.

@@ -55,6 +55,16 @@ class FullyShardedModel::UnitHooks final : public ModuleHooks {
   int saved_unit_ = -1;
 };
 
+// The model's sink for the input embeddings' gradient under --embedding-grad rows.
+class FullyShardedModel::EmbeddingRows final : public InputEmbeddingGradientSink {
+ public:
+  explicit EmbeddingRows(UnitLifecycle& lifecycle) : lifecycle_(lifecycle) {}
+  bool take(RunContext&, const InputEmbeddingGradient& grad) override { return lifecycle_.add_embedding_rows(grad); }
+
+ private:
+  UnitLifecycle& lifecycle_;
+};
+
 // ---- the wrapped model -----------------------------------------------------------------------------
 
 FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTasks& tasks,
@@ -126,6 +136,12 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
     units_.push_back(std::move(unit));
   }
   if (options.buffers == UnshardBuffers::pool) use_buffer_pool(plans);
+  if (options.embedding_grad == EmbeddingGradient::rows) {
+    embedding_rows_ = std::make_unique<EmbeddingRows>(lifecycle_);
+    check(model.set_input_embedding_gradient_sink(embedding_rows_.get()), "--embedding-grad rows: model ", model.kind(),
+          " has no learned token and position tables to take the rows of (GPT-2 has); use "
+          "--embedding-grad table");
+  }
   for (FsdpUnit* unit : unit_ptrs_) {
     tasks.flat_parameter->point_views(unit->layout, unit->full, &Parameter::value);
     tasks.flat_parameter->point_views(unit->layout, unit->grad_full, &Parameter::grad);
@@ -166,6 +182,7 @@ void FullyShardedModel::use_buffer_pool(const std::vector<UnitPlan>& plans) {
 }
 
 FullyShardedModel::~FullyShardedModel() {
+  if (embedding_rows_) model_.set_input_embedding_gradient_sink(nullptr);
   for (std::size_t i = 0; i < units_.size(); ++i) units_[i]->module->remove_hooks(hooks_[i].get());
 }
 

@@ -11,6 +11,8 @@
 //   Block pre_forward     gather the Block          post_forward   reshard it (full_shard)
 //   Block pre_backward    gather it again           post_backward  reduce-scatter, free
 //   root post_backward    reduce-scatter the root's gradients (the tied wte's from both its uses)
+// (with --embedding-grad rows, the root's reduce-scatter moves to the first Block's pre_backward and the embedding's
+// gradient reaches the root's shard as rows: [Note: the embedding's gradient as rows], unit_lifecycle.cpp)
 // Ops launched inside a unit carry its index as their trace label.
 #pragma once
 #include <cstdint>
@@ -66,6 +68,7 @@ class FullyShardedModel {
 
  private:
   class UnitHooks;
+  class EmbeddingRows;
   struct LocalChunk {
     int chunk;      // which rank's shard of the unit, in the shard group
     Tensor values;  // where this rank keeps it, f32
@@ -82,6 +85,7 @@ class FullyShardedModel {
   std::vector<std::unique_ptr<FsdpUnit>> units_;
   std::vector<FsdpUnit*> unit_ptrs_;
   std::vector<std::unique_ptr<UnitHooks>> hooks_;
+  std::unique_ptr<EmbeddingRows> embedding_rows_;  // --embedding-grad rows: the model's sink
 };
 
 }  // namespace fsdplab

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/unit_lifecycle.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
@@ -31,6 +32,13 @@ std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string
   return sizes;
 }
 
+std::int64_t embedding_rows_staging(int world, std::int64_t tokens, std::int64_t dim, std::int64_t token_numel,
+                                    std::int64_t position_numel, std::int64_t root_shard, DType param_dtype) {
+  const auto p = static_cast<std::int64_t>(dtype_size(param_dtype));
+  const std::int64_t tables = token_numel + position_numel;
+  return 4 * world * tokens + p * world * tokens * dim + p * tables + 4 * std::min(root_shard, tables);
+}
+
 namespace {
 
 // A unit's staging buffers (comm_buffer). Its gather's: the offloaded shard's f32 device copy and the shard's
@@ -42,9 +50,14 @@ std::int64_t gather_staging(const UnitSize& u, const FsdpOptions& options) {
 }
 
 // Its reduction's: the gradients widened to the reduce dtype or the reduction's bf16 output, beside the
-// offloaded shard's f32 device copy.
-std::int64_t reduce_staging(const UnitSize& u, const FsdpOptions& options) {
+// offloaded shard's f32 device copy. The root under --embedding-grad rows is reduced in `parts`: each part's
+// slice of every chunk copied side by side (and its bf16 output), what one part holds.
+std::int64_t reduce_staging(const UnitSize& u, const FsdpOptions& options, int parts) {
   const std::int64_t r = static_cast<std::int64_t>(dtype_size(options.reduce_dtype));
+  if (u.root && options.embedding_grad == EmbeddingGradient::rows) {
+    const std::int64_t part = (u.shard_numel + parts - 1) / parts;
+    return r * (u.padded_numel / u.shard_numel) * part + (options.reduce_dtype != DType::f32 ? r * part : 0);
+  }
   std::int64_t bytes = options.offload ? 4 * u.shard_numel : 0;
   if (gradients_replicated(options.strategy)) return bytes;
   if (options.param_dtype != options.reduce_dtype) bytes += r * u.padded_numel;
@@ -129,8 +142,10 @@ TagBytes fsdp_memory(const FsdpMemoryInput& in) {
   ScheduleHolds holds;
   holds.gathered = reshards_after_forward(in.options.strategy) ? t.root + t.largest_chain : t.all;
   holds.unit_grads = t.root + t.largest_chain;
+  const int parts = root_reduction_parts(in.units.size());
   for (const UnitSize& u : in.units)
-    holds.staging = std::max({holds.staging, gather_staging(u, in.options), reduce_staging(u, in.options)});
+    holds.staging = std::max({holds.staging, gather_staging(u, in.options), reduce_staging(u, in.options, parts)});
+  holds.staging = std::max(holds.staging, in.embedding_rows);
   return tags_of(in, t, holds);
 }
 
@@ -163,8 +178,10 @@ TagBytes fsdp_memory_bound(const FsdpMemoryInput& in) {
   const int gathers_per_step = reshards_after_forward(o.strategy) ? 2 : 1;
   for (const UnitSize& u : in.units) {
     const int gathers = u.root ? 1 + (o.prefetch.next_step ? 1 : 0) : gathers_per_step;
-    holds.staging += gathers * gather_staging(u, o) + reduce_staging(u, o);
+    const int parts = u.root && o.embedding_grad == EmbeddingGradient::rows ? root_reduction_parts(in.units.size()) : 1;
+    holds.staging += gathers * gather_staging(u, o) + parts * reduce_staging(u, o, parts);
   }
+  holds.staging += in.embedding_rows;
   return tags_of(in, t, holds);
 }
 

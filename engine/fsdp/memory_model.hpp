@@ -27,6 +27,7 @@
 //                (param_shard, grad_shard and optim_state are 0 on the device under CPU offload: they
 //                live in host memory, Device::host_ledger)
 //   comm_buffer  max over u of        p·Z_u  bf16 staging of a sharded gather
+//                (and the rows' temporaries, FsdpMemoryInput::embedding_rows)
 //                                     4·P_u  bf16 gradients widened to f32 before a reduce-scatter
 //                                     r·Z_u  a bf16 reduce-scatter's output before the f32 grad shard
 //                                     (one at a time: each is freed before the next collective)
@@ -69,7 +70,18 @@ struct FsdpMemoryInput {
   int world = 1;
   int optimizer_states = 2;  // k
   ModelMemory model;
+  // --embedding-grad rows: the bytes of the exchange's temporaries, held at once at the backward's end
+  // (embedding_rows_staging); 0 otherwise.
+  std::int64_t embedding_rows = 0;
 };
+
+// --embedding-grad rows' temporaries on each rank ([Note: the embedding's gradient as rows], unit_lifecycle.cpp),
+// for `tokens` ids a rank in a micro-batch, tables of `token_numel` and `position_numel` elements of `dim`
+// columns, in p-byte elements, and the root's shard of Z elements: the gathered ids 4·W·tokens and rows
+// p·W·tokens·dim, the two tables' sums p·(token + position), and their part in the shard widened to f32, at most
+// 4·min(Z, token + position).
+std::int64_t embedding_rows_staging(int world, std::int64_t tokens, std::int64_t dim, std::int64_t token_numel,
+                                    std::int64_t position_numel, std::int64_t root_shard, DType param_dtype);
 
 // The units FSDP makes of `model` under `options` on `world` ranks: plan_units, then the reference
 // FlatParameter layout over the shard group, with each unit's chain of nested units (UnitSize::chain_numel).
@@ -89,7 +101,7 @@ TagBytes fsdp_memory(const FsdpMemoryInput& input);
 //                buffer may still be parked)
 //   unsharded    ΣP: each unit's gradient is parked until its reduction is done, and compute may be ahead
 //   gradients    of every reduction; R + 2·Bunit with the pool
-//   comm_buffer  every gather's and reduction's staging of the step at once
+//   comm_buffer  every gather's and reduction's staging of the step at once, and the rows' temporaries
 // where Bunit is the largest unit other than the root. Checked against dry runs in test_fsdp_memory.cpp.
 TagBytes fsdp_memory_bound(const FsdpMemoryInput& input);
 // Expected peak bytes of each tag of the single-rank baseline training `model` in `compute` (its

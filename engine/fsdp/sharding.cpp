@@ -23,6 +23,8 @@ constexpr NameTable<ShardingStrategy, 6> kStrategies = {{
 }};
 constexpr NameTable<OverlapMode, 2> kModes = {{{OverlapMode::sync, "sync"}, {OverlapMode::async, "async"}}};
 constexpr NameTable<UnshardBuffers, 2> kBuffers = {{{UnshardBuffers::alloc, "alloc"}, {UnshardBuffers::pool, "pool"}}};
+constexpr NameTable<EmbeddingGradient, 2> kEmbeddingGradients = {
+    {{EmbeddingGradient::table, "table"}, {EmbeddingGradient::rows, "rows"}}};
 constexpr NameTable<DType, 2> kFsdpDTypes = {{{DType::f32, "f32"}, {DType::bf16, "bf16"}}};
 // --prefetch's words; "all" is forward + backward-pre + next-step.
 constexpr NameTable<PrefetchPolicy, 6> kPrefetches = {{
@@ -44,6 +46,7 @@ constexpr std::array<std::string_view, N> names_of(const NameTable<Enum, N>& tab
 constexpr auto kStrategyNames = names_of(kStrategies);
 constexpr auto kModeNames = names_of(kModes);
 constexpr auto kBufferNames = names_of(kBuffers);
+constexpr auto kEmbeddingGradientNames = names_of(kEmbeddingGradients);
 constexpr auto kFsdpDTypeNames = names_of(kFsdpDTypes);
 constexpr auto kPrefetchNames = names_of(kPrefetches);
 
@@ -59,6 +62,7 @@ const Enum* find_value(const NameTable<Enum, N>& table, std::string_view name) {
 std::span<const std::string_view> strategy_names() { return kStrategyNames; }
 std::span<const std::string_view> prefetch_names() { return kPrefetchNames; }
 std::span<const std::string_view> unshard_buffers_names() { return kBufferNames; }
+std::span<const std::string_view> embedding_gradient_names() { return kEmbeddingGradientNames; }
 std::span<const std::string_view> fsdp_dtype_names() { return kFsdpDTypeNames; }
 
 std::string names_list(std::span<const std::string_view> names) {
@@ -128,6 +132,17 @@ UnshardBuffers parse_unshard_buffers(std::string_view name) {
        "'; expected alloc (the caching allocator, per gather) or pool (two buffers, YaFSDP)");
 }
 
+std::string_view embedding_gradient_name(EmbeddingGradient g) {
+  return kEmbeddingGradients[g == EmbeddingGradient::table ? 0 : 1].second;
+}
+
+EmbeddingGradient parse_embedding_gradient(std::string_view name) {
+  if (const EmbeddingGradient* g = find_value(kEmbeddingGradients, name)) return *g;
+  fail("unknown --embedding-grad '", name,
+       "'; expected table (added into the tables' gradients, reduced with the "
+       "root's) or rows (the rows' gradients all-gathered, the root's others reduced early)");
+}
+
 FsdpOptions sync_schedule(FsdpOptions options) {
   options.mode = OverlapMode::sync;
   options.prefetch = PrefetchPolicy{false, BackwardPrefetch::none, false};
@@ -169,6 +184,15 @@ void validate_fsdp_options(const FsdpOptions& options, int world) {
         strategy_name(options.strategy),
         ": CPU offload moves the shards to the host, and this strategy keeps the whole "
         "parameters on the device; use --strategy full, grad_op or hybrid");
+  if (options.embedding_grad == EmbeddingGradient::rows) {
+    check(!parameters_replicated(options.strategy), "--embedding-grad rows with --strategy ",
+          strategy_name(options.strategy),
+          ": each rank adds the rows of its own shard of the root's gradient, and this strategy keeps the whole "
+          "parameters on every rank; use --strategy full, grad_op or hybrid, or --embedding-grad table");
+    check(!options.offload,
+          "--embedding-grad rows with --offload: the rows are added into the gradient shard on the "
+          "device, and CPU offload keeps it on the host; use one or the other");
+  }
 }
 
 int shard_group_size(const FsdpOptions& options, int world) {
@@ -206,6 +230,7 @@ std::string describe(const FsdpOptions& options, int world) {
                                                    : std::to_string(options.max_inflight) + " in flight";
   }
   if (options.offload) out += ", CPU offload";
+  if (options.embedding_grad == EmbeddingGradient::rows) out += ", embedding gradient as rows";
   return out;
 }
 

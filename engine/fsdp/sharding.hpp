@@ -38,6 +38,12 @@ enum class BackwardPrefetch { none, pre, post };
 // Where gathered parameters live: allocated per gather from the caching allocator (PyTorch), or two
 // buffers allocated once that even and odd units take turns in (YaFSDP).
 enum class UnshardBuffers { alloc, pool };
+// Where the input embeddings' gradient goes (GPT-2's wte and wpe, in the root unit with the LM head tied to wte):
+//   table  added into the tables' gradients and reduced with the root's at the backward's end (PyTorch FSDP)
+//   rows   the rows' gradients all-gathered, each rank adding those of its own shard, so the root's other
+//          gradients are reduced as soon as the backward leaves the LM head and the final norm
+//          ([Note: the embedding's gradient as rows], engine/fsdp/unit_lifecycle.cpp)
+enum class EmbeddingGradient { table, rows };
 
 struct PrefetchPolicy {
   bool forward = false;  // in a unit's pre-forward, gather the next unit of the recorded forward order
@@ -59,12 +65,15 @@ PrefetchPolicy parse_prefetch(std::string_view text);
 std::string prefetch_name(const PrefetchPolicy& p);
 std::string_view unshard_buffers_name(UnshardBuffers b);  // alloc, pool
 UnshardBuffers parse_unshard_buffers(std::string_view name);
+std::string_view embedding_gradient_name(EmbeddingGradient g);  // table, rows
+EmbeddingGradient parse_embedding_gradient(std::string_view name);
 
 // Every valid name, in the order of the tables the functions above parse with, for CLI checks, help
 // texts and the dashboard's choices.
 std::span<const std::string_view> strategy_names();        // full, grad_op, hybrid, no_shard, zero1, zero2
 std::span<const std::string_view> prefetch_names();        // none, forward, backward-pre, backward-post, next-step, all
 std::span<const std::string_view> unshard_buffers_names(); // alloc, pool
+std::span<const std::string_view> embedding_gradient_names();  // table, rows
 // The dtypes FSDP gathers, computes and reduces in (validate_fsdp_options): f32, bf16.
 std::span<const std::string_view> fsdp_dtype_names();
 // "a, b or c": `names` as an error message lists what was expected.
@@ -93,6 +102,7 @@ struct FsdpOptions {
   // the shard, each reduction ends with a device-to-host copy, both on the memcpy stream, and the
   // optimizer steps on the CPU. Sharded strategies only (full, grad_op, hybrid).
   bool offload = false;
+  EmbeddingGradient embedding_grad = EmbeddingGradient::table;  // --embedding-grad
   friend bool operator==(const FsdpOptions&, const FsdpOptions&) = default;
 };
 
@@ -103,7 +113,8 @@ FsdpOptions sync_schedule(FsdpOptions options);
 // a hybrid group that is not given or does not divide W, dtypes other than f32 and bf16, or a bf16
 // reduction of f32 gradients (reducing below the precision they were computed in loses bits for nothing),
 // prefetch in SYNC mode, a negative --max-inflight, the two-buffer pool with a strategy that keeps
-// units gathered from forward to backward, or CPU offload with a replicated strategy.
+// units gathered from forward to backward, CPU offload with a replicated strategy, or the embedding's gradient
+// as rows with a replicated strategy or CPU offload.
 void validate_fsdp_options(const FsdpOptions& options, int world);
 
 // S: how many ranks share one unit's shards.

@@ -1,10 +1,13 @@
 #include "engine/fsdp/unit_lifecycle.hpp"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "engine/fsdp/fsdp_events.hpp"
+#include "engine/runtime/error.hpp"
 #include "engine/tensor/elementwise.hpp"
+#include "engine/tensor/embedding.hpp"
 
 namespace fsdplab {
 namespace {
@@ -64,6 +67,7 @@ void UnitLifecycle::pre_backward(FsdpUnit& unit) {
   }
   tasks_.flat_parameter->point_views(unit.layout, unit.grad_full, &Parameter::grad);
   prefetch_after(PassPoint::pre_backward, unit);
+  if (unit.module->parent() != nullptr) reduce_root_part();
   report_unit_event(rank_, unit, FsdpEventKind::pre_backward, before);
 }
 
@@ -77,7 +81,12 @@ void UnitLifecycle::post_backward(FsdpUnit& unit) {
   // Gradient accumulation (PyTorch's no_sync): the next micro-batch's backward adds into this full
   // gradient; nothing is reduced until the last.
   unit.grad_accumulated = !rank_.reduce_gradients;
-  if (!unit.grad_accumulated) reduce_gradient(unit);
+  if (&unit == root_reduction_.root) {
+    // Reduced in parts beside the inner units' backward, its rows added since.
+    root_reduction_ = {};
+  } else if (!unit.grad_accumulated) {
+    reduce_gradient(unit);
+  }
   report_unit_event(rank_, unit, FsdpEventKind::post_backward, before);
 }
 
@@ -215,6 +224,151 @@ void UnitLifecycle::reduce_gradient(FsdpUnit& unit) {
   for (Tensor& t : staging) tasks_.overlap->release_staging(std::move(t), unit.reduced, rank_);
   tasks_.overlap->release_grad(unit, rank_);
 }
+
+// ==== the embedding's gradient as rows =================================================================
+
+// [Note: the embedding's gradient as rows]
+// GPT-2's root unit holds wte, which the LM head shares (a third of gpt2 124M's parameters), with wpe and
+// ln_f. Its gradient is complete only after the backward's last op, the embedding's, so its reduce-scatter
+// starts when compute is done and the step waits for it, then for the root's update and its gather for
+// the next step ([Note: per-unit optimizer steps]); on a slow link that is where the exposed time is.
+// Yet the embedding adds only B·T rows into a table of V rows (gpt2's bench: 4 × 1024 of 50,304).
+// `--embedding-grad rows` splits the root's gradient by where it comes from:
+//   - the LM head's and ln_f's parts are complete when the backward enters the first inner unit. From there
+//     the root is reduced in parts, one issued in each inner unit's pre-backward (after its prefetch), each
+//     part the same slice of every rank's chunk: one root-sized reduce-scatter on the link would hold back the
+//     next unit's gather behind it, where a part fits beside each unit's own collectives. The root's
+//     parameters are freed at the first part (the embedding's backward reads none).
+//   - the model hands the embedding's gradient (the ids and dx [B, T, C]) to a sink instead of adding it into
+//     the tables (InputEmbeddingGradientSink, model.hpp): the ids and rows of all W ranks are all-gathered,
+//     W·B·T·C values where the table's reduction moves V·C, added into a zeroed table the way the embedding's
+//     backward adds them, and the range of it that falls in this rank's shard, averaged over the W ranks, is
+//     added into the reduced gradient shard.
+//     compute  lm_head, ln_f | h.11           | h.10           | ... h.0 | wte, wpe            | updates
+//     link                   | rs root part 0 | rs root part 1 | ...     | ag ids, ag rows |
+//                            | rs h.11, ag h.10 ...
+// The gradient is the same sum, rounded differently: a token's rows are summed over all ranks in the param
+// dtype before the average, where `table` rounds each rank's table to the param dtype and averages in the
+// reduce dtype. The tables' temporaries are whole tables on every rank, for the same kernel as the
+// model's own backward; what crosses the link grows with W (W - 1 of W·B·T·C values a rank against the
+// table's (W - 1)/W·V·C), so `rows` pays while W·B·T is below V (gpt2's bench: up to W = 12).
+
+void UnitLifecycle::reduce_root_part() {
+  if (rank_.options.embedding_grad != EmbeddingGradient::rows || !rank_.reduce_gradients) return;
+  const std::span<FsdpUnit* const> units = rank_.schedule.units;
+  FsdpUnit& root = *units.front();
+  if (root.module->parent() != nullptr) return;  // no root unit
+  RootReduction& r = root_reduction_;
+  if (!r.root) {
+    if (root.state == UnitState::sharded) return;  // not in this backward
+    r = {&root, root_reduction_parts(units.size()), 0};
+    reshard(root);
+    rank_.schedule.reduction_order.push_back(&root);
+  }
+  if (r.issued == r.parts) return;
+  Device& device = rank_.device;
+  OpLabels labels = device.labels();
+  labels.unit = root.index;
+  const LabelScope scope(device, std::move(labels));
+  const ActivityScope activity(rank_, 4, "BackwardTask::reduce_scatter", *tasks_.backward, root.index,
+                               IssuedTo::enclosing);
+  const std::int64_t shard = root.layout.shard_numel();
+  const std::int64_t begin = shard * r.issued / r.parts, end = shard * (r.issued + 1) / r.parts;
+  ++r.issued;
+  if (end > begin) reduce_part(root, begin, end - begin);
+}
+
+void UnitLifecycle::reduce_part(FsdpUnit& unit, std::int64_t begin, std::int64_t count) {
+  Device& device = rank_.device;
+  const Lane lane = Lane::reduce_scatter;
+  const Stream stream = device.stream(lane);
+  const DType reduce_dtype = rank_.options.reduce_dtype;
+  const int shards = rank_.shard_group.world();
+  const std::int64_t shard = unit.layout.shard_numel();
+  // Elements [begin, begin + count) of every rank's chunk side by side, as the reduce-scatter takes them
+  // (widened to the reduce dtype on the way).
+  rank_.device.wait_stream(lane, Lane::compute);
+  const Tensor parts =
+      Tensor::empty(device, {shards * count}, reduce_dtype, MemTag::comm_buffer, unit.name + ".grad_part", lane);
+  for (int r = 0; r < shards; ++r)
+    cast(stream, unit.grad_full.view(r * shard + begin, {count}), parts.view(r * count, {count}));
+  std::vector<Tensor> staging{parts};
+  const Tensor into = unit.grad_shard.view(begin, {count});
+  Tensor out = into;
+  if (reduce_dtype != DType::f32) {
+    out = Tensor::empty(device, {count}, reduce_dtype, MemTag::comm_buffer,
+                        unit.name + ".grad_part_" + std::string(dtype_name(reduce_dtype)), lane);
+    staging.push_back(out);
+  }
+  tasks_.backward->reduce_scatter(device, rank_.shard_group, parts, out);
+  if (rank_.replica_group.world() > 1) {
+    const ActivityScope activity(rank_, 8, "HybridShardTask::all_reduce_replicas", *tasks_.hybrid_shard, unit.index,
+                                 IssuedTo::enclosing);
+    tasks_.hybrid_shard->all_reduce_replicas(device, rank_.replica_group, out);
+  }
+  if (!out.overlaps(into)) cast(stream, out, into);
+  Event done("fsdp.grad_part_reduced");
+  device.record(done, lane);
+  if (!rank_.async()) device.wait(Lane::compute, done);  // SYNC: every collective blocks compute
+  for (Tensor& t : staging) tasks_.overlap->release_staging(std::move(t), done, rank_);
+}
+
+bool UnitLifecycle::add_embedding_rows(const InputEmbeddingGradient& grad) {
+  if (!root_reduction_.root) return false;
+  while (root_reduction_.issued < root_reduction_.parts) reduce_root_part();  // a backward with few inner units
+  FsdpUnit& root = *root_reduction_.root;
+  Device& device = rank_.device;
+  const ActivityScope activity(rank_,
+                               CodeSite{4,
+                                        "UnitLifecycle::add_embedding_rows: the embedding's gradient as rows "
+                                        "(engine/fsdp/unit_lifecycle.cpp)"},
+                               root.index);
+  // Every rank's rows, so the replicas of a shard (hybrid) add the same rows: the mean is over all W ranks.
+  Communicator& ranks = rank_.world;
+  const std::int64_t W = ranks.world(), B = grad.dx.dim(0), T = grad.dx.dim(1), C = grad.dx.dim(2);
+  const DType dtype = grad.dx.dtype();
+  const Lane lane = Lane::reduce_scatter;
+  const Stream stream = device.stream(lane);
+  const auto temporary = [&](std::int64_t numel, DType type, const std::string& name) {
+    return Tensor::empty(device, {numel}, type, MemTag::comm_buffer, root.name + "." + name, lane);
+  };
+  std::vector<Tensor> staging;
+  device.wait_stream(lane, Lane::compute);  // the rows and ids, written by compute
+  const Tensor ids = temporary(W * B * T, DType::i32, "embedding_ids");
+  const Tensor rows = temporary(W * B * T * C, dtype, "embedding_rows");
+  ranks.all_gather(stream, grad.ids.reshape({B * T}), ids);
+  ranks.all_gather(stream, grad.dx.reshape({B * T * C}), rows);
+  staging.insert(staging.end(), {ids, rows});
+  const std::vector<ShardSlice> slices = tasks_.flat_parameter->shard_slices(root.layout, rank_.shard_group.rank());
+  for (Parameter* table : {&grad.token_table, &grad.position_table}) {
+    check(std::any_of(root.layout.entries.begin(), root.layout.entries.end(),
+                      [&](const FlatParamEntry& e) { return e.param == table; }),
+          "--embedding-grad rows: parameter '", table->name, "' is not in the root unit '", root.name, "'");
+    const Tensor sums = temporary(table->numel(), dtype, "grad_rows_of_" + table->name);
+    staging.push_back(sums);
+    fill(stream, sums, 0);
+    if (table == &grad.token_table) {
+      embedding_backward(stream, rows.reshape({W * B * T, C}), ids, sums.reshape(table->shape));
+    } else {  // the position table: rows 0 .. T-1, each the sum over every rank's batch
+      bias_backward(stream, rows.reshape({W * B, T * C}), sums.view(0, {T * C}));
+    }
+    for (const ShardSlice& s : slices) {
+      if (s.param != table) continue;
+      const Tensor mean = temporary(s.count, DType::f32, "grad_rows_mean");
+      staging.push_back(mean);
+      cast(stream, sums.view(s.param_begin, {s.count}), mean);
+      scale(stream, mean, 1.0f / static_cast<float>(W), mean);
+      const Tensor into = root.grad_shard.view(s.shard_offset, {s.count});
+      add(stream, into, mean, into);
+    }
+  }
+  device.record(root.reduced, lane);
+  for (Tensor& t : staging) tasks_.overlap->release_staging(std::move(t), root.reduced, rank_);
+  tasks_.overlap->release_grad(root, rank_);  // SYNC: compute waits for the reduction here
+  return true;
+}
+
+int root_reduction_parts(std::size_t units) { return std::max(1, static_cast<int>(units) - 1); }
 
 // ==== the optimizer ==================================================================================
 

@@ -27,8 +27,13 @@
 
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/fsdp_unit.hpp"
+#include "engine/nn/model.hpp"
 
 namespace fsdplab {
+
+// --embedding-grad rows: the parts the root's gradient is reduced in, among `units` units (the root one of them):
+// one beside each inner unit's backward ([Note: the embedding's gradient as rows]).
+int root_reduction_parts(std::size_t units);
 
 // Whether another training step follows an optimizer step (its forward can be prepared during it).
 enum class NextForward { none, follows };
@@ -70,6 +75,12 @@ class UnitLifecycle {
   // a device copy made by task 9, to be released once the gather that reads it is done.
   Tensor shard_on_device(const FsdpUnit& unit, const std::string& purpose);
 
+  // ---- --embedding-grad rows ([Note: the embedding's gradient as rows]) ---------------------------
+  // The model's sink (fully_sharded_model.cpp): adds every rank's rows of the input embeddings' gradient into
+  // this rank's shard of the root's gradient. False, for the model to add them into the tables itself, unless
+  // the root's reduction was issued early in this backward.
+  bool add_embedding_rows(const InputEmbeddingGradient& grad);
+
   const FsdpTasks& tasks() const { return tasks_; }
 
  private:
@@ -86,9 +97,20 @@ class UnitLifecycle {
                         FsdpUnit* gather_next);
   // The unit the next step's forward needs first, when the next-step prefetch applies; else nullptr.
   FsdpUnit* first_of_next_forward() const;
+  // --embedding-grad rows, in each inner unit's pre-backward: the root's reduction (of all but the input
+  // embeddings' gradient, which the sink adds later), its next part; at the first, the root's reshard.
+  void reduce_root_part();
+  // Elements [begin, begin + count) of every rank's chunk of `unit`'s gradient, reduced into its shard.
+  void reduce_part(FsdpUnit& unit, std::int64_t begin, std::int64_t count);
 
   FsdpRank& rank_;
   const FsdpTasks& tasks_;
+  // The root's reduction in parts, from its first part to the root's post-backward.
+  struct RootReduction {
+    FsdpUnit* root = nullptr;
+    int parts = 0;
+    int issued = 0;
+  } root_reduction_;
 };
 
 }  // namespace fsdplab

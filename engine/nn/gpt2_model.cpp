@@ -213,6 +213,8 @@ class Gpt2Transformer final : public Module {
         ln_f_(register_module<LayerNorm>("ln_f", cfg.n_embd, cfg.layer_norm_epsilon)) {}
   std::string_view kind() const override { return "GPT2Model"; }
   Parameter& token_embedding() { return wte_.weight(); }
+  Parameter& position_embedding() { return wpe_.weight(); }
+  void set_embedding_gradient_sink(InputEmbeddingGradientSink* sink) { embedding_sink_ = sink; }
 
   Tensor forward(RunContext& ctx, const Tensor& ids) {  // [B, T] i32 -> [B*T, C]
     enter_forward(ctx);
@@ -234,8 +236,15 @@ class Gpt2Transformer final : public Module {
     Tensor dx = ln_f_.backward(ctx, dout).reshape({batch_, seq_, C});
     const auto& blocks = h_.blocks();
     for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) dx = (*it)->backward(ctx, dx);
-    wpe_.add_first_rows_backward(ctx, dx);
-    wte_.backward(ctx, as_rows(dx));
+    // dx is the gradient of wte[ids] + wpe[0 .. T): the tables' rows take it, or a sink places it.
+    const Tensor& ids = wte_.saved_ids();  // undefined without a forward: wte_.backward says so
+    if (embedding_sink_ && ids.defined() &&
+        embedding_sink_->take(ctx, {wte_.weight(), wpe_.weight(), ids.reshape({batch_, seq_}), dx})) {
+      wte_.drop_saved_ids();
+    } else {
+      wpe_.add_first_rows_backward(ctx, dx);
+      wte_.backward(ctx, as_rows(dx));
+    }
     exit_backward(ctx);
   }
 
@@ -246,6 +255,7 @@ class Gpt2Transformer final : public Module {
   Gpt2BlockList& h_;
   LayerNorm& ln_f_;
   std::int64_t batch_ = 0, seq_ = 0;  // of the last forward
+  InputEmbeddingGradientSink* embedding_sink_ = nullptr;
 };
 
 // lm_head: logits = x wte^T, as nn.Linear(C, V, bias=False) whose weight IS wte's. It registers no
@@ -317,6 +327,15 @@ void Gpt2Model::backward(RunContext& ctx) {
   dlogits = Tensor();  // [N, Vp], the largest activation: gone before the blocks' backward
   transformer_.backward(ctx, dx);
   exit_backward(ctx);
+}
+
+Model::InputEmbeddingTables Gpt2Model::input_embedding_tables() {
+  return {&transformer_.token_embedding(), &transformer_.position_embedding()};
+}
+
+bool Gpt2Model::set_input_embedding_gradient_sink(InputEmbeddingGradientSink* sink) {
+  transformer_.set_embedding_gradient_sink(sink);
+  return true;
 }
 
 }  // namespace fsdplab

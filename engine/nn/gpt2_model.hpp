@@ -80,6 +80,8 @@ class Gpt2Model final : public Model {
   // cross-entropy over the B*T tokens.
   Tensor forward(RunContext& ctx, const Batch& batch) override;
   void backward(RunContext& ctx) override;
+  InputEmbeddingTables input_embedding_tables() override;
+  bool set_input_embedding_gradient_sink(InputEmbeddingGradientSink* sink) override;
 
  private:
   Gpt2Config config_;

@@ -113,6 +113,9 @@ class Embedding final : public Module {
   std::string_view kind() const override { return "Embedding"; }
   Tensor forward(RunContext& ctx, const Tensor& ids);  // [N] i32 -> [N, dim]
   void backward(RunContext& ctx, const Tensor& dy);    // ids have no gradient
+  // The forward's ids, saved for backward, and their end when another takes the gradient's rows (a sink).
+  const Tensor& saved_ids() const { return ids_; }
+  void drop_saved_ids() { ids_ = Tensor(); }
   // The lookup of ids 0 .. T-1 in every row of a batch, added to x [B, T, dim] in place: rows 0 .. T-1 of
   // the table are read where they lie, as a bias of B rows of T·dim (GPT-2's positions). One launch where
   // forward's lookup and an add would be two, and no ids and no [T, dim] output in memory.

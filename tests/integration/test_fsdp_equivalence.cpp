@@ -264,6 +264,46 @@ std::vector<Case> all_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, FsdpEquivalence, on_each_device(all_cases()), with_device_name<Case>(case_name));
 
+// ---- the embedding's gradient as rows ------------------------------------------------------------------
+// --embedding-grad rows ([Note: the embedding's gradient as rows], engine/fsdp/unit_lifecycle.cpp) sums the same
+// gradient in another order: the root's reduce-scatter without the embedding's rows, which every rank then adds
+// for its shard from all ranks' rows. Held to the bounds of the matrix above: at odd W (a shard boundary inside
+// a row of wte), where the rows cross a shard group (hybrid, W / S replicas adding the same rows), without a
+// reshard after forward (grad_op), and with gradient accumulation (the rows of the micro-batches before the last
+// go into the tables, and the root's reduction carries them).
+
+struct RowsCase {
+  int world;
+  ShardingStrategy strategy;
+  int accumulate;
+};
+
+class FsdpEmbeddingGradientAsRows : public RunOnEachDevice<RowsCase> {};
+
+TEST_P(FsdpEmbeddingGradientAsRows, SameLossesAndFinalParametersAsTheBaseline) {
+  const RowsCase c = param();
+  FsdpOptions options = options_for({c.world, c.strategy});
+  options.embedding_grad = EmbeddingGradient::rows;
+  RunConfig run = on_device(gpt2_run(c.world));
+  run.accumulate = c.accumulate;
+  const std::string name =
+      "rows_" + case_name({c.world, c.strategy}) + "_x" + std::to_string(c.accumulate) + "_" + device_name();
+  const Result fsdp = train(run, &options, name);
+  expect_adamw_equivalent(adamw_baseline(kind()), fsdp, kind());
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, FsdpEmbeddingGradientAsRows,
+                         on_each_device(std::vector<RowsCase>{{2, ShardingStrategy::full_shard, 1},
+                                                              {3, ShardingStrategy::full_shard, 1},
+                                                              {8, ShardingStrategy::full_shard, 1},
+                                                              {4, ShardingStrategy::shard_grad_op, 1},
+                                                              {4, ShardingStrategy::hybrid_shard, 1},
+                                                              {2, ShardingStrategy::full_shard, 3}}),
+                         with_device_name<RowsCase>([](const RowsCase& c) {
+                           return "W" + std::to_string(c.world) + "_" + std::string(strategy_name(c.strategy)) +
+                                  (c.accumulate > 1 ? "_accumulate" + std::to_string(c.accumulate) : "");
+                         }));
+
 // ---- short runs, for the sanitizer builds ------------------------------------------------------
 // The matrix above takes minutes under ASan and TSan, which exclude it (CMakePresets.json); these
 // few short runs cover the same code paths there: odd W, hybrid groups, ZeRO and bf16. On cuda the

@@ -116,6 +116,12 @@ std::vector<Case> cases() {
     out.push_back({4, options_of(s, DType::bf16, DType::f32)});
   out.push_back({4, options_of(ShardingStrategy::hybrid_shard, DType::f32, DType::f32, 2)});
   out.push_back({8, options_of(ShardingStrategy::hybrid_shard, DType::bf16, DType::f32, 4)});
+  // --embedding-grad rows: the exchange's temporaries (comm_buffer) at the backward's end.
+  for (const auto& [w, param] : {std::pair{2, DType::f32}, std::pair{3, DType::bf16}, std::pair{8, DType::f32}}) {
+    FsdpOptions rows = options_of(ShardingStrategy::full_shard, param, DType::f32);
+    rows.embedding_grad = EmbeddingGradient::rows;
+    out.push_back({w, rows});
+  }
   return out;
 }
 
@@ -124,6 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, FsdpMemory, ::testing::ValuesIn(cases()), [
   std::string name = std::string(strategy_name(o.strategy)) + "_W" + std::to_string(info.param.world) + "_" +
                      std::string(dtype_name(o.param_dtype)) + "_reduce_" + std::string(dtype_name(o.reduce_dtype));
   if (o.hybrid_group) name += "_S" + std::to_string(o.hybrid_group);
+  if (o.embedding_grad == EmbeddingGradient::rows) name += "_embedding_rows";
   return name;
 });
 
@@ -241,6 +248,9 @@ std::vector<AsyncCase> async_cases() {
     add("full_bf16_offload_unlimited", 2, offload);
     add("full_nested_limit1", 2, with(full_shard, "all", 1), "nested");
     add("full_nested_unlimited", 2, with(full_shard, "all", 0), "nested");
+    FsdpOptions rows = with(full_shard, "all", 0, DType::bf16, DType::bf16);
+    rows.embedding_grad = EmbeddingGradient::rows;
+    add("full_bf16_reduce_bf16_embedding_rows_unlimited", 2, rows);
   }
   return out;
 }
