@@ -100,9 +100,10 @@ void bench_memory(const MemoryBenchOptions& bench, const FsdpChoice& choice) {
 
   std::printf(
       "fsdplab bench --what memory: gpt2 '%s', strategy %s, %s parameters and compute, %s gradient "
-      "reduction, AdamW; impl: %s\n",
+      "reduction%s, AdamW; impl: %s\n",
       bench.preset.c_str(), std::string(strategy_name(fsdp.strategy)).c_str(),
       std::string(dtype_name(fsdp.param_dtype)).c_str(), std::string(dtype_name(fsdp.reduce_dtype)).c_str(),
+      fsdp.embedding_grad == EmbeddingGradient::rows ? ", embedding gradient as rows" : "",
       impl_name(choice.impl).c_str());
   std::printf(
       "Per rank: micro-batch %lld x seq %lld (global batch = W x %lld). Dry runs of one step on the sim device\n"

@@ -313,10 +313,12 @@ void bench_overlap(const OverlapBenchOptions& bench) {
 
   std::printf(
       "fsdplab bench --what overlap: %s '%s' (%.2fM parameters), W = %d, strategy %s, %s parameters and "
-      "compute, %s gradient reduction, AdamW; impl: %s\n",
+      "compute, %s gradient reduction%s, AdamW; impl: %s\n",
       bench.model.c_str(), bench.preset.c_str(), static_cast<double>(parameters) / 1e6, bench.world,
       std::string(strategy_name(async.strategy)).c_str(), std::string(dtype_name(async.param_dtype)).c_str(),
-      std::string(dtype_name(async.reduce_dtype)).c_str(), impl_name(bench.impl).c_str());
+      std::string(dtype_name(async.reduce_dtype)).c_str(),
+      async.embedding_grad == EmbeddingGradient::rows ? ", embedding gradient as rows" : "",
+      impl_name(bench.impl).c_str());
   std::printf("Device %s, link %s (%g GB/s per direction, %g us per ring step). Per rank: micro-batch %lld x seq %lld "
               "= %lld tokens.\n",
               device.name.c_str(), base.name.c_str(), base.bandwidth / 1e9, base.latency_us,

@@ -10,7 +10,9 @@
 #   engine/nn/gpt2_model.hpp);
 #   fsdplab bf16 on 2 ranks sharing the GPU, SYNC and ASYNC, without and with an emulated pcie4-no-p2p link (the
 #   latter adds the compute step and eta), and on that link with the gradients reduced in bf16 (`--reduce-dtype bf16`,
-#   half the reductions' bytes; FSDP2's default where the parameters are bf16);
+#   half the reductions' bytes; FSDP2's default where the parameters are bf16), then also with the embedding's gradient
+#   as rows (`--embedding-grad rows`: the root reduced beside the Blocks' backward, [Note: the embedding's gradient as
+#   rows] in engine/fsdp/unit_lifecycle.cpp);
 #   then where the step goes, kernel by kernel: PyTorch's eager f32 and bf16 (pytorch_gpt2_eager.py --kernels, after
 #   their timed steps) and fsdplab's (`bench --what kernels`) in f32, f32 with flash attention, and bf16;
 #   last, what CUPTI tracing costs and whether its overlap agrees with the CUDA events' (`bench --what cupti`).
@@ -24,7 +26,8 @@
 #   RUN_LIMIT=s    each run's time limit in seconds (default 240): a run that fails or hangs is marked in its row
 #                  and the others still run
 # About 200 s on an H200 (2026-12-04, RUN_LIMIT=110, which no run reached: 166 s, then about 30 s for the
-# bench --what cupti run added after), and the llm.c and bf16-reduction runs added since (not yet timed).
+# bench --what cupti run added after), and the llm.c, bf16-reduction and embedding-rows runs added since (not yet
+# timed).
 set -uo pipefail
 # LOG and FSDPLAB are paths from where the script was started; the runs go from the repository root.
 log=$(realpath -m "${1:-bench_gpu.log}")
@@ -77,6 +80,8 @@ run fsdplab_w2_link "$fsdplab" bench --what train --device cuda --precision bf16
   --link-preset pcie4-no-p2p "$@"
 run fsdplab_w2_link_bf16_reduce "$fsdplab" bench --what train --device cuda --precision bf16 --reduce-dtype bf16 \
   --world 2 --emulate-link --link-preset pcie4-no-p2p "$@"
+run fsdplab_w2_link_rows "$fsdplab" bench --what train --device cuda --precision bf16 --reduce-dtype bf16 \
+  --embedding-grad rows --world 2 --emulate-link --link-preset pcie4-no-p2p "$@"
 run kernels_f32 "$fsdplab" bench --what kernels --device cuda "$@"
 run kernels_f32_flash "$fsdplab" bench --what kernels --device cuda --attention flash "$@"
 run kernels_bf16 "$fsdplab" bench --what kernels --device cuda --precision bf16 "$@"
@@ -133,6 +138,9 @@ row "fsdplab, bf16, 2 ranks, compute (no link), ASYNC" fsdplab_w2_link compute
 row "... the same, gradients reduced in bf16: SYNC" fsdplab_w2_link_bf16_reduce SYNC
 row "... the same, gradients reduced in bf16: ASYNC" fsdplab_w2_link_bf16_reduce ASYNC
 row "... the same, gradients reduced in bf16: compute" fsdplab_w2_link_bf16_reduce compute
+row "... and the embedding's gradient as rows: SYNC" fsdplab_w2_link_rows SYNC
+row "... and the embedding's gradient as rows: ASYNC" fsdplab_w2_link_rows ASYNC
+row "... and the embedding's gradient as rows: compute" fsdplab_w2_link_rows compute
 for name in kernels_f32 kernels_f32_flash kernels_bf16; do
   why=$(failed "$name")
   [[ -n $why ]] && echo "bench --what kernels (${name#kernels_}): $why"

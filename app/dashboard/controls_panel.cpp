@@ -210,6 +210,13 @@ void ControlsPanel::draw(LiveSession& session) {
   reduce_dtype_ = last_item();
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("the gradients' reduce-scatter in this dtype; bf16 needs precision bf16");
+  combo("embedding grad", f.embedding_grad, strings(embedding_gradient_names()));
+  embedding_grad_ = last_item();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "GPT-2's tied embedding: its gradient added into the tables and reduced with the root at the backward's "
+        "end (table), or the root reduced beside the Blocks' backward and only the rows all-gathered at the end "
+        "(rows; wrap block)");
   combo("buffers", f.buffers, strings(unshard_buffers_names()));
   buffers_ = last_item();
   if (ImGui::IsItemHovered())

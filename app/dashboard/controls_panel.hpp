@@ -38,6 +38,7 @@ class ControlsPanel {
   Rect shard_group_slider() const { return shard_group_; }  // empty unless the strategy is hybrid
   Rect wrap_combo() const { return wrap_; }
   Rect reduce_dtype_combo() const { return reduce_dtype_; }
+  Rect embedding_grad_combo() const { return embedding_grad_; }
   Rect buffers_combo() const { return buffers_; }
   Rect max_inflight_field() const { return max_inflight_; }
   Rect offload_checkbox() const { return offload_; }
@@ -55,7 +56,7 @@ class ControlsPanel {
   std::vector<std::string> devices_;  // probed once, on the first frame
   std::array<char, 128> impl_text_{};  // the impl field's text, from edited_.fsdp.impl each frame
   Rect run_pause_, step_, restart_, impl_, world_, nodes_, shard_group_;
-  Rect wrap_, reduce_dtype_, buffers_, max_inflight_, offload_;
+  Rect wrap_, reduce_dtype_, embedding_grad_, buffers_, max_inflight_, offload_;
 };
 
 }  // namespace fsdplab::app

@@ -137,6 +137,19 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
   }
   if (options.buffers == UnshardBuffers::pool) use_buffer_pool(plans);
   if (options.embedding_grad == EmbeddingGradient::rows) {
+    // The rows are added into the root's shard: the tables must be the root's, not units of their own.
+    const Model::InputEmbeddingTables tables = model.input_embedding_tables();
+    for (const Parameter* table : {tables.token, tables.position}) {
+      if (!table) continue;
+      const auto holds = [&](const UnitPlan& plan) {
+        return std::find(plan.params.begin(), plan.params.end(), table) != plan.params.end();
+      };
+      const auto unit = std::find_if(plans.begin(), plans.end(), holds);
+      check(unit == plans.begin() && unit->module->parent() == nullptr, "--embedding-grad rows: parameter '",
+            table->name, "' is in unit '", unit->name,
+            "', not the root unit, into whose shard the rows are added; "
+            "use --wrap block, or --embedding-grad table");
+    }
     embedding_rows_ = std::make_unique<EmbeddingRows>(lifecycle_);
     check(model.set_input_embedding_gradient_sink(embedding_rows_.get()), "--embedding-grad rows: model ", model.kind(),
           " has no learned token and position tables to take the rows of (GPT-2 has); use "

@@ -81,12 +81,7 @@ void UnitLifecycle::post_backward(FsdpUnit& unit) {
   // Gradient accumulation (PyTorch's no_sync): the next micro-batch's backward adds into this full
   // gradient; nothing is reduced until the last.
   unit.grad_accumulated = !rank_.reduce_gradients;
-  if (&unit == root_reduction_.root) {
-    // Reduced in parts beside the inner units' backward, its rows added since.
-    root_reduction_ = {};
-  } else if (!unit.grad_accumulated) {
-    reduce_gradient(unit);
-  }
+  if (!unit.grad_accumulated && !end_root_reduction(unit)) reduce_gradient(unit);
   report_unit_event(rank_, unit, FsdpEventKind::post_backward, before);
 }
 
@@ -311,6 +306,12 @@ void UnitLifecycle::reduce_part(FsdpUnit& unit, std::int64_t begin, std::int64_t
   device.record(done, lane);
   if (!rank_.async()) device.wait(Lane::compute, done);  // SYNC: every collective blocks compute
   for (Tensor& t : staging) tasks_.overlap->release_staging(std::move(t), done, rank_);
+}
+
+bool UnitLifecycle::end_root_reduction(const FsdpUnit& unit) {
+  if (&unit != root_reduction_.root) return false;
+  root_reduction_ = {};
+  return true;
 }
 
 bool UnitLifecycle::add_embedding_rows(const InputEmbeddingGradient& grad) {

@@ -100,6 +100,9 @@ class UnitLifecycle {
   // --embedding-grad rows, in each inner unit's pre-backward: the root's reduction (of all but the input
   // embeddings' gradient, which the sink adds later), its next part; at the first, the root's reshard.
   void reduce_root_part();
+  // In `unit`'s post-backward: true, ending the record of it, when `unit` is the root reduced in parts during this
+  // backward (its rows added since); false for every other unit, whose reduction is still to issue.
+  bool end_root_reduction(const FsdpUnit& unit);
   // Elements [begin, begin + count) of every rank's chunk of `unit`'s gradient, reduced into its shard.
   void reduce_part(FsdpUnit& unit, std::int64_t begin, std::int64_t count);
 

@@ -157,6 +157,35 @@ TEST(FsdpOverlap, BackwardPrefetchOverlapsGathersAndReductions) {
   }
 }
 
+// [Note: the embedding's gradient as rows]: the root is reduced in 12 parts, one beside each Block's backward, and
+// at the backward's end only the embedding's rows cross the link (ids and rows, all-gathered), beside nothing the
+// backward has left but whose data they are.
+TEST(FsdpOverlap, EmbeddingRowsReduceTheRootBesideTheBlocks) {
+  FsdpOptions rows;
+  rows.embedding_grad = EmbeddingGradient::rows;
+  for (const RankSchedule& rank : schedule_of(gpt2_124m(), rows)) {
+    std::vector<OpRecord> root_parts, blocks;
+    for (const OpRecord& op : collectives(rank.ops, OpCategory::reduce_scatter, "backward"))
+      (op.labels.unit == 0 ? root_parts : blocks).push_back(op);
+    ASSERT_EQ(root_parts.size(), 12u);
+    ASSERT_EQ(blocks.size(), 12u);
+    // Each part runs beside a Block's backward compute, and the last part ends before the last Block's reduction.
+    for (const OpRecord& part : root_parts) {
+      bool beside_a_block = false;
+      for (int unit = 1; unit <= 12; ++unit) beside_a_block = beside_a_block || overlaps_compute(part, rank.ops, unit);
+      EXPECT_TRUE(beside_a_block) << part.name << " at " << part.begin;
+    }
+    EXPECT_LT(root_parts.back().end, blocks.back().end);
+    // The embedding's rows: the ids and dx of both ranks, the backward's last collectives.
+    const std::vector<OpRecord> gathers = collectives(rank.ops, OpCategory::all_gather, "backward");
+    std::vector<OpRecord> rows_gathered;
+    for (const OpRecord& g : gathers)
+      if (g.labels.unit == 0) rows_gathered.push_back(g);
+    ASSERT_EQ(rows_gathered.size(), 2u);
+    EXPECT_GE(rows_gathered.front().begin, blocks.back().begin);
+  }
+}
+
 // [Note: per-unit optimizer steps]: the next step's first unit (the root) is gathered in the step before,
 // beside the other units' updates, after its own update; the next forward waits for it like a prefetch.
 TEST(FsdpOverlap, NextStepPrefetchGathersTheRootBesideTheUpdates) {

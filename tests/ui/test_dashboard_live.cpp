@@ -534,8 +534,8 @@ TEST(DashboardLive, TheRunPanelOffersTheFsdpOptionsOfFsdplabRunAndUpTo16Ranks) {
   frames_until(imgui, dashboard, [] { return true; });  // the rects clicked below: of a frame as the clicks see it
   ControlsPanel& controls = dashboard.controls();
   for (const ControlsPanel::Rect& field :
-       {controls.wrap_combo(), controls.reduce_dtype_combo(), controls.buffers_combo(), controls.max_inflight_field(),
-        controls.offload_checkbox()})
+       {controls.wrap_combo(), controls.reduce_dtype_combo(), controls.embedding_grad_combo(), controls.buffers_combo(),
+        controls.max_inflight_field(), controls.offload_checkbox()})
     EXPECT_GT(field.max.x, field.min.x) << "not drawn";
 
   // The slider's right end: 16 ranks (it stopped at 8).
