@@ -196,19 +196,7 @@ void UnitLifecycle::reduce_gradient(FsdpUnit& unit) {
                                              unit.name + ".flat_grad_shard_device", Lane::reduce_scatter)
                              : unit.grad_shard;
     if (!shard.overlaps(unit.grad_shard)) staging.push_back(shard);
-    Tensor out = shard;
-    if (reduce_dtype != shard.dtype()) {
-      out = Tensor::empty(device, shard.shape(), reduce_dtype, MemTag::comm_buffer,
-                          unit.name + ".grad_shard_" + std::string(dtype_name(reduce_dtype)), Lane::reduce_scatter);
-      staging.push_back(out);
-    }
-    tasks_.backward->reduce_scatter(device, rank_.shard_group, grads, out);
-    if (rank_.replica_group.world() > 1) {
-      const ActivityScope activity(rank_, 8, "HybridShardTask::all_reduce_replicas", *tasks_.hybrid_shard, unit.index,
-                                   IssuedTo::enclosing);
-      tasks_.hybrid_shard->all_reduce_replicas(device, rank_.replica_group, out);
-    }
-    if (!out.overlaps(shard)) cast(stream, out, shard);
+    reduce_scatter_mean(unit, grads, shard, "grad_shard", staging);
     if (offloaded(unit)) {
       tasks_.cpu_offload->copy_grad_to_host(device, shard, unit.grad_shard);
       done = Lane::memcpy;
@@ -288,20 +276,7 @@ void UnitLifecycle::reduce_part(FsdpUnit& unit, std::int64_t begin, std::int64_t
   for (int r = 0; r < shards; ++r)
     cast(stream, unit.grad_full.view(r * shard + begin, {count}), parts.view(r * count, {count}));
   std::vector<Tensor> staging{parts};
-  const Tensor into = unit.grad_shard.view(begin, {count});
-  Tensor out = into;
-  if (reduce_dtype != DType::f32) {
-    out = Tensor::empty(device, {count}, reduce_dtype, MemTag::comm_buffer,
-                        unit.name + ".grad_part_" + std::string(dtype_name(reduce_dtype)), lane);
-    staging.push_back(out);
-  }
-  tasks_.backward->reduce_scatter(device, rank_.shard_group, parts, out);
-  if (rank_.replica_group.world() > 1) {
-    const ActivityScope activity(rank_, 8, "HybridShardTask::all_reduce_replicas", *tasks_.hybrid_shard, unit.index,
-                                 IssuedTo::enclosing);
-    tasks_.hybrid_shard->all_reduce_replicas(device, rank_.replica_group, out);
-  }
-  if (!out.overlaps(into)) cast(stream, out, into);
+  reduce_scatter_mean(unit, parts, unit.grad_shard.view(begin, {count}), "grad_part", staging);
   Event done("fsdp.grad_part_reduced");
   device.record(done, lane);
   if (!rank_.async()) device.wait(Lane::compute, done);  // SYNC: every collective blocks compute
@@ -370,6 +345,25 @@ bool UnitLifecycle::add_embedding_rows(const InputEmbeddingGradient& grad) {
 }
 
 int root_reduction_parts(std::size_t units) { return std::max(1, static_cast<int>(units) - 1); }
+
+void UnitLifecycle::reduce_scatter_mean(const FsdpUnit& unit, const Tensor& grads, const Tensor& shard,
+                                        const std::string& name, std::vector<Tensor>& staging) {
+  Device& device = rank_.device;
+  const DType reduce_dtype = rank_.options.reduce_dtype;
+  Tensor out = shard;
+  if (reduce_dtype != shard.dtype()) {
+    out = Tensor::empty(device, shard.shape(), reduce_dtype, MemTag::comm_buffer,
+                        unit.name + "." + name + "_" + std::string(dtype_name(reduce_dtype)), Lane::reduce_scatter);
+    staging.push_back(out);
+  }
+  tasks_.backward->reduce_scatter(device, rank_.shard_group, grads, out);
+  if (rank_.replica_group.world() > 1) {
+    const ActivityScope activity(rank_, 8, "HybridShardTask::all_reduce_replicas", *tasks_.hybrid_shard, unit.index,
+                                 IssuedTo::enclosing);
+    tasks_.hybrid_shard->all_reduce_replicas(device, rank_.replica_group, out);
+  }
+  if (!out.overlaps(shard)) cast(device.stream(Lane::reduce_scatter), out, shard);
+}
 
 // ==== the optimizer ==================================================================================
 

@@ -24,6 +24,8 @@
 #pragma once
 #include <memory>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/fsdp_unit.hpp"
@@ -90,6 +92,11 @@ class UnitLifecycle {
   void prefetch_after(PassPoint point, FsdpUnit& unit);
   // The averaged gradient into unit.grad_shard (or the whole replica), unit.reduced recorded behind it.
   void reduce_gradient(FsdpUnit& unit);
+  // The mean over all W ranks of `grads` (in the reduce dtype, chunk r rank r's of the shard group) into `shard`
+  // (f32): averaged over the S ranks of the shard group (task 4), then over the W / S replicas of this shard (task
+  // 8, hybrid); a bf16 reduction through a bf16 output `unit.name`.`name`_bf16. Temporaries join `staging`.
+  void reduce_scatter_mean(const FsdpUnit& unit, const Tensor& grads, const Tensor& shard, const std::string& name,
+                           std::vector<Tensor>& staging);
   // ASYNC: the next step of `optimizer` updates the units in the order of `reduced`, each after its own
   // reduction; `gather_next` (or nullptr) updated mid-way and gathered for the next step right after
   // ([Note: per-unit optimizer steps]).
