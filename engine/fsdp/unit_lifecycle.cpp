@@ -291,7 +291,8 @@ bool UnitLifecycle::end_root_reduction(const FsdpUnit& unit) {
 
 bool UnitLifecycle::add_embedding_rows(const InputEmbeddingGradient& grad) {
   if (!root_reduction_.root) return false;
-  while (root_reduction_.issued < root_reduction_.parts) reduce_root_part();  // a backward with few inner units
+  // Parts not issued yet (a backward through fewer inner units than the forward) go now, before the rows.
+  for (int left = root_reduction_.parts - root_reduction_.issued; left > 0; --left) reduce_root_part();
   FsdpUnit& root = *root_reduction_.root;
   Device& device = rank_.device;
   const ActivityScope activity(rank_,
