@@ -270,7 +270,8 @@ INSTANTIATE_TEST_SUITE_P(Matrix, FsdpEquivalence, on_each_device(all_cases()), w
 // for its shard from all ranks' rows. Held to the bounds of the matrix above: at odd W (a shard boundary inside
 // a row of wte), where the rows cross a shard group (hybrid, W / S replicas adding the same rows), without a
 // reshard after forward (grad_op), and with gradient accumulation (the rows of the micro-batches before the last
-// go into the tables, and the root's reduction carries them).
+// go into the tables, and the root's reduction carries them). Its name keeps it with the matrix, out of the
+// sanitizer builds; FsdpShortEmbeddingRows runs the same code there.
 
 struct RowsCase {
   int world;
@@ -278,9 +279,9 @@ struct RowsCase {
   int accumulate;
 };
 
-class FsdpEmbeddingGradientAsRows : public RunOnEachDevice<RowsCase> {};
+class FsdpEquivalenceEmbeddingRows : public RunOnEachDevice<RowsCase> {};
 
-TEST_P(FsdpEmbeddingGradientAsRows, SameLossesAndFinalParametersAsTheBaseline) {
+TEST_P(FsdpEquivalenceEmbeddingRows, SameLossesAndFinalParametersAsTheBaseline) {
   const RowsCase c = param();
   FsdpOptions options = options_for({c.world, c.strategy});
   options.embedding_grad = EmbeddingGradient::rows;
@@ -292,7 +293,7 @@ TEST_P(FsdpEmbeddingGradientAsRows, SameLossesAndFinalParametersAsTheBaseline) {
   expect_adamw_equivalent(adamw_baseline(kind()), fsdp, kind());
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, FsdpEmbeddingGradientAsRows,
+INSTANTIATE_TEST_SUITE_P(Rows, FsdpEquivalenceEmbeddingRows,
                          on_each_device(std::vector<RowsCase>{{2, ShardingStrategy::full_shard, 1},
                                                               {3, ShardingStrategy::full_shard, 1},
                                                               {8, ShardingStrategy::full_shard, 1},
@@ -331,6 +332,26 @@ INSTANTIATE_TEST_SUITE_P(Sanitized, FsdpShortTraining,
                              {3, ShardingStrategy::full_shard}, {4, ShardingStrategy::hybrid_shard},
                              {2, ShardingStrategy::zero1}, {3, ShardingStrategy::zero2}}),
                          with_device_name<Case>(case_name));
+
+// --embedding-grad rows on the same short runs, at odd W and across replica groups.
+class FsdpShortEmbeddingRows : public RunOnEachDevice<> {};
+
+TEST_P(FsdpShortEmbeddingRows, MatchesTheBaseline) {
+  RunConfig baseline = on_device(gpt2_run(1));
+  baseline.steps = 5;
+  const Result base = train(baseline, nullptr, "short_baseline_" + device_name());
+  for (const Case& c : {Case{3, ShardingStrategy::full_shard}, Case{4, ShardingStrategy::hybrid_shard}}) {
+    RunConfig run = baseline;
+    run.world = c.world;
+    run.emulate_link = kind() == DeviceKind::cuda;
+    FsdpOptions options = options_for(c);
+    options.embedding_grad = EmbeddingGradient::rows;
+    SCOPED_TRACE(case_name(c));
+    expect_adamw_equivalent(base, train(run, &options, "short_rows_" + case_name(c) + "_" + device_name()), kind());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sanitized, FsdpShortEmbeddingRows, on_each_device(), testing::device_param_name);
 
 // ---- a padded vocabulary -------------------------------------------------------------------------------
 // [Note: the padded vocabulary] (engine/nn/gpt2_model.hpp): test-tiny's 64 tokens stored as 128 rows, so W = 3
