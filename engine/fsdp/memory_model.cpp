@@ -49,12 +49,17 @@ std::int64_t gather_staging(const UnitSize& u, const FsdpOptions& options) {
   return offload_copy + (cast ? static_cast<std::int64_t>(dtype_size(options.param_dtype)) * u.shard_numel : 0);
 }
 
+// Whether `u` is reduced in parts: the root under --embedding-grad rows.
+bool reduced_in_parts(const UnitSize& u, const FsdpOptions& options) {
+  return u.root && options.embedding_grad == EmbeddingGradient::rows;
+}
+
 // Its reduction's: the gradients widened to the reduce dtype or the reduction's bf16 output, beside the
-// offloaded shard's f32 device copy. The root under --embedding-grad rows is reduced in `parts`: each part's
-// slice of every chunk copied side by side (and its bf16 output), what one part holds.
+// offloaded shard's f32 device copy. A unit reduced in `parts`: each part's slice of every chunk copied side by
+// side (and its bf16 output), what one part holds.
 std::int64_t reduce_staging(const UnitSize& u, const FsdpOptions& options, int parts) {
   const std::int64_t r = static_cast<std::int64_t>(dtype_size(options.reduce_dtype));
-  if (u.root && options.embedding_grad == EmbeddingGradient::rows) {
+  if (reduced_in_parts(u, options)) {
     const std::int64_t part = (u.shard_numel + parts - 1) / parts;
     return r * (u.padded_numel / u.shard_numel) * part + (options.reduce_dtype != DType::f32 ? r * part : 0);
   }
@@ -178,7 +183,7 @@ TagBytes fsdp_memory_bound(const FsdpMemoryInput& in) {
   const int gathers_per_step = reshards_after_forward(o.strategy) ? 2 : 1;
   for (const UnitSize& u : in.units) {
     const int gathers = u.root ? 1 + (o.prefetch.next_step ? 1 : 0) : gathers_per_step;
-    const int parts = u.root && o.embedding_grad == EmbeddingGradient::rows ? root_reduction_parts(in.units.size()) : 1;
+    const int parts = reduced_in_parts(u, o) ? root_reduction_parts(in.units.size()) : 1;
     holds.staging += gathers * gather_staging(u, o) + parts * reduce_staging(u, o, parts);
   }
   holds.staging += in.embedding_rows;

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "engine/fsdp/fsdp_events.hpp"
-#include "engine/runtime/error.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/embedding.hpp"
 
@@ -317,10 +316,8 @@ bool UnitLifecycle::add_embedding_rows(const InputEmbeddingGradient& grad) {
   ranks.all_gather(stream, grad.dx.reshape({B * T * C}), rows);
   staging.insert(staging.end(), {ids, rows});
   const std::vector<ShardSlice> slices = tasks_.flat_parameter->shard_slices(root.layout, rank_.shard_group.rank());
+  // Both tables are the root's (FullyShardedModel's constructor refuses them elsewhere).
   for (Parameter* table : {&grad.token_table, &grad.position_table}) {
-    check(std::any_of(root.layout.entries.begin(), root.layout.entries.end(),
-                      [&](const FlatParamEntry& e) { return e.param == table; }),
-          "--embedding-grad rows: parameter '", table->name, "' is not in the root unit '", root.name, "'");
     const Tensor sums = temporary(table->numel(), dtype, "grad_rows_of_" + table->name);
     staging.push_back(sums);
     fill(stream, sums, 0);
