@@ -221,13 +221,23 @@ __global__ void embedding_kernel(T* out, const T* table, const std::int32_t* ids
 
 constexpr int kEmbedColumns = 4;  // columns of dtable a thread of the backward accumulates
 
+// Where the backward's sums go: elements [first, first + count) of the [V, C] table flattened, at `data`, each
+// element getting alpha times its sum, rounded once to U. The whole table is first 0, count V·C, alpha 1.
+template <class U>
+struct TableSlice {
+  U* data;
+  std::int64_t first, count;
+  float alpha;
+};
+
 // Block (t, chunk): if position t is the first with its id, sums dout's rows of every position with that
-// id, in position order, over the chunk's columns, and adds the sums to the id's row of dtable once: the
+// id, in position order, over the chunk's columns, and adds the sums to the id's row of the slice once: the
 // host body's order (a stable sort by id), so bit for bit its result. A block finds the later positions
 // a tile at a time: each thread tests one id, and a ballot compacts the hits into shared memory in order.
 // The scans cost O(N) ids per position, read from L2; the rows are read once, coalesced along columns.
-template <class T>
-__global__ void embedding_backward_kernel(T* dtable, const T* dout, const std::int32_t* ids, std::int64_t N,
+// An id whose row lies outside the slice is skipped whole.
+template <class T, class U>
+__global__ void embedding_backward_kernel(TableSlice<U> slice, const T* dout, const std::int32_t* ids, std::int64_t N,
                                           std::int64_t C, std::int64_t V) {
   __shared__ std::int64_t members[kThreads];
   __shared__ int warp_hits[kThreads / 32];
@@ -236,6 +246,8 @@ __global__ void embedding_backward_kernel(T* dtable, const T* dout, const std::i
   for (std::int64_t t = blockIdx.x; t < N; t += gridDim.x) {
     const std::int32_t id = ids[t];
     if (id < 0 || id >= V) continue;  // the same for the whole block
+    const std::int64_t row = static_cast<std::int64_t>(id) * C - slice.first;  // the row's first element in the slice
+    if (row + C <= 0 || row >= slice.count) continue;
     // Another block sums this id if it occurs earlier. Nearest first: a repeated id is usually close by.
     bool earlier = false;
     for (std::int64_t end = t; end > 0 && !earlier; end -= blockDim.x) {
@@ -258,22 +270,33 @@ __global__ void embedding_backward_kernel(T* dtable, const T* dout, const std::i
       if (hit) members[slot] = s;
       __syncthreads();
       for (int m = 0; m < hits; ++m) {
-        const T* row = dout + members[m] * C;
+        const T* src = dout + members[m] * C;
 #pragma unroll
         for (int k = 0; k < kEmbedColumns; ++k) {
           const std::int64_t c = c0 + k * blockDim.x;
-          if (c < C) acc[k] += to_f32(row[c]);
+          if (c < C) acc[k] += to_f32(src[c]);
         }
       }
       __syncthreads();  // members and warp_hits are rewritten by the next tile
     }
-    T* drow = dtable + static_cast<std::int64_t>(id) * C;
 #pragma unroll
     for (int k = 0; k < kEmbedColumns; ++k) {
-      const std::int64_t c = c0 + k * blockDim.x;
-      if (c < C) drow[c] = from_f32<T>(to_f32(drow[c]) + acc[k]);
+      const std::int64_t e = row + c0 + k * blockDim.x;
+      if (c0 + k * blockDim.x < C && e >= 0 && e < slice.count)
+        slice.data[e] = from_f32<U>(to_f32(slice.data[e]) + slice.alpha * acc[k]);
     }
   }
+}
+
+// The backward's launch: a block per position (strided), a chunk of columns per grid row.
+template <class T, class U>
+void launch_embedding_backward(CUstream_st* stream, TableSlice<U> slice, const void* dout, const std::int32_t* ids,
+                               std::int64_t N, std::int64_t C, std::int64_t V) {
+  // GPT-2's C = 768: 192 threads of 4 columns, one chunk.
+  const int threads = threads_for((C + kEmbedColumns - 1) / kEmbedColumns);
+  const std::int64_t chunks = (C + threads * kEmbedColumns - 1) / (threads * kEmbedColumns);
+  const dim3 grid(static_cast<unsigned>(row_grid(N)), static_cast<unsigned>(chunks));
+  embedding_backward_kernel<T, U><<<grid, threads, 0, stream>>>(slice, static_cast<const T*>(dout), ids, N, C, V);
 }
 
 }  // namespace
@@ -292,16 +315,22 @@ void embedding(CUstream_st* stream, DType dtype, void* out, const void* table, c
 void embedding_backward(CUstream_st* stream, DType dtype, void* dtable, const void* dout, const std::int32_t* ids,
                         std::int64_t N, std::int64_t C, std::int64_t V) {
   if (N == 0 || C == 0) return;
-  // GPT-2's C = 768: 192 threads of 4 columns, one chunk.
-  const int threads = threads_for((C + kEmbedColumns - 1) / kEmbedColumns);
-  const std::int64_t chunks = (C + threads * kEmbedColumns - 1) / (threads * kEmbedColumns);
-  const dim3 grid(static_cast<unsigned>(row_grid(N)), static_cast<unsigned>(chunks));
   dispatch_float(dtype, "embedding_backward", [&](auto zero) {
     using T = decltype(zero);
-    embedding_backward_kernel<<<grid, threads, 0, stream>>>(static_cast<T*>(dtable), static_cast<const T*>(dout), ids,
-                                                            N, C, V);
+    launch_embedding_backward<T>(stream, TableSlice<T>{static_cast<T*>(dtable), 0, V * C, 1.f}, dout, ids, N, C, V);
   });
   check_launch("embedding_backward");
+}
+
+void embedding_backward_slice(CUstream_st* stream, DType dtype, float* slice, std::int64_t first, std::int64_t count,
+                              float alpha, const void* dout, const std::int32_t* ids, std::int64_t N, std::int64_t C,
+                              std::int64_t V) {
+  if (N == 0 || C == 0 || count == 0) return;
+  dispatch_float(dtype, "embedding_backward_slice", [&](auto zero) {
+    using T = decltype(zero);
+    launch_embedding_backward<T>(stream, TableSlice<float>{slice, first, count, alpha}, dout, ids, N, C, V);
+  });
+  check_launch("embedding_backward_slice");
 }
 
 void cross_entropy(CUstream_st* stream, DType dtype, float* loss, float* lse, const void* logits,

@@ -22,6 +22,11 @@ void embedding(CUstream_st* stream, DType dtype, void* out, const void* table, c
 // dtable[ids[n]] += dout[n], the rows of one id summed in f32 in position order and added once.
 void embedding_backward(CUstream_st* stream, DType dtype, void* dtable, const void* dout, const std::int32_t* ids,
                         std::int64_t N, std::int64_t C, std::int64_t V);
+// The same sums, alpha times each added once into slice [count] f32: elements [first, first + count) of the [V, C]
+// table flattened. dout is `dtype`.
+void embedding_backward_slice(CUstream_st* stream, DType dtype, float* slice, std::int64_t first, std::int64_t count,
+                              float alpha, const void* dout, const std::int32_t* ids, std::int64_t N, std::int64_t C,
+                              std::int64_t V);
 
 // lse[n] = logsumexp(logits[n, :V]); loss[0] = mean over rows of lse[n] - logits[n, targets[n]]. logits
 // [N, stride], of which the first V columns are the classes and the rest a padded vocabulary's padding.

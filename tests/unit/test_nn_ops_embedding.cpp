@@ -1,4 +1,4 @@
-// embedding and embedding_backward: rows gathered, gradients scattered and summed per id.
+// embedding, embedding_backward and embedding_backward_slice: rows gathered, gradients scattered and summed per id.
 #include "engine/tensor/embedding.hpp"
 
 #include "nn_ops_testing.hpp"
@@ -111,6 +111,27 @@ TEST_P(NnOpsEmbeddingTest, ManyPositionsSumInPositionOrderOverWideRows) {
   EXPECT_EQ(read(tdtable), want);
 }
 
+TEST_P(NnOpsEmbeddingTest, ASliceGetsItsElementsOfTheSumsScaledAndNothingElse) {
+  // Slices that begin and end mid-row, as an FSDP shard cuts the table: each gets alpha times the elements of the
+  // whole table's gradient that fall in it, added to what it held, bit for bit the host's sums on every device.
+  auto dev = device();
+  for (const DType dt : {DType::f32, DType::bf16}) {
+    const auto dout = rounded_to_bf16(random_values(N * C, 42));
+    std::vector<float> sums(V * C, 0.f);
+    for (int p = 0; p < N; ++p)
+      for (int c = 0; c < C; ++c) sums[kIds[p] * C + c] += dout[p * C + c];  // position order, in f32
+    Tensor ids = ids_tensor(*dev, kIds), tdout = tensor_from(*dev, {N, C}, dout, dt);
+    for (const auto& [first, count] : {std::pair{0, V * C}, std::pair{C + 2, 2 * C + 1}, std::pair{5 * C - 1, 2}}) {
+      const auto slice0 = random_values(count, 43);
+      Tensor slice = tensor_from(*dev, {count}, slice0);
+      embedding_backward_slice(compute(*dev), tdout, ids, V, first, 0.5f, slice);
+      std::vector<float> want(slice0);
+      for (int i = 0; i < count; ++i) want[i] += 0.5f * sums[first + i];
+      EXPECT_EQ(read(slice), want) << dtype_name(dt) << " slice [" << first << ", " << first + count << ")";
+    }
+  }
+}
+
 TEST(NnOpsEmbedding, AnIdOutsideTheTableIsAnErrorAndWritesNothing) {
   auto dev = make_sim_device();
   Tensor table = tensor_from(*dev, {V, C}, random_values(V * C, 37)), out = zeros(*dev, {3, C});
@@ -121,7 +142,11 @@ TEST(NnOpsEmbedding, AnIdOutsideTheTableIsAnErrorAndWritesNothing) {
   EXPECT_TRUE(throws_error([&] { embedding(s, table, negative, out); }, {"token id -1 at position 0", "[0, 7)"}));
   EXPECT_TRUE(throws_error([&] { embedding_backward(s, out, too_big, table); },
                            {"embedding_backward", "token id 7", "[0, 7)"}));
+  Tensor slice = zeros(*dev, {2 * C});
+  EXPECT_TRUE(throws_error([&] { embedding_backward_slice(s, out, too_big, V, C, 1.f, slice); },
+                           {"embedding_backward_slice", "token id 7", "[0, 7) of the table [7, 6]"}));
   EXPECT_TRUE(all_close(read(out), std::vector<double>(3 * C, 0.0), 0)) << "row 0 would be copied before the bad id";
+  EXPECT_TRUE(all_close(read(slice), std::vector<double>(2 * C, 0.0), 0));
 }
 
 TEST(NnOpsEmbedding, MismatchedOperandsAreErrors) {
@@ -136,6 +161,14 @@ TEST(NnOpsEmbedding, MismatchedOperandsAreErrors) {
   EXPECT_TRUE(throws_error([&] { embedding(s, table, ids, out_bf16); }, {"out must be [3, 6] f32", "[3, 6] bf16"}));
   EXPECT_TRUE(throws_error([&] { embedding_backward(s, out_wide, ids, table); },
                            {"embedding_backward", "dout must be [3, 6] f32", "[3, 7] f32"}));
+  Tensor slice = zeros(*dev, {C}), slice_bf16 = zeros(*dev, {C}, DType::bf16);
+  EXPECT_TRUE(throws_error(
+      [&] { embedding_backward_slice(s, out, ids, V, (V - 1) * C + 1, 1.f, slice); },
+      {"embedding_backward_slice", "the slice must lie in the table [7, 6] (42 elements)", "got elements [37, 43)"}));
+  EXPECT_TRUE(
+      throws_error([&] { embedding_backward_slice(s, out, ids, V, -1, 1.f, slice); }, {"got elements [-1, 5)"}));
+  EXPECT_TRUE(throws_error([&] { embedding_backward_slice(s, out, ids, V, 0, 1.f, slice_bf16); },
+                           {"slice must be [6] f32", "[6] bf16"}));
   EXPECT_TRUE(dev->ops().empty());
 }
 

@@ -70,6 +70,9 @@ TEST(NnOpsLaunch, DryRunDeclaresEveryOperandAndTouchesNoData) {
   EXPECT_TRUE(declared(*dev, "embedding", {&table, &ids}, {&out}));
   embedding_backward(s, dout, ids, dtable);
   EXPECT_TRUE(declared(*dev, "embedding_backward", {&dout, &ids}, {&dtable}));
+  Tensor slice = make({C}, DType::f32);
+  embedding_backward_slice(s, dout, ids, V, C, 0.5f, slice);
+  EXPECT_TRUE(declared(*dev, "embedding_backward_slice", {&dout, &ids}, {&slice}));
 
   Tensor logits = make({N, V}), loss = make({1}, DType::f32), lse = make({N}, DType::f32), dlogits = make({N, V});
   cross_entropy(s, logits, V, ids, loss, lse);
