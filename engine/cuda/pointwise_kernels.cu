@@ -100,6 +100,15 @@ void launch_map(CUstream_st* stream, const char* name, Ptrs<Out, kOut> out, Ptrs
   check_launch(name);
 }
 
+// out[i] += alpha * x[i]: an f32 accumulator and x of another dtype, which map_kernel's one input type does not
+// take. A thread per element, strided.
+template <class T>
+__global__ void add_scaled_kernel(float* out, const T* x, float alpha, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] += alpha * to_f32(x[i]);
+}
+
 // out = op(x) over one dtype.
 template <class Op>
 void launch_unary(CUstream_st* stream, const char* name, DType dtype, void* out, const void* x, std::int64_t n,
@@ -352,6 +361,15 @@ void add(CUstream_st* stream, DType dtype, void* out, const void* a, const void*
 
 void scale(CUstream_st* stream, DType dtype, void* out, const void* x, float alpha, std::int64_t n) {
   launch_unary(stream, "scale", dtype, out, x, n, ScaleOp{alpha});
+}
+
+void add_scaled(CUstream_st* stream, float* out, DType x_dtype, const void* x, float alpha, std::int64_t n) {
+  if (n == 0) return;
+  dispatch_float(x_dtype, "add_scaled", [&](auto zero) {
+    using T = decltype(zero);
+    add_scaled_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(out, static_cast<const T*>(x), alpha, n);
+  });
+  check_launch("add_scaled");
 }
 
 void cast(CUstream_st* stream, DType out_dtype, void* out, DType in_dtype, const void* in, std::int64_t n) {

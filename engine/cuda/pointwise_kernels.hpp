@@ -29,6 +29,8 @@ void relu_backward(CUstream_st* stream, DType dtype, void* dx, const void* x, co
 
 void add(CUstream_st* stream, DType dtype, void* out, const void* a, const void* b, std::int64_t n);
 void scale(CUstream_st* stream, DType dtype, void* out, const void* x, float alpha, std::int64_t n);
+// out += alpha * x: out f32, x `x_dtype` (f32 or bf16).
+void add_scaled(CUstream_st* stream, float* out, DType x_dtype, const void* x, float alpha, std::int64_t n);
 // out (out_dtype) = in (in_dtype), f32 and bf16 either way.
 void cast(CUstream_st* stream, DType out_dtype, void* out, DType in_dtype, const void* in, std::int64_t n);
 void fill(CUstream_st* stream, DType dtype, void* t, float value, std::int64_t n);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "engine/fsdp/unit_lifecycle.hpp"
 #include "engine/runtime/byte_text.hpp"
 
 namespace fsdplab {
@@ -72,6 +73,16 @@ std::string describe_reduction(const FsdpRank& rank, const FsdpUnit& unit) {
     what = "all-reduced " + title + "'s whole gradient (" + ar->size + "), averaged over " + world + " ranks";
   } else if (unit.grad_accumulated) {
     return "kept " + title + "'s full gradient for the next micro-batch (accumulating: no reduction)";
+  } else if (rank.options.embedding_grad == EmbeddingGradient::rows && rank.world.world() > 1) {
+    // [Note: the embedding's gradient as rows] (unit_lifecycle.cpp): the root's reduction was issued in parts and
+    // by the rows; under ASYNC the backward's last inner unit has its reduce-scatter held for the rows.
+    if (unit.module->parent() == nullptr)
+      return "reduce-scattered " + title + "'s gradient in " +
+             std::to_string(root_reduction_parts(rank.schedule.units.size())) +
+             " parts beside the inner units' backward, and added the embedding's rows, gathered from " + world +
+             " ranks, into this rank's f32 shard (its parameters were freed at the first part)";
+    what = "held " + title + "'s reduce-scatter until the embedding's rows are gathered: the root's update waits " +
+           "for them, and this reduction runs beside it";
   } else {
     what = title + "'s gradient is final on this rank (one rank: nothing to reduce)";
   }

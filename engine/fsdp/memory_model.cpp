@@ -32,11 +32,10 @@ std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string
   return sizes;
 }
 
-std::int64_t embedding_rows_staging(int world, std::int64_t tokens, std::int64_t dim, std::int64_t token_numel,
-                                    std::int64_t position_numel, std::int64_t root_shard, DType param_dtype) {
+std::int64_t embedding_rows_staging(int world, std::int64_t tokens, std::int64_t dim, std::int64_t position_numel,
+                                    DType param_dtype) {
   const auto p = static_cast<std::int64_t>(dtype_size(param_dtype));
-  const std::int64_t tables = token_numel + position_numel;
-  return 4 * world * tokens + p * world * tokens * dim + p * tables + 4 * std::min(root_shard, tables);
+  return 4 * world * tokens + p * world * tokens * dim + p * position_numel;
 }
 
 namespace {

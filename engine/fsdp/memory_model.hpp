@@ -76,12 +76,11 @@ struct FsdpMemoryInput {
 };
 
 // --embedding-grad rows' temporaries on each rank ([Note: the embedding's gradient as rows], unit_lifecycle.cpp),
-// for `tokens` ids a rank in a micro-batch, tables of `token_numel` and `position_numel` elements of `dim`
-// columns, in p-byte elements, and the root's shard of Z elements: the gathered ids 4·W·tokens and rows
-// p·W·tokens·dim, the two tables' sums p·(token + position), and their part in the shard widened to f32, at most
-// 4·min(Z, token + position).
-std::int64_t embedding_rows_staging(int world, std::int64_t tokens, std::int64_t dim, std::int64_t token_numel,
-                                    std::int64_t position_numel, std::int64_t root_shard, DType param_dtype);
+// for `tokens` ids a rank in a micro-batch of `dim`-wide rows and a position table of `position_numel` elements,
+// in p-byte elements: the gathered ids 4·W·tokens and rows p·W·tokens·dim, and the position table's sums
+// p·position. The token table's sums go straight into the shard (embedding_backward_slice).
+std::int64_t embedding_rows_staging(int world, std::int64_t tokens, std::int64_t dim, std::int64_t position_numel,
+                                    DType param_dtype);
 
 // The units FSDP makes of `model` under `options` on `world` ranks: plan_units, then the reference
 // FlatParameter layout over the shard group, with each unit's chain of nested units (UnitSize::chain_numel).

@@ -80,7 +80,7 @@ void UnitLifecycle::post_backward(FsdpUnit& unit) {
   // Gradient accumulation (PyTorch's no_sync): the next micro-batch's backward adds into this full
   // gradient; nothing is reduced until the last.
   unit.grad_accumulated = !rank_.reduce_gradients;
-  if (!unit.grad_accumulated && !end_root_reduction(unit)) reduce_gradient(unit);
+  if (!unit.grad_accumulated && !end_root_reduction(unit) && !held_for_the_rows(unit)) reduce_gradient(unit);
   report_unit_event(rank_, unit, FsdpEventKind::post_backward, before);
 }
 
@@ -223,17 +223,22 @@ void UnitLifecycle::reduce_gradient(FsdpUnit& unit) {
 //     parameters are freed at the first part (the embedding's backward reads none).
 //   - the model hands the embedding's gradient (the ids and dx [B, T, C]) to a sink instead of adding it into
 //     the tables (InputEmbeddingGradientSink, model.hpp): the ids and rows of all W ranks are all-gathered,
-//     W·B·T·C values where the table's reduction moves V·C, added into a zeroed table the way the embedding's
-//     backward adds them, and the range of it that falls in this rank's shard, averaged over the W ranks, is
-//     added into the reduced gradient shard.
-//     compute  lm_head, ln_f | h.11           | h.10           | ... h.0 | wte, wpe            | updates
-//     link                   | rs root part 0 | rs root part 1 | ...     | ag ids, ag rows |
+//     W·B·T·C values where the table's reduction moves V·C, and each rank adds the sums that fall in its shard,
+//     averaged over the W ranks, into its reduced gradient shard: wte's with the embedding's own backward
+//     into that slice of the table (embedding_backward_slice), wpe's as the bias gradient it is. The sums run
+//     on the compute stream, which has nothing else to do until the root's update.
+//   - under ASYNC, the reduce-scatter of the unit the backward ends with goes after the rows' gathers, not
+//     before: the root's update waits for the rows, its gather for the next step waits for the update (which
+//     comes first of the updates, [Note: per-unit optimizer steps]), and the next step waits for that gather,
+//     where the unit's own reduction is needed only by its own update. It runs beside the sums and the update.
+//     compute  lm_head, ln_f | h.11           | h.10           | ... h.0 | wte, wpe | .......... | sums, upd root | upd
+//     h.11 ... link                   | rs root part 0 | rs root part 1 | ...     | ag ids, ag rows | rs h.0        |
+//     ag root ...
 //                            | rs h.11, ag h.10 ...
-// The gradient is the same sum, rounded differently: a token's rows are summed over all ranks in the param
-// dtype before the average, where `table` rounds each rank's table to the param dtype and averages in the
-// reduce dtype. The tables' temporaries are whole tables on every rank, for the same kernel as the
-// model's own backward; what crosses the link grows with W (W - 1 of W·B·T·C values a rank against the
-// table's (W - 1)/W·V·C), so `rows` pays while W·B·T is below V (gpt2's bench: up to W = 12).
+// The gradient is the same sum, rounded differently: a token's rows are summed over all ranks in f32 and
+// scaled by 1/W, where `table` rounds each rank's table to the param dtype and averages in the reduce dtype.
+// What crosses the link grows with W (W - 1 of W·B·T·C values a rank against the table's (W - 1)/W·V·C), so
+// `rows` pays while W·B·T is below V (gpt2's bench: up to W = 12).
 
 void UnitLifecycle::reduce_root_part() {
   if (rank_.options.embedding_grad != EmbeddingGradient::rows || !rank_.reduce_gradients) return;
@@ -243,9 +248,8 @@ void UnitLifecycle::reduce_root_part() {
   RootReduction& r = root_reduction_;
   if (!r.root) {
     if (root.state == UnitState::sharded) return;  // not in this backward
-    r = {&root, root_reduction_parts(units.size()), 0};
+    r = {&root, root_reduction_parts(units.size()), 0, {}};
     reshard(root);
-    rank_.schedule.reduction_order.push_back(&root);
   }
   if (r.issued == r.parts) return;
   Device& device = rank_.device;
@@ -282,8 +286,28 @@ void UnitLifecycle::reduce_part(FsdpUnit& unit, std::int64_t begin, std::int64_t
   for (Tensor& t : staging) tasks_.overlap->release_staging(std::move(t), done, rank_);
 }
 
-bool UnitLifecycle::end_root_reduction(const FsdpUnit& unit) {
+bool UnitLifecycle::held_for_the_rows(FsdpUnit& unit) {
+  RootReduction& r = root_reduction_;
+  if (!rank_.async() || !r.root || r.issued < r.parts || &unit == r.root) return false;
+  r.held.push_back(&unit);
+  return true;
+}
+
+void UnitLifecycle::reduce_held_units() {
+  Device& device = rank_.device;
+  for (FsdpUnit* unit : std::exchange(root_reduction_.held, {})) {
+    OpLabels labels = device.labels();  // the root's, whose backward issues it
+    labels.unit = unit->index;
+    const LabelScope scope(device, std::move(labels));
+    const ActivityScope activity(rank_, 4, "BackwardTask::reduce_scatter", *tasks_.backward, unit->index);
+    reduce_gradient(*unit);
+  }
+}
+
+bool UnitLifecycle::end_root_reduction(FsdpUnit& unit) {
   if (&unit != root_reduction_.root) return false;
+  reduce_held_units();  // none left, unless the sink had no rows to add
+  rank_.schedule.reduction_order.push_back(&unit);
   root_reduction_ = {};
   return true;
 }
@@ -315,28 +339,29 @@ bool UnitLifecycle::add_embedding_rows(const InputEmbeddingGradient& grad) {
   ranks.all_gather(stream, grad.ids.reshape({B * T}), ids);
   ranks.all_gather(stream, grad.dx.reshape({B * T * C}), rows);
   staging.insert(staging.end(), {ids, rows});
-  const std::vector<ShardSlice> slices = tasks_.flat_parameter->shard_slices(root.layout, rank_.shard_group.rank());
+  Event gathered("fsdp.embedding_rows_gathered");
+  device.record(gathered, lane);
+  reduce_held_units();
+  // The sums, on the compute stream.
+  device.wait(Lane::compute, gathered);
+  const Stream compute = device.stream(Lane::compute);
+  const float mean = 1.0f / static_cast<float>(W);
   // Both tables are the root's (FullyShardedModel's constructor refuses them elsewhere).
-  for (Parameter* table : {&grad.token_table, &grad.position_table}) {
-    const Tensor sums = temporary(table->numel(), dtype, "grad_rows_of_" + table->name);
-    staging.push_back(sums);
-    fill(stream, sums, 0);
-    if (table == &grad.token_table) {
-      embedding_backward(stream, rows.reshape({W * B * T, C}), ids, sums.reshape(table->shape));
-    } else {  // the position table: rows 0 .. T-1, each the sum over every rank's batch
-      bias_backward(stream, rows.reshape({W * B, T * C}), sums.view(0, {T * C}));
-    }
-    for (const ShardSlice& s : slices) {
-      if (s.param != table) continue;
-      const Tensor mean = temporary(s.count, DType::f32, "grad_rows_mean");
-      staging.push_back(mean);
-      cast(stream, sums.view(s.param_begin, {s.count}), mean);
-      scale(stream, mean, 1.0f / static_cast<float>(W), mean);
-      const Tensor into = root.grad_shard.view(s.shard_offset, {s.count});
-      add(stream, into, mean, into);
-    }
+  const Parameter& token = grad.token_table;
+  const Parameter& position = grad.position_table;
+  // wpe's rows 0 .. T-1, each the sum over every rank's batch: T·C values, which every rank sums.
+  const Tensor position_sums = Tensor::empty(device, {position.numel()}, dtype, MemTag::comm_buffer,
+                                             root.name + ".grad_rows_of_" + position.name, Lane::compute);
+  staging.push_back(position_sums);
+  fill(compute, position_sums, 0);
+  bias_backward(compute, rows.reshape({W * B, T * C}), position_sums.view(0, {T * C}));
+  for (const ShardSlice& s : tasks_.flat_parameter->shard_slices(root.layout, rank_.shard_group.rank())) {
+    const Tensor into = root.grad_shard.view(s.shard_offset, {s.count});
+    if (s.param == &token)
+      embedding_backward_slice(compute, rows.reshape({W * B * T, C}), ids, token.shape[0], s.param_begin, mean, into);
+    if (s.param == &position) add_scaled(compute, position_sums.view(s.param_begin, {s.count}), mean, into);
   }
-  device.record(root.reduced, lane);
+  device.record(root.reduced, Lane::compute);
   for (Tensor& t : staging) tasks_.overlap->release_staging(std::move(t), root.reduced, rank_);
   tasks_.overlap->release_grad(root, rank_);  // SYNC: compute waits for the reduction here
   return true;
@@ -388,11 +413,15 @@ void UnitLifecycle::schedule_updates(Optimizer& optimizer, std::span<FsdpUnit* c
   }
   if (gather_next) {
     // Its update goes where the others' updates before it are half of theirs by size: the first half
-    // runs beside its reduction, the second beside its gather, which moves as many bytes.
+    // runs beside its reduction, the second beside its gather, which moves as many bytes. The root's
+    // reduction under --embedding-grad rows ends on the compute stream ([Note: the embedding's gradient as
+    // rows]): nothing of it is left on the link, and its update goes first.
+    const bool reduced_by_compute =
+        rank_.options.embedding_grad == EmbeddingGradient::rows && gather_next->module->parent() == nullptr;
     std::int64_t total = 0, before = 0;
     for (const std::size_t i : order) total += units[i]->master.numel();
     auto at = order.begin();
-    while (at != order.end() && 2 * before < total) before += units[*at++]->master.numel();
+    while (!reduced_by_compute && at != order.end() && 2 * before < total) before += units[*at++]->master.numel();
     order.insert(at, static_cast<std::size_t>(gather_next->index));
   }
   Optimizer::UpdateHooks hooks;
@@ -447,6 +476,7 @@ std::unique_ptr<Optimizer> UnitLifecycle::make_optimizer(std::span<FsdpUnit* con
 // for it like any prefetched unit.
 //   compute  ... emb bwd | upd h.11 .. h.6 | upd root | upd h.5 .. h.0 || next step: emb fwd ...
 //   link     ... rs h.0  | rs root ........|          | ag root .......||
+// (With the embedding's gradient as rows, the root's update goes first: see that note.)
 // Same updates, same numbers; only where the compute stream waits, and when the root is gathered, move.
 
 void UnitLifecycle::optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* const> units, NextForward next) {

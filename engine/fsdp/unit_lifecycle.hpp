@@ -109,7 +109,11 @@ class UnitLifecycle {
   void reduce_root_part();
   // In `unit`'s post-backward: true, ending the record of it, when `unit` is the root reduced in parts during this
   // backward (its rows added since); false for every other unit, whose reduction is still to issue.
-  bool end_root_reduction(const FsdpUnit& unit);
+  bool end_root_reduction(FsdpUnit& unit);
+  // In a unit's post-backward, ASYNC: true, holding its reduction back, when the root's parts are all issued and
+  // only the rows are left (the backward's last inner unit): it is issued after the rows' gathers.
+  bool held_for_the_rows(FsdpUnit& unit);
+  void reduce_held_units();
   // Elements [begin, begin + count) of every rank's chunk of `unit`'s gradient, reduced into its shard.
   void reduce_part(FsdpUnit& unit, std::int64_t begin, std::int64_t count);
 
@@ -120,6 +124,7 @@ class UnitLifecycle {
     FsdpUnit* root = nullptr;
     int parts = 0;
     int issued = 0;
+    std::vector<FsdpUnit*> held;  // units whose reduction waits for the rows' gathers (held_for_the_rows)
   } root_reduction_;
 };
 

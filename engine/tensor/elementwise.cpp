@@ -75,6 +75,11 @@ void scale(F* out, const F* x, float alpha, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) store_f32(out[i], alpha * load_f32(x[i]));
 }
 
+template <class F>
+void add_scaled(float* out, const F* x, float alpha, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] += alpha * load_f32(x[i]);
+}
+
 template <class Out, class In>
 void cast(Out* out, const In* in, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) store_f32(out[i], load_f32(in[i]));
@@ -288,6 +293,27 @@ void scale(Stream s, const Tensor& x, float alpha, const Tensor& out) {
   }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
     cuda::scale(stream, x.dtype(), out.raw(), x.raw(), alpha, x.numel());
   })});
+}
+
+void add_scaled(Stream s, const Tensor& x, float alpha, const Tensor& out) {
+  constexpr std::string_view op = "add_scaled";
+  expect_floating(op, "x", x);
+  if (out.dtype() != DType::f32 || !(out.shape() == x.shape()))
+    fail(op, ": out must be f32 of x's shape ", x.describe(), ", got ", out.describe());
+  expect_in_place_or_disjoint(op, "out", out, "x", x);
+  const double n = static_cast<double>(x.numel());
+  const OpCost cost{.flops = 2 * n, .bytes = n * (elem_size(x) + 8), .dtype = DType::f32};
+  launch_op(s, std::string(op), cost, {{&x, &out}, {&out}},
+            {.host =
+                 [&] {
+                   dispatch_float(x.dtype(), [&](auto zero) {
+                     using F = decltype(zero);
+                     cpu::add_scaled(out.f32(), x.data<F>(), alpha, x.numel());
+                   });
+                 },
+             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+               cuda::add_scaled(stream, out.f32(), x.dtype(), x.raw(), alpha, x.numel());
+             })});
 }
 
 void cast(Stream s, const Tensor& in, const Tensor& out) {

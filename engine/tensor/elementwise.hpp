@@ -35,6 +35,9 @@ void relu_backward(Stream s, const Tensor& x, const Tensor& dout, const Tensor& 
 void add(Stream s, const Tensor& a, const Tensor& b, const Tensor& out);
 // out = alpha * x.
 void scale(Stream s, const Tensor& x, float alpha, const Tensor& out);
+// out += alpha * x, into an f32 accumulator: out is f32, x f32 or bf16 of out's shape (torch's
+// out.add_(x, alpha=alpha)); x widened and the product added in f32, rounding once.
+void add_scaled(Stream s, const Tensor& x, float alpha, const Tensor& out);
 
 // out = in converted between f32 and bf16 (either way, or the same dtype as a copy); shapes equal.
 // f32 -> bf16 rounds to nearest, ties to even, as PyTorch's .to(torch.bfloat16).

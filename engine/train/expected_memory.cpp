@@ -12,12 +12,9 @@ FsdpMemoryInput fsdp_memory_input(const RunConfig& run, const FsdpOptions& optio
     input.model = model_memory(*built.model, run.batch / run.world, built.batch.seq, options.param_dtype);
   const Model::InputEmbeddingTables tables = built.model->input_embedding_tables();
   if (options.embedding_grad == EmbeddingGradient::rows && tables.token && tables.position) {
-    std::int64_t root_shard = 0;
-    for (const UnitSize& u : input.units)
-      if (u.root) root_shard = u.shard_numel;
     const std::int64_t tokens = run.batch / run.world / run.accumulate * built.batch.seq;
-    input.embedding_rows = embedding_rows_staging(run.world, tokens, tables.token->shape.back(), tables.token->numel(),
-                                                  tables.position->numel(), root_shard, options.param_dtype);
+    input.embedding_rows = embedding_rows_staging(run.world, tokens, tables.token->shape.back(),
+                                                  tables.position->numel(), options.param_dtype);
   }
   return input;
 }

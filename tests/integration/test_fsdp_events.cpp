@@ -336,6 +336,41 @@ TEST(FsdpEvents, TheHybridAllReducesAcrossReplicasAreTask8s) {
   EXPECT_TRUE(contains(post_backward->what, "then all-reduced across the replica group")) << post_backward->what;
 }
 
+TEST(FsdpEvents, TheEmbeddingRowsEventsTellThePartsAndTheHeldReduction) {
+  FsdpRun fsdp = prefetching_run();
+  fsdp.run.steps = 1;
+  fsdp.options.embedding_grad = EmbeddingGradient::rows;
+  const Observed observed = observe(fsdp);
+  const std::vector<FsdpEvent>& events = observed.events[0];
+  const auto post_backward = [&](int unit) {
+    const auto it = std::find_if(events.begin(), events.end(), [&](const FsdpEvent& e) {
+      return e.kind == FsdpEventKind::post_backward && e.unit == unit;
+    });
+    return it == events.end() ? std::string() : it->what;
+  };
+  EXPECT_TRUE(contains(post_backward(0),
+                       "reduce-scattered unit 0 '(root)''s gradient in 4 parts beside the inner "
+                       "units' backward, and added the embedding's rows, gathered from 2 ranks"))
+      << post_backward(0);
+  // The backward ends with the first Block: its reduction waits for the rows, and is issued in the root's backward,
+  // task 4's code all the same.
+  EXPECT_TRUE(contains(post_backward(1), "held unit 1 'transformer.h.0''s reduce-scatter until the embedding's rows"))
+      << post_backward(1);
+  EXPECT_TRUE(contains(post_backward(2), "reduce-scattered unit 2 'transformer.h.1''s gradient (")) << post_backward(2);
+  int held = 0;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const FsdpEvent& e = events[i];
+    if (e.kind != FsdpEventKind::collective_issued || e.collective != "reduce_scatter" || e.unit != 1) continue;
+    ++held;
+    EXPECT_EQ(e.task, 4);
+    EXPECT_EQ(e.code, "BackwardTask::reduce_scatter (in the class at " + backward_file + ")");
+    const FsdpEvent* hook = next_hook(events, i);
+    ASSERT_NE(hook, nullptr);
+    EXPECT_EQ(hook->unit, 0) << "issued after the rows, in the root's backward";
+  }
+  EXPECT_EQ(held, 1);
+}
+
 TEST(FsdpEvents, OneObserverPerRankOrNone) {
   FsdpRun fsdp = prefetching_run();
   testing::FsdpEventRecorder only_one;

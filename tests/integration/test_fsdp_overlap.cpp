@@ -176,13 +176,27 @@ TEST(FsdpOverlap, EmbeddingRowsReduceTheRootBesideTheBlocks) {
       EXPECT_TRUE(beside_a_block) << part.name << " at " << part.begin;
     }
     EXPECT_LT(root_parts.back().end, blocks.back().end);
-    // The embedding's rows: the ids and dx of both ranks, the backward's last collectives.
+    // The embedding's rows: the ids and dx of both ranks, gathered after the last part; the last Block's reduction
+    // is held until they are gathered.
     const std::vector<OpRecord> gathers = collectives(rank.ops, OpCategory::all_gather, "backward");
     std::vector<OpRecord> rows_gathered;
     for (const OpRecord& g : gathers)
       if (g.labels.unit == 0) rows_gathered.push_back(g);
     ASSERT_EQ(rows_gathered.size(), 2u);
-    EXPECT_GE(rows_gathered.front().begin, blocks.back().begin);
+    EXPECT_GE(rows_gathered.front().begin, root_parts.back().end);
+    EXPECT_GE(blocks.back().begin, rows_gathered.back().end);
+    // The root's update is the step's first, and its gather for the next step follows it, beside every other update.
+    std::vector<OpRecord> next_gather, updates;
+    for (const OpRecord& op : rank.ops) {
+      if (op.labels.step != kMeasuredStep - 1 || op.labels.phase != "optimizer") continue;
+      if (op.category == OpCategory::all_gather && op.labels.unit == 0) next_gather.push_back(op);
+      if (op.category == OpCategory::compute) updates.push_back(op);
+    }
+    ASSERT_EQ(next_gather.size(), 1u);
+    ASSERT_EQ(updates.size(), 13u);  // one multi-tensor AdamW launch per unit
+    const auto before = std::count_if(updates.begin(), updates.end(),
+                                      [&](const OpRecord& u) { return u.end <= next_gather.front().begin; });
+    EXPECT_EQ(before, 1) << "updates before the root's gather";
   }
 }
 

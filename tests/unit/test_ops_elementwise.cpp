@@ -244,6 +244,23 @@ TEST_P(ElementwiseTest, AddAndScaleInPlaceAndInBf16) {
   }
 }
 
+TEST_P(ElementwiseTest, AddScaledAccumulatesIntoF32FromEitherDtype) {
+  auto dev = device();
+  const auto xv = random_values(20, 14), acc = random_values(20, 15);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const auto xr = dt == DType::bf16 ? rounded_to_bf16(xv) : xv;
+    std::vector<float> want(acc);
+    for (int i = 0; i < 20; ++i) want[i] += 0.25f * xr[i];
+    Tensor out = tensor_from(*dev, {4, 5}, acc);
+    add_scaled(compute(*dev), tensor_from(*dev, {4, 5}, xv, dt), 0.25f, out);
+    EXPECT_EQ(read(out), want);
+  }
+  Tensor self = tensor_from(*dev, {20}, acc);  // in place: out += alpha * out
+  add_scaled(compute(*dev), self, -1.f, self);
+  EXPECT_EQ(read(self), std::vector<float>(20, 0.f));
+}
+
 TEST_P(ElementwiseTest, CastRoundsToNearestEvenAndWidensExactly) {
   auto dev = device();
   // 1 + 2^-8 is halfway between bf16 1 and 1 + 2^-7: to the even one, 1. 1 + 3 * 2^-8 is halfway
@@ -413,6 +430,7 @@ TEST(Elementwise, OpsDeclareEveryTensorTheyTouchAndTheirBytes) {
       {[&] { relu_backward(s, x, y, dx); }, 3, 1, 4 * n * 2},
       {[&] { add(s, x, y, dx); }, 2, 1, 3 * n * 2},
       {[&] { scale(s, x, 2.f, y); }, 1, 1, 2 * n * 2},
+      {[&] { add_scaled(s, x, 2.f, x32); }, 2, 1, n * (2 + 8)},
       {[&] { cast(s, x, x32); }, 1, 1, n * (2 + 4)},
       {[&] { fill(s, x, 1.f); }, 0, 1, n * 2},
       {[&] { copy(s, x, y); }, 1, 1, 2 * n * 2},
@@ -450,6 +468,12 @@ TEST(Elementwise, RejectsMismatchedOperands) {
 
   std::string msg = error_of([&] { add(s, x, wide, x); });
   EXPECT_TRUE(contains(msg, "add") && contains(msg, "[2, 3]") && contains(msg, "[2, 4]")) << msg;
+  msg = error_of([&] { add_scaled(s, x, 1.f, x16); });
+  EXPECT_TRUE(contains(msg, "add_scaled: out must be f32 of x's shape tensor [2, 3] f32") &&
+              contains(msg, "[2, 3] bf16"))
+      << msg;
+  msg = error_of([&] { add_scaled(s, x16, 1.f, wide); });
+  EXPECT_TRUE(contains(msg, "add_scaled") && contains(msg, "[2, 4] f32")) << msg;
   msg = error_of([&] { gelu(s, x, x16); });
   EXPECT_TRUE(contains(msg, "gelu") && contains(msg, "[2, 3] f32") && contains(msg, "[2, 3] bf16")) << msg;
   msg = error_of([&] { relu(s, ids, ids); });
