@@ -231,12 +231,12 @@ void UnitLifecycle::reduce_gradient(FsdpUnit& unit) {
 //     before: the root's update waits for the rows, its gather for the next step waits for the update (which
 //     comes first of the updates, [Note: per-unit optimizer steps]), and the next step waits for that gather,
 //     where the unit's own reduction is needed only by its own update. It runs beside the sums and the update.
-//     compute  lm_head, ln_f | h.11           | h.10           | ... h.0 | wte, wpe | .......... | sums, upd root | upd
-//     h.11 ... link                   | rs root part 0 | rs root part 1 | ...     | ag ids, ag rows | rs h.0        |
-//     ag root ...
+//     compute  lm_head, ln_f | h.11      | h.10      | ... h.0 | (the sink)      | sums, upd root | upd h.11 ...
+//     link                   | rs root 0 | rs root 1 | ...     | ag ids, ag rows | rs h.0 ...     | ag root ...
 //                            | rs h.11, ag h.10 ...
 // The gradient is the same sum, rounded differently: a token's rows are summed over all ranks in f32 and
-// scaled by 1/W, where `table` rounds each rank's table to the param dtype and averages in the reduce dtype.
+// scaled by 1/W (wpe's sums rounded to the param dtype first), where `table` rounds each rank's table to the
+// param dtype and averages in the reduce dtype.
 // What crosses the link grows with W (W - 1 of W·B·T·C values a rank against the table's (W - 1)/W·V·C), so
 // `rows` pays while W·B·T is below V (gpt2's bench: up to W = 12).
 
@@ -306,7 +306,7 @@ void UnitLifecycle::reduce_held_units() {
 
 bool UnitLifecycle::end_root_reduction(FsdpUnit& unit) {
   if (&unit != root_reduction_.root) return false;
-  reduce_held_units();  // none left, unless the sink had no rows to add
+  reduce_held_units();  // add_embedding_rows issued them, unless this backward never reached the embedding
   rank_.schedule.reduction_order.push_back(&unit);
   root_reduction_ = {};
   return true;
