@@ -17,6 +17,7 @@
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/runtime/wall_clock.hpp"
+#include "engine/train/expected_memory.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 #include "labs/student_tasks.hpp"
@@ -52,11 +53,9 @@ MemoryRow measure_memory(std::string label, const MemoryBenchOptions& bench, int
   };
   train_fsdp(fsdp, PresetCatalog::builtin(), nullptr);
 
-  const BuiltModel built = build_model(fsdp.run);
+  BuiltModel built = build_model(fsdp.run);
   row.parameters = built.model->parameter_count();
-  row.formula = fsdp_memory({plan_unit_sizes(*built.model, built.unit_kinds, options, world), options, world,
-                             optimizer_state_count(fsdp.run.optimizer_spec()),
-                             model_memory(*built.model, bench.micro_batch, built.batch.seq, options.param_dtype)});
+  row.formula = fsdp_memory(fsdp_memory_input(fsdp.run, options, built));
   return row;
 }
 
