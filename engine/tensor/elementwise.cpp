@@ -303,17 +303,14 @@ void add_scaled(Stream s, const Tensor& x, float alpha, const Tensor& out) {
   expect_in_place_or_disjoint(op, "out", out, "x", x);
   const double n = static_cast<double>(x.numel());
   const OpCost cost{.flops = 2 * n, .bytes = n * (elem_size(x) + 8), .dtype = DType::f32};
-  launch_op(s, std::string(op), cost, {{&x, &out}, {&out}},
-            {.host =
-                 [&] {
-                   dispatch_float(x.dtype(), [&](auto zero) {
-                     using F = decltype(zero);
-                     cpu::add_scaled(out.f32(), x.data<F>(), alpha, x.numel());
-                   });
-                 },
-             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
-               cuda::add_scaled(stream, out.f32(), x.dtype(), x.raw(), alpha, x.numel());
-             })});
+  launch_op(s, std::string(op), cost, {{&x, &out}, {&out}}, {.host = [&] {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using F = decltype(zero);
+      cpu::add_scaled(out.f32(), x.data<F>(), alpha, x.numel());
+    });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::add_scaled(stream, out.f32(), x.dtype(), x.raw(), alpha, x.numel());
+  })});
 }
 
 void cast(Stream s, const Tensor& in, const Tensor& out) {

@@ -82,18 +82,15 @@ void embedding(Stream s, const Tensor& table, const Tensor& ids, const Tensor& o
 
   // A gather: no arithmetic; the ids, N rows of the table read and N rows written.
   const OpCost cost{.flops = 0, .bytes = 4.0 * N + 2.0 * N * C * static_cast<double>(dtype_size(dt)), .dtype = dt};
-  launch_op(s, std::string(op), cost, {{&table, &ids}, {&out}},
-            {.host =
-                 [&] {
-                   check_ids(op, ids.i32(), N, table.dim(0), table.describe());
-                   dispatch_float(dt, [&](auto zero) {
-                     using F = decltype(zero);
-                     cpu::embedding_forward(out.data<F>(), table.data<F>(), ids.i32(), N, C);
-                   });
-                 },
-             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
-               cuda::embedding(stream, dt, out.raw(), table.raw(), ids.i32(), N, C, table.dim(0));
-             })});
+  launch_op(s, std::string(op), cost, {{&table, &ids}, {&out}}, {.host = [&] {
+    check_ids(op, ids.i32(), N, table.dim(0), table.describe());
+    dispatch_float(dt, [&](auto zero) {
+      using F = decltype(zero);
+      cpu::embedding_forward(out.data<F>(), table.data<F>(), ids.i32(), N, C);
+    });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::embedding(stream, dt, out.raw(), table.raw(), ids.i32(), N, C, table.dim(0));
+  })});
 }
 
 void embedding_backward(Stream s, const Tensor& dout, const Tensor& ids, const Tensor& dtable) {
@@ -109,18 +106,15 @@ void embedding_backward(Stream s, const Tensor& dout, const Tensor& ids, const T
   const double nc = static_cast<double>(N * C);
   const OpCost cost{.flops = nc, .bytes = 4.0 * N + 3 * nc * static_cast<double>(dtype_size(dt)), .dtype = dt};
   // Any row of dtable may be touched, so the whole table is declared written (read-modify-write).
-  launch_op(s, std::string(op), cost, {{&dout, &ids}, {&dtable}},
-            {.host =
-                 [&] {
-                   check_ids(op, ids.i32(), N, dtable.dim(0), dtable.describe());
-                   dispatch_float(dt, [&](auto zero) {
-                     using F = decltype(zero);
-                     cpu::embedding_backward(dtable.data<F>(), dout.data<F>(), ids.i32(), N, C);
-                   });
-                 },
-             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
-               cuda::embedding_backward(stream, dt, dtable.raw(), dout.raw(), ids.i32(), N, C, dtable.dim(0));
-             })});
+  launch_op(s, std::string(op), cost, {{&dout, &ids}, {&dtable}}, {.host = [&] {
+    check_ids(op, ids.i32(), N, dtable.dim(0), dtable.describe());
+    dispatch_float(dt, [&](auto zero) {
+      using F = decltype(zero);
+      cpu::embedding_backward(dtable.data<F>(), dout.data<F>(), ids.i32(), N, C);
+    });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::embedding_backward(stream, dt, dtable.raw(), dout.raw(), ids.i32(), N, C, dtable.dim(0));
+  })});
 }
 
 void embedding_backward_slice(Stream s, const Tensor& dout, const Tensor& ids, std::int64_t V, std::int64_t first,
@@ -143,20 +137,17 @@ void embedding_backward_slice(Stream s, const Tensor& dout, const Tensor& ids, s
   const OpCost cost{
       .flops = nc, .bytes = 4.0 * N + nc * static_cast<double>(dtype_size(dt)) + 8 * touched, .dtype = dt};
   const std::string table = "[" + std::to_string(V) + ", " + std::to_string(C) + "]";
-  launch_op(s, std::string(op), cost, {{&dout, &ids}, {&slice}},
-            {.host =
-                 [&] {
-                   check_ids(op, ids.i32(), N, V, table);
-                   dispatch_float(dt, [&](auto zero) {
-                     using F = decltype(zero);
-                     cpu::embedding_backward_slice(slice.data<float>(), first, count, alpha, dout.data<F>(), ids.i32(),
-                                                   N, C);
-                   });
-                 },
-             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
-               cuda::embedding_backward_slice(stream, dt, slice.data<float>(), first, count, alpha, dout.raw(),
-                                              ids.i32(), N, C, V);
-             })});
+  launch_op(s, std::string(op), cost, {{&dout, &ids}, {&slice}}, {.host = [&] {
+    check_ids(op, ids.i32(), N, V, table);
+    dispatch_float(dt, [&](auto zero) {
+      using F = decltype(zero);
+      cpu::embedding_backward_slice(slice.data<float>(), first, count, alpha, dout.data<F>(), ids.i32(),
+                                    N, C);
+    });
+  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+    cuda::embedding_backward_slice(stream, dt, slice.data<float>(), first, count, alpha, dout.raw(),
+                                   ids.i32(), N, C, V);
+  })});
 }
 
 }  // namespace fsdplab
