@@ -2,12 +2,11 @@
 // cross-entropy over a padded vocabulary ([Note: the padded vocabulary] in engine/nn/gpt2_model.hpp), whose rows
 // are `stride` apart with V classes each, against a plain reference in double. The padding columns of the logits
 // hold NaN: a kernel that read one would carry it into the loss or the gradient. The backward writes its gradient
-// over a sentinel, and once more over the logits themselves (in place).
+// over a sentinel, and once more over the logits themselves (in place). The embedding's backward, into the whole
+// table and into slices of it, bit for bit against each id's rows summed in f32 in position order.
 #include "cuda_threads_on_cpu.hpp"
 
 // The kernels, rewritten by kernels_on_cpu.cmake (op scratch: op_scratch_on_cpu.cpp).
-#include "loss_kernels_on_cpu.inc"
-
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -15,7 +14,11 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "float_tensors_on_cpu.hpp"
+#include "loss_kernels_on_cpu.inc"
 
 namespace fsdplab {
 
@@ -88,6 +91,55 @@ TEST(LossKernelsOnCpu, CrossEntropyOverAPaddedVocabularyReadsTheClassesOnlyAndZe
             << "row " << n << ", column " << v << ": in place differs from a separate dlogits";
       }
   }
+}
+
+// Each id's rows of dout summed in f32 in position order (the host body's order), as f32 sums per table element.
+template <class T>
+std::vector<float> sums_by_id(const std::vector<T>& dout, const std::vector<std::int32_t>& ids, std::int64_t V,
+                              std::int64_t C) {
+  std::vector<float> sums(static_cast<std::size_t>(V * C), 0.f);
+  for (std::size_t n = 0; n < ids.size(); ++n)
+    for (std::int64_t c = 0; c < C; ++c) sums[ids[n] * C + c] += emulated::value(dout[n * C + c]);
+  return sums;
+}
+
+template <class T>
+void expect_embedding_backward(std::int64_t N, std::int64_t V, std::int64_t C) {
+  SCOPED_TRACE("N " + std::to_string(N) + ", V " + std::to_string(V) + ", C " + std::to_string(C));
+  // Ids repeated at random distances, one (V - 1) never used; a repeat farther back than a block's tile.
+  std::mt19937 rng(static_cast<std::uint32_t>(N + C));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(N));
+  for (std::int32_t& id : ids) id = static_cast<std::int32_t>(rng() % (V - 1));
+  ids.back() = ids.front();
+  const auto dout = emulated::random_values<T>(static_cast<std::size_t>(N * C), -2.f, 2.f, 3);
+  const std::vector<float> sums = sums_by_id(dout, ids, V, C);
+
+  const auto table0 = emulated::random_values<T>(static_cast<std::size_t>(V * C), -1.f, 1.f, 4);
+  std::vector<T> table = table0, want_table(table0.size());
+  for (std::size_t i = 0; i < table0.size(); ++i)
+    want_table[i] = emulated::from_value<T>(emulated::value(table0[i]) + sums[i]);
+  cuda::embedding_backward(nullptr, emulated::dtype_of<T>(), table.data(), dout.data(), ids.data(), N, C, V);
+  EXPECT_TRUE(emulated::same_bits(table, want_table));
+
+  // Slices beginning and ending mid-row, as an FSDP shard cuts the table, and the whole of it.
+  for (const auto& [first, count] : {std::pair{C + 3, 2 * C + 5}, std::pair<std::int64_t, std::int64_t>{0, V * C},
+                                     std::pair{(V - 2) * C - 1, C + 1}}) {
+    SCOPED_TRACE("slice [" + std::to_string(first) + ", " + std::to_string(first + count) + ")");
+    const auto slice0 = emulated::random_values<float>(static_cast<std::size_t>(count), -1.f, 1.f, 5);
+    std::vector<float> slice = slice0, want(slice0);
+    for (std::int64_t i = 0; i < count; ++i) want[i] += 0.3f * sums[first + i];
+    cuda::embedding_backward_slice(nullptr, emulated::dtype_of<T>(), slice.data(), first, count, 0.3f, dout.data(),
+                                   ids.data(), N, C, V);
+    EXPECT_TRUE(emulated::same_bits(slice, want));
+  }
+}
+
+TEST(LossKernelsOnCpu, EmbeddingBackwardSumsEachIdOnceIntoTheTableOrASliceOfIt) {
+  // More positions than a block scans at once (256), a row narrower than a block's columns, and one wider, in
+  // two chunks of columns; both dtypes of dout.
+  expect_embedding_backward<float>(300, 20, 70);
+  expect_embedding_backward<__nv_bfloat16>(300, 20, 70);
+  expect_embedding_backward<float>(40, 9, 1100);
 }
 
 }  // namespace

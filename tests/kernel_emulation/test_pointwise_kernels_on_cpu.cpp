@@ -1,6 +1,6 @@
 // The pointwise kernels' own source (engine/cuda/pointwise_kernels.cu), run on the CPU by
-// cuda_threads_on_cpu.hpp: bias_add against a plain loop, the in-place GELU backward bit for bit against
-// gelu_backward into zeros, and Llama's backward kernels (SwiGLU's gate, the rotary embedding, the qkv
+// cuda_threads_on_cpu.hpp: bias_add and add_scaled against plain loops, the in-place GELU backward bit for bit
+// against gelu_backward into zeros, and Llama's backward kernels (SwiGLU's gate, the rotary embedding, the qkv
 // packing), which write every element of their gradients: those start as NaN here.
 #include "cuda_threads_on_cpu.hpp"
 
@@ -43,6 +43,19 @@ TYPED_TEST(PointwiseKernelsOnCpu, BiasAddAddsTheBiasToEveryRow) {
       for (std::int64_t c = 0; c < s.C; ++c) want[n * s.C + c] = from_value<T>(value(x[n * s.C + c]) + value(bias[c]));
     auto out = unwritten<T>(s.N * s.C);
     cuda::bias_add(nullptr, dtype_of<T>(), out.data(), x.data(), bias.data(), s.N, s.C);
+    EXPECT_TRUE(same_bits(out, want));
+  }
+}
+
+TYPED_TEST(PointwiseKernelsOnCpu, AddScaledAddsAlphaTimesXIntoAnF32Accumulator) {
+  using T = TypeParam;
+  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{37}, std::int64_t{4099}}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    const auto x = random_values<T>(static_cast<std::size_t>(n), -5.f, 5.f, 10);
+    const auto out0 = random_values<float>(static_cast<std::size_t>(n), -1.f, 1.f, 11);
+    std::vector<float> out = out0, want = out0;
+    for (std::int64_t i = 0; i < n; ++i) want[i] += 0.3f * value(x[i]);
+    cuda::add_scaled(nullptr, out.data(), dtype_of<T>(), x.data(), 0.3f, n);
     EXPECT_TRUE(same_bits(out, want));
   }
 }
