@@ -329,13 +329,13 @@ bool UnitLifecycle::add_embedding_rows(const InputEmbeddingGradient& grad) {
   const DType dtype = grad.dx.dtype();
   const Lane lane = Lane::reduce_scatter;
   const Stream stream = device.stream(lane);
-  const auto temporary = [&](std::int64_t numel, DType type, const std::string& name) {
-    return Tensor::empty(device, {numel}, type, MemTag::comm_buffer, root.name + "." + name, lane);
+  const auto temporary = [&](std::int64_t numel, DType type, const std::string& name, Lane user) {
+    return Tensor::empty(device, {numel}, type, MemTag::comm_buffer, root.name + "." + name, user);
   };
   std::vector<Tensor> staging;
   device.wait_stream(lane, Lane::compute);  // the rows and ids, written by compute
-  const Tensor ids = temporary(W * B * T, DType::i32, "embedding_ids");
-  const Tensor rows = temporary(W * B * T * C, dtype, "embedding_rows");
+  const Tensor ids = temporary(W * B * T, DType::i32, "embedding_ids", lane);
+  const Tensor rows = temporary(W * B * T * C, dtype, "embedding_rows", lane);
   ranks.all_gather(stream, grad.ids.reshape({B * T}), ids);
   ranks.all_gather(stream, grad.dx.reshape({B * T * C}), rows);
   staging.insert(staging.end(), {ids, rows});
@@ -350,8 +350,7 @@ bool UnitLifecycle::add_embedding_rows(const InputEmbeddingGradient& grad) {
   const Parameter& token = grad.token_table;
   const Parameter& position = grad.position_table;
   // wpe's rows 0 .. T-1, each the sum over every rank's batch: T·C values, which every rank sums.
-  const Tensor position_sums = Tensor::empty(device, {position.numel()}, dtype, MemTag::comm_buffer,
-                                             root.name + ".grad_rows_of_" + position.name, Lane::compute);
+  const Tensor position_sums = temporary(position.numel(), dtype, "grad_rows_of_" + position.name, Lane::compute);
   staging.push_back(position_sums);
   fill(compute, position_sums, 0);
   bias_backward(compute, rows.reshape({W * B, T * C}), position_sums.view(0, {T * C}));

@@ -141,12 +141,11 @@ void embedding_backward_slice(Stream s, const Tensor& dout, const Tensor& ids, s
     check_ids(op, ids.i32(), N, V, table);
     dispatch_float(dt, [&](auto zero) {
       using F = decltype(zero);
-      cpu::embedding_backward_slice(slice.data<float>(), first, count, alpha, dout.data<F>(), ids.i32(),
-                                    N, C);
+      cpu::embedding_backward_slice(slice.data<float>(), first, count, alpha, dout.data<F>(), ids.i32(), N, C);
     });
   }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
-    cuda::embedding_backward_slice(stream, dt, slice.data<float>(), first, count, alpha, dout.raw(),
-                                   ids.i32(), N, C, V);
+    cuda::embedding_backward_slice(stream, dt, slice.data<float>(), first, count, alpha, dout.raw(), ids.i32(), N, C,
+                                   V);
   })});
 }
 
