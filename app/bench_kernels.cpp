@@ -35,10 +35,6 @@
 namespace fsdplab::app {
 namespace {
 
-// An op's group on the sim device, and on cuda when the trace holds ops rather than kernels.
-std::string op_group(const TraceEvent& e) {
-  return is_communication(e.category) ? std::string(category_name(e.category)) : e.name;
-}
 std::string kernel_group(const TraceEvent& e) { return e.name; }
 std::string phase_group(const TraceEvent& e) { return e.phase.empty() ? "(no phase)" : e.phase; }
 std::string kind_group(const TraceEvent& e) { return std::string(category_name(e.category)); }

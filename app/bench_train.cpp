@@ -12,11 +12,14 @@
 // emulated link on cuda, the ASYNC schedule without it (compute: what the step takes when communication
 // is nearly free) to give ideal = max(compute, comm) and eta = (T_sync - T_async) / (T_sync - ideal), with
 // comm the link's busy time (the sum of rank 0's collectives, which take the link one at a time). Then where
-// the ASYNC step's communication went unhidden, collective by collective (exposed_communication.hpp).
+// the ASYNC step's communication went unhidden, collective by collective (exposed_communication.hpp), and where its
+// device work took longer than SYNC's, op by op (kernel_changes): ranks sharing one GPU slow each other's kernels.
 #include "app/bench_train.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -72,6 +75,7 @@ TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfi
   m.step_ms = trained.step_ms;
   for (const TraceEvent& e : trained.rank0_events) {
     if (!bench.measured(e.step)) continue;
+    if (e.lane != Lane::host && !is_communication(e.category)) m.compute_ms += ns_to_ms(e.end - e.begin);
     if (e.name == "matmul") {
       m.gemm_ms += ns_to_ms(e.end - e.begin);
       m.gemm_flops += e.flops;
@@ -83,7 +87,9 @@ TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfi
     measured_steps.push_back(s);
   }
   m.exposed = exposed_communication(trained.rank0_events, 0, measured_steps);
+  m.ops = kernel_breakdown(trained.rank0_events, 0, bench.warmup, bench.steps, op_group);
   const double n = static_cast<double>(bench.steps);
+  m.compute_ms /= n;
   m.gemm_ms /= n;
   m.gemm_flops /= n;
   m.comm_ms /= n;
@@ -97,6 +103,35 @@ void print_row(const char* name, const TrainMeasurement& m, double tokens, doubl
   std::printf("| %-7s | %9.3f | %11.0f | %6.1f | %12.1f | %9.1f | %9.3f |\n", name, m.step_ms,
               tokens / (m.step_ms * 1e-3), 100 * m.gemm_ms / m.step_ms, gemm_tflops, 100 * gemm_tflops * 1e12 / peak,
               m.comm_ms);
+}
+
+// Where ASYNC's device work took longer or shorter than SYNC's, op by op: on a GPU that ranks share, what running the
+// collectives beside the compute costs the compute (the kernels contend for SMs, memory bandwidth and the L2). The
+// ops whose time a step changed by 0.5 us or more (the table's last digit), the largest changes first.
+void print_schedule_changes(const TrainMeasurement& sync, const TrainMeasurement& async, int steps, bool on_gpu) {
+  constexpr std::size_t kRows = 8;
+  std::vector<KernelChange> changes = kernel_changes(sync.ops, async.ops);
+  std::erase_if(changes, [](const KernelChange& c) { return std::abs(c.change_ms()) < 0.0005; });
+  std::printf(
+      "\nRank 0's device time a step, SYNC against ASYNC (the mean of the %d measured steps, from its ops' %s; "
+      "ops by name, collectives by kind): compute %.3f -> %.3f ms (%+.3f), collectives %.3f -> %.3f ms (%+.3f)",
+      steps, on_gpu ? "CUDA-event spans" : "virtual times", sync.compute_ms, async.compute_ms,
+      async.compute_ms - sync.compute_ms, sync.comm_ms, async.comm_ms, async.comm_ms - sync.comm_ms);
+  if (changes.empty()) {
+    std::printf("; no op's time changed.\n");
+    return;
+  }
+  std::printf("; the %s:\n", changes.size() > kRows ? "largest changes" : "ops that changed");
+  changes.resize(std::min(changes.size(), kRows));
+  int width = 2;
+  for (const KernelChange& c : changes) width = std::max(width, static_cast<int>(c.key.size()));
+  std::printf("| %-*s | SYNC calls/step | SYNC ms/step | ASYNC calls/step | ASYNC ms/step | change (ms) |\n", width,
+              "op");
+  std::printf("|%s|-----------------|--------------|------------------|---------------|-------------|\n",
+              std::string(static_cast<std::size_t>(width) + 2, '-').c_str());
+  for (const KernelChange& c : changes)
+    std::printf("| %-*s | %15.1f | %12.3f | %16.1f | %13.3f | %+11.3f |\n", width, c.key.c_str(), c.before_calls,
+                c.before_ms, c.after_calls, c.after_ms, c.change_ms());
 }
 
 }  // namespace
@@ -201,6 +236,7 @@ void bench_train(const TrainBenchOptions& bench) {
     std::printf("\neta needs the step without communication: on cuda run with --emulate-link (the compute row is then "
                 "the ASYNC step without it); on sim, `fsdplab bench --what overlap` measures it on a free link.\n");
     print_exposed_communication(async.exposed, exposed_heading);
+    print_schedule_changes(sync, async, bench.steps, on_gpu);
     return;
   }
   RunConfig free_link = run;
@@ -213,6 +249,7 @@ void bench_train(const TrainBenchOptions& bench) {
               sync.step_ms > ideal ? std::to_string((sync.step_ms - async.step_ms) / (sync.step_ms - ideal)).c_str()
                                    : "undefined (SYNC is not slower than ideal)");
   print_exposed_communication(async.exposed, exposed_heading);
+  print_schedule_changes(sync, async, bench.steps, on_gpu);
 }
 
 }  // namespace fsdplab::app

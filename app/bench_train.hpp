@@ -11,6 +11,7 @@
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/device.hpp"
+#include "engine/trace/kernel_breakdown.hpp"
 #include "engine/trace/trace_event.hpp"
 #include "engine/train/run_config.hpp"
 
@@ -82,7 +83,9 @@ struct TrainMeasurement {
   double gemm_ms = 0;   // per step, rank 0
   double gemm_flops = 0;
   double comm_ms = 0;   // per step, rank 0: the link's busy time
+  double compute_ms = 0;         // per step, rank 0: the summed durations of its device work other than collectives
   ExposedCommunication exposed;  // rank 0's, the mean of the measured steps
+  KernelBreakdown ops;           // rank 0's device work a step, ops by name, collectives by kind (op_group)
 };
 TrainMeasurement measure_training(const TrainBenchOptions& bench, const RunConfig& run,
                                   const FsdpOptions* fsdp_options);

@@ -1,7 +1,8 @@
-// kernel_breakdown.cpp — a rank's device work grouped and summed per step.
+// kernel_breakdown.cpp — a rank's device work grouped and summed per step, and two such sums compared.
 #include "engine/trace/kernel_breakdown.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 
@@ -37,6 +38,33 @@ KernelBreakdown kernel_breakdown(std::span<const TraceEvent> events, int rank, i
   std::stable_sort(out.groups.begin(), out.groups.end(),
                    [](const KernelGroup& a, const KernelGroup& b) { return a.ms_per_step > b.ms_per_step; });
   out.gpu_ms_per_step = ns_to_ms(total) / n;
+  return out;
+}
+
+std::string op_group(const TraceEvent& e) {
+  return is_communication(e.category) ? std::string(category_name(e.category)) : e.name;
+}
+
+std::vector<KernelChange> kernel_changes(const KernelBreakdown& before, const KernelBreakdown& after) {
+  std::map<std::string, KernelChange> by_key;
+  for (const KernelGroup& g : before.groups) {
+    KernelChange& c = by_key[g.key];
+    c.key = g.key;
+    c.before_calls = g.calls_per_step;
+    c.before_ms = g.ms_per_step;
+  }
+  for (const KernelGroup& g : after.groups) {
+    KernelChange& c = by_key[g.key];
+    c.key = g.key;
+    c.after_calls = g.calls_per_step;
+    c.after_ms = g.ms_per_step;
+  }
+  std::vector<KernelChange> out;
+  for (auto& [key, change] : by_key) out.push_back(std::move(change));
+  // By key from the map; a stable sort by the size of the change keeps equal changes in that order.
+  std::stable_sort(out.begin(), out.end(), [](const KernelChange& a, const KernelChange& b) {
+    return std::abs(a.change_ms()) > std::abs(b.change_ms());
+  });
   return out;
 }
 

@@ -5,7 +5,8 @@
 //
 // The GPU time of a step is the SUM of its device work's durations, not the union: two kernels on different
 // streams that run at once both count, so the shares add up to 100 % and the GPU time may exceed the step.
-// Host events (the host lane) take no device time and are left out.
+// Host events (the host lane) take no device time and are left out. `bench --what train` compares two breakdowns of
+// the same training under SYNC and ASYNC (kernel_changes): where running communication beside compute slows it.
 #pragma once
 #include <functional>
 #include <span>
@@ -32,5 +33,22 @@ struct KernelBreakdown {
 // An Error when steps < 1.
 KernelBreakdown kernel_breakdown(std::span<const TraceEvent> events, int rank, int first_step, int steps,
                                  const std::function<std::string(const TraceEvent&)>& key);
+
+// The key that groups a trace of ops (the sim device's, or the cuda device's CUDA-event spans) as a GPU's kernels
+// group: an op by its name, a collective by its kind ("all_gather"), since a collective op is named after its
+// buffer ("all_gather transformer.h.0.flat_param_full") where a GPU's collective kernel is one kernel whatever it
+// moves.
+std::string op_group(const TraceEvent& e);
+
+// One group of the same work under two schedules (bench --what train: SYNC, then ASYNC).
+struct KernelChange {
+  std::string key;
+  double before_calls = 0, before_ms = 0;  // calls and ms a step under the first schedule; 0 where it had none
+  double after_calls = 0, after_ms = 0;    // under the second
+  double change_ms() const { return after_ms - before_ms; }
+};
+
+// Every key of either breakdown with its time in both, the largest change (up or down) first; equal changes by key.
+std::vector<KernelChange> kernel_changes(const KernelBreakdown& before, const KernelBreakdown& after);
 
 }  // namespace fsdplab

@@ -88,5 +88,51 @@ TEST(KernelBreakdown, RefusesNoStepsAndBackwardEvents) {
                        "'k' on rank 0 ends at 5 ns, before it begins at 10 ns"));
 }
 
+TEST(KernelBreakdown, AnOpGroupsByNameAndACollectiveByItsKind) {
+  TraceEvent gather = work("all_gather transformer.h.0.flat_param_full", 0, 0, 1'000, Lane::all_gather);
+  gather.category = OpCategory::all_gather;
+  TraceEvent reduce = work("reduce_scatter transformer.h.0.flat_grad_shard", 0, 0, 1'000, Lane::reduce_scatter);
+  reduce.category = OpCategory::reduce_scatter;
+  EXPECT_EQ(op_group(gather), "all_gather");
+  EXPECT_EQ(op_group(reduce), "reduce_scatter");
+  EXPECT_EQ(op_group(work("matmul", 0, 0, 1'000)), "matmul");
+}
+
+TEST(KernelBreakdown, ChangesPairEachKeyOfTwoSchedulesLargestChangeFirst) {
+  // SYNC: matmul 2 x 3 ms, adamw 1 x 1 ms, fill 1 x 1 ms. ASYNC: the matmuls 0.5 ms longer each, adamw in 3
+  // launches of 0.5 ms, fill the same, and a copy SYNC did not make.
+  const std::vector<TraceEvent> sync = {work("matmul", 0, 0, 3'000'000), work("matmul", 0, 3'000'000, 6'000'000),
+                                        work("adamw", 0, 6'000'000, 7'000'000), work("fill", 0, 7'000'000, 8'000'000)};
+  const std::vector<TraceEvent> async = {
+      work("matmul", 0, 0, 3'500'000),          work("matmul", 0, 3'500'000, 7'000'000),
+      work("adamw", 0, 7'000'000, 7'500'000),   work("adamw", 0, 7'500'000, 8'000'000),
+      work("adamw", 0, 8'000'000, 8'500'000),   work("fill", 0, 8'500'000, 9'500'000),
+      work("copy", 0, 0, 200'000, Lane::memcpy)};
+  const std::vector<KernelChange> changes =
+      kernel_changes(kernel_breakdown(sync, 0, 0, 1, by_name), kernel_breakdown(async, 0, 0, 1, by_name));
+  ASSERT_EQ(changes.size(), 4u);
+  EXPECT_EQ(changes[0].key, "matmul");
+  EXPECT_DOUBLE_EQ(changes[0].before_ms, 6);
+  EXPECT_DOUBLE_EQ(changes[0].after_ms, 7);
+  EXPECT_DOUBLE_EQ(changes[0].change_ms(), 1);
+  EXPECT_EQ(changes[1].key, "adamw");
+  EXPECT_DOUBLE_EQ(changes[1].before_calls, 1);
+  EXPECT_DOUBLE_EQ(changes[1].after_calls, 3);
+  EXPECT_DOUBLE_EQ(changes[1].change_ms(), 0.5);
+  EXPECT_EQ(changes[2].key, "copy");  // only in the second: 0 calls and 0 ms in the first
+  EXPECT_DOUBLE_EQ(changes[2].before_calls, 0);
+  EXPECT_DOUBLE_EQ(changes[2].change_ms(), 0.2);
+  EXPECT_EQ(changes[3].key, "fill");
+  EXPECT_DOUBLE_EQ(changes[3].change_ms(), 0);
+  // A change down counts by its size: the schedules swapped, adamw's -0.5 still comes before the copy's -0.2.
+  const std::vector<KernelChange> back =
+      kernel_changes(kernel_breakdown(async, 0, 0, 1, by_name), kernel_breakdown(sync, 0, 0, 1, by_name));
+  ASSERT_EQ(back.size(), 4u);
+  EXPECT_EQ(back[1].key, "adamw");
+  EXPECT_DOUBLE_EQ(back[1].change_ms(), -0.5);
+  EXPECT_EQ(back[2].key, "copy");
+  EXPECT_DOUBLE_EQ(back[2].after_ms, 0);
+}
+
 }  // namespace
 }  // namespace fsdplab
