@@ -12,7 +12,9 @@
 //
 // What this checks: index arithmetic, masks, tile loops, shared-memory layout and the kernels' own
 // synchronisation: under ThreadSanitizer each CUDA thread is a thread of its own to TSan, and the only order
-// between two of them is what the kernel's barriers make (see [Note: fibers under the sanitizers]). What it
+// between two of them is what the kernel's barriers make (see [Note: fibers under the sanitizers]); under the
+// asan preset's UBSan, that every load and store is aligned to its type, the vector types to 16 bytes as on the
+// GPU, where a misaligned one faults. What it
 // cannot: timing, the hardware's memory model beyond those barriers, and real wmma fragment layouts (cuda/mma.h
 // spreads an accumulator over the warp in a scrambled order of its own, and keeps an operand's whole matrix in
 // every lane). A GPU run is still the test that counts (tests/unit's cuda instances).
@@ -75,7 +77,9 @@ inline dim3 gridDim, blockDim;
 #define __restrict__ __restrict
 #define __shared__ static
 
-struct uint4 {
+// Aligned as CUDA's vector types are (vector_types.h): a 16-byte load or store from an address that is not a multiple
+// of 16 faults on the GPU ("misaligned address"); here UBSan's alignment check (the asan preset) reports it.
+struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
 struct alignas(16) float4 {
