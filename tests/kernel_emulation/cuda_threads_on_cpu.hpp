@@ -347,6 +347,34 @@ inline void start_fibers(Launch& l, dim3 block) {
   for (const std::unique_ptr<Fiber>& f : l.fibers) switch_to(*f);
 }
 
+// Under AddressSanitizer, the bytes around a block's dynamic shared memory (the alignment's slack) are unaddressable
+// while the launch runs, so a kernel that reads or writes past its shared memory's end (or before its start) is
+// reported there, as compute-sanitizer's memcheck would on the GPU.
+class SharedMemoryBounds {
+ public:
+  SharedMemoryBounds(std::vector<unsigned char>& memory, unsigned char* shared, std::size_t shared_bytes)
+      : memory_(memory) {
+#if defined(__SANITIZE_ADDRESS__)
+    __asan_poison_memory_region(memory.data(), static_cast<std::size_t>(shared - memory.data()));
+    __asan_poison_memory_region(shared + shared_bytes,
+                                memory.size() - static_cast<std::size_t>(shared - memory.data()) - shared_bytes);
+#else
+    (void)shared;
+    (void)shared_bytes;
+#endif
+  }
+  ~SharedMemoryBounds() {
+#if defined(__SANITIZE_ADDRESS__)
+    __asan_unpoison_memory_region(memory_.data(), memory_.size());
+#endif
+  }
+  SharedMemoryBounds(const SharedMemoryBounds&) = delete;
+  SharedMemoryBounds& operator=(const SharedMemoryBounds&) = delete;
+
+ private:
+  std::vector<unsigned char>& memory_;
+};
+
 // kernel<<<grid, block, shared_bytes, stream>>>(args...), one block after another on the same block.x * block.y *
 // block.z threads: after each block they meet at a barrier whose completion refills the shared memory. A
 // configuration the GPU refuses to launch (over 1024 threads a block, a grid's y or z over 65535) aborts here.
@@ -371,6 +399,7 @@ void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes, CUst
   run.all = &all;
   std::vector<unsigned char> memory(shared_bytes + 128);
   run.shared = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(memory.data()) + 127) / 128 * 128);
+  const SharedMemoryBounds bounds(memory, run.shared, shared_bytes);
   const auto fresh_shared_memory = [&run, shared_bytes] { std::memset(run.shared, 0xff, shared_bytes); };
   fresh_shared_memory();
   Barrier block_done("the block's end", threads, fresh_shared_memory);

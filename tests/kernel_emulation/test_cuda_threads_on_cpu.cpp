@@ -1,6 +1,7 @@
 // The emulator itself (cuda_threads_on_cpu.hpp): a barrier orders what it should, a missing one shows (under
-// ThreadSanitizer as a report, elsewhere as the fresh block's unwritten bytes), and a barrier only some threads
-// reach stops the test, naming them, where a GPU would hang.
+// ThreadSanitizer as a report, elsewhere as the fresh block's unwritten bytes), a barrier only some threads reach
+// stops the test, naming them, where a GPU would hang, and under the asan preset an access past the shared memory
+// or a misaligned vector load is reported, where a GPU would fault.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -102,6 +103,36 @@ TEST(CudaThreadsOnCpu, AWriteAfterTheBarrierIsSeenByTheThreadsThatRunLater) {
   cuda_on_cpu::launch([](auto... a) { overwrite_kernel(a...); }, dim3(1), dim3(kThreads), kThreads * sizeof(float),
                       nullptr, out.data());
   for (unsigned t = 0; t < kThreads; ++t) EXPECT_EQ(out[t], t == kThreads - 2 ? 2.f : 1.f) << t;
+}
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+// Thread 0 also writes the float just past the block's dynamic shared memory: on the GPU compute-sanitizer's memcheck
+// reports it, here AddressSanitizer (the alignment's slack around the shared memory is unaddressable).
+__global__ void past_the_shared_memory_kernel() {
+  float* tile = reinterpret_cast<float*>(cuda_on_cpu::block_shared_memory());
+  tile[threadIdx.x] = 1.f;
+  if (threadIdx.x == 0) tile[blockDim.x] = 2.f;
+}
+
+// A 16-byte load from an address 4 bytes past a 16-byte boundary: "misaligned address" on the GPU, and here (the
+// asan preset builds with UBSan too) a misaligned reference to uint4, which CUDA aligns to 16 bytes.
+__global__ void misaligned_vector_kernel(const unsigned* in, unsigned* out) {
+  *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(in + 1);
+}
+
+TEST(CudaThreadsOnCpu, AddressSanitizerReportsAnAccessPastTheSharedMemorysEnd) {
+  EXPECT_DEATH(cuda_on_cpu::launch([](auto... a) { past_the_shared_memory_kernel(a...); }, dim3(1), dim3(kThreads),
+                                   kThreads * sizeof(float), nullptr),
+               "AddressSanitizer: use-after-poison");
+}
+
+TEST(CudaThreadsOnCpu, UndefinedBehaviorSanitizerReportsAMisalignedVectorLoad) {
+  alignas(16) unsigned in[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  alignas(16) unsigned out[4] = {};
+  EXPECT_DEATH(cuda_on_cpu::launch([](auto... a) { misaligned_vector_kernel(a...); }, dim3(1), dim3(1), 0, nullptr,
+                                   static_cast<const unsigned*>(in), static_cast<unsigned*>(out)),
+               "misaligned address .* for type 'const struct uint4', which requires 16 byte alignment");
 }
 #endif
 
