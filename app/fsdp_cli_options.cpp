@@ -92,9 +92,9 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
         break;
       case FsdpFlag::embedding_grad:
         added.push_back(cmd.add_option("--embedding-grad", flags.embedding_grad,
-                                       help("FSDP, GPT-2: the input embeddings' gradient added into the tables "
-                                            "and reduced with the root at the backward's end (table), or its rows "
-                                            "all-gathered and the root reduced beside the Blocks' backward (rows); "
+                                       help("FSDP, gpt2 and llama: the input embeddings' gradient added into the "
+                                            "tables and reduced with the root at the backward's end (table), or its "
+                                            "rows all-gathered and the root reduced beside the Blocks' backward (rows); "
                                             "default " +
                                             defaults.embedding_grad))
                             ->check(CLI::IsMember(strings(embedding_gradient_names()))));

@@ -152,8 +152,7 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
     }
     embedding_rows_ = std::make_unique<EmbeddingRows>(lifecycle_);
     check(model.set_input_embedding_gradient_sink(embedding_rows_.get()), "--embedding-grad rows: model ", model.kind(),
-          " has no learned token and position tables to take the rows of (GPT-2 has); use "
-          "--embedding-grad table");
+          " has no learned token table to take the rows of (GPT-2 and Llama have); use --embedding-grad table");
   }
   for (FsdpUnit* unit : unit_ptrs_) {
     tasks.flat_parameter->point_views(unit->layout, unit->full, &Parameter::value);

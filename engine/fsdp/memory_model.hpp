@@ -78,7 +78,8 @@ struct FsdpMemoryInput {
 // --embedding-grad rows' temporaries on each rank ([Note: the embedding's gradient as rows], unit_lifecycle.cpp),
 // for `tokens` ids a rank in a micro-batch of `dim`-wide rows and a position table of `position_numel` elements,
 // in p-byte elements: the gathered ids 4·W·tokens and rows p·W·tokens·dim, and the position table's sums
-// p·position. The token table's sums go straight into the shard (embedding_backward_slice).
+// p·position (0 for a model without one, Llama). The token table's sums go straight into the shard
+// (embedding_backward_slice).
 std::int64_t embedding_rows_staging(int world, std::int64_t tokens, std::int64_t dim, std::int64_t position_numel,
                                     DType param_dtype);
 

@@ -346,19 +346,22 @@ bool UnitLifecycle::add_embedding_rows(const InputEmbeddingGradient& grad) {
   device.wait(Lane::compute, gathered);
   const Stream compute = device.stream(Lane::compute);
   const float mean = 1.0f / static_cast<float>(W);
-  // Both tables are the root's (FullyShardedModel's constructor refuses them elsewhere).
+  // The tables are the root's (FullyShardedModel's constructor refuses them elsewhere).
   const Parameter& token = grad.token_table;
-  const Parameter& position = grad.position_table;
+  const Parameter* position = grad.position_table;  // GPT-2's wpe; none for Llama
   // wpe's rows 0 .. T-1, each the sum over every rank's batch: T·C values, which every rank sums.
-  const Tensor position_sums = temporary(position.numel(), dtype, "grad_rows_of_" + position.name, Lane::compute);
-  staging.push_back(position_sums);
-  fill(compute, position_sums, 0);
-  bias_backward(compute, rows.reshape({W * B, T * C}), position_sums.view(0, {T * C}));
+  Tensor position_sums;
+  if (position) {
+    position_sums = temporary(position->numel(), dtype, "grad_rows_of_" + position->name, Lane::compute);
+    staging.push_back(position_sums);
+    fill(compute, position_sums, 0);
+    bias_backward(compute, rows.reshape({W * B, T * C}), position_sums.view(0, {T * C}));
+  }
   for (const ShardSlice& s : tasks_.flat_parameter->shard_slices(root.layout, rank_.shard_group.rank())) {
     const Tensor into = root.grad_shard.view(s.shard_offset, {s.count});
     if (s.param == &token)
       embedding_backward_slice(compute, rows.reshape({W * B * T, C}), ids, token.shape[0], s.param_begin, mean, into);
-    if (s.param == &position) add_scaled(compute, position_sums.view(s.param_begin, {s.count}), mean, into);
+    if (position && s.param == position) add_scaled(compute, position_sums.view(s.param_begin, {s.count}), mean, into);
   }
   device.record(root.reduced, Lane::compute);
   for (Tensor& t : staging) tasks_.overlap->release_staging(std::move(t), root.reduced, rank_);

@@ -239,7 +239,7 @@ class Gpt2Transformer final : public Module {
     // dx is the gradient of wte[ids] + wpe[0 .. T): the tables' rows take it, or a sink places it.
     const Tensor& ids = wte_.saved_ids();  // undefined without a forward: wte_.backward says so
     if (embedding_sink_ && ids.defined() &&
-        embedding_sink_->take(ctx, {wte_.weight(), wpe_.weight(), ids.reshape({batch_, seq_}), dx})) {
+        embedding_sink_->take(ctx, {wte_.weight(), &wpe_.weight(), ids.reshape({batch_, seq_}), dx})) {
       wte_.drop_saved_ids();
     } else {
       wpe_.add_first_rows_backward(ctx, dx);

@@ -327,6 +327,8 @@ class LlamaDecoderStack final : public Module {
       layers_.push_back(&layer_list_.append<LlamaDecoderLayer>(cfg));
   }
   std::string_view kind() const override { return "LlamaModel"; }
+  Parameter& token_embedding() { return embed_tokens_.weight(); }
+  void set_embedding_gradient_sink(InputEmbeddingGradientSink* sink) { embedding_sink_ = sink; }
 
   Tensor forward(RunContext& ctx, const Tensor& ids) {  // [B, T] i32 -> [B*T, C]
     enter_forward(ctx);
@@ -343,7 +345,14 @@ class LlamaDecoderStack final : public Module {
     enter_backward(ctx);
     Tensor dx = norm_.backward(ctx, dout).reshape({batch_, seq_, hidden_});
     for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dx = (*it)->backward(ctx, dx);
-    embed_tokens_.backward(ctx, as_rows(dx));
+    // dx is the gradient of embed_tokens[ids]: the table's rows take it, or a sink places it.
+    const Tensor& ids = embed_tokens_.saved_ids();  // undefined without a forward: embed_tokens_.backward says so
+    if (embedding_sink_ && ids.defined() &&
+        embedding_sink_->take(ctx, {embed_tokens_.weight(), nullptr, ids.reshape({batch_, seq_}), dx})) {
+      embed_tokens_.drop_saved_ids();
+    } else {
+      embed_tokens_.backward(ctx, as_rows(dx));
+    }
     exit_backward(ctx);
   }
 
@@ -354,6 +363,7 @@ class LlamaDecoderStack final : public Module {
   LlamaRmsNorm& norm_;
   std::vector<LlamaDecoderLayer*> layers_;
   std::int64_t batch_ = 0, seq_ = 0;  // of the last forward
+  InputEmbeddingGradientSink* embedding_sink_ = nullptr;
 };
 
 // ---- the model -----------------------------------------------------------------------------------
@@ -388,6 +398,13 @@ void LlamaModel::backward(RunContext& ctx) {
   dlogits = Tensor();  // [N, V], the largest activation: gone before the layers' backward
   model_.backward(ctx, dx);
   exit_backward(ctx);
+}
+
+Model::InputEmbeddingTables LlamaModel::input_embedding_tables() { return {&model_.token_embedding(), nullptr}; }
+
+bool LlamaModel::set_input_embedding_gradient_sink(InputEmbeddingGradientSink* sink) {
+  model_.set_embedding_gradient_sink(sink);
+  return true;
 }
 
 }  // namespace fsdplab

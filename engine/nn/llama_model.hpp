@@ -82,6 +82,9 @@ class LlamaModel final : public Model {
   // mean cross-entropy over the B*T tokens.
   Tensor forward(RunContext& ctx, const Batch& batch) override;
   void backward(RunContext& ctx) override;
+  // The token table (model.embed_tokens) alone: the positions are rotary, nothing learned.
+  InputEmbeddingTables input_embedding_tables() override;
+  bool set_input_embedding_gradient_sink(InputEmbeddingGradientSink* sink) override;
 
  private:
   LlamaConfig config_;

@@ -14,12 +14,12 @@ struct Batch {
   Tensor targets;
 };
 
-// The gradient a backward computed for a model's input embeddings, GPT-2's wte[ids] + wpe[0 .. T), before it
-// is added into the two tables' gradients: row ids[b, t] of the token table and row t of the position table
-// each gain dx[b, t].
+// The gradient a backward computed for a model's input embeddings, before it is added into the tables' gradients:
+// row ids[b, t] of the token table gains dx[b, t], and so does row t of the position table where the model has one
+// (GPT-2's wte[ids] + wpe[0 .. T); Llama's embed_tokens[ids] alone, its positions rotary).
 struct InputEmbeddingGradient {
   Parameter& token_table;     // [V, C]
-  Parameter& position_table;  // [P, C], P >= T
+  Parameter* position_table;  // [P, C], P >= T; null for a model without one
   Tensor ids;                 // [B, T] i32, the forward's
   Tensor dx;                  // [B, T, C] in the run's dtype
 };
@@ -42,15 +42,15 @@ class Model : public Module {
   // Gradients of the last forward's loss, added into every Parameter::grad (the input embeddings' through
   // the sink, when one is set and takes them).
   virtual void backward(RunContext& ctx) = 0;
-  // The learned token and position tables whose gradient a sink may take; both null for a model without them
-  // (only GPT-2 has both).
+  // The learned token and position tables whose gradient a sink may take: GPT-2 has both, Llama a token table
+  // alone; both null for a model without them (toy, mlp).
   struct InputEmbeddingTables {
     Parameter* token = nullptr;
     Parameter* position = nullptr;
   };
   virtual InputEmbeddingTables input_embedding_tables() { return {}; }
   // Hands the input embeddings' gradient to `sink` from the next backward on (nullptr: no sink). False for a
-  // model without those tables, which keeps no sink.
+  // model without a token table, which keeps no sink.
   virtual bool set_input_embedding_gradient_sink(InputEmbeddingGradientSink* /*sink*/) { return false; }
 
  protected:

@@ -11,10 +11,10 @@ FsdpMemoryInput fsdp_memory_input(const RunConfig& run, const FsdpOptions& optio
   if (built.batch.kind == BatchShape::Kind::tokens)
     input.model = model_memory(*built.model, run.batch / run.world, built.batch.seq, options.param_dtype);
   const Model::InputEmbeddingTables tables = built.model->input_embedding_tables();
-  if (options.embedding_grad == EmbeddingGradient::rows && tables.token && tables.position) {
+  if (options.embedding_grad == EmbeddingGradient::rows && tables.token) {
     const std::int64_t tokens = run.batch / run.world / run.accumulate * built.batch.seq;
     input.embedding_rows = embedding_rows_staging(run.world, tokens, tables.token->shape.back(),
-                                                  tables.position->numel(), options.param_dtype);
+                                                  tables.position ? tables.position->numel() : 0, options.param_dtype);
   }
   return input;
 }

@@ -21,6 +21,7 @@
 #include "engine/nn/safetensors.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/tensor/optimizer_ops.hpp"
+#include "engine/trace/trace_recorder.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
 #include "activation_peak.hpp"
@@ -462,6 +463,7 @@ class LlamaFsdpEquivalence : public OnEachDevice {
   struct Result {
     std::vector<double> losses;
     std::map<std::string, std::vector<float>> params;
+    int rows_gathers = 0;  // rank 0's all-gathers of the embedding's rows (--embedding-grad rows: one a step)
   };
 
   RunConfig tiny_run(int world) const {
@@ -476,18 +478,27 @@ class LlamaFsdpEquivalence : public OnEachDevice {
     return run;
   }
 
-  Result train(int world, bool fsdp) {
+  Result train(int world, bool fsdp, EmbeddingGradient embedding_grad = EmbeddingGradient::table) {
     RunConfig run = tiny_run(world);
-    run.save_final = path("final_" + std::to_string(world) + (fsdp ? "_fsdp" : "_base")).string();
+    run.save_final = path("final_" + std::to_string(world) + (fsdp ? "_fsdp_" : "_base_") +
+                          std::string(embedding_gradient_name(embedding_grad)))
+                         .string();
     std::vector<StepReport> reports;
+    int rows_gathers = 0;
     if (fsdp) {
       FsdpRun sharded;
       sharded.run = run;
+      sharded.options.embedding_grad = embedding_grad;
+      std::vector<TraceRecorder> recorders(static_cast<std::size_t>(world));
+      for (TraceRecorder& r : recorders) sharded.sinks.push_back(&r);
       reports = train_fsdp(sharded, PresetCatalog::builtin(), nullptr);
+      for (const TraceEvent& e : recorders.front().data().events)
+        rows_gathers += e.category == OpCategory::all_gather && e.name.ends_with(".embedding_rows");
     } else {
       reports = train_baseline(run, PresetCatalog::builtin(), nullptr, nullptr);
     }
     Result result;
+    result.rows_gathers = rows_gathers;
     for (const StepReport& s : reports) result.losses.push_back(s.loss);
     const SafetensorsFile file = SafetensorsFile::read(std::filesystem::path(run.save_final) / "model.safetensors");
     for (const auto& e : file.entries()) {
@@ -505,7 +516,7 @@ class LlamaFsdpEquivalence : public OnEachDevice {
 // Each rank sums its own rows' gradients and the ranks' sums are averaged, where the baseline sums all
 // rows at once: equal up to float rounding, 1e-5 relative on the losses and 1e-5 absolute on the final
 // parameters after 5 AdamW steps (W = 3 cuts parameters between ranks and pads the flat buffers).
-TEST_P(LlamaFsdpEquivalence, TrainsLikeTheBaselineAtTwoAndThreeRanks) {
+TEST_P(LlamaFsdpEquivalence, TrainsLikeTheBaselineAtTwoAndThreeRanksWithTheEmbeddingGradientEitherWay) {
   const Result base = train(1, false);
   ASSERT_EQ(base.losses.size(), 5u);
   // The comparison needs parameters that moved: AdamW at lr 1e-3 moves each by about 1e-3 a step,
@@ -520,20 +531,28 @@ TEST_P(LlamaFsdpEquivalence, TrainsLikeTheBaselineAtTwoAndThreeRanks) {
     for (std::size_t i = 0; i < values.size(); ++i, ++n) moved += std::abs(static_cast<double>(values[i]) - init[i]);
   }
   EXPECT_GT(moved / static_cast<double>(n), 1e-3);
-  for (int world : {2, 3}) {
-    const Result fsdp = train(world, true);
-    ASSERT_EQ(fsdp.losses.size(), base.losses.size());
-    for (std::size_t i = 0; i < base.losses.size(); ++i)
-      EXPECT_LE(std::abs(fsdp.losses[i] - base.losses[i]) / std::abs(base.losses[i]), 1e-5)
-          << "W " << world << " step " << i << ": " << fsdp.losses[i] << " vs " << base.losses[i];
-    ASSERT_EQ(fsdp.params.size(), base.params.size());
-    for (const auto& [name, values] : base.params) {
-      const std::vector<float>& other = fsdp.params.at(name);
-      ASSERT_EQ(other.size(), values.size()) << name;
-      double worst = 0;
-      for (std::size_t i = 0; i < values.size(); ++i)
-        worst = std::max(worst, std::abs(static_cast<double>(values[i]) - other[i]));
-      EXPECT_LE(worst, 1e-5) << "W " << world << ": " << name;
+  // --embedding-grad rows: embed_tokens' gradient from all ranks' gathered rows, the rest of the root (lm_head,
+  // the final norm) reduced beside the layers' backward ([Note: the embedding's gradient as rows]); W = 3 cuts a
+  // row of embed_tokens between two ranks' shards.
+  for (const EmbeddingGradient embedding_grad : {EmbeddingGradient::table, EmbeddingGradient::rows}) {
+    for (int world : {2, 3}) {
+      const std::string what = "W " + std::to_string(world) + ", --embedding-grad " +
+                               std::string(embedding_gradient_name(embedding_grad));
+      const Result fsdp = train(world, true, embedding_grad);
+      EXPECT_EQ(fsdp.rows_gathers, embedding_grad == EmbeddingGradient::rows ? 5 : 0) << what;
+      ASSERT_EQ(fsdp.losses.size(), base.losses.size());
+      for (std::size_t i = 0; i < base.losses.size(); ++i)
+        EXPECT_LE(std::abs(fsdp.losses[i] - base.losses[i]) / std::abs(base.losses[i]), 1e-5)
+            << what << " step " << i << ": " << fsdp.losses[i] << " vs " << base.losses[i];
+      ASSERT_EQ(fsdp.params.size(), base.params.size());
+      for (const auto& [name, values] : base.params) {
+        const std::vector<float>& other = fsdp.params.at(name);
+        ASSERT_EQ(other.size(), values.size()) << name;
+        double worst = 0;
+        for (std::size_t i = 0; i < values.size(); ++i)
+          worst = std::max(worst, std::abs(static_cast<double>(values[i]) - other[i]));
+        EXPECT_LE(worst, 1e-5) << what << ": " << name;
+      }
     }
   }
 }
