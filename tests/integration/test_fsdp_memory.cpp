@@ -134,6 +134,28 @@ INSTANTIATE_TEST_SUITE_P(Strategies, FsdpMemory, ::testing::ValuesIn(cases()), [
   return name;
 });
 
+// --embedding-grad rows on Llama: the gathered ids and rows alone, no position table's sums (its positions are
+// rotary); the formula's comm_buffer is then the rows' temporaries, which the ledger must read.
+TEST(FsdpMemory, LlamaEmbeddingRowsHoldTheGatheredRowsAlone) {
+  for (const auto& [w, param] : {std::pair{2, DType::f32}, std::pair{3, DType::bf16}}) {
+    FsdpOptions rows = options_of(ShardingStrategy::full_shard, param, DType::f32);
+    rows.embedding_grad = EmbeddingGradient::rows;
+    FsdpRun fsdp = make_run(w, rows, true);
+    fsdp.run.model = "llama";
+    fsdp.run.preset = "test-tiny";
+    fsdp.run.seq = 16;
+    const FsdpMemoryInput input = memory_input(fsdp);
+    const std::int64_t tokens = kMicroBatch * 16, C = build_model(fsdp.run).model->input_embedding_tables().token->shape[1];
+    EXPECT_EQ(input.embedding_rows, embedding_rows_staging(w, tokens, C, 0, param));
+    const TagBytes formula = fsdp_memory(input);
+    EXPECT_GE(at(formula, MemTag::comm_buffer), input.embedding_rows);
+    const std::vector<RankMemory> ranks = measure(fsdp);
+    const std::string what = "llama " + describe(rows, w);
+    for (std::size_t r = 0; r < ranks.size(); ++r)
+      expect_matches(formula, ranks[r].peaks, what + ", rank " + std::to_string(r));
+  }
+}
+
 TEST(FsdpMemory, OptimizerStatesCountedPerOptimizer) {
   for (const double momentum : {0.9, 0.0}) {
     const FsdpRun fsdp = make_run(4, options_of(ShardingStrategy::full_shard), true, "sgd", momentum);
