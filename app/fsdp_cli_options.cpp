@@ -91,13 +91,14 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
                                           "step on the CPU")));
         break;
       case FsdpFlag::embedding_grad:
-        added.push_back(cmd.add_option("--embedding-grad", flags.embedding_grad,
-                                       help("FSDP, gpt2 and llama: the input embeddings' gradient added into the "
-                                            "tables and reduced with the root at the backward's end (table), or its "
-                                            "rows all-gathered and the root reduced beside the Blocks' backward (rows); "
-                                            "default " +
-                                            defaults.embedding_grad))
-                            ->check(CLI::IsMember(strings(embedding_gradient_names()))));
+        added.push_back(
+            cmd.add_option("--embedding-grad", flags.embedding_grad,
+                           help("FSDP, gpt2 and llama: the input embeddings' gradient added into the "
+                                "tables and reduced with the root at the backward's end (table), or its "
+                                "rows all-gathered and the root reduced beside the Blocks' backward (rows); "
+                                "default " +
+                                defaults.embedding_grad))
+                ->check(CLI::IsMember(strings(embedding_gradient_names()))));
         break;
       case FsdpFlag::impl:
         added.push_back(

@@ -145,8 +145,8 @@ TEST(FsdpMemory, LlamaEmbeddingRowsHoldTheGatheredRowsAlone) {
     fsdp.run.preset = "test-tiny";
     fsdp.run.seq = 16;
     const FsdpMemoryInput input = memory_input(fsdp);
-    const std::int64_t tokens = kMicroBatch * 16, C = build_model(fsdp.run).model->input_embedding_tables().token->shape[1];
-    EXPECT_EQ(input.embedding_rows, embedding_rows_staging(w, tokens, C, 0, param));
+    const std::int64_t C = build_model(fsdp.run).model->input_embedding_tables().token->shape[1];
+    EXPECT_EQ(input.embedding_rows, embedding_rows_staging(w, kMicroBatch * 16, C, 0, param));
     const TagBytes formula = fsdp_memory(input);
     EXPECT_GE(at(formula, MemTag::comm_buffer), input.embedding_rows);
     const std::vector<RankMemory> ranks = measure(fsdp);

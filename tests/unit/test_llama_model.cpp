@@ -536,8 +536,8 @@ TEST_P(LlamaFsdpEquivalence, TrainsLikeTheBaselineAtTwoAndThreeRanksWithTheEmbed
   // row of embed_tokens between two ranks' shards.
   for (const EmbeddingGradient embedding_grad : {EmbeddingGradient::table, EmbeddingGradient::rows}) {
     for (int world : {2, 3}) {
-      const std::string what = "W " + std::to_string(world) + ", --embedding-grad " +
-                               std::string(embedding_gradient_name(embedding_grad));
+      const std::string what =
+          "W " + std::to_string(world) + ", --embedding-grad " + std::string(embedding_gradient_name(embedding_grad));
       const Result fsdp = train(world, true, embedding_grad);
       EXPECT_EQ(fsdp.rows_gathers, embedding_grad == EmbeddingGradient::rows ? 5 : 0) << what;
       ASSERT_EQ(fsdp.losses.size(), base.losses.size());
