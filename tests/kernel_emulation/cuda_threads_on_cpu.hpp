@@ -42,6 +42,7 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -50,6 +51,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #if defined(__SANITIZE_THREAD__)
@@ -479,4 +481,14 @@ inline int __syncthreads_or(int predicate) {
   return b.block_or.load();
 }
 inline int __popc(unsigned x) { return std::popcount(x); }
+// The GPU's global timer (PTX %globaltimer, nanoseconds): the host's steady clock. A sleep lets the other fibers of
+// nothing run (a fiber runs until it waits at a barrier), so it only passes time, as on the GPU.
+namespace cuda_on_cpu {
+inline unsigned long long global_timer_ns() {
+  return static_cast<unsigned long long>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+}  // namespace cuda_on_cpu
+inline void __nanosleep(unsigned nanoseconds) { std::this_thread::sleep_for(std::chrono::nanoseconds(nanoseconds)); }
 inline float __int_as_float(int x) { return std::bit_cast<float>(x); }

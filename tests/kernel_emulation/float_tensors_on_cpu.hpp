@@ -1,6 +1,6 @@
-// float_tensors_on_cpu.hpp — what the pointwise and row kernel tests share: f32 and bf16 tensors as plain
-// vectors (bf16 as cuda/cuda_bf16.h's stand-in), filled with random values, and a bit-for-bit comparison that
-// names the first element that differs.
+// float_tensors_on_cpu.hpp — what the kernel tests share: f32 and bf16 tensors as plain vectors (bf16 as
+// cuda/cuda_bf16.h's stand-in), filled with random values, and a bit-for-bit comparison that names the first element
+// that differs.
 #pragma once
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
