@@ -141,7 +141,7 @@ void StepThroughPanel::draw(LiveSession& session) {
   }
   task_ = {ImGui::GetItemRectMin(), ImGui::GetItemRectMax()};
   ImGui::SameLine();
-  ImGui::PushItemWidth(130);
+  ImGui::PushItemWidth(-FLT_MIN);  // the rest of the line: as much of the task's heading as fits
   if (ImGui::BeginCombo("##task", combo_preview(task_heading(chosen)).c_str())) {
     for (int n = 1; n <= kTaskCount; ++n)
       if (reports_events(n) && ImGui::Selectable(task_heading(n).c_str(), n == chosen)) chosen_task_ = n;
