@@ -13,6 +13,8 @@
 #   half the reductions' bytes; FSDP2's default where the parameters are bf16), then also with the embedding's gradient
 #   as rows (`--embedding-grad rows`: the root reduced beside the Blocks' backward, [Note: the embedding's gradient as
 #   rows] in engine/fsdp/unit_lifecycle.cpp);
+#   each 2-rank run also prints its device time under SYNC against ASYNC, op by op (what the collectives beside the
+#   compute cost it), summed up under the table;
 #   then where the step goes, kernel by kernel: PyTorch's eager f32 and bf16 (pytorch_gpt2_eager.py --kernels, after
 #   their timed steps) and fsdplab's (`bench --what kernels`) in f32, f32 with flash attention, and bf16;
 #   last, what CUPTI tracing costs and whether its overlap agrees with the CUDA events' (`bench --what cupti`).
@@ -141,6 +143,13 @@ row "... the same, gradients reduced in bf16: compute" fsdplab_w2_link_bf16_redu
 row "... and the embedding's gradient as rows: SYNC" fsdplab_w2_link_rows SYNC
 row "... and the embedding's gradient as rows: ASYNC" fsdplab_w2_link_rows ASYNC
 row "... and the embedding's gradient as rows: compute" fsdplab_w2_link_rows compute
+# What running the collectives beside the compute cost the compute, each 2-rank run: its SYNC -> ASYNC line (the ops
+# that changed most are in its output above).
+echo
+for name in fsdplab_w2 fsdplab_w2_link fsdplab_w2_link_bf16_reduce fsdplab_w2_link_rows; do
+  [[ -z $(failed "$name") ]] || continue
+  sed -n "s/^Rank 0's device time a step, SYNC against ASYNC ([^)]*): \(compute [^;]*\).*/${name}: \1/p" "$out/$name"
+done
 for name in kernels_f32 kernels_f32_flash kernels_bf16; do
   why=$(failed "$name")
   [[ -n $why ]] && echo "bench --what kernels (${name#kernels_}): $why"
