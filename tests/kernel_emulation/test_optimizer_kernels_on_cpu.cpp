@@ -1,7 +1,9 @@
 // The optimizer kernels' own source (engine/cuda/optimizer_kernels.cu), run on the CPU by
 // cuda_threads_on_cpu.hpp: the multi-tensor AdamW launch finds each block's parameter and chunk from the chunks'
-// running sums, over parameters of every size, more of them than one launch takes. Each element must come out
-// as the plain loop below computes it, bit for bit (the kernel's rounded intrinsics are the host's operations).
+// running sums, over parameters of every size, more of them than one launch takes; SGD's step, in each of its
+// variants (weight decay, momentum's first and later steps, dampening, Nesterov), over more elements than a block
+// takes, touching no momentum buffer without momentum. Each element must come out as the host's loop computes it
+// (copied below), bit for bit (the kernels' rounded intrinsics are the host's operations).
 #include "cuda_threads_on_cpu.hpp"
 
 #include "optimizer_kernels_on_cpu.inc"
@@ -9,9 +11,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "float_tensors_on_cpu.hpp"
 
 namespace fsdplab {
 namespace {
@@ -66,6 +71,55 @@ TEST(OptimizerKernelsOnCpu, AdamWOfManyParametersUpdatesEveryElementOnceAsTheLoo
     EXPECT_EQ(on_gpu[i].param, expected[i].param);
     EXPECT_EQ(on_gpu[i].m, expected[i].m);
     EXPECT_EQ(on_gpu[i].v, expected[i].v);
+  }
+}
+
+// optimizer_ops.cpp's host loop for SGD, operation for operation.
+void sgd_reference(std::vector<float>& param, std::vector<float>& buf, const std::vector<float>& grad,
+                   const SgdStepFactors& k) {
+  for (std::size_t i = 0; i < param.size(); ++i) {
+    float g = grad[i];
+    if (k.weight_decay != 0.f) g += k.weight_decay * param[i];
+    if (k.use_momentum) {
+      buf[i] = k.first_step ? g : k.momentum * buf[i] + k.one_minus_dampening * g;
+      g = k.nesterov ? g + k.momentum * buf[i] : buf[i];
+    }
+    param[i] -= k.lr * g;
+  }
+}
+
+TEST(OptimizerKernelsOnCpu, SgdUpdatesEveryElementAsTheHostLoopDoesBitForBit) {
+  struct Variant {
+    const char* name;
+    SgdStepFactors k;
+  };
+  // {lr, weight_decay, momentum, 1 - dampening, use_momentum, nesterov, first_step}, as sgd_update's front-end
+  // rounds them from torch.optim.SGD's options.
+  const Variant variants[] = {
+      {"plain", {0.1f, 0.f, 0.f, 1.f, false, false, true}},
+      {"weight decay", {0.05f, 0.01f, 0.f, 1.f, false, false, false}},
+      {"momentum's first step", {0.1f, 1e-3f, 0.9f, 0.75f, true, false, true}},
+      {"momentum with dampening", {0.1f, 1e-3f, 0.9f, 0.75f, true, false, false}},
+      {"nesterov", {0.1f, 0.f, 0.9f, 1.f, true, true, false}},
+  };
+  for (const Variant& variant : variants) {
+    SCOPED_TRACE(variant.name);
+    // One element; a block's 256 threads and a few more; many blocks.
+    for (const std::size_t n : {std::size_t{1}, std::size_t{300}, std::size_t{4099}}) {
+      SCOPED_TRACE("n " + std::to_string(n));
+      Parameter p = random_parameter(n, static_cast<std::uint32_t>(n));
+      // The momentum buffer from an earlier step (p.m's values); without momentum, NaN that must stay NaN.
+      std::vector<float> buf =
+          variant.k.use_momentum ? p.m : std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
+      std::vector<float> want_param = p.param, want_buf = buf;
+      sgd_reference(want_param, want_buf, p.grad, variant.k);
+      // Without momentum the launcher may be given no buffer at all (the front-end passes none); "weight decay"
+      // gets one, which it must leave alone.
+      float* buf_pointer = !variant.k.use_momentum && variant.k.weight_decay == 0.f ? nullptr : buf.data();
+      cuda::sgd_update(nullptr, p.param.data(), buf_pointer, p.grad.data(), static_cast<std::int64_t>(n), variant.k);
+      EXPECT_TRUE(emulated::same_bits(p.param, want_param));
+      EXPECT_TRUE(emulated::same_bits(buf, want_buf));
+    }
   }
 }
 

@@ -1,7 +1,11 @@
 // The pointwise kernels' own source (engine/cuda/pointwise_kernels.cu), run on the CPU by
-// cuda_threads_on_cpu.hpp: bias_add and add_scaled against plain loops, the in-place GELU backward bit for bit
-// against gelu_backward into zeros, and Llama's backward kernels (SwiGLU's gate, the rotary embedding, the qkv
-// packing), which write every element of their gradients: those start as NaN here.
+// cuda_threads_on_cpu.hpp. Each element is computed in f32 with the host body's operations in its order, so the
+// kernels are checked bit for bit against plain loops of those operations: bias_add and add_scaled; GELU (the host's
+// own gelu_tanh), ReLU and its backward, scale, SwiGLU's gate, casts either way (against the host's bf16 rounding)
+// and fills, over lengths and views that take both the 16-byte packs and the element-wise path (fills past the grid's
+// threads too); the in-place GELU backward against gelu_backward into zeros; Llama's backward kernels (SwiGLU's gate;
+// the rotary embedding, turned back to within rounding) and the qkv packing both ways. Outputs start as NaN, so that
+// an element a kernel never writes shows. The launchers refuse a dtype that is not floating, naming themselves.
 #include "cuda_threads_on_cpu.hpp"
 
 // The kernels, rewritten by kernels_on_cpu.cmake (op scratch: op_scratch_on_cpu.cpp).
@@ -9,10 +13,16 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "engine/tensor/bf16.hpp"
+#include "engine/tensor/gelu_tanh.hpp"
 #include "float_tensors_on_cpu.hpp"
 
 namespace fsdplab {
@@ -148,6 +158,266 @@ TYPED_TEST(PointwiseKernelsOnCpu, PackQkvBackwardWritesEveryGradientSummingEachG
   EXPECT_TRUE(same_bits(dq, dq_want));
   EXPECT_TRUE(same_bits(dk, dk_want));
   EXPECT_TRUE(same_bits(dv, dv_want));
+}
+
+// The views a map kernel (pointwise_kernels.cu's grid-stride map_kernel) must cover: one element; 37, whose 16-byte
+// packs leave an element-wise tail; 4099, more than a block's 256 threads take. Each from a 16-byte-aligned start
+// (the packs) and from one element in, as a view that starts mid-pack is (element by element).
+struct View {
+  std::int64_t n, offset;
+};
+
+std::vector<View> map_views() {
+  std::vector<View> views;
+  for (const std::int64_t n : {1, 37, 4099})
+    for (const std::int64_t offset : {0, 1}) views.push_back({n, offset});
+  return views;
+}
+
+std::string describe_view(View v) { return "n " + std::to_string(v.n) + ", offset " + std::to_string(v.offset); }
+
+// n + offset random values, of which a kernel is given the last n.
+template <class T>
+std::vector<T> view_values(View v, float lo, float hi, std::uint32_t seed) {
+  return random_values<T>(static_cast<std::size_t>(v.n + v.offset), lo, hi, seed);
+}
+
+// `v` stored in T as the host's store_f32 stores it (engine/tensor/float_io.hpp: bf16.hpp's float_to_bf16), rather
+// than as the kernels' own cuda_bf16.h stand-in rounds it.
+template <class T>
+T host_stored(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return __nv_bfloat16{float_to_bf16(v)};
+  }
+}
+
+TYPED_TEST(PointwiseKernelsOnCpu, GeluIsTheHostsTanhApproximationBitForBit) {
+  using T = TypeParam;
+  for (const View v : map_views()) {
+    SCOPED_TRACE(describe_view(v));
+    // Past +-4 tanh saturates: both the curve and its flat ends.
+    const auto x = view_values<T>(v, -6.f, 6.f, 20);
+    std::vector<T> want(static_cast<std::size_t>(v.n));
+    for (std::int64_t i = 0; i < v.n; ++i) want[i] = from_value<T>(gelu_tanh(value(x[v.offset + i])));
+    auto out = unwritten<T>(v.n);
+    cuda::gelu(nullptr, dtype_of<T>(), out.data(), x.data() + v.offset, v.n);
+    EXPECT_TRUE(same_bits(out, want));
+  }
+}
+
+// x's edges first (where the view is long enough): both zeros (out +0), the infinities, and NaN, which passes
+// through as in PyTorch's relu (the host writes `x <= 0 ? 0 : x`).
+template <class T>
+std::vector<T> relu_inputs(View v, std::uint32_t seed) {
+  auto x = view_values<T>(v, -4.f, 4.f, seed);
+  const float edges[] = {-0.f, 0.f, -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(),
+                         std::numeric_limits<float>::quiet_NaN()};
+  for (std::int64_t i = 0; i < 5 && i < v.n; ++i) x[v.offset + i] = from_value<T>(edges[i]);
+  return x;
+}
+
+TYPED_TEST(PointwiseKernelsOnCpu, ReluZeroesWhatIsNotPositiveAndPassesNaNThroughIntoAnotherBufferOrInPlace) {
+  using T = TypeParam;
+  for (const View v : map_views()) {
+    SCOPED_TRACE(describe_view(v));
+    const auto x = relu_inputs<T>(v, 21);
+    std::vector<T> want(static_cast<std::size_t>(v.n));
+    for (std::int64_t i = 0; i < v.n; ++i) {
+      const float xi = value(x[v.offset + i]);
+      want[i] = from_value<T>(xi <= 0.f ? 0.f : xi);
+    }
+    auto out = unwritten<T>(v.n);
+    cuda::relu(nullptr, dtype_of<T>(), out.data(), x.data() + v.offset, v.n);
+    EXPECT_TRUE(same_bits(out, want));
+    if (v.n >= 5) {
+      EXPECT_TRUE(std::isnan(value(out[4])));
+    }
+    // out may be x (the front-end lets it): each element is read before it is written.
+    std::vector<T> in_place = x;
+    cuda::relu(nullptr, dtype_of<T>(), in_place.data() + v.offset, in_place.data() + v.offset, v.n);
+    EXPECT_TRUE(same_bits(std::vector<T>(in_place.begin() + v.offset, in_place.end()), want));
+  }
+}
+
+TYPED_TEST(PointwiseKernelsOnCpu, ReluBackwardAddsDoutWhereXIsPositiveAndLeavesDxAsItWasElsewhere) {
+  using T = TypeParam;
+  for (const View v : map_views()) {
+    SCOPED_TRACE(describe_view(v));
+    const auto x = relu_inputs<T>(v, 22);  // +-0 and NaN leave dx as it was, as on the host
+    const auto dout = view_values<T>(v, -2.f, 2.f, 23);
+    const auto dx0 = view_values<T>(v, -1.f, 1.f, 24);
+    // The host body adds only where x > 0, and leaves dx (and the element before the view) alone elsewhere.
+    std::vector<T> want = dx0, want_into_dout = dout;
+    for (std::int64_t i = v.offset; i < v.offset + v.n; ++i) {
+      if (value(x[i]) > 0.f) {
+        want[i] = from_value<T>(value(dx0[i]) + value(dout[i]));
+        want_into_dout[i] = from_value<T>(value(dout[i]) + value(dout[i]));
+      }
+    }
+    std::vector<T> dx = dx0;
+    cuda::relu_backward(nullptr, dtype_of<T>(), dx.data() + v.offset, x.data() + v.offset, dout.data() + v.offset, v.n);
+    EXPECT_TRUE(same_bits(dx, want));
+    // dx may be dout itself (the front-end lets it): each element is read whole before it is written.
+    std::vector<T> d = dout;
+    cuda::relu_backward(nullptr, dtype_of<T>(), d.data() + v.offset, x.data() + v.offset, d.data() + v.offset, v.n);
+    EXPECT_TRUE(same_bits(d, want_into_dout));
+  }
+}
+
+TYPED_TEST(PointwiseKernelsOnCpu, ScaleMultipliesByAlphaBitForBitIntoAnotherBufferOrInPlace) {
+  using T = TypeParam;
+  for (const View v : map_views()) {
+    SCOPED_TRACE(describe_view(v));
+    const auto x = view_values<T>(v, -5.f, 5.f, 25);
+    const float alpha = -0.3f;  // not a power of two: the product rounds
+    std::vector<T> want = x;
+    for (std::int64_t i = v.offset; i < v.offset + v.n; ++i) want[i] = from_value<T>(alpha * value(x[i]));
+    auto out = unwritten<T>(v.n);
+    cuda::scale(nullptr, dtype_of<T>(), out.data(), x.data() + v.offset, alpha, v.n);
+    EXPECT_TRUE(same_bits(out, std::vector<T>(want.begin() + v.offset, want.end())));
+    std::vector<T> in_place = x;
+    cuda::scale(nullptr, dtype_of<T>(), in_place.data() + v.offset, in_place.data() + v.offset, alpha, v.n);
+    EXPECT_TRUE(same_bits(in_place, want));
+  }
+}
+
+template <class In, class Out>
+void expect_cast_is_the_hosts() {
+  SCOPED_TRACE(std::string(dtype_name(dtype_of<In>())) + " to " + std::string(dtype_name(dtype_of<Out>())));
+  // The edges of rounding to bf16 first: ties to even down and up, the largest float (to infinity), -0, and
+  // subnormals (to 0, and up to the smallest normal).
+  const std::uint32_t edges[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x80000000u, 0x00000001u, 0x807fffffu};
+  for (const View v : map_views()) {
+    SCOPED_TRACE(describe_view(v));
+    auto in = view_values<In>(v, -3.f, 3.f, 26);
+    for (std::int64_t i = 0; i < 6 && i < v.n; ++i) in[v.offset + i] = from_value<In>(std::bit_cast<float>(edges[i]));
+    std::vector<Out> want(static_cast<std::size_t>(v.n));
+    for (std::int64_t i = 0; i < v.n; ++i) want[i] = host_stored<Out>(value(in[v.offset + i]));
+    auto out = unwritten<Out>(v.n);
+    cuda::cast(nullptr, dtype_of<Out>(), out.data(), dtype_of<In>(), in.data() + v.offset, v.n);
+    EXPECT_TRUE(same_bits(out, want));
+  }
+}
+
+// A cast between dtypes of different sizes packs 4 elements (16 bytes of f32, 8 of bf16) where one dtype alone
+// would pack 4 or 8.
+TEST(PointwiseKernelsOnCpu, CastIsTheHostsConversionBitForBitBetweenEitherDtypes) {
+  expect_cast_is_the_hosts<float, float>();
+  expect_cast_is_the_hosts<float, __nv_bfloat16>();
+  expect_cast_is_the_hosts<__nv_bfloat16, float>();
+  expect_cast_is_the_hosts<__nv_bfloat16, __nv_bfloat16>();
+}
+
+TYPED_TEST(PointwiseKernelsOnCpu, FillWritesTheValueRoundedOnceToEveryElementOfTheViewAndNothingAround) {
+  using T = TypeParam;
+  // 0.1 is no bf16 (nor f32): rounded once, as the host rounds it; -0 keeps its sign.
+  for (const float fill_value : {0.1f, -0.f, 3.f}) {
+    SCOPED_TRACE("value " + std::to_string(fill_value));
+    for (const View v : map_views()) {
+      SCOPED_TRACE(describe_view(v));
+      // NaN before the view (where it starts one element in) and one element after it, which must stay so.
+      auto t = unwritten<T>(v.offset + v.n + 1);
+      std::vector<T> want = t;
+      for (std::int64_t i = v.offset; i < v.offset + v.n; ++i) want[i] = host_stored<T>(fill_value);
+      cuda::fill(nullptr, dtype_of<T>(), t.data() + v.offset, fill_value, v.n);
+      EXPECT_TRUE(same_bits(t, want));
+    }
+  }
+}
+
+// More elements than the grid has threads (4,096 blocks of 256), element by element (a view one element in): the
+// grid-stride loop takes the rest.
+TEST(PointwiseKernelsOnCpu, FillCoversMoreElementsThanTheGridHasThreads) {
+  const std::int64_t n = 4096 * 256 + 37;
+  auto t = unwritten<__nv_bfloat16>(n + 1);
+  std::vector<__nv_bfloat16> want(static_cast<std::size_t>(n + 1), host_stored<__nv_bfloat16>(0.1f));
+  want[0] = t[0];
+  cuda::fill(nullptr, DType::bf16, t.data() + 1, 0.1f, n);
+  EXPECT_TRUE(same_bits(t, want));
+}
+
+TYPED_TEST(PointwiseKernelsOnCpu, SiluMulIsGateTimesItsSigmoidTimesUpBitForBit) {
+  using T = TypeParam;
+  for (const View v : map_views()) {
+    SCOPED_TRACE(describe_view(v));
+    const auto gate = view_values<T>(v, -6.f, 6.f, 27);
+    const auto up = view_values<T>(v, -2.f, 2.f, 28);
+    // The host body: g * sigmoid(g) * up, sigmoid(g) = 1 / (1 + exp(-g)), left to right in f32.
+    std::vector<T> want(static_cast<std::size_t>(v.n));
+    for (std::int64_t i = 0; i < v.n; ++i) {
+      const float g = value(gate[v.offset + i]);
+      want[i] = from_value<T>(g * (1.f / (1.f + std::exp(-g))) * value(up[v.offset + i]));
+    }
+    auto out = unwritten<T>(v.n);
+    cuda::silu_mul(nullptr, dtype_of<T>(), out.data(), gate.data() + v.offset, up.data() + v.offset, v.n);
+    EXPECT_TRUE(same_bits(out, want));
+  }
+}
+
+struct PackShape {
+  int N, H, KV, hd;
+};
+
+TYPED_TEST(PointwiseKernelsOnCpu, PackQkvCopiesQAndEachQueryHeadsKeyAndValueHeadBitForBit) {
+  using T = TypeParam;
+  // One element a row; a row of C = 33 (three heads of 11) sharing one key/value head; four query heads a key/value
+  // head in rows wider than a block (C = 512); GPT-2's 12 heads of 64, each its own key/value head.
+  for (const PackShape z :
+       {PackShape{1, 1, 1, 1}, PackShape{3, 3, 1, 11}, PackShape{5, 8, 2, 64}, PackShape{2, 12, 12, 64}}) {
+    SCOPED_TRACE("N " + std::to_string(z.N) + ", H " + std::to_string(z.H) + ", KV " + std::to_string(z.KV) + ", hd " +
+                 std::to_string(z.hd));
+    const int C = z.H * z.hd, K = z.KV * z.hd, R = z.H / z.KV;
+    const auto q = random_values<T>(static_cast<std::size_t>(z.N * C), -2.f, 2.f, 29);
+    const auto k = random_values<T>(static_cast<std::size_t>(z.N * K), -2.f, 2.f, 30);
+    const auto v = random_values<T>(static_cast<std::size_t>(z.N * K), -2.f, 2.f, 31);
+    // The host body's loop: the row's q, then each query head h's copy of key/value head h / R.
+    std::vector<T> want(static_cast<std::size_t>(z.N * 3 * C));
+    for (int n = 0; n < z.N; ++n) {
+      for (int j = 0; j < C; ++j) want[n * 3 * C + j] = q[n * C + j];
+      for (int h = 0; h < z.H; ++h)
+        for (int i = 0; i < z.hd; ++i) {
+          want[n * 3 * C + C + h * z.hd + i] = k[n * K + (h / R) * z.hd + i];
+          want[n * 3 * C + 2 * C + h * z.hd + i] = v[n * K + (h / R) * z.hd + i];
+        }
+    }
+    auto qkv = unwritten<T>(z.N * 3 * C);
+    cuda::pack_qkv(nullptr, dtype_of<T>(), qkv.data(), q.data(), k.data(), v.data(), z.N, z.H, z.KV, z.hd);
+    EXPECT_TRUE(same_bits(qkv, want));
+  }
+}
+
+// i32 (ids, targets) is no dtype these kernels compute in: each launcher refuses it by name before it launches.
+TEST(PointwiseKernelsOnCpu, TheLaunchersRefuseADtypeThatIsNotFloatingNamingThemselves) {
+  std::vector<float> a(8, 1.f), b(8, 1.f), c(8, 1.f), qkv(24);
+  const auto refusal = [](const auto& launch) -> std::string {
+    try {
+      launch();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const DType i32 = DType::i32;
+  EXPECT_EQ(refusal([&] { cuda::gelu(nullptr, i32, a.data(), b.data(), 8); }), "gelu: i32 is not a floating dtype");
+  EXPECT_EQ(refusal([&] { cuda::relu(nullptr, i32, a.data(), b.data(), 8); }), "relu: i32 is not a floating dtype");
+  EXPECT_EQ(refusal([&] { cuda::relu_backward(nullptr, i32, a.data(), b.data(), c.data(), 8); }),
+            "relu_backward: i32 is not a floating dtype");
+  EXPECT_EQ(refusal([&] { cuda::scale(nullptr, i32, a.data(), b.data(), 2.f, 8); }),
+            "scale: i32 is not a floating dtype");
+  EXPECT_EQ(refusal([&] { cuda::cast(nullptr, DType::f32, a.data(), i32, b.data(), 8); }),
+            "cast: i32 is not a floating dtype");
+  EXPECT_EQ(refusal([&] { cuda::cast(nullptr, i32, a.data(), DType::f32, b.data(), 8); }),
+            "cast: i32 is not a floating dtype");
+  EXPECT_EQ(refusal([&] { cuda::fill(nullptr, i32, a.data(), 2.f, 8); }), "fill: i32 is not a floating dtype");
+  EXPECT_EQ(refusal([&] { cuda::silu_mul(nullptr, i32, a.data(), b.data(), c.data(), 8); }),
+            "silu_mul: i32 is not a floating dtype");
+  EXPECT_EQ(refusal([&] { cuda::pack_qkv(nullptr, i32, qkv.data(), a.data(), b.data(), c.data(), 1, 2, 1, 4); }),
+            "pack_qkv: i32 is not a floating dtype");
+  // Nothing ran: the outputs are as they were.
+  EXPECT_EQ(a, std::vector<float>(8, 1.f));
+  EXPECT_EQ(qkv, std::vector<float>(24, 0.f));
 }
 
 }  // namespace
