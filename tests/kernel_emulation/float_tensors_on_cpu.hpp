@@ -1,12 +1,13 @@
 // float_tensors_on_cpu.hpp — what the kernel tests share: f32 and bf16 tensors as plain vectors (bf16 as
-// cuda/cuda_bf16.h's stand-in), filled with random values, and a bit-for-bit comparison that names the first element
-// that differs.
+// cuda/cuda_bf16.h's stand-in), filled with random values, a bit-for-bit comparison that names the first element
+// that differs, and a launcher's refusal as text.
 #pragma once
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "engine/runtime/dtype.hpp"
+#include "engine/runtime/error.hpp"
 
 namespace fsdplab::emulated {
 
@@ -75,6 +77,16 @@ inline std::string describe(Rows r) { return "N " + std::to_string(r.N) + ", C "
 template <class T>
 std::vector<T> unwritten(std::int64_t n) {
   return std::vector<T>(static_cast<std::size_t>(n), from_value<T>(std::numeric_limits<float>::quiet_NaN()));
+}
+
+// What a launcher's refusal says: the message of the Error `launch` throws, or "no error" where it launched.
+inline std::string refusal_of(const std::function<void()>& launch) {
+  try {
+    launch();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 // TYPED_TEST suites over both float dtypes, named f32 and bf16.

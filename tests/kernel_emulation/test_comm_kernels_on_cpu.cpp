@@ -104,12 +104,7 @@ TEST(CommKernelsOnCpu, ReducePeersRefusesWhatItCannotReduce) {
   std::vector<float> a(4), out(4);
   const void* one[] = {a.data()};
   const auto message = [&](int count, int divisor, DType dtype) {
-    try {
-      cuda::reduce_peers(nullptr, dtype, out.data(), one, count, 4, divisor);
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return refusal_of([&] { cuda::reduce_peers(nullptr, dtype, out.data(), one, count, 4, divisor); });
   };
   EXPECT_NE(message(0, 1, DType::f32).find("reduce over 0 ranks on one GPU; expected 1 to 64"), std::string::npos);
   EXPECT_NE(message(65, 1, DType::f32).find("reduce over 65 ranks on one GPU; expected 1 to 64"), std::string::npos);

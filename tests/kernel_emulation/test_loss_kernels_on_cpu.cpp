@@ -347,22 +347,15 @@ TEST(LossKernelsOnCpu, TheLaunchersRefuseADtypeThatIsNotFloatingNamingThemselves
   std::vector<float> a(8, 1.f), b(8, 1.f), table(8, 1.f);
   std::vector<std::int32_t> ids(2, 0);
   float scalar = 1.f;
-  const auto refusal = [](const auto& launch) -> std::string {
-    try {
-      launch();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
   const DType i32 = DType::i32;
-  EXPECT_EQ(refusal([&] { cuda::embedding(nullptr, i32, a.data(), table.data(), ids.data(), 2, 4, 2); }),
+  EXPECT_EQ(emulated::refusal_of([&] { cuda::embedding(nullptr, i32, a.data(), table.data(), ids.data(), 2, 4, 2); }),
             "embedding: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::mse_loss(nullptr, i32, &scalar, a.data(), b.data(), 8); }),
+  EXPECT_EQ(emulated::refusal_of([&] { cuda::mse_loss(nullptr, i32, &scalar, a.data(), b.data(), 8); }),
             "mse_loss: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::mse_loss_backward(nullptr, i32, a.data(), a.data(), b.data(), 8, 1.f); }),
+  EXPECT_EQ(emulated::refusal_of([&] { cuda::mse_loss_backward(nullptr, i32, a.data(), a.data(), b.data(), 8, 1.f); }),
             "mse_loss_backward: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::sum(nullptr, i32, &scalar, a.data(), 8); }), "sum: i32 is not a floating dtype");
+  EXPECT_EQ(emulated::refusal_of([&] { cuda::sum(nullptr, i32, &scalar, a.data(), 8); }),
+            "sum: i32 is not a floating dtype");
   // Nothing ran: the outputs are as they were.
   EXPECT_EQ(a, std::vector<float>(8, 1.f));
   EXPECT_EQ(scalar, 1.f);

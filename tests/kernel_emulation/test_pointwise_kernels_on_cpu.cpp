@@ -391,29 +391,21 @@ TYPED_TEST(PointwiseKernelsOnCpu, PackQkvCopiesQAndEachQueryHeadsKeyAndValueHead
 // i32 (ids, targets) is no dtype these kernels compute in: each launcher refuses it by name before it launches.
 TEST(PointwiseKernelsOnCpu, TheLaunchersRefuseADtypeThatIsNotFloatingNamingThemselves) {
   std::vector<float> a(8, 1.f), b(8, 1.f), c(8, 1.f), qkv(24);
-  const auto refusal = [](const auto& launch) -> std::string {
-    try {
-      launch();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
   const DType i32 = DType::i32;
-  EXPECT_EQ(refusal([&] { cuda::gelu(nullptr, i32, a.data(), b.data(), 8); }), "gelu: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::relu(nullptr, i32, a.data(), b.data(), 8); }), "relu: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::relu_backward(nullptr, i32, a.data(), b.data(), c.data(), 8); }),
+  EXPECT_EQ(refusal_of([&] { cuda::gelu(nullptr, i32, a.data(), b.data(), 8); }), "gelu: i32 is not a floating dtype");
+  EXPECT_EQ(refusal_of([&] { cuda::relu(nullptr, i32, a.data(), b.data(), 8); }), "relu: i32 is not a floating dtype");
+  EXPECT_EQ(refusal_of([&] { cuda::relu_backward(nullptr, i32, a.data(), b.data(), c.data(), 8); }),
             "relu_backward: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::scale(nullptr, i32, a.data(), b.data(), 2.f, 8); }),
+  EXPECT_EQ(refusal_of([&] { cuda::scale(nullptr, i32, a.data(), b.data(), 2.f, 8); }),
             "scale: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::cast(nullptr, DType::f32, a.data(), i32, b.data(), 8); }),
+  EXPECT_EQ(refusal_of([&] { cuda::cast(nullptr, DType::f32, a.data(), i32, b.data(), 8); }),
             "cast: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::cast(nullptr, i32, a.data(), DType::f32, b.data(), 8); }),
+  EXPECT_EQ(refusal_of([&] { cuda::cast(nullptr, i32, a.data(), DType::f32, b.data(), 8); }),
             "cast: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::fill(nullptr, i32, a.data(), 2.f, 8); }), "fill: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::silu_mul(nullptr, i32, a.data(), b.data(), c.data(), 8); }),
+  EXPECT_EQ(refusal_of([&] { cuda::fill(nullptr, i32, a.data(), 2.f, 8); }), "fill: i32 is not a floating dtype");
+  EXPECT_EQ(refusal_of([&] { cuda::silu_mul(nullptr, i32, a.data(), b.data(), c.data(), 8); }),
             "silu_mul: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::pack_qkv(nullptr, i32, qkv.data(), a.data(), b.data(), c.data(), 1, 2, 1, 4); }),
+  EXPECT_EQ(refusal_of([&] { cuda::pack_qkv(nullptr, i32, qkv.data(), a.data(), b.data(), c.data(), 1, 2, 1, 4); }),
             "pack_qkv: i32 is not a floating dtype");
   // Nothing ran: the outputs are as they were.
   EXPECT_EQ(a, std::vector<float>(8, 1.f));

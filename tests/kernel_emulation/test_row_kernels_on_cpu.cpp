@@ -336,26 +336,18 @@ TYPED_TEST(RowKernelsOnCpu, SoftmaxBackwardAddsYTimesDyLessTheRowsDotWithinItsF3
 // i32 (ids, targets) is no dtype these kernels compute in: each launcher refuses it by name before it launches.
 TEST(RowKernelsOnCpu, TheForwardsAndSoftmaxBackwardRefuseADtypeThatIsNotFloatingNamingThemselves) {
   std::vector<float> a(8, 1.f), b(8, 1.f), c(8, 1.f), w(8, 1.f), stats(2, 1.f), stats2(2, 1.f);
-  const auto refusal = [](const auto& launch) -> std::string {
-    try {
-      launch();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
   const DType i32 = DType::i32;
-  EXPECT_EQ(refusal([&] {
+  EXPECT_EQ(refusal_of([&] {
               cuda::layernorm_forward(nullptr, i32, a.data(), stats.data(), stats2.data(), b.data(), w.data(), c.data(),
                                       2, 4, kEps);
             }),
             "layernorm: i32 is not a floating dtype");
   EXPECT_EQ(
-      refusal([&] { cuda::rmsnorm_forward(nullptr, i32, a.data(), stats.data(), b.data(), w.data(), 2, 4, kEps); }),
+      refusal_of([&] { cuda::rmsnorm_forward(nullptr, i32, a.data(), stats.data(), b.data(), w.data(), 2, 4, kEps); }),
       "rmsnorm: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::softmax_forward(nullptr, i32, a.data(), b.data(), 2, 4); }),
+  EXPECT_EQ(refusal_of([&] { cuda::softmax_forward(nullptr, i32, a.data(), b.data(), 2, 4); }),
             "softmax: i32 is not a floating dtype");
-  EXPECT_EQ(refusal([&] { cuda::softmax_backward(nullptr, i32, a.data(), b.data(), c.data(), 2, 4); }),
+  EXPECT_EQ(refusal_of([&] { cuda::softmax_backward(nullptr, i32, a.data(), b.data(), c.data(), 2, 4); }),
             "softmax_backward: i32 is not a floating dtype");
   // Nothing ran: the outputs are as they were.
   EXPECT_EQ(a, std::vector<float>(8, 1.f));
