@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -383,12 +384,12 @@ void check_checkpoint_target(const fs::path& requested) {
   fs::create_directories(dir.parent_path(), ec);
   check(!ec, "--checkpoint '", requested.string(), "': cannot create the folder '", dir.parent_path().string(),
         "': ", ec.message());
-  const fs::path staging = sibling(dir, kStaging);
-  fs::remove_all(staging, ec);
-  fs::create_directory(staging, ec);
-  check(!ec, "--checkpoint '", requested.string(), "': cannot create '", staging.string(),
-        "' beside it: ", ec.message());
-  fs::remove(staging, ec);
+  // A folder of this process's own beside DIR, made and removed: every process of an MPI launch checks at once, and
+  // a fixed name (the staging folder's) let one process's probe find another's there ("File exists").
+  std::string probe = sibling(dir, ".fsdplab-probe-XXXXXX").string();
+  check(::mkdtemp(probe.data()) != nullptr, "--checkpoint '", requested.string(), "': cannot create '", probe,
+        "' beside it: ", errno_text(errno));
+  fs::remove(probe, ec);
 }
 
 // ---- opening one ------------------------------------------------------------------------------------

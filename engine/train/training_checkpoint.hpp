@@ -79,7 +79,7 @@ std::string run_differences(const nlohmann::json& saved, const nlohmann::json& m
 
 // Before any rank starts: an Error unless `dir` can become a checkpoint. It must not exist, or be an
 // empty folder, or hold a checkpoint (a manifest.json): anything else is refused, never replaced. Its
-// parent folder is created if missing, and a staging folder is created there and removed again, so an
+// parent folder is created if missing, and a folder of this process's own is created there and removed again, so an
 // unwritable place fails now rather than after the first K steps.
 void check_checkpoint_target(const std::filesystem::path& dir);
 
