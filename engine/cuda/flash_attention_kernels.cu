@@ -29,30 +29,31 @@
 // pairs still enter the products, as p = 0 (the tensor cores multiply whole tiles): an inf or NaN in a key or
 // value row that a query cannot see reaches it through 0 * inf, where attention_kernels.cu skips the pair.
 //
-// Backward, in three kernels, with no atomics:
+// Backward, with no atomic sums, in three kernels (bf16) or two (f32):
 //   1. D_t = dout_t . out_t, a warp a row, into the op's scratch (B * NH * T floats);
 //   2. the key pass, one block per (key tile j, head, batch), the lowest j (most query tiles) first: k_j and
 //      v_j stay in shared memory while the query tiles i = j..NT-1 stream by; p = exp(s - lse_t) masked,
 //      dp = dout v^T, ds = p (dp - D_t); dv += bf16(p)^T dout and dk += bf16(ds)^T q; at the end
-//      dk *= scale, and both are stored into dqkv's k and v columns;
-//   3. the query pass, one block per (query tile i, head, batch), the highest i first: for the key tiles
-//      j = 0..i the same p, dp, ds; dq += bf16(ds) k; at the end dq *= scale, stored into the q columns.
-// dq sums over keys and dk, dv over queries: one pass cannot own both without atomics on one of them, and
-// atomics add in whatever order the blocks finish, so a rerun would differ in the last bits. Recomputing s
-// and dp in the query pass costs 7 tile products a tile pair instead of 5, and buys bit-exact reruns. Each
-// element of dqkv is written and rounded to bf16 once, by one thread, after a fixed order of sums.
+//      dk *= scale, and both are stored into dqkv's k and v columns. In f32 the pass makes dq too: each query
+//      tile's part ds k, added to the tile's dq in key-tile order ([Note: dq in key-tile order]);
+//   3. bf16 only, the query pass, one block per (query tile i, head, batch), the highest i first: for the key
+//      tiles j = 0..i the same p, dp, ds; dq += bf16(ds) k; at the end dq *= scale, stored into the q columns.
+// dq sums over keys and dk, dv over queries: one pass owns both only if blocks add into one of them, and
+// atomic adds land in whatever order the blocks finish, so a rerun would differ in the last bits. The query
+// pass recomputes s and dp, 7 tile products a tile pair instead of 5; the f32 pass orders its adds instead.
+// Each element of dqkv is rounded to its type once, by one thread, after a fixed order of sums.
 //
 // Shared memory, in bytes, for a padded head size hdp (row strides padded by 16 bytes so that the rows a
 // fragment or float4 load touches fall in different banks):
 //   forward     q, k, v [64][hdp+pad] E, S [64][68] f32, p [64][64+pad] E (f32: in S), a value a row
 //               bf16 hd = 64: 54,528    hd = 128: 79,104     f32 hd = 64: 69,888
-//   key pass    k, v, q, dout E, S and dp f32 (p and ds over them), lse and D rows
-//               bf16 hd = 64: 72,192    hd = 128: 104,960    f32 hd = 64: 104,960
+//   key pass    k, v, q, dout E, S and dp f32 (p and ds over them), lse and D rows (f32: and the work item)
+//               bf16 hd = 64: 72,192    hd = 128: 104,960    f32 hd = 64: 105,088
 //   query pass  q, dout, k, v E, S and dp f32 (ds over dp), lse and D rows
-//               bf16 hd = 64: 72,192    hd = 128: 104,960    f32 hd = 64: 104,960
+//               bf16 hd = 64: 72,192    hd = 128: 104,960
 // Past the default 48 KiB a launcher opts in (sm_90 allows 227 KiB a block). An H100 SM holds 228 KiB, less
 // 1 KiB the hardware keeps for each block: at hd = 64 that is four bf16 forward blocks at a time and three of
-// either backward pass, at hd = 128 two of each; in f32, three forward blocks and two of either pass. See [Note:
+// either backward pass, at hd = 128 two of each; in f32, three forward blocks and two of the key pass. See [Note:
 // the backward's probabilities over their scores] for why the backward's p and ds take the place of S and dp.
 //
 // [Note: the forward's out in registers]
@@ -91,8 +92,33 @@
 // (g = 0, 1: hdp <= 64). Each step reads float4s from shared memory (four of A's rows and eight of B's along
 // the head dimension, or four of M and two of X) and does 128 multiply-adds with them, three to four a float
 // read; the row strides (a multiple of 4 floats plus 4) put the eight rows a step reads in different banks.
-// Sums run in the host body's order (i ascending in a dot, keys or queries ascending in an accumulation), so
-// the f32 kernels differ from flash_attention_host.cpp only by fused multiply-adds.
+// Sums run in the host body's order (i ascending in a dot, keys or queries ascending in an accumulation, and
+// the tiles in the order of [Note: dq in key-tile order]), so the f32 kernels differ from
+// flash_attention_host.cpp only by fused multiply-adds.
+//
+// [Note: dq in key-tile order]
+// In f32 the key pass makes dq as well, and the query pass, which recomputed s and dp for it, is gone: the
+// H200's f32 backward took 15.3 ms a step in its two passes (8.8 + 6.5) where PyTorch's one kernel took 7.5.
+// Each block, for each query tile i it visits, makes its key tile j's part of dq_i, ds k_j (the fifth product),
+// and adds it to dq_i's sum in dqkv's q columns, in a fixed order, j = 0, 1, .., i: a counter for each query tile
+// (`turns`, zeroed before the launch) holds the key tile whose turn it is. Block j waits, one thread polling,
+// until the counter says j, reads the sum through the L2 (__ldcg: another SM wrote it, and this SM's L1 may
+// hold an older copy), adds its part (key tile 0 stores its part as the sum; the last, the diagonal j = i,
+// stores scale * the sum, the element's one rounding to its type), fences its stores and passes the turn to
+// j + 1. So the sums run in one order on every run: bit-exact reruns, with no query pass.
+// Two choices keep the waits short and make them end:
+// - Each block visits its query tiles from the last down to its diagonal. Block j reaches tile i at its
+//   (NT - i)-th step and block j - 1 one step before it, so in steady state a block finds its turn there; up
+//   from the diagonal instead, block j's first tile would wait for the j blocks before it (a model of the
+//   grid, 264 blocks at a time and a step's time its count of products, put the pass 16 % slower that way; this
+//   way it took 25 % less time than the two passes).
+// - A block takes its (key tile, head) in launch order from a counter (claim_work_item), not from blockIdx: the
+//   GPU does not promise to start blocks in blockIdx order, and a block waits only for key tiles before its
+//   own, so every wait is for a block already running or done, never for one that could not start.
+// The waits and the adds cost less than the products saved if the sums stay in the L2 (GPT-2's 12 heads x 4 x
+// 1024 rows of 64 floats: 12.6 MB) and neighbouring blocks keep in step; a profile will say. bf16 keeps its two
+// passes: its key pass holds dk and dv in 254 registers at hd 128, with no room for a part of dq, and a GPU has
+// yet to measure this pass in f32.
 #include <mma.h>
 
 #include <climits>
@@ -126,15 +152,16 @@ static_assert(kWarpRows == kFrag, "a warp owns one fragment's rows");
 // probabilities and the backward's sums live ([Note: where the f32 kernels keep what]).
 template <class E>
 struct Tiles;
+// kOneBackwardPass: the key pass makes dq too ([Note: dq in key-tile order]); else the query pass does.
 template <>
 struct Tiles<bf16> {
   static constexpr int kHeadPad = kFrag, kRowPad = 8, kMaxHeadDim = 128;
-  static constexpr bool kForwardProbsOverScores = false;
+  static constexpr bool kForwardProbsOverScores = false, kOneBackwardPass = false;
 };
 template <>
 struct Tiles<float> {
   static constexpr int kHeadPad = 4, kRowPad = 4, kMaxHeadDim = 64;
-  static constexpr bool kForwardProbsOverScores = true;
+  static constexpr bool kForwardProbsOverScores = true, kOneBackwardPass = true;
 };
 
 // Row strides of the [64][hdp] tiles, E operands and f32 accumulators, and of the [64][64] E operand tiles: the
@@ -193,6 +220,8 @@ struct SharedCarver {
   }
   // 64 f32 values (a tile's lse or D).
   __host__ __device__ float* rows() { return take<float>(kTile); }
+  // One int, for a value every thread of the block reads (the block's work item).
+  __host__ __device__ int* word() { return take<int>(1); }
 
  private:
   template <class T>
@@ -233,6 +262,7 @@ template <class E>
 struct KeyPassShared {
   E *k, *v, *q, *dout, *probs, *dscores;
   float *scores, *dprobs, *lse_rows, *d_rows, *stage;
+  int* work_item = nullptr;  // one pass only (claim_work_item)
   std::size_t bytes;
   template <class Base>
   __host__ __device__ KeyPassShared(Base shared, int hdp) {
@@ -246,6 +276,7 @@ struct KeyPassShared {
     dscores = c.made_of(dprobs);
     lse_rows = c.rows();
     d_rows = c.rows();
+    if constexpr (Tiles<E>::kOneBackwardPass) work_item = c.word();
     bytes = c.used;
   }
 };
@@ -581,6 +612,17 @@ class WarpSums<float, kMaxHdp> {
         a.x = op(a.x, r0 + r), a.y = op(a.y, r0 + r), a.z = op(a.z, r0 + r), a.w = op(a.w, r0 + r);
       }
   }
+  // The warp's rows of `stage`, a [kTile][stage_ld] f32 tile (stage_ld a multiple of 4) in shared memory that no
+  // other warp touches meanwhile, = the sums, for the warp to read in another order.
+  __device__ void stage(float* stage, int stage_ld, int hdp) const {
+    const int r0 = RegisterBlock::r0(), c0 = RegisterBlock::c0();
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int g = 0; g < RegisterBlock::kGroups; ++g)
+        if (RegisterBlock::in_head(g, hdp))
+          *reinterpret_cast<float4*>(stage + (row0_ + r0 + r) * stage_ld + c0 + 32 * g) = block_.v[r][g];
+  }
   // Straight from the registers: the lanes' float4 columns need no staging.
   __device__ void store(float* dst, std::int64_t stride, int t0, int T, int hd, float factor, float*, int) const {
     const int r0 = RegisterBlock::r0(), c0 = RegisterBlock::c0();
@@ -607,8 +649,9 @@ class WarpSums<float, kMaxHdp> {
   int row0_;
 };
 
-// The head a block works on. Blocks go (tile, b * NH + h), the tile varying slowest, so tile order is launch
-// order; each kernel counts its tiles from the end it wants first.
+// The head a block works on. Work items go (tile, b * NH + h), the tile varying slowest, so tile order is launch
+// order; each kernel counts its tiles from the end it wants first. A block's item is its blockIdx.x, or, in the
+// one-pass backward, the one it claims (claim_work_item).
 struct HeadOfBlock {
   int tile;                  // which of the head's tiles, 0 .. tiles-1
   int tiles;                 // the head's tiles of kTile rows, the last one partial
@@ -617,8 +660,7 @@ struct HeadOfBlock {
   std::int64_t out_offset;   // its columns at position 0 of out and dout
   std::int64_t qkv_stride;   // 3C: one position to the next in qkv
 };
-__device__ __forceinline__ HeadOfBlock head_of_block(int T, int C, int NH, int hd, int heads) {
-  const int x = static_cast<int>(blockIdx.x);
+__device__ __forceinline__ HeadOfBlock head_of_item(int x, int T, int C, int NH, int hd, int heads) {
   HeadOfBlock head;
   head.tile = x / heads;
   head.tiles = (T + kTile - 1) / kTile;
@@ -648,7 +690,7 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocksAnSm<E, kMaxHdp>)
   const ForwardShared<E> sm(shared, hdp);
   const int ld = operand_ld<E>(hdp);
 
-  const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
+  const HeadOfBlock head = head_of_item(static_cast<int>(blockIdx.x), T, C, NH, hd, heads);
   const int qt = head.tiles - 1 - head.tile;  // the longest rows first
   const int q0 = qt * kTile;
   const std::int64_t C3 = head.qkv_stride;
@@ -740,17 +782,70 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The key pass: dk and dv of key tile j over the query tiles i = j..NT-1, for heads of hdp <= kMaxHdp columns.
-// D is the rowdot kernel's.
+// What the one-pass backward orders its dq adds with ([Note: dq in key-tile order]), zeroed before the launch:
+// the next work item to hand out, and a turn for each query tile of each head (b * NH + h) * NT + i, the key tile
+// whose part of dq_i goes in next. Null in the two passes.
+struct DqTurns {
+  unsigned* next_item = nullptr;
+  unsigned* turns = nullptr;
+};
+
+// The block's work item: the next in launch order, whichever block asks first, so every item before it is held by
+// a block that is running or done, whatever order the GPU starts blocks in.
+__device__ int claim_work_item(int* shared_item, unsigned* next_item) {
+  if (threadIdx.x == 0) *shared_item = static_cast<int>(atomicAdd(next_item, 1u));
+  __syncthreads();
+  return *shared_item;
+}
+
+// Adds key tile kt's part of dq_qt (`part`, the warp's 16 query rows from row0) to the tile's sum in `dq` (f32, row
+// stride `stride`: dqkv's q columns), once key tile kt - 1 has added its part: key tile 0 stores its part, the
+// diagonal kt = qt stores scale * the sum. `stage` overlays the tile's p and ds. See [Note: dq in key-tile order].
+template <int kMaxHdp>
+__device__ void add_dq_in_key_order(const WarpSums<float, kMaxHdp>& part, unsigned* turn, float* dq,
+                                    std::int64_t stride, int kt, int qt, int q0, int row0, int T, int hd, int hdp,
+                                    float scale, float* stage, int stage_ld) {
+  if (threadIdx.x == 0) {
+    while (atomicAdd(turn, 0u) != static_cast<unsigned>(kt)) __nanosleep(64);
+    __threadfence();  // the sum is read after the turn that says it is complete
+  }
+  __syncthreads();  // the turn is kt's; and every warp has read the tile's p and ds, which stage overlays
+  part.stage(stage, stage_ld, hdp);
+  __syncwarp();
+  const int lane = threadIdx.x % 32;
+  for (int r = row0; r < row0 + kWarpRows; ++r) {
+    const int t = q0 + r;
+    if (t >= T) break;
+    float* row = dq + t * stride;
+    for (int i = lane; i < hd; i += 32) {
+      const float mine = stage[r * stage_ld + i];
+      const float sum = kt == 0 ? mine : __ldcg(row + i) + mine;
+      if (kt == qt)
+        row[i] = __fmul_rn(scale, sum);
+      else
+        __stcg(row + i, sum);
+    }
+  }
+  __threadfence();  // every thread's sums reach the L2 before the turn passes
+  __syncthreads();
+  if (threadIdx.x == 0) atomicExch(turn, static_cast<unsigned>(kt + 1));
+}
+
+// The key pass: dk and dv of key tile j over the query tiles i = j..NT-1 (and in f32 their parts of dq), for heads
+// of hdp <= kMaxHdp columns. D is the rowdot kernel's.
 template <class E, int kMaxHdp>
 __global__ void __launch_bounds__(kThreads, kBackwardMinBlocksAnSm<E, kMaxHdp>)
-    flash_backward_key_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse, const float* D, int T, int C,
-                              int NH, int hd, int hdp, int heads, float scale, bool vector_loads) {
+    flash_backward_key_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse, const float* D,
+                              DqTurns dq_turns, int T, int C, int NH, int hd, int hdp, int heads, float scale,
+                              bool vector_loads) {
   extern __shared__ __align__(128) unsigned char shared[];
   const KeyPassShared<E> sm(shared, hdp);
   const int ld = operand_ld<E>(hdp), acc_ld = accumulator_ld(hdp);
+  constexpr bool kOnePass = Tiles<E>::kOneBackwardPass;
 
-  const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
+  int item = static_cast<int>(blockIdx.x);
+  if constexpr (kOnePass) item = claim_work_item(sm.work_item, dq_turns.next_item);
+  const HeadOfBlock head = head_of_item(item, T, C, NH, hd, heads);
   const int kt = head.tile;  // the lowest key tile, with the most query tiles, first
   const int k0 = kt * kTile;
   const std::int64_t C3 = head.qkv_stride;
@@ -763,7 +858,9 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocksAnSm<E, kMaxHdp>)
   load_tile(sm.k, ld, q_base + C, C3, k0, T, hd, hdp, vector_loads);
   load_tile(sm.v, ld, q_base + 2 * C, C3, k0, T, hd, hdp, vector_loads);
   WarpSums<E, kMaxHdp> dk(row0), dv(row0);
-  for (int qt = kt; qt < head.tiles; ++qt) {
+  for (int step = 0; step < head.tiles - kt; ++step) {
+    // Up from the diagonal; in one pass down to it ([Note: dq in key-tile order]).
+    const int qt = kOnePass ? head.tiles - 1 - step : kt + step;
     const int q0 = qt * kTile;
     __syncthreads();  // the previous query tile's q, dout, p and ds are no longer read
     load_tile(sm.q, ld, q_base, C3, q0, T, hd, hdp, vector_loads);
@@ -782,6 +879,13 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocksAnSm<E, kMaxHdp>)
     // Each warp: its 16 key rows of dv += p^T dout and dk += ds^T q.
     dv.template accumulate<wmma::col_major, kInPlaceLd<E>>(sm.probs + row0, sm.dout, ld, hdp);
     dk.template accumulate<wmma::col_major, kInPlaceLd<E>>(sm.dscores + row0, sm.q, ld, hdp);
+    if constexpr (kOnePass) {
+      // Each warp: key tile kt's part of its 16 query rows of dq, ds k, into the tile's sum in turn.
+      WarpSums<E, kMaxHdp> dq(row0);
+      dq.template accumulate<wmma::row_major, kInPlaceLd<E>>(sm.dscores + row0 * kInPlaceLd<E>, sm.k, ld, hdp);
+      add_dq_in_key_order(dq, dq_turns.turns + static_cast<std::int64_t>(head.bh) * head.tiles + qt,
+                          dqkv + head.qkv_offset, C3, kt, qt, q0, row0, T, hd, hdp, scale, sm.stage, acc_ld);
+    }
   }
   __syncthreads();  // every warp has read the last p and ds: S and dp stage the sums
 
@@ -799,7 +903,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocksAnSm<E, kMaxHdp>)
   const QueryPassShared<E> sm(shared, hdp);
   const int ld = operand_ld<E>(hdp), acc_ld = accumulator_ld(hdp);
 
-  const HeadOfBlock head = head_of_block(T, C, NH, hd, heads);
+  const HeadOfBlock head = head_of_item(static_cast<int>(blockIdx.x), T, C, NH, hd, heads);
   const int qt = head.tiles - 1 - head.tile;  // the longest rows first
   const int q0 = qt * kTile;
   const std::int64_t C3 = head.qkv_stride;
@@ -942,22 +1046,35 @@ void flash_attention_backward(CUstream_st* stream, DType dtype, void* dqkv, cons
                                       stream>>>(D, dout_e, static_cast<const E*>(out), rows, g.T, g.C, g.NH, g.hd);
     check_launch("flash_attention_backward (dout . out)");
 
+    // In one pass, the turns of the dq adds and the work items' counter, all from 0.
+    DqTurns dq_turns;
+    if constexpr (Tiles<E>::kOneBackwardPass) {
+      const std::int64_t words = static_cast<std::int64_t>(g.blocks) + 1;  // a turn for each (query tile, head)
+      auto* counters = static_cast<unsigned*>(
+          op_scratch(static_cast<std::int64_t>(sizeof(unsigned)) * words, "the dq adds' turns"));
+      check_cuda(cudaMemsetAsync(counters, 0, sizeof(unsigned) * static_cast<std::size_t>(words), stream),
+                 "flash_attention_backward: zeroing the dq adds' turns");
+      dq_turns = {counters, counters + 1};
+    }
+
     with_head_capacity<E>(g.hdp, [&](auto capacity) {
       constexpr int kMaxHdp = decltype(capacity)::value;
-      // 2. dk, dv by key tiles.
+      // 2. dk, dv by key tiles (and in one pass dq).
       const std::size_t key_bytes = KeyPassShared<E>(std::uintptr_t{0}, g.hdp).bytes;
       allow_shared_memory(flash_backward_key_kernel<E, kMaxHdp>, key_bytes, "flash_attention_backward", head_size(g));
       flash_backward_key_kernel<E, kMaxHdp><<<g.blocks, kThreads, key_bytes, stream>>>(
-          dqkv_e, dout_e, qkv_e, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
+          dqkv_e, dout_e, qkv_e, lse, D, dq_turns, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
       check_launch("flash_attention_backward (dk, dv)");
 
-      // 3. dq by query tiles.
-      const std::size_t query_bytes = QueryPassShared<E>(std::uintptr_t{0}, g.hdp).bytes;
-      allow_shared_memory(flash_backward_query_kernel<E, kMaxHdp>, query_bytes, "flash_attention_backward",
-                          head_size(g));
-      flash_backward_query_kernel<E, kMaxHdp><<<g.blocks, kThreads, query_bytes, stream>>>(
-          dqkv_e, dout_e, qkv_e, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
-      check_launch("flash_attention_backward (dq)");
+      // 3. Else dq by query tiles.
+      if constexpr (!Tiles<E>::kOneBackwardPass) {
+        const std::size_t query_bytes = QueryPassShared<E>(std::uintptr_t{0}, g.hdp).bytes;
+        allow_shared_memory(flash_backward_query_kernel<E, kMaxHdp>, query_bytes, "flash_attention_backward",
+                            head_size(g));
+        flash_backward_query_kernel<E, kMaxHdp><<<g.blocks, kThreads, query_bytes, stream>>>(
+            dqkv_e, dout_e, qkv_e, lse, D, g.T, g.C, g.NH, g.hd, g.hdp, g.heads, g.scale, vectors);
+        check_launch("flash_attention_backward (dq)");
+      }
     });
   });
 }
@@ -972,8 +1089,9 @@ FlashAttentionBlocksAnSm flash_attention_blocks_an_sm(DType dtype, std::int64_t 
       const std::uintptr_t at = 0;
       blocks.forward = blocks_an_sm(flash_forward_kernel<E, kMaxHdp>, ForwardShared<E>(at, g.hdp).bytes, g);
       blocks.key_pass = blocks_an_sm(flash_backward_key_kernel<E, kMaxHdp>, KeyPassShared<E>(at, g.hdp).bytes, g);
-      blocks.query_pass =
-          blocks_an_sm(flash_backward_query_kernel<E, kMaxHdp>, QueryPassShared<E>(at, g.hdp).bytes, g);
+      if constexpr (!Tiles<E>::kOneBackwardPass)
+        blocks.query_pass =
+            blocks_an_sm(flash_backward_query_kernel<E, kMaxHdp>, QueryPassShared<E>(at, g.hdp).bytes, g);
     });
   });
   return blocks;

@@ -7,8 +7,9 @@
 // dqkv of the same shapes are device pointers of `dtype` (bf16 or f32); lse [B, NH, T] is f32. hd = C / NH is at
 // most 128 in bf16, 64 in f32. The arithmetic is the one flash_attention.hpp writes down, which the host body
 // follows tile for tile; only the order of the sums inside a tile differs. The backward writes every element of
-// dqkv and takes B * NH * T floats of op scratch (op_scratch.hpp). No atomics: each launcher enqueues on
-// `stream`, returns at once, and its results repeat bit for bit run after run.
+// dqkv and takes B * NH * T floats of op scratch (op_scratch.hpp), and in f32 a counter for each query tile of
+// each head. No sum is added atomically: each launcher enqueues on `stream`, returns at once, and its results
+// repeat bit for bit run after run.
 #pragma once
 #include <cstdint>
 
@@ -28,7 +29,7 @@ void flash_attention_backward(CUstream_st* stream, DType dtype, void* dqkv, cons
 // occupancy calculator (the kernels' shared memory and registers): what the table at the top of
 // flash_attention_kernels.cu promises, for tests/gpu to hold it to. The blocks' time is for a profile to say.
 struct FlashAttentionBlocksAnSm {
-  int forward = 0, key_pass = 0, query_pass = 0;
+  int forward = 0, key_pass = 0, query_pass = 0;  // query_pass 0 in f32, which has none
 };
 FlashAttentionBlocksAnSm flash_attention_blocks_an_sm(DType dtype, std::int64_t head_dim);
 

@@ -78,15 +78,17 @@ void flash_attention_backward(Stream s, const Tensor& dout, const Tensor& qkv, c
   expect_tensor(op, "dqkv", dqkv, {layout.B, layout.T, 3 * layout.C}, dt);
   expect_disjoint(op, {{"dout", &dout}, {"qkv", &qkv}, {"out", &out}, {"lse", &lse}}, {{"dqkv", &dqkv}});
 
-  // The pass over key tiles recomputes q k^T and does dout v^T, p^T dout and ds^T q; the pass over query
-  // tiles recomputes q k^T and dout v^T and does ds k: seven products of 2 hd flops a pair, and ~10 a pair
+  // The pass over key tiles recomputes q k^T and does dout v^T, p^T dout and ds^T q; in bf16 the pass over
+  // query tiles recomputes q k^T and dout v^T and does ds k, in f32 the key pass does ds k too ([Note: dq in
+  // key-tile order], flash_attention_kernels.cu): seven or five products of 2 hd flops a pair, and ~10 a pair
   // for the softmax's backward. Bytes: dout and out read for D, qkv and dout read, dqkv written, lse and
-  // D read (D once written).
+  // D read (D once written); f32's sums of dq between key tiles stay in the L2, mostly.
   const double es = static_cast<double>(dtype_size(dt));
   const double pairs = computed_pairs(layout);
   const double btc = static_cast<double>(layout.B * layout.T * layout.C);
   const double rows = static_cast<double>(layout.B * layout.n_head * layout.T);
-  const OpCost cost{.flops = 7 * (2 * static_cast<double>(layout.hd) * pairs) + 10 * pairs,
+  const double products = dt == DType::f32 ? 5 : 7;
+  const OpCost cost{.flops = products * (2 * static_cast<double>(layout.hd) * pairs) + 10 * pairs,
                     .bytes = es * (2 * btc + 3 * btc + btc + 3 * btc) + 4 * 3 * rows,
                     .dtype = dt,
                     .matmul = true};

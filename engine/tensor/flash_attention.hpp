@@ -25,8 +25,10 @@
 // bf16(.) marks where a tensor-core product takes a rounded operand, as FlashAttention's kernels do; in an f32
 // run it is the value itself. So the host body (flash_attention_host.hpp) is the GPU kernels' twin, and the
 // sim device trains with the numerics a GPU run has. Each element of dqkv is rounded once to its dtype, after
-// the sum. The GPU kernels split the backward in two passes (one over key tiles for dk, dv; one over query
-// tiles for dq) rather than add dq atomically, so a rerun is bit-exact.
+// the sum. No sum is added atomically, so a rerun is bit-exact: the bf16 kernels split the backward in two
+// passes (one over key tiles for dk, dv; one over query tiles for dq), and the f32 pass over key tiles adds
+// each key tile's part of dq in key order ([Note: dq in key-tile order] in flash_attention_kernels.cu), which
+// decides the order of the tiles in the host's sums too.
 //
 // What an op writes must not share memory with its other operands (an Error).
 #pragma once

@@ -112,12 +112,18 @@ void forward(S* out, float* lse, const S* qkv, const FlashLayout& l) {
   }
 }
 
+// The GPU's backward passes ([Note: dq in key-tile order] in flash_attention_kernels.cu) decide the order of its
+// sums, which the host keeps: bf16's key pass visits the query tiles up from the diagonal and its query pass sums
+// dq over every key in one sum; the f32 pass visits them from the last down, and sums each key tile's part of dq
+// on its own before adding it to the row's sum (the first part is the sum).
 template <class S>
 void backward(S* dqkv, const S* dout, const S* qkv, const S* out, const float* lse, const FlashLayout& l) {
+  constexpr bool kOnePass = std::is_same_v<S, float>;
   const std::int64_t T = l.T, hd = l.hd;
+  const std::int64_t tiles = (T + kFlashTile - 1) / kFlashTile;
   const float scale = l.scale();
   const auto n = static_cast<std::size_t>(T * hd);
-  std::vector<float> dq(n), dk(n), dv(n), D(static_cast<std::size_t>(T));
+  std::vector<float> dq(n), dk(n), dv(n), D(static_cast<std::size_t>(T)), dq_part(static_cast<std::size_t>(hd));
   for (std::int64_t b = 0; b < l.B; ++b) {
     for (std::int64_t h = 0; h < l.NH; ++h) {
       const std::vector<float> q = head_rows(qkv, l, b, h, 0), k = head_rows(qkv, l, b, h, 1),
@@ -127,16 +133,26 @@ void backward(S* dqkv, const S* dout, const S* qkv, const S* out, const float* l
       std::fill(dq.begin(), dq.end(), 0.f);
       std::fill(dk.begin(), dk.end(), 0.f);
       std::fill(dv.begin(), dv.end(), 0.f);
-      for (std::int64_t t = 0; t < T; ++t) {
-        const float lse_t = lse[l.row_index(b, h, t)];
-        for (std::int64_t key = 0; key <= t; ++key) {
-          const float p = std::exp(scale * dot(&q[t * hd], &k[key * hd], hd) - lse_t);
-          const float dp = dot(&g[t * hd], &v[key * hd], hd);
-          const float p_operand = operand<S>(p), ds_operand = operand<S>(p * (dp - D[t]));
-          for (std::int64_t i = 0; i < hd; ++i) {
-            dv[key * hd + i] += p_operand * g[t * hd + i];
-            dk[key * hd + i] += ds_operand * q[t * hd + i];
-            dq[t * hd + i] += ds_operand * k[key * hd + i];
+      for (std::int64_t visit = 0; visit < tiles; ++visit) {
+        const std::int64_t q_tile = kOnePass ? tiles - 1 - visit : visit;
+        for (std::int64_t t = q_tile * kFlashTile; t < std::min(T, (q_tile + 1) * kFlashTile); ++t) {
+          const float lse_t = lse[l.row_index(b, h, t)];
+          float* dq_t = &dq[t * hd];
+          for (std::int64_t k0 = 0; k0 <= t; k0 += kFlashTile) {
+            float* sum = kOnePass ? dq_part.data() : dq_t;
+            if (kOnePass) std::fill(dq_part.begin(), dq_part.end(), 0.f);
+            for (std::int64_t key = k0; key < std::min(k0 + kFlashTile, t + 1); ++key) {
+              const float p = std::exp(scale * dot(&q[t * hd], &k[key * hd], hd) - lse_t);
+              const float dp = dot(&g[t * hd], &v[key * hd], hd);
+              const float p_operand = operand<S>(p), ds_operand = operand<S>(p * (dp - D[t]));
+              for (std::int64_t i = 0; i < hd; ++i) {
+                dv[key * hd + i] += p_operand * g[t * hd + i];
+                dk[key * hd + i] += ds_operand * q[t * hd + i];
+                sum[i] += ds_operand * k[key * hd + i];
+              }
+            }
+            if (kOnePass)
+              for (std::int64_t i = 0; i < hd; ++i) dq_t[i] = k0 == 0 ? dq_part[i] : dq_t[i] + dq_part[i];
           }
         }
       }

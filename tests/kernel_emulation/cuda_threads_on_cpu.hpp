@@ -492,3 +492,16 @@ inline unsigned long long global_timer_ns() {
 }  // namespace cuda_on_cpu
 inline void __nanosleep(unsigned nanoseconds) { std::this_thread::sleep_for(std::chrono::nanoseconds(nanoseconds)); }
 inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
+// Global memory shared between blocks: atomics, the device-wide fence and the loads and stores that bypass an SM's
+// L1 (cache-global), which kernels use to pass work or a turn from block to block. Here one memory holds it all,
+// and blocks run one after another, so a block only ever waits for one that has run already: a kernel whose block
+// waits for a later one never ends here, and may never end on a GPU either.
+inline unsigned atomicAdd(unsigned* address, unsigned value) {
+  return std::atomic_ref<unsigned>(*address).fetch_add(value);
+}
+inline unsigned atomicExch(unsigned* address, unsigned value) {
+  return std::atomic_ref<unsigned>(*address).exchange(value);
+}
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline float __ldcg(const float* address) { return *address; }
+inline void __stcg(float* address, float value) { *address = value; }

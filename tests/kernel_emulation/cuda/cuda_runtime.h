@@ -5,6 +5,7 @@
 // the compiler's, known on a GPU only.
 #pragma once
 #include <cstddef>
+#include <cstring>
 
 struct CUstream_st;
 
@@ -17,6 +18,10 @@ inline constexpr int kEmulatedSharedMemoryOptIn = 227 * 1024, kEmulatedWorkstati
 inline int emulated_current_device = 0;
 
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, CUstream_st*) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
 inline const char* cudaGetErrorName(cudaError_t) { return "cudaSuccess"; }
 inline const char* cudaGetErrorString(cudaError_t) { return "no error"; }
 inline cudaError_t cudaGetDevice(int* device) {
