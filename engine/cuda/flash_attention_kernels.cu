@@ -107,8 +107,8 @@
 // stores scale * the sum, the element's one rounding to its type), fences its stores and passes the turn to
 // j + 1. So the sums run in one order on every run: bit-exact reruns, with no query pass.
 // Two choices keep the waits short and make them end:
-// - Each block visits its query tiles from the last down to its diagonal. Block j reaches tile i at its
-//   (NT - i)-th step and block j - 1 one step before it, so in steady state a block finds its turn there; up
+// - Each block visits its query tiles from the last down to its diagonal. Blocks j - 1 and j reach tile i at
+//   the same step of theirs, the (NT - i)-th, so block j waits about an add behind block j - 1 at each; up
 //   from the diagonal instead, block j's first tile would wait for the j blocks before it (a model of the
 //   grid, 264 blocks at a time and a step's time its count of products, put the pass 16 % slower that way; this
 //   way it took 25 % less time than the two passes).
