@@ -32,6 +32,15 @@ __global__ void spin_kernel(unsigned long long nanoseconds) {
   while (global_timer_ns() - start < nanoseconds) __nanosleep(200);
 }
 
+__global__ void start_link_clock_kernel(unsigned long long* clock) { *clock = global_timer_ns(); }
+
+__global__ void hold_link_kernel(const unsigned long long* clock, unsigned long long nanoseconds) {
+  // Until a time, not for a span from here: the collective's copies before this kernel spent part of the link's
+  // time already. As in spin_kernel, the sleep between reads leaves the SM's issue slots to other kernels.
+  const unsigned long long until = *clock + nanoseconds;
+  while (global_timer_ns() < until) __nanosleep(200);
+}
+
 int grid_for(std::int64_t n, int threads) {
   // Enough blocks to fill an H100 several times over; the grid-stride loop covers the rest.
   const std::int64_t blocks = (n + threads - 1) / threads;
@@ -64,7 +73,18 @@ void reduce_peers(CUstream_st* stream, DType dtype, void* out, const void* const
 void spin(CUstream_st* stream, std::int64_t nanoseconds) {
   if (nanoseconds <= 0) return;
   spin_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(nanoseconds));
-  check_launch("spin (emulated link)");
+  check_launch("spin");
+}
+
+void start_link_clock(CUstream_st* stream, unsigned long long* clock) {
+  start_link_clock_kernel<<<1, 1, 0, stream>>>(clock);
+  check_launch("start_link_clock (emulated link)");
+}
+
+void hold_link(CUstream_st* stream, const unsigned long long* clock, std::int64_t nanoseconds) {
+  if (nanoseconds <= 0) return;
+  hold_link_kernel<<<1, 1, 0, stream>>>(clock, static_cast<unsigned long long>(nanoseconds));
+  check_launch("hold_link (emulated link)");
 }
 
 }  // namespace fsdplab::cuda

@@ -128,6 +128,9 @@ struct CudaDevice::Impl final : BlockSource {
   std::array<std::deque<Timed>, kStreamCount> timed;  // per stream, in launch (= completion) order
   std::vector<cudaEvent_t> spare_timing_events;
   std::shared_ptr<void> link_free;  // where this rank's last collective ends: the next one starts after it
+  // With `emulate_link`: where the rank's collective began on the GPU's global timer (comm_kernels.hpp), a word in
+  // device memory; null without.
+  unsigned long long* link_clock = nullptr;
   std::unique_ptr<cuda::CuptiLink> cupti;  // null: the sinks get CUDA-event op spans
   cuda::NvtxRanges nvtx;
 
@@ -144,6 +147,13 @@ struct CudaDevice::Impl final : BlockSource {
         cudaEventDestroy(t.end);
       }
     for (cudaEvent_t e : spare_timing_events) cudaEventDestroy(e);
+    if (link_clock) cudaFree(link_clock);
+  }
+
+  void allocate_link_clock() {
+    void* p = nullptr;
+    check_cuda(cudaMalloc(&p, sizeof(unsigned long long)), "rank ", rank, ": allocating the emulated link's clock");
+    link_clock = static_cast<unsigned long long*>(p);
   }
 
   // More than one share: on this rank's share of the GPU's SMs (sm_partition.hpp), or on every SM where the
@@ -269,6 +279,7 @@ CudaDevice::CudaDevice(int rank, DevicePreset preset, LinkPreset link, CudaDevic
         use_gpu(options.gpu, rank);
         auto impl = std::make_unique<Impl>(rank, options.gpu);
         impl->create_streams(options.sm);
+        if (options.emulate_link) impl->allocate_link_clock();
         return impl;
       }()),
       allocator_(*impl_) {
@@ -448,14 +459,30 @@ OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   timed.start = m.timing_event();
   timed.end = m.timing_event();
   LaunchingOp op{this, lane, m.sm_partition ? m.sm_partition->sm_count() : 0, {}};
+  // The next collective waits for this event: it replaces the last one only once recorded.
+  const auto free_the_link = [&] {
+    std::shared_ptr<void> link_free = new_sync_event("the link");
+    check_cuda(cudaEventRecord(native(link_free), s.stream), "rank ", rank_, ": op '", spec.name, "'");
+    m.link_free = std::move(link_free);
+  };
+  // The emulated link holds the stream until its time has passed since the collective began, the copies running
+  // inside that time as a link's bytes move within it: the collective takes the longer of the two. One clock word
+  // per rank is enough: this stream waited above for the previous collective's link_free, recorded after that
+  // one's hold read the word, and the next collective's clock waits for this one's link_free.
+  const bool emulated = on_link && options_.emulate_link && spec.duration > 0;
+  bool clock_started = false;
   try {
     check_cuda(cudaEventRecord(timed.start, s.stream), "recording its start");
     {
-      // Everything the op enqueues (the emulated link's hold included) is its work in CUPTI's records.
+      // Everything the op enqueues (the emulated link's clock and hold included) is its work in CUPTI's records.
       const cuda::CuptiLink::Scope correlated(m.cupti.get(), timed.tag);
-      if (on_link && options_.emulate_link && spec.duration > 0) cuda::spin(s.stream, spec.duration);
+      if (emulated) {
+        cuda::start_link_clock(s.stream, m.link_clock);
+        clock_started = true;
+      }
       const LaunchScope scope(op);
       body.cuda(s.stream);
+      if (emulated) cuda::hold_link(s.stream, m.link_clock, spec.duration);
     }
     check_cuda(cudaEventRecord(timed.end, s.stream), "recording its end");
   } catch (const std::exception& e) {
@@ -463,15 +490,18 @@ OpId CudaDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
     m.spare_timing_events.push_back(timed.start);
     m.spare_timing_events.push_back(timed.end);
     if (m.cupti) m.cupti->retire(timed.tag);
+    // Its clock still writes the rank's word: the next collective's must come after it.
+    if (clock_started) {
+      try {
+        free_the_link();
+      } catch (const std::exception&) {
+        // The op's own error is the one to report.
+      }
+    }
     fail("rank ", rank_, ", op '", spec.name, "' on stream ", lane_name(lane), ": ", e.what());
   }
   op.scratch.clear();  // freed at the end of the op's work on its stream, as every block is
-  if (on_link) {
-    // The next collective waits for this event: it replaces the last one only once recorded.
-    std::shared_ptr<void> link_free = new_sync_event("the link");
-    check_cuda(cudaEventRecord(native(link_free), s.stream), "rank ", rank_, ": op '", spec.name, "'");
-    m.link_free = std::move(link_free);
-  }
+  if (on_link) free_the_link();
   if (keep_op_log_) {
     ops_.push_back(OpRecord{id, std::move(spec.name), spec.category, lane, labels_, issued, issued, issued, spec.cost,
                             spec.bytes_moved, std::move(s.pending_deps), std::move(spec.reads),

@@ -15,9 +15,10 @@
 //
 // The host's time is the wall clock since the same epoch. Collectives of one rank take its link one at a
 // time, as on the sim device and as NCCL runs a communicator's collectives; with `emulate_link` each
-// collective first holds its stream for the link preset's time (a spin kernel), so the overlap of a PCIe
-// workstation can be seen with every rank on one GPU. Ranks sharing a GPU may each get their own share of
-// its SMs (`CudaDeviceOptions::sm`), so that they run side by side as GPUs of their own would.
+// collective holds its stream until the link preset's time has passed since it began (comm_kernels.hpp): its
+// copies run inside that time, as a link's bytes move within it, so it takes the longer of the two, and the
+// overlap of a PCIe workstation can be seen with every rank on one GPU. Ranks sharing a GPU may each get their
+// own share of its SMs (`CudaDeviceOptions::sm`), so that they run side by side as GPUs of their own would.
 #pragma once
 #include <cstdint>
 #include <deque>

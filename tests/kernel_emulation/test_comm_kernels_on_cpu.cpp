@@ -1,7 +1,8 @@
 // The communication kernels' own source (engine/cuda/comm_kernels.cu), run on the CPU by cuda_threads_on_cpu.hpp:
 // reduce_peers, LocalComm's reduction when its ranks share a GPU (and NcclComm's bf16 average), must give the bits
 // of the host's reduction (rank_order_reduction.hpp, which LocalComm and MpiComm run on the sim device), so that a
-// run on one GPU reduces as the sim device does; spin holds a stream for an emulated link's time.
+// run on one GPU reduces as the sim device does; spin holds a stream for a given time; the emulated link's hold
+// counts from the clock its collective started, so that the collective's copies run inside the link's time.
 #include "cuda_threads_on_cpu.hpp"
 
 // The kernels, rewritten by kernels_on_cpu.cmake (the global timer's inline PTX: cuda_on_cpu::global_timer_ns).
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/comm/rank_order_reduction.hpp"
@@ -122,6 +124,69 @@ TEST(CommKernelsOnCpu, SpinHoldsTheStreamForTheLinksTime) {
   EXPECT_GE(held_ms(3'000'000), 3.0);
   EXPECT_LT(held_ms(0), 3.0);
   EXPECT_LT(held_ms(-5), 3.0);
+}
+
+// ---- the emulated link: a clock at the collective's start, a hold after its copies ----
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// The clock is the global timer's reading where its kernel ran: between two readings of it around the launch,
+// and later for a later start.
+TEST(CommKernelsOnCpu, TheLinkClockRecordsTheGlobalTimer) {
+  unsigned long long clock = 0;
+  const unsigned long long before = cuda_on_cpu::global_timer_ns();
+  cuda::start_link_clock(nullptr, &clock);
+  const unsigned long long after = cuda_on_cpu::global_timer_ns();
+  EXPECT_GE(clock, before);
+  EXPECT_LE(clock, after);
+
+  std::this_thread::sleep_for(milliseconds(1));
+  const unsigned long long first = clock;
+  cuda::start_link_clock(nullptr, &clock);
+  EXPECT_GE(clock, first + 1'000'000) << "a second start 1 ms later reads the timer 1 ms later";
+}
+
+// The copies (a host sleep of 20 ms here) run inside the link's 25 ms: the collective takes 25 ms from its clock,
+// where a hold counting from its own launch would add the two (45 ms, the hold alone 25).
+TEST(CommKernelsOnCpu, TheLinksHoldCountsFromTheCollectivesStart) {
+  const std::int64_t link_ns = 25'000'000;
+  unsigned long long clock = 0;
+  const auto start = Clock::now();
+  cuda::start_link_clock(nullptr, &clock);
+  std::this_thread::sleep_for(milliseconds(20));  // the collective's copies
+  const auto hold = Clock::now();
+  cuda::hold_link(nullptr, &clock, link_ns);
+  const double total = ms_since(start);
+  const double held = ms_since(hold);
+  EXPECT_GE(total, 25.0) << "the hold lasts until the link's time has passed since the clock started";
+  EXPECT_LT(held, 25.0) << "the copies' time counts as the link's: the hold only makes up the rest";
+  EXPECT_LT(total, 40.0) << "max(link, copies), not their sum (45 ms)";
+}
+
+// Copies that took longer than the link: the hold ends at once, the collective taking the copies' time.
+TEST(CommKernelsOnCpu, AHoldWhoseTimeHasPassedEndsAtOnce) {
+  unsigned long long clock = 0;
+  cuda::start_link_clock(nullptr, &clock);
+  std::this_thread::sleep_for(milliseconds(30));  // copies slower than the 20 ms link
+  const auto hold = Clock::now();
+  cuda::hold_link(nullptr, &clock, 20'000'000);
+  EXPECT_LT(ms_since(hold), 20.0) << "a hold counting from its own launch would take the link's 20 ms";
+}
+
+// No link time, no hold: not even until the clock itself, here a second in the future (a kernel launched for 0 ns
+// would wait for it).
+TEST(CommKernelsOnCpu, NoHoldForALinkTimeOfZeroOrLess) {
+  const unsigned long long clock = cuda_on_cpu::global_timer_ns() + 1'000'000'000ULL;
+  for (const std::int64_t nanoseconds : {std::int64_t{0}, std::int64_t{-5}}) {
+    const auto hold = Clock::now();
+    cuda::hold_link(nullptr, &clock, nanoseconds);
+    EXPECT_LT(ms_since(hold), 500.0) << nanoseconds << " ns";
+  }
 }
 
 }  // namespace
