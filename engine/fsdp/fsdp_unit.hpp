@@ -44,7 +44,8 @@ struct FsdpUnit {
   FlatParamLayout layout;
   bool reshard_after_forward = true;
   UnitState state = UnitState::sharded;
-  int pool_slot = -1;  // the two-buffer pool's buffer this unit takes turns in; -1 outside the pool
+  // The two-buffer pool's buffer this unit is gathered into (set before each gather); -1 outside the pool.
+  int pool_slot = -1;
   // Gradient accumulation: grad_full holds gradients of earlier micro-batches, not yet reduced.
   bool grad_accumulated = false;
 

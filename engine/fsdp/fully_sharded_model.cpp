@@ -164,33 +164,30 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
 void FullyShardedModel::use_buffer_pool(const std::vector<UnitPlan>& plans) {
   OverlapState& s = rank_.schedule;
   const DType dtype = rank_.options.param_dtype;
-  std::array<std::int64_t, 2> numel{0, 0};
-  int pooled = 0;
+  std::vector<FsdpUnit*> pooled;  // in the forward's order
+  std::int64_t numel = 0;
   for (FsdpUnit* unit : unit_ptrs_) {
     if (!unit->reshard_after_forward) continue;  // the root stays gathered: it keeps its own buffer
     if (const int parent = plans[static_cast<std::size_t>(unit->index)].parent; parent >= 0) {
-      const FsdpUnit& outer = *unit_ptrs_[static_cast<std::size_t>(parent)];
-      check(outer.pool_slot < 0, "--buffers pool: FSDP unit '", unit->name, "' is nested in unit '", outer.name,
+      const FsdpUnit* outer = unit_ptrs_[static_cast<std::size_t>(parent)];
+      check(std::find(pooled.begin(), pooled.end(), outer) == pooled.end(), "--buffers pool: FSDP unit '", unit->name,
+            "' is nested in unit '", outer->name,
             "', so both are gathered at once and could need the same buffer; the two-buffer pool takes units that "
             "run one after another (wrap only the innermost, or use --buffers alloc)");
     }
-    unit->pool_slot = pooled++ % 2;
-    numel[static_cast<std::size_t>(unit->pool_slot)] =
-        std::max(numel[static_cast<std::size_t>(unit->pool_slot)], unit->layout.padded_numel);
+    pooled.push_back(unit);
+    numel = std::max(numel, unit->layout.padded_numel);
   }
+  if (pooled.empty()) return;
+  // Both slots as large as the largest unit: a unit takes whichever slot is free when it is gathered ([Note: one
+  // unit at a time in a pool slot], unit_lifecycle.cpp), first the even or odd one of its place in the forward.
   for (std::size_t slot = 0; slot < 2; ++slot) {
-    if (numel[slot] == 0) continue;
     const std::string name = std::string("pool.") + (slot == 0 ? "even" : "odd");
-    s.param_pool[slot] = Tensor::empty(rank_.device, {numel[slot]}, dtype, MemTag::param_full, name + ".flat_param",
-                                       Lane::all_gather);
-    s.grad_pool[slot] = Tensor::empty(rank_.device, {numel[slot]}, dtype, MemTag::grad_full, name + ".flat_grad");
+    s.param_pool[slot] =
+        Tensor::empty(rank_.device, {numel}, dtype, MemTag::param_full, name + ".flat_param", Lane::all_gather);
+    s.grad_pool[slot] = Tensor::empty(rank_.device, {numel}, dtype, MemTag::grad_full, name + ".flat_grad");
   }
-  for (FsdpUnit* unit : unit_ptrs_) {
-    if (unit->pool_slot < 0) continue;
-    const auto slot = static_cast<std::size_t>(unit->pool_slot);
-    unit->full = s.param_pool[slot].view(0, {unit->layout.padded_numel}).set_name(unit->name + ".flat_param_full");
-    unit->grad_full = s.grad_pool[slot].view(0, {unit->layout.padded_numel}).set_name(unit->name + ".flat_grad_full");
-  }
+  for (std::size_t i = 0; i < pooled.size(); ++i) put_in_pool_slot(s, *pooled[i], static_cast<int>(i % 2));
 }
 
 FullyShardedModel::~FullyShardedModel() {

@@ -76,7 +76,8 @@ class FullyShardedModel {
   // The chunks of `unit` this rank holds: its own shard, or for replicated strategies every chunk of
   // the whole replica.
   std::vector<LocalChunk> local_chunks(const FsdpUnit& unit) const;
-  // --buffers pool: the units freed after forward take turns, even and odd, in two buffers.
+  // --buffers pool: two buffers, each as large as the largest unit freed after forward, that those units take
+  // turns in (even and odd in the forward's order to begin with).
   void use_buffer_pool(const std::vector<UnitPlan>& plans);
 
   Model& model_;

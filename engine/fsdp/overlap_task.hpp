@@ -14,10 +14,12 @@
 //          The rate limiter holds the host before a gather while `max_inflight` gathered units hold
 //          memory (PyTorch's limit_all_gathers). Prefetch issues the next unit's gather early:
 //          forward (next in the order recorded in the first forward), backward in pre-backward or in
-//          post-backward (next in the reverse of the post-forward order, which is the backward order).
-//   pool   YaFSDP's two buffers: even and odd units (among those freed after forward) take turns in two
-//          buffers allocated once; each has a free event (its last user is done) the next gather into
-//          it waits for on the all-gather stream — never the host — and the unit's gathered event.
+//          post-backward (next in the reverse of the post-forward order, the backward order where a model's
+//          backward mirrors its forward).
+//   pool   YaFSDP's two buffers: the units freed after forward take turns in two buffers allocated once
+//          (the lifecycle sets unit.pool_slot before each gather: [Note: one unit at a time in a pool slot]);
+//          each has a free event (its last user is done) the next gather into it waits for on the
+//          all-gather stream — never the host — and the unit's gathered event.
 // Exercise: labs/06-prefetch-overlap.
 #pragma once
 #include "engine/fsdp/fsdp_task.hpp"

@@ -1,6 +1,7 @@
 #include "engine/fsdp/unit_lifecycle.hpp"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 #include <vector>
 
@@ -89,6 +90,7 @@ void UnitLifecycle::post_backward(FsdpUnit& unit) {
 void UnitLifecycle::unshard(FsdpUnit& unit) {
   if (unit.state == UnitState::unsharded) return;
   if (unit.state == UnitState::sharded && owns_full(unit)) {
+    claim_pool_slot(unit, /*prefetch=*/false);
     tasks_.overlap->acquire_full(unit, rank_, /*prefetch=*/false);
     gather(unit);
   }
@@ -100,6 +102,7 @@ void UnitLifecycle::unshard(FsdpUnit& unit) {
 bool UnitLifecycle::prefetch(FsdpUnit& unit) {
   if (unit.state != UnitState::sharded) return true;
   if (owns_full(unit)) {
+    if (!claim_pool_slot(unit, /*prefetch=*/true)) return false;
     if (!tasks_.overlap->acquire_full(unit, rank_, /*prefetch=*/true)) return false;
     gather(unit);
   }
@@ -111,6 +114,55 @@ void UnitLifecycle::reshard(FsdpUnit& unit) {
   if (unit.state == UnitState::sharded) return;
   if (owns_full(unit)) tasks_.overlap->release_full(unit, rank_);
   unit.state = UnitState::sharded;
+}
+
+// [Note: one unit at a time in a pool slot]
+// The two-buffer pool (--buffers pool) holds the gathered parameters and gradients of at most two units at once,
+// and the gather into a slot waits only for the free event of the slot's last unit, which task 6 records when
+// that unit is resharded. While another unit of the slot is gathered and not resharded, no free event stands for
+// it: a gather then would overwrite parameters the compute stream may still read. FullyShardedModel::use_buffer_pool
+// deals the units out even, odd, even, .. in the forward's order, so that each gather finds its slot free where the
+// backward runs the units in the forward's order reversed; but not everywhere: Llama's MLP runs gate_proj, up_proj,
+// down_proj forward and down_proj, gate_proj, up_proj backward, so under `--wrap linear` (a unit each) down_proj and
+// gate_proj, both even, come one after the other, and the backward prefetch, which guesses the forward's order
+// reversed, gathers up_proj while down_proj runs and o_proj while up_proj waits to run. So before each gather of a
+// pooled unit the lifecycle picks its slot by what the slots hold now:
+//   - its own slot when no other unit holds it, else the other slot when none does (the unit moves there, and its
+//     views with it; both slots are as large as the largest pooled unit);
+//   - with both held, a prefetch is not issued (the unit is gathered when its turn comes, a prefetch declined as by
+//     the rate limiter), and a gather that compute waits for takes a slot from a prefetch not used yet, which is
+//     resharded and gathered again when its turn comes. A unit in use is never taken from: pooled units are never
+//     nested (use_buffer_pool refuses that), and each is resharded after its forward and after its backward.
+bool UnitLifecycle::claim_pool_slot(FsdpUnit& unit, bool prefetch) {
+  if (unit.pool_slot < 0) return true;
+  std::array<FsdpUnit*, 2> holder{nullptr, nullptr};  // the unit gathered, and not resharded, in each slot
+  for (FsdpUnit* other : rank_.schedule.units)
+    if (other != &unit && other->pool_slot >= 0 && other->state != UnitState::sharded)
+      holder[static_cast<std::size_t>(other->pool_slot)] = other;
+  int slot = unit.pool_slot;
+  if (holder[static_cast<std::size_t>(slot)] && !holder[static_cast<std::size_t>(1 - slot)]) slot = 1 - slot;
+  if (FsdpUnit* other = holder[static_cast<std::size_t>(slot)]) {
+    if (prefetch) return false;
+    // Both slots held: take the one whose unit is a prefetch not used yet.
+    if (other->state != UnitState::gathering) {
+      slot = 1 - slot;
+      other = holder[static_cast<std::size_t>(slot)];
+    }
+    check(other->state == UnitState::gathering, "--buffers pool: unit '", unit.name, "' needs a pool buffer while '",
+          holder[0]->name, "' and '", holder[1]->name,
+          "' are unsharded in the two; the pool takes units that run one after another");
+    reshard(*other);
+  }
+  put_in_pool_slot(rank_.schedule, unit, slot);
+  return true;
+}
+
+void put_in_pool_slot(OverlapState& s, FsdpUnit& unit, int slot) {
+  if (unit.pool_slot == slot) return;
+  const auto i = static_cast<std::size_t>(slot);
+  unit.pool_slot = slot;
+  unit.full = s.param_pool[i].view(0, {unit.layout.padded_numel}).set_name(unit.name + ".flat_param_full");
+  unit.grad_full = s.grad_pool[i].view(0, {unit.layout.padded_numel}).set_name(unit.name + ".flat_grad_full");
 }
 
 void UnitLifecycle::prefetch_after(PassPoint point, FsdpUnit& unit) {

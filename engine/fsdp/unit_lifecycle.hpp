@@ -37,6 +37,10 @@ namespace fsdplab {
 // one beside each inner unit's backward ([Note: the embedding's gradient as rows]).
 int root_reduction_parts(std::size_t units);
 
+// --buffers pool: points `unit`'s gathered parameters and gradient (`full`, `grad_full`) at slot `slot` (0 or 1) of
+// the pool in `s` ([Note: one unit at a time in a pool slot]).
+void put_in_pool_slot(OverlapState& s, FsdpUnit& unit, int slot);
+
 // Whether another training step follows an optimizer step (its forward can be prepared during it).
 enum class NextForward { none, follows };
 
@@ -86,6 +90,10 @@ class UnitLifecycle {
   const FsdpTasks& tasks() const { return tasks_; }
 
  private:
+  // --buffers pool: puts the unit in a pool slot no other unit holds, for its gather; false for a prefetch that finds
+  // none, where a gather compute needs takes one from a prefetch not used yet ([Note: one unit at a time in a pool
+  // slot]).
+  bool claim_pool_slot(FsdpUnit& unit, bool prefetch);
   // The gather itself, on the all-gather stream, ending with unit.gathered recorded there.
   void gather(FsdpUnit& unit);
   // Task 6's pick at `point` of `unit`'s pass, gathered ahead.

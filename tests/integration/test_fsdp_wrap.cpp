@@ -147,6 +147,31 @@ TEST(FsdpWrap, TheBufferPoolTakesUnitsWithNoEnclosingUnit) {
   EXPECT_EQ(pooled, alloc);
 }
 
+// Llama's MLP runs gate_proj, up_proj, down_proj forward and down_proj, gate_proj, up_proj backward: under --wrap
+// linear two units of one slot came one after the other, and the backward prefetch (the forward's order reversed)
+// gathered a unit into the slot of one still to run, which the race detector stopped ("all_gather
+// model.layers.1.self_attn.o_proj.flat_param_full ... wrote it"). Each gather now takes a free slot, moving, declining
+// a prefetch, or taking the slot of a prefetch not yet used ([Note: one unit at a time in a pool slot]): every prefetch
+// policy trains as buffers made per gather do.
+TEST(FsdpWrap, TheBufferPoolTakesUnitsWhoseBackwardIsNotTheForwardReversed) {
+  FsdpRun fsdp;
+  fsdp.run.model = "llama";
+  fsdp.run.world = 2;
+  fsdp.run.batch = 2;
+  fsdp.run.steps = 3;
+  fsdp.run.wrap = "linear";
+  for (const std::string prefetch : {"backward-pre,next-step", "backward-post", "all"}) {
+    fsdp.options.prefetch = parse_prefetch(prefetch);
+    fsdp.options.buffers = UnshardBuffers::alloc;
+    const std::vector<double> alloc = losses_of(train_fsdp(fsdp, PresetCatalog::builtin(), nullptr));
+    fsdp.options.buffers = UnshardBuffers::pool;
+    std::vector<double> pooled;
+    EXPECT_NO_THROW(pooled = losses_of(train_fsdp(fsdp, PresetCatalog::builtin(), nullptr))) << prefetch;
+    ASSERT_EQ(pooled.size(), 3u) << prefetch;
+    EXPECT_EQ(pooled, alloc) << prefetch;
+  }
+}
+
 // A plan whose unit is its own parent (lab 07's empty root removed without renumbering: toy's first layer keeps the
 // root's index 0) trained as if nothing were wrong; the plans are in pre-order, so a parent comes before its unit.
 TEST(FsdpWrap, AUnitWhoseParentDoesNotComeBeforeItIsRefused) {
