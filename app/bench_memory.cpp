@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +70,21 @@ std::int64_t sharded_state(const TagBytes& bytes) {
 
 MemoryTable measure_memory_table(const MemoryBenchOptions& bench, const FsdpChoice& choice,
                                  std::initializer_list<int> worlds) {
+  if (choice.options.strategy == ShardingStrategy::hybrid_shard) {
+    // One group size for every W of the table: it must divide them all, so name the table's W and the sizes that do.
+    int common = 0;
+    std::string measured, sizes;
+    for (int w : worlds) {
+      common = std::gcd(common, w);
+      measured += (measured.empty() ? "" : ", ") + std::to_string(w);
+    }
+    for (int s = 1; s <= common; ++s)
+      if (common % s == 0) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s);
+    const int group = choice.options.hybrid_group;
+    check(group >= 1 && common % group == 0, "--strategy hybrid: the memory table measures W = ", measured,
+          ", and --hybrid-group S (the ranks a unit is sharded over) must divide each: S = ", sizes, "; got ",
+          group >= 1 ? "--hybrid-group " + std::to_string(group) : std::string("no --hybrid-group"));
+  }
   MemoryTable table{bench, {}, choice.impl, {}};
   FsdpOptions& fsdp = table.fsdp;
   fsdp.strategy = choice.options.strategy;
