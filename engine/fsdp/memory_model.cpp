@@ -146,6 +146,11 @@ TagBytes fsdp_memory(const FsdpMemoryInput& in) {
   ScheduleHolds holds;
   holds.gathered = reshards_after_forward(in.options.strategy) ? t.root + t.largest_chain : t.all;
   holds.unit_grads = t.root + t.largest_chain;
+  if (in.options.buffers == UnshardBuffers::pool) {
+    // The pool's two buffers, each as large as the largest unit, are allocated once and held through the run.
+    holds.gathered = t.root + 2 * t.largest_unit;
+    holds.unit_grads = t.root + 2 * t.largest_unit;
+  }
   const int parts = root_reduction_parts(in.units.size());
   for (const UnitSize& u : in.units)
     holds.staging = std::max({holds.staging, gather_staging(u, in.options), reduce_staging(u, in.options, parts)});

@@ -10,7 +10,9 @@
 // reduce_dtype bytes, k = optimizer states per element (adamw 2, sgd with momentum 1, sgd 0).
 // The root stays gathered from its pre_forward to the end of backward; full and hybrid reshard each
 // Block after its forward, so I = R + Bmax units are in flight; grad_op and the replicated strategies
-// (no_shard, zero1, zero2) keep every unit gathered from its forward to its backward: I = ΣP.
+// (no_shard, zero1, zero2) keep every unit gathered from its forward to its backward: I = ΣP. The
+// two-buffer pool (--buffers pool) holds two buffers of the largest unit from the first gather on, for
+// parameters and for gradients alike: I = R + 2·Bmax, and grad_full p·(R + 2·Bmax).
 // Per rank, in bytes:
 //
 //   param_shard  4·ΣZ                 the f32 masters (no_shard: S = 1, the replica is the shard);

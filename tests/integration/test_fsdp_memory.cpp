@@ -122,6 +122,12 @@ std::vector<Case> cases() {
     rows.embedding_grad = EmbeddingGradient::rows;
     out.push_back({w, rows});
   }
+  // --buffers pool: two buffers of the largest unit, held from the first gather to the run's end.
+  for (const auto& [w, param] : {std::pair{2, DType::f32}, std::pair{4, DType::bf16}}) {
+    FsdpOptions pool = options_of(ShardingStrategy::full_shard, param, DType::f32);
+    pool.buffers = UnshardBuffers::pool;
+    out.push_back({w, pool});
+  }
   return out;
 }
 
@@ -131,6 +137,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, FsdpMemory, ::testing::ValuesIn(cases()), [
                      std::string(dtype_name(o.param_dtype)) + "_reduce_" + std::string(dtype_name(o.reduce_dtype));
   if (o.hybrid_group) name += "_S" + std::to_string(o.hybrid_group);
   if (o.embedding_grad == EmbeddingGradient::rows) name += "_embedding_rows";
+  if (o.buffers == UnshardBuffers::pool) name += "_pool";
   return name;
 });
 
