@@ -219,8 +219,9 @@ void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expe
   if (p != 2) bullet("--precision " + pd + ": the slide gathers and computes in bf16 (--precision bf16).");
   bullet(
       "activation " + fixed(gb(at(peaks, MemTag::activation)), 3) + " GB, which the slide leaves out: one rank's " +
-      std::to_string(fsdp.run.batch / world) + " x " + std::to_string(built.batch.seq) +
-      " tokens keep 80 layers' saved tensors (no activation checkpointing), " +
+      std::to_string(fsdp.run.batch / world / fsdp.run.accumulate) + " x " + std::to_string(built.batch.seq) +
+      (fsdp.run.accumulate > 1 ? " tokens a micro-batch keep" : " tokens keep") +
+      " 80 layers' saved tensors (no activation checkpointing), " +
       (uses_flash_attention(parse_attention_kind(fsdp.run.attention), o.param_dtype)
            ? std::string("each layer's attention only its rows' log-sum-exp (flash attention in ") + pd + ")."
            : std::string("each layer's attention probabilities [B, H, T, T] in f32 among them (exact attention in ") +
@@ -295,8 +296,8 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets,
       what += " (" + std::to_string(e.units.size()) + (e.units.size() == 1 ? " FlatParameter)" : " FlatParameters)");
     if (tag == MemTag::optim_state) what += " (" + run.optimizer + ")";
     if (tag == MemTag::activation && built.batch.kind == BatchShape::Kind::tokens)
-      what +=
-          " (" + std::to_string(run.batch / run.world) + " x " + std::to_string(built.batch.seq) + " tokens a rank)";
+      what += " (" + std::to_string(run.batch / run.world / run.accumulate) + " x " + std::to_string(built.batch.seq) +
+              (run.accumulate > 1 ? " tokens a micro-batch on a rank)" : " tokens a rank)");
     char host[32] = "";
     if (offload) std::snprintf(host, sizeof host, " %10.3f", size(at(host_peaks_, tag)));
     host_sum += at(host_peaks_, tag);

@@ -151,6 +151,7 @@ TagBytes fsdp_memory(const FsdpMemoryInput& in) {
     holds.gathered = t.root + 2 * t.largest_unit;
     holds.unit_grads = t.root + 2 * t.largest_unit;
   }
+  if (in.accumulates) holds.unit_grads = t.all;  // each unit's gradient kept until the last micro-batch's reduction
   const int parts = root_reduction_parts(in.units.size());
   for (const UnitSize& u : in.units)
     holds.staging = std::max({holds.staging, gather_staging(u, in.options), reduce_staging(u, in.options, parts)});

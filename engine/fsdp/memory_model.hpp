@@ -23,7 +23,8 @@
 //              + 4·ΣP                 zero1/zero2 at W > 1: the whole f32 replica
 //   grad_shard   4·ΣZ                 0 for zero1 at W > 1 (the whole gradient is grad_full)
 //   grad_full    p·(R + Bmax)         the root's gradient through the whole backward, one Block's at a
-//                                     time; none for no_shard/zero1 in f32 (backward writes the replica)
+//                                     time; none for no_shard/zero1 in f32 (backward writes the replica);
+//                                     p·ΣP under gradient accumulation, every unit's kept between micro-batches
 //              + 4·ΣP                 zero1 at W > 1: the whole reduced gradient
 //   optim_state  k·4·ΣZ
 //                (param_shard, grad_shard and optim_state are 0 on the device under CPU offload: they
@@ -75,6 +76,8 @@ struct FsdpMemoryInput {
   // --embedding-grad rows: the bytes of the exchange's temporaries, held at once at the backward's end
   // (embedding_rows_staging); 0 otherwise.
   std::int64_t embedding_rows = 0;
+  // Gradient accumulation (--accumulate > 1): every unit's full gradient is kept from one micro-batch to the next.
+  bool accumulates = false;
 };
 
 // --embedding-grad rows' temporaries on each rank ([Note: the embedding's gradient as rows], unit_lifecycle.cpp),

@@ -9,7 +9,9 @@ FsdpMemoryInput fsdp_memory_input(const RunConfig& run, const FsdpOptions& optio
   input.world = run.world;
   input.optimizer_states = optimizer_state_count(run.optimizer_spec());
   if (built.batch.kind == BatchShape::Kind::tokens)
-    input.model = model_memory(*built.model, run.batch / run.world, built.batch.seq, options.param_dtype);
+    input.model =
+        model_memory(*built.model, run.batch / run.world / run.accumulate, built.batch.seq, options.param_dtype);
+  input.accumulates = run.accumulate > 1;
   const Model::InputEmbeddingTables tables = built.model->input_embedding_tables();
   if (options.embedding_grad == EmbeddingGradient::rows && tables.token) {
     const std::int64_t tokens = run.batch / run.world / run.accumulate * built.batch.seq;

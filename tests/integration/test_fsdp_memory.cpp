@@ -141,6 +141,25 @@ INSTANTIATE_TEST_SUITE_P(Strategies, FsdpMemory, ::testing::ValuesIn(cases()), [
   return name;
 });
 
+// Gradient accumulation: each unit's full gradient is kept from one micro-batch to the next (p·ΣP of grad_full, where
+// one unit's is held at a time without it), and the activations are a micro-batch's (the formula once took the
+// rank's whole batch: twice the ledger at --accumulate 2, and one unit's gradients).
+TEST(FsdpMemory, AccumulationKeepsEveryUnitsGradientAndAMicroBatchsActivations) {
+  for (const auto& [strategy, param] :
+       {std::pair{ShardingStrategy::full_shard, DType::f32}, std::pair{ShardingStrategy::zero2, DType::bf16},
+        std::pair{ShardingStrategy::hybrid_shard, DType::bf16}}) {
+    FsdpRun fsdp =
+        make_run(4, options_of(strategy, param, DType::f32, strategy == ShardingStrategy::hybrid_shard ? 2 : 0), true);
+    fsdp.run.accumulate = 2;
+    fsdp.run.batch *= 2;  // kMicroBatch rows a micro-batch
+    const TagBytes formula = expected(fsdp);
+    const std::string what = describe(fsdp.options, 4) + ", --accumulate 2";
+    for (const RankMemory& rank : measure(fsdp)) expect_matches(formula, rank.peaks, what);
+    FsdpRun single = make_run(4, fsdp.options, true);
+    EXPECT_EQ(at(formula, MemTag::activation), at(expected(single), MemTag::activation)) << what;
+  }
+}
+
 // --embedding-grad rows on Llama: the gathered ids and rows alone, no position table's sums (its positions are
 // rotary); the formula's comm_buffer is then the rows' temporaries, which the ledger must read.
 TEST(FsdpMemory, LlamaEmbeddingRowsHoldTheGatheredRowsAlone) {
