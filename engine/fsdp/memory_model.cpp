@@ -151,7 +151,8 @@ TagBytes fsdp_memory(const FsdpMemoryInput& in) {
     holds.gathered = t.root + 2 * t.largest_unit;
     holds.unit_grads = t.root + 2 * t.largest_unit;
   }
-  if (in.accumulates) holds.unit_grads = t.all;  // each unit's gradient kept until the last micro-batch's reduction
+  if (in.micro_batches > 1)
+    holds.unit_grads = t.all;  // each unit's gradient kept until the last micro-batch's reduction
   const int parts = root_reduction_parts(in.units.size());
   for (const UnitSize& u : in.units)
     holds.staging = std::max({holds.staging, gather_staging(u, in.options), reduce_staging(u, in.options, parts)});
@@ -164,35 +165,44 @@ TagBytes fsdp_memory_bound(const FsdpMemoryInput& in) {
   check_input(in);
   const FsdpOptions& o = in.options;
   const UnitTotals t = totals_of(in);
-  // The host runs ahead of the device through a step (it waits for the device only at the step's end), so it
-  // sees no use end before it issues the next: every buffer may still be held when the next one is allocated.
-  // The next step's prefetch gathers the root while its old buffer may still be parked: one root more.
-  const std::int64_t next_root = o.prefetch.next_step ? t.root : 0;
+  // The host runs ahead of the device through a step (it waits for the device only at the step's end, not between
+  // the micro-batches of gradient accumulation), so it sees no use end before it issues the next: every buffer of
+  // the step may still be held when the next one is allocated. The root is gathered once a micro-batch, and once
+  // more by the next step's prefetch while its old buffer may still be parked.
+  const std::int64_t micro_batches = in.micro_batches;
+  const std::int64_t roots = t.root * (micro_batches + (o.prefetch.next_step ? 1 : 0));
   ScheduleHolds holds;
   if (o.buffers == UnshardBuffers::pool) {
-    holds.gathered = t.root + next_root + 2 * t.largest_unit;  // the pool's two buffers
+    holds.gathered = roots + 2 * t.largest_unit;  // the pool's two buffers
   } else if (!reshards_after_forward(o.strategy)) {
-    holds.gathered = t.all + next_root;  // each unit gathered once, kept from its forward to its backward
+    // Each unit gathered once a micro-batch, kept from its forward to its backward.
+    holds.gathered = micro_batches * t.others + roots;
   } else if (o.max_inflight > 0) {
     // The rate limiter counts the resharding units, in use or parked; past the limit, only a unit a chain of
     // nested units holds in use.
-    holds.gathered =
-        t.root + next_root + std::min(2 * t.others, o.max_inflight * t.largest_unit + (t.nested ? t.largest_chain : 0));
+    holds.gathered = roots + std::min(2 * micro_batches * t.others,
+                                      o.max_inflight * t.largest_unit + (t.nested ? t.largest_chain : 0));
   } else {
-    // No limit: a unit's forward copy may still be parked when its backward gathers it again.
-    holds.gathered = t.root + next_root + 2 * t.others;
+    // No limit: a unit's forward copy may still be parked when its backward gathers it again, and both when the
+    // next micro-batch's forward does.
+    holds.gathered = roots + 2 * micro_batches * t.others;
   }
   // A unit's gradient is parked until its reduction is done, and compute may run ahead of every reduction: each
   // unit's gradient may be held at once, and each gather's and reduction's staging.
   holds.unit_grads = o.buffers == UnshardBuffers::pool ? t.root + 2 * t.largest_unit : t.all;
-  const int gathers_per_step = reshards_after_forward(o.strategy) ? 2 : 1;
+  // Gathers a micro-batch: a unit's in its forward, and again in its backward where it reshards after forward.
+  const int gathers_per_micro_batch = reshards_after_forward(o.strategy) ? 2 : 1;
   for (const UnitSize& u : in.units) {
-    const int gathers = u.root ? 1 + (o.prefetch.next_step ? 1 : 0) : gathers_per_step;
+    const int gathers =
+        (u.root ? 1 : gathers_per_micro_batch) * in.micro_batches + (u.root && o.prefetch.next_step ? 1 : 0);
     const int parts = reduced_in_parts(u, o) ? root_reduction_parts(in.units.size()) : 1;
     holds.staging += gathers * gather_staging(u, o) + parts * reduce_staging(u, o, parts);
   }
   holds.staging += in.embedding_rows;
-  return tags_of(in, t, holds);
+  TagBytes bytes = tags_of(in, t, holds);
+  // Under accumulation the next micro-batch's inputs arrive while the last one's may still be held.
+  if (micro_batches > 1) bytes[static_cast<std::size_t>(MemTag::activation)] += in.micro_batch_inputs;
+  return bytes;
 }
 
 TagBytes baseline_memory(Module& model, int optimizer_states, const ModelMemory& model_memory, DType compute) {

@@ -76,8 +76,10 @@ struct FsdpMemoryInput {
   // --embedding-grad rows: the bytes of the exchange's temporaries, held at once at the backward's end
   // (embedding_rows_staging); 0 otherwise.
   std::int64_t embedding_rows = 0;
-  // Gradient accumulation (--accumulate > 1): every unit's full gradient is kept from one micro-batch to the next.
-  bool accumulates = false;
+  // Micro-batches a step (--accumulate): with more than one, every unit's full gradient is kept from one to the next.
+  int micro_batches = 1;
+  // The bytes of one micro-batch's inputs and targets on a rank (token ids: 8 a token).
+  std::int64_t micro_batch_inputs = 0;
 };
 
 // --embedding-grad rows' temporaries on each rank ([Note: the embedding's gradient as rows], unit_lifecycle.cpp),
@@ -96,17 +98,20 @@ std::vector<UnitSize> plan_unit_sizes(Module& model, std::span<const std::string
 // Expected per-rank peak bytes of each tag over an FSDP run's steps under the SYNC schedule (the formula above).
 TagBytes fsdp_memory(const FsdpMemoryInput& input);
 // An upper bound of each tag's per-rank peak under the run's own schedule, for the checks that refuse a run the
-// memory cannot hold: the formula under SYNC. Under ASYNC the host issues a whole step before it waits for the
-// device, so it sees no buffer's last use end before it allocates the next, and how much is held depends on how far
-// the collectives run behind compute; the bound takes the worst the schedule allows:
-//   gathered     R + min(M·Bunit (+ Bmax with nested units), 2·(ΣP - R)) under the rate limiter (M =
-//                --max-inflight); R + 2·(ΣP - R) without one (a unit's forward copy may still be parked when
-//                its backward gathers it again); R + 2·Bunit with the two-buffer pool; ΣP where units stay
-//                gathered from forward to backward; + R with the next step's prefetch (the root's old
-//                buffer may still be parked)
+// memory cannot hold: the formula under SYNC. Under ASYNC the host issues a whole step, every micro-batch of
+// gradient accumulation (m of them, --accumulate) included, before it waits for the device, so it sees no buffer's
+// last use end before it allocates the next, and how much is held depends on how far the collectives run behind
+// compute; the bound takes the worst the schedule allows, with R' = (m + 1 with the next step's prefetch, else m)·R
+// (the root gathered once a micro-batch, once more by that prefetch, the old buffers perhaps still parked):
+//   gathered     R' + min(M·Bunit (+ Bmax with nested units), 2m·(ΣP - R)) under the rate limiter (M =
+//                --max-inflight); R' + 2m·(ΣP - R) without one (a unit's forward copy may still be parked when
+//                its backward gathers it again, and both when the next micro-batch's forward does); R' + 2·Bunit
+//                with the two-buffer pool; R' + m·(ΣP - R) where units stay gathered from forward to backward
 //   unsharded    ΣP: each unit's gradient is parked until its reduction is done, and compute may be ahead
 //   gradients    of every reduction; R + 2·Bunit with the pool
 //   comm_buffer  every gather's and reduction's staging of the step at once, and the rows' temporaries
+//   activation   the formula's, + one micro-batch's inputs under accumulation (the next arrives while the
+//                last one's may still be held)
 // where Bunit is the largest unit other than the root. Checked against dry runs in test_fsdp_memory.cpp.
 TagBytes fsdp_memory_bound(const FsdpMemoryInput& input);
 // Expected peak bytes of each tag of the single-rank baseline training `model` in `compute` (its

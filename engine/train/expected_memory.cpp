@@ -8,13 +8,15 @@ FsdpMemoryInput fsdp_memory_input(const RunConfig& run, const FsdpOptions& optio
   input.options = options;
   input.world = run.world;
   input.optimizer_states = optimizer_state_count(run.optimizer_spec());
-  if (built.batch.kind == BatchShape::Kind::tokens)
-    input.model =
-        model_memory(*built.model, run.batch / run.world / run.accumulate, built.batch.seq, options.param_dtype);
-  input.accumulates = run.accumulate > 1;
+  input.micro_batches = run.accumulate;
+  const std::int64_t rows = run.batch / run.world / run.accumulate;  // a rank's micro-batch
+  if (built.batch.kind == BatchShape::Kind::tokens) {
+    input.model = model_memory(*built.model, rows, built.batch.seq, options.param_dtype);
+    input.micro_batch_inputs = 8 * rows * built.batch.seq;  // i32 ids and targets
+  }
   const Model::InputEmbeddingTables tables = built.model->input_embedding_tables();
   if (options.embedding_grad == EmbeddingGradient::rows && tables.token) {
-    const std::int64_t tokens = run.batch / run.world / run.accumulate * built.batch.seq;
+    const std::int64_t tokens = rows * built.batch.seq;
     input.embedding_rows = embedding_rows_staging(run.world, tokens, tables.token->shape.back(),
                                                   tables.position ? tables.position->numel() : 0, options.param_dtype);
   }

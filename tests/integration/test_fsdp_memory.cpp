@@ -236,6 +236,7 @@ struct AsyncCase {
   FsdpOptions options;
   std::string link;  // slow-demo: compute runs far ahead of the collectives, which is when ASYNC holds the most
   std::string wrap = "block";
+  int accumulate = 1;  // micro-batches a step: between them the host does not wait for the device
   friend void PrintTo(const AsyncCase& c, std::ostream* os) { *os << c.name; }
 };
 
@@ -248,6 +249,8 @@ TEST_P(FsdpMemoryBound, NoRankPeaksAboveTheBound) {
   FsdpRun fsdp = make_run(c.world, c.options, true);
   fsdp.run.link_preset = c.link;
   fsdp.run.wrap = c.wrap;
+  fsdp.run.accumulate = c.accumulate;
+  fsdp.run.batch *= c.accumulate;
   const TagBytes bound = fsdp_memory_bound(memory_input(fsdp));
   const std::vector<RankMemory> ranks = measure(fsdp);
   for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -299,6 +302,18 @@ std::vector<AsyncCase> async_cases() {
     FsdpOptions rows = with(full_shard, "all", 0, DType::bf16, DType::bf16);
     rows.embedding_grad = EmbeddingGradient::rows;
     add("full_bf16_reduce_bf16_embedding_rows_unlimited", 2, rows);
+    // Gradient accumulation: a unit's buffer from one micro-batch's backward may still be parked when the next
+    // micro-batch's forward gathers it again (zero1 in bf16 once held 11 % of param_full above the bound).
+    for (const auto& [strategy, param] : {std::pair{full_shard, DType::f32}, std::pair{shard_grad_op, DType::bf16},
+                                          std::pair{zero1, DType::bf16}, std::pair{no_shard, DType::bf16}}) {
+      add(std::string(strategy_name(strategy)) + "_" + std::string(dtype_name(param)) + "_accumulate2", 2,
+          with(strategy, "backward-pre", 1, param));
+      out.back().accumulate = 2;
+    }
+    // ... and with no rate limit, a unit's forward and backward copies of both micro-batches (gpt2 124M at W = 2
+    // once held 1.506 GB of param_full against a bound of 0.838).
+    add("full_accumulate2_unlimited", 2, with(full_shard, "forward", 0));
+    out.back().accumulate = 2;
   }
   return out;
 }
