@@ -139,21 +139,21 @@ bool UnitLifecycle::claim_pool_slot(FsdpUnit& unit, bool prefetch) {
   for (FsdpUnit* other : rank_.schedule.units)
     if (other != &unit && other->pool_slot >= 0 && other->state != UnitState::sharded)
       holder[static_cast<std::size_t>(other->pool_slot)] = other;
-  int slot = unit.pool_slot;
-  if (holder[static_cast<std::size_t>(slot)] && !holder[static_cast<std::size_t>(1 - slot)]) slot = 1 - slot;
-  if (FsdpUnit* other = holder[static_cast<std::size_t>(slot)]) {
+  std::size_t slot = static_cast<std::size_t>(unit.pool_slot);
+  if (holder[slot] && !holder[1 - slot]) slot = 1 - slot;
+  if (FsdpUnit* other = holder[slot]) {
     if (prefetch) return false;
     // Both slots held: take the one whose unit is a prefetch not used yet.
     if (other->state != UnitState::gathering) {
       slot = 1 - slot;
-      other = holder[static_cast<std::size_t>(slot)];
+      other = holder[slot];
     }
     check(other->state == UnitState::gathering, "--buffers pool: unit '", unit.name, "' needs a pool buffer while '",
           holder[0]->name, "' and '", holder[1]->name,
           "' are unsharded in the two; the pool takes units that run one after another");
     reshard(*other);
   }
-  put_in_pool_slot(rank_.schedule, unit, slot);
+  put_in_pool_slot(rank_.schedule, unit, static_cast<int>(slot));
   return true;
 }
 
