@@ -207,7 +207,9 @@ void run_gui(GuiOptions o) {
   }
   // --break arms the step-through panel before the runs start: they pause at the first such event (the
   // command a grader's diagnostic gives, `--break task:3`, opens on the student's code). A screenshot's
-  // runs break in the step after the --steps they show (one step more to break in), unpaced.
+  // runs break in the step after the --steps they show, unpaced: two steps more, one to break in and one after
+  // it, because a step gathers the next step's first unit only where another step follows ([Note: per-unit
+  // optimizer steps], engine/fsdp/unit_lifecycle.cpp).
   if (!o.break_kind.empty()) {
     o.settings.break_at = parse_break(o.break_kind);
     if (!o.screenshot.empty()) {
@@ -216,7 +218,7 @@ void run_gui(GuiOptions o) {
     }
   }
   if (!o.screenshot.empty()) {
-    o.settings.steps = o.screenshot_steps + (o.settings.break_at ? 1 : 0);
+    o.settings.steps = o.screenshot_steps + (o.settings.break_at ? 2 : 0);
     o.settings.steps_per_second = 0;
   }
   window.timeout_seconds = o.timeout;

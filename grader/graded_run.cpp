@@ -60,13 +60,13 @@ std::string GradeCase::command(const std::string& verb, const std::string& impl_
   return s.str();
 }
 
-std::string break_flag(int task, OverlapMode mode) {
+std::string break_flag(int task, const FsdpOptions& options, int world) {
   if (task == 7) return " --break pre-forward";
-  return task_reports_events(task, mode) ? " --break task:" + std::to_string(task) : std::string();
+  return task_reports_events(task, options, world) ? " --break task:" + std::to_string(task) : std::string();
 }
 
 std::string GradeCase::dashboard_command(int task) const {
-  return command("gui", "{impl}") + break_flag(task, options.mode);
+  return command("gui", "{impl}") + break_flag(task, options, run.world);
 }
 
 GradeCase small_gpt2(int world) {

@@ -1,5 +1,7 @@
 #include "app/dashboard/fsdp_event_log.hpp"
 
+#include <iterator>
+
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab::app {
@@ -11,7 +13,13 @@ void FsdpEventLog::add(int source, const FsdpEvent& event) {
         " of ", sources_.size());
   check(event.rank >= 0, "FSDP event log: an event of rank ", event.rank, "; expected >= 0");
   Source& s = sources_[static_cast<std::size_t>(source)];
-  s.history.push_back(event);
+  // In the order the events happened, not the order the ranks' threads got here: see history().
+  const auto happened_before = [](const FsdpEvent& a, const FsdpEvent& b) {
+    return a.host_time != b.host_time ? a.host_time < b.host_time : a.rank < b.rank;
+  };
+  auto at = s.history.end();
+  while (at != s.history.begin() && happened_before(event, *std::prev(at))) --at;
+  s.history.insert(at, event);
   if (s.history.size() > kHistory) s.history.pop_front();
   ++s.total;
   const auto rank = static_cast<std::size_t>(event.rank);

@@ -22,7 +22,9 @@ class FsdpEventLog {
   void add(int source, const FsdpEvent& event);
   void clear() { *this = FsdpEventLog(); }
 
-  // The latest events of a source, oldest first.
+  // The latest events of a source, oldest first: by each rank's host time (FsdpEvent::host_time), ranks in order
+  // where it is the same. The ranks' threads report in whichever order they get there; this order is the same in
+  // every run of the sim device, so a paused run's list is (a screenshot's byte for byte).
   const std::deque<FsdpEvent>& history(int source) const {
     return sources_.at(static_cast<std::size_t>(source)).history;
   }

@@ -115,11 +115,11 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   // --break stops the focus run (the last: see LiveSession::start) in a task whose code reports events there.
   if (break_at && break_at->task != 0) {
     const FsdpRun& focus = runs.back().run;
-    const int replica_ranks = replica_group_size(focus.options, focus.run.world);
-    check(task_reports_events(break_at->task, focus.options.mode, replica_ranks), "--break task:", break_at->task, ": ",
-          why_task_reports_no_events(break_at->task, focus.options.mode, replica_ranks),
-          ", so there is no event of it to stop at; break on one of tasks 3 to 8 (task 6 under ASYNC only, task 8 "
-          "with replica groups), or see the task with --compare impl (yours beside the reference)");
+    check(task_reports_events(break_at->task, focus.options, focus.run.world), "--break task:", break_at->task, ": ",
+          why_task_reports_no_events(break_at->task, focus.options, focus.run.world),
+          ", so there is no event of it to stop at; break on one of tasks 3 to 8 (task 6 under ASYNC where a unit is "
+          "gathered ahead, task 8 with replica groups), or see the task with --compare impl (yours beside the "
+          "reference)");
   }
   std::vector<SimRanksHere> side_by_side;
   for (PlannedRun& p : runs) {

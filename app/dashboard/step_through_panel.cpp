@@ -103,11 +103,11 @@ void StepThroughPanel::draw(LiveSession& session) {
   std::array<bool, kTaskCount> breaking_tasks{};
   for (int n = 1; n <= kTaskCount; ++n) breaking_tasks[static_cast<std::size_t>(n - 1)] = control.breaks_on_task(n);
   // The tasks that report events in the focus run: tasks 1, 2 and 9 have none of their own to stop at, task 6 none
-  // under SYNC, task 8 none without replica groups.
+  // where it gathers nothing ahead (SYNC, say), task 8 none without replica groups.
   const auto reports_events = [&](int task) {
     if (focus_source >= static_cast<int>(session.runs().size())) return task_reports_events(task);
     const FsdpRun& focus = session.runs()[static_cast<std::size_t>(focus_source)]->run();
-    return task_reports_events(task, focus.options.mode, replica_group_size(focus.options, focus.run.world));
+    return task_reports_events(task, focus.options, focus.run.world);
   };
   const ImplChoice mine = session.impl_of(focus_source);
   std::array<bool, kTaskCount> my_tasks = mine.replaced_tasks();

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "engine/fsdp/fsdp_unit.hpp"
+#include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/sim_time.hpp"
 
 namespace fsdplab {
@@ -34,15 +35,20 @@ constexpr std::size_t kFsdpEventKindCount = 7;
 // "optimizer step".
 std::string_view fsdp_event_name(FsdpEventKind kind);
 
-// Whether the code of lab task `task` (1..9) reports events of its own in a run of `mode` whose replica groups
-// hold `replica_ranks` ranks (W / S), so step-through can stop in it: tasks 3 to 8 (see FsdpEvent::task), task 6
-// under ASYNC only, task 8 where replica groups hold more than one rank. Tasks 1 and 2 run once, before the first
-// step (meta-device init, the FlatParameter's layout); task 9's copies run inside the gathers, reductions and
-// optimizer step of other tasks, whose events they are; SYNC never prefetches, so task 6 issues nothing there.
-bool task_reports_events(int task, OverlapMode mode = OverlapMode::async, int replica_ranks = 2);
-// Why not, for an Error ("task 2 (the FlatParameter's layout) runs once, before the first step"); empty
-// for a task that reports events in such a run.
-std::string_view why_task_reports_no_events(int task, OverlapMode mode = OverlapMode::async, int replica_ranks = 2);
+// Whether the code of lab task `task` (1..9) reports events of its own in some run, so step-through can stop in
+// it: tasks 3 to 8 (see FsdpEvent::task). Tasks 1 and 2 run once, before the first step (meta-device init, the
+// FlatParameter's layout); task 9's copies run inside the gathers, reductions and optimizer step of other tasks,
+// whose events they are.
+bool task_reports_events(int task);
+// Why not, for an Error ("task 2 (the FlatParameter's layout) runs once, before the first step"); empty for a
+// task that reports events in some run.
+std::string_view why_task_reports_no_events(int task);
+// The same in a run of `options` on `world` ranks. Task 6 fetches ahead only under ASYNC, with a prefetch that
+// gathers something: none where the strategy keeps the parameters whole on every rank (no_shard, zero1, zero2),
+// none with `--prefetch none`, and none under grad_op with backward prefetch only (its units stay gathered from
+// the forward to the backward); task 8 only where replica groups hold more than one rank (W / S > 1).
+bool task_reports_events(int task, const FsdpOptions& options, int world);
+std::string why_task_reports_no_events(int task, const FsdpOptions& options, int world);
 
 struct FsdpEvent {
   int rank = 0;

@@ -40,13 +40,26 @@ rm -f "$out/never.png" "$out/unreached.png"
   2>"$out/stderr" || status=$?
 [ "$status" = 1 ] && grep -q "task:8: task 8 (hybrid shard) all-reduces across replica groups" "$out/stderr" &&
   [ ! -e "$out/never.png" ] || fail "--break task:8 without replica groups accepted (status $status)"
-# A break the focus run never reaches (ASYNC without prefetch: task 6 issues nothing): the shot waits for every run
-# to finish, the others let go from their holds, and says so.
+# Task 6 under settings that gather nothing ahead is refused before any run starts, naming the setting.
 status=0
-"$fsdplab" gui --preset test-tiny --prefetch none --break task:6 --screenshot "$out/unreached.png" --steps 1 \
+"$fsdplab" gui --preset test-tiny --strategy zero2 --break task:6 --screenshot "$out/never.png" --steps 1 \
   >"$out/stdout" 2>"$out/stderr" || status=$?
+[ "$status" = 1 ] && grep -q "task:6: task 6 (prefetch and overlap) gathers units ahead of their use, and --strategy zero2" \
+  "$out/stderr" && [ ! -e "$out/never.png" ] || fail "--break task:6 under zero2 accepted (status $status)"
+# A break the focus run never reaches (one unit, the root, and forward prefetch only: there is no next unit to
+# fetch): the shot waits for every run to finish, the others let go from their holds, and says so.
+status=0
+"$fsdplab" gui --preset test-tiny --wrap model --prefetch forward --break task:6 --screenshot "$out/unreached.png" \
+  --steps 1 >"$out/stdout" 2>"$out/stderr" || status=$?
 [ "$status" = 1 ] && grep -q "the runs finished without reaching it" "$out/stderr" && [ -s "$out/unreached.png" ] ||
-  fail "--break task:6 without prefetch: expected 'finished without reaching it' and a shot, got status $status"
+  fail "--break task:6 with one unit: expected 'finished without reaching it' and a shot, got status $status"
+# The next step's first gather is task 6's too, issued where another step follows: a shot's runs go one step past
+# the one they break in, so the break finds it.
+status=0
+"$fsdplab" gui --preset test-tiny --prefetch next-step --break task:6 --screenshot "$out/next-step.png" --steps 1 \
+  >"$out/stdout" 2>"$out/stderr" || status=$?
+[ "$status" = 0 ] && grep -q "stopped at: rank 0, step 2: collective issued of task 6 (UnitLifecycle::optimizer_step" \
+  "$out/stdout" || fail "--break task:6 with --prefetch next-step did not stop in step 2 (status $status)"
 status=0
 "$fsdplab" gui --impl 3=student --break task:3 >"$out/stdout" 2>"$out/stderr" || status=$?
 [ "$status" = 1 ] && grep -q "fsdplab gui --impl 3=student --break task:3 --screenshot dashboard.png\` renders it" \

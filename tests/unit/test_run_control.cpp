@@ -156,13 +156,49 @@ TEST(RunControl, RefusesToBreakOnATaskThatReportsNoEventsAndSaysWhy) {
     control.set_break_on_task(task, false);  // turning it off is always fine: the panel clears every task
     EXPECT_FALSE(control.breaks_on_task(task));
   }
-  EXPECT_FALSE(task_reports_events(6, OverlapMode::sync));  // SYNC never prefetches
-  EXPECT_TRUE(task_reports_events(3, OverlapMode::sync));
   for (int task = 3; task <= 8; ++task) {
     EXPECT_TRUE(task_reports_events(task));
     control.set_break_on_task(task, true);
     EXPECT_TRUE(control.breaks_on_task(task));
   }
+}
+
+// In a given run, task 6 reports events only where it gathers a unit ahead, and task 8 only with replica groups:
+// each refusal names the setting that leaves the task nothing to do.
+TEST(RunControl, SaysWhichRunsGiveATaskNoEventToStopAt) {
+  const auto why = [](int task, const FsdpOptions& options, int world) {
+    EXPECT_FALSE(task_reports_events(task, options, world));
+    return why_task_reports_no_events(task, options, world);
+  };
+  FsdpOptions async;
+  EXPECT_TRUE(task_reports_events(6, async, 2));
+  EXPECT_TRUE(task_reports_events(3, sync_schedule(async), 2));
+  EXPECT_NE(why(6, sync_schedule(async), 2).find("under SYNC"), std::string::npos);
+  for (const ShardingStrategy replicated :
+       {ShardingStrategy::no_shard, ShardingStrategy::zero1, ShardingStrategy::zero2}) {
+    FsdpOptions o;
+    o.strategy = replicated;
+    EXPECT_NE(why(6, o, 2).find("--strategy " + std::string(strategy_name(replicated)) + " keeps the whole parameters"),
+              std::string::npos);
+    EXPECT_TRUE(task_reports_events(5, o, 2));
+  }
+  FsdpOptions none;
+  none.prefetch = parse_prefetch("none");
+  EXPECT_NE(why(6, none, 2).find("--prefetch none"), std::string::npos);
+  // grad_op keeps the units gathered from the forward to the backward: a backward prefetch has nothing to fetch,
+  // the next step's first gather (in the default) and the forward prefetch have.
+  FsdpOptions grad_op;
+  grad_op.strategy = ShardingStrategy::shard_grad_op;
+  EXPECT_TRUE(task_reports_events(6, grad_op, 2));
+  grad_op.prefetch = parse_prefetch("backward-post");
+  EXPECT_NE(why(6, grad_op, 2).find("--prefetch backward-post), and under --strategy grad_op"), std::string::npos);
+  grad_op.prefetch = parse_prefetch("forward");
+  EXPECT_TRUE(task_reports_events(6, grad_op, 2));
+  FsdpOptions hybrid;
+  hybrid.strategy = ShardingStrategy::hybrid_shard;
+  hybrid.hybrid_group = 2;
+  EXPECT_NE(why(8, hybrid, 2).find("task 8 (hybrid shard)"), std::string::npos);
+  EXPECT_TRUE(task_reports_events(8, hybrid, 4));
 }
 
 TEST(RunControl, StepOnceWithoutBreaksGoesOneEventOfTheFocusRank) {
