@@ -83,8 +83,9 @@ class FrameReader {
     return static_cast<Enum>(value);
   }
   void finish(std::string_view what) const {
-    check(pos_ == body_.size(), "a ", what, " frame of ", body_.size(), " bytes has ",
-          body_.size() - pos_, " bytes after its last field");
+    const std::size_t extra = body_.size() - pos_;
+    check(extra == 0, what, " frame of ", body_.size(), " bytes has ", extra, extra == 1 ? " byte" : " bytes",
+          " after its last field");
   }
 
  private:

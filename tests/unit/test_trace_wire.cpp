@@ -307,7 +307,7 @@ TEST(TraceWire, CorruptedFramesNameWhatWasExpected) {
     std::string b = encode({WireBye{}});
     b.push_back('\0');
     put_u32(b, 0, 2);
-    EXPECT_EQ(decode_error(b), "a bye frame of 2 bytes has 1 bytes after its last field");
+    EXPECT_EQ(decode_error(b), "bye frame of 2 bytes has 1 byte after its last field");
   }
 }
 
