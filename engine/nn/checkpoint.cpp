@@ -66,7 +66,8 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<
   write_json_atomically(dir / kCheckpointConfigFile, config);
 }
 
-CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity) {
+CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity,
+                                    std::span<const ModelSetting> settings) {
   const std::filesystem::path config_path = dir / kCheckpointConfigFile;
   std::error_code ec;
   check(std::filesystem::exists(std::filesystem::symlink_status(config_path, ec)), "'", dir.string(), "' ",
@@ -85,6 +86,13 @@ CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& mo
     check(saved.contains(key) && saved[key] == value, "'", dir.string(), "' holds another model: config '", key,
           "' is ", saved.contains(key) ? json_shown(saved[key]) : std::string("missing"), ", this run's model has ",
           value.dump());
+  }
+  for (const ModelSetting& s : settings) {
+    const bool given = saved.contains(s.key);
+    check((given ? saved[s.key] : s.if_absent) == s.value, "'", dir.string(),
+          "' holds a model that computes otherwise: config '", s.key, "' is ",
+          given ? json_shown(saved[s.key]) : "missing, which means " + s.if_absent.dump() + " (Hugging Face's default)",
+          ", this run's model has ", s.value.dump(), "; its weights would not compute here what they were trained to");
   }
   SafetensorsFile file = SafetensorsFile::read(dir / kCheckpointWeightsFile);
   std::set<std::string> expected;
@@ -111,8 +119,9 @@ void CheckpointFile::read(const Parameter& param, std::int64_t begin, std::span<
   std::fill(out.begin() + static_cast<std::ptrdiff_t>(copied), out.end(), 0.f);
 }
 
-void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity) {
-  const CheckpointFile file = CheckpointFile::open(dir, model, identity);
+void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity,
+                     std::span<const ModelSetting> settings) {
+  const CheckpointFile file = CheckpointFile::open(dir, model, identity, settings);
   for (Parameter* p : model.parameters()) {
     std::vector<float> values(static_cast<std::size_t>(p->numel()));
     file.read(*p, 0, values);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -30,15 +31,27 @@ void save_checkpoint(const std::filesystem::path& dir, Module& model, const nloh
 void save_checkpoint(const std::filesystem::path& dir, Module& model, std::span<const std::vector<float>> values,
                      const nlohmann::json& config);
 
+// A configuration key that decides what a model computes from its weights (a norm's epsilon, the activation, the
+// rotary base), with what a config that omits it means: Hugging Face's default for the model type, which a folder
+// it saved leaves out. Weights of another variant (Llama 3's rope_theta of 500000) run as this model would compute
+// something else than the model they were trained as, silently; these keys make that an Error.
+struct ModelSetting {
+  std::string key;
+  nlohmann::json value;      // this model's
+  nlohmann::json if_absent;  // what a config without the key means
+};
+
 // A checkpoint folder opened and checked against a model: `identity` holds the configuration keys that
 // say which model this is, each of which must be in DIR/config.json with the same value (so a folder
-// from another model is an Error naming the key), and every parameter must be there in f32 with its
+// from another model is an Error naming the key); each of `settings` must be there with its value, or absent
+// where its if_absent is that value; and every parameter must be there in f32 with its
 // shape and nothing else (an Error naming the tensor). A parameter's shape in the file is its logical
 // shape: without its padding rows (Parameter::padding_rows), which read as 0. Read-only afterwards: FSDP
 // opens it once, before any rank starts, and every rank reads its own slices.
 class CheckpointFile {
  public:
-  static CheckpointFile open(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity);
+  static CheckpointFile open(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity,
+                             std::span<const ModelSetting> settings = {});
   // Elements [begin, begin + out.size()) of `param` as stored, flattened: its padding rows read as 0.
   void read(const Parameter& param, std::int64_t begin, std::span<float> out) const;
 
@@ -49,7 +62,9 @@ class CheckpointFile {
 
 // Loads DIR (opened as CheckpointFile::open does) into the model's materialised parameters. `identity` holds the
 // configuration keys that say which model this is: each must be in DIR/config.json with the same value, so a folder
-// from another model is an Error naming the key. A missing, extra or misshapen tensor is an Error naming it.
-void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity);
+// from another model is an Error naming the key; `settings` are checked as open() does. A missing, extra or
+// misshapen tensor is an Error naming it.
+void load_checkpoint(const std::filesystem::path& dir, Module& model, const nlohmann::json& identity,
+                     std::span<const ModelSetting> settings = {});
 
 }  // namespace fsdplab

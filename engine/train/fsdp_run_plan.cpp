@@ -105,7 +105,8 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
         static_cast<int>(layout.ranks_here.size()),
         in_host_memory ? sim_host_bytes_per_rank(run, fsdp.ab_block > 0 ? async : first, probe) : 0.0}},
       "use fewer ranks, a smaller model or batch, or --dry-run (shapes, time and memory only)");
-  if (!run.load_init.empty()) init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity));
+  if (!run.load_init.empty())
+    init_file.emplace(CheckpointFile::open(run.load_init, *probe.model, probe.identity, probe.settings));
   // Training checkpoints: the folder to write checked now, the one to resume from checked whole.
   checkpointing = !run.checkpoint_dir.empty();
   const bool resuming = !run.resume_dir.empty();

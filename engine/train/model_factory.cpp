@@ -25,6 +25,13 @@ double shortest_decimal(float value) {
   return value;
 }
 
+// What config.json says of the model's identity and settings; the caller adds what else Hugging Face reads.
+nlohmann::json config_of(const BuiltModel& built) {
+  nlohmann::json config = built.identity;
+  for (const ModelSetting& s : built.settings) config[s.key] = s.value;
+  return config;
+}
+
 // The modules --wrap makes units of, given the model's blocks.
 std::vector<std::string> wrap_policy(const RunConfig& run, const std::vector<std::string>& blocks) {
   // Every Linear and Embedding; gpt2's wte is tied to its LM head, so only its wpe.
@@ -106,12 +113,14 @@ BuiltModel build_model(const RunConfig& run) {
     // Hugging Face's GPT2Config keys, so GPT2LMHeadModel.from_pretrained(DIR) builds this model.
     built.identity = {{"model_type", "gpt2"},    {"vocab_size", c.vocab_size}, {"n_positions", c.n_positions},
                       {"n_embd", c.n_embd},      {"n_head", c.n_head},         {"n_layer", c.n_layer}};
-    built.config = built.identity;
+    built.settings = {{"layer_norm_epsilon", shortest_decimal(c.layer_norm_epsilon), 1e-5},
+                      {"activation_function", "gelu_new", "gelu_new"},
+                      {"scale_attn_weights", true, true},
+                      {"scale_attn_by_inverse_layer_idx", false, false}};
+    built.config = config_of(built);
     built.config.update({{"fsdplab_model", "gpt2"},
                          {"architectures", {"GPT2LMHeadModel"}},
                          {"n_ctx", c.n_positions},
-                         {"layer_norm_epsilon", shortest_decimal(c.layer_norm_epsilon)},
-                         {"activation_function", "gelu_new"},
                          {"resid_pdrop", 0.0},
                          {"embd_pdrop", 0.0},
                          {"attn_pdrop", 0.0},
@@ -134,13 +143,14 @@ BuiltModel build_model(const RunConfig& run) {
                       {"num_hidden_layers", c.num_hidden_layers},
                       {"num_attention_heads", c.num_attention_heads},
                       {"num_key_value_heads", c.num_key_value_heads}};
-    built.config = built.identity;
+    built.settings = {{"rms_norm_eps", shortest_decimal(c.rms_norm_eps), 1e-6},
+                      {"rope_theta", shortest_decimal(c.rope_theta), 10000.0},
+                      {"rope_scaling", nullptr, nullptr},
+                      {"hidden_act", "silu", "silu"}};
+    built.config = config_of(built);
     built.config.update({{"fsdplab_model", "llama"},
                          {"architectures", {"LlamaForCausalLM"}},
                          {"max_position_embeddings", c.max_position_embeddings},
-                         {"rms_norm_eps", shortest_decimal(c.rms_norm_eps)},
-                         {"rope_theta", shortest_decimal(c.rope_theta)},
-                         {"hidden_act", "silu"},
                          {"attention_bias", false},
                          {"tie_word_embeddings", false}});
     built.batch = {BatchShape::Kind::tokens, run.batch, 0, 0, seq, c.vocab_size};

@@ -2,12 +2,13 @@
 // shape of its batches.
 #pragma once
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-#include <nlohmann/json.hpp>
 
+#include "engine/nn/checkpoint.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/train/batch_source.hpp"
 #include "engine/train/run_config.hpp"
@@ -20,6 +21,9 @@ struct BuiltModel {
   // The keys of `config` that say which model a folder holds: --load-init checks exactly these, since
   // a folder saved by Hugging Face omits keys at their default values and may add others.
   nlohmann::json identity;
+  // The keys of `config` that decide what it computes from its weights, which --load-init checks too, with what a
+  // config that omits one means (ModelSetting, checkpoint.hpp): a folder of another variant is refused.
+  std::vector<ModelSetting> settings;
   BatchShape batch;
   // FSDP's wrap policy for this model under run.wrap: the modules that become units of their own, by
   // kind ("Block") or by dotted name ("transformer.wpe"); plan_units (fully_sharded_model.hpp) reads it.

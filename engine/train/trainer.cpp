@@ -139,7 +139,7 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
   if (run.load_init.empty()) {
     init_values(model, run.seed);
   } else {
-    load_checkpoint(run.load_init, model, built.identity);
+    load_checkpoint(run.load_init, model, built.identity, built.settings);
   }
   if (!run.save_init.empty())
     save_output(on_output_failed, [&] { save_checkpoint(run.save_init, model, built.config); });

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "engine/comm/local_comm.hpp"
 #include "engine/fsdp/fully_sharded_model.hpp"
@@ -286,6 +288,58 @@ TEST_F(FsdpTrainErrors, LoadInitFromAnotherModelNamesTheConfigKey) {
   const std::string message = train_error(load);
   EXPECT_TRUE(contains(message, "holds another model: config 'model_type' is missing")) << message;
   EXPECT_TRUE(contains(message, "\"gpt2\"")) << message;
+}
+
+// A folder of the same shapes whose config says the model computes otherwise (another norm epsilon, rotary base or
+// activation) is refused naming the key; a key left out means Hugging Face's default, which is this model's for
+// gpt2's activation and not for llama's rms_norm_eps (1e-6 against 1e-5).
+TEST_F(FsdpTrainErrors, LoadInitOfAModelThatComputesOtherwiseNamesTheSetting) {
+  const auto saved_init = [&](const std::string& model) {
+    FsdpRun save = run_of(model, 2, 4);
+    save.run.steps = 0;
+    save.run.save_init = path(model + "_init").string();
+    train_fsdp(save, PresetCatalog::builtin(), {});
+    return path(model + "_init");
+  };
+  const auto with_config = [&](const std::filesystem::path& dir, const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json config = nlohmann::json::parse(slurp(dir / "config.json"));
+    edit(config);
+    spit(dir / "config.json", config.dump(2));
+  };
+  const auto load_error = [&](const std::string& model, const std::filesystem::path& dir) {
+    FsdpRun load = run_of(model, 2, 4);
+    load.run.load_init = dir.string();
+    return train_error(load);
+  };
+
+  const std::filesystem::path gpt2 = saved_init("gpt2");
+  with_config(gpt2, [](nlohmann::json& c) { c["layer_norm_epsilon"] = 1e-6; });
+  std::string message = load_error("gpt2", gpt2);
+  EXPECT_TRUE(contains(message,
+                       "holds a model that computes otherwise: config 'layer_norm_epsilon' is 1e-06, this "
+                       "run's model has 1e-05"))
+      << message;
+  with_config(gpt2, [](nlohmann::json& c) {
+    c["layer_norm_epsilon"] = 1e-5;
+    c.erase("activation_function");  // Hugging Face's default, gelu_new, is this model's
+  });
+  FsdpRun load = run_of("gpt2", 2, 4);
+  load.run.load_init = gpt2.string();
+  EXPECT_EQ(train_fsdp(load, PresetCatalog::builtin(), {}).size(), 1u);
+
+  const std::filesystem::path llama = saved_init("llama");
+  with_config(llama, [](nlohmann::json& c) { c["rope_theta"] = 500000.0; });
+  message = load_error("llama", llama);
+  EXPECT_TRUE(contains(message, "config 'rope_theta' is 500000")) << message;
+  with_config(llama, [](nlohmann::json& c) {
+    c["rope_theta"] = 10000.0;
+    c.erase("rms_norm_eps");
+  });
+  message = load_error("llama", llama);
+  EXPECT_TRUE(contains(message,
+                       "config 'rms_norm_eps' is missing, which means 1e-06 (Hugging Face's default), this "
+                       "run's model has 1e-05"))
+      << message;
 }
 
 }  // namespace
