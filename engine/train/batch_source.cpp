@@ -15,6 +15,10 @@ BatchSource::BatchSource(BatchShape shape, std::uint64_t seed, const std::string
   }
 }
 
+void BatchSource::check_every_token() const {
+  if (file_) file_->check_every_token();
+}
+
 Batch BatchSource::batch(Device& device, std::int64_t step, int rank, int world, int micro, int micro_batches) {
   const RowRange all = rank_rows(shape_.batch, rank, world);
   const std::int64_t per_rank = all.end - all.begin;

@@ -93,6 +93,7 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   check_whole_nodes(run, world);
   layout = rank_layout(run.comm, world, device.kind, run.gpu);
   probe = build_model(run);  // checks the model and the batch split
+  if (!fsdp.dry_run) BatchSource(probe.batch, run.seed, run.data_file).check_every_token();  // once, for every rank
   check_compute_dtype(run, probe, fsdp.options.param_dtype);
   fsdp.tasks.check_complete();
   fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);

@@ -3,10 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <system_error>
 #include <vector>
 
 #include "engine/nn/counter_rng.hpp"
@@ -118,18 +115,38 @@ void synthetic_regression(std::uint64_t seed, std::int64_t step, std::int64_t ba
 }
 
 TokenFile::TokenFile(std::string path, std::int64_t batch, std::int64_t seq, std::int64_t vocab)
-    : path_(std::move(path)), batch_(batch), seq_(seq), vocab_(vocab) {
+    : path_(std::move(path)),
+      file_(path_, "token file", "little-endian uint16 tokens, as nanoGPT and llm.c write them"),
+      batch_(batch),
+      seq_(seq),
+      vocab_(vocab) {
   check(batch > 0 && seq > 0 && vocab > 0, "token file '", path_, "': expected positive batch, seq and vocab, got ",
         batch, ", ", seq, ", ", vocab);
-  std::error_code ec;
-  const std::uintmax_t bytes = std::filesystem::file_size(path_, ec);
-  check(!ec, "token file '", path_, "': cannot read its size: ", ec.message());
+  const std::uint64_t bytes = file_.size();
   check(bytes % 2 == 0, "token file '", path_, "' holds ", bytes,
         " bytes, an odd count; expected little-endian uint16 tokens, 2 bytes each");
   tokens_ = static_cast<std::int64_t>(bytes / 2);
   check(tokens_ >= batch * seq + 1, "token file '", path_, "' holds ", tokens_,
         " tokens; expected at least B*T+1 = ", batch * seq + 1, " for batch ", batch, " and seq ", seq);
-  check(std::ifstream(path_, std::ios::binary).is_open(), "token file '", path_, "': cannot open it for reading");
+}
+
+int TokenFile::token_at(std::span<const std::byte> bytes, std::int64_t k, std::int64_t position) const {
+  const auto at = static_cast<std::size_t>(2 * k);
+  const int value = std::to_integer<int>(bytes[at]) | (std::to_integer<int>(bytes[at + 1]) << 8);  // little-endian
+  check(value < vocab_, "token file '", path_, "': token ", position, " is ", value, "; expected a token < vocab ",
+        vocab_, " (the model's: was the file made by another tokenizer?)");
+  return value;
+}
+
+void TokenFile::check_every_token() const {
+  constexpr std::int64_t kChunk = 1 << 19;  // tokens a read: 1 MiB
+  std::vector<std::byte> bytes(static_cast<std::size_t>(2 * kChunk));
+  for (std::int64_t begin = 0; begin < tokens_; begin += kChunk) {
+    const std::int64_t n = std::min(kChunk, tokens_ - begin);
+    const std::span<std::byte> chunk(bytes.data(), static_cast<std::size_t>(2 * n));
+    file_.read_at(static_cast<std::uint64_t>(2 * begin), chunk);
+    for (std::int64_t k = 0; k < n; ++k) token_at(chunk, k, begin + k);
+  }
 }
 
 void TokenFile::read(std::int64_t step, std::int64_t row_begin, std::int64_t row_end, std::span<std::int32_t> inputs,
@@ -144,26 +161,18 @@ void TokenFile::read(std::int64_t step, std::int64_t row_begin, std::int64_t row
   // The rows' tokens and the one after them: at most B*T+1 <= tokens_, so they wrap at most once.
   const std::int64_t count = rows * seq_ + 1;
   const std::int64_t start = (step * batch_ * seq_ + row_begin * seq_) % tokens_;
-  std::vector<unsigned char> bytes(static_cast<std::size_t>(2 * count));
+  std::vector<std::byte> bytes(static_cast<std::size_t>(2 * count));
   const std::int64_t first = std::min(count, tokens_ - start);
-  std::ifstream file(path_, std::ios::binary);
   const auto read_at = [&](std::int64_t token, std::int64_t n, std::int64_t into) {
-    file.seekg(2 * token);
-    file.read(reinterpret_cast<char*>(bytes.data() + 2 * into), static_cast<std::streamsize>(2 * n));
-    check(static_cast<bool>(file), "token file '", path_, "': could not read ", n, " tokens at token ", token, " of ",
-          tokens_, " (was it moved or shortened?)");
+    file_.read_at(static_cast<std::uint64_t>(2 * token),
+                  std::span<std::byte>(bytes.data() + 2 * into, static_cast<std::size_t>(2 * n)));
   };
   read_at(start, first, 0);
   if (first < count) read_at(0, count - first, first);
 
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(count));
-  for (std::int64_t k = 0; k < count; ++k) {
-    // Little-endian whatever the host's byte order.
-    const int value = bytes[static_cast<std::size_t>(2 * k)] | (bytes[static_cast<std::size_t>(2 * k + 1)] << 8);
-    check(value < vocab_, "token file '", path_, "': token ", (start + k) % tokens_, " is ", value,
-          "; expected a token < vocab ", vocab_);
-    tokens[static_cast<std::size_t>(k)] = value;
-  }
+  for (std::int64_t k = 0; k < count; ++k)
+    tokens[static_cast<std::size_t>(k)] = token_at(bytes, k, (start + k) % tokens_);
   for (std::int64_t i = 0; i < rows * seq_; ++i) {
     inputs[static_cast<std::size_t>(i)] = tokens[static_cast<std::size_t>(i)];
     targets[static_cast<std::size_t>(i)] = tokens[static_cast<std::size_t>(i + 1)];

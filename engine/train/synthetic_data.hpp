@@ -7,9 +7,12 @@
 // n = s*B + g of an endless stream of samples, a pure function of (seed, n) through counter_rng.
 // tests/reference/counter_rng.py reproduces the synthetic sources bit for bit.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+
+#include "engine/runtime/input_file.hpp"
 
 namespace fsdplab {
 
@@ -50,23 +53,29 @@ void synthetic_regression_map(std::uint64_t seed, std::int64_t in_features, std:
 
 // A token file in the nanoGPT / llm.c convention: no header, little-endian uint16 tokens. Step s
 // reads the B*T+1 tokens starting at s*B*T, wrapping at the end of the file; inputs are the first
-// B*T as B rows of T, targets the same shifted by one. Only the rows asked for are read (with a
-// seek and a read of that range), never the whole file. Each read opens its own stream, so rank
-// threads may share one TokenFile and read at once.
+// B*T as B rows of T, targets the same shifted by one. Only the rows asked for are read, never the
+// whole file; each read says where it starts, so rank threads may share one TokenFile and read at once.
 class TokenFile {
  public:
-  // An Error when the file is missing, its size is odd, or it holds fewer than B*T+1 tokens.
+  // An Error when the file is missing or not a regular file, its size is odd, or it holds fewer than B*T+1 tokens.
   TokenFile(std::string path, std::int64_t batch, std::int64_t seq, std::int64_t vocab);
 
   const std::string& path() const { return path_; }
   std::int64_t tokens() const { return tokens_; }
+  // An Error naming the first token >= vocab, read through the whole file: a run checks it before its first step,
+  // rather than stop at the step that reaches it (a tokenizer's file for another vocabulary fails at once).
+  void check_every_token() const;
 
   // Rows [row_begin, row_end) of step `step`; an Error naming the position of any token >= vocab.
   void read(std::int64_t step, std::int64_t row_begin, std::int64_t row_end, std::span<std::int32_t> inputs,
             std::span<std::int32_t> targets) const;
 
  private:
+  // Token k of `bytes`, which sits at `position` in the file; an Error naming it where it is >= vocab.
+  int token_at(std::span<const std::byte> bytes, std::int64_t k, std::int64_t position) const;
+
   std::string path_;
+  InputFile file_;
   std::int64_t batch_;
   std::int64_t seq_;
   std::int64_t vocab_;

@@ -133,6 +133,7 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
                            "and memory only)");
   }
   BatchSource data(built.batch, run.seed, run.data_file);
+  data.check_every_token();
   Model& model = *built.model;
   BaselineParameters params(model, device, compute_dtype);  // flat, with bf16 copies in mixed precision
   // Loaded values replace initial ones: drawing them first would be wasted (seconds for gpt2 small).

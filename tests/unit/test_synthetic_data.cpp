@@ -302,7 +302,9 @@ TEST_F(SyntheticDataTokenFile, ErrorsNameTheFileAndWhatWasExpected) {
   const std::string missing = (dir_ / "missing.bin").string();
   std::string message = error_of([&] { TokenFile(missing, kBatch, kSeq, kVocab); });
   EXPECT_TRUE(contains(message, "'" + missing + "'")) << message;
-  EXPECT_TRUE(contains(message, "cannot read its size")) << message;
+  EXPECT_TRUE(contains(message, "cannot read token file '" + missing + "': cannot open it")) << message;
+  message = error_of([&] { TokenFile(dir_.string(), kBatch, kSeq, kVocab); });
+  EXPECT_TRUE(contains(message, "it is a directory; expected a regular file (little-endian uint16 tokens")) << message;
 
   const std::string odd = write_bytes("odd.bin", std::string(71, '\0'));
   message = error_of([&] { TokenFile(odd, kBatch, kSeq, kVocab); });
@@ -327,9 +329,24 @@ TEST_F(SyntheticDataTokenFile, ErrorsNameTheFileAndWhatWasExpected) {
   message = error_of([&] { file.read(0, 0, 1, in, out); });
   EXPECT_TRUE(contains(message, "targets holds 7 elements, expected 8")) << message;
 
-  fs::remove(bad);  // gone after it was opened: reads fail, saying where
+  fs::resize_file(bad, 10);  // shortened after it was opened: reads fail, saying where
   message = error_of([&] { read(file, 0, 0, 1); });
-  EXPECT_TRUE(contains(message, "'" + bad + "': could not read 9 tokens at token 0 of 100")) << message;
+  EXPECT_TRUE(contains(message, "'" + bad + "': 18 bytes at byte 0 of the 200 it had when opened, and 10 are there"))
+      << message;
+}
+
+// A run reads the whole file before its first step (BatchSource::check_every_token), so a token outside the
+// vocabulary stops it there, not at the step that reaches it; the file is read in pieces, and the one named is the
+// first, wherever it lies.
+TEST_F(SyntheticDataTokenFile, EveryTokenIsCheckedAcrossTheFileBeforeAnyStep) {
+  std::vector<std::uint16_t> values(600000, 7);  // more than one piece of 2^19 tokens
+  const std::string good = write_values("good.bin", values);
+  EXPECT_NO_THROW(TokenFile(good, kBatch, kSeq, kVocab).check_every_token());
+  values[550000] = 50257;
+  values[599999] = 65535;
+  const std::string bad = write_values("bad.bin", values);
+  const std::string message = error_of([&] { TokenFile(bad, kBatch, kSeq, kVocab).check_every_token(); });
+  EXPECT_TRUE(contains(message, "'" + bad + "': token 550000 is 50257; expected a token < vocab 50257")) << message;
 }
 
 }  // namespace
