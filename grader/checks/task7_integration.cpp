@@ -116,7 +116,8 @@ std::string plan_mistake(const std::vector<UnitPlan>& got, const std::vector<Uni
   bool parents_one_too_high = true, parents_differ = false;
   for (std::size_t u = 0; u < want.size(); ++u) {
     parents_differ |= got[u].parent != want[u].parent;
-    parents_one_too_high &= got[u].parent == want[u].parent + 1;
+    // A unit whose parent was the root becomes parentless either way (-1): only the others show the renumbering.
+    parents_one_too_high &= got[u].parent == want[u].parent || got[u].parent == want[u].parent + 1;
   }
   if (parents_differ && parents_one_too_high) return "the parents not renumbered after removing the empty root";
   if (parents_differ) return "a parent that is not the nearest wrapped ancestor";
@@ -152,6 +153,34 @@ class EmptyModel final : public Model {
   void backward(RunContext&) override {}
 };
 
+// A tied weight whose user runs in a unit nested inside the weight's owner, as the contract allows: the root owns
+// `table`, and the wrapped `block` (a unit of the root's) holds `head`, which computes with it.
+class TiedInsideOwnerModel final : public Model {
+ public:
+  TiedInsideOwnerModel() {
+    Parameter& table = register_parameter("table", {8, 4}, ParamInit::constant(1));
+    register_module<TiedBlock>("block", table);
+  }
+  std::string_view kind() const override { return "TiedInsideOwnerModel"; }
+  Tensor forward(RunContext&, const Batch&) override { fail("TiedInsideOwnerModel is never run"); }
+  void backward(RunContext&) override {}
+
+ private:
+  class TiedHead final : public Module {
+   public:
+    TiedHead(std::string name, Parameter& table) : Module(std::move(name)) { use_parameter(table); }
+    std::string_view kind() const override { return "TiedHead"; }
+  };
+  class TiedBlock final : public Module {
+   public:
+    TiedBlock(std::string name, Parameter& table) : Module(std::move(name)) {
+      register_parameter("weight", {4, 4}, ParamInit::constant(1));
+      register_module<TiedHead>("head", table);
+    }
+    std::string_view kind() const override { return "TiedBlock"; }
+  };
+};
+
 Check make(std::string id, std::string title, int points, std::string show,
            std::function<CheckOutcome(const CheckContext&)> run) {
   return {7, std::move(id), std::move(title), points, std::move(show), std::move(run)};
@@ -175,8 +204,16 @@ CheckOutcome a_module_wrapped_by_its_name(const CheckContext& c) {
 }
 
 CheckOutcome no_empty_root(const CheckContext& c) {
-  return compare_plans(c, "toy", "block", "fc1, ln, fc2 as units, parent -1 each; no '(root)'",
-                       "an empty root unit kept (task 2 refuses it), or parents not renumbered after removing it");
+  const CheckOutcome flat = compare_plans(c, "toy", "block", "fc1, ln, fc2 as units, parent -1 each; no '(root)'",
+                                          "an empty root unit kept (task 2 refuses it), or parents not renumbered "
+                                          "after removing it");
+  if (!flat.passed()) return flat;
+  // Units inside units under an empty root: each parent's index moves down by one with the root gone.
+  CheckOutcome nested =
+      compare_plans(c, "mlp", "nested", "each MlpBlock a unit with no parent, its Linears units inside it; no '(root)'",
+                    "parents not renumbered after removing the empty root");
+  if (!nested.passed()) nested.show = show("mlp", "nested");
+  return nested;
 }
 
 // The checks that compare plans with the reference's, whose first failing cause (first_failing_cause) is a
@@ -202,6 +239,18 @@ CheckOutcome errors_the_contract_names(const CheckContext& c) {
     if (error_raised(call).empty()) {
       if (missed++ == 0) first = what;
     }
+  // And none where the contract allows a tied weight: its user in a unit nested inside the owner's.
+  TiedInsideOwnerModel tied;
+  const std::string refused = error_raised([&] { graded(c).plan_units(tied, std::vector<std::string>{"TiedBlock"}); });
+  if (!refused.empty()) {
+    return CheckOutcome::fail(
+        "an Error for each, and none for a tied weight whose user runs in a unit nested inside the owner's",
+        "a model whose root owns 'table' and whose wrapped 'block' uses it (through 'block.head') was refused: " +
+            refused,
+        "the walk from the user's unit to the owner stopped at the user's own unit: a tied weight may be used from "
+        "the owner's unit or any unit inside it (follow UnitPlan::parent up to the owner)",
+        1.0 - static_cast<double>(missed + 1) / static_cast<double>(cases.size() + 1));
+  }
   if (missed == 0) return CheckOutcome::pass();
   // A plan that is off already (a unit given its whole subtree, say) may leave no unit empty for a check to find.
   const std::string plan_mistake = first_failing_cause(c, kPlanChecks);
@@ -233,8 +282,8 @@ std::vector<Check> integration_checks() {
            2, show("gpt2", "nested"), nested_units_own_only_their_parameters),
       make("wrap-by-name", "gpt2 --wrap linear: transformer.wpe wrapped by its dotted name", 1, show("gpt2", "linear"),
            a_module_wrapped_by_its_name),
-      make("no-empty-root", "toy (every layer a unit): no root unit, and no unit has a parent", 1, show("toy", "block"),
-           no_empty_root),
+      make("no-empty-root", "toy, mlp --wrap nested: no root unit, parents renumbered without it", 1,
+           show("toy", "block"), no_empty_root),
       make("errors", "errors: a wrapped module with no parameters, a tied weight used outside its unit, no parameters",
            2, show("gpt2", "nested"), errors_the_contract_names),
       equivalence_check(7, "training-nested-W2", "gpt2 --wrap nested on 2 ranks equals the single-rank baseline", 2,

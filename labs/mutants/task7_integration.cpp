@@ -3,6 +3,7 @@
 #include <map>
 
 #include "engine/fsdp/integration_task.hpp"
+#include "engine/runtime/error.hpp"
 #include "labs/mutants/mutants.hpp"
 
 namespace fsdplab {
@@ -118,6 +119,44 @@ class RootRemovedParentsKept final : public IntegrationTask {
   }
 };
 
+// Removes the empty root and makes its children parentless, but leaves the other parents as counted with the root:
+// a unit inside a unit (mlp --wrap nested) points one past its parent.
+class ParentsNotRenumbered final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
+    if (!plans.empty() && plans.front().module == &model) return plans;
+    for (UnitPlan& p : plans)
+      if (p.parent >= 0) p.parent += 1;
+    return plans;
+  }
+};
+
+// Allows a tied weight's user only in its owner's unit itself, not in a unit nested inside it (the walk up the
+// parents left out): a plan the contract allows is refused.
+class TiedUserInOwnerOnly final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
+    const auto unit_running = [&](const Module* m) {  // the nearest enclosing module that is a unit
+      for (; m != nullptr; m = m->parent())
+        for (const UnitPlan& p : plans)
+          if (p.module == m) return &p;
+      return static_cast<const UnitPlan*>(nullptr);
+    };
+    for (Module* m : model.modules())
+      for (Parameter* shared : m->shared_parameters()) {
+        const auto owner = std::find_if(plans.begin(), plans.end(), [&](const UnitPlan& p) {
+          return std::find(p.params.begin(), p.params.end(), shared) != p.params.end();
+        });
+        const UnitPlan* user = unit_running(m);
+        check(owner != plans.end() && user == &*owner, "tied parameter '", shared->name, "' is used by module '",
+              m->name(), "' from unit '", user ? user->name : "", "', not its owner's");
+      }
+    return plans;
+  }
+};
+
 // Names the root unit by its module's name(), which is empty for the root, instead of "(root)".
 class RootNamedEmpty final : public IntegrationTask {
  public:
@@ -187,6 +226,12 @@ const Mutant kMutants[] = {
      instance<SharedInUsersUnit>},
     {7, "root-removed-parents-kept", "removes the empty root unit without renumbering the other units' parents",
      instance<RootRemovedParentsKept>},
+    {7, "parents-not-renumbered",
+     "removes the empty root unit and makes its children parentless, but leaves the other parents one too high",
+     instance<ParentsNotRenumbered>},
+    {7, "tied-user-in-owner-only",
+     "refuses a tied weight used from a unit nested inside its owner's, which the contract allows",
+     instance<TiedUserInOwnerOnly>},
     {7, "root-named-empty", "names the root unit by its module's empty name() instead of \"(root)\"",
      instance<RootNamedEmpty>},
     {7, "units-by-name", "lists the units sorted by name instead of outermost first in pre-order",
