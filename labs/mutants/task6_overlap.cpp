@@ -185,6 +185,17 @@ class LimiterCountsTheRoot final : public LikeTheReference {
   }
 };
 
+// Limits even with no limit (--max-inflight 0; limit >= 0 where limit > 0 belongs): before each gather the host waits
+// for every parked unit's last reader, and declines every prefetch, which no limit asked for.
+class LimitsWithNoLimit final : public LikeTheReference {
+ public:
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    if (!rank.async() || unit.pool_slot >= 0 || rank.options.max_inflight != 0 || !rate_limited(unit))
+      return reference().acquire_full(unit, rank, prefetch);
+    return acquire_limited(unit, rank, prefetch, [](const OverlapState& s) { return live_gathered(s) >= 0; });
+  }
+};
+
 // ASYNC frees the full gradient as soon as its reduction is issued, not once the reduction has read it.
 class GradFreedAtOnce final : public LikeTheReference {
  public:
@@ -239,6 +250,9 @@ const Mutant kMutants[] = {
      instance<HostSyncBeforeGather>},
     {6, "limiter-off-by-one", "lets max_inflight + 1 gathered units hold memory", instance<LimiterOffByOne>},
     {6, "no-limit", "never waits at the rate limit, so every gathered unit holds memory at once", instance<NoLimit>},
+    {6, "limits-with-no-limit",
+     "under --max-inflight 0 (no limit) waits for every parked unit before each gather and declines every prefetch",
+     instance<LimitsWithNoLimit>},
     {6, "declines-without-waiting",
      "a prefetch at a full limit declines at once, where the host waits for the oldest parked unit first",
      instance<DeclinesWithoutWaiting>},
