@@ -158,6 +158,31 @@ class PrefetchesItself final : public LikeTheReference {
   }
 };
 
+// Prefetches in each unit's post-backward unless the backward setting is post (!= where == belongs): --prefetch
+// forward fetches ahead in the backward too, where nothing was asked.
+class PostBackwardPrefetchUnasked final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = reference().after(point, unit, rank);
+    if (point == PassPoint::post_backward && rank.async() && rank.options.prefetch.backward != BackwardPrefetch::post)
+      return next_in_backward(rank.schedule, unit);
+    return next;
+  }
+};
+
+// Never records which units started their backward: next_in_backward takes the forward's order reversed, and where
+// the backward runs otherwise (Llama's MLP under --wrap linear) it prefetches a unit whose backward is done.
+class BackwardStartsUnrecorded final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = reference().after(point, unit, rank);
+    if (point != PassPoint::pre_backward) return next;
+    rank.schedule.backward_started.pop_back();  // the reference's record of this unit, taken back
+    const bool prefetch = rank.async() && rank.options.prefetch.backward == BackwardPrefetch::pre;
+    return prefetch ? next_in_backward(rank.schedule, unit) : nullptr;
+  }
+};
+
 // The pool's gathers never wait for their slot's free event: a gather overwrites the slot's previous unit
 // while compute still reads it.
 class PoolWithoutFreeEvent final : public LikeTheReference {
@@ -250,6 +275,14 @@ const Mutant kMutants[] = {
      instance<HostSyncBeforeGather>},
     {6, "limiter-off-by-one", "lets max_inflight + 1 gathered units hold memory", instance<LimiterOffByOne>},
     {6, "no-limit", "never waits at the rate limit, so every gathered unit holds memory at once", instance<NoLimit>},
+    {6, "post-backward-prefetch-unasked",
+     "after(post_backward) names the next unit unless the policy is backward-post, so --prefetch forward fetches ahead "
+     "in the backward too",
+     instance<PostBackwardPrefetchUnasked>},
+    {6, "backward-starts-unrecorded",
+     "never records which units started their backward, so a backward that is not the forward's reversed prefetches a "
+     "unit whose backward is done",
+     instance<BackwardStartsUnrecorded>},
     {6, "limits-with-no-limit",
      "under --max-inflight 0 (no limit) waits for every parked unit before each gather and declines every prefetch",
      instance<LimitsWithNoLimit>},

@@ -805,7 +805,10 @@ TEST(GraderDiagnostics, APrefetchDeclinedWithoutWaitingIsNamedAsSuch) {
   for (const GradedCheck& g : report.tasks.at(0).checks) {
     if (g.earned >= g.check.points) continue;
     lost.insert(g.check.id);
-    EXPECT_TRUE(contains(g.run.outcome.cause, "acquire_full declined")) << g.check.id << ": " << g.run.outcome.cause;
+    // A training that passed over its budget (more memory held at a peak) says so, and names no method either.
+    if (!contains(g.run.outcome.cause, "correct but wasteful")) {
+      EXPECT_TRUE(contains(g.run.outcome.cause, "acquire_full declined")) << g.check.id << ": " << g.run.outcome.cause;
+    }
     EXPECT_FALSE(contains(g.run.outcome.cause, "after(pre_")) << g.check.id << ": " << g.run.outcome.cause;
   }
   EXPECT_TRUE(lost.count("rate-limiter")) << "the limiter's own check passed";
