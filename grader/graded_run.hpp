@@ -41,14 +41,15 @@ struct GradeCase {
   std::string dashboard_command(int task) const;
 };
 
-// gpt2 test-tiny on `world` ranks: 12 sequences of 16 tokens a step (12 split evenly over 1, 2, 3, 4 and
-// 6 ranks), 3 steps of AdamW at lr 1e-3 — big enough that every unit is cut between ranks, small enough
-// that a check trains in well under a second.
 // The dashboard's --break for a check of task `task` in a run of `options` on `world` ranks, with its leading space:
 // the task's own events (" --break task:3"); for task 7, whose plan_units runs once before the first step and reports
 // no event, the units' pre-forwards, which walk its plan in order (its only events are the loss all-reduce's); "" for
 // a task with no events of its own in such a run (task_reports_events).
 std::string break_flag(int task, const FsdpOptions& options, int world);
+
+// gpt2 test-tiny on `world` ranks: 12 sequences of 16 tokens a step (12 split evenly over 1, 2, 3, 4 and
+// 6 ranks), 3 steps of AdamW at lr 1e-3 — big enough that every unit is cut between ranks, small enough
+// that a check trains in well under a second.
 GradeCase small_gpt2(int world);
 
 // What a graded training gives back.
