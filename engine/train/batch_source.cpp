@@ -15,8 +15,9 @@ BatchSource::BatchSource(BatchShape shape, std::uint64_t seed, const std::string
   }
 }
 
-void BatchSource::check_every_token() const {
-  if (file_) file_->check_every_token();
+std::optional<FileDigest> BatchSource::check_every_token() const {
+  if (!file_) return std::nullopt;
+  return file_->check_every_token();
 }
 
 Batch BatchSource::batch(Device& device, std::int64_t step, int rank, int world, int micro, int micro_batches) {

@@ -28,9 +28,9 @@ class BatchSource {
   // On a dry-run device the tensors are allocated and left unwritten.
   // With `micro_batches` > 1, micro-batch `micro` of them: the rank's rows split evenly, in order.
   Batch batch(Device& device, std::int64_t step, int rank, int world, int micro = 0, int micro_batches = 1);
-  // A token file read through before the first step, an Error naming its first token outside the vocabulary
-  // (TokenFile::check_every_token); nothing to check in synthetic data.
-  void check_every_token() const;
+  // A token file read through before the first step, an Error naming its first token outside the vocabulary, and
+  // its digest (TokenFile::check_every_token); nullopt for synthetic data, which has nothing to check.
+  std::optional<FileDigest> check_every_token() const;
 
  private:
   BatchShape shape_;

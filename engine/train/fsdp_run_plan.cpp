@@ -93,7 +93,6 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   check_whole_nodes(run, world);
   layout = rank_layout(run.comm, world, device.kind, run.gpu);
   probe = build_model(run);  // checks the model and the batch split
-  if (!fsdp.dry_run) BatchSource(probe.batch, run.seed, run.data_file).check_every_token();  // once, for every rank
   check_compute_dtype(run, probe, fsdp.options.param_dtype);
   fsdp.tasks.check_complete();
   fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
@@ -117,11 +116,13 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   check(!fsdp.dry_run || (!checkpointing && !resuming), "a dry run has no training state to checkpoint or resume");
   check(!resuming || (run.load_init.empty() && run.save_init.empty()), "--resume continues a run from its checkpoint; "
         "--load-init and --save-init start one: drop them");
-  // The run's identity, computed once (it reads the whole --data file for its CRC): what a checkpoint records and
-  // resumes, and what every process of an MPI launch must share.
+  // Once, for every rank, after the checks that read no data: the --data file read through (a dry run's too, which
+  // reads no batch but may record the run's identity), its tokens checked and its digest taken in one pass.
+  const std::optional<FileDigest> data = BatchSource(probe.batch, run.seed, run.data_file).check_every_token();
+  // The run's identity: what a checkpoint records and resumes, and what every process of an MPI launch must share.
   const bool processes = layout.processes && layout.world > 1;
   if (checkpointing || resuming || processes)
-    checkpoint_identity = checkpoint_run(run, fsdp.options, fsdp.tasks, probe);
+    checkpoint_identity = checkpoint_run(run, fsdp.options, fsdp.tasks, probe, data);
   if (processes) check_same_run_as_rank0(checkpoint_identity, layout.ranks_here.front());
   if (resuming) {
     resume_from.emplace(TrainingCheckpoint::open(run.resume_dir, checkpoint_identity));

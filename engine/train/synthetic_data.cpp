@@ -138,15 +138,19 @@ int TokenFile::token_at(std::span<const std::byte> bytes, std::int64_t k, std::i
   return value;
 }
 
-void TokenFile::check_every_token() const {
+FileDigest TokenFile::check_every_token() const {
   constexpr std::int64_t kChunk = 1 << 19;  // tokens a read: 1 MiB
   std::vector<std::byte> bytes(static_cast<std::size_t>(2 * kChunk));
+  FileDigest digest;
   for (std::int64_t begin = 0; begin < tokens_; begin += kChunk) {
     const std::int64_t n = std::min(kChunk, tokens_ - begin);
     const std::span<std::byte> chunk(bytes.data(), static_cast<std::size_t>(2 * n));
     file_.read_at(static_cast<std::uint64_t>(2 * begin), chunk);
     for (std::int64_t k = 0; k < n; ++k) token_at(chunk, k, begin + k);
+    digest.crc32 = crc32(digest.crc32, chunk);
+    digest.bytes += chunk.size();
   }
+  return digest;
 }
 
 void TokenFile::read(std::int64_t step, std::int64_t row_begin, std::int64_t row_end, std::span<std::int32_t> inputs,

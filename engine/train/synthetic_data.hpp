@@ -13,6 +13,7 @@
 #include <string>
 
 #include "engine/runtime/input_file.hpp"
+#include "engine/train/crc32.hpp"
 
 namespace fsdplab {
 
@@ -63,8 +64,9 @@ class TokenFile {
   const std::string& path() const { return path_; }
   std::int64_t tokens() const { return tokens_; }
   // An Error naming the first token >= vocab, read through the whole file: a run checks it before its first step,
-  // rather than stop at the step that reaches it (a tokenizer's file for another vocabulary fails at once).
-  void check_every_token() const;
+  // rather than stop at the step that reaches it (a tokenizer's file for another vocabulary fails at once). The
+  // file's size and CRC-32 from the same read, which a training checkpoint records (checkpoint_run).
+  FileDigest check_every_token() const;
 
   // Rows [row_begin, row_end) of step `step`; an Error naming the position of any token >= vocab.
   void read(std::int64_t step, std::int64_t row_begin, std::int64_t row_end, std::span<std::int32_t> inputs,

@@ -133,7 +133,7 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
                            "and memory only)");
   }
   BatchSource data(built.batch, run.seed, run.data_file);
-  data.check_every_token();
+  data.check_every_token();  // its digest is a training checkpoint's, which the baseline writes none of
   Model& model = *built.model;
   BaselineParameters params(model, device, compute_dtype);  // flat, with bf16 copies in mixed precision
   // Loaded values replace initial ones: drawing them first would be wasted (seconds for gpt2 small).

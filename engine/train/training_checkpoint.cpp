@@ -321,15 +321,15 @@ namespace {
 // The token file a run reads, by what it holds and not where it is: its size and CRC-32, so a resume notices
 // a file whose contents changed under the same name and accepts the same file by another path. "synthetic"
 // for generated tokens.
-Json data_identity(const std::string& data_file) {
-  if (data_file.empty()) return "synthetic";
-  const FileDigest digest = digest_file(data_file);
-  return {{"bytes", digest.bytes}, {"crc32", crc32_hex(digest.crc32)}};
+Json data_identity(const std::optional<FileDigest>& data_file) {
+  if (!data_file) return "synthetic";
+  return {{"bytes", data_file->bytes}, {"crc32", crc32_hex(data_file->crc32)}};
 }
 
 }  // namespace
 
-Json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const FsdpTasks& tasks, BuiltModel& model) {
+Json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const FsdpTasks& tasks, BuiltModel& model,
+                    const std::optional<FileDigest>& data_file) {
   const int shards = shard_group_size(options, run.world);
   Json units = Json::array();
   for (const UnitPlan& plan : tasks.integration->plan_units(*model.model, model.unit_kinds)) {
@@ -354,7 +354,7 @@ Json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const Fsdp
        {{"seed", run.seed},
         {"batch", run.batch},
         {"seq", model.batch.seq},
-        {"file", data_identity(run.data_file)},
+        {"file", data_identity(data_file)},
         {"accumulate", run.accumulate}}},
       {"optimizer", optimizer},
       {"fsdp",

@@ -45,12 +45,14 @@
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/fsdp/fully_sharded_model.hpp"
 #include "engine/optim/optimizer.hpp"
+#include "engine/train/crc32.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/run_config.hpp"
 
@@ -68,9 +70,10 @@ inline constexpr int kTrainingCheckpointVersion = 1;
 // Options that change only the schedule (--mode, --prefetch, --max-inflight, --buffers) are not in it:
 // numerics run at launch and do not depend on the schedule, so a run may resume under others.
 // The units are those `tasks` lay out for `model` (a fresh, unmaterialised build of the run's model);
-// layout_crc32 covers every parameter's name, offset and size in the flat buffer.
+// layout_crc32 covers every parameter's name, offset and size in the flat buffer. `data_file` is the --data
+// file's digest (BatchSource::check_every_token), nullopt for synthetic data.
 nlohmann::json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const FsdpTasks& tasks,
-                              BuiltModel& model);
+                              BuiltModel& model, const std::optional<FileDigest>& data_file);
 // Where two checkpoint_run values differ, one entry per difference joined by "; " ("" when they agree):
 // "data.seed (--seed): `saved_side` has 0, `mine_side` has 1". The unit layout follows from the model and the
 // FSDP options, so it is compared only when those agree (one cause, one message).
