@@ -8,6 +8,7 @@
 #include "engine/train/fsdp_run_plan.hpp"
 #include "engine/train/model_factory.hpp"
 #include "engine/train/run_device.hpp"
+#include "engine/train/trainer.hpp"
 #include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
@@ -78,6 +79,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   const FsdpOptions sync = sync_schedule(options);
   validate_fsdp_options(options, world);
   validate_fsdp_options(sync, world);
+  check_compute_dtype(run, probe, options.param_dtype);
   check(comparison != Comparison::ab || ab_block >= 1, "A/B block of ", ab_block, " steps; expected >= 1");
   check(comparison != Comparison::impl || choice.impl.any_replaced(), "--compare impl runs the reference beside the "
         "tasks --impl selects, and --impl is '", fsdp.impl, "'; give the student's tasks, e.g. --impl 3=student");

@@ -610,6 +610,11 @@ TEST(DashboardLive, TheRunPanelRefusesTheFsdpOptionsFsdplabRunRefuses) {
          s.wrap = "nested";
        },
        "--wrap nested for --model toy"},
+      {[](SessionSettings& s) {
+         s.model = "toy";
+         s.fsdp.precision = "bf16";
+       },
+       "--precision bf16 with --model toy"},
   };
   for (const Refused& c : cases) {
     SessionSettings settings = tiny_settings(1);
