@@ -438,11 +438,14 @@ void check_files(const fs::path& dir, const Json& files, int world, const std::s
     const Json& entry = files[name];
     const Json bytes_field = entry.is_object() ? entry.value("bytes", Json()) : Json();
     const Json crc_field = entry.is_object() ? entry.value("crc32", Json()) : Json();
-    const auto shown = [](const Json& field) { return field.is_null() ? std::string("none") : json_shown(field); };
+    // A field left out reads "none"; one written as null reads "null", as JSON spells it.
+    const auto shown = [&entry](const char* key) {
+      return entry.is_object() && entry.contains(key) ? json_shown(entry[key]) : std::string("none");
+    };
     check(entry.is_object(), where, ": '", (dir / kManifest).string(), "' lists ", name, " as ", json_shown(entry),
           "; expected {\"bytes\": a whole number >= 0, \"crc32\": \"8 hex digits\"}");
     check(bytes_field.is_number_unsigned() && crc_field.is_string(), where, ": '", (dir / kManifest).string(),
-          "' lists ", name, " with bytes ", shown(bytes_field), " and crc32 ", shown(crc_field),
+          "' lists ", name, " with bytes ", shown("bytes"), " and crc32 ", shown("crc32"),
           "; expected {\"bytes\": a whole number >= 0, \"crc32\": \"8 hex digits\"}");
     const std::uint64_t bytes = bytes_field.get<std::uint64_t>();
     const std::string crc = crc_field.get<std::string>();

@@ -334,13 +334,21 @@ TEST_F(FsdpCheckpointErrors, AFileEntryOfTheWrongTypeIsNamed) {
         << e;
     EXPECT_TRUE(contains(e, "; expected {\"bytes\": a whole number >= 0, \"crc32\": \"8 hex digits\"}")) << e;
   }
-  manifest["files"]["rank0.safetensors"].erase("crc32");
-  rewrite(manifest);
-  const std::string e = resume_error(resume());
-  EXPECT_TRUE(contains(e, "lists rank0.safetensors with bytes " +
-                              manifest["files"]["rank0.safetensors"]["bytes"].dump() + " and crc32 none; expected"))
-      << e;
-  EXPECT_FALSE(contains(e, "json.exception")) << e;
+  // Left out, the field reads "none"; written as null, "null".
+  for (const bool left_out : {true, false}) {
+    nlohmann::json edited = manifest;
+    if (left_out) {
+      edited["files"]["rank0.safetensors"].erase("crc32");
+    } else {
+      edited["files"]["rank0.safetensors"]["crc32"] = nullptr;
+    }
+    rewrite(edited);
+    const std::string e = resume_error(resume());
+    EXPECT_TRUE(contains(e, "lists rank0.safetensors with bytes " + manifest["files"]["rank0.safetensors"]["bytes"].dump() +
+                                " and crc32 " + (left_out ? "none" : "null") + "; expected"))
+        << e;
+    EXPECT_FALSE(contains(e, "json.exception")) << e;
+  }
 }
 
 TEST_F(FsdpCheckpointErrors, AMissingRankFileIsNamed) {
