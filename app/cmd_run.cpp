@@ -248,7 +248,8 @@ int run_training(const RunOptions& options) {
   if (layout.processes && !options.comm_timeout_given) run.comm_timeout = kProcessCommTimeout;
   // A dry run plans a world: without --batch, one row (sequence) per rank rather than the default 8.
   if (options.dry_run && !options.batch_given) run.batch = run.world;
-  build_model(run);  // shapes only: an unknown model or preset, or a batch the world cannot split, refused unannounced
+  // Shapes only: an unknown model or preset, or a batch the world cannot split, refused unannounced.
+  const bool reads_tokens = build_model(run).batch.kind == BatchShape::Kind::tokens;
   // A communicator asked for is used: --comm nccl or mpi trains FSDP even on one rank (the baseline has none).
   const bool fsdp = options.fsdp || run.world > 1 || layout.comm != CommKind::local;
   FsdpRun sharded;
@@ -310,6 +311,12 @@ int run_training(const RunOptions& options) {
     if (run.attention != "auto") std::printf("attention: %s\n", run.attention.c_str());
     if (fsdp) std::printf("impl: %s\n", impl_name(impl).c_str());
     if (!run.resume_dir.empty()) std::printf("resume: %s\n", run.resume_dir.c_str());
+    // Said before the run reads the file through (seconds for billions of tokens); one it cannot read is refused then.
+    std::error_code unreadable;
+    const std::uintmax_t data_bytes = run.data_file.empty() ? 0 : std::filesystem::file_size(run.data_file, unreadable);
+    if (!run.data_file.empty() && !unreadable && reads_tokens)
+      std::printf("data: %s, %ju tokens, each checked against the vocabulary before step 1\n", run.data_file.c_str(),
+                  data_bytes / 2);
   }
   // Every step's report as it comes (the trainers' result, gathered here rather than returned, so a run that
   // stops early — a diverged loss, a peer lost — still writes the losses of the steps it trained, which show a
@@ -480,7 +487,7 @@ void add_run_command(CLI::App& app) {
   auto* batch =
       cmd->add_option("--batch", t.batch, "Global rows (sequences) per step (default 8; a dry run: one per rank)")
           ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--seq", t.seq, "gpt2: tokens per sequence (default: the model's context)")
+  cmd->add_option("--seq", t.seq, "gpt2, llama: tokens per sequence (default: the model's context)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--vocab-multiple", t.vocab_multiple,
                   "gpt2: store the vocabulary padded to a multiple of this, for the GPU's GEMM tiles (default: 128, "
@@ -496,7 +503,7 @@ void add_run_command(CLI::App& app) {
       ->check(finite_range(0, kNoUpperBound, "a finite learning rate"));
   cmd->add_option("--momentum", t.momentum, "sgd: momentum (default 0, as PyTorch)")
       ->check(finite_range(0, kNoUpperBound, "a finite momentum"));
-  cmd->add_option("--data", t.data_file, "gpt2: train on a uint16 token file (nanoGPT / llm.c format)")
+  cmd->add_option("--data", t.data_file, "gpt2, llama: train on a uint16 token file (nanoGPT / llm.c format)")
       ->check(non_empty("a token file"));
   cmd->add_option("--losses", t.losses_file, "Write step,loss CSV here")->check(non_empty("a file"));
   cmd->add_flag("--allow-nonfinite", t.allow_nonfinite,

@@ -82,6 +82,9 @@ if ! "$fsdplab" "${run[@]}" --world 2 --data shared/tok.bin --trace-dir shared -
   sed 's/^/    /' log
   failed=$((failed + 1))
 fi
+tokens=$(($(stat -c %s shared/tok.bin) / 2))
+grep -q "^data: shared/tok.bin, $tokens tokens, each checked against the vocabulary before step 1$" log ||
+  { echo "FAIL: the run did not say it reads shared/tok.bin's $tokens tokens through:"; sed 's/^/    /' log; failed=$((failed + 1)); }
 for written in shared/rank0.json shared/rank1.json shared/model.safetensors shared/config.json shared/losses.csv; do
   [[ -e $written ]] || { echo "FAIL: $written was not written"; failed=$((failed + 1)); }
 done
