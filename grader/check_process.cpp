@@ -1,5 +1,6 @@
 #include "grader/check_process.hpp"
 
+#include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
@@ -17,9 +18,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <typeinfo>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/lab_todo.hpp"
@@ -346,6 +349,14 @@ CheckRun collect(const Running& child, int status, bool timed_out, double limit)
                "the graded code ended the process (_exit(), or an uncaught error on a thread of its own)");
 }
 
+// "std::invalid_argument": the dynamic type of `e`, as the source names it.
+std::string exception_type_name(const std::exception& e) {
+  int status = 0;
+  const std::unique_ptr<char, void (*)(void*)> demangled(
+      abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status), std::free);
+  return status == 0 && demangled ? demangled.get() : typeid(e).name();
+}
+
 }  // namespace
 
 std::string_view check_end_name(CheckEnd end) {
@@ -390,9 +401,12 @@ CheckRun run_here(const CheckJob& job, const fs::path& scratch) {
     stopped.raced = caused_by<RaceError>(e);
     return {CheckEnd::threw, stopped};
   } catch (const std::exception& e) {
+    // Not an Error: the engine's checks raise Errors, so this came from the graded code (or the library it called).
     return {CheckEnd::threw,
-            CheckOutcome::fail("the check to run to its end", std::string("threw an exception: ") + e.what(),
-                               "the graded code threw where the task's contract says nothing is thrown")};
+            CheckOutcome::fail("the check to run to its end", "threw " + exception_type_name(e) + ": " + e.what(),
+                               "an exception that is not an fsdplab::Error: where the task's contract names an error, "
+                               "raise it with check() or fail() (engine/runtime/error.hpp), which the engine and the "
+                               "grader catch as the refusal; elsewhere the contract throws nothing")};
   }
 }
 

@@ -30,6 +30,12 @@ void check_reducible(const Tensor& t, const char* op) {
     fail(op, ": ", t.describe(), " cannot be reduced; expected f32 or bf16");
 }
 
+// "2 shards of 'x' [5] f32, 10 elements": what a full buffer of `world` shards holds.
+std::string shards_of(int world, const Tensor& shard) {
+  return std::to_string(world) + (world == 1 ? " shard of " : " shards of ") + shard.describe() + ", " +
+         std::to_string(shard.numel() * world) + " elements";
+}
+
 }  // namespace
 
 void check_all_gather(const Tensor& shard, const Tensor& full, int world, int rank, const Device& device) {
@@ -38,7 +44,7 @@ void check_all_gather(const Tensor& shard, const Tensor& full, int world, int ra
   if (!(shard.dtype() == full.dtype()))
     fail("all_gather: shard ", shard.describe(), " and full ", full.describe(), " differ in dtype");
   if (!(full.numel() == shard.numel() * world))
-    fail("all_gather: full ", full.describe(), " must hold ", world, " shards of ", shard.describe());
+    fail("all_gather: full ", full.describe(), " must hold ", shards_of(world, shard), "; it holds ", full.numel());
   check_in_place(shard, full, rank, "all_gather");
 }
 
@@ -49,7 +55,7 @@ void check_reduce_scatter(const Tensor& full, const Tensor& shard, int world, in
     fail("reduce_scatter: full ", full.describe(), " and shard ", shard.describe(), " differ in dtype");
   check_reducible(full, "reduce_scatter");
   if (!(full.numel() == shard.numel() * world))
-    fail("reduce_scatter: full ", full.describe(), " must hold ", world, " shards of ", shard.describe());
+    fail("reduce_scatter: full ", full.describe(), " must hold ", shards_of(world, shard), "; it holds ", full.numel());
   check_in_place(shard, full, rank, "reduce_scatter");
 }
 

@@ -194,19 +194,27 @@ Finding slices_difference(const std::vector<ShardSlice>& got, const std::vector<
   return {};
 }
 
-// Plans `sizes` for `world` and compares layout and every rank's slices (taken of the reference's layout) with
-// the reference's; nothing found when equal. A layout that differs only in padded_numel is reported once the
-// slices were compared too: a slice difference is this check's own subject and is reported first.
+// What compare_plan compares with the reference's: the graded plan's layout, the graded shard_slices of the
+// reference's layout (so a slice check grades the slicing alone: a layout mistake is the padding and alignment
+// checks' subject), or both.
+enum class Compared { layout, slices, layout_and_slices };
+
+// Plans `sizes` for `world` and compares what `compared` names with the reference's; nothing found when equal. With
+// both, a layout that differs only in padded_numel is reported once the slices were compared too: a slice difference
+// is reported first.
 Finding compare_plan(const CheckContext& c, const std::vector<std::int64_t>& sizes, int world, std::int64_t align,
-                     bool slices) {
+                     Compared compared) {
   Params mine(sizes);
   const FlatParamLayout want = reference(c).plan(mine.pointers, world, align);
-  const FlatParamLayout got = graded(c).plan(mine.pointers, world, align);
   const std::string where = "parameters of " + sizes_text(mine) + " elements at W = " + std::to_string(world) +
                             ", align " + std::to_string(align) + ": ";
-  Finding layout = layout_difference(got, want);
-  layout.text = where + layout.text;
-  if (!slices || (layout.found() && layout.kind != Finding::Kind::padding)) return layout.found() ? layout : Finding{};
+  Finding layout;
+  if (compared != Compared::slices) {
+    layout = layout_difference(graded(c).plan(mine.pointers, world, align), want);
+    layout.text = where + layout.text;
+  }
+  if (compared == Compared::layout || (layout.found() && layout.kind != Finding::Kind::padding))
+    return layout.found() ? layout : Finding{};
   std::vector<std::vector<ShardSlice>> wanted;
   for (int r = 0; r < world; ++r) wanted.push_back(reference(c).shard_slices(want, r));
   for (int r = 0; r < world; ++r)
@@ -275,12 +283,19 @@ std::string see_it_where_it_differs(const CheckContext& c) {
   return kShow;
 }
 
+// A check of the layout or the slices: its command goes to the map where it differs (see_it_where_it_differs).
 Check make(std::string id, std::string title, int points, std::function<CheckOutcome(const CheckContext&)> run) {
   return {2, std::move(id), std::move(title), points, kShow, [run = std::move(run)](const CheckContext& c) {
             CheckOutcome outcome = run(c);
             if (!outcome.passed() && outcome.show.empty()) outcome.show = see_it_where_it_differs(c);
             return outcome;
           }};
+}
+
+// A check the map cannot show (every layout in it may be right): its own command, "" for none.
+Check make_shown(std::string id, std::string title, int points, std::string show,
+                 std::function<CheckOutcome(const CheckContext&)> run) {
+  return {2, std::move(id), std::move(title), points, std::move(show), std::move(run)};
 }
 
 CheckOutcome padding_to_a_multiple_of_w(const CheckContext& c) {
@@ -292,7 +307,7 @@ CheckOutcome padding_to_a_multiple_of_w(const CheckContext& c) {
                                                                                            {{9}, 2},
                                                                                            {{5, 3, 4}, 1},
                                                                                            {{0, 0}, 3}})
-    if (!f.found()) f = compare_plan(c, sizes, world, 1, false);
+    if (!f.found()) f = compare_plan(c, sizes, world, 1, Compared::layout);
   if (!f.found()) return CheckOutcome::pass();
   // This check's subject: the padding's mistake as it is, without the pointer to this very check.
   return CheckOutcome::fail(
@@ -308,15 +323,15 @@ CheckOutcome offsets_aligned_in_order(const CheckContext& c) {
   Finding f;
   for (const auto& [sizes, world] :
        std::vector<std::pair<std::vector<std::int64_t>, int>>{{{3, 5, 1}, 3}, {{4, 4, 9}, 2}, {{1, 1, 1, 1}, 4}})
-    if (!f.found()) f = compare_plan(c, sizes, world, 4, false);
+    if (!f.found()) f = compare_plan(c, sizes, world, 4, Compared::layout);
   const std::string expected = "each offset rounded up to a multiple of align (the gaps count in used_numel)";
   if (f.kind == Finding::Kind::offsets) return CheckOutcome::fail(expected, f.text, f.cause);  // this check's subject
   return from_finding(f, expected, "alignment left out, or applied to the sizes instead of the offsets");
 }
 
 CheckOutcome each_rank_holds_its_slices(const CheckContext& c) {
-  Finding f = compare_plan(c, {100, 10, 10, 50}, 4, 1, true);
-  if (!f.found()) f = compare_plan(c, {64, 16, 64, 16}, 2, 4, true);
+  Finding f = compare_plan(c, {100, 10, 10, 50}, 4, 1, Compared::slices);
+  if (!f.found()) f = compare_plan(c, {64, 16, 64, 16}, 2, 4, Compared::slices);
   return from_finding(f, "rank r's shard is flat elements [r * shard_numel, (r + 1) * shard_numel)",
                       "the slices of the wrong rank's chunk, or a slice's offsets counted in the wrong space: "
                       "param_begin in the parameter's (lo - e.offset), shard_offset in the shard's (lo - begin)");
@@ -329,20 +344,23 @@ CheckOutcome odd_world_sizes_and_random_sizes(const CheckContext& c) {
     std::vector<std::int64_t> sizes(1 + rng() % 6);
     for (auto& n : sizes) n = 1 + static_cast<std::int64_t>(rng() % 40);
     const int world = 3 + 2 * static_cast<int>(rng() % 3);
-    f = compare_plan(c, sizes, world, 1 + static_cast<std::int64_t>(rng() % 4), true);
+    f = compare_plan(c, sizes, world, 1 + static_cast<std::int64_t>(rng() % 4), Compared::layout_and_slices);
   }
   return from_finding(f, "the reference's layout and slices for every case",
                       "a computation that only works when W divides the sizes (integer division rounding down)");
 }
 
-// 30 + 30 over W = 4 (shard 15): p0 is rank 0's and half of rank 1's; p1 is cut between ranks 2 and 3... and rank 1.
+// 20 + 40 over W = 4 (shard 15): p0 is cut between ranks 0 and 1; p1 starts at rank 1's offset 5 and is cut twice,
+// its middle slice all of rank 2's shard.
 CheckOutcome a_cut_parameter_split_in_two(const CheckContext& c) {
-  return from_finding(compare_plan(c, {30, 30}, 4, 1, true), "p0 [0, 15) on rank 0, p0 [15, 30) on rank 1, then p1",
+  return from_finding(compare_plan(c, {20, 40}, 4, 1, Compared::slices),
+                      "p0 [0, 15) on rank 0 and [15, 20) on rank 1; p1 [0, 10) on rank 1 at shard offset 5, [10, 25) "
+                      "on rank 2, [25, 40) on rank 3",
                       "a parameter assigned whole to the rank where it starts");
 }
 
 CheckOutcome no_slice_for_a_rank_owning_none(const CheckContext& c) {
-  return from_finding(compare_plan(c, {40, 2, 2, 40}, 4, 1, true),
+  return from_finding(compare_plan(c, {40, 2, 2, 40}, 4, 1, Compared::slices),
                       "the two small parameters on rank 1 alone; ranks 0, 2 and 3 without a slice of them",
                       "empty slices (count 0) kept, or a slice given to every rank");
 }
@@ -471,14 +489,16 @@ std::vector<Check> flat_parameter_checks() {
       make("slices", "each rank's shard holds the right slices of the right parameters", 2, each_rank_holds_its_slices),
       make("odd-world", "odd world sizes (3, 5, 7) and random sizes: every element in exactly one shard", 1,
            odd_world_sizes_and_random_sizes),
-      make("cut-parameter", "a parameter cut between two ranks is split into the right two slices", 1,
+      make("cut-parameter", "a parameter cut by chunk boundaries is split into a slice on each rank it spans", 1,
            a_cut_parameter_split_in_two),
       make("rank-owns-none", "a rank that owns no element of a small parameter gets no slice of it", 1,
            no_slice_for_a_rank_owning_none),
-      make("views", "parameters are views of the flat buffer, not copies (value and grad)", 2,
-           parameters_are_views_not_copies),
-      make("bad-input", "errors for an empty unit, W < 1, align < 1, a parameter given twice, a rank outside W", 1,
-           errors_for_bad_input),
+      // A copy trains on values the gathers never write: the run shows it (NaN, or the race detector's stop).
+      make_shown("views", "parameters are views of the flat buffer, not copies (value and grad)", 2,
+                 "fsdplab run --model gpt2 --world 2 --steps 2 {impl}", parameters_are_views_not_copies),
+      // No run plans a unit the contract refuses: the diagnostic is all there is to see.
+      make_shown("bad-input", "errors for an empty unit, W < 1, align < 1, a parameter given twice, a rank outside W",
+                 1, "", errors_for_bad_input),
       equivalence_check(2, "training-W3", "gpt2 test-tiny on 3 ranks trains equal to the single-rank baseline", 2,
                         small_gpt2(3), "the layout or the slices differ between ranks, or a view copies",
                         training_cause),

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "engine/fsdp/integration_task.hpp"
 #include "engine/fsdp/lab_todo.hpp"
@@ -186,17 +187,40 @@ TEST(GraderDiagnostics, APaddingMistakeIsNamedWhereverTheLayoutShowsIt) {
       << none[1].outcome.cause;
   EXPECT_FALSE(contains(none[1].outcome.cause, "alignment left out")) << none[1].outcome.cause;
 
+  // The padding check and odd-world (layouts and slices at random sizes) lose their points and name the padding; the
+  // slice checks grade the graded slicing of the reference's layout, which a padding mistake leaves right.
   const FsdpTask& off_by_one = find_mutant(2, "padding-off-by-one").impl();
-  const std::vector<std::string> ids = {"padding", "slices", "odd-world", "cut-parameter", "rank-owns-none"};
+  const std::vector<std::string> ids = {"padding", "odd-world", "slices", "cut-parameter", "rank-owns-none"};
   const std::vector<CheckRun> runs = run_checks(2, off_by_one, ids, 60);
   EXPECT_TRUE(contains(runs[0].outcome.cause, "padding off by one: used_numel")) << runs[0].outcome.cause;
-  for (std::size_t i = 1; i < ids.size(); ++i) {
-    EXPECT_EQ(runs[i].outcome.fraction, 0) << ids[i];
-    EXPECT_TRUE(contains(runs[i].outcome.got, "padded_numel")) << ids[i] << ": " << runs[i].outcome.got;
-    EXPECT_TRUE(contains(runs[i].outcome.cause,
-                         "the layout's padded_numel differs (see the padding check): padding off by one"))
-        << ids[i] << ": " << runs[i].outcome.cause;
-  }
+  EXPECT_EQ(runs[1].outcome.fraction, 0);
+  EXPECT_TRUE(contains(runs[1].outcome.got, "padded_numel")) << runs[1].outcome.got;
+  EXPECT_TRUE(
+      contains(runs[1].outcome.cause, "the layout's padded_numel differs (see the padding check): padding off by one"))
+      << runs[1].outcome.cause;
+  for (std::size_t i = 2; i < ids.size(); ++i)
+    EXPECT_TRUE(runs[i].outcome.passed()) << ids[i] << ": " << runs[i].outcome.got;
+}
+
+// A task that throws what is not an fsdplab::Error (std::invalid_argument for an empty unit) is told so by the
+// exception's type, and what the contract asks instead: not "nothing is thrown", where the contract names an error.
+TEST(GraderDiagnostics, AnExceptionThatIsNotAnErrorIsNamedByItsType) {
+  class ThrowsInvalidArgument final : public FlatParameterTask {
+   public:
+    FlatParamLayout plan(std::span<Parameter* const>, int, std::int64_t) const override {
+      throw std::invalid_argument("empty");
+    }
+    std::vector<ShardSlice> shard_slices(const FlatParamLayout&, int) const override { return {}; }
+    void point_views(const FlatParamLayout&, const Tensor&, Tensor Parameter::*) const override {}
+  };
+  const ThrowsInvalidArgument task;
+  const std::vector<CheckRun> runs = run_task2(task, {"bad-input"}, 60);
+  EXPECT_EQ(runs[0].end, CheckEnd::threw);
+  EXPECT_EQ(runs[0].outcome.got, "threw std::invalid_argument: empty");
+  EXPECT_TRUE(contains(runs[0].outcome.cause,
+                       "an exception that is not an fsdplab::Error: where the task's contract "
+                       "names an error, raise it with check() or fail()"))
+      << runs[0].outcome.cause;
 }
 
 // A slice's wrong field is named in the space it was counted in: param_begin counted in the shard is not read as
@@ -673,11 +697,16 @@ TEST(GraderDiagnostics, EveryCheckTheRaceDetectorStoppedIsFlaggedAsARace) {
 // Every "see it" command calls fsdplab by a path that runs it from the repository's root, as the READMEs do.
 TEST(GraderDiagnostics, SeeItCommandsCallFsdplabByItsPath) {
   const std::vector<Check> checks = task_checks(2);
-  const Check& views = check_named(checks, "views");
-  EXPECT_EQ(show_command(views, "student"),
+  const Check& padding = check_named(checks, "padding");
+  EXPECT_EQ(show_command(padding, "student"),
             "build/app/fsdplab gui --model gpt2 --world 3 --impl 2=student --compare impl");
-  EXPECT_EQ(show_command(views, "mutant:views-that-copy", "build-asan/app/fsdplab"),
-            "build-asan/app/fsdplab gui --model gpt2 --world 3 --impl 2=mutant:views-that-copy --compare impl");
+  EXPECT_EQ(show_command(padding, "mutant:padding-off-by-one", "build-asan/app/fsdplab"),
+            "build-asan/app/fsdplab gui --model gpt2 --world 3 --impl 2=mutant:padding-off-by-one --compare impl");
+  // Views that copy show in a run (NaN, or the race detector's stop); the map draws only layouts.
+  EXPECT_EQ(show_command(check_named(checks, "views"), "student"),
+            "build/app/fsdplab run --model gpt2 --world 2 --steps 2 --impl 2=student");
+  // The errors a task raises on bad input: no run gives a task that input, so there is no command.
+  EXPECT_EQ(show_command(check_named(checks, "bad-input"), "student"), "");
   EXPECT_EQ(GradeRequest{}.program, "build/app/fsdplab");
   // The commands a diagnostic quotes, too: only where a command begins, never inside a path or a word.
   EXPECT_EQ(with_program("W = 2: 4.16 (yours: fsdplab run --world 2; the baseline: fsdplab run --world 1)",
@@ -729,7 +758,9 @@ TEST(Grader, EveryTaskHasChecksOfItsOwnAndAtLeastThreeMutants) {
       EXPECT_EQ(c.task, task) << c.id;
       EXPECT_TRUE(ids.insert(c.id).second) << "task " << task << " has two checks '" << c.id << "'";
       EXPECT_GT(c.points, 0) << c.id;
-      EXPECT_TRUE(contains(c.show, "{impl}")) << c.id << ": " << c.show;
+      // A command shows the graded implementation, or there is none (the errors a task raises on bad input).
+      EXPECT_TRUE(contains(c.show, "{impl}") || (c.show.empty() && (c.id == "bad-input" || c.id == "errors")))
+          << c.id << ": " << c.show;
     }
     int mutants = 0;
     for (const Mutant& m : mutant_catalog()) mutants += m.task == task;
