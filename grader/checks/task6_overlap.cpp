@@ -153,10 +153,15 @@ std::string diagnose_race(const CheckContext&, const GradeCase& c, const GradedR
 // parked rate-limited units (release_oldest_limited) and the limit is still full: every counted unit in use. A
 // prefetch declined while a limited unit is still parked is one the reference issues after its wait: the limit
 // holds, the memory is lower, and the overlap that prefetch bought is gone, which the overlap checks would blame on
-// after(). The graded task runs wrapped in PrefetchDeclines, which counts those declines as they happen.
-class PrefetchDeclines final : public OverlapTask {
+// after(). The graded task runs wrapped in ScheduleWatch, which counts those declines as they happen.
+//
+// [Note: a gradient counted by the rate limiter]
+// The limiter counts gathered parameters (release_full parks them with rate_limited(unit)); a full gradient parked
+// as limited too (release_grad's push(..., true)) fills the limit with reductions in flight, and the host waits for
+// them before the next gathers: a late step with no host sync in the code. ScheduleWatch counts those parkings.
+class ScheduleWatch final : public OverlapTask {
  public:
-  explicit PrefetchDeclines(const OverlapTask& task) : OverlapTask(task.origin()), task_(task) {}
+  explicit ScheduleWatch(const OverlapTask& task) : OverlapTask(task.origin()), task_(task) {}
   bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
     const bool acquired = task_.acquire_full(unit, rank, prefetch);
     if (prefetch && !acquired && rank.schedule.parked.limited() > 0) ++without_waiting_;
@@ -164,7 +169,11 @@ class PrefetchDeclines final : public OverlapTask {
   }
   void release_full(FsdpUnit& unit, FsdpRank& rank) const override { task_.release_full(unit, rank); }
   void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override { task_.acquire_grad(unit, rank); }
-  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override { task_.release_grad(unit, rank); }
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    const int limited = rank.schedule.parked.limited();
+    task_.release_grad(unit, rank);
+    if (rank.schedule.parked.limited() > limited) ++limited_grads_;
+  }
   void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
     task_.release_staging(std::move(staging), done, rank);
   }
@@ -176,10 +185,12 @@ class PrefetchDeclines final : public OverlapTask {
 
   // Prefetches declined while a rate-limited unit was still parked, on every rank of the run.
   int without_waiting() const { return without_waiting_; }
+  // Full gradients release_grad parked as rate-limited, on every rank of the run.
+  int limited_grads() const { return limited_grads_; }
 
  private:
   const OverlapTask& task_;
-  mutable std::atomic<int> without_waiting_{0};  // the ranks are threads of one process
+  mutable std::atomic<int> without_waiting_{0}, limited_grads_{0};  // the ranks are threads of one process
 };
 
 // Both runs of one case, the graded and the reference's; a failed graded run is the outcome.
@@ -187,6 +198,7 @@ struct Schedules {
   GradedRun graded, reference;
   std::optional<CheckOutcome> failed;
   int declined_without_waiting = 0;  // the graded run's (see the note above); the reference's is 0
+  int limited_grads = 0;             // the graded run's gradients parked as rate-limited; the reference's is 0
 };
 
 // A failed run's cause: cause_of_training's, `race_cause` (the missing wait the check makes likely) for a race that
@@ -197,10 +209,11 @@ Schedules schedules(const CheckContext& ctx, const GradeCase& c, const std::stri
                         "of its last user: see the two ops the race detector names") {
   Schedules s;
   FsdpTasks graded = ctx.tasks;
-  const PrefetchDeclines declines(*ctx.tasks.overlap);
-  graded.overlap = &declines;
+  const ScheduleWatch watch(*ctx.tasks.overlap);
+  graded.overlap = &watch;
   s.graded = train_graded(c, graded, ctx.scratch, {.ops = true});
-  s.declined_without_waiting = declines.without_waiting();
+  s.declined_without_waiting = watch.without_waiting();
+  s.limited_grads = watch.limited_grads();
   s.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true});
   if (!s.graded.trained())
     s.failed = stopped_training(
@@ -255,8 +268,16 @@ int issued_on_an_idle_device(const std::vector<OpRecord>& ops) {
   return idle;
 }
 
+// A schedule mistake the watch saw, in the student's terms; "" for none.
+std::string watched_mistake(const Schedules& s);
+
+// A pass over budget ("correct but wasteful") says why where the watch saw it: the budget alone names only symptoms.
 CheckOutcome with_budget(CheckOutcome outcome, const Schedules& s) {
-  return grading::with_budget(std::move(outcome), s.graded, s.reference);
+  const bool passed = outcome.passed();
+  outcome = grading::with_budget(std::move(outcome), s.graded, s.reference);
+  if (const std::string mistake = watched_mistake(s); passed && !outcome.passed() && !mistake.empty())
+    outcome.cause = "correct but wasteful: " + mistake;
+  return outcome;
 }
 
 // A check of the schedules of case `c`, which its show command opens in the dashboard: paused at the task's first
@@ -275,23 +296,41 @@ Check make(std::string id, std::string title, int points, const GradeCase& c, Sc
           [c, run](const CheckContext& ctx) { return run(ctx, c); }};
 }
 
+// The case shown (--buffers alloc), then the same with the two-buffer pool, whose units take their slot's free event
+// in acquire_full: under SYNC that wait comes on top of the wait for all compute, not in its place.
 CheckOutcome sync_overlaps_nothing(const CheckContext& ctx, const GradeCase& sync) {
-  const std::string expected = "every collective after the compute before it and before the compute after it";
-  const Schedules s = schedules(ctx, sync, expected, "SYNC must order each gather after all compute issued before it");
-  if (s.failed) return *s.failed;
-  for (const std::vector<OpRecord>& ops : s.graded.ops)
-    for (const OpRecord& op : ops)
-      if (is_communication(op.category))
-        if (const OpRecord* c = overlapped_compute(op, ops))
-          return with_budget(
-              CheckOutcome::fail(
-                  expected,
-                  "'" + op.name + "' [" + us(op.begin) + ", " + us(op.end) + "] overlaps compute '" + c->name + "' [" +
-                      us(c->begin) + ", " + us(c->end) + "]",
-                  "SYNC without rank.device.wait_stream(Lane::all_gather, Lane::compute) in acquire_full, "
-                  "or without the compute stream's wait for unit.reduced in release_grad"),
-              s);
-  return with_budget(CheckOutcome::pass(), s);
+  GradeCase pooled = sync;
+  pooled.options.buffers = UnshardBuffers::pool;
+  std::optional<CheckOutcome> passed;
+  for (const GradeCase* c : std::initializer_list<const GradeCase*>{&sync, &pooled}) {
+    const bool pool = c == &pooled;
+    const std::string expected = std::string(
+                                     "every collective after the compute before it and before the compute "
+                                     "after it") +
+                                 (pool ? " (--buffers pool)" : "");
+    const Schedules s = schedules(ctx, *c, expected, "SYNC must order each gather after all compute issued before it");
+    if (s.failed) return *s.failed;
+    for (const std::vector<OpRecord>& ops : s.graded.ops)
+      for (const OpRecord& op : ops)
+        if (is_communication(op.category))
+          if (const OpRecord* overlapped = overlapped_compute(op, ops)) {
+            // The case shown passed where only the pool's overlaps: half the points.
+            CheckOutcome fail = CheckOutcome::fail(
+                expected,
+                "'" + op.name + "' [" + us(op.begin) + ", " + us(op.end) + "] overlaps compute '" + overlapped->name +
+                    "' [" + us(overlapped->begin) + ", " + us(overlapped->end) + "]",
+                pool ? "SYNC's wait for all compute left out for pool units: in acquire_full the pool's slot wait "
+                       "(unit.pool_slot >= 0) comes after rank.device.wait_stream(Lane::all_gather, Lane::compute), "
+                       "which SYNC makes for every gather"
+                     : "SYNC without rank.device.wait_stream(Lane::all_gather, Lane::compute) in acquire_full, or "
+                       "without the compute stream's wait for unit.reduced in release_grad",
+                pool ? 0.5 : 0);
+            if (pool) fail.show = c->dashboard_command(6);
+            return with_budget(std::move(fail), s);
+          }
+    if (!passed) passed = with_budget(CheckOutcome::pass(), s);  // the budget of the case shown
+  }
+  return *passed;
 }
 
 CheckOutcome forward_gathers_overlap_compute(const CheckContext& ctx, const GradeCase& forward) {
@@ -352,8 +391,18 @@ CheckOutcome backward_collectives_overlap_compute(const CheckContext& ctx, const
 }
 
 // What the measured step's op graph shows made it slower than the reference's.
-std::string slow_step_cause(const Schedules& s) {
+std::string watched_mistake(const Schedules& s) {
   if (s.declined_without_waiting > 0) return declined_text(s.declined_without_waiting);
+  if (s.limited_grads > 0)
+    return "release_grad parked " + std::to_string(s.limited_grads) +
+           " full gradients as rate-limited (parked.push(..., true)): the limiter counts gathered parameters only, "
+           "so the host waited at the limit for reductions in flight; park a gradient with its reduced event alone, "
+           "parked.push(memory, unit.reduced)";
+  return "";
+}
+
+std::string slow_step_cause(const Schedules& s) {
+  if (const std::string mistake = watched_mistake(s); !mistake.empty()) return mistake;
   if (limiter_held_prefetches(s)) return limiter_held_text(s);
   const int idle = issued_on_an_idle_device(s.graded.ops[0]),
             reference_idle = issued_on_an_idle_device(s.reference.ops[0]);
@@ -396,6 +445,9 @@ CheckOutcome step_time_as_the_reference(const CheckContext& ctx, const GradeCase
   for (const GradeCase* c : {&all, &unlimited}) {
     const std::string limit = c->options.max_inflight == 0 ? " with no limit (--max-inflight 0)" : "";
     const std::string expected = "a step no longer than the reference's + 1%" + limit;
+    const auto with_reference = [&](SimTime reference) {
+      return "a step no longer than the reference's " + ms(reference) + " + 1%" + limit;
+    };
     const Schedules s = schedules(ctx, *c, expected);
     if (s.failed) return *s.failed;
     const SimTime got = step_time(s.graded.ops[0]), want = step_time(s.reference.ops[0]);
@@ -405,8 +457,8 @@ CheckOutcome step_time_as_the_reference(const CheckContext& ctx, const GradeCase
                             "at --max-inflight 0 (limit > 0), and only for rate_limited units"
                           : slow_step_cause(s);
       // The case shown passed where only the unlimited one is slow: half the points.
-      CheckOutcome slow = CheckOutcome::fail(expected + " (" + ms(want) + ")", "step 2 takes " + ms(got), cause,
-                                             c == &unlimited ? 0.5 : 0);
+      CheckOutcome slow =
+          CheckOutcome::fail(with_reference(want), "step 2 takes " + ms(got), cause, c == &unlimited ? 0.5 : 0);
       if (c == &unlimited) slow.show = c->command("gui", "{impl}");  // whole runs, as the check's own
       return with_budget(std::move(slow), s);
     }

@@ -24,7 +24,7 @@ class StudentOverlap final : public OverlapTask {
   // Before a gather writes `unit.full`: make it allocated and safe to write from the all-gather stream.
   // For a prefetch (prefetch == true) you may decline when the rate limiter is full: return false,
   // having done nothing. Otherwise return true.
-  //   SYNC (!rank.async()): the gather must start after everything issued to the compute stream
+  //   SYNC (!rank.async()), pool units too: the gather must start after everything issued to the compute stream
   //     (rank.device.wait_stream(Lane::all_gather, Lane::compute)).
   //   Pool (unit.pool_slot >= 0): the buffer exists; the all-gather stream waits for the slot's free
   //     event rank.schedule.param_pool_free[slot] if it was recorded. The host never waits here.
@@ -60,7 +60,7 @@ class StudentOverlap final : public OverlapTask {
   // be ready before the optimizer reads it, the full gradient freed only after the reduction.
   //   SYNC: the compute stream waits for unit.reduced now.
   //   Then, unless grad_full is the replica: pool: unit.reduced becomes grad_pool_free[slot];
-  //   ASYNC: park grad_full's memory with unit.reduced; SYNC: free it.
+  //   ASYNC: park grad_full's memory with unit.reduced, not rate-limited (the limiter counts parameters); SYNC: free.
   void release_grad(FsdpUnit& unit, FsdpRank& rank) const override {
     // TODO(task 6)
     todo(6, "OverlapTask::release_grad");
