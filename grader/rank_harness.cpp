@@ -40,6 +40,16 @@ OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string nam
 
 bool intersects(const OpRecord& a, const OpRecord& b) { return a.begin < b.end && b.begin < a.end; }
 
+int issued_on_an_idle_device(const std::vector<OpRecord>& ops, std::optional<int> step) {
+  SimTime ended = -1;
+  int idle = 0;
+  for (const OpRecord& op : ops) {
+    if ((!step || op.labels.step == *step) && ended >= 0 && op.issued >= ended) ++idle;
+    ended = std::max(ended, op.end);
+  }
+  return idle;
+}
+
 void on_ranks(int world, const std::function<void(GradedRank&)>& body, RaceDetector::Policy races) {
   run_world(world, [&](int r, LocalWorld& local) {
     auto device = make_graded_device(r, /*dry_run=*/false, races);

@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ const OpRecord* first_of(const std::vector<OpRecord>& ops, OpCategory category);
 OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string name, SimTime duration);
 // Whether two ops ran at the same time on the virtual clock.
 bool intersects(const OpRecord& a, const OpRecord& b);
+// The ops of `ops` (one rank's, in issue order) the host issued once the device had run dry, after every op issued
+// before them had ended, as after a host sync: those of step `step`, or of every step.
+int issued_on_an_idle_device(const std::vector<OpRecord>& ops, std::optional<int> step = std::nullopt);
 
 // Runs `body` on `world` ranks and joins them; the first rank's Error is rethrown (run_world). Nothing
 // may be in flight when body returns: the harness synchronizes each device before its tensors go. `races` as

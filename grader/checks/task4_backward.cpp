@@ -7,6 +7,8 @@
 // test-tiny: the ASYNC schedule of the reductions beside the reference's, and SGD — which, unlike AdamW,
 // shows a gradient W times too large — equal to the single-rank baseline at W = 1, 2, 3, 4 and 8.
 #include <algorithm>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "engine/runtime/race_detector.hpp"
@@ -132,6 +134,36 @@ CheckOutcome each_shard_its_chunk_of_the_mean(const CheckContext& c) {
   return first;
 }
 
+// Why the reduction raced the backward, from what it waited for: with work already issued on every stream (busy_op),
+// an event the graded reduce_scatter waits for carries the last op of the stream it was recorded on, which the
+// reduction's dependencies then name. kNoEventCause where it waited for none; "" where it waited for compute's (the
+// race is then of another kind).
+std::string race_cause(const CheckContext& c) {
+  std::string cause = kNoEventCause;
+  on_ranks(2, [&](GradedRank& r) {
+    const GradBuffers b = grad_buffers(r, 1024);
+    std::map<OpId, Lane> lane_of;
+    for (const Lane lane : {Lane::compute, Lane::all_gather, Lane::reduce_scatter})
+      lane_of[busy_op(r.device, lane, OpCategory::compute, "work already issued", 1000).id] = lane;
+    const std::size_t before = r.device.ops().size();
+    graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
+    const std::vector<OpRecord> ops = ops_since(r.device, before);
+    const OpRecord* reduction = first_of(ops, OpCategory::reduce_scatter);
+    if (r.rank != 0 || !reduction) return;
+    std::set<Lane> waited;
+    for (const OpRef& dep : reduction->deps)
+      if (const auto it = lane_of.find(dep.op); it != lane_of.end()) waited.insert(it->second);
+    if (waited.contains(Lane::compute)) {
+      cause = "";
+    } else if (!waited.empty()) {
+      cause = "the reduction waits for an event recorded on the " + std::string(lane_name(*waited.begin())) +
+              " stream, which orders nothing against the backward: record it on Lane::compute, where the backward "
+              "wrote grad_full, and device.wait(Lane::reduce_scatter, it)";
+    }
+  });
+  return cause;
+}
+
 CheckOutcome reduction_ordered_after_compute(const CheckContext& c) {
   constexpr std::int64_t n = 1024;
   RankFindings found(2);
@@ -147,8 +179,7 @@ CheckOutcome reduction_ordered_after_compute(const CheckContext& c) {
     try {
       graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
     } catch (const RaceError& e) {
-      mine = CheckOutcome::race("the reduction ordered after the compute stream's write of grad_full", e.what(),
-                                kNoEventCause);
+      mine = CheckOutcome::race("the reduction ordered after the compute stream's write of grad_full", e.what(), "");
       return;
     }
     const std::vector<OpRecord> ops = ops_since(r.device, before);
@@ -159,7 +190,15 @@ CheckOutcome reduction_ordered_after_compute(const CheckContext& c) {
                                 "the reduce-scatter stream not ordered after the compute stream: an event recorded on "
                                 "Lane::compute, waited for on Lane::reduce_scatter");
   });
-  return first_failure(found);
+  CheckOutcome outcome = first_failure(found);
+  if (outcome.raced) {
+    try {
+      outcome.cause = race_cause(c);
+    } catch (const std::exception&) {  // the graded code failed the probe: the race is all there is to say
+    }
+    if (outcome.cause.empty()) outcome.cause = kNoEventCause;
+  }
+  return outcome;
 }
 
 CheckOutcome one_reduce_scatter_on_its_stream(const CheckContext& c) {
@@ -263,7 +302,7 @@ CheckOutcome compute_sees_a_zeroed_gradient(const CheckContext& c) {
   for (std::int64_t i = 0; i < n; ++i)
     if (got[static_cast<std::size_t>(i)] != 0.0f)
       return CheckOutcome::fail(
-          "zeros in every element of grad_full (" + std::to_string(n) + ")",
+          "zeros in every element of grad_full (" + std::to_string(n) + " elements)",
           "element " + std::to_string(i) + " is " + number(got[static_cast<std::size_t>(i)]) +
               " (the block held 7 before)",
           "grad_full not zeroed, or only part of it: the allocator hands out cached blocks with old "
@@ -325,6 +364,18 @@ CheckOutcome reductions_scheduled_as_the_reference(const CheckContext& c) {
         "the reduce-scatter stream does more than the reference's (" + std::to_string(want.on_their_stream) +
             " ops): an op after the collective, such as a scale by 1/W that ReduceOp::avg already does, delays "
             "every reduction");
+  else if (const int idle = issued_on_an_idle_device(trained.ops[0]),
+           reference_idle = issued_on_an_idle_device(reference.ops[0]);
+           (got.overlapping < want.overlapping || got.end > want.end) && idle > reference_idle)
+    // The same reductions on the same stream, later: the host stopped issuing until the device was done.
+    outcome = CheckOutcome::fail(w.str(),
+                                 g.str() + "; " + std::to_string(idle - reference_idle) +
+                                     " more ops than the reference's issued after the device had run dry (" +
+                                     std::to_string(idle) + " against " + std::to_string(reference_idle) +
+                                     "): the host waited for it",
+                                 "a host sync in reduce_scatter (device.synchronize): the host waits for the backward "
+                                 "before it issues the reduction, and the next unit's backward starts late; a stream "
+                                 "wait (device.wait(Lane::reduce_scatter, event)) orders the reduction alone");
   else if (got.overlapping < want.overlapping || got.end > want.end)
     outcome = CheckOutcome::fail(w.str(), g.str(),
                                  "the reductions wait for more than their unit's backward (a host sync, or an event "

@@ -256,18 +256,6 @@ std::string limiter_held_text(const Schedules& s) {
          "): it counts units that are not rate_limited, such as the root, gathered from its forward to its backward";
 }
 
-// The measured step's ops a host issued once the device had run dry: after every op issued before them had ended,
-// as after a host sync.
-int issued_on_an_idle_device(const std::vector<OpRecord>& ops) {
-  SimTime ended = -1;
-  int idle = 0;
-  for (const OpRecord& op : ops) {  // in issue order
-    if (op.labels.step == kMeasuredStep && ended >= 0 && op.issued >= ended) ++idle;
-    ended = std::max(ended, op.end);
-  }
-  return idle;
-}
-
 // A schedule mistake the watch saw, in the student's terms; "" for none.
 std::string watched_mistake(const Schedules& s);
 
@@ -404,8 +392,8 @@ std::string watched_mistake(const Schedules& s) {
 std::string slow_step_cause(const Schedules& s) {
   if (const std::string mistake = watched_mistake(s); !mistake.empty()) return mistake;
   if (limiter_held_prefetches(s)) return limiter_held_text(s);
-  const int idle = issued_on_an_idle_device(s.graded.ops[0]),
-            reference_idle = issued_on_an_idle_device(s.reference.ops[0]);
+  const int idle = issued_on_an_idle_device(s.graded.ops[0], kMeasuredStep),
+            reference_idle = issued_on_an_idle_device(s.reference.ops[0], kMeasuredStep);
   if (idle > reference_idle)
     return "the host waited for the device: " + std::to_string(idle) +
            " ops issued once it had run dry, the "

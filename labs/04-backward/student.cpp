@@ -7,8 +7,8 @@
 #include "engine/fsdp/backward_task.hpp"
 #include "engine/fsdp/lab_todo.hpp"
 
-// You will need fill() from here (uncomment when you use it):
-// #include "engine/tensor/elementwise.hpp"
+// fill(), which zero_gradient needs, is declared here:
+#include "engine/tensor/elementwise.hpp"
 
 namespace fsdplab {
 namespace {

@@ -7,8 +7,8 @@
 #include "engine/fsdp/sharded_optimizer.hpp"
 #include "engine/fsdp/lab_todo.hpp"
 
-// You will need std::vector (uncomment when you use it):
-// #include <vector>
+// make() builds a std::vector:
+#include <vector>
 
 namespace fsdplab {
 namespace {

@@ -56,6 +56,19 @@ class MissingWait final : public LikeTheReference {
   }
 };
 
+// The event recorded on the stream that waits for it: the wait orders the reduction after nothing it did not follow
+// already, and the reduce-scatter stream reads an unfinished gradient as without one.
+class EventOnTheWaitingStream final : public LikeTheReference {
+ public:
+  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
+                      const Tensor& grad_shard) const override {
+    Event written("fsdp.grad_full_written");
+    device.record(written, Lane::reduce_scatter);
+    device.wait(Lane::reduce_scatter, written);
+    group.reduce_scatter(device.stream(Lane::reduce_scatter), grad_full, grad_shard, ReduceOp::avg);
+  }
+};
+
 // The reduction on the compute stream: right numbers, but the next unit's backward waits for it.
 class ReduceOnCompute final : public LikeTheReference {
  public:
@@ -100,6 +113,9 @@ std::span<const Mutant> backward_mutants() {
        instance<AveragesTwice>},
       {4, "missing-wait", "the reduce-scatter stream does not wait for the compute stream's event before reducing",
        instance<MissingWait>},
+      {4, "event-on-the-waiting-stream",
+       "records the backward's event on the reduce-scatter stream, which then waits for its own work only",
+       instance<EventOnTheWaitingStream>},
       {4, "reduce-on-compute",
        "the reduce-scatter is issued on the compute stream instead of the reduce-scatter stream",
        instance<ReduceOnCompute>},

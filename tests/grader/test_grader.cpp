@@ -469,6 +469,13 @@ TEST(GraderDiagnostics, ForwardAndBackwardMistakesAreNamedWhereverTheyShow) {
   for (std::size_t i = 1; i < ids.size(); ++i)
     EXPECT_TRUE(contains(no_event[i].outcome.cause, "no event between the backward and the reduction"))
         << ids[i] << ": " << no_event[i].outcome.cause;
+  // An event there is, but on the stream that waits: named as such, not as no event.
+  const std::vector<CheckRun> own_stream = run_checks(4, find_mutant(4, "event-on-the-waiting-stream").impl(),
+                                                      {"ordered-after-compute", "sgd-training"}, 60);
+  for (const CheckRun& run : own_stream) {
+    EXPECT_TRUE(contains(run.outcome.cause, "the reduction waits for an event recorded on the reduce_scatter stream"))
+        << run.outcome.cause;
+  }
   const std::vector<CheckRun> twice = run_checks(4, find_mutant(4, "averages-twice").impl(), ids, 60);
   EXPECT_TRUE(twice[0].outcome.passed()) << twice[0].outcome.got;
   EXPECT_TRUE(contains(twice[1].outcome.cause, "the reduce-scatter stream does more than the reference's (9 ops)"))
