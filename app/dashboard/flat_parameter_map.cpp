@@ -302,6 +302,10 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
     ImGui::PushStyleColor(ImGuiCol_Text, kFailedColor);
     text_wrapped_at_spaces(difference_line_);
     ImGui::PopStyleColor();
+  } else if (map.tasks != "reference") {
+    // A student's tasks 2 or 7 that lay every unit out as the reference's do: said, so that right is seen as right.
+    difference_line_ = "all " + std::to_string(map.units.size()) + " units laid out as the reference's";
+    text_wrapped_at_spaces(difference_line_);
   }
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   // Under hybrid shard a unit is cut into S chunks, and rank r holds chunk r % S: the replicas repeat the columns.

@@ -103,8 +103,8 @@ class FlatParameterPanel {
   ImVec2 grid_max() const { return grid_max_; }
   float scroll_max_x() const { return scroll_max_x_; }  // how far the grid scrolls sideways
   // The last frame's line saying whose tasks laid the map out, the one saying how many units' layouts differ from
-  // the reference's and the first one's difference (empty when none does), and the error it showed instead of a
-  // grid (empty when it drew one).
+  // the reference's and the first one's difference (where none does: that all are alike for tasks not the
+  // reference's, empty for the reference's), and the error it showed instead of a grid (empty when it drew one).
   const std::string& layout_line() const { return layout_line_; }
   const std::string& difference_line() const { return difference_line_; }
   const std::string& error_shown() const { return error_shown_; }

@@ -21,6 +21,7 @@ constexpr float kHeight = 400;
 // Units named as a nested wrap of Llama names them, the longest 31 characters; two parameters each.
 FlatParameterMap nested_map(int world) {
   FlatParameterMap map;
+  map.tasks = "reference";
   map.world = world;
   map.shard_group = world;
   for (const char* name : {"(root)", "model.embed_tokens", "model.layers.0", "model.layers.0.self_attn.q_proj",
@@ -98,6 +99,11 @@ TEST(FlatParameterMap, UnitsUnlikeTheReferencesAreNamedInRed) {
   map.units_missing = {"(root)"};
   draw(ui, panel, map, log, 380);
   EXPECT_EQ(panel.difference_line(), "the reference's task 7 also makes 1 unit this run does not: '(root)'");
+  // A student's layout like the reference's in every unit is said to be: right is seen as right.
+  map.units_missing.clear();
+  map.tasks = "2=student";
+  draw(ui, panel, map, log, 380);
+  EXPECT_EQ(panel.difference_line(), "all 6 units laid out as the reference's");
 }
 
 class FlatParameterMapLayout : public testing::TestWithParam<std::tuple<int, float>> {};
