@@ -24,7 +24,7 @@ class IntegrationTask : public FsdpTask {
   // Splits `model` into units, outermost first (pre-order: a unit's parent comes before it, the root
   // unit first). An Error for a wrapped module with no parameters, for a tied parameter used in a unit
   // that neither owns it nor runs inside its owner (its gradient would have no full buffer to go to),
-  // and for a model with no parameters at all. A root left with no parameter of its own gets no unit.
+  // and for a model with no parameters at all. A root unit left holding no parameter gets no unit.
   virtual std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const = 0;
 };
 

@@ -115,8 +115,12 @@ CheckOutcome one_gather_on_its_stream_event_behind_it(const CheckContext& c) {
       mine = CheckOutcome::fail(
           "the all-gather on the all_gather stream",
           rank + "it ran on the " + std::string(lane_name(gather->lane)) + " stream",
-          "the gather issued on the compute stream: compute then waits for the link, and the next unit's "
-          "gather cannot run under this unit's compute; use device.stream(Lane::all_gather)");
+          gather->lane == Lane::compute
+              ? "the gather issued on the compute stream: compute then waits for the link, and the next unit's "
+                "gather cannot run under this unit's compute; use device.stream(Lane::all_gather)"
+              : "the gather issued on the " + std::string(lane_name(gather->lane)) +
+                    " stream, which the backward's reductions use: a gather queues behind them there and the "
+                    "schedule's streams mean nothing; use device.stream(Lane::all_gather)");
     } else if (gather->bytes_moved != b.full.nbytes()) {
       mine = CheckOutcome::fail("the whole full buffer gathered (" + std::to_string(b.full.nbytes()) + " bytes)",
                                 rank + "the gather moved " + std::to_string(gather->bytes_moved) + " bytes",

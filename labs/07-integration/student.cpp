@@ -26,7 +26,7 @@ class StudentIntegration final : public IntegrationTask {
   //  - check(...) (engine/runtime/error.hpp) throws an Error for: a wrapped module with no parameters; a
   //    tied parameter (Module::shared_parameters()) used by a module whose unit neither owns it nor is
   //    nested inside its owner's unit; a model with no parameters at all.
-  //  - A root left with no parameter of its own gets no unit: erase it and renumber the parents
+  //  - A root UNIT left holding no parameter gets no unit: erase it and renumber the parents
   //    (its children get -1, every other parent index drops by one).
   // Walk model.modules() (pre-order) once; remember each module's unit and each parameter's unit.
   std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
