@@ -311,12 +311,16 @@ std::string seconds_text(double s) {
   return o.str();
 }
 
-CheckRun collect(const Running& child, int status, bool timed_out, double limit) {
+// `task`: the graded task's number. Task 1 draws on the host and waits for nothing: there a time-out is work.
+CheckRun collect(const Running& child, int task, int status, bool timed_out, double limit) {
   if (timed_out)
     return ended(CheckEnd::timed_out,
                  "check timed out after " + seconds_text(limit) + " s" + hang_site(child.bytes, child.running),
-                 "an infinite loop, or a rank waiting for something that never happens (a collective another "
-                 "rank never calls, an event never recorded)");
+                 task == 1 ? "an infinite loop, or far more drawn than the shard: every element from the parameter's "
+                             "first (param_begin ignored), or the whole parameter, where each slice's count is all "
+                             "there is to draw"
+                           : "an infinite loop, or a rank waiting for something that never happens (a collective "
+                             "another rank never calls, an event never recorded)");
   if (!child.bytes.empty() && child.bytes[0] == 'R') {
     try {
       const nlohmann::json j = nlohmann::json::parse(child.bytes.substr(1));
@@ -392,6 +396,10 @@ CheckRun run_here(const CheckJob& job, const fs::path& scratch) {
                   "it too (a held-out case's settings diverge, or ask more than a check can run); the "
                   "course must fix the case (`fsdplab grade --impl reference --cases DIR` earns every point when each "
                   "case is sound)")};
+    if (caused_by<HostTouchedDeviceMemory>(e))
+      return {CheckEnd::threw,
+              CheckOutcome::fail("the check to run to its end",
+                                 std::string("the run stopped with an error: ") + e.what(), kRawPointerCause)};
     // An Error is what the engine's own checks raise (an event waited on but never recorded, a wrong size...) as
     // well as the graded code's check(...): its message says what was refused, so it is the diagnostic.
     CheckOutcome stopped =
@@ -465,7 +473,7 @@ std::vector<CheckRun> run_isolated(std::span<const CheckJob> jobs, const Isolati
       int status = 0;
       waitpid(c.pid, &status, 0);
       close(c.fd);
-      runs[c.job] = collect(c, status, timed_out, limits.seconds);
+      runs[c.job] = collect(c, jobs[c.job].check->task, status, timed_out, limits.seconds);
       std::error_code ignored;
       fs::remove_all(c.scratch, ignored);
       running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));

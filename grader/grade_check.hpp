@@ -30,6 +30,11 @@ struct BudgetLine {
 
 // The cause of a check that a TODO stopped, wherever the TODO was met.
 inline constexpr const char* kTodoLeft = "a TODO is left in the task";
+// The cause of a HostTouchedDeviceMemory (engine/runtime/device.hpp), wherever it stops a check.
+inline constexpr const char* kRawPointerCause =
+    "the graded code touched device memory through a raw pointer on the host (Tensor::f32() and its kin are for op "
+    "bodies; on a GPU that address is the device's): write it with copy_from() after synchronize(), read it with "
+    "to_vector()";
 
 // What a check found.
 struct CheckOutcome {

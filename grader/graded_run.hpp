@@ -60,6 +60,7 @@ struct GradedRun {
   std::optional<RaceReport> race;
   bool todo = false;  // the error is a TODO's: a method the task has not implemented yet
   bool unused_prefetch = false;  // the error is an UnusedPrefetch: after() named a unit the pass never ran again
+  bool raw_pointer = false;      // the error is a HostTouchedDeviceMemory: device memory touched by the host
   std::vector<double> losses;
   std::map<std::string, std::vector<float>> params;  // the final parameters, by name
   std::vector<std::vector<OpRecord>> ops;            // each rank's op graph (RunWanted::ops)
@@ -123,10 +124,12 @@ struct RunBudget {
   double bytes_moved = 0;       // by rank 0's collectives, in MB
   TagBytes peak{};              // the most of any rank, per tag
   double overlap_percent = 0;   // of rank 0's communication time that overlaps compute
+  double exposed_ns = 0;        // rank 0's communication time that does not (virtual ns)
 };
 RunBudget budget_of(const GradedRun& run);
 // Half the points for a run that passes its check but spends more than the reference on the same case:
-// more collectives or bytes, a higher memory peak of a tag FSDP owns, or less overlap (by more than 1 point).
+// more collectives or bytes, a higher memory peak of a tag FSDP owns, or less overlap (by more than 1 point) with
+// more communication time exposed.
 CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference);
 // Collectives, MB moved, peak param_full, grad_full and optim_state, overlap — the graded beside the reference.
 std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& reference);
@@ -180,9 +183,9 @@ std::string failure_text(const GradedRun& run);
 // (the command that reproduces it) where one is given, `cause`, and `raced` where the race detector stopped it.
 CheckOutcome stopped_training(std::string expected, const GradedRun& run, std::string cause,
                               const std::string& command = "");
-// The cause of a run that stopped with an error other than the race detector's: kTodoLeft, after() for an
-// UnusedPrefetch, what `diagnosis` (where given) reads from what the run shows, else "the run failed: see got" — never
-// a suspect of the check's own, which the run never reached.
+// The cause of a run that stopped with an error other than the race detector's: kTodoLeft, kRawPointerCause, after()
+// for an UnusedPrefetch, what `diagnosis` (where given) reads from what the run shows, else "the run failed: see got"
+// — never a suspect of the check's own, which the run never reached.
 std::string stopped_cause(const GradedRun& run, const std::function<std::string()>& diagnosis = {});
 
 }  // namespace fsdplab::grading

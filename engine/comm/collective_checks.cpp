@@ -36,6 +36,11 @@ std::string shards_of(int world, const Tensor& shard) {
          std::to_string(shard.numel() * world) + " elements";
 }
 
+// " (shard and full swapped?)" where the shard is the size of the full buffer's W shards, else "".
+std::string swapped(const Tensor& shard, const Tensor& full, int world) {
+  return world > 1 && shard.numel() == full.numel() * world ? " (shard and full swapped?)" : "";
+}
+
 }  // namespace
 
 void check_all_gather(const Tensor& shard, const Tensor& full, int world, int rank, const Device& device) {
@@ -44,7 +49,8 @@ void check_all_gather(const Tensor& shard, const Tensor& full, int world, int ra
   if (!(shard.dtype() == full.dtype()))
     fail("all_gather: shard ", shard.describe(), " and full ", full.describe(), " differ in dtype");
   if (!(full.numel() == shard.numel() * world))
-    fail("all_gather: full ", full.describe(), " must hold ", shards_of(world, shard), "; it holds ", full.numel());
+    fail("all_gather: full ", full.describe(), " must hold ", shards_of(world, shard), "; it holds ", full.numel(),
+         swapped(shard, full, world));
   check_in_place(shard, full, rank, "all_gather");
 }
 
@@ -55,7 +61,8 @@ void check_reduce_scatter(const Tensor& full, const Tensor& shard, int world, in
     fail("reduce_scatter: full ", full.describe(), " and shard ", shard.describe(), " differ in dtype");
   check_reducible(full, "reduce_scatter");
   if (!(full.numel() == shard.numel() * world))
-    fail("reduce_scatter: full ", full.describe(), " must hold ", shards_of(world, shard), "; it holds ", full.numel());
+    fail("reduce_scatter: full ", full.describe(), " must hold ", shards_of(world, shard), "; it holds ", full.numel(),
+         swapped(shard, full, world));
   check_in_place(shard, full, rank, "reduce_scatter");
 }
 

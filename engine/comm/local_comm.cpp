@@ -220,7 +220,7 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
   call.earliest = device_.earliest_start(stream.lane, exchange.category, link);
   call.duration =
       device_.cost_model().collective(exchange.category, exchange.full_bytes, static_cast<int>(members_.size()), link);
-  call.input = call.dry ? nullptr : input.raw();
+  call.input = call.dry ? nullptr : input.device_address();  // read by the peers' op bodies
   const bool on_gpu = device_.kind() == DeviceKind::cuda;
   if (on_gpu) device_.record(call.ready, stream.lane);
   const std::shared_ptr<LocalWorld::Round> round = world_.arrive(seat, call);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/runtime/cost_model.hpp"
+#include "engine/runtime/error.hpp"
 #include "engine/runtime/event.hpp"
 #include "engine/runtime/mem_tag.hpp"
 #include "engine/runtime/memory_ledger.hpp"
@@ -43,6 +44,13 @@ struct Block {
 };
 
 class Device;
+
+// A raw pointer into device memory asked for on the host, outside an op's body (Device::check_raw_pointer): its own
+// type, so that a catcher (the grader) names the mistake whatever else the message says.
+class HostTouchedDeviceMemory : public Error {
+ public:
+  using Error::Error;
+};
 
 // A device's stream, the handle ops are launched on, as `kernel<<<grid, block, 0, stream>>>`.
 struct Stream {
@@ -122,6 +130,11 @@ class Device {
   // that use the range; the sim device checks it). `what` names it in errors.
   virtual void host_read(const Access& access, std::byte* to, const std::string& what) = 0;
   virtual void host_write(const Access& access, const std::byte* from, const std::string& what) = 0;
+  // Before a raw pointer into `block` is handed out (Tensor::f32() and its kin): device memory is the device's, for
+  // op bodies (kernels) to touch; the host reads and writes it through host_read and host_write. The sim device
+  // refuses a pointer into device memory asked for outside an op's body, as a GPU's would fault; `what` names it.
+  // (The sim device's refusal is a HostTouchedDeviceMemory, below.)
+  virtual void check_raw_pointer(const Block& /*block*/, const std::string& /*what*/) const {}
 
   // ---- memory ---------------------------------------------------------------------------------
   // Memory for work on `stream` (its pool of cached blocks; see Block). `Lane::host` gives pinned host

@@ -18,11 +18,33 @@ void join(VectorClock& into, const VectorClock& other) {
 
 }  // namespace
 
+namespace {
+// Op bodies running on this thread (an op's body may launch no op, but a collective's runs its peers' parts).
+thread_local int op_bodies_running = 0;
+}  // namespace
+
 void SimDevice::run_host_body(const std::string& op, const OpBody& body) const {
   if (options_.dry_run) return;
   check(static_cast<bool>(body.host) || !body.cuda, "rank ", rank_, ": op '", op,
         "' has only a CUDA kernel; the sim device runs ops on the host");
-  if (body.host) body.host();
+  if (!body.host) return;
+  ++op_bodies_running;
+  try {
+    body.host();
+  } catch (...) {
+    --op_bodies_running;
+    throw;
+  }
+  --op_bodies_running;
+}
+
+void SimDevice::check_raw_pointer(const Block& block, const std::string& what) const {
+  if (block.stream == Lane::host || op_bodies_running > 0) return;
+  fail_as<HostTouchedDeviceMemory>(
+      "rank ", rank_, ": a raw pointer into ", what,
+      ", device memory, asked for outside an op: on a GPU that address is the device's, and the host cannot read or "
+      "write it; read it with to_vector(), write it with copy_from() (after the streams that use it are "
+      "synchronized), or touch it in an op's body");
 }
 
 SimDevice::SimDevice(int rank, DevicePreset device, LinkPreset link, SimDeviceOptions options)

@@ -54,10 +54,16 @@ BlockId Storage::block() const {
   return allocation_.block()->id;
 }
 
-std::byte* Storage::data() const {
+std::byte* Storage::address() const {
   block();  // the freed check
   check(!device_->dry_run(), "storage '", name_, "' is on a dry-run device: it has a size but no data");
   return allocation_.data();
+}
+
+std::byte* Storage::data() const {
+  std::byte* at = address();
+  device_->check_raw_pointer(*allocation_.block(), "storage '" + name_ + "'");
+  return at;
 }
 
 // ---- Tensor --------------------------------------------------------------------------------------
@@ -156,6 +162,10 @@ std::byte* Tensor::byte_data(DType expected) const {
 }
 
 std::byte* Tensor::raw() const { return byte_data(dtype_); }
+
+std::byte* Tensor::device_address() const {
+  return storage().address() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
+}
 
 float* Tensor::f32() const { return reinterpret_cast<float*>(byte_data(DType::f32)); }
 std::uint16_t* Tensor::bf16() const { return reinterpret_cast<std::uint16_t*>(byte_data(DType::bf16)); }

@@ -50,7 +50,10 @@ class Storage {
   // The block's id, for race checking; an Error when freed.
   BlockId block() const;
   // Host pointer to the bytes; an Error when freed or on a dry run.
+  // The memory's first byte, for op bodies (the sim device refuses it outside one: Device::check_raw_pointer).
   std::byte* data() const;
+  // The same address, never to be read or written by the host: to hand to a peer, whose op body uses it.
+  std::byte* address() const;
 
  private:
   Device* device_;
@@ -115,6 +118,8 @@ class Tensor {
   T* data() const;
   // The first byte of this tensor, whatever its dtype: for collectives and copies that move bytes.
   std::byte* raw() const;
+  // raw()'s address outside an op's body, for a peer's op to use (a collective's input): the host never touches it.
+  std::byte* device_address() const;
 
   // The byte range this tensor covers in its block: what an op declares it reads or writes.
   Access access() const;

@@ -223,6 +223,7 @@ std::string strategy_flags(ShardingStrategy strategy) {
 CheckOutcome reshard_after_forward_policy(const CheckContext& c) {
   int right = 0, cases = 0;
   CheckOutcome first;
+  std::string expected, got_all;  // every wrong case, so that one round fixes them all
   for (ShardingStrategy strategy :
        {ShardingStrategy::full_shard, ShardingStrategy::hybrid_shard, ShardingStrategy::shard_grad_op}) {
     for (bool is_root : {false, true}) {
@@ -233,9 +234,11 @@ CheckOutcome reshard_after_forward_policy(const CheckContext& c) {
         ++right;
         continue;
       }
-      if (!first.passed()) continue;
       const std::string call = "reshard_after_forward(" + std::string(strategy_name(strategy)) +
                                ", is_root = " + (is_root ? "true" : "false") + ")";
+      expected += (expected.empty() ? "" : "; ") + call + " = " + (want ? "true" : "false");
+      got_all += (got_all.empty() ? "" : "; ") + call + " = " + (got ? "true" : "false");
+      if (!first.passed()) continue;
       std::string cause;
       if (is_root)
         cause = "the root resharded after forward: its parameters are the first the backward needs, so it is "
@@ -253,6 +256,8 @@ CheckOutcome reshard_after_forward_policy(const CheckContext& c) {
     }
   }
   if (first.passed()) return first;
+  first.expected = expected;
+  first.got = got_all;
   first.fraction = static_cast<double>(right) / static_cast<double>(cases);
   return first;
 }

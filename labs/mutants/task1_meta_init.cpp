@@ -148,6 +148,28 @@ class NoHostWait final : public MetaInitTask {
   }
 };
 
+// The shard written through its raw pointer on the host: device memory on a GPU, which the host cannot write (the
+// sim device refuses the pointer outside an op, as the GPU would fault).
+class RawPointerWrites final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
+    if (shard.device().dry_run()) return;
+    const std::vector<float> values = drawn_values(slices, shard, seed);
+    shard.device().synchronize();
+    std::copy(values.begin(), values.end(), shard.f32());  // not shard.copy_from(values)
+  }
+};
+
+// A shard with no slice (all padding) left as it is: its memory keeps whatever it held, where it must be zero.
+class SkipsAShardWithoutSlices final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    if (slices.empty()) return;  // the padding-only shard is never written
+    reference_meta_init().init_shard(slices, shard, seed);
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> meta_init_mutants() {
@@ -171,6 +193,12 @@ std::span<const Mutant> meta_init_mutants() {
        instance<DrawsOnDryRun>},
       {1, "no-host-wait", "the host writes the shard without waiting for the device (no synchronize first)",
        instance<NoHostWait>},
+      {1, "raw-pointer-writes", "the shard written on the host through shard.f32(), device memory on a GPU",
+       instance<RawPointerWrites>},
+      {1, "skips-a-shard-without-slices",
+       "returns at once when a rank's shard has no slice, leaving its padding "
+       "whatever the memory held",
+       instance<SkipsAShardWithoutSlices>},
   };
   return mutants;
 }

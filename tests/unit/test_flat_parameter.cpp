@@ -113,7 +113,9 @@ TEST(FlatParameter, ParametersAreViewsOfTheFlatBuffer) {
   Parameter& ln = toy.parameter("ln.weight");
   EXPECT_EQ(ln.value.shape(), (Shape{10}));
   EXPECT_EQ(&ln.value.storage(), &flat.storage());
-  ln.value.f32()[3] = 5.f;  // a write through the view is a write to the flat buffer
+  std::vector<float> ln_values(10, 0.f);
+  ln_values[3] = 5.f;
+  ln.value.copy_from(ln_values);  // a write through the view is a write to the flat buffer
   EXPECT_EQ(read(flat)[static_cast<std::size_t>(layout.entries[1].offset + 3)], 5.f);
   EXPECT_EQ(&toy.parameter("fc2.weight").grad.storage(), &grad.storage());
   // The full buffer can go (reshard) and come back with the views intact.

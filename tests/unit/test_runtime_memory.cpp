@@ -2,6 +2,8 @@
 // the sim allocator that feeds it.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "engine/runtime/error.hpp"
 #include "test_support.hpp"
 
@@ -95,6 +97,32 @@ TEST(RuntimeMemory, DryRunKeepsMemoryButNoData) {
   EXPECT_THROW(t.f32(), Error);
 }
 
+// Device memory is the device's: the host touches it through copy_from and to_vector, an op's body through its
+// pointers. A raw pointer asked for on the host is refused as a GPU would fault; pinned host memory is the host's.
+TEST(RuntimeMemory, ARawPointerIntoDeviceMemoryIsForOpBodiesOnly) {
+  auto device = make_sim_device();
+  const Tensor shard = Tensor::empty(*device, {4}, DType::f32, MemTag::param_shard, "shard");
+  try {
+    shard.f32()[0] = 1.0f;
+    ADD_FAILURE() << "a raw pointer into device memory handed to the host";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a raw pointer into storage 'shard', device memory, asked for outside an op"),
+              std::string::npos)
+        << e.what();
+  }
+  shard.copy_from(std::vector<float>{1, 2, 3, 4});  // the host's way in
+  float seen = 0;
+  OpSpec spec;
+  spec.name = "read";
+  spec.reads = {shard.access()};
+  device->launch(Lane::compute, std::move(spec), {.host = [&] { seen = shard.f32()[2]; }});
+  EXPECT_EQ(seen, 3.0f);
+  EXPECT_NE(shard.device_address(), nullptr);  // an address for a peer's op, not dereferenced here
+  const Tensor pinned = Tensor::empty(*device, {4}, DType::f32, MemTag::param_shard, "pinned", Lane::host);
+  pinned.f32()[0] = 1.0f;  // pinned host memory: the host's own
+  device->synchronize();
+}
+
 TEST(RuntimeMemory, MetaTensorHasShapeOnly) {
   Tensor m = Tensor::meta({3, 4}, DType::bf16, "wte");
   EXPECT_TRUE(m.is_meta());
@@ -122,8 +150,10 @@ TEST(RuntimeMemory, ViewsShareStorage) {
   std::vector<float> values(10, 0.f);
   flat.copy_from(values);
   Tensor w = flat.view(2, {2, 3});
-  w.f32()[4] = 7.f;  // element (1, 1) of the view is element 2 + 4 of the flat buffer
-  EXPECT_EQ(flat.f32()[6], 7.f);
+  std::vector<float> row(6, 0.f);
+  row[4] = 7.f;  // element (1, 1) of the view is element 2 + 4 of the flat buffer
+  w.copy_from(row);
+  EXPECT_EQ(flat.to_vector()[6], 7.f);
   EXPECT_THROW(flat.view(8, {3}), Error);
   EXPECT_THROW(flat.reshape({3, 3}), Error);
 }
