@@ -814,7 +814,8 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
     }
     // The text's commands are the student's (build/app/fsdplab in their tree); the course runs them with this build.
     std::cerr << kWho << ": to run a \"see it\" command here, call '" << fs::absolute(binary).string()
-              << "' (this submission's build) in place of build/app/fsdplab\n";
+              << "' (this submission's build, its labs as graded now: grade again after an edit) in place of "
+                 "build/app/fsdplab\n";
     return graded.code;
   } catch (const Error& e) {  // what stops a submission from being graded
     return refused(e.what());

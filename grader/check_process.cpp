@@ -311,16 +311,28 @@ std::string seconds_text(double s) {
   return o.str();
 }
 
-// `task`: the graded task's number. Task 1 draws on the host and waits for nothing: there a time-out is work.
+// Why a check of task `task` ran out of time. Task 1 draws on the host and waits for nothing: there a time-out is
+// work. Task 9's host waits for a copy: a poll of Device::completed never ends on the sim device.
+std::string time_out_cause(int task) {
+  if (task == 1)
+    return "an infinite loop, or far more drawn than the shard: every element from the parameter's first "
+           "(param_begin ignored), or the whole parameter, where each slice's count is all there is to draw";
+  std::string cause =
+      "an infinite loop, or a rank waiting for something that never happens (a collective another rank never calls, "
+      "an event never recorded)";
+  if (task == 9)
+    cause +=
+        "; a loop on device.completed(event) never ends on the sim device, whose clock moves only when the host "
+        "waits: device.synchronize(event) is the wait";
+  return cause;
+}
+
+// `task`: the graded task's number (time_out_cause).
 CheckRun collect(const Running& child, int task, int status, bool timed_out, double limit) {
   if (timed_out)
     return ended(CheckEnd::timed_out,
                  "check timed out after " + seconds_text(limit) + " s" + hang_site(child.bytes, child.running),
-                 task == 1 ? "an infinite loop, or far more drawn than the shard: every element from the parameter's "
-                             "first (param_begin ignored), or the whole parameter, where each slice's count is all "
-                             "there is to draw"
-                           : "an infinite loop, or a rank waiting for something that never happens (a collective "
-                             "another rank never calls, an event never recorded)");
+                 time_out_cause(task));
   if (!child.bytes.empty() && child.bytes[0] == 'R') {
     try {
       const nlohmann::json j = nlohmann::json::parse(child.bytes.substr(1));

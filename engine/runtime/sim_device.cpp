@@ -191,6 +191,7 @@ void SimDevice::record(Event& event, Lane lane) {
 }
 
 void SimDevice::wait(Lane lane, const Event& event) {
+  check(lane != Lane::host, "rank ", rank_, ": the host lane waits with synchronize(event), not wait()");
   check(event.recorded(), "rank ", rank_, ": stream ", lane_name(lane), " waits on event '", event.name(),
         "', which was never recorded; record it on the producing stream first");
   StreamState& s = state(lane);

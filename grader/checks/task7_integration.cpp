@@ -94,8 +94,9 @@ std::string plan_mistake(const std::vector<UnitPlan>& got, const std::vector<Uni
   for (const auto& [p, n] : units_holding)
     if (n > 1)
       return p->name + " is held by " + std::to_string(n) +
-             " units: module->parameters() (the whole subtree) taken for "
-             "a unit instead of the parameters of the modules it alone covers";
+             " units: a unit took the parameters of modules an inner unit covers (module->parameters(), the whole "
+             "subtree, or a walk of the modules under it that does not stop at an inner unit's), where a unit holds "
+             "only the parameters of the modules it alone covers";
   if (got.size() != want.size()) return "";
   for (std::size_t u = 0; u < want.size(); ++u)
     if (got[u].module == want[u].module && got[u].name != want[u].name)
@@ -256,12 +257,16 @@ CheckOutcome errors_the_contract_names(const CheckContext& c) {
   TiedInsideOwnerModel tied;
   const std::string refused = error_raised([&] { graded(c).plan_units(tied, std::vector<std::string>{"TiedBlock"}); });
   if (!refused.empty()) {
+    // A plan already off (no root unit: the root's 'table' then has no unit to own it) refuses for that reason.
+    const std::string plan_mistake = first_failing_cause(c, kPlanChecks);
     return CheckOutcome::fail(
         "an Error for each, and none for a tied weight whose user runs in a unit nested inside the owner's",
         "a model whose root owns 'table' and whose wrapped 'block' uses it (through 'block.head') was refused: " +
             refused,
-        "the walk from the user's unit to the owner stopped at the user's own unit: a tied weight may be used from "
-        "the owner's unit or any unit inside it (follow UnitPlan::parent up to the owner)",
+        plan_mistake.empty()
+            ? "the walk from the user's unit to the owner stopped at the user's own unit: a tied weight may be used "
+              "from the owner's unit or any unit inside it (follow UnitPlan::parent up to the owner)"
+            : "the plans are off before the tie is looked at: " + plan_mistake,
         1.0 - static_cast<double>(missed + 1) / static_cast<double>(cases.size() + 1));
   }
   if (missed == 0) return CheckOutcome::pass();

@@ -256,8 +256,9 @@ CheckOutcome check_host_wait(const CheckContext& c) {
   if (host_after < landed.time())
     return CheckOutcome::fail(
         expected, moved + ", before the copy lands",
-        "no host wait: the CPU optimizer reads a gradient shard still in flight (the race detector "
-        "stops a training at the step)");
+        "the host did not wait until `landed`: device.synchronize(landed) (a sync of a stream the copy is not on "
+        "waits for other work); without it the CPU optimizer reads a gradient shard still in flight (the race "
+        "detector stops a training at the step)");
   if (host_after >= unrelated.end)
     return CheckOutcome::fail(
         expected, moved + ": it waited for the all-gather stream too",
