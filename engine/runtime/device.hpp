@@ -132,8 +132,8 @@ class Device {
   virtual void host_write(const Access& access, const std::byte* from, const std::string& what) = 0;
   // Before a raw pointer into `block` is handed out (Tensor::f32() and its kin): device memory is the device's, for
   // op bodies (kernels) to touch; the host reads and writes it through host_read and host_write. The sim device
-  // refuses a pointer into device memory asked for outside an op's body, as a GPU's would fault; `what` names it.
-  // (The sim device's refusal is a HostTouchedDeviceMemory, below.)
+  // refuses a pointer into device memory asked for outside an op's body, as a GPU's would fault (a
+  // HostTouchedDeviceMemory, above); `what` names it.
   virtual void check_raw_pointer(const Block& /*block*/, const std::string& /*what*/) const {}
 
   // ---- memory ---------------------------------------------------------------------------------

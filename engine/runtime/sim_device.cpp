@@ -16,11 +16,9 @@ void join(VectorClock& into, const VectorClock& other) {
   for (std::size_t i = 0; i < kLaneCount; ++i) into[i] = std::max(into[i], other[i]);
 }
 
-}  // namespace
-
-namespace {
-// Op bodies running on this thread (an op's body may launch no op, but a collective's runs its peers' parts).
+// Op bodies running on this thread: a raw pointer into device memory is theirs to ask for (check_raw_pointer).
 thread_local int op_bodies_running = 0;
+
 }  // namespace
 
 void SimDevice::run_host_body(const std::string& op, const OpBody& body) const {
