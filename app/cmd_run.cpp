@@ -312,11 +312,13 @@ int run_training(const RunOptions& options) {
     if (fsdp) std::printf("impl: %s\n", impl_name(impl).c_str());
     if (!run.resume_dir.empty()) std::printf("resume: %s\n", run.resume_dir.c_str());
     // Said before the run reads the file through (seconds for billions of tokens); one it cannot read is refused then.
-    std::error_code unreadable;
-    const std::uintmax_t data_bytes = run.data_file.empty() ? 0 : std::filesystem::file_size(run.data_file, unreadable);
-    if (!run.data_file.empty() && !unreadable && reads_tokens)
-      std::printf("data: %s, %ju tokens, each checked against the vocabulary before step 1\n", run.data_file.c_str(),
-                  data_bytes / 2);
+    if (reads_tokens && !run.data_file.empty()) {
+      std::error_code unreadable;
+      const std::uintmax_t bytes = std::filesystem::file_size(run.data_file, unreadable);
+      if (!unreadable)
+        std::printf("data: %s, %ju tokens, each checked against the vocabulary before step 1\n", run.data_file.c_str(),
+                    bytes / 2);
+    }
   }
   // Every step's report as it comes (the trainers' result, gathered here rather than returned, so a run that
   // stops early — a diverged loss, a peer lost — still writes the losses of the steps it trained, which show a

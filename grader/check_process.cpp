@@ -408,16 +408,14 @@ CheckRun run_here(const CheckJob& job, const fs::path& scratch) {
                   "it too (a held-out case's settings diverge, or ask more than a check can run); the "
                   "course must fix the case (`fsdplab grade --impl reference --cases DIR` earns every point when each "
                   "case is sound)")};
-    if (caused_by<HostTouchedDeviceMemory>(e))
-      return {CheckEnd::threw,
-              CheckOutcome::fail("the check to run to its end",
-                                 std::string("the run stopped with an error: ") + e.what(), kRawPointerCause)};
     // An Error is what the engine's own checks raise (an event waited on but never recorded, a wrong size...) as
     // well as the graded code's check(...): its message says what was refused, so it is the diagnostic.
     CheckOutcome stopped =
         CheckOutcome::fail("the check to run to its end", std::string("the run stopped with an error: ") + e.what(),
-                           "the error above, on input the task's contract accepts: raised by the graded code, or "
-                           "by an engine call it made that refused what it was given");
+                           caused_by<HostTouchedDeviceMemory>(e)
+                               ? kRawPointerCause
+                               : "the error above, on input the task's contract accepts: raised by the graded code, "
+                                 "or by an engine call it made that refused what it was given");
     stopped.raced = caused_by<RaceError>(e);
     return {CheckEnd::threw, stopped};
   } catch (const std::exception& e) {

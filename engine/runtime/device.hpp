@@ -133,8 +133,9 @@ class Device {
   // Before a raw pointer into `block` is handed out (Tensor::f32() and its kin): device memory is the device's, for
   // op bodies (kernels) to touch; the host reads and writes it through host_read and host_write. The sim device
   // refuses a pointer into device memory asked for outside an op's body, as a GPU's would fault (a
-  // HostTouchedDeviceMemory, above); `what` names it.
-  virtual void check_raw_pointer(const Block& /*block*/, const std::string& /*what*/) const {}
+  // HostTouchedDeviceMemory, above). `storage` is the memory's name, for the message; called at every pointer fetch
+  // in an op's body, so it builds nothing unless it refuses.
+  virtual void check_raw_pointer(const Block& /*block*/, const std::string& /*storage*/) const {}
 
   // ---- memory ---------------------------------------------------------------------------------
   // Memory for work on `stream` (its pool of cached blocks; see Block). `Lane::host` gives pinned host

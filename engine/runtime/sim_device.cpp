@@ -36,10 +36,10 @@ void SimDevice::run_host_body(const std::string& op, const OpBody& body) const {
   --op_bodies_running;
 }
 
-void SimDevice::check_raw_pointer(const Block& block, const std::string& what) const {
+void SimDevice::check_raw_pointer(const Block& block, const std::string& storage) const {
   if (block.stream == Lane::host || op_bodies_running > 0) return;
   fail_as<HostTouchedDeviceMemory>(
-      "rank ", rank_, ": a raw pointer into ", what,
+      "rank ", rank_, ": a raw pointer into storage '", storage, "'",
       ", device memory, asked for outside an op: on a GPU that address is the device's, and the host cannot read or "
       "write it; read it with to_vector(), write it with copy_from() (after the streams that use it are "
       "synchronized), or touch it in an op's body");

@@ -53,7 +53,7 @@ class SimDevice final : public Device {
   SimTime host_time() const override { return host_; }
   void host_read(const Access& access, std::byte* to, const std::string& what) override;
   void host_write(const Access& access, const std::byte* from, const std::string& what) override;
-  void check_raw_pointer(const Block& block, const std::string& what) const override;
+  void check_raw_pointer(const Block& block, const std::string& storage) const override;
 
   Allocation allocate(std::int64_t bytes, MemTag tag, Lane stream = Lane::compute) override;
 

@@ -62,7 +62,7 @@ std::byte* Storage::address() const {
 
 std::byte* Storage::data() const {
   std::byte* at = address();
-  device_->check_raw_pointer(*allocation_.block(), "storage '" + name_ + "'");
+  device_->check_raw_pointer(*allocation_.block(), name_);
   return at;
 }
 

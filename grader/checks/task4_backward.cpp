@@ -136,8 +136,7 @@ CheckOutcome each_shard_its_chunk_of_the_mean(const CheckContext& c) {
 
 // Why the reduction raced the backward, from what it waited for: with work already issued on every stream (busy_op),
 // an event the graded reduce_scatter waits for carries the last op of the stream it was recorded on, which the
-// reduction's dependencies then name. kNoEventCause where it waited for none; "" where it waited for compute's (the
-// race is then of another kind).
+// reduction's dependencies then name. kNoEventCause unless it waited for another stream's event only.
 std::string race_cause(const CheckContext& c) {
   std::string cause = kNoEventCause;
   on_ranks(2, [&](GradedRank& r) {
@@ -153,9 +152,7 @@ std::string race_cause(const CheckContext& c) {
     std::set<Lane> waited;
     for (const OpRef& dep : reduction->deps)
       if (const auto it = lane_of.find(dep.op); it != lane_of.end()) waited.insert(it->second);
-    if (waited.contains(Lane::compute)) {
-      cause = "";
-    } else if (!waited.empty()) {
+    if (!waited.empty() && !waited.contains(Lane::compute)) {
       cause = "the reduction waits for an event recorded on the " + std::string(lane_name(*waited.begin())) +
               " stream, which orders nothing against the backward: record it on Lane::compute, where the backward "
               "wrote grad_full, and device.wait(Lane::reduce_scatter, it)";
@@ -179,7 +176,8 @@ CheckOutcome reduction_ordered_after_compute(const CheckContext& c) {
     try {
       graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
     } catch (const RaceError& e) {
-      mine = CheckOutcome::race("the reduction ordered after the compute stream's write of grad_full", e.what(), "");
+      mine = CheckOutcome::race("the reduction ordered after the compute stream's write of grad_full", e.what(),
+                                kNoEventCause);
       return;
     }
     const std::vector<OpRecord> ops = ops_since(r.device, before);
@@ -194,9 +192,8 @@ CheckOutcome reduction_ordered_after_compute(const CheckContext& c) {
   if (outcome.raced) {
     try {
       outcome.cause = race_cause(c);
-    } catch (const std::exception&) {  // the graded code failed the probe: the race is all there is to say
+    } catch (const std::exception&) {  // the graded code failed the probe: kNoEventCause stays
     }
-    if (outcome.cause.empty()) outcome.cause = kNoEventCause;
   }
   return outcome;
 }
@@ -354,19 +351,21 @@ CheckOutcome reductions_scheduled_as_the_reference(const CheckContext& c) {
     << " overlapping compute, 3 steps in " << us(got.end);
   w << "none on the compute stream, " << want.overlapping << " of " << want.all << " overlapping compute, 3 steps in "
     << us(want.end);
+  // Less overlap or a later end: the reductions waited for more than their unit's backward.
+  const bool later = got.overlapping < want.overlapping || got.end > want.end;
+  const int idle = issued_on_an_idle_device(trained.ops[0]),
+            reference_idle = issued_on_an_idle_device(reference.ops[0]);
   CheckOutcome outcome = CheckOutcome::pass();
   if (got.on_compute > 0)
     outcome = CheckOutcome::fail(
         w.str(), g.str(), "the reductions issued on the compute stream: use device.stream(Lane::reduce_scatter)");
-  else if ((got.overlapping < want.overlapping || got.end > want.end) && got.on_their_stream > want.on_their_stream)
+  else if (later && got.on_their_stream > want.on_their_stream)
     outcome = CheckOutcome::fail(
         w.str(), g.str() + ", " + std::to_string(got.on_their_stream) + " ops on the reduce-scatter stream",
         "the reduce-scatter stream does more than the reference's (" + std::to_string(want.on_their_stream) +
             " ops): an op after the collective, such as a scale by 1/W that ReduceOp::avg already does, delays "
             "every reduction");
-  else if (const int idle = issued_on_an_idle_device(trained.ops[0]),
-           reference_idle = issued_on_an_idle_device(reference.ops[0]);
-           (got.overlapping < want.overlapping || got.end > want.end) && idle > reference_idle)
+  else if (later && idle > reference_idle)
     // The same reductions on the same stream, later: the host stopped issuing until the device was done.
     outcome = CheckOutcome::fail(w.str(),
                                  g.str() + "; " + std::to_string(idle - reference_idle) +
@@ -376,7 +375,7 @@ CheckOutcome reductions_scheduled_as_the_reference(const CheckContext& c) {
                                  "a host sync in reduce_scatter (device.synchronize): the host waits for the backward "
                                  "before it issues the reduction, and the next unit's backward starts late; a stream "
                                  "wait (device.wait(Lane::reduce_scatter, event)) orders the reduction alone");
-  else if (got.overlapping < want.overlapping || got.end > want.end)
+  else if (later)
     outcome = CheckOutcome::fail(w.str(), g.str(),
                                  "the reductions wait for more than their unit's backward (a host sync, or an event "
                                  "recorded later than the gradient's last write): less of them hides under the next "

@@ -257,7 +257,15 @@ std::string limiter_held_text(const Schedules& s) {
 }
 
 // A schedule mistake the watch saw, in the student's terms; "" for none.
-std::string watched_mistake(const Schedules& s);
+std::string watched_mistake(const Schedules& s) {
+  if (s.declined_without_waiting > 0) return declined_text(s.declined_without_waiting);
+  if (s.limited_grads > 0)
+    return "release_grad parked " + std::to_string(s.limited_grads) +
+           " full gradients as rate-limited (parked.push(..., true)): the limiter counts gathered parameters only, "
+           "so the host waited at the limit for reductions in flight; park a gradient with its reduced event alone, "
+           "parked.push(memory, unit.reduced)";
+  return "";
+}
 
 // A pass over budget ("correct but wasteful") says why where the watch saw it: the budget alone names only symptoms.
 CheckOutcome with_budget(CheckOutcome outcome, const Schedules& s) {
@@ -379,16 +387,6 @@ CheckOutcome backward_collectives_overlap_compute(const CheckContext& ctx, const
 }
 
 // What the measured step's op graph shows made it slower than the reference's.
-std::string watched_mistake(const Schedules& s) {
-  if (s.declined_without_waiting > 0) return declined_text(s.declined_without_waiting);
-  if (s.limited_grads > 0)
-    return "release_grad parked " + std::to_string(s.limited_grads) +
-           " full gradients as rate-limited (parked.push(..., true)): the limiter counts gathered parameters only, "
-           "so the host waited at the limit for reductions in flight; park a gradient with its reduced event alone, "
-           "parked.push(memory, unit.reduced)";
-  return "";
-}
-
 std::string slow_step_cause(const Schedules& s) {
   if (const std::string mistake = watched_mistake(s); !mistake.empty()) return mistake;
   if (limiter_held_prefetches(s)) return limiter_held_text(s);
