@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -89,9 +90,9 @@ ChildStatus wait_for(pid_t pid, const std::string& program) {
 }
 
 // Starts `args` (args[0] looked up on PATH when it has no slash) with its stdout and stderr going to a
-// pipe; each line read is copied to our stderr and handed to `on_line`.
-ChildStatus run_echoing_to_stderr(std::vector<std::string> args,
-                                  const std::function<void(std::string_view)>& on_line) {
+// pipe; each line read is copied to our stderr, as `shown` rewrites it where given, and handed to `on_line` as read.
+ChildStatus run_echoing_to_stderr(std::vector<std::string> args, const std::function<void(std::string_view)>& on_line,
+                                  const std::function<std::string(std::string_view)>& shown = {}) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) fail("cannot make a pipe for ", args[0], ": ", std::strerror(errno));
   posix_spawn_file_actions_t actions;
@@ -117,15 +118,19 @@ ChildStatus run_echoing_to_stderr(std::vector<std::string> args,
     const ssize_t got = ::read(fds[0], buffer, sizeof buffer);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;
-    std::cerr.write(buffer, got);
     pending.append(buffer, static_cast<std::size_t>(got));
     std::size_t end = 0;
     while ((end = pending.find('\n')) != std::string::npos) {
-      on_line(std::string_view(pending).substr(0, end));
+      const std::string_view line = std::string_view(pending).substr(0, end);
+      std::cerr << (shown ? shown(line) : std::string(line)) << '\n';
+      on_line(line);
       pending.erase(0, end + 1);
     }
   }
-  if (!pending.empty()) on_line(pending);
+  if (!pending.empty()) {
+    std::cerr << (shown ? shown(pending) : pending) << '\n';
+    on_line(pending);
+  }
   std::cerr.flush();
   ::close(fds[0]);
   return wait_for(pid, args[0]);
@@ -343,12 +348,21 @@ void configure(const fs::path& source, const fs::path& course_build, const fs::p
 }
 
 // Builds target fsdplab in `build`, going on past a failure (ninja -k 0) so that every lab that does not compile
-// shows in one build; the lines that say what failed (build_failures reads them), none when it built.
-std::optional<std::vector<std::string>> build_fsdplab(const fs::path& build) {
+// shows in one build; the lines that say what failed (build_failures reads them), none when it built. The compiler's
+// messages echoed name each staged copy the build compiles by the file it was copied from (`originals`: the
+// submission's own, or this tree's skeleton in place of a lab that did not build), so that an editor opens the file at
+// the line; the commands ninja echoes keep the files they ran on.
+std::optional<std::vector<std::string>> build_fsdplab(const fs::path& build,
+                                                      const std::map<std::string, std::string>& originals) {
   std::vector<std::string> lines;
-  const ChildStatus built =
-      run_echoing_to_stderr({FSDPLAB_CMAKE_COMMAND, "--build", build.string(), "--target", "fsdplab", "--", "-k", "0"},
-                            [&](std::string_view line) { lines.emplace_back(line); });
+  const ChildStatus built = run_echoing_to_stderr(
+      {FSDPLAB_CMAKE_COMMAND, "--build", build.string(), "--target", "fsdplab", "--", "-k", "0"},
+      [&](std::string_view line) { lines.emplace_back(line); },
+      [&](std::string_view line) {
+        for (const auto& [staged, original] : originals)
+          if (line.starts_with(staged)) return original + std::string(line.substr(staged.size()));
+        return std::string(line);
+      });
   if (built.code == 0) return std::nullopt;
   lines.push_back("cmake --build " + built.said);
   return lines;
@@ -359,7 +373,13 @@ std::optional<std::vector<std::string>> build_fsdplab(const fs::path& build) {
 void build_with_skeletons_for_failures(const fs::path& source, const fs::path& build, const fs::path& staging,
                                        const fs::path& labs, std::map<fs::path, std::string>& not_built) {
   for (;;) {
-    const std::optional<std::vector<std::string>> failed = build_fsdplab(build);
+    std::map<std::string, std::string> originals;
+    for (const fs::path& file : submission_files()) {
+      const fs::path lab_file = file.lexically_relative("labs");
+      originals[(staging / lab_file).string()] =
+          ((not_built.contains(file) ? source / "labs" : fs::absolute(labs)).lexically_normal() / lab_file).string();
+    }
+    const std::optional<std::vector<std::string>> failed = build_fsdplab(build, originals);
     if (!failed) return;
     BuildFailures failures = build_failures(*failed, staging);
     std::erase_if(failures.labs, [&](const auto& lab) { return not_built.contains(lab.first); });

@@ -142,34 +142,81 @@ CheckOutcome one_gather_on_its_stream_event_behind_it(const CheckContext& c) {
   return first_failure(found);
 }
 
+// Why compute was not ordered after the gather, from where the graded wait went: a probe op on each other stream
+// names the gather among its dependencies (OpRecord::deps) when wait_for_unshard made that stream wait for
+// `gathered`. kNoWaitCause unless it did.
+std::string unordered_compute_cause(const CheckContext& c) {
+  std::string cause = kNoWaitCause;
+  on_ranks(2, [&](GradedRank& r) {
+    const GatherBuffers b = gather_buffers(r, 16);
+    Event gathered("gathered");
+    const std::size_t before = r.device.ops().size();
+    reference_forward().all_gather(r.device, r.comm, b.shard, b.full, gathered);
+    const OpId gather = first_of(ops_since(r.device, before), OpCategory::all_gather)->id;
+    graded(c).wait_for_unshard(r.device, gathered);
+    if (r.rank != 0) return;
+    for (const Lane lane : {Lane::all_gather, Lane::reduce_scatter, Lane::memcpy}) {
+      const OpRecord probe = busy_op(r.device, lane, OpCategory::compute, "probe", 1000);
+      for (const OpRef& dep : probe.deps)
+        if (dep.op == gather)
+          cause = "the " + std::string(lane_name(lane)) +
+                  " stream made to wait for `gathered`, not the compute stream that reads the parameters: "
+                  "device.wait(Lane::compute, gathered)";
+    }
+  });
+  return cause;
+}
+
+// The graded wait issued behind a later gather on the all-gather stream (the next unit's prefetch, as task 6 issues
+// it): compute must start after the unit's gather, and before the prefetch ends ("nothing else is waited for").
 CheckOutcome compute_ordered_after_the_gather(const CheckContext& c) {
   constexpr std::int64_t n = 1024;
   RankFindings found(2);
+  bool unordered = false;
   on_ranks(2, [&](GradedRank& r) {
     const GatherBuffers b = gather_buffers(r, n);
     Event gathered("gathered");
     const std::size_t before = r.device.ops().size();
     // The reference's gather, so that only wait_for_unshard is graded here.
     reference_forward().all_gather(r.device, r.comm, b.shard, b.full, gathered);
+    const OpRecord prefetch = busy_op(r.device, Lane::all_gather, OpCategory::all_gather,
+                                      "all_gather of the next unit (a prefetch, issued after `gathered`)", 1'000'000);
     graded(c).wait_for_unshard(r.device, gathered);
     // The unit's first compute op: it reads the parameters the gather wrote.
     const Tensor out = Tensor::empty(r.device, {n * r.world}, DType::f32, MemTag::activation, "reads_parameters");
     CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
+    const std::string expected = "the compute op reading the gathered parameters to start after the gather";
     try {
       copy(r.device.stream(Lane::compute), b.full, out);
     } catch (const RaceError& e) {
-      mine = CheckOutcome::race("the compute op reading the gathered parameters ordered after the gather", e.what(),
-                                kNoWaitCause);
+      mine = CheckOutcome::race(expected, e.what(), kNoWaitCause);
+      unordered = true;
       return;
     }
     const std::vector<OpRecord> ops = ops_since(r.device, before);
     const OpRecord* gather = first_of(ops, OpCategory::all_gather);
     const OpRecord& read = ops.back();
-    if (read.begin < gather->end)
-      mine = CheckOutcome::fail("the compute op to start at or after the gather's end (" + us(gather->end) + ")",
-                                "rank " + std::to_string(r.rank) + ": it starts at " + us(read.begin), kNoWaitCause);
+    const std::string rank = "rank " + std::to_string(r.rank) + ": ";
+    if (read.begin < gather->end) {
+      mine = CheckOutcome::fail(expected + " (" + us(gather->end) + ")", rank + "it starts at " + us(read.begin),
+                                kNoWaitCause);
+      unordered = true;
+    } else if (read.begin >= prefetch.end) {
+      mine = CheckOutcome::fail(
+          expected + " (" + us(gather->end) +
+              "), not after the all-gather stream's later work (the next unit's "
+              "prefetch, ending at " +
+              us(prefetch.end) + ")",
+          rank + "it starts at " + us(read.begin),
+          "compute made to wait for the whole all-gather stream (wait_stream, or an event recorded in "
+          "wait_for_unshard) instead of `gathered`: with prefetching, a unit's forward then waits for the next "
+          "units' gathers too; device.wait(Lane::compute, gathered)",
+          0.5);
+    }
   });
-  return first_failure(found);
+  CheckOutcome outcome = first_failure(found);
+  if (unordered) outcome.cause = unordered_compute_cause(c);
+  return outcome;
 }
 
 CheckOutcome no_host_wait_for_the_gather(const CheckContext& c) {
@@ -384,8 +431,10 @@ std::vector<Check> forward_checks() {
            gather_leaves_shards_in_rank_order),
       make("gather-stream", "one all-gather of the whole buffer on the all-gather stream, its event recorded behind it",
            2, one_gather_on_its_stream_event_behind_it),
-      make("event-wait", "after wait_for_unshard, compute is ordered after the gather (the race detector clean)", 2,
-           compute_ordered_after_the_gather),
+      make("event-wait",
+           "after wait_for_unshard, compute is ordered after the gather (the race detector clean), and after nothing "
+           "later",
+           2, compute_ordered_after_the_gather),
       make("no-host-sync", "neither all_gather nor wait_for_unshard makes the host wait for the gather", 2,
            no_host_wait_for_the_gather),
       make("reshard-policy",

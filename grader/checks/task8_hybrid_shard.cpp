@@ -153,10 +153,13 @@ double replica_mean(int rank, std::int64_t i, int world, int s) {
 }
 
 // A rank's view of one all_reduce_replicas call, on a replica group split with the reference's colours,
-// behind 1 ms of reduce-scatter on its stream.
+// behind 1 ms of reduce-scatter on its stream, and of the work issued next on the other streams (the backward goes
+// on): none of it needs the all-reduce, so each starts at once (work of category compute, which takes no link: only a
+// stream wait delays it).
 struct ReplicaCall {
   std::vector<float> before, after;
   std::vector<OpRecord> issued;
+  std::vector<OpRecord> next_work;  // on the compute, all-gather and memcpy streams
   SimTime reduce_scatter_end = 0;
   SimTime host_before = 0, host_after = 0;
   std::int64_t bytes = 0;
@@ -181,6 +184,9 @@ std::vector<ReplicaCall> call_all_reduce(const CheckContext& c, int world, int s
     graded(c).all_reduce_replicas(r.device, *replicas, grad);
     call.host_after = r.device.host_time();
     call.issued.assign(r.device.ops().begin() + static_cast<std::ptrdiff_t>(first), r.device.ops().end());
+    call.next_work = {busy_op(r.device, Lane::compute, OpCategory::compute, "the next unit's backward", 10'000),
+                      busy_op(r.device, Lane::all_gather, OpCategory::compute, "work on the all-gather stream", 10'000),
+                      busy_op(r.device, Lane::memcpy, OpCategory::compute, "work on the memcpy stream", 10'000)};
     r.device.synchronize();
     call.after = grad.to_vector();
   });
@@ -263,6 +269,19 @@ CheckOutcome check_stream(const CheckContext& c) {
         "the host clock went from " + ms(call.host_before) + " to " + ms(call.host_after) +
             " inside all_reduce_replicas (the reduce-scatter ends at " + ms(call.reduce_scatter_end) + ")",
         "a host wait (synchronize) where stream order suffices: the host stops issuing the backward");
+  for (const OpRecord& next : call.next_work)
+    if (next.begin >= op.end)
+      return CheckOutcome::fail(
+          expected,
+          "'" + next.name + "' on the " + std::string(lane_name(next.lane)) +
+              " stream, issued after the call, starts at " + ms(next.begin) + ", when " + named(op) + " ends",
+          "another stream made to wait for the all-reduce (a wait_stream or an event wait after it): the engine's "
+          "`reduced` event, recorded on the reduce-scatter stream behind it, already orders the optimizer after it, "
+          "and the " +
+              std::string(lane_name(next.lane)) +
+              " stream's next work (on compute, the next units' "
+              "backward) no longer overlaps the reduction",
+          0.5);
   return CheckOutcome::pass();
 }
 
@@ -292,7 +311,8 @@ std::vector<Check> hybrid_shard_checks() {
           [](const CheckContext& c) { return check_colors(c, false); }, kShowOnNodes),
       make("replica-mean", "all_reduce_replicas leaves the mean over the replicas (not the sum), W = 4 and 6", 3,
            check_mean),
-      make("replica-stream", "one all_reduce on the reduce-scatter stream, no host wait (op graph, virtual clock)", 2,
+      make("replica-stream",
+           "one all_reduce on the reduce-scatter stream, nothing waiting for it (op graph, virtual clock)", 2,
            check_stream),
       equivalence_check(8, "training-W4-S2-sgd",
                         "gpt2 test-tiny, hybrid W = 4, S = 2, SGD: equal to the single-rank baseline", 3,

@@ -161,9 +161,11 @@ CheckOutcome check_copy_up_no_host_wait(const CheckContext& c) {
 
 // ---- copy_grad_to_host -----------------------------------------------------------------------------
 
-// One copy_grad_to_host call, issued while the reduction that writes device_grad runs (1 ms).
+// One copy_grad_to_host call, issued while the reduction that writes device_grad runs (1 ms), then the work the
+// backward issues next on the other streams: none of it needs the copy back, so each starts as early as its stream
+// allows (all but the reduction of category compute, which takes no link: only a stream wait delays them).
 struct CopyBack {
-  std::vector<OpRecord> issued;
+  std::vector<OpRecord> issued, next_work;
   OpRecord reduction;
   SimTime host_before = 0, host_after = 0;
   std::vector<float> sent, landed;
@@ -185,6 +187,11 @@ CopyBack observe_copy_back(const CheckContext& c) {
   graded(c).copy_grad_to_host(*device, device_grad, host_grad);
   out.host_after = device->host_time();
   out.issued = issued_since(*device, first);
+  out.next_work = {
+      busy_op(*device, Lane::reduce_scatter, OpCategory::reduce_scatter,
+              "reduce_scatter transformer.h.0.flat_grad_shard_device (the next unit's reduction)", 10'000),
+      busy_op(*device, Lane::compute, OpCategory::compute, "matmul transformer.h.0 (the backward goes on)", 10'000),
+      busy_op(*device, Lane::all_gather, OpCategory::compute, "work on the all-gather stream", 10'000)};
   device->synchronize();
   out.landed = host_grad.to_vector();
   return out;
@@ -192,8 +199,12 @@ CopyBack observe_copy_back(const CheckContext& c) {
 
 CheckOutcome check_copy_back(const CheckContext& c) {
   const CopyBack s = observe_copy_back(c);
-  const std::string expected = "one copy_to_host of device_grad into host_grad, on the memcpy stream, starting after "
-                               "the reduction (" + op_text(s.reduction) + "), the host never waiting";
+  const std::string expected =
+      "one copy_to_host of device_grad into host_grad, on the memcpy stream, starting after "
+      "the reduction (" +
+      op_text(s.reduction) +
+      "), no other stream and not the host waiting "
+      "for it";
   const OpRecord* copy = find_op(s.issued, "copy_to_host");
   if (!copy)
     return CheckOutcome::fail(
@@ -221,7 +232,17 @@ CheckOutcome check_copy_back(const CheckContext& c) {
         "the host clock went from " + ms(s.host_before) + " to " + ms(s.host_after) + " inside copy_grad_to_host",
         "a host wait in the copy back: an event orders the copy after the reduction, and the host goes on "
         "with the backward");
-  return from_parts(expected, failed, 3);
+  std::string waited;
+  for (const OpRecord& next : s.next_work)
+    if (next.begin >= copy->end) waited += (waited.empty() ? "" : ", ") + op_text(next);
+  if (!waited.empty())
+    failed.emplace_back(
+        "the copy " + op_text(*copy) + " is waited for by the work issued after it: " + waited,
+        "another stream made to wait for the copy back (a wait_stream or an event wait after the copy): nothing on "
+        "the device reads host_grad, and the stream's later work (the next units' reductions, on the reduce-scatter "
+        "stream) queues behind every copy; only the host waits for it, in wait_for_grad_on_host (wait_stream's first "
+        "argument is the stream that waits)");
+  return from_parts(expected, failed, 4);
 }
 
 // ---- wait_for_grad_on_host -------------------------------------------------------------------------
@@ -292,7 +313,8 @@ std::vector<Check> cpu_offload_checks() {
            check_copy_up_order, kShowSync),
       make("copy-up-no-host-wait", "no host wait in copy_shard_to_device (the host clock)", 2,
            check_copy_up_no_host_wait),
-      make("copy-back", "copy_grad_to_host: one copy_to_host on the memcpy stream after the reduction, no host wait", 2,
+      make("copy-back",
+           "copy_grad_to_host: one copy_to_host on the memcpy stream after the reduction, nothing waiting for it", 2,
            check_copy_back),
       make("host-wait", "wait_for_grad_on_host: the host waits for `landed`, and for nothing else", 2, check_host_wait),
       equivalence_check(9, "training-offload",

@@ -32,6 +32,23 @@ class MissingWait final : public LikeTheReference {
   void wait_for_unshard(Device&, const Event&) const override {}  // no device.wait(Lane::compute, gathered)
 };
 
+// The wait on the all-gather stream, which is ordered after the gather already: compute still races it.
+class WaitsOnTheGatherStream final : public LikeTheReference {
+ public:
+  void wait_for_unshard(Device& device, const Event& gathered) const override {
+    device.wait(Lane::all_gather, gathered);  // not Lane::compute
+  }
+};
+
+// Compute made to wait for everything on the all-gather stream, not for `gathered`: right numbers, but a unit's
+// forward also waits for the gathers prefetched after its own.
+class WaitsForTheWholeGatherStream final : public LikeTheReference {
+ public:
+  void wait_for_unshard(Device& device, const Event&) const override {
+    device.wait_stream(Lane::compute, Lane::all_gather);
+  }
+};
+
 // The host waits for the gather instead of the compute stream: right numbers, no overlap.
 class HostSync final : public LikeTheReference {
  public:
@@ -95,6 +112,11 @@ std::span<const Mutant> forward_mutants() {
   static const Mutant mutants[] = {
       {3, "missing-wait", "wait_for_unshard does not make the compute stream wait for the gather's event",
        instance<MissingWait>},
+      {3, "waits-on-the-gather-stream", "wait_for_unshard makes the all-gather stream wait for the event, not compute",
+       instance<WaitsOnTheGatherStream>},
+      {3, "waits-for-the-whole-gather-stream",
+       "wait_for_unshard makes compute wait for all the all-gather stream's work (wait_stream), not the event",
+       instance<WaitsForTheWholeGatherStream>},
       {3, "host-sync", "a host sync (device.synchronize(gathered)) instead of a compute-stream wait on the event",
        instance<HostSync>},
       {3, "gather-on-compute", "the all-gather is issued on the compute stream instead of the all-gather stream",
@@ -103,8 +125,7 @@ std::span<const Mutant> forward_mutants() {
        instance<RecordBeforeGather>},
       {3, "never-records", "all_gather never records the gathered event, so the compute stream waits on nothing",
        instance<NeverRecords>},
-      {3, "reshards-root", "reshard_after_forward is true for the root unit too",
-       instance<ReshardsRoot>},
+      {3, "reshards-root", "reshard_after_forward is true for the root unit too", instance<ReshardsRoot>},
       {3, "never-reshards", "reshard_after_forward is always false: no unit is freed after its forward",
        instance<NeverReshards>},
       {3, "ignores-strategy", "reshard_after_forward ignores the strategy (!is_root): grad_op frees units as full does",

@@ -79,6 +79,21 @@ class GatherBeforeUpdate final : public LikeTheReference {
   }
 };
 
+// The update's event recorded on the all-gather stream, which the gathers follow anyway: it orders nothing against the
+// update on the compute stream.
+class UpdateEventOnAllGather final : public LikeTheReference {
+ public:
+  void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
+    Event updated("fsdp.optimizer_updated");
+    device.record(updated, Lane::all_gather);  // not Lane::compute
+    device.wait(Lane::all_gather, updated);
+    gather_every_unit(device, group, units);
+    Event gathered("fsdp.updates_gathered");
+    device.record(gathered, Lane::all_gather);
+    device.wait(Lane::compute, gathered);
+  }
+};
+
 // The compute stream never told to wait for the gathers: the next forward may read a replica being written.
 class ComputeNoWait final : public LikeTheReference {
  public:
@@ -114,6 +129,9 @@ std::span<const Mutant> sharded_optimizer_mutants() {
        instance<NoZeroGather>},
       {5, "gather-before-update", "the update gathers do not wait for the compute stream's update (no event)",
        instance<GatherBeforeUpdate>},
+      {5, "update-event-on-all-gather",
+       "the event the update gathers wait for is recorded on the all-gather stream, not after the update on compute",
+       instance<UpdateEventOnAllGather>},
       {5, "compute-no-wait", "the compute stream is not made to wait for the update gathers before the next forward",
        instance<ComputeNoWait>},
       {5, "gather-host-sync", "all_gather_updates orders the gathers with host waits (synchronize) instead of events",

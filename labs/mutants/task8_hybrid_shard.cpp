@@ -66,6 +66,16 @@ class ComputeStream final : public LikeTheReference {
   }
 };
 
+// The compute stream made to wait for the all-reduce, "so the optimizer sees the mean": right numbers, but the
+// backward of every unit after it waits for this unit's reduction, which no longer overlaps it.
+class ComputeWaitsForAllReduce final : public LikeTheReference {
+ public:
+  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
+    reference().all_reduce_replicas(device, replica_group, grad_shard);
+    device.wait_stream(Lane::compute, Lane::reduce_scatter);
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> hybrid_shard_mutants() {
@@ -84,6 +94,8 @@ std::span<const Mutant> hybrid_shard_mutants() {
        instance<NoAllReduce>},
       {8, "compute-stream", "the all-reduce is issued on the compute stream instead of the reduce-scatter stream",
        instance<ComputeStream>},
+      {8, "compute-waits-for-all-reduce", "the compute stream is made to wait for the all-reduce across the replicas",
+       instance<ComputeWaitsForAllReduce>},
   };
   return mutants;
 }

@@ -79,6 +79,16 @@ class CopyBackOnReduceScatter final : public LikeTheReference {
   }
 };
 
+// The reduce-scatter stream made to wait for the copy back: right numbers, but every later reduction queues behind
+// the copy of the one before (wait_stream's arguments read as "producer, waiter").
+class ReductionsWaitForCopyBack final : public LikeTheReference {
+ public:
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    reference().copy_grad_to_host(device, device_grad, host_grad);
+    device.wait_stream(Lane::reduce_scatter, Lane::memcpy);
+  }
+};
+
 // No host wait before the CPU step: the optimizer reads a gradient shard still in flight.
 class NoHostWait final : public LikeTheReference {
  public:
@@ -114,6 +124,9 @@ std::span<const Mutant> cpu_offload_mutants() {
        instance<CopyBackBeforeReduction>},
       {9, "copy-back-on-reduce-scatter", "the copy of the gradient to the host is issued on the reduce-scatter stream",
        instance<CopyBackOnReduceScatter>},
+      {9, "reductions-wait-for-copy-back",
+       "the reduce-scatter stream is made to wait for the copy of the gradient to the host",
+       instance<ReductionsWaitForCopyBack>},
       {9, "no-host-wait", "wait_for_grad_on_host waits for nothing: the CPU step reads a gradient still in flight",
        instance<NoHostWait>},
       {9, "whole-device-sync", "wait_for_grad_on_host synchronizes the whole device instead of the `landed` event",

@@ -433,6 +433,15 @@ TEST(GraderDiagnostics, AShardedOptimizerMistakeIsNamedWhereverItShows) {
   EXPECT_EQ(twice[0].outcome.fraction, 0) << twice[0].outcome.got;
   EXPECT_TRUE(contains(twice[0].outcome.cause, "optimizer.step called more than once per call (see the one-update"))
       << twice[0].outcome.cause;
+  // The replica where there is one: half the targets check, its zero2 half.
+  const std::vector<CheckRun> zero_only = run_checks(5, find_mutant(5, "replica-target").impl(), {"targets"}, 60);
+  EXPECT_EQ(zero_only[0].outcome.fraction, 0.5);
+  EXPECT_TRUE(contains(zero_only[0].outcome.got, "make raised on zero2's units: ")) << zero_only[0].outcome.got;
+  // The update's event recorded on the all-gather stream: named as such, not as no event.
+  const std::vector<CheckRun> lane =
+      run_checks(5, find_mutant(5, "update-event-on-all-gather").impl(), {"gather-schedule"}, 60);
+  EXPECT_TRUE(contains(lane[0].outcome.cause, "the gathers wait for an event recorded on the all_gather stream"))
+      << lane[0].outcome.cause;
   const std::vector<CheckRun> replica = run_checks(5, find_mutant(5, "replica-always").impl(), {"targets"}, 60);
   EXPECT_EQ(replica[0].end, CheckEnd::finished) << replica[0].outcome.got;
   EXPECT_TRUE(contains(replica[0].outcome.got, "make raised on full sharding's units: ")) << replica[0].outcome.got;
@@ -482,6 +491,49 @@ TEST(GraderDiagnostics, ForwardAndBackwardMistakesAreNamedWhereverTheyShow) {
       << twice[1].outcome.cause;
   EXPECT_TRUE(contains(twice[1].outcome.got, "18 ops on the reduce-scatter stream")) << twice[1].outcome.got;
   EXPECT_TRUE(contains(twice[2].outcome.cause, "averaged twice")) << twice[2].outcome.cause;
+}
+
+// A stream wait in the wrong place: on the stream that produced the event (task 3, named as that stream's wait, not as
+// no wait, in the direct check and in the training it stops), for more than the event (task 3: the whole all-gather
+// stream, half the check), on the copy back that only the host reads (task 9: a quarter of the check), or on the
+// all-reduce that only the optimizer needs (task 8: half the check).
+TEST(GraderDiagnostics, AStreamWaitInTheWrongPlaceIsNamed) {
+  const std::vector<CheckRun> wrong_stream =
+      run_checks(3, find_mutant(3, "waits-on-the-gather-stream").impl(), {"event-wait", "training"}, 60);
+  ASSERT_EQ(wrong_stream.size(), 2u);
+  for (const CheckRun& run : wrong_stream) {
+    EXPECT_EQ(run.outcome.fraction, 0);
+    EXPECT_TRUE(contains(run.outcome.cause, "the all_gather stream made to wait for `gathered`, not the compute"))
+        << run.outcome.cause;
+  }
+  const std::vector<CheckRun> whole_stream =
+      run_checks(3, find_mutant(3, "waits-for-the-whole-gather-stream").impl(), {"event-wait", "training"}, 60);
+  ASSERT_EQ(whole_stream.size(), 2u);
+  EXPECT_EQ(whole_stream[0].outcome.fraction, 0.5);
+  EXPECT_TRUE(contains(whole_stream[0].outcome.cause, "compute made to wait for the whole all-gather stream"))
+      << whole_stream[0].outcome.cause;
+  EXPECT_TRUE(whole_stream[1].outcome.passed()) << whole_stream[1].outcome.got;
+
+  const std::vector<CheckRun> copy_back =
+      run_checks(9, find_mutant(9, "reductions-wait-for-copy-back").impl(), {"copy-back", "training-offload"}, 60);
+  ASSERT_EQ(copy_back.size(), 2u);
+  EXPECT_EQ(copy_back[0].outcome.fraction, 0.75);
+  EXPECT_TRUE(contains(copy_back[0].outcome.got,
+                       "'reduce_scatter transformer.h.0.flat_grad_shard_device (the next "
+                       "unit's reduction)' on the reduce_scatter stream"))
+      << copy_back[0].outcome.got;
+  EXPECT_TRUE(contains(copy_back[0].outcome.cause, "another stream made to wait for the copy back"))
+      << copy_back[0].outcome.cause;
+  EXPECT_TRUE(copy_back[1].outcome.passed()) << copy_back[1].outcome.got;
+
+  const std::vector<CheckRun> all_reduce =
+      run_checks(8, find_mutant(8, "compute-waits-for-all-reduce").impl(), {"replica-stream"}, 60);
+  EXPECT_EQ(all_reduce[0].outcome.fraction, 0.5);
+  EXPECT_TRUE(contains(all_reduce[0].outcome.got,
+                       "'the next unit's backward' on the compute stream, issued after the call, starts at"))
+      << all_reduce[0].outcome.got;
+  EXPECT_TRUE(contains(all_reduce[0].outcome.cause, "another stream made to wait for the all-reduce"))
+      << all_reduce[0].outcome.cause;
 }
 
 // Tasks 8 and 9: a training the race detector stopped, or that differs, takes its cause from the first of the task's
@@ -537,7 +589,7 @@ TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
 
 // A unit plan's mistake is named by what differs from the reference's plan, in every check whose case shows it: a
 // unit the policy names by its module's name() missing is a kind()-only match, not a subtree or a parent; a root
-// misnamed is its name, the right units in another order their order.
+// misnamed is its name (half a check: the units are right), the right units in another order their order.
 TEST(GraderDiagnostics, AUnitPlanMistakeIsNamedByWhatDiffers) {
   const std::vector<CheckRun> kind_only =
       run_checks(7, find_mutant(7, "kind-only").impl(), {"nested-units", "wrap-by-name"}, 60);
@@ -567,9 +619,12 @@ TEST(GraderDiagnostics, AUnitPlanMistakeIsNamedByWhatDiffers) {
   EXPECT_EQ(parents[0].outcome.cause, "a parent that is not the nearest wrapped ancestor");
   const std::vector<CheckRun> unnamed =
       run_checks(7, find_mutant(7, "root-named-empty").impl(), {"block-units", "nested-units"}, 60);
-  for (const CheckRun& run : unnamed)
+  for (const CheckRun& run : unnamed) {
+    EXPECT_EQ(run.outcome.fraction, 0.5) << run.outcome.got;  // the right units, misnamed
+    EXPECT_TRUE(contains(run.outcome.got, "unit 0, module '(root)', is named ''")) << run.outcome.got;
     EXPECT_TRUE(contains(run.outcome.cause, "unit 0 is named '', expected '(root)': a unit takes its module's dotted"))
         << run.outcome.cause;
+  }
   const std::vector<CheckRun> by_name = run_checks(7, find_mutant(7, "units-by-name").impl(), {"nested-units"}, 60);
   EXPECT_TRUE(contains(by_name[0].outcome.cause, "the right units in another order: outermost first, in pre-order"))
       << by_name[0].outcome.cause;

@@ -6,7 +6,8 @@
 #      dashboard of BUILD_DIR (CMakeLists.txt, [Note: a submission's build]), and the grade of tasks 1, 3
 #      and 9 gives task 1 every point, tasks 3 and 9 none with their reasons (the compiler's file and line; "not
 #      in the submission"), in the text and in the JSON, which names the submission and this tree's commit, and
-#      gives the SHA-256 of the lab file graded (the one returned);
+#      gives the SHA-256 of the lab file graded (the one returned); the compiler's own messages name the student's
+#      file, not the build's copy of it;
 #   2. lab 03 fixed, unpacked with a time older than the first build's (as tar and cp -p keep them), and
 #      BUILD_DIR's settings written since: the second build configures again, recompiles that one file, nothing of
 #      the engine, and task 3 earns every point, the course's example held-out case too: the text, the student's,
@@ -71,6 +72,11 @@ total="$(grep -E '^total: ' "$scratch/first.txt")"
 [[ "$total" == "total: 16/42 points"* ]] || { cat "$scratch/first.txt"; fail "expected task 1's 16 of 42 points; got '$total'"; }
 grep -qE "NOT BUILT  labs/03-forward/student.cpp does not compile: labs/03-forward/student.cpp:$broken_line:[0-9]+: error" \
   "$scratch/first.txt" || { cat "$scratch/first.txt"; fail "task 3's reason does not name the line that does not compile"; }
+# The compiler's messages on stderr name the student's own file, which their editor opens, not the build's copy of it.
+grep -qE "^$sub/labs/03-forward/student.cpp:$broken_line:[0-9]+: error" "$scratch/first.log" ||
+  { grep -n "error" "$scratch/first.log" | head; fail "the compiler's message does not name the submission's own file"; }
+! grep -qE "^$scratch/sb/submission/labs/.*: error" "$scratch/first.log" ||
+  fail "a compiler's message names the build's copy of a lab: $(grep -E ": error" "$scratch/first.log" | head -n 2)"
 grep -q "NOT BUILT  labs/09-cpu-offload/student.cpp is not in the submission" "$scratch/first.txt" ||
   { cat "$scratch/first.txt"; fail "task 9's reason does not say its file is missing"; }
 python3 - "$scratch/alice.json" "$sub" "$(git -C "$root" rev-parse HEAD)" <<'EOF' || fail "the gradebook is not what the text says"
