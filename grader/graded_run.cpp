@@ -477,7 +477,7 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
     // twice gathers it twice), beside what went over.
     if (equal && !outcome.passed())
       if (const std::string found = diagnosis_or_none(diagnosis); !found.empty())
-        outcome.cause += "; the likely mistake: " + found;
+        outcome.cause += std::string(kLikelyMistake) + found;
     return outcome;
   };
   return check;

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/fsdp/flat_param_layout.hpp"
@@ -138,6 +139,9 @@ std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& r
 // counts: a schedule or memory check that passes its own test but spends more (less overlap after a host sync, a
 // bigger peak) earns half, as a training equal to the baseline does.
 CheckOutcome with_budget(CheckOutcome outcome, const GradedRun& graded, const GradedRun& reference);
+// What follows the budget's symptoms ("correct but wasteful: ...") in the cause of a pass over budget where the check
+// found the mistake behind them.
+inline constexpr std::string_view kLikelyMistake = "; the likely mistake: ";
 
 // The percentage of `ops`' communication time during which compute ran too (the union of compute spans).
 double overlap_percent(const std::vector<OpRecord>& ops);
@@ -148,7 +152,8 @@ double overlap_percent(const std::vector<OpRecord>& ops);
 // — with the budget beside the reference's training of the same case. `cause` names the likely mistake of a run that
 // differs or that the race detector stopped; `diagnose`, where given, reads it from what the run shows, for a run
 // that differs, raced, or stopped with an error that is neither a TODO nor an UnusedPrefetch ("", or an
-// exception, leaves it to `cause`, or to stopped_cause's last words for a run that stopped).
+// exception, leaves it to `cause`, or to stopped_cause's last words for a run that stopped), and for a run equal but
+// over budget (what it names follows kLikelyMistake).
 using DifferenceCause = std::function<std::string(const CheckContext& ctx, const GradeCase& c, const GradedRun& graded,
                                                   const GradedRun& baseline, double tolerance)>;
 Check equivalence_check(int task, std::string id, std::string title, int points, GradeCase c, std::string cause,

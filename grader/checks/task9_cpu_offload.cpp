@@ -139,12 +139,13 @@ CheckOutcome check_copy_up_order(const CheckContext& c) {
     failed.emplace_back(
         "the copy " + op_text(*copy) + " starts before the earlier gather ends at " + ms(s.earlier_gather.end),
         "the copy not ordered after the all-gather stream's earlier work: device_copy may be a block an earlier "
-        "gather still reads (record on all_gather, wait on memcpy, before the copy; SYNC shows it as a race)");
+        "gather still reads (record on all_gather, wait on memcpy, before the copy: device.wait_stream(Lane::memcpy, "
+        "Lane::all_gather), the waiting stream first; SYNC shows it as a race)");
   if (s.gather.begin < copy->end)
     failed.emplace_back(
         "the gather " + op_text(s.gather) + " starts before the copy ends at " + ms(copy->end),
         "the all-gather stream not made to wait for the copy: the gather may read the shard half copied "
-        "(record on memcpy after the copy, wait on all_gather)");
+        "(record on memcpy after the copy, wait on all_gather: device.wait_stream(Lane::all_gather, Lane::memcpy))");
   return from_parts(expected, failed, 2);
 }
 

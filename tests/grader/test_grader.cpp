@@ -362,7 +362,8 @@ TEST(GraderDiagnostics, AStoppedScheduleSaysWhyItStopped) {
 
 // A step slower than the reference's is blamed on what its op graph shows: the host waiting, backward gathers that
 // overlap nothing, a limiter holding prefetches; the limiter's memory is told off by one from not limited at all, and
-// both from a backward prefetch out of turn, which holds memory the limit did not plan for.
+// both from a backward prefetch out of turn, which holds memory the limit did not plan for; a training over budget
+// names the same.
 TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) {
   const auto cause_of = [](std::string_view mutant, const std::string& id) {
     const std::vector<CheckRun> runs = run_checks(6, find_mutant(6, mutant).impl(), {id}, 120);
@@ -391,6 +392,13 @@ TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) 
                        "param_full up to 21 Blocks' worth above the reference's (buffers parked for their last "
                        "reader count too): the host never waits"))
       << unlimited.cause;
+  // The training that passes over budget names what the schedule checks found, after the budget's symptoms.
+  for (const auto& [mutant, mistake] :
+       {std::pair{"host-sync", "the host waited for the device: 25 ops issued once it had run dry"},
+        std::pair{"limiter-off-by-one", "one gathered Block more than the limit"}}) {
+    const CheckOutcome training = cause_of(mutant, "training-async");
+    EXPECT_TRUE(contains(training.cause, std::string("; the likely mistake: ") + mistake)) << training.cause;
+  }
 }
 
 // Task 6: a race names the method whose contract left it unordered, read from the buffer the race is on (its tag,
