@@ -203,10 +203,8 @@ CheckOutcome compute_ordered_after_the_gather(const CheckContext& c) {
       unordered = true;
     } else if (read.begin >= prefetch.end) {
       mine = CheckOutcome::fail(
-          expected + " (" + us(gather->end) +
-              "), not after the all-gather stream's later work (the next unit's "
-              "prefetch, ending at " +
-              us(prefetch.end) + ")",
+          expected + " (" + us(gather->end) + "), not after the all-gather stream's later work (the next unit's " +
+              "prefetch, ending at " + us(prefetch.end) + ")",
           rank + "it starts at " + us(read.begin),
           "compute made to wait for the whole all-gather stream (wait_stream, or an event recorded in "
           "wait_for_unshard) instead of `gathered`: with prefetching, a unit's forward then waits for the next "

@@ -277,10 +277,9 @@ CheckOutcome check_stream(const CheckContext& c) {
               " stream, issued after the call, starts at " + ms(next.begin) + ", when " + named(op) + " ends",
           "another stream made to wait for the all-reduce (a wait_stream or an event wait after it): the engine's "
           "`reduced` event, recorded on the reduce-scatter stream behind it, already orders the optimizer after it, "
-          "and the " +
+          "and the next work of the " +
               std::string(lane_name(next.lane)) +
-              " stream's next work (on compute, the next units' "
-              "backward) no longer overlaps the reduction",
+              " stream (on compute, the next units' backward) no longer overlaps it",
           0.5);
   return CheckOutcome::pass();
 }
