@@ -153,9 +153,10 @@ double replica_mean(int rank, std::int64_t i, int world, int s) {
 }
 
 // A rank's view of one all_reduce_replicas call, on a replica group split with the reference's colours,
-// behind 1 ms of reduce-scatter on its stream, and of the work issued next on the other streams (the backward goes
-// on): none of it needs the all-reduce, so each starts at once (work of category compute, which takes no link: only a
-// stream wait delays it).
+// behind 1 ms of reduce-scatter on its stream and, where `others_busy` > 0, that long a run of work on each other
+// stream (so that a host sync of any stream shows on the host clock); then the work issued next on the other streams
+// (the backward goes on): none of it needs the reduction, so on idle streams each starts at once. The other streams'
+// work is of category compute, which takes no link: only a stream wait delays it.
 struct ReplicaCall {
   std::vector<float> before, after;
   std::vector<OpRecord> issued;
@@ -165,7 +166,7 @@ struct ReplicaCall {
   std::int64_t bytes = 0;
 };
 
-std::vector<ReplicaCall> call_all_reduce(const CheckContext& c, int world, int s) {
+std::vector<ReplicaCall> call_all_reduce(const CheckContext& c, int world, int s, SimTime others_busy = 0) {
   std::vector<ReplicaCall> calls(static_cast<std::size_t>(world));  // each rank writes its own
   on_ranks(world, [&](GradedRank& r) {
     ReplicaCall& call = calls[static_cast<std::size_t>(r.rank)];
@@ -179,6 +180,9 @@ std::vector<ReplicaCall> call_all_reduce(const CheckContext& c, int world, int s
     // all-reduce on the wrong stream shows in the op graph, named, instead of stopping the check as a race.
     call.reduce_scatter_end = busy_op(r.device, Lane::reduce_scatter, OpCategory::reduce_scatter,
                                       "reduce_scatter transformer.h.0.flat_grad_shard (1 ms)", 1'000'000).end;
+    if (others_busy > 0)
+      for (const Lane lane : {Lane::compute, Lane::all_gather, Lane::memcpy})
+        busy_op(r.device, lane, OpCategory::compute, "work in flight", others_busy);
     const std::size_t first = r.device.ops().size();
     call.host_before = r.device.host_time();
     graded(c).all_reduce_replicas(r.device, *replicas, grad);
@@ -237,7 +241,7 @@ CheckOutcome check_stream(const CheckContext& c) {
   const ReplicaCall& call = calls[0];
   const std::string expected = "one all_reduce of grad_shard (" + std::to_string(call.bytes) +
                                " B) on the reduce-scatter stream, behind the reduce-scatter that wrote it (stream "
-                               "order), the host never waiting";
+                               "order), neither the host nor another stream waiting for it";
   const auto named = [](const OpRecord& op) {
     return "'" + op.name + "' (" + std::string(category_name(op.category)) + ", " + std::to_string(op.bytes_moved) +
            " B) on the " + std::string(lane_name(op.lane)) + " stream";
@@ -255,31 +259,41 @@ CheckOutcome check_stream(const CheckContext& c) {
         expected, "rank 0 issued " + std::to_string(collectives.size()) + " collective(s), the first " + named(op),
         "one collective does it: replica_group.all_reduce(stream, grad_shard, ReduceOp::avg)");
   for (const OpRecord& other : call.issued)
-    if (other.lane != Lane::reduce_scatter)
+    if (other.lane != Lane::reduce_scatter) {
+      std::string cause =
+          other.lane == Lane::compute
+              ? "the all-reduce on the compute stream: compute waits for the replicas' link, so the next units' "
+                "backward queues behind every all-reduce"
+              : "the all-reduce on the " + std::string(lane_name(other.lane)) +
+                    " stream: the engine's `reduced` event, recorded on the reduce-scatter stream, does not cover it, "
+                    "so the optimizer may read grad_shard before it is reduced";
+      if (other.begin < call.reduce_scatter_end)
+        cause += "; and nothing orders it after the reduce-scatter that wrote grad_shard (a race in a training)";
       return CheckOutcome::fail(
           expected,
           named(other) + ": not on the reduce-scatter stream, where the reduce-scatter that wrote grad_shard ran",
-          "the all-reduce on another stream than the reduce-scatter stream: the engine's `reduced` event, recorded "
-          "on the reduce-scatter stream, does not cover it, and on the compute stream compute waits for the "
-          "replicas' link; without a stream wait first, nothing orders it after the reduce-scatter either (the "
-          "race detector stops a training)");
-  if (call.host_after >= call.reduce_scatter_end)
+          cause);
+    }
+  // A host sync of any stream, with every other stream busy for 3 ms.
+  const ReplicaCall& busy = call_all_reduce(c, 4, 2, 3'000'000)[0];
+  if (busy.host_after >= busy.reduce_scatter_end)
     return CheckOutcome::fail(
         expected,
-        "the host clock went from " + ms(call.host_before) + " to " + ms(call.host_after) +
-            " inside all_reduce_replicas (the reduce-scatter ends at " + ms(call.reduce_scatter_end) + ")",
+        "the host clock went from " + ms(busy.host_before) + " to " + ms(busy.host_after) +
+            " inside all_reduce_replicas (the reduce-scatter ends at " + ms(busy.reduce_scatter_end) +
+            ", the other streams' work at " + ms(busy.host_before + 3'000'000) + ")",
         "a host wait (synchronize) where stream order suffices: the host stops issuing the backward");
   for (const OpRecord& next : call.next_work)
-    if (next.begin >= op.end)
+    if (next.begin >= call.reduce_scatter_end)
       return CheckOutcome::fail(
           expected,
-          "'" + next.name + "' on the " + std::string(lane_name(next.lane)) +
-              " stream, issued after the call, starts at " + ms(next.begin) + ", when " + named(op) + " ends",
-          "another stream made to wait for the all-reduce (a wait_stream or an event wait after it): the engine's "
-          "`reduced` event, recorded on the reduce-scatter stream behind it, already orders the optimizer after it, "
-          "and the next work of the " +
-              std::string(lane_name(next.lane)) +
-              " stream (on compute, the next units' backward) no longer overlaps it",
+          "'" + next.name + "' on the idle " + std::string(lane_name(next.lane)) +
+              " stream, issued after the call, starts at " + ms(next.begin) + " (the reduce-scatter ends at " +
+              ms(call.reduce_scatter_end) + ", " + named(op) + " at " + ms(op.end) + ")",
+          "another stream made to wait for the reduce-scatter stream (a wait_stream or an event wait, before or after "
+          "the all-reduce): the engine's `reduced` event, recorded behind the all-reduce, already orders the "
+          "optimizer after the reduction, and this stream's next work no longer overlaps it" +
+              std::string(next.lane == Lane::compute ? " (on compute: the next units' backward)" : ""),
           0.5);
   return CheckOutcome::pass();
 }

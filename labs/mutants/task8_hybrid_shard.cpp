@@ -76,6 +76,25 @@ class ComputeWaitsForAllReduce final : public LikeTheReference {
   }
 };
 
+// The compute stream made to wait for the reduce-scatter before the all-reduce: the same stall, from the other side.
+class ComputeWaitsForReduceScatter final : public LikeTheReference {
+ public:
+  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
+    device.wait_stream(Lane::compute, Lane::reduce_scatter);
+    reference().all_reduce_replicas(device, replica_group, grad_shard);
+  }
+};
+
+// The host made to wait for the compute stream after the all-reduce: right numbers, but the host stops issuing the
+// backward at every unit until the device catches up.
+class HostSyncOfCompute final : public LikeTheReference {
+ public:
+  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
+    reference().all_reduce_replicas(device, replica_group, grad_shard);
+    device.synchronize(Lane::compute);
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> hybrid_shard_mutants() {
@@ -96,6 +115,11 @@ std::span<const Mutant> hybrid_shard_mutants() {
        instance<ComputeStream>},
       {8, "compute-waits-for-all-reduce", "the compute stream is made to wait for the all-reduce across the replicas",
        instance<ComputeWaitsForAllReduce>},
+      {8, "compute-waits-for-reduce-scatter",
+       "the compute stream is made to wait for the reduce-scatter stream before the all-reduce",
+       instance<ComputeWaitsForReduceScatter>},
+      {8, "host-sync-of-compute", "the host synchronizes the compute stream after the all-reduce",
+       instance<HostSyncOfCompute>},
   };
   return mutants;
 }

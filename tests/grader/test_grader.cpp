@@ -538,7 +538,7 @@ TEST(GraderDiagnostics, AStreamWaitInTheWrongPlaceIsNamed) {
       run_checks(8, find_mutant(8, "compute-waits-for-all-reduce").impl(), {"replica-stream"}, 60);
   EXPECT_EQ(all_reduce[0].outcome.fraction, 0.5);
   EXPECT_TRUE(contains(all_reduce[0].outcome.got,
-                       "'the next unit's backward' on the compute stream, issued after the call, starts at"))
+                       "'the next unit's backward' on the idle compute stream, issued after the call, starts at"))
       << all_reduce[0].outcome.got;
   EXPECT_TRUE(contains(all_reduce[0].outcome.cause, "another stream made to wait for the all-reduce"))
       << all_reduce[0].outcome.cause;
