@@ -86,6 +86,46 @@ class NeverRecords final : public LikeTheReference {
   }
 };
 
+// Compute made to wait for the gather as soon as it is issued: for a prefetch, the unit computing now waits for the
+// next unit's parameters, so nothing overlaps.
+class WaitsInAllGather final : public LikeTheReference {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    reference().all_gather(device, group, shard, full, gathered);
+    device.wait(Lane::compute, gathered);  // belongs in wait_for_unshard alone
+  }
+};
+
+// The gather made to wait for the compute stream first: a prefetch then cannot run under the computing unit.
+class GatherWaitsForCompute final : public LikeTheReference {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    device.wait_stream(Lane::all_gather, Lane::compute);
+    reference().all_gather(device, group, shard, full, gathered);
+  }
+};
+
+// The host waits for the whole device before each gather: right numbers, the gathers issued late.
+class SyncBeforeGather final : public LikeTheReference {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    device.synchronize();
+    reference().all_gather(device, group, shard, full, gathered);
+  }
+};
+
+// Units resharded under the replicated strategies too (only grad_op excepted): under bf16 their 16-bit copies are
+// made again for the backward.
+class ReshardsReplicated final : public LikeTheReference {
+ public:
+  bool reshard_after_forward(ShardingStrategy strategy, bool is_root) const override {
+    return !is_root && strategy != ShardingStrategy::shard_grad_op;
+  }
+};
+
 // The root is freed after forward too, and gathered again as the first thing of the backward.
 class ReshardsRoot final : public LikeTheReference {
  public:
@@ -125,6 +165,14 @@ std::span<const Mutant> forward_mutants() {
        instance<RecordBeforeGather>},
       {3, "never-records", "all_gather never records the gathered event, so the compute stream waits on nothing",
        instance<NeverRecords>},
+      {3, "waits-in-all-gather", "all_gather makes the compute stream wait for the gather it issued",
+       instance<WaitsInAllGather>},
+      {3, "gather-waits-for-compute", "all_gather makes the all-gather stream wait for the compute stream first",
+       instance<GatherWaitsForCompute>},
+      {3, "sync-before-gather", "all_gather synchronizes the whole device before issuing the gather",
+       instance<SyncBeforeGather>},
+      {3, "reshards-replicated", "reshard_after_forward is true under no_shard, zero1 and zero2 too",
+       instance<ReshardsReplicated>},
       {3, "reshards-root", "reshard_after_forward is true for the root unit too", instance<ReshardsRoot>},
       {3, "never-reshards", "reshard_after_forward is always false: no unit is freed after its forward",
        instance<NeverReshards>},

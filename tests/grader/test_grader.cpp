@@ -522,6 +522,22 @@ TEST(GraderDiagnostics, AStreamWaitInTheWrongPlaceIsNamed) {
       << whole_stream[0].outcome.cause;
   EXPECT_TRUE(whole_stream[1].outcome.passed()) << whole_stream[1].outcome.got;
 
+  // all_gather waits for nothing and makes nothing wait: read from the probe ops' dependencies, each half the check.
+  const std::vector<CheckRun> in_gather =
+      run_checks(3, find_mutant(3, "waits-in-all-gather").impl(), {"gather-stream"}, 60);
+  EXPECT_EQ(in_gather[0].outcome.fraction, 0.5);
+  EXPECT_TRUE(contains(in_gather[0].outcome.cause, "a stream made to wait for the gather inside all_gather"))
+      << in_gather[0].outcome.cause;
+  const std::vector<CheckRun> for_compute =
+      run_checks(3, find_mutant(3, "gather-waits-for-compute").impl(), {"gather-stream"}, 60);
+  EXPECT_EQ(for_compute[0].outcome.fraction, 0.5);
+  EXPECT_TRUE(contains(for_compute[0].outcome.cause, "the all-gather stream made to wait for the compute stream"))
+      << for_compute[0].outcome.cause;
+  // A host sync before the gather shows with work in flight on the other streams.
+  const std::vector<CheckRun> synced = run_checks(3, find_mutant(3, "sync-before-gather").impl(), {"no-host-sync"}, 60);
+  EXPECT_TRUE(contains(synced[0].outcome.cause, "the host waits for the device (a synchronize) in all_gather"))
+      << synced[0].outcome.cause;
+
   const std::vector<CheckRun> copy_back =
       run_checks(9, find_mutant(9, "reductions-wait-for-copy-back").impl(), {"copy-back", "training-offload"}, 60);
   ASSERT_EQ(copy_back.size(), 2u);
@@ -540,7 +556,7 @@ TEST(GraderDiagnostics, AStreamWaitInTheWrongPlaceIsNamed) {
   EXPECT_TRUE(contains(all_reduce[0].outcome.got,
                        "'the next unit's backward' on the idle compute stream, issued after the call, starts at"))
       << all_reduce[0].outcome.got;
-  EXPECT_TRUE(contains(all_reduce[0].outcome.cause, "another stream made to wait for the all-reduce"))
+  EXPECT_TRUE(contains(all_reduce[0].outcome.cause, "another stream made to wait for the reduce-scatter stream"))
       << all_reduce[0].outcome.cause;
 }
 
