@@ -38,6 +38,10 @@ OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string nam
   return device.op(device.launch(lane, std::move(spec), {.host = [] {}}));
 }
 
+bool waited_for(const OpRecord& op, OpId id) {
+  return std::any_of(op.deps.begin(), op.deps.end(), [&](const OpRef& dep) { return dep.op == id; });
+}
+
 bool intersects(const OpRecord& a, const OpRecord& b) { return a.begin < b.end && b.begin < a.end; }
 
 int issued_on_an_idle_device(const std::vector<OpRecord>& ops, std::optional<int> step) {

@@ -39,6 +39,11 @@ const OpRecord* first_of(const std::vector<OpRecord>& ops, OpCategory category);
 // Work already issued on `lane` when the graded method runs: an op of `duration` that touches no memory, so a
 // wrong order shows on the virtual clock, named, instead of stopping the check as a race. Its record.
 OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string name, SimTime duration);
+// Whether an event wait ordered `op` after the op `id` (OpRecord::deps: an event names the last op of the stream it was
+// recorded on, and the next op launched on a stream that waited for it lists that op). Stream order lists nothing, and
+// an op that merely started later is not "waited for": so a probe op issued on a stream after a graded call says
+// exactly whether the call made that stream wait.
+bool waited_for(const OpRecord& op, OpId id);
 // Whether two ops ran at the same time on the virtual clock.
 bool intersects(const OpRecord& a, const OpRecord& b);
 // The ops of `ops` (one rank's, in issue order) the host issued once the device had run dry, after every op issued

@@ -109,9 +109,6 @@ CheckOutcome one_gather_on_its_stream_event_behind_it(const CheckContext& c) {
     std::vector<OpRecord> next_work;
     for (const Lane lane : {Lane::compute, Lane::reduce_scatter, Lane::memcpy})
       next_work.push_back(busy_op(r.device, lane, OpCategory::compute, "work issued next", 1000));
-    const auto waits_for = [](const OpRecord& op, OpId id) {
-      return std::any_of(op.deps.begin(), op.deps.end(), [&](const OpRef& dep) { return dep.op == id; });
-    };
     const auto gathers =
         std::count_if(ops.begin(), ops.end(), [](const OpRecord& op) { return op.category == OpCategory::all_gather; });
     const OpRecord* gather = first_of(ops, OpCategory::all_gather);
@@ -148,7 +145,7 @@ CheckOutcome one_gather_on_its_stream_event_behind_it(const CheckContext& c) {
           rank + "`gathered` completes at " + us(gathered.time()) + ", before the gather ends",
           "the event recorded before the gather was issued: it marks nothing, so a stream waiting on it is "
           "not ordered after the gather; record after group.all_gather(...)");
-    } else if (waits_for(*gather, computing.id)) {
+    } else if (waited_for(*gather, computing.id)) {
       mine = CheckOutcome::fail(
           "the gather issued at once on the all-gather stream, waiting for no other stream",
           rank + "it waits for " + computing.name + " on the compute stream, starting at " + us(gather->begin),
@@ -158,7 +155,7 @@ CheckOutcome one_gather_on_its_stream_event_behind_it(const CheckContext& c) {
           0.5);
     } else {
       for (const OpRecord& next : next_work)
-        if (waits_for(next, gather->id)) {
+        if (waited_for(next, gather->id)) {
           mine = CheckOutcome::fail(
               "all_gather to make no stream wait for the gather (wait_for_unshard does, when the unit computes)",
               rank + "work issued on the " + std::string(lane_name(next.lane)) +
@@ -188,12 +185,10 @@ std::string unordered_compute_cause(const CheckContext& c) {
     graded(c).wait_for_unshard(r.device, gathered);
     if (r.rank != 0) return;
     for (const Lane lane : {Lane::all_gather, Lane::reduce_scatter, Lane::memcpy}) {
-      const OpRecord probe = busy_op(r.device, lane, OpCategory::compute, "probe", 1000);
-      for (const OpRef& dep : probe.deps)
-        if (dep.op == gather)
-          cause = "the " + std::string(lane_name(lane)) +
-                  " stream made to wait for `gathered`, not the compute stream that reads the parameters: "
-                  "device.wait(Lane::compute, gathered)";
+      if (waited_for(busy_op(r.device, lane, OpCategory::compute, "probe", 1000), gather))
+        cause = "the " + std::string(lane_name(lane)) +
+                " stream made to wait for `gathered`, not the compute stream that reads the parameters: "
+                "device.wait(Lane::compute, gathered)";
     }
   });
   return cause;

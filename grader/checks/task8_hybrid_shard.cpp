@@ -155,12 +155,13 @@ double replica_mean(int rank, std::int64_t i, int world, int s) {
 // A rank's view of one all_reduce_replicas call, on a replica group split with the reference's colours,
 // behind 1 ms of reduce-scatter on its stream and, where `others_busy` > 0, that long a run of work on each other
 // stream (so that a host sync of any stream shows on the host clock); then the work issued next on the other streams
-// (the backward goes on): none of it needs the reduction, so on idle streams each starts at once. The other streams'
-// work is of category compute, which takes no link: only a stream wait delays it.
+// (the backward goes on): none of it needs the reduction, so none waits for it (waited_for: an event wait, read from
+// its dependencies). The other streams' work is of category compute, which takes no link.
 struct ReplicaCall {
   std::vector<float> before, after;
   std::vector<OpRecord> issued;
   std::vector<OpRecord> next_work;  // on the compute, all-gather and memcpy streams
+  OpId reduce_scatter = 0;
   SimTime reduce_scatter_end = 0;
   SimTime host_before = 0, host_after = 0;
   std::int64_t bytes = 0;
@@ -178,8 +179,10 @@ std::vector<ReplicaCall> call_all_reduce(const CheckContext& c, int world, int s
     call.bytes = grad.nbytes();
     // The reduce-scatter that wrote the shard, still running when the call comes. It touches no memory, so an
     // all-reduce on the wrong stream shows in the op graph, named, instead of stopping the check as a race.
-    call.reduce_scatter_end = busy_op(r.device, Lane::reduce_scatter, OpCategory::reduce_scatter,
-                                      "reduce_scatter transformer.h.0.flat_grad_shard (1 ms)", 1'000'000).end;
+    const OpRecord reduce_scatter = busy_op(r.device, Lane::reduce_scatter, OpCategory::reduce_scatter,
+                                            "reduce_scatter transformer.h.0.flat_grad_shard (1 ms)", 1'000'000);
+    call.reduce_scatter = reduce_scatter.id;
+    call.reduce_scatter_end = reduce_scatter.end;
     if (others_busy > 0)
       for (const Lane lane : {Lane::compute, Lane::all_gather, Lane::memcpy})
         busy_op(r.device, lane, OpCategory::compute, "work in flight", others_busy);
@@ -284,12 +287,13 @@ CheckOutcome check_stream(const CheckContext& c) {
             ", the other streams' work at " + ms(busy.host_before + 3'000'000) + ")",
         "a host wait (synchronize) where stream order suffices: the host stops issuing the backward");
   for (const OpRecord& next : call.next_work)
-    if (next.begin >= call.reduce_scatter_end)
+    if (waited_for(next, call.reduce_scatter) || waited_for(next, op.id))
       return CheckOutcome::fail(
           expected,
-          "'" + next.name + "' on the idle " + std::string(lane_name(next.lane)) +
-              " stream, issued after the call, starts at " + ms(next.begin) + " (the reduce-scatter ends at " +
-              ms(call.reduce_scatter_end) + ", " + named(op) + " at " + ms(op.end) + ")",
+          "'" + next.name + "' on the " + std::string(lane_name(next.lane)) +
+              " stream, issued after the call, waits for the reduction: it starts at " + ms(next.begin) +
+              " (the reduce-scatter ends at " + ms(call.reduce_scatter_end) + ", " + named(op) + " at " + ms(op.end) +
+              ")",
           "another stream made to wait for the reduce-scatter stream (a wait_stream or an event wait, before or after "
           "the all-reduce): the engine's `reduced` event, recorded behind the all-reduce, already orders the "
           "optimizer after the reduction, and this stream's next work no longer overlaps it" +

@@ -62,6 +62,16 @@ class CopyBeforeGathersDone final : public LikeTheReference {
   }
 };
 
+// The compute stream made to wait for the copy up too, "to be safe": right numbers, but the unit computing now waits
+// for the next unit's copy, so the copies no longer hide under compute.
+class ComputeWaitsForCopyUp final : public LikeTheReference {
+ public:
+  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
+    reference().copy_shard_to_device(device, host_shard, device_copy);
+    device.wait_stream(Lane::compute, Lane::memcpy);
+  }
+};
+
 // The copy back issued without waiting for the reduction: it reads the gradient shard half reduced.
 class CopyBackBeforeReduction final : public LikeTheReference {
  public:
@@ -120,6 +130,8 @@ std::span<const Mutant> cpu_offload_mutants() {
       {9, "copy-before-gathers-done",
        "the copy to the device is not ordered after the all-gather stream's earlier gathers",
        instance<CopyBeforeGathersDone>},
+      {9, "compute-waits-for-copy-up", "the compute stream is made to wait for the copy of the shard to the device",
+       instance<ComputeWaitsForCopyUp>},
       {9, "copy-back-before-reduction", "the copy of the gradient to the host does not wait for the reduction",
        instance<CopyBackBeforeReduction>},
       {9, "copy-back-on-reduce-scatter", "the copy of the gradient to the host is issued on the reduce-scatter stream",

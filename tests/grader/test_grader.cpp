@@ -549,12 +549,23 @@ TEST(GraderDiagnostics, AStreamWaitInTheWrongPlaceIsNamed) {
   EXPECT_TRUE(contains(copy_back[0].outcome.cause, "another stream made to wait for the copy back"))
       << copy_back[0].outcome.cause;
   EXPECT_TRUE(copy_back[1].outcome.passed()) << copy_back[1].outcome.got;
+  // Only a stream wait counts as waiting: a copy back that starts early (no wait for the reduction) loses that part
+  // alone, and the compute stream made to wait for the copy up is named.
+  const std::vector<CheckRun> early =
+      run_checks(9, find_mutant(9, "copy-back-before-reduction").impl(), {"copy-back"}, 60);
+  EXPECT_EQ(early[0].outcome.fraction, 0.75);
+  EXPECT_FALSE(contains(early[0].outcome.cause, "another stream made to wait")) << early[0].outcome.cause;
+  const std::vector<CheckRun> copy_up =
+      run_checks(9, find_mutant(9, "compute-waits-for-copy-up").impl(), {"copy-up-order"}, 60);
+  EXPECT_TRUE(contains(copy_up[0].outcome.got, "the compute stream made to wait for the copy"))
+      << copy_up[0].outcome.got;
 
   const std::vector<CheckRun> all_reduce =
       run_checks(8, find_mutant(8, "compute-waits-for-all-reduce").impl(), {"replica-stream"}, 60);
   EXPECT_EQ(all_reduce[0].outcome.fraction, 0.5);
   EXPECT_TRUE(contains(all_reduce[0].outcome.got,
-                       "'the next unit's backward' on the idle compute stream, issued after the call, starts at"))
+                       "'the next unit's backward' on the compute stream, issued after the call, waits for the "
+                       "reduction"))
       << all_reduce[0].outcome.got;
   EXPECT_TRUE(contains(all_reduce[0].outcome.cause, "another stream made to wait for the reduce-scatter stream"))
       << all_reduce[0].outcome.cause;
