@@ -383,16 +383,38 @@ CheckOutcome backward_collectives_overlap_compute(const CheckContext& ctx, const
   const int total = static_cast<int>(collectives(s.graded.ops[0], std::nullopt, "backward").size());
   if (got >= want) return with_budget(CheckOutcome::pass(), s);
   return with_budget(
-      CheckOutcome::fail(expected + " (" + std::to_string(want) + ")",
-                         std::to_string(got) + " of " + std::to_string(total) + " backward collectives overlap compute",
-                         // Less overlap with less memory gathered: prefetches held back, not gathered out of turn.
-                         s.declined_without_waiting > 0 ? declined_text(s.declined_without_waiting)
-                         : peak_param_full(s.graded) < peak_param_full(s.reference)
-                             ? limiter_held_text(s)
-                             : "after(pre_backward) must return the unit whose backward comes next (next_in_backward: "
-                               "the reverse of the post-forward order), or a host wait serialises the backward",
-                         static_cast<double>(got) / std::max(1, want)),
+      CheckOutcome::fail(
+          expected + " (" + std::to_string(want) + ")",
+          std::to_string(got) + " of " + std::to_string(total) + " backward collectives overlap compute",
+          // Less overlap with less memory gathered: prefetches held back, not gathered out of turn.
+          s.declined_without_waiting > 0 ? declined_text(s.declined_without_waiting)
+          : peak_param_full(s.graded) < peak_param_full(s.reference)
+              ? limiter_held_text(s)
+              : "after(" +
+                    std::string(backward.options.prefetch.backward == BackwardPrefetch::post ? "post_backward"
+                                                                                             : "pre_backward") +
+                    ") must return the unit whose backward comes next (next_in_backward: the reverse "
+                    "of the post-forward order), or a host wait serialises the backward",
+          static_cast<double>(got) / std::max(1, want)),
       s);
+}
+
+// BackwardPrefetch's two points, each half the check: `backward` (pre: in the unit's pre-backward) and the same case
+// with post (in its post-backward, after its gradients are issued). A post case whose prefetch is missing says so, with
+// the dashboard on that case.
+CheckOutcome backward_pre_and_post_overlap_compute(const CheckContext& ctx, const GradeCase& backward) {
+  GradeCase post = backward;
+  post.options.prefetch = parse_prefetch("backward-post");
+  CheckOutcome pre = backward_collectives_overlap_compute(ctx, backward),
+               after = backward_collectives_overlap_compute(ctx, post);
+  if (pre.passed() && after.passed()) return pre;
+  CheckOutcome& shown = pre.passed() ? after : pre;
+  if (!after.passed()) {
+    after.expected = "--prefetch backward-post: " + after.expected;
+    after.show = post.command("gui", "{impl}");
+  }
+  shown.fraction = (pre.fraction + after.fraction) / 2;
+  return shown;
 }
 
 // What the measured step's op graph shows made it slower than the reference's.
@@ -611,8 +633,9 @@ std::vector<Check> overlap_checks() {
       make("sync-overlaps-nothing", "SYNC: no collective overlaps any compute op", 2, sync, sync_overlaps_nothing),
       make("forward-prefetch", "ASYNC, forward prefetch: each gather but the first overlaps the compute before it", 2,
            forward, forward_gathers_overlap_compute, Shown::whole_runs),
-      make("backward-prefetch", "ASYNC, backward prefetch: backward gathers and reductions overlap compute", 2,
-           backward, backward_collectives_overlap_compute, Shown::whole_runs),
+      make("backward-prefetch",
+           "ASYNC, backward prefetch pre and post: backward gathers and reductions overlap compute", 2, backward,
+           backward_pre_and_post_overlap_compute, Shown::whole_runs),
       make("step-time",
            "ASYNC step time within 1% of the reference's, at --max-inflight 2 and 0 (the host never waits where it "
            "need not)",

@@ -84,6 +84,15 @@ class NoBackwardPrefetch final : public LikeTheReference {
   }
 };
 
+// BackwardPrefetch::post left out (its case in after() returns nothing): --prefetch backward-post prefetches nothing.
+class NoPostBackwardPrefetch final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = reference().after(point, unit, rank);  // keeps the recorded orders
+    return point == PassPoint::post_backward ? nullptr : next;
+  }
+};
+
 // The host waits for every stream before each gather: numbers right, overlap gone.
 class HostSyncBeforeGather final : public LikeTheReference {
  public:
@@ -297,6 +306,8 @@ const Mutant kMutants[] = {
      instance<NoPrefetch>},
     {6, "no-backward-prefetch", "after(pre_backward) names no unit, so no backward gather overlaps compute",
      instance<NoBackwardPrefetch>},
+    {6, "no-post-backward-prefetch", "after(post_backward) names no unit: --prefetch backward-post prefetches nothing",
+     instance<NoPostBackwardPrefetch>},
     {6, "host-sync", "synchronizes the host with the device before every gather, which kills the overlap prefetch buys",
      instance<HostSyncBeforeGather>},
     {6, "limiter-off-by-one", "lets max_inflight + 1 gathered units hold memory", instance<LimiterOffByOne>},
