@@ -148,6 +148,18 @@ std::string diagnose_race(const CheckContext&, const GradeCase& c, const GradedR
   return race_diagnosis(c, graded);
 }
 
+constexpr const char* kReplicaGradientCause =
+    "the replica's gradient allocated or freed as a unit's own: under no_shard and zero1 grad_full is grad_replica, "
+    "which lives as long as the model (acquire_grad and release_grad leave it: unit.grad_full.overlaps("
+    "unit.grad_replica))";
+// training-replicated's cause: a run stopped on a freed gradient is the replica case left out; a race, the race's.
+std::string replica_gradient_or_race(const CheckContext&, const GradeCase& c, const GradedRun& graded, const GradedRun&,
+                                     double) {
+  if (graded.error.find("flat_grad") != std::string::npos && graded.error.find("is freed") != std::string::npos)
+    return kReplicaGradientCause;
+  return race_diagnosis(c, graded);
+}
+
 // [Note: a prefetch declined without waiting]
 // acquire_full may decline a prefetch (return false) at a full rate limit, but only after the host has waited for the
 // parked rate-limited units (release_oldest_limited) and the limit is still full: every counted unit in use. A
@@ -609,6 +621,10 @@ std::vector<Check> overlap_checks() {
   numerics_pool.options.buffers = UnshardBuffers::pool;
   // CPU offload hands the overlap staging copies that cross streams: the shard copied up on the memcpy stream, read
   // by the gather; the reduced shard, copied down on the memcpy stream (release_staging).
+  // no_shard keeps the whole gradient on every rank: grad_full is then the replica's gradient (grad_replica), which
+  // acquire_grad must not allocate nor release_grad free.
+  GradeCase numerics_replicated = small_gpt2(2);
+  numerics_replicated.options.strategy = ShardingStrategy::no_shard;
   GradeCase numerics_offload = small_gpt2(2);
   numerics_offload.options.prefetch = parse_prefetch("all");
   numerics_offload.options.offload = true;
@@ -653,6 +669,9 @@ std::vector<Check> overlap_checks() {
                         "SYNC's orderings left out", diagnose_race),
       equivalence_check(6, "training-pool", "the two-buffer pool, W=2: equals the single-rank baseline", 1,
                         numerics_pool, "a pool slot overwritten while its previous unit is still read", diagnose_race),
+      equivalence_check(6, "training-replicated",
+                        "ASYNC no_shard, W=2: equals the single-rank baseline (the gradient is the replica's)", 1,
+                        numerics_replicated, kReplicaGradientCause, replica_gradient_or_race),
       equivalence_check(
           6, "training-offload", "ASYNC with CPU offload, W=2: equals the single-rank baseline (staging copies parked)",
           1, numerics_offload, "a staging copy freed before the collective or copy that reads it", diagnose_race),

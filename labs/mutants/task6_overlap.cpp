@@ -84,6 +84,26 @@ class NoBackwardPrefetch final : public LikeTheReference {
   }
 };
 
+// The replica case left out: under no_shard and zero1 grad_full is the replica's gradient, which this parks and frees
+// after the reduction like a unit's own, so the next backward adds into freed memory.
+class FreesTheReplicaGradient final : public LikeTheReference {
+ public:
+  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (unit.pool_slot >= 0) return reference().acquire_grad(unit, rank);
+    if (rank.async()) rank.schedule.parked.release_completed(rank.device);
+    unit.grad_full.storage().allocate();
+  }
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (unit.pool_slot >= 0) return reference().release_grad(unit, rank);
+    if (!rank.async()) rank.device.wait(Lane::compute, unit.reduced);
+    if (rank.async()) {
+      rank.schedule.parked.push(unit.grad_full.storage().release(), unit.reduced);
+    } else {
+      unit.grad_full.storage().free();
+    }
+  }
+};
+
 // BackwardPrefetch::post left out (its case in after() returns nothing): --prefetch backward-post prefetches nothing.
 class NoPostBackwardPrefetch final : public LikeTheReference {
  public:
@@ -308,6 +328,9 @@ const Mutant kMutants[] = {
      instance<NoBackwardPrefetch>},
     {6, "no-post-backward-prefetch", "after(post_backward) names no unit: --prefetch backward-post prefetches nothing",
      instance<NoPostBackwardPrefetch>},
+    {6, "frees-the-replica-gradient",
+     "acquire_grad and release_grad treat the replica's gradient (no_shard, zero1) as a unit's own and free it",
+     instance<FreesTheReplicaGradient>},
     {6, "host-sync", "synchronizes the host with the device before every gather, which kills the overlap prefetch buys",
      instance<HostSyncBeforeGather>},
     {6, "limiter-off-by-one", "lets max_inflight + 1 gathered units hold memory", instance<LimiterOffByOne>},

@@ -392,6 +392,14 @@ TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) 
                        "param_full up to 21 Blocks' worth above the reference's (buffers parked for their last "
                        "reader count too): the host never waits"))
       << unlimited.cause;
+  // BackwardPrefetch::post is graded beside pre, and its cause names its own point.
+  const CheckOutcome post = cause_of("no-post-backward-prefetch", "backward-prefetch");
+  EXPECT_TRUE(contains(post.cause, "after(post_backward) must return the unit whose backward comes next"))
+      << post.cause;
+  EXPECT_TRUE(contains(post.expected, "--prefetch backward-post: ")) << post.expected;
+  // The replica's gradient (no_shard) treated as a unit's own stops the run on a freed buffer, named as such.
+  const CheckOutcome replica = cause_of("frees-the-replica-gradient", "training-replicated");
+  EXPECT_TRUE(contains(replica.cause, "the replica's gradient allocated or freed as a unit's own")) << replica.cause;
   // The training that passes over budget names what the schedule checks found, after the budget's symptoms.
   for (const auto& [mutant, mistake] :
        {std::pair{"host-sync", "the host waited for the device: 25 ops issued once it had run dry"},
