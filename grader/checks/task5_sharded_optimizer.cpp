@@ -261,16 +261,36 @@ Stepped step_twice(const ShardedOptimizerTask& task, const ShardedOptimizerTask&
   return out;
 }
 
+// What differs between two calls' worth of `got` and of `want` in the steps counted and the ops issued, as the
+// likely mistake; "" when neither does. Steps counted right with other ops: ops besides the optimizer's in step.
+std::string step_count_mistake(const Stepped& got, const Stepped& want) {
+  if (got.steps != want.steps)
+    return "optimizer.step called " + std::string(got.steps > want.steps ? "more" : "less") +
+           " than once per call: " + std::to_string(got.steps) + " steps counted after 2 calls, the reference's " +
+           std::to_string(want.steps) +
+           "; a second call doubles the update (SGD's too) and advances AdamW's step count, its bias correction, "
+           "twice";
+  if (got.updates.size() == want.updates.size()) return "";
+  std::set<std::string> wanted;
+  for (const OpRecord& op : want.updates) wanted.insert(op.name);
+  for (const OpRecord& op : got.updates)
+    if (!wanted.contains(op.name))
+      return "an op besides the optimizer's issued in step ('" + op.name +
+             "'): step calls optimizer.step(stream) once and nothing else (the optimizer orders each unit's update "
+             "after its own gradient; the gradients are the engine's to zero and scale)";
+  return std::string(got.updates.size() > want.updates.size() ? "more" : "fewer") + " update ops than the " +
+         "optimizer's own (" + std::to_string(got.updates.size()) + " against " + std::to_string(want.updates.size()) +
+         " in 2 calls): step calls optimizer.step(stream) once, as it is; the order of the updates "
+         "(order_next_step) is the engine's, which has told the optimizer each unit's gradient wait";
+}
+
 // The mistake in how often step updates, as the one-update check finds it: "" when step updates once per call.
 std::string update_count_mistake(const CheckContext& c) {
   const Stepped got = step_twice(graded(c), reference(c), Form::full, Lane::compute);
   const Stepped want = step_twice(reference(c), reference(c), Form::full, Lane::compute);
-  if (!got.refused.empty() || (got.steps == want.steps && got.updates.size() == want.updates.size())) return "";
-  return "optimizer.step called " + std::string(got.steps > want.steps ? "more" : "less") +
-         " than once per call (see the one-update check): " + std::to_string(got.steps) +
-         " steps counted after 2 "
-         "calls; a second call doubles the update (SGD's too) and advances AdamW's step count, its bias correction, "
-         "twice";
+  if (!got.refused.empty()) return "";
+  const std::string mistake = step_count_mistake(got, want);
+  return mistake.empty() ? "" : mistake + " (see the one-update check)";
 }
 
 CheckOutcome check_one_update(const CheckContext& c) {
@@ -287,13 +307,12 @@ CheckOutcome check_one_update(const CheckContext& c) {
     if (!got.refused.empty())
       return CheckOutcome::fail(expected, "step on " + given + " raised: " + got.refused,
                                 "the update not issued on the stream step is given");
-    if (got.steps != want.steps || got.updates.size() != want.updates.size())
-      return CheckOutcome::fail(
-          expected,
-          "after 2 calls of step on " + given + " the optimizer counts " + std::to_string(got.steps) + " steps and " +
-              std::to_string(got.updates.size()) + " update ops were issued",
-          "optimizer.step called more or less than once per call: a second call doubles the update (SGD's too) "
-          "and advances AdamW's step count, its bias correction, twice");
+    if (const std::string mistake = step_count_mistake(got, want); !mistake.empty())
+      return CheckOutcome::fail(expected,
+                                "after 2 calls of step on " + given + " the optimizer counts " +
+                                    std::to_string(got.steps) + " steps and " + std::to_string(got.updates.size()) +
+                                    " ops were issued",
+                                mistake);
     for (const OpRecord& op : got.updates)
       if (op.lane != lane)
         return CheckOutcome::fail(
@@ -323,18 +342,24 @@ struct GatherProblem {
 GatherProblem gathered_problem(const std::vector<OpRecord>& ops, std::size_t first, const RankUnits& mine, int rank,
                                int world) {
   std::vector<const OpRecord*> gathers;
-  for (std::size_t i = first; i < ops.size(); ++i)
+  std::map<std::string_view, int> collectives;  // by kind, gathers included
+  for (std::size_t i = first; i < ops.size(); ++i) {
+    if (is_communication(ops[i].category)) ++collectives[category_name(ops[i].category)];
     if (ops[i].category == OpCategory::all_gather) gathers.push_back(&ops[i]);
+  }
   const std::string who = "rank " + std::to_string(rank);
-  if (gathers.empty())
-    return {
-        who + " issued no all_gather, and its replicas hold the other ranks' chunks as they were before the step",
-        "the updated chunks are never gathered: each rank trains its own copy, whose chunks other than its own never "
-        "change (the loss drifts from step 2)"};
-  if (gathers.size() != mine.units.size())
-    return {who + " issued " + std::to_string(gathers.size()) + " all_gathers for " +
-                std::to_string(mine.units.size()) + " units",
-            "one all-gather per unit, of its master into its replica"};
+  if (collectives.empty())
+    return {who + " issued no collective, and its replicas hold the other ranks' chunks as they were before the step",
+            "the updated chunks are never gathered: each rank trains its own copy, whose chunks other than its own "
+            "never change (the loss drifts from step 2)"};
+  if (gathers.size() != mine.units.size() || collectives.size() != 1) {
+    std::string issued;
+    for (const auto& [kind, count] : collectives)
+      issued += (issued.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(kind);
+    return {who + " issued " + issued + " for " + std::to_string(mine.units.size()) + " units",
+            "one all-gather per unit, of its master into its replica, and no other collective: the all-gather moves "
+            "what W broadcasts would, in one collective, and any collective more is link time the step pays"};
+  }
   for (const OpRecord* op : gathers)
     if (op->lane != Lane::all_gather)
       return {
@@ -382,11 +407,13 @@ CheckOutcome check_zero_gather(const CheckContext& c) {
   return CheckOutcome::pass();
 }
 
-// What rank 0 of 2 shows around all_gather_updates, issued behind 1 ms of update on the compute stream (and a
-// moment's work on every other stream) and followed by the next forward's first op there. An event the first gather
-// waits for carries the last op of the stream it was recorded on, which the gather's dependencies then name.
+// What rank 0 of 2 shows around all_gather_updates, issued behind 1 ms of update on the compute stream (and 0.5 ms of
+// work on every other stream, so that a host sync of any stream shows on the host clock) and followed by the next
+// forward's first op there. An event the first gather waits for carries the last op of the stream it was recorded on,
+// which the gather's dependencies then name.
 struct GatherSchedule {
   SimTime update_end = 0;
+  SimTime others_end = 0;  // when the other streams' work ends
   std::vector<OpRecord> gathers;
   std::set<Lane> first_gather_waited_for;  // the streams whose earlier work the first gather waited for by event
   OpRecord next_forward;
@@ -399,8 +426,11 @@ GatherSchedule observe_gather_schedule(const CheckContext& c) {
     const RankUnits mine(r.device, r.rank, r.world, Form::zero);
     const OpRecord update = busy_op(r.device, Lane::compute, OpCategory::compute, "the optimizer's update", 1'000'000);
     std::map<OpId, Lane> lane_of{{update.id, Lane::compute}};
-    for (const Lane lane : {Lane::all_gather, Lane::reduce_scatter, Lane::memcpy})
-      lane_of[busy_op(r.device, lane, OpCategory::compute, "work already issued", 1000).id] = lane;
+    for (const Lane lane : {Lane::all_gather, Lane::reduce_scatter, Lane::memcpy}) {
+      const OpRecord issued = busy_op(r.device, lane, OpCategory::compute, "work already issued", 500'000);
+      lane_of[issued.id] = lane;
+      out.others_end = issued.end;
+    }
     const SimTime host_before = r.device.host_time();
     const std::size_t first = r.device.ops().size();
     graded(c).all_gather_updates(r.device, r.comm, mine.units);
@@ -412,7 +442,7 @@ GatherSchedule observe_gather_schedule(const CheckContext& c) {
     const std::vector<OpRecord>& ops = r.device.ops();
     out.update_end = update.end;
     for (std::size_t i = first; i < last; ++i)
-      if (ops[i].category == OpCategory::all_gather) out.gathers.push_back(ops[i]);
+      if (is_communication(ops[i].category)) out.gathers.push_back(ops[i]);  // the gathers, or what stands for them
     if (!out.gathers.empty())
       for (const OpRef& dep : out.gathers.front().deps)
         if (const auto it = lane_of.find(dep.op); it != lane_of.end()) out.first_gather_waited_for.insert(it->second);
@@ -428,7 +458,7 @@ CheckOutcome check_gather_schedule(const CheckContext& c) {
   const std::string expected = "the gathers start after the compute stream's update, the next forward starts after the "
                                "last gather, and the host never waits (events only)";
   if (s.gathers.empty())
-    return CheckOutcome::fail(expected, "no all_gather issued",
+    return CheckOutcome::fail(expected, "no collective issued",
                               "all_gather_updates gathers nothing: there is no schedule to check");
   SimTime gathers_end = 0;
   for (const OpRecord& op : s.gathers) gathers_end = std::max(gathers_end, op.end);
@@ -451,11 +481,11 @@ CheckOutcome check_gather_schedule(const CheckContext& c) {
         "the compute stream is not made to wait for the gathers: the next forward may read a replica still "
         "being written (record on all_gather after them, wait on compute); the trainer's end-of-step host "
         "sync hides it in fsdplab run, but the contract requires the event");
-  if (s.host_after >= s.update_end)
+  if (s.host_after >= s.others_end)
     failed.emplace_back(
         "the host clock went from " + ms(s.host_before) + " to " + ms(s.host_after) +
-            " inside all_gather_updates (the update ends at " + ms(s.update_end) + ", the gathers at " +
-            ms(gathers_end) + ")",
+            " inside all_gather_updates (the other streams' work ends at " + ms(s.others_end) + ", the update at " +
+            ms(s.update_end) + ", the gathers at " + ms(gathers_end) + ")",
         "a host wait (device.synchronize) where events suffice: the host stops running ahead of the device "
         "and nothing it issues next can overlap");
   if (failed.empty()) return CheckOutcome::pass();

@@ -105,6 +105,25 @@ class ComputeNoWait final : public LikeTheReference {
   }
 };
 
+// The assignment's "broadcast after step" taken literally: each rank's chunk broadcast from it, W collectives a unit
+// where one all-gather moves the same bytes. Right values, W times the collectives.
+class BroadcastsAfterStep final : public LikeTheReference {
+ public:
+  void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
+    Event updated("fsdp.optimizer_updated");
+    device.record(updated, Lane::compute);
+    device.wait(Lane::all_gather, updated);
+    for (const UnitShards& unit : units) {
+      const std::int64_t chunk = unit.master.numel();
+      for (int root = 0; root < group.world(); ++root)
+        group.broadcast(device.stream(Lane::all_gather), unit.replica.rows(root * chunk, chunk), root);
+    }
+    Event gathered("fsdp.updates_gathered");
+    device.record(gathered, Lane::all_gather);
+    device.wait(Lane::compute, gathered);
+  }
+};
+
 // Host waits instead of events: correct, but the host stalls until the update, then until the gathers.
 class GatherHostSync final : public LikeTheReference {
  public:
@@ -134,6 +153,9 @@ std::span<const Mutant> sharded_optimizer_mutants() {
        instance<UpdateEventOnAllGather>},
       {5, "compute-no-wait", "the compute stream is not made to wait for the update gathers before the next forward",
        instance<ComputeNoWait>},
+      {5, "broadcasts-after-step",
+       "all_gather_updates broadcasts each rank's chunk (W collectives a unit), not one gather",
+       instance<BroadcastsAfterStep>},
       {5, "gather-host-sync", "all_gather_updates orders the gathers with host waits (synchronize) instead of events",
        instance<GatherHostSync>},
   };

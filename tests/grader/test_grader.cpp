@@ -447,8 +447,17 @@ TEST(GraderDiagnostics, ARaceNamesTheOverlapMethodThatLeftItUnordered) {
 TEST(GraderDiagnostics, AShardedOptimizerMistakeIsNamedWhereverItShows) {
   const std::vector<CheckRun> twice = run_checks(5, find_mutant(5, "step-twice").impl(), {"training-zero2"}, 60);
   EXPECT_EQ(twice[0].outcome.fraction, 0) << twice[0].outcome.got;
-  EXPECT_TRUE(contains(twice[0].outcome.cause, "optimizer.step called more than once per call (see the one-update"))
+  EXPECT_TRUE(contains(twice[0].outcome.cause, "optimizer.step called more than once per call: ") &&
+              contains(twice[0].outcome.cause, "(see the one-update check)"))
       << twice[0].outcome.cause;
+  // W broadcasts a unit in place of one gather: named by what was issued (not as replicas left stale), and their
+  // schedule graded as the gathers' would be.
+  const std::vector<CheckRun> broadcasts =
+      run_checks(5, find_mutant(5, "broadcasts-after-step").impl(), {"zero-gather", "gather-schedule"}, 60);
+  ASSERT_EQ(broadcasts.size(), 2u);
+  EXPECT_TRUE(contains(broadcasts[0].outcome.got, "rank 0 issued 9 broadcast for 3 units"))
+      << broadcasts[0].outcome.got;
+  EXPECT_TRUE(broadcasts[1].outcome.passed()) << broadcasts[1].outcome.got;
   // The replica where there is one: half the targets check, its zero2 half.
   const std::vector<CheckRun> zero_only = run_checks(5, find_mutant(5, "replica-target").impl(), {"targets"}, 60);
   EXPECT_EQ(zero_only[0].outcome.fraction, 0.5);
