@@ -278,7 +278,7 @@ CheckOutcome check_stream(const CheckContext& c) {
           cause);
     }
   // A host sync of any stream, with every other stream busy for 3 ms.
-  const ReplicaCall& busy = call_all_reduce(c, 4, 2, 3'000'000)[0];
+  const ReplicaCall busy = call_all_reduce(c, 4, 2, 3'000'000)[0];
   if (busy.host_after >= busy.reduce_scatter_end)
     return CheckOutcome::fail(
         expected,
