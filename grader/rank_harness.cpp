@@ -42,6 +42,13 @@ bool waited_for(const OpRecord& op, OpId id) {
   return std::any_of(op.deps.begin(), op.deps.end(), [&](const OpRef& dep) { return dep.op == id; });
 }
 
+std::set<Lane> lanes_waited_for(const OpRecord& op, const std::vector<OpRecord>& issued) {
+  std::set<Lane> lanes;
+  for (const OpRecord& work : issued)
+    if (waited_for(op, work.id)) lanes.insert(work.lane);
+  return lanes;
+}
+
 bool intersects(const OpRecord& a, const OpRecord& b) { return a.begin < b.end && b.begin < a.end; }
 
 int issued_on_an_idle_device(const std::vector<OpRecord>& ops, std::optional<int> step) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string nam
 // an op that merely started later is not "waited for": so a probe op issued on a stream after a graded call says
 // exactly whether the call made that stream wait.
 bool waited_for(const OpRecord& op, OpId id);
+// The streams of `issued` (work issued before a graded call, busy_op's records) whose work `op` waited for by an event:
+// an event recorded on a stream carries that stream's last op, so this names the stream each event was recorded on.
+std::set<Lane> lanes_waited_for(const OpRecord& op, const std::vector<OpRecord>& issued);
 // Whether two ops ran at the same time on the virtual clock.
 bool intersects(const OpRecord& a, const OpRecord& b);
 // The ops of `ops` (one rank's, in issue order) the host issued once the device had run dry, after every op issued

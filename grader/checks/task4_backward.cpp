@@ -7,7 +7,6 @@
 // test-tiny: the ASYNC schedule of the reductions beside the reference's, and SGD — which, unlike AdamW,
 // shows a gradient W times too large — equal to the single-rank baseline at W = 1, 2, 3, 4 and 8.
 #include <algorithm>
-#include <map>
 #include <set>
 #include <sstream>
 
@@ -141,17 +140,15 @@ std::string race_cause(const CheckContext& c) {
   std::string cause = kNoEventCause;
   on_ranks(2, [&](GradedRank& r) {
     const GradBuffers b = grad_buffers(r, 1024);
-    std::map<OpId, Lane> lane_of;
+    std::vector<OpRecord> issued;
     for (const Lane lane : {Lane::compute, Lane::all_gather, Lane::reduce_scatter})
-      lane_of[busy_op(r.device, lane, OpCategory::compute, "work already issued", 1000).id] = lane;
+      issued.push_back(busy_op(r.device, lane, OpCategory::compute, "work already issued", 1000));
     const std::size_t before = r.device.ops().size();
     graded(c).reduce_scatter(r.device, r.comm, b.grad_full, b.grad_shard);
     const std::vector<OpRecord> ops = ops_since(r.device, before);
     const OpRecord* reduction = first_of(ops, OpCategory::reduce_scatter);
     if (r.rank != 0 || !reduction) return;
-    std::set<Lane> waited;
-    for (const OpRef& dep : reduction->deps)
-      if (const auto it = lane_of.find(dep.op); it != lane_of.end()) waited.insert(it->second);
+    const std::set<Lane> waited = lanes_waited_for(*reduction, issued);
     if (!waited.empty() && !waited.contains(Lane::compute)) {
       cause = "the reduction waits for an event recorded on the " + std::string(lane_name(*waited.begin())) +
               " stream, which orders nothing against the backward: record it on Lane::compute, where the backward "

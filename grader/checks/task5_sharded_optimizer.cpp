@@ -413,7 +413,7 @@ CheckOutcome check_zero_gather(const CheckContext& c) {
 // which the gather's dependencies then name.
 struct GatherSchedule {
   SimTime update_end = 0;
-  SimTime others_end = 0;  // when the other streams' work ends
+  SimTime others_end = 0;  // when the first of the other streams' work ends
   std::vector<OpRecord> gathers;
   std::set<Lane> first_gather_waited_for;  // the streams whose earlier work the first gather waited for by event
   OpRecord next_forward;
@@ -425,12 +425,11 @@ GatherSchedule observe_gather_schedule(const CheckContext& c) {
   on_ranks(2, [&](GradedRank& r) {
     const RankUnits mine(r.device, r.rank, r.world, Form::zero);
     const OpRecord update = busy_op(r.device, Lane::compute, OpCategory::compute, "the optimizer's update", 1'000'000);
-    std::map<OpId, Lane> lane_of{{update.id, Lane::compute}};
-    for (const Lane lane : {Lane::all_gather, Lane::reduce_scatter, Lane::memcpy}) {
-      const OpRecord issued = busy_op(r.device, lane, OpCategory::compute, "work already issued", 500'000);
-      lane_of[issued.id] = lane;
-      out.others_end = issued.end;
-    }
+    std::vector<OpRecord> issued = {update};
+    for (const Lane lane : {Lane::all_gather, Lane::reduce_scatter, Lane::memcpy})
+      issued.push_back(busy_op(r.device, lane, OpCategory::compute, "work already issued", 500'000));
+    // The first to end: a host sync of any one stream reaches at least that.
+    out.others_end = issued[1].end;
     const SimTime host_before = r.device.host_time();
     const std::size_t first = r.device.ops().size();
     graded(c).all_gather_updates(r.device, r.comm, mine.units);
@@ -443,9 +442,7 @@ GatherSchedule observe_gather_schedule(const CheckContext& c) {
     out.update_end = update.end;
     for (std::size_t i = first; i < last; ++i)
       if (is_communication(ops[i].category)) out.gathers.push_back(ops[i]);  // the gathers, or what stands for them
-    if (!out.gathers.empty())
-      for (const OpRef& dep : out.gathers.front().deps)
-        if (const auto it = lane_of.find(dep.op); it != lane_of.end()) out.first_gather_waited_for.insert(it->second);
+    if (!out.gathers.empty()) out.first_gather_waited_for = lanes_waited_for(out.gathers.front(), issued);
     out.next_forward = ops[last];
     out.host_before = host_before;
     out.host_after = host_after;
@@ -484,8 +481,8 @@ CheckOutcome check_gather_schedule(const CheckContext& c) {
   if (s.host_after >= s.others_end)
     failed.emplace_back(
         "the host clock went from " + ms(s.host_before) + " to " + ms(s.host_after) +
-            " inside all_gather_updates (the other streams' work ends at " + ms(s.others_end) + ", the update at " +
-            ms(s.update_end) + ", the gathers at " + ms(gathers_end) + ")",
+            " inside all_gather_updates (the first of the other streams' work ends at " + ms(s.others_end) +
+            ", the update at " + ms(s.update_end) + ", the gathers at " + ms(gathers_end) + ")",
         "a host wait (device.synchronize) where events suffice: the host stops running ahead of the device "
         "and nothing it issues next can overlap");
   if (failed.empty()) return CheckOutcome::pass();
