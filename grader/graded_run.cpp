@@ -55,6 +55,8 @@ std::string GradeCase::command(const std::string& verb, const std::string& impl_
     s << " --prefetch " << prefetch_name(options.prefetch);
   if (options.buffers != UnshardBuffers::alloc) s << " --buffers " << unshard_buffers_name(options.buffers);
   if (options.max_inflight != FsdpOptions{}.max_inflight) s << " --max-inflight " << options.max_inflight;
+  if (options.param_dtype != FsdpOptions{}.param_dtype) s << " --precision " << dtype_name(options.param_dtype);
+  if (options.reduce_dtype != FsdpOptions{}.reduce_dtype) s << " --reduce-dtype " << dtype_name(options.reduce_dtype);
   if (options.offload) s << " --offload";
   if (!impl_flag.empty()) s << " " << impl_flag;
   return s.str();
@@ -94,7 +96,14 @@ GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const fs::pat
   if (params) fsdp.run.save_final = final_dir.string();
   out.ops.resize(static_cast<std::size_t>(c.run.world));
   out.peaks.resize(static_cast<std::size_t>(c.run.world));
+  out.live_at_step_end.resize(static_cast<std::size_t>(c.run.world));
   std::mutex mutex;
+  fsdp.on_step_done = [&](int rank, int, Device& device) {
+    TagBytes live{};
+    for (MemTag tag : kAllMemTags) live[static_cast<std::size_t>(tag)] = device.ledger().live(tag);
+    const std::lock_guard lock(mutex);
+    out.live_at_step_end[static_cast<std::size_t>(rank)].push_back(live);
+  };
   fsdp.on_rank_done = [&](int rank, Device& device) {
     const std::lock_guard lock(mutex);
     if (wanted.ops) out.ops[static_cast<std::size_t>(rank)] = device.ops();
@@ -334,12 +343,17 @@ std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& r
                       static_cast<double>(graded.peak[static_cast<std::size_t>(tag)]) / 1e6,
                       static_cast<double>(reference.peak[static_cast<std::size_t>(tag)]) / 1e6, "MB"};
   };
-  return {{"collectives", static_cast<double>(graded.collectives), static_cast<double>(reference.collectives), ""},
-          {"bytes moved", graded.bytes_moved, reference.bytes_moved, "MB"},
-          peak(MemTag::param_full),
-          peak(MemTag::grad_full),
-          peak(MemTag::optim_state),
-          {"overlap", graded.overlap_percent, reference.overlap_percent, "%"}};
+  std::vector<BudgetLine> lines = {
+      {"collectives", static_cast<double>(graded.collectives), static_cast<double>(reference.collectives), ""},
+      {"bytes moved", graded.bytes_moved, reference.bytes_moved, "MB"},
+      peak(MemTag::param_full),
+      peak(MemTag::grad_full),
+      peak(MemTag::optim_state)};
+  // Staging copies (bf16 parameters, an f32 reduction, CPU offload) where a run makes any.
+  const auto staging = static_cast<std::size_t>(MemTag::comm_buffer);
+  if (graded.peak[staging] > 0 || reference.peak[staging] > 0) lines.push_back(peak(MemTag::comm_buffer));
+  lines.push_back({"overlap", graded.overlap_percent, reference.overlap_percent, "%"});
+  return lines;
 }
 
 CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference) {
@@ -374,8 +388,8 @@ CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference) {
   communication = more("bytes moved", graded.bytes_moved, reference.bytes_moved, "MB") || communication;
   if (communication) causes.push_back("more communication than the task needs (a collective too many, or more bytes)");
   bool memory = false;
-  for (MemTag tag :
-       {MemTag::param_full, MemTag::grad_full, MemTag::grad_shard, MemTag::optim_state, MemTag::param_shard})
+  for (MemTag tag : {MemTag::param_full, MemTag::grad_full, MemTag::grad_shard, MemTag::optim_state,
+                     MemTag::param_shard, MemTag::comm_buffer})
     memory = more("peak " + std::string(mem_tag_name(tag)),
                   static_cast<double>(graded.peak[static_cast<std::size_t>(tag)]) / 1e6,
                   static_cast<double>(reference.peak[static_cast<std::size_t>(tag)]) / 1e6, "MB") ||

@@ -179,6 +179,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         report.loss = device.dry_run() ? std::numeric_limits<double>::quiet_NaN() : mean_loss.to_vector()[0];
       }
       report.end = device.host_time();
+      if (fsdp.on_step_done) fsdp.on_step_done(r, step, device);
       if (r == 0) {
         reports.push_back(report);
         if (on_step) on_step(report);

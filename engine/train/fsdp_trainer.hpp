@@ -31,6 +31,9 @@ struct FsdpRun {
   // Called on each rank's thread after its last step, with its device (for the ledger and the op
   // log) while the run's tensors are still alive.
   std::function<void(int rank, Device& device)> on_rank_done;
+  // Called on each rank's thread at the end of each step (its work done, the device synchronised), with the step
+  // (counted from 0) and its device: what the step left allocated is the ledger's live bytes.
+  std::function<void(int rank, int step, Device& device)> on_step_done;
   bool keep_op_log = false;  // record every op (the op graph schedule tests read); long runs keep none
   // Shapes, time and memory only, no numerics (sim_device.hpp): plans models far larger than this host
   // could compute. Losses are reported as NaN; --save-init and --save-final are refused.

@@ -599,6 +599,102 @@ CheckOutcome pool_clean_and_no_bigger(const CheckContext& ctx, const GradeCase& 
   return with_budget(CheckOutcome::pass(), s);
 }
 
+// [Note: memory left behind]
+// A parked buffer (DeferredFrees) is freed once its last user is done, by release_completed, which the reference
+// calls under ASYNC only: under SYNC each buffer is freed at once (compute waited for its users), so one parked there
+// is never freed. Each step then leaves more allocated than the step before, until the device runs out, with every
+// loss right. A run in steady state leaves each step what the step before left; the first step differs (no order
+// recorded, nothing prefetched) and so does the last (no next forward gathered), so the check reads the ends of the
+// second and third steps of a four-step run, tag by tag. bf16 parameters and an f32 reduction make the staging copies
+// (release_staging) that the other cases have none of.
+
+// Case `c` with four steps, bf16 parameters reduced in f32: see the note above.
+GradeCase four_steps_in_bf16(GradeCase c) {
+  c.name += ", bf16, 4 steps";
+  c.run.steps = 4;
+  c.options.param_dtype = DType::bf16;
+  return c;
+}
+
+// The method whose buffers a tag holds, for the cause.
+std::string releasing_method(MemTag tag) {
+  switch (tag) {
+    case MemTag::param_full:
+      return "release_full";
+    case MemTag::grad_full:
+      return "release_grad";
+    case MemTag::comm_buffer:
+      return "release_staging";
+    default:
+      return "";
+  }
+}
+
+// The first tag whose bytes the third step's end holds more of than the second's, on any rank, as "got"; nullopt for
+// none.
+struct Growth {
+  int rank = 0;
+  MemTag tag{};
+  std::int64_t second = 0, third = 0;
+};
+std::optional<Growth> memory_growth(const GradedRun& run) {
+  for (std::size_t rank = 0; rank < run.live_at_step_end.size(); ++rank) {
+    const std::vector<TagBytes>& ends = run.live_at_step_end[rank];
+    if (ends.size() < 3) continue;
+    for (MemTag tag : kAllMemTags) {
+      const auto t = static_cast<std::size_t>(tag);
+      if (ends[2][t] > ends[1][t]) return Growth{static_cast<int>(rank), tag, ends[1][t], ends[2][t]};
+    }
+  }
+  return std::nullopt;
+}
+
+// SYNC, then ASYNC, each half the points: see [Note: memory left behind].
+CheckOutcome memory_released(const CheckContext& ctx, const GradeCase& sync) {
+  GradeCase async = sync;
+  // With no rate limit: the limiter's waits free the parked buffers they pass (release_oldest_limited), which would
+  // hide an ASYNC schedule that never releases the others.
+  async.options = gpt2_124m(OverlapMode::async, "all", 0).options;
+  async.options.param_dtype = sync.options.param_dtype;
+  std::optional<CheckOutcome> failed;
+  double fraction = 1;
+  for (const GradeCase* c : std::initializer_list<const GradeCase*>{&sync, &async}) {
+    const bool is_sync = c == &sync;
+    const std::string mode = is_sync ? "SYNC" : "ASYNC";
+    const std::string expected =
+        mode + ": the third step's end holds what the second's held, tag by tag (the reference's: no tag grows)";
+    const Schedules s = schedules(ctx, *c, expected);
+    if (s.failed) return *s.failed;
+    if (const std::optional<Growth> reference_growth = memory_growth(s.reference))
+      throw Error("the reference's run of " + c->name + " grows " + std::string(mem_tag_name(reference_growth->tag)));
+    const std::optional<Growth> growth = memory_growth(s.graded);
+    if (!growth) continue;
+    fraction -= 0.5;
+    if (failed) continue;  // the first mode's diagnostic stands
+    const std::string tag(mem_tag_name(growth->tag));
+    const std::string method = releasing_method(growth->tag);
+    const std::string who = method.empty() ? "a release method" : method;
+    const std::string cause =
+        is_sync ? who +
+                      " parked what it frees under SYNC (parked.push), where nothing releases a parked buffer: "
+                      "under SYNC free it at once (storage().free(); a staging tensor is freed by dropping it), "
+                      "since the compute stream waited for its users"
+                : who +
+                      " parked a buffer that is never released: under ASYNC release_completed(device) (in "
+                      "acquire_full, acquire_grad and end_backward) frees those whose last user is done";
+    failed = CheckOutcome::fail(
+        expected,
+        "rank " + std::to_string(growth->rank) + "'s " + tag + " grew from " + megabytes(growth->second) +
+            " at the second step's end to " + megabytes(growth->third) + " at the third's (" +
+            c->command("run", ctx.impl_flag()) + "): a step leaves memory behind, and a long run runs out",
+        cause);
+    failed->show = c->command("gui", "{impl}");
+  }
+  if (!failed) return CheckOutcome::pass();
+  failed->fraction = fraction;
+  return *failed;
+}
+
 }  // namespace
 
 std::vector<Check> overlap_checks() {
@@ -662,6 +758,9 @@ std::vector<Check> overlap_checks() {
            1, all, first_gather_waits_for_the_optimizer),
       make("pool", "the two-buffer pool: clean under the race detector, no more memory than the reference's", 1, pool,
            pool_clean_and_no_bigger),
+      make("memory-released",
+           "SYNC and ASYNC, bf16: each step leaves allocated what the step before left (nothing parked for good)", 1,
+           four_steps_in_bf16(sync), memory_released, Shown::whole_runs),
       equivalence_check(
           6, "training-async", "ASYNC, prefetch all, llama --wrap linear, W=2: equals the single-rank baseline", 1,
           numerics_all, "a buffer freed before its last user, or a prefetch of the wrong unit", race_or_schedule),

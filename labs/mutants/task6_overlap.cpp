@@ -308,6 +308,58 @@ class GradPoolWithoutFreeEvent final : public LikeTheReference {
   }
 };
 
+// ASYNC never frees the parked buffers whose last user is done (no release_completed): the rate limiter still frees
+// parked gathered units at its limit, but the parked gradients and staging copies stay allocated for good.
+class NeverReleasesCompleted final : public LikeTheReference {
+ public:
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    if (!rank.async() || unit.pool_slot >= 0) return reference().acquire_full(unit, rank, prefetch);
+    OverlapState& s = rank.schedule;
+    const int limit = rank.options.max_inflight;
+    if (limit > 0 && rate_limited(unit)) {
+      while (live_gathered(s) >= limit && s.parked.release_oldest_limited(rank.device)) {
+      }
+      if (prefetch && live_gathered(s) >= limit) return false;
+    }
+    unit.full.storage().allocate();
+    return true;
+  }
+  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (!rank.async() || unit.pool_slot >= 0 || unit.grad_full.overlaps(unit.grad_replica))
+      return reference().acquire_grad(unit, rank);
+    unit.grad_full.storage().allocate();
+  }
+  void end_backward(FsdpRank& rank) const override { check_prefetches_used(rank.schedule); }
+};
+
+// SYNC parks what it frees as ASYNC does (the ASYNC branch written for both modes): nothing releases a parked buffer
+// under SYNC, so every step's gathered units, gradients and staging copies stay allocated.
+class ParksUnderSync final : public LikeTheReference {
+ public:
+  void release_full(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (rank.async() || unit.pool_slot >= 0) return reference().release_full(unit, rank);
+    rank.schedule.parked.push(unit.full.storage().release(), unit.gathered, rate_limited(unit));
+  }
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (rank.async() || unit.pool_slot >= 0 || unit.grad_full.overlaps(unit.grad_replica))
+      return reference().release_grad(unit, rank);
+    rank.device.wait(Lane::compute, unit.reduced);
+    rank.schedule.parked.push(unit.grad_full.storage().release(), unit.reduced);
+  }
+  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
+    rank.schedule.parked.push(staging.storage().release(), done);
+  }
+};
+
+// SYNC parks a collective's temporary as ASYNC does: nothing releases it under SYNC, so each step's bf16 copies of
+// the shards and f32 copies of the gradients stay allocated (comm_buffer grows every step).
+class ParksStagingUnderSync final : public LikeTheReference {
+ public:
+  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
+    rank.schedule.parked.push(staging.storage().release(), done);
+  }
+};
+
 // ASYNC drops a collective's temporary at once: its memory is freed while the collective still reads it.
 class StagingFreedAtOnce final : public LikeTheReference {
  public:
@@ -381,6 +433,16 @@ const Mutant kMutants[] = {
      "under ASYNC drops a collective's temporary (a bf16 copy of the shard) at once, while the collective still "
      "reads it",
      instance<StagingFreedAtOnce>},
+    {6, "never-releases-completed",
+     "under ASYNC never frees the parked buffers whose last user is done (no parked.release_completed)",
+     instance<NeverReleasesCompleted>},
+    {6, "parks-under-sync",
+     "under SYNC parks the gathered buffers, full gradients and staging copies as ASYNC does, where nothing releases "
+     "them",
+     instance<ParksUnderSync>},
+    {6, "parks-staging-under-sync",
+     "under SYNC parks a collective's temporary (a bf16 copy of the shard) as ASYNC does, where nothing releases it",
+     instance<ParksStagingUnderSync>},
 };
 
 }  // namespace

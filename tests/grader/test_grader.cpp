@@ -576,6 +576,43 @@ TEST(GraderDiagnostics, AStreamWaitInTheWrongPlaceIsNamed) {
   }
 }
 
+// Task 6's memory-released: a buffer parked for good is named by the tag that grows and the method that parks it,
+// per mode (half the check each); the budget counts the staging copies' peak too.
+TEST(GraderDiagnostics, MemoryAStepLeavesBehindIsNamedByItsTagAndMethod) {
+  struct Expected {
+    std::string_view mutant;
+    double fraction;
+    std::string_view got, cause;
+  };
+  const Expected expected[] = {
+      {"parks-staging-under-sync", 0.5, "comm_buffer grew from 1415 MB at the second step's end to 2122 MB",
+       "release_staging parked what it frees under SYNC"},
+      {"parks-under-sync", 0.5, "param_full grew", "release_full parked what it frees under SYNC"},
+      {"never-releases-completed", 0.5, "grad_full grew", "under ASYNC release_completed(device)"},
+      {"no-prefetch", 1, "", ""},
+  };
+  for (const Expected& e : expected) {
+    SCOPED_TRACE(std::string(e.mutant));
+    const std::vector<CheckRun> runs = run_checks(6, find_mutant(6, e.mutant).impl(), {"memory-released"}, 60);
+    ASSERT_EQ(runs.size(), 1u);
+    const CheckOutcome& o = runs[0].outcome;
+    EXPECT_EQ(o.fraction, e.fraction) << o.got;
+    EXPECT_TRUE(contains(o.got, std::string(e.got))) << o.got;
+    EXPECT_TRUE(contains(o.cause, std::string(e.cause))) << o.cause;
+  }
+  RunBudget staging, none;
+  staging.peak[static_cast<std::size_t>(MemTag::comm_buffer)] = 2'000'000;
+  none.peak[static_cast<std::size_t>(MemTag::comm_buffer)] = 1'000'000;
+  const CheckOutcome over = over_budget(staging, none);
+  EXPECT_EQ(over.fraction, 0.5);
+  EXPECT_TRUE(contains(over.got, "peak comm_buffer 2.00 MB against the reference's 1.00 MB")) << over.got;
+  const auto named = [](const std::vector<BudgetLine>& lines, std::string_view what) {
+    return std::any_of(lines.begin(), lines.end(), [&](const BudgetLine& l) { return l.what == what; });
+  };
+  EXPECT_TRUE(named(budget_lines(staging, none), "peak comm_buffer"));
+  EXPECT_FALSE(named(budget_lines(RunBudget{}, RunBudget{}), "peak comm_buffer"));  // no staging, no line
+}
+
 // Tasks 8 and 9: a training the race detector stopped, or that differs, takes its cause from the first of the task's
 // direct checks that fails, not one sentence for every mistake; swapped colours are named as swapped in both colour
 // checks.
