@@ -24,6 +24,7 @@
 #include <sstream>
 #include <typeinfo>
 
+#include "engine/comm/communicator.hpp"
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/lab_todo.hpp"
 #include "engine/runtime/error.hpp"
@@ -412,8 +413,9 @@ CheckRun run_here(const CheckJob& job, const fs::path& scratch) {
     // well as the graded code's check(...): its message says what was refused, so it is the diagnostic.
     CheckOutcome stopped =
         CheckOutcome::fail("the check to run to its end", std::string("the run stopped with an error: ") + e.what(),
-                           caused_by<HostTouchedDeviceMemory>(e)
-                               ? kRawPointerCause
+                           caused_by<HostTouchedDeviceMemory>(e) ? kRawPointerCause
+                           : caused_by<CollectiveTimedOut>(e)
+                               ? kCollectiveHangCause
                                : "the error above, on input the task's contract accepts: raised by the graded code, "
                                  "or by an engine call it made that refused what it was given");
     stopped.raced = caused_by<RaceError>(e);

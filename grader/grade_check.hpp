@@ -35,6 +35,12 @@ inline constexpr const char* kRawPointerCause =
     "the graded code touched device memory through a raw pointer on the host (Tensor::f32() and its kin are for op "
     "bodies; on a GPU that address is the device's): write it with copy_from() after synchronize(), read it with "
     "to_vector()";
+// The cause of a CollectiveTimedOut (engine/comm/communicator.hpp), wherever it stops a check: the error names where
+// each rank waits.
+inline constexpr const char* kCollectiveHangCause =
+    "a collective that not every rank of its group made (see got: where each rank waits): each rank of a group makes "
+    "the same collective calls in the same order, so a call under a condition that differs between ranks (its rank, "
+    "its group rank) leaves the ranks that made it waiting";
 
 // What a check found.
 struct CheckOutcome {

@@ -119,6 +119,7 @@ GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const fs::pat
     out.todo = caused_by<TaskNotImplemented>(e);
     out.unused_prefetch = caused_by<UnusedPrefetch>(e);
     out.raw_pointer = caused_by<HostTouchedDeviceMemory>(e);
+    out.collective_hang = caused_by<CollectiveTimedOut>(e);
   }
   return out;
 }
@@ -170,6 +171,7 @@ CheckOutcome stopped_training(std::string expected, const GradedRun& run, std::s
 std::string stopped_cause(const GradedRun& run, const std::function<std::string()>& diagnosis) {
   if (run.todo) return kTodoLeft;
   if (run.raw_pointer) return kRawPointerCause;
+  if (run.collective_hang) return kCollectiveHangCause;
   if (run.unused_prefetch)
     return "after() named a unit that does not run later in the pass: a prefetch must be the next unit of the "
            "recorded order (next_in_forward, or next_in_backward for the backward)";

@@ -62,6 +62,7 @@ struct GradedRun {
   bool todo = false;  // the error is a TODO's: a method the task has not implemented yet
   bool unused_prefetch = false;  // the error is an UnusedPrefetch: after() named a unit the pass never ran again
   bool raw_pointer = false;      // the error is a HostTouchedDeviceMemory: device memory touched by the host
+  bool collective_hang = false;  // the error is a CollectiveTimedOut: a collective not every rank of its group made
   std::vector<double> losses;
   std::map<std::string, std::vector<float>> params;  // the final parameters, by name
   std::vector<std::vector<OpRecord>> ops;            // each rank's op graph (RunWanted::ops)
@@ -190,9 +191,9 @@ std::string failure_text(const GradedRun& run);
 // (the command that reproduces it) where one is given, `cause`, and `raced` where the race detector stopped it.
 CheckOutcome stopped_training(std::string expected, const GradedRun& run, std::string cause,
                               const std::string& command = "");
-// The cause of a run that stopped with an error other than the race detector's: kTodoLeft, kRawPointerCause, after()
-// for an UnusedPrefetch, what `diagnosis` (where given) reads from what the run shows, else "the run failed: see got"
-// — never a suspect of the check's own, which the run never reached.
+// The cause of a run that stopped with an error other than the race detector's: kTodoLeft, kRawPointerCause,
+// kCollectiveHangCause, after() for an UnusedPrefetch, what `diagnosis` (where given) reads from what the run shows,
+// else "the run failed: see got" — never a suspect of the check's own, which the run never reached.
 std::string stopped_cause(const GradedRun& run, const std::function<std::string()>& diagnosis = {});
 
 }  // namespace fsdplab::grading

@@ -28,6 +28,12 @@ struct PeerFailed : Error {
   using Error::Error;
 };
 
+// What a rank throws when its peers did not all come to a collective within the world's timeout: the error names
+// the ranks missing and, where they wait in another collective, that one.
+struct CollectiveTimedOut : Error {
+  using Error::Error;
+};
+
 enum class ReduceOp { sum, avg };  // avg: the sum divided by the group size, in f32
 
 class Communicator {

@@ -55,8 +55,12 @@ struct LocalWorld::Call : CollectiveFingerprint {
 };
 
 struct LocalWorld::Round {
-  explicit Round(std::size_t n) : calls(n) { reached.fill(std::vector<bool>(n, false)); }
-  std::vector<Call> calls;  // by group rank
+  Round(const std::vector<int>& members, std::uint64_t seq) : members(members), seq(seq), calls(members.size()) {
+    reached.fill(std::vector<bool>(members.size(), false));
+  }
+  std::vector<int> members;  // world ranks, in group-rank order
+  std::uint64_t seq;         // the collective's number in its group
+  std::vector<Call> calls;   // by group rank
   std::array<std::vector<bool>, kPhases> reached;
   std::array<std::size_t, kPhases> count{};
   std::string mismatch;           // set when the calls disagree
@@ -102,7 +106,7 @@ std::shared_ptr<LocalWorld::Round> LocalWorld::arrive(const Seat& seat, const Ca
   std::unique_lock lock(mutex_);
   auto key = std::make_pair(seat.group, seat.seq);
   std::shared_ptr<Round>& slot = rounds_[key];
-  if (!slot) slot = std::make_shared<Round>(members.size());
+  if (!slot) slot = std::make_shared<Round>(members, seat.seq);
   const std::shared_ptr<Round> round = slot;
   round->calls[static_cast<std::size_t>(seat.index)] = call;
   round->reached[0][static_cast<std::size_t>(seat.index)] = true;
@@ -178,7 +182,27 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
   for (std::size_t i = 0; i < missing.size(); ++i) who << (i ? ", " : "") << missing[i];
   std::ostringstream waited;
   waited << std::fixed << std::setprecision(1) << static_cast<double>(options_.timeout.count()) / 1000.0;
-  fail("rank ", me, " waited ", waited.str(), " s in ", where, "; ", who.str(), " never ", kNeverDid[p]);
+  fail_as<CollectiveTimedOut>("rank ", me, " waited ", waited.str(), " s in ", where, "; ", who.str(), " never ",
+                              kNeverDid[p], waiting_elsewhere(missing));
+}
+
+std::string LocalWorld::waiting_elsewhere(const std::vector<int>& ranks) const {
+  std::string text;
+  for (int rank : ranks)
+    for (const auto& [key, round] : rounds_) {
+      const auto at = std::find(round->members.begin(), round->members.end(), rank);
+      if (at == round->members.end()) continue;
+      const auto i = static_cast<std::size_t>(at - round->members.begin());
+      if (!round->reached[0][i]) continue;
+      text += std::string(text.empty() ? ": " : "; ") + "rank " + std::to_string(rank) + " waits in " +
+              describe(round->calls[i], round->seq, round->members) + " of group " + group_str(round->members);
+      break;
+    }
+  if (!text.empty())
+    text +=
+        " (each waits for the other: a collective that only some ranks of its group issued, or issued in "
+        "another order)";
+  return text;
 }
 
 // ---- LocalComm --------------------------------------------------------------------------------

@@ -90,6 +90,9 @@ class LocalWorld {
   // A later step of the same collective: waits until the whole group has reached step `phase`.
   void wait_phase(Round& round, const Seat& seat, int phase);
   void wait_locked(std::unique_lock<std::mutex>& lock, Round& round, const Seat& seat, int phase);
+  // For a timeout's error, under the lock: ": rank 0 waits in all_reduce(avg) #1 ... of group [0, 2]" for each of
+  // `ranks` that waits in another collective (a collective its peers never issue), "" where none does.
+  std::string waiting_elsewhere(const std::vector<int>& ranks) const;
 
   const int size_;
   const LocalWorldOptions options_;

@@ -313,8 +313,9 @@ void MpiComm::wait(void* requests, int count, const char* what) {
       for (std::size_t k = 0; k < missing.size(); ++k)
         blame << (k == 0 ? (missing.size() == 1 ? "rank " : "ranks ") : ", ") << members_[missing[k]];
       if (!missing.empty()) blame << " never got there (stopped, hung, or still in an earlier step)";
-      fail("rank ", members_[static_cast<std::size_t>(index_)], " waited ", waited.str(), " s in ", current_,
-           " of group ", group_str(members_), " (", what, "); ", blame.str());
+      fail_as<CollectiveTimedOut>("rank ", members_[static_cast<std::size_t>(index_)], " waited ", waited.str(),
+                                  " s in ", current_, " of group ", group_str(members_), " (", what, "); ",
+                                  blame.str());
     }
   }
 }

@@ -52,6 +52,15 @@ class SumNotMean final : public LikeTheReference {
   }
 };
 
+// Only the replica group's rank 0 issues the all-reduce (as if one rank per group did the group's work): its peers
+// never join, and the collective waits for them.
+class OneRankAllReduces final : public LikeTheReference {
+ public:
+  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
+    if (replica_group.rank() == 0) reference().all_reduce_replicas(device, replica_group, grad_shard);
+  }
+};
+
 // No all-reduce: each shard group trains on its own part of the batch, and the replicas drift apart.
 class NoAllReduce final : public LikeTheReference {
  public:
@@ -109,6 +118,9 @@ std::span<const Mutant> hybrid_shard_mutants() {
       {8, "sum-not-mean",
        "the all-reduce across replicas sums (ReduceOp::sum) instead of averaging: W / S times the gradient",
        instance<SumNotMean>},
+      {8, "one-rank-all-reduces",
+       "only the replica group's rank 0 issues the all-reduce: its peers never join the collective",
+       instance<OneRankAllReduces>},
       {8, "no-all-reduce", "no all-reduce across the replicas: the gradient is the mean over S ranks, not over W",
        instance<NoAllReduce>},
       {8, "compute-stream", "the all-reduce is issued on the compute stream instead of the reduce-scatter stream",

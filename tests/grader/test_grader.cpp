@@ -613,6 +613,22 @@ TEST(GraderDiagnostics, MemoryAStepLeavesBehindIsNamedByItsTagAndMethod) {
   EXPECT_FALSE(named(budget_lines(RunBudget{}, RunBudget{}), "peak comm_buffer"));  // no staging, no line
 }
 
+// A collective only some ranks make hangs the others until the world's timeout: the training's got names where each
+// rank waits (the replica group's all-reduce on one side, the loss's on the other), the cause the mistake, not the
+// collective a rank happened to time out in.
+TEST(GraderDiagnostics, ACollectiveOnlySomeRanksMakeIsNamedAsSuch) {
+  const std::vector<CheckRun> runs =
+      run_checks(8, find_mutant(8, "one-rank-all-reduces").impl(), {"training-W4-S2-sgd", "replica-mean"}, 60);
+  ASSERT_EQ(runs.size(), 2u);
+  for (const CheckRun& run : runs) {
+    EXPECT_EQ(run.outcome.fraction, 0);
+    EXPECT_EQ(run.outcome.cause, kCollectiveHangCause) << run.outcome.got;
+  }
+  EXPECT_TRUE(contains(runs[0].outcome.got, "waits in all_reduce(avg) #1 of 6352 f32 elements of group ["))
+      << runs[0].outcome.got;
+  EXPECT_TRUE(contains(runs[0].outcome.got, "each waits for the other")) << runs[0].outcome.got;
+}
+
 // Tasks 8 and 9: a training the race detector stopped, or that differs, takes its cause from the first of the task's
 // direct checks that fails, not one sentence for every mistake; swapped colours are named as swapped in both colour
 // checks.

@@ -131,6 +131,35 @@ TEST(LocalCommFailures, ATimeoutInASubGroupNamesItsMembers) {
   EXPECT_EQ(error, "rank 2 waited 0.3 s in barrier #1 of group [2, 3]; rank 3 never arrived");
 }
 
+// A collective that only one rank of a pair issues: that rank waits in it while its peer goes on to the next
+// collective of the whole world and waits there. Whichever times out first names where the others wait, so the
+// error shows the two calls that wait for each other; the error's type says it is a timeout.
+TEST(LocalCommFailures, ATimeoutNamesTheCollectiveTheMissingRanksWaitIn) {
+  std::vector<std::string> errors(2);
+  std::vector<bool> typed(2);
+  run_world(
+      2,
+      [&](int rank, LocalWorld& world) {
+        auto device = make_sim_device(rank);
+        LocalComm comm(world, rank, *device);
+        const auto alone = comm.split(0);  // both ranks: a group of the same members as the world's
+        try {
+          if (rank == 0) alone->barrier();  // rank 1 never makes this call
+          comm.barrier();
+        } catch (const Error& e) {
+          errors[static_cast<std::size_t>(rank)] = e.what();
+          typed[static_cast<std::size_t>(rank)] = caused_by<CollectiveTimedOut>(e) || caused_by<PeerFailed>(e);
+        }
+      },
+      kShort);
+  const std::string waits_in_the_group = "rank 0 waits in barrier #1 of group [0, 1]";
+  const std::string waits_in_the_world = "rank 1 waits in barrier #2 of group [0, 1]";
+  const std::string both = errors[0] + " | " + errors[1];
+  EXPECT_TRUE(contains(both, waits_in_the_group) || contains(both, waits_in_the_world)) << both;
+  EXPECT_TRUE(contains(both, "each waits for the other")) << both;
+  EXPECT_TRUE(typed[0] && typed[1]) << both;
+}
+
 TEST(LocalCommFailures, AStreamOfAnotherRankIsAnError) {
   LocalWorld world(1);
   auto mine = make_sim_device(0);
