@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -95,9 +96,10 @@ std::string race_mistake(const GradeCase& c, const RaceReport& race) {
                "Lane::compute)): without "
                "that order a gather wrote memory the compute stream still read";
       if (race.reused)
-        return "release_full freed unit.full at the host's time while the compute stream still read it: under ASYNC "
-               "park its memory with an Event recorded on the compute stream after its last use "
-               "(parked.push(unit.full.storage().release(), last_use, rate_limited(unit)))";
+        return "release_full gave unit.full back while the compute stream still read it (freed at the host's time, or "
+               "parked with an event of another stream): under ASYNC park its memory with an Event recorded on the "
+               "compute stream after its last use (parked.push(unit.full.storage().release(), last_use, "
+               "rate_limited(unit)))";
       if (pool)
         return "a gather into a pool slot overwrote the slot's previous unit while the compute stream still read it: "
                "acquire_full makes the all-gather stream wait for param_pool_free[slot] "
@@ -152,12 +154,11 @@ constexpr const char* kReplicaGradientCause =
     "the replica's gradient allocated or freed as a unit's own: under no_shard and zero1 grad_full is grad_replica, "
     "which lives as long as the model (acquire_grad and release_grad leave it: unit.grad_full.overlaps("
     "unit.grad_replica))";
-// training-replicated's cause: a run stopped on a freed gradient is the replica case left out; a race, the race's.
-std::string replica_gradient_or_race(const CheckContext&, const GradeCase& c, const GradedRun& graded, const GradedRun&,
-                                     double) {
+// training-replicated's cause where its run stopped on a freed gradient: the replica case left out; "" otherwise.
+std::string replica_gradient(const GradedRun& graded) {
   if (graded.error.find("flat_grad") != std::string::npos && graded.error.find("is freed") != std::string::npos)
     return kReplicaGradientCause;
-  return race_diagnosis(c, graded);
+  return "";
 }
 
 // [Note: a prefetch declined without waiting]
@@ -268,6 +269,53 @@ std::string limiter_held_text(const Schedules& s) {
          "): it counts units that are not rate_limited, such as the root, gathered from its forward to its backward";
 }
 
+// [Note: the compute stream's waits]
+// Under ASYNC the compute stream waits for a unit's gather before the unit's compute and, in the optimizer step, for
+// each unit's reduction before its update (the engine's); nothing else. A wait for more — release_grad's wait for
+// unit.reduced, which is SYNC's; end_backward waiting for every reduction — serialises compute behind
+// communication with every loss right. The op graph shows each wait as a dependency of the next compute op on
+// another stream's op: counted per phase and stream in the measured step, beside the reference's.
+using WaitCounts = std::map<std::pair<std::string, Lane>, int>;  // (phase, stream waited for) -> compute ops
+WaitCounts compute_waits(const std::vector<OpRecord>& ops) {
+  std::map<OpId, Lane> lane_of;
+  for (const OpRecord& op : ops) lane_of[op.id] = op.lane;
+  WaitCounts counts;
+  for (const OpRecord& op : ops) {
+    if (op.lane != Lane::compute || op.labels.step != kMeasuredStep) continue;
+    for (const OpRef& dep : op.deps)
+      if (const auto it = lane_of.find(dep.op); it != lane_of.end() && it->second != Lane::compute)
+        ++counts[{op.labels.phase, it->second}];
+  }
+  return counts;
+}
+
+// The first (phase, stream) whose waits the graded compute stream makes more of than the reference's, in the
+// student's terms; "" for none. See the note above.
+std::string extra_compute_waits(const Schedules& s) {
+  const WaitCounts graded = compute_waits(s.graded.ops[0]), reference = compute_waits(s.reference.ops[0]);
+  for (const std::string phase : {"backward", "forward", "optimizer"})
+    for (const auto& [key, n] : graded) {
+      const auto& [at, lane] = key;
+      const auto theirs = reference.find(key);
+      const int m = theirs == reference.end() ? 0 : theirs->second;
+      if (at != phase || n <= m) continue;
+      const std::string waited = "the compute stream waited for the " + std::string(lane_name(lane)) + " stream " +
+                                 std::to_string(n) + " times in the measured step's " + phase + ", the reference's " +
+                                 std::to_string(m) + ": ";
+      if (lane == Lane::reduce_scatter && phase == "backward")
+        return waited +
+               "release_grad's wait for unit.reduced is SYNC's; under ASYNC the full gradient is parked with "
+               "it (parked.push(memory, unit.reduced)) and compute waits for no reduction";
+      if (lane == Lane::reduce_scatter && phase == "optimizer")
+        return waited +
+               "each unit's update waits for its own reduction (the engine's optimizer step), so the last "
+               "reductions overlap the first updates; end_backward (or the last release_grad) made compute "
+               "wait for the reductions as well";
+      return waited + "a stream made to wait for more than the event its next op needs";
+    }
+  return "";
+}
+
 // A schedule mistake the watch saw, in the student's terms; "" for none.
 std::string watched_mistake(const Schedules& s) {
   if (s.declined_without_waiting > 0) return declined_text(s.declined_without_waiting);
@@ -279,12 +327,18 @@ std::string watched_mistake(const Schedules& s) {
   return "";
 }
 
-// A pass over budget ("correct but wasteful: " and its symptoms) says why where the watch saw it, as an equivalence
-// check does (kLikelyMistake).
+// The mistake the watch saw, else a wait the op graph shows compute making beyond the reference's; "" for none.
+std::string schedule_mistake(const Schedules& s) {
+  if (std::string watched = watched_mistake(s); !watched.empty()) return watched;
+  return extra_compute_waits(s);
+}
+
+// A pass over budget ("correct but wasteful: " and its symptoms) says why where the watch or the op graph shows it, as
+// an equivalence check does (kLikelyMistake).
 CheckOutcome with_budget(CheckOutcome outcome, const Schedules& s) {
   const bool passed = outcome.passed();
   outcome = grading::with_budget(std::move(outcome), s.graded, s.reference);
-  if (const std::string mistake = watched_mistake(s); passed && !outcome.passed() && !mistake.empty())
+  if (const std::string mistake = schedule_mistake(s); passed && !outcome.passed() && !mistake.empty())
     outcome.cause += std::string(kLikelyMistake) + mistake;
   return outcome;
 }
@@ -399,9 +453,10 @@ CheckOutcome backward_collectives_overlap_compute(const CheckContext& ctx, const
           expected + " (" + std::to_string(want) + ")",
           std::to_string(got) + " of " + std::to_string(total) + " backward collectives overlap compute",
           // Less overlap with less memory gathered: prefetches held back, not gathered out of turn.
-          s.declined_without_waiting > 0 ? declined_text(s.declined_without_waiting)
-          : peak_param_full(s.graded) < peak_param_full(s.reference)
-              ? limiter_held_text(s)
+          s.declined_without_waiting > 0                             ? declined_text(s.declined_without_waiting)
+          : peak_param_full(s.graded) < peak_param_full(s.reference) ? limiter_held_text(s)
+          : !extra_compute_waits(s).empty()
+              ? extra_compute_waits(s)
               : "after(" +
                     std::string(backward.options.prefetch.backward == BackwardPrefetch::post ? "post_backward"
                                                                                              : "pre_backward") +
@@ -431,7 +486,7 @@ CheckOutcome backward_pre_and_post_overlap_compute(const CheckContext& ctx, cons
 
 // What the measured step's op graph shows made it slower than the reference's.
 std::string slow_step_cause(const Schedules& s) {
-  if (const std::string mistake = watched_mistake(s); !mistake.empty()) return mistake;
+  if (const std::string mistake = schedule_mistake(s); !mistake.empty()) return mistake;
   if (limiter_held_prefetches(s)) return limiter_held_text(s);
   const int idle = issued_on_an_idle_device(s.graded.ops[0], kMeasuredStep),
             reference_idle = issued_on_an_idle_device(s.reference.ops[0], kMeasuredStep);
@@ -724,9 +779,9 @@ std::vector<Check> overlap_checks() {
   GradeCase numerics_offload = small_gpt2(2);
   numerics_offload.options.prefetch = parse_prefetch("all");
   numerics_offload.options.offload = true;
-  // training-async's cause where it raced, as every training's; where it trained equal but slower or bigger, what the
-  // schedule checks of the same prefetch find first (each names its mistake: a prefetch declined, a host wait, a
-  // limiter off), not the budget's generic list.
+  // The ASYNC trainings' cause where one raced, as every training's; where one trained equal but slower or bigger, what
+  // the schedule checks find first (each names its mistake: a prefetch declined, a host wait, a limiter off, a stream
+  // wait beyond the reference's), not the budget's generic list.
   const std::vector<std::pair<ScheduleCheck, GradeCase>> schedule_checks = {
       {forward_gathers_overlap_compute, forward},
       {backward_collectives_overlap_compute, backward},
@@ -767,13 +822,19 @@ std::vector<Check> overlap_checks() {
       equivalence_check(6, "training-sync", "SYNC, W=3: equals the single-rank baseline", 1, numerics_sync,
                         "SYNC's orderings left out", diagnose_race),
       equivalence_check(6, "training-pool", "the two-buffer pool, W=2: equals the single-rank baseline", 1,
-                        numerics_pool, "a pool slot overwritten while its previous unit is still read", diagnose_race),
+                        numerics_pool, "a pool slot overwritten while its previous unit is still read",
+                        race_or_schedule),
       equivalence_check(6, "training-replicated",
                         "ASYNC no_shard, W=2: equals the single-rank baseline (the gradient is the replica's)", 1,
-                        numerics_replicated, kReplicaGradientCause, replica_gradient_or_race),
+                        numerics_replicated, kReplicaGradientCause,
+                        [race_or_schedule](const CheckContext& ctx, const GradeCase& c, const GradedRun& graded,
+                                           const GradedRun& baseline, double tolerance) {
+                          if (std::string replica = replica_gradient(graded); !replica.empty()) return replica;
+                          return race_or_schedule(ctx, c, graded, baseline, tolerance);
+                        }),
       equivalence_check(
           6, "training-offload", "ASYNC with CPU offload, W=2: equals the single-rank baseline (staging copies parked)",
-          1, numerics_offload, "a staging copy freed before the collective or copy that reads it", diagnose_race),
+          1, numerics_offload, "a staging copy freed before the collective or copy that reads it", race_or_schedule),
   };
 }
 

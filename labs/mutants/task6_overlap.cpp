@@ -332,6 +332,39 @@ class NeverReleasesCompleted final : public LikeTheReference {
   void end_backward(FsdpRank& rank) const override { check_prefetches_used(rank.schedule); }
 };
 
+// SYNC's wait in both modes: under ASYNC too the compute stream waits for each unit's reduction in release_grad, so
+// the next unit's backward waits behind every reduce-scatter.
+class ReleaseGradWaitsUnderAsync final : public LikeTheReference {
+ public:
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (rank.async()) rank.device.wait(Lane::compute, unit.reduced);
+    reference().release_grad(unit, rank);
+  }
+};
+
+// end_backward makes the compute stream wait for every reduction, so the first units' updates wait for the last
+// reduce-scatter instead of each for its own.
+class EndBackwardWaitsForReductions final : public LikeTheReference {
+ public:
+  void end_backward(FsdpRank& rank) const override {
+    reference().end_backward(rank);
+    if (rank.async()) rank.device.wait_stream(Lane::compute, Lane::reduce_scatter);
+  }
+};
+
+// The last-use event of a gathered buffer recorded on the all-gather stream, not the compute stream that read it last:
+// the buffer is given back while compute may still read it.
+class LastUseOnTheGatherStream final : public LikeTheReference {
+ public:
+  void release_full(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (!rank.async() || unit.pool_slot >= 0 || unit.state == UnitState::gathering)
+      return reference().release_full(unit, rank);
+    Event last_use("fsdp.full_last_use");
+    rank.device.record(last_use, Lane::all_gather);
+    rank.schedule.parked.push(unit.full.storage().release(), last_use, rate_limited(unit));
+  }
+};
+
 // SYNC parks what it frees as ASYNC does (the ASYNC branch written for both modes): nothing releases a parked buffer
 // under SYNC, so every step's gathered units, gradients and staging copies stay allocated.
 class ParksUnderSync final : public LikeTheReference {
@@ -436,6 +469,15 @@ const Mutant kMutants[] = {
     {6, "never-releases-completed",
      "under ASYNC never frees the parked buffers whose last user is done (no parked.release_completed)",
      instance<NeverReleasesCompleted>},
+    {6, "release-grad-waits-under-async",
+     "release_grad makes the compute stream wait for the reduction under ASYNC too, as SYNC does",
+     instance<ReleaseGradWaitsUnderAsync>},
+    {6, "end-backward-waits-for-reductions",
+     "end_backward makes the compute stream wait for every reduction, so no update overlaps the last reductions",
+     instance<EndBackwardWaitsForReductions>},
+    {6, "last-use-on-the-gather-stream",
+     "release_full records the buffer's last use on the all-gather stream, not the compute stream that read it",
+     instance<LastUseOnTheGatherStream>},
     {6, "parks-under-sync",
      "under SYNC parks the gathered buffers, full gradients and staging copies as ASYNC does, where nothing releases "
      "them",
