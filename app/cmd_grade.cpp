@@ -8,6 +8,7 @@
 //   fsdplab grade --mutants                the grader's own test: every known-wrong implementation caught?
 //   fsdplab grade --submission DIR         DIR/labs/*/student.cpp, built against this tree (grade_submission.hpp)
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -22,6 +23,7 @@
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/train/model_factory.hpp"
+#include "grader/check_catalog.hpp"
 #include "grader/grade_report.hpp"
 #include "grader/grading.hpp"
 #include "grader/grading_cases.hpp"
@@ -131,13 +133,29 @@ int run_grade(const GradeFlags& flags) {
     check_submission_impl(flags.impl);
     // Before the build, which may take minutes, what the submission's grade would refuse is said now: a --task
     // --impl leaves to the reference, a held-out case that does not load, a gradebook that cannot be written.
-    tasks_to_grade(flags, parse_impl(flags.impl));
-    if (!flags.cases.empty()) grading::load_cases(flags.cases);
+    SubmissionBounds bounds;
+    bounds.tasks = tasks_to_grade(flags, parse_impl(flags.impl));
+    const std::vector<grading::Check> cases =
+        flags.cases.empty() ? std::vector<grading::Check>{} : grading::load_cases(flags.cases);
     if (!flags.json.empty()) check_output_file(flags.json, "--json");
+    // The longest a grade can take: every check to its time limit, as many at once as it runs them, and two minutes
+    // to start and to end.
+    std::size_t checks = 0;
+    for (int task = 1; task <= kTaskCount; ++task) {
+      if (!bounds.tasks.empty() && std::find(bounds.tasks.begin(), bounds.tasks.end(), task) == bounds.tasks.end())
+        continue;
+      checks += grading::task_checks(task).size();
+      checks += static_cast<std::size_t>(
+          std::count_if(cases.begin(), cases.end(), [&](const grading::Check& c) { return c.task == task; }));
+    }
+    const std::size_t at_once =
+        flags.jobs > 0 ? static_cast<std::size_t>(flags.jobs) : std::max(1u, std::thread::hardware_concurrency());
+    bounds.seconds = std::chrono::seconds(
+        120 + static_cast<long>(std::ceil(static_cast<double>((checks + at_once - 1) / at_once) * flags.time_limit)));
     return grade_submission(
         flags.submission, forwarded_args(flags),
         flags.submission_build.empty() ? default_submission_build_dir() : std::filesystem::path(flags.submission_build),
-        flags.cases, flags.json);
+        flags.cases, flags.json, bounds);
   }
   grading::IsolationLimits limits;
   limits.seconds = flags.time_limit;

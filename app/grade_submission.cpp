@@ -6,6 +6,7 @@
 #include "app/grade_submission.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -87,6 +88,24 @@ ChildStatus wait_for(pid_t pid, const std::string& program) {
     if (errno != EINTR) fail("waiting for ", program, ": ", std::strerror(errno));
   }
   return decode(wait_status);
+}
+
+// wait_for, but a child still running after `limit` is killed (SIGKILL: its code may ignore any other signal), and
+// said so. Its own children are the grade's checks, each ended by its time limit.
+ChildStatus wait_at_most(pid_t pid, const std::string& program, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    int wait_status = 0;
+    const pid_t ended = ::waitpid(pid, &wait_status, WNOHANG);
+    if (ended == pid) return decode(wait_status);
+    if (ended < 0 && errno != EINTR) fail("waiting for ", program, ": ", std::strerror(errno));
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      wait_for(pid, program);
+      return {124, "ran past its " + std::to_string(limit.count()) + " s and was stopped"};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 // Starts `args` (args[0] looked up on PATH when it has no slash) with its stdout and stderr going to a
@@ -407,10 +426,12 @@ void build_with_skeletons_for_failures(const fs::path& source, const fs::path& b
 
 // Runs the submission's `fsdplab grade` (`args`, with `cases` added when one is named) as [Note: what a submission's
 // code may do] says: reading only the system's files, `build` and `cases`, in a scratch folder made here and removed
-// after (its checks' scratch folders and its JSON go there, the only place it may write); the JSON it wrote there,
-// when `json` asks for one, is written to `json` and named on stdout as grade names it.
+// after (its checks' scratch folders and its JSON go there, the only place it may write), for at most
+// `bounds.seconds`. The JSON it writes there is how this process knows the grade got to its end: one that is missing
+// or unsound (`bounds`) is an Error, the grade not filed; else it is written to `json` when one is named, and named
+// on stdout as grade names it.
 ChildStatus run_submissions_grade(std::vector<std::string> args, const fs::path& build, const fs::path& cases,
-                                  const fs::path& json) {
+                                  const fs::path& json, const SubmissionBounds& bounds) {
   std::string pattern = (fs::temp_directory_path() / "fsdplab-graded-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr)
     fail("cannot make a scratch folder in ", fs::temp_directory_path().string(), ": ", std::strerror(errno));
@@ -422,17 +443,30 @@ ChildStatus run_submissions_grade(std::vector<std::string> args, const fs::path&
     }
   } scratch{pattern};
   const fs::path written = scratch.dir / "grade.json";
-  if (!json.empty()) args.insert(args.end(), {"--json", written.string()});
+  args.insert(args.end(), {"--json", written.string()});  // always: the proof that the grade got to its end
   if (!cases.empty()) args.insert(args.end(), {"--cases", cases.string()});
   const SandboxRules rules{scratch.dir, read_by_the_grade(build, cases)};
   const SandboxSupport support = sandbox_support();
   std::cerr << kWho << ": " << sandbox_summary(support, rules) << "\n";
   const ChildStatus graded =
-      wait_for(start_sandboxed(support, args, rules, {"TMPDIR=" + scratch.dir.string()}), args[0]);
+      wait_at_most(start_sandboxed(support, args, rules, {"TMPDIR=" + scratch.dir.string()}), args[0], bounds.seconds);
   std::error_code error;
-  if (!json.empty() && fs::is_regular_file(written, error)) {
+  std::string unsound = "wrote no grade";
+  std::string text;
+  if (fs::is_regular_file(written, error)) {
     constexpr std::uint64_t kMaxGradeBytes = std::uint64_t{64} << 20;  // a grade's JSON is tens of kB
-    const std::string text = read_input_file(written, "the submission's grade", kMaxGradeBytes);
+    text = read_input_file(written, "the submission's grade", kMaxGradeBytes);
+    if (const std::string problem = grading::unsound_grade_json(text, bounds.tasks); !problem.empty())
+      unsound = "the grade it wrote is unsound: " + problem;
+    else
+      unsound.clear();
+  }
+  if (!unsound.empty())
+    fail("the submission's fsdplab grade ", graded.said, ", and ", unsound,
+         ": the student's code ended or stopped the grade (a static initialiser, an exit or abort, an endless loop "
+         "outside a check), or wrote the grade itself; nothing it printed is a grade. Read the submission's "
+         "student.cpp files for code that runs outside the tasks' methods");
+  if (!json.empty()) {
     write_output_file(json, "the grade's --json", [&](std::ostream& out) { out << text; });
     std::cout << "json: " << json.string() << "\n";
   }
@@ -776,9 +810,13 @@ std::vector<std::string> graded_submission_args(const fs::path& submission) {
 }
 
 int grade_submission(const fs::path& submission, const std::vector<std::string>& grade_args, const fs::path& build_dir,
-                     const fs::path& cases, const fs::path& json) {
-  // Not graded at all: said once, and, for a gradebook built from the --json files, written there too.
+                     const fs::path& cases, const fs::path& json, const SubmissionBounds& bounds) {
+  // Not graded at all: said once, on stdout too (the student's text, which may already hold what the submission's
+  // code printed), and, for a gradebook built from the --json files, written there too.
   const auto refused = [&](const std::string& why) {
+    std::cout.flush();
+    std::cout << kWho << ": not graded: " << why << "\n";
+    std::cout.flush();
     std::cerr << kWho << ": " << why << "\n";
     if (json.empty()) return 1;
     const std::vector<std::string> named = graded_submission_args(submission);
@@ -828,7 +866,7 @@ int grade_submission(const fs::path& submission, const std::vector<std::string>&
       args.insert(args.end(), {"--not-built", std::to_string(task) + ":" + reason});
     }
     const ChildStatus graded =
-        run_submissions_grade(std::move(args), build, cases.empty() ? cases : fs::absolute(cases), json);
+        run_submissions_grade(std::move(args), build, cases.empty() ? cases : fs::absolute(cases), json, bounds);
     if (graded.said.rfind("exited", 0) != 0) {
       std::cerr << kWho << ": the submission's fsdplab grade " << graded.said << "\n";
     }

@@ -105,8 +105,17 @@ std::vector<std::filesystem::path> read_by_the_grade(const std::filesystem::path
 // (sources_changed_since_build: refused before anything is written), a folder holding none of the nine files, a
 // missing tool, or a build that fails outside the labs is said on stderr, written to `json` where one is named
 // (grading::write_refused_grade_json), and gives a non-zero status.
+//
+// The submission's fsdplab runs the student's code in its own process too (static initialisers, a lab's code outside
+// the checks' processes), so what it says is checked: it must end within `bounds.seconds` (else it is stopped) and
+// leave a grade's JSON that is sound for `bounds.tasks` (grading::unsound_grade_json; every task when empty). A
+// submission whose grade ends early, hangs or writes an unsound one is not graded, said as above.
+struct SubmissionBounds {
+  std::vector<int> tasks;              // the tasks the grade covers; every task when empty
+  std::chrono::seconds seconds{3600};  // the whole grade's time, its build not counted
+};
 int grade_submission(const std::filesystem::path& submission, const std::vector<std::string>& grade_args,
                      const std::filesystem::path& build_dir, const std::filesystem::path& cases = {},
-                     const std::filesystem::path& json = {});
+                     const std::filesystem::path& json = {}, const SubmissionBounds& bounds = {});
 
 }  // namespace fsdplab::app

@@ -1,6 +1,7 @@
 #include "grader/grade_report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <map>
@@ -8,6 +9,7 @@
 #include <span>
 
 #include "engine/runtime/output_file.hpp"
+#include "grader/check_catalog.hpp"
 #include "labs/student_tasks.hpp"
 
 namespace fsdplab::grading {
@@ -227,6 +229,55 @@ void write_refused_grade_json(const std::filesystem::path& path, const GradedSub
                             {"reason", reason},
                             {"submission", {{"path", submission.path}, {"absolute", submission.absolute}}}};
   write_output_file(path, "--json", [&](std::ostream& o) { o << j.dump(2) << "\n"; });
+}
+
+std::string unsound_grade_json(const std::string& text, const std::vector<int>& tasks) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return "it is not JSON";
+  if (j.value("graded", false) != true) return "it does not say graded";
+  // Sums of points as written (two decimals at most each): equal to a millionth.
+  const auto number = [](const nlohmann::json& o, const char* key) {
+    const auto it = o.find(key);
+    return it != o.end() && it->is_number() ? it->get<double>() : -1.0;
+  };
+  const auto same = [](double a, double b) { return std::abs(a - b) <= 1e-6; };
+  std::vector<int> expected = tasks;
+  if (expected.empty())
+    for (int n = 1; n <= kTaskCount; ++n) expected.push_back(n);
+  const auto found = j.find("tasks");
+  if (found == j.end() || !found->is_array() || found->size() != expected.size())
+    return "it holds " + std::to_string(found != j.end() && found->is_array() ? found->size() : 0) + " tasks, not " +
+           std::to_string(expected.size());
+  double points = 0, max = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const nlohmann::json& t = (*found)[i];
+    const std::string task = "task " + std::to_string(expected[i]);
+    if (!t.is_object() || t.value("task", 0) != expected[i])
+      return "its task " + std::to_string(i + 1) + " is not " + task;
+    const auto checks = t.find("checks");
+    if (checks == t.end() || !checks->is_array()) return task + " has no checks";
+    double task_points = 0, task_max = 0;
+    std::map<std::string, double> max_of;
+    for (const nlohmann::json& c : *checks) {
+      const double earned = c.is_object() ? number(c, "points") : -1, of = c.is_object() ? number(c, "max") : -1;
+      if (earned < 0 || of < 0 || earned > of + 1e-9) return task + " has a check whose points are not 0 to its max";
+      max_of[c.value("check", std::string())] = of;
+      task_points += earned;
+      task_max += of;
+    }
+    for (const Check& c : task_checks(expected[i])) {
+      const auto it = max_of.find(c.id);
+      if (it == max_of.end() || !same(it->second, c.points))
+        return task + "'s check " + c.id + " is missing or not worth its " + std::to_string(c.points) + " points";
+    }
+    if (!same(number(t, "points"), task_points) || !same(number(t, "max"), task_max))
+      return task + "'s points are not the sum of its checks'";
+    points += task_points;
+    max += task_max;
+  }
+  if (!same(number(j, "points"), points) || !same(number(j, "max"), max))
+    return "its points are not the sum of its tasks'";
+  return "";
 }
 
 void print_mutants(std::ostream& out, const MutantsReport& report) {

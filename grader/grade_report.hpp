@@ -25,6 +25,12 @@ void write_grade_json(const std::filesystem::path& path, const GradeReport& repo
 // the labs): {"graded": false, "reason", "submission"}, so that a gradebook built from the files misses no one.
 void write_refused_grade_json(const std::filesystem::path& path, const GradedSubmission& submission,
                               const std::string& reason);
+// What is wrong with `text`, a grade's JSON as write_grade_json writes it for `tasks` (every task when empty), "" when
+// it is sound: it parses, says graded, holds exactly those tasks, each with every built-in check of its catalog at
+// its points (held-out cases beside them), no check above its max, and each total the sum of its parts. A
+// submission's grade is written by the process that runs the student's code: the course's fsdplab reads it back
+// through this before it files it ([Note: what a submission's code may do], app/submission_sandbox.cpp).
+std::string unsound_grade_json(const std::string& text, const std::vector<int>& tasks);
 
 // `fsdplab grade --mutants`: task, mutant, points, and the check that caught it with its diagnostic.
 void print_mutants(std::ostream& out, const MutantsReport& report);

@@ -1003,6 +1003,36 @@ TEST(GradeReport, ADiagnosticSeveralChecksShareIsToldOnce) {
   EXPECT_EQ(read["tasks"][0]["checks"][1]["cause"], "a wait missing");
 }
 
+// A submission's grade is written by the process that runs the student's code, so the course's fsdplab reads it back
+// through unsound_grade_json: a real grade is sound; one missing a task or a check, one whose sums do not add up, and
+// one that is not a grade are not.
+TEST(GraderReport, AGradeThatIsNotWhatTheGraderWritesIsUnsound) {
+  const GradeReport report = grade_task("2=mutant:padding-off-by-one", 2);
+  const std::filesystem::path path = std::filesystem::path(::testing::TempDir()) / "sound.json";
+  write_grade_json(path, report);
+  std::ifstream in(path);
+  const nlohmann::json real = nlohmann::json::parse(in);
+  EXPECT_EQ(unsound_grade_json(real.dump(), {2}), "");
+  EXPECT_EQ(unsound_grade_json(real.dump(), {}), "it holds 1 tasks, not 9");
+  EXPECT_EQ(unsound_grade_json(R"({"graded": true, "points": 124, "max": 124, "tasks": []})", {2}),
+            "it holds 0 tasks, not 1");
+  EXPECT_EQ(unsound_grade_json("total: 13/13", {2}), "it is not JSON");
+  EXPECT_EQ(unsound_grade_json(R"({"graded": false})", {2}), "it does not say graded");
+  nlohmann::json inflated = real;
+  inflated["points"] = real["max"];
+  EXPECT_EQ(unsound_grade_json(inflated.dump(), {2}), "its points are not the sum of its tasks'");
+  nlohmann::json full_marks = real;  // every check at its max, the sums left as they were
+  for (nlohmann::json& c : full_marks["tasks"][0]["checks"]) c["points"] = c["max"];
+  EXPECT_EQ(unsound_grade_json(full_marks.dump(), {2}), "task 2's points are not the sum of its checks'");
+  nlohmann::json over = real;
+  over["tasks"][0]["checks"][0]["points"] = 1000;
+  EXPECT_EQ(unsound_grade_json(over.dump(), {2}), "task 2 has a check whose points are not 0 to its max");
+  nlohmann::json dropped = real;
+  const std::string first = real["tasks"][0]["checks"][0]["check"];
+  dropped["tasks"][0]["checks"].erase(0);
+  EXPECT_TRUE(contains(unsound_grade_json(dropped.dump(), {2}), "task 2's check " + first + " is missing"));
+}
+
 // A rate limiter that declines a prefetch before the host waited for the oldest parked unit: the rate-limiter check
 // takes it, and the overlap checks name it instead of after(), which is right (a student's lab 06 was told after()).
 TEST(GraderDiagnostics, APrefetchDeclinedWithoutWaitingIsNamedAsSuch) {

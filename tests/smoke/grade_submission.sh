@@ -255,4 +255,30 @@ else
   sandboxed="no Landlock in this kernel, said"
 fi
 
-echo "grade_submission: OK — built once, a lab that does not compile and one missing cost their tasks only, a fixed lab recompiled alone, the submission untouched, labs without their labs/ level graded, a refusal written to its JSON, the reference handed over scored 0, $sandboxed"
+# ---- 9. a lab that ends the grade before it is done: not graded, whatever it printed ---------------------------
+ivan="$scratch/returned/ivan"
+mkdir -p "$ivan/labs/01-meta-init"
+cp "$sub/labs/01-meta-init/student.cpp" "$ivan/labs/01-meta-init/student.cpp"
+cat >>"$ivan/labs/01-meta-init/student.cpp" <<'EOF'
+#include <cstdio>
+#include <cstdlib>
+namespace {
+const int ended_before_main = [] {
+  std::printf("total: 16/16 points (100.0%%) in 1.0 s\n");
+  std::fflush(stdout);
+  std::exit(0);
+  return 0;
+}();
+}  // namespace
+EOF
+"$fsdplab" grade --submission "$ivan" --submission-build "$scratch/sb" --task 1 --json "$scratch/ivan.json" \
+  >"$scratch/ivan.txt" 2>"$scratch/ivan.log" && { cat "$scratch/ivan.txt"; fail "a grade its lab ended early was filed"; }
+grep -q "^fsdplab grade --submission: not graded: the submission's fsdplab grade exited with 0, and wrote no grade" \
+  "$scratch/ivan.txt" || { cat "$scratch/ivan.txt"; fail "the student's text does not say it was not graded"; }
+python3 - "$scratch/ivan.json" <<'EOF' || fail "ivan's JSON: $(cat "$scratch/ivan.json")"
+import json, sys
+grade = json.load(open(sys.argv[1]))
+assert grade["graded"] is False and "wrote no grade" in grade["reason"], grade
+EOF
+
+echo "grade_submission: OK — built once, a lab that does not compile and one missing cost their tasks only, a fixed lab recompiled alone, the submission untouched, labs without their labs/ level graded, a refusal written to its JSON, the reference handed over scored 0, $sandboxed, a grade ended early not filed"
