@@ -13,6 +13,7 @@
 #include "engine/runtime/input_file.hpp"
 #include "engine/runtime/json_input.hpp"
 #include "engine/train/fsdp_run_plan.hpp"
+#include "grader/diagnostic_text.hpp"
 #include "grader/graded_run.hpp"
 
 namespace fsdplab::grading {
@@ -175,9 +176,24 @@ Check load_case(const fs::path& file) {
   if (task == 9 && !c.options.offload)
     throw bad("a task 9 case without \"offload\": true never calls task 9 (CPU offload); expected \"offload\": true");
   c.tolerance = get("tolerance", c.tolerance);
-  if (!(c.tolerance > 0)) throw bad("\"tolerance\" must be above 0");
+  // A tolerance near 1 passes wrong code (a gradient W times too large trains to losses within it): a typo, refused.
+  if (!(c.tolerance > 0 && c.tolerance < 0.1))
+    throw bad("\"tolerance\" is " + number(c.tolerance) +
+              "; expected above 0 and below 0.1 (the built-in checks use 1e-5: a looser one passes wrong code)");
+  // The title names what the case sets beyond its model, W and strategy (for the course: a student's text shows its
+  // name alone).
+  std::string set;
+  const auto also = [&](bool given, const std::string& what) {
+    if (given) set += (set.empty() ? " (" : ", ") + what;
+  };
+  also(c.options.mode == OverlapMode::sync, "SYNC");
+  also(c.options.buffers == UnshardBuffers::pool, "two-buffer pool");
+  also(c.options.offload, "CPU offload");
+  also(c.options.param_dtype != DType::f32, std::string(dtype_name(c.options.param_dtype)));
+  if (!set.empty()) set += ")";
   const std::string title = held_out_case_title(c.name) + ": " + c.run.model + " W=" + std::to_string(c.run.world) +
-                            " " + std::string(strategy_name(c.options.strategy)) + " equals the single-rank baseline";
+                            " " + std::string(strategy_name(c.options.strategy)) + set +
+                            " equals the single-rank baseline";
   // A race the detector stopped is named as one: its two ops are in "got", and the fix is an ordering, not arithmetic.
   const DifferenceCause race = [](const CheckContext&, const GradeCase&, const GradedRun& graded, const GradedRun&,
                                   double) -> std::string {

@@ -1006,7 +1006,7 @@ TEST(GradeReport, ADiagnosticSeveralChecksShareIsToldOnce) {
 // A submission's grade is written by the process that runs the student's code, so the course's fsdplab reads it back
 // through unsound_grade_json: a real grade is sound; one missing a task or a check, one whose sums do not add up, and
 // one that is not a grade are not.
-TEST(GraderReport, AGradeThatIsNotWhatTheGraderWritesIsUnsound) {
+TEST(GradeReport, AGradeThatIsNotWhatTheGraderWritesIsUnsound) {
   const GradeReport report = grade_task("2=mutant:padding-off-by-one", 2);
   const std::filesystem::path path = std::filesystem::path(::testing::TempDir()) / "sound.json";
   write_grade_json(path, report);
@@ -1206,6 +1206,9 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
       contains(refusal(R"({"name": "x", "task": 3, "steps": 0})"), "one.json: \"steps\" is 0; expected 1 to 100"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "steps": 100000000})"), "\"steps\" is 100000000; expected"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "seq": 0})"), "one.json: \"seq\" is 0; expected >= 1"));
+  // A tolerance near 1 passes wrong code: a typo, refused (a TA's 100000 passed a gradient W times too large).
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 4, "tolerance": 100000})"),
+                       "one.json: \"tolerance\" is 100000; expected above 0 and below 0.1"));
   // A whole-number key is not truncated from a fraction, nor wrapped from a number too big for it.
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "points": 2.7})"), "'points' is 2.7; expected a whole"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3.9})"), "'task' is 3.9; expected a whole number"));
