@@ -1,5 +1,6 @@
 #include "grader/diagnostic_text.hpp"
 
+#include <cstdio>
 #include <iomanip>
 #include <sstream>
 
@@ -31,6 +32,17 @@ std::string percent(double value) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(2) << value << " %";
   return s.str();
+}
+
+FiguresApart figures_apart(double graded, double reference) {
+  const auto text = [](double v, int digits) {
+    char number[48];
+    std::snprintf(number, sizeof number, "%.*f", digits, v);
+    return std::string(number);
+  };
+  int digits = 2;
+  while (digits < 6 && graded != reference && text(graded, digits) == text(reference, digits)) ++digits;
+  return {text(graded, digits), text(reference, digits)};
 }
 
 }  // namespace fsdplab::grading

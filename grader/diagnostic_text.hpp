@@ -13,5 +13,11 @@ std::string us(SimTime ns);             // a virtual time or span in microsecond
 std::string ms(SimTime ns);             // in milliseconds, three decimals
 std::string megabytes(std::int64_t bytes);  // decimal MB, four significant digits
 std::string percent(double value);          // two decimals, as the budget line prints overlap
+// A figure and the reference's beside it, as a budget prints them: to the hundredth, or with as many more decimals (up
+// to 6) as it takes to tell the two apart ("1.094" and "1.090", where "1.09" and "1.09" would read as no excess).
+struct FiguresApart {
+  std::string graded, reference;
+};
+FiguresApart figures_apart(double graded, double reference);
 
 }  // namespace fsdplab::grading

@@ -10,6 +10,7 @@
 
 #include "engine/runtime/output_file.hpp"
 #include "grader/check_catalog.hpp"
+#include "grader/diagnostic_text.hpp"
 #include "labs/student_tasks.hpp"
 
 namespace fsdplab::grading {
@@ -36,9 +37,13 @@ std::string budget_text(const std::vector<BudgetLine>& budget) {
   std::string text;
   for (const BudgetLine& b : budget) {
     char line[160];
-    const char* format = b.unit.empty() ? "%s %.0f (reference %.0f)" : "%s %.2f %s (reference %.2f)";
-    if (b.unit.empty()) std::snprintf(line, sizeof line, format, b.what.c_str(), b.graded, b.reference);
-    else std::snprintf(line, sizeof line, format, b.what.c_str(), b.graded, b.unit.c_str(), b.reference);
+    if (b.unit.empty()) {
+      std::snprintf(line, sizeof line, "%s %.0f (reference %.0f)", b.what.c_str(), b.graded, b.reference);
+    } else {
+      const FiguresApart f = figures_apart(b.graded, b.reference);
+      std::snprintf(line, sizeof line, "%s %s %s (reference %s)", b.what.c_str(), f.graded.c_str(), b.unit.c_str(),
+                    f.reference.c_str());
+    }
     text += (text.empty() ? "" : ", ") + std::string(line);
   }
   return text;

@@ -239,6 +239,7 @@ std::string divergence_text(const GradedRun& run, const GradedRun& baseline, dou
     if (s == 0) return "step 1's loss already differs, before any update";
     return "step 1's loss is the baseline's and step " + std::to_string(s + 1) + "'s is not: an update differs";
   }
+  if (compare_with_baseline(run, baseline, tolerance).passed()) return "the losses and the final parameters agree";
   return "the losses agree and the final parameters do not";
 }
 
@@ -360,22 +361,15 @@ std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& r
 
 CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference) {
   std::string got;
-  // As the budget line prints them (grade_report.cpp): counts whole, MB and % to the hundredth, or with as many
-  // more digits (up to 6) as it takes to tell the two apart: "0.04 MB against 0.04 MB" would read as no excess.
+  // As the budget line prints them (grade_report.cpp): counts whole, MB and % as figures_apart writes them.
   const auto said = [&](const std::string& what, double mine, double theirs, const std::string& unit) {
     char line[160];
     if (unit.empty()) {
       std::snprintf(line, sizeof line, "%s %.0f against the reference's %.0f", what.c_str(), mine, theirs);
     } else {
-      int digits = 2;
-      const auto text = [&](double v) {
-        char number[48];
-        std::snprintf(number, sizeof number, "%.*f", digits, v);
-        return std::string(number);
-      };
-      while (digits < 6 && text(mine) == text(theirs)) ++digits;
-      std::snprintf(line, sizeof line, "%s %s %s against the reference's %s %s", what.c_str(), text(mine).c_str(),
-                    unit.c_str(), text(theirs).c_str(), unit.c_str());
+      const FiguresApart f = figures_apart(mine, theirs);
+      std::snprintf(line, sizeof line, "%s %s %s against the reference's %s %s", what.c_str(), f.graded.c_str(),
+                    unit.c_str(), f.reference.c_str(), unit.c_str());
     }
     got += (got.empty() ? "" : ", ") + std::string(line);
   };

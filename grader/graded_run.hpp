@@ -98,7 +98,8 @@ double deviation_from(const GradedRun& run, const GradedRun& baseline);
 
 // Where `run` first leaves the baseline, for a cause: "step 1's loss already differs, before any update" (the model
 // the forward reads is not the baseline's), "step 1's loss is the baseline's and step 3's is not: an update
-// differs", "the losses agree and the final parameters do not"; "the run stopped before its end" for a run that
+// differs", "the losses agree and the final parameters do not"; "the losses and the final parameters agree" for a
+// run that does not leave it (its cause is elsewhere: a budget); "the run stopped before its end" for a run that
 // failed. Losses compare as compare_with_baseline's, within `tolerance` (relative).
 std::string divergence_text(const GradedRun& run, const GradedRun& baseline, double tolerance);
 

@@ -21,6 +21,7 @@
 #include "engine/fsdp/overlap_task.hpp"
 #include "engine/train/world.hpp"
 #include "grader/check_catalog.hpp"
+#include "grader/diagnostic_text.hpp"
 #include "grader/grade_report.hpp"
 #include "grader/graded_run.hpp"
 #include "grader/grading.hpp"
@@ -1001,6 +1002,17 @@ TEST(GradeReport, ADiagnosticSeveralChecksShareIsToldOnce) {
   const nlohmann::json read = nlohmann::json::parse(in);
   EXPECT_EQ(read["tasks"][0]["checks"][1]["got"], "a race");
   EXPECT_EQ(read["tasks"][0]["checks"][1]["cause"], "a wait missing");
+}
+
+// A budget prints a figure beside the reference's with the decimals that tell them apart, in its line as in the
+// diagnostic's got (a TA read "bytes moved 1.09 MB (reference 1.09)" under a half point lost to 1.094 against 1.090).
+TEST(GradeReport, ABudgetFigureIsPrintedApartFromTheReferences) {
+  const FiguresApart apart = figures_apart(1.094, 1.0904);
+  EXPECT_EQ(apart.graded, "1.094");
+  EXPECT_EQ(apart.reference, "1.090");
+  const FiguresApart equal = figures_apart(2672.05, 2672.05);
+  EXPECT_EQ(equal.graded, "2672.05");
+  EXPECT_EQ(equal.reference, "2672.05");
 }
 
 // A submission's grade is written by the process that runs the student's code, so the course's fsdplab reads it back
