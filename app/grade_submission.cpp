@@ -108,24 +108,38 @@ ChildStatus wait_at_most(pid_t pid, const std::string& program, std::chrono::sec
   }
 }
 
-// Starts `args` (args[0] looked up on PATH when it has no slash) with its stdout and stderr going to a
-// pipe; each line read is copied to our stderr, as `shown` rewrites it where given, and handed to `on_line` as read.
+// Starts `args` (args[0] looked up on PATH when it has no slash; an absolute path under `sandbox`) with its stdout and
+// stderr going to a pipe and its stdin from /dev/null, held to `sandbox` where one is given (start_sandboxed, its
+// temporary files in the writable folder); each line read is copied to our stderr, as `shown` rewrites it where given,
+// and handed to `on_line` as read.
 ChildStatus run_echoing_to_stderr(std::vector<std::string> args, const std::function<void(std::string_view)>& on_line,
-                                  const std::function<std::string(std::string_view)>& shown = {}) {
+                                  const std::function<std::string(std::string_view)>& shown = {},
+                                  const SandboxRules* sandbox = nullptr) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) fail("cannot make a pipe for ", args[0], ": ", std::strerror(errno));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  // Nothing the build runs reads ours (a student's #include "/dev/stdin" would wait for the grader's terminal).
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   std::cout.flush();
   std::cerr.flush();
   pid_t pid = 0;
-  std::vector<char*> argv = argv_of(args);
-  const int spawned = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  int spawned = 0;
+  if (sandbox) {
+    try {
+      pid = start_sandboxed(sandbox_support(), args, *sandbox, {"TMPDIR=" + sandbox->writable.string()}, fds[1]);
+    } catch (const Error&) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      throw;
+    }
+  } else {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+    // Nothing the build runs reads ours (a student's #include "/dev/stdin" would wait for the grader's terminal).
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    std::vector<char*> argv = argv_of(args);
+    spawned = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+  }
   ::close(fds[1]);
   if (spawned != 0) {
     ::close(fds[0]);
@@ -366,6 +380,20 @@ void configure(const fs::path& source, const fs::path& course_build, const fs::p
   }
 }
 
+// [Note: a submission's build in a sandbox]
+// The compiler reads what a lab's student.cpp includes: run with the grader's rights, `#include "/home/ta/returned/
+// bob/labs/01-meta-init/student.cpp"` would compile another student's work, and `#include "/dev/zero"` would eat the
+// machine's memory. So the build runs under the sandbox the grade does (submission_sandbox.hpp), with other folders:
+// it reads the system's files, this tree (the headers, CMakeLists) and the course build (the libraries it links),
+// writes only in its own build folder (where the labs are staged), and each of its processes has 8 GiB of address
+// space and 10 minutes of CPU at most (a compile of a lab takes well under a GiB and a few seconds).
+SandboxRules build_sandbox(const fs::path& build) {
+  SandboxRules rules{build, {fs::path(FSDPLAB_SOURCE_DIR), fs::path(FSDPLAB_BINARY_DIR)}};
+  rules.memory_bytes = std::uint64_t{8} << 30;
+  rules.cpu_seconds = 600;
+  return rules;
+}
+
 // Builds target fsdplab in `build`, going on past a failure (ninja -k 0) so that every lab that does not compile
 // shows in one build; the lines that say what failed (build_failures reads them), none when it built. The compiler's
 // messages echoed name each staged copy the build compiles by the file it was copied from (`originals`: the
@@ -374,6 +402,7 @@ void configure(const fs::path& source, const fs::path& course_build, const fs::p
 std::optional<std::vector<std::string>> build_fsdplab(const fs::path& build,
                                                       const std::map<std::string, std::string>& originals) {
   std::vector<std::string> lines;
+  const SandboxRules rules = build_sandbox(build);
   const ChildStatus built = run_echoing_to_stderr(
       {FSDPLAB_CMAKE_COMMAND, "--build", build.string(), "--target", "fsdplab", "--", "-k", "0"},
       [&](std::string_view line) { lines.emplace_back(line); },
@@ -381,7 +410,8 @@ std::optional<std::vector<std::string>> build_fsdplab(const fs::path& build,
         for (const auto& [staged, original] : originals)
           if (line.starts_with(staged)) return original + std::string(line.substr(staged.size()));
         return std::string(line);
-      });
+      },
+      &rules);
   if (built.code == 0) return std::nullopt;
   lines.push_back("cmake --build " + built.said);
   return lines;
@@ -699,7 +729,11 @@ BuildFailures build_failures(const std::vector<std::string>& lines, const fs::pa
     if (compiled && failed.find("student.cpp.o") != std::string::npos) {
       // The compiler's first error in the lab's own file; else where the lab led into an engine header's error
       // ("required from here"), with that error.
-      const auto in_lab = [&](std::string_view l) { return l.find(staged) != std::string_view::npos; };
+      // Ninja echoes the failed command first, which names the lab too: not a message.
+      const auto command = [](std::string_view l) {
+        return l.find(" -c ") != std::string_view::npos && l.find(" -o ") != std::string_view::npos;
+      };
+      const auto in_lab = [&](std::string_view l) { return l.find(staged) != std::string_view::npos && !command(l); };
       const auto first = [&](const auto& wanted) -> std::string {
         const auto found = std::find_if(body.begin(), body.end(), wanted);
         return found == body.end() ? "" : std::string(*found);
@@ -715,6 +749,8 @@ BuildFailures build_failures(const std::vector<std::string>& lines, const fs::pa
             [&](std::string_view l) { return in_lab(l) && l.find("required from here") != std::string_view::npos; });
         if (from_lab.empty()) from_lab = first(in_lab);
         why = from_lab.empty() ? error : error.empty() ? from_lab : from_lab + " — " + error;
+        // A message of the compiler's own ("cc1plus: out of memory allocating ...", the sandbox's limit).
+        if (why.empty()) why = first([&](std::string_view l) { return !l.empty() && !command(l); });
       }
       out.labs.try_emplace(*compiled,
                            compiled->string() + " does not compile" +

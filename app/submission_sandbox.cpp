@@ -24,6 +24,7 @@
 #include <link.h>
 #include <linux/landlock.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -162,7 +163,7 @@ std::string sandbox_summary(const SandboxSupport& support, const SandboxRules& r
 }
 
 pid_t start_sandboxed(const SandboxSupport& support, const std::vector<std::string>& args, const SandboxRules& rules,
-                      const std::vector<std::string>& env) {
+                      const std::vector<std::string>& env, int output) {
   check(!args.empty() && fs::path(args[0]).is_absolute(), "start_sandboxed: expected a program's absolute path");
   const OwnedFd ruleset = support.abi > 0 ? make_ruleset(support.abi, rules) : OwnedFd();
   // Everything the child needs, made before fork.
@@ -186,17 +187,31 @@ pid_t start_sandboxed(const SandboxSupport& support, const std::vector<std::stri
   const pid_t pid = ::fork();
   if (pid < 0) fail("cannot start ", args[0], ": fork: ", std::strerror(errno));
   if (pid == 0) {
+    if (output >= 0) {
+      const int nothing = ::open("/dev/null", O_RDONLY);
+      if (nothing < 0 || ::dup2(nothing, STDIN_FILENO) < 0 || ::dup2(output, STDOUT_FILENO) < 0 ||
+          ::dup2(output, STDERR_FILENO) < 0)
+        ::_exit(127);
+    }
+    const auto limit = [](int resource, std::uint64_t most) {
+      const rlimit bound{static_cast<rlim_t>(most), static_cast<rlim_t>(most)};
+      return most == 0 || ::setrlimit(resource, &bound) == 0;
+    };
+    if (!limit(RLIMIT_AS, rules.memory_bytes) || !limit(RLIMIT_CPU, rules.cpu_seconds)) {
+      say_from_child("fsdplab grade --submission: cannot limit the program's memory or time (setrlimit)\n");
+      ::_exit(126);
+    }
     if (ruleset.open()) {
       if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
           ::syscall(SYS_landlock_restrict_self, ruleset.fd(), 0) != 0) {
         say_from_child(
-            "fsdplab grade --submission: cannot restrict the submission's fsdplab (landlock_restrict_self); "
+            "fsdplab grade --submission: cannot restrict the submission's program (landlock_restrict_self); "
             "it was not started\n");
         ::_exit(126);
       }
     }
     ::execve(argv[0], argv.data(), envp.data());
-    say_from_child("fsdplab grade --submission: cannot start the submission's fsdplab (execve)\n");
+    say_from_child("fsdplab grade --submission: cannot start the submission's program (execve)\n");
     ::_exit(127);
   }
   return pid;

@@ -6,6 +6,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@ SandboxSupport sandbox_support();
 struct SandboxRules {
   std::filesystem::path writable;               // read, write, make and remove beneath it: a scratch folder
   std::vector<std::filesystem::path> readable;  // read and run beneath each folder, or the file itself
+  std::uint64_t memory_bytes = 0;               // each process's address space (RLIMIT_AS), 0 for no limit
+  std::uint64_t cpu_seconds = 0;                // each process's CPU time (RLIMIT_CPU), 0 for no limit
 };
 
 // The files every program here reads and runs: the system's folders that exist (/usr, /lib, /lib32, /lib64,
@@ -38,12 +41,14 @@ std::vector<std::filesystem::path> system_files();
 // ABI 7)"), or why it is not held at all.
 std::string sandbox_summary(const SandboxSupport& support, const SandboxRules& rules);
 
-// Starts the program `args[0]` (an absolute path) with `args`, this process's stdin, stdout and stderr, and its
-// environment with each "NAME=value" of `env` set. On a kernel with Landlock (`support`, from sandbox_support) it may
-// read and run only system_files() and `rules.readable`, create, change or remove files only beneath
-// `rules.writable` (and write /dev/null), and, as the ABI allows, neither bind nor connect TCP nor signal a process
-// that is not its own or its children's. Returns its pid, for waitpid; an Error when it cannot start.
+// Starts the program `args[0]` (an absolute path) with `args`, this process's stdin, stdout and stderr (or, where
+// `output` is a descriptor, stdin from /dev/null and stdout and stderr into `output`), and its environment with each
+// "NAME=value" of `env` set, each of its processes held to `rules.memory_bytes` and `rules.cpu_seconds`. On a kernel
+// with Landlock (`support`, from sandbox_support) it may read and run only system_files() and `rules.readable`, create,
+// change or remove files only beneath `rules.writable` (and write /dev/null), and, as the ABI allows, neither bind nor
+// connect TCP nor signal a process that is not its own or its children's. Returns its pid, for waitpid; an Error when
+// it cannot start.
 pid_t start_sandboxed(const SandboxSupport& support, const std::vector<std::string>& args, const SandboxRules& rules,
-                      const std::vector<std::string>& env);
+                      const std::vector<std::string>& env, int output = -1);
 
 }  // namespace fsdplab::app

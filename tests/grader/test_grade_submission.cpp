@@ -121,6 +121,16 @@ TEST_F(GradeSubmission, WhatFailedIsReadFromTheBuildsOutput) {
                  "labs/05-sharded-optimizer/student.cpp does not compile: "
                  "labs/05-sharded-optimizer/student.cpp:26:13: error: 'x' was not declared (and 1 more error in the "
                  "file: the build's messages on stderr)"}}));
+  // A message of the compiler's own (the build sandbox's memory limit), not the command ninja echoes.
+  const app::BuildFailures limit =
+      app::build_failures({"FAILED: labs/CMakeFiles/fsdplab_labs.dir/__/submission/labs/01-meta-init/student.cpp.o ",
+                           "/usr/bin/c++ -I/work -o labs/x.o -c " + staged + "01-meta-init/student.cpp", "",
+                           "cc1plus: out of memory allocating 8589934608 bytes after a total of 610304 bytes",
+                           "ninja: build stopped: cannot make progress due to previous errors."},
+                          staging);
+  EXPECT_EQ(limit.labs.at("labs/01-meta-init/student.cpp"),
+            "labs/01-meta-init/student.cpp does not compile: cc1plus: out of memory allocating 8589934608 bytes after "
+            "a total of 610304 bytes");
   const app::BuildFailures link = app::build_failures(
       {"FAILED: app/fsdplab ", staged + "01-meta-init/student.cpp:42: undefined reference to `helper()'",
        "/usr/bin/ld: " + staged +

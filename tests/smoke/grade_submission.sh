@@ -248,7 +248,14 @@ if grep -q "the submission's code may read only the system's files and '$scratch
     fail "another student's grade was readable in the sandbox: $(grep '^trudy' "$scratch/trudy.log")"
   [[ "$(sha256sum <"$scratch/alice.json")" == "$alice_before" && ! -e "$scratch/planted" ]] ||
     fail "the sandboxed lab changed files outside its sandbox"
-  sandboxed="a lab's reads and writes outside its sandbox refused"
+  # The build runs sandboxed too: a lab that includes another student's file does not compile.
+  mkdir -p "$scratch/returned/grace/labs/01-meta-init"
+  printf '#include "%s"\n' "$sub/labs/01-meta-init/student.cpp" >"$scratch/returned/grace/labs/01-meta-init/student.cpp"
+  "$fsdplab" grade --submission "$scratch/returned/grace" --submission-build "$scratch/sb" --task 1 \
+    >"$scratch/grace.txt" 2>"$scratch/grace.log" || { tail -n 40 "$scratch/grace.log"; fail "grace's lab was not graded"; }
+  grep -q "NOT BUILT  labs/01-meta-init/student.cpp does not compile: .*: Permission denied" "$scratch/grace.txt" ||
+    { cat "$scratch/grace.txt"; fail "a lab compiled another student's file"; }
+  sandboxed="a lab's reads and writes outside its sandbox refused, its build's too"
 else
   grep -q "the submission's code runs with your rights: " "$scratch/trudy.log" ||
     fail "the grader neither sandboxed the lab nor said so: $(head -n 5 "$scratch/trudy.log")"
