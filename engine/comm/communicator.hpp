@@ -28,8 +28,9 @@ struct PeerFailed : Error {
   using Error::Error;
 };
 
-// What a rank throws when its peers did not all come to a collective within the world's timeout: the error names
-// the ranks missing and, where they wait in another collective, that one.
+// What a rank throws when its peers did not all come to a collective within the world's timeout, or cannot (a
+// deadlock, LocalWorld::see_deadlock): the error names the ranks missing and, where they wait in another collective,
+// that one.
 struct CollectiveTimedOut : Error {
   using Error::Error;
 };

@@ -153,7 +153,17 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
   // the timeout to get CPU time and arrive, but some rank arrives somewhere all the while.
   // A hold (options_.hold) is asked at every quarter of the timeout, so a hold longer than that restarts
   // the count; without one, the wait wakes once a timeout to look at the progress.
-  const auto done = [&] { return round.count[p] == members.size() || failure_; };
+  // A deadlock (see_deadlock) ends every wait at once.
+  const auto done = [&] { return round.count[p] == members.size() || failure_ || !stuck_.empty(); };
+  // Registered as waiting until this returns or throws.
+  const int me = members[static_cast<std::size_t>(seat.index)];
+  waiting_[me] = Waiting{&round, seat.index, phase};
+  const struct Unregister {
+    std::map<int, Waiting>& waiting;
+    int rank;
+    ~Unregister() { waiting.erase(rank); }
+  } unregister{waiting_, me};
+  if (!done()) see_deadlock();
   using Clock = std::chrono::steady_clock;
   const auto poll = options_.hold ? std::max(options_.timeout / 4, std::chrono::milliseconds(1)) : options_.timeout;
   auto quiet_since = Clock::now();
@@ -167,8 +177,9 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
   }
   // A round everyone reached completes even if a failure came meanwhile: the next call reports it.
   if (round.count[p] == members.size()) return;
+  // Every rank of a deadlock fails of its own accord, with the same words: the world reports its lowest rank.
+  if (!stuck_.empty()) fail_as<CollectiveTimedOut>(stuck_);
 
-  const int me = members[static_cast<std::size_t>(seat.index)];
   const std::string where = describe(round.calls[static_cast<std::size_t>(seat.index)], seat.seq, members) +
                             " of group " + group_str(members);
   if (failure_)
@@ -186,23 +197,53 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
                               kNeverDid[p], waiting_elsewhere(missing));
 }
 
+constexpr const char* kOnlySomeRanks =
+    "a collective that only some ranks of its group issued, or issued in another order";
+const std::string kWaitForEachOther = std::string(" (each waits for the other: ") + kOnlySomeRanks + ")";
+
+std::string LocalWorld::waits_in(int rank) const {
+  const Waiting& w = waiting_.at(rank);
+  return "rank " + std::to_string(rank) + " waits in " +
+         describe(w.round->calls[static_cast<std::size_t>(w.index)], w.round->seq, w.round->members) + " of group " +
+         group_str(w.round->members);
+}
+
 std::string LocalWorld::waiting_elsewhere(const std::vector<int>& ranks) const {
   std::string text;
   for (int rank : ranks)
-    for (const auto& [key, round] : rounds_) {
-      const auto at = std::find(round->members.begin(), round->members.end(), rank);
-      if (at == round->members.end()) continue;
-      const auto i = static_cast<std::size_t>(at - round->members.begin());
-      if (!round->reached[0][i]) continue;
-      text += std::string(text.empty() ? ": " : "; ") + "rank " + std::to_string(rank) + " waits in " +
-              describe(round->calls[i], round->seq, round->members) + " of group " + group_str(round->members);
-      break;
+    if (waiting_.contains(rank)) text += std::string(text.empty() ? ": " : "; ") + waits_in(rank);
+  return text.empty() ? text : text + kWaitForEachOther;
+}
+
+void LocalWorld::finish(int rank) {
+  {
+    std::lock_guard lock(mutex_);
+    finished_.insert(rank);
+    see_deadlock();
+  }
+}
+
+void LocalWorld::see_deadlock() {
+  if (!stuck_.empty() || waiting_.empty() || static_cast<int>(waiting_.size() + finished_.size()) < size_) return;
+  for (const auto& [rank, w] : waiting_)
+    if (w.round->count[static_cast<std::size_t>(w.phase)] == w.round->members.size()) return;
+  // Said by world rank, whichever rank saw it: the same words every run.
+  std::string text = "every rank waits in a collective that cannot complete: ";
+  bool for_finished = false;
+  for (const auto& [rank, w] : waiting_) {
+    std::string who;
+    int missing = 0;
+    for (std::size_t i = 0; i < w.round->members.size(); ++i) {
+      if (w.round->reached[static_cast<std::size_t>(w.phase)][i]) continue;
+      const int peer = w.round->members[i];
+      for_finished |= finished_.contains(peer);
+      who += (missing++ ? ", " : "") + std::to_string(peer) + (finished_.contains(peer) ? " (it has finished)" : "");
     }
-  if (!text.empty())
-    text +=
-        " (each waits for the other: a collective that only some ranks of its group issued, or issued in "
-        "another order)";
-  return text;
+    text += (rank == waiting_.begin()->first ? "" : "; ") + waits_in(rank) + " for " +
+            (missing == 1 ? "rank " : "ranks ") + who;
+  }
+  stuck_ = text + (for_finished ? std::string(" (") + kOnlySomeRanks + ")" : kWaitForEachOther);
+  changed_.notify_all();
 }
 
 // ---- LocalComm --------------------------------------------------------------------------------

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,6 +70,9 @@ class LocalWorld {
   // Rank `rank` has failed: every rank waiting in (or later entering) a collective throws, naming it.
   // The first failure is kept; the errors it causes in the peers do not replace it.
   void abort(int rank, const std::string& reason);
+  // Rank `rank` has done its work and makes no more collectives (run_world calls it): a peer still waiting for it
+  // in a collective is told so at once, with the other waits (a deadlock), instead of after the timeout.
+  void finish(int rank);
   std::optional<RankFailure> failure() const;
 
   // The rendezvous' own types, complete only in local_comm.cpp.
@@ -90,9 +94,15 @@ class LocalWorld {
   // A later step of the same collective: waits until the whole group has reached step `phase`.
   void wait_phase(Round& round, const Seat& seat, int phase);
   void wait_locked(std::unique_lock<std::mutex>& lock, Round& round, const Seat& seat, int phase);
-  // For a timeout's error, under the lock: ": rank 0 waits in all_reduce(avg) #1 ... of group [0, 2]" for each of
-  // `ranks` that waits in another collective (a collective its peers never issue), "" where none does.
+  // Under the lock: "rank 0 waits in all_reduce(avg) #1 ... of group [0, 2]" for world rank `rank`, waiting now.
+  std::string waits_in(int rank) const;
+  // For a timeout's error, under the lock: ": rank 0 waits in ..." for each of `ranks` that waits in another
+  // collective (a collective its peers never issue), "" where none does.
   std::string waiting_elsewhere(const std::vector<int>& ranks) const;
+  // Under the lock: where every rank of the world waits in a collective or has finished, and no wait can complete
+  // (each lacks a rank that waits in another or has finished), the deadlock, said rank by rank, ends every wait
+  // (stuck_): no rank waits out the timeout for what cannot come.
+  void see_deadlock();
 
   const int size_;
   const LocalWorldOptions options_;
@@ -101,6 +111,14 @@ class LocalWorld {
   std::map<std::pair<int, std::uint64_t>, std::shared_ptr<Round>> rounds_;  // by (group, seq)
   std::optional<RankFailure> failure_;
   std::uint64_t progress_ = 0;  // arrivals at any step of any collective, for the timeout
+  struct Waiting {              // where a rank waits in wait_locked
+    const Round* round = nullptr;
+    int index = 0;  // its group rank
+    int phase = 0;
+  };
+  std::map<int, Waiting> waiting_;  // by world rank
+  std::set<int> finished_;          // ranks whose work is done (finish)
+  std::string stuck_;               // the deadlock, once seen
   int next_group_ = 1;  // group 0 is the whole world
 };
 

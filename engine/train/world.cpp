@@ -40,6 +40,7 @@ void run_world(int world, const std::function<void(int rank, LocalWorld& world)>
     };
     try {
       body(rank, local);
+      local.finish(rank);
     } catch (const PeerFailed& e) {
       local.abort(rank, e.what());
     } catch (const std::bad_alloc&) {

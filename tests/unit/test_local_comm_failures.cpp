@@ -94,7 +94,10 @@ TEST(LocalCommFailures, ARankThatNeverArrivesTimesOutNamingTheCollectiveAndTheRa
         [&](int rank, LocalWorld& world) {
           auto device = make_sim_device(rank);
           LocalComm comm(world, rank, *device);
-          if (rank == 2) return;  // forgets the collective
+          if (rank == 2) {  // stalls past the timeout (a rank that finished would be named at once: below)
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            return;
+          }
           const Tensor t = Tensor::empty(*device, {4}, DType::bf16, MemTag::grad_full);
           errors[static_cast<std::size_t>(rank)] =
               error_of([&] { comm.all_reduce(device->stream(Lane::compute), t, ReduceOp::avg); });
@@ -126,38 +129,69 @@ TEST(LocalCommFailures, ATimeoutInASubGroupNamesItsMembers) {
         LocalComm comm(world, rank, *device);
         const auto pair = comm.split(rank / 2);
         if (rank == 2) error = error_of([&] { pair->barrier(); });  // rank 3 never comes
+        if (rank == 3) std::this_thread::sleep_for(std::chrono::seconds(1));
       },
       kShort);
   EXPECT_EQ(error, "rank 2 waited 0.3 s in barrier #1 of group [2, 3]; rank 3 never arrived");
 }
 
+// A rank that finished its work without a collective its peers wait in: they are told at once, not after the
+// timeout, each wait named by world rank, and the world reports its lowest rank (every waiter fails of its own
+// accord with the same words).
+TEST(LocalCommFailures, ARankThatFinishedWithoutACollectiveIsNamedAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string root = error_of([&] {
+    run_world(
+        3,
+        [&](int rank, LocalWorld& world) {
+          auto device = make_sim_device(rank);
+          LocalComm comm(world, rank, *device);
+          if (rank == 2) return;  // forgets the collective
+          const Tensor t = Tensor::empty(*device, {4}, DType::bf16, MemTag::grad_full);
+          comm.all_reduce(device->stream(Lane::compute), t, ReduceOp::avg);
+        },
+        LocalWorldOptions{std::chrono::seconds(30)});
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "waited for the timeout";
+  EXPECT_EQ(root,
+            "rank 0 failed: every rank waits in a collective that cannot complete: rank 0 waits in all_reduce(avg) #1 "
+            "of 4 bf16 elements of group [0, 1, 2] for rank 2 (it has finished); rank 1 waits in all_reduce(avg) #1 "
+            "of 4 bf16 elements of group [0, 1, 2] for rank 2 (it has finished) (a collective that only some ranks "
+            "of its group issued, or issued in another order)");
+}
+
 // A collective that only one rank of a pair issues: that rank waits in it while its peer goes on to the next
-// collective of the whole world and waits there. Whichever times out first names where the others wait, so the
-// error shows the two calls that wait for each other; the error's type says it is a timeout.
-TEST(LocalCommFailures, ATimeoutNamesTheCollectiveTheMissingRanksWaitIn) {
+// collective of the whole world and waits there. Once every rank waits where none can go on, the world stops at once
+// (no timeout), naming each rank's wait by world rank, the same words whichever rank saw it; its type says it.
+TEST(LocalCommFailures, ADeadlockIsNamedAtOnceRankByRank) {
   std::vector<std::string> errors(2);
   std::vector<bool> typed(2);
-  run_world(
-      2,
-      [&](int rank, LocalWorld& world) {
-        auto device = make_sim_device(rank);
-        LocalComm comm(world, rank, *device);
-        const auto alone = comm.split(0);  // both ranks: a group of the same members as the world's
-        try {
-          if (rank == 0) alone->barrier();  // rank 1 never makes this call
-          comm.barrier();
-        } catch (const Error& e) {
-          errors[static_cast<std::size_t>(rank)] = e.what();
-          typed[static_cast<std::size_t>(rank)] = caused_by<CollectiveTimedOut>(e) || caused_by<PeerFailed>(e);
-        }
-      },
-      kShort);
-  const std::string waits_in_the_group = "rank 0 waits in barrier #1 of group [0, 1]";
-  const std::string waits_in_the_world = "rank 1 waits in barrier #2 of group [0, 1]";
-  const std::string both = errors[0] + " | " + errors[1];
-  EXPECT_TRUE(contains(both, waits_in_the_group) || contains(both, waits_in_the_world)) << both;
-  EXPECT_TRUE(contains(both, "each waits for the other")) << both;
-  EXPECT_TRUE(typed[0] && typed[1]) << both;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string root = error_of([&] {
+    run_world(
+        2,
+        [&](int rank, LocalWorld& world) {
+          auto device = make_sim_device(rank);
+          LocalComm comm(world, rank, *device);
+          const auto alone = comm.split(0);  // both ranks: a group of the same members as the world's
+          try {
+            if (rank == 0) alone->barrier();  // rank 1 never makes this call
+            comm.barrier();
+          } catch (const Error& e) {
+            errors[static_cast<std::size_t>(rank)] = e.what();
+            typed[static_cast<std::size_t>(rank)] = caused_by<CollectiveTimedOut>(e) || caused_by<PeerFailed>(e);
+            throw;
+          }
+        },
+        LocalWorldOptions{std::chrono::seconds(30)});
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "waited for the timeout";
+  EXPECT_TRUE(contains(root,
+                       "every rank waits in a collective that cannot complete: rank 0 waits in barrier #1 of "
+                       "group [0, 1] for rank 1; rank 1 waits in barrier #2 of group [0, 1] for rank 0 (each "
+                       "waits for the other"))
+      << root;
+  EXPECT_TRUE(typed[0] && typed[1]) << errors[0] << " | " << errors[1];
 }
 
 TEST(LocalCommFailures, AStreamOfAnotherRankIsAnError) {
