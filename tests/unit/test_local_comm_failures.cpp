@@ -94,8 +94,8 @@ TEST(LocalCommFailures, ARankThatNeverArrivesTimesOutNamingTheCollectiveAndTheRa
         [&](int rank, LocalWorld& world) {
           auto device = make_sim_device(rank);
           LocalComm comm(world, rank, *device);
-          if (rank == 2) {  // stalls past the timeout (a rank that finished would be named at once: below)
-            std::this_thread::sleep_for(std::chrono::seconds(1));
+          if (rank == 2) {  // stalls well past the timeout (a rank that finished would be named at once: below)
+            std::this_thread::sleep_for(std::chrono::seconds(3));
             return;
           }
           const Tensor t = Tensor::empty(*device, {4}, DType::bf16, MemTag::grad_full);
@@ -129,7 +129,7 @@ TEST(LocalCommFailures, ATimeoutInASubGroupNamesItsMembers) {
         LocalComm comm(world, rank, *device);
         const auto pair = comm.split(rank / 2);
         if (rank == 2) error = error_of([&] { pair->barrier(); });  // rank 3 never comes
-        if (rank == 3) std::this_thread::sleep_for(std::chrono::seconds(1));
+        if (rank == 3) std::this_thread::sleep_for(std::chrono::seconds(3));  // stalls, well past the timeout
       },
       kShort);
   EXPECT_EQ(error, "rank 2 waited 0.3 s in barrier #1 of group [2, 3]; rank 3 never arrived");
