@@ -165,7 +165,7 @@ TEST(LocalCommFailures, ARankThatFinishedWithoutACollectiveIsNamedAtOnce) {
 // (no timeout), naming each rank's wait by world rank, the same words whichever rank saw it; its type says it.
 TEST(LocalCommFailures, ADeadlockIsNamedAtOnceRankByRank) {
   std::vector<std::string> errors(2);
-  std::vector<bool> typed(2);
+  std::vector<int> typed(2);  // one int per rank: a vector<bool> packs both into one word, which two threads write
   const auto start = std::chrono::steady_clock::now();
   const std::string root = error_of([&] {
     run_world(
