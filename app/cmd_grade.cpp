@@ -141,9 +141,7 @@ int run_grade(const GradeFlags& flags) {
     // The longest a grade can take: every check to its time limit, as many at once as it runs them, and two minutes
     // to start and to end.
     std::size_t checks = 0;
-    for (int task = 1; task <= kTaskCount; ++task) {
-      if (!bounds.tasks.empty() && std::find(bounds.tasks.begin(), bounds.tasks.end(), task) == bounds.tasks.end())
-        continue;
+    for (int task : grading::selected_tasks(bounds.tasks)) {
       checks += grading::task_checks(task).size();
       checks += static_cast<std::size_t>(
           std::count_if(cases.begin(), cases.end(), [&](const grading::Check& c) { return c.task == task; }));

@@ -246,9 +246,7 @@ std::string unsound_grade_json(const std::string& text, const std::vector<int>& 
     return it != o.end() && it->is_number() ? it->get<double>() : -1.0;
   };
   const auto same = [](double a, double b) { return std::abs(a - b) <= 1e-6; };
-  std::vector<int> expected = tasks;
-  if (expected.empty())
-    for (int n = 1; n <= kTaskCount; ++n) expected.push_back(n);
+  const std::vector<int> expected = selected_tasks(tasks);
   const auto found = j.find("tasks");
   if (found == j.end() || !found->is_array() || found->size() != expected.size())
     return "it holds " + std::to_string(found != j.end() && found->is_array() ? found->size() : 0) + " tasks, not " +

@@ -12,14 +12,15 @@
 #include "labs/student_tasks.hpp"
 
 namespace fsdplab::grading {
-namespace {
 
-std::vector<int> selected(const std::vector<int>& tasks) {
+std::vector<int> selected_tasks(const std::vector<int>& tasks) {
   if (!tasks.empty()) return tasks;
   std::vector<int> all;
   for (int n = 1; n <= kTaskCount; ++n) all.push_back(n);
   return all;
 }
+
+namespace {
 
 // Every check of `grade` scores 0 without running: `end` and `reason` say why (TaskGrade::not_run), `expected` what
 // running it needed, `cause` what stood in the way.
@@ -148,7 +149,7 @@ GradeReport grade(const GradeRequest& request) {
   GradeReport report;
   report.impl = impl_name(request.impl);
   report.seed = request.seed;
-  for (int task : selected(request.tasks))
+  for (int task : selected_tasks(request.tasks))
     report.tasks.push_back(plan_task(task, request.impl.of[static_cast<std::size_t>(task - 1)], request.extra));
   std::vector<CheckJob> jobs;
   std::vector<TaskGrade*> grades;
@@ -178,7 +179,7 @@ int MutantsReport::caught() const {
 MutantsReport grade_mutants(const std::vector<int>& tasks, const std::vector<Check>& extra, std::uint64_t seed,
                             const IsolationLimits& limits) {
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<int> wanted = selected(tasks);
+  const std::vector<int> wanted = selected_tasks(tasks);
   MutantsReport report;
   for (const Mutant& m : mutant_catalog())
     if (std::find(wanted.begin(), wanted.end(), m.task) != wanted.end())

@@ -78,6 +78,8 @@ struct GradeReport {
 };
 
 GradeReport grade(const GradeRequest& request);
+// The tasks a selection grades, in its order: `tasks`, or every task (1 to 9) when it is empty.
+std::vector<int> selected_tasks(const std::vector<int>& tasks);
 
 struct MutantGrade {
   Mutant mutant;

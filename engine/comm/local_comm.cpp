@@ -216,11 +216,9 @@ std::string LocalWorld::waiting_elsewhere(const std::vector<int>& ranks) const {
 }
 
 void LocalWorld::finish(int rank) {
-  {
-    std::lock_guard lock(mutex_);
-    finished_.insert(rank);
-    see_deadlock();
-  }
+  std::lock_guard lock(mutex_);
+  finished_.insert(rank);
+  see_deadlock();
 }
 
 void LocalWorld::see_deadlock() {

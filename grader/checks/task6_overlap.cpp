@@ -448,6 +448,7 @@ CheckOutcome backward_collectives_overlap_compute(const CheckContext& ctx, const
   const int got = backward_collectives_overlapping(s.graded), want = backward_collectives_overlapping(s.reference);
   const int total = static_cast<int>(collectives(s.graded.ops[0], std::nullopt, "backward").size());
   if (got >= want) return with_budget(CheckOutcome::pass(), s);
+  const std::string extra_waits = extra_compute_waits(s);
   return with_budget(
       CheckOutcome::fail(
           expected + " (" + std::to_string(want) + ")",
@@ -455,8 +456,8 @@ CheckOutcome backward_collectives_overlap_compute(const CheckContext& ctx, const
           // Less overlap with less memory gathered: prefetches held back, not gathered out of turn.
           s.declined_without_waiting > 0                             ? declined_text(s.declined_without_waiting)
           : peak_param_full(s.graded) < peak_param_full(s.reference) ? limiter_held_text(s)
-          : !extra_compute_waits(s).empty()
-              ? extra_compute_waits(s)
+          : !extra_waits.empty()
+              ? extra_waits
               : "after(" +
                     std::string(backward.options.prefetch.backward == BackwardPrefetch::post ? "post_backward"
                                                                                              : "pre_backward") +
