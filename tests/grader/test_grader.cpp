@@ -487,7 +487,8 @@ TEST(GraderDiagnostics, AShardedOptimizerMistakeIsNamedWhereverItShows) {
 
 // Tasks 3 and 4: the trainings' causes are the direct checks' (task 3's event never recorded, which stops the run;
 // task 4's NaN from an unzeroed gradient, the race of a missing event, a scale after the avg); a mistake costs the
-// check of its own kind, not every check its race reaches (no-host-sync is clean of a missing event); a slower
+// check of its own kind, not every check its race or error reaches (task 4's no-host-sync is clean of a missing
+// event; task 3's gather-values and no-host-sync of an event never recorded, which gather-stream grades); a slower
 // schedule with an extra op on the reduce-scatter stream says so.
 TEST(GraderDiagnostics, ForwardAndBackwardMistakesAreNamedWhereverTheyShow) {
   const std::vector<std::string> trainings = {"memory", "overlap", "training"};
@@ -495,6 +496,12 @@ TEST(GraderDiagnostics, ForwardAndBackwardMistakesAreNamedWhereverTheyShow) {
   for (std::size_t i = 0; i < trainings.size(); ++i)
     EXPECT_TRUE(contains(unrecorded[i].outcome.cause, "the event not recorded: device.record(gathered"))
         << trainings[i] << ": " << unrecorded[i].outcome.cause;
+  for (const CheckRun& run :
+       run_checks(3, find_mutant(3, "never-records").impl(), {"gather-values", "no-host-sync"}, 60))
+    EXPECT_TRUE(run.outcome.passed()) << run.outcome.got;
+  const std::vector<CheckRun> stream = run_checks(3, find_mutant(3, "never-records").impl(), {"gather-stream"}, 60);
+  EXPECT_FALSE(stream[0].outcome.passed());
+  EXPECT_TRUE(contains(stream[0].outcome.cause, "the event not recorded")) << stream[0].outcome.cause;
 
   const std::vector<std::string> ids = {"no-host-sync", "schedule", "sgd-training"};
   const std::vector<CheckRun> unzeroed = run_checks(4, find_mutant(4, "unzeroed").impl(), ids, 60);
@@ -672,12 +679,10 @@ TEST(GraderDiagnostics, ATrainingsCauseIsTheFirstFailingDirectChecks) {
 // An Error a check's run raised is its diagnostic as it is: the rank named once ("rank 0 failed: stream ...", not
 // "rank 0 failed: rank 0: stream ..."), and what stopped it, not a generic "threw".
 TEST(GraderDiagnostics, AnErrorTheRunRaisedIsQuotedWithItsRankOnce) {
-  const std::vector<CheckRun> runs = run_checks(3, find_mutant(3, "never-records").impl(), {"no-host-sync"}, 60);
+  const std::vector<CheckRun> runs = run_checks(1, find_mutant(1, "raw-pointer-writes").impl(), {"shard-offsets"}, 60);
   const CheckOutcome& o = runs[0].outcome;
   EXPECT_EQ(runs[0].end, CheckEnd::threw) << o.got;
-  EXPECT_TRUE(contains(o.got,
-                       "the run stopped with an error: rank 0 failed: stream compute waits on event "
-                       "'gathered', which was never recorded"))
+  EXPECT_TRUE(contains(o.got, "the run stopped with an error: rank 0 failed: a raw pointer into storage 'shard'"))
       << o.got;
   EXPECT_FALSE(contains(o.got, "failed: rank 0:")) << o.got;
   EXPECT_FALSE(contains(o.cause, "threw where")) << o.cause;
