@@ -257,13 +257,29 @@ std::pair<fs::path, std::string> labs_folder(const fs::path& dir) {
   return {dir / "labs", ""};
 }
 
+// Whether `path` (canonical) lies in `folder` (canonical).
+bool inside(const fs::path& path, const fs::path& folder) {
+  const fs::path relative = path.lexically_relative(folder);
+  return !relative.empty() && *relative.begin() != "..";
+}
+
+// What to do with an archive given where a folder is expected.
+std::string unpack_hint(const fs::path& submission) {
+  const std::string name = submission.filename().string();
+  for (const std::string_view archive : {".zip", ".tar", ".tar.gz", ".tgz", ".tar.xz"})
+    if (name.ends_with(archive))
+      return "; '" + name + "' looks like an archive: unpack it into a folder of its own and grade that folder";
+  return "";
+}
+
 CheckedSubmission checked_submission(const fs::path& submission) {
   std::error_code error;
   const fs::file_status status = fs::status(submission, error);
   if (!fs::exists(status)) fail("'", submission.string(), "': no such folder; expected a submission folder holding ",
                                   "labs/NN-name/student.cpp for the nine labs");
-  if (!fs::is_directory(status)) fail("'", submission.string(), "' is not a folder; expected a submission folder ",
-                                        "holding labs/NN-name/student.cpp for the nine labs");
+  if (!fs::is_directory(status))
+    fail("'", submission.string(), "' is not a folder; expected a submission folder holding ",
+         "labs/NN-name/student.cpp for the nine labs", unpack_hint(submission));
   const fs::path dir = fs::canonical(submission);
   const auto [labs, moved] = labs_folder(dir);
   std::map<fs::path, std::string> unusable;
@@ -278,6 +294,9 @@ CheckedSubmission checked_submission(const fs::path& submission) {
       ++absent;
     } else if (!fs::is_regular_file(fs::status(path, error))) {
       unusable[file] = file.string() + " is not a file that can be compiled (a folder, a device, or a broken link)";
+    } else if (const fs::path target = fs::canonical(path, error); !inside(target, dir)) {
+      unusable[file] = file.string() + " is a link to '" + target.string() +
+                       "', outside the submission folder; expected the student's own file in it (a copy, not a link)";
     } else {
       try {
         contents_of(path);

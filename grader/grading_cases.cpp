@@ -1,6 +1,7 @@
 #include "grader/grading_cases.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -218,8 +219,15 @@ std::vector<Check> load_cases(const fs::path& dir) {
   std::vector<fs::path> files;
   fs::directory_iterator entries(dir, ec);
   check(!ec, "grade --cases: cannot list the folder '", dir.string(), "' (", ec.message(), ")");
+  // ".JSON" as well: a case named in capitals is the course's case all the same, never skipped.
+  const auto is_json = [](const fs::path& f) {
+    std::string extension = f.extension().string();
+    std::transform(extension.begin(), extension.end(), extension.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return extension == ".json";
+  };
   for (const auto& entry : entries)
-    if (entry.path().extension() == ".json") files.push_back(entry.path());
+    if (is_json(entry.path())) files.push_back(entry.path());
   std::sort(files.begin(), files.end());  // the same case is named first whatever order the folder lists
   // A *.json that is not a file is named, never skipped: a case the course meant to grade would be left out.
   for (const fs::path& f : files) {

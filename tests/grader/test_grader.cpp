@@ -1271,6 +1271,10 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
   std::ofstream(path("cases/mlp.json"))
       << R"({"name": "mlp", "task": 4, "model": "mlp", "mlp_width": 32, "mlp_depth": 2, "world": 2})";
   EXPECT_EQ(load_cases(path("cases")).size(), 2u);
+  // A case named in capitals is graded, never skipped.
+  std::ofstream(path("cases/LOUD.JSON")) << R"({"name": "loud", "task": 3, "model": "toy", "world": 3})";
+  EXPECT_EQ(load_cases(path("cases")).size(), 3u);
+  std::filesystem::remove(path("cases/LOUD.JSON"));
   std::filesystem::remove(path("cases/mlp.json"));
   std::filesystem::remove(path("cases/toy.json"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "model": "mlp", "mlp_width": 0})"),

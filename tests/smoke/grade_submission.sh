@@ -16,7 +16,8 @@
 #   4. a build folder holding someone's files is refused, and left as it was;
 #   5. the same labs returned without their labs/ level, or with it one folder down, are graded from where they
 #      are, saying so (no rebuild);
-#   6. a folder holding no lab file is refused, and its --json says it was not graded, and why;
+#   6. a folder holding no lab file is refused, and its --json says it was not graded, and why; a lab file that is a
+#      link to another student's is not built, saying so; an archive is refused with a word on unpacking it;
 #   7. a lab that returns the reference's task, one that includes the reference's source, and one whose class of its
 #      own calls the reference's, score 0, saying so;
 #   8. a lab whose code writes another student's grade and a file of its own outside its sandbox, and reads that
@@ -164,6 +165,18 @@ grade = json.load(open(sys.argv[1]))
 assert grade["graded"] is False and "holds none of the 9 lab files" in grade["reason"], grade
 assert grade["submission"]["path"].endswith("returned/nobody"), grade["submission"]
 EOF
+# ... a lab file that is a link to another student's is not built, saying so; an archive is to be unpacked first
+eve="$scratch/returned/eve"
+mkdir -p "$eve/labs/01-meta-init" && ln -s "$sub/labs/01-meta-init/student.cpp" "$eve/labs/01-meta-init/student.cpp"
+"$fsdplab" grade --submission "$eve" --submission-build "$scratch/sb" --task 1 >"$scratch/eve.txt" 2>"$scratch/eve.log" ||
+  { tail -n 20 "$scratch/eve.log"; fail "eve's submission was not graded"; }
+grep -q "NOT BUILT  labs/01-meta-init/student.cpp is a link to '[^']*/alice/labs/01-meta-init/student.cpp', outside the submission folder" \
+  "$scratch/eve.txt" || { cat "$scratch/eve.txt"; fail "a lab file linked to another student's was graded"; }
+touch "$scratch/returned/bob.zip"
+"$fsdplab" grade --submission "$scratch/returned/bob.zip" --submission-build "$scratch/sb" >"$scratch/zip.txt" 2>&1 &&
+  fail "an archive was graded"
+grep -q "'bob.zip' looks like an archive: unpack it into a folder of its own and grade that folder" "$scratch/zip.txt" ||
+  fail "no word of unpacking the archive: $(cat "$scratch/zip.txt")"
 # ---- 7. the reference handed over as a student's: its task scores 0 --------------------------------------------
 mallory="$scratch/returned/mallory"
 mkdir -p "$mallory/labs/01-meta-init" "$mallory/labs/02-flat-parameter" "$mallory/labs/05-sharded-optimizer"
