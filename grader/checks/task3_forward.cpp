@@ -403,6 +403,34 @@ BesideReference train_beside_reference(const CheckContext& ctx, GradeCase c) {
   return out;
 }
 
+// The all-gather ops one call of the graded all_gather issues (the reference's: one), so that a training with more
+// gathers than the reference's blames all_gather where it gathers twice, not reshard_after_forward.
+int gathers_per_call(const CheckContext& c) {
+  int issued = 1;
+  on_ranks(2, [&](GradedRank& r) {
+    const GatherBuffers b = gather_buffers(r, 16);
+    Event gathered("gathered");
+    const std::size_t before = r.device.ops().size();
+    graded(c).all_gather(r.device, r.comm, b.shard, b.full, gathered);
+    const std::vector<OpRecord> ops = ops_since(r.device, before);
+    if (r.rank == 0)
+      issued = static_cast<int>(std::count_if(
+          ops.begin(), ops.end(), [](const OpRecord& op) { return op.category == OpCategory::all_gather; }));
+  });
+  return issued;
+}
+
+// Why a training gathered more than the reference's: all_gather's own gathers, or a unit resharded and gathered
+// again (`otherwise`).
+std::string more_gathers_cause(const CheckContext& c, std::string otherwise) {
+  const int per_call = gathers_per_call(c);
+  if (per_call <= 1) return otherwise;
+  return "all_gather issues " + std::to_string(per_call) +
+         " all-gathers a call (see gather-stream): every unit's parameters cross the link " +
+         (per_call == 2 ? std::string("twice") : std::to_string(per_call) + " times") +
+         "; one group.all_gather(device.stream(Lane::all_gather), shard, full)";
+}
+
 // Four Blocks, each larger than the root: a unit kept gathered after its forward shows in the peak.
 CheckOutcome peak_param_full_and_gathers_as_the_reference(const CheckContext& c) {
   GradeCase run = small_gpt2(2);
@@ -423,10 +451,11 @@ CheckOutcome peak_param_full_and_gathers_as_the_reference(const CheckContext& c)
       cause = "units kept gathered from their forward to their backward: param_full grows towards the whole model "
               "(reshard_after_forward false)";
     else if (gathers > reference_gathers)
-      cause =
+      cause = more_gathers_cause(
+          c,
           "the root resharded after forward, and gathered again as the first thing of the backward "
           "(reshard_after_forward true for the root): a gather more each step; the peak is lower here, where "
-          "the root is smaller than each Block, and higher at GPT-2 124M, where the root is the largest unit";
+          "the root is smaller than each Block, and higher at GPT-2 124M, where the root is the largest unit");
     outcome = CheckOutcome::fail("peak param_full " + megabytes(reference_peak) + " and " +
                                      std::to_string(reference_gathers) + " gathers on rank 0",
                                  "peak param_full " + megabytes(peak) + " and " + std::to_string(gathers) + " gathers",
@@ -458,8 +487,9 @@ CheckOutcome no_gather_on_compute_no_slower(const CheckContext& c) {
   else if (end > reference_end)
     outcome = CheckOutcome::fail(
         want.str(), got.str(),
-        gathers != reference_gathers
-            ? "more gathers than the reference's take the link (see the memory check: reshard_after_forward)"
+        gathers > reference_gathers
+            ? more_gathers_cause(
+                  c, "more gathers than the reference's take the link (see the memory check: reshard_after_forward)")
             : "the host waits for gathers (a synchronize), or the compute stream for more than its unit's gather: less "
               "of the communication hides under compute");
   return with_budget(std::move(outcome), runs.graded, runs.reference);

@@ -86,6 +86,17 @@ class NeverRecords final : public LikeTheReference {
   }
 };
 
+// The gather issued twice, its event behind the second: the same values, twice the link's time and traffic.
+class GathersTwice final : public LikeTheReference {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    group.all_gather(device.stream(Lane::all_gather), shard, full);
+    group.all_gather(device.stream(Lane::all_gather), shard, full);
+    device.record(gathered, Lane::all_gather);
+  }
+};
+
 // Compute made to wait for the gather as soon as it is issued: for a prefetch, the unit computing now waits for the
 // next unit's parameters, so nothing overlaps.
 class WaitsInAllGather final : public LikeTheReference {
@@ -165,6 +176,8 @@ std::span<const Mutant> forward_mutants() {
        instance<RecordBeforeGather>},
       {3, "never-records", "all_gather never records the gathered event, so the compute stream waits on nothing",
        instance<NeverRecords>},
+      {3, "gathers-twice", "all_gather issues the gather twice (the same values, twice the link's time)",
+       instance<GathersTwice>},
       {3, "waits-in-all-gather", "all_gather makes the compute stream wait for the gather it issued",
        instance<WaitsInAllGather>},
       {3, "gather-waits-for-compute", "all_gather makes the all-gather stream wait for the compute stream first",

@@ -499,6 +499,11 @@ TEST(GraderDiagnostics, ForwardAndBackwardMistakesAreNamedWhereverTheyShow) {
   for (const CheckRun& run :
        run_checks(3, find_mutant(3, "never-records").impl(), {"gather-values", "no-host-sync"}, 60))
     EXPECT_TRUE(run.outcome.passed()) << run.outcome.got;
+  // More gathers than the reference's: all_gather's own where it gathers twice, reshard_after_forward's otherwise.
+  for (const CheckRun& run : run_checks(3, find_mutant(3, "gathers-twice").impl(), {"memory", "overlap"}, 60))
+    EXPECT_TRUE(contains(run.outcome.cause, "all_gather issues 2 all-gathers a call")) << run.outcome.cause;
+  for (const CheckRun& run : run_checks(3, find_mutant(3, "reshards-root").impl(), {"memory", "overlap"}, 60))
+    EXPECT_TRUE(contains(run.outcome.cause, "reshard_after_forward")) << run.outcome.cause;
   const std::vector<CheckRun> stream = run_checks(3, find_mutant(3, "never-records").impl(), {"gather-stream"}, 60);
   EXPECT_FALSE(stream[0].outcome.passed());
   EXPECT_TRUE(contains(stream[0].outcome.cause, "the event not recorded")) << stream[0].outcome.cause;
