@@ -21,6 +21,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <string_view>
 #include <system_error>
@@ -517,7 +518,8 @@ ChildStatus run_submissions_grade(std::vector<std::string> args, const fs::path&
          "student.cpp files for code that runs outside the tasks' methods");
   if (!json.empty()) {
     write_output_file(json, "the grade's --json", [&](std::ostream& out) { out << text; });
-    std::cout << "json: " << json.string() << "\n";
+    // On stderr, with the TA's other notes: stdout is the text that goes back to the student.
+    std::cerr << kWho << ": the grade's JSON is in '" << json.string() << "'\n";
   }
   return graded;
 }
@@ -715,6 +717,13 @@ std::optional<SharedDefinition> defined_in_two_labs(std::string_view line, const
   return SharedDefinition{std::string(line.substr(begin, end - begin)), *other};
 }
 
+// `line` without the object files the linker names ("labs/CMakeFiles/.../02-flat-parameter/student.cpp.o:"): the
+// build's, not the student's; the source file and line beside each stay.
+std::string without_objects(const std::string& line) {
+  static const std::regex object(R"([^\s:;']+\.o:)");
+  return std::regex_replace(line, object, "");
+}
+
 bool is_link_error(std::string_view line) {
   return line.find("undefined reference to") != std::string_view::npos ||
          line.find("multiple definition of") != std::string_view::npos;
@@ -787,14 +796,16 @@ BuildFailures build_failures(const std::vector<std::string>& lines, const fs::pa
       if (!is_link_error(line)) continue;
       const std::size_t phrase = std::min(line.find("undefined reference to"), line.find("multiple definition of"));
       std::optional<fs::path> lab = lab_named(line.substr(0, phrase));
-      std::string why = as_submitted(std::string(line));
+      std::string why = without_objects(as_submitted(std::string(line)));
       if (const std::optional<EntryPoint> entry = lab ? std::nullopt : undefined_entry_point(line)) {
+        // The linker's line names the course tree's labs/student_tasks.cpp and its objects: not the student's.
         lab = entry->lab;
-        why = "it defines no " + entry->function + ", which the labs call (" + why + ")";
+        why = "it defines no " + entry->function +
+              ", which labs/student_tasks.cpp calls: the function at the end of the skeleton, renamed or removed";
       } else if (const std::optional<SharedDefinition> shared = lab ? defined_in_two_labs(line, *lab) : std::nullopt) {
         why = "it defines " + shared->symbol + ", which " + shared->other.string() +
               " defines too: a lab's own helpers go in an anonymous namespace (or are static), so that two labs' "
-              "never clash at the link (" +
+              "helpers never clash at the link (" +
               why + ")";
       }
       if (!lab) continue;

@@ -134,21 +134,28 @@ TEST_F(GradeSubmission, WhatFailedIsReadFromTheBuildsOutput) {
   const app::BuildFailures link = app::build_failures(
       {"FAILED: app/fsdplab ", staged + "01-meta-init/student.cpp:42: undefined reference to `helper()'",
        "/usr/bin/ld: " + staged +
-           "04-backward/student.cpp:54: multiple definition of `fsdplab::student_meta_init()'; " + staged +
-           "01-meta-init/student.cpp:40: first defined here",
+           "04-backward/student.cpp:54: multiple definition of `fsdplab::student_meta_init()'; "
+           "labs/CMakeFiles/fsdplab_labs.dir/__/submission/labs/01-meta-init/student.cpp.o:" +
+           staged + "01-meta-init/student.cpp:40: first defined here",
        "collect2: error: ld returned 1 exit status"},
       staging);
   EXPECT_FALSE(link.elsewhere);
   EXPECT_EQ(link.labs.at("labs/01-meta-init/student.cpp"),
             "labs/01-meta-init/student.cpp does not link: labs/01-meta-init/student.cpp:42: undefined "
             "reference to `helper()'");
-  EXPECT_TRUE(testing::contains(link.labs.at("labs/04-backward/student.cpp"),
-                                "labs/04-backward/student.cpp does not link: it defines fsdplab::student_meta_init(), "
-                                "which labs/01-meta-init/student.cpp defines too: a lab's own helpers go in an "
-                                "anonymous namespace (or are static), so that two labs' never clash at the link "
-                                "(/usr/bin/ld: labs/04-backward/student.cpp:54: multiple definition"))
+  EXPECT_TRUE(
+      testing::contains(link.labs.at("labs/04-backward/student.cpp"),
+                        "labs/04-backward/student.cpp does not link: it defines fsdplab::student_meta_init(), "
+                        "which labs/01-meta-init/student.cpp defines too: a lab's own helpers go in an "
+                        "anonymous namespace (or are static), so that two labs' helpers never clash at the link "
+                        "(/usr/bin/ld: labs/04-backward/student.cpp:54: multiple definition"))
       << link.labs.at("labs/04-backward/student.cpp");
-  // A lab whose entry point is missing: the linker blames the tree's labs/student_tasks.cpp, which calls it.
+  // The object files the linker names are the build's: only the student's files and lines are quoted.
+  EXPECT_TRUE(
+      testing::contains(link.labs.at("labs/04-backward/student.cpp"),
+                        "`fsdplab::student_meta_init()'; labs/01-meta-init/student.cpp:40: first defined here)"))
+      << link.labs.at("labs/04-backward/student.cpp");
+  // A lab whose entry point is missing: the linker blames the course tree's labs/student_tasks.cpp, which calls it.
   const std::vector<std::string> entry_points = {"meta_init",   "flat_parameter",    "forward",
                                                  "backward",    "sharded_optimizer", "overlap",
                                                  "integration", "hybrid_shard",      "cpu_offload"};
@@ -162,6 +169,10 @@ TEST_F(GradeSubmission, WhatFailedIsReadFromTheBuildsOutput) {
     EXPECT_EQ(empty.labs.begin()->first, app::submission_files().at(t)) << entry_points[t];
     EXPECT_TRUE(testing::contains(empty.labs.begin()->second,
                                   "does not link: it defines no fsdplab::student_" + entry_points[t] + "()"))
+        << empty.labs.begin()->second;
+    // The course tree's path is not the student's: their own tree's file is named.
+    EXPECT_FALSE(testing::contains(empty.labs.begin()->second, "/work/labs")) << empty.labs.begin()->second;
+    EXPECT_TRUE(testing::contains(empty.labs.begin()->second, "which labs/student_tasks.cpp calls"))
         << empty.labs.begin()->second;
   }
   EXPECT_TRUE(

@@ -251,7 +251,9 @@ alice_before="$(sha256sum <"$scratch/alice.json")"
 "$fsdplab" grade --submission "$trudy" --submission-build "$scratch/sb" --task 1 --json "$scratch/trudy.json" \
   >"$scratch/trudy.txt" 2>"$scratch/trudy.log" || { tail -n 40 "$scratch/trudy.log"; fail "trudy's lab was not graded"; }
 [[ "$(grep -E '^total: ' "$scratch/trudy.txt")" == "total: 16/16 points"* ]] || { cat "$scratch/trudy.txt"; fail "trudy's task 1 lost points"; }
-grep -q "^json: $scratch/trudy.json$" "$scratch/trudy.txt" || { cat "$scratch/trudy.txt"; fail "the JSON was not named where it was asked"; }
+grep -q "^fsdplab grade --submission: the grade's JSON is in '$scratch/trudy.json'$" "$scratch/trudy.log" ||
+  { cat "$scratch/trudy.log"; fail "the JSON was not named where it was asked, on stderr"; }
+! grep -q "json" "$scratch/trudy.txt" || { cat "$scratch/trudy.txt"; fail "the student's text names the course's JSON"; }
 python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["tasks"][0]["points"] == 16' "$scratch/trudy.json" ||
   fail "trudy's JSON was not written where --json asked: $(head -c 300 "$scratch/trudy.json")"
 if grep -q "the submission's code may read only the system's files and '$scratch/sb', write only in '" "$scratch/trudy.log"; then
