@@ -12,9 +12,10 @@
 //   fsdplab view a.json [b.json]  exported traces replayed in the same panels
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -75,6 +76,16 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
       cmd.add_option("--device-preset", s.device_preset, "Device preset (see `fsdplab presets`)")
           ->capture_default_str(),
       cmd.add_option("--link-preset", s.link_preset, "Link preset; default: the device preset's link"),
+      cmd.add_option("--batch", s.batch, "Global rows (sequences) per step (default 8, or one per rank)")
+          ->check(CLI::Range(1, 1 << 20)),
+      cmd.add_option("--seq", s.seq, "gpt2, llama: tokens per sequence (default: the model's context)")
+          ->check(CLI::Range(1, 1 << 20)),
+      cmd.add_option("--optimizer", s.optimizer, "adamw or sgd")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"adamw", "sgd"})),
+      cmd.add_option("--lr", s.lr, "Learning rate (other hyper-parameters: PyTorch's defaults)")
+          ->capture_default_str()
+          ->check(finite_range(0, std::numeric_limits<double>::infinity(), "a finite learning rate")),
   };
   const std::vector<CLI::Option*> nodes = add_node_flags(cmd, s.nodes, "sim");
   flags.insert(flags.end(), nodes.begin(), nodes.end());

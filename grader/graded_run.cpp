@@ -31,21 +31,19 @@ fs::path fresh_folder(const fs::path& scratch, const std::string& what) {
 }  // namespace
 
 std::string GradeCase::command(const std::string& verb, const std::string& impl_flag) const {
-  // `run` takes every setting of the case; the dashboard (`gui`) has no --batch, --seq, --steps, --seed or
-  // --optimizer (its runs are its own), and shows the graded implementation beside the reference (ASYNC) or
-  // its SYNC schedule.
+  // `run` takes every setting of the case; the dashboard (`gui`) trains what the case trains a step (its step times
+  // and memory are the case's), but has no --steps or --seed (its runs go on until stopped), and shows the graded
+  // implementation beside the reference (ASYNC) or its SYNC schedule.
   const bool gui = verb == "gui";
   std::ostringstream s;
   s << "fsdplab " << verb << (dry_run ? " --dry-run" : "") << " --model " << run.model;
   if (!run.preset.empty()) s << " --preset " << run.preset;
   s << " --world " << run.world;
   if (gui) s << " --device-preset " << run.device_preset;  // the dashboard's own default is another GPU
-  if (!gui) {
-    s << " --batch " << run.batch;
-    if (run.seq > 0) s << " --seq " << run.seq;
-    s << " --steps " << run.steps << " --seed " << run.seed;
-    if (run.optimizer != "adamw") s << " --optimizer " << run.optimizer << " --lr " << run.lr;
-  }
+  s << " --batch " << run.batch;
+  if (run.seq > 0) s << " --seq " << run.seq;
+  if (!gui) s << " --steps " << run.steps << " --seed " << run.seed;
+  if (run.optimizer != "adamw") s << " --optimizer " << run.optimizer << " --lr " << run.lr;
   if (run.wrap != RunConfig{}.wrap) s << " --wrap " << run.wrap;
   if (options.strategy != ShardingStrategy::full_shard) s << " --strategy " << strategy_name(options.strategy);
   if (options.strategy == ShardingStrategy::hybrid_shard) s << " --hybrid-group " << options.hybrid_group;
@@ -459,7 +457,8 @@ Check equivalence_check(int task, std::string id, std::string title, int points,
   check.id = std::move(id);
   check.title = std::move(title);
   check.points = points;
-  check.show = c.dashboard_command(task);
+  // The whole training beside the reference's, no break: what differs is its losses (or the race that stops it).
+  check.show = c.command("gui", "{impl}");
   check.run = [c, cause, diagnose](const CheckContext& ctx) {
     GradeCase run = c;
     if (!run.fixed_seed) run.run.seed = ctx.seed;

@@ -66,7 +66,10 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   run.cupti = cupti;
   set_sm_split(run, sm_split);
   run.wrap = wrap;
-  run.batch = (std::max(8, world) + world - 1) / world * world;  // 8 sequences, or one per rank
+  run.batch = batch > 0 ? batch : (std::max(8, world) + world - 1) / world * world;  // 8 sequences, or one per rank
+  run.seq = seq;
+  run.optimizer = optimizer;
+  run.lr = lr;
   BuiltModel probe = build_model(run);  // an unknown model or preset is refused here, before any run starts
   // A cuda session on a machine without a usable GPU, or a dry run on cuda, is refused with the reason.
   run_device_spec(run, PresetCatalog::builtin(), dry_run);

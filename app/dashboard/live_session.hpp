@@ -51,6 +51,12 @@ struct SessionSettings {
   std::string preset = "test-small";
   std::string attention = "auto";  // gpt2, llama: auto, exact or flash (engine/nn/causal_attention.hpp)
   int world = 2;
+  // What a step trains, as `fsdplab run` takes it (a grader's "see it" repeats its case's): rows a step (0: 8, or one
+  // per rank), tokens a row (0: the model's context), and the optimizer.
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  std::string optimizer = "adamw";
+  double lr = 1e-3;
   std::string device = "sim";  // sim (virtual time) or cuda (every rank on one GPU, CUPTI kernels, wall clock)
   std::string device_preset = "rtx-4090";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's own link

@@ -21,8 +21,9 @@
 namespace fsdplab::grading {
 namespace {
 
-constexpr const char* kShowFull = "fsdplab gui --model gpt2 --world 2 {impl} --break task:5";
-constexpr const char* kShowZero = "fsdplab gui --model gpt2 --world 2 --strategy zero2 {impl} --break task:5";
+constexpr const char* kShowFull = "fsdplab gui --model gpt2 --world 2 {impl} --compare impl --break task:5";
+constexpr const char* kShowZero =
+    "fsdplab gui --model gpt2 --world 2 --strategy zero2 {impl} --compare impl --break task:5";
 
 // Three units as a small model's: their names and this rank's shard elements (padded is W times that).
 struct UnitSize {

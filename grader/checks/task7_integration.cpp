@@ -21,7 +21,7 @@ namespace {
 // The dashboard on the case a check plans: the same model (gpt2 at test-tiny) under the same policy.
 std::string show(const std::string& model, const std::string& wrap) {
   return "fsdplab gui --model " + model + (model == "gpt2" ? " --preset test-tiny" : "") + " --world 2 --wrap " + wrap +
-         " {impl}" + break_flag(7, FsdpOptions{}, 2);
+         " {impl} --compare impl" + break_flag(7, FsdpOptions{}, 2);
 }
 
 const IntegrationTask& graded(const CheckContext& c) { return *c.tasks.integration; }

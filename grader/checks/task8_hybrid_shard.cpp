@@ -22,7 +22,7 @@ namespace fsdplab::grading {
 namespace {
 
 constexpr const char* kShow =
-    "fsdplab gui --model gpt2 --world 4 --strategy hybrid --hybrid-group 2 {impl} --break task:8";
+    "fsdplab gui --model gpt2 --world 4 --strategy hybrid --hybrid-group 2 {impl} --compare impl --break task:8";
 // The colours' mistakes train and time like the reference on one node; on nodes of S ranks a unit sharded across
 // nodes gathers over the slower link between them, beside the reference's run. On h100-sxm, whose link inside a
 // node (nvlink4) is the fast one: the dashboard's default device, rtx-4090, has the slower inside its nodes.
@@ -326,8 +326,9 @@ std::vector<Check> hybrid_shard_checks() {
       make(
           "replica-groups", "replica_group_color: the ranks holding the same chunk, one per shard group", 2,
           [](const CheckContext& c) { return check_colors(c, false); }, kShowOnNodes),
+      // A sum where the mean belongs shows in the losses of an SGD training (AdamW's update hides the scale).
       make("replica-mean", "all_reduce_replicas leaves the mean over the replicas (not the sum), W = 4 and 6", 3,
-           check_mean),
+           check_mean, hybrid_case(4, 2, true).command("gui", "{impl}")),
       make("replica-stream",
            "one all_reduce on the reduce-scatter stream, nothing waiting for it (op graph, virtual clock)", 2,
            check_stream),
