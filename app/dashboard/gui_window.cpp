@@ -18,8 +18,8 @@ namespace {
 
 // Live screenshots wait for their moment: every run `steps` steps in (or ended), or the focus rank stopped at
 // the session's break (SessionSettings::break_at, armed before the runs started, so the world stops at the
-// same event every time) or its run ended, and every other rank held (BreakAt::others_hold: the focus run's
-// at the same event, the other runs' at the start of that step) or its run ended. Remote ones wait until a
+// same event every time) or its run ended, and every other rank held (BreakAt::others_hold: each at the same event,
+// or where a run has none in that step, at the start of the next) or its run ended. Remote ones wait until a
 // run streamed `steps` steps, or one failed (the shot shows why, as a live one does).
 class ScreenshotMoment {
  public:

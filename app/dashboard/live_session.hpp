@@ -41,8 +41,8 @@ struct BreakAt {
   std::optional<FsdpEventKind> kind;
   int task = 0;
   int from_step = 0;
-  // The other runs hold at their first event of step from_step (RunControl::set_hold_others_from_step): a
-  // screenshot's, so that they show from_step whole steps whatever their speed.
+  // Every other rank holds at its own such event of step from_step (RunControl::set_hold_others_from_step): a
+  // screenshot's, so that every run shows the same place whatever its speed.
   bool others_hold = false;
 };
 

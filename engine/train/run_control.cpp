@@ -113,8 +113,12 @@ int RunControl::held_ranks(int source) const {
 
 bool RunControl::holds(int source, const FsdpEvent& event) const {
   if (hold_others_from_step_ < 0) return false;
-  if (source != focus_source_) return event.step >= hold_others_from_step_;
-  return event.rank != focus_rank_ && breaking_ && break_event(event);
+  const bool chosen = breaking_ && (any_on(break_on_) || any_on(break_on_task_));
+  if (source == focus_source_) return event.rank != focus_rank_ && chosen && break_event(event);
+  // Another run: at its own first break event of the step (a reference beside a student's run stops where the
+  // student's does), else at the first event of the step after it, which it then never passes.
+  if (event.step > hold_others_from_step_) return true;
+  return event.step == hold_others_from_step_ && (!chosen || break_event(event));
 }
 
 std::pair<int, int> RunControl::focus() const {

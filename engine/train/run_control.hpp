@@ -19,10 +19,11 @@
 //   pacing        set_steps_per_second(n): at each optimizer step a rank sleeps (woken by any change)
 //                 so that its run does at most n steps a wall second
 //   holding       set_hold_others_from_step(s): every rank but the focus rank goes on to a place of its own
-//                 and waits there until stop(), never pausing: the other runs' ranks their first event of step
-//                 s, the focus run's other ranks their own break event (the one the focus rank breaks at). A
-//                 screenshot then shows every rank at one place, however far it would have got by the time the
-//                 focus rank breaks
+//                 and waits there until stop(), never pausing: its own break event in step s (the one the focus
+//                 rank breaks at; with no break chosen, the other runs' ranks their first event of step s), or,
+//                 for another run whose step s has no such event, the first event of step s + 1. A screenshot
+//                 then shows every rank at one place, however far it would have got by the time the focus rank
+//                 breaks: a reference beside a student's run, at the event the student's stopped at
 // A rank waiting in a collective for a paused rank must not time out: holding() is the run's
 // LocalWorldOptions::hold (train_fsdp sets it).
 #pragma once
@@ -69,8 +70,8 @@ class RunControl {
   // Break events of earlier steps pass by (0, the default: every step's). A screenshot of a world
   // stopped in step N sets N before the run starts, so where it stops does not depend on timing.
   void set_break_from_step(int step);
-  // Runs other than the focus's hold at their first event of step `step` or later (see above); -1, the default,
-  // holds none. Set before the runs start.
+  // Every rank but the focus rank holds at its own break event of step `step`, or at the step's end (see above);
+  // -1, the default, holds none. Set before the runs start.
   void set_hold_others_from_step(int step);
   // How many ranks of run `source` wait at that hold now.
   int held_ranks(int source) const;

@@ -230,8 +230,8 @@ TEST(DashboardLive, FinishedRunsOfferRunAgainInsteadOfPause) {
   EXPECT_EQ(ControlsPanel::run_pause_label(session), "Run again");
 }
 
-// A screenshot's break (--break with --screenshot): the focus rank breaks in step 3, its peer holds at the same
-// event, the SYNC run's ranks at the start of step 3 — so the shot shows the same ops however the threads ran.
+// A screenshot's break (--break with --screenshot): the focus rank breaks in step 3, its peer and the SYNC run's
+// ranks hold at the same event of their own — so the shot shows the same ops however the threads ran.
 TEST(DashboardLive, AScreenshotsBreakHoldsEveryOtherRankAtOnePlace) {
   std::vector<std::size_t> events;
   std::vector<SimTime> sync_end, async_end;
@@ -248,7 +248,14 @@ TEST(DashboardLive, AScreenshotsBreakHoldsEveryOtherRankAtOnePlace) {
     });
     for (int frame = 0; frame < 3; ++frame) frames_until(imgui, dashboard, [] { return true; });  // drained
     EXPECT_EQ(control.last_break()->step, 2);
-    EXPECT_EQ(session.store().source(0).steps.size(), 2u);  // SYNC held at the start of step 3
+    EXPECT_EQ(session.store().source(0).steps.size(), 2u);  // SYNC held in step 3, at its post-forward
+    for (int rank = 0; rank < 2; ++rank) {
+      const FsdpEvent* held = session.log().latest(0, rank);
+      ASSERT_NE(held, nullptr) << rank;
+      EXPECT_EQ(held->kind, FsdpEventKind::post_forward) << rank;
+      EXPECT_EQ(held->step, 2) << rank;
+      EXPECT_EQ(held->unit, control.last_break()->unit) << rank;
+    }
     events.push_back(session.store().event_count());
     sync_end.push_back(session.store().source(0).last_time);
     async_end.push_back(session.store().source(1).last_time);
