@@ -89,8 +89,9 @@ void add_jobs(const TaskGrade& grade, std::uint64_t seed, std::vector<CheckJob>&
   for (const GradedCheck& g : grade.checks) jobs.push_back({&g.check, tasks, grade.impl, seed});
 }
 
-// `command` without its --break: a run the race detector stops is shown running to the race, which the timeline
-// marks and goes to; a break stops it first, at the task's first event, where nothing is wrong yet.
+// `command` without its --break: a run the race detector or an error stops is shown running to it, which the
+// timeline marks and goes to (the error under the runs); a break stops it first, at the task's first event, where
+// nothing is wrong yet, or never comes (ranks that wait in a collective for a rank stopped at it).
 std::string without_break(std::string command) {
   const std::size_t at = command.find(" --break ");
   if (at == std::string::npos) return command;
@@ -110,7 +111,7 @@ void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, con
       g.earned = round_points(g.check.points * std::clamp(g.run.outcome.fraction, 0.0, 1.0));
       Check shown = g.check;
       if (!g.run.outcome.show.empty()) shown.show = g.run.outcome.show;  // the case that failed
-      if (g.run.outcome.raced) shown.show = without_break(shown.show);
+      if (g.run.outcome.raced || g.run.end == CheckEnd::threw) shown.show = without_break(shown.show);
       g.show = show_command(shown, grade->impl, program);
     }
   }

@@ -145,7 +145,9 @@ std::uint64_t RunControl::generation() const {
 
 bool RunControl::holding() const {
   const std::lock_guard lock(mutex_);
-  return paused_ || waiting_ > 0;
+  int held = 0;  // at their holds, until stop(): not waited for (see the file's comment)
+  for (const auto& [source, ranks] : held_ranks_) held += ranks;
+  return paused_ || waiting_ > held;
 }
 
 void RunControl::gate(int source, const FsdpEvent& event) {

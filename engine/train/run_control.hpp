@@ -25,7 +25,9 @@
 //                 then shows every rank at one place, however far it would have got by the time the focus rank
 //                 breaks: a reference beside a student's run, at the event the student's stopped at
 // A rank waiting in a collective for a paused rank must not time out: holding() is the run's
-// LocalWorldOptions::hold (train_fsdp sets it).
+// LocalWorldOptions::hold (train_fsdp sets it). A rank at its hold is not one of those: it waits until stop(), so a
+// focus rank that waits in a collective for it before reaching its break (a collective only some ranks make) times
+// out as it would without the hold, and the screenshot shows that failure instead of waiting for ever.
 #pragma once
 #include <array>
 #include <chrono>
@@ -89,8 +91,8 @@ class RunControl {
   // At every FSDP event of rank `event.rank` of run `source`: breaks there if it is the focus rank's
   // break event, paces at optimizer steps, then blocks while paused. Throws RunStopped once stopped.
   void gate(int source, const FsdpEvent& event);
-  // True while the world is paused or a rank waits in a gate (paused or pacing): its peers' collectives
-  // must wait for it without timing out.
+  // True while the world is paused or a rank waits in a gate (paused or pacing, not at its hold): its peers'
+  // collectives must wait for it without timing out.
   bool holding() const;
 
  private:

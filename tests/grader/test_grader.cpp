@@ -816,6 +816,16 @@ TEST(GraderDiagnostics, ASeeItCommandShowsTheCaseThatFailed) {
   EXPECT_EQ(policy->show,
             "build/app/fsdplab run --model gpt2 --preset gpt2 --world 4 --steps 2 --dry-run --strategy grad_op "
             "--impl 3=mutant:ignores-strategy");
+  // A check an error stopped shows the run going to that error: a break would stop it first, or never come (the
+  // ranks of a collective only some ranks make wait for a rank stopped at it).
+  const GradeReport hang = grade_task("8=mutant:one-rank-all-reduces", 8);
+  int stopped = 0;
+  for (const GradedCheck& g : hang.tasks.at(0).checks) {
+    if (g.run.end != CheckEnd::threw) continue;
+    ++stopped;
+    EXPECT_FALSE(contains(g.show, "--break")) << g.check.id << ": " << g.show;
+  }
+  EXPECT_GT(stopped, 0);
 }
 
 // Task 2's checks lay out small parameters of their own; the dashboard's map, gpt2 test-small. A padding off by one

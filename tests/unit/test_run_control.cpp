@@ -257,6 +257,27 @@ TEST(RunControl, PacingSpacesOptimizerStepsAndStopCutsItShort) {
   EXPECT_LT(std::chrono::steady_clock::now() - asked, 1s);
 }
 
+// A screenshot's holds (set_hold_others_from_step): another run's rank goes on past the events of the step that are
+// not the break's, holds at the break event (where the focus rank stops), and at once in any later step; a rank at
+// its hold is not one its peers' collectives wait for (holding() false), as a paused one is.
+TEST(RunControl, AnotherRunHoldsAtTheBreakEventOfItsOwnAndIsNotWaitedFor) {
+  RunControl control;
+  control.set_focus(1, 0);
+  control.set_break_on(FsdpEventKind::post_forward, true);
+  control.set_breaking(true);
+  control.set_break_from_step(1);
+  control.set_hold_others_from_step(1);
+  control.gate(0, event_of(0, FsdpEventKind::post_forward, 0));  // an earlier step's break event passes
+  control.gate(0, event_of(0, FsdpEventKind::pre_forward, 1));   // so does another kind of event in the step
+  std::thread at_break([&] { EXPECT_THROW(control.gate(0, event_of(0, FsdpEventKind::post_forward, 1)), RunStopped); });
+  std::thread later([&] { EXPECT_THROW(control.gate(0, event_of(1, FsdpEventKind::pre_forward, 2)), RunStopped); });
+  ASSERT_TRUE(eventually([&] { return control.held_ranks(0) == 2; }));
+  EXPECT_FALSE(control.holding());
+  control.stop();
+  at_break.join();
+  later.join();
+}
+
 TEST(RunControl, RefusesANegativePace) {
   RunControl control;
   EXPECT_THROW(control.set_steps_per_second(-1), Error);
