@@ -45,6 +45,36 @@ TEST(DashboardLive, BothRunsFillTheirLanesAndSteps) {
     EXPECT_EQ(session.log().unit_state(1, 0, static_cast<int>(u)), UnitState::sharded);
 }
 
+// Under --compare impl the Run panel says whether the --impl run's losses are the reference's, step by step: a
+// task 1 that draws a cut parameter's part from index 0 (the grader's mutant) differs from the first step on; one
+// that only frees less after the forward (task 3's never-reshards) trains to the same losses.
+TEST(DashboardLive, TheRunPanelSaysWhetherTheLossesAreTheReferences) {
+  const auto compared = [](const std::string& impl) {
+    HeadlessImGui imgui;
+    SessionSettings settings = tiny_settings(3);
+    settings.world = 3;
+    settings.comparison = Comparison::impl;
+    settings.fsdp.impl = impl;
+    Dashboard dashboard(std::make_unique<LiveSession>(settings));
+    LiveSession& session = *dashboard.session();
+    frames_until(imgui, dashboard, [&] { return session.finished(); });
+    frames_until(imgui, dashboard, [] { return true; });
+    EXPECT_TRUE(session.errors().empty()) << impl;
+    return ControlsPanel::losses_beside_reference(session);
+  };
+  const auto wrong = compared("1=mutant:index-from-zero");
+  ASSERT_TRUE(wrong.has_value());
+  EXPECT_TRUE(wrong->differ);
+  EXPECT_TRUE(testing::contains(wrong->text, "losses differ from the reference's from step 1: ")) << wrong->text;
+  const auto same = compared("3=mutant:never-reshards");
+  ASSERT_TRUE(same.has_value());
+  EXPECT_FALSE(same->differ);
+  EXPECT_EQ(same->text, "losses as the reference's through step 3 (within 1e-05)");
+  LiveSession side_by_side(tiny_settings(1));  // SYNC beside ASYNC: no reference to compare with
+  EXPECT_FALSE(ControlsPanel::losses_beside_reference(side_by_side).has_value());
+  side_by_side.control().stop();
+}
+
 // A task 4 without its wait (the grader's mutant): the race detector stops both runs at the backward's first
 // reduce-scatter, which never ran and would have been its lane's first op. The timeline marks both accesses, the
 // reduce-scatter's on a lane laid out for it, and went to each run's race as it came.
