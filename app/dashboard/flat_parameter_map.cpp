@@ -168,7 +168,11 @@ FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions
     try {
       map.units.push_back(map_unit(plan, *tasks.flat_parameter, map.shard_group, options.align));
     } catch (const std::exception& e) {
-      map.error = "task 2 on unit '" + plan.name + "': " + e.what();
+      // The reference's task 2 refusing a unit of a student's plan is the plan's mistake (a parameter given twice).
+      map.error = impl.replaced(7) && !impl.replaced(2)
+                      ? "task 7's plan_units made unit '" + plan.name +
+                            "', which task 2 (the reference's) cannot lay out: " + e.what()
+                      : "task 2 on unit '" + plan.name + "': " + e.what();
       map.units.clear();
       return map;
     }

@@ -786,6 +786,16 @@ TEST(FlatParameterMap, APaddingOffByOneShowsAtTheWorldTheGradersCommandOpens) {
   EXPECT_TRUE(testing::contains(moved->differs, "' at flat offset ")) << moved->differs;
 }
 
+// A task 7 that gives a unit a parameter twice (gpt2's tied weight in its users' unit too): the reference's task 2
+// refuses that unit, and the map blames the plan, not task 2.
+TEST(FlatParameterMap, AUnitTheReferencesTask2RefusesBlamesTheStudentsPlan) {
+  const FlatParameterMap map =
+      plan_flat_parameter_map(tiny_run(2), FsdpOptions{}, parse_impl("7=mutant:shared-in-users-unit"));
+  EXPECT_TRUE(map.units.empty());
+  EXPECT_TRUE(testing::contains(map.error, "task 7's plan_units made unit '")) << map.error;
+  EXPECT_TRUE(testing::contains(map.error, "which task 2 (the reference's) cannot lay out: ")) << map.error;
+}
+
 // A task 7 whose unit holds its whole subtree's parameters (its nested Linears' too) is named with what it holds
 // against the reference's unit of its name; one that makes no root unit lacks the reference's '(root)'. The
 // reference's map names nothing.
