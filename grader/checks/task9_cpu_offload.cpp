@@ -124,8 +124,9 @@ CheckOutcome check_copy_up(const CheckContext& c) {
   if (copy->lane != Lane::memcpy)
     return CheckOutcome::fail(
         expected, op_text(*copy),
-        "the copy on another stream than the memcpy stream: the memcpy lane stays empty and each copy "
-        "queues behind the previous gather instead of overlapping it");
+        "the copy on another stream than the memcpy stream, whose lane the dashboard then shows empty: on the "
+        "all_gather stream a copy waits for every gather issued before it and can no longer run under the previous "
+        "one (the step may still be no slower where the copies are short: the contract is the stream)");
   if (s.arrived != s.sent)
     return CheckOutcome::fail(expected, "device_copy does not hold host_shard after the copy",
                               "the copy between other tensors");
