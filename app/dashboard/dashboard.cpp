@@ -124,7 +124,12 @@ void Dashboard::draw_right() {
   const std::vector<std::optional<TagBytes>> none(trace.sources().size());
   const auto& expected = session_ ? session_->expected_memory() : none;
   const SimTime now = std::min(timeline_.view_end(), trace.last_time());
-  memory_.draw(trace, expected, timeline_.view_begin(), timeline_.view_end(), now);
+  // --compare impl: the reference is the first run (SessionSettings::plan), the one the other's tag peaks are held to.
+  const std::optional<int> reference =
+      session_ && session_->settings().comparison == Comparison::impl && !session_->runs().empty()
+          ? std::optional<int>(session_->runs().front()->source())
+          : std::nullopt;
+  memory_.draw(trace, expected, timeline_.view_begin(), timeline_.view_end(), now, reference);
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("steps_area", ImVec2(width * 0.32f, below), true);

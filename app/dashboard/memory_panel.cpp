@@ -213,12 +213,33 @@ std::string ranks_past_device(const TraceSource& src) {
          format_bytes(src.device_memory) + ": " + named + "; a run would stop out of memory";
 }
 
+// "peaks unlike the reference's: param_full 242.7 MB (the reference's 214.4 MB), ...": the tags of `src` whose peak,
+// the most of any rank, is more than 1 % from `reference`'s; "" where none is, or either has no samples yet.
+std::string peaks_unlike(const TraceSource& src, const TraceSource& reference) {
+  if (src.memory.empty() || reference.memory.empty()) return "";
+  const auto tag_peak = [](const TraceSource& s, std::size_t tag) {
+    std::int64_t most = 0;
+    for (const RankMemory& m : s.memory) most = std::max(most, m.tags[tag].peak());
+    return most;
+  };
+  std::string unlike;
+  for (std::size_t t = 0; t < kMemTagCount; ++t) {
+    const std::int64_t mine = tag_peak(src, t), theirs = tag_peak(reference, t);
+    if (std::abs(static_cast<double>(mine - theirs)) <= 0.01 * static_cast<double>(std::max(mine, theirs))) continue;
+    unlike += (unlike.empty() ? "peaks unlike the reference's: " : ", ") +
+              std::string(mem_tag_name(static_cast<MemTag>(t))) + " " + format_bytes(mine) + " (the reference's " +
+              format_bytes(theirs) + ")";
+  }
+  return unlike;
+}
+
 }  // namespace
 
-void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<TagBytes>> expected,
-                       SimTime view_begin, SimTime view_end, SimTime now) {
+void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<TagBytes>> expected, SimTime view_begin,
+                       SimTime view_end, SimTime now, std::optional<int> reference) {
   rows_.clear();
   past_device_.clear();
+  unlike_reference_.clear();
   if (view_end <= view_begin) view_end = view_begin + 1;
   const auto expected_of = [&](std::size_t source) -> const TagBytes* {
     return source < expected.size() && expected[source] ? &*expected[source] : nullptr;
@@ -302,6 +323,16 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
       text_wrapped_at_spaces(past);
       ImGui::PopStyleColor();
       past_device_.push_back(past);
+    }
+    if (reference && static_cast<int>(s) != *reference && *reference >= 0 &&
+        *reference < static_cast<int>(store.sources().size())) {
+      if (const std::string unlike = peaks_unlike(src, store.sources()[static_cast<std::size_t>(*reference)]);
+          !unlike.empty()) {
+        ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(kFailedColor));
+        text_wrapped_at_spaces(unlike);
+        ImGui::PopStyleColor();
+        unlike_reference_.push_back(unlike);
+      }
     }
     headers_height_ += ImGui::GetCursorPosY() - header_top;
     // The device's memory is marked where the scale reaches it (at 4 GB of peaks, an 80 GB line would be off the end).

@@ -17,6 +17,8 @@
 // Where the source knows its device's memory (TraceSource::device_memory) and the scale reaches it, a
 // kDeviceMemoryColor line marks it on the bar and the chart; the ranks whose peak is past it are named under the
 // source's name in kFailedColor (a dry run goes on past the device's memory to say by how much; a run stops).
+// Beside a reference (--compare impl), the tags whose peak is not the reference's are named under the other source's
+// name in kFailedColor too: a tag a few percent above the reference's is no pixel of a stack gigabytes high.
 // A legend of the tag colours above. Every bar and chart shares one byte scale, the header's, so ranks and
 // sources compare at a glance. Bytes print in decimal units (1 kB = 1000 B; engine/runtime/byte_text.hpp), as the
 // benches and dry runs do. draw() submits into the current ImGui window (the dashboard's "Memory" window) with its draw
@@ -42,8 +44,10 @@ class MemoryPanel {
   // there is none (a replayed file); sources past the span's end have none.
   // [view_begin, view_end]: the time range of the "over time" chart (the dashboard passes the timeline's
   // view so both line up); `now` is the time the "now" bars show (latest time for live runs).
+  // reference: the source the others are compared with (--compare impl's reference), or none: under each other
+  // source's name, the tags whose peak (the most of any rank) differs from the reference's by more than 1 %.
   void draw(const TraceStore& store, std::span<const std::optional<TagBytes>> expected, SimTime view_begin,
-            SimTime view_end, SimTime now);
+            SimTime view_end, SimTime now, std::optional<int> reference = std::nullopt);
 
   // For tests: what the last frame showed, one row per rank of each source, in source then rank order.
   struct RankRow {
@@ -62,6 +66,8 @@ class MemoryPanel {
   std::int64_t scale() const { return scale_; }
   // For tests: the lines the last frame said of ranks past their device's memory, one per source that has some.
   const std::vector<std::string>& past_device() const { return past_device_; }
+  // For tests: the lines the last frame said of tag peaks unlike the reference's, one per source that has some.
+  const std::vector<std::string>& unlike_reference() const { return unlike_reference_; }
 
   // Layout, in pixels.
   static constexpr float kGutter = 72;     // rank labels left of the bars and charts
@@ -75,6 +81,7 @@ class MemoryPanel {
  private:
   std::vector<RankRow> rows_;
   std::vector<std::string> past_device_;
+  std::vector<std::string> unlike_reference_;
   std::int64_t scale_ = 1;
   float headers_height_ = 0;  // of every source's header, as the last frame drew them
 };

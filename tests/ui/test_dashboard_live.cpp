@@ -47,8 +47,9 @@ TEST(DashboardLive, BothRunsFillTheirLanesAndSteps) {
 
 // Under --compare impl the Run panel says whether the --impl run's losses are the reference's, step by step: a
 // task 1 that draws a cut parameter's part from index 0 (the grader's mutant) differs from the first step on; one
-// that only frees less after the forward (task 3's never-reshards) trains to the same losses.
-TEST(DashboardLive, TheRunPanelSaysWhetherTheLossesAreTheReferences) {
+// that only frees less after the forward (task 3's never-reshards) trains to the same losses. The memory panel names
+// the tags whose peak differs.
+TEST(DashboardLive, BesideTheReferenceTheLossesAndTagPeaksThatDifferAreNamed) {
   const auto compared = [](const std::string& impl) {
     HeadlessImGui imgui;
     SessionSettings settings = tiny_settings(3);
@@ -70,6 +71,24 @@ TEST(DashboardLive, TheRunPanelSaysWhetherTheLossesAreTheReferences) {
   ASSERT_TRUE(same.has_value());
   EXPECT_FALSE(same->differ);
   EXPECT_EQ(same->text, "losses as the reference's through step 3 (within 1e-05)");
+  // The memory panel names the tags whose peak is not the reference's: a rate limiter one unit too generous gathers
+  // a unit more ahead (param_full); the reference's own header says nothing of the kind.
+  {
+    HeadlessImGui imgui;
+    SessionSettings settings = tiny_settings(3);
+    settings.preset = "test-small";
+    settings.comparison = Comparison::impl;
+    settings.fsdp.impl = "6=mutant:limiter-off-by-one";
+    settings.fsdp.prefetch = "all";
+    Dashboard dashboard(std::make_unique<LiveSession>(settings));
+    LiveSession& session = *dashboard.session();
+    frames_until(imgui, dashboard, [&] { return session.finished(); });
+    frames_until(imgui, dashboard, [] { return true; });
+    ASSERT_EQ(dashboard.memory().unlike_reference().size(), 1u);
+    EXPECT_TRUE(
+        testing::contains(dashboard.memory().unlike_reference()[0], "peaks unlike the reference's: param_full "))
+        << dashboard.memory().unlike_reference()[0];
+  }
   LiveSession side_by_side(tiny_settings(1));  // SYNC beside ASYNC: no reference to compare with
   EXPECT_FALSE(ControlsPanel::losses_beside_reference(side_by_side).has_value());
   side_by_side.control().stop();
