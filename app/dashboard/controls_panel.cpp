@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdio>
-#include <map>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -24,14 +22,6 @@ namespace {
 // The world size slider's end: the dashboard's panels are laid out and tested for up to 16 ranks
 // (tests/ui/test_flat_parameter_map.cpp); `fsdplab gui --world` takes more.
 constexpr int kMaxWorld = 16;
-
-// The losses line under --compare impl (ControlsPanel::losses_beside_reference): before both runs have a step, and
-// its longest form, whose lines it holds from the start.
-constexpr const char* kNoLossesYet = "losses: each run's, step by step against the reference's, once both have one";
-constexpr const char* kLongestLossComparison =
-    "losses differ from the reference's from step 99999: 99.9999 against 99.9999 (more than 1e-05 apart)";
-// Two losses a correct task gives: the same code path, summed in another order at most.
-constexpr double kLossTolerance = 1e-5;  // relative, as the grader's trainings compare
 
 // A combo over `names` editing `value`; true when it changed.
 bool combo(const char* label, std::string& value, const std::vector<std::string>& names) {
@@ -68,33 +58,6 @@ void ControlsPanel::restart(LiveSession& session, SessionSettings settings) {
   } catch (const Error& e) {
     message_ = e.what();
   }
-}
-
-std::optional<ControlsPanel::LossComparison> ControlsPanel::losses_beside_reference(const LiveSession& session) {
-  const auto& runs = session.runs();
-  if (session.settings().comparison != Comparison::impl || session.settings().dry_run || runs.size() < 2)
-    return std::nullopt;
-  // Planned as the reference first, then the --impl run (SessionSettings::plan).
-  const std::vector<StepTime>& reference = session.store().source(runs[0]->source()).steps;
-  const std::vector<StepTime>& graded = session.store().source(runs[1]->source()).steps;
-  std::map<int, double> reference_loss;
-  for (const StepTime& s : reference) reference_loss[s.step] = s.loss;
-  int through = -1;
-  for (const StepTime& s : graded) {
-    const auto it = reference_loss.find(s.step);
-    if (it == reference_loss.end()) continue;
-    const double want = it->second;
-    if (!(std::abs(s.loss - want) <= kLossTolerance * std::max(1.0, std::abs(want)))) {
-      char text[256];
-      std::snprintf(text, sizeof text, "losses differ from the reference's from step %d: %.4f against %.4f%s",
-                    s.step + 1, s.loss, want, std::abs(s.loss - want) < 5e-5 ? " (more than 1e-05 apart)" : "");
-      return LossComparison{text, true};
-    }
-    through = std::max(through, s.step);
-  }
-  if (through < 0) return std::nullopt;
-  return LossComparison{"losses as the reference's through step " + std::to_string(through + 1) + " (within 1e-05)",
-                        false};
 }
 
 std::string_view ControlsPanel::run_pause_label(LiveSession& session) {
@@ -162,14 +125,6 @@ void ControlsPanel::draw(LiveSession& session) {
     std::snprintf(longest, sizeof longest, "%-6s finished, step %d/%d: 99999.999 ms, loss 99.9999",
                   source.label.c_str(), run->run().run.steps, run->run().run.steps);
     text_wrapped_holding_lines(line, longest, width);
-  }
-  if (session.settings().comparison == Comparison::impl && !session.settings().dry_run) {
-    const std::optional<LossComparison> losses = losses_beside_reference(session);
-    const ImVec4 color = losses && losses->differ ? ImGui::ColorConvertU32ToFloat4(kFailedColor)
-                                                  : ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled);
-    ImGui::PushStyleColor(ImGuiCol_Text, color);
-    text_wrapped_holding_lines(losses ? losses->text : kNoLossesYet, kLongestLossComparison, width);
-    ImGui::PopStyleColor();
   }
   for (const std::string& error : session.errors()) error_text(error);
 

@@ -11,7 +11,6 @@
 #include <imgui.h>
 
 #include <array>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,14 +30,6 @@ class ControlsPanel {
   Rect run_pause_button() const { return run_pause_; }
   // The first button's label in `session`'s state: "Run  " (paused), "Pause" (running) or "Run again" (finished).
   static std::string_view run_pause_label(LiveSession& session);
-  // Under --compare impl, the line under the runs' that says whether the --impl run's losses are the reference's
-  // step by step ("losses differ from the reference's from step 1: 4.1304 against 4.1182"), and whether they
-  // differ; none for another comparison, a dry run, or before both runs have a step.
-  struct LossComparison {
-    std::string text;
-    bool differ = false;
-  };
-  static std::optional<LossComparison> losses_beside_reference(const LiveSession& session);
   Rect step_button() const { return step_; }
   Rect restart_button() const { return restart_; }
   Rect impl_field() const { return impl_; }

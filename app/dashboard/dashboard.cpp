@@ -134,7 +134,8 @@ void Dashboard::draw_right() {
   ImGui::SameLine();
   ImGui::BeginChild("steps_area", ImVec2(width * 0.32f, below), true);
   text_wrapped_at_spaces("Step times (" + clock_kind(trace, step_time_unit(trace).name) + ")");
-  step_times_.draw(trace);
+  // A dry run computes no losses to compare.
+  step_times_.draw(trace, session_ && session_->settings().dry_run ? std::nullopt : reference);
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("map_area", ImVec2(0, below), true);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <iterator>
+#include <map>
 #include <utility>
 
 #include "app/dashboard/legend.hpp"
@@ -242,7 +243,32 @@ std::optional<StepTimePanel::Point> StepTimePanel::hovered() const {
   return points_[static_cast<std::size_t>(hovered_)];
 }
 
-void StepTimePanel::draw(const TraceStore& store) {
+std::optional<StepTimePanel::LossComparison> StepTimePanel::losses_beside(const TraceStore& store, int reference,
+                                                                          int other) {
+  // Two losses a correct task gives: the same code path, summed in another order at most.
+  constexpr double kTolerance = 1e-5;  // relative, as the grader's trainings compare
+  std::map<int, double> reference_loss;
+  for (const StepTime& s : store.source(reference).steps) reference_loss[s.step] = s.loss;
+  int through = -1;
+  for (const StepTime& s : store.source(other).steps) {
+    const auto it = reference_loss.find(s.step);
+    if (it == reference_loss.end()) continue;
+    const double want = it->second;
+    if (!(std::abs(s.loss - want) <= kTolerance * std::max(1.0, std::abs(want)))) {
+      // Printed to the digits that tell them apart: a difference under 5e-5 looks equal at four.
+      const int digits = std::abs(s.loss - want) < 5e-5 ? 6 : 4;
+      char text[128];
+      std::snprintf(text, sizeof text, "losses differ from step %d: %.*f, the reference's %.*f", s.step + 1, digits,
+                    s.loss, digits, want);
+      return LossComparison{text, true};
+    }
+    through = std::max(through, s.step);
+  }
+  if (through < 0) return std::nullopt;
+  return LossComparison{"losses as the reference's to step " + std::to_string(through + 1), false};
+}
+
+void StepTimePanel::draw(const TraceStore& store, std::optional<int> reference) {
   const TimeUnit unit = step_time_unit(store);
   std::vector<Series> series = series_of(store);
   summary_ = summarize(store, series, kRecentSteps);
@@ -492,6 +518,15 @@ void StepTimePanel::draw(const TraceStore& store) {
     }
   } else {
     text(sum.why);
+  }
+  losses_.reset();
+  if (reference && *reference >= 0 && *reference < static_cast<int>(store.sources().size())) {
+    for (int other = 0; other < static_cast<int>(store.sources().size()) && !losses_; ++other)
+      if (other != *reference) losses_ = losses_beside(store, *reference, other);
+    ImGui::PushStyleColor(ImGuiCol_Text, losses_ && losses_->differ ? ImGui::ColorConvertU32ToFloat4(kFailedColor)
+                                                                    : ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    text(losses_ ? losses_->text : "losses: against the reference's, once both runs have a step");
+    ImGui::PopStyleColor();
   }
   if (sum.eta) {
     // A share short of all is never rounded up to it: 0.998 hides 99.8 %, not 100 %.

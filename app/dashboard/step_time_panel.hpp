@@ -22,7 +22,9 @@
 // once a pair is compared (the legend lists them only then), each value labelled where it covers no other
 // label and no marker; a tooltip (step, duration, compute, comm, loss) over a point; a table of each series
 // under it, whose numbers keep their width and whose names are elided; a run that failed (TraceSource::failure)
-// is marked "failed" there, its error in the row's tooltip, so it does not pass for a slow run.
+// is marked "failed" there, its error in the row's tooltip, so it does not pass for a slow run. Beside a reference
+// (--compare impl), a line says whether the other run's losses are the reference's, step by step, within 1e-5
+// relative as the grader's trainings compare them: a wrong value shows there before any curve parts.
 // draw() submits into the current ImGui window (the dashboard's "Step times" window).
 #pragma once
 #include <imgui.h>
@@ -45,7 +47,18 @@ class StepTimePanel {
   static constexpr int kRecentSteps = 10;  // pairs the averages are over
   static constexpr float kPlotHeight = 200;
 
-  void draw(const TraceStore& store);
+  // reference: the source the other's losses are compared with (--compare impl's reference, not in a dry run, whose
+  // losses are not computed), or none.
+  void draw(const TraceStore& store, std::optional<int> reference = std::nullopt);
+
+  // Whether the losses of `other` are `reference`'s step by step: "losses differ from step 1: 4.1704, the
+  // reference's 4.1629" or "losses as the reference's to step 3"; none before both have a step.
+  struct LossComparison {
+    std::string text;
+    bool differ = false;
+  };
+  static std::optional<LossComparison> losses_beside(const TraceStore& store, int reference, int other);
+  const std::optional<LossComparison>& losses() const { return losses_; }  // of the last frame
 
   struct Summary {
     int sync_source = -1, async_source = -1;  // the sources compared (equal for an A/B source); -1: none
@@ -96,6 +109,7 @@ class StepTimePanel {
   const std::string& row_tooltip() const { return row_tooltip_; }
 
  private:
+  std::optional<LossComparison> losses_;
   Summary summary_;
   std::vector<Point> points_;
   int hovered_ = -1;

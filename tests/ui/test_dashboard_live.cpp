@@ -45,7 +45,7 @@ TEST(DashboardLive, BothRunsFillTheirLanesAndSteps) {
     EXPECT_EQ(session.log().unit_state(1, 0, static_cast<int>(u)), UnitState::sharded);
 }
 
-// Under --compare impl the Run panel says whether the --impl run's losses are the reference's, step by step: a
+// Under --compare impl the step-time panel says whether the --impl run's losses are the reference's, step by step: a
 // task 1 that draws a cut parameter's part from index 0 (the grader's mutant) differs from the first step on; one
 // that only frees less after the forward (task 3's never-reshards) trains to the same losses. The memory panel names
 // the tags whose peak differs.
@@ -61,16 +61,16 @@ TEST(DashboardLive, BesideTheReferenceTheLossesAndTagPeaksThatDifferAreNamed) {
     frames_until(imgui, dashboard, [&] { return session.finished(); });
     frames_until(imgui, dashboard, [] { return true; });
     EXPECT_TRUE(session.errors().empty()) << impl;
-    return ControlsPanel::losses_beside_reference(session);
+    return dashboard.step_times().losses();
   };
   const auto wrong = compared("1=mutant:index-from-zero");
   ASSERT_TRUE(wrong.has_value());
   EXPECT_TRUE(wrong->differ);
-  EXPECT_TRUE(testing::contains(wrong->text, "losses differ from the reference's from step 1: ")) << wrong->text;
+  EXPECT_TRUE(testing::contains(wrong->text, "losses differ from step 1: ")) << wrong->text;
   const auto same = compared("3=mutant:never-reshards");
   ASSERT_TRUE(same.has_value());
   EXPECT_FALSE(same->differ);
-  EXPECT_EQ(same->text, "losses as the reference's through step 3 (within 1e-05)");
+  EXPECT_EQ(same->text, "losses as the reference's to step 3");
   // The memory panel names the tags whose peak is not the reference's: a rate limiter one unit too generous gathers
   // a unit more ahead (param_full); the reference's own header says nothing of the kind.
   {
@@ -89,9 +89,11 @@ TEST(DashboardLive, BesideTheReferenceTheLossesAndTagPeaksThatDifferAreNamed) {
         testing::contains(dashboard.memory().unlike_reference()[0], "peaks unlike the reference's: param_full "))
         << dashboard.memory().unlike_reference()[0];
   }
-  LiveSession side_by_side(tiny_settings(1));  // SYNC beside ASYNC: no reference to compare with
-  EXPECT_FALSE(ControlsPanel::losses_beside_reference(side_by_side).has_value());
-  side_by_side.control().stop();
+  HeadlessImGui imgui;
+  Dashboard side_by_side(std::make_unique<LiveSession>(tiny_settings(2)));  // SYNC beside ASYNC: no reference
+  frames_until(imgui, side_by_side, [&] { return side_by_side.session()->finished(); });
+  frames_until(imgui, side_by_side, [] { return true; });
+  EXPECT_FALSE(side_by_side.step_times().losses().has_value());
 }
 
 // A task 4 without its wait (the grader's mutant): the race detector stops both runs at the backward's first
