@@ -128,25 +128,41 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
   return flags;
 }
 
-// --break: an FSDP event kind ("post-forward"), or "task:N" for every event of task N's code.
-BreakAt parse_break(const std::string& text) {
-  constexpr std::string_view kTaskPrefix = "task:";
-  if (text.starts_with(kTaskPrefix)) {
-    const std::string number = text.substr(kTaskPrefix.size());
-    int task = 0;
-    const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), task);
-    check(error == std::errc() && end == number.data() + number.size() && task >= 1 && task <= kTaskCount, "--break '",
-          text, "'; expected task:N with N a task from 1 to ", kTaskCount);
-    return BreakAt{std::nullopt, task};
-  }
+// An event kind's name as a command line writes it, a word a kind: "collective issued" as "collective-issued".
+std::string hyphenated(std::string_view name) {
+  std::string word(name);
+  std::replace(word.begin(), word.end(), ' ', '-');
+  return word;
+}
+
+// The FSDP event kind `name` names ("post-forward", "collective-issued" or "collective issued"), or an Error naming
+// every kind and what --break takes.
+FsdpEventKind event_kind_named(std::string_view name, const std::string& given) {
   for (std::size_t k = 0; k < kFsdpEventKindCount; ++k) {
     const auto kind = static_cast<FsdpEventKind>(k);
-    if (fsdp_event_name(kind) == text) return BreakAt{kind, 0};
+    if (hyphenated(fsdp_event_name(kind)) == hyphenated(name)) return kind;
   }
   std::string known;
   for (std::size_t k = 0; k < kFsdpEventKindCount; ++k)
-    known += (k ? ", '" : "'") + std::string(fsdp_event_name(static_cast<FsdpEventKind>(k))) + "'";
-  fail("--break '", text, "'; expected one of ", known, ", or task:N (every event of task N)");
+    known += (k ? ", '" : "'") + hyphenated(fsdp_event_name(static_cast<FsdpEventKind>(k))) + "'";
+  fail("--break '", given, "'; expected one of ", known,
+       ", task:N (every event of task N) or task:N:KIND (task N's events of that kind)");
+}
+
+// --break: an FSDP event kind ("post-forward"), "task:N" for every event of task N's code, or "task:N:KIND" for its
+// events of one kind ("task:4:collective-done": once task 4's code has issued a collective).
+BreakAt parse_break(const std::string& text) {
+  constexpr std::string_view kTaskPrefix = "task:";
+  if (!text.starts_with(kTaskPrefix)) return BreakAt{event_kind_named(text, text), 0};
+  const std::string rest = text.substr(kTaskPrefix.size());
+  const std::size_t colon = rest.find(':');
+  const std::string number = rest.substr(0, colon);
+  int task = 0;
+  const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), task);
+  check(error == std::errc() && end == number.data() + number.size() && task >= 1 && task <= kTaskCount, "--break '",
+        text, "'; expected task:N or task:N:KIND with N a task from 1 to ", kTaskCount);
+  if (colon == std::string::npos) return BreakAt{std::nullopt, task};
+  return BreakAt{event_kind_named(std::string_view(rest).substr(colon + 1), text), task};
 }
 
 // `arguments`: the run's own, as given (" --impl 3=student --break task:3"), so the hint shows that run.
@@ -363,8 +379,9 @@ void add_gui_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--break", options->break_kind,
                   "Stop the runs at this FSDP event (e.g. 'post-forward'), or at each event of a task's code (task:3; "
-                  "tasks 3 to 8 report events), in the step-through panel; with --screenshot, in step --steps + 1 "
-                  "(the first such event after --steps whole steps), and show it");
+                  "tasks 3 to 8 report events) or each of one kind (task:4:collective-done), in the step-through "
+                  "panel; with --screenshot, in step --steps + 1 (the first such event after --steps whole steps), "
+                  "and show it");
   // Bounded by what a GL framebuffer and a PNG of it can be here (16384 is the common maximum texture size).
   cmd->add_option("--width", options->width, "Window width in pixels")
       ->capture_default_str()

@@ -23,7 +23,6 @@
 namespace fsdplab::grading {
 namespace {
 
-// The dashboard's own flags only (gui takes no --batch).
 constexpr const char* kShow = "fsdplab gui --model gpt2 --preset test-tiny --world 3 {impl} --compare impl";
 
 const MetaInitTask& graded(const CheckContext& c) { return *c.tasks.meta_init; }

@@ -20,9 +20,11 @@
 namespace fsdplab::grading {
 namespace {
 
-// The dashboard's own flags only (gui takes no --batch).
 constexpr const char* kShow =
     "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl --break task:3";
+// Stopped once the gather is issued (collective done: the call returned, the op drawn on its lane).
+constexpr const char* kShowIssued =
+    "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl --break task:3:collective-done";
 
 const ForwardTask& graded(const CheckContext& c) { return *c.tasks.forward; }
 
@@ -512,7 +514,7 @@ std::vector<Check> forward_checks() {
       make("gather-stream",
            "one all-gather of the whole buffer on the all-gather stream, its event recorded behind it, no stream "
            "waiting for the other",
-           2, one_gather_on_its_stream_event_behind_it),
+           2, one_gather_on_its_stream_event_behind_it, kShowIssued),
       make("event-wait",
            "after wait_for_unshard, compute is ordered after the gather (the race detector clean), and after nothing "
            "later",

@@ -20,12 +20,15 @@
 namespace fsdplab::grading {
 namespace {
 
-// The dashboard's own flags only (gui takes no --batch or --optimizer).
 constexpr const char* kShow =
     "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl --break task:4";
-// A sum or a double mean changes no timeline; it shows in SGD's losses, beside the reference's (the lab's README).
+// Stopped once the reduce-scatter is issued (collective done: the call returned, the op drawn on its lane).
+constexpr const char* kShowIssued =
+    "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl --break task:4:collective-done";
+// A sum or a double mean changes no timeline; it shows in SGD's losses, which the step-time panel compares with the
+// reference's.
 constexpr const char* kShowLosses =
-    "fsdplab run --model gpt2 --world 2 --steps 5 --optimizer sgd --lr 0.1 {impl} --losses mine.csv";
+    "fsdplab gui --model gpt2 --preset test-tiny --world 2 --optimizer sgd --lr 0.1 {impl} --compare impl";
 
 const BackwardTask& graded(const CheckContext& c) { return *c.tasks.backward; }
 
@@ -402,7 +405,7 @@ std::vector<Check> backward_checks() {
            "the reduction starts after the compute stream's write of grad_full (race detector clean)", 2,
            reduction_ordered_after_compute),
       make("reduction-stream", "one reduce-scatter of the whole gradient, on the reduce-scatter stream", 2,
-           one_reduce_scatter_on_its_stream),
+           one_reduce_scatter_on_its_stream, kShowIssued),
       make("no-host-sync", "reduce_scatter does not make the host wait for the backward", 1,
            no_host_wait_for_the_backward),
       make("zero-gradient", "after zero_gradient the compute stream sees zeros in the whole grad_full", 2,

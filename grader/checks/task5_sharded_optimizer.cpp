@@ -22,8 +22,9 @@ namespace fsdplab::grading {
 namespace {
 
 constexpr const char* kShowFull = "fsdplab gui --model gpt2 --world 2 {impl} --compare impl --break task:5";
+// Stopped once the first update gather is issued (collective done: the op drawn on its lane).
 constexpr const char* kShowZero =
-    "fsdplab gui --model gpt2 --world 2 --strategy zero2 {impl} --compare impl --break task:5";
+    "fsdplab gui --model gpt2 --world 2 --strategy zero2 {impl} --compare impl --break task:5:collective-done";
 
 // Three units as a small model's: their names and this rank's shard elements (padded is W times that).
 struct UnitSize {

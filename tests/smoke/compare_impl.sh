@@ -3,7 +3,8 @@
 # reference beside the student's task 3; the skeleton's TODOs throw, so the student's run ends with the skeleton's
 # message: drawn in the shot beside the reference's run, and the command's error, once, with a non-zero status —
 # never a crash or a hang. Then `--break task:4` stops the world at task 4's first event for the shot, even in
-# a run of test-tiny that a frame could see finished; a break the runs never reach, or on a task that reports no
+# a run of test-tiny that a frame could see finished, and `--break task:4:collective-done` at the first of one
+# kind; a break the runs never reach, or on a task that reports no
 # events, is an error that says so; without a display, the hint repeats the student's own run.
 #   compare_impl.sh FSDPLAB PNG_CHECK OUT_DIR
 set -uo pipefail
@@ -29,7 +30,17 @@ grep -q "^stopped at: rank 0, step 2: [a-z -]* of task 4 (BackwardTask::" "$out/
   fail "--break task:4 did not stop at task 4 in step 2: $(cat "$out/stdout")"
 status=0
 "$fsdplab" gui --break task:10 --screenshot "$out/never.png" >"$out/stdout" 2>"$out/stderr" || status=$?
-[ "$status" = 1 ] && grep -q "expected task:N with N a task from 1 to 9" "$out/stderr" || fail "--break task:10 accepted"
+[ "$status" = 1 ] && grep -q "expected task:N or task:N:KIND with N a task from 1 to 9" "$out/stderr" ||
+  fail "--break task:10 accepted"
+# One kind of a task's events: once task 4's code has issued its first reduce-scatter; a kind that is none, refused.
+"$fsdplab" gui --preset test-tiny --break task:4:collective-done --screenshot "$out/break-kind.png" --steps 1 \
+  >"$out/stdout" 2>"$out/stderr" || fail "--break task:4:collective-done failed"
+grep -q "^stopped at: rank 0, step 2: collective done of task 4 (BackwardTask::" "$out/stdout" ||
+  fail "--break task:4:collective-done did not stop at task 4's collective: $(cat "$out/stdout")"
+status=0
+"$fsdplab" gui --break task:4:issued --screenshot "$out/never.png" >"$out/stdout" 2>"$out/stderr" || status=$?
+[ "$status" = 1 ] && grep -q "expected one of 'pre-forward'.*task:N:KIND (task N's events of that kind)" "$out/stderr" ||
+  fail "--break task:4:issued accepted"
 status=0
 "$fsdplab" gui --break task:9 --screenshot "$out/never.png" >"$out/stdout" 2>"$out/stderr" || status=$?
 [ "$status" = 1 ] && grep -q "task:9: task 9's copies (CPU offload) run inside the gathers" "$out/stderr" ||
