@@ -258,7 +258,7 @@ std::pair<fs::path, std::string> labs_folder(const fs::path& dir) {
   return {dir / "labs", ""};
 }
 
-// Whether `path` (canonical) lies in `folder` (canonical).
+// Whether `path` (canonical) lies in `folder` (canonical), or is it.
 bool inside(const fs::path& path, const fs::path& folder) {
   const fs::path relative = path.lexically_relative(folder);
   return !relative.empty() && *relative.begin() != "..";
@@ -615,8 +615,7 @@ void record_compiled_sources(const fs::path& source, const fs::path& out) {
 // the lock, which makes the folder.
 void check_build_folder(const fs::path& build, const fs::path& submission, const fs::path& course_build) {
   std::error_code error;
-  const fs::path inside = fs::weakly_canonical(build, error).lexically_relative(submission);
-  if (!error && !inside.empty() && *inside.begin() != "..") {
+  if (const fs::path where = fs::weakly_canonical(build, error); !error && inside(where, submission)) {
     fail("--submission-build '", build.string(), "' is inside the submission '", submission.string(),
          "', where nothing is written; expected a folder outside it (--submission-build DIR; the default is "
          "submission-build beside this fsdplab's app/)");

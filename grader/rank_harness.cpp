@@ -30,6 +30,11 @@ const OpRecord* first_of(const std::vector<OpRecord>& ops, OpCategory category) 
   return it == ops.end() ? nullptr : &*it;
 }
 
+int count_of(const std::vector<OpRecord>& ops, OpCategory category) {
+  return static_cast<int>(
+      std::count_if(ops.begin(), ops.end(), [&](const OpRecord& op) { return op.category == category; }));
+}
+
 OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string name, SimTime duration) {
   OpSpec spec;
   spec.name = std::move(name);

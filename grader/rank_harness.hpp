@@ -37,6 +37,8 @@ CheckOutcome first_failure(const RankFindings& found);
 std::vector<OpRecord> ops_since(const Device& device, std::size_t first);
 // The first of `ops` of `category`, or nullptr.
 const OpRecord* first_of(const std::vector<OpRecord>& ops, OpCategory category);
+// How many of `ops` are of `category`.
+int count_of(const std::vector<OpRecord>& ops, OpCategory category);
 // Work already issued on `lane` when the graded method runs: an op of `duration` that touches no memory, so a
 // wrong order shows on the virtual clock, named, instead of stopping the check as a race. Its record.
 OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string name, SimTime duration);

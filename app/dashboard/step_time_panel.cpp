@@ -225,6 +225,31 @@ Means means_of(const TraceSource& src, const std::vector<int>& indices, int rece
   return m;
 }
 
+// Whether the losses of `other` are `reference`'s step by step (StepTimePanel::losses); none before both have a step.
+std::optional<StepTimePanel::LossComparison> losses_beside(const TraceStore& store, int reference, int other) {
+  // Two losses a correct task gives: the same code path, summed in another order at most.
+  constexpr double kTolerance = 1e-5;  // relative, as the grader's trainings compare
+  std::map<int, double> reference_loss;
+  for (const StepTime& s : store.source(reference).steps) reference_loss[s.step] = s.loss;
+  int through = -1;
+  for (const StepTime& s : store.source(other).steps) {
+    const auto it = reference_loss.find(s.step);
+    if (it == reference_loss.end()) continue;
+    const double want = it->second;
+    if (!(std::abs(s.loss - want) <= kTolerance * std::max(1.0, std::abs(want)))) {
+      // Printed to the digits that tell them apart: a difference under 5e-5 looks equal at four.
+      const int digits = std::abs(s.loss - want) < 5e-5 ? 6 : 4;
+      char text[128];
+      std::snprintf(text, sizeof text, "losses differ from step %d: %.*f, the reference's %.*f", s.step + 1, digits,
+                    s.loss, digits, want);
+      return StepTimePanel::LossComparison{text, true};
+    }
+    through = std::max(through, s.step);
+  }
+  if (through < 0) return std::nullopt;
+  return StepTimePanel::LossComparison{"losses as the reference's to step " + std::to_string(through + 1), false};
+}
+
 }  // namespace
 
 TimeUnit step_time_unit(const TraceStore& store) {
@@ -241,31 +266,6 @@ StepTimePanel::Summary summarize_steps(const TraceStore& store, int recent) {
 std::optional<StepTimePanel::Point> StepTimePanel::hovered() const {
   if (hovered_ < 0) return std::nullopt;
   return points_[static_cast<std::size_t>(hovered_)];
-}
-
-std::optional<StepTimePanel::LossComparison> StepTimePanel::losses_beside(const TraceStore& store, int reference,
-                                                                          int other) {
-  // Two losses a correct task gives: the same code path, summed in another order at most.
-  constexpr double kTolerance = 1e-5;  // relative, as the grader's trainings compare
-  std::map<int, double> reference_loss;
-  for (const StepTime& s : store.source(reference).steps) reference_loss[s.step] = s.loss;
-  int through = -1;
-  for (const StepTime& s : store.source(other).steps) {
-    const auto it = reference_loss.find(s.step);
-    if (it == reference_loss.end()) continue;
-    const double want = it->second;
-    if (!(std::abs(s.loss - want) <= kTolerance * std::max(1.0, std::abs(want)))) {
-      // Printed to the digits that tell them apart: a difference under 5e-5 looks equal at four.
-      const int digits = std::abs(s.loss - want) < 5e-5 ? 6 : 4;
-      char text[128];
-      std::snprintf(text, sizeof text, "losses differ from step %d: %.*f, the reference's %.*f", s.step + 1, digits,
-                    s.loss, digits, want);
-      return LossComparison{text, true};
-    }
-    through = std::max(through, s.step);
-  }
-  if (through < 0) return std::nullopt;
-  return LossComparison{"losses as the reference's to step " + std::to_string(through + 1), false};
 }
 
 void StepTimePanel::draw(const TraceStore& store, std::optional<int> reference) {

@@ -51,14 +51,14 @@ class StepTimePanel {
   // losses are not computed), or none.
   void draw(const TraceStore& store, std::optional<int> reference = std::nullopt);
 
-  // Whether the losses of `other` are `reference`'s step by step: "losses differ from step 1: 4.1704, the
-  // reference's 4.1629" or "losses as the reference's to step 3"; none before both have a step.
+  // The last frame's line on the losses beside the reference's: "losses differ from step 1: 4.1704, the
+  // reference's 4.1629" or "losses as the reference's to step 3"; none without a reference, or before both runs
+  // have a step.
   struct LossComparison {
     std::string text;
     bool differ = false;
   };
-  static std::optional<LossComparison> losses_beside(const TraceStore& store, int reference, int other);
-  const std::optional<LossComparison>& losses() const { return losses_; }  // of the last frame
+  const std::optional<LossComparison>& losses() const { return losses_; }
 
   struct Summary {
     int sync_source = -1, async_source = -1;  // the sources compared (equal for an A/B source); -1: none

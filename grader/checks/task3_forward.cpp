@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kShow =
     "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl --break task:3";
 // Stopped once the gather is issued (collective done: the call returned, the op drawn on its lane).
-constexpr const char* kShowIssued =
+constexpr const char* kShowCollectiveDone =
     "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl --break task:3:collective-done";
 
 const ForwardTask& graded(const CheckContext& c) { return *c.tasks.forward; }
@@ -104,8 +104,7 @@ CheckOutcome one_gather_on_its_stream_event_behind_it(const CheckContext& c) {
     std::vector<OpRecord> next_work;
     for (const Lane lane : {Lane::compute, Lane::reduce_scatter, Lane::memcpy})
       next_work.push_back(busy_op(r.device, lane, OpCategory::compute, "work issued next", 1000));
-    const auto gathers =
-        std::count_if(ops.begin(), ops.end(), [](const OpRecord& op) { return op.category == OpCategory::all_gather; });
+    const int gathers = count_of(ops, OpCategory::all_gather);
     const OpRecord* gather = first_of(ops, OpCategory::all_gather);
     const std::string rank = "rank " + std::to_string(r.rank) + ": ";
     CheckOutcome& mine = found[static_cast<std::size_t>(r.rank)];
@@ -364,11 +363,7 @@ CheckOutcome reshard_after_forward_policy(const CheckContext& c) {
 // ---- trainings ---------------------------------------------------------------------------------------
 
 // Rank 0's ops of `category`.
-int count_ops(const GradedRun& run, OpCategory category) {
-  const auto& ops = run.ops[0];
-  return static_cast<int>(
-      std::count_if(ops.begin(), ops.end(), [&](const OpRecord& op) { return op.category == category; }));
-}
+int count_ops(const GradedRun& run, OpCategory category) { return count_of(run.ops[0], category); }
 
 // When rank 0's last op ends: the virtual time of the whole training.
 SimTime end_of(const GradedRun& run) {
@@ -414,10 +409,7 @@ int gathers_per_call(const CheckContext& c) {
     Event gathered("gathered");
     const std::size_t before = r.device.ops().size();
     graded(c).all_gather(r.device, r.comm, b.shard, b.full, gathered);
-    const std::vector<OpRecord> ops = ops_since(r.device, before);
-    if (r.rank == 0)
-      issued = static_cast<int>(std::count_if(
-          ops.begin(), ops.end(), [](const OpRecord& op) { return op.category == OpCategory::all_gather; }));
+    if (r.rank == 0) issued = count_of(ops_since(r.device, before), OpCategory::all_gather);
   });
   return issued;
 }
@@ -514,7 +506,7 @@ std::vector<Check> forward_checks() {
       make("gather-stream",
            "one all-gather of the whole buffer on the all-gather stream, its event recorded behind it, no stream "
            "waiting for the other",
-           2, one_gather_on_its_stream_event_behind_it, kShowIssued),
+           2, one_gather_on_its_stream_event_behind_it, kShowCollectiveDone),
       make("event-wait",
            "after wait_for_unshard, compute is ordered after the gather (the race detector clean), and after nothing "
            "later",

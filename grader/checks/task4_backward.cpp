@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kShow =
     "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl --break task:4";
 // Stopped once the reduce-scatter is issued (collective done: the call returned, the op drawn on its lane).
-constexpr const char* kShowIssued =
+constexpr const char* kShowCollectiveDone =
     "fsdplab gui --model gpt2 --preset test-tiny --world 2 {impl} --compare impl --break task:4:collective-done";
 // A sum or a double mean changes no timeline; it shows in SGD's losses, which the step-time panel compares with the
 // reference's.
@@ -405,7 +405,7 @@ std::vector<Check> backward_checks() {
            "the reduction starts after the compute stream's write of grad_full (race detector clean)", 2,
            reduction_ordered_after_compute),
       make("reduction-stream", "one reduce-scatter of the whole gradient, on the reduce-scatter stream", 2,
-           one_reduce_scatter_on_its_stream, kShowIssued),
+           one_reduce_scatter_on_its_stream, kShowCollectiveDone),
       make("no-host-sync", "reduce_scatter does not make the host wait for the backward", 1,
            no_host_wait_for_the_backward),
       make("zero-gradient", "after zero_gradient the compute stream sees zeros in the whole grad_full", 2,

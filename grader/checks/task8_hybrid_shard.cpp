@@ -24,7 +24,7 @@ namespace {
 constexpr const char* kShow =
     "fsdplab gui --model gpt2 --world 4 --strategy hybrid --hybrid-group 2 {impl} --compare impl --break task:8";
 // Stopped once the all-reduce across the replicas is issued (collective done: the op drawn on its lane).
-constexpr const char* kShowIssued =
+constexpr const char* kShowCollectiveDone =
     "fsdplab gui --model gpt2 --world 4 --strategy hybrid --hybrid-group 2 {impl} --compare impl --break "
     "task:8:collective-done";
 // The colours' mistakes train and time like the reference on one node; on nodes of S ranks a unit sharded across
@@ -335,7 +335,7 @@ std::vector<Check> hybrid_shard_checks() {
            check_mean, hybrid_case(4, 2, true).command("gui", "{impl}")),
       make("replica-stream",
            "one all_reduce on the reduce-scatter stream, nothing waiting for it (op graph, virtual clock)", 2,
-           check_stream, kShowIssued),
+           check_stream, kShowCollectiveDone),
       equivalence_check(8, "training-W4-S2-sgd",
                         "gpt2 test-tiny, hybrid W = 4, S = 2, SGD: equal to the single-rank baseline", 3,
                         hybrid_case(4, 2, true),
