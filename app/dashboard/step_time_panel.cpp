@@ -35,10 +35,10 @@ constexpr float kPlotRightPad = 8;                            // right of it
 constexpr float kLabelInset = 4;                              // a reference label from the plot's side
 constexpr float kLabelPad = 2;                                // its backing box around the text
 constexpr float kMarkerClearance = 4;                         // a marker's half size, and a pixel: no label covers it
-// The table's number columns, and the order they give way in a narrow panel (mean and comm stay).
+// The table's number columns, and the order they give way in a narrow panel (mean and overlap stay).
 // (The second is the last step's time, headed by the panel's unit: "ms", or "s" (step_time_unit).)
-constexpr std::array<const char*, 5> kTableNumbers = {"step", "ms", "mean", "compute", "comm"};
-constexpr std::array<std::size_t, 3> kTableDropOrder = {1, 0, 3};
+constexpr std::array<const char*, 6> kTableNumbers = {"step", "ms", "mean", "compute", "comm", "overlap"};
+constexpr std::array<std::size_t, 4> kTableDropOrder = {1, 0, 3, 4};
 constexpr const char* kShortestSeriesName = "ASYNC...";  // a series' name is elided no shorter
 constexpr const char* kFailedMark = "failed";            // before a failed run's name in the table
 constexpr float kTooltipWrapEms = 40;                    // a failed run's error wraps in its row's tooltip
@@ -103,6 +103,14 @@ std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
+}
+
+// A share in whole percent, where that does not say all or none of something short of all or more than none:
+// 99.8 % is "99.8 %", not "100 %"; 0.3 % is "0.3 %", not "0 %".
+std::string percent_text(double percent) {
+  if (percent < 100 && std::round(percent) >= 100) return fmt("%.1f %%", std::floor(percent * 10) / 10);
+  if (percent > 0 && std::round(percent) <= 0) return fmt("%.1f %%", std::max(0.1, std::round(percent * 10) / 10));
+  return fmt("%.0f %%", percent);
 }
 
 StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Series>& series, int recent) {
@@ -201,22 +209,27 @@ double nice_ceil(double x) {
   return 10 * p;
 }
 
-// Mean duration, compute and comm (ms) of the last `recent` of `indices`.
+// Mean duration, compute and comm (ms) of the last `recent` of `indices`, and their overlap %: the share of their
+// communication that compute covered, over the steps together (none where they communicated nothing).
 struct Means {
   double duration = 0, compute = 0, comm = 0;
+  std::optional<double> overlap_percent;
   int count = 0;
 };
 Means means_of(const TraceSource& src, const std::vector<int>& indices, int recent) {
   Means m;
   const std::size_t n = std::min(indices.size(), static_cast<std::size_t>(recent));
   if (n == 0) return m;
-  SimTime d = 0, c = 0, k = 0;
+  SimTime d = 0, c = 0, k = 0, hidden = 0, span = 0;
   for (std::size_t i = indices.size() - n; i < indices.size(); ++i) {
     const StepTime& t = src.steps[static_cast<std::size_t>(indices[i])];
     d += t.duration();
     c += t.compute;
     k += t.comm;
+    hidden += t.comm_hidden;
+    span += t.comm_span;
   }
+  if (span > 0) m.overlap_percent = 100.0 * static_cast<double>(hidden) / static_cast<double>(span);
   const double count = static_cast<double>(n);
   m.duration = ns_to_ms(d) / count;
   m.compute = ns_to_ms(c) / count;
@@ -529,10 +542,7 @@ void StepTimePanel::draw(const TraceStore& store, std::optional<int> reference) 
     ImGui::PopStyleColor();
   }
   if (sum.eta) {
-    // A share short of all is never rounded up to it: 0.998 hides 99.8 %, not 100 %.
-    const double hidden = *sum.eta * 100;
-    const std::string percent = hidden < 100 && std::round(hidden) >= 100 ? fmt("%.1f %%", std::floor(hidden * 10) / 10)
-                                                                          : fmt("%.0f %%", hidden);
+    const std::string percent = percent_text(*sum.eta * 100);
     text("\u03B7 = (T_sync \u2212 T_async) / (T_sync \u2212 ideal) = " + fmt("%.3f", *sum.eta) + ": overlap hides " +
          unbroken(percent) + " of what perfect overlap would (" + unit.number(sum.t_sync_ms - sum.t_async_ms) + " of " +
          unbroken(unit.text(sum.t_sync_ms - sum.ideal_ms) + ")"));
@@ -572,6 +582,7 @@ void StepTimePanel::draw(const TraceStore& store, std::optional<int> reference) 
       row.numbers[2] = unit.number(m.duration);
       row.numbers[3] = unit.number(m.compute);
       row.numbers[4] = unit.number(m.comm);
+      if (m.overlap_percent) row.numbers[5] = percent_text(*m.overlap_percent);
     }
     rows.push_back(std::move(row));
   }
@@ -609,7 +620,8 @@ void StepTimePanel::draw(const TraceStore& store, std::optional<int> reference) 
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       const bool failed = !row.failure.empty();
-      TableRow drawn{row.name, failed, ImGui::GetCursorScreenPos(), {}};
+      TableRow drawn{row.name, failed, ImGui::GetCursorScreenPos(), {}, {}};
+      for (std::size_t i = 0; i < kTableNumbers.size(); ++i) drawn.numbers[headers[i]] = row.numbers[i];
       bool hovered = false;
       if (failed) {  // first, so that an elided name keeps it
         ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kFailedColor), "%s", kFailedMark);
@@ -651,7 +663,9 @@ void StepTimePanel::draw(const TraceStore& store, std::optional<int> reference) 
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   text(footnote + "In the table: step, " + unit.name +
        ": each series' last step and its time; mean, compute, comm: of its last " + std::to_string(kRecentSteps) +
-       " steps, its run's first and known last left out (" + unit.name + ")" +
+       " steps, its run's first and known last left out (" + unit.name +
+       "); overlap: the share of those steps' "
+       "communication that compute hid" +
        (left_out.empty() ? "" : "; too narrow for " + left_out + ": hover a series"));
   ImGui::PopStyleColor();
 }

@@ -1,6 +1,6 @@
 // step_time_panel.hpp — the dashboard's STEP TIMES panel: each step's duration (virtual time) for every
 // source as it happens, SYNC against ASYNC, with the compute-only, comm-only and ideal lines and the
-// overlap efficiency η.
+// overlap efficiency η; a table of each series' times and overlap %.
 //
 // Series: each source gives a SYNC series (its steps when the source runs SYNC, or the steps flagged
 // StepTime::sync of an A/B source) and an ASYNC series (the others). The panel compares the first SYNC
@@ -21,7 +21,9 @@
 // Plot: duration per step index, SYNC as squares, ASYNC as circles, the three times as horizontal lines
 // once a pair is compared (the legend lists them only then), each value labelled where it covers no other
 // label and no marker; a tooltip (step, duration, compute, comm, loss) over a point; a table of each series
-// under it, whose numbers keep their width and whose names are elided; a run that failed (TraceSource::failure)
+// under it (its last step; the means of its recent steps; their overlap %, |comm ∩ compute| / |comm| as `bench
+// --what overlap` defines it, so SYNC's 0 % reads beside ASYNC's), whose numbers keep their width and whose names
+// are elided; a run that failed (TraceSource::failure)
 // is marked "failed" there, its error in the row's tooltip, so it does not pass for a slow run. Beside a reference
 // (--compare impl), a line says whether the other run's losses are the reference's, step by step, within 1e-5
 // relative as the grader's trainings compare them: a wrong value shows there before any curve parts.
@@ -29,6 +31,7 @@
 #pragma once
 #include <imgui.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -98,12 +101,14 @@ class StepTimePanel {
   const std::vector<Label>& reference_labels() const { return reference_labels_; }
   const std::vector<std::string>& table_columns() const { return table_columns_; }
   bool table_fits() const { return table_fits_; }
-  // For tests: the table's rows (each series' whole name, whether it is marked failed, where its name cell is)
-  // and the text of the tooltip shown over one of them, "" when none was.
+  // For tests: the table's rows (each series' whole name, whether it is marked failed, where its name cell is, its
+  // numbers by column, shown or not: "" where it has none yet) and the text of the tooltip shown over one of them,
+  // "" when none was.
   struct TableRow {
     std::string name;
     bool failed = false;
     ImVec2 min, max;
+    std::map<std::string, std::string> numbers;
   };
   const std::vector<TableRow>& table_rows() const { return table_rows_; }
   const std::string& row_tooltip() const { return row_tooltip_; }

@@ -303,9 +303,13 @@ void TraceStore::measure(int source, StepTime& t) const {
       events.push_back(std::move(e));
     }
   }
-  t.compute = 0;
+  t.compute = t.comm_hidden = t.comm_span = 0;
   for (const OverlapMetrics& m : metrics_per_step(events))
-    if (m.step == step) t.compute = m.compute;
+    if (m.step == step) {
+      t.compute = m.compute;
+      t.comm_hidden = m.overlap;
+      t.comm_span = m.comm;
+    }
   t.comm = communication_time(events, 0, step);
 }
 

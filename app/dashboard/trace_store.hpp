@@ -99,6 +99,9 @@ struct StepTime {
   double loss = 0;
   SimTime compute = 0;  // |union of compute| on rank 0 within the step
   SimTime comm = 0;     // rank 0's link busy time in the step (communication_time)
+  // The overlap % of the step (OverlapMetrics): |comm ∩ compute| of |union of comm|, rank 0's.
+  SimTime comm_hidden = 0;
+  SimTime comm_span = 0;
   bool sync = false;    // the step ran SYNC (an A/B run alternates)
 
   SimTime duration() const { return end - begin; }

@@ -432,7 +432,8 @@ TEST(StepTimePanel, StepsOfTenSecondsOrMoreAreWrittenInSeconds) {
   StepTimePanel panel;
   const ImDrawData& data = frame(ui, panel, slow);
   EXPECT_NEAR(panel.summary().t_sync_ms, kTSync * 100'000, 1e-6);
-  EXPECT_EQ(panel.table_columns(), (std::vector<std::string>{"series", "step", "s", "mean", "compute", "comm"}));
+  EXPECT_EQ(panel.table_columns(),
+            (std::vector<std::string>{"series", "step", "s", "mean", "compute", "comm", "overlap"}));
   ASSERT_FALSE(panel.reference_labels().empty());
   for (const StepTimePanel::Label& label : panel.reference_labels())
     EXPECT_TRUE(label.text.ends_with(" s")) << label.text;
@@ -459,14 +460,58 @@ TEST(StepTimePanel, TheTableKeepsItsNumbersWholeAndElidesLongNames) {
   HeadlessImGui ui;
   StepTimePanel panel;
   frames_at(ui, panel, store, 380);  // the panel at 1600 px
-  EXPECT_EQ(panel.table_columns(), (std::vector<std::string>{"series", "step", "ms", "mean", "compute", "comm"}));
+  EXPECT_EQ(panel.table_columns(),
+            (std::vector<std::string>{"series", "step", "ms", "mean", "compute", "comm", "overlap"}));
   EXPECT_TRUE(panel.table_fits());
   frames_at(ui, panel, store, 200);  // at 1024 px: the columns least needed give way, the rest read whole
   const std::vector<std::string>& columns = panel.table_columns();
   EXPECT_NE(std::find(columns.begin(), columns.end(), "mean"), columns.end());
-  EXPECT_NE(std::find(columns.begin(), columns.end(), "comm"), columns.end());
-  EXPECT_LT(columns.size(), 6u);
+  EXPECT_NE(std::find(columns.begin(), columns.end(), "overlap"), columns.end());
+  EXPECT_LT(columns.size(), 7u);
   EXPECT_TRUE(panel.table_fits());
+}
+
+// The table's overlap % is the share of a series' communication that compute covered, over its recent steps together
+// (HTA's |comm ∩ compute| / |comm|): here SYNC gathers after its compute, ASYNC gathers beside it, 60 µs of each
+// 100 µs gather under compute in steps 1 and 2, 90 of 100 in step 3: (60 + 60 + 90) / 300 = 70 %.
+TEST(StepTimePanel, TheTableGivesEachSeriesTheShareOfItsCommunicationComputeHid) {
+  const auto add_step = [](TraceStore& store, int source, int step, SimTime gather_begin, bool sync) {
+    const SimTime begin = step * 1000 * kUs;
+    TraceEvent c;
+    c.rank = 0;
+    c.lane = Lane::compute;
+    c.name = "gemm";
+    c.category = OpCategory::compute;
+    c.step = step;
+    c.begin = begin;
+    c.end = begin + 200 * kUs;
+    store.add_event(source, c);
+    TraceEvent g = c;
+    g.lane = Lane::all_gather;
+    g.name = "all_gather";
+    g.category = OpCategory::all_gather;
+    g.begin = begin + gather_begin * kUs;
+    g.end = g.begin + 100 * kUs;
+    store.add_event(source, g);
+    store.add_step(source, step, begin, begin + 400 * kUs, 1.0, sync);
+  };
+  TraceStore store;
+  const int s = store.add_source("SYNC", 2, true);
+  const int a = store.add_source("ASYNC", 2, false);
+  for (int step = 0; step < 4; ++step) {
+    add_step(store, s, step, 200, true);
+    add_step(store, a, step, step == 3 ? 110 : 140, false);
+  }
+  HeadlessImGui ui;
+  StepTimePanel panel;
+  frame(ui, panel, store);
+  const std::vector<StepTimePanel::TableRow>& rows = panel.table_rows();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "SYNC");
+  EXPECT_EQ(rows[0].numbers.at("overlap"), "0 %");
+  EXPECT_EQ(rows[1].name, "ASYNC");
+  EXPECT_EQ(rows[1].numbers.at("overlap"), "70 %");
+  EXPECT_EQ(rows[1].numbers.at("comm"), "0.100");
 }
 
 // --compare impl: the student's run failed at its first step while the reference trains on. Its row once showed
