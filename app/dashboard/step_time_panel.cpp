@@ -599,7 +599,10 @@ void StepTimePanel::draw(const TraceStore& store, std::optional<int> reference) 
   std::array<bool, kTableNumbers.size()> shown{};
   shown.fill(true);
   const float avail = ImGui::GetContentRegionAvail().x;
-  const float min_name = ImGui::CalcTextSize(kShortestSeriesName).x + cell_extra;
+  // The name column's least: an elided name, after the "failed" mark where a run failed (it took "ASYNC..." to "A...").
+  const bool any_failed = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return !r.failure.empty(); });
+  const float min_name = ImGui::CalcTextSize(kShortestSeriesName).x + cell_extra +
+                         (any_failed ? ImGui::CalcTextSize(kFailedMark).x + style.ItemInnerSpacing.x : 0);
   std::string left_out;
   for (std::size_t i : kTableDropOrder) {
     float need = min_name;
