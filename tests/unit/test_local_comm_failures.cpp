@@ -1,6 +1,7 @@
 // What happens when ranks disagree, fail or stall: every rank gets a clear Error, nobody hangs, and
 // run_world reports the root cause.
 #include <chrono>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -21,17 +22,28 @@ using testing::make_sim_device;
 // Short enough to keep the suite fast, long enough for a loaded TSan run never to trip it by accident.
 const LocalWorldOptions kShort{std::chrono::milliseconds(300)};
 
+// run_world with each rank's sim device and LocalComm made: body(rank, comm, device) on every rank's thread.
+void run_ranks(int ranks, const std::function<void(int rank, LocalComm& comm, SimDevice& device)>& body,
+               LocalWorldOptions options = {}) {
+  run_world(
+      ranks,
+      [&](int rank, LocalWorld& world) {
+        auto device = make_sim_device(rank);
+        LocalComm comm(world, rank, *device);
+        body(rank, comm, *device);
+      },
+      options);
+}
+
 TEST(LocalCommFailures, MismatchThrowsOnEveryRankNamingBothCalls) {
   std::vector<std::string> errors(2);
-  run_world(2, [&](int rank, LocalWorld& world) {
-    auto device = make_sim_device(rank);
-    LocalComm comm(world, rank, *device);
-    const Stream stream = device->stream(Lane::compute);
-    const Tensor a = Tensor::empty(*device, {8}, DType::f32, MemTag::workspace);
+  run_ranks(2, [&](int rank, LocalComm& comm, SimDevice& device) {
+    const Stream stream = device.stream(Lane::compute);
+    const Tensor a = Tensor::empty(device, {8}, DType::f32, MemTag::workspace);
     comm.all_reduce(stream, a, ReduceOp::sum);  // #1 agrees
     const DType dtype = rank == 0 ? DType::f32 : DType::bf16;
-    const Tensor full = Tensor::empty(*device, {4096}, dtype, MemTag::param_full);
-    const Tensor shard = Tensor::empty(*device, {2048}, dtype, MemTag::param_shard);
+    const Tensor full = Tensor::empty(device, {4096}, dtype, MemTag::param_full);
+    const Tensor shard = Tensor::empty(device, {2048}, dtype, MemTag::param_shard);
     errors[static_cast<std::size_t>(rank)] = error_of([&] {
       if (rank == 0) comm.all_gather(stream, shard, full);
       else comm.reduce_scatter(stream, full, shard, ReduceOp::sum);
@@ -44,11 +56,9 @@ TEST(LocalCommFailures, MismatchThrowsOnEveryRankNamingBothCalls) {
 
 TEST(LocalCommFailures, SizeMismatchIsAnErrorToo) {
   std::vector<std::string> errors(3);
-  run_world(3, [&](int rank, LocalWorld& world) {
-    auto device = make_sim_device(rank);
-    LocalComm comm(world, rank, *device);
-    const Tensor t = Tensor::empty(*device, {rank == 2 ? 5 : 4}, DType::f32, MemTag::workspace);
-    errors[static_cast<std::size_t>(rank)] = error_of([&] { comm.broadcast(device->stream(Lane::compute), t, 0); });
+  run_ranks(3, [&](int rank, LocalComm& comm, SimDevice& device) {
+    const Tensor t = Tensor::empty(device, {rank == 2 ? 5 : 4}, DType::f32, MemTag::workspace);
+    errors[static_cast<std::size_t>(rank)] = error_of([&] { comm.broadcast(device.stream(Lane::compute), t, 0); });
   });
   for (const std::string& e : errors)
     EXPECT_TRUE(contains(e, "rank 2 called broadcast #1 of 5 f32 elements from rank 0, rank 0 called broadcast #1 of "
@@ -60,16 +70,14 @@ TEST(LocalCommFailures, ARankThatThrowsFailsItsPeersNamingIt) {
   std::vector<std::string> errors(3);
   const auto began = std::chrono::steady_clock::now();
   const std::string root = error_of([&] {
-    run_world(
+    run_ranks(
         3,
-        [&](int rank, LocalWorld& world) {
-          auto device = make_sim_device(rank);
-          LocalComm comm(world, rank, *device);
+        [&](int rank, LocalComm& comm, SimDevice& device) {
           if (rank == 2) throw std::runtime_error("out of memory loading shard");
-          const Tensor shard = Tensor::empty(*device, {2}, DType::f32, MemTag::param_shard);
-          const Tensor full = Tensor::empty(*device, {6}, DType::f32, MemTag::param_full);
+          const Tensor shard = Tensor::empty(device, {2}, DType::f32, MemTag::param_shard);
+          const Tensor full = Tensor::empty(device, {6}, DType::f32, MemTag::param_full);
           try {
-            comm.all_gather(device->stream(Lane::all_gather), shard, full);
+            comm.all_gather(device.stream(Lane::all_gather), shard, full);
           } catch (const PeerFailed& e) {
             errors[static_cast<std::size_t>(rank)] = e.what();
             throw;  // the consequence, rethrown as it is
@@ -89,18 +97,16 @@ TEST(LocalCommFailures, ARankThatThrowsFailsItsPeersNamingIt) {
 TEST(LocalCommFailures, ARankThatNeverArrivesTimesOutNamingTheCollectiveAndTheRank) {
   std::vector<std::string> errors(3);
   const std::string root = error_of([&] {
-    run_world(
+    run_ranks(
         3,
-        [&](int rank, LocalWorld& world) {
-          auto device = make_sim_device(rank);
-          LocalComm comm(world, rank, *device);
+        [&](int rank, LocalComm& comm, SimDevice& device) {
           if (rank == 2) {  // stalls well past the timeout (a rank that finished would be named at once: below)
             std::this_thread::sleep_for(std::chrono::seconds(3));
             return;
           }
-          const Tensor t = Tensor::empty(*device, {4}, DType::bf16, MemTag::grad_full);
+          const Tensor t = Tensor::empty(device, {4}, DType::bf16, MemTag::grad_full);
           errors[static_cast<std::size_t>(rank)] =
-              error_of([&] { comm.all_reduce(device->stream(Lane::compute), t, ReduceOp::avg); });
+              error_of([&] { comm.all_reduce(device.stream(Lane::compute), t, ReduceOp::avg); });
           throw Error(errors[static_cast<std::size_t>(rank)]);
         },
         kShort);
@@ -122,11 +128,9 @@ TEST(LocalCommFailures, ARankThatNeverArrivesTimesOutNamingTheCollectiveAndTheRa
 
 TEST(LocalCommFailures, ATimeoutInASubGroupNamesItsMembers) {
   std::string error;
-  run_world(
+  run_ranks(
       4,
-      [&](int rank, LocalWorld& world) {
-        auto device = make_sim_device(rank);
-        LocalComm comm(world, rank, *device);
+      [&](int rank, LocalComm& comm, SimDevice&) {
         const auto pair = comm.split(rank / 2);
         if (rank == 2) error = error_of([&] { pair->barrier(); });  // rank 3 never comes
         if (rank == 3) std::this_thread::sleep_for(std::chrono::seconds(3));  // stalls, well past the timeout
@@ -141,14 +145,12 @@ TEST(LocalCommFailures, ATimeoutInASubGroupNamesItsMembers) {
 TEST(LocalCommFailures, ARankThatFinishedWithoutACollectiveIsNamedAtOnce) {
   const auto start = std::chrono::steady_clock::now();
   const std::string root = error_of([&] {
-    run_world(
+    run_ranks(
         3,
-        [&](int rank, LocalWorld& world) {
-          auto device = make_sim_device(rank);
-          LocalComm comm(world, rank, *device);
+        [&](int rank, LocalComm& comm, SimDevice& device) {
           if (rank == 2) return;  // forgets the collective
-          const Tensor t = Tensor::empty(*device, {4}, DType::bf16, MemTag::grad_full);
-          comm.all_reduce(device->stream(Lane::compute), t, ReduceOp::avg);
+          const Tensor t = Tensor::empty(device, {4}, DType::bf16, MemTag::grad_full);
+          comm.all_reduce(device.stream(Lane::compute), t, ReduceOp::avg);
         },
         LocalWorldOptions{std::chrono::seconds(30)});
   });
@@ -168,11 +170,9 @@ TEST(LocalCommFailures, ADeadlockIsNamedAtOnceRankByRank) {
   std::vector<int> typed(2);  // one int per rank: a vector<bool> packs both into one word, which two threads write
   const auto start = std::chrono::steady_clock::now();
   const std::string root = error_of([&] {
-    run_world(
+    run_ranks(
         2,
-        [&](int rank, LocalWorld& world) {
-          auto device = make_sim_device(rank);
-          LocalComm comm(world, rank, *device);
+        [&](int rank, LocalComm& comm, SimDevice&) {
           const auto alone = comm.split(0);  // both ranks: a group of the same members as the world's
           try {
             if (rank == 0) alone->barrier();  // rank 1 never makes this call
@@ -215,11 +215,9 @@ TEST(World, RunsEveryRankOnItsOwnThread) {
 
 TEST(World, RethrowsTheRootCauseNotItsConsequences) {
   const std::string e = error_of([] {
-    run_world(
+    run_ranks(
         4,
-        [](int rank, LocalWorld& world) {
-          auto device = make_sim_device(rank);
-          LocalComm comm(world, rank, *device);
+        [](int rank, LocalComm& comm, SimDevice&) {
           if (rank == 1) throw std::runtime_error("disk full");
           comm.barrier();  // throws "rank 1 failed: disk full" on the others
         },
