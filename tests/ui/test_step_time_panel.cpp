@@ -15,12 +15,13 @@ namespace {
 
 constexpr SimTime kUs = 1000;  // steps below are written in µs
 
-// A step of known duration, compute and comm: rank 0 computes for `compute` and all-gathers for `comm`
-// from the step's start (comm ≤ duration), so the store reads exactly these back.
+// A step of known duration, compute and comm: rank 0 computes for `compute` from the step's start and all-gathers
+// for `comm` from `comm_from` on (comm_from + comm ≤ duration), so the store reads exactly these back.
 struct Step {
   int step;
   SimTime duration, compute, comm;
   double loss = 1.0;
+  SimTime comm_from = 0;
 };
 
 void add(TraceStore& store, int source, SimTime begin, const Step& s, bool sync) {
@@ -37,7 +38,8 @@ void add(TraceStore& store, int source, SimTime begin, const Step& s, bool sync)
   g.lane = Lane::all_gather;
   g.name = "all_gather";
   g.category = OpCategory::all_gather;
-  g.end = begin + s.comm * kUs;
+  g.begin = begin + s.comm_from * kUs;
+  g.end = g.begin + s.comm * kUs;
   store.add_event(source, g);
   store.add_step(source, s.step, begin, begin + s.duration * kUs, s.loss, sync);
 }
@@ -475,32 +477,12 @@ TEST(StepTimePanel, TheTableKeepsItsNumbersWholeAndElidesLongNames) {
 // (HTA's |comm ∩ compute| / |comm|): here SYNC gathers after its compute, ASYNC gathers beside it, 60 µs of each
 // 100 µs gather under compute in steps 1 and 2, 90 of 100 in step 3: (60 + 60 + 90) / 300 = 70 %.
 TEST(StepTimePanel, TheTableGivesEachSeriesTheShareOfItsCommunicationComputeHid) {
-  const auto add_step = [](TraceStore& store, int source, int step, SimTime gather_begin, bool sync) {
-    const SimTime begin = step * 1000 * kUs;
-    TraceEvent c;
-    c.rank = 0;
-    c.lane = Lane::compute;
-    c.name = "gemm";
-    c.category = OpCategory::compute;
-    c.step = step;
-    c.begin = begin;
-    c.end = begin + 200 * kUs;
-    store.add_event(source, c);
-    TraceEvent g = c;
-    g.lane = Lane::all_gather;
-    g.name = "all_gather";
-    g.category = OpCategory::all_gather;
-    g.begin = begin + gather_begin * kUs;
-    g.end = g.begin + 100 * kUs;
-    store.add_event(source, g);
-    store.add_step(source, step, begin, begin + 400 * kUs, 1.0, sync);
-  };
   TraceStore store;
   const int s = store.add_source("SYNC", 2, true);
   const int a = store.add_source("ASYNC", 2, false);
   for (int step = 0; step < 4; ++step) {
-    add_step(store, s, step, 200, true);
-    add_step(store, a, step, step == 3 ? 110 : 140, false);
+    add_all(store, s, {{step, 400, 200, 100, 1.0, 200}}, true, step * 1000 * kUs);
+    add_all(store, a, {{step, 400, 200, 100, 1.0, step == 3 ? 110 : 140}}, false, step * 1000 * kUs);
   }
   HeadlessImGui ui;
   StepTimePanel panel;
