@@ -19,7 +19,7 @@
 #include "app/commands.hpp"
 #include "app/fsdp_cli_options.hpp"
 #include "app/grade_submission.hpp"
-#include "app/report/markdown_table.hpp"
+#include "app/program_path.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/train/model_factory.hpp"
@@ -86,19 +86,6 @@ std::vector<std::string> forwarded_args(const GradeFlags& flags) {
                            std::to_string(flags.time_limit)});
   if (flags.jobs > 0) args.insert(args.end(), {"--jobs", std::to_string(flags.jobs)});
   return args;  // --cases and --json: grade_submission adds them (cases readable in its sandbox, the JSON moved)
-}
-
-// How the grade's "see it" commands call this fsdplab, runnable as printed: its path from the root of the source
-// tree it was built from, where the labs' READMEs run it ("build/app/fsdplab"), or its absolute path when it lies
-// outside that tree; quoted where a shell would split it.
-std::string program_from_source_root() {
-  std::error_code error;
-  const std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error || binary.empty()) return grading::kShowProgram;
-  const std::filesystem::path root = std::filesystem::weakly_canonical(FSDPLAB_SOURCE_DIR, error);
-  const std::filesystem::path relative = binary.lexically_relative(root);
-  if (!error && !relative.empty() && *relative.begin() != "..") return shell_quote(relative.string());
-  return shell_quote(binary.string());
 }
 
 // The tasks to grade: --task's, else those --impl names one by one ("3=student"), else all nine. A --task that

@@ -28,6 +28,8 @@
 #include "app/dashboard/gui_window.hpp"
 #include "app/dashboard/step_time_panel.hpp"
 #include "app/fsdp_cli_options.hpp"
+#include "app/program_path.hpp"
+#include "app/report/markdown_table.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/trace/chrome_trace.hpp"
@@ -165,10 +167,12 @@ BreakAt parse_break(const std::string& text) {
   return BreakAt{event_kind_named(std::string_view(rest).substr(colon + 1), text), task};
 }
 
-// `arguments`: the run's own, as given (" --impl 3=student --break task:3"), so the hint shows that run.
+// `arguments`: the run's own, as given (" --impl 3=student --break task:3"), so the hint shows that run; its commands
+// run as pasted (program_from_source_root).
 std::string no_window_hint(const std::string& problem, const std::string& arguments, bool breaks) {
-  return problem + ": the dashboard's window needs one. On a desktop, run `fsdplab` or `fsdplab gui" + arguments +
-         "`; here, `fsdplab gui" + arguments + " --screenshot dashboard.png" +
+  const std::string fsdplab = program_from_source_root();
+  return problem + ": the dashboard's window needs one. On a desktop, run `" + fsdplab + "` or `" + fsdplab + " gui" +
+         arguments + "`; here, `" + fsdplab + " gui" + arguments + " --screenshot dashboard.png" +
          (breaks ? "` renders it to a PNG (offscreen, no display), stopped at the first such event (`--steps N`: after "
                    "N whole steps)"
                  : " --steps 10` renders it to a PNG (offscreen, no display)");
@@ -177,12 +181,6 @@ std::string no_window_hint(const std::string& problem, const std::string& argume
 // The options given to `cmd`, as a shell would take them back (" --impl 3=student --break task:3"), leaving
 // out those named in `except`.
 std::string given_arguments(const CLI::App& cmd, const std::set<std::string>& except) {
-  const auto quoted = [](const std::string& text) {
-    if (!text.empty() && text.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;#~!") == std::string::npos) return text;
-    std::string q = "'";
-    for (char c : text) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
   std::string given;
   for (const CLI::Option* o : cmd.get_options()) {
     if (o->count() == 0 || except.count(o->get_name())) continue;
@@ -190,7 +188,7 @@ std::string given_arguments(const CLI::App& cmd, const std::set<std::string>& ex
       given += " " + o->get_name();
       continue;
     }
-    for (const std::string& value : o->results()) given += " " + o->get_name() + " " + quoted(value);
+    for (const std::string& value : o->results()) given += " " + o->get_name() + " " + shell_quote(value);
   }
   return given;
 }
@@ -280,12 +278,12 @@ void run_listening(const GuiOptions& o) {
   window.timeout_seconds = o.timeout;
   if (!o.screenshot.empty()) check(o.screenshot_steps >= 1, "--steps ", o.screenshot_steps, "; expected >= 1");
   if (const auto problem = window_problem(window))
-    fail(*problem, ": the dashboard's window needs one. Here, `fsdplab gui --listen ", o.listen,
-         " --screenshot remote.png --steps 3` renders it to a PNG (offscreen) once a run streamed 3 steps");
+    fail(*problem, ": the dashboard's window needs one. Here, `", program_from_source_root(), " gui --listen ",
+         o.listen, " --screenshot remote.png --steps 3` renders it to a PNG (offscreen) once a run streamed 3 steps");
   auto remote = std::make_unique<RemoteSession>(o.listen);
   const std::string address = remote->listener().address();
-  std::printf("fsdplab gui: listening on %s; stream a run here with `fsdplab run --model gpt2 --world 2 --dashboard "
-              "%s`\n", address.c_str(), address.c_str());
+  std::printf("fsdplab gui: listening on %s; stream a run here with `%s run --model gpt2 --world 2 --dashboard %s`\n",
+              address.c_str(), program_from_source_root().c_str(), address.c_str());
   std::fflush(stdout);  // a script starting runs reads the port from here
   Dashboard dashboard(std::move(remote));
   run_window(dashboard, window);
@@ -432,8 +430,8 @@ void add_view_command(CLI::App& app) {
     WindowOptions window;
     window.screenshot = *screenshot;
     if (const auto problem = window_problem(window))
-      fail(*problem, ": the replay window needs one (try `fsdplab view ", files->front(),
-           " --screenshot view.png`, drawn offscreen)");
+      fail(*problem, ": the replay window needs one (try `", program_from_source_root(), " view ",
+           shell_quote(files->front()), " --screenshot view.png`, drawn offscreen)");
     Dashboard dashboard(std::move(replay));  // files that failed are named in the window too
     run_window(dashboard, window);
     if (!screenshot->empty()) std::printf("screenshot: %s\n", screenshot->c_str());
