@@ -56,8 +56,10 @@ void RemoteSession::apply(RemoteUpdate& u) {
     auto [at, fresh] = source_of_run_.try_emplace(h->run, -1);
     if (fresh) {
       const std::string mode = h->mode.empty() ? "" : ", " + h->mode;
-      at->second = store_.add_source("remote: " + h->run + " (" + std::to_string(h->world) + " ranks" + mode + ")",
-                                     h->world, h->mode == "sync");
+      at->second = store_.add_source(
+          "remote: " + h->run + " (" + std::to_string(h->world) + (h->world == 1 ? " rank" : " ranks") + mode + ")",
+          h->world, h->mode == "sync");
+      store_.set_wall_clock(at->second, h->backend != "sim");  // a GPU's run: its times are wall-clock
     }
     s->state = RemoteStream::State::streaming;
     s->source = at->second;

@@ -129,8 +129,8 @@ TEST(DashboardRemote, EndedRunsMakeRoomForNewOnes) {
   }
   const TraceStore& store = remote.store();
   ASSERT_EQ(store.sources().size(), 2u);
-  EXPECT_EQ(store.source(0).label, "remote: tiny 3 (1 ranks)");
-  EXPECT_EQ(store.source(1).label, "remote: real (1 ranks, async)");
+  EXPECT_EQ(store.source(0).label, "remote: tiny 3 (1 rank)");
+  EXPECT_EQ(store.source(1).label, "remote: real (1 rank, async)");
   ASSERT_EQ(store.lanes().size(), 1u);
   EXPECT_EQ(store.lanes()[0].source, 1);
   EXPECT_EQ(store.text(store.lanes()[0].items[0].name), "forward");
@@ -138,6 +138,28 @@ TEST(DashboardRemote, EndedRunsMakeRoomForNewOnes) {
   for (const auto& [connection, s] : remote.streams()) sources.push_back(s.source);
   EXPECT_EQ(sources, (std::vector<int>{0, 1}));  // the forgotten runs' streams went with them
   EXPECT_TRUE(remote.problems().empty());
+}
+
+// A run on a GPU (`fsdplab run --device cuda --dashboard ...`) times its ops by the wall clock: the dashboard says so
+// of its steps ("wall ms"), as of a cuda run of its own; a sim run's are virtual. Both streamed to one dashboard, the
+// panels name which is which.
+TEST(DashboardRemote, AGpuRunsStreamIsInWallClockTime) {
+  RemoteSession remote("0");
+  for (const std::string backend : {"cuda", "sim"}) {
+    DashboardStream stream(remote.listener().address(), WireHello{backend + " run", 0, 2, backend, 2, "async"});
+    stream.step(WireStep{0, 0, 0, 30, 1.5});
+    stream.finish();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!(all_closed(remote, 2) && remote.store().sources().size() == 2)) {
+    remote.drain();
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the streams did not all arrive in time";
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const TraceStore& store = remote.store();
+  for (const TraceSource& source : store.sources())
+    EXPECT_EQ(source.wall_clock, source.label.starts_with("remote: cuda run")) << source.label;
+  EXPECT_EQ(clock_kind(store, "ms"), "ms: virtual for sim runs, wall for cuda runs");
 }
 
 // A peer sending garbage and one hanging up mid-stream: both listed with why, drawn without trouble.
