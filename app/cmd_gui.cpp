@@ -392,6 +392,8 @@ void add_gui_command(CLI::App& app) {
       ->check(finite_range(0.001, 86400, "a number of seconds"));
   cmd->callback([cmd, options, session_flags] {
     options->given = given_arguments(*cmd, {"--screenshot", "--steps", "--timeout", "--width", "--height"});
+    // Before any run: a shot that cannot be written would be found out only once the runs had drawn it.
+    if (!options->screenshot.empty()) check_output_file(options->screenshot, "--screenshot");
     // A screenshot of a break shows the first such event, as the window opens paused at it, unless told a step.
     if (!options->break_kind.empty() && cmd->get_option("--steps")->count() == 0) options->screenshot_steps = 0;
     // The default run is GPT-2 test-small; llama has no test-small, and its smallest size is the dashboard's too.
@@ -418,6 +420,7 @@ void add_view_command(CLI::App& app) {
     std::vector<PathUse> paths = {{"--screenshot", *screenshot, true}};
     for (const std::string& file : *files) paths.push_back({"a trace to replay", file, false});
     check_paths_apart(paths);
+    if (!screenshot->empty()) check_output_file(*screenshot, "--screenshot");
     Replay replay = load_replay(*files);
     const std::size_t failed = replay.errors.size();
     for (const std::string& error : replay.errors) std::cerr << "fsdplab view: " << error << "\n";
@@ -429,9 +432,12 @@ void add_view_command(CLI::App& app) {
           "--trace-dir DIR writes it");
     WindowOptions window;
     window.screenshot = *screenshot;
-    if (const auto problem = window_problem(window))
-      fail(*problem, ": the replay window needs one (try `", program_from_source_root(), " view ",
-           shell_quote(files->front()), " --screenshot view.png`, drawn offscreen)");
+    if (const auto problem = window_problem(window)) {
+      std::string traces;
+      for (const std::string& file : *files) traces += " " + shell_quote(file);
+      fail(*problem, ": the replay window needs one (try `", program_from_source_root(), " view", traces,
+           " --screenshot view.png`, drawn offscreen)");
+    }
     Dashboard dashboard(std::move(replay));  // files that failed are named in the window too
     run_window(dashboard, window);
     if (!screenshot->empty()) std::printf("screenshot: %s\n", screenshot->c_str());
