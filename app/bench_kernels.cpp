@@ -58,7 +58,7 @@ void bench_kernels(const TrainBenchOptions& bench) {
   run.cupti = true;  // the kernels are CUPTI's records (cuda only)
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
   bench.check_options_of(device.kind);
-  bench.tell_of_the_cpu_fallback(device.kind);
+  bench.refuse_the_cpu_fallback(device.kind);
   const bool on_gpu = device.kind == DeviceKind::cuda;
 
   std::printf(

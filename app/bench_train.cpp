@@ -177,13 +177,15 @@ void TrainBenchOptions::check_options_of(DeviceKind kind) const {
         "ranks sharing it; this bench runs on the sim device: drop --sm-split or add --device cuda");
 }
 
-void TrainBenchOptions::tell_of_the_cpu_fallback(DeviceKind kind) const {
-  if (device != "auto" || kind != DeviceKind::sim) return;
-  std::fprintf(stderr,
-               "fsdplab bench: --device auto: %s, so the sim device runs the training and computes every value on "
-               "this CPU: a step of %s '%s' takes long here (add --preset test-small --micro-batch 2 --seq 64 for a "
-               "quick look, or --device sim to say you mean it)\n",
-               cuda_unavailable().value_or("no usable GPU").c_str(), model.c_str(), preset.c_str());
+void TrainBenchOptions::refuse_the_cpu_fallback(DeviceKind kind) const {
+  const bool small = preset.starts_with("test-");  // the test sizes step in well under a second on a CPU
+  check(device != "auto" || kind != DeviceKind::sim, "--device auto: ", cuda_unavailable().value_or("no usable GPU"),
+        ". This bench measures the GPU it runs on; --device sim runs it on the sim device instead, which computes "
+        "every value on this CPU",
+        small ? ""
+              : " (a step of " + model + " '" + preset +
+                    "' takes minutes there; add --preset test-small "
+                    "--micro-batch 2 --seq 64 for a quick look)");
 }
 
 void bench_train(const TrainBenchOptions& bench) {
@@ -195,7 +197,7 @@ void bench_train(const TrainBenchOptions& bench) {
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
   const bool on_gpu = device.kind == DeviceKind::cuda;
   bench.check_options_of(device.kind);
-  bench.tell_of_the_cpu_fallback(device.kind);
+  bench.refuse_the_cpu_fallback(device.kind);
   const DType dtype = parse_dtype(bench.precision);
   const double tokens = static_cast<double>(run.batch * bench.seq);
   const double peak = device.preset.matmul_flops(dtype);

@@ -50,9 +50,10 @@ struct TrainBenchOptions {
   // An Error for --sm-split off its default on the sim device, which has no SMs to split (--emulate-link is
   // refused there by run_device_spec).
   void check_options_of(DeviceKind kind) const;
-  // Where --device auto found no GPU to run on: says why on stderr, and that the sim device computes every value
-  // on this CPU (a real model's step takes a long while there), before the first step.
-  void tell_of_the_cpu_fallback(DeviceKind kind) const;
+  // Where --device auto found no GPU to run on: an Error saying why, and what to give for the sim device, which
+  // computes every value on this CPU (a real model's step takes minutes there). A machine's figures were asked for:
+  // a broken driver must not pass for a long CPU run.
+  void refuse_the_cpu_fallback(DeviceKind kind) const;
   // "f32", or "bf16, bf16 gradient reduction, embedding gradient as rows, flash attention" where --reduce-dtype,
   // --embedding-grad and --attention chose: the header's compute.
   std::string compute() const {

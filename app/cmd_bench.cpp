@@ -40,6 +40,7 @@
 #include "app/commands.hpp"
 #include "app/fsdp_cli_options.hpp"
 #include "engine/fsdp/memory_model.hpp"
+#include "engine/nn/gpt2_model.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/sim_device.hpp"
 #include "engine/runtime/wall_clock.hpp"
@@ -134,7 +135,9 @@ void add_bench_command(CLI::App& app) {
       cmd->add_option("--micro-batch", memory->micro_batch,
                       "memory, overlap, train, cupti, kernels: sequences per rank")
           ->check(CLI::Range(1, 1 << 16)),
-      cmd->add_option("--seq", memory->seq, "memory, overlap, train, cupti, kernels: tokens per sequence")
+      cmd->add_option("--seq", memory->seq,
+                      "memory, overlap, train, cupti, kernels: tokens per sequence (default 1024, or a smaller gpt2 "
+                      "preset's whole context)")
           ->check(CLI::Range(1, 1 << 20))};
   for (CLI::Option* o : add_fsdp_flags(*cmd, *fsdp, {FsdpFlag::strategy, FsdpFlag::hybrid_group}, "memory, overlap"))
     memory_options.push_back(o);
@@ -158,7 +161,8 @@ void add_bench_command(CLI::App& app) {
                       "emulated on cuda with --emulate-link (default pcie4-no-p2p)")
           ->check(non_empty("a link preset's name (leave the option out for the default)"))};
   const std::vector<CLI::Option*> train_options = {
-      cmd->add_option("--device", train->device, "train, kernels: auto (cuda where a GPU is usable), sim or cuda")
+      cmd->add_option("--device", train->device,
+                      "train, kernels: auto (cuda where a GPU is usable, else an error saying why), sim or cuda")
           ->check(CLI::IsMember({"auto", "sim", "cuda"})),
       cmd->add_option("--steps", train->steps, "train, cupti, kernels: measured steps (default 10)")
           ->check(CLI::Range(1, 1 << 20)),
@@ -214,6 +218,12 @@ void add_bench_command(CLI::App& app) {
         check(o->count() == 0, o->get_name(),
               " configures --what overlap, train, cupti or kernels; this run is --what ", *what);
     }
+    // --seq left out: 1024 tokens, or a smaller GPT-2's whole position table (test-small's 64), so that a small preset
+    // named alone runs rather than refusing a --seq nobody gave.
+    const auto& gpt2_sizes = gpt2_preset_names();
+    if (cmd->get_option("--seq")->count() == 0 && overlap->model == "gpt2" &&
+        std::find(gpt2_sizes.begin(), gpt2_sizes.end(), memory->preset) != gpt2_sizes.end())
+      memory->seq = std::min(memory->seq, gpt2_preset(memory->preset).n_positions);
     const FsdpChoice choice = parse_fsdp_flags(*fsdp);
     if (training) {
       TrainBenchOptions options = *train;

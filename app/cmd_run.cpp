@@ -283,6 +283,8 @@ int run_training(const RunOptions& options) {
   if (!on_gpu) {
     where = device.preset.name + " (sim; " + ranks_as;
     if (run.nodes.ranks_per_node > 0) where += "; " + run.nodes.describe(device.link.name);
+    else if (run.world > 1)
+      where += "; link " + device.link.name;  // the device preset's own unless --link-preset
     where += ")";
   } else if (layout.comm == CommKind::nccl) {
     where = "cuda (a GPU per rank from GPU " + std::to_string(run.gpu) + ", NCCL; " + ranks_as + ")";
@@ -297,10 +299,10 @@ int run_training(const RunOptions& options) {
   char momentum[48] = "";  // sgd's, where given
   if (run.momentum != 0) std::snprintf(momentum, sizeof momentum, " momentum %g", run.momentum);
   if (reports)
-    std::printf("fsdplab run: model %s%s%s, world %d, %d steps, batch %lld, %s lr %g%s, seed %llu; device %s\n",
+    std::printf("fsdplab run: model %s%s%s, world %d, %d step%s, batch %lld, %s lr %g%s, seed %llu; device %s\n",
                 run.model.c_str(), model_preset(run).empty() ? "" : " ", model_preset(run).c_str(), run.world,
-                run.steps, static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr, momentum,
-                static_cast<unsigned long long>(run.seed), where.c_str());
+                run.steps, run.steps == 1 ? "" : "s", static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr,
+                momentum, static_cast<unsigned long long>(run.seed), where.c_str());
   if (reports) {
     const std::string baseline = run.baseline_precision == DType::f32
                                      ? "single-rank baseline (no FSDP), f32"

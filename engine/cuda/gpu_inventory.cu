@@ -18,10 +18,18 @@ GpuInventory probe_gpus() {
     inventory.why_none = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(status);
     // Without a driver at all the runtime calls it "insufficient", which sends one looking for an upgrade; the
     // loaded kernel module is what tells a machine without an NVIDIA GPU (or its driver) from an old driver.
-    if (std::error_code ec; status == cudaErrorInsufficientDriver &&
-                            !std::filesystem::exists("/proc/driver/nvidia/version", ec))
-      inventory.why_none = "no NVIDIA driver is loaded (no /proc/driver/nvidia/version): this machine has no NVIDIA "
-                           "GPU, or its driver is not installed; " + inventory.why_none;
+    if (status == cudaErrorInsufficientDriver) {
+      const int major = inventory.runtime_version / 1000, minor = inventory.runtime_version % 1000 / 10;
+      const std::string runtime = "CUDA " + std::to_string(major) + "." + std::to_string(minor);
+      std::error_code ec;
+      inventory.why_none =
+          std::filesystem::exists("/proc/driver/nvidia/version", ec)
+              ? "the NVIDIA driver loaded is older than this fsdplab's runtime, " + runtime + ": install a driver of " +
+                    runtime + " or later (nvidia-smi's \"CUDA Version\"), or build fsdplab with the CUDA toolkit the "
+                    "driver supports (" + inventory.why_none + ")"
+              : "no NVIDIA driver is loaded (no /proc/driver/nvidia/version): this machine has no NVIDIA GPU, or its "
+                "driver is not installed";
+    }
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return inventory;
   }

@@ -82,6 +82,17 @@ CheckpointFile CheckpointFile::open(const std::filesystem::path& dir, Module& mo
   } catch (const Error& e) {
     fail("'", config_path.string(), "' is not valid JSON: ", e.what());
   }
+  // The kind of model first: a folder of another kind differs in every key, and the first of them says little
+  // ("config 'hidden_size' is missing" of a GPT-2's folder, loaded into a Llama).
+  const auto kind_of = [](const nlohmann::json& config) -> std::string {
+    for (const char* key : {"model_type", "fsdplab_model"})
+      if (config.contains(key) && config[key].is_string()) return config[key].get<std::string>();
+    return "";
+  };
+  const std::string saved_kind = kind_of(saved), kind = kind_of(identity);
+  check(saved_kind == kind, "'", dir.string(), "' holds ",
+        saved_kind.empty() ? std::string("a model of no kind fsdplab knows") : "a " + saved_kind + " model",
+        "; this run's model is ", kind, " (--model)");
   for (const auto& [key, value] : identity.items()) {
     check(saved.contains(key) && saved[key] == value, "'", dir.string(), "' holds another model: config '", key,
           "' is ", saved.contains(key) ? json_shown(saved[key]) : std::string("missing"), ", this run's model has ",

@@ -76,9 +76,11 @@ BuiltModel build_model(const RunConfig& run) {
         ": only gpt2 and llama have named sizes; ",
         run.model == "mlp" ? "mlp's size is --mlp-width and --mlp-depth" : "the model has one size");
   const RunConfig defaults;
-  check(!known || run.model == "mlp" || (run.mlp_width == defaults.mlp_width && run.mlp_depth == defaults.mlp_depth),
-        "--mlp-width ", run.mlp_width, " / --mlp-depth ", run.mlp_depth, " for --model ", run.model,
-        ": only --model mlp reads them; ", named_sizes ? "pick a size with --preset" : "the model has one size");
+  const bool width = run.mlp_width != defaults.mlp_width, depth = run.mlp_depth != defaults.mlp_depth;
+  check(!known || run.model == "mlp" || !(width || depth), width ? "--mlp-width " + std::to_string(run.mlp_width) : "",
+        width && depth ? " and " : "", depth ? "--mlp-depth " + std::to_string(run.mlp_depth) : "", " for --model ",
+        run.model, ": only --model mlp reads ", width && depth ? "them" : "it", "; ",
+        named_sizes ? "pick a size with --preset" : "the model has one size");
   check(!known || run.model == "gpt2" || run.vocab_multiple == 0, "--vocab-multiple ", run.vocab_multiple,
         " for --model ", run.model, ": only --model gpt2 pads its vocabulary",
         run.model == "llama" ? " (llama's 32000 tokens are a multiple of 128 already)" : "");
