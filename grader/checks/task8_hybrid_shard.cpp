@@ -267,15 +267,18 @@ CheckOutcome check_stream(const CheckContext& c) {
         "one collective does it: replica_group.all_reduce(stream, grad_shard, ReduceOp::avg)");
   for (const OpRecord& other : call.issued)
     if (other.lane != Lane::reduce_scatter) {
-      std::string cause =
-          other.lane == Lane::compute
-              ? "the all-reduce on the compute stream: compute waits for the replicas' link, so the next units' "
-                "backward queues behind every all-reduce"
-              : "the all-reduce on the " + std::string(lane_name(other.lane)) +
-                    " stream: the engine's `reduced` event, recorded on the reduce-scatter stream, does not cover it, "
-                    "so the optimizer may read grad_shard before it is reduced";
-      if (other.begin < call.reduce_scatter_end)
-        cause += "; and nothing orders it after the reduce-scatter that wrote grad_shard (a race in a training)";
+      // What it breaks first: an op the reduce-scatter does not order is a race, whatever else it costs. (Not read
+      // from the times: the replicas' all-reduce waits for the link the reduce-scatter holds, so it starts after it
+      // here, ordered or not.)
+      std::string cause = "the all-reduce on the " + std::string(lane_name(other.lane)) + " stream: ";
+      if (!waited_for(other, call.reduce_scatter))
+        cause +=
+            "nothing orders it after the reduce-scatter that wrote grad_shard on its own stream (the race "
+            "detector stops a training there); and ";
+      cause += other.lane == Lane::compute
+                   ? "compute waits for the replicas' link, so the next units' backward queues behind every all-reduce"
+                   : "the engine's `reduced` event, recorded on the reduce-scatter stream, does not cover it, so the "
+                     "optimizer may read grad_shard before it is reduced";
       return CheckOutcome::fail(
           expected,
           named(other) + ": not on the reduce-scatter stream, where the reduce-scatter that wrote grad_shard ran",
