@@ -410,6 +410,19 @@ TEST(GraderDiagnostics, ASlowStepAndAnOverfullLimiterAreNamedByWhatTheRunShows) 
   }
 }
 
+// Task 8: the replicas' all-reduce on the compute stream is a race before it is a slowdown: nothing orders it after the
+// reduce-scatter that wrote grad_shard. Read from the op graph; its times said nothing (the all-reduce waits for the
+// link the reduce-scatter holds), and the cause named only the compute stream's wait.
+TEST(GraderDiagnostics, AnAllReduceOnTheComputeStreamIsNamedARaceFirst) {
+  const std::vector<CheckRun> runs = run_checks(8, find_mutant(8, "compute-stream").impl(), {"replica-stream"}, 120);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].outcome.fraction, 0);
+  EXPECT_TRUE(contains(runs[0].outcome.cause,
+                       "the all-reduce on the compute stream: nothing orders it after the reduce-scatter that wrote "
+                       "grad_shard on its own stream (the race detector stops a training there)"))
+      << runs[0].outcome.cause;
+}
+
 // Task 6: a race names the method whose contract left it unordered, read from the buffer the race is on (its tag,
 // freed and reused or not) and the case's mode: wherever the race stops a run, in the schedule checks and the
 // trainings alike. Each mutant's mistake is in one method, which its cause must name.
