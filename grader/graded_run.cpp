@@ -350,6 +350,14 @@ std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& r
       peak(MemTag::param_full),
       peak(MemTag::grad_full),
       peak(MemTag::optim_state)};
+  // The shards where they differ (a unit sharded over other ranks than the reference's), which over_budget weighs too:
+  // every figure a pass over budget names is on the line.
+  for (const MemTag tag : {MemTag::param_shard, MemTag::grad_shard}) {
+    const auto t = static_cast<std::size_t>(tag);
+    if (std::abs(static_cast<double>(graded.peak[t] - reference.peak[t])) >
+        1e-3 * static_cast<double>(reference.peak[t]))
+      lines.push_back(peak(tag));
+  }
   // Staging copies (bf16 parameters, an f32 reduction, CPU offload) where a run makes any.
   const auto staging = static_cast<std::size_t>(MemTag::comm_buffer);
   if (graded.peak[staging] > 0 || reference.peak[staging] > 0) lines.push_back(peak(MemTag::comm_buffer));

@@ -135,8 +135,8 @@ RunBudget budget_of(const GradedRun& run);
 // more collectives or bytes, a higher memory peak of a tag FSDP owns, or less overlap (by more than 1 point) with
 // more communication time exposed.
 CheckOutcome over_budget(const RunBudget& graded, const RunBudget& reference);
-// Collectives, MB moved, peak param_full, grad_full and optim_state (and comm_buffer where either run makes staging
-// copies), overlap — the graded beside the reference.
+// Collectives, MB moved, peak param_full, grad_full and optim_state (param_shard and grad_shard where the two differ,
+// comm_buffer where either run makes staging copies), overlap — the graded beside the reference.
 std::vector<BudgetLine> budget_lines(const RunBudget& graded, const RunBudget& reference);
 // `outcome` with the budget of `graded` beside `reference`'s (runs of one case, op graphs kept), as every check that
 // trains beside the reference shows it; an outcome that passed gets over_budget's verdict. A budget that is shown
