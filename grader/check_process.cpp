@@ -42,8 +42,8 @@ nlohmann::json to_json(const CheckOutcome& o) {
   nlohmann::json budget = nlohmann::json::array();
   for (const BudgetLine& b : o.budget)
     budget.push_back({{"what", b.what}, {"graded", b.graded}, {"reference", b.reference}, {"unit", b.unit}});
-  return {{"fraction", o.fraction}, {"expected", o.expected}, {"got", o.got},    {"cause", o.cause},
-          {"budget", budget},       {"show", o.show},         {"raced", o.raced}};
+  return {{"fraction", o.fraction}, {"expected", o.expected}, {"got", o.got},     {"cause", o.cause},
+          {"budget", budget},       {"show", o.show},         {"raced", o.raced}, {"unseen", o.unseen}};
 }
 
 CheckOutcome from_json(const nlohmann::json& j) {
@@ -54,6 +54,7 @@ CheckOutcome from_json(const nlohmann::json& j) {
   o.cause = j.at("cause").get<std::string>();
   o.show = j.at("show").get<std::string>();
   o.raced = j.at("raced").get<bool>();
+  o.unseen = j.at("unseen").get<bool>();
   for (const auto& b : j.at("budget"))
     o.budget.push_back({b.at("what").get<std::string>(), b.at("graded").get<double>(), b.at("reference").get<double>(),
                         b.at("unit").get<std::string>()});

@@ -112,7 +112,7 @@ void fill(std::vector<TaskGrade*> grades, const std::vector<CheckRun>& runs, con
       Check shown = g.check;
       if (!g.run.outcome.show.empty()) shown.show = g.run.outcome.show;  // the case that failed
       if (g.run.outcome.raced || g.run.end == CheckEnd::threw) shown.show = without_break(shown.show);
-      g.show = show_command(shown, grade->impl, program);
+      g.show = g.run.outcome.unseen ? "" : show_command(shown, grade->impl, program);
     }
   }
 }

@@ -884,6 +884,28 @@ TEST(GraderDiagnostics, ARaceIsShownWithoutTheBreakThatWouldStopBeforeIt) {
   EXPECT_GT(races, 0);
 }
 
+// Task 5's gather schedule: gathers racing the update show in a training (the race detector stops it there); a missing
+// wait for the gathers and a host wait do not (the trainer's end-of-step host sync hides them), so their outcome gives
+// no command, where the check's own drew the reference's picture.
+TEST(GraderDiagnostics, AGatherScheduleNoTrainingShowsHasNoCommand) {
+  const auto gather_schedule = [](const std::string& impl) {
+    const GradeReport report = grade_task(impl, 5);
+    for (const GradedCheck& g : report.tasks.at(0).checks)
+      if (g.check.id == "gather-schedule") return g;
+    ADD_FAILURE() << "no gather-schedule check";
+    return GradedCheck{};
+  };
+  for (const std::string unseen : {"5=mutant:compute-no-wait", "5=mutant:gather-host-sync"}) {
+    const GradedCheck g = gather_schedule(unseen);
+    EXPECT_LT(g.earned, g.check.points) << unseen;
+    EXPECT_TRUE(g.run.outcome.unseen) << unseen;
+    EXPECT_EQ(g.show, "") << unseen;
+  }
+  const GradedCheck race = gather_schedule("5=mutant:gather-before-update");
+  EXPECT_LT(race.earned, race.check.points);
+  EXPECT_TRUE(contains(race.show, "--impl 5=mutant:gather-before-update")) << race.show;
+}
+
 // A race is told by the outcome's flag, never by its words: whatever the race detector stopped (a training, a direct
 // check's op, the check itself), every mutant's check that quotes its report is flagged, and no other is.
 TEST(GraderDiagnostics, EveryCheckTheRaceDetectorStoppedIsFlaggedAsARace) {
