@@ -194,6 +194,19 @@ void StepThroughPanel::draw(LiveSession& session) {
   // ---- what just happened -----------------------------------------------------------------------
   ImGui::Separator();
   const FsdpEventLog& log = session.log();
+  // A break that never came: the runs ended first, most often at an error (a race) before the task's first event,
+  // where the student expected to step through (`--break task:5` of a task whose gathers race the update).
+  never_stopped_.clear();
+  if (finished && control.breaking() && !control.last_break())
+    never_stopped_ = session.errors().empty()
+                         ? "no break: the runs finished without the focus rank reaching an event it breaks at"
+                         : "no break: an error ended the runs before the focus rank reached an event it breaks at "
+                           "(the Run panel says which; the timeline shows where)";
+  if (!never_stopped_.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.5f, 0.3f, 1));
+    text_wrapped_at_spaces(never_stopped_);
+    ImGui::PopStyleColor();
+  }
   if (const std::optional<FsdpEvent> stop = control.last_break(); stop && control.paused()) {
     ImGui::TextColored(ImVec4(1, 0.5f, 0.3f, 1), "stopped at:");
     describe(*stop);

@@ -12,6 +12,7 @@
 #include <imgui.h>
 
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include "app/dashboard/live_session.hpp"
@@ -33,8 +34,12 @@ class StepThroughPanel {
   // The task the "break on task N" button chooses: one that reports events (task_reports_events). Until one
   // is chosen, it is the focus run's first replaced task that reports events, else task 3.
   void set_chosen_task(int task);
+  // Where the runs ended with breaking on and never stopped (a race, an error, or no such event before the end): why,
+  // as the panel says it under its buttons; "" otherwise. Of the last frame.
+  const std::string& never_stopped() const { return never_stopped_; }
 
  private:
+  std::string never_stopped_;
   std::optional<int> chosen_task_;
   Rect step_, my_tasks_, task_, events_;
   // The last stop the panel scrolled to (rank, step, kind, unit, host time): each stop scrolls once.

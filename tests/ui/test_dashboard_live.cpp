@@ -138,6 +138,32 @@ TEST(DashboardLive, TheRaceThatStoppedARunIsMarkedWhereItHappened) {
   EXPECT_TRUE(drawn);
 }
 
+// A break on task 4's events in runs that race before any (task 3's forward without its wait): the runs end, and the
+// step-through panel says no break came and why, where it said only "finished".
+TEST(DashboardLive, ABreakTheRunsNeverReachedIsSaidWithWhy) {
+  HeadlessImGui imgui;
+  SessionSettings settings = tiny_settings(2);
+  settings.fsdp.impl = "3=mutant:missing-wait";
+  settings.break_at = BreakAt{std::nullopt, 4, 0};
+  Dashboard dashboard(std::make_unique<LiveSession>(settings));
+  LiveSession& session = *dashboard.session();
+  frames_until(imgui, dashboard, [&] { return session.finished() || session.control().paused(); });
+  frames_until(imgui, dashboard, [] { return true; });
+  ASSERT_TRUE(session.finished()) << "stopped at a break";
+  ASSERT_FALSE(session.errors().empty());
+  EXPECT_TRUE(
+      testing::contains(dashboard.step_through().never_stopped(),
+                        "no break: an error ended the runs before the focus rank reached an event it breaks at"))
+      << dashboard.step_through().never_stopped();
+  // The reference's runs reach it: no such line while they stop.
+  SessionSettings reference = tiny_settings(2);
+  reference.break_at = BreakAt{std::nullopt, 4, 0};
+  Dashboard stopping(std::make_unique<LiveSession>(reference));
+  frames_until(imgui, stopping, [&] { return stopping.session()->control().paused(); });
+  EXPECT_EQ(stopping.step_through().never_stopped(), "");
+  stopping.session()->control().stop();
+}
+
 // The live dashboard on a GPU (skipped, saying why, elsewhere): both runs on the cuda device, their kernels
 // from CUPTI in each rank's lanes with their ops' units and phases, the steps in wall-clock milliseconds, the
 // memory panel fed by the caching allocator's ledger.
