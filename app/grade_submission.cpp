@@ -617,8 +617,9 @@ void check_build_folder(const fs::path& build, const fs::path& submission, const
   std::error_code error;
   if (const fs::path where = fs::weakly_canonical(build, error); !error && inside(where, submission)) {
     fail("--submission-build '", build.string(), "' is inside the submission '", submission.string(),
-         "', where nothing is written; expected a folder outside it (--submission-build DIR; the default is "
-         "submission-build beside this fsdplab's app/)");
+         "', where nothing is written; expected a folder outside it, e.g. --submission-build /tmp/submission-build "
+         "(the default, submission-build beside this fsdplab's app/, is inside it where the submission holds this "
+         "fsdplab's build: a tree graded from its own build/)");
   }
   if (same_folder(build, course_build)) {
     fail("--submission-build '", build.string(), "' is the build of this fsdplab ('", course_build.string(),

@@ -196,6 +196,8 @@ TEST_F(GradeSubmission, ABuildFolderThatIsNotOneOfOursIsRefusedUntouched) {
   };
   EXPECT_TRUE(testing::contains(refusal(submission), "is inside the submission")) << refusal(submission);
   EXPECT_TRUE(testing::contains(refusal(submission / "build"), "is inside the submission"));
+  EXPECT_TRUE(testing::contains(refusal(submission / "build"),
+                                "expected a folder outside it, e.g. --submission-build /tmp/submission-build"));
   EXPECT_FALSE(fs::exists(submission / "build"));
   spit(path("afile"), "x");
   EXPECT_TRUE(testing::contains(refusal(path("afile")), "is not a folder; expected a new folder"));
