@@ -6,6 +6,7 @@
 
 #include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
+#include "engine/fsdp/hybrid_shard_task.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/train/model_factory.hpp"
 #include "labs/student_tasks.hpp"
@@ -146,6 +147,55 @@ std::string unit_difference(const UnitPlan& unit, const std::vector<UnitPlan>& r
   return "holds the reference's parameters in another order (the order given is the flat buffer's)";
 }
 
+// The ranks task 8 puts in `rank`'s shard group ("0, 1, 2").
+std::string shard_group_of(const HybridShardTask& task, int rank, int world, int s) {
+  std::string members;
+  const int color = task.shard_group_color(rank, s);
+  for (int r = 0; r < world; ++r)
+    if (task.shard_group_color(r, s) == color) members += (members.empty() ? "" : ", ") + std::to_string(r);
+  return members;
+}
+
+// Under hybrid sharding (1 < S < W), a task 8 not the reference's: the groups its colours make, as the run makes
+// them (Communicator::split, a group ordered by rank). A unit is sharded over its group, however many ranks that
+// holds: each rank's chunk is its place there (FlatParameterMap::chunk_by_rank) and the group's size the map's S.
+// Groups of unequal sizes, or what the task throws, are said, and the reference's groups drawn.
+void map_shard_groups(FlatParameterMap& map, const HybridShardTask& task) {
+  const int world = map.world, s = map.shard_group;
+  std::vector<int> colors(static_cast<std::size_t>(world));
+  try {
+    for (int r = 0; r < world; ++r) colors[static_cast<std::size_t>(r)] = task.shard_group_color(r, s);
+  } catch (const std::exception& e) {
+    map.groups_differ = "task 8, shard_group_color: " + std::string(e.what());
+    return;
+  }
+  const auto group_size = [&](int r) {
+    return static_cast<int>(std::count(colors.begin(), colors.end(), colors[static_cast<std::size_t>(r)]));
+  };
+  for (int r = 1; r < world; ++r)
+    if (group_size(r) != group_size(0)) {
+      map.groups_differ =
+          "task 8's shard_group_color makes groups of unequal sizes (rank 0's: " + shard_group_of(task, 0, world, s) +
+          "; rank " + std::to_string(r) + "'s: " + shard_group_of(task, r, world, s) +
+          "): the map shows the reference's groups";
+      return;
+    }
+  const HybridShardTask& reference = reference_hybrid_shard();
+  for (int r = 0; r < world; ++r)
+    if (const std::string mine = shard_group_of(task, r, world, s), theirs = shard_group_of(reference, r, world, s);
+        mine != theirs) {
+      map.groups_differ = "task 8's shard groups unlike the reference's: rank " + std::to_string(r) +
+                          " shards a unit over ranks " + mine + ", the reference's " + theirs +
+                          " (each rank's cells are its chunk in its group)";
+      break;
+    }
+  if (map.groups_differ.empty()) return;  // the reference's groups: rank r holds chunk r % S
+  map.shard_group = group_size(0);
+  for (int r = 0; r < world; ++r)
+    map.chunk_by_rank.push_back(
+        static_cast<int>(std::count(colors.begin(), colors.begin() + r, colors[static_cast<std::size_t>(r)])));
+}
+
 }  // namespace
 
 FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions& options, const ImplChoice& impl) {
@@ -154,6 +204,8 @@ FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions
   map.shard_group = shard_group_size(options, run.world);
   map.tasks = layout_tasks(impl);
   const FsdpTasks tasks = tasks_for(impl);
+  if (impl.replaced(8) && map.shard_group > 1 && map.shard_group < map.world)
+    map_shard_groups(map, *tasks.hybrid_shard);
   BuiltModel built = build_model(run);
   std::vector<UnitPlan> plans;
   // A student's code may throw anything, not only an Error: whatever it is, the map says it and the rest of
@@ -289,16 +341,18 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
   }
   const auto differing =
       std::count_if(map.units.begin(), map.units.end(), [](const MappedUnit& u) { return !u.differs.empty(); });
-  if (differing > 0 || !map.units_missing.empty()) {
+  if (differing > 0 || !map.units_missing.empty() || !map.groups_differ.empty()) {
+    if (!map.groups_differ.empty()) difference_line_ = printable(map.groups_differ);
     if (differing > 0) {
       const MappedUnit& first =
           *std::find_if(map.units.begin(), map.units.end(), [](const MappedUnit& u) { return !u.differs.empty(); });
-      difference_line_ = std::to_string(differing) + " of " + std::to_string(map.units.size()) +
-                         " units unlike the reference's (names in red; hover one): '" + first.name + "' " +
-                         printable(first.differs);
+      difference_line_ += std::string(difference_line_.empty() ? "" : "; ") + std::to_string(differing) + " of " +
+                          std::to_string(map.units.size()) +
+                          " units unlike the reference's (names in red; hover one): '" + first.name + "' " +
+                          printable(first.differs);
     }
     if (!map.units_missing.empty()) {
-      difference_line_ += std::string(differing > 0 ? "; " : "") + "the reference's task 7 also makes " +
+      difference_line_ += std::string(difference_line_.empty() ? "" : "; ") + "the reference's task 7 also makes " +
                           std::to_string(map.units_missing.size()) + " unit" +
                           (map.units_missing.size() == 1 ? "" : "s") + " this run does not: '" +
                           printable(map.units_missing.front()) + "'" + (map.units_missing.size() > 1 ? ", ..." : "");
@@ -314,10 +368,13 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   // Under hybrid shard a unit is cut into S chunks, and rank r holds chunk r % S: the replicas repeat the columns.
   const std::string chunks =
-      map.shard_group < map.world
+      map.shard_group == map.world
+          ? "chunk r of each unit's flat buffer is rank r's shard (S = " + std::to_string(map.shard_group) + ")"
+      : map.chunk_by_rank.empty()
           ? "rank r holds chunk r % S of each unit's flat buffer (S = " + std::to_string(map.shard_group) +
                 ": ranks r and r + S hold the same)"
-          : "chunk r of each unit's flat buffer is rank r's shard (S = " + std::to_string(map.shard_group) + ")";
+          : "each rank holds the chunk of its place in its shard group, as the run's task 8 groups the ranks (S = " +
+                std::to_string(map.shard_group) + ")";
   text_wrapped_at_spaces(chunks +
                          "; colours are parameters, grey is padding. Dim: sharded; orange frame: gather issued; "
                          "bright: unsharded");

@@ -3,8 +3,8 @@
 // unsharded) as the FSDP events report it.
 //
 // The layout is planned here from a run's configuration with the tasks that run uses (its --impl): its
-// task 7 makes the units, its task 2 lays each one out and names each chunk's slices, the same plan every
-// rank makes (shapes only, nothing allocated). So a student's layout is the one drawn, mistakes included,
+// task 7 makes the units, its task 2 lays each one out and names each chunk's slices, its task 8 groups the
+// ranks that shard a unit under hybrid sharding, the same plan every rank makes (shapes only, nothing allocated). So a student's layout is the one drawn, mistakes included,
 // the map is right before the first event arrives, and it costs nothing per frame but drawing.
 #pragma once
 #include <cstdint>
@@ -52,7 +52,14 @@ struct MappedUnit {
 
 struct FlatParameterMap {
   int world = 1;
-  int shard_group = 1;  // S: rank r holds chunk r % S of every unit
+  int shard_group = 1;  // S
+  // The chunk of every unit each rank holds: its place among the ranks of its shard group, which task 8's colours
+  // make under hybrid sharding (Communicator::split orders a group by rank). Empty: rank r holds chunk r % S, as under
+  // the reference's colours (rank / S).
+  std::vector<int> chunk_by_rank;
+  // Where the run's task 8 is not the reference's and groups the ranks otherwise (shard groups of other ranks, or not
+  // of S ranks): how, in words. Empty otherwise.
+  std::string groups_differ;
   std::string tasks;    // which implementations of tasks 2 and 7 laid it out: "reference", or as --impl: "2=student"
   // Why there is no layout to draw: what the tasks threw, or how what they returned is not a layout. Empty
   // when `units` holds the plan.
@@ -61,13 +68,15 @@ struct FlatParameterMap {
   // Where task 7 is not the reference's: the reference's units of names no unit here has (its root, say).
   std::vector<std::string> units_missing;
 
-  int chunk_of(int rank) const { return rank % shard_group; }
+  int chunk_of(int rank) const {
+    return chunk_by_rank.empty() ? rank % shard_group : chunk_by_rank[static_cast<std::size_t>(rank)];
+  }
 };
 
 // The units `tasks` (the implementations `impl` chooses) make of `run`'s model under `options`, laid out for its
-// shard group, each compared with the reference's unit and layout where `impl` replaces task 7 or 2
-// (MappedUnit::differs, FlatParameterMap::units_missing).
-// What the tasks throw, or a layout that does not fit its unit, is not thrown: it is the map's error.
+// shard group (whose ranks its task 8 chooses under hybrid sharding), each compared with the reference's unit and
+// layout where `impl` replaces task 7 or 2 (MappedUnit::differs, FlatParameterMap::units_missing). What the tasks
+// throw, or a layout that does not fit its unit, is not thrown: it is the map's error.
 FlatParameterMap plan_flat_parameter_map(const RunConfig& run, const FsdpOptions& options, const ImplChoice& impl);
 
 class FlatParameterPanel {

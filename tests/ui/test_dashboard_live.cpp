@@ -767,6 +767,42 @@ RunConfig tiny_run(int world) {
   return run;
 }
 
+// Lab 08: a student's task 8 groups the ranks that shard a unit, and the map draws its groups. Swapped colours (rank %
+// S for the shard group) shard a unit over ranks r, r + S, ...: at W = 4, S = 2 groups of 2 still, rank 2 holding chunk
+// 1 where the reference's rank 2 holds chunk 0; at W = 6, S = 3 groups of 2, so a unit is cut in 2, not 3. Both say
+// how the groups differ; the map said "rank r holds chunk r % S" under the student's run.
+TEST(FlatParameterMap, AStudentsShardGroupsAreTheOnesMapped) {
+  FsdpOptions options;
+  options.strategy = ShardingStrategy::hybrid_shard;
+  const ImplChoice swapped = parse_impl("8=mutant:swapped-colors");
+  options.hybrid_group = 2;
+  const FlatParameterMap reference4 = plan_flat_parameter_map(tiny_run(4), options, ImplChoice{});
+  EXPECT_EQ(reference4.groups_differ, "");
+  EXPECT_EQ(reference4.chunk_of(2), 0);
+  const FlatParameterMap four = plan_flat_parameter_map(tiny_run(4), options, swapped);
+  ASSERT_TRUE(four.error.empty()) << four.error;
+  EXPECT_EQ(four.shard_group, 2);
+  EXPECT_EQ(four.chunk_of(1), 0);
+  EXPECT_EQ(four.chunk_of(2), 1);
+  EXPECT_EQ(four.groups_differ,
+            "task 8's shard groups unlike the reference's: rank 0 shards a unit over ranks 0, 2, the reference's 0, 1 "
+            "(each rank's cells are its chunk in its group)");
+  options.hybrid_group = 3;
+  const FlatParameterMap six = plan_flat_parameter_map(tiny_run(6), options, swapped);
+  ASSERT_TRUE(six.error.empty()) << six.error;
+  EXPECT_EQ(six.shard_group, 2);
+  EXPECT_EQ(six.units.front().chunks.size(), 2u);
+  EXPECT_EQ(six.chunk_of(3), 1);
+  EXPECT_TRUE(testing::contains(six.groups_differ, "rank 0 shards a unit over ranks 0, 3, the reference's 0, 1, 2"))
+      << six.groups_differ;
+  // A task 8 whose groups are the reference's says nothing: here every task but 8 is the reference's, and a mutant
+  // of task 8 that keeps the colours (the all-reduce summing) maps as the reference does.
+  options.hybrid_group = 2;
+  const FlatParameterMap sum = plan_flat_parameter_map(tiny_run(4), options, parse_impl("8=mutant:sum-not-mean"));
+  EXPECT_EQ(sum.groups_differ, "");
+  EXPECT_TRUE(sum.chunk_by_rank.empty());
+}
+
 // Lab 02's point: a student's own layout is the one drawn. A task 2 that pads a size already a multiple of W by
 // a whole extra chunk gives every such unit W more elements, so each chunk is one larger and every chunk after
 // the first starts one element later in the flat buffer than the reference's. Two elements of millions are no
