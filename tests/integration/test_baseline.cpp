@@ -218,7 +218,8 @@ TEST(Baseline, AFolderFromAnotherModelIsAClearError) {
     losses(mlp);
     FAIL() << "expected an Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("holds a toy model; this run's model is mlp (--model)"), std::string::npos)
+        << e.what();
   }
   std::filesystem::remove_all(dir);
 }

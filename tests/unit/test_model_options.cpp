@@ -32,8 +32,11 @@ TEST(ModelOptions, MlpWidthForAnotherModelIsRefused) {
   run.model = "gpt2";
   run.mlp_width = 512;
   const std::string error = error_of([&] { build_model(run); });
-  EXPECT_TRUE(contains(error, "--mlp-width 512 / --mlp-depth 4 for --model gpt2: only --model mlp reads them"))
-      << error;
+  EXPECT_TRUE(contains(error, "--mlp-width 512 for --model gpt2: only --model mlp reads it; pick a size with --preset"))
+      << error;  // --mlp-depth, not given, is not named
+  run.mlp_depth = 8;
+  EXPECT_TRUE(contains(error_of([&] { build_model(run); }),
+                       "--mlp-width 512 and --mlp-depth 8 for --model gpt2: only --model mlp reads them"));
   run.model = "mlp";
   EXPECT_NO_THROW(build_model(run));
 }
