@@ -168,9 +168,9 @@ BreakAt parse_break(const std::string& text) {
 }
 
 // `arguments`: the run's own, as given (" --impl 3=student --break task:3"), so the hint shows that run; its commands
-// run as pasted (program_from_source_root).
+// run as pasted where it is printed (program_from_here).
 std::string no_window_hint(const std::string& problem, const std::string& arguments, bool breaks) {
-  const std::string fsdplab = program_from_source_root();
+  const std::string fsdplab = program_from_here();
   return problem + ": the dashboard's window needs one. On a desktop, run `" + fsdplab + "` or `" + fsdplab + " gui" +
          arguments + "`; here, `" + fsdplab + " gui" + arguments + " --screenshot dashboard.png" +
          (breaks ? "` renders it to a PNG (offscreen, no display), stopped at the first such event (`--steps N`: after "
@@ -278,12 +278,12 @@ void run_listening(const GuiOptions& o) {
   window.timeout_seconds = o.timeout;
   if (!o.screenshot.empty()) check(o.screenshot_steps >= 1, "--steps ", o.screenshot_steps, "; expected >= 1");
   if (const auto problem = window_problem(window))
-    fail(*problem, ": the dashboard's window needs one. Here, `", program_from_source_root(), " gui --listen ",
-         o.listen, " --screenshot remote.png --steps 3` renders it to a PNG (offscreen) once a run streamed 3 steps");
+    fail(*problem, ": the dashboard's window needs one. Here, `", program_from_here(), " gui --listen ", o.listen,
+         " --screenshot remote.png --steps 3` renders it to a PNG (offscreen) once a run streamed 3 steps");
   auto remote = std::make_unique<RemoteSession>(o.listen);
   const std::string address = remote->listener().address();
   std::printf("fsdplab gui: listening on %s; stream a run here with `%s run --model gpt2 --world 2 --dashboard %s`\n",
-              address.c_str(), program_from_source_root().c_str(), address.c_str());
+              address.c_str(), program_from_here().c_str(), address.c_str());
   std::fflush(stdout);  // a script starting runs reads the port from here
   Dashboard dashboard(std::move(remote));
   run_window(dashboard, window);
@@ -353,8 +353,8 @@ int run_headless_comparison(const std::string& problem) {
   } else {
     std::printf("eta undefined: %s\n", summary.why.c_str());
   }
-  std::printf("traces: %s %s (replay: fsdplab view %s %s; or open them in ui.perfetto.dev)\n", files[0].c_str(),
-              files[1].c_str(), files[0].c_str(), files[1].c_str());
+  std::printf("traces: %s %s (replay: %s view %s %s; or open them in ui.perfetto.dev)\n", files[0].c_str(),
+              files[1].c_str(), program_from_here().c_str(), files[0].c_str(), files[1].c_str());
   std::printf("%s\n", no_window_hint(problem, "", false).c_str());
   return 0;
 }
@@ -435,7 +435,7 @@ void add_view_command(CLI::App& app) {
     if (const auto problem = window_problem(window)) {
       std::string traces;
       for (const std::string& file : *files) traces += " " + shell_quote(file);
-      fail(*problem, ": the replay window needs one (try `", program_from_source_root(), " view", traces,
+      fail(*problem, ": the replay window needs one (try `", program_from_here(), " view", traces,
            " --screenshot view.png`, drawn offscreen)");
     }
     Dashboard dashboard(std::move(replay));  // files that failed are named in the window too

@@ -1,6 +1,7 @@
 #include "app/program_path.hpp"
 
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "app/report/markdown_table.hpp"
@@ -8,14 +9,30 @@
 
 namespace fsdplab::app {
 
-std::string program_from_source_root() {
+namespace {
+
+// This fsdplab's path from `folder` where it lies below it, else (or without a folder) its absolute path; `fallback`
+// where the process cannot read its own path.
+std::string program_below(const std::optional<std::filesystem::path>& folder, const std::string& fallback) {
   std::error_code error;
   const std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error || binary.empty()) return grading::kShowProgram;
-  const std::filesystem::path root = std::filesystem::weakly_canonical(FSDPLAB_SOURCE_DIR, error);
-  const std::filesystem::path relative = binary.lexically_relative(root);
-  if (!error && !relative.empty() && *relative.begin() != "..") return shell_quote(relative.string());
+  if (error || binary.empty()) return fallback;
+  if (folder) {
+    const std::filesystem::path base = std::filesystem::weakly_canonical(*folder, error);
+    const std::filesystem::path relative = binary.lexically_relative(base);
+    if (!error && !relative.empty() && *relative.begin() != "..") return shell_quote(relative.string());
+  }
   return shell_quote(binary.string());
+}
+
+}  // namespace
+
+std::string program_from_source_root() { return program_below(FSDPLAB_SOURCE_DIR, grading::kShowProgram); }
+
+std::string program_from_here() {
+  std::error_code error;
+  const std::filesystem::path here = std::filesystem::current_path(error);
+  return program_below(error ? std::nullopt : std::optional(here), "fsdplab");
 }
 
 }  // namespace fsdplab::app
