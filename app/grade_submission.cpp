@@ -258,12 +258,6 @@ std::pair<fs::path, std::string> labs_folder(const fs::path& dir) {
   return {dir / "labs", ""};
 }
 
-// Whether `path` (canonical) lies in `folder` (canonical), or is it.
-bool inside(const fs::path& path, const fs::path& folder) {
-  const fs::path relative = path.lexically_relative(folder);
-  return !relative.empty() && *relative.begin() != "..";
-}
-
 // What to do with an archive given where a folder is expected.
 std::string unpack_hint(const fs::path& submission) {
   const std::string name = submission.filename().string();
@@ -295,7 +289,7 @@ CheckedSubmission checked_submission(const fs::path& submission) {
       ++absent;
     } else if (!fs::is_regular_file(fs::status(path, error))) {
       unusable[file] = file.string() + " is not a file that can be compiled (a folder, a device, or a broken link)";
-    } else if (const fs::path target = fs::canonical(path, error); !inside(target, dir)) {
+    } else if (const fs::path target = fs::canonical(path, error); error || !path_is_within(target, dir)) {
       unusable[file] = file.string() + " is a link to '" + target.string() +
                        "', outside the submission folder; expected the student's own file in it (a copy, not a link)";
     } else {
@@ -615,7 +609,7 @@ void record_compiled_sources(const fs::path& source, const fs::path& out) {
 // the lock, which makes the folder.
 void check_build_folder(const fs::path& build, const fs::path& submission, const fs::path& course_build) {
   std::error_code error;
-  if (const fs::path where = fs::weakly_canonical(build, error); !error && inside(where, submission)) {
+  if (path_is_within(build, submission)) {
     fail("--submission-build '", build.string(), "' is inside the submission '", submission.string(),
          "', where nothing is written; expected a folder outside it, e.g. --submission-build /tmp/submission-build "
          "(the default, submission-build beside this fsdplab's app/, is inside it where the submission holds this "

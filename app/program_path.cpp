@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "app/report/markdown_table.hpp"
+#include "engine/runtime/output_file.hpp"
 #include "grader/grade_check.hpp"
 
 namespace fsdplab::app {
@@ -17,11 +18,8 @@ std::string program_below(const std::optional<std::filesystem::path>& folder, co
   std::error_code error;
   const std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error || binary.empty()) return fallback;
-  if (folder) {
-    const std::filesystem::path base = std::filesystem::weakly_canonical(*folder, error);
-    const std::filesystem::path relative = binary.lexically_relative(base);
-    if (!error && !relative.empty() && *relative.begin() != "..") return shell_quote(relative.string());
-  }
+  if (folder && path_is_within(binary, *folder))
+    return shell_quote(binary.lexically_relative(std::filesystem::weakly_canonical(*folder, error)).string());
   return shell_quote(binary.string());
 }
 

@@ -147,12 +147,19 @@ std::string unit_difference(const UnitPlan& unit, const std::vector<UnitPlan>& r
   return "holds the reference's parameters in another order (the order given is the flat buffer's)";
 }
 
-// The ranks task 8 puts in `rank`'s shard group ("0, 1, 2").
-std::string shard_group_of(const HybridShardTask& task, int rank, int world, int s) {
+// Task 8's shard group colour of each rank (Communicator::split's colour, rank by rank).
+std::vector<int> shard_colors(const HybridShardTask& task, int world, int s) {
+  std::vector<int> colors;
+  for (int r = 0; r < world; ++r) colors.push_back(task.shard_group_color(r, s));
+  return colors;
+}
+
+// The ranks of `rank`'s colour ("0, 1, 2"): its shard group.
+std::string group_of(const std::vector<int>& colors, int rank) {
   std::string members;
-  const int color = task.shard_group_color(rank, s);
-  for (int r = 0; r < world; ++r)
-    if (task.shard_group_color(r, s) == color) members += (members.empty() ? "" : ", ") + std::to_string(r);
+  for (std::size_t r = 0; r < colors.size(); ++r)
+    if (colors[r] == colors[static_cast<std::size_t>(rank)])
+      members += (members.empty() ? "" : ", ") + std::to_string(r);
   return members;
 }
 
@@ -162,9 +169,9 @@ std::string shard_group_of(const HybridShardTask& task, int rank, int world, int
 // Groups of unequal sizes, or what the task throws, are said, and the reference's groups drawn.
 void map_shard_groups(FlatParameterMap& map, const HybridShardTask& task) {
   const int world = map.world, s = map.shard_group;
-  std::vector<int> colors(static_cast<std::size_t>(world));
+  std::vector<int> colors;
   try {
-    for (int r = 0; r < world; ++r) colors[static_cast<std::size_t>(r)] = task.shard_group_color(r, s);
+    colors = shard_colors(task, world, s);
   } catch (const std::exception& e) {
     map.groups_differ = "task 8, shard_group_color: " + std::string(e.what());
     return;
@@ -174,16 +181,14 @@ void map_shard_groups(FlatParameterMap& map, const HybridShardTask& task) {
   };
   for (int r = 1; r < world; ++r)
     if (group_size(r) != group_size(0)) {
-      map.groups_differ =
-          "task 8's shard_group_color makes groups of unequal sizes (rank 0's: " + shard_group_of(task, 0, world, s) +
-          "; rank " + std::to_string(r) + "'s: " + shard_group_of(task, r, world, s) +
-          "): the map shows the reference's groups";
+      map.groups_differ = "task 8's shard_group_color makes groups of unequal sizes (rank 0's: " + group_of(colors, 0) +
+                          "; rank " + std::to_string(r) + "'s: " + group_of(colors, r) +
+                          "): the map shows the reference's groups";
       return;
     }
-  const HybridShardTask& reference = reference_hybrid_shard();
+  const std::vector<int> reference = shard_colors(reference_hybrid_shard(), world, s);
   for (int r = 0; r < world; ++r)
-    if (const std::string mine = shard_group_of(task, r, world, s), theirs = shard_group_of(reference, r, world, s);
-        mine != theirs) {
+    if (const std::string mine = group_of(colors, r), theirs = group_of(reference, r); mine != theirs) {
       map.groups_differ = "task 8's shard groups unlike the reference's: rank " + std::to_string(r) +
                           " shards a unit over ranks " + mine + ", the reference's " + theirs +
                           " (each rank's cells are its chunk in its group)";

@@ -667,8 +667,7 @@ void StepTimePanel::draw(const TraceStore& store, std::optional<int> reference) 
   text(footnote + "In the table: step, " + unit.name +
        ": each series' last step and its time; mean, compute, comm: of its last " + std::to_string(kRecentSteps) +
        " steps, its run's first and known last left out (" + unit.name +
-       "); overlap: the share of those steps' "
-       "communication that compute hid" +
+       "); overlap: the share of those steps' communication that compute hid" +
        (left_out.empty() ? "" : "; too narrow for " + left_out + ": hover a series"));
   ImGui::PopStyleColor();
 }

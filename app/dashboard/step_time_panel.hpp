@@ -23,8 +23,8 @@
 // label and no marker; a tooltip (step, duration, compute, comm, loss) over a point; a table of each series
 // under it (its last step; the means of its recent steps; their overlap %, |comm ∩ compute| / |comm| as `bench
 // --what overlap` defines it, so SYNC's 0 % reads beside ASYNC's), whose numbers keep their width and whose names
-// are elided; a run that failed (TraceSource::failure)
-// is marked "failed" there, its error in the row's tooltip, so it does not pass for a slow run. Beside a reference
+// are elided; a run that failed (TraceSource::failure) is marked "failed" there, its error in the row's tooltip, so
+// it does not pass for a slow run. Beside a reference
 // (--compare impl), a line says whether the other run's losses are the reference's, step by step, within 1e-5
 // relative as the grader's trainings compare them: a wrong value shows there before any curve parts.
 // draw() submits into the current ImGui window (the dashboard's "Step times" window).

@@ -457,8 +457,7 @@ CheckOutcome check_gather_schedule(const CheckContext& c) {
   const std::string expected =
       "called on rank 0 of 2 behind 1 ms of update on the compute stream (a schedule of the check's own: the times "
       "below are its, not a training's): the gathers start after the update, the next forward starts after the last "
-      "gather, and "
-      "the host never waits (events only)";
+      "gather, and the host never waits (events only)";
   if (s.gathers.empty())
     return CheckOutcome::fail(expected, "no collective issued",
                               "all_gather_updates gathers nothing: there is no schedule to check");
