@@ -44,8 +44,8 @@ constexpr std::chrono::milliseconds kProcessCommTimeout{30'000};
 
 struct RunOptions {
   RunConfig train;  // used when --model is given
-  // FSDP, used when --world > 1, --comm is nccl or mpi, or any of these but --precision is given; otherwise
-  // the single-rank baseline trains, in --precision (bf16: mixed precision on f32 master weights).
+  // An FSDP-only flag or --mode was given (run_training also trains FSDP for --world > 1 or --comm nccl|mpi);
+  // otherwise the single-rank baseline trains, in --precision (bf16: mixed precision on f32 master weights).
   bool fsdp = false;
   FsdpFlags fsdp_flags;
   bool dry_run = false;  // --dry-run: shapes, time and memory only; always an FSDP run
@@ -76,11 +76,10 @@ int world_asked(const RunOptions& options) {
   return options.world_given || options.train.comm == "local" ? options.world : 0;
 }
 
-std::vector<ExecMode> parse_modes(const std::string& mode) {
-  if (mode == "sync") return {ExecMode::sync};
-  if (mode == "async") return {ExecMode::async};
-  if (mode == "both") return {ExecMode::sync, ExecMode::async};
-  fail("--mode '", mode, "'; expected sync, async or both");
+std::vector<OverlapMode> parse_modes(const std::string& mode) {
+  if (mode == "both") return {OverlapMode::sync, OverlapMode::async};
+  check(mode == "sync" || mode == "async", "--mode '", mode, "'; expected sync, async or both");
+  return {parse_overlap_mode(mode)};
 }
 
 // --trace (one file, every rank, for Perfetto) and --trace-dir (a file per rank, for HTA). Each file that
@@ -127,8 +126,9 @@ void report_failed_outputs(const std::vector<std::string>& failed) {
        " could not be written (the run itself completed; every other output was written):", list);
 }
 
+// ---- the streams demo (no --model) ------------------------------------------------------------------------
+
 int run_streams_demo(const RunOptions& options) {
-  check(options.demo == "streams", "--demo '", options.demo, "'; the only demo is 'streams'");
   check(options.train.device != "cuda" && !options.train.emulate_link, "--demo streams runs on the sim device (its "
         "point is the virtual clock); drop --device cuda and --emulate-link, or train a model on the GPU (--model)");
   check(options.train.nodes.ranks_per_node == 0, "--demo streams runs its ranks on one node; --ranks-per-node places a "
@@ -138,14 +138,12 @@ int run_streams_demo(const RunOptions& options) {
   const LinkPreset& link = presets.link_for(device, options.link_preset);
 
   StreamDemoConfig config;
-  config.world = options.world;
   config.layers = options.layers;
   config.width = options.width;
   config.tokens = options.tokens;
   config.dtype = parse_dtype(options.dtype);
   config.modes = parse_modes(options.mode);
   config.comm = options.train.comm;
-  check(config.dtype != DType::i32, "--dtype i32: the demo's layers compute in f32 or bf16");
   // Under mpirun (--comm mpi) each process is one rank; without --world, as many as were launched.
   const RankLayout layout = rank_layout(config.comm, world_asked(options), DeviceKind::sim, 0);
   config.world = layout.world;
@@ -178,9 +176,9 @@ int run_streams_demo(const RunOptions& options) {
   // (docs/PERFORMANCE.md): so step = compute + exposed comm + idle, column by column.
   for (const OverlapMetrics& m : per_step) {
     const StreamDemoStep& step = steps[static_cast<std::size_t>(m.step)];
-    std::printf("%-6s %5d %10.1f %13.1f %10.1f %10.1f %18.1f %10.1f\n", std::string(exec_mode_name(step.mode)).c_str(),
-                m.rank, ns_to_us(m.span), ns_to_us(m.compute), ns_to_us(m.comm), m.overlap_percent(),
-                ns_to_us(m.exposed_comm()), ns_to_us(m.idle()));
+    std::printf("%-6s %5d %10.1f %13.1f %10.1f %10.1f %18.1f %10.1f\n",
+                step.mode == OverlapMode::sync ? "SYNC" : "ASYNC", m.rank, ns_to_us(m.span), ns_to_us(m.compute),
+                ns_to_us(m.comm), m.overlap_percent(), ns_to_us(m.exposed_comm()), ns_to_us(m.idle()));
   }
   TraceMeta meta;
   meta.backend = "sim";
@@ -192,6 +190,8 @@ int run_streams_demo(const RunOptions& options) {
   report_failed_outputs(failed);
   return 0;
 }
+
+// ---- a model's training -----------------------------------------------------------------------------------
 
 // Writes the losses CSV (to a temporary name, renamed: output_file.hpp), its steps counted from 1 as the run
 // prints them (StepReport::step counts from 0).
@@ -412,6 +412,8 @@ int run_training(const RunOptions& options) {
 }
 
 }  // namespace
+
+// ---- the command line -------------------------------------------------------------------------------------
 
 void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();

@@ -188,7 +188,7 @@ CheckOutcome compare_with_baseline(const GradedRun& graded, const GradedRun& bas
                                             std::to_string(baseline.losses.size()), "");
   for (std::size_t s = 0; s < graded.losses.size(); ++s) {
     const double want = baseline.losses[s], got = graded.losses[s];
-    if (!(std::abs(got - want) <= tolerance * std::max(1.0, std::abs(want))))
+    if (!agrees(got, want, tolerance))
       return CheckOutcome::fail(expected, "the loss of step " + std::to_string(s + 1) + " is " + number(got) +
                                               " against the baseline's " + number(want), "");
   }
@@ -232,8 +232,7 @@ double deviation_from(const GradedRun& run, const GradedRun& baseline) {
 std::string divergence_text(const GradedRun& run, const GradedRun& baseline, double tolerance) {
   if (!run.trained()) return "the run stopped before its end";
   for (std::size_t s = 0; s < std::min(run.losses.size(), baseline.losses.size()); ++s) {
-    if (std::abs(run.losses[s] - baseline.losses[s]) <= tolerance * std::max(1.0, std::abs(baseline.losses[s])))
-      continue;
+    if (agrees(run.losses[s], baseline.losses[s], tolerance)) continue;
     if (s == 0) return "step 1's loss already differs, before any update";
     return "step 1's loss is the baseline's and step " + std::to_string(s + 1) + "'s is not: an update differs";
   }

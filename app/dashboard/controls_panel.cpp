@@ -1,7 +1,6 @@
 #include "app/dashboard/controls_panel.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <span>
 #include <string_view>

@@ -1,7 +1,6 @@
 #include "app/dashboard/dashboard.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"

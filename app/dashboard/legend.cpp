@@ -1,5 +1,7 @@
 #include "app/dashboard/legend.hpp"
 
+#include <algorithm>
+
 #include "app/dashboard/printable_text.hpp"
 
 namespace fsdplab::app {
@@ -19,6 +21,11 @@ void legend_item(const std::string& name, const std::function<void(ImDrawList& d
   ImGui::TextUnformatted(shown.c_str());
   if (shown != whole && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", whole.c_str());
   ImGui::SameLine();
+}
+
+void dashed_hline(ImDrawList& dl, float x0, float x1, float y, ImU32 color, float thickness) {
+  constexpr float kDash = 6, kGap = 4;
+  for (float x = x0; x < x1; x += kDash + kGap) dl.AddLine({x, y}, {std::min(x + kDash, x1), y}, color, thickness);
 }
 
 }  // namespace fsdplab::app

@@ -15,4 +15,8 @@ constexpr float kSwatchWidth = 14;
 // last entry is followed by ImGui::NewLine(). `swatch` draws into [min, max], the swatch's box.
 void legend_item(const std::string& name, const std::function<void(ImDrawList& dl, ImVec2 min, ImVec2 max)>& swatch);
 
+// A dashed line from x0 to x1 at y: how the panels draw a level the data is held against (the memory panel's
+// expected peak, the step-time panel's ideal, compute and comm lines), and its swatch in their legends.
+void dashed_hline(ImDrawList& dl, float x0, float x1, float y, ImU32 color, float thickness);
+
 }  // namespace fsdplab::app

@@ -67,11 +67,6 @@ class SeriesReader {
   std::size_t next_ = 0;  // the first sample not yet passed
 };
 
-void dashed_hline(ImDrawList* dl, float x0, float x1, float y, ImU32 color, float thickness = 1.5f) {
-  constexpr float kDash = 6, kGap = 4;
-  for (float x = x0; x < x1; x += kDash + kGap) dl->AddLine({x, y}, {std::min(x + kDash, x1), y}, color, thickness);
-}
-
 // A text on a dark box, readable over the stacks.
 void legend() {
   ImGui::TextUnformatted("tags:");
@@ -85,8 +80,9 @@ void legend() {
   legend_item("peak", [](ImDrawList& dl, ImVec2 a, ImVec2 b) {
     dl.AddLine({a.x, (a.y + b.y) / 2}, {b.x, (a.y + b.y) / 2}, kPeakColor, 2);
   });
-  legend_item("expected",
-              [](ImDrawList& dl, ImVec2 a, ImVec2 b) { dashed_hline(&dl, a.x, b.x, (a.y + b.y) / 2, kExpectedColor); });
+  legend_item("expected", [](ImDrawList& dl, ImVec2 a, ImVec2 b) {
+    dashed_hline(dl, a.x, b.x, (a.y + b.y) / 2, kExpectedColor, 1.5f);
+  });
   legend_item("device's memory", [](ImDrawList& dl, ImVec2 a, ImVec2 b) {
     dl.AddLine({a.x, (a.y + b.y) / 2}, {b.x, (a.y + b.y) / 2}, kDeviceMemoryColor, 1);
   });
@@ -429,7 +425,7 @@ void MemoryPanel::draw(const TraceStore& store, std::span<const std::optional<Ta
         }
         if (exp && row.expected_total > 0) {
           const float ye = y_of(row.expected_total);
-          dashed_hline(dl, a.x, b.x, ye, kExpectedColor);
+          dashed_hline(*dl, a.x, b.x, ye, kExpectedColor, 1.5f);
         }
         if (device_in_scale) {  // the legend says what it is
           const float yd = y_of(src.device_memory);

@@ -3,7 +3,7 @@
 //
 // Communication is warm (all-gather orange, reduce-scatter red), compute cool (blue), copies green,
 // host work grey, so overlap reads at a glance. Memory tags follow their kind: parameters blue,
-// gradients red, optimizer state purple, activations green, buffers grey.
+// gradients red, optimizer state purple, activations green, communication buffers amber, workspace grey.
 #pragma once
 #include <imgui.h>
 

@@ -10,9 +10,11 @@
 #include <map>
 #include <utility>
 
+#include "app/axis_step.hpp"
 #include "app/dashboard/legend.hpp"
 #include "app/dashboard/palette.hpp"
 #include "app/dashboard/printable_text.hpp"
+#include "engine/train/loss_agreement.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -34,7 +36,8 @@ constexpr float kAxisWidth = 64;                              // left of the plo
 constexpr float kPlotRightPad = 8;                            // right of it
 constexpr float kLabelInset = 4;                              // a reference label from the plot's side
 constexpr float kLabelPad = 2;                                // its backing box around the text
-constexpr float kMarkerClearance = 4;                         // a marker's half size, and a pixel: no label covers it
+constexpr float kMarkerHalfSize = 3;                          // a step's marker: a square (SYNC) or a dot (ASYNC)
+constexpr float kMarkerClearance = kMarkerHalfSize + 1;       // and a pixel: no label covers it
 // The table's number columns, and the order they give way in a narrow panel (mean and overlap stay).
 // (The second is the last step's time, headed by the panel's unit: "ms", or "s" (step_time_unit).)
 constexpr std::array<const char*, 6> kTableNumbers = {"step", "ms", "mean", "compute", "comm", "overlap"};
@@ -42,6 +45,8 @@ constexpr std::array<std::size_t, 4> kTableDropOrder = {1, 0, 3, 4};
 constexpr const char* kShortestSeriesName = "ASYNC...";  // a series' name is elided no shorter
 constexpr const char* kFailedMark = "failed";            // before a failed run's name in the table
 constexpr float kTooltipWrapEms = 40;                    // a failed run's error wraps in its row's tooltip
+
+// ---- the series: a run's steps, and their summary ---------------------------------------------------------
 
 // One series: the SYNC or the ASYNC steps of a source.
 struct Series {
@@ -182,31 +187,20 @@ StepTimePanel::Summary summarize(const TraceStore& store, const std::vector<Seri
 
 void text(const std::string& s) { text_wrapped_at_spaces(printable(s)); }
 
+// ---- drawing helpers, the table's means, the loss comparison ----------------------------------------------
+
 std::string series_name(const TraceStore& store, const Series& s) {
   const std::string kind = s.sync ? "SYNC" : "ASYNC";
   const std::string& label = store.source(s.source).label;
   return label == kind ? kind : kind + " (" + label + ")";
 }
 
-void marker(ImDrawList* dl, ImVec2 p, bool sync, ImU32 color, float r = 3) {
+void marker(ImDrawList* dl, ImVec2 p, bool sync, ImU32 color) {
+  constexpr float r = kMarkerHalfSize;
   if (sync)
     dl->AddRectFilled({p.x - r, p.y - r}, {p.x + r, p.y + r}, color);
   else
     dl->AddCircleFilled(p, r + 0.5f, color, 8);
-}
-
-void dashed_hline(ImDrawList* dl, float x0, float x1, float y, ImU32 color, float thickness) {
-  constexpr float kDash = 7, kGap = 5;
-  for (float x = x0; x < x1; x += kDash + kGap) dl->AddLine({x, y}, {std::min(x + kDash, x1), y}, color, thickness);
-}
-
-// 1, 2 or 5 times a power of ten, at least `x`.
-double nice_ceil(double x) {
-  if (x <= 0) return 1;
-  const double p = std::pow(10.0, std::floor(std::log10(x)));
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * p >= x * (1 - 1e-9)) return m * p;
-  return 10 * p;
 }
 
 // Mean duration, compute and comm (ms) of the last `recent` of `indices`, and their overlap %: the share of their
@@ -240,8 +234,6 @@ Means means_of(const TraceSource& src, const std::vector<int>& indices, int rece
 
 // Whether the losses of `other` are `reference`'s step by step (StepTimePanel::losses); none before both have a step.
 std::optional<StepTimePanel::LossComparison> losses_beside(const TraceStore& store, int reference, int other) {
-  // Two losses a correct task gives: the same code path, summed in another order at most.
-  constexpr double kTolerance = 1e-5;  // relative, as the grader's trainings compare
   std::map<int, double> reference_loss;
   for (const StepTime& s : store.source(reference).steps) reference_loss[s.step] = s.loss;
   int through = -1;
@@ -249,7 +241,7 @@ std::optional<StepTimePanel::LossComparison> losses_beside(const TraceStore& sto
     const auto it = reference_loss.find(s.step);
     if (it == reference_loss.end()) continue;
     const double want = it->second;
-    if (!(std::abs(s.loss - want) <= kTolerance * std::max(1.0, std::abs(want)))) {
+    if (!agrees(s.loss, want)) {  // as the grader's trainings compare (loss_agreement.hpp)
       // Printed to the digits that tell them apart: a difference under 5e-5 looks equal at four.
       const int digits = std::abs(s.loss - want) < 5e-5 ? 6 : 4;
       char text[128];
@@ -264,6 +256,8 @@ std::optional<StepTimePanel::LossComparison> losses_beside(const TraceStore& sto
 }
 
 }  // namespace
+
+// ---- the panel --------------------------------------------------------------------------------------------
 
 TimeUnit step_time_unit(const TraceStore& store) {
   SimTime longest = 0;
@@ -311,7 +305,7 @@ void StepTimePanel::draw(const TraceStore& store, std::optional<int> reference) 
     item("compute", kComputeColor, 2, nullptr);
     item("comm", kCommColor, 2, nullptr);
     item("ideal = max(compute, comm)", 0, 0,
-         [&](ImVec2 c) { dashed_hline(dl, c.x - kSwatchWidth / 2, c.x + kSwatchWidth / 2, c.y, kIdealColor, 2); });
+         [&](ImVec2 c) { dashed_hline(*dl, c.x - kSwatchWidth / 2, c.x + kSwatchWidth / 2, c.y, kIdealColor, 2); });
   }
   ImGui::NewLine();
 
@@ -388,7 +382,7 @@ void StepTimePanel::draw(const TraceStore& store, std::optional<int> reference) 
           Reference{sum.ideal_ms, kIdealColor, "ideal"}}) {
       const float y = y_of(line.ms);
       if (line.name == "ideal")
-        dashed_hline(dl, a.x, b.x, y, line.color, 2);
+        dashed_hline(*dl, a.x, b.x, y, line.color, 2);
       else
         dl->AddLine({a.x, y}, {b.x, y}, line.color, 1.5f);
       const auto same =

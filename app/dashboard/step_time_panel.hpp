@@ -1,5 +1,5 @@
-// step_time_panel.hpp — the dashboard's STEP TIMES panel: each step's duration (virtual time) for every
-// source as it happens, SYNC against ASYNC, with the compute-only, comm-only and ideal lines and the
+// step_time_panel.hpp — the dashboard's STEP TIMES panel: each step's duration (virtual time on sim, wall clock on
+// cuda) for every source as it happens, SYNC against ASYNC, with the compute-only, comm-only and ideal lines and the
 // overlap efficiency η; a table of each series' times and overlap %.
 //
 // Series: each source gives a SYNC series (its steps when the source runs SYNC, or the steps flagged

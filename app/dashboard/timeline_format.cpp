@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "app/axis_step.hpp"
+
 namespace fsdplab::app {
 namespace {
 
@@ -63,11 +65,7 @@ std::string format_count(std::uint64_t n) {
 }
 
 double tick_step(double ns_per_pixel, double target_pixels) {
-  const double raw = std::max(ns_per_pixel * target_pixels, 1.0);
-  const double decade = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0})
-    if (m * decade >= raw) return m * decade;
-  return 10 * decade;
+  return nice_ceil(std::max(ns_per_pixel * target_pixels, 1.0));
 }
 
 std::string format_tick(double t, double step, double magnitude) {

@@ -1,5 +1,5 @@
-// timeline_format.hpp — how the timeline writes numbers: durations and instants of virtual time, op counts, and
-// the time axis's tick spacing and labels (byte counts are the project's one format_bytes, byte_text.hpp).
+// timeline_format.hpp — how the timeline writes numbers: durations and instants of a trace's time (virtual on sim), op
+// counts, and the time axis's tick spacing and labels (byte counts are the project's one format_bytes, byte_text.hpp).
 //
 // Durations pick their unit (ns, µs, ms, s) from their size; the axis picks one unit for all its labels
 // from the tick step, with just enough decimals that neighbouring ticks read differently.

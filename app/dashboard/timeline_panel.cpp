@@ -124,6 +124,8 @@ std::vector<std::string> race_lines(const RaceReport& race) {
 SimTime TimelinePanel::view_begin() const { return static_cast<SimTime>(std::llround(begin_)); }
 SimTime TimelinePanel::view_end() const { return static_cast<SimTime>(std::llround(end_)); }
 
+// ---- the view: span, follow, layout, input ----------------------------------------------------------------
+
 void TimelinePanel::set_view(SimTime begin, SimTime end) {
   double b = static_cast<double>(begin), e = static_cast<double>(end);
   if (e - b < kMinSpan) {
@@ -301,6 +303,8 @@ void TimelinePanel::handle_input(const TraceStore& store, const Area& area, bool
     drag_.active = false;  // a left click's header folding is draw()'s: it knows the rows
   }
 }
+
+// ---- drawing: lanes, folded blocks, races -----------------------------------------------------------------
 
 void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
   stats_ = TimelineStats{};
@@ -622,6 +626,8 @@ void TimelinePanel::draw_races(const TraceStore& store, const Area& area, float 
     }
   }
 }
+
+// ---- axis, selection, tooltips ----------------------------------------------------------------------------
 
 void TimelinePanel::draw_axis(const Area& area, float left, float top, ImDrawList& dl) const {
   const float bottom = top + kAxisHeight;

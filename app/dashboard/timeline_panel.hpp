@@ -19,10 +19,10 @@
 // swallows every item that begins in the same pixel and grows a pixel at a time while the next item is
 // also narrower than a pixel and begins in the very next pixel. The items a block swallows are never
 // visited: the walk jumps to the first item beginning at the block's next pixel boundary
-// (TimelineLane::first_beginning_at, a binary search). A block of one item is drawn as that item, in its
-// colour, a pixel wide; a block of several in kFoldedColor, its count in its tooltip. Streams run one op
-// at a time, so their lanes never overlap; in a lane whose items do (a replayed file's host markers), a
-// long item that begins inside a folded pixel is hidden behind the block unless it is the block's last.
+// (TimelineLane::first_beginning_at: a search galloping from where the last pixel's jump landed). A block of one item
+// is drawn as that item, in its colour, a pixel wide; a block of several in kFoldedColor, its count in its tooltip.
+// Streams run one op at a time, so their lanes never overlap; in a lane whose items do (a replayed file's host
+// markers), a long item that begins inside a folded pixel is hidden behind the block unless it is the block's last.
 //
 // A run the sim device's race detector stopped has its race marked on its lanes ([Note: the race on the
 // timeline] in timeline_panel.cpp); "Show the race" in the toolbar zooms to it.

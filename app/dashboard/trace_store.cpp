@@ -25,12 +25,6 @@ std::size_t TimelineLane::first_visible(SimTime t) const {
   return static_cast<std::size_t>(std::upper_bound(end_prefix.begin(), end_prefix.end(), t) - end_prefix.begin());
 }
 
-std::size_t TimelineLane::first_beginning_at(SimTime t) const {
-  return static_cast<std::size_t>(
-      std::lower_bound(items.begin(), items.end(), t, [](const TimelineItem& i, SimTime v) { return i.begin < v; }) -
-      items.begin());
-}
-
 std::size_t TimelineLane::first_beginning_at(SimTime t, std::size_t hint) const {
   const std::size_t n = items.size();
   hint = std::min(hint, n);

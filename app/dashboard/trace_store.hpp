@@ -53,9 +53,8 @@ struct TimelineLane {
 
   // Index of the first item whose end is after `t` (items before it are over by then).
   std::size_t first_visible(SimTime t) const;
-  // Index of the first item that begins at or after `t`.
-  std::size_t first_beginning_at(SimTime t) const;
-  // The same index, found by galloping out from `hint` (a guess of it): O(log |answer - hint|) probes, all
+  // Index of the first item that begins at or after `t`, found by galloping out from `hint` (a guess of it, any
+  // index: 0 where there is none): O(log |answer - hint|) probes, all
   // near the hint, instead of O(log n) over the lane. The timeline's level of detail jumps a pixel's worth
   // of items at a time and guesses each jump from the last one, so its searches stay in a few cache lines.
   std::size_t first_beginning_at(SimTime t, std::size_t hint) const;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "app/axis_step.hpp"
 #include "app/dashboard/frame_capture.hpp"
 #include "engine/runtime/error.hpp"
 
@@ -48,14 +49,7 @@ struct Axis {
 
 // Ticks of a linear axis at 1, 2 or 5 times a power of ten, about `want` of them.
 std::vector<double> linear_ticks(double lo, double hi, int want) {
-  const double raw = (hi - lo) / want;
-  const double power = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = power;
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * power >= raw) {
-      step = m * power;
-      break;
-    }
+  const double step = nice_ceil((hi - lo) / want);
   std::vector<double> ticks;
   for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
     ticks.push_back(std::abs(t) < step * 1e-9 ? 0 : t);

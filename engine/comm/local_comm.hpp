@@ -4,9 +4,11 @@
 // rank's Device. A collective is a rendezvous keyed by (group, sequence number): every rank states
 // what it is calling (a fingerprint: op, dtype, element count, root) and when its stream could start
 // it. When the whole group is there the fingerprints must agree, or every rank throws an Error naming
-// both differing calls; the op starts at the latest of the ranks' earliest starts and lasts the cost
-// model's time, so its begin and end are identical on every rank. The data moves inside the op's
-// body, on the sim device's host memory, while the ranks are still meeting (see local_comm.cpp).
+// both differing calls. On the sim device the op starts at the latest of the ranks' earliest starts and
+// lasts the cost model's time, so its begin and end are identical on every rank, and the data moves inside
+// the op's body, on the host's memory, while the ranks are still meeting. On the cuda device (ranks sharing
+// one GPU) the data moves on the GPU, each stream ordered after its peers' by events, and the times are the
+// GPU's own (see local_comm.cpp).
 //
 // Nothing hangs: a rank that fails (abort) makes the others throw at once, and one that stalls makes
 // them throw once no rank has reached any collective for the timeout (unless the world is held), each
@@ -65,7 +67,6 @@ class LocalWorld {
   LocalWorld& operator=(const LocalWorld&) = delete;
 
   int size() const { return size_; }
-  const LocalWorldOptions& options() const { return options_; }
 
   // Rank `rank` has failed: every rank waiting in (or later entering) a collective throws, naming it.
   // The first failure is kept; the errors it causes in the peers do not replace it.

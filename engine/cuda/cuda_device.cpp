@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "engine/cuda/comm_kernels.hpp"
 #include "engine/cuda/cuda_check.hpp"
@@ -15,6 +17,7 @@
 #include "engine/cuda/nvtx_ranges.hpp"
 #include "engine/cuda/op_scratch.hpp"
 #include "engine/cuda/sm_partition.hpp"
+#include "engine/runtime/byte_text.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
@@ -56,12 +59,6 @@ std::shared_ptr<void> new_sync_event(const char* what) {
 }
 
 cudaEvent_t native(const std::shared_ptr<void>& event) { return static_cast<cudaEvent_t>(event.get()); }
-
-std::string gib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-  return text;
-}
 
 // The op a thread is launching, for op_scratch.hpp: its device, its stream, the scratch it took, freed
 // (stream-ordered) once the op's kernels are enqueued, and its stream's SMs (0: every SM).
@@ -609,10 +606,12 @@ Allocation CudaDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
     if (!labels_.phase.empty()) during += " during " + labels_.phase;
     if (labels_.unit >= 0) during += " of unit " + std::to_string(labels_.unit);
     if (labels_.step >= 0) during += " in step " + std::to_string(labels_.step);
-    fail("rank ", rank_, ": out of ", host ? "pinned host memory" : "GPU memory", " allocating ", gib(double(bytes)),
-         " tagged ", mem_tag_name(tag), during, ": GPU ", options_.gpu, " has ", gib(double(free_bytes)), " free of ",
-         gib(double(total_bytes)), "; this rank holds ", gib(double(ledger_.live_total())), " live and ",
-         gib(double(allocator_.reserved_bytes())), " reserved (its cache was given back and the allocation retried)");
+    fail("rank ", rank_, ": out of ", host ? "pinned host memory" : "GPU memory", " allocating ", format_bytes(bytes),
+         " tagged ", mem_tag_name(tag), during, ": GPU ", options_.gpu, " has ",
+         format_bytes(static_cast<std::int64_t>(free_bytes)), " free of ",
+         format_bytes(static_cast<std::int64_t>(total_bytes)), "; this rank holds ", format_bytes(ledger_.live_total()),
+         " live and ", format_bytes(allocator_.reserved_bytes()),
+         " reserved (its cache was given back and the allocation retried)");
   }
   MemoryLedger& ledger = host ? host_ledger_ : ledger_;
   ledger.on_alloc(tag, bytes, host_time());

@@ -21,10 +21,8 @@
 // own share of its SMs (`CudaDeviceOptions::sm`), so that they run side by side as GPUs of their own would.
 #pragma once
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "engine/runtime/caching_allocator.hpp"
 #include "engine/runtime/device.hpp"

@@ -44,7 +44,8 @@ class ForwardTask : public FsdpTask {
 // this unit's kernels — until the link is done, so nothing overlaps. The event wait is an instruction to
 // the device: the host goes on issuing work at once, the gathers of the next units run while this one
 // computes, and only this unit's compute waits, only for its own gather. The sim device's race detector
-// reports the missing wait (a read of memory whose writer has not finished), naming both ops.
+// reports the missing wait (a read of memory that no event orders after its writer, even where the timing
+// happened to let the writer finish first), naming both ops.
 
 // The reference implementation (forward_reference.cpp).
 const ForwardTask& reference_forward();

@@ -5,7 +5,7 @@
 // takes a defaulted std::source_location, and a default argument is evaluated where the implementing
 // class's implicit constructor is, which the compiler places at that class. So step-through can say
 // "labs/03-forward/student.cpp:13" or "engine/fsdp/forward_reference.cpp:8" for whichever implementation
-// a run selected.
+// a run selected. Its functions are defined with the task set's, in fsdp_tasks.cpp.
 #pragma once
 #include <source_location>
 #include <string>

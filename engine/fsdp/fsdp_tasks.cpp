@@ -77,11 +77,39 @@ const TaskInfo& task_info(int number) {
   return kTasks[static_cast<std::size_t>(number - 1)];
 }
 
+namespace {
+
+// Calls `f` with task `number`'s member of `tasks` (its pointer, by reference): the one place a task's number
+// meets its member. `number` is checked by the caller.
+template <class Tasks, class F>
+decltype(auto) with_slot(Tasks& tasks, int number, F&& f) {
+  switch (number) {
+    case 1:
+      return f(tasks.meta_init);
+    case 2:
+      return f(tasks.flat_parameter);
+    case 3:
+      return f(tasks.forward);
+    case 4:
+      return f(tasks.backward);
+    case 5:
+      return f(tasks.optimizer);
+    case 6:
+      return f(tasks.overlap);
+    case 7:
+      return f(tasks.integration);
+    case 8:
+      return f(tasks.hybrid_shard);
+    default:
+      return f(tasks.cpu_offload);
+  }
+}
+
+}  // namespace
+
 const FsdpTask& FsdpTasks::task(int number) const {
   check_number(number);
-  const FsdpTask* const slots[kTaskCount] = {meta_init, flat_parameter, forward, backward,   optimizer,
-                                             overlap,   integration,    hybrid_shard, cpu_offload};
-  const FsdpTask* t = slots[number - 1];
+  const FsdpTask* t = with_slot(*this, number, [](const auto* slot) -> const FsdpTask* { return slot; });
   check(t != nullptr, "FSDP: task ", number, " (", task_info(number).interface, ") has no implementation");
   return *t;
 }
@@ -172,17 +200,7 @@ void FsdpTasks::set(int number, const FsdpTask& impl) {
           impl.where(), " is not one");
     slot = typed;
   };
-  switch (number) {
-    case 1: return put(meta_init);
-    case 2: return put(flat_parameter);
-    case 3: return put(forward);
-    case 4: return put(backward);
-    case 5: return put(optimizer);
-    case 6: return put(overlap);
-    case 7: return put(integration);
-    case 8: return put(hybrid_shard);
-    default: return put(cpu_offload);
-  }
+  with_slot(*this, number, put);
 }
 
 }  // namespace fsdplab

@@ -7,7 +7,7 @@
 // (unit_lifecycle.hpp) calls them; before and after it: wrapping the model (fully_sharded_model.cpp: tasks 7, 2,
 // 1 and 3's reshard choice), checking a run whole (train/fsdp_run_plan.cpp: task 7), splitting the groups
 // (train/fsdp_trainer.cpp: task 8), checkpoints (train/training_checkpoint.cpp: tasks 2 and 7) and the
-// dashboard's FlatParameter map (tasks 2 and 7).
+// dashboard's FlatParameter map (tasks 2, 7 and 8).
 #pragma once
 #include <array>
 #include <string>

@@ -32,8 +32,8 @@ namespace fsdplab {
 class FsdpObserver;
 
 enum class UnitState {
-  sharded,    // only the shard is held; the parameter views point at freed memory
-  gathering,  // a prefetch issued the gather; the compute stream has not waited for it yet
+  sharded,    // only the shard is held; the parameter views point at freed memory (or a pool buffer)
+  gathering,  // the gather is issued (by a prefetch, or by unshard before it waits); compute has not waited yet
   unsharded,  // `full` holds the whole unit and the views point into it
 };
 

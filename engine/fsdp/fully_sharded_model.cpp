@@ -1,7 +1,6 @@
 #include "engine/fsdp/fully_sharded_model.hpp"
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "engine/runtime/error.hpp"
@@ -78,7 +77,7 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
   const std::vector<UnitPlan> plans = tasks.integration->plan_units(model, unit_kinds);
   // A parent indexes the units (the two-buffer pool reads it), and comes before its children (the plans are in
   // pre-order): one that does not (lab 07's root removed without renumbering makes the first unit its own parent)
-  // is refused by name rather than read. A wrong one before the unit trains.
+  // is refused by name here, before any unit trains, rather than read out of range later.
   for (std::size_t i = 0; i < plans.size(); ++i)
     check(plans[i].parent >= -1 && plans[i].parent < static_cast<int>(i), "FSDP: unit ", i, " '", plans[i].name,
           "' has parent ", plans[i].parent, "; expected -1 (no enclosing unit) or the index of an earlier unit: ",

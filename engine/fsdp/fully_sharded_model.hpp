@@ -1,6 +1,6 @@
 // fully_sharded_model.hpp — a model wrapped in FSDP units on one rank: the glue that plans the units (task 7),
-// lays each out (task 2), asks task 3 which reshard after forward, installs the unit lifecycle's hooks, and
-// initialises, loads and saves the shards (task 1).
+// lays each out (task 2), asks task 3 which reshard after forward, installs the unit lifecycle's hooks,
+// initialises the shards (task 1), loads them (task 2's slices) and gathers them whole for a save.
 //
 // The wrap policy names module kinds (GPT-2's "Block") or dotted module names ("transformer.wpe"):
 // each such module starts a unit, inside the unit of its nearest wrapped ancestor if any (nested
@@ -9,10 +9,10 @@
 // knowing it:
 //   root pre_forward      gather the root (it stays gathered until the end of backward)
 //   Block pre_forward     gather the Block          post_forward   reshard it (full_shard)
-//   Block pre_backward    gather it again           post_backward  reduce-scatter, free
+//   Block pre_backward    gather it again           post_backward  free, reduce-scatter
 //   root post_backward    reduce-scatter the root's gradients (the tied wte's from both its uses)
-// (with --embedding-grad rows, the root's reduce-scatter moves to the first Block's pre_backward and the embedding's
-// gradient reaches the root's shard as rows: [Note: the embedding's gradient as rows], unit_lifecycle.cpp)
+// (with --embedding-grad rows, the root's gradients are reduced in parts, one in each Block's pre_backward, and the
+// embedding's gradient reaches the root's shard as rows: [Note: the embedding's gradient as rows], unit_lifecycle.cpp)
 // Ops launched inside a unit carry its index as their trace label.
 #pragma once
 #include <cstdint>
@@ -32,7 +32,8 @@ class FullyShardedModel {
  public:
   // Plans the units (task 7) and allocates, per unit, the f32 master shard and the gradient shard (and
   // the whole replicas for replicated strategies) — never a whole unit for sharded ones; the parameter
-  // views point at freed full buffers until a unit is gathered. `tasks` must outlive this.
+  // views point at freed full buffers until a unit is gathered (under --buffers pool, into one of the two
+  // pool buffers, each as large as the largest unit, which stay allocated). `tasks` must outlive this.
   FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTasks& tasks, std::span<const std::string> unit_kinds);
   ~FullyShardedModel();
   FullyShardedModel(const FullyShardedModel&) = delete;

@@ -40,7 +40,8 @@
 //   workspace    the model's workspace (activation_memory.hpp) + 4 (the trainer's loss mean over ranks)
 //
 // The single-rank baseline (train/trainer.hpp) holds whole f32 parameters and gradients tagged
-// param_shard and grad_shard, k·4·Σnumel of optimizer state, and the same activations and workspace.
+// param_shard and grad_shard, k·4·Σnumel of optimizer state, the model's activations and workspace, and in bf16
+// the compute copies of both (param_full, grad_full: baseline_memory).
 // Tags peak at different moments (activations at the start of backward, gathered units in the middle
 // of it), so the sum of these peaks bounds the peak of the total from above.
 #pragma once

@@ -129,7 +129,7 @@ class ReferenceOverlap final : public OverlapTask {
     OverlapState& s = rank.schedule;
     check_prefetches_used(s);
     // No wait for the reductions here: each unit's update waits for its own (the lifecycle's optimizer
-    // step, [Note: per-unit optimizer steps]), so the last reductions overlap the first updates.
+    // step, [Note: per-unit optimizer steps] in unit_lifecycle.cpp), so the last reductions overlap the first updates.
     if (rank.async()) s.parked.release_completed(rank.device);
   }
 };

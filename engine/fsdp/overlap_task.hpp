@@ -17,7 +17,8 @@
 //          post-backward (next in the reverse of the post-forward order, the backward order where a model's
 //          backward mirrors its forward).
 //   pool   YaFSDP's two buffers: the units freed after forward take turns in two buffers allocated once
-//          (the lifecycle sets unit.pool_slot before each gather: [Note: one unit at a time in a pool slot]);
+//          (the lifecycle sets unit.pool_slot before each gather: [Note: one unit at a time in a pool slot],
+//          unit_lifecycle.cpp);
 //          each has a free event (its last user is done) the next gather into it waits for on the
 //          all-gather stream — never the host — and the unit's gathered event.
 // Exercise: labs/06-prefetch-overlap.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <utility>
+#include <vector>
 
 #include "engine/runtime/error.hpp"
 
@@ -57,6 +58,14 @@ const Enum* find_value(const NameTable<Enum, N>& table, std::string_view name) {
   return nullptr;
 }
 
+// `value`'s name in `table`, where every value the engine makes has one.
+template <class Enum, std::size_t N>
+std::string_view name_of(const NameTable<Enum, N>& table, const Enum& value, std::string_view what) {
+  for (const auto& [v, name] : table)
+    if (v == value) return name;
+  fail("a ", what, " with no name in its table");
+}
+
 }  // namespace
 
 std::span<const std::string_view> strategy_names() { return kStrategyNames; }
@@ -74,18 +83,14 @@ std::string names_list(std::span<const std::string_view> names) {
   return out;
 }
 
-std::string_view strategy_name(ShardingStrategy s) {
-  for (const auto& [strategy, name] : kStrategies)
-    if (strategy == s) return name;
-  fail("unknown sharding strategy #", static_cast<int>(s));
-}
+std::string_view strategy_name(ShardingStrategy s) { return name_of(kStrategies, s, "sharding strategy"); }
 
 ShardingStrategy parse_strategy(std::string_view name) {
   if (const ShardingStrategy* s = find_value(kStrategies, name)) return *s;
   fail("unknown strategy '", name, "'; expected ", names_list(kStrategyNames));
 }
 
-std::string_view overlap_mode_name(OverlapMode m) { return kModes[m == OverlapMode::sync ? 0 : 1].second; }
+std::string_view overlap_mode_name(OverlapMode m) { return name_of(kModes, m, "overlap mode"); }
 
 OverlapMode parse_overlap_mode(std::string_view name) {
   if (const OverlapMode* m = find_value(kModes, name)) return *m;
@@ -114,17 +119,20 @@ PrefetchPolicy parse_prefetch(std::string_view text) {
 }
 
 std::string prefetch_name(const PrefetchPolicy& p) {
-  std::string out = p.forward ? "forward" : "";
-  if (p.backward != BackwardPrefetch::none)
-    out +=
-        std::string(out.empty() ? "" : ",") + (p.backward == BackwardPrefetch::pre ? "backward-pre" : "backward-post");
-  if (p.next_step) out += std::string(out.empty() ? "" : ",") + "next-step";
-  return out.empty() ? "none" : out;
+  // A comma list of the one-part words, as --prefetch takes it back ("all" comes out spelt whole).
+  constexpr BackwardPrefetch no_backward = BackwardPrefetch::none;
+  std::vector<PrefetchPolicy> parts;
+  if (p.forward) parts.push_back({true, no_backward, false});
+  if (p.backward != no_backward) parts.push_back({false, p.backward, false});
+  if (p.next_step) parts.push_back({false, no_backward, true});
+  if (parts.empty()) parts.push_back({false, no_backward, false});
+  std::string out;
+  for (const PrefetchPolicy& part : parts)
+    out += std::string(out.empty() ? "" : ",") + std::string(name_of(kPrefetches, part, "prefetch"));
+  return out;
 }
 
-std::string_view unshard_buffers_name(UnshardBuffers b) {
-  return kBuffers[b == UnshardBuffers::alloc ? 0 : 1].second;
-}
+std::string_view unshard_buffers_name(UnshardBuffers b) { return name_of(kBuffers, b, "unshard buffers"); }
 
 UnshardBuffers parse_unshard_buffers(std::string_view name) {
   if (const UnshardBuffers* b = find_value(kBuffers, name)) return *b;
@@ -133,7 +141,7 @@ UnshardBuffers parse_unshard_buffers(std::string_view name) {
 }
 
 std::string_view embedding_gradient_name(EmbeddingGradient g) {
-  return kEmbeddingGradients[g == EmbeddingGradient::table ? 0 : 1].second;
+  return name_of(kEmbeddingGradients, g, "embedding gradient");
 }
 
 EmbeddingGradient parse_embedding_gradient(std::string_view name) {

@@ -18,6 +18,13 @@ bool owns_full(const FsdpUnit& unit) { return !unit.full.overlaps(unit.replica);
 // True for a unit whose f32 master lives in host memory (CPU offload).
 bool offloaded(const FsdpUnit& unit) { return unit.master.storage().stream() == Lane::host; }
 
+// What task 5 is handed of each unit: its name, master shard, gradient shard and replica.
+std::vector<UnitShards> unit_shards(std::span<FsdpUnit* const> units) {
+  std::vector<UnitShards> shards;
+  for (const FsdpUnit* unit : units) shards.push_back({unit->name, unit->master, unit->grad_shard, unit->replica});
+  return shards;
+}
+
 }  // namespace
 
 // ==== the hooks ======================================================================================
@@ -511,9 +518,7 @@ FsdpUnit* UnitLifecycle::first_of_next_forward() const {
 
 std::unique_ptr<Optimizer> UnitLifecycle::make_optimizer(std::span<FsdpUnit* const> units,
                                                          const OptimizerSpec& spec) const {
-  std::vector<UnitShards> shards;
-  for (const FsdpUnit* unit : units) shards.push_back({unit->name, unit->master, unit->grad_shard, unit->replica});
-  return tasks_.optimizer->make(shards, spec);
+  return tasks_.optimizer->make(unit_shards(units), spec);
 }
 
 // [Note: per-unit optimizer steps]
@@ -554,9 +559,7 @@ void UnitLifecycle::optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* con
     // Its gathers are this method's, and the optimizer step's event below counts them.
     const ActivityScope gathering(rank_, 5, "ShardedOptimizerTask::all_gather_updates", *tasks_.optimizer, -1,
                                   IssuedTo::enclosing);
-    std::vector<UnitShards> shards;
-    for (const FsdpUnit* unit : units) shards.push_back({unit->name, unit->master, unit->grad_shard, unit->replica});
-    tasks_.optimizer->all_gather_updates(device, rank_.shard_group, shards);
+    tasks_.optimizer->all_gather_updates(device, rank_.shard_group, unit_shards(units));
   }
   report_optimizer_step(rank_, units, optimizer.name());
 }

@@ -73,7 +73,7 @@ Block* CachingAllocator::reuse(std::int64_t size_class, Lane stream) {
 }
 
 Block* CachingAllocator::take(std::int64_t bytes, MemTag tag, Lane stream) {
-  const std::int64_t size_class = std::max(kGranularity, (bytes + kGranularity - 1) / kGranularity * kGranularity);
+  const std::int64_t size_class = CachingAllocator::size_class(bytes);
   if (Block* block = reuse(size_class, stream)) return hand_out(block, bytes, tag, stream);
   const bool host = stream == Lane::host;
   std::byte* data = source_.obtain(size_class, host);

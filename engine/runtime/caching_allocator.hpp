@@ -18,8 +18,9 @@
 // The device-specific parts are behind BlockSource, so this logic is tested on the host
 // (tests/unit/test_caching_allocator.cpp) with a source whose marks pass when the test says so.
 #pragma once
-#include <cstdint>
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,6 +54,14 @@ class CachingAllocator {
   static constexpr std::int64_t kGranularity = 512;
   // A cached block serves a request at most this many times smaller than itself.
   static constexpr std::int64_t kMaxReuseSlack = 2;
+  // The size class a request of `bytes` takes; the sim device's allocator rounds as this one does.
+  static std::int64_t size_class(std::int64_t bytes) {
+    return std::max(kGranularity, (bytes + kGranularity - 1) / kGranularity * kGranularity);
+  }
+  // Whether a cached block of `capacity` may serve a request of `size_class`.
+  static bool fits(std::int64_t capacity, std::int64_t size_class) {
+    return capacity >= size_class && capacity <= size_class * kMaxReuseSlack;
+  }
 
   explicit CachingAllocator(BlockSource& source) : source_(source) {}
   // Gives every cached block back; where the source fails, says so on stderr and keeps the rest (it never throws).
@@ -87,9 +96,6 @@ class CachingAllocator {
     BlockSource::Mark freed;
   };
   using Pool = std::multimap<std::int64_t, Cached>;  // by capacity
-  static bool fits(std::int64_t capacity, std::int64_t size_class) {
-    return capacity >= size_class && capacity <= size_class * kMaxReuseSlack;
-  }
   Block* reuse(std::int64_t size_class, Lane stream);
   Block* hand_out(Block* block, std::int64_t bytes, MemTag tag, Lane stream);
   void lose(const std::exception& e) noexcept;

@@ -1,4 +1,5 @@
-// cost_model.hpp — how long an op takes on the sim device's virtual clock.
+// cost_model.hpp — how long an op takes on the sim device's virtual clock, and how long the cuda device holds
+// a collective's stream where it emulates a slower link than the GPU's own (--emulate-link).
 //
 // Compute: an op is bound either by arithmetic or by memory traffic, so it lasts
 //   max(flops / peak, bytes / memory bandwidth), and at least the device's minimum kernel time.
@@ -60,7 +61,6 @@ class CostModel {
 
   const DevicePreset& device() const { return device_; }
   const LinkPreset& link() const { return link_; }
-  const NodeLayout& nodes() const { return nodes_; }
 
  private:
   SimTime ring(OpCategory category, std::int64_t full_bytes, int world, const LinkPreset& link) const;

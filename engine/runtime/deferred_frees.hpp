@@ -36,7 +36,6 @@ class DeferredFrees {
   // the current end of its own stream's work, which now comes after that use, so the block's next user
   // is ordered after it without the host knowing whether it is done.
   void release_behind(Lane lane, Lane waited);
-  bool empty() const { return parked_.empty(); }
 
  private:
   struct Parked {

@@ -34,10 +34,6 @@ void Device::emit(const CounterSample& sample) const {
   for (TraceSink* sink : sinks_) sink->on_counter(sample);
 }
 
-double Event::elapsed_ms(const Event& start, const Event& stop) {
-  return ns_to_ms(stop.time() - start.time());
-}
-
 SimTime Event::time() const {
   check(recorded_, "event '", name_, "' was never recorded; record it on a stream before using its time");
   return time_;

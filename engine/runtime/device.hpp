@@ -1,17 +1,17 @@
 // device.hpp — the per-rank device interface every layer above the runtime talks to.
 //
-// A Device has one stream per Lane (compute, all_gather, reduce_scatter, memcpy), events, a host
-// cursor, an allocator that tags every block, and a memory ledger. FSDP code issues ops onto
-// streams and orders them with events, exactly as it would with CUDA; the backends differ only in
-// what an op's body does and where times come from:
+// A Device has a stream per device Lane (compute, all_gather, reduce_scatter, memcpy; Lane::host is the
+// CPU, not a stream), events, a host cursor, an allocator that tags every block, and a memory ledger.
+// FSDP code issues ops onto streams and orders them with events, exactly as it would with CUDA; the
+// backends differ in what an op's body does, where times come from, and how freed blocks are reused
+// (Block, below):
 //   sim   runs the body on the host at launch and stamps it on a virtual clock (sim_device.hpp);
 //   cuda  enqueues the body's kernels on a real CUDA stream and times them with CUDA events
 //         (engine/cuda/cuda_device.hpp).
 #pragma once
 #include <cstddef>
-#include <functional>
-#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/runtime/cost_model.hpp"
@@ -28,10 +28,11 @@ enum class DeviceKind { sim, cuda };
 
 // One allocation's memory. Blocks are owned by their device and cached: a freed block is handed out
 // again for a later allocation of the same size class, as a caching allocator does, which is what
-// makes "reused while another stream still reads it" a real hazard. As in PyTorch's caching
-// allocator, each block belongs to the stream it was allocated for and is reused only for that
-// stream, whose order makes the reuse safe; a block another stream also used must be kept until that
-// stream is done with it (record_stream; DeferredFrees) before it is freed.
+// makes "reused while another stream still reads it" a real hazard. Each block belongs to the stream it
+// was allocated for, whose order makes reuse for that stream safe; a block another stream also used must
+// be kept until that stream is done with it (record_stream; DeferredFrees) before it is freed. The sim
+// device reuses a block for its own stream only; the cuda device's CachingAllocator also hands it to
+// another stream, once its free has passed or with that stream ordered after the free (an event wait).
 struct Block {
   BlockId id = 0;
   std::int64_t capacity = 0;    // size class, what the allocator holds
@@ -73,10 +74,8 @@ class Allocation {
   ~Allocation();
 
   explicit operator bool() const { return block_ != nullptr; }
-  Device* device() const { return device_; }
   const Block* block() const { return block_; }
   std::byte* data() const { return block_ ? block_->data : nullptr; }
-  std::int64_t bytes() const { return block_ ? block_->bytes : 0; }
   void reset() { Allocation().swap(*this); }
 
  private:

@@ -1,5 +1,5 @@
 // event.hpp — a point in a stream's work that other streams, other ranks and the host can wait for,
-// as a CUDA event is. Created by the program, recorded by a Device.
+// as a CUDA event is. Created by the program, recorded by a Device (Event::time is defined in device.cpp).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -27,9 +27,6 @@ class Event {
   SimTime time() const;
   int rank() const { return rank_; }
   Lane lane() const { return lane_; }
-
-  // Milliseconds from `start` to `stop`, as cudaEventElapsedTime; both must be recorded.
-  static double elapsed_ms(const Event& start, const Event& stop);
 
  private:
   friend class SimDevice;

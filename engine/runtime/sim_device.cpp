@@ -4,13 +4,10 @@
 #include <cstring>
 #include <iostream>
 
+#include "engine/runtime/caching_allocator.hpp"
+
 namespace fsdplab {
 namespace {
-
-// Blocks come in multiples of this, as in a caching allocator: small size differences share blocks.
-constexpr std::int64_t kBlockGranularity = 512;
-// A cached block is reused for a request at most this much smaller, so reuse does not waste memory.
-constexpr std::int64_t kMaxReuseSlack = 2;
 
 void join(VectorClock& into, const VectorClock& other) {
   for (std::size_t i = 0; i < kLaneCount; ++i) into[i] = std::max(into[i], other[i]);
@@ -83,19 +80,22 @@ Block& SimDevice::live_block(BlockId id, const std::string& op_name) {
   return *it->second;
 }
 
-void SimDevice::check_and_commit(const std::vector<Access>& accesses, bool write, const Accessor& who,
-                                 const VectorClock& clock, bool commit) {
-  for (const Access& a : accesses) {
-    Block& block = live_block(a.block, who.name);
-    check(a.offset >= 0 && a.bytes >= 0 && a.offset + a.bytes <= block.bytes, "rank ", rank_, ": '", who.name,
-          "' accesses bytes [", a.offset, ", ", a.offset + a.bytes, ") of buffer #", a.block, ", which has ",
-          block.bytes, " bytes");
-    if (commit) {
-      races_.commit(block, a, write, who);
-    } else {
+void SimDevice::check_accesses(std::span<const Access> reads, std::span<const Access> writes, const Accessor& who,
+                               const VectorClock& clock) {
+  for (const bool write : {false, true}) {
+    for (const Access& a : write ? writes : reads) {
+      const Block& block = live_block(a.block, who.name);
+      check(a.offset >= 0 && a.bytes >= 0 && a.offset + a.bytes <= block.bytes, "rank ", rank_, ": '", who.name,
+            "' accesses bytes [", a.offset, ", ", a.offset + a.bytes, ") of buffer #", a.block, ", which has ",
+            block.bytes, " bytes");
       races_.check_access(rank_, block, a, write, who, clock);
     }
   }
+}
+
+void SimDevice::commit_accesses(std::span<const Access> reads, std::span<const Access> writes, const Accessor& who) {
+  for (const bool write : {false, true})
+    for (const Access& a : write ? writes : reads) races_.commit(live_block(a.block, who.name), a, write, who);
 }
 
 OpId SimDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
@@ -113,8 +113,7 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   join(clock, host_clock_);
   clock[lane_index(lane)] += 1;
   const Accessor who{next_op_, spec.name, lane, clock[lane_index(lane)], begin, end};
-  check_and_commit(spec.reads, false, who, clock, false);
-  check_and_commit(spec.writes, true, who, clock, false);
+  check_accesses(spec.reads, spec.writes, who, clock);
 
   run_host_body(spec.name, body);
 
@@ -124,8 +123,7 @@ OpId SimDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
   if (on_link) link_ready = end;
   s.clock = clock;
   s.last_op = id;
-  check_and_commit(spec.reads, false, who, clock, true);
-  check_and_commit(spec.writes, true, who, clock, true);
+  commit_accesses(spec.reads, spec.writes, who);
   const auto clocks = lane_clocks();
   for (const Access& a : spec.reads) races_.prune(a.block, clocks);
   for (const Access& a : spec.writes) races_.prune(a.block, clocks);
@@ -152,14 +150,12 @@ OpId SimDevice::launch_on_host(OpSpec spec, const OpBody& body) {
   VectorClock clock = host_clock_;
   clock[lane_index(Lane::host)] += 1;
   const Accessor who{next_op_, spec.name, Lane::host, clock[lane_index(Lane::host)], begin, begin + duration};
-  check_and_commit(spec.reads, false, who, clock, false);
-  check_and_commit(spec.writes, true, who, clock, false);
+  check_accesses(spec.reads, spec.writes, who, clock);
   run_host_body(spec.name, body);
   const OpId id = next_op_++;
   host_ = begin + duration;
   host_clock_ = clock;
-  check_and_commit(spec.reads, false, who, clock, true);
-  check_and_commit(spec.writes, true, who, clock, true);
+  commit_accesses(spec.reads, spec.writes, who);
   OpRecord record{id,    std::move(spec.name), spec.category,    Lane::host, labels_,
                   begin, begin,                host_,            spec.cost,  spec.bytes_moved,
                   {},    std::move(spec.reads), std::move(spec.writes)};
@@ -232,9 +228,10 @@ Block& SimDevice::host_access(const Access& access, bool write, const std::strin
   VectorClock clock = host_clock_;
   clock[lane_index(Lane::host)] += 1;
   const Accessor who{0, what, Lane::host, clock[lane_index(Lane::host)], host_, host_};
-  check_and_commit({access}, write, who, clock, false);
+  const std::span<const Access> one(&access, 1), none;
+  check_accesses(write ? none : one, write ? one : none, who, clock);
   host_clock_ = clock;
-  check_and_commit({access}, write, who, clock, true);
+  commit_accesses(write ? none : one, write ? one : none, who);
   races_.prune(access.block, lane_clocks());
   return live_block(access.block, what);
 }
@@ -273,12 +270,13 @@ Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
          ledger_.live_total(), " bytes live of ", static_cast<std::int64_t>(capacity), " on ",
          cost_.device().name);
   }
-  const std::int64_t size_class = std::max<std::int64_t>(
-      kBlockGranularity, (bytes + kBlockGranularity - 1) / kBlockGranularity * kBlockGranularity);
+  // Sizes round, and cached blocks serve, as in the cuda device's caching allocator; a block is reused for its
+  // own stream only (the cuda device's also passes to another stream: see Block, device.hpp).
+  const std::int64_t size_class = CachingAllocator::size_class(bytes);
 
   Block* block = nullptr;
   auto it = pool.lower_bound(size_class);
-  if (it != pool.end() && it->first <= size_class * kMaxReuseSlack) {
+  if (it != pool.end() && CachingAllocator::fits(it->first, size_class)) {
     block = it->second;
     pool.erase(it);
   } else {

@@ -19,6 +19,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <span>
 #include <unordered_map>
 
 #include "engine/runtime/device.hpp"
@@ -75,8 +76,12 @@ class SimDevice final : public Device {
   void run_host_body(const std::string& op, const OpBody& body) const;
   // The host touches `access` now: checked for races against the streams, then recorded.
   Block& host_access(const Access& access, bool write, const std::string& what);
-  void check_and_commit(const std::vector<Access>& accesses, bool write, const Accessor& who,
-                        const VectorClock& clock, bool commit);
+  // Before an op (or a host access) runs: each access within its buffer, and ordered after the buffer's
+  // earlier conflicting accesses (the race detector), or an Error naming both.
+  void check_accesses(std::span<const Access> reads, std::span<const Access> writes, const Accessor& who,
+                      const VectorClock& clock);
+  // After it ran: its accesses become the ones later accesses are checked against.
+  void commit_accesses(std::span<const Access> reads, std::span<const Access> writes, const Accessor& who);
 
   SimDeviceOptions options_;
   CostModel cost_;

@@ -11,7 +11,6 @@
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {
-
 std::vector<TimeInterval> merge_intervals(std::vector<TimeInterval> intervals) {
   std::erase_if(intervals, [](const TimeInterval& i) { return i.end <= i.begin; });
   std::sort(intervals.begin(), intervals.end(),
@@ -47,6 +46,12 @@ SimTime intersection(std::span<const TimeInterval> a, std::span<const TimeInterv
 
 namespace {
 
+// An event that ends before it begins is a broken trace (a replayed file's), named rather than measured.
+void check_ordered(const TraceEvent& e) {
+  check(e.end >= e.begin, "trace metrics: event '", e.name, "' on rank ", e.rank, " ends at ", e.end,
+        " ns, before it begins at ", e.begin, " ns");
+}
+
 // The events of one rank (and step) sorted into the three interval sets the metrics need.
 struct Intervals {
   std::vector<TimeInterval> device, compute, comm;
@@ -77,8 +82,7 @@ template <class KeyOf>
 std::vector<OverlapMetrics> measure_groups(std::span<const TraceEvent> events, KeyOf key_of) {
   std::map<std::pair<int, int>, Intervals> groups;
   for (const TraceEvent& e : events) {
-    check(e.end >= e.begin, "trace metrics: event '", e.name, "' on rank ", e.rank, " ends at ", e.end,
-          " ns, before it begins at ", e.begin, " ns");
+    check_ordered(e);
     const std::optional<std::pair<int, int>> key = key_of(e);
     if (!key) continue;
     Intervals& g = groups[*key];
@@ -118,11 +122,11 @@ std::vector<ExposedCollective> exposed_collectives(std::span<const TraceEvent> s
 
 ExposedCommunication exposed_communication(std::span<const TraceEvent> events, int rank, std::span<const int> steps,
                                            std::size_t largest) {
-  // Summed over the steps, keyed by (name, phase): "at" over the `seen` steps the part was exposed in, and "first",
-  // its earliest start, for the order the parts ran in.
+  // Summed over the steps, keyed by (name, phase): "at" over the `steps_seen` steps the part was exposed in, and
+  // "first", its earliest start, for the order the parts ran in.
   struct Sums {
     SimTime at = 0, length = 0, exposed = 0;
-    SimTime seen = 0;
+    int steps_seen = 0;
     SimTime first = std::numeric_limits<SimTime>::max();
   };
   std::map<std::pair<std::string, std::string>, Sums> parts;
@@ -141,7 +145,7 @@ ExposedCommunication exposed_communication(std::span<const TraceEvent> events, i
       auto [first, inserted] = first_in_step.try_emplace({e.name, e.phase}, e.begin - start);
       if (inserted) {
         sums.at += first->second;
-        ++sums.seen;
+        ++sums.steps_seen;
       }
       sums.first = std::min(sums.first, e.begin - start);
       sums.length += e.end - e.begin;
@@ -153,7 +157,8 @@ ExposedCommunication exposed_communication(std::span<const TraceEvent> events, i
   out.total /= n;
   std::vector<std::pair<SimTime, ExposedPart>> ranked;  // (first seen, part)
   for (const auto& [key, sums] : parts)
-    ranked.push_back({sums.first, {key.first, key.second, sums.at / sums.seen, sums.length / n, sums.exposed / n}});
+    ranked.push_back(
+        {sums.first, {key.first, key.second, sums.at / sums.steps_seen, sums.length / n, sums.exposed / n}});
   // In the order they ran, so that of parts exposed alike the earliest is kept.
   const auto by_first = [](const auto& a, const auto& b) { return a.first < b.first; };
   std::sort(ranked.begin(), ranked.end(), by_first);
@@ -176,8 +181,7 @@ std::array<SimTime, kRankLinkCount> link_busy_times(std::span<const TraceEvent> 
   for (const TraceEvent& e : events) {
     if (e.rank != rank || e.lane == Lane::host || !is_communication(e.category)) continue;
     if (step >= 0 && e.step != step) continue;
-    check(e.end >= e.begin, "trace metrics: event '", e.name, "' on rank ", e.rank, " ends at ", e.end,
-          " ns, before it begins at ", e.begin, " ns");
+    check_ordered(e);
     busy[static_cast<std::size_t>(e.link)] += e.end - e.begin;
   }
   return busy;

@@ -1,12 +1,10 @@
 #include "engine/train/fsdp_trainer.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <optional>
 
-#include "engine/comm/local_comm.hpp"
 #include "engine/fsdp/fsdp_events.hpp"
 #include "engine/fsdp/fully_sharded_model.hpp"
 #include "engine/fsdp/observed_communicator.hpp"
@@ -14,10 +12,10 @@
 #include "engine/runtime/error.hpp"
 #include "engine/tensor/elementwise.hpp"
 #include "engine/train/batch_source.hpp"
-#include "engine/train/model_factory.hpp"
-#include "engine/train/training_checkpoint.hpp"
 #include "engine/train/fsdp_run_plan.hpp"
+#include "engine/train/model_factory.hpp"
 #include "engine/train/rank_launch.hpp"
+#include "engine/train/training_checkpoint.hpp"
 
 namespace fsdplab {
 namespace {

@@ -8,7 +8,6 @@
 // as a logging `dist.all_reduce(loss)` would).
 #pragma once
 #include <functional>
-#include <span>
 #include <vector>
 
 #include "engine/fsdp/fsdp_observer.hpp"
@@ -36,7 +35,8 @@ struct FsdpRun {
   std::function<void(int rank, int step, Device& device)> on_step_done;
   bool keep_op_log = false;  // record every op (the op graph schedule tests read); long runs keep none
   // Shapes, time and memory only, no numerics (sim_device.hpp): plans models far larger than this host
-  // could compute. Losses are reported as NaN; --save-init and --save-final are refused.
+  // could compute. Losses are reported as NaN; what needs values (saving, loading, checkpoints) is refused
+  // (fsdp_run_plan.cpp).
   bool dry_run = false;
   // Checkpoints (run.checkpoint_dir): called on each rank's thread after it wrote its own file of the
   // checkpoint after `step` completed steps, before the checkpoint is committed. Tests throw here to

@@ -14,8 +14,6 @@
 
 namespace fsdplab {
 
-std::string_view exec_mode_name(ExecMode m) { return m == ExecMode::sync ? "SYNC" : "ASYNC"; }
-
 namespace {
 
 // What one rank measured of one step; the steps' reports combine every rank's.
@@ -41,8 +39,8 @@ class DemoRank {
     shard_.copy_from(values);
   }
 
-  RankStep step(int index, ExecMode mode) {
-    const Lane gather_lane = mode == ExecMode::async ? Lane::all_gather : Lane::compute;
+  RankStep step(int index, OverlapMode mode) {
+    const Lane gather_lane = mode == OverlapMode::async ? Lane::all_gather : Lane::compute;
     const auto layers = static_cast<std::size_t>(config_.layers);
     device_.synchronize();
     RankStep result{device_.host_time(), 0, 0};
@@ -56,9 +54,9 @@ class DemoRank {
     all_gather(index, 0, gather_lane);
     for (int layer = 0; layer < config_.layers; ++layer) {
       // ASYNC prefetches the next layer's weight before computing this one; SYNC gathers it after.
-      if (mode == ExecMode::async && layer + 1 < config_.layers) all_gather(index, layer + 1, gather_lane);
+      if (mode == OverlapMode::async && layer + 1 < config_.layers) all_gather(index, layer + 1, gather_lane);
       forward(index, layer);
-      if (mode == ExecMode::sync && layer + 1 < config_.layers) all_gather(index, layer + 1, gather_lane);
+      if (mode == OverlapMode::sync && layer + 1 < config_.layers) all_gather(index, layer + 1, gather_lane);
     }
     device_.synchronize();
     result.end = device_.host_time();

@@ -13,14 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/presets.hpp"
+#include "engine/fsdp/sharding.hpp"
 #include "engine/runtime/dtype.hpp"
+#include "engine/runtime/presets.hpp"
 #include "engine/trace/trace_event.hpp"
 
 namespace fsdplab {
-
-enum class ExecMode { sync, async };
-std::string_view exec_mode_name(ExecMode m);
 
 struct StreamDemoConfig {
   int world = 2;
@@ -28,12 +26,12 @@ struct StreamDemoConfig {
   std::int64_t width = 1024;   // each layer is width x width
   std::int64_t tokens = 1024;  // rows of the activations
   DType dtype = DType::f32;
-  std::vector<ExecMode> modes = {ExecMode::sync, ExecMode::async};  // one step each, in this order
+  std::vector<OverlapMode> modes = {OverlapMode::sync, OverlapMode::async};  // one step each, in this order
   std::string comm = "local";  // local: ranks as threads; mpi: one per process of an MPI launcher
 };
 
 struct StreamDemoStep {
-  ExecMode mode;
+  OverlapMode mode;
   SimTime begin = 0;  // when the step started (all ranks synchronised)
   SimTime end = 0;    // when the last rank's last op ended
   std::vector<double> output_sum;  // per rank: the sum of the last layer's output (a numerics check)

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <limits>
 #include <new>
-#include <sstream>
 
 #include "engine/fsdp/lab_todo.hpp"
 #include "engine/tensor/elementwise.hpp"

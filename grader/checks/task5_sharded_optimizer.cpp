@@ -6,7 +6,6 @@
 // given; all_gather_updates' gathers (one per unit, on the all-gather stream, every rank's replica whole and
 // updated after them) and their schedule read from the virtual clock (after the update, before the next
 // forward, no host wait). Then two trainings against the single-rank baseline, zero2 and full.
-#include <iomanip>
 #include <map>
 #include <set>
 #include <sstream>

@@ -10,10 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <optional>
-#include <sstream>
 
 #include "grader/check_catalog.hpp"
 #include "grader/diagnostic_text.hpp"
@@ -45,6 +43,8 @@ GradeCase gpt2_124m(OverlapMode mode, const std::string& prefetch, int max_infli
   return c;
 }
 
+// ---- reading the op graph ---------------------------------------------------------------------------------
+
 // The compute op `op` overlaps, or nullptr.
 const OpRecord* overlapped_compute(const OpRecord& op, const std::vector<OpRecord>& ops) {
   for (const OpRecord& c : ops)
@@ -69,7 +69,7 @@ int count_overlapping(const std::vector<OpRecord>& collective_ops, const std::ve
                                         [&](const OpRecord& op) { return overlapped_compute(op, ops) != nullptr; }));
 }
 
-// The measured step's duration on rank 0's compute stream: from its first op to its last.
+// The measured step's duration on rank 0, every stream: from its first op to its last.
 SimTime step_time(const std::vector<OpRecord>& ops) {
   SimTime begin = -1, end = 0;
   for (const OpRecord& op : ops)
@@ -79,6 +79,8 @@ SimTime step_time(const std::vector<OpRecord>& ops) {
     }
   return begin < 0 ? 0 : end - begin;
 }
+
+// ---- causes: a race, a replica's gradient -----------------------------------------------------------------
 
 // [Note: the method a race names]
 // The race detector names two ops that nothing orders; what the student must change is one of the memory methods,
@@ -160,6 +162,8 @@ std::string replica_gradient(const GradedRun& graded) {
     return kReplicaGradientCause;
   return "";
 }
+
+// ---- the schedule watch, and the mistakes it names --------------------------------------------------------
 
 // [Note: a prefetch declined without waiting]
 // acquire_full may decline a prefetch (return false) at a full rate limit, but only after the host has waited for the
@@ -366,6 +370,8 @@ Check make(std::string id, std::string title, int points, const GradeCase& c, Sc
           shown == Shown::paused ? c.dashboard_command(6) : c.command("gui", "{impl}"),
           [c, run](const CheckContext& ctx) { return run(ctx, c); }};
 }
+
+// ---- the schedule checks ----------------------------------------------------------------------------------
 
 // The case shown (--buffers alloc), then the same with the two-buffer pool, whose units take their slot's free event
 // in acquire_full: under SYNC that wait comes on top of the wait for all compute, not in its place.
@@ -655,6 +661,8 @@ CheckOutcome pool_clean_and_no_bigger(const CheckContext& ctx, const GradeCase& 
   return with_budget(CheckOutcome::pass(), s);
 }
 
+// ---- the memory checks ------------------------------------------------------------------------------------
+
 // [Note: memory left behind]
 // A parked buffer (DeferredFrees) is freed once its last user is done, by release_completed, which the reference
 // calls under ASYNC only: under SYNC each buffer is freed at once (compute waited for its users), so one parked there
@@ -753,6 +761,8 @@ CheckOutcome memory_released(const CheckContext& ctx, const GradeCase& sync) {
 
 }  // namespace
 
+// ---- the catalog ------------------------------------------------------------------------------------------
+
 std::vector<Check> overlap_checks() {
   const GradeCase sync = gpt2_124m(OverlapMode::sync, "none");
   const GradeCase forward = gpt2_124m(OverlapMode::async, "forward");
@@ -771,12 +781,12 @@ std::vector<Check> overlap_checks() {
   numerics_all.name = "llama test-tiny W2 linear";
   GradeCase numerics_pool = small_gpt2(2);
   numerics_pool.options.buffers = UnshardBuffers::pool;
-  // CPU offload hands the overlap staging copies that cross streams: the shard copied up on the memcpy stream, read
-  // by the gather; the reduced shard, copied down on the memcpy stream (release_staging).
   // no_shard keeps the whole gradient on every rank: grad_full is then the replica's gradient (grad_replica), which
   // acquire_grad must not allocate nor release_grad free.
   GradeCase numerics_replicated = small_gpt2(2);
   numerics_replicated.options.strategy = ShardingStrategy::no_shard;
+  // CPU offload hands the overlap staging copies that cross streams: the shard copied up on the memcpy stream, read
+  // by the gather; the reduced shard, copied down on the memcpy stream (release_staging).
   GradeCase numerics_offload = small_gpt2(2);
   numerics_offload.options.prefetch = parse_prefetch("all");
   numerics_offload.options.offload = true;

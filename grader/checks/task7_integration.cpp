@@ -5,7 +5,6 @@
 // errors the contract names; then whole trainings under the nested policy.
 #include <algorithm>
 #include <map>
-#include <sstream>
 
 #include "engine/fsdp/lab_todo.hpp"
 #include "engine/nn/gpt2_model.hpp"

@@ -9,7 +9,6 @@
 // baseline, one with SGD, which shows a gradient scale error that AdamW hides.
 #include <algorithm>
 #include <cmath>
-#include <iomanip>
 #include <map>
 #include <sstream>
 

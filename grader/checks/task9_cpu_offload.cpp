@@ -7,8 +7,6 @@
 // copy back is one copy_to_host on the memcpy stream after the reduction; the host waits for `landed`, and
 // for nothing else. Then two offloaded trainings against the single-rank baseline, ASYNC and SYNC (SYNC's
 // reuse of staging blocks is where a copy racing an earlier gather shows).
-#include <iomanip>
-#include <sstream>
 
 #include "grader/check_catalog.hpp"
 #include "grader/diagnostic_text.hpp"
