@@ -69,12 +69,13 @@ struct Setting {
   std::vector<TraceEvent> record_spans;
 };
 
-// The mean over ranks of the overlap %, over the events of the measured steps.
+// The events of the measured steps (the warm-up's left out).
 std::vector<TraceEvent> measured_only(std::vector<TraceEvent> events, const TrainBenchOptions& bench) {
   std::erase_if(events, [&](const TraceEvent& e) { return !bench.measured(e.step); });
   return events;
 }
 
+// The mean over ranks of the overlap %, over the events of the measured steps.
 double overlap_percent(std::vector<TraceEvent> events, const TrainBenchOptions& bench) {
   events = measured_only(std::move(events), bench);
   const std::vector<OverlapMetrics> ranks = metrics_per_rank(events);

@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
-#include <vector>
 
 #include "app/bench_cupti.hpp"
 #include "engine/runtime/error.hpp"

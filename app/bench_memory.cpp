@@ -85,7 +85,7 @@ MemoryTable measure_memory_table(const MemoryBenchOptions& bench, const FsdpChoi
           ", and --hybrid-group S (the ranks a unit is sharded over) must divide each: S = ", sizes, "; got ",
           group >= 1 ? "--hybrid-group " + std::to_string(group) : std::string("no --hybrid-group"));
   }
-  MemoryTable table{bench, {}, choice.impl, {}};
+  MemoryTable table;
   FsdpOptions& fsdp = table.fsdp;
   fsdp.strategy = choice.options.strategy;
   fsdp.hybrid_group = choice.options.hybrid_group;

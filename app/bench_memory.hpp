@@ -31,9 +31,7 @@ struct MemoryRow {
 
 // The bench's table: the baseline row first, then FSDP at each W asked for.
 struct MemoryTable {
-  MemoryBenchOptions bench;
   FsdpOptions fsdp;  // the FSDP rows' strategy and precision (the baseline: no_shard in the same precision)
-  ImplChoice impl;
   std::vector<MemoryRow> rows;
 
   // GB as the writeup's table has it; MB for the test presets, whose gigabytes would all read 0.000.

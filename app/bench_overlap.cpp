@@ -272,14 +272,12 @@ OverlapHeadline overlap_headline(const OverlapBenchOptions& bench, TraceData* sy
   h.device = runs.device;
   h.link = runs.base;
   h.compute = row.compute;
-  h.compute_union = runs.run(runs.async, kFreeLink).compute;
   h.comm = row.async.comm;
   h.t_sync = row.sync.step;
   h.t_async = row.async.step;
   h.ideal = row.ideal();
   if (row.eta_defined()) h.eta = row.eta();
   h.sync_overlap = row.sync.overlap;
-  h.async_overlap = row.async.overlap;
   h.overlap_percent = row.overlap_percent();
   h.exposed = row.exposed();
   h.gathered = row.async.gathered;

@@ -45,11 +45,10 @@ struct OverlapHeadline {
   DevicePreset device;
   LinkPreset link;
   SimTime compute = 0;        // the step on a free link
-  SimTime compute_union = 0;  // |union of compute ops| of that step
   SimTime comm = 0;           // the link's busy time
   SimTime t_sync = 0, t_async = 0, ideal = 0;
   std::optional<double> eta;  // undefined when T_sync <= ideal
-  SimTime sync_overlap = 0, async_overlap = 0;  // |comm ∩ compute| of each step
+  SimTime sync_overlap = 0;   // |comm ∩ compute| of the SYNC step
   double overlap_percent = 0;                   // of the ASYNC step
   SimTime exposed = 0;                          // |comm| - |comm ∩ compute| of the ASYNC step
   std::int64_t gathered = 0;                    // peak param_full + grad_full of the ASYNC step, bytes

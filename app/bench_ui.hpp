@@ -1,5 +1,6 @@
 // bench_ui.hpp — `fsdplab bench --what ui`: how long the dashboard's timeline takes to build a frame
-// (CPU, headless ImGui) over synthetic traces of 10k, 100k and 1M events, all in view and zoomed to 1 %.
+// (CPU, headless ImGui) over synthetic traces of 10k, 100k and 1M events, all in view and zoomed to 1 %, then
+// the whole dashboard (every panel) over the same traces.
 #pragma once
 #include <cstddef>
 #include <vector>

@@ -7,6 +7,9 @@
 //                  FSDP at W = 2, 4, 8 with the per-rank micro-batch fixed, and each tag's peak as the
 //                  memory ledger measured it beside the analytic model (engine/fsdp/memory_model.hpp).
 //                  Dry runs on the sim device: bytes, not wall-clock times, and the same on every machine.
+//   --what train   training throughput on the device a run gets (cuda: wall clock; sim: virtual time), the
+//                  GEMMs' share of the step and of the preset's peak, and for W >= 2 SYNC and ASYNC and eta
+//                  (app/bench_train.cpp).
 //   --what overlap SYNC against ASYNC steps on the sim device's virtual clock: compute-only, comm-only and
 //                  ideal times, overlap efficiency, and sweeps of link bandwidth and prefetch
 //                  (app/bench_overlap.cpp). Virtual times: the same on every machine.
@@ -21,12 +24,9 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -39,16 +39,12 @@
 #include "app/cli_checks.hpp"
 #include "app/commands.hpp"
 #include "app/fsdp_cli_options.hpp"
-#include "engine/fsdp/memory_model.hpp"
 #include "engine/nn/gpt2_model.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/sim_device.hpp"
 #include "engine/runtime/wall_clock.hpp"
 #include "engine/tensor/matmul.hpp"
-#include "engine/train/fsdp_trainer.hpp"
-#include "engine/train/model_factory.hpp"
 #include "engine/train/trainer.hpp"
-#include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
 namespace {

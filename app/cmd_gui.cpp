@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -29,7 +28,7 @@
 #include "app/dashboard/step_time_panel.hpp"
 #include "app/fsdp_cli_options.hpp"
 #include "app/program_path.hpp"
-#include "app/report/markdown_table.hpp"
+#include "app/shell_quote.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/trace/chrome_trace.hpp"

@@ -1,5 +1,5 @@
 // `fsdplab report` — the writeup's tables, measured: runs the experiments behind every table of the
-// assignment's writeup template (seeds/001) and writes them as Markdown, each under the fsdplab commands
+// assignment's writeup template and writes them as Markdown, each under the fsdplab commands
 // that regenerate it, with the figures as PNG files beside it (app/report/report_figures.hpp).
 //
 //   fsdplab report [--device sim|cuda] [--out DIR] [--quick] [--only SECTION,...]
@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -28,6 +27,7 @@
 #include "app/commands.hpp"
 #include "app/report/markdown_table.hpp"
 #include "app/report/report_context.hpp"
+#include "app/shell_quote.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/runtime/presets.hpp"

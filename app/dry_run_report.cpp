@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -126,7 +125,6 @@ LectureFigures lecture_figures(const FsdpRun& fsdp, BuiltModel& built, const Exp
   f.params = static_cast<double>(built.model->parameter_count());
   f.layer = static_cast<double>(built.model->module("model.layers.0").parameter_count());
   f.root = static_cast<double>(e.root);
-  f.largest_layer = static_cast<double>(e.largest_layer);
   f.flat_parameters = static_cast<int>(e.units.size());
   f.shard = gb(at(peaks, MemTag::param_shard));
   f.optim = gb(at(peaks, MemTag::optim_state));
@@ -143,7 +141,7 @@ LectureFigures lecture_figures(const FsdpRun& fsdp, BuiltModel& built, const Exp
   return f;
 }
 
-// The lecture's slide "FSDP for Llama 70B on 128 GPUs" (seeds/004) beside this run, and where and why
+// The lecture's slide "FSDP for Llama 70B on 128 GPUs" (the FSDP lecture) beside this run, and where and why
 // they differ, every figure of ours read from the ledger or the model.
 void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expected& e, const TagBytes& peaks) {
   const FsdpOptions& o = fsdp.options;

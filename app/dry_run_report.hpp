@@ -7,7 +7,6 @@
 // for each place we differ and why.
 #pragma once
 #include <chrono>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,13 +17,12 @@
 
 namespace fsdplab::app {
 
-// This run's figures beside the lecture's slide "FSDP for Llama 70B on 128 GPUs" (seeds/004): sizes in GB
+// This run's figures beside the lecture's slide "FSDP for Llama 70B on 128 GPUs" (the FSDP lecture): sizes in GB
 // (10^9 bytes) from rank 0's ledger peaks, counts of parameters (elements).
 struct LectureFigures {
   double params = 0;         // the model's parameters
   double layer = 0;          // one decoder layer's (model.layers.0)
   double root = 0;           // the root unit's FlatParameter (embed_tokens, norm, lm_head), padded
-  double largest_layer = 0;  // the largest other unit's FlatParameter, padded
   int flat_parameters = 0;
   double shard = 0;          // param_shard peak
   double optim = 0;          // optim_state peak (exp_avg + exp_avg_sq)

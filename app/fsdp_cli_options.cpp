@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <iostream>
 
-#include "engine/runtime/error.hpp"
 #include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {

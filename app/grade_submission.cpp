@@ -1,8 +1,9 @@
 // grade_submission.cpp — `fsdplab grade --submission DIR` (grade_submission.hpp): checks what the submission
 // holds of the nine student.cpp, stages them in a build tree of its own, configures and builds a fsdplab there with
 // them (a lab missing or that does not build replaced by its skeleton), and runs that binary's `grade`. Children are
-// started with posix_spawn and an argument vector, so no shell ever reads a path; the build's output is echoed to
-// stderr and read for what failed.
+// started with an argument vector, so no shell ever reads a path: cmake's configure by posix_spawn, the build and the
+// grade in the sandbox (start_sandboxed: fork and execve); the build's output is echoed to stderr and read for what
+// failed.
 #include "app/grade_submission.hpp"
 
 #include <fcntl.h>

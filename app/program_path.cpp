@@ -4,7 +4,7 @@
 #include <optional>
 #include <system_error>
 
-#include "app/report/markdown_table.hpp"
+#include "app/shell_quote.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "grader/grade_check.hpp"
 

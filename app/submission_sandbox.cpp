@@ -16,8 +16,9 @@
 // What stays possible: writing the grade it is computing (its own JSON and text; a student can forge their own
 // grade, not another's), and printing what it may read into that text: the held-out cases among it, as any
 // autograder's tests are the input the graded code runs on. grader/README.md says so.
-// The ruleset is built before fork, so the child only calls prctl, landlock_restrict_self and execve (a forked
-// child of a threaded process may call nothing that takes a lock).
+// The ruleset is built before fork, so the child makes system calls only (open, dup2, setrlimit, prctl,
+// landlock_restrict_self, execve, and write and _exit to report a failure): a forked child of a threaded process
+// may call nothing that takes a lock.
 #include "app/submission_sandbox.hpp"
 
 #include <fcntl.h>

@@ -36,7 +36,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// ---- the outcome on the wire: 'R' and JSON, or 'C' and a crash record ---------------------------------
+// ---- the outcome on the wire: 'R' and JSON, 'C' and 'H' crash records, 'X' for exit() ---------------------
 
 nlohmann::json to_json(const CheckOutcome& o) {
   nlohmann::json budget = nlohmann::json::array();
@@ -82,7 +82,7 @@ int g_result_fd = -1;  // the child's end of the pipe, for the crash handler
 // signal so the parent sees how the child died. The child is a fork of the parent, so the addresses mean
 // the same in the parent, which resolves them with addr2line against its own executable's debug
 // information — anonymous-namespace classes included, which no dynamic symbol table holds — and names
-// the first frame in a task implementation (labs/, a *_reference.cpp, labs/mutants/).
+// the first frame in a task implementation (labs/, a *_reference.cpp, a *_as_student.cpp, labs/mutants/).
 void on_crash(int sig) {
   CrashRecord record;
   record.signal = sig;

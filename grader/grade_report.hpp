@@ -1,13 +1,13 @@
 // grade_report.hpp — a grade as a person reads it, and as a course's gradebook reads it (--json).
 //
-//   task 2  FlatParameter: flatten, pad, shard, view   labs/02-flat-parameter/student.cpp:17   7/10
+//   task 2  FlatParameter: flatten, pad, shard, view   student: labs/02-flat-parameter/student.cpp:17   7/10 points
 //     pass  padding                the flat buffer is padded to the next multiple of W, no more 2/2
 //     LOST  views                  parameters are views of the flat buffer, not copies (value and grad) 0/2
 //           expected  a write to the flat buffer changes the parameter
 //           got       ...
 //           cause     point_views copies ...
 //           see it    build/app/fsdplab gui --model gpt2 --world 3 --impl 2=student --compare impl
-//           budget    collectives 24 (reference 24), bytes moved 1.2 MB (1.2), ...
+//           budget    collectives 24 (reference 24), bytes moved 1.20 MB (reference 1.20), ...
 #pragma once
 #include <filesystem>
 #include <ostream>

@@ -309,11 +309,6 @@ CommunicationTime communication_time(const std::vector<OpRecord>& ops) {
 
 }  // namespace
 
-double overlap_percent(const std::vector<OpRecord>& ops) {
-  const CommunicationTime t = communication_time(ops);
-  return t.total > 0 ? 100.0 * t.covered / t.total : 0.0;
-}
-
 RunBudget budget_of(const GradedRun& run) {
   RunBudget b;
   for (std::size_t r = 0; r < run.ops.size(); ++r) {

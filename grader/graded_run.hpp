@@ -28,7 +28,7 @@ namespace fsdplab::grading {
 // A training case: the run, the FSDP options and how close to the single-rank baseline it must come.
 // The built-in checks make them in code; a course's held-out cases come as files (grading_cases.hpp).
 struct GradeCase {
-  std::string name;  // "W3", "hybrid W4 S2": for the report
+  std::string name;  // "gpt2 test-tiny W3": for the report
   RunConfig run;     // run.world ranks; see small_gpt2()
   FsdpOptions options;
   double tolerance = kLossTolerance;  // relative for the losses (loss_agreement.hpp), absolute for the final parameters
@@ -147,9 +147,6 @@ CheckOutcome with_budget(CheckOutcome outcome, const GradedRun& graded, const Gr
 // What follows the budget's symptoms ("correct but wasteful: ...") in the cause of a pass over budget where the check
 // found the mistake behind them.
 inline constexpr std::string_view kLikelyMistake = "; the likely mistake: ";
-
-// The percentage of `ops`' communication time during which compute ran too (the union of compute spans).
-double overlap_percent(const std::vector<OpRecord>& ops);
 
 // A check that `c`, trained with the graded tasks, equals the single-rank baseline within c.tolerance —
 // or within twice the reference's own distance from it where rounding takes the reference further (AdamW

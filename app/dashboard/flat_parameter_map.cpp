@@ -487,7 +487,8 @@ void FlatParameterPanel::draw(const FlatParameterMap& map, const FsdpEventLog& l
                             min.x + static_cast<float>(static_cast<double>(s.shard_offset + s.count) * scale)));
         draw.AddRectFilled(ImVec2(x0, min.y), ImVec2(x1, max.y), parameter_color(s.param, alpha));
       }
-      if (cell.state == UnitState::gathering) draw.AddRect(min, max, IM_COL32(251, 140, 0, 255), 0, 0, 2.5f);
+      if (cell.state == UnitState::gathering)
+        draw.AddRect(min, max, category_color(OpCategory::all_gather), 0, 0, 2.5f);  // the gather's colour
       if (cell.state == UnitState::unsharded) draw.AddRect(min, max, IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
       if (hovered && contains(grid_min_, grid_max_, mouse) && contains(min, max, mouse))
         cell_tooltip(map, u, r, cell.state);

@@ -106,7 +106,6 @@ class FlatParameterPanel {
   };
   const std::vector<Label>& headers() const { return headers_; }
   const std::vector<Label>& names() const { return names_; }
-  float name_width() const { return name_width_; }  // the names' column, its gap to the cells included
   // Where cells show: the grid's visible part right of the names and under the headers.
   ImVec2 grid_min() const { return grid_min_; }
   ImVec2 grid_max() const { return grid_max_; }

@@ -31,7 +31,7 @@ class FsdpEventLog {
   std::size_t total(int source) const { return sources_.at(static_cast<std::size_t>(source)).total; }
   // The unit's state on the rank after the latest event that named it; sharded before any.
   UnitState unit_state(int source, int rank, int unit) const;
-  // What the rank's latest event was (for "unit 3 is being gathered" in the map); null if none.
+  // What the rank's latest event was (the step-through panel's "latest event of the focus rank"); null if none.
   const FsdpEvent* latest(int source, int rank) const;
 
  private:

@@ -1,5 +1,5 @@
-// headless_imgui.hpp — an ImGui context with no window: what the panel tests and `fsdplab bench --what
-// ui` build frames in.
+// headless_imgui.hpp — an ImGui context with no window: what the panel tests, `fsdplab bench --what ui` and
+// FrameCapture (frame_capture.hpp: screenshots without a display) build frames in.
 //
 // ImGui needs a display size, a built font atlas with some texture id, and a frame time; the GLFW
 // backend normally provides them. Here they are set by hand, so a frame's draw data can be built and

@@ -63,8 +63,8 @@ bool LiveRun::step_is_sync(int step) const {
 
 std::size_t LiveRun::drain_into(TraceStore& store, FsdpEventLog& log) {
   std::size_t moved = 0;
-  // Trace first, then steps: a step's report is pushed after its events, so draining in this order
-  // never sees a step whose events are still queued (add_step reads them from the store).
+  // Steps drained before the trace, added after it: a step's report is pushed after its events, so every step
+  // drained here has its events in the trace queues drained next (add_step reads them from the store).
   std::vector<StepReport> steps;
   steps_.drain(steps);
   for (const auto& queue : trace_queues_) {

@@ -67,7 +67,7 @@ class SeriesReader {
   std::size_t next_ = 0;  // the first sample not yet passed
 };
 
-// A text on a dark box, readable over the stacks.
+// The tags' colours, the peak, the expected total and the device's memory, as the charts draw them.
 void legend() {
   ImGui::TextUnformatted("tags:");
   ImGui::SameLine();

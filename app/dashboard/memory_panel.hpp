@@ -10,7 +10,7 @@
 //              time (a stopped run ends where it stopped), one stack per pixel column: the tags when the
 //              total is highest within the column's time (one walk over the total's samples in view, a
 //              binary search per tag and column), so a peak shorter than a pixel shows where it happened;
-//              the peak of the total as a kPeakColor line with its value, the expected total as a dashed
+//              the peak of the total as a kPeakColor line (its value in the row's text), the expected total as a dashed
 //              kExpectedColor line, `now` as a thin vertical line; its tooltip reads the tags at the mouse.
 //              Its x axis is the ledger's: when the host issued each allocation, on the device clock
 //              (engine/runtime/memory_ledger.hpp), which the header says

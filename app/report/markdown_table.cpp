@@ -1,10 +1,8 @@
 #include "app/report/markdown_table.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdarg>
 #include <cstdio>
-#include <string_view>
 #include <utility>
 
 #include "engine/runtime/error.hpp"
@@ -93,17 +91,6 @@ std::string command_block(const std::vector<std::string>& commands) {
   std::string out = "```bash\n";
   for (const std::string& c : commands) out += c + "\n";
   return out + "```\n";
-}
-
-std::string shell_quote(const std::string& word) {
-  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) ||
-           std::string_view("-_./=,:+@%").find(c) != std::string_view::npos;
-  });
-  if (plain) return word;
-  std::string out = "'";
-  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 }  // namespace fsdplab::app

@@ -33,7 +33,4 @@ class MarkdownTable {
 // A fenced ```bash block of `commands`, one a line: the commands that regenerate what follows it.
 std::string command_block(const std::vector<std::string>& commands);
 
-// A shell word: as it is where it needs no quoting, else in single quotes.
-std::string shell_quote(const std::string& word);
-
 }  // namespace fsdplab::app

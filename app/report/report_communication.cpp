@@ -9,9 +9,7 @@
 // iterations after warm-up), the ranks sharing one GPU, so the "link" is that GPU's own memory.
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "app/dashboard/palette.hpp"

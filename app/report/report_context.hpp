@@ -44,7 +44,7 @@ struct ReportContext {
   std::string figure(Figure f);
 };
 
-// The report's sections, in the order of the writeup template (seeds/001), each by the name --only takes.
+// The report's sections, in the order of the assignment's writeup template, each by the name --only takes.
 std::string report_tradeoffs(ReportContext& ctx);     // tradeoffs:     2.3, 2.4, 2.5
 std::string report_correctness(ReportContext& ctx);   // correctness:   3.2, 3.3
 std::string report_memory(ReportContext& ctx);        // memory:        4.1

@@ -14,14 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "app/dashboard/palette.hpp"
 #include "app/fsdp_cli_options.hpp"
 #include "app/report/markdown_table.hpp"
 #include "app/report/report_context.hpp"
-#include "app/dashboard/palette.hpp"
+#include "app/shell_quote.hpp"
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/train/fsdp_trainer.hpp"
+#include "engine/train/loss_agreement.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace fsdplab::app {
@@ -31,7 +33,6 @@ namespace fs = std::filesystem;
 
 constexpr int kFsdpWorld = 2;
 constexpr double kProbeLr = 1048576;  // 2^20: the gradient probe's SGD step
-constexpr double kLossTolerance = 1e-5;  // relative, as tests/integration/test_fsdp_equivalence.cpp
 
 using Params = std::map<std::string, std::vector<float>>;
 using Gradients = std::map<std::string, std::vector<double>>;
@@ -221,7 +222,7 @@ std::string report_correctness(ReportContext& ctx) {
     for (std::size_t i = 0; i < n; ++i) {
       const double b = r.baseline.steps[i].loss, f = r.fsdp.steps[i].loss;
       r.max_loss_difference = std::max(r.max_loss_difference, std::abs(f - b));
-      r.max_relative = std::max(r.max_relative, std::abs(f - b) / std::max(std::abs(b), 1e-30));
+      r.max_relative = std::max(r.max_relative, std::abs(f - b) / std::max(std::abs(b), 1.0));  // as agrees()
     }
     return r;
   };

@@ -4,7 +4,6 @@
 // headline (app/bench_overlap.hpp: the same dry runs, the same numbers) and the figures show the runs it
 // measured: the dashboard's timeline and step-time panels, and its memory panel. On cuda they are `fsdplab
 // bench --what train`'s measurement (app/bench_train.hpp), wall clock, the ranks sharing the GPU.
-#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>

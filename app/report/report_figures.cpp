@@ -90,7 +90,8 @@ void draw_line_chart(const LineChart& chart, ImVec2 size) {
   if (p1.x - p0.x < 50 || p1.y - p0.y < 50) return;
 
   Axis x{std::numeric_limits<double>::max(), std::numeric_limits<double>::lowest(), chart.log_x};
-  Axis y{std::numeric_limits<double>::max(), std::numeric_limits<double>::lowest(), chart.log_y};
+  Axis y{std::numeric_limits<double>::max(), std::numeric_limits<double>::lowest(),
+         false};  // linear: no chart asks for more
   for (const ChartSeries& s : chart.series)
     for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
       if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;

@@ -50,7 +50,6 @@ enum class LegendCorner { top_right, bottom_right };
 struct LineChart {
   std::string x_label, y_label;
   bool log_x = false;  // base 2 ticks
-  bool log_y = false;  // base 10 ticks
   std::vector<ChartSeries> series;
   LegendCorner legend = LegendCorner::top_right;
   // How an x tick is labelled (default: %g).

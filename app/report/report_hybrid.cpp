@@ -10,7 +10,6 @@
 
 #include "app/report/markdown_table.hpp"
 #include "app/report/report_context.hpp"
-#include "engine/trace/trace_metrics.hpp"
 
 namespace fsdplab::app {
 namespace {

@@ -1,4 +1,4 @@
-// The lecture's slide "FSDP for Llama 70B on 128 GPUs" (seeds/004) beside fsdplab's dry run of the same:
+// The lecture's slide "FSDP for Llama 70B on 128 GPUs" (the FSDP lecture) beside fsdplab's dry run of the same:
 // Llama-2-70B's shapes on 128 simulated ranks, one transformer layer per FSDP unit, bf16 gathers, compute
 // and reduction over f32 master shards, AdamW. The figures are `fsdplab run --dry-run`'s
 // (app/dry_run_report.hpp: rank 0's ledger and the model's shapes).

@@ -16,7 +16,7 @@ std::string report_hostname() {
   return host.data();
 }
 
-// "Intel(R) Xeon(R) ... (2 threads)": /proc/cpuinfo's model name where there is one.
+// "Intel(R) Xeon(R) ... (2 hardware threads)": /proc/cpuinfo's model name where there is one.
 std::string report_cpu() {
   std::string model;
   std::ifstream cpuinfo("/proc/cpuinfo");

@@ -16,9 +16,9 @@ namespace {
 
 constexpr double kScaleTolerance = 0.05;  // within 5 % of the ideal counts as scaling
 
-std::string bench_command(const Gpt2Scale& s, const std::string& extra = "") {
+std::string bench_command(const Gpt2Scale& s) {
   return "fsdplab bench --what memory --preset " + s.preset + " --micro-batch " + std::to_string(s.micro_batch) +
-         " --seq " + std::to_string(s.seq) + extra;
+         " --seq " + std::to_string(s.seq);
 }
 
 // "yes (0.98)": base / (W x value), 1.00 when value is exactly base / W.

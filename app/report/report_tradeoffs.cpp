@@ -3,7 +3,6 @@
 // i.e. DDP), and the optimizer state before and after sharding (the baseline, ZeRO-1 and FULL_SHARD).
 // Memory is `fsdplab bench --what memory`'s measurement (app/bench_memory.hpp) of the W = 4 row of each
 // strategy; the collectives are rank 0's in the trace of the same SYNC dry run of one step.
-#include <array>
 #include <map>
 #include <string>
 #include <vector>

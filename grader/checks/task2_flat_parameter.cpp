@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "engine/fsdp/sharding.hpp"
-#include "engine/runtime/error.hpp"
 #include "engine/train/model_factory.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/graded_run.hpp"
@@ -19,7 +18,7 @@ namespace {
 // each unit laid out unlike the reference's; a failed check goes to a world where one is (see_it_where_it_differs).
 constexpr const char* kShow = "fsdplab gui --model gpt2 --world 3 {impl} --compare impl";
 
-// Parameters of the given sizes, named p0, p1, ...; the toy model's sizes by default.
+// Parameters of the given sizes, named p0, p1, ....
 struct Params {
   explicit Params(const std::vector<std::int64_t>& sizes) {
     for (std::size_t i = 0; i < sizes.size(); ++i)

@@ -227,8 +227,12 @@ CheckOutcome one_reduce_scatter_on_its_stream(const CheckContext& c) {
     } else if (collectives[0].lane != Lane::reduce_scatter) {
       mine = CheckOutcome::fail(
           "the reduce-scatter on the reduce_scatter stream", rank + names,
-          "the reduction issued on the compute stream: the next unit's backward then waits for every "
-          "reduction; use device.stream(Lane::reduce_scatter)");
+          collectives[0].lane == Lane::compute
+              ? "the reduction issued on the compute stream: the next unit's backward then waits for every "
+                "reduction; use device.stream(Lane::reduce_scatter)"
+              : "the reduction issued on the " + std::string(lane_name(collectives[0].lane)) +
+                    " stream, not the one the schedule keeps for reductions: it queues behind that stream's other "
+                    "work; use device.stream(Lane::reduce_scatter)");
     } else if (collectives[0].bytes_moved != b.grad_full.nbytes()) {
       mine =
           CheckOutcome::fail("the whole grad_full reduced (" + std::to_string(b.grad_full.nbytes()) + " bytes)",

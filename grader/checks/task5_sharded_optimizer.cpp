@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "engine/fsdp/sharding.hpp"
-#include "engine/runtime/error.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/diagnostic_text.hpp"
 #include "grader/graded_run.hpp"

@@ -2,7 +2,7 @@
 // The units of real models under the CLI's wrap policies, compared unit by unit with the reference's plan
 // (names, modules, each unit's own parameters in order, the enclosing unit): one unit per Block; nested
 // units holding only their own parameters; a module wrapped by its dotted name; no empty root; the
-// errors the contract names; then whole trainings under the nested policy.
+// errors the contract names; then whole trainings under the nested and block policies.
 #include <algorithm>
 #include <map>
 

@@ -11,6 +11,7 @@
 #include "app/dashboard/headless_imgui.hpp"
 #include "app/report/markdown_table.hpp"
 #include "app/report/report_figures.hpp"
+#include "app/shell_quote.hpp"
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab::app {
