@@ -100,11 +100,11 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
                 ->check(CLI::IsMember(strings(embedding_gradient_names()))));
         break;
       case FsdpFlag::impl:
-        added.push_back(
-            cmd.add_option("--impl", flags.impl,
-                           help("FSDP tasks: reference (default), student (every task from "
-                                "labs/NN-*/student.cpp), or per task, e.g. 3=student,6=student; "
-                                "N=mutant:NAME runs a known-wrong one (fsdplab grade --mutants lists them)")));
+        added.push_back(cmd.add_option("--impl", flags.impl,
+                                       help("FSDP tasks: reference (default), student (every task from "
+                                            "labs/NN-*/student.cpp), or per task, e.g. 3=student,6=student; "
+                                            "N=mutant:NAME runs a known-wrong one (a wrong NAME lists them; fsdplab "
+                                            "grade --mutants grades them)")));
         break;
     }
   }

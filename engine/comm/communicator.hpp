@@ -10,9 +10,10 @@
 // shard.numel(), and rank r's shard is chunk r of full (elements [r * n, (r + 1) * n)). A shard may
 // be that very chunk of the same buffer (in place); collectives move data as if every rank read all
 // inputs before any rank wrote an output.
-// Dtypes: f32 and bf16 (i32 too for all_gather and broadcast, which only move bytes). Reductions
-// accumulate in f32, in group-rank order, and round to the tensor's dtype once at the end, so every
-// rank gets bit-identical results and bf16 loses no more than one rounding.
+// Dtypes: f32 and bf16 (i32 too for all_gather and broadcast, which only move bytes). LocalComm's and MpiComm's
+// reductions accumulate in f32, in group-rank order, and round to the tensor's dtype once at the end, so every
+// rank gets bit-identical results and bf16 loses no more than one rounding (rank_order_reduction.hpp); NcclComm's
+// sum in NCCL's order, a bf16 average rounding once more ([Note: averaging bf16 on NCCL], nccl_comm.cpp).
 #pragma once
 #include <memory>
 

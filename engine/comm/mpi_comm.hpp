@@ -10,7 +10,7 @@
 // (rank_order_reduction.hpp). So a run of N processes gives the threaded run's losses and timeline.
 //
 // Nothing hangs: MPI's collectives are started non-blocking and waited for with a timeout, and a rank
-// that fails aborts the MPI world (the launcher, world.cpp), which ends every process.
+// that fails aborts the MPI world (run_process, rank_launch.cpp), which ends every process.
 // Built without MPI (no libopenmpi-dev), every entry point is an Error that says so.
 #pragma once
 #include <chrono>

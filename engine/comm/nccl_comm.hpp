@@ -1,5 +1,5 @@
 // nccl_comm.hpp — NCCL between GPUs: one rank per GPU, each collective an op on the stream FSDP gives it
-// (the all_gather or reduce_scatter stream in ASYNC mode, compute in SYNC), so the CUDA device times it
+// (the all_gather or reduce_scatter stream, ordered against compute by events), so the CUDA device times it
 // and orders it with events like any kernel.
 //
 // NCCL refuses two ranks on one GPU: several ranks on one GPU are LocalComm's (rank_launch.hpp says so

@@ -10,7 +10,6 @@
 #include <memory>
 #include <ostream>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "engine/cuda/cublas_library.hpp"

@@ -1,6 +1,6 @@
 // checkpoint.hpp — a model's parameters as a folder that Hugging Face and fsdplab both read:
 //   DIR/model.safetensors   every parameter in f32 under its dotted name (a tied one once)
-//   DIR/config.json         the model's configuration (for gpt2, GPT2Config's keys)
+//   DIR/config.json         the model's configuration (GPT2Config's or LlamaConfig's keys)
 // Both files are written to temporary names and renamed, so an interrupted save leaves the old
 // folder contents or the new ones, never half a file.
 #pragma once

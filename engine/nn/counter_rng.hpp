@@ -9,7 +9,7 @@
 //
 // Addressing an element: key = the run's 64-bit seed (low word k0, high word k1); counter = (the
 // element index, low word first; the parameter's stream key, low word first). The stream key is
-// FNV-1a 64 of the UTF-8 bytes of the parameter's dotted name ("h.0.attn.c_attn.weight"), so two
+// FNV-1a 64 of the UTF-8 bytes of the parameter's dotted name ("transformer.h.0.attn.c_attn.weight"), so two
 // parameters never share a stream however the model is sharded, and renaming one re-rolls it.
 //
 // Every distribution below is a pure function of (seed, key, index): one Philox call per element.
@@ -19,6 +19,7 @@
 //   gpt2 (GPT-2 / nanoGPT / llm.c): Linear and Embedding weights normal(0, 0.02); the residual
 //     projections (attn.c_proj, mlp.c_proj) normal(0, 0.02 / sqrt(2 * n_layer)), so the residual
 //     stream's variance does not grow with depth; every bias 0; LayerNorm weight 1, bias 0.
+//   llama: every Linear and Embedding weight normal(0, 0.02) (LlamaConfig.initializer_range); RMSNorm weight 1.
 //   toy, mlp (PyTorch defaults): nn.Linear weight kaiming_uniform(a = sqrt(5)), which works out to
 //     U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and bias the same U(-1/sqrt(fan_in), 1/sqrt(fan_in));
 //     nn.LayerNorm weight 1, bias 0.

@@ -268,10 +268,9 @@ class Gpt2LmHead final : public Module {
 
   Tensor forward(RunContext& ctx, const Tensor& x) {  // [N, C] -> [N, Vp]
     enter_forward(ctx);
-    check(weight_.value.defined(), "parameter '", weight_.name,
-          "' has no value: materialise the model before running it");
+    const Tensor& weight = value_of(weight_);
     Tensor logits = ctx.activation({x.dim(0), weight_.shape[0]}, name() + ".logits");
-    matmul(ctx.stream(), x, weight_.value, logits, {.trans_b = true});
+    matmul(ctx.stream(), x, weight, logits, {.trans_b = true});
     x_ = x;
     exit_forward(ctx);
     return logits;
@@ -280,12 +279,11 @@ class Gpt2LmHead final : public Module {
   Tensor backward(RunContext& ctx, const Tensor& dlogits) {
     enter_backward(ctx);
     check(x_.defined(), name(), ": backward without a forward");
-    check(weight_.grad.defined(), "parameter '", weight_.name,
-          "' has no gradient buffer: the trainer provides one before backward");
+    const Tensor& weight_grad = grad_of(weight_);
     // logits = x W^T: dx = dlogits W, dW += dlogits^T x.
     Tensor dx = ctx.activation(x_.shape(), name() + ".dx");
     matmul(ctx.stream(), dlogits, weight_.value, dx);
-    matmul(ctx.stream(), dlogits, x_, weight_.grad, {.trans_a = true, .beta = 1});
+    matmul(ctx.stream(), dlogits, x_, weight_grad, {.trans_a = true, .beta = 1});
     x_ = Tensor();
     exit_backward(ctx);
     return dx;

@@ -74,7 +74,6 @@ class Linear final : public Module {
   // With a `dx_residual` [N, in], returns dx_residual + the input's gradient, summed in the GEMM's epilogue: the
   // gradient of an input that other layers read too ([Note: fused epilogues]).
   Tensor backward(RunContext& ctx, const Tensor& dy, const Tensor& dx_residual = Tensor());
-  Parameter& weight() { return *weight_; }
 
  private:
   std::int64_t in_, out_;

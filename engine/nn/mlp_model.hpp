@@ -31,7 +31,6 @@ class MlpModel final : public Model {
  public:
   MlpModel(std::int64_t width, int depth);
   std::string_view kind() const override { return "MlpModel"; }
-  std::int64_t width() const { return width_; }
   Tensor forward(RunContext& ctx, const Batch& batch) override;
   void backward(RunContext& ctx) override;
 

@@ -1,13 +1,12 @@
 // model.hpp — what the trainer (and FSDP) sees of a model: a root module whose forward takes a
 // batch and returns the loss, and whose backward runs from that loss.
 #pragma once
-#include <string>
 
 #include "engine/nn/module.hpp"
 
 namespace fsdplab {
 
-// One rank's slice of a step's global batch. gpt2: inputs and targets [B, T] i32 token ids;
+// One rank's slice of a step's global batch. gpt2 and llama: inputs and targets [B, T] i32 token ids;
 // toy and mlp: inputs [B, in] and targets [B, out] in the run's dtype.
 struct Batch {
   Tensor inputs;

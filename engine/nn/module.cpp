@@ -1,7 +1,5 @@
 #include "engine/nn/module.hpp"
 
-#include <algorithm>
-
 #include "engine/runtime/error.hpp"
 
 namespace fsdplab {

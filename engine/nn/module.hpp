@@ -9,10 +9,9 @@
 //   post_forward  after it computed            (FSDP: reshard)
 //   pre_backward  before its backward          (FSDP: gather again if resharded)
 //   post_backward after its backward           (FSDP: reduce-scatter the gradients)
-// The root records the order in which modules ran their backward: the order backward prefetching
-// follows in the next step.
+// The root records the order in which modules ran their backward (backward_order(), which the model tests read;
+// FSDP keeps its own orders, overlap_state.hpp).
 #pragma once
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>

@@ -8,6 +8,7 @@
 //
 // Every *_backward op ADDS into its gradient output (dx += ..., as PyTorch's autograd accumulates),
 // so gradients flowing into one tensor from several uses sum up; callers zero gradient buffers first.
+// (gelu_backward_in_place overwrites instead: see it below.)
 #pragma once
 #include "engine/tensor/tensor.hpp"
 

@@ -10,7 +10,6 @@
 //             {.host = [&] { cpu::gelu(...); },
 //              .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) { cuda::gelu(stream, ...); })});
 #pragma once
-#include <functional>
 #include <string>
 #include <vector>
 

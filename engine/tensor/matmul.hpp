@@ -29,7 +29,7 @@ struct MatmulOptions {
 //   bias only                  out = p + bias
 //   residual (bias or not)     out = residual + (p + bias)
 //   gelu_pre (bias or not)     gelu_pre = p + bias, out = gelu(p + bias), the tanh form; gelu_pre is what
-//                              gelu_backward reads, and out is the GELU of the unrounded sum
+//                              gelu_backward_in_place reads, and out is the GELU of the unrounded sum
 // With an epilogue, alpha is 1 and beta 0, and no tensor written overlaps another operand.
 struct MatmulEpilogue {
   Tensor bias;      // [N]: added to every row

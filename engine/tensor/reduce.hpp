@@ -1,4 +1,5 @@
-// reduce.hpp — reductions to a scalar: the loss over a batch, the squared norm for gradient clipping.
+// reduce.hpp — a reduction to a scalar: the sum of a tensor, exact to f32 (the ops' tests read other ops' sums with
+// it).
 #pragma once
 #include "engine/tensor/tensor.hpp"
 

@@ -1,7 +1,6 @@
 #include "engine/tensor/tensor.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <sstream>
 
 #include "engine/runtime/error.hpp"

@@ -34,7 +34,6 @@ class Storage {
 
   Device& device() const { return *device_; }
   std::int64_t bytes() const { return bytes_; }
-  MemTag tag() const { return tag_; }
   const std::string& name() const { return name_; }
   // The stream the memory is for; Lane::host for pinned host memory (CPU offload).
   Lane stream() const { return stream_; }
@@ -49,8 +48,8 @@ class Storage {
   Allocation release();
   // The block's id, for race checking; an Error when freed.
   BlockId block() const;
-  // Host pointer to the bytes; an Error when freed or on a dry run.
-  // The memory's first byte, for op bodies (the sim device refuses it outside one: Device::check_raw_pointer).
+  // The memory's first byte, for op bodies (the sim device refuses it outside one: Device::check_raw_pointer); an
+  // Error when freed or on a dry run.
   std::byte* data() const;
   // The same address, never to be read or written by the host: to hand to a peer, whose op body uses it.
   std::byte* address() const;
@@ -108,7 +107,6 @@ class Tensor {
   Tensor view(std::int64_t offset, Shape shape) const;
   Tensor reshape(Shape shape) const;
   Tensor rows(std::int64_t start, std::int64_t count) const;  // along dim 0
-  Tensor flatten() const { return reshape({numel_}); }
 
   // Raw element pointers; an Error for meta tensors, freed storage, dry runs and the wrong dtype.
   float* f32() const;

@@ -28,7 +28,8 @@ constexpr std::string_view lane_name(Lane l) {
 }
 constexpr std::size_t lane_index(Lane l) { return static_cast<std::size_t>(l); }
 
-// What an event does. Distinct from the lane: in SYNC mode an all-gather runs on the compute stream.
+// What an event does. Distinct from the lane: in the streams demo's SYNC step an all-gather runs on the compute
+// stream.
 enum class OpCategory { compute, all_gather, reduce_scatter, all_reduce, broadcast, memcpy, host };
 constexpr std::size_t kOpCategoryCount = 7;
 constexpr std::string_view category_name(OpCategory c) {

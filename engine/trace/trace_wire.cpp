@@ -5,8 +5,6 @@
 #include "engine/trace/trace_wire.hpp"
 
 #include <bit>
-#include <cmath>
-#include <cstring>
 #include <type_traits>
 
 #include "engine/runtime/error.hpp"

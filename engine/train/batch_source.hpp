@@ -4,7 +4,6 @@
 // gpt2 and llama (synthetic, or read from a token file). Whatever the world size, the global batch of a step
 // is the same and rank r receives rows [r*B/W, (r+1)*B/W), so losses compare across world sizes.
 #pragma once
-#include <memory>
 #include <optional>
 
 #include "engine/nn/model.hpp"

@@ -1,8 +1,5 @@
 #include "engine/train/fsdp_run_plan.hpp"
 
-#include <unistd.h>
-
-#include <algorithm>
 #include <sstream>
 
 #include "engine/comm/mpi_comm.hpp"

@@ -26,7 +26,7 @@ struct BuiltModel {
   std::vector<ModelSetting> settings;
   BatchShape batch;
   // FSDP's wrap policy for this model under run.wrap: the modules that become units of their own, by
-  // kind ("Block") or by dotted name ("transformer.wpe"); plan_units (fully_sharded_model.hpp) reads it.
+  // kind ("Block") or by dotted name ("transformer.wpe"); IntegrationTask::plan_units (integration_task.hpp) reads it.
   //   block   each transformer block (gpt2 Block, llama LlamaDecoderLayer; mlp MlpBlock; toy every layer)
   //   linear  each Linear and Embedding, as the assignment's FSDP tests wrap — except an Embedding tied to
   //           the LM head (gpt2's wte), which stays in the root with its other user

@@ -60,7 +60,8 @@ struct RunConfig {
   // for cuda).
   std::string device = "sim";
   // How the ranks exchange data: local (threads of this process; on the cuda device every rank shares GPU
-  // `gpu`, the collectives are device-to-device copies and a reduction kernel).
+  // `gpu`, the collectives are device-to-device copies and a reduction kernel), mpi (a process per rank under
+  // mpirun, sim device) or nccl (a GPU per rank, cuda device).
   std::string comm = "local";
   int gpu = 0;
   // How long a rank waiting in a collective lets its peers go without progress before the run fails, each

@@ -9,7 +9,6 @@
 // (prefetch), ordered with events only, so it hides behind the previous layer's matmul. Step 0 runs
 // SYNC and step 1 ASYNC on the same devices, so one trace shows both side by side.
 #pragma once
-#include <memory>
 #include <string>
 #include <vector>
 

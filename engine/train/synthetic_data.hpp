@@ -61,7 +61,6 @@ class TokenFile {
   // An Error when the file is missing or not a regular file, its size is odd, or it holds fewer than B*T+1 tokens.
   TokenFile(std::string path, std::int64_t batch, std::int64_t seq, std::int64_t vocab);
 
-  const std::string& path() const { return path_; }
   std::int64_t tokens() const { return tokens_; }
   // An Error naming the first token >= vocab, read through the whole file: a run checks it before its first step,
   // rather than stop at the step that reaches it (a tokenizer's file for another vocabulary fails at once). The

@@ -48,7 +48,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "engine/fsdp/fully_sharded_model.hpp"
 #include "engine/optim/optimizer.hpp"
