@@ -90,12 +90,11 @@ void draw_line_chart(const LineChart& chart, ImVec2 size) {
   if (p1.x - p0.x < 50 || p1.y - p0.y < 50) return;
 
   Axis x{std::numeric_limits<double>::max(), std::numeric_limits<double>::lowest(), chart.log_x};
-  Axis y{std::numeric_limits<double>::max(), std::numeric_limits<double>::lowest(),
-         false};  // linear: no chart asks for more
+  Axis y{std::numeric_limits<double>::max(), std::numeric_limits<double>::lowest(), false};  // always linear
   for (const ChartSeries& s : chart.series)
     for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
       if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
-      if ((x.log && s.x[i] <= 0) || (y.log && s.y[i] <= 0)) continue;
+      if (x.log && s.x[i] <= 0) continue;
       x.lo = std::min(x.lo, s.x[i]), x.hi = std::max(x.hi, s.x[i]);
       y.lo = std::min(y.lo, s.y[i]), y.hi = std::max(y.hi, s.y[i]);
     }
@@ -104,13 +103,9 @@ void draw_line_chart(const LineChart& chart, ImVec2 size) {
     return;
   }
   if (x.hi == x.lo) x.hi = x.lo + 1;
-  if (y.log) {
-    y.lo /= 1.5, y.hi *= 1.5;
-  } else {
-    const double pad = y.hi > y.lo ? (y.hi - y.lo) * 0.06 : std::max(std::abs(y.hi) * 0.1, 1e-9);
-    y.lo = y.lo >= 0 && y.lo - pad < 0 ? 0 : y.lo - pad;
-    y.hi += pad;
-  }
+  const double pad = y.hi > y.lo ? (y.hi - y.lo) * 0.06 : std::max(std::abs(y.hi) * 0.1, 1e-9);
+  y.lo = y.lo >= 0 && y.lo - pad < 0 ? 0 : y.lo - pad;
+  y.hi += pad;
   const auto px = [&](double v) { return p0.x + static_cast<float>(x.map(v)) * (p1.x - p0.x); };
   const auto py = [&](double v) { return p1.y - static_cast<float>(y.map(v)) * (p1.y - p0.y); };
 
@@ -125,7 +120,7 @@ void draw_line_chart(const LineChart& chart, ImVec2 size) {
     const float w = ImGui::CalcTextSize(label.c_str()).x;
     dl.AddText(ImVec2(X - w / 2, p1.y + 4), text, label.c_str());
   }
-  const std::vector<double> yt = y.log ? log_ticks(y.lo, y.hi, 10, 10) : linear_ticks(y.lo, y.hi, 6);
+  const std::vector<double> yt = linear_ticks(y.lo, y.hi, 6);
   for (double t : yt) {
     const float Y = py(t);
     dl.AddLine(ImVec2(p0.x, Y), ImVec2(p1.x, Y), grid);
@@ -142,8 +137,7 @@ void draw_line_chart(const LineChart& chart, ImVec2 size) {
   for (const ChartSeries& s : chart.series) {
     std::vector<ImVec2> points;
     for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i]) || (x.log && s.x[i] <= 0) || (y.log && s.y[i] <= 0))
-        continue;
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i]) || (x.log && s.x[i] <= 0)) continue;
       points.emplace_back(px(s.x[i]), py(s.y[i]));
     }
     for (std::size_t i = 1; i < points.size(); ++i) {
