@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "app/median.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/presets.hpp"
 #include "engine/trace/trace_metrics.hpp"
@@ -139,12 +140,6 @@ void train_once(const TrainBenchOptions& bench, RunConfig run, bool cupti, Setti
   setting.overlap_op_log.push_back(overlap_percent(std::move(spans), bench));
   setting.cupti.records += after.records - before.records;
   setting.cupti.dropped += after.dropped - before.dropped;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 double mean(const std::vector<double>& values) {

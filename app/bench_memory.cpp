@@ -109,9 +109,8 @@ void bench_memory(const MemoryBenchOptions& bench, const FsdpChoice& choice) {
   const FsdpOptions& fsdp = table.fsdp;
   const std::vector<MemoryRow>& rows = table.rows;
 
-  const bool giga = table.giga();
-  const char* unit = table.unit();
-  const auto size = [&table](std::int64_t bytes) { return table.size(bytes); };
+  const ByteUnit unit = table.unit();
+  const auto size = [unit](std::int64_t bytes) { return unit.of(bytes); };
 
   std::printf(
       "fsdplab bench --what memory: gpt2 '%s', strategy %s, %s parameters and compute, %s gradient "
@@ -124,11 +123,13 @@ void bench_memory(const MemoryBenchOptions& bench, const FsdpChoice& choice) {
       "Per rank: micro-batch %lld x seq %lld (global batch = W x %lld). Dry runs of one step on the sim device\n"
       "(shapes and memory, no numerics). Baseline = FSDP at W = 1 with no_shard in the same precision: whole\n"
       "parameters, gradients and optimizer state on one rank, as the single-rank trainer holds them (the\n"
-      "trainer itself runs real numerics only). %s = 10^%d bytes.\n\n",
+      "trainer itself runs real numerics only). %s.\n\n",
       static_cast<long long>(bench.micro_batch), static_cast<long long>(bench.seq),
-      static_cast<long long>(bench.micro_batch), unit, giga ? 9 : 6);
-  std::printf("| Configuration    | Parameters | Memory (%s) | Reduction | Params + grads + optimizer (%s) "
-              "| Reduction |\n", unit, unit);
+      static_cast<long long>(bench.micro_batch), unit.definition().c_str());
+  std::printf(
+      "| Configuration    | Parameters | Memory (%s) | Reduction | Params + grads + optimizer (%s) "
+      "| Reduction |\n",
+      unit.name(), unit.name());
   std::printf("|------------------|------------|-------------|-----------|---------------------------------"
               "|-----------|\n");
   const MemoryRow& base = rows.front();
@@ -153,7 +154,8 @@ void bench_memory(const MemoryBenchOptions& bench, const FsdpChoice& choice) {
   constexpr std::array<const char*, kMemTagCount> meaning = {
       "Parameters (shard)", "Parameters (gathered)", "Gradients (shard)", "Gradients (unsharded)",
       "Optimizer states", "Activations", "Comm staging", "Workspace"};
-  std::printf("\nPer-rank peak by tag, %s: measured by the ledger / formula (engine/fsdp/memory_model.hpp)\n", unit);
+  std::printf("\nPer-rank peak by tag, %s: measured by the ledger / formula (engine/fsdp/memory_model.hpp)\n",
+              unit.name());
   std::printf("%-34s", "");
   for (const MemoryRow& row : rows) std::printf(" %18s", row.label.c_str());
   std::printf("\n");

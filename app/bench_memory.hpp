@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "app/byte_unit.hpp"
 #include "app/fsdp_cli_options.hpp"
 #include "engine/runtime/memory_ledger.hpp"
 
@@ -34,10 +35,8 @@ struct MemoryTable {
   FsdpOptions fsdp;  // the FSDP rows' strategy and precision (the baseline: no_shard in the same precision)
   std::vector<MemoryRow> rows;
 
-  // GB as the writeup's table has it; MB for the test presets, whose gigabytes would all read 0.000.
-  bool giga() const { return rows.front().peak_total >= 1'000'000'000; }
-  const char* unit() const { return giga() ? "GB" : "MB"; }
-  double size(std::int64_t bytes) const { return static_cast<double>(bytes) / (giga() ? 1e9 : 1e6); }
+  // The baseline's total is the table's largest figure.
+  ByteUnit unit() const { return ByteUnit::for_largest(rows.front().peak_total); }
 };
 
 std::int64_t tag_bytes(const TagBytes& bytes, MemTag tag);

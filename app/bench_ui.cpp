@@ -22,6 +22,7 @@
 #include "app/dashboard/headless_imgui.hpp"
 #include "app/dashboard/timeline_format.hpp"
 #include "app/dashboard/timeline_panel.hpp"
+#include "app/median.hpp"
 
 namespace fsdplab::app {
 namespace {
@@ -228,10 +229,8 @@ void bench_ui(const UiBenchOptions& options) {
         row.vertices = frame();
         times.push_back(ms_since(t));
       }
-      std::sort(times.begin(), times.end());
-      row.median_ms = times.size() % 2 ? times[times.size() / 2]
-                                       : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
-      row.max_ms = times.back();
+      row.median_ms = median(times);
+      row.max_ms = *std::max_element(times.begin(), times.end());
       row.stats = panel.stats();
       std::printf("| %9s | %10s | %-18s | %5d | %11s | %13s | %10s | %8s | %9.3f | %6.3f |\n", format_count(n).c_str(),
                   format_duration(span).c_str(), row.view.c_str(), row.stats.lanes,
@@ -268,10 +267,9 @@ void bench_ui(const UiBenchOptions& options) {
       frame();
       times.push_back(ms_since(t));
     }
-    std::sort(times.begin(), times.end());
-    const double median = times[times.size() / 2];
-    std::printf("| %9s | %9.3f | %6.3f |\n", format_count(n).c_str(), median, times.back());
-    if (n == options.events.back()) dashboard_median = median, dashboard_max = times.back();
+    const double median_ms = median(times), max_ms = *std::max_element(times.begin(), times.end());
+    std::printf("| %9s | %9.3f | %6.3f |\n", format_count(n).c_str(), median_ms, max_ms);
+    if (n == options.events.back()) dashboard_median = median_ms, dashboard_max = max_ms;
   }
 
   std::printf("\nStore build (not in the frame times):");

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "app/byte_unit.hpp"
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/nn/causal_attention.hpp"
 #include "engine/runtime/error.hpp"
@@ -267,11 +268,10 @@ void DryRunReport::print(const FsdpRun& fsdp, const PresetCatalog& presets,
   constexpr std::array<const char*, kMemTagCount> meaning = {
       "f32 master shards", "gathered parameters", "f32 gradient shards", "unsharded gradients",
       "optimizer state", "activations", "collective staging", "op scratch"};
-  // GB as the lecture has it; MB for small models, whose gigabytes would all read 0.000.
-  const bool giga = peak_total_ >= 1'000'000'000;
-  const auto size = [giga](std::int64_t bytes) { return static_cast<double>(bytes) / (giga ? 1e9 : 1e6); };
-  std::printf("\nDry run: rank 0 of %d, peak of each memory-ledger tag over the run (%s = 10^%d bytes)\n", run.world,
-              giga ? "GB" : "MB", giga ? 9 : 6);
+  const ByteUnit unit = ByteUnit::for_largest(peak_total_);
+  const auto size = [unit](std::int64_t bytes) { return unit.of(bytes); };
+  std::printf("\nDry run: rank 0 of %d, peak of each memory-ledger tag over the run (%s)\n", run.world,
+              unit.definition().c_str());
   // Under CPU offload the shards and the optimizer state leave the device for pinned host memory: a column of the
   // host ledger shows where they went, as the device's column shows them gone.
   const bool offload = fsdp.options.offload;

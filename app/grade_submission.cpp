@@ -59,6 +59,8 @@ constexpr std::string_view kCompiledSources = "fsdplab-compiled-sources.txt";
 // ("labs/03-forward/student.cpp:42", FsdpTask::where and todo()).
 constexpr std::string_view kStagedLabs = "submission/labs";
 
+// ---- children: started from an argument vector, waited for, their output echoed ---------------------------
+
 // "exited with 2" / "was killed by signal 9 (Killed)", and the status a shell would give it.
 struct ChildStatus {
   int code = 0;
@@ -171,6 +173,8 @@ ChildStatus run_echoing_to_stderr(std::vector<std::string> args, const std::func
   return wait_for(pid, args[0]);
 }
 
+// ---- files, folders and a CMake cache ---------------------------------------------------------------------
+
 bool on_path(std::string_view program) {
   const char* path = std::getenv("PATH");
   std::string_view rest = path ? path : "";
@@ -218,6 +222,8 @@ bool same_folder(const fs::path& a, const fs::path& b) {
   const bool same = fs::equivalent(a, b, error);
   return !error && same;
 }
+
+// ---- what the submission holds ----------------------------------------------------------------------------
 
 // The submission's folder, made absolute; the folder its labs are in; and the lab files it lacks or that cannot be
 // read, each with why. Refused when it holds none of the nine.
@@ -313,6 +319,8 @@ CheckedSubmission checked_submission(const fs::path& submission) {
   fail(message);
 }
 
+// ---- configuring the submission's build -------------------------------------------------------------------
+
 // What a submission's build reuses of this fsdplab's own build (see [Note: a submission's build] in CMakeLists.txt):
 // its compiled libraries, and its settings as an initial cache.
 fs::path course_settings(const fs::path& course_build) {
@@ -395,6 +403,8 @@ void configure(const fs::path& source, const fs::path& course_build, const fs::p
   }
 }
 
+// ---- building it in the sandbox, a lab that does not build replaced by its skeleton -----------------------
+
 // [Note: a submission's build in a sandbox]
 // The compiler reads what a lab's student.cpp includes: run with the grader's rights, `#include "/home/ta/returned/
 // bob/labs/01-meta-init/student.cpp"` would compile another student's work, and `#include "/dev/zero"` would eat the
@@ -469,6 +479,8 @@ void build_with_skeletons_for_failures(const fs::path& source, const fs::path& b
   }
 }
 
+// ---- the submission's grade, in the sandbox ---------------------------------------------------------------
+
 // Runs the submission's `fsdplab grade` (`args`, with `cases` added when one is named) as [Note: what a submission's
 // code may do] says: reading only the system's files, `build` and `cases`, in a scratch folder made here and removed
 // after (its checks' scratch folders and its JSON go there, the only place it may write), for at most
@@ -518,6 +530,8 @@ ChildStatus run_submissions_grade(std::vector<std::string> args, const fs::path&
   }
   return graded;
 }
+
+// ---- the course build's record of its sources -------------------------------------------------------------
 
 // A record app/compiled_sources.cmake wrote ("HASH  PATH" lines): each path's SHA-256.
 std::map<std::string, std::string> source_record(const fs::path& file) {
@@ -603,6 +617,8 @@ void record_compiled_sources(const fs::path& source, const fs::path& out) {
   }
 }
 
+// ---- the build folder -------------------------------------------------------------------------------------
+
 // Refuses a build folder where a grading must write nothing: the submission itself or a folder inside it (nothing
 // in a submission is written), the course's build (its labs and libraries are what the submission is graded
 // against), a file, or a folder holding files that no submission build made (neither a CMakeCache.txt nor the
@@ -635,6 +651,8 @@ void check_build_folder(const fs::path& build, const fs::path& submission, const
        "expected a new or empty folder, or one an earlier --submission built in. Nothing was written there");
 }
 
+// ---- staging the nine lab files ---------------------------------------------------------------------------
+
 std::vector<fs::path> submission_files() {
   std::vector<fs::path> files;
   for (int task = 1; task <= kTaskCount; ++task) files.push_back(fs::path(task_info(task).lab) / "student.cpp");
@@ -659,6 +677,8 @@ std::vector<fs::path> stage_submission(const fs::path& labs, const fs::path& sta
   }
   return changed;
 }
+
+// ---- reading a failed build for the lab that failed -------------------------------------------------------
 
 namespace {
 
@@ -812,6 +832,8 @@ BuildFailures build_failures(const std::vector<std::string>& lines, const fs::pa
   return out;
 }
 
+// ---- one grading at a time in a build folder --------------------------------------------------------------
+
 BuildFolderLock::BuildFolderLock(const fs::path& build, std::chrono::milliseconds remind_every) {
   using std::chrono::steady_clock;
   fs::create_directories(build);
@@ -844,6 +866,8 @@ BuildFolderLock::BuildFolderLock(const fs::path& build, std::chrono::millisecond
 
 BuildFolderLock::~BuildFolderLock() { ::close(fd_); }
 
+// ---- the sandbox's folders and the child's arguments ------------------------------------------------------
+
 std::vector<fs::path> read_by_the_grade(const fs::path& build, const fs::path& cases) {
   std::vector<fs::path> readable{build};
   if (cases.empty()) return readable;
@@ -869,6 +893,8 @@ std::vector<std::string> graded_submission_args(const fs::path& submission) {
   if (!absolute.has_filename() && absolute.has_parent_path()) absolute = absolute.parent_path();  // "subs/alice/"
   return {"--graded-submission", submission.string(), absolute.string()};
 }
+
+// ---- grade --submission -----------------------------------------------------------------------------------
 
 int grade_submission(const fs::path& submission, const std::vector<std::string>& grade_args, const fs::path& build_dir,
                      const fs::path& cases, const fs::path& json, const SubmissionBounds& bounds) {

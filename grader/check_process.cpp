@@ -28,6 +28,7 @@
 #include "engine/fsdp/fsdp_tasks.hpp"
 #include "engine/fsdp/lab_todo.hpp"
 #include "engine/runtime/error.hpp"
+#include "grader/budget_line_json.hpp"
 #include "grader/graded_run.hpp"
 
 namespace fsdplab::grading {
@@ -39,11 +40,8 @@ using Clock = std::chrono::steady_clock;
 // ---- the outcome on the wire: 'R' and JSON, 'C' and 'H' crash records, 'X' for exit() ---------------------
 
 nlohmann::json to_json(const CheckOutcome& o) {
-  nlohmann::json budget = nlohmann::json::array();
-  for (const BudgetLine& b : o.budget)
-    budget.push_back({{"what", b.what}, {"graded", b.graded}, {"reference", b.reference}, {"unit", b.unit}});
   return {{"fraction", o.fraction}, {"expected", o.expected}, {"got", o.got},     {"cause", o.cause},
-          {"budget", budget},       {"show", o.show},         {"raced", o.raced}, {"unseen", o.unseen}};
+          {"budget", o.budget},     {"show", o.show},         {"raced", o.raced}, {"unseen", o.unseen}};
 }
 
 CheckOutcome from_json(const nlohmann::json& j) {
@@ -55,9 +53,7 @@ CheckOutcome from_json(const nlohmann::json& j) {
   o.show = j.at("show").get<std::string>();
   o.raced = j.at("raced").get<bool>();
   o.unseen = j.at("unseen").get<bool>();
-  for (const auto& b : j.at("budget"))
-    o.budget.push_back({b.at("what").get<std::string>(), b.at("graded").get<double>(), b.at("reference").get<double>(),
-                        b.at("unit").get<std::string>()});
+  o.budget = j.at("budget").get<std::vector<BudgetLine>>();
   return o;
 }
 

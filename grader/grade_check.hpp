@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/fsdp/fsdp_tasks.hpp"
@@ -67,6 +68,18 @@ struct CheckOutcome {
   // A failure the race detector found: `race`'s report (a RaceError's what()) is the "got".
   static CheckOutcome race(std::string expected, std::string_view report, std::string cause) {
     return {0, std::move(expected), "the race detector: " + std::string(report), std::move(cause), {}, {}, true};
+  }
+  // A check of `parts` independent parts, of which `failed` lost theirs (each its got and cause): one diagnostic,
+  // the gots and the causes each joined by "; ", earning the fraction of the parts that held.
+  static CheckOutcome from_parts(std::string expected, const std::vector<std::pair<std::string, std::string>>& failed,
+                                 int parts) {
+    if (failed.empty()) return pass();
+    std::string got, cause;
+    for (const auto& [g, why] : failed) {
+      got += (got.empty() ? "" : "; ") + g;
+      cause += (cause.empty() ? "" : "; ") + why;
+    }
+    return fail(std::move(expected), got, cause, 1.0 - static_cast<double>(failed.size()) / parts);
   }
   bool passed() const { return fraction >= 1; }
 };

@@ -9,6 +9,7 @@
 #include <span>
 
 #include "engine/runtime/output_file.hpp"
+#include "grader/budget_line_json.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/diagnostic_text.hpp"
 #include "labs/student_tasks.hpp"
@@ -130,19 +131,10 @@ nlohmann::json subtotal_json(std::span<const TaskGrade> tasks, bool held_out) {
 }
 
 nlohmann::json check_json(const GradedCheck& g) {
-  nlohmann::json budget = nlohmann::json::array();
-  for (const BudgetLine& b : g.run.outcome.budget)
-    budget.push_back({{"what", b.what}, {"graded", b.graded}, {"reference", b.reference}, {"unit", b.unit}});
-  return {{"check", g.check.id},
-          {"title", g.check.title},
-          {"points", g.earned},
-          {"max", g.check.points},
-          {"end", check_end_name(g.run.end)},
-          {"expected", g.run.outcome.expected},
-          {"got", g.run.outcome.got},
-          {"cause", g.run.outcome.cause},
-          {"show", g.show},
-          {"budget", budget}};
+  return {{"check", g.check.id},           {"title", g.check.title},           {"points", g.earned},
+          {"max", g.check.points},         {"end", check_end_name(g.run.end)}, {"expected", g.run.outcome.expected},
+          {"got", g.run.outcome.got},      {"cause", g.run.outcome.cause},     {"show", g.show},
+          {"budget", g.run.outcome.budget}};
 }
 
 }  // namespace

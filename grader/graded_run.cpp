@@ -12,6 +12,7 @@
 #include "engine/fsdp/overlap_state.hpp"
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/race_detector.hpp"
+#include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/trainer.hpp"
 #include "grader/diagnostic_text.hpp"
 

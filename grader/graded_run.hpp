@@ -14,13 +14,15 @@
 #include <vector>
 
 #include "engine/fsdp/flat_param_layout.hpp"
+#include "engine/fsdp/fsdp_tasks.hpp"
+#include "engine/fsdp/sharding.hpp"
 #include "engine/fsdp/unit_plan.hpp"
 #include "engine/runtime/memory_ledger.hpp"
 #include "engine/runtime/op.hpp"
 #include "engine/runtime/race_detector.hpp"
-#include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/loss_agreement.hpp"
 #include "engine/train/model_factory.hpp"
+#include "engine/train/run_config.hpp"
 #include "grader/grade_check.hpp"
 
 namespace fsdplab::grading {

@@ -190,7 +190,6 @@ Check load_case(const fs::path& file) {
   also(c.options.mode == OverlapMode::sync, "SYNC");
   also(c.options.buffers == UnshardBuffers::pool, "two-buffer pool");
   also(c.options.offload, "CPU offload");
-  also(c.options.param_dtype != DType::f32, std::string(dtype_name(c.options.param_dtype)));
   if (!set.empty()) set += ")";
   const std::string title = held_out_case_title(c.name) + ": " + c.run.model + " W=" + std::to_string(c.run.world) +
                             " " + std::string(strategy_name(c.options.strategy)) + set +

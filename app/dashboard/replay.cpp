@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "engine/runtime/error.hpp"
+#include "engine/trace/chrome_trace.hpp"
 
 namespace fsdplab::app {
 

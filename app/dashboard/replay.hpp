@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "app/dashboard/trace_store.hpp"
-#include "engine/trace/chrome_trace.hpp"
 
 namespace fsdplab::app {
 

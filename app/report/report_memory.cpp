@@ -56,7 +56,8 @@ std::string report_memory(ReportContext& ctx) {
   const MemoryBenchOptions bench{scale.preset, scale.micro_batch, scale.seq};
   const MemoryTable t = measure_memory_table(bench, parse_fsdp_flags(FsdpFlags{}));
   const Gpt2Config cfg = gpt2_preset(scale.preset);
-  const char* unit = t.unit();
+  const ByteUnit byte_unit = t.unit();
+  const char* unit = byte_unit.name();
 
   std::string md = "### 4.1 Memory Profiling\n\n";
   md += format("**Setup:**\n- Model: GPT-2 '%s' (%lld layers, d_model %lld, %lld heads, vocabulary %lld), %.2fM "
@@ -78,9 +79,10 @@ std::string report_memory(ReportContext& ctx) {
   for (const MemoryRow& row : t.rows) {
     const bool is_base = &row == &base;
     table.add_row(
-        {row.label, format("%.2fM", static_cast<double>(row.parameters) / 1e6), format("%.3f", t.size(row.peak_total)),
+        {row.label, format("%.2fM", static_cast<double>(row.parameters) / 1e6),
+         format("%.3f", byte_unit.of(row.peak_total)),
          is_base ? "-" : format("%.2fx", static_cast<double>(base.peak_total) / static_cast<double>(row.peak_total)),
-         format("%.3f", t.size(sharded_state(row.measured))),
+         format("%.3f", byte_unit.of(sharded_state(row.measured))),
          is_base ? "-"
                  : format("%.2fx", static_cast<double>(sharded_state(base.measured)) /
                                        static_cast<double>(sharded_state(row.measured))),
@@ -88,10 +90,11 @@ std::string report_memory(ReportContext& ctx) {
          is_base ? "-" : scales_as_one_over_w(base.peak_total, row.peak_total, row.world)});
   }
   md += table.str();
-  md += format("\nMemory: the peak of the total on the fullest rank (one moment). Params + grads + optimizer: "
-               "param_shard + grad_shard + optim_state, what FSDP shards. Scales as 1/W?: baseline / (W x this) in "
-               "brackets, 1.00 for exactly 1/W; \"yes\" within %.0f %%. %s = 10^%d bytes.\n\n",
-               100 * kScaleTolerance, unit, t.giga() ? 9 : 6);
+  md += format(
+      "\nMemory: the peak of the total on the fullest rank (one moment). Params + grads + optimizer: "
+      "param_shard + grad_shard + optim_state, what FSDP shards. Scales as 1/W?: baseline / (W x this) in "
+      "brackets, 1.00 for exactly 1/W; \"yes\" within %.0f %%. %s.\n\n",
+      100 * kScaleTolerance, byte_unit.definition().c_str());
 
   md += "**Breakdown** (per rank, each tag's peak: measured by the ledger / formula):\n\n";
   constexpr std::array<const char*, kMemTagCount> meaning = {
@@ -107,7 +110,8 @@ std::string report_memory(ReportContext& ctx) {
   for (MemTag tag : kAllMemTags) {
     std::vector<std::string> cells = {std::string(mem_tag_name(tag)), meaning[static_cast<std::size_t>(tag)]};
     for (const MemoryRow& row : t.rows)
-      cells.push_back(format("%.3f / %.3f", t.size(tag_bytes(row.measured, tag)), t.size(tag_bytes(row.formula, tag))));
+      cells.push_back(
+          format("%.3f / %.3f", byte_unit.of(tag_bytes(row.measured, tag)), byte_unit.of(tag_bytes(row.formula, tag))));
     cells.push_back(tag_scaling(t, tag));
     breakdown.add_row(cells);
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "app/byte_unit.hpp"
 #include "app/fsdp_cli_options.hpp"
 #include "app/report/markdown_table.hpp"
 #include "app/report/report_context.hpp"
@@ -81,9 +82,9 @@ std::string report_scaling(ReportContext& ctx) {
   }
   std::int64_t most = 0;
   for (const Point& p : points) most = std::max(most, p.peak_total);
-  const bool giga = most >= 1'000'000'000;
-  const char* unit = giga ? "GB" : "MB";
-  const auto size = [giga](std::int64_t b) { return format("%.3f", static_cast<double>(b) / (giga ? 1e9 : 1e6)); };
+  const ByteUnit byte_unit = ByteUnit::for_largest(most);
+  const char* unit = byte_unit.name();
+  const auto size = [byte_unit](std::int64_t b) { return format("%.3f", byte_unit.of(b)); };
 
   std::string md = "### 4.4 Scaling Analysis\n\n";
   md += format(
@@ -113,8 +114,8 @@ std::string report_scaling(ReportContext& ctx) {
   md += format(
       "\nMemory/GPU: the peak of rank 0's total; the other memory columns are each tag's own peak (param_shard + "
       "grad_shard + optim_state; activation; param_full + grad_full). Compute: |union of rank 0's compute ops| in "
-      "step 2 of the trace (`--trace`); link busy: the sum of its collectives there. %s = 10^%d bytes.\n\n",
-      unit, giga ? 9 : 6);
+      "step 2 of the trace (`--trace`); link busy: the sum of its collectives there. %s.\n\n",
+      byte_unit.definition().c_str());
   const auto state = [](const Point& p) {
     return at(p.peaks, MemTag::param_shard) + at(p.peaks, MemTag::grad_shard) + at(p.peaks, MemTag::optim_state);
   };

@@ -85,8 +85,9 @@ std::string report_tradeoffs(ReportContext& ctx) {
   const StrategyCost no_shard = measure(scale, ShardingStrategy::no_shard);
   const StrategyCost zero1 = measure(scale, ShardingStrategy::zero1);
   const MemoryTable& t = full.memory;
-  const char* unit = t.unit();
-  const auto size = [&t](std::int64_t b) { return format("%.3f", t.size(b)); };
+  const ByteUnit byte_unit = t.unit();
+  const char* unit = byte_unit.name();
+  const auto size = [byte_unit](std::int64_t b) { return format("%.3f", byte_unit.of(b)); };
   const std::int64_t n = t.rows.front().parameters;
   const auto comm = [](const StrategyCost& m, OpCategory c) {
     const auto it = m.comm.find(c);
@@ -100,9 +101,9 @@ std::string report_tradeoffs(ReportContext& ctx) {
       "one SYNC step on the sim device). Collectives: rank 0's in one step of the same dry run's trace, the "
       "training loop's 4-byte loss all-reduce left out; bytes are the full buffers, \"sent per rank\" is what a "
       "ring makes each rank send: (W - 1) / W of it for all-gather and reduce-scatter, 2 (W - 1) / W for "
-      "all-reduce. %s = 10^%d bytes.\n\n",
+      "all-reduce. %s.\n\n",
       scale.preset.c_str(), static_cast<double>(n) / 1e6, scale.micro_batch, scale.seq, kTradeoffWorld, kTradeoffWorld,
-      unit, t.giga() ? 9 : 6);
+      byte_unit.definition().c_str());
 
   // ---- 2.3 ------------------------------------------------------------------------------------------
   md += "### 2.3 Task 3: Forward Pass - reshard_after_forward=True vs False\n\n";

@@ -129,7 +129,7 @@ TagBytes tags_of(const FsdpMemoryInput& in, const UnitTotals& t, const ScheduleH
   at(MemTag::optim_state) = 4 * in.optimizer_states * t.shards * on_device;
   at(MemTag::comm_buffer) = holds.staging;
   at(MemTag::activation) = in.model.activation;
-  at(MemTag::workspace) = in.model.workspace + 4;
+  at(MemTag::workspace) = 4;  // the trainer's loss mean over ranks
   return bytes;
 }
 
@@ -219,7 +219,6 @@ TagBytes baseline_memory(Module& model, int optimizer_states, const ModelMemory&
     bytes[static_cast<std::size_t>(MemTag::grad_full)] = copy_bytes;
   }
   bytes[static_cast<std::size_t>(MemTag::activation)] = model_memory.activation;
-  bytes[static_cast<std::size_t>(MemTag::workspace)] = model_memory.workspace;
   return bytes;
 }
 

@@ -37,10 +37,10 @@
 //                 + 4·Z_u under CPU offload: the shard's f32 device copy beside the gather's or
 //                                     the reduction's staging
 //   activation   the model's activation peak on one rank's micro-batch (engine/nn/activation_memory.hpp)
-//   workspace    the model's workspace (activation_memory.hpp) + 4 (the trainer's loss mean over ranks)
+//   workspace    4, the trainer's loss mean over ranks (the models allocate no workspace)
 //
 // The single-rank baseline (train/trainer.hpp) holds whole f32 parameters and gradients tagged
-// param_shard and grad_shard, k·4·Σnumel of optimizer state, the model's activations and workspace, and in bf16
+// param_shard and grad_shard, k·4·Σnumel of optimizer state, the model's activations, and in bf16
 // the compute copies of both (param_full, grad_full: baseline_memory).
 // Tags peak at different moments (activations at the start of backward, gathered units in the middle
 // of it), so the sum of these peaks bounds the peak of the total from above.

@@ -56,7 +56,7 @@ ModelMemory gpt2_memory(const Gpt2Config& config, std::int64_t batch, std::int64
   const std::int64_t peak = base + std::max({N * C * a + 8 * N + N * V * a + 4 * N + 4,
                                              2 * N * C * a + 8 * N + N * V * a + 4,
                                              5 * N * C * a + 4});
-  return {peak, 0};
+  return {peak};
 }
 
 // Llama on N = B·T tokens, activations of a bytes, C = hidden_size, F = intermediate_size, H query heads,
@@ -104,7 +104,7 @@ ModelMemory llama_memory(const LlamaConfig& config, std::int64_t batch, std::int
                                              2 * N * C * a + 4 * N + N * V * a + 4,
                                              N * C * a + 3 * N * F * a + 4,
                                              N * a * (5 * C - 3 * F) - 4 * N + 4 + kept_output});
-  return {peak, 0};
+  return {peak};
 }
 
 ModelMemory model_memory(const Module& model, std::int64_t batch, std::int64_t seq, DType dtype) {

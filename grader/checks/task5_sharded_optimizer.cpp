@@ -256,7 +256,7 @@ Stepped step_twice(const ShardedOptimizerTask& task, const ShardedOptimizerTask&
   });
   device->synchronize();
   out.steps = optimizer->steps();
-  out.updates.assign(device->ops().begin() + static_cast<std::ptrdiff_t>(first), device->ops().end());
+  out.updates = ops_since(*device, first);
   for (const UnitShards& u : mine.units) out.masters.push_back(u.master.to_vector());
   return out;
 }
@@ -488,12 +488,7 @@ CheckOutcome check_gather_schedule(const CheckContext& c) {
         "a host wait (device.synchronize) where events suffice: the host stops running ahead of the device "
         "and nothing it issues next can overlap");
   if (failed.empty()) return CheckOutcome::pass();
-  std::string got, cause;
-  for (const auto& [g, why] : failed) {
-    got += (got.empty() ? "" : "; ") + g;
-    cause += (cause.empty() ? "" : "; ") + why;
-  }
-  CheckOutcome outcome = CheckOutcome::fail(expected, got, cause, 1.0 - static_cast<double>(failed.size()) / 3);
+  CheckOutcome outcome = CheckOutcome::from_parts(expected, failed, 3);
   // Only gathers that race the update show in a training (the race detector stops it); a missing wait for the
   // gathers and a host wait are hidden there by the trainer's end-of-step host sync, so the check's command would
   // draw the reference's picture.

@@ -193,7 +193,7 @@ std::vector<ReplicaCall> call_all_reduce(const CheckContext& c, int world, int s
     call.host_before = r.device.host_time();
     graded(c).all_reduce_replicas(r.device, *replicas, grad);
     call.host_after = r.device.host_time();
-    call.issued.assign(r.device.ops().begin() + static_cast<std::ptrdiff_t>(first), r.device.ops().end());
+    call.issued = ops_since(r.device, first);
     call.next_work = {busy_op(r.device, Lane::compute, OpCategory::compute, "the next unit's backward", 10'000),
                       busy_op(r.device, Lane::all_gather, OpCategory::compute, "work on the all-gather stream", 10'000),
                       busy_op(r.device, Lane::memcpy, OpCategory::compute, "work on the memcpy stream", 10'000)};

@@ -37,11 +37,6 @@ std::vector<float> shard_values() {
   return v;
 }
 
-// The ops a graded call issued: those logged from `first` on.
-std::vector<OpRecord> issued_since(const Device& device, std::size_t first) {
-  return {device.ops().begin() + static_cast<std::ptrdiff_t>(first), device.ops().end()};
-}
-
 // "'copy_to_device x' on the memcpy stream [0.001 ms, 0.002 ms]"
 std::string op_text(const OpRecord& op) {
   return "'" + op.name + "' on the " + std::string(lane_name(op.lane)) + " stream [" + ms(op.begin) + ", " +
@@ -53,18 +48,6 @@ const OpRecord* find_op(const std::vector<OpRecord>& ops, std::string_view name)
   for (const OpRecord& op : ops)
     if (op.name.starts_with(name)) return &op;
   return nullptr;
-}
-
-// The failed parts of a check of several (got, cause) parts, as one diagnostic with the fraction that held.
-CheckOutcome from_parts(const std::string& expected, const std::vector<std::pair<std::string, std::string>>& failed,
-                        int parts) {
-  if (failed.empty()) return CheckOutcome::pass();
-  std::string got, cause;
-  for (const auto& [g, why] : failed) {
-    got += (got.empty() ? "" : "; ") + g;
-    cause += (cause.empty() ? "" : "; ") + why;
-  }
-  return CheckOutcome::fail(expected, got, cause, 1.0 - static_cast<double>(failed.size()) / parts);
 }
 
 // ---- copy_shard_to_device --------------------------------------------------------------------------
@@ -93,7 +76,7 @@ CopyUp observe_copy_up(const CheckContext& c) {
   out.host_before = device->host_time();
   graded(c).copy_shard_to_device(*device, host_shard, device_copy);
   out.host_after = device->host_time();
-  out.issued = issued_since(*device, first);
+  out.issued = ops_since(*device, first);
   out.gather = busy_op(*device, Lane::all_gather, OpCategory::all_gather,
                        "all_gather transformer.h.1.flat_param_full (reads the copy)", 10'000);
   for (const Lane lane : {Lane::compute, Lane::reduce_scatter})
@@ -166,7 +149,7 @@ CheckOutcome check_copy_up_order(const CheckContext& c) {
         "a stream other than the all-gather stream made to wait for the copy up (\"to be safe\"): only the gather "
         "reads device_copy; on compute the unit computing now waits for the next unit's copy, so the copies no "
         "longer hide under compute (GPT-2 124M, W = 2, --offload: 68.254 against 63.499 ms a step)");
-  return from_parts(expected, failed, 3);
+  return CheckOutcome::from_parts(expected, failed, 3);
 }
 
 CheckOutcome check_copy_up_no_host_wait(const CheckContext& c) {
@@ -207,7 +190,7 @@ CopyBack observe_copy_back(const CheckContext& c) {
   out.host_before = device->host_time();
   graded(c).copy_grad_to_host(*device, device_grad, host_grad);
   out.host_after = device->host_time();
-  out.issued = issued_since(*device, first);
+  out.issued = ops_since(*device, first);
   out.next_work = {
       busy_op(*device, Lane::reduce_scatter, OpCategory::reduce_scatter,
               "reduce_scatter transformer.h.0.flat_grad_shard_device (the next unit's reduction)", 10'000),
@@ -262,7 +245,7 @@ CheckOutcome check_copy_back(const CheckContext& c) {
         "the device reads host_grad, and the stream's later work (the next units' reductions, on the reduce-scatter "
         "stream) queues behind every copy; only the host waits for it, in wait_for_grad_on_host (wait_stream's first "
         "argument is the stream that waits)");
-  return from_parts(expected, failed, 4);
+  return CheckOutcome::from_parts(expected, failed, 4);
 }
 
 // ---- wait_for_grad_on_host -------------------------------------------------------------------------
@@ -284,7 +267,7 @@ CheckOutcome check_host_wait(const CheckContext& c) {
   const SimTime host_before = device->host_time();
   graded(c).wait_for_grad_on_host(*device, landed);
   const SimTime host_after = device->host_time();
-  const std::vector<OpRecord> issued = issued_since(*device, first);
+  const std::vector<OpRecord> issued = ops_since(*device, first);
   const std::string expected = "the host waits until `landed` (the copy " + op_text(copy) + ", done at " +
                                ms(landed.time()) + ") and no longer: not for " + op_text(later_copy) + ", nor for " +
                                op_text(unrelated);

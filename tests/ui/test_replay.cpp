@@ -1,13 +1,15 @@
 // `fsdplab view`: exported traces back in the dashboard's panels; files that are not traces are named
 // with what was wrong and cost only themselves; damaged files (fuzzed) never crash the loader or a frame.
-#include <filesystem>
-#include <fstream>
-#include <random>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "dashboard_testing.hpp"
+#include "engine/trace/chrome_trace.hpp"
 #include "engine/trace/trace_recorder.hpp"
 
 namespace fsdplab::app {
