@@ -162,21 +162,25 @@ void print_lecture_comparison(const FsdpRun& fsdp, BuiltModel& built, const Expe
   const double layers_gathered = f.layers_gathered;
   const double layers_grads = f.layers_grads;
 
-  std::printf("\nThe lecture's \"FSDP for Llama 70B on 128 GPUs\" (FSDP unit = 1 transformer layer, 0.9B parameters)\n"
-              "beside this run (rank 0's ledger):\n");
+  // "80 FlatParams: 70B x 4 bytes / 128 = 2.1 GB"
+  const auto slide = [](const lecture_slide::Line& line) {
+    return std::string(line.what) + " = " + std::string(line.size);
+  };
+  std::printf(
+      "\nThe lecture's \"%s\" (FSDP unit = 1 transformer layer, 0.9B parameters)\n"
+      "beside this run (rank 0's ledger):\n",
+      std::string(lecture_slide::kTitle).c_str());
   std::printf("  %-56s %s\n", "lecture", "this run");
   std::printf("  %-56s param_shard %.3f GB (%.2fB parameters x 4 bytes / %d, %d FlatParameters)\n",
-              "80 FlatParams: 70B * 4 bytes / 128 = 2.1 GB", shard, params / 1e9, world,
-              static_cast<int>(e.units.size()));
-  std::printf("  %-56s exp_avg %.3f GB (half of optim_state %.3f GB)\n",
-              "80 Adam's avg of grads: 70B * 4 bytes / 128 = 2.1 GB", optim / 2, optim);
-  std::printf("  %-56s exp_avg_sq %.3f GB (the other half)\n", "80 Adam's avg of grads^2: 70B * 4 bytes / 128 = 2.1 GB",
-              optim / 2);
+              slide(lecture_slide::kFlatParams).c_str(), shard, params / 1e9, world, static_cast<int>(e.units.size()));
+  std::printf("  %-56s exp_avg %.3f GB (half of optim_state %.3f GB)\n", slide(lecture_slide::kExpAvg).c_str(),
+              optim / 2, optim);
+  std::printf("  %-56s exp_avg_sq %.3f GB (the other half)\n", slide(lecture_slide::kExpAvgSq).c_str(), optim / 2);
   std::printf("  %-56s one layer %.3f GB (%.3fB x %lld bytes, %s); param_full peak %.3f GB\n",
-              "1 buffer for bf16 weights: 0.9B * 2 bytes = 1.8 GB", layer_buffer, layer / 1e9,
-              static_cast<long long>(p), pd.c_str(), param_full);
-  std::printf("  %-56s one layer %.3f GB; grad_full peak %.3f GB\n",
-              "1 buffer for bf16 gradients: 0.9B * 2 bytes = 1.8 GB", layer_buffer, grad_full);
+              slide(lecture_slide::kWeightBuffer).c_str(), layer_buffer, layer / 1e9, static_cast<long long>(p),
+              pd.c_str(), param_full);
+  std::printf("  %-56s one layer %.3f GB; grad_full peak %.3f GB\n", slide(lecture_slide::kGradientBuffer).c_str(),
+              layer_buffer, grad_full);
 
   std::printf("Where this run differs, and why:\n");
   bullet(fixed(params / 1e9, 2) + "B parameters (Llama-2-70B's exact count; a layer has " + fixed(layer / 1e9, 3) +

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/fsdp/fsdp_observer.hpp"
@@ -16,6 +17,22 @@
 #include "engine/train/fsdp_trainer.hpp"
 
 namespace fsdplab::app {
+
+// The lecture's slide "FSDP for Llama 70B on 128 GPUs" (the FSDP lecture), the lines of it that fsdplab measures,
+// as the slide writes them: what one GPU holds, and the size the slide gives it. The dry run's report and
+// `fsdplab report` set this run's figures beside them.
+namespace lecture_slide {
+struct Line {
+  std::string_view what;
+  std::string_view size;
+};
+inline constexpr std::string_view kTitle = "FSDP for Llama 70B on 128 GPUs";
+inline constexpr Line kFlatParams{"80 FlatParams: 70B x 4 bytes / 128", "2.1 GB"};
+inline constexpr Line kExpAvg{"80 Adam's avg of grads: 70B x 4 bytes / 128", "2.1 GB"};
+inline constexpr Line kExpAvgSq{"80 Adam's avg of grads^2: 70B x 4 bytes / 128", "2.1 GB"};
+inline constexpr Line kWeightBuffer{"1 buffer for bf16 weights: 0.9B x 2 bytes", "1.8 GB"};
+inline constexpr Line kGradientBuffer{"1 buffer for bf16 gradients: 0.9B x 2 bytes", "1.8 GB"};
+}  // namespace lecture_slide
 
 // This run's figures beside the lecture's slide "FSDP for Llama 70B on 128 GPUs" (the FSDP lecture): sizes in GB
 // (10^9 bytes) from rank 0's ledger peaks, counts of parameters (elements).

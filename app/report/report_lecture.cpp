@@ -35,8 +35,9 @@ std::string report_lecture(ReportContext&) {
   const auto gb = [](double v) { return format("%.3f GB", v); };
 
   std::string md = "#### The lecture's Llama 70B on 128 GPUs, beside fsdplab's dry run\n\n";
-  md += "The slide \"FSDP for Llama 70B on 128 GPUs\" (FSDP unit: 1 transformer layer, 0.9B parameters) lists what one "
-        "GPU holds. fsdplab plans the same on 128 simulated ranks of an H100 SXM (a dry run: shapes, time and memory, "
+  md += "The slide \"" + std::string(lecture_slide::kTitle) +
+        "\" (FSDP unit: 1 transformer layer, 0.9B parameters) lists what one GPU holds. fsdplab plans the same on 128 "
+        "simulated ranks of an H100 SXM (a dry run: shapes, time and memory, "
         "no numerics), with bf16 parameters, compute and gradient reduction over f32 master shards, and reads rank 0's "
         "memory ledger:\n\n";
   md +=
@@ -46,17 +47,17 @@ std::string report_lecture(ReportContext&) {
   MarkdownTable table({"Slide", "Lecture", "fsdplab", "fsdplab's ledger"},
                       {MarkdownTable::Align::left, MarkdownTable::Align::right, MarkdownTable::Align::right,
                        MarkdownTable::Align::left});
-  table.add_row({"80 FlatParams: 70B x 4 bytes / 128", "2.1 GB", gb(f.shard),
-                 format("param_shard: %.2fB parameters x 4 bytes / 128, %d FlatParameters", f.params / 1e9,
-                        f.flat_parameters)});
-  table.add_row(
-      {"80 Adam's avg of grads: 70B x 4 bytes / 128", "2.1 GB", gb(f.optim / 2), "exp_avg: half of optim_state"});
-  table.add_row({"80 Adam's avg of grads^2: 70B x 4 bytes / 128", "2.1 GB", gb(f.optim / 2),
-                 "exp_avg_sq: the other half"});
-  table.add_row({"1 buffer for bf16 weights: 0.9B x 2 bytes", "1.8 GB", gb(f.layer_buffer),
-                 format("one layer (%.3fB x 2 bytes); param_full peaks at %.3f GB", f.layer / 1e9, f.param_full)});
-  table.add_row({"1 buffer for bf16 gradients: 0.9B x 2 bytes", "1.8 GB", gb(f.layer_buffer),
-                 format("one layer; grad_full peaks at %.3f GB", f.grad_full)});
+  // A slide's line and its size, then fsdplab's figure and where it comes from.
+  const auto row = [&table](const lecture_slide::Line& line, std::string ours, std::string source) {
+    table.add_row({std::string(line.what), std::string(line.size), std::move(ours), std::move(source)});
+  };
+  row(lecture_slide::kFlatParams, gb(f.shard),
+      format("param_shard: %.2fB parameters x 4 bytes / 128, %d FlatParameters", f.params / 1e9, f.flat_parameters));
+  row(lecture_slide::kExpAvg, gb(f.optim / 2), "exp_avg: half of optim_state");
+  row(lecture_slide::kExpAvgSq, gb(f.optim / 2), "exp_avg_sq: the other half");
+  row(lecture_slide::kWeightBuffer, gb(f.layer_buffer),
+      format("one layer (%.3fB x 2 bytes); param_full peaks at %.3f GB", f.layer / 1e9, f.param_full));
+  row(lecture_slide::kGradientBuffer, gb(f.layer_buffer), format("one layer; grad_full peaks at %.3f GB", f.grad_full));
   table.add_row(
       {"(not on the slide) f32 gradient shard", "-", gb(f.grad_shard), "grad_shard: the reduce-scatter's output"});
   table.add_row({"(not on the slide) the root unit, gathered", "-", gb(f.root_buffer),

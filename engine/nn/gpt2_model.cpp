@@ -184,23 +184,10 @@ class Gpt2Block final : public Module {
   Gpt2Mlp& mlp_;
 };
 
-// `h`: holds the blocks under the names "0", "1", ... as nn.ModuleList does; never called itself.
-class Gpt2BlockList final : public Module {
- public:
-  Gpt2BlockList(std::string name, const Gpt2Config& cfg) : Module(std::move(name)) {
-    for (std::int64_t i = 0; i < cfg.n_layer; ++i)
-      blocks_.push_back(&register_module<Gpt2Block>(std::to_string(i), cfg));
-  }
-  std::string_view kind() const override { return "ModuleList"; }
-  const std::vector<Gpt2Block*>& blocks() const { return blocks_; }
-
- private:
-  std::vector<Gpt2Block*> blocks_;
-};
-
 }  // namespace
 
-// Hugging Face's GPT2Model: embeddings, the blocks, the final LayerNorm.
+// Hugging Face's GPT2Model: embeddings, the blocks, the final LayerNorm. `h` is a container, like nn.ModuleList,
+// and is never called itself.
 class Gpt2Transformer final : public Module {
  public:
   Gpt2Transformer(std::string name, const Gpt2Config& cfg)
@@ -209,8 +196,10 @@ class Gpt2Transformer final : public Module {
         wte_(register_module<Embedding>("wte", cfg.vocab_size, cfg.n_embd, kGpt2WeightInit,
                                         cfg.padded_vocab_size() - cfg.vocab_size)),
         wpe_(register_module<Embedding>("wpe", cfg.n_positions, cfg.n_embd, kGpt2WeightInit)),
-        h_(register_module<Gpt2BlockList>("h", cfg)),
-        ln_f_(register_module<LayerNorm>("ln_f", cfg.n_embd, cfg.layer_norm_epsilon)) {}
+        h_(register_module<ModuleList>("h")),
+        ln_f_(register_module<LayerNorm>("ln_f", cfg.n_embd, cfg.layer_norm_epsilon)) {
+    for (std::int64_t i = 0; i < cfg.n_layer; ++i) blocks_.push_back(&h_.append<Gpt2Block>(cfg));
+  }
   std::string_view kind() const override { return "GPT2Model"; }
   Parameter& token_embedding() { return wte_.weight(); }
   Parameter& position_embedding() { return wpe_.weight(); }
@@ -224,7 +213,7 @@ class Gpt2Transformer final : public Module {
     Tensor x = wte_.forward(ctx, ids.reshape({batch_ * seq_})).reshape({batch_, seq_, C});
     // Hugging Face adds wpe(arange(T)): every row of the batch gets the table's first T rows.
     wpe_.add_first_rows(ctx, x);
-    for (Gpt2Block* block : h_.blocks()) x = block->forward(ctx, x);
+    for (Gpt2Block* block : blocks_) x = block->forward(ctx, x);
     Tensor out = ln_f_.forward(ctx, as_rows(x));
     exit_forward(ctx);
     return out;
@@ -234,8 +223,7 @@ class Gpt2Transformer final : public Module {
     enter_backward(ctx);
     const std::int64_t C = n_embd_;
     Tensor dx = ln_f_.backward(ctx, dout).reshape({batch_, seq_, C});
-    const auto& blocks = h_.blocks();
-    for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) dx = (*it)->backward(ctx, dx);
+    for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dx = (*it)->backward(ctx, dx);
     // dx is the gradient of wte[ids] + wpe[0 .. T): the tables' rows take it, or a sink places it.
     const Tensor& ids = wte_.saved_ids();  // undefined without a forward: wte_.backward says so
     if (embedding_sink_ && ids.defined() &&
@@ -252,8 +240,9 @@ class Gpt2Transformer final : public Module {
   std::int64_t n_embd_;
   Embedding& wte_;
   Embedding& wpe_;
-  Gpt2BlockList& h_;
+  ModuleList& h_;
   LayerNorm& ln_f_;
+  std::vector<Gpt2Block*> blocks_;    // h's children
   std::int64_t batch_ = 0, seq_ = 0;  // of the last forward
   InputEmbeddingGradientSink* embedding_sink_ = nullptr;
 };

@@ -24,14 +24,14 @@ struct RowRange {
 // Rank `rank` of `world` takes rows [rank*B/world, (rank+1)*B/world) of a global batch of B.
 RowRange rank_rows(std::int64_t batch, int rank, int world);
 
-// Token sequences for gpt2, learnable so the loss falls. Each row is a random motif of
-// kTokenPeriod tokens repeated, and each position is independently replaced by a random token with
-// probability 1/16. A model can predict a token by copying the one kTokenPeriod back (attention to
-// a fixed offset, learnable from position embeddings in one layer), so the loss falls from ln V
-// towards roughly (kTokenPeriod/T + 1/16) ln V: a row's first period and the noise stay unpredictable.
-// Token t of sample n is drawn from Philox call n*(T+1)+t of stream "synthetic.tokens": word 0
-// decides noise (word0 >> 28 == 0), word 1 is the noise token, word 2 (of calls t < kTokenPeriod)
-// the motif token; a word becomes a token as floor(word * V / 2^32). A row holds T+1 tokens:
+// Token sequences for the language models (gpt2, llama), learnable so the loss falls. Each row is a random motif
+// of kTokenPeriod tokens repeated, and each position is independently replaced by a random token with
+// probability 1/16. A model can predict a token by copying the one kTokenPeriod back (attention to a fixed
+// offset, learnable from the positions, GPT-2's embeddings or Llama's rotary angles, in one layer), so the loss
+// falls from ln V towards roughly (kTokenPeriod/T + 1/16) ln V: a row's first period and the noise stay
+// unpredictable. Token t of sample n is drawn from Philox call n*(T+1)+t of stream "synthetic.tokens": word 0
+// decides noise (word0 >> 28 == 0), word 1 is the noise token, word 2 (of calls t < kTokenPeriod) the motif
+// token; a word becomes a token as floor(word * V / 2^32). A row holds T+1 tokens:
 // inputs are the first T, targets the last T. Fills rows [row_begin, row_end) of the global batch,
 // row-major, into spans of (row_end - row_begin) * T.
 inline constexpr int kTokenPeriod = 8;
