@@ -20,6 +20,8 @@
 namespace fsdplab::cuda {
 namespace {
 
+// ---- a failed call, named --------------------------------------------------------------------------
+
 // What a failure message says of the GEMM; formatted only when one fails.
 struct Described {
   const Gemm& g;
@@ -44,6 +46,8 @@ void check_cublas(cublasStatus_t status, const char* call, const Described& what
   fail(what, ": ", call, " failed: ", cublas_library().cublasGetStatusName(status), " (",
        cublas_library().cublasGetStatusString(status), ")");
 }
+
+// ---- a thread's cuBLAS handles ---------------------------------------------------------------------
 
 // One host thread's cuBLAS handles, one per GPU (cuBLAS handles are not to be shared between threads
 // that change their stream); destroyed at thread exit (process exit for the main thread), when there is
@@ -115,6 +119,8 @@ class ThreadBlas {
   std::vector<Handle> handles_;
 };
 
+// ---- cuBLAS's GEMM ---------------------------------------------------------------------------------
+
 cudaDataType_t cuda_type(DType dtype) { return dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
 
 // Row-major out = op(a) @ op(b) is column-major out^T = op(b)^T @ op(a)^T: b stored row-major [k, n]
@@ -131,6 +137,8 @@ void gemm_ex(cublasHandle_t handle, DType in, const void* a, const void* b, cuda
                                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx", what);
 }
+
+// ---- cuBLASLt's GEMM with an epilogue --------------------------------------------------------------
 
 // [Note: the GEMM epilogue on cuBLASLt]
 // A Linear's bias, GELU and skip connection run inside the GEMM's kernel: cuBLASLt applies an epilogue to the
@@ -274,6 +282,8 @@ bool lt_gemm(cudaStream_t stream, const ThreadBlas::Bound& bound, DType in, DTyp
 }
 
 }  // namespace
+
+// ---- gemm: an epilogue on cuBLASLt where it can, else cuBLAS and the epilogue kernel ---------------
 
 void gemm(CUstream_st* stream, DType in_dtype, DType out_dtype, const void* a, const void* b, void* out,
           const Gemm& g, const GemmEpilogue& epilogue) {

@@ -29,6 +29,8 @@ constexpr std::size_t kMaxFailedBody = 1 + (4 + kWireMaxString) + 1 + (4 + kWire
                                        2 * (8 + (4 + kWireMaxString) + 1 + 8 + 8 + 8) + 1 + 1 + 8 + 1 + 1 + 1;
 static_assert(kMaxFailedBody <= kWireMaxFrame);
 
+// ---- a frame's bytes, written and read -------------------------------------------------------------
+
 class FrameWriter {
  public:
   explicit FrameWriter(std::string& out) : out_(out) {}
@@ -95,6 +97,8 @@ class FrameReader {
   std::size_t pos_ = 0;
 };
 
+// ---- what a message must satisfy -------------------------------------------------------------------
+
 // What a message must satisfy beyond its bytes, checked on both sides: before writing (so a frame
 // written is a frame read) and after reading.
 void check_time(SimTime t, std::string_view what) {
@@ -158,6 +162,8 @@ void validate(const WireFailed& f) {
   validate(f.race->earlier, "race's earlier access");
   validate(f.race->later, "race's later access");
 }
+
+// ---- writing a message's body ----------------------------------------------------------------------
 
 void write_body(FrameWriter& w, const WireHello& h) {
   w.integer(kWireMagic);
@@ -234,6 +240,8 @@ void write_body(FrameWriter& w, const WireFailed& f) {
   w.integer(static_cast<std::uint8_t>(race.later_tag));
   w.integer(static_cast<std::uint8_t>(race.reused));
 }
+
+// ---- reading a message's body ----------------------------------------------------------------------
 
 WireHello read_hello(FrameReader& r) {
   const auto magic = r.integer<std::uint32_t>("hello magic");
@@ -352,6 +360,8 @@ WireMessage read_body(std::string_view body) {
   return message;
 }
 
+// ---- a stream's opening, and the bytes an error shows ----------------------------------------------
+
 // `bytes` in hex: 47 45 54 20.
 std::string hex_bytes(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -383,6 +393,8 @@ void check_opening(std::string_view opening) {
 }
 
 }  // namespace
+
+// ---- append_frame and WireDecoder ------------------------------------------------------------------
 
 void append_frame(std::string& out, const WireMessage& message) {
   try {

@@ -17,6 +17,8 @@
 
 namespace fsdplab {
 
+// ---- where each rank runs --------------------------------------------------------------------------
+
 CommKind parse_comm(std::string_view name) {
   if (name == "local") return CommKind::local;
   if (name == "mpi") return CommKind::mpi;
@@ -85,6 +87,8 @@ RankLayout rank_layout(std::string_view comm, int world, DeviceKind device, int 
   }
   return layout;
 }
+
+// ---- running the ranks: threads, processes, NCCL ---------------------------------------------------
 
 namespace {
 
@@ -204,6 +208,8 @@ void run_ranks(const RankLayout& layout, const std::function<void(RankSeat&)>& b
   }
 }
 
+// ---- what the processes agree on and gather --------------------------------------------------------
+
 std::vector<std::string> gather_for_report(const RankLayout& layout, std::vector<std::string> by_rank) {
   check(by_rank.size() == static_cast<std::size_t>(layout.world), "gather_for_report: ", by_rank.size(),
         " entries for ", layout.world, " ranks");
@@ -250,6 +256,8 @@ void check_ranks_fit_host_memory(const RankLayout& layout, double bytes_here, st
   if (!asked) return;
   if (const auto refusal = host_memory_refusal(on_host, who, remedy)) fail(*refusal);
 }
+
+// ---- the trace for the report ----------------------------------------------------------------------
 
 TraceData gather_trace_for_report(const RankLayout& layout, const std::vector<TraceRecorder>& recorders) {
   check(recorders.size() == static_cast<std::size_t>(layout.world), "gather_trace_for_report: ", recorders.size(),

@@ -26,6 +26,8 @@ constexpr const char* kShow = "fsdplab gui --model gpt2 --preset test-tiny --wor
 
 const MetaInitTask& graded(const CheckContext& c) { return *c.tasks.meta_init; }
 
+// ---- a unit, its layout, and the shard init_shard should draw --------------------------------------
+
 // A unit of named parameters of the given sizes, each drawn from a normal distribution (so that every
 // element differs from its neighbours and from zero).
 struct Unit {
@@ -154,6 +156,8 @@ Check make(std::string id, std::string title, int points, std::function<CheckOut
   return {1, std::move(id), std::move(title), points, std::move(show), std::move(run)};
 }
 
+// ---- the initial model of a training, bit for bit --------------------------------------------------
+
 // The first element of `run`'s initial model that is not the baseline's, bit for bit; "" when none.
 std::string initial_difference(const GradedRun& run, const GradedRun& baseline) {
   if (!run.trained()) return failure_text(run);
@@ -209,6 +213,8 @@ CheckOutcome initial_model_at(const CheckContext& c, const std::vector<int>& wor
   differs.raced = first_raced;
   return differs;
 }
+
+// ---- direct calls of init_shard --------------------------------------------------------------------
 
 // A shard whose every element is 0 where its drawn values belong: no slice was drawn into it (a loop that stops one
 // short, a slice skipped), which no seed or rank explains. "" when it holds something.
@@ -432,6 +438,8 @@ CheckOutcome only_the_shard_drawn(const CheckContext& c) {
                          "a shard that is not its chunk of the parameter");
 }
 
+// ---- why a training differs from the baseline ------------------------------------------------------
+
 // What a shard `got` of rank `rank` that is not its chunk `want` under `seed` shows when no element explains it
 // (likely_cause): the same chunk drawn right on rank 0, or drawn under seed 0; "" when neither.
 std::string draw_mistake(const CheckContext& c, const FlatParamLayout& layout, int rank, std::uint64_t seed,
@@ -474,6 +482,8 @@ std::string training_cause(const CheckContext& c, const GradeCase& run, const Gr
 }
 
 }  // namespace
+
+// ---- the checks ------------------------------------------------------------------------------------
 
 std::vector<Check> meta_init_checks() {
   return {

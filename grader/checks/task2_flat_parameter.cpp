@@ -38,6 +38,8 @@ std::string sizes_text(const Params& p) {
   return "[" + s + "]";
 }
 
+// ---- comparing a plan and its slices with the reference's ------------------------------------------
+
 // What a comparison with the reference found first. A check's cause follows from it: a layout whose padded_numel
 // alone differs is the padding check's subject, one whose offsets differ the alignment check's, and a check that
 // meets either names that check and the mistake instead of its own cause; a slice difference says which field of
@@ -242,6 +244,8 @@ CheckOutcome from_finding(const Finding& f, std::string expected, const std::str
   return CheckOutcome::fail(std::move(expected), f.text, cause_of(f, own_cause));
 }
 
+// ---- the command that shows a difference -----------------------------------------------------------
+
 // A check's small parameters are not the dashboard's model: a padding off by one at W = 4 may change no unit of gpt2
 // test-small at kShow's W = 3, and the map would show nothing wrong. So a failed check's command goes to the first
 // world, 2 to 8, at which the graded task 2 lays out a unit of gpt2 test-small, else of the toy model (whose sizes
@@ -296,6 +300,8 @@ Check make_shown(std::string id, std::string title, int points, std::string show
                  std::function<CheckOutcome(const CheckContext&)> run) {
   return {2, std::move(id), std::move(title), points, std::move(show), std::move(run)};
 }
+
+// ---- direct calls of plan, shard_slices and point_views --------------------------------------------
 
 CheckOutcome padding_to_a_multiple_of_w(const CheckContext& c) {
   Finding f;
@@ -433,6 +439,8 @@ CheckOutcome errors_for_bad_input(const CheckContext& c) {
       1.0 - static_cast<double>(missed) / static_cast<double>(cases.size()));
 }
 
+// ---- why a training differs from the baseline ------------------------------------------------------
+
 // Why a training of `run` differs from the baseline: what the run shows, and the graded plan, shard_slices and
 // point_views asked about the very units it trained, beside the reference's. A W that divides few sizes (3) cuts
 // parameters at chunk boundaries and leaves the last chunk short: a slice difference names where it lies. "" when
@@ -479,6 +487,8 @@ std::string training_cause(const CheckContext& c, const GradeCase& run, const Gr
 }
 
 }  // namespace
+
+// ---- the checks ------------------------------------------------------------------------------------
 
 std::vector<Check> flat_parameter_checks() {
   return {
