@@ -98,20 +98,6 @@ void copy(std::byte* dst, const std::byte* src, std::int64_t bytes) {
 
 }  // namespace cpu
 
-// `t` must be f32 or bf16, of any shape.
-void expect_floating(std::string_view op, std::string_view role, const Tensor& t) {
-  if (!(t.defined() && (t.dtype() == DType::f32 || t.dtype() == DType::bf16)))
-    fail(op, ": ", role, " must be f32 or bf16, got ", t.describe());
-}
-
-// `t` must have the shape and dtype of `ref`.
-void expect_like(std::string_view op, std::string_view role, const Tensor& t, std::string_view ref_role,
-                 const Tensor& ref) {
-  if (!(t.defined() && t.shape() == ref.shape() && t.dtype() == ref.dtype()))
-    fail(op, ": ", role, " must have the shape and dtype of ", ref_role, " ", ref.describe(), ", got ",
-         t.describe());
-}
-
 double elem_size(const Tensor& t) { return static_cast<double>(dtype_size(t.dtype())); }
 
 // The checks of a unary op: x float, out of x's shape and dtype (or x itself).

@@ -27,6 +27,19 @@ inline void expect_float(std::string_view op, std::string_view role, const Tenso
     fail(op, ": ", role, " must be ", dims, " f32 or bf16, got ", t.describe());
 }
 
+// `t` must be f32 or bf16, of any shape.
+inline void expect_floating(std::string_view op, std::string_view role, const Tensor& t) {
+  if (!(t.defined() && (t.dtype() == DType::f32 || t.dtype() == DType::bf16)))
+    fail(op, ": ", role, " must be f32 or bf16, got ", t.describe());
+}
+
+// `t` must have the shape and dtype of `ref`, which the op calls `ref_role`.
+inline void expect_like(std::string_view op, std::string_view role, const Tensor& t, std::string_view ref_role,
+                        const Tensor& ref) {
+  if (!(t.defined() && t.shape() == ref.shape() && t.dtype() == ref.dtype()))
+    fail(op, ": ", role, " must have the shape and dtype of ", ref_role, " ", ref.describe(), ", got ", t.describe());
+}
+
 // `t` must be [N] i32, indices such as token ids or class targets; returns N.
 inline std::int64_t expect_indices(std::string_view op, std::string_view role, const Tensor& t) {
   if (!(t.defined() && t.ndim() == 1 && t.dtype() == DType::i32))

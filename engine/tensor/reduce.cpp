@@ -6,6 +6,7 @@
 
 #include "engine/cuda/loss_kernels.hpp"
 #include "engine/runtime/error.hpp"
+#include "engine/tensor/expect.hpp"
 #include "engine/tensor/float_io.hpp"
 #include "engine/tensor/launch.hpp"
 
@@ -25,8 +26,7 @@ void sum(float* out, const F* x, std::int64_t n) {
 
 void sum(Stream s, const Tensor& x, const Tensor& out) {
   constexpr std::string_view op = "sum";
-  if (!(x.defined() && (x.dtype() == DType::f32 || x.dtype() == DType::bf16)))
-    fail(op, ": x must be f32 or bf16, got ", x.describe());
+  expect_floating(op, "x", x);
   if (!(out.defined() && out.numel() == 1 && out.dtype() == DType::f32))
     fail(op, ": out must be a 1-element f32 tensor, got ", out.describe());
   const double n = static_cast<double>(x.numel());

@@ -35,22 +35,13 @@ void silu_mul_backward(F* dgate, F* dup, const F* gate, const F* up, const F* do
 
 }  // namespace cpu
 
-void expect_same(std::string_view op, std::string_view role, const Tensor& t, const Tensor& gate) {
-  expect_tensor(op, role, t, gate.shape(), gate.dtype());
-}
-
-void expect_gate(std::string_view op, const Tensor& gate) {
-  if (!(gate.defined() && (gate.dtype() == DType::f32 || gate.dtype() == DType::bf16)))
-    fail(op, ": gate must be f32 or bf16, got ", gate.describe());
-}
-
 }  // namespace
 
 void silu_mul(Stream s, const Tensor& gate, const Tensor& up, const Tensor& out) {
   constexpr std::string_view op = "silu_mul";
-  expect_gate(op, gate);
-  expect_same(op, "up", up, gate);
-  expect_same(op, "out", out, gate);
+  expect_floating(op, "gate", gate);
+  expect_like(op, "up", up, "gate", gate);
+  expect_like(op, "out", out, "gate", gate);
   expect_disjoint(op, {{"gate", &gate}, {"up", &up}}, {{"out", &out}});
   const double n = static_cast<double>(gate.numel());
   const double es = static_cast<double>(dtype_size(gate.dtype()));
@@ -70,11 +61,11 @@ void silu_mul(Stream s, const Tensor& gate, const Tensor& up, const Tensor& out)
 void silu_mul_backward(Stream s, const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                        const Tensor& dup) {
   constexpr std::string_view op = "silu_mul_backward";
-  expect_gate(op, gate);
-  expect_same(op, "up", up, gate);
-  expect_same(op, "dout", dout, gate);
-  expect_same(op, "dgate", dgate, gate);
-  expect_same(op, "dup", dup, gate);
+  expect_floating(op, "gate", gate);
+  expect_like(op, "up", up, "gate", gate);
+  expect_like(op, "dout", dout, "gate", gate);
+  expect_like(op, "dgate", dgate, "gate", gate);
+  expect_like(op, "dup", dup, "gate", gate);
   expect_disjoint(op, {{"gate", &gate}, {"up", &up}, {"dout", &dout}}, {{"dgate", &dgate}, {"dup", &dup}});
   const double n = static_cast<double>(gate.numel());
   const double es = static_cast<double>(dtype_size(gate.dtype()));
