@@ -40,8 +40,8 @@ void silu_mul_backward(F* dgate, F* dup, const F* gate, const F* up, const F* do
 void silu_mul(Stream s, const Tensor& gate, const Tensor& up, const Tensor& out) {
   constexpr std::string_view op = "silu_mul";
   expect_floating(op, "gate", gate);
-  expect_like(op, "up", up, "gate", gate);
-  expect_like(op, "out", out, "gate", gate);
+  expect_tensor(op, "up", up, gate.shape(), gate.dtype());
+  expect_tensor(op, "out", out, gate.shape(), gate.dtype());
   expect_disjoint(op, {{"gate", &gate}, {"up", &up}}, {{"out", &out}});
   const double n = static_cast<double>(gate.numel());
   const double es = static_cast<double>(dtype_size(gate.dtype()));
@@ -62,10 +62,10 @@ void silu_mul_backward(Stream s, const Tensor& gate, const Tensor& up, const Ten
                        const Tensor& dup) {
   constexpr std::string_view op = "silu_mul_backward";
   expect_floating(op, "gate", gate);
-  expect_like(op, "up", up, "gate", gate);
-  expect_like(op, "dout", dout, "gate", gate);
-  expect_like(op, "dgate", dgate, "gate", gate);
-  expect_like(op, "dup", dup, "gate", gate);
+  expect_tensor(op, "up", up, gate.shape(), gate.dtype());
+  expect_tensor(op, "dout", dout, gate.shape(), gate.dtype());
+  expect_tensor(op, "dgate", dgate, gate.shape(), gate.dtype());
+  expect_tensor(op, "dup", dup, gate.shape(), gate.dtype());
   expect_disjoint(op, {{"gate", &gate}, {"up", &up}, {"dout", &dout}}, {{"dgate", &dgate}, {"dup", &dup}});
   const double n = static_cast<double>(gate.numel());
   const double es = static_cast<double>(dtype_size(gate.dtype()));
