@@ -12,6 +12,7 @@
 #include "engine/fsdp/overlap_state.hpp"
 #include "engine/nn/safetensors.hpp"
 #include "engine/runtime/race_detector.hpp"
+#include "engine/trace/trace_metrics.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/trainer.hpp"
 #include "grader/diagnostic_text.hpp"
@@ -279,33 +280,21 @@ std::string chunk_text(const FlatParamLayout& layout, int rank) {
 
 namespace {
 
-// Rank `ops`' communication time, and how much of it runs beside compute, in virtual ns.
+// Rank `ops`' communication time and the part of it compute covers, in virtual ns, as the dashboard and the benches
+// measure a trace (trace_metrics.hpp, HTA's definitions): |union of communication| and |that ∩ union of compute|.
 struct CommunicationTime {
-  double total = 0, covered = 0;
+  SimTime total = 0, covered = 0;
 };
 
 CommunicationTime communication_time(const std::vector<OpRecord>& ops) {
-  std::vector<std::pair<SimTime, SimTime>> compute;
-  for (const OpRecord& op : ops)
-    if (op.category == OpCategory::compute && op.end > op.begin) compute.emplace_back(op.begin, op.end);
-  std::sort(compute.begin(), compute.end());
-  std::vector<std::pair<SimTime, SimTime>> merged;
-  for (const auto& span : compute) {
-    if (!merged.empty() && span.first <= merged.back().second)
-      merged.back().second = std::max(merged.back().second, span.second);
-    else merged.push_back(span);
-  }
-  CommunicationTime t;
+  std::vector<TimeInterval> compute, communication;
   for (const OpRecord& op : ops) {
-    if (!is_communication(op.category) || op.end <= op.begin) continue;
-    t.total += static_cast<double>(op.end - op.begin);
-    for (const auto& [b, e] : merged) {
-      if (e <= op.begin) continue;
-      if (b >= op.end) break;
-      t.covered += static_cast<double>(std::min(e, op.end) - std::max(b, op.begin));
-    }
+    if (op.category == OpCategory::compute) compute.push_back({op.begin, op.end});
+    if (is_communication(op.category)) communication.push_back({op.begin, op.end});
   }
-  return t;
+  compute = merge_intervals(std::move(compute));
+  communication = merge_intervals(std::move(communication));
+  return {covered(communication), intersection(communication, compute)};
 }
 
 }  // namespace
@@ -324,8 +313,8 @@ RunBudget budget_of(const GradedRun& run) {
     if (r == 0) {
       b.bytes_moved = bytes / 1e6;
       const CommunicationTime t = communication_time(run.ops[r]);
-      b.overlap_percent = t.total > 0 ? 100.0 * t.covered / t.total : 0.0;
-      b.exposed_ns = t.total - t.covered;
+      b.overlap_percent = t.total > 0 ? 100.0 * static_cast<double>(t.covered) / static_cast<double>(t.total) : 0.0;
+      b.exposed_ns = static_cast<double>(t.total - t.covered);
     }
   }
   for (const TagBytes& peaks : run.peaks)

@@ -130,7 +130,7 @@ struct RunBudget {
   int collectives = 0;          // per rank, the most of any rank
   double bytes_moved = 0;       // by rank 0's collectives, in MB
   TagBytes peak{};              // the most of any rank, per tag
-  double overlap_percent = 0;   // of rank 0's communication time that overlaps compute
+  double overlap_percent = 0;   // of rank 0's communication time that overlaps compute (trace_metrics.hpp's)
   double exposed_ns = 0;        // rank 0's communication time that does not (virtual ns)
 };
 RunBudget budget_of(const GradedRun& run);
