@@ -140,13 +140,16 @@ TEST_F(CudaDeviceTest, OpTimesComeFromCudaEventsIntoTheOpLogAndTheTrace) {
   dev->add_sink(&recorder);
   Tensor big = zeros(*dev, {1 << 22});
   dev->synchronize();
+  const std::size_t first = dev->ops().size();
   for (int i = 0; i < 5; ++i) fill(dev->stream(Lane::compute), big, static_cast<float>(i));
   dev->synchronize();
   const auto& events = recorder.data().events;
   ASSERT_GE(events.size(), 5u);
+  ASSERT_EQ(dev->ops().size(), first + 5) << "the op log holds each of the five fills";
   SimTime last_end = 0;
-  for (const OpRecord& op : dev->ops()) {
-    if (op.name != "fill") continue;
+  for (std::size_t i = first; i < dev->ops().size(); ++i) {
+    const OpRecord& op = dev->ops()[i];
+    EXPECT_EQ(op.name, "fill");
     EXPECT_GT(op.end, op.begin) << "a 16 MiB fill takes measurable time";
     EXPECT_GE(op.begin, last_end) << "one stream runs its ops in order";
     last_end = op.end;

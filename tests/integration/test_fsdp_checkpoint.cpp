@@ -223,11 +223,14 @@ TEST_F(FsdpCheckpoint, RankFilesHoldShardsAndOptimizerState) {
     EXPECT_EQ(file.metadata().at("step"), "2");
     EXPECT_EQ(file.metadata().at("optimizer_steps"), "2");
   }
-  // The full model is a --load-init folder: the baseline starts from it.
+  // The full model is a --load-init folder: the baseline starts from it (its --save-init, written from the model it
+  // loaded, is the checkpoint's model byte for byte; a fresh initialisation, two steps short, would differ).
   RunConfig baseline = make_run(Case{}, 1).run;
   baseline.world = 1;
   baseline.load_init = path("ckpt").string();
+  baseline.save_init = path("baseline_init").string();
   EXPECT_EQ(train_baseline(baseline, PresetCatalog::builtin(), nullptr, nullptr).size(), 1u);
+  EXPECT_TRUE(slurp(path("baseline_init") / "model.safetensors") == slurp(path("ckpt") / "model.safetensors"));
 }
 
 // A resume identifies its token file by size and CRC-32, not by path: the same tokens under another name

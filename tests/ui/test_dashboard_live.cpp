@@ -2,6 +2,7 @@
 // step-through stops at FSDP events and steps to the next one, a restart with settings that cannot run
 // changes nothing; the FlatParameter map is laid out by the run's own tasks, or says why it cannot be.
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <set>
 #include <tuple>
@@ -39,10 +40,20 @@ TEST(DashboardLive, BothRunsFillTheirLanesAndSteps) {
   }
   // SYNC and ASYNC compute the same thing: the losses agree to the bit.
   for (std::size_t s = 0; s < 3; ++s) EXPECT_EQ(store.source(0).steps[s].loss, store.source(1).steps[s].loss);
-  // The FSDP events reached the log: every unit was gathered and freed again by the end.
-  EXPECT_GT(session.log().total(1), 0u);
-  for (std::size_t u = 0; u < session.map(1).units.size(); ++u)
-    EXPECT_EQ(session.log().unit_state(1, 0, static_cast<int>(u)), UnitState::sharded);
+  // The FSDP events reached the log: rank 0 gathered every unit (its history holds the events; a tiny run makes
+  // far fewer than FsdpEventLog::kHistory) and freed each again by the end (a unit with no event reads sharded too).
+  ASSERT_FALSE(session.map(1).units.empty());
+  ASSERT_NE(session.log().latest(1, 0), nullptr);
+  const std::deque<FsdpEvent>& history = session.log().history(1);
+  ASSERT_LT(history.size(), FsdpEventLog::kHistory);
+  for (std::size_t u = 0; u < session.map(1).units.size(); ++u) {
+    const int unit = static_cast<int>(u);
+    EXPECT_TRUE(std::any_of(
+        history.begin(), history.end(),
+        [&](const FsdpEvent& e) { return e.rank == 0 && e.unit == unit && e.unit_state == UnitState::unsharded; }))
+        << "rank 0 never had unit " << unit << " gathered";
+    EXPECT_EQ(session.log().unit_state(1, 0, unit), UnitState::sharded) << "unit " << unit;
+  }
 }
 
 // Under --compare impl the step-time panel says whether the --impl run's losses are the reference's, step by step: a
@@ -728,10 +739,21 @@ TEST(FlatParameterMap, EveryParameterElementBelongsToExactlyOneRank) {
   for (const MappedUnit& unit : map.units) {
     EXPECT_EQ(unit.padded_numel % 3, 0);
     ASSERT_EQ(unit.chunks.size(), 3u);
-    std::map<std::string, std::int64_t> covered;
+    // Each parameter's slices, sorted, tile [0, numel): each begins where the last ended (no element held twice,
+    // none by no rank) and none is empty.
+    std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> ranges(unit.params.size());
     for (const std::vector<MappedSlice>& chunk : unit.chunks)
-      for (const MappedSlice& s : chunk) covered[unit.params[s.param].name] += s.count;
-    for (const MappedParameter& p : unit.params) EXPECT_EQ(covered[p.name], p.numel) << p.name;
+      for (const MappedSlice& s : chunk) ranges.at(s.param).emplace_back(s.param_begin, s.param_begin + s.count);
+    for (std::size_t i = 0; i < unit.params.size(); ++i) {
+      std::sort(ranges[i].begin(), ranges[i].end());
+      std::int64_t next = 0;
+      for (const auto& [begin, end] : ranges[i]) {
+        EXPECT_EQ(begin, next) << unit.params[i].name << ": a gap or an element held twice";
+        EXPECT_LT(begin, end) << unit.params[i].name << ": an empty slice";
+        next = end;
+      }
+      EXPECT_EQ(next, unit.params[i].numel) << unit.params[i].name;
+    }
   }
   // A padded vocabulary ([Note: the padded vocabulary]): test-tiny's 64 tokens stored as 128 rows. W = 3 cuts wte
   // among the ranks; the slices name its 64 x 32 padding elements, once, and nothing else as padding.
