@@ -66,6 +66,23 @@ class FullyShardedModel::EmbeddingRows final : public InputEmbeddingGradientSink
 
 // ---- the wrapped model -----------------------------------------------------------------------------
 
+void check_embedding_rows_fit(Model& model, std::span<const UnitPlan> plans) {
+  const Model::InputEmbeddingTables tables = model.input_embedding_tables();
+  check(tables.token, "--embedding-grad rows: model ", model.kind(),
+        " has no learned token table to take the rows of (GPT-2 and Llama have); use --embedding-grad table");
+  for (const Parameter* table : {tables.token, tables.position}) {
+    if (!table) continue;
+    const auto holds = [&](const UnitPlan& plan) {
+      return std::find(plan.params.begin(), plan.params.end(), table) != plan.params.end();
+    };
+    const auto unit = std::find_if(plans.begin(), plans.end(), holds);
+    check(unit == plans.begin() && unit->module->parent() == nullptr, "--embedding-grad rows: parameter '", table->name,
+          "' is in unit '", unit == plans.end() ? std::string("(none)") : unit->name,
+          "', not the root unit, into whose shard the rows are added; use --wrap block or model, or --embedding-grad "
+          "table");
+  }
+}
+
 FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTasks& tasks,
                                      std::span<const std::string> unit_kinds)
     : model_(model), rank_(rank), lifecycle_(rank, tasks) {
@@ -136,22 +153,10 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
   }
   if (options.buffers == UnshardBuffers::pool) use_buffer_pool(plans);
   if (options.embedding_grad == EmbeddingGradient::rows) {
-    // The rows are added into the root's shard: the tables must be the root's, not units of their own.
-    const Model::InputEmbeddingTables tables = model.input_embedding_tables();
-    for (const Parameter* table : {tables.token, tables.position}) {
-      if (!table) continue;
-      const auto holds = [&](const UnitPlan& plan) {
-        return std::find(plan.params.begin(), plan.params.end(), table) != plan.params.end();
-      };
-      const auto unit = std::find_if(plans.begin(), plans.end(), holds);
-      check(unit == plans.begin() && unit->module->parent() == nullptr, "--embedding-grad rows: parameter '",
-            table->name, "' is in unit '", unit->name,
-            "', not the root unit, into whose shard the rows are added; "
-            "use --wrap block, or --embedding-grad table");
-    }
+    check_embedding_rows_fit(model, plans);
     embedding_rows_ = std::make_unique<EmbeddingRows>(lifecycle_);
     check(model.set_input_embedding_gradient_sink(embedding_rows_.get()), "--embedding-grad rows: model ", model.kind(),
-          " has no learned token table to take the rows of (GPT-2 and Llama have); use --embedding-grad table");
+          " names a token table but takes no sink for its gradient");
   }
   for (FsdpUnit* unit : unit_ptrs_) {
     tasks.flat_parameter->point_views(unit->layout, unit->full, &Parameter::value);

@@ -28,6 +28,12 @@
 
 namespace fsdplab {
 
+// --embedding-grad rows adds the input embeddings' gradient into the root unit's shard as rows: the model must have
+// a learned token table, and its tables (GPT-2's wte and wpe, Llama's embed_tokens) must be the root unit's
+// (`plans`' first), not units of their own. An Error saying which is not, and what to use instead. The constructor
+// checks it, and FsdpRunPlan before any rank starts.
+void check_embedding_rows_fit(Model& model, std::span<const UnitPlan> plans);
+
 class FullyShardedModel {
  public:
   // Plans the units (task 7) and allocates, per unit, the f32 master shard and the gradient shard (and

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "engine/comm/mpi_comm.hpp"
+#include "engine/fsdp/fully_sharded_model.hpp"
 #include "engine/fsdp/memory_model.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/host_memory_limit.hpp"
@@ -92,7 +93,8 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   probe = build_model(run);  // checks the model and the batch split
   check_compute_dtype(run, probe, fsdp.options.param_dtype);
   fsdp.tasks.check_complete();
-  fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
+  const std::vector<UnitPlan> plans = fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
+  if (fsdp.options.embedding_grad == EmbeddingGradient::rows) check_embedding_rows_fit(*probe.model, plans);
   // Every process of an MPI launch takes part, whatever it needs: the processes on one host check together.
   const bool in_host_memory = device.kind == DeviceKind::sim && !fsdp.dry_run;
   check_sim_host_memory(
