@@ -64,6 +64,10 @@ struct Gpt2Scale {
   std::string preset;
   long long micro_batch;
   long long seq;
+  // "--preset gpt2 --micro-batch 4 --seq 1024": the scale on a bench's command line.
+  std::string bench_flags() const {
+    return "--preset " + preset + " --micro-batch " + std::to_string(micro_batch) + " --seq " + std::to_string(seq);
+  }
 };
 Gpt2Scale gpt2_scale(const ReportContext& ctx);
 

@@ -29,10 +29,6 @@ namespace {
 
 constexpr int kWorld = 2;
 
-std::string shape_flags(const Gpt2Scale& s) {
-  return "--preset " + s.preset + " --micro-batch " + std::to_string(s.micro_batch) + " --seq " + std::to_string(s.seq);
-}
-
 RunConfig run_of(const ReportContext& ctx, const Gpt2Scale& s, int world) {
   RunConfig run;
   run.model = "gpt2";
@@ -128,7 +124,7 @@ std::string sim_end_to_end(ReportContext& ctx) {
   md += command_block({"fsdplab run --dry-run --device sim --model gpt2 --preset " + s.preset +
                            " --world 1 --strategy no_shard --batch " + std::to_string(s.micro_batch) + " --seq " +
                            std::to_string(s.seq) + " --steps 2 --device-preset " + ctx.device_preset,
-                       "fsdplab bench --what overlap " + shape_flags(s) + " --world " + std::to_string(kWorld) +
+                       "fsdplab bench --what overlap " + s.bench_flags() + " --world " + std::to_string(kWorld) +
                            " --device-preset " + ctx.device_preset + " --link-preset " + ctx.link_preset});
   md += "\n**Results:**\n\n";
   MarkdownTable table({"Configuration", "Time/Step (ms)", "Speedup", "Throughput vs baseline", "Communication %",
@@ -193,7 +189,7 @@ std::string cuda_end_to_end(ReportContext& ctx) {
   const TrainMeasurement sync = measure(kWorld, &sync_options);
   const TrainMeasurement async = measure(kWorld, &async_options);
 
-  const std::string common = "fsdplab bench --what train --device cuda " + shape_flags(s) + " --steps " +
+  const std::string common = "fsdplab bench --what train --device cuda " + s.bench_flags() + " --steps " +
                              std::to_string(bench.steps) + " --warmup " + std::to_string(bench.warmup);
   std::string md = format(
       "**Setup:**\n- Model: GPT-2 '%s'; per rank %lld sequences x %lld tokens, f32, AdamW\n- Device: "

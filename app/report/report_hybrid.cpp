@@ -38,9 +38,9 @@ Measured measure_strategy(const Gpt2Scale& s, int world, bool hybrid) {
 
 std::string command(const Gpt2Scale& s, const Measured& m) {
   return format(
-      "fsdplab bench --what overlap --preset %s --micro-batch %lld --seq %lld --world %d --ranks-per-node %d "
+      "fsdplab bench --what overlap %s --world %d --ranks-per-node %d "
       "--device-preset %s --link-preset %s --inter-node-link %s --bandwidths 1 --strategy %s",
-      s.preset.c_str(), s.micro_batch, s.seq, m.world, m.world / 2, kDevicePreset, kInNodeLink, kInterNodeLink,
+      s.bench_flags().c_str(), m.world, m.world / 2, kDevicePreset, kInNodeLink, kInterNodeLink,
       m.hybrid ? ("hybrid --hybrid-group " + std::to_string(m.shard_group())).c_str() : "full");
 }
 

@@ -16,10 +16,7 @@ namespace {
 
 constexpr double kScaleTolerance = 0.05;  // within 5 % of the ideal counts as scaling
 
-std::string bench_command(const Gpt2Scale& s) {
-  return "fsdplab bench --what memory --preset " + s.preset + " --micro-batch " + std::to_string(s.micro_batch) +
-         " --seq " + std::to_string(s.seq);
-}
+std::string bench_command(const Gpt2Scale& s) { return "fsdplab bench --what memory " + s.bench_flags(); }
 
 // "yes (0.98)": base / (W x value), 1.00 when value is exactly base / W.
 std::string scales_as_one_over_w(std::int64_t base, std::int64_t value, int world) {

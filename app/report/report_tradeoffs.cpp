@@ -65,8 +65,7 @@ StrategyCost measure(const Gpt2Scale& scale, ShardingStrategy strategy) {
 }
 
 std::string bench_command(const Gpt2Scale& s, ShardingStrategy strategy) {
-  return "fsdplab bench --what memory --preset " + s.preset + " --micro-batch " + std::to_string(s.micro_batch) +
-         " --seq " + std::to_string(s.seq) + " --strategy " + std::string(strategy_name(strategy));
+  return "fsdplab bench --what memory " + s.bench_flags() + " --strategy " + std::string(strategy_name(strategy));
 }
 
 std::string trace_command(const Gpt2Scale& s, ShardingStrategy strategy) {
