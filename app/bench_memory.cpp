@@ -63,6 +63,14 @@ MemoryRow measure_memory(std::string label, const MemoryBenchOptions& bench, int
 }  // namespace
 
 std::int64_t tag_bytes(const TagBytes& bytes, MemTag tag) { return bytes[static_cast<std::size_t>(tag)]; }
+
+std::string_view breakdown_label(MemTag tag) {
+  constexpr std::array<std::string_view, kMemTagCount> labels = {"Parameters: f32 shard", "Parameters: gathered units",
+                                                                 "Gradients: f32 shard",  "Gradients: unsharded units",
+                                                                 "Optimizer states",      "Activations",
+                                                                 "Collective staging",    "Workspace"};
+  return labels[static_cast<std::size_t>(tag)];
+}
 std::int64_t sharded_state(const TagBytes& bytes) {
   return tag_bytes(bytes, MemTag::param_shard) + tag_bytes(bytes, MemTag::grad_shard) +
          tag_bytes(bytes, MemTag::optim_state);
@@ -151,17 +159,14 @@ void bench_memory(const MemoryBenchOptions& bench, const FsdpChoice& choice) {
       "optim_state, what FSDP shards.\n");
 
   // The writeup's breakdown: per configuration, each tag's peak as measured and by the formula.
-  constexpr std::array<const char*, kMemTagCount> meaning = {
-      "Parameters (shard)", "Parameters (gathered)", "Gradients (shard)", "Gradients (unsharded)",
-      "Optimizer states", "Activations", "Comm staging", "Workspace"};
   std::printf("\nPer-rank peak by tag, %s: measured by the ledger / formula (engine/fsdp/memory_model.hpp)\n",
               unit.name());
-  std::printf("%-34s", "");
+  std::printf("%-39s", "");
   for (const MemoryRow& row : rows) std::printf(" %18s", row.label.c_str());
   std::printf("\n");
   double worst = 0;
   for (MemTag tag : kAllMemTags) {
-    std::printf("%-12s %-21s", std::string(mem_tag_name(tag)).c_str(), meaning[static_cast<std::size_t>(tag)]);
+    std::printf("%-12s %-26s", std::string(mem_tag_name(tag)).c_str(), std::string(breakdown_label(tag)).c_str());
     for (const MemoryRow& row : rows) {
       const std::int64_t got = tag_bytes(row.measured, tag), want = tag_bytes(row.formula, tag);
       std::printf("  %7.3f / %7.3f", size(got), size(want));
@@ -171,13 +176,13 @@ void bench_memory(const MemoryBenchOptions& bench, const FsdpChoice& choice) {
     }
     std::printf("\n");
   }
-  std::printf("%-34s", "sum of the tags' peaks");
+  std::printf("%-39s", "sum of the tags' peaks");
   for (const MemoryRow& row : rows) {
     std::int64_t measured = 0, formula = 0;
     for (MemTag tag : kAllMemTags) measured += tag_bytes(row.measured, tag), formula += tag_bytes(row.formula, tag);
     std::printf("  %7.3f / %7.3f", size(measured), size(formula));
   }
-  std::printf("\n%-34s", "peak of the total (one moment)");
+  std::printf("\n%-39s", "peak of the total (one moment)");
   for (const MemoryRow& row : rows)
     std::printf("  %7.3f%s", size(row.peak_total), &row == &rows.back() ? "" : "          ");
   std::printf(

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "app/byte_unit.hpp"
@@ -40,6 +41,8 @@ struct MemoryTable {
 };
 
 std::int64_t tag_bytes(const TagBytes& bytes, MemTag tag);
+// What a tag holds, as the writeup's memory breakdown names it: this bench's and `fsdplab report`'s (4.1) tables.
+std::string_view breakdown_label(MemTag tag);
 // param_shard + grad_shard + optim_state: what FSDP shards.
 std::int64_t sharded_state(const TagBytes& bytes);
 

@@ -94,10 +94,13 @@ std::string report_memory(ReportContext& ctx) {
       100 * kScaleTolerance, byte_unit.definition().c_str());
 
   md += "**Breakdown** (per rank, each tag's peak: measured by the ledger / formula):\n\n";
-  constexpr std::array<const char*, kMemTagCount> meaning = {
-      "Parameters: f32 shard", "Parameters: gathered units", "Gradients: f32 shard", "Gradients: unsharded units",
-      "Optimizer states (AdamW: exp_avg, exp_avg_sq)", "Activations (not sharded)", "Collective staging",
-      "Workspace"};
+  // The bench's labels, and what the writeup's template asks to be said of two of them.
+  const auto label = [](MemTag tag) {
+    const std::string_view note = tag == MemTag::optim_state  ? " (AdamW: exp_avg, exp_avg_sq)"
+                                  : tag == MemTag::activation ? " (not sharded)"
+                                                              : "";
+    return std::string(breakdown_label(tag)) + std::string(note);
+  };
   std::vector<std::string> header = {"Tag", "What"};
   for (const MemoryRow& row : t.rows) header.push_back(row.label + " (" + unit + ")");
   header.push_back("Scales as 1/W?");
@@ -105,7 +108,7 @@ std::string report_memory(ReportContext& ctx) {
   align[0] = align[1] = align.back() = MarkdownTable::Align::left;
   MarkdownTable breakdown(header, align);
   for (MemTag tag : kAllMemTags) {
-    std::vector<std::string> cells = {std::string(mem_tag_name(tag)), meaning[static_cast<std::size_t>(tag)]};
+    std::vector<std::string> cells = {std::string(mem_tag_name(tag)), label(tag)};
     for (const MemoryRow& row : t.rows)
       cells.push_back(
           format("%.3f / %.3f", byte_unit.of(tag_bytes(row.measured, tag)), byte_unit.of(tag_bytes(row.formula, tag))));
