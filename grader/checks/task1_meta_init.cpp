@@ -397,15 +397,20 @@ CheckOutcome the_host_waits_before_it_writes(const CheckContext& c) {
   const FlatParamLayout layout = layout_of(unit, 2, 1);
   auto device = make_graded_device(0);
   const Tensor shard = Tensor::empty(*device, {layout.shard_numel()}, DType::f32, MemTag::param_shard, "shard");
+  // The block still in use on two streams, as a reused block may be: filled on compute, then (ordered after it) on
+  // the memcpy stream. A wait for the compute stream alone leaves the memcpy stream's fill racing the host's write.
   fill(device->stream(Lane::compute), shard, 0.5f);
+  device->wait_stream(Lane::memcpy, Lane::compute);
+  fill(device->stream(Lane::memcpy), shard, 0.25f);
   try {
     graded(c).init_shard(slices_of(layout, 0), shard, 9);
   } catch (const RaceError& e) {
     CheckOutcome out = CheckOutcome::fail(
         "the host to write the shard after the device is done with it",
         "the race detector stopped it: " + without_failed_rank(e.what()),
-        "shard.copy_from wrote the shard from the host while the compute stream was still filling it: call "
-        "shard.device().synchronize() before shard.copy_from(values)");
+        "shard.copy_from wrote the shard from the host while a stream was still filling it (here the compute stream, "
+        "then the memcpy stream): call shard.device().synchronize(), which waits for every stream, before "
+        "shard.copy_from(values)");
     out.raced = true;
     return out;
   }
@@ -418,7 +423,7 @@ CheckOutcome only_the_shard_drawn(const CheckContext& c) {
   constexpr std::int64_t kNumel = std::int64_t{1} << 46;
   const Unit unit({{"transformer.wte.weight", kNumel}});
   const FlatParamLayout layout = layout_of(unit, 1 << 30, 1);
-  const int rank = 12345;
+  const int rank = (1 << 30) - 1;  // the last: its slice begins near 2^46, far past what an int holds
   auto device = make_graded_device(rank);
   const std::string expected = "rank " + std::to_string(rank) + "'s " + std::to_string(layout.shard_numel()) +
                                " values drawn at their own indices, with no more than the shard on the host";

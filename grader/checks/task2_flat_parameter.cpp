@@ -337,6 +337,11 @@ CheckOutcome offsets_aligned_in_order(const CheckContext& c) {
 CheckOutcome each_rank_holds_its_slices(const CheckContext& c) {
   Finding f = compare_plan(c, {100, 10, 10, 50}, 4, 1, Compared::slices);
   if (!f.found()) f = compare_plan(c, {64, 16, 64, 16}, 2, 4, Compared::slices);
+  // A unit of billions of elements (a whole-model unit of Llama 7B, --wrap model): offsets and slices past 2^31 and
+  // 2^32, which an int would wrap. Parameters here are shapes only: nothing is allocated.
+  if (!f.found())
+    f = compare_plan(c, {(std::int64_t{1} << 31) + 5, 7, (std::int64_t{1} << 32) + 3}, 3, 4,
+                     Compared::layout_and_slices);
   return from_finding(f, "rank r's shard is flat elements [r * shard_numel, (r + 1) * shard_numel)",
                       "the slices of the wrong rank's chunk, or a slice's offsets counted in the wrong space: "
                       "param_begin in the parameter's (lo - e.offset), shard_offset in the shard's (lo - begin)");
@@ -415,12 +420,15 @@ CheckOutcome parameters_are_views_not_copies(const CheckContext& c) {
 CheckOutcome errors_for_bad_input(const CheckContext& c) {
   Params mine({4, 4});
   std::vector<Parameter*> twice = {mine.pointers[0], mine.pointers[0]};
+  // A tied weight comes back further on (GPT-2's wte ... lm_head), not next to itself.
+  std::vector<Parameter*> twice_apart = {mine.pointers[0], mine.pointers[1], mine.pointers[0]};
   const FlatParamLayout layout = reference(c).plan(mine.pointers, 2, 1);
   const std::vector<std::pair<std::string, std::function<void()>>> cases = {
       {"plan of an empty unit", [&] { graded(c).plan({}, 2, 1); }},
       {"plan with W = 0", [&] { graded(c).plan(mine.pointers, 0, 1); }},
       {"plan with align = 0", [&] { graded(c).plan(mine.pointers, 2, 0); }},
       {"plan with p0 given twice", [&] { graded(c).plan(twice, 2, 1); }},
+      {"plan with p0, p1, p0 (p0 given twice, apart)", [&] { graded(c).plan(twice_apart, 2, 1); }},
       {"shard_slices of rank 2 at W = 2", [&] { graded(c).shard_slices(layout, 2); }},
       {"shard_slices of rank -1", [&] { graded(c).shard_slices(layout, -1); }},
   };
@@ -495,7 +503,9 @@ std::vector<Check> flat_parameter_checks() {
       make("padding", "the flat buffer is padded to the next multiple of W, no more", 2, padding_to_a_multiple_of_w),
       make("alignment", "every parameter starts at a multiple of align, in the order given", 1,
            offsets_aligned_in_order),
-      make("slices", "each rank's shard holds the right slices of the right parameters", 2, each_rank_holds_its_slices),
+      make("slices",
+           "each rank's shard holds the right slices of the right parameters, in a unit of billions of elements too", 2,
+           each_rank_holds_its_slices),
       make("odd-world", "odd world sizes (3, 5, 7) and random sizes: every element in exactly one shard", 1,
            odd_world_sizes_and_random_sizes),
       make("cut-parameter", "a parameter cut by chunk boundaries is split into a slice on each rank it spans", 1,

@@ -785,6 +785,10 @@ std::vector<Check> overlap_checks() {
   // acquire_grad must not allocate nor release_grad free.
   GradeCase numerics_replicated = small_gpt2(2);
   numerics_replicated.options.strategy = ShardingStrategy::no_shard;
+  // SYNC with the replica's gradient: only release_grad's SYNC wait orders compute (the optimizer) after its
+  // all-reduce, so an early return for the replica's gradient comes after that wait, not before it.
+  GradeCase numerics_sync_replicated = numerics_replicated;
+  numerics_sync_replicated.options = sync_schedule(numerics_sync_replicated.options);
   // CPU offload hands the overlap staging copies that cross streams: the shard copied up on the memcpy stream, read
   // by the gather; the reduced shard, copied down on the memcpy stream (release_staging).
   GradeCase numerics_offload = small_gpt2(2);
@@ -843,6 +847,12 @@ std::vector<Check> overlap_checks() {
                           if (std::string replica = replica_gradient(graded); !replica.empty()) return replica;
                           return race_or_schedule(ctx, c, graded, baseline, tolerance);
                         }),
+      equivalence_check(6, "training-sync-replicated",
+                        "SYNC no_shard, W=2: equals the single-rank baseline (the optimizer waits for the all-reduce)",
+                        1, numerics_sync_replicated,
+                        "SYNC's wait for the gradient's reduction skipped for the replica's gradient (release_grad "
+                        "returns for it before the wait)",
+                        diagnose_race),
       equivalence_check(
           6, "training-offload", "ASYNC with CPU offload, W=2: equals the single-rank baseline (staging copies parked)",
           1, numerics_offload, "a staging copy freed before the collective or copy that reads it", race_or_schedule),

@@ -170,6 +170,38 @@ class SkipsAShardWithoutSlices final : public MetaInitTask {
   }
 };
 
+// The slice's offsets kept in int locals: param_begin wraps past 2^31 elements, so a late rank of a parameter of
+// more than 2^31 elements draws its slice from the wrong indices (shard-only draws the last of 2^30 ranks, whose slice
+// begins near 2^46).
+class IntOffsets final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    init_shard_drawing(slices, shard, [&](std::vector<float>& values, const ShardSlice& s) {
+      // The student's int locals (C++20: the narrowing wraps modulo 2^32, then a negative int widens to a huge
+      // first_index).
+      const int begin = static_cast<int>(s.param_begin), offset = static_cast<int>(s.shard_offset),
+                count = static_cast<int>(s.count);
+      s.param->init.fill(
+          std::span<float>(values).subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(count)), seed,
+          s.param->name, static_cast<std::uint64_t>(begin));  // not the int64 param_begin
+    });
+  }
+};
+
+// The host waits for the compute stream only before it writes the shard: a block that another stream (an
+// all-gather reading the old master, a memcpy, a comm buffer's lane) still uses is written under it (host-waits
+// leaves a fill on the memcpy stream).
+class WaitsForComputeOnly final : public MetaInitTask {
+ public:
+  void init_shard(std::span<const ShardSlice> slices, const Tensor& shard, std::uint64_t seed) const override {
+    check(shard.dtype() == DType::f32, "init_shard: expected an f32 shard, got ", shard.describe());
+    if (shard.device().dry_run()) return;
+    const std::vector<float> values = drawn_values(slices, shard, seed);
+    shard.device().synchronize(Lane::compute);  // not shard.device().synchronize(): every stream
+    shard.copy_from(values);
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> meta_init_mutants() {
@@ -199,6 +231,14 @@ std::span<const Mutant> meta_init_mutants() {
        "returns at once when a rank's shard has no slice, leaving its padding "
        "whatever the memory held",
        instance<SkipsAShardWithoutSlices>},
+      {1, "int-offsets",
+       "the slice's offsets kept in int: param_begin wraps past 2^31 elements and a late rank of a huge parameter "
+       "draws from the wrong indices",
+       instance<IntOffsets>},
+      {1, "waits-for-compute-only",
+       "the host waits for the compute stream only (synchronize(Lane::compute)) before writing the shard, not for "
+       "every stream",
+       instance<WaitsForComputeOnly>},
   };
   return mutants;
 }

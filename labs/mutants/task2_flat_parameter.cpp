@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/fsdp/flat_parameter.hpp"
+#include "engine/runtime/error.hpp"
 #include "labs/mutants/mutants.hpp"
 
 namespace fsdplab {
@@ -109,6 +110,52 @@ class ViewsThatCopy final : public LikeTheReference {
   }
 };
 
+// The running end of the layout kept in an int: a unit of more than 2^31 elements (a whole-model unit of Llama 7B,
+// `--wrap model`) gets offsets that wrap (the slices check plans a unit of 6.4 billion elements).
+class IntOffsets final : public LikeTheReference {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    FlatParamLayout layout = reference().plan(params, world, align);  // the contract's errors, the entries' order
+    int end = 0;                                                      // not std::int64_t
+    for (FlatParamEntry& e : layout.entries) {
+      const int offset = static_cast<int>((end + align - 1) / align * align);  // C++20: the narrowing wraps
+      e.offset = offset;
+      end = static_cast<int>(offset + e.numel);
+    }
+    layout.used_numel = end;
+    layout.padded_numel = (std::max<std::int64_t>(end, 1) + world - 1) / world * world;
+    return layout;
+  }
+};
+
+// A parameter given twice is refused only when it follows itself: the student compares each parameter with the one
+// before it. A tied weight comes back far from its first place (GPT-2's wte ... lm_head), is laid out twice, and its
+// first copy's slices are drawn, gathered and reduced for nothing (bad-input gives p0, p1, p0 too).
+class RepeatsOnlyAdjacent final : public LikeTheReference {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    check(!params.empty(), "FlatParameter: a unit with no parameters; expected at least one");
+    check(world >= 1, "FlatParameter: world size ", world, "; expected at least 1");
+    check(align >= 1, "FlatParameter: alignment ", align, " elements; expected at least 1");
+    FlatParamLayout layout;
+    layout.world = world;
+    layout.align = align;
+    const Parameter* previous = nullptr;
+    std::int64_t end = 0;
+    for (Parameter* p : params) {
+      check(p != nullptr, "FlatParameter: a null parameter");
+      check(p != previous, "FlatParameter: parameter '", p->name, "' given twice");  // only the one before it
+      previous = p;
+      const std::int64_t offset = (end + align - 1) / align * align;
+      layout.entries.push_back({p, offset, p->numel()});
+      end = offset + p->numel();
+    }
+    layout.used_numel = end;
+    layout.padded_numel = (std::max<std::int64_t>(end, 1) + world - 1) / world * world;
+    return layout;
+  }
+};
+
 const Mutant kMutants[] = {
     {2, "padding-off-by-one", "pads a size that is already a multiple of W by a whole extra chunk",
      instance<PaddingOffByOne>},
@@ -125,6 +172,12 @@ const Mutant kMutants[] = {
      "keeps only the parameters wholly inside the shard: a parameter cut between ranks is dropped",
      instance<DropsCutParameters>},
     {2, "skips-repeats", "skips a parameter given twice instead of raising an Error", instance<SkipsRepeats>},
+    {2, "int-offsets", "accumulates the layout's offsets in an int: a unit of more than 2^31 elements wraps",
+     instance<IntOffsets>},
+    {2, "repeats-only-adjacent",
+     "refuses a parameter given twice only when the repeat is next to it; a tied weight further on is laid out "
+     "twice",
+     instance<RepeatsOnlyAdjacent>},
 };
 
 }  // namespace

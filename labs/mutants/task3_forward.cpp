@@ -3,6 +3,7 @@
 // mutant does not break are the reference's (LikeTheReference). The grader's checks of task 3
 // (grader/checks/task3_forward.cpp) must catch every one and name its mistake.
 #include "engine/fsdp/forward_task.hpp"
+#include "engine/tensor/elementwise.hpp"
 #include "labs/mutants/mutants.hpp"
 
 namespace fsdplab {
@@ -157,6 +158,22 @@ class IgnoresStrategy final : public LikeTheReference {
   bool reshard_after_forward(ShardingStrategy, bool is_root) const override { return !is_root; }
 };
 
+// "Nothing to gather on one rank": at W = 1 the shard is copied into full on the compute stream and `gathered`
+// recorded there. Right in f32; under bf16 (the lifecycle's cast) or --offload (the H2D copy) the copy reads what
+// the all-gather / memcpy stream wrote, unordered: a race. gather-stream calls all_gather at W = 1 too.
+class CopiesOnComputeAtW1 final : public LikeTheReference {
+ public:
+  void all_gather(Device& device, Communicator& group, const Tensor& shard, const Tensor& full,
+                  Event& gathered) const override {
+    if (group.world() > 1) {
+      reference().all_gather(device, group, shard, full, gathered);
+      return;
+    }
+    copy(device.stream(Lane::compute), shard, full);  // not a gather on the all-gather stream
+    device.record(gathered, Lane::compute);
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> forward_mutants() {
@@ -191,6 +208,9 @@ std::span<const Mutant> forward_mutants() {
        instance<NeverReshards>},
       {3, "ignores-strategy", "reshard_after_forward ignores the strategy (!is_root): grad_op frees units as full does",
        instance<IgnoresStrategy>},
+      {3, "copies-on-compute-at-w1",
+       "at W = 1 the shard is copied into full on the compute stream (no gather on the all-gather stream)",
+       instance<CopiesOnComputeAtW1>},
   };
   return mutants;
 }

@@ -103,6 +103,22 @@ class ZeroOnReduceStream final : public LikeTheReference {
   }
 };
 
+// "The mean over one rank is the gradient itself": at W = 1 grad_full is copied into grad_shard on the compute
+// stream, no reduction on the reduce-scatter stream. Right in f32; under bf16 (the lifecycle widens the gradient on
+// the reduce-scatter stream) or --offload (the D2H copy waits for the reduce-scatter stream only) it races.
+// reduction-stream calls reduce_scatter at W = 1 too.
+class CopiesOnComputeAtW1 final : public LikeTheReference {
+ public:
+  void reduce_scatter(Device& device, Communicator& group, const Tensor& grad_full,
+                      const Tensor& grad_shard) const override {
+    if (group.world() > 1) {
+      reference().reduce_scatter(device, group, grad_full, grad_shard);
+      return;
+    }
+    copy(device.stream(Lane::compute), grad_full, grad_shard);  // not a reduce-scatter on its own stream
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> backward_mutants() {
@@ -126,6 +142,10 @@ std::span<const Mutant> backward_mutants() {
       {4, "zero-on-reduce-stream",
        "zero_gradient fills on the reduce-scatter stream, unordered with the compute stream",
        instance<ZeroOnReduceStream>},
+      {4, "copies-on-compute-at-w1",
+       "at W = 1 the gradient is copied into the shard on the compute stream instead of reduced on the "
+       "reduce-scatter stream",
+       instance<CopiesOnComputeAtW1>},
   };
   return mutants;
 }

@@ -401,6 +401,17 @@ class StagingFreedAtOnce final : public LikeTheReference {
   }
 };
 
+// The replica's early return taken before SYNC's wait: under --mode sync with no_shard or zero1 (f32) the compute
+// stream never waits for the gradient's all-reduce, and the optimizer reads the gradient while it is being reduced
+// (training-sync-replicated).
+class ReplicaReturnsBeforeSyncWait final : public LikeTheReference {
+ public:
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (unit.grad_full.overlaps(unit.grad_replica)) return;  // before `if (!rank.async()) wait(compute, reduced)`
+    reference().release_grad(unit, rank);
+  }
+};
+
 const Mutant kMutants[] = {
     {6, "free-at-host-time",
      "under ASYNC frees a gathered buffer at the host's time, while the compute stream may still read it",
@@ -485,6 +496,10 @@ const Mutant kMutants[] = {
     {6, "parks-staging-under-sync",
      "under SYNC parks a collective's temporary (a bf16 copy of the shard) as ASYNC does, where nothing releases it",
      instance<ParksStagingUnderSync>},
+    {6, "replica-returns-before-sync-wait",
+     "release_grad returns for the replica's gradient before SYNC's wait for unit.reduced: under SYNC with no_shard or "
+     "zero1 compute never waits for the all-reduce",
+     instance<ReplicaReturnsBeforeSyncWait>},
 };
 
 }  // namespace
