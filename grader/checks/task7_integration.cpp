@@ -173,32 +173,62 @@ class EmptyModel final : public Model {
   void backward(RunContext&) override {}
 };
 
-// A tied weight whose user runs in a unit nested inside the weight's owner, as the contract allows: the root owns
-// `table`, and the wrapped `block` (a unit of the root's) holds `head`, which computes with it.
-class TiedInsideOwnerModel final : public Model {
+// The tie models: a few modules of made-up kinds (the policy wraps them by kind), each owning a weight where
+// `owns`, one of them the owner of `table`, one computing with it from elsewhere. Shapes only: never run.
+class TieModule final : public Module {
  public:
-  TiedInsideOwnerModel() {
-    Parameter& table = register_parameter("table", {8, 4}, ParamInit::constant(1));
-    register_module<TiedBlock>("block", table);
+  TieModule(std::string name, std::string kind, bool owns, Parameter* table)
+      : Module(std::move(name)), kind_(std::move(kind)) {
+    if (owns) register_parameter("weight", {4, 4}, ParamInit::constant(1));
+    if (table) use_parameter(*table);
   }
-  std::string_view kind() const override { return "TiedInsideOwnerModel"; }
-  Tensor forward(RunContext&, const Batch&) override { fail("TiedInsideOwnerModel is never run"); }
-  void backward(RunContext&) override {}
+  std::string_view kind() const override { return kind_; }
+  Parameter& own_table() { return register_parameter("table", {8, 4}, ParamInit::constant(1)); }
+  TieModule& add(std::string_view name, std::string kind, bool owns, Parameter* table = nullptr) {
+    return register_module<TieModule>(name, std::move(kind), owns, table);
+  }
 
  private:
-  class TiedHead final : public Module {
-   public:
-    TiedHead(std::string name, Parameter& table) : Module(std::move(name)) { use_parameter(table); }
-    std::string_view kind() const override { return "TiedHead"; }
-  };
-  class TiedBlock final : public Module {
-   public:
-    TiedBlock(std::string name, Parameter& table) : Module(std::move(name)) {
-      register_parameter("weight", {4, 4}, ParamInit::constant(1));
-      register_module<TiedHead>("head", table);
-    }
-    std::string_view kind() const override { return "TiedBlock"; }
-  };
+  std::string kind_;
+};
+
+class TieModel final : public Model {
+ public:
+  std::string_view kind() const override { return "TieModel"; }
+  Tensor forward(RunContext&, const Batch&) override { fail("TieModel is never run"); }
+  void backward(RunContext&) override {}
+  Parameter& own_table() { return register_parameter("table", {8, 4}, ParamInit::constant(1)); }
+  TieModule& add(std::string_view name, std::string kind, bool owns, Parameter* table = nullptr) {
+    return register_module<TieModule>(name, std::move(kind), owns, table);
+  }
+};
+
+// A tie the contract allows: the root owns `table`, and `block.head` computes with it from the wrapped `block`, a
+// unit inside the root's.
+struct TiedInsideOwner {
+  TieModel model;
+  TiedInsideOwner() {
+    Parameter& table = model.own_table();
+    model.add("block", "TiedBlock", true).add("head", "TiedHead", false, &table);
+  }
+};
+// The same two units deep: `block.inner.head` uses the root's `table` from `inner`, a unit inside `block`'s, itself
+// inside the root's.
+struct TiedTwoUnitsDeep {
+  TieModel model;
+  TiedTwoUnitsDeep() {
+    Parameter& table = model.own_table();
+    model.add("block", "TiedBlock", true).add("inner", "TiedInner", true).add("head", "TiedHead", false, &table);
+  }
+};
+// A tie the contract refuses: `a` owns `table`, and `b.head` uses it from `b`, a unit beside `a`'s (after it in
+// the plan's order), not inside it: its gradient would land in `a`'s buffer after `a` freed it.
+struct TiedFromASibling {
+  TieModel model;
+  TiedFromASibling() {
+    Parameter& table = model.add("a", "TableOwner", true).own_table();
+    model.add("b", "TableUser", true).add("head", "TiedHead", false, &table);
+  }
 };
 
 Check make(std::string id, std::string title, int points, std::string show,
@@ -244,14 +274,23 @@ const std::vector<DirectCheck> kPlanChecks = {one_unit_per_block, nested_units_o
 CheckOutcome errors_the_contract_names(const CheckContext& c) {
   Gpt2Model model(gpt2_preset("test-tiny"));
   EmptyModel empty;
+  TiedFromASibling sibling;
+  const std::string sibling_case =
+      "a tied weight used from a unit beside its owner's ('a' owns 'table', 'b.head' uses it)";
   const std::vector<std::pair<std::string, std::function<void()>>> cases = {
       {"gpt2 with {ModuleList, Block} (transformer.h is left with nothing)",
-       [&] { graded(c).plan_units(model, std::vector<std::string>{"ModuleList", "Block"}); }},
+       [&] {
+         graded(c).plan_units(model, std::vector<std::string>{"ModuleList", "Block"});
+       }},
       {"gpt2 with {LMHead} (the head only uses the tied wte)",
        [&] { graded(c).plan_units(model, std::vector<std::string>{"LMHead"}); }},
       {"gpt2 with {Embedding} (lm_head in the root uses wte from outside wte's unit)",
        [&] { graded(c).plan_units(model, std::vector<std::string>{"Embedding"}); }},
       {"a model with no parameters", [&] { graded(c).plan_units(empty, {}); }},
+      {sibling_case,
+       [&] {
+         graded(c).plan_units(sibling.model, std::vector<std::string>{"TableOwner", "TableUser"});
+       }},
   };
   int missed = 0;
   std::string first;
@@ -259,19 +298,30 @@ CheckOutcome errors_the_contract_names(const CheckContext& c) {
     if (error_raised(call).empty()) {
       if (missed++ == 0) first = what;
     }
-  // And none where the contract allows a tied weight: its user in a unit nested inside the owner's.
-  TiedInsideOwnerModel tied;
-  const std::string refused = error_raised([&] { graded(c).plan_units(tied, std::vector<std::string>{"TiedBlock"}); });
+  // And none where the contract allows a tied weight: its user in a unit nested inside the owner's, at any depth.
+  TiedInsideOwner inside;
+  TiedTwoUnitsDeep deep;
+  std::string refused =
+      error_raised([&] { graded(c).plan_units(inside.model, std::vector<std::string>{"TiedBlock"}); });
+  std::string refused_case = "a model whose root owns 'table' and whose wrapped 'block' uses it (through 'block.head')";
+  if (refused.empty()) {
+    refused = error_raised([&] {
+      graded(c).plan_units(deep.model, std::vector<std::string>{"TiedBlock", "TiedInner"});
+    });
+    refused_case =
+        "a model whose root owns 'table' and whose wrapped 'block.inner', inside the wrapped 'block', uses "
+        "it (through 'block.inner.head')";
+  }
   if (!refused.empty()) {
     // A plan already off (no root unit: the root's 'table' then has no unit to own it) refuses for that reason.
     const std::string plan_mistake = first_failing_cause(c, kPlanChecks);
     return CheckOutcome::fail(
         "an Error for each, and none for a tied weight whose user runs in a unit nested inside the owner's",
-        "a model whose root owns 'table' and whose wrapped 'block' uses it (through 'block.head') was refused: " +
-            refused,
+        refused_case + " was refused: " + refused,
         plan_mistake.empty()
-            ? "the walk from the user's unit to the owner stopped at the user's own unit: a tied weight may be used "
-              "from the owner's unit or any unit inside it (follow UnitPlan::parent up to the owner)"
+            ? "the walk from the user's unit up to the owner stopped short (at the user's own unit, or its parent): a "
+              "tied weight may be used from the owner's unit or any unit inside it, at any depth (follow "
+              "UnitPlan::parent up until the owner, or -1)"
             : "the plans are off before the tie is looked at: " + plan_mistake,
         1.0 - static_cast<double>(missed + 1) / static_cast<double>(cases.size() + 1));
   }
@@ -281,11 +331,15 @@ CheckOutcome errors_the_contract_names(const CheckContext& c) {
   return CheckOutcome::fail(
       "an Error for each",
       std::to_string(missed) + " of " + std::to_string(cases.size()) + " planned without a word, first: " + first,
-      plan_mistake.empty() ? "the contract's checks left out: an empty unit fails later in task 2, and a tied weight's "
-                             "gradient would land in a freed buffer"
-                           : "the plans are off before any check of the contract's can fire (its cases may then not "
-                             "be empty or tied at all): " +
-                                 plan_mistake,
+      !plan_mistake.empty() ? "the plans are off before any check of the contract's can fire (its cases may then not "
+                              "be empty or tied at all): " +
+                                  plan_mistake
+      : first == sibling_case
+          ? "a tie let through from a unit that is not inside the owner's (one after it in the plan is not "
+            "necessarily inside it): walk UnitPlan::parent up from the user's unit, and refuse unless the walk meets "
+            "the owner; its gradient would land in the owner's buffer after the owner freed it"
+          : "the contract's checks left out: an empty unit fails later in task 2, and a tied weight's gradient would "
+            "land in a freed buffer",
       1.0 - static_cast<double>(missed) / static_cast<double>(cases.size()));
 }
 

@@ -208,6 +208,52 @@ class UnitsByName final : public IntegrationTask {
   }
 };
 
+// The reference's plan (NoChecks') with the contract's checks and its own rule for a tie: `allowed(plans, user,
+// owner)` says whether a module running in unit `user` may use a tied weight unit `owner` owns.
+template <class TieRule>
+std::vector<UnitPlan> plan_with_tie_rule(Module& model, std::span<const std::string> unit_kinds, TieRule allowed) {
+  std::vector<UnitPlan> plans = NoChecks().plan_units(model, unit_kinds);
+  for (const UnitPlan& p : plans)
+    check(!p.params.empty(), "FSDP unit '", p.name, "' has no parameters; a unit must own at least one");
+  const auto index_of = [&](const Module* m) {  // the unit of the nearest enclosing module that is one, or -1
+    for (; m != nullptr; m = m->parent())
+      for (std::size_t u = 0; u < plans.size(); ++u)
+        if (plans[u].module == m) return static_cast<int>(u);
+    return -1;
+  };
+  for (Module* m : model.modules())
+    for (Parameter* shared : m->shared_parameters()) {
+      const auto owner = std::find_if(plans.begin(), plans.end(), [&](const UnitPlan& p) {
+        return std::find(p.params.begin(), p.params.end(), shared) != p.params.end();
+      });
+      const int user = index_of(m);
+      check(owner != plans.end() && user >= 0 && allowed(plans, user, static_cast<int>(owner - plans.begin())),
+            "tied parameter '", shared->name, "' is used by module '", m->name(), "' from outside its owner's unit");
+    }
+  return plans;
+}
+
+// Lets a tied weight's user through when its unit comes after the owner's in the plan ("a unit inside the owner comes
+// after it"), nested or not: a user in a unit beside the owner's is accepted, and its gradient lands in a freed buffer.
+class TieCheckByIndex final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    return plan_with_tie_rule(model, unit_kinds,
+                              [](const std::vector<UnitPlan>&, int user, int owner) { return user >= owner; });
+  }
+};
+
+// Walks one level up only (the user's unit or its parent): a user two units deep inside the owner's, which the
+// contract allows, is refused.
+class TieCheckOneLevel final : public IntegrationTask {
+ public:
+  std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
+    return plan_with_tie_rule(model, unit_kinds, [](const std::vector<UnitPlan>& plans, int user, int owner) {
+      return user == owner || plans[static_cast<std::size_t>(user)].parent == owner;
+    });
+  }
+};
+
 const Mutant kMutants[] = {
     {7, "subtree-parameters",
      "takes module->parameters(), the whole subtree, for each unit: nested units' parameters are held twice",
@@ -232,6 +278,13 @@ const Mutant kMutants[] = {
     {7, "tied-user-in-owner-only",
      "refuses a tied weight used from a unit nested inside its owner's, which the contract allows",
      instance<TiedUserInOwnerOnly>},
+    {7, "tie-check-by-index",
+     "lets a tied weight's user through when its unit comes after the owner's in the plan: a unit beside the "
+     "owner's is accepted",
+     instance<TieCheckByIndex>},
+    {7, "tie-check-one-level",
+     "refuses a tied weight used from a unit two levels inside its owner's (the walk up stops at the parent)",
+     instance<TieCheckOneLevel>},
     {7, "root-named-empty", "names the root unit by its module's empty name() instead of \"(root)\"",
      instance<RootNamedEmpty>},
     {7, "units-by-name", "lists the units sorted by name instead of outermost first in pre-order",
