@@ -8,6 +8,7 @@
 // the two-buffer pool runs clean. Then real trainings under each mode equal the single-rank baseline —
 // and every run is watched by the race detector, which names both ops of a missing wait.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -176,8 +177,18 @@ std::string replica_gradient(const GradedRun& graded) {
 // The limiter counts gathered parameters (release_full parks them with rate_limited(unit)); a full gradient parked
 // as limited too (release_grad's push(..., true)) fills the limit with reductions in flight, and the host waits for
 // them before the next gathers: a late step with no host sync in the code. ScheduleWatch counts those parkings.
+//
+// [Note: the units after() names]
+// Whether a prefetch buys overlap depends on the run: under ASYNC the host runs ahead of the device, so a forward
+// whose after(pre_forward) names nothing still finds its gathers issued early, and on the sim device's small cases
+// overlaps as much. What the policy asks is structural: after() names the next unit at the points it serves
+// (--prefetch forward: pre_forward; backward-pre: pre_backward; backward-post: post_backward) and at no other.
+// ScheduleWatch counts the units after() names at each point, the reference's run too, and the prefetch checks
+// compare the counts.
 class ScheduleWatch final : public OverlapTask {
  public:
+  static constexpr std::size_t kPassPoints = 4;  // PassPoint's values
+
   explicit ScheduleWatch(const OverlapTask& task) : OverlapTask(task.origin()), task_(task) {}
   bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
     const bool acquired = task_.acquire_full(unit, rank, prefetch);
@@ -195,7 +206,9 @@ class ScheduleWatch final : public OverlapTask {
     task_.release_staging(std::move(staging), done, rank);
   }
   FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
-    return task_.after(point, unit, rank);
+    FsdpUnit* next = task_.after(point, unit, rank);
+    if (next) ++named_[static_cast<std::size_t>(point)];
+    return next;
   }
   void begin_forward(FsdpRank& rank) const override { task_.begin_forward(rank); }
   void end_backward(FsdpRank& rank) const override { task_.end_backward(rank); }
@@ -204,10 +217,17 @@ class ScheduleWatch final : public OverlapTask {
   int without_waiting() const { return without_waiting_; }
   // Full gradients release_grad parked as rate-limited, on every rank of the run.
   int limited_grads() const { return limited_grads_; }
+  // The units after() named at each pass point, on every rank of the run.
+  std::array<int, kPassPoints> named() const {
+    std::array<int, kPassPoints> counts{};
+    for (std::size_t i = 0; i < kPassPoints; ++i) counts[i] = named_[i];
+    return counts;
+  }
 
  private:
   const OverlapTask& task_;
   mutable std::atomic<int> without_waiting_{0}, limited_grads_{0};  // the ranks are threads of one process
+  mutable std::array<std::atomic<int>, kPassPoints> named_{};
 };
 
 // Both runs of one case, the graded and the reference's; a failed graded run is the outcome.
@@ -216,6 +236,8 @@ struct Schedules {
   std::optional<CheckOutcome> failed;
   int declined_without_waiting = 0;  // the graded run's (see the note above); the reference's is 0
   int limited_grads = 0;             // the graded run's gradients parked as rate-limited; the reference's is 0
+  // The units after() named at each pass point ([Note: the units after() names]), in each run.
+  std::array<int, ScheduleWatch::kPassPoints> named{}, reference_named{};
 };
 
 // A failed run's cause: cause_of_training's, `race_cause` (the missing wait the check makes likely) for a race that
@@ -231,7 +253,12 @@ Schedules schedules(const CheckContext& ctx, const GradeCase& c, const std::stri
   s.graded = train_graded(c, graded, ctx.scratch, {.ops = true});
   s.declined_without_waiting = watch.without_waiting();
   s.limited_grads = watch.limited_grads();
-  s.reference = train_graded(c, ctx.reference, ctx.scratch, {.ops = true});
+  s.named = watch.named();
+  FsdpTasks reference = ctx.reference;
+  const ScheduleWatch reference_watch(*ctx.reference.overlap);
+  reference.overlap = &reference_watch;
+  s.reference = train_graded(c, reference, ctx.scratch, {.ops = true});
+  s.reference_named = reference_watch.named();
   if (!s.graded.trained())
     s.failed = stopped_training(
         expected, s.graded, cause_of_training(s.graded, race_cause, "", [&] { return race_diagnosis(c, s.graded); }));
@@ -260,6 +287,19 @@ bool limiter_held_prefetches(const Schedules& s) {
 }
 
 // `declined` prefetches declined without waiting; no count where the diagnostic gives it elsewhere.
+// Where after() named more or fewer units at a pass point than the reference's ([Note: the units after() names]):
+// "after(pre_forward) named 0 units, the reference's 24"; "" where every count is the reference's.
+std::string named_units_text(const Schedules& s) {
+  static constexpr const char* kPoint[ScheduleWatch::kPassPoints] = {"pre_forward", "post_forward", "pre_backward",
+                                                                     "post_backward"};
+  std::string text;
+  for (std::size_t i = 0; i < ScheduleWatch::kPassPoints; ++i)
+    if (s.named[i] != s.reference_named[i])
+      text += (text.empty() ? "" : "; ") + std::string("after(") + kPoint[i] + ") named " + std::to_string(s.named[i]) +
+              " units to prefetch, the reference's " + std::to_string(s.reference_named[i]);
+  return text;
+}
+
 std::string declined_text(std::optional<int> declined = std::nullopt) {
   return "acquire_full declined " + (declined ? std::to_string(*declined) + " " : std::string()) +
          "prefetches while a rate-limited unit was still parked: at a full limit the host first waits for the "
@@ -347,6 +387,19 @@ CheckOutcome with_budget(CheckOutcome outcome, const Schedules& s) {
   return outcome;
 }
 
+// A prefetch check that found the overlap but not the prefetches the policy asks for: half its points.
+CheckOutcome named_units_differ(const Schedules& s, const GradeCase& c, std::string named) {
+  return with_budget(
+      CheckOutcome::fail("after() naming the next unit at the points --prefetch " + prefetch_name(c.options.prefetch) +
+                             " serves, as often as the reference's",
+                         std::move(named) + " (every rank, every step; the host running ahead hid it here)",
+                         "after() names the next unit at the points the policy serves (forward: pre_forward, "
+                         "next_in_forward; backward-pre: pre_backward, backward-post: post_backward, "
+                         "next_in_backward) and nullptr at the others: test the policy's own setting at each point",
+                         0.5),
+      s);
+}
+
 // The mistake a failed schedule check names: its likely mistake where it passed over budget and found one, nothing
 // where it names only the budget's symptoms, else its cause.
 std::string named_mistake(const CheckOutcome& outcome) {
@@ -423,7 +476,10 @@ CheckOutcome forward_gathers_overlap_compute(const CheckContext& ctx, const Grad
     };
     const int ahead = backward_gathers_overlapping(s.graded),
               reference_ahead = backward_gathers_overlapping(s.reference);
-    if (ahead <= reference_ahead) return with_budget(CheckOutcome::pass(), s);
+    if (ahead <= reference_ahead) {
+      if (std::string named = named_units_text(s); !named.empty()) return named_units_differ(s, forward, named);
+      return with_budget(CheckOutcome::pass(), s);
+    }
     return with_budget(
         CheckOutcome::fail("no backward gather fetched ahead (--prefetch forward asks for none there)",
                            std::to_string(ahead) + " backward gathers overlap compute, the reference's " +
@@ -453,7 +509,10 @@ CheckOutcome backward_collectives_overlap_compute(const CheckContext& ctx, const
   if (s.failed) return *s.failed;
   const int got = backward_collectives_overlapping(s.graded), want = backward_collectives_overlapping(s.reference);
   const int total = static_cast<int>(collectives(s.graded.ops[0], std::nullopt, "backward").size());
-  if (got >= want) return with_budget(CheckOutcome::pass(), s);
+  if (got >= want) {
+    if (std::string named = named_units_text(s); !named.empty()) return named_units_differ(s, backward, named);
+    return with_budget(CheckOutcome::pass(), s);
+  }
   const std::string extra_waits = extra_compute_waits(s);
   return with_budget(
       CheckOutcome::fail(

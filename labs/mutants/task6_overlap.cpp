@@ -412,6 +412,42 @@ class ReplicaReturnsBeforeSyncWait final : public LikeTheReference {
   }
 };
 
+// Forward prefetch forgotten: after(pre_forward) never names the next unit of the recorded order, so --prefetch forward
+// (and all) gathers each unit only when the host reaches its pre-forward.
+class NoForwardPrefetch final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = reference().after(point, unit, rank);  // keeps the recorded orders
+    return point == PassPoint::pre_forward ? nullptr : next;
+  }
+};
+
+// Backward prefetch always issued at the pre-backward, whatever the policy's point: --prefetch backward-post
+// prefetches where backward-pre does, and after(post_backward) never names a unit.
+class PostPrefetchesAtPre final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = reference().after(point, unit, rank);  // keeps the recorded orders (backward_started)
+    if (point == PassPoint::post_backward) return nullptr;
+    if (point == PassPoint::pre_backward && rank.async() && rank.options.prefetch.backward != BackwardPrefetch::none)
+      return next_in_backward(rank.schedule, unit);
+    return next;
+  }
+};
+
+// Forward prefetch whatever the policy: once the order is recorded, after(pre_forward) names the next unit even when
+// --prefetch has no `forward` (backward-pre, backward-post, the default); backward-prefetch counts the units after()
+// names at each point.
+class ForwardPrefetchUnasked final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = reference().after(point, unit, rank);
+    if (point == PassPoint::pre_forward && rank.async() && rank.schedule.order_recorded)
+      return next_in_forward(rank.schedule, unit);
+    return next;
+  }
+};
+
 const Mutant kMutants[] = {
     {6, "free-at-host-time",
      "under ASYNC frees a gathered buffer at the host's time, while the compute stream may still read it",
@@ -500,6 +536,18 @@ const Mutant kMutants[] = {
      "release_grad returns for the replica's gradient before SYNC's wait for unit.reduced: under SYNC with no_shard or "
      "zero1 compute never waits for the all-reduce",
      instance<ReplicaReturnsBeforeSyncWait>},
+    {6, "no-forward-prefetch",
+     "after(pre_forward) never names the next unit of the recorded forward order: --prefetch forward prefetches "
+     "nothing",
+     instance<NoForwardPrefetch>},
+    {6, "post-prefetches-at-pre",
+     "backward prefetch is issued at the pre-backward whatever the policy: --prefetch backward-post prefetches as "
+     "backward-pre does",
+     instance<PostPrefetchesAtPre>},
+    {6, "forward-prefetch-unasked",
+     "after(pre_forward) names the next unit whatever the policy, so --prefetch backward-pre fetches ahead in the "
+     "forward too",
+     instance<ForwardPrefetchUnasked>},
 };
 
 }  // namespace
