@@ -286,9 +286,8 @@ bool limiter_held_prefetches(const Schedules& s) {
          peak_param_full(s.graded) < peak_param_full(s.reference);
 }
 
-// `declined` prefetches declined without waiting; no count where the diagnostic gives it elsewhere.
 // Where after() named more or fewer units at a pass point than the reference's ([Note: the units after() names]):
-// "after(pre_forward) named 0 units, the reference's 24"; "" where every count is the reference's.
+// "after(pre_forward) named 0 units to prefetch, the reference's 24"; "" where every count is the reference's.
 std::string named_units_text(const Schedules& s) {
   static constexpr const char* kPoint[ScheduleWatch::kPassPoints] = {"pre_forward", "post_forward", "pre_backward",
                                                                      "post_backward"};
@@ -300,6 +299,7 @@ std::string named_units_text(const Schedules& s) {
   return text;
 }
 
+// `declined` prefetches declined without waiting; no count where the diagnostic gives it elsewhere.
 std::string declined_text(std::optional<int> declined = std::nullopt) {
   return "acquire_full declined " + (declined ? std::to_string(*declined) + " " : std::string()) +
          "prefetches while a rate-limited unit was still parked: at a full limit the host first waits for the "
