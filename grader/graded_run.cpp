@@ -83,6 +83,13 @@ GradeCase small_gpt2(int world) {
   return c;
 }
 
+GradeCase one_rank_in_bf16() {
+  GradeCase c = small_gpt2(1);
+  c.name += " bf16";
+  c.options.param_dtype = DType::bf16;
+  return c;
+}
+
 GradedRun train_graded(const GradeCase& c, const FsdpTasks& tasks, const fs::path& scratch, RunWanted wanted) {
   GradedRun out;
   FsdpRun fsdp;

@@ -55,6 +55,10 @@ std::string break_flag(int task, const FsdpOptions& options, int world);
 // 6 ranks), 3 steps of AdamW at lr 1e-3 — big enough that every unit is cut between ranks, small enough
 // that a check trains in well under a second.
 GradeCase small_gpt2(int world);
+// small_gpt2(1) in bf16: where a task that skips its collective at W = 1 meets the engine's bf16 cast of the shard
+// (all-gather stream) or widening of the gradient (reduce-scatter stream), a race. Tasks 3's and 4's stream checks
+// show their W = 1 failures on it.
+GradeCase one_rank_in_bf16();
 
 // What a graded training gives back.
 struct GradedRun {

@@ -170,9 +170,8 @@ CheckOutcome one_gather_on_its_stream_event_behind_it(const CheckContext& c) {
             break;
           }
       }
-      // At W = 1 the mistake shows in bf16, where it meets the all-gather stream's cast of the bf16 shard: a race.
-      if (r.world == 1 && !mine.passed())
-        mine.show = "fsdplab gui --model gpt2 --preset test-tiny --world 1 --precision bf16 {impl} --compare impl";
+      // At W = 1 the mistake shows in bf16, as a race with the engine's cast of the shard.
+      if (r.world == 1 && !mine.passed()) mine.show = one_rank_in_bf16().command("gui", "{impl}");
     });
     if (CheckOutcome outcome = first_failure(found); !outcome.passed()) return outcome;
   }
