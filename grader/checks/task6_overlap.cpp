@@ -818,6 +818,71 @@ CheckOutcome memory_released(const CheckContext& ctx, const GradeCase& sync) {
   return *failed;
 }
 
+// ---- a prefetch never used ------------------------------------------------------------------------------
+
+// [Note: a prefetch never used]
+// A prefetch that after() names and the pass never runs again stays `gathering` when the backward ends: its gather
+// still reads the unit's shard when the optimizer step writes it, and its buffer is never given back. end_backward
+// refuses it (check_prefetches_used, UnusedPrefetch naming the unit). A correct after() never leaves one, so no
+// training of the graded task shows whether end_backward would: StrayPrefetch runs the graded task with an after()
+// that, at the last post-backward of a pass, names a unit the pass is done with. The run must stop at that pass's
+// end with the UnusedPrefetch, as the reference's does.
+class StrayPrefetch final : public OverlapTask {
+ public:
+  explicit StrayPrefetch(const OverlapTask& task) : OverlapTask(task.origin()), task_(task) {}
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    return task_.acquire_full(unit, rank, prefetch);
+  }
+  void release_full(FsdpUnit& unit, FsdpRank& rank) const override { task_.release_full(unit, rank); }
+  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override { task_.acquire_grad(unit, rank); }
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override { task_.release_grad(unit, rank); }
+  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
+    task_.release_staging(std::move(staging), done, rank);
+  }
+  // The graded after(), but at the pass's last post-backward (the lifecycle counts them: post_backwards_seen is the
+  // number done before this one), a unit already resharded.
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = task_.after(point, unit, rank);
+    const OverlapState& s = rank.schedule;
+    if (point != PassPoint::post_backward || s.post_backwards_seen + 1 != s.units.size()) return next;
+    for (FsdpUnit* done : s.units)
+      if (done != &unit && done->state == UnitState::sharded) return done;
+    return next;
+  }
+  void begin_forward(FsdpRank& rank) const override { task_.begin_forward(rank); }
+  void end_backward(FsdpRank& rank) const override { task_.end_backward(rank); }
+
+ private:
+  const OverlapTask& task_;
+};
+
+// See [Note: a prefetch never used].
+CheckOutcome unused_prefetch_refused(const CheckContext& ctx, const GradeCase& c) {
+  const std::string expected =
+      "the pass that prefetched a unit it never ran again stops at its end with an UnusedPrefetch naming the unit "
+      "(the reference's run does)";
+  FsdpTasks graded = ctx.tasks, reference = ctx.reference;
+  const StrayPrefetch stray(*ctx.tasks.overlap), reference_stray(*ctx.reference.overlap);
+  graded.overlap = &stray;
+  reference.overlap = &reference_stray;
+  const GradedRun reference_run = train_graded(c, reference, ctx.scratch, {.params = false});
+  if (!reference_run.unused_prefetch)
+    throw Error("the reference's run of " + c.name + " with a stray prefetch did not stop with an UnusedPrefetch: " +
+                (reference_run.trained() ? std::string("it trained") : reference_run.error));
+  const GradedRun run = train_graded(c, graded, ctx.scratch, {.params = false});
+  if (run.unused_prefetch) return CheckOutcome::pass();
+  if (run.todo) return CheckOutcome::fail(expected, failure_text(run), kTodoLeft);
+  CheckOutcome missed = CheckOutcome::fail(
+      expected,
+      run.trained() ? "the run trained to its end with the unit still gathering"
+                    : failure_text(run) + (run.race ? "" : " (not an UnusedPrefetch)"),
+      "end_backward let a unit still `gathering` through: its gather then reads the shard the optimizer step writes, "
+      "and its buffer is never given back; call check_prefetches_used(rank.schedule) there, which raises the "
+      "UnusedPrefetch");
+  missed.unseen = true;  // only the grader's stray after() makes one: no fsdplab command shows it
+  return missed;
+}
+
 }  // namespace
 
 // ---- the catalog ------------------------------------------------------------------------------------------
@@ -890,6 +955,9 @@ std::vector<Check> overlap_checks() {
       make("memory-released",
            "SYNC and ASYNC, bf16: each step leaves allocated what the step before left (nothing parked for good)", 1,
            four_steps_in_bf16(sync), memory_released, Shown::whole_runs),
+      make("unused-prefetch",
+           "end_backward refuses a prefetch its pass never used (a unit still gathering: UnusedPrefetch)", 1,
+           numerics_all, unused_prefetch_refused),
       equivalence_check(
           6, "training-async", "ASYNC, prefetch all, llama --wrap linear, W=2: equals the single-rank baseline", 1,
           numerics_all, "a buffer freed before its last user, or a prefetch of the wrong unit", race_or_schedule),

@@ -448,6 +448,15 @@ class ForwardPrefetchUnasked final : public LikeTheReference {
   }
 };
 
+// end_backward without its check: a unit after() prefetched and the pass never ran again goes on gathering while the
+// optimizer step writes its shard (unused-prefetch).
+class UnusedPrefetchUnchecked final : public LikeTheReference {
+ public:
+  void end_backward(FsdpRank& rank) const override {
+    if (rank.async()) rank.schedule.parked.release_completed(rank.device);
+  }
+};
+
 const Mutant kMutants[] = {
     {6, "free-at-host-time",
      "under ASYNC frees a gathered buffer at the host's time, while the compute stream may still read it",
@@ -548,6 +557,9 @@ const Mutant kMutants[] = {
      "after(pre_forward) names the next unit whatever the policy, so --prefetch backward-pre fetches ahead in the "
      "forward too",
      instance<ForwardPrefetchUnasked>},
+    {6, "unused-prefetch-unchecked",
+     "end_backward never calls check_prefetches_used, so a prefetch its pass never used goes on gathering",
+     instance<UnusedPrefetchUnchecked>},
 };
 
 }  // namespace
