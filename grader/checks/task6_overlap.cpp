@@ -871,15 +871,18 @@ CheckOutcome unused_prefetch_refused(const CheckContext& ctx, const GradeCase& c
                 (reference_run.trained() ? std::string("it trained") : reference_run.error));
   const GradedRun run = train_graded(c, graded, ctx.scratch, {.params = false});
   if (run.unused_prefetch) return CheckOutcome::pass();
-  if (run.todo) return CheckOutcome::fail(expected, failure_text(run), kTodoLeft);
-  CheckOutcome missed = CheckOutcome::fail(
-      expected,
-      run.trained() ? "the run trained to its end with the unit still gathering"
-                    : failure_text(run) + (run.race ? "" : " (not an UnusedPrefetch)"),
+  const std::string let_through =
       "end_backward let a unit still `gathering` through: its gather then reads the shard the optimizer step writes, "
       "and its buffer is never given back; call check_prefetches_used(rank.schedule) there, which raises the "
-      "UnusedPrefetch");
-  missed.unseen = true;  // only the grader's stray after() makes one: no fsdplab command shows it
+      "UnusedPrefetch";
+  CheckOutcome missed =
+      run.trained()
+          ? CheckOutcome::fail(expected, "the run trained to its end with the unit still gathering", let_through)
+          : stopped_training(expected, run,
+                             cause_of_training(run, let_through, "", [&] { return race_diagnosis(c, run); }));
+  // Only the grader's stray after() makes such a prefetch: where the graded task trains the case clean without it, no
+  // fsdplab command shows the failure.
+  missed.unseen = train_graded(c, ctx.tasks, ctx.scratch, {.params = false}).trained();
   return missed;
 }
 
