@@ -337,6 +337,7 @@ CheckOutcome check_one_update(const CheckContext& c) {
 struct GatherProblem {
   std::string got;
   std::string cause;
+  double fraction = 0;  // of the check's points a problem of cost alone keeps
 };
 
 GatherProblem gathered_problem(const std::vector<OpRecord>& ops, std::size_t first, const RankUnits& mine, int rank,
@@ -381,6 +382,15 @@ GatherProblem gathered_problem(const std::vector<OpRecord>& ops, std::size_t fir
               "over the group given"};
     }
   }
+  // The replicas are right: what else was issued costs memory and a pass over each unit.
+  for (std::size_t i = first; i < ops.size(); ++i)
+    if (!is_communication(ops[i].category))
+      return {who + " issued '" + ops[i].name + "' (" + std::string(category_name(ops[i].category)) + ", on the " +
+                  std::string(lane_name(ops[i].lane)) + " stream) besides its gathers",
+              "the gather writes the replica in place (group.all_gather(stream, unit.master, unit.replica): master is "
+              "chunk group.rank() of replica, which a collective allows); a gather into a buffer of its own and a "
+              "copy into the replica hold a whole unit's memory more and add a pass over it",
+              0.5};
   return {};
 }
 
@@ -402,8 +412,8 @@ CheckOutcome check_zero_gather(const CheckContext& c) {
     if (!p.got.empty())
       return CheckOutcome::fail(
           "on each of 3 ranks (zero2, one SGD step): one all_gather per unit on the all-gather stream, "
-          "and every replica whole and updated, equal on every rank",
-          p.got, p.cause);
+          "and every replica whole and updated, equal on every rank, and nothing else issued",
+          p.got, p.cause, p.fraction);
   return CheckOutcome::pass();
 }
 

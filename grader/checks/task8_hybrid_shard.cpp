@@ -283,6 +283,17 @@ CheckOutcome check_stream(const CheckContext& c) {
           named(other) + ": not on the reduce-scatter stream, where the reduce-scatter that wrote grad_shard ran",
           cause);
     }
+  // ReduceOp::avg divides in the collective: a scale before or after it is one more pass over the shard.
+  if (call.issued.size() != 1) {
+    const OpRecord& extra = call.issued[&call.issued.front() == &op ? 1 : 0];
+    return CheckOutcome::fail(
+        expected,
+        "rank 0 issued " + std::to_string(call.issued.size()) + " ops, " + named(extra) + " besides the all-reduce",
+        "the mean made in ops of its own (a sum, then a scale by 1 / replicas, or each gradient "
+        "divided first): an elementwise pass more over grad_shard per unit on the reduce-scatter "
+        "stream, and in bf16 a second rounding; ReduceOp::avg averages inside the collective",
+        0.5);
+  }
   // A host sync of any stream, with every other stream busy for 3 ms.
   const ReplicaCall busy = call_all_reduce(c, 4, 2, 3'000'000)[0];
   if (busy.host_after >= busy.reduce_scatter_end)

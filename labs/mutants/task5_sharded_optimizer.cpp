@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/fsdp/sharded_optimizer.hpp"
+#include "engine/tensor/elementwise.hpp"
 #include "labs/mutants/mutants.hpp"
 
 namespace fsdplab {
@@ -134,6 +135,27 @@ class GatherHostSync final : public LikeTheReference {
   }
 };
 
+// Not trusting the in-place gather: each unit gathered into a buffer of its own, then copied into its replica (the
+// values right; a whole unit's memory more and a pass over it).
+class GatherIntoTemporary final : public LikeTheReference {
+ public:
+  void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
+    Event updated("fsdp.optimizer_updated");
+    device.record(updated, Lane::compute);
+    device.wait(Lane::all_gather, updated);
+    const Stream stream = device.stream(Lane::all_gather);
+    for (const UnitShards& unit : units) {
+      const Tensor whole = Tensor::empty(device, unit.replica.shape(), DType::f32, MemTag::param_full,
+                                         unit.name + ".updated", Lane::all_gather);
+      group.all_gather(stream, unit.master, whole);
+      copy(stream, whole, unit.replica);
+    }
+    Event gathered("fsdp.updates_gathered");
+    device.record(gathered, Lane::all_gather);
+    device.wait(Lane::compute, gathered);
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> sharded_optimizer_mutants() {
@@ -158,6 +180,9 @@ std::span<const Mutant> sharded_optimizer_mutants() {
        instance<BroadcastsAfterStep>},
       {5, "gather-host-sync", "all_gather_updates orders the gathers with host waits (synchronize) instead of events",
        instance<GatherHostSync>},
+      {5, "gather-into-temporary",
+       "gathers each unit into a buffer of its own and copies it into the replica, where the gather writes it in place",
+       instance<GatherIntoTemporary>},
   };
   return mutants;
 }

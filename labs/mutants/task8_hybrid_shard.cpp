@@ -2,6 +2,7 @@
 // (engine/fsdp/hybrid_shard_reference.cpp) with one defect. The methods a mutant gets right are the
 // reference's, called through reference_hybrid_shard() (LikeTheReference).
 #include "engine/fsdp/hybrid_shard_task.hpp"
+#include "engine/tensor/elementwise.hpp"
 #include "labs/mutants/mutants.hpp"
 
 namespace fsdplab {
@@ -104,6 +105,27 @@ class HostSyncOfCompute final : public LikeTheReference {
   }
 };
 
+// The mean made by hand: the replicas' gradients summed, then scaled by 1 / replicas, where ReduceOp::avg divides in
+// the collective (one elementwise pass more per unit on the reduce-scatter stream).
+class SumThenScale final : public LikeTheReference {
+ public:
+  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
+    const Stream stream = device.stream(Lane::reduce_scatter);
+    replica_group.all_reduce(stream, grad_shard, ReduceOp::sum);
+    scale(stream, grad_shard, 1.0f / static_cast<float>(replica_group.world()), grad_shard);
+  }
+};
+
+// Each replica's gradient divided by the replica count first, then summed (a gradient pre-divide factor).
+class PredivideThenSum final : public LikeTheReference {
+ public:
+  void all_reduce_replicas(Device& device, Communicator& replica_group, const Tensor& grad_shard) const override {
+    const Stream stream = device.stream(Lane::reduce_scatter);
+    scale(stream, grad_shard, 1.0f / static_cast<float>(replica_group.world()), grad_shard);
+    replica_group.all_reduce(stream, grad_shard, ReduceOp::sum);
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> hybrid_shard_mutants() {
@@ -132,6 +154,10 @@ std::span<const Mutant> hybrid_shard_mutants() {
        instance<ComputeWaitsForReduceScatter>},
       {8, "host-sync-of-compute", "the host synchronizes the compute stream after the all-reduce",
        instance<HostSyncOfCompute>},
+      {8, "sum-then-scale", "sums the replicas' gradients, then scales by 1 / replicas, where ReduceOp::avg divides",
+       instance<SumThenScale>},
+      {8, "predivide-then-sum", "divides each gradient by the replica count, then sums, where ReduceOp::avg divides",
+       instance<PredivideThenSum>},
   };
   return mutants;
 }

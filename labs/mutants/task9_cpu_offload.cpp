@@ -117,6 +117,34 @@ class MemcpyStreamSync final : public LikeTheReference {
   void wait_for_grad_on_host(Device& device, const Event&) const override { device.synchronize(Lane::memcpy); }
 };
 
+// The copy up ordered after the compute stream's work too, "to be safe": the copy, and the gather behind it, no longer
+// run under the unit computing now.
+class CopyUpWaitsForCompute final : public LikeTheReference {
+ public:
+  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
+    device.wait_stream(Lane::memcpy, Lane::compute);
+    reference().copy_shard_to_device(device, host_shard, device_copy);
+  }
+};
+
+// The copy up ordered after the reduce-scatter stream too, "so the memcpy stream's two directions do not cross".
+class CopyUpWaitsForReductions final : public LikeTheReference {
+ public:
+  void copy_shard_to_device(Device& device, const Tensor& host_shard, const Tensor& device_copy) const override {
+    device.wait_stream(Lane::memcpy, Lane::reduce_scatter);
+    reference().copy_shard_to_device(device, host_shard, device_copy);
+  }
+};
+
+// The copy up's wait pasted into the copy back: the copy back waits for every gather issued before it too.
+class CopyBackWaitsForGathers final : public LikeTheReference {
+ public:
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    device.wait_stream(Lane::memcpy, Lane::all_gather);
+    reference().copy_grad_to_host(device, device_grad, host_grad);
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> cpu_offload_mutants() {
@@ -146,6 +174,14 @@ std::span<const Mutant> cpu_offload_mutants() {
       {9, "memcpy-stream-sync",
        "wait_for_grad_on_host synchronizes the memcpy stream instead of the `landed` event, waiting for later copies",
        instance<MemcpyStreamSync>},
+      {9, "copy-up-waits-for-compute",
+       "the copy up waits for the compute stream too, so it no longer runs under compute",
+       instance<CopyUpWaitsForCompute>},
+      {9, "copy-up-waits-for-reductions", "the copy up waits for the reduce-scatter stream too",
+       instance<CopyUpWaitsForReductions>},
+      {9, "copy-back-waits-for-gathers",
+       "the copy back waits for the all-gather stream too (the copy up's wait, pasted)",
+       instance<CopyBackWaitsForGathers>},
   };
   return mutants;
 }
