@@ -573,14 +573,27 @@ TEST(GraderDiagnostics, AStreamWaitInTheWrongPlaceIsNamed) {
       // A host sync before the gather shows with work in flight on the other streams.
       {3, "sync-before-gather", "no-host-sync", -1, "", "the host waits for the device (a synchronize) in all_gather",
        ""},
-      {9, "reductions-wait-for-copy-back", "copy-back", 0.75,
+      {9, "reductions-wait-for-copy-back", "copy-back", 0.8,
        "'reduce_scatter transformer.h.0.flat_grad_shard_device (the next unit's reduction)' on the reduce_scatter "
        "stream",
        "another stream made to wait for the copy back", ""},
       {9, "reductions-wait-for-copy-back", "training-offload", 1, "", "", ""},
       // Only a stream wait counts as waiting: a copy back that merely starts early loses that part alone.
-      {9, "copy-back-before-reduction", "copy-back", 0.75, "", "", "another stream made to wait"},
+      {9, "copy-back-before-reduction", "copy-back", 0.8, "", "", "another stream made to wait"},
       {9, "compute-waits-for-copy-up", "copy-up-order", -1, "the compute stream made to wait for the copy", "", ""},
+      // A copy that waits for a stream whose work it does not read: the other streams are busy before the call.
+      {9, "copy-up-waits-for-compute", "copy-up-order", 0.75, "waits for the compute stream's work",
+       "66.396 against 63.499 ms", ""},
+      {9, "copy-up-waits-for-reductions", "copy-up-order", 0.75, "waits for the reduce_scatter stream's work",
+       "the contract is what the copy reads", "66.396"},
+      {9, "copy-back-waits-for-gathers", "copy-back", 0.8,
+       "waits for 'all_gather transformer.h.0.flat_param_full (a prefetch)'", "the copy up's wait, pasted", ""},
+      // The mean made in ops of the task's own, and a gather through a buffer of its own: costs, half the check.
+      {8, "sum-then-scale", "replica-stream", 0.5, "'scale' (compute, 0 B) on the reduce_scatter stream",
+       "ReduceOp::avg averages inside the collective", ""},
+      {5, "gather-into-temporary", "zero-gather", 0.5, "issued 'copy'", "writes the replica in place", ""},
+      // end_backward without check_prefetches_used: the grader's stray prefetch races the optimizer step.
+      {6, "unused-prefetch-unchecked", "unused-prefetch", 0, "stream race on", "end_backward let it through", ""},
       // Task 6: a compute wait beyond the reference's is read from the op graph, not blamed on after().
       {6, "release-grad-waits-under-async", "step-time", 0, "",
        "the compute stream waited for the reduce_scatter stream 12 times in the measured step's backward, the "
