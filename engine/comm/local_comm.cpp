@@ -27,12 +27,23 @@ std::string rank_failed_text(int rank, std::string_view reason) {
 // A collective meets three times, so that one rank's data can be read by its peers in place:
 //   0 arrived        fingerprints compared, start time agreed (before the op is launched);
 //   1 launched       inside the op's body: every rank passed its launch checks, so none will unwind
-//                    and free the buffers its peers are about to read;
+//                    and free the buffers its peers are about to read (nor leave: [Note: leaving a round]);
 //   2 read           every rank has read what it needs from its peers into scratch of its own, so a
 //                    rank may now write its output even where it is a peer's input (in-place
 //                    collectives, all_reduce) without a peer reading half-written data.
 // On a dry run the body never runs, so only the first meeting happens (dry_run is in the
 // fingerprint, so every rank of the group agrees on that).
+//
+// [Note: leaving a round]
+// A rank that stops waiting at a meeting (a peer failed elsewhere in the world, a timeout) unwinds and frees what it
+// brought, its input among it: it may leave only where no peer reads, or will read, that input.
+// - Before meeting 1 completes nobody reads: a rank that leaves there takes its arrival back, so that meeting can no
+//   longer complete and its peers leave too (nobody reads a buffer of a rank that left).
+// - At meeting 2 every rank of the group passed meeting 1: each reads, or has read. A rank leaves only once every
+//   peer's reads have ended (Round::reads_ended: a copy or a sum, no wait, so they end by themselves, an exception
+//   included); where that completes the meeting, nobody leaves.
+// Without this, a rank done reading first left while a slower peer still read its memory, which the rank's device
+// then gave back to the system: a crash of the whole process instead of the peer's error.
 //
 // On the cuda device (ranks sharing a GPU) the data moves on the GPU, ordered by events instead of by the
 // host: each rank records `ready` where its stream reaches the collective and brings it to the first
@@ -41,6 +52,7 @@ std::string rank_failed_text(int rank, std::string_view reason) {
 // for every peer's `done` before it goes on, so no rank overwrites or frees its input while a peer still
 // reads it. The host never waits for the GPU.
 constexpr int kPhases = 3;
+constexpr int kReadsMeeting = 2;  // the meeting after the reads of the peers' inputs
 constexpr std::array<const char*, kPhases> kNeverDid = {"arrived", "launched its op",
                                                         "finished reading its peers' data"};
 
@@ -63,6 +75,7 @@ struct LocalWorld::Round {
   std::vector<Call> calls;   // by group rank
   std::array<std::vector<bool>, kPhases> reached;
   std::array<std::size_t, kPhases> count{};
+  std::size_t reads_ended = 0;    // ranks whose reads of their peers' inputs ended ([Note: leaving a round])
   std::string mismatch;           // set when the calls disagree
   std::vector<int> split_groups;  // split: each member's new group
 };
@@ -145,6 +158,11 @@ void LocalWorld::wait_phase(Round& round, const Seat& seat, int phase) {
   wait_locked(lock, round, seat, phase);
 }
 
+void LocalWorld::end_reads(Round& round) {
+  std::lock_guard lock(mutex_);
+  if (++round.reads_ended == round.members.size()) changed_.notify_all();
+}
+
 void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, const Seat& seat, int phase) {
   const auto p = static_cast<std::size_t>(phase);
   const std::vector<int>& members = *seat.members;
@@ -175,8 +193,14 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
       break;
     }
   }
+  // A rank leaves no reader behind: see [Note: leaving a round].
+  if (phase == kReadsMeeting) changed_.wait(lock, [&] { return round.reads_ended == members.size(); });
   // A round everyone reached completes even if a failure came meanwhile: the next call reports it.
   if (round.count[p] == members.size()) return;
+  if (phase < kReadsMeeting) {  // this rank leaves: its arrival taken back
+    round.reached[p][static_cast<std::size_t>(seat.index)] = false;
+    --round.count[p];
+  }
   // Every rank of a deadlock fails of its own accord, with the same words: the world reports its lowest rank.
   if (!stuck_.empty()) fail_as<CollectiveTimedOut>(stuck_);
 
@@ -187,7 +211,7 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
                         rank_failed_text(failure_->rank, failure_->reason));
   std::vector<int> missing;
   for (std::size_t i = 0; i < members.size(); ++i)
-    if (!round.reached[p][i]) missing.push_back(members[i]);
+    if (!round.reached[p][i] && static_cast<int>(i) != seat.index) missing.push_back(members[i]);
   std::ostringstream who;
   who << (missing.size() == 1 ? "rank " : "ranks ");
   for (std::size_t i = 0; i < missing.size(); ++i) who << (i ? ", " : "") << missing[i];
@@ -307,8 +331,16 @@ void LocalComm::collective(Stream stream, LocalWorld::Call call, const Tensor& i
   if (!on_gpu) {
     device_.launch(stream.lane, std::move(spec), {.host = [&] {
       world_.wait_phase(*round, seat, 1);
-      exchange.read(inputs);
-      world_.wait_phase(*round, seat, 2);
+      {
+        // On every way out of the reads, an exception's too: see [Note: leaving a round].
+        const struct ReadsEnd {
+          LocalWorld& world;
+          LocalWorld::Round& round;
+          ~ReadsEnd() { world.end_reads(round); }
+        } reads_end{world_, *round};
+        exchange.read(inputs);
+      }
+      world_.wait_phase(*round, seat, kReadsMeeting);
       exchange.write();
     }});
     return;

@@ -95,6 +95,8 @@ class LocalWorld {
   // A later step of the same collective: waits until the whole group has reached step `phase`.
   void wait_phase(Round& round, const Seat& seat, int phase);
   void wait_locked(std::unique_lock<std::mutex>& lock, Round& round, const Seat& seat, int phase);
+  // This rank's reads of its peers' inputs in `round` have ended (see [Note: leaving a round], local_comm.cpp).
+  void end_reads(Round& round);
   // Under the lock: "rank 0 waits in all_reduce(avg) #1 ... of group [0, 2]" for world rank `rank`, waiting now.
   std::string waits_in(int rank) const;
   // For a timeout's error, under the lock: ": rank 0 waits in ..." for each of `ranks` that waits in another

@@ -1,7 +1,10 @@
 // What happens when ranks disagree, fail or stall: every rank gets a clear Error, nobody hangs, and
 // run_world reports the root cause.
+#include <malloc.h>
+
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -92,6 +95,33 @@ TEST(LocalCommFailures, ARankThatThrowsFailsItsPeersNamingIt) {
               "rank " + std::to_string(r) +
                   " stopped waiting in all_gather #1 of 6 f32 elements of group [0, 1, 2]: rank 2 failed: out of "
                   "memory loading shard");
+}
+
+// A rank that stops waiting in a collective (a peer failed elsewhere) while a peer of the round still reads its input
+// would free that input under the reader: see [Note: leaving a round] in local_comm.cpp. Ranks 0 to 2 all-reduce 16 MB
+// buffers (each its own mapping, given back to the system when freed) until rank 3, outside their group, fails at
+// a moment that falls inside some round's reads.
+TEST(LocalCommFailures, ARankLeavesARoundOnlyOnceNoPeerReadsItsInput) {
+  // glibc maps a block of its own for an allocation above its mmap threshold and unmaps it when it is freed; the
+  // threshold grows with each such free, after which freed memory stays mapped. Fixed here, so that a read of a freed
+  // input crashes instead of quietly reading stale memory.
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const std::string root = error_of([&] {
+      run_ranks(4, [&](int rank, LocalComm& comm, SimDevice& device) {
+        const std::unique_ptr<Communicator> group = comm.split(rank < 3 ? 0 : 1);
+        if (rank == 3) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2 + 3 * attempt));
+          throw Error("rank 3 gives up");
+        }
+        for (;;) {
+          const Tensor t = Tensor::empty(device, {1 << 22}, DType::f32, MemTag::grad_full);
+          group->all_reduce(device.stream(Lane::compute), t, ReduceOp::sum);
+        }
+      });
+    });
+    EXPECT_EQ(root, "rank 3 failed: rank 3 gives up");
+  }
 }
 
 TEST(LocalCommFailures, ARankThatNeverArrivesTimesOutNamingTheCollectiveAndTheRank) {
