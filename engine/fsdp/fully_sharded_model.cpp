@@ -83,6 +83,22 @@ void check_embedding_rows_fit(Model& model, std::span<const UnitPlan> plans) {
   }
 }
 
+void check_pool_units_take_turns(std::span<const UnitPlan> plans, const ForwardTask& forward,
+                                 ShardingStrategy strategy) {
+  // The units freed after their forward (the root stays gathered: it keeps its own buffer).
+  const auto pooled = [&](const UnitPlan& plan) {
+    return forward.reshard_after_forward(strategy, plan.module->parent() == nullptr);
+  };
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const int parent = plans[i].parent;
+    if (parent < 0 || parent >= static_cast<int>(i) || !pooled(plans[i])) continue;  // a bad parent: the constructor's
+    const UnitPlan& outer = plans[static_cast<std::size_t>(parent)];
+    check(!pooled(outer), "--buffers pool: FSDP unit '", plans[i].name, "' is nested in unit '", outer.name,
+          "', so both are gathered at once and could need the same buffer; the two-buffer pool takes units that run "
+          "one after another (wrap only the innermost, or use --buffers alloc)");
+  }
+}
+
 FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTasks& tasks,
                                      std::span<const std::string> unit_kinds)
     : model_(model), rank_(rank), lifecycle_(rank, tasks) {
@@ -151,7 +167,10 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
     unit_ptrs_.push_back(unit.get());
     units_.push_back(std::move(unit));
   }
-  if (options.buffers == UnshardBuffers::pool) use_buffer_pool(plans);
+  if (options.buffers == UnshardBuffers::pool) {
+    check_pool_units_take_turns(plans, *tasks.forward, options.strategy);
+    use_buffer_pool();
+  }
   if (options.embedding_grad == EmbeddingGradient::rows) {
     check_embedding_rows_fit(model, plans);
     embedding_rows_ = std::make_unique<EmbeddingRows>(lifecycle_);
@@ -165,20 +184,13 @@ FullyShardedModel::FullyShardedModel(Model& model, FsdpRank& rank, const FsdpTas
   rank.schedule.units = unit_ptrs_;
 }
 
-void FullyShardedModel::use_buffer_pool(const std::vector<UnitPlan>& plans) {
+void FullyShardedModel::use_buffer_pool() {
   OverlapState& s = rank_.schedule;
   const DType dtype = rank_.options.param_dtype;
   std::vector<FsdpUnit*> pooled;  // in the forward's order
   std::int64_t numel = 0;
   for (FsdpUnit* unit : unit_ptrs_) {
     if (!unit->reshard_after_forward) continue;  // the root stays gathered: it keeps its own buffer
-    if (const int parent = plans[static_cast<std::size_t>(unit->index)].parent; parent >= 0) {
-      const FsdpUnit* outer = unit_ptrs_[static_cast<std::size_t>(parent)];
-      check(std::find(pooled.begin(), pooled.end(), outer) == pooled.end(), "--buffers pool: FSDP unit '", unit->name,
-            "' is nested in unit '", outer->name,
-            "', so both are gathered at once and could need the same buffer; the two-buffer pool takes units that "
-            "run one after another (wrap only the innermost, or use --buffers alloc)");
-    }
     pooled.push_back(unit);
     numel = std::max(numel, unit->layout.padded_numel);
   }

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/fsdp/forward_task.hpp"
 #include "engine/fsdp/unit_lifecycle.hpp"
 #include "engine/nn/checkpoint.hpp"
 #include "engine/nn/model.hpp"
@@ -33,6 +34,12 @@ namespace fsdplab {
 // (`plans`' first), not units of their own. An Error saying which is not, and what to use instead. The constructor
 // checks it, and FsdpRunPlan before any rank starts.
 void check_embedding_rows_fit(Model& model, std::span<const UnitPlan> plans);
+
+// --buffers pool: the units freed after their forward (forward.reshard_after_forward under `strategy`) take turns in
+// two buffers, so none may be nested in another such unit, which is gathered at the same time. An Error naming the
+// two, and what to use instead. The constructor checks it, and FsdpRunPlan before any rank starts.
+void check_pool_units_take_turns(std::span<const UnitPlan> plans, const ForwardTask& forward,
+                                 ShardingStrategy strategy);
 
 class FullyShardedModel {
  public:
@@ -85,7 +92,7 @@ class FullyShardedModel {
   std::vector<LocalChunk> local_chunks(const FsdpUnit& unit) const;
   // --buffers pool: two buffers, each as large as the largest unit freed after forward, that those units take
   // turns in (even and odd in the forward's order to begin with).
-  void use_buffer_pool(const std::vector<UnitPlan>& plans);
+  void use_buffer_pool();
 
   Model& model_;
   FsdpRank& rank_;

@@ -160,8 +160,11 @@ FsdpOptions sync_schedule(FsdpOptions options) {
 void validate_fsdp_options(const FsdpOptions& options, int world) {
   check(world >= 1, "--world ", world, "; expected at least 1 rank");
   if (options.strategy == ShardingStrategy::hybrid_shard) {
-    check(options.hybrid_group >= 1, "--strategy hybrid needs --hybrid-group S (the ranks a unit is sharded "
-          "over, dividing --world ", world, "); got ", options.hybrid_group);
+    check(options.hybrid_group >= 1,
+          "--strategy hybrid needs --hybrid-group S (the ranks a unit is sharded "
+          "over, dividing --world ",
+          world, "); ",
+          options.hybrid_group == 0 ? std::string("none was given") : "got " + std::to_string(options.hybrid_group));
     check(world % options.hybrid_group == 0, "--hybrid-group ", options.hybrid_group, " does not divide --world ",
           world, "; expected a divisor such as ", world % 2 == 0 ? world / 2 : 1);
   } else {

@@ -95,6 +95,8 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   fsdp.tasks.check_complete();
   const std::vector<UnitPlan> plans = fsdp.tasks.integration->plan_units(*probe.model, probe.unit_kinds);
   if (fsdp.options.embedding_grad == EmbeddingGradient::rows) check_embedding_rows_fit(*probe.model, plans);
+  if (fsdp.options.buffers == UnshardBuffers::pool)
+    check_pool_units_take_turns(plans, *fsdp.tasks.forward, fsdp.options.strategy);
   // Every process of an MPI launch takes part, whatever it needs: the processes on one host check together.
   const bool in_host_memory = device.kind == DeviceKind::sim && !fsdp.dry_run;
   check_sim_host_memory(

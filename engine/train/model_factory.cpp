@@ -86,6 +86,8 @@ BuiltModel build_model(const RunConfig& run) {
         run.model == "llama" ? " (llama's 32000 tokens are a multiple of 128 already)" : "");
   check(!known || named_sizes || run.attention == "auto", "--attention ", run.attention, " for --model ", run.model,
         ": only gpt2 and llama have attention");
+  check(!known || named_sizes || run.seq == 0, "--seq ", run.seq, " for --model ", run.model,
+        ": only gpt2 and llama read sequences of tokens; a row of ", run.model, " is one input vector");
   check(run.batch >= run.world, "--batch ", run.batch, " is smaller than --world ", run.world,
         ": every rank needs at least one row");
   check(run.batch % run.world == 0, "--batch ", run.batch, " is not a multiple of --world ", run.world,

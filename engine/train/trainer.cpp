@@ -28,6 +28,8 @@ void check_run_request(const RunConfig& run) {
   check(std::isfinite(run.lr) && run.lr >= 0, "--lr ", run.lr, "; expected a finite learning rate >= 0");
   check(std::isfinite(run.momentum) && run.momentum >= 0, "--momentum ", run.momentum,
         "; expected a finite momentum >= 0");
+  check(run.momentum == 0 || run.optimizer == "sgd", "--momentum ", run.momentum, " with --optimizer ", run.optimizer,
+        ": momentum is SGD's (add --optimizer sgd); adamw's moments are its betas");
   check(run.batch >= 1, "--batch ", run.batch, "; expected >= 1 rows per step");
   check(run.seq >= 0, "--seq ", run.seq, "; expected >= 1 tokens (0: the model's context length)");
   check(run.mlp_width >= 1 && run.mlp_depth >= 1, "--mlp-width ", run.mlp_width, " --mlp-depth ", run.mlp_depth,
