@@ -109,8 +109,12 @@ Check load_case(const fs::path& file) {
   if (c.name.empty()) throw bad("\"name\" is empty; expected the case's name, which the report and the JSON's "
                                 "check id (case:NAME) carry");
   c.run.model = get("model", c.run.model);
-  // Named sizes are gpt2's and llama's; toy and mlp have none (mlp: its width and depth).
-  if (c.run.model != "gpt2" && c.run.model != "llama") c.run.preset.clear();
+  // Named sizes and sequences are gpt2's and llama's; toy and mlp have neither (mlp's size: its width and depth).
+  const bool reads_tokens = c.run.model == "gpt2" || c.run.model == "llama";
+  if (!reads_tokens) {
+    c.run.preset.clear();
+    c.run.seq = 0;
+  }
   c.run.preset = get("preset", c.run.preset);
   c.run.mlp_width = get("mlp_width", c.run.mlp_width);
   c.run.mlp_depth = get("mlp_depth", c.run.mlp_depth);
@@ -153,7 +157,7 @@ Check load_case(const fs::path& file) {
   if (c.run.steps < 1 || c.run.steps > kMaxCaseSteps)
     throw bad("\"steps\" is " + std::to_string(c.run.steps) + "; expected 1 to " + std::to_string(kMaxCaseSteps) +
               " steps to compare, what a check can train within its time limit");
-  if (c.run.seq < 1) throw bad("\"seq\" is " + std::to_string(c.run.seq) + "; expected >= 1 tokens");
+  if (reads_tokens && c.run.seq < 1) throw bad("\"seq\" is " + std::to_string(c.run.seq) + "; expected >= 1 tokens");
   // What a run of this case would refuse, refused now (the plan's checks: the numbers, model and preset, the batch
   // split, the FSDP options against W; and the optimizer), so the reference never loses a case's points to it.
   try {

@@ -1345,6 +1345,8 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
                        "one.json: \"mlp_width\" 0 and \"mlp_depth\" 4; expected 1 to 65536"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "model": "toy", "preset": "gpt2"})"),
                        "only gpt2 and llama have named sizes"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "model": "toy", "seq": 8})"),
+                       "one.json: \"seq\" 8 for \"model\" toy: only gpt2 and llama read sequences of tokens"));
   std::filesystem::remove(path("cases/one.json"));
   EXPECT_TRUE(contains(error_of([&] { load_cases(path("cases")); }), "holds no *.json case"));
   EXPECT_TRUE(contains(error_of([&] { load_cases(path("missing")); }),

@@ -388,6 +388,7 @@ TEST_F(FsdpCheckpointErrors, AnotherModelIsNamed) {
   EXPECT_TRUE(contains(e, "model.identity.n_embd (--model/--preset): the checkpoint has 32, this run has ")) << e;
   other.run.model = "mlp";
   other.run.preset = "";
+  other.run.seq = 0;  // mlp reads no sequences
   EXPECT_TRUE(contains(resume_error(other), "model.name (--model): the checkpoint has \"gpt2\", this run has \"mlp\""));
 }
 
