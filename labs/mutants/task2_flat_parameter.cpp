@@ -156,32 +156,33 @@ class RepeatsOnlyAdjacent final : public LikeTheReference {
   }
 };
 
-const Mutant kMutants[] = {
-    {2, "padding-off-by-one", "pads a size that is already a multiple of W by a whole extra chunk",
-     instance<PaddingOffByOne>},
-    {2, "empty-unit-unpadded", "gives a unit whose parameters are all empty a flat buffer of 0 elements",
-     instance<EmptyUnitUnpadded>},
-    {2, "no-alignment", "packs the parameters back to back, ignoring align", instance<NoAlignment>},
-    {2, "wrong-rank-slices", "gives rank r the slices of the next rank's chunk", instance<WrongRankSlices>},
-    {2, "views-that-copy", "points each parameter at a tensor of its own instead of a view of the flat buffer",
-     instance<ViewsThatCopy>},
-    {2, "param-begin-in-shard-space",
-     "gives each slice its offset in the shard as param_begin, not its offset in the parameter",
-     instance<ParamBeginInShardSpace>},
-    {2, "drops-cut-parameters",
-     "keeps only the parameters wholly inside the shard: a parameter cut between ranks is dropped",
-     instance<DropsCutParameters>},
-    {2, "skips-repeats", "skips a parameter given twice instead of raising an Error", instance<SkipsRepeats>},
-    {2, "int-offsets", "accumulates the layout's offsets in an int: a unit of more than 2^31 elements wraps",
-     instance<IntOffsets>},
-    {2, "repeats-only-adjacent",
-     "refuses a parameter given twice only when the repeat is next to it; a tied weight further on is laid out "
-     "twice",
-     instance<RepeatsOnlyAdjacent>},
-};
-
 }  // namespace
 
-std::span<const Mutant> flat_parameter_mutants() { return kMutants; }
+std::span<const Mutant> flat_parameter_mutants() {
+  static const Mutant mutants[] = {
+      {2, "padding-off-by-one", "pads a size that is already a multiple of W by a whole extra chunk",
+       instance<PaddingOffByOne>},
+      {2, "empty-unit-unpadded", "gives a unit whose parameters are all empty a flat buffer of 0 elements",
+       instance<EmptyUnitUnpadded>},
+      {2, "no-alignment", "packs the parameters back to back, ignoring align", instance<NoAlignment>},
+      {2, "wrong-rank-slices", "gives rank r the slices of the next rank's chunk", instance<WrongRankSlices>},
+      {2, "views-that-copy", "points each parameter at a tensor of its own instead of a view of the flat buffer",
+       instance<ViewsThatCopy>},
+      {2, "param-begin-in-shard-space",
+       "gives each slice its offset in the shard as param_begin, not its offset in the parameter",
+       instance<ParamBeginInShardSpace>},
+      {2, "drops-cut-parameters",
+       "keeps only the parameters wholly inside the shard: a parameter cut between ranks is dropped",
+       instance<DropsCutParameters>},
+      {2, "skips-repeats", "skips a parameter given twice instead of raising an Error", instance<SkipsRepeats>},
+      {2, "int-offsets", "accumulates the layout's offsets in an int: a unit of more than 2^31 elements wraps",
+       instance<IntOffsets>},
+      {2, "repeats-only-adjacent",
+       "refuses a parameter given twice only when the repeat is next to it; a tied weight further on is laid out "
+       "twice",
+       instance<RepeatsOnlyAdjacent>},
+  };
+  return mutants;
+}
 
 }  // namespace fsdplab

@@ -254,47 +254,48 @@ class TieCheckOneLevel final : public IntegrationTask {
   }
 };
 
-const Mutant kMutants[] = {
-    {7, "subtree-parameters",
-     "takes module->parameters(), the whole subtree, for each unit: nested units' parameters are held twice",
-     instance<SubtreeParameters>},
-    {7, "kind-only",
-     "matches the wrap policy against kind() only, so a module named by its dotted name is never wrapped",
-     instance<KindOnly>},
-    {7, "empty-root-kept", "keeps a root unit that owns no parameter", instance<EmptyRootKept>},
-    {7, "flat-parents", "gives every unit the root as parent instead of its nearest wrapped ancestor",
-     instance<FlatParents>},
-    {7, "no-checks",
-     "raises none of the contract's errors (an empty unit, a tied weight used outside its unit, no parameters)",
-     instance<NoChecks>},
-    {7, "shared-in-users-unit",
-     "adds each module's shared_parameters() to its unit: a tied weight is put in a unit twice",
-     instance<SharedInUsersUnit>},
-    {7, "root-removed-parents-kept", "removes the empty root unit without renumbering the other units' parents",
-     instance<RootRemovedParentsKept>},
-    {7, "parents-not-renumbered",
-     "removes the empty root unit and makes its children parentless, but leaves the other parents one too high",
-     instance<ParentsNotRenumbered>},
-    {7, "tied-user-in-owner-only",
-     "refuses a tied weight used from a unit nested inside its owner's, which the contract allows",
-     instance<TiedUserInOwnerOnly>},
-    {7, "tie-check-by-index",
-     "lets a tied weight's user through when its unit comes after the owner's in the plan: a unit beside the "
-     "owner's is accepted",
-     instance<TieCheckByIndex>},
-    {7, "tie-check-one-level",
-     "refuses a tied weight used from a unit two levels inside its owner's (the walk up stops at the parent)",
-     instance<TieCheckOneLevel>},
-    {7, "root-named-empty", "names the root unit by its module's empty name() instead of \"(root)\"",
-     instance<RootNamedEmpty>},
-    {7, "units-by-name", "lists the units sorted by name instead of outermost first in pre-order",
-     instance<UnitsByName>},
-    {7, "no-root", "makes the model a unit only when the policy names it: GPT-2's wte, wpe and ln_f are in no unit",
-     instance<NoRoot>},
-};
-
 }  // namespace
 
-std::span<const Mutant> integration_mutants() { return kMutants; }
+std::span<const Mutant> integration_mutants() {
+  static const Mutant mutants[] = {
+      {7, "subtree-parameters",
+       "takes module->parameters(), the whole subtree, for each unit: nested units' parameters are held twice",
+       instance<SubtreeParameters>},
+      {7, "kind-only",
+       "matches the wrap policy against kind() only, so a module named by its dotted name is never wrapped",
+       instance<KindOnly>},
+      {7, "empty-root-kept", "keeps a root unit that owns no parameter", instance<EmptyRootKept>},
+      {7, "flat-parents", "gives every unit the root as parent instead of its nearest wrapped ancestor",
+       instance<FlatParents>},
+      {7, "no-checks",
+       "raises none of the contract's errors (an empty unit, a tied weight used outside its unit, no parameters)",
+       instance<NoChecks>},
+      {7, "shared-in-users-unit",
+       "adds each module's shared_parameters() to its unit: a tied weight is put in a unit twice",
+       instance<SharedInUsersUnit>},
+      {7, "root-removed-parents-kept", "removes the empty root unit without renumbering the other units' parents",
+       instance<RootRemovedParentsKept>},
+      {7, "parents-not-renumbered",
+       "removes the empty root unit and makes its children parentless, but leaves the other parents one too high",
+       instance<ParentsNotRenumbered>},
+      {7, "tied-user-in-owner-only",
+       "refuses a tied weight used from a unit nested inside its owner's, which the contract allows",
+       instance<TiedUserInOwnerOnly>},
+      {7, "tie-check-by-index",
+       "lets a tied weight's user through when its unit comes after the owner's in the plan: a unit beside the "
+       "owner's is accepted",
+       instance<TieCheckByIndex>},
+      {7, "tie-check-one-level",
+       "refuses a tied weight used from a unit two levels inside its owner's (the walk up stops at the parent)",
+       instance<TieCheckOneLevel>},
+      {7, "root-named-empty", "names the root unit by its module's empty name() instead of \"(root)\"",
+       instance<RootNamedEmpty>},
+      {7, "units-by-name", "lists the units sorted by name instead of outermost first in pre-order",
+       instance<UnitsByName>},
+      {7, "no-root", "makes the model a unit only when the policy names it: GPT-2's wte, wpe and ln_f are in no unit",
+       instance<NoRoot>},
+  };
+  return mutants;
+}
 
 }  // namespace fsdplab
