@@ -6,6 +6,7 @@
 #include <functional>
 #include <iomanip>
 #include <sstream>
+#include <thread>
 
 #include "engine/comm/collective_checks.hpp"
 #include "engine/comm/collective_fingerprint.hpp"
@@ -217,8 +218,15 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
   for (std::size_t i = 0; i < missing.size(); ++i) who << (i ? ", " : "") << missing[i];
   std::ostringstream waited;
   waited << std::fixed << std::setprecision(1) << static_cast<double>(options_.timeout.count()) / 1000.0;
+  // Many rank threads to a core: a healthy rank may take longer than the timeout between two collectives.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string crowded =
+      static_cast<unsigned>(size_) > 4 * cores
+          ? " (" + std::to_string(size_) + " rank threads share this machine's " + std::to_string(cores) +
+                " cores, so a rank still computing can take longer than that to arrive: raise --comm-timeout)"
+          : "";
   fail_as<CollectiveTimedOut>("rank ", me, " waited ", waited.str(), " s in ", where, "; ", who.str(), " never ",
-                              kNeverDid[p], waiting_elsewhere(missing));
+                              kNeverDid[p], waiting_elsewhere(missing), crowded);
 }
 
 constexpr const char* kOnlySomeRanks =

@@ -2,6 +2,7 @@
 // run_world reports the root cause.
 #include <malloc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -154,6 +155,30 @@ TEST(LocalCommFailures, ARankThatNeverArrivesTimesOutNamingTheCollectiveAndTheRa
   }
   EXPECT_GE(timed_out, 1);
   EXPECT_TRUE(contains(root, "failed: rank ") && contains(root, "rank 2 never arrived")) << root;
+}
+
+// More rank threads than four to a core: a timeout says the machine is crowded and how to give the ranks more time.
+TEST(LocalCommFailures, ATimeoutOfACrowdedWorldSaysHowToWaitLonger) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int ranks = 4 * cores + 1;
+  const std::string root = error_of([&] {
+    run_ranks(
+        ranks,
+        [&](int rank, LocalComm& comm, SimDevice& device) {
+          if (rank == ranks - 1) {  // stalls past the timeout
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            return;
+          }
+          const Tensor t = Tensor::empty(device, {4}, DType::f32, MemTag::grad_full);
+          comm.all_reduce(device.stream(Lane::compute), t, ReduceOp::avg);
+        },
+        kShort);
+  });
+  EXPECT_TRUE(contains(root, "never arrived (" + std::to_string(ranks) + " rank threads share this machine's " +
+                                 std::to_string(cores) +
+                                 " cores, so a rank still computing can take longer than "
+                                 "that to arrive: raise --comm-timeout)"))
+      << root;
 }
 
 TEST(LocalCommFailures, ATimeoutInASubGroupNamesItsMembers) {
