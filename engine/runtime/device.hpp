@@ -46,8 +46,9 @@ struct Block {
 
 class Device;
 
-// A raw pointer into device memory asked for on the host, outside an op's body (Device::check_raw_pointer): its own
-// type, so that a catcher (the grader) names the mistake whatever else the message says.
+// A raw pointer into device memory, or into pinned host memory a copy may still use, asked for on the host outside an
+// op's body (Device::check_raw_pointer): its own type, so that a catcher (the grader) names the mistake whatever else
+// the message says.
 class HostTouchedDeviceMemory : public Error {
  public:
   using Error::Error;
@@ -132,8 +133,9 @@ class Device {
   // Before a raw pointer into `block` is handed out (Tensor::f32() and its kin): device memory is the device's, for
   // op bodies (kernels) to touch; the host reads and writes it through host_read and host_write. The sim device
   // refuses a pointer into device memory asked for outside an op's body, as a GPU's would fault (a
-  // HostTouchedDeviceMemory, above). `storage` is the memory's name, for the message; called at every pointer fetch
-  // in an op's body, so it builds nothing unless it refuses.
+  // HostTouchedDeviceMemory, above), and one into pinned host memory too: a copy to or from the device may still use
+  // it, and only host_read and host_write check that. `storage` is the memory's name, for the message; called at every
+  // pointer fetch in an op's body, so it builds nothing unless it refuses.
   virtual void check_raw_pointer(const Block& /*block*/, const std::string& /*storage*/) const {}
 
   // ---- memory ---------------------------------------------------------------------------------

@@ -34,7 +34,16 @@ void SimDevice::run_host_body(const std::string& op, const OpBody& body) const {
 }
 
 void SimDevice::check_raw_pointer(const Block& block, const std::string& storage) const {
-  if (block.stream == Lane::host || op_bodies_running > 0) return;
+  if (op_bodies_running > 0) return;
+  // Pinned host memory is the host's to touch, but an asynchronous copy on the memcpy stream may still read or write
+  // it (PyTorch's non_blocking=True pitfall): a raw pointer would reach it unchecked, so it goes through the checked
+  // reads and writes too.
+  if (block.stream == Lane::host)
+    fail_as<HostTouchedDeviceMemory>(
+        "rank ", rank_, ": a raw pointer into storage '", storage, "'",
+        ", pinned host memory, asked for outside an op: a copy to or from the device may still be using it, and a "
+        "raw pointer passes no check; read it with to_vector(), write it with copy_from() (each checked against the "
+        "streams' copies), or touch it in an op's body");
   fail_as<HostTouchedDeviceMemory>(
       "rank ", rank_, ": a raw pointer into storage '", storage, "'",
       ", device memory, asked for outside an op: on a GPU that address is the device's, and the host cannot read or "

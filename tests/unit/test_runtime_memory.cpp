@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "engine/runtime/error.hpp"
+#include "engine/runtime/race_detector.hpp"
+#include "engine/tensor/host_copy.hpp"
 #include "test_support.hpp"
 
 namespace fsdplab {
@@ -118,9 +120,33 @@ TEST(RuntimeMemory, ARawPointerIntoDeviceMemoryIsForOpBodiesOnly) {
   device->launch(Lane::compute, std::move(spec), {.host = [&] { seen = shard.f32()[2]; }});
   EXPECT_EQ(seen, 3.0f);
   EXPECT_NE(shard.device_address(), nullptr);  // an address for a peer's op, not dereferenced here
+  // Pinned host memory too: a copy on the memcpy stream may still read or write it, and a raw pointer passes no check.
   const Tensor pinned = Tensor::empty(*device, {4}, DType::f32, MemTag::param_shard, "pinned", Lane::host);
-  pinned.f32()[0] = 1.0f;  // pinned host memory: the host's own
+  try {
+    pinned.f32()[0] = 1.0f;
+    ADD_FAILURE() << "a raw pointer into pinned host memory handed to the host outside an op";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("a raw pointer into storage 'pinned', pinned host memory, asked for outside an "
+                                   "op: a copy to or from the device may still be using it"),
+        std::string::npos)
+        << e.what();
+  }
+  pinned.copy_from(std::vector<float>{1, 2, 3, 4});  // the host's way in, checked
   device->synchronize();
+}
+
+// The checked way in finds what a raw pointer would not: the host reading a copy's destination before the copy is
+// done (PyTorch's non_blocking=True pitfall).
+TEST(RuntimeMemory, ReadingACopysDestinationBeforeItIsDoneIsARace) {
+  auto device = make_sim_device();
+  const Tensor on_device = Tensor::empty(*device, {256}, DType::f32, MemTag::grad_shard, "device_grad");
+  const Tensor pinned = Tensor::empty(*device, {256}, DType::f32, MemTag::grad_shard, "host_grad", Lane::host);
+  on_device.copy_from(std::vector<float>(256, 1.0f));
+  copy_to_host(device->stream(Lane::memcpy), on_device, pinned);
+  EXPECT_THROW(pinned.to_vector(), RaceError);
+  device->synchronize();
+  EXPECT_EQ(pinned.to_vector(), std::vector<float>(256, 1.0f));
 }
 
 TEST(RuntimeMemory, MetaTensorHasShapeOnly) {
