@@ -58,7 +58,7 @@ Check load_case(const fs::path& file) {
   nlohmann::json j;
   const std::string text = read_input_file(file, "grading case", 1u << 20, "a JSON object, grader/grading_cases.hpp");
   try {
-    j = parse_json_input(text);
+    j = parse_json_input(text, {.unique_keys = true});
   } catch (const Error& e) {
     throw bad(std::string("not valid JSON (") + e.what() + ")");
   }

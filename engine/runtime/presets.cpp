@@ -86,7 +86,7 @@ const PresetCatalog& PresetCatalog::builtin() {
 PresetCatalog PresetCatalog::parse(std::string_view text, std::string_view origin) {
   json root;
   try {
-    root = parse_json_input(text, {.comments = true});
+    root = parse_json_input(text, {.comments = true, .unique_keys = true});
   } catch (const Error& e) {
     fail(origin, ": not valid JSON: ", e.what());
   }

@@ -1266,6 +1266,8 @@ TEST_F(GraderCases, AMalformedCaseIsRefusedByName) {
     return error_of([&] { load_cases(path("cases")); });
   };
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "wrold": 4})"), "one.json: unknown key 'wrold'"));
+  EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "world": 2, "world": 3})"),
+                       "one.json: not valid JSON (it has the key \"world\" twice in one object"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x"})"), "a case needs a \"name\" and a \"task\""));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 12})"), "\"task\" is 12; expected 1 to 9"));
   EXPECT_TRUE(contains(refusal(R"({"name": "x", "task": 3, "world": "two"})"), "'world' is \"two\""));

@@ -56,6 +56,9 @@ TEST(RuntimePresets, UnknownPresetListsTheKnownOnes) {
 TEST(RuntimePresets, MalformedFilesSayWhatIsWrong) {
   EXPECT_NE(error_of("{not json").find("not valid JSON"), std::string::npos);
   EXPECT_NE(error_of("[]").find("expected a JSON object"), std::string::npos);
+  // A device given twice is a typo, not a choice of the last.
+  const std::string twice = error_of(R"({"devices": {"a": {}, "a": {}}, "links": {}})");
+  EXPECT_NE(twice.find("it has the key \"a\" twice in one object"), std::string::npos) << twice;
   EXPECT_NE(error_of(R"({"devices": {}, "links": {}})").find("\"devices\""), std::string::npos);
 
   std::string missing(kValid);
