@@ -398,6 +398,27 @@ void add_gui_command(CLI::App& app) {
     // The default run is GPT-2 test-small; llama has no test-small, and its smallest size is the dashboard's too.
     if (cmd->get_option("--preset")->count() == 0 && options->settings.model == "llama")
       options->settings.preset = "test-tiny";
+    // Options the runs would not read are refused, as `fsdplab run` refuses them, never ignored.
+    const auto is_given = [&](const char* name) { return cmd->get_option(name)->count() > 0; };
+    if (!model_has_named_sizes(options->settings.model)) {
+      // toy and mlp: the session drops the default preset and attention (the controls panel switches models), so
+      // the ones given are put to build_model here, which names what the model lacks.
+      RunConfig asked;
+      asked.model = options->settings.model;
+      if (is_given("--preset")) asked.preset = options->settings.preset;
+      if (is_given("--attention")) asked.attention = options->settings.attention;
+      build_model(asked);
+    }
+    check(!is_given("--ab-block") || options->compare == "ab",
+          "--ab-block sets the steps of each block of --compare ab; "
+          "this session compares ",
+          options->compare, ": drop --ab-block or add --compare ab");
+    check(!is_given("--prefetch") || options->compare != "sync",
+          "--prefetch with --compare sync: in SYNC mode every "
+          "collective blocks compute, so nothing is prefetched; drop --prefetch or compare another way");
+    check(!is_given("--pace") || options->screenshot.empty(),
+          "--pace paces the window's runs; a --screenshot runs them "
+          "unpaced to its step: drop --pace");
     if (options->listen.empty()) return run_gui(*options);
     std::string given;
     for (const CLI::Option* o : session_flags)

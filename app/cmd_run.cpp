@@ -236,13 +236,7 @@ int run_training(const RunOptions& options) {
   run.world = layout.world;
   // The cuda device's own options, set off their defaults, are refused on the sim device as --gpu and
   // --emulate-link are (run_device_spec), never silently ignored.
-  if (device.kind == DeviceKind::sim) {
-    check(options.cupti == "on", "--cupti ", options.cupti, " chooses how the cuda device traces its ops (CUPTI or "
-          "CUDA events); this run is on the sim device, traced on its virtual clock: drop --cupti or add "
-          "--device cuda");
-    check(options.sm_split == "auto", "--sm-split ", options.sm_split, " splits a GPU's SMs between the ranks sharing "
-          "it; this run is on the sim device: drop --sm-split or add --device cuda");
-  }
+  check_cuda_options_unused(run, device.kind);
   // Processes see only their own wait, not the world's progress: a peer that is merely slower (another machine,
   // a busier core) must not be taken for a dead one, so their default is longer. One given is used as given.
   if (layout.processes && !options.comm_timeout_given) run.comm_timeout = kProcessCommTimeout;

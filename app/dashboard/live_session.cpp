@@ -72,7 +72,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   run.lr = lr;
   BuiltModel probe = build_model(run);  // an unknown model or preset is refused here, before any run starts
   // A cuda session on a machine without a usable GPU, or a dry run on cuda, is refused with the reason.
-  run_device_spec(run, PresetCatalog::builtin(), dry_run);
+  check_cuda_options_unused(run, run_device_spec(run, PresetCatalog::builtin(), dry_run).kind);
 
   const FsdpChoice choice = parse_fsdp_flags(fsdp);
   FsdpOptions options = choice.options;

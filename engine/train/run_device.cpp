@@ -16,6 +16,16 @@ void set_sm_split(RunConfig& run, std::string_view choice) {
   run.sm_split_required = choice == "on";
 }
 
+void check_cuda_options_unused(const RunConfig& run, DeviceKind kind) {
+  if (kind != DeviceKind::sim) return;
+  check(run.cupti,
+        "--cupti off chooses how the cuda device traces its ops (CUPTI or CUDA events); this run is on the "
+        "sim device, traced on its virtual clock: drop --cupti or add --device cuda");
+  check(run.sm_split && !run.sm_split_required, "--sm-split ", run.sm_split_required ? "on" : "off",
+        " splits a GPU's SMs between the ranks sharing it; this run is on the sim device: drop --sm-split or add "
+        "--device cuda");
+}
+
 void check_whole_nodes(const RunConfig& run, int world) {
   const int per_node = run.nodes.ranks_per_node;
   check(per_node == 0 || world % per_node == 0, "--ranks-per-node ", per_node,

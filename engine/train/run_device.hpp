@@ -21,6 +21,11 @@ void check_whole_nodes(const RunConfig& run, int world);
 // three). auto, the command line's default: split where the driver can; on: split or fail; off: share.
 void set_sm_split(RunConfig& run, std::string_view choice);
 
+// The cuda device's own options (--cupti, --sm-split), set off their command-line defaults on a run of the sim
+// device: an Error naming the option, as --gpu and --emulate-link are refused (run_device_spec), never ignored. For
+// the commands a user runs (run, gui); a bench or report that turns CUPTI off for its own reasons does not call it.
+void check_cuda_options_unused(const RunConfig& run, DeviceKind kind);
+
 // How ranks sharing a GPU compute under `--sm-split choice`, for a run's header: the request, since the header
 // comes before the devices are made; where auto falls back, the device's warning comes first.
 std::string_view sm_split_description(std::string_view choice);
