@@ -191,6 +191,12 @@ void validate_fsdp_options(const FsdpOptions& options, int world) {
         "--buffers pool with --strategy ", strategy_name(options.strategy),
         ": the two-buffer pool lets even and odd units take turns, which needs units freed after their "
         "forward; use --strategy full or hybrid, or --buffers alloc");
+  // The rate limiter counts the units freed after their forward that hold buffers of their own (live_gathered,
+  // overlap_state.hpp); under the pool every such unit takes one of its two buffers instead.
+  check(options.buffers == UnshardBuffers::alloc || options.max_inflight == FsdpOptions{}.max_inflight,
+        "--max-inflight ", options.max_inflight,
+        " with --buffers pool: the pool's two buffers hold every unit the "
+        "rate limiter would count, so no limit applies; drop --max-inflight");
   check(!options.offload || !parameters_replicated(options.strategy), "--offload with --strategy ",
         strategy_name(options.strategy),
         ": CPU offload moves the shards to the host, and this strategy keeps the whole "
