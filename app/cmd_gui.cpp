@@ -312,10 +312,17 @@ int run_headless_comparison(const std::string& problem) {
   TraceStore store;
   std::vector<std::string> files;
   const auto& link = presets.link_for(presets.device(settings.device_preset), settings.link_preset);
+  std::vector<SessionSettings::PlannedRun> runs = settings.plan();
+  const auto trace_file = [](const SessionSettings::PlannedRun& p) {
+    return p.sync ? "fsdplab-sync.json" : "fsdplab-async.json";
+  };
+  // Before any run: a trace that cannot be written would be found out only once a run had trained, with the other
+  // run's trace written (or an older one replaced) beside it.
+  for (const SessionSettings::PlannedRun& p : runs) check_output_file(trace_file(p), "the trace");
   std::printf("fsdplab default run: %s %s on %d ranks of %s + %s (sim device, virtual time), %d steps, %s\n",
               settings.model.c_str(), settings.preset.c_str(), settings.world, settings.device_preset.c_str(),
               link.name.c_str(), settings.steps, std::string(comparison_name(settings.comparison)).c_str());
-  for (SessionSettings::PlannedRun& p : settings.plan()) {
+  for (SessionSettings::PlannedRun& p : runs) {
     std::vector<TraceRecorder> recorders(static_cast<std::size_t>(p.run.run.world));
     for (TraceRecorder& r : recorders) p.run.sinks.push_back(&r);
     const std::vector<StepReport> reports = train_fsdp(p.run, presets, nullptr);
@@ -330,7 +337,7 @@ int run_headless_comparison(const std::string& problem) {
     meta.device_name = presets.device(settings.device_preset).name;
     meta.device_memory_bytes = static_cast<std::int64_t>(presets.device(settings.device_preset).memory_bytes);
     meta.mode = p.sync ? "sync" : "async";
-    files.push_back(p.sync ? "fsdplab-sync.json" : "fsdplab-async.json");
+    files.push_back(trace_file(p));
     write_chrome_trace(files.back(), all, meta);
   }
   // Each step side by side, then the step-time panel's own averages and eta.
