@@ -400,6 +400,7 @@ void bench_overlap(const OverlapBenchOptions& bench) {
       FsdpOptions o = async;
       o.prefetch = p;
       o.buffers = UnshardBuffers::pool;
+      o.max_inflight = FsdpOptions{}.max_inflight;  // the pool takes no limit (its two buffers bound the units)
       sweep.push_back(o);
     }
   }
