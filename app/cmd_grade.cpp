@@ -100,8 +100,8 @@ std::vector<int> tasks_to_grade(const GradeFlags& flags, const ImplChoice& choic
     named_text += (named_text.empty() ? "" : ", ") + std::to_string(n);
   }
   check(!named.empty(), "--impl ", flags.impl,
-        " replaces no task (the reference is every task's own): grade the "
-        "reference with --impl reference, and pick tasks with --task");
+        " replaces no task (the reference is every task's own): grade the reference with --impl reference, and pick "
+        "tasks with --task");
   for (int task : flags.tasks) {
     check(choice.replaced(task), "--task ", task, " is not a task --impl ", flags.impl,
           " replaces, so it would grade the reference; expected a --task among those --impl names (", named_text,

@@ -417,15 +417,13 @@ void add_gui_command(CLI::App& app) {
       build_model(asked);
     }
     check(!is_given("--ab-block") || options->compare == "ab",
-          "--ab-block sets the steps of each block of --compare ab; "
-          "this session compares ",
-          options->compare, ": drop --ab-block or add --compare ab");
+          "--ab-block sets the steps of each block of --compare ab; this session compares ", options->compare,
+          ": drop --ab-block or add --compare ab");
     check(!is_given("--prefetch") || options->compare != "sync",
-          "--prefetch with --compare sync: in SYNC mode every "
-          "collective blocks compute, so nothing is prefetched; drop --prefetch or compare another way");
+          "--prefetch with --compare sync: in SYNC mode every collective blocks compute, so nothing is prefetched; "
+          "drop --prefetch or compare another way");
     check(!is_given("--pace") || options->screenshot.empty(),
-          "--pace paces the window's runs; a --screenshot runs them "
-          "unpaced to its step: drop --pace");
+          "--pace paces the window's runs; a --screenshot runs them unpaced to its step: drop --pace");
     if (options->listen.empty()) return run_gui(*options);
     std::string given;
     for (const CLI::Option* o : session_flags)

@@ -161,9 +161,7 @@ void validate_fsdp_options(const FsdpOptions& options, int world) {
   check(world >= 1, "--world ", world, "; expected at least 1 rank");
   if (options.strategy == ShardingStrategy::hybrid_shard) {
     check(options.hybrid_group >= 1,
-          "--strategy hybrid needs --hybrid-group S (the ranks a unit is sharded "
-          "over, dividing --world ",
-          world, "); ",
+          "--strategy hybrid needs --hybrid-group S (the ranks a unit is sharded over, dividing --world ", world, "); ",
           options.hybrid_group == 0 ? std::string("none was given") : "got " + std::to_string(options.hybrid_group));
     check(world % options.hybrid_group == 0, "--hybrid-group ", options.hybrid_group, " does not divide --world ",
           world, "; expected a divisor such as ", world % 2 == 0 ? world / 2 : 1);
@@ -195,8 +193,8 @@ void validate_fsdp_options(const FsdpOptions& options, int world) {
   // overlap_state.hpp); under the pool every such unit takes one of its two buffers instead.
   check(options.buffers == UnshardBuffers::alloc || options.max_inflight == FsdpOptions{}.max_inflight,
         "--max-inflight ", options.max_inflight,
-        " with --buffers pool: the pool's two buffers hold every unit the "
-        "rate limiter would count, so no limit applies; drop --max-inflight");
+        " with --buffers pool: the pool's two buffers hold every unit the rate limiter would count, so no limit "
+        "applies; drop --max-inflight");
   check(!options.offload || !parameters_replicated(options.strategy), "--offload with --strategy ",
         strategy_name(options.strategy),
         ": CPU offload moves the shards to the host, and this strategy keeps the whole "

@@ -166,6 +166,30 @@ std::string replica_gradient(const GradedRun& graded) {
 
 // ---- the schedule watch, and the mistakes it names --------------------------------------------------------
 
+// The graded task seen through a wrapper: every call forwarded to `task`; a wrapper overrides the calls it watches or
+// changes (ScheduleWatch, StrayPrefetch).
+class ForwardingOverlap : public OverlapTask {
+ public:
+  explicit ForwardingOverlap(const OverlapTask& task) : OverlapTask(task.origin()), task_(task) {}
+  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
+    return task_.acquire_full(unit, rank, prefetch);
+  }
+  void release_full(FsdpUnit& unit, FsdpRank& rank) const override { task_.release_full(unit, rank); }
+  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override { task_.acquire_grad(unit, rank); }
+  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override { task_.release_grad(unit, rank); }
+  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
+    task_.release_staging(std::move(staging), done, rank);
+  }
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    return task_.after(point, unit, rank);
+  }
+  void begin_forward(FsdpRank& rank) const override { task_.begin_forward(rank); }
+  void end_backward(FsdpRank& rank) const override { task_.end_backward(rank); }
+
+ protected:
+  const OverlapTask& task_;
+};
+
 // [Note: a prefetch declined without waiting]
 // acquire_full may decline a prefetch (return false) at a full rate limit, but only after the host has waited for the
 // parked rate-limited units (release_oldest_limited) and the limit is still full: every counted unit in use. A
@@ -185,33 +209,26 @@ std::string replica_gradient(const GradedRun& graded) {
 // (--prefetch forward: pre_forward; backward-pre: pre_backward; backward-post: post_backward) and at no other.
 // ScheduleWatch counts the units after() names at each point, the reference's run too, and the prefetch checks
 // compare the counts.
-class ScheduleWatch final : public OverlapTask {
+class ScheduleWatch final : public ForwardingOverlap {
  public:
   static constexpr std::size_t kPassPoints = 4;  // PassPoint's values
 
-  explicit ScheduleWatch(const OverlapTask& task) : OverlapTask(task.origin()), task_(task) {}
+  using ForwardingOverlap::ForwardingOverlap;
   bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
     const bool acquired = task_.acquire_full(unit, rank, prefetch);
     if (prefetch && !acquired && rank.schedule.parked.limited() > 0) ++without_waiting_;
     return acquired;
   }
-  void release_full(FsdpUnit& unit, FsdpRank& rank) const override { task_.release_full(unit, rank); }
-  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override { task_.acquire_grad(unit, rank); }
   void release_grad(FsdpUnit& unit, FsdpRank& rank) const override {
     const int limited = rank.schedule.parked.limited();
     task_.release_grad(unit, rank);
     if (rank.schedule.parked.limited() > limited) ++limited_grads_;
-  }
-  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
-    task_.release_staging(std::move(staging), done, rank);
   }
   FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
     FsdpUnit* next = task_.after(point, unit, rank);
     if (next) ++named_[static_cast<std::size_t>(point)];
     return next;
   }
-  void begin_forward(FsdpRank& rank) const override { task_.begin_forward(rank); }
-  void end_backward(FsdpRank& rank) const override { task_.end_backward(rank); }
 
   // Prefetches declined while a rate-limited unit was still parked, on every rank of the run.
   int without_waiting() const { return without_waiting_; }
@@ -225,7 +242,6 @@ class ScheduleWatch final : public OverlapTask {
   }
 
  private:
-  const OverlapTask& task_;
   mutable std::atomic<int> without_waiting_{0}, limited_grads_{0};  // the ranks are threads of one process
   mutable std::array<std::atomic<int>, kPassPoints> named_{};
 };
@@ -827,18 +843,9 @@ CheckOutcome memory_released(const CheckContext& ctx, const GradeCase& sync) {
 // training of the graded task shows whether end_backward would: StrayPrefetch runs the graded task with an after()
 // that, at the last post-backward of a pass, names a unit the pass is done with. The run must stop at that pass's
 // end with the UnusedPrefetch, as the reference's does.
-class StrayPrefetch final : public OverlapTask {
+class StrayPrefetch final : public ForwardingOverlap {
  public:
-  explicit StrayPrefetch(const OverlapTask& task) : OverlapTask(task.origin()), task_(task) {}
-  bool acquire_full(FsdpUnit& unit, FsdpRank& rank, bool prefetch) const override {
-    return task_.acquire_full(unit, rank, prefetch);
-  }
-  void release_full(FsdpUnit& unit, FsdpRank& rank) const override { task_.release_full(unit, rank); }
-  void acquire_grad(FsdpUnit& unit, FsdpRank& rank) const override { task_.acquire_grad(unit, rank); }
-  void release_grad(FsdpUnit& unit, FsdpRank& rank) const override { task_.release_grad(unit, rank); }
-  void release_staging(Tensor staging, const Event& done, FsdpRank& rank) const override {
-    task_.release_staging(std::move(staging), done, rank);
-  }
+  using ForwardingOverlap::ForwardingOverlap;
   // The graded after(), but at the pass's last post-backward (the lifecycle counts them: post_backwards_seen is the
   // number done before this one), a unit already resharded.
   FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
@@ -849,11 +856,6 @@ class StrayPrefetch final : public OverlapTask {
       if (done != &unit && done->state == UnitState::sharded) return done;
     return next;
   }
-  void begin_forward(FsdpRank& rank) const override { task_.begin_forward(rank); }
-  void end_backward(FsdpRank& rank) const override { task_.end_backward(rank); }
-
- private:
-  const OverlapTask& task_;
 };
 
 // See [Note: a prefetch never used].

@@ -289,9 +289,9 @@ CheckOutcome check_stream(const CheckContext& c) {
     return CheckOutcome::fail(
         expected,
         "rank 0 issued " + std::to_string(call.issued.size()) + " ops, " + named(extra) + " besides the all-reduce",
-        "the mean made in ops of its own (a sum, then a scale by 1 / replicas, or each gradient "
-        "divided first): an elementwise pass more over grad_shard per unit on the reduce-scatter "
-        "stream, and in bf16 a second rounding; ReduceOp::avg averages inside the collective",
+        "the mean made in ops of its own (a sum, then a scale by 1 / replicas, or each gradient divided first): an "
+        "elementwise pass more over grad_shard per unit on the reduce-scatter stream, and in bf16 a second rounding; "
+        "ReduceOp::avg averages inside the collective",
         0.5);
   }
   // A host sync of any stream, with every other stream busy for 3 ms.

@@ -5,9 +5,8 @@
 // copy_to_device on the memcpy stream, after the earlier gathers and waiting for no other stream, before the gather
 // that reads it, with no host wait (a host sync in the copy path stops the host running ahead: "`.cpu()` breaks
 // prefetch"); the copy back is one copy_to_host on the memcpy stream after the reduction and waiting for nothing else
-// (a gather in flight); the host waits for `landed`, and
-// for nothing else. Then two offloaded trainings against the single-rank baseline, ASYNC and SYNC (SYNC's
-// reuse of staging blocks is where a copy racing an earlier gather shows).
+// (a gather in flight); the host waits for `landed`, and for nothing else. Then two offloaded trainings against the
+// single-rank baseline, ASYNC and SYNC (SYNC's reuse of staging blocks is where a copy racing an earlier gather shows).
 
 #include <set>
 
@@ -44,6 +43,13 @@ std::vector<float> shard_values() {
 std::string op_text(const OpRecord& op) {
   return "'" + op.name + "' on the " + std::string(lane_name(op.lane)) + " stream [" + ms(op.begin) + ", " +
          ms(op.end) + "]";
+}
+
+// "the compute and the reduce_scatter": `lanes` as a diagnostic names streams.
+std::string streams_text(const std::set<Lane>& lanes) {
+  std::string text;
+  for (const Lane lane : lanes) text += (text.empty() ? "the " : " and the ") + std::string(lane_name(lane));
+  return text;
 }
 
 // The first issued op whose name starts with `name`, or null.
@@ -148,22 +154,18 @@ CheckOutcome check_copy_up_order(const CheckContext& c) {
             ms(copy->end) + ")",
         "the all-gather stream not made to wait for the copy: the gather may read the shard half copied "
         "(record on memcpy after the copy, wait on all_gather: device.wait_stream(Lane::all_gather, Lane::memcpy))");
-  std::string waited;
+  std::set<Lane> waiting;
   for (const OpRecord& next : s.next_work)
-    if (waited_for(next, copy->id))
-      waited += (waited.empty() ? "the " : " and the ") + std::string(lane_name(next.lane));
-  if (!waited.empty())
+    if (waited_for(next, copy->id)) waiting.insert(next.lane);
+  if (!waiting.empty())
     failed.emplace_back(
-        waited + " stream made to wait for the copy",
+        streams_text(waiting) + " stream made to wait for the copy",
         "a stream other than the all-gather stream made to wait for the copy up (\"to be safe\"): only the gather "
         "reads device_copy; on compute the unit computing now waits for the next unit's copy, so the copies no "
         "longer hide under compute (GPT-2 124M, W = 2, --offload: 68.254 against 63.499 ms a step)");
   if (const std::set<Lane> lanes = lanes_waited_for(*copy, s.running); !lanes.empty()) {
-    std::string waited_on;
-    for (const Lane lane : lanes)
-      waited_on += (waited_on.empty() ? "the " : " and the ") + std::string(lane_name(lane));
     failed.emplace_back(
-        "the copy " + op_text(*copy) + " waits for " + waited_on + " stream's work",
+        "the copy " + op_text(*copy) + " waits for " + streams_text(lanes) + " stream's work",
         "the copy up made to wait for a stream other than the all-gather stream (\"to be safe\"): device_copy is a "
         "block only gathers read, so only the all-gather stream's earlier work must end first; " +
             std::string(lanes.contains(Lane::compute)
@@ -233,8 +235,7 @@ CheckOutcome check_copy_back(const CheckContext& c) {
   const std::string expected =
       "one copy_to_host of device_grad into host_grad, on the memcpy stream, starting after the reduction (" +
       op_text(s.reduction) +
-      ") and not waiting for the gather in flight, no other stream and not the host waiting "
-      "for it";
+      ") and not waiting for the gather in flight, no other stream and not the host waiting for it";
   const OpRecord* copy = find_op(s.issued, "copy_to_host");
   if (!copy)
     return CheckOutcome::fail(
