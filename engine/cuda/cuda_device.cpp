@@ -207,13 +207,13 @@ struct CudaDevice::Impl final : BlockSource {
   }
 
   // ---- BlockSource ----
-  std::byte* obtain(std::int64_t bytes, bool host) override {
+  std::optional<std::byte*> obtain(std::int64_t bytes, bool host) override {
     void* p = nullptr;
     const cudaError_t status = host ? cudaMallocHost(&p, static_cast<std::size_t>(bytes))
                                     : cudaMalloc(&p, static_cast<std::size_t>(bytes));
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // not sticky: clear it so the next call does not report it
-      return nullptr;
+      return std::nullopt;
     }
     check_cuda(status, "rank ", rank, ": allocating ", bytes, host ? " bytes of pinned host memory" : " bytes");
     return static_cast<std::byte*>(p);

@@ -56,6 +56,7 @@ Block* CachingAllocator::reuse(std::int64_t size_class, Lane stream) {
     for (auto it = pool.lower_bound(size_class); it != pool.end() && fits(it->first, size_class); ++it) {
       if (source_.passed(it->second.freed)) {
         Block* block = it->second.block;
+        source_.handed_over(*block, stream, it->second.freed);
         pool.erase(it);
         return block;
       }
@@ -68,6 +69,7 @@ Block* CachingAllocator::reuse(std::int64_t size_class, Lane stream) {
   if (!pending_pool) return nullptr;
   source_.order_after(stream, pending->second.freed);
   Block* block = pending->second.block;
+  source_.handed_over(*block, stream, pending->second.freed);
   pending_pool->erase(pending);
   return block;
 }
@@ -76,7 +78,7 @@ Block* CachingAllocator::take(std::int64_t bytes, MemTag tag, Lane stream) {
   const std::int64_t size_class = CachingAllocator::size_class(bytes);
   if (Block* block = reuse(size_class, stream)) return hand_out(block, bytes, tag, stream);
   const bool host = stream == Lane::host;
-  std::byte* data = source_.obtain(size_class, host);
+  std::optional<std::byte*> data = source_.obtain(size_class, host);
   if (!data) {
     // Cached blocks of other sizes may be what stands in the way: give them all back and ask once more.
     flush();
@@ -87,7 +89,7 @@ Block* CachingAllocator::take(std::int64_t bytes, MemTag tag, Lane stream) {
   auto block = std::make_unique<Block>();
   block->id = next_id_++;
   block->capacity = size_class;
-  block->data = data;
+  block->data = *data;
   reserved_ += size_class;
   Block* taken = block.get();
   blocks_.emplace(taken->id, std::move(block));

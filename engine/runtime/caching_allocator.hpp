@@ -16,13 +16,15 @@
 // again while the GPU may still use it. The device's next call that may throw reports the error.
 //
 // The device-specific parts are behind BlockSource, so this logic is tested on the host
-// (tests/unit/test_caching_allocator.cpp) with a source whose marks pass when the test says so.
+// (tests/unit/test_caching_allocator.cpp) with a source whose marks pass when the test says so, and the sim device
+// runs on it too: a block passes between its streams as it would on the GPU.
 #pragma once
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -35,8 +37,9 @@ class BlockSource {
  public:
   using Mark = std::shared_ptr<void>;
   virtual ~BlockSource() = default;
-  // `bytes` of device memory, or of pinned host memory when `host`; null when refused (out of memory).
-  virtual std::byte* obtain(std::int64_t bytes, bool host) = 0;
+  // `bytes` of device memory, or of pinned host memory when `host`; nullopt when refused (out of memory). A device
+  // that holds no data (the sim device's dry run) grants it as a null pointer.
+  virtual std::optional<std::byte*> obtain(std::int64_t bytes, bool host) = 0;
   virtual void give_back(std::byte* data, bool host) = 0;
   // A mark at the current end of `stream`'s work.
   virtual Mark mark(Lane stream) = 0;
@@ -46,6 +49,10 @@ class BlockSource {
   virtual void order_after(Lane stream, const Mark& mark) = 0;
   // The host waits for `mark`.
   virtual void wait(const Mark& mark) = 0;
+  // `block`, freed on another stream at `mark`, now serves `stream`: its mark had passed, or `stream` was ordered
+  // after it. A device that checks ordering records the hand-over (the sim device's race detector: see [Note: a
+  // block that crosses streams], sim_device.cpp); a GPU needs nothing more.
+  virtual void handed_over(const Block& /*block*/, Lane /*stream*/, const Mark& /*mark*/) {}
 };
 
 class CachingAllocator {

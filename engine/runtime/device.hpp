@@ -30,9 +30,9 @@ enum class DeviceKind { sim, cuda };
 // again for a later allocation of the same size class, as a caching allocator does, which is what
 // makes "reused while another stream still reads it" a real hazard. Each block belongs to the stream it
 // was allocated for, whose order makes reuse for that stream safe; a block another stream also used must
-// be kept until that stream is done with it (record_stream; DeferredFrees) before it is freed. The sim
-// device reuses a block for its own stream only; the cuda device's CachingAllocator also hands it to
-// another stream, once its free has passed or with that stream ordered after the free (an event wait).
+// be kept until that stream is done with it (record_stream; DeferredFrees) before it is freed. Both
+// devices cache blocks in one CachingAllocator, which also hands a block to another stream, once its free
+// has passed or with that stream ordered after the free (an event wait).
 struct Block {
   BlockId id = 0;
   std::int64_t capacity = 0;    // size class, what the allocator holds

@@ -74,4 +74,10 @@ void RaceDetector::prune(BlockId block, const std::array<VectorClock, kLaneCount
   });
 }
 
+void RaceDetector::hand_over(BlockId block, const VectorClock& freed) {
+  auto it = history_.find(block);
+  if (it == history_.end()) return;
+  std::erase_if(it->second, [&](const Entry& e) { return freed[lane_index(e.who.lane)] >= e.who.seq; });
+}
+
 }  // namespace fsdplab

@@ -9,7 +9,7 @@
 // overlaps, or could overlap, in virtual time, and the message gives both ops' times.
 //
 // Blocks keep their access history across free and re-allocation, so "freed and reused while another
-// stream still reads it" is caught the same way.
+// stream still reads it" is caught the same way, whichever stream the block is reused for.
 #pragma once
 #include <string>
 #include <unordered_map>
@@ -66,6 +66,10 @@ class RaceDetector {
   void commit(const Block& block, const Access& access, bool write, const Accessor& who);
   // Drops history every lane is already ordered after: no future access can race with it.
   void prune(BlockId block, const std::array<VectorClock, kLaneCount>& lane_clocks);
+  // The freed block passes to another stream, which its allocator orders after `freed`, the clock of the free on
+  // its old stream: history that happened before the free cannot race with its new use, and is dropped. What the
+  // old stream never waited for stays. See [Note: a block that crosses streams], sim_device.cpp.
+  void hand_over(BlockId block, const VectorClock& freed);
 
   const std::vector<RaceReport>& races() const { return races_; }
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
-
-#include "engine/runtime/caching_allocator.hpp"
+#include <optional>
+#include <unordered_map>
 
 namespace fsdplab {
 namespace {
@@ -51,15 +51,77 @@ void SimDevice::check_raw_pointer(const Block& block, const std::string& storage
       "synchronized), or touch it in an op's body");
 }
 
+// ---- memory --------------------------------------------------------------------------------------
+//
+// [Note: a block that crosses streams]
+// The sim device's memory is cached and handed out again by the cuda device's own CachingAllocator, so a freed
+// block passes between streams exactly as it does on a GPU: first to its own stream, else to another stream,
+// at once where its free has passed on the virtual clock, or with that stream ordered after the free (here: it
+// starts no earlier, and the wait is a dependency in the trace, as the GPU's cudaStreamWaitEvent).
+//
+// What the hand-over orders is the block's old use before its new one, and nothing else: the race detector
+// drops the block's history that happened before the free on its old stream (RaceDetector::hand_over), but the
+// new stream's vector clock is not joined with the old stream's. On a GPU the allocator's wait does order all of
+// the new stream's later work, but only when a block happens to cross, of a size that happens to fit: a missing
+// stream wait of the program's own is still a race, which the sim reports whatever the allocator did.
+//
+// What is left in the history is what the old stream never waited for: a third stream still reading the block
+// when it was freed (a free that was not parked until its last use, DeferredFrees). The block's first access on
+// its new stream races with that read, as it would on the GPU.
+
+class SimDevice::Memory final : public BlockSource {
+ public:
+  explicit Memory(SimDevice& device) : device_(device) {}
+
+  std::optional<std::byte*> obtain(std::int64_t bytes, bool) override {
+    if (device_.options_.dry_run) return nullptr;  // time and memory only
+    auto memory = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(bytes));
+    // Fresh memory reads as NaN in f32 and bf16, so reading before writing shows up loudly.
+    std::memset(memory.get(), 0xFF, static_cast<std::size_t>(bytes));
+    std::byte* data = memory.get();
+    held_.emplace(data, std::move(memory));
+    return data;
+  }
+  void give_back(std::byte* data, bool) override { held_.erase(data); }
+  Mark mark(Lane stream) override {
+    if (stream == Lane::host) return nullptr;  // pinned host memory stays the host's
+    auto freed = std::make_shared<Event>("a freed block");
+    device_.record(*freed, stream);
+    return freed;
+  }
+  bool passed(const Mark& mark) override { return !mark || freed(mark).time() <= device_.host_; }
+  void order_after(Lane stream, const Mark& mark) override {
+    StreamState& s = device_.state(stream);
+    s.ready = std::max(s.ready, freed(mark).time());
+    if (freed(mark).last_op.op != 0) s.pending_deps.push_back(freed(mark).last_op);
+  }
+  void handed_over(const Block& block, Lane, const Mark& mark) override {
+    device_.races_.hand_over(block.id, freed(mark).clock);
+  }
+  void wait(const Mark& mark) override {
+    if (mark) device_.synchronize(freed(mark));
+  }
+
+ private:
+  static const Event& freed(const Mark& mark) { return *static_cast<const Event*>(mark.get()); }
+
+  SimDevice& device_;
+  std::unordered_map<std::byte*, std::unique_ptr<std::byte[]>> held_;  // every block's memory, live or cached
+};
+
 SimDevice::SimDevice(int rank, DevicePreset device, LinkPreset link, SimDeviceOptions options)
-    : Device(rank), options_(options), cost_(std::move(device), std::move(link), options.nodes) {
+    : Device(rank),
+      options_(options),
+      cost_(std::move(device), std::move(link), options.nodes),
+      memory_(std::make_unique<Memory>(*this)),
+      allocator_(*memory_) {
   races_.set_policy(options.races);
 }
 
 SimDevice::~SimDevice() {
-  if (live_blocks_ != 0) {
+  if (allocator_.live_blocks() != 0) {
     // A destructor cannot throw; an Allocation outliving its device is a bug in the caller.
-    std::cerr << "fsdplab: rank " << rank_ << " sim device destroyed with " << live_blocks_
+    std::cerr << "fsdplab: rank " << rank_ << " sim device destroyed with " << allocator_.live_blocks()
               << " live allocations; free tensors before their device\n";
   }
 }
@@ -81,12 +143,12 @@ std::array<VectorClock, kLaneCount> SimDevice::lane_clocks() const {
 }
 
 Block& SimDevice::live_block(BlockId id, const std::string& op_name) {
-  auto it = by_id_.find(id);
-  check(it != by_id_.end(), "rank ", rank_, ": '", op_name, "' names buffer #", id,
+  Block* block = allocator_.find(id);
+  check(block != nullptr, "rank ", rank_, ": '", op_name, "' names buffer #", id,
         ", which this device never allocated");
-  check(it->second->live, "rank ", rank_, ": '", op_name, "' uses buffer #", id, " (last tagged ",
-        mem_tag_name(it->second->tag), ") after it was freed");
-  return *it->second;
+  check(block->live, "rank ", rank_, ": '", op_name, "' uses buffer #", id, " (last tagged ", mem_tag_name(block->tag),
+        ") after it was freed");
+  return *block;
 }
 
 void SimDevice::check_accesses(std::span<const Access> reads, std::span<const Access> writes, const Accessor& who,
@@ -266,7 +328,6 @@ bool SimDevice::completed(const Event& event) const {
 }
 
 Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
-  auto& pool = free_blocks_[lane_index(stream)];
   check(bytes >= 0, "rank ", rank_, ": allocation of ", bytes, " bytes tagged ", mem_tag_name(tag),
         "; expected a size >= 0");
   const bool host = stream == Lane::host;
@@ -279,46 +340,17 @@ Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {
          ledger_.live_total(), " bytes live of ", static_cast<std::int64_t>(capacity), " on ",
          cost_.device().name);
   }
-  // Sizes round, and cached blocks serve, as in the cuda device's caching allocator; a block is reused for its
-  // own stream only (the cuda device's also passes to another stream: see Block, device.hpp).
-  const std::int64_t size_class = CachingAllocator::size_class(bytes);
-
-  Block* block = nullptr;
-  auto it = pool.lower_bound(size_class);
-  if (it != pool.end() && CachingAllocator::fits(it->first, size_class)) {
-    block = it->second;
-    pool.erase(it);
-  } else {
-    auto owned = std::make_unique<OwnedBlock>();
-    owned->block.id = blocks_.size() + 1;
-    owned->block.capacity = size_class;
-    if (!options_.dry_run) {
-      owned->memory.reset(new std::byte[static_cast<std::size_t>(size_class)]);
-      // Fresh memory reads as NaN in f32 and bf16, so reading before writing shows up loudly.
-      std::memset(owned->memory.get(), 0xFF, static_cast<std::size_t>(size_class));
-      owned->block.data = owned->memory.get();
-    }
-    block = &owned->block;
-    by_id_.emplace(block->id, block);
-    blocks_.push_back(std::move(owned));
-  }
-  block->bytes = bytes;
-  block->tag = tag;
-  block->stream = stream;
-  block->generation += 1;
-  block->live = true;
-  ++live_blocks_;
+  // The host's memory never refuses: the ledger above is the device's capacity.
+  Block* block = allocator_.take(bytes, tag, stream);
   ledger.on_alloc(tag, bytes, host_);
   if (!host && !sinks_.empty()) emit(CounterSample{rank_, host_, tag, ledger_.live(tag), ledger_.live_total()});
   return Allocation(this, block);
 }
 
 void SimDevice::free(Block* block) {
-  block->live = false;
-  --live_blocks_;
-  free_blocks_[lane_index(block->stream)].emplace(block->capacity, block);
   const bool host = block->stream == Lane::host;
   (host ? host_ledger_ : ledger_).on_free(block->tag, block->bytes, host_);
+  allocator_.put(block);
   if (!host && !sinks_.empty()) {
     emit(CounterSample{rank_, host_, block->tag, ledger_.live(block->tag), ledger_.live_total()});
   }

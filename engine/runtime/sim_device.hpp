@@ -17,11 +17,10 @@
 // runs there while the next all-gather runs within the node, as on NVLink and a network card.
 #pragma once
 #include <array>
-#include <map>
 #include <memory>
 #include <span>
-#include <unordered_map>
 
+#include "engine/runtime/caching_allocator.hpp"
 #include "engine/runtime/device.hpp"
 #include "engine/runtime/race_detector.hpp"
 
@@ -92,14 +91,10 @@ class SimDevice final : public Device {
   OpId next_op_ = 1;
   RaceDetector races_;
 
-  struct OwnedBlock {
-    Block block;
-    std::unique_ptr<std::byte[]> memory;
-  };
-  std::vector<std::unique_ptr<OwnedBlock>> blocks_;
-  std::unordered_map<BlockId, Block*> by_id_;
-  std::array<std::multimap<std::int64_t, Block*>, kLaneCount> free_blocks_;  // per stream (and host), by capacity
-  std::int64_t live_blocks_ = 0;
+  // Host memory under the cuda device's CachingAllocator: [Note: a block that crosses streams].
+  class Memory;
+  std::unique_ptr<Memory> memory_;
+  CachingAllocator allocator_;  // after what it calls back into: destroyed first
 };
 
 }  // namespace fsdplab

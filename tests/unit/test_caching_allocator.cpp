@@ -25,8 +25,8 @@ class HostSource final : public BlockSource {
  public:
   explicit HostSource(std::int64_t budget) : budget_(budget) {}
 
-  std::byte* obtain(std::int64_t bytes, bool host) override {
-    if (held_ + bytes > budget_) return nullptr;
+  std::optional<std::byte*> obtain(std::int64_t bytes, bool host) override {
+    if (held_ + bytes > budget_) return std::nullopt;
     held_ += bytes;
     obtained.push_back({bytes, host});
     auto memory = std::make_unique<std::byte[]>(static_cast<std::size_t>(bytes));
@@ -52,6 +52,9 @@ class HostSource final : public BlockSource {
     return done_[lane] >= n;
   }
   void order_after(Lane stream, const Mark& mark) override { orders.push_back({stream, mark}); }
+  void handed_over(const Block& block, Lane stream, const Mark& mark) override {
+    handovers.push_back({block.id, stream, block.stream, passed(mark)});
+  }
   void wait(const Mark& mark) override {
     if (fail_waits) fail("waiting for a free: the device has failed");
     if (!mark) return;
@@ -69,6 +72,13 @@ class HostSource final : public BlockSource {
   };
   std::vector<Obtained> obtained;
   std::vector<std::pair<Lane, Mark>> orders;
+  struct HandOver {
+    BlockId block;
+    Lane to;
+    Lane from;  // the stream it was freed on: still the block's stream when it is handed over
+    bool passed;
+  };
+  std::vector<HandOver> handovers;
   int given_back = 0;
   int host_waits = 0;
   bool fail_marks = false;  // as a CUDA device's calls fail once a kernel has faulted
@@ -108,6 +118,7 @@ TEST(CachingAllocator, ReusesOnItsOwnStreamAtOnce) {
   EXPECT_EQ(again->tag, MemTag::workspace);
   EXPECT_EQ(again->generation, 2u);
   EXPECT_TRUE(source.orders.empty());
+  EXPECT_TRUE(source.handovers.empty()) << "a block that stays on its stream is not handed over";
   EXPECT_EQ(source.obtained.size(), 1u);
 }
 
@@ -129,6 +140,16 @@ TEST(CachingAllocator, AnotherStreamWaitsForTheFreeUnlessItPassed) {
   Block* again = allocator.take(8192, MemTag::grad_full, Lane::reduce_scatter);
   EXPECT_EQ(again, gathered);
   EXPECT_EQ(source.orders.size(), 1u);
+
+  // Both crossings are told to the source, which a device that checks ordering needs either way.
+  ASSERT_EQ(source.handovers.size(), 2u);
+  EXPECT_EQ(source.handovers[0].block, gathered->id);
+  EXPECT_EQ(source.handovers[0].from, Lane::all_gather);
+  EXPECT_EQ(source.handovers[0].to, Lane::compute);
+  EXPECT_FALSE(source.handovers[0].passed);
+  EXPECT_EQ(source.handovers[1].from, Lane::compute);
+  EXPECT_EQ(source.handovers[1].to, Lane::reduce_scatter);
+  EXPECT_TRUE(source.handovers[1].passed);
 }
 
 TEST(CachingAllocator, PrefersABlockWhoseFreeHasPassed) {

@@ -106,6 +106,80 @@ TEST(RuntimeRaces, ReuseAfterAnEventWaitIsClean) {
   EXPECT_NO_THROW(dev->launch(Lane::all_gather, touching("all_gather unit 1", 10'000, {}, {next.access()}), {}));
 }
 
+// [Note: a block that crosses streams]: a block freed on one stream and taken by another, as the cuda device's
+// CachingAllocator hands it on a GPU. The gathered buffer is read by a long matmul on the compute stream and freed
+// at the host's time, not parked until that read ends; the reduce-scatter stream's next buffer is that block,
+// ordered after the all-gather stream's free only.
+TEST(RuntimeRaces, ABlockHandedToAnotherStreamRacesWithAThirdStreamsRead) {
+  auto dev = make_sim_device();
+  auto gathered = std::make_shared<Storage>(*dev, 4096, MemTag::param_full, "unit 0 full", Storage::Start::allocated,
+                                            Lane::all_gather);
+  const Tensor full = Tensor::view_of(gathered, 0, {1024}, DType::f32, "unit 0 full");
+  const BlockId block = full.access().block;
+  dev->launch(Lane::all_gather, touching("all_gather unit 0", 10'000, {}, {full.access()}), {});
+  Event done("gathered");
+  dev->record(done, Lane::all_gather);
+  dev->wait(Lane::compute, done);
+  dev->launch(Lane::compute, touching("long matmul reads full", 10'000'000, {full.access()}, {}), {});
+  gathered->free();
+  Tensor staging =
+      Tensor::empty(*dev, {1024}, DType::f32, MemTag::comm_buffer, "reduce-scatter staging", Lane::reduce_scatter);
+  ASSERT_EQ(staging.access().block, block) << "the allocator hands the freed block to the other stream";
+  try {
+    dev->launch(Lane::reduce_scatter, touching("reduce_scatter writes staging", 1'000, {}, {staging.access()}), {});
+    FAIL() << "expected a RaceError";
+  } catch (const RaceError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("long matmul reads full"), std::string::npos) << m;
+    EXPECT_NE(m.find("freed and reused"), std::string::npos) << m;
+    EXPECT_EQ(e.report().earlier.lane, Lane::compute);
+    EXPECT_EQ(e.report().later.lane, Lane::reduce_scatter);
+    EXPECT_TRUE(e.report().reused);
+  }
+}
+
+// The same hand-over where only the old stream used the block: the allocator's order is all it needs. The new
+// stream starts after the free, with the wait in the trace, and no earlier.
+TEST(RuntimeRaces, ABlockHandedToAnotherStreamWaitsForItsFree) {
+  auto dev = make_sim_device();
+  auto gathered = std::make_shared<Storage>(*dev, 4096, MemTag::param_full, "unit 0 full", Storage::Start::allocated,
+                                            Lane::all_gather);
+  const Tensor full = Tensor::view_of(gathered, 0, {1024}, DType::f32, "unit 0 full");
+  const BlockId block = full.access().block;
+  const OpId gather = dev->launch(Lane::all_gather, touching("all_gather unit 0", 1'000'000, {}, {full.access()}), {});
+  gathered->free();
+  Tensor activations = Tensor::empty(*dev, {1024}, DType::f32, MemTag::activation, "activations");
+  ASSERT_EQ(activations.access().block, block);
+  OpId write = 0;
+  ASSERT_NO_THROW(write =
+                      dev->launch(Lane::compute, touching("write activations", 1'000, {}, {activations.access()}), {}));
+  const OpRecord& gather_op = dev->ops().at(0);
+  const OpRecord& write_op = dev->ops().at(1);
+  ASSERT_EQ(gather_op.id, gather);
+  ASSERT_EQ(write_op.id, write);
+  EXPECT_GE(write_op.begin, gather_op.end);
+  ASSERT_EQ(write_op.deps.size(), 1u);
+  EXPECT_EQ(write_op.deps[0].op, gather);
+}
+
+// The hand-over orders the block's old use before its new one, not the two streams' other work: a read of what the
+// old stream wrote elsewhere still needs the program's own wait.
+TEST(RuntimeRaces, AHandOverOrdersOnlyItsBlock) {
+  auto dev = make_sim_device();
+  Tensor other = Tensor::empty(*dev, {1024}, DType::f32, MemTag::param_full, "unit 1 full", Lane::all_gather);
+  auto gathered = std::make_shared<Storage>(*dev, 4096, MemTag::param_full, "unit 0 full", Storage::Start::allocated,
+                                            Lane::all_gather);
+  const Tensor full = Tensor::view_of(gathered, 0, {1024}, DType::f32, "unit 0 full");
+  const BlockId block = full.access().block;
+  dev->launch(Lane::all_gather, touching("all_gather unit 1", 10'000, {}, {other.access()}), {});
+  dev->launch(Lane::all_gather, touching("all_gather unit 0", 10'000, {}, {full.access()}), {});
+  gathered->free();
+  Tensor activations = Tensor::empty(*dev, {1024}, DType::f32, MemTag::activation, "activations");
+  ASSERT_EQ(activations.access().block, block);
+  ASSERT_NO_THROW(dev->launch(Lane::compute, touching("write activations", 1'000, {}, {activations.access()}), {}));
+  EXPECT_THROW(dev->launch(Lane::compute, touching("matmul reads unit 1", 1'000, {other.access()}, {}), {}), RaceError);
+}
+
 TEST(RuntimeRaces, UseAfterFreeIsAnError) {
   auto dev = make_sim_device();
   auto storage = std::make_shared<Storage>(*dev, 4096, MemTag::param_full, "unit 0 full");
