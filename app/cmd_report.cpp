@@ -28,6 +28,7 @@
 #include "app/report/markdown_table.hpp"
 #include "app/report/report_context.hpp"
 #include "app/shell_quote.hpp"
+#include "app/temporary_folders.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/runtime/presets.hpp"
@@ -61,26 +62,6 @@ std::vector<std::string> section_names() {
   for (const Section& s : kSections) names.emplace_back(s.name);
   return names;
 }
-
-// The scratch folder, removed however the report ends.
-class ScratchFolder {
- public:
-  ScratchFolder() {
-    path_ = fs::temp_directory_path() / ("fsdplab-report-" + std::to_string(getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchFolder() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  ScratchFolder(const ScratchFolder&) = delete;
-  ScratchFolder& operator=(const ScratchFolder&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 std::string utc_now() {
   const std::time_t now = std::time(nullptr);
@@ -158,6 +139,7 @@ std::string figure_markdown(const FigureResult& f) {
 
 void run_report(const ReportOptions& options) {
   const auto start = Clock::now();
+  TemporaryFolders temporary("fsdplab report");
   ReportContext ctx;
   ctx.options = options;
   // Every refusal before anything runs: the device, then the folder.
@@ -177,11 +159,17 @@ void run_report(const ReportOptions& options) {
   }
   check_output_folder(options.out, "--out");
   ctx.out_dir = options.out;
+  // A folder this report makes is its own to remove if it ends short; one that was there is the user's.
+  const bool out_was_there = fs::exists(ctx.out_dir);
   std::error_code ec;
   fs::create_directories(ctx.out_dir, ec);
   check(!ec, "--out '", ctx.out_dir.string(), "': cannot create the folder: ", ec.message());
-  const ScratchFolder scratch;
-  ctx.work_dir = scratch.path();
+  if (!out_was_there) temporary.remove_at_end(ctx.out_dir);
+  // The scratch folder of the runs' traces and checkpoints, removed however the report ends.
+  ctx.work_dir = fs::temp_directory_path() / ("fsdplab-report-" + std::to_string(getpid()));
+  fs::remove_all(ctx.work_dir);
+  fs::create_directories(ctx.work_dir);
+  temporary.remove_at_end(ctx.work_dir);
 
   std::printf("fsdplab report: %s form on %s, into %s\n", options.quick ? "quick" : "full",
               ctx.cuda ? ("cuda (" + ctx.gpu_name + ")").c_str() : "the sim device", ctx.out_dir.string().c_str());
@@ -209,6 +197,7 @@ void run_report(const ReportOptions& options) {
   for (const std::string& s : options.only) name += "_" + s;
   const fs::path path = ctx.out_dir / (name + ".md");
   write_output_file(path, "--out", [&](std::ostream& out) { out << header(ctx, seconds, figures) << body; });
+  temporary.keep(ctx.out_dir);
   int drawn = 0;
   for (const FigureResult& f : figures) drawn += f.drawn ? 1 : 0;
   std::printf("report: %s (%.1f s); figures: %d of %zu drawn%s\n", path.string().c_str(), seconds, drawn,
@@ -224,7 +213,9 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--device", options->device,
                   "sim (default; virtual time) or cuda (trainings and collectives on the GPU)")
       ->check(CLI::IsMember({"sim", "cuda"}));
-  cmd->add_option("--out", options->out, "Folder for report.md and its figures (created if missing)")
+  cmd->add_option("--out", options->out,
+                  "Folder for report.md and its figures (created if missing, and removed again if the report is "
+                  "stopped or fails)")
       ->capture_default_str()
       ->check(non_empty("a folder"));
   cmd->add_flag("--quick", options->quick,
