@@ -43,6 +43,7 @@
 #include "engine/trace/trace_recorder.hpp"
 #include "engine/train/fsdp_trainer.hpp"
 #include "engine/train/model_factory.hpp"
+#include "engine/train/run_device.hpp"
 #include "labs/student_tasks.hpp"
 
 namespace fsdplab::app {
@@ -185,6 +186,7 @@ class OverlapRuns {
     for (double s : bench.bandwidth_scales)
       check(std::isfinite(s) && s > 0, "bench --what overlap: --bandwidths ", s,
             "; expected finite scales > 0 (times the link preset's bandwidth)");
+    check_whole_nodes(bench.nodes, bench.world);
 
     const PresetCatalog presets = PresetCatalog::builtin_or_file(bench.presets_file);
     device = presets.device(bench.device_preset);

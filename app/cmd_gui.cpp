@@ -64,7 +64,9 @@ std::vector<std::string> comparison_flags() {
 std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
   SessionSettings& s = o.settings;
   std::vector<CLI::Option*> flags = {
-      cmd.add_option("--model", s.model, "Model: gpt2, llama, mlp, toy")->capture_default_str(),
+      cmd.add_option("--model", s.model, "Model: gpt2, llama, mlp, toy")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"gpt2", "llama", "mlp", "toy"})),
       cmd.add_option("--preset", s.preset, "Model size (gpt2: default test-small; llama: default test-tiny)"),
       cmd.add_option("--attention", s.attention, "gpt2, llama: auto (flash in bf16, exact in f32), exact or flash")
           ->capture_default_str()

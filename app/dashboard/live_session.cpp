@@ -61,7 +61,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   run.device_preset = device_preset;
   run.link_preset = link_preset;
   run.nodes = nodes;
-  check_whole_nodes(run, world);
+  check_whole_nodes(run.nodes, world);
   run.emulate_link = emulate_link;
   run.cupti = cupti;
   set_sm_split(run, sm_split);

@@ -107,6 +107,11 @@ PrefetchPolicy parse_prefetch(std::string_view text) {
     check(word != nullptr, "unknown prefetch '", item, "' in --prefetch '", text, "'; expected ",
           names_list(kPrefetchNames), ", or a comma list such as forward,backward-post");
     check(item != "none" || text == "none", "--prefetch '", text, "': 'none' cannot be combined with other policies");
+    const bool forward_twice = word->forward && p.forward, next_step_twice = word->next_step && p.next_step;
+    check(!forward_twice && !next_step_twice, "--prefetch '", text, "' asks for ",
+          forward_twice ? "forward" : "next-step", " prefetch twice",
+          text.find("all") != std::string_view::npos ? " ('all' is forward,backward-pre,next-step)" : "",
+          "; expected each policy once");
     check(p.backward == BackwardPrefetch::none || word->backward == BackwardPrefetch::none, "--prefetch '", text,
           "' names two backward prefetches; pick backward-pre or backward-post");
     p.forward = p.forward || word->forward;

@@ -88,7 +88,7 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
   check(fsdp.observers.empty() || fsdp.observers.size() == static_cast<std::size_t>(world), "train_fsdp: ",
         fsdp.observers.size(), " FSDP observers for ", world, " ranks; expected one per rank or none");
   device = run_device_spec(run, presets, fsdp.dry_run);
-  check_whole_nodes(run, world);
+  check_whole_nodes(run.nodes, world);
   layout = rank_layout(run.comm, world, device.kind, run.gpu);
   probe = build_model(run);  // checks the model and the batch split
   check_compute_dtype(run, probe, fsdp.options.param_dtype);

@@ -74,7 +74,7 @@ BuiltModel build_model(const RunConfig& run) {
   const bool known = named_sizes || run.model == "toy" || run.model == "mlp";
   check(!known || run.preset.empty() || named_sizes, "--preset '", run.preset, "' for --model ", run.model,
         ": only gpt2 and llama have named sizes; ",
-        run.model == "mlp" ? "mlp's size is --mlp-width and --mlp-depth" : "the model has one size");
+        run.model == "mlp" ? "mlp's size is its width and depth" : "the model has one size");
   const RunConfig defaults;
   const bool width = run.mlp_width != defaults.mlp_width, depth = run.mlp_depth != defaults.mlp_depth;
   check(!known || run.model == "mlp" || !(width || depth), width ? "--mlp-width " + std::to_string(run.mlp_width) : "",

@@ -26,8 +26,8 @@ void check_cuda_options_unused(const RunConfig& run, DeviceKind kind) {
         "--device cuda");
 }
 
-void check_whole_nodes(const RunConfig& run, int world) {
-  const int per_node = run.nodes.ranks_per_node;
+void check_whole_nodes(const NodePlacement& nodes, int world) {
+  const int per_node = nodes.ranks_per_node;
   check(per_node == 0 || world % per_node == 0, "--ranks-per-node ", per_node,
         " with --world ", world, ": expected whole nodes, a world that is a multiple of the ranks per node");
 }

@@ -400,6 +400,8 @@ namespace {
 Json read_manifest(const fs::path& dir, const std::string& where) {
   const fs::path path = dir / kManifest;
   std::error_code ec;
+  check(fs::is_directory(dir, ec), where, ": '", dir.string(), "' is not a folder; expected a folder written by ",
+        "--checkpoint");
   check(fs::exists(fs::symlink_status(path, ec)), where, ": '", dir.string(), "' holds no ", kManifest,
         "; expected a folder written by --checkpoint");
   // Read by its kind first: a FIFO or a device in its place is refused, never waited on (with the checkpoint's

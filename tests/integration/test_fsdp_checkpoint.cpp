@@ -450,6 +450,10 @@ TEST_F(FsdpCheckpointErrors, NothingLeftToRunAndConflictingOptionsAreErrors) {
   FsdpRun missing = resume();
   missing.run.resume_dir = path("nowhere").string();
   EXPECT_TRUE(contains(resume_error(missing), "nowhere': no such folder"));
+  { std::ofstream(path("a file")) << "not a checkpoint\n"; }
+  FsdpRun file = resume();
+  file.run.resume_dir = path("a file").string();
+  EXPECT_TRUE(contains(resume_error(file), "a file' is not a folder; expected a folder written by --checkpoint"));
   FsdpRun every = make_run(Case{}, 2);
   every.run.checkpoint_every = 1;
   EXPECT_TRUE(contains(resume_error(every), "--checkpoint-every needs --checkpoint DIR"));

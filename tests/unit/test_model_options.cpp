@@ -21,7 +21,7 @@ TEST(ModelOptions, PresetForAModelWithoutNamedSizesIsRefused) {
   EXPECT_TRUE(contains(toy, "--preset 'gpt2-xl' for --model toy: only gpt2 and llama have named sizes")) << toy;
   run.model = "mlp";
   const std::string mlp = error_of([&] { build_model(run); });
-  EXPECT_TRUE(contains(mlp, "mlp's size is --mlp-width and --mlp-depth")) << mlp;
+  EXPECT_TRUE(contains(mlp, "mlp's size is its width and depth")) << mlp;
   run.model = "gpt2";
   run.preset = "test-tiny";
   EXPECT_NO_THROW(build_model(run));

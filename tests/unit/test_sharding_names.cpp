@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "engine/fsdp/sharding.hpp"
+#include "test_support.hpp"
 
 namespace fsdplab {
 namespace {
+
+using testing::contains;
+using testing::error_of;
 
 TEST(ShardingNames, EveryNameParsesToAValueNamedSo) {
   for (std::string_view name : strategy_names()) EXPECT_EQ(strategy_name(parse_strategy(name)), name);
@@ -27,6 +31,14 @@ TEST(ShardingNames, EveryPrefetchPolicyIsWrittenAsItsCommaList) {
         const std::string name = prefetch_name(policy);
         EXPECT_EQ(parse_prefetch(name), policy) << name;
       }
+}
+
+TEST(ShardingNames, APrefetchPolicyAskedForTwiceIsRefused) {
+  const auto refusal = [](std::string_view text) { return error_of([&] { parse_prefetch(text); }); };
+  EXPECT_TRUE(contains(refusal("forward,forward"), "asks for forward prefetch twice; expected each policy once"));
+  EXPECT_TRUE(contains(refusal("all,next-step"),
+                       "asks for next-step prefetch twice ('all' is forward,backward-pre,next-step)"));
+  EXPECT_TRUE(contains(refusal("backward-pre,backward-post"), "names two backward prefetches"));
 }
 
 }  // namespace
