@@ -637,8 +637,8 @@ void CudaDevice::emit_memory(MemTag tag) {
 
 void CudaDevice::host_read(const Access& access, std::byte* to, const std::string& what) {
   const Block* block = allocator_.find(access.block);
-  check(block != nullptr && block->live, "rank ", rank_, ": ", what, " of buffer #", access.block,
-        ", which is not live");
+  check(block != nullptr && block->live && block->generation == access.generation, "rank ", rank_, ": ", what,
+        " of buffer #", access.block, ", which is not live (freed, or handed out again since)");
   check(access.offset >= 0 && access.offset + access.bytes <= block->bytes, "rank ", rank_, ": ", what,
         " reads bytes [", access.offset, ", ", access.offset + access.bytes, ") of a ", block->bytes, "-byte buffer");
   if (access.bytes == 0) return;
@@ -658,8 +658,8 @@ void CudaDevice::host_read(const Access& access, std::byte* to, const std::strin
 
 void CudaDevice::host_write(const Access& access, const std::byte* from, const std::string& what) {
   Block* block = allocator_.find(access.block);
-  check(block != nullptr && block->live, "rank ", rank_, ": ", what, " of buffer #", access.block,
-        ", which is not live");
+  check(block != nullptr && block->live && block->generation == access.generation, "rank ", rank_, ": ", what,
+        " of buffer #", access.block, ", which is not live (freed, or handed out again since)");
   check(access.offset >= 0 && access.offset + access.bytes <= block->bytes, "rank ", rank_, ": ", what,
         " writes bytes [", access.offset, ", ", access.offset + access.bytes, ") of a ", block->bytes, "-byte buffer");
   if (access.bytes == 0) return;

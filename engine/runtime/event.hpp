@@ -36,6 +36,7 @@ class Event {
   SimTime time_ = 0;
   int rank_ = -1;
   Lane lane_ = Lane::compute;
+  const void* device_ = nullptr;  // the device that recorded it: only its own events order its memory's accesses
   OpRef last_op;       // the last op before the record, {rank, 0} if the stream was empty
   VectorClock clock{};
   // The cuda device's cudaEvent_t, made afresh at each record so a copy keeps the record it was copied

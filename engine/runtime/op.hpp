@@ -22,6 +22,9 @@ struct Access {
   BlockId block = 0;
   std::int64_t offset = 0;  // bytes from the block's start
   std::int64_t bytes = 0;
+  // Which allocation of the block it was made in (Block::generation): one kept past its tensor's free names the
+  // block's old memory, and is refused once the block is handed out again, as before.
+  std::uint64_t generation = 0;
 };
 
 struct OpSpec {

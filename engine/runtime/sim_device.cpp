@@ -142,12 +142,16 @@ std::array<VectorClock, kLaneCount> SimDevice::lane_clocks() const {
   return clocks;
 }
 
-Block& SimDevice::live_block(BlockId id, const std::string& op_name) {
+Block& SimDevice::live_block(const Access& access, const std::string& op_name) {
+  const BlockId id = access.block;
   Block* block = allocator_.find(id);
   check(block != nullptr, "rank ", rank_, ": '", op_name, "' names buffer #", id,
         ", which this device never allocated");
   check(block->live, "rank ", rank_, ": '", op_name, "' uses buffer #", id, " (last tagged ", mem_tag_name(block->tag),
         ") after it was freed");
+  check(block->generation == access.generation, "rank ", rank_, ": '", op_name, "' uses buffer #", id,
+        " after it was freed: the block now holds another allocation (tagged ", mem_tag_name(block->tag),
+        "); an access kept past its tensor's free names memory that is no longer its own");
   return *block;
 }
 
@@ -155,7 +159,7 @@ void SimDevice::check_accesses(std::span<const Access> reads, std::span<const Ac
                                const VectorClock& clock) {
   for (const bool write : {false, true}) {
     for (const Access& a : write ? writes : reads) {
-      const Block& block = live_block(a.block, who.name);
+      const Block& block = live_block(a, who.name);
       check(a.offset >= 0 && a.bytes >= 0 && a.offset + a.bytes <= block.bytes, "rank ", rank_, ": '", who.name,
             "' accesses bytes [", a.offset, ", ", a.offset + a.bytes, ") of buffer #", a.block, ", which has ",
             block.bytes, " bytes");
@@ -166,7 +170,7 @@ void SimDevice::check_accesses(std::span<const Access> reads, std::span<const Ac
 
 void SimDevice::commit_accesses(std::span<const Access> reads, std::span<const Access> writes, const Accessor& who) {
   for (const bool write : {false, true})
-    for (const Access& a : write ? writes : reads) races_.commit(live_block(a.block, who.name), a, write, who);
+    for (const Access& a : write ? writes : reads) races_.commit(live_block(a, who.name), a, write, who);
 }
 
 OpId SimDevice::launch(Lane lane, OpSpec spec, const OpBody& body) {
@@ -250,6 +254,7 @@ void SimDevice::record(Event& event, Lane lane) {
   // An idle stream reaches the record as soon as the host issues it.
   event.time_ = std::max(s.ready, host_);
   event.rank_ = rank_;
+  event.device_ = this;
   event.lane_ = lane;
   event.last_op = {rank_, s.last_op};
   event.clock = s.clock;
@@ -261,9 +266,10 @@ void SimDevice::wait(Lane lane, const Event& event) {
         "', which was never recorded; record it on the producing stream first");
   StreamState& s = state(lane);
   s.ready = std::max(s.ready, event.time());
-  // Memory is per rank, so only a same-rank event orders this rank's accesses; another rank's
-  // event still moves time (a collective-shaped dependency).
-  if (event.rank() == rank_) join(s.clock, event.clock);
+  // Memory is per device, so only this device's event orders its accesses (another device's vector clock counts
+  // another device's ops, whatever its rank); another rank's event still moves time (a collective-shaped
+  // dependency).
+  if (event.device_ == this) join(s.clock, event.clock);
   if (event.last_op.op != 0) s.pending_deps.push_back(event.last_op);
 }
 
@@ -271,7 +277,7 @@ void SimDevice::synchronize(const Event& event) {
   check(event.recorded(), "rank ", rank_, ": the host waits on event '", event.name(),
         "', which was never recorded; it would wait forever");
   host_ = std::max(host_, event.time());
-  if (event.rank() == rank_) join(host_clock_, event.clock);
+  if (event.device_ == this) join(host_clock_, event.clock);
 }
 
 void SimDevice::synchronize(Lane lane) {
@@ -304,7 +310,7 @@ Block& SimDevice::host_access(const Access& access, bool write, const std::strin
   host_clock_ = clock;
   commit_accesses(write ? none : one, write ? one : none, who);
   races_.prune(access.block, lane_clocks());
-  return live_block(access.block, what);
+  return live_block(access, what);
 }
 
 void SimDevice::host_read(const Access& access, std::byte* to, const std::string& what) {

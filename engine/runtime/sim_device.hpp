@@ -69,7 +69,8 @@ class SimDevice final : public Device {
   };
   StreamState& state(Lane lane);
   const StreamState& state(Lane lane) const;
-  Block& live_block(BlockId id, const std::string& op_name);
+  // The block `access` names, in the allocation it was made in; an Error naming `op_name` otherwise.
+  Block& live_block(const Access& access, const std::string& op_name);
   std::array<VectorClock, kLaneCount> lane_clocks() const;
   OpId launch_on_host(OpSpec spec, const OpBody& body);
   void run_host_body(const std::string& op, const OpBody& body) const;

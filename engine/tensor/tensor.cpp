@@ -47,14 +47,19 @@ void Storage::allocate() {
   }
 }
 
-BlockId Storage::block() const {
+const Block& Storage::allocated_block() const {
   check(allocated(), "storage '", name_, "' (", mem_tag_name(tag_), ", ", bytes_,
         " bytes) is freed; allocate it before use (was it resharded too early?)");
-  return allocation_.block()->id;
+  return *allocation_.block();
+}
+
+Access Storage::access(std::int64_t offset, std::int64_t bytes) const {
+  const Block& block = allocated_block();
+  return Access{block.id, offset, bytes, block.generation};
 }
 
 std::byte* Storage::address() const {
-  block();  // the freed check
+  allocated_block();  // the freed check
   check(!device_->dry_run(), "storage '", name_, "' is on a dry-run device: it has a size but no data");
   return allocation_.data();
 }
@@ -171,8 +176,7 @@ std::uint16_t* Tensor::bf16() const { return reinterpret_cast<std::uint16_t*>(by
 std::int32_t* Tensor::i32() const { return reinterpret_cast<std::int32_t*>(byte_data(DType::i32)); }
 
 Access Tensor::access() const {
-  const Storage& s = storage();
-  return Access{s.block(), offset_ * static_cast<std::int64_t>(dtype_size(dtype_)), nbytes()};
+  return storage().access(offset_ * static_cast<std::int64_t>(dtype_size(dtype_)), nbytes());
 }
 
 bool Tensor::overlaps(const Tensor& other) const {

@@ -46,8 +46,9 @@ class Storage {
   // Hands the memory to the caller and leaves this storage freed, as free() does: the caller keeps the
   // block until the streams still using it are done (a deferred free, CUDA's record_stream made explicit).
   Allocation release();
-  // The block's id, for race checking; an Error when freed.
-  BlockId block() const;
+  // `bytes` bytes from `offset` of its block, in its current allocation: what an op declares it reads or writes; an
+  // Error when freed.
+  Access access(std::int64_t offset, std::int64_t bytes) const;
   // The memory's first byte, for op bodies (the sim device refuses it outside one: Device::check_raw_pointer); an
   // Error when freed or on a dry run.
   std::byte* data() const;
@@ -55,6 +56,8 @@ class Storage {
   std::byte* address() const;
 
  private:
+  const Block& allocated_block() const;  // an Error when freed
+
   Device* device_;
   std::int64_t bytes_;
   MemTag tag_;

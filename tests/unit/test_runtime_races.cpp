@@ -195,6 +195,36 @@ TEST(RuntimeRaces, UseAfterFreeIsAnError) {
   }
 }
 
+// An access kept past its tensor's free, used once the block holds another allocation: the bytes are someone else's.
+TEST(RuntimeRaces, AnAccessKeptPastAFreeIsRefusedAfterTheBlockIsReused) {
+  auto dev = make_sim_device();
+  auto storage = std::make_shared<Storage>(*dev, 4096, MemTag::param_full, "unit 0 full");
+  const Access stale = Tensor::view_of(storage, 0, {1024}, DType::f32).access();
+  storage->free();
+  Tensor next = Tensor::empty(*dev, {1024}, DType::f32, MemTag::activation, "activations");
+  ASSERT_EQ(next.access().block, stale.block);
+  const std::string e =
+      testing::error_of([&] { dev->launch(Lane::compute, touching("matmul", 1'000, {}, {stale}), {}); });
+  EXPECT_TRUE(testing::contains(e, "now holds another allocation (tagged activation)")) << e;
+  EXPECT_NO_THROW(dev->launch(Lane::compute, touching("matmul", 1'000, {}, {next.access()}), {}));
+}
+
+// An event orders the accesses of the device that recorded it only: another device's, of the same rank number (two
+// runs in one thread, an Event kept in a static), counts that device's ops and orders nothing here.
+TEST(RuntimeRaces, AnotherDevicesEventOrdersNothingHere) {
+  auto a = make_sim_device(0);
+  auto b = make_sim_device(0);
+  Tensor full = Tensor::empty(*a, {1024}, DType::f32, MemTag::param_full, "full", Lane::all_gather);
+  a->launch(Lane::all_gather, touching("all_gather on a", 10'000, {}, {full.access()}), {});
+  Tensor other = Tensor::empty(*b, {1024}, DType::f32, MemTag::param_full, "other", Lane::all_gather);
+  for (int i = 0; i < 5; ++i)
+    b->launch(Lane::all_gather, touching("all_gather on b", 10'000, {}, {other.access()}), {});
+  Event on_b("recorded on b");
+  b->record(on_b, Lane::all_gather);
+  a->wait(Lane::compute, on_b);
+  EXPECT_THROW(a->launch(Lane::compute, touching("matmul on a", 1'000, {full.access()}, {}), {}), RaceError);
+}
+
 TEST(RuntimeRaces, HostReadWithoutSyncIsARace) {
   auto dev = make_sim_device();
   Tensor loss = Tensor::empty(*dev, {1}, DType::f32, MemTag::activation, "loss");
