@@ -128,8 +128,9 @@ inline std::string CheckContext::impl_flag() const { return grading::impl_flag(t
 // the repository.
 inline constexpr const char* kShowProgram = "build/app/fsdplab";
 
-// `check.show` with the --impl flag of implementation `impl` ("student", "mutant:NAME") in place of "{impl}", and
-// `program` in place of its leading "fsdplab": a command runnable as printed ("build/app/fsdplab gui ...").
+// `check.show` with the --impl flag of implementation `impl` ("student", "mutant:NAME", "reference": without
+// --compare impl) in place of "{impl}", and `program` in place of its leading "fsdplab": a command runnable as
+// printed ("build/app/fsdplab gui ...").
 std::string show_command(const Check& check, const std::string& impl, const std::string& program = kShowProgram);
 // `text` (a diagnostic's got or cause) with each command it quotes ("fsdplab run ...", after a space, a parenthesis or
 // a backquote) called by `program`, as its show command is.

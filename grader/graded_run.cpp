@@ -574,6 +574,11 @@ std::string show_command(const Check& check, const std::string& impl, const std:
   if (command.starts_with("fsdplab ")) command.replace(0, std::string_view("fsdplab").size(), program);
   const std::size_t at = command.find("{impl}");
   if (at != std::string::npos) command.replace(at, 6, impl_flag(check.task, impl));
+  // The reference graded (grade --impl reference) has no other code to show beside it: the dashboard's own
+  // comparison (SYNC beside ASYNC) instead, as --compare impl with nothing replaced is refused.
+  if (impl == "reference")
+    if (const std::size_t compare = command.find(" --compare impl"); compare != std::string::npos)
+      command.erase(compare, std::string_view(" --compare impl").size());
   return command;
 }
 

@@ -946,6 +946,8 @@ TEST(GraderDiagnostics, SeeItCommandsCallFsdplabByItsPath) {
             "build/app/fsdplab gui --model gpt2 --world 3 --impl 2=student --compare impl");
   EXPECT_EQ(show_command(padding, "mutant:padding-off-by-one", "build-asan/app/fsdplab"),
             "build-asan/app/fsdplab gui --model gpt2 --world 3 --impl 2=mutant:padding-off-by-one --compare impl");
+  // The reference graded: nothing else to set beside it (the dashboard refuses --compare impl then).
+  EXPECT_EQ(show_command(padding, "reference"), "build/app/fsdplab gui --model gpt2 --world 3 --impl 2=reference");
   // Views that copy show in a run (NaN, or the race detector's stop); the map draws only layouts.
   EXPECT_EQ(show_command(check_named(checks, "views"), "student"),
             "build/app/fsdplab run --model gpt2 --world 2 --steps 2 --impl 2=student");
