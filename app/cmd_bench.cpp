@@ -44,6 +44,7 @@
 #include "engine/runtime/sim_device.hpp"
 #include "engine/runtime/wall_clock.hpp"
 #include "engine/tensor/matmul.hpp"
+#include "engine/train/run_device.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace fsdplab::app {
@@ -228,7 +229,10 @@ void add_bench_command(CLI::App& app) {
       // train and kernels: one rank unless asked; cupti: two, so there is communication to overlap.
       options.world = cmd->get_option("--world")->count() ? overlap->world : *what == "cupti" ? 2 : 1;
       options.device_preset = overlap->device_preset;
-      if (cmd->get_option("--link-preset")->count()) options.link_preset = overlap->link_preset;
+      if (cmd->get_option("--link-preset")->count()) {
+        check_link_used(overlap->link_preset, options.world);
+        options.link_preset = overlap->link_preset;
+      }
       options.preset = memory->preset;
       options.micro_batch = memory->micro_batch;
       options.seq = memory->seq;

@@ -234,6 +234,7 @@ int run_training(const RunOptions& options) {
   const DeviceSpec device = run_device_spec(run, presets, options.dry_run);
   const RankLayout layout = rank_layout(run.comm, world_asked(options), device.kind, run.gpu);
   run.world = layout.world;
+  check_link_used(run.link_preset, run.world);
   // The cuda device's own options, set off their defaults, are refused on the sim device as --gpu and
   // --emulate-link are (run_device_spec), never silently ignored.
   check_cuda_options_unused(run, device.kind);

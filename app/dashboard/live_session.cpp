@@ -62,6 +62,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   run.link_preset = link_preset;
   run.nodes = nodes;
   check_whole_nodes(run.nodes, world);
+  check_link_used(run.link_preset, world);
   run.emulate_link = emulate_link;
   run.cupti = cupti;
   set_sm_split(run, sm_split);

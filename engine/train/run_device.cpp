@@ -32,6 +32,11 @@ void check_whole_nodes(const NodePlacement& nodes, int world) {
         " with --world ", world, ": expected whole nodes, a world that is a multiple of the ranks per node");
 }
 
+void check_link_used(const std::string& link_preset, int world) {
+  check(link_preset.empty() || world > 1, "--link-preset ", link_preset, " with --world ", world,
+        ": a single rank has no link, so no collective would take it; drop --link-preset or add --world 2 or more");
+}
+
 DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, bool dry_run) {
   DeviceSpec spec;
   // auto follows the communicator where it allows one device only: MPI carries the sim device's data, NCCL

@@ -16,6 +16,9 @@ DeviceSpec run_device_spec(const RunConfig& run, const PresetCatalog& presets, b
 // --ranks-per-node against a world of `world` ranks: whole nodes, or an Error naming both. (The world is known
 // only once the communicator is, so this is apart from run_device_spec.)
 void check_whole_nodes(const NodePlacement& nodes, int world);
+// --link-preset (empty: not given) against a world of `world` ranks: a single rank has no link to time, so one
+// given there is refused, not ignored.
+void check_link_used(const std::string& link_preset, int world);
 
 // `--sm-split auto|on|off` into run.sm_split and run.sm_split_required (anything else: an Error naming the
 // three). auto, the command line's default: split where the driver can; on: split or fail; off: share.
