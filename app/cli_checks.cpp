@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 namespace fsdplab::app {
 
@@ -74,6 +75,31 @@ void refuse_unreadable_values(CLI::App& app) {
         ""));
   }
   for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; })) refuse_unreadable_values(*command);
+}
+
+void refuse_empty_list_items(const CLI::App& app, int argc, const char* const* argv) {
+  std::map<std::string, char> delimiter_of;  // "--bandwidths" -> ','
+  const auto collect = [&](const CLI::App& command) {
+    for (const CLI::Option* option : command.get_options())
+      if (option->get_delimiter() != '\0')
+        for (const std::string& name : option->get_lnames()) delimiter_of["--" + name] = option->get_delimiter();
+  };
+  collect(app);
+  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) collect(*command);
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    const std::size_t equals = word.find('=');
+    const std::string name = word.substr(0, equals);
+    const auto it = delimiter_of.find(name);
+    if (it == delimiter_of.end()) continue;
+    if (equals == std::string::npos && i + 1 >= argc) continue;  // no value: CLI11 says so
+    const std::string value = equals == std::string::npos ? argv[i + 1] : word.substr(equals + 1);
+    const std::string doubled(2, it->second);
+    if (!value.empty() &&
+        (value.front() == it->second || value.back() == it->second || value.find(doubled) != std::string::npos))
+      throw CLI::ValidationError(name, "'" + value + "' has an empty item; expected a value between each '" +
+                                           std::string(1, it->second) + "' and the next");
+  }
 }
 
 }  // namespace fsdplab::app

@@ -22,4 +22,9 @@ CLI::Validator non_empty(const std::string& expected);
 // keeps its words. Called once every command is added.
 void refuse_unreadable_values(CLI::App& app);
 
+// A comma list given to an option of `app` that takes one (`--bandwidths 1,,2`, `--only memory,`) with an empty
+// item is refused, as a CLI11 error naming the option: CLI11 drops an empty item without a word, so the list would
+// run short of what was typed. Called on the command line before `app` parses it.
+void refuse_empty_list_items(const CLI::App& app, int argc, const char* const* argv);
+
 }  // namespace fsdplab::app

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
       "input, the reason on stderr; 2 when the command line could not be read (an unknown option, a value outside "
       "the option's range in this help).");
   try {
+    fsdplab::app::refuse_empty_list_items(app, argc, argv);
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) return fsdplab::app::run_default_job();
   } catch (const CLI::RuntimeError& e) {
