@@ -78,7 +78,7 @@ struct ExposedPart {
   SimTime exposed = 0;
 };
 struct ExposedCommunication {
-  SimTime total = 0;                 // every collective's exposed time, the mean a step
+  SimTime total = 0;  // the union of the collectives less the compute they overlap, the mean a step (HTA's exposed)
   std::vector<ExposedPart> largest;  // the parts exposed most (of parts exposed alike, the earliest), in time order
 };
 // `rank`'s events of each step in `steps`, measured with exposed_collectives and grouped into parts. Keeps the
