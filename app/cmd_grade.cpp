@@ -9,6 +9,7 @@
 //   fsdplab grade --submission DIR         DIR/labs/*/student.cpp, built against this tree (grade_submission.hpp)
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -20,6 +21,7 @@
 #include "app/fsdp_cli_options.hpp"
 #include "app/grade_submission.hpp"
 #include "app/program_path.hpp"
+#include "app/temporary_folders.hpp"
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/output_file.hpp"
 #include "engine/train/model_factory.hpp"
@@ -239,6 +241,11 @@ void add_grade_command(CLI::App& app) {
     // `--task 1 --task 1` is task 1, graded once.
     std::sort(flags->tasks.begin(), flags->tasks.end());
     flags->tasks.erase(std::unique(flags->tasks.begin(), flags->tasks.end()), flags->tasks.end());
+    // Every scratch folder the grade makes (its checks', a submission's) goes in one of its own, through TMPDIR,
+    // removed however the grade ends, Ctrl-C included.
+    TemporaryFolders temporary("fsdplab grade");
+    const std::filesystem::path scratch = temporary.make_scratch("fsdplab-grade-run-");
+    ::setenv("TMPDIR", scratch.c_str(), 1);
     const int status = run_grade(*flags);
     if (status != 0) throw CLI::RuntimeError(status);
   });

@@ -10,7 +10,6 @@
 // --quick (CI) runs the same tables at smaller sizes, fewer steps and shorter sweeps, within two minutes on
 // two cores. --device cuda trains and times collectives on the GPU (refused where none is usable); dry runs
 // (memory, scaling, the lecture, hybrid) are the sim device's on either.
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -166,10 +165,7 @@ void run_report(const ReportOptions& options) {
   check(!ec, "--out '", ctx.out_dir.string(), "': cannot create the folder: ", ec.message());
   if (!out_was_there) temporary.remove_at_end(ctx.out_dir);
   // The scratch folder of the runs' traces and checkpoints, removed however the report ends.
-  ctx.work_dir = fs::temp_directory_path() / ("fsdplab-report-" + std::to_string(getpid()));
-  fs::remove_all(ctx.work_dir);
-  fs::create_directories(ctx.work_dir);
-  temporary.remove_at_end(ctx.work_dir);
+  ctx.work_dir = temporary.make_scratch("fsdplab-report-");
 
   std::printf("fsdplab report: %s form on %s, into %s\n", options.quick ? "quick" : "full",
               ctx.cuda ? ("cuda (" + ctx.gpu_name + ")").c_str() : "the sim device", ctx.out_dir.string().c_str());

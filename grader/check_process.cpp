@@ -8,6 +8,7 @@
 #include <link.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -213,6 +214,10 @@ std::string crash_site(const CrashRecord& record, bool task_code_only = false) {
 // ---- the child ---------------------------------------------------------------------------------------
 
 [[noreturn]] void child_main(const CheckJob& job, const fs::path& scratch, int fd) {
+  // A parent's interrupt handler (app/temporary_folders.hpp) would swallow the child's Ctrl-C: the default ends it.
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+  // And the check ends with its grade: an interrupted grade leaves no check running (and writing in its scratch).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   install_crash_handlers(fd);
   std::atexit(on_exit_called);  // the child itself ends with _exit(0), which runs no handler
   // What the graded code prints goes to a file of the check's, shown when it crashes.
