@@ -1,5 +1,6 @@
 #include "app/temporary_folders.hpp"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 constexpr std::array kSignals{SIGINT, SIGTERM, SIGHUP};
 
 // The pipe the live TemporaryFolders' watcher reads; -1 when none lives. A handler may only do what is
-// async-signal-safe: write() is, removing folders is not, so the watcher does that.
+// async-signal-safe: write() is, and the watcher does the rest.
 int wake_fd = -1;
 std::array<struct sigaction, kSignals.size()> previous_actions{};
 
@@ -87,7 +88,7 @@ void on_signal(int signal) {
 
 TemporaryFolders::TemporaryFolders(std::string command) : command_(std::move(command)) {
   check(wake_fd == -1, command_, ": a second TemporaryFolders while one lives");
-  if (::pipe(wake_) != 0) fail(command_, ": cannot make the pipe that signals wake on: ", std::strerror(errno));
+  if (::pipe2(wake_, O_CLOEXEC) != 0) fail(command_, ": cannot make the pipe that signals wake on: ", std::strerror(errno));
   wake_fd = wake_[1];
   watcher_ = std::thread([this] { watch(); });
   struct sigaction action {};
