@@ -4,10 +4,10 @@
 // traces and checkpoints would be left in /tmp and a half-made output folder beside the user's files. While a
 // TemporaryFolders lives, those signals are caught: a handler (any thread may take the signal) wakes a watcher
 // thread, which ends the process's child processes, says what it removes, and ends the process by the same signal,
-// as the default action would; a process of its own removes the folders once this one has ended, as its threads
-// and its children could write into them until then
-// have, so a shell still sees "killed by SIGINT". A child process forked without exec inherits the handler, so it
-// sets the signals back to their default first (a child that execs gets them back by itself).
+// as the default action would have, so a shell still sees "killed by SIGINT". A process of its own removes the
+// folders once this one has ended, since its threads and its children could write into them until then. A child
+// process forked without exec inherits the handler, so it sets the signals back to their default first (a child
+// that execs gets them back by itself).
 #pragma once
 #include <filesystem>
 #include <mutex>
