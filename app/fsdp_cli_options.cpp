@@ -85,6 +85,7 @@ std::vector<CLI::Option*> add_fsdp_flags(CLI::App& cmd, FsdpFlags& flags, std::i
                             ->check(CLI::IsMember(strings(unshard_buffers_names()))));
         break;
       case FsdpFlag::offload:
+        flags.offload_offered = true;
         added.push_back(cmd.add_flag("--offload", flags.offload,
                                      help("FSDP CPU offload: shards and optimizer state in host memory, the optimizer "
                                           "step on the CPU")));
@@ -147,7 +148,8 @@ FsdpChoice parse_fsdp_flags(const FsdpFlags& flags) {
   // reference's and say nothing of why.
   if (choice.impl.replaced(9) && !o.offload)
     std::cerr << "fsdplab: warning: --impl " << choice.impl.of[8] << " for task 9: CPU offload runs only with "
-              << "--offload; this run never calls task 9's code\n";
+              << (flags.offload_offered ? "--offload" : "`fsdplab run --offload` or `fsdplab gui --offload`, not here")
+              << "; this run never calls task 9's code\n";
   return choice;
 }
 

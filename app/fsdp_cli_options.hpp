@@ -32,6 +32,7 @@ struct FsdpFlags {
   int max_inflight = 0;      // --max-inflight
   std::string buffers;       // --buffers
   bool offload = false;      // --offload
+  bool offload_offered = false;    // whether the command has --offload (add_fsdp_flags)
   std::string embedding_grad;      // --embedding-grad
   std::string impl = "reference";  // --impl
 
