@@ -635,12 +635,17 @@ void CudaDevice::emit_memory(MemTag tag) {
   if (!sinks_.empty()) emit(CounterSample{rank_, host_time(), tag, ledger_.live(tag), ledger_.live_total()});
 }
 
-void CudaDevice::host_read(const Access& access, std::byte* to, const std::string& what) {
-  const Block* block = allocator_.find(access.block);
+Block& CudaDevice::live_block_of(const Access& access, const std::string& what, const char* verb) {
+  Block* block = allocator_.find(access.block);
   check(block != nullptr && block->live && block->generation == access.generation, "rank ", rank_, ": ", what,
         " of buffer #", access.block, ", which is not live (freed, or handed out again since)");
-  check(access.offset >= 0 && access.offset + access.bytes <= block->bytes, "rank ", rank_, ": ", what,
-        " reads bytes [", access.offset, ", ", access.offset + access.bytes, ") of a ", block->bytes, "-byte buffer");
+  check(access.offset >= 0 && access.offset + access.bytes <= block->bytes, "rank ", rank_, ": ", what, " ", verb,
+        " bytes [", access.offset, ", ", access.offset + access.bytes, ") of a ", block->bytes, "-byte buffer");
+  return *block;
+}
+
+void CudaDevice::host_read(const Access& access, std::byte* to, const std::string& what) {
+  const Block* block = &live_block_of(access, what, "reads");
   if (access.bytes == 0) return;
   if (block->stream == Lane::host) {
     std::memcpy(to, block->data + access.offset, static_cast<std::size_t>(access.bytes));
@@ -657,11 +662,7 @@ void CudaDevice::host_read(const Access& access, std::byte* to, const std::strin
 }
 
 void CudaDevice::host_write(const Access& access, const std::byte* from, const std::string& what) {
-  Block* block = allocator_.find(access.block);
-  check(block != nullptr && block->live && block->generation == access.generation, "rank ", rank_, ": ", what,
-        " of buffer #", access.block, ", which is not live (freed, or handed out again since)");
-  check(access.offset >= 0 && access.offset + access.bytes <= block->bytes, "rank ", rank_, ": ", what,
-        " writes bytes [", access.offset, ", ", access.offset + access.bytes, ") of a ", block->bytes, "-byte buffer");
+  Block* block = &live_block_of(access, what, "writes");
   if (access.bytes == 0) return;
   if (block->stream == Lane::host) {
     std::memcpy(block->data + access.offset, from, static_cast<std::size_t>(access.bytes));

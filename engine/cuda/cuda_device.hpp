@@ -85,6 +85,9 @@ class CudaDevice final : public Device {
   TraceEvent host_wait(std::string name) const;
   TraceEvent host_copy(std::string name, std::int64_t bytes) const;
   void emit_memory(MemTag tag);
+  // The live block `access` (a host read or write, `what`, that `verb` its bytes) lies within; an Error naming the
+  // rank and `what` when the block was freed or handed out again since, or the range is outside it.
+  Block& live_block_of(const Access& access, const std::string& what, const char* verb);
   // `event`'s cudaEvent_t; an Error naming `use` when it was never recorded or recorded by a sim device.
   void* native_event(const Event& event, const char* use) const;
 
