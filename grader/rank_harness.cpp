@@ -44,7 +44,8 @@ OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string nam
 }
 
 bool waited_for(const OpRecord& op, OpId id) {
-  return std::any_of(op.deps.begin(), op.deps.end(), [&](const OpRef& dep) { return dep.op == id; });
+  return std::any_of(op.deps.begin(), op.deps.end(),
+                     [&](const OpRef& dep) { return dep.op == id && dep.reason == WaitReason::event; });
 }
 
 std::set<Lane> lanes_waited_for(const OpRecord& op, const std::vector<OpRecord>& issued) {

@@ -45,7 +45,8 @@ OpRecord busy_op(Device& device, Lane lane, OpCategory category, std::string nam
 // Whether an event wait ordered `op` after the op `id` (OpRecord::deps: an event names the last op of the stream it was
 // recorded on, and the next op launched on a stream that waited for it lists that op). Stream order lists nothing, and
 // an op that merely started later is not "waited for": so a probe op issued on a stream after a graded call says
-// exactly whether the call made that stream wait.
+// exactly whether the call made that stream wait. A wait the caching allocator added (a block freed on another
+// stream, WaitReason::freed_block) is not the program's, and is not counted.
 bool waited_for(const OpRecord& op, OpId id);
 // The streams of `issued` (work issued before a graded call, busy_op's records) whose work `op` waited for by an event:
 // an event recorded on a stream carries that stream's last op, so this names the stream each event was recorded on.

@@ -716,6 +716,9 @@ void TimelinePanel::show_tooltip(const TraceStore& store) {
           line += " (not in the trace)";
           tooltip_unresolved_ = true;
         }
+        // Not a wait of the program's: see WaitReason.
+        if (dep.reason == WaitReason::freed_block)
+          line += " (the allocator's: this stream took a block freed after it)";
         tooltip_cache_.push_back(std::move(line));
       }
       tooltip_key_ = key;

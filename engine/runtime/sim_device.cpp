@@ -57,7 +57,8 @@ void SimDevice::check_raw_pointer(const Block& block, const std::string& storage
 // The sim device's memory is cached and handed out again by the cuda device's own CachingAllocator, so a freed
 // block passes between streams exactly as it does on a GPU: first to its own stream, else to another stream,
 // at once where its free has passed on the virtual clock, or with that stream ordered after the free (here: it
-// starts no earlier, and the wait is a dependency in the trace, as the GPU's cudaStreamWaitEvent).
+// starts no earlier, and the wait is a dependency in the trace, as the GPU's cudaStreamWaitEvent, marked as the
+// allocator's: WaitReason::freed_block, which the dashboard names and the grader does not count as the program's).
 //
 // What the hand-over orders is the block's old use before its new one, and nothing else: the race detector
 // drops the block's history that happened before the free on its old stream (RaceDetector::hand_over), but the
@@ -93,7 +94,8 @@ class SimDevice::Memory final : public BlockSource {
   void order_after(Lane stream, const Mark& mark) override {
     StreamState& s = device_.state(stream);
     s.ready = std::max(s.ready, freed(mark).time());
-    if (freed(mark).last_op.op != 0) s.pending_deps.push_back(freed(mark).last_op);
+    if (const OpRef last = freed(mark).last_op; last.op != 0)
+      s.pending_deps.push_back({.rank = last.rank, .op = last.op, .reason = WaitReason::freed_block});
   }
   void handed_over(const Block& block, Lane, const Mark& mark) override {
     device_.races_.hand_over(block.id, freed(mark).clock);

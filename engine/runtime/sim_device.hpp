@@ -65,7 +65,7 @@ class SimDevice final : public Device {
     SimTime ready = 0;
     VectorClock clock{};
     OpId last_op = 0;
-    std::vector<OpRef> pending_deps;  // event waits not yet consumed by an op
+    std::vector<OpRef> pending_deps;  // waits (events, freed blocks) not yet consumed by an op
   };
   StreamState& state(Lane lane);
   const StreamState& state(Lane lane) const;

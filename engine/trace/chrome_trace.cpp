@@ -100,7 +100,11 @@ OrderedJson event_json(const TraceEvent& e, const TraceMeta& meta) {
   args["op"] = e.op;
   if (!e.deps.empty()) {
     OrderedJson deps = OrderedJson::array();
-    for (const OpRef& d : e.deps) deps.push_back(OrderedJson::array({d.rank, d.op}));
+    for (const OpRef& d : e.deps) {
+      OrderedJson dep = OrderedJson::array({d.rank, d.op});
+      if (d.reason != WaitReason::event) dep.push_back(std::string(wait_reason_name(d.reason)));
+      deps.push_back(std::move(dep));
+    }
     args["deps"] = std::move(deps);
   }
   if (renamed) args["op_name"] = e.name;
@@ -328,6 +332,14 @@ RankLink parse_link(const std::string& name, const Fields& where, const std::str
   fail("trace '", file, "': ", where.what(), " has link '", name, "'; expected in_node or between_nodes");
 }
 
+// A dependency's third item, its reason by name (wait_reason_name); none where it names no reason.
+std::optional<WaitReason> parse_wait_reason(const Json& name) {
+  if (!name.is_string()) return std::nullopt;
+  for (WaitReason r : {WaitReason::event, WaitReason::freed_block})
+    if (wait_reason_name(r) == name.get<std::string>()) return r;
+  return std::nullopt;
+}
+
 class Reader {
  public:
   explicit Reader(std::string file) : file_(std::move(file)) {}
@@ -433,12 +445,15 @@ class Reader {
     std::vector<OpRef> out;
     for (const Json& d : deps) {
       // nlohmann parses every non-negative integer as unsigned, so that test also rejects negatives.
-      const bool ok = d.is_array() && d.size() == 2 && d[0].is_number_unsigned() && d[1].is_number_unsigned() &&
+      const bool ok = d.is_array() && (d.size() == 2 || d.size() == 3) && d[0].is_number_unsigned() &&
+                      d[1].is_number_unsigned() &&
                       d[0].get<std::uint64_t>() < static_cast<std::uint64_t>(meta_.world_size);
-      if (!ok)
+      const std::optional<WaitReason> reason = ok && d.size() == 3 ? parse_wait_reason(d[2]) : WaitReason::event;
+      if (!ok || !reason)
         fail("trace '", file_, "': ", e.what(), " has dependency ", shown(d),
-             "; expected [rank, op id] with rank in 0 to ", meta_.world_size - 1);
-      out.push_back(OpRef{d[0].get<int>(), d[1].get<OpId>()});
+             "; expected [rank, op id] with rank in 0 to ", meta_.world_size - 1,
+             ", or [rank, op id, \"freed_block\"] for a wait of the caching allocator's");
+      out.push_back(OpRef{.rank = d[0].get<int>(), .op = d[1].get<OpId>(), .reason = *reason});
     }
     return out;
   }

@@ -51,10 +51,20 @@ constexpr std::string_view rank_link_name(RankLink l) { return l == RankLink::in
 
 using OpId = std::uint64_t;
 
-// An op on another (or the same) rank that an op waited for through an event.
+// How an op came to wait for another (an OpRef among its dependencies).
+enum class WaitReason : std::uint8_t {
+  event,        // the program's own wait: its stream waited for an event recorded after the op (Device::wait)
+  freed_block,  // the caching allocator's: the stream was handed a block freed after the op on another stream
+                // (see [Note: a block that crosses streams], sim_device.cpp); no wait of the program's
+};
+constexpr std::size_t kWaitReasonCount = 2;
+constexpr std::string_view wait_reason_name(WaitReason r) { return r == WaitReason::event ? "event" : "freed_block"; }
+
+// An op on another (or the same) rank; as a dependency, one that an op waited for, and why.
 struct OpRef {
   int rank = -1;
   OpId op = 0;
+  WaitReason reason = WaitReason::event;
   friend bool operator==(const OpRef&, const OpRef&) = default;
 };
 

@@ -193,6 +193,7 @@ void write_body(FrameWriter& w, const TraceEvent& e) {
   for (const OpRef& d : e.deps) {
     w.integer(static_cast<std::int32_t>(d.rank));
     w.integer(d.op);
+    w.integer(static_cast<std::uint8_t>(d.reason));
   }
   w.integer(static_cast<std::uint8_t>(e.link));
 }
@@ -280,6 +281,7 @@ TraceEvent read_event(FrameReader& r) {
   for (OpRef& d : e.deps) {
     d.rank = r.integer<std::int32_t>("dependency rank");
     d.op = r.integer<OpId>("dependency op");
+    d.reason = r.enumeration<WaitReason>(kWaitReasonCount, "dependency reason");
   }
   e.link = r.enumeration<RankLink>(kRankLinkCount, "link");
   return e;

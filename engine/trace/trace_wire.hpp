@@ -55,7 +55,7 @@ struct WireFailed {
 using WireMessage = std::variant<WireHello, TraceEvent, CounterSample, WireStep, WireBye, WireFailed>;
 
 constexpr std::uint32_t kWireMagic = 0x57444C46;  // "FLDW" in little-endian bytes: fsdplab wire
-constexpr std::uint16_t kWireVersion = 4;         // 4: a failure carries its race
+constexpr std::uint16_t kWireVersion = 5;         // 5: a dependency carries its reason (WaitReason)
 constexpr std::size_t kWireMaxFrame = std::size_t{1} << 20;  // body bytes of one frame
 constexpr std::size_t kWireMaxString = 4096;                 // bytes of one name, phase, run id, backend or error
 constexpr std::size_t kWireMaxDeps = 4096;                   // dependencies of one event

@@ -334,7 +334,8 @@ std::string limiter_held_text(const Schedules& s) {
 // each unit's reduction before its update (the engine's); nothing else. A wait for more — release_grad's wait for
 // unit.reduced, which is SYNC's; end_backward waiting for every reduction — serialises compute behind
 // communication with every loss right. The op graph shows each wait as a dependency of the next compute op on
-// another stream's op: counted per phase and stream in the measured step, beside the reference's.
+// another stream's op (an event's; not the allocator's, WaitReason): counted per phase and stream in the measured
+// step, beside the reference's.
 using WaitCounts = std::map<std::pair<std::string, Lane>, int>;  // (phase, stream waited for) -> compute ops
 WaitCounts compute_waits(const std::vector<OpRecord>& ops) {
   std::map<OpId, Lane> lane_of;
@@ -343,7 +344,8 @@ WaitCounts compute_waits(const std::vector<OpRecord>& ops) {
   for (const OpRecord& op : ops) {
     if (op.lane != Lane::compute || op.labels.step != kMeasuredStep) continue;
     for (const OpRef& dep : op.deps)
-      if (const auto it = lane_of.find(dep.op); it != lane_of.end() && it->second != Lane::compute)
+      if (const auto it = lane_of.find(dep.op);
+          dep.reason == WaitReason::event && it != lane_of.end() && it->second != Lane::compute)
         ++counts[{op.labels.phase, it->second}];
   }
   return counts;
@@ -709,8 +711,9 @@ CheckOutcome first_gather_waits_for_the_optimizer(const CheckContext& ctx, const
     OpId last_update = 0;
     for (const OpRecord& op : ops)
       if (op.lane == Lane::compute && op.labels.step == kMeasuredStep - 1) last_update = std::max(last_update, op.id);
-    const bool ordered =
-        std::any_of(first.deps.begin(), first.deps.end(), [&](const OpRef& d) { return d.op >= last_update; });
+    const bool ordered = std::any_of(first.deps.begin(), first.deps.end(), [&](const OpRef& d) {
+      return d.op >= last_update && d.reason == WaitReason::event;
+    });
     if (!ordered)
       return CheckOutcome::fail(
           expected,

@@ -26,6 +26,7 @@
 #include "grader/graded_run.hpp"
 #include "grader/grading.hpp"
 #include "grader/grading_cases.hpp"
+#include "grader/rank_harness.hpp"
 #include "labs/mutants/mutants.hpp"
 #include "labs/student_tasks.hpp"
 #include "test_support.hpp"
@@ -1204,6 +1205,41 @@ TEST(GradeReport, TheJsonRecordsTheCommitTheFilesGradedAndTheHeldOutPointsApart)
   EXPECT_FALSE(j["tasks"][2].contains("sha256")) << "a reference is no student's file";
   EXPECT_NE(student_file_sha256(4), student_file_sha256(3)) << "each lab's own file";
   EXPECT_EQ(student_file_sha256(10), "");
+}
+
+// The checks read the program's stream waits from the op graph. A block the caching allocator hands from the
+// all-gather stream to the compute stream makes compute wait for its free, as on a GPU, but the program never asked
+// for that wait: it is not counted, and an event wait of the program's own is.
+TEST(GraderOpGraph, TheAllocatorsWaitIsNotTheProgramsWait) {
+  const auto device = make_graded_device(0);
+  auto gathered = std::make_shared<Storage>(*device, 4096, MemTag::param_full, "unit 0 full", Storage::Start::allocated,
+                                            Lane::all_gather);
+  OpSpec gather;
+  gather.name = "all_gather unit 0";
+  gather.duration = 1'000'000;
+  gather.writes = {gathered->access(0, 4096)};
+  const OpId gather_id = device->launch(Lane::all_gather, std::move(gather), {});
+  const BlockId block = gathered->access(0, 4096).block;
+  gathered->free();
+  const Tensor activations = Tensor::empty(*device, {1024}, DType::f32, MemTag::activation, "activations");
+  ASSERT_EQ(activations.access().block, block) << "the allocator hands the freed block to the compute stream";
+  OpSpec write;
+  write.name = "write activations";
+  write.duration = 1'000;
+  write.writes = {activations.access()};
+  const OpRecord written = device->op(device->launch(Lane::compute, std::move(write), {}));
+  ASSERT_EQ(written.deps.size(), 1u);
+  EXPECT_EQ(written.deps[0].op, gather_id);
+  EXPECT_GE(written.begin, device->op(gather_id).end) << "the compute stream waited for the free";
+  EXPECT_FALSE(waited_for(written, gather_id));
+  EXPECT_TRUE(lanes_waited_for(written, {device->op(gather_id)}).empty());
+
+  Event done("gathered");
+  device->record(done, Lane::all_gather);
+  device->wait(Lane::compute, done);
+  const OpRecord probe = busy_op(*device, Lane::compute, OpCategory::compute, "probe", 1'000);
+  EXPECT_TRUE(waited_for(probe, gather_id));
+  device->synchronize();
 }
 
 class GraderCases : public testing::TempDirTest {};

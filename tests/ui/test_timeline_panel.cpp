@@ -512,7 +512,9 @@ TEST(TimelinePanel, HoverNamesTheOpAndItsDependencies) {
     e.phase = "forward";
     e.step = 4;
     e.bytes = 12'500'000;
-    if (k == 3) e.deps = {OpRef{.rank = 1, .op = 77}, OpRef{.rank = 0, .op = 12}, OpRef{.rank = 1, .op = 999}};
+    if (k == 3)
+      e.deps = {OpRef{.rank = 1, .op = 77}, OpRef{.rank = 0, .op = 12, .reason = WaitReason::freed_block},
+                OpRef{.rank = 1, .op = 999}};
     store.add_event(src, e);
   }
   HeadlessImGui ui(1600, 1000);
@@ -538,7 +540,8 @@ TEST(TimelinePanel, HoverNamesTheOpAndItsDependencies) {
                                              "begin: 3.100 \xC2\xB5s",
                                              "op: 13",
                                              "waited for rank 1 op 77 'all_gather'",
-                                             "waited for rank 0 op 12 'matmul'",
+                                             "waited for rank 0 op 12 'matmul' (the allocator's: this stream "
+                                             "took a block freed after it)",
                                              "waited for rank 1 op 999 (not in the trace)"};
   EXPECT_EQ(panel.tooltip(), expected);
   // The missing dependency arrives (a live run): the tooltip names it from the next frame on.

@@ -160,6 +160,7 @@ TEST(RuntimeRaces, ABlockHandedToAnotherStreamWaitsForItsFree) {
   EXPECT_GE(write_op.begin, gather_op.end);
   ASSERT_EQ(write_op.deps.size(), 1u);
   EXPECT_EQ(write_op.deps[0].op, gather);
+  EXPECT_EQ(write_op.deps[0].reason, WaitReason::freed_block) << "the allocator's wait, not the program's";
 }
 
 // The hand-over orders the block's old use before its new one, not the two streams' other work: a read of what the

@@ -57,7 +57,7 @@ TraceData sample_data() {
   ag.deps = {OpRef{1, 7}};
   d.events.push_back(ag);
   TraceEvent rs = make_event(0, Lane::compute, OpCategory::reduce_scatter, "reduce_scatter unit 1", 5'501, 7'000, 3);
-  rs.deps = {OpRef{0, 1}, OpRef{1, 3}};
+  rs.deps = {OpRef{0, 1}, OpRef{1, 3, WaitReason::freed_block}};
   rs.phase = "backward";
   d.events.push_back(rs);
   d.events.push_back(make_event(1, Lane::memcpy, OpCategory::memcpy, "offload grads", 1, 999, 1));
@@ -491,8 +491,15 @@ TEST_F(TraceChrome, WrongTypesAndValuesSayWhatWasExpected) {
       {[&](json& d) { d["traceEvents"][x]["args"]["step"] = 1e10; }, "'step' = 10000000000.0 (a number)"},
       {[&](json& d) { d["traceEvents"][x]["args"]["step"] = 10'000'000'000LL; }, "'step' = 10000000000; expected"},
       {[&](json& d) { d["traceEvents"][x]["args"]["deps"] = json::array({json::array({0})}); }, "dependency [0]"},
-      {[&](json& d) { d["traceEvents"][x]["args"]["deps"] = json::array({json::array({3, 1})}); }, "dependency [3,1]"},
+      {[&](json& d) {
+         d["traceEvents"][x]["args"]["deps"] = json::array({json::array({3, 1})});
+       },
+       "dependency [3,1]"},
       {[&](json& d) { d["traceEvents"][x]["args"]["deps"] = "none"; }, "'deps' = \"none\" (a string)"},
+      {[&](json& d) {
+         d["traceEvents"][x]["args"]["deps"] = json::array({json::array({0, 1, "stream"})});
+       },
+       "dependency [0,1,\"stream\"]; expected [rank, op id] with rank in 0 to 1, or [rank, op id, \"freed_block\"]"},
       {[&](json& d) { d["traceEvents"][x]["args"]["link"] = "pcie"; }, "link 'pcie'; expected in_node or between"},
       {[&](json& d) { d["traceEvents"][x] = 5; }, "event " + std::to_string(x) + " is a number; expected an object"},
       {[&](json& d) { d["traceEvents"] = json::object(); }, "'traceEvents' is an object; expected an array"},

@@ -28,7 +28,7 @@ TraceEvent sample_event() {
   e.bytes = (std::int64_t{1} << 40) + 5;
   e.flops = 3.25e12;
   e.op = 0xFEDCBA9876543210ULL;
-  e.deps = {OpRef{0, 17}, OpRef{3, std::numeric_limits<OpId>::max()}};
+  e.deps = {OpRef{0, 17}, OpRef{3, std::numeric_limits<OpId>::max(), WaitReason::freed_block}};
   e.link = RankLink::between_nodes;
   return e;
 }
@@ -290,7 +290,7 @@ TEST(TraceWire, CorruptedFramesNameWhatWasExpected) {
   {
     std::string b = hello;
     b[4 + 1 + 4] = 7;  // the version
-    EXPECT_EQ(decode_error(b), "wire format version 7; this build reads version 4");
+    EXPECT_EQ(decode_error(b), "wire format version 7; this build reads version 5");
   }
   {
     std::string b = hello;
@@ -337,7 +337,11 @@ TEST(TraceWire, SemanticBoundsAreCheckedOnBothSides) {
   put_u32(hello, 11 + 4 + 6, 0x7FFFFFFF);  // rank: rank + ranks would overflow an int
   EXPECT_EQ(decode_error(hello), "hello of ranks 2147483647..2147483648; expected within 0..3");
   std::string event = encode({sample_event()});
-  put_u32(event, event.size() - 1 - 4 - 2 * 12, 0xFFFFFFFFu);  // the dependency count, before 2 deps and the link
+  // A dependency is its rank (4 bytes), op (8) and reason (1).
+  std::string bad_reason = event;
+  bad_reason[event.size() - 1 - 1] = 2;  // the last dependency's reason, before the link
+  EXPECT_EQ(decode_error(bad_reason), "dependency reason 2; expected 0..1");
+  put_u32(event, event.size() - 1 - 4 - 2 * 13, 0xFFFFFFFFu);  // the dependency count, before 2 deps and the link
   EXPECT_EQ(decode_error(event), "event 'reduce_scatter unit 7' with 4294967295 dependencies; at most 4096");
 
   // A failure's race: its flags are 0 or 1, its accesses' spans run forwards, its rank is one a world may have.
