@@ -56,6 +56,10 @@ constexpr ImU32 kCursor = IM_COL32(255, 255, 255, 90);
 constexpr ImU32 kSelectionEdge = IM_COL32(255, 255, 255, 150);
 constexpr ImU32 kRaceFill = IM_COL32(255, 89, 89, 110);  // kFailedColor, see-through: the op that never ran
 constexpr ImU32 kRaceFrame = IM_COL32(255, 255, 255, 255);  // no op's colour: it shows on every lane
+// The hovered op's dependencies ([Note: what an op waited for]): the program's waits, and the allocator's, dimmer.
+constexpr ImU32 kEventWait = IM_COL32(255, 230, 120, 255);
+constexpr ImU32 kFreedBlockWait = IM_COL32(170, 170, 185, 200);
+constexpr float kArrowHead = 6;  // pixels
 
 // Dark text on light colours (all-gather orange), light text on dark ones (compute blue).
 ImU32 text_on(ImU32 background) {
@@ -309,6 +313,7 @@ void TimelinePanel::handle_input(const TraceStore& store, const Area& area, bool
 void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
   stats_ = TimelineStats{};
   lanes_drawn_.clear();
+  dependencies_drawn_.clear();
   race_marks_.clear();
   hovered_race_.reset();
   const auto previous_fold = hovered_fold_;
@@ -466,6 +471,7 @@ void TimelinePanel::draw(const TraceStore& store, ImVec2 size) {
       draw_lane(store, row.lane_index, area, y0, y1, dl, pointing && mouse.y >= y0 && mouse.y < y1);
     }
     stats_.lanes = static_cast<int>(lanes_drawn_.size());
+    draw_dependencies(store, area, rows_top, dl);
     draw_races(store, area, rows_top, dl, pointing);
     draw_selection(area, dl);
     if (mouse_x_ >= 0) dl.AddLine(ImVec2(mouse_x_, area.top), ImVec2(mouse_x_, area.bottom), kCursor);
@@ -556,6 +562,60 @@ void TimelinePanel::draw_lane(const TraceStore& store, std::size_t lane_index, c
                                     .end = items[j - 1].end};
     }
     i = j;
+  }
+}
+
+// [Note: what an op waited for]
+// An op that started late on its stream often waited for another: a stream waited for an event (a compute op for
+// the gather of its parameters, a reduce-scatter for the gradient it reduces), or the caching allocator handed its
+// stream a block freed on another stream and made it wait for that free (WaitReason). The trace lists these as the
+// op's dependencies, and the tooltip names them. While an op is hovered, each one is also drawn: the op waited for
+// framed, and an arrow from its end to the hovered op's begin. The program's own waits are drawn bright and the
+// allocator's dim, since only the first are the student's to make or remove. A dependency on a lane out of sight
+// (scrolled away or folded) or not yet in the trace is named in the tooltip only.
+void TimelinePanel::draw_dependencies(const TraceStore& store, const Area& area, float rows_top, ImDrawList& dl) {
+  if (!hovered_) return;
+  // The middle of a lane's row, where its row is in sight.
+  const auto row_of = [&](std::size_t lane_index) -> std::optional<std::pair<float, float>> {
+    for (const Row& row : rows_) {
+      if (row.kind != Row::lane || row.lane_index != lane_index) continue;
+      const float y0 = rows_top + row.y, y1 = y0 + row.height;
+      if (y1 <= area.top || y0 >= area.bottom) return std::nullopt;
+      return std::pair(y0, y1);
+    }
+    return std::nullopt;  // folded away
+  };
+  const double scale = area.width() / (end_ - begin_);
+  const auto x_at = [&](SimTime t) {
+    return area.x0 + clamp_pixels((static_cast<double>(t) - begin_) * scale, area.width());
+  };
+  const auto [lane_index, item_index] = *hovered_;
+  const TimelineLane& lane = store.lanes()[lane_index];
+  const TimelineItem& item = lane.items[item_index];
+  const auto to_row = row_of(lane_index);
+  if (!to_row) return;
+  const ImVec2 to(x_at(item.begin), (to_row->first + to_row->second) / 2);
+  for (std::uint32_t d = item.deps_begin; d < item.deps_end; ++d) {
+    const OpRef& dep = store.deps()[d];
+    const auto found = store.find_op(lane.source, dep.rank, dep.op);
+    if (!found) continue;
+    const auto from_row = row_of(found->first);
+    if (!from_row) continue;
+    const TimelineItem& waited = store.lanes()[found->first].items[found->second];
+    const ImU32 color = dep.reason == WaitReason::event ? kEventWait : kFreedBlockWait;
+    const ImVec2 from(x_at(waited.end), (from_row->first + from_row->second) / 2);
+    dl.AddRect(ImVec2(x_at(waited.begin) - 1, from_row->first + 1), ImVec2(from.x + 1, from_row->second - 1), color,
+               0.0f, 0, 1.5f);
+    dl.AddLine(from, to, color, 1.5f);
+    // The head, pointing along the line at the hovered op's begin.
+    const float dx = to.x - from.x, dy = to.y - from.y, length = std::sqrt(dx * dx + dy * dy);
+    if (length >= kArrowHead) {
+      const float ux = dx / length, uy = dy / length;
+      const ImVec2 base(to.x - ux * kArrowHead, to.y - uy * kArrowHead);
+      dl.AddTriangleFilled(to, ImVec2(base.x - uy * kArrowHead / 2, base.y + ux * kArrowHead / 2),
+                           ImVec2(base.x + uy * kArrowHead / 2, base.y - ux * kArrowHead / 2), color);
+    }
+    dependencies_drawn_.push_back(DependencyLine{.reason = dep.reason, .from = from, .to = to});
   }
 }
 

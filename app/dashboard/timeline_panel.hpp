@@ -24,6 +24,7 @@
 // Streams run one op at a time, so their lanes never overlap; in a lane whose items do (a replayed file's host
 // markers), a long item that begins inside a folded pixel is hidden behind the block unless it is the block's last.
 //
+// Hovering an op draws what it waited for: an arrow from each op it depends on ([Note: what an op waited for]).
 // A run the sim device's race detector stopped has its race marked on its lanes ([Note: the race on the
 // timeline] in timeline_panel.cpp); "Show the race" in the toolbar zooms to it.
 //
@@ -68,6 +69,14 @@ struct FoldedBlock {
   SimTime end = 0;
 };
 
+// A dependency of the hovered op, as drawn this frame: an arrow from the end of the op it waited for to its begin,
+// in screen pixels ([Note: what an op waited for] in timeline_panel.cpp).
+struct DependencyLine {
+  WaitReason reason = WaitReason::event;
+  ImVec2 from;
+  ImVec2 to;
+};
+
 // One access of a race, as marked this frame: in screen pixels.
 struct RaceMarkRect {
   int source = 0;
@@ -107,6 +116,8 @@ class TimelinePanel {
 
   const TimelineStats& stats() const { return stats_; }
   const std::vector<LaneRect>& lanes_drawn() const { return lanes_drawn_; }
+  // The hovered op's dependencies drawn in the last frame (those on lanes in sight).
+  const std::vector<DependencyLine>& dependencies_drawn() const { return dependencies_drawn_; }
   // The races' accesses marked in the last frame (those on lanes in sight and not folded away).
   const std::vector<RaceMarkRect>& race_marks() const { return race_marks_; }
   // The op under the mouse in the last frame: (index in store.lanes(), index in its items).
@@ -148,6 +159,7 @@ class TimelinePanel {
                  ImDrawList& dl, bool mouse_in_row);
   void draw_axis(const Area& area, float left, float top, ImDrawList& dl) const;
   void draw_selection(const Area& area, ImDrawList& dl) const;
+  void draw_dependencies(const TraceStore& store, const Area& area, float rows_top, ImDrawList& dl);
   void draw_races(const TraceStore& store, const Area& area, float rows_top, ImDrawList& dl, bool pointing);
   void show_tooltip(const TraceStore& store);
   double time_at(float x, const Area& area) const;
@@ -166,6 +178,7 @@ class TimelinePanel {
   float lane_height_ = kLaneHeight;  // layout()'s: it shrinks while a run adds lanes, never grows back by itself
   TimelineStats stats_;
   std::vector<LaneRect> lanes_drawn_;
+  std::vector<DependencyLine> dependencies_drawn_;
   std::vector<RaceMarkRect> race_marks_;
   std::optional<int> hovered_race_;  // the source whose race mark is under the mouse
   int races_seen_ = 0;               // the sources with a race last frame: each zoomed to as it came

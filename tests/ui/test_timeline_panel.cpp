@@ -544,6 +544,20 @@ TEST(TimelinePanel, HoverNamesTheOpAndItsDependencies) {
                                              "took a block freed after it)",
                                              "waited for rank 1 op 999 (not in the trace)"};
   EXPECT_EQ(panel.tooltip(), expected);
+  // Each dependency in the trace is drawn as an arrow from the end of the op waited for to the hovered op's begin:
+  // rank 1's gather (the program's wait), then the matmul before (the allocator's); op 999 is not in the trace.
+  const LaneRect gathers = panel.lanes_drawn()[1];
+  ASSERT_EQ(gathers.rank, 1);
+  const std::vector<DependencyLine>& lines = panel.dependencies_drawn();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].reason, WaitReason::event);
+  EXPECT_NEAR(lines[0].from.x, x_at(panel, gathers, 700), 1.0);
+  EXPECT_FLOAT_EQ(lines[0].from.y, mid_y(gathers));
+  EXPECT_NEAR(lines[0].to.x, x_at(panel, r, 3'100), 1.0);
+  EXPECT_FLOAT_EQ(lines[0].to.y, mid_y(r));
+  EXPECT_EQ(lines[1].reason, WaitReason::freed_block);
+  EXPECT_NEAR(lines[1].from.x, x_at(panel, r, 2'900), 1.0);
+  EXPECT_FLOAT_EQ(lines[1].from.y, mid_y(r));
   // The missing dependency arrives (a live run): the tooltip names it from the next frame on.
   TraceEvent late = op(1, Lane::all_gather, OpCategory::compute, 9'000, 9'100, 999);  // on a lane already drawn
   late.name = "late_matmul";
@@ -551,11 +565,13 @@ TEST(TimelinePanel, HoverNamesTheOpAndItsDependencies) {
   frame(ui, panel, store, {.x = x, .y = mid_y(r)});
   ASSERT_EQ(panel.tooltip().size(), expected.size());
   EXPECT_EQ(panel.tooltip().back(), "waited for rank 1 op 999 'late_matmul'");
+  EXPECT_EQ(panel.dependencies_drawn().size(), 3u) << "drawn once it is in the trace, from the view's edge";
 
   // Between two ops: nothing.
   frame(ui, panel, store, {.x = x_at(panel, r, 3'950), .y = mid_y(r)});
   EXPECT_FALSE(panel.hovered().has_value());
   EXPECT_TRUE(panel.tooltip().empty());
+  EXPECT_TRUE(panel.dependencies_drawn().empty());
   // Over the other rank's lane: its gather.
   ASSERT_EQ(panel.lanes_drawn().size(), 2u);
   const LaneRect r1 = panel.lanes_drawn()[1];
