@@ -101,7 +101,7 @@ struct CudaDevice::Impl final : BlockSource {
   struct StreamState {
     cudaStream_t stream = nullptr;
     OpId last_op = 0;
-    std::vector<OpRef> pending_deps;  // event waits not yet consumed by an op
+    std::vector<OpRef> pending_deps;  // waits (events, freed blocks) not yet consumed by an op
     // The end event of the stream's last timed op and its time: the next op's start is measured from it.
     // cudaEventElapsedTime gives float milliseconds, exact to nanoseconds only over short spans, and a
     // stream's previous end is always before its next start, so each offset is a short, non-negative
@@ -221,26 +221,39 @@ struct CudaDevice::Impl final : BlockSource {
   void give_back(std::byte* data, bool host) override {
     check_cuda(host ? cudaFreeHost(data) : cudaFree(data), "rank ", rank, ": freeing cached memory");
   }
+  // A free's mark: an event recorded on the block's old stream, and that stream's last op then, which the new
+  // stream's next op lists as the allocator's dependency (WaitReason::freed_block), as the sim device's does.
+  struct FreedBlock {
+    std::shared_ptr<void> event;
+    OpRef last_op;
+  };
+  static const FreedBlock& freed(const Mark& mark) { return *static_cast<const FreedBlock*>(mark.get()); }
   Mark mark(Lane lane) override {
     if (lane == Lane::host) return nullptr;  // host memory is the host's: freed when the host frees it
-    std::shared_ptr<void> event = new_sync_event("a freed block");
-    check_cuda(cudaEventRecord(native(event), stream(lane)), "rank ", rank, ": marking a free on ", lane_name(lane));
-    return event;
+    auto freed = std::make_shared<FreedBlock>(FreedBlock{
+        .event = new_sync_event("a freed block"),
+        .last_op = {.rank = rank, .op = streams[lane_index(lane)].last_op, .reason = WaitReason::freed_block}});
+    check_cuda(cudaEventRecord(native(freed->event), stream(lane)), "rank ", rank, ": marking a free on ",
+               lane_name(lane));
+    return freed;
   }
   bool passed(const Mark& mark) override {
     if (!mark) return true;
-    const cudaError_t status = cudaEventQuery(native(mark));
+    const cudaError_t status = cudaEventQuery(native(freed(mark).event));
     if (status == cudaErrorNotReady) return false;
     check_cuda(status, "rank ", rank, ": asking whether a freed block's stream is done with it");
     return true;
   }
   void order_after(Lane lane, const Mark& mark) override {
-    if (mark)
-      check_cuda(cudaStreamWaitEvent(stream(lane), native(mark), 0), "rank ", rank, ": ordering ", lane_name(lane),
-                 " after a block's free");
+    if (!mark) return;
+    check_cuda(cudaStreamWaitEvent(stream(lane), native(freed(mark).event), 0), "rank ", rank, ": ordering ",
+               lane_name(lane), " after a block's free");
+    if (freed(mark).last_op.op != 0) streams[lane_index(lane)].pending_deps.push_back(freed(mark).last_op);
   }
   void wait(const Mark& mark) override {
-    if (mark) check_cuda(cudaEventSynchronize(native(mark)), "rank ", rank, ": waiting for a freed block's stream");
+    if (mark)
+      check_cuda(cudaEventSynchronize(native(freed(mark).event)), "rank ", rank,
+                 ": waiting for a freed block's stream");
   }
 };
 

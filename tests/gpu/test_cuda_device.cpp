@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "../integration/fsdp_runs.hpp"
@@ -130,6 +131,29 @@ TEST_F(CudaDeviceTest, AnEventOrdersOneStreamAfterAnother) {
   const OpRecord& last = dev->ops().back();
   ASSERT_EQ(last.deps.size(), 1u);
   EXPECT_EQ(last.deps[0].op, dev->ops()[dev->ops().size() - 2].id);
+}
+
+// [Note: a block that crosses streams] (sim_device.cpp): the caching allocator hands a block freed on the all-gather
+// stream, still busy writing it, to the compute stream, which waits for the free; the compute op lists that wait as
+// the allocator's, as on the sim device, and its write lands after the old ones.
+TEST_F(CudaDeviceTest, ABlockHandedToAnotherStreamListsTheAllocatorsWait) {
+  auto dev = make_device(0, spec());
+  const std::int64_t n = 1 << 26;  // 256 MiB: each fill takes the GPU far longer than the host takes to issue it
+  std::optional<Tensor> gathered =
+      Tensor::empty(*dev, {n}, DType::f32, MemTag::param_full, "unit 0 full", Lane::all_gather);
+  const BlockId block = gathered->access().block;
+  for (int k = 0; k < 20; ++k) fill(dev->stream(Lane::all_gather), *gathered, 1.f);  // the free is still pending
+  const OpId last_fill = dev->ops().back().id;
+  gathered.reset();
+  Tensor activations = Tensor::empty(*dev, {n}, DType::f32, MemTag::activation, "activations");
+  ASSERT_EQ(activations.access().block, block) << "the allocator hands the freed block to the compute stream";
+  fill(dev->stream(Lane::compute), activations, 2.f);
+  dev->synchronize();
+  const OpRecord& written = dev->ops().back();
+  ASSERT_EQ(written.deps.size(), 1u);
+  EXPECT_EQ(written.deps[0], (OpRef{.rank = 0, .op = last_fill, .reason = WaitReason::freed_block}));
+  const std::vector<float> out = activations.to_vector();
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == 2.f; }));
 }
 
 TEST_F(CudaDeviceTest, OpTimesComeFromCudaEventsIntoTheOpLogAndTheTrace) {
