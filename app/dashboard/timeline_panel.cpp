@@ -589,19 +589,16 @@ void TimelinePanel::draw_dependencies(const TraceStore& store, const Area& area,
   const auto x_at = [&](SimTime t) {
     return area.x0 + clamp_pixels((static_cast<double>(t) - begin_) * scale, area.width());
   };
+  describe_hovered(store);
   const auto [lane_index, item_index] = *hovered_;
-  const TimelineLane& lane = store.lanes()[lane_index];
-  const TimelineItem& item = lane.items[item_index];
+  const TimelineItem& item = store.lanes()[lane_index].items[item_index];
   const auto to_row = row_of(lane_index);
   if (!to_row) return;
   const ImVec2 to(x_at(item.begin), (to_row->first + to_row->second) / 2);
-  for (std::uint32_t d = item.deps_begin; d < item.deps_end; ++d) {
-    const OpRef& dep = store.deps()[d];
-    const auto found = store.find_op(lane.source, dep.rank, dep.op);
-    if (!found) continue;
-    const auto from_row = row_of(found->first);
+  for (const HoveredDependency& dep : hover_dependencies_) {
+    const auto from_row = row_of(dep.lane);
     if (!from_row) continue;
-    const TimelineItem& waited = store.lanes()[found->first].items[found->second];
+    const TimelineItem& waited = store.lanes()[dep.lane].items[dep.item];
     const ImU32 color = dep.reason == WaitReason::event ? kEventWait : kFreedBlockWait;
     const ImVec2 from(x_at(waited.end), (from_row->first + from_row->second) / 2);
     dl.AddRect(ImVec2(x_at(waited.begin) - 1, from_row->first + 1), ImVec2(from.x + 1, from_row->second - 1), color,
@@ -738,6 +735,53 @@ void TimelinePanel::draw_selection(const Area& area, ImDrawList& dl) const {
   dl.AddText(ImVec2(cx - size.x / 2, area.top + 4), kText, text.c_str());
 }
 
+// Built once per hovered op (finding a dependency may search a lane item by item), again while one of its
+// dependencies has not arrived yet and the store has grown.
+void TimelinePanel::describe_hovered(const TraceStore& store) {
+  const auto [lane_index, item_index] = *hovered_;
+  const TimelineLane& lane = store.lanes()[lane_index];
+  const TimelineItem& item = lane.items[item_index];
+  const HoverKey key{.lane = lane_index,
+                     .item = item_index,
+                     .lanes = store.lanes().size(),
+                     .op = item.op,
+                     .begin = item.begin,
+                     .events = hover_unresolved_ ? store.event_count() : 0};
+  if (key == hover_key_) return;
+  hover_unresolved_ = false;
+  hover_lines_.clear();
+  hover_dependencies_.clear();
+  const std::string phase(store.text(item.phase));
+  hover_lines_.push_back(std::string(store.text(item.name)));
+  hover_lines_.push_back("category: " + std::string(category_name(item.category)) + " (rank " +
+                         std::to_string(lane.rank) + ", " + std::string(lane_name(lane.lane)) + " lane)");
+  hover_lines_.push_back("unit: " + (item.unit >= 0 ? std::to_string(item.unit) : std::string("-")));
+  hover_lines_.push_back("phase: " + (phase.empty() ? std::string("-") : phase));
+  hover_lines_.push_back("step: " + (item.step >= 0 ? std::to_string(item.step) : std::string("-")));
+  hover_lines_.push_back("bytes: " + format_bytes(item.bytes));
+  if (item.link == RankLink::between_nodes) hover_lines_.push_back("link: between nodes (its group spans them)");
+  hover_lines_.push_back("duration: " + format_duration(item.duration()));
+  hover_lines_.push_back("begin: " + format_instant(item.begin));
+  if (item.op != 0) hover_lines_.push_back("op: " + std::to_string(item.op));
+  for (std::uint32_t d = item.deps_begin; d < item.deps_end; ++d) {
+    const OpRef& dep = store.deps()[d];
+    std::string line = "waited for rank " + std::to_string(dep.rank) + " op " + std::to_string(dep.op);
+    const auto found = store.find_op(lane.source, dep.rank, dep.op);
+    if (found) {
+      line += " '" + std::string(store.text(store.lanes()[found->first].items[found->second].name)) + "'";
+      hover_dependencies_.push_back({.reason = dep.reason, .lane = found->first, .item = found->second});
+    } else {
+      line += " (not in the trace)";
+      hover_unresolved_ = true;
+    }
+    // Not a wait of the program's: see WaitReason.
+    if (dep.reason == WaitReason::freed_block) line += " (the allocator's: this stream took a block freed after it)";
+    hover_lines_.push_back(std::move(line));
+  }
+  hover_key_ = key;
+  hover_key_.events = hover_unresolved_ ? store.event_count() : 0;
+}
+
 void TimelinePanel::show_tooltip(const TraceStore& store) {
   ImU32 color = ImGui::GetColorU32(ImGuiCol_Text);
   if (hovered_race_) {
@@ -745,46 +789,9 @@ void TimelinePanel::show_tooltip(const TraceStore& store) {
     tooltip_ = race_lines(*store.source(*hovered_race_).race);
   } else if (hovered_) {
     const auto [lane_index, item_index] = *hovered_;
-    const TimelineLane& lane = store.lanes()[lane_index];
-    const TimelineItem& item = lane.items[item_index];
-    color = category_color(item.category);
-    // Built once per op (finding a dependency may search a lane item by item), again while one of its
-    // dependencies has not arrived yet and the store has grown.
-    const TooltipKey key{.lane = lane_index, .item = item_index, .lanes = store.lanes().size(), .op = item.op,
-                         .begin = item.begin, .events = tooltip_unresolved_ ? store.event_count() : 0};
-    if (!(key == tooltip_key_)) {
-      tooltip_unresolved_ = false;
-      tooltip_cache_.clear();
-      const std::string phase(store.text(item.phase));
-      tooltip_cache_.push_back(std::string(store.text(item.name)));
-      tooltip_cache_.push_back("category: " + std::string(category_name(item.category)) + " (rank " +
-                               std::to_string(lane.rank) + ", " + std::string(lane_name(lane.lane)) + " lane)");
-      tooltip_cache_.push_back("unit: " + (item.unit >= 0 ? std::to_string(item.unit) : std::string("-")));
-      tooltip_cache_.push_back("phase: " + (phase.empty() ? std::string("-") : phase));
-      tooltip_cache_.push_back("step: " + (item.step >= 0 ? std::to_string(item.step) : std::string("-")));
-      tooltip_cache_.push_back("bytes: " + format_bytes(item.bytes));
-      if (item.link == RankLink::between_nodes) tooltip_cache_.push_back("link: between nodes (its group spans them)");
-      tooltip_cache_.push_back("duration: " + format_duration(item.duration()));
-      tooltip_cache_.push_back("begin: " + format_instant(item.begin));
-      if (item.op != 0) tooltip_cache_.push_back("op: " + std::to_string(item.op));
-      for (std::uint32_t d = item.deps_begin; d < item.deps_end; ++d) {
-        const OpRef& dep = store.deps()[d];
-        std::string line = "waited for rank " + std::to_string(dep.rank) + " op " + std::to_string(dep.op);
-        if (const auto found = store.find_op(lane.source, dep.rank, dep.op)) {
-          line += " '" + std::string(store.text(store.lanes()[found->first].items[found->second].name)) + "'";
-        } else {
-          line += " (not in the trace)";
-          tooltip_unresolved_ = true;
-        }
-        // Not a wait of the program's: see WaitReason.
-        if (dep.reason == WaitReason::freed_block)
-          line += " (the allocator's: this stream took a block freed after it)";
-        tooltip_cache_.push_back(std::move(line));
-      }
-      tooltip_key_ = key;
-      tooltip_key_.events = tooltip_unresolved_ ? store.event_count() : 0;
-    }
-    tooltip_ = tooltip_cache_;
+    color = category_color(store.lanes()[lane_index].items[item_index].category);
+    describe_hovered(store);
+    tooltip_ = hover_lines_;
   } else if (hovered_fold_) {
     tooltip_.push_back(format_count(hovered_fold_->count) + " ops folded, zoom in");
     tooltip_.push_back("from " + format_instant(hovered_fold_->begin) + " for " +

@@ -187,17 +187,24 @@ class TimelinePanel {
   std::optional<FoldedBlock> hovered_fold_;
   std::vector<std::string> tooltip_;
   std::vector<std::string> legend_;
-  // The tooltip's lines are built once per hovered op (finding a dependency may search a lane).
-  struct TooltipKey {
+  // The hovered op's tooltip lines and the dependencies found in the store, built once per hovered op (finding a
+  // dependency may search a lane): describe_hovered.
+  struct HoverKey {
     std::size_t lane = ~std::size_t{0}, item = 0, lanes = 0;
     OpId op = 0;
     SimTime begin = 0;
     std::size_t events = 0;  // the store's size when a dependency was missing, else 0
-    bool operator==(const TooltipKey&) const = default;
+    bool operator==(const HoverKey&) const = default;
   };
-  TooltipKey tooltip_key_;
-  bool tooltip_unresolved_ = false;
-  std::vector<std::string> tooltip_cache_;
+  struct HoveredDependency {
+    WaitReason reason = WaitReason::event;
+    std::size_t lane = 0, item = 0;  // the op waited for, in store.lanes()
+  };
+  void describe_hovered(const TraceStore& store);
+  HoverKey hover_key_;
+  bool hover_unresolved_ = false;
+  std::vector<std::string> hover_lines_;
+  std::vector<HoveredDependency> hover_dependencies_;
   float mouse_x_ = -1;  // for the cursor line and its time on the axis; < 0 when not over the lanes
 };
 
