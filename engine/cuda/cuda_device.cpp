@@ -230,12 +230,12 @@ struct CudaDevice::Impl final : BlockSource {
   static const FreedBlock& freed(const Mark& mark) { return *static_cast<const FreedBlock*>(mark.get()); }
   Mark mark(Lane lane) override {
     if (lane == Lane::host) return nullptr;  // host memory is the host's: freed when the host frees it
-    auto freed = std::make_shared<FreedBlock>(FreedBlock{
+    auto marked = std::make_shared<FreedBlock>(FreedBlock{
         .event = new_sync_event("a freed block"),
         .last_op = {.rank = rank, .op = streams[lane_index(lane)].last_op, .reason = WaitReason::freed_block}});
-    check_cuda(cudaEventRecord(native(freed->event), stream(lane)), "rank ", rank, ": marking a free on ",
+    check_cuda(cudaEventRecord(native(marked->event), stream(lane)), "rank ", rank, ": marking a free on ",
                lane_name(lane));
-    return freed;
+    return marked;
   }
   bool passed(const Mark& mark) override {
     if (!mark) return true;
