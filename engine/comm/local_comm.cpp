@@ -35,6 +35,19 @@ std::string rank_failed_text(int rank, std::string_view reason) {
 // On a dry run the body never runs, so only the first meeting happens (dry_run is in the
 // fingerprint, so every rank of the group agrees on that).
 //
+// [Note: who stops waiting for a failed rank]
+// A rank that fails leaves the world (abort). Its peers stop waiting where they would wait for it:
+// - at a collective's first meeting (arrive), a rank waits while every member of the collective's group can still
+//   come, and stops once one of them has failed. A failure in another group does not stop it: its group meets, and
+//   its op is launched, as it would have been. So ranks that run the same wrong code each reach the same fault of
+//   their own (the race detector's check of the op, at its launch), whatever the threads' timing, and the world
+//   reports the lowest of them ([Note: which failure a world reports], world.cpp). Were a failure anywhere to stop
+//   it, a rank waiting for a healthy peer would not reach its own fault whenever another group's rank got to the
+//   same fault first (a hybrid shard run's race on the compute stream, at W = 4, was reported by rank 1 in one run
+//   of four). A rank that stops fails in turn, which frees the ranks that wait for it: none is left waiting;
+// - at the later meetings, inside the op's body, a failure anywhere in the world stops the round (those meetings
+//   end the data's exchange, [Note: leaving a round]).
+
 // [Note: leaving a round]
 // A rank that stops waiting at a meeting (a peer failed elsewhere in the world, a timeout) unwinds and frees what it
 // brought, its input among it: it may leave only where no peer reads, or will read, that input.
@@ -101,6 +114,7 @@ void LocalWorld::abort(int rank, const std::string& reason) {
   bool first = false;
   {
     std::lock_guard lock(mutex_);
+    failed_.insert(rank);
     if (!failure_) {
       failure_ = RankFailure{rank, reason};
       first = true;
@@ -173,7 +187,12 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
   // A hold (options_.hold) is asked at every quarter of the timeout, so a hold longer than that restarts
   // the count; without one, the wait wakes once a timeout to look at the progress.
   // A deadlock (see_deadlock) ends every wait at once.
-  const auto done = [&] { return round.count[p] == members.size() || failure_ || !stuck_.empty(); };
+  // See [Note: who stops waiting for a failed rank].
+  const auto a_member_failed = [&] {
+    return std::any_of(members.begin(), members.end(), [&](int member) { return failed_.contains(member); });
+  };
+  const auto stop = [&] { return phase == 0 ? a_member_failed() : failure_.has_value(); };
+  const auto done = [&] { return round.count[p] == members.size() || stop() || !stuck_.empty(); };
   // Registered as waiting until this returns or throws.
   const int me = members[static_cast<std::size_t>(seat.index)];
   waiting_[me] = Waiting{&round, seat.index, phase};
@@ -207,7 +226,7 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
 
   const std::string where = describe(round.calls[static_cast<std::size_t>(seat.index)], seat.seq, members) +
                             " of group " + group_str(members);
-  if (failure_)
+  if (stop())
     fail_as<PeerFailed>("rank ", me, " stopped waiting in ", where, ": ",
                         rank_failed_text(failure_->rank, failure_->reason));
   std::vector<int> missing;

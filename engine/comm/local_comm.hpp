@@ -10,10 +10,10 @@
 // one GPU) the data moves on the GPU, each stream ordered after its peers' by events, and the times are the
 // GPU's own (see local_comm.cpp).
 //
-// Nothing hangs: a rank that fails (abort) makes the others throw at once, and one that stalls makes
-// them throw once no rank has reached any collective for the timeout (unless the world is held), each
-// saying what it was waiting for. (Progress, not each rank's own wait, is timed: 1024 ranks on two cores wait long for
-// their turn.)
+// Nothing hangs: a rank that fails (abort) makes the others throw, each where it next waits for it (see
+// [Note: who stops waiting for a failed rank], local_comm.cpp), and one that stalls makes them throw once no
+// rank has reached any collective for the timeout (unless the world is held), each saying what it was waiting for.
+// (Progress, not each rank's own wait, is timed: 1024 ranks on two cores wait long for their turn.)
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -68,8 +68,9 @@ class LocalWorld {
 
   int size() const { return size_; }
 
-  // Rank `rank` has failed: every rank waiting in (or later entering) a collective throws, naming it.
-  // The first failure is kept; the errors it causes in the peers do not replace it.
+  // Rank `rank` has failed (of its own accord, or because a peer did): it makes no more collectives, and its peers
+  // throw where they would wait for it, naming the world's first failure ([Note: who stops waiting for a failed
+  // rank]). The first failure is kept; the errors it causes in the peers do not replace it.
   void abort(int rank, const std::string& reason);
   // Rank `rank` has done its work and makes no more collectives (run_world calls it): a peer still waiting for it
   // in a collective is told so at once, with the other waits (a deadlock), instead of after the timeout.
@@ -113,6 +114,7 @@ class LocalWorld {
   std::condition_variable changed_;
   std::map<std::pair<int, std::uint64_t>, std::shared_ptr<Round>> rounds_;  // by (group, seq)
   std::optional<RankFailure> failure_;
+  std::set<int> failed_;        // every rank that failed (abort): none of them comes to another collective
   std::uint64_t progress_ = 0;  // arrivals at any step of any collective, for the timeout
   struct Waiting {              // where a rank waits in wait_locked
     const Round* round = nullptr;

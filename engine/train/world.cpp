@@ -56,7 +56,8 @@ void run_world(int world, const std::function<void(int rank, LocalWorld& world)>
     for (int r = 0; r < world; ++r) threads.emplace_back(run_rank, r);
   } catch (const std::system_error& e) {
     // The ranks already started must not wait for the ones that never will.
-    local.abort(static_cast<int>(threads.size()), std::string("could not start its thread: ") + e.what());
+    for (int r = static_cast<int>(threads.size()); r < world; ++r)
+      local.abort(r, std::string("could not start its thread: ") + e.what());
   }
   for (std::thread& t : threads) t.join();
   for (int r = 0; r < world; ++r) {

@@ -98,6 +98,60 @@ TEST(LocalCommFailures, ARankThatThrowsFailsItsPeersNamingIt) {
                   "memory loading shard");
 }
 
+// [Note: who stops waiting for a failed rank]: a failure in another group does not stop a rank waiting for a healthy
+// peer of its own. Every rank writes its gradient on the reduce-scatter stream and all-reduces it on the compute stream
+// with no wait (a hybrid shard run's mistake): the race detector stops each at the all-reduce's launch, once its group
+// has met. Rank 2 comes late, and rank 1, of the other group, gets there first. Ranks 0 and 2 still meet and each
+// reaches the race of its own accord, and the world reports the lowest rank's, whatever the timing. (Stopped by rank
+// 1's failure while it waited for rank 2, rank 0 would never reach its own.)
+TEST(LocalCommFailures, AFailureInAnotherGroupLetsAGroupMeetAndEachRankReachItsOwnFault) {
+  const std::string root = error_of([&] {
+    run_ranks(
+        4,
+        [&](int rank, LocalComm& comm, SimDevice& device) {
+          const std::unique_ptr<Communicator> group = comm.split(rank % 2);
+          const Tensor grad = Tensor::empty(device, {8}, DType::f32, MemTag::grad_shard, "grad", Lane::reduce_scatter);
+          OpSpec reduced;
+          reduced.name = "reduce_scatter writes grad";
+          reduced.duration = 1'000;
+          reduced.writes = {grad.access()};
+          device.launch(Lane::reduce_scatter, std::move(reduced), {.host = [] {}});
+          if (rank == 2) std::this_thread::sleep_for(100ms);
+          group->all_reduce(device.stream(Lane::compute), grad, ReduceOp::sum);
+        },
+        LocalWorldOptions{std::chrono::milliseconds(5000)});
+  });
+  EXPECT_TRUE(root.starts_with("rank 0 failed: stream race on rank 0")) << root;
+}
+
+// A rank that stops waiting fails in turn, which stops the ranks waiting for it: rank 0 waits for rank 2 in their
+// group, rank 2 waits for rank 1 in the world's barrier, and rank 1 has failed. Nobody waits out the timeout.
+TEST(LocalCommFailures, ARankStoppedByAFailureStopsThoseWaitingForIt) {
+  std::string rank0_error;
+  const auto began = std::chrono::steady_clock::now();
+  const std::string root = error_of([&] {
+    run_ranks(
+        4,
+        [&](int rank, LocalComm& comm, SimDevice& device) {
+          const std::unique_ptr<Communicator> group = comm.split(rank % 2);
+          if (rank == 1) throw Error("disk full");
+          if (rank == 0) {
+            const Tensor t = Tensor::empty(device, {8}, DType::f32, MemTag::grad_full);
+            rank0_error = error_of([&] { group->all_reduce(device.stream(Lane::compute), t, ReduceOp::sum); });
+            throw PeerFailed(rank0_error);
+          }
+          comm.barrier();
+        },
+        LocalWorldOptions{std::chrono::milliseconds(5000)});
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 2s);
+  EXPECT_EQ(root, "rank 1 failed: disk full");
+  EXPECT_TRUE(contains(rank0_error,
+                       "rank 0 stopped waiting in all_reduce(sum) #1 of 8 f32 elements of group [0, 2]: "
+                       "rank 1 failed: disk full"))
+      << rank0_error;
+}
+
 // A rank that stops waiting in a collective (a peer failed elsewhere) while a peer of the round still reads its input
 // would free that input under the reader: see [Note: leaving a round] in local_comm.cpp. Ranks 0 to 2 all-reduce 16 MB
 // buffers (each its own mapping, given back to the system when freed) until rank 3, outside their group, fails at
