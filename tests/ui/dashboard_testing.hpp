@@ -21,9 +21,18 @@ inline SessionSettings tiny_settings(int steps) {
   return s;
 }
 
+// frames_until's default: a guard against a session that never gets there, not a time limit. A sanitizer's build
+// runs sessions many times slower: under TSan, on two cores that ctest -j2 shares, a live session of test-small
+// beside the reference took over 20 s.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr double kFramesUntilSeconds = 120;
+#else
+inline constexpr double kFramesUntilSeconds = 20;
+#endif
+
 // Builds frames until `done` holds (checked after each), or fails the test after `seconds` of wall time.
 inline void frames_until(HeadlessImGui& imgui, Dashboard& dashboard, const std::function<bool()>& done,
-                         double seconds = 20) {
+                         double seconds = kFramesUntilSeconds) {
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     imgui.new_frame();
