@@ -44,7 +44,9 @@ std::string rank_failed_text(int rank, std::string_view reason) {
 //   reports the lowest of them ([Note: which failure a world reports], world.cpp). Were a failure anywhere to stop
 //   it, a rank waiting for a healthy peer would not reach its own fault whenever another group's rank got to the
 //   same fault first (a hybrid shard run's race on the compute stream, at W = 4, was reported by rank 1 in one run
-//   of four). A rank that stops fails in turn, which frees the ranks that wait for it: none is left waiting;
+//   of four). A rank that stops fails in turn, which frees the ranks that wait for it: none is left waiting. Ranks
+//   still running that wait for each other, where no failure stops them, are a deadlock (see_deadlock), told at once
+//   as in a world where nobody failed;
 // - at the later meetings, inside the op's body, a failure anywhere in the world stops the round (those meetings
 //   end the data's exchange, [Note: leaving a round]).
 
@@ -119,6 +121,7 @@ void LocalWorld::abort(int rank, const std::string& reason) {
       failure_ = RankFailure{rank, reason};
       first = true;
     }
+    see_deadlock();  // the ranks still running may now all wait for each other
   }
   changed_.notify_all();
   if (first && options_.on_abort) options_.on_abort(rank, reason);
@@ -187,11 +190,7 @@ void LocalWorld::wait_locked(std::unique_lock<std::mutex>& lock, Round& round, c
   // A hold (options_.hold) is asked at every quarter of the timeout, so a hold longer than that restarts
   // the count; without one, the wait wakes once a timeout to look at the progress.
   // A deadlock (see_deadlock) ends every wait at once.
-  // See [Note: who stops waiting for a failed rank].
-  const auto a_member_failed = [&] {
-    return std::any_of(members.begin(), members.end(), [&](int member) { return failed_.contains(member); });
-  };
-  const auto stop = [&] { return phase == 0 ? a_member_failed() : failure_.has_value(); };
+  const auto stop = [&] { return stopped_by_a_failure(round, phase); };
   const auto done = [&] { return round.count[p] == members.size() || stop() || !stuck_.empty(); };
   // Registered as waiting until this returns or throws.
   const int me = members[static_cast<std::size_t>(seat.index)];
@@ -272,12 +271,27 @@ void LocalWorld::finish(int rank) {
   see_deadlock();
 }
 
+// See [Note: who stops waiting for a failed rank].
+bool LocalWorld::stopped_by_a_failure(const Round& round, int phase) const {
+  if (phase > 0) return failure_.has_value();
+  return std::any_of(round.members.begin(), round.members.end(), [&](int member) { return failed_.contains(member); });
+}
+
 void LocalWorld::see_deadlock() {
-  if (!stuck_.empty() || waiting_.empty() || static_cast<int>(waiting_.size() + finished_.size()) < size_) return;
+  if (!stuck_.empty() || waiting_.empty()) return;
+  std::set<int> accounted_for = finished_;  // the ranks that come to no other collective, and those that wait
+  accounted_for.insert(failed_.begin(), failed_.end());
+  for (const auto& [rank, w] : waiting_) accounted_for.insert(rank);
+  if (static_cast<int>(accounted_for.size()) < size_) return;
+  // A wait that completes, or that a failure stops (its rank then fails, and those waiting for it may go on), is
+  // no deadlock.
   for (const auto& [rank, w] : waiting_)
-    if (w.round->count[static_cast<std::size_t>(w.phase)] == w.round->members.size()) return;
+    if (w.round->count[static_cast<std::size_t>(w.phase)] == w.round->members.size() ||
+        stopped_by_a_failure(*w.round, w.phase))
+      return;
   // Said by world rank, whichever rank saw it: the same words every run.
-  std::string text = "every rank waits in a collective that cannot complete: ";
+  std::string text = failed_.empty() ? "every rank waits in a collective that cannot complete: "
+                                     : "every rank that has not failed waits in a collective that cannot complete: ";
   bool for_finished = false;
   for (const auto& [rank, w] : waiting_) {
     std::string who;

@@ -103,9 +103,12 @@ class LocalWorld {
   // For a timeout's error, under the lock: ": rank 0 waits in ..." for each of `ranks` that waits in another
   // collective (a collective its peers never issue), "" where none does.
   std::string waiting_elsewhere(const std::vector<int>& ranks) const;
-  // Under the lock: where every rank of the world waits in a collective or has finished, and no wait can complete
-  // (each lacks a rank that waits in another or has finished), the deadlock, said rank by rank, ends every wait
-  // (stuck_): no rank waits out the timeout for what cannot come.
+  // Under the lock: whether a rank waiting at step `phase` of `round` stops because a rank failed (see [Note: who
+  // stops waiting for a failed rank], local_comm.cpp).
+  bool stopped_by_a_failure(const Round& round, int phase) const;
+  // Under the lock: where every rank of the world waits in a collective, has finished or has failed, and no wait can
+  // complete or be stopped by a failure (each lacks a rank that waits in another or has finished), the deadlock, said
+  // rank by rank, ends every wait (stuck_): no rank waits out the timeout for what cannot come.
   void see_deadlock();
 
   const int size_;

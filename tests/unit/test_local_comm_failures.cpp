@@ -152,6 +152,34 @@ TEST(LocalCommFailures, ARankStoppedByAFailureStopsThoseWaitingForIt) {
       << rank0_error;
 }
 
+// A failure stops no wait among the ranks left (none waits for the failed rank), yet those ranks wait for each other:
+// ranks 1 and 2 each wait in a barrier of its own group of the two, and rank 0 has failed. The deadlock is seen at
+// once, as in a world where nobody failed, not at the timeout; the world still reports the failure.
+TEST(LocalCommFailures, ADeadlockAmongTheRanksLeftAfterAFailureIsNamedAtOnce) {
+  std::vector<std::string> errors(3);
+  const auto began = std::chrono::steady_clock::now();
+  const std::string root = error_of([&] {
+    run_ranks(
+        3,
+        [&](int rank, LocalComm& comm, SimDevice&) {
+          const std::unique_ptr<Communicator> pair = comm.split(rank == 0 ? 1 : 0);       // [1, 2]
+          const std::unique_ptr<Communicator> same_pair = comm.split(rank == 0 ? 1 : 0);  // [1, 2] again
+          if (rank == 0) throw Error("disk full");
+          errors[static_cast<std::size_t>(rank)] = error_of([&] { (rank == 1 ? pair : same_pair)->barrier(); });
+          throw PeerFailed(errors[static_cast<std::size_t>(rank)]);
+        },
+        LocalWorldOptions{std::chrono::seconds(30)});
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(10)) << "waited for the timeout";
+  EXPECT_EQ(root, "rank 0 failed: disk full");
+  for (int r = 1; r < 3; ++r)
+    EXPECT_TRUE(contains(errors[static_cast<std::size_t>(r)],
+                         "every rank that has not failed waits in a collective that cannot complete: rank 1 waits in "
+                         "barrier #1 of group [1, 2] for rank 2; rank 2 waits in barrier #1 of group [1, 2] for rank 1 "
+                         "(each waits for the other"))
+        << errors[static_cast<std::size_t>(r)];
+}
+
 // A rank that stops waiting in a collective (a peer failed elsewhere) while a peer of the round still reads its input
 // would free that input under the reader: see [Note: leaving a round] in local_comm.cpp. Ranks 0 to 2 all-reduce 16 MB
 // buffers (each its own mapping, given back to the system when freed) until rank 3, outside their group, fails at
