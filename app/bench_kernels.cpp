@@ -52,7 +52,6 @@ void print_table(const char* what, const KernelBreakdown& breakdown) {
 }  // namespace
 
 void bench_kernels(const TrainBenchOptions& bench) {
-  bench.check_runnable("kernels", true);
   RunConfig run = bench.run_config(bench.device);
   run.cupti = true;  // the kernels are CUPTI's records (cuda only)
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);

@@ -44,9 +44,9 @@ struct TrainBenchOptions {
   RunConfig run_config(std::string device_choice) const;
   // An Error, before a bench prints anything, for options no run of `what` ("train", "kernels", "cupti") can take:
   // the steps, the precision, FSDP's options (validate_fsdp_options; where one rank runs the single-rank baseline,
-  // `baseline_at_one_rank`, --impl, --reduce-dtype and --embedding-grad have no FSDP to configure), and a model they
-  // cannot build (build_model: a --seq past the position table, ...).
-  void check_runnable(std::string_view what, bool baseline_at_one_rank) const;
+  // as train and kernels do, --impl, --reduce-dtype and --embedding-grad have no FSDP to configure), and a model they
+  // cannot build (build_model: a --seq past the position table, ...). `fsdplab bench` calls it before any bench.
+  void check_runnable(std::string_view what) const;
   // An Error for --sm-split off its default on the sim device, which has no SMs to split (--emulate-link is
   // refused there by run_device_spec).
   void check_options_of(DeviceKind kind) const;

@@ -243,6 +243,8 @@ void add_bench_command(CLI::App& app) {
       for (const char* flag : {"--strategy", "--hybrid-group"})
         check(cmd->get_option(flag)->count() == 0, flag, " configures --what memory or overlap; --what ", *what,
               " shards fully");
+      options.check_runnable(*what);
+      warn_of_impl_choice(choice, *fsdp);
       if (*what == "cupti") {
         check(cmd->get_option("--device")->count() == 0 || options.device == "cuda", "--device ", options.device,
               " with --what cupti: CUPTI traces the cuda device");
@@ -255,12 +257,14 @@ void add_bench_command(CLI::App& app) {
       return;
     }
     if (*what == "memory") {
+      warn_of_impl_choice(choice, *fsdp);
       bench_memory(*memory, choice);
       return;
     }
     if (*what == "overlap") {
       check(overlap->world >= 2, "--world ", overlap->world,
             ": --what overlap compares SYNC and ASYNC over 2 or more ranks");
+      warn_of_impl_choice(choice, *fsdp);
       OverlapBenchOptions options = *overlap;
       options.preset = memory->preset;
       options.micro_batch = memory->micro_batch;

@@ -250,6 +250,7 @@ void run_gui(GuiOptions o) {
   window.timeout_seconds = o.timeout;
   o.settings.plan();  // settings that cannot run are refused first, with or without a window
   if (const auto problem = window_problem(window)) fail(no_window_hint(*problem, o.given, !o.break_kind.empty()));
+  warn_of_impl_choice(parse_fsdp_flags(o.settings.fsdp), o.settings.fsdp);
   Dashboard dashboard(std::make_unique<LiveSession>(o.settings));
   run_window(dashboard, window);
   LiveSession& session = *dashboard.session();

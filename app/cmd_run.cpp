@@ -262,6 +262,7 @@ int run_training(const RunOptions& options) {
     if (sharded.options.mode == OverlapMode::sync && !options.prefetch_given)
       sharded.options = sync_schedule(sharded.options);  // the default prefetch is ASYNC's
     validate_fsdp_options(sharded.options, run.world);
+    warn_of_impl_choice(choice, options.fsdp_flags);
   } else {
     run.baseline_precision = parse_dtype(options.fsdp_flags.precision);
   }

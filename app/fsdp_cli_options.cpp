@@ -143,14 +143,17 @@ FsdpChoice parse_fsdp_flags(const FsdpFlags& flags) {
   o.embedding_grad = parse_embedding_gradient(flags.embedding_grad);
   choice.impl = parse_impl(flags.impl);
   tasks_for(choice.impl);  // a mutant this build lacks is refused here, before a command prints anything
+  return choice;
+}
+
+void warn_of_impl_choice(const FsdpChoice& choice, const FsdpFlags& flags) {
   warn_of_student_code_not_built(choice.impl);
   // Task 9's code runs only where the shards live on the host: without --offload the run would look like the
   // reference's and say nothing of why.
-  if (choice.impl.replaced(9) && !o.offload)
+  if (choice.impl.replaced(9) && !choice.options.offload)
     std::cerr << "fsdplab: warning: --impl " << choice.impl.of[8] << " for task 9: CPU offload runs only with "
               << (flags.offload_offered ? "--offload" : "`fsdplab run --offload` or `fsdplab gui --offload`, not here")
               << "; this run never calls task 9's code\n";
-  return choice;
 }
 
 void warn_of_student_code_not_built(const ImplChoice& choice) {

@@ -74,12 +74,17 @@ struct FsdpChoice {
 };
 FsdpChoice parse_fsdp_flags(const FsdpFlags& flags);
 
+// Says on stderr, as warnings, what of `choice.impl` will not run as the student may think: a student's file changed
+// since the build (warn_of_student_code_not_built), task 9's code replaced where nothing offloads. Called once the
+// command has refused what it cannot run, so that a refused command says only why.
+void warn_of_impl_choice(const FsdpChoice& choice, const FsdpFlags& flags);
+
 // "reference", or the student's tasks for a run's label: "student (3)", "student (3, 6)", "student (all)".
 std::string impl_label(const ImplChoice& choice);
 
 // Says on stderr, as a warning, each student's file `choice` runs that changed after this fsdplab was built
 // ("labs/01-meta-init/student.cpp"): what runs is its code as of the last build that succeeded, not what the file
-// holds now (a build that failed, or none since the edit). parse_fsdp_flags and `grade` call it.
+// holds now (a build that failed, or none since the edit). warn_of_impl_choice and `grade` call it.
 void warn_of_student_code_not_built(const ImplChoice& choice);
 
 }  // namespace fsdplab::app
