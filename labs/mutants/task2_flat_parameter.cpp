@@ -38,6 +38,16 @@ class PaddingOffByOne final : public LikeTheReference {
   }
 };
 
+// Does not pad at all: padded_numel = used_numel, which W need not divide.
+class NoPadding final : public LikeTheReference {
+ public:
+  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
+    FlatParamLayout layout = reference().plan(params, world, align);
+    layout.padded_numel = layout.used_numel;
+    return layout;
+  }
+};
+
 // Rounds used_numel up to a multiple of W with no floor of one element: a unit whose parameters are all empty gets a
 // flat buffer of 0 elements, and its ranks no shard to gather.
 class EmptyUnitUnpadded final : public LikeTheReference {
@@ -162,6 +172,7 @@ std::span<const Mutant> flat_parameter_mutants() {
   static const Mutant mutants[] = {
       {2, "padding-off-by-one", "pads a size that is already a multiple of W by a whole extra chunk",
        instance<PaddingOffByOne>},
+      {2, "no-padding", "does not pad: padded_numel = used_numel, which W need not divide", instance<NoPadding>},
       {2, "empty-unit-unpadded", "gives a unit whose parameters are all empty a flat buffer of 0 elements",
        instance<EmptyUnitUnpadded>},
       {2, "no-alignment", "packs the parameters back to back, ignoring align", instance<NoAlignment>},

@@ -58,6 +58,15 @@ class HostSync final : public LikeTheReference {
   }
 };
 
+// The host waits for the whole device instead of the compute stream for the gather: right numbers, no overlap, and
+// the host held for every stream's work besides.
+class HostSyncWholeDevice final : public LikeTheReference {
+ public:
+  void wait_for_unshard(Device& device, const Event&) const override {
+    device.synchronize();  // not device.wait(Lane::compute, gathered)
+  }
+};
+
 // The gather issued on the compute stream (and its event recorded there): compute waits for the link.
 class GatherOnCompute final : public LikeTheReference {
  public:
@@ -187,6 +196,9 @@ std::span<const Mutant> forward_mutants() {
        instance<WaitsForTheWholeGatherStream>},
       {3, "host-sync", "a host sync (device.synchronize(gathered)) instead of a compute-stream wait on the event",
        instance<HostSync>},
+      {3, "host-sync-whole-device",
+       "a host sync of the whole device (device.synchronize()) instead of a compute-stream wait on the event",
+       instance<HostSyncWholeDevice>},
       {3, "gather-on-compute", "the all-gather is issued on the compute stream instead of the all-gather stream",
        instance<GatherOnCompute>},
       {3, "record-before-gather", "the event is recorded before the gather is issued, so it marks nothing",

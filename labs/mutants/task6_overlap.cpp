@@ -187,6 +187,19 @@ class PrefetchesItself final : public LikeTheReference {
   }
 };
 
+// Fetches ahead in the backward the unit after this one in the forward's order: it has run its backward already, so
+// it is gathered again and never used.
+class BackwardPrefetchesInForwardOrder final : public LikeTheReference {
+ public:
+  FsdpUnit* after(PassPoint point, FsdpUnit& unit, FsdpRank& rank) const override {
+    FsdpUnit* next = reference().after(point, unit, rank);  // which records the pass's order, as it must
+    const BackwardPrefetch asked = rank.options.prefetch.backward;
+    const bool fetches_here = (point == PassPoint::pre_backward && asked == BackwardPrefetch::pre) ||
+                              (point == PassPoint::post_backward && asked == BackwardPrefetch::post);
+    return fetches_here && rank.async() ? next_in_forward(rank.schedule, unit) : next;
+  }
+};
+
 // Prefetches in each unit's post-backward unless the backward setting is post (!= where == belongs): --prefetch
 // forward fetches ahead in the backward too, where nothing was asked.
 class PostBackwardPrefetchUnasked final : public LikeTheReference {
@@ -505,6 +518,9 @@ std::span<const Mutant> overlap_mutants() {
        instance<PrefetchesTheForwardsNext>},
       {6, "prefetches-itself", "after a unit's backward, names that unit again, which the pass never uses",
        instance<PrefetchesItself>},
+      {6, "backward-prefetches-in-forward-order",
+       "in the backward, names the unit after this one in the forward's order, whose backward has run already",
+       instance<BackwardPrefetchesInForwardOrder>},
       {6, "pool-without-free-event", "a gather into a pool slot does not wait for the slot's free event",
        instance<PoolWithoutFreeEvent>},
       {6, "pool-skips-sync-wait",

@@ -11,14 +11,15 @@ namespace {
 
 const IntegrationTask& reference() { return reference_integration(); }
 
-// Takes module->parameters() (the whole subtree) for every unit below the root: a Block unit also holds its
-// Linear units' parameters.
+// Takes module->parameters() (the whole subtree) for every unit below the root, or (RootToo) for the root's unit as
+// well: a Block unit also holds its Linear units' parameters, and the root then the whole model once more.
+template <bool RootToo>
 class SubtreeParameters final : public IntegrationTask {
  public:
   std::vector<UnitPlan> plan_units(Module& model, std::span<const std::string> unit_kinds) const override {
     std::vector<UnitPlan> plans = reference().plan_units(model, unit_kinds);
     for (UnitPlan& p : plans)
-      if (p.module != &model) p.params = p.module->parameters();
+      if (RootToo || p.module != &model) p.params = p.module->parameters();
     return plans;
   }
 };
@@ -260,7 +261,10 @@ std::span<const Mutant> integration_mutants() {
   static const Mutant mutants[] = {
       {7, "subtree-parameters",
        "takes module->parameters(), the whole subtree, for each unit: nested units' parameters are held twice",
-       instance<SubtreeParameters>},
+       instance<SubtreeParameters<false>>},
+      {7, "subtree-parameters-root-too",
+       "takes module->parameters() for the root's unit too: it holds the whole model, every unit's parameters again",
+       instance<SubtreeParameters<true>>},
       {7, "kind-only",
        "matches the wrap policy against kind() only, so a module named by its dotted name is never wrapped",
        instance<KindOnly>},

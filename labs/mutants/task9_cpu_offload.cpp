@@ -89,6 +89,16 @@ class CopyBackOnReduceScatter final : public LikeTheReference {
   }
 };
 
+// As CopyBackOnReduceScatter, with the reference's wait of the memcpy stream kept: the gradient buffers are then
+// ordered for their reuse, but `landed`, recorded on the memcpy stream, still does not cover the copy.
+class CopyBackOnReduceScatterWaitKept final : public LikeTheReference {
+ public:
+  void copy_grad_to_host(Device& device, const Tensor& device_grad, const Tensor& host_grad) const override {
+    device.wait_stream(Lane::memcpy, Lane::reduce_scatter);
+    copy_to_host(device.stream(Lane::reduce_scatter), device_grad, host_grad);
+  }
+};
+
 // The reduce-scatter stream made to wait for the copy back: right numbers, but every later reduction queues behind
 // the copy of the one before (wait_stream's arguments read as "producer, waiter").
 class ReductionsWaitForCopyBack final : public LikeTheReference {
@@ -164,6 +174,10 @@ std::span<const Mutant> cpu_offload_mutants() {
        instance<CopyBackBeforeReduction>},
       {9, "copy-back-on-reduce-scatter", "the copy of the gradient to the host is issued on the reduce-scatter stream",
        instance<CopyBackOnReduceScatter>},
+      {9, "copy-back-on-reduce-scatter-wait-kept",
+       "the memcpy stream waits for the reduction, and the copy to the host is issued on the reduce-scatter stream all "
+       "the same",
+       instance<CopyBackOnReduceScatterWaitKept>},
       {9, "reductions-wait-for-copy-back",
        "the reduce-scatter stream is made to wait for the copy of the gradient to the host",
        instance<ReductionsWaitForCopyBack>},
