@@ -159,27 +159,10 @@ TEST(GraderIsolation, AHangCostsOnlyItsChecksAndTheGraderGoesOn) {
   }
 }
 
-// Task 2 with no padding at all (padded_numel = used_numel); the rest is the reference's.
-class NoPadding final : public FlatParameterTask {
- public:
-  FlatParamLayout plan(std::span<Parameter* const> params, int world, std::int64_t align) const override {
-    FlatParamLayout layout = reference_flat_parameter().plan(params, world, align);
-    layout.padded_numel = layout.used_numel;
-    return layout;
-  }
-  std::vector<ShardSlice> shard_slices(const FlatParamLayout& layout, int rank) const override {
-    return reference_flat_parameter().shard_slices(layout, rank);
-  }
-  void point_views(const FlatParamLayout& layout, const Tensor& flat, Tensor Parameter::*field) const override {
-    reference_flat_parameter().point_views(layout, flat, field);
-  }
-};
-
 // One padding mistake is named as what it is, in the padding check and in every check whose layout it changes:
 // no check blames its own suspect (alignment, rounding down, a parameter given whole, empty slices) for it.
 TEST(GraderDiagnostics, APaddingMistakeIsNamedWhereverTheLayoutShowsIt) {
-  static const NoPadding no_padding;
-  const std::vector<CheckRun> none = run_task2(no_padding, {"padding", "alignment"}, 60);
+  const std::vector<CheckRun> none = run_checks(2, find_mutant(2, "no-padding").impl(), {"padding", "alignment"}, 60);
   ASSERT_EQ(none[0].outcome.fraction, 0) << none[0].outcome.got;
   EXPECT_TRUE(contains(none[0].outcome.cause, "no padding: padded_numel = used_numel")) << none[0].outcome.cause;
   EXPECT_FALSE(contains(none[0].outcome.cause, "off by one")) << none[0].outcome.cause;
