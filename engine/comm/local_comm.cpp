@@ -278,11 +278,9 @@ bool LocalWorld::stopped_by_a_failure(const Round& round, int phase) const {
 }
 
 void LocalWorld::see_deadlock() {
-  if (!stuck_.empty() || waiting_.empty()) return;
-  std::set<int> accounted_for = finished_;  // the ranks that come to no other collective, and those that wait
-  accounted_for.insert(failed_.begin(), failed_.end());
-  for (const auto& [rank, w] : waiting_) accounted_for.insert(rank);
-  if (static_cast<int>(accounted_for.size()) < size_) return;
+  // A rank is in one of the three at most: it waits inside a collective, and finishes or fails (run_world) once out.
+  const std::size_t accounted_for = waiting_.size() + finished_.size() + failed_.size();
+  if (!stuck_.empty() || waiting_.empty() || static_cast<int>(accounted_for) < size_) return;
   // A wait that completes, or that a failure stops (its rank then fails, and those waiting for it may go on), is
   // no deadlock.
   for (const auto& [rank, w] : waiting_)
