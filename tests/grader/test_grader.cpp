@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "engine/fsdp/integration_task.hpp"
 #include "engine/fsdp/lab_todo.hpp"
@@ -903,19 +904,29 @@ TEST(GraderDiagnostics, AGatherScheduleNoTrainingShowsHasNoCommand) {
   EXPECT_TRUE(contains(race.show, "--impl 5=mutant:gather-before-update")) << race.show;
 }
 
-// A race is told by the outcome's flag, never by its words: whatever the race detector stopped (a training, a direct
-// check's op, the check itself), every mutant's check that quotes its report is flagged, and no other is.
-TEST(GraderDiagnostics, EveryCheckTheRaceDetectorStoppedIsFlaggedAsARace) {
-  const MutantsReport report = grade_mutants({}, {}, 0, {});
+// The grader's own test (`fsdplab grade --mutants`, the same call; the test grader.mutants_command runs the command
+// for task 3): every mutant of the catalogue, graded in its task with the course's example held-out case beside the
+// checks, loses points.
+// And a race is told by the outcome's flag, never by its words: whatever the race detector stopped (a training, a
+// direct check's op, the check itself), every mutant's check that quotes its report is flagged, and no other is.
+// Grading every mutant takes minutes, so this is one test, not two, which grades a check per core as the command
+// does; the sanitizer presets leave it out.
+TEST(GraderMutants, EveryMutantIsCaughtAndEveryRaceFlagged) {
+  const IsolationLimits per_core{.parallel = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+  const MutantsReport report = grade_mutants({}, load_cases(FSDPLAB_SOURCE_DIR "/grader/cases/example"), 0, per_core);
+  ASSERT_EQ(report.mutants.size(), mutant_catalog().size());
   std::set<std::string> raced;
-  for (const MutantGrade& m : report.mutants)
+  for (const MutantGrade& m : report.mutants) {
+    const std::string mutant = std::to_string(m.mutant.task) + "=mutant:" + std::string(m.mutant.name);
+    EXPECT_TRUE(m.caught()) << mutant << " kept all " << m.grade.possible() << " points";
     for (const GradedCheck& g : m.grade.checks) {
-      const std::string name =
-          std::to_string(m.mutant.task) + "=mutant:" + std::string(m.mutant.name) + " " + g.check.id;
+      const std::string name = mutant + " " + g.check.id;
       EXPECT_EQ(g.run.outcome.raced, contains(g.run.outcome.got, "stream race on "))
           << name << ": " << g.run.outcome.got;
       if (g.run.outcome.raced) raced.insert(name);
     }
+  }
+  EXPECT_EQ(report.caught(), static_cast<int>(report.mutants.size()));
   // Races found by a training, by a direct check's op (task 4's zeroing), by a schedule's run, in a pool.
   for (const char* expected : {"3=mutant:missing-wait training", "4=mutant:zero-on-reduce-stream zero-gradient",
                                "6=mutant:free-at-host-time step-time", "6=mutant:pool-without-free-event pool"})
