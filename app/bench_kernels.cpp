@@ -55,8 +55,6 @@ void bench_kernels(const TrainBenchOptions& bench) {
   RunConfig run = bench.run_config(bench.device);
   run.cupti = true;  // the kernels are CUPTI's records (cuda only)
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
-  bench.check_options_of(device.kind);
-  bench.refuse_the_cpu_fallback(device.kind);
   const bool on_gpu = device.kind == DeviceKind::cuda;
 
   std::printf(

@@ -171,14 +171,14 @@ void TrainBenchOptions::check_runnable(std::string_view what) const {
     validate_fsdp_options(async_fsdp_options(), world);
   }
   build_model(run_config(device));
-}
-
-void TrainBenchOptions::check_options_of(DeviceKind kind) const {
-  check(kind == DeviceKind::cuda || sm_split == "auto", "--sm-split ", sm_split, " splits a GPU's SMs between the "
+  if (what == "cupti") {
+    if (auto why = cuda_unavailable()) fail("bench --what cupti traces a GPU: ", *why);
+    return;
+  }
+  const DeviceKind kind = run_device_spec(run_config(device), PresetCatalog::builtin(), false).kind;
+  check(kind == DeviceKind::cuda || sm_split == "auto", "--sm-split ", sm_split,
+        " splits a GPU's SMs between the "
         "ranks sharing it; this bench runs on the sim device: drop --sm-split or add --device cuda");
-}
-
-void TrainBenchOptions::refuse_the_cpu_fallback(DeviceKind kind) const {
   const bool small = preset.starts_with("test-");  // the test sizes step in well under a second on a CPU
   check(device != "auto" || kind != DeviceKind::sim, "--device auto: ", cuda_unavailable().value_or("no usable GPU"),
         ". This bench measures the GPU it runs on; --device sim runs it on the sim device instead, which computes "
@@ -196,8 +196,6 @@ void bench_train(const TrainBenchOptions& bench) {
   run.cupti = false;
   const DeviceSpec device = run_device_spec(run, PresetCatalog::builtin(), false);
   const bool on_gpu = device.kind == DeviceKind::cuda;
-  bench.check_options_of(device.kind);
-  bench.refuse_the_cpu_fallback(device.kind);
   const DType dtype = parse_dtype(bench.precision);
   const double tokens = static_cast<double>(run.batch * bench.seq);
   const double peak = device.preset.matmul_flops(dtype);

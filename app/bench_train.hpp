@@ -44,16 +44,13 @@ struct TrainBenchOptions {
   RunConfig run_config(std::string device_choice) const;
   // An Error, before a bench prints anything, for options no run of `what` ("train", "kernels", "cupti") can take:
   // the steps, the precision, FSDP's options (validate_fsdp_options; where one rank runs the single-rank baseline,
-  // as train and kernels do, --impl, --reduce-dtype and --embedding-grad have no FSDP to configure), and a model they
-  // cannot build (build_model: a --seq past the position table, ...). `fsdplab bench` calls it before any bench.
+  // as train and kernels do, --impl, --reduce-dtype and --embedding-grad have no FSDP to configure), a model they
+  // cannot build (build_model: a --seq past the position table, ...), and the device: cupti's needs a GPU; on the sim
+  // device, --sm-split has no SMs to split (--emulate-link is refused there by run_device_spec); and where --device
+  // auto found no GPU, the Error says why and what to give for the sim device, which computes every value on this
+  // CPU (a real model's step takes minutes there): a machine's figures were asked for, and a broken driver must not
+  // pass for a long CPU run. `fsdplab bench` calls it before any bench, and before its warnings.
   void check_runnable(std::string_view what) const;
-  // An Error for --sm-split off its default on the sim device, which has no SMs to split (--emulate-link is
-  // refused there by run_device_spec).
-  void check_options_of(DeviceKind kind) const;
-  // Where --device auto found no GPU to run on: an Error saying why, and what to give for the sim device, which
-  // computes every value on this CPU (a real model's step takes minutes there). A machine's figures were asked for:
-  // a broken driver must not pass for a long CPU run.
-  void refuse_the_cpu_fallback(DeviceKind kind) const;
   // "f32", or "bf16, bf16 gradient reduction, embedding gradient as rows, flash attention" where --reduce-dtype,
   // --embedding-grad and --attention chose: the header's compute.
   std::string compute() const {

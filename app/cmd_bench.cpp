@@ -243,11 +243,11 @@ void add_bench_command(CLI::App& app) {
       for (const char* flag : {"--strategy", "--hybrid-group"})
         check(cmd->get_option(flag)->count() == 0, flag, " configures --what memory or overlap; --what ", *what,
               " shards fully");
-      options.check_runnable(*what);
+      check(*what != "cupti" || cmd->get_option("--device")->count() == 0 || options.device == "cuda", "--device ",
+            options.device, " with --what cupti: CUPTI traces the cuda device");
+      options.check_runnable(*what);  // the device's refusals too, before the warnings
       warn_of_impl_choice(choice, *fsdp);
       if (*what == "cupti") {
-        check(cmd->get_option("--device")->count() == 0 || options.device == "cuda", "--device ", options.device,
-              " with --what cupti: CUPTI traces the cuda device");
         bench_cupti(options);
       } else if (*what == "kernels") {
         bench_kernels(options);
