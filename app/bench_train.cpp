@@ -177,8 +177,8 @@ void TrainBenchOptions::check_runnable(std::string_view what) const {
   }
   const DeviceKind kind = run_device_spec(run_config(device), PresetCatalog::builtin(), false).kind;
   check(kind == DeviceKind::cuda || sm_split == "auto", "--sm-split ", sm_split,
-        " splits a GPU's SMs between the "
-        "ranks sharing it; this bench runs on the sim device: drop --sm-split or add --device cuda");
+        " splits a GPU's SMs between the ranks sharing it; this bench runs on the sim device: drop --sm-split or add "
+        "--device cuda");
   const bool small = preset.starts_with("test-");  // the test sizes step in well under a second on a CPU
   check(device != "auto" || kind != DeviceKind::sim, "--device auto: ", cuda_unavailable().value_or("no usable GPU"),
         ". This bench measures the GPU it runs on; --device sim runs it on the sim device instead, which computes "
