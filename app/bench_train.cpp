@@ -170,12 +170,13 @@ void TrainBenchOptions::check_runnable(std::string_view what) const {
   } else {
     validate_fsdp_options(async_fsdp_options(), world);
   }
-  build_model(run_config(device));
+  const RunConfig run = run_config(device);
+  build_model(run);
   if (what == "cupti") {
     if (auto why = cuda_unavailable()) fail("bench --what cupti traces a GPU: ", *why);
     return;
   }
-  const DeviceKind kind = run_device_spec(run_config(device), PresetCatalog::builtin(), false).kind;
+  const DeviceKind kind = run_device_spec(run, PresetCatalog::builtin(), false).kind;
   check(kind == DeviceKind::cuda || sm_split == "auto", "--sm-split ", sm_split,
         " splits a GPU's SMs between the ranks sharing it; this bench runs on the sim device: drop --sm-split or add "
         "--device cuda");
