@@ -538,6 +538,7 @@ void CudaDevice::host_work(const std::string& name, SimTime duration) {
 void CudaDevice::record(Event& event, Lane lane) {
   check(lane != Lane::host, "rank ", rank_, ": event '", event.name(),
         "' recorded on the host lane; record it on a stream");
+  event.check_recorded_by(rank_);
   use_gpu(options_.gpu, rank_);
   const Impl::StreamState& s = impl_->streams[lane_index(lane)];
   std::shared_ptr<void> native_event = new_sync_event(event.name().c_str());

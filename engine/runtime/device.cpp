@@ -34,6 +34,14 @@ void Device::emit(const CounterSample& sample) const {
   for (TraceSink* sink : sinks_) sink->on_counter(sample);
 }
 
+void Event::check_recorded_by(int rank) const {
+  if (!recorded_ || rank_ == rank) return;
+  fail("rank ", rank, ": event '", name_, "' was recorded by rank ", rank_,
+       " before; an event belongs to one rank, as a CUDA event to its GPU. Two ranks' threads recording one Event "
+       "(a static Event, or a member of a task, which every rank shares) race on it: make one per rank (a local "
+       "Event, or one kept in the unit's or the rank's state)");
+}
+
 SimTime Event::time() const {
   check(recorded_, "event '", name_, "' was never recorded; record it on a stream before using its time");
   return time_;

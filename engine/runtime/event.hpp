@@ -31,6 +31,10 @@ class Event {
  private:
   friend class SimDevice;
   friend class CudaDevice;
+  // Before rank `rank`'s device records it: an Error where another rank recorded it last. See [Note: an event
+  // belongs to one rank].
+  void check_recorded_by(int rank) const;
+
   std::string name_;
   bool recorded_ = false;
   SimTime time_ = 0;
@@ -43,5 +47,15 @@ class Event {
   // from, as the sim device's values do; destroyed with the last copy.
   std::shared_ptr<void> native;
 };
+
+// [Note: an event belongs to one rank]
+// A CUDA event belongs to the GPU it was made on: only that GPU's streams record it. In this lab a rank is a GPU
+// with a thread of its own, so an Event that two ranks record is one object that two threads write at once: a
+// `static Event`, or an Event member of a task (a task is one object that every rank's thread calls; its methods are
+// const). On the cuda device their records would race on its native event, each replacing it under the other; on
+// the sim device they would only mix the two ranks' times, and the run would look right. So both devices refuse a
+// record by another rank than the one that recorded the event last, naming both: each rank makes its own (a local
+// Event, or one kept in its unit's or its rank's state). Waiting for another rank's event stays allowed: it only
+// orders time, as a collective does.
 
 }  // namespace fsdplab

@@ -251,6 +251,7 @@ SimTime SimDevice::earliest_start(Lane lane, OpCategory category, RankLink link)
 }
 
 void SimDevice::record(Event& event, Lane lane) {
+  event.check_recorded_by(rank_);
   const StreamState& s = state(lane);
   event.recorded_ = true;
   // An idle stream reaches the record as soon as the host issues it.

@@ -470,6 +470,24 @@ class UnusedPrefetchUnchecked final : public LikeTheReference {
   }
 };
 
+// The last use recorded into one Event that every rank shares (a static): each rank's thread records it ([Note: an
+// event belongs to one rank], engine/runtime/event.hpp).
+class SharedLastUseEvent final : public LikeTheReference {
+ public:
+  void release_full(FsdpUnit& unit, FsdpRank& rank) const override {
+    if (unit.state == UnitState::gathering) return reference().release_full(unit, rank);
+    static Event last_use("fsdp.full_last_use");
+    rank.device.record(last_use, Lane::compute);
+    if (unit.pool_slot >= 0) {
+      rank.schedule.param_pool_free[static_cast<std::size_t>(unit.pool_slot)] = last_use;
+    } else if (rank.async()) {
+      rank.schedule.parked.push(unit.full.storage().release(), last_use, rate_limited(unit));
+    } else {
+      unit.full.storage().free();
+    }
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> overlap_mutants() {
@@ -584,6 +602,10 @@ std::span<const Mutant> overlap_mutants() {
       {6, "unused-prefetch-unchecked",
        "end_backward never calls check_prefetches_used, so a prefetch its pass never used goes on gathering",
        instance<UnusedPrefetchUnchecked>},
+      {6, "shared-last-use-event",
+       "release_full records the last use into one static Event, which every rank's thread records: the ranks' records "
+       "race on it",
+       instance<SharedLastUseEvent>},
   };
   return mutants;
 }
