@@ -54,8 +54,8 @@ class Event {
 // `static Event`, or an Event member of a task (a task is one object that every rank's thread calls; its methods are
 // const). On the cuda device their records would race on its native event, each replacing it under the other; on
 // the sim device they would only mix the two ranks' times, and the run would look right. So both devices refuse a
-// record by another rank than the one that recorded the event last, naming both: each rank makes its own (a local
-// Event, or one kept in its unit's or its rank's state). Waiting for another rank's event stays allowed: it only
-// orders time, as a collective does.
+// record by another rank than the one that recorded the event last: each rank makes its own (a local Event, or one
+// kept in its unit's or its rank's state). Waiting for another rank's event stays allowed: it only orders time, as a
+// collective does.
 
 }  // namespace fsdplab

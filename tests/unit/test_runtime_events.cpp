@@ -1,5 +1,5 @@
 // Events belong to the rank that records them ([Note: an event belongs to one rank], engine/runtime/event.hpp): on
-// each device, a second rank's record of one Event is refused, naming both ranks; waiting for it stays allowed.
+// each device, a second rank's record of one Event is refused, naming the event; waiting for it stays allowed.
 #include <gtest/gtest.h>
 
 #include "engine/runtime/error.hpp"
@@ -13,7 +13,7 @@ using testing::contains;
 class Events : public testing::OnEachDevice {};
 FSDPLAB_ON_EACH_DEVICE(Events);
 
-TEST_P(Events, AnEventTwoRanksRecordIsRefusedNamingBoth) {
+TEST_P(Events, AnEventTwoRanksRecordIsRefused) {
   auto rank0 = device(0);
   auto rank1 = device(1);
   Event shared("shared last use");
@@ -23,7 +23,7 @@ TEST_P(Events, AnEventTwoRanksRecordIsRefusedNamingBoth) {
     rank1->record(shared, Lane::compute);
     FAIL() << "rank 1 recorded the event rank 0 recorded";
   } catch (const Error& e) {
-    EXPECT_TRUE(contains(e.what(), "rank 1: event 'shared last use' was recorded by rank 0 before")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "rank 1: event 'shared last use' was recorded by another rank before")) << e.what();
     EXPECT_TRUE(contains(e.what(), "make one per rank")) << e.what();
   }
   EXPECT_EQ(shared.rank(), 0);              // the refused record changed nothing
