@@ -597,7 +597,7 @@ void CudaDevice::synchronize() {
   resolve_timings(true);
 }
 
-bool CudaDevice::completed(const Event& event) const {
+bool CudaDevice::completed(const Event& event) {
   const cudaError_t status =
       cudaEventQuery(static_cast<cudaEvent_t>(native_event(event, "asked whether it completed:")));
   if (status == cudaErrorNotReady) return false;

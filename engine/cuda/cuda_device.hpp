@@ -58,7 +58,7 @@ class CudaDevice final : public Device {
   void synchronize(const Event& event) override;
   void synchronize(Lane lane) override;
   void synchronize() override;
-  bool completed(const Event& event) const override;
+  bool completed(const Event& event) override;
   // Holds the host thread for `duration` (it is real time here) and marks it in the trace.
   void host_work(const std::string& name, SimTime duration) override;
   SimTime host_time() const override;

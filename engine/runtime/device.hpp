@@ -119,9 +119,11 @@ class Device {
   virtual void synchronize(const Event& event) = 0;
   virtual void synchronize(Lane lane) = 0;
   virtual void synchronize() = 0;
-  // Whether the work before `event`'s record is done, without waiting (cudaEventQuery). True moves
-  // nothing; a caller that then relies on that work still synchronizes on the event (free, as it is done).
-  virtual bool completed(const Event& event) const = 0;
+  // Whether the work before `event`'s record is done, without waiting (cudaEventQuery). True orders the host after
+  // that work, as CUDA's answer does: the host may read what it wrote (the sim device's race detector learns it as
+  // from synchronize(event), which moves no time here). False changes nothing; polling it moves no virtual time, so
+  // a loop on it never ends on the sim device: synchronize(event) is the wait.
+  virtual bool completed(const Event& event) = 0;
   // Host-side work that takes time (a Python-style loop, a CPU optimizer step): advances the host.
   virtual void host_work(const std::string& name, SimTime duration) = 0;
   virtual SimTime host_time() const = 0;

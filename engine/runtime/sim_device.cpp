@@ -330,10 +330,12 @@ void SimDevice::host_write(const Access& access, const std::byte* from, const st
   std::memcpy(block.data + access.offset, from, static_cast<std::size_t>(access.bytes));
 }
 
-bool SimDevice::completed(const Event& event) const {
+bool SimDevice::completed(const Event& event) {
   check(event.recorded(), "rank ", rank_, ": asked whether event '", event.name(),
         "' completed; it was never recorded");
-  return event.time() <= host_;
+  if (event.time() > host_) return false;
+  synchronize(event);  // the host saw it done: it is ordered after the work, and no time moves
+  return true;
 }
 
 Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {

@@ -48,7 +48,7 @@ class SimDevice final : public Device {
   void synchronize(const Event& event) override;
   void synchronize(Lane lane) override;
   void synchronize() override;
-  bool completed(const Event& event) const override;
+  bool completed(const Event& event) override;
   void host_work(const std::string& name, SimTime duration) override;
   SimTime host_time() const override { return host_; }
   void host_read(const Access& access, std::byte* to, const std::string& what) override;

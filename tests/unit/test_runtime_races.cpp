@@ -235,6 +235,23 @@ TEST(RuntimeRaces, HostReadWithoutSyncIsARace) {
   EXPECT_NO_THROW(loss.to_vector());
 }
 
+// An event the host sees completed orders the host after its work, as CUDA's cudaEventQuery does: a read then is clean.
+// Not yet completed, it orders nothing.
+TEST(RuntimeRaces, AHostReadAfterItsEventCompletedIsClean) {
+  auto dev = make_sim_device();
+  Tensor loss = Tensor::empty(*dev, {1}, DType::f32, MemTag::activation, "loss");
+  dev->launch(Lane::compute, touching("cross_entropy", 10'000, {}, {loss.access()}), {});
+  Event written("loss written");
+  dev->record(written, Lane::compute);
+  EXPECT_FALSE(dev->completed(written));  // the host issued the op and runs ahead of it
+  EXPECT_THROW(loss.to_vector(), RaceError);
+  const SimTime before = dev->host_time();
+  dev->host_work("the host's own work", 1'000'000);  // by now the op is done in virtual time
+  EXPECT_TRUE(dev->completed(written));
+  EXPECT_EQ(dev->host_time(), before + 1'000'000);  // asking moved no time
+  EXPECT_NO_THROW(loss.to_vector());
+}
+
 TEST(RuntimeRaces, RecordPolicyCollectsInsteadOfThrowing) {
   auto dev = make_sim_device(0, {.dry_run = false, .races = RaceDetector::Policy::record});
   Tensor full = Tensor::empty(*dev, {1024}, DType::f32, MemTag::param_full, "full");
