@@ -1,5 +1,6 @@
 // event.hpp — a point in a stream's work that other streams, other ranks and the host can wait for,
-// as a CUDA event is. Created by the program, recorded by a Device (Event::time is defined in device.cpp).
+// as a CUDA event is. Created by the program, recorded by one rank's Device (Event's functions are defined in
+// device.cpp).
 #pragma once
 #include <array>
 #include <cstdint>
