@@ -10,6 +10,10 @@ fsdplab=$(realpath "$1") labs=$(realpath "$2")
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export OPENBLAS_NUM_THREADS=1
+# The READMEs quote the digits of the lab's OpenBLAS kernels, which fsdplab picks itself where OPENBLAS_CORETYPE is
+# unset, keeping a name the user set ([Note: the same digits on every machine], app/host_blas_kernel.cpp). Some
+# machines set one for every program; a student's shell in the lab does not (cli.devices_lab_blas_kernels alike).
+unset OPENBLAS_CORETYPE
 failed=0
 losses() {  # losses FILE ARGS...: the 5 losses of `run --model gpt2 --steps 5 ARGS` as "a, b, c, d, e", as csv writes them
   local out=$1
