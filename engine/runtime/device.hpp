@@ -121,8 +121,10 @@ class Device {
   virtual void synchronize() = 0;
   // Whether the work before `event`'s record is done, without waiting (cudaEventQuery). True orders the host after
   // that work, as CUDA's answer does: the host may read what it wrote (the sim device's race detector learns it as
-  // from synchronize(event), which moves no time here). False changes nothing; polling it moves no virtual time, so
-  // a loop on it never ends on the sim device: synchronize(event) is the wait.
+  // from synchronize(event), which moves no time here). False changes nothing. A loop polling it ends when the work
+  // does, on both devices: the sim device takes the same question asked a thousand times at one host time for a
+  // spin, and moves the host to the event's time ([Note: a host that polls an event], sim_device.cpp).
+  // synchronize(event) is the wait.
   virtual bool completed(const Event& event) = 0;
   // Host-side work that takes time (a Python-style loop, a CPU optimizer step): advances the host.
   virtual void host_work(const std::string& name, SimTime duration) = 0;

@@ -330,12 +330,42 @@ void SimDevice::host_write(const Access& access, const std::byte* from, const st
   std::memcpy(block.data + access.offset, from, static_cast<std::size_t>(access.bytes));
 }
 
+// [Note: a host that polls an event]
+// A program may wait for a GPU by polling: `while (!device.completed(done)) {}`. On a GPU the loop ends when the
+// work does, since the GPU's clock moves on its own. The sim device's clock moves only when the host launches,
+// works or waits, and an answer depends on nothing else: the same 'no' would come forever. So a host that asks
+// about the same record again and again, its clock where it stood at the first 'no', is spinning, and the sim
+// device lets the spin run its course: at the kQuestionsThatMakeASpin-th question the host's clock moves to the
+// event's time, as synchronize(event) would move it, and the answer is 'yes'.
+// Asking twice is not yet a spin: FSDP's schedule gives back its parked buffers (DeferredFrees::release_completed)
+// at points with no launch between them, and asks about one record up to 4 times at one host time (counted over
+// `grade --impl reference`, `grade --mutants` and the overlap benches). Taking the second question for a spin moved
+// that host to the reductions' ends and cut bf16 gpt2's eta on the workstation from 0.748 to 0.493. A poll asks the
+// thousand questions in microseconds of the host's real time.
+namespace {
+constexpr int kQuestionsThatMakeASpin = 1000;
+}  // namespace
+
 bool SimDevice::completed(const Event& event) {
   check(event.recorded(), "rank ", rank_, ": asked whether event '", event.name(),
         "' completed; it was never recorded");
-  if (event.time() > host_) return false;
-  synchronize(event);  // the host saw it done: it is ordered after the work, and no time moves
+  if (event.time() > host_ && !spins_on(event)) return false;
+  synchronize(event);  // the host saw it done, or spun until it was: it is ordered after the work
   return true;
+}
+
+bool SimDevice::spins_on(const Event& event) {
+  if (unanswered_at_ != host_) {  // the host's clock moved since the last 'no': any record may be done now
+    unanswered_.clear();
+    unanswered_at_ = host_;
+  }
+  const Record record{event.lane(), event.last_op, event.time()};
+  auto asked = std::ranges::find(unanswered_, record, &Unanswered::record);
+  if (asked == unanswered_.end()) {
+    unanswered_.push_back({record, 1});
+    return false;
+  }
+  return ++asked->times >= kQuestionsThatMakeASpin;
 }
 
 Allocation SimDevice::allocate(std::int64_t bytes, MemTag tag, Lane stream) {

@@ -19,6 +19,7 @@
 #include <array>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "engine/runtime/caching_allocator.hpp"
 #include "engine/runtime/device.hpp"
@@ -83,6 +84,10 @@ class SimDevice final : public Device {
   // After it ran: its accesses become the ones later accesses are checked against.
   void commit_accesses(std::span<const Access> reads, std::span<const Access> writes, const Accessor& who);
 
+  // Whether the host, asking about `event`'s record again and again at this same host time and hearing 'no', is
+  // spinning on it. See [Note: a host that polls an event] (sim_device.cpp).
+  bool spins_on(const Event& event);
+
   SimDeviceOptions options_;
   CostModel cost_;
   std::array<StreamState, kStreamCount> streams_;
@@ -91,6 +96,20 @@ class SimDevice final : public Device {
   VectorClock host_clock_{};
   OpId next_op_ = 1;
   RaceDetector races_;
+  // The records the host asked about and heard 'no', all at host time `unanswered_at_`, and how many times each
+  // (spins_on).
+  struct Record {
+    Lane lane;
+    OpRef last_op;
+    SimTime time;
+    friend bool operator==(const Record&, const Record&) = default;
+  };
+  struct Unanswered {
+    Record record;
+    int times;
+  };
+  std::vector<Unanswered> unanswered_;
+  SimTime unanswered_at_ = -1;
 
   // Host memory under the cuda device's CachingAllocator: [Note: a block that crosses streams].
   class Memory;

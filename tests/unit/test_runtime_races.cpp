@@ -252,6 +252,62 @@ TEST(RuntimeRaces, AHostReadAfterItsEventCompletedIsClean) {
   EXPECT_NO_THROW(loss.to_vector());
 }
 
+// [Note: a host that polls an event] (sim_device.cpp): the same question asked again and again at one host time is a
+// spin, and the host's clock runs to the event's time. The loops are bounded so that a failure cannot hang.
+TEST(RuntimeRaces, ALoopPollingAnEventEndsAtItsTime) {
+  auto dev = make_sim_device();
+  Tensor loss = Tensor::empty(*dev, {1}, DType::f32, MemTag::activation, "loss");
+  dev->launch(Lane::compute, touching("cross_entropy", 10'000, {}, {loss.access()}), {});
+  Event written("loss written");
+  dev->record(written, Lane::compute);
+  int answered_no = 0;
+  while (!dev->completed(written) && answered_no < 100'000) ++answered_no;
+  EXPECT_LT(answered_no, 100'000);
+  EXPECT_EQ(dev->host_time(), written.time());
+  EXPECT_NO_THROW(loss.to_vector());  // the spin ordered the host after the op
+}
+
+TEST(RuntimeRaces, ALoopPollingTwoEventsInTurnEnds) {
+  auto dev = make_sim_device();
+  Event first("first"), second("second");
+  dev->launch(Lane::compute, touching("short", 10'000, {}, {}), {});
+  dev->record(first, Lane::compute);
+  dev->launch(Lane::all_gather, touching("long", 50'000, {}, {}), {});
+  dev->record(second, Lane::all_gather);
+  int rounds = 0;
+  for (bool done_first = false, done_second = false; !(done_first && done_second) && rounds < 100'000; ++rounds) {
+    done_first = dev->completed(first);
+    done_second = dev->completed(second);
+  }
+  EXPECT_LT(rounds, 100'000);
+  EXPECT_EQ(dev->host_time(), second.time());
+}
+
+// Asking a few times is not a spin: FSDP's schedule gives back its parked buffers at points with no launch between
+// them, and asks about one reduction up to 4 times at one host time. Each answer is 'no', and the clock stays.
+TEST(RuntimeRaces, AskingAgainIsNotYetASpin) {
+  auto dev = make_sim_device();
+  dev->launch(Lane::reduce_scatter, touching("reduce", 50'000, {}, {}), {});
+  Event reduced("reduced");
+  dev->record(reduced, Lane::reduce_scatter);
+  const SimTime before = dev->host_time();
+  for (int question = 0; question < 8; ++question) EXPECT_FALSE(dev->completed(reduced)) << "question " << question;
+  EXPECT_EQ(dev->host_time(), before);
+}
+
+// Nor is a question after a launch: the launch moves the host's clock by its overhead and no more.
+TEST(RuntimeRaces, AQuestionAfterALaunchIsNotASpin) {
+  auto dev = make_sim_device();
+  dev->launch(Lane::all_gather, touching("long", 50'000, {}, {}), {});
+  Event gathered("gathered");
+  dev->record(gathered, Lane::all_gather);
+  EXPECT_FALSE(dev->completed(gathered));
+  const SimTime before = dev->host_time();
+  dev->launch(Lane::compute, touching("short", 1'000, {}, {}), {});
+  EXPECT_FALSE(dev->completed(gathered));
+  EXPECT_EQ(dev->host_time(), before + dev->cost_model().launch_overhead());
+}
+
 TEST(RuntimeRaces, RecordPolicyCollectsInsteadOfThrowing) {
   auto dev = make_sim_device(0, {.dry_run = false, .races = RaceDetector::Policy::record});
   Tensor full = Tensor::empty(*dev, {1024}, DType::f32, MemTag::param_full, "full");
