@@ -277,8 +277,9 @@ void SimDevice::wait(Lane lane, const Event& event) {
 }
 
 void SimDevice::synchronize(const Event& event) {
+  // On a GPU this wait would return at once and order nothing: the wait the program meant is not there.
   check(event.recorded(), "rank ", rank_, ": the host waits on event '", event.name(),
-        "', which was never recorded; it would wait forever");
+        "', which was never recorded; record it on the producing stream first");
   host_ = std::max(host_, event.time());
   if (event.device_ == this) join(host_clock_, event.clock);
 }
@@ -348,7 +349,7 @@ constexpr int kQuestionsThatMakeASpin = 1000;
 
 bool SimDevice::completed(const Event& event) {
   check(event.recorded(), "rank ", rank_, ": asked whether event '", event.name(),
-        "' completed; it was never recorded");
+        "' completed; it was never recorded: record it on the producing stream first");
   if (event.time() > host_ && !spins_on(event)) return false;
   synchronize(event);  // the host saw it done, or spun until it was: it is ordered after the work
   return true;
