@@ -123,7 +123,8 @@ class Device {
   // that work, as CUDA's answer does: the host may read what it wrote (the sim device's race detector learns it as
   // from synchronize(event), which moves no time here). False changes nothing. A loop polling it ends when the work
   // does, on both devices: the sim device takes the same question asked a thousand times at one host time for a
-  // spin, and moves the host to the event's time ([Note: a host that polls an event], sim_device.cpp).
+  // spin, and moves the host to the earliest end among the events it asked about ([Note: a host that polls an
+  // event], sim_device.cpp).
   // synchronize(event) is the wait.
   virtual bool completed(const Event& event) = 0;
   // Host-side work that takes time (a Python-style loop, a CPU optimizer step): advances the host.

@@ -85,8 +85,10 @@ class SimDevice final : public Device {
   void commit_accesses(std::span<const Access> reads, std::span<const Access> writes, const Accessor& who);
 
   // Whether the host, asking about `event`'s record again and again at this same host time and hearing 'no', is
-  // spinning on it. See [Note: a host that polls an event] (sim_device.cpp).
+  // spinning on it; then spin_to_the_next_end moves its clock to the earliest end of the records it asked about. See
+  // [Note: a host that polls an event] (sim_device.cpp).
   bool spins_on(const Event& event);
+  void spin_to_the_next_end();
 
   SimDeviceOptions options_;
   CostModel cost_;

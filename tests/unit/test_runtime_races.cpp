@@ -253,7 +253,8 @@ TEST(RuntimeRaces, AHostReadAfterItsEventCompletedIsClean) {
 }
 
 // [Note: a host that polls an event] (sim_device.cpp): the same question asked again and again at one host time is a
-// spin, and the host's clock runs to the event's time. The loops are bounded so that a failure cannot hang.
+// spin, and the host's clock runs to the next end among the events asked about. The loops are bounded so that a
+// failure cannot hang.
 TEST(RuntimeRaces, ALoopPollingAnEventEndsAtItsTime) {
   auto dev = make_sim_device();
   Tensor loss = Tensor::empty(*dev, {1}, DType::f32, MemTag::activation, "loss");
@@ -281,6 +282,22 @@ TEST(RuntimeRaces, ALoopPollingTwoEventsInTurnEnds) {
   }
   EXPECT_LT(rounds, 100'000);
   EXPECT_EQ(dev->host_time(), second.time());
+}
+
+// A loop waiting for either of two events stops when the first of them completes, as on a GPU, whichever it asks
+// about first: the spin runs the clock to the earliest end among the records asked about.
+TEST(RuntimeRaces, ALoopWaitingForEitherOfTwoEventsEndsAtTheEarlier) {
+  auto dev = make_sim_device();
+  Event later("later"), earlier("earlier");
+  dev->launch(Lane::all_gather, touching("long", 50'000, {}, {}), {});
+  dev->record(later, Lane::all_gather);
+  dev->launch(Lane::compute, touching("short", 10'000, {}, {}), {});
+  dev->record(earlier, Lane::compute);
+  ASSERT_LT(earlier.time(), later.time());
+  int rounds = 0;
+  while (!dev->completed(later) && !dev->completed(earlier) && rounds < 100'000) ++rounds;
+  EXPECT_LT(rounds, 100'000);
+  EXPECT_EQ(dev->host_time(), earlier.time());
 }
 
 // Asking a few times is not a spin: FSDP's schedule gives back its parked buffers at points with no launch between
