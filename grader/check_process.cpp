@@ -315,8 +315,9 @@ std::string seconds_text(double s) {
 }
 
 // Why a check of task `task` ran out of time. Task 1 draws on the host and waits for nothing: there a time-out is
-// work. Elsewhere, the waits that cannot end: a wait for an event never recorded is refused at once on both devices,
-// and a loop polling Device::completed ends on the sim device too ([Note: a host that polls an event]).
+// work. Elsewhere the wait that cannot end is for a collective another rank never calls: a wait for an event never
+// recorded is refused at once on both devices, and a loop polling Device::completed ends on the sim device too
+// ([Note: a host that polls an event]).
 std::string time_out_cause(int task) {
   if (task == 1)
     return "an infinite loop, or far more drawn than the shard: every element from the parameter's first "
