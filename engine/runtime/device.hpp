@@ -124,8 +124,7 @@ class Device {
   // from synchronize(event), which moves no time here). False changes nothing. A loop polling it ends when the work
   // does, on both devices: the sim device takes the same question asked a thousand times at one host time for a
   // spin, and moves the host to the earliest end among the events it asked about ([Note: a host that polls an
-  // event], sim_device.cpp).
-  // synchronize(event) is the wait.
+  // event], sim_device.cpp). synchronize(event) is the wait.
   virtual bool completed(const Event& event) = 0;
   // Host-side work that takes time (a Python-style loop, a CPU optimizer step): advances the host.
   virtual void host_work(const std::string& name, SimTime duration) = 0;
