@@ -308,7 +308,10 @@ int run_training(const RunOptions& options) {
     std::printf("%s\n", fsdp ? ("FSDP: " + describe(sharded.options, run.world)).c_str() : baseline.c_str());
     if (run.attention != "auto") std::printf("attention: %s\n", run.attention.c_str());
     if (fsdp) std::printf("impl: %s\n", impl_name(impl).c_str());
-    if (!run.resume_dir.empty()) std::printf("resume: %s\n", run.resume_dir.c_str());
+    if (!run.resume_dir.empty())
+      std::printf(
+          "resume: %s%s\n", run.resume_dir.c_str(),
+          run.reshard ? " (--reshard: the state moved by parameter where the checkpoint's layout differs)" : "");
     // Said before the run reads the file through (seconds for billions of tokens); one it cannot read is refused then.
     if (reads_tokens && !run.data_file.empty()) {
       std::error_code unreadable;
@@ -529,6 +532,11 @@ void add_run_command(CLI::App& app) {
       cmd->add_option("--resume", t.resume_dir,
                       "FSDP: continue from this checkpoint folder up to --steps in all (may be --checkpoint's)")
           ->check(non_empty("a checkpoint folder"));
+  cmd->add_flag("--reshard", t.reshard,
+                "FSDP, with --resume: continue a checkpoint saved at another --world, --strategy or --wrap, each "
+                "parameter's state moved to its place in this run's shards (the steps after it round as this run's "
+                "W does)")
+      ->needs(resume);
   const std::vector<CLI::Option*> fsdp_flags = add_fsdp_flags(
       *cmd, options->fsdp_flags,
       {FsdpFlag::strategy, FsdpFlag::hybrid_group, FsdpFlag::precision, FsdpFlag::reduce_dtype, FsdpFlag::prefetch,

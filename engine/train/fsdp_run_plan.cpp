@@ -115,6 +115,7 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
         "; expected >= 1 (0: after the last step only)");
   check(run.checkpoint_every == 0 || checkpointing, "--checkpoint-every needs --checkpoint DIR");
   check(!fsdp.dry_run || (!checkpointing && !resuming), "a dry run has no training state to checkpoint or resume");
+  check(!run.reshard || resuming, "--reshard moves a checkpoint's state into this run's layout; it needs --resume DIR");
   check(!resuming || (run.load_init.empty() && run.save_init.empty()), "--resume continues a run from its checkpoint; "
         "--load-init and --save-init start one: drop them");
   // Once, for every rank, after the checks that read no data: the --data file read through (a dry run's too, which
@@ -126,7 +127,7 @@ FsdpRunPlan::FsdpRunPlan(const FsdpRun& fsdp, const PresetCatalog& presets) {
     checkpoint_identity = checkpoint_run(run, fsdp.options, fsdp.tasks, probe, data);
   if (processes) check_same_run_as_rank0(checkpoint_identity, layout.ranks_here.front());
   if (resuming) {
-    resume_from.emplace(TrainingCheckpoint::open(run.resume_dir, checkpoint_identity));
+    resume_from.emplace(TrainingCheckpoint::open(run.resume_dir, checkpoint_identity, run.reshard));
     check(resume_from->step() < run.steps, "--resume '", run.resume_dir, "' holds ", resume_from->step(),
           " completed steps and --steps is ", run.steps, ": nothing left to run; pass --steps above ",
           resume_from->step());

@@ -96,10 +96,11 @@ struct RunConfig {
   std::string save_final;
   // Training checkpoints (FSDP runs; training_checkpoint.hpp): written to `checkpoint_dir` every
   // `checkpoint_every` steps (0: only after the last step) and after the last; `resume_dir` continues
-  // from one, up to `steps` in all.
+  // from one, up to `steps` in all; with `reshard`, from one of another world size, strategy or wrap.
   std::string checkpoint_dir;
   int checkpoint_every = 0;
   std::string resume_dir;
+  bool reshard = false;
   // A step whose loss is NaN or infinite stops the run with an Error naming it, unless this is set.
   bool allow_nonfinite = false;
 

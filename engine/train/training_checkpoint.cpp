@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <vector>
 
 #include "engine/fsdp/memory_model.hpp"
@@ -42,9 +44,10 @@ constexpr const char* kStaging = ".fsdplab-tmp";
 constexpr const char* kOld = ".fsdplab-old";
 
 std::string rank_file(int rank) { return "rank" + std::to_string(rank) + ".safetensors"; }
-std::string param_tensor(const FsdpUnit& unit) { return "flat_param." + unit.name; }
-std::string state_tensor(const OptimTarget& target, const std::string& state) {
-  return "optim." + target.name + "." + state;
+// The tensors of a rank file: a unit's master shard, and an optimizer target's state (a target is a unit's shard).
+std::string param_tensor(const std::string& unit) { return "flat_param." + unit; }
+std::string state_tensor(const std::string& target, const std::string& state) {
+  return "optim." + target + "." + state;
 }
 
 // The files a checkpoint of `world` ranks holds besides the manifest.
@@ -220,12 +223,12 @@ void write_rank_state(const fs::path& path, int step, FullyShardedModel& sharded
     entries.push_back({std::move(name), DType::f32, {static_cast<std::int64_t>(kept.size())},
                        std::as_bytes(std::span<const float>(kept))});
   };
-  for (const FsdpUnit* unit : sharded.units()) add(param_tensor(*unit), unit->master.to_vector());
+  for (const FsdpUnit* unit : sharded.units()) add(param_tensor(unit->name), unit->master.to_vector());
   for (std::size_t i = 0; i < optimizer.targets().size(); ++i) {
     for (const Optimizer::StateTensor& s : optimizer.state(i)) {
       // Before step 1 the state is undefined (SGD initialises its buffer on step 1): zeros are written,
       // so the file does not depend on what the memory held.
-      add(state_tensor(optimizer.targets()[i], s.name),
+      add(state_tensor(optimizer.targets()[i].name, s.name),
           optimizer.steps() == 0 ? std::vector<float>(static_cast<std::size_t>(s.tensor.numel()), 0.0f)
                                  : s.tensor.to_vector());
     }
@@ -273,7 +276,7 @@ void write_full_model(const fs::path& staging, FullyShardedModel& sharded, const
           "; expected shard ", chunk);
     for (const FsdpUnit* unit : sharded.units()) {
       const std::span<const std::byte> bytes =
-          file.expect(param_tensor(*unit), DType::f32, {unit->layout.shard_numel()});
+          file.expect(param_tensor(unit->name), DType::f32, {unit->layout.shard_numel()});
       for (const ShardSlice& s : flat.shard_slices(unit->layout, chunk))
         std::memcpy(values[index.at(s.param)].data() + s.param_begin,
                     bytes.data() + static_cast<std::size_t>(s.shard_offset) * sizeof(float),
@@ -318,6 +321,26 @@ void swap_in(const fs::path& staging, const fs::path& dir) {
 
 namespace {
 
+// Every parameter's name, offset and size in a unit's flat buffer, as one checksum: the run's identity keeps it,
+// and a resharding resume checks the recorded layouts against it.
+// (parameter name, offset, numel) of each parameter of a unit's flat buffer, in its order.
+using LayoutEntries = std::vector<std::tuple<std::string, std::int64_t, std::int64_t>>;
+
+std::uint32_t layout_crc32(const LayoutEntries& entries) {
+  std::uint32_t crc = 0;
+  for (const auto& [name, offset, numel] : entries) {
+    const std::string line = name + " " + std::to_string(offset) + " " + std::to_string(numel) + "\n";
+    crc = crc32(crc, std::as_bytes(std::span<const char>(line.data(), line.size())));
+  }
+  return crc;
+}
+
+LayoutEntries layout_entries(const FlatParamLayout& layout) {
+  LayoutEntries entries;
+  for (const FlatParamEntry& e : layout.entries) entries.emplace_back(e.param->name, e.offset, e.numel);
+  return entries;
+}
+
 // The token file a run reads, by what it holds and not where it is: its size and CRC-32, so a resume notices
 // a file whose contents changed under the same name and accepts the same file by another path. "synthetic"
 // for generated tokens.
@@ -334,16 +357,11 @@ Json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const Fsdp
   Json units = Json::array();
   for (const UnitPlan& plan : tasks.integration->plan_units(*model.model, model.unit_kinds)) {
     const FlatParamLayout layout = tasks.flat_parameter->plan(plan.params, shards, options.align);
-    std::uint32_t crc = 0;
-    for (const FlatParamEntry& e : layout.entries) {
-      const std::string line = e.param->name + " " + std::to_string(e.offset) + " " + std::to_string(e.numel) + "\n";
-      crc = crc32(crc, std::as_bytes(std::span<const char>(line.data(), line.size())));
-    }
     units.push_back({{"name", plan.name},
                      {"params", layout.entries.size()},
                      {"padded_numel", layout.padded_numel},
                      {"shard_numel", layout.shard_numel()},
-                     {"layout_crc32", crc32_hex(crc)}});
+                     {"layout_crc32", crc32_hex(layout_crc32(layout_entries(layout)))}});
   }
   Json optimizer = {{"name", run.optimizer_spec().name}};
   for (const auto& [name, value] : make_optimizer(run.optimizer_spec(), {})->hyper_parameters())
@@ -463,9 +481,62 @@ void check_files(const fs::path& dir, const Json& files, int world, const std::s
   }
 }
 
+// The fields of checkpoint_run that only lay the state out: a resharding resume may change them.
+constexpr std::array<const char*, 6> kLayoutFields = {"world", "strategy", "shard_group", "align", "wrap", "units"};
+
+// `saved` with `mine`'s layout fields: what remains to differ is what --reshard cannot change.
+Json with_layout_of(Json saved, const Json& mine) {
+  if (!saved.is_object() || !saved.contains("fsdp") || !saved["fsdp"].is_object()) return saved;
+  const auto fsdp = mine.find("fsdp");
+  for (const char* field : kLayoutFields)
+    if (fsdp != mine.end() && fsdp->contains(field)) saved["fsdp"][field] = (*fsdp)[field];
+  return saved;
+}
+
+std::string described_layout(const Json& fsdp) {
+  return "--world " + fsdp.at("world").dump() + ", --strategy " + fsdp.at("strategy").get<std::string>() +
+         " (shard group " + fsdp.at("shard_group").dump() + "), --wrap " + fsdp.at("wrap").get<std::string>();
+}
+
+// The saved run's layouts, from the manifest: every parameter's place, each unit's entries checked against the
+// layout checksum its run recorded.
+SavedLayout saved_layout(const Json& manifest, const std::string& where, const fs::path& dir) {
+  const Json& fsdp = manifest.at("run").at("fsdp");
+  check(manifest.contains("layouts"), where, ": '", (dir / kManifest).string(),
+        "' records no layouts (its fsdplab predates --reshard), so its state cannot move to another layout; resume it "
+        "as it was saved: ",
+        described_layout(fsdp));
+  SavedLayout saved;
+  saved.world = fsdp.at("world").get<int>();
+  saved.shard_group = fsdp.at("shard_group").get<int>();
+  saved.described = described_layout(fsdp);
+  const Json& units = fsdp.at("units");
+  const Json& layouts = manifest.at("layouts");
+  check(layouts.is_array() && layouts.size() == units.size(), where, ": '", (dir / kManifest).string(), "' records ",
+        layouts.is_array() ? layouts.size() : 0, " layouts for ", units.size(), " units");
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const Json& layout = layouts[u];
+    const std::string unit = layout.at("unit").get<std::string>();
+    const auto entries = layout.at("params").get<LayoutEntries>();
+    const std::int64_t shard_numel = layout.at("shard_numel").get<std::int64_t>();
+    check(unit == units[u].at("name").get<std::string>() &&
+              crc32_hex(layout_crc32(entries)) == units[u].at("layout_crc32").get<std::string>() &&
+              shard_numel == units[u].at("shard_numel").get<std::int64_t>() && shard_numel > 0,
+          where, ": '", (dir / kManifest).string(), "': the layout recorded for unit '", unit,
+          "' is not the one its run's identity sums up");
+    for (const auto& [name, offset, numel] : entries) {
+      check(offset >= 0 && numel >= 0 && offset + numel <= shard_numel * saved.shard_group, where, ": '",
+            (dir / kManifest).string(), "': parameter '", name, "' lies outside unit '", unit, "'");
+      check(saved.params.emplace(name, SavedLayout::Place{unit, offset, numel, shard_numel}).second, where, ": '",
+            (dir / kManifest).string(), "': parameter '", name, "' is in two units");
+    }
+  }
+  return saved;
+}
+
 }  // namespace
 
-TrainingCheckpoint TrainingCheckpoint::open(const fs::path& requested, const Json& run) {
+TrainingCheckpoint TrainingCheckpoint::open(const fs::path& requested, const Json& run, bool reshard) {
   const fs::path dir = clean(requested);
   const std::string where = "--resume '" + requested.string() + "'";
   std::error_code ec;
@@ -478,11 +549,26 @@ TrainingCheckpoint TrainingCheckpoint::open(const fs::path& requested, const Jso
   }
   try {
     const Json manifest = read_manifest(dir, where);
-    const std::string diffs = run_differences(manifest.value("run", Json()), run, "the checkpoint", "this run");
-    if (!diffs.empty())
-      fail(where, ": the checkpoint was saved by a different run, so this one cannot continue it exactly: ", diffs);
-    check_files(dir, manifest.value("files", Json()), run.at("fsdp").at("world").get<int>(), where);
-    return TrainingCheckpoint(dir, manifest.at("step").get<int>());
+    const Json saved = manifest.value("run", Json());
+    const std::string diffs = run_differences(saved, run, "the checkpoint", "this run");
+    std::optional<SavedLayout> moved_from;
+    if (!diffs.empty()) {
+      const std::string beyond_layout = run_differences(with_layout_of(saved, run), run, "the checkpoint", "this run");
+      if (reshard && !beyond_layout.empty())
+        fail(where,
+             ": --reshard moves the state to another world size, strategy or wrap, and the checkpoint was "
+             "saved by a run that differs in more: ",
+             beyond_layout);
+      if (!reshard)
+        fail(where, ": the checkpoint was saved by a different run, so this one cannot continue it exactly: ", diffs,
+             beyond_layout.empty() ? " (only the layout differs: --reshard continues it in this run's layout, "
+                                     "moving each parameter's state to its new place)"
+                                   : "");
+      moved_from = saved_layout(manifest, where, dir);
+    }
+    check_files(dir, manifest.value("files", Json()),
+                moved_from ? moved_from->world : run.at("fsdp").at("world").get<int>(), where);
+    return TrainingCheckpoint(dir, manifest.at("step").get<int>(), std::move(moved_from));
   } catch (const Json::exception& e) {
     // Only a manifest edited by hand (its checksum recomputed) can have fields of the wrong type.
     fail(where, ": '", (dir / kManifest).string(), "' is malformed: ", json_error_text(e));
@@ -491,14 +577,103 @@ TrainingCheckpoint TrainingCheckpoint::open(const fs::path& requested, const Jso
 
 // ---- resuming ----------------------------------------------------------------------------------------
 
-void restore_rank_state(const TrainingCheckpoint& checkpoint, FullyShardedModel& sharded, Optimizer& optimizer) {
-  FsdpRank& rank = sharded.rank();
-  const SafetensorsFile file = SafetensorsFile::read(checkpoint.dir() / rank_file(rank.world.rank()));
+namespace {
+
+// World rank `rank`'s file of `checkpoint`, checked to be that rank's state after the checkpoint's step.
+SafetensorsFile read_rank_file(const TrainingCheckpoint& checkpoint, int rank) {
+  SafetensorsFile file = SafetensorsFile::read(checkpoint.dir() / rank_file(rank));
   check(metadata(file, "format") == kRankFormat, file.path(), ": format '", metadata(file, "format"), "'; expected '",
         kRankFormat, "'");
-  check(metadata_int(file, "rank") == rank.world.rank() && metadata_int(file, "step") == checkpoint.step(),
-        file.path(), ": holds rank ", metadata(file, "rank"), " after step ", metadata(file, "step"),
-        "; the manifest says rank ", rank.world.rank(), " after step ", checkpoint.step());
+  check(metadata_int(file, "rank") == rank && metadata_int(file, "step") == checkpoint.step(), file.path(),
+        ": holds rank ", metadata(file, "rank"), " after step ", metadata(file, "step"), "; the manifest says rank ",
+        rank, " after step ", checkpoint.step());
+  return file;
+}
+
+// Replicated parameters (zero1, zero2): this rank holds only its chunk, the others come from its peers.
+void gather_replicas(FullyShardedModel& sharded) {
+  FsdpRank& rank = sharded.rank();
+  bool replicated = false;
+  for (const FsdpUnit* unit : sharded.units()) replicated = replicated || unit->replica.defined();
+  if (!replicated || rank.shard_group.world() == 1) return;
+  rank.device.wait_stream(Lane::all_gather, Lane::compute);
+  for (FsdpUnit* unit : sharded.units())
+    rank.shard_group.all_gather(rank.device.stream(Lane::all_gather), unit->master, unit->replica);
+  rank.device.wait_stream(Lane::compute, Lane::all_gather);
+}
+
+// [Note: moving a shard by parameter]
+// A resharding resume fills each of this rank's shards (a unit's master, or one of its optimizer states) slice by
+// slice: shard_slices says which elements [param_begin, param_begin + count) of which parameter the shard holds;
+// those are elements offset + param_begin ... of the parameter's saved unit's flat buffer, which the saved shard
+// boundaries (every shard_numel elements) may cut into pieces from two or more saved ranks' files. The padding
+// is 0, as in a shard FSDP materialises. Nothing is summed or converted: the values move bit for bit.
+void restore_moved_state(const TrainingCheckpoint& checkpoint, const SavedLayout& saved, FullyShardedModel& sharded,
+                         Optimizer& optimizer) {
+  FsdpRank& rank = sharded.rank();
+  std::map<int, SafetensorsFile> files;  // saved shard s, from world rank s's file (see SavedLayout)
+  const auto shard_file = [&](int s) -> const SafetensorsFile& {
+    auto it = files.find(s);
+    if (it == files.end()) {
+      it = files.emplace(s, read_rank_file(checkpoint, s)).first;
+      check(metadata_int(it->second, "shard_rank") == s, it->second.path(), ": holds shard ",
+            metadata(it->second, "shard_rank"), "; expected shard ", s);
+    }
+    return it->second;
+  };
+  rank.device.synchronize();  // the host writes memory that ops issued so far may use
+  const FlatParameterTask& flat = *sharded.tasks().flat_parameter;
+  // Fills `into`, this rank's shard of `unit`, from the saved tensors `saved_name(saved unit)`.
+  const auto fill = [&](const FsdpUnit& unit, const Tensor& into, const auto& saved_name) {
+    check(into.numel() == unit.layout.shard_numel(), "--reshard: rank ", rank.world.rank(), "'s shard of unit '",
+          unit.name, "' has ", into.numel(), " elements; its layout says ", unit.layout.shard_numel());
+    std::vector<float> values(static_cast<std::size_t>(into.numel()), 0.0f);
+    for (const ShardSlice& slice : flat.shard_slices(unit.layout, rank.shard_group.rank())) {
+      const auto place = saved.params.find(slice.param->name);
+      check(place != saved.params.end() && place->second.numel == slice.param->numel(), "--reshard: parameter '",
+            slice.param->name, "' of ", slice.param->numel(), " elements is not in the checkpoint's layout as such");
+      const SavedLayout::Place& from = place->second;
+      for (std::int64_t done = 0; done < slice.count;) {
+        const std::int64_t at = from.offset + slice.param_begin + done;  // in the saved unit's flat buffer
+        const auto s = static_cast<int>(at / from.shard_numel);
+        const std::int64_t within = at - s * from.shard_numel;
+        const std::int64_t n = std::min(slice.count - done, from.shard_numel - within);
+        const std::span<const std::byte> bytes =
+            shard_file(s).expect(saved_name(from.unit), DType::f32, {from.shard_numel});
+        std::memcpy(values.data() + slice.shard_offset + done, bytes.data() + within * std::int64_t{sizeof(float)},
+                    static_cast<std::size_t>(n) * sizeof(float));
+        done += n;
+      }
+    }
+    into.copy_from(values);
+  };
+  std::map<std::string, const FsdpUnit*, std::less<>> unit_named;
+  for (FsdpUnit* unit : sharded.units()) {
+    unit_named[unit->name] = unit;
+    fill(*unit, unit->master, [](const std::string& u) { return param_tensor(u); });
+  }
+  for (std::size_t i = 0; i < optimizer.targets().size(); ++i) {
+    const OptimTarget& target = optimizer.targets()[i];
+    const auto unit = unit_named.find(target.name);
+    check(unit != unit_named.end(), "--reshard: the optimizer's target '", target.name,
+          "' is not a unit's shard; the state of a sharded optimizer (task 5) moves only as one target per unit, "
+          "named for it");
+    for (const Optimizer::StateTensor& state : optimizer.state(i))
+      fill(*unit->second, state.tensor, [&](const std::string& u) { return state_tensor(u, state.name); });
+  }
+  optimizer.restore_steps(metadata_int(shard_file(0), "optimizer_steps"));
+}
+
+}  // namespace
+
+void restore_rank_state(const TrainingCheckpoint& checkpoint, FullyShardedModel& sharded, Optimizer& optimizer) {
+  if (const SavedLayout* saved = checkpoint.moved_from()) {
+    restore_moved_state(checkpoint, *saved, sharded, optimizer);
+    gather_replicas(sharded);
+    return;
+  }
+  FsdpRank& rank = sharded.rank();
+  const SafetensorsFile file = read_rank_file(checkpoint, rank.world.rank());
   rank.device.synchronize();  // the host writes memory that ops issued so far may use
   std::set<std::string> expected;
   const auto load = [&](const std::string& name, const Tensor& into) {
@@ -508,22 +683,14 @@ void restore_rank_state(const TrainingCheckpoint& checkpoint, FullyShardedModel&
     std::memcpy(values.data(), bytes.data(), bytes.size());  // the file may not align floats
     into.copy_from(values);
   };
-  for (FsdpUnit* unit : sharded.units()) load(param_tensor(*unit), unit->master);
+  for (FsdpUnit* unit : sharded.units()) load(param_tensor(unit->name), unit->master);
   for (std::size_t i = 0; i < optimizer.targets().size(); ++i)
     for (const Optimizer::StateTensor& s : optimizer.state(i))
-      load(state_tensor(optimizer.targets()[i], s.name), s.tensor);
+      load(state_tensor(optimizer.targets()[i].name, s.name), s.tensor);
   for (const std::string& name : file.names())
     check(expected.contains(name), file.path(), " has tensor '", name, "', which this run's state does not have");
   optimizer.restore_steps(metadata_int(file, "optimizer_steps"));
-  // Replicated parameters (zero1, zero2): this rank holds only its chunk, the others come from its peers.
-  bool replicated = false;
-  for (const FsdpUnit* unit : sharded.units()) replicated = replicated || unit->replica.defined();
-  if (replicated && rank.shard_group.world() > 1) {
-    rank.device.wait_stream(Lane::all_gather, Lane::compute);
-    for (FsdpUnit* unit : sharded.units())
-      rank.shard_group.all_gather(rank.device.stream(Lane::all_gather), unit->master, unit->replica);
-    rank.device.wait_stream(Lane::compute, Lane::all_gather);
-  }
+  gather_replicas(sharded);
 }
 
 // ---- saving ------------------------------------------------------------------------------------------
@@ -553,10 +720,17 @@ void save_training_checkpoint(const fs::path& requested, const Json& run, const 
       const FileDigest digest = digest_file(staging / name);
       files[name] = {{"bytes", digest.bytes}, {"crc32", crc32_hex(digest.crc32)}};
     }
+    // Each unit's layout, for a resume at another one (--reshard): see Resharding in the header.
+    Json layouts = Json::array();
+    for (const FsdpUnit* unit : sharded.units())
+      layouts.push_back({{"unit", unit->name},
+                         {"shard_numel", unit->layout.shard_numel()},
+                         {"params", layout_entries(unit->layout)}});
     write_manifest(staging, {{"format", std::string(kFormat)},
                              {"format_version", kTrainingCheckpointVersion},
                              {"step", step},
                              {"run", run},
+                             {"layouts", layouts},
                              {"files", files}});
     flush_to_disk(staging, true);
     swap_in(staging, dir);

@@ -37,6 +37,16 @@
 // process's. A folder is only ever replaced if it is empty or holds a manifest.json
 // (check_checkpoint_target), never other contents; DIR.fsdplab-tmp and DIR.fsdplab-old are fsdplab's.
 //
+// Resharding (--reshard). The rank files hold flat shards, and a flat layout is a function of the world size,
+// the strategy's shard group, the alignment and the units (--wrap): at another W a parameter starts at another
+// offset, a shard boundary cuts it elsewhere, and the padding moves. So the manifest also records each unit's
+// layout (every parameter's offset and size in its flat buffer), and a run that differs from the checkpoint's
+// in those alone may continue it by parameter: each rank copies, for every slice of a parameter its new shards
+// hold, the same elements of the saved shards, master values and optimizer state alike (restore_rank_state).
+// The state after step N moves bit for bit; the steps after it sum the gradients over this run's ranks and
+// round as its W does. At the same W, where every strategy and wrap computes the same bits, the resumed run is
+// still bit-identical to the uninterrupted one.
+//
 // Ranks meet at barriers (Communicator::barrier: no device op, no virtual time), so writing a
 // checkpoint leaves the training timeline as it is; the whole model is assembled from the files, not
 // all-gathered on the devices, so no rank ever holds the whole model in device memory for it.
@@ -44,6 +54,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -85,28 +96,51 @@ std::string run_differences(const nlohmann::json& saved, const nlohmann::json& m
 // unwritable place fails now rather than after the first K steps.
 void check_checkpoint_target(const std::filesystem::path& dir);
 
-// A checkpoint folder, checked. Read-only: every rank then reads its own file (restore_rank_state).
+// Where the saved run kept each parameter, for a resharding resume: its world size and shard group, and per
+// parameter its unit, its first element in that unit's flat buffer, its size and the unit's shard size. Shard s
+// of every unit is in the file of world rank s (shard group 0: RankGroups splits by rank / S).
+struct SavedLayout {
+  struct Place {
+    std::string unit;
+    std::int64_t offset = 0;
+    std::int64_t numel = 0;
+    std::int64_t shard_numel = 0;
+  };
+  int world = 0;
+  int shard_group = 0;
+  std::map<std::string, Place, std::less<>> params;
+  std::string described;  // "--world 2, --strategy full, --wrap block", for messages
+};
+
+// A checkpoint folder, checked. Read-only: every rank then reads the files it needs (restore_rank_state).
 class TrainingCheckpoint {
  public:
   // Checks, before any rank starts, in this order, an Error naming the first problem and the folder:
   // manifest.json exists, is whole (its own CRC-32) and of this format version; the run it was saved
   // by equals `run` (checkpoint_run of this run; every difference named with the checkpoint's value
-  // and this run's, and the option that sets it); every file the run needs is listed, there, of the
-  // listed size and CRC-32 (reads every byte).
-  static TrainingCheckpoint open(const std::filesystem::path& dir, const nlohmann::json& run);
+  // and this run's, and the option that sets it), or with `reshard` differs only in the layout (world,
+  // strategy, shard group, alignment, wrap) and recorded its layouts; every file the saved run wrote is
+  // listed, there, of the listed size and CRC-32 (reads every byte).
+  static TrainingCheckpoint open(const std::filesystem::path& dir, const nlohmann::json& run, bool reshard = false);
 
   const std::filesystem::path& dir() const { return dir_; }
   int step() const { return step_; }  // completed steps: a resumed run goes on with step index step()
+  // The saved layout where this run's differs and the state moves by parameter; null where the files are this
+  // run's own shards.
+  const SavedLayout* moved_from() const { return moved_from_ ? &*moved_from_ : nullptr; }
 
  private:
-  TrainingCheckpoint(std::filesystem::path dir, int step) : dir_(std::move(dir)), step_(step) {}
+  TrainingCheckpoint(std::filesystem::path dir, int step, std::optional<SavedLayout> moved_from)
+      : dir_(std::move(dir)), step_(step), moved_from_(std::move(moved_from)) {}
   std::filesystem::path dir_;
   int step_ = 0;
+  std::optional<SavedLayout> moved_from_;
 };
 
 // This rank's part of a resume: reads rank<r>.safetensors (r = the world rank) into its master
-// shards, its optimizer's state tensors and step count. Collective where the strategy replicates the
-// parameters over a shard group (zero1, zero2): the chunks are all-gathered into the whole parameters,
+// shards, its optimizer's state tensors and step count; where the checkpoint is moved_from() another layout,
+// the slices of every saved shard file its new shards hold (see Resharding above). Collective where the strategy
+// replicates the parameters over a shard group (zero1, zero2): the chunks are all-gathered into the whole parameters,
 // as the optimizer step does. An Error naming the file for a tensor that is missing, misshapen or that
 // this run does not have, or metadata (rank, step) that disagrees with the manifest.
 void restore_rank_state(const TrainingCheckpoint& checkpoint, FullyShardedModel& sharded, Optimizer& optimizer);

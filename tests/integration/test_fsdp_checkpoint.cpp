@@ -4,13 +4,17 @@
 // the full model in a checkpoint is --save-final's folder byte for byte; and every way a checkpoint
 // can be wrong (a flipped byte, a missing file, another world size, model, strategy or optimizer) is an
 // Error naming what was expected and what was found, while a failed save leaves the previous
-// checkpoint as it was.
+// checkpoint as it was; with --reshard, a run at another world size, strategy or wrap continues it, the
+// state moved by parameter.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -379,6 +383,7 @@ TEST_F(FsdpCheckpointErrors, AnotherWorldSizeIsNamed) {
   EXPECT_TRUE(contains(e, "fsdp.world (--world): the checkpoint has 2, this run has 4")) << e;
   EXPECT_TRUE(contains(e, "fsdp.shard_group (--strategy/--hybrid-group): the checkpoint has 2, this run has 4")) << e;
   EXPECT_FALSE(contains(e, "fsdp.units")) << e;  // the layout follows from the world: not a second cause
+  EXPECT_TRUE(contains(e, "(only the layout differs: --reshard continues it in this run's layout")) << e;
 }
 
 TEST_F(FsdpCheckpointErrors, AnotherModelIsNamed) {
@@ -427,6 +432,139 @@ TEST_F(FsdpCheckpointErrors, AnotherStrategyOrOptimizerIsNamed) {
   accumulate.accumulate = 2;
   EXPECT_TRUE(contains(resume_error(resume(accumulate)),
                        "data.accumulate (--accumulate): the checkpoint has 1, this run has 2"));
+}
+
+// ---- resharding (--reshard) --------------------------------------------------------------------------
+
+// The largest difference between two model.safetensors files' values, tensor by tensor.
+double largest_difference(const fs::path& a, const fs::path& b) {
+  const SafetensorsFile x = SafetensorsFile::read(a / "model.safetensors");
+  const SafetensorsFile y = SafetensorsFile::read(b / "model.safetensors");
+  double largest = 0;
+  for (const SafetensorsFile::Entry& e : x.entries()) {
+    const std::span<const std::byte> other = y.expect(e.name, DType::f32, e.shape);
+    std::vector<float> u(e.bytes.size() / sizeof(float)), v(u.size());
+    std::memcpy(u.data(), e.bytes.data(), e.bytes.size());
+    std::memcpy(v.data(), other.data(), other.size());
+    for (std::size_t i = 0; i < u.size(); ++i) largest = std::max(largest, std::abs(double(u[i]) - double(v[i])));
+  }
+  return largest;
+}
+
+double largest_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double largest = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) largest = std::max(largest, std::abs(a[i] - b[i]));
+  return largest;
+}
+
+// At one W every strategy and wrap computes the same bits (each element's gradient is the same ranks' sum in the
+// same order), so a run resumed into another layout goes on bit for bit as the uninterrupted run: an element moved
+// to a wrong place, or padding taken for a value, would show in the losses and the final parameters.
+TEST_F(FsdpCheckpointErrors, ReshardingAtTheSameWorldSizeIsBitIdenticalToOneRun) {
+  FsdpRun whole = make_run(Case{}, kSteps);
+  whole.run.save_final = path("whole").string();
+  const std::vector<double> all = train(whole);
+  const std::vector<double> expected(all.begin() + kStop, all.end());
+  for (const Case& c : {Case{.name = "zero2", .strategy = ShardingStrategy::zero2},
+                        Case{.name = "no_shard", .strategy = ShardingStrategy::no_shard},
+                        Case{.name = "grad_op_nested", .strategy = ShardingStrategy::shard_grad_op, .wrap = "nested"},
+                        Case{.name = "linear", .wrap = "linear"}, Case{.name = "model", .wrap = "model"}}) {
+    SCOPED_TRACE(c.name);
+    FsdpRun run = resume(c);
+    run.run.reshard = true;
+    run.run.save_final = path(c.name).string();
+    EXPECT_EQ(bits(train(run)), bits(expected));
+    EXPECT_TRUE(slurp(path(c.name) / "model.safetensors") == slurp(path("whole") / "model.safetensors"));
+  }
+  // SGD's momentum and bf16 compute, from a ZeRO-2 checkpoint of 3 ranks into FULL_SHARD's units of each Linear.
+  const Case zero2{.world = 3,
+                   .strategy = ShardingStrategy::zero2,
+                   .optimizer = "sgd",
+                   .lr = 0.05,
+                   .momentum = 0.9,
+                   .param_dtype = DType::bf16};
+  FsdpRun saved = make_run(zero2, kStop);
+  saved.run.checkpoint_dir = path("zero2_ckpt").string();
+  train(saved);
+  Case linear = zero2;
+  linear.strategy = ShardingStrategy::full_shard;
+  linear.wrap = "linear";
+  FsdpRun run = make_run(linear, kSteps);
+  run.run.resume_dir = path("zero2_ckpt").string();
+  run.run.reshard = true;
+  const std::vector<double> zero2_all = train(make_run(zero2, kSteps));
+  EXPECT_EQ(bits(train(run)), bits(std::vector<double>(zero2_all.begin() + kStop, zero2_all.end())));
+}
+
+// At another W the state moves as exactly, and the steps after it sum each gradient over the new ranks, which
+// rounds otherwise. So the losses agree to the last bits of an f32 loss (1e-6 relative: 4 units in the last place
+// at 4.2; the same training at the new W from step 1 is off by 1 or 2), and the final parameters differ from the
+// uninterrupted W = 2 run's no more than that training's do (measured here: AdamW turns the roundings into up to
+// about 3e-5 in a parameter after 6 steps). A misplaced element would be off by its whole value.
+TEST_F(FsdpCheckpointErrors, ReshardingToAnotherWorldSizeContinuesTheTraining) {
+  FsdpRun whole = make_run(Case{}, kSteps);
+  whole.run.save_final = path("whole").string();
+  const std::vector<double> all = train(whole);
+  const std::vector<double> expected(all.begin() + kStop, all.end());
+  for (const Case& c :
+       {Case{.name = "full_w4", .world = 4}, Case{.name = "full_w1", .world = 1},
+        Case{.name = "zero2_w3", .world = 3, .strategy = ShardingStrategy::zero2},
+        Case{.name = "hybrid_w4_s2", .world = 4, .strategy = ShardingStrategy::hybrid_shard, .hybrid_group = 2}}) {
+    SCOPED_TRACE(c.name);
+    FsdpRun from_the_start = make_run(c, kSteps);
+    from_the_start.run.save_final = path(c.name + "_whole").string();
+    const std::vector<double> at_new_w = train(from_the_start);
+    FsdpRun run = resume(c);
+    run.run.reshard = true;
+    run.run.save_final = path(c.name).string();
+    const std::vector<double> resumed = train(run);
+    ASSERT_EQ(resumed.size(), expected.size());
+    EXPECT_LE(largest_difference(resumed, expected), 1e-6 * expected.front());
+    EXPECT_LE(largest_difference(at_new_w, all), 1e-6 * expected.front());
+    EXPECT_LE(largest_difference(path(c.name), path("whole")),
+              largest_difference(path(c.name + "_whole"), path("whole")));
+  }
+}
+
+TEST_F(FsdpCheckpointErrors, ReshardChangesTheLayoutOnly) {
+  Case lr;
+  lr.world = 4;
+  lr.lr = 1e-3;
+  FsdpRun run = resume(lr);
+  run.run.reshard = true;
+  const std::string e = resume_error(run);
+  EXPECT_TRUE(contains(e,
+                       "--reshard moves the state to another world size, strategy or wrap, and the checkpoint was "
+                       "saved by a run that differs in more: optimizer.lr (--lr): the checkpoint has 0.01, this run "
+                       "has 0.001"))
+      << e;
+  EXPECT_FALSE(contains(e, "fsdp.world")) << e;
+  FsdpRun no_resume = make_run(Case{}, kSteps);
+  no_resume.run.reshard = true;
+  EXPECT_TRUE(contains(resume_error(no_resume),
+                       "--reshard moves a checkpoint's state into this run's layout; it needs "
+                       "--resume DIR"));
+}
+
+// A checkpoint written before manifests recorded the layouts resumes as it was saved, and only so.
+TEST_F(FsdpCheckpointErrors, ACheckpointWithoutLayoutsResumesOnlyAsSaved) {
+  nlohmann::json manifest = nlohmann::json::parse(slurp(path("ckpt") / "manifest.json"));
+  manifest.erase("layouts");
+  manifest.erase("manifest_crc32");
+  const std::string text = manifest.dump();
+  manifest["manifest_crc32"] = crc32_hex(crc32(std::as_bytes(std::span<const char>(text.data(), text.size()))));
+  spit(path("ckpt") / "manifest.json", manifest.dump(2));
+  Case c;
+  c.world = 4;
+  FsdpRun run = resume(c);
+  run.run.reshard = true;
+  const std::string e = resume_error(run);
+  EXPECT_TRUE(contains(e,
+                       "records no layouts (its fsdplab predates --reshard), so its state cannot move to another "
+                       "layout; resume it as it was saved: --world 2, --strategy full (shard group 2), --wrap block"))
+      << e;
+  const std::vector<double> all = train(make_run(Case{}, kSteps));
+  EXPECT_EQ(bits(train(resume())), bits(std::vector<double>(all.begin() + kStop, all.end())));
 }
 
 // The schedule is not part of the state: a checkpoint of an ASYNC run (prefetching, the default)
