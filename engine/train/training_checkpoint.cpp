@@ -321,11 +321,11 @@ void swap_in(const fs::path& staging, const fs::path& dir) {
 
 namespace {
 
-// Every parameter's name, offset and size in a unit's flat buffer, as one checksum: the run's identity keeps it,
-// and a resharding resume checks the recorded layouts against it.
 // (parameter name, offset, numel) of each parameter of a unit's flat buffer, in its order.
 using LayoutEntries = std::vector<std::tuple<std::string, std::int64_t, std::int64_t>>;
 
+// A unit's layout as one checksum: the run's identity keeps it, and a resharding resume checks the recorded
+// layouts against it.
 std::uint32_t layout_crc32(const LayoutEntries& entries) {
   std::uint32_t crc = 0;
   for (const auto& [name, offset, numel] : entries) {
@@ -509,7 +509,6 @@ SavedLayout saved_layout(const Json& manifest, const std::string& where, const f
   SavedLayout saved;
   saved.world = fsdp.at("world").get<int>();
   saved.shard_group = fsdp.at("shard_group").get<int>();
-  saved.described = described_layout(fsdp);
   const Json& units = fsdp.at("units");
   const Json& layouts = manifest.at("layouts");
   check(layouts.is_array() && layouts.size() == units.size(), where, ": '", (dir / kManifest).string(), "' records ",

@@ -109,7 +109,6 @@ struct SavedLayout {
   int world = 0;
   int shard_group = 0;
   std::map<std::string, Place, std::less<>> params;
-  std::string described;  // "--world 2, --strategy full, --wrap block", for messages
 };
 
 // A checkpoint folder, checked. Read-only: every rank then reads the files it needs (restore_rank_state).
