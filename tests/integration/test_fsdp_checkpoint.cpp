@@ -53,6 +53,7 @@ struct Case {
   DType param_dtype = DType::f32;
   int accumulate = 1;
   std::string wrap = "block";
+  bool offload = false;
 };
 
 std::ostream& operator<<(std::ostream& out, const Case& c) { return out << c.name; }
@@ -74,6 +75,7 @@ FsdpRun make_run(const Case& c, int steps) {
   fsdp.options.strategy = c.strategy;
   fsdp.options.hybrid_group = c.hybrid_group;
   fsdp.options.param_dtype = c.param_dtype;
+  fsdp.options.offload = c.offload;
   return fsdp;
 }
 
@@ -468,7 +470,8 @@ TEST_F(FsdpCheckpointErrors, ReshardingAtTheSameWorldSizeIsBitIdenticalToOneRun)
   for (const Case& c : {Case{.name = "zero2", .strategy = ShardingStrategy::zero2},
                         Case{.name = "no_shard", .strategy = ShardingStrategy::no_shard},
                         Case{.name = "grad_op_nested", .strategy = ShardingStrategy::shard_grad_op, .wrap = "nested"},
-                        Case{.name = "linear", .wrap = "linear"}, Case{.name = "model", .wrap = "model"}}) {
+                        Case{.name = "linear", .wrap = "linear"}, Case{.name = "model", .wrap = "model"},
+                        Case{.name = "offload_linear", .wrap = "linear", .offload = true}}) {
     SCOPED_TRACE(c.name);
     FsdpRun run = resume(c);
     run.run.reshard = true;
