@@ -2,8 +2,9 @@
 //
 // A checkpoint is a folder, written after N completed steps:
 //   manifest.json        written last: the format and its version, the step N, the run the state
-//                        belongs to (checkpoint_run below), every other file's size and CRC-32
-//                        (crc32.hpp), and the CRC-32 of the manifest itself.
+//                        belongs to (checkpoint_run below), each unit's layout (every parameter's
+//                        offset and size in its flat buffer: Resharding, below), every other file's
+//                        size and CRC-32 (crc32.hpp), and the CRC-32 of the manifest itself.
 //   rank<r>.safetensors  rank r's state, all f32: "flat_param.<unit>", its master shard of each unit,
 //                        and "optim.<target>.<state>", its optimizer state shards (AdamW exp_avg and
 //                        exp_avg_sq, SGD momentum_buffer); metadata: rank, shard rank, world, step
