@@ -257,6 +257,12 @@ std::int64_t metadata_int(const SafetensorsFile& file, const std::string& key) {
   return value;
 }
 
+// A rank file of shard group 0 (world rank s holds shard s: RankGroups splits by rank / S), checked to hold `shard`.
+void check_holds_shard(const SafetensorsFile& file, int shard) {
+  check(metadata_int(file, "shard_rank") == shard, file.path(), ": holds shard ", metadata(file, "shard_rank"),
+        "; expected shard ", shard);
+}
+
 // The whole model from the shard files of shard group 0 (world ranks 0 .. S-1, whose shard ranks are
 // 0 .. S-1: RankGroups splits by rank / S), on the host, into DIR/model.safetensors and config.json.
 void write_full_model(const fs::path& staging, FullyShardedModel& sharded, const Json& model_config) {
@@ -272,8 +278,7 @@ void write_full_model(const fs::path& staging, FullyShardedModel& sharded, const
   }
   for (int chunk = 0; chunk < rank.shard_group.world(); ++chunk) {
     const SafetensorsFile file = SafetensorsFile::read(staging / rank_file(chunk));
-    check(metadata_int(file, "shard_rank") == chunk, file.path(), ": holds shard ", metadata(file, "shard_rank"),
-          "; expected shard ", chunk);
+    check_holds_shard(file, chunk);
     for (const FsdpUnit* unit : sharded.units()) {
       const std::span<const std::byte> bytes =
           file.expect(param_tensor(unit->name), DType::f32, {unit->layout.shard_numel()});
@@ -502,8 +507,9 @@ std::string described_layout(const Json& fsdp) {
 // layout checksum its run recorded.
 SavedLayout saved_layout(const Json& manifest, const std::string& where, const fs::path& dir) {
   const Json& fsdp = manifest.at("run").at("fsdp");
-  check(manifest.contains("layouts"), where, ": '", (dir / kManifest).string(),
-        "' records no layouts (its fsdplab predates --reshard), so its state cannot move to another layout; resume it "
+  const std::string file = where + ": '" + (dir / kManifest).string() + "'";
+  check(manifest.contains("layouts"), file,
+        " records no layouts (its fsdplab predates --reshard), so its state cannot move to another layout; resume it "
         "as it was saved: ",
         described_layout(fsdp));
   SavedLayout saved;
@@ -511,7 +517,7 @@ SavedLayout saved_layout(const Json& manifest, const std::string& where, const f
   saved.shard_group = fsdp.at("shard_group").get<int>();
   const Json& units = fsdp.at("units");
   const Json& layouts = manifest.at("layouts");
-  check(layouts.is_array() && layouts.size() == units.size(), where, ": '", (dir / kManifest).string(), "' records ",
+  check(layouts.is_array() && layouts.size() == units.size(), file, " records ",
         layouts.is_array() ? layouts.size() : 0, " layouts for ", units.size(), " units");
   for (std::size_t u = 0; u < units.size(); ++u) {
     const Json& layout = layouts[u];
@@ -521,13 +527,12 @@ SavedLayout saved_layout(const Json& manifest, const std::string& where, const f
     check(unit == units[u].at("name").get<std::string>() &&
               crc32_hex(layout_crc32(entries)) == units[u].at("layout_crc32").get<std::string>() &&
               shard_numel == units[u].at("shard_numel").get<std::int64_t>() && shard_numel > 0,
-          where, ": '", (dir / kManifest).string(), "': the layout recorded for unit '", unit,
-          "' is not the one its run's identity sums up");
+          file, ": the layout recorded for unit '", unit, "' is not the one its run's identity sums up");
     for (const auto& [name, offset, numel] : entries) {
-      check(offset >= 0 && numel >= 0 && offset + numel <= shard_numel * saved.shard_group, where, ": '",
-            (dir / kManifest).string(), "': parameter '", name, "' lies outside unit '", unit, "'");
-      check(saved.params.emplace(name, SavedLayout::Place{unit, offset, numel, shard_numel}).second, where, ": '",
-            (dir / kManifest).string(), "': parameter '", name, "' is in two units");
+      check(offset >= 0 && numel >= 0 && offset + numel <= shard_numel * saved.shard_group, file, ": parameter '", name,
+            "' lies outside unit '", unit, "'");
+      check(saved.params.emplace(name, SavedLayout::Place{unit, offset, numel, shard_numel}).second, file,
+            ": parameter '", name, "' is in two units");
     }
   }
   return saved;
@@ -615,8 +620,7 @@ void restore_moved_state(const TrainingCheckpoint& checkpoint, const SavedLayout
     auto it = files.find(s);
     if (it == files.end()) {
       it = files.emplace(s, read_rank_file(checkpoint, s)).first;
-      check(metadata_int(it->second, "shard_rank") == s, it->second.path(), ": holds shard ",
-            metadata(it->second, "shard_rank"), "; expected shard ", s);
+      check_holds_shard(it->second, s);
     }
     return it->second;
   };

@@ -298,6 +298,14 @@ class FsdpCheckpointErrors : public FsdpCheckpoint {
   std::string resume_error(const FsdpRun& run) {
     return error_of([&] { train(run); });
   }
+  nlohmann::json manifest() { return nlohmann::json::parse(slurp(path("ckpt") / "manifest.json")); }
+  // The manifest replaced by `edited`, its checksum made again, as by a hand that knows the format.
+  void rewrite_manifest(nlohmann::json edited) {
+    edited.erase("manifest_crc32");
+    const std::string text = edited.dump();
+    edited["manifest_crc32"] = crc32_hex(crc32(std::as_bytes(std::span<const char>(text.data(), text.size()))));
+    spit(path("ckpt") / "manifest.json", edited.dump(2));
+  }
   void flip_a_byte(const std::string& name, std::size_t at) {
     std::string bytes = slurp(path("ckpt") / name);
     ASSERT_LT(at, bytes.size());
@@ -327,17 +335,11 @@ TEST_F(FsdpCheckpointErrors, AFlippedByteInTheManifestIsNamed) {
 
 // A manifest edited by hand, its checksum made again: an entry of the wrong shape is named, with what it should be.
 TEST_F(FsdpCheckpointErrors, AFileEntryOfTheWrongTypeIsNamed) {
-  nlohmann::json manifest = nlohmann::json::parse(slurp(path("ckpt") / "manifest.json"));
-  const auto rewrite = [&](nlohmann::json edited) {
-    edited.erase("manifest_crc32");
-    const std::string text = edited.dump();
-    edited["manifest_crc32"] = crc32_hex(crc32(std::as_bytes(std::span<const char>(text.data(), text.size()))));
-    spit(path("ckpt") / "manifest.json", edited.dump(2));
-  };
+  const nlohmann::json saved = manifest();
   for (const nlohmann::json& bytes : {nlohmann::json("169128"), nlohmann::json(-1), nlohmann::json(1e30)}) {
-    nlohmann::json edited = manifest;
+    nlohmann::json edited = saved;
     edited["files"]["rank0.safetensors"]["bytes"] = bytes;
-    rewrite(edited);
+    rewrite_manifest(edited);
     const std::string e = resume_error(resume());
     EXPECT_TRUE(contains(e, "manifest.json' lists rank0.safetensors with bytes " + bytes.dump() + " and crc32 \""))
         << e;
@@ -345,16 +347,17 @@ TEST_F(FsdpCheckpointErrors, AFileEntryOfTheWrongTypeIsNamed) {
   }
   // Left out, the field reads "none"; written as null, "null".
   for (const bool left_out : {true, false}) {
-    nlohmann::json edited = manifest;
+    nlohmann::json edited = saved;
     if (left_out) {
       edited["files"]["rank0.safetensors"].erase("crc32");
     } else {
       edited["files"]["rank0.safetensors"]["crc32"] = nullptr;
     }
-    rewrite(edited);
+    rewrite_manifest(edited);
     const std::string e = resume_error(resume());
-    EXPECT_TRUE(contains(e, "lists rank0.safetensors with bytes " + manifest["files"]["rank0.safetensors"]["bytes"].dump() +
-                                " and crc32 " + (left_out ? "none" : "null") + "; expected"))
+    EXPECT_TRUE(contains(e, "lists rank0.safetensors with bytes " +
+                                saved["files"]["rank0.safetensors"]["bytes"].dump() + " and crc32 " +
+                                (left_out ? "none" : "null") + "; expected"))
         << e;
     EXPECT_FALSE(contains(e, "json.exception")) << e;
   }
@@ -551,12 +554,9 @@ TEST_F(FsdpCheckpointErrors, ReshardChangesTheLayoutOnly) {
 
 // A checkpoint written before manifests recorded the layouts resumes as it was saved, and only so.
 TEST_F(FsdpCheckpointErrors, ACheckpointWithoutLayoutsResumesOnlyAsSaved) {
-  nlohmann::json manifest = nlohmann::json::parse(slurp(path("ckpt") / "manifest.json"));
-  manifest.erase("layouts");
-  manifest.erase("manifest_crc32");
-  const std::string text = manifest.dump();
-  manifest["manifest_crc32"] = crc32_hex(crc32(std::as_bytes(std::span<const char>(text.data(), text.size()))));
-  spit(path("ckpt") / "manifest.json", manifest.dump(2));
+  nlohmann::json edited = manifest();
+  edited.erase("layouts");
+  rewrite_manifest(edited);
   Case c;
   c.world = 4;
   FsdpRun run = resume(c);
