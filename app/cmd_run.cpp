@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
@@ -194,12 +195,17 @@ int run_streams_demo(const RunOptions& options) {
 // ---- a model's training -----------------------------------------------------------------------------------
 
 // Writes the losses CSV (to a temporary name, renamed: output_file.hpp), its steps counted from 1 as the run
-// prints them (StepReport::step counts from 0).
-void write_losses(const std::string& path, const std::vector<StepReport>& steps) {
+// prints them (StepReport::step counts from 0); a run that clips (--clip-grad-norm) adds each step's gradient norm
+// before clipping.
+void write_losses(const std::string& path, const std::vector<StepReport>& steps, bool clips) {
   write_output_file(path, "--losses", [&](std::ostream& out) {
-    out << "step,loss\n";
+    out << (clips ? "step,loss,grad_norm\n" : "step,loss\n");
     out.precision(9);
-    for (const StepReport& s : steps) out << s.step + 1 << ',' << s.loss << '\n';
+    for (const StepReport& s : steps) {
+      out << s.step + 1 << ',' << s.loss;
+      if (clips) out << ',' << s.grad_norm;
+      out << '\n';
+    }
   });
 }
 
@@ -292,8 +298,11 @@ int run_training(const RunOptions& options) {
   }
   // Rank 0's process speaks for the run; the other processes of an MPI launch stay quiet.
   const bool reports = layout.reports();
-  char momentum[48] = "";  // sgd's, where given
+  char momentum[96] = "";  // sgd's, where given, and the clipping
   if (run.momentum != 0) std::snprintf(momentum, sizeof momentum, " momentum %g", run.momentum);
+  if (run.clip_grad_norm > 0)
+    std::snprintf(momentum + std::strlen(momentum), sizeof momentum - std::strlen(momentum),
+                  ", grad norm clipped to %g", run.clip_grad_norm);
   if (reports)
     std::printf("fsdplab run: model %s%s%s, world %d, %d step%s, batch %lld, %s lr %g%s, seed %llu; device %s\n",
                 run.model.c_str(), model_preset(run).empty() ? "" : " ", model_preset(run).c_str(), run.world,
@@ -331,9 +340,12 @@ int run_training(const RunOptions& options) {
     const int filled = run.steps > 0 ? (s.step + 1) * kBar / run.steps : kBar;
     // A dry run computes no values: its loss is shown as "-". A trained loss that is NaN shows as one.
     const std::string loss = options.dry_run ? std::string("-") : std::isnan(s.loss) ? "nan" : std::to_string(s.loss);
-    std::printf("[%.*s%.*s] step %*d/%d  loss %s  (%.3f ms %s)\n", filled, "####################", kBar - filled,
+    // Where the run clips, the norm clipping measured (before it scaled).
+    const std::string norm =
+        run.clip_grad_norm > 0 && !options.dry_run ? "  grad norm " + std::to_string(s.grad_norm) : "";
+    std::printf("[%.*s%.*s] step %*d/%d  loss %s%s  (%.3f ms %s)\n", filled, "####################", kBar - filled,
                 "                    ", static_cast<int>(std::to_string(run.steps).size()), s.step + 1, run.steps,
-                loss.c_str(), ns_to_ms(s.end - s.begin), on_gpu ? "wall" : "sim");
+                loss.c_str(), norm.c_str(), ns_to_ms(s.end - s.begin), on_gpu ? "wall" : "sim");
     std::fflush(stdout);
     if (dashboard) dashboard->step(WireStep{0, s.step, s.begin, s.end, s.loss});
   };
@@ -374,7 +386,7 @@ int run_training(const RunOptions& options) {
     // Said before the error itself (main prints it), which keeps its type and its text.
     if (reports && !run.losses_file.empty() && !steps.empty()) {
       try {
-        write_losses(run.losses_file, steps);
+        write_losses(run.losses_file, steps, run.clip_grad_norm > 0);
         std::fprintf(stderr, "the run stopped after %zu steps; their losses are in %s\n", steps.size(),
                      run.losses_file.c_str());
       } catch (const Error& not_written) {
@@ -390,7 +402,7 @@ int run_training(const RunOptions& options) {
   if (!reports) return 0;
   if (!run.losses_file.empty()) {
     try {
-      write_losses(run.losses_file, steps);
+      write_losses(run.losses_file, steps, run.clip_grad_norm > 0);
     } catch (const Error& e) {
       failed.push_back(e.what());
     }
@@ -508,6 +520,10 @@ void add_run_command(CLI::App& app) {
       ->check(finite_range(0, kNoUpperBound, "a finite learning rate"));
   cmd->add_option("--momentum", t.momentum, "sgd: momentum (default 0, as PyTorch)")
       ->check(finite_range(0, kNoUpperBound, "a finite momentum"));
+  cmd->add_option("--clip-grad-norm", t.clip_grad_norm,
+                  "Clip the whole model's gradient to this 2-norm before each update (clip_grad_norm_; under FSDP "
+                  "summed across shards); 0: no clipping (default)")
+      ->check(finite_range(0, kNoUpperBound, "a finite 2-norm"));
   cmd->add_option("--data", t.data_file, "gpt2, llama: train on a uint16 token file (nanoGPT / llm.c format)")
       ->check(non_empty("a token file"));
   cmd->add_option("--losses", t.losses_file, "Write step,loss CSV here")->check(non_empty("a file"));
@@ -565,10 +581,10 @@ void add_run_command(CLI::App& app) {
   // mode), and the demo's own: each given to the other is refused, never silently ignored. --precision and
   // --dashboard have messages of their own below.
   const std::vector<CLI::Option*> training_only = named(
-      {"--gpu",       "--comm-timeout", "--cupti", "--sm-split", "--preset",          "--mlp-width", "--mlp-depth",
-       "--steps",     "--seed",         "--batch", "--seq",      "--vocab-multiple",  "--attention", "--optimizer",
-       "--lr",        "--momentum",     "--data",  "--losses",   "--allow-nonfinite", "--save-init", "--load-init",
-       "--save-final"});
+      {"--gpu",        "--comm-timeout",  "--cupti", "--sm-split", "--preset",          "--mlp-width", "--mlp-depth",
+       "--steps",      "--seed",          "--batch", "--seq",      "--vocab-multiple",  "--attention", "--optimizer",
+       "--lr",         "--momentum",      "--data",  "--losses",   "--allow-nonfinite", "--save-init", "--load-init",
+       "--save-final", "--clip-grad-norm"});
   const std::vector<CLI::Option*> demo_only = named({"--demo", "--layers", "--width", "--tokens", "--dtype"});
   CLI::Option* comm_timeout = cmd->get_option("--comm-timeout");
   cmd->callback([options, model, world, mode, prefetch, precision, batch, comm_timeout, device, fsdp_only,

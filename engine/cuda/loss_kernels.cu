@@ -71,7 +71,7 @@ __device__ A block_reduce(A v, Op op) {
   return v;
 }
 
-// ---- reductions to a scalar (mse_loss, sum) ----------------------------------------------------------
+// ---- reductions to a scalar (mse_loss, sum, sum_of_squares) -------------------------------------------------------
 
 constexpr int kReduceThreads = 512;
 // Up to this many elements one block does it all (one launch, no partials); above, up to kMaxPartials
@@ -131,6 +131,15 @@ template <class T>
 struct ValueTerm {
   const T* x;
   __device__ double operator()(std::int64_t i) const { return to_f32(x[i]); }
+};
+
+template <class T>
+struct SquareTerm {
+  const T* x;
+  __device__ double operator()(std::int64_t i) const {
+    const double v = to_f32(x[i]);
+    return v * v;
+  }
 };
 
 template <class T>
@@ -389,6 +398,13 @@ void sum(CUstream_st* stream, DType dtype, float* out, const void* x, std::int64
     using T = decltype(zero);
     // In double, as the host body: exact to f32 precision whatever the order.
     reduce_to_scalar<double>(stream, "sum", out, n, ValueTerm<T>{static_cast<const T*>(x)}, 1.f);
+  });
+}
+
+void sum_of_squares(CUstream_st* stream, DType dtype, float* out, const void* x, std::int64_t n) {
+  dispatch_float(dtype, "sum_of_squares", [&](auto zero) {
+    using T = decltype(zero);
+    reduce_to_scalar<double>(stream, "sum_of_squares", out, n, SquareTerm<T>{static_cast<const T*>(x)}, 1.f);
   });
 }
 

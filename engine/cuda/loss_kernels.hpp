@@ -1,5 +1,5 @@
 // loss_kernels.hpp — the CUDA kernels of the embedding lookup (engine/tensor/embedding.hpp), the losses
-// (loss.hpp) and the sum to a scalar (reduce.hpp). Plain C++: op front-ends include it; it is defined in
+// (loss.hpp) and the sums to a scalar (reduce.hpp). Plain C++: op front-ends include it; it is defined in
 // loss_kernels.cu where the CUDA backend is built.
 //
 // Pointers are device pointers to contiguous elements of `dtype` (f32 or bf16); ids and targets are i32.
@@ -46,5 +46,7 @@ void mse_loss_backward(CUstream_st* stream, DType dtype, void* dpred, const void
 
 // out[0] = the sum of x's n elements, accumulated in double; out may be one of x's elements.
 void sum(CUstream_st* stream, DType dtype, float* out, const void* x, std::int64_t n);
+// out[0] = the sum of the squares of x's n elements, accumulated in double; out may be one of x's elements.
+void sum_of_squares(CUstream_st* stream, DType dtype, float* out, const void* x, std::int64_t n);
 
 }  // namespace fsdplab::cuda

@@ -1,4 +1,4 @@
-// optimizer_kernels.cu — fused SGD and AdamW steps over flat f32 tensors.
+// optimizer_kernels.cu — fused SGD and AdamW steps over flat f32 tensors, and gradient-norm clipping's scale.
 //
 // Both are memory bound (AdamW moves 28 bytes an element), so each is one pass: every element's
 // param, grad and state are read once and written once, by one thread, in coalesced f32 accesses. No
@@ -47,6 +47,14 @@ __global__ void sgd_kernel(float* __restrict__ param, float* __restrict__ buf, c
     }
     param[i] = __fsub_rn(p, __fmul_rn(k.lr, g));
   }
+}
+
+__global__ void clip_kernel(float* __restrict__ grad, std::int64_t n, const float* __restrict__ squared_norm,
+                            float max_norm) {
+  const float coef = clip_coefficient(*squared_norm, max_norm);
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    grad[i] = __fmul_rn(grad[i], coef);
 }
 
 // Elements of a parameter one AdamW block updates: 16 per thread.
@@ -103,6 +111,12 @@ void adamw_update(CUstream_st* stream, const AdamWPointers* each, std::int64_t c
     adamw_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(launch, k);
     check_launch("adamw_update");
   }
+}
+
+void clip_grad_with_norm(CUstream_st* stream, float* grad, std::int64_t n, const float* squared_norm, float max_norm) {
+  if (n == 0) return;
+  clip_kernel<<<blocks_for(n), kThreads, 0, stream>>>(grad, n, squared_norm, max_norm);
+  check_launch("clip_grad_with_norm");
 }
 
 }  // namespace fsdplab::cuda

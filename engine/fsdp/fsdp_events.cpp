@@ -166,12 +166,21 @@ void report_unit_event(FsdpRank& rank, const FsdpUnit& unit, FsdpEventKind kind,
   report(rank, std::move(event));
 }
 
-void report_optimizer_step(FsdpRank& rank, std::span<FsdpUnit* const> units, std::string_view optimizer) {
+void report_optimizer_step(FsdpRank& rank, std::span<FsdpUnit* const> units, std::string_view optimizer,
+                           double max_grad_norm) {
   if (!rank.observer) return;
   std::int64_t shard_bytes = 0;
   for (const FsdpUnit* unit : units) shard_bytes += unit->master.nbytes();
-  std::string what = std::string(optimizer) + " updated this rank's f32 shards of " + std::to_string(units.size()) +
-                     " units (" + size_text(shard_bytes, DType::f32) + ")";
+  std::string what;
+  if (max_grad_norm > 0) {
+    char clip[160];
+    std::snprintf(clip, sizeof clip,
+                  "clipped the gradient shards to the whole model's 2-norm <= %g (squares summed over %d ranks); ",
+                  max_grad_norm, rank.shard_group.world());
+    what += clip;
+  }
+  what += std::string(optimizer) + " updated this rank's f32 shards of " + std::to_string(units.size()) + " units (" +
+          size_text(shard_bytes, DType::f32) + ")";
   const auto gathers = std::count_if(rank.activity.issued.begin(), rank.activity.issued.end(),
                                      [](const IssuedCollective& c) { return c.collective == "all_gather"; });
   if (gathers > 0) what += "; all-gathered the updated chunks of " + std::to_string(gathers) + " units";

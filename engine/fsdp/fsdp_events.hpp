@@ -62,8 +62,9 @@ void report(FsdpRank& rank, FsdpEvent event);
 // call did from the unit's state `before` it, the state after, and the collectives it issued.
 void report_unit_event(FsdpRank& rank, const FsdpUnit& unit, FsdpEventKind kind, UnitState before);
 
-// After ShardedOptimizerTask::step returned, inside its ActivityScope.
-void report_optimizer_step(FsdpRank& rank, std::span<FsdpUnit* const> units, std::string_view optimizer);
+// After ShardedOptimizerTask::step returned, inside its ActivityScope; max_grad_norm > 0 when the step clipped.
+void report_optimizer_step(FsdpRank& rank, std::span<FsdpUnit* const> units, std::string_view optimizer,
+                           double max_grad_norm);
 
 // "unit 2 'transformer.h.1'" for a unit index of this rank; "" for -1.
 std::string unit_title(const FsdpRank& rank, int unit);

@@ -230,8 +230,8 @@ std::unique_ptr<Optimizer> FullyShardedModel::make_optimizer(const OptimizerSpec
   return lifecycle_.make_optimizer(unit_ptrs_, spec);
 }
 
-void FullyShardedModel::optimizer_step(Optimizer& optimizer, NextForward next) {
-  lifecycle_.optimizer_step(optimizer, unit_ptrs_, next);
+Tensor FullyShardedModel::optimizer_step(Optimizer& optimizer, NextForward next, double max_grad_norm) {
+  return lifecycle_.optimizer_step(optimizer, unit_ptrs_, next, max_grad_norm);
 }
 
 void FullyShardedModel::load_parameters(const CheckpointFile& file) {

@@ -60,8 +60,11 @@ class FullyShardedModel {
 
   // Task 5: an optimizer over this rank's shards, and one step of it (after the backward). `next`: whether
   // another step follows, whose first unit may then be gathered during this one (the next-step prefetch).
+  // max_grad_norm > 0 first clips the whole model's gradient to that 2-norm (--clip-grad-norm; [Note: clipping a
+  // sharded gradient]) and returns its squared norm before clipping, every rank the same (a 1-element f32 tensor
+  // to read after a sync); otherwise the tensor returned is undefined.
   std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec) const;
-  void optimizer_step(Optimizer& optimizer, NextForward next = NextForward::none);
+  Tensor optimizer_step(Optimizer& optimizer, NextForward next = NextForward::none, double max_grad_norm = 0);
 
   // Task 1: this rank's shards from the counter-based initialisation under `seed`.
   void init_parameters(std::uint64_t seed);

@@ -5,7 +5,8 @@
 // only 1/W of the state: sharding the optimizer is choosing what to give it. In the ZeRO forms (zero1,
 // zero2) the parameters stay whole on every rank (`replica`) and `master` is this rank's chunk of them:
 // after the update each unit's chunks are all-gathered so every rank holds the whole updated parameters
-// again. CPU offload (task 9) moves the step to the host; the lifecycle picks the stream.
+// again. CPU offload (task 9) moves the step to the host; the lifecycle picks the stream. Gradient-norm clipping
+// (--clip-grad-norm) needs the whole model's norm, which no rank holds: see [Note: clipping a sharded gradient].
 // Exercise: labs/05-sharded-optimizer.
 #pragma once
 #include <memory>
@@ -40,6 +41,14 @@ class ShardedOptimizerTask : public FsdpTask {
   // unit's master into its replica over `group` on the all-gather stream, starting after the compute
   // stream's update, and makes the compute stream wait for the gathers before the next forward reads them.
   virtual void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const = 0;
+  // Gradient-norm clipping (torch.nn.utils.clip_grad_norm_ on the sharded model), called before step() when the run
+  // clips, on the stream step() will get, once every unit's gradient is reduced. Writes the squared 2-norm of the
+  // whole model's gradient into `squared_norm` (1-element f32 in that stream's memory; every rank of `group` the
+  // same value), then scales every unit's grad_shard by min(max_norm / (norm + 1e-6), 1) (clip_grad_with_norm,
+  // tensor/optimizer_ops.hpp). `group` is the shard group: its ranks' shards together hold each gradient element
+  // once. Under CPU offload the stream is the host lane, where no collective runs: the sum goes through the device.
+  virtual void clip_grad_norm(Communicator& group, std::span<const UnitShards> units, double max_norm,
+                              const Tensor& squared_norm, Stream stream) const = 0;
 };
 
 // The reference implementation (sharded_optimizer_reference.cpp).

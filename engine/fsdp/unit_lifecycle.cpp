@@ -540,16 +540,35 @@ std::unique_ptr<Optimizer> UnitLifecycle::make_optimizer(std::span<FsdpUnit* con
 // (With the embedding's gradient as rows, the root's update goes first: see that note.)
 // Same updates, same numbers; only where the compute stream waits, and when the root is gathered, move.
 
-void UnitLifecycle::optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* const> units, NextForward next) {
+Tensor UnitLifecycle::clip_grad_norm(std::span<FsdpUnit* const> units, double max_grad_norm, Lane lane) {
+  // Inside optimizer_step's scope: the step's event counts the norm's all-reduce.
+  const ActivityScope activity(rank_, 5, "ShardedOptimizerTask::clip_grad_norm", *tasks_.optimizer, -1,
+                               IssuedTo::enclosing);
+  Device& device = rank_.device;
+  if (lane == Lane::compute)  // under offload the host lane has waited for every gradient's copy already
+    for (const FsdpUnit* unit : units)
+      if (unit->reduced.recorded()) device.wait(Lane::compute, unit->reduced);
+  const Tensor squared_norm = Tensor::empty(device, {1}, DType::f32, MemTag::workspace, "gradient squared norm", lane);
+  tasks_.optimizer->clip_grad_norm(rank_.shard_group, unit_shards(units), max_grad_norm, squared_norm,
+                                   device.stream(lane));
+  return squared_norm;
+}
+
+Tensor UnitLifecycle::optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* const> units, NextForward next,
+                                     double max_grad_norm) {
   const ActivityScope activity(rank_, 5, "ShardedOptimizerTask::step", *tasks_.optimizer);
   Device& device = rank_.device;
   const std::vector<FsdpUnit*> reduced = std::exchange(rank_.schedule.reduction_order, {});
+  Tensor squared_norm;
   if (rank_.options.offload) {
     // CPU offload: the CPU steps on the host shards, once the copies of the gradients have landed.
     for (const FsdpUnit* unit : units)
       if (unit->reduced.recorded()) tasks_.cpu_offload->wait_for_grad_on_host(device, unit->reduced);
+    if (max_grad_norm > 0) squared_norm = clip_grad_norm(units, max_grad_norm, Lane::host);
     tasks_.optimizer->step(optimizer, device.stream(Lane::host));
   } else {
+    // Clipping waits for every reduction, which leaves the per-unit waits below nothing to wait for.
+    if (max_grad_norm > 0) squared_norm = clip_grad_norm(units, max_grad_norm, Lane::compute);
     if (rank_.async())
       schedule_updates(optimizer, units, reduced, next == NextForward::follows ? first_of_next_forward() : nullptr);
     tasks_.optimizer->step(optimizer, device.stream(Lane::compute));
@@ -561,7 +580,8 @@ void UnitLifecycle::optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* con
                                   IssuedTo::enclosing);
     tasks_.optimizer->all_gather_updates(device, rank_.shard_group, unit_shards(units));
   }
-  report_optimizer_step(rank_, units, optimizer.name());
+  report_optimizer_step(rank_, units, optimizer.name(), max_grad_norm);
+  return squared_norm;
 }
 
 }  // namespace fsdplab

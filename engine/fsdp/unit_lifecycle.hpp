@@ -75,7 +75,9 @@ class UnitLifecycle {
   std::unique_ptr<Optimizer> make_optimizer(std::span<FsdpUnit* const> units, const OptimizerSpec& spec) const;
   // One update of every unit's shard. Under ASYNC each waits for its own unit's reduction; with `follows`
   // the next forward's first unit may be gathered during the step ([Note: per-unit optimizer steps]).
-  void optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* const> units, NextForward next);
+  // max_grad_norm > 0 clips the gradient first (task 5's clip_grad_norm), after every reduction; the squared norm
+  // it clipped by is returned (1-element f32, read it after a sync), else an undefined tensor.
+  Tensor optimizer_step(Optimizer& optimizer, std::span<FsdpUnit* const> units, NextForward next, double max_grad_norm);
 
   // The unit's f32 master where the all-gather stream can read it: the master, or for an offloaded unit
   // a device copy made by task 9, to be released once the gather that reads it is done.
@@ -105,6 +107,9 @@ class UnitLifecycle {
   // 8, hybrid); a bf16 reduction through a bf16 output `unit.name`.`name`_bf16. Temporaries join `staging`.
   void reduce_scatter_mean(const FsdpUnit& unit, const Tensor& grads, const Tensor& shard, const std::string& name,
                            std::vector<Tensor>& staging);
+  // Task 5's clip_grad_norm on `lane` (compute, or host under offload), after every unit's reduction; the squared
+  // norm, allocated on that lane.
+  Tensor clip_grad_norm(std::span<FsdpUnit* const> units, double max_grad_norm, Lane lane);
   // ASYNC: the next step of `optimizer` updates the units in the order of `reduced`, each after its own
   // reduction; `gather_next` (or nullptr) updated mid-way and gathered for the next step right after
   // ([Note: per-unit optimizer steps]).

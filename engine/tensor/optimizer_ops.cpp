@@ -30,6 +30,11 @@ void sgd_update(float* param, float* buf, const float* grad, std::int64_t n, con
   }
 }
 
+void clip_grad_with_norm(float* grad, std::int64_t n, float squared_norm, float max_norm) {
+  const float coef = clip_coefficient(squared_norm, max_norm);
+  for (std::int64_t i = 0; i < n; ++i) grad[i] *= coef;
+}
+
 void adamw_update(float* param, float* m, float* v, const float* grad, std::int64_t n, const AdamWStepFactors& k) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float g = grad[i];
@@ -174,6 +179,23 @@ void adamw_update(Stream s, std::span<const AdamWOperands> each, const AdamWOpti
                for (const AdamWOperands& e : each)
                  pointers.push_back({e.param.f32(), e.m.f32(), e.v.f32(), e.grad.f32(), e.param.numel()});
                cuda::adamw_update(stream, pointers.data(), static_cast<std::int64_t>(pointers.size()), k);
+             })});
+}
+
+void clip_grad_with_norm(Stream s, const Tensor& grad, const Tensor& squared_norm, double max_norm) {
+  constexpr std::string_view op = "clip_grad_with_norm";
+  check(max_norm > 0 && std::isfinite(max_norm), op, ": max_norm must be finite and > 0, got ", max_norm);
+  expect_tensor(op, "grad", grad, grad.shape(), DType::f32);
+  if (!(squared_norm.defined() && squared_norm.numel() == 1 && squared_norm.dtype() == DType::f32))
+    fail(op, ": squared_norm must be a 1-element f32 tensor, got ", squared_norm.describe());
+  expect_no_overlap(op, {{"grad", &grad}, {"squared_norm", &squared_norm}});
+  const auto max_norm_f32 = static_cast<float>(max_norm);
+  const double n = static_cast<double>(grad.numel());
+  const OpCost cost{.flops = n, .bytes = 8 * n + 4, .dtype = DType::f32};
+  launch_op(s, std::string(op), cost, {{&grad, &squared_norm}, {&grad}},
+            {.host = [&] { cpu::clip_grad_with_norm(grad.f32(), grad.numel(), squared_norm.f32()[0], max_norm_f32); },
+             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+               cuda::clip_grad_with_norm(stream, grad.f32(), grad.numel(), squared_norm.f32(), max_norm_f32);
              })});
 }
 

@@ -63,4 +63,12 @@ struct AdamWOperands {
 // fused=True batches the same way). No operand may overlap another, in any entry.
 void adamw_update(Stream s, std::span<const AdamWOperands> each, const AdamWOptions& opt, std::int64_t step);
 
+// Gradient-norm clipping, the second half of torch.nn.utils.clip_grad_norm_ (clip_grads_with_norm_): given the
+// squared 2-norm of every gradient of the model (a 1-element f32 tensor on the stream's device: sum_of_squares of
+// each, added up, all-reduced across shards; reduce.hpp), scales `grad` (f32) in place by
+//   coef = min(max_norm / (sqrt(squared_norm) + 1e-6), 1)
+// all in f32 as PyTorch computes it on the device, so the host never reads the norm. A NaN or infinite norm gives
+// NaN gradients, as PyTorch's default (error_if_nonfinite=False). max_norm must be > 0.
+void clip_grad_with_norm(Stream s, const Tensor& grad, const Tensor& squared_norm, double max_norm);
+
 }  // namespace fsdplab

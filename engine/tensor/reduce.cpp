@@ -15,31 +15,49 @@ namespace {
 namespace cpu {
 
 template <class F>
-void sum(float* out, const F* x, std::int64_t n) {
+void sum(float* out, const F* x, std::int64_t n, bool squares) {
   double total = 0;
-  for (std::int64_t i = 0; i < n; ++i) total += load_f32(x[i]);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = load_f32(x[i]);
+    total += squares ? v * v : v;
+  }
   *out = static_cast<float>(total);
 }
 
 }  // namespace cpu
-}  // namespace
 
-void sum(Stream s, const Tensor& x, const Tensor& out) {
-  constexpr std::string_view op = "sum";
+// sum and sum_of_squares: one front-end, the term (x or x^2) the only difference.
+void reduce_to_scalar(Stream s, std::string_view op, const Tensor& x, const Tensor& out, bool squares) {
   expect_floating(op, "x", x);
   if (!(out.defined() && out.numel() == 1 && out.dtype() == DType::f32))
     fail(op, ": out must be a 1-element f32 tensor, got ", out.describe());
   const double n = static_cast<double>(x.numel());
-  const OpCost cost{.flops = n, .bytes = static_cast<double>(x.nbytes() + out.nbytes()), .dtype = x.dtype()};
+  const OpCost cost{
+      .flops = squares ? 2 * n : n, .bytes = static_cast<double>(x.nbytes() + out.nbytes()), .dtype = x.dtype()};
   // out may lie inside x: every element is read before the one write.
-  launch_op(s, std::string(op), cost, {{&x}, {&out}}, {.host = [&] {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using F = decltype(zero);
-      cpu::sum(out.f32(), x.data<F>(), x.numel());
-    });
-  }, .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
-    cuda::sum(stream, x.dtype(), out.f32(), x.raw(), x.numel());
-  })});
+  launch_op(s, std::string(op), cost, {{&x}, {&out}},
+            {.host =
+                 [&] {
+                   dispatch_float(x.dtype(), [&](auto zero) {
+                     using F = decltype(zero);
+                     cpu::sum(out.f32(), x.data<F>(), x.numel(), squares);
+                   });
+                 },
+             .cuda = FSDPLAB_CUDA_BODY([&](CUstream_st* stream) {
+               if (squares) {
+                 cuda::sum_of_squares(stream, x.dtype(), out.f32(), x.raw(), x.numel());
+               } else {
+                 cuda::sum(stream, x.dtype(), out.f32(), x.raw(), x.numel());
+               }
+             })});
+}
+
+}  // namespace
+
+void sum(Stream s, const Tensor& x, const Tensor& out) { reduce_to_scalar(s, "sum", x, out, /*squares=*/false); }
+
+void sum_of_squares(Stream s, const Tensor& x, const Tensor& out) {
+  reduce_to_scalar(s, "sum_of_squares", x, out, /*squares=*/true);
 }
 
 }  // namespace fsdplab

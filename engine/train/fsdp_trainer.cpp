@@ -166,7 +166,8 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         // The next step's first gather may start now, unless there is none or it runs SYNC (an A/B run's
         // SYNC block must gather for itself, or its step would not be SYNC's).
         const bool next_async = step + 1 < run.steps && mode_of(step + 1) == OverlapMode::async;
-        sharded.optimizer_step(*optimizer, next_async ? NextForward::follows : NextForward::none);
+        const Tensor squared_norm = sharded.optimizer_step(
+            *optimizer, next_async ? NextForward::follows : NextForward::none, run.clip_grad_norm);
         if (micro_batches > 1) scale(compute, mean_loss, ctx.loss_scale, mean_loss);
         {
           const ActivityScope activity(rank,
@@ -175,6 +176,7 @@ std::vector<StepReport> train_fsdp(const FsdpRun& fsdp, const PresetCatalog& pre
         }
         device.synchronize();
         report.loss = device.dry_run() ? std::numeric_limits<double>::quiet_NaN() : mean_loss.to_vector()[0];
+        if (squared_norm.defined() && !device.dry_run()) report.grad_norm = std::sqrt(squared_norm.to_vector()[0]);
       }
       report.end = device.host_time();
       if (fsdp.on_step_done) fsdp.on_step_done(r, step, device);

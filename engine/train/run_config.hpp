@@ -49,6 +49,10 @@ struct RunConfig {
   std::string optimizer = "adamw";
   double lr = 1e-3;
   double momentum = 0;     // sgd only; every other hyper-parameter is PyTorch's default
+  // Gradient-norm clipping before each update (torch.nn.utils.clip_grad_norm_): the whole model's gradient scaled
+  // to this 2-norm where it is larger; 0: no clipping. Under FSDP the norm is summed across shards ([Note: clipping
+  // a sharded gradient], engine/fsdp/sharded_optimizer_reference.cpp).
+  double clip_grad_norm = 0;
   // The dtype the single-rank baseline computes in: f32, or bf16 mixed precision as torch.autocast trains
   // (baseline_parameters.hpp: bf16 copies of the f32 master weights compute, their bf16 gradients are
   // widened for the f32 optimizer step). FSDP runs compute in FsdpOptions::param_dtype and refuse this

@@ -10,6 +10,7 @@
 #include "engine/runtime/error.hpp"
 #include "engine/runtime/host_memory_limit.hpp"
 #include "engine/runtime/output_file.hpp"
+#include "engine/tensor/reduce.hpp"
 #include "engine/trace/chrome_trace.hpp"
 #include "engine/train/baseline_parameters.hpp"
 #include "engine/train/model_factory.hpp"
@@ -30,6 +31,8 @@ void check_run_request(const RunConfig& run) {
         "; expected a finite momentum >= 0");
   check(run.momentum == 0 || run.optimizer == "sgd", "--momentum ", run.momentum, " with --optimizer ", run.optimizer,
         ": momentum is SGD's (add --optimizer sgd); adamw's moments are its betas");
+  check(std::isfinite(run.clip_grad_norm) && run.clip_grad_norm >= 0, "--clip-grad-norm ", run.clip_grad_norm,
+        "; expected a finite 2-norm > 0 (or 0: no clipping)");
   check(run.batch >= 1, "--batch ", run.batch, "; expected >= 1 rows per step");
   check(run.seq >= 0, "--seq ", run.seq, "; expected >= 1 tokens (0: the model's context length)");
   check(run.mlp_width >= 1 && run.mlp_depth >= 1, "--mlp-width ", run.mlp_width, " --mlp-depth ", run.mlp_depth,
@@ -166,9 +169,16 @@ std::vector<StepReport> train_baseline(const RunConfig& run, const PresetCatalog
       model.backward(ctx);
       params.end_backward(compute);  // in bf16, widens the gradients into the f32 ones the optimizer reads
       device.set_labels({step, -1, "optimizer"});
+      Tensor squared_norm;  // clip_grad_norm_: the whole gradient is one tensor here
+      if (run.clip_grad_norm > 0) {
+        squared_norm = Tensor::empty(device, {1}, DType::f32, MemTag::workspace, "gradient squared norm");
+        sum_of_squares(compute, params.grads(), squared_norm);
+        clip_grad_with_norm(compute, params.grads(), squared_norm, run.clip_grad_norm);
+      }
       optimizer->step(compute);
       device.synchronize();
       report.loss = loss.to_vector()[0];
+      if (squared_norm.defined()) report.grad_norm = std::sqrt(squared_norm.to_vector()[0]);
     }
     report.end = device.host_time();
     reports.push_back(report);

@@ -8,6 +8,7 @@
 // for the optimizer's f32 step (baseline_parameters.hpp), as torch.autocast trains.
 #pragma once
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct StepReport {
   double loss = 0;
   SimTime begin = 0;  // device time (virtual on sim) when the step started
   SimTime end = 0;
+  // The whole model's gradient 2-norm before clipping, where the run clips (--clip-grad-norm); else NaN.
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Called when a folder the run saves itself (--save-init, --save-final) cannot be written although the

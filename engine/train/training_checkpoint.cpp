@@ -113,14 +113,24 @@ void write_manifest(const fs::path& dir, Json manifest) {
 
 // The option that sets a field of checkpoint_run, for messages.
 std::string option_of(const std::string& field) {
-  static const std::map<std::string, std::string> options = {
-      {"model.name", "--model"},       {"data.seed", "--seed"},           {"data.batch", "--batch"},
-      {"data.seq", "--seq"},           {"data.file", "--data"},           {"optimizer.name", "--optimizer"},
-      {"data.file.bytes", "--data: the file is another"}, {"data.file.crc32", "--data: the file's contents changed"},
-      {"optimizer.lr", "--lr"},        {"optimizer.momentum", "--momentum"}, {"fsdp.world", "--world"},
-      {"fsdp.strategy", "--strategy"}, {"fsdp.shard_group", "--strategy/--hybrid-group"},
-      {"fsdp.param_dtype", "--precision"}, {"fsdp.reduce_dtype", "--reduce-dtype"}, {"fsdp.wrap", "--wrap"},
-      {"data.accumulate", "--accumulate"}};
+  static const std::map<std::string, std::string> options = {{"model.name", "--model"},
+                                                             {"data.seed", "--seed"},
+                                                             {"data.batch", "--batch"},
+                                                             {"data.seq", "--seq"},
+                                                             {"data.file", "--data"},
+                                                             {"optimizer.name", "--optimizer"},
+                                                             {"data.file.bytes", "--data: the file is another"},
+                                                             {"data.file.crc32", "--data: the file's contents changed"},
+                                                             {"optimizer.lr", "--lr"},
+                                                             {"optimizer.momentum", "--momentum"},
+                                                             {"fsdp.world", "--world"},
+                                                             {"optimizer.max_grad_norm", "--clip-grad-norm"},
+                                                             {"fsdp.strategy", "--strategy"},
+                                                             {"fsdp.shard_group", "--strategy/--hybrid-group"},
+                                                             {"fsdp.param_dtype", "--precision"},
+                                                             {"fsdp.reduce_dtype", "--reduce-dtype"},
+                                                             {"fsdp.wrap", "--wrap"},
+                                                             {"data.accumulate", "--accumulate"}};
   if (const auto it = options.find(field); it != options.end()) return " (" + it->second + ")";
   if (field.starts_with("model.identity.")) return " (--model/--preset)";
   return "";
@@ -371,6 +381,8 @@ Json checkpoint_run(const RunConfig& run, const FsdpOptions& options, const Fsdp
   Json optimizer = {{"name", run.optimizer_spec().name}};
   for (const auto& [name, value] : make_optimizer(run.optimizer_spec(), {})->hyper_parameters())
     optimizer[name] = value;
+  // Only where the run clips: a checkpoint of a run without clipping has no such key, before and since.
+  if (run.clip_grad_norm > 0) optimizer["max_grad_norm"] = run.clip_grad_norm;
   return {
       {"model", {{"name", run.model}, {"identity", model.identity}}},
       {"data",

@@ -7,8 +7,10 @@
 #include "engine/fsdp/sharded_optimizer.hpp"
 #include "engine/fsdp/lab_todo.hpp"
 
-// make() builds a std::vector:
+// make() builds a std::vector; clip_grad_norm sums squares:
 #include <vector>
+
+#include "engine/tensor/reduce.hpp"
 
 namespace fsdplab {
 namespace {
@@ -46,6 +48,23 @@ class StudentShardedOptimizer final : public ShardedOptimizerTask {
   void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
     // TODO(task 5)
     todo(5, "ShardedOptimizerTask::all_gather_updates");
+  }
+
+  // Called before step() in a run with --clip-grad-norm, once every unit's gradient is reduced, on the stream
+  // step() will get.
+  // Contract: write the squared 2-norm of the whole model's gradient into `squared_norm` (1 f32 element, the same
+  //   on every rank of `group`, the shard group), then scale every unit's `grad_shard` by
+  //   min(max_norm / (norm + 1e-6), 1). All on `stream`; the host never reads the norm. This rank's shards hold
+  //   only its part of each gradient: README.md's "Clipping a sharded gradient". Under --offload `stream` is the
+  //   host lane, where no collective runs: the sum crosses to the device and back (README.md says how).
+  // Engine calls: sum_of_squares(stream, x, out) and sum(stream, x, out) (engine/tensor/reduce.hpp: out a
+  //   1-element f32 tensor, e.g. t.view(i, {1})); Tensor::empty(*stream.device, {n}, DType::f32, MemTag::workspace,
+  //   "name", stream.lane); group.all_reduce(stream, t, ReduceOp::sum);
+  //   clip_grad_with_norm(stream, grad, squared_norm, max_norm) (engine/tensor/optimizer_ops.hpp).
+  void clip_grad_norm(Communicator& group, std::span<const UnitShards> units, double max_norm,
+                      const Tensor& squared_norm, Stream stream) const override {
+    // TODO(task 5)
+    todo(5, "ShardedOptimizerTask::clip_grad_norm");
   }
 };
 

@@ -6,6 +6,7 @@
 
 #include "engine/fsdp/sharded_optimizer.hpp"
 #include "engine/tensor/elementwise.hpp"
+#include "engine/tensor/reduce.hpp"
 #include "labs/mutants/mutants.hpp"
 
 namespace fsdplab {
@@ -29,6 +30,10 @@ class LikeTheReference : public ShardedOptimizerTask {
   void step(Optimizer& optimizer, Stream stream) const override { reference().step(optimizer, stream); }
   void all_gather_updates(Device& device, Communicator& group, std::span<const UnitShards> units) const override {
     reference().all_gather_updates(device, group, units);
+  }
+  void clip_grad_norm(Communicator& group, std::span<const UnitShards> units, double max_norm,
+                      const Tensor& squared_norm, Stream stream) const override {
+    reference().clip_grad_norm(group, units, max_norm, squared_norm, stream);
   }
 };
 
@@ -156,6 +161,55 @@ class GatherIntoTemporary final : public LikeTheReference {
   }
 };
 
+// This rank's squared norm in `squared_norm`: each unit's sum of squares, added up. The reference's first half.
+void my_squared_norm(std::span<const UnitShards> units, const Tensor& squared_norm, Stream stream) {
+  const auto count = static_cast<std::int64_t>(units.size());
+  const Tensor unit_sums =
+      Tensor::empty(*stream.device, {count}, DType::f32, MemTag::workspace, "clip_grad_norm.unit_squares", stream.lane);
+  for (std::int64_t u = 0; u < count; ++u)
+    sum_of_squares(stream, units[static_cast<std::size_t>(u)].grad_shard, unit_sums.view(u, {1}));
+  sum(stream, unit_sums, squared_norm);
+}
+
+// The classic mistake: the norm of this rank's shards taken for the model's. Each rank scales by its own factor.
+class LocalNorm final : public LikeTheReference {
+ public:
+  void clip_grad_norm(Communicator&, std::span<const UnitShards> units, double max_norm, const Tensor& squared_norm,
+                      Stream stream) const override {
+    my_squared_norm(units, squared_norm, stream);
+    for (const UnitShards& unit : units) clip_grad_with_norm(stream, unit.grad_shard, squared_norm, max_norm);
+  }
+};
+
+// The ranks' squares averaged, as the gradients are, instead of added: the norm 1/sqrt(S) of the model's.
+class AveragedSquares final : public LikeTheReference {
+ public:
+  void clip_grad_norm(Communicator& group, std::span<const UnitShards> units, double max_norm,
+                      const Tensor& squared_norm, Stream stream) const override {
+    my_squared_norm(units, squared_norm, stream);
+    group.all_reduce(stream, squared_norm, ReduceOp::avg);
+    for (const UnitShards& unit : units) clip_grad_with_norm(stream, unit.grad_shard, squared_norm, max_norm);
+  }
+};
+
+// Each unit clipped by its own norm (as if clip_grad_norm_ were called once per unit): every unit's norm at most
+// max_norm, the model's up to sqrt(units) times it.
+class PerUnitNorm final : public LikeTheReference {
+ public:
+  void clip_grad_norm(Communicator& group, std::span<const UnitShards> units, double max_norm,
+                      const Tensor& squared_norm, Stream stream) const override {
+    const Tensor unit_norm =
+        Tensor::empty(*stream.device, {1}, DType::f32, MemTag::workspace, "clip_grad_norm.unit", stream.lane);
+    for (const UnitShards& unit : units) {
+      sum_of_squares(stream, unit.grad_shard, unit_norm);
+      group.all_reduce(stream, unit_norm, ReduceOp::sum);
+      clip_grad_with_norm(stream, unit.grad_shard, unit_norm, max_norm);
+    }
+    my_squared_norm(units, squared_norm, stream);  // what the run reports: the norm after clipping
+    group.all_reduce(stream, squared_norm, ReduceOp::sum);
+  }
+};
+
 }  // namespace
 
 std::span<const Mutant> sharded_optimizer_mutants() {
@@ -183,6 +237,13 @@ std::span<const Mutant> sharded_optimizer_mutants() {
       {5, "gather-into-temporary",
        "gathers each unit into a buffer of its own and copies it into the replica, where the gather writes it in place",
        instance<GatherIntoTemporary>},
+      {5, "clip-local-norm", "clip_grad_norm clips by this rank's shards' norm, never all-reduced over the shard group",
+       instance<LocalNorm>},
+      {5, "clip-averaged-squares",
+       "clip_grad_norm averages the ranks' sums of squares (ReduceOp::avg, as gradients) instead of adding them",
+       instance<AveragedSquares>},
+      {5, "clip-per-unit", "clip_grad_norm clips each unit by its own norm, not the whole model's",
+       instance<PerUnitNorm>},
   };
   return mutants;
 }
