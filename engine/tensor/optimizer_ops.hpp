@@ -67,8 +67,9 @@ void adamw_update(Stream s, std::span<const AdamWOperands> each, const AdamWOpti
 // squared 2-norm of every gradient of the model (a 1-element f32 tensor on the stream's device: sum_of_squares of
 // each, added up, all-reduced across shards; reduce.hpp), scales `grad` (f32) in place by
 //   coef = min(max_norm / (sqrt(squared_norm) + 1e-6), 1)
-// all in f32 as PyTorch computes it on the device, so the host never reads the norm. A NaN or infinite norm gives
-// NaN gradients, as PyTorch's default (error_if_nonfinite=False). max_norm must be > 0.
+// all in f32 as PyTorch computes it on the device, so the host never reads the norm. As PyTorch's default
+// (error_if_nonfinite=False), a NaN norm makes every gradient NaN and an infinite one scales them by 0. max_norm must
+// be finite and > 0.
 void clip_grad_with_norm(Stream s, const Tensor& grad, const Tensor& squared_norm, double max_norm);
 
 }  // namespace fsdplab

@@ -54,6 +54,7 @@ struct Case {
   int accumulate = 1;
   std::string wrap = "block";
   bool offload = false;
+  double clip_grad_norm = 0;
 };
 
 std::ostream& operator<<(std::ostream& out, const Case& c) { return out << c.name; }
@@ -72,6 +73,7 @@ FsdpRun make_run(const Case& c, int steps) {
   run.momentum = c.momentum;
   run.accumulate = c.accumulate;
   run.wrap = c.wrap;
+  run.clip_grad_norm = c.clip_grad_norm;
   fsdp.options.strategy = c.strategy;
   fsdp.options.hybrid_group = c.hybrid_group;
   fsdp.options.param_dtype = c.param_dtype;
@@ -169,12 +171,25 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{.name = "full_w2_adamw"},
                       Case{.name = "full_w2_sgd_momentum", .optimizer = "sgd", .lr = 0.05, .momentum = 0.9},
                       Case{.name = "zero2_w3_adamw", .world = 3, .strategy = ShardingStrategy::zero2},
-                      Case{.name = "hybrid_w4_s2_sgd_momentum", .world = 4, .strategy = ShardingStrategy::hybrid_shard,
-                           .hybrid_group = 2, .optimizer = "sgd", .lr = 0.05, .momentum = 0.9},
+                      Case{.name = "hybrid_w4_s2_sgd_momentum",
+                           .world = 4,
+                           .strategy = ShardingStrategy::hybrid_shard,
+                           .hybrid_group = 2,
+                           .optimizer = "sgd",
+                           .lr = 0.05,
+                           .momentum = 0.9},
                       Case{.name = "full_w1_adamw", .world = 1},
                       Case{.name = "full_w2_bf16_adamw", .param_dtype = DType::bf16},
-                      Case{.name = "grad_op_w2_accumulate2_nested_adamw", .strategy = ShardingStrategy::shard_grad_op,
-                           .accumulate = 2, .wrap = "nested"}),
+                      Case{.name = "grad_op_w2_accumulate2_nested_adamw",
+                           .strategy = ShardingStrategy::shard_grad_op,
+                           .accumulate = 2,
+                           .wrap = "nested"},
+                      Case{.name = "full_w3_offload_clipped_sgd",
+                           .world = 3,
+                           .optimizer = "sgd",
+                           .lr = 0.05,
+                           .offload = true,
+                           .clip_grad_norm = 0.5}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 // Checkpointing every 2 steps leaves the run as it is: its losses, its steps' virtual times (no device op)
@@ -437,6 +452,10 @@ TEST_F(FsdpCheckpointErrors, AnotherStrategyOrOptimizerIsNamed) {
   accumulate.accumulate = 2;
   EXPECT_TRUE(contains(resume_error(resume(accumulate)),
                        "data.accumulate (--accumulate): the checkpoint has 1, this run has 2"));
+  Case clipped;
+  clipped.clip_grad_norm = 0.5;
+  EXPECT_TRUE(contains(resume_error(resume(clipped)),
+                       "optimizer.max_grad_norm (--clip-grad-norm): the checkpoint has nothing, this run has 0.5"));
 }
 
 // ---- resharding (--reshard) --------------------------------------------------------------------------

@@ -342,6 +342,26 @@ TYPED_TEST(LossKernelsOnCpu, SumOfAnyValuesIsTheirSumRoundedOnceToF32TheSameBits
   }
 }
 
+// Values on a grid of 2^-8 in [-1, 1]: their squares are multiples of 2^-16 up to 1, so every partial sum of up to
+// 300000 of them is exact in double, and the kernel's sum of squares is the exact one rounded once, whatever the order.
+TYPED_TEST(LossKernelsOnCpu, SumOfSquaresOfGridValuesIsTheExactSumRoundedOnceBitForBit) {
+  using T = TypeParam;
+  for (const std::int64_t n : kReductionSizes) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    const auto x = grid_values<T>(n, 0x1p-8, 51);
+    double exact = 0;
+    for (const T& e : x) exact += static_cast<double>(emulated::value(e)) * emulated::value(e);
+    float out = std::numeric_limits<float>::quiet_NaN();
+    cuda::sum_of_squares(nullptr, emulated::dtype_of<T>(), &out, x.data(), n);
+    EXPECT_TRUE(same_float_bits(out, static_cast<float>(exact)));
+    if constexpr (std::is_same_v<T, float>) {
+      std::vector<float> in_x = x;  // out may be one of x's elements, as sum's
+      cuda::sum_of_squares(nullptr, DType::f32, &in_x.back(), in_x.data(), n);
+      EXPECT_TRUE(same_float_bits(in_x.back(), static_cast<float>(exact)));
+    }
+  }
+}
+
 // i32 (ids, targets) is no dtype these kernels compute in: each launcher refuses it by name before it launches.
 TEST(LossKernelsOnCpu, TheLaunchersRefuseADtypeThatIsNotFloatingNamingThemselves) {
   std::vector<float> a(8, 1.f), b(8, 1.f), table(8, 1.f);
@@ -356,6 +376,8 @@ TEST(LossKernelsOnCpu, TheLaunchersRefuseADtypeThatIsNotFloatingNamingThemselves
             "mse_loss_backward: i32 is not a floating dtype");
   EXPECT_EQ(emulated::refusal_of([&] { cuda::sum(nullptr, i32, &scalar, a.data(), 8); }),
             "sum: i32 is not a floating dtype");
+  EXPECT_EQ(emulated::refusal_of([&] { cuda::sum_of_squares(nullptr, i32, &scalar, a.data(), 8); }),
+            "sum_of_squares: i32 is not a floating dtype");
   // Nothing ran: the outputs are as they were.
   EXPECT_EQ(a, std::vector<float>(8, 1.f));
   EXPECT_EQ(scalar, 1.f);

@@ -2,8 +2,8 @@
 // cuda_threads_on_cpu.hpp: the multi-tensor AdamW launch finds each block's parameter and chunk from the chunks'
 // running sums, over parameters of every size, more of them than one launch takes; SGD's step, in each of its
 // variants (weight decay, momentum's first and later steps, dampening, Nesterov), over more elements than a block
-// takes, touching no momentum buffer without momentum. Each element must come out as the host's loop computes it
-// (copied below), bit for bit (the kernels' rounded intrinsics are the host's operations).
+// takes, touching no momentum buffer without momentum; gradient-norm clipping's scale. Each element must come out as
+// the host's loop computes it (copied below), bit for bit (the kernels' rounded intrinsics are the host's operations).
 #include "cuda_threads_on_cpu.hpp"
 
 #include "optimizer_kernels_on_cpu.inc"
@@ -121,6 +121,34 @@ TEST(OptimizerKernelsOnCpu, SgdUpdatesEveryElementAsTheHostLoopDoesBitForBit) {
       EXPECT_TRUE(emulated::same_bits(buf, want_buf));
     }
   }
+}
+
+// Gradient-norm clipping's scale: every element times the coefficient the host computes from the same squared norm
+// (clip_coefficient, shared), bit for bit; a coefficient that clamps to 1 leaves the gradient's bits, and a NaN norm
+// makes every element NaN.
+TEST(OptimizerKernelsOnCpu, ClipScalesEveryElementByTheHostsCoefficientBitForBit) {
+  struct Variant {
+    const char* name;
+    float squared_norm, max_norm;
+  };
+  const Variant variants[] = {
+      {"clipped", 7.3f, 0.5f}, {"within the limit", 0.09f, 1.f}, {"NaN norm", std::nanf(""), 1.f}};
+  for (const Variant& variant : variants) {
+    SCOPED_TRACE(variant.name);
+    for (const std::size_t n : {std::size_t{1}, std::size_t{300}, std::size_t{4099}}) {
+      SCOPED_TRACE("n " + std::to_string(n));
+      std::vector<float> grad = random_parameter(n, static_cast<std::uint32_t>(n) + 7).grad;
+      std::vector<float> want = grad;
+      const float coef = clip_coefficient(variant.squared_norm, variant.max_norm);
+      for (float& g : want) g *= coef;
+      const float squared_norm = variant.squared_norm;  // the kernel reads it from "device" memory
+      cuda::clip_grad_with_norm(nullptr, grad.data(), static_cast<std::int64_t>(n), &squared_norm, variant.max_norm);
+      EXPECT_TRUE(emulated::same_bits(grad, want));
+    }
+  }
+  EXPECT_EQ(clip_coefficient(0.09f, 1.f), 1.f);
+  EXPECT_TRUE(std::isnan(clip_coefficient(std::nanf(""), 1.f)));
+  EXPECT_LT(clip_coefficient(7.3f, 0.5f), 0.5f / 2.7f);
 }
 
 }  // namespace

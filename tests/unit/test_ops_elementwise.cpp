@@ -404,6 +404,28 @@ TEST_P(ElementwiseReduceTest, ALongSumIsExactAndMayWriteIntoItsInput) {
   EXPECT_EQ(read(x)[0], static_cast<float>(expected));
 }
 
+TEST_P(ElementwiseReduceTest, SumOfSquaresIsExactAndMayWriteIntoItsInput) {
+  auto dev = device();
+  // Multiples of 1/256 in [-1, 1] (bf16 holds them exactly): their squares are multiples of 2^-16, so the sum of half
+  // a million fits a double's mantissa in any order, and every device must give the f32 rounding of the exact sum.
+  const std::int64_t n = (1 << 19) + 3;
+  std::vector<float> v = random_values(n, 23);
+  for (float& x : v) x = std::round(x * 256) / 256;
+  double expected = 0;
+  for (float x : v) expected += static_cast<double>(x) * x;
+  Tensor out = Tensor::empty(*dev, {1}, DType::f32, MemTag::activation);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    sum_of_squares(compute(*dev), tensor_from(*dev, {n}, v, dt), out);
+    EXPECT_EQ(read(out)[0], static_cast<float>(expected)) << dtype_name(dt);
+  }
+  const Tensor x = tensor_from(*dev, {n}, v);
+  sum_of_squares(compute(*dev), x, x.view(0, {1}));  // every element is read before the one write
+  EXPECT_EQ(read(x)[0], static_cast<float>(expected));
+  const OpRecord& op = dev->ops().back();
+  EXPECT_EQ(op.name, "sum_of_squares");
+  EXPECT_EQ(op.cost.bytes, n * 4 + 4);
+}
+
 // ---- what ops declare --------------------------------------------------------------------------
 
 TEST(Elementwise, OpsDeclareEveryTensorTheyTouchAndTheirBytes) {

@@ -1,6 +1,7 @@
 // sgd_update and adamw_update over several steps, on each device: against plain loops of PyTorch's
 // formulas in double, against the numbers torch.optim.SGD / torch.optim.AdamW themselves produce, and
-// (the cuda device's kernels) against the sim device's host loops bit for bit.
+// (the cuda device's kernels) against the sim device's host loops bit for bit. clip_grad_with_norm against
+// PyTorch's coefficient computed in f32.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -186,6 +187,86 @@ TEST_P(OptimizerTest, StepsEqualTheSimDeviceBitForBit) {
                                      << got[static_cast<std::size_t>(first - want.begin())] << " on this device, "
                                      << *first << " on the sim device";
   }
+}
+
+// ---- gradient-norm clipping ----------------------------------------------------------------------------
+
+// What clip_grad_with_norm must leave in `grad`: PyTorch's clip_coef_clamped computed in f32, each operation rounded
+// once (x86-64 without FMA contraction), and each element multiplied by it.
+std::vector<float> clipped(std::vector<float> grad, float squared_norm, float max_norm) {
+  volatile float norm = std::sqrt(squared_norm);  // volatile: each step rounded to f32 as the op rounds it
+  volatile float denominator = norm + 1e-6f;
+  volatile float coef = max_norm / denominator;
+  for (float& g : grad) g *= std::min(static_cast<float>(coef), 1.f);
+  return grad;
+}
+
+TEST_P(OptimizerTest, ClipGradWithNormScalesByPyTorchsCoefficientBitForBit) {
+  auto dev = device();
+  const std::int64_t n = (std::int64_t{1} << 20) + 5;  // more than one pass of the kernel's grid
+  const auto g = random_values(static_cast<std::size_t>(n), 31, -3.f, 3.f);
+  double squares = 0;
+  for (float x : g) squares += static_cast<double>(x) * x;
+  const auto squared = static_cast<float>(squares);
+  const double norm = std::sqrt(squares);
+  for (const double max_norm : {0.25 * norm, norm / 3, 2 * norm}) {
+    Tensor grad = upload(*dev, {n}, g);
+    Tensor squared_norm = upload(*dev, {1}, {squared});
+    clip_grad_with_norm(compute(*dev), grad, squared_norm, max_norm);
+    const std::vector<float> got = read(grad);
+    const std::vector<float> want = clipped(g, squared, static_cast<float>(max_norm));
+    const auto first = std::mismatch(want.begin(), want.end(), got.begin()).first;
+    EXPECT_TRUE(first == want.end()) << "max_norm " << max_norm << ": differs first at [" << (first - want.begin())
+                                     << "]: " << got[static_cast<std::size_t>(first - want.begin())] << ", expected "
+                                     << *first;
+    double after = 0;
+    for (float x : got) after += static_cast<double>(x) * x;
+    // Clipped to max_norm (to f32 rounding and PyTorch's 1e-6), or left as it was when already within it.
+    EXPECT_NEAR(std::sqrt(after), std::min(max_norm, norm), 1e-6 * norm) << "max_norm " << max_norm;
+    if (max_norm > norm) {
+      EXPECT_EQ(got, g);
+    }
+  }
+}
+
+TEST_P(OptimizerTest, ClipGradWithNormOfANonFiniteNormIsPyTorchs) {
+  auto dev = device();
+  const std::vector<float> g = {0.5f, -2.f, 0.f};
+  const float inf = std::numeric_limits<float>::infinity();
+  // A NaN norm: every element NaN (min(NaN, 1) is NaN, as torch.clamp; fminf would give 1).
+  Tensor grad = upload(*dev, {3}, g);
+  clip_grad_with_norm(compute(*dev), grad, upload(*dev, {1}, {std::numeric_limits<float>::quiet_NaN()}), 1.0);
+  for (float x : read(grad)) EXPECT_TRUE(std::isnan(x)) << x;
+  // An infinite norm: a coefficient of 0.
+  grad = upload(*dev, {3}, g);
+  clip_grad_with_norm(compute(*dev), grad, upload(*dev, {1}, {inf}), 1.0);
+  EXPECT_EQ(read(grad), (std::vector<float>{0.f, -0.f, 0.f}));
+}
+
+TEST(Optimizer, ClipGradWithNormDeclaresItsTensorsAndRejectsBadOperands) {
+  auto dev = make_sim_device();
+  const auto s = compute(*dev);
+  Tensor grad = zeros(*dev, {10});
+  Tensor squared_norm = zeros(*dev, {1});
+  clip_grad_with_norm(s, grad, squared_norm, 1.0);
+  const OpRecord& op = dev->ops().back();
+  EXPECT_EQ(op.name, "clip_grad_with_norm");
+  EXPECT_EQ(op.reads.size(), 2u);  // the gradient and the norm
+  EXPECT_EQ(op.writes.size(), 1u);
+  EXPECT_EQ(op.cost.bytes, 10 * 8 + 4);
+  const std::size_t launched = dev->ops().size();
+
+  for (const double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    const std::string msg = error_of([&] { clip_grad_with_norm(s, grad, squared_norm, bad); });
+    EXPECT_TRUE(contains(msg, "clip_grad_with_norm: max_norm must be finite and > 0")) << msg;
+  }
+  std::string msg = error_of([&] { clip_grad_with_norm(s, zeros(*dev, {10}, DType::bf16), squared_norm, 1.0); });
+  EXPECT_TRUE(contains(msg, "grad") && contains(msg, "[10] bf16")) << msg;
+  msg = error_of([&] { clip_grad_with_norm(s, grad, zeros(*dev, {2}), 1.0); });
+  EXPECT_TRUE(contains(msg, "squared_norm must be a 1-element f32 tensor") && contains(msg, "[2] f32")) << msg;
+  msg = error_of([&] { clip_grad_with_norm(s, grad, grad.view(3, {1}), 1.0); });
+  EXPECT_TRUE(contains(msg, "overlaps")) << msg;
+  EXPECT_EQ(dev->ops().size(), launched);  // nothing more was launched
 }
 
 // Many parameters in one op give each the bits it gets alone: sizes around the kernels' 4096-element chunk,
