@@ -89,6 +89,11 @@ std::vector<CLI::Option*> add_session_flags(CLI::App& cmd, GuiOptions& o) {
       cmd.add_option("--lr", s.lr, "Learning rate (other hyper-parameters: PyTorch's defaults)")
           ->capture_default_str()
           ->check(finite_range(0, std::numeric_limits<double>::infinity(), "a finite learning rate")),
+      cmd.add_option("--clip-grad-norm", s.clip_grad_norm,
+                     "Clip the whole model's gradient to this 2-norm before each update, summed across shards "
+                     "(0: no clipping)")
+          ->capture_default_str()
+          ->check(finite_range(0, std::numeric_limits<double>::infinity(), "a finite 2-norm")),
   };
   const std::vector<CLI::Option*> nodes = add_node_flags(cmd, s.nodes, "sim");
   flags.insert(flags.end(), nodes.begin(), nodes.end());

@@ -46,6 +46,7 @@ std::string GradeCase::command(const std::string& verb, const std::string& impl_
   if (run.seq > 0) s << " --seq " << run.seq;
   if (!gui) s << " --steps " << run.steps << " --seed " << run.seed;
   if (run.optimizer != "adamw") s << " --optimizer " << run.optimizer << " --lr " << run.lr;
+  if (run.clip_grad_norm > 0) s << " --clip-grad-norm " << run.clip_grad_norm;
   if (run.wrap != RunConfig{}.wrap) s << " --wrap " << run.wrap;
   if (options.strategy != ShardingStrategy::full_shard) s << " --strategy " << strategy_name(options.strategy);
   if (options.strategy == ShardingStrategy::hybrid_shard) s << " --hybrid-group " << options.hybrid_group;

@@ -71,6 +71,7 @@ std::vector<SessionSettings::PlannedRun> SessionSettings::plan() const {
   run.seq = seq;
   run.optimizer = optimizer;
   run.lr = lr;
+  run.clip_grad_norm = clip_grad_norm;
   BuiltModel probe = build_model(run);  // an unknown model or preset is refused here, before any run starts
   // A cuda session on a machine without a usable GPU, or a dry run on cuda, is refused with the reason.
   check_cuda_options_unused(run, run_device_spec(run, PresetCatalog::builtin(), dry_run).kind);

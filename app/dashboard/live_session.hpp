@@ -57,6 +57,7 @@ struct SessionSettings {
   std::int64_t seq = 0;
   std::string optimizer = "adamw";
   double lr = 1e-3;
+  double clip_grad_norm = 0;   // --clip-grad-norm: 0, none
   std::string device = "sim";  // sim (virtual time) or cuda (every rank on one GPU, CUPTI kernels, wall clock)
   std::string device_preset = "rtx-4090";  // sim: the device simulated; cuda: its cost model's figures
   std::string link_preset;  // empty: the device preset's own link

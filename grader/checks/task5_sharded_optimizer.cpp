@@ -5,11 +5,14 @@
 // read from the memory ledger beside the reference's and the formula); step's single update on the stream
 // given; all_gather_updates' gathers (one per unit, on the all-gather stream, every rank's replica whole and
 // updated after them) and their schedule read from the virtual clock (after the update, before the next
-// forward, no host wait). Then two trainings against the single-rank baseline, zero2 and full.
+// forward, no host wait); clip_grad_norm's norm (the whole model's on every rank) and scale, on the device and under
+// offload. Then three trainings against the single-rank baseline: zero2, full, and full with clipping.
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "engine/cuda/optimizer_kernels.hpp"
 #include "engine/fsdp/sharding.hpp"
 #include "grader/check_catalog.hpp"
 #include "grader/diagnostic_text.hpp"
@@ -23,6 +26,11 @@ constexpr const char* kShowFull = "fsdplab gui --model gpt2 --world 2 {impl} --c
 // Stopped once the first update gather is issued (collective done: the op drawn on its lane).
 constexpr const char* kShowZero =
     "fsdplab gui --model gpt2 --world 2 --strategy zero2 {impl} --compare impl --break task:5:collective-done";
+
+// Stopped at the optimizer step of a run that clips: the norm's all-reduce on the compute stream, before the updates.
+constexpr const char* kShowClip =
+    "fsdplab gui --model gpt2 --world 2 --optimizer sgd --lr 0.1 --clip-grad-norm 0.5 {impl} --compare impl --break "
+    "task:5";
 
 // Three units as a small model's: their names and this rank's shard elements (padded is W times that).
 struct UnitSize {
@@ -506,6 +514,153 @@ CheckOutcome check_gather_schedule(const CheckContext& c) {
   return outcome;
 }
 
+// ---- clip_grad_norm ------------------------------------------------------------------------------------
+
+// What `task`'s clip_grad_norm leaves on each rank of `world` (units of `form`, gradients gradient_value, max_norm a
+// quarter of the whole model's norm), and the ops it issued.
+struct Clipped {
+  std::string refused;
+  std::vector<float> squared_norm;                     // per rank
+  std::vector<std::vector<std::vector<float>>> grads;  // per rank, per unit
+  std::vector<std::string> off_stream;                 // per rank: an op on another lane than the one given, or ""
+};
+
+// The whole model's squared gradient norm, summed exactly: every gradient_value is a multiple of 1/4 up to 1, so
+// each square is a multiple of 1/16 and any order of f32 sums of so few is exact.
+float whole_squared_norm(int world) {
+  double total = 0;
+  for (std::size_t u = 0; u < std::size(kUnits); ++u)
+    for (std::int64_t i = 0; i < kUnits[u].shard * world; ++i) total += gradient_value(u, i) * gradient_value(u, i);
+  return static_cast<float>(total);
+}
+
+Clipped clip_on_ranks(const ShardedOptimizerTask& task, int world, Form form, double max_norm) {
+  Clipped out;
+  out.squared_norm.assign(static_cast<std::size_t>(world), std::nanf(""));
+  out.grads.resize(static_cast<std::size_t>(world));
+  out.off_stream.resize(static_cast<std::size_t>(world));
+  std::vector<std::string> refused(static_cast<std::size_t>(world));
+  on_ranks(world, [&](GradedRank& r) {
+    const auto me = static_cast<std::size_t>(r.rank);
+    const RankUnits mine(r.device, r.rank, r.world, form);
+    const Lane lane = form == Form::offload ? Lane::host : Lane::compute;
+    const Tensor squared_norm = Tensor::empty(r.device, {1}, DType::f32, MemTag::workspace, "squared norm", lane);
+    r.device.synchronize();
+    const std::size_t first = r.device.ops().size();
+    refused[me] =
+        error_raised([&] { task.clip_grad_norm(r.comm, mine.units, max_norm, squared_norm, r.device.stream(lane)); });
+    r.device.synchronize();
+    if (!refused[me].empty()) return;
+    out.squared_norm[me] = squared_norm.to_vector()[0];
+    for (const UnitShards& unit : mine.units) out.grads[me].push_back(unit.grad_shard.to_vector());
+    // Under offload the norm's crossing to the device and its all-reduce run on the compute stream: no collective
+    // runs on the host lane.
+    for (std::size_t i = first; i < r.device.ops().size(); ++i) {
+      const OpRecord& op = r.device.ops()[i];
+      const bool crossing = form == Form::offload && op.lane == Lane::compute &&
+                            (is_communication(op.category) || op.name.starts_with("copy_to_"));
+      if (op.lane != lane && !crossing && out.off_stream[me].empty())
+        out.off_stream[me] = "'" + op.name + "' on the " + std::string(lane_name(op.lane)) + " stream";
+    }
+  });
+  for (const std::string& e : refused)
+    if (!e.empty()) out.refused = e;
+  return out;
+}
+
+CheckOutcome check_clip_grad_norm(const CheckContext& c) {
+  struct Variant {
+    const char* where;
+    int world;
+    Form form;
+  };
+  for (const Variant v :
+       {Variant{"3 ranks", 3, Form::full}, Variant{"2 ranks under --offload (the host lane)", 2, Form::offload}}) {
+    const float want_squared = whole_squared_norm(v.world);
+    const double max_norm = std::sqrt(static_cast<double>(want_squared)) / 4;
+    const float coef = clip_coefficient(want_squared, static_cast<float>(max_norm));
+    const std::string expected = std::string("on ") + v.where + ", gradients whose whole 2-norm is " +
+                                 number(std::sqrt(want_squared)) + ", max_norm " + number(max_norm) +
+                                 ": every rank's squared_norm " + number(want_squared) +
+                                 " (the model's, summed over the shard group) and every gradient element times " +
+                                 number(coef) + " (min(max_norm / (norm + 1e-6), 1)), on the stream given";
+    const Clipped got = clip_on_ranks(graded(c), v.world, v.form, max_norm);
+    if (!got.refused.empty())
+      return CheckOutcome::fail(expected, "clip_grad_norm raised: " + got.refused,
+                                v.form == Form::offload
+                                    ? "under --offload the stream is the host lane, where no collective runs: the sum "
+                                      "goes to the device (copy_to_device), is all-reduced on the compute stream and "
+                                      "comes back (copy_to_host), the host waiting for it before its next op"
+                                    : "clip_grad_norm stopped with an error where the reference clips");
+    for (int r = 0; r < v.world; ++r) {
+      const float mine = got.squared_norm[static_cast<std::size_t>(r)];
+      if (mine == want_squared) continue;
+      // This rank's own shards' squares: what a rank that never adds the others' gets.
+      double own = 0;
+      for (std::size_t u = 0; u < std::size(kUnits); ++u)
+        for (std::int64_t i = r * kUnits[u].shard; i < (r + 1) * kUnits[u].shard; ++i)
+          own += gradient_value(u, i) * gradient_value(u, i);
+      std::string cause =
+          "the squared norm must be the whole model's: each rank sums the squares of its own shards, and the shard "
+          "group adds the ranks' sums (group.all_reduce(stream, t, ReduceOp::sum))";
+      // The squares of the gradients as the call left them, over every rank: a norm taken after some scaling.
+      double after = 0;
+      for (const auto& rank_grads : got.grads)
+        for (const std::vector<float>& g : rank_grads)
+          for (float x : g) after += static_cast<double>(x) * x;
+      if (mine == static_cast<float>(own))
+        cause =
+            "the norm of this rank's shards alone, never added over the group: each rank then scales its shards "
+            "by its own factor, as if each trained another model";
+      else if (std::abs(mine - after) <= 1e-5 * after)
+        cause =
+            "squared_norm holds the gradients' norm after they were scaled, each by another factor than the "
+            "model's norm gives: a norm per unit, each unit clipped by its own (clip_grad_norm_ takes one norm "
+            "over every unit, before any scaling)";
+      else if (std::abs(mine * v.world - want_squared) <= 1e-6f * want_squared)
+        cause =
+            "the ranks' sums of squares averaged (ReduceOp::avg, as the gradients are) instead of added: the norm "
+            "comes out 1/sqrt(S) of the model's, and clipping starts late";
+      return CheckOutcome::fail(expected,
+                                "rank " + std::to_string(r) + "'s squared_norm is " + number(mine) +
+                                    (std::isnan(mine) ? " (never written)" : ""),
+                                cause);
+    }
+    for (int r = 0; r < v.world; ++r)
+      for (std::size_t u = 0; u < std::size(kUnits); ++u) {
+        const std::vector<float>& g = got.grads[static_cast<std::size_t>(r)][u];
+        for (std::int64_t i = 0; i < kUnits[u].shard; ++i) {
+          const float before = gradient_value(u, r * kUnits[u].shard + i);
+          const float want = before * coef;
+          const float seen = g[static_cast<std::size_t>(i)];
+          if (seen == want) continue;
+          return CheckOutcome::fail(
+              expected,
+              "rank " + std::to_string(r) + "'s gradient of unit '" + kUnits[u].name + "' holds " + number(seen) +
+                  " at element " + std::to_string(i) + " (before: " + number(before) + "), expected " + number(want),
+              seen == before ? "the gradient shards are not scaled (clip_grad_with_norm on every unit's grad_shard)"
+                             : "the gradient scaled by another factor than the whole model's norm gives: each unit "
+                               "clipped by its own norm, or the scale computed otherwise than clip_grad_with_norm's");
+        }
+      }
+    for (int r = 0; r < v.world; ++r)
+      if (const std::string& off = got.off_stream[static_cast<std::size_t>(r)]; !off.empty())
+        return CheckOutcome::fail(expected, "rank " + std::to_string(r) + " issued " + off,
+                                  "the clipping's ops go on the stream given (compute, or the host lane under "
+                                  "--offload), where step() then reads the scaled gradients in order",
+                                  0.5);
+  }
+  return CheckOutcome::pass();
+}
+
+GradeCase clipped_case() {
+  GradeCase c = small_gpt2(3);
+  c.run.optimizer = "sgd";
+  c.run.lr = 0.1;
+  c.run.clip_grad_norm = 0.5;  // test-tiny's gradient is near 1.3: every step clips
+  return c;
+}
+
 GradeCase zero2_case() {
   GradeCase c = small_gpt2(2);
   c.options.strategy = ShardingStrategy::zero2;
@@ -557,6 +712,14 @@ std::vector<Check> sharded_optimizer_checks() {
                         "gpt2 test-tiny on 3 ranks, SGD, trains equal to the single-rank baseline", 1, sgd_full_case(),
                         "more or less than one update per step, or targets other than the shards",
                         make_or_step_mistake),
+      make("clip-grad-norm",
+           "clip_grad_norm: the whole model's squared norm on every rank, every gradient shard scaled by its "
+           "coefficient (3 ranks; 2 under --offload)",
+           2, kShowClip, check_clip_grad_norm),
+      equivalence_check(5, "training-clipped",
+                        "gpt2 test-tiny on 3 ranks, SGD clipped to norm 0.5, trains equal to the clipped baseline", 1,
+                        clipped_case(), "a norm other than the whole model's, or gradients scaled otherwise",
+                        first_failing_cause({check_clip_grad_norm})),
   };
 }
 
