@@ -171,18 +171,24 @@ void report_optimizer_step(FsdpRank& rank, std::span<FsdpUnit* const> units, std
   if (!rank.observer) return;
   std::int64_t shard_bytes = 0;
   for (const FsdpUnit* unit : units) shard_bytes += unit->master.nbytes();
+  const auto issued = [&](std::string_view collective) {
+    return std::count_if(rank.activity.issued.begin(), rank.activity.issued.end(),
+                         [&](const IssuedCollective& c) { return c.collective == collective; });
+  };
   std::string what;
   if (max_grad_norm > 0) {
-    char clip[160];
-    std::snprintf(clip, sizeof clip,
-                  "clipped the gradient shards to the whole model's 2-norm <= %g (squares summed over %d ranks); ",
-                  max_grad_norm, rank.shard_group.world());
+    // What the task did, not what it should: the all-reduces it issued for the norm.
+    const auto all_reduces = issued("all_reduce");
+    char clip[200];
+    std::snprintf(clip, sizeof clip, "clipped the gradient shards to 2-norm <= %g, %s; ", max_grad_norm,
+                  all_reduces == 0   ? "no all-reduce issued (a norm of this rank's own)"
+                  : all_reduces == 1 ? "the squared norm all-reduced once over the shard group"
+                                     : (std::to_string(all_reduces) + " all-reduces issued").c_str());
     what += clip;
   }
   what += std::string(optimizer) + " updated this rank's f32 shards of " + std::to_string(units.size()) + " units (" +
           size_text(shard_bytes, DType::f32) + ")";
-  const auto gathers = std::count_if(rank.activity.issued.begin(), rank.activity.issued.end(),
-                                     [](const IssuedCollective& c) { return c.collective == "all_gather"; });
+  const auto gathers = issued("all_gather");
   if (gathers > 0) what += "; all-gathered the updated chunks of " + std::to_string(gathers) + " units";
   report(rank, make_event(FsdpEventKind::optimizer_step, rank.activity.task, rank.activity.code, std::move(what)));
 }

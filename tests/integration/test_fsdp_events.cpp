@@ -312,6 +312,29 @@ TEST(FsdpEvents, TheZeroOptimizersGathersAreTask5s) {
   EXPECT_EQ(gathers, static_cast<int>(kUnits));  // zero2 keeps the parameters whole: only the updated chunks move
 }
 
+TEST(FsdpEvents, TheClippingNormsAllReduceIsTask5sAndTheStepSaysIt) {
+  FsdpRun fsdp = prefetching_run();
+  fsdp.run.steps = 1;
+  fsdp.run.clip_grad_norm = 0.5;
+  const Observed observed = observe(fsdp);
+  int norms = 0, steps = 0;
+  for (const FsdpEvent& e : observed.events[0]) {
+    if (e.kind == FsdpEventKind::optimizer_step) {
+      ++steps;
+      EXPECT_TRUE(contains(e.what,
+                           "clipped the gradient shards to 2-norm <= 0.5, the squared norm all-reduced once "
+                           "over the shard group; adamw updated"))
+          << e.what;
+    }
+    if (e.kind != FsdpEventKind::collective_issued || e.collective != "all_reduce" || e.task != 5) continue;
+    ++norms;
+    EXPECT_EQ(e.code,
+              "ShardedOptimizerTask::clip_grad_norm (in the class at " + reference_sharded_optimizer().where() + ")");
+  }
+  EXPECT_EQ(steps, 1);
+  EXPECT_EQ(norms, 1);  // one scalar all-reduce a step, whatever the units
+}
+
 TEST(FsdpEvents, TheHybridAllReducesAcrossReplicasAreTask8s) {
   FsdpRun fsdp = prefetching_run();
   fsdp.run.steps = 1;
