@@ -297,29 +297,43 @@ TYPED_TEST(LossKernelsOnCpu, MseLossBackwardAddsTwoDlossOverNTimesTheErrorBitFor
   }
 }
 
-// Values on a grid of 2^-20 in [-1, 1]: every partial sum of up to 2^19 of them is a multiple of 2^-20 below 2^19,
-// exact in double, so the kernel's double sum is the host's whatever its order, rounded once to f32.
-TYPED_TEST(LossKernelsOnCpu, SumOfValuesWhoseDoubleSumIsExactIsThatSumRoundedOnceBitForBit) {
+// sum's values on a grid of 2^-20 in [-1, 1]: every partial sum of up to 2^19 of them is a multiple of 2^-20 below
+// 2^19. sum_of_squares' on a grid of 2^-8: their squares are multiples of 2^-16 up to 1, and so is every partial sum.
+// Both exact in double, so the kernel's double sum is the host's whatever its order, rounded once to f32.
+TYPED_TEST(LossKernelsOnCpu, SumsWhoseDoubleSumIsExactAreThatSumRoundedOnceBitForBit) {
   using T = TypeParam;
-  for (const std::int64_t n : kReductionSizes) {
-    SCOPED_TRACE("n " + std::to_string(n));
-    const auto x = grid_values<T>(n, 0x1p-20, 49);
-    double exact = 0;
-    for (const T& e : x) exact += emulated::value(e);
-    float out = std::numeric_limits<float>::quiet_NaN();
-    cuda::sum(nullptr, emulated::dtype_of<T>(), &out, x.data(), n);
-    EXPECT_TRUE(same_float_bits(out, static_cast<float>(exact)));
-    if constexpr (std::is_same_v<T, float>) {
-      // out may be one of x's elements: every element is read before the one write.
-      std::vector<float> in_x = x;
-      cuda::sum(nullptr, DType::f32, &in_x[static_cast<std::size_t>(n / 2)], in_x.data(), n);
-      EXPECT_TRUE(same_float_bits(in_x[static_cast<std::size_t>(n / 2)], static_cast<float>(exact)));
+  using Launcher = void (*)(CUstream_st*, DType, float*, const void*, std::int64_t);
+  struct Reduction {
+    const char* name;
+    Launcher launch;
+    double grid;
+    bool squares;
+  };
+  for (const Reduction& r :
+       {Reduction{"sum", cuda::sum, 0x1p-20, false}, Reduction{"sum_of_squares", cuda::sum_of_squares, 0x1p-8, true}}) {
+    for (const std::int64_t n : kReductionSizes) {
+      SCOPED_TRACE(std::string(r.name) + ", n " + std::to_string(n));
+      const auto x = grid_values<T>(n, r.grid, 49);
+      double exact = 0;
+      for (const T& e : x) {
+        const double v = emulated::value(e);
+        exact += r.squares ? v * v : v;
+      }
+      float out = std::numeric_limits<float>::quiet_NaN();
+      r.launch(nullptr, emulated::dtype_of<T>(), &out, x.data(), n);
+      EXPECT_TRUE(same_float_bits(out, static_cast<float>(exact)));
+      if constexpr (std::is_same_v<T, float>) {
+        // out may be one of x's elements: every element is read before the one write.
+        std::vector<float> in_x = x;
+        r.launch(nullptr, DType::f32, &in_x[static_cast<std::size_t>(n / 2)], in_x.data(), n);
+        EXPECT_TRUE(same_float_bits(in_x[static_cast<std::size_t>(n / 2)], static_cast<float>(exact)));
+      }
     }
+    // No elements: 0.
+    float empty = std::numeric_limits<float>::quiet_NaN();
+    r.launch(nullptr, emulated::dtype_of<T>(), &empty, nullptr, 0);
+    EXPECT_TRUE(same_float_bits(empty, 0.f));
   }
-  // No elements: 0.
-  float empty = std::numeric_limits<float>::quiet_NaN();
-  cuda::sum(nullptr, emulated::dtype_of<T>(), &empty, nullptr, 0);
-  EXPECT_TRUE(same_float_bits(empty, 0.f));
 }
 
 TYPED_TEST(LossKernelsOnCpu, SumOfAnyValuesIsTheirSumRoundedOnceToF32TheSameBitsEveryRun) {
@@ -339,26 +353,6 @@ TYPED_TEST(LossKernelsOnCpu, SumOfAnyValuesIsTheirSumRoundedOnceToF32TheSameBits
     EXPECT_NEAR(out, want, kU * std::abs(want) + 2 * static_cast<double>(n) * 0x1p-53 * magnitude);
     cuda::sum(nullptr, emulated::dtype_of<T>(), &again, x.data(), n);
     EXPECT_TRUE(same_float_bits(again, out));
-  }
-}
-
-// Values on a grid of 2^-8 in [-1, 1]: their squares are multiples of 2^-16 up to 1, so every partial sum of up to
-// 300000 of them is exact in double, and the kernel's sum of squares is the exact one rounded once, whatever the order.
-TYPED_TEST(LossKernelsOnCpu, SumOfSquaresOfGridValuesIsTheExactSumRoundedOnceBitForBit) {
-  using T = TypeParam;
-  for (const std::int64_t n : kReductionSizes) {
-    SCOPED_TRACE("n " + std::to_string(n));
-    const auto x = grid_values<T>(n, 0x1p-8, 51);
-    double exact = 0;
-    for (const T& e : x) exact += static_cast<double>(emulated::value(e)) * emulated::value(e);
-    float out = std::numeric_limits<float>::quiet_NaN();
-    cuda::sum_of_squares(nullptr, emulated::dtype_of<T>(), &out, x.data(), n);
-    EXPECT_TRUE(same_float_bits(out, static_cast<float>(exact)));
-    if constexpr (std::is_same_v<T, float>) {
-      std::vector<float> in_x = x;  // out may be one of x's elements, as sum's
-      cuda::sum_of_squares(nullptr, DType::f32, &in_x.back(), in_x.data(), n);
-      EXPECT_TRUE(same_float_bits(in_x.back(), static_cast<float>(exact)));
-    }
   }
 }
 
