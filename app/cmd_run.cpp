@@ -298,16 +298,17 @@ int run_training(const RunOptions& options) {
   }
   // Rank 0's process speaks for the run; the other processes of an MPI launch stay quiet.
   const bool reports = layout.reports();
-  char momentum[96] = "";  // sgd's, where given, and the clipping
-  if (run.momentum != 0) std::snprintf(momentum, sizeof momentum, " momentum %g", run.momentum);
+  char optimizer_extras[96] = "";  // sgd's momentum and the clipping, where given
+  if (run.momentum != 0) std::snprintf(optimizer_extras, sizeof optimizer_extras, " momentum %g", run.momentum);
   if (run.clip_grad_norm > 0)
-    std::snprintf(momentum + std::strlen(momentum), sizeof momentum - std::strlen(momentum),
-                  ", grad norm clipped to %g", run.clip_grad_norm);
+    std::snprintf(optimizer_extras + std::strlen(optimizer_extras),
+                  sizeof optimizer_extras - std::strlen(optimizer_extras), ", grad norm clipped to %g",
+                  run.clip_grad_norm);
   if (reports)
     std::printf("fsdplab run: model %s%s%s, world %d, %d step%s, batch %lld, %s lr %g%s, seed %llu; device %s\n",
                 run.model.c_str(), model_preset(run).empty() ? "" : " ", model_preset(run).c_str(), run.world,
                 run.steps, run.steps == 1 ? "" : "s", static_cast<long long>(run.batch), run.optimizer.c_str(), run.lr,
-                momentum, static_cast<unsigned long long>(run.seed), where.c_str());
+                optimizer_extras, static_cast<unsigned long long>(run.seed), where.c_str());
   if (reports) {
     const std::string baseline = run.baseline_precision == DType::f32
                                      ? "single-rank baseline (no FSDP), f32"
