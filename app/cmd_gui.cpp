@@ -339,7 +339,7 @@ int run_headless_comparison(const std::string& problem) {
     TraceData all;
     for (const TraceRecorder& r : recorders) all.append(r.data());
     store.add_trace(source, all);
-    for (const StepReport& s : reports) store.add_step(source, s.step, s.begin, s.end, s.loss, p.sync);
+    for (const StepReport& s : reports) store.add_step(source, s.step, s.begin, s.end, s.loss, s.grad_norm, p.sync);
     TraceMeta meta;
     meta.world_size = p.run.run.world;
     meta.device_name = presets.device(settings.device_preset).name;

@@ -348,7 +348,7 @@ int run_training(const RunOptions& options) {
                 "                    ", static_cast<int>(std::to_string(run.steps).size()), s.step + 1, run.steps,
                 loss.c_str(), norm.c_str(), ns_to_ms(s.end - s.begin), on_gpu ? "wall" : "sim");
     std::fflush(stdout);
-    if (dashboard) dashboard->step(WireStep{0, s.step, s.begin, s.end, s.loss});
+    if (dashboard) dashboard->step(WireStep{0, s.step, s.begin, s.end, s.loss, s.grad_norm});
   };
   const bool tracing = !options.trace_path.empty() || !options.trace_dir.empty();
   std::vector<TraceRecorder> recorders(tracing ? static_cast<std::size_t>(run.world) : 0);

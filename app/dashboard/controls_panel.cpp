@@ -1,7 +1,9 @@
 #include "app/dashboard/controls_panel.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -115,14 +117,17 @@ void ControlsPanel::draw(LiveSession& session) {
     } else {
       const StepTime& last = source.steps.back();
       // A dry run computes no values: its loss is shown as "-", as `fsdplab run --dry-run` shows it.
-      char loss[32] = "-";
+      char loss[64] = "-";
       if (!run->run().dry_run) std::snprintf(loss, sizeof loss, "%.4f", last.loss);
+      if (!run->run().dry_run && !std::isnan(last.grad_norm))  // a run that clips: the norm it clipped
+        std::snprintf(loss + std::strlen(loss), sizeof loss - std::strlen(loss), ", grad norm %.4f", last.grad_norm);
       std::snprintf(line, sizeof line, "%-6s %s, step %d/%d: %s, loss %s", source.label.c_str(), state, last.step + 1,
                     run->run().run.steps, step_time_unit(store).text(ns_to_ms(last.duration())).c_str(), loss);
     }
-    char longest[512];  // its longest state, its last step, a step of 100 s and a loss of 99
-    std::snprintf(longest, sizeof longest, "%-6s finished, step %d/%d: 99999.999 ms, loss 99.9999",
-                  source.label.c_str(), run->run().run.steps, run->run().run.steps);
+    char longest[512];  // its longest state, its last step, a step of 100 s, a loss of 99 and a norm of 999
+    std::snprintf(longest, sizeof longest, "%-6s finished, step %d/%d: 99999.999 ms, loss 99.9999%s",
+                  source.label.c_str(), run->run().run.steps, run->run().run.steps,
+                  run->run().run.clip_grad_norm > 0 ? ", grad norm 999.9999" : "");
     text_wrapped_holding_lines(line, longest, width);
   }
   for (const std::string& error : session.errors()) error_text(error);

@@ -81,7 +81,8 @@ std::size_t LiveRun::drain_into(TraceStore& store, FsdpEventLog& log) {
     moved += queue->drain(events);
     for (const FsdpEvent& e : events) log.add(source_, e);
   }
-  for (const StepReport& s : steps) store.add_step(source_, s.step, s.begin, s.end, s.loss, step_is_sync(s.step));
+  for (const StepReport& s : steps)
+    store.add_step(source_, s.step, s.begin, s.end, s.loss, s.grad_norm, step_is_sync(s.step));
   return moved + steps.size();
 }
 

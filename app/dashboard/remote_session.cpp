@@ -70,7 +70,8 @@ void RemoteSession::apply(RemoteUpdate& u) {
   } else if (const auto* c = std::get_if<CounterSample>(&u.message)) {
     store_.add_counter(s->source, *c);
   } else if (const auto* step = std::get_if<WireStep>(&u.message)) {
-    store_.add_step(s->source, step->step, step->begin, step->end, step->loss, store_.source(s->source).sync);
+    store_.add_step(s->source, step->step, step->begin, step->end, step->loss, step->grad_norm,
+                    store_.source(s->source).sync);
   } else if (auto* failed = std::get_if<WireFailed>(&u.message)) {
     s->state = RemoteStream::State::failed;
     // The first failure a run's streams report is its cause (a process's peers fail after it); a race the stream's own

@@ -494,6 +494,7 @@ void StepTimePanel::draw(const TraceStore& store, std::optional<int> reference) 
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kCommColor), "comm      %10s %s",
                        unit.number(ns_to_ms(t.comm)).c_str(), unit.name);
     ImGui::Text("loss      %10.4f", t.loss);
+    if (!std::isnan(t.grad_norm)) ImGui::Text("grad norm %10.4f (before clipping)", t.grad_norm);
     ImGui::EndTooltip();
   }
 

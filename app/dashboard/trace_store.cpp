@@ -254,13 +254,14 @@ void TraceStore::add_trace(int source, const TraceData& data) {
   for (const CounterSample& c : data.counters) add_counter(source, c);
 }
 
-void TraceStore::add_step(int source, int step, SimTime begin, SimTime end, double loss, bool sync) {
+void TraceStore::add_step(int source, int step, SimTime begin, SimTime end, double loss, double grad_norm, bool sync) {
   TraceSource& src = sources_.at(static_cast<std::size_t>(source));
   StepTime t;
   t.step = step;
   t.begin = begin;
   t.end = end;
   t.loss = loss;
+  t.grad_norm = grad_norm;
   t.sync = sync;
   measure(source, t);
   src.steps.push_back(t);
@@ -321,7 +322,8 @@ void TraceStore::derive_steps(int source) {
     }
   }
   const bool sync = sources_.at(static_cast<std::size_t>(source)).sync;
-  for (const auto& [step, span] : spans) add_step(source, step, span.first, span.second, 0, sync);
+  for (const auto& [step, span] : spans)
+    add_step(source, step, span.first, span.second, 0, std::numeric_limits<double>::quiet_NaN(), sync);
 }
 
 std::string clock_kind(const TraceStore& store, std::string_view unit) {

@@ -12,6 +12,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -96,6 +97,7 @@ struct StepTime {
   SimTime begin = 0;
   SimTime end = 0;
   double loss = 0;
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();  // before clipping (--clip-grad-norm); NaN: none
   SimTime compute = 0;  // |union of compute| on rank 0 within the step
   SimTime comm = 0;     // rank 0's link busy time in the step (communication_time)
   // The overlap % of the step (OverlapMetrics): |comm ∩ compute| of |union of comm|, rank 0's.
@@ -153,7 +155,7 @@ class TraceStore {
   // device a rank's events of a step are all emitted before its step ends; on cuda, CUPTI's records come in
   // buffers, often steps later, so a rank-0 event of a step already reported marks it to be measured again
   // (remeasure_steps).
-  void add_step(int source, int step, SimTime begin, SimTime end, double loss, bool sync);
+  void add_step(int source, int step, SimTime begin, SimTime end, double loss, double grad_norm, bool sync);
   // Measures again the steps whose events came after their report; call after adding a batch of events.
   void remeasure_steps();
   // Replayed traces have no step reports: steps are found from the events' step labels on rank 0.

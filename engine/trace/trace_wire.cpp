@@ -212,6 +212,7 @@ void write_body(FrameWriter& w, const WireStep& s) {
   w.integer(s.begin);
   w.integer(s.end);
   w.real(s.loss);
+  w.real(s.grad_norm);
 }
 
 void write_body(FrameWriter&, const WireBye&) {}
@@ -304,6 +305,7 @@ WireStep read_step(FrameReader& r) {
   s.begin = r.integer<SimTime>("step begin");
   s.end = r.integer<SimTime>("step end");
   s.loss = r.real("step loss");
+  s.grad_norm = r.real("step gradient norm");
   return s;
 }
 

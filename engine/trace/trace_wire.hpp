@@ -12,6 +12,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,8 @@ struct WireStep {
   SimTime begin = 0;
   SimTime end = 0;
   double loss = 0;
+  // The whole model's gradient norm before clipping, where the run clips (--clip-grad-norm); NaN otherwise.
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The stream ends here, on purpose: the run finished.
@@ -55,7 +58,7 @@ struct WireFailed {
 using WireMessage = std::variant<WireHello, TraceEvent, CounterSample, WireStep, WireBye, WireFailed>;
 
 constexpr std::uint32_t kWireMagic = 0x57444C46;  // "FLDW" in little-endian bytes: fsdplab wire
-constexpr std::uint16_t kWireVersion = 5;         // 5: a dependency carries its reason (WaitReason)
+constexpr std::uint16_t kWireVersion = 6;         // 6: a step carries its gradient norm
 constexpr std::size_t kWireMaxFrame = std::size_t{1} << 20;  // body bytes of one frame
 constexpr std::size_t kWireMaxString = 4096;                 // bytes of one name, phase, run id, backend or error
 constexpr std::size_t kWireMaxDeps = 4096;                   // dependencies of one event

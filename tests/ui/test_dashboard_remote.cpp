@@ -22,11 +22,12 @@ bool all_closed(const RemoteSession& remote, std::size_t streams) {
   return true;
 }
 
-// GPT-2 test-tiny, ASYNC, on 2 rank threads, streamed as `fsdplab run --dashboard` streams it and recorded
-// beside it; its step reports.
+// GPT-2 test-tiny, ASYNC, clipped to gradient norm 0.5, on 2 rank threads, streamed as `fsdplab run --dashboard`
+// streams it and recorded beside it; its step reports.
 std::vector<StepReport> stream_and_record(const std::string& address, std::vector<TraceRecorder>& recorders) {
   SessionSettings settings = tiny_settings(3);
   settings.comparison = Comparison::async_only;
+  settings.clip_grad_norm = 0.5;
   FsdpRun run = settings.plan().at(0).run;
   DashboardStream stream(address, WireHello{"tiny", 0, 2, "sim", 2, "async"});
   std::vector<std::unique_ptr<FanOutSink>> sinks;
@@ -36,7 +37,7 @@ std::vector<StepReport> stream_and_record(const std::string& address, std::vecto
     run.sinks.push_back(sinks.back().get());
   }
   std::vector<StepReport> steps = train_fsdp(run, PresetCatalog::builtin(), [&](const StepReport& s) {
-    stream.step(WireStep{0, s.step, s.begin, s.end, s.loss});
+    stream.step(WireStep{0, s.step, s.begin, s.end, s.loss, s.grad_norm});
   });
   stream.finish();
   return steps;
@@ -65,7 +66,7 @@ TEST(DashboardRemote, AStreamedRunFillsTheStoreAsARecordedOneDoes) {
   TraceData all;
   for (const TraceRecorder& r : recorders) all.append(r.data());
   recorded.add_trace(source, all);
-  for (const StepReport& s : steps) recorded.add_step(source, s.step, s.begin, s.end, s.loss, false);
+  for (const StepReport& s : steps) recorded.add_step(source, s.step, s.begin, s.end, s.loss, s.grad_norm, false);
 
   const TraceStore& got = remote.store();
   ASSERT_EQ(got.sources().size(), 1u);
@@ -81,13 +82,15 @@ TEST(DashboardRemote, AStreamedRunFillsTheStoreAsARecordedOneDoes) {
       ASSERT_EQ(std::tuple(a.items[i].op, a.items[i].begin, a.items[i].end, got.text(a.items[i].name)),
                 std::tuple(b.items[i].op, b.items[i].begin, b.items[i].end, recorded.text(b.items[i].name)));
   }
-  // Steps as the step-time panel reads them: times, loss, and the compute and comm read from the events.
+  // Steps as the step-time panel reads them: times, loss, gradient norm, and the compute and comm read from the
+  // events.
   ASSERT_EQ(got.source(0).steps.size(), 3u);
   for (std::size_t s = 0; s < 3; ++s) {
     const StepTime& a = got.source(0).steps[s];
     const StepTime& b = recorded.source(0).steps[s];
-    EXPECT_EQ(std::tuple(a.step, a.begin, a.end, a.loss, a.compute, a.comm),
-              std::tuple(b.step, b.begin, b.end, b.loss, b.compute, b.comm));
+    EXPECT_EQ(std::tuple(a.step, a.begin, a.end, a.loss, a.grad_norm, a.compute, a.comm),
+              std::tuple(b.step, b.begin, b.end, b.loss, b.grad_norm, b.compute, b.comm));
+    EXPECT_GT(a.grad_norm, 0.5);  // the run clips: every step's norm came through, above the limit
     EXPECT_GT(a.compute, 0);
     EXPECT_GT(a.comm, 0);
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,8 @@ void add(TraceStore& store, int source, SimTime begin, const Step& s, bool sync)
   g.begin = begin + s.comm_from * kUs;
   g.end = g.begin + s.comm * kUs;
   store.add_event(source, g);
-  store.add_step(source, s.step, begin, begin + s.duration * kUs, s.loss, sync);
+  store.add_step(source, s.step, begin, begin + s.duration * kUs, s.loss, std::numeric_limits<double>::quiet_NaN(),
+                 sync);
 }
 
 // Adds `steps` one after another to `source`, from time `begin`; returns the end.

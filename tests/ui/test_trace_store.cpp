@@ -119,13 +119,14 @@ TEST(TraceStore, StepTimesReadComputeAndCommFromRankZero) {
   store.add_event(s, event(0, Lane::all_gather, OpCategory::all_gather, 0, 20, 70));
   store.add_event(s, event(1, Lane::all_gather, OpCategory::all_gather, 0, 0, 400));  // rank 1: not counted
   store.add_event(s, event(0, Lane::compute, OpCategory::compute, 1, 100, 130));      // the next step
-  store.add_step(s, 0, 0, 100, 2.5, false);
+  store.add_step(s, 0, 0, 100, 2.5, 1.25, false);
   ASSERT_EQ(store.source(s).steps.size(), 1u);
   const StepTime& t = store.source(s).steps[0];
   EXPECT_EQ(t.duration(), 100);
   EXPECT_EQ(t.compute, 90);
   EXPECT_EQ(t.comm, 50);
   EXPECT_DOUBLE_EQ(t.loss, 2.5);
+  EXPECT_DOUBLE_EQ(t.grad_norm, 1.25);
 
   TraceStore replay;  // a replayed file: steps from the events' labels
   const int r = replay.add_source("trace.json", 2, false);
@@ -147,7 +148,7 @@ TEST(TraceStore, StepCommIsTheBusierOfARanksTwoLinks) {
   between.link = RankLink::between_nodes;
   store.add_event(s, within);
   store.add_event(s, between);
-  store.add_step(s, 0, 0, 100, 2.5, false);
+  store.add_step(s, 0, 0, 100, 2.5, 1.25, false);
   EXPECT_EQ(store.source(s).steps[0].comm, 60);
 }
 
@@ -157,7 +158,7 @@ TEST(TraceStore, AStepsEventsThatComeAfterItsReportAreMeasuredAgain) {
   TraceStore store;
   const int s = store.add_source("ASYNC", 1, false);
   store.add_event(s, event(0, Lane::compute, OpCategory::compute, 0, 0, 10));
-  store.add_step(s, 0, 0, 100, 2.5, false);
+  store.add_step(s, 0, 0, 100, 2.5, 1.25, false);
   EXPECT_EQ(store.source(s).steps[0].compute, 10);
   store.add_event(s, event(0, Lane::compute, OpCategory::compute, 0, 20, 90));
   store.add_event(s, event(0, Lane::all_gather, OpCategory::all_gather, 0, 30, 60));

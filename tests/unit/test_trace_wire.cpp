@@ -35,7 +35,7 @@ TraceEvent sample_event() {
 
 CounterSample sample_counter() { return CounterSample{1, 987'654'321, MemTag::optim_state, 1 << 30, 3LL << 31}; }
 
-WireStep sample_step() { return WireStep{0, 9, 100, 2'000'100, 5.587319}; }
+WireStep sample_step() { return WireStep{0, 9, 100, 2'000'100, 5.587319, 1.566864}; }
 
 // A failure with the race that stopped it: every field away from its default.
 WireFailed sample_race_failure() {
@@ -108,6 +108,7 @@ void expect_same(const WireMessage& got, const WireMessage& want) {
     EXPECT_EQ(g.begin, s->begin);
     EXPECT_EQ(g.end, s->end);
     EXPECT_EQ(g.loss, s->loss);
+    EXPECT_EQ(g.grad_norm, s->grad_norm);
   } else if (const auto* f = std::get_if<WireFailed>(&want)) {
     const auto& g = std::get<WireFailed>(got);
     EXPECT_EQ(g.error, f->error);
@@ -175,6 +176,7 @@ TEST(TraceWire, ExtremeValuesRoundTrip) {
   e.deps.assign(kWireMaxDeps, OpRef{-1, 0});
   WireStep s = sample_step();
   s.loss = std::numeric_limits<double>::quiet_NaN();
+  s.grad_norm = WireStep{}.grad_norm;  // a run that does not clip: NaN
   s.step = kWireMaxStep;
   WireDecoder decoder(WireDecoder::Opening::any_frame);
   decoder.feed(encode({e, s}));
@@ -183,6 +185,7 @@ TEST(TraceWire, ExtremeValuesRoundTrip) {
   expect_same(got[0], e);
   EXPECT_TRUE(std::signbit(std::get<TraceEvent>(got[0]).flops));
   EXPECT_TRUE(std::isnan(std::get<WireStep>(got[1]).loss));
+  EXPECT_TRUE(std::isnan(std::get<WireStep>(got[1]).grad_norm));
 }
 
 TEST(TraceWire, ByteByByteFeedingGivesTheSameMessages) {
@@ -290,7 +293,7 @@ TEST(TraceWire, CorruptedFramesNameWhatWasExpected) {
   {
     std::string b = hello;
     b[4 + 1 + 4] = 7;  // the version
-    EXPECT_EQ(decode_error(b), "wire format version 7; this build reads version 5");
+    EXPECT_EQ(decode_error(b), "wire format version 7; this build reads version 6");
   }
   {
     std::string b = hello;
@@ -363,7 +366,7 @@ TEST(TraceWire, SemanticBoundsAreCheckedOnBothSides) {
 // overflow a duration.
 TEST(TraceWire, ExtremeStepsAndTimesAreRefused) {
   std::string step = encode({sample_step()});
-  ASSERT_EQ(step.size(), 4u + 1 + 4 + 4 + 8 + 8 + 8);
+  ASSERT_EQ(step.size(), 4u + 1 + 4 + 4 + 8 + 8 + 8 + 8);  // ... begin, end, loss, gradient norm
   put_u32(step, 9, 0x7FFFFFFEu);  // [9..13) the step number
   EXPECT_EQ(decode_error(step), "step 2147483646; expected 0 to 1073741824");
   std::string out;
