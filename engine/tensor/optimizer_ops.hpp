@@ -1,5 +1,6 @@
 // optimizer_ops.hpp — one optimizer step over a flat f32 parameter (an FSDP rank's shard of a
-// FlatParameter) with its gradient and state, exactly as PyTorch's single-tensor implementations.
+// FlatParameter) with its gradient and state, exactly as PyTorch's single-tensor implementations; and the
+// scale of gradient-norm clipping that comes before it.
 //
 // Only f32: updates are applied to the fp32 master copy, since a bf16 parameter would swallow
 // updates smaller than 2^-8 of its value. param, grad and state tensors have one shape and must
