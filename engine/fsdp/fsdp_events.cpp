@@ -179,11 +179,11 @@ void report_optimizer_step(FsdpRank& rank, std::span<FsdpUnit* const> units, std
   if (max_grad_norm > 0) {
     // What the task did, not what it should: the all-reduces it issued for the norm.
     const auto all_reduces = issued("all_reduce");
+    const std::string how = all_reduces == 0   ? "no all-reduce issued (a norm of this rank's own)"
+                            : all_reduces == 1 ? "the squared norm all-reduced once over the shard group"
+                                               : std::to_string(all_reduces) + " all-reduces issued";
     char clip[200];
-    std::snprintf(clip, sizeof clip, "clipped the gradient shards to 2-norm <= %g, %s; ", max_grad_norm,
-                  all_reduces == 0   ? "no all-reduce issued (a norm of this rank's own)"
-                  : all_reduces == 1 ? "the squared norm all-reduced once over the shard group"
-                                     : (std::to_string(all_reduces) + " all-reduces issued").c_str());
+    std::snprintf(clip, sizeof clip, "clipped the gradient shards to 2-norm <= %g, %s; ", max_grad_norm, how.c_str());
     what += clip;
   }
   what += std::string(optimizer) + " updated this rank's f32 shards of " + std::to_string(units.size()) + " units (" +

@@ -453,6 +453,11 @@ void UnitLifecycle::reduce_scatter_mean(const FsdpUnit& unit, const Tensor& grad
 
 // ==== the optimizer ==================================================================================
 
+void UnitLifecycle::compute_waits_for_every_reduction(std::span<FsdpUnit* const> units) {
+  for (const FsdpUnit* unit : units)
+    if (unit->reduced.recorded()) rank_.device.wait(Lane::compute, unit->reduced);
+}
+
 void UnitLifecycle::schedule_updates(Optimizer& optimizer, std::span<FsdpUnit* const> units,
                                      std::span<FsdpUnit* const> reduced, FsdpUnit* gather_next) {
   // Task 5 makes one target per unit, in the units' order, and units[i] is the unit of index i (pre-order):
@@ -470,8 +475,7 @@ void UnitLifecycle::schedule_updates(Optimizer& optimizer, std::span<FsdpUnit* c
   Device& device = rank_.device;
   if (order.size() + (gather_next ? 1 : 0) != optimizer.targets().size()) {
     // Not one target per unit (task 5's checks say so): every reduction before the first update.
-    for (const FsdpUnit* unit : units)
-      if (unit->reduced.recorded()) device.wait(Lane::compute, unit->reduced);
+    compute_waits_for_every_reduction(units);
     return;
   }
   if (gather_next) {
@@ -545,9 +549,7 @@ Tensor UnitLifecycle::clip_grad_norm(std::span<FsdpUnit* const> units, double ma
   const ActivityScope activity(rank_, 5, "ShardedOptimizerTask::clip_grad_norm", *tasks_.optimizer, -1,
                                IssuedTo::enclosing);
   Device& device = rank_.device;
-  if (lane == Lane::compute)  // under offload the host lane has waited for every gradient's copy already
-    for (const FsdpUnit* unit : units)
-      if (unit->reduced.recorded()) device.wait(Lane::compute, unit->reduced);
+  if (lane == Lane::compute) compute_waits_for_every_reduction(units);  // offload: the host lane has waited already
   const Tensor squared_norm = Tensor::empty(device, {1}, DType::f32, MemTag::workspace, "gradient squared norm", lane);
   tasks_.optimizer->clip_grad_norm(rank_.shard_group, unit_shards(units), max_grad_norm, squared_norm,
                                    device.stream(lane));

@@ -107,6 +107,8 @@ class UnitLifecycle {
   // 8, hybrid); a bf16 reduction through a bf16 output `unit.name`.`name`_bf16. Temporaries join `staging`.
   void reduce_scatter_mean(const FsdpUnit& unit, const Tensor& grads, const Tensor& shard, const std::string& name,
                            std::vector<Tensor>& staging);
+  // Later work on the compute stream waits for every unit's gradient reduction issued this step.
+  void compute_waits_for_every_reduction(std::span<FsdpUnit* const> units);
   // Task 5's clip_grad_norm on `lane` (compute, or host under offload), after every unit's reduction; the squared
   // norm, allocated on that lane.
   Tensor clip_grad_norm(std::span<FsdpUnit* const> units, double max_grad_norm, Lane lane);

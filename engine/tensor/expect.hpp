@@ -33,6 +33,13 @@ inline void expect_floating(std::string_view op, std::string_view role, const Te
     fail(op, ": ", role, " must be f32 or bf16, got ", t.describe());
 }
 
+// `t` must be one f32 element, of any shape (a [1] tensor, or a view of one element of a vector): a scalar an op
+// writes or reads on the device.
+inline void expect_scalar_f32(std::string_view op, std::string_view role, const Tensor& t) {
+  if (!(t.defined() && t.numel() == 1 && t.dtype() == DType::f32))
+    fail(op, ": ", role, " must be a 1-element f32 tensor, got ", t.describe());
+}
+
 // `t` must have the shape and dtype of `ref`, which the op calls `ref_role`.
 inline void expect_like(std::string_view op, std::string_view role, const Tensor& t, std::string_view ref_role,
                         const Tensor& ref) {

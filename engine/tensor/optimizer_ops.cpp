@@ -186,8 +186,7 @@ void clip_grad_with_norm(Stream s, const Tensor& grad, const Tensor& squared_nor
   constexpr std::string_view op = "clip_grad_with_norm";
   check(max_norm > 0 && std::isfinite(max_norm), op, ": max_norm must be finite and > 0, got ", max_norm);
   expect_tensor(op, "grad", grad, grad.shape(), DType::f32);
-  if (!(squared_norm.defined() && squared_norm.numel() == 1 && squared_norm.dtype() == DType::f32))
-    fail(op, ": squared_norm must be a 1-element f32 tensor, got ", squared_norm.describe());
+  expect_scalar_f32(op, "squared_norm", squared_norm);
   expect_no_overlap(op, {{"grad", &grad}, {"squared_norm", &squared_norm}});
   const auto max_norm_f32 = static_cast<float>(max_norm);
   const double n = static_cast<double>(grad.numel());

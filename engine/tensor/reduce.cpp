@@ -29,8 +29,7 @@ void sum(float* out, const F* x, std::int64_t n, bool squares) {
 // sum and sum_of_squares: one front-end, the term (x or x^2) the only difference.
 void reduce_to_scalar(Stream s, std::string_view op, const Tensor& x, const Tensor& out, bool squares) {
   expect_floating(op, "x", x);
-  if (!(out.defined() && out.numel() == 1 && out.dtype() == DType::f32))
-    fail(op, ": out must be a 1-element f32 tensor, got ", out.describe());
+  expect_scalar_f32(op, "out", out);
   const double n = static_cast<double>(x.numel());
   const OpCost cost{
       .flops = squares ? 2 * n : n, .bytes = static_cast<double>(x.nbytes() + out.nbytes()), .dtype = x.dtype()};

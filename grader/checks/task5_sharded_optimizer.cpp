@@ -525,12 +525,14 @@ struct Clipped {
   std::vector<std::string> off_stream;                 // per rank: an op on another lane than the one given, or ""
 };
 
-// The whole model's squared gradient norm, summed exactly: every gradient_value is a multiple of 1/4 up to 1, so
-// each square is a multiple of 1/16 and any order of f32 sums of so few is exact.
-float whole_squared_norm(int world) {
+// The squares of the gradient elements ranks first_rank .. first_rank + ranks - 1 hold ((0, W): the whole model's
+// squared norm), summed exactly: every gradient_value is a multiple of 1/4 up to 1, so each square is a multiple of
+// 1/16 and any order of f32 sums of so few is exact.
+float gradient_squares(int first_rank, int ranks) {
   double total = 0;
   for (std::size_t u = 0; u < std::size(kUnits); ++u)
-    for (std::int64_t i = 0; i < kUnits[u].shard * world; ++i) total += gradient_value(u, i) * gradient_value(u, i);
+    for (std::int64_t i = first_rank * kUnits[u].shard; i < (first_rank + ranks) * kUnits[u].shard; ++i)
+      total += gradient_value(u, i) * gradient_value(u, i);
   return static_cast<float>(total);
 }
 
@@ -576,7 +578,7 @@ CheckOutcome check_clip_grad_norm(const CheckContext& c) {
   };
   for (const Variant v :
        {Variant{"3 ranks", 3, Form::full}, Variant{"2 ranks under --offload (the host lane)", 2, Form::offload}}) {
-    const float want_squared = whole_squared_norm(v.world);
+    const float want_squared = gradient_squares(0, v.world);
     const double max_norm = std::sqrt(static_cast<double>(want_squared)) / 4;
     const float coef = clip_coefficient(want_squared, static_cast<float>(max_norm));
     const std::string expected = std::string("on ") + v.where + ", gradients whose whole 2-norm is " +
@@ -596,10 +598,7 @@ CheckOutcome check_clip_grad_norm(const CheckContext& c) {
       const float mine = got.squared_norm[static_cast<std::size_t>(r)];
       if (mine == want_squared) continue;
       // This rank's own shards' squares: what a rank that never adds the others' gets.
-      double own = 0;
-      for (std::size_t u = 0; u < std::size(kUnits); ++u)
-        for (std::int64_t i = r * kUnits[u].shard; i < (r + 1) * kUnits[u].shard; ++i)
-          own += gradient_value(u, i) * gradient_value(u, i);
+      const float own = gradient_squares(r, 1);
       std::string cause =
           "the squared norm must be the whole model's: each rank sums the squares of its own shards, and the shard "
           "group adds the ranks' sums (group.all_reduce(stream, t, ReduceOp::sum))";
@@ -608,7 +607,7 @@ CheckOutcome check_clip_grad_norm(const CheckContext& c) {
       for (const auto& rank_grads : got.grads)
         for (const std::vector<float>& g : rank_grads)
           for (float x : g) after += static_cast<double>(x) * x;
-      if (mine == static_cast<float>(own))
+      if (mine == own)
         cause =
             "the norm of this rank's shards alone, never added over the group: each rank then scales its shards "
             "by its own factor, as if each trained another model";

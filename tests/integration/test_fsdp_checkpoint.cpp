@@ -122,16 +122,7 @@ std::vector<std::string> leftovers(const fs::path& dir) {
 
 class FsdpCheckpoint : public testing::TempDirTest {};
 
-class FsdpCheckpointResume : public FsdpCheckpoint, public ::testing::WithParamInterface<Case> {
- protected:
-  void TearDown() override {
-    // A parameterised test's name has a '/': its folder sits in a folder of its own, removed when empty.
-    const fs::path folder = path("x").parent_path().parent_path();
-    FsdpCheckpoint::TearDown();
-    std::error_code ignored;
-    fs::remove(folder, ignored);
-  }
-};
+class FsdpCheckpointResume : public FsdpCheckpoint, public ::testing::WithParamInterface<Case> {};
 
 // The uninterrupted run against: 3 steps writing a checkpoint, then a second run resuming from it up to
 // 6 steps, checkpointing into the same folder. Losses are compared as bits, parameters as file bytes.
